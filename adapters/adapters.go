@@ -1,0 +1,203 @@
+// Package adapters is the platform-neutral contract between chat platforms and the rest of the
+// bot: what an incoming message looks like (Inbound), what a platform can do with outgoing text
+// (Messenger), how much it allows (Limits), and the errors a platform reports in a form the
+// delivery engine can act on.
+//
+// Adapters know nothing of the agent, the tools or the store: they turn platform updates into
+// Inbound values, hand them to a Handler, and deliver replies through adapters/delivery.
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Platform names a chat network ("telegram", "discord", "web").
+type Platform string
+
+// The platforms the bot ships adapters for.
+const (
+	Telegram Platform = "telegram"
+	Discord  Platform = "discord"
+	Web      Platform = "web"
+)
+
+// ChatKind says who shares a chat.
+type ChatKind string
+
+// Kinds of chat.
+const (
+	Private ChatKind = "private" // one user and the bot (Telegram private chat, Discord DM, web chat)
+	Group   ChatKind = "group"   // many members (Telegram group or supergroup, Discord guild channel)
+)
+
+// Image is a picture a user sent, already downloaded and capped in size by the adapter.
+type Image struct {
+	MIME string
+	Data []byte
+}
+
+// File is a file or image the bot sends with its final reply.
+type File struct {
+	Name string
+	MIME string
+	Data []byte
+}
+
+// IsImage reports whether the file should be shown as a picture rather than a document.
+func (f File) IsImage() bool {
+	return len(f.MIME) > 6 && f.MIME[:6] == "image/"
+}
+
+// ChatRef addresses a chat, and a thread or forum topic inside it, on one platform.
+type ChatRef struct {
+	Platform Platform
+	ChatID   string
+	ThreadID string // forum topic or thread; empty when the chat has none
+}
+
+// String renders the reference as "platform:chat" or "platform:chat#thread".
+func (c ChatRef) String() string {
+	if c.ThreadID == "" {
+		return fmt.Sprintf("%s:%s", c.Platform, c.ChatID)
+	}
+	return fmt.Sprintf("%s:%s#%s", c.Platform, c.ChatID, c.ThreadID)
+}
+
+// Inbound is one message a user sent, normalised across platforms.
+type Inbound struct {
+	Chat      ChatRef
+	Kind      ChatKind
+	MessageID string // the platform's id of the user's message, for replies and the audit trail
+	UserID    string
+	UserName  string
+	Text      string // with the bot mention or trigger prefix removed
+	Images    []Image
+	// Addressed is true when the message is meant for the bot: always in a private chat; in a group
+	// when the bot is mentioned, replied to, or a configured prefix is used. Adapters drop group
+	// messages that are not addressed before they reach the Handler.
+	Addressed bool
+	// Command is the bot command without its slash ("reset", "stop", "help", "audit", "start"),
+	// set by adapters that recognise commands (text commands, slash commands, a Stop button);
+	// Args holds the rest of the line.
+	Command string
+	Args    string
+	// GuildID and RoleIDs describe the sender on platforms that have them (Discord).
+	GuildID string
+	RoleIDs []string
+	Time    time.Time
+}
+
+// MessageRef identifies a message the bot sent, for later edits.
+type MessageRef struct {
+	Chat ChatRef
+	ID   string
+}
+
+// SendOptions tune one Send.
+type SendOptions struct {
+	// ReplyTo is the platform id of the user's message the reply answers, if any.
+	ReplyTo string
+	// Stoppable asks for a Stop control on the message where the platform has one (a Discord
+	// button); pressing it reaches the Handler as the "stop" command.
+	Stoppable bool
+}
+
+// Messenger is what a platform can do with outgoing messages. Implementations make exactly one
+// platform request per call (no retries of their own: the delivery engine owns retries and
+// rate limits) and report failures with the error types of this package.
+type Messenger interface {
+	// Send posts a new message with text and returns its reference.
+	Send(ctx context.Context, chat ChatRef, text string, opts SendOptions) (MessageRef, error)
+	// Edit replaces the text of a message the bot sent.
+	Edit(ctx context.Context, msg MessageRef, text string) error
+	// SendFiles posts files and images, with an optional caption.
+	SendFiles(ctx context.Context, chat ChatRef, files []File, caption string, opts SendOptions) (MessageRef, error)
+	// Typing shows the platform's "bot is typing" indicator once (platforms expire it after a few seconds).
+	Typing(ctx context.Context, chat ChatRef) error
+}
+
+// LengthUnit is how a platform counts message length.
+type LengthUnit int
+
+// Units platforms count in.
+const (
+	Runes LengthUnit = iota // Unicode code points (Discord)
+	UTF16                   // UTF-16 code units (Telegram)
+)
+
+// Rate is a budget of N requests per Per.
+type Rate struct {
+	N   int
+	Per time.Duration
+}
+
+// Limits are a platform's length and pacing rules. Zero rates mean no limit of that kind.
+type Limits struct {
+	MaxLen   int        // the longest text one message may hold
+	Unit     LengthUnit // the unit MaxLen is counted in
+	PerChat  Rate       // sends and edits in one chat (Telegram ~1/s; Discord 5 per 5 s per channel)
+	PerGroup Rate       // extra budget for group chats (Telegram 20/min)
+	Global   Rate       // across all chats of the bot (Telegram 30/s)
+}
+
+// RateLimitError is a 429: the platform asks to wait RetryAfter before the next request in Scope.
+type RateLimitError struct {
+	RetryAfter time.Duration
+	Global     bool // the whole bot is limited, not only this chat
+	Err        error
+}
+
+func (e *RateLimitError) Error() string {
+	scope := "chat"
+	if e.Global {
+		scope = "global"
+	}
+	return fmt.Sprintf("rate limited (%s), retry after %s: %v", scope, e.RetryAfter, e.Err)
+}
+
+func (e *RateLimitError) Unwrap() error { return e.Err }
+
+// Errors platforms report in a form the delivery engine acts on. Adapters wrap their SDK's error
+// with one of these (fmt.Errorf("...: %w", ErrNotModified)) so the original text is kept.
+var (
+	// ErrNotModified: the edit carried the text the message already has. Counts as delivered.
+	ErrNotModified = errors.New("message is not modified")
+	// ErrMessageGone: the message cannot be edited any more (deleted, too old). The delivery
+	// engine falls back to a new message with the missing text.
+	ErrMessageGone = errors.New("message can no longer be edited")
+	// ErrTooLong: the platform refused the text as too long.
+	ErrTooLong = errors.New("message is too long")
+	// ErrTemporary: a server error or timeout that may succeed when retried.
+	ErrTemporary = errors.New("temporary platform error")
+)
+
+// Handler receives every addressed Inbound message of an adapter, with the Responder to answer
+// it. Handle may block for the whole turn; adapters call it on their own goroutine per message.
+type Handler interface {
+	Handle(ctx context.Context, in Inbound, out Responder)
+}
+
+// Responder answers one Inbound message.
+type Responder interface {
+	// NewReply starts the streamed reply to the message.
+	NewReply(ctx context.Context) Reply
+	// Notice sends a short one-off message (command answers, "busy", "rate limited").
+	Notice(ctx context.Context, text string) error
+	// SupportsStreaming reports whether the reply should be streamed by edits.
+	SupportsStreaming() bool
+}
+
+// Reply is one answer, streamed into the chat. The text given to Update and Finish is always the
+// whole visible answer so far, never a delta.
+type Reply interface {
+	// Update shows text as the newest preview. It never blocks; previews that wait coalesce.
+	Update(text string)
+	// Working turns the typing indicator on while the model thinks or a tool runs.
+	Working(on bool)
+	// Finish delivers the final text and files and returns when they are delivered or have
+	// definitively failed.
+	Finish(ctx context.Context, text string, files []File) error
+}

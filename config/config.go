@@ -1,0 +1,416 @@
+// Package config loads config.toml into typed, validated settings. Every error names the key
+// that is wrong and why; secrets come from ${ENV} references, expanded after parsing so that a
+// value can never break the TOML syntax.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the whole config.toml.
+type Config struct {
+	Storage  Storage  `toml:"storage"`
+	Models   []Model  `toml:"models"`
+	Agent    Agent    `toml:"agent"`
+	Output   Output   `toml:"output"`
+	Chat     Chat     `toml:"chat"`
+	Access   Access   `toml:"access"`
+	Tools    Tools    `toml:"tools"`
+	Telegram Telegram `toml:"telegram"`
+	Discord  Discord  `toml:"discord"`
+	MCP      MCP      `toml:"mcp"`
+	Admin    Admin    `toml:"admin"`
+	Log      Log      `toml:"log"`
+
+	// Warnings are problems that did not stop loading (a value replaced by its default).
+	Warnings []string `toml:"-"`
+}
+
+// Storage selects the database.
+type Storage struct {
+	Driver        string `toml:"driver"` // "sqlite" | "postgres"
+	DSN           string `toml:"dsn"`
+	RetentionDays int    `toml:"retention_days"`
+}
+
+// Model is one LLM candidate; the first is primary, the rest are fallbacks in order.
+type Model struct {
+	Name           string `toml:"name"`
+	BaseURL        string `toml:"base_url"`
+	APIKey         string `toml:"api_key"`
+	Model          string `toml:"model"`
+	SupportsTools  bool   `toml:"supports_tools"`
+	SupportsVision bool   `toml:"supports_vision"`
+	TimeoutSec     int    `toml:"timeout_sec"`
+}
+
+// Agent tunes the agent runner.
+type Agent struct {
+	SystemPrompt       string `toml:"system_prompt"`
+	MaxToolRounds      int    `toml:"max_tool_rounds"`
+	StreamFlushChunks  int    `toml:"stream_flush_chunks"`
+	RemoveThink        bool   `toml:"remove_think"`
+	HistoryRounds      int    `toml:"history_rounds"`
+	ToolResultMaxChars int    `toml:"tool_result_max_chars"`
+}
+
+// Output decides what users see.
+type Output struct {
+	TrackFunctionCalls bool   `toml:"track_function_calls"`
+	ExceptionHandling  string `toml:"exception_handling"` // "show-hint" | "show-error" | "hide"
+	FailureHint        string `toml:"failure_hint"`
+}
+
+// Chat holds the conversation rules of the pipeline.
+type Chat struct {
+	Scope             string `toml:"scope"` // "chat" | "user": who shares a group conversation
+	Busy              string `toml:"busy"`  // "queue" | "interrupt"
+	QueueSize         int    `toml:"queue_size"`
+	MaxTurnsInFlight  int    `toml:"max_turns_in_flight"`
+	TurnWaitSec       int    `toml:"turn_wait_sec"`
+	RateLimitPerMin   int    `toml:"rate_limit_per_minute"`
+	ShutdownGraceSec  int    `toml:"shutdown_grace_sec"`
+	TriggerPrefix     string `toml:"trigger_prefix"`
+	MaxImageBytes     int    `toml:"max_image_bytes"`
+	TurnTimeoutSec    int    `toml:"turn_timeout_sec"`
+	HelpText          string `toml:"help_text"`
+	BusyText          string `toml:"busy_text"`
+	RateLimitedText   string `toml:"rate_limited_text"`
+	InterruptedMarker string `toml:"stopped_marker"`
+}
+
+// Access lists who may talk to the bot. IDs are "platform:id" ("telegram:12345") or "*:id".
+type Access struct {
+	AllowUsers []string `toml:"allow_users"`
+	DenyUsers  []string `toml:"deny_users"`
+	AllowChats []string `toml:"allow_chats"`
+	DenyChats  []string `toml:"deny_chats"`
+	Admins     []string `toml:"admins"`
+}
+
+// Tools configures the tool loaders.
+type Tools struct {
+	// Allow, when not empty, is the list of tool names offered in every chat.
+	Allow []string `toml:"allow"`
+	// PerChat maps "platform:chat_id" to the tools offered there, replacing Allow.
+	PerChat map[string][]string `toml:"per_chat"`
+	// Plugins enables compiled-in plugins by name.
+	Plugins []string `toml:"plugins"`
+	// SkillDirs are folders holding one skill per subfolder (SKILL.md).
+	SkillDirs []string `toml:"skill_dirs"`
+	// FetchAllowPrivate lets fetch_url reach loopback, private and link-local addresses.
+	FetchAllowPrivate bool `toml:"fetch_allow_private"`
+	// Native enables built-in tools by name; empty means all.
+	Native []string `toml:"native"`
+}
+
+// Telegram configures the Telegram adapter.
+type Telegram struct {
+	Enabled       bool     `toml:"enabled"`
+	Token         string   `toml:"token"`
+	APIEndpoint   string   `toml:"api_endpoint"`
+	Mode          string   `toml:"mode"` // "polling" | "webhook"
+	WebhookListen string   `toml:"webhook_listen"`
+	WebhookURL    string   `toml:"webhook_url"`
+	WebhookSecret string   `toml:"webhook_secret"`
+	AllowedChats  []string `toml:"allowed_chats"`
+	AllowedUsers  []string `toml:"allowed_users"`
+	Stream        bool     `toml:"stream"`
+}
+
+// Discord configures the Discord adapter.
+type Discord struct {
+	Enabled          bool     `toml:"enabled"`
+	Token            string   `toml:"token"`
+	APIBase          string   `toml:"api_base"`
+	AllowedGuilds    []string `toml:"allowed_guilds"`
+	AllowedChannels  []string `toml:"allowed_channels"`
+	AllowedRoles     []string `toml:"allowed_roles"`
+	RegisterCommands bool     `toml:"register_commands"`
+}
+
+// MCP lists the MCP servers to connect to.
+type MCP struct {
+	Servers []MCPServer `toml:"servers"`
+}
+
+// MCPServer is one MCP server.
+type MCPServer struct {
+	Name       string            `toml:"name"`
+	Transport  string            `toml:"transport"` // "stdio" | "sse" | "http"
+	Command    string            `toml:"command"`
+	Args       []string          `toml:"args"`
+	Env        map[string]string `toml:"env"`
+	URL        string            `toml:"url"`
+	Headers    map[string]string `toml:"headers"`
+	ConnectSec int               `toml:"connect_timeout_sec"`
+	// ToolCallTimeoutRaw is the value as written; ToolCallTimeout is the checked duration
+	// (0 means no deadline).
+	ToolCallTimeoutRaw any           `toml:"tool_call_timeout_sec"`
+	ToolCallTimeout    time.Duration `toml:"-"`
+}
+
+// Admin configures the admin listener (web page, JSON API, web chat, metrics).
+type Admin struct {
+	Enabled bool   `toml:"enabled"`
+	Listen  string `toml:"listen"`
+	Token   string `toml:"token"`
+	WebChat bool   `toml:"web_chat"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `toml:"level"`  // debug | info | warn | error
+	Format string `toml:"format"` // text | json
+}
+
+// DefaultMCPToolCallTimeout is used when tool_call_timeout_sec is absent or invalid.
+const DefaultMCPToolCallTimeout = 300 * time.Second
+
+// Default returns the configuration used for every key a file leaves out.
+func Default() Config {
+	return Config{
+		Storage: Storage{Driver: "sqlite", DSN: "data/bot.db", RetentionDays: 30},
+		Agent: Agent{
+			SystemPrompt:       "You are a helpful assistant in a chat. Answer concisely.",
+			MaxToolRounds:      128,
+			StreamFlushChunks:  8,
+			HistoryRounds:      10,
+			ToolResultMaxChars: 20000,
+		},
+		Output: Output{ExceptionHandling: "show-hint", FailureHint: "Request failed."},
+		Chat: Chat{
+			Scope:             "chat",
+			Busy:              "queue",
+			QueueSize:         8,
+			MaxTurnsInFlight:  64,
+			TurnWaitSec:       60,
+			RateLimitPerMin:   60,
+			ShutdownGraceSec:  30,
+			MaxImageBytes:     5 << 20,
+			TurnTimeoutSec:    900,
+			HelpText:          "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /help shows this.",
+			BusyText:          "I am still busy with earlier messages in this chat; please try again in a moment.",
+			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
+			InterruptedMarker: "[stopped]",
+		},
+		Tools:    Tools{Plugins: []string{"audit_query"}},
+		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true},
+		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true},
+		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
+		Log:      Log{Level: "info", Format: "text"},
+	}
+}
+
+// Path picks the config file: the flag value, then $BOT_CONFIG, then ./config.toml.
+func Path(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if p := os.Getenv("BOT_CONFIG"); p != "" {
+		return p
+	}
+	return "config.toml"
+}
+
+// Load reads, expands and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes TOML text, expands ${ENV} references with lookup and validates the result.
+func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	cfg := Default()
+	md, err := toml.Decode(string(data), &cfg)
+	if err != nil {
+		var perr toml.ParseError
+		if errors.As(err, &perr) {
+			return nil, fmt.Errorf("line %d: %s", perr.Position.Line, perr.Message)
+		}
+		return nil, err
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, 0, len(und))
+		for _, k := range und {
+			keys = append(keys, k.String())
+		}
+		return nil, fmt.Errorf("%s: unknown key", strings.Join(keys, ", "))
+	}
+	missing := map[string][]string{}
+	expandEnv(reflect.ValueOf(&cfg).Elem(), "", lookup, missing)
+	if err := cfg.fillEntryDefaults(md); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(missing); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// expandEnv replaces ${NAME} and ${NAME:-default} in every string reachable from v, recording
+// under the key path the variables that were not set.
+func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), missing map[string][]string) {
+	switch v.Kind() {
+	case reflect.String:
+		s := v.String()
+		if !strings.Contains(s, "${") {
+			return
+		}
+		v.SetString(envRef.ReplaceAllStringFunc(s, func(ref string) string {
+			m := envRef.FindStringSubmatch(ref)
+			if val, ok := lookup(m[1]); ok && val != "" {
+				return val
+			}
+			if m[2] != "" {
+				return m[3]
+			}
+			missing[key] = append(missing[key], m[1])
+			return ""
+		}))
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < v.NumField(); i++ {
+			f := t.Field(i)
+			name := f.Tag.Get("toml")
+			if name == "" || name == "-" || !f.IsExported() {
+				continue
+			}
+			expandEnv(v.Field(i), join(key, name), lookup, missing)
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", key, i), lookup, missing)
+		}
+	case reflect.Map:
+		if v.Type().Elem().Kind() != reflect.String {
+			return
+		}
+		for _, k := range v.MapKeys() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(v.MapIndex(k))
+			expandEnv(e, join(key, fmt.Sprint(k.Interface())), lookup, missing)
+			v.SetMapIndex(k, e)
+		}
+	case reflect.Interface:
+		if s, ok := v.Interface().(string); ok {
+			e := reflect.New(reflect.TypeOf("")).Elem()
+			e.SetString(s)
+			expandEnv(e, key, lookup, missing)
+			v.Set(e)
+		}
+	}
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}
+
+// fillEntryDefaults applies defaults inside array entries ([[models]], [[mcp.servers]]), whose
+// zero values TOML cannot tell from "left out".
+func (c *Config) fillEntryDefaults(md toml.MetaData) error {
+	keys := md.Keys()
+	modelHas := func(i int, name string) bool { return hasEntryKey(keys, "models", i, name) }
+	for i := range c.Models {
+		m := &c.Models[i]
+		if !modelHas(i, "supports_tools") {
+			m.SupportsTools = true
+		}
+		if m.TimeoutSec == 0 && !modelHas(i, "timeout_sec") {
+			m.TimeoutSec = 120
+		}
+		if m.Name == "" {
+			m.Name = m.Model
+		}
+	}
+	for i := range c.MCP.Servers {
+		s := &c.MCP.Servers[i]
+		key := fmt.Sprintf("mcp.servers[%d]", i)
+		if s.ConnectSec == 0 {
+			s.ConnectSec = 30
+		}
+		d, warn := ParseToolCallTimeout(s.ToolCallTimeoutRaw)
+		s.ToolCallTimeout = d
+		if warn != "" {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s.tool_call_timeout_sec: %s; using %d", key, warn, int(DefaultMCPToolCallTimeout.Seconds())))
+		}
+	}
+	return nil
+}
+
+// hasEntryKey reports whether the file set key name in entry i of the array of tables at table.
+// BurntSushi/toml's MetaData keys do not carry the entry index, so entries are counted by the
+// position of their own key in the order keys were defined.
+func hasEntryKey(keys []toml.Key, table string, i int, name string) bool {
+	entry := -1
+	for _, k := range keys {
+		if len(k) == 1 && k[0] == table {
+			entry++
+			continue
+		}
+		if entry == i && len(k) == 2 && k[0] == table && k[1] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseToolCallTimeout turns a tool_call_timeout_sec value into a duration. Absent means the
+// default; 0 means no deadline; a negative, non-numeric, non-finite or absurd value means the
+// default and a warning that says why.
+func ParseToolCallTimeout(v any) (time.Duration, string) {
+	var secs float64
+	switch x := v.(type) {
+	case nil:
+		return DefaultMCPToolCallTimeout, ""
+	case int64:
+		secs = float64(x)
+	case float64:
+		secs = x
+	default:
+		return DefaultMCPToolCallTimeout, fmt.Sprintf("must be a number of seconds, got %v", v)
+	}
+	switch {
+	case math.IsNaN(secs) || math.IsInf(secs, 0):
+		return DefaultMCPToolCallTimeout, fmt.Sprintf("must be finite, got %v", secs)
+	case secs < 0:
+		return DefaultMCPToolCallTimeout, fmt.Sprintf("must not be negative, got %v", secs)
+	case secs > 7*24*3600:
+		return DefaultMCPToolCallTimeout, fmt.Sprintf("must be at most a week (604800), got %v", secs)
+	}
+	return time.Duration(secs * float64(time.Second)), ""
+}
+
+// LogValue keeps secrets out of logs when a Config is logged.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("storage.driver", c.Storage.Driver),
+		slog.Int("models", len(c.Models)),
+		slog.Bool("telegram", c.Telegram.Enabled),
+		slog.Bool("discord", c.Discord.Enabled),
+		slog.Int("mcp.servers", len(c.MCP.Servers)),
+		slog.String("admin.listen", c.Admin.Listen),
+	)
+}

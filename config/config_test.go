@@ -1,0 +1,120 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+const minimal = `
+[[models]]
+base_url = "http://127.0.0.1:1/v1"
+model = "m"
+`
+
+func TestShippedConfigLoads(t *testing.T) {
+	data, err := os.ReadFile("../config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(data, env(nil))
+	if err != nil {
+		t.Fatalf("shipped config.toml: %v", err)
+	}
+	if got := cfg.Agent.MaxToolRounds; got != 128 {
+		t.Errorf("max_tool_rounds = %d, want 128", got)
+	}
+	if cfg.Storage.DSN != "data/bot.db" || cfg.Models[0].Model != "gpt-4o-mini" {
+		t.Errorf("env fallbacks not applied: dsn=%q model=%q", cfg.Storage.DSN, cfg.Models[0].Model)
+	}
+}
+
+func TestParseErrorsNameTheKey(t *testing.T) {
+	tests := []struct {
+		name, toml, want string
+	}{
+		{"rounds zero", minimal + "[agent]\nmax_tool_rounds = 0\n", "agent.max_tool_rounds: must be between 1 and 1024, got 0"},
+		{"no models", "", "models: at least one [[models]] entry is required"},
+		{"unknown key", minimal + "[agent]\nmax_rounds = 3\n", "agent.max_rounds: unknown key"},
+		{"bad enum", minimal + "[output]\nexception_handling = \"loud\"\n", `output.exception_handling: must be one of "show-hint", "show-error", "hide", got "loud"`},
+		{"telegram token env", minimal + "[telegram]\nenabled = true\ntoken = \"${TG_TOKEN}\"\n", "telegram.token: empty: environment variable TG_TOKEN is not set"},
+		{"endpoint format", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\napi_endpoint = \"http://h/bot\"\n", "telegram.api_endpoint: must contain two %s"},
+		{"admin exposed", minimal + "[admin]\nlisten = \"0.0.0.0:8080\"\n", "admin.token: must be set when admin.listen (0.0.0.0:8080) is not a loopback address"},
+		{"mcp stdio command", minimal + "[[mcp.servers]]\nname = \"a\"\ntransport = \"stdio\"\n", "mcp.servers[0].command: must be set"},
+		{"access id", minimal + "[access]\nadmins = [\"12345\"]\n", `access.admins[0]: must look like "platform:id"`},
+		{"syntax", "[agent\n", "to end table name"},
+		{"wrong type", minimal + "[agent]\nmax_tool_rounds = \"many\"\n", "max_tool_rounds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.toml), env(nil))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	cfg, err := Parse([]byte(minimal+"[telegram]\nenabled = true\ntoken = \"${TG}\"\n[[mcp.servers]]\nname=\"s\"\ntransport=\"http\"\nurl=\"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer ${MCP_TOKEN}\" }\n"),
+		env(map[string]string{"TG": "123:abc", "MCP_TOKEN": "sekrit"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Telegram.Token != "123:abc" {
+		t.Errorf("token = %q", cfg.Telegram.Token)
+	}
+	if got := cfg.MCP.Servers[0].Headers["Authorization"]; got != "Bearer sekrit" {
+		t.Errorf("header = %q", got)
+	}
+}
+
+func TestModelEntryDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(minimal+"[[models]]\nname=\"b\"\nbase_url=\"http://127.0.0.1:2/v1\"\nmodel=\"m2\"\nsupports_tools=false\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Models[0].SupportsTools || cfg.Models[1].SupportsTools {
+		t.Errorf("supports_tools = %v, %v; want true (default), false (set)", cfg.Models[0].SupportsTools, cfg.Models[1].SupportsTools)
+	}
+	if cfg.Models[0].Name != "m" || cfg.Models[0].TimeoutSec != 120 {
+		t.Errorf("defaults not applied: %+v", cfg.Models[0])
+	}
+}
+
+func TestToolCallTimeout(t *testing.T) {
+	tests := []struct {
+		value string
+		want  time.Duration
+		warn  bool
+	}{
+		{"", 300 * time.Second, false},
+		{"tool_call_timeout_sec = 900", 900 * time.Second, false},
+		{"tool_call_timeout_sec = 0", 0, false},
+		{"tool_call_timeout_sec = 1.5", 1500 * time.Millisecond, false},
+		{"tool_call_timeout_sec = -1", 300 * time.Second, true},
+		{"tool_call_timeout_sec = inf", 300 * time.Second, true},
+		{"tool_call_timeout_sec = 1e300", 300 * time.Second, true},
+		{"tool_call_timeout_sec = true", 300 * time.Second, true},
+		{`tool_call_timeout_sec = "x"`, 300 * time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			cfg, err := Parse([]byte(minimal+"[[mcp.servers]]\nname=\"s\"\ntransport=\"stdio\"\ncommand=\"x\"\n"+tt.value+"\n"), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.MCP.Servers[0].ToolCallTimeout; got != tt.want {
+				t.Errorf("timeout = %v, want %v", got, tt.want)
+			}
+			if (len(cfg.Warnings) == 1) != tt.warn {
+				t.Errorf("warnings = %q, want one: %v", cfg.Warnings, tt.warn)
+			}
+		})
+	}
+}

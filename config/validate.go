@@ -1,0 +1,179 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
+// validate checks every key and returns all problems at once, each naming its key.
+func (c *Config) validate(missing map[string][]string) error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	required := func(key, val string) {
+		if val != "" {
+			return
+		}
+		if vars := missing[key]; len(vars) > 0 {
+			bad(key, "empty: environment variable %s is not set", strings.Join(vars, ", "))
+			return
+		}
+		bad(key, "must be set")
+	}
+	between := func(key string, v, lo, hi int) {
+		if v < lo || v > hi {
+			bad(key, "must be between %d and %d, got %d", lo, hi, v)
+		}
+	}
+	oneOf := func(key, v string, allowed ...string) {
+		for _, a := range allowed {
+			if v == a {
+				return
+			}
+		}
+		bad(key, "must be one of %s, got %q", strings.Join(quoteAll(allowed), ", "), v)
+	}
+	httpURL := func(key, v string) {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(key, "must be an http(s) URL, got %q", v)
+		}
+	}
+
+	oneOf("storage.driver", c.Storage.Driver, "sqlite", "postgres")
+	required("storage.dsn", c.Storage.DSN)
+	between("storage.retention_days", c.Storage.RetentionDays, 0, 36500)
+
+	if len(c.Models) == 0 {
+		bad("models", "at least one [[models]] entry is required")
+	}
+	names := map[string]bool{}
+	for i, m := range c.Models {
+		key := fmt.Sprintf("models[%d]", i)
+		required(key+".model", m.Model)
+		required(key+".base_url", m.BaseURL)
+		if m.BaseURL != "" {
+			httpURL(key+".base_url", m.BaseURL)
+		}
+		between(key+".timeout_sec", m.TimeoutSec, 1, 3600)
+		if names[m.Name] {
+			bad(key+".name", "duplicate model name %q", m.Name)
+		}
+		names[m.Name] = true
+		if vars := missing[key+".api_key"]; len(vars) > 0 {
+			bad(key+".api_key", "empty: environment variable %s is not set", strings.Join(vars, ", "))
+		}
+	}
+
+	between("agent.max_tool_rounds", c.Agent.MaxToolRounds, 1, 1024)
+	between("agent.stream_flush_chunks", c.Agent.StreamFlushChunks, 1, 1000)
+	between("agent.history_rounds", c.Agent.HistoryRounds, 0, 1000)
+	between("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, 100, 10_000_000)
+
+	oneOf("output.exception_handling", c.Output.ExceptionHandling, "show-hint", "show-error", "hide")
+
+	oneOf("chat.scope", c.Chat.Scope, "chat", "user")
+	oneOf("chat.busy", c.Chat.Busy, "queue", "interrupt")
+	between("chat.queue_size", c.Chat.QueueSize, 0, 1000)
+	between("chat.max_turns_in_flight", c.Chat.MaxTurnsInFlight, 1, 100000)
+	between("chat.turn_wait_sec", c.Chat.TurnWaitSec, 0, 3600)
+	between("chat.rate_limit_per_minute", c.Chat.RateLimitPerMin, 0, 100000)
+	between("chat.shutdown_grace_sec", c.Chat.ShutdownGraceSec, 0, 3600)
+	between("chat.max_image_bytes", c.Chat.MaxImageBytes, 0, 50<<20)
+	between("chat.turn_timeout_sec", c.Chat.TurnTimeoutSec, 1, 86400)
+
+	for _, list := range []struct {
+		key string
+		ids []string
+	}{
+		{"access.allow_users", c.Access.AllowUsers}, {"access.deny_users", c.Access.DenyUsers},
+		{"access.allow_chats", c.Access.AllowChats}, {"access.deny_chats", c.Access.DenyChats},
+		{"access.admins", c.Access.Admins},
+	} {
+		for i, id := range list.ids {
+			if p, rest, ok := strings.Cut(id, ":"); !ok || p == "" || rest == "" {
+				bad(fmt.Sprintf("%s[%d]", list.key, i), `must look like "platform:id" or "*:id", got %q`, id)
+			}
+		}
+	}
+	for chat := range c.Tools.PerChat {
+		if p, rest, ok := strings.Cut(chat, ":"); !ok || p == "" || rest == "" {
+			bad("tools.per_chat", `keys must look like "platform:chat_id", got %q`, chat)
+		}
+	}
+
+	if c.Telegram.Enabled {
+		required("telegram.token", c.Telegram.Token)
+		if n := strings.Count(c.Telegram.APIEndpoint, "%s"); n != 2 {
+			bad("telegram.api_endpoint", `must contain two %%s (token, method), like "https://api.telegram.org/bot%%s/%%s", got %q`, c.Telegram.APIEndpoint)
+		}
+		oneOf("telegram.mode", c.Telegram.Mode, "polling", "webhook")
+		if c.Telegram.Mode == "webhook" {
+			required("telegram.webhook_listen", c.Telegram.WebhookListen)
+			required("telegram.webhook_url", c.Telegram.WebhookURL)
+			required("telegram.webhook_secret", c.Telegram.WebhookSecret)
+		}
+	}
+	if c.Discord.Enabled {
+		required("discord.token", c.Discord.Token)
+		httpURL("discord.api_base", c.Discord.APIBase)
+	}
+
+	seen := map[string]bool{}
+	for i, s := range c.MCP.Servers {
+		key := fmt.Sprintf("mcp.servers[%d]", i)
+		required(key+".name", s.Name)
+		if seen[s.Name] {
+			bad(key+".name", "duplicate server name %q", s.Name)
+		}
+		seen[s.Name] = true
+		oneOf(key+".transport", s.Transport, "stdio", "sse", "http")
+		switch s.Transport {
+		case "stdio":
+			required(key+".command", s.Command)
+		case "sse", "http":
+			required(key+".url", s.URL)
+			if s.URL != "" {
+				httpURL(key+".url", s.URL)
+			}
+		}
+		between(key+".connect_timeout_sec", s.ConnectSec, 1, 600)
+	}
+
+	if c.Admin.Enabled {
+		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
+			bad("admin.listen", "must be host:port, got %q", c.Admin.Listen)
+		} else if !IsLoopback(c.Admin.Listen) && c.Admin.Token == "" {
+			bad("admin.token", "must be set when admin.listen (%s) is not a loopback address", c.Admin.Listen)
+		}
+	}
+
+	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	oneOf("log.format", c.Log.Format, "text", "json")
+	return errors.Join(errs...)
+}
+
+// IsLoopback reports whether a host:port listen address only accepts local connections.
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = fmt.Sprintf("%q", v)
+	}
+	return out
+}

@@ -1,0 +1,154 @@
+// Package tools runs the tools the agent may call. A Loader offers tools from one source (native,
+// plugin, MCP, skill); the Manager asks loaders in that order, refuses tools that were not offered
+// in the turn, and reports every call to a Recorder for the audit log.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Source names where a tool comes from. Dispatch asks sources in the order of Sources.
+type Source string
+
+// The four tool sources, in dispatch order.
+const (
+	SourceNative Source = "native"
+	SourcePlugin Source = "plugin"
+	SourceMCP    Source = "mcp"
+	SourceSkill  Source = "skill"
+)
+
+// Sources lists the sources in dispatch order.
+var Sources = [...]Source{SourceNative, SourcePlugin, SourceMCP, SourceSkill}
+
+// Spec describes a tool to the model.
+type Spec struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments object.
+	Parameters json.RawMessage
+	// Server is the MCP server offering the tool; empty for other sources.
+	Server string
+	// AdminOnly tools are offered only in turns of admins.
+	AdminOnly bool
+}
+
+// File is a file or image a tool produced; it goes out with the final reply.
+type File struct {
+	Name string
+	MIME string
+	Data []byte
+}
+
+// Result is what a tool returned.
+type Result struct {
+	// Text is the result for the model: plain text or JSON.
+	Text string
+	// Files are kept for the final reply; the model gets a short note about them.
+	Files []File
+}
+
+// Loader offers the tools of one source and runs them.
+type Loader interface {
+	// Source names the loader's source.
+	Source() Source
+	// Tools lists the tools available now.
+	Tools(ctx context.Context) []Spec
+	// Call runs the tool name with its arguments (a JSON object). It returns ErrNotFound (wrapped)
+	// when the loader does not have the tool, and an error wrapping ErrTimeout when it timed out.
+	Call(ctx context.Context, call Invocation) (Result, error)
+}
+
+// Invocation is one call as a loader sees it.
+type Invocation struct {
+	Name      string
+	Arguments json.RawMessage // a JSON object; "{}" when the model sent none
+	// Turn carries who asked, for tools that care (admin-only tools, the audit_query plugin).
+	Turn TurnInfo
+}
+
+// Errors loaders report.
+var (
+	ErrNotFound = errors.New("tool not found")
+	ErrTimeout  = errors.New("tool call timed out")
+)
+
+// Status is the outcome of one tool call in the audit log.
+type Status string
+
+// Audit statuses of the DESIGN contract.
+const (
+	StatusRunning     Status = "running"
+	StatusOK          Status = "ok"
+	StatusError       Status = "error"
+	StatusTimeout     Status = "timeout"
+	StatusNotFound    Status = "not_found"
+	StatusBadArgs     Status = "bad_args"
+	StatusCancelled   Status = "cancelled"
+	StatusDenied      Status = "denied"
+	StatusInterrupted Status = "interrupted"
+)
+
+// TurnInfo identifies the turn a call belongs to; it comes in with every call and goes into its
+// audit record.
+type TurnInfo struct {
+	TurnID         int64
+	ConversationID int64
+	Platform       string
+	ChatID         string
+	UserID         string
+	Admin          bool
+}
+
+// Call is one tool call the model asked for in a round.
+type Call struct {
+	Round     int
+	ID        string // the model's tool_call_id
+	Name      string
+	Arguments string // raw JSON text as the model sent it; empty means {}
+}
+
+// Outcome is what a call produced: Content goes back to the model as the tool message
+// ("err: <message>" on any failure), Files go out with the final reply.
+type Outcome struct {
+	Content  string
+	Files    []File
+	Status   Status
+	Err      error
+	Duration time.Duration
+}
+
+// Record is one audit row. The Manager fills it and hands it to the Recorder twice: at start
+// (Status running, FinishedAt zero) and at the end.
+type Record struct {
+	ID             int64 // set by the Recorder on Start
+	TurnID         int64
+	ConversationID int64
+	Platform       string
+	ChatID         string
+	UserID         string
+	Round          int
+	ToolCallID     string
+	ToolName       string
+	Source         Source // empty when no loader has the tool
+	Server         string
+	Status         Status
+	Arguments      string // redacted JSON, capped
+	Result         string // redacted, capped
+	Error          string
+	ArgumentsSize  int // size before capping
+	ResultSize     int
+	StartedAt      time.Time
+	FinishedAt     time.Time
+	Duration       time.Duration
+}
+
+// Recorder keeps audit records. Start must make the row durable before it returns; Finish
+// completes it.
+type Recorder interface {
+	Start(ctx context.Context, r *Record) error
+	Finish(ctx context.Context, r *Record) error
+}
