@@ -1,0 +1,333 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// DefaultResultMaxChars caps what goes back to the model when ManagerOptions.ResultMaxChars is 0.
+const DefaultResultMaxChars = 20000
+
+// recorderTimeout bounds each Recorder call, so a stuck audit store cannot hold a tool call.
+const recorderTimeout = 10 * time.Second
+
+// ManagerOptions tunes a Manager.
+type ManagerOptions struct {
+	// ResultMaxChars caps the tool result text that goes back to the model (characters); 0 means
+	// DefaultResultMaxChars, a negative value means no cap.
+	ResultMaxChars int
+	// Logger receives collision warnings and recorder failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Manager offers the tools of its loaders to the agent, runs the calls in dispatch order
+// (native → plugin → MCP → skill) and reports each call to a Recorder. It is safe for
+// concurrent use.
+type Manager struct {
+	loaders []Loader // in dispatch order
+	rec     Recorder
+	maxRes  int
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	warned map[string]bool // collisions already logged, so a warning appears once, not every turn
+}
+
+// NewManager returns a Manager over loaders, sorted into the dispatch order of Sources (loaders of
+// the same source keep their given order). It lists the tools once and logs a warning for each
+// name offered by two loaders; the later loader's tool is not offered.
+func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, error) {
+	if rec == nil {
+		return nil, errors.New("tools: NewManager: a Recorder is required (every call is audited)")
+	}
+	ls := make([]Loader, 0, len(loaders))
+	for i, l := range loaders {
+		if l == nil {
+			return nil, fmt.Errorf("tools: NewManager: loader %d is nil", i)
+		}
+		if sourceRank(l.Source()) < 0 {
+			return nil, fmt.Errorf("tools: NewManager: loader %d has unknown source %q", i, l.Source())
+		}
+		ls = append(ls, l)
+	}
+	slices.SortStableFunc(ls, func(a, b Loader) int {
+		return sourceRank(a.Source()) - sourceRank(b.Source())
+	})
+	m := &Manager{
+		loaders: ls,
+		rec:     rec,
+		maxRes:  opts.ResultMaxChars,
+		log:     opts.Logger,
+		warned:  make(map[string]bool),
+	}
+	if m.maxRes == 0 {
+		m.maxRes = DefaultResultMaxChars
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	m.catalog(context.Background())
+	return m, nil
+}
+
+func sourceRank(s Source) int {
+	for i, x := range Sources {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// entry is a tool together with the loader that runs it.
+type entry struct {
+	spec   Spec
+	loader Loader
+}
+
+func (e entry) label() string {
+	if e.spec.Server != "" {
+		return fmt.Sprintf("%s (MCP server %q)", e.spec.Name, e.spec.Server)
+	}
+	return fmt.Sprintf("%s (%s)", e.spec.Name, e.loader.Source())
+}
+
+// catalog asks every loader for its tools and resolves names in dispatch order: the first loader
+// offering a name owns it. Collisions are logged once each.
+func (m *Manager) catalog(ctx context.Context) ([]entry, map[string]int) {
+	var list []entry
+	index := make(map[string]int)
+	for _, l := range m.loaders {
+		for _, s := range l.Tools(ctx) {
+			if s.Name == "" {
+				continue
+			}
+			e := entry{spec: s, loader: l}
+			if i, ok := index[s.Name]; ok {
+				m.warnCollision(list[i], e)
+				continue
+			}
+			index[s.Name] = len(list)
+			list = append(list, e)
+		}
+	}
+	return list, index
+}
+
+func (m *Manager) warnCollision(kept, dropped entry) {
+	key := kept.label() + "\x00" + dropped.label()
+	m.mu.Lock()
+	seen := m.warned[key]
+	m.warned[key] = true
+	m.mu.Unlock()
+	if seen {
+		return
+	}
+	m.log.Warn("tools: name collision: the later tool is not offered",
+		"tool", kept.spec.Name, "kept", kept.label(), "dropped", dropped.label())
+}
+
+// Turn is the set of tools offered in one turn and the way to call them. Execute may be called
+// concurrently.
+type Turn struct {
+	m       *Manager
+	info    TurnInfo
+	all     []entry        // every tool the loaders have, collisions resolved
+	index   map[string]int // name → position in all
+	offered map[string]bool
+	specs   []Spec
+}
+
+// ForTurn lists the tools available now and returns the ones offered in a turn: those allowed
+// (nil allowed means all) and, unless info.Admin, not AdminOnly.
+func (m *Manager) ForTurn(info TurnInfo, allowed func(name string) bool) *Turn {
+	all, index := m.catalog(context.Background())
+	t := &Turn{m: m, info: info, all: all, index: index, offered: make(map[string]bool, len(all))}
+	for _, e := range all {
+		if e.spec.AdminOnly && !info.Admin {
+			continue
+		}
+		if allowed != nil && !allowed(e.spec.Name) {
+			continue
+		}
+		t.offered[e.spec.Name] = true
+		t.specs = append(t.specs, e.spec)
+	}
+	return t
+}
+
+// Specs returns the tools offered in this turn, in dispatch order.
+func (t *Turn) Specs() []Spec {
+	return slices.Clone(t.specs)
+}
+
+// Execute runs one call the model made and returns what goes back to it. Every call, refused or
+// failed ones included, is reported to the Recorder once: Start before it runs, Finish after.
+func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
+	start := time.Now()
+	rec := &Record{
+		TurnID:         t.info.TurnID,
+		ConversationID: t.info.ConversationID,
+		Platform:       t.info.Platform,
+		ChatID:         t.info.ChatID,
+		UserID:         t.info.UserID,
+		Round:          call.Round,
+		ToolCallID:     call.ID,
+		ToolName:       call.Name,
+		Status:         StatusRunning,
+		StartedAt:      start.UTC(),
+	}
+	args := strings.TrimSpace(call.Arguments)
+	if args == "" {
+		args = "{}"
+	}
+	rec.ArgumentsSize = utf8.RuneCountInString(args)
+	rec.Arguments = Truncate(RedactJSONText(args), AuditMaxChars)
+
+	var e entry
+	i, known := t.index[call.Name]
+	if known {
+		e = t.all[i]
+		rec.Source = e.loader.Source()
+		rec.Server = e.spec.Server
+	}
+	t.m.start(ctx, rec)
+
+	out := t.run(ctx, call.Name, args, known, e)
+
+	out.Duration = time.Since(start)
+	rec.Status = out.Status
+	rec.Duration = out.Duration
+	rec.FinishedAt = rec.StartedAt.Add(out.Duration)
+	note := filesNote(out.Files)
+	if out.Err != nil {
+		rec.Error = Truncate(out.Err.Error(), AuditMaxChars)
+	} else {
+		rec.ResultSize = utf8.RuneCountInString(out.Content)
+		rec.Result = withNote(Truncate(RedactJSONText(out.Content), AuditMaxChars), note)
+		out.Content = withNote(Truncate(out.Content, t.m.maxRes), note)
+	}
+	t.m.finish(ctx, rec)
+	return out
+}
+
+// run decides and runs the call; Content is the untruncated text on success, "err: …" otherwise.
+func (t *Turn) run(ctx context.Context, name, args string, known bool, e entry) Outcome {
+	if !known {
+		return failed(StatusNotFound, NotFoundError{Name: name})
+	}
+	if !t.offered[name] {
+		return failed(StatusDenied, fmt.Errorf("tool %s is not available in this chat", name))
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(args), &obj); err != nil {
+		return failed(StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: %w", name, err))
+	}
+	if obj == nil { // the JSON text "null"
+		return failed(StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: got null", name))
+	}
+	if err := ctx.Err(); err != nil {
+		return failed(StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx)))
+	}
+	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info})
+	switch {
+	case err == nil:
+		return Outcome{Content: res.Text, Files: res.Files, Status: StatusOK}
+	case ctx.Err() != nil:
+		return failed(StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, err))
+	case errors.Is(err, ErrTimeout):
+		return failed(StatusTimeout, err)
+	case errors.Is(err, ErrNotFound):
+		// The loader lost the tool since the turn started (an MCP server went away).
+		return failed(StatusNotFound, NotFoundError{Name: name})
+	default:
+		return failed(StatusError, err)
+	}
+}
+
+// callLoader runs the loader and turns a panic in it into an error, so one broken tool cannot
+// take the bot down.
+func callLoader(ctx context.Context, l Loader, inv Invocation) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %s panicked: %v", inv.Name, p)
+		}
+	}()
+	return l.Call(ctx, inv)
+}
+
+// NotFoundError is the error of a call to a tool no loader has; its text is "Tool not found: NAME"
+// and it matches ErrNotFound with errors.Is.
+type NotFoundError struct {
+	Name string
+}
+
+func (e NotFoundError) Error() string { return "Tool not found: " + e.Name }
+
+// Unwrap makes errors.Is(err, ErrNotFound) true.
+func (e NotFoundError) Unwrap() error { return ErrNotFound }
+
+func failed(st Status, err error) Outcome {
+	return Outcome{Content: "err: " + err.Error(), Status: st, Err: err}
+}
+
+func (m *Manager) start(ctx context.Context, rec *Record) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)
+	defer cancel()
+	if err := m.rec.Start(ctx, rec); err != nil {
+		m.log.Error("tools: audit record not started; the call goes on", "tool", rec.ToolName, "tool_call_id", rec.ToolCallID, "err", err)
+	}
+}
+
+func (m *Manager) finish(ctx context.Context, rec *Record) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)
+	defer cancel()
+	if err := m.rec.Finish(ctx, rec); err != nil {
+		m.log.Error("tools: audit record not finished", "tool", rec.ToolName, "tool_call_id", rec.ToolCallID, "id", rec.ID, "status", rec.Status, "err", err)
+	}
+}
+
+func withNote(s, note string) string {
+	switch {
+	case note == "":
+		return s
+	case s == "":
+		return note
+	default:
+		return s + "\n" + note
+	}
+}
+
+// filesNote tells the model about files a tool produced: "[1 image attached to the reply: chart.png]".
+func filesNote(files []File) string {
+	if len(files) == 0 {
+		return ""
+	}
+	images := 0
+	names := make([]string, len(files))
+	for i, f := range files {
+		if strings.HasPrefix(f.MIME, "image/") {
+			images++
+		}
+		names[i] = f.Name
+		if names[i] == "" {
+			names[i] = "unnamed"
+		}
+	}
+	kind := "file"
+	if images == len(files) {
+		kind = "image"
+	}
+	if len(files) > 1 {
+		kind += "s"
+	}
+	return fmt.Sprintf("[%d %s attached to the reply: %s]", len(files), kind, strings.Join(names, ", "))
+}

@@ -1,0 +1,84 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// RecorderOp names a Recorder method in MemoryRecorder's log.
+type RecorderOp string
+
+// The two Recorder operations.
+const (
+	OpStart  RecorderOp = "start"
+	OpFinish RecorderOp = "finish"
+)
+
+// RecorderEvent is one Recorder call as MemoryRecorder saw it.
+type RecorderEvent struct {
+	Op     RecorderOp
+	Record Record // a copy, as passed
+}
+
+// MemoryRecorder is a Recorder that keeps records in memory, for tests and benchmarks. It is safe
+// for concurrent use. The zero value is ready to use.
+type MemoryRecorder struct {
+	mu     sync.Mutex
+	nextID int64
+	rows   []Record
+	byID   map[int64]int
+	events []RecorderEvent
+}
+
+// NewMemoryRecorder returns an empty MemoryRecorder.
+func NewMemoryRecorder() *MemoryRecorder { return &MemoryRecorder{} }
+
+// Start assigns r.ID and stores a copy of r.
+func (m *MemoryRecorder) Start(ctx context.Context, r *Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byID == nil {
+		m.byID = make(map[int64]int)
+	}
+	m.nextID++
+	r.ID = m.nextID
+	m.byID[r.ID] = len(m.rows)
+	m.rows = append(m.rows, *r)
+	m.events = append(m.events, RecorderEvent{Op: OpStart, Record: *r})
+	return nil
+}
+
+// Finish replaces the stored record with r; r.ID must come from Start.
+func (m *MemoryRecorder) Finish(ctx context.Context, r *Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.events = append(m.events, RecorderEvent{Op: OpFinish, Record: *r})
+	i, ok := m.byID[r.ID]
+	if !ok {
+		return fmt.Errorf("tools: MemoryRecorder: finish of unknown record id %d (tool %s)", r.ID, r.ToolName)
+	}
+	m.rows[i] = *r
+	return nil
+}
+
+// Records returns the stored records in the order they were started.
+func (m *MemoryRecorder) Records() []Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Record(nil), m.rows...)
+}
+
+// Events returns every Start and Finish call in order.
+func (m *MemoryRecorder) Events() []RecorderEvent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]RecorderEvent(nil), m.events...)
+}
+
+// Reset forgets all records and events.
+func (m *MemoryRecorder) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rows, m.events, m.byID = nil, nil, nil
+}
