@@ -1,0 +1,186 @@
+// Package agent runs one conversation turn against an OpenAI-compatible model: it streams the
+// answer (or asks for it whole), merges tool-call fragments, runs the requested tools one after
+// another through a ToolExecutor, asks the model again with their results, and reports what
+// happened as events and a Result.
+//
+// The behaviour follows LangBot's LocalAgentRunner (model fallback before the first chunk, an
+// accumulator that flushes the full text every few raw chunks, sequential tool rounds, a round
+// cap) and fixes its gaps: a stream that ends without a finish_reason is an error, and hitting
+// the round cap ends with one more model call without tools so the transcript stays valid.
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"relaybot/tools"
+)
+
+// Roles of the messages of a transcript.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one entry of a conversation transcript, as stored in history and sent upstream.
+type Message struct {
+	Role    string
+	Content string
+	// Name is the optional participant name of a user message.
+	Name string
+	// ReasoningContent is the model's separate reasoning (the reasoning_content field of
+	// DeepSeek-style providers, or the text of <think> blocks removed with RemoveThink). It is kept
+	// in history and sent back upstream only on assistant messages that carry tool calls, where
+	// reasoning providers need it to continue.
+	ReasoningContent string
+	// ToolCallID links a tool message to the call it answers.
+	ToolCallID string
+	// Images go upstream as data URLs when the model supports vision; otherwise the model is told
+	// how many images it cannot see.
+	Images []Image
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall
+}
+
+// ToolCall is one tool call the model asked for, fully assembled.
+type ToolCall struct {
+	// ID is the provider's call id, or "call_{index}" when the provider sent none.
+	ID   string
+	Name string
+	// Arguments is the JSON text as the model sent it; "{}" when it sent nothing.
+	Arguments string
+}
+
+// Image is a picture attached to a user message.
+type Image struct {
+	MIME string
+	Data []byte
+}
+
+// Model is one candidate model. The runner tries candidates in the order given to NewRunner.
+type Model struct {
+	// Name identifies the candidate in logs and LLMCall records; defaults to Model.
+	Name string
+	// BaseURL is the OpenAI-compatible API root, e.g. "https://api.openai.com/v1".
+	BaseURL string
+	// APIKey is sent as a bearer token; it never appears in errors or logs.
+	APIKey string
+	// Model is the provider's model id.
+	Model string
+	// SupportsTools says whether tool specs may be sent to this model.
+	SupportsTools bool
+	// SupportsVision says whether images may be sent to this model.
+	SupportsVision bool
+	// Timeout bounds the wait for the response (non-streaming), for the first chunk and between
+	// two chunks (streaming). Zero means no limit beyond the turn's context.
+	Timeout time.Duration
+}
+
+// Options tune a Runner. Zero values take the documented defaults.
+type Options struct {
+	// MaxToolRounds caps the tool rounds of a turn (default 128). After that many rounds the model
+	// is asked once more without tools, and a RoundCapHit event is emitted.
+	MaxToolRounds int
+	// FlushChunks is how many raw stream chunks pass between two Chunk events (default 8); the
+	// final chunk of a round is always emitted.
+	FlushChunks int
+	// RemoveThink strips <think>…</think> blocks (and a leading orphan </think>) from the text
+	// shown, and hides reasoning_content. The removed reasoning is kept in
+	// Message.ReasoningContent.
+	RemoveThink bool
+	// ToolResultMaxChars caps the characters of a tool result sent to the model; 0 means no cap.
+	// A capped result ends with a note saying how much was cut.
+	ToolResultMaxChars int
+	// Logger receives warnings (fallbacks, the round cap); nil discards them.
+	Logger *slog.Logger
+	// HTTPClient makes the model calls; nil uses a client without its own timeout.
+	HTTPClient *http.Client
+}
+
+// ToolExecutor runs one tool call. The runner calls it for the calls of a round one after another,
+// in order, and waits for each (or for the turn's context to end).
+//
+// Contract: Outcome.Content is sent to the model verbatim as the tool message. The executor is
+// responsible for every failure being "err: <message>" — arguments that are not valid JSON, an
+// unknown tool ("err: Tool not found: NAME"), a tool error or timeout — because it also records
+// them for the audit log (tools.Manager does all of this). The runner only maps empty arguments to
+// "{}" before the call, and, if an executor leaves Content empty while reporting Err, sends
+// "err: " + Err.Error().
+type ToolExecutor interface {
+	Execute(ctx context.Context, call tools.Call) tools.Outcome
+}
+
+// Request is one turn.
+type Request struct {
+	// Messages is the whole transcript to send: system prompt, history and the new user message.
+	Messages []Message
+	// Tools are offered to models with SupportsTools.
+	Tools []tools.Spec
+	// Executor runs the calls the model makes; nil answers every call with
+	// "err: Tool not found: NAME".
+	Executor ToolExecutor
+	// Stream asks for a streamed answer (the adapter's capability). Without it each round's answer
+	// arrives whole, as a single final Chunk event.
+	Stream bool
+}
+
+// Status is how a turn or a model call ended.
+type Status string
+
+// Outcomes of turns and model calls.
+const (
+	StatusOK        Status = "ok"
+	StatusError     Status = "error"
+	StatusCancelled Status = "cancelled"
+)
+
+// Usage counts tokens as the provider reported them (zero when it did not).
+type Usage struct {
+	TokensIn  int
+	TokensOut int
+}
+
+// LLMCall records one model call of a turn, failed fallback attempts included.
+type LLMCall struct {
+	// Model is the candidate's Name; Candidate its index in the runner's model list.
+	Model     string
+	Candidate int
+	// Round is the turn's round (1-based) the call belongs to.
+	Round int
+	// FallbackReason says why the previous candidate was left for this one; empty for the first
+	// attempt of a round.
+	FallbackReason string
+	Status         Status
+	// TimeToFirstToken is the wait for the first stream chunk (the whole call when not streaming).
+	TimeToFirstToken time.Duration
+	Duration         time.Duration
+	TokensIn         int
+	TokensOut        int
+	// Err is why the call failed; nil on success.
+	Err error
+}
+
+// Result is the outcome of a turn.
+type Result struct {
+	// Messages are the new history messages of the turn, in order: assistant messages (with tool
+	// calls), their tool messages, …, and the final assistant message. When the turn fails or is
+	// cancelled they hold the completed part; every assistant tool call has its tool message.
+	Messages []Message
+	// Usage sums the usage of the turn's model calls.
+	Usage Usage
+	// LLMCalls lists every model call in order, failed attempts included.
+	LLMCalls []LLMCall
+	// Status is ok, error or cancelled; Err says why when not ok.
+	Status Status
+	Err    error
+	// PartialText is the text shown of the round that was interrupted (error or cancel); empty on
+	// success.
+	PartialText string
+	// RoundCapHit reports that MaxToolRounds was reached and the last answer was asked for
+	// without tools.
+	RoundCapHit bool
+}
