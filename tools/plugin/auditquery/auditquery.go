@@ -1,0 +1,261 @@
+// Package auditquery is the audit_query plugin: an admin-only tool that lets bot admins ask the bot
+// about its own tool-call audit log in chat (recent calls, recent failures, slowest calls, slowest
+// tools). Import it for its side effect and enable "audit_query" in the plugin list.
+package auditquery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"relaybot/tools"
+	"relaybot/tools/plugin"
+)
+
+// Name is the plugin's and the tool's name.
+const Name = "audit_query"
+
+// Limits of one answer.
+const (
+	defaultLimit = 10
+	maxLimit     = 50
+	defaultSince = 24 * time.Hour
+	errorChars   = 200
+	argsChars    = 160
+)
+
+func init() {
+	plugin.Register(Name, New)
+}
+
+// The views the tool offers.
+const (
+	viewRecent       = "recent"
+	viewFailures     = "failures"
+	viewSlowestCalls = "slowest_calls"
+	viewSlowestTools = "slowest_tools"
+)
+
+var views = []string{viewRecent, viewFailures, viewSlowestCalls, viewSlowestTools}
+
+// failureStatuses are the statuses the failures view shows.
+var failureStatuses = []tools.Status{
+	tools.StatusError, tools.StatusTimeout, tools.StatusNotFound, tools.StatusBadArgs,
+	tools.StatusCancelled, tools.StatusDenied, tools.StatusInterrupted,
+}
+
+var validStatuses = append([]tools.Status{tools.StatusRunning, tools.StatusOK}, failureStatuses...)
+
+const schema = `{
+  "type": "object",
+  "properties": {
+    "view": {"type": "string", "enum": ["recent", "failures", "slowest_calls", "slowest_tools"],
+      "description": "recent: latest calls; failures: latest failed calls; slowest_calls: longest calls; slowest_tools: per-tool call counts, failures and durations. Default recent."},
+    "tool": {"type": "string", "description": "Only calls of this tool."},
+    "status": {"type": "string", "enum": ["running", "ok", "error", "timeout", "not_found", "bad_args", "cancelled", "denied", "interrupted"], "description": "Only calls with this status."},
+    "chat_id": {"type": "string", "description": "Only calls made in this chat."},
+    "since": {"type": "string", "description": "How far back to look, e.g. 30m, 24h, 7d. Default 24h."},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "At most this many rows. Default 10."}
+  },
+  "additionalProperties": false
+}`
+
+// New is the plugin's Factory: it needs deps.Audit.
+func New(deps plugin.Deps) ([]plugin.Tool, error) {
+	if deps.Audit == nil {
+		return nil, errors.New("audit_query needs the audit log (Deps.Audit is nil)")
+	}
+	q := &querier{log: deps.Audit, now: time.Now}
+	return []plugin.Tool{{
+		Spec: tools.Spec{
+			Name:        Name,
+			Description: "Admins only: look at this bot's tool-call audit log — recent calls, recent failures, the slowest calls and the slowest tools, filtered by tool, status, chat and time.",
+			Parameters:  json.RawMessage(schema),
+			AdminOnly:   true,
+		},
+		Run: q.run,
+	}}, nil
+}
+
+type querier struct {
+	log plugin.AuditLog
+	now func() time.Time
+}
+
+type args struct {
+	View   string `json:"view"`
+	Tool   string `json:"tool"`
+	Status string `json:"status"`
+	ChatID string `json:"chat_id"`
+	Since  string `json:"since"`
+	Limit  int    `json:"limit"`
+}
+
+func (q *querier) run(ctx context.Context, inv tools.Invocation) (tools.Result, error) {
+	// The Manager offers this tool only to admins; refuse here too, in case it is ever called
+	// another way.
+	if !inv.Turn.Admin {
+		return tools.Result{}, errors.New("audit_query is only for bot admins")
+	}
+	var a args
+	dec := json.NewDecoder(strings.NewReader(string(inv.Arguments)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return tools.Result{}, fmt.Errorf("audit_query: bad arguments: %w", err)
+	}
+	if a.View == "" {
+		a.View = viewRecent
+	}
+	if !slices.Contains(views, a.View) {
+		return tools.Result{}, fmt.Errorf("audit_query: unknown view %q (one of %s)", a.View, strings.Join(views, ", "))
+	}
+	since := defaultSince
+	if a.Since != "" {
+		d, err := parseSince(a.Since)
+		if err != nil {
+			return tools.Result{}, fmt.Errorf("audit_query: since: %w", err)
+		}
+		since = d
+	}
+	from := q.now().Add(-since)
+	limit := a.Limit
+	switch {
+	case limit == 0:
+		limit = defaultLimit
+	case limit < 0:
+		return tools.Result{}, fmt.Errorf("audit_query: limit must be positive, got %d", limit)
+	case limit > maxLimit:
+		limit = maxLimit
+	}
+	query := plugin.AuditQuery{Tool: a.Tool, Since: from, ChatID: a.ChatID, Limit: limit}
+	if a.Status != "" {
+		st := tools.Status(a.Status)
+		if !slices.Contains(validStatuses, st) {
+			return tools.Result{}, fmt.Errorf("audit_query: unknown status %q", a.Status)
+		}
+		query.Statuses = []tools.Status{st}
+	}
+	window := "in the last " + formatSince(since)
+	switch a.View {
+	case viewSlowestTools:
+		stats, err := q.log.Stats(ctx, from)
+		if err != nil {
+			return tools.Result{}, fmt.Errorf("audit_query: reading tool statistics: %w", err)
+		}
+		return tools.Result{Text: formatStats(stats, a.Tool, limit, window)}, nil
+	case viewFailures:
+		if query.Statuses == nil {
+			query.Statuses = failureStatuses
+		}
+	case viewSlowestCalls:
+		query.Slowest = true
+	}
+	recs, err := q.log.Recent(ctx, query)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("audit_query: reading the audit log: %w", err)
+	}
+	if len(recs) > limit {
+		recs = recs[:limit]
+	}
+	return tools.Result{Text: formatRecords(a.View, recs, window)}, nil
+}
+
+// parseSince accepts Go durations (90m, 24h) and whole days (7d).
+func parseSince(s string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a duration like 30m, 24h or 7d", s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%q is not a duration like 30m, 24h or 7d", s)
+		}
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q must be positive", s)
+	}
+	if d > 366*24*time.Hour {
+		return 0, fmt.Errorf("%q is more than a year", s)
+	}
+	return d, nil
+}
+
+func formatSince(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+func formatRecords(view string, recs []tools.Record, window string) string {
+	title := map[string]string{
+		viewRecent:       "Recent tool calls",
+		viewFailures:     "Failed tool calls",
+		viewSlowestCalls: "Slowest tool calls",
+	}[view]
+	if len(recs) == 0 {
+		return fmt.Sprintf("%s %s: none.", title, window)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s (%d):\n", title, window, len(recs))
+	for _, r := range recs {
+		src := string(r.Source)
+		if r.Server != "" {
+			src += ":" + r.Server
+		}
+		if src == "" {
+			src = "unknown"
+		}
+		fmt.Fprintf(&b, "- #%d %s %s [%s] %s %s, chat %s:%s, turn %d, round %d",
+			r.ID, r.StartedAt.UTC().Format(time.RFC3339), r.ToolName, src, r.Status,
+			r.Duration.Round(time.Millisecond), r.Platform, r.ChatID, r.TurnID, r.Round)
+		if r.Arguments != "" && r.Arguments != "{}" {
+			fmt.Fprintf(&b, "\n  args: %s", tools.Truncate(r.Arguments, argsChars))
+		}
+		if r.Error != "" {
+			fmt.Fprintf(&b, "\n  error: %s", tools.Truncate(r.Error, errorChars))
+		}
+		b.WriteByte('\n')
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func formatStats(stats []plugin.AuditStat, tool string, limit int, window string) string {
+	rows := make([]plugin.AuditStat, 0, len(stats))
+	for _, s := range stats {
+		if tool == "" || s.Tool == tool {
+			rows = append(rows, s)
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b plugin.AuditStat) int {
+		switch {
+		case a.AvgDuration > b.AvgDuration:
+			return -1
+		case a.AvgDuration < b.AvgDuration:
+			return 1
+		}
+		return strings.Compare(a.Tool, b.Tool)
+	})
+	if len(rows) > limit {
+		rows = rows[:limit]
+	}
+	if len(rows) == 0 {
+		return fmt.Sprintf("Slowest tools %s: no calls.", window)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Slowest tools %s (by average duration):\n", window)
+	for _, s := range rows {
+		fmt.Fprintf(&b, "- %s [%s]: %d calls, %d failed, avg %s, max %s\n", s.Tool, s.Source, s.Calls, s.Failures,
+			s.AvgDuration.Round(time.Millisecond), s.MaxDuration.Round(time.Millisecond))
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}

@@ -1,0 +1,206 @@
+package auditquery_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"relaybot/tools"
+	"relaybot/tools/plugin"
+	"relaybot/tools/plugin/auditquery"
+)
+
+// memLog is an AuditLog over a slice of records, filtering the way the store does.
+type memLog struct {
+	mu      sync.Mutex
+	recs    []tools.Record
+	queries []plugin.AuditQuery
+	err     error
+}
+
+func (m *memLog) Recent(ctx context.Context, q plugin.AuditQuery) ([]tools.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queries = append(m.queries, q)
+	if m.err != nil {
+		return nil, m.err
+	}
+	var out []tools.Record
+	for _, r := range m.recs {
+		if q.Tool != "" && r.ToolName != q.Tool || q.ChatID != "" && r.ChatID != q.ChatID ||
+			r.StartedAt.Before(q.Since) || len(q.Statuses) > 0 && !slices.Contains(q.Statuses, r.Status) {
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b tools.Record) int {
+		if q.Slowest {
+			return int(b.Duration - a.Duration)
+		}
+		return b.StartedAt.Compare(a.StartedAt)
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+func (m *memLog) Stats(ctx context.Context, since time.Time) ([]plugin.AuditStat, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return nil, m.err
+	}
+	by := map[string]*plugin.AuditStat{}
+	var total = map[string]time.Duration{}
+	for _, r := range m.recs {
+		if r.StartedAt.Before(since) {
+			continue
+		}
+		s := by[r.ToolName]
+		if s == nil {
+			s = &plugin.AuditStat{Tool: r.ToolName, Source: r.Source}
+			by[r.ToolName] = s
+		}
+		s.Calls++
+		if r.Status != tools.StatusOK && r.Status != tools.StatusRunning {
+			s.Failures++
+		}
+		total[r.ToolName] += r.Duration
+		s.MaxDuration = max(s.MaxDuration, r.Duration)
+	}
+	var out []plugin.AuditStat
+	for name, s := range by {
+		s.AvgDuration = total[name] / time.Duration(s.Calls)
+		out = append(out, *s)
+	}
+	return out, nil
+}
+
+func fixture() *memLog {
+	now := time.Now()
+	rec := func(id int64, ago time.Duration, name string, st tools.Status, d time.Duration, errText string) tools.Record {
+		return tools.Record{ID: id, ToolName: name, Source: tools.SourceNative, Status: st, Duration: d,
+			StartedAt: now.Add(-ago), Platform: "telegram", ChatID: "42", Error: errText, Arguments: `{"url":"http://x"}`}
+	}
+	return &memLog{recs: []tools.Record{
+		rec(1, 3*time.Hour, "fetch_url", tools.StatusOK, 900*time.Millisecond, ""),
+		rec(2, 2*time.Hour, "fetch_url", tools.StatusTimeout, 15*time.Second, "fetch_url: timed out after 15s"),
+		rec(3, 1*time.Hour, "current_time", tools.StatusOK, time.Millisecond, ""),
+		rec(4, 30*time.Minute, "current_time", tools.StatusBadArgs, 0, "arguments are not a JSON object"),
+		rec(5, 48*time.Hour, "fetch_url", tools.StatusError, 2*time.Second, "old failure"),
+	}}
+}
+
+func newManager(t *testing.T, log plugin.AuditLog) *tools.Manager {
+	t.Helper()
+	l, err := plugin.NewLoader([]string{auditquery.Name}, plugin.Deps{Audit: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tools.NewManager([]tools.Loader{l}, tools.NewMemoryRecorder(), tools.ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestAuditQuery(t *testing.T) {
+	admin := tools.TurnInfo{TurnID: 1, Platform: "telegram", ChatID: "42", UserID: "7", Admin: true}
+	tests := []struct {
+		name   string
+		args   string
+		status tools.Status
+		want   []string
+		reject []string
+	}{
+		{"recent default 24h", `{}`, tools.StatusOK,
+			[]string{"Recent tool calls in the last 1d (4)", "#4 ", "#1 ", "error: arguments are not a JSON object"}, []string{"#5 ", "old failure"}},
+		{"failures", `{"view":"failures"}`, tools.StatusOK,
+			[]string{"Failed tool calls", "#2 ", "timeout", "#4 "}, []string{"#1 ", "#3 "}},
+		{"failures of one tool over a week", `{"view":"failures","tool":"fetch_url","since":"7d"}`, tools.StatusOK,
+			[]string{"in the last 7d (2)", "#2 ", "#5 ", "old failure"}, []string{"#4 "}},
+		{"slowest calls first", `{"view":"slowest_calls","limit":2}`, tools.StatusOK,
+			[]string{"Slowest tool calls in the last 1d (2):\n- #2 ", "15s", "\n- #1 "}, []string{"#3 "}},
+		{"slowest tools", `{"view":"slowest_tools"}`, tools.StatusOK,
+			[]string{"Slowest tools in the last 1d (by average duration):\n- fetch_url [native]: 2 calls, 1 failed, avg 7.95s, max 15s\n- current_time"}, nil},
+		{"by status", `{"status":"ok","since":"90m"}`, tools.StatusOK,
+			[]string{"#3 "}, []string{"#1 ", "#4 "}},
+		{"nothing matches", `{"tool":"nope"}`, tools.StatusOK, []string{"Recent tool calls in the last 1d: none."}, nil},
+		{"unknown view", `{"view":"everything"}`, tools.StatusError, []string{`err: audit_query: unknown view "everything"`}, nil},
+		{"bad since", `{"since":"yesterday"}`, tools.StatusError, []string{`"yesterday" is not a duration`}, nil},
+		{"unknown status", `{"status":"meh"}`, tools.StatusError, []string{`unknown status "meh"`}, nil},
+		{"unknown argument", `{"sql":"drop table"}`, tools.StatusError, []string{`unknown field "sql"`}, nil},
+	}
+	m := newManager(t, fixture())
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := m.ForTurn(admin, nil).Execute(context.Background(), tools.Call{ID: "c", Name: auditquery.Name, Arguments: tc.args})
+			if out.Status != tc.status {
+				t.Fatalf("status %s, want %s; content %q", out.Status, tc.status, out.Content)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.Content, w) {
+					t.Errorf("content lacks %q:\n%s", w, out.Content)
+				}
+			}
+			for _, r := range tc.reject {
+				if strings.Contains(out.Content, r) {
+					t.Errorf("content has %q:\n%s", r, out.Content)
+				}
+			}
+		})
+	}
+}
+
+func TestAuditQueryAdminsOnly(t *testing.T) {
+	log := fixture()
+	m := newManager(t, log)
+	user := tools.TurnInfo{TurnID: 1, Platform: "telegram", ChatID: "42", UserID: "8"}
+	turn := m.ForTurn(user, nil)
+	if len(turn.Specs()) != 0 {
+		t.Fatalf("non-admin turn offers %v", turn.Specs())
+	}
+	out := turn.Execute(context.Background(), tools.Call{Name: auditquery.Name, Arguments: `{}`})
+	if out.Status != tools.StatusDenied {
+		t.Fatalf("status %s, want denied", out.Status)
+	}
+	admin := m.ForTurn(tools.TurnInfo{Admin: true}, nil)
+	if specs := admin.Specs(); len(specs) != 1 || !specs[0].AdminOnly {
+		t.Fatalf("admin turn offers %v", specs)
+	}
+
+	// Defence in depth: the tool itself refuses a non-admin even when called directly.
+	l, err := plugin.NewLoader([]string{auditquery.Name}, plugin.Deps{Audit: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Call(context.Background(), tools.Invocation{Name: auditquery.Name, Arguments: []byte(`{}`), Turn: user})
+	if err == nil || !strings.Contains(err.Error(), "only for bot admins") {
+		t.Fatalf("direct non-admin call: err %v", err)
+	}
+	if len(log.queries) != 0 {
+		t.Fatalf("the audit log was read for a non-admin: %v", log.queries)
+	}
+}
+
+func TestAuditQueryStoreError(t *testing.T) {
+	log := fixture()
+	log.err = errors.New("database is locked")
+	m := newManager(t, log)
+	out := m.ForTurn(tools.TurnInfo{Admin: true}, nil).Execute(context.Background(), tools.Call{Name: auditquery.Name})
+	if out.Status != tools.StatusError || !strings.Contains(out.Content, "reading the audit log: database is locked") {
+		t.Fatalf("got %s %q", out.Status, out.Content)
+	}
+}
+
+func TestAuditQueryNeedsAuditLog(t *testing.T) {
+	_, err := plugin.NewLoader([]string{auditquery.Name}, plugin.Deps{})
+	if err == nil || !strings.Contains(err.Error(), "audit_query needs the audit log") {
+		t.Fatalf("err %v", err)
+	}
+}
