@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"strconv"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// accumulator assembles one round's streamed answer. It counts raw chunks and tells the caller
+// when to emit: every flushEvery chunks and on the chunk that carries the finish_reason.
+type accumulator struct {
+	flushEvery  int
+	removeThink bool
+
+	chunks    int
+	finish    openai.FinishReason
+	content   strings.Builder // raw content (without RemoveThink)
+	reasoning strings.Builder // reasoning_content deltas
+	strip     thinkStripper   // content with RemoveThink
+	calls     []callState
+}
+
+type callState struct {
+	index int
+	id    string
+	name  string
+	args  strings.Builder
+}
+
+func newAccumulator(flushEvery int, removeThink bool) *accumulator {
+	return &accumulator{flushEvery: flushEvery, removeThink: removeThink}
+}
+
+// add merges one raw chunk's choice and reports whether a Chunk event is due. Chunks after the
+// finish_reason are ignored.
+func (a *accumulator) add(c *openai.ChatCompletionStreamChoice) (flush bool) {
+	if a.finish != "" {
+		return false
+	}
+	a.chunks++
+	d := &c.Delta
+	if d.Content != "" {
+		if a.removeThink {
+			a.strip.feed(d.Content)
+		} else {
+			a.content.WriteString(d.Content)
+		}
+	}
+	if d.ReasoningContent != "" {
+		a.reasoning.WriteString(d.ReasoningContent)
+	}
+	for i := range d.ToolCalls {
+		a.mergeCall(&d.ToolCalls[i])
+	}
+	if c.FinishReason != "" {
+		a.finish = c.FinishReason
+		a.strip.finish()
+		return true
+	}
+	return a.chunks%a.flushEvery == 0
+}
+
+// mergeCall folds one tool-call fragment into its call: by index when the provider sends one,
+// else by id, else into the latest call. The first id and the first name win.
+func (a *accumulator) mergeCall(tc *openai.ToolCall) {
+	var cs *callState
+	switch {
+	case tc.Index != nil:
+		for i := range a.calls {
+			if a.calls[i].index == *tc.Index {
+				cs = &a.calls[i]
+				break
+			}
+		}
+		if cs == nil {
+			cs = a.newCall(*tc.Index)
+		}
+	case tc.ID != "":
+		for i := range a.calls {
+			if a.calls[i].id == tc.ID {
+				cs = &a.calls[i]
+				break
+			}
+		}
+		if cs == nil {
+			next := 0
+			for i := range a.calls {
+				next = max(next, a.calls[i].index+1)
+			}
+			cs = a.newCall(next)
+		}
+	case len(a.calls) > 0:
+		cs = &a.calls[len(a.calls)-1]
+	default:
+		cs = a.newCall(0)
+	}
+	if cs.id == "" {
+		cs.id = tc.ID
+	}
+	if cs.name == "" {
+		cs.name = tc.Function.Name
+	}
+	cs.args.WriteString(tc.Function.Arguments)
+}
+
+func (a *accumulator) newCall(index int) *callState {
+	// Keep calls ordered by index.
+	pos := len(a.calls)
+	for pos > 0 && a.calls[pos-1].index > index {
+		pos--
+	}
+	a.calls = append(a.calls, callState{})
+	copy(a.calls[pos+1:], a.calls[pos:])
+	a.calls[pos] = callState{index: index}
+	return &a.calls[pos]
+}
+
+// text is what the user is shown of this round so far: the content (think blocks stripped with
+// RemoveThink), preceded by the reasoning in a <think> block when it is not removed.
+func (a *accumulator) text() string {
+	if a.removeThink {
+		// Like LangBot, the shown text is trimmed: a removed block leaves no blank lead.
+		if a.finish != "" {
+			return strings.TrimSpace(a.strip.shown.String())
+		}
+		return strings.TrimLeft(a.strip.shown.String(), " \t\r\n")
+	}
+	if a.reasoning.Len() == 0 {
+		return a.content.String()
+	}
+	closing := ""
+	if a.content.Len() > 0 || a.finish != "" {
+		closing = "\n</think>\n"
+	}
+	return "<think>\n" + a.reasoning.String() + closing + a.content.String()
+}
+
+// toolCalls returns the assembled calls; a call without id gets "call_{index}", empty arguments
+// become "{}".
+func (a *accumulator) toolCalls() []ToolCall {
+	if len(a.calls) == 0 {
+		return nil
+	}
+	out := make([]ToolCall, len(a.calls))
+	for i := range a.calls {
+		c := &a.calls[i]
+		id := c.id
+		if id == "" {
+			id = "call_" + strconv.Itoa(c.index)
+		}
+		out[i] = ToolCall{ID: id, Name: c.name, Arguments: normalizeArgs(c.args.String())}
+	}
+	return out
+}
+
+// message is the round's answer for the history.
+func (a *accumulator) message() Message {
+	m := Message{Role: RoleAssistant, ToolCalls: a.toolCalls()}
+	if a.removeThink {
+		m.Content = strings.TrimSpace(a.strip.shown.String())
+		m.ReasoningContent = joinReasoning(a.reasoning.String(), a.strip.reasoning.String())
+	} else {
+		m.Content = a.content.String()
+		m.ReasoningContent = a.reasoning.String()
+	}
+	return m
+}
+
+func joinReasoning(a, b string) string {
+	switch {
+	case a == "":
+		return strings.TrimSpace(b)
+	case strings.TrimSpace(b) == "":
+		return a
+	}
+	return a + "\n" + strings.TrimSpace(b)
+}
+
+// normalizeArgs maps empty (or blank) arguments to "{}".
+func normalizeArgs(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "{}"
+	}
+	return s
+}

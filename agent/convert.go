@@ -1,0 +1,115 @@
+package agent
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"relaybot/tools"
+)
+
+// emptyToolResult replaces an empty tool result upstream: providers reject tool messages
+// without content.
+const emptyToolResult = "(no output)"
+
+var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// toolSpecs converts tool specs to the function tools of the chat completions API.
+func toolSpecs(specs []tools.Spec) []openai.Tool {
+	if len(specs) == 0 {
+		return nil
+	}
+	out := make([]openai.Tool, len(specs))
+	for i, s := range specs {
+		params := s.Parameters
+		if len(params) == 0 {
+			params = emptyObjectSchema
+		}
+		out[i] = openai.Tool{
+			Type: openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{
+				Name:        s.Name,
+				Description: s.Description,
+				Parameters:  params,
+			},
+		}
+	}
+	return out
+}
+
+// toUpstream converts the transcript to wire messages carrying only role, content, name, tool
+// calls, tool call id, and reasoning on assistant messages with tool calls. Images become data
+// URLs for vision models; other models get a note that images were left out. Assistant messages
+// with neither text nor tool calls are skipped, since providers reject them.
+func toUpstream(msgs []Message, vision bool) []openai.ChatCompletionMessage {
+	out := make([]openai.ChatCompletionMessage, 0, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role == RoleAssistant && m.Content == "" && len(m.ToolCalls) == 0 {
+			continue
+		}
+		om := openai.ChatCompletionMessage{
+			Role:       m.Role,
+			Content:    m.Content,
+			Name:       m.Name,
+			ToolCallID: m.ToolCallID,
+		}
+		if m.Role == RoleTool && om.Content == "" {
+			om.Content = emptyToolResult
+		}
+		if len(m.Images) > 0 {
+			if vision {
+				om.Content = ""
+				om.MultiContent = imageParts(m)
+			} else {
+				om.Content = withImageNote(m.Content, len(m.Images))
+			}
+		}
+		if len(m.ToolCalls) > 0 {
+			om.ToolCalls = make([]openai.ToolCall, len(m.ToolCalls))
+			for j, tc := range m.ToolCalls {
+				om.ToolCalls[j] = openai.ToolCall{
+					ID:       tc.ID,
+					Type:     openai.ToolTypeFunction,
+					Function: openai.FunctionCall{Name: tc.Name, Arguments: normalizeArgs(tc.Arguments)},
+				}
+			}
+			om.ReasoningContent = m.ReasoningContent
+		}
+		out = append(out, om)
+	}
+	return out
+}
+
+func imageParts(m *Message) []openai.ChatMessagePart {
+	parts := make([]openai.ChatMessagePart, 0, len(m.Images)+1)
+	if m.Content != "" {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Content})
+	}
+	for _, img := range m.Images {
+		parts = append(parts, openai.ChatMessagePart{
+			Type:     openai.ChatMessagePartTypeImageURL,
+			ImageURL: &openai.ChatMessageImageURL{URL: dataURL(img)},
+		})
+	}
+	return parts
+}
+
+func dataURL(img Image) string {
+	mime := img.MIME
+	if mime == "" {
+		mime = http.DetectContentType(img.Data)
+	}
+	return "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(img.Data)
+}
+
+func withImageNote(text string, n int) string {
+	note := "[" + strconv.Itoa(n) + " image(s) attached; this model cannot see images]"
+	if text == "" {
+		return note
+	}
+	return text + "\n" + note
+}

@@ -1,0 +1,425 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"relaybot/tools"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxToolRounds = 128
+	DefaultFlushChunks   = 8
+)
+
+// errNoFinish is the error of a stream that ended without a finish_reason (go-openai reports it
+// as a plain io.EOF, which must not pass for success).
+var errNoFinish = errors.New("stream ended without a finish_reason")
+
+// Runner runs turns against an ordered list of candidate models. It is safe for concurrent use;
+// each Run is independent.
+type Runner struct {
+	models []candidate
+	opts   Options
+	log    *slog.Logger
+}
+
+type candidate struct {
+	Model
+	index  int
+	client *openai.Client
+}
+
+// NewRunner checks the models and options and returns a Runner. The first model is the primary;
+// the others are fallbacks in order.
+func NewRunner(models []Model, opts Options) (*Runner, error) {
+	if len(models) == 0 {
+		return nil, errors.New("agent: no models: at least one candidate is required")
+	}
+	switch {
+	case opts.MaxToolRounds < 0:
+		return nil, fmt.Errorf("agent: MaxToolRounds must not be negative, got %d", opts.MaxToolRounds)
+	case opts.MaxToolRounds == 0:
+		opts.MaxToolRounds = DefaultMaxToolRounds
+	}
+	switch {
+	case opts.FlushChunks < 0:
+		return nil, fmt.Errorf("agent: FlushChunks must not be negative, got %d", opts.FlushChunks)
+	case opts.FlushChunks == 0:
+		opts.FlushChunks = DefaultFlushChunks
+	}
+	if opts.ToolResultMaxChars < 0 {
+		return nil, fmt.Errorf("agent: ToolResultMaxChars must not be negative, got %d", opts.ToolResultMaxChars)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{}
+	}
+	r := &Runner{opts: opts, log: opts.Logger}
+	for i, m := range models {
+		if m.Name == "" {
+			m.Name = m.Model
+		}
+		switch {
+		case m.BaseURL == "":
+			return nil, fmt.Errorf("agent: model %d (%s): empty BaseURL", i, m.Name)
+		case m.Model == "":
+			return nil, fmt.Errorf("agent: model %d (%s): empty Model id", i, m.Name)
+		case m.Timeout < 0:
+			return nil, fmt.Errorf("agent: model %d (%s): negative Timeout %s", i, m.Name, m.Timeout)
+		}
+		cfg := openai.DefaultConfig(m.APIKey)
+		cfg.BaseURL = m.BaseURL
+		cfg.HTTPClient = opts.HTTPClient
+		r.models = append(r.models, candidate{Model: m, index: i, client: openai.NewClientWithConfig(cfg)})
+	}
+	return r, nil
+}
+
+// Run runs one turn: model call, tool round, model call, … until the model answers without tool
+// calls, the round cap is reached (then one last call without tools), an error ends the turn or
+// ctx is cancelled. It always returns a Result; Result.Status says how the turn ended.
+//
+// Events go to emit, in order, from the goroutine that called Run; nil drops them. The runner waits
+// for emit to return before it reads on, so the consumer decides how long a slow display may hold
+// the model's stream back: a consumer that must never slow the model hands the event off and
+// returns at once (Chunk texts are full texts, so it may keep just the latest one), but must not
+// drop Final chunks, ToolStart, ToolResult or RoundCapHit.
+//
+// Cancelling ctx stops the stream and a running tool at once (the runner stops waiting for the
+// executor, which gets the cancelled context); the turn ends cancelled with the text shown so far
+// in PartialText, and every tool call in Result.Messages has its tool message.
+func (r *Runner) Run(ctx context.Context, req Request, emit func(Event)) *Result {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	t := &turn{
+		r:         r,
+		req:       req,
+		emit:      emit,
+		res:       &Result{},
+		committed: -1,
+		history:   append([]Message(nil), req.Messages...),
+		specs:     toolSpecs(req.Tools),
+	}
+	t.run(ctx)
+	return t.res
+}
+
+// turn is the state of one Run.
+type turn struct {
+	r         *Runner
+	req       Request
+	emit      func(Event)
+	res       *Result
+	committed int // candidate index fixed by the first chunk; -1 before
+	history   []Message
+	specs     []openai.Tool
+	shown     string // text shown of the latest round
+}
+
+func (t *turn) run(ctx context.Context) {
+	maxRounds := t.r.opts.MaxToolRounds
+	for round := 1; ; round++ {
+		offerTools := len(t.specs) > 0
+		if round > maxRounds && offerTools {
+			offerTools = false
+			t.res.RoundCapHit = true
+			t.r.log.Warn("agent: tool round cap reached; asking for a final answer without tools",
+				slog.Int("max_tool_rounds", maxRounds), slog.Int("round", round))
+			t.emit(RoundCapHit{Round: round, MaxToolRounds: maxRounds})
+		}
+		msg, err := t.callModel(ctx, round, offerTools)
+		if err != nil {
+			t.fail(ctx, err)
+			return
+		}
+		t.add(msg)
+		if len(msg.ToolCalls) == 0 {
+			t.res.Status = StatusOK
+			return
+		}
+		if err := t.runTools(ctx, round, msg.ToolCalls); err != nil {
+			t.fail(ctx, err)
+			return
+		}
+	}
+}
+
+func (t *turn) add(m Message) {
+	t.history = append(t.history, m)
+	t.res.Messages = append(t.res.Messages, m)
+}
+
+func (t *turn) fail(ctx context.Context, err error) {
+	t.res.Err = err
+	t.res.Status = StatusError
+	if ctx.Err() != nil {
+		t.res.Status = StatusCancelled
+	}
+	t.res.PartialText = t.shown
+}
+
+// callModel makes one round's model call: over all candidates in order until one answers (before
+// the turn's model is fixed), or only the fixed model afterwards.
+func (t *turn) callModel(ctx context.Context, round int, offerTools bool) (Message, error) {
+	cands := t.r.models
+	if t.committed >= 0 {
+		cands = cands[t.committed : t.committed+1]
+	}
+	var (
+		reason  string
+		lastErr error
+	)
+	for _, c := range cands {
+		msg, started, err := t.attempt(ctx, c, round, offerTools, reason)
+		if err == nil {
+			t.committed = c.index
+			return msg, nil
+		}
+		if started || t.committed >= 0 || ctx.Err() != nil {
+			if started {
+				t.committed = c.index
+			}
+			return Message{}, err
+		}
+		lastErr = err
+		reason = err.Error()
+		if c.index+1 < len(t.r.models) {
+			t.r.log.Warn("agent: model candidate failed before its first chunk; trying the next",
+				slog.String("model", c.Name), slog.Int("candidate", c.index), slog.Int("round", round),
+				slog.String("error", reason))
+		}
+	}
+	if len(cands) > 1 {
+		return Message{}, fmt.Errorf("all %d model candidates failed, the last with: %w", len(cands), lastErr)
+	}
+	return Message{}, lastErr
+}
+
+// attempt calls one candidate. started reports that the stream delivered its first chunk (the
+// model is then fixed for the turn); errors before that allow a fallback.
+func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools bool, reason string) (msg Message, started bool, err error) {
+	offerTools = offerTools && c.SupportsTools
+	creq := openai.ChatCompletionRequest{
+		Model:    c.Model.Model,
+		Messages: toUpstream(t.history, c.SupportsVision),
+	}
+	if offerTools {
+		creq.Tools = t.specs
+	}
+	t.shown = ""
+	rec := LLMCall{Model: c.Name, Candidate: c.index, Round: round, FallbackReason: reason}
+	start := time.Now()
+
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var deadline *time.Timer
+	if c.Timeout > 0 {
+		deadline = time.AfterFunc(c.Timeout, func() {
+			cancel(fmt.Errorf("model %s: no response within %s", c.Name, c.Timeout))
+		})
+		defer deadline.Stop()
+	}
+	// wrapErr names the model and prefers our own timeout over the context error it caused.
+	wrapErr := func(err error) error {
+		if ctx.Err() == nil {
+			if cause := context.Cause(callCtx); cause != nil && callCtx.Err() != nil {
+				err = cause
+			}
+		}
+		return fmt.Errorf("model %s (candidate %d): %w", c.Name, c.index, err)
+	}
+	defer func() {
+		rec.Duration = time.Since(start)
+		rec.Status = StatusOK
+		if err != nil {
+			rec.Err = err
+			rec.Status = StatusError
+			if ctx.Err() != nil {
+				rec.Status = StatusCancelled
+			}
+		}
+		t.res.Usage.TokensIn += rec.TokensIn
+		t.res.Usage.TokensOut += rec.TokensOut
+		t.res.LLMCalls = append(t.res.LLMCalls, rec)
+	}()
+
+	acc := newAccumulator(t.r.opts.FlushChunks, t.r.opts.RemoveThink)
+	flush := func() {
+		ev := Chunk{Round: round, Text: acc.text(), Final: acc.finish != ""}
+		if ev.Final && offerTools {
+			ev.ToolCalls = acc.toolCalls()
+		}
+		t.shown = ev.Text
+		t.emit(ev)
+	}
+	finishMsg := func() Message {
+		m := acc.message()
+		if !offerTools && len(m.ToolCalls) > 0 {
+			t.r.log.Warn("agent: model called tools that were not offered; ignoring the calls",
+				slog.String("model", c.Name), slog.Int("round", round), slog.Int("calls", len(m.ToolCalls)))
+			m.ToolCalls = nil
+		}
+		return m
+	}
+
+	if !t.req.Stream {
+		resp, err := c.client.CreateChatCompletion(callCtx, creq)
+		rec.TimeToFirstToken = time.Since(start)
+		if err != nil {
+			return Message{}, false, wrapErr(err)
+		}
+		if len(resp.Choices) == 0 {
+			return Message{}, false, wrapErr(errors.New("response has no choices"))
+		}
+		rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+		acc.add(wholeChoice(&resp.Choices[0]))
+		flush()
+		return finishMsg(), true, nil
+	}
+
+	creq.Stream = true
+	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	stream, err := c.client.CreateChatCompletionStream(callCtx, creq)
+	if err != nil {
+		return Message{}, false, wrapErr(err)
+	}
+	defer stream.Close()
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if acc.finish != "" {
+				// The answer is complete; a missing [DONE] or usage chunk does not spoil it.
+				break
+			}
+			if errors.Is(err, io.EOF) {
+				err = errNoFinish
+			}
+			if started {
+				t.shown = acc.text()
+			}
+			return Message{}, started, wrapErr(err)
+		}
+		if !started {
+			started = true
+			rec.TimeToFirstToken = time.Since(start)
+		}
+		if deadline != nil {
+			deadline.Reset(c.Timeout)
+		}
+		if resp.Usage != nil {
+			rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+		}
+		for i := range resp.Choices {
+			if resp.Choices[i].Index == 0 && acc.add(&resp.Choices[i]) {
+				flush()
+			}
+		}
+	}
+	return finishMsg(), true, nil
+}
+
+// wholeChoice turns a non-streamed answer into one final stream choice, so both paths share the
+// accumulator's handling of think blocks, ids and arguments.
+func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamChoice {
+	calls := make([]openai.ToolCall, len(ch.Message.ToolCalls))
+	for i, tc := range ch.Message.ToolCalls {
+		calls[i] = tc
+		calls[i].Index = &i
+	}
+	finish := ch.FinishReason
+	if finish == "" {
+		finish = openai.FinishReasonStop
+	}
+	return &openai.ChatCompletionStreamChoice{
+		Delta: openai.ChatCompletionStreamChoiceDelta{
+			Role:             ch.Message.Role,
+			Content:          ch.Message.Content,
+			ReasoningContent: ch.Message.ReasoningContent,
+			ToolCalls:        calls,
+		},
+		FinishReason: finish,
+	}
+}
+
+// runTools runs a round's calls in order and appends their tool messages. On cancellation the
+// calls that did not finish get an "err: " tool message too, so the transcript stays valid.
+func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error {
+	for i, call := range calls {
+		if ctx.Err() != nil {
+			t.skipTools(calls[i:], ctx.Err())
+			return ctx.Err()
+		}
+		t.emit(ToolStart{Round: round, Call: call})
+		out, done := t.execute(ctx, round, call)
+		if out.Content == "" && out.Err != nil {
+			out.Content = "err: " + out.Err.Error()
+		}
+		out.Content = capChars(out.Content, t.r.opts.ToolResultMaxChars)
+		t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
+		t.emit(ToolResult{Round: round, Call: call, Outcome: out})
+		if !done {
+			t.skipTools(calls[i+1:], ctx.Err())
+			return ctx.Err()
+		}
+	}
+	return ctx.Err()
+}
+
+func (t *turn) skipTools(calls []ToolCall, err error) {
+	for _, call := range calls {
+		t.add(Message{Role: RoleTool, Content: "err: not run: " + err.Error(), ToolCallID: call.ID})
+	}
+}
+
+// execute runs one call and waits for it or for ctx. done is false when ctx ended first; the
+// executor then still holds the cancelled context and is expected to return soon.
+func (t *turn) execute(ctx context.Context, round int, call ToolCall) (out tools.Outcome, done bool) {
+	if t.req.Executor == nil {
+		return tools.Outcome{
+			Content: "err: Tool not found: " + call.Name,
+			Status:  tools.StatusNotFound,
+			Err:     fmt.Errorf("%w: %s", tools.ErrNotFound, call.Name),
+		}, true
+	}
+	tc := tools.Call{Round: round, ID: call.ID, Name: call.Name, Arguments: call.Arguments}
+	ch := make(chan tools.Outcome, 1)
+	go func() { ch <- t.req.Executor.Execute(ctx, tc) }()
+	select {
+	case out := <-ch:
+		return out, true
+	case <-ctx.Done():
+		return tools.Outcome{
+			Content: "err: cancelled: " + ctx.Err().Error(),
+			Status:  tools.StatusCancelled,
+			Err:     ctx.Err(),
+		}, false
+	}
+}
+
+// capChars cuts s to at most limit characters (runes), noting how much was cut; 0 means no cap.
+func capChars(s string, limit int) string {
+	if limit <= 0 || len(s) <= limit {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == limit {
+			total := n + len([]rune(s[i:]))
+			return s[:i] + fmt.Sprintf("\n[truncated: %d of %d characters shown]", limit, total)
+		}
+		n++
+	}
+	return s
+}
