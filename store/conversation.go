@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Key identifies a conversation: the chat, the thread within it, and the user when the scope is
+// per user (empty otherwise).
+type Key struct {
+	Platform string
+	ChatID   string
+	ThreadID string
+	UserID   string
+}
+
+// Conversation is one conversation row. Only one conversation per Key is active at a time.
+type Conversation struct {
+	ID        int64
+	Platform  string
+	ChatID    string
+	ThreadID  string
+	UserID    string
+	Active    bool
+	CreatedAt time.Time
+}
+
+type conversationRow struct {
+	ID        int64 `gorm:"primaryKey"`
+	Platform  string
+	ChatID    string
+	ThreadID  string
+	UserID    string
+	Active    bool
+	CreatedAt time.Time
+}
+
+func (conversationRow) TableName() string { return "conversations" }
+
+func (c conversationRow) public() Conversation {
+	return Conversation{ID: c.ID, Platform: c.Platform, ChatID: c.ChatID, ThreadID: c.ThreadID,
+		UserID: c.UserID, Active: c.Active, CreatedAt: c.CreatedAt.UTC()}
+}
+
+func (k Key) validate() error {
+	if k.Platform == "" || k.ChatID == "" {
+		return fmt.Errorf("store: conversation key needs a platform and a chat id, got %+v", k)
+	}
+	return nil
+}
+
+// Conversation returns the active conversation of key, creating it when there is none.
+func (s *Store) Conversation(ctx context.Context, key Key) (Conversation, error) {
+	if err := key.validate(); err != nil {
+		return Conversation{}, err
+	}
+	c, err := s.activeConversation(ctx, s.r, key)
+	if err == nil {
+		return c, nil
+	}
+	if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return Conversation{}, fmt.Errorf("store: conversation %+v: %w", key, err)
+	}
+	err = s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var ierr error
+		c, ierr = s.activeConversation(ctx, tx, key)
+		if ierr == nil {
+			return nil
+		}
+		if !errors.Is(ierr, gorm.ErrRecordNotFound) {
+			return ierr
+		}
+		c, ierr = insertConversation(ctx, tx, key)
+		return ierr
+	})
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		// Another server created it at the same moment (PostgreSQL): use theirs.
+		c, err = s.activeConversation(ctx, s.w, key)
+	}
+	if err != nil {
+		return Conversation{}, fmt.Errorf("store: conversation %+v: %w", key, err)
+	}
+	return c, nil
+}
+
+// ResetConversation starts a new active conversation for key; the old one is kept, inactive.
+func (s *Store) ResetConversation(ctx context.Context, key Key) (Conversation, error) {
+	if err := key.validate(); err != nil {
+		return Conversation{}, err
+	}
+	var c Conversation
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Model(&conversationRow{}).
+			Where("platform = ? AND chat_id = ? AND thread_id = ? AND user_id = ? AND active = ?",
+				key.Platform, key.ChatID, key.ThreadID, key.UserID, true).
+			Update("active", false).Error; err != nil {
+			return err
+		}
+		var err error
+		c, err = insertConversation(ctx, tx, key)
+		return err
+	})
+	if err != nil {
+		return Conversation{}, fmt.Errorf("store: reset conversation %+v: %w", key, err)
+	}
+	return c, nil
+}
+
+func (s *Store) activeConversation(ctx context.Context, db *gorm.DB, key Key) (Conversation, error) {
+	var row conversationRow
+	err := db.WithContext(ctx).
+		Where("platform = ? AND chat_id = ? AND thread_id = ? AND user_id = ? AND active = ?",
+			key.Platform, key.ChatID, key.ThreadID, key.UserID, true).
+		Take(&row).Error
+	if err != nil {
+		return Conversation{}, err
+	}
+	return row.public(), nil
+}
+
+func insertConversation(ctx context.Context, tx *gorm.DB, key Key) (Conversation, error) {
+	row := conversationRow{Platform: key.Platform, ChatID: key.ChatID, ThreadID: key.ThreadID,
+		UserID: key.UserID, Active: true, CreatedAt: now()}
+	if err := tx.WithContext(ctx).Create(&row).Error; err != nil {
+		return Conversation{}, err
+	}
+	return row.public(), nil
+}

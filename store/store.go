@@ -1,0 +1,259 @@
+// Package store keeps conversations, turns, messages, the tool-call audit log and LLM calls in
+// SQLite (the default) or PostgreSQL through GORM. Schema changes come only from the versioned SQL
+// migrations of package migrations.
+//
+// On SQLite the store opens two pools on the same file: one writer connection that every write goes
+// through, and a pool of read-only readers; with WAL and a busy timeout, many concurrent turns never
+// see "database is locked". Audit rows go through one writer goroutine that commits them in batches
+// (group commit), so many chats calling tools at once share a commit and a slow disk stalls nobody
+// else's stream.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "github.com/mattn/go-sqlite3"    // registers the "sqlite3" database/sql driver
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Drivers the store supports.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// Options configure Open.
+type Options struct {
+	// Driver is "sqlite" (the default when empty) or "postgres".
+	Driver string
+	// DSN is a file path for SQLite (its folder is created) and a URL or key=value string for
+	// PostgreSQL.
+	DSN string
+	// Logger receives background failures (retention sweeps); nil discards them.
+	Logger *slog.Logger
+	// Readers is the size of the SQLite reader pool; 0 means 4.
+	Readers int
+	// BusyTimeout is how long a SQLite connection waits for a lock; 0 means 10s.
+	BusyTimeout time.Duration
+	// AuditBatch caps the audit rows committed in one transaction; 0 means 256.
+	AuditBatch int
+}
+
+// ErrClosed is returned by writes after Close.
+var ErrClosed = errors.New("store: closed")
+
+// ErrNotFound is returned when a row asked for by id does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// Store is the database. It is safe for concurrent use.
+type Store struct {
+	driver string
+	log    *slog.Logger
+	// w is the writer: on SQLite a single connection; on PostgreSQL the same pool as r.
+	w, r       *gorm.DB
+	wsql, rsql *sql.DB
+	audit      *auditWriter
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+// Open opens the database and starts the audit writer. It does not migrate: call Migrate.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Driver == "" {
+		opts.Driver = DriverSQLite
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Readers <= 0 {
+		opts.Readers = 4
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 10 * time.Second
+	}
+	if opts.AuditBatch <= 0 {
+		opts.AuditBatch = 256
+	}
+	if strings.TrimSpace(opts.DSN) == "" {
+		return nil, fmt.Errorf("store: open %s: empty dsn", opts.Driver)
+	}
+	s := &Store{driver: opts.Driver, log: opts.Logger}
+	var err error
+	switch opts.Driver {
+	case DriverSQLite:
+		err = s.openSQLite(ctx, opts)
+	case DriverPostgres:
+		err = s.openPostgres(ctx, opts)
+	default:
+		return nil, fmt.Errorf("store: unknown driver %q (want sqlite or postgres)", opts.Driver)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.audit = newAuditWriter(s, opts.AuditBatch)
+	return s, nil
+}
+
+var gormConfig = gorm.Config{
+	Logger:                 logger.Discard,
+	SkipDefaultTransaction: true,
+	TranslateError:         true,
+}
+
+func (s *Store) openSQLite(ctx context.Context, opts Options) error {
+	path := opts.DSN
+	if path == ":memory:" || strings.Contains(path, "mode=memory") {
+		return fmt.Errorf("store: open sqlite: an in-memory database cannot be shared by the writer and the readers; give a file path")
+	}
+	path = strings.TrimPrefix(path, "file:")
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("store: create folder for sqlite database %s: %w", path, err)
+		}
+	}
+	dsn := func(readonly bool) string {
+		q := url.Values{}
+		q.Set("_journal_mode", "WAL")
+		q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
+		q.Set("_foreign_keys", "on")
+		q.Set("_loc", "UTC")
+		// FULL: a commit survives a power cut too, not only a crash of the process.
+		q.Set("_synchronous", "FULL")
+		if readonly {
+			q.Set("_query_only", "true")
+		} else {
+			// BEGIN IMMEDIATE takes the write lock up front instead of failing on upgrade.
+			q.Set("_txlock", "immediate")
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	wsql, err := sql.Open("sqlite3", dsn(false))
+	if err != nil {
+		return fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	wsql.SetMaxOpenConns(1)
+	wsql.SetMaxIdleConns(1)
+	wsql.SetConnMaxLifetime(0)
+	wsql.SetConnMaxIdleTime(0)
+	// The writer connection is opened first so that it creates the file and switches it to WAL
+	// before a read-only connection looks at it.
+	if err := wsql.PingContext(ctx); err != nil {
+		wsql.Close()
+		return fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	rsql, err := sql.Open("sqlite3", dsn(true))
+	if err != nil {
+		wsql.Close()
+		return fmt.Errorf("store: open sqlite %s for reading: %w", path, err)
+	}
+	rsql.SetMaxOpenConns(opts.Readers)
+	rsql.SetMaxIdleConns(opts.Readers)
+	w, err := gorm.Open(sqlite.New(sqlite.Config{Conn: wsql}), &gormConfig)
+	if err != nil {
+		wsql.Close()
+		rsql.Close()
+		return fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	r, err := gorm.Open(sqlite.New(sqlite.Config{Conn: rsql}), &gormConfig)
+	if err != nil {
+		wsql.Close()
+		rsql.Close()
+		return fmt.Errorf("store: open sqlite %s for reading: %w", path, err)
+	}
+	s.w, s.r, s.wsql, s.rsql = w, r, wsql, rsql
+	return nil
+}
+
+func (s *Store) openPostgres(ctx context.Context, opts Options) error {
+	db, err := sql.Open("pgx", opts.DSN)
+	if err != nil {
+		return fmt.Errorf("store: open postgres: %w", redactDSN(err, opts.DSN))
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return fmt.Errorf("store: connect to postgres: %w", redactDSN(err, opts.DSN))
+	}
+	g, err := gorm.Open(postgres.New(postgres.Config{Conn: db}), &gormConfig)
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("store: open postgres: %w", redactDSN(err, opts.DSN))
+	}
+	s.w, s.r, s.wsql, s.rsql = g, g, db, db
+	return nil
+}
+
+// redactDSN keeps a password in the DSN out of an error message.
+func redactDSN(err error, dsn string) error {
+	u, perr := url.Parse(dsn)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	pw, ok := u.User.Password()
+	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+}
+
+// Driver reports the driver in use: "sqlite" or "postgres".
+func (s *Store) Driver() string { return s.driver }
+
+// Close stops accepting audit writes, writes every audit row already handed in, and closes the
+// database. It is safe to call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.audit.close()
+		var errs []error
+		if err := s.wsql.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: close writer: %w", err))
+		}
+		if s.rsql != s.wsql {
+			if err := s.rsql.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("store: close readers: %w", err))
+			}
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// now is the store's clock: UTC, microseconds (what both databases keep).
+func now() time.Time { return dbTime(time.Now()) }
+
+// dbTime converts t to what the database keeps: UTC, truncated to the microsecond.
+func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// rebind turns ? placeholders into $n for PostgreSQL.
+func (s *Store) rebind(q string) string {
+	if s.driver != DriverPostgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

@@ -1,0 +1,334 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Roles of messages.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Turn statuses.
+const (
+	TurnRunning     = "running"
+	TurnOK          = "ok"
+	TurnError       = "error"
+	TurnCancelled   = "cancelled"
+	TurnInterrupted = "interrupted"
+)
+
+// Message is one message of a conversation as the model sees it.
+type Message struct {
+	Role    string // RoleUser, RoleAssistant, RoleTool (RoleSystem is not stored by the pipeline)
+	Content string
+	// Name is the sender's name for user messages, the tool's name for tool messages.
+	Name string
+	// ToolCallID links a tool message to the assistant call it answers.
+	ToolCallID string
+	// Reasoning is the model's thinking text, when kept.
+	Reasoning string
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []MessageToolCall
+	// Images counts images that came with a user message; their bytes are not stored.
+	Images int
+}
+
+// MessageToolCall is one tool call of an assistant message.
+type MessageToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// TurnStart opens a turn.
+type TurnStart struct {
+	ConversationID   int64
+	UserID           string
+	UserName         string
+	InboundMessageID string
+	// UserMessage is saved at once, so a crash never loses what the user said.
+	UserMessage Message
+}
+
+// TurnEnd closes a turn.
+type TurnEnd struct {
+	TurnID int64
+	// Status is TurnOK, TurnError, TurnCancelled or TurnInterrupted.
+	Status    string
+	Model     string
+	Rounds    int
+	TokensIn  int
+	TokensOut int
+	Error     string
+	// Messages are what the turn added after the user message, in order: assistant messages with
+	// their tool calls, tool results, the final answer.
+	Messages []Message
+	// LLMCalls are the model calls of the turn, fallbacks included, in order.
+	LLMCalls []LLMCall
+}
+
+// LLMCall is one call to a model candidate.
+type LLMCall struct {
+	Round int
+	Model string
+	// Candidate is the index of the model in the candidate list (0 = primary).
+	Candidate int
+	// FallbackReason says why this candidate was tried: empty for the first, else the error of the
+	// one before.
+	FallbackReason string
+	Status         string // "ok", "error", "cancelled"
+	// TimeToFirstToken is zero when no token arrived.
+	TimeToFirstToken time.Duration
+	Duration         time.Duration
+	TokensIn         int
+	TokensOut        int
+	Error            string
+	StartedAt        time.Time
+}
+
+// Turn is one turn row.
+type Turn struct {
+	ID               int64
+	ConversationID   int64
+	UserID           string
+	UserName         string
+	InboundMessageID string
+	Model            string
+	Status           string
+	Rounds           int
+	TokensIn         int
+	TokensOut        int
+	Error            string
+	StartedAt        time.Time
+	FinishedAt       time.Time // zero while running
+}
+
+type turnRow struct {
+	ID               int64 `gorm:"primaryKey"`
+	ConversationID   int64
+	UserID           string
+	UserName         string
+	InboundMessageID string
+	Model            string
+	Status           string
+	Rounds           int
+	TokensIn         int
+	TokensOut        int
+	Error            string
+	StartedAt        time.Time
+	FinishedAt       *time.Time
+}
+
+func (turnRow) TableName() string { return "turns" }
+
+type messageRow struct {
+	ID             int64 `gorm:"primaryKey"`
+	ConversationID int64
+	TurnID         int64
+	Seq            int
+	Role           string
+	Content        string
+	Name           string
+	Reasoning      string
+	ToolCalls      string
+	ToolCallID     string
+	Images         int
+	CreatedAt      time.Time
+}
+
+func (messageRow) TableName() string { return "messages" }
+
+type llmCallRow struct {
+	ID             int64 `gorm:"primaryKey"`
+	TurnID         int64
+	Seq            int
+	Round          int
+	Model          string
+	Candidate      int
+	FallbackReason string
+	Status         string
+	TTFTMs         int64 `gorm:"column:ttft_ms"`
+	DurationMs     int64 `gorm:"column:duration_ms"`
+	TokensIn       int
+	TokensOut      int
+	Error          string
+	StartedAt      time.Time
+}
+
+func (llmCallRow) TableName() string { return "llm_calls" }
+
+func newMessageRow(conversationID, turnID int64, seq int, m Message, at time.Time) (messageRow, error) {
+	row := messageRow{ConversationID: conversationID, TurnID: turnID, Seq: seq, Role: m.Role,
+		Content: m.Content, Name: m.Name, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID,
+		Images: m.Images, CreatedAt: at}
+	if len(m.ToolCalls) > 0 {
+		b, err := json.Marshal(m.ToolCalls)
+		if err != nil {
+			return messageRow{}, fmt.Errorf("encode tool calls of message %d: %w", seq, err)
+		}
+		row.ToolCalls = string(b)
+	}
+	switch m.Role {
+	case RoleUser, RoleAssistant, RoleTool, RoleSystem:
+	default:
+		return messageRow{}, fmt.Errorf("message %d has unknown role %q", seq, m.Role)
+	}
+	return row, nil
+}
+
+func (r messageRow) public() (Message, error) {
+	m := Message{Role: r.Role, Content: r.Content, Name: r.Name, ToolCallID: r.ToolCallID,
+		Reasoning: r.Reasoning, Images: r.Images}
+	if r.ToolCalls != "" {
+		if err := json.Unmarshal([]byte(r.ToolCalls), &m.ToolCalls); err != nil {
+			return Message{}, fmt.Errorf("decode tool calls of message %d: %w", r.ID, err)
+		}
+	}
+	return m, nil
+}
+
+// StartTurn opens a running turn in a conversation and saves the user's message with it.
+func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
+	if t.ConversationID <= 0 {
+		return 0, fmt.Errorf("store: start turn: no conversation id")
+	}
+	if t.UserMessage.Role == "" {
+		t.UserMessage.Role = RoleUser
+	}
+	at := now()
+	row := turnRow{ConversationID: t.ConversationID, UserID: t.UserID, UserName: t.UserName,
+		InboundMessageID: t.InboundMessageID, Status: TurnRunning, StartedAt: at}
+	msg, err := newMessageRow(t.ConversationID, 0, 0, t.UserMessage, at)
+	if err != nil {
+		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
+	}
+	err = s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		msg.TurnID = row.ID
+		return tx.Create(&msg).Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
+	}
+	return row.ID, nil
+}
+
+// FinishTurn closes a turn and saves everything it produced, in one transaction.
+func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
+	switch e.Status {
+	case TurnOK, TurnError, TurnCancelled, TurnInterrupted:
+	default:
+		return fmt.Errorf("store: finish turn %d: bad status %q", e.TurnID, e.Status)
+	}
+	at := now()
+	llm := make([]llmCallRow, 0, len(e.LLMCalls))
+	for i, c := range e.LLMCalls {
+		started := c.StartedAt
+		if started.IsZero() {
+			started = at
+		}
+		llm = append(llm, llmCallRow{TurnID: e.TurnID, Seq: i, Round: c.Round, Model: c.Model,
+			Candidate: c.Candidate, FallbackReason: c.FallbackReason, Status: c.Status,
+			TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
+			TokensIn: c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: dbTime(started)})
+	}
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var turn turnRow
+		if err := tx.Select("id", "conversation_id", "status").Take(&turn, e.TurnID).Error; err != nil {
+			return err
+		}
+		if turn.Status != TurnRunning {
+			return fmt.Errorf("turn is already %s", turn.Status)
+		}
+		var last struct{ N int }
+		if err := tx.Model(&messageRow{}).Select("COALESCE(MAX(seq), -1) AS n").
+			Where("turn_id = ?", e.TurnID).Scan(&last).Error; err != nil {
+			return err
+		}
+		msgs := make([]messageRow, 0, len(e.Messages))
+		for i, m := range e.Messages {
+			row, err := newMessageRow(turn.ConversationID, e.TurnID, last.N+1+i, m, at)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, row)
+		}
+		if len(msgs) > 0 {
+			if err := tx.CreateInBatches(&msgs, 100).Error; err != nil {
+				return err
+			}
+		}
+		if len(llm) > 0 {
+			if err := tx.CreateInBatches(&llm, 100).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Model(&turnRow{}).Where("id = ?", e.TurnID).Updates(map[string]any{
+			"status": e.Status, "model": e.Model, "rounds": e.Rounds, "tokens_in": e.TokensIn,
+			"tokens_out": e.TokensOut, "error": e.Error, "finished_at": at,
+		}).Error
+	})
+	if err != nil {
+		return fmt.Errorf("store: finish turn %d: %w", e.TurnID, err)
+	}
+	return nil
+}
+
+// Turn returns one turn.
+func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
+	var row turnRow
+	err := s.r.WithContext(ctx).Take(&row, id).Error
+	if err == gorm.ErrRecordNotFound {
+		return Turn{}, fmt.Errorf("store: turn %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Turn{}, fmt.Errorf("store: turn %d: %w", id, err)
+	}
+	t := Turn{ID: row.ID, ConversationID: row.ConversationID, UserID: row.UserID,
+		UserName: row.UserName, InboundMessageID: row.InboundMessageID, Model: row.Model,
+		Status: row.Status, Rounds: row.Rounds, TokensIn: row.TokensIn, TokensOut: row.TokensOut,
+		Error: row.Error, StartedAt: row.StartedAt.UTC()}
+	if row.FinishedAt != nil {
+		t.FinishedAt = row.FinishedAt.UTC()
+	}
+	return t, nil
+}
+
+// Recover marks turns and audit rows left running by a crash as interrupted. Call it once at
+// start, after Migrate and before the first turn.
+func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
+	at := now()
+	err = s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&turnRow{}).Where("status = ?", TurnRunning).Updates(map[string]any{
+			"status": TurnInterrupted, "finished_at": at,
+			"error": "the bot stopped before the turn finished",
+		})
+		if res.Error != nil {
+			return res.Error
+		}
+		turns = int(res.RowsAffected)
+		res = tx.Exec(`UPDATE tool_calls SET status = ?, finished_at = ?,
+			error = CASE WHEN error = '' THEN ? ELSE error END WHERE status = ?`,
+			StatusInterrupted, at, "the bot stopped before the call finished", StatusRunning)
+		if res.Error != nil {
+			return res.Error
+		}
+		calls = int(res.RowsAffected)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: recover running turns and calls: %w", err)
+	}
+	return turns, calls, nil
+}
