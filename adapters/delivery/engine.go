@@ -1,0 +1,223 @@
+// Package delivery streams replies into chats for every platform: one Engine per platform
+// connection paces every send and edit of every reply in flight against the platform's budgets
+// (per chat, per group, global), coalesces previews to the newest text, puts final messages
+// ahead of previews, rides out 429s, retries temporary failures, and splits long final answers
+// into as many messages as the platform's length limit needs, so the final text always arrives
+// whole, once and in order.
+package delivery
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"relaybot/adapters"
+)
+
+// RetryPolicy bounds the retries of temporary failures (5xx, timeouts). 429s are not retries:
+// they wait for the platform's retry_after and do not count against MaxAttempts.
+type RetryPolicy struct {
+	MaxAttempts int           // tries per request, first included; default 5
+	BaseDelay   time.Duration // wait before the first retry, doubled each time; default 500ms
+	MaxDelay    time.Duration // longest wait between retries; default 10s
+}
+
+// Options tune an Engine. The zero value works.
+type Options struct {
+	Logger *slog.Logger
+	Retry  RetryPolicy
+	// TypingInterval is how often the typing indicator is renewed while a reply is working
+	// (platforms expire it after about 5 s); default 4s.
+	TypingInterval time.Duration
+	// CallTimeout bounds one platform request; a request that runs out counts as a temporary
+	// failure. Default 30s.
+	CallTimeout time.Duration
+	// Slack widens every budget window a little, so requests that arrive late at the platform
+	// still fit its windows; default 50ms.
+	Slack time.Duration
+	// IsGroup reports whether a chat is a group, which then also draws on Limits.PerGroup.
+	// Nil means no chat is a group.
+	IsGroup func(adapters.ChatRef) bool
+	// Observer receives an Event for every platform request outcome (for metrics); may be nil.
+	Observer Observer
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Retry.MaxAttempts <= 0 {
+		o.Retry.MaxAttempts = 5
+	}
+	if o.Retry.BaseDelay <= 0 {
+		o.Retry.BaseDelay = 500 * time.Millisecond
+	}
+	if o.Retry.MaxDelay <= 0 {
+		o.Retry.MaxDelay = 10 * time.Second
+	}
+	if o.TypingInterval <= 0 {
+		o.TypingInterval = 4 * time.Second
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+	if o.Slack <= 0 {
+		o.Slack = 50 * time.Millisecond
+	}
+}
+
+// EventKind names what happened to one platform request.
+type EventKind int
+
+// Kinds of Event.
+const (
+	EventSend        EventKind = iota // a new message was posted
+	EventEdit                         // a message was edited
+	EventFiles                        // files were posted
+	EventNotModified                  // an edit found the text already there (counts as delivered)
+	EventRateLimited                  // the platform answered 429
+	EventRetry                        // a temporary failure is being retried
+	EventFallback                     // a message could not be edited any more; a new one replaces it
+	EventFailed                       // a request failed for good
+	EventTyping                       // a typing indicator was shown
+)
+
+var eventNames = [...]string{"send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed", "typing"}
+
+// String returns the event's metric name ("send", "edit", "rate_limited", ...).
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return "unknown"
+}
+
+// Event describes the outcome of one platform request.
+type Event struct {
+	Kind       EventKind
+	Chat       adapters.ChatRef
+	Final      bool          // the request carried final text (not a preview)
+	RetryAfter time.Duration // for EventRateLimited
+	Err        error         // for EventRetry, EventFailed, EventFallback
+}
+
+// Observer receives delivery events. Observe is called synchronously from delivery goroutines
+// and must not block.
+type Observer interface {
+	Observe(Event)
+}
+
+// Counters is an Observer that counts events; safe for concurrent use.
+type Counters struct {
+	n [len(eventNames)]atomic.Int64
+}
+
+// Observe counts e.
+func (c *Counters) Observe(e Event) {
+	if int(e.Kind) < len(c.n) {
+		c.n[e.Kind].Add(1)
+	}
+}
+
+// Stats is a snapshot of Counters.
+type Stats struct {
+	Sends, Edits, Files, NotModified, RateLimited, Retries, Fallbacks, Failures, Typing int64
+}
+
+// Snapshot returns the current counts.
+func (c *Counters) Snapshot() Stats {
+	return Stats{
+		Sends:       c.n[EventSend].Load(),
+		Edits:       c.n[EventEdit].Load(),
+		Files:       c.n[EventFiles].Load(),
+		NotModified: c.n[EventNotModified].Load(),
+		RateLimited: c.n[EventRateLimited].Load(),
+		Retries:     c.n[EventRetry].Load(),
+		Fallbacks:   c.n[EventFallback].Load(),
+		Failures:    c.n[EventFailed].Load(),
+		Typing:      c.n[EventTyping].Load(),
+	}
+}
+
+// Engine delivers every reply of one platform connection through one shared scheduler.
+type Engine struct {
+	m      adapters.Messenger
+	limits adapters.Limits
+	opts   Options
+	sched  *scheduler
+	log    *slog.Logger
+
+	done      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+// New returns an Engine that sends through m within limits.
+func New(m adapters.Messenger, limits adapters.Limits, opts Options) *Engine {
+	opts.defaults()
+	return &Engine{
+		m:      m,
+		limits: limits,
+		opts:   opts,
+		sched:  newScheduler(limits, opts.IsGroup, opts.Slack),
+		log:    opts.Logger,
+		done:   make(chan struct{}),
+	}
+}
+
+// Limits returns the platform limits the engine paces by.
+func (e *Engine) Limits() adapters.Limits { return e.limits }
+
+// NewReply starts a reply in chat. ctx bounds its previews and typing indicator; Finish takes
+// its own context. opts apply to the first message of the reply.
+func (e *Engine) NewReply(ctx context.Context, chat adapters.ChatRef, opts adapters.SendOptions) *Reply {
+	return &Reply{
+		e:          e,
+		ctx:        ctx,
+		chat:       chat,
+		opts:       opts,
+		previewMax: e.limits.MaxLen,
+	}
+}
+
+// Notice sends a one-off message at final priority, split if too long, and returns once it is
+// delivered or has definitively failed.
+func (e *Engine) Notice(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) error {
+	return e.NewReply(ctx, chat, opts).Finish(ctx, text, nil)
+}
+
+// Close stops the engine: requests still waiting for a slot fail with ErrClosed, and Close
+// returns once every delivery goroutine has ended.
+func (e *Engine) Close() {
+	e.closeOnce.Do(func() {
+		close(e.done)
+		e.sched.close()
+	})
+	e.wg.Wait()
+}
+
+func (e *Engine) observe(ev Event) {
+	if e.opts.Observer != nil {
+		e.opts.Observer.Observe(ev)
+	}
+}
+
+// backoff waits before retry number attempt (1-based); false when ctx or the engine ended first.
+func (e *Engine) backoff(ctx context.Context, attempt int) bool {
+	d := e.opts.Retry.BaseDelay << (attempt - 1)
+	if d > e.opts.Retry.MaxDelay || d <= 0 {
+		d = e.opts.Retry.MaxDelay
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-e.done:
+		return false
+	}
+}

@@ -1,0 +1,312 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"relaybot/adapters"
+)
+
+// ErrClosed is returned for deliveries still waiting when the Engine is closed.
+var ErrClosed = errors.New("delivery engine closed")
+
+// bucket is one budget: at most rate.N requests in any window of rate.Per (plus slack), with
+// previews also spaced rate.Per/rate.N apart and never taking the last slot of a window, which
+// stays free for final messages. A 429 blocks the bucket until blockedUntil.
+type bucket struct {
+	rate         adapters.Rate
+	slack        time.Duration
+	hist         []time.Time // grant times inside the current window, oldest first
+	blockedUntil time.Time
+	waiters      int
+}
+
+func (b *bucket) trim(now time.Time) {
+	win := b.rate.Per + b.slack
+	i := 0
+	for i < len(b.hist) && now.Sub(b.hist[i]) >= win {
+		i++
+	}
+	if i > 0 {
+		b.hist = append(b.hist[:0], b.hist[i:]...)
+	}
+}
+
+// readyAt returns the earliest time a request of the given priority may go through this bucket.
+func (b *bucket) readyAt(now time.Time, final bool) time.Time {
+	t := now
+	if b.blockedUntil.After(t) {
+		t = b.blockedUntil
+	}
+	if b.rate.N <= 0 || b.rate.Per <= 0 {
+		return t
+	}
+	b.trim(now)
+	win := b.rate.Per + b.slack
+	need := 1
+	if !final && b.rate.N >= 2 {
+		need = 2 // keep one slot of every window for finals
+	}
+	allowed := b.rate.N - need // grants that may already be in the window
+	if over := len(b.hist) - allowed; over > 0 {
+		if at := b.hist[over-1].Add(win); at.After(t) {
+			t = at
+		}
+	}
+	if !final && len(b.hist) > 0 {
+		gap := b.rate.Per/time.Duration(b.rate.N) + b.slack
+		if at := b.hist[len(b.hist)-1].Add(gap); at.After(t) {
+			t = at
+		}
+	}
+	return t
+}
+
+func (b *bucket) take(now time.Time) {
+	if b.rate.N > 0 && b.rate.Per > 0 {
+		b.hist = append(b.hist, now)
+	}
+}
+
+// idle reports whether the bucket holds no state worth keeping.
+func (b *bucket) idle(now time.Time) bool {
+	b.trim(now)
+	return len(b.hist) == 0 && b.waiters == 0 && !b.blockedUntil.After(now)
+}
+
+// ticket is one request for a platform call slot.
+type ticket struct {
+	final   bool
+	seq     uint64
+	buckets []*bucket
+	granted chan struct{} // closed when granted
+	err     error         // set before granted is closed when the engine closes
+	done    bool
+}
+
+// scheduler hands out call slots across every reply of an Engine, finals first, then previews in
+// arrival order, each only when all of its buckets allow it.
+type scheduler struct {
+	limits  adapters.Limits
+	isGroup func(adapters.ChatRef) bool
+	slack   time.Duration
+
+	mu      sync.Mutex
+	global  *bucket
+	chats   map[string]*bucket
+	groups  map[string]*bucket
+	waiting []*ticket
+	seq     uint64
+	timer   *time.Timer
+	timerAt time.Time
+	closed  bool
+	sweeps  int
+}
+
+func newScheduler(limits adapters.Limits, isGroup func(adapters.ChatRef) bool, slack time.Duration) *scheduler {
+	return &scheduler{
+		limits:  limits,
+		isGroup: isGroup,
+		slack:   slack,
+		global:  &bucket{rate: limits.Global, slack: slack},
+		chats:   map[string]*bucket{},
+		groups:  map[string]*bucket{},
+	}
+}
+
+func chatKey(c adapters.ChatRef) string { return string(c.Platform) + ":" + c.ChatID }
+
+func (s *scheduler) chatBucket(c adapters.ChatRef) *bucket {
+	k := chatKey(c)
+	b := s.chats[k]
+	if b == nil {
+		b = &bucket{rate: s.limits.PerChat, slack: s.slack}
+		s.chats[k] = b
+	}
+	return b
+}
+
+func (s *scheduler) bucketsFor(c adapters.ChatRef) []*bucket {
+	bs := []*bucket{s.chatBucket(c), s.global}
+	if s.limits.PerGroup.N > 0 && s.isGroup != nil && s.isGroup(c) {
+		k := chatKey(c)
+		g := s.groups[k]
+		if g == nil {
+			g = &bucket{rate: s.limits.PerGroup, slack: s.slack}
+			s.groups[k] = g
+		}
+		bs = append(bs, g)
+	}
+	return bs
+}
+
+// acquire waits for a call slot in chat at final or preview priority. It returns ctx's error,
+// ErrClosed, or nil once the slot is granted.
+func (s *scheduler) acquire(ctx context.Context, chat adapters.ChatRef, final bool) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.seq++
+	t := &ticket{final: final, seq: s.seq, buckets: s.bucketsFor(chat), granted: make(chan struct{})}
+	for _, b := range t.buckets {
+		b.waiters++
+	}
+	s.waiting = append(s.waiting, t)
+	s.dispatchLocked()
+	s.mu.Unlock()
+
+	select {
+	case <-t.granted:
+		return t.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if t.done && t.err != nil {
+			return t.err
+		}
+		if !t.done {
+			s.removeLocked(t)
+		}
+		return ctx.Err() // a slot granted meanwhile is simply left unused
+	}
+}
+
+func (s *scheduler) removeLocked(t *ticket) {
+	for i, w := range s.waiting {
+		if w == t {
+			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+			break
+		}
+	}
+	t.done = true
+	for _, b := range t.buckets {
+		b.waiters--
+	}
+}
+
+// block stops every request in chat's scope (or all, when global) until d from now.
+func (s *scheduler) block(chat adapters.ChatRef, global bool, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until := time.Now().Add(d)
+	b := s.global
+	if !global {
+		b = s.chatBucket(chat)
+	}
+	if until.After(b.blockedUntil) {
+		b.blockedUntil = until
+	}
+	s.dispatchLocked()
+}
+
+// blocked reports whether a 429 currently holds chat's scope.
+func (s *scheduler) blocked(chat adapters.ChatRef) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.global.blockedUntil.After(now) {
+		return true
+	}
+	b := s.chats[chatKey(chat)]
+	return b != nil && b.blockedUntil.After(now)
+}
+
+// dispatchLocked grants every waiting ticket whose buckets allow it, finals first, and arms the
+// timer for the earliest moment the next one may go.
+func (s *scheduler) dispatchLocked() {
+	if s.closed {
+		return
+	}
+	now := time.Now()
+	var next time.Time
+	for _, pass := range []bool{true, false} {
+		for i := 0; i < len(s.waiting); {
+			t := s.waiting[i]
+			if t.final != pass {
+				i++
+				continue
+			}
+			at := now
+			for _, b := range t.buckets {
+				if r := b.readyAt(now, t.final); r.After(at) {
+					at = r
+				}
+			}
+			if at.After(now) {
+				if next.IsZero() || at.Before(next) {
+					next = at
+				}
+				i++
+				continue
+			}
+			for _, b := range t.buckets {
+				b.take(now)
+				b.waiters--
+			}
+			t.done = true
+			close(t.granted)
+			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+		}
+	}
+	s.sweepLocked(now)
+	if next.IsZero() {
+		return
+	}
+	if s.timer != nil && !s.timerAt.IsZero() && !s.timerAt.After(next) && s.timerAt.After(now) {
+		return // an earlier wake-up is already armed
+	}
+	d := next.Sub(now)
+	s.timerAt = next
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, s.wake)
+	} else {
+		s.timer.Reset(d)
+	}
+}
+
+func (s *scheduler) wake() {
+	s.mu.Lock()
+	s.timerAt = time.Time{}
+	s.dispatchLocked()
+	s.mu.Unlock()
+}
+
+// sweepLocked forgets idle per-chat buckets now and then so the maps do not grow without bound.
+func (s *scheduler) sweepLocked(now time.Time) {
+	s.sweeps++
+	if s.sweeps%1024 != 0 {
+		return
+	}
+	for k, b := range s.chats {
+		if b.idle(now) {
+			delete(s.chats, k)
+		}
+	}
+	for k, b := range s.groups {
+		if b.idle(now) {
+			delete(s.groups, k)
+		}
+	}
+}
+
+func (s *scheduler) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	for _, t := range s.waiting {
+		t.err = ErrClosed
+		t.done = true
+		close(t.granted)
+	}
+	s.waiting = nil
+}

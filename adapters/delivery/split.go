@@ -1,0 +1,256 @@
+package delivery
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"relaybot/adapters"
+)
+
+// Ellipsis marks a preview that was cut at the platform's length limit.
+const Ellipsis = "…"
+
+// Length counts s in unit: UTF-16 code units or Unicode code points.
+func Length(s string, unit adapters.LengthUnit) int {
+	if unit != adapters.UTF16 {
+		return utf8.RuneCountInString(s)
+	}
+	n := 0
+	for _, r := range s {
+		n += runeLen(r, unit)
+	}
+	return n
+}
+
+func runeLen(r rune, unit adapters.LengthUnit) int {
+	if unit == adapters.UTF16 && r > 0xFFFF {
+		return 2
+	}
+	return 1
+}
+
+// extendsCluster reports whether r continues the grapheme cluster of prev, so that no cut may
+// fall between them: combining marks, variation selectors, skin-tone modifiers, emoji tags,
+// keycaps, zero-width joiner sequences and regional-indicator pairs.
+func extendsCluster(prev, r rune, riRun int) bool {
+	switch {
+	case r == 0x200D || prev == 0x200D:
+		return true
+	case r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF:
+		return true
+	case r >= 0x1F3FB && r <= 0x1F3FF:
+		return true
+	case r >= 0xE0020 && r <= 0xE007F:
+		return true
+	case r == 0x20E3:
+		return true
+	case unicode.Is(unicode.Mn, r), unicode.Is(unicode.Me, r), unicode.Is(unicode.Mc, r):
+		return true
+	case isRegional(r) && isRegional(prev) && riRun%2 == 1:
+		return true
+	}
+	return false
+}
+
+func isRegional(r rune) bool { return r >= 0x1F1E6 && r <= 0x1F1FF }
+
+// cutAt returns the longest prefix of s of at most max units that ends on a grapheme boundary.
+func cutAt(s string, max int, unit adapters.LengthUnit) string {
+	n := 0
+	last := 0 // byte offset of the last boundary that fits
+	var prev rune = -1
+	riRun := 0
+	for i, r := range s {
+		if prev >= 0 && !extendsCluster(prev, r, riRun) {
+			last = i
+		}
+		if isRegional(r) {
+			riRun++
+		} else {
+			riRun = 0
+		}
+		n += runeLen(r, unit)
+		if n > max {
+			return s[:last]
+		}
+		prev = r
+	}
+	return s
+}
+
+// Preview fits text into one message of at most max units: text that is too long is cut on a
+// grapheme boundary (at a line or word end when one is close) and marked with Ellipsis.
+func Preview(text string, max int, unit adapters.LengthUnit) string {
+	if max <= 0 || Length(text, unit) <= max {
+		return text
+	}
+	room := max - Length(Ellipsis, unit)
+	if room < 1 {
+		room = 1
+	}
+	head := cutAt(text, room, unit)
+	// Prefer to end on a line or a word when that keeps most of the text.
+	if i := strings.LastIndexByte(head, '\n'); i > len(head)*4/5 {
+		head = head[:i]
+	} else if i := strings.LastIndexByte(head, ' '); i > len(head)*9/10 {
+		head = head[:i]
+	}
+	return strings.TrimRight(head, " \t\n") + Ellipsis
+}
+
+// fence describes the code fence open at some point of a text.
+type fence struct {
+	open   bool
+	opener string // the opening line, e.g. "```go"
+	marker string // the closing marker, e.g. "```"
+}
+
+// fenceLine reports whether line opens or closes a fenced code block, and its marker.
+func fenceLine(line string) (marker string, ok bool) {
+	t := strings.TrimLeft(line, " ")
+	if len(line)-len(t) > 3 {
+		return "", false
+	}
+	for _, c := range []byte{'`', '~'} {
+		n := 0
+		for n < len(t) && t[n] == c {
+			n++
+		}
+		if n >= 3 {
+			return t[:n], true
+		}
+	}
+	return "", false
+}
+
+// Split divides a final text into messages of at most max units each. It cuts at paragraph
+// breaks, then line breaks, then spaces, and only as a last resort inside a word, never
+// through a character or a grapheme cluster. A cut inside a fenced code block closes the
+// fence at the end of one message and reopens it (with its language) at the start of the next.
+// Whitespace at a cut is dropped; nothing else is lost or reordered.
+func Split(text string, max int, unit adapters.LengthUnit) []string {
+	text = strings.TrimRight(text, " \t\n")
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	if max <= 0 || Length(text, unit) <= max {
+		return []string{text}
+	}
+	var parts []string
+	var state fence // fence state at the start of rest
+	rest := strings.TrimLeft(text, "\n")
+	for rest != "" {
+		prefix := ""
+		if state.open {
+			prefix = state.opener + "\n"
+		}
+		budget := max - Length(prefix, unit)
+		if Length(rest, unit) <= budget {
+			parts = append(parts, prefix+rest)
+			break
+		}
+		cut, next := chooseCut(rest, budget, state, unit)
+		body := strings.TrimRight(rest[:cut], " \t\n")
+		closer := ""
+		if next.open {
+			closer = "\n" + next.marker
+		}
+		if strings.TrimSpace(body) != "" {
+			parts = append(parts, prefix+body+closer)
+		}
+		rest = strings.TrimLeft(rest[cut:], " \t\n")
+		if next.open && rest != "" {
+			// A fence-only remainder such as "```" closes the block we reopen: keep it whole.
+			state = next
+		} else {
+			state = fence{}
+		}
+		if next.open && rest == "" {
+			break
+		}
+	}
+	return parts
+}
+
+// chooseCut picks where the next message ends in rest (starting in fence state st) so that the
+// message, with a closing fence if it ends inside a code block, fits in budget units. It returns
+// the byte offset of the cut and the fence state there.
+func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int, fence) {
+	type cand struct {
+		at      int
+		quality int // 3 paragraph, 2 line, 1 space, 0 grapheme
+		state   fence
+		units   int // units of rest[:at]
+	}
+	var best [4]*cand
+	units := 0
+	lineStart := 0
+	cur := st
+	var prev rune = -1
+	riRun := 0
+	fits := func(c cand) bool {
+		need := c.units
+		if c.state.open {
+			need += 1 + Length(c.state.marker, unit)
+		}
+		return need <= budget
+	}
+	consider := func(c cand) {
+		if c.at == 0 || !fits(c) {
+			return
+		}
+		cc := c
+		best[c.quality] = &cc
+	}
+	for i, r := range rest {
+		if units > budget {
+			break
+		}
+		if r == '\n' {
+			line := rest[lineStart:i]
+			if m, ok := fenceLine(line); ok {
+				if !cur.open {
+					cur = fence{open: true, opener: strings.TrimLeft(line, " "), marker: m}
+				} else if strings.HasPrefix(strings.TrimSpace(line), cur.marker) && strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), cur.marker[:1])) == "" {
+					cur = fence{}
+				}
+			}
+			q := 2
+			if i > 0 && rest[i-1] == '\n' {
+				q = 3
+			}
+			consider(cand{at: i, quality: q, state: cur, units: units})
+			lineStart = i + 1
+		} else if r == ' ' {
+			consider(cand{at: i, quality: 1, state: cur, units: units})
+		} else if prev >= 0 && !extendsCluster(prev, r, riRun) {
+			consider(cand{at: i, quality: 0, state: cur, units: units})
+		}
+		if isRegional(r) {
+			riRun++
+		} else {
+			riRun = 0
+		}
+		units += runeLen(r, unit)
+		prev = r
+	}
+	// Prefer the best boundary kind that still fills a reasonable part of the message.
+	for q := 3; q >= 0; q-- {
+		c := best[q]
+		if c == nil {
+			continue
+		}
+		if q == 0 || c.units >= budget/2 {
+			return c.at, c.state
+		}
+	}
+	for q := 3; q >= 0; q-- {
+		if c := best[q]; c != nil {
+			return c.at, c.state
+		}
+	}
+	// Not even one grapheme fits (budget smaller than a cluster): cut after the first rune.
+	_, size := utf8.DecodeRuneInString(rest)
+	return size, st
+}

@@ -1,0 +1,142 @@
+package delivery
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"relaybot/adapters"
+)
+
+// checkSplit asserts what a reader of the parts would notice: none too long, no broken
+// character, balanced fences, and all of the text in order.
+func checkSplit(t *testing.T, text string, parts []string, max int, unit adapters.LengthUnit) {
+	t.Helper()
+	for i, p := range parts {
+		if n := Length(p, unit); n > max {
+			t.Errorf("part %d is %d units, limit %d", i, n, max)
+		}
+		if !utf8.ValidString(p) {
+			t.Errorf("part %d is not valid UTF-8 (cut through a character)", i)
+		}
+		if strings.Count(p, "```")%2 != 0 {
+			t.Errorf("part %d has unbalanced fences:\n%s", i, p)
+		}
+	}
+	// Nothing lost, nothing reordered: apart from fence lines (which Split adds at cuts) and
+	// whitespace (dropped at cuts), the parts hold exactly the text.
+	if got, want := content(strings.Join(parts, "\n")), content(text); got != want {
+		t.Fatalf("content differs:\n got %d bytes\nwant %d bytes", len(got), len(want))
+	}
+}
+
+// content drops fence lines and all whitespace.
+func content(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if _, ok := fenceLine(line); ok {
+			continue
+		}
+		for _, r := range line {
+			if r != ' ' && r != '\t' {
+				b.WriteRune(r)
+			}
+		}
+	}
+	return b.String()
+}
+
+func TestSplit(t *testing.T) {
+	para := strings.Repeat("Lorem ipsum dolor sit amet, 漢字かな交じり文 🙂👍🏽🇩🇪 consectetur.\n", 20)
+	code := "```go\n" + strings.Repeat("fmt.Println(\"héllo 世界 👨‍👩‍👧\") // comment\n", 60) + "```\n"
+	long := strings.Repeat("🙂", 5000)
+	cases := []struct {
+		name string
+		text string
+		max  int
+		unit adapters.LengthUnit
+	}{
+		{"short", "hello", 4096, adapters.UTF16},
+		{"paragraphs", strings.Repeat(para+"\n", 8), 4096, adapters.UTF16},
+		{"code block across cut", para + code + para + code + para, 1000, adapters.UTF16},
+		{"9000 mixed", mixed9000(), 4096, adapters.UTF16},
+		{"one long emoji line", long, 4096, adapters.UTF16},
+		{"runes discord", para + code + para, 2000, adapters.Runes},
+		{"tiny limit", "ab🇩🇪cd👍🏽ef", 4, adapters.UTF16},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			parts := Split(c.text, c.max, c.unit)
+			if len(parts) == 0 {
+				t.Fatal("no parts")
+			}
+			checkSplit(t, c.text, parts, c.max, c.unit)
+		})
+	}
+}
+
+// mixed9000 builds a text of about 9,000 characters with code blocks, emoji and CJK placed
+// around the 4,096-unit marks.
+func mixed9000() string {
+	var b strings.Builder
+	for b.Len() < 12000 {
+		b.WriteString("## Section\n\nSome prose with **bold** and `code`, emoji 👩‍💻🎉 and 中文字符测试。\n\n")
+		b.WriteString("```python\n")
+		for i := 0; i < 25; i++ {
+			b.WriteString("print('第二行 🐍 line')\n")
+		}
+		b.WriteString("```\n\n")
+		b.WriteString(strings.Repeat("漢", 120) + "\n")
+	}
+	return b.String()
+}
+
+func TestSplitGraphemes(t *testing.T) {
+	// A flag and a skin-toned thumb must never be cut in half.
+	text := strings.Repeat("🇩🇪👍🏽", 100)
+	for _, max := range []int{5, 7, 9, 11} {
+		for _, p := range Split(text, max, adapters.UTF16) {
+			if strings.HasSuffix(p, "\U0001F1E9") || strings.HasPrefix(p, "\U0001F1EA") || strings.HasPrefix(p, "\U0001F3FD") {
+				t.Fatalf("max %d: cut inside a cluster: %q", max, p)
+			}
+		}
+	}
+}
+
+func TestPreview(t *testing.T) {
+	text := strings.Repeat("word 🙂 ", 2000)
+	p := Preview(text, 4096, adapters.UTF16)
+	if n := Length(p, adapters.UTF16); n > 4096 {
+		t.Fatalf("preview is %d units", n)
+	}
+	if !strings.HasSuffix(p, Ellipsis) {
+		t.Fatal("cut preview lacks the ellipsis")
+	}
+	if !strings.HasPrefix(text, strings.TrimSuffix(p, Ellipsis)) {
+		t.Fatal("preview is not a prefix of the text")
+	}
+	if got := Preview("short", 4096, adapters.UTF16); got != "short" {
+		t.Fatalf("short text changed: %q", got)
+	}
+}
+
+func TestLength(t *testing.T) {
+	cases := []struct {
+		s     string
+		utf16 int
+		runes int
+	}{
+		{"abc", 3, 3},
+		{"漢字", 2, 2},
+		{"🙂", 2, 1},
+		{"👍🏽", 4, 2},
+	}
+	for _, c := range cases {
+		if got := Length(c.s, adapters.UTF16); got != c.utf16 {
+			t.Errorf("Length(%q, UTF16) = %d, want %d", c.s, got, c.utf16)
+		}
+		if got := Length(c.s, adapters.Runes); got != c.runes {
+			t.Errorf("Length(%q, Runes) = %d, want %d", c.s, got, c.runes)
+		}
+	}
+}
