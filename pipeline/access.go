@@ -1,0 +1,91 @@
+package pipeline
+
+import (
+	"strings"
+
+	"relaybot/adapters"
+)
+
+// Access decides who may talk to the bot and who is an admin. Every entry is "platform:id"
+// ("telegram:12345") or "*:id" (any platform). A message passes when its sender passes AllowUsers
+// and its chat passes AllowChats; an empty allow list allows everyone. The deny lists win over
+// everything; admins pass the allow lists.
+type Access struct {
+	AllowUsers []string
+	DenyUsers  []string
+	AllowChats []string
+	DenyChats  []string
+	Admins     []string
+}
+
+// idSet matches "platform:id" values against entries that may use "*" for the platform.
+type idSet struct {
+	exact map[string]bool // "platform:id"
+	any   map[string]bool // "id" from "*:id"
+}
+
+func newIDSet(entries []string) idSet {
+	s := idSet{exact: map[string]bool{}, any: map[string]bool{}}
+	for _, e := range entries {
+		p, id, ok := strings.Cut(strings.TrimSpace(e), ":")
+		if !ok || id == "" {
+			continue
+		}
+		if p == "*" {
+			s.any[id] = true
+			continue
+		}
+		s.exact[p+":"+id] = true
+	}
+	return s
+}
+
+func (s idSet) empty() bool { return len(s.exact) == 0 && len(s.any) == 0 }
+
+func (s idSet) has(p adapters.Platform, id string) bool {
+	if id == "" {
+		return false
+	}
+	return s.exact[string(p)+":"+id] || s.any[id]
+}
+
+// accessRules is Access compiled for lookups.
+type accessRules struct {
+	allowUsers, denyUsers, allowChats, denyChats, admins idSet
+}
+
+func compileAccess(a Access) accessRules {
+	return accessRules{
+		allowUsers: newIDSet(a.AllowUsers),
+		denyUsers:  newIDSet(a.DenyUsers),
+		allowChats: newIDSet(a.AllowChats),
+		denyChats:  newIDSet(a.DenyChats),
+		admins:     newIDSet(a.Admins),
+	}
+}
+
+// isAdmin reports whether the sender is listed as an admin.
+func (r accessRules) isAdmin(in adapters.Inbound) bool {
+	return r.admins.has(in.Chat.Platform, in.UserID)
+}
+
+// allowed reports whether the message may be handled, and if not, why (for the log).
+func (r accessRules) allowed(in adapters.Inbound) (bool, string) {
+	p := in.Chat.Platform
+	switch {
+	case r.denyUsers.has(p, in.UserID):
+		return false, "user is on the deny list"
+	case r.denyChats.has(p, in.Chat.ChatID):
+		return false, "chat is on the deny list"
+	}
+	if r.isAdmin(in) {
+		return true, ""
+	}
+	if !r.allowUsers.empty() && !r.allowUsers.has(p, in.UserID) {
+		return false, "user is not on the allow list"
+	}
+	if !r.allowChats.empty() && !r.allowChats.has(p, in.Chat.ChatID) {
+		return false, "chat is not on the allow list"
+	}
+	return true, ""
+}

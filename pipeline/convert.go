@@ -1,0 +1,123 @@
+package pipeline
+
+import (
+	"relaybot/agent"
+	"relaybot/store"
+)
+
+// toStoreMessages converts what a turn added to the transcript into stored messages; a tool
+// message is stored with the name of the tool that answered.
+func toStoreMessages(ms []agent.Message) []store.Message {
+	out := make([]store.Message, 0, len(ms))
+	names := map[string]string{} // tool call id → tool name, for the tool messages
+	for _, m := range ms {
+		for _, c := range m.ToolCalls {
+			names[c.ID] = c.Name
+		}
+		sm := store.Message{
+			Role:       m.Role,
+			Content:    m.Content,
+			Name:       m.Name,
+			ToolCallID: m.ToolCallID,
+			Reasoning:  m.ReasoningContent,
+			Images:     len(m.Images),
+		}
+		if m.Role == agent.RoleTool && sm.Name == "" {
+			sm.Name = names[m.ToolCallID]
+		}
+		for _, c := range m.ToolCalls {
+			sm.ToolCalls = append(sm.ToolCalls, store.MessageToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		}
+		out = append(out, sm)
+	}
+	return out
+}
+
+// toAgentMessages converts stored history into transcript messages. In a conversation shared by
+// a group, user messages carry their sender's name in the text, so the model knows who said what
+// (the name field of the API cannot hold arbitrary names). Images are not stored: a message that
+// had some says so.
+func toAgentMessages(ms []store.Message, shared bool) []agent.Message {
+	out := make([]agent.Message, 0, len(ms))
+	for _, m := range ms {
+		am := agent.Message{
+			Role:             m.Role,
+			Content:          m.Content,
+			ToolCallID:       m.ToolCallID,
+			ReasoningContent: m.Reasoning,
+		}
+		if m.Role == store.RoleUser {
+			am.Content = speaker(shared, m.Name, m.Content)
+			if m.Images > 0 {
+				am.Content = imagesNote(m.Images) + am.Content
+			}
+		}
+		for _, c := range m.ToolCalls {
+			am.ToolCalls = append(am.ToolCalls, agent.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		}
+		out = append(out, am)
+	}
+	return out
+}
+
+func imagesNote(n int) string {
+	if n == 1 {
+		return "[the user sent an image, no longer available] "
+	}
+	return "[the user sent images, no longer available] "
+}
+
+// speaker prefixes a group member's message with their name.
+func speaker(shared bool, name, text string) string {
+	if !shared || name == "" {
+		return text
+	}
+	return "[" + name + "] " + text
+}
+
+// trimRounds keeps the last n whole user rounds: it cuts before the n-th user message from the
+// end, so no assistant tool call or tool result is left without the round it belongs to.
+func trimRounds(ms []store.Message, n int) []store.Message {
+	if n <= 0 {
+		return nil
+	}
+	users := 0
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Role == store.RoleUser {
+			users++
+			if users == n {
+				return ms[i:]
+			}
+		}
+	}
+	// Fewer than n rounds: drop anything before the first user message.
+	for i, m := range ms {
+		if m.Role == store.RoleUser {
+			return ms[i:]
+		}
+	}
+	return nil
+}
+
+// toStoreLLMCalls converts the model calls of a turn.
+func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
+	out := make([]store.LLMCall, 0, len(cs))
+	for _, c := range cs {
+		sc := store.LLMCall{
+			Round:            c.Round,
+			Model:            c.Model,
+			Candidate:        c.Candidate,
+			FallbackReason:   c.FallbackReason,
+			Status:           string(c.Status),
+			TimeToFirstToken: c.TimeToFirstToken,
+			Duration:         c.Duration,
+			TokensIn:         c.TokensIn,
+			TokensOut:        c.TokensOut,
+		}
+		if c.Err != nil {
+			sc.Error = c.Err.Error()
+		}
+		out = append(out, sc)
+	}
+	return out
+}

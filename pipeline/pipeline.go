@@ -1,0 +1,403 @@
+// Package pipeline takes a user's message from an adapter to a delivered, persisted turn: access
+// rules, rate limits and commands first; then one turn at a time per conversation (queued or
+// interrupting), history from the store, the agent's run, and what the user sees of it (the
+// response wrapper); finally the turn's messages and model calls go to the store.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/agent"
+	"relaybot/store"
+	"relaybot/tools"
+)
+
+// Runner runs one turn of the agent, reporting events as they happen (agent.Runner).
+type Runner interface {
+	Run(ctx context.Context, req agent.Request, emit func(agent.Event)) *agent.Result
+}
+
+// Store keeps conversations and turns (store.Store).
+type Store interface {
+	Conversation(ctx context.Context, key store.Key) (store.Conversation, error)
+	ResetConversation(ctx context.Context, key store.Key) (store.Conversation, error)
+	// History returns the last rounds whole user rounds of a conversation, oldest first.
+	History(ctx context.Context, conversationID int64, rounds int) ([]store.Message, error)
+	StartTurn(ctx context.Context, t store.TurnStart) (int64, error)
+	FinishTurn(ctx context.Context, e store.TurnEnd) error
+}
+
+// Toolbox offers the tools of a turn (tools.Manager).
+type Toolbox interface {
+	ForTurn(info tools.TurnInfo, allowed func(name string) bool) *tools.Turn
+}
+
+// Options configure a Pipeline. Zero values take the documented defaults.
+type Options struct {
+	// SystemPrompt starts every transcript; SystemPromptExtra, when set, returns text appended to
+	// it at each turn (the skill index).
+	SystemPrompt      string
+	SystemPromptExtra func() string
+	// HistoryRounds is how many whole user rounds of history go with each message (0: none).
+	HistoryRounds int
+	// MaxImageBytes drops larger images a user sent (0: no limit).
+	MaxImageBytes int
+
+	// TrackFunctionCalls shows one status line per tool call.
+	TrackFunctionCalls bool
+	// ExceptionHandling is "show-hint" (default: FailureHint), "show-error" or "hide".
+	ExceptionHandling string
+	FailureHint       string
+
+	// Scope says who shares a group conversation (default ScopeChat).
+	Scope Scope
+	// Interrupt makes a new message cancel the conversation's running turn instead of waiting.
+	Interrupt bool
+	// QueueSize is how many messages may wait per conversation; past it the user is told the bot
+	// is busy. Unlike the other fields, 0 is taken as given (nothing waits); the config's default
+	// is DefaultQueueSize.
+	QueueSize int
+	// MaxTurnsInFlight bounds turns running at once (default 64); TurnWait bounds the wait for a
+	// free slot (default 60 s) before the user is told the bot is busy.
+	MaxTurnsInFlight int
+	TurnWait         time.Duration
+	// RateLimitPerMinute is the messages one user may send per minute; 0 turns the limit off.
+	RateLimitPerMinute int
+	// TurnTimeout bounds one turn, tool rounds included (default 15 min).
+	TurnTimeout time.Duration
+
+	// Texts the bot sends.
+	HelpText        string
+	BusyText        string
+	RateLimitedText string
+	StoppedMarker   string
+	ShutdownText    string
+
+	// Access lists who may talk to the bot and who is an admin.
+	Access Access
+	// ToolAllow, when not empty, are the tools offered in every chat; ToolsPerChat maps
+	// "platform:chat_id" to the tools offered there instead.
+	ToolAllow    []string
+	ToolsPerChat map[string][]string
+
+	// Audit answers the /audit command; nil makes /audit say it is unavailable.
+	Audit AuditLog
+	// Recorder keeps refused /audit commands in the audit log; nil only logs them.
+	Recorder tools.Recorder
+
+	// Logger receives one line per turn and per refused message; nil means slog.Default().
+	Logger *slog.Logger
+	// Now returns the current time (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Options.
+const (
+	DefaultQueueSize        = 8
+	DefaultMaxTurnsInFlight = 64
+	DefaultTurnWait         = 60 * time.Second
+	DefaultTurnTimeout      = 15 * time.Minute
+	DefaultStoppedMarker    = "[stopped]"
+	DefaultFailureHint      = "Request failed."
+	DefaultShutdownText     = "The bot is restarting; please send that again in a minute."
+	DefaultHelpText         = "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /help shows this."
+	DefaultBusyText         = "I am still busy with earlier messages in this chat; please try again in a moment."
+	DefaultRateLimitedText  = "You are sending messages too fast; please wait a minute."
+)
+
+// deliverTimeout bounds delivering a final answer or a notice, and saving a turn, after the
+// turn's own context has ended.
+const deliverTimeout = 60 * time.Second
+
+// Pipeline handles the messages of every adapter. It implements adapters.Handler.
+type Pipeline struct {
+	runner Runner
+	store  Store
+	tools  Toolbox
+	opts   Options
+	log    *slog.Logger
+	access accessRules
+	rate   *rateLimiter
+	sched  *scheduler
+	slots  chan struct{}
+
+	base     context.Context // parent of every turn; cancelled when the grace period ends
+	stopBase context.CancelCauseFunc
+
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup // Handle calls in progress
+}
+
+// New returns a Pipeline. runner and st are required; toolbox may be nil (no tools).
+func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, error) {
+	if runner == nil {
+		return nil, errors.New("pipeline: a Runner is required")
+	}
+	if st == nil {
+		return nil, errors.New("pipeline: a Store is required")
+	}
+	switch opts.ExceptionHandling {
+	case "":
+		opts.ExceptionHandling = "show-hint"
+	case "show-hint", "show-error", "hide":
+	default:
+		return nil, fmt.Errorf("pipeline: exception handling must be show-hint, show-error or hide, got %q", opts.ExceptionHandling)
+	}
+	switch opts.Scope {
+	case "":
+		opts.Scope = ScopeChat
+	case ScopeChat, ScopeUser:
+	default:
+		return nil, fmt.Errorf("pipeline: scope must be chat or user, got %q", opts.Scope)
+	}
+	if opts.QueueSize < 0 {
+		return nil, fmt.Errorf("pipeline: queue size must not be negative, got %d", opts.QueueSize)
+	}
+	if opts.MaxTurnsInFlight <= 0 {
+		opts.MaxTurnsInFlight = DefaultMaxTurnsInFlight
+	}
+	if opts.TurnWait <= 0 {
+		opts.TurnWait = DefaultTurnWait
+	}
+	if opts.TurnTimeout <= 0 {
+		opts.TurnTimeout = DefaultTurnTimeout
+	}
+	def := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	def(&opts.FailureHint, DefaultFailureHint)
+	def(&opts.StoppedMarker, DefaultStoppedMarker)
+	def(&opts.ShutdownText, DefaultShutdownText)
+	def(&opts.HelpText, DefaultHelpText)
+	def(&opts.BusyText, DefaultBusyText)
+	def(&opts.RateLimitedText, DefaultRateLimitedText)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	base, stop := context.WithCancelCause(context.Background())
+	return &Pipeline{
+		runner:   runner,
+		store:    st,
+		tools:    toolbox,
+		opts:     opts,
+		log:      log,
+		access:   compileAccess(opts.Access),
+		rate:     newRateLimiter(opts.RateLimitPerMinute, time.Minute),
+		sched:    newScheduler(opts.QueueSize, opts.Interrupt),
+		slots:    make(chan struct{}, opts.MaxTurnsInFlight),
+		base:     base,
+		stopBase: stop,
+	}, nil
+}
+
+// enter registers a Handle call; it fails once Shutdown has begun.
+func (p *Pipeline) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.running.Add(1)
+	return true
+}
+
+// Shutdown stops taking new messages and waits for the running turns (and the messages already
+// waiting for their turn) to finish. When ctx ends first, it cancels them: each delivers and
+// saves its partial answer (status interrupted), and Shutdown returns once they have.
+func (p *Pipeline) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		p.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		p.stopBase(ErrShutdown)
+		return nil
+	case <-ctx.Done():
+	}
+	p.log.Info("pipeline: grace period over; cancelling running turns")
+	p.stopBase(ErrShutdown)
+	p.sched.cancelAll(ErrShutdown)
+	<-done
+	return nil
+}
+
+// Queued returns how many messages wait for their conversation's turn.
+func (p *Pipeline) Queued() int { return p.sched.depth() }
+
+// Handle implements adapters.Handler: it answers one message and returns when the turn (if any)
+// has been delivered and saved.
+func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	log := p.log.With("platform", in.Chat.Platform, "chat", in.Chat.ChatID, "user", in.UserID)
+	if !p.enter() {
+		log.Info("pipeline: message refused: shutting down", "message", in.MessageID)
+		return
+	}
+	defer p.running.Done()
+
+	if ok, why := p.access.allowed(in); !ok {
+		log.Warn("pipeline: message refused by access rules", "reason", why, "message", in.MessageID)
+		return
+	}
+	cmd, args := commandOf(in)
+	if cmd != "stop" {
+		if ok, first := p.rate.allow(string(in.Chat.Platform)+":"+in.UserID, p.opts.Now()); !ok {
+			log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
+			if first {
+				p.notice(out, p.opts.RateLimitedText, log)
+			}
+			return
+		}
+	}
+	key := KeyOf(in, p.opts.Scope)
+	switch cmd {
+	case "help", "start":
+		p.notice(out, p.opts.HelpText, log)
+		return
+	case "reset":
+		p.reset(key, out, log)
+		return
+	case "stop":
+		if !p.sched.stop(key.String(), ErrStopped) {
+			p.notice(out, "Nothing to stop.", log)
+		}
+		return
+	case "audit":
+		p.auditCommand(ctx, in, args, out, log)
+		return
+	}
+	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {
+		return
+	}
+	p.queue(ctx, key, in, out, log)
+}
+
+// queue waits for the conversation's turn and a free slot, then runs the turn.
+func (p *Pipeline) queue(ctx context.Context, key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+	k := key.String()
+	t, err := p.sched.enqueue(k, in)
+	if err != nil {
+		log.Info("pipeline: message refused: conversation busy", "conversation", k, "message", in.MessageID)
+		p.notice(out, p.opts.BusyText, log)
+		return
+	}
+	defer p.sched.leave(k, t)
+	select {
+	case <-t.ready:
+	case <-ctx.Done():
+		return
+	}
+	if t.dropped != nil {
+		p.dropped(t.dropped, in, out, log)
+		return
+	}
+	if p.base.Err() != nil {
+		p.dropped(ErrShutdown, in, out, log)
+		return
+	}
+	wait := time.NewTimer(p.opts.TurnWait)
+	defer wait.Stop()
+	select {
+	case p.slots <- struct{}{}:
+	case <-wait.C:
+		log.Warn("pipeline: message refused: too many turns in flight", "limit", cap(p.slots), "message", in.MessageID)
+		p.notice(out, p.opts.BusyText, log)
+		return
+	case <-ctx.Done():
+		return
+	case <-p.base.Done():
+		p.dropped(ErrShutdown, in, out, log)
+		return
+	}
+	defer func() { <-p.slots }()
+
+	turnCtx, cancel := context.WithCancelCause(p.base)
+	defer cancel(nil)
+	p.sched.started(k, t, cancel)
+	p.runTurn(turnCtx, key, in, out, log)
+}
+
+// dropped tells the user (at shutdown) or the log (when superseded) that a waiting message will
+// not be answered.
+func (p *Pipeline) dropped(why error, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+	log.Info("pipeline: waiting message dropped", "reason", why, "message", in.MessageID)
+	if errors.Is(why, ErrShutdown) {
+		p.notice(out, p.opts.ShutdownText, log)
+	}
+}
+
+// notice sends a short message, bounded in time, logging a failure.
+func (p *Pipeline) notice(out adapters.Responder, text string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
+	defer cancel()
+	if err := out.Notice(ctx, text); err != nil {
+		log.Warn("pipeline: notice not delivered", "err", err)
+	}
+}
+
+// reset starts a new conversation for key.
+func (p *Pipeline) reset(key ConversationKey, out adapters.Responder, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
+	defer cancel()
+	conv, err := p.store.ResetConversation(ctx, storeKey(key))
+	if err != nil {
+		log.Error("pipeline: reset failed", "conversation", key.String(), "err", err)
+		p.notice(out, p.failureText(err), log)
+		return
+	}
+	log.Info("pipeline: conversation reset", "conversation", key.String(), "conversation_id", conv.ID)
+	p.notice(out, "Started a new conversation.", log)
+}
+
+// failureText is what the user sees of an error, by exception_handling.
+func (p *Pipeline) failureText(err error) string {
+	switch p.opts.ExceptionHandling {
+	case "show-error":
+		return "Error: " + err.Error()
+	case "hide":
+		return ""
+	default:
+		return p.opts.FailureHint
+	}
+}
+
+func storeKey(k ConversationKey) store.Key {
+	return store.Key{Platform: k.Platform, ChatID: k.ChatID, ThreadID: k.ThreadID, UserID: k.UserID}
+}
+
+// commandOf returns the bot command of a message (as the adapter recognised it, or a leading
+// "/word" or "/word@bot" in the text) and its arguments.
+func commandOf(in adapters.Inbound) (cmd, args string) {
+	if in.Command != "" {
+		return strings.ToLower(in.Command), strings.TrimSpace(in.Args)
+	}
+	text := strings.TrimSpace(in.Text)
+	if !strings.HasPrefix(text, "/") {
+		return "", ""
+	}
+	word, rest, _ := strings.Cut(text[1:], " ")
+	word, _, _ = strings.Cut(word, "@")
+	switch w := strings.ToLower(word); w {
+	case "help", "start", "reset", "stop", "audit":
+		return w, strings.TrimSpace(rest)
+	}
+	return "", ""
+}

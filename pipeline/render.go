@@ -1,0 +1,161 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// view is what the user sees of a turn: LangBot's response wrapper, made better. Text written
+// before a tool round stays and the next round continues below it; with tracking on, each tool
+// call gets one status line that changes from running to its outcome; tool results are never
+// shown.
+type view struct {
+	track  bool
+	blocks []block // finished blocks: earlier rounds' text, tool status groups
+	text   string  // the current round's text so far
+}
+
+// block is a paragraph of the answer: model text, or the status lines of one tool round.
+type block struct {
+	text  string
+	tools []toolLine
+}
+
+type toolLine struct {
+	id, name string
+	done     bool
+	err      string
+	took     time.Duration
+}
+
+func (l toolLine) String() string {
+	switch {
+	case !l.done:
+		return "⏳ " + l.name + "…"
+	case l.err != "":
+		return "✗ " + l.name + ": " + l.err
+	default:
+		return fmt.Sprintf("✓ %s %.1f s", l.name, l.took.Seconds())
+	}
+}
+
+func (b block) String() string {
+	if len(b.tools) == 0 {
+		return b.text
+	}
+	lines := make([]string, len(b.tools))
+	for i, l := range b.tools {
+		lines[i] = l.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// setText shows the current round's text so far (the whole text of the round, not a delta).
+func (v *view) setText(s string) { v.text = s }
+
+// endRound ends the current round's text: it stays visible and what comes next goes below it.
+func (v *view) endRound() { v.closeText() }
+
+// startTool adds a running status line for a call (only with tracking). Lines of calls that run
+// one after another without text between them share one paragraph.
+func (v *view) startTool(id, name string) {
+	if !v.track {
+		return
+	}
+	v.closeText()
+	if n := len(v.blocks); n > 0 && len(v.blocks[n-1].tools) > 0 {
+		v.blocks[n-1].tools = append(v.blocks[n-1].tools, toolLine{id: id, name: name})
+		return
+	}
+	v.blocks = append(v.blocks, block{tools: []toolLine{{id: id, name: name}}})
+}
+
+// note adds a paragraph of its own (the round-cap notice).
+func (v *view) note(s string) {
+	v.closeText()
+	v.blocks = append(v.blocks, block{text: s})
+}
+
+// finishTool marks one call's status line done; errMsg is empty on success.
+func (v *view) finishTool(id, name string, took time.Duration, errMsg string) {
+	if !v.track {
+		return
+	}
+	for bi := len(v.blocks) - 1; bi >= 0; bi-- {
+		b := &v.blocks[bi]
+		for i := range b.tools {
+			l := &b.tools[i]
+			if !l.done && (l.id == id || (id == "" && l.name == name)) {
+				l.done, l.took, l.err = true, took, shortError(errMsg)
+				return
+			}
+		}
+	}
+	// A call the view did not see start still gets its line.
+	v.closeText()
+	v.blocks = append(v.blocks, block{tools: []toolLine{{id: id, name: name, done: true, took: took, err: shortError(errMsg)}}})
+}
+
+func (v *view) closeText() {
+	if strings.TrimSpace(v.text) != "" {
+		v.blocks = append(v.blocks, block{text: strings.TrimRight(v.text, " \n")})
+	}
+	v.text = ""
+}
+
+// render returns the whole visible answer.
+func (v *view) render() string {
+	parts := make([]string, 0, len(v.blocks)+1)
+	for _, b := range v.blocks {
+		parts = append(parts, b.String())
+	}
+	if strings.TrimSpace(v.text) != "" {
+		parts = append(parts, v.text)
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// answer reports whether the model wrote any text the user can see.
+func (v *view) answer() bool {
+	if strings.TrimSpace(v.text) != "" {
+		return true
+	}
+	for _, b := range v.blocks {
+		if b.text != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// withNote returns the answer with a note (a failure hint, an error, the stopped marker) after it.
+func (v *view) withNote(note string) string {
+	text := v.render()
+	switch {
+	case note == "":
+		return text
+	case text == "":
+		return note
+	case v.answer() && strings.TrimSpace(v.text) != "":
+		// The note ends the sentence that was cut short.
+		return strings.TrimRight(text, " \n") + " " + note
+	default:
+		return text + "\n\n" + note
+	}
+}
+
+// shortError keeps the first line of an error, at most 120 characters, for a status line.
+func shortError(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	const max = 120
+	if utf8.RuneCountInString(s) > max {
+		r := []rune(s)
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,192 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+
+	"relaybot/adapters"
+)
+
+// Reasons a turn is cancelled, given as the cause of its context.
+var (
+	// ErrStopped: the user sent /stop (or pressed Stop).
+	ErrStopped = errors.New("stopped by the user")
+	// ErrInterrupted: a newer message in the conversation replaced the turn (busy = "interrupt").
+	ErrInterrupted = errors.New("interrupted by a newer message")
+	// ErrShutdown: the server is shutting down and the grace period is over.
+	ErrShutdown = errors.New("server shutting down")
+)
+
+// errBusy: the conversation's queue is full.
+var errBusy = errors.New("conversation queue is full")
+
+// errClosed: the pipeline takes no new messages.
+var errClosed = errors.New("pipeline is shutting down")
+
+// ticket is one message waiting for, or holding, its conversation's turn.
+type ticket struct {
+	in    adapters.Inbound
+	ready chan struct{} // closed when the ticket may run, or is dropped
+	// dropped is set (under the scheduler's lock, before ready closes) when the ticket must not
+	// run: a newer message superseded it, or the server shut down before its turn came.
+	dropped error
+	cancel  context.CancelCauseFunc // set while running
+}
+
+// session is the state of one conversation: the running ticket and the ones waiting, in order.
+type session struct {
+	running *ticket
+	waiting []*ticket
+}
+
+// scheduler runs one turn at a time per conversation.
+type scheduler struct {
+	queueSize int
+	interrupt bool
+
+	mu       sync.Mutex
+	sessions map[string]*session
+}
+
+func newScheduler(queueSize int, interrupt bool) *scheduler {
+	return &scheduler{queueSize: queueSize, interrupt: interrupt, sessions: map[string]*session{}}
+}
+
+// enqueue adds a message to its conversation. The ticket is ready at once when nothing runs;
+// otherwise it waits in arrival order (by message time and id, so that messages handed over on
+// racing goroutines still run in the order the user sent them). With interrupt, the running turn
+// is cancelled and earlier waiting messages are dropped.
+func (s *scheduler) enqueue(key string, in adapters.Inbound) (*ticket, error) {
+	t := &ticket{in: in, ready: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.sessions[key]
+	if ss == nil {
+		ss = &session{}
+		s.sessions[key] = ss
+	}
+	if ss.running == nil && len(ss.waiting) == 0 {
+		ss.running = t
+		close(t.ready)
+		return t, nil
+	}
+	if s.interrupt {
+		if ss.running != nil && ss.running.cancel != nil {
+			ss.running.cancel(ErrInterrupted)
+		}
+		for _, w := range ss.waiting {
+			w.dropped = ErrInterrupted
+			close(w.ready)
+		}
+		ss.waiting = append(ss.waiting[:0], t)
+		return t, nil
+	}
+	if len(ss.waiting) >= s.queueSize {
+		return nil, errBusy
+	}
+	i := len(ss.waiting)
+	for i > 0 && before(in, ss.waiting[i-1].in) {
+		i--
+	}
+	ss.waiting = append(ss.waiting, nil)
+	copy(ss.waiting[i+1:], ss.waiting[i:])
+	ss.waiting[i] = t
+	return t, nil
+}
+
+// before reports whether a was sent before b in the same chat.
+func before(a, b adapters.Inbound) bool {
+	if !a.Time.IsZero() && !b.Time.IsZero() && !a.Time.Equal(b.Time) {
+		return a.Time.Before(b.Time)
+	}
+	ai, aerr := strconv.ParseInt(a.MessageID, 10, 64)
+	bi, berr := strconv.ParseInt(b.MessageID, 10, 64)
+	if aerr == nil && berr == nil {
+		return ai < bi
+	}
+	return false
+}
+
+// started records the cancel function of a ticket that begins its turn. With interrupt, a newer
+// message that arrived while the ticket was becoming ready cancels the turn at once.
+func (s *scheduler) started(key string, t *ticket, cancel context.CancelCauseFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.cancel = cancel
+	ss := s.sessions[key]
+	if s.interrupt && ss != nil && len(ss.waiting) > 0 {
+		// A newer message arrived while this one was becoming ready.
+		cancel(ErrInterrupted)
+	}
+}
+
+// leave removes a ticket from its conversation, whether it ran, gave up waiting or was dropped,
+// and lets the next waiting ticket run.
+func (s *scheduler) leave(key string, t *ticket) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.sessions[key]
+	if ss == nil {
+		return
+	}
+	if ss.running == t {
+		ss.running = nil
+		if len(ss.waiting) > 0 {
+			next := ss.waiting[0]
+			ss.waiting = ss.waiting[1:]
+			ss.running = next
+			close(next.ready)
+		}
+	} else {
+		for i, w := range ss.waiting {
+			if w == t {
+				ss.waiting = append(ss.waiting[:i], ss.waiting[i+1:]...)
+				break
+			}
+		}
+	}
+	if ss.running == nil && len(ss.waiting) == 0 {
+		delete(s.sessions, key)
+	}
+}
+
+// stop cancels the running turn of a conversation with cause; it reports whether one ran.
+func (s *scheduler) stop(key string, cause error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.sessions[key]
+	if ss == nil || ss.running == nil || ss.running.cancel == nil {
+		return false
+	}
+	ss.running.cancel(cause)
+	return true
+}
+
+// cancelAll cancels every running turn and drops every waiting ticket, with cause.
+func (s *scheduler) cancelAll(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ss := range s.sessions {
+		if ss.running != nil && ss.running.cancel != nil {
+			ss.running.cancel(cause)
+		}
+		for _, w := range ss.waiting {
+			w.dropped = cause
+			close(w.ready)
+		}
+		ss.waiting = nil
+	}
+}
+
+// depth returns the number of waiting messages across conversations, for metrics and tests.
+func (s *scheduler) depth() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ss := range s.sessions {
+		n += len(ss.waiting)
+	}
+	return n
+}

@@ -1,0 +1,288 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/agent"
+	"relaybot/store"
+	"relaybot/tools"
+)
+
+// errTurnTimeout is the cause of a turn that ran past TurnTimeout.
+var errTurnTimeout = errors.New("the answer took too long")
+
+// runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
+// history, shows the answer as it grows, delivers the final text, and saves the turn.
+func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+	begun := time.Now()
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.TurnTimeout, errTurnTimeout)
+	defer cancelTimeout()
+
+	// The user's message is saved even when the turn is cancelled right away.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
+	conv, hist, turnID, err := p.startTurn(sctx, key, in)
+	scancel()
+	if err != nil {
+		log.Error("pipeline: turn not started", "conversation", key.String(), "err", err)
+		if text := p.failureText(err); text != "" {
+			p.notice(out, text, log)
+		}
+		return
+	}
+	log = log.With("conversation_id", conv.ID, "turn", turnID)
+
+	info := tools.TurnInfo{
+		TurnID:         turnID,
+		ConversationID: conv.ID,
+		Platform:       string(in.Chat.Platform),
+		ChatID:         in.Chat.ChatID,
+		UserID:         in.UserID,
+		Admin:          p.access.isAdmin(in),
+	}
+	stream := out.SupportsStreaming()
+	req := agent.Request{Messages: p.transcript(key, hist, in), Stream: stream}
+	if p.tools != nil {
+		tt := p.tools.ForTurn(info, p.allowedTools(in.Chat))
+		req.Tools = tt.Specs()
+		req.Executor = tt
+	}
+
+	// The reply outlives the turn's context: a cancelled turn still delivers its partial answer.
+	replyCtx, cancelReply := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReply()
+	reply := out.NewReply(replyCtx)
+	reply.Working(true)
+
+	var (
+		mu    sync.Mutex
+		v     = &view{track: p.opts.TrackFunctionCalls}
+		files []adapters.File
+	)
+	emit := func(e agent.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := e.(type) {
+		case agent.Chunk:
+			v.setText(e.Text)
+			if e.Final && len(e.ToolCalls) > 0 {
+				v.endRound()
+				reply.Working(true)
+			} else if strings.TrimSpace(e.Text) != "" {
+				reply.Working(false)
+			}
+		case agent.ToolStart:
+			v.startTool(e.Call.ID, e.Call.Name)
+			reply.Working(true)
+		case agent.ToolResult:
+			v.finishTool(e.Call.ID, e.Call.Name, e.Outcome.Duration, toolError(e.Outcome))
+			for _, f := range e.Outcome.Files {
+				files = append(files, adapters.File{Name: f.Name, MIME: f.MIME, Data: f.Data})
+			}
+		case agent.RoundCapHit:
+			v.note(fmt.Sprintf("(Reached the limit of %d tool rounds; answering without more tools.)", e.MaxToolRounds))
+		default:
+			return
+		}
+		if stream {
+			reply.Update(v.render())
+		}
+	}
+	res := p.runner.Run(ctx, req, emit)
+
+	mu.Lock()
+	defer mu.Unlock()
+	status, note, errText := p.outcome(ctx, res)
+	if res.Status != agent.StatusOK && res.PartialText != "" {
+		v.setText(res.PartialText)
+	}
+	text := v.withNote(note)
+	reply.Working(false)
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
+	if err := reply.Finish(dctx, text, files); err != nil {
+		log.Error("pipeline: answer not delivered", "err", err)
+	}
+	dcancel()
+
+	end := store.TurnEnd{
+		TurnID:    turnID,
+		Status:    status,
+		Model:     modelOf(res.LLMCalls),
+		Rounds:    roundsOf(res.LLMCalls),
+		TokensIn:  res.Usage.TokensIn,
+		TokensOut: res.Usage.TokensOut,
+		Error:     errText,
+		Messages:  toStoreMessages(res.Messages),
+		LLMCalls:  toStoreLLMCalls(res.LLMCalls),
+	}
+	if res.Status != agent.StatusOK && strings.TrimSpace(res.PartialText) != "" {
+		end.Messages = append(end.Messages, store.Message{Role: store.RoleAssistant, Content: res.PartialText})
+	}
+	sctx, scancel = context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
+	defer scancel()
+	if err := p.store.FinishTurn(sctx, end); err != nil {
+		log.Error("pipeline: turn not saved", "status", status, "err", err)
+		return
+	}
+	attrs := []any{"status", status, "rounds", end.Rounds, "model", end.Model, "duration", time.Since(begun).Round(time.Millisecond)}
+	if errText != "" {
+		attrs = append(attrs, "err", errText)
+	}
+	log.Info("pipeline: turn done", attrs...)
+}
+
+// startTurn finds the conversation, reads its history and saves the user's message.
+func (p *Pipeline) startTurn(ctx context.Context, key ConversationKey, in adapters.Inbound) (store.Conversation, []store.Message, int64, error) {
+	conv, err := p.store.Conversation(ctx, storeKey(key))
+	if err != nil {
+		return conv, nil, 0, fmt.Errorf("conversation %s: %w", key, err)
+	}
+	var hist []store.Message
+	if p.opts.HistoryRounds > 0 {
+		hist, err = p.store.History(ctx, conv.ID, p.opts.HistoryRounds)
+		if err != nil {
+			return conv, nil, 0, fmt.Errorf("history of conversation %d: %w", conv.ID, err)
+		}
+	}
+	turnID, err := p.store.StartTurn(ctx, store.TurnStart{
+		ConversationID:   conv.ID,
+		UserID:           in.UserID,
+		UserName:         in.UserName,
+		InboundMessageID: in.MessageID,
+		UserMessage: store.Message{
+			Role:    store.RoleUser,
+			Content: in.Text,
+			Name:    in.UserName,
+			Images:  len(p.images(in)),
+		},
+	})
+	if err != nil {
+		return conv, nil, 0, fmt.Errorf("start turn in conversation %d: %w", conv.ID, err)
+	}
+	return conv, hist, turnID, nil
+}
+
+// outcome maps how the agent's run ended to the turn's status, the note the user sees after the
+// partial answer, and the error text saved with the turn.
+func (p *Pipeline) outcome(ctx context.Context, res *agent.Result) (status, note, errText string) {
+	if res.Status == agent.StatusOK {
+		return store.TurnOK, "", ""
+	}
+	cause := context.Cause(ctx)
+	if ctx.Err() != nil || res.Status == agent.StatusCancelled {
+		switch {
+		case errors.Is(cause, ErrStopped):
+			return store.TurnCancelled, p.opts.StoppedMarker, cause.Error()
+		case errors.Is(cause, ErrInterrupted), errors.Is(cause, ErrShutdown):
+			return store.TurnInterrupted, p.opts.StoppedMarker, cause.Error()
+		case errors.Is(cause, errTurnTimeout):
+			err := fmt.Errorf("%w (limit %s)", errTurnTimeout, p.opts.TurnTimeout)
+			return store.TurnError, p.failureText(err), err.Error()
+		}
+		if cause == nil {
+			cause = res.Err
+		}
+		if cause == nil {
+			cause = context.Canceled
+		}
+		return store.TurnCancelled, p.opts.StoppedMarker, cause.Error()
+	}
+	err := res.Err
+	if err == nil {
+		err = fmt.Errorf("the model run ended with status %q", res.Status)
+	}
+	return store.TurnError, p.failureText(err), err.Error()
+}
+
+// toolError is the short error of a failed call for its status line; empty on success.
+func toolError(o tools.Outcome) string {
+	if o.Status == tools.StatusOK || (o.Status == "" && o.Err == nil) {
+		return ""
+	}
+	if o.Err != nil {
+		return o.Err.Error()
+	}
+	if s := strings.TrimPrefix(o.Content, "err: "); s != "" {
+		return s
+	}
+	return string(o.Status)
+}
+
+// images returns the user's images that fit MaxImageBytes.
+func (p *Pipeline) images(in adapters.Inbound) []agent.Image {
+	var out []agent.Image
+	for _, im := range in.Images {
+		if p.opts.MaxImageBytes > 0 && len(im.Data) > p.opts.MaxImageBytes {
+			continue
+		}
+		out = append(out, agent.Image{MIME: im.MIME, Data: im.Data})
+	}
+	return out
+}
+
+// transcript builds what the model is sent: the system prompt, the history and the new message.
+func (p *Pipeline) transcript(key ConversationKey, hist []store.Message, in adapters.Inbound) []agent.Message {
+	prompt := p.opts.SystemPrompt
+	if p.opts.SystemPromptExtra != nil {
+		if extra := strings.TrimSpace(p.opts.SystemPromptExtra()); extra != "" {
+			prompt = strings.TrimSpace(prompt + "\n\n" + extra)
+		}
+	}
+	now := p.opts.Now().UTC()
+	prompt = strings.TrimSpace(prompt + "\n\n" + fmt.Sprintf("Current date: %s (%s), UTC.", now.Format("2006-01-02"), now.Weekday()))
+	shared := key.UserID == ""
+	msgs := make([]agent.Message, 0, len(hist)+2)
+	msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: prompt})
+	msgs = append(msgs, toAgentMessages(trimRounds(hist, p.opts.HistoryRounds), shared)...)
+	msgs = append(msgs, agent.Message{
+		Role:    agent.RoleUser,
+		Content: speaker(shared, in.UserName, in.Text),
+		Images:  p.images(in),
+	})
+	return msgs
+}
+
+// allowedTools returns the tool filter of a chat: its per-chat list, else the global list, else
+// nil (all tools).
+func (p *Pipeline) allowedTools(chat adapters.ChatRef) func(string) bool {
+	list, ok := p.opts.ToolsPerChat[string(chat.Platform)+":"+chat.ChatID]
+	if !ok {
+		if len(p.opts.ToolAllow) == 0 {
+			return nil
+		}
+		list = p.opts.ToolAllow
+	}
+	set := make(map[string]bool, len(list))
+	for _, n := range list {
+		set[n] = true
+	}
+	return func(name string) bool { return set[name] }
+}
+
+// modelOf returns the model that answered: the last successful call's, else the last tried.
+func modelOf(calls []agent.LLMCall) string {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Status == agent.StatusOK {
+			return calls[i].Model
+		}
+	}
+	if len(calls) > 0 {
+		return calls[len(calls)-1].Model
+	}
+	return ""
+}
+
+// roundsOf returns the number of model rounds of a turn.
+func roundsOf(calls []agent.LLMCall) int {
+	n := 0
+	for _, c := range calls {
+		n = max(n, c.Round)
+	}
+	return n
+}
