@@ -25,7 +25,7 @@ type callState struct {
 	index int
 	id    string
 	name  string
-	args  strings.Builder
+	args  []byte // not a strings.Builder: callStates move when the slice grows
 }
 
 func newAccumulator(flushEvery int, removeThink bool) *accumulator {
@@ -101,7 +101,7 @@ func (a *accumulator) mergeCall(tc *openai.ToolCall) {
 	if cs.name == "" {
 		cs.name = tc.Function.Name
 	}
-	cs.args.WriteString(tc.Function.Arguments)
+	cs.args = append(cs.args, tc.Function.Arguments...)
 }
 
 func (a *accumulator) newCall(index int) *callState {
@@ -149,7 +149,7 @@ func (a *accumulator) toolCalls() []ToolCall {
 		if id == "" {
 			id = "call_" + strconv.Itoa(c.index)
 		}
-		out[i] = ToolCall{ID: id, Name: c.name, Arguments: normalizeArgs(c.args.String())}
+		out[i] = ToolCall{ID: id, Name: c.name, Arguments: normalizeArgs(string(c.args))}
 	}
 	return out
 }

@@ -1,0 +1,763 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"relaybot/agent"
+	"relaybot/internal/testkit/llm"
+	"relaybot/tools"
+)
+
+// newServers starts n fake APIs closed at the end of the test.
+func newServers(t *testing.T, n int) []*llm.Server {
+	t.Helper()
+	out := make([]*llm.Server, n)
+	for i := range out {
+		out[i] = llm.NewServer()
+		t.Cleanup(out[i].Close)
+	}
+	return out
+}
+
+// newRunner makes a runner with one tool-capable candidate per server, named m1, m2, ...
+func newRunner(t *testing.T, opts agent.Options, servers ...*llm.Server) *agent.Runner {
+	t.Helper()
+	models := make([]agent.Model, len(servers))
+	for i, s := range servers {
+		models[i] = agent.Model{
+			Name: fmt.Sprintf("m%d", i+1), BaseURL: s.URL, APIKey: "sk-test", Model: "fake-model",
+			SupportsTools: true, Timeout: 10 * time.Second,
+		}
+	}
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	opts.HTTPClient = &http.Client{Transport: transport}
+	r, err := agent.NewRunner(models, opts)
+	if err != nil {
+		t.Fatalf("NewRunner: %v", err)
+	}
+	return r
+}
+
+var shellSpec = []tools.Spec{
+	{Name: "shell", Description: "run a command", Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}}}`)},
+	{Name: "wait", Description: "waits until cancelled"},
+}
+
+// testExecutor knows "shell" (echoes its command) and "wait" (blocks until ctx ends). Like
+// tools.Manager it answers bad JSON and unknown tools with "err: ...".
+type testExecutor struct {
+	mu      sync.Mutex
+	calls   []tools.Call
+	started chan tools.Call // receives "wait" calls when not nil
+	ended   chan struct{}   // closed when a "wait" call returns, when not nil
+}
+
+func (e *testExecutor) Execute(ctx context.Context, call tools.Call) tools.Outcome {
+	e.mu.Lock()
+	e.calls = append(e.calls, call)
+	e.mu.Unlock()
+	var args map[string]any
+	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
+		return tools.Outcome{Content: "err: invalid arguments: " + err.Error(), Status: tools.StatusBadArgs, Err: err}
+	}
+	switch call.Name {
+	case "shell":
+		return tools.Outcome{Content: fmt.Sprintf("ran %v", args["command"]), Status: tools.StatusOK}
+	case "wait":
+		if e.ended != nil {
+			defer close(e.ended)
+		}
+		if e.started != nil {
+			e.started <- call
+		}
+		<-ctx.Done()
+		return tools.Outcome{Content: "err: cancelled", Status: tools.StatusCancelled, Err: ctx.Err()}
+	}
+	return tools.Outcome{Content: "err: Tool not found: " + call.Name, Status: tools.StatusNotFound, Err: tools.ErrNotFound}
+}
+
+func (e *testExecutor) Calls() []tools.Call {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.calls)
+}
+
+type recorder struct{ events []agent.Event }
+
+func (r *recorder) emit(e agent.Event) { r.events = append(r.events, e) }
+
+func (r *recorder) chunks() []agent.Chunk {
+	var out []agent.Chunk
+	for _, e := range r.events {
+		if c, ok := e.(agent.Chunk); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func userTurn(text string) []agent.Message {
+	return []agent.Message{{Role: agent.RoleSystem, Content: "be brief"}, {Role: agent.RoleUser, Content: text}}
+}
+
+func roles(msgs []agent.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m.Role)
+	}
+	return out
+}
+
+func mustOK(t *testing.T, res *agent.Result) {
+	t.Helper()
+	if res.Status != agent.StatusOK || res.Err != nil {
+		t.Fatalf("turn: status %s, err %v", res.Status, res.Err)
+	}
+}
+
+func TestToolRound(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			srv := newServers(t, 1)[0]
+			round1 := llm.ToolCalls(llm.Call{ID: "call_a", Name: "shell", Args: []string{`{"command":"pwd"}`}})
+			round1.Chunks = append([]llm.Chunk{{Content: "Let me check. "}}, round1.Chunks...)
+			srv.Push(round1, llm.Text("You are ", "in /work."))
+			r := newRunner(t, agent.Options{}, srv)
+			var rec recorder
+			exec := &testExecutor{}
+			res := r.Run(t.Context(), agent.Request{Messages: userTurn("where am I?"), Tools: shellSpec, Executor: exec, Stream: stream}, rec.emit)
+			mustOK(t, res)
+
+			if got, want := roles(res.Messages), []string{"assistant", "tool", "assistant"}; !slices.Equal(got, want) {
+				t.Fatalf("new history roles = %v, want %v", got, want)
+			}
+			if tc := res.Messages[0].ToolCalls; len(tc) != 1 || tc[0].ID != "call_a" || tc[0].Name != "shell" {
+				t.Errorf("assistant tool calls = %+v", tc)
+			}
+			if m := res.Messages[1]; m.ToolCallID != "call_a" || m.Content != "ran pwd" {
+				t.Errorf("tool message = %+v", m)
+			}
+			final := res.Messages[2]
+			if final.Content != "You are in /work." || strings.Contains(final.Content, "Let me check") {
+				t.Errorf("final content = %q, want only the round-2 text", final.Content)
+			}
+			chunks := rec.chunks()
+			last := chunks[len(chunks)-1]
+			if !last.Final || last.Round != 2 || last.Text != "You are in /work." || len(last.ToolCalls) != 0 {
+				t.Errorf("last chunk = %+v, want final round-2 text exactly", last)
+			}
+			// Round 1's final chunk carries the assembled call; no earlier chunk does.
+			for _, c := range chunks {
+				if len(c.ToolCalls) > 0 && (!c.Final || c.Round != 1) {
+					t.Errorf("tool calls on a non-final chunk: %+v", c)
+				}
+			}
+			if calls := exec.Calls(); len(calls) != 1 || calls[0].Round != 1 || calls[0].Arguments != `{"command":"pwd"}` {
+				t.Errorf("executor calls = %+v", calls)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("model calls = %d, want 2", len(reqs))
+			}
+			if reqs[0].Stream != stream || reqs[0].IncludeUsage != stream {
+				t.Errorf("request 1: stream %v include_usage %v, want %v", reqs[0].Stream, reqs[0].IncludeUsage, stream)
+			}
+			got := reqs[1].Messages
+			if len(got) != 4 || got[2].Role != "assistant" || got[3].Role != "tool" || got[3].ToolCallID != "call_a" || got[3].Content != "ran pwd" {
+				t.Errorf("round-2 request messages = %+v", got)
+			}
+			if len(res.LLMCalls) != 2 || res.LLMCalls[0].Status != agent.StatusOK || res.Usage.TokensOut == 0 || res.Usage.TokensIn == 0 {
+				t.Errorf("LLM calls %+v, usage %+v", res.LLMCalls, res.Usage)
+			}
+		})
+	}
+}
+
+func TestFlushCadence(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	parts := make([]string, 19) // + the finish chunk = 20 raw chunks
+	for i := range parts {
+		parts[i] = fmt.Sprintf("w%d ", i+1)
+	}
+	srv.Push(llm.Text(parts...))
+	r := newRunner(t, agent.Options{}, srv)
+	var rec recorder
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("count"), Stream: true}, rec.emit)
+	mustOK(t, res)
+	chunks := rec.chunks()
+	want := []agent.Chunk{
+		{Round: 1, Text: strings.Join(parts[:8], "")},
+		{Round: 1, Text: strings.Join(parts[:16], "")},
+		{Round: 1, Text: strings.Join(parts, ""), Final: true},
+	}
+	if len(chunks) != len(want) {
+		t.Fatalf("chunks = %+v, want flushes at raw chunks 8, 16 and the final", chunks)
+	}
+	for i := range want {
+		if chunks[i].Text != want[i].Text || chunks[i].Final != want[i].Final || chunks[i].Round != 1 {
+			t.Errorf("chunk %d = %+v, want %+v", i, chunks[i], want[i])
+		}
+	}
+}
+
+func TestToolCallAssembly(t *testing.T) {
+	cases := []struct {
+		name      string
+		reply     llm.Reply
+		wantCalls []agent.ToolCall
+	}{
+		{
+			name:      "fragmented arguments merge",
+			reply:     llm.ToolCalls(llm.Call{ID: "call_x", Name: "shell", Args: []string{`{"command":`, `"pwd"}`}}),
+			wantCalls: []agent.ToolCall{{ID: "call_x", Name: "shell", Arguments: `{"command":"pwd"}`}},
+		},
+		{
+			name: "id-less parallel calls get call_index and run in order",
+			reply: llm.ToolCalls(
+				llm.Call{Name: "shell", Args: []string{`{"command":"a"}`}},
+				llm.Call{Name: "shell", Args: []string{`{"comm`, `and":"b"}`}},
+			),
+			wantCalls: []agent.ToolCall{
+				{ID: "call_0", Name: "shell", Arguments: `{"command":"a"}`},
+				{ID: "call_1", Name: "shell", Arguments: `{"command":"b"}`},
+			},
+		},
+		{
+			name:      "empty arguments mean {}",
+			reply:     llm.ToolCalls(llm.Call{ID: "c1", Name: "shell"}),
+			wantCalls: []agent.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}"}},
+		},
+		{
+			name: "interleaved fragments by index, id only on the first",
+			reply: llm.Reply{Chunks: []llm.Chunk{
+				{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "a", Name: "shell", Arguments: `{"command"`}}},
+				{ToolCalls: []llm.ToolCallDelta{{Index: 1, ID: "b", Name: "shell", Arguments: `{"command"`}}},
+				{ToolCalls: []llm.ToolCallDelta{{Index: 0, Arguments: `:"x"}`}, {Index: 1, Name: "ignored", Arguments: `:"y"}`}}},
+			}},
+			wantCalls: []agent.ToolCall{
+				{ID: "a", Name: "shell", Arguments: `{"command":"x"}`},
+				{ID: "b", Name: "shell", Arguments: `{"command":"y"}`},
+			},
+		},
+	}
+	for _, tc := range cases {
+		for _, stream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stream=%v", tc.name, stream), func(t *testing.T) {
+				srv := newServers(t, 1)[0]
+				srv.Push(tc.reply, llm.Text("done"))
+				r := newRunner(t, agent.Options{}, srv)
+				exec := &testExecutor{}
+				res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: exec, Stream: stream}, nil)
+				mustOK(t, res)
+				if got := res.Messages[0].ToolCalls; !slices.Equal(got, tc.wantCalls) {
+					t.Errorf("tool calls = %+v, want %+v", got, tc.wantCalls)
+				}
+				var ran []string
+				for _, c := range exec.Calls() {
+					ran = append(ran, c.ID+" "+c.Arguments)
+				}
+				var want []string
+				for _, c := range tc.wantCalls {
+					want = append(want, c.ID+" "+c.Arguments)
+				}
+				if !slices.Equal(ran, want) {
+					t.Errorf("executed %v, want %v in order", ran, want)
+				}
+				msgs := srv.Requests()[1].Messages
+				for i, c := range tc.wantCalls {
+					if m := msgs[3+i]; m.Role != "tool" || m.ToolCallID != c.ID {
+						t.Errorf("tool message %d = %+v, want answer to %s", i, m, c.ID)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestThink(t *testing.T) {
+	cases := []struct {
+		name          string
+		remove        bool
+		reply         llm.Reply
+		wantShown     string
+		wantContent   string
+		wantReasoning string
+	}{
+		{
+			name: "tags split across chunks", remove: true,
+			reply:     llm.Text("<thi", "nk>hidden", " reasoning</think>Answer"),
+			wantShown: "Answer", wantContent: "Answer", wantReasoning: "hidden reasoning",
+		},
+		{
+			name: "leading orphan close", remove: true,
+			reply:     llm.Text("I should ", "greet.</thi", "nk>\n\nHello"),
+			wantShown: "Hello", wantContent: "Hello", wantReasoning: "I should greet.",
+		},
+		{
+			name: "block in the middle", remove: true,
+			reply:     llm.Text("Use <think>x</think> as", " a name"),
+			wantShown: "Use  as a name", wantContent: "Use  as a name", wantReasoning: "x",
+		},
+		{
+			name: "a lone < is kept", remove: true,
+			reply:     llm.Text("1 <", " 2"),
+			wantShown: "1 < 2", wantContent: "1 < 2",
+		},
+		{
+			name: "reasoning_content hidden when removing", remove: true,
+			reply:     llm.Reply{Chunks: []llm.Chunk{{Reasoning: "think "}, {Reasoning: "hard"}, {Content: "42"}}},
+			wantShown: "42", wantContent: "42", wantReasoning: "think hard",
+		},
+		{
+			name:      "reasoning_content shown in a think block by default",
+			reply:     llm.Reply{Chunks: []llm.Chunk{{Reasoning: "think "}, {Reasoning: "hard"}, {Content: "42"}}},
+			wantShown: "<think>\nthink hard\n</think>\n42", wantContent: "42", wantReasoning: "think hard",
+		},
+		{
+			name:      "think tags kept by default",
+			reply:     llm.Text("<think>x</think>", "y"),
+			wantShown: "<think>x</think>y", wantContent: "<think>x</think>y",
+		},
+	}
+	for _, tc := range cases {
+		for _, stream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stream=%v", tc.name, stream), func(t *testing.T) {
+				srv := newServers(t, 1)[0]
+				srv.Push(tc.reply)
+				r := newRunner(t, agent.Options{RemoveThink: tc.remove, FlushChunks: 1}, srv)
+				var rec recorder
+				res := r.Run(t.Context(), agent.Request{Messages: userTurn("q"), Stream: stream}, rec.emit)
+				mustOK(t, res)
+				chunks := rec.chunks()
+				if last := chunks[len(chunks)-1]; last.Text != tc.wantShown || !last.Final {
+					t.Errorf("shown = %q, want %q", last.Text, tc.wantShown)
+				}
+				if tc.remove {
+					for _, c := range chunks {
+						if strings.Contains(c.Text, "think") || strings.Contains(c.Text, "hidden") {
+							t.Errorf("chunk shows reasoning: %q", c.Text)
+						}
+					}
+				}
+				m := res.Messages[0]
+				if m.Content != tc.wantContent || m.ReasoningContent != tc.wantReasoning {
+					t.Errorf("message content %q reasoning %q, want %q and %q", m.Content, m.ReasoningContent, tc.wantContent, tc.wantReasoning)
+				}
+			})
+		}
+	}
+}
+
+func TestToolFailuresGoBackToTheModel(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(
+		llm.ToolCalls(
+			llm.Call{ID: "bad", Name: "shell", Args: []string{`{"command":`}},
+			llm.Call{ID: "nope", Name: "launch_rockets", Args: []string{`{}`}},
+		),
+		llm.Text("Sorry, both failed."),
+	)
+	r := newRunner(t, agent.Options{}, srv)
+	var rec recorder
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, rec.emit)
+	mustOK(t, res)
+	if res.Messages[len(res.Messages)-1].Content != "Sorry, both failed." {
+		t.Errorf("final answer = %+v", res.Messages[len(res.Messages)-1])
+	}
+	msgs := srv.Requests()[1].Messages
+	bad, nope := msgs[3], msgs[4]
+	if bad.ToolCallID != "bad" || !strings.HasPrefix(bad.Content, "err: ") {
+		t.Errorf("bad JSON tool message = %+v, want err: ...", bad)
+	}
+	if nope.ToolCallID != "nope" || nope.Content != "err: Tool not found: launch_rockets" {
+		t.Errorf("unknown tool message = %+v", nope)
+	}
+	var results []agent.ToolResult
+	for _, e := range rec.events {
+		if tr, ok := e.(agent.ToolResult); ok {
+			results = append(results, tr)
+		}
+	}
+	if len(results) != 2 || results[1].Outcome.Status != tools.StatusNotFound {
+		t.Errorf("tool result events = %+v", results)
+	}
+}
+
+func TestNoExecutorAnswersToolNotFound(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.ToolCalls(llm.Call{ID: "c", Name: "shell"}), llm.Text("ok"))
+	r := newRunner(t, agent.Options{}, srv)
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Stream: true}, nil)
+	mustOK(t, res)
+	if got := res.Messages[1].Content; got != "err: Tool not found: shell" {
+		t.Errorf("tool message = %q", got)
+	}
+}
+
+func TestFallback(t *testing.T) {
+	cases := []struct {
+		name  string
+		first llm.Reply
+		// timeout for candidate 1, to catch a hang
+		timeout time.Duration
+	}{
+		{name: "500", first: llm.Fault(500, "upstream exploded")},
+		{name: "401", first: llm.Fault(401, "bad key")},
+		{name: "429", first: llm.Reply{Status: 429, Error: "slow down", RetryAfter: 3}},
+		{name: "empty stream without finish", first: llm.Reply{Cut: true}},
+		{name: "hang before the first chunk", first: llm.Reply{Hang: true}, timeout: 200 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		for _, stream := range []bool{true, false} {
+			if tc.name == "empty stream without finish" && !stream {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/stream=%v", tc.name, stream), func(t *testing.T) {
+				srvs := newServers(t, 2)
+				srvs[0].Push(tc.first)
+				srvs[1].Push(llm.Text("from ", "backup"))
+				models := []agent.Model{
+					{Name: "primary", BaseURL: srvs[0].URL, Model: "a", Timeout: tc.timeout},
+					{Name: "backup", BaseURL: srvs[1].URL, Model: "b"},
+				}
+				r, err := agent.NewRunner(models, agent.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: stream}, nil)
+				mustOK(t, res)
+				if got := res.Messages[0].Content; got != "from backup" {
+					t.Errorf("answer = %q", got)
+				}
+				if len(res.LLMCalls) != 2 {
+					t.Fatalf("LLM calls = %+v", res.LLMCalls)
+				}
+				failed, ok := res.LLMCalls[0], res.LLMCalls[1]
+				if failed.Model != "primary" || failed.Status != agent.StatusError || failed.Err == nil {
+					t.Errorf("failed call = %+v", failed)
+				}
+				if ok.Model != "backup" || ok.Candidate != 1 || ok.Status != agent.StatusOK || ok.FallbackReason == "" {
+					t.Errorf("fallback call = %+v", ok)
+				}
+				if !strings.Contains(ok.FallbackReason, "primary") {
+					t.Errorf("fallback reason %q does not name the failed model", ok.FallbackReason)
+				}
+			})
+		}
+	}
+}
+
+func TestAllCandidatesFail(t *testing.T) {
+	srvs := newServers(t, 2)
+	srvs[0].Push(llm.Fault(500, "one"))
+	srvs[1].Push(llm.Fault(503, "two down"))
+	r := newRunner(t, agent.Options{}, srvs...)
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, nil)
+	if res.Status != agent.StatusError || res.Err == nil || !strings.Contains(res.Err.Error(), "two down") {
+		t.Fatalf("result = %+v, want the last candidate's error", res)
+	}
+	if strings.Contains(res.Err.Error(), "sk-test") {
+		t.Errorf("error leaks the API key: %v", res.Err)
+	}
+}
+
+func TestNoFallbackAfterFirstChunk(t *testing.T) {
+	srvs := newServers(t, 2)
+	srvs[0].Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an "}, {Content: "answer"}}, Cut: true})
+	srvs[1].Push(llm.Text("should never be asked"))
+	r := newRunner(t, agent.Options{}, srvs...)
+	var rec recorder
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, rec.emit)
+	if res.Status != agent.StatusError || res.Err == nil || !strings.Contains(res.Err.Error(), "finish_reason") {
+		t.Fatalf("status %s err %v, want an error about the missing finish_reason", res.Status, res.Err)
+	}
+	if res.PartialText != "Half an answer" {
+		t.Errorf("partial text = %q", res.PartialText)
+	}
+	if n := srvs[1].RequestCount(); n != 0 {
+		t.Errorf("candidate 2 got %d requests, want none", n)
+	}
+	if len(res.Messages) != 0 {
+		t.Errorf("messages = %+v, want none for a failed first round", res.Messages)
+	}
+}
+
+func TestToolRoundsNeverSwitchModel(t *testing.T) {
+	srvs := newServers(t, 3)
+	// Candidate 1 is down; candidate 2 serves round 1 and must serve round 2 too, even though it fails.
+	srvs[0].Push(llm.Fault(500, "down"), llm.Text("not me"))
+	srvs[1].Push(llm.ToolCalls(llm.Call{ID: "c", Name: "shell", Args: []string{`{"command":"ls"}`}}), llm.Fault(500, "round two broke"))
+	srvs[2].Push(llm.Text("not me either"))
+	r := newRunner(t, agent.Options{}, srvs...)
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
+	if res.Status != agent.StatusError || !strings.Contains(res.Err.Error(), "round two broke") {
+		t.Fatalf("status %s err %v", res.Status, res.Err)
+	}
+	if a, b, c := srvs[0].RequestCount(), srvs[1].RequestCount(), srvs[2].RequestCount(); a != 1 || b != 2 || c != 0 {
+		t.Errorf("requests per candidate = %d, %d, %d; want 1, 2, 0", a, b, c)
+	}
+	// The completed round stays a valid transcript: tool calls with their results.
+	if got := roles(res.Messages); !slices.Equal(got, []string{"assistant", "tool"}) {
+		t.Errorf("messages = %v", got)
+	}
+}
+
+func TestRoundCap(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			srv := newServers(t, 1)[0]
+			var mu sync.Mutex
+			calls := 0
+			srv.SetHandler(func(req llm.Request) llm.Reply {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				if len(req.Tools) == 0 {
+					return llm.Text("Final answer without tools.")
+				}
+				return llm.ToolCalls(llm.Call{ID: fmt.Sprintf("c%d", calls), Name: "shell", Args: []string{`{"command":"again"}`}})
+			})
+			r := newRunner(t, agent.Options{MaxToolRounds: 3}, srv)
+			var rec recorder
+			exec := &testExecutor{}
+			res := r.Run(t.Context(), agent.Request{Messages: userTurn("loop"), Tools: shellSpec, Executor: exec, Stream: stream}, rec.emit)
+			mustOK(t, res)
+			if !res.RoundCapHit {
+				t.Error("RoundCapHit not set")
+			}
+			if n := len(exec.Calls()); n != 3 {
+				t.Errorf("tool calls run = %d, want 3", n)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 4 || len(reqs[3].Tools) != 0 || len(reqs[2].Tools) == 0 {
+				t.Fatalf("%d model calls; the last must be without tools", len(reqs))
+			}
+			last := res.Messages[len(res.Messages)-1]
+			if last.Role != "assistant" || last.Content != "Final answer without tools." || len(last.ToolCalls) != 0 {
+				t.Errorf("last message = %+v", last)
+			}
+			if got, want := roles(res.Messages), []string{"assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"}; !slices.Equal(got, want) {
+				t.Errorf("roles = %v, want %v", got, want)
+			}
+			var capEvents []agent.RoundCapHit
+			for _, e := range rec.events {
+				if c, ok := e.(agent.RoundCapHit); ok {
+					capEvents = append(capEvents, c)
+				}
+			}
+			if len(capEvents) != 1 || capEvents[0].MaxToolRounds != 3 || capEvents[0].Round != 4 {
+				t.Errorf("cap events = %+v", capEvents)
+			}
+		})
+	}
+}
+
+func TestCapDropsCallsOfAModelThatIgnoresIt(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.SetHandler(func(llm.Request) llm.Reply {
+		r := llm.ToolCalls(llm.Call{ID: "again", Name: "shell", Args: []string{`{"command":"x"}`}})
+		r.Chunks = append([]llm.Chunk{{Content: "still calling"}}, r.Chunks...)
+		return r
+	})
+	r := newRunner(t, agent.Options{MaxToolRounds: 1}, srv)
+	var rec recorder
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("loop"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, rec.emit)
+	mustOK(t, res)
+	last := res.Messages[len(res.Messages)-1]
+	if len(last.ToolCalls) != 0 || last.Content != "still calling" {
+		t.Errorf("last message = %+v, want the text without dangling tool calls", last)
+	}
+	chunks := rec.chunks()
+	if c := chunks[len(chunks)-1]; len(c.ToolCalls) != 0 {
+		t.Errorf("final chunk shows calls that will not run: %+v", c)
+	}
+}
+
+func TestCancelMidStream(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Once "}, {Content: "upon"}}, Hang: true})
+	r := newRunner(t, agent.Options{FlushChunks: 2}, srv)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var rec recorder
+	res := r.Run(ctx, agent.Request{Messages: userTurn("story"), Stream: true}, func(e agent.Event) {
+		rec.emit(e)
+		if c, ok := e.(agent.Chunk); ok && c.Text == "Once upon" {
+			cancel()
+		}
+	})
+	if res.Status != agent.StatusCancelled || !errors.Is(res.Err, context.Canceled) {
+		t.Fatalf("status %s err %v, want cancelled", res.Status, res.Err)
+	}
+	if res.PartialText != "Once upon" {
+		t.Errorf("partial text = %q", res.PartialText)
+	}
+	if len(res.LLMCalls) != 1 || res.LLMCalls[0].Status != agent.StatusCancelled {
+		t.Errorf("LLM calls = %+v", res.LLMCalls)
+	}
+}
+
+func TestCancelMidTool(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(
+		llm.Reply{Chunks: append([]llm.Chunk{{Content: "Working on it."}}, llm.ToolCalls(
+			llm.Call{ID: "w", Name: "wait"},
+			llm.Call{ID: "after", Name: "shell", Args: []string{`{"command":"never"}`}},
+		).Chunks...)},
+		llm.Text("never asked"),
+	)
+	r := newRunner(t, agent.Options{}, srv)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	exec := &testExecutor{started: make(chan tools.Call, 1), ended: make(chan struct{})}
+	go func() {
+		<-exec.started
+		cancel()
+	}()
+	res := r.Run(ctx, agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: exec, Stream: true}, nil)
+	if res.Status != agent.StatusCancelled {
+		t.Fatalf("status %s err %v, want cancelled", res.Status, res.Err)
+	}
+	if res.PartialText != "Working on it." {
+		t.Errorf("partial text = %q", res.PartialText)
+	}
+	if got, want := roles(res.Messages), []string{"assistant", "tool", "tool"}; !slices.Equal(got, want) {
+		t.Fatalf("roles = %v, want every call answered", got)
+	}
+	for _, m := range res.Messages[1:] {
+		if !strings.HasPrefix(m.Content, "err: ") {
+			t.Errorf("tool message after cancel = %+v", m)
+		}
+	}
+	if calls := exec.Calls(); len(calls) != 1 {
+		t.Errorf("executed %d calls, want only the running one", len(calls))
+	}
+	if n := srv.RequestCount(); n != 1 {
+		t.Errorf("model asked %d times, want 1", n)
+	}
+	<-exec.ended // the tool saw the cancellation and returned
+}
+
+func TestUpstreamMessagesCarryOnlyWireFields(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(
+		llm.Reply{Chunks: append([]llm.Chunk{{Reasoning: "need pwd"}}, llm.ToolCalls(llm.Call{ID: "c", Name: "shell", Args: []string{`{"command":"pwd"}`}}).Chunks...)},
+		llm.Text("done"),
+	)
+	r := newRunner(t, agent.Options{}, srv)
+	history := []agent.Message{
+		{Role: agent.RoleSystem, Content: "sys"},
+		{Role: agent.RoleUser, Content: "earlier", Name: "alice"},
+		{Role: agent.RoleAssistant, Content: "earlier answer", ReasoningContent: "old thoughts"},
+		{Role: agent.RoleAssistant}, // empty: must not go upstream
+		{Role: agent.RoleUser, Content: "now"},
+	}
+	res := r.Run(t.Context(), agent.Request{Messages: history, Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
+	mustOK(t, res)
+	var body struct {
+		Messages []map[string]json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.Requests()[1].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"role": true, "content": true, "name": true, "tool_calls": true, "tool_call_id": true, "reasoning_content": true}
+	for i, m := range body.Messages {
+		for k := range m {
+			if !allowed[k] {
+				t.Errorf("message %d carries %q upstream", i, k)
+			}
+		}
+	}
+	msgs := srv.Requests()[1].Messages
+	if len(msgs) != 6 {
+		t.Fatalf("upstream messages = %+v", msgs)
+	}
+	if msgs[1].Name != "alice" || msgs[2].ReasoningContent != "" {
+		t.Errorf("history messages upstream = %+v", msgs[:3])
+	}
+	if msgs[4].ReasoningContent != "need pwd" || msgs[4].ToolCalls[0].ID != "c" {
+		t.Errorf("assistant tool-call message upstream = %+v, want its reasoning sent back", msgs[4])
+	}
+}
+
+func TestImages(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\nfake")
+	for _, vision := range []bool{true, false} {
+		t.Run(fmt.Sprintf("vision=%v", vision), func(t *testing.T) {
+			srv := newServers(t, 1)[0]
+			srv.Push(llm.Text("a cat"))
+			r, err := agent.NewRunner([]agent.Model{{BaseURL: srv.URL, Model: "v", SupportsVision: vision}}, agent.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs := []agent.Message{{Role: agent.RoleUser, Content: "what is this?", Images: []agent.Image{{MIME: "image/png", Data: png}}}}
+			mustOK(t, r.Run(t.Context(), agent.Request{Messages: msgs, Stream: true}, nil))
+			got := srv.Requests()[0].Messages[0]
+			if vision {
+				if len(got.ImageURLs) != 1 || !strings.HasPrefix(got.ImageURLs[0], "data:image/png;base64,") || got.Content != "what is this?" {
+					t.Errorf("vision message = %+v", got)
+				}
+			} else if len(got.ImageURLs) != 0 || !strings.Contains(got.Content, "cannot see images") {
+				t.Errorf("text-only message = %+v", got)
+			}
+		})
+	}
+}
+
+func TestToolResultCap(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.ToolCalls(llm.Call{ID: "c", Name: "shell", Args: []string{`{"command":"ééééééééééé"}`}}), llm.Text("ok"))
+	r := newRunner(t, agent.Options{ToolResultMaxChars: 6}, srv)
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
+	mustOK(t, res)
+	got := srv.Requests()[1].Messages[3].Content
+	if !strings.HasPrefix(got, "ran éé\n") || !strings.Contains(got, "6 of 15 characters") {
+		t.Errorf("capped tool result = %q", got)
+	}
+}
+
+func TestToolsOnlyForCapableModels(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.Text("plain"))
+	r, err := agent.NewRunner([]agent.Model{{BaseURL: srv.URL, Model: "no-tools"}}, agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Tools: shellSpec, Stream: true}, nil))
+	if tl := srv.Requests()[0].Tools; len(tl) != 0 {
+		t.Errorf("tools offered to a model without tool support: %v", tl)
+	}
+}
+
+func TestNewRunnerRejectsBadInput(t *testing.T) {
+	cases := []struct {
+		name   string
+		models []agent.Model
+		opts   agent.Options
+		want   string
+	}{
+		{"no models", nil, agent.Options{}, "no models"},
+		{"no base url", []agent.Model{{Name: "x", Model: "m"}}, agent.Options{}, "empty BaseURL"},
+		{"no model id", []agent.Model{{BaseURL: "http://127.0.0.1:1/v1"}}, agent.Options{}, "empty Model"},
+		{"negative rounds", []agent.Model{{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}}, agent.Options{MaxToolRounds: -1}, "MaxToolRounds"},
+		{"negative flush", []agent.Model{{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}}, agent.Options{FlushChunks: -1}, "FlushChunks"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := agent.NewRunner(tc.models, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
