@@ -1,0 +1,231 @@
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/html/charset"
+
+	"relaybot/tools"
+)
+
+// maxRedirects caps the redirects fetch_url follows.
+const maxRedirects = 5
+
+var fetchURLSpec = tools.Spec{
+	Name: FetchURL,
+	Description: "Fetch a web page or text document with HTTP GET and return its readable text " +
+		"(HTML is reduced to text). At most 1 MiB is read.",
+	Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string",` +
+		`"description":"Absolute http or https URL."}},"required":["url"],"additionalProperties":false}`),
+}
+
+// refusedError is returned by the dialer for an address fetch_url may not reach.
+type refusedError struct {
+	addr   netip.AddrPort
+	reason string
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("refusing to connect to %s: %s address", e.addr.Addr(), e.reason)
+}
+
+// nonPublic names the kind of a non-public address, or "" for a public one.
+func nonPublic(a netip.Addr) string {
+	a = a.Unmap()
+	if nat64.Contains(a) { // 64:ff9b::a.b.c.d reaches a.b.c.d
+		b := a.As16()
+		return nonPublic(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+	}
+	switch {
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsPrivate():
+		return "private"
+	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
+		return "link-local"
+	case a.IsUnspecified():
+		return "unspecified"
+	case a.IsMulticast(), a.IsInterfaceLocalMulticast():
+		return "multicast"
+	}
+	for _, p := range otherNonPublic {
+		if p.Contains(a) {
+			return "non-public"
+		}
+	}
+	return ""
+}
+
+var (
+	nat64          = netip.MustParsePrefix("64:ff9b::/96")
+	otherNonPublic = []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"),     // "this network"
+		netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT, also cloud metadata services
+		netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
+		netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
+		netip.MustParsePrefix("240.0.0.0/4"),   // reserved, broadcast
+	}
+)
+
+// newClient returns the HTTP client of fetch_url. Every connection, the first and each redirect's,
+// is checked at dial time against the resolved address, so DNS names that point inside cannot
+// get around the rule.
+func newClient(opts Options) *http.Client {
+	d := &net.Dialer{
+		Timeout: 10 * time.Second,
+		Control: func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("refusing to connect to %q: not an IP address and port", address)
+			}
+			if opts.AllowPrivate {
+				return nil
+			}
+			if reason := nonPublic(ap.Addr()); reason != "" && (opts.Permit == nil || !opts.Permit(ap)) {
+				return &refusedError{addr: ap, reason: reason}
+			}
+			return nil
+		},
+	}
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 nil, // a proxy would connect on our behalf, past the address check
+			DialContext:           d.DialContext,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ResponseHeaderTimeout: opts.Timeout,
+			DisableKeepAlives:     true, // no idle connections outlive a call
+			ForceAttemptHTTP2:     true,
+		},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > maxRedirects {
+				return fmt.Errorf("more than %d redirects", maxRedirects)
+			}
+			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+				return fmt.Errorf("redirect to a %s URL", req.URL.Scheme)
+			}
+			return nil
+		},
+	}
+}
+
+func (l *Loader) fetchURL(ctx context.Context, raw json.RawMessage) (tools.Result, error) {
+	var a struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return tools.Result{}, fmt.Errorf("fetch_url: bad arguments: %w", err)
+	}
+	u, err := url.Parse(strings.TrimSpace(a.URL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return tools.Result{}, fmt.Errorf("fetch_url: %q is not an absolute http or https URL", a.URL)
+	}
+	if u.User != nil {
+		return tools.Result{}, errors.New("fetch_url: URLs with credentials are not fetched")
+	}
+	shown := u.Redacted()
+
+	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("fetch_url: %s: %w", shown, err)
+	}
+	req.Header.Set("User-Agent", l.opts.UserAgent)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,text/plain,application/json,*/*;q=0.5")
+
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return tools.Result{}, l.fetchError(ctx, cctx, shown, err)
+	}
+	defer resp.Body.Close()
+	final := resp.Request.URL.Redacted()
+	if resp.StatusCode >= 400 {
+		return tools.Result{}, fmt.Errorf("fetch_url: GET %s: HTTP %s", final, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, l.opts.MaxBytes+1))
+	if err != nil {
+		return tools.Result{}, l.fetchError(ctx, cctx, shown, err)
+	}
+	truncated := int64(len(body)) > l.opts.MaxBytes
+	if truncated {
+		body = body[:l.opts.MaxBytes]
+	}
+
+	ctype := resp.Header.Get("Content-Type")
+	if ctype == "" {
+		ctype = http.DetectContentType(body)
+	}
+	mediaType, _, err := mime.ParseMediaType(ctype)
+	if err != nil {
+		mediaType = strings.ToLower(strings.TrimSpace(strings.Split(ctype, ";")[0]))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "URL: %s\n", final)
+	switch {
+	case mediaType == "text/html" || mediaType == "application/xhtml+xml":
+		title, text, err := htmlText(body, ctype)
+		if err != nil {
+			return tools.Result{}, fmt.Errorf("fetch_url: reading the HTML of %s: %w", final, err)
+		}
+		if title != "" {
+			fmt.Fprintf(&b, "Title: %s\n", title)
+		}
+		b.WriteString("\n")
+		b.WriteString(text)
+	case isText(mediaType):
+		r, err := charset.NewReader(strings.NewReader(string(body)), ctype)
+		if err != nil {
+			return tools.Result{}, fmt.Errorf("fetch_url: decoding %s: %w", final, err)
+		}
+		text, err := io.ReadAll(r)
+		if err != nil {
+			return tools.Result{}, fmt.Errorf("fetch_url: decoding %s: %w", final, err)
+		}
+		fmt.Fprintf(&b, "Content-Type: %s\n\n", mediaType)
+		b.Write(text)
+	default:
+		return tools.Result{}, fmt.Errorf("fetch_url: %s is %s, not text", final, mediaType)
+	}
+	if truncated {
+		fmt.Fprintf(&b, "\n[truncated: only the first %d bytes were read]", l.opts.MaxBytes)
+	}
+	return tools.Result{Text: b.String()}, nil
+}
+
+func isText(mediaType string) bool {
+	return strings.HasPrefix(mediaType, "text/") ||
+		strings.HasSuffix(mediaType, "+json") || strings.HasSuffix(mediaType, "+xml") ||
+		mediaType == "application/json" || mediaType == "application/xml" ||
+		mediaType == "application/javascript" || mediaType == "application/x-ndjson"
+}
+
+// fetchError turns a client error into the tool's error: a refused address, a timeout (wrapping
+// tools.ErrTimeout) or the failure as it is.
+func (l *Loader) fetchError(parent, cctx context.Context, shown string, err error) error {
+	var refused *refusedError
+	switch {
+	case errors.As(err, &refused):
+		return fmt.Errorf("fetch_url: %s: %w (loopback, private and link-local addresses are not allowed)", shown, refused)
+	case parent.Err() != nil:
+		return fmt.Errorf("fetch_url: %s: %w", shown, parent.Err())
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("fetch_url: %s: no complete answer within %s: %w", shown, l.opts.Timeout, tools.ErrTimeout)
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err // url.Error repeats the method and URL, possibly with credentials
+	}
+	return fmt.Errorf("fetch_url: %s: %w", shown, err)
+}

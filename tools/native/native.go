@@ -1,0 +1,149 @@
+// Package native holds the tools built into the bot: current_time and fetch_url.
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"time"
+	_ "time/tzdata" // current_time works on hosts without a zoneinfo database
+
+	"relaybot/tools"
+)
+
+// Tool names.
+const (
+	CurrentTime = "current_time"
+	FetchURL    = "fetch_url"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBytes = 1 << 20
+	DefaultTimeout  = 15 * time.Second
+	DefaultAgent    = "relaybot-fetch/1"
+)
+
+// Names lists the native tools.
+var Names = []string{CurrentTime, FetchURL}
+
+// Options configures the native tools.
+type Options struct {
+	// Enabled names the tools to offer; empty offers all.
+	Enabled []string
+	// AllowPrivate lets fetch_url connect to loopback, private, link-local and other
+	// non-public addresses.
+	AllowPrivate bool
+	// Permit, when set, is asked about each address the non-public rule refuses, at dial time;
+	// returning true lets that connection through. Tests use it to reach their own loopback server
+	// and nothing else.
+	Permit func(addr netip.AddrPort) bool
+	// MaxBytes caps the body fetch_url reads; 0 means DefaultMaxBytes.
+	MaxBytes int64
+	// Timeout caps one fetch_url call, redirects and body included; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// UserAgent is sent by fetch_url; empty means DefaultAgent.
+	UserAgent string
+	// Now is the clock of current_time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Loader is the tools.Loader of the native tools.
+type Loader struct {
+	opts    Options
+	enabled map[string]bool
+	specs   []tools.Spec
+	client  *http.Client
+}
+
+// NewLoader returns the native tools; it fails on an unknown name in opts.Enabled.
+func NewLoader(opts Options) (*Loader, error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = DefaultAgent
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	l := &Loader{opts: opts, enabled: make(map[string]bool)}
+	for _, n := range opts.Enabled {
+		if !slices.Contains(Names, n) {
+			return nil, fmt.Errorf("native: unknown tool %q (native tools: %v)", n, Names)
+		}
+		l.enabled[n] = true
+	}
+	if len(opts.Enabled) == 0 {
+		for _, n := range Names {
+			l.enabled[n] = true
+		}
+	}
+	for _, s := range []tools.Spec{currentTimeSpec, fetchURLSpec} {
+		if l.enabled[s.Name] {
+			l.specs = append(l.specs, s)
+		}
+	}
+	l.client = newClient(opts)
+	return l, nil
+}
+
+// Source reports tools.SourceNative.
+func (l *Loader) Source() tools.Source { return tools.SourceNative }
+
+// Tools lists the enabled native tools.
+func (l *Loader) Tools(ctx context.Context) []tools.Spec { return slices.Clone(l.specs) }
+
+// Call runs a native tool.
+func (l *Loader) Call(ctx context.Context, inv tools.Invocation) (tools.Result, error) {
+	if !l.enabled[inv.Name] {
+		return tools.Result{}, fmt.Errorf("native: %s: %w", inv.Name, tools.ErrNotFound)
+	}
+	switch inv.Name {
+	case CurrentTime:
+		return l.currentTime(inv.Arguments)
+	default:
+		return l.fetchURL(ctx, inv.Arguments)
+	}
+}
+
+var currentTimeSpec = tools.Spec{
+	Name:        CurrentTime,
+	Description: "Current date and time in a time zone.",
+	Parameters: json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string",` +
+		`"description":"IANA time zone such as Europe/Berlin or America/New_York; default UTC."}},"additionalProperties":false}`),
+}
+
+func (l *Loader) currentTime(raw json.RawMessage) (tools.Result, error) {
+	var a struct {
+		Timezone string `json:"timezone"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return tools.Result{}, fmt.Errorf("current_time: bad arguments: %w", err)
+	}
+	if a.Timezone == "" {
+		a.Timezone = "UTC"
+	}
+	loc, err := time.LoadLocation(a.Timezone)
+	if err != nil || a.Timezone == "Local" {
+		return tools.Result{}, fmt.Errorf("current_time: unknown time zone %q; use an IANA name such as Europe/Berlin", a.Timezone)
+	}
+	now := l.opts.Now().In(loc)
+	out, err := json.Marshal(map[string]any{
+		"time":       now.Format(time.RFC3339),
+		"timezone":   a.Timezone,
+		"utc_offset": now.Format("-07:00"),
+		"weekday":    now.Weekday().String(),
+		"unix":       now.Unix(),
+	})
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("current_time: %w", err)
+	}
+	return tools.Result{Text: string(out)}, nil
+}
