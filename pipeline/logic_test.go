@@ -1,0 +1,301 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/store"
+)
+
+func inbound(platform adapters.Platform, kind adapters.ChatKind, chat, thread, user string) adapters.Inbound {
+	return adapters.Inbound{Chat: adapters.ChatRef{Platform: platform, ChatID: chat, ThreadID: thread}, Kind: kind, UserID: user, Addressed: true}
+}
+
+func TestKeyOf(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    adapters.Inbound
+		scope Scope
+		want  string
+	}{
+		{"private chat is the user's", inbound(adapters.Telegram, adapters.Private, "42", "", "42"), ScopeChat, "telegram:42/u:42"},
+		{"group shared", inbound(adapters.Telegram, adapters.Group, "-100", "", "7"), ScopeChat, "telegram:-100"},
+		{"group per user", inbound(adapters.Telegram, adapters.Group, "-100", "", "7"), ScopeUser, "telegram:-100/u:7"},
+		{"forum topic its own", inbound(adapters.Telegram, adapters.Group, "-100", "3", "7"), ScopeChat, "telegram:-100#3"},
+		{"discord thread per user", inbound(adapters.Discord, adapters.Group, "9", "11", "5"), ScopeUser, "discord:9#11/u:5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := KeyOf(tt.in, tt.scope).String(); got != tt.want {
+				t.Errorf("KeyOf = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	a := KeyOf(inbound(adapters.Telegram, adapters.Group, "-100", "", "7"), ScopeChat)
+	b := KeyOf(inbound(adapters.Telegram, adapters.Group, "-100", "", "8"), ScopeChat)
+	if a != b {
+		t.Errorf("two members of a shared group got different conversations: %v, %v", a, b)
+	}
+}
+
+func TestAccess(t *testing.T) {
+	tg := func(chat, user string) adapters.Inbound {
+		return inbound(adapters.Telegram, adapters.Group, chat, "", user)
+	}
+	tests := []struct {
+		name   string
+		access Access
+		in     adapters.Inbound
+		want   bool
+	}{
+		{"empty lists allow all", Access{}, tg("1", "2"), true},
+		{"denied user", Access{DenyUsers: []string{"telegram:2"}}, tg("1", "2"), false},
+		{"denied user on any platform", Access{DenyUsers: []string{"*:2"}}, tg("1", "2"), false},
+		{"deny on another platform does not apply", Access{DenyUsers: []string{"discord:2"}}, tg("1", "2"), true},
+		{"denied chat", Access{DenyChats: []string{"telegram:1"}}, tg("1", "2"), false},
+		{"allow list misses user", Access{AllowUsers: []string{"telegram:3"}}, tg("1", "2"), false},
+		{"allow list has user", Access{AllowUsers: []string{"telegram:2"}}, tg("1", "2"), true},
+		{"allowed user in a chat not allowed", Access{AllowUsers: []string{"telegram:2"}, AllowChats: []string{"telegram:9"}}, tg("1", "2"), false},
+		{"allowed chat", Access{AllowChats: []string{"*:1"}}, tg("1", "2"), true},
+		{"admin passes allow lists", Access{AllowUsers: []string{"telegram:3"}, Admins: []string{"telegram:2"}}, tg("1", "2"), true},
+		{"deny beats admin", Access{DenyUsers: []string{"telegram:2"}, Admins: []string{"telegram:2"}}, tg("1", "2"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, why := compileAccess(tt.access).allowed(tt.in)
+			if got != tt.want {
+				t.Errorf("allowed = %v (%s), want %v", got, why, tt.want)
+			}
+			if !got && why == "" {
+				t.Error("a refusal must say why")
+			}
+		})
+	}
+}
+
+func TestRateLimiter(t *testing.T) {
+	r := newRateLimiter(3, time.Minute)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		if ok, _ := r.allow("u", t0.Add(time.Duration(i)*time.Second)); !ok {
+			t.Fatalf("message %d refused within the limit", i+1)
+		}
+	}
+	ok, first := r.allow("u", t0.Add(10*time.Second))
+	if ok || !first {
+		t.Fatalf("4th message: ok=%v first=%v, want refused and told", ok, first)
+	}
+	if ok, first = r.allow("u", t0.Add(11*time.Second)); ok || first {
+		t.Fatalf("5th message: ok=%v first=%v, want refused quietly", ok, first)
+	}
+	if ok, _ := r.allow("other", t0.Add(11*time.Second)); !ok {
+		t.Fatal("another user was limited by the first one's messages")
+	}
+	if ok, _ := r.allow("u", t0.Add(61*time.Second)); !ok {
+		t.Fatal("a new window still refused the user")
+	}
+	if ok, _ := newRateLimiter(0, time.Minute).allow("u", t0); !ok {
+		t.Fatal("limit 0 must turn the limiter off")
+	}
+}
+
+func TestCommandOf(t *testing.T) {
+	tests := []struct {
+		in        adapters.Inbound
+		cmd, args string
+	}{
+		{adapters.Inbound{Command: "Reset"}, "reset", ""},
+		{adapters.Inbound{Command: "audit", Args: " fetch_url 5 "}, "audit", "fetch_url 5"},
+		{adapters.Inbound{Text: "/stop"}, "stop", ""},
+		{adapters.Inbound{Text: "/help@relay_bot"}, "help", ""},
+		{adapters.Inbound{Text: "/audit error 3"}, "audit", "error 3"},
+		{adapters.Inbound{Text: "/unknown thing"}, "", ""},
+		{adapters.Inbound{Text: "what is /stop?"}, "", ""},
+	}
+	for _, tt := range tests {
+		cmd, args := commandOf(tt.in)
+		if cmd != tt.cmd || args != tt.args {
+			t.Errorf("commandOf(%+v) = %q %q, want %q %q", tt.in, cmd, args, tt.cmd, tt.args)
+		}
+	}
+}
+
+func TestParseAuditArgs(t *testing.T) {
+	tests := []struct {
+		args    string
+		want    AuditFilter
+		wantErr bool
+	}{
+		{"", AuditFilter{Limit: 10}, false},
+		{"fetch_url", AuditFilter{Tool: "fetch_url", Limit: 10}, false},
+		{"fetch_url error 5", AuditFilter{Tool: "fetch_url", Status: "error", Limit: 5}, false},
+		{"5 timeout", AuditFilter{Status: "timeout", Limit: 5}, false},
+		{"a b", AuditFilter{}, true},
+		{"500", AuditFilter{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseAuditArgs(tt.args)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("parseAuditArgs(%q) err = %v, want error %v", tt.args, err, tt.wantErr)
+			continue
+		}
+		if err == nil && got != tt.want {
+			t.Errorf("parseAuditArgs(%q) = %+v, want %+v", tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestView(t *testing.T) {
+	v := &view{track: true}
+	v.setText("Let me look")
+	v.setText("Let me look that up.")
+	v.endRound()
+	v.startTool("c1", "fetch_url")
+	if got, want := v.render(), "Let me look that up.\n\n⏳ fetch_url…"; got != want {
+		t.Fatalf("while the tool runs:\n%q\nwant\n%q", got, want)
+	}
+	v.finishTool("c1", "fetch_url", 1200*time.Millisecond, "")
+	v.startTool("c2", "current_time")
+	v.finishTool("c2", "current_time", 0, "err: boom\nstack")
+	v.setText("It is noon.")
+	want := "Let me look that up.\n\n✓ fetch_url 1.2 s\n✗ current_time: err: boom\n\nIt is noon."
+	if got := v.render(); got != want {
+		t.Fatalf("final:\n%q\nwant\n%q", got, want)
+	}
+
+	quiet := &view{}
+	quiet.setText("Before.")
+	quiet.endRound()
+	quiet.startTool("c1", "secret_tool")
+	quiet.finishTool("c1", "secret_tool", time.Second, "")
+	quiet.setText("After")
+	if got := quiet.render(); got != "Before.\n\nAfter" {
+		t.Fatalf("without tracking: %q", got)
+	}
+	if got := quiet.withNote("[stopped]"); got != "Before.\n\nAfter [stopped]" {
+		t.Fatalf("stopped mid-sentence: %q", got)
+	}
+	empty := &view{}
+	if got := empty.withNote("Request failed."); got != "Request failed." {
+		t.Fatalf("failure without an answer: %q", got)
+	}
+}
+
+func TestSchedulerQueue(t *testing.T) {
+	s := newScheduler(2, false)
+	at := func(sec int, id string) adapters.Inbound {
+		return adapters.Inbound{MessageID: id, Time: time.Unix(int64(sec), 0)}
+	}
+	first, err := s.enqueue("k", at(1, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := func(tk *ticket) bool {
+		select {
+		case <-tk.ready:
+			return true
+		default:
+			return false
+		}
+	}
+	if !ready(first) {
+		t.Fatal("the first message of an idle conversation must run at once")
+	}
+	// The third message reaches the scheduler before the second (racing goroutines).
+	third, _ := s.enqueue("k", at(2, "3"))
+	second, _ := s.enqueue("k", at(2, "2"))
+	if _, err := s.enqueue("k", at(3, "4")); !errors.Is(err, errBusy) {
+		t.Fatalf("a full queue must refuse, got %v", err)
+	}
+	other, _ := s.enqueue("other", at(2, "9"))
+	if !ready(other) {
+		t.Fatal("another conversation must not wait")
+	}
+	if ready(second) || ready(third) {
+		t.Fatal("waiting messages ran while the first one runs")
+	}
+	s.leave("k", first)
+	if !ready(second) || ready(third) {
+		t.Fatal("the earlier message must run next")
+	}
+	s.leave("k", second)
+	if !ready(third) {
+		t.Fatal("the last message did not run")
+	}
+	s.leave("k", third)
+	s.leave("other", other)
+	if n := len(s.sessions); n != 0 {
+		t.Fatalf("%d sessions left after every ticket left", n)
+	}
+}
+
+func TestSchedulerInterruptAndStop(t *testing.T) {
+	s := newScheduler(8, true)
+	first, _ := s.enqueue("k", adapters.Inbound{MessageID: "1"})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	s.started("k", first, cancel)
+	second, _ := s.enqueue("k", adapters.Inbound{MessageID: "2"})
+	if !errors.Is(context.Cause(ctx), ErrInterrupted) {
+		t.Fatalf("running turn cause = %v, want interrupted", context.Cause(ctx))
+	}
+	third, _ := s.enqueue("k", adapters.Inbound{MessageID: "3"})
+	<-second.ready
+	if !errors.Is(second.dropped, ErrInterrupted) {
+		t.Fatalf("superseded waiting message: dropped = %v", second.dropped)
+	}
+	s.leave("k", second)
+	s.leave("k", first)
+	<-third.ready
+	if third.dropped != nil {
+		t.Fatalf("the newest message was dropped: %v", third.dropped)
+	}
+	ctx3, cancel3 := context.WithCancelCause(context.Background())
+	s.started("k", third, cancel3)
+	if !s.stop("k", ErrStopped) || !errors.Is(context.Cause(ctx3), ErrStopped) {
+		t.Fatal("stop did not cancel the running turn")
+	}
+	s.leave("k", third)
+	if s.stop("k", ErrStopped) {
+		t.Fatal("stop reported a running turn in an idle conversation")
+	}
+}
+
+func TestTrimRoundsAndConvert(t *testing.T) {
+	hist := []store.Message{
+		{Role: store.RoleAssistant, Content: "orphan"},
+		{Role: store.RoleUser, Content: "one", Name: "Ann"},
+		{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: "c1", Name: "t", Arguments: "{}"}}},
+		{Role: store.RoleTool, ToolCallID: "c1", Content: "r", Name: "t"},
+		{Role: store.RoleAssistant, Content: "a1"},
+		{Role: store.RoleUser, Content: "two", Images: 1},
+		{Role: store.RoleAssistant, Content: "a2"},
+	}
+	if got := trimRounds(hist, 1); len(got) != 2 || got[0].Content != "two" {
+		t.Fatalf("1 round: %+v", got)
+	}
+	if got := trimRounds(hist, 5); len(got) != 6 || got[0].Content != "one" {
+		t.Fatalf("more rounds than stored must start at a user message: %+v", got)
+	}
+	if got := trimRounds(hist, 0); got != nil {
+		t.Fatalf("0 rounds: %+v", got)
+	}
+	msgs := toAgentMessages(trimRounds(hist, 5), true)
+	if msgs[0].Content != "[Ann] one" {
+		t.Errorf("shared conversation: user message = %q, want the speaker's name", msgs[0].Content)
+	}
+	if len(msgs[1].ToolCalls) != 1 || msgs[2].ToolCallID != "c1" {
+		t.Errorf("tool round lost: %+v", msgs[1:3])
+	}
+	if !strings.Contains(msgs[4].Content, "image") {
+		t.Errorf("a message that had an image must say so: %q", msgs[4].Content)
+	}
+	back := toStoreMessages(msgs[1:3])
+	if back[1].Name != "t" || back[0].ToolCalls[0].ID != "c1" {
+		t.Errorf("round trip lost the tool name or call: %+v", back)
+	}
+}
