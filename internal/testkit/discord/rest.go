@@ -1,0 +1,680 @@
+package discord
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// maxContent is Discord's limit on message content, in Unicode code points.
+const maxContent = 2000
+
+// Discord JSON error codes used by the server.
+const (
+	codeUnknownChannel     = 10003
+	codeUnknownMessage     = 10008
+	codeUnknownInteraction = 10062
+	codeEmptyMessage       = 50006
+	codeInvalidFormBody    = 50035
+	codeAlreadyAcked       = 40060
+)
+
+// request is a parsed REST request.
+type request struct {
+	route     Route
+	parts     []string
+	channelID string
+	messageID string
+	body      []byte
+	fields    map[string]json.RawMessage
+	files     []Attachment
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/gateway" && websocketUpgrade(r) {
+		s.serveGateway(w, r)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/attachments/") {
+		s.serveAttachment(w, r)
+		return
+	}
+	path, ok := strings.CutPrefix(r.URL.Path, "/api/v10/")
+	if !ok {
+		writeError(w, http.StatusNotFound, 0, "404: Not Found")
+		return
+	}
+	req := &request{parts: strings.Split(strings.TrimSuffix(path, "/"), "/")}
+	req.route, req.channelID, req.messageID = classify(r.Method, req.parts)
+
+	if err := readBody(r, req); err != nil {
+		s.finish(w, r, req, http.StatusBadRequest, 0, errorBody(codeInvalidFormBody, err.Error()), nil)
+		return
+	}
+	// Interaction callbacks and webhook routes are authorised by their token, not the bot token.
+	tokenAuth := req.route == RouteInteractionCallback || strings.HasPrefix(string(req.route), "webhook_")
+	if !tokenAuth && r.Header.Get("Authorization") != "Bot "+s.cfg.Token {
+		s.finish(w, r, req, http.StatusUnauthorized, 0, errorBody(0, "401: Unauthorized"), nil)
+		return
+	}
+	s.handle(w, r, req)
+}
+
+func websocketUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+func classify(method string, p []string) (Route, string, string) {
+	switch {
+	case len(p) >= 1 && p[0] == "gateway" && method == http.MethodGet:
+		return RouteGateway, "", ""
+	case len(p) == 2 && p[0] == "channels" && method == http.MethodGet:
+		return RouteGetChannel, p[1], ""
+	case len(p) == 3 && p[0] == "channels" && p[2] == "messages" && method == http.MethodPost:
+		return RouteCreateMessage, p[1], ""
+	case len(p) == 4 && p[0] == "channels" && p[2] == "messages" && method == http.MethodPatch:
+		return RouteEditMessage, p[1], p[3]
+	case len(p) == 4 && p[0] == "channels" && p[2] == "messages" && method == http.MethodDelete:
+		return RouteDeleteMessage, p[1], p[3]
+	case len(p) == 3 && p[0] == "channels" && p[2] == "typing" && method == http.MethodPost:
+		return RouteTyping, p[1], ""
+	case len(p) >= 3 && p[0] == "applications" && p[len(p)-1] == "commands" && method == http.MethodPut:
+		return RouteCommands, "", ""
+	case len(p) == 4 && p[0] == "interactions" && p[3] == "callback" && method == http.MethodPost:
+		return RouteInteractionCallback, "", ""
+	case len(p) == 5 && p[0] == "webhooks" && p[3] == "messages" && method == http.MethodPatch:
+		return RouteWebhookEdit, "", p[4]
+	case len(p) == 5 && p[0] == "webhooks" && p[3] == "messages" && method == http.MethodDelete:
+		return RouteWebhookDelete, "", p[4]
+	case len(p) == 3 && p[0] == "webhooks" && method == http.MethodPost:
+		return RouteWebhookFollowup, "", ""
+	}
+	return RouteOther, "", ""
+}
+
+// readBody reads a JSON body or a multipart body with payload_json and files[n] parts.
+func readBody(r *http.Request, req *request) error {
+	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "multipart/form-data" {
+		mr := multipart.NewReader(r.Body, params["boundary"])
+		for {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("reading multipart body: %w", err)
+			}
+			data, err := io.ReadAll(part)
+			if err != nil {
+				return fmt.Errorf("reading multipart part %q: %w", part.FormName(), err)
+			}
+			switch name := part.FormName(); {
+			case name == "payload_json":
+				req.body = data
+			case strings.HasPrefix(name, "files["):
+				req.files = append(req.files, Attachment{
+					Filename:    part.FileName(),
+					ContentType: part.Header.Get("Content-Type"),
+					Data:        data,
+				})
+			default:
+				return fmt.Errorf("unexpected multipart field %q", name)
+			}
+		}
+	} else {
+		data, err := io.ReadAll(r.Body)
+		if err != nil {
+			return fmt.Errorf("reading body: %w", err)
+		}
+		req.body = data
+	}
+	if len(bytes.TrimSpace(req.body)) > 0 {
+		if err := json.Unmarshal(req.body, &req.fields); err != nil {
+			return fmt.Errorf("body is not a JSON object: %w", err)
+		}
+	}
+	return nil
+}
+
+func errorBody(code int, msg string) any {
+	return map[string]any{"code": code, "message": msg}
+}
+
+func writeError(w http.ResponseWriter, status, code int, msg string) {
+	writeJSON(w, status, errorBody(code, msg))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if v == nil {
+		w.WriteHeader(status)
+		return
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// finish records the call and writes the answer. retryAfter is set for 429s.
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *request, status int, retryAfter time.Duration, body any, hdr http.Header) {
+	s.mu.Lock()
+	c := Call{
+		Time: time.Now(), Method: r.Method, Path: r.URL.Path, Route: req.route,
+		ChannelID: req.channelID, MessageID: req.messageID, Status: status,
+		RetryAfter: retryAfter, Body: req.body, Files: req.files,
+	}
+	if am, ok := req.fields["allowed_mentions"]; ok && string(am) != "null" {
+		c.AllowedMentions = am
+	}
+	s.calls = append(s.calls, c)
+	s.notifyLocked()
+	s.mu.Unlock()
+	for k, vs := range hdr {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
+	writeJSON(w, status, body)
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, req *request) {
+	s.mu.Lock()
+	if f := s.takeFaultLocked(req.route); f != 0 {
+		s.mu.Unlock()
+		s.finish(w, r, req, f, 0, errorBody(0, http.StatusText(f)), nil)
+		return
+	}
+	var hdr http.Header
+	if req.route == RouteCreateMessage || req.route == RouteEditMessage {
+		var retry time.Duration
+		var limited bool
+		hdr, retry, limited = s.spendLocked(req.channelID)
+		if limited {
+			s.mu.Unlock()
+			s.finish(w, r, req, http.StatusTooManyRequests, retry, map[string]any{
+				"message": "You are being rate limited.", "retry_after": retry.Seconds(), "global": false,
+			}, hdr)
+			return
+		}
+	}
+	status, body := s.apply(r, req)
+	s.mu.Unlock()
+	s.finish(w, r, req, status, 0, body, hdr)
+}
+
+func (s *Server) takeFaultLocked(route Route) int {
+	for i, f := range s.faults {
+		if f.route == route && f.n > 0 {
+			f.n--
+			if f.n == 0 {
+				s.faults = slices.Delete(s.faults, i, i+1)
+			}
+			return f.status
+		}
+	}
+	return 0
+}
+
+// spendLocked charges one request to the channel's bucket. Discord's buckets are fixed windows:
+// the window starts with the first request after a reset and resets BudgetWindow later.
+func (s *Server) spendLocked(channelID string) (http.Header, time.Duration, bool) {
+	now := time.Now()
+	b := s.buckets[channelID]
+	if b == nil || !now.Before(b.resetAt) {
+		b = &bucket{resetAt: now.Add(s.cfg.BudgetWindow)}
+		s.buckets[channelID] = b
+	}
+	hdr := http.Header{}
+	hdr.Set("X-RateLimit-Limit", strconv.Itoa(s.cfg.BudgetN))
+	hdr.Set("X-RateLimit-Bucket", "channel-messages-"+channelID)
+	resetAfter := b.resetAt.Sub(now)
+	hdr.Set("X-RateLimit-Reset-After", strconv.FormatFloat(resetAfter.Seconds(), 'f', 3, 64))
+	hdr.Set("X-RateLimit-Reset", strconv.FormatFloat(float64(b.resetAt.UnixMilli())/1000, 'f', 3, 64))
+
+	for i, st := range s.storms {
+		if st.n > 0 && (st.channelID == "" || st.channelID == channelID) {
+			st.n--
+			if st.n == 0 {
+				s.storms = slices.Delete(s.storms, i, i+1)
+			}
+			hdr.Set("X-RateLimit-Remaining", "0")
+			hdr.Set("X-RateLimit-Scope", "shared")
+			hdr.Set("Retry-After", strconv.Itoa(int(math.Ceil(st.retryAfter.Seconds()))))
+			return hdr, st.retryAfter, true
+		}
+	}
+	if b.count >= s.cfg.BudgetN {
+		hdr.Set("X-RateLimit-Remaining", "0")
+		hdr.Set("X-RateLimit-Scope", "user")
+		hdr.Set("Retry-After", strconv.Itoa(int(math.Ceil(resetAfter.Seconds()))))
+		return hdr, resetAfter, true
+	}
+	b.count++
+	hdr.Set("X-RateLimit-Remaining", strconv.Itoa(s.cfg.BudgetN-b.count))
+	return hdr, 0, false
+}
+
+// apply performs a request against the state; the server lock is held.
+func (s *Server) apply(r *http.Request, req *request) (int, any) {
+	switch req.route {
+	case RouteGateway:
+		if len(req.parts) == 2 && req.parts[1] == "bot" {
+			return http.StatusOK, map[string]any{
+				"url": s.GatewayURL(), "shards": 1,
+				"session_start_limit": map[string]any{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
+			}
+		}
+		return http.StatusOK, map[string]any{"url": s.GatewayURL()}
+	case RouteGetChannel:
+		c, ok := s.channels[req.channelID]
+		if !ok {
+			return http.StatusNotFound, errorBody(codeUnknownChannel, "Unknown Channel")
+		}
+		return http.StatusOK, channelJSON(c)
+	case RouteCreateMessage:
+		if _, ok := s.channels[req.channelID]; !ok {
+			return http.StatusNotFound, errorBody(codeUnknownChannel, "Unknown Channel")
+		}
+		m := &message{Message: Message{
+			ID: s.newIDLocked(), ChannelID: req.channelID, GuildID: s.channels[req.channelID].GuildID,
+			AuthorID: s.cfg.BotID, AuthorBot: true, CreatedAt: time.Now(),
+		}}
+		if status, body := s.applyFields(m, req, true); status != 0 {
+			return status, body
+		}
+		s.storeLocked(m)
+		return http.StatusOK, s.messageJSON(m)
+	case RouteEditMessage:
+		m, ok := s.messages[req.messageID]
+		if !ok || m.deleted || m.ChannelID != req.channelID {
+			return http.StatusNotFound, errorBody(codeUnknownMessage, "Unknown Message")
+		}
+		edited := *m
+		edited.Message = copyMessage(m.Message)
+		if status, body := s.applyFields(&edited, req, false); status != 0 {
+			return status, body
+		}
+		edited.Edits++
+		edited.EditedAt = time.Now()
+		*m = edited
+		return http.StatusOK, s.messageJSON(m)
+	case RouteDeleteMessage:
+		m, ok := s.messages[req.messageID]
+		if !ok || m.deleted || m.ChannelID != req.channelID {
+			return http.StatusNotFound, errorBody(codeUnknownMessage, "Unknown Message")
+		}
+		m.deleted = true
+		return http.StatusNoContent, nil
+	case RouteTyping:
+		if _, ok := s.channels[req.channelID]; !ok {
+			return http.StatusNotFound, errorBody(codeUnknownChannel, "Unknown Channel")
+		}
+		return http.StatusNoContent, nil
+	case RouteCommands:
+		return s.overwriteCommands(req)
+	case RouteInteractionCallback:
+		return s.interactionCallback(req)
+	case RouteWebhookEdit, RouteWebhookDelete, RouteWebhookFollowup:
+		return s.webhook(req)
+	}
+	return http.StatusNotFound, errorBody(0, "404: Not Found")
+}
+
+func (s *Server) storeLocked(m *message) {
+	s.messages[m.ID] = m
+	s.order[m.ChannelID] = append(s.order[m.ChannelID], m.ID)
+}
+
+// applyFields applies content, components, message_reference, allowed_mentions and files of a
+// create (all fields) or edit (present fields replace) to m. It returns a non-zero status on
+// invalid input.
+func (s *Server) applyFields(m *message, req *request, create bool) (int, any) {
+	f := req.fields
+	if raw, ok := f["content"]; ok && string(raw) != "null" {
+		var c string
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "content: "+err.Error())
+		}
+		m.Content = c
+	}
+	if n := utf8.RuneCountInString(m.Content); n > maxContent {
+		return http.StatusBadRequest, map[string]any{
+			"code": codeInvalidFormBody, "message": "Invalid Form Body",
+			"errors": map[string]any{"content": map[string]any{"_errors": []any{map[string]any{
+				"code": "BASE_TYPE_MAX_LENGTH", "message": fmt.Sprintf("Must be %d or fewer in length.", maxContent),
+			}}}},
+		}
+	}
+	if raw, ok := f["components"]; ok && string(raw) != "null" {
+		buttons, err := parseButtons(raw)
+		if err != nil {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "components: "+err.Error())
+		}
+		m.Buttons = buttons
+	}
+	if raw, ok := f["flags"]; ok && string(raw) != "null" {
+		_ = json.Unmarshal(raw, &m.Flags)
+	}
+	if create {
+		if raw, ok := f["message_reference"]; ok && string(raw) != "null" {
+			var ref struct {
+				MessageID       string `json:"message_id"`
+				FailIfNotExists *bool  `json:"fail_if_not_exists"`
+			}
+			if err := json.Unmarshal(raw, &ref); err != nil {
+				return http.StatusBadRequest, errorBody(codeInvalidFormBody, "message_reference: "+err.Error())
+			}
+			if ref.MessageID != "" {
+				if target, ok := s.messages[ref.MessageID]; (!ok || target.deleted) && ref.FailIfNotExists != nil && !*ref.FailIfNotExists {
+					ref.MessageID = "" // Discord sends the message without the reference
+				} else if !ok || target.deleted {
+					return http.StatusBadRequest, map[string]any{"code": codeInvalidFormBody, "message": "Invalid Form Body",
+						"errors": map[string]any{"message_reference": map[string]any{"_errors": []any{map[string]any{
+							"code": "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "message": "Unknown message"}}}}}
+				}
+			}
+			m.ReferenceID = ref.MessageID
+		}
+	}
+	for _, a := range req.files {
+		a.ID = s.newIDLocked()
+		a.URL = fmt.Sprintf("%s/attachments/%s/%s/%s", s.http.URL, m.ChannelID, a.ID, a.Filename)
+		m.Attachments = append(m.Attachments, a)
+	}
+	if create && m.Content == "" && len(m.Attachments) == 0 && len(m.Buttons) == 0 {
+		return http.StatusBadRequest, errorBody(codeEmptyMessage, "Cannot send an empty message")
+	}
+	s.computePings(m, f["allowed_mentions"])
+	return 0, nil
+}
+
+func parseButtons(raw json.RawMessage) ([]Button, error) {
+	var rows []struct {
+		Type       int `json:"type"`
+		Components []struct {
+			Type     int    `json:"type"`
+			CustomID string `json:"custom_id"`
+			Label    string `json:"label"`
+			Style    int    `json:"style"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		return nil, err
+	}
+	buttons := []Button{}
+	for _, row := range rows {
+		if row.Type != 1 {
+			return nil, fmt.Errorf("top-level component type %d is not an action row", row.Type)
+		}
+		for _, c := range row.Components {
+			if c.Type == 2 {
+				if c.CustomID == "" {
+					return nil, fmt.Errorf("button %q has no custom_id", c.Label)
+				}
+				buttons = append(buttons, Button{CustomID: c.CustomID, Label: c.Label, Style: c.Style})
+			}
+		}
+	}
+	return buttons, nil
+}
+
+var (
+	userMention = regexp.MustCompile(`<@!?(\d+)>`)
+	roleMention = regexp.MustCompile(`<@&(\d+)>`)
+)
+
+// computePings decides who a message notifies under allowed_mentions, as Discord does: without
+// allowed_mentions every mention in the text pings; with it, only the parse types listed and
+// the ids listed, and the replied-to author only when replied_user is true.
+func (s *Server) computePings(m *message, raw json.RawMessage) {
+	all := len(raw) == 0 || string(raw) == "null"
+	var am struct {
+		Parse       []string `json:"parse"`
+		Users       []string `json:"users"`
+		Roles       []string `json:"roles"`
+		RepliedUser bool     `json:"replied_user"`
+	}
+	if !all {
+		_ = json.Unmarshal(raw, &am)
+	}
+	allow := func(kind string) bool { return all || slices.Contains(am.Parse, kind) }
+	m.MentionEveryone = allow("everyone") && (strings.Contains(m.Content, "@everyone") || strings.Contains(m.Content, "@here"))
+	m.MentionUsers, m.MentionRoles = nil, nil
+	for _, match := range userMention.FindAllStringSubmatch(m.Content, -1) {
+		if allow("users") || slices.Contains(am.Users, match[1]) {
+			m.MentionUsers = append(m.MentionUsers, match[1])
+		}
+	}
+	for _, match := range roleMention.FindAllStringSubmatch(m.Content, -1) {
+		if allow("roles") || slices.Contains(am.Roles, match[1]) {
+			m.MentionRoles = append(m.MentionRoles, match[1])
+		}
+	}
+	if m.ReferenceID != "" && (all || am.RepliedUser) {
+		if target, ok := s.messages[m.ReferenceID]; ok && !slices.Contains(m.MentionUsers, target.AuthorID) {
+			m.MentionUsers = append(m.MentionUsers, target.AuthorID)
+		}
+	}
+}
+
+func channelJSON(c *Channel) map[string]any {
+	out := map[string]any{"id": c.ID, "type": c.Type, "name": c.Name}
+	if c.GuildID != "" {
+		out["guild_id"] = c.GuildID
+	}
+	if c.ParentID != "" {
+		out["parent_id"] = c.ParentID
+	}
+	return out
+}
+
+// messageJSON renders a message as Discord's message object.
+func (s *Server) messageJSON(m *message) map[string]any {
+	author := map[string]any{"id": m.AuthorID, "username": "user" + m.AuthorID, "discriminator": "0"}
+	if m.AuthorID == s.cfg.BotID {
+		author = map[string]any{"id": s.cfg.BotID, "username": s.cfg.BotName, "discriminator": "0", "bot": true}
+	}
+	atts := []any{}
+	for _, a := range m.Attachments {
+		atts = append(atts, map[string]any{"id": a.ID, "filename": a.Filename, "size": len(a.Data), "url": a.URL,
+			"proxy_url": a.URL, "content_type": a.ContentType})
+	}
+	comps := []any{}
+	if len(m.Buttons) > 0 {
+		var buttons []any
+		for _, b := range m.Buttons {
+			buttons = append(buttons, map[string]any{"type": 2, "custom_id": b.CustomID, "label": b.Label, "style": b.Style})
+		}
+		comps = append(comps, map[string]any{"type": 1, "components": buttons})
+	}
+	mentions := []any{}
+	for _, u := range m.MentionUsers {
+		mentions = append(mentions, map[string]any{"id": u, "username": "user" + u, "discriminator": "0"})
+	}
+	out := map[string]any{
+		"id": m.ID, "channel_id": m.ChannelID, "author": author, "content": m.Content,
+		"timestamp": m.CreatedAt.UTC().Format(time.RFC3339Nano), "tts": false,
+		"mention_everyone": m.MentionEveryone, "mentions": mentions, "mention_roles": nonNil(m.MentionRoles),
+		"attachments": atts, "embeds": []any{}, "components": comps, "pinned": false, "type": 0, "flags": m.Flags,
+	}
+	if !m.EditedAt.IsZero() {
+		out["edited_timestamp"] = m.EditedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if m.GuildID != "" {
+		out["guild_id"] = m.GuildID
+	}
+	if m.ReferenceID != "" {
+		out["type"] = 19
+		out["message_reference"] = map[string]any{"message_id": m.ReferenceID, "channel_id": m.ChannelID, "guild_id": m.GuildID}
+		if target, ok := s.messages[m.ReferenceID]; ok && !target.deleted {
+			ref := s.messageJSON(target)
+			delete(ref, "referenced_message")
+			out["referenced_message"] = ref
+		}
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (s *Server) overwriteCommands(req *request) (int, any) {
+	var cmds []struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+	}
+	if err := json.Unmarshal(req.body, &cmds); err != nil {
+		return http.StatusBadRequest, errorBody(codeInvalidFormBody, "commands: "+err.Error())
+	}
+	guildID := ""
+	if len(req.parts) == 5 && req.parts[2] == "guilds" {
+		guildID = req.parts[3]
+	}
+	s.commands = nil
+	out := []any{}
+	for _, c := range cmds {
+		if c.Name == "" || c.Description == "" {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "command name and description are required")
+		}
+		cmd := Command{ID: s.newIDLocked(), Name: c.Name, Description: c.Description, GuildID: guildID}
+		s.commands = append(s.commands, cmd)
+		out = append(out, map[string]any{"id": cmd.ID, "application_id": s.cfg.ApplicationID, "name": c.Name,
+			"description": c.Description, "type": 1, "version": cmd.ID})
+	}
+	return http.StatusOK, out
+}
+
+// Interaction callback types (Discord's numbering).
+const (
+	callbackMessage        = 4
+	callbackDeferred       = 5
+	callbackDeferredUpdate = 6
+	callbackUpdate         = 7
+)
+
+// flagLoading marks a deferred response ("bot is thinking...").
+const flagLoading = 1 << 7
+
+func (s *Server) interactionCallback(req *request) (int, any) {
+	it, ok := s.interactions[req.parts[2]]
+	if !ok || it.id != req.parts[1] {
+		return http.StatusNotFound, errorBody(codeUnknownInteraction, "Unknown interaction")
+	}
+	if it.responded {
+		return http.StatusBadRequest, errorBody(codeAlreadyAcked, "Interaction has already been acknowledged.")
+	}
+	var cb struct {
+		Type int             `json:"type"`
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(req.body, &cb); err != nil {
+		return http.StatusBadRequest, errorBody(codeInvalidFormBody, "callback: "+err.Error())
+	}
+	inner := &request{route: req.route, body: cb.Data, files: req.files}
+	if len(cb.Data) > 0 && string(cb.Data) != "null" {
+		if err := json.Unmarshal(cb.Data, &inner.fields); err != nil {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "callback data: "+err.Error())
+		}
+	}
+	switch cb.Type {
+	case callbackMessage, callbackDeferred:
+		m := &message{Message: Message{ID: s.newIDLocked(), ChannelID: it.channelID, GuildID: it.guildID,
+			AuthorID: s.cfg.BotID, AuthorBot: true, CreatedAt: time.Now(), InteractionID: it.id}}
+		if cb.Type == callbackDeferred {
+			m.Flags = flagLoading
+		} else if status, body := s.applyFields(m, inner, true); status != 0 {
+			return status, body
+		}
+		s.storeLocked(m)
+		it.originalID = m.ID
+	case callbackDeferredUpdate:
+	case callbackUpdate:
+		m, ok := s.messages[it.messageID]
+		if !ok || m.deleted {
+			return http.StatusNotFound, errorBody(codeUnknownMessage, "Unknown Message")
+		}
+		if status, body := s.applyFields(m, inner, false); status != 0 {
+			return status, body
+		}
+		m.Edits++
+		m.EditedAt = time.Now()
+	default:
+		return http.StatusBadRequest, errorBody(codeInvalidFormBody, fmt.Sprintf("unsupported callback type %d", cb.Type))
+	}
+	it.responded = true
+	return http.StatusNoContent, nil
+}
+
+func (s *Server) webhook(req *request) (int, any) {
+	it, ok := s.interactions[req.parts[2]]
+	if !ok || req.parts[1] != s.cfg.ApplicationID || !it.responded {
+		return http.StatusNotFound, errorBody(10015, "Unknown Webhook")
+	}
+	switch req.route {
+	case RouteWebhookFollowup:
+		m := &message{Message: Message{ID: s.newIDLocked(), ChannelID: it.channelID, GuildID: it.guildID,
+			AuthorID: s.cfg.BotID, AuthorBot: true, CreatedAt: time.Now(), InteractionID: it.id}}
+		if status, body := s.applyFields(m, req, true); status != 0 {
+			return status, body
+		}
+		s.storeLocked(m)
+		return http.StatusOK, s.messageJSON(m)
+	}
+	id := req.messageID
+	if id == "@original" {
+		id = it.originalID
+	}
+	m, ok := s.messages[id]
+	if !ok || m.deleted {
+		return http.StatusNotFound, errorBody(codeUnknownMessage, "Unknown Message")
+	}
+	if req.route == RouteWebhookDelete {
+		m.deleted = true
+		return http.StatusNoContent, nil
+	}
+	if status, body := s.applyFields(m, req, false); status != 0 {
+		return status, body
+	}
+	m.Flags &^= flagLoading
+	m.Edits++
+	m.EditedAt = time.Now()
+	return http.StatusOK, s.messageJSON(m)
+}
+
+func (s *Server) serveAttachment(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/attachments/"), "/")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(parts) == 3 {
+		for _, id := range s.order[parts[0]] {
+			for _, a := range s.messages[id].Attachments {
+				if a.ID == parts[1] {
+					w.Header().Set("Content-Type", a.ContentType)
+					w.Header().Set("Content-Length", strconv.Itoa(len(a.Data)))
+					_, _ = w.Write(a.Data)
+					return
+				}
+			}
+		}
+	}
+	http.NotFound(w, r)
+}

@@ -1,0 +1,436 @@
+// Package discord is a loopback Discord server for tests and benchmarks: a REST API under
+// /api/v10 and a gateway WebSocket that speak Discord's wire protocol closely enough for
+// github.com/bwmarrin/discordgo to run against them unchanged.
+//
+// The server keeps what a user would see in every channel (the current content of each message,
+// in order, with buttons, attachments and who was pinged), records every REST call with its time,
+// enforces Discord's per-channel budget (5 requests per 5 seconds, creates and edits share it)
+// with real 429 responses, and injects faults on demand: deleted messages, 5xx answers, 429
+// storms and dropped gateway connections.
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Route names the kind of REST request a Call was.
+type Route string
+
+// Routes the server answers.
+const (
+	RouteGateway             Route = "gateway"
+	RouteGetChannel          Route = "get_channel"
+	RouteCreateMessage       Route = "create_message"
+	RouteEditMessage         Route = "edit_message"
+	RouteDeleteMessage       Route = "delete_message"
+	RouteTyping              Route = "typing"
+	RouteCommands            Route = "commands"
+	RouteInteractionCallback Route = "interaction_callback"
+	RouteWebhookEdit         Route = "webhook_edit"
+	RouteWebhookDelete       Route = "webhook_delete"
+	RouteWebhookFollowup     Route = "webhook_followup"
+	RouteAttachment          Route = "attachment"
+	RouteOther               Route = "other"
+)
+
+// Channel types the server knows (Discord's numbering).
+const (
+	ChannelGuildText    = 0
+	ChannelDM           = 1
+	ChannelPublicThread = 11
+)
+
+// Config tunes a Server. The zero value is Discord's behaviour with a bot named "relaybot".
+type Config struct {
+	// Token is the bot token without the "Bot " prefix; requests must carry "Bot <Token>".
+	// Empty means "test-token".
+	Token string
+	// BotID and BotName describe the bot user; ApplicationID its application.
+	BotID, BotName, ApplicationID string
+	// BudgetN requests per BudgetWindow per channel for creates and edits (default 5 per 5 s).
+	BudgetN      int
+	BudgetWindow time.Duration
+	// HeartbeatInterval announced in hello (default 41.25 s, Discord's usual value).
+	HeartbeatInterval time.Duration
+}
+
+// Attachment is a file on a message.
+type Attachment struct {
+	ID          string
+	Filename    string
+	ContentType string
+	Data        []byte
+	URL         string
+}
+
+// Button is a button component on a message.
+type Button struct {
+	CustomID string
+	Label    string
+	Style    int
+}
+
+// Message is a message as users see it now.
+type Message struct {
+	ID        string
+	ChannelID string
+	GuildID   string
+	AuthorID  string
+	AuthorBot bool
+	Content   string
+	// ReferenceID is the id of the message this one replies to.
+	ReferenceID string
+	Buttons     []Button
+	Attachments []Attachment
+	// Pings: who was notified by this message under its allowed_mentions.
+	MentionEveryone bool
+	MentionRoles    []string
+	MentionUsers    []string
+	Flags           int
+	Edits           int
+	CreatedAt       time.Time
+	EditedAt        time.Time
+	// InteractionID is set on interaction responses.
+	InteractionID string
+}
+
+// Call is one REST request the server received.
+type Call struct {
+	Time      time.Time
+	Method    string
+	Path      string
+	Route     Route
+	ChannelID string
+	MessageID string
+	Status    int
+	// RetryAfter is the wait a 429 asked for.
+	RetryAfter time.Duration
+	// Body is the JSON payload (payload_json of multipart requests).
+	Body []byte
+	// AllowedMentions is the raw allowed_mentions object, nil when the request had none.
+	AllowedMentions []byte
+	Files           []Attachment
+}
+
+// Channel is a channel the server knows.
+type Channel struct {
+	ID       string
+	GuildID  string
+	ParentID string
+	Type     int
+	Name     string
+}
+
+// Command is an application command registered by the bot.
+type Command struct {
+	ID          string
+	Name        string
+	Description string
+	GuildID     string
+}
+
+// Server is a running loopback Discord. Create it with New and stop it with Close.
+type Server struct {
+	cfg  Config
+	http *httptest.Server
+
+	mu           sync.Mutex
+	nextID       uint64
+	channels     map[string]*Channel
+	guilds       []string
+	messages     map[string]*message // by id, deleted ones included
+	order        map[string][]string // channel id → message ids in order
+	calls        []Call
+	buckets      map[string]*bucket
+	faults       []*fault
+	storms       []*storm
+	commands     []Command
+	interactions map[string]*interaction // by token
+	sessions     map[string]*session
+	identifies   int
+	resumes      int
+	changed      chan struct{} // closed and replaced whenever state changes
+}
+
+type message struct {
+	Message
+	deleted bool
+}
+
+type bucket struct {
+	count   int
+	resetAt time.Time
+}
+
+type fault struct {
+	route  Route
+	status int
+	n      int
+}
+
+type storm struct {
+	channelID  string
+	n          int
+	retryAfter time.Duration
+}
+
+type interaction struct {
+	id, token, channelID, guildID string
+	messageID                     string // component interactions: the message clicked
+	responded                     bool
+	originalID                    string // the response message
+}
+
+// New starts a server on a loopback port.
+func New(cfg Config) *Server {
+	if cfg.Token == "" {
+		cfg.Token = "test-token"
+	}
+	if cfg.BotID == "" {
+		cfg.BotID = "100000000000000001"
+	}
+	if cfg.BotName == "" {
+		cfg.BotName = "relaybot"
+	}
+	if cfg.ApplicationID == "" {
+		cfg.ApplicationID = cfg.BotID
+	}
+	if cfg.BudgetN == 0 {
+		cfg.BudgetN = 5
+	}
+	if cfg.BudgetWindow == 0 {
+		cfg.BudgetWindow = 5 * time.Second
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = 41250 * time.Millisecond
+	}
+	s := &Server{
+		cfg:          cfg,
+		nextID:       1200000000000000000,
+		channels:     map[string]*Channel{},
+		messages:     map[string]*message{},
+		order:        map[string][]string{},
+		buckets:      map[string]*bucket{},
+		interactions: map[string]*interaction{},
+		sessions:     map[string]*session{},
+		changed:      make(chan struct{}),
+	}
+	s.http = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	return s
+}
+
+// Close drops every gateway connection and stops the server.
+func (s *Server) Close() {
+	s.DropGateway()
+	s.http.CloseClientConnections()
+	s.http.Close()
+}
+
+// APIBase is the REST base to give the adapter ("http://127.0.0.1:port/api/v10").
+func (s *Server) APIBase() string { return s.http.URL + "/api/v10" }
+
+// GatewayURL is the WebSocket address GET /gateway returns.
+func (s *Server) GatewayURL() string {
+	return "ws" + strings.TrimPrefix(s.http.URL, "http") + "/gateway"
+}
+
+// Token is the bot token the server accepts (without "Bot ").
+func (s *Server) Token() string { return s.cfg.Token }
+
+// BotID is the bot user's id.
+func (s *Server) BotID() string { return s.cfg.BotID }
+
+// ApplicationID is the bot's application id.
+func (s *Server) ApplicationID() string { return s.cfg.ApplicationID }
+
+// NewID returns a fresh snowflake.
+func (s *Server) NewID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newIDLocked()
+}
+
+func (s *Server) newIDLocked() string {
+	s.nextID++
+	return strconv.FormatUint(s.nextID, 10)
+}
+
+// AddChannel registers a channel (guild text channel, DM or thread). Channels used in
+// UserMessage are registered automatically: a guild text channel when GuildID is set, else a DM.
+func (s *Server) AddChannel(c Channel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addChannelLocked(c)
+}
+
+func (s *Server) addChannelLocked(c Channel) {
+	cp := c
+	s.channels[c.ID] = &cp
+	if c.GuildID != "" && !slices.Contains(s.guilds, c.GuildID) {
+		s.guilds = append(s.guilds, c.GuildID)
+	}
+}
+
+// Messages returns the visible messages of a channel, oldest first, as users see them now.
+func (s *Server) Messages(channelID string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	for _, id := range s.order[channelID] {
+		m := s.messages[id]
+		if m.deleted {
+			continue
+		}
+		out = append(out, copyMessage(m.Message))
+	}
+	return out
+}
+
+// BotMessages returns the visible messages the bot wrote in a channel, oldest first.
+func (s *Server) BotMessages(channelID string) []Message {
+	var out []Message
+	for _, m := range s.Messages(channelID) {
+		if m.AuthorID == s.cfg.BotID {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Message returns one message by id, and whether it exists and is not deleted.
+func (s *Server) Message(id string) (Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.messages[id]
+	if !ok || m.deleted {
+		return Message{}, false
+	}
+	return copyMessage(m.Message), true
+}
+
+func copyMessage(m Message) Message {
+	m.Buttons = slices.Clone(m.Buttons)
+	m.Attachments = slices.Clone(m.Attachments)
+	m.MentionRoles = slices.Clone(m.MentionRoles)
+	m.MentionUsers = slices.Clone(m.MentionUsers)
+	return m
+}
+
+// Calls returns every REST call so far, in arrival order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// CallsTo returns the calls of some routes, in arrival order.
+func (s *Server) CallsTo(routes ...Route) []Call {
+	var out []Call
+	for _, c := range s.Calls() {
+		if slices.Contains(routes, c.Route) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Commands returns the application commands the bot registered last.
+func (s *Server) Commands() []Command {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.commands)
+}
+
+// DeleteMessage deletes a message as a moderator would: it disappears from the channel and
+// later edits of it answer 404 Unknown Message (10008).
+func (s *Server) DeleteMessage(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.messages[id]
+	if !ok || m.deleted {
+		return fmt.Errorf("delete message %s: unknown message", id)
+	}
+	m.deleted = true
+	s.notifyLocked()
+	return nil
+}
+
+// FailNext makes the next n requests of a route answer with an HTTP status (a 5xx usually).
+func (s *Server) FailNext(route Route, status, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &fault{route: route, status: status, n: n})
+}
+
+// Storm makes the next n message creates or edits in a channel ("" for any channel) answer 429
+// with retryAfter, whatever the budget says, as Discord does under a shared or global limit.
+func (s *Server) Storm(channelID string, n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.storms = append(s.storms, &storm{channelID: channelID, n: n, retryAfter: retryAfter})
+}
+
+// Identifies and Resumes count the gateway identify (op 2) and resume (op 6) payloads received.
+func (s *Server) Identifies() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.identifies
+}
+
+// Resumes counts the gateway resume payloads that resumed a session.
+func (s *Server) Resumes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resumes
+}
+
+// WaitFor blocks until cond (called with no server lock held) is true, the state changes are
+// polled on every server change; it returns ctx's error if ctx ends first.
+func (s *Server) WaitFor(ctx context.Context, cond func() bool) error {
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for discord test server state: %w", ctx.Err())
+		}
+	}
+}
+
+// WaitReady waits until a gateway session is connected and has received READY or RESUMED.
+func (s *Server) WaitReady(ctx context.Context) error {
+	return s.WaitFor(ctx, s.connected)
+}
+
+func (s *Server) connected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ss := range s.sessions {
+		if ss.live() {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// errNoSession is returned by dispatching helpers when no bot is connected.
+var errNoSession = errors.New("no gateway session has identified")
