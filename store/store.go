@@ -45,7 +45,8 @@ type Options struct {
 	DSN string
 	// Logger receives background failures (retention sweeps); nil discards them.
 	Logger *slog.Logger
-	// Readers is the size of the SQLite reader pool; 0 means 4.
+	// Readers is the size of the SQLite reader pool (0 means 4), or of the PostgreSQL connection
+	// pool (0 means 16).
 	Readers int
 	// BusyTimeout is how long a SQLite connection waits for a lock; 0 means 10s.
 	BusyTimeout time.Duration
@@ -81,6 +82,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if opts.Readers <= 0 {
 		opts.Readers = 4
+		if opts.Driver == DriverPostgres {
+			opts.Readers = 16
+		}
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 10 * time.Second
@@ -190,6 +194,8 @@ func (s *Store) openPostgres(ctx context.Context, opts Options) error {
 		db.Close()
 		return fmt.Errorf("store: connect to postgres: %w", redactDSN(err, opts.DSN))
 	}
+	db.SetMaxOpenConns(opts.Readers)
+	db.SetMaxIdleConns(opts.Readers)
 	g, err := gorm.Open(postgres.New(postgres.Config{Conn: db}), &gormConfig)
 	if err != nil {
 		db.Close()
