@@ -118,7 +118,7 @@ func formatAudit(f AuditFilter, entries []AuditEntry) string {
 	if len(entries) == 0 {
 		return "No tool calls" + suffix + "."
 	}
-	fmt.Fprintf(&b, "Latest %d tool calls%s, UTC:", len(entries), suffix)
+	fmt.Fprintf(&b, "Latest tool calls%s, newest first, UTC:", suffix)
 	for _, e := range entries {
 		fmt.Fprintf(&b, "\n%s %s %s %s %s", e.StartedAt.UTC().Format("01-02 15:04:05"), e.Tool, e.Status,
 			formatDuration(e.Duration), preview(e.Arguments, 40))

@@ -1,0 +1,511 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/agent"
+	"relaybot/internal/testkit/llm"
+	"relaybot/store"
+	"relaybot/tools"
+)
+
+// recResponder is an adapters.Responder that keeps what the user would see.
+type recResponder struct {
+	stream bool
+
+	mu      sync.Mutex
+	notices []string
+	replies []*recReply
+}
+
+type recReply struct {
+	mu       sync.Mutex
+	updates  []string
+	final    string
+	files    []adapters.File
+	finished bool
+}
+
+func (r *recResponder) NewReply(ctx context.Context) adapters.Reply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rp := &recReply{}
+	r.replies = append(r.replies, rp)
+	return rp
+}
+
+func (r *recResponder) Notice(ctx context.Context, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notices = append(r.notices, text)
+	return nil
+}
+
+func (r *recResponder) SupportsStreaming() bool { return r.stream }
+
+func (r *recResponder) Notices() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.notices...)
+}
+
+func (r *recResponder) Reply(i int) *recReply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i >= len(r.replies) {
+		return nil
+	}
+	return r.replies[i]
+}
+
+func (r *recReply) Update(text string) {
+	r.mu.Lock()
+	r.updates = append(r.updates, text)
+	r.mu.Unlock()
+}
+
+func (r *recReply) Working(bool) {}
+
+func (r *recReply) Finish(ctx context.Context, text string, files []adapters.File) error {
+	r.mu.Lock()
+	r.final, r.files, r.finished = text, files, true
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recReply) Final() (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.final, r.finished
+}
+
+func (r *recReply) Latest() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.updates) == 0 {
+		return ""
+	}
+	return r.updates[len(r.updates)-1]
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// echoLoader is a native tool source with one tool, "echo", that returns its "text" argument,
+// and "fail", that always fails.
+type echoLoader struct{}
+
+func (echoLoader) Source() tools.Source { return tools.SourceNative }
+
+func (echoLoader) Tools(context.Context) []tools.Spec {
+	schema := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)
+	return []tools.Spec{
+		{Name: "echo", Description: "echo text", Parameters: schema},
+		{Name: "fail", Description: "always fails", Parameters: schema},
+	}
+}
+
+func (echoLoader) Call(ctx context.Context, inv tools.Invocation) (tools.Result, error) {
+	switch inv.Name {
+	case "echo":
+		var a struct{ Text string }
+		if err := json.Unmarshal(inv.Arguments, &a); err != nil {
+			return tools.Result{}, err
+		}
+		return tools.Result{Text: "echo: " + a.Text, Files: []tools.File{{Name: "echo.txt", MIME: "text/plain", Data: []byte(a.Text)}}}, nil
+	case "fail":
+		return tools.Result{}, fmt.Errorf("the disk is on fire")
+	}
+	return tools.Result{}, fmt.Errorf("%w: %s", tools.ErrNotFound, inv.Name)
+}
+
+type harness struct {
+	t     *testing.T
+	llm   *llm.Server
+	store *store.Store
+	rec   *tools.MemoryRecorder
+	p     *Pipeline
+	logs  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newHarness(t *testing.T, opts Options) *harness {
+	t.Helper()
+	h := &harness{t: t, llm: llm.NewServer(), rec: tools.NewMemoryRecorder(), logs: &syncBuffer{}}
+	t.Cleanup(h.llm.Close)
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.store = st
+	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "test-model", SupportsTools: true}},
+		agent.Options{FlushChunks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, tools.ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.HistoryRounds == 0 {
+		opts.HistoryRounds = 10
+	}
+	if opts.QueueSize == 0 {
+		opts.QueueSize = DefaultQueueSize
+	}
+	opts.SystemPrompt = "You are a test bot."
+	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	opts.Recorder = h.rec
+	p, err := New(runner, st, mgr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Shutdown(ctx)
+	})
+	h.p = p
+	return h
+}
+
+func privateMsg(user, id, text string) adapters.Inbound {
+	return adapters.Inbound{
+		Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: user}, Kind: adapters.Private,
+		MessageID: id, UserID: user, UserName: "Ann", Text: text, Addressed: true, Time: time.Now(),
+	}
+}
+
+// handle runs Handle on its own goroutine, as adapters do, and returns a channel closed when it returns.
+func (h *harness) handle(in adapters.Inbound, out adapters.Responder) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.p.Handle(context.Background(), in, out)
+	}()
+	return done
+}
+
+func (h *harness) history(key ConversationKey) []store.Message {
+	h.t.Helper()
+	conv, err := h.store.Conversation(context.Background(), storeKey(key))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	msgs, err := h.store.History(context.Background(), conv.ID, 10)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return msgs
+}
+
+func TestTurnWithToolRound(t *testing.T) {
+	h := newHarness(t, Options{TrackFunctionCalls: true})
+	h.llm.Push(
+		llm.Reply{Chunks: []llm.Chunk{
+			{Content: "Let me check."},
+			{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "call_a", Name: "echo", Arguments: `{"text":"hi"}`}}},
+		}},
+		llm.Text("The tool ", "said hi."),
+	)
+	out := &recResponder{stream: true}
+	in := privateMsg("42", "1", "use the tool")
+	<-h.handle(in, out)
+
+	final, ok := out.Reply(0).Final()
+	if !ok {
+		t.Fatal("no final answer")
+	}
+	want := "Let me check.\n\n✓ echo "
+	if !strings.HasPrefix(final, want) || !strings.HasSuffix(final, "\n\nThe tool said hi.") {
+		t.Fatalf("final answer:\n%q\nwant the pre-tool text, a status line and the answer below", final)
+	}
+	if strings.Contains(final, "echo: hi") {
+		t.Fatalf("the tool result was shown to the user: %q", final)
+	}
+	sawRunning := false
+	for _, u := range out.Reply(0).updates {
+		sawRunning = sawRunning || strings.Contains(u, "⏳ echo…")
+	}
+	if !sawRunning {
+		t.Errorf("no preview showed the running tool: %q", out.Reply(0).updates)
+	}
+	if files := out.Reply(0).files; len(files) != 1 || files[0].Name != "echo.txt" {
+		t.Errorf("files with the final answer = %+v, want echo.txt", files)
+	}
+
+	recs := h.rec.Records()
+	if len(recs) != 1 || recs[0].ToolCallID != "call_a" || recs[0].Round != 1 || recs[0].TurnID == 0 || recs[0].Status != tools.StatusOK {
+		t.Fatalf("audit records = %+v", recs)
+	}
+	hist := h.history(KeyOf(in, ScopeChat))
+	roles := []string{}
+	for _, m := range hist {
+		roles = append(roles, m.Role)
+	}
+	if got := strings.Join(roles, ","); got != "user,assistant,tool,assistant" {
+		t.Fatalf("history roles = %s, want the whole turn", got)
+	}
+	if hist[2].Name != "echo" || hist[3].Content != "The tool said hi." {
+		t.Errorf("history = %+v", hist)
+	}
+	turn, err := h.store.Turn(context.Background(), recs[0].TurnID)
+	if err != nil || turn.Status != store.TurnOK || turn.Rounds != 2 {
+		t.Errorf("turn = %+v, %v; want ok with 2 rounds", turn, err)
+	}
+
+	// The next message sees the history.
+	h.llm.Push(llm.Text("Again."))
+	<-h.handle(privateMsg("42", "2", "and now?"), out)
+	reqs := h.llm.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if len(last) != 6 || last[0].Role != "system" || last[1].Content != "use the tool" || last[5].Content != "and now?" {
+		t.Fatalf("second turn's transcript = %+v", last)
+	}
+	if !strings.Contains(last[0].Content, "You are a test bot.") {
+		t.Errorf("system prompt missing: %q", last[0].Content)
+	}
+}
+
+func TestStopKeepsPartialAnswer(t *testing.T) {
+	h := newHarness(t, Options{})
+	hold := make(chan struct{})
+	defer close(hold)
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Once upon"}, {Content: " a time", Wait: hold}}})
+	out := &recResponder{stream: true}
+	in := privateMsg("7", "1", "tell a story")
+	done := h.handle(in, out)
+	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Once upon" })
+
+	<-h.handle(adapters.Inbound{Chat: in.Chat, Kind: in.Kind, UserID: "7", Command: "stop"}, out)
+	<-done
+	final, _ := out.Reply(0).Final()
+	if final != "Once upon [stopped]" {
+		t.Fatalf("final = %q, want the partial answer marked stopped", final)
+	}
+	hist := h.history(KeyOf(in, ScopeChat))
+	if len(hist) != 2 || hist[1].Content != "Once upon" {
+		t.Fatalf("history = %+v, want the user message and the partial answer", hist)
+	}
+	turns := turnStatuses(t, h, in)
+	if len(turns) != 1 || turns[0] != store.TurnCancelled {
+		t.Fatalf("turn statuses = %v, want cancelled", turns)
+	}
+	if n := out.Notices(); len(n) != 0 {
+		t.Fatalf("notices = %q", n)
+	}
+}
+
+// turnStatuses reads the statuses of a conversation's turns from the audit-free turn table.
+func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []string {
+	t.Helper()
+	var out []string
+	for id := int64(1); id < 50; id++ {
+		turn, err := h.store.Turn(context.Background(), id)
+		if err != nil {
+			break
+		}
+		out = append(out, turn.Status)
+	}
+	return out
+}
+
+func TestQueueInOrderAndBusy(t *testing.T) {
+	h := newHarness(t, Options{QueueSize: 1})
+	hold := make(chan struct{})
+	h.llm.Push(
+		llm.Reply{Chunks: []llm.Chunk{{Content: "first", Wait: hold}}},
+		llm.Text("second"),
+	)
+	out := &recResponder{stream: true}
+	d1 := h.handle(privateMsg("9", "1", "one"), out)
+	waitFor(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
+	d2 := h.handle(privateMsg("9", "2", "two"), out)
+	waitFor(t, "the second message to wait", func() bool { return h.p.Queued() == 1 })
+	<-h.handle(privateMsg("9", "3", "three"), out)
+	if n := out.Notices(); len(n) != 1 || n[0] != DefaultBusyText {
+		t.Fatalf("notices = %q, want the busy text for the third message", n)
+	}
+	close(hold)
+	<-d1
+	<-d2
+	f1, _ := out.Reply(0).Final()
+	f2, _ := out.Reply(1).Final()
+	if f1 != "first" || f2 != "second" {
+		t.Fatalf("answers = %q, %q; want in order", f1, f2)
+	}
+	reqs := h.llm.Requests()
+	if got := reqs[1].Messages[len(reqs[1].Messages)-1].Content; got != "two" {
+		t.Fatalf("second request answered %q", got)
+	}
+}
+
+func TestInterrupt(t *testing.T) {
+	h := newHarness(t, Options{Interrupt: true})
+	hold := make(chan struct{})
+	defer close(hold)
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Working on it"}, {Content: "...", Wait: hold}}}, llm.Text("New answer."))
+	out := &recResponder{stream: true}
+	in := privateMsg("5", "1", "slow question")
+	d1 := h.handle(in, out)
+	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Working on it" })
+	<-h.handle(privateMsg("5", "2", "never mind"), out)
+	<-d1
+	f1, _ := out.Reply(0).Final()
+	f2, _ := out.Reply(1).Final()
+	if f1 != "Working on it [stopped]" || f2 != "New answer." {
+		t.Fatalf("answers = %q, %q", f1, f2)
+	}
+	if st := turnStatuses(t, h, in); len(st) != 2 || st[0] != store.TurnInterrupted || st[1] != store.TurnOK {
+		t.Fatalf("turn statuses = %v", st)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	h := newHarness(t, Options{RateLimitPerMinute: 1, Access: Access{DenyUsers: []string{"*:666"}}})
+	out := &recResponder{stream: true}
+	<-h.handle(privateMsg("666", "1", "hello"), out)
+	if len(out.Notices()) != 0 || out.Reply(0) != nil || h.llm.RequestCount() != 0 {
+		t.Fatal("a denied user got an answer")
+	}
+	if !strings.Contains(h.logs.String(), "access rules") || !strings.Contains(h.logs.String(), "user=666") {
+		t.Fatalf("the refusal was not logged: %s", h.logs.String())
+	}
+
+	h.llm.Push(llm.Text("hi"))
+	<-h.handle(privateMsg("1", "1", "hello"), out)
+	<-h.handle(privateMsg("1", "2", "hello again"), out)
+	<-h.handle(privateMsg("1", "3", "and again"), out)
+	if n := out.Notices(); len(n) != 1 || n[0] != DefaultRateLimitedText {
+		t.Fatalf("notices = %q, want one rate-limit reply", n)
+	}
+	if h.llm.RequestCount() != 1 {
+		t.Fatalf("the model was asked %d times, want 1", h.llm.RequestCount())
+	}
+}
+
+func TestFailureHandling(t *testing.T) {
+	for _, tt := range []struct {
+		mode string
+		want string
+	}{
+		{"show-hint", "Partial Request failed."},
+		{"show-error", "Partial Error: "},
+		{"hide", "Partial"},
+	} {
+		t.Run(tt.mode, func(t *testing.T) {
+			h := newHarness(t, Options{ExceptionHandling: tt.mode})
+			h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Partial"}}, Cut: true})
+			out := &recResponder{stream: true}
+			in := privateMsg("3", "1", "q")
+			<-h.handle(in, out)
+			final, _ := out.Reply(0).Final()
+			if !strings.HasPrefix(final, tt.want) || (tt.mode == "hide" && final != tt.want) {
+				t.Fatalf("final = %q, want prefix %q", final, tt.want)
+			}
+			if st := turnStatuses(t, h, in); len(st) != 1 || st[0] != store.TurnError {
+				t.Fatalf("turn statuses = %v", st)
+			}
+		})
+	}
+}
+
+func TestShutdownCancelsAfterGrace(t *testing.T) {
+	h := newHarness(t, Options{})
+	hold := make(chan struct{})
+	defer close(hold)
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
+	out := &recResponder{stream: true}
+	in := privateMsg("8", "1", "q")
+	done := h.handle(in, out)
+	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Half an" })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no grace left
+	if err := h.p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	final, _ := out.Reply(0).Final()
+	if final != "Half an [stopped]" {
+		t.Fatalf("final = %q", final)
+	}
+	if st := turnStatuses(t, h, in); len(st) != 1 || st[0] != store.TurnInterrupted {
+		t.Fatalf("turn statuses = %v", st)
+	}
+	<-h.handle(privateMsg("8", "2", "after"), out)
+	if out.Reply(1) != nil {
+		t.Fatal("a message after shutdown was answered")
+	}
+}
+
+type fakeAudit struct{ got AuditFilter }
+
+func (f *fakeAudit) RecentToolCalls(ctx context.Context, flt AuditFilter) ([]AuditEntry, error) {
+	f.got = flt
+	return []AuditEntry{{StartedAt: time.Date(2026, 11, 29, 23, 40, 12, 0, time.UTC), Tool: "fetch_url", Status: "error",
+		Duration: 1200 * time.Millisecond, Arguments: `{"url": "https://example.com/a/very/long/path/that/goes/on"}`}}, nil
+}
+
+func TestAuditCommand(t *testing.T) {
+	audit := &fakeAudit{}
+	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: audit})
+	out := &recResponder{}
+	<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "1"}, Kind: adapters.Private, UserID: "1", Text: "/audit fetch_url error 5"}, out)
+	n := out.Notices()
+	if len(n) != 1 || !strings.Contains(n[0], "\n11-29 23:40:12 fetch_url error 1.2 s {\"url\": \"https://example.com/a/very/lon…") {
+		t.Fatalf("admin's /audit = %q", n)
+	}
+	if audit.got != (AuditFilter{Tool: "fetch_url", Status: "error", Limit: 5}) {
+		t.Fatalf("filter = %+v", audit.got)
+	}
+
+	out = &recResponder{}
+	<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "2"}, Kind: adapters.Private, UserID: "2", MessageID: "77", Command: "audit"}, out)
+	if n := out.Notices(); len(n) != 1 || !strings.Contains(n[0], "Only bot admins") {
+		t.Fatalf("non-admin's /audit = %q", n)
+	}
+	recs := h.rec.Records()
+	if len(recs) != 1 || recs[0].ToolName != "/audit" || recs[0].Status != tools.StatusDenied || recs[0].UserID != "2" {
+		t.Fatalf("refusal records = %+v", recs)
+	}
+}
