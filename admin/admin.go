@@ -1,0 +1,325 @@
+// Package admin serves the bot's audit log to its admins: a JSON API (/api/v1/...), a web page
+// (/admin/) rendered on the server from embedded templates, the local web chat (/chat) behind
+// the same login, Prometheus metrics (/metrics) and a health check (/healthz).
+//
+// Authentication: with a token configured, the API and /metrics take "Authorization: Bearer
+// TOKEN" (compared in constant time), and browsers log in once with the token to get an
+// HttpOnly, SameSite=Strict session cookie. Without a token the server only listens on a
+// loopback address, needs no login, and answers only requests whose Host is a loopback name (so
+// a web page cannot reach it by rebinding a domain to 127.0.0.1). New refuses a non-loopback
+// address without a token.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"relaybot/store"
+)
+
+// Store is what the admin server reads from the database; *store.Store implements it.
+type Store interface {
+	ToolCalls(ctx context.Context, f store.ToolCallFilter) (items []store.ToolCallRow, next string, err error)
+	ToolCall(ctx context.Context, id int64) (store.ToolCallRow, error)
+	ToolStats(ctx context.Context, f store.ToolCallFilter) ([]store.ToolStat, error)
+	Turn(ctx context.Context, id int64) (store.Turn, error)
+}
+
+// turnMessages is implemented by stores that can list the messages of one turn; the detail page
+// shows them when the store has it.
+type turnMessages interface {
+	TurnMessages(ctx context.Context, turnID int64) ([]store.Message, error)
+}
+
+// pinger is implemented by stores that can check their connection; /healthz uses it.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// ServerHealth is the state of one MCP server, as the health function reports it. cmd/bot maps
+// the MCP loader's health onto it, so admin does not depend on the MCP package.
+type ServerHealth struct {
+	Name      string    `json:"name"`
+	Transport string    `json:"transport"`
+	Up        bool      `json:"up"`
+	Tools     int       `json:"tools"`
+	Error     string    `json:"error,omitempty"`    // the last failure, if any
+	Since     time.Time `json:"since,omitzero"`     // when the current state began
+	Restarts  int       `json:"restarts,omitempty"` // reconnects or restarts so far
+}
+
+// Options configure New.
+type Options struct {
+	// Listen is the address Run listens on ("127.0.0.1:8080").
+	Listen string
+	// Token is the admin token. Empty is allowed only on a loopback Listen address, and then no
+	// login is asked for.
+	Token string
+	// Store is the database the audit log is read from. Required.
+	Store Store
+	// MCPHealth reports the MCP servers' health; nil shows no servers.
+	MCPHealth func() []ServerHealth
+	// WebChat is the local web chat (adapters/web), mounted at /chat behind the login; nil
+	// leaves /chat out.
+	WebChat http.Handler
+	// Metrics is served at /metrics; nil serves an empty registry.
+	Metrics *Metrics
+	// Logger receives request failures; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the admin HTTP server.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	now      func() time.Time
+	sessions *sessions
+	logins   *loginLimiter
+	handler  http.Handler
+	// Set by Serve: the listener's address, once listening.
+	mu   sync.Mutex
+	addr net.Addr
+}
+
+// New checks the options and builds the server; it does not listen yet.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("admin: Options.Store is required")
+	}
+	if opts.Listen == "" {
+		return nil, errors.New("admin: Options.Listen is empty (want host:port, e.g. 127.0.0.1:8080)")
+	}
+	if _, _, err := net.SplitHostPort(opts.Listen); err != nil {
+		return nil, fmt.Errorf("admin: listen address %q: %w", opts.Listen, err)
+	}
+	if opts.Token == "" && !isLoopbackListen(opts.Listen) {
+		return nil, fmt.Errorf("admin: refusing to listen on non-loopback address %q without a token: set [admin] token (e.g. token = \"${BOT_ADMIN_TOKEN}\") or listen on 127.0.0.1", opts.Listen)
+	}
+	if opts.Token != "" && len(opts.Token) < 16 {
+		return nil, errors.New("admin: the token is shorter than 16 characters; use a long random one (openssl rand -hex 32)")
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	opts.Metrics.mu.Lock()
+	opts.Metrics.mcpUp = opts.MCPHealth
+	opts.Metrics.mu.Unlock()
+	s := &Server{
+		opts:     opts,
+		log:      opts.Logger,
+		now:      opts.Now,
+		sessions: newSessions(opts.Now),
+		logins:   newLoginLimiter(opts.Now),
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler (for tests and for mounting elsewhere).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Addr returns the address the server listens on, once Run or Serve has started listening.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Run listens on Options.Listen and serves until ctx ends, then shuts down gracefully: open
+// event streams end, requests in flight get a few seconds to finish.
+func (s *Server) Run(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("admin: listen on %s: %w", s.opts.Listen, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, like Run. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	s.addr = ln.Addr()
+	s.mu.Unlock()
+	// Requests derive from base, which ends first on shutdown so long-lived event streams return
+	// and Shutdown does not wait for them.
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	s.log.Info("admin listening", "addr", ln.Addr().String(), "login", s.opts.Token != "")
+	select {
+	case err := <-served:
+		return fmt.Errorf("admin: serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	cancelBase()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+		<-served
+		return fmt.Errorf("admin: shutdown: %w", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("admin: serve on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// routes builds the handler tree.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", s.requireBearer(s.opts.Metrics))
+
+	mux.Handle("GET /api/v1/tool-calls", s.requireBearer(http.HandlerFunc(s.apiToolCalls)))
+	mux.Handle("GET /api/v1/tool-calls/{id}", s.requireBearer(http.HandlerFunc(s.apiToolCall)))
+	mux.Handle("GET /api/v1/tool-stats", s.requireBearer(http.HandlerFunc(s.apiToolStats)))
+	mux.Handle("GET /api/v1/mcp-servers", s.requireBearer(http.HandlerFunc(s.apiMCPServers)))
+	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
+	})))
+
+	mux.Handle("GET /admin/static/", http.StripPrefix("/admin/static/", staticHandler()))
+	mux.HandleFunc("GET /admin/login", s.loginPage)
+	mux.HandleFunc("POST /admin/login", s.login)
+	mux.Handle("POST /admin/logout", s.requireLogin(http.HandlerFunc(s.logout)))
+	mux.Handle("GET /admin/{$}", s.requireLogin(http.HandlerFunc(s.callsPage)))
+	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
+	mux.Handle("GET /admin/stats", s.requireLogin(http.HandlerFunc(s.statsPage)))
+	mux.Handle("GET /admin/servers", s.requireLogin(http.HandlerFunc(s.serversPage)))
+	mux.Handle("GET /admin/export.csv", s.requireLogin(http.HandlerFunc(s.exportCSV)))
+	mux.Handle("GET /admin/export.jsonl", s.requireLogin(http.HandlerFunc(s.exportJSONL)))
+	mux.Handle("GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/admin/", http.StatusFound)
+	})
+	if s.opts.WebChat != nil {
+		chat := s.requireLogin(s.opts.WebChat)
+		mux.Handle("/chat", chat)
+		mux.Handle("/chat/", chat)
+	}
+	return s.guard(http.NewCrossOriginProtection().Handler(mux))
+}
+
+// guard sets the headers every response carries and, in the no-token mode, answers only
+// requests addressed to a loopback host name.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		if s.opts.Token == "" {
+			host := r.Host
+			if hh, _, err := net.SplitHostPort(host); err == nil {
+				host = hh
+			}
+			if !isLoopbackHost(host) {
+				http.Error(w, "this admin server has no token and only answers requests for localhost or 127.0.0.1", http.StatusMisdirectedRequest)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized reports whether r carries the admin token or a live session, and returns the
+// session when it has one. Without a token every request is authorized.
+func (s *Server) authorized(r *http.Request) (session, bool) {
+	if s.opts.Token == "" {
+		return session{}, true
+	}
+	if tok, ok := bearerToken(r); ok {
+		return session{}, equalSecret(tok, s.opts.Token)
+	}
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return session{}, false
+	}
+	return s.sessions.get(ck.Value)
+}
+
+// requireBearer guards the API and /metrics: 401 with WWW-Authenticate unless the request
+// carries the token (a logged-in browser's session also works).
+func (s *Server) requireBearer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.authorized(r); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="relaybot admin"`)
+			writeJSONError(w, http.StatusUnauthorized, "missing or wrong admin token: send Authorization: Bearer TOKEN")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type sessionKey struct{}
+
+// requireLogin guards the web pages and the web chat: a browser without a session is sent to
+// the login page (GET) or refused (anything else).
+func (s *Server) requireLogin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ss, ok := s.authorized(r)
+		if !ok {
+			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
+				http.Redirect(w, r, "/admin/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="relaybot admin"`)
+			http.Error(w, "log in at /admin/login first", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, ss)))
+	})
+}
+
+func sessionOf(r *http.Request) session {
+	ss, _ := r.Context().Value(sessionKey{}).(session)
+	return ss
+}
+
+// healthz answers 200 "ok" while the server (and the store, when it can tell) works.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if p, ok := s.opts.Store.(pinger); ok {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := p.Ping(ctx); err != nil {
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// safeNext returns next when it is a path on this server, else "/admin/".
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/admin/"
+	}
+	return next
+}

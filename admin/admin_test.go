@@ -1,0 +1,497 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"relaybot/store"
+)
+
+const testToken = "test-admin-token-0123456789"
+
+// seeded is what seedStore wrote.
+type seeded struct {
+	calls  []store.ToolCallRecord // in insertion order (oldest first)
+	turnID int64
+	base   time.Time
+}
+
+// openStore opens a migrated SQLite store in a temporary folder.
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return st
+}
+
+// seedStore writes one turn with messages and a set of tool calls through the store's write API.
+func seedStore(t *testing.T, st *store.Store) seeded {
+	t.Helper()
+	ctx := context.Background()
+	conv, err := st.Conversation(ctx, store.Key{Platform: "telegram", ChatID: "100"})
+	if err != nil {
+		t.Fatalf("conversation: %v", err)
+	}
+	turnID, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1", UserName: "alice",
+		UserMessage: store.Message{Role: store.RoleUser, Content: "what is the weather in Paris?"}})
+	if err != nil {
+		t.Fatalf("start turn: %v", err)
+	}
+	base := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
+	specs := []struct {
+		tool, source, server, status, chat, user, errText string
+		durMS                                            int
+	}{
+		{"weather", "mcp", "wx", store.StatusOK, "100", "u1", "", 120},
+		{"weather", "mcp", "wx", store.StatusError, "100", "u1", "upstream 502", 900},
+		{"fetch_url", "native", "", store.StatusOK, "100", "u1", "", 300},
+		{"fetch_url", "native", "", store.StatusTimeout, "200", "u2", "deadline exceeded", 5000},
+		{"current_time", "native", "", store.StatusOK, "200", "u2", "", 2},
+		{"search", "mcp", "web", store.StatusError, "300", "u3", "rate limited", 40},
+		{"no_such_tool", "", "", store.StatusNotFound, "300", "u3", "tool not found", 0},
+	}
+	var out seeded
+	out.turnID, out.base = turnID, base
+	for i, sp := range specs {
+		started := base.Add(time.Duration(i) * time.Minute)
+		rec := store.ToolCallRecord{TurnID: turnID, ConversationID: conv.ID, Platform: "telegram", ChatID: sp.chat,
+			UserID: sp.user, Round: 1, ToolCallID: fmt.Sprintf("call_%d", i), ToolName: sp.tool, Source: sp.source,
+			Server: sp.server, Arguments: fmt.Sprintf(`{"city":"Paris","n":%d}`, i), StartedAt: started}
+		if err := st.StartToolCall(ctx, &rec); err != nil {
+			t.Fatalf("start call %d: %v", i, err)
+		}
+		rec.Status, rec.Error = sp.status, sp.errText
+		if sp.status == store.StatusOK {
+			rec.Result = fmt.Sprintf(`{"ok":true,"i":%d}`, i)
+		}
+		rec.Duration = time.Duration(sp.durMS) * time.Millisecond
+		rec.FinishedAt = started.Add(rec.Duration)
+		if err := st.FinishToolCall(ctx, &rec); err != nil {
+			t.Fatalf("finish call %d: %v", i, err)
+		}
+		out.calls = append(out.calls, rec)
+	}
+	err = st.FinishTurn(ctx, store.TurnEnd{TurnID: turnID, Status: store.TurnOK, Model: "test-model", Rounds: 2,
+		Messages: []store.Message{
+			{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: "call_0", Name: "weather", Arguments: `{"city":"Paris","n":0}`}}},
+			{Role: store.RoleTool, Name: "weather", ToolCallID: "call_0", Content: `{"ok":true,"i":0}`},
+			{Role: store.RoleAssistant, Content: "It is sunny in Paris."},
+		}})
+	if err != nil {
+		t.Fatalf("finish turn: %v", err)
+	}
+	return out
+}
+
+func newTestServer(t *testing.T, st Store, token string, mutate ...func(*Options)) (*Server, *httptest.Server) {
+	t.Helper()
+	opts := Options{Listen: "127.0.0.1:0", Token: token, Store: st}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return srv, ts
+}
+
+func getJSON(t *testing.T, ts *httptest.Server, path, token string, into any) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if into != nil && resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, into); err != nil {
+			t.Fatalf("GET %s: decode %q: %v", path, body, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type page struct {
+	Items []store.ToolCallRow `json:"items"`
+	Next  string              `json:"next"`
+}
+
+func names(items []store.ToolCallRow) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, fmt.Sprintf("%s/%s", it.ToolName, it.Status))
+	}
+	return out
+}
+
+func TestAPIToolCallsFilters(t *testing.T) {
+	st := openStore(t)
+	seed := seedStore(t, st)
+	_, ts := newTestServer(t, st, testToken)
+
+	tests := []struct {
+		name  string
+		query url.Values
+		want  []string // newest first
+	}{
+		{"all newest first", nil, []string{"no_such_tool/not_found", "search/error", "current_time/ok", "fetch_url/timeout", "fetch_url/ok", "weather/error", "weather/ok"}},
+		{"status", url.Values{"status": {"error"}}, []string{"search/error", "weather/error"}},
+		{"tool", url.Values{"tool": {"fetch_url"}}, []string{"fetch_url/timeout", "fetch_url/ok"}},
+		{"source", url.Values{"source": {"mcp"}}, []string{"search/error", "weather/error", "weather/ok"}},
+		{"server", url.Values{"server": {"wx"}}, []string{"weather/error", "weather/ok"}},
+		{"chat", url.Values{"chat": {"200"}}, []string{"current_time/ok", "fetch_url/timeout"}},
+		{"user", url.Values{"user": {"u3"}}, []string{"no_such_tool/not_found", "search/error"}},
+		{"platform", url.Values{"platform": {"discord"}}, nil},
+		{"turn", url.Values{"turn": {fmt.Sprint(seed.turnID)}, "tool": {"weather"}}, []string{"weather/error", "weather/ok"}},
+		{"since", url.Values{"since": {seed.base.Add(4 * time.Minute).Format(time.RFC3339)}}, []string{"no_such_tool/not_found", "search/error", "current_time/ok"}},
+		{"until", url.Values{"until": {seed.base.Add(2 * time.Minute).Format(time.RFC3339)}}, []string{"weather/error", "weather/ok"}},
+		{"since as duration", url.Values{"since": {"1h"}}, nil},
+		{"combined", url.Values{"source": {"native"}, "status": {"ok"}}, []string{"current_time/ok", "fetch_url/ok"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var p page
+			if code := getJSON(t, ts, "/api/v1/tool-calls?"+tc.query.Encode(), testToken, &p); code != http.StatusOK {
+				t.Fatalf("status %d", code)
+			}
+			if got := names(p.Items); !slices.Equal(got, tc.want) {
+				t.Errorf("items = %v, want %v", got, tc.want)
+			}
+			if p.Items == nil {
+				t.Errorf("items is null, want a list")
+			}
+		})
+	}
+}
+
+func TestAPIToolCallsJSONFields(t *testing.T) {
+	st := openStore(t)
+	seedStore(t, st)
+	_, ts := newTestServer(t, st, testToken)
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/tool-calls?tool=weather&status=error", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw struct {
+		Items []map[string]any `json:"items"`
+		Next  *string          `json:"next"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Next == nil || len(raw.Items) != 1 {
+		t.Fatalf("want one item and a next field, got %+v", raw)
+	}
+	for _, field := range []string{"id", "turn_id", "conversation_id", "platform", "chat_id", "user_id", "round",
+		"tool_call_id", "tool_name", "source", "server", "status", "arguments", "result", "error", "started_at",
+		"finished_at", "duration_ms"} {
+		if _, ok := raw.Items[0][field]; !ok {
+			t.Errorf("audit row lacks field %q", field)
+		}
+	}
+	if got := raw.Items[0]["error"]; got != "upstream 502" {
+		t.Errorf("error = %v", got)
+	}
+	if got := raw.Items[0]["duration_ms"]; got != 900.0 {
+		t.Errorf("duration_ms = %v, want 900", got)
+	}
+	started, _ := raw.Items[0]["started_at"].(string)
+	if ts, err := time.Parse(time.RFC3339, started); err != nil || ts.Location() != time.UTC {
+		t.Errorf("started_at %q is not RFC 3339 UTC", started)
+	}
+}
+
+func TestAPIPagination(t *testing.T) {
+	st := openStore(t)
+	seedStore(t, st)
+	_, ts := newTestServer(t, st, testToken)
+	var all []string
+	cursor := ""
+	pages := 0
+	for {
+		q := url.Values{"limit": {"3"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var p page
+		if code := getJSON(t, ts, "/api/v1/tool-calls?"+q.Encode(), testToken, &p); code != http.StatusOK {
+			t.Fatalf("page %d: status %d", pages, code)
+		}
+		pages++
+		if len(p.Items) > 3 {
+			t.Fatalf("page %d has %d items, limit 3", pages, len(p.Items))
+		}
+		all = append(all, names(p.Items)...)
+		if p.Next == "" {
+			break
+		}
+		cursor = p.Next
+		if pages > 10 {
+			t.Fatal("pagination does not end")
+		}
+	}
+	if pages != 3 {
+		t.Errorf("7 rows in pages of 3 took %d pages, want 3", pages)
+	}
+	want := []string{"no_such_tool/not_found", "search/error", "current_time/ok", "fetch_url/timeout", "fetch_url/ok", "weather/error", "weather/ok"}
+	if !slices.Equal(all, want) {
+		t.Errorf("paged through %v, want %v", all, want)
+	}
+}
+
+func TestAPIBadInput(t *testing.T) {
+	st := openStore(t)
+	seedStore(t, st)
+	_, ts := newTestServer(t, st, testToken)
+	for _, path := range []string{
+		"/api/v1/tool-calls?status=exploded",
+		"/api/v1/tool-calls?source=elsewhere",
+		"/api/v1/tool-calls?since=yesterday",
+		"/api/v1/tool-calls?limit=0",
+		"/api/v1/tool-calls?limit=100000",
+		"/api/v1/tool-calls?turn=abc",
+		"/api/v1/tool-calls?cursor=not-a-cursor",
+		"/api/v1/tool-calls?colour=blue",
+		"/api/v1/tool-calls/abc",
+	} {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]string
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || body["error"] == "" {
+			t.Errorf("%s: status %d body %v, want 400 with an error message", path, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestAPIToolCallByID(t *testing.T) {
+	st := openStore(t)
+	seed := seedStore(t, st)
+	_, ts := newTestServer(t, st, testToken)
+	want := seed.calls[3]
+	var row store.ToolCallRow
+	if code := getJSON(t, ts, fmt.Sprintf("/api/v1/tool-calls/%d", want.ID), testToken, &row); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if row.ID != want.ID || row.ToolName != "fetch_url" || row.Status != "timeout" || row.Arguments != want.Arguments {
+		t.Errorf("got %+v, want call %d fetch_url/timeout with %s", row, want.ID, want.Arguments)
+	}
+	if code := getJSON(t, ts, "/api/v1/tool-calls/999999", testToken, nil); code != http.StatusNotFound {
+		t.Errorf("missing id: status %d, want 404", code)
+	}
+}
+
+func TestAPIToolStats(t *testing.T) {
+	st := openStore(t)
+	seedStore(t, st)
+	_, ts := newTestServer(t, st, testToken)
+	var got struct {
+		Items []toolStat `json:"items"`
+	}
+	if code := getJSON(t, ts, "/api/v1/tool-stats", testToken, &got); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	byTool := map[string]toolStat{}
+	for _, s := range got.Items {
+		byTool[s.Tool] = s
+	}
+	w := byTool["weather"]
+	if w.Count != 2 || w.Errors != 1 || w.ErrorRate != 0.5 || w.P50MS != 120 || w.P95MS != 900 {
+		t.Errorf("weather stats = %+v, want 2 calls, 1 error, rate 0.5, p50 120, p95 900", w)
+	}
+	var filtered struct {
+		Items []toolStat `json:"items"`
+	}
+	getJSON(t, ts, "/api/v1/tool-stats?source=native", testToken, &filtered)
+	for _, s := range filtered.Items {
+		if s.Source != "native" {
+			t.Errorf("source=native returned %+v", s)
+		}
+	}
+}
+
+func TestAPIMCPServers(t *testing.T) {
+	st := openStore(t)
+	since := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	_, ts := newTestServer(t, st, testToken, func(o *Options) {
+		o.MCPHealth = func() []ServerHealth {
+			return []ServerHealth{
+				{Name: "wx", Transport: "stdio", Up: false, Error: "process exited: status 1", Since: since},
+				{Name: "docs", Transport: "http", Up: true, Tools: 4, Since: since},
+			}
+		}
+	})
+	var got struct {
+		Items []ServerHealth `json:"items"`
+	}
+	if code := getJSON(t, ts, "/api/v1/mcp-servers", testToken, &got); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if len(got.Items) != 2 || got.Items[0].Name != "docs" || !got.Items[0].Up || got.Items[1].Up || got.Items[1].Error == "" {
+		t.Errorf("servers = %+v, want docs up then wx down with its error", got.Items)
+	}
+}
+
+func TestAPIRequiresToken(t *testing.T) {
+	st := openStore(t)
+	seedStore(t, st)
+	_, ts := newTestServer(t, st, testToken)
+	for _, path := range []string{"/api/v1/tool-calls", "/api/v1/tool-calls/1", "/api/v1/tool-stats", "/api/v1/mcp-servers", "/metrics"} {
+		for _, auth := range []string{"", "Bearer wrong-token-wrong-token", "Basic " + testToken, "Bearer " + testToken + "x", "Bearer"} {
+			req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s with %q: status %d, want 401", path, auth, resp.StatusCode)
+			}
+			if !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s: WWW-Authenticate = %q", path, resp.Header.Get("WWW-Authenticate"))
+			}
+			if strings.Contains(string(body), "weather") {
+				t.Errorf("%s: 401 body leaks audit data: %s", path, body)
+			}
+		}
+	}
+	if code := getJSON(t, ts, "/api/v1/tool-calls", testToken, nil); code != http.StatusOK {
+		t.Errorf("right token: status %d", code)
+	}
+	// Pages send browsers without a session to the login form instead.
+	client := ts.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Get(ts.URL + "/admin/?status=error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/admin/login?next=") {
+		t.Errorf("page without login: %d to %q, want 303 to the login page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// /healthz is open, for load balancers.
+	resp, err = client.Get(ts.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz: %d", resp.StatusCode)
+	}
+}
+
+func TestNewRefusesOpenNonLoopback(t *testing.T) {
+	st := openStore(t)
+	tests := []struct {
+		listen, token string
+		ok            bool
+	}{
+		{"127.0.0.1:8080", "", true},
+		{"localhost:8080", "", true},
+		{"[::1]:8080", "", true},
+		{"0.0.0.0:8080", "", false},
+		{":8080", "", false},
+		{"192.168.1.10:8080", "", false},
+		{"[::]:8080", "", false},
+		{"example.com:8080", "", false},
+		{"0.0.0.0:8080", testToken, true},
+		{"0.0.0.0:8080", "x9q2k", false},
+		{"no-port", testToken, false},
+	}
+	for _, tc := range tests {
+		_, err := New(Options{Listen: tc.listen, Token: tc.token, Store: st})
+		if (err == nil) != tc.ok {
+			t.Errorf("New(listen %q, token %q): err = %v, want ok=%v", tc.listen, tc.token, err, tc.ok)
+		}
+		if err != nil && tc.token != "" && strings.Contains(err.Error(), tc.token) {
+			t.Errorf("error leaks the token: %v", err)
+		}
+	}
+}
+
+func TestNoTokenLoopbackIsOpenButOnlyForLocalHosts(t *testing.T) {
+	st := openStore(t)
+	seedStore(t, st)
+	_, ts := newTestServer(t, st, "")
+	if code := getJSON(t, ts, "/api/v1/tool-calls", "", nil); code != http.StatusOK {
+		t.Errorf("no token on loopback: API status %d, want 200", code)
+	}
+	// A page served from another name (DNS rebinding to 127.0.0.1) is refused.
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/tool-calls", nil)
+	req.Host = "evil.example:80"
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("foreign Host: status %d, want 421", resp.StatusCode)
+	}
+}
+
+func TestRunShutsDownOnCancel(t *testing.T) {
+	st := openStore(t)
+	srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %d", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve after cancel: %v", err)
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+		t.Error("server still answers after shutdown")
+	}
+}

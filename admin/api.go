@@ -1,0 +1,231 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"relaybot/store"
+)
+
+// statuses and sources are the values the audit log holds (the DESIGN contract).
+var (
+	statuses = []string{store.StatusRunning, store.StatusOK, store.StatusError, store.StatusTimeout,
+		store.StatusNotFound, store.StatusBadArgs, store.StatusCancelled, store.StatusDenied, store.StatusInterrupted}
+	sources = []string{"native", "plugin", "mcp", "skill"}
+)
+
+// filterParams are the query parameters that select audit rows, in the order forms show them.
+var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "limit", "cursor"}
+
+// parseFilter reads the audit filter from query parameters: since and until are RFC 3339 times
+// or durations back from now ("24h", "90m", "7d"); turn and limit are numbers.
+func parseFilter(q url.Values, now time.Time) (store.ToolCallFilter, error) {
+	var f store.ToolCallFilter
+	for key := range q {
+		if !slices.Contains(filterParams, key) && key != "format" {
+			return f, fmt.Errorf("unknown parameter %q (want one of %s)", key, strings.Join(filterParams, ", "))
+		}
+	}
+	var err error
+	if f.Since, err = parseTime(q.Get("since"), now); err != nil {
+		return f, fmt.Errorf("since: %w", err)
+	}
+	if f.Until, err = parseTime(q.Get("until"), now); err != nil {
+		return f, fmt.Errorf("until: %w", err)
+	}
+	f.Tool = strings.TrimSpace(q.Get("tool"))
+	f.Status = strings.TrimSpace(q.Get("status"))
+	if f.Status != "" && !slices.Contains(statuses, f.Status) {
+		return f, fmt.Errorf("status %q is not one of %s", f.Status, strings.Join(statuses, ", "))
+	}
+	f.Source = strings.TrimSpace(q.Get("source"))
+	if f.Source != "" && !slices.Contains(sources, f.Source) {
+		return f, fmt.Errorf("source %q is not one of %s", f.Source, strings.Join(sources, ", "))
+	}
+	f.Server = strings.TrimSpace(q.Get("server"))
+	f.Platform = strings.TrimSpace(q.Get("platform"))
+	f.ChatID = strings.TrimSpace(q.Get("chat"))
+	f.UserID = strings.TrimSpace(q.Get("user"))
+	if v := strings.TrimSpace(q.Get("turn")); v != "" {
+		if f.TurnID, err = strconv.ParseInt(v, 10, 64); err != nil || f.TurnID <= 0 {
+			return f, fmt.Errorf("turn %q is not a turn id (a positive number)", v)
+		}
+	}
+	if v := strings.TrimSpace(q.Get("limit")); v != "" {
+		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit <= 0 || f.Limit > store.MaxLimit {
+			return f, fmt.Errorf("limit %q is not a number from 1 to %d", v, store.MaxLimit)
+		}
+	}
+	f.Cursor = strings.TrimSpace(q.Get("cursor"))
+	return f, nil
+}
+
+// parseTime reads an RFC 3339 time, a date (2006-01-02, UTC), or a duration back from now.
+func parseTime(v string, now time.Time) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse("2006-01-02T15:04", v); err == nil { // what <input type=datetime-local> sends
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse("2006-01-02", v); err == nil {
+		return t.UTC(), nil
+	}
+	d, err := parseAge(v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time, a date nor a duration like 24h or 7d", v)
+	}
+	return now.Add(-d).UTC(), nil
+}
+
+// parseAge reads a Go duration, or a whole number of days ("7d").
+func parseAge(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("bad number of days %q", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("bad duration %q", v)
+	}
+	return d, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // a failed write means the client went away
+}
+
+func writeJSONError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// storeError answers a store failure: a bad cursor is the client's fault, a missing row is 404,
+// anything else is logged and answered 500 without details.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, store.ErrBadCursor):
+		writeJSONError(w, http.StatusBadRequest, "cursor: not a cursor this server gave out")
+	case errors.Is(err, store.ErrNotFound):
+		writeJSONError(w, http.StatusNotFound, "not found")
+	default:
+		s.log.Error("admin: store query failed", "path", r.URL.Path, "err", err)
+		writeJSONError(w, http.StatusInternalServerError, "the audit log could not be read; see the bot's log")
+	}
+}
+
+// toolCallPage is the answer of GET /api/v1/tool-calls.
+type toolCallPage struct {
+	Items []store.ToolCallRow `json:"items"`
+	Next  string              `json:"next"`
+}
+
+func (s *Server) apiToolCalls(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r.URL.Query(), s.now())
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	items, next, err := s.opts.Store.ToolCalls(r.Context(), f)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []store.ToolCallRow{}
+	}
+	writeJSON(w, http.StatusOK, toolCallPage{Items: items, Next: next})
+}
+
+func parseID(v string) (int64, error) {
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("%q is not a tool call id (a positive number)", v)
+	}
+	return id, nil
+}
+
+func (s *Server) apiToolCall(w http.ResponseWriter, r *http.Request) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	row, err := s.opts.Store.ToolCall(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, row)
+}
+
+// toolStat is one tool's summary in GET /api/v1/tool-stats; durations in milliseconds like the
+// audit rows.
+type toolStat struct {
+	Tool      string  `json:"tool"`
+	Source    string  `json:"source"`
+	Server    string  `json:"server"`
+	Count     int     `json:"count"`
+	Errors    int     `json:"errors"`
+	ErrorRate float64 `json:"error_rate"`
+	P50MS     int64   `json:"p50_ms"`
+	P95MS     int64   `json:"p95_ms"`
+}
+
+func toToolStats(in []store.ToolStat) []toolStat {
+	out := make([]toolStat, len(in))
+	for i, st := range in {
+		out[i] = toolStat{Tool: st.Tool, Source: st.Source, Server: st.Server, Count: st.Count,
+			Errors: st.Errors, ErrorRate: st.ErrorRate, P50MS: st.P50.Milliseconds(), P95MS: st.P95.Milliseconds()}
+	}
+	return out
+}
+
+func (s *Server) apiToolStats(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r.URL.Query(), s.now())
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	stats, err := s.opts.Store.ToolStats(r.Context(), f)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": toToolStats(stats)})
+}
+
+// mcpHealth returns the servers' health, sorted by name.
+func (s *Server) mcpHealth() []ServerHealth {
+	if s.opts.MCPHealth == nil {
+		return []ServerHealth{}
+	}
+	h := slices.Clone(s.opts.MCPHealth())
+	slices.SortFunc(h, func(a, b ServerHealth) int { return strings.Compare(a.Name, b.Name) })
+	if h == nil {
+		h = []ServerHealth{}
+	}
+	return h
+}
+
+func (s *Server) apiMCPServers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"items": s.mcpHealth()})
+}

@@ -1,0 +1,115 @@
+package admin
+
+import (
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// loginLimiter slows down token guessing: after maxFailures wrong tokens within a minute, logins
+// are refused until the minute is over.
+type loginLimiter struct {
+	mu       sync.Mutex
+	now      func() time.Time
+	window   time.Time
+	failures int
+}
+
+const maxLoginFailures = 10
+
+func newLoginLimiter(now func() time.Time) *loginLimiter { return &loginLimiter{now: now} }
+
+func (l *loginLimiter) allowed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.now().Sub(l.window) > time.Minute {
+		l.window, l.failures = l.now(), 0
+	}
+	return l.failures < maxLoginFailures
+}
+
+func (l *loginLimiter) failed() {
+	l.mu.Lock()
+	l.failures++
+	l.mu.Unlock()
+}
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+type loginData struct {
+	pageData
+	Next  string
+	Error string
+}
+
+// loginPage shows the login form; without a token there is nothing to log in to.
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	next := safeNext(r.URL.Query().Get("next"))
+	if _, ok := s.authorized(r); ok {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	s.render(w, r, http.StatusOK, "login", loginData{pageData: s.page(r, "Log in"), Next: next})
+}
+
+// login checks the token and starts a session.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad login form: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	next := safeNext(r.PostForm.Get("next"))
+	if s.opts.Token == "" {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	data := loginData{pageData: s.page(r, "Log in"), Next: next}
+	if !s.logins.allowed() {
+		data.Error = "Too many wrong tokens. Wait a minute and try again."
+		s.render(w, r, http.StatusTooManyRequests, "login", data)
+		return
+	}
+	if !equalSecret(r.PostForm.Get("token"), s.opts.Token) {
+		s.logins.failed()
+		s.log.Warn("admin: failed login", "remote", r.RemoteAddr)
+		data.Error = "That token is not the admin token."
+		s.render(w, r, http.StatusUnauthorized, "login", data)
+		return
+	}
+	id, _ := s.sessions.create()
+	http.SetCookie(w, &http.Cookie{
+		Name:     sessionCookie,
+		Value:    id,
+		Path:     "/",
+		MaxAge:   int(sessionTTL / time.Second),
+		HttpOnly: true,
+		Secure:   r.TLS != nil,
+		SameSite: http.SameSiteStrictMode,
+	})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// logout ends the session; the form carries the session's CSRF token.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad logout form: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if s.opts.Token == "" {
+		http.Redirect(w, r, "/admin/", http.StatusSeeOther)
+		return
+	}
+	ss := sessionOf(r)
+	if ss.csrf == "" || !equalSecret(r.PostForm.Get("csrf"), ss.csrf) {
+		http.Error(w, "missing or wrong CSRF token: reload the page and try again", http.StatusForbidden)
+		return
+	}
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		s.sessions.remove(ck.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
+}

@@ -1,0 +1,391 @@
+package admin
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"relaybot/store"
+)
+
+//go:embed templates static
+var embedded embed.FS
+
+// pages holds one template set per page, each with the shared layout.
+var pages = func() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"time":      fmtTime,
+		"ms":        fmtMS,
+		"dur":       func(d time.Duration) string { return fmtMS(d.Milliseconds()) },
+		"pretty":    prettyJSON,
+		"percent":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
+		"statusOK":  func(s string) bool { return s == store.StatusOK },
+		"isRunning": func(s string) bool { return s == store.StatusRunning },
+		"bytes":     fmtBytes,
+	}
+	out := map[string]*template.Template{}
+	for _, name := range []string{"login", "calls", "call", "stats", "servers", "error"} {
+		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/filters.html", "templates/"+name+".html"))
+	}
+	return out
+}()
+
+func staticHandler() http.Handler {
+	sub, err := fs.Sub(embedded, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	files := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	})
+}
+
+// pageData is what every page's layout needs.
+type pageData struct {
+	Title   string
+	Nav     string // the active navigation entry
+	Login   bool   // a token is configured, so there is a session to log out of
+	CSRF    string
+	WebChat bool
+}
+
+func (s *Server) page(r *http.Request, title string) pageData {
+	return pageData{
+		Title:   title,
+		Login:   s.opts.Token != "",
+		CSRF:    sessionOf(r).csrf,
+		WebChat: s.opts.WebChat != nil,
+	}
+}
+
+// render executes a page into a buffer first, so a template failure becomes a clean 500.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := pages[name].Execute(&buf, data); err != nil {
+		s.log.Error("admin: render page", "page", name, "err", err)
+		http.Error(w, "the page could not be rendered; see the bot's log", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+type errorData struct {
+	pageData
+	Status  int
+	Message string
+}
+
+func (s *Server) errorPage(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	s.render(w, r, status, "error", errorData{pageData: s.page(r, http.StatusText(status)), Status: status, Message: msg})
+}
+
+// pageStoreError shows a store failure on a page.
+func (s *Server) pageStoreError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, store.ErrBadCursor):
+		s.errorPage(w, r, http.StatusBadRequest, "That page link is not valid any more. Start again from the newest calls.")
+	case errors.Is(err, store.ErrNotFound):
+		s.errorPage(w, r, http.StatusNotFound, "There is no such tool call.")
+	default:
+		s.log.Error("admin: store query failed", "path", r.URL.Path, "err", err)
+		s.errorPage(w, r, http.StatusInternalServerError, "The audit log could not be read; see the bot's log.")
+	}
+}
+
+// filterForm is the filter as the form shows it: the raw values the user typed.
+type filterForm struct {
+	Since, Until, Tool, Status, Source, Server, Platform, Chat, User, Turn, Limit string
+}
+
+func formOf(q url.Values) filterForm {
+	return filterForm{Since: q.Get("since"), Until: q.Get("until"), Tool: q.Get("tool"),
+		Status: q.Get("status"), Source: q.Get("source"), Server: q.Get("server"),
+		Platform: q.Get("platform"), Chat: q.Get("chat"), User: q.Get("user"), Turn: q.Get("turn"),
+		Limit: q.Get("limit")}
+}
+
+// query renders the filter as query parameters, leaving out empty ones.
+func (f filterForm) query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"since": f.Since, "until": f.Until, "tool": f.Tool,
+		"status": f.Status, "source": f.Source, "server": f.Server, "platform": f.Platform,
+		"chat": f.Chat, "user": f.User, "turn": f.Turn, "limit": f.Limit} {
+		if strings.TrimSpace(v) != "" {
+			q.Set(k, strings.TrimSpace(v))
+		}
+	}
+	return q
+}
+
+type callsData struct {
+	pageData
+	Form      filterForm
+	Statuses  []string
+	Sources   []string
+	Items     []store.ToolCallRow
+	Error     string
+	NextURL   string // the next (older) page, empty on the last
+	FirstURL  string // the newest page of the same filter, when not on it
+	CSVURL    string
+	JSONLURL  string
+	StatsURL  string
+	Filtering bool // any filter is set
+}
+
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+// callsPage lists tool calls, newest first, with the filter form.
+func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	form := formOf(q)
+	base := form.query()
+	data := callsData{pageData: s.page(r, "Tool calls"), Form: form, Statuses: statuses, Sources: sources,
+		CSVURL: withQuery("/admin/export.csv", base), JSONLURL: withQuery("/admin/export.jsonl", base),
+		StatsURL: withQuery("/admin/stats", base), Filtering: len(base) > 0}
+	data.Nav = "calls"
+	f, err := parseFilter(q, s.now())
+	if err != nil {
+		data.Error = err.Error()
+		s.render(w, r, http.StatusBadRequest, "calls", data)
+		return
+	}
+	items, next, err := s.opts.Store.ToolCalls(r.Context(), f)
+	if err != nil {
+		s.pageStoreError(w, r, err)
+		return
+	}
+	data.Items = items
+	if next != "" {
+		nq := form.query()
+		nq.Set("cursor", next)
+		data.NextURL = withQuery("/admin/", nq)
+	}
+	if f.Cursor != "" {
+		data.FirstURL = withQuery("/admin/", base)
+	}
+	s.render(w, r, http.StatusOK, "calls", data)
+}
+
+type callData struct {
+	pageData
+	Call        store.ToolCallRow
+	Turn        *store.Turn
+	TurnCalls   []store.ToolCallRow
+	Messages    []shownMessage
+	HasMessages bool // the store can list a turn's messages
+	TurnURL     string
+}
+
+// shownMessage is one message of the call's turn on the detail page.
+type shownMessage struct {
+	store.Message
+	Seq  int
+	Hit  bool // the message asks for or answers this call
+	Long bool
+}
+
+// callPage shows one call with its turn.
+func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		s.errorPage(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	ctx := r.Context()
+	row, err := s.opts.Store.ToolCall(ctx, id)
+	if err != nil {
+		s.pageStoreError(w, r, err)
+		return
+	}
+	data := callData{pageData: s.page(r, "Tool call "+strconv.FormatInt(id, 10)), Call: row}
+	data.Nav = "calls"
+	if row.TurnID != 0 {
+		data.TurnURL = "/admin/?turn=" + strconv.FormatInt(row.TurnID, 10)
+		if t, err := s.opts.Store.Turn(ctx, row.TurnID); err == nil {
+			data.Turn = &t
+		} else if !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("admin: read turn", "turn", row.TurnID, "err", err)
+		}
+		calls, _, err := s.opts.Store.ToolCalls(ctx, store.ToolCallFilter{TurnID: row.TurnID, Limit: 200})
+		if err != nil {
+			s.log.Warn("admin: read calls of turn", "turn", row.TurnID, "err", err)
+		}
+		data.TurnCalls = calls
+		if tm, ok := s.opts.Store.(turnMessages); ok {
+			data.HasMessages = true
+			msgs, err := tm.TurnMessages(ctx, row.TurnID)
+			if err != nil {
+				s.log.Warn("admin: read messages of turn", "turn", row.TurnID, "err", err)
+			}
+			for i, m := range msgs {
+				hit := m.Role == store.RoleTool && m.ToolCallID == row.ToolCallID && row.ToolCallID != ""
+				for _, c := range m.ToolCalls {
+					hit = hit || (c.ID == row.ToolCallID && row.ToolCallID != "")
+				}
+				data.Messages = append(data.Messages, shownMessage{Message: m, Seq: i + 1, Hit: hit,
+					Long: len(m.Content) > 600})
+			}
+		}
+	}
+	s.render(w, r, http.StatusOK, "call", data)
+}
+
+type statsData struct {
+	pageData
+	Form     filterForm
+	Statuses []string
+	Sources  []string
+	Stats    []toolStat
+	Chart    template.HTML
+	Error    string
+	CallsURL string
+}
+
+// statsPage shows per-tool counts, error rates and duration percentiles with a bar chart.
+func (s *Server) statsPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	q.Del("cursor")
+	q.Del("limit")
+	form := formOf(q)
+	data := statsData{pageData: s.page(r, "Tool stats"), Form: form, Statuses: statuses, Sources: sources,
+		CallsURL: withQuery("/admin/", form.query())}
+	data.Nav = "stats"
+	f, err := parseFilter(q, s.now())
+	if err != nil {
+		data.Error = err.Error()
+		s.render(w, r, http.StatusBadRequest, "stats", data)
+		return
+	}
+	stats, err := s.opts.Store.ToolStats(r.Context(), f)
+	if err != nil {
+		s.pageStoreError(w, r, err)
+		return
+	}
+	data.Stats = toToolStats(stats)
+	data.Chart = durationChart(data.Stats)
+	s.render(w, r, http.StatusOK, "stats", data)
+}
+
+type serversData struct {
+	pageData
+	Servers []ServerHealth
+	Up      int
+}
+
+func (s *Server) serversPage(w http.ResponseWriter, r *http.Request) {
+	data := serversData{pageData: s.page(r, "MCP servers"), Servers: s.mcpHealth()}
+	data.Nav = "servers"
+	for _, h := range data.Servers {
+		if h.Up {
+			data.Up++
+		}
+	}
+	s.render(w, r, http.StatusOK, "servers", data)
+}
+
+// durationChart draws p50 and p95 durations per tool as horizontal bars in an inline SVG. Colours
+// come from the stylesheet (classes), so the page's CSP needs no inline styles.
+func durationChart(stats []toolStat) template.HTML {
+	if len(stats) == 0 {
+		return ""
+	}
+	const (
+		rowH   = 26
+		labelW = 150
+		width  = 640
+		barMax = width - labelW - 70
+	)
+	var maxMS int64 = 1
+	for _, st := range stats {
+		maxMS = max(maxMS, st.P95MS, st.P50MS)
+	}
+	height := len(stats)*rowH + 24
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-label="p50 and p95 duration per tool" preserveAspectRatio="xMinYMin meet">`, width, height)
+	for i, st := range stats {
+		y := i*rowH + 4
+		w95 := int(math.Round(float64(st.P95MS) / float64(maxMS) * barMax))
+		w50 := int(math.Round(float64(st.P50MS) / float64(maxMS) * barMax))
+		fmt.Fprintf(&b, `<text class="label" x="%d" y="%d" text-anchor="end">%s</text>`, labelW-8, y+15, template.HTMLEscapeString(truncate(st.Tool, 20)))
+		fmt.Fprintf(&b, `<rect class="p95" x="%d" y="%d" width="%d" height="18" rx="3"><title>p95 %s</title></rect>`, labelW, y+2, max(w95, 1), fmtMS(st.P95MS))
+		fmt.Fprintf(&b, `<rect class="p50" x="%d" y="%d" width="%d" height="18" rx="3"><title>p50 %s</title></rect>`, labelW, y+2, max(w50, 1), fmtMS(st.P50MS))
+		fmt.Fprintf(&b, `<text class="value" x="%d" y="%d">%s</text>`, labelW+max(w95, 1)+6, y+15, fmtMS(st.P95MS))
+	}
+	ly := len(stats)*rowH + 16
+	fmt.Fprintf(&b, `<rect class="p50" x="%d" y="%d" width="12" height="10" rx="2"/><text class="legend" x="%d" y="%d">p50</text>`, labelW, ly-9, labelW+16, ly)
+	fmt.Fprintf(&b, `<rect class="p95" x="%d" y="%d" width="12" height="10" rx="2"/><text class="legend" x="%d" y="%d">p95</text>`, labelW+60, ly-9, labelW+76, ly)
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) // every text inside is escaped above
+}
+
+func truncate(s string, n int) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+// fmtMS renders a duration in milliseconds for people: "850 ms", "1.2 s", "3 min 20 s".
+func fmtMS(ms int64) string {
+	switch {
+	case ms < 1000:
+		return strconv.FormatInt(ms, 10) + " ms"
+	case ms < 60_000:
+		return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s"
+	default:
+		return fmt.Sprintf("%d min %d s", ms/60_000, ms%60_000/1000)
+	}
+}
+
+func fmtBytes(n int) string {
+	switch {
+	case n < 1024:
+		return strconv.Itoa(n) + " B"
+	case n < 1<<20:
+		return strconv.FormatFloat(float64(n)/1024, 'f', 1, 64) + " KiB"
+	default:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	}
+}
+
+// prettyJSON indents JSON text; anything else comes back as it was.
+func prettyJSON(s string) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(s), "", "  "); err != nil {
+		return s
+	}
+	return buf.String()
+}
