@@ -1,0 +1,595 @@
+package tools_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"relaybot/tools"
+	"relaybot/tools/native"
+	"relaybot/tools/plugin"
+	"relaybot/tools/skill"
+)
+
+// stubLoader stands in for the MCP loader (tools/mcp): a loader of any source whose tools are
+// functions and whose list can change at run time.
+type stubLoader struct {
+	source tools.Source
+	server string
+	mu     sync.Mutex
+	fns    map[string]func(ctx context.Context, inv tools.Invocation) (tools.Result, error)
+	order  []string
+}
+
+func newStub(source tools.Source, server string) *stubLoader {
+	return &stubLoader{source: source, server: server, fns: map[string]func(context.Context, tools.Invocation) (tools.Result, error){}}
+}
+
+func (s *stubLoader) add(name string, fn func(ctx context.Context, inv tools.Invocation) (tools.Result, error)) *stubLoader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.fns[name]; !ok {
+		s.order = append(s.order, name)
+	}
+	s.fns[name] = fn
+	return s
+}
+
+func (s *stubLoader) remove(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.fns, name)
+	for i, n := range s.order {
+		if n == name {
+			s.order = append(s.order[:i], s.order[i+1:]...)
+			break
+		}
+	}
+}
+
+func (s *stubLoader) Source() tools.Source { return s.source }
+
+func (s *stubLoader) Tools(ctx context.Context) []tools.Spec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var specs []tools.Spec
+	for _, n := range s.order {
+		specs = append(specs, tools.Spec{Name: n, Description: "stub " + n, Parameters: json.RawMessage(`{"type":"object"}`), Server: s.server})
+	}
+	return specs
+}
+
+func (s *stubLoader) Call(ctx context.Context, inv tools.Invocation) (tools.Result, error) {
+	s.mu.Lock()
+	fn, ok := s.fns[inv.Name]
+	s.mu.Unlock()
+	if !ok {
+		return tools.Result{}, fmt.Errorf("stub: %s: %w", inv.Name, tools.ErrNotFound)
+	}
+	return fn(ctx, inv)
+}
+
+func text(s string) func(context.Context, tools.Invocation) (tools.Result, error) {
+	return func(context.Context, tools.Invocation) (tools.Result, error) { return tools.Result{Text: s}, nil }
+}
+
+// The test plugin: tools that echo, fail, block and produce files, registered like a real plugin.
+func init() {
+	plugin.Register("manager_test", func(deps plugin.Deps) ([]plugin.Tool, error) {
+		obj := json.RawMessage(`{"type":"object"}`)
+		return []plugin.Tool{
+			{Spec: tools.Spec{Name: "current_time", Description: "shadowed by native", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
+				return tools.Result{Text: "plugin current_time"}, nil
+			}},
+			{Spec: tools.Spec{Name: "echo", Description: "returns its arguments", Parameters: obj}, Run: func(_ context.Context, inv tools.Invocation) (tools.Result, error) {
+				return tools.Result{Text: string(inv.Arguments)}, nil
+			}},
+			{Spec: tools.Spec{Name: "admin_tool", Description: "admins only", Parameters: obj, AdminOnly: true}, Run: func(_ context.Context, inv tools.Invocation) (tools.Result, error) {
+				return tools.Result{Text: fmt.Sprintf("admin=%v", inv.Turn.Admin)}, nil
+			}},
+			{Spec: tools.Spec{Name: "big", Description: "a long result", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
+				return tools.Result{Text: strings.Repeat("é", 30000)}, nil
+			}},
+			{Spec: tools.Spec{Name: "chart", Description: "draws a chart", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
+				return tools.Result{Text: "Chart drawn.", Files: []tools.File{{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG")}}}, nil
+			}},
+			{Spec: tools.Spec{Name: "export", Description: "exports files", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
+				return tools.Result{Files: []tools.File{{Name: "data.csv", MIME: "text/csv"}, {Name: "chart.png", MIME: "image/png"}}}, nil
+			}},
+			{Spec: tools.Spec{Name: "noop", Description: "does nothing", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
+				return tools.Result{Text: "ok"}, nil
+			}},
+		}, nil
+	})
+}
+
+// logBuffer collects slog output for assertions.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type fixture struct {
+	m    *tools.Manager
+	rec  *tools.MemoryRecorder
+	mcp  *stubLoader
+	logs *logBuffer
+}
+
+// newFixture builds a Manager over the real native, plugin and skill loaders and a stub in the
+// MCP position, handed over in scrambled order.
+func newFixture(t testing.TB, opts tools.ManagerOptions, mcp *stubLoader) *fixture {
+	t.Helper()
+	nat, err := native.NewLoader(native.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plug, err := plugin.NewLoader([]string{"manager_test"}, plugin.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := skill.NewLoader(skill.Options{Dirs: []string{"skill/testdata/skills"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mcp == nil {
+		mcp = newStub(tools.SourceMCP, "files")
+	}
+	f := &fixture{rec: tools.NewMemoryRecorder(), mcp: mcp, logs: &logBuffer{}}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
+	}
+	f.m, err = tools.NewManager([]tools.Loader{sk, mcp, plug, nat}, f.rec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func names(specs []tools.Spec) string {
+	var n []string
+	for _, s := range specs {
+		n = append(n, s.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+func TestDispatchOrderAndCollisions(t *testing.T) {
+	mcp := newStub(tools.SourceMCP, "files").
+		add("echo", text("mcp echo")).
+		add("read_file", text("mcp read_file")).
+		add("activate_skill", text("mcp activate_skill"))
+	f := newFixture(t, tools.ManagerOptions{}, mcp)
+	turn := f.m.ForTurn(tools.TurnInfo{Admin: true}, nil)
+	if got, want := names(turn.Specs()), "current_time,fetch_url,echo,admin_tool,big,chart,export,noop,read_file,activate_skill"; got != want {
+		t.Fatalf("offered %s\nwant    %s", got, want)
+	}
+	tests := []struct {
+		tool   string
+		args   string
+		source tools.Source
+		server string
+		want   string
+	}{
+		{"current_time", `{"timezone":"UTC"}`, tools.SourceNative, "", `"timezone":"UTC"`}, // native before plugin
+		{"echo", `{"a":1}`, tools.SourcePlugin, "", `{"a":1}`},                             // plugin before MCP
+		{"read_file", ``, tools.SourceMCP, "files", "mcp read_file"},
+		{"activate_skill", `{"name":"weather"}`, tools.SourceMCP, "files", "mcp activate_skill"}, // MCP before skill
+	}
+	for _, tc := range tests {
+		t.Run(tc.tool, func(t *testing.T) {
+			f.rec.Reset()
+			out := turn.Execute(context.Background(), tools.Call{ID: "c1", Name: tc.tool, Arguments: tc.args})
+			if out.Status != tools.StatusOK || !strings.Contains(out.Content, tc.want) {
+				t.Fatalf("got %s %q, want ok with %q", out.Status, out.Content, tc.want)
+			}
+			r := f.rec.Records()[0]
+			if r.Source != tc.source || r.Server != tc.server {
+				t.Fatalf("audited source %q server %q, want %q %q", r.Source, r.Server, tc.source, tc.server)
+			}
+		})
+	}
+
+	// One warning per collision, naming both tools, however many turns list them.
+	f.m.ForTurn(tools.TurnInfo{}, nil)
+	logs := f.logs.String()
+	for _, w := range []string{
+		`kept="current_time (native)" dropped="current_time (plugin)"`,
+		`kept="echo (plugin)" dropped="echo (MCP server \"files\")"`,
+		`kept="activate_skill (MCP server \"files\")" dropped="activate_skill (skill)"`,
+	} {
+		if n := strings.Count(logs, w); n != 1 {
+			t.Errorf("warning %s logged %d times; logs:\n%s", w, n, logs)
+		}
+	}
+	if n := strings.Count(logs, "level=WARN"); n != 3 {
+		t.Errorf("%d warnings, want 3:\n%s", n, logs)
+	}
+
+	// Without the MCP tool of that name, the skill loader's activate_skill runs.
+	mcp.remove("activate_skill")
+	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "activate_skill", Arguments: `{"name":"weather"}`})
+	if out.Status != tools.StatusOK || !strings.Contains(out.Content, "Give the forecast in Celsius") {
+		t.Fatalf("skill activate_skill: %s %q", out.Status, out.Content)
+	}
+}
+
+func TestToolListChangesBetweenTurns(t *testing.T) {
+	f := newFixture(t, tools.ManagerOptions{}, nil)
+	before := f.m.ForTurn(tools.TurnInfo{}, nil)
+	if strings.Contains(names(before.Specs()), "search") {
+		t.Fatal("search offered before the server had it")
+	}
+	f.mcp.add("search", text("found"))
+	after := f.m.ForTurn(tools.TurnInfo{}, nil)
+	if !strings.Contains(names(after.Specs()), "search") {
+		t.Fatalf("search not offered after it appeared: %s", names(after.Specs()))
+	}
+	// The earlier turn did not offer it.
+	if out := before.Execute(context.Background(), tools.Call{Name: "search"}); out.Status != tools.StatusNotFound {
+		t.Fatalf("old turn: %s %q", out.Status, out.Content)
+	}
+	// A tool that vanished after the turn started (its server went away) is not found.
+	f.mcp.remove("search")
+	out := after.Execute(context.Background(), tools.Call{Name: "search"})
+	if out.Status != tools.StatusNotFound || out.Content != "err: Tool not found: search" {
+		t.Fatalf("vanished tool: %s %q", out.Status, out.Content)
+	}
+}
+
+func TestExecuteStatuses(t *testing.T) {
+	block := make(chan struct{})
+	mcp := newStub(tools.SourceMCP, "srv").
+		add("fail", func(context.Context, tools.Invocation) (tools.Result, error) {
+			return tools.Result{}, errors.New("disk full")
+		}).
+		add("slow", func(context.Context, tools.Invocation) (tools.Result, error) {
+			return tools.Result{}, fmt.Errorf("MCP tool 'slow' on server 'srv' timed out after 1 seconds: %w", tools.ErrTimeout)
+		}).
+		add("hang", func(ctx context.Context, _ tools.Invocation) (tools.Result, error) {
+			close(block)
+			<-ctx.Done()
+			return tools.Result{}, ctx.Err()
+		}).
+		add("crash", func(context.Context, tools.Invocation) (tools.Result, error) {
+			var m map[string]int
+			m["x"]++
+			return tools.Result{}, nil
+		})
+	f := newFixture(t, tools.ManagerOptions{}, mcp)
+	notFetch := func(name string) bool { return name != "fetch_url" }
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	tests := []struct {
+		name    string
+		admin   bool
+		allowed func(string) bool
+		ctx     func() context.Context
+		call    tools.Call
+		status  tools.Status
+		content string // exact, or a prefix ending in "…"
+		source  tools.Source
+	}{
+		{name: "ok, empty arguments are {}", call: tools.Call{Name: "echo"}, status: tools.StatusOK, content: "{}", source: tools.SourcePlugin},
+		{name: "unknown tool", call: tools.Call{Name: "rm_rf", Arguments: `{}`}, status: tools.StatusNotFound, content: "err: Tool not found: rm_rf"},
+		{name: "arguments not JSON", call: tools.Call{Name: "echo", Arguments: `{"a":`}, status: tools.StatusBadArgs,
+			content: "err: arguments of echo are not a JSON object: unexpected end of JSON input", source: tools.SourcePlugin},
+		{name: "arguments an array", call: tools.Call{Name: "echo", Arguments: `[1]`}, status: tools.StatusBadArgs,
+			content: "err: arguments of echo are not a JSON object: json: cannot unmarshal array…", source: tools.SourcePlugin},
+		{name: "arguments null", call: tools.Call{Name: "echo", Arguments: `null`}, status: tools.StatusBadArgs,
+			content: "err: arguments of echo are not a JSON object: got null", source: tools.SourcePlugin},
+		{name: "not offered", allowed: notFetch, call: tools.Call{Name: "fetch_url", Arguments: `{"url":"http://example.com"}`},
+			status: tools.StatusDenied, content: "err: tool fetch_url is not available in this chat", source: tools.SourceNative},
+		{name: "admin-only, not admin", call: tools.Call{Name: "admin_tool"}, status: tools.StatusDenied,
+			content: "err: tool admin_tool is not available in this chat", source: tools.SourcePlugin},
+		{name: "admin-only, admin", admin: true, call: tools.Call{Name: "admin_tool"}, status: tools.StatusOK, content: "admin=true", source: tools.SourcePlugin},
+		{name: "loader error", call: tools.Call{Name: "fail"}, status: tools.StatusError, content: "err: disk full", source: tools.SourceMCP},
+		{name: "timeout", call: tools.Call{Name: "slow"}, status: tools.StatusTimeout,
+			content: "err: MCP tool 'slow' on server 'srv' timed out after 1 seconds: tool call timed out", source: tools.SourceMCP},
+		{name: "panic", call: tools.Call{Name: "crash"}, status: tools.StatusError, content: "err: tool crash panicked: assignment to entry in nil map", source: tools.SourceMCP},
+		{name: "cancelled before it ran", ctx: func() context.Context { return cancelled }, call: tools.Call{Name: "echo"},
+			status: tools.StatusCancelled, content: "err: tool echo was not run: context canceled", source: tools.SourcePlugin},
+		{name: "cancelled while running", ctx: func() context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { <-block; cancel() }()
+			return ctx
+		}, call: tools.Call{Name: "hang"}, status: tools.StatusCancelled, content: "err: tool hang was cancelled: context canceled", source: tools.SourceMCP},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f.rec.Reset()
+			info := tools.TurnInfo{TurnID: 7, ConversationID: 3, Platform: "discord", ChatID: "c9", UserID: "u5", Admin: tc.admin}
+			ctx := context.Background()
+			if tc.ctx != nil {
+				ctx = tc.ctx()
+			}
+			call := tc.call
+			call.Round, call.ID = i+1, fmt.Sprintf("call_%d", i)
+			out := f.m.ForTurn(info, tc.allowed).Execute(ctx, call)
+			if out.Status != tc.status {
+				t.Fatalf("status %s, want %s (%q)", out.Status, tc.status, out.Content)
+			}
+			if p, ok := strings.CutSuffix(tc.content, "…"); ok && !strings.HasPrefix(out.Content, p) || !ok && out.Content != tc.content {
+				t.Fatalf("content %q, want %q", out.Content, tc.content)
+			}
+			if (out.Err == nil) != (tc.status == tools.StatusOK) {
+				t.Fatalf("Err %v with status %s", out.Err, out.Status)
+			}
+			recs := f.rec.Records()
+			if len(recs) != 1 {
+				t.Fatalf("%d audit records, want 1", len(recs))
+			}
+			r := recs[0]
+			want := tools.Record{ID: r.ID, TurnID: 7, ConversationID: 3, Platform: "discord", ChatID: "c9", UserID: "u5",
+				Round: i + 1, ToolCallID: call.ID, ToolName: call.Name, Source: tc.source, Server: r.Server, Status: tc.status}
+			got := r
+			got.Arguments, got.Result, got.Error, got.ArgumentsSize, got.ResultSize = "", "", "", 0, 0
+			got.StartedAt, got.FinishedAt, got.Duration = time.Time{}, time.Time{}, 0
+			if got != want {
+				t.Fatalf("audit record\n%+v\nwant\n%+v", got, want)
+			}
+			if tc.status == tools.StatusOK {
+				if r.Result != out.Content || r.Error != "" {
+					t.Fatalf("audited result %q error %q", r.Result, r.Error)
+				}
+			} else if "err: "+r.Error != out.Content || r.Result != "" {
+				t.Fatalf("audited error %q result %q, content %q", r.Error, r.Result, out.Content)
+			}
+		})
+	}
+}
+
+func TestAuditOneRecordPerCall(t *testing.T) {
+	f := newFixture(t, tools.ManagerOptions{}, nil)
+	var seenDuringRun []tools.Record
+	f.mcp.add("peek", func(context.Context, tools.Invocation) (tools.Result, error) {
+		seenDuringRun = f.rec.Records()
+		return tools.Result{Text: "peeked"}, nil
+	})
+	turn := f.m.ForTurn(tools.TurnInfo{TurnID: 1}, func(n string) bool { return n != "noop" })
+	calls := []tools.Call{
+		{Round: 1, ID: "a", Name: "echo", Arguments: `{"x":1}`},
+		{Round: 1, ID: "b", Name: "nope"},
+		{Round: 2, ID: "c", Name: "echo", Arguments: `not json`},
+		{Round: 2, ID: "d", Name: "noop"},
+		{Round: 3, ID: "e", Name: "peek"},
+	}
+	for _, c := range calls {
+		turn.Execute(context.Background(), c)
+	}
+	// The record was durable, status running, before the tool ran.
+	if n := len(seenDuringRun); n != 5 || seenDuringRun[4].Status != tools.StatusRunning || !seenDuringRun[4].FinishedAt.IsZero() {
+		t.Fatalf("during the run the recorder held %+v", seenDuringRun)
+	}
+	ev := f.rec.Events()
+	if len(ev) != 2*len(calls) {
+		t.Fatalf("%d recorder calls, want %d", len(ev), 2*len(calls))
+	}
+	ids := map[int64]bool{}
+	for i, c := range calls {
+		s, e := ev[2*i], ev[2*i+1]
+		if s.Op != tools.OpStart || e.Op != tools.OpFinish || s.Record.ID != e.Record.ID || s.Record.ID == 0 || ids[s.Record.ID] {
+			t.Fatalf("call %s: events %s #%d, %s #%d", c.ID, s.Op, s.Record.ID, e.Op, e.Record.ID)
+		}
+		ids[s.Record.ID] = true
+		if s.Record.Status != tools.StatusRunning || !s.Record.FinishedAt.IsZero() || s.Record.StartedAt.IsZero() || s.Record.ToolCallID != c.ID {
+			t.Fatalf("call %s: start record %+v", c.ID, s.Record)
+		}
+		r := e.Record
+		if r.Status == tools.StatusRunning || r.StartedAt != s.Record.StartedAt || r.FinishedAt.Sub(r.StartedAt) != r.Duration || r.Duration < 0 {
+			t.Fatalf("call %s: finish record %+v", c.ID, r)
+		}
+		if r.StartedAt.Location() != time.UTC {
+			t.Fatalf("call %s: started_at not UTC: %v", c.ID, r.StartedAt)
+		}
+	}
+	got := []tools.Status{}
+	for _, r := range f.rec.Records() {
+		got = append(got, r.Status)
+	}
+	if fmt.Sprint(got) != "[ok not_found bad_args denied ok]" {
+		t.Fatalf("statuses %v", got)
+	}
+}
+
+func TestRedaction(t *testing.T) {
+	f := newFixture(t, tools.ManagerOptions{}, nil)
+	args := `{"query":"weather","max_tokens":5,"headers":{"X-Api-Key":"k-111","Authorization":"Bearer t-222","Accept":"text/html"},` +
+		`"list":[{"access_token":"t-333","nested":{"PASSWORD":"p-444","user":"ann"}},"plain"],"Cookie":["c-555"],"client_secret":{"a":"s-666"}}`
+	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "echo", Arguments: args})
+	if out.Status != tools.StatusOK || out.Content != args {
+		t.Fatalf("the model must get the tool's real result: %s %q", out.Status, out.Content)
+	}
+	r := f.rec.Records()[0]
+	wantArgs := `{"Cookie":"[redacted]","client_secret":"[redacted]","headers":{"Accept":"text/html","Authorization":"[redacted]","X-Api-Key":"[redacted]"},` +
+		`"list":[{"access_token":"[redacted]","nested":{"PASSWORD":"[redacted]","user":"ann"}},"plain"],"max_tokens":"[redacted]","query":"weather"}`
+	if r.Arguments != wantArgs {
+		t.Fatalf("audited arguments\n%s\nwant\n%s", r.Arguments, wantArgs)
+	}
+	if r.Result != wantArgs {
+		t.Fatalf("audited result\n%s\nwant\n%s", r.Result, wantArgs)
+	}
+	if r.ArgumentsSize != len(args) {
+		t.Fatalf("arguments size %d, want %d", r.ArgumentsSize, len(args))
+	}
+
+	// Arguments that are not valid JSON are redacted too.
+	f.rec.Reset()
+	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "echo", Arguments: `{"q":"x","api_key": "k-777", "auth":{"Token":"t-\"888"`})
+	r = f.rec.Records()[0]
+	if r.Status != tools.StatusBadArgs || strings.Contains(r.Arguments, "777") || strings.Contains(r.Arguments, "888") || !strings.Contains(r.Arguments, `"q":"x"`) {
+		t.Fatalf("malformed arguments audited as %s %q", r.Status, r.Arguments)
+	}
+}
+
+func TestTruncation(t *testing.T) {
+	f := newFixture(t, tools.ManagerOptions{ResultMaxChars: 100}, nil)
+	turn := f.m.ForTurn(tools.TurnInfo{}, nil)
+
+	out := turn.Execute(context.Background(), tools.Call{Name: "big"})
+	if want := strings.Repeat("é", 100) + "… [truncated 29900 chars]"; out.Content != want {
+		t.Fatalf("content to the model is %d chars: %.60q…", len([]rune(out.Content)), out.Content)
+	}
+	r := f.rec.Records()[0]
+	if want := strings.Repeat("é", tools.AuditMaxChars) + "… [truncated 10000 chars]"; r.Result != want || r.ResultSize != 30000 {
+		t.Fatalf("audited result %d chars, size %d", len([]rune(r.Result)), r.ResultSize)
+	}
+
+	f.rec.Reset()
+	long := `{"text":"` + strings.Repeat("a", 25000) + `"}`
+	turn.Execute(context.Background(), tools.Call{Name: "noop", Arguments: long})
+	r = f.rec.Records()[0]
+	if want := long[:tools.AuditMaxChars] + "… [truncated 5011 chars]"; r.Arguments != want || r.ArgumentsSize != len(long) {
+		t.Fatalf("audited arguments %d chars (size %d): …%q", len(r.Arguments), r.ArgumentsSize, r.Arguments[len(r.Arguments)-40:])
+	}
+
+	// The default cap is 20,000 characters.
+	d := newFixture(t, tools.ManagerOptions{}, nil)
+	out = d.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "big"})
+	if want := strings.Repeat("é", 20000) + "… [truncated 10000 chars]"; out.Content != want {
+		t.Fatalf("default cap: %d chars", len([]rune(out.Content)))
+	}
+}
+
+func TestFiles(t *testing.T) {
+	f := newFixture(t, tools.ManagerOptions{ResultMaxChars: 5}, nil)
+	turn := f.m.ForTurn(tools.TurnInfo{}, nil)
+	tests := []struct {
+		tool    string
+		content string
+		files   int
+	}{
+		{"chart", "Chart… [truncated 7 chars]\n[1 image attached to the reply: chart.png]", 1},
+		{"export", "[2 files attached to the reply: data.csv, chart.png]", 2},
+	}
+	for _, tc := range tests {
+		out := turn.Execute(context.Background(), tools.Call{Name: tc.tool})
+		if out.Content != tc.content || len(out.Files) != tc.files {
+			t.Fatalf("%s: content %q, %d files", tc.tool, out.Content, len(out.Files))
+		}
+	}
+	if got := turn.Execute(context.Background(), tools.Call{Name: "chart"}).Files[0]; got.Name != "chart.png" || string(got.Data) != "\x89PNG" {
+		t.Fatalf("file %+v", got)
+	}
+}
+
+// failingRecorder fails every call, as a database that is down would.
+type failingRecorder struct{}
+
+func (failingRecorder) Start(context.Context, *tools.Record) error {
+	return errors.New("database is locked")
+}
+func (failingRecorder) Finish(context.Context, *tools.Record) error {
+	return errors.New("database is locked")
+}
+
+func TestRecorderFailureKeepsTheCall(t *testing.T) {
+	var logs logBuffer
+	plug, err := plugin.NewLoader([]string{"manager_test"}, plugin.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tools.NewManager([]tools.Loader{plug}, failingRecorder{}, tools.ManagerOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ID: "c1", Name: "echo", Arguments: `{"a":1}`})
+	if out.Status != tools.StatusOK || out.Content != `{"a":1}` {
+		t.Fatalf("got %s %q", out.Status, out.Content)
+	}
+	for _, w := range []string{"audit record not started", "audit record not finished", "database is locked", "tool_call_id=c1"} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("logs lack %q:\n%s", w, logs.String())
+		}
+	}
+}
+
+func TestNewManagerErrors(t *testing.T) {
+	rec := tools.NewMemoryRecorder()
+	tests := []struct {
+		name    string
+		loaders []tools.Loader
+		rec     tools.Recorder
+		want    string
+	}{
+		{"no recorder", nil, nil, "a Recorder is required"},
+		{"nil loader", []tools.Loader{nil}, rec, "loader 0 is nil"},
+		{"unknown source", []tools.Loader{newStub("lua", "")}, rec, `unknown source "lua"`},
+	}
+	for _, tc := range tests {
+		if _, err := tools.NewManager(tc.loaders, tc.rec, tools.ManagerOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestConcurrentExecute(t *testing.T) {
+	f := newFixture(t, tools.ManagerOptions{}, nil)
+	turn := f.m.ForTurn(tools.TurnInfo{}, nil)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			turn.Execute(context.Background(), tools.Call{ID: fmt.Sprint(i), Name: "echo"})
+		})
+	}
+	wg.Wait()
+	if n := len(f.rec.Records()); n != 20 {
+		t.Fatalf("%d records, want 20", n)
+	}
+}
+
+// BenchmarkManagerCall measures the Manager's overhead per call: ForTurn (listing every loader)
+// and Execute (parse, dispatch, redaction, two recorder calls) around a tool that does nothing.
+func BenchmarkManagerCall(b *testing.B) {
+	f := newFixture(b, tools.ManagerOptions{}, nil)
+	call := tools.Call{Round: 1, ID: "call_1", Name: "noop", Arguments: `{"q":"x"}`}
+	info := tools.TurnInfo{TurnID: 1, ConversationID: 1, Platform: "telegram", ChatID: "1", UserID: "1"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if out := f.m.ForTurn(info, nil).Execute(ctx, call); out.Status != tools.StatusOK {
+			b.Fatal(out.Content)
+		}
+		if i++; i%4096 == 0 {
+			f.rec.Reset() // keep memory flat; amortised cost is negligible
+		}
+	}
+}
+
+// BenchmarkExecute is Execute alone, in a turn that is already listed.
+func BenchmarkExecute(b *testing.B) {
+	f := newFixture(b, tools.ManagerOptions{}, nil)
+	call := tools.Call{Round: 1, ID: "call_1", Name: "noop", Arguments: `{"q":"x"}`}
+	turn := f.m.ForTurn(tools.TurnInfo{TurnID: 1}, nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		turn.Execute(ctx, call)
+		if i++; i%4096 == 0 {
+			f.rec.Reset()
+		}
+	}
+}
