@@ -58,7 +58,7 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 	base := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
 	specs := []struct {
 		tool, source, server, status, chat, user, errText string
-		durMS                                            int
+		durMS                                             int
 	}{
 		{"weather", "mcp", "wx", store.StatusOK, "100", "u1", "", 120},
 		{"weather", "mcp", "wx", store.StatusError, "100", "u1", "upstream 502", 900},
