@@ -2,13 +2,219 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
 
 	"relaybot/config"
+	"relaybot/store"
 )
 
-// runAudit is not built yet: it says so and fails rather than pretending.
+// auditStatuses are the statuses --status accepts (the DESIGN audit contract).
+var auditStatuses = []string{store.StatusRunning, store.StatusOK, store.StatusError,
+	store.StatusTimeout, store.StatusNotFound, store.StatusBadArgs, store.StatusCancelled,
+	store.StatusDenied, store.StatusInterrupted}
+
+// argPreviewRunes is how much of the arguments the table shows.
+const argPreviewRunes = 48
+
+// runAudit prints the tool-call audit log: an aligned table by default, one JSON object per line
+// with --json.
 func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.Writer) error {
-	return errors.New("audit is not built yet in this version")
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	var (
+		asJSON  = fs.Bool("json", false, "print one JSON object per line")
+		since   = fs.String("since", "", "only calls started within this long (24h, 90m, 7d) or since this RFC 3339 time")
+		until   = fs.String("until", "", "only calls started before this long ago (1h, 2d) or before this RFC 3339 time")
+		f       store.ToolCallFilter
+		limit   = fs.Int("limit", store.DefaultLimit, "show at most N calls")
+		turn    = fs.Int64("turn", 0, "only calls of this turn id")
+		cursor  = fs.String("cursor", "", "continue after the last page (printed at the end of a full page)")
+		statusF = fs.String("status", "", "only calls with this status: "+strings.Join(auditStatuses, ", "))
+	)
+	fs.StringVar(&f.Tool, "tool", "", "only calls of this tool")
+	fs.StringVar(&f.ChatID, "chat", "", "only calls in this chat id")
+	fs.StringVar(&f.Platform, "platform", "", "only calls on this platform (telegram, discord, web)")
+	fs.StringVar(&f.UserID, "user", "", "only calls by this user id")
+	fs.StringVar(&f.Source, "source", "", "only calls of tools from this source: native, plugin, mcp, skill")
+	fs.StringVar(&f.Server, "server", "", "only calls to this MCP server")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: bot audit [-config PATH] [--json] [--since 24h] [--tool NAME] [--status STATUS] [--chat ID] [--limit N] ...\n\nPrints tool calls, newest first.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	now := time.Now()
+	var err error
+	if f.Since, err = parseWhen(*since, now); err != nil {
+		return fmt.Errorf("%w: --since: %v", errUsage, err)
+	}
+	if f.Until, err = parseWhen(*until, now); err != nil {
+		return fmt.Errorf("%w: --until: %v", errUsage, err)
+	}
+	if *statusF != "" && !slices.Contains(auditStatuses, *statusF) {
+		return fmt.Errorf("%w: --status %q: want one of %s", errUsage, *statusF, strings.Join(auditStatuses, ", "))
+	}
+	if *limit <= 0 {
+		return fmt.Errorf("%w: --limit %d: want a positive number", errUsage, *limit)
+	}
+	f.Status, f.TurnID, f.Cursor = *statusF, *turn, *cursor
+
+	if cfg.Storage.Driver == store.DriverSQLite || cfg.Storage.Driver == "" {
+		// Reading must not create an empty database where the bot's one was expected.
+		path, _, _ := strings.Cut(strings.TrimPrefix(cfg.Storage.DSN, "file:"), "?")
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("no database at %s (run bot migrate or bot serve first): %w", path, err)
+		}
+	}
+	s, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	cur, latest, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if cur < latest {
+		return fmt.Errorf("database schema is at version %d, this bot needs %d: run bot migrate", cur, latest)
+	}
+
+	var rows []store.ToolCallRow
+	next := ""
+	for remaining := *limit; remaining > 0; {
+		f.Limit = min(remaining, store.MaxLimit)
+		page, n, err := s.ToolCalls(ctx, f)
+		if err != nil {
+			if errors.Is(err, store.ErrBadCursor) {
+				return fmt.Errorf("%w: --cursor: %v", errUsage, err)
+			}
+			return err
+		}
+		rows = append(rows, page...)
+		remaining -= len(page)
+		next = n
+		if n == "" {
+			break
+		}
+		f.Cursor = n
+	}
+	if *asJSON {
+		return writeAuditJSON(stdout, rows)
+	}
+	return writeAuditTable(stdout, rows, next)
+}
+
+// parseWhen reads a time for --since/--until: empty (no bound), a duration ago ("24h", "90m",
+// "7d"), or an RFC 3339 time.
+func parseWhen(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		var n int
+		if _, err := fmt.Sscanf(days, "%d", &n); err == nil && n >= 0 && fmt.Sprint(n) == days {
+			return now.AddDate(0, 0, -n), nil
+		}
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither a duration like 24h or 7d nor an RFC 3339 time", v)
+	}
+	return now.Add(-d), nil
+}
+
+func writeAuditJSON(w io.Writer, rows []store.ToolCallRow) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("write audit row %d: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+func writeAuditTable(w io.Writer, rows []store.ToolCallRow, next string) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "no tool calls match")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME (UTC)\tCHAT\tUSER\tTOOL\tSOURCE\tSTATUS\tDURATION\tARGUMENTS")
+	for _, r := range rows {
+		source := r.Source
+		if r.Server != "" {
+			source += "/" + r.Server
+		}
+		if source == "" {
+			source = "-"
+		}
+		dur := "-"
+		if r.FinishedAt != nil {
+			dur = formatDuration(time.Duration(r.DurationMS) * time.Millisecond)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.StartedAt.UTC().Format("2006-01-02 15:04:05"), cell(r.Platform+":"+r.ChatID),
+			cell(r.UserID), cell(r.ToolName), cell(source), r.Status, dur, preview(r.Arguments))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write audit table: %w", err)
+	}
+	if next != "" {
+		if _, err := fmt.Fprintf(w, "more: bot audit ... --cursor %s\n", next); err != nil {
+			return fmt.Errorf("write audit table: %w", err)
+		}
+	}
+	return nil
+}
+
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+// cell keeps a value on one line and out of the way of the column separator.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// preview is the start of the arguments, on one line.
+func preview(args string) string {
+	s := strings.Join(strings.Fields(args), " ")
+	if utf8.RuneCountInString(s) <= argPreviewRunes {
+		return cell(s)
+	}
+	r := []rune(s)
+	return string(r[:argPreviewRunes-1]) + "…"
 }

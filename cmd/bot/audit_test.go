@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"relaybot/config"
+	"relaybot/store"
+)
+
+// seedAudit writes a small audit log and returns a config pointing at it.
+func seedAudit(t *testing.T) *config.Config {
+	t.Helper()
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.Storage.DSN = filepath.Join(t.TempDir(), "bot.db")
+	var out bytes.Buffer
+	if err := runMigrate(ctx, &cfg, nil, &out); err != nil {
+		t.Fatalf("runMigrate: %v", err)
+	}
+	if !strings.Contains(out.String(), "migrated from schema version 0 to 1") {
+		t.Errorf("migrate printed %q", out.String())
+	}
+	s, err := openStore(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	recs := []struct {
+		rec    store.ToolCallRecord
+		finish bool
+	}{
+		{store.ToolCallRecord{Platform: "telegram", ChatID: "-100", UserID: "42", TurnID: 1, Round: 1,
+			ToolCallID: "call_1", ToolName: "web_search", Source: "native",
+			Arguments: `{"query": "weather in Paris tomorrow", "lang": "en", "max_results": 5}`,
+			Status:    store.StatusOK, Result: "sunny", Duration: 1500 * time.Millisecond}, true},
+		{store.ToolCallRecord{Platform: "discord", ChatID: "777", UserID: "9", TurnID: 2, Round: 1,
+			ToolCallID: "call_2", ToolName: "fetch", Source: "mcp", Server: "web",
+			Arguments: "{\"url\":\n\"https://example.com\"}", Status: store.StatusTimeout,
+			Error: "tool call timed out", Duration: 300 * time.Second}, true},
+		{store.ToolCallRecord{Platform: "telegram", ChatID: "-100", UserID: "42", TurnID: 3, Round: 2,
+			ToolCallID: "call_3", ToolName: "web_search", Source: "native", Arguments: `{}`}, false},
+	}
+	for i, r := range recs {
+		rec := r.rec
+		status := rec.Status
+		rec.Status = ""
+		rec.StartedAt = base.Add(time.Duration(i) * time.Minute)
+		if err := s.StartToolCall(ctx, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if r.finish {
+			rec.Status = status
+			rec.FinishedAt = rec.StartedAt.Add(rec.Duration)
+			if err := s.FinishToolCall(ctx, &rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &cfg
+}
+
+func TestAuditTable(t *testing.T) {
+	cfg := seedAudit(t)
+	var out bytes.Buffer
+	if err := runAudit(context.Background(), cfg, []string{"--since", "24h"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("table has %d lines, want header + 3:\n%s", len(lines), out.String())
+	}
+	header := lines[0]
+	for _, col := range []string{"TIME (UTC)", "CHAT", "USER", "TOOL", "SOURCE", "STATUS", "DURATION", "ARGUMENTS"} {
+		if !strings.Contains(header, col) {
+			t.Errorf("header %q lacks %s", header, col)
+		}
+	}
+	// Newest first; every column starts at the same offset on every line.
+	wantOrder := []string{"running", "timeout", "ok"}
+	status := strings.Index(header, "STATUS")
+	for i, l := range lines[1:] {
+		if !strings.HasPrefix(l[status:], wantOrder[i]) {
+			t.Errorf("line %d: status column reads %q, want %s\n%s", i+1, l[status:], wantOrder[i], out.String())
+		}
+	}
+	for _, want := range []string{"telegram:-100", "discord:777", "mcp/web", "1.5s", "5m0s", `{"url": "https://example.com"}`, `{"query": "weather in Paris tomorrow", "lang": …`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(lines[1], " - ") {
+		t.Errorf("a running call shows no duration, got %q", lines[1])
+	}
+}
+
+func TestAuditJSON(t *testing.T) {
+	cfg := seedAudit(t)
+	var out bytes.Buffer
+	if err := runAudit(context.Background(), cfg, []string{"--json", "--tool", "web_search", "--status", "ok", "--chat", "-100"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("got %d lines, want 1:\n%s", len(lines), out.String())
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil {
+		t.Fatalf("line is not JSON: %v\n%s", err, lines[0])
+	}
+	for _, k := range []string{"id", "turn_id", "conversation_id", "platform", "chat_id", "user_id", "round",
+		"tool_call_id", "tool_name", "source", "server", "status", "arguments", "result", "error",
+		"started_at", "finished_at", "duration_ms"} {
+		if _, ok := row[k]; !ok {
+			t.Errorf("JSON row lacks %q: %s", k, lines[0])
+		}
+	}
+	if row["tool_call_id"] != "call_1" || row["duration_ms"] != 1500.0 || row["result"] != "sunny" {
+		t.Errorf("wrong row: %s", lines[0])
+	}
+	started, _ := row["started_at"].(string)
+	if ts, err := time.Parse(time.RFC3339, started); err != nil || !strings.HasSuffix(started, "Z") || ts.IsZero() {
+		t.Errorf("started_at %q is not RFC 3339 UTC", started)
+	}
+
+	// --limit pages: two rows, then the cursor of the rest.
+	out.Reset()
+	if err := runAudit(context.Background(), cfg, []string{"--limit", "2"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	last := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	more := last[len(last)-1]
+	cursor, ok := strings.CutPrefix(more, "more: bot audit ... --cursor ")
+	if !ok {
+		t.Fatalf("a full page ends without a cursor:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runAudit(context.Background(), cfg, []string{"--json", "--cursor", cursor}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"tool_call_id":"call_1"`) || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("the next page should hold only the oldest call:\n%s", out.String())
+	}
+}
+
+func TestAuditBadInput(t *testing.T) {
+	cfg := seedAudit(t)
+	for _, args := range [][]string{
+		{"--status", "weird"}, {"--since", "yesterday"}, {"--limit", "0"}, {"--cursor", "nope"}, {"extra"},
+	} {
+		err := runAudit(context.Background(), cfg, args, &bytes.Buffer{})
+		if !errors.Is(err, errUsage) {
+			t.Errorf("runAudit %q = %v, want a usage error", args, err)
+		}
+	}
+	missing := config.Default()
+	missing.Storage.DSN = filepath.Join(t.TempDir(), "none.db")
+	if err := runAudit(context.Background(), &missing, nil, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "no database") {
+		t.Errorf("audit of a missing database = %v, want 'no database'", err)
+	}
+}
+
+func TestMigrateTwice(t *testing.T) {
+	cfg := seedAudit(t)
+	var out bytes.Buffer
+	if err := runMigrate(context.Background(), cfg, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "sqlite database already at schema version 1\n" {
+		t.Errorf("second migrate printed %q", got)
+	}
+}
