@@ -1,0 +1,364 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"relaybot/adapters"
+)
+
+// scriptedHandler answers every message with a reply streamed in steps; after each step it
+// waits until the test has seen it (or ctx ends), so the stream is observable step by step.
+type scriptedHandler struct {
+	steps []string
+	seen  chan string // the test sends each step's text once it saw it
+	got   chan adapters.Inbound
+}
+
+func (h *scriptedHandler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	h.got <- in
+	if in.Command == "help" {
+		out.Notice(ctx, "commands: /reset /stop /help")
+		return
+	}
+	reply := out.NewReply(ctx)
+	reply.Working(true)
+	for _, step := range h.steps[:len(h.steps)-1] {
+		reply.Update(step)
+		select {
+		case <-h.seen:
+		case <-ctx.Done():
+			return
+		}
+	}
+	reply.Working(false)
+	reply.Finish(ctx, h.steps[len(h.steps)-1], nil)
+}
+
+type sseEvent struct {
+	name string
+	data string
+}
+
+// browser is a cookie-keeping client of the web chat.
+type browser struct {
+	t      *testing.T
+	srv    *httptest.Server
+	client *http.Client
+	csrf   string
+}
+
+func newBrowser(t *testing.T, srv *httptest.Server) *browser {
+	jar, _ := cookiejar.New(nil)
+	b := &browser{t: t, srv: srv, client: &http.Client{Jar: jar}}
+	resp, err := b.client.Get(srv.URL + "/chat")
+	if err != nil {
+		t.Fatalf("GET /chat: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /chat: %d", resp.StatusCode)
+	}
+	m := regexp.MustCompile(`name="csrf-token" content="([^"]+)"`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("chat page has no CSRF token: %s", body)
+	}
+	b.csrf = string(m[1])
+	return b
+}
+
+// events opens the event stream and returns its events until ctx ends.
+func (b *browser) events(ctx context.Context) <-chan sseEvent {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.srv.URL+"/chat/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatalf("GET /chat/events: %v", err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		b.t.Fatalf("event stream content type %q", ct)
+	}
+	out := make(chan sseEvent, 64)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case line == "" && ev.name != "":
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+				ev = sseEvent{}
+			}
+		}
+	}()
+	return out
+}
+
+func (b *browser) post(text string, header http.Header) *http.Response {
+	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+"/chat/send", strings.NewReader(url.Values{"text": {text}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatalf("POST /chat/send: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func (b *browser) send(text string) {
+	b.t.Helper()
+	resp := b.post(text, http.Header{"X-Csrf-Token": {b.csrf}})
+	if resp.StatusCode != http.StatusAccepted {
+		b.t.Fatalf("POST %q: status %d, want 202", text, resp.StatusCode)
+	}
+}
+
+func newChat(t *testing.T, h adapters.Handler) (*Chat, *httptest.Server) {
+	t.Helper()
+	chat, err := New(Options{Handler: h})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	srv := httptest.NewServer(chat.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		chat.Close()
+	})
+	return chat, srv
+}
+
+// nextMsg waits for the next "msg" event, noting typing events on the way.
+func nextMsg(t *testing.T, events <-chan sseEvent, typing *bool) eventMessage {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("event stream ended")
+			}
+			if ev.name == "typing" {
+				var d struct{ MS int64 }
+				json.Unmarshal([]byte(ev.data), &d)
+				if d.MS > 0 && typing != nil {
+					*typing = true
+				}
+				continue
+			}
+			var m eventMessage
+			if err := json.Unmarshal([]byte(ev.data), &m); err != nil {
+				t.Fatalf("bad msg event %q: %v", ev.data, err)
+			}
+			return m
+		case <-timeout:
+			t.Fatal("no message event within 10s")
+		}
+	}
+}
+
+func TestReplyStreamsIntoTheBrowser(t *testing.T) {
+	h := &scriptedHandler{steps: []string{"Thinking", "Thinking about Paris", "Call weather...", "It is sunny in Paris."},
+		seen: make(chan string), got: make(chan adapters.Inbound, 1)}
+	_, srv := newChat(t, h)
+	b := newBrowser(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := b.events(ctx)
+
+	b.send("weather in Paris?")
+	in := <-h.got
+	if in.Chat.Platform != adapters.Web || in.Chat.ChatID == "" || in.Kind != adapters.Private || !in.Addressed || in.Text != "weather in Paris?" {
+		t.Errorf("inbound = %+v, want a private, addressed web message", in)
+	}
+	user := nextMsg(t, events, nil)
+	if user.Role != "user" || user.Text != "weather in Paris?" {
+		t.Fatalf("first event = %+v, want the user's message", user)
+	}
+	var typing bool
+	var botID string
+	for _, step := range h.steps[:len(h.steps)-1] {
+		m := nextMsg(t, events, &typing)
+		if m.Role != "bot" || m.Text != step {
+			t.Fatalf("event = %+v, want bot preview %q", m, step)
+		}
+		if botID == "" {
+			botID = m.ID
+		} else if m.ID != botID {
+			t.Errorf("preview %q went to message %s, want the same message %s edited", step, m.ID, botID)
+		}
+		h.seen <- step
+	}
+	final := nextMsg(t, events, &typing)
+	if final.ID != botID || final.Text != "It is sunny in Paris." {
+		t.Errorf("final = %+v, want message %s edited to the answer", final, botID)
+	}
+	if !typing {
+		t.Error("no typing indicator while the bot worked")
+	}
+
+	// A reload replays the conversation.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	replay := b.events(ctx2)
+	if m := nextMsg(t, replay, nil); m.Text != "weather in Paris?" {
+		t.Errorf("replay starts with %+v", m)
+	}
+	if m := nextMsg(t, replay, nil); m.Text != "It is sunny in Paris." {
+		t.Errorf("replay then shows %+v", m)
+	}
+}
+
+func TestCommandsAndNotices(t *testing.T) {
+	h := &scriptedHandler{steps: []string{"x"}, seen: make(chan string), got: make(chan adapters.Inbound, 1)}
+	_, srv := newChat(t, h)
+	b := newBrowser(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := b.events(ctx)
+	b.send("/help me")
+	in := <-h.got
+	if in.Command != "help" || in.Args != "me" {
+		t.Errorf("command = %q args %q, want help / me", in.Command, in.Args)
+	}
+	nextMsg(t, events, nil) // the user's message
+	if m := nextMsg(t, events, nil); m.Role != "bot" || !strings.Contains(m.Text, "/reset") {
+		t.Errorf("notice = %+v", m)
+	}
+}
+
+func TestParseCommand(t *testing.T) {
+	tests := []struct {
+		text, cmd, args string
+		ok              bool
+	}{
+		{"/reset", "reset", "", true},
+		{"/STOP now", "stop", "now", true},
+		{"/audit fetch_url error 5", "audit", "fetch_url error 5", true},
+		{"hello /reset", "", "", false},
+		{"/", "", "", false},
+		{"/path/to/file", "", "", false},
+	}
+	for _, tc := range tests {
+		cmd, args, ok := parseCommand(tc.text)
+		if cmd != tc.cmd || args != tc.args || ok != tc.ok {
+			t.Errorf("parseCommand(%q) = %q, %q, %v; want %q, %q, %v", tc.text, cmd, args, ok, tc.cmd, tc.args, tc.ok)
+		}
+	}
+}
+
+func TestSendRefusesForgedRequests(t *testing.T) {
+	h := &scriptedHandler{steps: []string{"x"}, seen: make(chan string), got: make(chan adapters.Inbound, 1)}
+	_, srv := newChat(t, h)
+	b := newBrowser(t, srv)
+	tests := []struct {
+		name   string
+		header http.Header
+		want   int
+	}{
+		{"no token", http.Header{}, http.StatusForbidden},
+		{"wrong token", http.Header{"X-Csrf-Token": {"nope"}}, http.StatusForbidden},
+		{"cross-site", http.Header{"X-Csrf-Token": {b.csrf}, "Sec-Fetch-Site": {"cross-site"}}, http.StatusForbidden},
+		{"foreign origin", http.Header{"X-Csrf-Token": {b.csrf}, "Origin": {"https://evil.example"}}, http.StatusForbidden},
+	}
+	for _, tc := range tests {
+		if resp := b.post("hi", tc.header); resp.StatusCode != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
+	}
+	select {
+	case in := <-h.got:
+		t.Errorf("a forged post reached the handler: %+v", in)
+	default:
+	}
+	// Another browser's session cannot post without its own cookie.
+	stranger := &http.Client{}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/chat/send", strings.NewReader("text=hi"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Csrf-Token", b.csrf)
+	resp, err := stranger.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("post without the chat cookie: %d, want 401", resp.StatusCode)
+	}
+}
+
+func TestMessengerContract(t *testing.T) {
+	chat, srv := newChat(t, nil)
+	b := newBrowser(t, srv)
+	var id string
+	chat.mu.Lock()
+	for cid := range chat.ids {
+		id = cid
+	}
+	chat.mu.Unlock()
+	m := chat.Messenger()
+	ctx := context.Background()
+	ref := adapters.ChatRef{Platform: adapters.Web, ChatID: id}
+	msg, err := m.Send(ctx, ref, "hello", adapters.SendOptions{})
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if err := m.Edit(ctx, msg, "hello"); !errors.Is(err, adapters.ErrNotModified) {
+		t.Errorf("same-text edit: %v, want ErrNotModified", err)
+	}
+	if err := m.Edit(ctx, adapters.MessageRef{Chat: ref, ID: "m999"}, "x"); !errors.Is(err, adapters.ErrMessageGone) {
+		t.Errorf("edit of unknown message: %v, want ErrMessageGone", err)
+	}
+	if _, err := m.Send(ctx, ref, strings.Repeat("x", Limits.MaxLen+1), adapters.SendOptions{}); !errors.Is(err, adapters.ErrTooLong) {
+		t.Errorf("over-long send: %v, want ErrTooLong", err)
+	}
+	if _, err := m.Send(ctx, adapters.ChatRef{Platform: adapters.Web, ChatID: "gone"}, "x", adapters.SendOptions{}); !errors.Is(err, adapters.ErrMessageGone) {
+		t.Errorf("send to unknown chat: %v, want ErrMessageGone", err)
+	}
+	fmsg, err := m.SendFiles(ctx, ref, []adapters.File{{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG")}}, "a chart", adapters.SendOptions{})
+	if err != nil {
+		t.Fatalf("SendFiles: %v", err)
+	}
+	resp, err := b.client.Get(srv.URL + "/chat/files/" + fmsg.ID + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(data) != "\x89PNG" || resp.Header.Get("Content-Type") != "image/png" {
+		t.Errorf("file download: %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), data)
+	}
+	// Files are private to their browser.
+	resp, err = http.Get(srv.URL + "/chat/files/" + fmsg.ID + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("file without the chat cookie: %d, want 404", resp.StatusCode)
+	}
+}

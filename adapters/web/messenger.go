@@ -1,0 +1,182 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"relaybot/adapters"
+)
+
+// Limits are the web chat's length and pacing rules: a browser takes long messages and frequent
+// edits, so they are generous; the per-chat rate only keeps a runaway stream from flooding the page.
+var Limits = adapters.Limits{
+	MaxLen:  32000,
+	Unit:    adapters.Runes,
+	PerChat: adapters.Rate{N: 20, Per: time.Second},
+}
+
+const (
+	// maxMessages is how many messages a conversation keeps for reloads of the page.
+	maxMessages = 200
+	// maxConversations caps the browser conversations held in memory; the least recently used
+	// one is dropped first.
+	maxConversations = 256
+	// typingFor is how long one Typing call shows the indicator.
+	typingFor = 5 * time.Second
+)
+
+// message is one message shown in the web chat.
+type message struct {
+	ID    string
+	Role  string // "user", "bot" or "notice"
+	Text  string
+	Files []adapters.File
+	rev   uint64 // conversation revision of the last change
+}
+
+// conversation is one browser's chat: its messages and the streams watching them.
+type conversation struct {
+	id     string // public chat id, the ChatRef.ChatID of its messages
+	secret string // the cookie value that selects it
+	csrf   string // token the page sends with every post
+
+	mu       sync.Mutex
+	msgs     []*message
+	nextID   int
+	rev      uint64
+	typing   time.Time // the indicator shows until then
+	typingRv uint64    // revision of the last typing change
+	used     time.Time
+	watchers map[chan struct{}]struct{}
+}
+
+// notifyLocked wakes every stream watching the conversation. c.mu must be held.
+func (c *conversation) notifyLocked() {
+	for ch := range c.watchers {
+		select {
+		case ch <- struct{}{}:
+		default: // a wake-up is already pending; the stream sends everything new at once
+		}
+	}
+}
+
+// add appends a message and returns it. c.mu must be held.
+func (c *conversation) addLocked(role, text string, files []adapters.File) *message {
+	c.nextID++
+	c.rev++
+	m := &message{ID: "m" + strconv.Itoa(c.nextID), Role: role, Text: text, Files: files, rev: c.rev}
+	c.msgs = append(c.msgs, m)
+	if len(c.msgs) > maxMessages {
+		c.msgs = append(c.msgs[:0:0], c.msgs[len(c.msgs)-maxMessages:]...)
+	}
+	c.notifyLocked()
+	return m
+}
+
+func (c *conversation) find(id string) *message {
+	for _, m := range c.msgs {
+		if m.ID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// messenger delivers the bot's messages to the browser conversations: adapters.Messenger for
+// the web. Each call changes the conversation's state and wakes its event streams.
+type messenger struct {
+	chat *Chat
+}
+
+func (m messenger) conversation(ref adapters.ChatRef) (*conversation, error) {
+	if ref.Platform != adapters.Web {
+		return nil, fmt.Errorf("web chat cannot deliver to %s: %w", ref, adapters.ErrMessageGone)
+	}
+	c := m.chat.byID(ref.ChatID)
+	if c == nil {
+		return nil, fmt.Errorf("web chat %s is closed: %w", ref.ChatID, adapters.ErrMessageGone)
+	}
+	return c, nil
+}
+
+// Send shows a new bot message.
+func (m messenger) Send(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	if err := ctx.Err(); err != nil {
+		return adapters.MessageRef{}, fmt.Errorf("web send: %w", err)
+	}
+	if utf8.RuneCountInString(text) > Limits.MaxLen {
+		return adapters.MessageRef{}, fmt.Errorf("web send of %d characters: %w", utf8.RuneCountInString(text), adapters.ErrTooLong)
+	}
+	c, err := m.conversation(chat)
+	if err != nil {
+		return adapters.MessageRef{}, err
+	}
+	c.mu.Lock()
+	msg := c.addLocked("bot", text, nil)
+	c.mu.Unlock()
+	return adapters.MessageRef{Chat: chat, ID: msg.ID}, nil
+}
+
+// Edit replaces the text of a bot message.
+func (m messenger) Edit(ctx context.Context, ref adapters.MessageRef, text string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("web edit: %w", err)
+	}
+	if utf8.RuneCountInString(text) > Limits.MaxLen {
+		return fmt.Errorf("web edit of %d characters: %w", utf8.RuneCountInString(text), adapters.ErrTooLong)
+	}
+	c, err := m.conversation(ref.Chat)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msg := c.find(ref.ID)
+	if msg == nil || msg.Role != "bot" {
+		return fmt.Errorf("web edit of message %s: %w", ref.ID, adapters.ErrMessageGone)
+	}
+	if msg.Text == text {
+		return fmt.Errorf("web edit of message %s: %w", ref.ID, adapters.ErrNotModified)
+	}
+	c.rev++
+	msg.Text, msg.rev = text, c.rev
+	c.notifyLocked()
+	return nil
+}
+
+// SendFiles shows a bot message with files; images are shown inline, other files as links.
+func (m messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []adapters.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	if err := ctx.Err(); err != nil {
+		return adapters.MessageRef{}, fmt.Errorf("web send files: %w", err)
+	}
+	c, err := m.conversation(chat)
+	if err != nil {
+		return adapters.MessageRef{}, err
+	}
+	c.mu.Lock()
+	msg := c.addLocked("bot", caption, files)
+	c.mu.Unlock()
+	return adapters.MessageRef{Chat: chat, ID: msg.ID}, nil
+}
+
+// Typing shows the "working" indicator for a few seconds.
+func (m messenger) Typing(ctx context.Context, chat adapters.ChatRef) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("web typing: %w", err)
+	}
+	c, err := m.conversation(chat)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.typing = m.chat.now().Add(typingFor)
+	c.rev++
+	c.typingRv = c.rev
+	c.notifyLocked()
+	c.mu.Unlock()
+	return nil
+}
