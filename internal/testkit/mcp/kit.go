@@ -1,0 +1,137 @@
+// Package mcp runs real MCP servers built with mcp-go for tests: a scripted tool set that can be
+// served in process, over streamable HTTP, over legacy SSE, and as a stdio binary
+// (cmd/mcptestserver). Servers can inject the faults the MCP client must survive: slow tools,
+// expired sessions, a remote that refuses streamable HTTP, a stdio process that dies.
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// PNG is a 1×1 transparent PNG: the image the "image" tool returns.
+var PNG = []byte{
+	0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+	0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+	0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x00, 0x01, 0x00, 0x00,
+	0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae,
+	0x42, 0x60, 0x82,
+}
+
+// Kit is an MCP server with a fixed set of tools, counting the calls it gets:
+//
+//   - echo(text): returns text.
+//   - sleep(seconds): waits, then returns "slept"; a cancelled call is counted in Cancelled.
+//   - fail(message): an isError result carrying message (no content at all when it is empty).
+//   - image(): a text part and a PNG image.
+//   - resource(size): an embedded text resource of size bytes.
+//   - pid(): the process id of the server.
+type Kit struct {
+	// Server is the mcp-go server; serve it with any transport.
+	Server *server.MCPServer
+
+	mu        sync.Mutex
+	calls     map[string]int
+	cancelled atomic.Int64
+}
+
+// New builds a Kit whose server is called name. It announces tools list changes.
+func New(name string) *Kit {
+	k := &Kit{calls: map[string]int{}}
+	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true))
+	k.Server.AddTools(
+		server.ServerTool{
+			Tool: mcp.NewTool("echo", mcp.WithDescription("Echoes its text."),
+				mcp.WithString("text", mcp.Required(), mcp.Description("text to echo"))),
+			Handler: k.counted("echo", func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText(r.GetString("text", "")), nil
+			}),
+		},
+		server.ServerTool{
+			Tool: mcp.NewTool("sleep", mcp.WithDescription("Sleeps for some seconds."),
+				mcp.WithNumber("seconds", mcp.Required())),
+			Handler: k.counted("sleep", func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				d := time.Duration(r.GetFloat("seconds", 0) * float64(time.Second))
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.C:
+					return mcp.NewToolResultText("slept"), nil
+				case <-ctx.Done():
+					k.cancelled.Add(1)
+					return nil, ctx.Err()
+				}
+			}),
+		},
+		server.ServerTool{
+			Tool: mcp.NewTool("fail", mcp.WithDescription("Fails with a message."), mcp.WithString("message")),
+			Handler: k.counted("fail", func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				msg := r.GetString("message", "")
+				if msg == "" {
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{}}, nil
+				}
+				return mcp.NewToolResultError(msg), nil
+			}),
+		},
+		server.ServerTool{
+			Tool: mcp.NewTool("image", mcp.WithDescription("Draws a picture.")),
+			Handler: k.counted("image", func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultImage("a picture", base64.StdEncoding.EncodeToString(PNG), "image/png"), nil
+			}),
+		},
+		server.ServerTool{
+			Tool: mcp.NewTool("resource", mcp.WithDescription("Returns an embedded text resource."),
+				mcp.WithNumber("size", mcp.Required())),
+			Handler: k.counted("resource", func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultResource("a document", mcp.TextResourceContents{
+					URI: "file:///doc.txt", MIMEType: "text/plain",
+					Text: strings.Repeat("a", r.GetInt("size", 0)),
+				}), nil
+			}),
+		},
+		server.ServerTool{
+			Tool: mcp.NewTool("pid", mcp.WithDescription("Returns the server's process id.")),
+			Handler: k.counted("pid", func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText(fmt.Sprint(os.Getpid())), nil
+			}),
+		},
+	)
+	return k
+}
+
+func (k *Kit) counted(name string, h server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		k.mu.Lock()
+		k.calls[name]++
+		k.mu.Unlock()
+		return h(ctx, r)
+	}
+}
+
+// Calls reports how many times the tool name has been called.
+func (k *Kit) Calls(name string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.calls[name]
+}
+
+// Cancelled reports how many sleep calls ended because their request was cancelled.
+func (k *Kit) Cancelled() int64 { return k.cancelled.Load() }
+
+// AddEchoTool adds another echo tool called name; the server sends
+// notifications/tools/list_changed to connected clients.
+func (k *Kit) AddEchoTool(name string) {
+	k.Server.AddTool(mcp.NewTool(name, mcp.WithDescription("Echoes its text."), mcp.WithString("text")),
+		k.counted(name, func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(r.GetString("text", "")), nil
+		}))
+}

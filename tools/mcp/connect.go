@@ -1,0 +1,286 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"relaybot/tools"
+)
+
+// clientVersion is what the bot tells servers it is.
+const clientVersion = "1.0.0"
+
+// forever stands in for "no deadline" where mcp-go insists on one (the SSE response wait): the
+// call's context carries the real deadline.
+const forever = 100 * 365 * 24 * time.Hour
+
+// connect opens a session and lists its tools within the connect timeout. ctx bounds the
+// session's life.
+func (s *serverConn) connect(ctx context.Context) (*session, []tools.Spec, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.connectTimeout())
+	defer cancel()
+	switch {
+	case s.cfg.dial != nil:
+		return s.handshake(ctx, cctx, s.cfg.dial(), nil)
+	case s.cfg.Transport == TransportStdio:
+		return s.connectStdio(ctx, cctx)
+	case s.cfg.Transport == TransportSSE:
+		sess, specs, _, err := s.connectRemote(ctx, cctx, TransportSSE)
+		return sess, specs, err
+	}
+	sess, specs, status, err := s.connectRemote(ctx, cctx, TransportHTTP)
+	if err == nil {
+		s.setTransport(TransportHTTP)
+		return sess, specs, nil
+	}
+	switch status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+	case 0:
+		return nil, nil, err
+	default:
+		return nil, nil, fmt.Errorf("%w (HTTP %d)", err, status)
+	}
+	s.logger.Info("MCP server refused streamable HTTP; trying SSE", "status", status)
+	sess, specs, _, err2 := s.connectRemote(ctx, cctx, TransportSSE)
+	if err2 != nil {
+		return nil, nil, fmt.Errorf("streamable HTTP answered %d, then SSE failed: %w", status, err2)
+	}
+	s.setTransport("http→sse")
+	return sess, specs, nil
+}
+
+func (s *serverConn) connectStdio(ctx, cctx context.Context) (*session, []tools.Spec, error) {
+	p, err := startProcess(s.cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := transport.NewIO(p.stdout, p.stdin, nil)
+	sess, specs, err := s.handshake(ctx, cctx, t, p.stop)
+	if err != nil {
+		if perr := p.exitErr(); perr != nil {
+			return nil, nil, fmt.Errorf("%w (%w)", err, perr)
+		}
+		return nil, nil, err
+	}
+	go func() {
+		select {
+		case <-p.exited:
+			sess.markLost(p.exitErr())
+		case <-sess.lost:
+		}
+	}()
+	return sess, specs, nil
+}
+
+// connectRemote connects over streamable HTTP or SSE. status is the HTTP status the handshake's
+// first POST got (0 when none arrived).
+func (s *serverConn) connectRemote(ctx, cctx context.Context, kind string) (*session, []tools.Spec, int, error) {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	rec := &statusRecorder{base: base}
+	hc := &http.Client{Transport: rec}
+	logger := s.logger.With("component", "mcp-go")
+	var (
+		t   transport.Interface
+		err error
+	)
+	if kind == TransportHTTP {
+		t, err = transport.NewStreamableHTTP(s.cfg.URL,
+			transport.WithHTTPHeaders(s.cfg.Headers),
+			transport.WithHTTPBasicClient(hc),
+			transport.WithContinuousListening(),
+			transport.WithHTTPLogger(logger))
+	} else {
+		endpointWait := s.connectTimeout()
+		if dl, ok := cctx.Deadline(); ok {
+			endpointWait = max(time.Until(dl), time.Millisecond)
+		}
+		t, err = transport.NewSSE(s.cfg.URL,
+			transport.WithHeaders(s.cfg.Headers),
+			transport.WithHTTPClient(hc),
+			transport.WithEndpointTimeout(endpointWait),
+			transport.WithResponseTimeout(forever),
+			transport.WithSSELogger(logger))
+	}
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("MCP server url: %w", err)
+	}
+	sess, specs, err := s.handshake(ctx, cctx, t, base.CloseIdleConnections)
+	if err != nil {
+		return nil, nil, rec.first(), fmt.Errorf("%s: %w", kind, err)
+	}
+	return sess, specs, 0, nil
+}
+
+// handshake starts the client on t, initializes and lists the tools. onClose runs after the
+// client is closed.
+func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface, onClose func()) (*session, []tools.Spec, error) {
+	sctx, scancel := context.WithCancel(ctx)
+	// The protocol is pinned to the newest revision with the initialize handshake: it has
+	// sessions (which the reconnect rules are about) and server-sent notifications on every
+	// transport, and every server speaks it.
+	c := client.NewClient(t, client.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION))
+	sess := &session{client: c, lost: make(chan struct{})}
+	var once sync.Once
+	sess.closeFn = func() {
+		once.Do(func() {
+			scancel()
+			_ = c.Close()
+			if onClose != nil {
+				onClose()
+			}
+			sess.markLost(errors.New("session closed"))
+		})
+	}
+	c.OnNotification(func(n mcpgo.JSONRPCNotification) {
+		if n.Method == string(mcpgo.MethodNotificationToolsListChanged) {
+			select {
+			case s.refresh <- struct{}{}:
+			default:
+			}
+		}
+	})
+	c.OnConnectionLost(func(err error) { sess.markLost(fmt.Errorf("connection lost: %w", err)) })
+	fail := func(what string, err error) (*session, []tools.Spec, error) {
+		sess.close()
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return nil, nil, fmt.Errorf("%s: no answer within the connect timeout of %s: %w", what, s.connectTimeout(), err)
+		}
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := c.Start(sctx); err != nil {
+		return fail("connect", err)
+	}
+	init := mcpgo.InitializeRequest{}
+	init.Params.ProtocolVersion = mcpgo.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcpgo.Implementation{Name: "relaybot", Version: clientVersion}
+	if _, err := c.Initialize(cctx, init); err != nil {
+		return fail("initialize", err)
+	}
+	specs, err := s.list(cctx, sess)
+	if err != nil {
+		return fail("list tools", err)
+	}
+	return sess, specs, nil
+}
+
+// list asks the server for its tools and turns them into specs. Tools whose names a model API
+// would reject are left out with a warning.
+func (s *serverConn) list(ctx context.Context, sess *session) ([]tools.Spec, error) {
+	res, err := sess.client.ListTools(ctx, mcpgo.ListToolsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]tools.Spec, 0, len(res.Tools))
+	seen := map[string]bool{}
+	for _, t := range res.Tools {
+		if !toolNamePattern.MatchString(t.Name) || seen[t.Name] {
+			s.logger.Warn("MCP tool left out: its name is invalid or repeated", "tool", t.Name)
+			continue
+		}
+		seen[t.Name] = true
+		params, err := schema(t)
+		if err != nil {
+			s.logger.Warn("MCP tool left out: its input schema cannot be encoded", "tool", t.Name, "err", err)
+			continue
+		}
+		specs = append(specs, tools.Spec{Name: t.Name, Description: t.Description, Parameters: params, Server: s.cfg.Name})
+	}
+	return specs, nil
+}
+
+func schema(t mcpgo.Tool) (json.RawMessage, error) {
+	if len(t.RawInputSchema) > 0 {
+		return t.RawInputSchema, nil
+	}
+	in := t.InputSchema
+	if in.Type == "" {
+		in.Type = "object"
+	}
+	if in.Properties == nil {
+		in.Properties = map[string]any{}
+	}
+	return json.Marshal(in)
+}
+
+// statusRecorder remembers the status of the first POST, the handshake's initialize.
+type statusRecorder struct {
+	base   http.RoundTripper
+	mu     sync.Mutex
+	status int
+}
+
+func (r *statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPost {
+		r.mu.Lock()
+		if r.status == 0 {
+			r.status = resp.StatusCode
+		}
+		r.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (r *statusRecorder) first() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// redactor hides the secret parts of a server URL (credentials, query values) in error texts.
+type redactor struct{ pairs []string }
+
+func newRedactor(raw string) *redactor {
+	u, err := url.Parse(raw)
+	if err != nil || (u.User == nil && u.RawQuery == "") {
+		return &redactor{}
+	}
+	safe := *u
+	safe.User = nil
+	q := safe.Query()
+	for k := range q {
+		q.Set(k, "REDACTED")
+	}
+	safe.RawQuery = q.Encode()
+	pairs := []string{raw, safe.String()}
+	if u.RawQuery != "" {
+		pairs = append(pairs, u.RawQuery, safe.RawQuery)
+	}
+	if u.User != nil {
+		pairs = append(pairs, u.User.String()+"@", "")
+	}
+	return &redactor{pairs: pairs}
+}
+
+// err returns err with the secrets of the URL replaced; errors.Is and errors.As still see the
+// original chain.
+func (r *redactor) err(err error) error {
+	if err == nil || len(r.pairs) == 0 {
+		return err
+	}
+	msg := err.Error()
+	clean := strings.NewReplacer(r.pairs...).Replace(msg)
+	if clean == msg {
+		return err
+	}
+	return &redactedError{msg: clean, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -1,0 +1,322 @@
+// Package mcp is the MCP tool loader: one mcp-go client per configured MCP server (stdio, legacy
+// SSE or streamable HTTP). Servers connect in the background and never stop the bot; a server
+// that fails is retried with backoff, a crashed stdio server is restarted, a server that ends its
+// session is reconnected once and the call retried once, and every call has the server's deadline.
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+
+	"relaybot/tools"
+)
+
+// Transports a ServerConfig may name.
+const (
+	TransportStdio = "stdio"
+	TransportSSE   = "sse"
+	TransportHTTP  = "http"
+)
+
+// Defaults used when a ServerConfig or an Option leaves a value at zero.
+const (
+	DefaultConnectTimeout = 30 * time.Second
+	DefaultBackoffBase    = 2 * time.Second
+	DefaultBackoffMax     = 60 * time.Second
+	DefaultReconnectWait  = 30 * time.Second
+)
+
+// ServerConfig is one MCP server.
+type ServerConfig struct {
+	// Name identifies the server in tool specs, errors, logs and the audit log.
+	Name string
+	// Transport is "stdio", "sse" or "http" (streamable HTTP; a server that answers the
+	// handshake with 400, 404 or 405 is retried over SSE).
+	Transport string
+	// Command, Args and Env start a stdio server. The process gets PATH, HOME and a few other
+	// harmless variables of the bot's environment plus Env, never the rest of it (the bot's
+	// tokens stay out of third-party servers).
+	Command string
+	Args    []string
+	Env     map[string]string
+	// URL and Headers reach a remote (sse, http) server.
+	URL     string
+	Headers map[string]string
+	// ConnectTimeout bounds connect, initialize and the first tool listing; 0 means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// ToolCallTimeout bounds each tool call; 0 means no deadline.
+	ToolCallTimeout time.Duration
+
+	// dial, set by tests, replaces the transport with an in-process one.
+	dial func() transport.Interface
+}
+
+// State is a server's connection state.
+type State string
+
+// Connection states.
+const (
+	StateConnecting State = "connecting"
+	StateUp         State = "up"
+	StateDown       State = "down"
+)
+
+// ServerHealth is one server's state for the admin page.
+type ServerHealth struct {
+	Name string
+	// Transport is the configured transport, "http→sse" after a fallback to SSE.
+	Transport string
+	State     State
+	// LastError is the latest connection failure ("" when none); URLs have their query and
+	// credentials redacted.
+	LastError string
+	// Tools counts the tools the server offers (while up) or last offered.
+	Tools int
+	// Since is when the server entered State.
+	Since time.Time
+}
+
+// ErrUnavailable is wrapped by the error of a call to a server that is down or reconnecting;
+// such calls fail at once instead of waiting out a timeout.
+var ErrUnavailable = errors.New("MCP server unavailable")
+
+// Option tunes a Loader.
+type Option func(*options)
+
+type options struct {
+	backoffBase, backoffMax time.Duration
+	reconnectWait           time.Duration
+}
+
+// WithBackoff sets the delays between connection attempts of a failed server: base, then
+// doubling up to max (2 s and 60 s by default).
+func WithBackoff(base, max time.Duration) Option {
+	return func(o *options) {
+		if base > 0 {
+			o.backoffBase = base
+		}
+		if max > 0 {
+			o.backoffMax = max
+		}
+	}
+}
+
+// WithReconnectWait sets how long callers wait for a shared reconnect after a server ended its
+// session (30 s by default).
+func WithReconnectWait(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.reconnectWait = d
+		}
+	}
+}
+
+// Loader offers the tools of the configured MCP servers. It implements tools.Loader and is safe
+// for concurrent use.
+type Loader struct {
+	servers []*serverConn
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	warned  map[string]bool // tool name collisions already logged
+}
+
+var _ tools.Loader = (*Loader)(nil)
+
+// NewLoader returns a Loader for servers; nothing connects before Start. A nil logger means
+// slog.Default().
+func NewLoader(servers []ServerConfig, logger *slog.Logger, opts ...Option) *Loader {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	o := options{backoffBase: DefaultBackoffBase, backoffMax: DefaultBackoffMax, reconnectWait: DefaultReconnectWait}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	l := &Loader{logger: logger, warned: map[string]bool{}}
+	names := map[string]bool{}
+	for _, cfg := range servers {
+		s := newServerConn(l, cfg, o)
+		if s.invalid == nil && names[cfg.Name] {
+			s.invalid = fmt.Errorf("another MCP server is also named %q", cfg.Name)
+		}
+		names[cfg.Name] = true
+		l.servers = append(l.servers, s)
+	}
+	return l
+}
+
+// Start connects every server in the background and keeps them connected until ctx ends or
+// Close is called. It never fails: a server that cannot connect is logged, marked down and
+// retried. Calling Start again does nothing.
+func (l *Loader) Start(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started {
+		return
+	}
+	l.started = true
+	ctx, l.cancel = context.WithCancel(ctx)
+	for _, s := range l.servers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			s.run(ctx)
+		}()
+	}
+}
+
+// WaitStarted blocks until every server has made its first connection attempt (it is up or
+// down) or ctx ends, so the first turns can see the tools of servers that came up quickly.
+func (l *Loader) WaitStarted(ctx context.Context) error {
+	for _, s := range l.servers {
+		select {
+		case <-s.firstDone:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for MCP server %q: %w", s.cfg.Name, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Close disconnects every server, stops stdio server processes and waits for the Loader's
+// goroutines to end.
+func (l *Loader) Close() {
+	l.mu.Lock()
+	cancel := l.cancel
+	l.started = true // a Start after Close does nothing
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	l.wg.Wait()
+}
+
+// Source reports tools.SourceMCP.
+func (l *Loader) Source() tools.Source { return tools.SourceMCP }
+
+// Tools lists the tools of the servers that are up, in configuration order. When two servers
+// offer the same name, the first server's tool is listed.
+func (l *Loader) Tools(context.Context) []tools.Spec {
+	var out []tools.Spec
+	seen := map[string]bool{}
+	for _, s := range l.servers {
+		specs, up := s.toolSpecs()
+		if !up {
+			continue
+		}
+		for _, spec := range specs {
+			if seen[spec.Name] {
+				continue
+			}
+			seen[spec.Name] = true
+			out = append(out, spec)
+		}
+	}
+	return out
+}
+
+// Call runs a tool on the server that offers it. The error wraps tools.ErrNotFound when no
+// server has the tool, tools.ErrTimeout when the server's tool_call_timeout passed, and
+// ErrUnavailable when the server is down or reconnecting.
+func (l *Loader) Call(ctx context.Context, call tools.Invocation) (tools.Result, error) {
+	s := l.route(call.Name)
+	if s == nil {
+		return tools.Result{}, fmt.Errorf("%w: %s (no MCP server offers it)", tools.ErrNotFound, call.Name)
+	}
+	args := map[string]any{}
+	if len(call.Arguments) > 0 {
+		if err := json.Unmarshal(call.Arguments, &args); err != nil {
+			return tools.Result{}, fmt.Errorf("arguments of MCP tool '%s' are not a JSON object: %w", call.Name, err)
+		}
+		if args == nil {
+			args = map[string]any{}
+		}
+	}
+	return s.call(ctx, call.Name, args)
+}
+
+// route picks the server for a tool: the first server that is up and offers it, else the first
+// server that offered it last time it was up (its call then fails at once with its state).
+func (l *Loader) route(name string) *serverConn {
+	var fallback *serverConn
+	for _, s := range l.servers {
+		up, known := s.offers(name)
+		if up {
+			return s
+		}
+		if known && fallback == nil {
+			fallback = s
+		}
+	}
+	return fallback
+}
+
+// Health reports every server's state, in configuration order.
+func (l *Loader) Health() []ServerHealth {
+	out := make([]ServerHealth, 0, len(l.servers))
+	for _, s := range l.servers {
+		out = append(out, s.health())
+	}
+	return out
+}
+
+// noteCollisions logs, once per name, tools that two servers offer.
+func (l *Loader) noteCollisions() {
+	owner := map[string]string{}
+	var found [][3]string
+	for _, s := range l.servers {
+		specs, up := s.toolSpecs()
+		if !up {
+			continue
+		}
+		for _, spec := range specs {
+			if first, ok := owner[spec.Name]; ok {
+				found = append(found, [3]string{spec.Name, first, s.cfg.Name})
+				continue
+			}
+			owner[spec.Name] = s.cfg.Name
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range found {
+		key := c[0] + "\x00" + c[2]
+		if l.warned[key] {
+			continue
+		}
+		l.warned[key] = true
+		l.logger.Warn("two MCP servers offer the same tool; the later server's tool is not offered",
+			"tool", c[0], "offered_by", c[1], "not_offered_by", c[2])
+	}
+}
+
+// toolNamePattern is what chat-completion APIs accept as a function name.
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// timeoutError is a tool call that ran past its server's tool_call_timeout.
+type timeoutError struct {
+	tool, server string
+	after        time.Duration
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("MCP tool '%s' on server '%s' timed out after %s seconds",
+		e.tool, e.server, strconv.FormatFloat(e.after.Seconds(), 'g', -1, 64))
+}
+
+// Unwrap makes errors.Is(err, tools.ErrTimeout) true.
+func (e *timeoutError) Unwrap() error { return tools.ErrTimeout }

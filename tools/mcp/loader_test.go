@@ -1,0 +1,419 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	testmcp "relaybot/internal/testkit/mcp"
+	"relaybot/tools"
+	"relaybot/tools/mcp"
+)
+
+var stdioServer string // the built test server binary, "" when the build failed
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcptest")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin, err := testmcp.BuildStdioServer(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	stdioServer = bin
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func startLoader(t *testing.T, cfgs ...mcp.ServerConfig) *mcp.Loader {
+	t.Helper()
+	return startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}, cfgs...)
+}
+
+func startLoaderOpts(t *testing.T, opts []mcp.Option, cfgs ...mcp.ServerConfig) *mcp.Loader {
+	t.Helper()
+	l := mcp.NewLoader(cfgs, quietLogger(), opts...)
+	l.Start(context.Background())
+	t.Cleanup(l.Close)
+	return l
+}
+
+func health(l *mcp.Loader, name string) mcp.ServerHealth {
+	for _, h := range l.Health() {
+		if h.Name == name {
+			return h
+		}
+	}
+	return mcp.ServerHealth{}
+}
+
+// waitFor polls cond until it holds or 15 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitUp(t *testing.T, l *mcp.Loader, name string) {
+	t.Helper()
+	waitFor(t, name+" up", func() bool { return health(l, name).State == mcp.StateUp })
+}
+
+func call(l *mcp.Loader, name string, args any) (tools.Result, error) {
+	b, _ := json.Marshal(args)
+	return l.Call(context.Background(), tools.Invocation{Name: name, Arguments: b})
+}
+
+func toolNames(l *mcp.Loader) []string {
+	var names []string
+	for _, s := range l.Tools(context.Background()) {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// transports serves a fresh Kit on each transport.
+var transports = []struct {
+	name  string
+	serve func(t *testing.T, k *testmcp.Kit, timeout time.Duration) mcp.ServerConfig
+}{
+	{"inprocess", func(t *testing.T, k *testmcp.Kit, timeout time.Duration) mcp.ServerConfig {
+		return mcp.InProcess("srv", k.Server, timeout)
+	}},
+	{"stdio", func(t *testing.T, k *testmcp.Kit, timeout time.Duration) mcp.ServerConfig {
+		return mcp.ServerConfig{Name: "srv", Transport: "stdio", Command: stdioServer, ToolCallTimeout: timeout}
+	}},
+	{"http", func(t *testing.T, k *testmcp.Kit, timeout time.Duration) mcp.ServerConfig {
+		return mcp.ServerConfig{Name: "srv", Transport: "http", URL: testmcp.StartHTTP(t, k).URL, ToolCallTimeout: timeout}
+	}},
+	{"sse", func(t *testing.T, k *testmcp.Kit, timeout time.Duration) mcp.ServerConfig {
+		return mcp.ServerConfig{Name: "srv", Transport: "sse", URL: testmcp.StartSSE(t, k).URL, ToolCallTimeout: timeout}
+	}},
+}
+
+func TestListAndCall(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			k := testmcp.New("kit")
+			l := startLoader(t, tr.serve(t, k, 0))
+			waitUp(t, l, "srv")
+
+			var echo *tools.Spec
+			for _, s := range l.Tools(context.Background()) {
+				if s.Name == "echo" {
+					echo = &s
+				}
+			}
+			if echo == nil {
+				t.Fatalf("echo not listed; tools: %v", toolNames(l))
+			}
+			if echo.Server != "srv" || echo.Description != "Echoes its text." || !bytes.Contains(echo.Parameters, []byte(`"text"`)) {
+				t.Errorf("echo spec = %+v, parameters %s", *echo, echo.Parameters)
+			}
+			res, err := call(l, "echo", map[string]string{"text": "héllo"})
+			if err != nil || res.Text != "héllo" {
+				t.Fatalf("echo = %q, %v; want héllo", res.Text, err)
+			}
+			res, err = call(l, "image", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != "a picture" || len(res.Files) != 1 || res.Files[0].MIME != "image/png" ||
+				!bytes.Equal(res.Files[0].Data, testmcp.PNG) || res.Files[0].Name != "image-2.png" {
+				t.Errorf("image result = %q, files %+v", res.Text, res.Files)
+			}
+			if got := health(l, "srv"); got.Tools != 6 || got.LastError != "" {
+				t.Errorf("health = %+v", got)
+			}
+		})
+	}
+}
+
+func TestResults(t *testing.T) {
+	k := testmcp.New("kit")
+	l := startLoader(t, mcp.InProcess("srv", k.Server, 0))
+	waitUp(t, l, "srv")
+
+	_, err := call(l, "fail", map[string]string{"message": "disk full"})
+	if err == nil || err.Error() != "disk full" {
+		t.Errorf("isError result: err = %v, want disk full", err)
+	}
+	_, err = call(l, "fail", nil)
+	if err == nil || err.Error() != "Unknown error from MCP tool" {
+		t.Errorf("isError result without text: err = %v", err)
+	}
+	res, err := call(l, "resource", map[string]int{"size": 100})
+	if err != nil || !strings.HasSuffix(res.Text, strings.Repeat("a", 100)) || !strings.Contains(res.Text, "file:///doc.txt") {
+		t.Errorf("small resource = %q, %v", res.Text, err)
+	}
+	res, err = call(l, "resource", map[string]int{"size": 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(res.Text, "a") > 64<<10+50 || !strings.Contains(res.Text, "[truncated 34464 bytes]") {
+		t.Errorf("large resource not capped at 64 KiB: %d bytes, tail %q", len(res.Text), res.Text[len(res.Text)-40:])
+	}
+	_, err = call(l, "nope", nil)
+	if !errors.Is(err, tools.ErrNotFound) {
+		t.Errorf("unknown tool: err = %v, want ErrNotFound", err)
+	}
+	if _, err := l.Call(context.Background(), tools.Invocation{Name: "echo", Arguments: json.RawMessage(`[1]`)}); err == nil {
+		t.Error("array arguments accepted")
+	}
+}
+
+func TestToolCallTimeout(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			k := testmcp.New("kit")
+			l := startLoader(t, tr.serve(t, k, time.Second))
+			waitUp(t, l, "srv")
+
+			_, err := call(l, "sleep", map[string]float64{"seconds": 30})
+			if !errors.Is(err, tools.ErrTimeout) {
+				t.Fatalf("err = %v, want ErrTimeout", err)
+			}
+			if want := "MCP tool 'sleep' on server 'srv' timed out after 1 seconds"; err.Error() != want {
+				t.Errorf("err = %q, want %q", err, want)
+			}
+			res, err := call(l, "echo", map[string]string{"text": "still here"})
+			if err != nil || res.Text != "still here" {
+				t.Fatalf("call after timeout = %q, %v", res.Text, err)
+			}
+			if tr.name == "inprocess" || tr.name == "http" {
+				waitFor(t, "the server to see the cancellation", func() bool { return k.Cancelled() == 1 })
+			}
+			if h := health(l, "srv"); h.State != mcp.StateUp {
+				t.Errorf("after a timeout the server is %s", h.State)
+			}
+		})
+	}
+}
+
+func TestZeroTimeoutMeansNoDeadline(t *testing.T) {
+	k := testmcp.New("kit")
+	l := startLoader(t, mcp.InProcess("srv", k.Server, 0))
+	waitUp(t, l, "srv")
+	res, err := call(l, "sleep", map[string]float64{"seconds": 1.2})
+	if err != nil || res.Text != "slept" {
+		t.Fatalf("sleep = %q, %v", res.Text, err)
+	}
+}
+
+func TestSessionEndedReconnectsOnceAndRetriesOnce(t *testing.T) {
+	k := testmcp.New("kit")
+	srv := testmcp.StartHTTP(t, k)
+	l := startLoader(t, mcp.ServerConfig{Name: "srv", Transport: "http", URL: srv.URL})
+	waitUp(t, l, "srv")
+	if _, err := call(l, "echo", map[string]string{"text": "a"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every session ends; five concurrent calls share one reconnect and each is retried once.
+	srv.ExpireSessions()
+	const n = 5
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			res, err := call(l, "echo", map[string]string{"text": strconv.Itoa(i)})
+			if err == nil && res.Text != strconv.Itoa(i) {
+				err = fmt.Errorf("got %q", res.Text)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("call %d after the session ended: %v", i, err)
+		}
+	}
+	if got := srv.SessionsStarted(); got != 2 {
+		t.Errorf("sessions started = %d, want 2 (one shared reconnect)", got)
+	}
+	if got := k.Calls("echo"); got != 1+n {
+		t.Errorf("echo ran %d times, want %d", got, 1+n)
+	}
+
+	// The session ends under the call and again under its retry: one reconnect, one retry, then
+	// the error.
+	srv.ExpireOnNextCalls(2)
+	_, err := call(l, "echo", map[string]string{"text": "b"})
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "session terminated") {
+		t.Errorf("twice-ended call: err = %v, want session terminated", err)
+	}
+	if got := srv.SessionsStarted(); got != 3 {
+		t.Errorf("sessions started = %d, want 3 (one more reconnect, not two)", got)
+	}
+	waitUp(t, l, "srv")
+	if res, err := call(l, "echo", map[string]string{"text": "c"}); err != nil || res.Text != "c" {
+		t.Errorf("call after the failed retry = %q, %v", res.Text, err)
+	}
+}
+
+func TestStdioServerRestarted(t *testing.T) {
+	l := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Second, time.Second)},
+		mcp.ServerConfig{Name: "srv", Transport: "stdio", Command: stdioServer, ToolCallTimeout: time.Minute})
+	waitUp(t, l, "srv")
+	res, err := call(l, "pid", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(res.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the server to be down", func() bool { return health(l, "srv").State == mcp.StateDown })
+
+	_, err = call(l, "echo", map[string]string{"text": "x"})
+	if !errors.Is(err, mcp.ErrUnavailable) {
+		t.Errorf("call while down: err = %v, want ErrUnavailable", err)
+	}
+	h := health(l, "srv")
+	if h.State != mcp.StateDown {
+		t.Errorf("the call waited for the restart instead of failing at once (state %s)", h.State)
+	}
+	if !strings.Contains(h.LastError, "killed") {
+		t.Errorf("LastError = %q, want the process's end", h.LastError)
+	}
+	if len(l.Tools(context.Background())) != 0 {
+		t.Errorf("tools offered while down: %v", toolNames(l))
+	}
+
+	waitUp(t, l, "srv")
+	if !slices.Contains(toolNames(l), "echo") {
+		t.Errorf("tools after restart: %v", toolNames(l))
+	}
+	res, err = call(l, "pid", nil)
+	if err != nil || res.Text == strconv.Itoa(pid) {
+		t.Errorf("pid after restart = %q, %v (was %d)", res.Text, err, pid)
+	}
+}
+
+func TestRemoteFallback(t *testing.T) {
+	for _, tc := range []struct {
+		status   int
+		fallback bool
+	}{
+		{400, true}, {404, true}, {405, true}, {401, false}, {500, false},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			k := testmcp.New("kit")
+			srv := testmcp.StartSSEOnly(t, k, tc.status)
+			l := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Minute, time.Minute)},
+				mcp.ServerConfig{Name: "srv", Transport: "http", URL: srv.URL})
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			if err := l.WaitStarted(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h := health(l, "srv")
+			if !tc.fallback {
+				if h.State != mcp.StateDown || !strings.Contains(h.LastError, strconv.Itoa(tc.status)) {
+					t.Errorf("health = %+v, want down naming %d", h, tc.status)
+				}
+				if srv.Streams() != 0 {
+					t.Errorf("fell back to SSE on %d", tc.status)
+				}
+				return
+			}
+			if h.State != mcp.StateUp || h.Transport != "http→sse" {
+				t.Fatalf("health = %+v, want up over SSE", h)
+			}
+			if res, err := call(l, "echo", map[string]string{"text": "via sse"}); err != nil || res.Text != "via sse" {
+				t.Errorf("echo = %q, %v", res.Text, err)
+			}
+		})
+	}
+}
+
+func TestToolsListChanged(t *testing.T) {
+	for _, tr := range transports {
+		if tr.name == "stdio" {
+			continue // the stdio server's tools are fixed
+		}
+		t.Run(tr.name, func(t *testing.T) {
+			k := testmcp.New("kit")
+			l := startLoader(t, tr.serve(t, k, 0))
+			waitUp(t, l, "srv")
+			k.AddEchoTool("shout")
+			waitFor(t, "shout to be listed", func() bool { return slices.Contains(toolNames(l), "shout") })
+			if res, err := call(l, "shout", map[string]string{"text": "HI"}); err != nil || res.Text != "HI" {
+				t.Errorf("shout = %q, %v", res.Text, err)
+			}
+		})
+	}
+}
+
+func TestBrokenServersDoNotStopOthers(t *testing.T) {
+	k := testmcp.New("kit")
+	l := startLoader(t,
+		mcp.ServerConfig{Name: "missing", Transport: "stdio", Command: "/nonexistent/mcp-server"},
+		mcp.ServerConfig{Name: "secret", Transport: "http", URL: "http://127.0.0.1:1/mcp?api_key=hunter2"},
+		mcp.ServerConfig{Name: "bad", Transport: "carrier-pigeon"},
+		mcp.InProcess("good", k.Server, 0),
+	)
+	waitUp(t, l, "good")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := l.WaitStarted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"missing", "secret", "bad"} {
+		h := health(l, name)
+		if h.State == mcp.StateUp || h.LastError == "" {
+			t.Errorf("%s: health = %+v, want down with an error", name, h)
+		}
+		if strings.Contains(h.LastError, "hunter2") {
+			t.Errorf("%s: LastError leaks the URL's secret: %q", name, h.LastError)
+		}
+	}
+	if res, err := call(l, "echo", map[string]string{"text": "ok"}); err != nil || res.Text != "ok" {
+		t.Errorf("echo on the good server = %q, %v", res.Text, err)
+	}
+}
+
+func TestCollidingNamesFirstServerWins(t *testing.T) {
+	a, b := testmcp.New("a"), testmcp.New("b")
+	l := startLoader(t, mcp.InProcess("a", a.Server, 0), mcp.InProcess("b", b.Server, 0))
+	waitUp(t, l, "a")
+	waitUp(t, l, "b")
+	specs := l.Tools(context.Background())
+	if len(specs) != 6 {
+		t.Errorf("%d tools listed, want 6 (no duplicates)", len(specs))
+	}
+	if _, err := call(l, "echo", map[string]string{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if a.Calls("echo") != 1 || b.Calls("echo") != 0 {
+		t.Errorf("echo ran on a %d, b %d times; want the first server", a.Calls("echo"), b.Calls("echo"))
+	}
+}

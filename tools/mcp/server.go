@@ -1,0 +1,491 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"relaybot/tools"
+)
+
+// serverConn keeps one server connected: run is its lifecycle, call runs tools on it.
+type serverConn struct {
+	l       *Loader
+	cfg     ServerConfig
+	opts    options
+	logger  *slog.Logger
+	invalid error // a config error: the server is never connected
+	redact  *redactor
+
+	refresh   chan struct{} // notifications/tools/list_changed arrived
+	reconnect chan struct{} // a caller found the session ended
+	firstDone chan struct{} // closed after the first connection attempt
+	firstOnce sync.Once
+
+	mu            sync.Mutex
+	state         State
+	lastErr       string
+	since         time.Time
+	transport     string
+	specs         []tools.Spec // while up: current; while down: as last listed
+	names         map[string]bool
+	sess          *session      // nil unless up
+	reconnectDone chan struct{} // non-nil while callers wait for a new session
+}
+
+func newServerConn(l *Loader, cfg ServerConfig, o options) *serverConn {
+	s := &serverConn{
+		l: l, cfg: cfg, opts: o,
+		logger:    l.logger.With("mcp_server", cfg.Name),
+		redact:    newRedactor(cfg.URL),
+		refresh:   make(chan struct{}, 1),
+		reconnect: make(chan struct{}, 1),
+		firstDone: make(chan struct{}),
+		state:     StateConnecting,
+		since:     time.Now(),
+		transport: cfg.Transport,
+	}
+	s.invalid = validate(cfg)
+	return s
+}
+
+func validate(cfg ServerConfig) error {
+	if cfg.Name == "" {
+		return errors.New("MCP server has no name")
+	}
+	if cfg.dial != nil {
+		return nil
+	}
+	switch cfg.Transport {
+	case TransportStdio:
+		if cfg.Command == "" {
+			return errors.New("stdio MCP server has no command")
+		}
+	case TransportSSE, TransportHTTP:
+		if cfg.URL == "" {
+			return fmt.Errorf("%s MCP server has no url", cfg.Transport)
+		}
+	default:
+		return fmt.Errorf("unknown MCP transport %q (want stdio, sse or http)", cfg.Transport)
+	}
+	return nil
+}
+
+// session is one connection: a client, its transport and, for stdio, its process.
+type session struct {
+	client   *client.Client
+	lost     chan struct{} // closed when the connection or process is gone
+	lostOnce sync.Once
+	lostErr  error
+	closeFn  func()
+	// renewed is set before a session the server ended is closed: calls still in flight on it
+	// are cancelled by the close and retried on the new session like the call that found out.
+	renewed atomic.Bool
+}
+
+func (ss *session) markLost(err error) {
+	ss.lostOnce.Do(func() {
+		ss.lostErr = err
+		close(ss.lost)
+	})
+}
+
+func (ss *session) close() { ss.closeFn() }
+
+// sessionEnd says why serve returned.
+type sessionEnd int
+
+const (
+	endClosed    sessionEnd = iota // the loader is closing
+	endLost                        // the connection or process went away
+	endReconnect                   // the server ended the session
+)
+
+// run connects the server and keeps it connected until ctx ends.
+func (s *serverConn) run(ctx context.Context) {
+	defer s.markFirstDone()
+	if s.invalid != nil {
+		s.logger.Error("MCP server not started: invalid configuration", "err", s.invalid)
+		s.setDown(s.invalid)
+		return
+	}
+	attempt := 0
+	for {
+		s.setConnecting()
+		sess, specs, err := s.connect(ctx)
+		if ctx.Err() != nil {
+			if sess != nil {
+				sess.close()
+			}
+			s.setDown(errors.New("loader closed"))
+			return
+		}
+		if err != nil {
+			err = s.redact.err(err)
+			delay := s.backoff(attempt)
+			attempt++
+			s.setDown(err)
+			s.markFirstDone()
+			s.logger.Warn("MCP server unavailable; its tools are not offered", "err", err, "retry_in", delay)
+			if !sleep(ctx, delay) {
+				return
+			}
+			continue
+		}
+		attempt = 0
+		s.setUp(sess, specs)
+		s.markFirstDone()
+		s.logger.Info("MCP server connected", "transport", s.transportName(), "tools", len(specs))
+
+		end, lostErr := s.serve(ctx, sess)
+		s.detach()
+		if end == endReconnect {
+			sess.renewed.Store(true)
+		}
+		sess.close()
+		switch end {
+		case endClosed:
+			s.setDown(errors.New("loader closed"))
+			return
+		case endReconnect:
+			s.logger.Info("MCP server ended the session; reconnecting")
+		case endLost:
+			lostErr = s.redact.err(lostErr)
+			delay := s.backoff(0)
+			attempt = 1
+			s.setDown(lostErr)
+			s.logger.Warn("MCP server connection lost; restarting", "err", lostErr, "retry_in", delay)
+			if !sleep(ctx, delay) {
+				return
+			}
+		}
+	}
+}
+
+// serve waits while the session is up, refreshing the tool list when the server says it changed.
+func (s *serverConn) serve(ctx context.Context, sess *session) (sessionEnd, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return endClosed, nil
+		case <-sess.lost:
+			return endLost, sess.lostErr
+		case <-s.reconnect:
+			return endReconnect, nil
+		case <-s.refresh:
+			lctx, cancel := context.WithTimeout(ctx, s.connectTimeout())
+			specs, err := s.list(lctx, sess)
+			cancel()
+			switch {
+			case err == nil:
+				s.setSpecs(specs)
+				s.logger.Info("MCP server's tool list changed", "tools", len(specs))
+			case ctx.Err() != nil:
+				return endClosed, nil
+			case sessionEnded(err):
+				return endReconnect, nil
+			default:
+				s.logger.Warn("MCP server's tool list could not be refreshed; keeping the old one", "err", s.redact.err(err))
+			}
+		}
+	}
+}
+
+func (s *serverConn) backoff(attempt int) time.Duration {
+	d := s.opts.backoffBase
+	for i := 0; i < attempt && d < s.opts.backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, s.opts.backoffMax)
+}
+
+func (s *serverConn) connectTimeout() time.Duration {
+	if s.cfg.ConnectTimeout > 0 {
+		return s.cfg.ConnectTimeout
+	}
+	return DefaultConnectTimeout
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *serverConn) markFirstDone() { s.firstOnce.Do(func() { close(s.firstDone) }) }
+
+// State changes. Each wakes callers waiting for a reconnect once the outcome is known.
+
+func (s *serverConn) setConnecting() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StateConnecting {
+		s.state, s.since = StateConnecting, time.Now()
+	}
+}
+
+func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
+	s.mu.Lock()
+	s.sess = sess
+	s.state, s.since, s.lastErr = StateUp, time.Now(), ""
+	s.setSpecsLocked(specs)
+	s.wakeLocked()
+	s.mu.Unlock()
+	s.l.noteCollisions()
+}
+
+func (s *serverConn) setDown(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sess = nil
+	if s.state != StateDown {
+		s.state, s.since = StateDown, time.Now()
+	}
+	s.lastErr = err.Error()
+	s.wakeLocked()
+}
+
+func (s *serverConn) setSpecs(specs []tools.Spec) {
+	s.mu.Lock()
+	s.setSpecsLocked(specs)
+	s.mu.Unlock()
+	s.l.noteCollisions()
+}
+
+func (s *serverConn) setSpecsLocked(specs []tools.Spec) {
+	s.specs = specs
+	s.names = make(map[string]bool, len(specs))
+	for _, sp := range specs {
+		s.names[sp.Name] = true
+	}
+}
+
+// detach takes the session out of service before it is closed, so no new call picks it up.
+func (s *serverConn) detach() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sess = nil
+	s.state, s.since = StateConnecting, time.Now()
+	select {
+	case <-s.reconnect:
+	default:
+	}
+	select {
+	case <-s.refresh:
+	default:
+	}
+}
+
+func (s *serverConn) wakeLocked() {
+	if s.reconnectDone != nil {
+		close(s.reconnectDone)
+		s.reconnectDone = nil
+	}
+}
+
+func (s *serverConn) setTransport(name string) {
+	s.mu.Lock()
+	s.transport = name
+	s.mu.Unlock()
+}
+
+func (s *serverConn) transportName() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.transport
+}
+
+func (s *serverConn) toolSpecs() ([]tools.Spec, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.specs, s.state == StateUp
+}
+
+func (s *serverConn) offers(name string) (up, known bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	known = s.names[name]
+	return known && s.state == StateUp, known
+}
+
+func (s *serverConn) health() ServerHealth {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ServerHealth{
+		Name: s.cfg.Name, Transport: s.transport, State: s.state,
+		LastError: s.lastErr, Tools: len(s.specs), Since: s.since,
+	}
+}
+
+// call runs a tool, reconnecting once and retrying once when the server ended its session.
+func (s *serverConn) call(ctx context.Context, name string, args map[string]any) (tools.Result, error) {
+	for attempt := 0; ; attempt++ {
+		sess, err := s.current(ctx)
+		if err != nil {
+			return tools.Result{}, fmt.Errorf("MCP tool '%s' not run: %w", name, err)
+		}
+		res, err := s.callOnce(ctx, sess, name, args)
+		if err == nil {
+			return convertResult(name, res)
+		}
+		if attempt == 0 && ctx.Err() == nil && (sessionEnded(err) || sess.renewed.Load()) {
+			if rerr := s.renew(ctx, sess); rerr != nil {
+				return tools.Result{}, fmt.Errorf("%w; reconnecting failed: %w", err, rerr)
+			}
+			continue
+		}
+		return tools.Result{}, err
+	}
+}
+
+func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, args map[string]any) (*mcpgo.CallToolResult, error) {
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if t := s.cfg.ToolCallTimeout; t > 0 {
+		cctx, cancel = context.WithTimeout(ctx, t)
+	}
+	defer cancel()
+	req := mcpgo.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := sess.client.CallTool(cctx, req)
+	switch {
+	case err == nil:
+		return res, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("MCP tool '%s' on server '%s' was cancelled: %w", name, s.cfg.Name, ctx.Err())
+	case errors.Is(cctx.Err(), context.DeadlineExceeded) || pastDeadline(cctx):
+		// The SSE transport's own response timer, set to the deadline, can fire first.
+		return nil, &timeoutError{tool: name, server: s.cfg.Name, after: s.cfg.ToolCallTimeout}
+	case errors.Is(err, transport.ErrTransportClosed) || isClosed(sess):
+		return nil, fmt.Errorf("MCP server '%s' went away during the call of '%s': %w: %w", s.cfg.Name, name, ErrUnavailable, s.redact.err(err))
+	}
+	return nil, fmt.Errorf("MCP tool '%s' on server '%s': %w", name, s.cfg.Name, s.redact.err(err))
+}
+
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+func isClosed(sess *session) bool {
+	select {
+	case <-sess.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// current returns the session to call on. While a reconnect is under way it waits for it;
+// otherwise a server that is not up fails at once.
+func (s *serverConn) current(ctx context.Context) (*session, error) {
+	s.mu.Lock()
+	sess, done := s.sess, s.reconnectDone
+	s.mu.Unlock()
+	if sess != nil {
+		return sess, nil
+	}
+	if done != nil {
+		if err := s.wait(ctx, done); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		sess = s.sess
+		s.mu.Unlock()
+		if sess != nil {
+			return sess, nil
+		}
+	}
+	return nil, s.unavailable()
+}
+
+// renew gets a new session after failed reported that the server ended it. Concurrent callers
+// share one reconnect and wait for it up to the reconnect wait.
+func (s *serverConn) renew(ctx context.Context, failed *session) error {
+	s.mu.Lock()
+	if s.sess != nil && s.sess != failed {
+		s.mu.Unlock()
+		return nil // another caller's reconnect already finished
+	}
+	done := s.reconnectDone
+	if done == nil {
+		if s.sess == nil && s.state == StateDown {
+			s.mu.Unlock()
+			return s.unavailable()
+		}
+		done = make(chan struct{})
+		s.reconnectDone = done
+		if s.sess == failed {
+			select {
+			case s.reconnect <- struct{}{}:
+			default:
+			}
+		}
+	}
+	s.mu.Unlock()
+	if err := s.wait(ctx, done); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	up := s.sess != nil
+	s.mu.Unlock()
+	if !up {
+		return s.unavailable()
+	}
+	return nil
+}
+
+func (s *serverConn) wait(ctx context.Context, done chan struct{}) error {
+	t := time.NewTimer(s.opts.reconnectWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("MCP server '%s' did not reconnect within %s: %w", s.cfg.Name, s.opts.reconnectWait, ErrUnavailable)
+	}
+}
+
+func (s *serverConn) unavailable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.state == StateDown:
+		return fmt.Errorf("MCP server '%s' is down (%s): %w", s.cfg.Name, s.lastErr, ErrUnavailable)
+	case s.lastErr != "":
+		return fmt.Errorf("MCP server '%s' is reconnecting (last error: %s): %w", s.cfg.Name, s.lastErr, ErrUnavailable)
+	default:
+		return fmt.Errorf("MCP server '%s' is not connected yet: %w", s.cfg.Name, ErrUnavailable)
+	}
+}
+
+// sessionEnded reports whether err says the server no longer knows the session: a 404 for the
+// session id, or a message about a terminated, expired or unknown session.
+func sessionEnded(err error) bool {
+	if errors.Is(err, transport.ErrSessionTerminated) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, m := range []string{"session terminated", "session expired", "invalid session id", "session not found"} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
