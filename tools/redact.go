@@ -23,8 +23,14 @@ var secretKeyParts = [...]string{"token", "password", "passwd", "secret", "apike
 // passwd, secret, api_key (or api-key, apikey), authorization, cookie, credential or private_key,
 // in any case.
 func IsSecretKey(key string) bool {
-	k := strings.ToLower(key)
-	k = strings.NewReplacer("-", "", "_", "", " ", "").Replace(k)
+	var buf [64]byte
+	norm := buf[:0]
+	for _, r := range strings.ToLower(key) {
+		if r != '-' && r != '_' && r != ' ' {
+			norm = utf8.AppendRune(norm, r)
+		}
+	}
+	k := string(norm)
 	for _, p := range secretKeyParts {
 		if strings.Contains(k, p) {
 			return true

@@ -59,6 +59,7 @@ type Skill struct {
 type Loader struct {
 	skills []Skill // sorted by name
 	byName map[string]int
+	spec   tools.Spec
 }
 
 // NewLoader reads the skills in opts.Dirs. A folder that cannot be read is an error; a malformed
@@ -100,6 +101,7 @@ func NewLoader(opts Options) (*Loader, error) {
 	for i, s := range l.skills {
 		l.byName[s.Name] = i
 	}
+	l.spec = l.activateSpec()
 	return l, nil
 }
 
@@ -280,6 +282,11 @@ func (l *Loader) Tools(ctx context.Context) []tools.Spec {
 	if len(l.skills) == 0 {
 		return nil
 	}
+	return []tools.Spec{l.spec}
+}
+
+// activateSpec describes activate_skill, its name argument limited to the loaded skills.
+func (l *Loader) activateSpec() tools.Spec {
 	names := make([]string, len(l.skills))
 	for i, s := range l.skills {
 		names[i] = s.Name
@@ -292,11 +299,11 @@ func (l *Loader) Tools(ctx context.Context) []tools.Spec {
 		"required":             []string{"name"},
 		"additionalProperties": false,
 	})
-	return []tools.Spec{{
+	return tools.Spec{
 		Name:        ToolName,
 		Description: "Load a skill's instructions by name; the skills are listed in the system prompt.",
 		Parameters:  schema,
-	}}
+	}
 }
 
 // Call runs activate_skill: the result is the skill's instructions and the list of its further files.
