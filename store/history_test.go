@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+func call(id string) MessageToolCall { return MessageToolCall{ID: id, Name: "t", Arguments: "{}"} }
+
+// checkPaired fails when a tool message has no earlier call or a call has no result.
+func checkPaired(t *testing.T, msgs []Message) {
+	t.Helper()
+	open := map[string]bool{}
+	for i, m := range msgs {
+		switch m.Role {
+		case RoleAssistant:
+			for _, c := range m.ToolCalls {
+				open[c.ID] = true
+			}
+		case RoleTool:
+			if !open[m.ToolCallID] {
+				t.Errorf("message %d: tool result %q without its call", i, m.ToolCallID)
+			}
+			delete(open, m.ToolCallID)
+		case RoleUser:
+			for id := range open {
+				t.Errorf("message %d: call %q has no result before the next user message", i, id)
+			}
+		}
+	}
+	for id := range open {
+		t.Errorf("call %q has no result", id)
+	}
+}
+
+func TestHistoryWholeRoundsOnly(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		c, err := s.Conversation(ctx, Key{Platform: "web", ChatID: "h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		turn := func(status string, user string, msgs ...Message) {
+			t.Helper()
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: user, Name: "ann", Images: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: status, Messages: msgs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// 12 rounds, each with two tool calls and their results.
+		for i := range 12 {
+			a, b := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
+			turn(TurnOK, fmt.Sprint("q", i),
+				Message{Role: RoleAssistant, Content: "let me look", ToolCalls: []MessageToolCall{call(a), call(b)}},
+				Message{Role: RoleTool, ToolCallID: a, Name: "t", Content: "ra"},
+				Message{Role: RoleTool, ToolCallID: b, Name: "t", Content: "rb"},
+				Message{Role: RoleAssistant, Content: fmt.Sprint("answer", i), Reasoning: "because"})
+		}
+		h, err := s.History(ctx, c.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) != 10*5 {
+			t.Fatalf("10 rounds gave %d messages, want 50", len(h))
+		}
+		if h[0].Role != RoleUser || h[0].Content != "q2" || h[0].Name != "ann" || h[0].Images != 1 {
+			t.Errorf("history starts with %+v, want the user message of round 3", h[0])
+		}
+		if last := h[len(h)-1]; last.Content != "answer11" || last.Reasoning != "because" {
+			t.Errorf("history ends with %+v, want the last answer", last)
+		}
+		if got := h[1].ToolCalls; len(got) != 2 || got[0] != call("a2") {
+			t.Errorf("tool calls not kept: %+v", h[1])
+		}
+		checkPaired(t, h)
+		for _, n := range []int{1, 2, 3, 7} {
+			h, err := s.History(ctx, c.ID, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(h) != n*5 || h[0].Role != RoleUser {
+				t.Errorf("History(%d) = %d messages starting with %s, want %d starting with user", n, len(h), h[0].Role, n*5)
+			}
+			checkPaired(t, h)
+		}
+		if h, _ := s.History(ctx, c.ID, 0); len(h) != 0 {
+			t.Errorf("History(0) = %d messages, want none", len(h))
+		}
+
+		// A turn cut short: a call without result, a result without call, a duplicate result.
+		turn(TurnCancelled, "broken",
+			Message{Role: RoleTool, ToolCallID: "ghost", Content: "orphan result"},
+			Message{Role: RoleAssistant, ToolCalls: []MessageToolCall{call("x"), call("y")}},
+			Message{Role: RoleTool, ToolCallID: "x", Content: "rx"},
+			Message{Role: RoleTool, ToolCallID: "x", Content: "rx again"},
+			Message{Role: RoleAssistant, ToolCalls: []MessageToolCall{call("z")}})
+		h, err = s.History(ctx, c.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPaired(t, h)
+		if len(h) != 3 || len(h[1].ToolCalls) != 1 || h[1].ToolCalls[0].ID != "x" || h[2].Content != "rx" {
+			t.Errorf("cut turn history = %+v, want user, the call x, its one result", h)
+		}
+		// The running turn is not history yet.
+		if _, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "now"}}); err != nil {
+			t.Fatal(err)
+		}
+		h, _ = s.History(ctx, c.ID, 1)
+		if len(h) == 0 || h[0].Content != "broken" {
+			t.Errorf("History includes the running turn: %+v", h)
+		}
+	})
+}
+
+func TestPairToolMessages(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []Message
+		want int
+	}{
+		{"complete", []Message{{Role: RoleUser}, {Role: RoleAssistant, ToolCalls: []MessageToolCall{call("1")}}, {Role: RoleTool, ToolCallID: "1"}, {Role: RoleAssistant, Content: "done"}}, 4},
+		{"result before call", []Message{{Role: RoleUser}, {Role: RoleTool, ToolCallID: "1"}, {Role: RoleAssistant, ToolCalls: []MessageToolCall{call("1")}}}, 1},
+		{"call without result, text kept", []Message{{Role: RoleUser}, {Role: RoleAssistant, Content: "hm", ToolCalls: []MessageToolCall{call("1")}}}, 2},
+		{"empty id", []Message{{Role: RoleUser}, {Role: RoleTool}}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := pairToolMessages(tt.in)
+			if len(got) != tt.want {
+				t.Errorf("kept %d messages, want %d: %+v", len(got), tt.want, got)
+			}
+			checkPaired(t, got)
+		})
+	}
+}

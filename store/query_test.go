@@ -1,0 +1,283 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+var seedBase = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// seedLog writes n finished calls: tool tN%3, status ok except every 4th (error) and every 10th
+// (timeout), chat c(N%2), duration (N%10+1)*100ms, two calls per second so that start times tie.
+func seedLog(t testing.TB, s *Store, n int) []ToolCallRecord {
+	t.Helper()
+	ctx := context.Background()
+	var out []ToolCallRecord
+	for i := range n {
+		status := StatusOK
+		switch {
+		case i%10 == 0:
+			status = StatusTimeout
+		case i%4 == 0:
+			status = StatusError
+		}
+		source, server := "native", ""
+		if i%3 == 2 {
+			source, server = "mcp", "web"
+		}
+		rec := ToolCallRecord{TurnID: int64(i/5 + 1), Platform: "telegram", ChatID: fmt.Sprint("c", i%2),
+			UserID: fmt.Sprint("u", i%5), Round: 1, ToolCallID: fmt.Sprint("call_", i),
+			ToolName: fmt.Sprint("t", i%3), Source: source, Server: server,
+			Arguments: fmt.Sprintf(`{"i":%d}`, i), StartedAt: seedBase.Add(time.Duration(i/2) * time.Second)}
+		if err := s.StartToolCall(ctx, &rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Status = status
+		rec.Duration = time.Duration(i%10+1) * 100 * time.Millisecond
+		rec.FinishedAt = rec.StartedAt.Add(rec.Duration)
+		if err := s.FinishToolCall(ctx, &rec); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+func TestToolCallsFiltersAndPages(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		recs := seedLog(t, s, 120)
+		running := &ToolCallRecord{ToolName: "t0", Source: "native", ChatID: "c0", Platform: "telegram",
+			StartedAt: seedBase.Add(time.Hour)}
+		if err := s.StartToolCall(ctx, running); err != nil {
+			t.Fatal(err)
+		}
+
+		want := func(pred func(r ToolCallRecord) bool) []int64 {
+			var ids []int64
+			for i := len(recs) - 1; i >= 0; i-- {
+				if pred(recs[i]) {
+					ids = append(ids, recs[i].ID)
+				}
+			}
+			return ids
+		}
+		tests := []struct {
+			name string
+			f    ToolCallFilter
+			want []int64
+		}{
+			{"tool+status", ToolCallFilter{Tool: "t1", Status: StatusError}, want(func(r ToolCallRecord) bool { return r.ToolName == "t1" && r.Status == StatusError })},
+			{"chat", ToolCallFilter{Platform: "telegram", ChatID: "c1", Until: seedBase.Add(time.Hour)}, want(func(r ToolCallRecord) bool { return r.ChatID == "c1" })},
+			{"source+server", ToolCallFilter{Source: "mcp", Server: "web"}, want(func(r ToolCallRecord) bool { return r.Server == "web" })},
+			{"user+turn", ToolCallFilter{UserID: "u3", TurnID: 4}, want(func(r ToolCallRecord) bool { return r.UserID == "u3" && r.TurnID == 4 })},
+			{"since/until", ToolCallFilter{Since: seedBase.Add(10 * time.Second), Until: seedBase.Add(20 * time.Second)},
+				want(func(r ToolCallRecord) bool {
+					return !r.StartedAt.Before(seedBase.Add(10*time.Second)) && r.StartedAt.Before(seedBase.Add(20*time.Second))
+				})},
+			{"running", ToolCallFilter{Status: StatusRunning}, []int64{running.ID}},
+			{"nothing", ToolCallFilter{Tool: "nope"}, nil},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				for _, limit := range []int{3, 7, 1000} {
+					f := tt.f
+					f.Limit = limit
+					var got []int64
+					for pages := 0; ; pages++ {
+						items, next, err := s.ToolCalls(ctx, f)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if len(items) > limit {
+							t.Fatalf("page of %d items, limit %d", len(items), limit)
+						}
+						for _, it := range items {
+							got = append(got, it.ID)
+						}
+						if next == "" {
+							break
+						}
+						if pages > 200 {
+							t.Fatal("pagination does not end")
+						}
+						f.Cursor = next
+					}
+					if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+						t.Errorf("limit %d: got %v\nwant %v", limit, got, tt.want)
+					}
+				}
+			})
+		}
+
+		row, err := s.ToolCall(ctx, recs[7].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.ToolCallID != "call_7" || row.DurationMS != 800 || row.FinishedAt == nil ||
+			!row.StartedAt.Equal(recs[7].StartedAt) || row.StartedAt.Location() != time.UTC || row.Arguments != `{"i":7}` {
+			t.Errorf("ToolCall = %+v", row)
+		}
+		if _, err := s.ToolCall(ctx, 999999); !errors.Is(err, ErrNotFound) {
+			t.Errorf("ToolCall of a missing id = %v, want ErrNotFound", err)
+		}
+		if _, _, err := s.ToolCalls(ctx, ToolCallFilter{Cursor: "garbage!"}); !errors.Is(err, ErrBadCursor) {
+			t.Errorf("bad cursor = %v, want ErrBadCursor", err)
+		}
+		items, _, _ := s.ToolCalls(ctx, ToolCallFilter{Limit: 5000})
+		if len(items) != 121 {
+			t.Errorf("limit above MaxLimit returned %d rows, want all 121", len(items))
+		}
+	})
+}
+
+func TestToolStats(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		recs := seedLog(t, s, 120)
+		if err := s.StartToolCall(ctx, &ToolCallRecord{ToolName: "t0", Source: "native", StartedAt: seedBase}); err != nil {
+			t.Fatal(err)
+		}
+		stats, err := s.ToolStats(ctx, ToolCallFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stats) != 3 {
+			t.Fatalf("stats = %+v, want 3 tools", stats)
+		}
+		for _, st := range stats {
+			var durs []time.Duration
+			errs, n := 0, 0
+			for _, r := range recs {
+				if r.ToolName == st.Tool {
+					n++
+					durs = append(durs, r.Duration)
+					if r.Status != StatusOK {
+						errs++
+					}
+				}
+			}
+			finished := n
+			if st.Tool == "t0" {
+				n++ // the running call
+			}
+			if st.Count != n || st.Errors != errs {
+				t.Errorf("%s: count %d errors %d, want %d and %d", st.Tool, st.Count, st.Errors, n, errs)
+			}
+			if want := float64(errs) / float64(finished); st.ErrorRate != want {
+				t.Errorf("%s: error rate %v, want %v", st.Tool, st.ErrorRate, want)
+			}
+			p50, p95 := nearestRank(durs, 50), nearestRank(durs, 95)
+			if st.P50 != p50 || st.P95 != p95 {
+				t.Errorf("%s: p50 %v p95 %v, want %v %v", st.Tool, st.P50, st.P95, p50, p95)
+			}
+		}
+		only, err := s.ToolStats(ctx, ToolCallFilter{Tool: "t2", Status: StatusOK})
+		if err != nil || len(only) != 1 || only[0].Errors != 0 || only[0].Source != "mcp" || only[0].Server != "web" {
+			t.Errorf("filtered stats = %+v (%v)", only, err)
+		}
+	})
+}
+
+func nearestRank(d []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[(len(s)*p+99)/100-1]
+}
+
+// TestToolCallsPlanUsesIndex checks on SQLite that a tool+status query is an index search, not
+// a scan of the log.
+func TestToolCallsPlanUsesIndex(t *testing.T) {
+	s := newStore(t, DriverSQLite)
+	seedLog(t, s, 50)
+	plan := queryPlan(t, s, ToolCallFilter{Tool: "t1", Status: StatusOK, Since: seedBase, Limit: 50})
+	if !strings.Contains(plan, "USING INDEX idx_tool_calls_tool_status") || strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("plan does not use idx_tool_calls_tool_status for both filter and order:\n%s", plan)
+	}
+	items, next, _ := s.ToolCalls(context.Background(), ToolCallFilter{Tool: "t1", Status: StatusOK, Limit: 2})
+	plan = queryPlan(t, s, ToolCallFilter{Tool: "t1", Status: StatusOK, Limit: 2, Cursor: next})
+	if len(items) != 2 || !strings.Contains(plan, "USING INDEX idx_tool_calls_tool_status") {
+		t.Errorf("next page plan does not use the index:\n%s", plan)
+	}
+}
+
+// queryPlan returns SQLite's EXPLAIN QUERY PLAN of the ToolCalls query for f.
+func queryPlan(t testing.TB, s *Store, f ToolCallFilter) string {
+	t.Helper()
+	q, _, err := s.toolCallsQuery(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []toolCallModel
+	stmt := q.Session(&gorm.Session{DryRun: true}).Find(&rows).Statement
+	res, err := s.rsql.Query("EXPLAIN QUERY PLAN "+stmt.SQL.String(), stmt.Vars...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	var b strings.Builder
+	for res.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := res.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(detail + "\n")
+	}
+	return b.String()
+}
+
+func TestSweep(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		seedLog(t, s, 30) // started in March 2026
+		old, _ := s.Conversation(ctx, Key{Platform: "web", ChatID: "x"})
+		turn, _ := s.StartTurn(ctx, TurnStart{ConversationID: old.ID, UserMessage: Message{Content: "old"}})
+		if err := s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "a"}}, LLMCalls: []LLMCall{{Model: "m", Status: "ok"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ResetConversation(ctx, Key{Platform: "web", ChatID: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		running := &ToolCallRecord{ToolName: "long", StartedAt: seedBase.Add(-time.Hour)}
+		if err := s.StartToolCall(ctx, running); err != nil {
+			t.Fatal(err)
+		}
+		// A cutoff between the log and now deletes the log but keeps the turn.
+		n, err := s.Sweep(ctx, seedBase.Add(time.Hour))
+		if err != nil || n != 30 {
+			t.Fatalf("Sweep = %d, %v; want 30 audit rows", n, err)
+		}
+		if c := count(t, s, "tool_calls", ""); c != 1 {
+			t.Errorf("tool_calls left = %d, want the running one", c)
+		}
+		// A cutoff in the future deletes the turn with its messages and LLM calls, and the
+		// emptied old conversation; the active one stays.
+		n, err = s.Sweep(ctx, time.Now().Add(time.Hour))
+		if err != nil || n != 2 {
+			t.Fatalf("second Sweep = %d, %v; want the turn and the old conversation", n, err)
+		}
+		for table, want := range map[string]int{"turns": 0, "messages": 0, "llm_calls": 0, "conversations": 1, "tool_calls": 1} {
+			if c := count(t, s, table, ""); c != want {
+				t.Errorf("%s: %d rows left, want %d", table, c, want)
+			}
+		}
+		// RunRetention with 0 days keeps everything and returns.
+		s.RunRetention(ctx, 0)
+	})
+}
