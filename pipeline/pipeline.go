@@ -92,6 +92,9 @@ type Options struct {
 	// Recorder keeps refused /audit commands in the audit log; nil only logs them.
 	Recorder tools.Recorder
 
+	// OnTurnDone, when set, is told the status and duration of every finished turn (metrics).
+	OnTurnDone func(status string, took time.Duration)
+
 	// Logger receives one line per turn and per refused message; nil means slog.Default().
 	Logger *slog.Logger
 	// Now returns the current time (tests); nil means time.Now.
@@ -287,11 +290,11 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {
 		return
 	}
-	p.queue(ctx, key, in, out, log)
+	p.queue(key, in, out, log)
 }
 
 // queue waits for the conversation's turn and a free slot, then runs the turn.
-func (p *Pipeline) queue(ctx context.Context, key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) queue(key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
 	k := key.String()
 	t, err := p.sched.enqueue(k, in)
 	if err != nil {
@@ -300,9 +303,12 @@ func (p *Pipeline) queue(ctx context.Context, key ConversationKey, in adapters.I
 		return
 	}
 	defer p.sched.leave(k, t)
+	// Waiting ignores ctx: an adapter that stops receiving at shutdown still gets its accepted
+	// messages answered within the grace period; Shutdown ends the wait when it is over.
 	select {
 	case <-t.ready:
-	case <-ctx.Done():
+	case <-p.base.Done():
+		p.dropped(ErrShutdown, in, out, log)
 		return
 	}
 	if t.dropped != nil {
@@ -320,8 +326,6 @@ func (p *Pipeline) queue(ctx context.Context, key ConversationKey, in adapters.I
 	case <-wait.C:
 		log.Warn("pipeline: message refused: too many turns in flight", "limit", cap(p.slots), "message", in.MessageID)
 		p.notice(out, p.opts.BusyText, log)
-		return
-	case <-ctx.Done():
 		return
 	case <-p.base.Done():
 		p.dropped(ErrShutdown, in, out, log)

@@ -124,6 +124,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	if res.Status != agent.StatusOK && strings.TrimSpace(res.PartialText) != "" {
 		end.Messages = append(end.Messages, store.Message{Role: store.RoleAssistant, Content: res.PartialText})
 	}
+	if p.opts.OnTurnDone != nil {
+		p.opts.OnTurnDone(status, time.Since(begun))
+	}
 	sctx, scancel = context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
 	defer scancel()
 	if err := p.store.FinishTurn(sctx, end); err != nil {
