@@ -209,7 +209,8 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 	rec.FinishedAt = rec.StartedAt.Add(out.Duration)
 	note := filesNote(out.Files)
 	if out.Err != nil {
-		rec.Error = Truncate(out.Err.Error(), AuditMaxChars)
+		rec.Error = Truncate(RedactJSONText(out.Err.Error()), AuditMaxChars)
+		out.Content = Truncate(out.Content, t.m.maxRes)
 	} else {
 		rec.ResultSize = utf8.RuneCountInString(out.Content)
 		rec.Result = withNote(Truncate(RedactJSONText(out.Content), AuditMaxChars), note)

@@ -434,6 +434,16 @@ func TestRedaction(t *testing.T) {
 		t.Fatalf("arguments size %d, want %d", r.ArgumentsSize, len(args))
 	}
 
+	// Error text is redacted in the audit record.
+	f.mcp.add("leaky", func(context.Context, tools.Invocation) (tools.Result, error) {
+		return tools.Result{}, errors.New(`upstream answered 401: {"error":"denied","access_token":"t-999"}`)
+	})
+	f.rec.Reset()
+	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "leaky"})
+	if r := f.rec.Records()[0]; r.Error != `upstream answered 401: {"error":"denied","access_token":"[redacted]"}` {
+		t.Fatalf("audited error %q", r.Error)
+	}
+
 	// Arguments that are not valid JSON are redacted too.
 	f.rec.Reset()
 	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "echo", Arguments: `{"q":"x","api_key": "k-777", "auth":{"Token":"t-\"888"`})
@@ -462,6 +472,15 @@ func TestTruncation(t *testing.T) {
 	r = f.rec.Records()[0]
 	if want := long[:tools.AuditMaxChars] + "… [truncated 5011 chars]"; r.Arguments != want || r.ArgumentsSize != len(long) {
 		t.Fatalf("audited arguments %d chars (size %d): …%q", len(r.Arguments), r.ArgumentsSize, r.Arguments[len(r.Arguments)-40:])
+	}
+
+	// Error text going back to the model is capped too.
+	f.mcp.add("loud", func(context.Context, tools.Invocation) (tools.Result, error) {
+		return tools.Result{}, errors.New(strings.Repeat("x", 300))
+	})
+	out = f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "loud"})
+	if want := "err: " + strings.Repeat("x", 95) + "… [truncated 205 chars]"; out.Status != tools.StatusError || out.Content != want {
+		t.Fatalf("error content %s %q", out.Status, out.Content)
 	}
 
 	// The default cap is 20,000 characters.

@@ -28,7 +28,7 @@ const (
 )
 
 // Names lists the native tools.
-var Names = []string{CurrentTime, FetchURL}
+func Names() []string { return []string{CurrentTime, FetchURL} }
 
 // Options configures the native tools.
 type Options struct {
@@ -75,13 +75,13 @@ func NewLoader(opts Options) (*Loader, error) {
 	}
 	l := &Loader{opts: opts, enabled: make(map[string]bool)}
 	for _, n := range opts.Enabled {
-		if !slices.Contains(Names, n) {
-			return nil, fmt.Errorf("native: unknown tool %q (native tools: %v)", n, Names)
+		if !slices.Contains(Names(), n) {
+			return nil, fmt.Errorf("native: unknown tool %q (native tools: %v)", n, Names())
 		}
 		l.enabled[n] = true
 	}
 	if len(opts.Enabled) == 0 {
-		for _, n := range Names {
+		for _, n := range Names() {
 			l.enabled[n] = true
 		}
 	}
