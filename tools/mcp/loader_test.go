@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -416,4 +417,24 @@ func TestCollidingNamesFirstServerWins(t *testing.T) {
 	if a.Calls("echo") != 1 || b.Calls("echo") != 0 {
 		t.Errorf("echo ran on a %d, b %d times; want the first server", a.Calls("echo"), b.Calls("echo"))
 	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	k := testmcp.New("kit")
+	l := mcp.NewLoader([]mcp.ServerConfig{
+		mcp.InProcess("inproc", k.Server, time.Second),
+		{Name: "stdio", Transport: "stdio", Command: stdioServer, ToolCallTimeout: time.Second},
+	}, quietLogger())
+	l.Start(context.Background())
+	waitUp(t, l, "inproc")
+	waitUp(t, l, "stdio")
+	if _, err := call(l, "echo", map[string]string{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if h := health(l, "stdio"); h.State != mcp.StateDown {
+		t.Errorf("after Close: %+v", h)
+	}
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }

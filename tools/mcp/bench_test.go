@@ -1,0 +1,68 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	testmcp "relaybot/internal/testkit/mcp"
+	"relaybot/tools"
+	"relaybot/tools/mcp"
+)
+
+// BenchmarkBareInProcessCall is one tools/call through an mcp-go client to an in-process server,
+// the floor the loader adds to.
+func BenchmarkBareInProcessCall(b *testing.B) {
+	ctx := context.Background()
+	k := testmcp.New("kit")
+	c, err := client.NewInProcessClientWithOptions(k.Server, client.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	init := mcpgo.InitializeRequest{}
+	init.Params.ProtocolVersion = mcpgo.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcpgo.Implementation{Name: "bench", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		b.Fatal(err)
+	}
+	req := mcpgo.CallToolRequest{}
+	req.Params.Name = "echo"
+	req.Params.Arguments = map[string]any{"text": "hi"}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := c.CallTool(ctx, req)
+		if err != nil || res.IsError {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoaderCall is the same call through Loader.Call, with the default 300 s deadline.
+func BenchmarkLoaderCall(b *testing.B) {
+	ctx := context.Background()
+	k := testmcp.New("kit")
+	l := mcp.NewLoader([]mcp.ServerConfig{mcp.InProcess("srv", k.Server, 300*time.Second)}, quietLogger())
+	l.Start(ctx)
+	defer l.Close()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := l.WaitStarted(wctx); err != nil {
+		b.Fatal(err)
+	}
+	inv := tools.Invocation{Name: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := l.Call(ctx, inv)
+		if err != nil || res.Text != "hi" {
+			b.Fatal(res.Text, err)
+		}
+	}
+}
