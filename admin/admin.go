@@ -44,16 +44,19 @@ type pinger interface {
 }
 
 // ServerHealth is the state of one MCP server, as the health function reports it. cmd/bot maps
-// the MCP loader's health onto it, so admin does not depend on the MCP package.
+// the MCP loader's health (tools/mcp.ServerHealth) onto it, so admin does not depend on the MCP
+// package.
 type ServerHealth struct {
 	Name      string    `json:"name"`
 	Transport string    `json:"transport"`
-	Up        bool      `json:"up"`
+	State     string    `json:"state"` // "up", "connecting" or "down"
 	Tools     int       `json:"tools"`
-	Error     string    `json:"error,omitempty"`    // the last failure, if any
-	Since     time.Time `json:"since,omitzero"`     // when the current state began
-	Restarts  int       `json:"restarts,omitempty"` // reconnects or restarts so far
+	Error     string    `json:"error,omitempty"` // the latest connection failure, if any
+	Since     time.Time `json:"since,omitzero"`  // when the server entered State
 }
+
+// Up reports whether the server is connected and answering.
+func (h ServerHealth) Up() bool { return h.State == "up" }
 
 // Options configure New.
 type Options struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -103,7 +104,7 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 
 func newTestServer(t *testing.T, st Store, token string, mutate ...func(*Options)) (*Server, *httptest.Server) {
 	t.Helper()
-	opts := Options{Listen: "127.0.0.1:0", Token: token, Store: st}
+	opts := Options{Listen: "127.0.0.1:0", Token: token, Store: st, Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))}
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -349,8 +350,8 @@ func TestAPIMCPServers(t *testing.T) {
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.MCPHealth = func() []ServerHealth {
 			return []ServerHealth{
-				{Name: "wx", Transport: "stdio", Up: false, Error: "process exited: status 1", Since: since},
-				{Name: "docs", Transport: "http", Up: true, Tools: 4, Since: since},
+				{Name: "wx", Transport: "stdio", State: "down", Error: "process exited: status 1", Since: since},
+				{Name: "docs", Transport: "http", State: "up", Tools: 4, Since: since},
 			}
 		}
 	})
@@ -360,7 +361,7 @@ func TestAPIMCPServers(t *testing.T) {
 	if code := getJSON(t, ts, "/api/v1/mcp-servers", testToken, &got); code != http.StatusOK {
 		t.Fatalf("status %d", code)
 	}
-	if len(got.Items) != 2 || got.Items[0].Name != "docs" || !got.Items[0].Up || got.Items[1].Up || got.Items[1].Error == "" {
+	if len(got.Items) != 2 || got.Items[0].Name != "docs" || !got.Items[0].Up() || got.Items[1].Up() || got.Items[1].Error == "" {
 		t.Errorf("servers = %+v, want docs up then wx down with its error", got.Items)
 	}
 }
@@ -494,4 +495,13 @@ func TestRunShutsDownOnCancel(t *testing.T) {
 	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
 		t.Error("server still answers after shutdown")
 	}
+}
+
+// tWriter sends log lines to the test's log.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

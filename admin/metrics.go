@@ -61,6 +61,7 @@ func NewMetrics() *Metrics {
 	m.declare("relaybot_message_sends_total", "Messages the bot sent, by platform.", counterKind, "platform")
 	m.declare("relaybot_message_edits_total", "Message edits the bot made, by platform.", counterKind, "platform")
 	m.declare("relaybot_rate_limited_total", "HTTP 429 (rate limited) answers received from a platform.", counterKind, "platform")
+	m.declare("relaybot_delivery_events_total", "Outcomes of platform requests of the delivery engine (send, edit, not_modified, rate_limited, retry, fallback, failed, ...).", counterKind, "platform", "event")
 	m.declare("relaybot_queue_depth", "Items waiting in a queue (per-conversation turns, pending edits, ...).", gaugeKind, "queue")
 	m.declare("relaybot_mcp_server_up", "1 when an MCP server is connected and answering, 0 otherwise.", gaugeKind, "server")
 	return m
@@ -139,6 +140,22 @@ func (m *Metrics) MessageEdited(platform string) { m.add("relaybot_message_edits
 // RateLimited counts a 429 answer received from platform.
 func (m *Metrics) RateLimited(platform string) { m.add("relaybot_rate_limited_total", 1, platform) }
 
+// DeliveryEvent counts one outcome of a platform request of the delivery engine, by its name
+// ("send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed",
+// "typing"); sends, edits and 429s also feed their own counters. cmd/bot calls it from a
+// delivery.Observer: m.DeliveryEvent(string(e.Chat.Platform), e.Kind.String()).
+func (m *Metrics) DeliveryEvent(platform, event string) {
+	m.add("relaybot_delivery_events_total", 1, platform, event)
+	switch event {
+	case "send", "files":
+		m.MessageSent(platform)
+	case "edit":
+		m.MessageEdited(platform)
+	case "rate_limited":
+		m.RateLimited(platform)
+	}
+}
+
 // SetQueueDepth records how many items wait in the named queue now.
 func (m *Metrics) SetQueueDepth(queue string, n int) {
 	m.set("relaybot_queue_depth", float64(n), queue)
@@ -163,7 +180,7 @@ func (m *Metrics) refreshMCP() {
 		return
 	}
 	for _, h := range health() {
-		m.SetMCPServerUp(h.Name, h.Up)
+		m.SetMCPServerUp(h.Name, h.Up())
 	}
 }
 

@@ -258,13 +258,14 @@ func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 
 type statsData struct {
 	pageData
-	Form     filterForm
-	Statuses []string
-	Sources  []string
-	Stats    []toolStat
-	Chart    template.HTML
-	Error    string
-	CallsURL string
+	Form      filterForm
+	Statuses  []string
+	Sources   []string
+	Stats     []toolStat
+	Chart     template.HTML
+	Error     string
+	CallsURL  string
+	Filtering bool
 }
 
 // statsPage shows per-tool counts, error rates and duration percentiles with a bar chart.
@@ -274,7 +275,7 @@ func (s *Server) statsPage(w http.ResponseWriter, r *http.Request) {
 	q.Del("limit")
 	form := formOf(q)
 	data := statsData{pageData: s.page(r, "Tool stats"), Form: form, Statuses: statuses, Sources: sources,
-		CallsURL: withQuery("/admin/", form.query())}
+		CallsURL: withQuery("/admin/", form.query()), Filtering: len(form.query()) > 0}
 	data.Nav = "stats"
 	f, err := parseFilter(q, s.now())
 	if err != nil {
@@ -302,7 +303,7 @@ func (s *Server) serversPage(w http.ResponseWriter, r *http.Request) {
 	data := serversData{pageData: s.page(r, "MCP servers"), Servers: s.mcpHealth()}
 	data.Nav = "servers"
 	for _, h := range data.Servers {
-		if h.Up {
+		if h.Up() {
 			data.Up++
 		}
 	}
