@@ -101,7 +101,8 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 		}
 		r.mu.Unlock()
 
-		if err := r.e.sched.acquire(ctx, r.chat, false); err != nil {
+		release, err := r.e.sched.acquire(ctx, r.chat, false)
+		if err != nil {
 			r.mu.Lock()
 			exit()
 			return
@@ -111,9 +112,11 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 		text, ok := r.nextPreviewLocked()
 		r.mu.Unlock()
 		if !ok {
+			release()
 			continue
 		}
-		err := r.showPreview(text)
+		err = r.showPreview(text)
+		release()
 		var rl *adapters.RateLimitError
 		switch {
 		case err == nil:
@@ -401,12 +404,14 @@ func (r *Reply) finalSend(ctx context.Context, part string) error {
 func (r *Reply) call(ctx context.Context, fn func(context.Context) error) error {
 	attempt := 0
 	for {
-		if err := r.e.sched.acquire(ctx, r.chat, true); err != nil {
+		release, err := r.e.sched.acquire(ctx, r.chat, true)
+		if err != nil {
 			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.e.opts.CallTimeout)
-		err := fn(cctx)
+		err = fn(cctx)
 		cancel()
+		release()
 		var rl *adapters.RateLimitError
 		switch {
 		case err == nil:

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,24 +16,41 @@ var ErrClosed = errors.New("delivery engine closed")
 // bucket is one budget: at most rate.N requests in any window of rate.Per (plus slack), with
 // previews also spaced rate.Per/rate.N apart and never taking the last slot of a window, which
 // stays free for final messages. A 429 blocks the bucket until blockedUntil.
+//
+// A request's place in the window starts when it is granted but only ends one window after its
+// answer came back: the platform counts it when it arrives, which can be any moment in between,
+// so a slow request never lets the next one through early.
 type bucket struct {
 	rate         adapters.Rate
 	slack        time.Duration
-	hist         []time.Time // grant times inside the current window, oldest first
+	hist         []*slot // requests in the current window, in grant order
 	blockedUntil time.Time
 	waiters      int
 }
 
+// slot is one granted request in a bucket's window.
+type slot struct {
+	granted  time.Time
+	done     time.Time // zero while the request is in flight
+	inflight bool
+}
+
 func (b *bucket) trim(now time.Time) {
 	win := b.rate.Per + b.slack
-	i := 0
-	for i < len(b.hist) && now.Sub(b.hist[i]) >= win {
-		i++
+	keep := b.hist[:0]
+	for _, sl := range b.hist {
+		if sl.inflight || now.Sub(sl.done) < win {
+			keep = append(keep, sl)
+		}
 	}
-	if i > 0 {
-		b.hist = append(b.hist[:0], b.hist[i:]...)
+	for i := len(keep); i < len(b.hist); i++ {
+		b.hist[i] = nil
 	}
+	b.hist = keep
 }
+
+// never is a time later than any real wake-up: the bucket waits for a request to come back.
+var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // readyAt returns the earliest time a request of the given priority may go through this bucket.
 func (b *bucket) readyAt(now time.Time, final bool) time.Time {
@@ -49,25 +67,39 @@ func (b *bucket) readyAt(now time.Time, final bool) time.Time {
 	if !final && b.rate.N >= 2 {
 		need = 2 // keep one slot of every window for finals
 	}
-	allowed := b.rate.N - need // grants that may already be in the window
+	allowed := b.rate.N - need // requests that may already be in the window
 	if over := len(b.hist) - allowed; over > 0 {
-		if at := b.hist[over-1].Add(win); at.After(t) {
+		// The over-th window entry to expire decides; requests in flight have not started to.
+		var ends []time.Time
+		for _, sl := range b.hist {
+			if !sl.inflight {
+				ends = append(ends, sl.done.Add(win))
+			}
+		}
+		if len(ends) < over {
+			return never
+		}
+		slices.SortFunc(ends, time.Time.Compare)
+		if at := ends[over-1]; at.After(t) {
 			t = at
 		}
 	}
 	if !final && len(b.hist) > 0 {
 		gap := b.rate.Per/time.Duration(b.rate.N) + b.slack
-		if at := b.hist[len(b.hist)-1].Add(gap); at.After(t) {
+		if at := b.hist[len(b.hist)-1].granted.Add(gap); at.After(t) {
 			t = at
 		}
 	}
 	return t
 }
 
-func (b *bucket) take(now time.Time) {
-	if b.rate.N > 0 && b.rate.Per > 0 {
-		b.hist = append(b.hist, now)
+func (b *bucket) take(now time.Time) *slot {
+	if b.rate.N <= 0 || b.rate.Per <= 0 {
+		return nil
 	}
+	sl := &slot{granted: now, inflight: true}
+	b.hist = append(b.hist, sl)
+	return sl
 }
 
 // idle reports whether the bucket holds no state worth keeping.
@@ -84,6 +116,7 @@ type ticket struct {
 	granted chan struct{} // closed when granted
 	err     error         // set before granted is closed when the engine closes
 	done    bool
+	slots   []*slot // the window places taken when granted
 }
 
 // scheduler hands out call slots across every reply of an Engine, finals first, then previews in
@@ -143,12 +176,13 @@ func (s *scheduler) bucketsFor(c adapters.ChatRef) []*bucket {
 }
 
 // acquire waits for a call slot in chat at final or preview priority. It returns ctx's error,
-// ErrClosed, or nil once the slot is granted.
-func (s *scheduler) acquire(ctx context.Context, chat adapters.ChatRef, final bool) error {
+// ErrClosed, or, once the slot is granted, a release func to call when the request's answer
+// has come back (or it failed).
+func (s *scheduler) acquire(ctx context.Context, chat adapters.ChatRef, final bool) (func(), error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	s.seq++
 	t := &ticket{final: final, seq: s.seq, buckets: s.bucketsFor(chat), granted: make(chan struct{})}
@@ -161,18 +195,39 @@ func (s *scheduler) acquire(ctx context.Context, chat adapters.ChatRef, final bo
 
 	select {
 	case <-t.granted:
-		return t.err
+		if t.err != nil {
+			return nil, t.err
+		}
+		return func() { s.release(t) }, nil
 	case <-ctx.Done():
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		if t.done && t.err != nil {
-			return t.err
+			s.mu.Unlock()
+			return nil, t.err
 		}
-		if !t.done {
+		granted := t.done
+		if !granted {
 			s.removeLocked(t)
 		}
-		return ctx.Err() // a slot granted meanwhile is simply left unused
+		s.mu.Unlock()
+		if granted {
+			s.release(t) // granted meanwhile: the place is given back unused
+		}
+		return nil, ctx.Err()
 	}
+}
+
+// release marks the request's window places as answered now.
+func (s *scheduler) release(t *ticket) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, sl := range t.slots {
+		sl.inflight = false
+		sl.done = now
+	}
+	t.slots = nil
+	s.dispatchLocked()
 }
 
 func (s *scheduler) removeLocked(t *ticket) {
@@ -237,14 +292,16 @@ func (s *scheduler) dispatchLocked() {
 				}
 			}
 			if at.After(now) {
-				if next.IsZero() || at.Before(next) {
+				if at != never && (next.IsZero() || at.Before(next)) {
 					next = at
 				}
 				i++
 				continue
 			}
 			for _, b := range t.buckets {
-				b.take(now)
+				if sl := b.take(now); sl != nil {
+					t.slots = append(t.slots, sl)
+				}
 				b.waiters--
 			}
 			t.done = true

@@ -1,0 +1,559 @@
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/adapters/delivery"
+	tk "relaybot/internal/testkit/telegram"
+)
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type env struct {
+	srv      *tk.Server
+	ad       *Adapter
+	counters *delivery.Counters
+	logs     *syncBuffer
+}
+
+const unit = 20 * time.Millisecond // one retry_after second in these tests
+
+func newEnv(t testing.TB, sopts tk.Options, mod func(*Options)) *env {
+	t.Helper()
+	sopts.RetryAfterUnit = unit
+	srv, err := tk.New(sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	counters := &delivery.Counters{}
+	opts := Options{
+		Token:          srv.Token(),
+		APIEndpoint:    srv.Endpoint(),
+		Stream:         true,
+		PollTimeout:    time.Second,
+		RetryAfterUnit: unit,
+		Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Delivery: delivery.Options{
+			Observer: counters,
+			Retry:    delivery.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
+		},
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	ad, err := New(opts)
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	e := &env{srv: srv, ad: ad, counters: counters, logs: logs}
+	t.Cleanup(func() {
+		ad.Engine().Close()
+		srv.Close()
+		if strings.Contains(logs.String(), srv.Token()) {
+			t.Errorf("the token appears in the logs")
+		}
+	})
+	return e
+}
+
+// chat registers a chat on the server (as if a user wrote there first) and returns its ref.
+func (e *env) chat(id int64, thread int) adapters.ChatRef {
+	c := tk.Chat{ID: id}
+	if id < 0 {
+		c.Type, c.IsForum = "supergroup", thread != 0
+	}
+	e.srv.Send(tk.Inbound{Chat: c, From: tk.User{ID: 7, FirstName: "Ann"}, Text: "hi", ThreadID: thread})
+	ref := adapters.ChatRef{Platform: adapters.Telegram, ChatID: strconv.FormatInt(id, 10)}
+	if thread != 0 {
+		ref.ThreadID = strconv.Itoa(thread)
+	}
+	return ref
+}
+
+// want is what the user must see for a final markdown text: each part rendered.
+func want(final string) []string {
+	var out []string
+	for _, p := range delivery.Split(final, Limits.MaxLen, Limits.Unit) {
+		text, _ := Render(p)
+		out = append(out, text)
+	}
+	return out
+}
+
+func (e *env) botTexts(chatID int64) []string {
+	var out []string
+	for _, m := range e.srv.BotMessages(chatID) {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+func (e *env) count(method string, code int) int {
+	n := 0
+	for _, c := range e.srv.Calls() {
+		if (method == "" || c.Method == method) && c.Code == code {
+			n++
+		}
+	}
+	return n
+}
+
+func assertTexts(t *testing.T, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("the chat shows %d bot messages, want %d:\n%q", len(got), len(want), got)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("message %d differs:\n got %q\nwant %q", i, trunc(got[i]), trunc(want[i]))
+		}
+	}
+}
+
+func trunc(s string) string {
+	if len(s) > 300 {
+		return s[:150] + " … " + s[len(s)-150:]
+	}
+	return s
+}
+
+// answer builds a streamed answer of n tokens with Markdown, emoji and CJK.
+func answer(n int) []string {
+	words := []string{"The ", "**quick** ", "brown ", "fox ", "jumps ", "over ", "`lazy` ", "dogs; ", "中文 ", "🙂 ", "and\n\n", "_then_ "}
+	toks := make([]string, n)
+	for i := range toks {
+		toks[i] = words[i%len(words)]
+	}
+	return toks
+}
+
+// stream feeds tokens to r at the runner's cadence (an update every 8 tokens), one token per
+// tick, and returns the whole text.
+func stream(r adapters.Reply, toks []string, tick time.Duration) string {
+	var b strings.Builder
+	var tk *time.Ticker
+	if tick > 0 {
+		tk = time.NewTicker(tick)
+		defer tk.Stop()
+	}
+	for i, s := range toks {
+		if tk != nil {
+			<-tk.C
+		}
+		b.WriteString(s)
+		if (i+1)%8 == 0 {
+			r.Update(b.String())
+		}
+	}
+	return b.String()
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestStreamedAnswerArrivesExactly(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	chat := e.chat(101, 0)
+	ctx := context.Background()
+	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+	final := stream(r, answer(3000), time.Millisecond)
+	if err := r.Finish(ctx, final, nil); err != nil {
+		t.Fatal(err)
+	}
+	assertTexts(t, e.botTexts(101), want(final))
+	if n := e.count("", 429); n != 0 {
+		t.Fatalf("%d requests got 429", n)
+	}
+	st := e.counters.Snapshot()
+	if st.Edits < 2 {
+		t.Fatalf("only %d edits: the answer was not streamed", st.Edits)
+	}
+	checkBudget(t, e.srv.Calls())
+}
+
+// checkBudget asserts the calls kept Telegram's budgets: at most 30 a second overall and,
+// per chat, the bucket of 3 refilled once a second.
+func checkBudget(t *testing.T, calls []tk.Call) {
+	t.Helper()
+	var times []time.Time
+	perChat := map[int64][]time.Time{}
+	for _, c := range calls {
+		switch c.Method {
+		case "sendMessage", "editMessageText", "sendPhoto", "sendDocument":
+			if c.Code == 200 {
+				times = append(times, c.Time)
+				perChat[c.ChatID] = append(perChat[c.ChatID], c.Time)
+			}
+		}
+	}
+	for i := range times {
+		j := i
+		for j < len(times) && times[j].Sub(times[i]) < time.Second {
+			j++
+		}
+		if j-i > 30 {
+			t.Fatalf("%d sends and edits within one second from %s", j-i, times[i].Format("15:04:05.000"))
+		}
+	}
+	for chat, ts := range perChat {
+		for i := range ts {
+			j := i
+			for j < len(ts) && ts[j].Sub(ts[i]) < 3*time.Second {
+				j++
+			}
+			if j-i > 6 { // burst 3 + 3 refills
+				t.Fatalf("chat %d: %d requests within 3 s", chat, j-i)
+			}
+		}
+	}
+}
+
+func TestRateLimitStormEndsExact(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	chat := e.chat(102, 0)
+	ctx := context.Background()
+	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+	r.Update("Working on it")
+	waitFor(t, "the first message", func() bool { return len(e.srv.BotMessages(102)) == 1 })
+	const storm = 4
+	e.srv.AddFault(tk.Fault{Kind: tk.Fault429, ChatID: 102, RetryAfter: 3, Times: storm})
+	final := stream(r, answer(400), 100*time.Microsecond)
+	if err := r.Finish(ctx, final, nil); err != nil {
+		t.Fatalf("the turn failed on 429s: %v", err)
+	}
+	assertTexts(t, e.botTexts(102), want(final))
+	// Each injected 429 is answered once: the engine waited retry_after before trying again
+	// (a client that ignored it would collect extra 429s while the chat is blocked).
+	if n := e.count("", 429); n != storm {
+		t.Fatalf("%d answers were 429, want exactly the %d injected", n, storm)
+	}
+	if got := e.counters.Snapshot().RateLimited; got != storm {
+		t.Fatalf("observer saw %d rate limits, want %d", got, storm)
+	}
+}
+
+// longFinal is about 9,000 characters of Markdown where code blocks, emoji and CJK sit at
+// the 4,096-unit marks.
+func longFinal() string {
+	var b strings.Builder
+	b.WriteString("# Report\n\n")
+	for b.Len() < 1500 {
+		b.WriteString("Plain prose paragraph with **bold** text.\n\n")
+	}
+	// A code block across the first limit.
+	b.WriteString("```go\n")
+	for i := 0; i < 130; i++ {
+		fmt.Fprintf(&b, "fmt.Println(%d, \"日本語 👩‍💻\")\n", i)
+	}
+	b.WriteString("```\n\n")
+	// Emoji and CJK lines around the second limit.
+	for i := 0; i < 120; i++ {
+		b.WriteString("表情 🇯🇵👍🏽🙂 漢字かな交じり ")
+		if i%6 == 5 {
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\n\n```python\nprint('end')\n```\n")
+	for utf8Len(b.String()) < 9000 {
+		b.WriteString("最後の段落。🙂\n")
+	}
+	return b.String()
+}
+
+func utf8Len(s string) int { return len([]rune(s)) }
+
+func TestLongFinalIsSplit(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	chat := e.chat(103, 0)
+	final := longFinal()
+	if n := utf8Len(final); n < 9000 {
+		t.Fatalf("fixture is only %d characters", n)
+	}
+	ctx := context.Background()
+	if err := e.ad.Engine().Notice(ctx, chat, final, adapters.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := e.srv.BotMessages(103)
+	if len(msgs) < 3 {
+		t.Fatalf("%d messages for a 9,000-character text", len(msgs))
+	}
+	var all strings.Builder
+	preGo := 0
+	for i, m := range msgs {
+		if n := delivery.Length(m.Text, adapters.UTF16); n > 4096 {
+			t.Fatalf("message %d is %d UTF-16 units", i, n)
+		}
+		for _, en := range m.Entities {
+			if en.Type == "pre" && en.Language == "go" {
+				preGo++
+			}
+		}
+		if strings.Contains(m.Text, "```") {
+			t.Fatalf("message %d shows a raw fence: a code block was split without closing it", i)
+		}
+		all.WriteString(m.Text)
+	}
+	if preGo < 2 {
+		t.Fatalf("the Go block should span two messages, each with a closed and reopened fence; saw %d pre(go) entities", preGo)
+	}
+	whole, _ := Render(final)
+	if strip(all.String()) != strip(whole) {
+		t.Fatal("text was lost or reordered across the split")
+	}
+	assertTexts(t, e.botTexts(103), want(final))
+}
+
+func strip(s string) string {
+	return strings.Join(strings.Fields(s), "")
+}
+
+func TestNotModifiedCountsAsDelivered(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	chat := e.chat(104, 0)
+	ctx := context.Background()
+	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+	r.Update("first part")
+	waitFor(t, "the preview", func() bool { return len(e.srv.BotMessages(104)) == 1 })
+	// The final edit is applied but its answer is lost (502); the retry then meets
+	// "message is not modified", which must count as delivered.
+	e.srv.AddFault(tk.Fault{Kind: tk.FaultAppliedThen5xx, Method: "editMessageText", ChatID: 104})
+	final := "first part, and the rest"
+	if err := r.Finish(ctx, final, nil); err != nil {
+		t.Fatal(err)
+	}
+	assertTexts(t, e.botTexts(104), want(final))
+	if e.count("editMessageText", 400) != 1 {
+		t.Fatalf("expected one \"not modified\" answer, calls: %+v", e.srv.Calls())
+	}
+	if e.counters.Snapshot().NotModified != 1 {
+		t.Fatal("not modified was not observed")
+	}
+}
+
+func TestDeletedMessageFallsBack(t *testing.T) {
+	for _, how := range []string{"user deleted", "edit not found"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t, tk.Options{}, nil)
+			chat := e.chat(105, 0)
+			ctx := context.Background()
+			r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+			r.Update("streaming the answer")
+			waitFor(t, "the preview", func() bool { return len(e.srv.BotMessages(105)) == 1 })
+			if how == "user deleted" {
+				e.srv.DeleteMessage(105, e.srv.BotMessages(105)[0].ID)
+			} else {
+				e.srv.AddFault(tk.Fault{Kind: tk.FaultMessageGone, ChatID: 105})
+			}
+			final := "streaming the answer, complete."
+			if err := r.Finish(ctx, final, nil); err != nil {
+				t.Fatal(err)
+			}
+			assertTexts(t, e.botTexts(105), want(final))
+			if e.counters.Snapshot().Fallbacks != 1 {
+				t.Fatal("fallback not observed")
+			}
+		})
+	}
+}
+
+func TestRejectedFormattingGoesPlain(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	chat := e.chat(106, 0)
+	e.srv.AddFault(tk.Fault{Kind: tk.FaultEntitiesRejected, ChatID: 106, Times: 100})
+	final := "a **bold** claim with `code`"
+	ctx := context.Background()
+	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+	r.Update("a **bold** claim")
+	if err := r.Finish(ctx, final, nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs := e.srv.BotMessages(106)
+	if len(msgs) != 1 || msgs[0].Text != final || len(msgs[0].Entities) != 0 {
+		t.Fatalf("want the same text plain, got %+v", msgs)
+	}
+}
+
+func TestToolRoundKeepsEarlierTextAndTypes(t *testing.T) {
+	e := newEnv(t, tk.Options{}, func(o *Options) { o.Delivery.TypingInterval = 30 * time.Millisecond })
+	chat := e.chat(107, 0)
+	ctx := context.Background()
+	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+	r.Working(true) // the model thinks
+	round1 := "Let me look that up."
+	r.Update(round1)
+	status := round1 + "\n\n⏳ web_search…"
+	r.Update(status)
+	waitFor(t, "the tool status on screen", func() bool {
+		m := e.srv.BotMessages(107)
+		return len(m) == 1 && strings.HasSuffix(m[0].Text, "web_search…")
+	})
+	waitFor(t, "typing while the tool runs", func() bool { return e.count("sendChatAction", 200) >= 2 })
+	r.Working(false)
+	done := round1 + "\n\n✓ web_search 1.2 s\n\nThe answer is **42**."
+	r.Update(done)
+	if err := r.Finish(ctx, done, nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs := e.srv.BotMessages(107)
+	if len(msgs) != 1 {
+		t.Fatalf("the tool round should continue in the same message, got %d", len(msgs))
+	}
+	if !strings.HasPrefix(msgs[0].Text, round1) {
+		t.Fatalf("text from before the tool round is gone: %q", msgs[0].Text)
+	}
+	assertTexts(t, e.botTexts(107), want(done))
+	for _, c := range e.srv.Calls() {
+		if c.Method == "sendChatAction" && c.Params["action"] != "typing" {
+			t.Fatalf("chat action %q", c.Params["action"])
+		}
+	}
+}
+
+func TestHundredChatsStayInsideGlobalBudget(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	const n = 100
+	ctx := context.Background()
+	finals := make([]string, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		chat := e.chat(int64(1000+i), 0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+			finals[i] = stream(r, answer(200), 2*time.Millisecond)
+			if err := r.Finish(ctx, finals[i], nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := e.count("", 429); n != 0 {
+		for _, c := range e.srv.Calls() {
+			if c.Code == 429 {
+				t.Logf("%s %s chat %d: %s", c.Time.Format("05.000"), c.Method, c.ChatID, c.Description)
+			}
+		}
+		t.Fatalf("%d requests got 429", n)
+	}
+	checkBudget(t, e.srv.Calls())
+	for i := 0; i < n; i++ {
+		assertTexts(t, e.botTexts(int64(1000+i)), want(finals[i]))
+	}
+}
+
+func TestFilesGoWithTheFinal(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	chat := e.chat(108, 0)
+	ctx := context.Background()
+	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+	r.Update("drawing")
+	waitFor(t, "the preview", func() bool { return len(e.srv.BotMessages(108)) == 1 })
+	files := []adapters.File{
+		{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG fake")},
+		{Name: "data.csv", MIME: "text/csv", Data: []byte("a,b\n1,2\n")},
+	}
+	if err := r.Finish(ctx, "Here is the chart.", files); err != nil {
+		t.Fatal(err)
+	}
+	msgs := e.srv.BotMessages(108)
+	if len(msgs) != 3 || msgs[0].Text != "Here is the chart." || msgs[1].Kind != "photo" || msgs[2].Kind != "document" ||
+		msgs[2].FileName != "data.csv" || string(msgs[2].Data) != "a,b\n1,2\n" {
+		t.Fatalf("unexpected chat: %+v", msgs)
+	}
+}
+
+func TestTemporaryFailuresAreRetried(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	chat := e.chat(109, 0)
+	e.srv.AddFault(tk.Fault{Kind: tk.Fault5xx, ChatID: 109, Times: 2})
+	ctx := context.Background()
+	if err := e.ad.Engine().Notice(ctx, chat, "survives two 502s", adapters.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	assertTexts(t, e.botTexts(109), []string{"survives two 502s"})
+	// Bounded: a server that keeps failing ends the delivery with an error, token-free.
+	e.srv.AddFault(tk.Fault{Kind: tk.Fault5xx, ChatID: 109, Times: 100})
+	err := e.ad.Engine().Notice(ctx, chat, "never arrives", adapters.SendOptions{})
+	if err == nil {
+		t.Fatal("a permanently failing server should fail the delivery")
+	}
+	if strings.Contains(err.Error(), e.srv.Token()) {
+		t.Fatalf("token in error: %v", err)
+	}
+}
+
+func TestNoGoroutinesLeft(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		srv, err := tk.New(tk.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		ad, err := New(Options{Token: srv.Token(), APIEndpoint: srv.Endpoint(), PollTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Send(tk.Inbound{Chat: tk.Chat{ID: 5}, From: tk.User{ID: 5}, Text: "hi"})
+		ctx, cancel := context.WithCancel(context.Background())
+		handled := make(chan struct{})
+		go func() {
+			<-handled
+			cancel()
+		}()
+		err = ad.Run(ctx, handlerFunc(func(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+			r := out.NewReply(ctx)
+			r.Working(true)
+			r.Update("partial")
+			_ = r.Finish(ctx, "done", nil)
+			close(handled)
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}()
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
+}
+
+type handlerFunc func(context.Context, adapters.Inbound, adapters.Responder)
+
+func (f handlerFunc) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	f(ctx, in, out)
+}

@@ -1,0 +1,239 @@
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"relaybot/adapters"
+)
+
+// ctxClient sends every request of one call with the call's context, which tgbotapi's
+// MakeRequest and UploadFiles do not take themselves.
+type ctxClient struct {
+	ctx  context.Context
+	base *http.Client
+}
+
+func (c ctxClient) Do(req *http.Request) (*http.Response, error) {
+	return c.base.Do(req.WithContext(c.ctx))
+}
+
+// api wraps tgbotapi with per-call contexts, token redaction and error classification.
+type api struct {
+	bot            *tgbotapi.BotAPI
+	base           *http.Client
+	token          string
+	retryAfterUnit time.Duration
+}
+
+// with returns a copy of the bot that sends with ctx.
+func (a *api) with(ctx context.Context) *tgbotapi.BotAPI {
+	b := *a.bot
+	b.Client = ctxClient{ctx: ctx, base: a.base}
+	return &b
+}
+
+// redact removes the token (plain or URL-escaped) from s.
+func (a *api) redact(s string) string {
+	if a.token == "" {
+		return s
+	}
+	s = strings.ReplaceAll(s, a.token, "<redacted>")
+	return strings.ReplaceAll(s, url.PathEscape(a.token), "<redacted>")
+}
+
+// call makes one Bot API request and returns its result, classifying failures.
+func (a *api) call(ctx context.Context, method string, params tgbotapi.Params) (json.RawMessage, error) {
+	resp, err := a.with(ctx).MakeRequest(method, params)
+	if err != nil {
+		return nil, a.classify(ctx, method, resp, err)
+	}
+	return resp.Result, nil
+}
+
+// upload makes one multipart Bot API request with a file.
+func (a *api) upload(ctx context.Context, method string, params tgbotapi.Params, files []tgbotapi.RequestFile) (json.RawMessage, error) {
+	resp, err := a.with(ctx).UploadFiles(method, params, files)
+	if err != nil {
+		return nil, a.classify(ctx, method, resp, err)
+	}
+	return resp.Result, nil
+}
+
+// errEntities is Telegram refusing the formatting of a text; the text is then sent plain.
+var errEntities = errors.New("telegram rejected the formatting")
+
+// classify maps a tgbotapi failure onto the adapters error kinds. The returned error never
+// contains the token (tgbotapi's transport errors carry the request URL, token included).
+func (a *api) classify(ctx context.Context, method string, resp *tgbotapi.APIResponse, err error) error {
+	var terr *tgbotapi.Error
+	if !errors.As(err, &terr) {
+		msg := a.redact(err.Error())
+		if ctx.Err() != nil {
+			return fmt.Errorf("telegram %s: %s: %w", method, msg, ctx.Err())
+		}
+		// Transport failures and undecodable answers (a proxy's HTML error page) may pass later.
+		return fmt.Errorf("telegram %s: %s: %w", method, msg, adapters.ErrTemporary)
+	}
+	code := terr.Code
+	if code == 0 && resp != nil {
+		code = resp.ErrorCode
+	}
+	desc := a.redact(terr.Message)
+	lower := strings.ToLower(desc)
+	base := fmt.Errorf("telegram %s: %d %s", method, code, desc)
+	switch {
+	case code == http.StatusTooManyRequests || strings.HasPrefix(lower, "too many requests"):
+		wait := terr.RetryAfter
+		if wait <= 0 {
+			wait = 1
+		}
+		return &adapters.RateLimitError{RetryAfter: time.Duration(wait) * a.retryAfterUnit, Err: base}
+	case strings.Contains(lower, "message is not modified"):
+		return fmt.Errorf("%w: %w", base, adapters.ErrNotModified)
+	case strings.Contains(lower, "message to edit not found"), strings.Contains(lower, "message can't be edited"),
+		strings.Contains(lower, "message_id_invalid"):
+		return fmt.Errorf("%w: %w", base, adapters.ErrMessageGone)
+	case strings.Contains(lower, "message is too long"), strings.Contains(lower, "text is too long"):
+		return fmt.Errorf("%w: %w", base, adapters.ErrTooLong)
+	case strings.Contains(lower, "can't parse entities"), strings.Contains(lower, "can't find end of"):
+		return fmt.Errorf("%w: %w", base, errEntities)
+	case code >= 500:
+		return fmt.Errorf("%w: %w", base, adapters.ErrTemporary)
+	}
+	return base
+}
+
+// messenger implements adapters.Messenger for Telegram. Text is rendered from Markdown to
+// entities; when Telegram refuses the entities, the same text goes out plain.
+type messenger struct {
+	api *api
+}
+
+var _ adapters.Messenger = (*messenger)(nil)
+
+func chatParams(chat adapters.ChatRef) tgbotapi.Params {
+	p := tgbotapi.Params{"chat_id": chat.ChatID}
+	if chat.ThreadID != "" {
+		p["message_thread_id"] = chat.ThreadID
+	}
+	return p
+}
+
+func textParams(p tgbotapi.Params, md string, plain bool) {
+	if plain {
+		p["text"] = md
+		delete(p, "entities")
+		return
+	}
+	text, ents := Render(md)
+	if strings.TrimSpace(text) == "" {
+		text, ents = md, nil // nothing visible after rendering: show the source
+	}
+	p["text"] = text
+	if len(ents) > 0 {
+		b, _ := json.Marshal(ents)
+		p["entities"] = string(b)
+	}
+}
+
+type sentMessage struct {
+	MessageID int `json:"message_id"`
+}
+
+func (m *messenger) Send(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	p := chatParams(chat)
+	p["link_preview_options"] = `{"is_disabled":true}`
+	p["disable_web_page_preview"] = "true"
+	if opts.ReplyTo != "" {
+		p["reply_to_message_id"] = opts.ReplyTo
+		p["allow_sending_without_reply"] = "true"
+	}
+	textParams(p, text, false)
+	res, err := m.api.call(ctx, "sendMessage", p)
+	if errors.Is(err, errEntities) {
+		textParams(p, text, true)
+		res, err = m.api.call(ctx, "sendMessage", p)
+	}
+	if err != nil {
+		return adapters.MessageRef{}, err
+	}
+	return messageRef(chat, res)
+}
+
+func messageRef(chat adapters.ChatRef, res json.RawMessage) (adapters.MessageRef, error) {
+	var sm sentMessage
+	if err := json.Unmarshal(res, &sm); err != nil || sm.MessageID == 0 {
+		return adapters.MessageRef{}, fmt.Errorf("telegram: answer without a message id: %s", res)
+	}
+	return adapters.MessageRef{Chat: chat, ID: strconv.Itoa(sm.MessageID)}, nil
+}
+
+func (m *messenger) Edit(ctx context.Context, msg adapters.MessageRef, text string) error {
+	p := chatParams(msg.Chat)
+	p["message_id"] = msg.ID
+	p["link_preview_options"] = `{"is_disabled":true}`
+	p["disable_web_page_preview"] = "true"
+	textParams(p, text, false)
+	_, err := m.api.call(ctx, "editMessageText", p)
+	if errors.Is(err, errEntities) {
+		textParams(p, text, true)
+		_, err = m.api.call(ctx, "editMessageText", p)
+	}
+	return err
+}
+
+// SendFiles posts each file as a photo or a document (one request per file; the delivery
+// engine hands them over one at a time). The caption goes with the first file.
+func (m *messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []adapters.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	var first adapters.MessageRef
+	for i, f := range files {
+		p := chatParams(chat)
+		if opts.ReplyTo != "" && i == 0 {
+			p["reply_to_message_id"] = opts.ReplyTo
+			p["allow_sending_without_reply"] = "true"
+		}
+		if caption != "" && i == 0 {
+			text, ents := Render(caption)
+			p["caption"] = text
+			if len(ents) > 0 {
+				b, _ := json.Marshal(ents)
+				p["caption_entities"] = string(b)
+			}
+		}
+		method, field := "sendDocument", "document"
+		if f.IsImage() {
+			method, field = "sendPhoto", "photo"
+		}
+		name := f.Name
+		if name == "" {
+			name = "file"
+		}
+		res, err := m.api.upload(ctx, method, p, []tgbotapi.RequestFile{{Name: field, Data: tgbotapi.FileBytes{Name: name, Bytes: f.Data}}})
+		if err != nil {
+			return first, fmt.Errorf("file %q: %w", name, err)
+		}
+		if i == 0 {
+			if first, err = messageRef(chat, res); err != nil {
+				return first, err
+			}
+		}
+	}
+	return first, nil
+}
+
+func (m *messenger) Typing(ctx context.Context, chat adapters.ChatRef) error {
+	p := chatParams(chat)
+	p["action"] = "typing"
+	_, err := m.api.call(ctx, "sendChatAction", p)
+	return err
+}

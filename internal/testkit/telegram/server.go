@@ -1,0 +1,930 @@
+// Package telegram is a Telegram Bot API server on loopback for tests, benchmarks and the load
+// tool. It speaks the real HTTP format (form, multipart or JSON requests under /bot<token>/<method>,
+// {"ok":...} answers, files under /file/bot<token>/<path>), keeps every chat's messages so a test
+// can read what a user would see, enforces Telegram's pacing with real 429 answers, records
+// every call with its time, and injects faults on demand.
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf16"
+)
+
+// Options configure a Server. The zero value gives Telegram's limits and a fixed token.
+type Options struct {
+	Token       string // default "123456:TEST-token"
+	BotID       int64  // default 1000
+	BotUsername string // default "relay_test_bot"
+	// Limits on sends and edits (sendChatAction, deleteMessage and reads are free).
+	PerChatBurst    int           // per chat: a bucket of this many, refilled one per PerChatInterval; default 3
+	PerChatInterval time.Duration // default 1s
+	GroupPerMinute  int           // per group chat (negative id): at most this many per minute; default 20
+	GlobalPerSecond int           // across all chats: at most this many per second; default 30
+	NoLimits        bool          // disable pacing entirely
+	// RetryAfterUnit is how long one second of retry_after lasts on this server; default 1s.
+	// Tests shorten it (with the client's matching option) to keep 429 storms quick.
+	RetryAfterUnit time.Duration
+	MaxTextLen     int // UTF-16 units; default 4096
+}
+
+func (o *Options) defaults() {
+	if o.Token == "" {
+		o.Token = "123456:TEST-token"
+	}
+	if o.BotID == 0 {
+		o.BotID = 1000
+	}
+	if o.BotUsername == "" {
+		o.BotUsername = "relay_test_bot"
+	}
+	if o.PerChatBurst <= 0 {
+		o.PerChatBurst = 3
+	}
+	if o.PerChatInterval <= 0 {
+		o.PerChatInterval = time.Second
+	}
+	if o.GroupPerMinute <= 0 {
+		o.GroupPerMinute = 20
+	}
+	if o.GlobalPerSecond <= 0 {
+		o.GlobalPerSecond = 30
+	}
+	if o.RetryAfterUnit <= 0 {
+		o.RetryAfterUnit = time.Second
+	}
+	if o.MaxTextLen <= 0 {
+		o.MaxTextLen = 4096
+	}
+}
+
+// Chat is a Telegram chat. Group chats have negative ids.
+type Chat struct {
+	ID      int64  `json:"id"`
+	Type    string `json:"type"` // "private", "group", "supergroup"
+	Title   string `json:"title,omitempty"`
+	IsForum bool   `json:"is_forum,omitempty"`
+}
+
+// User is a Telegram user.
+type User struct {
+	ID        int64  `json:"id"`
+	IsBot     bool   `json:"is_bot"`
+	FirstName string `json:"first_name"`
+	Username  string `json:"username,omitempty"`
+}
+
+// Entity is a Telegram message entity; offsets and lengths are in UTF-16 units.
+type Entity struct {
+	Type     string `json:"type"`
+	Offset   int    `json:"offset"`
+	Length   int    `json:"length"`
+	URL      string `json:"url,omitempty"`
+	Language string `json:"language,omitempty"`
+}
+
+// Message is one message of a chat, as the server keeps it.
+type Message struct {
+	ID       int
+	Chat     Chat
+	ThreadID int
+	From     User
+	FromBot  bool
+	Text     string
+	Entities []Entity
+	Caption  string
+	Kind     string // "text", "photo", "document"
+	FileName string
+	Data     []byte
+	ReplyTo  int
+	Edits    int
+	Date     time.Time
+	Deleted  bool
+}
+
+// Call is one request the server answered.
+type Call struct {
+	Method      string
+	ChatID      int64
+	ThreadID    int
+	MessageID   int
+	Time        time.Time
+	Code        int // 200, 400, 429, 500, ...
+	Description string
+	Params      map[string]string
+}
+
+// FaultKind is a failure the server can inject.
+type FaultKind int
+
+// Faults.
+const (
+	Fault429              FaultKind = iota // 429 with Fault.RetryAfter; the chat stays blocked that long
+	Fault5xx                               // 502 Bad Gateway
+	FaultAppliedThen5xx                    // the request takes effect, then the answer is a 502
+	FaultNotModified                       // edits: "message is not modified" (the edit is applied)
+	FaultMessageGone                       // edits: "message to edit not found" (the message is deleted)
+	FaultEntitiesRejected                  // requests with entities or parse_mode: "can't parse entities"
+)
+
+// Fault is an injected failure for the next Times matching calls.
+type Fault struct {
+	Kind       FaultKind
+	Method     string // "" matches every counted method
+	ChatID     int64  // 0 matches every chat
+	RetryAfter int    // seconds (in RetryAfterUnit) for Fault429
+	Times      int    // default 1
+}
+
+// Server is a Telegram Bot API server on loopback.
+type Server struct {
+	opts Options
+	ln   net.Listener
+	srv  *http.Server
+
+	mu       sync.Mutex
+	chats    map[int64]*chatState
+	nextMsg  map[int64]int
+	updates  []json.RawMessage
+	updateID []int64
+	lastUpd  int64
+	newUpd   chan struct{} // closed and replaced when an update arrives
+	calls    []Call
+	faults   []*Fault
+	global   []time.Time
+	files    map[string][]byte
+	fileSeq  int
+	hook     string
+	secret   string
+	hookWake chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type chatState struct {
+	chat      Chat
+	msgs      []*Message
+	tokens    float64
+	refilled  time.Time
+	groupHist []time.Time
+	blocked   time.Time
+}
+
+// New starts a server on 127.0.0.1 and returns it; Close stops it.
+func New(opts Options) (*Server, error) {
+	opts.defaults()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("telegram testkit: listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts:     opts,
+		ln:       ln,
+		chats:    map[int64]*chatState{},
+		nextMsg:  map[int64]int{},
+		newUpd:   make(chan struct{}),
+		files:    map[string][]byte{},
+		hookWake: make(chan struct{}, 1),
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+	s.srv = &http.Server{Handler: s, BaseContext: func(net.Listener) context.Context { return ctx }}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		_ = s.srv.Serve(ln)
+	}()
+	go s.webhookLoop()
+	return s, nil
+}
+
+// Close stops the server and every goroutine it started.
+func (s *Server) Close() {
+	s.cancel()
+	_ = s.srv.Close()
+	s.wg.Wait()
+}
+
+// Token is the bot token the server accepts.
+func (s *Server) Token() string { return s.opts.Token }
+
+// BotUsername is the bot's username (without "@").
+func (s *Server) BotUsername() string { return s.opts.BotUsername }
+
+// BaseURL is the server's root, e.g. "http://127.0.0.1:41234".
+func (s *Server) BaseURL() string { return "http://" + s.ln.Addr().String() }
+
+// Endpoint is the API endpoint format for clients: "http://127.0.0.1:port/bot%s/%s".
+func (s *Server) Endpoint() string { return s.BaseURL() + "/bot%s/%s" }
+
+// Calls returns every call answered so far, in order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// Messages returns the chat's messages that are not deleted, in order: what a user sees.
+func (s *Server) Messages(chatID int64) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	if c := s.chats[chatID]; c != nil {
+		for _, m := range c.msgs {
+			if !m.Deleted {
+				mm := *m
+				mm.Entities = append([]Entity(nil), m.Entities...)
+				out = append(out, mm)
+			}
+		}
+	}
+	return out
+}
+
+// BotMessages returns the chat's messages sent by the bot, not deleted, in order.
+func (s *Server) BotMessages(chatID int64) []Message {
+	var out []Message
+	for _, m := range s.Messages(chatID) {
+		if m.FromBot {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// AddFault queues f; it applies to the next f.Times matching counted calls.
+func (s *Server) AddFault(f Fault) {
+	if f.Times <= 0 {
+		f.Times = 1
+	}
+	s.mu.Lock()
+	s.faults = append(s.faults, &f)
+	s.mu.Unlock()
+}
+
+// DeleteMessage deletes a message as a user would.
+func (s *Server) DeleteMessage(chatID int64, id int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.findLocked(chatID, id); m != nil {
+		m.Deleted = true
+		return true
+	}
+	return false
+}
+
+// Inbound is a user message to inject.
+type Inbound struct {
+	Chat     Chat
+	From     User
+	Text     string
+	ThreadID int // forum topic
+	ReplyTo  int // id of the message this one replies to
+	// Photo, when set, is sent as a photo (Text becomes the caption). The server offers it in
+	// two sizes: a small thumbnail (the first 64 bytes) and the full data.
+	Photo []byte
+}
+
+// Send injects a user message as an update and returns its message id.
+func (s *Server) Send(in Inbound) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.chatLocked(in.Chat)
+	s.nextMsg[in.Chat.ID]++
+	m := &Message{
+		ID: s.nextMsg[in.Chat.ID], Chat: c.chat, ThreadID: in.ThreadID, From: in.From,
+		Text: in.Text, ReplyTo: in.ReplyTo, Kind: "text", Date: time.Now(),
+	}
+	if in.Photo != nil {
+		m.Kind, m.Text, m.Caption, m.Data = "photo", "", in.Text, in.Photo
+	}
+	c.msgs = append(c.msgs, m)
+	obj := s.messageJSONLocked(m)
+	if in.Photo != nil {
+		small := in.Photo
+		if len(small) > 64 {
+			small = small[:64]
+		}
+		obj["photo"] = []map[string]any{s.photoSizeLocked(small, 90), s.photoSizeLocked(in.Photo, 1280)}
+	}
+	s.lastUpd++
+	raw, _ := json.Marshal(map[string]any{"update_id": s.lastUpd, "message": obj})
+	s.updates = append(s.updates, raw)
+	s.updateID = append(s.updateID, s.lastUpd)
+	close(s.newUpd)
+	s.newUpd = make(chan struct{})
+	select {
+	case s.hookWake <- struct{}{}:
+	default:
+	}
+	return m.ID
+}
+
+// PendingUpdates is the number of updates not yet confirmed by the bot.
+func (s *Server) PendingUpdates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.updates)
+}
+
+func (s *Server) photoSizeLocked(data []byte, width int) map[string]any {
+	s.fileSeq++
+	id := fmt.Sprintf("file-%d", s.fileSeq)
+	s.files[id] = data
+	return map[string]any{"file_id": id, "file_unique_id": "u" + id, "width": width, "height": width * 3 / 4, "file_size": len(data)}
+}
+
+func (s *Server) chatLocked(c Chat) *chatState {
+	st := s.chats[c.ID]
+	if st == nil {
+		if c.Type == "" {
+			c.Type = "private"
+			if c.ID < 0 {
+				c.Type = "supergroup"
+			}
+		}
+		st = &chatState{chat: c, tokens: float64(s.opts.PerChatBurst), refilled: time.Now()}
+		s.chats[c.ID] = st
+	}
+	return st
+}
+
+func (s *Server) findLocked(chatID int64, id int) *Message {
+	c := s.chats[chatID]
+	if c == nil {
+		return nil
+	}
+	for _, m := range c.msgs {
+		if m.ID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+func (s *Server) messageJSONLocked(m *Message) map[string]any {
+	obj := map[string]any{
+		"message_id": m.ID,
+		"date":       m.Date.Unix(),
+		"chat":       m.Chat,
+		"from":       m.From,
+	}
+	if m.Text != "" {
+		obj["text"] = m.Text
+	}
+	if len(m.Entities) > 0 {
+		obj["entities"] = m.Entities
+	}
+	if m.Caption != "" {
+		obj["caption"] = m.Caption
+	}
+	if m.ThreadID != 0 {
+		obj["message_thread_id"] = m.ThreadID
+		if m.Chat.IsForum {
+			obj["is_topic_message"] = true
+		}
+	}
+	if m.ReplyTo != 0 {
+		if r := s.findLocked(m.Chat.ID, m.ReplyTo); r != nil {
+			obj["reply_to_message"] = s.messageJSONLocked(&Message{ID: r.ID, Chat: r.Chat, From: r.From, Text: r.Text, Date: r.Date, ThreadID: r.ThreadID})
+		}
+	}
+	if m.Kind == "document" {
+		obj["document"] = map[string]any{"file_id": "doc", "file_name": m.FileName, "file_size": len(m.Data)}
+	}
+	if m.Kind == "photo" && m.FromBot {
+		obj["photo"] = []map[string]any{{"file_id": "p", "file_unique_id": "p", "width": 1, "height": 1}}
+	}
+	return obj
+}
+
+// apiError is a Bot API failure answer.
+type apiError struct {
+	code       int
+	desc       string
+	retryAfter int
+}
+
+func badRequest(desc string) *apiError { return &apiError{code: 400, desc: "Bad Request: " + desc} }
+
+// ServeHTTP implements the Bot API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	if rest, ok := strings.CutPrefix(path, "/file/bot"); ok {
+		s.serveFile(w, rest)
+		return
+	}
+	rest, ok := strings.CutPrefix(path, "/bot")
+	token, method, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 {
+		writeJSON(w, 404, map[string]any{"ok": false, "error_code": 404, "description": "Not Found"})
+		return
+	}
+	if token != s.opts.Token {
+		writeJSON(w, 401, map[string]any{"ok": false, "error_code": 401, "description": "Unauthorized"})
+		return
+	}
+	params, files, err := readParams(r)
+	if err != nil {
+		writeJSON(w, 400, map[string]any{"ok": false, "error_code": 400, "description": "Bad Request: " + err.Error()})
+		return
+	}
+	var result any
+	var aerr *apiError
+	if method == "getUpdates" {
+		result, aerr = s.getUpdates(r.Context(), params)
+	} else {
+		s.mu.Lock()
+		result, aerr = s.dispatchLocked(method, params, files)
+		s.mu.Unlock()
+	}
+	call := Call{Method: method, Time: time.Now(), Code: 200, Params: params}
+	call.ChatID, _ = strconv.ParseInt(params["chat_id"], 10, 64)
+	call.ThreadID, _ = strconv.Atoi(params["message_thread_id"])
+	call.MessageID, _ = strconv.Atoi(params["message_id"])
+	if aerr != nil {
+		call.Code, call.Description = aerr.code, aerr.desc
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+	if aerr != nil {
+		body := map[string]any{"ok": false, "error_code": aerr.code, "description": aerr.desc}
+		if aerr.retryAfter > 0 {
+			body["parameters"] = map[string]any{"retry_after": aerr.retryAfter}
+		}
+		writeJSON(w, aerr.code, body)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"ok": true, "result": result})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// readParams reads form, multipart or JSON parameters; uploaded files come back by field name.
+func readParams(r *http.Request) (map[string]string, map[string]upload, error) {
+	params := map[string]string{}
+	files := map[string]upload{}
+	for k, v := range r.URL.Query() {
+		params[k] = v[0]
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		var m map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&m); err != nil && !errors.Is(err, io.EOF) {
+			return nil, nil, fmt.Errorf("invalid JSON: %w", err)
+		}
+		for k, v := range m {
+			if s, ok := v.(string); ok {
+				params[k] = s
+			} else {
+				b, _ := json.Marshal(v)
+				params[k] = string(b)
+			}
+		}
+	case "multipart/form-data":
+		if err := r.ParseMultipartForm(64 << 20); err != nil {
+			return nil, nil, fmt.Errorf("invalid multipart body: %w", err)
+		}
+		for k, v := range r.MultipartForm.Value {
+			params[k] = v[0]
+		}
+		for k, fhs := range r.MultipartForm.File {
+			f, err := fhs[0].Open()
+			if err != nil {
+				return nil, nil, err
+			}
+			data, err := io.ReadAll(f)
+			f.Close()
+			if err != nil {
+				return nil, nil, err
+			}
+			files[k] = upload{name: fhs[0].Filename, data: data}
+		}
+	default:
+		if err := r.ParseForm(); err != nil {
+			return nil, nil, fmt.Errorf("invalid form: %w", err)
+		}
+		for k, v := range r.PostForm {
+			params[k] = v[0]
+		}
+	}
+	return params, files, nil
+}
+
+type upload struct {
+	name string
+	data []byte
+}
+
+func (s *Server) serveFile(w http.ResponseWriter, rest string) {
+	token, path, ok := strings.Cut(rest, "/")
+	if !ok || token != s.opts.Token {
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return
+	}
+	s.mu.Lock()
+	data, found := s.files[strings.TrimPrefix(path, "photos/")]
+	s.mu.Unlock()
+	if !found {
+		http.NotFound(w, nil)
+		return
+	}
+	w.Header().Set("Content-Type", "image/jpeg")
+	_, _ = w.Write(data)
+}
+
+func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *apiError) {
+	offset, _ := strconv.ParseInt(p["offset"], 10, 64)
+	timeout, _ := strconv.Atoi(p["timeout"])
+	limit, _ := strconv.Atoi(p["limit"])
+	if limit <= 0 || limit > 100 {
+		limit = 100
+	}
+	deadline := time.NewTimer(time.Duration(timeout) * time.Second)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		if s.hook != "" {
+			s.mu.Unlock()
+			return nil, &apiError{code: 409, desc: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}
+		}
+		// Confirm (forget) every update below offset.
+		i := 0
+		for i < len(s.updateID) && s.updateID[i] < offset {
+			i++
+		}
+		s.updates, s.updateID = s.updates[i:], s.updateID[i:]
+		if len(s.updates) > 0 || timeout <= 0 {
+			n := min(limit, len(s.updates))
+			out := append([]json.RawMessage{}, s.updates[:n]...)
+			s.mu.Unlock()
+			return out, nil
+		}
+		wait := s.newUpd
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-deadline.C:
+			return []json.RawMessage{}, nil
+		case <-ctx.Done():
+			return []json.RawMessage{}, nil
+		}
+	}
+}
+
+// counted methods draw on the rate budgets.
+var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true}
+
+func (s *Server) dispatchLocked(method string, p map[string]string, files map[string]upload) (any, *apiError) {
+	switch method {
+	case "getMe":
+		return map[string]any{"id": s.opts.BotID, "is_bot": true, "first_name": "Relay", "username": s.opts.BotUsername,
+			"can_join_groups": true, "can_read_all_group_messages": false, "supports_inline_queries": false}, nil
+	case "setWebhook":
+		s.hook, s.secret = p["url"], p["secret_token"]
+		select {
+		case s.hookWake <- struct{}{}:
+		default:
+		}
+		return true, nil
+	case "deleteWebhook":
+		s.hook, s.secret = "", ""
+		return true, nil
+	case "getWebhookInfo":
+		return map[string]any{"url": s.hook, "pending_update_count": len(s.updates)}, nil
+	case "getFile":
+		id := p["file_id"]
+		data, ok := s.files[id]
+		if !ok {
+			return nil, badRequest("invalid file_id")
+		}
+		return map[string]any{"file_id": id, "file_unique_id": "u" + id, "file_size": len(data), "file_path": "photos/" + id}, nil
+	}
+	chatID, err := strconv.ParseInt(p["chat_id"], 10, 64)
+	if err != nil {
+		return nil, badRequest("chat not found")
+	}
+	c := s.chats[chatID]
+	if c == nil {
+		return nil, badRequest("chat not found")
+	}
+	if method == "sendChatAction" {
+		return true, nil
+	}
+	if method == "deleteMessage" {
+		id, _ := strconv.Atoi(p["message_id"])
+		m := s.findLocked(chatID, id)
+		if m == nil || m.Deleted {
+			return nil, badRequest("message to delete not found")
+		}
+		m.Deleted = true
+		return true, nil
+	}
+	if !counted[method] {
+		return nil, &apiError{code: 404, desc: "Not Found"}
+	}
+	now := time.Now()
+	fault := s.takeFaultLocked(method, chatID, p)
+	if fault != nil && fault.Kind == Fault429 {
+		c.blocked = now.Add(time.Duration(fault.RetryAfter) * s.opts.RetryAfterUnit)
+		return nil, s.tooManyLocked(fault.RetryAfter)
+	}
+	if aerr := s.paceLocked(c, now); aerr != nil {
+		return nil, aerr
+	}
+	if fault != nil {
+		switch fault.Kind {
+		case Fault5xx:
+			return nil, &apiError{code: 502, desc: "Bad Gateway"}
+		case FaultEntitiesRejected:
+			return nil, badRequest("can't parse entities: Can't find end of the entity starting at byte offset 12")
+		case FaultMessageGone:
+			if m := s.findLocked(chatID, atoi(p["message_id"])); m != nil {
+				m.Deleted = true
+			}
+		}
+	}
+	res, aerr := s.applyLocked(method, c, p, files)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if fault != nil {
+		switch fault.Kind {
+		case FaultAppliedThen5xx:
+			return nil, &apiError{code: 502, desc: "Bad Gateway"}
+		case FaultNotModified:
+			return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
+		}
+	}
+	return res, nil
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+func (s *Server) takeFaultLocked(method string, chatID int64, p map[string]string) *Fault {
+	for i, f := range s.faults {
+		if f.Method != "" && f.Method != method {
+			continue
+		}
+		if f.ChatID != 0 && f.ChatID != chatID {
+			continue
+		}
+		if (f.Kind == FaultNotModified || f.Kind == FaultMessageGone) && method != "editMessageText" {
+			continue
+		}
+		if f.Kind == FaultEntitiesRejected && p["entities"] == "" && p["parse_mode"] == "" && p["caption_entities"] == "" {
+			continue
+		}
+		if f.Kind == Fault429 {
+			if c := s.chats[chatID]; c != nil && c.blocked.After(time.Now()) {
+				return nil // already blocked: the natural 429 answers
+			}
+		}
+		f.Times--
+		if f.Times <= 0 {
+			s.faults = append(s.faults[:i], s.faults[i+1:]...)
+		}
+		return f
+	}
+	return nil
+}
+
+func (s *Server) tooManyLocked(retryAfter int) *apiError {
+	if retryAfter < 1 {
+		retryAfter = 1
+	}
+	return &apiError{code: 429, desc: fmt.Sprintf("Too Many Requests: retry after %d", retryAfter), retryAfter: retryAfter}
+}
+
+// paceLocked applies the chat's block, the per-chat bucket, the group window and the global
+// window; a request over any of them gets a 429 saying how long to wait.
+func (s *Server) paceLocked(c *chatState, now time.Time) *apiError {
+	if c.blocked.After(now) {
+		return s.tooManyLocked(s.units(c.blocked.Sub(now)))
+	}
+	if s.opts.NoLimits {
+		return nil
+	}
+	// Per chat: a bucket of PerChatBurst tokens refilled one per PerChatInterval.
+	elapsed := now.Sub(c.refilled)
+	c.tokens = math.Min(float64(s.opts.PerChatBurst), c.tokens+float64(elapsed)/float64(s.opts.PerChatInterval))
+	c.refilled = now
+	if c.tokens < 1 {
+		wait := time.Duration((1 - c.tokens) * float64(s.opts.PerChatInterval))
+		return s.tooManyLocked(s.units(wait))
+	}
+	// Per group: GroupPerMinute in any minute.
+	if c.chat.ID < 0 {
+		c.groupHist = trimWindow(c.groupHist, now, time.Minute)
+		if len(c.groupHist) >= s.opts.GroupPerMinute {
+			return s.tooManyLocked(s.units(c.groupHist[0].Add(time.Minute).Sub(now)))
+		}
+	}
+	s.global = trimWindow(s.global, now, time.Second)
+	if len(s.global) >= s.opts.GlobalPerSecond {
+		return s.tooManyLocked(1)
+	}
+	c.tokens--
+	if c.chat.ID < 0 {
+		c.groupHist = append(c.groupHist, now)
+	}
+	s.global = append(s.global, now)
+	return nil
+}
+
+// units converts a wait into whole retry_after seconds, rounded up.
+func (s *Server) units(d time.Duration) int {
+	return int(math.Ceil(float64(d) / float64(s.opts.RetryAfterUnit)))
+}
+
+func trimWindow(h []time.Time, now time.Time, win time.Duration) []time.Time {
+	i := 0
+	for i < len(h) && now.Sub(h[i]) >= win {
+		i++
+	}
+	return h[i:]
+}
+
+func (s *Server) applyLocked(method string, c *chatState, p map[string]string, files map[string]upload) (any, *apiError) {
+	thread := atoi(p["message_thread_id"])
+	switch method {
+	case "sendMessage":
+		text := p["text"]
+		ents, aerr := s.checkText(text, p["entities"], p["parse_mode"])
+		if aerr != nil {
+			return nil, aerr
+		}
+		m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
+		m.Text, m.Entities = text, ents
+		return s.messageJSONLocked(m), nil
+	case "editMessageText":
+		m := s.findLocked(c.chat.ID, atoi(p["message_id"]))
+		if m == nil || m.Deleted {
+			return nil, badRequest("message to edit not found")
+		}
+		if !m.FromBot {
+			return nil, badRequest("message can't be edited")
+		}
+		if m.Kind != "text" {
+			return nil, badRequest("there is no text in the message to edit")
+		}
+		text := p["text"]
+		ents, aerr := s.checkText(text, p["entities"], p["parse_mode"])
+		if aerr != nil {
+			return nil, aerr
+		}
+		if text == m.Text && sameEntities(ents, m.Entities) {
+			return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
+		}
+		m.Text, m.Entities = text, ents
+		m.Edits++
+		return s.messageJSONLocked(m), nil
+	case "sendPhoto", "sendDocument":
+		field := "photo"
+		if method == "sendDocument" {
+			field = "document"
+		}
+		up, ok := files[field]
+		if !ok {
+			return nil, badRequest("there is no " + field + " in the request")
+		}
+		m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
+		m.Kind, m.FileName, m.Data, m.Caption = field, up.name, up.data, p["caption"]
+		return s.messageJSONLocked(m), nil
+	}
+	return nil, &apiError{code: 404, desc: "Not Found"}
+}
+
+func (s *Server) newBotMessageLocked(c *chatState, thread, replyTo int) *Message {
+	s.nextMsg[c.chat.ID]++
+	m := &Message{
+		ID: s.nextMsg[c.chat.ID], Chat: c.chat, ThreadID: thread, FromBot: true, Kind: "text",
+		From: User{ID: s.opts.BotID, IsBot: true, FirstName: "Relay", Username: s.opts.BotUsername},
+		Date: time.Now(), ReplyTo: replyTo,
+	}
+	c.msgs = append(c.msgs, m)
+	return m
+}
+
+// checkText validates a text and its entities the way Telegram does.
+func (s *Server) checkText(text, entities, parseMode string) ([]Entity, *apiError) {
+	if strings.TrimSpace(text) == "" {
+		return nil, badRequest("message text is empty")
+	}
+	n := len(utf16.Encode([]rune(text)))
+	if n > s.opts.MaxTextLen {
+		return nil, badRequest("message is too long")
+	}
+	if parseMode != "" {
+		return nil, badRequest("can't parse entities: parse_mode is not supported by this test server")
+	}
+	if entities == "" {
+		return nil, nil
+	}
+	var ents []Entity
+	if err := json.Unmarshal([]byte(entities), &ents); err != nil {
+		return nil, badRequest("can't parse entities JSON object")
+	}
+	for _, e := range ents {
+		if e.Offset < 0 || e.Length <= 0 || e.Offset+e.Length > n {
+			return nil, badRequest(fmt.Sprintf("can't parse entities: entity %s at %d+%d is outside the text of %d units", e.Type, e.Offset, e.Length, n))
+		}
+		switch e.Type {
+		case "bold", "italic", "underline", "strikethrough", "spoiler", "code", "pre", "text_link", "blockquote", "expandable_blockquote":
+		default:
+			return nil, badRequest("can't parse entities: unsupported entity type " + e.Type)
+		}
+		if e.Type == "text_link" && e.URL == "" {
+			return nil, badRequest("can't parse entities: text_link without url")
+		}
+	}
+	return ents, nil
+}
+
+func sameEntities(a, b []Entity) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// webhookLoop posts pending updates to the webhook, with its secret token, while one is set;
+// an update is confirmed when the bot answers 2xx.
+func (s *Server) webhookLoop() {
+	defer s.wg.Done()
+	client := &http.Client{Timeout: 10 * time.Second}
+	for {
+		s.mu.Lock()
+		hook, secret := s.hook, s.secret
+		var next json.RawMessage
+		var id int64
+		if hook != "" && len(s.updates) > 0 {
+			next, id = s.updates[0], s.updateID[0]
+		}
+		s.mu.Unlock()
+		if next == nil {
+			select {
+			case <-s.hookWake:
+				continue
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, hook, strings.NewReader(string(next)))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+			if secret != "" {
+				req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+			}
+			var resp *http.Response
+			resp, err = client.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode/100 != 2 {
+					err = fmt.Errorf("webhook answered %s", resp.Status)
+				}
+			}
+		}
+		if err == nil {
+			s.mu.Lock()
+			if len(s.updateID) > 0 && s.updateID[0] == id {
+				s.updates, s.updateID = s.updates[1:], s.updateID[1:]
+			}
+			s.mu.Unlock()
+			continue
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
