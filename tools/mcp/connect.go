@@ -105,12 +105,14 @@ func (s *serverConn) connectRemote(ctx, cctx context.Context, kind string) (*ses
 		if dl, ok := cctx.Deadline(); ok {
 			endpointWait = max(time.Until(dl), time.Millisecond)
 		}
-		t, err = transport.NewSSE(s.cfg.URL,
+		var sse *transport.SSE
+		sse, err = transport.NewSSE(s.cfg.URL,
 			transport.WithHeaders(s.cfg.Headers),
 			transport.WithHTTPClient(hc),
 			transport.WithEndpointTimeout(endpointWait),
 			transport.WithResponseTimeout(forever),
 			transport.WithSSELogger(logger))
+		t = cancellingSSE{sse}
 	}
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("MCP server url: %w", err)
@@ -284,3 +286,25 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
+
+// cancelNotifyTimeout bounds sending notifications/cancelled for an abandoned call.
+const cancelNotifyTimeout = time.Second
+
+// cancellingSSE tells an SSE server about tool calls the bot gave up on (deadline or
+// cancellation) with notifications/cancelled. Over SSE the answer comes on the stream, so
+// abandoning the POST does not reach the server, and mcp-go sends the notification only over
+// stdio. Over streamable HTTP the aborted POST is the cancellation.
+type cancellingSSE struct{ *transport.SSE }
+
+func (t cancellingSSE) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	resp, err := t.SSE.SendRequest(ctx, req)
+	if err != nil && req.Method == string(mcpgo.MethodToolsCall) && (ctx.Err() != nil || pastDeadline(ctx)) {
+		n := mcpgo.JSONRPCNotification{JSONRPC: mcpgo.JSONRPC_VERSION}
+		n.Method = string(mcpgo.MethodNotificationCancelled)
+		n.Params.AdditionalFields = map[string]any{"requestId": req.ID, "reason": "the client stopped waiting"}
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelNotifyTimeout)
+		_ = t.SSE.SendNotification(nctx, n)
+		cancel()
+	}
+	return resp, err
+}

@@ -34,6 +34,7 @@ var PNG = []byte{
 //   - fail(message): an isError result carrying message (no content at all when it is empty).
 //   - image(): a text part and a PNG image.
 //   - resource(size): an embedded text resource of size bytes.
+//   - cancelled(): how many sleep calls were cancelled (Cancelled, readable over any transport).
 //   - pid(): the process id of the server.
 type Kit struct {
 	// Server is the mcp-go server; serve it with any transport.
@@ -97,6 +98,12 @@ func New(name string) *Kit {
 					Text: strings.Repeat("a", r.GetInt("size", 0)),
 				}), nil
 			}),
+		},
+		server.ServerTool{
+			Tool: mcp.NewTool("cancelled", mcp.WithDescription("Counts the sleep calls that were cancelled.")),
+			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText(fmt.Sprint(k.Cancelled())), nil
+			},
 		},
 		server.ServerTool{
 			Tool: mcp.NewTool("pid", mcp.WithDescription("Returns the server's process id.")),
