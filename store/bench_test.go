@@ -1,0 +1,151 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkAuditRows measures sustained audit rows per second on SQLite in WAL mode: each op is
+// one tool call, written at start (durable before return) and completed at the end.
+func BenchmarkAuditRows(b *testing.B) {
+	for _, callers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			ctx := context.Background()
+			s := newStore(b, DriverSQLite)
+			var n atomic.Int64
+			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					rec := &ToolCallRecord{TurnID: i, Platform: "telegram", ChatID: "c", UserID: "u",
+						ToolCallID: fmt.Sprint("call_", i), ToolName: "web_search", Source: "native",
+						Arguments: `{"query":"benchmark"}`, ArgumentsSize: 21}
+					if err := s.StartToolCall(ctx, rec); err != nil {
+						b.Fatal(err)
+					}
+					rec.Status, rec.Result, rec.ResultSize = StatusOK, "result text", 11
+					if err := s.FinishToolCall(ctx, rec); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkHistory10Rounds loads the history of a conversation of 10 rounds, each with two tool
+// calls and their results (50 messages).
+func BenchmarkHistory10Rounds(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b, DriverSQLite)
+	c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 30 { // more rounds than loaded
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: fmt.Sprint("question ", i)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		a, z := fmt.Sprint("a", i), fmt.Sprint("z", i)
+		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []Message{
+			{Role: RoleAssistant, ToolCalls: []MessageToolCall{call(a), call(z)}},
+			{Role: RoleTool, ToolCallID: a, Content: "result a"},
+			{Role: RoleTool, ToolCallID: z, Content: "result z"},
+			{Role: RoleAssistant, Content: "an answer of a few words"},
+		}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		h, err := s.History(ctx, c.ID, 10)
+		if err != nil || len(h) != 50 {
+			b.Fatalf("History = %d messages, %v", len(h), err)
+		}
+	}
+}
+
+// BenchmarkToolCallsMillion queries an audit log of 1,000,000 rows on SQLite with a tool and
+// status filter (first page and a later page through the cursor).
+func BenchmarkToolCallsMillion(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b, DriverSQLite)
+	start := time.Now()
+	// Building the indexes after the rows is much faster than keeping them up to date row by row.
+	var indexes []string
+	if err := s.w.Raw(`SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tool_calls' AND sql IS NOT NULL`).
+		Scan(&indexes).Error; err != nil || len(indexes) == 0 {
+		b.Fatalf("indexes of tool_calls: %v %v", indexes, err)
+	}
+	var names []string
+	if err := s.w.Raw(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tool_calls' AND sql IS NOT NULL`).
+		Scan(&names).Error; err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range names {
+		if err := s.w.Exec("DROP INDEX " + n).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	// 20 tools, 80% ok, one call every second.
+	res := s.w.Exec(`WITH RECURSIVE n(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM n WHERE x < 999999)
+INSERT INTO tool_calls (turn_id, conversation_id, platform, chat_id, user_id, round, tool_call_id,
+  tool_name, source, server, status, arguments, result, started_at, finished_at, duration_ms)
+SELECT x / 3, x / 30, 'telegram', 'chat' || (x % 500), 'user' || (x % 2000), 1, 'call_' || x,
+  'tool' || (x % 20), 'native', '', CASE (x / 20) % 10 WHEN 0 THEN 'error' WHEN 1 THEN 'timeout' ELSE 'ok' END,
+  '{"q":"' || x || '"}', 'r',
+  strftime('%Y-%m-%d %H:%M:%S', 1767225600 + x, 'unixepoch') || '+00:00',
+  strftime('%Y-%m-%d %H:%M:%S', 1767225601 + x, 'unixepoch') || '+00:00', x % 5000
+FROM n`)
+	if res.Error != nil || res.RowsAffected != 1_000_000 {
+		b.Fatalf("seed: %d rows, %v", res.RowsAffected, res.Error)
+	}
+	for _, ddl := range indexes {
+		if err := s.w.Exec(ddl).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.w.Exec("ANALYZE").Error; err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("seeded 1,000,000 rows in %v", time.Since(start).Round(time.Millisecond))
+	f := ToolCallFilter{Tool: "tool7", Status: StatusError, Limit: 50}
+	b.Logf("plan:\n%s", queryPlan(b, s, f))
+	items, next, err := s.ToolCalls(ctx, f)
+	if err != nil || len(items) != 50 || next == "" {
+		b.Fatalf("ToolCalls = %d rows, next %q, %v", len(items), next, err)
+	}
+	b.Run("tool+status/first-page", func(b *testing.B) {
+		for b.Loop() {
+			if items, _, err := s.ToolCalls(ctx, f); err != nil || len(items) != 50 {
+				b.Fatal(len(items), err)
+			}
+		}
+	})
+	b.Run("tool+status/next-page", func(b *testing.B) {
+		g := f
+		g.Cursor = next
+		for b.Loop() {
+			if items, _, err := s.ToolCalls(ctx, g); err != nil || len(items) != 50 {
+				b.Fatal(len(items), err)
+			}
+		}
+	})
+	b.Run("tool+status+since/stats", func(b *testing.B) {
+		g := ToolCallFilter{Tool: "tool7", Status: StatusError, Since: time.Unix(1767225600+900_000, 0)}
+		for b.Loop() {
+			if st, err := s.ToolStats(ctx, g); err != nil || len(st) != 1 {
+				b.Fatal(st, err)
+			}
+		}
+	})
+}
