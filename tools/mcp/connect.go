@@ -272,11 +272,19 @@ func (r *redactor) err(err error) error {
 		return err
 	}
 	msg := err.Error()
-	clean := strings.NewReplacer(r.pairs...).Replace(msg)
+	clean := r.text(msg)
 	if clean == msg {
 		return err
 	}
 	return &redactedError{msg: clean, err: err}
+}
+
+// text returns s with the secrets of the URL replaced.
+func (r *redactor) text(s string) string {
+	if len(r.pairs) == 0 {
+		return s
+	}
+	return strings.NewReplacer(r.pairs...).Replace(s)
 }
 
 type redactedError struct {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -376,14 +378,43 @@ func TestToolsListChanged(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func TestBrokenServersDoNotStopOthers(t *testing.T) {
 	k := testmcp.New("kit")
-	l := startLoader(t,
-		mcp.ServerConfig{Name: "missing", Transport: "stdio", Command: "/nonexistent/mcp-server"},
-		mcp.ServerConfig{Name: "secret", Transport: "http", URL: "http://127.0.0.1:1/mcp?api_key=hunter2"},
-		mcp.ServerConfig{Name: "bad", Transport: "carrier-pigeon"},
+	var logs syncBuffer
+	l := mcp.NewLoader([]mcp.ServerConfig{
+		{Name: "missing", Transport: "stdio", Command: "/nonexistent/mcp-server"},
+		{Name: "secret", Transport: "http", URL: "http://user:pa55@127.0.0.1:1/mcp?api_key=hunter2"},
+		{Name: "bad", Transport: "carrier-pigeon"},
 		mcp.InProcess("good", k.Server, 0),
-	)
+	}, slog.New(slog.NewTextHandler(&logs, nil)), mcp.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
+	l.Start(context.Background())
+	t.Cleanup(func() {
+		l.Close()
+		if strings.Contains(logs.String(), "hunter2") || strings.Contains(logs.String(), "pa55") {
+			t.Errorf("logs leak the URL's secrets:\n%s", logs.String())
+		}
+		if !strings.Contains(logs.String(), "api_key=REDACTED") {
+			t.Errorf("logs do not name the unreachable server's URL:\n%s", logs.String())
+		}
+	})
 	waitUp(t, l, "good")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -395,7 +426,7 @@ func TestBrokenServersDoNotStopOthers(t *testing.T) {
 		if h.State == mcp.StateUp || h.LastError == "" {
 			t.Errorf("%s: health = %+v, want down with an error", name, h)
 		}
-		if strings.Contains(h.LastError, "hunter2") {
+		if strings.Contains(h.LastError, "hunter2") || strings.Contains(h.LastError, "pa55") {
 			t.Errorf("%s: LastError leaks the URL's secret: %q", name, h.LastError)
 		}
 	}
@@ -439,4 +470,42 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Errorf("after Close: %+v", h)
 	}
 	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+func TestUnreachableRemoteGoesDown(t *testing.T) {
+	k := testmcp.New("kit")
+	srv := testmcp.StartHTTP(t, k)
+	l := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Minute, time.Minute)},
+		mcp.ServerConfig{Name: "srv", Transport: "http", URL: srv.URL})
+	waitUp(t, l, "srv")
+	srv.Close()
+	_, err := call(l, "echo", map[string]string{"text": "x"})
+	if !errors.Is(err, mcp.ErrUnavailable) {
+		t.Errorf("call to a closed server: err = %v, want ErrUnavailable", err)
+	}
+	waitFor(t, "the server to be down", func() bool { return health(l, "srv").State == mcp.StateDown })
+	if len(l.Tools(context.Background())) != 0 {
+		t.Errorf("tools of an unreachable server offered: %v", toolNames(l))
+	}
+}
+
+func TestConnectTimeout(t *testing.T) {
+	hang := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}))
+	t.Cleanup(func() { close(hang); ts.Close() })
+	l := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Minute, time.Minute)},
+		mcp.ServerConfig{Name: "srv", Transport: "http", URL: ts.URL, ConnectTimeout: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := l.WaitStarted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := health(l, "srv"); h.State != mcp.StateDown || !strings.Contains(h.LastError, "connect timeout") {
+		t.Errorf("health = %+v, want down after the connect timeout", h)
+	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -43,10 +46,11 @@ type serverConn struct {
 }
 
 func newServerConn(l *Loader, cfg ServerConfig, o options) *serverConn {
+	red := newRedactor(cfg.URL)
 	s := &serverConn{
 		l: l, cfg: cfg, opts: o,
-		logger:    l.logger.With("mcp_server", cfg.Name),
-		redact:    newRedactor(cfg.URL),
+		logger:    newRedactingLogger(l.logger, red).With("mcp_server", cfg.Name),
+		redact:    red,
 		refresh:   make(chan struct{}, 1),
 		reconnect: make(chan struct{}, 1),
 		firstDone: make(chan struct{}),
@@ -373,7 +377,21 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 	case errors.Is(err, transport.ErrTransportClosed) || isClosed(sess):
 		return nil, fmt.Errorf("MCP server '%s' went away during the call of '%s': %w: %w", s.cfg.Name, name, ErrUnavailable, s.redact.err(err))
 	}
+	if s.cfg.URL != "" && s.cfg.dial == nil && unreachable(err) {
+		// The remote is gone (the bot holds no connection to notice it otherwise): the
+		// lifecycle marks it down and reconnects with backoff.
+		err = s.redact.err(err)
+		sess.markLost(fmt.Errorf("tool call failed: %w", err))
+		return nil, fmt.Errorf("MCP server '%s' cannot be reached: %w: %w", s.cfg.Name, ErrUnavailable, err)
+	}
 	return nil, fmt.Errorf("MCP tool '%s' on server '%s': %w", name, s.cfg.Name, s.redact.err(err))
+}
+
+// unreachable reports whether err is a network failure rather than an answer.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func pastDeadline(ctx context.Context) bool {

@@ -24,7 +24,12 @@ type HTTPServer struct {
 	URL         string
 	sessions    *sessions
 	expireCalls atomic.Int64
+	close       func()
+	closeOnce   sync.Once
 }
+
+// Close stops the server: connections are cut and new ones refused.
+func (h *HTTPServer) Close() { h.close() }
 
 // StartHTTP serves k over streamable HTTP until the test ends.
 func StartHTTP(t testing.TB, k *Kit) *HTTPServer {
@@ -49,13 +54,16 @@ func StartHTTP(t testing.TB, k *Kit) *HTTPServer {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		h.CloseSessions(ctx)
-		ts.CloseClientConnections()
-		ts.Close()
-	})
+	hs.close = func() {
+		hs.closeOnce.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			h.CloseSessions(ctx)
+			ts.CloseClientConnections()
+			ts.Close()
+		})
+	}
+	t.Cleanup(hs.close)
 	hs.URL = ts.URL + "/mcp"
 	return hs
 }
