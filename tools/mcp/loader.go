@@ -33,6 +33,8 @@ const (
 	DefaultBackoffBase    = 2 * time.Second
 	DefaultBackoffMax     = 60 * time.Second
 	DefaultReconnectWait  = 30 * time.Second
+	// DefaultToolCallTimeout replaces a negative ToolCallTimeout.
+	DefaultToolCallTimeout = 300 * time.Second
 )
 
 // ServerConfig is one MCP server.
@@ -54,7 +56,8 @@ type ServerConfig struct {
 	// ConnectTimeout bounds connect, initialize and the first tool listing; 0 means
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
-	// ToolCallTimeout bounds each tool call; 0 means no deadline.
+	// ToolCallTimeout bounds each tool call; 0 means no deadline, a negative value
+	// DefaultToolCallTimeout (with a warning).
 	ToolCallTimeout time.Duration
 
 	// dial, set by tests, replaces the transport with an in-process one.
@@ -149,6 +152,11 @@ func NewLoader(servers []ServerConfig, logger *slog.Logger, opts ...Option) *Loa
 	l := &Loader{logger: logger, warned: map[string]bool{}}
 	names := map[string]bool{}
 	for _, cfg := range servers {
+		if cfg.ToolCallTimeout < 0 {
+			logger.Warn("MCP server's tool call timeout is negative; using the default",
+				"mcp_server", cfg.Name, "timeout", cfg.ToolCallTimeout, "default", DefaultToolCallTimeout)
+			cfg.ToolCallTimeout = DefaultToolCallTimeout
+		}
 		s := newServerConn(l, cfg, o)
 		if s.invalid == nil && names[cfg.Name] {
 			s.invalid = fmt.Errorf("another MCP server is also named %q", cfg.Name)

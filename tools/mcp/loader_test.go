@@ -149,7 +149,7 @@ func TestListAndCall(t *testing.T) {
 				!bytes.Equal(res.Files[0].Data, testmcp.PNG) || res.Files[0].Name != "image-2.png" {
 				t.Errorf("image result = %q, files %+v", res.Text, res.Files)
 			}
-			if got := health(l, "srv"); got.Tools != 7 || got.LastError != "" {
+			if got := health(l, "srv"); got.Tools != 8 || got.LastError != "" {
 				t.Errorf("health = %+v", got)
 			}
 		})
@@ -441,8 +441,8 @@ func TestCollidingNamesFirstServerWins(t *testing.T) {
 	waitUp(t, l, "a")
 	waitUp(t, l, "b")
 	specs := l.Tools(context.Background())
-	if len(specs) != 7 {
-		t.Errorf("%d tools listed, want 7 (no duplicates)", len(specs))
+	if len(specs) != 8 {
+		t.Errorf("%d tools listed, want 8 (no duplicates)", len(specs))
 	}
 	if _, err := call(l, "echo", map[string]string{"text": "x"}); err != nil {
 		t.Fatal(err)
@@ -507,5 +507,22 @@ func TestConnectTimeout(t *testing.T) {
 	}
 	if h := health(l, "srv"); h.State != mcp.StateDown || !strings.Contains(h.LastError, "connect timeout") {
 		t.Errorf("health = %+v, want down after the connect timeout", h)
+	}
+}
+
+func TestStdioEnvironment(t *testing.T) {
+	t.Setenv("RELAYBOT_TEST_TOKEN", "bot-secret")
+	l := startLoader(t, mcp.ServerConfig{Name: "srv", Transport: "stdio", Command: stdioServer,
+		Env: map[string]string{"MCP_API_KEY": "for-the-server"}})
+	waitUp(t, l, "srv")
+	for name, want := range map[string]string{
+		"RELAYBOT_TEST_TOKEN": "", // the bot's environment stays out
+		"MCP_API_KEY":         "for-the-server",
+		"PATH":                os.Getenv("PATH"),
+	} {
+		res, err := call(l, "env", map[string]string{"name": name})
+		if err != nil || res.Text != want {
+			t.Errorf("server's %s = %q, %v; want %q", name, res.Text, err, want)
+		}
 	}
 }

@@ -35,6 +35,7 @@ var PNG = []byte{
 //   - image(): a text part and a PNG image.
 //   - resource(size): an embedded text resource of size bytes.
 //   - cancelled(): how many sleep calls were cancelled (Cancelled, readable over any transport).
+//   - env(name): the server's environment variable name.
 //   - pid(): the process id of the server.
 type Kit struct {
 	// Server is the mcp-go server; serve it with any transport.
@@ -104,6 +105,13 @@ func New(name string) *Kit {
 			Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return mcp.NewToolResultText(fmt.Sprint(k.Cancelled())), nil
 			},
+		},
+		server.ServerTool{
+			Tool: mcp.NewTool("env", mcp.WithDescription("Returns an environment variable of the server."),
+				mcp.WithString("name", mcp.Required())),
+			Handler: k.counted("env", func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return mcp.NewToolResultText(os.Getenv(r.GetString("name", ""))), nil
+			}),
 		},
 		server.ServerTool{
 			Tool: mcp.NewTool("pid", mcp.WithDescription("Returns the server's process id.")),
