@@ -13,18 +13,11 @@ func (s *Store) History(ctx context.Context, conversationID int64, rounds int) (
 	if rounds <= 0 {
 		return nil, nil
 	}
-	var ids []int64
-	err := s.r.WithContext(ctx).Model(&turnRow{}).
+	last := s.r.Model(&turnRow{}).Select("id").
 		Where("conversation_id = ? AND status <> ?", conversationID, TurnRunning).
-		Order("id DESC").Limit(rounds).Pluck("id", &ids).Error
-	if err != nil {
-		return nil, fmt.Errorf("store: history of conversation %d: %w", conversationID, err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
+		Order("id DESC").Limit(rounds)
 	var rows []messageRow
-	err = s.r.WithContext(ctx).Where("turn_id IN ?", ids).Order("turn_id, seq").Find(&rows).Error
+	err := s.r.WithContext(ctx).Where("turn_id IN (?)", last).Order("turn_id, seq").Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: history of conversation %d: %w", conversationID, err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -215,9 +216,20 @@ type ToolStat struct {
 	Errors int `json:"errors"`
 	// ErrorRate is Errors over finished calls (0 when none finished).
 	ErrorRate float64 `json:"error_rate"`
-	// P50 and P95 are nearest-rank percentiles of the duration of finished calls.
-	P50 time.Duration `json:"p50_ns"`
-	P95 time.Duration `json:"p95_ns"`
+	// P50 and P95 are nearest-rank percentiles of the duration of finished calls (millisecond
+	// resolution). In JSON they are p50_ms and p95_ms.
+	P50 time.Duration `json:"-"`
+	P95 time.Duration `json:"-"`
+}
+
+// MarshalJSON writes the percentiles as p50_ms and p95_ms.
+func (t ToolStat) MarshalJSON() ([]byte, error) {
+	type plain ToolStat
+	return json.Marshal(struct {
+		plain
+		P50 int64 `json:"p50_ms"`
+		P95 int64 `json:"p95_ms"`
+	}{plain(t), t.P50.Milliseconds(), t.P95.Milliseconds()})
 }
 
 // ToolStats summarises the calls matching f per tool (source and server), busiest first. Limit and

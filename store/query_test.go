@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -280,4 +281,16 @@ func TestSweep(t *testing.T) {
 		// RunRetention with 0 days keeps everything and returns.
 		s.RunRetention(ctx, 0)
 	})
+}
+
+func TestToolStatJSON(t *testing.T) {
+	b, err := json.Marshal(ToolStat{Tool: "t", Source: "mcp", Server: "s", Count: 4, Errors: 1, ErrorRate: 0.25,
+		P50: 1500 * time.Millisecond, P95: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"tool":"t","source":"mcp","server":"s","count":4,"errors":1,"error_rate":0.25,"p50_ms":1500,"p95_ms":3000}`
+	if string(b) != want {
+		t.Errorf("got %s\nwant %s", b, want)
+	}
 }
