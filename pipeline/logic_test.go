@@ -186,11 +186,11 @@ func TestView(t *testing.T) {
 }
 
 func TestSchedulerQueue(t *testing.T) {
-	s := newScheduler(2, false)
+	s := newScheduler(2, false, 0)
 	at := func(sec int, id string) adapters.Inbound {
 		return adapters.Inbound{MessageID: id, Time: time.Unix(int64(sec), 0)}
 	}
-	first, err := s.enqueue("k", at(1, "1"))
+	first, _, err := s.enqueue("k", at(1, "1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,12 +206,12 @@ func TestSchedulerQueue(t *testing.T) {
 		t.Fatal("the first message of an idle conversation must run at once")
 	}
 	// The third message reaches the scheduler before the second (racing goroutines).
-	third, _ := s.enqueue("k", at(2, "3"))
-	second, _ := s.enqueue("k", at(2, "2"))
-	if _, err := s.enqueue("k", at(3, "4")); !errors.Is(err, errBusy) {
+	third, _, _ := s.enqueue("k", at(2, "3"))
+	second, _, _ := s.enqueue("k", at(2, "2"))
+	if _, _, err := s.enqueue("k", at(3, "4")); !errors.Is(err, errBusy) {
 		t.Fatalf("a full queue must refuse, got %v", err)
 	}
-	other, _ := s.enqueue("other", at(2, "9"))
+	other, _, _ := s.enqueue("other", at(2, "9"))
 	if !ready(other) {
 		t.Fatal("another conversation must not wait")
 	}
@@ -234,16 +234,16 @@ func TestSchedulerQueue(t *testing.T) {
 }
 
 func TestSchedulerInterruptAndStop(t *testing.T) {
-	s := newScheduler(8, true)
-	first, _ := s.enqueue("k", adapters.Inbound{MessageID: "1"})
+	s := newScheduler(8, true, 0)
+	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "1"})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	s.started("k", first, cancel)
-	second, _ := s.enqueue("k", adapters.Inbound{MessageID: "2"})
+	second, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "2"})
 	if !errors.Is(context.Cause(ctx), ErrInterrupted) {
 		t.Fatalf("running turn cause = %v, want interrupted", context.Cause(ctx))
 	}
-	third, _ := s.enqueue("k", adapters.Inbound{MessageID: "3"})
+	third, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "3"})
 	<-second.ready
 	if !errors.Is(second.dropped, ErrInterrupted) {
 		t.Fatalf("superseded waiting message: dropped = %v", second.dropped)
@@ -262,6 +262,26 @@ func TestSchedulerInterruptAndStop(t *testing.T) {
 	s.leave("k", third)
 	if s.stop("k", ErrStopped) {
 		t.Fatal("stop reported a running turn in an idle conversation")
+	}
+}
+
+func TestSchedulerSettleOrdersRacingMessages(t *testing.T) {
+	s := newScheduler(1, false, 20*time.Millisecond)
+	second, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "11"})
+	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "10"})
+	<-first.ready
+	select {
+	case <-second.ready:
+		t.Fatal("the later message ran before the earlier one")
+	default:
+	}
+	s.leave("k", first)
+	<-second.ready
+	s.leave("k", second)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) != 0 {
+		t.Fatal("session left behind")
 	}
 }
 

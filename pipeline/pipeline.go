@@ -64,6 +64,10 @@ type Options struct {
 	// is busy. Unlike the other fields, 0 is taken as given (nothing waits); the config's default
 	// is DefaultQueueSize.
 	QueueSize int
+	// Settle is how long the first message of an idle conversation waits for messages the user
+	// sent just before it that are still on their way (adapters hand each message over on its own
+	// goroutine, so two quick messages may arrive swapped); default DefaultSettle, negative: none.
+	Settle time.Duration
 	// MaxTurnsInFlight bounds turns running at once (default 64); TurnWait bounds the wait for a
 	// free slot (default 60 s) before the user is told the bot is busy.
 	MaxTurnsInFlight int
@@ -107,6 +111,7 @@ const (
 	DefaultMaxTurnsInFlight = 64
 	DefaultTurnWait         = 60 * time.Second
 	DefaultTurnTimeout      = 15 * time.Minute
+	DefaultSettle           = 50 * time.Millisecond
 	DefaultStoppedMarker    = "[stopped]"
 	DefaultFailureHint      = "Request failed."
 	DefaultShutdownText     = "The bot is restarting; please send that again in a minute."
@@ -170,6 +175,9 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	if opts.TurnWait <= 0 {
 		opts.TurnWait = DefaultTurnWait
 	}
+	if opts.Settle == 0 {
+		opts.Settle = DefaultSettle
+	}
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout
 	}
@@ -200,7 +208,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		log:      log,
 		access:   compileAccess(opts.Access),
 		rate:     newRateLimiter(opts.RateLimitPerMinute, time.Minute),
-		sched:    newScheduler(opts.QueueSize, opts.Interrupt),
+		sched:    newScheduler(opts.QueueSize, opts.Interrupt, opts.Settle),
 		slots:    make(chan struct{}, opts.MaxTurnsInFlight),
 		base:     base,
 		stopBase: stop,
@@ -296,13 +304,16 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 // queue waits for the conversation's turn and a free slot, then runs the turn.
 func (p *Pipeline) queue(key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
 	k := key.String()
-	t, err := p.sched.enqueue(k, in)
+	t, busy, err := p.sched.enqueue(k, in)
 	if err != nil {
 		log.Info("pipeline: message refused: conversation busy", "conversation", k, "message", in.MessageID)
 		p.notice(out, p.opts.BusyText, log)
 		return
 	}
 	defer p.sched.leave(k, t)
+	if busy {
+		log.Debug("pipeline: message waits for its turn", "conversation", k, "message", in.MessageID)
+	}
 	// Waiting ignores ctx: an adapter that stops receiving at shutdown still gets its accepted
 	// messages answered within the grace period; Shutdown ends the wait when it is over.
 	select {

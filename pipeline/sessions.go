@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"relaybot/adapters"
 )
@@ -36,30 +37,35 @@ type ticket struct {
 }
 
 // session is the state of one conversation: the running ticket and the ones waiting, in order.
+// A session is settling for a moment after its first message arrives, so that messages sent
+// just before it, still on their way on other goroutines, can take their place ahead of it.
 type session struct {
-	running *ticket
-	waiting []*ticket
+	running  *ticket
+	waiting  []*ticket
+	settling bool
 }
 
 // scheduler runs one turn at a time per conversation.
 type scheduler struct {
 	queueSize int
 	interrupt bool
+	settle    time.Duration
 
 	mu       sync.Mutex
 	sessions map[string]*session
 }
 
-func newScheduler(queueSize int, interrupt bool) *scheduler {
-	return &scheduler{queueSize: queueSize, interrupt: interrupt, sessions: map[string]*session{}}
+func newScheduler(queueSize int, interrupt bool, settle time.Duration) *scheduler {
+	return &scheduler{queueSize: queueSize, interrupt: interrupt, settle: settle, sessions: map[string]*session{}}
 }
 
-// enqueue adds a message to its conversation. The ticket is ready at once when nothing runs;
-// otherwise it waits in arrival order (by message time and id, so that messages handed over on
-// racing goroutines still run in the order the user sent them). With interrupt, the running turn
-// is cancelled and earlier waiting messages are dropped.
-func (s *scheduler) enqueue(key string, in adapters.Inbound) (*ticket, error) {
-	t := &ticket{in: in, ready: make(chan struct{})}
+// enqueue adds a message to its conversation. The ticket is ready at once (or after the settle
+// delay) when nothing runs; otherwise it waits in the order the messages were sent (by message
+// time and id, so that messages handed over on racing goroutines still run in the order the user
+// sent them). With interrupt, the running turn is cancelled and earlier waiting messages are
+// dropped. busy reports that the message waits behind a running turn.
+func (s *scheduler) enqueue(key string, in adapters.Inbound) (t *ticket, busy bool, err error) {
+	t = &ticket{in: in, ready: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.sessions[key]
@@ -68,32 +74,71 @@ func (s *scheduler) enqueue(key string, in adapters.Inbound) (*ticket, error) {
 		s.sessions[key] = ss
 	}
 	if ss.running == nil && len(ss.waiting) == 0 {
-		ss.running = t
-		close(t.ready)
-		return t, nil
+		if s.settle <= 0 {
+			ss.running = t
+			close(t.ready)
+			return t, false, nil
+		}
+		ss.settling = true
+		ss.waiting = append(ss.waiting, t)
+		time.AfterFunc(s.settle, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			ss.settling = false
+			if ss.running == nil {
+				s.promote(ss)
+			}
+			if ss.running == nil && len(ss.waiting) == 0 && s.sessions[key] == ss {
+				delete(s.sessions, key)
+			}
+		})
+		return t, false, nil
 	}
 	if s.interrupt {
 		if ss.running != nil && ss.running.cancel != nil {
 			ss.running.cancel(ErrInterrupted)
 		}
-		for _, w := range ss.waiting {
+		s.insert(ss, t)
+		// Only the latest message is answered; the ones it supersedes are dropped.
+		last := ss.waiting[len(ss.waiting)-1]
+		for _, w := range ss.waiting[:len(ss.waiting)-1] {
 			w.dropped = ErrInterrupted
 			close(w.ready)
 		}
-		ss.waiting = append(ss.waiting[:0], t)
-		return t, nil
+		ss.waiting = append(ss.waiting[:0], last)
+		return t, ss.running != nil, nil
 	}
-	if len(ss.waiting) >= s.queueSize {
-		return nil, errBusy
+	room := s.queueSize
+	if ss.settling {
+		room++ // one of the settling messages runs as soon as the session settles
 	}
+	if len(ss.waiting) >= room {
+		return nil, true, errBusy
+	}
+	s.insert(ss, t)
+	return t, ss.running != nil, nil
+}
+
+// insert puts t among the waiting tickets in the order the messages were sent.
+func (s *scheduler) insert(ss *session, t *ticket) {
 	i := len(ss.waiting)
-	for i > 0 && before(in, ss.waiting[i-1].in) {
+	for i > 0 && before(t.in, ss.waiting[i-1].in) {
 		i--
 	}
 	ss.waiting = append(ss.waiting, nil)
 	copy(ss.waiting[i+1:], ss.waiting[i:])
 	ss.waiting[i] = t
-	return t, nil
+}
+
+// promote lets the first waiting ticket run. The caller holds s.mu.
+func (s *scheduler) promote(ss *session) {
+	if len(ss.waiting) == 0 {
+		return
+	}
+	next := ss.waiting[0]
+	ss.waiting = ss.waiting[1:]
+	ss.running = next
+	close(next.ready)
 }
 
 // before reports whether a was sent before b in the same chat.
@@ -133,11 +178,8 @@ func (s *scheduler) leave(key string, t *ticket) {
 	}
 	if ss.running == t {
 		ss.running = nil
-		if len(ss.waiting) > 0 {
-			next := ss.waiting[0]
-			ss.waiting = ss.waiting[1:]
-			ss.running = next
-			close(next.ready)
+		if !ss.settling {
+			s.promote(ss)
 		}
 	} else {
 		for i, w := range ss.waiting {
@@ -147,7 +189,7 @@ func (s *scheduler) leave(key string, t *ticket) {
 			}
 		}
 	}
-	if ss.running == nil && len(ss.waiting) == 0 {
+	if ss.running == nil && len(ss.waiting) == 0 && !ss.settling {
 		delete(s.sessions, key)
 	}
 }

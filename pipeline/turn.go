@@ -99,8 +99,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	mu.Lock()
 	defer mu.Unlock()
 	status, note, errText := p.outcome(ctx, res)
-	if res.Status != agent.StatusOK && res.PartialText != "" {
-		v.setText(res.PartialText)
+	partial := partialText(res)
+	if partial != "" {
+		v.setText(partial)
 	}
 	text := v.withNote(note)
 	reply.Working(false)
@@ -121,8 +122,8 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		Messages:  toStoreMessages(res.Messages),
 		LLMCalls:  toStoreLLMCalls(res.LLMCalls),
 	}
-	if res.Status != agent.StatusOK && strings.TrimSpace(res.PartialText) != "" {
-		end.Messages = append(end.Messages, store.Message{Role: store.RoleAssistant, Content: res.PartialText})
+	if strings.TrimSpace(partial) != "" {
+		end.Messages = append(end.Messages, store.Message{Role: store.RoleAssistant, Content: partial})
 	}
 	if p.opts.OnTurnDone != nil {
 		p.opts.OnTurnDone(status, time.Since(begun))
@@ -201,6 +202,26 @@ func (p *Pipeline) outcome(ctx context.Context, res *agent.Result) (status, note
 		err = fmt.Errorf("the model run ended with status %q", res.Status)
 	}
 	return store.TurnError, p.failureText(err), err.Error()
+}
+
+// partialText returns the text of the round a failed or cancelled turn was in the middle of, or
+// "" when there is none or that round's message is already among the turn's messages (a turn
+// cancelled while its tools ran).
+func partialText(res *agent.Result) string {
+	if res.Status == agent.StatusOK || res.PartialText == "" {
+		return ""
+	}
+	for i := len(res.Messages) - 1; i >= 0; i-- {
+		m := res.Messages[i]
+		if m.Role == agent.RoleTool {
+			continue
+		}
+		if m.Role == agent.RoleAssistant && m.Content == res.PartialText {
+			return ""
+		}
+		break
+	}
+	return res.PartialText
 }
 
 // toolError is the short error of a failed call for its status line; empty on success.
