@@ -42,7 +42,7 @@ type request struct {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/gateway" && websocketUpgrade(r) {
+	if websocketUpgrade(r) {
 		s.serveGateway(w, r)
 		return
 	}
@@ -140,7 +140,7 @@ func readBody(r *http.Request, req *request) error {
 		}
 		req.body = data
 	}
-	if len(bytes.TrimSpace(req.body)) > 0 {
+	if b := bytes.TrimSpace(req.body); len(b) > 0 && b[0] != '[' {
 		if err := json.Unmarshal(req.body, &req.fields); err != nil {
 			return fmt.Errorf("body is not a JSON object: %w", err)
 		}

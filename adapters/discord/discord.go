@@ -1,0 +1,267 @@
+// Package discord connects the bot to Discord through github.com/bwmarrin/discordgo: it receives
+// messages and interactions over the gateway (with discordgo's reconnect and resume), turns the
+// ones meant for the bot into adapters.Inbound values, and delivers replies over REST through
+// the shared delivery engine (adapters/delivery), which owns pacing and rate limits.
+//
+// Conversations: a direct message channel, a guild text channel and a thread are each their own
+// chat. A thread is a channel of its own on Discord (with its own rate-limit bucket), so its
+// ChatRef.ChatID is the thread's channel id and ThreadID stays empty; the parent channel only
+// matters for AllowedChannels.
+//
+// Replies: the first message references the user's message; every send and edit carries
+// allowed_mentions with nothing to parse, so the model's text can never ping @everyone, a role
+// or a user. A streaming reply shows a ▌ cursor and a Stop button; both go when it is final.
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
+
+	"relaybot/adapters"
+	"relaybot/adapters/delivery"
+)
+
+// Limits returns Discord's limits: 2,000 characters (code points) per message, 5 creates or
+// edits per 5 seconds per channel (shared by every reply in the channel) and 50 requests per
+// second for the whole bot.
+func Limits() adapters.Limits {
+	return adapters.Limits{
+		MaxLen:  2000,
+		Unit:    adapters.Runes,
+		PerChat: adapters.Rate{N: 5, Per: 5 * time.Second},
+		Global:  adapters.Rate{N: 50, Per: time.Second},
+	}
+}
+
+// Options configure an Adapter.
+type Options struct {
+	// Token is the bot token (without the "Bot " prefix). Required.
+	Token string
+	// APIBase is the REST API base; empty means https://discord.com/api/v10. The gateway
+	// address is asked of it (GET /gateway). Requests discordgo makes to discord.com are sent
+	// here by the session's HTTP transport; no package-level discordgo state is changed.
+	APIBase string
+	// AllowedGuilds, AllowedChannels and AllowedRoles restrict where and for whom the bot
+	// answers in guilds; empty means no restriction of that kind. A thread is allowed when it
+	// or its parent channel is listed. Direct messages are always answered.
+	AllowedGuilds, AllowedChannels, AllowedRoles []string
+	// Prefix, when set, addresses the bot in guild channels by starting a message with it
+	// (besides mentioning the bot or replying to it).
+	Prefix string
+	// RegisterCommands registers /reset, /stop and /help as global application commands at start.
+	RegisterCommands bool
+	// MaxImageBytes caps each image a user sends; larger images are skipped. Default 10 MiB.
+	MaxImageBytes int
+	// Logger receives the adapter's logs; nil discards them.
+	Logger *slog.Logger
+	// Observer, when set, receives the delivery engine's events (for metrics).
+	Observer delivery.Observer
+	// HTTPTransport is the transport under the API rewriting; nil means http.DefaultTransport.
+	HTTPTransport http.RoundTripper
+}
+
+// StopButtonID is the custom_id of the Stop button on a streaming reply.
+const StopButtonID = "relaybot:stop"
+
+// commands are the application commands registered at start.
+func commands() []*discordgo.ApplicationCommand {
+	return []*discordgo.ApplicationCommand{
+		{Name: "reset", Description: "Forget this conversation and start over"},
+		{Name: "stop", Description: "Stop the answer being written"},
+		{Name: "help", Description: "How to talk to this bot"},
+	}
+}
+
+// Adapter is one bot connection to Discord. It implements adapters.Messenger for the delivery
+// engine; Run receives messages.
+type Adapter struct {
+	opts    Options
+	log     *slog.Logger
+	session *discordgo.Session
+	http    *http.Client // images users send
+	engine  *delivery.Engine
+	stops   *stopTracker
+
+	mu       sync.Mutex
+	running  bool
+	stopped  bool // Run ended: no new handler goroutines
+	botID    string
+	appID    string
+	parents  map[string]string // channel id → parent id ("" for none), for AllowedChannels
+	handlers sync.WaitGroup
+}
+
+var _ adapters.Messenger = (*Adapter)(nil)
+
+// New creates an adapter; it does not connect until Run.
+func New(opts Options) (*Adapter, error) {
+	if opts.Token == "" {
+		return nil, errors.New("discord: token is required")
+	}
+	if opts.APIBase == "" {
+		opts.APIBase = defaultAPIBase
+	}
+	if opts.MaxImageBytes <= 0 {
+		opts.MaxImageBytes = 10 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	rt, err := newRewriter(opts.APIBase, opts.HTTPTransport)
+	if err != nil {
+		return nil, err
+	}
+	s, err := discordgo.New("Bot " + opts.Token)
+	if err != nil {
+		return nil, fmt.Errorf("discord: creating session: %w", err)
+	}
+	s.Client = &http.Client{Transport: rt}
+	// The delivery engine owns retries and rate limits: discordgo must hand 429s and 5xx back.
+	s.ShouldRetryOnRateLimit = false
+	s.MaxRestRetries = 0
+	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
+		discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
+	s.ShouldReconnectOnError = true
+	// Handlers only filter and spawn, so they run in gateway order on the reader goroutine.
+	s.SyncEvents = true
+	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
+
+	a := &Adapter{
+		opts:    opts,
+		log:     opts.Logger,
+		session: s,
+		http:    &http.Client{Transport: rt, Timeout: time.Minute},
+		stops:   newStopTracker(),
+		parents: map[string]string{},
+	}
+	a.engine = delivery.New(a, Limits(), delivery.Options{
+		Logger:         opts.Logger,
+		TypingInterval: 8 * time.Second, // Discord shows typing for 10 s
+		Observer:       opts.Observer,
+	})
+	return a, nil
+}
+
+// Engine returns the delivery engine replies go through.
+func (a *Adapter) Engine() *delivery.Engine { return a.engine }
+
+// Run connects to the gateway and hands every addressed message and command to h, each on its
+// own goroutine, until ctx ends. It then disconnects, waits for the handlers to return and
+// returns nil. A dropped gateway connection is resumed by discordgo; replies already streaming
+// go over REST and are not affected. Run may be called once.
+func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
+	a.mu.Lock()
+	if a.running {
+		a.mu.Unlock()
+		return errors.New("discord: Run called twice")
+	}
+	a.running = true
+	a.mu.Unlock()
+	defer a.engine.Close()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	removeMsg := a.session.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) {
+		a.onMessage(runCtx, h, m)
+	})
+	removeInt := a.session.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) {
+		a.onInteraction(runCtx, h, i)
+	})
+	removeReady := a.session.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(r) })
+	defer func() { removeMsg(); removeInt(); removeReady() }()
+
+	if err := a.session.Open(); err != nil {
+		a.shutdown()
+		return fmt.Errorf("discord: connecting to the gateway via %s: %w", a.opts.APIBase, err)
+	}
+	if st := a.session.State; st != nil && st.User != nil {
+		a.mu.Lock()
+		a.botID = st.User.ID
+		a.appID = st.User.ID
+		if st.Application != nil && st.Application.ID != "" {
+			a.appID = st.Application.ID
+		}
+		a.mu.Unlock()
+	}
+	a.log.Info("discord: connected", "bot", a.botUserID())
+	if a.opts.RegisterCommands {
+		if err := a.registerCommands(runCtx); err != nil {
+			a.log.Warn("discord: slash commands not registered; text commands still work", "err", err)
+		}
+	}
+	<-ctx.Done()
+	if err := a.session.Close(); err != nil {
+		a.log.Debug("discord: closing the gateway", "err", err)
+	}
+	a.shutdown()
+	return nil
+}
+
+// shutdown stops new handler goroutines and waits for the running ones.
+func (a *Adapter) shutdown() {
+	a.mu.Lock()
+	a.stopped = true
+	a.mu.Unlock()
+	a.handlers.Wait()
+}
+
+// spawn runs fn on a tracked goroutine unless Run has ended.
+func (a *Adapter) spawn(fn func()) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopped {
+		return false
+	}
+	a.handlers.Add(1)
+	go func() {
+		defer a.handlers.Done()
+		fn()
+	}()
+	return true
+}
+
+func (a *Adapter) onReady(r *discordgo.Ready) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.User != nil {
+		a.botID = r.User.ID
+		if a.appID == "" {
+			a.appID = r.User.ID
+		}
+	}
+	if r.Application != nil && r.Application.ID != "" {
+		a.appID = r.Application.ID
+	}
+}
+
+func (a *Adapter) botUserID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.botID
+}
+
+func (a *Adapter) registerCommands(ctx context.Context) error {
+	a.mu.Lock()
+	appID := a.appID
+	a.mu.Unlock()
+	_, err := a.session.ApplicationCommandBulkOverwrite(appID, "", commands(), a.reqOpts(ctx)...)
+	return classify("registering application commands", err)
+}
+
+// reqOpts are the per-request options of every REST call: the caller's context, no internal
+// retries of 429s or 5xx.
+func (a *Adapter) reqOpts(ctx context.Context) []discordgo.RequestOption {
+	return []discordgo.RequestOption{
+		discordgo.WithContext(ctx),
+		discordgo.WithRetryOnRatelimit(false),
+		discordgo.WithRestRetries(0),
+	}
+}

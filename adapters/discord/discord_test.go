@@ -1,0 +1,506 @@
+package discord_test
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"relaybot/adapters"
+	"relaybot/adapters/discord"
+	dtk "relaybot/internal/testkit/discord"
+)
+
+func TestLongStreamedAnswerWithinBudgetAndExact(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000001"
+	user, rc := hs.dm(ch, "tell me a long story")
+	if rc.in.Kind != adapters.Private || rc.in.Text != "tell me a long story" || !rc.in.Addressed {
+		t.Fatalf("inbound = %+v", rc.in)
+	}
+	full := text(1900)
+	r := rc.out.NewReply(hs.ctx)
+	streamInto(r, full, 30, 40*time.Millisecond)
+	if err := r.Finish(hs.ctx, full, nil); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	msgs := hs.srv.BotMessages(ch)
+	if len(msgs) != 1 {
+		t.Fatalf("bot messages = %d, want 1", len(msgs))
+	}
+	if msgs[0].Content != full {
+		t.Errorf("final text differs:\n got %q\nwant %q", msgs[0].Content, full)
+	}
+	if msgs[0].ReferenceID != user.ID {
+		t.Errorf("reply references %q, want the user's message %q", msgs[0].ReferenceID, user.ID)
+	}
+	if len(msgs[0].Buttons) != 0 {
+		t.Errorf("finished reply still shows buttons %+v", msgs[0].Buttons)
+	}
+	if msgs[0].Edits < 2 {
+		t.Errorf("edits = %d: the answer was not streamed", msgs[0].Edits)
+	}
+	checkBudget(t, hs.srv, ch)
+	checkNoPings(t, hs.srv)
+}
+
+func TestSixThousandCharacterFinalInThreeMessagesWithBalancedFences(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000002"
+	_, rc := hs.dm(ch, "write code")
+	var b strings.Builder
+	b.WriteString(text(200) + "\n\n```go\n")
+	for utf8.RuneCountInString(b.String()) < 3850 {
+		b.WriteString("fmt.Println(\"line number\", i, \"of the generated program\") // ü\n")
+	}
+	b.WriteString("```\n\n")
+	// 5,800 characters with a code block across the first cut: exactly 6,000 cannot fit three
+	// messages of 2,000 once the block is closed at the cut and reopened in the next message.
+	full := b.String() + text(5800-utf8.RuneCountInString(b.String()))
+	full += strings.Repeat(".", 5800-utf8.RuneCountInString(full))
+	if n := utf8.RuneCountInString(full); n != 5800 {
+		t.Fatalf("test text has %d runes", n)
+	}
+	r := rc.out.NewReply(hs.ctx)
+	r.Update(full[:500])
+	if err := r.Finish(hs.ctx, full, nil); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	msgs := hs.srv.BotMessages(ch)
+	if len(msgs) != 3 {
+		for _, m := range msgs {
+			t.Logf("%d runes: %q ... %q", utf8.RuneCountInString(m.Content), m.Content[:40], m.Content[len(m.Content)-40:])
+		}
+		t.Fatalf("bot messages = %d, want 3", len(msgs))
+	}
+	var gotLines []string
+	for i, m := range msgs {
+		if n := utf8.RuneCountInString(m.Content); n > 2000 {
+			t.Errorf("message %d has %d characters", i, n)
+		}
+		fences := 0
+		for _, line := range strings.Split(m.Content, "\n") {
+			if strings.HasPrefix(line, "```") {
+				fences++
+				continue
+			}
+			gotLines = append(gotLines, strings.Fields(line)...)
+		}
+		if fences%2 != 0 {
+			t.Errorf("message %d has unbalanced code fences:\n%s", i, m.Content)
+		}
+		if len(m.Buttons) != 0 {
+			t.Errorf("message %d keeps buttons", i)
+		}
+	}
+	var wantLines []string
+	for _, line := range strings.Split(full, "\n") {
+		if !strings.HasPrefix(line, "```") {
+			wantLines = append(wantLines, strings.Fields(line)...)
+		}
+	}
+	if !slices.Equal(gotLines, wantLines) {
+		t.Errorf("the three messages do not carry the whole text in order")
+	}
+	if msgs[0].ReferenceID == "" || msgs[1].ReferenceID != "" {
+		t.Errorf("only the first message should reference the user's: %q %q", msgs[0].ReferenceID, msgs[1].ReferenceID)
+	}
+	checkBudget(t, hs.srv, ch)
+}
+
+func TestRateLimitStormIsWaitedOut(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000003"
+	_, rc := hs.dm(ch, "hi")
+	hs.srv.Storm(ch, 4, 700*time.Millisecond)
+	full := text(900)
+	r := rc.out.NewReply(hs.ctx)
+	streamInto(r, full, 60, 30*time.Millisecond)
+	if err := r.Finish(hs.ctx, full, nil); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	if got := hs.botText(ch); got != full {
+		t.Errorf("final text after the storm:\n got %q\nwant %q", got, full)
+	}
+	calls := hs.srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage)
+	limited := 0
+	for i, c := range calls {
+		if c.Status != 429 {
+			continue
+		}
+		limited++
+		if i+1 < len(calls) {
+			if gap := calls[i+1].Time.Sub(c.Time); gap < c.RetryAfter-50*time.Millisecond {
+				t.Errorf("request %d came %s after a 429 asking for %s", i+1, gap, c.RetryAfter)
+			}
+		}
+	}
+	if limited != 4 {
+		t.Errorf("429s answered = %d, want the 4 of the storm", limited)
+	}
+}
+
+func TestDeletedMessageFallsBackToNewMessage(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000004"
+	_, rc := hs.dm(ch, "hi")
+	full := text(800)
+	r := rc.out.NewReply(hs.ctx)
+	r.Update(full[:100])
+	hs.waitFor("the first preview", func() bool { return len(hs.srv.BotMessages(ch)) == 1 })
+	if err := hs.srv.DeleteMessage(hs.srv.BotMessages(ch)[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	r.Update(full[:400])
+	if err := r.Finish(hs.ctx, full, nil); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	msgs := hs.srv.BotMessages(ch)
+	if len(msgs) != 1 || msgs[0].Content != full {
+		t.Fatalf("after deleting the reply, the channel shows %d bot messages; want one with the whole answer", len(msgs))
+	}
+	gone := false
+	for _, c := range hs.srv.CallsTo(dtk.RouteEditMessage) {
+		gone = gone || c.Status == 404
+	}
+	if !gone {
+		t.Errorf("no edit hit the deleted message: the test did not exercise the fallback")
+	}
+}
+
+func TestToolRoundShowsTypingAndAttachesFiles(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000005"
+	_, rc := hs.dm(ch, "plot it")
+	r := rc.out.NewReply(hs.ctx)
+	r.Update("Let me run the plotting tool.")
+	hs.waitFor("the first preview", func() bool { return len(hs.srv.BotMessages(ch)) == 1 })
+	r.Working(true)
+	hs.waitFor("typing", func() bool { return len(hs.srv.CallsTo(dtk.RouteTyping)) > 0 })
+	r.Working(false)
+	final := "Let me run the plotting tool.\n\nHere is the chart."
+	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 300)...)
+	r.Update(final)
+	if err := r.Finish(hs.ctx, final, []adapters.File{{Name: "chart.png", MIME: "image/png", Data: png}}); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	msgs := hs.srv.BotMessages(ch)
+	if len(msgs) != 2 {
+		t.Fatalf("bot messages = %d, want the answer and the file", len(msgs))
+	}
+	if msgs[0].Content != final {
+		t.Errorf("answer = %q, want %q (text from before the tool round kept)", msgs[0].Content, final)
+	}
+	if len(msgs[1].Attachments) != 1 || msgs[1].Attachments[0].Filename != "chart.png" || !bytes.Equal(msgs[1].Attachments[0].Data, png) {
+		t.Errorf("file message attachments = %+v", msgs[1].Attachments)
+	}
+	if typing := hs.srv.CallsTo(dtk.RouteTyping); typing[0].ChannelID != ch {
+		t.Errorf("typing shown in %s, want %s", typing[0].ChannelID, ch)
+	}
+	checkNoPings(t, hs.srv)
+}
+
+func TestTwoRepliesInOneChannelShareTheBudget(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000006"
+	_, rc1 := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> one", MentionBot: true})
+	_, rc2 := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> two", MentionBot: true, AuthorID: "400000000000000002"})
+	texts := []string{text(1200), text(1500)}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, rc := range []received{rc1, rc2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rc.out.NewReply(hs.ctx)
+			streamInto(r, texts[i], 40, 40*time.Millisecond)
+			errs[i] = r.Finish(hs.ctx, texts[i], nil)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+	}
+	var got []string
+	for _, m := range hs.srv.BotMessages(ch) {
+		got = append(got, m.Content)
+	}
+	slices.Sort(got)
+	want := slices.Clone(texts)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("channel shows %d bot messages that are not the two answers", len(got))
+	}
+	checkBudget(t, hs.srv, ch)
+}
+
+func TestEveryoneInModelTextPingsNoOne(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000007"
+	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> ping", MentionBot: true})
+	evil := "Sure! @everyone @here look at this, <@&600000000000000001> and <@" + userID + ">"
+	r := rc.out.NewReply(hs.ctx)
+	r.Update(evil[:20])
+	if err := r.Finish(hs.ctx, evil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.out.Notice(hs.ctx, "@everyone notice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range hs.srv.BotMessages(ch) {
+		if m.MentionEveryone || len(m.MentionRoles) > 0 || len(m.MentionUsers) > 0 {
+			t.Errorf("message %q pinged everyone=%v roles=%v users=%v", m.Content, m.MentionEveryone, m.MentionRoles, m.MentionUsers)
+		}
+	}
+	if got := hs.srv.BotMessages(ch)[0].Content; got != evil {
+		t.Errorf("text = %q, want it shown unchanged %q", got, evil)
+	}
+	checkNoPings(t, hs.srv)
+}
+
+func TestStopButtonReachesHandlerAsStop(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000008"
+	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> go", MentionBot: true})
+	r := rc.out.NewReply(hs.ctx)
+	r.Update("Thinking about a very long answer")
+	hs.waitFor("the streaming message", func() bool { return len(hs.srv.BotMessages(ch)) == 1 })
+	msg := hs.srv.BotMessages(ch)[0]
+	if len(msg.Buttons) != 1 || msg.Buttons[0].CustomID != discord.StopButtonID || msg.Buttons[0].Label != "Stop" {
+		t.Fatalf("streaming message buttons = %+v, want one Stop button", msg.Buttons)
+	}
+	if !strings.HasSuffix(msg.Content, "▌") {
+		t.Errorf("streaming message %q shows no cursor", msg.Content)
+	}
+	if _, err := hs.srv.ClickButton(msg.ID, discord.StopButtonID, userID, nil); err != nil {
+		t.Fatal(err)
+	}
+	stop := hs.next()
+	if stop.in.Command != "stop" || stop.in.Chat != rc.in.Chat || stop.in.UserID != userID {
+		t.Fatalf("button press reached the handler as %+v", stop.in)
+	}
+	if m, _ := hs.srv.Message(msg.ID); len(m.Buttons) != 0 {
+		t.Errorf("Stop button still shown after the press")
+	}
+	partial := "Thinking about a very long answer"
+	if err := r.Finish(hs.ctx, partial, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := hs.srv.Message(msg.ID); m.Content != partial || len(m.Buttons) != 0 {
+		t.Errorf("stopped reply shows %q with buttons %+v", m.Content, m.Buttons)
+	}
+}
+
+func TestSlashAndTextCommands(t *testing.T) {
+	t.Parallel()
+	hs := start(t, func(o *discord.Options) { o.RegisterCommands = true },
+		func(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+			if in.Command == "reset" {
+				_ = out.Notice(ctx, "Conversation reset.")
+			}
+		})
+	hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) == 3 })
+	var names []string
+	for _, c := range hs.srv.Commands() {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"reset", "stop", "help"}) {
+		t.Errorf("registered commands %v", names)
+	}
+	ch := "500000000000000009"
+	it, err := hs.srv.SlashCommand(ch, guildID, "reset", userID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := hs.next()
+	if got.in.Command != "reset" || got.in.Chat.ChatID != ch || got.in.Kind != adapters.Group || got.in.UserID != userID {
+		t.Errorf("slash command reached the handler as %+v", got.in)
+	}
+	hs.waitFor("the command's answer", func() bool {
+		m, ok := hs.srv.InteractionResponse(it)
+		return ok && m.Content == "Conversation reset."
+	})
+
+	_, txt := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> /help models", MentionBot: true})
+	if txt.in.Command != "help" || txt.in.Args != "models" {
+		t.Errorf("text command = %q args %q", txt.in.Command, txt.in.Args)
+	}
+	_, path := hs.dm("500000000000000010", "/etc/hosts is what?")
+	if path.in.Command != "" {
+		t.Errorf("a path was taken for the command %q", path.in.Command)
+	}
+}
+
+func TestGatewayDropDuringStreamingLosesNothing(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000011"
+	_, rc := hs.dm(ch, "stream please")
+	full := text(1500)
+	r := rc.out.NewReply(hs.ctx)
+	runes := []rune(full)
+	streamInto(r, string(runes[:600]), 30, 30*time.Millisecond)
+	hs.srv.DropGateway()
+	// A message sent while the bot is disconnected arrives after the resume.
+	if _, err := hs.srv.Post(dtk.UserMessage{ChannelID: ch, AuthorID: userID, Content: "are you there?"}); err != nil {
+		t.Fatal(err)
+	}
+	streamInto(r, full, 30, 30*time.Millisecond)
+	if err := r.Finish(hs.ctx, full, nil); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	if got := hs.botText(ch); got != full {
+		t.Errorf("final text after a gateway drop:\n got %q\nwant %q", got, full)
+	}
+	later := hs.next()
+	if later.in.Text != "are you there?" {
+		t.Errorf("after the resume the handler got %q", later.in.Text)
+	}
+	if hs.srv.Resumes() < 1 || hs.srv.Identifies() != 1 {
+		t.Errorf("resumes = %d, identifies = %d: want the session resumed, not re-identified", hs.srv.Resumes(), hs.srv.Identifies())
+	}
+	checkBudget(t, hs.srv, ch)
+}
+
+func TestWhichMessagesAreAddressed(t *testing.T) {
+	t.Parallel()
+	const (
+		allowedCh = "510000000000000001"
+		otherCh   = "510000000000000002"
+		threadCh  = "510000000000000003"
+		role      = "610000000000000001"
+	)
+	hs := start(t, func(o *discord.Options) {
+		o.Prefix = "!ai"
+		o.AllowedGuilds = []string{guildID}
+		o.AllowedChannels = []string{allowedCh}
+		o.AllowedRoles = []string{role}
+	}, nil)
+	hs.srv.AddChannel(dtk.Channel{ID: allowedCh, GuildID: guildID, Type: dtk.ChannelGuildText})
+	hs.srv.AddChannel(dtk.Channel{ID: otherCh, GuildID: guildID, Type: dtk.ChannelGuildText})
+	hs.srv.AddChannel(dtk.Channel{ID: threadCh, GuildID: guildID, ParentID: allowedCh, Type: dtk.ChannelPublicThread})
+	bot := hs.srv.BotID()
+	botMsg, err := hs.a.Send(hs.ctx, adapters.ChatRef{Platform: adapters.Discord, ChatID: allowedCh}, "earlier answer", adapters.SendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := []string{role}
+	cases := []struct {
+		name     string
+		msg      dtk.UserMessage
+		want     bool
+		wantText string
+	}{
+		{"dm always", dtk.UserMessage{ChannelID: "520000000000000001", Content: "hello"}, true, "hello"},
+		{"guild without mention", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, RoleIDs: roles, Content: "just chatting"}, false, ""},
+		{"mention", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, RoleIDs: roles, Content: "<@" + bot + "> what time", MentionBot: true}, true, "what time"},
+		{"reply to the bot", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, RoleIDs: roles, Content: "and then?", ReplyTo: botMsg.ID}, true, "and then?"},
+		{"prefix", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, RoleIDs: roles, Content: "!ai summarise"}, true, "summarise"},
+		{"thread of an allowed channel", dtk.UserMessage{ChannelID: threadCh, GuildID: guildID, RoleIDs: roles, Content: "!ai in thread"}, true, "in thread"},
+		{"channel not allowed", dtk.UserMessage{ChannelID: otherCh, GuildID: guildID, RoleIDs: roles, Content: "!ai hi"}, false, ""},
+		{"guild not allowed", dtk.UserMessage{ChannelID: "510000000000000009", GuildID: "399999999999999999", RoleIDs: roles, Content: "!ai hi"}, false, ""},
+		{"role missing", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, Content: "!ai hi"}, false, ""},
+	}
+	for _, tc := range cases {
+		tc.msg.AuthorID = userID
+		m, err := hs.srv.Post(tc.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A direct message after each case: when it arrives, the case's message was decided.
+		sentinel, err := hs.srv.Post(dtk.UserMessage{ChannelID: "520000000000000009", AuthorID: userID, Content: "sentinel"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *adapters.Inbound
+		for seen := false; !seen || (tc.want && got == nil); {
+			rc := hs.next()
+			switch rc.in.MessageID {
+			case sentinel.ID:
+				seen = true
+			case m.ID:
+				in := rc.in
+				got = &in
+			default:
+				t.Fatalf("%s: unexpected message %q reached the handler", tc.name, rc.in.Text)
+			}
+		}
+		if (got != nil) != tc.want {
+			t.Errorf("%s: addressed = %v, want %v", tc.name, got != nil, tc.want)
+			continue
+		}
+		if got != nil && (got.Text != tc.wantText || got.Chat.ChatID != tc.msg.ChannelID) {
+			t.Errorf("%s: text %q in chat %s, want %q in %s", tc.name, got.Text, got.Chat.ChatID, tc.wantText, tc.msg.ChannelID)
+		}
+	}
+}
+
+func TestImagesAreDownloadedAndCapped(t *testing.T) {
+	t.Parallel()
+	hs := start(t, func(o *discord.Options) { o.MaxImageBytes = 1000 }, nil)
+	small := bytes.Repeat([]byte{1}, 500)
+	_, rc := hs.post(dtk.UserMessage{ChannelID: "530000000000000001", Content: "what is this", Attachments: []dtk.Attachment{
+		{Filename: "a.png", ContentType: "image/png", Data: small},
+		{Filename: "big.png", ContentType: "image/png", Data: bytes.Repeat([]byte{2}, 5000)},
+		{Filename: "notes.txt", ContentType: "text/plain", Data: []byte("text")},
+	}})
+	if len(rc.in.Images) != 1 || !bytes.Equal(rc.in.Images[0].Data, small) || rc.in.Images[0].MIME != "image/png" {
+		t.Errorf("images = %d, want only the small picture", len(rc.in.Images))
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, o := range []discord.Options{{}, {Token: "t", APIBase: "ftp://example.org"}, {Token: "t", APIBase: "::"}} {
+		if _, err := discord.New(o); err == nil {
+			t.Errorf("New(%+v) accepted", o)
+		}
+	}
+}
+
+func TestErrorsMapOntoAdapterErrors(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	chat := adapters.ChatRef{Platform: adapters.Discord, ChatID: "540000000000000001"}
+	hs.srv.AddChannel(dtk.Channel{ID: chat.ChatID, Type: dtk.ChannelDM})
+	ctx, cancel := context.WithTimeout(hs.ctx, 10*time.Second)
+	defer cancel()
+	ref, err := hs.a.Send(ctx, chat, "hello", adapters.SendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.srv.DeleteMessage(ref.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.a.Edit(ctx, ref, "x"); !errorsIs(err, adapters.ErrMessageGone) {
+		t.Errorf("edit of a deleted message: %v, want ErrMessageGone", err)
+	}
+	for _, status := range []int{500, 502, 503} {
+		hs.srv.FailNext(dtk.RouteCreateMessage, status, 1)
+		if _, err := hs.a.Send(ctx, chat, "x", adapters.SendOptions{}); !errorsIs(err, adapters.ErrTemporary) {
+			t.Errorf("HTTP %d: %v, want ErrTemporary", status, err)
+		}
+	}
+	if _, err := hs.a.Send(ctx, chat, strings.Repeat("a", 2001), adapters.SendOptions{}); !errorsIs(err, adapters.ErrTooLong) {
+		t.Errorf("2001 characters: %v, want ErrTooLong", err)
+	}
+	hs.srv.Storm(chat.ChatID, 1, 1500*time.Millisecond)
+	_, err = hs.a.Send(ctx, chat, "x", adapters.SendOptions{})
+	var rl *adapters.RateLimitError
+	if !errorsAs(err, &rl) || rl.RetryAfter != 1500*time.Millisecond {
+		t.Errorf("429: %v, want RateLimitError after 1.5s", err)
+	}
+}

@@ -1,0 +1,219 @@
+package discord_test
+
+import (
+	"context"
+	"errors"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"relaybot/adapters"
+	"relaybot/adapters/discord"
+	dtk "relaybot/internal/testkit/discord"
+)
+
+const (
+	guildID = "300000000000000001"
+	userID  = "400000000000000001"
+)
+
+type received struct {
+	in  adapters.Inbound
+	out adapters.Responder
+}
+
+// handler is the test's stand-in for the pipeline: it hands every Inbound to the test, or runs fn.
+type handler struct {
+	got chan received
+	fn  func(ctx context.Context, in adapters.Inbound, out adapters.Responder)
+}
+
+func (h *handler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	if h.fn != nil {
+		h.fn(ctx, in, out)
+	}
+	h.got <- received{in, out}
+}
+
+type harness struct {
+	t   testing.TB
+	srv *dtk.Server
+	a   *discord.Adapter
+	h   *handler
+	ctx context.Context
+}
+
+// start runs an adapter against a fresh test server until the test ends.
+func start(t testing.TB, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
+	t.Helper()
+	srv := dtk.New(dtk.Config{})
+	opts := discord.Options{Token: srv.Token(), APIBase: srv.APIBase()}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	a, err := discord.New(opts)
+	if err != nil {
+		srv.Close()
+		t.Fatalf("New: %v", err)
+	}
+	h := &handler{got: make(chan received, 64), fn: fn}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, h) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			var buf strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+			t.Errorf("Run did not return after cancel; goroutines:\n%s", buf.String())
+		}
+		srv.Close()
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := srv.WaitReady(wctx); err != nil {
+		t.Fatalf("gateway never became ready: %v", err)
+	}
+	return &harness{t: t, srv: srv, a: a, h: h, ctx: ctx}
+}
+
+// next returns the next Inbound the handler got.
+func (hs *harness) next() received {
+	hs.t.Helper()
+	select {
+	case r := <-hs.h.got:
+		return r
+	case <-time.After(15 * time.Second):
+		hs.t.Fatalf("no message reached the handler")
+		return received{}
+	}
+}
+
+// post posts a user's message and returns the Inbound and Responder it produced.
+func (hs *harness) post(um dtk.UserMessage) (dtk.Message, received) {
+	hs.t.Helper()
+	if um.AuthorID == "" {
+		um.AuthorID = userID
+	}
+	m, err := hs.srv.Post(um)
+	if err != nil {
+		hs.t.Fatalf("post: %v", err)
+	}
+	return m, hs.next()
+}
+
+// dm posts a direct message in channel ch.
+func (hs *harness) dm(ch, text string) (dtk.Message, received) {
+	return hs.post(dtk.UserMessage{ChannelID: ch, Content: text})
+}
+
+// waitFor waits until cond holds.
+func (hs *harness) waitFor(what string, cond func() bool) {
+	hs.t.Helper()
+	ctx, cancel := context.WithTimeout(hs.ctx, 20*time.Second)
+	defer cancel()
+	if err := hs.srv.WaitFor(ctx, cond); err != nil {
+		hs.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// botText is what the bot's messages in a channel show, joined by newlines.
+func (hs *harness) botText(ch string) string {
+	var parts []string
+	for _, m := range hs.srv.BotMessages(ch) {
+		if m.Content != "" {
+			parts = append(parts, m.Content)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// checkBudget fails the test when the channel saw a 429 or more than 5 creates and edits in
+// any 5-second span.
+func checkBudget(t testing.TB, srv *dtk.Server, channels ...string) {
+	t.Helper()
+	for _, ch := range channels {
+		var times []time.Time
+		for _, c := range srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage) {
+			if c.ChannelID != ch {
+				continue
+			}
+			if c.Status == 429 {
+				t.Errorf("channel %s: 429 at %s", ch, c.Time.Format("15:04:05.000"))
+				continue
+			}
+			times = append(times, c.Time)
+		}
+		for i := range times {
+			n := 0
+			for j := i; j < len(times) && times[j].Sub(times[i]) < 5*time.Second; j++ {
+				n++
+			}
+			if n > 5 {
+				t.Errorf("channel %s: %d requests in the 5 s from %s", ch, n, times[i].Format("15:04:05.000"))
+			}
+		}
+	}
+}
+
+// checkNoPings fails when any bot create or edit lacked allowed_mentions with an empty parse list.
+func checkNoPings(t testing.TB, srv *dtk.Server) {
+	t.Helper()
+	for _, c := range srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage) {
+		if c.Status >= 300 {
+			continue
+		}
+		am := strings.ReplaceAll(string(c.AllowedMentions), " ", "")
+		if !strings.Contains(am, `"parse":[]`) {
+			t.Errorf("%s %s sent allowed_mentions %q, want parse=[]", c.Method, c.Path, c.AllowedMentions)
+		}
+	}
+}
+
+// text returns n runes of prose with multi-byte characters, in lines and paragraphs.
+func text(n int) string {
+	words := []string{"the", "naïve", "model", "answers", "日本語", "with", "care", "🙂", "and", "streams", "every", "token"}
+	var b strings.Builder
+	count, i := 0, 0
+	for count < n {
+		w := words[i%len(words)]
+		sep := " "
+		switch {
+		case i%97 == 96:
+			sep = "\n\n"
+		case i%23 == 22:
+			sep = "\n"
+		}
+		piece := w + sep
+		if count+utf8.RuneCountInString(piece) > n {
+			piece = strings.Repeat("x", n-count)
+		}
+		b.WriteString(piece)
+		count += utf8.RuneCountInString(piece)
+		i++
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// streamInto feeds text to r as a model would: the whole text so far, step runes more each
+// time, one update per tick.
+func streamInto(r adapters.Reply, full string, step int, every time.Duration) {
+	runes := []rune(full)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i := step; i < len(runes); i += step {
+		r.Update(string(runes[:i]))
+		<-tick.C
+	}
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func errorsAs[T error](err error, target *T) bool { return errors.As(err, target) }

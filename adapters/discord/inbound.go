@@ -1,0 +1,202 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"relaybot/adapters"
+)
+
+// textCommand matches a command at the start of a message: "/reset", "/help topic".
+var textCommand = regexp.MustCompile(`^/([a-z][a-z0-9_]{0,31})(?:\s+|$)`)
+
+// parseCommand splits "/name args" into its parts; ok is false for ordinary text (including
+// paths such as "/etc/hosts").
+func parseCommand(text string) (name, args string, ok bool) {
+	m := textCommand.FindStringSubmatch(text)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], strings.TrimSpace(text[len(m[0]):]), true
+}
+
+// onMessage turns a MESSAGE_CREATE into an Inbound when it is meant for the bot and allowed.
+func (a *Adapter) onMessage(ctx context.Context, h adapters.Handler, m *discordgo.MessageCreate) {
+	if m.Author == nil || m.Author.Bot {
+		return
+	}
+	botID := a.botUserID()
+	if botID == "" || m.Author.ID == botID {
+		return
+	}
+	in := adapters.Inbound{
+		Chat:      adapters.ChatRef{Platform: adapters.Discord, ChatID: m.ChannelID},
+		Kind:      adapters.Private,
+		MessageID: m.ID,
+		UserID:    m.Author.ID,
+		UserName:  m.Author.Username,
+		GuildID:   m.GuildID,
+		Time:      m.Timestamp,
+	}
+	if in.Time.IsZero() {
+		in.Time = time.Now()
+	}
+	// Events arrive in order on the gateway's reader goroutine (SyncEvents); anything that may
+	// block (a channel lookup, image downloads, the handler) runs on the message's own goroutine.
+	a.spawn(func() { a.handleMessage(ctx, h, m, botID, in) })
+}
+
+func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *discordgo.MessageCreate, botID string, in adapters.Inbound) {
+	text := m.Content
+	if m.GuildID != "" {
+		in.Kind = adapters.Group
+		if m.Member != nil {
+			in.RoleIDs = m.Member.Roles
+		}
+		if !a.allowed(ctx, m.GuildID, m.ChannelID, in.RoleIDs) {
+			return
+		}
+		var addressed bool
+		text, addressed = a.addressed(m.Message, botID)
+		if !addressed {
+			return
+		}
+	} else {
+		text = stripMention(text, botID)
+	}
+	in.Addressed = true
+	in.Text = strings.TrimSpace(text)
+	if name, args, ok := parseCommand(in.Text); ok {
+		in.Command, in.Args = name, args
+	}
+	in.Images = a.images(ctx, m.Attachments)
+	h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: m.ID})
+}
+
+// addressed reports whether a guild message is meant for the bot (it mentions the bot, replies
+// to it, or starts with the prefix) and returns its text without the mention or prefix.
+func (a *Adapter) addressed(m *discordgo.Message, botID string) (string, bool) {
+	text := m.Content
+	mentioned := slices.ContainsFunc(m.Mentions, func(u *discordgo.User) bool { return u != nil && u.ID == botID }) ||
+		strings.Contains(text, "<@"+botID+">") || strings.Contains(text, "<@!"+botID+">")
+	repliedTo := m.ReferencedMessage != nil && m.ReferencedMessage.Author != nil && m.ReferencedMessage.Author.ID == botID
+	if mentioned {
+		return stripMention(text, botID), true
+	}
+	if a.opts.Prefix != "" {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(text), a.opts.Prefix); ok {
+			return rest, true
+		}
+	}
+	return text, repliedTo
+}
+
+func stripMention(text, botID string) string {
+	text = strings.ReplaceAll(text, "<@"+botID+">", "")
+	return strings.ReplaceAll(text, "<@!"+botID+">", "")
+}
+
+// allowed applies AllowedGuilds, AllowedChannels (a thread counts as its parent too) and
+// AllowedRoles to a guild message or interaction.
+func (a *Adapter) allowed(ctx context.Context, guildID, channelID string, roles []string) bool {
+	o := a.opts
+	if len(o.AllowedGuilds) > 0 && !slices.Contains(o.AllowedGuilds, guildID) {
+		return false
+	}
+	if len(o.AllowedRoles) > 0 && !slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(o.AllowedRoles, r) }) {
+		return false
+	}
+	if len(o.AllowedChannels) > 0 && !slices.Contains(o.AllowedChannels, channelID) {
+		parent, err := a.parentOf(ctx, channelID)
+		if err != nil {
+			a.log.Warn("discord: cannot tell whether the channel is a thread of an allowed channel; ignoring the message",
+				"channel", channelID, "err", err)
+			return false
+		}
+		return parent != "" && slices.Contains(o.AllowedChannels, parent)
+	}
+	return true
+}
+
+// parentOf returns a thread's parent channel id ("" for other channels): from the gateway's
+// state when known, else asked once over REST and remembered.
+func (a *Adapter) parentOf(ctx context.Context, channelID string) (string, error) {
+	if c, err := a.session.State.Channel(channelID); err == nil && c != nil {
+		if c.IsThread() {
+			return c.ParentID, nil
+		}
+		return "", nil
+	}
+	a.mu.Lock()
+	p, ok := a.parents[channelID]
+	a.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := a.session.Channel(channelID, a.reqOpts(cctx)...)
+	if err != nil {
+		return "", classify("looking up channel "+channelID, err)
+	}
+	p = ""
+	if c.IsThread() {
+		p = c.ParentID
+	}
+	a.mu.Lock()
+	a.parents[channelID] = p
+	a.mu.Unlock()
+	return p, nil
+}
+
+// images downloads the pictures attached to a message, skipping ones over MaxImageBytes.
+func (a *Adapter) images(ctx context.Context, atts []*discordgo.MessageAttachment) []adapters.Image {
+	var out []adapters.Image
+	for _, at := range atts {
+		if at == nil || !strings.HasPrefix(at.ContentType, "image/") {
+			continue
+		}
+		if at.Size > a.opts.MaxImageBytes {
+			a.log.Info("discord: image skipped: too large", "file", at.Filename, "bytes", at.Size, "max", a.opts.MaxImageBytes)
+			continue
+		}
+		data, err := a.download(ctx, at.URL)
+		if err != nil {
+			a.log.Warn("discord: image skipped", "file", at.Filename, "err", err)
+			continue
+		}
+		out = append(out, adapters.Image{MIME: at.ContentType, Data: data})
+	}
+	return out
+}
+
+func (a *Adapter) download(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("download %s: %w", url, err)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("download attachment: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("download attachment: HTTP %s", resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(a.opts.MaxImageBytes)+1))
+	if err != nil {
+		return nil, fmt.Errorf("download attachment: %w", err)
+	}
+	if len(data) > a.opts.MaxImageBytes {
+		return nil, fmt.Errorf("download attachment: larger than %d bytes", a.opts.MaxImageBytes)
+	}
+	return data, nil
+}

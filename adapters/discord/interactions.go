@@ -1,0 +1,210 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"relaybot/adapters"
+	"relaybot/adapters/delivery"
+)
+
+// ackTimeout bounds the answer to an interaction; Discord drops it after 3 seconds.
+const ackTimeout = 3 * time.Second
+
+// notAllowed is the ephemeral answer to interactions where the bot does not answer.
+const notAllowed = "This bot does not answer here."
+
+func (a *Adapter) onInteraction(ctx context.Context, h adapters.Handler, ic *discordgo.InteractionCreate) {
+	if ic.Interaction == nil {
+		return
+	}
+	a.spawn(func() { a.handleInteraction(ctx, h, ic.Interaction) })
+}
+
+// handleInteraction answers a slash command or a button press and hands it to h; it runs on the
+// interaction's own goroutine.
+func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *discordgo.Interaction) {
+	user, roles := i.User, []string(nil)
+	if i.Member != nil {
+		user, roles = i.Member.User, i.Member.Roles
+	}
+	if user == nil {
+		return
+	}
+	in := adapters.Inbound{
+		Chat:      adapters.ChatRef{Platform: adapters.Discord, ChatID: i.ChannelID},
+		Kind:      adapters.Private,
+		MessageID: i.ID, // interactions have no user message; the interaction id stands in
+		UserID:    user.ID,
+		UserName:  user.Username,
+		Addressed: true,
+		GuildID:   i.GuildID,
+		RoleIDs:   roles,
+		Time:      time.Now(),
+	}
+	if i.GuildID != "" {
+		in.Kind = adapters.Group
+		if !a.allowed(ctx, i.GuildID, i.ChannelID, roles) {
+			a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
+				&discordgo.InteractionResponseData{Content: notAllowed, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
+			return
+		}
+	}
+	switch i.Type {
+	case discordgo.InteractionApplicationCommand:
+		data := i.ApplicationCommandData()
+		in.Command = data.Name
+		var args []string
+		for _, o := range data.Options {
+			args = append(args, fmt.Sprint(o.Value))
+		}
+		in.Args = strings.Join(args, " ")
+		// Answer at once with "thinking…"; the handler's notices then fill that message in.
+		acked := a.respond(ctx, i, discordgo.InteractionResponseDeferredChannelMessageWithSource, nil)
+		out := &interactionResponder{a: a, i: i, chat: in.Chat, original: acked}
+		h.Handle(ctx, in, out)
+		out.done(ctx)
+	case discordgo.InteractionMessageComponent:
+		if i.MessageComponentData().CustomID != StopButtonID {
+			a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
+			return
+		}
+		// Take the button off the message right away; this answer does not draw on the
+		// channel's message budget.
+		if i.Message != nil && a.removeButtons(ctx, i) {
+			a.stops.buttonGone(i.Message.ID)
+		}
+		in.Command = "stop"
+		h.Handle(ctx, in, &interactionResponder{a: a, i: i, chat: in.Chat})
+	default:
+		return
+	}
+}
+
+// respond answers an interaction's callback; it reports whether Discord took the answer.
+func (a *Adapter) respond(ctx context.Context, i *discordgo.Interaction, typ discordgo.InteractionResponseType, data *discordgo.InteractionResponseData) bool {
+	cctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	err := a.session.InteractionRespond(i, &discordgo.InteractionResponse{Type: typ, Data: data}, a.reqOpts(cctx)...)
+	if err != nil {
+		a.log.Warn("discord: interaction not answered", "interaction", i.ID, "err", classify("answer interaction", err))
+		return false
+	}
+	return true
+}
+
+// removeButtons answers a button press by updating the pressed message to carry no
+// components, leaving its text alone.
+func (a *Adapter) removeButtons(ctx context.Context, i *discordgo.Interaction) bool {
+	cctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	body := map[string]any{
+		"type": discordgo.InteractionResponseUpdateMessage,
+		"data": map[string]any{"components": []any{}},
+	}
+	_, err := a.session.RequestWithBucketID("POST", discordgo.EndpointInteractionResponse(i.ID, i.Token), body,
+		discordgo.EndpointInteractionResponse(i.ID, ""), a.reqOpts(cctx)...)
+	if err != nil {
+		a.log.Warn("discord: stop button not removed", "interaction", i.ID, "err", classify("answer button press", err))
+		return false
+	}
+	return true
+}
+
+// interactionResponder answers a slash command or a button press. Slash commands were
+// acknowledged with a deferred response: the first notice fills it in, later ones follow up.
+// Button presses (and commands whose acknowledgement failed) answer in the channel.
+type interactionResponder struct {
+	a        *Adapter
+	i        *discordgo.Interaction
+	chat     adapters.ChatRef
+	original bool // a deferred response waits to be filled in
+
+	mu       sync.Mutex
+	answered bool
+}
+
+func (r *interactionResponder) NewReply(ctx context.Context) adapters.Reply {
+	return r.a.newReply(ctx, r.chat, "", false)
+}
+
+func (r *interactionResponder) SupportsStreaming() bool { return true }
+
+func (r *interactionResponder) Notice(ctx context.Context, text string) error {
+	if !r.original {
+		return r.a.engine.Notice(ctx, r.chat, text, adapters.SendOptions{})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lim := Limits()
+	for _, part := range delivery.Split(text, lim.MaxLen, lim.Unit) {
+		var err error
+		if !r.answered {
+			err = r.webhookCall(ctx, "fill in interaction response", func(opts []discordgo.RequestOption) error {
+				_, err := r.a.session.InteractionResponseEdit(r.i, &discordgo.WebhookEdit{Content: &part, AllowedMentions: noMentions()}, opts...)
+				return err
+			})
+			if err == nil {
+				r.answered = true
+			}
+		} else {
+			err = r.webhookCall(ctx, "follow up interaction", func(opts []discordgo.RequestOption) error {
+				_, err := r.a.session.FollowupMessageCreate(r.i, true, &discordgo.WebhookParams{Content: part, AllowedMentions: noMentions()}, opts...)
+				return err
+			})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// webhookCall runs one interaction webhook request, waiting out 429s and retrying temporary
+// failures a few times (these requests do not draw on the channel's message budget).
+func (r *interactionResponder) webhookCall(ctx context.Context, what string, fn func([]discordgo.RequestOption) error) error {
+	const attempts = 4
+	var err error
+	for n := 1; ; n++ {
+		err = classify(what, fn(r.a.reqOpts(ctx)))
+		if err == nil || n == attempts {
+			return err
+		}
+		wait := time.Duration(n) * 500 * time.Millisecond
+		var rl *adapters.RateLimitError
+		switch {
+		case errors.As(err, &rl):
+			wait = rl.RetryAfter
+		case errors.Is(err, adapters.ErrTemporary):
+		default:
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up waiting: %w)", err, ctx.Err())
+		}
+	}
+}
+
+// done removes the "thinking…" response of a command the handler did not answer.
+func (r *interactionResponder) done(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.original || r.answered {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.a.session.InteractionResponseDelete(r.i, r.a.reqOpts(cctx)...); err != nil {
+		r.a.log.Debug("discord: unanswered command response not removed", "interaction", r.i.ID, "err", classify("delete interaction response", err))
+	}
+}

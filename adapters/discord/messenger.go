@@ -1,0 +1,201 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/bwmarrin/discordgo"
+
+	"relaybot/adapters"
+)
+
+// maxFilesPerMessage is Discord's limit on attachments in one message.
+const maxFilesPerMessage = 10
+
+// channelOf is the Discord channel a chat reference posts into: the thread when one is given.
+func channelOf(chat adapters.ChatRef) string {
+	if chat.ThreadID != "" {
+		return chat.ThreadID
+	}
+	return chat.ChatID
+}
+
+// noMentions lets nothing in the text ping anyone: no @everyone/@here, roles, users, and not
+// the author of the message replied to.
+func noMentions() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+}
+
+func stopButton() []discordgo.MessageComponent {
+	return []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+		discordgo.Button{Label: "Stop", Style: discordgo.DangerButton, CustomID: StopButtonID},
+	}}}
+}
+
+func reference(channelID, messageID string) *discordgo.MessageReference {
+	if messageID == "" {
+		return nil
+	}
+	no := false // the user may have deleted their message: reply without the reference then
+	return &discordgo.MessageReference{MessageID: messageID, ChannelID: channelID, FailIfNotExists: &no}
+}
+
+// Send posts a new message (one REST request). With opts.Stoppable, a reply that is still
+// streaming gets a Stop button.
+func (a *Adapter) Send(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	ch := channelOf(chat)
+	ms := &discordgo.MessageSend{Content: text, AllowedMentions: noMentions(), Reference: reference(ch, opts.ReplyTo)}
+	var sr *stopReply
+	if opts.Stoppable {
+		if sr = a.stops.streaming(chat, opts.ReplyTo); sr != nil {
+			ms.Components = stopButton()
+		}
+	}
+	m, err := a.session.ChannelMessageSendComplex(ch, ms, a.reqOpts(ctx)...)
+	if err != nil {
+		return adapters.MessageRef{}, classify("send message in channel "+ch, err)
+	}
+	if sr != nil {
+		a.stops.addButton(sr, m.ID)
+	}
+	return adapters.MessageRef{Chat: chat, ID: m.ID}, nil
+}
+
+// Edit replaces a message's text (one REST request). The final edit of a reply also removes its
+// Stop button.
+func (a *Adapter) Edit(ctx context.Context, msg adapters.MessageRef, text string) error {
+	ch := channelOf(msg.Chat)
+	me := &discordgo.MessageEdit{ID: msg.ID, Channel: ch, Content: &text, AllowedMentions: noMentions()}
+	clear := a.stops.finalEditOf(msg.ID)
+	if clear {
+		none := []discordgo.MessageComponent{}
+		me.Components = &none
+	}
+	if _, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ctx)...); err != nil {
+		return classify(fmt.Sprintf("edit message %s in channel %s", msg.ID, ch), err)
+	}
+	if clear {
+		a.stops.buttonGone(msg.ID)
+	}
+	return nil
+}
+
+// SendFiles posts up to 10 files with an optional caption in one message (one REST request).
+func (a *Adapter) SendFiles(ctx context.Context, chat adapters.ChatRef, files []adapters.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	ch := channelOf(chat)
+	if len(files) == 0 || len(files) > maxFilesPerMessage {
+		return adapters.MessageRef{}, fmt.Errorf("discord: send files in channel %s: %d files, want 1 to %d per message", ch, len(files), maxFilesPerMessage)
+	}
+	ms := &discordgo.MessageSend{Content: caption, AllowedMentions: noMentions(), Reference: reference(ch, opts.ReplyTo)}
+	for _, f := range files {
+		ms.Files = append(ms.Files, &discordgo.File{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)})
+	}
+	m, err := a.session.ChannelMessageSendComplex(ch, ms, a.reqOpts(ctx)...)
+	if err != nil {
+		return adapters.MessageRef{}, classify(fmt.Sprintf("send %d files in channel %s", len(files), ch), err)
+	}
+	return adapters.MessageRef{Chat: chat, ID: m.ID}, nil
+}
+
+// Typing shows "bot is typing…" in the chat for about 10 seconds (one REST request).
+func (a *Adapter) Typing(ctx context.Context, chat adapters.ChatRef) error {
+	ch := channelOf(chat)
+	return classify("typing in channel "+ch, a.session.ChannelTyping(ch, a.reqOpts(ctx)...))
+}
+
+// stopTracker remembers which messages of which streaming replies carry a Stop button, so the
+// final edit can remove it. A reply is keyed by its chat and the user message it answers (the
+// first message of a reply references it).
+type stopTracker struct {
+	mu      sync.Mutex
+	replies map[string]*stopReply
+	msgs    map[string]*stopReply // message id → reply
+}
+
+type stopReply struct {
+	key       string
+	refs      int
+	finishing bool
+	buttons   map[string]bool // message id → shows the button
+}
+
+func newStopTracker() *stopTracker {
+	return &stopTracker{replies: map[string]*stopReply{}, msgs: map[string]*stopReply{}}
+}
+
+func stopKey(chat adapters.ChatRef, replyTo string) string { return chat.String() + "|" + replyTo }
+
+// begin registers a streaming reply.
+func (t *stopTracker) begin(chat adapters.ChatRef, replyTo string) *stopReply {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := stopKey(chat, replyTo)
+	sr := t.replies[k]
+	if sr == nil {
+		sr = &stopReply{key: k, buttons: map[string]bool{}}
+		t.replies[k] = sr
+	}
+	sr.refs++
+	sr.finishing = false
+	return sr
+}
+
+// streaming returns the reply a new message belongs to while it still streams, else nil.
+func (t *stopTracker) streaming(chat adapters.ChatRef, replyTo string) *stopReply {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sr := t.replies[stopKey(chat, replyTo)]
+	if sr == nil || sr.finishing {
+		return nil
+	}
+	return sr
+}
+
+func (t *stopTracker) addButton(sr *stopReply, msgID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sr.buttons[msgID] = true
+	t.msgs[msgID] = sr
+}
+
+// finish marks a reply as delivering its final text: edits from now on remove the button.
+func (t *stopTracker) finish(sr *stopReply) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sr.finishing = true
+}
+
+// finalEditOf reports whether an edit of msgID should remove its button.
+func (t *stopTracker) finalEditOf(msgID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sr := t.msgs[msgID]
+	return sr != nil && sr.finishing && sr.buttons[msgID]
+}
+
+// buttonGone records that msgID no longer shows the button.
+func (t *stopTracker) buttonGone(msgID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if sr := t.msgs[msgID]; sr != nil {
+		sr.buttons[msgID] = false
+	}
+}
+
+// end forgets a reply once it is delivered.
+func (t *stopTracker) end(sr *stopReply) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sr.refs--
+	if sr.refs > 0 {
+		return
+	}
+	for id := range sr.buttons {
+		delete(t.msgs, id)
+	}
+	if t.replies[sr.key] == sr {
+		delete(t.replies, sr.key)
+	}
+}

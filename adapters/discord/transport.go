@@ -1,0 +1,120 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+
+	"relaybot/adapters"
+)
+
+// defaultAPIBase is Discord's REST API. discordgo v0.29 builds v9 URLs; the routes the adapter
+// uses are the same in v10, whose rules (message content intent) the adapter follows.
+const defaultAPIBase = "https://discord.com/api/v10"
+
+// discordgoAPI is the prefix of every URL discordgo builds ("https://discord.com/api/v9");
+// discordgo's endpoint variables are only read.
+func discordgoAPI() string { return strings.TrimSuffix(discordgo.EndpointAPI, "/") }
+
+// rewriter is the http.RoundTripper of the adapter's discordgo session. discordgo builds its
+// URLs from package-level endpoint variables (https://discord.com/api/v9/...); instead of
+// changing those for the whole process, every request to that prefix is sent to the configured
+// API base. It also removes the X-RateLimit-* headers from answers before discordgo sees them:
+// discordgo's buckets would otherwise sleep (uncancellably, holding a lock) before the next
+// request, while pacing is owned by the delivery engine. 429 answers keep their body, so the
+// engine still learns retry_after.
+type rewriter struct {
+	from string   // "https://discord.com/api/v9"
+	to   *url.URL // the configured base
+	next http.RoundTripper
+}
+
+func newRewriter(apiBase string, next http.RoundTripper) (*rewriter, error) {
+	to, err := url.Parse(strings.TrimSuffix(apiBase, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("discord: api base %q: %w", apiBase, err)
+	}
+	if to.Scheme != "http" && to.Scheme != "https" || to.Host == "" {
+		return nil, fmt.Errorf("discord: api base %q: want an http(s) URL such as %s", apiBase, defaultAPIBase)
+	}
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &rewriter{from: discordgoAPI(), to: to, next: next}, nil
+}
+
+func (t *rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
+	u := req.URL.String()
+	if rest, ok := strings.CutPrefix(u, t.from); ok && (rest == "" || rest[0] == '/' || rest[0] == '?') {
+		target, err := url.Parse(t.to.String() + rest)
+		if err != nil {
+			return nil, fmt.Errorf("discord: rewriting %s: %w", req.URL.Path, err)
+		}
+		req = req.Clone(req.Context())
+		req.URL = target
+		req.Host = target.Host
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	for k := range resp.Header {
+		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Ratelimit-") {
+			resp.Header.Del(k)
+		}
+	}
+	return resp, nil
+}
+
+// Discord JSON error codes the adapter acts on.
+const (
+	codeUnknownMessage  = 10008
+	codeInvalidFormBody = 50035
+	codeTooOldToEdit    = 30046 // "maximum number of edits to messages older than 1 hour reached"
+)
+
+// classify maps a discordgo error onto the error types of package adapters, keeping the
+// original error in the chain. what names the request ("edit message 123").
+func classify(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var rl *discordgo.RateLimitError
+	if errors.As(err, &rl) {
+		return fmt.Errorf("discord: %s: %w", what, &adapters.RateLimitError{RetryAfter: rl.RetryAfter, Err: err})
+	}
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Response != nil {
+		code := 0
+		if re.Message != nil {
+			code = re.Message.Code
+		}
+		switch {
+		case code == codeUnknownMessage || code == codeTooOldToEdit:
+			return fmt.Errorf("discord: %s: %w (%w)", what, adapters.ErrMessageGone, err)
+		case code == codeInvalidFormBody && strings.Contains(string(re.ResponseBody), "BASE_TYPE_MAX_LENGTH"):
+			return fmt.Errorf("discord: %s: %w (%w)", what, adapters.ErrTooLong, err)
+		case re.Response.StatusCode >= 500:
+			return fmt.Errorf("discord: %s: %w (%w)", what, adapters.ErrTemporary, err)
+		}
+		return fmt.Errorf("discord: %s: %w", what, err)
+	}
+	// With retries off, discordgo reports a 502 as a plain error rather than a RESTError.
+	if strings.HasPrefix(err.Error(), "Exceeded Max retries HTTP 5") {
+		return fmt.Errorf("discord: %s: %w (%w)", what, adapters.ErrTemporary, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("discord: %s: %w", what, err)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// The connection failed or broke: the request may pass when tried again.
+		return fmt.Errorf("discord: %s: %w (%w)", what, adapters.ErrTemporary, err)
+	}
+	return fmt.Errorf("discord: %s: %w", what, err)
+}
