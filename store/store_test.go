@@ -325,7 +325,13 @@ func TestCloseDuringBurst(t *testing.T) {
 				}
 			}()
 		}
-		<-halfway
+		allDone := make(chan struct{})
+		go func() { wg.Wait(); close(allDone) }()
+		select {
+		case <-halfway:
+		case <-allDone:
+			t.Fatalf("every writer stopped before 500 calls: %v", unexpect)
+		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
