@@ -3,12 +3,115 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"sync"
+	"time"
 
 	"relaybot/config"
 )
 
-// runServe is not built yet: it says so and fails rather than pretending.
+// runServe runs the bot until ctx ends (SIGTERM or Ctrl-C): it migrates the database, recovers
+// turns and tool calls a previous run left running, starts the MCP servers, every enabled
+// adapter, the admin listener and the retention sweeper, and logs where each part listens. On
+// shutdown it takes no new messages, lets running turns finish for chat.shutdown_grace_sec,
+// cancels the rest (their partial answers delivered and saved), flushes the audit log and
+// returns nil.
 func runServe(ctx context.Context, cfg *config.Config, args []string, stdout io.Writer) error {
-	return errors.New("serve is not built yet in this version")
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintln(stdout, "usage: bot serve [-config PATH]\n\nRuns the bot until SIGTERM or Ctrl-C.")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
+	}
+	return serve(ctx, cfg, slog.Default())
+}
+
+// serve builds the bot from cfg, runs it until ctx ends and shuts it down.
+func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	b, err := build(ctx, cfg, log)
+	if err != nil {
+		if b != nil {
+			b.close()
+		}
+		return err
+	}
+	return b.run(ctx)
+}
+
+// part is one long-running piece of the bot (an adapter, the admin listener).
+type part struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// run starts every part, waits for ctx to end or a part to fail, then shuts down in order:
+// receiving stops, running turns get the grace period, the rest is cancelled and saved, and
+// the audit log is flushed.
+func (b *bot) run(ctx context.Context) error {
+	defer b.close()
+
+	// Parts that receive messages stop with recvCtx; the others (admin, MCP, retention) with
+	// bgCtx, after the turns are done.
+	recvCtx, stopRecv := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRecv()
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+
+	failed := make(chan error, len(b.receivers)+len(b.background))
+	var recvWG, bgWG sync.WaitGroup
+	start := func(wg *sync.WaitGroup, pctx context.Context, p part) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.run(pctx); err != nil && pctx.Err() == nil {
+				failed <- fmt.Errorf("%s: %w", p.name, err)
+			}
+		}()
+	}
+	for _, p := range b.background {
+		start(&bgWG, bgCtx, p)
+	}
+	for _, p := range b.receivers {
+		start(&recvWG, recvCtx, p)
+	}
+	b.log.Info("bot running", "adapters", len(b.receivers), "grace", b.grace)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		b.log.Info("shutting down: no new messages; running turns may finish", "grace", b.grace)
+	case runErr = <-failed:
+		b.log.Error("shutting down: a part failed", "err", runErr)
+	}
+
+	stopRecv() // adapters stop receiving; their handlers (the turns) keep going
+	graceCtx, cancelGrace := context.WithTimeout(context.Background(), b.grace)
+	defer cancelGrace()
+	if err := b.pipe.Shutdown(graceCtx); err != nil {
+		b.log.Error("pipeline shutdown", "err", err)
+	}
+	recvWG.Wait() // adapters return once their handlers did and their deliveries are flushed
+	for _, c := range b.closers {
+		c()
+	}
+	stopBg()
+	bgWG.Wait()
+	b.log.Info("stopped")
+	return runErr
+}
+
+// errNothingToServe is returned when no adapter is enabled and the web chat is off.
+var errNothingToServe = errors.New("nothing to serve: enable [telegram], [discord] or the web chat ([admin] enabled and web_chat)")
+
+// shutdownGrace is the grace period of the config, at least a moment.
+func shutdownGrace(cfg *config.Config) time.Duration {
+	return time.Duration(cfg.Chat.ShutdownGraceSec) * time.Second
 }

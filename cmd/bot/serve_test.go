@@ -1,0 +1,410 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"relaybot/config"
+	"relaybot/internal/testkit/llm"
+	mcpkit "relaybot/internal/testkit/mcp"
+	tgkit "relaybot/internal/testkit/telegram"
+	"relaybot/store"
+)
+
+// syncBuffer collects the bot's logs for assertions.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// env is a bot under test with its fake world: a Telegram Bot API server, an OpenAI-compatible
+// model and an MCP server over streamable HTTP.
+type env struct {
+	t    *testing.T
+	tg   *tgkit.Server
+	llm  *llm.Server
+	kit  *mcpkit.Kit
+	mcp  *mcpkit.HTTPServer
+	db   string
+	logs *syncBuffer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	tg, err := tgkit.New(tgkit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	model := llm.NewServer()
+	t.Cleanup(model.Close)
+	kit := mcpkit.New("kit")
+	return &env{
+		t: t, tg: tg, llm: model, kit: kit, mcp: mcpkit.StartHTTP(t, kit),
+		db: filepath.Join(t.TempDir(), "bot.db"), logs: &syncBuffer{},
+	}
+}
+
+// config is the bot's config.toml for this world, with extra TOML appended to [chat].
+func (e *env) config(chat string) *config.Config {
+	e.t.Helper()
+	text := fmt.Sprintf(`
+[storage]
+dsn = %q
+[[models]]
+name = "primary"
+base_url = %q
+model = "test-model"
+[agent]
+system_prompt = "You are a test bot."
+stream_flush_chunks = 1
+[output]
+track_function_calls = true
+[chat]
+%s
+[access]
+deny_users = ["telegram:666"]
+admins = ["telegram:100"]
+[tools]
+plugins = []
+native = ["current_time"]
+[telegram]
+enabled = true
+token = %q
+api_endpoint = %q
+[[mcp.servers]]
+name = "kit"
+transport = "http"
+url = %q
+[admin]
+enabled = false
+`, e.db, e.llm.URL, chat, e.tg.Token(), e.tg.Endpoint(), e.mcp.URL)
+	cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
+	if err != nil {
+		e.t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// start runs serve until the returned stop is called (as SIGTERM would) and returns serve's
+// result.
+func (e *env) start(cfg *config.Config) (stop func() error) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	go func() { errc <- serve(ctx, cfg, log) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-errc:
+			case <-time.After(30 * time.Second):
+				err = fmt.Errorf("serve did not return 30 s after the stop")
+			}
+		})
+		return err
+	}
+	e.t.Cleanup(func() { stop() })
+	e.waitLog("bot running")
+	return stop
+}
+
+func (e *env) waitLog(s string) {
+	e.t.Helper()
+	waitFor(e.t, "log "+s, func() bool { return strings.Contains(e.logs.String(), s) })
+}
+
+// waitFor polls cond until it holds or 20 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func user(id int64) tgkit.User { return tgkit.User{ID: id, FirstName: fmt.Sprint("user", id)} }
+
+func private(id int64) tgkit.Chat { return tgkit.Chat{ID: id, Type: "private"} }
+
+// say sends a private message from user id and returns its message id.
+func (e *env) say(id int64, text string) int {
+	return e.tg.Send(tgkit.Inbound{Chat: private(id), From: user(id), Text: text})
+}
+
+// botTexts returns the texts of the bot's messages in a chat, in order.
+func (e *env) botTexts(chat int64) []string {
+	var out []string
+	for _, m := range e.tg.BotMessages(chat) {
+		t := m.Text
+		if t == "" {
+			t = m.Caption
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// waitBotText waits until a bot message in chat satisfies ok and returns it.
+func (e *env) waitBotText(chat int64, what string, ok func(string) bool) string {
+	e.t.Helper()
+	var got string
+	waitFor(e.t, what, func() bool {
+		for _, s := range e.botTexts(chat) {
+			if ok(s) {
+				got = s
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func contains(sub string) func(string) bool {
+	return func(s string) bool { return strings.Contains(s, sub) }
+}
+
+// openStore opens the bot's database after serve returned.
+func (e *env) openStore() *store.Store {
+	e.t.Helper()
+	st, err := store.Open(context.Background(), store.Options{DSN: e.db})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// lastUser returns the last user message of a model request.
+func lastUser(r llm.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config("queue_size = 1\nshutdown_grace_sec = 0")
+	stop := e.start(cfg)
+
+	// A message → a streamed reply with a tool round on the MCP server.
+	e.llm.Push(
+		llm.Reply{Chunks: []llm.Chunk{
+			{Content: "Checking."},
+			{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "call_e1", Name: "echo", Arguments: `{"text":"hi"}`}}},
+		}},
+		llm.Text("The kit ", "said hi."),
+	)
+	e.say(1, "use the tool")
+	final := e.waitBotText(1, "the answer with the tool round", contains("The kit said hi."))
+	if !strings.HasPrefix(final, "Checking.\n\n✓ echo ") {
+		t.Fatalf("answer = %q; want the pre-tool text, then the tool's status line", final)
+	}
+	if e.kit.Calls("echo") != 1 {
+		t.Fatalf("MCP echo called %d times", e.kit.Calls("echo"))
+	}
+
+	// The next message sees that history.
+	e.llm.Push(llm.Text("Still here."))
+	e.say(1, "and now?")
+	e.waitBotText(1, "the second answer", contains("Still here."))
+	reqs := e.llm.Requests()
+	second := reqs[len(reqs)-1].Messages
+	var roles []string
+	for _, m := range second {
+		roles = append(roles, m.Role)
+	}
+	if got := strings.Join(roles, ","); got != "system,user,assistant,tool,assistant,user" {
+		t.Fatalf("second turn's transcript roles = %s", got)
+	}
+	if second[3].Content != "hi" || second[3].ToolCallID != "call_e1" {
+		t.Fatalf("the tool result in history = %+v", second[3])
+	}
+
+	// Two messages sent quickly are answered in order.
+	e.llm.SetHandler(func(r llm.Request) llm.Reply { return llm.Text("answer to ", lastUser(r)) })
+	e.say(2, "first")
+	e.say(2, "second")
+	waitFor(t, "both answers", func() bool {
+		return len(e.botTexts(2)) == 2 && !strings.Contains(strings.Join(e.botTexts(2), ""), "…")
+	})
+	e.waitBotText(2, "the second answer", contains("answer to second"))
+	if got := e.botTexts(2); got[0] != "answer to first" || got[1] != "answer to second" {
+		t.Fatalf("answers = %q, want in order", got)
+	}
+
+	// A denied user gets nothing, and the refusal is logged.
+	e.say(666, "let me in")
+	e.waitLog("user=666")
+	if !strings.Contains(e.logs.String(), "access rules") {
+		t.Fatalf("the refusal was not logged")
+	}
+
+	// /audit: an admin gets the list; anyone else is refused, and the refusal is audited.
+	e.say(100, "/audit echo")
+	list := e.waitBotText(100, "the audit list", contains("Latest tool calls"))
+	if !strings.Contains(list, " echo ok ") || !strings.Contains(list, `{"text":"hi"}`) {
+		t.Fatalf("/audit answer = %q", list)
+	}
+	e.say(3, "/audit")
+	e.waitBotText(3, "the refusal", contains("Only bot admins"))
+
+	// /stop mid-stream keeps the partial answer, marked stopped.
+	hold := make(chan struct{})
+	e.llm.SetHandler(func(r llm.Request) llm.Reply {
+		return llm.Reply{Chunks: []llm.Chunk{{Content: "Once upon a time"}, {Content: " there was", Wait: hold}}}
+	})
+	e.say(4, "tell a story")
+	e.waitBotText(4, "the first words", contains("Once upon a time"))
+	e.say(4, "/stop")
+	e.waitBotText(4, "the stopped answer", func(s string) bool { return s == "Once upon a time [stopped]" })
+
+	// Busy: one turn runs, one waits (queue_size 1), the third is told the bot is busy.
+	e.say(5, "one")
+	waitFor(t, "the first turn to stream", func() bool { return len(e.botTexts(5)) == 1 })
+	e.say(5, "two")
+	e.waitLog("waits for its turn")
+	e.say(5, "three")
+	e.waitBotText(5, "the busy notice", contains(config.Default().Chat.BusyText))
+	close(hold)
+	waitFor(t, "both turns of chat 5", func() bool { return strings.Count(e.logs.String(), "turn done\" platform=telegram chat=5 ") == 2 })
+	e.waitBotText(5, "the queued message's answer", contains("Once upon a time there was"))
+
+	// SIGTERM while a tool runs: the partial answer is delivered and saved, no audit row is lost.
+	e.llm.SetHandler(func(r llm.Request) llm.Reply {
+		return llm.Reply{Chunks: []llm.Chunk{
+			{Content: "Let me wait."},
+			{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "call_sleep", Name: "sleep", Arguments: `{"seconds":30}`}}},
+		}}
+	})
+	e.say(6, "wait for it")
+	waitFor(t, "the sleep call", func() bool { return e.kit.Calls("sleep") == 1 })
+	if err := stop(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v", err)
+	}
+	sig := e.waitBotText(6, "the interrupted answer", contains("[stopped]"))
+	if !strings.HasPrefix(sig, "Let me wait.\n\n✗ sleep") || !strings.HasSuffix(sig, "\n\n[stopped]") || strings.Count(sig, "Let me wait.") != 1 {
+		t.Fatalf("interrupted answer = %q", sig)
+	}
+
+	st := e.openStore()
+	ctx := context.Background()
+	rows, _, err := st.ToolCalls(ctx, store.ToolCallFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byCall := map[string]store.ToolCallRow{}
+	for _, r := range rows {
+		byCall[r.ToolCallID] = r
+		if r.Status == store.StatusRunning {
+			t.Errorf("audit row %d (%s) left running after shutdown", r.ID, r.ToolName)
+		}
+	}
+	echo, sleep := byCall["call_e1"], byCall["call_sleep"]
+	if echo.ToolName != "echo" || echo.Status != store.StatusOK || echo.Round != 1 || echo.Source != "mcp" || echo.Server != "kit" ||
+		echo.Platform != "telegram" || echo.ChatID != "1" || echo.UserID != "1" || echo.TurnID == 0 || echo.ConversationID == 0 {
+		t.Errorf("echo audit row = %+v", echo)
+	}
+	if sleep.ToolName != "sleep" || sleep.Status != store.StatusCancelled || sleep.FinishedAt == nil {
+		t.Errorf("sleep audit row = %+v; want cancelled and finished", sleep)
+	}
+	refused := 0
+	for _, r := range rows {
+		if r.ToolName == "/audit" && r.Status == store.StatusDenied && r.UserID == "3" {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("refused /audit rows = %d, want 1", refused)
+	}
+	turn, err := st.Turn(ctx, echo.TurnID)
+	if err != nil || turn.Status != store.TurnOK || turn.Rounds != 2 {
+		t.Errorf("the tool round's turn = %+v, %v", turn, err)
+	}
+	sleepTurn, err := st.Turn(ctx, sleep.TurnID)
+	if err != nil || sleepTurn.Status != store.TurnInterrupted {
+		t.Errorf("the interrupted turn = %+v, %v", sleepTurn, err)
+	}
+	hist, err := st.History(ctx, sleep.ConversationID, 10)
+	if err != nil || len(hist) != 3 || hist[1].Content != "Let me wait." || hist[2].Role != store.RoleTool {
+		t.Errorf("the interrupted turn's history = %+v, %v", hist, err)
+	}
+	st.Close()
+
+	// Restart keeps history.
+	e.llm.SetHandler(func(r llm.Request) llm.Reply { return llm.Text("welcome back") })
+	before := e.llm.RequestCount()
+	stop = e.start(cfg)
+	e.say(1, "remember me?")
+	e.waitBotText(1, "the answer after the restart", contains("welcome back"))
+	reqs = e.llm.Requests()[before:]
+	if len(reqs) != 1 {
+		t.Fatalf("%d model requests after the restart", len(reqs))
+	}
+	var contents []string
+	for _, m := range reqs[0].Messages {
+		contents = append(contents, m.Content)
+	}
+	joined := strings.Join(contents, "|")
+	if !strings.Contains(joined, "use the tool") || !strings.Contains(joined, "Still here.") {
+		t.Fatalf("the transcript after the restart lost the history: %q", joined)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeGraceLetsTurnsFinish(t *testing.T) {
+	e := newEnv(t)
+	stop := e.start(e.config("shutdown_grace_sec = 20"))
+	hold := make(chan struct{})
+	e.llm.SetHandler(func(r llm.Request) llm.Reply {
+		return llm.Reply{Chunks: []llm.Chunk{{Content: "Almost"}, {Content: " done.", Wait: hold}}}
+	})
+	e.say(1, "slow one")
+	e.waitBotText(1, "the first words", contains("Almost"))
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	e.waitLog("shutting down")
+	close(hold)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.botTexts(1); len(got) != 1 || got[0] != "Almost done." {
+		t.Fatalf("answer = %q; a turn within the grace period must finish", got)
+	}
+	st := e.openStore()
+	turn, err := st.Turn(context.Background(), 1)
+	if err != nil || turn.Status != store.TurnOK {
+		t.Fatalf("turn = %+v, %v", turn, err)
+	}
+}

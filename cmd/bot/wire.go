@@ -1,0 +1,384 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"relaybot/adapters/delivery"
+	"relaybot/adapters/discord"
+	"relaybot/adapters/telegram"
+	"relaybot/adapters/web"
+	"relaybot/admin"
+	"relaybot/agent"
+	"relaybot/config"
+	"relaybot/pipeline"
+	"relaybot/store"
+	"relaybot/tools"
+	"relaybot/tools/mcp"
+	"relaybot/tools/native"
+	"relaybot/tools/plugin"
+	_ "relaybot/tools/plugin/auditquery" // registers the audit_query plugin
+	"relaybot/tools/skill"
+)
+
+// bot is the wired server: the parts to run and what to close after them.
+type bot struct {
+	log   *slog.Logger
+	grace time.Duration
+	store *store.Store
+	pipe  *pipeline.Pipeline
+
+	receivers  []part   // adapters: stop receiving first at shutdown
+	background []part   // admin listener, retention, metrics: stop last
+	closers    []func() // after the turns are done (web chat)
+	cleanup    []func() // at the very end, in reverse order (MCP servers, then the store)
+}
+
+// close runs the cleanups in reverse order; the store's Close (first registered) flushes the
+// audit queue last.
+func (b *bot) close() {
+	for i := len(b.cleanup) - 1; i >= 0; i-- {
+		b.cleanup[i]()
+	}
+	b.cleanup = nil
+}
+
+// build opens the store and builds every part from cfg. On error the returned bot (if any) holds
+// what must be closed.
+func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, error) {
+	b := &bot{log: log, grace: shutdownGrace(cfg)}
+
+	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	b.store = st
+	b.cleanup = append(b.cleanup, func() {
+		if err := st.Close(); err != nil {
+			log.Error("store close", "err", err)
+		}
+	})
+	if err := st.Migrate(ctx); err != nil {
+		return b, err
+	}
+	turns, calls, err := st.Recover(ctx)
+	if err != nil {
+		return b, err
+	}
+	storeAttrs := []any{"driver", cfg.Storage.Driver}
+	if cfg.Storage.Driver == store.DriverSQLite {
+		storeAttrs = append(storeAttrs, "path", cfg.Storage.DSN)
+	}
+	log.Info("store ready", append(storeAttrs, "recovered_turns", turns, "recovered_tool_calls", calls)...)
+
+	metrics := admin.NewMetrics()
+	reader := auditReader{st: st}
+	rec := metricsRecorder{next: auditRecorder{st: st}, m: metrics}
+
+	// Tools, in dispatch order: native, plugins, MCP, skills.
+	var loaders []tools.Loader
+	nat, err := native.NewLoader(native.Options{Enabled: cfg.Tools.Native, AllowPrivate: cfg.Tools.FetchAllowPrivate})
+	if err != nil {
+		return b, fmt.Errorf("tools.native: %w", err)
+	}
+	loaders = append(loaders, nat)
+	if len(cfg.Tools.Plugins) > 0 {
+		pl, err := plugin.NewLoader(cfg.Tools.Plugins, plugin.Deps{Logger: log, Audit: reader})
+		if err != nil {
+			return b, fmt.Errorf("tools.plugins: %w", err)
+		}
+		loaders = append(loaders, pl)
+	}
+	var health func() []admin.ServerHealth
+	if len(cfg.MCP.Servers) > 0 {
+		ml := mcp.NewLoader(mcpServers(cfg.MCP.Servers), log)
+		ml.Start(context.WithoutCancel(ctx))
+		b.cleanup = append(b.cleanup, ml.Close)
+		wait := 5 * time.Second
+		for _, s := range cfg.MCP.Servers {
+			wait = max(wait, time.Duration(s.ConnectSec)*time.Second+5*time.Second)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		if err := ml.WaitStarted(wctx); err != nil {
+			log.Warn("MCP servers still connecting; their tools appear when they are up", "err", err)
+		}
+		cancel()
+		for _, h := range ml.Health() {
+			attrs := []any{"server", h.Name, "transport", h.Transport, "state", h.State, "tools", h.Tools}
+			if h.LastError != "" {
+				attrs = append(attrs, "err", h.LastError)
+			}
+			log.Info("MCP server", attrs...)
+		}
+		loaders = append(loaders, ml)
+		health = func() []admin.ServerHealth { return adminHealth(ml.Health()) }
+	}
+	var skillPrompt func() string
+	if len(cfg.Tools.SkillDirs) > 0 {
+		sk, err := skill.NewLoader(skill.Options{Dirs: cfg.Tools.SkillDirs, Logger: log})
+		if err != nil {
+			return b, fmt.Errorf("tools.skill_dirs: %w", err)
+		}
+		loaders = append(loaders, sk)
+		skillPrompt = sk.Prompt
+	}
+	mgr, err := tools.NewManager(loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log})
+	if err != nil {
+		return b, err
+	}
+
+	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
+		MaxToolRounds:      cfg.Agent.MaxToolRounds,
+		FlushChunks:        cfg.Agent.StreamFlushChunks,
+		RemoveThink:        cfg.Agent.RemoveThink,
+		ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
+		Logger:             log,
+	})
+	if err != nil {
+		return b, err
+	}
+
+	opts := pipelineOptions(cfg)
+	opts.SystemPromptExtra = skillPrompt
+	opts.Audit = reader
+	opts.Recorder = rec
+	opts.Logger = log
+	opts.OnTurnDone = metrics.TurnFinished
+	pipe, err := pipeline.New(runner, st, mgr, opts)
+	if err != nil {
+		return b, err
+	}
+	b.pipe = pipe
+	b.background = append(b.background, part{name: "metrics", run: func(ctx context.Context) error {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			metrics.SetQueueDepth("pipeline", pipe.Queued())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	}})
+
+	if cfg.Telegram.Enabled {
+		tg, err := telegram.New(telegram.Options{
+			Token:         cfg.Telegram.Token,
+			APIEndpoint:   cfg.Telegram.APIEndpoint,
+			Mode:          cfg.Telegram.Mode,
+			WebhookListen: cfg.Telegram.WebhookListen,
+			WebhookURL:    cfg.Telegram.WebhookURL,
+			WebhookSecret: cfg.Telegram.WebhookSecret,
+			AllowedChats:  cfg.Telegram.AllowedChats,
+			AllowedUsers:  cfg.Telegram.AllowedUsers,
+			TriggerPrefix: cfg.Chat.TriggerPrefix,
+			Stream:        cfg.Telegram.Stream,
+			MaxImageBytes: cfg.Chat.MaxImageBytes,
+			Logger:        log,
+			Delivery:      delivery.Options{Logger: log, Observer: deliveryMetrics{m: metrics, platform: "telegram"}},
+		})
+		if err != nil {
+			return b, err
+		}
+		if cfg.Telegram.Mode == "webhook" {
+			log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "webhook", "listen", cfg.Telegram.WebhookListen, "url", cfg.Telegram.WebhookURL)
+		} else {
+			log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "polling", "api", endpointHost(cfg.Telegram.APIEndpoint))
+		}
+		b.receivers = append(b.receivers, part{name: "telegram", run: func(ctx context.Context) error { return tg.Run(ctx, pipe) }})
+	}
+	if cfg.Discord.Enabled {
+		dc, err := discord.New(discord.Options{
+			Token:            cfg.Discord.Token,
+			APIBase:          cfg.Discord.APIBase,
+			AllowedGuilds:    cfg.Discord.AllowedGuilds,
+			AllowedChannels:  cfg.Discord.AllowedChannels,
+			AllowedRoles:     cfg.Discord.AllowedRoles,
+			Prefix:           cfg.Chat.TriggerPrefix,
+			RegisterCommands: cfg.Discord.RegisterCommands,
+			MaxImageBytes:    cfg.Chat.MaxImageBytes,
+			Logger:           log,
+			Observer:         deliveryMetrics{m: metrics, platform: "discord"},
+		})
+		if err != nil {
+			return b, err
+		}
+		log.Info("discord adapter", "api", cfg.Discord.APIBase)
+		b.receivers = append(b.receivers, part{name: "discord", run: func(ctx context.Context) error { return dc.Run(ctx, pipe) }})
+	}
+
+	if cfg.Admin.Enabled {
+		aopts := admin.Options{
+			Listen:    cfg.Admin.Listen,
+			Token:     cfg.Admin.Token,
+			Store:     st,
+			MCPHealth: health,
+			Metrics:   metrics,
+			Logger:    log,
+		}
+		if cfg.Admin.WebChat {
+			chat, err := web.New(web.Options{
+				Handler:  pipe,
+				Delivery: delivery.Options{Logger: log, Observer: deliveryMetrics{m: metrics, platform: "web"}},
+				Logger:   log,
+			})
+			if err != nil {
+				return b, err
+			}
+			aopts.WebChat = chat.Handler()
+			b.closers = append(b.closers, func() {
+				if err := chat.Close(); err != nil {
+					log.Error("web chat close", "err", err)
+				}
+			})
+		}
+		srv, err := admin.New(aopts)
+		if err != nil {
+			return b, err
+		}
+		// The admin package logs the address it listens on; the web chat is at /chat there.
+		b.background = append(b.background, part{name: "admin", run: srv.Run})
+	}
+	if len(b.receivers) == 0 && !(cfg.Admin.Enabled && cfg.Admin.WebChat) {
+		return b, errNothingToServe
+	}
+	if days := cfg.Storage.RetentionDays; days > 0 {
+		log.Info("retention sweeper", "days", days, "every", "1h")
+		b.background = append(b.background, part{name: "retention", run: func(ctx context.Context) error {
+			st.RunRetention(ctx, days)
+			return nil
+		}})
+	}
+	return b, nil
+}
+
+// pipelineOptions maps the config onto the pipeline's options.
+func pipelineOptions(cfg *config.Config) pipeline.Options {
+	vision := false
+	for _, m := range cfg.Models {
+		vision = vision || m.SupportsVision
+	}
+	maxImage := cfg.Chat.MaxImageBytes
+	if !vision {
+		maxImage = 0
+	}
+	return pipeline.Options{
+		SystemPrompt:       cfg.Agent.SystemPrompt,
+		HistoryRounds:      cfg.Agent.HistoryRounds,
+		MaxImageBytes:      maxImage,
+		TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
+		ExceptionHandling:  cfg.Output.ExceptionHandling,
+		FailureHint:        cfg.Output.FailureHint,
+		Scope:              pipeline.Scope(cfg.Chat.Scope),
+		Interrupt:          cfg.Chat.Busy == "interrupt",
+		QueueSize:          cfg.Chat.QueueSize,
+		MaxTurnsInFlight:   cfg.Chat.MaxTurnsInFlight,
+		TurnWait:           time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
+		RateLimitPerMinute: cfg.Chat.RateLimitPerMin,
+		TurnTimeout:        time.Duration(cfg.Chat.TurnTimeoutSec) * time.Second,
+		HelpText:           cfg.Chat.HelpText,
+		BusyText:           cfg.Chat.BusyText,
+		RateLimitedText:    cfg.Chat.RateLimitedText,
+		StoppedMarker:      cfg.Chat.InterruptedMarker,
+		Access: pipeline.Access{
+			AllowUsers: cfg.Access.AllowUsers,
+			DenyUsers:  cfg.Access.DenyUsers,
+			AllowChats: cfg.Access.AllowChats,
+			DenyChats:  cfg.Access.DenyChats,
+			Admins:     cfg.Access.Admins,
+		},
+		ToolAllow:    cfg.Tools.Allow,
+		ToolsPerChat: cfg.Tools.PerChat,
+	}
+}
+
+func agentModels(ms []config.Model) []agent.Model {
+	out := make([]agent.Model, len(ms))
+	for i, m := range ms {
+		out[i] = agent.Model{
+			Name:           m.Name,
+			BaseURL:        m.BaseURL,
+			APIKey:         m.APIKey,
+			Model:          m.Model,
+			SupportsTools:  m.SupportsTools,
+			SupportsVision: m.SupportsVision,
+			Timeout:        time.Duration(m.TimeoutSec) * time.Second,
+		}
+	}
+	return out
+}
+
+func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
+	out := make([]mcp.ServerConfig, len(ss))
+	for i, s := range ss {
+		out[i] = mcp.ServerConfig{
+			Name:            s.Name,
+			Transport:       s.Transport,
+			Command:         s.Command,
+			Args:            s.Args,
+			Env:             s.Env,
+			URL:             s.URL,
+			Headers:         s.Headers,
+			ConnectTimeout:  time.Duration(s.ConnectSec) * time.Second,
+			ToolCallTimeout: s.ToolCallTimeout,
+		}
+	}
+	return out
+}
+
+func adminHealth(hs []mcp.ServerHealth) []admin.ServerHealth {
+	out := make([]admin.ServerHealth, len(hs))
+	for i, h := range hs {
+		out[i] = admin.ServerHealth{
+			Name:      h.Name,
+			Transport: h.Transport,
+			State:     string(h.State),
+			Tools:     h.Tools,
+			Error:     h.LastError,
+			Since:     h.Since,
+		}
+	}
+	return out
+}
+
+// endpointHost returns the scheme and host of a Bot API endpoint format, without the token.
+func endpointHost(format string) string {
+	u, err := url.Parse(strings.ReplaceAll(format, "%s", "x"))
+	if err != nil || u.Host == "" {
+		return "(unparsable api_endpoint)"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// metricsRecorder counts finished tool calls in the metrics and passes every record on.
+type metricsRecorder struct {
+	next tools.Recorder
+	m    *admin.Metrics
+}
+
+// Start passes the starting record on.
+func (r metricsRecorder) Start(ctx context.Context, rec *tools.Record) error {
+	return r.next.Start(ctx, rec)
+}
+
+// Finish counts the call and passes the finished record on.
+func (r metricsRecorder) Finish(ctx context.Context, rec *tools.Record) error {
+	r.m.ToolCallFinished(rec.ToolName, string(rec.Status), rec.Duration)
+	return r.next.Finish(ctx, rec)
+}
+
+// deliveryMetrics feeds the delivery engine's events of one platform into the metrics.
+type deliveryMetrics struct {
+	m        *admin.Metrics
+	platform string
+}
+
+// Observe implements delivery.Observer.
+func (d deliveryMetrics) Observe(e delivery.Event) {
+	d.m.DeliveryEvent(d.platform, e.Kind.String())
+}
