@@ -522,6 +522,9 @@ func TestRoundCap(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				calls++
+				if calls > 10 {
+					return llm.Fault(500, "runaway: the cap did not stop the loop")
+				}
 				if len(req.Tools) == 0 {
 					return llm.Text("Final answer without tools.")
 				}
@@ -646,6 +649,39 @@ func TestCancelMidTool(t *testing.T) {
 		t.Errorf("model asked %d times, want 1", n)
 	}
 	<-exec.ended // the tool saw the cancellation and returned
+}
+
+// stubbornExecutor ignores cancellation until released.
+type stubbornExecutor struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (e stubbornExecutor) Execute(context.Context, tools.Call) tools.Outcome {
+	close(e.started)
+	<-e.release
+	return tools.Outcome{Content: "too late", Status: tools.StatusOK}
+}
+
+func TestCancelDoesNotWaitForAStubbornTool(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.ToolCalls(llm.Call{ID: "s", Name: "shell", Args: []string{`{}`}}))
+	r := newRunner(t, agent.Options{}, srv)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	exec := stubbornExecutor{started: make(chan struct{}), release: make(chan struct{})}
+	defer close(exec.release)
+	go func() {
+		<-exec.started
+		cancel()
+	}()
+	res := r.Run(ctx, agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: exec, Stream: true}, nil)
+	if res.Status != agent.StatusCancelled {
+		t.Fatalf("status %s err %v", res.Status, res.Err)
+	}
+	if got := res.Messages[len(res.Messages)-1]; got.Role != "tool" || got.Content == "too late" || !strings.HasPrefix(got.Content, "err: ") {
+		t.Errorf("tool message = %+v, want an err: for the abandoned call", got)
+	}
 }
 
 func TestUpstreamMessagesCarryOnlyWireFields(t *testing.T) {
