@@ -294,3 +294,14 @@ func TestToolStatJSON(t *testing.T) {
 		t.Errorf("got %s\nwant %s", b, want)
 	}
 }
+
+// TestChatFilterPlanUsesIndex checks that filtering by chat id alone (bot audit --chat) is an
+// index search.
+func TestChatFilterPlanUsesIndex(t *testing.T) {
+	s := newStore(t, DriverSQLite)
+	seedLog(t, s, 20)
+	plan := queryPlan(t, s, ToolCallFilter{ChatID: "c1", Limit: 50})
+	if !strings.Contains(plan, "USING INDEX idx_tool_calls_chat (chat_id=?)") || strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("chat filter plan:\n%s", plan)
+	}
+}

@@ -39,6 +39,20 @@ func TestMigrateFromEmpty(t *testing.T) {
 				t.Errorf("%s has %d rows after migrating, want 0", table, n)
 			}
 		}
+		// Every migration is reversible: down to empty and up again.
+		p, err := s.provider()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.DownTo(ctx, 0); err != nil {
+			t.Fatalf("down to 0: %v", err)
+		}
+		if cur, _, _ := s.SchemaVersion(ctx); cur != 0 {
+			t.Fatalf("after down: version %d, want 0", cur)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate after down: %v", err)
+		}
 		// The schema works end to end.
 		c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "1"})
 		if err != nil {
