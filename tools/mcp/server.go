@@ -145,7 +145,7 @@ func (s *serverConn) run(ctx context.Context) {
 			}
 			continue
 		}
-		attempt = 0
+		upAt := time.Now()
 		s.setUp(sess, specs)
 		s.markFirstDone()
 		s.logger.Info("MCP server connected", "transport", s.transportName(), "tools", len(specs))
@@ -161,11 +161,17 @@ func (s *serverConn) run(ctx context.Context) {
 			s.setDown(errors.New("loader closed"))
 			return
 		case endReconnect:
+			attempt = 0
 			s.logger.Info("MCP server ended the session; reconnecting")
 		case endLost:
+			// A server that stayed up for a while starts the backoff afresh; one that dies
+			// right after each start (a crash loop) keeps backing off further.
+			if time.Since(upAt) >= s.opts.backoffMax {
+				attempt = 0
+			}
 			lostErr = s.redact.err(lostErr)
-			delay := s.backoff(0)
-			attempt = 1
+			delay := s.backoff(attempt)
+			attempt++
 			s.setDown(lostErr)
 			s.logger.Warn("MCP server connection lost; restarting", "err", lostErr, "retry_in", delay)
 			if !sleep(ctx, delay) {
