@@ -509,3 +509,29 @@ func TestAuditCommand(t *testing.T) {
 		t.Fatalf("refusal records = %+v", recs)
 	}
 }
+
+func TestNonStreamingReplyAndRoundCap(t *testing.T) {
+	h := newHarness(t, Options{})
+	// newHarness's runner allows 128 rounds; this test needs a runner with a cap of 1.
+	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "m", SupportsTools: true}},
+		agent.Options{MaxToolRounds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.p.runner = runner
+	call := llm.Reply{Chunks: []llm.Chunk{
+		{Content: "Looking."},
+		{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "c1", Name: "echo", Arguments: `{"text":"x"}`}}},
+	}}
+	h.llm.Push(call, llm.Text("Done without more tools."))
+	out := &recResponder{stream: false}
+	<-h.handle(privateMsg("11", "1", "go"), out)
+	r := out.Reply(0)
+	if len(r.updates) != 0 {
+		t.Fatalf("a non-streaming reply got previews: %q", r.updates)
+	}
+	final, _ := r.Final()
+	if !strings.HasPrefix(final, "Looking.\n\n") || !strings.Contains(final, "limit of 1 tool rounds") || !strings.HasSuffix(final, "Done without more tools.") {
+		t.Fatalf("final = %q", final)
+	}
+}

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"relaybot/config"
@@ -31,11 +34,16 @@ func runServe(ctx context.Context, cfg *config.Config, args []string, stdout io.
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
 	}
-	return serve(ctx, cfg, slog.Default())
+	// A second SIGTERM or Ctrl-C during the grace period cancels the running turns at once.
+	hurry := make(chan os.Signal, 1)
+	signal.Notify(hurry, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(hurry)
+	return serve(ctx, cfg, slog.Default(), hurry)
 }
 
-// serve builds the bot from cfg, runs it until ctx ends and shuts it down.
-func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+// serve builds the bot from cfg, runs it until ctx ends and shuts it down. A value on hurry
+// (which may be nil) after ctx ended ends the grace period early.
+func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, hurry <-chan os.Signal) error {
 	b, err := build(ctx, cfg, log)
 	if err != nil {
 		if b != nil {
@@ -43,6 +51,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 		return err
 	}
+	b.hurry = hurry
 	return b.run(ctx)
 }
 
@@ -95,6 +104,21 @@ func (b *bot) run(ctx context.Context) error {
 	stopRecv() // adapters stop receiving; their handlers (the turns) keep going
 	graceCtx, cancelGrace := context.WithTimeout(context.Background(), b.grace)
 	defer cancelGrace()
+	if b.hurry != nil {
+		// Drop a signal that arrived before the shutdown began (the one that started it).
+		select {
+		case <-b.hurry:
+		default:
+		}
+		go func() {
+			select {
+			case <-b.hurry:
+				b.log.Info("second signal: cancelling running turns now")
+				cancelGrace()
+			case <-graceCtx.Done():
+			}
+		}()
+	}
 	if err := b.pipe.Shutdown(graceCtx); err != nil {
 		b.log.Error("pipeline shutdown", "err", err)
 	}
@@ -111,7 +135,7 @@ func (b *bot) run(ctx context.Context) error {
 // errNothingToServe is returned when no adapter is enabled and the web chat is off.
 var errNothingToServe = errors.New("nothing to serve: enable [telegram], [discord] or the web chat ([admin] enabled and web_chat)")
 
-// shutdownGrace is the grace period of the config, at least a moment.
+// shutdownGrace is the grace period of the config (0: cancel running turns at once).
 func shutdownGrace(cfg *config.Config) time.Duration {
 	return time.Duration(cfg.Chat.ShutdownGraceSec) * time.Second
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -109,10 +110,16 @@ enabled = false
 // result.
 func (e *env) start(cfg *config.Config) (stop func() error) {
 	e.t.Helper()
+	return e.startHurry(cfg, nil)
+}
+
+// startHurry is start with a channel standing for the second SIGTERM.
+func (e *env) startHurry(cfg *config.Config, hurry <-chan os.Signal) (stop func() error) {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	go func() { errc <- serve(ctx, cfg, log) }()
+	go func() { errc <- serve(ctx, cfg, log, hurry) }()
 	var once sync.Once
 	var err error
 	stop = func() error {
@@ -228,6 +235,9 @@ func TestServeEndToEnd(t *testing.T) {
 	final := e.waitBotText(1, "the answer with the tool round", contains("The kit said hi."))
 	if !strings.HasPrefix(final, "Checking.\n\n✓ echo ") {
 		t.Fatalf("answer = %q; want the pre-tool text, then the tool's status line", final)
+	}
+	if m := e.tg.BotMessages(1); len(m) != 1 || m[0].Edits == 0 {
+		t.Fatalf("bot messages = %+v; want one message streamed by edits", m)
 	}
 	if e.kit.Calls("echo") != 1 {
 		t.Fatalf("MCP echo called %d times", e.kit.Calls("echo"))
@@ -406,5 +416,28 @@ func TestServeGraceLetsTurnsFinish(t *testing.T) {
 	turn, err := st.Turn(context.Background(), 1)
 	if err != nil || turn.Status != store.TurnOK {
 		t.Fatalf("turn = %+v, %v", turn, err)
+	}
+}
+
+func TestServeSecondSignalEndsGrace(t *testing.T) {
+	e := newEnv(t)
+	hurry := make(chan os.Signal, 1)
+	stop := e.startHurry(e.config("shutdown_grace_sec = 600"), hurry)
+	hold := make(chan struct{})
+	defer close(hold)
+	e.llm.SetHandler(func(r llm.Request) llm.Reply {
+		return llm.Reply{Chunks: []llm.Chunk{{Content: "Never"}, {Content: " finished.", Wait: hold}}}
+	})
+	e.say(1, "slow one")
+	e.waitBotText(1, "the first words", contains("Never"))
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	e.waitLog("shutting down")
+	hurry <- os.Interrupt
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.botTexts(1); len(got) != 1 || got[0] != "Never [stopped]" {
+		t.Fatalf("answer = %q", got)
 	}
 }

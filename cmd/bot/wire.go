@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 type bot struct {
 	log   *slog.Logger
 	grace time.Duration
+	hurry <-chan os.Signal // a second signal ends the grace period; nil in tests
 	store *store.Store
 	pipe  *pipeline.Pipeline
 
@@ -241,7 +243,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		if err != nil {
 			return b, err
 		}
-		// The admin package logs the address it listens on; the web chat is at /chat there.
+		// The admin package logs the address it listens on once listening.
+		if cfg.Admin.WebChat {
+			log.Info("web chat", "url", "http://"+cfg.Admin.Listen+"/chat")
+		}
 		b.background = append(b.background, part{name: "admin", run: srv.Run})
 	}
 	if len(b.receivers) == 0 && !(cfg.Admin.Enabled && cfg.Admin.WebChat) {
@@ -259,18 +264,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 
 // pipelineOptions maps the config onto the pipeline's options.
 func pipelineOptions(cfg *config.Config) pipeline.Options {
-	vision := false
-	for _, m := range cfg.Models {
-		vision = vision || m.SupportsVision
-	}
-	maxImage := cfg.Chat.MaxImageBytes
-	if !vision {
-		maxImage = 0
-	}
 	return pipeline.Options{
 		SystemPrompt:       cfg.Agent.SystemPrompt,
 		HistoryRounds:      cfg.Agent.HistoryRounds,
-		MaxImageBytes:      maxImage,
+		MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
 		TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
 		ExceptionHandling:  cfg.Output.ExceptionHandling,
 		FailureHint:        cfg.Output.FailureHint,
