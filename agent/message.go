@@ -108,8 +108,10 @@ type Options struct {
 // responsible for every failure being "err: <message>" — arguments that are not valid JSON, an
 // unknown tool ("err: Tool not found: NAME"), a tool error or timeout — because it also records
 // them for the audit log (tools.Manager does all of this). The runner only maps empty arguments to
-// "{}" before the call, and, if an executor leaves Content empty while reporting Err, sends
-// "err: " + Err.Error().
+// "{}" before the call; if an executor leaves Content empty while reporting Err it sends
+// "err: " + Err.Error(), a panic becomes "err: tool NAME panicked: …", and an empty result goes
+// upstream as "(no output)" because providers reject empty tool messages. Execute must return
+// soon after ctx is cancelled; the runner itself stops waiting at once.
 type ToolExecutor interface {
 	Execute(ctx context.Context, call tools.Call) tools.Outcome
 }

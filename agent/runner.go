@@ -227,7 +227,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 	var deadline *time.Timer
 	if c.Timeout > 0 {
 		deadline = time.AfterFunc(c.Timeout, func() {
-			cancel(fmt.Errorf("model %s: no response within %s", c.Name, c.Timeout))
+			cancel(fmt.Errorf("no data within %s", c.Timeout))
 		})
 		defer deadline.Stop()
 	}
@@ -395,7 +395,18 @@ func (t *turn) execute(ctx context.Context, round int, call ToolCall) (out tools
 	}
 	tc := tools.Call{Round: round, ID: call.ID, Name: call.Name, Arguments: call.Arguments}
 	ch := make(chan tools.Outcome, 1)
-	go func() { ch <- t.req.Executor.Execute(ctx, tc) }()
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- tools.Outcome{
+					Content: fmt.Sprintf("err: tool %s panicked: %v", call.Name, p),
+					Status:  tools.StatusError,
+					Err:     fmt.Errorf("tool %s panicked: %v", call.Name, p),
+				}
+			}
+		}()
+		ch <- t.req.Executor.Execute(ctx, tc)
+	}()
 	select {
 	case out := <-ch:
 		return out, true

@@ -492,6 +492,42 @@ func TestNoFallbackAfterFirstChunk(t *testing.T) {
 	}
 }
 
+func TestHangAfterFirstChunkIsTheTurnsError(t *testing.T) {
+	srvs := newServers(t, 2)
+	srvs[0].Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Thinking about"}}, Hang: true})
+	srvs[1].Push(llm.Text("should never be asked"))
+	models := []agent.Model{
+		{Name: "slow", BaseURL: srvs[0].URL, Model: "a", Timeout: 200 * time.Millisecond},
+		{Name: "backup", BaseURL: srvs[1].URL, Model: "b"},
+	}
+	r, err := agent.NewRunner(models, agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, nil)
+	if res.Status != agent.StatusError || !strings.Contains(res.Err.Error(), "no data within 200ms") {
+		t.Fatalf("status %s err %v", res.Status, res.Err)
+	}
+	if res.PartialText != "Thinking about" || srvs[1].RequestCount() != 0 {
+		t.Errorf("partial %q, backup requests %d", res.PartialText, srvs[1].RequestCount())
+	}
+}
+
+type panickyExecutor struct{}
+
+func (panickyExecutor) Execute(context.Context, tools.Call) tools.Outcome { panic("boom") }
+
+func TestPanickingToolGoesBackAsError(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.ToolCalls(llm.Call{ID: "p", Name: "shell"}), llm.Text("that broke"))
+	r := newRunner(t, agent.Options{}, srv)
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: panickyExecutor{}, Stream: true}, nil)
+	mustOK(t, res)
+	if got := res.Messages[1].Content; got != "err: tool shell panicked: boom" {
+		t.Errorf("tool message = %q", got)
+	}
+}
+
 func TestToolRoundsNeverSwitchModel(t *testing.T) {
 	srvs := newServers(t, 3)
 	// Candidate 1 is down; candidate 2 serves round 1 and must serve round 2 too, even though it fails.
