@@ -139,7 +139,7 @@ func (echoLoader) Call(ctx context.Context, inv tools.Invocation) (tools.Result,
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	llm   *llm.Server
 	store *store.Store
 	rec   *tools.MemoryRecorder
@@ -164,7 +164,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newHarness(t *testing.T, opts Options) *harness {
+func newHarness(t testing.TB, opts Options) *harness {
 	t.Helper()
 	h := &harness{t: t, llm: llm.NewServer(), rec: tools.NewMemoryRecorder(), logs: &syncBuffer{}}
 	t.Cleanup(h.llm.Close)
