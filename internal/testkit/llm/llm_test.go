@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"relaybot/internal/testkit/llm"
 )
@@ -248,5 +249,30 @@ func TestGenerator(t *testing.T) {
 	after := h(llm.Request{Messages: []llm.Message{{Role: "user"}, {Role: "assistant"}, {Role: "tool"}}})
 	if len(after.Chunks) != 3 || len(after.Chunks[0].ToolCalls) != 0 {
 		t.Errorf("answer after a tool result = %+v, want text", after)
+	}
+}
+
+func TestSlowTokensAndWholeFaults(t *testing.T) {
+	s := llm.NewServer()
+	defer s.Close()
+	s.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "a"}, {Content: "b"}}, TokenDelay: time.Millisecond})
+	if ev := events(t, post(t, t.Context(), s, `{"model":"m","stream":true,`+userMsg+`}`)); len(ev) != 4 {
+		t.Errorf("slow stream events %q, want 2 chunks, finish and [DONE]", ev)
+	}
+
+	s.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "whole"}}, Cut: true})
+	body, _ := io.ReadAll(post(t, t.Context(), s, `{"model":"m",`+userMsg+`}`).Body)
+	var v any
+	if json.Unmarshal(body, &v) == nil {
+		t.Errorf("cut whole reply decoded fine: %s", body)
+	}
+
+	s.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "never"}}, Hang: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/chat/completions", strings.NewReader(`{"model":"m",`+userMsg+`}`))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Errorf("hanging whole reply answered %d", resp.StatusCode)
 	}
 }
