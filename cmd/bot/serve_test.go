@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -65,8 +68,15 @@ func newEnv(t *testing.T) *env {
 	}
 }
 
-// config is the bot's config.toml for this world, with extra TOML appended to [chat].
+// config is the bot's config.toml for this world, with extra TOML appended to [chat], and the
+// admin listener off.
 func (e *env) config(chat string) *config.Config {
+	e.t.Helper()
+	return e.configAdmin(chat, "enabled = false")
+}
+
+// configAdmin is config with the [admin] section's body.
+func (e *env) configAdmin(chat, adminSection string) *config.Config {
 	e.t.Helper()
 	text := fmt.Sprintf(`
 [storage]
@@ -97,8 +107,8 @@ name = "kit"
 transport = "http"
 url = %q
 [admin]
-enabled = false
-`, e.db, e.llm.URL, chat, e.tg.Token(), e.tg.Endpoint(), e.mcp.URL)
+%s
+`, e.db, e.llm.URL, chat, e.tg.Token(), e.tg.Endpoint(), e.mcp.URL, adminSection)
 	cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
 	if err != nil {
 		e.t.Fatalf("config: %v", err)
@@ -439,5 +449,49 @@ func TestServeSecondSignalEndsGrace(t *testing.T) {
 	}
 	if got := e.botTexts(1); len(got) != 1 || got[0] != "Never [stopped]" {
 		t.Fatalf("answer = %q", got)
+	}
+}
+
+func TestServeAdminListener(t *testing.T) {
+	e := newEnv(t)
+	stop := e.start(e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true"))
+	e.waitLog("admin listening")
+	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())
+	if m == nil {
+		t.Fatalf("no admin address in the logs:\n%s", e.logs.String())
+	}
+	base := "http://" + m[1]
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d", code)
+	}
+	if code, body := get("/chat"); code != http.StatusOK || !strings.Contains(strings.ToLower(body), "<html") {
+		t.Fatalf("/chat = %d %.200q", code, body)
+	}
+	if code, body := get("/api/v1/mcp-servers"); code != http.StatusOK || !strings.Contains(body, `"kit"`) {
+		t.Fatalf("/api/v1/mcp-servers = %d %.300q", code, body)
+	}
+
+	e.llm.Push(llm.Text("hello there"))
+	e.say(1, "hi")
+	e.waitBotText(1, "the answer", contains("hello there"))
+	waitFor(t, "the turn in the metrics", func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, `relaybot_turns_total{outcome="ok"} 1`)
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -245,7 +245,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		}
 		// The admin package logs the address it listens on once listening.
 		if cfg.Admin.WebChat {
-			log.Info("web chat", "url", "http://"+cfg.Admin.Listen+"/chat")
+			log.Info("web chat", "path", "/chat", "on", "the admin listener")
 		}
 		b.background = append(b.background, part{name: "admin", run: srv.Run})
 	}
