@@ -3,6 +3,8 @@ package discord_test
 import (
 	"bytes"
 	"context"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -502,5 +504,31 @@ func TestErrorsMapOntoAdapterErrors(t *testing.T) {
 	var rl *adapters.RateLimitError
 	if !errorsAs(err, &rl) || rl.RetryAfter != 1500*time.Millisecond {
 		t.Errorf("429: %v, want RateLimitError after 1.5s", err)
+	}
+}
+
+func TestRunLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("session", func(t *testing.T) {
+		hs := start(t, func(o *discord.Options) { o.RegisterCommands = true }, nil)
+		_, rc := hs.dm("550000000000000001", "hi")
+		r := rc.out.NewReply(hs.ctx)
+		r.Update("working on it")
+		r.Working(true)
+		hs.srv.DropGateway()
+		hs.waitFor("the resume", func() bool { return hs.srv.Resumes() == 1 })
+		if err := r.Finish(hs.ctx, "done", nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		var buf strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+		t.Errorf("%d goroutines left after Run returned (%d before):\n%s", n, before, buf.String())
 	}
 }
