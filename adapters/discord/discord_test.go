@@ -408,6 +408,7 @@ func TestWhichMessagesAreAddressed(t *testing.T) {
 		wantText string
 	}{
 		{"dm always", dtk.UserMessage{ChannelID: "520000000000000001", Content: "hello"}, true, "hello"},
+		{"dm with prefix", dtk.UserMessage{ChannelID: "520000000000000001", Content: "!ai hello"}, true, "hello"},
 		{"guild without mention", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, RoleIDs: roles, Content: "just chatting"}, false, ""},
 		{"mention", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, RoleIDs: roles, Content: "<@" + bot + "> what time", MentionBot: true}, true, "what time"},
 		{"reply to the bot", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, RoleIDs: roles, Content: "and then?", ReplyTo: botMsg.ID}, true, "and then?"},

@@ -71,6 +71,9 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 		}
 	} else {
 		text = stripMention(text, botID)
+		if a.opts.Prefix != "" {
+			text, _ = strings.CutPrefix(strings.TrimSpace(text), a.opts.Prefix)
+		}
 	}
 	in.Addressed = true
 	in.Text = strings.TrimSpace(text)
