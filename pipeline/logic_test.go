@@ -256,11 +256,14 @@ func TestSchedulerInterruptAndStop(t *testing.T) {
 	}
 	ctx3, cancel3 := context.WithCancelCause(context.Background())
 	s.started("k", third, cancel3)
-	if !s.stop("k", ErrStopped) || !errors.Is(context.Cause(ctx3), ErrStopped) {
+	if running, stopped := s.stop("k", ErrStopped, func(adapters.Inbound) bool { return false }); !running || stopped || ctx3.Err() != nil {
+		t.Fatal("a refused stop cancelled the running turn")
+	}
+	if _, stopped := s.stop("k", ErrStopped, nil); !stopped || !errors.Is(context.Cause(ctx3), ErrStopped) {
 		t.Fatal("stop did not cancel the running turn")
 	}
 	s.leave("k", third)
-	if s.stop("k", ErrStopped) {
+	if running, _ := s.stop("k", ErrStopped, nil); running {
 		t.Fatal("stop reported a running turn in an idle conversation")
 	}
 }

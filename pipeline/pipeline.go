@@ -287,8 +287,17 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		p.reset(key, out, log)
 		return
 	case "stop":
-		if !p.sched.stop(key.String(), ErrStopped) {
+		// In a chat shared by a group, only the member who asked (or an admin) stops an answer.
+		admin := p.access.isAdmin(in)
+		running, stopped := p.sched.stop(key.String(), ErrStopped, func(started adapters.Inbound) bool {
+			return admin || started.UserID == in.UserID
+		})
+		switch {
+		case !running:
 			p.notice(out, "Nothing to stop.", log)
+		case !stopped:
+			log.Info("pipeline: /stop refused: not the asker's turn")
+			p.notice(out, "Only the person who asked, or an admin, can stop this answer.", log)
 		}
 		return
 	case "audit":

@@ -194,16 +194,20 @@ func (s *scheduler) leave(key string, t *ticket) {
 	}
 }
 
-// stop cancels the running turn of a conversation with cause; it reports whether one ran.
-func (s *scheduler) stop(key string, cause error) bool {
+// stop cancels the running turn of a conversation with cause when may allows it for the message
+// that started the turn. It reports whether a turn ran, and whether it was cancelled.
+func (s *scheduler) stop(key string, cause error, may func(started adapters.Inbound) bool) (running, stopped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.sessions[key]
 	if ss == nil || ss.running == nil || ss.running.cancel == nil {
-		return false
+		return false, false
+	}
+	if may != nil && !may(ss.running.in) {
+		return true, false
 	}
 	ss.running.cancel(cause)
-	return true
+	return true, true
 }
 
 // cancelAll cancels every running turn and drops every waiting ticket, with cause.

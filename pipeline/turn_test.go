@@ -535,3 +535,44 @@ func TestNonStreamingReplyAndRoundCap(t *testing.T) {
 		t.Fatalf("final = %q", final)
 	}
 }
+
+func TestStopInSharedGroupNeedsTheAsker(t *testing.T) {
+	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:99"}}})
+	hold := make(chan struct{})
+	defer close(hold)
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Thinking"}, {Content: " hard", Wait: hold}}})
+	group := func(user, text, cmd string) adapters.Inbound {
+		return adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "-5"}, Kind: adapters.Group,
+			UserID: user, UserName: "u" + user, Text: text, Command: cmd, Addressed: true}
+	}
+	out := &recResponder{stream: true}
+	done := h.handle(group("1", "question", ""), out)
+	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Thinking" })
+
+	other := &recResponder{}
+	<-h.handle(group("2", "", "stop"), other)
+	if n := other.Notices(); len(n) != 1 || !strings.Contains(n[0], "Only the person who asked") {
+		t.Fatalf("another member's /stop: %q", n)
+	}
+	if _, finished := out.Reply(0).Final(); finished {
+		t.Fatal("another member stopped the answer")
+	}
+	<-h.handle(group("99", "", "stop"), &recResponder{})
+	<-done
+	if final, _ := out.Reply(0).Final(); final != "Thinking [stopped]" {
+		t.Fatalf("final = %q after an admin's /stop", final)
+	}
+	reqs := h.llm.Requests()
+	if got := lastUserContent(reqs[0]); got != "[u1] question" {
+		t.Fatalf("a shared group's message reached the model as %q; want the speaker's name", got)
+	}
+}
+
+func lastUserContent(r llm.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
