@@ -591,7 +591,7 @@ func BenchmarkManagerCall(b *testing.B) {
 		if out := f.m.ForTurn(info, nil).Execute(ctx, call); out.Status != tools.StatusOK {
 			b.Fatal(out.Content)
 		}
-		if i++; i%4096 == 0 {
+		if i++; i%1024 == 0 {
 			f.rec.Reset() // keep memory flat; amortised cost is negligible
 		}
 	}
@@ -607,7 +607,7 @@ func BenchmarkExecute(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		turn.Execute(ctx, call)
-		if i++; i%4096 == 0 {
+		if i++; i%1024 == 0 {
 			f.rec.Reset()
 		}
 	}

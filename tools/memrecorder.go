@@ -80,5 +80,6 @@ func (m *MemoryRecorder) Events() []RecorderEvent {
 func (m *MemoryRecorder) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.rows, m.events, m.byID = nil, nil, nil
+	m.rows, m.events = m.rows[:0], m.events[:0]
+	clear(m.byID)
 }
