@@ -20,14 +20,14 @@ var skipped = map[atom.Atom]bool{
 var (
 	blocks = map[atom.Atom]bool{
 		atom.Div: true, atom.Br: true, atom.Li: true, atom.Tr: true, atom.Dt: true, atom.Dd: true,
-		atom.Ul: true, atom.Ol: true, atom.Dl: true, atom.Table: true, atom.Form: true, atom.Nav: true,
+		atom.Form: true, atom.Nav: true,
 		atom.Header: true, atom.Footer: true, atom.Main: true, atom.Aside: true, atom.Figure: true,
 		atom.Figcaption: true, atom.Caption: true, atom.Hr: true, atom.Address: true, atom.Details: true,
 		atom.Summary: true, atom.Body: true, atom.Html: true,
 	}
 	paragraphs = map[atom.Atom]bool{
 		atom.P: true, atom.H1: true, atom.H2: true, atom.H3: true, atom.H4: true, atom.H5: true,
-		atom.H6: true, atom.Pre: true, atom.Blockquote: true, atom.Section: true, atom.Article: true,
+		atom.H6: true, atom.Pre: true, atom.Ul: true, atom.Ol: true, atom.Dl: true, atom.Table: true, atom.Blockquote: true, atom.Section: true, atom.Article: true,
 	}
 	headingLevel = map[atom.Atom]int{atom.H1: 1, atom.H2: 2, atom.H3: 3, atom.H4: 4, atom.H5: 5, atom.H6: 6}
 )
@@ -77,6 +77,7 @@ type textWriter struct {
 	line      strings.Builder
 	prefix    string // goes before the current line's text ("# ", "- ")
 	blankDone bool   // the output ends with a blank line (or is empty)
+	inItem    int    // depth of list items: paragraphs inside them take no blank lines
 }
 
 func (w *textWriter) flush() {
@@ -94,6 +95,9 @@ func (w *textWriter) flush() {
 
 func (w *textWriter) paragraphBreak() {
 	w.flush()
+	if w.inItem > 0 {
+		return
+	}
 	if !w.blankDone && w.out.Len() > 0 {
 		w.out.WriteByte('\n')
 	}
@@ -140,6 +144,8 @@ func (w *textWriter) walk(n *html.Node, pre bool) {
 	}
 	if a == atom.Li {
 		w.prefix = "- "
+		w.inItem++
+		defer func() { w.inItem-- }()
 	}
 	for c := n.FirstChild; c != nil; c = c.NextSibling {
 		w.walk(c, pre || a == atom.Pre)

@@ -174,7 +174,7 @@ func TestFetchReadableText(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPage := "URL: " + s.URL + "/page\nTitle: Relay & Bot\n\nHome\n\n# Release notes\n\nVersion 2.0 is out. It streams replies.\n\n" +
-		"- Faster\n\n- Safer\n\nTool | Calls\nfetch_url | 12\n\ngo test\n  -race\n\n[image: a chart]\n\nCafé <3"
+		"- Faster\n- Safer\n\nTool | Calls\nfetch_url | 12\n\ngo test\n  -race\n\n[image: a chart]\n\nCafé <3"
 	tests := []struct {
 		path    string
 		want    string
