@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"relaybot/adapters/discord"
 	"relaybot/config"
+	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	mcpkit "relaybot/internal/testkit/mcp"
 	tgkit "relaybot/internal/testkit/telegram"
@@ -50,6 +52,8 @@ type env struct {
 	mcp  *mcpkit.HTTPServer
 	db   string
 	logs *syncBuffer
+	// discord, when set, is a [discord] section that replaces Telegram.
+	discord string
 }
 
 func newEnv(t *testing.T) *env {
@@ -94,21 +98,22 @@ track_function_calls = true
 %s
 [access]
 deny_users = ["telegram:666"]
-admins = ["telegram:100"]
+admins = ["telegram:100", "discord:700"]
 [tools]
 plugins = []
 native = ["current_time"]
 [telegram]
-enabled = true
+enabled = %t
 token = %q
 api_endpoint = %q
+%s
 [[mcp.servers]]
 name = "kit"
 transport = "http"
 url = %q
 [admin]
 %s
-`, e.db, e.llm.URL, chat, e.tg.Token(), e.tg.Endpoint(), e.mcp.URL, adminSection)
+`, e.db, e.llm.URL, chat, e.discord == "", e.tg.Token(), e.tg.Endpoint(), e.discord, e.mcp.URL, adminSection)
 	cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
 	if err != nil {
 		e.t.Fatalf("config: %v", err)
@@ -490,6 +495,64 @@ func TestServeAdminListener(t *testing.T) {
 	waitFor(t, "the turn in the metrics", func() bool {
 		_, body := get("/metrics")
 		return strings.Contains(body, `relaybot_turns_total{outcome="ok"} 1`)
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeDiscord(t *testing.T) {
+	e := newEnv(t)
+	dc := dtk.New(dtk.Config{})
+	t.Cleanup(dc.Close)
+	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
+	stop := e.start(e.config(""))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := dc.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const dm, user, admin = "500000000000000001", "600", "700"
+	botMsgs := func(ch string) []dtk.Message { return dc.BotMessages(ch) }
+
+	hold := make(chan struct{})
+	defer close(hold)
+	e.llm.SetHandler(func(r llm.Request) llm.Reply {
+		return llm.Reply{Chunks: []llm.Chunk{{Content: "Streaming along"}, {Content: " forever", Wait: hold}}}
+	})
+	if _, err := dc.Post(dtk.UserMessage{ChannelID: dm, AuthorID: user, Content: "talk"}); err != nil {
+		t.Fatal(err)
+	}
+	var msg dtk.Message
+	waitFor(t, "the streamed reply with its Stop button", func() bool {
+		for _, m := range botMsgs(dm) {
+			if strings.Contains(m.Content, "Streaming along") && len(m.Buttons) > 0 {
+				msg = m
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := dc.ClickButton(msg.ID, discord.StopButtonID, user, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stopped answer", func() bool {
+		m, ok := dc.Message(msg.ID)
+		return ok && m.Content == "Streaming along [stopped]"
+	})
+
+	// /audit from a Discord admin lists the calls; the list is empty here but answered.
+	const adminDM = "500000000000000002"
+	if _, err := dc.Post(dtk.UserMessage{ChannelID: adminDM, AuthorID: admin, Content: "/audit"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the admin's /audit answer", func() bool {
+		for _, m := range botMsgs(adminDM) {
+			if strings.Contains(m.Content, "No tool calls") {
+				return true
+			}
+		}
+		return false
 	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
