@@ -576,3 +576,28 @@ func lastUserContent(r llm.Request) string {
 	}
 	return ""
 }
+
+func TestGlobalTurnLimit(t *testing.T) {
+	h := newHarness(t, Options{MaxTurnsInFlight: 1, TurnWait: 50 * time.Millisecond})
+	hold := make(chan struct{})
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "busy", Wait: hold}}}, llm.Text("later"))
+	first := &recResponder{stream: true}
+	done := h.handle(privateMsg("1", "1", "hold the slot"), first)
+	waitFor(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
+
+	second := &recResponder{stream: true}
+	<-h.handle(privateMsg("2", "1", "no slot for me"), second)
+	if n := second.Notices(); len(n) != 1 || n[0] != DefaultBusyText {
+		t.Fatalf("notices = %q; a message that found no free slot must be told the bot is busy", n)
+	}
+	if second.Reply(0) != nil {
+		t.Fatal("a turn ran past the global limit")
+	}
+	close(hold)
+	<-done
+	third := &recResponder{stream: true}
+	<-h.handle(privateMsg("2", "2", "now?"), third)
+	if final, _ := third.Reply(0).Final(); final != "later" {
+		t.Fatalf("after the slot freed: %q", final)
+	}
+}

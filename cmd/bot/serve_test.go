@@ -341,6 +341,10 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("interrupted answer = %q", sig)
 	}
 
+	if got := e.botTexts(666); len(got) != 0 {
+		t.Fatalf("the denied user got %q", got)
+	}
+
 	st := e.openStore()
 	ctx := context.Background()
 	rows, _, err := st.ToolCalls(ctx, store.ToolCallFilter{Limit: 100})
