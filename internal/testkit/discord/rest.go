@@ -199,6 +199,20 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, req *request) {
 		s.finish(w, r, req, f, 0, errorBody(0, http.StatusText(f)), nil)
 		return
 	}
+	tokenAuth := req.route == RouteInteractionCallback || strings.HasPrefix(string(req.route), "webhook_")
+	if !tokenAuth {
+		if retry, limited := s.spendGlobalLocked(); limited {
+			s.mu.Unlock()
+			hdr := http.Header{}
+			hdr.Set("X-RateLimit-Global", "true")
+			hdr.Set("X-RateLimit-Scope", "global")
+			hdr.Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+			s.finish(w, r, req, http.StatusTooManyRequests, retry, map[string]any{
+				"message": "You are being rate limited.", "retry_after": retry.Seconds(), "global": true,
+			}, hdr)
+			return
+		}
+	}
 	var hdr http.Header
 	if req.route == RouteCreateMessage || req.route == RouteEditMessage {
 		var retry time.Duration
@@ -228,6 +242,19 @@ func (s *Server) takeFaultLocked(route Route) int {
 		}
 	}
 	return 0
+}
+
+// spendGlobalLocked charges one request to the bot's global bucket (a fixed window).
+func (s *Server) spendGlobalLocked() (time.Duration, bool) {
+	now := time.Now()
+	if !now.Before(s.global.resetAt) {
+		s.global = bucket{resetAt: now.Add(s.cfg.GlobalWindow)}
+	}
+	if s.global.count >= s.cfg.GlobalN {
+		return s.global.resetAt.Sub(now), true
+	}
+	s.global.count++
+	return 0, false
 }
 
 // spendLocked charges one request to the channel's bucket. Discord's buckets are fixed windows:

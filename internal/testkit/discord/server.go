@@ -5,7 +5,7 @@
 // The server keeps what a user would see in every channel (the current content of each message,
 // in order, with buttons, attachments and who was pinged), records every REST call with its time,
 // enforces Discord's per-channel budget (5 requests per 5 seconds, creates and edits share it)
-// with real 429 responses, and injects faults on demand: deleted messages, 5xx answers, 429
+// and the global one (50 requests per second) with real 429 responses, and injects faults on demand: deleted messages, 5xx answers, 429
 // storms and dropped gateway connections.
 package discord
 
@@ -59,6 +59,10 @@ type Config struct {
 	// BudgetN requests per BudgetWindow per channel for creates and edits (default 5 per 5 s).
 	BudgetN      int
 	BudgetWindow time.Duration
+	// GlobalN requests per GlobalWindow for the whole bot, every REST request with the bot
+	// token counted (default 50 per second, Discord's global limit).
+	GlobalN      int
+	GlobalWindow time.Duration
 	// HeartbeatInterval announced in hello (default 41.25 s, Discord's usual value).
 	HeartbeatInterval time.Duration
 }
@@ -151,6 +155,7 @@ type Server struct {
 	order        map[string][]string // channel id → message ids in order
 	calls        []Call
 	buckets      map[string]*bucket
+	global       bucket
 	faults       []*fault
 	storms       []*storm
 	commands     []Command
@@ -209,6 +214,12 @@ func New(cfg Config) *Server {
 	}
 	if cfg.BudgetWindow == 0 {
 		cfg.BudgetWindow = 5 * time.Second
+	}
+	if cfg.GlobalN == 0 {
+		cfg.GlobalN = 50
+	}
+	if cfg.GlobalWindow == 0 {
+		cfg.GlobalWindow = time.Second
 	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = 41250 * time.Millisecond

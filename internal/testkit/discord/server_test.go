@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func do(t *testing.T, s *Server, method, path, auth, body string) (*http.Response, map[string]any) {
@@ -74,5 +75,19 @@ func TestChannelBudgetAndErrors(t *testing.T) {
 	}
 	if n := len(s.CallsTo(RouteCreateMessage, RouteEditMessage)); n != 10 {
 		t.Errorf("recorded %d message calls, want 10", n)
+	}
+}
+
+func TestGlobalLimit(t *testing.T) {
+	s := New(Config{GlobalN: 3, GlobalWindow: time.Minute})
+	defer s.Close()
+	for i := 0; i < 3; i++ {
+		if resp, _ := do(t, s, "GET", "/gateway/bot", "Bot "+s.Token(), ""); resp.StatusCode != 200 {
+			t.Fatalf("request %d: HTTP %d", i, resp.StatusCode)
+		}
+	}
+	resp, body := do(t, s, "GET", "/gateway", "Bot "+s.Token(), "")
+	if resp.StatusCode != 429 || body["global"] != true || resp.Header.Get("X-RateLimit-Global") != "true" {
+		t.Errorf("fourth request: HTTP %d %v, want a global 429", resp.StatusCode, body)
 	}
 }
