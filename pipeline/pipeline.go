@@ -258,16 +258,18 @@ func (p *Pipeline) Queued() int { return p.sched.depth() }
 // has been delivered and saved.
 func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
 	log := p.log.With("platform", in.Chat.Platform, "chat", in.Chat.ChatID, "user", in.UserID)
-	if !p.enter() {
-		log.Info("pipeline: message refused: shutting down", "message", in.MessageID)
-		return
-	}
-	defer p.running.Done()
-
 	if ok, why := p.access.allowed(in); !ok {
 		log.Warn("pipeline: message refused by access rules", "reason", why, "message", in.MessageID)
 		return
 	}
+	if !p.enter() {
+		// A message the adapter accepted just before it stopped receiving.
+		log.Info("pipeline: message refused: shutting down", "message", in.MessageID)
+		p.notice(out, p.opts.ShutdownText, log)
+		return
+	}
+	defer p.running.Done()
+
 	cmd, args := commandOf(in)
 	if cmd != "stop" {
 		if ok, first := p.rate.allow(string(in.Chat.Platform)+":"+in.UserID, p.opts.Now()); !ok {

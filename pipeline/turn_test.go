@@ -476,6 +476,9 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 	if out.Reply(1) != nil {
 		t.Fatal("a message after shutdown was answered")
 	}
+	if n := out.Notices(); len(n) != 1 || n[0] != DefaultShutdownText {
+		t.Fatalf("notices = %q; a message after shutdown must be told to come back", n)
+	}
 }
 
 type fakeAudit struct{ got AuditFilter }
