@@ -1,11 +1,15 @@
 package discord
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
@@ -63,12 +67,37 @@ func (t *rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if resp.StatusCode == http.StatusTooManyRequests &&
+		(resp.Header.Get("X-RateLimit-Global") == "true" || resp.Header.Get("X-RateLimit-Scope") == "global") {
+		markGlobal(resp)
+	}
 	for k := range resp.Header {
 		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Ratelimit-") {
 			resp.Header.Del(k)
 		}
 	}
 	return resp, nil
+}
+
+// globalBucket marks a 429 of Discord's global limit. discordgo's RateLimitError keeps only the
+// bucket, message and retry_after of a 429 body, so the transport writes this into the body's
+// bucket field when the headers say the limit is global; classify reads it back.
+const globalBucket = "relaybot:global"
+
+// markGlobal rewrites a global 429's JSON body to carry globalBucket; other bodies are left alone.
+func markGlobal(resp *http.Response) {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	var body map[string]any
+	if err == nil && json.Unmarshal(data, &body) == nil {
+		body["bucket"] = globalBucket
+		if b, err := json.Marshal(body); err == nil {
+			data = b
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.ContentLength = int64(len(data))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(data)))
 }
 
 // Discord JSON error codes the adapter acts on.
@@ -86,7 +115,8 @@ func classify(what string, err error) error {
 	}
 	var rl *discordgo.RateLimitError
 	if errors.As(err, &rl) {
-		return fmt.Errorf("discord: %s: %w", what, &adapters.RateLimitError{RetryAfter: rl.RetryAfter, Err: err})
+		global := rl.RateLimit != nil && rl.TooManyRequests != nil && rl.Bucket == globalBucket
+		return fmt.Errorf("discord: %s: %w", what, &adapters.RateLimitError{RetryAfter: rl.RetryAfter, Global: global, Err: err})
 	}
 	var re *discordgo.RESTError
 	if errors.As(err, &re) && re.Response != nil {
