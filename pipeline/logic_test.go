@@ -176,11 +176,14 @@ func TestView(t *testing.T) {
 	if got := quiet.render(); got != "Before.\n\nAfter" {
 		t.Fatalf("without tracking: %q", got)
 	}
-	if got := quiet.withNote("[stopped]"); got != "Before.\n\nAfter [stopped]" {
+	if got := quiet.withNote("[stopped]", true); got != "Before.\n\nAfter [stopped]" {
 		t.Fatalf("stopped mid-sentence: %q", got)
 	}
 	empty := &view{}
-	if got := empty.withNote("Request failed."); got != "Request failed." {
+	if got := quiet.withNote("Request failed.", false); got != "Before.\n\nAfter\n\nRequest failed." {
+		t.Fatalf("failure after a partial answer: %q", got)
+	}
+	if got := empty.withNote("Request failed.", false); got != "Request failed." {
 		t.Fatalf("failure without an answer: %q", got)
 	}
 }

@@ -117,29 +117,16 @@ func (v *view) render() string {
 	return strings.Join(parts, "\n\n")
 }
 
-// answer reports whether the model wrote any text the user can see.
-func (v *view) answer() bool {
-	if strings.TrimSpace(v.text) != "" {
-		return true
-	}
-	for _, b := range v.blocks {
-		if b.text != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// withNote returns the answer with a note (a failure hint, an error, the stopped marker) after it.
-func (v *view) withNote(note string) string {
+// withNote returns the answer with a note after it: inline (the stopped marker ends the sentence
+// that was cut short) or as a paragraph of its own (a failure hint or error).
+func (v *view) withNote(note string, inline bool) string {
 	text := v.render()
 	switch {
 	case note == "":
 		return text
 	case text == "":
 		return note
-	case v.answer() && strings.TrimSpace(v.text) != "":
-		// The note ends the sentence that was cut short.
+	case inline && strings.TrimSpace(v.text) != "":
 		return strings.TrimRight(text, " \n") + " " + note
 	default:
 		return text + "\n\n" + note

@@ -103,7 +103,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	if partial != "" {
 		v.setText(partial)
 	}
-	text := v.withNote(note)
+	text := v.withNote(note, status == store.TurnCancelled || status == store.TurnInterrupted)
 	reply.Working(false)
 	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
 	if err := reply.Finish(dctx, text, files); err != nil {

@@ -429,8 +429,8 @@ func TestFailureHandling(t *testing.T) {
 		mode string
 		want string
 	}{
-		{"show-hint", "Partial Request failed."},
-		{"show-error", "Partial Error: "},
+		{"show-hint", "Partial\n\nRequest failed."},
+		{"show-error", "Partial\n\nError: "},
 		{"hide", "Partial"},
 	} {
 		t.Run(tt.mode, func(t *testing.T) {
