@@ -31,7 +31,7 @@ func discordgoAPI() string { return strings.TrimSuffix(discordgo.EndpointAPI, "/
 // API base. It also removes the X-RateLimit-* headers from answers before discordgo sees them:
 // discordgo's buckets would otherwise sleep (uncancellably, holding a lock) before the next
 // request, while pacing is owned by the delivery engine. 429 answers keep their body, so the
-// engine still learns retry_after.
+// engine still learns retry_after (and, through globalBucket, whether the limit was global).
 type rewriter struct {
 	from string   // "https://discord.com/api/v9"
 	to   *url.URL // the configured base
