@@ -423,7 +423,7 @@ func TestRedaction(t *testing.T) {
 	}
 	r := f.rec.Records()[0]
 	wantArgs := `{"Cookie":"[redacted]","client_secret":"[redacted]","headers":{"Accept":"text/html","Authorization":"[redacted]","X-Api-Key":"[redacted]"},` +
-		`"list":[{"access_token":"[redacted]","nested":{"PASSWORD":"[redacted]","user":"ann"}},"plain"],"max_tokens":"[redacted]","query":"weather"}`
+		`"list":[{"access_token":"[redacted]","nested":{"PASSWORD":"[redacted]","user":"ann"}},"plain"],"max_tokens":5,"query":"weather"}`
 	if r.Arguments != wantArgs {
 		t.Fatalf("audited arguments\n%s\nwant\n%s", r.Arguments, wantArgs)
 	}

@@ -21,7 +21,7 @@ var secretKeyParts = [...]string{"token", "password", "passwd", "secret", "apike
 
 // IsSecretKey reports whether values under key are redacted: keys containing token, password,
 // passwd, secret, api_key (or api-key, apikey), authorization, cookie, credential or private_key,
-// in any case.
+// in any case. Token counts such as max_tokens or total_tokens are not secrets.
 func IsSecretKey(key string) bool {
 	var buf [64]byte
 	norm := buf[:0]
@@ -31,8 +31,28 @@ func IsSecretKey(key string) bool {
 		}
 	}
 	k := string(norm)
+	if isTokenCount(k) {
+		return false
+	}
 	for _, p := range secretKeyParts {
 		if strings.Contains(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenCountPrefixes name LLM token counts ("max_tokens", "prompt_tokens"): numbers that share
+// the word "token" with credentials but hide nothing, and that admins need to read.
+var tokenCountPrefixes = [...]string{"max", "min", "total", "prompt", "completion", "input", "output", "num", "used", "reasoning", "cached"}
+
+func isTokenCount(k string) bool {
+	base, ok := strings.CutSuffix(k, "tokens")
+	if !ok {
+		return false
+	}
+	for _, p := range tokenCountPrefixes {
+		if base == p {
 			return true
 		}
 	}

@@ -18,6 +18,7 @@ func TestIsSecretKey(t *testing.T) {
 		{"API KEY", true}, {"Authorization", true}, {"proxy-authorization", true},
 		{"cookie", true}, {"Set-Cookie", true}, {"credentials", true}, {"private_key", true},
 		{"query", false}, {"url", false}, {"author", false}, {"key", false}, {"keyword", false}, {"", false},
+		{"max_tokens", false}, {"totalTokens", false}, {"prompt-tokens", false}, {"access_tokens", true}, {"tokens", true},
 	}
 	for _, tc := range tests {
 		if got := tools.IsSecretKey(tc.key); got != tc.want {
