@@ -5,7 +5,7 @@
 # The image runs `bot serve` with BOT_CONFIG=/etc/relaybot/config.toml and keeps the SQLite
 # database in the /data volume (BOT_DB=/data/bot.db, which the shipped config.toml reads).
 # Mount your own config.toml over /etc/relaybot/config.toml; to reach the admin page from
-# outside the container set [admin] listen = "0.0.0.0:8080" and a token (BOT_ADMIN_TOKEN).
+# outside the container set BOT_ADMIN_LISTEN=0.0.0.0:8080 and a token (BOT_ADMIN_TOKEN).
 # Stdio MCP servers run inside this image, which has no shell, node or python: prefer MCP
 # servers over "http" or "sse", or build an image FROM this one that adds their runtime.
 
