@@ -127,6 +127,26 @@ type Server struct {
 	handler  Handler
 	queue    []Reply
 	requests []Request
+	streamed func(Streamed)
+}
+
+// Streamed describes a stream whose scripted chunks were all sent.
+type Streamed struct {
+	Request Request
+	// Chunks is the number of delta chunks sent (content and tool-call fragments), not counting
+	// the finish and usage chunks.
+	Chunks int
+	// LastChunk is when the last delta chunk was written and flushed: the model's last token.
+	LastChunk time.Time
+}
+
+// OnStreamed makes f hear of every streamed reply once its last scripted chunk went out (before
+// the finish chunk; cut and hanging replies included). The load tool uses it to time the
+// model's last token. f runs on the request's goroutine and may be called concurrently.
+func (s *Server) OnStreamed(f func(Streamed)) {
+	s.mu.Lock()
+	s.streamed = f
+	s.mu.Unlock()
 }
 
 // NewServer starts a fake API that answers from its queue (see Push) until SetHandler is called.
@@ -358,6 +378,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 		if !send(wireChunk{Choices: []wireChoice{{Delta: d}}}) {
 			return
 		}
+	}
+	s.mu.Lock()
+	observe := s.streamed
+	s.mu.Unlock()
+	if observe != nil {
+		observe(Streamed{Request: req, Chunks: len(reply.Chunks), LastChunk: time.Now()})
 	}
 	if reply.Hang {
 		s.hang(r)

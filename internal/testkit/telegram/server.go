@@ -37,6 +37,10 @@ type Options struct {
 	// Tests shorten it (with the client's matching option) to keep 429 storms quick.
 	RetryAfterUnit time.Duration
 	MaxTextLen     int // UTF-16 units; default 4096
+	// OnCall, when set, hears of every call (getUpdates included) right after its answer was
+	// written, on the request's goroutine; it may be called concurrently. The load tool times
+	// deliveries with it instead of polling Calls.
+	OnCall func(Call)
 }
 
 func (o *Options) defaults() {
@@ -468,9 +472,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			body["parameters"] = map[string]any{"retry_after": aerr.retryAfter}
 		}
 		writeJSON(w, aerr.code, body)
-		return
+	} else {
+		writeJSON(w, 200, map[string]any{"ok": true, "result": result})
 	}
-	writeJSON(w, 200, map[string]any{"ok": true, "result": result})
+	if s.opts.OnCall != nil {
+		s.opts.OnCall(call)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

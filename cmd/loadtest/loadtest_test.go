@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"relaybot/internal/testkit/llm"
+)
+
+// TestMain lets the test binary play the baseline child, as the loadtest binary does.
+func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "baseline" {
+		if err := baselineMain(context.Background(), os.Args[1:], os.Stdout); err != nil {
+			os.Stderr.WriteString("baseline: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestTinyLoad runs the whole tool end to end against a freshly built bot: three chats, two turns
+// each, half of the turns calling a tool, and checks what a user of the report relies on: every
+// answer arrived whole, no 429, every turn and audit row in the database, the baseline measured.
+func TestTinyLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bot")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin, err := buildBot(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		latency time.Duration
+		tool    string
+		profile bool // a CPU profile slice lasts 5 s: only once
+	}{
+		{"native tool", 0, "current_time", false},
+		{"mcp tool", 20 * time.Millisecond, "sleep", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prof := ""
+			if tc.profile {
+				prof = filepath.Join(t.TempDir(), "prof")
+			}
+			rep, err := Run(ctx, Options{
+				Chats: 3, Turns: 2, Ramp: 100 * time.Millisecond,
+				Rate: 400, Tokens: 20, ToolShare: 0.5, ToolLatency: tc.latency,
+				Bot: bin, Baseline: true, ProfileDir: prof, WorkDir: t.TempDir(),
+				TurnTimeout: 30 * time.Second,
+			})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if rep.TurnsSent != 6 || rep.TurnsDone != 6 || rep.TurnsTimedOut != 0 {
+				t.Errorf("turns sent/done/timed out = %d/%d/%d, want 6/6/0", rep.TurnsSent, rep.TurnsDone, rep.TurnsTimedOut)
+			}
+			if rep.HTTP429 != 0 || rep.FailedCalls != 0 || rep.LateCalls != 0 {
+				t.Errorf("429s %d, failed calls %d, calls after the final text %d; want none", rep.HTTP429, rep.FailedCalls, rep.LateCalls)
+			}
+			db := rep.DB
+			if db.TurnsExpected != 6 || db.Turns != 6 || db.TurnsOK != 6 {
+				t.Errorf("db turns expected/in db/ok = %d/%d/%d, want 6/6/6 (%v)", db.TurnsExpected, db.Turns, db.TurnsOK, db.TurnStatuses)
+			}
+			if db.AuditExpected != 3 || db.AuditRows != 3 || db.AuditOK != 3 {
+				t.Errorf("audit rows expected/in db/ok = %d/%d/%d, want 3/3/3", db.AuditExpected, db.AuditRows, db.AuditOK)
+			}
+			if rep.Tool != tc.tool {
+				t.Errorf("tool = %q, want %q", rep.Tool, tc.tool)
+			}
+			// 6 answers of 20 tokens, 3 tool calls of one chunk each.
+			if rep.Streams != 9 || rep.StreamedTokens != 123 {
+				t.Errorf("model streams/tokens = %d/%d, want 9/123", rep.Streams, rep.StreamedTokens)
+			}
+			if rep.FirstText.N != 6 || rep.Final.N != 6 {
+				t.Errorf("latency samples first/final = %d/%d, want 6/6", rep.FirstText.N, rep.Final.N)
+			}
+			if rep.Baseline == nil || rep.Baseline.Tokens != int64(rep.Baseline.Streams*20) || rep.CPURatio <= 0 {
+				t.Errorf("baseline = %+v, ratio %v; want every token read and a ratio", rep.Baseline, rep.CPURatio)
+			}
+			if rep.GoroutinesIdle <= 0 || rep.GoroutinesAfter <= 0 {
+				t.Errorf("goroutines idle/after = %d/%d, want both read from the bot", rep.GoroutinesIdle, rep.GoroutinesAfter)
+			}
+			if tc.profile && len(rep.Profiles) < 3 {
+				t.Errorf("profiles = %q, want the cpu, heap and goroutine files", rep.Profiles)
+			}
+			var text strings.Builder
+			rep.WriteText(&text)
+			if !strings.Contains(text.String(), "turns 6/6 expected (6 ok), audit rows 3/3 expected (3 ok)") {
+				t.Errorf("text report lacks the database line:\n%s", text.String())
+			}
+		})
+	}
+}
+
+func TestLatency(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	got := latency(ds)
+	want := Latency{N: 100, P50: 50, P95: 95, P99: 99, Max: 100}
+	if got != want {
+		t.Errorf("latency = %+v, want %+v", got, want)
+	}
+	if got := latency(nil); got != (Latency{}) {
+		t.Errorf("latency(nil) = %+v, want zero", got)
+	}
+}
+
+func TestBudgetFree(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms ...int) []time.Time {
+		var out []time.Time
+		for _, m := range ms {
+			out = append(out, t0.Add(time.Duration(m)*time.Millisecond))
+		}
+		return out
+	}
+	many := make([]int, 30)
+	for i := range many {
+		many[i] = 9100 + i*10
+	}
+	for _, tc := range []struct {
+		name   string
+		chat   []time.Time
+		global []time.Time
+		want   bool
+	}{
+		{"quiet", nil, nil, true},
+		{"two in the chat's window", at(7500, 9000), at(7500, 9000), true},
+		{"three in the chat's window", at(7100, 8000, 9000), at(7100, 8000, 9000), false},
+		{"three, one just outside", at(7000, 8000, 9000), at(7000, 8000, 9000), true},
+		{"global second full", nil, at(many...), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := budgetFree(tc.chat, tc.global, t0.Add(10*time.Second)); got != tc.want {
+				t.Errorf("budgetFree = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTurnOf(t *testing.T) {
+	req := llm.Request{Messages: []llm.Message{
+		{Role: "system", Content: "sys"},
+		{Role: "user", Content: userText(1, 0)},
+		{Role: "assistant", Content: "old"},
+		{Role: "user", Content: userText(12, 3)},
+		{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "c", Name: "current_time"}}},
+		{Role: "tool", ToolCallID: "c", Content: "now"},
+	}}
+	if chat, turn, ok := turnOf(req); !ok || chat != 12 || turn != 3 {
+		t.Errorf("turnOf = %d, %d, %v; want 12, 3, true", chat, turn, ok)
+	}
+	base := llm.Request{Messages: []llm.Message{{Role: "user", Content: "baseline 7"}}}
+	if _, _, ok := turnOf(base); ok {
+		t.Error("turnOf found a turn in a baseline request")
+	}
+}
+
+func TestKeepAliveGoroutines(t *testing.T) {
+	dump := "goroutine profile: total 9\n" +
+		"3 @ 0x1 0x2\n#\t0x1\tnet/http.(*persistConn).readLoop+0x171\n\n" +
+		"3 @ 0x1 0x3\n#\t0x1\tnet/http.(*persistConn).writeLoop+0xe5\n\n" +
+		"3 @ 0x1 0x4\n#\t0x1\trelaybot/store.(*auditWriter).run+0x124\n"
+	if got := keepAliveGoroutines([]byte(dump)); got != 6 {
+		t.Errorf("keepAliveGoroutines = %d, want 6", got)
+	}
+}

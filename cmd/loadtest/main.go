@@ -1,0 +1,54 @@
+// Command loadtest measures the bot under load. It starts the testkit's fake model
+// (internal/testkit/llm) and fake Telegram Bot API (internal/testkit/telegram, enforcing
+// Telegram's limits), runs the bot as a separate `bot serve` process against them with a
+// generated config, drives N concurrent chats, and reports turns per second, the latency a user
+// sees, edits per reply, 429s, the bot's CPU and memory, goroutines left behind, and whether every
+// turn and audit row reached the database. It also measures a bare go-openai streaming loop on
+// the same streams (the `baseline` role, run as a child process) so the bot's CPU per token reads
+// as a ratio to the least a Go client can spend.
+//
+// Usage:
+//
+//	loadtest [-chats N] [-turns K | -duration D] [-rate TOK/S] [-tokens N] [-tool-share F]
+//	         [-tool-latency D] [-bot PATH] [-profile DIR] [-json]
+//
+// Everything listens on loopback only, every loop is bounded in count and time (-timeout), and the
+// tool stops by itself.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// roleEnv selects the role of a loadtest process: empty runs the load, "baseline" is the child
+// reading streams with a bare go-openai loop. An environment variable rather than a subcommand
+// so that the package's test binary can play the child too.
+const roleEnv = "RELAYBOT_LOADTEST_ROLE"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	args := os.Args[1:]
+	var err error
+	switch {
+	case os.Getenv(roleEnv) == "baseline":
+		err = baselineMain(ctx, args, os.Stdout)
+	case len(args) > 0 && args[0] == "baseline":
+		err = baselineMain(ctx, args[1:], os.Stdout)
+	default:
+		err = loadMain(ctx, args, os.Stdout, os.Stderr, log)
+	}
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			log.Error("loadtest failed", "err", err)
+		}
+		os.Exit(1)
+	}
+}

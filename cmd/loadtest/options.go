@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Options configure one load run.
+type Options struct {
+	// Chats is the number of concurrent private chats, each with its own user.
+	Chats int
+	// Turns is the number of messages each chat sends, one after the other (each waits for the
+	// previous answer's final text). 0 runs for Duration instead.
+	Turns int
+	// Duration is how long chats keep sending new messages when Turns is 0; answers in flight
+	// at its end are still awaited.
+	Duration time.Duration
+	// Ramp spreads the chats' first messages evenly over this time.
+	Ramp time.Duration
+
+	// Rate is the model's tokens per second per answer (0: as fast as possible).
+	Rate float64
+	// Tokens is the length of each text answer, in chunks of Token.
+	Tokens int
+	// Token is the content of each chunk.
+	Token string
+	// ToolShare is the share of turns (0 to 1) whose first answer calls a tool.
+	ToolShare float64
+	// ToolLatency, when positive, makes the tool an MCP "sleep" of this long (an MCP server over
+	// streamable HTTP in this process); 0 uses the native current_time tool.
+	ToolLatency time.Duration
+
+	// Bot is the bot binary; empty builds ./cmd/bot from Src with a pprof listener added.
+	Bot string
+	// Src is the module root to build from; empty asks `go env GOMOD`.
+	Src string
+	// ProfileDir, when set, receives the bot's CPU profile of the load, its heap profile at the
+	// end of the load and the goroutines left after it (built bots only).
+	ProfileDir string
+	// Baseline runs the bare go-openai client on the same streams after the load.
+	Baseline bool
+	// TurnTimeout caps the wait for one answer's final text; 0 picks one from Chats (the
+	// global budget of 30 messages a second makes a queue of Chats/30 seconds).
+	TurnTimeout time.Duration
+	// Timeout caps the whole run, build and shutdown included.
+	Timeout time.Duration
+	// WorkDir holds the config, the database and the logs; empty makes (and removes) a
+	// temporary one.
+	WorkDir string
+
+	// Progress receives a progress line a second while the load runs; nil is quiet.
+	Progress io.Writer
+	// Log receives what the tool does; nil discards it.
+	Log *slog.Logger
+}
+
+// defaults fills zero values and checks the rest.
+func (o *Options) defaults() error {
+	if o.Chats <= 0 {
+		return fmt.Errorf("chats: must be at least 1, got %d", o.Chats)
+	}
+	if o.Chats > 20000 {
+		return fmt.Errorf("chats: at most 20000, got %d", o.Chats)
+	}
+	if o.Turns < 0 {
+		return fmt.Errorf("turns: must not be negative, got %d", o.Turns)
+	}
+	if o.Turns == 0 && o.Duration <= 0 {
+		return fmt.Errorf("give -turns or a positive -duration")
+	}
+	if o.Tokens <= 0 {
+		o.Tokens = 100
+	}
+	if o.Token == "" {
+		o.Token = "tok "
+	}
+	if strings.TrimSpace(o.Token) == "" {
+		return fmt.Errorf("token: must not be blank")
+	}
+	if n := o.Tokens * len(o.Token); n > 4000 {
+		return fmt.Errorf("tokens: an answer of %d bytes would not fit one Telegram message (4096); use fewer tokens", n)
+	}
+	if o.ToolShare < 0 || o.ToolShare > 1 {
+		return fmt.Errorf("tool-share: must be between 0 and 1, got %v", o.ToolShare)
+	}
+	if o.Rate < 0 {
+		return fmt.Errorf("rate: must not be negative, got %v", o.Rate)
+	}
+	if o.ToolLatency < 0 {
+		return fmt.Errorf("tool-latency: must not be negative, got %v", o.ToolLatency)
+	}
+	if o.TurnTimeout <= 0 {
+		o.TurnTimeout = 60*time.Second + time.Duration(o.Chats)*time.Second/10
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10*time.Minute + 2*o.Duration + 2*o.TurnTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// loadMain parses the flags, runs the load and prints the report.
+func loadMain(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	fs.IntVar(&o.Chats, "chats", 100, "concurrent chats")
+	fs.IntVar(&o.Turns, "turns", 0, "messages per chat (0: run for -duration)")
+	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long chats send messages when -turns is 0")
+	fs.DurationVar(&o.Ramp, "ramp", time.Second, "spread the chats' first messages over this time")
+	fs.Float64Var(&o.Rate, "rate", 50, "model tokens per second per answer (0: as fast as possible)")
+	fs.IntVar(&o.Tokens, "tokens", 100, "answer length in tokens")
+	fs.StringVar(&o.Token, "token", "tok ", "content of each token")
+	fs.Float64Var(&o.ToolShare, "tool-share", 0.2, "share of turns that call a tool first (0..1)")
+	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "tool latency: 0 uses the native current_time tool, more an MCP sleep tool of that long")
+	fs.StringVar(&o.Bot, "bot", "", "bot binary (default: build ./cmd/bot with a pprof listener)")
+	fs.StringVar(&o.Src, "src", "", "module root to build the bot from (default: go env GOMOD)")
+	fs.StringVar(&o.ProfileDir, "profile", "", "write the bot's cpu.pprof, heap.pprof and goroutines.txt here")
+	fs.BoolVar(&o.Baseline, "baseline", true, "also measure a bare go-openai client on the same streams")
+	fs.DurationVar(&o.TurnTimeout, "turn-timeout", 0, "longest wait for one answer (default 60s + chats/10 s)")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "cap on the whole run (default 10m + 2×duration + 2×turn-timeout)")
+	fs.StringVar(&o.WorkDir, "dir", "", "keep config, database and bot log here (default: a temporary folder, removed)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	quiet := fs.Bool("q", false, "no progress line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if !*quiet {
+		o.Progress = stderr
+	}
+	o.Log = log
+	rep, err := Run(ctx, o)
+	if rep != nil {
+		rep.Command = "loadtest " + strings.Join(args, " ")
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			if jerr := enc.Encode(rep); jerr != nil {
+				return fmt.Errorf("writing report: %w", jerr)
+			}
+		} else {
+			rep.WriteText(stdout)
+		}
+	}
+	return err
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+
+	"relaybot/store"
+)
+
+// Report is what one run measured. Times are milliseconds, CPU is seconds, memory MB or KB as
+// the names say.
+type Report struct {
+	Command       string  `json:"command"`
+	Chats         int     `json:"chats"`
+	TurnsPerChat  int     `json:"turns_per_chat,omitempty"`
+	Duration      string  `json:"duration,omitempty"`
+	Rate          float64 `json:"tokens_per_second"`
+	Tokens        int     `json:"answer_tokens"`
+	ToolShare     float64 `json:"tool_share"`
+	Tool          string  `json:"tool"`
+	ToolLatencyMS int64   `json:"tool_latency_ms"`
+
+	WallSeconds    float64 `json:"wall_seconds"`
+	TurnsSent      int     `json:"turns_sent"`
+	TurnsDone      int     `json:"turns_done"`
+	TurnsTimedOut  int     `json:"turns_timed_out"`
+	TurnsPerSecond float64 `json:"turns_per_second"`
+	PeakInFlight   int64   `json:"peak_turns_in_flight"`
+
+	// FirstText is from the user's message to the first text of the answer in the chat.
+	FirstText Latency `json:"first_text_ms"`
+	// Final is from the model's last token to the whole answer showing in the chat; FinalFree
+	// is the same over the turns whose final text Telegram's budget did not hold back (see
+	// budgetFree), and FinalFreeWithin100 the share of those within 100 ms.
+	Final              Latency `json:"final_after_last_token_ms"`
+	FinalFree          Latency `json:"final_after_last_token_budget_free_ms"`
+	FinalFreeWithin100 float64 `json:"budget_free_final_within_100ms_pct"`
+
+	EditsPerReply float64 `json:"edits_per_reply"`
+	SendsPerReply float64 `json:"sends_per_reply"`
+	HTTP429       int64   `json:"http_429"`
+	NotModified   int64   `json:"not_modified"`
+	FailedCalls   int64   `json:"failed_calls"`
+	LateCalls     int64   `json:"calls_after_final"`
+	StrayCalls    int64   `json:"stray_calls"`
+
+	Streams        int64 `json:"model_streams"`
+	StreamedTokens int64 `json:"streamed_tokens"`
+
+	BotCPUSeconds     float64         `json:"bot_cpu_seconds"`
+	BotCPUPer1kTurns  float64         `json:"bot_cpu_seconds_per_1k_turns"`
+	BotCPUPer1kTokens float64         `json:"bot_cpu_seconds_per_1k_tokens"`
+	Baseline          *baselineResult `json:"baseline,omitempty"`
+	BareCPUPer1kToken float64         `json:"bare_cpu_seconds_per_1k_tokens,omitempty"`
+	CPURatio          float64         `json:"cpu_per_token_ratio_to_bare,omitempty"`
+
+	IdleRSSMB       float64 `json:"idle_rss_mb"`
+	PeakRSSMB       float64 `json:"peak_rss_mb"`
+	MemPerTurnKB    float64 `json:"memory_per_turn_in_flight_kb"`
+	GoroutinesIdle  int     `json:"goroutines_idle"`
+	GoroutinesAfter int     `json:"goroutines_after"`
+	// GoroutinesKeepAlive are the goroutines of pooled idle HTTP connections among those after.
+	GoroutinesKeepAlive int `json:"goroutines_after_keepalive"`
+
+	DB DBCounts `json:"db"`
+
+	LoadAvgStart       string   `json:"loadavg_start"`
+	LoadAvgEnd         string   `json:"loadavg_end"`
+	MachineBusyPct     float64  `json:"machine_busy_pct"`
+	OthersCPUPct       float64  `json:"others_cpu_pct"`
+	LoadToolCPUSeconds float64  `json:"loadtool_cpu_seconds"`
+	Profiles           []string `json:"profiles,omitempty"`
+}
+
+// Latency summarises durations in milliseconds.
+type Latency struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// DBCounts compares the database with what the run sent.
+type DBCounts struct {
+	TurnsExpected int64            `json:"turns_expected"`
+	Turns         int64            `json:"turns"`
+	TurnsOK       int64            `json:"turns_ok"`
+	TurnStatuses  map[string]int64 `json:"turn_statuses"`
+	AuditExpected int64            `json:"audit_rows_expected"`
+	AuditRows     int64            `json:"audit_rows"`
+	AuditOK       int64            `json:"audit_rows_ok"`
+}
+
+// latency summarises ds with nearest-rank percentiles.
+func latency(ds []time.Duration) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	slices.Sort(ds)
+	rank := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(ds)))) - 1
+		return ms(ds[max(0, min(i, len(ds)-1))])
+	}
+	return Latency{N: len(ds), P50: rank(0.50), P95: rank(0.95), P99: rank(0.99), Max: ms(ds[len(ds)-1])}
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
+
+// fill computes the figures of the turns.
+func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Duration, peakRSS, idleRSS, peakInFlight int64) {
+	r.WallSeconds = wall.Seconds()
+	r.TurnsSent = len(results)
+	r.PeakInFlight = peakInFlight
+	global := sortedTimes(rec.global)
+	perChat := make([][]time.Time, len(rec.chats))
+	for i, c := range rec.chats {
+		perChat[i] = sortedTimes(c.calls)
+	}
+	var first, final, free []time.Duration
+	edits, sends, within := 0, 0, 0
+	for _, t := range results {
+		if t.timedOut {
+			r.TurnsTimedOut++
+			continue
+		}
+		r.TurnsDone++
+		edits += t.edits
+		sends += t.sends
+		if !t.first.IsZero() {
+			first = append(first, t.first.Sub(t.sent))
+		}
+		if t.lastToken.IsZero() {
+			continue
+		}
+		d := t.final.Sub(t.lastToken)
+		final = append(final, d)
+		if budgetFree(perChat[t.chat], global, t.lastToken) {
+			free = append(free, d)
+			if d <= 100*time.Millisecond {
+				within++
+			}
+		}
+	}
+	r.FirstText, r.Final, r.FinalFree = latency(first), latency(final), latency(free)
+	if len(free) > 0 {
+		r.FinalFreeWithin100 = 100 * float64(within) / float64(len(free))
+	}
+	if r.TurnsDone > 0 {
+		r.EditsPerReply = float64(edits) / float64(r.TurnsDone)
+		r.SendsPerReply = float64(sends) / float64(r.TurnsDone)
+	}
+	if wall > 0 {
+		r.TurnsPerSecond = float64(r.TurnsDone) / wall.Seconds()
+	}
+	r.HTTP429, r.NotModified, r.FailedCalls = rec.http429.Load(), rec.notModified.Load(), rec.failed.Load()
+	r.LateCalls, r.StrayCalls = rec.late.Load(), rec.strays.Load()
+	r.Streams, r.StreamedTokens = rec.streams.Load(), rec.tokens.Load()
+
+	r.BotCPUSeconds = cpu.Seconds()
+	if r.TurnsDone > 0 {
+		r.BotCPUPer1kTurns = 1000 * cpu.Seconds() / float64(r.TurnsDone)
+	}
+	if r.StreamedTokens > 0 {
+		r.BotCPUPer1kTokens = 1000 * cpu.Seconds() / float64(r.StreamedTokens)
+	}
+	r.PeakRSSMB = mb(peakRSS)
+	if peakInFlight > 0 {
+		r.MemPerTurnKB = float64(peakRSS-idleRSS) / 1024 / float64(peakInFlight)
+	}
+}
+
+// countDB counts turns and audit rows in the stopped bot's database.
+func (r *Report) countDB(ctx context.Context, dbPath string, turns, toolCalls int64) error {
+	r.DB = DBCounts{TurnsExpected: turns, AuditExpected: toolCalls, TurnStatuses: map[string]int64{}}
+	st, err := store.Open(ctx, store.Options{Driver: store.DriverSQLite, DSN: dbPath})
+	if err != nil {
+		return fmt.Errorf("opening the bot's database: %w", err)
+	}
+	defer st.Close()
+	stats, err := st.ToolStats(ctx, store.ToolCallFilter{})
+	if err != nil {
+		return fmt.Errorf("counting audit rows: %w", err)
+	}
+	for _, s := range stats {
+		r.DB.AuditRows += int64(s.Count)
+		r.DB.AuditOK += int64(s.Count - s.Errors)
+	}
+	// The store has no turn count; read the table the migrations made.
+	db, err := sql.Open("sqlite3", "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		return fmt.Errorf("opening the bot's database: %w", err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT status, COUNT(*) FROM turns GROUP BY status`)
+	if err != nil {
+		return fmt.Errorf("counting turns: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return fmt.Errorf("counting turns: %w", err)
+		}
+		r.DB.TurnStatuses[status] = n
+		r.DB.Turns += n
+		if status == store.TurnOK {
+			r.DB.TurnsOK = n
+		}
+	}
+	return rows.Err()
+}
+
+// check says what the run got wrong: a turn or audit row missing or failed, a 429, an answer
+// that never came.
+func (r *Report) check() error {
+	var errs []error
+	if r.DB.Turns != r.DB.TurnsExpected || r.DB.TurnsOK != r.DB.TurnsExpected {
+		errs = append(errs, fmt.Errorf("turns: %d expected, %d in the database (%d ok: %v)", r.DB.TurnsExpected, r.DB.Turns, r.DB.TurnsOK, r.DB.TurnStatuses))
+	}
+	if r.DB.AuditRows != r.DB.AuditExpected || r.DB.AuditOK != r.DB.AuditExpected {
+		errs = append(errs, fmt.Errorf("audit rows: %d expected, %d in the database (%d ok)", r.DB.AuditExpected, r.DB.AuditRows, r.DB.AuditOK))
+	}
+	if r.HTTP429 > 0 {
+		errs = append(errs, fmt.Errorf("the bot received %d 429 answers", r.HTTP429))
+	}
+	if r.TurnsTimedOut > 0 {
+		errs = append(errs, fmt.Errorf("%d answers did not arrive whole", r.TurnsTimedOut))
+	}
+	return errors.Join(errs...)
+}
+
+// WriteText prints the report for people.
+func (r *Report) WriteText(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	lat := func(l Latency) string {
+		if l.N == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("p50 %.1f  p95 %.1f  p99 %.1f  max %.1f ms  (n=%d)", l.P50, l.P95, l.P99, l.Max, l.N)
+	}
+	load := fmt.Sprintf("turns/chat %d", r.TurnsPerChat)
+	if r.Duration != "" {
+		load = "duration " + r.Duration
+	}
+	p("%s", r.Command)
+	p("load:            %d chats, %s; %d tokens at %g tok/s; tool %s in %.0f%% of turns (latency %d ms)",
+		r.Chats, load, r.Tokens, r.Rate, r.Tool, 100*r.ToolShare, r.ToolLatencyMS)
+	p("turns:           %d sent, %d answered whole, %d timed out in %.1f s: %.1f turns/s (peak %d in flight)",
+		r.TurnsSent, r.TurnsDone, r.TurnsTimedOut, r.WallSeconds, r.TurnsPerSecond, r.PeakInFlight)
+	p("first text:      %s", lat(r.FirstText))
+	p("last token→final: %s", lat(r.Final))
+	p("  budget free:   %s; %.1f%% within 100 ms", lat(r.FinalFree), r.FinalFreeWithin100)
+	p("per reply:       %.2f edits, %.2f sends; 429s %d, not modified %d, failed %d, after final %d",
+		r.EditsPerReply, r.SendsPerReply, r.HTTP429, r.NotModified, r.FailedCalls, r.LateCalls)
+	p("model:           %d streams, %d tokens", r.Streams, r.StreamedTokens)
+	p("bot cpu:         %.2f s; %.3f s per 1k turns; %.4f s per 1k tokens", r.BotCPUSeconds, r.BotCPUPer1kTurns, r.BotCPUPer1kTokens)
+	if r.Baseline != nil {
+		p("bare go-openai:  %.4f s per 1k tokens (%d streams, %d at once, %d tokens); bot/bare = %.2f×",
+			r.BareCPUPer1kToken, r.Baseline.Streams, r.Baseline.Concurrency, r.Baseline.Tokens, r.CPURatio)
+	}
+	p("bot memory:      idle %.1f MB, peak %.1f MB; %.1f KB per turn in flight", r.IdleRSSMB, r.PeakRSSMB, r.MemPerTurnKB)
+	p("goroutines:      %d idle before, %d after the run (%d of them idle keep-alive connections)", r.GoroutinesIdle, r.GoroutinesAfter, r.GoroutinesKeepAlive)
+	p("database:        turns %d/%d expected (%d ok), audit rows %d/%d expected (%d ok)",
+		r.DB.Turns, r.DB.TurnsExpected, r.DB.TurnsOK, r.DB.AuditRows, r.DB.AuditExpected, r.DB.AuditOK)
+	p("machine:         %.0f%% busy during the load (others %.0f%%); load tool %.1f s cpu; loadavg %s → %s",
+		r.MachineBusyPct, r.OthersCPUPct, r.LoadToolCPUSeconds, r.LoadAvgStart, r.LoadAvgEnd)
+	for _, f := range r.Profiles {
+		p("profile:         %s", f)
+	}
+}
