@@ -1,0 +1,378 @@
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"relaybot/adapters"
+	tk "relaybot/internal/testkit/telegram"
+)
+
+// collector is a Handler that records what it gets and answers each message with "ok: text".
+type collector struct {
+	mu  sync.Mutex
+	got []adapters.Inbound
+	ch  chan adapters.Inbound
+}
+
+func newCollector() *collector { return &collector{ch: make(chan adapters.Inbound, 100)} }
+
+func (c *collector) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	c.mu.Lock()
+	c.got = append(c.got, in)
+	c.mu.Unlock()
+	r := out.NewReply(ctx)
+	r.Update("thinking about " + in.Text)
+	_ = r.Finish(ctx, "ok: "+in.Text, nil)
+	c.ch <- in
+}
+
+func (c *collector) next(t *testing.T) adapters.Inbound {
+	t.Helper()
+	select {
+	case in := <-c.ch:
+		return in
+	case <-time.After(20 * time.Second):
+		t.Fatal("no message reached the handler")
+		return adapters.Inbound{}
+	}
+}
+
+// startRun starts a.Run and returns a stop func (idempotent) that cancels it and waits for it
+// to return.
+func startRun(t *testing.T, a *Adapter, h adapters.Handler) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, h) }()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+}
+
+var (
+	ann   = tk.User{ID: 7, FirstName: "Ann", Username: "ann"}
+	bob   = tk.User{ID: 8, FirstName: "Bob", Username: "bob"}
+	group = tk.Chat{ID: -100200, Type: "supergroup", Title: "team"}
+	forum = tk.Chat{ID: -100300, Type: "supergroup", Title: "forum", IsForum: true}
+)
+
+func TestInboundAddressingAndCommands(t *testing.T) {
+	e := newEnv(t, tk.Options{}, func(o *Options) { o.TriggerPrefix = "!ai" })
+	col := newCollector()
+	stop := startRun(t, e.ad, col)
+	defer stop()
+	bot := "@" + e.srv.BotUsername()
+
+	dm := tk.Chat{ID: 42, Type: "private"}
+	cases := []struct {
+		name    string
+		in      tk.Inbound
+		want    bool
+		text    string
+		command string
+		args    string
+	}{
+		{"private always", tk.Inbound{Chat: dm, From: ann, Text: "hello"}, true, "hello", "", ""},
+		{"start", tk.Inbound{Chat: dm, From: ann, Text: "/start"}, true, "", "start", ""},
+		{"audit with args", tk.Inbound{Chat: dm, From: ann, Text: "/audit last 20"}, true, "", "audit", "last 20"},
+		{"group silent", tk.Inbound{Chat: group, From: ann, Text: "just chatting"}, false, "", "", ""},
+		{"group mention", tk.Inbound{Chat: group, From: ann, Text: bot + " what time is it"}, true, "what time is it", "", ""},
+		{"group prefix", tk.Inbound{Chat: group, From: bob, Text: "!ai summarize"}, true, "summarize", "", ""},
+		{"command for us", tk.Inbound{Chat: group, From: ann, Text: "/reset" + bot}, true, "", "reset", ""},
+		{"command for another bot", tk.Inbound{Chat: group, From: ann, Text: "/reset@other_bot"}, false, "", "", ""},
+		{"stop", tk.Inbound{Chat: group, From: ann, Text: "/stop"}, true, "", "stop", ""},
+	}
+	for _, c := range cases {
+		e.srv.Send(c.in)
+		if !c.want {
+			continue
+		}
+		got := col.next(t)
+		if got.Text != c.text || got.Command != c.command || got.Args != c.args || !got.Addressed {
+			t.Errorf("%s: got text %q command %q args %q addressed %v", c.name, got.Text, got.Command, got.Args, got.Addressed)
+		}
+	}
+	// A reply to the bot's message addresses it without a mention.
+	var botMsg int
+	for _, m := range e.srv.BotMessages(group.ID) {
+		botMsg = m.ID
+	}
+	e.srv.Send(tk.Inbound{Chat: group, From: bob, Text: "and tomorrow?", ReplyTo: botMsg})
+	if got := col.next(t); got.Text != "and tomorrow?" || got.Kind != adapters.Group || got.UserID != "8" {
+		t.Errorf("reply to the bot: %+v", got)
+	}
+	// The silent group messages never reached the handler: exactly the addressed ones did.
+	col.mu.Lock()
+	n := len(col.got)
+	col.mu.Unlock()
+	if n != 8 {
+		t.Errorf("handler got %d messages, want 8", n)
+	}
+	// Replies answer the user's message.
+	for _, c := range e.srv.Calls() {
+		if c.Method == "sendMessage" && c.Code == 200 && c.Params["reply_to_message_id"] == "" {
+			t.Errorf("a reply was not threaded to the user's message: %+v", c.Params)
+		}
+	}
+}
+
+func TestAllowedChatsAndUsers(t *testing.T) {
+	e := newEnv(t, tk.Options{}, func(o *Options) { o.AllowedUsers = []string{"@Ann"} })
+	col := newCollector()
+	stop := startRun(t, e.ad, col)
+	defer stop()
+	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 8}, From: bob, Text: "let me in"})
+	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 7}, From: ann, Text: "me too"})
+	if got := col.next(t); got.UserID != "7" {
+		t.Fatalf("unexpected sender %s", got.UserID)
+	}
+	waitFor(t, "both updates taken", func() bool { return e.srv.PendingUpdates() == 0 || countCalls(e.srv, "getUpdates") > 2 })
+	if len(e.srv.BotMessages(8)) != 0 {
+		t.Fatal("a user who is not allowed was answered")
+	}
+}
+
+func countCalls(s *tk.Server, method string) int {
+	n := 0
+	for _, c := range s.Calls() {
+		if c.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
+func TestForumTopicKeepsItsThread(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	col := newCollector()
+	stop := startRun(t, e.ad, col)
+	defer stop()
+	// In a forum every topic message replies to the topic's first message (id = thread id).
+	e.srv.Send(tk.Inbound{Chat: forum, From: ann, Text: "topic opened", ThreadID: 0})
+	e.srv.Send(tk.Inbound{Chat: forum, From: ann, Text: "@" + e.srv.BotUsername() + " status?", ThreadID: 1, ReplyTo: 1})
+	got := col.next(t)
+	if got.Chat.ThreadID != "1" || got.Text != "status?" {
+		t.Fatalf("inbound %+v", got)
+	}
+	stop()
+	var sends int
+	for _, c := range e.srv.Calls() {
+		switch c.Method {
+		case "sendMessage", "editMessageText", "sendChatAction":
+			if c.ChatID == forum.ID {
+				sends++
+				if c.ThreadID != 1 {
+					t.Errorf("%s without the topic's thread id: %+v", c.Method, c.Params)
+				}
+			}
+		}
+	}
+	if sends == 0 {
+		t.Fatal("nothing was sent to the topic")
+	}
+	for _, m := range e.srv.BotMessages(forum.ID) {
+		if m.ThreadID != 1 {
+			t.Fatalf("bot message outside the topic: %+v", m)
+		}
+	}
+}
+
+func TestPollingOffsetAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	offsetFile := filepath.Join(dir, "offset")
+	e := newEnv(t, tk.Options{}, func(o *Options) { o.OffsetFile = offsetFile })
+	dm := tk.Chat{ID: 55}
+	for i := 1; i <= 3; i++ {
+		e.srv.Send(tk.Inbound{Chat: dm, From: ann, Text: fmt.Sprintf("m%d", i)})
+	}
+	col := newCollector()
+	stop := startRun(t, e.ad, col)
+	for i := 0; i < 3; i++ {
+		col.next(t)
+	}
+	stop()
+	// Written while the bot was down: must be answered by the next instance, once.
+	e.srv.Send(tk.Inbound{Chat: dm, From: ann, Text: "m4"})
+	e.srv.Send(tk.Inbound{Chat: dm, From: ann, Text: "m5"})
+
+	for _, keepFile := range []bool{true} {
+		opts := e.ad.opts
+		if !keepFile {
+			opts.OffsetFile = ""
+		}
+		ad2, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		col2 := newCollector()
+		stop2 := startRun(t, ad2, col2)
+		got := []string{col2.next(t).Text, col2.next(t).Text}
+		stop2()
+		if strings.Join(got, ",") != "m4,m5" && strings.Join(got, ",") != "m5,m4" {
+			t.Fatalf("second run got %v", got)
+		}
+		select {
+		case in := <-col2.ch:
+			t.Fatalf("answered twice: %q", in.Text)
+		default:
+		}
+	}
+	// Every user message got exactly one answer.
+	var answers []string
+	for _, m := range e.srv.BotMessages(dm.ID) {
+		answers = append(answers, m.Text)
+	}
+	if len(answers) != 5 {
+		t.Fatalf("answers: %q", answers)
+	}
+}
+
+func TestConfirmedWithoutOffsetFile(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	dm := tk.Chat{ID: 56}
+	e.srv.Send(tk.Inbound{Chat: dm, From: ann, Text: "once"})
+	col := newCollector()
+	stop := startRun(t, e.ad, col)
+	col.next(t)
+	stop()
+	if n := e.srv.PendingUpdates(); n != 0 {
+		t.Fatalf("%d taken updates were not confirmed at shutdown", n)
+	}
+}
+
+func TestPhotoReachesTheHandler(t *testing.T) {
+	big := bytes.Repeat([]byte{0xFF, 0xD8, 0xFF, 0xE0}, 1000) // 4,000 bytes, JPEG magic
+	for _, c := range []struct {
+		name string
+		cap  int
+		want int
+	}{
+		{"largest size", 1 << 20, len(big)},
+		{"largest under the cap", 1000, 64},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, tk.Options{}, func(o *Options) { o.MaxImageBytes = c.cap })
+			col := newCollector()
+			stop := startRun(t, e.ad, col)
+			defer stop()
+			e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 60}, From: ann, Text: "what is this?", Photo: big})
+			got := col.next(t)
+			if got.Text != "what is this?" || len(got.Images) != 1 || len(got.Images[0].Data) != c.want {
+				t.Fatalf("text %q, %d images", got.Text, len(got.Images))
+			}
+			if got.Images[0].MIME != "image/jpeg" {
+				t.Fatalf("MIME %q", got.Images[0].MIME)
+			}
+		})
+	}
+}
+
+func TestWebhook(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e := newEnv(t, tk.Options{}, func(o *Options) {
+		o.Mode = "webhook"
+		o.WebhookListen = addr
+		o.WebhookURL = "http://" + addr + "/tg"
+		o.WebhookSecret = "s3cret"
+	})
+	col := newCollector()
+	stop := startRun(t, e.ad, col)
+	defer stop()
+	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 70}, From: ann, Text: "via webhook"})
+	if got := col.next(t); got.Text != "via webhook" {
+		t.Fatalf("got %q", got.Text)
+	}
+	waitFor(t, "the answer", func() bool {
+		m := e.srv.BotMessages(70)
+		return len(m) == 1 && m[0].Text == "ok: via webhook"
+	})
+	// A forged update without the secret is refused and never handled.
+	resp, err := http.Post("http://"+addr+"/tg", "application/json",
+		strings.NewReader(`{"update_id":999,"message":{"message_id":1,"from":{"id":9,"first_name":"X"},"chat":{"id":70,"type":"private"},"date":1,"text":"forged"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("forged update answered %s", resp.Status)
+	}
+	select {
+	case in := <-col.ch:
+		t.Fatalf("forged update handled: %q", in.Text)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestTokenNeverInErrorsOrLogs(t *testing.T) {
+	const token = "987654:SECRET-token-value"
+	// A server that is not there: the transport error carries the URL with the token.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String() + "/bot%s/%s"
+	ln.Close()
+	var logs bytes.Buffer
+	_, err = New(Options{Token: token, APIEndpoint: dead, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err == nil {
+		t.Fatal("New against a dead endpoint succeeded")
+	}
+	if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("token in error: %v", err)
+	}
+	if !errors.Is(err, adapters.ErrTemporary) {
+		t.Fatalf("a refused connection should be temporary: %v", err)
+	}
+	// Wrong token against a live server: Unauthorized, no token.
+	srv, err := tk.New(tk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	_, err = New(Options{Token: token, APIEndpoint: srv.Endpoint()})
+	if err == nil || strings.Contains(err.Error(), token) {
+		t.Fatalf("want an Unauthorized error without the token, got %v", err)
+	}
+	// The redacting log handler scrubs strings, errors and groups.
+	h := &redactHandler{h: slog.NewTextHandler(&logs, nil), token: token}
+	l := slog.New(h).With("url", "https://api.telegram.org/bot"+token+"/getMe")
+	l.Warn("failed "+token, "err", errors.New("Post https://x/bot"+token+"/m: refused"), slog.Group("g", "u", token))
+	if strings.Contains(logs.String(), "SECRET") {
+		t.Fatalf("token in logs: %s", logs.String())
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for _, o := range []Options{
+		{},
+		{Token: "1:x", Mode: "push"},
+		{Token: "1:x", Mode: "webhook"},
+		{Token: "1:x", APIEndpoint: "http://127.0.0.1/no-placeholders"},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) accepted bad options", o)
+		}
+	}
+}
