@@ -1,7 +1,8 @@
 // Package discord connects the bot to Discord through github.com/bwmarrin/discordgo: it receives
-// messages and interactions over the gateway (with discordgo's reconnect and resume), turns the
-// ones meant for the bot into adapters.Inbound values, and delivers replies over REST through
-// the shared delivery engine (adapters/delivery), which owns pacing and rate limits.
+// messages and interactions over the gateway (reopening it and resuming the session when it
+// drops), turns the ones meant for the bot into adapters.Inbound values, and delivers replies
+// over REST through the shared delivery engine (adapters/delivery), which owns pacing and rate
+// limits.
 //
 // Conversations: a direct message channel, a guild text channel and a thread are each their own
 // chat. A thread is a channel of its own on Discord (with its own rate-limit bucket), so its
@@ -129,7 +130,10 @@ func New(opts Options) (*Adapter, error) {
 	s.MaxRestRetries = 0
 	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 		discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
-	s.ShouldReconnectOnError = true
+	// Reconnecting is Run's job (keepConnected): discordgo's own loop cannot be cancelled and
+	// can reopen the gateway after Close. Open still resumes the session (session id and
+	// sequence are kept), so events sent meanwhile are replayed.
+	s.ShouldReconnectOnError = false
 	// Handlers only filter and spawn, so they run in gateway order on the reader goroutine.
 	s.SyncEvents = true
 	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
@@ -155,8 +159,9 @@ func (a *Adapter) Engine() *delivery.Engine { return a.engine }
 
 // Run connects to the gateway and hands every addressed message and command to h, each on its
 // own goroutine, until ctx ends. It then disconnects, waits for the handlers to return and
-// returns nil. A dropped gateway connection is resumed by discordgo; replies already streaming
-// go over REST and are not affected. Run may be called once.
+// returns nil. A dropped gateway connection is reopened and the session resumed (events sent
+// meanwhile are replayed); replies already streaming go over REST and are not affected. Run may
+// be called once.
 func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 	a.mu.Lock()
 	if a.running {
@@ -176,7 +181,14 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 		a.onInteraction(runCtx, h, i)
 	})
 	removeReady := a.session.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(r) })
-	defer func() { removeMsg(); removeInt(); removeReady() }()
+	disconnected := make(chan struct{}, 1)
+	removeDisc := a.session.AddHandler(func(_ *discordgo.Session, _ *discordgo.Disconnect) {
+		select {
+		case disconnected <- struct{}{}:
+		default:
+		}
+	})
+	defer func() { removeMsg(); removeInt(); removeReady(); removeDisc() }()
 
 	if err := a.session.Open(); err != nil {
 		a.shutdown()
@@ -197,12 +209,49 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 			a.log.Warn("discord: slash commands not registered; text commands still work", "err", err)
 		}
 	}
+	var supervisor sync.WaitGroup
+	supervisor.Add(1)
+	go func() {
+		defer supervisor.Done()
+		a.keepConnected(runCtx, disconnected)
+	}()
 	<-ctx.Done()
+	cancel()
+	supervisor.Wait()
 	if err := a.session.Close(); err != nil {
 		a.log.Debug("discord: closing the gateway", "err", err)
 	}
 	a.shutdown()
 	return nil
+}
+
+// keepConnected reopens the gateway whenever it drops, resuming the session, with a backoff
+// from 1 s to 1 min between failed attempts, until ctx ends.
+func (a *Adapter) keepConnected(ctx context.Context, disconnected <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-disconnected:
+		}
+		backoff := time.Second
+		for {
+			err := a.session.Open()
+			if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
+				a.log.Info("discord: gateway reconnected")
+				break
+			}
+			a.log.Warn("discord: gateway reconnect failed", "retry_in", backoff, "err", err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, time.Minute)
+		}
+	}
 }
 
 // shutdown stops new handler goroutines and waits for the running ones.
