@@ -128,7 +128,13 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
 			r.msgs = nil // the next preview starts a new message
 		case errors.Is(err, adapters.ErrTooLong):
-			r.previewMax = r.previewMax * 3 / 4
+			// The platform counts differently than we do: show less.
+			r.previewMax = max(r.previewMax*3/4, 64)
+			if r.previewMax == 64 {
+				r.mu.Lock()
+				r.failed = text
+				r.mu.Unlock()
+			}
 		case isTemporary(err, ctx):
 			failures++
 			r.e.observe(Event{Kind: EventRetry, Chat: r.chat, Err: err})
