@@ -70,7 +70,7 @@ func TestSixThousandCharacterFinalInThreeMessagesWithBalancedFences(t *testing.T
 		t.Fatalf("test text has %d runes", n)
 	}
 	r := rc.out.NewReply(hs.ctx)
-	r.Update(full[:500])
+	r.Update(prefix(full, 500))
 	if err := r.Finish(hs.ctx, full, nil); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
@@ -156,12 +156,12 @@ func TestDeletedMessageFallsBackToNewMessage(t *testing.T) {
 	_, rc := hs.dm(ch, "hi")
 	full := text(800)
 	r := rc.out.NewReply(hs.ctx)
-	r.Update(full[:100])
+	r.Update(prefix(full, 100))
 	hs.waitFor("the first preview", func() bool { return len(hs.srv.BotMessages(ch)) == 1 })
 	if err := hs.srv.DeleteMessage(hs.srv.BotMessages(ch)[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	r.Update(full[:400])
+	r.Update(prefix(full, 400))
 	if err := r.Finish(hs.ctx, full, nil); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}

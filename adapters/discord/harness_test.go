@@ -217,3 +217,12 @@ func streamInto(r adapters.Reply, full string, step int, every time.Duration) {
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 func errorsAs[T error](err error, target *T) bool { return errors.As(err, target) }
+
+// prefix returns the first n runes of s.
+func prefix(s string, n int) string {
+	r := []rune(s)
+	if n > len(r) {
+		n = len(r)
+	}
+	return string(r[:n])
+}
