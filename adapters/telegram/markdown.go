@@ -22,6 +22,8 @@ type Entity struct {
 // "* " become "• ".
 func Render(md string) (string, []Entity) {
 	r := &renderer{}
+	// Telegram trims a message's surrounding whitespace; trimming here keeps entity offsets true.
+	md = strings.TrimLeft(md, " \t\n")
 	lines := strings.Split(strings.TrimRight(md, " \t\n"), "\n")
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]

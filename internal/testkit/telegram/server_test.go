@@ -1,0 +1,118 @@
+package telegram
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+type answer struct {
+	OK          bool            `json:"ok"`
+	Result      json.RawMessage `json:"result"`
+	ErrorCode   int             `json:"error_code"`
+	Description string          `json:"description"`
+	Parameters  struct {
+		RetryAfter int `json:"retry_after"`
+	} `json:"parameters"`
+}
+
+func post(t *testing.T, s *Server, token, method string, form url.Values) answer {
+	t.Helper()
+	resp, err := http.PostForm(s.BaseURL()+"/bot"+token+"/"+method, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a answer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatal(err)
+	}
+	if a.ErrorCode != 0 && a.ErrorCode != resp.StatusCode {
+		t.Fatalf("error_code %d with HTTP %d", a.ErrorCode, resp.StatusCode)
+	}
+	return a
+}
+
+func TestServerSpeaksTheBotAPI(t *testing.T) {
+	s, err := New(Options{RetryAfterUnit: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tok := s.Token()
+
+	if a := post(t, s, "wrong", "getMe", nil); a.OK || a.ErrorCode != 401 {
+		t.Fatalf("wrong token: %+v", a)
+	}
+	if a := post(t, s, tok, "getMe", nil); !a.OK || !strings.Contains(string(a.Result), s.BotUsername()) {
+		t.Fatalf("getMe: %+v", a)
+	}
+
+	// Long polling: a getUpdates waiting with a timeout returns as soon as a message arrives.
+	got := make(chan answer, 1)
+	go func() { got <- post(t, s, tok, "getUpdates", url.Values{"timeout": {"10"}}) }()
+	s.Send(Inbound{Chat: Chat{ID: 9}, From: User{ID: 9, FirstName: "U"}, Text: "hello"})
+	var ups []struct {
+		UpdateID int64 `json:"update_id"`
+		Message  struct {
+			Text string `json:"text"`
+		} `json:"message"`
+	}
+	a := <-got
+	if err := json.Unmarshal(a.Result, &ups); err != nil || len(ups) != 1 || ups[0].Message.Text != "hello" {
+		t.Fatalf("getUpdates: %s", a.Result)
+	}
+	// The offset confirms it.
+	post(t, s, tok, "getUpdates", url.Values{"offset": {"2"}})
+	if s.PendingUpdates() != 0 {
+		t.Fatal("offset did not confirm the update")
+	}
+
+	// Sends and edits share the chat's bucket of 3; the 4th at once gets a real 429.
+	for i := 0; i < 3; i++ {
+		if a := post(t, s, tok, "sendMessage", url.Values{"chat_id": {"9"}, "text": {"x"}}); !a.OK {
+			t.Fatalf("send %d: %+v", i, a)
+		}
+	}
+	a = post(t, s, tok, "editMessageText", url.Values{"chat_id": {"9"}, "message_id": {"2"}, "text": {"y"}})
+	if a.ErrorCode != 429 || a.Parameters.RetryAfter < 1 || !strings.HasPrefix(a.Description, "Too Many Requests: retry after") {
+		t.Fatalf("4th request: %+v", a)
+	}
+
+	// Edits: not modified, not found; entities validated in UTF-16 units.
+	s2, err := New(Options{NoLimits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	s2.Send(Inbound{Chat: Chat{ID: 9}, From: User{ID: 9}, Text: "hi"})
+	tok = s2.Token()
+	post(t, s2, tok, "sendMessage", url.Values{"chat_id": {"9"}, "text": {"🙂 ok"}, "entities": {`[{"type":"bold","offset":3,"length":2}]`}})
+	if a := post(t, s2, tok, "sendMessage", url.Values{"chat_id": {"9"}, "text": {"🙂 ok"}, "entities": {`[{"type":"bold","offset":3,"length":3}]`}}); a.ErrorCode != 400 {
+		t.Fatalf("entity past the end accepted: %+v", a)
+	}
+	if a := post(t, s2, tok, "editMessageText", url.Values{"chat_id": {"9"}, "message_id": {"2"}, "text": {"🙂 ok"}, "entities": {`[{"type":"bold","offset":3,"length":2}]`}}); !strings.Contains(a.Description, "message is not modified") {
+		t.Fatalf("same text: %+v", a)
+	}
+	if a := post(t, s2, tok, "editMessageText", url.Values{"chat_id": {"9"}, "message_id": {"77"}, "text": {"z"}}); !strings.Contains(a.Description, "message to edit not found") {
+		t.Fatalf("missing message: %+v", a)
+	}
+	if a := post(t, s2, tok, "sendMessage", url.Values{"chat_id": {"9"}, "text": {strings.Repeat("🙂", 2049)}}); !strings.Contains(a.Description, "message is too long") {
+		t.Fatalf("4,098 units accepted: %+v", a)
+	}
+	msgs := s2.BotMessages(9)
+	if len(msgs) != 1 || msgs[0].Text != "🙂 ok" || len(msgs[0].Entities) != 1 {
+		t.Fatalf("chat state: %+v", msgs)
+	}
+	// Calls are recorded with their outcome.
+	var codes []int
+	for _, c := range s2.Calls() {
+		codes = append(codes, c.Code)
+	}
+	if len(codes) != 5 || codes[0] != 200 || codes[1] != 400 {
+		t.Fatalf("calls: %v", codes)
+	}
+}
