@@ -27,14 +27,16 @@ import (
 	"relaybot/adapters/delivery"
 )
 
-// Limits are Telegram's: 4096 UTF-16 units per message; about one message a second per chat
-// (a short burst allowed), 20 a minute per group, 30 a second in all; edits count.
-var Limits = adapters.Limits{
-	MaxLen:   4096,
-	Unit:     adapters.UTF16,
-	PerChat:  adapters.Rate{N: 3, Per: 3 * time.Second},
-	PerGroup: adapters.Rate{N: 20, Per: time.Minute},
-	Global:   adapters.Rate{N: 30, Per: time.Second},
+// Limits returns Telegram's limits: 4096 UTF-16 units per message; about one message a second
+// per chat (a short burst allowed), 20 a minute per group, 30 a second in all; edits count.
+func Limits() adapters.Limits {
+	return adapters.Limits{
+		MaxLen:   4096,
+		Unit:     adapters.UTF16,
+		PerChat:  adapters.Rate{N: 3, Per: 3 * time.Second},
+		PerGroup: adapters.Rate{N: 20, Per: time.Minute},
+		Global:   adapters.Rate{N: 30, Per: time.Second},
+	}
 }
 
 // Options configure an Adapter.
@@ -149,7 +151,7 @@ func New(opts Options) (*Adapter, error) {
 	dopts := opts.Delivery
 	dopts.Logger = log
 	dopts.IsGroup = func(c adapters.ChatRef) bool { return strings.HasPrefix(c.ChatID, "-") }
-	ad.engine = delivery.New(&messenger{api: a}, Limits, dopts)
+	ad.engine = delivery.New(&messenger{api: a}, Limits(), dopts)
 	if opts.OffsetFile != "" {
 		if b, err := os.ReadFile(opts.OffsetFile); err == nil {
 			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {

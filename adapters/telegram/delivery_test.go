@@ -101,7 +101,7 @@ func (e *env) chat(id int64, thread int) adapters.ChatRef {
 // want is what the user must see for a final markdown text: each part rendered.
 func want(final string) []string {
 	var out []string
-	for _, p := range delivery.Split(final, Limits.MaxLen, Limits.Unit) {
+	for _, p := range delivery.Split(final, Limits().MaxLen, Limits().Unit) {
 		text, _ := Render(p)
 		out = append(out, text)
 	}
