@@ -200,6 +200,16 @@ func TestStreamedAnswerArrivesExactly(t *testing.T) {
 	if n := e.count("", 429); n != 0 {
 		t.Fatalf("%d requests got 429", n)
 	}
+	// While streaming past the limit, the preview was cut in place with "…" (never split).
+	cut := false
+	for _, c := range e.srv.Calls() {
+		if c.Method == "editMessageText" && strings.HasSuffix(c.Params["text"], delivery.Ellipsis) {
+			cut = true
+		}
+	}
+	if !cut {
+		t.Fatal("no preview was cut with an ellipsis although the answer outgrew one message")
+	}
 	st := e.counters.Snapshot()
 	if st.Edits < 2 {
 		t.Fatalf("only %d edits: the answer was not streamed", st.Edits)
@@ -496,6 +506,25 @@ func TestFilesGoWithTheFinal(t *testing.T) {
 	if len(msgs) != 3 || msgs[0].Text != "Here is the chart." || msgs[1].Kind != "photo" || msgs[2].Kind != "document" ||
 		msgs[2].FileName != "data.csv" || string(msgs[2].Data) != "a,b\n1,2\n" {
 		t.Fatalf("unexpected chat: %+v", msgs)
+	}
+}
+
+func TestTooLongIsSplitFurther(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	chat := e.chat(110, 0)
+	// Telegram counts differently than we thought once: the part is split smaller.
+	e.srv.AddFault(tk.Fault{Kind: tk.FaultTooLong, ChatID: 110})
+	final := strings.Repeat("A line of the final answer.\n", 100)
+	if err := e.ad.Engine().Notice(context.Background(), chat, final, adapters.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	msgs := e.srv.BotMessages(110)
+	for _, m := range msgs {
+		all.WriteString(m.Text)
+	}
+	if len(msgs) < 2 || strip(all.String()) != strip(final) {
+		t.Fatalf("%d messages; text lost: %v", len(msgs), strip(all.String()) != strip(final))
 	}
 }
 

@@ -140,6 +140,7 @@ const (
 	FaultNotModified                       // edits: "message is not modified" (the edit is applied)
 	FaultMessageGone                       // edits: "message to edit not found" (the message is deleted)
 	FaultEntitiesRejected                  // requests with entities or parse_mode: "can't parse entities"
+	FaultTooLong                           // sendMessage/editMessageText: "message is too long"
 )
 
 // Fault is an injected failure for the next Times matching calls.
@@ -665,6 +666,8 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 			return nil, &apiError{code: 502, desc: "Bad Gateway"}
 		case FaultEntitiesRejected:
 			return nil, badRequest("can't parse entities: Can't find end of the entity starting at byte offset 12")
+		case FaultTooLong:
+			return nil, badRequest("message is too long")
 		case FaultMessageGone:
 			if m := s.findLocked(chatID, atoi(p["message_id"])); m != nil {
 				m.Deleted = true
@@ -696,7 +699,8 @@ func (s *Server) takeFaultLocked(method string, chatID int64, p map[string]strin
 		if f.ChatID != 0 && f.ChatID != chatID {
 			continue
 		}
-		if (f.Kind == FaultNotModified || f.Kind == FaultMessageGone) && method != "editMessageText" {
+		if (f.Kind == FaultNotModified || f.Kind == FaultMessageGone) && method != "editMessageText" ||
+			f.Kind == FaultTooLong && method != "sendMessage" && method != "editMessageText" {
 			continue
 		}
 		if f.Kind == FaultEntitiesRejected && p["entities"] == "" && p["parse_mode"] == "" && p["caption_entities"] == "" {
