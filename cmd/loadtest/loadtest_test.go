@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,22 +130,34 @@ func TestBudgetFree(t *testing.T) {
 		many[i] = 9100 + i*10
 	}
 	for _, tc := range []struct {
-		name   string
-		chat   []time.Time
-		global []time.Time
-		want   bool
+		name    string
+		chat    []time.Time
+		global  []time.Time
+		pending int
+		want    bool
 	}{
-		{"quiet", nil, nil, true},
-		{"two in the chat's window", at(7500, 9000), at(7500, 9000), true},
-		{"three in the chat's window", at(7100, 8000, 9000), at(7100, 8000, 9000), false},
-		{"three, one just outside", at(7000, 8000, 9000), at(7000, 8000, 9000), true},
-		{"global second full", nil, at(many...), false},
+		{"quiet", nil, nil, 0, true},
+		{"a final queued ahead", nil, nil, 1, false},
+		{"two in the chat's window", at(7500, 9000), at(7500, 9000), 0, true},
+		{"three in the chat's window", at(7100, 8000, 9000), at(7100, 8000, 9000), 0, false},
+		{"three, one just outside", at(7000, 8000, 9000), at(7000, 8000, 9000), 0, true},
+		{"global second full", nil, at(many...), 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := budgetFree(tc.chat, tc.global, t0.Add(10*time.Second)); got != tc.want {
+			if got := budgetFree(tc.chat, tc.global, t0.Add(10*time.Second), tc.pending); got != tc.want {
 				t.Errorf("budgetFree = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPendingFinals(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	// Turn 0: last token at 0, final at 10. Turn 1: 2 → 3 (turn 0 queued ahead). Turn 2: 11 → 12.
+	got := pendingFinals([]time.Time{s(0), s(2), s(11)}, []time.Time{s(10), s(3), s(12)})
+	if want := []int{0, 1, 0}; !slices.Equal(got, want) {
+		t.Errorf("pendingFinals = %v, want %v", got, want)
 	}
 }
 

@@ -21,6 +21,9 @@ type Options struct {
 	// Duration is how long chats keep sending new messages when Turns is 0; answers in flight
 	// at its end are still awaited.
 	Duration time.Duration
+	// Think is the pause between an answer's final text and the chat's next message, as a
+	// user reads; 0 sends the next message at once.
+	Think time.Duration
 	// Ramp spreads the chats' first messages evenly over this time.
 	Ramp time.Duration
 
@@ -67,6 +70,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Chats > 20000 {
 		return fmt.Errorf("chats: at most 20000, got %d", o.Chats)
+	}
+	if o.Think < 0 || o.Ramp < 0 {
+		return fmt.Errorf("think and ramp: must not be negative")
 	}
 	if o.Turns < 0 {
 		return fmt.Errorf("turns: must not be negative, got %d", o.Turns)
@@ -115,6 +121,7 @@ func loadMain(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	fs.IntVar(&o.Chats, "chats", 100, "concurrent chats")
 	fs.IntVar(&o.Turns, "turns", 0, "messages per chat (0: run for -duration)")
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long chats send messages when -turns is 0")
+	fs.DurationVar(&o.Think, "think", 3*time.Second, "pause between an answer and the chat's next message")
 	fs.DurationVar(&o.Ramp, "ramp", time.Second, "spread the chats' first messages over this time")
 	fs.Float64Var(&o.Rate, "rate", 50, "model tokens per second per answer (0: as fast as possible)")
 	fs.IntVar(&o.Tokens, "tokens", 100, "answer length in tokens")

@@ -207,10 +207,26 @@ func (r *recorder) handler(gen, plain llm.Handler) llm.Handler {
 
 // budgetFree reports whether the final text of a turn could go out at lastToken without waiting
 // for Telegram's budget as the bot keeps it: fewer than 3 sends and edits in the chat in the 3 s
-// before, and fewer than 30 in all chats in the second before. calls must be sorted.
-func budgetFree(chatCalls, global []time.Time, lastToken time.Time) bool {
-	return countIn(chatCalls, lastToken.Add(-3*time.Second), lastToken) < 3 &&
-		countIn(global, lastToken.Add(-time.Second), lastToken) < 30
+// before, fewer than 29 in all chats in the second before (the bot keeps some slack), and no other
+// final text waiting for its slot (pending: turns whose last token came and whose final had not
+// shown). Call times must be sorted.
+func budgetFree(chatCalls, global []time.Time, lastToken time.Time, pending int) bool {
+	return pending == 0 &&
+		countIn(chatCalls, lastToken.Add(-3*time.Second), lastToken) < 3 &&
+		countIn(global, lastToken.Add(-time.Second), lastToken) < 29
+}
+
+// pendingFinals returns, for each turn, how many other turns had their model's last token before
+// its own and their final text after it: the finals queued ahead of it.
+func pendingFinals(last, final []time.Time) []int {
+	ls, fs := sortedTimes(last), sortedTimes(final)
+	out := make([]int, len(last))
+	for i, t := range last {
+		before := sort.Search(len(ls), func(j int) bool { return !ls[j].Before(t) })
+		done := sort.Search(len(fs), func(j int) bool { return !fs[j].Before(t) })
+		out[i] = max(0, before-done)
+	}
+	return out
 }
 
 // countIn counts the times in sorted ts within (from, to].

@@ -20,6 +20,7 @@ type Report struct {
 	Chats         int     `json:"chats"`
 	TurnsPerChat  int     `json:"turns_per_chat,omitempty"`
 	Duration      string  `json:"duration,omitempty"`
+	ThinkMS       int64   `json:"think_ms"`
 	Rate          float64 `json:"tokens_per_second"`
 	Tokens        int     `json:"answer_tokens"`
 	ToolShare     float64 `json:"tool_share"`
@@ -123,8 +124,15 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 	for i, c := range rec.chats {
 		perChat[i] = sortedTimes(c.calls)
 	}
+	var lasts, finals []time.Time
+	for _, t := range results {
+		if !t.timedOut && !t.lastToken.IsZero() {
+			lasts, finals = append(lasts, t.lastToken), append(finals, t.final)
+		}
+	}
+	pending := pendingFinals(lasts, finals)
 	var first, final, free []time.Duration
-	edits, sends, within := 0, 0, 0
+	edits, sends, within, k := 0, 0, 0, 0
 	for _, t := range results {
 		if t.timedOut {
 			r.TurnsTimedOut++
@@ -141,12 +149,13 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 		}
 		d := t.final.Sub(t.lastToken)
 		final = append(final, d)
-		if budgetFree(perChat[t.chat], global, t.lastToken) {
+		if budgetFree(perChat[t.chat], global, t.lastToken, pending[k]) {
 			free = append(free, d)
 			if d <= 100*time.Millisecond {
 				within++
 			}
 		}
+		k++
 	}
 	r.FirstText, r.Final, r.FinalFree = latency(first), latency(final), latency(free)
 	if len(free) > 0 {
@@ -251,6 +260,7 @@ func (r *Report) WriteText(w io.Writer) {
 		load = "duration " + r.Duration
 	}
 	p("%s", r.Command)
+	load += fmt.Sprintf(", %d ms between answer and next message", r.ThinkMS)
 	p("load:            %d chats, %s; %d tokens at %g tok/s; tool %s in %.0f%% of turns (latency %d ms)",
 		r.Chats, load, r.Tokens, r.Rate, r.Tool, 100*r.ToolShare, r.ToolLatencyMS)
 	p("turns:           %d sent, %d answered whole, %d timed out in %.1f s: %.1f turns/s (peak %d in flight)",

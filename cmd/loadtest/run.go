@@ -90,6 +90,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	cfgPath := filepath.Join(dir, "config.toml")
 	dbPath := filepath.Join(dir, "bot.db")
+	for _, f := range []string{dbPath, dbPath + "-wal", dbPath + "-shm"} {
+		// A database of an earlier run in a kept folder would spoil the counts.
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("removing the database of an earlier run: %w", err)
+		}
+	}
 	if err := os.WriteFile(cfgPath, []byte(botConfig(o, dbPath, model.URL, tg, mcpURL)), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the bot config: %w", err)
 	}
@@ -107,7 +113,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}()
 
 	rep := &Report{
-		Chats: o.Chats, TurnsPerChat: o.Turns, Rate: o.Rate, Tokens: o.Tokens, ToolShare: o.ToolShare,
+		Chats: o.Chats, TurnsPerChat: o.Turns, ThinkMS: o.Think.Milliseconds(), Rate: o.Rate, Tokens: o.Tokens, ToolShare: o.ToolShare,
 		ToolLatencyMS: o.ToolLatency.Milliseconds(), Tool: toolName, LoadAvgStart: loadAvg(),
 		GoroutinesIdle: -1, GoroutinesAfter: -1,
 	}
@@ -380,6 +386,15 @@ func (d *driver) chat(ctx context.Context, c *chatRun, at, stopAt time.Time) {
 		}
 	}
 	for turn := 0; ; turn++ {
+		if turn > 0 && d.o.Think > 0 {
+			t := time.NewTimer(d.o.Think)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
 		if d.o.Turns > 0 && turn >= d.o.Turns || d.o.Turns == 0 && !time.Now().Before(stopAt) || ctx.Err() != nil {
 			return
 		}
