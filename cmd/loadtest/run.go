@@ -162,7 +162,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.LoadAvgEnd = loadAvg()
 	if t := total1 - total0; t > 0 {
 		rep.MachineBusyPct = 100 * float64(busy1-busy0) / float64(t)
-		rep.OthersCPUPct = 100 * float64(busy1-busy0-(cpu1-cpu0)-(self1-self0)) / float64(t)
+		rep.OthersCPUPct = max(0, 100*float64(busy1-busy0-(cpu1-cpu0)-(self1-self0))/float64(t))
 	}
 	rep.LoadToolCPUSeconds = (self1 - self0).Seconds()
 
