@@ -125,7 +125,6 @@ func shoot(t *testing.T, ctx context.Context, name string) {
 }
 
 func TestBrowserAdminAndWebChat(t *testing.T) {
-	bctx := newBrowser(t)
 	st := openStore(t)
 	seed := seedStore(t, st)
 
@@ -137,7 +136,6 @@ func TestBrowserAdminAndWebChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { chat.Close() })
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.WebChat = chat.Handler()
 		o.MCPHealth = func() []ServerHealth {
@@ -147,6 +145,10 @@ func TestBrowserAdminAndWebChat(t *testing.T) {
 			}
 		}
 	})
+	// Cleanups run last-first: the browser goes, then the chat ends its event streams, then the
+	// server closes.
+	t.Cleanup(func() { chat.Close() })
+	bctx := newBrowser(t)
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
 	defer cancel()
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
