@@ -310,33 +310,34 @@ func (s *Server) serversPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "servers", data)
 }
 
-// durationChart draws p50 and p95 durations per tool as horizontal bars in an inline SVG. Colours
-// come from the stylesheet (classes), so the page's CSP needs no inline styles.
+// durationChart draws p50 and p95 durations per tool as horizontal bars in an inline SVG, once
+// wide for desktops and once narrow for phones (the stylesheet shows one). Colours come from the
+// stylesheet (classes), so the page's CSP needs no inline styles.
 func durationChart(stats []toolStat) template.HTML {
 	if len(stats) == 0 {
 		return ""
 	}
-	const (
-		rowH   = 26
-		labelW = 150
-		width  = 640
-		barMax = width - labelW - 70
-	)
+	return drawChart(stats, "chart wide", 640, 150, 20) + drawChart(stats, "chart narrow", 360, 104, 13)
+}
+
+func drawChart(stats []toolStat, class string, width, labelW, labelRunes int) template.HTML {
+	const rowH = 26
+	barMax := width - labelW - 64
 	var maxMS int64 = 1
 	for _, st := range stats {
 		maxMS = max(maxMS, st.P95MS, st.P50MS)
 	}
 	height := len(stats)*rowH + 24
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-label="p50 and p95 duration per tool" preserveAspectRatio="xMinYMin meet">`, width, height)
+	fmt.Fprintf(&b, `<svg class="%s" viewBox="0 0 %d %d" role="img" aria-label="p50 and p95 duration per tool" preserveAspectRatio="xMinYMin meet">`, class, width, height)
 	for i, st := range stats {
 		y := i*rowH + 4
-		w95 := int(math.Round(float64(st.P95MS) / float64(maxMS) * barMax))
-		w50 := int(math.Round(float64(st.P50MS) / float64(maxMS) * barMax))
-		fmt.Fprintf(&b, `<text class="label" x="%d" y="%d" text-anchor="end">%s</text>`, labelW-8, y+15, template.HTMLEscapeString(truncate(st.Tool, 20)))
-		fmt.Fprintf(&b, `<rect class="p95" x="%d" y="%d" width="%d" height="18" rx="3"><title>p95 %s</title></rect>`, labelW, y+2, max(w95, 1), fmtMS(st.P95MS))
-		fmt.Fprintf(&b, `<rect class="p50" x="%d" y="%d" width="%d" height="18" rx="3"><title>p50 %s</title></rect>`, labelW, y+2, max(w50, 1), fmtMS(st.P50MS))
-		fmt.Fprintf(&b, `<text class="value" x="%d" y="%d">%s</text>`, labelW+max(w95, 1)+6, y+15, fmtMS(st.P95MS))
+		w95 := max(int(math.Round(float64(st.P95MS)/float64(maxMS)*float64(barMax))), 1)
+		w50 := max(int(math.Round(float64(st.P50MS)/float64(maxMS)*float64(barMax))), 1)
+		fmt.Fprintf(&b, `<text class="label" x="%d" y="%d" text-anchor="end">%s</text>`, labelW-8, y+15, template.HTMLEscapeString(truncate(st.Tool, labelRunes)))
+		fmt.Fprintf(&b, `<rect class="p95" x="%d" y="%d" width="%d" height="18" rx="3"><title>p95 %s</title></rect>`, labelW, y+2, w95, fmtMS(st.P95MS))
+		fmt.Fprintf(&b, `<rect class="p50" x="%d" y="%d" width="%d" height="18" rx="3"><title>p50 %s</title></rect>`, labelW, y+2, w50, fmtMS(st.P50MS))
+		fmt.Fprintf(&b, `<text class="value" x="%d" y="%d">%s</text>`, labelW+w95+6, y+15, fmtMS(st.P95MS))
 	}
 	ly := len(stats)*rowH + 16
 	fmt.Fprintf(&b, `<rect class="p50" x="%d" y="%d" width="12" height="10" rx="2"/><text class="legend" x="%d" y="%d">p50</text>`, labelW, ly-9, labelW+16, ly)
