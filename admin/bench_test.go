@@ -1,0 +1,95 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"relaybot/store"
+)
+
+// benchStore returns a migrated SQLite store holding n audit rows over a few tools and chats.
+func benchStore(b *testing.B, n int) *store.Store {
+	b.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(b.TempDir(), "bench.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	base := time.Now().Add(-time.Duration(n) * time.Second)
+	statuses := []string{store.StatusOK, store.StatusOK, store.StatusOK, store.StatusError}
+	for i := range n {
+		rec := store.ToolCallRecord{TurnID: int64(i/4 + 1), Platform: "telegram", ChatID: fmt.Sprint(i % 50),
+			UserID: fmt.Sprint(i % 20), ToolName: fmt.Sprintf("tool_%d", i%8), Source: "native",
+			ToolCallID: fmt.Sprint(i), Arguments: `{"q":"benchmark"}`, StartedAt: base.Add(time.Duration(i) * time.Second)}
+		if err := st.StartToolCall(ctx, &rec); err != nil {
+			b.Fatal(err)
+		}
+		rec.Status, rec.Duration = statuses[i%4], time.Duration(i%1000)*time.Millisecond
+		if err := st.FinishToolCall(ctx, &rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return st
+}
+
+func benchServer(b *testing.B, st Store) *httptest.Server {
+	srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	b.Cleanup(ts.Close)
+	return ts
+}
+
+func benchGet(b *testing.B, ts *httptest.Server, path string) {
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("%s: %d", path, resp.StatusCode)
+	}
+}
+
+// BenchmarkAPIToolCalls measures one filtered page of 50 rows from 5000 over HTTP.
+func BenchmarkAPIToolCalls(b *testing.B) {
+	ts := benchServer(b, benchStore(b, 5000))
+	b.ResetTimer()
+	for b.Loop() {
+		benchGet(b, ts, "/api/v1/tool-calls?status=error&limit=50")
+	}
+}
+
+// BenchmarkExportCSV measures a CSV export of 5000 rows (ten store pages), streamed.
+func BenchmarkExportCSV(b *testing.B) {
+	ts := benchServer(b, benchStore(b, 5000))
+	b.ResetTimer()
+	for b.Loop() {
+		benchGet(b, ts, "/admin/export.csv")
+	}
+}
+
+// BenchmarkMetricsToolCallFinished measures counting one tool call from parallel goroutines.
+func BenchmarkMetricsToolCallFinished(b *testing.B) {
+	m := NewMetrics()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.ToolCallFinished("fetch_url", "ok", 300*time.Millisecond)
+		}
+	})
+}
