@@ -505,3 +505,37 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+func TestShutdownEndsOpenEventStreams(t *testing.T) {
+	st := openStore(t)
+	streaming := make(chan struct{})
+	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		close(streaming)
+		<-r.Context().Done() // like the web chat's event stream
+	})
+	srv, err := New(Options{Listen: "127.0.0.1:0", Store: st, WebChat: stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/chat/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-streaming
+	cancel()
+	// Shutdown gives up with an error after 5 s when a request does not end.
+	if err := <-done; err != nil {
+		t.Fatalf("Serve with an open event stream: %v", err)
+	}
+}
