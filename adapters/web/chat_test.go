@@ -362,3 +362,45 @@ func TestMessengerContract(t *testing.T) {
 		t.Errorf("file without the chat cookie: %d, want 404", resp.StatusCode)
 	}
 }
+
+// blockingHandler holds every turn until its context ends.
+type blockingHandler struct{ started, ended chan struct{} }
+
+func (h blockingHandler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	close(h.started)
+	<-ctx.Done()
+	close(h.ended)
+}
+
+func TestCloseEndsTurnsInFlight(t *testing.T) {
+	h := blockingHandler{started: make(chan struct{}), ended: make(chan struct{})}
+	chat, err := New(Options{Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(chat.Handler())
+	defer srv.Close()
+	b := newBrowser(t, srv)
+	b.send("hold on")
+	<-h.started
+	chat.Close()
+	select {
+	case <-h.ended:
+	default:
+		t.Fatal("Close returned while a turn was still running")
+	}
+}
+
+func TestSendBeforeHandlerIsSet(t *testing.T) {
+	chat, srv := newChat(t, nil)
+	b := newBrowser(t, srv)
+	if resp := b.post("hi", http.Header{"X-Csrf-Token": {b.csrf}}); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("post without a handler: %d, want 503", resp.StatusCode)
+	}
+	h := &scriptedHandler{steps: []string{"ok"}, seen: make(chan string), got: make(chan adapters.Inbound, 1)}
+	chat.SetHandler(h)
+	b.send("hi")
+	if in := <-h.got; in.Text != "hi" {
+		t.Errorf("handler got %+v", in)
+	}
+}
