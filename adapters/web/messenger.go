@@ -32,7 +32,7 @@ const (
 // message is one message shown in the web chat.
 type message struct {
 	ID    string
-	Role  string // "user", "bot" or "notice"
+	Role  string // "user" or "bot"
 	Text  string
 	Files []adapters.File
 	rev   uint64 // conversation revision of the last change
