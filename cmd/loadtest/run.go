@@ -147,12 +147,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	busy0, total0 := machineCPU()
 	self0 := selfCPU()
 	start := time.Now()
+	// A bot that dies ends the load at once instead of every chat waiting out its turn timeout.
+	driveCtx, stopDrive := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-bot.exited:
+			stopDrive()
+		case <-driveCtx.Done():
+		}
+	}()
 	d := newDriver(o, rec, tg, bot)
-	results := d.run(ctx, start)
+	results := d.run(driveCtx, start)
+	stopDrive()
 	loadWall := time.Since(start)
 	close(loadDone)
 	cpu1, err := procCPU(bot.pid())
 	if err != nil {
+		select {
+		case <-bot.exited:
+			return nil, fmt.Errorf("the bot exited during the load (%v); see %s", bot.err, logPath)
+		default:
+		}
 		return nil, err
 	}
 	busy1, total1 := machineCPU()
