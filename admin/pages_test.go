@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -275,3 +276,41 @@ func TestExportPagesThroughTheStore(t *testing.T) {
 }
 
 func time1(i int) time.Duration { return time.Duration(i) * time.Second }
+
+// historyStore adds TurnMessages to the real store for a conversation of one turn, where the
+// conversation's history is exactly the turn's messages; it shows how the detail page uses a
+// store that can list a turn's messages.
+type historyStore struct {
+	*store.Store
+	conversationID int64
+}
+
+func (h historyStore) TurnMessages(ctx context.Context, turnID int64) ([]store.Message, error) {
+	return h.History(ctx, h.conversationID, 1)
+}
+
+func TestDetailShowsTheTurnsMessages(t *testing.T) {
+	st := openStore(t)
+	seed := seedStore(t, st)
+	_, ts := newTestServer(t, historyStore{Store: st, conversationID: seed.calls[0].ConversationID}, testToken)
+	c, _ := loggedIn(t, ts)
+	code, body := get(t, c, fmt.Sprintf("%s/admin/calls/%d", ts.URL, seed.calls[0].ID))
+	if code != http.StatusOK {
+		t.Fatalf("detail: %d", code)
+	}
+	for _, want := range []string{"Messages of the turn", "what is the weather in Paris?", "It is sunny in Paris.", "this call"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("detail page lacks %q", want)
+		}
+	}
+	// The assistant call and the tool result of call_0 are marked; nothing else is.
+	if n := strings.Count(body, `badge here`); n != 2 {
+		t.Errorf("%d messages marked as this call, want 2 (the request and the result)", n)
+	}
+	// Without TurnMessages the section is left out.
+	_, plain := newTestServer(t, st, testToken)
+	c2, _ := loggedIn(t, plain)
+	if _, body := get(t, c2, fmt.Sprintf("%s/admin/calls/%d", plain.URL, seed.calls[0].ID)); strings.Contains(body, "Messages of the turn") {
+		t.Error("messages section shown for a store that cannot list them")
+	}
+}
