@@ -70,7 +70,8 @@ func (b *bucket) readyAt(now time.Time, final bool) time.Time {
 	allowed := b.rate.N - need // requests that may already be in the window
 	if over := len(b.hist) - allowed; over > 0 {
 		// The over-th window entry to expire decides; requests in flight have not started to.
-		var ends []time.Time
+		var buf [64]time.Time
+		ends := buf[:0]
 		for _, sl := range b.hist {
 			if !sl.inflight {
 				ends = append(ends, sl.done.Add(win))
@@ -279,14 +280,26 @@ func (s *scheduler) dispatchLocked() {
 	now := time.Now()
 	var next time.Time
 	for _, pass := range []bool{true, false} {
+		// Every ticket goes through the global bucket: work out its readiness once per grant,
+		// not once per waiting ticket, and stop the pass when it is closed.
+		gAt := s.global.readyAt(now, pass)
 		for i := 0; i < len(s.waiting); {
 			t := s.waiting[i]
 			if t.final != pass {
 				i++
 				continue
 			}
+			if gAt.After(now) {
+				if gAt != never && (next.IsZero() || gAt.Before(next)) {
+					next = gAt
+				}
+				break
+			}
 			at := now
 			for _, b := range t.buckets {
+				if b == s.global {
+					continue
+				}
 				if r := b.readyAt(now, t.final); r.After(at) {
 					at = r
 				}
@@ -307,6 +320,7 @@ func (s *scheduler) dispatchLocked() {
 			t.done = true
 			close(t.granted)
 			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+			gAt = s.global.readyAt(now, pass)
 		}
 	}
 	s.sweepLocked(now)
