@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -138,6 +140,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		FlushChunks:        cfg.Agent.StreamFlushChunks,
 		RemoveThink:        cfg.Agent.RemoveThink,
 		ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
+		HTTPClient:         modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
 		Logger:             log,
 	})
 	if err != nil {
@@ -261,6 +264,26 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	return b, nil
 }
+
+// modelHTTPClient returns the client of the model calls: the default transport's settings, but
+// keeping as many idle connections per model host as turns may run at once, so a busy bot reuses
+// its streams' connections instead of dialling (and shaking hands) anew for most calls. Dialling
+// and the TLS handshake are bounded; the client has no overall timeout, since a stream may last
+// minutes (the runner bounds the wait for each chunk).
+func modelHTTPClient(turnsInFlight int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{Timeout: modelDialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	tr.TLSHandshakeTimeout = modelTLSTimeout
+	tr.MaxIdleConnsPerHost = max(turnsInFlight, 2)
+	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
+	return &http.Client{Transport: tr}
+}
+
+// Bounds of connecting to a model server.
+const (
+	modelDialTimeout = 10 * time.Second
+	modelTLSTimeout  = 10 * time.Second
+)
 
 // pipelineOptions maps the config onto the pipeline's options.
 func pipelineOptions(cfg *config.Config) pipeline.Options {
