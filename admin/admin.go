@@ -32,8 +32,8 @@ type Store interface {
 	Turn(ctx context.Context, id int64) (store.Turn, error)
 }
 
-// turnMessages is implemented by stores that can list the messages of one turn; the detail page
-// shows them when the store has it.
+// turnMessages is implemented by stores that can list the messages of one turn (*store.Store
+// does); the detail page shows them around the call when the store has it.
 type turnMessages interface {
 	TurnMessages(ctx context.Context, turnID int64) ([]store.Message, error)
 }

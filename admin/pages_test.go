@@ -1,10 +1,10 @@
 package admin
 
 import (
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -277,38 +277,44 @@ func TestExportPagesThroughTheStore(t *testing.T) {
 
 func time1(i int) time.Duration { return time.Duration(i) * time.Second }
 
-// historyStore adds TurnMessages to the real store for a conversation of one turn, where the
-// conversation's history is exactly the turn's messages; it shows how the detail page uses a
-// store that can list a turn's messages.
-type historyStore struct {
-	*store.Store
-	conversationID int64
-}
+// *store.Store lists a turn's messages, so the detail page shows them in the running bot.
+var _ turnMessages = (*store.Store)(nil)
 
-func (h historyStore) TurnMessages(ctx context.Context, turnID int64) ([]store.Message, error) {
-	return h.History(ctx, h.conversationID, 1)
-}
+// plainStore hides every method of the real store beyond the Store interface, as a store that
+// cannot list a turn's messages would.
+type plainStore struct{ Store }
 
 func TestDetailShowsTheTurnsMessages(t *testing.T) {
 	st := openStore(t)
 	seed := seedStore(t, st)
-	_, ts := newTestServer(t, historyStore{Store: st, conversationID: seed.calls[0].ConversationID}, testToken)
+	_, ts := newTestServer(t, st, testToken)
 	c, _ := loggedIn(t, ts)
 	code, body := get(t, c, fmt.Sprintf("%s/admin/calls/%d", ts.URL, seed.calls[0].ID))
 	if code != http.StatusOK {
 		t.Fatalf("detail: %d", code)
 	}
-	for _, want := range []string{"Messages of the turn", "what is the weather in Paris?", "It is sunny in Paris.", "this call"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("detail page lacks %q", want)
+	// The turn's messages in order: the user's question, the call, its result, the answer.
+	at := 0
+	for _, want := range []string{"Messages of the turn", "what is the weather in Paris?", "call_0",
+		html.EscapeString(`{"ok":true,"i":0}`), "It is sunny in Paris."} {
+		i := strings.Index(body[at:], want)
+		if i < 0 {
+			t.Errorf("detail page lacks %q after byte %d", want, at)
+			continue
 		}
+		at += i + len(want)
 	}
-	// The assistant call and the tool result of call_0 are marked; nothing else is.
+	// The assistant message asking for call_0 and the tool result answering it are marked as this
+	// call; the user message and the final answer are not.
 	if n := strings.Count(body, `badge here`); n != 2 {
 		t.Errorf("%d messages marked as this call, want 2 (the request and the result)", n)
 	}
+	// Another call of the same turn that no message mentions: same messages, none marked.
+	if _, body := get(t, c, fmt.Sprintf("%s/admin/calls/%d", ts.URL, seed.calls[2].ID)); !strings.Contains(body, "It is sunny in Paris.") || strings.Contains(body, `badge here`) {
+		t.Errorf("detail of call_2: want the turn's messages with none marked")
+	}
 	// Without TurnMessages the section is left out.
-	_, plain := newTestServer(t, st, testToken)
+	_, plain := newTestServer(t, plainStore{st}, testToken)
 	c2, _ := loggedIn(t, plain)
 	if _, body := get(t, c2, fmt.Sprintf("%s/admin/calls/%d", plain.URL, seed.calls[0].ID)); strings.Contains(body, "Messages of the turn") {
 		t.Error("messages section shown for a store that cannot list them")
