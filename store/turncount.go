@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// TurnFilter selects turns. Zero fields do not filter.
+type TurnFilter struct {
+	Since, Until time.Time // started_at >= Since and < Until
+	// Status is TurnRunning, TurnOK, TurnError, TurnCancelled or TurnInterrupted.
+	Status string
+}
+
+func (f TurnFilter) validate() error {
+	switch f.Status {
+	case "", TurnRunning, TurnOK, TurnError, TurnCancelled, TurnInterrupted:
+	default:
+		return fmt.Errorf("unknown turn status %q (want %s, %s, %s, %s or %s)", f.Status,
+			TurnRunning, TurnOK, TurnError, TurnCancelled, TurnInterrupted)
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return fmt.Errorf("since %s is not before until %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (f TurnFilter) where(db *gorm.DB) *gorm.DB {
+	if !f.Since.IsZero() {
+		db = db.Where("started_at >= ?", dbTime(f.Since))
+	}
+	if !f.Until.IsZero() {
+		db = db.Where("started_at < ?", dbTime(f.Until))
+	}
+	if f.Status != "" {
+		db = db.Where("status = ?", f.Status)
+	}
+	return db
+}
+
+// CountTurns returns how many turns match f.
+func (s *Store) CountTurns(ctx context.Context, f TurnFilter) (int, error) {
+	if err := f.validate(); err != nil {
+		return 0, fmt.Errorf("store: count turns: %w", err)
+	}
+	var n int64
+	if err := f.where(s.r.WithContext(ctx).Model(&turnRow{})).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("store: count turns: %w", err)
+	}
+	return int(n), nil
+}
+
+// TurnStatusCounts returns how many turns match f, by status; statuses with no turn are absent.
+func (s *Store) TurnStatusCounts(ctx context.Context, f TurnFilter) (map[string]int, error) {
+	if err := f.validate(); err != nil {
+		return nil, fmt.Errorf("store: count turns by status: %w", err)
+	}
+	var rows []struct {
+		Status string
+		N      int64
+	}
+	err := f.where(s.r.WithContext(ctx).Model(&turnRow{})).Select("status, COUNT(*) AS n").
+		Group("status").Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: count turns by status: %w", err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.Status] = int(r.N)
+	}
+	return out, nil
+}
