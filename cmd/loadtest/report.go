@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -201,30 +200,16 @@ func (r *Report) countDB(ctx context.Context, dbPath string, turns, toolCalls in
 		r.DB.AuditRows += int64(s.Count)
 		r.DB.AuditOK += int64(s.Count - s.Errors)
 	}
-	// The store has no turn count; read the table the migrations made.
-	db, err := sql.Open("sqlite3", "file:"+dbPath+"?mode=ro")
-	if err != nil {
-		return fmt.Errorf("opening the bot's database: %w", err)
-	}
-	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT status, COUNT(*) FROM turns GROUP BY status`)
+	byStatus, err := st.TurnStatusCounts(ctx, store.TurnFilter{})
 	if err != nil {
 		return fmt.Errorf("counting turns: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return fmt.Errorf("counting turns: %w", err)
-		}
-		r.DB.TurnStatuses[status] = n
-		r.DB.Turns += n
-		if status == store.TurnOK {
-			r.DB.TurnsOK = n
-		}
+	for status, n := range byStatus {
+		r.DB.TurnStatuses[status] = int64(n)
+		r.DB.Turns += int64(n)
 	}
-	return rows.Err()
+	r.DB.TurnsOK = r.DB.TurnStatuses[store.TurnOK]
+	return nil
 }
 
 // check says what the run got wrong: a turn or audit row missing or failed, a 429, an answer
