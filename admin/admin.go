@@ -1,13 +1,14 @@
 // Package admin serves the bot's audit log to its admins: a JSON API (/api/v1/...), a web page
 // (/admin/) rendered on the server from embedded templates, the local web chat (/chat) behind
-// the same login, Prometheus metrics (/metrics) and a health check (/healthz).
+// the same login, Prometheus metrics (/metrics) with the Go runtime's goroutine and memory
+// gauges, the runtime profiles of net/http/pprof (/debug/pprof/) and a health check (/healthz).
 //
-// Authentication: with a token configured, the API and /metrics take "Authorization: Bearer
-// TOKEN" (compared in constant time), and browsers log in once with the token to get an
-// HttpOnly, SameSite=Strict session cookie. Without a token the server only listens on a
-// loopback address, needs no login, and answers only requests whose Host is a loopback name (so
-// a web page cannot reach it by rebinding a domain to 127.0.0.1). New refuses a non-loopback
-// address without a token.
+// Authentication: with a token configured, the API, /metrics and /debug/pprof/ take
+// "Authorization: Bearer TOKEN" (compared in constant time), and browsers log in once with the
+// token to get an HttpOnly, SameSite=Strict session cookie. Without a token the server only
+// listens on a loopback address, needs no login, and answers only requests whose Host is a
+// loopback name (so a web page cannot reach it by rebinding a domain to 127.0.0.1). New refuses a
+// non-loopback address without a token.
 package admin
 
 import (
@@ -17,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -197,6 +199,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.requireBearer(s.opts.Metrics))
+	s.pprofRoutes(mux)
 
 	mux.Handle("GET /api/v1/tool-calls", s.requireBearer(http.HandlerFunc(s.apiToolCalls)))
 	mux.Handle("GET /api/v1/tool-calls/{id}", s.requireBearer(http.HandlerFunc(s.apiToolCall)))
@@ -226,6 +229,19 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("/chat/", chat)
 	}
 	return s.guard(http.NewCrossOriginProtection().Handler(mux))
+}
+
+// pprofRoutes mounts the runtime profiles of net/http/pprof on mux under /debug/pprof/, behind
+// the same authorization as the API. Only this mux serves them: the admin server never serves
+// http.DefaultServeMux, where importing net/http/pprof also registers them. /debug/pprof/cmdline is left out: the command line may carry secrets.
+func (s *Server) pprofRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /debug/pprof/", s.requireBearer(http.HandlerFunc(pprof.Index)))
+	mux.Handle("GET /debug/pprof/cmdline", s.requireBearer(http.NotFoundHandler()))
+	mux.Handle("GET /debug/pprof/profile", s.requireBearer(http.HandlerFunc(pprof.Profile)))
+	mux.Handle("GET /debug/pprof/trace", s.requireBearer(http.HandlerFunc(pprof.Trace)))
+	symbol := s.requireBearer(http.HandlerFunc(pprof.Symbol))
+	mux.Handle("GET /debug/pprof/symbol", symbol)
+	mux.Handle("POST /debug/pprof/symbol", symbol)
 }
 
 // guard sets the headers every response carries and, in the no-token mode, answers only

@@ -184,14 +184,16 @@ func (m *Metrics) refreshMCP() {
 	}
 }
 
-// WriteTo writes every metric in the Prometheus text exposition format (version 0.0.4), families
-// and series in a stable order.
+// WriteTo writes every metric in the Prometheus text exposition format (version 0.0.4): the Go
+// runtime's goroutine and memory gauges read at this moment, then the bot's families and series
+// in a stable order.
 func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	if m == nil {
 		return 0, nil
 	}
 	m.refreshMCP()
 	cw := &countingWriter{w: bufio.NewWriter(w)}
+	writeRuntime(cw)
 	m.mu.Lock()
 	names := make([]string, 0, len(m.families))
 	for name := range m.families {
