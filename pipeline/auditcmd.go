@@ -90,7 +90,7 @@ func (p *Pipeline) auditCommand(ctx context.Context, in adapters.Inbound, args s
 		p.notice(out, fmt.Sprintf("Usage: /audit [tool] [status] [n]: %v", err), log)
 		return
 	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
 	entries, err := p.opts.Audit.RecentToolCalls(qctx, f)
 	if err != nil {
@@ -148,7 +148,7 @@ func (p *Pipeline) recordRefusal(in adapters.Inbound, args string, log *slog.Log
 	if p.opts.Recorder == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
 	argJSON, _ := json.Marshal(map[string]string{"args": args}) // a map of strings always encodes
 	now := p.opts.Now().UTC()

@@ -96,8 +96,17 @@ type Options struct {
 	// Recorder keeps refused /audit commands in the audit log; nil only logs them.
 	Recorder tools.Recorder
 
+	// ShutdownDeliverWait is how long final answers (the partial answers of cancelled turns
+	// among them) and notices may still wait for the platform after Shutdown's grace period is
+	// over (default DefaultShutdownDeliverWait). While the pipeline runs, a final answer waits
+	// for the platform's rate limits as long as they last: it is never dropped for taking long.
+	ShutdownDeliverWait time.Duration
+
 	// OnTurnDone, when set, is told the status and duration of every finished turn (metrics).
 	OnTurnDone func(status string, took time.Duration)
+	// OnDeliveryFailed, when set, is told the platform of every final answer that could not be
+	// delivered (metrics); the turn is saved with status error and "delivery failed: …".
+	OnDeliveryFailed func(platform adapters.Platform)
 
 	// Logger receives one line per turn and per refused message; nil means slog.Default().
 	Logger *slog.Logger
@@ -120,9 +129,13 @@ const (
 	DefaultRateLimitedText  = "You are sending messages too fast; please wait a minute."
 )
 
-// deliverTimeout bounds delivering a final answer or a notice, and saving a turn, after the
-// turn's own context has ended.
-const deliverTimeout = 60 * time.Second
+// DefaultShutdownDeliverWait is how long, by default, answers still being delivered may wait for
+// the platform once the shutdown grace period is over.
+const DefaultShutdownDeliverWait = 10 * time.Second
+
+// saveTimeout bounds one store operation of a turn (its start, its end, a reset), whose own
+// context may have ended.
+const saveTimeout = 60 * time.Second
 
 // Pipeline handles the messages of every adapter. It implements adapters.Handler.
 type Pipeline struct {
@@ -138,6 +151,10 @@ type Pipeline struct {
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
+	// deliver bounds the delivery of answers and notices: it ends ShutdownDeliverWait after the
+	// grace period (or once every turn is done), never while the pipeline runs.
+	deliver     context.Context
+	stopDeliver context.CancelCauseFunc
 
 	mu      sync.Mutex
 	closed  bool
@@ -181,6 +198,9 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout
 	}
+	if opts.ShutdownDeliverWait <= 0 {
+		opts.ShutdownDeliverWait = DefaultShutdownDeliverWait
+	}
 	def := func(s *string, d string) {
 		if *s == "" {
 			*s = d
@@ -200,7 +220,10 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		log = slog.Default()
 	}
 	base, stop := context.WithCancelCause(context.Background())
+	deliver, stopDeliver := context.WithCancelCause(context.Background())
 	return &Pipeline{
+		deliver:     deliver,
+		stopDeliver: stopDeliver,
 		runner:   runner,
 		store:    st,
 		tools:    toolbox,
@@ -241,14 +264,28 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		p.stopBase(ErrShutdown)
+		p.stopDeliver(ErrShutdown)
 		return nil
 	case <-ctx.Done():
 	}
-	p.log.Info("pipeline: grace period over; cancelling running turns")
+	p.log.Info("pipeline: grace period over; cancelling running turns", "deliver_wait", p.opts.ShutdownDeliverWait)
 	p.stopBase(ErrShutdown)
 	p.sched.cancelAll(ErrShutdown)
+	// The cancelled turns deliver their partial answers; answers the platform still holds back
+	// after ShutdownDeliverWait are given up (and saved as not delivered).
+	late := time.AfterFunc(p.opts.ShutdownDeliverWait, func() {
+		p.stopDeliver(fmt.Errorf("%w: answers still waiting for the platform %s after the grace period", ErrShutdown, p.opts.ShutdownDeliverWait))
+	})
+	defer late.Stop()
 	<-done
+	p.stopDeliver(ErrShutdown)
 	return nil
+}
+
+// deliveryContext returns the context a final answer or a notice is delivered with: it ends
+// only ShutdownDeliverWait after the shutdown grace period (see Options.ShutdownDeliverWait).
+func (p *Pipeline) deliveryContext() (context.Context, context.CancelFunc) {
+	return context.WithCancel(p.deliver)
 }
 
 // Queued returns how many messages wait for their conversation's turn.
@@ -370,9 +407,10 @@ func (p *Pipeline) dropped(why error, in adapters.Inbound, out adapters.Responde
 	}
 }
 
-// notice sends a short message, bounded in time, logging a failure.
+// notice sends a short message, logging a failure. Like a final answer, it waits for the
+// platform's rate limits as long as the pipeline runs.
 func (p *Pipeline) notice(out adapters.Responder, text string, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
+	ctx, cancel := p.deliveryContext()
 	defer cancel()
 	if err := out.Notice(ctx, text); err != nil {
 		log.Warn("pipeline: notice not delivered", "err", err)
@@ -381,7 +419,7 @@ func (p *Pipeline) notice(out adapters.Responder, text string, log *slog.Logger)
 
 // reset starts a new conversation for key.
 func (p *Pipeline) reset(key ConversationKey, out adapters.Responder, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
 	conv, err := p.store.ResetConversation(ctx, storeKey(key))
 	if err != nil {

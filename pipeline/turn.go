@@ -26,7 +26,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	defer cancelTimeout()
 
 	// The user's message is saved even when the turn is cancelled right away.
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	conv, hist, turnID, err := p.startTurn(sctx, key, in)
 	scancel()
 	if err != nil {
@@ -105,11 +105,22 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	}
 	text := v.withNote(note, status == store.TurnCancelled || status == store.TurnInterrupted)
 	reply.Working(false)
-	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
-	if err := reply.Finish(dctx, text, files); err != nil {
-		log.Error("pipeline: answer not delivered", "err", err)
-	}
+	// The final answer waits for the platform (rate limits, a long queue of other finals) as
+	// long as the pipeline runs; only the end of the shutdown's grace period bounds it.
+	dctx, dcancel := p.deliveryContext()
+	derr := reply.Finish(dctx, text, files)
 	dcancel()
+	if derr != nil {
+		// The turn's record says the user did not get the answer, whatever the model did.
+		log.Error("pipeline: answer not delivered", "status", status, "err", derr)
+		if status == store.TurnOK {
+			status = store.TurnError
+		}
+		errText = joinErr(errText, "delivery failed: "+derr.Error())
+		if p.opts.OnDeliveryFailed != nil {
+			p.opts.OnDeliveryFailed(in.Chat.Platform)
+		}
+	}
 
 	end := store.TurnEnd{
 		TurnID:    turnID,
@@ -128,7 +139,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	if p.opts.OnTurnDone != nil {
 		p.opts.OnTurnDone(status, time.Since(begun))
 	}
-	sctx, scancel = context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
+	sctx, scancel = context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer scancel()
 	if err := p.store.FinishTurn(sctx, end); err != nil {
 		log.Error("pipeline: turn not saved", "status", status, "err", err)
@@ -139,6 +150,14 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		attrs = append(attrs, "err", errText)
 	}
 	log.Info("pipeline: turn done", attrs...)
+}
+
+// joinErr appends more to an error text.
+func joinErr(text, more string) string {
+	if text == "" {
+		return more
+	}
+	return text + "; " + more
 }
 
 // startTurn finds the conversation, reads its history and saves the user's message.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/adapters"
 	"relaybot/adapters/delivery"
 	"relaybot/adapters/discord"
 	"relaybot/adapters/telegram"
@@ -153,6 +154,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	opts.Recorder = rec
 	opts.Logger = log
 	opts.OnTurnDone = metrics.TurnFinished
+	opts.OnDeliveryFailed = func(p adapters.Platform) { metrics.DeliveryEvent(string(p), "final_failed") }
 	pipe, err := pipeline.New(runner, st, mgr, opts)
 	if err != nil {
 		return b, err

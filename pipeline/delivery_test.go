@@ -1,0 +1,147 @@
+package pipeline
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/adapters/delivery"
+	"relaybot/adapters/telegram"
+	"relaybot/internal/testkit/llm"
+	tk "relaybot/internal/testkit/telegram"
+	"relaybot/store"
+)
+
+// retryUnit is one second of retry_after on the test server and in the adapter: 150 units are
+// two and a half "minutes" of Telegram time.
+const retryUnit = 10 * time.Millisecond
+
+// runTelegram connects a Telegram adapter to srv, runs it with h's pipeline as its handler and
+// stops it when the test ends.
+func runTelegram(t *testing.T, h *harness, srv *tk.Server, tune func(*telegram.Options)) {
+	t.Helper()
+	opts := telegram.Options{
+		Token:          srv.Token(),
+		APIEndpoint:    srv.Endpoint(),
+		PollTimeout:    time.Second,
+		RetryAfterUnit: retryUnit,
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	ad, err := telegram.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ad.Run(ctx, h.p) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("telegram Run: %v", err)
+		}
+	})
+}
+
+// waitTurn waits until turn 1 has ended and returns it.
+func waitTurn(t *testing.T, h *harness) store.Turn {
+	t.Helper()
+	var turn store.Turn
+	waitFor(t, "the turn to be saved", func() bool {
+		var err error
+		turn, err = h.store.Turn(context.Background(), 1)
+		return err == nil && turn.Status != store.TurnRunning
+	})
+	return turn
+}
+
+// A final answer that Telegram holds back with 429s for longer than the turn's own deadline
+// (and than a minute of Telegram time) still arrives, and the turn is saved ok.
+func TestFinalWaitsOutLongRateLimits(t *testing.T) {
+	srv, err := tk.New(tk.Options{RetryAfterUnit: retryUnit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := newHarness(t, Options{TurnTimeout: 500 * time.Millisecond})
+	runTelegram(t, h, srv, nil)
+	const chat = 4242
+	srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: "sendMessage", ChatID: chat, RetryAfter: 150})
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "The answer, "}, {Content: "late but whole."}}})
+	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chat, Type: "private"}, From: tk.User{ID: chat, FirstName: "Ann"}, Text: "question"})
+
+	turn := waitTurn(t, h)
+	if turn.Status != store.TurnOK || turn.Error != "" {
+		t.Fatalf("turn = %s %q, want ok without error", turn.Status, turn.Error)
+	}
+	var texts []string
+	for _, m := range srv.BotMessages(chat) {
+		texts = append(texts, m.Text)
+	}
+	if len(texts) != 1 || texts[0] != "The answer, late but whole." {
+		t.Fatalf("bot messages = %q, want the whole answer once", texts)
+	}
+	var first429, delivered time.Time
+	for _, c := range srv.Calls() {
+		if c.Method != "sendMessage" || c.ChatID != chat {
+			continue
+		}
+		if c.Code == 429 && first429.IsZero() {
+			first429 = c.Time
+		}
+		if c.Code == 200 {
+			delivered = c.Time
+		}
+	}
+	if first429.IsZero() {
+		t.Fatal("the final was never refused with a 429: the test did not test anything")
+	}
+	if waited := delivered.Sub(first429); waited < 150*retryUnit {
+		t.Fatalf("the final went out %s after the 429, before retry_after (%s) was over", waited, 150*retryUnit)
+	}
+}
+
+// A final answer Telegram refuses for good is saved as a failed delivery: status error, the
+// delivery error in the turn's error, and a metric.
+func TestUndeliverableFinalIsRecorded(t *testing.T) {
+	srv, err := tk.New(tk.Options{RetryAfterUnit: retryUnit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var failed atomic.Int64
+	var failedPlatform atomic.Value
+	h := newHarness(t, Options{OnDeliveryFailed: func(p adapters.Platform) {
+		failed.Add(1)
+		failedPlatform.Store(p)
+	}})
+	runTelegram(t, h, srv, func(o *telegram.Options) {
+		o.Delivery = delivery.Options{Retry: delivery.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
+	})
+	const chat = 4343
+	srv.AddFault(tk.Fault{Kind: tk.Fault5xx, Method: "sendMessage", ChatID: chat, Times: 1000})
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Nobody will read this."}}})
+	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chat, Type: "private"}, From: tk.User{ID: chat, FirstName: "Ann"}, Text: "question"})
+
+	turn := waitTurn(t, h)
+	if turn.Status != store.TurnError || !strings.HasPrefix(turn.Error, "delivery failed: ") {
+		t.Fatalf("turn = %s %q, want error \"delivery failed: …\"", turn.Status, turn.Error)
+	}
+	if n := failed.Load(); n != 1 || failedPlatform.Load() != adapters.Telegram {
+		t.Fatalf("OnDeliveryFailed calls = %d (%v), want 1 for telegram", n, failedPlatform.Load())
+	}
+	if got := srv.BotMessages(chat); len(got) != 0 {
+		t.Fatalf("bot messages = %v, want none", got)
+	}
+	// The model's answer is kept: the conversation's history has it.
+	id := strconv.Itoa(chat)
+	msgs := h.history(KeyOf(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: id}, Kind: adapters.Private, UserID: id}, ScopeChat))
+	if len(msgs) != 2 || msgs[1].Content != "Nobody will read this." {
+		t.Fatalf("history = %+v, want the question and the answer", msgs)
+	}
+}
