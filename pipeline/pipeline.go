@@ -224,17 +224,17 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	return &Pipeline{
 		deliver:     deliver,
 		stopDeliver: stopDeliver,
-		runner:   runner,
-		store:    st,
-		tools:    toolbox,
-		opts:     opts,
-		log:      log,
-		access:   compileAccess(opts.Access),
-		rate:     newRateLimiter(opts.RateLimitPerMinute, time.Minute),
-		sched:    newScheduler(opts.QueueSize, opts.Interrupt, opts.Settle),
-		slots:    make(chan struct{}, opts.MaxTurnsInFlight),
-		base:     base,
-		stopBase: stop,
+		runner:      runner,
+		store:       st,
+		tools:       toolbox,
+		opts:        opts,
+		log:         log,
+		access:      compileAccess(opts.Access),
+		rate:        newRateLimiter(opts.RateLimitPerMinute, time.Minute),
+		sched:       newScheduler(opts.QueueSize, opts.Interrupt, opts.Settle),
+		slots:       make(chan struct{}, opts.MaxTurnsInFlight),
+		base:        base,
+		stopBase:    stop,
 	}, nil
 }
 
