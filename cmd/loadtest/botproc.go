@@ -3,7 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -17,36 +17,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// pprofEnv names the loopback address the profiling build of the bot serves net/http/pprof on.
-const pprofEnv = "RELAYBOT_LOADTEST_PPROF"
-
-// pprofOverlay is added to package main of cmd/bot (through go build -overlay, never written into
-// the source tree) when the load tool builds the bot: with pprofEnv set, the bot serves
-// /debug/pprof on that address. The admin listener offers no pprof and no goroutine count, and
-// the tool needs both.
-const pprofOverlay = `package main
-
-import (
-	"net"
-	"net/http"
-	_ "net/http/pprof"
-	"os"
-)
-
-// The load tool's build only: serve net/http/pprof on ` + pprofEnv + ` when it is set.
-func init() {
-	addr := os.Getenv("` + pprofEnv + `")
-	if addr == "" {
-		return
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return
-	}
-	go func() { _ = http.Serve(ln, http.DefaultServeMux) }()
-}
-`
 
 // moduleRoot returns src, or the folder of the module the current directory belongs to.
 func moduleRoot(ctx context.Context, src string) (string, error) {
@@ -64,29 +34,14 @@ func moduleRoot(ctx context.Context, src string) (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// buildBot builds ./cmd/bot of the module at src into dir, with the pprof overlay, and returns
-// the binary's path.
+// buildBot builds ./cmd/bot of the module at src into dir and returns the binary's path.
 func buildBot(ctx context.Context, src, dir string) (string, error) {
 	root, err := moduleRoot(ctx, src)
 	if err != nil {
 		return "", err
 	}
-	overlayGo := filepath.Join(dir, "loadtest_pprof.go")
-	if err := os.WriteFile(overlayGo, []byte(pprofOverlay), 0o600); err != nil {
-		return "", fmt.Errorf("writing the pprof overlay: %w", err)
-	}
-	ovl, err := json.Marshal(map[string]map[string]string{
-		"Replace": {filepath.Join(root, "cmd", "bot", "zz_loadtest_pprof.go"): overlayGo},
-	})
-	if err != nil {
-		return "", err
-	}
-	ovlPath := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(ovlPath, ovl, 0o600); err != nil {
-		return "", fmt.Errorf("writing the overlay: %w", err)
-	}
 	bin := filepath.Join(dir, "bot")
-	cmd := exec.CommandContext(ctx, "go", "build", "-overlay", ovlPath, "-o", bin, "./cmd/bot")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/bot")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the bot in %s: %w\n%s", root, err, out)
@@ -104,29 +59,43 @@ func freeAddr() (string, error) {
 	return addr, ln.Close()
 }
 
+// adminEndpoint is the bot's admin listener as the generated config sets it up: a free loopback
+// address and a token made for the run.
+type adminEndpoint struct {
+	addr, token string
+}
+
+// newAdminEndpoint picks a free loopback port and a random token for the bot's admin listener.
+func newAdminEndpoint() (adminEndpoint, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return adminEndpoint{}, err
+	}
+	return adminEndpoint{addr: addr, token: rand.Text()}, nil
+}
+
 // botProcess is a running `bot serve`.
 type botProcess struct {
-	cmd    *exec.Cmd
-	pprof  string // loopback address of net/http/pprof, "" when the binary has none
-	ready  chan struct{}
-	exited chan struct{}
-	err    error // the exit error, once exited is closed
-	client *http.Client
+	cmd   *exec.Cmd
+	admin adminEndpoint
+	// profiles is whether the admin listener serves /debug/pprof/ (a bot binary given with -bot
+	// may predate it).
+	profiles bool
+	ready    chan struct{}
+	exited   chan struct{}
+	err      error // the exit error, once exited is closed
+	client   *http.Client
 }
 
 // startBot runs bin serve -config cfgPath, its log going to logPath, and returns once the bot
-// logged that it runs (or failed, or ctx ended).
-func startBot(ctx context.Context, bin, cfgPath, logPath string) (*botProcess, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
+// logged that it runs and its admin listener (set up in cfgPath as admin says) answers, or it
+// failed, or ctx ended.
+func startBot(ctx context.Context, bin, cfgPath, logPath string, admin adminEndpoint) (*botProcess, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating the bot log: %w", err)
 	}
 	cmd := exec.Command(bin, "serve", "-config", cfgPath)
-	cmd.Env = append(os.Environ(), pprofEnv+"="+addr)
 	cmd.Stdout = logFile
 	// Should the load tool die, the bot gets a SIGTERM rather than running on.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -139,7 +108,7 @@ func startBot(ctx context.Context, bin, cfgPath, logPath string) (*botProcess, e
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &botProcess{cmd: cmd, pprof: addr, ready: make(chan struct{}), exited: make(chan struct{}),
+	p := &botProcess{cmd: cmd, admin: admin, ready: make(chan struct{}), exited: make(chan struct{}),
 		client: &http.Client{Timeout: 2 * time.Minute}}
 	scanned := make(chan struct{})
 	go func() {
@@ -173,11 +142,33 @@ func startBot(ctx context.Context, bin, cfgPath, logPath string) (*botProcess, e
 		p.stop(5 * time.Second)
 		return nil, fmt.Errorf("the bot did not start within 2m: %w; see %s", wait.Err(), logPath)
 	}
-	// The pprof listener starts in init, before main: it answers by now if the build has it.
-	if _, err := p.goroutines(ctx); err != nil {
-		p.pprof = ""
+	// The admin listener starts alongside the adapters: wait for it to answer.
+	if err := p.waitAdmin(wait); err != nil {
+		p.stop(5 * time.Second)
+		return nil, fmt.Errorf("the bot's admin listener on %s: %w; see %s", admin.addr, err, logPath)
 	}
+	_, err = p.get(ctx, "/debug/pprof/")
+	p.profiles = err == nil
 	return p, nil
+}
+
+// waitAdmin polls the admin listener's /healthz until it answers 200, the bot exits or ctx ends.
+func (p *botProcess) waitAdmin(ctx context.Context) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := p.get(ctx, "/healthz")
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("the bot exited (%v)", p.err)
+		case <-ctx.Done():
+			return fmt.Errorf("no answer (%v): %w", err, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // pid is the bot's process id.
@@ -204,46 +195,54 @@ func (p *botProcess) stop(grace time.Duration) error {
 	}
 }
 
-// get fetches a pprof path from the bot.
+// get fetches a path of the bot's admin listener with its token.
 func (p *botProcess) get(ctx context.Context, path string) ([]byte, error) {
-	if p.pprof == "" {
-		return nil, errors.New("the bot binary serves no pprof (built without the load tool's overlay)")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprof+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.admin.addr+path, nil)
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Authorization", "Bearer "+p.admin.token)
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("pprof %s: %w", path, err)
+		return nil, fmt.Errorf("admin %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("pprof %s: %w", path, err)
+		return nil, fmt.Errorf("admin %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("pprof %s: %s", path, resp.Status)
+		return nil, fmt.Errorf("admin %s: %s", path, resp.Status)
 	}
 	return body, nil
 }
 
-// goroutines asks the bot how many goroutines it has, from the goroutine profile's header
-// ("goroutine profile: total N").
+// goroutines asks the bot how many goroutines it has: go_goroutines of its /metrics.
 func (p *botProcess) goroutines(ctx context.Context) (int, error) {
-	body, err := p.get(ctx, "/debug/pprof/goroutine?debug=1")
+	body, err := p.get(ctx, "/metrics")
 	if err != nil {
 		return 0, err
 	}
-	line, _, _ := strings.Cut(string(body), "\n")
-	n, err := strconv.Atoi(strings.TrimPrefix(line, "goroutine profile: total "))
-	if err != nil {
-		return 0, fmt.Errorf("unexpected goroutine profile header %q", line)
-	}
-	return n, nil
+	return metricGoroutines(body)
 }
 
-// save writes a pprof path of the bot to file.
+// metricGoroutines reads the go_goroutines sample of a Prometheus text exposition.
+func metricGoroutines(exposition []byte) (int, error) {
+	for line := range strings.Lines(string(exposition)) {
+		v, ok := strings.CutPrefix(line, "go_goroutines ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected go_goroutines sample %q", strings.TrimSpace(line))
+		}
+		return int(n), nil
+	}
+	return 0, errors.New("the bot's /metrics has no go_goroutines")
+}
+
+// save writes a path of the bot's admin listener (a profile) to file.
 func (p *botProcess) save(ctx context.Context, path, file string) error {
 	body, err := p.get(ctx, path)
 	if err != nil {

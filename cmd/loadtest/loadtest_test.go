@@ -188,3 +188,25 @@ func TestKeepAliveGoroutines(t *testing.T) {
 		t.Errorf("keepAliveGoroutines = %d, want 6", got)
 	}
 }
+
+func TestMetricGoroutines(t *testing.T) {
+	tests := []struct {
+		name, exposition string
+		want             int
+		ok               bool
+	}{
+		{"present", "# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\ngo_goroutines 42\ngo_gc_cycles_total 3\n", 42, true},
+		{"not the first", "relaybot_turns_total{outcome=\"ok\"} 2\ngo_goroutines 7\n", 7, true},
+		{"a longer name only", "go_goroutines_total 5\n", 0, false},
+		{"absent", "relaybot_turns_total{outcome=\"ok\"} 2\n", 0, false},
+		{"garbled", "go_goroutines many\n", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := metricGoroutines([]byte(tc.exposition))
+			if (err == nil) != tc.ok || n != tc.want {
+				t.Errorf("metricGoroutines = %d, %v; want %d (ok %v)", n, err, tc.want, tc.ok)
+			}
+		})
+	}
+}

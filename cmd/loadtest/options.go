@@ -39,12 +39,12 @@ type Options struct {
 	// streamable HTTP in this process); 0 uses the native current_time tool.
 	ToolLatency time.Duration
 
-	// Bot is the bot binary; empty builds ./cmd/bot from Src with a pprof listener added.
+	// Bot is the bot binary; empty builds ./cmd/bot from Src.
 	Bot string
 	// Src is the module root to build from; empty asks `go env GOMOD`.
 	Src string
 	// ProfileDir, when set, receives the bot's CPU profile of the load, its heap profile at the
-	// end of the load and the goroutines left after it (built bots only).
+	// end of the load and the goroutines left after it (from the admin listener's /debug/pprof/).
 	ProfileDir string
 	// Baseline runs the bare go-openai client on the same streams after the load.
 	Baseline bool
@@ -128,7 +128,7 @@ func loadMain(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	fs.StringVar(&o.Token, "token", "tok ", "content of each token")
 	fs.Float64Var(&o.ToolShare, "tool-share", 0.2, "share of turns that call a tool first (0..1)")
 	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "tool latency: 0 uses the native current_time tool, more an MCP sleep tool of that long")
-	fs.StringVar(&o.Bot, "bot", "", "bot binary (default: build ./cmd/bot with a pprof listener)")
+	fs.StringVar(&o.Bot, "bot", "", "bot binary (default: build ./cmd/bot)")
 	fs.StringVar(&o.Src, "src", "", "module root to build the bot from (default: go env GOMOD)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write the bot's cpu.pprof, heap.pprof and goroutines.txt here")
 	fs.BoolVar(&o.Baseline, "baseline", true, "also measure a bare go-openai client on the same streams")

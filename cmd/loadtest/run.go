@@ -47,7 +47,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	bin := o.Bot
 	if bin == "" {
-		o.Log.Info("building the bot with a pprof listener")
+		o.Log.Info("building the bot")
 		b, err := buildBot(ctx, o.Src, dir)
 		if err != nil {
 			return nil, err
@@ -96,12 +96,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("removing the database of an earlier run: %w", err)
 		}
 	}
-	if err := os.WriteFile(cfgPath, []byte(botConfig(o, dbPath, model.URL, tg, mcpURL)), 0o600); err != nil {
+	admin, err := newAdminEndpoint()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(cfgPath, []byte(botConfig(o, dbPath, model.URL, tg, mcpURL, admin)), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the bot config: %w", err)
 	}
 	logPath := filepath.Join(dir, "bot.log")
 	o.Log.Info("starting the bot", "bin", bin, "config", cfgPath, "log", logPath)
-	bot, err := startBot(ctx, bin, cfgPath, logPath)
+	bot, err := startBot(ctx, bin, cfgPath, logPath, admin)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +132,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	var profWG sync.WaitGroup
 	loadDone := make(chan struct{})
-	if o.ProfileDir != "" && bot.pprof != "" {
+	if o.ProfileDir != "" && bot.profiles {
 		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
 			return nil, fmt.Errorf("making the profile folder: %w", err)
 		}
@@ -181,7 +185,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.LoadToolCPUSeconds = (self1 - self0).Seconds()
 
-	if o.ProfileDir != "" && bot.pprof != "" {
+	if o.ProfileDir != "" && bot.profiles {
 		file := filepath.Join(o.ProfileDir, "heap.pprof")
 		if err := bot.save(ctx, "/debug/pprof/heap", file); err != nil {
 			o.Log.Warn("bot heap profile", "err", err)
@@ -189,8 +193,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Profiles = append(rep.Profiles, file)
 		}
 	}
-	if bot.pprof != "" {
-		rep.GoroutinesAfter = settleGoroutines(ctx, bot, rep.GoroutinesIdle)
+	rep.GoroutinesAfter = settleGoroutines(ctx, bot, rep.GoroutinesIdle)
+	if bot.profiles {
 		if dump, err := bot.get(ctx, "/debug/pprof/goroutine?debug=1"); err == nil {
 			rep.GoroutinesKeepAlive = keepAliveGoroutines(dump)
 			if o.ProfileDir != "" {
@@ -292,8 +296,9 @@ func startMCP() (url string, stop func(), err error) {
 	}, nil
 }
 
-// botConfig is the bot's config.toml for the run.
-func botConfig(o Options, dbPath, modelURL string, tg *tgkit.Server, mcpURL string) string {
+// botConfig is the bot's config.toml for the run. The admin listener serves the load tool only
+// (goroutines from /metrics, profiles from /debug/pprof/): no web chat.
+func botConfig(o Options, dbPath, modelURL string, tg *tgkit.Server, mcpURL string, admin adminEndpoint) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Written by cmd/loadtest.
 [storage]
@@ -329,11 +334,14 @@ api_endpoint = %q
 stream = true
 
 [admin]
-enabled = false
+enabled = true
+listen = %q
+token = %q
+web_chat = false
 
 [log]
 level = "info"
-`, dbPath, modelURL, max(64, o.Chats), tg.Token(), tg.Endpoint())
+`, dbPath, modelURL, max(64, o.Chats), tg.Token(), tg.Endpoint(), admin.addr, admin.token)
 	if mcpURL != "" {
 		fmt.Fprintf(&b, `
 [[mcp.servers]]
