@@ -88,6 +88,10 @@ type Inbound struct {
 	GuildID string
 	RoleIDs []string
 	Time    time.Time
+	// Redelivered is true when the adapter may have handed this message over before, to a run
+	// of the bot that stopped before the Handler finished with it (a crash). The Handler should
+	// not answer it again when it already has.
+	Redelivered bool
 }
 
 // MessageRef identifies a message the bot sent, for later edits.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -126,6 +127,42 @@ type Telegram struct {
 	AllowedChats  []string `toml:"allowed_chats"`
 	AllowedUsers  []string `toml:"allowed_users"`
 	Stream        bool     `toml:"stream"`
+	// OffsetFile keeps the polling offset and the messages whose turns have not finished across
+	// restarts; "" means telegram.offset next to the SQLite database (data/ with Postgres),
+	// "off" keeps the offset on Telegram's server only. See OffsetPath.
+	OffsetFile string `toml:"offset_file"`
+}
+
+// OffsetFileOff turns the Telegram offset file off.
+const OffsetFileOff = "off"
+
+// OffsetPath returns the offset file of the Telegram adapter: telegram.offset_file, or by
+// default telegram.offset in the SQLite database's folder (data/telegram.offset with
+// Postgres); "" when it is turned off.
+func (c *Config) OffsetPath() string {
+	switch c.Telegram.OffsetFile {
+	case OffsetFileOff:
+		return ""
+	case "":
+		if path := c.SQLitePath(); path != "" {
+			return filepath.Join(filepath.Dir(path), "telegram.offset")
+		}
+		return filepath.Join("data", "telegram.offset")
+	}
+	return c.Telegram.OffsetFile
+}
+
+// SQLitePath returns the file of the SQLite database (the DSN without a "file:" prefix and
+// query), or "" with another driver.
+func (c *Config) SQLitePath() string {
+	if c.Storage.Driver != "sqlite" {
+		return ""
+	}
+	path := strings.TrimPrefix(c.Storage.DSN, "file:")
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	return path
 }
 
 // Discord configures the Discord adapter.

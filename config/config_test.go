@@ -118,3 +118,35 @@ func TestToolCallTimeout(t *testing.T) {
 		})
 	}
 }
+
+func TestTelegramOffsetFile(t *testing.T) {
+	tests := []struct {
+		name, toml string
+		env        map[string]string
+		want       string
+	}{
+		{"next to the database", "[storage]\ndsn = \"file:/var/lib/bot/bot.db?cache=shared\"\n", nil, "/var/lib/bot/telegram.offset"},
+		{"default database", "", nil, "data/telegram.offset"},
+		{"postgres", "[storage]\ndriver = \"postgres\"\ndsn = \"postgres://u@h/db\"\n", nil, "data/telegram.offset"},
+		{"set", "[telegram]\noffset_file = \"/srv/tg.offset\"\n", nil, "/srv/tg.offset"},
+		{"from the environment", "[telegram]\noffset_file = \"${BOT_TELEGRAM_OFFSET:-}\"\n", map[string]string{"BOT_TELEGRAM_OFFSET": "/x/o"}, "/x/o"},
+		{"off", "[telegram]\noffset_file = \"off\"\n", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(minimal+tt.toml), env(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.OffsetPath(); got != tt.want {
+				t.Fatalf("OffsetPath = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	for _, bad := range []string{"data/", t.TempDir()} {
+		_, err := Parse([]byte(minimal+"[telegram]\nenabled = true\ntoken = \"x\"\noffset_file = \""+bad+"\"\n"), env(nil))
+		if err == nil || !strings.Contains(err.Error(), "telegram.offset_file: ") {
+			t.Errorf("offset_file %q: error = %v, want one naming telegram.offset_file", bad, err)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -112,6 +114,13 @@ func (c *Config) validate(missing map[string][]string) error {
 			bad("telegram.api_endpoint", `must contain two %%s (token, method), like "https://api.telegram.org/bot%%s/%%s", got %q`, c.Telegram.APIEndpoint)
 		}
 		oneOf("telegram.mode", c.Telegram.Mode, "polling", "webhook")
+		if f := c.Telegram.OffsetFile; f != "" && f != OffsetFileOff {
+			if strings.HasSuffix(f, "/") || strings.HasSuffix(f, string(filepath.Separator)) || filepath.Base(f) == "." || filepath.Base(f) == ".." {
+				bad("telegram.offset_file", `must be a file path, "" (next to the SQLite database) or %q, got %q`, OffsetFileOff, f)
+			} else if st, err := os.Stat(f); err == nil && !st.Mode().IsRegular() {
+				bad("telegram.offset_file", "%s exists and is not a regular file", f)
+			}
+		}
 		if c.Telegram.Mode == "webhook" {
 			required("telegram.webhook_listen", c.Telegram.WebhookListen)
 			required("telegram.webhook_url", c.Telegram.WebhookURL)

@@ -34,6 +34,16 @@ type Store interface {
 	FinishTurn(ctx context.Context, e store.TurnEnd) error
 }
 
+// InboundTurns is implemented by stores that can find the turn a user's message started. With
+// it, a message an adapter hands over again after a crash (adapters.Inbound.Redelivered) is
+// answered only when its earlier turn never ended (it was still running, so the crash
+// recovery marked it interrupted); without it, such a message is answered again.
+type InboundTurns interface {
+	// TurnByInbound returns the newest turn started by message inboundMessageID of the chat
+	// (any of its conversations), and false when there is none.
+	TurnByInbound(ctx context.Context, platform, chatID, inboundMessageID string) (store.Turn, bool, error)
+}
+
 // Toolbox offers the tools of a turn (tools.Manager).
 type Toolbox interface {
 	ForTurn(info tools.TurnInfo, allowed func(name string) bool) *tools.Turn
@@ -349,8 +359,32 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	p.queue(key, in, out, log)
 }
 
+// answered reports whether a message handed over again after a crash was already answered: a
+// turn it started ended with a status other than interrupted. A failed lookup answers again.
+func (p *Pipeline) answered(in adapters.Inbound, log *slog.Logger) bool {
+	finder, ok := p.store.(InboundTurns)
+	if !in.Redelivered || !ok || in.MessageID == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+	defer cancel()
+	t, found, err := finder.TurnByInbound(ctx, string(in.Chat.Platform), in.Chat.ChatID, in.MessageID)
+	if err != nil {
+		log.Warn("pipeline: redelivered message not checked against earlier turns; answering it", "message", in.MessageID, "err", err)
+		return false
+	}
+	if !found || t.Status == store.TurnInterrupted || t.Status == store.TurnRunning {
+		return false
+	}
+	log.Info("pipeline: redelivered message already answered; skipped", "message", in.MessageID, "turn", t.ID, "status", t.Status)
+	return true
+}
+
 // queue waits for the conversation's turn and a free slot, then runs the turn.
 func (p *Pipeline) queue(key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+	if p.answered(in, log) {
+		return
+	}
 	k := key.String()
 	t, busy, err := p.sched.enqueue(k, in)
 	if err != nil {

@@ -166,6 +166,12 @@ func (s *syncBuffer) String() string {
 
 func newHarness(t testing.TB, opts Options) *harness {
 	t.Helper()
+	return newHarnessStore(t, opts, nil)
+}
+
+// newHarnessStore is newHarness with the pipeline's store wrapped by wrap (when not nil).
+func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) *harness {
+	t.Helper()
 	h := &harness{t: t, llm: llm.NewServer(), rec: tools.NewMemoryRecorder(), logs: &syncBuffer{}}
 	t.Cleanup(h.llm.Close)
 	ctx := context.Background()
@@ -196,7 +202,11 @@ func newHarness(t testing.TB, opts Options) *harness {
 	opts.SystemPrompt = "You are a test bot."
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	opts.Recorder = h.rec
-	p, err := New(runner, st, mgr, opts)
+	var pst Store = st
+	if wrap != nil {
+		pst = wrap(st)
+	}
+	p, err := New(runner, pst, mgr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

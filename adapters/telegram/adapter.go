@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -58,8 +57,11 @@ type Options struct {
 	Stream bool
 	// MaxImageBytes caps a downloaded photo; 0 means 10 MiB, negative turns photos off.
 	MaxImageBytes int
-	// OffsetFile keeps the polling offset across restarts; empty keeps it only on the server
-	// (updates are confirmed there after they were handed to the Handler).
+	// OffsetFile keeps, across restarts, the polling offset and every update handed to the
+	// Handler that it has not finished with (see journal.go): after a crash the next run hands
+	// those over again, marked Redelivered, so nothing is missed, and none it finished is
+	// handed over twice. The webhook mode keeps its unfinished updates there too. Empty keeps
+	// the offset only on the server: a crash loses the messages whose turns were running.
 	OffsetFile string
 	// PollTimeout is the long-polling wait; default 30s.
 	PollTimeout time.Duration
@@ -84,6 +86,8 @@ type Adapter struct {
 
 	allowedChats map[string]bool
 	allowedUsers map[string]bool
+
+	journal *journal // nil without OffsetFile
 
 	mu     sync.Mutex
 	offset int64
@@ -153,13 +157,16 @@ func New(opts Options) (*Adapter, error) {
 	dopts.IsGroup = func(c adapters.ChatRef) bool { return strings.HasPrefix(c.ChatID, "-") }
 	ad.engine = delivery.New(&messenger{api: a}, Limits(), dopts)
 	if opts.OffsetFile != "" {
-		if b, err := os.ReadFile(opts.OffsetFile); err == nil {
-			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
-				ad.offset = n
-			}
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("telegram: read offset file: %w", err)
+		j, dropped, err := loadJournal(opts.OffsetFile, bot.Self.ID)
+		if err != nil {
+			return nil, fmt.Errorf("telegram: %w", err)
 		}
+		if j.foreignBot != 0 {
+			log.Warn("telegram: offset file was written for another bot; starting over", "file", opts.OffsetFile,
+				"file_bot", j.foreignBot, "unfinished_updates_dropped", dropped)
+		}
+		ad.journal = j
+		ad.offset = j.offset
 	}
 	return ad, nil
 }
@@ -193,31 +200,72 @@ func (a *Adapter) BotUsername() string { return a.self.UserName }
 func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 	var wg sync.WaitGroup
 	defer a.engine.Close()
+	if a.journal != nil {
+		if err := a.journal.open(); err != nil {
+			return fmt.Errorf("telegram: %w", err)
+		}
+		defer func() { // after every handler has finished
+			if err := a.journal.close(); err != nil {
+				a.log.Error("telegram: offset file not saved", "file", a.opts.OffsetFile, "err", err)
+			}
+		}()
+	}
 	defer wg.Wait()
-	dispatch := func(raw json.RawMessage) {
-		var u update
-		if err := json.Unmarshal(raw, &u); err != nil {
-			a.log.Warn("telegram: undecodable update skipped", "err", err)
-			return
-		}
-		if u.Message == nil {
-			return
-		}
+	dispatch := func(id int64, m *message, redelivered bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			in, ok := a.inbound(ctx, u.Message)
+			defer a.finished(id)
+			in, ok := a.inbound(ctx, m)
 			if !ok {
 				return
 			}
+			in.Redelivered = redelivered
 			h.Handle(ctx, in, &responder{a: a, chat: in.Chat, replyTo: in.MessageID})
 		}()
+	}
+	if a.journal != nil {
+		// Updates a crashed run took but did not finish go first, oldest first.
+		ids, raws := a.journal.unfinished()
+		for _, id := range ids {
+			var u update
+			if err := json.Unmarshal(raws[id], &u); err != nil || u.Message == nil {
+				a.log.Warn("telegram: undecodable update in the offset file skipped", "update", id, "err", err)
+				a.finished(id)
+				continue
+			}
+			a.log.Info("telegram: handing over again an update a previous run did not finish", "update", id)
+			dispatch(id, u.Message, true)
+		}
 	}
 	if a.opts.Mode == "webhook" {
 		return a.runWebhook(ctx, dispatch)
 	}
 	return a.runPolling(ctx, dispatch)
 }
+
+// finished records that the handler is done with update id.
+func (a *Adapter) finished(id int64) {
+	if a.journal == nil {
+		return
+	}
+	if err := a.journal.done(id); err != nil {
+		a.log.Warn("telegram: offset file not updated; a restart may hand this update over again", "update", id, "err", err)
+	}
+}
+
+// take records updates about to be handed over, and the offset after them, in the offset file.
+func (a *Adapter) take(ids []int64, raws []json.RawMessage, offset int64) {
+	if a.journal == nil || len(ids) == 0 && offset == 0 {
+		return
+	}
+	if err := a.journal.take(ids, raws, offset); err != nil {
+		a.log.Error("telegram: offset file not written; a crash before these turns end would lose them", "file", a.opts.OffsetFile, "updates", len(ids), "err", err)
+	}
+}
+
+// dispatcher hands one update's message to the handler on its own goroutine.
+type dispatcher func(id int64, m *message, redelivered bool)
 
 type update struct {
 	UpdateID int64    `json:"update_id"`
@@ -251,7 +299,7 @@ type photoSize struct {
 	FileSize int    `json:"file_size"`
 }
 
-func (a *Adapter) runPolling(ctx context.Context, dispatch func(json.RawMessage)) error {
+func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher) error {
 	// A webhook left over from webhook mode would make getUpdates fail.
 	if _, err := a.api.call(ctx, "deleteWebhook", tgbotapi.Params{}); err != nil && ctx.Err() == nil {
 		a.log.Warn("telegram: deleteWebhook failed", "err", err)
@@ -299,39 +347,49 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch func(json.RawMessage)
 			a.log.Warn("telegram: undecodable getUpdates answer", "err", err)
 			continue
 		}
+		var (
+			ids  []int64
+			raws []json.RawMessage
+			msgs []*message
+		)
+		next := offset
 		for _, raw := range ups {
-			var id struct {
-				UpdateID int64 `json:"update_id"`
-			}
-			if json.Unmarshal(raw, &id) != nil {
+			var u update
+			if err := json.Unmarshal(raw, &u); err != nil {
+				var id struct {
+					UpdateID int64 `json:"update_id"`
+				}
+				if json.Unmarshal(raw, &id) == nil && id.UpdateID >= next {
+					next = id.UpdateID + 1
+				}
+				a.log.Warn("telegram: undecodable update skipped", "err", err)
 				continue
 			}
-			if id.UpdateID < offset {
+			if u.UpdateID < next {
 				continue // already taken
 			}
-			dispatch(raw)
-			offset = id.UpdateID + 1
-			a.setOffset(offset)
+			next = u.UpdateID + 1
+			if u.Message == nil {
+				continue
+			}
+			ids, raws, msgs = append(ids, u.UpdateID), append(raws, raw), append(msgs, u.Message)
+		}
+		// On disk before the next getUpdates confirms them to the server.
+		if next != offset {
+			a.take(ids, raws, next)
+		}
+		a.setOffset(next)
+		for i, id := range ids {
+			dispatch(id, msgs[i], false)
 		}
 	}
 }
 
-// setOffset records that every update below offset was taken, in the offset file too.
+// setOffset records that every update below offset was taken.
 func (a *Adapter) setOffset(offset int64) {
 	a.mu.Lock()
 	a.offset = offset
 	a.mu.Unlock()
-	if a.opts.OffsetFile == "" {
-		return
-	}
-	tmp := a.opts.OffsetFile + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(offset, 10)+"\n"), 0o600); err != nil {
-		a.log.Warn("telegram: offset not saved", "file", a.opts.OffsetFile, "err", err)
-		return
-	}
-	if err := os.Rename(tmp, a.opts.OffsetFile); err != nil {
-		a.log.Warn("telegram: offset not saved", "file", a.opts.OffsetFile, "err", err)
-	}
 }
 
 // confirm tells the server that every update taken so far is done, so a restart does not get
@@ -351,7 +409,7 @@ func (a *Adapter) confirm() {
 	}
 }
 
-func (a *Adapter) runWebhook(ctx context.Context, dispatch func(json.RawMessage)) error {
+func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 	hookURL, err := url.Parse(a.opts.WebhookURL)
 	if err != nil {
 		return fmt.Errorf("telegram: webhook_url %q: %w", a.opts.WebhookURL, err)
@@ -383,21 +441,22 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch func(json.RawMessage)
 			http.Error(w, "bad body", http.StatusBadRequest)
 			return
 		}
-		var id struct {
-			UpdateID int64 `json:"update_id"`
-		}
-		if err := json.Unmarshal(raw, &id); err != nil {
+		var u update
+		if err := json.Unmarshal(raw, &u); err != nil {
+			a.log.Warn("telegram: undecodable update refused", "err", err)
 			http.Error(w, "bad update", http.StatusBadRequest)
 			return
 		}
 		mu.Lock()
-		dup := id.UpdateID <= lastID
+		dup := u.UpdateID <= lastID
 		if !dup {
-			lastID = id.UpdateID
+			lastID = u.UpdateID
 		}
 		mu.Unlock()
-		if !dup { // Telegram re-sends an update it got no answer to: take it once
-			dispatch(raw)
+		if !dup && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
+			// On disk before Telegram hears it arrived.
+			a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
+			dispatch(u.UpdateID, u.Message, false)
 		}
 		w.WriteHeader(http.StatusOK)
 	})

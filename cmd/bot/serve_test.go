@@ -82,7 +82,16 @@ func (e *env) config(chat string) *config.Config {
 // configAdmin is config with the [admin] section's body.
 func (e *env) configAdmin(chat, adminSection string) *config.Config {
 	e.t.Helper()
-	text := fmt.Sprintf(`
+	cfg, err := config.Parse([]byte(e.configText(chat, adminSection)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		e.t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// configText is the text of configAdmin's config.
+func (e *env) configText(chat, adminSection string) string {
+	return fmt.Sprintf(`
 [storage]
 dsn = %q
 [[models]]
@@ -114,11 +123,6 @@ url = %q
 [admin]
 %s
 `, e.db, e.llm.URL, chat, e.discord == "", e.tg.Token(), e.tg.Endpoint(), e.discord, e.mcp.URL, adminSection)
-	cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
-	if err != nil {
-		e.t.Fatalf("config: %v", err)
-	}
-	return cfg
 }
 
 // start runs serve until the returned stop is called (as SIGTERM would) and returns serve's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -56,6 +57,16 @@ func (b *bot) close() {
 // what must be closed.
 func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, error) {
 	b := &bot{log: log, grace: shutdownGrace(cfg)}
+
+	// A Telegram offset file belongs to its database: a new database (a fresh start) must not
+	// skip updates, or hand over turns, that the file's earlier database knew of.
+	offsetFile := ""
+	if cfg.Telegram.Enabled {
+		offsetFile = cfg.OffsetPath()
+		if err := dropStaleOffset(cfg.SQLitePath(), offsetFile, log); err != nil {
+			return nil, err
+		}
+	}
 
 	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: log})
 	if err != nil {
@@ -186,16 +197,21 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			TriggerPrefix: cfg.Chat.TriggerPrefix,
 			Stream:        cfg.Telegram.Stream,
 			MaxImageBytes: cfg.Chat.MaxImageBytes,
+			OffsetFile:    offsetFile,
 			Logger:        log,
 			Delivery:      delivery.Options{Logger: log, Observer: deliveryMetrics{m: metrics, platform: "telegram"}},
 		})
 		if err != nil {
 			return b, err
 		}
+		offsetAttr := offsetFile
+		if offsetAttr == "" {
+			offsetAttr = "off"
+		}
 		if cfg.Telegram.Mode == "webhook" {
-			log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "webhook", "listen", cfg.Telegram.WebhookListen, "url", cfg.Telegram.WebhookURL)
+			log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "webhook", "listen", cfg.Telegram.WebhookListen, "url", cfg.Telegram.WebhookURL, "offset_file", offsetAttr)
 		} else {
-			log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "polling", "api", endpointHost(cfg.Telegram.APIEndpoint))
+			log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "polling", "api", endpointHost(cfg.Telegram.APIEndpoint), "offset_file", offsetAttr)
 		}
 		b.receivers = append(b.receivers, part{name: "telegram", run: func(ctx context.Context) error { return tg.Run(ctx, pipe) }})
 	}
@@ -265,6 +281,27 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		}})
 	}
 	return b, nil
+}
+
+// dropStaleOffset removes the Telegram offset file when the SQLite database it belongs with
+// does not exist yet: a new database starts over, and the file's offset and unfinished updates
+// (of an earlier database, perhaps of another Telegram server) would make the bot skip messages
+// or answer old ones. With Postgres (dbPath "") the file is kept.
+func dropStaleOffset(dbPath, offsetFile string, log *slog.Logger) error {
+	if dbPath == "" || offsetFile == "" {
+		return nil
+	}
+	if _, err := os.Stat(dbPath); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	err := os.Remove(offsetFile)
+	switch {
+	case err == nil:
+		log.Warn("telegram offset file removed: it belonged to an earlier database", "file", offsetFile, "database", dbPath)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("telegram.offset_file: removing the file of an earlier database: %w", err)
+	}
+	return nil
 }
 
 // modelHTTPClient returns the client of the model calls: the default transport's settings, but

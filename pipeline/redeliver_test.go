@@ -1,0 +1,95 @@
+package pipeline
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"relaybot/internal/testkit/llm"
+	"relaybot/store"
+)
+
+// inboundStore adds TurnByInbound to the store by reading every turn (tests only: the turns of
+// a test are few).
+type inboundStore struct {
+	*store.Store
+}
+
+func (s inboundStore) TurnByInbound(ctx context.Context, platform, chatID, inboundID string) (store.Turn, bool, error) {
+	var found store.Turn
+	ok := false
+	for id := int64(1); ; id++ {
+		t, err := s.Turn(ctx, id)
+		if err != nil {
+			break
+		}
+		if t.InboundMessageID != inboundID {
+			continue
+		}
+		// Private test chats: the conversation of the chat is the user's.
+		conv, err := s.Conversation(ctx, store.Key{Platform: platform, ChatID: chatID, UserID: chatID})
+		if err != nil {
+			return store.Turn{}, false, err
+		}
+		if t.ConversationID == conv.ID {
+			found, ok = t, true
+		}
+	}
+	return found, ok, nil
+}
+
+// A message handed over again after a crash is answered only when its turn never ended.
+func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
+	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { return inboundStore{st} })
+	ctx := context.Background()
+
+	// Answered before the crash, its "done" not recorded by the adapter: skipped.
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "First answer."}}})
+	out := &recResponder{}
+	<-h.handle(privateMsg("9", "1", "first"), out)
+	again := privateMsg("9", "1", "first")
+	again.Redelivered = true
+	<-h.handle(again, out)
+	if out.Reply(1) != nil || len(out.Notices()) != 0 {
+		t.Fatalf("a redelivered message that was answered got answered again")
+	}
+	if !strings.Contains(h.logs.String(), "redelivered message already answered") {
+		t.Fatalf("the skip is not logged:\n%s", h.logs.String())
+	}
+
+	// Cut by the crash (the turn was running; recovery marked it interrupted): answered again.
+	conv, err := h.store.Conversation(ctx, store.Key{Platform: "telegram", ChatID: "9", UserID: "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
+		UserMessage: store.Message{Role: store.RoleUser, Content: "second"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.store.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// And one the crashed run never started a turn for: answered too.
+	for i, id := range []string{"2", "3"} {
+		h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Answer " + id + "."}}})
+		in := privateMsg("9", id, "message "+id)
+		in.Redelivered = true
+		<-h.handle(in, out)
+		r := out.Reply(1 + i)
+		if r == nil {
+			t.Fatalf("redelivered message %s was not answered", id)
+		}
+		if final, _ := r.Final(); final != "Answer "+id+"." {
+			t.Fatalf("message %s: final %q", id, final)
+		}
+	}
+	// Without the lookup (a store that cannot find turns by message), it is answered again.
+	plain := newHarness(t, Options{})
+	plain.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Once."}}}, llm.Reply{Chunks: []llm.Chunk{{Content: "Twice."}}})
+	pout := &recResponder{}
+	<-plain.handle(privateMsg("9", "1", "first"), pout)
+	<-plain.handle(again, pout)
+	if pout.Reply(1) == nil {
+		t.Fatal("without TurnByInbound the redelivered message must still be answered (never lost)")
+	}
+}
