@@ -145,3 +145,37 @@ func TestUndeliverableFinalIsRecorded(t *testing.T) {
 		t.Fatalf("history = %+v, want the question and the answer", msgs)
 	}
 }
+
+// At shutdown a final answer Telegram still holds back is given up ShutdownDeliverWait after
+// the grace period, and the turn says it was not delivered.
+func TestShutdownBoundsHeldFinal(t *testing.T) {
+	srv, err := tk.New(tk.Options{RetryAfterUnit: retryUnit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := newHarness(t, Options{ShutdownDeliverWait: 100 * time.Millisecond})
+	runTelegram(t, h, srv, nil)
+	const chat = 4444
+	// Held back for 10,000 Telegram seconds: far past the grace period.
+	srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: "sendMessage", ChatID: chat, RetryAfter: 10000})
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Too late."}}})
+	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chat, Type: "private"}, From: tk.User{ID: chat, FirstName: "Ann"}, Text: "question"})
+	waitFor(t, "the final to be held back", func() bool {
+		for _, c := range srv.Calls() {
+			if c.Method == "sendMessage" && c.ChatID == chat && c.Code == 429 {
+				return true
+			}
+		}
+		return false
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no grace left
+	if err := h.p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	turn := waitTurn(t, h)
+	if turn.Status != store.TurnError || !strings.HasPrefix(turn.Error, "delivery failed: ") {
+		t.Fatalf("turn = %s %q, want error \"delivery failed: …\"", turn.Status, turn.Error)
+	}
+}

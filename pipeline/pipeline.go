@@ -162,12 +162,13 @@ type Pipeline struct {
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
 	// deliver bounds the delivery of answers and notices: it ends ShutdownDeliverWait after the
-	// grace period (or once every turn is done), never while the pipeline runs.
+	// grace period is over, never while the pipeline runs.
 	deliver     context.Context
 	stopDeliver context.CancelCauseFunc
 
 	mu      sync.Mutex
 	closed  bool
+	drained bool           // Shutdown has seen every turn end
 	running sync.WaitGroup // Handle calls in progress
 }
 
@@ -274,7 +275,7 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		p.stopBase(ErrShutdown)
-		p.stopDeliver(ErrShutdown)
+		p.markDrained()
 		return nil
 	case <-ctx.Done():
 	}
@@ -289,12 +290,28 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 	defer late.Stop()
 	<-done
 	p.stopDeliver(ErrShutdown)
+	p.markDrained()
 	return nil
 }
 
-// deliveryContext returns the context a final answer or a notice is delivered with: it ends
-// only ShutdownDeliverWait after the shutdown grace period (see Options.ShutdownDeliverWait).
+// markDrained records that Shutdown has seen every turn end.
+func (p *Pipeline) markDrained() {
+	p.mu.Lock()
+	p.drained = true
+	p.mu.Unlock()
+}
+
+// deliveryContext returns the context a final answer or a notice is delivered with: while the
+// pipeline runs it ends only ShutdownDeliverWait after the shutdown grace period is over (see
+// Options.ShutdownDeliverWait); once Shutdown has seen every turn end, a new delivery (a notice
+// to a message that came too late) may wait ShutdownDeliverWait at most.
 func (p *Pipeline) deliveryContext() (context.Context, context.CancelFunc) {
+	p.mu.Lock()
+	drained := p.drained
+	p.mu.Unlock()
+	if drained {
+		return context.WithTimeout(p.deliver, p.opts.ShutdownDeliverWait)
+	}
 	return context.WithCancel(p.deliver)
 }
 
