@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,5 +246,87 @@ func TestCrashMidTurnAnsweredOnce(t *testing.T) {
 	}
 	if len(j.pending) != 0 || j.offset != 4 {
 		t.Fatalf("offset file after a clean stop: offset %d, %d unfinished; want 4, 0", j.offset, len(j.pending))
+	}
+}
+
+// In webhook mode too, an update is in the offset file while its turn runs, and an update a
+// crashed run left unfinished is handed over again at start.
+func TestWebhookKeepsUnfinishedUpdates(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	offsetFile := filepath.Join(t.TempDir(), "telegram.offset")
+	left := `{"update_id":500,"message":{"message_id":9,"from":{"id":7,"first_name":"Ann"},"chat":{"id":71,"type":"private"},"date":1,"text":"before the crash"}}`
+	if err := os.WriteFile(offsetFile, []byte("relaybot-telegram-journal 1 1000\ntake 500 "+left+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, tk.Options{}, func(o *Options) {
+		o.Mode = "webhook"
+		o.WebhookListen = addr
+		o.WebhookURL = "http://" + addr + "/tg"
+		o.WebhookSecret = "s3cret"
+		o.OffsetFile = offsetFile
+	})
+	col := newCollector()
+	release := make(chan struct{})
+	held := make(chan struct{})
+	stop := startRun(t, e.ad, handlerFunc(func(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+		if in.Text == "held" {
+			close(held)
+			<-release
+		}
+		col.Handle(ctx, in, out)
+	}))
+	defer stop()
+	if got := col.next(t); got.Text != "before the crash" || !got.Redelivered {
+		t.Fatalf("first handled %q (redelivered %v), want the crashed run's unfinished update", got.Text, got.Redelivered)
+	}
+	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 71}, From: ann, Text: "held"})
+	<-held
+	data, err := os.ReadFile(offsetFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"text":"held"`) {
+		t.Fatalf("the running update is not in the offset file:\n%s", data)
+	}
+	close(release)
+	if got := col.next(t); got.Text != "held" || got.Redelivered {
+		t.Fatalf("then handled %q (redelivered %v)", got.Text, got.Redelivered)
+	}
+	stop()
+	j, _, err := loadJournal(offsetFile, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.pending) != 0 {
+		t.Fatalf("%d updates left unfinished after a clean stop", len(j.pending))
+	}
+}
+
+// BenchmarkJournal is the offset file's cost per message: its take record (synced to disk)
+// and its done record.
+func BenchmarkJournal(b *testing.B) {
+	j, _, err := loadJournal(filepath.Join(b.TempDir(), "telegram.offset"), 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := j.open(); err != nil {
+		b.Fatal(err)
+	}
+	defer j.close()
+	raw := json.RawMessage(`{"update_id":1,"message":{"message_id":1,"from":{"id":7,"first_name":"Ann"},"chat":{"id":71,"type":"private"},"date":1,"text":"a question of a usual length for a chat message"}}`)
+	b.ReportAllocs()
+	for i := range b.N {
+		id := int64(i + 1)
+		if err := j.take([]int64{id}, []json.RawMessage{raw}, id+1); err != nil {
+			b.Fatal(err)
+		}
+		if err := j.done(id); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
