@@ -365,20 +365,10 @@ func (r *Reply) finalEdit(ctx context.Context, i int, part string) error {
 	case errors.Is(err, adapters.ErrMessageGone):
 		r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
 		r.e.log.Debug("message gone; sending the text as a new message", "chat", r.chat.String(), "err", err)
-		opts := adapters.SendOptions{}
-		if i == 0 {
-			opts = r.opts
-		}
-		var ref adapters.MessageRef
-		err := r.call(ctx, func(cctx context.Context) error {
-			var err error
-			ref, err = r.e.m.Send(cctx, r.chat, part, opts)
-			return err
-		})
+		ref, err := r.sendFinalPart(ctx, part, i == 0)
 		if err != nil {
 			return err
 		}
-		r.e.observe(Event{Kind: EventSend, Chat: r.chat, Final: true})
 		r.msgs[i] = sent{ref: ref, text: part}
 		return nil
 	}
@@ -386,8 +376,19 @@ func (r *Reply) finalEdit(ctx context.Context, i int, part string) error {
 }
 
 func (r *Reply) finalSend(ctx context.Context, part string) error {
+	ref, err := r.sendFinalPart(ctx, part, len(r.msgs) == 0)
+	if err != nil {
+		return err
+	}
+	r.msgs = append(r.msgs, sent{ref: ref, text: part})
+	return nil
+}
+
+// sendFinalPart posts part of the final text as a new message; the first message of a reply
+// carries the reply's send options (the reference to the user's message, the Stop control).
+func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (adapters.MessageRef, error) {
 	opts := adapters.SendOptions{}
-	if len(r.msgs) == 0 {
+	if first {
 		opts = r.opts
 	}
 	var ref adapters.MessageRef
@@ -397,11 +398,10 @@ func (r *Reply) finalSend(ctx context.Context, part string) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return adapters.MessageRef{}, err
 	}
 	r.e.observe(Event{Kind: EventSend, Chat: r.chat, Final: true})
-	r.msgs = append(r.msgs, sent{ref: ref, text: part})
-	return nil
+	return ref, nil
 }
 
 // call runs one final-priority platform request: it waits for a slot, waits out 429s for their
