@@ -295,6 +295,10 @@ func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
 	if err != nil {
 		return Turn{}, fmt.Errorf("store: turn %d: %w", id, err)
 	}
+	return row.public(), nil
+}
+
+func (row turnRow) public() Turn {
 	t := Turn{ID: row.ID, ConversationID: row.ConversationID, UserID: row.UserID,
 		UserName: row.UserName, InboundMessageID: row.InboundMessageID, Model: row.Model,
 		Status: row.Status, Rounds: row.Rounds, TokensIn: row.TokensIn, TokensOut: row.TokensOut,
@@ -302,7 +306,7 @@ func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
 	if row.FinishedAt != nil {
 		t.FinishedAt = row.FinishedAt.UTC()
 	}
-	return t, nil
+	return t
 }
 
 // Recover marks turns and audit rows left running by a crash as interrupted. Call it once at
@@ -331,4 +335,32 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 		return 0, 0, fmt.Errorf("store: recover running turns and calls: %w", err)
 	}
 	return turns, calls, nil
+}
+
+// TurnByInbound returns the newest turn started by message inboundMessageID of one chat, in any
+// of the chat's conversations (those a reset ended included), and false when there is none. A
+// message handed over again after a crash is answered again only when this turn never ended.
+func (s *Store) TurnByInbound(ctx context.Context, platform, chatID, inboundMessageID string) (Turn, bool, error) {
+	if platform == "" || chatID == "" || inboundMessageID == "" {
+		return Turn{}, false, fmt.Errorf("store: turn of inbound message: need a platform, chat id and message id, got %q, %q, %q",
+			platform, chatID, inboundMessageID)
+	}
+	var rows []turnRow
+	if err := s.turnByInboundQuery(ctx, platform, chatID, inboundMessageID).Find(&rows).Error; err != nil {
+		return Turn{}, false, fmt.Errorf("store: turn of message %s of %s chat %s: %w", inboundMessageID, platform, chatID, err)
+	}
+	if len(rows) == 0 {
+		return Turn{}, false, nil
+	}
+	return rows[0].public(), true, nil
+}
+
+// turnByInboundQuery selects the newest turn of a message; idx_turns_inbound makes it an index
+// search whose order needs no sort.
+func (s *Store) turnByInboundQuery(ctx context.Context, platform, chatID, inboundMessageID string) *gorm.DB {
+	return s.r.WithContext(ctx).Table("turns").Select("turns.*").
+		Joins("JOIN conversations ON conversations.id = turns.conversation_id").
+		Where("turns.inbound_message_id = ? AND conversations.platform = ? AND conversations.chat_id = ?",
+			inboundMessageID, platform, chatID).
+		Order("turns.id DESC").Limit(1)
 }

@@ -24,7 +24,7 @@ func seedAudit(t *testing.T) *config.Config {
 	if err := runMigrate(ctx, &cfg, nil, &out); err != nil {
 		t.Fatalf("runMigrate: %v", err)
 	}
-	if !strings.Contains(out.String(), "migrated from schema version 0 to 2") {
+	if !strings.Contains(out.String(), "migrated from schema version 0 to 3") {
 		t.Errorf("migrate printed %q", out.String())
 	}
 	s, err := openStore(ctx, &cfg)
@@ -175,7 +175,7 @@ func TestMigrateTwice(t *testing.T) {
 	if err := runMigrate(context.Background(), cfg, nil, &out); err != nil {
 		t.Fatal(err)
 	}
-	if got := out.String(); got != "sqlite database already at schema version 2\n" {
+	if got := out.String(); got != "sqlite database already at schema version 3\n" {
 		t.Errorf("second migrate printed %q", got)
 	}
 }
