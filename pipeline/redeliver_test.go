@@ -9,38 +9,17 @@ import (
 	"relaybot/store"
 )
 
-// inboundStore adds TurnByInbound to the store by reading every turn (tests only: the turns of
-// a test are few).
-type inboundStore struct {
-	*store.Store
-}
+// The store finds turns by inbound message, so the bot's pipeline checks redeliveries.
+var _ InboundTurns = (*store.Store)(nil)
 
-func (s inboundStore) TurnByInbound(ctx context.Context, platform, chatID, inboundID string) (store.Turn, bool, error) {
-	var found store.Turn
-	ok := false
-	for id := int64(1); ; id++ {
-		t, err := s.Turn(ctx, id)
-		if err != nil {
-			break
-		}
-		if t.InboundMessageID != inboundID {
-			continue
-		}
-		// Private test chats: the conversation of the chat is the user's.
-		conv, err := s.Conversation(ctx, store.Key{Platform: platform, ChatID: chatID, UserID: chatID})
-		if err != nil {
-			return store.Turn{}, false, err
-		}
-		if t.ConversationID == conv.ID {
-			found, ok = t, true
-		}
-	}
-	return found, ok, nil
+// lookupless hides the store's TurnByInbound from the pipeline.
+type lookupless struct {
+	Store
 }
 
 // A message handed over again after a crash is answered only when its turn never ended.
 func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
-	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { return inboundStore{st} })
+	h := newHarness(t, Options{})
 	ctx := context.Background()
 
 	// Answered before the crash, its "done" not recorded by the adapter: skipped.
@@ -83,8 +62,26 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 			t.Fatalf("message %s: final %q", id, final)
 		}
 	}
+	// Handed over yet again after a /reset: all three were answered (in the chat's earlier
+	// conversation), so none is answered twice, and nothing reaches the model.
+	reset := privateMsg("9", "4", "/reset")
+	<-h.handle(reset, out)
+	if n := out.Notices(); len(n) != 1 || n[0] != "Started a new conversation." {
+		t.Fatalf("/reset notices %q", n)
+	}
+	for _, id := range []string{"1", "2", "3"} {
+		in := privateMsg("9", id, "message "+id)
+		in.Redelivered = true
+		<-h.handle(in, out)
+	}
+	if out.Reply(3) != nil || len(out.Notices()) != 1 {
+		t.Fatalf("a message answered before the /reset was answered again after it")
+	}
+	if n := h.llm.RequestCount(); n != 3 {
+		t.Fatalf("model asked %d times, want 3 (one per message)", n)
+	}
 	// Without the lookup (a store that cannot find turns by message), it is answered again.
-	plain := newHarness(t, Options{})
+	plain := newHarnessStore(t, Options{}, func(st *store.Store) Store { return lookupless{st} })
 	plain.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Once."}}}, llm.Reply{Chunks: []llm.Chunk{{Content: "Twice."}}})
 	pout := &recResponder{}
 	<-plain.handle(privateMsg("9", "1", "first"), pout)
