@@ -24,6 +24,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/internal/logredact"
 )
 
 // Limits returns Telegram's limits: 4096 UTF-16 units per message; about one message a second
@@ -133,7 +134,7 @@ func New(opts Options) (*Adapter, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	log := slog.New(&redactHandler{h: opts.Logger.Handler(), token: opts.Token})
+	log := slog.New(logredact.NewHandler(opts.Logger.Handler(), func(s string) string { return redactToken(opts.Token, s) }))
 
 	a := &api{base: opts.HTTPClient, token: opts.Token, retryAfterUnit: opts.RetryAfterUnit}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -641,56 +642,11 @@ func (r *responder) Notice(ctx context.Context, text string) error {
 
 func (r *responder) SupportsStreaming() bool { return r.a.opts.Stream }
 
-// redactHandler removes the token from every log record's message and attributes.
-type redactHandler struct {
-	h     slog.Handler
-	token string
-}
-
-func (r *redactHandler) Enabled(ctx context.Context, l slog.Level) bool { return r.h.Enabled(ctx, l) }
-
-func (r *redactHandler) Handle(ctx context.Context, rec slog.Record) error {
-	out := slog.NewRecord(rec.Time, rec.Level, r.redact(rec.Message), rec.PC)
-	rec.Attrs(func(at slog.Attr) bool {
-		out.AddAttrs(r.attr(at))
-		return true
-	})
-	return r.h.Handle(ctx, out)
-}
-
-func (r *redactHandler) redact(s string) string {
-	s = strings.ReplaceAll(s, r.token, "<redacted>")
-	return strings.ReplaceAll(s, url.PathEscape(r.token), "<redacted>")
-}
-
-func (r *redactHandler) attr(at slog.Attr) slog.Attr {
-	v := at.Value.Resolve()
-	switch v.Kind() {
-	case slog.KindString:
-		return slog.String(at.Key, r.redact(v.String()))
-	case slog.KindGroup:
-		var as []any
-		for _, g := range v.Group() {
-			as = append(as, r.attr(g))
-		}
-		return slog.Group(at.Key, as...)
-	case slog.KindAny:
-		if err, ok := v.Any().(error); ok {
-			return slog.String(at.Key, r.redact(err.Error()))
-		}
-		return slog.String(at.Key, r.redact(v.String()))
+// redactToken removes the bot token, raw and URL-escaped, from s.
+func redactToken(token, s string) string {
+	if token == "" {
+		return s
 	}
-	return at
-}
-
-func (r *redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	red := make([]slog.Attr, len(as))
-	for i, at := range as {
-		red[i] = r.attr(at)
-	}
-	return &redactHandler{h: r.h.WithAttrs(red), token: r.token}
-}
-
-func (r *redactHandler) WithGroup(name string) slog.Handler {
-	return &redactHandler{h: r.h.WithGroup(name), token: r.token}
+	s = strings.ReplaceAll(s, token, "<redacted>")
+	return strings.ReplaceAll(s, url.PathEscape(token), "<redacted>")
 }

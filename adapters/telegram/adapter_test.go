@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/internal/logredact"
 	tk "relaybot/internal/testkit/telegram"
 )
 
@@ -356,7 +357,7 @@ func TestTokenNeverInErrorsOrLogs(t *testing.T) {
 		t.Fatalf("want an Unauthorized error without the token, got %v", err)
 	}
 	// The redacting log handler scrubs strings, errors and groups.
-	h := &redactHandler{h: slog.NewTextHandler(&logs, nil), token: token}
+	h := logredact.NewHandler(slog.NewTextHandler(&logs, nil), func(s string) string { return redactToken(token, s) })
 	l := slog.New(h).With("url", "https://api.telegram.org/bot"+token+"/getMe")
 	l.Warn("failed "+token, "err", errors.New("Post https://x/bot"+token+"/m: refused"), slog.Group("g", "u", token))
 	if strings.Contains(logs.String(), "SECRET") {

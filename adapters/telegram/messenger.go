@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -43,13 +42,7 @@ func (a *api) with(ctx context.Context) *tgbotapi.BotAPI {
 }
 
 // redact removes the token (plain or URL-escaped) from s.
-func (a *api) redact(s string) string {
-	if a.token == "" {
-		return s
-	}
-	s = strings.ReplaceAll(s, a.token, "<redacted>")
-	return strings.ReplaceAll(s, url.PathEscape(a.token), "<redacted>")
-}
+func (a *api) redact(s string) string { return redactToken(a.token, s) }
 
 // call makes one Bot API request and returns its result, classifying failures.
 func (a *api) call(ctx context.Context, method string, params tgbotapi.Params) (json.RawMessage, error) {
