@@ -103,3 +103,60 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 		t.Fatalf("turns of the message: %v, want interrupted then ok", statuses)
 	}
 }
+
+// The bot stops after a turn ended ok but before the Telegram adapter recorded that it was done
+// with the update (the offset file of that moment is put back). Started again, it is handed the
+// message over again, finds the finished turn in the store and does not answer it twice.
+func TestServeRedeliveredAnsweredMessageSkipped(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config("shutdown_grace_sec = 0")
+	hold := make(chan struct{})
+	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Whole"}, {Content: " answer.", Wait: hold}}})
+	stop := e.start(cfg)
+	msgID := e.say(1, "question")
+	waitFor(t, "the first words of the answer", func() bool {
+		texts := e.botTexts(1)
+		return len(texts) == 1 && texts[0] == "Whole"
+	})
+	// The turn is running: the offset file holds the update as taken, not done.
+	journal, err := os.ReadFile(cfg.OffsetPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(journal), "take ") || strings.Contains(string(journal), "done ") {
+		t.Fatalf("offset file mid-turn:\n%s", journal)
+	}
+	close(hold)
+	e.waitBotText(1, "the whole answer", func(s string) bool { return s == "Whole answer." })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.OffsetPath(), journal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Only one more reply is queued: a second answer to the question would take it.
+	e.llm.Push(llm.Text("Then more."))
+	stop = e.start(cfg)
+	e.waitLog("redelivered message already answered")
+	e.say(1, "and then?")
+	e.waitBotText(1, "the next answer", contains("Then more."))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	got, want := e.botTexts(1), []string{"Whole answer.", "Then more."}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("bot messages %q, want %q: the question answered once", got, want)
+	}
+	if n := e.llm.RequestCount(); n != 2 {
+		t.Fatalf("model asked %d times, want 2", n)
+	}
+	st := e.openStore()
+	turn, found, err := st.TurnByInbound(context.Background(), "telegram", "1", strconv.Itoa(msgID))
+	if err != nil || !found || turn.Status != store.TurnOK {
+		t.Fatalf("turn of the question: %+v found %v (%v), want ok", turn, found, err)
+	}
+	if n, err := st.CountTurns(context.Background(), store.TurnFilter{}); err != nil || n != 2 {
+		t.Fatalf("turns = %d (%v), want 2: one per message", n, err)
+	}
+}

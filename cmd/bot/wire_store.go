@@ -224,3 +224,7 @@ func (a auditReader) Stats(ctx context.Context, since time.Time) ([]plugin.Audit
 	slices.SortStableFunc(out, func(x, y plugin.AuditStat) int { return cmp.Compare(y.AvgDuration, x.AvgDuration) })
 	return out, nil
 }
+
+// The pipeline checks messages the Telegram adapter hands over again after a crash against the
+// turns they started only when its store can find them: the store given to it here can.
+var _ pipeline.InboundTurns = (*store.Store)(nil)
