@@ -355,12 +355,14 @@ func (s *Store) TurnByInbound(ctx context.Context, platform, chatID, inboundMess
 	return rows[0].public(), true, nil
 }
 
-// turnByInboundQuery selects the newest turn of a message; idx_turns_inbound makes it an index
-// search whose order needs no sort.
+// turnByInboundQuery selects the newest turn of a message: idx_conversations_chat finds the
+// chat's conversations (a reset adds one), idx_turns_inbound each one's turns of the message (a
+// handful to sort). The subquery, rather than a join, keeps SQLite from starting at the message
+// id, which repeats across chats, when its tables have no statistics.
 func (s *Store) turnByInboundQuery(ctx context.Context, platform, chatID, inboundMessageID string) *gorm.DB {
-	return s.r.WithContext(ctx).Table("turns").Select("turns.*").
-		Joins("JOIN conversations ON conversations.id = turns.conversation_id").
-		Where("turns.inbound_message_id = ? AND conversations.platform = ? AND conversations.chat_id = ?",
-			inboundMessageID, platform, chatID).
-		Order("turns.id DESC").Limit(1)
+	chat := s.r.WithContext(ctx).Table("conversations").Select("id").
+		Where("platform = ? AND chat_id = ?", platform, chatID)
+	return s.r.WithContext(ctx).Table("turns").
+		Where("inbound_message_id = ? AND conversation_id IN (?)", inboundMessageID, chat).
+		Order("id DESC").Limit(1)
 }
