@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
+	"relaybot/internal/testkit/logbuf"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -144,24 +144,7 @@ type harness struct {
 	store *store.Store
 	rec   *tools.MemoryRecorder
 	p     *Pipeline
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *logbuf.Buffer
 }
 
 func newHarness(t testing.TB, opts Options) *harness {
@@ -172,7 +155,7 @@ func newHarness(t testing.TB, opts Options) *harness {
 // newHarnessStore is newHarness with the pipeline's store wrapped by wrap (when not nil).
 func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) *harness {
 	t.Helper()
-	h := &harness{t: t, llm: llm.NewServer(), rec: tools.NewMemoryRecorder(), logs: &syncBuffer{}}
+	h := &harness{t: t, llm: llm.NewServer(), rec: tools.NewMemoryRecorder(), logs: &logbuf.Buffer{}}
 	t.Cleanup(h.llm.Close)
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})

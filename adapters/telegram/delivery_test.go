@@ -1,7 +1,6 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,32 +13,15 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/internal/testkit/logbuf"
 	tk "relaybot/internal/testkit/telegram"
 )
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type env struct {
 	srv      *tk.Server
 	ad       *Adapter
 	counters *delivery.Counters
-	logs     *syncBuffer
+	logs     *logbuf.Buffer
 }
 
 const unit = 20 * time.Millisecond // one retry_after second in these tests
@@ -51,7 +33,7 @@ func newEnv(t testing.TB, sopts tk.Options, mod func(*Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	counters := &delivery.Counters{}
 	opts := Options{
 		Token:          srv.Token(),

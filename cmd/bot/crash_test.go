@@ -13,6 +13,7 @@ import (
 
 	"relaybot/config"
 	"relaybot/internal/testkit/llm"
+	"relaybot/internal/testkit/logbuf"
 	"relaybot/store"
 )
 
@@ -51,7 +52,7 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 
 	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
 	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
-	var childOut syncBuffer
+	var childOut logbuf.Buffer
 	child.Stdout, child.Stderr = &childOut, &childOut
 	if err := child.Start(); err != nil {
 		t.Fatal(err)

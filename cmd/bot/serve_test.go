@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -19,28 +18,11 @@ import (
 	"relaybot/config"
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
+	"relaybot/internal/testkit/logbuf"
 	mcpkit "relaybot/internal/testkit/mcp"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/store"
 )
-
-// syncBuffer collects the bot's logs for assertions.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // env is a bot under test with its fake world: a Telegram Bot API server, an OpenAI-compatible
 // model and an MCP server over streamable HTTP.
@@ -51,7 +33,7 @@ type env struct {
 	kit  *mcpkit.Kit
 	mcp  *mcpkit.HTTPServer
 	db   string
-	logs *syncBuffer
+	logs *logbuf.Buffer
 	// discord, when set, is a [discord] section that replaces Telegram.
 	discord string
 }
@@ -68,7 +50,7 @@ func newEnv(t *testing.T) *env {
 	kit := mcpkit.New("kit")
 	return &env{
 		t: t, tg: tg, llm: model, kit: kit, mcp: mcpkit.StartHTTP(t, kit),
-		db: filepath.Join(t.TempDir(), "bot.db"), logs: &syncBuffer{},
+		db: filepath.Join(t.TempDir(), "bot.db"), logs: &logbuf.Buffer{},
 	}
 }
 

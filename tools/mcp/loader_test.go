@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"relaybot/internal/testkit/logbuf"
 	testmcp "relaybot/internal/testkit/mcp"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
@@ -378,27 +379,9 @@ func TestToolsListChanged(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestBrokenServersDoNotStopOthers(t *testing.T) {
 	k := testmcp.New("kit")
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	l := mcp.NewLoader([]mcp.ServerConfig{
 		{Name: "missing", Transport: "stdio", Command: "/nonexistent/mcp-server"},
 		{Name: "secret", Transport: "http", URL: "http://user:pa55@127.0.0.1:1/mcp?api_key=hunter2"},

@@ -1,41 +1,22 @@
 package skill_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"relaybot/internal/testkit/logbuf"
 	"relaybot/tools"
 	"relaybot/tools/skill"
 )
 
-// syncBuffer collects log output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func load(t *testing.T, dirs ...string) (*skill.Loader, string) {
 	t.Helper()
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	l, err := skill.NewLoader(skill.Options{Dirs: dirs, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
