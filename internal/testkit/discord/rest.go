@@ -28,6 +28,7 @@ const (
 	codeEmptyMessage       = 50006
 	codeInvalidFormBody    = 50035
 	codeAlreadyAcked       = 40060
+	codeEntityTooLarge     = 40005
 )
 
 // request is a parsed REST request.
@@ -210,6 +211,13 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, req *request) {
 			s.finish(w, r, req, http.StatusTooManyRequests, retry, map[string]any{
 				"message": "You are being rate limited.", "retry_after": retry.Seconds(), "global": true,
 			}, hdr)
+			return
+		}
+	}
+	for _, f := range req.files {
+		if len(f.Data) > s.cfg.MaxUploadBytes {
+			s.mu.Unlock()
+			s.finish(w, r, req, http.StatusRequestEntityTooLarge, 0, errorBody(codeEntityTooLarge, "Request entity too large"), nil)
 			return
 		}
 	}
@@ -418,15 +426,60 @@ func (s *Server) applyFields(m *message, req *request, create bool) (int, any) {
 			m.ReferenceID = ref.MessageID
 		}
 	}
-	for _, a := range req.files {
-		a.ID = s.newIDLocked()
-		a.URL = fmt.Sprintf("%s/attachments/%s/%s/%s", s.http.URL, m.ChannelID, a.ID, a.Filename)
-		m.Attachments = append(m.Attachments, a)
+	if status, body := s.applyAttachments(m, req, create); status != 0 {
+		return status, body
 	}
 	if create && m.Content == "" && len(m.Attachments) == 0 && len(m.Buttons) == 0 {
 		return http.StatusBadRequest, errorBody(codeEmptyMessage, "Cannot send an empty message")
 	}
 	s.computePings(m, f["allowed_mentions"])
+	return 0, nil
+}
+
+// applyAttachments sets m's attachments from a request's uploads (files[n] parts) and its
+// attachments field. A create carries every upload. An edit without the field keeps the
+// message's attachments and adds the uploads; with it, as in API v10, the message keeps
+// exactly the attachments listed: earlier ones by their id, uploads by their index n.
+func (s *Server) applyAttachments(m *message, req *request, create bool) (int, any) {
+	upload := func(a Attachment, name string) Attachment {
+		if name != "" {
+			a.Filename = name
+		}
+		a.ID = s.newIDLocked()
+		a.URL = fmt.Sprintf("%s/attachments/%s/%s/%s", s.http.URL, m.ChannelID, a.ID, a.Filename)
+		return a
+	}
+	raw, listed := req.fields["attachments"]
+	if create || !listed || string(raw) == "null" {
+		for _, a := range req.files {
+			m.Attachments = append(m.Attachments, upload(a, ""))
+		}
+		return 0, nil
+	}
+	var list []struct {
+		ID       json.RawMessage `json:"id"`
+		Filename string          `json:"filename"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return http.StatusBadRequest, errorBody(codeInvalidFormBody, "attachments: "+err.Error())
+	}
+	var kept []Attachment
+	for i, e := range list {
+		var id string
+		if err := json.Unmarshal(e.ID, &id); err != nil {
+			id = string(e.ID) // a number
+		}
+		if n, err := strconv.Atoi(id); err == nil && n >= 0 && n < len(req.files) {
+			kept = append(kept, upload(req.files[n], e.Filename))
+			continue
+		}
+		if j := slices.IndexFunc(m.Attachments, func(a Attachment) bool { return a.ID == id }); j >= 0 {
+			kept = append(kept, m.Attachments[j])
+			continue
+		}
+		return http.StatusBadRequest, errorBody(codeInvalidFormBody, fmt.Sprintf("attachments[%d]: unknown attachment id %s", i, id))
+	}
+	m.Attachments = kept
 	return 0, nil
 }
 

@@ -5,7 +5,8 @@
 // The server keeps what a user would see in every channel (the current content of each message,
 // in order, with buttons, attachments and who was pinged), records every REST call with its time,
 // enforces Discord's per-channel budget (5 requests per 5 seconds, creates and edits share it)
-// and the global one (50 requests per second) with real 429 responses, and injects faults on demand: deleted messages, 5xx answers, 429
+// and the global one (50 requests per second) with real 429 responses, refuses files over the
+// upload limit with 413, and injects faults on demand: deleted messages, 5xx answers, 429
 // storms and dropped gateway connections.
 package discord
 
@@ -65,6 +66,9 @@ type Config struct {
 	GlobalWindow time.Duration
 	// HeartbeatInterval announced in hello (default 41.25 s, Discord's usual value).
 	HeartbeatInterval time.Duration
+	// MaxUploadBytes is the largest file a message may carry (default 10 MiB, Discord's limit
+	// for bots); a request with a larger file is answered 413 with code 40005, as Discord does.
+	MaxUploadBytes int
 }
 
 // Attachment is a file on a message.
@@ -220,6 +224,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.GlobalWindow == 0 {
 		cfg.GlobalWindow = time.Second
+	}
+	if cfg.MaxUploadBytes == 0 {
+		cfg.MaxUploadBytes = 10 << 20
 	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = 41250 * time.Millisecond

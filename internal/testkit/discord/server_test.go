@@ -3,7 +3,12 @@ package discord
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +94,100 @@ func TestGlobalLimit(t *testing.T) {
 	resp, body := do(t, s, "GET", "/gateway", "Bot "+s.Token(), "")
 	if resp.StatusCode != 429 || body["global"] != true || resp.Header.Get("X-RateLimit-Global") != "true" {
 		t.Errorf("fourth request: HTTP %d %v, want a global 429", resp.StatusCode, body)
+	}
+}
+
+// doMultipart sends payload as payload_json with files as files[n] parts.
+func doMultipart(t *testing.T, s *Server, method, path, payload string, files map[string][]byte) (*http.Response, map[string]any) {
+	t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	if err := mw.WriteField("payload_json", payload); err != nil {
+		t.Fatal(err)
+	}
+	names := slices.Sorted(maps.Keys(files))
+	for i, name := range names {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="files[%d]"; filename=%q`, i, name))
+		h.Set("Content-Type", "image/png")
+		w, err := mw.CreatePart(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = w.Write(files[name])
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(method, s.APIBase()+path, &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bot "+s.Token())
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp, out
+}
+
+func TestEditAttachesFiles(t *testing.T) {
+	s := New(Config{MaxUploadBytes: 100, BudgetN: 100})
+	defer s.Close()
+	s.AddChannel(Channel{ID: "1", Type: ChannelDM})
+	_, first := do(t, s, "POST", "/channels/1/messages", "Bot "+s.Token(), `{"content":"text"}`)
+	id, _ := first["id"].(string)
+	names := func() []string {
+		m, _ := s.Message(id)
+		var out []string
+		for _, a := range m.Attachments {
+			out = append(out, a.Filename+"="+string(a.Data))
+		}
+		return out
+	}
+	path := "/channels/1/messages/" + id
+
+	resp, body := doMultipart(t, s, "PATCH", path, `{"content":"final","attachments":[{"id":"0"}]}`, map[string][]byte{"a.png": []byte("A")})
+	if resp.StatusCode != 200 {
+		t.Fatalf("edit with a file: HTTP %d %v", resp.StatusCode, body)
+	}
+	if atts, _ := body["attachments"].([]any); len(atts) != 1 {
+		t.Errorf("answer lists attachments %v, want one", body["attachments"])
+	}
+	if m, _ := s.Message(id); m.Content != "final" || !slices.Equal(names(), []string{"a.png=A"}) {
+		t.Fatalf("after the edit: %q with %v", m.Content, names())
+	}
+	m, _ := s.Message(id)
+	keep := m.Attachments[0].ID
+
+	cases := []struct {
+		name    string
+		payload string
+		files   map[string][]byte
+		status  int
+		want    []string
+	}{
+		{"keep one, add one", `{"attachments":[{"id":"` + keep + `"},{"id":0}]}`, map[string][]byte{"b.png": []byte("B")}, 200, []string{"a.png=A", "b.png=B"}},
+		{"no list keeps all", `{"content":"again"}`, nil, 200, []string{"a.png=A", "b.png=B"}},
+		{"an upload not listed is dropped", `{"attachments":[{"id":"` + keep + `"}]}`, map[string][]byte{"c.png": []byte("C")}, 200, []string{"a.png=A"}},
+		{"unknown id", `{"attachments":[{"id":"999"}]}`, nil, 400, []string{"a.png=A"}},
+		{"file too large", `{"attachments":[{"id":0}]}`, map[string][]byte{"big.png": bytes.Repeat([]byte("x"), 101)}, 413, []string{"a.png=A"}},
+		{"empty list removes all", `{"attachments":[]}`, nil, 200, nil},
+	}
+	for _, tc := range cases {
+		resp, body := doMultipart(t, s, "PATCH", path, tc.payload, tc.files)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: HTTP %d %v, want %d", tc.name, resp.StatusCode, body, tc.status)
+		}
+		if got := names(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: attachments %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if c := s.CallsTo(RouteEditMessage); len(c[0].Files) != 1 || c[0].Files[0].Filename != "a.png" {
+		t.Errorf("recorded call files = %+v", c[0].Files)
 	}
 }
