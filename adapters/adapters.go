@@ -123,6 +123,18 @@ type Messenger interface {
 	Typing(ctx context.Context, chat ChatRef) error
 }
 
+// FileAttacher is implemented by a Messenger whose platform can add files to a message the bot
+// already sent (Discord can; Telegram cannot turn a text message into a photo). The delivery
+// engine then attaches a reply's files to the last message of its final text instead of
+// posting them as separate messages. Such a platform's SendFiles takes a caption as long as a
+// message (Limits.MaxLen), so a last message that does not exist yet is posted with its files.
+type FileAttacher interface {
+	// EditWithFiles attaches files to a message the bot sent while setting its text, in one
+	// platform request, with the same error reporting as Edit. It carries at most
+	// Limits.MaxFiles files.
+	EditWithFiles(ctx context.Context, msg MessageRef, text string, files []File) error
+}
+
 // LengthUnit is how a platform counts message length.
 type LengthUnit int
 
@@ -142,6 +154,7 @@ type Rate struct {
 type Limits struct {
 	MaxLen   int        // the longest text one message may hold
 	Unit     LengthUnit // the unit MaxLen is counted in
+	MaxFiles int        // the most files one message may carry (Discord 10); 0 means one
 	PerChat  Rate       // sends and edits in one chat (Telegram ~1/s; Discord 5 per 5 s per channel)
 	PerGroup Rate       // extra budget for group chats (Telegram 20/min)
 	Global   Rate       // across all chats of the bot (Telegram 30/s)

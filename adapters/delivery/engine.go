@@ -75,7 +75,7 @@ type EventKind int
 const (
 	EventSend        EventKind = iota // a new message was posted
 	EventEdit                         // a message was edited
-	EventFiles                        // files were posted
+	EventFiles                        // files were posted, on their own or with a message of the final text
 	EventNotModified                  // an edit found the text already there (counts as delivered)
 	EventRateLimited                  // the platform answered 429
 	EventRetry                        // a temporary failure is being retried

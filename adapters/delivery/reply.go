@@ -263,9 +263,12 @@ func (r *Reply) typingLoop(wake chan struct{}) {
 }
 
 // Finish delivers the final text, split into as many messages as the platform's limit needs,
-// then the files, and returns once everything is delivered or has definitively failed. 429s
+// and the files, and returns once everything is delivered or has definitively failed. 429s
 // are waited out for as long as ctx allows; temporary failures are retried a bounded number of
-// times. Finish may be called once.
+// times. When the Messenger is an adapters.FileAttacher, the files (as many as one message may
+// carry) go with the last message of the final text, in the request that sets its text, and
+// the rest follow in messages of their own; otherwise every file follows in a message of its
+// own. Finish may be called once.
 func (r *Reply) Finish(ctx context.Context, text string, files []adapters.File) error {
 	r.mu.Lock()
 	if r.finishing {
@@ -304,16 +307,26 @@ func (r *Reply) Finish(ctx context.Context, text string, files []adapters.File) 
 
 func (r *Reply) deliverFinal(ctx context.Context, text string, files []adapters.File) error {
 	lim := r.e.limits
+	att, _ := r.e.m.(adapters.FileAttacher)
+	attach := att != nil && len(files) > 0
+	rest, batch := files, 1 // files still to post on their own, and how many per message
 	parts := Split(text, lim.MaxLen, lim.Unit)
 	for i := 0; i < len(parts); i++ {
 		part := parts[i]
 		var err error
-		if i < len(r.msgs) {
+		switch {
+		case attach && i == len(parts)-1:
+			var attached bool
+			attached, err = r.finalAttach(ctx, att, i, part, files)
+			if attached {
+				rest, batch = files[min(len(files), r.maxFiles()):], r.maxFiles()
+			}
+		case i < len(r.msgs):
 			if r.msgs[i].text == part {
 				continue // identical text is never sent again
 			}
 			err = r.finalEdit(ctx, i, part)
-		} else {
+		default:
 			err = r.finalSend(ctx, part)
 		}
 		if errors.Is(err, adapters.ErrTooLong) {
@@ -330,21 +343,119 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []adapters.
 			return err
 		}
 	}
-	for _, f := range files {
-		opts := adapters.SendOptions{}
-		if len(r.msgs) == 0 {
-			opts = r.opts
-		}
+	return r.sendFiles(ctx, rest, batch)
+}
+
+// maxFiles is how many files one message may carry.
+func (r *Reply) maxFiles() int { return max(r.e.limits.MaxFiles, 1) }
+
+// finalAttach makes message i, the last of the final text, show part together with the first
+// files (as many as one message may carry), in the one request that sets its text: an edit
+// with files when the message exists (even when it already shows part), else a new message
+// with part as the files' caption. A message that cannot be edited any more is replaced by a
+// new one carrying part and the files.
+//
+// attached reports whether the files went out. When the platform refuses them for good (too
+// large, a bad file, retries used up), part is delivered without them and attached is false,
+// so the caller posts the files on their own and nothing is lost. ErrTooLong, the caller's
+// cancellation and ErrClosed are returned as they are.
+func (r *Reply) finalAttach(ctx context.Context, att adapters.FileAttacher, i int, part string, files []adapters.File) (attached bool, err error) {
+	batch := files[:min(len(files), r.maxFiles())]
+	if i < len(r.msgs) {
 		err := r.call(ctx, func(cctx context.Context) error {
-			_, err := r.e.m.SendFiles(cctx, r.chat, []adapters.File{f}, "", opts)
-			return err
+			return att.EditWithFiles(cctx, r.msgs[i].ref, part, batch)
 		})
-		if err != nil {
-			return fmt.Errorf("file %q: %w", f.Name, err)
+		switch {
+		case err == nil:
+			r.e.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true})
+			r.msgs[i].text = part
+			return true, nil
+		case errors.Is(err, adapters.ErrMessageGone):
+			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
+			r.e.log.Debug("message gone; sending the text and files as a new message", "chat", r.chat.String(), "err", err)
+		case !r.attachRefused(ctx, err):
+			return false, err
+		default:
+			r.e.log.Warn("files not attached to the final message; posting them on their own",
+				"chat", r.chat.String(), "files", len(batch), "err", err)
+			if r.msgs[i].text == part {
+				return false, nil
+			}
+			return false, r.finalEdit(ctx, i, part)
 		}
-		r.e.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true})
+	}
+	ref, err := r.postFiles(ctx, batch, part, i == 0)
+	if err != nil {
+		if !r.attachRefused(ctx, err) {
+			return false, err
+		}
+		r.e.log.Warn("files not posted with the final text; posting them on their own",
+			"chat", r.chat.String(), "files", len(batch), "err", err)
+		ref, err = r.sendFinalPart(ctx, part, i == 0)
+		if err != nil {
+			return false, err
+		}
+	} else {
+		attached = true
+	}
+	if i < len(r.msgs) {
+		r.msgs[i] = sent{ref: ref, text: part}
+	} else {
+		r.msgs = append(r.msgs, sent{ref: ref, text: part})
+	}
+	return attached, nil
+}
+
+// attachRefused reports whether err, from a request carrying files, is the platform's final
+// answer to those files, so the files should go out another way: not a text that is too long
+// (the caller splits it), nor the end of ctx or of the engine.
+func (r *Reply) attachRefused(ctx context.Context, err error) bool {
+	return !errors.Is(err, adapters.ErrTooLong) && !errors.Is(err, ErrClosed) && ctx.Err() == nil
+}
+
+// sendFiles posts files in messages of up to batch files each. A message of several files the
+// platform refuses for good is posted again one file per message, so one bad file does not
+// hold back the others.
+func (r *Reply) sendFiles(ctx context.Context, files []adapters.File, batch int) error {
+	for len(files) > 0 {
+		n := min(batch, len(files))
+		_, err := r.postFiles(ctx, files[:n], "", len(r.msgs) == 0)
+		if err != nil && n > 1 && r.attachRefused(ctx, err) {
+			r.e.log.Warn("files refused together; posting them one by one", "chat", r.chat.String(), "files", n, "err", err)
+			err = r.sendFiles(ctx, files[:n], 1)
+		}
+		if err != nil {
+			if n == 1 {
+				return fmt.Errorf("file %q: %w", files[0].Name, err)
+			}
+			if !r.attachRefused(ctx, err) {
+				return fmt.Errorf("%d files from %q on: %w", n, files[0].Name, err)
+			}
+			return err // already named by the one-by-one attempt
+		}
+		files = files[n:]
 	}
 	return nil
+}
+
+// postFiles posts files with caption as one new message; the first message of a reply carries
+// the reply's send options.
+func (r *Reply) postFiles(ctx context.Context, files []adapters.File, caption string, first bool) (adapters.MessageRef, error) {
+	opts := adapters.SendOptions{}
+	if first {
+		opts = r.opts
+	}
+	var ref adapters.MessageRef
+	err := r.call(ctx, func(cctx context.Context) error {
+		var err error
+		ref, err = r.e.m.SendFiles(cctx, r.chat, files, caption, opts)
+		return err
+	})
+	if err != nil {
+		return adapters.MessageRef{}, err
+	}
+	r.e.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true})
+	return ref, nil
 }
 
 // finalEdit puts part into message i; a message that cannot be edited any more is replaced by

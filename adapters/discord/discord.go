@@ -30,15 +30,16 @@ import (
 	"relaybot/adapters/delivery"
 )
 
-// Limits returns Discord's limits: 2,000 characters (code points) per message, 5 creates or
+// Limits returns Discord's limits: 2,000 characters (code points) and 10 attachments per message, 5 creates or
 // edits per 5 seconds per channel (shared by every reply in the channel) and 50 requests per
 // second for the whole bot.
 func Limits() adapters.Limits {
 	return adapters.Limits{
-		MaxLen:  2000,
-		Unit:    adapters.Runes,
-		PerChat: adapters.Rate{N: 5, Per: 5 * time.Second},
-		Global:  adapters.Rate{N: 50, Per: time.Second},
+		MaxLen:   2000,
+		Unit:     adapters.Runes,
+		MaxFiles: maxFilesPerMessage,
+		PerChat:  adapters.Rate{N: 5, Per: 5 * time.Second},
+		Global:   adapters.Rate{N: 50, Per: time.Second},
 	}
 }
 
@@ -100,7 +101,10 @@ type Adapter struct {
 	handlers sync.WaitGroup
 }
 
-var _ adapters.Messenger = (*Adapter)(nil)
+var (
+	_ adapters.Messenger    = (*Adapter)(nil)
+	_ adapters.FileAttacher = (*Adapter)(nil)
+)
 
 // New creates an adapter; it does not connect until Run.
 func New(opts Options) (*Adapter, error) {

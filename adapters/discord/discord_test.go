@@ -3,6 +3,7 @@ package discord_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -196,19 +197,182 @@ func TestToolRoundShowsTypingAndAttachesFiles(t *testing.T) {
 		t.Fatalf("Finish: %v", err)
 	}
 	msgs := hs.srv.BotMessages(ch)
-	if len(msgs) != 2 {
-		t.Fatalf("bot messages = %d, want the answer and the file", len(msgs))
+	if len(msgs) != 1 {
+		t.Fatalf("bot messages = %d, want one message with the answer and the chart", len(msgs))
 	}
 	if msgs[0].Content != final {
 		t.Errorf("answer = %q, want %q (text from before the tool round kept)", msgs[0].Content, final)
 	}
-	if len(msgs[1].Attachments) != 1 || msgs[1].Attachments[0].Filename != "chart.png" || !bytes.Equal(msgs[1].Attachments[0].Data, png) {
-		t.Errorf("file message attachments = %+v", msgs[1].Attachments)
+	if len(msgs[0].Attachments) != 1 || msgs[0].Attachments[0].Filename != "chart.png" || !bytes.Equal(msgs[0].Attachments[0].Data, png) {
+		t.Errorf("answer attachments = %+v, want chart.png", msgs[0].Attachments)
+	}
+	if len(msgs[0].Buttons) != 0 {
+		t.Errorf("finished reply still shows buttons %+v", msgs[0].Buttons)
+	}
+	// The chart came with the request that set the final text, not with an edit of its own.
+	var withFiles []dtk.Call
+	for _, c := range hs.srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage) {
+		if len(c.Files) > 0 {
+			withFiles = append(withFiles, c)
+		}
+	}
+	if len(withFiles) != 1 || withFiles[0].Route != dtk.RouteEditMessage || !strings.Contains(string(withFiles[0].Body), `"content":"Let me run the plotting tool.\n\nHere is the chart."`) {
+		t.Errorf("requests with files = %d, want one edit that also sets the final text", len(withFiles))
 	}
 	if typing := hs.srv.CallsTo(dtk.RouteTyping); typing[0].ChannelID != ch {
 		t.Errorf("typing shown in %s, want %s", typing[0].ChannelID, ch)
 	}
+	checkBudget(t, hs.srv, ch)
 	checkNoPings(t, hs.srv)
+}
+
+// pngs returns n small distinct PNG files named img0.png, img1.png, ...
+func pngs(n int) []adapters.File {
+	var files []adapters.File
+	for i := range n {
+		data := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{byte(i)}, 100+i)...)
+		files = append(files, adapters.File{Name: fmt.Sprintf("img%d.png", i), MIME: "image/png", Data: data})
+	}
+	return files
+}
+
+func attachmentNames(m dtk.Message) []string {
+	var names []string
+	for _, a := range m.Attachments {
+		names = append(names, a.Filename)
+	}
+	return names
+}
+
+func fileNames(files []adapters.File) []string {
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
+func TestLongFinalCarriesFilesOnItsLastPart(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		files     int
+		wantMsgs  int
+		onLast    int // files on the last part of the text
+		followUps []int
+	}{
+		{"two files", 2, 3, 2, nil},
+		{"more than one message holds", 12, 4, 10, []int{2}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := start(t, nil, nil)
+			ch := fmt.Sprintf("50000000000000002%d", i)
+			_, rc := hs.dm(ch, "write a report with charts")
+			full := text(5000)
+			files := pngs(tc.files)
+			r := rc.out.NewReply(hs.ctx)
+			r.Update(prefix(full, 300))
+			if err := r.Finish(hs.ctx, full, files); err != nil {
+				t.Fatalf("Finish: %v", err)
+			}
+			msgs := hs.srv.BotMessages(ch)
+			if len(msgs) != tc.wantMsgs {
+				t.Fatalf("bot messages = %d, want %d", len(msgs), tc.wantMsgs)
+			}
+			var texts []string
+			for j, m := range msgs[:3] {
+				texts = append(texts, m.Content)
+				want := 0
+				if j == 2 {
+					want = tc.onLast
+				}
+				if len(m.Attachments) != want {
+					t.Errorf("part %d carries %d files, want %d", j, len(m.Attachments), want)
+				}
+			}
+			if got := strings.Join(texts, " "); strings.Join(strings.Fields(got), " ") != strings.Join(strings.Fields(full), " ") {
+				t.Errorf("the three parts do not carry the whole text")
+			}
+			var got []string
+			for j, m := range msgs {
+				got = append(got, attachmentNames(m)...)
+				if j >= 3 {
+					if m.Content != "" || len(m.Attachments) != tc.followUps[j-3] {
+						t.Errorf("follow-up %d: %q with %d files, want %d files alone", j-3, m.Content, len(m.Attachments), tc.followUps[j-3])
+					}
+				}
+			}
+			if !slices.Equal(got, fileNames(files)) {
+				t.Errorf("files shown %v, want %v in order", got, fileNames(files))
+			}
+			checkBudget(t, hs.srv, ch)
+			checkNoPings(t, hs.srv)
+		})
+	}
+}
+
+func TestRefusedAttachStillDeliversTheFiles(t *testing.T) {
+	t.Parallel()
+	small := pngs(1)[0]
+	big := adapters.File{Name: "huge.bin", MIME: "application/octet-stream", Data: bytes.Repeat([]byte{1}, 2048)}
+	cases := []struct {
+		name      string
+		fault     int // injected answer to the attaching edit; 0 for none
+		files     []adapters.File
+		wantFiles []string // the files delivered, each in a message of its own after the text
+		wantErr   string   // a file that could not be delivered
+	}{
+		{"HTTP 413", 413, []adapters.File{small}, []string{"img0.png"}, ""},
+		{"HTTP 400", 400, []adapters.File{small}, []string{"img0.png"}, ""},
+		{"one file over the upload limit", 0, []adapters.File{small, big}, []string{"img0.png"}, "huge.bin"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := startWith(t, dtk.Config{MaxUploadBytes: 1024}, nil, nil)
+			ch := fmt.Sprintf("50000000000000003%d", i)
+			_, rc := hs.dm(ch, "draw it")
+			r := rc.out.NewReply(hs.ctx)
+			r.Update("Drawing")
+			hs.waitFor("the first preview", func() bool { return len(hs.srv.BotMessages(ch)) == 1 })
+			if tc.fault != 0 {
+				hs.srv.FailNext(dtk.RouteEditMessage, tc.fault, 1)
+			}
+			final := "Drawing done: here it is."
+			err := r.Finish(hs.ctx, final, tc.files)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Finish: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("Finish: %v, want an error naming %s", err, tc.wantErr)
+			}
+			msgs := hs.srv.BotMessages(ch)
+			if len(msgs) != 1+len(tc.wantFiles) {
+				t.Fatalf("bot messages = %d, want the answer and %d file messages", len(msgs), len(tc.wantFiles))
+			}
+			if msgs[0].Content != final || len(msgs[0].Attachments) != 0 || len(msgs[0].Buttons) != 0 {
+				t.Errorf("answer shows %q with files %v and buttons %v, want the final text alone", msgs[0].Content, attachmentNames(msgs[0]), msgs[0].Buttons)
+			}
+			for j, name := range tc.wantFiles {
+				if got := attachmentNames(msgs[1+j]); !slices.Equal(got, []string{name}) {
+					t.Errorf("file message %d shows %v, want %s", j, got, name)
+				}
+			}
+			refused := 0
+			for _, c := range hs.srv.CallsTo(dtk.RouteEditMessage) {
+				if len(c.Files) > 0 && c.Status >= 400 {
+					refused++
+				}
+			}
+			if refused != 1 {
+				t.Errorf("refused attaching edits = %d, want 1: the test did not exercise the fallback", refused)
+			}
+			checkBudget(t, hs.srv, ch)
+			checkNoPings(t, hs.srv)
+		})
+	}
 }
 
 func TestTwoRepliesInOneChannelShareTheBudget(t *testing.T) {
@@ -532,4 +696,31 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
 		t.Errorf("%d goroutines left after Run returned (%d before):\n%s", n, before, buf.String())
 	}
+}
+
+func TestDeletedMessageIsReplacedWithTextAndFiles(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000041"
+	user, rc := hs.dm(ch, "draw it")
+	r := rc.out.NewReply(hs.ctx)
+	r.Update("Drawing")
+	hs.waitFor("the first preview", func() bool { return len(hs.srv.BotMessages(ch)) == 1 })
+	if err := hs.srv.DeleteMessage(hs.srv.BotMessages(ch)[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	final := "Drawing done."
+	files := pngs(2)
+	if err := r.Finish(hs.ctx, final, files); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	msgs := hs.srv.BotMessages(ch)
+	if len(msgs) != 1 || msgs[0].Content != final || !slices.Equal(attachmentNames(msgs[0]), fileNames(files)) {
+		t.Fatalf("after deleting the reply the channel shows %d bot messages; want one with the answer and both files", len(msgs))
+	}
+	if msgs[0].ReferenceID != user.ID {
+		t.Errorf("the new message references %q, want the user's message %q", msgs[0].ReferenceID, user.ID)
+	}
+	checkBudget(t, hs.srv, ch)
+	checkNoPings(t, hs.srv)
 }

@@ -48,7 +48,13 @@ type harness struct {
 // start runs an adapter against a fresh test server until the test ends.
 func start(t testing.TB, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
 	t.Helper()
-	srv := dtk.New(dtk.Config{})
+	return startWith(t, dtk.Config{}, tweak, fn)
+}
+
+// startWith is start against a test server configured by cfg.
+func startWith(t testing.TB, cfg dtk.Config, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
+	t.Helper()
+	srv := dtk.New(cfg)
 	opts := discord.Options{Token: srv.Token(), APIBase: srv.APIBase()}
 	if tweak != nil {
 		tweak(&opts)

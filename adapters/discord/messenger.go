@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/bwmarrin/discordgo"
@@ -82,7 +83,39 @@ func (a *Adapter) Edit(ctx context.Context, msg adapters.MessageRef, text string
 	return nil
 }
 
-// SendFiles posts up to 10 files with an optional caption in one message (one REST request).
+// EditWithFiles sets a message's text and attaches files to it (one multipart REST request);
+// up to 10 files, the message's earlier attachments are kept. Like Edit, the final edit of a
+// reply also removes its Stop button.
+func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, text string, files []adapters.File) error {
+	ch := channelOf(msg.Chat)
+	if len(files) == 0 || len(files) > maxFilesPerMessage {
+		return fmt.Errorf("discord: attach files to message %s in channel %s: %d files, want 1 to %d per message", msg.ID, ch, len(files), maxFilesPerMessage)
+	}
+	me := &discordgo.MessageEdit{ID: msg.ID, Channel: ch, Content: &text, AllowedMentions: noMentions()}
+	// API v10 keeps only the attachments listed in the edit, new uploads included: each
+	// files[n] part is listed by its index n. The bot's text messages have none to keep.
+	atts := make([]*discordgo.MessageAttachment, 0, len(files))
+	for i, f := range files {
+		me.Files = append(me.Files, &discordgo.File{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)})
+		atts = append(atts, &discordgo.MessageAttachment{ID: strconv.Itoa(i), Filename: f.Name})
+	}
+	me.Attachments = &atts
+	clear := a.stops.finalEditOf(msg.ID)
+	if clear {
+		none := []discordgo.MessageComponent{}
+		me.Components = &none
+	}
+	if _, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ctx)...); err != nil {
+		return classify(fmt.Sprintf("attach %d files to message %s in channel %s", len(files), msg.ID, ch), err)
+	}
+	if clear {
+		a.stops.buttonGone(msg.ID)
+	}
+	return nil
+}
+
+// SendFiles posts up to 10 files with an optional caption of up to 2,000 characters in one
+// message (one REST request).
 func (a *Adapter) SendFiles(ctx context.Context, chat adapters.ChatRef, files []adapters.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	ch := channelOf(chat)
 	if len(files) == 0 || len(files) > maxFilesPerMessage {
