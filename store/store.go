@@ -112,10 +112,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-var gormConfig = gorm.Config{
-	Logger:                 logger.Discard,
-	SkipDefaultTransaction: true,
-	TranslateError:         true,
+// gormConfig returns a fresh config for each gorm.Open, which fills in defaults on the value it
+// is given: a shared package-level value would be written by concurrent Opens.
+func gormConfig() *gorm.Config {
+	return &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		TranslateError:         true,
+	}
 }
 
 func (s *Store) openSQLite(ctx context.Context, opts Options) error {
@@ -169,13 +173,13 @@ func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 	}
 	rsql.SetMaxOpenConns(opts.Readers)
 	rsql.SetMaxIdleConns(opts.Readers)
-	w, err := gorm.Open(sqlite.New(sqlite.Config{Conn: wsql}), &gormConfig)
+	w, err := gorm.Open(sqlite.New(sqlite.Config{Conn: wsql}), gormConfig())
 	if err != nil {
 		wsql.Close()
 		rsql.Close()
 		return fmt.Errorf("store: open sqlite %s: %w", path, err)
 	}
-	r, err := gorm.Open(sqlite.New(sqlite.Config{Conn: rsql}), &gormConfig)
+	r, err := gorm.Open(sqlite.New(sqlite.Config{Conn: rsql}), gormConfig())
 	if err != nil {
 		wsql.Close()
 		rsql.Close()
@@ -196,7 +200,7 @@ func (s *Store) openPostgres(ctx context.Context, opts Options) error {
 	}
 	db.SetMaxOpenConns(opts.Readers)
 	db.SetMaxIdleConns(opts.Readers)
-	g, err := gorm.Open(postgres.New(postgres.Config{Conn: db}), &gormConfig)
+	g, err := gorm.Open(postgres.New(postgres.Config{Conn: db}), gormConfig())
 	if err != nil {
 		db.Close()
 		return fmt.Errorf("store: open postgres: %w", redactDSN(err, opts.DSN))
