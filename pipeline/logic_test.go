@@ -161,8 +161,10 @@ func TestView(t *testing.T) {
 	v.finishTool("c1", "fetch_url", 1200*time.Millisecond, "")
 	v.startTool("c2", "current_time")
 	v.finishTool("c2", "current_time", 0, "err: boom\nstack")
+	v.startTool("c3", "echo")
+	v.finishTool("c3", "echo", 35*time.Millisecond, "")
 	v.setText("It is noon.")
-	want := "Let me look that up.\n\n✓ fetch_url 1.2 s\n✗ current_time: err: boom\n\nIt is noon."
+	want := "Let me look that up.\n\n✓ fetch_url 1.2 s\n✗ current_time: boom\n✓ echo 35 ms\n\nIt is noon."
 	if got := v.render(); got != want {
 		t.Fatalf("final:\n%q\nwant\n%q", got, want)
 	}

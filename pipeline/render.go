@@ -37,7 +37,7 @@ func (l toolLine) String() string {
 	case l.err != "":
 		return "✗ " + l.name + ": " + l.err
 	default:
-		return fmt.Sprintf("✓ %s %.1f s", l.name, l.took.Seconds())
+		return "✓ " + l.name + " " + tookText(l.took)
 	}
 }
 
@@ -134,8 +134,19 @@ func (v *view) withNote(note string, inline bool) string {
 }
 
 // shortError keeps the first line of an error, at most 120 characters, for a status line.
+// tookText renders a tool's duration for the status line: "1.2 s", or "35 ms" under a second,
+// where a rounded "0.0 s" would tell the user nothing.
+func tookText(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// shortError keeps the first line of a tool's error, without the "err: " the model is sent.
 func shortError(s string) string {
 	s = strings.TrimSpace(s)
+	s = strings.TrimPrefix(s, "err: ")
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
