@@ -327,3 +327,37 @@ func TestTrimRoundsAndConvert(t *testing.T) {
 		t.Errorf("round trip lost the tool name or call: %+v", back)
 	}
 }
+
+// A /stop that arrives after a message was let run but before its turn began (it waited for a
+// free slot among the turns in flight) must still stop that turn, not answer "Nothing to stop."
+// and let it run to the end.
+func TestSchedulerStopBeforeTurnBegins(t *testing.T) {
+	s := newScheduler(8, false, 0)
+	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "1", UserID: "u"})
+	<-first.ready
+	running, stopped := s.stop("k", ErrStopped, func(started adapters.Inbound) bool { return started.UserID == "u" })
+	if !running || !stopped {
+		t.Fatalf("stop of a turn about to begin: running=%v stopped=%v, want true true", running, stopped)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	s.started("k", first, cancel)
+	if !errors.Is(context.Cause(ctx), ErrStopped) {
+		t.Fatalf("turn began after /stop with cause %v, want stopped", context.Cause(ctx))
+	}
+	s.leave("k", first)
+
+	// A refused stop leaves the turn alone.
+	second, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "2", UserID: "u"})
+	<-second.ready
+	if running, stopped := s.stop("k", ErrStopped, func(adapters.Inbound) bool { return false }); !running || stopped {
+		t.Fatalf("refused stop: running=%v stopped=%v, want true false", running, stopped)
+	}
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
+	defer cancel2(nil)
+	s.started("k", second, cancel2)
+	if ctx2.Err() != nil {
+		t.Fatal("a refused stop cancelled the turn when it began")
+	}
+	s.leave("k", second)
+}

@@ -34,6 +34,9 @@ type ticket struct {
 	// run: a newer message superseded it, or the server shut down before its turn came.
 	dropped error
 	cancel  context.CancelCauseFunc // set while running
+	// stopped is the cause of a /stop that came after the ticket was let run but before its turn
+	// began (it waited for a free slot); started cancels the turn with it at once.
+	stopped error
 }
 
 // session is the state of one conversation: the running ticket and the ones waiting, in order.
@@ -160,6 +163,10 @@ func (s *scheduler) started(key string, t *ticket, cancel context.CancelCauseFun
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t.cancel = cancel
+	if t.stopped != nil {
+		cancel(t.stopped)
+		return
+	}
 	ss := s.sessions[key]
 	if s.interrupt && ss != nil && len(ss.waiting) > 0 {
 		// A newer message arrived while this one was becoming ready.
@@ -200,11 +207,16 @@ func (s *scheduler) stop(key string, cause error, may func(started adapters.Inbo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.sessions[key]
-	if ss == nil || ss.running == nil || ss.running.cancel == nil {
+	if ss == nil || ss.running == nil {
 		return false, false
 	}
 	if may != nil && !may(ss.running.in) {
 		return true, false
+	}
+	if ss.running.cancel == nil {
+		// Let run but not begun yet (waiting for a free slot): the turn is cancelled as it begins.
+		ss.running.stopped = cause
+		return true, true
 	}
 	ss.running.cancel(cause)
 	return true, true
