@@ -24,6 +24,10 @@ const (
 // as a plain io.EOF, which must not pass for success).
 var errNoFinish = errors.New("stream ended without a finish_reason")
 
+// errContentFilter is the error of an answer the provider's content filter ended
+// (finish_reason "content_filter"): the answer is withheld or cut, which must not pass for success.
+var errContentFilter = errors.New("the provider's content filter stopped the answer (finish_reason content_filter)")
+
 // Runner runs turns against an ordered list of candidate models. It is safe for concurrent use;
 // each Run is independent.
 type Runner struct {
@@ -286,6 +290,9 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 		rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
 		acc.add(wholeChoice(&resp.Choices[0]))
 		flush()
+		if acc.finish == openai.FinishReasonContentFilter {
+			return Message{}, true, wrapErr(errContentFilter)
+		}
 		return finishMsg(), true, nil
 	}
 
@@ -326,6 +333,9 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 				flush()
 			}
 		}
+	}
+	if acc.finish == openai.FinishReasonContentFilter {
+		return Message{}, true, wrapErr(errContentFilter)
 	}
 	return finishMsg(), true, nil
 }

@@ -833,3 +833,30 @@ func TestNewRunnerRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// A provider's content filter ending the answer is not a successful turn: the user would get an
+// empty (or cut) reply with no word of why. The turn fails with the reason, keeps what was shown,
+// and never falls back once the stream began.
+func TestContentFilterEndsTheTurnWithAnError(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			srvs := newServers(t, 2)
+			srvs[0].Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Sure, here "}, {Content: "is how"}}, FinishReason: "content_filter"})
+			srvs[1].Push(llm.Text("should never be asked"))
+			r := newRunner(t, agent.Options{}, srvs...)
+			res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: stream}, nil)
+			if res.Status != agent.StatusError || res.Err == nil || !strings.Contains(res.Err.Error(), "content filter") {
+				t.Fatalf("status %s err %v, want an error naming the content filter", res.Status, res.Err)
+			}
+			if res.PartialText != "Sure, here is how" {
+				t.Errorf("partial text = %q, want the text shown", res.PartialText)
+			}
+			if n := srvs[1].RequestCount(); n != 0 {
+				t.Errorf("candidate 2 got %d requests, want none", n)
+			}
+			if len(res.LLMCalls) != 1 || res.LLMCalls[0].Status != agent.StatusError {
+				t.Errorf("llm calls = %+v, want one failed call", res.LLMCalls)
+			}
+		})
+	}
+}
