@@ -43,7 +43,9 @@ func toolSpecs(specs []tools.Spec) []openai.Tool {
 // toUpstream converts the transcript to wire messages carrying only role, content, name, tool
 // calls, tool call id, and reasoning on assistant messages with tool calls. Images become data
 // URLs for vision models; other models get a note that images were left out. Assistant messages
-// with neither text nor tool calls are skipped, since providers reject them.
+// with neither text nor tool calls are skipped, since providers reject them. Two user messages in
+// a row (a turn that failed before the model answered, or whose answer was empty) are joined into
+// one, since providers whose chat templates require alternating roles reject them.
 func toUpstream(msgs []Message, vision bool) []openai.ChatCompletionMessage {
 	out := make([]openai.ChatCompletionMessage, 0, len(msgs))
 	for i := range msgs {
@@ -79,9 +81,41 @@ func toUpstream(msgs []Message, vision bool) []openai.ChatCompletionMessage {
 			}
 			om.ReasoningContent = m.ReasoningContent
 		}
+		if n := len(out); n > 0 && om.Role == RoleUser && out[n-1].Role == RoleUser {
+			joinUser(&out[n-1], om)
+			continue
+		}
 		out = append(out, om)
 	}
 	return out
+}
+
+// joinUser appends the user message next to the user message prev, keeping both texts (and
+// images) in order.
+func joinUser(prev *openai.ChatCompletionMessage, next openai.ChatCompletionMessage) {
+	if prev.Name != next.Name {
+		prev.Name = ""
+	}
+	if len(prev.MultiContent) == 0 && len(next.MultiContent) == 0 {
+		switch {
+		case prev.Content == "":
+			prev.Content = next.Content
+		case next.Content != "":
+			prev.Content += "\n\n" + next.Content
+		}
+		return
+	}
+	parts := prev.MultiContent
+	if len(parts) == 0 && prev.Content != "" {
+		parts = []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: prev.Content}}
+	}
+	if len(next.MultiContent) > 0 {
+		parts = append(parts, next.MultiContent...)
+	} else if next.Content != "" {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: next.Content})
+	}
+	prev.Content = ""
+	prev.MultiContent = parts
 }
 
 func imageParts(m *Message) []openai.ChatMessagePart {

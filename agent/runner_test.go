@@ -860,3 +860,71 @@ func TestContentFilterEndsTheTurnWithAnError(t *testing.T) {
 		})
 	}
 }
+
+// A turn that failed before the model answered leaves its user message in history without an
+// answer; the next turn must not send two user messages in a row (providers with strict role
+// alternation reject the request, so one failure would break the conversation). They go as one
+// user message holding both texts, images included.
+func TestConsecutiveUserMessagesGoUpstreamAsOne(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\nfake")
+	tests := []struct {
+		name     string
+		vision   bool
+		history  []agent.Message
+		want     []string // role:content of each upstream message
+		wantImgs int      // images on the last upstream message
+	}{
+		{
+			name: "failed turn",
+			history: []agent.Message{
+				{Role: agent.RoleSystem, Content: "sys"},
+				{Role: agent.RoleUser, Content: "first, unanswered"},
+				{Role: agent.RoleUser, Content: "now"},
+			},
+			want: []string{"system:sys", "user:first, unanswered\n\nnow"},
+		},
+		{
+			name: "empty answer skipped",
+			history: []agent.Message{
+				{Role: agent.RoleUser, Content: "a"},
+				{Role: agent.RoleAssistant, Content: "b"},
+				{Role: agent.RoleUser, Content: "c"},
+				{Role: agent.RoleAssistant},
+				{Role: agent.RoleUser, Content: "d"},
+			},
+			want: []string{"user:a", "assistant:b", "user:c\n\nd"},
+		},
+		{
+			name:   "images on the new message",
+			vision: true,
+			history: []agent.Message{
+				{Role: agent.RoleUser, Content: "unanswered"},
+				{Role: agent.RoleUser, Content: "what is this?", Images: []agent.Image{{MIME: "image/png", Data: png}}},
+			},
+			want:     []string{"user:unanswered\nwhat is this?"},
+			wantImgs: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServers(t, 1)[0]
+			srv.Push(llm.Text("ok"))
+			r, err := agent.NewRunner([]agent.Model{{BaseURL: srv.URL, Model: "m", SupportsVision: tt.vision}}, agent.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustOK(t, r.Run(t.Context(), agent.Request{Messages: tt.history, Stream: true}, nil))
+			msgs := srv.Requests()[0].Messages
+			var got []string
+			for _, m := range msgs {
+				got = append(got, m.Role+":"+m.Content)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("upstream = %q, want %q", got, tt.want)
+			}
+			if n := len(msgs[len(msgs)-1].ImageURLs); n != tt.wantImgs {
+				t.Errorf("images on the last message = %d, want %d", n, tt.wantImgs)
+			}
+		})
+	}
+}
