@@ -7,8 +7,8 @@ import (
 )
 
 // Access decides who may talk to the bot and who is an admin. Every entry is "platform:id"
-// ("telegram:12345") or "*:id" (any platform). A message passes when its sender passes AllowUsers
-// and its chat passes AllowChats; an empty allow list allows everyone. The deny lists win over
+// ("telegram:12345", the platform in any case) or "*:id" (any platform). A message passes when
+// its sender passes AllowUsers and its chat passes AllowChats; an empty allow list allows everyone. The deny lists win over
 // everything; admins pass the allow lists.
 type Access struct {
 	AllowUsers []string
@@ -27,7 +27,10 @@ type idSet struct {
 func newIDSet(entries []string) idSet {
 	s := idSet{exact: map[string]bool{}, any: map[string]bool{}}
 	for _, e := range entries {
-		p, id, ok := strings.Cut(strings.TrimSpace(e), ":")
+		p, id, ok := strings.Cut(e, ":")
+		// Platform names are matched without regard to case, and blanks around either part are
+		// dropped, so "Telegram: 12345" on a deny list denies rather than silently matching no one.
+		p, id = strings.ToLower(strings.TrimSpace(p)), strings.TrimSpace(id)
 		if !ok || id == "" {
 			continue
 		}
@@ -46,7 +49,7 @@ func (s idSet) has(p adapters.Platform, id string) bool {
 	if id == "" {
 		return false
 	}
-	return s.exact[string(p)+":"+id] || s.any[id]
+	return s.exact[strings.ToLower(string(p))+":"+id] || s.any[id]
 }
 
 // accessRules is Access compiled for lookups.

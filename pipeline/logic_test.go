@@ -63,6 +63,12 @@ func TestAccess(t *testing.T) {
 		{"allowed chat", Access{AllowChats: []string{"*:1"}}, tg("1", "2"), true},
 		{"admin passes allow lists", Access{AllowUsers: []string{"telegram:3"}, Admins: []string{"telegram:2"}}, tg("1", "2"), true},
 		{"deny beats admin", Access{DenyUsers: []string{"telegram:2"}, Admins: []string{"telegram:2"}}, tg("1", "2"), false},
+		// The platform is a name, not case-sensitive, and blanks around either part are not part of
+		// it: a deny entry an admin wrote "Telegram: 2" must not silently let the user through.
+		{"deny entry with a capitalised platform", Access{DenyUsers: []string{"Telegram:2"}}, tg("1", "2"), false},
+		{"deny entry with blanks", Access{DenyUsers: []string{"telegram: 2 "}}, tg("1", "2"), false},
+		{"deny chat entry with a capitalised platform", Access{DenyChats: []string{"TELEGRAM:1"}}, tg("1", "2"), false},
+		{"admin entry with a capitalised platform", Access{AllowUsers: []string{"telegram:3"}, Admins: []string{"Telegram:2"}}, tg("1", "2"), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
