@@ -246,7 +246,7 @@ func link(s string, i int) (text, url string, next int, ok bool) {
 				if j+1 >= len(s) || s[j+1] != '(' {
 					return "", "", 0, false
 				}
-				end := strings.IndexByte(s[j+2:], ')')
+				end := closeParen(s[j+2:])
 				if end < 0 {
 					return "", "", 0, false
 				}
@@ -259,6 +259,24 @@ func link(s string, i int) (text, url string, next int, ok bool) {
 		}
 	}
 	return "", "", 0, false
+}
+
+// closeParen returns the index of the ")" that closes a link destination in s, skipping
+// balanced pairs inside it (https://en.wikipedia.org/wiki/Go_(programming_language)), or -1.
+func closeParen(s string) int {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		}
+	}
+	return -1
 }
 
 func validURL(u string) bool {
@@ -303,12 +321,16 @@ func emphasis(s string, i int) (typ, inner string, next int, ok bool) {
 				continue
 			}
 		}
-		if s[j:j+len(delim)] != delim || s[j-1] == ' ' {
+		if s[j] != c {
 			continue
 		}
-		// The closing run must have exactly the delimiter's length.
-		if run(s, j, c) != len(delim) {
-			j += run(s, j, c) - 1
+		// The closing run must have exactly the delimiter's length: skip a whole longer or
+		// shorter run (the "**" of bold nested in italic), never close in its middle.
+		if m := run(s, j, c); m != len(delim) {
+			j += m - 1
+			continue
+		}
+		if s[j-1] == ' ' {
 			continue
 		}
 		after := j + len(delim)

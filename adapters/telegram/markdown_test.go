@@ -30,6 +30,10 @@ func TestRender(t *testing.T) {
 		{"nested", "**bold _it_**", "bold it", []Entity{{Type: "italic", Offset: 5, Length: 2}, {Type: "bold", Offset: 0, Length: 7}}},
 		{"escape", `a \*b\* c`, "a *b* c", nil},
 		{"cjk", "中文**粗体**", "中文粗体", []Entity{{Type: "bold", Offset: 2, Length: 2}}},
+		{"link with parentheses", "see [Go](https://en.wikipedia.org/wiki/Go_(programming_language)) ok", "see Go ok", []Entity{{Type: "text_link", Offset: 4, Length: 2, URL: "https://en.wikipedia.org/wiki/Go_(programming_language)"}}},
+		{"link then parenthesis", "([a](https://x.org/b)) c", "(a) c", []Entity{{Type: "text_link", Offset: 1, Length: 1, URL: "https://x.org/b"}}},
+		{"bold nested in italic", "*a **b** c*", "a b c", []Entity{{Type: "bold", Offset: 2, Length: 1}, {Type: "italic", Offset: 0, Length: 5}}},
+		{"italic then bold", "*a* **b**", "a b", []Entity{{Type: "italic", Offset: 0, Length: 1}, {Type: "bold", Offset: 2, Length: 1}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
