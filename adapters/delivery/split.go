@@ -124,6 +124,20 @@ func fenceLine(line string) (marker string, ok bool) {
 	return "", false
 }
 
+// inFenceMarker reports whether line, the start of a line up to a possible cut, is a fence
+// line or could still become one (only its marker so far, such as two backticks).
+func inFenceMarker(line string) bool {
+	t := strings.TrimLeft(line, " ")
+	if t == "" || len(line)-len(t) > 3 || (t[0] != '`' && t[0] != '~') {
+		return false
+	}
+	n := 0
+	for n < len(t) && t[n] == t[0] {
+		n++
+	}
+	return n == len(t) || n >= 3
+}
+
 // Split divides a final text into messages of at most max units each. It cuts at paragraph
 // breaks, then line breaks, then spaces, and only as a last resort inside a word, never
 // through a character or a grapheme cluster. A cut inside a fenced code block closes the
@@ -184,6 +198,7 @@ func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int
 		units   int // units of rest[:at]
 	}
 	var best [4]*cand
+	var lastResort *cand // a cut inside a fence line
 	units := 0
 	lineStart := 0
 	cur := st
@@ -222,6 +237,14 @@ func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int
 			}
 			consider(cand{at: i, quality: q, state: cur, units: units})
 			lineStart = i + 1
+		} else if inFenceMarker(rest[lineStart:i]) {
+			// Cut a fence line ("```go") or its marker only when nothing else fits: both
+			// halves would be read wrong.
+			if prev >= 0 && !extendsCluster(prev, r, riRun) {
+				if c := (cand{at: i, state: cur, units: units}); c.at > 0 && fits(c) {
+					lastResort = &c
+				}
+			}
 		} else if r == ' ' {
 			consider(cand{at: i, quality: 1, state: cur, units: units})
 		} else if prev >= 0 && !extendsCluster(prev, r, riRun) {
@@ -249,6 +272,9 @@ func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int
 		if c := best[q]; c != nil {
 			return c.at, c.state
 		}
+	}
+	if lastResort != nil {
+		return lastResort.at, lastResort.state
 	}
 	// Not even one grapheme fits (budget smaller than a cluster): cut after the first rune.
 	_, size := utf8.DecodeRuneInString(rest)

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"math/rand"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -63,12 +64,18 @@ func TestSplit(t *testing.T) {
 		{"one long emoji line", long, 4096, adapters.UTF16},
 		{"runes discord", para + code + para, 2000, adapters.Runes},
 		{"tiny limit", "ab🇩🇪cd👍🏽ef", 4, adapters.UTF16},
+		// The cut falls inside the line "```sh": cutting there used to leave "```s" and "h",
+		// after which prose was shown as code and the code as prose.
+		{"fence line at the cut", "```go\nfmt.Println(1)\nx \n```\n```sh\nls\n```\nafter the blocks", 14, adapters.UTF16},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			parts := Split(c.text, c.max, c.unit)
 			if len(parts) == 0 {
 				t.Fatal("no parts")
+			}
+			if min := (Length(c.text, c.unit) + c.max - 1) / c.max; len(parts) > 2*min+2 {
+				t.Errorf("%d parts for a text that fits in %d", len(parts), min)
 			}
 			checkSplit(t, c.text, parts, c.max, c.unit)
 		})
@@ -89,6 +96,16 @@ func mixed9000() string {
 		b.WriteString(strings.Repeat("漢", 120) + "\n")
 	}
 	return b.String()
+}
+
+// TestSplitLongFenceLine: a line that starts like a fence and is longer than a message is still
+// cut (fence lines are cut only when nothing else fits), into as few messages as it needs.
+func TestSplitLongFenceLine(t *testing.T) {
+	text := "```" + strings.Repeat("x", 100)
+	parts := Split(text, 30, adapters.UTF16)
+	if len(parts) != 4 || strings.Join(parts, "") != text {
+		t.Fatalf("parts = %q", parts)
+	}
 }
 
 func TestSplitGraphemes(t *testing.T) {
@@ -137,6 +154,58 @@ func TestLength(t *testing.T) {
 		}
 		if got := Length(c.s, adapters.Runes); got != c.runes {
 			t.Errorf("Length(%q, Runes) = %d, want %d", c.s, got, c.runes)
+		}
+	}
+}
+
+// TestSplitRandom splits seeded random Markdown (prose lines, emoji, CJK, long words, balanced
+// code blocks) at small limits, where every kind of cut happens, and checks each result as a
+// reader would.
+func TestSplitRandom(t *testing.T) {
+	words := []string{"word", "漢字", "🙂", "👍🏽", "é", "🇩🇪", strings.Repeat("y", 50), "x"}
+	rng := rand.New(rand.NewSource(1))
+	for it := 0; it < 1500; it++ {
+		var b strings.Builder
+		open := false
+		for range rng.Intn(30) {
+			switch rng.Intn(6) {
+			case 0:
+				if open {
+					b.WriteString("```\n")
+				} else {
+					b.WriteString("```go\n")
+				}
+				open = !open
+			case 1:
+				b.WriteString("\n")
+			default:
+				if rng.Intn(4) == 0 {
+					b.WriteString("  ")
+				}
+				for range rng.Intn(8) {
+					b.WriteString(words[rng.Intn(len(words))])
+					if rng.Intn(3) > 0 {
+						b.WriteString(" ")
+					}
+				}
+				b.WriteString("\n")
+			}
+		}
+		if open {
+			b.WriteString("```\n")
+		}
+		text := b.String()
+		for _, max := range []int{20, 37, 64} {
+			for _, unit := range []adapters.LengthUnit{adapters.UTF16, adapters.Runes} {
+				parts := Split(text, max, unit)
+				if strings.TrimSpace(text) != "" && len(parts) == 0 {
+					t.Fatalf("no parts for %q", text)
+				}
+				checkSplit(t, text, parts, max, unit)
+				if t.Failed() {
+					t.Fatalf("max %d unit %d text %q\nparts %q", max, unit, text, parts)
+				}
+			}
 		}
 	}
 }
