@@ -64,6 +64,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		mu    sync.Mutex
 		v     = &view{track: p.opts.TrackFunctionCalls}
 		files []adapters.File
+		// roundShown is the text shown of the latest round that ended with tool calls: that
+		// round's message is among the turn's messages already.
+		roundShown string
 	)
 	emit := func(e agent.Event) {
 		mu.Lock()
@@ -72,6 +75,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		case agent.Chunk:
 			v.setText(e.Text)
 			if e.Final && len(e.ToolCalls) > 0 {
+				roundShown = e.Text
 				v.endRound()
 				reply.Working(true)
 			} else if strings.TrimSpace(e.Text) != "" {
@@ -99,7 +103,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	mu.Lock()
 	defer mu.Unlock()
 	status, note, errText := p.outcome(ctx, res)
-	partial := partialText(res)
+	partial := partialText(res, roundShown)
 	if partial != "" {
 		v.setText(partial)
 	}
@@ -225,9 +229,14 @@ func (p *Pipeline) outcome(ctx context.Context, res *agent.Result) (status, note
 
 // partialText returns the text of the round a failed or cancelled turn was in the middle of, or
 // "" when there is none or that round's message is already among the turn's messages (a turn
-// cancelled while its tools ran).
-func partialText(res *agent.Result) string {
+// cancelled while its tools ran). roundShown is the text shown of the latest round that ended with
+// tool calls; it differs from that round's stored content when reasoning is shown.
+func partialText(res *agent.Result, roundShown string) string {
 	if res.Status == agent.StatusOK || res.PartialText == "" {
+		return ""
+	}
+	if roundShown != "" && res.PartialText == roundShown && len(res.Messages) > 0 &&
+		res.Messages[len(res.Messages)-1].Role == agent.RoleTool {
 		return ""
 	}
 	for i := len(res.Messages) - 1; i >= 0; i-- {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -111,7 +112,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // echoLoader is a native tool source with one tool, "echo", that returns its "text" argument,
-// and "fail", that always fails.
+// "fail", that always fails, and "block", that returns when its call is cancelled.
 type echoLoader struct{}
 
 func (echoLoader) Source() tools.Source { return tools.SourceNative }
@@ -121,6 +122,7 @@ func (echoLoader) Tools(context.Context) []tools.Spec {
 	return []tools.Spec{
 		{Name: "echo", Description: "echo text", Parameters: schema},
 		{Name: "fail", Description: "always fails", Parameters: schema},
+		{Name: "block", Description: "waits until cancelled", Parameters: schema},
 	}
 }
 
@@ -134,6 +136,9 @@ func (echoLoader) Call(ctx context.Context, inv tools.Invocation) (tools.Result,
 		return tools.Result{Text: "echo: " + a.Text, Files: []tools.File{{Name: "echo.txt", MIME: "text/plain", Data: []byte(a.Text)}}}, nil
 	case "fail":
 		return tools.Result{}, fmt.Errorf("the disk is on fire")
+	case "block":
+		<-ctx.Done()
+		return tools.Result{}, ctx.Err()
 	}
 	return tools.Result{}, fmt.Errorf("%w: %s", tools.ErrNotFound, inv.Name)
 }
@@ -595,5 +600,39 @@ func TestGlobalTurnLimit(t *testing.T) {
 	<-h.handle(privateMsg("2", "2", "now?"), third)
 	if final, _ := third.Reply(0).Final(); final != "later" {
 		t.Fatalf("after the slot freed: %q", final)
+	}
+}
+
+// A turn stopped while its tool runs shows and saves the round's text once, also when the model's
+// reasoning is shown (remove_think off): the shown text then differs from the stored content, and
+// must not come back as a second copy of the answer (on screen and as an extra assistant message).
+func TestStopMidToolWithReasoningShowsTheTextOnce(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.llm.Push(llm.Reply{Chunks: append([]llm.Chunk{{Reasoning: "I should look."}, {Content: "Let me check."}},
+		llm.ToolCalls(llm.Call{ID: "b1", Name: "block", Args: []string{`{}`}}).Chunks...)})
+	out := &recResponder{stream: true}
+	in := privateMsg("7", "1", "check it")
+	done := h.handle(in, out)
+	waitFor(t, "the tool to start", func() bool {
+		for _, r := range h.rec.Records() {
+			if r.ToolName == "block" {
+				return true
+			}
+		}
+		return false
+	})
+	<-h.handle(adapters.Inbound{Chat: in.Chat, Kind: in.Kind, UserID: "7", Command: "stop"}, out)
+	<-done
+	final, _ := out.Reply(0).Final()
+	if n := strings.Count(final, "Let me check."); n != 1 {
+		t.Errorf("final = %q, want the round's text once", final)
+	}
+	hist := h.history(KeyOf(in, ScopeChat))
+	var roles []string
+	for _, m := range hist {
+		roles = append(roles, m.Role)
+	}
+	if want := []string{"user", "assistant", "tool"}; !slices.Equal(roles, want) {
+		t.Errorf("history roles = %v, want %v (no second copy of the answer)", roles, want)
 	}
 }
