@@ -153,6 +153,8 @@ type LLMCall struct {
 	Candidate int
 	// Round is the turn's round (1-based) the call belongs to.
 	Round int
+	// StartedAt is when the call was made.
+	StartedAt time.Time
 	// FallbackReason says why the previous candidate was left for this one; empty for the first
 	// attempt of a round.
 	FallbackReason string

@@ -223,8 +223,8 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 		creq.Tools = t.specs
 	}
 	t.shown = ""
-	rec := LLMCall{Model: c.Name, Candidate: c.index, Round: round, FallbackReason: reason}
 	start := time.Now()
+	rec := LLMCall{Model: c.Name, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
 
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -928,3 +928,26 @@ func TestConsecutiveUserMessagesGoUpstreamAsOne(t *testing.T) {
 		})
 	}
 }
+
+// Each model call records when it was made, so the llm_calls rows of a turn with a tool round
+// and a fallback show when each call started, not all the turn's end.
+func TestLLMCallsRecordTheirStart(t *testing.T) {
+	srvs := newServers(t, 2)
+	srvs[0].Push(llm.Reply{Status: 500, Error: "down"})
+	srvs[1].Push(llm.ToolCalls(llm.Call{ID: "c", Name: "shell", Args: []string{`{"command":"pwd"}`}}), llm.Text("done"))
+	r := newRunner(t, agent.Options{}, srvs...)
+	before := time.Now()
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
+	mustOK(t, res)
+	after := time.Now()
+	if len(res.LLMCalls) != 3 {
+		t.Fatalf("llm calls = %+v, want 3", res.LLMCalls)
+	}
+	prev := before
+	for i, c := range res.LLMCalls {
+		if c.StartedAt.Before(prev) || c.StartedAt.After(after) {
+			t.Errorf("call %d started at %v, want in order within [%v, %v]", i, c.StartedAt, before, after)
+		}
+		prev = c.StartedAt
+	}
+}

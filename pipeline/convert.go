@@ -113,6 +113,7 @@ func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
 			Duration:         c.Duration,
 			TokensIn:         c.TokensIn,
 			TokensOut:        c.TokensOut,
+			StartedAt:        c.StartedAt,
 		}
 		if c.Err != nil {
 			sc.Error = c.Err.Error()
