@@ -424,8 +424,11 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 		ln.Close()
 		return fmt.Errorf("telegram: setWebhook: %w", err)
 	}
+	// Telegram posts updates over several connections at once (max_connections), and retries an
+	// update the bot did not answer while newer ones go ahead: ids arrive out of order, so an
+	// update is a repeat only when its own id was taken before, not when a higher one was.
 	var mu sync.Mutex
-	var lastID int64
+	seen := newRecentIDs(webhookSeenIDs)
 	path := hookURL.Path
 	if path == "" {
 		path = "/"
@@ -449,10 +452,7 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 			return
 		}
 		mu.Lock()
-		dup := u.UpdateID <= lastID
-		if !dup {
-			lastID = u.UpdateID
-		}
+		dup := !seen.add(u.UpdateID)
 		mu.Unlock()
 		if !dup && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
 			// On disk before Telegram hears it arrived.
@@ -474,6 +474,36 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 	case err := <-errc:
 		return fmt.Errorf("telegram: webhook server: %w", err)
 	}
+}
+
+// webhookSeenIDs is how many recent update ids the webhook remembers to take each update once.
+const webhookSeenIDs = 4096
+
+// recentIDs remembers the last n distinct ids it was given.
+type recentIDs struct {
+	set  map[int64]struct{}
+	ring []int64
+	next int
+}
+
+func newRecentIDs(n int) *recentIDs {
+	return &recentIDs{set: make(map[int64]struct{}, n), ring: make([]int64, 0, n)}
+}
+
+// add records id and reports whether it is new.
+func (r *recentIDs) add(id int64) bool {
+	if _, ok := r.set[id]; ok {
+		return false
+	}
+	if len(r.ring) < cap(r.ring) {
+		r.ring = append(r.ring, id)
+	} else {
+		delete(r.set, r.ring[r.next])
+		r.ring[r.next] = id
+		r.next = (r.next + 1) % len(r.ring)
+	}
+	r.set[id] = struct{}{}
+	return true
 }
 
 var commandRE = regexp.MustCompile(`^/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]+))?(?:\s+|$)`)

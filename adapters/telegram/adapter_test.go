@@ -326,6 +326,62 @@ func TestWebhook(t *testing.T) {
 	}
 }
 
+// Telegram posts to a webhook over several connections at once and retries unanswered updates
+// later, so an older update can arrive after a newer one: it must still be answered, and an
+// update posted twice answered once.
+func TestWebhookOutOfOrder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e := newEnv(t, tk.Options{}, func(o *Options) {
+		o.Mode = "webhook"
+		o.WebhookListen = addr
+		o.WebhookURL = "http://" + addr + "/tg"
+		o.WebhookSecret = "s3cret"
+	})
+	col := newCollector()
+	stop := startRun(t, e.ad, col)
+	defer stop()
+	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 70}, From: ann, Text: "hook is up"})
+	col.next(t)
+	post := func(id int, chat int, text string) {
+		t.Helper()
+		body := fmt.Sprintf(`{"update_id":%d,"message":{"message_id":%d,"from":{"id":%d,"first_name":"U"},"chat":{"id":%d,"type":"private"},"date":1,"text":%q}}`, id, id, chat, chat, text)
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/tg", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("update %d answered %s", id, resp.Status)
+		}
+	}
+	post(900002, 81, "newer")
+	post(900001, 82, "older")
+	post(900002, 81, "newer")
+	got := map[string]int{}
+	for range 2 {
+		got[col.next(t).Text]++
+	}
+	if got["newer"] != 1 || got["older"] != 1 {
+		t.Fatalf("handled %v, want newer and older once each", got)
+	}
+	select {
+	case in := <-col.ch:
+		t.Fatalf("update handled twice: %q", in.Text)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
 func TestTokenNeverInErrorsOrLogs(t *testing.T) {
 	const token = "987654:SECRET-token-value"
 	// A server that is not there: the transport error carries the URL with the token.
