@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"relaybot/adapters"
 	"relaybot/agent"
@@ -67,6 +69,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		// roundShown is the text shown of the latest round that ended with tool calls: that
 		// round's message is among the turn's messages already.
 		roundShown string
+		ran        = map[string]bool{} // round/id of each call the runner began
 	)
 	emit := func(e agent.Event) {
 		mu.Lock()
@@ -82,6 +85,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 				reply.Working(false)
 			}
 		case agent.ToolStart:
+			ran[callKey(e.Round, e.Call.ID)] = true
 			v.startTool(e.Call.ID, e.Call.Name)
 			reply.Working(true)
 		case agent.ToolResult:
@@ -126,6 +130,8 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		}
 	}
 
+	p.auditNotRun(info, res.Messages, ran, errText, log)
+
 	end := store.TurnEnd{
 		TurnID:    turnID,
 		Status:    status,
@@ -154,6 +160,57 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		attrs = append(attrs, "err", errText)
 	}
 	log.Info("pipeline: turn done", attrs...)
+}
+
+func callKey(round int, id string) string { return strconv.Itoa(round) + "/" + id }
+
+// auditNotRun writes an audit row (status cancelled) for each tool call the model made that the
+// runner never began because the turn ended first: the transcript answers them with an error, and
+// the audit log must know them too.
+func (p *Pipeline) auditNotRun(info tools.TurnInfo, msgs []agent.Message, ran map[string]bool, why string, log *slog.Logger) {
+	if p.opts.Recorder == nil {
+		return
+	}
+	if why == "" {
+		why = "the turn ended first"
+	}
+	round := 0
+	for _, m := range msgs {
+		if m.Role != agent.RoleAssistant || len(m.ToolCalls) == 0 {
+			continue
+		}
+		round++ // each round adds one assistant message with its calls, in order
+		for _, c := range m.ToolCalls {
+			if ran[callKey(round, c.ID)] {
+				continue
+			}
+			args := strings.TrimSpace(c.Arguments)
+			if args == "" {
+				args = "{}"
+			}
+			now := p.opts.Now().UTC()
+			rec := &tools.Record{
+				TurnID: info.TurnID, ConversationID: info.ConversationID, Platform: info.Platform,
+				ChatID: info.ChatID, UserID: info.UserID, Round: round, ToolCallID: c.ID,
+				ToolName: c.Name, Status: tools.StatusRunning,
+				Arguments:     tools.Truncate(tools.RedactJSONText(args), tools.AuditMaxChars),
+				ArgumentsSize: utf8.RuneCountInString(args),
+				StartedAt:     now,
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+			if err := p.opts.Recorder.Start(ctx, rec); err != nil {
+				log.Error("pipeline: audit row of a tool call not run not written", "tool", c.Name, "tool_call_id", c.ID, "err", err)
+			} else {
+				rec.Status = tools.StatusCancelled
+				rec.Error = tools.Truncate(tools.RedactJSONText("not run: "+why), tools.AuditMaxChars)
+				rec.FinishedAt = now
+				if err := p.opts.Recorder.Finish(ctx, rec); err != nil {
+					log.Error("pipeline: audit row of a tool call not run not finished", "tool", c.Name, "tool_call_id", c.ID, "err", err)
+				}
+			}
+			cancel()
+		}
+	}
 }
 
 // joinErr appends more to an error text.

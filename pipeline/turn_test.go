@@ -636,3 +636,48 @@ func TestStopMidToolWithReasoningShowsTheTextOnce(t *testing.T) {
 		t.Errorf("history roles = %v, want %v (no second copy of the answer)", roles, want)
 	}
 }
+
+// Every tool call the model made gets an audit row, also the ones a /stop kept from running: the
+// turn's transcript answers them with "err: not run", and the audit log must show them too
+// (status cancelled), not leave calls in the history that the audit log never heard of.
+func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.llm.Push(llm.Reply{Chunks: llm.ToolCalls(
+		llm.Call{ID: "b1", Name: "block", Args: []string{`{}`}},
+		llm.Call{ID: "e2", Name: "echo", Args: []string{`{"text":"hi","password":"hunter2"}`}},
+	).Chunks})
+	out := &recResponder{stream: true}
+	in := privateMsg("7", "1", "go")
+	done := h.handle(in, out)
+	waitFor(t, "the tool to start", func() bool { return len(h.rec.Records()) > 0 })
+	<-h.handle(adapters.Inbound{Chat: in.Chat, Kind: in.Kind, UserID: "7", Command: "stop"}, out)
+	<-done
+	waitFor(t, "two finished audit rows", func() bool {
+		n := 0
+		for _, r := range h.rec.Records() {
+			if r.Status != tools.StatusRunning {
+				n++
+			}
+		}
+		return n == 2
+	})
+	byID := map[string]tools.Record{}
+	for _, r := range h.rec.Records() {
+		byID[r.ToolCallID] = r
+	}
+	if r := byID["b1"]; r.Status != tools.StatusCancelled {
+		t.Errorf("running call's row = %+v, want cancelled", r)
+	}
+	r, ok := byID["e2"]
+	if !ok {
+		t.Fatalf("no audit row for the call the stop kept from running; rows = %+v", h.rec.Records())
+	}
+	if r.Status != tools.StatusCancelled || r.ToolName != "echo" || r.Round != 1 || r.TurnID == 0 ||
+		r.UserID != "7" || r.Error == "" || strings.Contains(r.Arguments, "hunter2") {
+		t.Errorf("row of the call not run = %+v", r)
+	}
+	hist := h.history(KeyOf(in, ScopeChat))
+	if len(hist) != 4 || hist[3].ToolCallID != "e2" || !strings.HasPrefix(hist[3].Content, "err: ") {
+		t.Errorf("history = %+v, want the call not run answered in the transcript", hist)
+	}
+}
