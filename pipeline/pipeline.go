@@ -97,7 +97,7 @@ type Options struct {
 	// Access lists who may talk to the bot and who is an admin.
 	Access Access
 	// ToolAllow, when not empty, are the tools offered in every chat; ToolsPerChat maps
-	// "platform:chat_id" to the tools offered there instead.
+	// "platform:chat_id" (the platform in any case) to the tools offered there instead.
 	ToolAllow    []string
 	ToolsPerChat map[string][]string
 
@@ -225,6 +225,15 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	def(&opts.RateLimitedText, DefaultRateLimitedText)
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if len(opts.ToolsPerChat) > 0 {
+		// Keys are matched like access entries: the platform in any case, no surrounding blanks.
+		perChat := make(map[string][]string, len(opts.ToolsPerChat))
+		for k, v := range opts.ToolsPerChat {
+			plat, chat, _ := strings.Cut(k, ":")
+			perChat[strings.ToLower(strings.TrimSpace(plat))+":"+strings.TrimSpace(chat)] = v
+		}
+		opts.ToolsPerChat = perChat
 	}
 	log := opts.Logger
 	if log == nil {

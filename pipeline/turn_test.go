@@ -681,3 +681,26 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 		t.Errorf("history = %+v, want the call not run answered in the transcript", hist)
 	}
 }
+
+// A per-chat tool list restricts its chat however its key's platform is written: a key the
+// lookup never matched offered every tool in the chat it was meant to restrict.
+func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
+	h := newHarness(t, Options{ToolsPerChat: map[string][]string{"Telegram:5": {"echo"}, " discord : 6 ": {"fail"}}})
+	tests := []struct {
+		chat        adapters.ChatRef
+		tool        string
+		wantOffered bool
+	}{
+		{adapters.ChatRef{Platform: adapters.Telegram, ChatID: "5"}, "echo", true},
+		{adapters.ChatRef{Platform: adapters.Telegram, ChatID: "5"}, "fail", false},
+		{adapters.ChatRef{Platform: adapters.Discord, ChatID: "6"}, "echo", false},
+		{adapters.ChatRef{Platform: adapters.Telegram, ChatID: "7"}, "fail", true},
+	}
+	for _, tt := range tests {
+		allowed := h.p.allowedTools(tt.chat)
+		got := allowed == nil || allowed(tt.tool)
+		if got != tt.wantOffered {
+			t.Errorf("%s:%s offers %s = %v, want %v", tt.chat.Platform, tt.chat.ChatID, tt.tool, got, tt.wantOffered)
+		}
+	}
+}
