@@ -536,7 +536,9 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	if m.Chat.Type != "private" {
 		in.Kind = adapters.Group
 	}
-	if m.MessageThreadID != 0 && (m.IsTopicMessage || m.Chat.IsForum) {
+	// Only a topic message belongs to a topic: a reply in a forum's General topic carries the
+	// reply chain's message_thread_id too, and sending to that thread fails.
+	if m.MessageThreadID != 0 && m.IsTopicMessage {
 		in.Chat.ThreadID = strconv.Itoa(m.MessageThreadID)
 	}
 	text := m.Text

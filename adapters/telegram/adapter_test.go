@@ -195,6 +195,30 @@ func TestForumTopicKeepsItsThread(t *testing.T) {
 	}
 }
 
+// A reply in a forum's General topic carries message_thread_id (the reply chain's first
+// message) but is in no topic: the answer must go to the General topic, not to that thread,
+// which Telegram refuses ("message thread not found").
+func TestForumGeneralTopicReply(t *testing.T) {
+	e := newEnv(t, tk.Options{}, nil)
+	col := newCollector()
+	stop := startRun(t, e.ad, col)
+	defer stop()
+	root := e.srv.Send(tk.Inbound{Chat: forum, From: ann, Text: "general chatter"})
+	e.srv.Send(tk.Inbound{Chat: forum, From: ann, Text: "@" + e.srv.BotUsername() + " and you?", ThreadID: root, ReplyTo: root, GeneralTopic: true})
+	got := col.next(t)
+	if got.Chat.ThreadID != "" || got.Text != "and you?" {
+		t.Fatalf("inbound %+v", got)
+	}
+	waitFor(t, "the answer in the General topic", func() bool {
+		for _, m := range e.srv.BotMessages(forum.ID) {
+			if m.Text == "ok: and you?" && m.ThreadID == 0 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 func TestPollingOffsetAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	offsetFile := filepath.Join(dir, "offset")

@@ -115,6 +115,9 @@ type Message struct {
 	Edits    int
 	Date     time.Time
 	Deleted  bool
+	// GeneralTopic: the message is in a forum's General topic; its ThreadID is a reply
+	// chain's, not a topic's.
+	GeneralTopic bool
 }
 
 // Call is one request the server answered.
@@ -186,6 +189,7 @@ type chatState struct {
 	refilled  time.Time
 	groupHist []time.Time
 	blocked   time.Time
+	topics    map[int]bool // forum topics (thread ids) users wrote in
 }
 
 // New starts a server on 127.0.0.1 and returns it; Close stops it.
@@ -299,6 +303,10 @@ type Inbound struct {
 	Text     string
 	ThreadID int // forum topic
 	ReplyTo  int // id of the message this one replies to
+	// GeneralTopic marks a reply in a forum's General topic, which is no topic: Telegram then
+	// sets message_thread_id to the id of the reply chain's first message (ThreadID), without
+	// is_topic_message, and refuses sends to that thread ("message thread not found").
+	GeneralTopic bool
 	// Photo, when set, is sent as a photo (Text becomes the caption). The server offers it in
 	// two sizes: a small thumbnail (the first 64 bytes) and the full data.
 	Photo []byte
@@ -312,7 +320,13 @@ func (s *Server) Send(in Inbound) int {
 	s.nextMsg[in.Chat.ID]++
 	m := &Message{
 		ID: s.nextMsg[in.Chat.ID], Chat: c.chat, ThreadID: in.ThreadID, From: in.From,
-		Text: in.Text, ReplyTo: in.ReplyTo, Kind: "text", Date: time.Now(),
+		Text: in.Text, ReplyTo: in.ReplyTo, Kind: "text", Date: time.Now(), GeneralTopic: in.GeneralTopic,
+	}
+	if in.ThreadID != 0 && !in.GeneralTopic {
+		if c.topics == nil {
+			c.topics = map[int]bool{}
+		}
+		c.topics[in.ThreadID] = true
 	}
 	if in.Photo != nil {
 		m.Kind, m.Text, m.Caption, m.Data = "photo", "", in.Text, in.Photo
@@ -399,7 +413,7 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 	}
 	if m.ThreadID != 0 {
 		obj["message_thread_id"] = m.ThreadID
-		if m.Chat.IsForum {
+		if m.Chat.IsForum && !m.GeneralTopic {
 			obj["is_topic_message"] = true
 		}
 	}
@@ -635,6 +649,9 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 	c := s.chats[chatID]
 	if c == nil {
 		return nil, badRequest("chat not found")
+	}
+	if thread := atoi(p["message_thread_id"]); thread != 0 && c.chat.IsForum && !c.topics[thread] && method != "editMessageText" {
+		return nil, badRequest("message thread not found")
 	}
 	if method == "sendChatAction" {
 		return true, nil
