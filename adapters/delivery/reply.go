@@ -204,11 +204,16 @@ func (r *Reply) Working(on bool) {
 	if r.finishing {
 		return
 	}
+	changed := r.typingOn != on
 	r.typingOn = on
 	if r.typingRunning {
-		select {
-		case r.typingWake <- struct{}{}:
-		default:
+		// Only a change wakes the loop: the indicator already shows, and renewing it on every
+		// call (one per tool started) would spend the platform's budget on repeats.
+		if changed {
+			select {
+			case r.typingWake <- struct{}{}:
+			default:
+			}
 		}
 		return
 	}
