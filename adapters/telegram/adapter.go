@@ -561,7 +561,7 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 		text = strings.TrimSpace(strings.TrimPrefix(text, a.opts.TriggerPrefix))
 		addressed = true
 	}
-	if i := strings.Index(strings.ToLower(text), mention); i >= 0 && a.self.UserName != "" {
+	if i := indexFold(text, mention); i >= 0 && a.self.UserName != "" {
 		end := i + len(mention)
 		if end == len(text) || !isNameByte(text[end]) {
 			text = strings.TrimSpace(text[:i] + text[end:])
@@ -592,6 +592,34 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 		return adapters.Inbound{}, false
 	}
 	return in, true
+}
+
+// indexFold returns the byte offset in s of the first match of the ASCII string sub, ignoring
+// ASCII case, or -1. Unlike searching strings.ToLower(s), offsets stay those of s: lower-casing
+// changes the UTF-8 length of some letters ("İ", the Kelvin sign).
+func indexFold(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if asciiEqualFold(s[i:i+len(sub)], sub) {
+			return i
+		}
+	}
+	return -1
+}
+
+func asciiEqualFold(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 func isNameByte(c byte) bool {

@@ -99,6 +99,10 @@ func TestInboundAddressingAndCommands(t *testing.T) {
 		{"command for us", tk.Inbound{Chat: group, From: ann, Text: "/reset" + bot}, true, "", "reset", ""},
 		{"command for another bot", tk.Inbound{Chat: group, From: ann, Text: "/reset@other_bot"}, false, "", "", ""},
 		{"stop", tk.Inbound{Chat: group, From: ann, Text: "/stop"}, true, "", "stop", ""},
+		// Letters whose lower case has another UTF-8 length must not shift the mention.
+		{"mention after dotted capital I", tk.Inbound{Chat: group, From: ann, Text: "İstanbul " + bot + " weather"}, true, "İstanbul  weather", "", ""},
+		{"mention after Kelvin sign", tk.Inbound{Chat: group, From: ann, Text: "300 \u212a " + bot + " is hot?"}, true, "300 \u212a  is hot?", "", ""},
+		{"mention at the end after dotted capital I", tk.Inbound{Chat: group, From: ann, Text: "İİ " + bot}, true, "İİ", "", ""},
 	}
 	for _, c := range cases {
 		e.srv.Send(c.in)
@@ -123,8 +127,14 @@ func TestInboundAddressingAndCommands(t *testing.T) {
 	col.mu.Lock()
 	n := len(col.got)
 	col.mu.Unlock()
-	if n != 8 {
-		t.Errorf("handler got %d messages, want 8", n)
+	want := 1 // the reply to the bot
+	for _, c := range cases {
+		if c.want {
+			want++
+		}
+	}
+	if n != want {
+		t.Errorf("handler got %d messages, want %d", n, want)
 	}
 	// Replies answer the user's message.
 	for _, c := range e.srv.Calls() {
