@@ -471,6 +471,42 @@ func TestStopButtonReachesHandlerAsStop(t *testing.T) {
 	}
 }
 
+// In a guild channel, a member who did not ask pressing Stop reaches the handler (which may
+// refuse: only the asker or an admin stops an answer) but leaves the button, so the asker can
+// still press it.
+func TestStopButtonPressedByAnotherMember(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000018"
+	const bystander = "400000000000000002"
+	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> go", MentionBot: true})
+	r := rc.out.NewReply(hs.ctx)
+	r.Update("A long answer in progress")
+	hs.waitFor("the streaming message", func() bool { return len(hs.srv.BotMessages(ch)) == 1 })
+	msg := hs.srv.BotMessages(ch)[0]
+	if _, err := hs.srv.ClickButton(msg.ID, discord.StopButtonID, bystander, nil); err != nil {
+		t.Fatal(err)
+	}
+	if stop := hs.next(); stop.in.Command != "stop" || stop.in.UserID != bystander {
+		t.Fatalf("button press reached the handler as %+v", stop.in)
+	}
+	if m, _ := hs.srv.Message(msg.ID); len(m.Buttons) != 1 {
+		t.Fatalf("a bystander's press took the asker's Stop button away: buttons %+v", m.Buttons)
+	}
+	if _, err := hs.srv.ClickButton(msg.ID, discord.StopButtonID, userID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if stop := hs.next(); stop.in.Command != "stop" || stop.in.UserID != userID {
+		t.Fatalf("button press reached the handler as %+v", stop.in)
+	}
+	if m, _ := hs.srv.Message(msg.ID); len(m.Buttons) != 0 {
+		t.Errorf("Stop button still shown after the asker's press")
+	}
+	if err := r.Finish(hs.ctx, "A long answer", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSlashAndTextCommands(t *testing.T) {
 	t.Parallel()
 	hs := start(t, func(o *discord.Options) { o.RegisterCommands = true },

@@ -81,7 +81,7 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 		in.Command, in.Args = name, args
 	}
 	in.Images = a.images(ctx, m.Attachments)
-	h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: m.ID})
+	h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: m.ID, asker: in.UserID})
 }
 
 // addressed reports whether a guild message is meant for the bot (it mentions the bot, replies

@@ -75,10 +75,19 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 			a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
 			return
 		}
-		// Take the button off the message right away; this answer does not draw on the
-		// channel's message budget.
-		if i.Message != nil && a.removeButtons(ctx, i) {
-			a.stops.buttonGone(i.Message.ID)
+		// The asker's press takes the button off the message right away; this answer does not
+		// draw on the channel's message budget. Anyone else's press leaves it: the handler may
+		// refuse their stop (only the asker or an admin stops an answer), and the asker must
+		// still be able to press it. A stop that happens removes it with the final edit.
+		switch {
+		case i.Message == nil:
+			a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
+		case i.Message.MessageReference != nil && !a.stops.askedBy(in.Chat, i.Message.MessageReference.MessageID, user.ID):
+			a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
+		default:
+			if a.removeButtons(ctx, i) {
+				a.stops.buttonGone(i.Message.ID)
+			}
 		}
 		in.Command = "stop"
 		h.Handle(ctx, in, &interactionResponder{a: a, i: i, chat: in.Chat})
@@ -131,7 +140,7 @@ type interactionResponder struct {
 }
 
 func (r *interactionResponder) NewReply(ctx context.Context) adapters.Reply {
-	return r.a.newReply(ctx, r.chat, "", false)
+	return r.a.newReply(ctx, r.chat, "", "", false)
 }
 
 func (r *interactionResponder) SupportsStreaming() bool { return true }

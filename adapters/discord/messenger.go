@@ -149,6 +149,7 @@ type stopTracker struct {
 
 type stopReply struct {
 	key       string
+	asker     string // user id of the message the reply answers
 	refs      int
 	finishing bool
 	buttons   map[string]bool // message id → shows the button
@@ -160,8 +161,8 @@ func newStopTracker() *stopTracker {
 
 func stopKey(chat adapters.ChatRef, replyTo string) string { return chat.String() + "|" + replyTo }
 
-// begin registers a streaming reply.
-func (t *stopTracker) begin(chat adapters.ChatRef, replyTo string) *stopReply {
+// begin registers a streaming reply to asker's message replyTo.
+func (t *stopTracker) begin(chat adapters.ChatRef, replyTo, asker string) *stopReply {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := stopKey(chat, replyTo)
@@ -172,7 +173,17 @@ func (t *stopTracker) begin(chat adapters.ChatRef, replyTo string) *stopReply {
 	}
 	sr.refs++
 	sr.finishing = false
+	sr.asker = asker
 	return sr
+}
+
+// askedBy reports whether the streaming reply in chat to message replyTo answers userID, or
+// is a reply the tracker does not know (then nothing says otherwise).
+func (t *stopTracker) askedBy(chat adapters.ChatRef, replyTo, userID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sr := t.replies[stopKey(chat, replyTo)]
+	return sr == nil || sr.asker == "" || sr.asker == userID
 }
 
 // streaming returns the reply a new message belongs to while it still streams, else nil.

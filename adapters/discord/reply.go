@@ -22,10 +22,10 @@ type reply struct {
 
 var _ adapters.Reply = (*reply)(nil)
 
-func (a *Adapter) newReply(ctx context.Context, chat adapters.ChatRef, replyTo string, stoppable bool) *reply {
+func (a *Adapter) newReply(ctx context.Context, chat adapters.ChatRef, replyTo, asker string, stoppable bool) *reply {
 	r := &reply{a: a}
 	if stoppable {
-		r.sr = a.stops.begin(chat, replyTo)
+		r.sr = a.stops.begin(chat, replyTo, asker)
 	}
 	r.inner = a.engine.NewReply(ctx, chat, adapters.SendOptions{ReplyTo: replyTo, Stoppable: stoppable})
 	return r
@@ -57,10 +57,11 @@ type msgResponder struct {
 	a       *Adapter
 	chat    adapters.ChatRef
 	replyTo string
+	asker   string // the user who wrote replyTo
 }
 
 func (r msgResponder) NewReply(ctx context.Context) adapters.Reply {
-	return r.a.newReply(ctx, r.chat, r.replyTo, true)
+	return r.a.newReply(ctx, r.chat, r.replyTo, r.asker, true)
 }
 
 func (r msgResponder) Notice(ctx context.Context, text string) error {
