@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,5 +59,53 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 5s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// gatedSend is a recorder whose first Send waits until released, so a preview can be in
+// flight while the reply finishes.
+type gatedSend struct {
+	recorder
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (m *gatedSend) Send(ctx context.Context, chat adapters.ChatRef, text string, o adapters.SendOptions) (adapters.MessageRef, error) {
+	m.once.Do(func() {
+		close(m.entered)
+		<-m.release
+	})
+	return m.recorder.Send(ctx, chat, text, o)
+}
+
+// Finish while the first preview is still being sent: the final text goes into that message
+// (no second message), later Updates and a second Finish send nothing.
+func TestFinishWhilePreviewInFlight(t *testing.T) {
+	m := &gatedSend{recorder: recorder{first: make(chan struct{})}, entered: make(chan struct{}), release: make(chan struct{})}
+	e := New(m, adapters.Limits{MaxLen: 100}, Options{})
+	r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
+	r.Update("hello")
+	<-m.entered
+	done := make(chan error, 1)
+	go func() { done <- r.Finish(context.Background(), "hello world", nil) }()
+	r.Update("hello wor")
+	close(m.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r.Update("after the end")
+	if err := r.Finish(context.Background(), "again", nil); err == nil {
+		t.Error("a second Finish succeeded")
+	}
+	e.Close()
+	lines := m.lines()
+	sends := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "send ") {
+			sends++
+		}
+	}
+	if sends != 1 || lines[len(lines)-1] != "edit m1 hello world" {
+		t.Fatalf("requests %q, want one send and the final text edited into it last", lines)
 	}
 }
