@@ -212,6 +212,12 @@ func (m *messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files 
 			name = "file"
 		}
 		res, err := m.api.upload(ctx, method, p, []tgbotapi.RequestFile{{Name: field, Data: tgbotapi.FileBytes{Name: name, Bytes: f.Data}}})
+		var rl *adapters.RateLimitError
+		if err != nil && method == "sendPhoto" && ctx.Err() == nil && !errors.As(err, &rl) && !errors.Is(err, adapters.ErrTemporary) {
+			// Telegram refuses some images as photos (too large, extreme sides or ratio):
+			// the same file goes out as a document rather than not at all.
+			res, err = m.api.upload(ctx, "sendDocument", p, []tgbotapi.RequestFile{{Name: "document", Data: tgbotapi.FileBytes{Name: name, Bytes: f.Data}}})
+		}
 		if err != nil {
 			return first, fmt.Errorf("file %q: %w", name, err)
 		}

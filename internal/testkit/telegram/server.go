@@ -6,10 +6,14 @@
 package telegram
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/jpeg" // image.DecodeConfig reads the sizes of uploaded photos
+	_ "image/png"
 	"io"
 	"math"
 	"mime"
@@ -835,6 +839,17 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		up, ok := files[field]
 		if !ok {
 			return nil, badRequest("there is no " + field + " in the request")
+		}
+		// Telegram refuses photos whose sides add up to more than 10,000 pixels or whose ratio
+		// exceeds 20 (they are sent as documents instead); data it cannot read as an image is
+		// taken as it is.
+		if field == "photo" {
+			if cfg, _, err := image.DecodeConfig(bytes.NewReader(up.data)); err == nil {
+				w, h := cfg.Width, cfg.Height
+				if w+h > 10000 || w > 20*h || h > 20*w {
+					return nil, badRequest("PHOTO_INVALID_DIMENSIONS")
+				}
+			}
 		}
 		m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
 		m.Kind, m.FileName, m.Data, m.Caption = field, up.name, up.data, p["caption"]
