@@ -152,6 +152,8 @@ type Engine struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
+	mu        sync.Mutex // orders spawn's wg.Add before Close's wg.Wait
+	closed    bool
 }
 
 // New returns an Engine that sends through m within limits.
@@ -192,10 +194,29 @@ func (e *Engine) Notice(ctx context.Context, chat adapters.ChatRef, text string,
 // returns once every delivery goroutine has ended.
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
 		close(e.done)
+		e.mu.Unlock()
 		e.sched.close()
 	})
 	e.wg.Wait()
+}
+
+// spawn runs fn on a goroutine that Close waits for, unless the engine is closed (then it
+// returns false and fn does not run).
+func (e *Engine) spawn(fn func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 func (e *Engine) observe(ev Event) {

@@ -59,17 +59,15 @@ func (r *Reply) Update(text string) {
 	if r.running {
 		return
 	}
-	select {
-	case <-r.e.done:
+	wctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan struct{})
+	if !r.e.spawn(func() { r.previewLoop(wctx, done) }) {
+		cancel()
 		return
-	default:
 	}
 	r.running = true
-	wctx, cancel := context.WithCancel(r.ctx)
 	r.stopWorker = cancel
-	r.workerDone = make(chan struct{})
-	r.e.wg.Add(1)
-	go r.previewLoop(wctx, r.workerDone)
+	r.workerDone = done
 }
 
 // nextPreviewLocked returns the preview to show next, or false when there is none; with r.mu held.
@@ -85,7 +83,6 @@ func (r *Reply) nextPreviewLocked() (string, bool) {
 }
 
 func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
-	defer r.e.wg.Done()
 	exit := func() {
 		r.running = false
 		r.stopWorker()
@@ -220,19 +217,15 @@ func (r *Reply) Working(on bool) {
 	if !on {
 		return
 	}
-	select {
-	case <-r.e.done:
+	wake := make(chan struct{}, 1)
+	if !r.e.spawn(func() { r.typingLoop(wake) }) {
 		return
-	default:
 	}
 	r.typingRunning = true
-	r.typingWake = make(chan struct{}, 1)
-	r.e.wg.Add(1)
-	go r.typingLoop(r.typingWake)
+	r.typingWake = wake
 }
 
 func (r *Reply) typingLoop(wake chan struct{}) {
-	defer r.e.wg.Done()
 	for {
 		r.mu.Lock()
 		if !r.typingOn || r.finishing || r.ctx.Err() != nil {

@@ -109,3 +109,37 @@ func TestFinishWhilePreviewInFlight(t *testing.T) {
 		t.Fatalf("requests %q, want one send and the final text edited into it last", lines)
 	}
 }
+
+// Close while replies still stream (a shutdown): Updates and Working calls racing with Close
+// start no goroutine Close does not wait for. Run with -race, which reports the WaitGroup
+// misuse this used to be.
+func TestCloseWhileStreaming(t *testing.T) {
+	for range 300 {
+		m := &typingCounter{recorder: recorder{first: make(chan struct{})}}
+		e := New(m, adapters.Limits{MaxLen: 100}, Options{})
+		r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			r.Update("partial")
+			r.Working(true)
+		}()
+		go func() {
+			defer wg.Done()
+			e.Close()
+		}()
+		wg.Wait()
+		e.Close()
+		// Once Close has returned, nothing is started any more.
+		r.Update("after close")
+		r.Working(false)
+		r.Working(true)
+		r.mu.Lock()
+		started := r.running || r.typingRunning
+		r.mu.Unlock()
+		if started {
+			t.Fatal("a delivery goroutine started after Close")
+		}
+	}
+}
