@@ -70,6 +70,7 @@ type Chat struct {
 	mu      sync.Mutex
 	secrets map[string]*conversation // by cookie value
 	ids     map[string]*conversation // by public chat id
+	closed  bool                     // Close has begun: no turn starts any more
 
 	ctx    context.Context // ends every turn on Close
 	cancel context.CancelFunc
@@ -134,6 +135,9 @@ func (c *Chat) Messenger() adapters.Messenger { return messenger{chat: c} }
 
 // Close cancels the turns in flight, waits for them to return and stops the delivery engine.
 func (c *Chat) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	c.cancel()
 	c.turns.Wait()
 	c.engine.Close()
@@ -391,6 +395,18 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the bot is not ready yet: try again in a moment", http.StatusServiceUnavailable)
 		return
 	}
+	// A turn counts for Close from here; once Close has begun, none starts (and none is
+	// added to the WaitGroup Close waits on).
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.turns.Add(1)
+	}
+	c.mu.Unlock()
+	if closed {
+		http.Error(w, "the bot is shutting down: try again later", http.StatusServiceUnavailable)
+		return
+	}
 
 	conv.mu.Lock()
 	userMsg := conv.addLocked("user", text, nil)
@@ -409,7 +425,6 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 	if cmd, args, ok := parseCommand(text); ok {
 		in.Command, in.Args = cmd, args
 	}
-	c.turns.Add(1)
 	go func() {
 		defer c.turns.Done()
 		h.Handle(c.ctx, in, &responder{chat: c, ref: in.Chat, replyTo: in.MessageID})

@@ -391,6 +391,22 @@ func TestCloseEndsTurnsInFlight(t *testing.T) {
 	}
 }
 
+// A message posted once Close has begun is refused, not accepted and left unanswered.
+func TestSendAfterCloseIsRefused(t *testing.T) {
+	h := &scriptedHandler{steps: []string{"ok"}, seen: make(chan string), got: make(chan adapters.Inbound, 1)}
+	chat, srv := newChat(t, h)
+	b := newBrowser(t, srv)
+	chat.Close()
+	if resp := b.post("anyone there?", http.Header{"X-Csrf-Token": {b.csrf}}); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("post after Close: %d, want 503", resp.StatusCode)
+	}
+	select {
+	case in := <-h.got:
+		t.Fatalf("a turn started after Close: %+v", in)
+	default:
+	}
+}
+
 func TestSendBeforeHandlerIsSet(t *testing.T) {
 	chat, srv := newChat(t, nil)
 	b := newBrowser(t, srv)
