@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -152,6 +154,24 @@ func (a *accumulator) toolCalls() []ToolCall {
 		out[i] = ToolCall{ID: id, Name: c.name, Arguments: normalizeArgs(string(c.args))}
 	}
 	return out
+}
+
+// cutCall returns the id (as toolCalls reports it) of the call whose arguments the length limit
+// cut off, or "" when none was. Only the last call can be cut: the stream moved on from the others.
+// It is cut when the answer ended with finish_reason "length" and its arguments are empty or not
+// complete JSON.
+func (a *accumulator) cutCall() string {
+	if a.finish != openai.FinishReasonLength || len(a.calls) == 0 {
+		return ""
+	}
+	c := &a.calls[len(a.calls)-1]
+	if len(bytes.TrimSpace(c.args)) > 0 && json.Valid(c.args) {
+		return ""
+	}
+	if c.id != "" {
+		return c.id
+	}
+	return "call_" + strconv.Itoa(c.index)
 }
 
 // message is the round's answer for the history.

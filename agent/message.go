@@ -164,6 +164,9 @@ type LLMCall struct {
 	Duration         time.Duration
 	TokensIn         int
 	TokensOut        int
+	// FinishReason is the finish_reason the model ended its answer with ("stop", "tool_calls",
+	// "length", …); empty when the call failed before one arrived.
+	FinishReason string
 	// Err is why the call failed; nil on success.
 	Err error
 }
@@ -182,8 +185,15 @@ type Result struct {
 	Status Status
 	Err    error
 	// PartialText is the text shown of the round that was interrupted (error or cancel); empty on
-	// success.
+	// success. When reasoning is shown it starts with a <think> block: it is for display only.
 	PartialText string
+	// Partial is the interrupted round's answer so far as a history message (role assistant, no
+	// tool calls): its Content never holds the <think> block of the shown text, the reasoning is
+	// in ReasoningContent, as on a completed answer. Zero when PartialText is empty.
+	Partial Message
+	// Truncated reports that the final answer was cut because the model reached its length limit
+	// (finish_reason "length"). The answer is kept and Status stays ok.
+	Truncated bool
 	// RoundCapHit reports that MaxToolRounds was reached and the last answer was asked for
 	// without tools.
 	RoundCapHit bool

@@ -28,6 +28,9 @@ var errNoFinish = errors.New("stream ended without a finish_reason")
 // (finish_reason "content_filter"): the answer is withheld or cut, which must not pass for success.
 var errContentFilter = errors.New("the provider's content filter stopped the answer (finish_reason content_filter)")
 
+// errCutByLength answers a tool call whose arguments the model's length limit cut off.
+const errCutByLength = "err: arguments cut off by the length limit"
+
 // Runner runs turns against an ordered list of candidate models. It is safe for concurrent use;
 // each Run is independent.
 type Runner struct {
@@ -129,7 +132,9 @@ type turn struct {
 	committed int // candidate index fixed by the first chunk; -1 before
 	history   []Message
 	specs     []openai.Tool
-	shown     string // text shown of the latest round
+	shown     string       // text shown of the latest round
+	acc       *accumulator // the latest round's answer, for Result.Partial
+	cutID     string       // id of the latest round's tool call cut by the length limit
 }
 
 func (t *turn) run(ctx context.Context) {
@@ -151,6 +156,7 @@ func (t *turn) run(ctx context.Context) {
 		t.add(msg)
 		if len(msg.ToolCalls) == 0 {
 			t.res.Status = StatusOK
+			t.res.Truncated = t.acc != nil && t.acc.finish == openai.FinishReasonLength
 			return
 		}
 		if err := t.runTools(ctx, round, msg.ToolCalls); err != nil {
@@ -172,6 +178,11 @@ func (t *turn) fail(ctx context.Context, err error) {
 		t.res.Status = StatusCancelled
 	}
 	t.res.PartialText = t.shown
+	if t.shown != "" && t.acc != nil {
+		m := t.acc.message()
+		m.ToolCalls = nil
+		t.res.Partial = m
+	}
 }
 
 // callModel makes one round's model call: over all candidates in order until one answers (before
@@ -223,6 +234,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 		creq.Tools = t.specs
 	}
 	t.shown = ""
+	t.cutID = ""
 	start := time.Now()
 	rec := LLMCall{Model: c.Name, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
 
@@ -246,6 +258,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 	}
 	defer func() {
 		rec.Duration = time.Since(start)
+		rec.FinishReason = string(t.acc.finish)
 		rec.Status = StatusOK
 		if err != nil {
 			rec.Err = err
@@ -260,6 +273,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 	}()
 
 	acc := newAccumulator(t.r.opts.FlushChunks, t.r.opts.RemoveThink)
+	t.acc = acc
 	flush := func() {
 		ev := Chunk{Round: round, Text: acc.text(), Final: acc.finish != ""}
 		if ev.Final && offerTools {
@@ -274,6 +288,9 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 			t.r.log.Warn("agent: model called tools that were not offered; ignoring the calls",
 				slog.String("model", c.Name), slog.Int("round", round), slog.Int("calls", len(m.ToolCalls)))
 			m.ToolCalls = nil
+		}
+		if len(m.ToolCalls) > 0 {
+			t.cutID = acc.cutCall()
 		}
 		return m
 	}
@@ -365,11 +382,22 @@ func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamCh
 
 // runTools runs a round's calls in order and appends their tool messages. On cancellation the
 // calls that did not finish get an "err: " tool message too, so the transcript stays valid.
+//
+// A call whose arguments the length limit cut off (finish_reason "length" in the middle of them)
+// is not run: the executor never sees half-formed arguments. It is answered to the model with
+// errCutByLength and the turn goes on, so the model can retry with a shorter call or answer.
+// No ToolStart or ToolResult is emitted for it (it did not run).
 func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error {
 	for i, call := range calls {
 		if ctx.Err() != nil {
 			t.skipTools(calls[i:], ctx.Err())
 			return ctx.Err()
+		}
+		if t.cutID != "" && call.ID == t.cutID {
+			t.r.log.Warn("agent: tool call cut off by the length limit; not running it",
+				slog.String("tool", call.Name), slog.String("tool_call_id", call.ID), slog.Int("round", round))
+			t.add(Message{Role: RoleTool, Content: errCutByLength, ToolCallID: call.ID})
+			continue
 		}
 		t.emit(ToolStart{Round: round, Call: call})
 		out, done := t.execute(ctx, round, call)

@@ -107,6 +107,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	mu.Lock()
 	defer mu.Unlock()
 	status, note, errText := p.outcome(ctx, res)
+	if status == store.TurnOK && res.Truncated {
+		note = LengthCutNote
+	}
 	partial := partialText(res, roundShown)
 	if partial != "" {
 		v.setText(partial)
@@ -144,7 +147,13 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		LLMCalls:  toStoreLLMCalls(res.LLMCalls),
 	}
 	if strings.TrimSpace(partial) != "" {
-		end.Messages = append(end.Messages, store.Message{Role: store.RoleAssistant, Content: partial})
+		// The shown text may start with the reasoning in a <think> block; history keeps it apart
+		// from the content, as on a completed answer, so it never goes back to the model as text.
+		pm := store.Message{Role: store.RoleAssistant, Content: res.Partial.Content, Reasoning: res.Partial.ReasoningContent}
+		if pm.Content == "" && pm.Reasoning == "" {
+			pm.Content = partial
+		}
+		end.Messages = append(end.Messages, pm)
 	}
 	if p.opts.OnTurnDone != nil {
 		p.opts.OnTurnDone(status, time.Since(begun))
@@ -162,6 +171,10 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	log.Info("pipeline: turn done", attrs...)
 }
 
+// LengthCutNote is appended, as a paragraph of its own, to an answer the model's length limit
+// cut short (finish_reason "length"): the answer is delivered and the turn stays ok.
+const LengthCutNote = "[answer cut: the model reached its length limit]"
+
 func callKey(round int, id string) string { return strconv.Itoa(round) + "/" + id }
 
 // auditNotRun writes an audit row (status cancelled) for each tool call the model made that the
@@ -173,6 +186,14 @@ func (p *Pipeline) auditNotRun(info tools.TurnInfo, msgs []agent.Message, ran ma
 	}
 	if why == "" {
 		why = "the turn ended first"
+	}
+	// A call the runner answered without running it (arguments cut off by the length limit) is
+	// recorded with the answer the model got.
+	answered := map[string]string{}
+	for _, m := range msgs {
+		if m.Role == agent.RoleTool {
+			answered[m.ToolCallID] = m.Content
+		}
 	}
 	round := 0
 	for _, m := range msgs {
@@ -202,7 +223,11 @@ func (p *Pipeline) auditNotRun(info tools.TurnInfo, msgs []agent.Message, ran ma
 				log.Error("pipeline: audit row of a tool call not run not written", "tool", c.Name, "tool_call_id", c.ID, "err", err)
 			} else {
 				rec.Status = tools.StatusCancelled
-				rec.Error = tools.Truncate(tools.RedactJSONText("not run: "+why), tools.AuditMaxChars)
+				reason := why
+				if a, ok := strings.CutPrefix(answered[c.ID], "err: "); ok && !strings.HasPrefix(a, "not run: ") {
+					reason = a
+				}
+				rec.Error = tools.Truncate(tools.RedactJSONText("not run: "+reason), tools.AuditMaxChars)
 				rec.FinishedAt = now
 				if err := p.opts.Recorder.Finish(ctx, rec); err != nil {
 					log.Error("pipeline: audit row of a tool call not run not finished", "tool", c.Name, "tool_call_id", c.ID, "err", err)
