@@ -760,3 +760,48 @@ func TestDeletedMessageIsReplacedWithTextAndFiles(t *testing.T) {
 	checkBudget(t, hs.srv, ch)
 	checkNoPings(t, hs.srv)
 }
+
+func TestProxyHTMLRateLimitIsWaitedOut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		route dtk.Route
+	}{
+		{"final edit", dtk.RouteEditMessage},
+		{"final create", dtk.RouteCreateMessage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := start(t, nil, nil)
+			ch := map[dtk.Route]string{dtk.RouteEditMessage: "500000000000000051", dtk.RouteCreateMessage: "500000000000000052"}[tc.route]
+			_, rc := hs.dm(ch, "hi")
+			full := "The whole answer, delivered despite a proxy's HTML 429."
+			r := rc.out.NewReply(hs.ctx)
+			if tc.route == dtk.RouteEditMessage {
+				r.Update("The whole")
+				hs.waitFor("the first preview", func() bool { return len(hs.srv.BotMessages(ch)) == 1 })
+			}
+			hs.srv.ProxyRateLimit(tc.route, 1, time.Second)
+			if err := r.Finish(hs.ctx, full, nil); err != nil {
+				t.Fatalf("Finish after an HTML 429: %v", err)
+			}
+			msgs := hs.srv.BotMessages(ch)
+			if len(msgs) != 1 || msgs[0].Content != full {
+				var got []string
+				for _, m := range msgs {
+					got = append(got, m.Content)
+				}
+				t.Fatalf("channel shows %q, want the final text exactly once", got)
+			}
+			limited := 0
+			for _, c := range hs.srv.CallsTo(tc.route) {
+				if c.Status == 429 {
+					limited++
+				}
+			}
+			if limited != 1 {
+				t.Errorf("HTML 429s answered = %d, want 1", limited)
+			}
+		})
+	}
+}

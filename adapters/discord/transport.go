@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -31,7 +32,8 @@ func discordgoAPI() string { return strings.TrimSuffix(discordgo.EndpointAPI, "/
 // API base. It also removes the X-RateLimit-* headers from answers before discordgo sees them:
 // discordgo's buckets would otherwise sleep (uncancellably, holding a lock) before the next
 // request, while pacing is owned by the delivery engine. 429 answers keep their body, so the
-// engine still learns retry_after (and, through globalBucket, whether the limit was global).
+// engine still learns retry_after (and, through globalBucket, whether the limit was global); a
+// 429 whose body is not Discord's JSON is given one (normalize429).
 type rewriter struct {
 	from string   // "https://discord.com/api/v9"
 	to   *url.URL // the configured base
@@ -67,9 +69,9 @@ func (t *rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode == http.StatusTooManyRequests &&
-		(resp.Header.Get("X-RateLimit-Global") == "true" || resp.Header.Get("X-RateLimit-Scope") == "global") {
-		markGlobal(resp)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		global := resp.Header.Get("X-RateLimit-Global") == "true" || resp.Header.Get("X-RateLimit-Scope") == "global"
+		normalize429(resp, global, time.Now())
 	}
 	for k := range resp.Header {
 		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Ratelimit-") {
@@ -84,20 +86,71 @@ func (t *rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
 // bucket field when the headers say the limit is global; classify reads it back.
 const globalBucket = "relaybot:global"
 
-// markGlobal rewrites a global 429's JSON body to carry globalBucket; other bodies are left alone.
-func markGlobal(resp *http.Response) {
+// normalize429 rewrites a 429's body into the JSON discordgo can read. Discord's own body is
+// kept, with globalBucket written into its bucket field when global is set, and retry_after
+// taken from the Retry-After header if the body has none. A body that is not a JSON object (an
+// HTML page from a proxy or Cloudflare in front of Discord) would make discordgo report a JSON
+// decode error, which reads as a permanent failure; it is replaced by a JSON body whose
+// retry_after comes from the Retry-After header (defaultRetryAfter if absent or unreadable),
+// so the delivery engine waits and tries again.
+func normalize429(resp *http.Response, global bool, now time.Time) {
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
 	var body map[string]any
-	if err == nil && json.Unmarshal(data, &body) == nil {
-		body["bucket"] = globalBucket
-		if b, err := json.Marshal(body); err == nil {
-			data = b
+	if err != nil || json.Unmarshal(data, &body) != nil || body == nil {
+		body = map[string]any{
+			"message": fmt.Sprintf("rate limited (HTTP 429 with a %q body, not Discord's JSON)", mediaType(resp.Header.Get("Content-Type"))),
 		}
+	}
+	if _, ok := body["retry_after"].(float64); !ok {
+		d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now)
+		if !ok {
+			d = defaultRetryAfter
+		}
+		body["retry_after"] = d.Seconds()
+	}
+	if global {
+		body["bucket"] = globalBucket
+	}
+	if b, err := json.Marshal(body); err == nil {
+		data = b
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
 	resp.ContentLength = int64(len(data))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(data)))
+	resp.Header.Set("Content-Type", "application/json")
+}
+
+// mediaType is the media type of a Content-Type header without its parameters.
+func mediaType(contentType string) string {
+	mt, _, _ := strings.Cut(contentType, ";")
+	if mt = strings.TrimSpace(mt); mt == "" {
+		return "untyped"
+	}
+	return mt
+}
+
+// parseRetryAfter reads a Retry-After header: seconds (Discord and most proxies; fractions
+// allowed) or an HTTP date. It reports false for an absent or unreadable header.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs < 0 || secs > maxRetryAfter.Seconds() {
+			return 0, false
+		}
+		return time.Duration(secs * float64(time.Second)), true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		d := max(at.Sub(now), 0)
+		if d > maxRetryAfter {
+			return 0, false
+		}
+		return d, true
+	}
+	return 0, false
 }
 
 // Discord JSON error codes the adapter acts on.
@@ -148,3 +201,12 @@ func classify(what string, err error) error {
 	}
 	return fmt.Errorf("discord: %s: %w", what, err)
 }
+
+const (
+	// defaultRetryAfter is the wait assumed for a 429 that says neither in its body nor in a
+	// readable Retry-After header how long to wait.
+	defaultRetryAfter = 5 * time.Second
+	// maxRetryAfter bounds a Retry-After header believed; a larger value (or a date further
+	// out) is treated as unreadable and defaultRetryAfter is used.
+	maxRetryAfter = time.Hour
+)

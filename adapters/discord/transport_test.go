@@ -55,3 +55,39 @@ func TestRateLimitScopeAndRewrite(t *testing.T) {
 		})
 	}
 }
+
+func TestNonJSONRateLimitBecomesRateLimitError(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		retryAfter string // Retry-After header; "" for none
+		want       time.Duration
+	}{
+		{"seconds", "7", 7 * time.Second},
+		{"fractional seconds", "1.5", 1500 * time.Millisecond},
+		{"no header", "", defaultRetryAfter},
+		{"garbage header", "soon", defaultRetryAfter},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
+				w.Header().Set("Content-Type", "text/html")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte("<html><body><h1>429 Too Many Requests</h1></body></html>"))
+			}))
+			defer srv.Close()
+			a, err := New(Options{Token: "tok", APIBase: srv.URL + "/api/v10"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = a.Send(ctx, adapters.ChatRef{Platform: adapters.Discord, ChatID: "42"}, "hi", adapters.SendOptions{})
+			var rl *adapters.RateLimitError
+			if !errors.As(err, &rl) || rl.RetryAfter != tc.want || rl.Global {
+				t.Fatalf("Send: %v, want RateLimitError{%s, global=false}", err, tc.want)
+			}
+		})
+	}
+}

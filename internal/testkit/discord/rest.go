@@ -195,9 +195,13 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *request, st
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request, req *request) {
 	s.mu.Lock()
-	if f := s.takeFaultLocked(req.route); f != 0 {
+	if f, ok := s.takeFaultLocked(req.route); ok {
 		s.mu.Unlock()
-		s.finish(w, r, req, f, 0, errorBody(0, http.StatusText(f)), nil)
+		if f.html {
+			s.finishHTML(w, r, req, f)
+			return
+		}
+		s.finish(w, r, req, f.status, 0, errorBody(0, http.StatusText(f.status)), nil)
 		return
 	}
 	tokenAuth := req.route == RouteInteractionCallback || strings.HasPrefix(string(req.route), "webhook_")
@@ -239,17 +243,40 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, req *request) {
 	s.finish(w, r, req, status, 0, body, hdr)
 }
 
-func (s *Server) takeFaultLocked(route Route) int {
+func (s *Server) takeFaultLocked(route Route) (fault, bool) {
 	for i, f := range s.faults {
 		if f.route == route && f.n > 0 {
 			f.n--
 			if f.n == 0 {
 				s.faults = slices.Delete(s.faults, i, i+1)
 			}
-			return f.status
+			return *f, true
 		}
 	}
-	return 0
+	return fault{}, false
+}
+
+// finishHTML records the call and answers with an HTML error page, as a proxy in front of
+// Discord does, with a Retry-After header in whole seconds when f.retryAfter is set.
+func (s *Server) finishHTML(w http.ResponseWriter, r *http.Request, req *request, f fault) {
+	var retry time.Duration
+	if f.retryAfter > 0 {
+		secs := int(math.Ceil(f.retryAfter.Seconds()))
+		retry = time.Duration(secs) * time.Second
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, Call{
+		Time: time.Now(), Method: r.Method, Path: r.URL.Path, Route: req.route,
+		ChannelID: req.channelID, MessageID: req.messageID, Status: f.status,
+		RetryAfter: retry, Body: req.body, Files: req.files,
+	})
+	s.notifyLocked()
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "text/html; charset=UTF-8")
+	w.WriteHeader(f.status)
+	_, _ = fmt.Fprintf(w, "<!DOCTYPE html>\n<html><head><title>Error %d</title></head><body><h1>%d %s</h1><p>You are being rate limited.</p></body></html>\n",
+		f.status, f.status, http.StatusText(f.status))
 }
 
 // spendGlobalLocked charges one request to the bot's global bucket (a fixed window).

@@ -181,9 +181,11 @@ type bucket struct {
 }
 
 type fault struct {
-	route  Route
-	status int
-	n      int
+	route      Route
+	status     int
+	n          int
+	html       bool          // answer with an HTML page instead of Discord's JSON error
+	retryAfter time.Duration // Retry-After header of an html fault (whole seconds); 0 for none
 }
 
 type storm struct {
@@ -387,6 +389,15 @@ func (s *Server) FailNext(route Route, status, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &fault{route: route, status: status, n: n})
+}
+
+// ProxyRateLimit makes the next n requests of a route answer 429 with an HTML page, as a
+// proxy or Cloudflare in front of Discord does, instead of Discord's JSON body. retryAfter is
+// sent as a Retry-After header in whole seconds (rounded up); 0 sends no header.
+func (s *Server) ProxyRateLimit(route Route, n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &fault{route: route, status: http.StatusTooManyRequests, n: n, html: true, retryAfter: retryAfter})
 }
 
 // Storm makes the next n message creates or edits in a channel ("" for any channel) answer 429
