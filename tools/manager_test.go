@@ -612,3 +612,28 @@ func BenchmarkExecute(b *testing.B) {
 		}
 	}
 }
+
+// Secrets written as plain text in a tool's error or result (a header, a URL, a key=value pair)
+// are redacted in the audit record; the model still gets the tool's real output.
+func TestRedactionOfPlainTextSecrets(t *testing.T) {
+	f := newFixture(t, tools.ManagerOptions{}, nil)
+	f.mcp.add("leaky_err", func(context.Context, tools.Invocation) (tools.Result, error) {
+		return tools.Result{}, errors.New(`Get "https://api.test/v1?lang=en&api_key=K-111": 401 (sent Authorization: Bearer T-222, password=P-333)`)
+	})
+	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "leaky_err"})
+	want := `Get "https://api.test/v1?lang=en&api_key=[redacted]": 401 (sent Authorization: Bearer [redacted], password=[redacted])`
+	if r := f.rec.Records()[0]; r.Error != want {
+		t.Fatalf("audited error\n%q\nwant\n%q", r.Error, want)
+	}
+
+	f.rec.Reset()
+	text := "fetched https://x.test/feed?token=S-444 ok; the token expired yesterday"
+	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "echo", Arguments: `{"text":"` + text + `"}`})
+	if !strings.Contains(out.Content, "S-444") {
+		t.Fatalf("the model must get the real result: %q", out.Content)
+	}
+	r := f.rec.Records()[0]
+	if strings.Contains(r.Result, "S-444") || strings.Contains(r.Arguments, "S-444") || !strings.Contains(r.Result, "the token expired yesterday") {
+		t.Fatalf("audited result %q, arguments %q", r.Result, r.Arguments)
+	}
+}

@@ -60,7 +60,7 @@ func isTokenCount(k string) bool {
 }
 
 // RedactValue returns v (a value decoded from JSON) with the values of secret-looking keys
-// replaced by Redacted, at any depth. v is not modified.
+// replaced by Redacted, at any depth, and the strings redacted with RedactText. v is not modified.
 func RedactValue(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -79,18 +79,22 @@ func RedactValue(v any) any {
 			out[i] = RedactValue(val)
 		}
 		return out
+	case string:
+		return RedactText(x)
 	default:
 		return v
 	}
 }
 
 // looseSecretPair finds `"secret-ish key": value` pairs in text that is not valid JSON, so that
-// malformed arguments are still redacted before they are stored.
-var looseSecretPair = regexp.MustCompile(`(?i)("[^"\\]*(?:token|password|passwd|secret|api[-_ ]?key|authorization|cookie|credential|private[-_ ]?key)[^"\\]*"\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s]*)`)
+// malformed arguments are still redacted before they are stored. A quoted URL followed by a colon
+// (`Get "https://…?token=…": dial tcp`) is no key: keys hold no '/', '?', '=', '&' or ':'.
+var looseSecretPair = regexp.MustCompile(`(?i)("[^"\\/?=&:]*(?:token|password|passwd|secret|api[-_ ]?key|authorization|cookie|credential|private[-_ ]?key)[^"\\/?=&:]*"\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s]*)`)
 
 // RedactJSONText redacts secret-looking keys in JSON text. Valid JSON objects and arrays are
-// decoded, redacted at any depth and encoded again (keys sorted); other text keeps its shape, with
-// the values of `"key": value` pairs under secret-looking keys replaced.
+// decoded, redacted at any depth and encoded again (keys sorted), their strings redacted with
+// RedactText; other text keeps its shape, with the values of `"key": value` pairs under
+// secret-looking keys replaced and the plain-text forms of RedactText redacted.
 func RedactJSONText(s string) string {
 	t := strings.TrimSpace(s)
 	if strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
@@ -106,10 +110,107 @@ func RedactJSONText(s string) string {
 			}
 		}
 	}
-	if !looseSecretPair.MatchString(s) {
+	if looseSecretPair.MatchString(s) {
+		s = looseSecretPair.ReplaceAllString(s, `${1}"`+Redacted+`"`)
+	}
+	return RedactText(s)
+}
+
+var (
+	// authHeader is an Authorization header in text: "Authorization: Bearer abc", with or
+	// without a scheme; the scheme stays readable.
+	authHeader = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization\s*[:=]\s*)((?:bearer|basic|digest|token|apikey)\s+)?([^\s,;"'&]+)`)
+	// cookieHeader is a Cookie or Set-Cookie header: the rest of its line is the secret.
+	cookieHeader = regexp.MustCompile(`(?i)\b((?:set-)?cookie\s*:\s*)([^\r\n"]+)`)
+	// bearer is a bearer credential outside a header ("using Bearer sk-abc123").
+	bearer = regexp.MustCompile(`(?i)\b(bearer\s+)([A-Za-z0-9._~+/=-]+)`)
+	// queryParam is a URL query (or fragment) parameter: "?token=abc", "&api_key=abc".
+	queryParam = regexp.MustCompile(`([?&#])([^=&?#\s"'<>]+)=([^&#\s"'<>]+)`)
+	// plainPair is "name=value" or "name: value" with a secret-looking name, the name not glued
+	// to a preceding word character.
+	plainPair = regexp.MustCompile(`(?i)(^|[^A-Za-z0-9_.-])([A-Za-z0-9_.-]*(?:token|password|passwd|pwd|secret|api[-_]?key|credential|private[-_]?key)[A-Za-z0-9_.-]*)(\s*[=:]\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;&"'}\])]+)`)
+	// telegramToken is the bot token in a Telegram Bot API URL: ".../bot123456:AA.../sendMessage".
+	telegramToken = regexp.MustCompile(`(/bot)(\d+:[A-Za-z0-9_-]+)`)
+)
+
+// urlSecretParams are query parameter names that carry credentials in URLs although IsSecretKey
+// does not treat them as secret keys everywhere ("key" alone is too common a JSON key).
+var urlSecretParams = [...]string{"key", "sig", "signature", "auth", "pwd", "pass"}
+
+// RedactText redacts secrets written as plain text, as they appear in error messages and tool
+// output: "Authorization: Bearer abc…" (the scheme is kept), Cookie headers, a bearer credential
+// on its own, URL query parameters with secret-looking names ("?token=…", "&api_key=…",
+// "&key=…"), "name=value" and "name: value" pairs under secret-looking names ("password=…",
+// "DB_PASSWORD: …", token counts such as max_tokens excepted) and the bot token of Telegram API
+// URLs. Words are left alone when they are not assigned a value: "the token expired" stays as is,
+// and "Bearer" is only followed by a credential when that holds a digit or is 20 characters long.
+func RedactText(s string) string {
+	if s == "" {
 		return s
 	}
-	return looseSecretPair.ReplaceAllString(s, `${1}"`+Redacted+`"`)
+	s = authHeader.ReplaceAllStringFunc(s, func(m string) string {
+		sub := authHeader.FindStringSubmatch(m)
+		if strings.HasPrefix(sub[3], Redacted) || (sub[2] == "" && isSchemeWord(sub[3])) {
+			return m
+		}
+		return sub[1] + sub[2] + Redacted
+	})
+	s = cookieHeader.ReplaceAllString(s, "${1}"+Redacted)
+	s = bearer.ReplaceAllStringFunc(s, func(m string) string {
+		sub := bearer.FindStringSubmatch(m)
+		if !looksLikeCredential(sub[2]) {
+			return m
+		}
+		return sub[1] + Redacted
+	})
+	s = queryParam.ReplaceAllStringFunc(s, func(m string) string {
+		sub := queryParam.FindStringSubmatch(m)
+		if !isURLSecretParam(sub[2]) || strings.HasPrefix(sub[3], Redacted) {
+			return m
+		}
+		return sub[1] + sub[2] + "=" + Redacted
+	})
+	s = plainPair.ReplaceAllStringFunc(s, func(m string) string {
+		sub := plainPair.FindStringSubmatch(m)
+		name, val := sub[2], sub[4]
+		// A value already redacted (by an earlier form) stops at its "]": leave it.
+		if strings.HasPrefix(strings.Trim(val, `"'`), strings.TrimSuffix(Redacted, "]")) || !(IsSecretKey(name) || strings.EqualFold(name, "pwd")) {
+			return m
+		}
+		return sub[1] + name + sub[3] + Redacted
+	})
+	return telegramToken.ReplaceAllString(s, "${1}"+Redacted)
+}
+
+func isSchemeWord(w string) bool {
+	switch strings.ToLower(w) {
+	case "bearer", "basic", "digest", "token", "apikey":
+		return true
+	}
+	return false
+}
+
+// looksLikeCredential tells a credential after "Bearer" from an ordinary word ("the bearer of").
+func looksLikeCredential(v string) bool {
+	if strings.HasPrefix(v, Redacted) {
+		return false
+	}
+	if utf8.RuneCountInString(v) >= 20 {
+		return true
+	}
+	return strings.ContainsAny(v, "0123456789")
+}
+
+func isURLSecretParam(name string) bool {
+	if IsSecretKey(name) {
+		return true
+	}
+	for _, p := range urlSecretParams {
+		if strings.EqualFold(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Truncate cuts s to at most max characters (runes), adding the suffix "… [truncated N chars]"
