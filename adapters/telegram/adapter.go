@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
@@ -506,7 +508,27 @@ func (r *recentIDs) add(id int64) bool {
 	return true
 }
 
-var commandRE = regexp.MustCompile(`^/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]+))?(?:\s+|$)`)
+var commandRE = regexp.MustCompile(`^/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]+))?`)
+
+// parseCommand reads a bot command at the start of text: "/name" or "/name@bot", ended by the
+// end of the text or white space (a newline too: "/audit\nfetch_url"), or, after "@bot", by
+// anything but a username character ("/reset@bot, please"). A "/name" followed by another
+// character ("/etc/hosts") is text, not a command. bot is the username the command names, ""
+// when it names none. ("/reset@a@b" is a command for bot a, as a Telegram client marks it.)
+func parseCommand(text string) (name, bot, args string, ok bool) {
+	c := commandRE.FindStringSubmatch(text)
+	if c == nil {
+		return "", "", "", false
+	}
+	rest := text[len(c[0]):]
+	if rest != "" {
+		r, _ := utf8.DecodeRuneInString(rest)
+		if c[2] == "" && !unicode.IsSpace(r) {
+			return "", "", "", false
+		}
+	}
+	return strings.ToLower(c[1]), c[2], strings.TrimSpace(rest), true
+}
 
 // inbound turns a Telegram message into an Inbound, or false when it is not for the bot.
 func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bool) {
@@ -549,13 +571,22 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	addressed := in.Kind == adapters.Private
 	mention := "@" + strings.ToLower(a.self.UserName)
 
-	if c := commandRE.FindStringSubmatch(text); c != nil {
-		if c[2] != "" && !strings.EqualFold(c[2], a.self.UserName) {
-			return adapters.Inbound{}, false // a command for another bot
+	// command takes a command at the start of text; false when it names another bot, whose
+	// command this bot must neither run nor answer (several bots share a group).
+	command := func(text string) bool {
+		name, bot, args, ok := parseCommand(text)
+		if !ok {
+			return true
 		}
-		in.Command = strings.ToLower(c[1])
-		in.Args = strings.TrimSpace(text[len(c[0]):])
+		if bot != "" && !strings.EqualFold(bot, a.self.UserName) {
+			return false
+		}
+		in.Command, in.Args = name, args
 		addressed = true
+		return true
+	}
+	if !command(text) {
+		return adapters.Inbound{}, false
 	}
 	if !addressed && a.opts.TriggerPrefix != "" && strings.HasPrefix(text, a.opts.TriggerPrefix) {
 		text = strings.TrimSpace(strings.TrimPrefix(text, a.opts.TriggerPrefix))
@@ -574,6 +605,10 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 		addressed = true
 	}
 	if !addressed {
+		return adapters.Inbound{}, false
+	}
+	// A command after the trigger prefix or our mention ("@bot /audit\nfetch_url").
+	if in.Command == "" && !command(text) {
 		return adapters.Inbound{}, false
 	}
 	in.Addressed = true
