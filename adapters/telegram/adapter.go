@@ -138,7 +138,7 @@ func New(opts Options) (*Adapter, error) {
 	}
 	log := slog.New(logredact.NewHandler(opts.Logger.Handler(), func(s string) string { return redactToken(opts.Token, s) }))
 
-	a := &api{base: opts.HTTPClient, token: opts.Token, retryAfterUnit: opts.RetryAfterUnit}
+	a := &api{base: opts.HTTPClient, token: opts.Token, retryAfterUnit: opts.RetryAfterUnit, log: log}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	bot, err := tgbotapi.NewBotAPIWithClient(opts.Token, opts.APIEndpoint, ctxClient{ctx: ctx, base: opts.HTTPClient})

@@ -590,3 +590,45 @@ type handlerFunc func(context.Context, adapters.Inbound, adapters.Responder)
 func (f handlerFunc) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
 	f(ctx, in, out)
 }
+
+func TestReplyFollowsGroupUpgradedToSupergroup(t *testing.T) {
+	for _, when := range []string{"before the reply", "during the reply"} {
+		t.Run(when, func(t *testing.T) {
+			e := newEnv(t, tk.Options{}, nil)
+			const oldID, newID = -4242, -1004242
+			userMsg := e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: oldID, Type: "group", Title: "team"}, From: ann, Text: "hi"})
+			chat := adapters.ChatRef{Platform: adapters.Telegram, ChatID: strconv.Itoa(oldID)}
+			ctx := context.Background()
+			r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{ReplyTo: strconv.Itoa(userMsg)})
+			if when == "before the reply" {
+				e.srv.MigrateChat(oldID, tk.Chat{ID: newID, Title: "team"})
+			}
+			r.Update("streaming the answer")
+			waitFor(t, "the preview", func() bool { return len(e.srv.BotMessages(oldID))+len(e.srv.BotMessages(newID)) == 1 })
+			if when == "during the reply" {
+				e.srv.MigrateChat(oldID, tk.Chat{ID: newID, Title: "team"})
+			}
+			final := "streaming the answer, complete."
+			if err := r.Finish(ctx, final, nil); err != nil {
+				t.Fatalf("Finish after the upgrade: %v", err)
+			}
+			assertTexts(t, e.botTexts(newID), want(final))
+			upgraded := e.count("", 400)
+			if upgraded == 0 {
+				t.Fatal("the server never answered that the group was upgraded")
+			}
+
+			// A later reply to the old chat id goes straight to the supergroup.
+			r = e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+			if err := r.Finish(ctx, "second answer", nil); err != nil {
+				t.Fatalf("second reply: %v", err)
+			}
+			if got := e.botTexts(newID); len(got) != 2 || got[1] != "second answer" {
+				t.Errorf("supergroup shows %q, want the second answer after the first", got)
+			}
+			if n := e.count("", 400); n != upgraded {
+				t.Errorf("the second reply was sent to the old group again (%d more 400s)", n-upgraded)
+			}
+		})
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -26,12 +28,17 @@ func (c ctxClient) Do(req *http.Request) (*http.Response, error) {
 	return c.base.Do(req.WithContext(c.ctx))
 }
 
-// api wraps tgbotapi with per-call contexts, token redaction and error classification.
+// api wraps tgbotapi with per-call contexts, token redaction, error classification and the
+// following of groups upgraded to supergroups.
 type api struct {
 	bot            *tgbotapi.BotAPI
 	base           *http.Client
 	token          string
 	retryAfterUnit time.Duration
+	log            *slog.Logger
+
+	mu       sync.Mutex
+	migrated map[string]string // group chat id → the supergroup it was upgraded to
 }
 
 // with returns a copy of the bot that sends with ctx.
@@ -46,20 +53,69 @@ func (a *api) redact(s string) string { return redactToken(a.token, s) }
 
 // call makes one Bot API request and returns its result, classifying failures.
 func (a *api) call(ctx context.Context, method string, params tgbotapi.Params) (json.RawMessage, error) {
-	resp, err := a.with(ctx).MakeRequest(method, params)
+	return a.do(ctx, method, params, func(b *tgbotapi.BotAPI) (*tgbotapi.APIResponse, error) {
+		return b.MakeRequest(method, params)
+	})
+}
+
+// upload makes one multipart Bot API request with a file.
+func (a *api) upload(ctx context.Context, method string, params tgbotapi.Params, files []tgbotapi.RequestFile) (json.RawMessage, error) {
+	return a.do(ctx, method, params, func(b *tgbotapi.BotAPI) (*tgbotapi.APIResponse, error) {
+		return b.UploadFiles(method, params, files)
+	})
+}
+
+// do sends a request built from params. A chat_id of a group known to have been upgraded to a
+// supergroup is replaced by the supergroup's id first. When Telegram answers that the group was
+// upgraded (400 with parameters.migrate_to_chat_id), the new id is remembered for every later
+// request to that chat and the request is sent once more to the supergroup; params keeps the
+// id it went out with, so a caller's own retry with the same params goes there too.
+func (a *api) do(ctx context.Context, method string, params tgbotapi.Params, send func(*tgbotapi.BotAPI) (*tgbotapi.APIResponse, error)) (json.RawMessage, error) {
+	chatID, hasChat := params["chat_id"]
+	if hasChat {
+		params["chat_id"] = a.chatID(chatID)
+	}
+	resp, err := send(a.with(ctx))
+	var terr *tgbotapi.Error
+	if hasChat && errors.As(err, &terr) && terr.MigrateToChatID != 0 {
+		from, to := params["chat_id"], strconv.FormatInt(terr.MigrateToChatID, 10)
+		a.migrate(from, to)
+		a.log.Info("telegram: group upgraded to a supergroup; sending there from now on", "chat", from, "supergroup", to, "method", method)
+		params["chat_id"] = to
+		resp, err = send(a.with(ctx))
+	}
 	if err != nil {
 		return nil, a.classify(ctx, method, resp, err)
 	}
 	return resp.Result, nil
 }
 
-// upload makes one multipart Bot API request with a file.
-func (a *api) upload(ctx context.Context, method string, params tgbotapi.Params, files []tgbotapi.RequestFile) (json.RawMessage, error) {
-	resp, err := a.with(ctx).UploadFiles(method, params, files)
-	if err != nil {
-		return nil, a.classify(ctx, method, resp, err)
+// chatID is the chat to send to for id: the supergroup a group was upgraded to, or id itself.
+func (a *api) chatID(id string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// An upgraded group cannot be upgraded again, but follow a chain all the same.
+	for range len(a.migrated) {
+		to, ok := a.migrated[id]
+		if !ok {
+			break
+		}
+		id = to
 	}
-	return resp.Result, nil
+	return id
+}
+
+// migrate records that the group from was upgraded to the supergroup to.
+func (a *api) migrate(from, to string) {
+	if from == to {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.migrated == nil {
+		a.migrated = map[string]string{}
+	}
+	a.migrated[from] = to
 }
 
 // errEntities is Telegram refusing the formatting of a text; the text is then sent plain.

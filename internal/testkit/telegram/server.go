@@ -174,6 +174,7 @@ type Server struct {
 	newUpd   chan struct{} // closed and replaced when an update arrives
 	calls    []Call
 	faults   []*Fault
+	migrated map[int64]int64 // group chat id → the supergroup it was upgraded to
 	global   []time.Time
 	files    map[string][]byte
 	fileSeq  int
@@ -211,6 +212,7 @@ func New(opts Options) (*Server, error) {
 		nextMsg:  map[int64]int{},
 		newUpd:   make(chan struct{}),
 		files:    map[string][]byte{},
+		migrated: map[int64]int64{},
 		hookWake: make(chan struct{}, 1),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -287,6 +289,20 @@ func (s *Server) AddFault(f Fault) {
 	s.mu.Lock()
 	s.faults = append(s.faults, &f)
 	s.mu.Unlock()
+}
+
+// MigrateChat upgrades the group chat from to the supergroup to, as Telegram does when a group
+// grows or an admin turns on a supergroup feature: the supergroup starts empty, and from then
+// on every request naming from answers 400 "group chat was upgraded to a supergroup chat" with
+// parameters.migrate_to_chat_id set to to.ID.
+func (s *Server) MigrateChat(from int64, to Chat) {
+	if to.Type == "" {
+		to.Type = "supergroup"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chatLocked(to)
+	s.migrated[from] = to.ID
 }
 
 // DeleteMessage deletes a message as a user would.
@@ -440,6 +456,7 @@ type apiError struct {
 	code       int
 	desc       string
 	retryAfter int
+	migrateTo  int64
 }
 
 func badRequest(desc string) *apiError { return &apiError{code: 400, desc: "Bad Request: " + desc} }
@@ -489,6 +506,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body := map[string]any{"ok": false, "error_code": aerr.code, "description": aerr.desc}
 		if aerr.retryAfter > 0 {
 			body["parameters"] = map[string]any{"retry_after": aerr.retryAfter}
+		}
+		if aerr.migrateTo != 0 {
+			body["parameters"] = map[string]any{"migrate_to_chat_id": aerr.migrateTo}
 		}
 		writeJSON(w, aerr.code, body)
 	} else {
@@ -649,6 +669,9 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 	chatID, err := strconv.ParseInt(p["chat_id"], 10, 64)
 	if err != nil {
 		return nil, badRequest("chat not found")
+	}
+	if to, ok := s.migrated[chatID]; ok {
+		return nil, &apiError{code: 400, desc: "Bad Request: group chat was upgraded to a supergroup chat", migrateTo: to}
 	}
 	c := s.chats[chatID]
 	if c == nil {

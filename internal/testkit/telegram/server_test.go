@@ -15,7 +15,8 @@ type answer struct {
 	ErrorCode   int             `json:"error_code"`
 	Description string          `json:"description"`
 	Parameters  struct {
-		RetryAfter int `json:"retry_after"`
+		RetryAfter      int   `json:"retry_after"`
+		MigrateToChatID int64 `json:"migrate_to_chat_id"`
 	} `json:"parameters"`
 }
 
@@ -114,5 +115,32 @@ func TestServerSpeaksTheBotAPI(t *testing.T) {
 	}
 	if len(codes) != 5 || codes[0] != 200 || codes[1] != 400 {
 		t.Fatalf("calls: %v", codes)
+	}
+}
+
+func TestMigratedGroupAnswersWithTheSupergroup(t *testing.T) {
+	s, err := New(Options{RetryAfterUnit: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tok := s.Token()
+	s.Send(Inbound{Chat: Chat{ID: -42, Type: "group"}, From: User{ID: 9, FirstName: "U"}, Text: "hello"})
+	s.MigrateChat(-42, Chat{ID: -1000000000042})
+	for _, method := range []string{"sendMessage", "sendChatAction"} {
+		a := post(t, s, tok, method, url.Values{"chat_id": {"-42"}, "text": {"hi"}, "action": {"typing"}})
+		if a.OK || a.ErrorCode != 400 || a.Parameters.MigrateToChatID != -1000000000042 ||
+			!strings.Contains(a.Description, "upgraded to a supergroup") {
+			t.Errorf("%s to the old group: %+v", method, a)
+		}
+	}
+	if a := post(t, s, tok, "sendMessage", url.Values{"chat_id": {"-1000000000042"}, "text": {"hi"}}); !a.OK {
+		t.Fatalf("sendMessage to the supergroup: %+v", a)
+	}
+	if got := s.BotMessages(-1000000000042); len(got) != 1 || got[0].Text != "hi" {
+		t.Errorf("supergroup shows %+v, want the one message", got)
+	}
+	if got := s.BotMessages(-42); len(got) != 0 {
+		t.Errorf("old group shows %+v, want nothing", got)
 	}
 }
