@@ -439,10 +439,7 @@ func (r *Reply) sendFiles(ctx context.Context, files []adapters.File, batch int)
 // postFiles posts files with caption as one new message; the first message of a reply carries
 // the reply's send options.
 func (r *Reply) postFiles(ctx context.Context, files []adapters.File, caption string, first bool) (adapters.MessageRef, error) {
-	opts := adapters.SendOptions{}
-	if first {
-		opts = r.opts
-	}
+	opts := r.sendOptions(first)
 	var ref adapters.MessageRef
 	err := r.call(ctx, func(cctx context.Context) error {
 		var err error
@@ -454,6 +451,15 @@ func (r *Reply) postFiles(ctx context.Context, files []adapters.File, caption st
 	}
 	r.e.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true})
 	return ref, nil
+}
+
+// sendOptions are the options of a new message of the reply: only its first message references
+// the user's message and carries the Stop control.
+func (r *Reply) sendOptions(first bool) adapters.SendOptions {
+	if first {
+		return r.opts
+	}
+	return adapters.SendOptions{}
 }
 
 // finalEdit puts part into message i; a message that cannot be edited any more is replaced by
@@ -496,10 +502,7 @@ func (r *Reply) finalSend(ctx context.Context, part string) error {
 // sendFinalPart posts part of the final text as a new message; the first message of a reply
 // carries the reply's send options (the reference to the user's message, the Stop control).
 func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (adapters.MessageRef, error) {
-	opts := adapters.SendOptions{}
-	if first {
-		opts = r.opts
-	}
+	opts := r.sendOptions(first)
 	var ref adapters.MessageRef
 	err := r.call(ctx, func(cctx context.Context) error {
 		var err error

@@ -224,7 +224,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 				return
 			}
 			in.Redelivered = redelivered
-			h.Handle(ctx, in, &responder{a: a, chat: in.Chat, replyTo: in.MessageID})
+			h.Handle(ctx, in, a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, a.opts.Stream))
 		}()
 	}
 	if a.journal != nil {
@@ -719,23 +719,6 @@ func fileEndpoint(apiEndpoint string) string {
 	}
 	return tgbotapi.FileEndpoint
 }
-
-// responder answers one Inbound through the delivery engine.
-type responder struct {
-	a       *Adapter
-	chat    adapters.ChatRef
-	replyTo string
-}
-
-func (r *responder) NewReply(ctx context.Context) adapters.Reply {
-	return r.a.engine.NewReply(ctx, r.chat, adapters.SendOptions{ReplyTo: r.replyTo})
-}
-
-func (r *responder) Notice(ctx context.Context, text string) error {
-	return r.a.engine.Notice(ctx, r.chat, text, adapters.SendOptions{ReplyTo: r.replyTo})
-}
-
-func (r *responder) SupportsStreaming() bool { return r.a.opts.Stream }
 
 // redactToken removes the bot token, raw and URL-escaped, from s.
 func redactToken(token, s string) string {

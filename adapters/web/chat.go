@@ -427,7 +427,8 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 	}
 	go func() {
 		defer c.turns.Done()
-		h.Handle(c.ctx, in, &responder{chat: c, ref: in.Chat, replyTo: in.MessageID})
+		// The browser shows every edit as it arrives: replies always stream.
+		h.Handle(c.ctx, in, c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, true))
 	}()
 	w.WriteHeader(http.StatusAccepted)
 }
@@ -489,23 +490,3 @@ func (c *Chat) file(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Disposition", disposition+"; filename="+strconv.Quote(f.Name))
 	_, _ = w.Write(f.Data)
 }
-
-// responder answers one browser message.
-type responder struct {
-	chat    *Chat
-	ref     adapters.ChatRef
-	replyTo string
-}
-
-// NewReply starts the streamed reply through the delivery engine.
-func (r *responder) NewReply(ctx context.Context) adapters.Reply {
-	return r.chat.engine.NewReply(ctx, r.ref, adapters.SendOptions{ReplyTo: r.replyTo})
-}
-
-// Notice sends a short one-off message through the delivery engine.
-func (r *responder) Notice(ctx context.Context, text string) error {
-	return r.chat.engine.Notice(ctx, r.ref, text, adapters.SendOptions{ReplyTo: r.replyTo})
-}
-
-// SupportsStreaming is true: the browser shows every edit as it arrives.
-func (r *responder) SupportsStreaming() bool { return true }
