@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -335,10 +336,31 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// safeNext returns next when it is a path on this server, else "/admin/".
+// safeNext returns next when it is a path on this server, else "/admin/". It judges next the
+// way a browser will read the Location header: browsers drop ASCII tabs and newlines anywhere in
+// a URL, strip leading and trailing spaces and control characters, and read a backslash as a
+// slash, so "/\t/evil.example" and "/\\evil.example" are "//evil.example", another host.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/admin/"
+	const fallback = "/admin/"
+	norm := strings.Map(func(r rune) rune {
+		switch r {
+		case '\t', '\n', '\r':
+			return -1
+		case '\\':
+			return '/'
+		}
+		return r
+	}, next)
+	norm = strings.TrimFunc(norm, func(r rune) bool { return r <= ' ' })
+	if !strings.HasPrefix(norm, "/") || strings.HasPrefix(norm, "//") {
+		return fallback
 	}
-	return next
+	if strings.ContainsFunc(norm, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return fallback
+	}
+	u, err := url.Parse(norm)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return fallback
+	}
+	return norm
 }
