@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"relaybot/config"
@@ -172,7 +173,7 @@ func writeAuditTable(w io.Writer, rows []store.ToolCallRow, next string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.StartedAt.UTC().Format("2006-01-02 15:04:05"), cell(r.Platform+":"+r.ChatID),
-			cell(r.UserID), cell(r.ToolName), cell(source), r.Status, dur, preview(r.Arguments))
+			cell(r.UserID), cell(r.ToolName), cell(source), cell(r.Status), dur, preview(r.Arguments))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write audit table: %w", err)
@@ -196,25 +197,48 @@ func formatDuration(d time.Duration) string {
 	}
 }
 
-// cell keeps a value on one line and out of the way of the column separator.
+// cell keeps a value on one line, out of the way of the column separator and harmless to the
+// terminal: tool names, chat ids and arguments come from users and models, and a raw ESC or BEL
+// would let them drive the admin's terminal (recolour, retitle, hide rows).
 func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return strings.Map(func(r rune) rune {
-		if r == '\t' || r == '\n' || r == '\r' {
-			return ' '
+	return escapeTerminal(s)
+}
+
+// escapeTerminal writes every control character (C0, DEL, C1), every Unicode bidi control and
+// every invalid UTF-8 byte as a visible Go-style escape (\x1b, \u202e); the rest is unchanged.
+func escapeTerminal(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unicode.IsControl(r) || isBidiControl(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[i : i+size])
 		}
-		return r
-	}, s)
+		i += size
+	}
+	return b.String()
+}
+
+// isBidiControl reports the marks, embeddings, overrides and isolates that reorder what a
+// terminal shows (the "Trojan Source" characters).
+func isBidiControl(r rune) bool {
+	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // preview is the start of the arguments, on one line.
 func preview(args string) string {
 	s := strings.Join(strings.Fields(args), " ")
-	if utf8.RuneCountInString(s) <= argPreviewRunes {
-		return cell(s)
+	if utf8.RuneCountInString(s) > argPreviewRunes {
+		s = string([]rune(s)[:argPreviewRunes-1]) + "…"
 	}
-	r := []rune(s)
-	return string(r[:argPreviewRunes-1]) + "…"
+	return cell(s)
 }

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"relaybot/config"
 	"relaybot/store"
@@ -177,5 +180,69 @@ func TestMigrateTwice(t *testing.T) {
 	}
 	if got := out.String(); got != "sqlite database already at schema version 3\n" {
 		t.Errorf("second migrate printed %q", got)
+	}
+}
+
+// TestAuditTableEscapesTerminalControls writes calls whose model- and user-chosen fields carry
+// terminal escape sequences and checks that the table shows them as text: a raw ESC or BEL would
+// let a model retitle or clear the admin's terminal, a bidi override would reorder what it shows.
+func TestAuditTableEscapesTerminalControls(t *testing.T) {
+	cfg := seedAudit(t)
+	ctx := context.Background()
+	s, err := openStore(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("a", 40) + "\x1b[2J\x1b[H\x07 end"
+	fields := []struct {
+		name string
+		rec  store.ToolCallRecord
+		want string // how the hostile part reads in the table
+	}{
+		{"tool name with OSC title and BEL", store.ToolCallRecord{ToolName: "x\x1b]0;pwned\x07y"}, `x\x1b]0;pwned\x07y`},
+		{"tool name with CSI clear screen", store.ToolCallRecord{ToolName: "t\x1b[2J\x1b[1;1H"}, `t\x1b[2J\x1b[1;1H`},
+		{"chat id with CR overwriting the line", store.ToolCallRecord{ChatID: "1\rFAKE"}, `web:1\x0dFAKE`},
+		{"user id with backspaces and DEL", store.ToolCallRecord{UserID: "u\b\b\x7f"}, `u\x08\x08\x7f`},
+		{"server with a C1 CSI", store.ToolCallRecord{Source: "mcp", Server: "s\u009b31m"}, `mcp/s\u009b31m`},
+		{"tool name with a bidi override", store.ToolCallRecord{ToolName: "evil\u202egnp.exe"}, `evil\u202egnp.exe`},
+		{"tool name with invalid UTF-8", store.ToolCallRecord{ToolName: "bad\xff\xfe"}, `bad\xff\xfe`},
+		{"arguments cut after an escape", store.ToolCallRecord{Arguments: long}, strings.Repeat("a", 40) + `\x1b[2J\x1b[H…`},
+	}
+	base := time.Now().UTC().Add(-30 * time.Minute).Truncate(time.Second)
+	for i, f := range fields {
+		rec := f.rec
+		rec.Platform, rec.TurnID, rec.Round = "web", int64(100+i), 1
+		if rec.ChatID == "" {
+			rec.ChatID = "1"
+		}
+		if rec.ToolName == "" {
+			rec.ToolName = "plain"
+		}
+		rec.ToolCallID = fmt.Sprintf("call_%d", i)
+		rec.StartedAt = base.Add(time.Duration(i) * time.Second)
+		if err := s.StartToolCall(ctx, &rec); err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runAudit(ctx, cfg, []string{"--platform", "web"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	table := out.String()
+	for _, r := range strings.TrimSuffix(table, "\n") {
+		if r != '\n' && (unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e)) || r == utf8.RuneError {
+			t.Errorf("the table hands %U to the terminal raw:\n%q", r, table)
+		}
+	}
+	for _, f := range fields {
+		if !strings.Contains(table, f.want) {
+			t.Errorf("%s: the table does not show %q:\n%s", f.name, f.want, table)
+		}
+	}
+	if lines := strings.Count(table, "\n"); lines != len(fields)+1 {
+		t.Errorf("table has %d lines, want a header and one line per call:\n%s", lines, table)
 	}
 }
