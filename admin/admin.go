@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +80,10 @@ type Options struct {
 	Metrics *Metrics
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
+	// Proxies says which peers are trusted reverse proxies (their X-Forwarded-For names the
+	// client that login throttling counts; their X-Forwarded-Proto can make cookies Secure) and
+	// whether the public URL is https; nil trusts no proxy.
+	Proxies *Proxies
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -89,7 +94,8 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessions
-	logins   *loginLimiter
+	throttle *throttle
+	proxies  *Proxies
 	handler  http.Handler
 	// Set by Serve: the listener's address, once listening.
 	mu   sync.Mutex
@@ -122,6 +128,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Proxies == nil {
+		opts.Proxies = &Proxies{}
+	}
 	opts.Metrics.mu.Lock()
 	opts.Metrics.mcpUp = opts.MCPHealth
 	opts.Metrics.mu.Unlock()
@@ -130,7 +139,8 @@ func New(opts Options) (*Server, error) {
 		log:      opts.Logger,
 		now:      opts.Now,
 		sessions: newSessions(opts.Now),
-		logins:   newLoginLimiter(opts.Now),
+		throttle: newThrottle(opts.Now),
+		proxies:  opts.Proxies,
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -268,26 +278,63 @@ func (s *Server) guard(next http.Handler) http.Handler {
 }
 
 // authorized reports whether r carries the admin token or a live session, and returns the
-// session when it has one. Without a token every request is authorized.
-func (s *Server) authorized(r *http.Request) (session, bool) {
+// session when it has one. Without a token every request is authorized. A Bearer token is
+// checked only when its client address is not waiting out earlier wrong tokens: then wait is how
+// long it still has to wait, and the token is not looked at.
+func (s *Server) authorized(r *http.Request) (ss session, ok bool, wait time.Duration) {
 	if s.opts.Token == "" {
-		return session{}, true
+		return session{}, true, 0
 	}
-	if tok, ok := bearerToken(r); ok {
-		return session{}, equalSecret(tok, s.opts.Token)
+	if tok, found := bearerToken(r); found {
+		ok, wait = s.checkToken(r, tok)
+		return session{}, ok, wait
 	}
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return session{}, false
+		return session{}, false, 0
 	}
-	return s.sessions.get(ck.Value)
+	ss, ok = s.sessions.get(ck.Value)
+	return ss, ok, 0
+}
+
+// checkToken compares a token sent by r's client with the admin token, under the per-address
+// throttle: ok when it is right; wait > 0 when the client must wait (now or after this failure).
+func (s *Server) checkToken(r *http.Request, tok string) (ok bool, wait time.Duration) {
+	ip := s.proxies.ClientIP(r)
+	if wait := s.throttle.wait(ip); wait > 0 {
+		return false, wait
+	}
+	if equalSecret(tok, s.opts.Token) {
+		s.throttle.succeeded(ip)
+		return true, 0
+	}
+	wait = s.throttle.failed(ip)
+	s.log.Warn("admin: wrong token", "client", ip.String(), "path", r.URL.Path, "wait", wait)
+	return false, 0
+}
+
+// tooMany answers a client that is waiting out its wrong tokens.
+func tooMany(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", retryAfter(wait))
+	writeJSONError(w, http.StatusTooManyRequests, "too many wrong admin tokens from your address: try again in "+retryAfter(wait)+" s")
+}
+
+// retryAfter is wait in whole seconds, rounded up.
+func retryAfter(wait time.Duration) string {
+	return strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10)
 }
 
 // requireBearer guards the API and /metrics: 401 with WWW-Authenticate unless the request
-// carries the token (a logged-in browser's session also works).
+// carries the token (a logged-in browser's session also works), 429 while the client's address
+// waits out earlier wrong tokens.
 func (s *Server) requireBearer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := s.authorized(r); !ok {
+		_, ok, wait := s.authorized(r)
+		if wait > 0 {
+			tooMany(w, wait)
+			return
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="relaybot admin"`)
 			writeJSONError(w, http.StatusUnauthorized, "missing or wrong admin token: send Authorization: Bearer TOKEN")
 			return
@@ -302,7 +349,11 @@ type sessionKey struct{}
 // the login page (GET) or refused (anything else).
 func (s *Server) requireLogin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ss, ok := s.authorized(r)
+		ss, ok, wait := s.authorized(r)
+		if wait > 0 {
+			tooMany(w, wait)
+			return
+		}
 		if !ok {
 			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
 				http.Redirect(w, r, "/admin/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)

@@ -369,13 +369,22 @@ func TestAPIMCPServers(t *testing.T) {
 func TestAPIRequiresToken(t *testing.T) {
 	st := openStore(t)
 	seedStore(t, st)
-	_, ts := newTestServer(t, st, testToken)
+	// Each try comes from its own client (through a trusted proxy on loopback), so the wrong
+	// tokens are refused for being wrong, not throttled for being many.
+	proxies, err := NewProxies([]string{"127.0.0.1"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, testToken, func(o *Options) { o.Proxies = proxies })
+	n := 0
 	for _, path := range []string{"/api/v1/tool-calls", "/api/v1/tool-calls/1", "/api/v1/tool-stats", "/api/v1/mcp-servers", "/metrics"} {
 		for _, auth := range []string{"", "Bearer wrong-token-wrong-token", "Basic " + testToken, "Bearer " + testToken + "x", "Bearer"} {
 			req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
 			if auth != "" {
 				req.Header.Set("Authorization", auth)
 			}
+			n++
+			req.Header.Set("X-Forwarded-For", fmt.Sprintf("192.0.2.%d", n))
 			resp, err := ts.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -3,37 +3,8 @@ package admin
 import (
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 )
-
-// loginLimiter slows down token guessing: after maxFailures wrong tokens within a minute, logins
-// are refused until the minute is over.
-type loginLimiter struct {
-	mu       sync.Mutex
-	now      func() time.Time
-	window   time.Time
-	failures int
-}
-
-const maxLoginFailures = 10
-
-func newLoginLimiter(now func() time.Time) *loginLimiter { return &loginLimiter{now: now} }
-
-func (l *loginLimiter) allowed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.now().Sub(l.window) > time.Minute {
-		l.window, l.failures = l.now(), 0
-	}
-	return l.failures < maxLoginFailures
-}
-
-func (l *loginLimiter) failed() {
-	l.mu.Lock()
-	l.failures++
-	l.mu.Unlock()
-}
 
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
@@ -46,7 +17,7 @@ type loginData struct {
 // loginPage shows the login form; without a token there is nothing to log in to.
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.URL.Query().Get("next"))
-	if _, ok := s.authorized(r); ok {
+	if _, ok, _ := s.authorized(r); ok {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
@@ -66,14 +37,14 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := loginData{pageData: s.page(r, "Log in"), Next: next}
-	if !s.logins.allowed() {
-		data.Error = "Too many wrong tokens. Wait a minute and try again."
+	ok, wait := s.checkToken(r, r.PostForm.Get("token"))
+	if wait > 0 {
+		w.Header().Set("Retry-After", retryAfter(wait))
+		data.Error = "Too many wrong tokens from your address. Try again in " + retryAfter(wait) + " s."
 		s.render(w, r, http.StatusTooManyRequests, "login", data)
 		return
 	}
-	if !equalSecret(r.PostForm.Get("token"), s.opts.Token) {
-		s.logins.failed()
-		s.log.Warn("admin: failed login", "remote", r.RemoteAddr)
+	if !ok {
 		data.Error = "That token is not the admin token."
 		s.render(w, r, http.StatusUnauthorized, "login", data)
 		return
@@ -85,7 +56,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		Path:     "/",
 		MaxAge:   int(sessionTTL / time.Second),
 		HttpOnly: true,
-		Secure:   r.TLS != nil,
+		Secure:   s.proxies.Secure(r),
 		SameSite: http.SameSiteStrictMode,
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
@@ -110,6 +81,6 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
 		s.sessions.remove(ck.Value)
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.proxies.Secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
 }

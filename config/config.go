@@ -203,6 +203,12 @@ type Admin struct {
 	Listen  string `toml:"listen"`
 	Token   string `toml:"token"`
 	WebChat bool   `toml:"web_chat"`
+	// PublicURL is the address browsers use ("https://bot.example.com") when a proxy in front
+	// terminates TLS; an https URL makes the session and chat cookies Secure.
+	PublicURL string `toml:"public_url"`
+	// TrustedProxies are the reverse proxies (IP addresses or CIDR prefixes) whose
+	// X-Forwarded-For and X-Forwarded-Proto headers the admin listener believes.
+	TrustedProxies []string `toml:"trusted_proxies"`
 }
 
 // Log configures logging.

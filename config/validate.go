@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -159,6 +160,14 @@ func (c *Config) validate(missing map[string][]string) error {
 		} else if !IsLoopback(c.Admin.Listen) && c.Admin.Token == "" {
 			bad("admin.token", "must be set when admin.listen (%s) is not a loopback address", c.Admin.Listen)
 		}
+		if c.Admin.PublicURL != "" {
+			httpURL("admin.public_url", c.Admin.PublicURL)
+		}
+		for i, p := range c.Admin.TrustedProxies {
+			if !validAddrOrPrefix(p) {
+				bad(fmt.Sprintf("admin.trusted_proxies[%d]", i), "must be an IP address or CIDR prefix (\"10.0.0.0/8\", \"::1\"), got %q", p)
+			}
+		}
 	}
 
 	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
@@ -177,6 +186,15 @@ func IsLoopback(listen string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validAddrOrPrefix reports whether s is an IP address ("10.0.0.5") or a CIDR prefix ("10.0.0.0/8").
+func validAddrOrPrefix(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }
 
 func quoteAll(s []string) []string {

@@ -50,6 +50,10 @@ type Options struct {
 	Delivery delivery.Options
 	// UserName is the name the pipeline sees for the browser's user; empty means "web".
 	UserName string
+	// SecureCookies reports whether the browser reached the chat over HTTPS, so its cookie must
+	// be Secure (the admin listener's admin.Proxies.Secure: TLS here, an https public URL, or a
+	// trusted proxy's X-Forwarded-Proto); nil means only when this server terminates TLS.
+	SecureCookies func(*http.Request) bool
 	// Logger receives failures that have nowhere else to go; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -95,6 +99,9 @@ func New(opts Options) (*Chat, error) {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.opts.SecureCookies == nil {
+		c.opts.SecureCookies = func(r *http.Request) bool { return r.TLS != nil }
 	}
 	c.handler.h = opts.Handler
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -214,7 +221,7 @@ func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) *conversa
 		Value:    conv.secret,
 		Path:     "/chat",
 		HttpOnly: true,
-		Secure:   r.TLS != nil,
+		Secure:   c.opts.SecureCookies(r),
 		SameSite: http.SameSiteStrictMode,
 	})
 	return conv

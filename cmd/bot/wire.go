@@ -236,6 +236,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 
 	if cfg.Admin.Enabled {
+		proxies, err := admin.NewProxies(cfg.Admin.TrustedProxies, cfg.Admin.PublicURL)
+		if err != nil {
+			return b, err
+		}
 		aopts := admin.Options{
 			Listen:    cfg.Admin.Listen,
 			Token:     cfg.Admin.Token,
@@ -243,12 +247,14 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			MCPHealth: health,
 			Metrics:   metrics,
 			Logger:    log,
+			Proxies:   proxies,
 		}
 		if cfg.Admin.WebChat {
 			chat, err := web.New(web.Options{
-				Handler:  pipe,
-				Delivery: delivery.Options{Logger: log, Observer: deliveryMetrics{m: metrics, platform: "web"}},
-				Logger:   log,
+				Handler:       pipe,
+				Delivery:      delivery.Options{Logger: log, Observer: deliveryMetrics{m: metrics, platform: "web"}},
+				SecureCookies: proxies.Secure,
+				Logger:        log,
 			})
 			if err != nil {
 				return b, err
