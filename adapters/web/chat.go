@@ -5,6 +5,11 @@
 // The handler does no login of its own: mount it behind the admin server's login. Each browser
 // gets its own conversation, selected by an HttpOnly, SameSite=Strict cookie; its public chat id
 // (random, not the cookie secret) is the ChatRef.ChatID the pipeline and the audit log see.
+//
+// A conversation is started only by a same-origin POST to /chat/session, which the page's own
+// script sends when it finds no cookie: a GET, which any web page can make with an <img> tag,
+// never starts one. A conversation whose page is open (its event stream is connected) is never
+// dropped to make room for a new one.
 package web
 
 import (
@@ -15,6 +20,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -33,7 +39,10 @@ import (
 //go:embed assets
 var assets embed.FS
 
-var pageTemplate = template.Must(template.ParseFS(assets, "assets/chat.html"))
+var (
+	pageTemplate  = template.Must(template.ParseFS(assets, "assets/chat.html"))
+	startTemplate = template.Must(template.ParseFS(assets, "assets/start.html"))
+)
 
 const (
 	chatCookie = "relaybot_chat"
@@ -117,6 +126,7 @@ func New(opts Options) (*Chat, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /chat", c.page)
 	mux.HandleFunc("GET /chat/{$}", c.page)
+	mux.HandleFunc("POST /chat/session", c.session)
 	mux.HandleFunc("GET /chat/events", c.events)
 	mux.HandleFunc("POST /chat/send", c.send)
 	mux.HandleFunc("GET /chat/files/{msg}/{n}", c.file)
@@ -125,8 +135,8 @@ func New(opts Options) (*Chat, error) {
 	return c, nil
 }
 
-// Handler serves /chat (the page), /chat/events (the event stream), /chat/send (posts) and
-// /chat/static/ and /chat/files/. Mount it at "/chat" and "/chat/" behind the login.
+// Handler serves /chat (the page), /chat/session (starts a conversation), /chat/events (the
+// event stream), /chat/send (posts) and /chat/static/ and /chat/files/. Mount it at "/chat" and "/chat/" behind the login.
 func (c *Chat) Handler() http.Handler { return c.mux }
 
 // SetHandler sets the Handler that receives the browsers' messages (the pipeline).
@@ -191,8 +201,12 @@ func (c *Chat) conversationOf(r *http.Request) *conversation {
 	return conv
 }
 
-// newConversation starts a conversation and sets the browser's cookie.
-func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) *conversation {
+// errChatsFull is newConversation's answer when every conversation has its page open.
+var errChatsFull = errors.New("every web chat slot has an open page")
+
+// newConversation starts a conversation and sets the browser's cookie. At the cap it drops the
+// least recently used conversation whose page is closed; it never drops one with an open page.
+func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) (*conversation, error) {
 	idBytes := make([]byte, 8)
 	rand.Read(idBytes)
 	conv := &conversation{
@@ -206,9 +220,16 @@ func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) *conversa
 	if len(c.secrets) >= maxConversations {
 		var oldest *conversation
 		for _, cv := range c.secrets {
-			if oldest == nil || cv.used.Before(oldest.used) {
+			cv.mu.Lock()
+			open := len(cv.watchers) > 0
+			cv.mu.Unlock()
+			if !open && (oldest == nil || cv.used.Before(oldest.used)) {
 				oldest = cv
 			}
+		}
+		if oldest == nil {
+			c.mu.Unlock()
+			return nil, errChatsFull
 		}
 		delete(c.secrets, oldest.secret)
 		delete(c.ids, oldest.id)
@@ -224,7 +245,23 @@ func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) *conversa
 		Secure:   c.opts.SecureCookies(r),
 		SameSite: http.SameSiteStrictMode,
 	})
-	return conv
+	return conv, nil
+}
+
+// session starts a conversation for a browser that has none (the page's script posts here when
+// it finds no cookie). Being a POST, it passes the cross-origin check: another site's page cannot
+// start conversations, and so cannot push real ones out.
+func (c *Chat) session(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if c.conversationOf(r) != nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if _, err := c.newConversation(w, r); err != nil {
+		http.Error(w, fmt.Sprintf("cannot start a chat: %d chats are open; close one and reload", maxConversations), http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func setPageHeaders(w http.ResponseWriter) {
@@ -235,14 +272,18 @@ func setPageHeaders(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-store")
 }
 
-// page serves the chat page, starting a conversation for a new browser.
+// page serves the chat page. A browser without a conversation gets a small page whose script
+// starts one with a same-origin POST and reloads; the GET itself changes nothing.
 func (c *Chat) page(w http.ResponseWriter, r *http.Request) {
-	conv := c.conversationOf(r)
-	if conv == nil {
-		conv = c.newConversation(w, r)
-	}
 	setPageHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	conv := c.conversationOf(r)
+	if conv == nil {
+		if err := startTemplate.Execute(w, nil); err != nil {
+			c.log.Warn("web chat: render start page", "err", err)
+		}
+		return
+	}
 	data := struct{ CSRF, ChatID string }{conv.csrf, conv.id}
 	if err := pageTemplate.Execute(w, data); err != nil {
 		c.log.Warn("web chat: render page", "err", err)

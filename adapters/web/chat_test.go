@@ -62,7 +62,18 @@ type browser struct {
 func newBrowser(t *testing.T, srv *httptest.Server) *browser {
 	jar, _ := cookiejar.New(nil)
 	b := &browser{t: t, srv: srv, client: &http.Client{Jar: jar}}
-	resp, err := b.client.Get(srv.URL + "/chat")
+	// What the start page's script does: start a chat with a same-origin POST, then reload.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/chat/session", nil)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatalf("POST /chat/session: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("POST /chat/session: %d, want 204", resp.StatusCode)
+	}
+	resp, err = b.client.Get(srv.URL + "/chat")
 	if err != nil {
 		t.Fatalf("GET /chat: %v", err)
 	}
