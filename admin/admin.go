@@ -80,6 +80,13 @@ type Options struct {
 	Metrics *Metrics
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
+	// ReadHeaderTimeout, ReadTimeout (the whole request, body included), WriteTimeout (the
+	// whole response; for an event stream or an export, each write) and IdleTimeout (between
+	// keep-alive requests) bound how long a client may hold a connection; zero means 10 s, 30 s,
+	// 2 min and 1 min. MaxHeaderBytes (64 KiB) and MaxBodyBytes (1 MiB) cap what it may send.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	MaxHeaderBytes                                            int
+	MaxBodyBytes                                              int64
 	// Proxies says which peers are trusted reverse proxies (their X-Forwarded-For names the
 	// client that login throttling counts; their X-Forwarded-Proto can make cookies Secure) and
 	// whether the public URL is https; nil trusts no proxy.
@@ -131,6 +138,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Proxies == nil {
 		opts.Proxies = &Proxies{}
 	}
+	opts.withDefaults()
 	opts.Metrics.mu.Lock()
 	opts.Metrics.mcpUp = opts.MCPHealth
 	opts.Metrics.mu.Unlock()
@@ -178,8 +186,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancelBase()
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -239,7 +250,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("/chat", chat)
 		mux.Handle("/chat/", chat)
 	}
-	return s.guard(http.NewCrossOriginProtection().Handler(mux))
+	return s.limits(s.guard(http.NewCrossOriginProtection().Handler(mux)))
 }
 
 // pprofRoutes mounts the runtime profiles of net/http/pprof on mux under /debug/pprof/, behind
