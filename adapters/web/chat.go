@@ -249,8 +249,8 @@ func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) (*convers
 }
 
 // session starts a conversation for a browser that has none (the page's script posts here when
-// it finds no cookie). Being a POST, it passes the cross-origin check: another site's page cannot
-// start conversations, and so cannot push real ones out.
+// it finds no cookie). Being a POST, it goes through the cross-origin check: another site's page
+// cannot start conversations, and so cannot push real ones out.
 func (c *Chat) session(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if c.conversationOf(r) != nil {
