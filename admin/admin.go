@@ -1,7 +1,6 @@
 // Package admin serves the bot's audit log to its admins: a JSON API (/api/v1/...), a web page
 // (/admin/) rendered on the server from embedded templates, the local web chat (/chat) behind
-// the same login, Prometheus metrics (/metrics) with the Go runtime's goroutine and memory
-// gauges, the runtime profiles of net/http/pprof (/debug/pprof/) and a health check (/healthz).
+// the same login, the Prometheus metrics handler it is given (/metrics), the runtime profiles of net/http/pprof (/debug/pprof/) and a health check (/healthz).
 //
 // Authentication: with a token configured, the API, /metrics and /debug/pprof/ take
 // "Authorization: Bearer TOKEN" (compared in constant time), and browsers log in once with the
@@ -76,8 +75,8 @@ type Options struct {
 	// WebChat is the local web chat (adapters/web), mounted at /chat behind the login; nil
 	// leaves /chat out.
 	WebChat http.Handler
-	// Metrics is served at /metrics; nil serves an empty registry.
-	Metrics *Metrics
+	// Metrics is served at /metrics (metrics.Metrics.Handler); nil answers 404 there.
+	Metrics http.Handler
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
 	// ReadHeaderTimeout, ReadTimeout (the whole request, body included), WriteTimeout (the
@@ -126,9 +125,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Token != "" && len(opts.Token) < 16 {
 		return nil, errors.New("admin: the token is shorter than 16 characters; use a long random one (openssl rand -hex 32)")
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = NewMetrics()
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -139,9 +135,6 @@ func New(opts Options) (*Server, error) {
 		opts.Proxies = &Proxies{}
 	}
 	opts.withDefaults()
-	opts.Metrics.mu.Lock()
-	opts.Metrics.mcpUp = opts.MCPHealth
-	opts.Metrics.mu.Unlock()
 	s := &Server{
 		opts:     opts,
 		log:      opts.Logger,
@@ -220,7 +213,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("GET /metrics", s.requireBearer(s.opts.Metrics))
+	metrics := s.opts.Metrics
+	if metrics == nil {
+		metrics = http.NotFoundHandler()
+	}
+	mux.Handle("GET /metrics", s.requireBearer(metrics))
 	s.pprofRoutes(mux)
 
 	mux.Handle("GET /api/v1/tool-calls", s.requireBearer(http.HandlerFunc(s.apiToolCalls)))

@@ -83,13 +83,3 @@ func BenchmarkExportCSV(b *testing.B) {
 		benchGet(b, ts, "/admin/export.csv")
 	}
 }
-
-// BenchmarkMetricsToolCallFinished measures counting one tool call from parallel goroutines.
-func BenchmarkMetricsToolCallFinished(b *testing.B) {
-	m := NewMetrics()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			m.ToolCallFinished("fetch_url", "ok", 300*time.Millisecond)
-		}
-	})
-}

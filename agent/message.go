@@ -99,6 +99,8 @@ type Options struct {
 	Logger *slog.Logger
 	// HTTPClient makes the model calls; nil uses a client without its own timeout.
 	HTTPClient *http.Client
+	// Observer, when set, is told about every model call when it ends (metrics).
+	Observer Observer
 }
 
 // ToolExecutor runs one tool call. The runner calls it for the calls of a round one after another,

@@ -243,7 +243,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 	var deadline *time.Timer
 	if c.Timeout > 0 {
 		deadline = time.AfterFunc(c.Timeout, func() {
-			cancel(fmt.Errorf("no data within %s", c.Timeout))
+			cancel(fmt.Errorf("%w within %s", errNoData, c.Timeout))
 		})
 		defer deadline.Stop()
 	}
@@ -270,6 +270,9 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 		t.res.Usage.TokensIn += rec.TokensIn
 		t.res.Usage.TokensOut += rec.TokensOut
 		t.res.LLMCalls = append(t.res.LLMCalls, rec)
+		if t.r.opts.Observer != nil {
+			t.r.opts.Observer.ModelCallFinished(rec)
+		}
 	}()
 
 	acc := newAccumulator(t.r.opts.FlushChunks, t.r.opts.RemoveThink)

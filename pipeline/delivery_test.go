@@ -2,9 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,21 +108,19 @@ func TestFinalWaitsOutLongRateLimits(t *testing.T) {
 }
 
 // A final answer Telegram refuses for good is saved as a failed delivery: status error, the
-// delivery error in the turn's error, and a metric.
+// delivery error in the turn's error, one finished turn for the metrics and one failed request in
+// the delivery engine's events (the failure is counted once, not also by the pipeline).
 func TestUndeliverableFinalIsRecorded(t *testing.T) {
 	srv, err := tk.New(tk.Options{RetryAfterUnit: retryUnit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	var failed atomic.Int64
-	var failedPlatform atomic.Value
-	h := newHarness(t, Options{OnDeliveryFailed: func(p adapters.Platform) {
-		failed.Add(1)
-		failedPlatform.Store(p)
-	}})
+	turns := &turnCounter{}
+	h := newHarness(t, Options{Observer: turns})
+	events := &delivery.Counters{}
 	runTelegram(t, h, srv, func(o *telegram.Options) {
-		o.Delivery = delivery.Options{Retry: delivery.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
+		o.Delivery = delivery.Options{Observer: events, Retry: delivery.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
 	})
 	const chat = 4343
 	srv.AddFault(tk.Fault{Kind: tk.Fault5xx, Method: "sendMessage", ChatID: chat, Times: 1000})
@@ -132,8 +131,11 @@ func TestUndeliverableFinalIsRecorded(t *testing.T) {
 	if turn.Status != store.TurnError || !strings.HasPrefix(turn.Error, "delivery failed: ") {
 		t.Fatalf("turn = %s %q, want error \"delivery failed: …\"", turn.Status, turn.Error)
 	}
-	if n := failed.Load(); n != 1 || failedPlatform.Load() != adapters.Telegram {
-		t.Fatalf("OnDeliveryFailed calls = %d (%v), want 1 for telegram", n, failedPlatform.Load())
+	if got := turns.statuses(); len(got) != 1 || got[0] != store.TurnError {
+		t.Fatalf("turns observed = %v, want one %s", got, store.TurnError)
+	}
+	if n := events.Snapshot().Failures; n != 1 {
+		t.Fatalf("failed delivery requests observed = %d, want 1", n)
 	}
 	if got := srv.BotMessages(chat); len(got) != 0 {
 		t.Fatalf("bot messages = %v, want none", got)
@@ -178,4 +180,22 @@ func TestShutdownBoundsHeldFinal(t *testing.T) {
 	if turn.Status != store.TurnError || !strings.HasPrefix(turn.Error, "delivery failed: ") {
 		t.Fatalf("turn = %s %q, want error \"delivery failed: …\"", turn.Status, turn.Error)
 	}
+}
+
+// turnCounter is a pipeline Observer that keeps the statuses of finished turns.
+type turnCounter struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (c *turnCounter) TurnFinished(status string, _ time.Duration) {
+	c.mu.Lock()
+	c.seen = append(c.seen, status)
+	c.mu.Unlock()
+}
+
+func (c *turnCounter) statuses() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.seen)
 }

@@ -49,6 +49,12 @@ type Toolbox interface {
 	ForTurn(info tools.TurnInfo, allowed func(name string) bool) *tools.Turn
 }
 
+// Observer is told about every finished turn (metrics). TurnFinished is called from the turn's
+// goroutine and must not block.
+type Observer interface {
+	TurnFinished(status string, took time.Duration)
+}
+
 // Options configure a Pipeline. Zero values take the documented defaults.
 type Options struct {
 	// SystemPrompt starts every transcript; SystemPromptExtra, when set, returns text appended to
@@ -112,11 +118,8 @@ type Options struct {
 	// for the platform's rate limits as long as they last: it is never dropped for taking long.
 	ShutdownDeliverWait time.Duration
 
-	// OnTurnDone, when set, is told the status and duration of every finished turn (metrics).
-	OnTurnDone func(status string, took time.Duration)
-	// OnDeliveryFailed, when set, is told the platform of every final answer that could not be
-	// delivered (metrics); the turn is saved with status error and "delivery failed: …".
-	OnDeliveryFailed func(platform adapters.Platform)
+	// Observer, when set, is told the status and duration of every finished turn (metrics).
+	Observer Observer
 
 	// Logger receives one line per turn and per refused message; nil means slog.Default().
 	Logger *slog.Logger

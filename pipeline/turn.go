@@ -128,9 +128,6 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 			status = store.TurnError
 		}
 		errText = joinErr(errText, "delivery failed: "+derr.Error())
-		if p.opts.OnDeliveryFailed != nil {
-			p.opts.OnDeliveryFailed(in.Chat.Platform)
-		}
 	}
 
 	p.auditNotRun(info, res.Messages, ran, errText, log)
@@ -155,8 +152,8 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		}
 		end.Messages = append(end.Messages, pm)
 	}
-	if p.opts.OnTurnDone != nil {
-		p.opts.OnTurnDone(status, time.Since(begun))
+	if p.opts.Observer != nil {
+		p.opts.Observer.TurnFinished(status, time.Since(begun))
 	}
 	sctx, scancel = context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer scancel()

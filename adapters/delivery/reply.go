@@ -204,9 +204,11 @@ func (r *Reply) Working(on bool) {
 	changed := r.typingOn != on
 	r.typingOn = on
 	if r.typingRunning {
-		// Only a change wakes the loop: the indicator already shows, and renewing it on every
-		// call (one per tool started) would spend the platform's budget on repeats.
-		if changed {
+		// Only turning it on wakes the loop: the indicator already shows, and renewing it on
+		// every call (one per tool started) would spend the platform's budget on repeats. Off
+		// needs no wake (the loop checks before each renewal), and waking for it too sent the
+		// indicator twice when off and on came back to back.
+		if changed && on {
 			select {
 			case r.typingWake <- struct{}{}:
 			default:

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"relaybot/adapters"
@@ -25,41 +26,35 @@ func (m *typingCounter) Typing(context.Context, adapters.ChatRef) error {
 // Working(true) while the indicator already shows (the pipeline calls it for every tool that
 // starts) must not send it again: only the renewal interval or an off-then-on change does.
 func TestWorkingRepeatsDoNotResendTyping(t *testing.T) {
-	m := &typingCounter{recorder: recorder{first: make(chan struct{})}}
-	e := New(m, adapters.Limits{MaxLen: 100}, Options{TypingInterval: time.Hour})
-	defer e.Close()
-	r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
-	r.Working(true)
-	waitUntil(t, func() bool { return m.typing.Load() == 1 })
-	for range 5 {
+	synctest.Test(t, func(t *testing.T) {
+		m := &typingCounter{recorder: recorder{first: make(chan struct{})}}
+		e := New(m, adapters.Limits{MaxLen: 100}, Options{TypingInterval: time.Hour})
+		defer e.Close()
+		r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
 		r.Working(true)
-	}
-	// Nothing should follow; give a wrong resend time to show.
-	deadline := time.Now().Add(200 * time.Millisecond)
-	for time.Now().Before(deadline) && m.typing.Load() == 1 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := m.typing.Load(); n != 1 {
-		t.Fatalf("%d typing requests for one stretch of work, want 1", n)
-	}
-	// Off and on again (text was shown in between) shows it again.
-	r.Working(false)
-	r.Working(true)
-	waitUntil(t, func() bool { return m.typing.Load() >= 2 })
-	if err := r.Finish(context.Background(), "done", nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
+		synctest.Wait()
+		if n := m.typing.Load(); n != 1 {
+			t.Fatalf("%d typing requests after Working(true), want 1", n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		for range 5 {
+			r.Working(true)
+		}
+		time.Sleep(time.Minute) // well short of the renewal interval
+		synctest.Wait()
+		if n := m.typing.Load(); n != 1 {
+			t.Fatalf("%d typing requests for one stretch of work, want 1", n)
+		}
+		// Off and on again (text was shown in between) shows it again.
+		r.Working(false)
+		r.Working(true)
+		synctest.Wait()
+		if n := m.typing.Load(); n != 2 {
+			t.Fatalf("%d typing requests after off and on again, want 2", n)
+		}
+		if err := r.Finish(context.Background(), "done", nil); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // gatedSend is a recorder whose first Send waits until released, so a preview can be in

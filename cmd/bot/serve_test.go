@@ -484,7 +484,8 @@ func TestServeAdminListener(t *testing.T) {
 	e.waitBotText(1, "the answer", contains("hello there"))
 	waitFor(t, "the turn in the metrics", func() bool {
 		_, body := get("/metrics")
-		return strings.Contains(body, `relaybot_turns_total{outcome="ok"} 1`)
+		return strings.Contains(body, `relaybot_turns_total{outcome="ok"} 1`) &&
+			strings.Contains(body, `relaybot_model_calls_total{model="primary",status="ok"} 1`)
 	})
 	if err := stop(); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"relaybot/adapters"
 	"relaybot/adapters/delivery"
 	"relaybot/adapters/discord"
 	"relaybot/adapters/telegram"
@@ -20,6 +19,7 @@ import (
 	"relaybot/admin"
 	"relaybot/agent"
 	"relaybot/config"
+	"relaybot/metrics"
 	"relaybot/pipeline"
 	"relaybot/store"
 	"relaybot/tools"
@@ -91,9 +91,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	log.Info("store ready", append(storeAttrs, "recovered_turns", turns, "recovered_tool_calls", calls)...)
 
-	metrics := admin.NewMetrics()
+	var mgr *tools.Manager // set below; the metrics ask it which tool names are real
+	var mcpUp func() map[string]bool
+	var pipe *pipeline.Pipeline
 	reader := auditReader{st: st}
-	rec := metricsRecorder{next: auditRecorder{st: st}, m: metrics}
 
 	// Tools, in dispatch order: native, plugins, MCP, skills.
 	var loaders []tools.Loader
@@ -132,6 +133,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		}
 		loaders = append(loaders, ml)
 		health = func() []admin.ServerHealth { return adminHealth(ml.Health()) }
+		mcpUp = func() map[string]bool {
+			up := map[string]bool{}
+			for _, h := range ml.Health() {
+				up[h.Name] = h.State == mcp.StateUp
+			}
+			return up
+		}
 	}
 	var skillPrompt func() string
 	if len(cfg.Tools.SkillDirs) > 0 {
@@ -142,7 +150,14 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		loaders = append(loaders, sk)
 		skillPrompt = sk.Prompt
 	}
-	mgr, err := tools.NewManager(loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log})
+	m := metrics.New(metrics.Options{
+		KnownTool:   func(name string) bool { return mgr.Has(name) },
+		Models:      modelNames(cfg.Models),
+		MCPUp:       mcpUp,
+		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
+	})
+	rec := m.Recorder(auditRecorder{st: st})
+	mgr, err = tools.NewManager(loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log})
 	if err != nil {
 		return b, err
 	}
@@ -154,6 +169,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
 		HTTPClient:         modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
 		Logger:             log,
+		Observer:           m,
 	})
 	if err != nil {
 		return b, err
@@ -164,25 +180,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	opts.Audit = reader
 	opts.Recorder = rec
 	opts.Logger = log
-	opts.OnTurnDone = metrics.TurnFinished
-	opts.OnDeliveryFailed = func(p adapters.Platform) { metrics.DeliveryEvent(string(p), "final_failed") }
-	pipe, err := pipeline.New(runner, st, mgr, opts)
+	opts.Observer = m
+	pipe, err = pipeline.New(runner, st, mgr, opts)
 	if err != nil {
 		return b, err
 	}
 	b.pipe = pipe
-	b.background = append(b.background, part{name: "metrics", run: func(ctx context.Context) error {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			metrics.SetQueueDepth("pipeline", pipe.Queued())
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-		}
-	}})
 
 	if cfg.Telegram.Enabled {
 		tg, err := telegram.New(telegram.Options{
@@ -199,7 +202,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			MaxImageBytes: cfg.Chat.MaxImageBytes,
 			OffsetFile:    offsetFile,
 			Logger:        log,
-			Delivery:      delivery.Options{Logger: log, Observer: deliveryMetrics{m: metrics, platform: "telegram"}},
+			Delivery:      delivery.Options{Logger: log, Observer: m},
 		})
 		if err != nil {
 			return b, err
@@ -226,7 +229,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			RegisterCommands: cfg.Discord.RegisterCommands,
 			MaxImageBytes:    cfg.Chat.MaxImageBytes,
 			Logger:           log,
-			Observer:         deliveryMetrics{m: metrics, platform: "discord"},
+			Observer:         m,
 		})
 		if err != nil {
 			return b, err
@@ -245,14 +248,14 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			Token:     cfg.Admin.Token,
 			Store:     st,
 			MCPHealth: health,
-			Metrics:   metrics,
+			Metrics:   m.Handler(),
 			Logger:    log,
 			Proxies:   proxies,
 		}
 		if cfg.Admin.WebChat {
 			chat, err := web.New(web.Options{
 				Handler:       pipe,
-				Delivery:      delivery.Options{Logger: log, Observer: deliveryMetrics{m: metrics, platform: "web"}},
+				Delivery:      delivery.Options{Logger: log, Observer: m},
 				SecureCookies: proxies.Secure,
 				Logger:        log,
 			})
@@ -420,30 +423,15 @@ func endpointHost(format string) string {
 	return u.Scheme + "://" + u.Host
 }
 
-// metricsRecorder counts finished tool calls in the metrics and passes every record on.
-type metricsRecorder struct {
-	next tools.Recorder
-	m    *admin.Metrics
-}
-
-// Start passes the starting record on.
-func (r metricsRecorder) Start(ctx context.Context, rec *tools.Record) error {
-	return r.next.Start(ctx, rec)
-}
-
-// Finish counts the call and passes the finished record on.
-func (r metricsRecorder) Finish(ctx context.Context, rec *tools.Record) error {
-	r.m.ToolCallFinished(rec.ToolName, string(rec.Status), rec.Duration)
-	return r.next.Finish(ctx, rec)
-}
-
-// deliveryMetrics feeds the delivery engine's events of one platform into the metrics.
-type deliveryMetrics struct {
-	m        *admin.Metrics
-	platform string
-}
-
-// Observe implements delivery.Observer.
-func (d deliveryMetrics) Observe(e delivery.Event) {
-	d.m.DeliveryEvent(d.platform, e.Kind.String())
+// modelNames lists the configured models' names as the runner reports them.
+func modelNames(ms []config.Model) []string {
+	names := make([]string, 0, len(ms))
+	for _, m := range agentModels(ms) {
+		name := m.Name
+		if name == "" {
+			name = m.Model
+		}
+		names = append(names, name)
+	}
+	return names
 }

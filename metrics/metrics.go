@@ -1,0 +1,268 @@
+// Package metrics counts what the bot does in Prometheus collectors (prometheus/client_golang)
+// on a registry of its own, and serves them in the exposition format every scraper reads.
+//
+// It is fed through the small observer interfaces the other packages declare for themselves:
+// delivery.Observer (platform requests), pipeline.Observer (turns), agent.Observer (model calls),
+// and a tools.Recorder wrapper (tool calls). Labels are bounded: a tool label is the name of a
+// tool that exists, a model label the name of a configured model; anything else is "unknown", so
+// a model that invents names cannot grow the exposition.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"relaybot/adapters/delivery"
+	"relaybot/agent"
+	"relaybot/tools"
+)
+
+// Unknown is the label value that stands for a name the bot does not know (a tool the model made
+// up, a model that is not configured).
+const Unknown = "unknown"
+
+// durationBuckets are the upper bounds, in seconds, of the turn and tool-call histograms.
+var durationBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// firstTokenBuckets are the upper bounds, in seconds, of the time-to-first-token histogram.
+var firstTokenBuckets = []float64{0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30}
+
+// Options configure a Metrics.
+type Options struct {
+	// KnownTool reports whether a tool of that name exists; names it denies are counted as
+	// Unknown. Nil counts every tool call under Unknown.
+	KnownTool func(name string) bool
+	// Models are the configured model names; model calls of any other name are counted as Unknown.
+	Models []string
+	// MCPUp, when set, is asked at every scrape whether each MCP server is up (server name → up).
+	MCPUp func() map[string]bool
+	// QueueDepths, when set, are asked at every scrape how many items wait in each named queue.
+	QueueDepths map[string]func() int
+}
+
+// Metrics holds the bot's collectors. Every method is safe for concurrent use; a nil *Metrics
+// ignores every call.
+type Metrics struct {
+	reg       *prometheus.Registry
+	knownTool func(string) bool
+	models    map[string]bool
+
+	turns        *prometheus.CounterVec
+	turnDuration *prometheus.HistogramVec
+
+	toolCalls    *prometheus.CounterVec
+	toolDuration *prometheus.HistogramVec
+
+	deliveryEvents *prometheus.CounterVec
+	sends          *prometheus.CounterVec
+	edits          *prometheus.CounterVec
+	rateLimited    *prometheus.CounterVec
+
+	modelCalls      *prometheus.CounterVec
+	modelFirstToken *prometheus.HistogramVec
+	modelTokens     *prometheus.CounterVec
+	modelFallbacks  *prometheus.CounterVec
+	modelErrors     *prometheus.CounterVec
+}
+
+// New returns a Metrics with every family of the bot registered, next to the Go runtime and
+// process collectors, so a scrape shows each family's HELP and TYPE before its first event.
+func New(opts Options) *Metrics {
+	m := &Metrics{
+		reg:       prometheus.NewRegistry(),
+		knownTool: opts.KnownTool,
+		models:    make(map[string]bool, len(opts.Models)),
+	}
+	for _, name := range opts.Models {
+		m.models[name] = true
+	}
+	f := factory{m.reg}
+	m.turns = f.counter("relaybot_turns_total", "Turns finished, by outcome (ok, error, cancelled, ...).", "outcome")
+	m.turnDuration = f.histogram("relaybot_turn_duration_seconds", "Time from a user's message to the final reply, by outcome.", durationBuckets, "outcome")
+	m.toolCalls = f.counter("relaybot_tool_calls_total", "Tool calls finished, by tool and audit status.", "tool", "status")
+	m.toolDuration = f.histogram("relaybot_tool_call_duration_seconds", "Duration of tool calls, by tool.", durationBuckets, "tool")
+	m.deliveryEvents = f.counter("relaybot_delivery_events_total", "Outcomes of platform requests of the delivery engine (send, edit, files, not_modified, rate_limited, retry, fallback, failed, typing), by platform and whether the request carried final text.", "platform", "event", "final")
+	m.sends = f.counter("relaybot_message_sends_total", "Messages the bot sent, by platform.", "platform")
+	m.edits = f.counter("relaybot_message_edits_total", "Message edits the bot made, by platform.", "platform")
+	m.rateLimited = f.counter("relaybot_rate_limited_total", "HTTP 429 (rate limited) answers received from a platform.", "platform")
+	m.modelCalls = f.counter("relaybot_model_calls_total", "Model calls made, by model and outcome (ok, error, cancelled, ...).", "model", "status")
+	m.modelFirstToken = f.histogram("relaybot_model_time_to_first_token_seconds", "Wait for a model's first streamed chunk (the whole call when not streaming), by model.", firstTokenBuckets, "model")
+	m.modelTokens = f.counter("relaybot_model_tokens_total", "Tokens the models reported, by model and direction (in = prompt, out = completion).", "model", "direction")
+	m.modelFallbacks = f.counter("relaybot_model_fallbacks_total", "Model calls made to a fallback candidate because the one before it failed, by the model fallen back to.", "model")
+	m.modelErrors = f.counter("relaybot_model_errors_total", "Failed model calls, by model and kind of error (auth, rate_limit, overloaded, context_length, bad_request, server, timeout, network, other).", "model", "kind")
+
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	if opts.MCPUp != nil {
+		m.reg.MustRegister(mcpCollector{
+			desc: prometheus.NewDesc("relaybot_mcp_server_up", "1 when an MCP server is connected and answering, 0 otherwise.", []string{"server"}, nil),
+			up:   opts.MCPUp,
+		})
+	}
+	if len(opts.QueueDepths) > 0 {
+		depth := prometheus.NewDesc("relaybot_queue_depth", "Items waiting in a queue (turns waiting for their conversation or a free slot, ...).", []string{"queue"}, nil)
+		m.reg.MustRegister(queueCollector{desc: depth, depths: opts.QueueDepths})
+	}
+	return m
+}
+
+// factory registers vectors on one registry.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+// Handler serves the registry in the exposition format the scraper asks for (text by default).
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{})
+	}
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Gatherer returns the registry, for tests and for pushing elsewhere.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
+
+// TurnFinished counts a finished turn with its outcome ("ok", "error", "cancelled", ...) and how
+// long it took. It implements pipeline.Observer.
+func (m *Metrics) TurnFinished(outcome string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.turns.WithLabelValues(outcome).Inc()
+	m.turnDuration.WithLabelValues(outcome).Observe(took.Seconds())
+}
+
+// ToolCallFinished counts a finished tool call with its audit status and duration; a tool that
+// does not exist is counted as Unknown.
+func (m *Metrics) ToolCallFinished(tool, status string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	if m.knownTool == nil || !m.knownTool(tool) {
+		tool = Unknown
+	}
+	m.toolCalls.WithLabelValues(tool, status).Inc()
+	m.toolDuration.WithLabelValues(tool).Observe(took.Seconds())
+}
+
+// Observe counts one outcome of a platform request of the delivery engine. It implements
+// delivery.Observer; sends, edits and 429s also feed their own counters.
+func (m *Metrics) Observe(e delivery.Event) {
+	if m == nil {
+		return
+	}
+	platform := string(e.Chat.Platform)
+	final := "false"
+	if e.Final {
+		final = "true"
+	}
+	m.deliveryEvents.WithLabelValues(platform, e.Kind.String(), final).Inc()
+	switch e.Kind {
+	case delivery.EventSend, delivery.EventFiles:
+		m.sends.WithLabelValues(platform).Inc()
+	case delivery.EventEdit:
+		m.edits.WithLabelValues(platform).Inc()
+	case delivery.EventRateLimited:
+		m.rateLimited.WithLabelValues(platform).Inc()
+	}
+}
+
+// ModelCallFinished counts one model call: its outcome, time to first token, tokens, whether it
+// was a fallback, and the kind of error that failed it. It implements agent.Observer.
+func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
+	if m == nil {
+		return
+	}
+	model := c.Model
+	if !m.models[model] {
+		model = Unknown
+	}
+	m.modelCalls.WithLabelValues(model, string(c.Status)).Inc()
+	if c.FallbackReason != "" {
+		m.modelFallbacks.WithLabelValues(model).Inc()
+	}
+	if c.Err != nil {
+		if kind := agent.ErrorKindOf(c.Err); kind != agent.ErrCanceled {
+			m.modelErrors.WithLabelValues(model, string(kind)).Inc()
+		}
+		return
+	}
+	m.modelFirstToken.WithLabelValues(model).Observe(c.TimeToFirstToken.Seconds())
+	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
+	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
+}
+
+// Recorder returns a tools.Recorder that counts each finished call and passes every record on
+// to next.
+func (m *Metrics) Recorder(next tools.Recorder) tools.Recorder {
+	return toolRecorder{next: next, m: m}
+}
+
+type toolRecorder struct {
+	next tools.Recorder
+	m    *Metrics
+}
+
+// Start passes the starting record on.
+func (r toolRecorder) Start(ctx context.Context, rec *tools.Record) error {
+	return r.next.Start(ctx, rec)
+}
+
+// Finish counts the call and passes the finished record on.
+func (r toolRecorder) Finish(ctx context.Context, rec *tools.Record) error {
+	r.m.ToolCallFinished(rec.ToolName, string(rec.Status), rec.Duration)
+	return r.next.Finish(ctx, rec)
+}
+
+// mcpCollector reports MCP server health read at scrape time.
+type mcpCollector struct {
+	desc *prometheus.Desc
+	up   func() map[string]bool
+}
+
+// Describe implements prometheus.Collector.
+func (c mcpCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c mcpCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, up := range c.up() {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, name)
+	}
+}
+
+// queueCollector reports queue depths read at scrape time.
+type queueCollector struct {
+	desc   *prometheus.Desc
+	depths map[string]func() int
+}
+
+// Describe implements prometheus.Collector.
+func (c queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, depth := range c.depths {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(depth()), name)
+	}
+}
