@@ -244,7 +244,12 @@ func (t *Turn) run(ctx context.Context, name, args string, known bool, e entry) 
 		return Outcome{Content: res.Text, Files: res.Files, Status: StatusOK}
 	case ctx.Err() != nil:
 		return failed(StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, err))
-	case errors.Is(err, ErrTimeout):
+	case IsTimeout(err):
+		if !errors.Is(err, ErrTimeout) {
+			// A transport's or the loader's own timer fired: the same thing to the user and the
+			// audit log as the loader's deadline.
+			err = fmt.Errorf("%w (%w)", err, ErrTimeout)
+		}
 		return failed(StatusTimeout, err)
 	case errors.Is(err, ErrNotFound):
 		// The loader lost the tool since the turn started (an MCP server went away).
