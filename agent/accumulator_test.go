@@ -45,7 +45,7 @@ func TestThinkStripperAnySplit(t *testing.T) {
 }
 
 func TestAccumulatorIgnoresChunksAfterFinish(t *testing.T) {
-	a := newAccumulator(8, false)
+	a := newAccumulator(1, 8, false)
 	a.add(&openai.ChatCompletionStreamChoice{Delta: openai.ChatCompletionStreamChoiceDelta{Content: "done"}, FinishReason: openai.FinishReasonStop})
 	if a.add(&openai.ChatCompletionStreamChoice{Delta: openai.ChatCompletionStreamChoiceDelta{Content: " more"}}) {
 		t.Error("a chunk after the finish asked for a flush")
@@ -109,7 +109,7 @@ func BenchmarkAccumulator(b *testing.B) {
 			var sink int
 			for i := 0; b.Loop(); i++ {
 				if i%turn == 0 {
-					a = newAccumulator(8, bc.removeThink)
+					a = newAccumulator(1, 8, bc.removeThink)
 				}
 				if a.add(&chunks[i%turn]) {
 					sink += len(a.text())

@@ -48,7 +48,8 @@ type Message struct {
 
 // ToolCall is one tool call the model asked for, fully assembled.
 type ToolCall struct {
-	// ID is the provider's call id, or "call_{index}" when the provider sent none.
+	// ID is the provider's call id, or "call_{round}_{index}" when the provider sent none
+	// (unique across the turn).
 	ID   string
 	Name string
 	// Arguments is the JSON text as the model sent it; "{}" when it sent nothing.

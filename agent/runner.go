@@ -272,7 +272,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 		t.res.LLMCalls = append(t.res.LLMCalls, rec)
 	}()
 
-	acc := newAccumulator(t.r.opts.FlushChunks, t.r.opts.RemoveThink)
+	acc := newAccumulator(round, t.r.opts.FlushChunks, t.r.opts.RemoveThink)
 	t.acc = acc
 	flush := func() {
 		ev := Chunk{Round: round, Text: acc.text(), Final: acc.finish != ""}
