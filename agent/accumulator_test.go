@@ -55,25 +55,6 @@ func TestAccumulatorIgnoresChunksAfterFinish(t *testing.T) {
 	}
 }
 
-func TestCapChars(t *testing.T) {
-	cases := []struct {
-		in    string
-		limit int
-		want  string
-	}{
-		{"short", 10, "short"},
-		{"exactly", 7, "exactly"},
-		{"anything", 0, "anything"},
-		{"äöüäöü", 3, "äöü\n[truncated: 3 of 6 characters shown]"},
-		{"äöü", 3, "äöü"},
-	}
-	for _, tc := range cases {
-		if got := capChars(tc.in, tc.limit); got != tc.want {
-			t.Errorf("capChars(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
-		}
-	}
-}
-
 func benchChoices(n int, removeThink, withCalls bool) []openai.ChatCompletionStreamChoice {
 	cs := make([]openai.ChatCompletionStreamChoice, n)
 	for i := range cs {

@@ -148,12 +148,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 
 	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
-		MaxToolRounds:      cfg.Agent.MaxToolRounds,
-		FlushChunks:        cfg.Agent.StreamFlushChunks,
-		RemoveThink:        cfg.Agent.RemoveThink,
-		ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
-		HTTPClient:         modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
-		Logger:             log,
+		MaxToolRounds: cfg.Agent.MaxToolRounds,
+		FlushChunks:   cfg.Agent.StreamFlushChunks,
+		RemoveThink:   cfg.Agent.RemoveThink,
+		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
+		Logger:        log,
 	})
 	if err != nil {
 		return b, err
