@@ -12,6 +12,7 @@ import (
 // accumulator assembles one round's streamed answer. It counts raw chunks and tells the caller
 // when to emit: every flushEvery chunks and on the chunk that carries the finish_reason.
 type accumulator struct {
+	round       int // the turn's round, for the ids of calls the provider sent without one
 	flushEvery  int
 	removeThink bool
 
@@ -30,8 +31,8 @@ type callState struct {
 	args  []byte // not a strings.Builder: callStates move when the slice grows
 }
 
-func newAccumulator(flushEvery int, removeThink bool) *accumulator {
-	return &accumulator{flushEvery: flushEvery, removeThink: removeThink}
+func newAccumulator(round, flushEvery int, removeThink bool) *accumulator {
+	return &accumulator{round: round, flushEvery: flushEvery, removeThink: removeThink}
 }
 
 // add merges one raw chunk's choice and reports whether a Chunk event is due. Chunks after the
@@ -138,8 +139,9 @@ func (a *accumulator) text() string {
 	return "<think>\n" + a.reasoning.String() + closing + a.content.String()
 }
 
-// toolCalls returns the assembled calls; a call without id gets "call_{index}", empty arguments
-// become "{}".
+// toolCalls returns the assembled calls; a call without id gets "call_{round}_{index}", unique
+// across the turn (the model is sent every round's calls, and history pairs results by id), and
+// empty arguments become "{}".
 func (a *accumulator) toolCalls() []ToolCall {
 	if len(a.calls) == 0 {
 		return nil
@@ -147,11 +149,7 @@ func (a *accumulator) toolCalls() []ToolCall {
 	out := make([]ToolCall, len(a.calls))
 	for i := range a.calls {
 		c := &a.calls[i]
-		id := c.id
-		if id == "" {
-			id = "call_" + strconv.Itoa(c.index)
-		}
-		out[i] = ToolCall{ID: id, Name: c.name, Arguments: normalizeArgs(string(c.args))}
+		out[i] = ToolCall{ID: a.callID(c), Name: c.name, Arguments: normalizeArgs(string(c.args))}
 	}
 	return out
 }
@@ -168,10 +166,15 @@ func (a *accumulator) cutCall() string {
 	if len(bytes.TrimSpace(c.args)) > 0 && json.Valid(c.args) {
 		return ""
 	}
+	return a.callID(c)
+}
+
+// callID is the provider's id of c, or "call_{round}_{index}" when it sent none.
+func (a *accumulator) callID(c *callState) string {
 	if c.id != "" {
 		return c.id
 	}
-	return "call_" + strconv.Itoa(c.index)
+	return "call_" + strconv.Itoa(a.round) + "_" + strconv.Itoa(c.index)
 }
 
 // message is the round's answer for the history.

@@ -45,32 +45,13 @@ func TestThinkStripperAnySplit(t *testing.T) {
 }
 
 func TestAccumulatorIgnoresChunksAfterFinish(t *testing.T) {
-	a := newAccumulator(8, false)
+	a := newAccumulator(1, 8, false)
 	a.add(&openai.ChatCompletionStreamChoice{Delta: openai.ChatCompletionStreamChoiceDelta{Content: "done"}, FinishReason: openai.FinishReasonStop})
 	if a.add(&openai.ChatCompletionStreamChoice{Delta: openai.ChatCompletionStreamChoiceDelta{Content: " more"}}) {
 		t.Error("a chunk after the finish asked for a flush")
 	}
 	if got := a.text(); got != "done" {
 		t.Errorf("text = %q", got)
-	}
-}
-
-func TestCapChars(t *testing.T) {
-	cases := []struct {
-		in    string
-		limit int
-		want  string
-	}{
-		{"short", 10, "short"},
-		{"exactly", 7, "exactly"},
-		{"anything", 0, "anything"},
-		{"äöüäöü", 3, "äöü\n[truncated: 3 of 6 characters shown]"},
-		{"äöü", 3, "äöü"},
-	}
-	for _, tc := range cases {
-		if got := capChars(tc.in, tc.limit); got != tc.want {
-			t.Errorf("capChars(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
-		}
 	}
 }
 
@@ -109,7 +90,7 @@ func BenchmarkAccumulator(b *testing.B) {
 			var sink int
 			for i := 0; b.Loop(); i++ {
 				if i%turn == 0 {
-					a = newAccumulator(8, bc.removeThink)
+					a = newAccumulator(1, 8, bc.removeThink)
 				}
 				if a.add(&chunks[i%turn]) {
 					sink += len(a.text())

@@ -48,7 +48,8 @@ type Message struct {
 
 // ToolCall is one tool call the model asked for, fully assembled.
 type ToolCall struct {
-	// ID is the provider's call id, or "call_{index}" when the provider sent none.
+	// ID is the provider's call id, or "call_{round}_{index}" when the provider sent none
+	// (unique across the turn).
 	ID   string
 	Name string
 	// Arguments is the JSON text as the model sent it; "{}" when it sent nothing.
@@ -92,9 +93,6 @@ type Options struct {
 	// shown, and hides reasoning_content. The removed reasoning is kept in
 	// Message.ReasoningContent.
 	RemoveThink bool
-	// ToolResultMaxChars caps the characters of a tool result sent to the model; 0 means no cap.
-	// A capped result ends with a note saying how much was cut.
-	ToolResultMaxChars int
 	// Logger receives warnings (fallbacks, the round cap); nil discards them.
 	Logger *slog.Logger
 	// HTTPClient makes the model calls; nil uses a client without its own timeout.
@@ -106,16 +104,20 @@ type Options struct {
 // ToolExecutor runs one tool call. The runner calls it for the calls of a round one after another,
 // in order, and waits for each (or for the turn's context to end).
 //
-// Contract: Outcome.Content is sent to the model verbatim as the tool message. The executor is
-// responsible for every failure being "err: <message>" — arguments that are not valid JSON, an
-// unknown tool ("err: Tool not found: NAME"), a tool error or timeout — because it also records
-// them for the audit log (tools.Manager does all of this). The runner only maps empty arguments to
-// "{}" before the call; if an executor leaves Content empty while reporting Err it sends
-// "err: " + Err.Error(), a panic becomes "err: tool NAME panicked: …", and an empty result goes
-// upstream as "(no output)" because providers reject empty tool messages. Execute must return
-// soon after ctx is cancelled; the runner itself stops waiting at once.
+// Contract (tools.Turn keeps it): the executor owns everything about a call's outcome. Execute
+// returns Outcome.Status and Err, which the runner's consumers read, and Outcome.Content, which is
+// sent to the model verbatim as the tool message: the result capped to its size limit, or
+// tools.ErrorText on any failure (arguments that are not valid JSON, an unknown tool, a tool
+// error, timeout or panic). It records every call for the audit log. Skip answers a call the runner
+// will not run (the turn was cancelled before it, or the length limit cut its arguments off) and
+// records it too. The runner only maps empty arguments to "{}" before the call; if an executor
+// leaves Content empty while reporting Err it sends tools.ErrorText(Err), a panic becomes
+// tools.Panicked, and an empty result goes upstream as "(no output)" because providers reject
+// empty tool messages. Execute must return soon after ctx is cancelled; the runner itself stops
+// waiting at once. Skip must not block on ctx (it is called with a cancelled one).
 type ToolExecutor interface {
 	Execute(ctx context.Context, call tools.Call) tools.Outcome
+	Skip(ctx context.Context, call tools.Call, reason error) tools.Outcome
 }
 
 // Request is one turn.
@@ -124,8 +126,7 @@ type Request struct {
 	Messages []Message
 	// Tools are offered to models with SupportsTools.
 	Tools []tools.Spec
-	// Executor runs the calls the model makes; nil answers every call with
-	// "err: Tool not found: NAME".
+	// Executor runs the calls the model makes; nil answers every call as a tool not found.
 	Executor ToolExecutor
 	// Stream asks for a streamed answer (the adapter's capability). Without it each round's answer
 	// arrives whole, as a single final Chunk event.

@@ -28,8 +28,8 @@ var errNoFinish = errors.New("stream ended without a finish_reason")
 // (finish_reason "content_filter"): the answer is withheld or cut, which must not pass for success.
 var errContentFilter = errors.New("the provider's content filter stopped the answer (finish_reason content_filter)")
 
-// errCutByLength answers a tool call whose arguments the model's length limit cut off.
-const errCutByLength = "err: arguments cut off by the length limit"
+// errCutByLength is why a tool call whose arguments the model's length limit cut off is not run.
+var errCutByLength = errors.New("arguments cut off by the length limit")
 
 // Runner runs turns against an ordered list of candidate models. It is safe for concurrent use;
 // each Run is independent.
@@ -62,9 +62,6 @@ func NewRunner(models []Model, opts Options) (*Runner, error) {
 		return nil, fmt.Errorf("agent: FlushChunks must not be negative, got %d", opts.FlushChunks)
 	case opts.FlushChunks == 0:
 		opts.FlushChunks = DefaultFlushChunks
-	}
-	if opts.ToolResultMaxChars < 0 {
-		return nil, fmt.Errorf("agent: ToolResultMaxChars must not be negative, got %d", opts.ToolResultMaxChars)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -275,7 +272,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 		}
 	}()
 
-	acc := newAccumulator(t.r.opts.FlushChunks, t.r.opts.RemoveThink)
+	acc := newAccumulator(round, t.r.opts.FlushChunks, t.r.opts.RemoveThink)
 	t.acc = acc
 	flush := func() {
 		ev := Chunk{Round: round, Text: acc.text(), Final: acc.finish != ""}
@@ -384,66 +381,73 @@ func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamCh
 }
 
 // runTools runs a round's calls in order and appends their tool messages. On cancellation the
-// calls that did not finish get an "err: " tool message too, so the transcript stays valid.
+// calls that did not run are handed to the executor's Skip, which answers them (so the transcript
+// stays valid) and records them for the audit log.
 //
 // A call whose arguments the length limit cut off (finish_reason "length" in the middle of them)
-// is not run: the executor never sees half-formed arguments. It is answered to the model with
-// errCutByLength and the turn goes on, so the model can retry with a shorter call or answer.
-// No ToolStart or ToolResult is emitted for it (it did not run).
+// is not run: the executor never sees half-formed arguments. It is skipped with errCutByLength and
+// the turn goes on, so the model can retry with a shorter call or answer.
+// No ToolStart or ToolResult is emitted for a skipped call (it did not run).
 func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error {
 	for i, call := range calls {
 		if ctx.Err() != nil {
-			t.skipTools(calls[i:], ctx.Err())
+			t.skipTools(ctx, round, calls[i:])
 			return ctx.Err()
 		}
 		if t.cutID != "" && call.ID == t.cutID {
 			t.r.log.Warn("agent: tool call cut off by the length limit; not running it",
 				slog.String("tool", call.Name), slog.String("tool_call_id", call.ID), slog.Int("round", round))
-			t.add(Message{Role: RoleTool, Content: errCutByLength, ToolCallID: call.ID})
+			out := t.skip(ctx, round, call, errCutByLength)
+			t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
 			continue
 		}
 		t.emit(ToolStart{Round: round, Call: call})
 		out, done := t.execute(ctx, round, call)
 		if out.Content == "" && out.Err != nil {
-			out.Content = "err: " + out.Err.Error()
+			out.Content = tools.ErrorText(out.Err)
 		}
-		out.Content = capChars(out.Content, t.r.opts.ToolResultMaxChars)
 		t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
 		t.emit(ToolResult{Round: round, Call: call, Outcome: out})
 		if !done {
-			t.skipTools(calls[i+1:], ctx.Err())
+			t.skipTools(ctx, round, calls[i+1:])
 			return ctx.Err()
 		}
 	}
 	return ctx.Err()
 }
 
-func (t *turn) skipTools(calls []ToolCall, err error) {
+// skipTools answers the calls a cancelled turn never ran.
+func (t *turn) skipTools(ctx context.Context, round int, calls []ToolCall) {
+	reason := fmt.Errorf("not run: %w", context.Cause(ctx))
 	for _, call := range calls {
-		t.add(Message{Role: RoleTool, Content: "err: not run: " + err.Error(), ToolCallID: call.ID})
+		out := t.skip(ctx, round, call, reason)
+		t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
 	}
+}
+
+// skip hands a call that will not run to the executor's Skip (which records it), or answers it
+// without one.
+func (t *turn) skip(ctx context.Context, round int, call ToolCall, reason error) tools.Outcome {
+	if t.req.Executor == nil {
+		return tools.NotRun(reason)
+	}
+	return t.req.Executor.Skip(ctx, tools.Call{Round: round, ID: call.ID, Name: call.Name, Arguments: call.Arguments}, reason)
 }
 
 // execute runs one call and waits for it or for ctx. done is false when ctx ended first; the
 // executor then still holds the cancelled context and is expected to return soon.
 func (t *turn) execute(ctx context.Context, round int, call ToolCall) (out tools.Outcome, done bool) {
 	if t.req.Executor == nil {
-		return tools.Outcome{
-			Content: "err: Tool not found: " + call.Name,
-			Status:  tools.StatusNotFound,
-			Err:     fmt.Errorf("%w: %s", tools.ErrNotFound, call.Name),
-		}, true
+		return tools.Failed(tools.StatusNotFound, tools.NotFoundError{Name: call.Name}), true
 	}
 	tc := tools.Call{Round: round, ID: call.ID, Name: call.Name, Arguments: call.Arguments}
 	ch := make(chan tools.Outcome, 1)
 	go func() {
+		// tools.Manager recovers its tools' panics itself (and finishes their audit rows); this
+		// keeps any other executor's panic from taking the bot down.
 		defer func() {
 			if p := recover(); p != nil {
-				ch <- tools.Outcome{
-					Content: fmt.Sprintf("err: tool %s panicked: %v", call.Name, p),
-					Status:  tools.StatusError,
-					Err:     fmt.Errorf("tool %s panicked: %v", call.Name, p),
-				}
+				ch <- tools.Panicked(call.Name, p)
 			}
 		}()
 		ch <- t.req.Executor.Execute(ctx, tc)
@@ -452,26 +456,6 @@ func (t *turn) execute(ctx context.Context, round int, call ToolCall) (out tools
 	case out := <-ch:
 		return out, true
 	case <-ctx.Done():
-		return tools.Outcome{
-			Content: "err: cancelled: " + ctx.Err().Error(),
-			Status:  tools.StatusCancelled,
-			Err:     ctx.Err(),
-		}, false
+		return tools.Failed(tools.StatusCancelled, fmt.Errorf("cancelled: %w", ctx.Err())), false
 	}
-}
-
-// capChars cuts s to at most limit characters (runes), noting how much was cut; 0 means no cap.
-func capChars(s string, limit int) string {
-	if limit <= 0 || len(s) <= limit {
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == limit {
-			total := n + len([]rune(s[i:]))
-			return s[:i] + fmt.Sprintf("\n[truncated: %d of %d characters shown]", limit, total)
-		}
-		n++
-	}
-	return s
 }

@@ -86,6 +86,10 @@ func (e *testExecutor) Execute(ctx context.Context, call tools.Call) tools.Outco
 	return tools.Outcome{Content: "err: Tool not found: " + call.Name, Status: tools.StatusNotFound, Err: tools.ErrNotFound}
 }
 
+func (e *testExecutor) Skip(_ context.Context, _ tools.Call, reason error) tools.Outcome {
+	return tools.NotRun(reason)
+}
+
 func (e *testExecutor) Calls() []tools.Call {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -222,14 +226,14 @@ func TestToolCallAssembly(t *testing.T) {
 			wantCalls: []agent.ToolCall{{ID: "call_x", Name: "shell", Arguments: `{"command":"pwd"}`}},
 		},
 		{
-			name: "id-less parallel calls get call_index and run in order",
+			name: "id-less parallel calls get call_round_index and run in order",
 			reply: llm.ToolCalls(
 				llm.Call{Name: "shell", Args: []string{`{"command":"a"}`}},
 				llm.Call{Name: "shell", Args: []string{`{"comm`, `and":"b"}`}},
 			),
 			wantCalls: []agent.ToolCall{
-				{ID: "call_0", Name: "shell", Arguments: `{"command":"a"}`},
-				{ID: "call_1", Name: "shell", Arguments: `{"command":"b"}`},
+				{ID: "call_1_0", Name: "shell", Arguments: `{"command":"a"}`},
+				{ID: "call_1_1", Name: "shell", Arguments: `{"command":"b"}`},
 			},
 		},
 		{
@@ -517,6 +521,10 @@ type panickyExecutor struct{}
 
 func (panickyExecutor) Execute(context.Context, tools.Call) tools.Outcome { panic("boom") }
 
+func (panickyExecutor) Skip(_ context.Context, _ tools.Call, reason error) tools.Outcome {
+	return tools.NotRun(reason)
+}
+
 func TestPanickingToolGoesBackAsError(t *testing.T) {
 	srv := newServers(t, 1)[0]
 	srv.Push(llm.ToolCalls(llm.Call{ID: "p", Name: "shell"}), llm.Text("that broke"))
@@ -699,6 +707,10 @@ func (e stubbornExecutor) Execute(context.Context, tools.Call) tools.Outcome {
 	return tools.Outcome{Content: "too late", Status: tools.StatusOK}
 }
 
+func (e stubbornExecutor) Skip(_ context.Context, _ tools.Call, reason error) tools.Outcome {
+	return tools.NotRun(reason)
+}
+
 func TestCancelDoesNotWaitForAStubbornTool(t *testing.T) {
 	srv := newServers(t, 1)[0]
 	srv.Push(llm.ToolCalls(llm.Call{ID: "s", Name: "shell", Args: []string{`{}`}}))
@@ -783,18 +795,6 @@ func TestImages(t *testing.T) {
 				t.Errorf("text-only message = %+v", got)
 			}
 		})
-	}
-}
-
-func TestToolResultCap(t *testing.T) {
-	srv := newServers(t, 1)[0]
-	srv.Push(llm.ToolCalls(llm.Call{ID: "c", Name: "shell", Args: []string{`{"command":"ééééééééééé"}`}}), llm.Text("ok"))
-	r := newRunner(t, agent.Options{ToolResultMaxChars: 6}, srv)
-	res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
-	mustOK(t, res)
-	got := srv.Requests()[1].Messages[3].Content
-	if !strings.HasPrefix(got, "ran éé\n") || !strings.Contains(got, "6 of 15 characters") {
-		t.Errorf("capped tool result = %q", got)
 	}
 }
 
@@ -949,5 +949,51 @@ func TestLLMCallsRecordTheirStart(t *testing.T) {
 			t.Errorf("call %d started at %v, want in order within [%v, %v]", i, c.StartedAt, before, after)
 		}
 		prev = c.StartedAt
+	}
+}
+
+// TestIDLessToolCallsGetIDsUniqueAcrossTheTurn: a provider that sends no tool-call ids (Ollama)
+// used to get call_0 in every round, so the model was sent two different calls under one id and
+// the second round's result answered the first round's call.
+func TestIDLessToolCallsGetIDsUniqueAcrossTheTurn(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			srv := newServers(t, 1)[0]
+			srv.Push(
+				llm.ToolCalls(llm.Call{Name: "shell", Args: []string{`{"command":"a"}`}}, llm.Call{Name: "shell", Args: []string{`{"command":"b"}`}}),
+				llm.ToolCalls(llm.Call{Name: "shell", Args: []string{`{"command":"c"}`}}),
+				llm.Text("done"),
+			)
+			r := newRunner(t, agent.Options{}, srv)
+			res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: &testExecutor{}, Stream: stream}, nil)
+			if res.Status != agent.StatusOK {
+				t.Fatalf("turn ended %s: %v", res.Status, res.Err)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 3 {
+				t.Fatalf("%d model requests, want 3", len(reqs))
+			}
+			// The third request carries both rounds: every call id once, each answered by its own result.
+			seen := map[string]string{}
+			var ids []string
+			for _, m := range reqs[2].Messages {
+				for _, c := range m.ToolCalls {
+					if _, dup := seen[c.ID]; dup {
+						t.Fatalf("the model was sent call id %q twice in one turn", c.ID)
+					}
+					seen[c.ID] = c.Arguments
+					ids = append(ids, c.ID)
+				}
+				if m.Role == "tool" {
+					want := "ran " + strings.Trim(strings.TrimPrefix(seen[m.ToolCallID], `{"command":`), `"}`)
+					if m.Content != want {
+						t.Fatalf("result for %s is %q, want %q", m.ToolCallID, m.Content, want)
+					}
+				}
+			}
+			if got := strings.Join(ids, ","); got != "call_1_0,call_1_1,call_2_0" {
+				t.Fatalf("call ids %s, want call_1_0,call_1_1,call_2_0", got)
+			}
+		})
 	}
 }

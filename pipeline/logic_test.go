@@ -10,6 +10,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/store"
+	"relaybot/tools"
 )
 
 func inbound(platform adapters.Platform, kind adapters.ChatKind, chat, thread, user string) adapters.Inbound {
@@ -165,11 +166,11 @@ func TestView(t *testing.T) {
 	if got, want := v.render(), "Let me look that up.\n\n⏳ fetch_url…"; got != want {
 		t.Fatalf("while the tool runs:\n%q\nwant\n%q", got, want)
 	}
-	v.finishTool("c1", "fetch_url", 1200*time.Millisecond, "")
+	v.finishTool("c1", "fetch_url", tools.Outcome{Status: tools.StatusOK, Duration: 1200 * time.Millisecond})
 	v.startTool("c2", "current_time")
-	v.finishTool("c2", "current_time", 0, "err: boom\nstack")
+	v.finishTool("c2", "current_time", tools.Failed(tools.StatusError, errors.New("boom\nstack")))
 	v.startTool("c3", "echo")
-	v.finishTool("c3", "echo", 35*time.Millisecond, "")
+	v.finishTool("c3", "echo", tools.Outcome{Status: tools.StatusOK, Duration: 35 * time.Millisecond})
 	v.setText("It is noon.")
 	want := "Let me look that up.\n\n✓ fetch_url 1.2 s\n✗ current_time: boom\n✓ echo 35 ms\n\nIt is noon."
 	if got := v.render(); got != want {
@@ -180,7 +181,7 @@ func TestView(t *testing.T) {
 	quiet.setText("Before.")
 	quiet.endRound()
 	quiet.startTool("c1", "secret_tool")
-	quiet.finishTool("c1", "secret_tool", time.Second, "")
+	quiet.finishTool("c1", "secret_tool", tools.Outcome{Status: tools.StatusOK, Duration: time.Second})
 	quiet.setText("After")
 	if got := quiet.render(); got != "Before.\n\nAfter" {
 		t.Fatalf("without tracking: %q", got)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"relaybot/tools"
 )
 
 // view is what the user sees of a turn: LangBot's response wrapper, made better. Text written
@@ -78,11 +80,12 @@ func (v *view) note(s string) {
 	v.blocks = append(v.blocks, block{text: s})
 }
 
-// finishTool marks one call's status line done; errMsg is empty on success.
-func (v *view) finishTool(id, name string, took time.Duration, errMsg string) {
+// finishTool marks one call's status line done with its outcome.
+func (v *view) finishTool(id, name string, out tools.Outcome) {
 	if !v.track {
 		return
 	}
+	took, errMsg := out.Duration, toolError(out)
 	for bi := len(v.blocks) - 1; bi >= 0; bi-- {
 		b := &v.blocks[bi]
 		for i := range b.tools {
@@ -133,7 +136,19 @@ func (v *view) withNote(note string, inline bool) string {
 	}
 }
 
-// shortError keeps the first line of an error, at most 120 characters, for a status line.
+// toolError is the error of a failed call for its status line, read from the outcome's status
+// and error; empty on success.
+func toolError(o tools.Outcome) string {
+	switch {
+	case o.Status == tools.StatusOK || (o.Status == "" && o.Err == nil):
+		return ""
+	case o.Err != nil:
+		return o.Err.Error()
+	default:
+		return string(o.Status)
+	}
+}
+
 // tookText renders a tool's duration for the status line: "1.2 s", or "35 ms" under a second,
 // where a rounded "0.0 s" would tell the user nothing.
 func tookText(d time.Duration) string {
@@ -143,10 +158,9 @@ func tookText(d time.Duration) string {
 	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 
-// shortError keeps the first line of a tool's error, without the "err: " the model is sent.
+// shortError keeps the first line of a tool's error, at most 120 characters, for a status line.
 func shortError(s string) string {
 	s = strings.TrimSpace(s)
-	s = strings.TrimPrefix(s, "err: ")
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"relaybot/adapters"
 	"relaybot/agent"
@@ -69,7 +67,6 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		// roundShown is the text shown of the latest round that ended with tool calls: that
 		// round's message is among the turn's messages already.
 		roundShown string
-		ran        = map[string]bool{} // round/id of each call the runner began
 	)
 	emit := func(e agent.Event) {
 		mu.Lock()
@@ -85,11 +82,10 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 				reply.Working(false)
 			}
 		case agent.ToolStart:
-			ran[callKey(e.Round, e.Call.ID)] = true
 			v.startTool(e.Call.ID, e.Call.Name)
 			reply.Working(true)
 		case agent.ToolResult:
-			v.finishTool(e.Call.ID, e.Call.Name, e.Outcome.Duration, toolError(e.Outcome))
+			v.finishTool(e.Call.ID, e.Call.Name, e.Outcome)
 			for _, f := range e.Outcome.Files {
 				files = append(files, adapters.File{Name: f.Name, MIME: f.MIME, Data: f.Data})
 			}
@@ -130,8 +126,6 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		errText = joinErr(errText, "delivery failed: "+derr.Error())
 	}
 
-	p.auditNotRun(info, res.Messages, ran, errText, log)
-
 	end := store.TurnEnd{
 		TurnID:    turnID,
 		Status:    status,
@@ -171,69 +165,6 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 // LengthCutNote is appended, as a paragraph of its own, to an answer the model's length limit
 // cut short (finish_reason "length"): the answer is delivered and the turn stays ok.
 const LengthCutNote = "[answer cut: the model reached its length limit]"
-
-func callKey(round int, id string) string { return strconv.Itoa(round) + "/" + id }
-
-// auditNotRun writes an audit row (status cancelled) for each tool call the model made that the
-// runner never began because the turn ended first: the transcript answers them with an error, and
-// the audit log must know them too.
-func (p *Pipeline) auditNotRun(info tools.TurnInfo, msgs []agent.Message, ran map[string]bool, why string, log *slog.Logger) {
-	if p.opts.Recorder == nil {
-		return
-	}
-	if why == "" {
-		why = "the turn ended first"
-	}
-	// A call the runner answered without running it (arguments cut off by the length limit) is
-	// recorded with the answer the model got.
-	answered := map[string]string{}
-	for _, m := range msgs {
-		if m.Role == agent.RoleTool {
-			answered[m.ToolCallID] = m.Content
-		}
-	}
-	round := 0
-	for _, m := range msgs {
-		if m.Role != agent.RoleAssistant || len(m.ToolCalls) == 0 {
-			continue
-		}
-		round++ // each round adds one assistant message with its calls, in order
-		for _, c := range m.ToolCalls {
-			if ran[callKey(round, c.ID)] {
-				continue
-			}
-			args := strings.TrimSpace(c.Arguments)
-			if args == "" {
-				args = "{}"
-			}
-			now := p.opts.Now().UTC()
-			rec := &tools.Record{
-				TurnID: info.TurnID, ConversationID: info.ConversationID, Platform: info.Platform,
-				ChatID: info.ChatID, UserID: info.UserID, Round: round, ToolCallID: c.ID,
-				ToolName: c.Name, Status: tools.StatusRunning,
-				Arguments:     tools.Truncate(tools.RedactJSONText(args), tools.AuditMaxChars),
-				ArgumentsSize: utf8.RuneCountInString(args),
-				StartedAt:     now,
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
-			if err := p.opts.Recorder.Start(ctx, rec); err != nil {
-				log.Error("pipeline: audit row of a tool call not run not written", "tool", c.Name, "tool_call_id", c.ID, "err", err)
-			} else {
-				rec.Status = tools.StatusCancelled
-				reason := why
-				if a, ok := strings.CutPrefix(answered[c.ID], "err: "); ok && !strings.HasPrefix(a, "not run: ") {
-					reason = a
-				}
-				rec.Error = tools.Truncate(tools.RedactJSONText("not run: "+reason), tools.AuditMaxChars)
-				rec.FinishedAt = now
-				if err := p.opts.Recorder.Finish(ctx, rec); err != nil {
-					log.Error("pipeline: audit row of a tool call not run not finished", "tool", c.Name, "tool_call_id", c.ID, "err", err)
-				}
-			}
-			cancel()
-		}
-	}
-}
 
 // joinErr appends more to an error text.
 func joinErr(text, more string) string {
@@ -329,20 +260,6 @@ func partialText(res *agent.Result, roundShown string) string {
 		break
 	}
 	return res.PartialText
-}
-
-// toolError is the short error of a failed call for its status line; empty on success.
-func toolError(o tools.Outcome) string {
-	if o.Status == tools.StatusOK || (o.Status == "" && o.Err == nil) {
-		return ""
-	}
-	if o.Err != nil {
-		return o.Err.Error()
-	}
-	if s := strings.TrimPrefix(o.Content, "err: "); s != "" {
-		return s
-	}
-	return string(o.Status)
 }
 
 // images returns the user's images that fit MaxImageBytes.

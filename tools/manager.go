@@ -170,28 +170,11 @@ func (t *Turn) Specs() []Spec {
 }
 
 // Execute runs one call the model made and returns what goes back to it. Every call, refused or
-// failed ones included, is reported to the Recorder once: Start before it runs, Finish after.
+// failed ones included, is reported to the Recorder once: Start before it runs, Finish after. A
+// panicking tool is recovered here, so its audit row is finished like any other.
 func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 	start := time.Now()
-	rec := &Record{
-		TurnID:         t.info.TurnID,
-		ConversationID: t.info.ConversationID,
-		Platform:       t.info.Platform,
-		ChatID:         t.info.ChatID,
-		UserID:         t.info.UserID,
-		Round:          call.Round,
-		ToolCallID:     call.ID,
-		ToolName:       call.Name,
-		Status:         StatusRunning,
-		StartedAt:      start.UTC(),
-	}
-	args := strings.TrimSpace(call.Arguments)
-	if args == "" {
-		args = "{}"
-	}
-	rec.ArgumentsSize = utf8.RuneCountInString(args)
-	rec.Arguments = Truncate(RedactJSONText(args), AuditMaxChars)
-
+	rec, args := t.record(call, start)
 	var e entry
 	i, known := t.index[call.Name]
 	if known {
@@ -220,37 +203,83 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 	return out
 }
 
-// run decides and runs the call; Content is the untruncated text on success, "err: …" otherwise.
+// Skip answers a call that will not run (the turn ended first, or its arguments were cut off) and
+// records it: an audit row with status cancelled and reason as its error, so the audit log knows
+// every call the model made. The outcome carries reason to the model; the tool never runs.
+func (t *Turn) Skip(ctx context.Context, call Call, reason error) Outcome {
+	rec, _ := t.record(call, time.Now())
+	if i, ok := t.index[call.Name]; ok {
+		rec.Source = t.all[i].loader.Source()
+		rec.Server = t.all[i].spec.Server
+	}
+	t.m.start(ctx, rec)
+	rec.Status = StatusCancelled
+	rec.Error = Truncate(RedactJSONText(reason.Error()), AuditMaxChars)
+	rec.FinishedAt = rec.StartedAt
+	t.m.finish(ctx, rec)
+	out := NotRun(reason)
+	out.Content = Truncate(out.Content, t.m.maxRes)
+	return out
+}
+
+// record starts the audit record of a call; args are its arguments, "{}" when empty.
+func (t *Turn) record(call Call, start time.Time) (*Record, string) {
+	args := strings.TrimSpace(call.Arguments)
+	if args == "" {
+		args = "{}"
+	}
+	return &Record{
+		TurnID:         t.info.TurnID,
+		ConversationID: t.info.ConversationID,
+		Platform:       t.info.Platform,
+		ChatID:         t.info.ChatID,
+		UserID:         t.info.UserID,
+		Round:          call.Round,
+		ToolCallID:     call.ID,
+		ToolName:       call.Name,
+		Status:         StatusRunning,
+		StartedAt:      start.UTC(),
+		Arguments:      Truncate(RedactJSONText(args), AuditMaxChars),
+		ArgumentsSize:  utf8.RuneCountInString(args),
+	}, args
+}
+
+// run decides and runs the call; Content is the untruncated text on success, ErrorText otherwise.
 func (t *Turn) run(ctx context.Context, name, args string, known bool, e entry) Outcome {
 	if !known {
-		return failed(StatusNotFound, NotFoundError{Name: name})
+		return Failed(StatusNotFound, NotFoundError{Name: name})
 	}
 	if !t.offered[name] {
-		return failed(StatusDenied, fmt.Errorf("tool %s is not available in this chat", name))
+		return Failed(StatusDenied, fmt.Errorf("tool %s is not available in this chat", name))
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(args), &obj); err != nil {
-		return failed(StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: %w", name, err))
+		return Failed(StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: %w", name, err))
 	}
 	if obj == nil { // the JSON text "null"
-		return failed(StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: got null", name))
+		return Failed(StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: got null", name))
 	}
 	if err := ctx.Err(); err != nil {
-		return failed(StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx)))
+		return Failed(StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx)))
 	}
 	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info})
 	switch {
 	case err == nil:
 		return Outcome{Content: res.Text, Files: res.Files, Status: StatusOK}
 	case ctx.Err() != nil:
-		return failed(StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, err))
-	case errors.Is(err, ErrTimeout):
-		return failed(StatusTimeout, err)
+		return Failed(StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, err))
+	case IsTimeout(err):
+		if !errors.Is(err, ErrTimeout) {
+			// A transport's or the loader's own timer fired: the same thing to the user and the
+			// audit log as the loader's deadline.
+			err = fmt.Errorf("%w (%w)", err, ErrTimeout)
+		}
+		return Failed(StatusTimeout, err)
 	case errors.Is(err, ErrNotFound):
 		// The loader lost the tool since the turn started (an MCP server went away).
-		return failed(StatusNotFound, NotFoundError{Name: name})
+		return Failed(StatusNotFound, NotFoundError{Name: name})
 	default:
-		return failed(StatusError, err)
+		return Failed(StatusError, err)
 	}
 }
 
@@ -259,7 +288,7 @@ func (t *Turn) run(ctx context.Context, name, args string, known bool, e entry) 
 func callLoader(ctx context.Context, l Loader, inv Invocation) (res Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("tool %s panicked: %v", inv.Name, p)
+			err = panicError(inv.Name, p)
 		}
 	}()
 	return l.Call(ctx, inv)
@@ -275,10 +304,6 @@ func (e NotFoundError) Error() string { return "Tool not found: " + e.Name }
 
 // Unwrap makes errors.Is(err, ErrNotFound) true.
 func (e NotFoundError) Unwrap() error { return ErrNotFound }
-
-func failed(st Status, err error) Outcome {
-	return Outcome{Content: "err: " + err.Error(), Status: st, Err: err}
-}
 
 func (m *Manager) start(ctx context.Context, rec *Record) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)

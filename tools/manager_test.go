@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -265,6 +267,16 @@ func TestExecuteStatuses(t *testing.T) {
 		add("slow", func(context.Context, tools.Invocation) (tools.Result, error) {
 			return tools.Result{}, fmt.Errorf("MCP tool 'slow' on server 'srv' timed out after 1 seconds: %w", tools.ErrTimeout)
 		}).
+		add("header_timer", func(context.Context, tools.Invocation) (tools.Result, error) {
+			// What net/http returns when Transport.ResponseHeaderTimeout fires first.
+			return tools.Result{}, &url.Error{Op: "Get", URL: "http://a.example", Err: headerTimeout{}}
+		}).
+		add("own_deadline", func(ctx context.Context, _ tools.Invocation) (tools.Result, error) {
+			return tools.Result{}, fmt.Errorf("skill run: %w", context.DeadlineExceeded)
+		}).
+		add("conn_deadline", func(ctx context.Context, _ tools.Invocation) (tools.Result, error) {
+			return tools.Result{}, fmt.Errorf("read: %w", os.ErrDeadlineExceeded)
+		}).
 		add("hang", func(ctx context.Context, _ tools.Invocation) (tools.Result, error) {
 			close(block)
 			<-ctx.Done()
@@ -307,6 +319,12 @@ func TestExecuteStatuses(t *testing.T) {
 		{name: "loader error", call: tools.Call{Name: "fail"}, status: tools.StatusError, content: "err: disk full", source: tools.SourceMCP},
 		{name: "timeout", call: tools.Call{Name: "slow"}, status: tools.StatusTimeout,
 			content: "err: MCP tool 'slow' on server 'srv' timed out after 1 seconds: tool call timed out", source: tools.SourceMCP},
+		{name: "a transport's timer is a timeout", call: tools.Call{Name: "header_timer"}, status: tools.StatusTimeout,
+			content: "err: Get \"http://a.example\": net/http: timeout awaiting response headers (tool call timed out)", source: tools.SourceMCP},
+		{name: "the tool's own deadline is a timeout", call: tools.Call{Name: "own_deadline"}, status: tools.StatusTimeout,
+			content: "err: skill run: context deadline exceeded (tool call timed out)", source: tools.SourceMCP},
+		{name: "a connection deadline is a timeout", call: tools.Call{Name: "conn_deadline"}, status: tools.StatusTimeout,
+			content: "err: read: i/o timeout (tool call timed out)", source: tools.SourceMCP},
 		{name: "panic", call: tools.Call{Name: "crash"}, status: tools.StatusError, content: "err: tool crash panicked: assignment to entry in nil map", source: tools.SourceMCP},
 		{name: "cancelled before it ran", ctx: func() context.Context { return cancelled }, call: tools.Call{Name: "echo"},
 			status: tools.StatusCancelled, content: "err: tool echo was not run: context canceled", source: tools.SourcePlugin},
@@ -359,6 +377,13 @@ func TestExecuteStatuses(t *testing.T) {
 		})
 	}
 }
+
+// headerTimeout is the error net/http's transport reports when its response-header timer fires.
+type headerTimeout struct{}
+
+func (headerTimeout) Error() string   { return "net/http: timeout awaiting response headers" }
+func (headerTimeout) Timeout() bool   { return true }
+func (headerTimeout) Temporary() bool { return true }
 
 func TestAuditOneRecordPerCall(t *testing.T) {
 	f := newFixture(t, tools.ManagerOptions{}, nil)

@@ -17,11 +17,15 @@ const Redacted = "[redacted]"
 
 // secretKeyParts are the fragments that make a key secret-looking once it is lower-cased and
 // stripped of '-' and '_': "X-Api-Key" → "xapikey" contains "apikey".
-var secretKeyParts = [...]string{"token", "password", "passwd", "secret", "apikey", "authorization", "cookie", "credential", "privatekey"}
+var secretKeyParts = [...]string{
+	"token", "password", "passwd", "passphrase", "secret", "apikey", "authorization", "cookie", "credential",
+	"privatekey", "signature", "dsn", "connectionstring",
+}
 
 // IsSecretKey reports whether values under key are redacted: keys containing token, password,
-// passwd, secret, api_key (or api-key, apikey), authorization, cookie, credential or private_key,
-// in any case. Token counts such as max_tokens or total_tokens are not secrets.
+// passwd, passphrase, secret, api_key (or api-key, apikey), authorization, cookie, credential,
+// private_key, signature (X-Amz-Signature, X-Goog-Signature), dsn or connection_string, in any
+// case. Token counts such as max_tokens or total_tokens are not secrets.
 func IsSecretKey(key string) bool {
 	var buf [64]byte
 	norm := buf[:0]
@@ -89,7 +93,7 @@ func RedactValue(v any) any {
 // looseSecretPair finds `"secret-ish key": value` pairs in text that is not valid JSON, so that
 // malformed arguments are still redacted before they are stored. A quoted URL followed by a colon
 // (`Get "https://…?token=…": dial tcp`) is no key: keys hold no '/', '?', '=', '&' or ':'.
-var looseSecretPair = regexp.MustCompile(`(?i)("[^"\\/?=&:]*(?:token|password|passwd|secret|api[-_ ]?key|authorization|cookie|credential|private[-_ ]?key)[^"\\/?=&:]*"\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s]*)`)
+var looseSecretPair = regexp.MustCompile(`(?i)("[^"\\/?=&:]*(?:token|password|passwd|passphrase|secret|api[-_ ]?key|authorization|cookie|credential|private[-_ ]?key|signature|dsn|connection[-_ ]?string)[^"\\/?=&:]*"\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s]*)`)
 
 // RedactJSONText redacts secret-looking keys in JSON text. Valid JSON objects and arrays are
 // decoded, redacted at any depth and encoded again (keys sorted), their strings redacted with
@@ -128,17 +132,20 @@ var (
 	queryParam = regexp.MustCompile(`([?&#])([^=&?#\s"'<>]+)=([^&#\s"'<>]+)`)
 	// plainPair is "name=value" or "name: value" with a secret-looking name, the name not glued
 	// to a preceding word character.
-	plainPair = regexp.MustCompile(`(?i)(^|[^A-Za-z0-9_.-])([A-Za-z0-9_.-]*(?:token|password|passwd|pwd|secret|api[-_]?key|credential|private[-_]?key)[A-Za-z0-9_.-]*)(\s*[=:]\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;&"'}\])]+)`)
+	plainPair = regexp.MustCompile(`(?i)(^|[^A-Za-z0-9_.-])([A-Za-z0-9_.-]*(?:token|password|passwd|passphrase|pwd|secret|api[-_]?key|credential|private[-_]?key|signature|dsn|connection[-_]?string)[A-Za-z0-9_.-]*)(\s*[=:]\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;&"'}\])]+)`)
+	// urlPassword is the password of a URL's userinfo, any scheme: "postgres://admin:hunter2@db";
+	// the user name stays readable.
+	urlPassword = regexp.MustCompile(`(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@"'<>]*:)([^@\s/"'<>]+)@`)
 	// telegramToken is the bot token in a Telegram Bot API URL: ".../bot123456:AA.../sendMessage".
 	telegramToken = regexp.MustCompile(`(/bot)(\d+:[A-Za-z0-9_-]+)`)
 )
 
 // urlSecretParams are query parameter names that carry credentials in URLs although IsSecretKey
 // does not treat them as secret keys everywhere ("key" alone is too common a JSON key).
-var urlSecretParams = [...]string{"key", "sig", "signature", "auth", "pwd", "pass"}
+var urlSecretParams = [...]string{"key", "sig", "signature", "auth", "pwd", "pass", "x-amz-credential", "x-goog-credential"}
 
 // RedactText redacts secrets written as plain text, as they appear in error messages and tool
-// output: "Authorization: Bearer abc…" (the scheme is kept), Cookie headers, a bearer credential
+// output: the password of a URL of any scheme ("postgres://admin:…@host"), "Authorization: Bearer abc…" (the scheme is kept), Cookie headers, a bearer credential
 // on its own, URL query parameters with secret-looking names ("?token=…", "&api_key=…",
 // "&key=…"), "name=value" and "name: value" pairs under secret-looking names ("password=…",
 // "DB_PASSWORD: …", token counts such as max_tokens excepted) and the bot token of Telegram API
@@ -178,6 +185,14 @@ func RedactText(s string) string {
 			return m
 		}
 		return sub[1] + name + sub[3] + Redacted
+	})
+	// After the pairs: "dsn=postgres://u:p@h" is redacted whole, not cut at a redacted password.
+	s = urlPassword.ReplaceAllStringFunc(s, func(m string) string {
+		sub := urlPassword.FindStringSubmatch(m)
+		if sub[2] == Redacted {
+			return m
+		}
+		return sub[1] + Redacted + "@"
 	})
 	return telegramToken.ReplaceAllString(s, "${1}"+Redacted)
 }

@@ -111,13 +111,18 @@ type Call struct {
 	Arguments string // raw JSON text as the model sent it; empty means {}
 }
 
-// Outcome is what a call produced: Content goes back to the model as the tool message
-// ("err: <message>" on any failure), Files go out with the final reply.
+// Outcome is what a call produced. Status and Err say how it ended and are what callers branch
+// on; Content is the tool message for the model, made by this package (ErrorText on a failure,
+// the result capped with Truncate on success); Files go out with the final reply.
 type Outcome struct {
-	Content  string
-	Files    []File
-	Status   Status
-	Err      error
+	// Content is sent to the model verbatim as the tool message.
+	Content string
+	Files   []File
+	Status  Status
+	// Err is why the call failed; nil when Status is ok.
+	Err error
+	// NotRun is set on a call that never reached its tool (Turn.Skip, NotRun).
+	NotRun   bool
 	Duration time.Duration
 }
 

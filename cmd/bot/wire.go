@@ -163,13 +163,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 
 	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
-		MaxToolRounds:      cfg.Agent.MaxToolRounds,
-		FlushChunks:        cfg.Agent.StreamFlushChunks,
-		RemoveThink:        cfg.Agent.RemoveThink,
-		ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
-		HTTPClient:         modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
-		Logger:             log,
-		Observer:           m,
+		MaxToolRounds: cfg.Agent.MaxToolRounds,
+		FlushChunks:   cfg.Agent.StreamFlushChunks,
+		RemoveThink:   cfg.Agent.RemoveThink,
+		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
+		Logger:        log,
+		Observer:      m,
 	})
 	if err != nil {
 		return b, err

@@ -7,22 +7,19 @@ import (
 	"fmt"
 	"mime"
 	"strings"
-	"unicode/utf8"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"relaybot/tools"
 )
 
-// resourceTextMax caps the text of an embedded resource that goes back to the model.
-const resourceTextMax = 64 << 10
-
 // unknownToolError is the error of an isError result without any text.
 const unknownToolError = "Unknown error from MCP tool"
 
 // convertResult turns a tool result into the bot's: text parts joined by newlines, images and
-// audio as files for the final reply, embedded text resources inline (capped), other parts as a
-// short JSON description. An isError result is an error carrying the result's text.
+// audio as files for the final reply, embedded text resources inline, other parts as a short
+// JSON description. The result is not capped here: tools.Manager caps what goes to the model, in
+// one place with one marker. An isError result is an error carrying the result's text.
 func convertResult(tool string, res *mcpgo.CallToolResult) (tools.Result, error) {
 	if res == nil {
 		return tools.Result{}, nil
@@ -99,12 +96,12 @@ func extension(mimeType string) string {
 	return ".bin"
 }
 
-// embedded renders an embedded resource: a JSON header line, then its text capped at
-// resourceTextMax bytes. Binary resources are described, not inlined.
+// embedded renders an embedded resource: a JSON header line, then its text. Binary resources are
+// described, not inlined.
 func embedded(er *mcpgo.EmbeddedResource) string {
 	if t, ok := mcpgo.AsTextResourceContents(er.Resource); ok {
 		head, _ := json.Marshal(map[string]any{"type": "resource", "uri": t.URI, "mimeType": t.MIMEType})
-		return string(head) + "\n" + capText(t.Text, resourceTextMax)
+		return string(head) + "\n" + t.Text
 	}
 	if b, ok := mcpgo.AsBlobResourceContents(er.Resource); ok {
 		head, _ := json.Marshal(map[string]any{
@@ -116,24 +113,12 @@ func embedded(er *mcpgo.EmbeddedResource) string {
 	return describe(er)
 }
 
-// capText cuts s to at most max bytes at a character boundary and says how much was cut.
-func capText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n… [truncated %d bytes]", len(s)-cut)
-}
-
 // describe renders a content part the bot does not inline (resource links and unknown kinds)
-// as its JSON, capped.
+// as its JSON.
 func describe(c any) string {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Sprintf("[content of type %T]", c)
 	}
-	return capText(string(b), resourceTextMax)
+	return string(b)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -499,17 +498,12 @@ func (s *serverConn) unavailable() error {
 	}
 }
 
-// sessionEnded reports whether err says the server no longer knows the session: a 404 for the
-// session id, or a message about a terminated, expired or unknown session.
+// sessionEnded reports whether the transport says the server no longer knows the session: the
+// streamable-HTTP transport answers 404 for the session id (ErrSessionTerminated). It never reads
+// the text of an error: a tool's own error may say "session not found" about something else, and
+// taking it for the end of the session would run a non-idempotent tool twice. JSON-RPC defines no
+// error code for an ended session (mcp-go keeps no code beyond the standard ones), and the SSE
+// transport's end shows as a lost stream, which the lifecycle reconnects.
 func sessionEnded(err error) bool {
-	if errors.Is(err, transport.ErrSessionTerminated) {
-		return true
-	}
-	msg := strings.ToLower(err.Error())
-	for _, m := range []string{"session terminated", "session expired", "invalid session id", "session not found"} {
-		if strings.Contains(msg, m) {
-			return true
-		}
-	}
-	return false
+	return errors.Is(err, transport.ErrSessionTerminated)
 }

@@ -220,7 +220,8 @@ func (l *Loader) fetchError(parent, cctx context.Context, shown string, err erro
 		return fmt.Errorf("fetch_url: %s: %w (loopback, private and link-local addresses are not allowed)", shown, refused)
 	case parent.Err() != nil:
 		return fmt.Errorf("fetch_url: %s: %w", shown, parent.Err())
-	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+	case errors.Is(cctx.Err(), context.DeadlineExceeded) || tools.IsTimeout(err):
+		// The transport's response-header timer has the same length as cctx and may fire first.
 		return fmt.Errorf("fetch_url: %s: no complete answer within %s: %w", shown, l.opts.Timeout, tools.ErrTimeout)
 	}
 	var uerr *url.Error
