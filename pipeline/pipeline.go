@@ -343,7 +343,9 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	}
 	defer p.running.Done()
 
-	cmd, args := commandOf(in)
+	// The adapter parsed the command (adapters.ParseCommand) and dropped commands naming another
+	// bot; text that merely starts with "/" is not one.
+	cmd, args := in.Command, in.Args
 	if cmd != "stop" {
 		if ok, first := p.rate.allow(string(in.Chat.Platform)+":"+in.UserID, p.opts.Now()); !ok {
 			log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
@@ -505,23 +507,4 @@ func (p *Pipeline) failureText(err error) string {
 
 func storeKey(k ConversationKey) store.Key {
 	return store.Key{Platform: k.Platform, ChatID: k.ChatID, ThreadID: k.ThreadID, UserID: k.UserID}
-}
-
-// commandOf returns the bot command of a message (as the adapter recognised it, or a leading
-// "/word" or "/word@bot" in the text) and its arguments.
-func commandOf(in adapters.Inbound) (cmd, args string) {
-	if in.Command != "" {
-		return strings.ToLower(in.Command), strings.TrimSpace(in.Args)
-	}
-	text := strings.TrimSpace(in.Text)
-	if !strings.HasPrefix(text, "/") {
-		return "", ""
-	}
-	word, rest, _ := strings.Cut(text[1:], " ")
-	word, _, _ = strings.Cut(word, "@")
-	switch w := strings.ToLower(word); w {
-	case "help", "start", "reset", "stop", "audit":
-		return w, strings.TrimSpace(rest)
-	}
-	return "", ""
 }

@@ -96,6 +96,7 @@ type Adapter struct {
 	running  bool
 	stopped  bool // Run ended: no new handler goroutines
 	botID    string
+	botName  string // the bot's username, which a text command may name ("/reset@name")
 	appID    string
 	parents  map[string]string // channel id → parent id ("" for none), for AllowedChannels
 	handlers sync.WaitGroup
@@ -201,6 +202,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 	if st := a.session.State; st != nil && st.User != nil {
 		a.mu.Lock()
 		a.botID = st.User.ID
+		a.botName = st.User.Username
 		a.appID = st.User.ID
 		if st.Application != nil && st.Application.ID != "" {
 			a.appID = st.Application.ID
@@ -286,6 +288,7 @@ func (a *Adapter) onReady(r *discordgo.Ready) {
 	defer a.mu.Unlock()
 	if r.User != nil {
 		a.botID = r.User.ID
+		a.botName = r.User.Username
 		if a.appID == "" {
 			a.appID = r.User.ID
 		}
@@ -299,6 +302,12 @@ func (a *Adapter) botUserID() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.botID
+}
+
+func (a *Adapter) botUserName() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.botName
 }
 
 func (a *Adapter) registerCommands(ctx context.Context) error {

@@ -23,7 +23,7 @@ func TestLongStreamedAnswerWithinBudgetAndExact(t *testing.T) {
 	hs := start(t, nil, nil)
 	ch := "500000000000000001"
 	user, rc := hs.dm(ch, "tell me a long story")
-	if rc.in.Kind != adapters.Private || rc.in.Text != "tell me a long story" || !rc.in.Addressed {
+	if rc.in.Kind != adapters.Private || rc.in.Text != "tell me a long story" {
 		t.Fatalf("inbound = %+v", rc.in)
 	}
 	full := text(1900)
@@ -803,5 +803,51 @@ func TestProxyHTMLRateLimitIsWaitedOut(t *testing.T) {
 				t.Errorf("HTML 429s answered = %d, want 1", limited)
 			}
 		})
+	}
+}
+
+func TestTextCommandNamingAnotherBotIsIgnored(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000077"
+	cases := []struct {
+		text     string
+		want     bool
+		cmd, arg string
+	}{
+		{"/reset@otherbot", false, "", ""},
+		{"/audit@otherbot fetch_url", false, "", ""},
+		{"/reset@" + "RelayBot", true, "reset", ""},
+		{"/Reset", true, "reset", ""},
+		{"/help@relaybot models", true, "help", "models"},
+	}
+	for _, tc := range cases {
+		m, err := hs.srv.Post(dtk.UserMessage{ChannelID: ch, AuthorID: userID, Content: tc.text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A direct message after each case: when it arrives, the case's message was decided.
+		sentinel, err := hs.srv.Post(dtk.UserMessage{ChannelID: ch, AuthorID: userID, Content: "sentinel"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *adapters.Inbound
+		for seen := false; !seen || (tc.want && got == nil); {
+			rc := hs.next()
+			switch rc.in.MessageID {
+			case sentinel.ID:
+				seen = true
+			case m.ID:
+				in := rc.in
+				got = &in
+			}
+		}
+		if (got != nil) != tc.want {
+			t.Errorf("%q reached the bot: %v, want %v (another bot's /reset reset our conversation)", tc.text, got != nil, tc.want)
+			continue
+		}
+		if got != nil && (got.Command != tc.cmd || got.Args != tc.arg) {
+			t.Errorf("%q: command %q args %q, want %q %q", tc.text, got.Command, got.Args, tc.cmd, tc.arg)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -14,19 +13,6 @@ import (
 
 	"relaybot/adapters"
 )
-
-// textCommand matches a command at the start of a message: "/reset", "/help topic".
-var textCommand = regexp.MustCompile(`^/([a-z][a-z0-9_]{0,31})(?:\s+|$)`)
-
-// parseCommand splits "/name args" into its parts; ok is false for ordinary text (including
-// paths such as "/etc/hosts").
-func parseCommand(text string) (name, args string, ok bool) {
-	m := textCommand.FindStringSubmatch(text)
-	if m == nil {
-		return "", "", false
-	}
-	return m[1], strings.TrimSpace(text[len(m[0]):]), true
-}
 
 // onMessage turns a MESSAGE_CREATE into an Inbound when it is meant for the bot and allowed.
 func (a *Adapter) onMessage(ctx context.Context, h adapters.Handler, m *discordgo.MessageCreate) {
@@ -43,7 +29,6 @@ func (a *Adapter) onMessage(ctx context.Context, h adapters.Handler, m *discordg
 		MessageID: m.ID,
 		UserID:    m.Author.ID,
 		UserName:  m.Author.Username,
-		GuildID:   m.GuildID,
 		Time:      m.Timestamp,
 	}
 	if in.Time.IsZero() {
@@ -58,10 +43,11 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 	text := m.Content
 	if m.GuildID != "" {
 		in.Kind = adapters.Group
+		var roles []string
 		if m.Member != nil {
-			in.RoleIDs = m.Member.Roles
+			roles = m.Member.Roles
 		}
-		if !a.allowed(ctx, m.GuildID, m.ChannelID, in.RoleIDs) {
+		if !a.allowed(ctx, m.GuildID, m.ChannelID, roles) {
 			return
 		}
 		var addressed bool
@@ -75,10 +61,12 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 			text, _ = strings.CutPrefix(strings.TrimSpace(text), a.opts.Prefix)
 		}
 	}
-	in.Addressed = true
 	in.Text = strings.TrimSpace(text)
-	if name, args, ok := parseCommand(in.Text); ok {
-		in.Command, in.Args = name, args
+	if c, ok := adapters.ParseCommand(in.Text); ok {
+		if !c.For(a.botUserName()) {
+			return // "/reset@otherbot": another bot's command, neither run nor answered
+		}
+		in.Command, in.Args = c.Name, c.Args
 	}
 	in.Images = a.images(ctx, m.Attachments)
 	h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: m.ID, asker: in.UserID})

@@ -43,9 +43,6 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 		MessageID: i.ID, // interactions have no user message; the interaction id stands in
 		UserID:    user.ID,
 		UserName:  user.Username,
-		Addressed: true,
-		GuildID:   i.GuildID,
-		RoleIDs:   roles,
 		Time:      time.Now(),
 	}
 	if i.GuildID != "" {

@@ -60,14 +60,14 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	// command takes a command at the start of text; false when it names another bot, whose
 	// command this bot must neither run nor answer (several bots share a group).
 	command := func(text string) bool {
-		name, bot, args, ok := parseCommand(text)
+		c, ok := adapters.ParseCommand(text)
 		if !ok {
 			return true
 		}
-		if bot != "" && !strings.EqualFold(bot, a.self.UserName) {
+		if !c.For(a.self.UserName) {
 			return false
 		}
-		in.Command, in.Args = name, args
+		in.Command, in.Args = c.Name, c.Args
 		addressed = true
 		return true
 	}
@@ -97,7 +97,6 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	if in.Command == "" && !command(text) {
 		return adapters.Inbound{}, false
 	}
-	in.Addressed = true
 	if in.Command == "" {
 		in.Text = text
 	}
