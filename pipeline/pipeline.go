@@ -156,8 +156,10 @@ type Pipeline struct {
 	log    *slog.Logger
 	access accessRules
 	rate   *rateLimiter
-	sched  *scheduler
-	slots  chan struct{}
+	// idleStops limits "Nothing to stop." to one a minute per user.
+	idleStops *rateLimiter
+	sched     *scheduler
+	slots     chan struct{}
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
@@ -251,6 +253,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		log:         log,
 		access:      compileAccess(opts.Access),
 		rate:        newRateLimiter(opts.RateLimitPerMinute, time.Minute),
+		idleStops:   newRateLimiter(1, time.Minute),
 		sched:       newScheduler(opts.QueueSize, opts.Interrupt, opts.Settle),
 		slots:       make(chan struct{}, opts.MaxTurnsInFlight),
 		base:        base,
@@ -346,14 +349,15 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	// The adapter parsed the command (adapters.ParseCommand) and dropped commands naming another
 	// bot; text that merely starts with "/" is not one.
 	cmd, args := in.Command, in.Args
-	if cmd != "stop" {
-		if ok, first := p.rate.allow(string(in.Chat.Platform)+":"+in.UserID, p.opts.Now()); !ok {
-			log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
-			if first {
-				p.notice(out, p.opts.RateLimitedText, log)
-			}
-			return
+	// Every message counts against the user's limit, commands included: a flood of /stop is a
+	// flood like any other.
+	sender := string(in.Chat.Platform) + ":" + in.UserID
+	if ok, first := p.rate.allow(sender, p.opts.Now()); !ok {
+		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
+		if first {
+			p.notice(out, p.opts.RateLimitedText, log)
 		}
+		return
 	}
 	key := KeyOf(in, p.opts.Scope)
 	switch cmd {
@@ -371,7 +375,10 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		})
 		switch {
 		case !running:
-			p.notice(out, "Nothing to stop.", log)
+			// Said once a minute per user at most, even with the rate limit off.
+			if ok, _ := p.idleStops.allow(sender, p.opts.Now()); ok {
+				p.notice(out, "Nothing to stop.", log)
+			}
 		case !stopped:
 			log.Info("pipeline: /stop refused: not the asker's turn")
 			p.notice(out, "Only the person who asked, or an admin, can stop this answer.", log)
