@@ -44,6 +44,8 @@ type Options struct {
 	// Webhook mode: the address to listen on, the public URL Telegram posts to, and the secret
 	// Telegram sends in X-Telegram-Bot-Api-Secret-Token (requests without it are refused).
 	WebhookListen, WebhookURL, WebhookSecret string
+	// Webhook bounds the webhook server's connections (timeouts, sizes, how many at once).
+	Webhook WebhookLimits
 	// AllowedChats and AllowedUsers restrict who is answered (chat ids; user ids or usernames);
 	// empty means everyone.
 	AllowedChats, AllowedUsers []string

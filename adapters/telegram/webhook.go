@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,17 +15,64 @@ import (
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+	"golang.org/x/net/netutil"
 )
+
+// WebhookLimits bound what a client of the webhook server may hold. The server faces the
+// internet, and anyone can open connections to it: without these, idle keep-alive connections
+// and stalled requests stay open for ever. Zero fields take the defaults below.
+type WebhookLimits struct {
+	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (default 30 s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds answering a request, from the end of its headers (default 30 s).
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that sends no new request (default 60 s).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request's headers (default 16 KiB); larger ones get 431.
+	MaxHeaderBytes int
+	// MaxBodyBytes caps an update (default 1 MiB); larger ones get 413.
+	MaxBodyBytes int64
+	// MaxConns caps the connections open at once (default 100; Telegram itself uses up to 40,
+	// setWebhook's max_connections); more wait until one closes.
+	MaxConns int
+}
+
+// withDefaults fills the zero fields of l.
+func (l WebhookLimits) withDefaults() WebhookLimits {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&l.ReadHeaderTimeout, 10*time.Second)
+	def(&l.ReadTimeout, 30*time.Second)
+	def(&l.WriteTimeout, 30*time.Second)
+	def(&l.IdleTimeout, 60*time.Second)
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = 16 << 10
+	}
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 1 << 20
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = 100
+	}
+	return l
+}
 
 func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 	hookURL, err := url.Parse(a.opts.WebhookURL)
 	if err != nil {
 		return fmt.Errorf("telegram: webhook_url %q: %w", a.opts.WebhookURL, err)
 	}
+	lim := a.opts.Webhook.withDefaults()
 	ln, err := net.Listen("tcp", a.opts.WebhookListen)
 	if err != nil {
 		return fmt.Errorf("telegram: webhook listen on %s: %w", a.opts.WebhookListen, err)
 	}
+	ln = netutil.LimitListener(ln, lim.MaxConns)
 	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": `["message"]`}
 	if _, err := a.api.call(ctx, "setWebhook", p); err != nil {
 		ln.Close()
@@ -45,8 +94,13 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
 		}
-		raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lim.MaxBodyBytes))
 		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				http.Error(w, "update too large", http.StatusRequestEntityTooLarge)
+				return
+			}
 			http.Error(w, "bad body", http.StatusBadRequest)
 			return
 		}
@@ -66,7 +120,15 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
