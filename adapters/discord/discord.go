@@ -53,8 +53,17 @@ type Options struct {
 	APIBase string
 	// AllowedGuilds, AllowedChannels and AllowedRoles restrict where and for whom the bot
 	// answers in guilds; empty means no restriction of that kind. A thread is allowed when it
-	// or its parent channel is listed. Direct messages are always answered.
+	// or its parent channel is listed. When any of them is set, a direct message (or a slash
+	// command in one) is answered only for a user in AccessUsers or a member of an allowed guild
+	// (AllowedGuilds, else the guilds of AllowedChannels, else every guild the bot is in) who
+	// holds an allowed role there when AllowedRoles is set; the membership is asked of Discord
+	// and remembered for a minute.
 	AllowedGuilds, AllowedChannels, AllowedRoles []string
+	// AccessUsers are user ids listed in the bot's [access] allow_users or admins: they may
+	// always send direct messages, whatever the guild rules.
+	AccessUsers []string
+	// NoDMs refuses every direct message and every slash command used in one.
+	NoDMs bool
 	// Prefix, when set, addresses the bot in guild channels by starting a message with it
 	// (besides mentioning the bot or replying to it).
 	Prefix string
@@ -99,6 +108,8 @@ type Adapter struct {
 	botName  string // the bot's username, which a text command may name ("/reset@name")
 	appID    string
 	parents  map[string]string // channel id → parent id ("" for none), for AllowedChannels
+	guildOf  map[string]string // channel id → guild id, for the DM rule with AllowedChannels
+	dmUsers  map[string]dmVerdict
 	handlers sync.WaitGroup
 }
 
@@ -150,6 +161,8 @@ func New(opts Options) (*Adapter, error) {
 		http:    &http.Client{Transport: rt, Timeout: time.Minute},
 		stops:   newStopTracker(),
 		parents: map[string]string{},
+		guildOf: map[string]string{},
+		dmUsers: map[string]dmVerdict{},
 	}
 	a.engine = delivery.New(a, Limits(), delivery.Options{
 		Logger:         opts.Logger,

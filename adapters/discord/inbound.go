@@ -56,6 +56,10 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 			return
 		}
 	} else {
+		if !a.dmAllowed(ctx, in.UserID) {
+			a.log.Debug("discord: direct message refused by the guild rules", "user", in.UserID)
+			return
+		}
 		text = stripMention(text, botID)
 		if a.opts.Prefix != "" {
 			text, _ = strings.CutPrefix(strings.TrimSpace(text), a.opts.Prefix)

@@ -45,6 +45,11 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 		UserName:  user.Username,
 		Time:      time.Now(),
 	}
+	if i.GuildID == "" && !a.dmAllowed(ctx, user.ID) {
+		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
+			&discordgo.InteractionResponseData{Content: notAllowed, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
+		return
+	}
 	if i.GuildID != "" {
 		in.Kind = adapters.Group
 		if !a.allowed(ctx, i.GuildID, i.ChannelID, roles) {

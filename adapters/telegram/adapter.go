@@ -47,8 +47,12 @@ type Options struct {
 	// Webhook bounds the webhook server's connections (timeouts, sizes, how many at once).
 	Webhook WebhookLimits
 	// AllowedChats and AllowedUsers restrict who is answered (chat ids; user ids or usernames);
-	// empty means everyone.
+	// empty means everyone. A private chat is a chat: it passes AllowedChats when its id (the
+	// user's id) is listed, or when the user is in AccessUsers.
 	AllowedChats, AllowedUsers []string
+	// AccessUsers are user ids listed in the bot's [access] allow_users or admins: their
+	// private chats with the bot pass AllowedChats.
+	AccessUsers []string
 	// TriggerPrefix addresses the bot in a group when a message starts with it (it is removed).
 	TriggerPrefix string
 	// Stream makes replies stream by edits (Responder.SupportsStreaming).
@@ -84,6 +88,7 @@ type Adapter struct {
 
 	allowedChats map[string]bool
 	allowedUsers map[string]bool
+	accessUsers  map[string]bool
 
 	journal *journal // nil without OffsetFile
 
@@ -149,6 +154,7 @@ func New(opts Options) (*Adapter, error) {
 		self:         bot.Self,
 		allowedChats: set(opts.AllowedChats, false),
 		allowedUsers: set(opts.AllowedUsers, true),
+		accessUsers:  set(opts.AccessUsers, false),
 	}
 	dopts := opts.Delivery
 	dopts.Logger = log

@@ -22,7 +22,8 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 		return adapters.Inbound{}, false
 	}
 	chatID := strconv.FormatInt(m.Chat.ID, 10)
-	if a.allowedChats != nil && !a.allowedChats[chatID] {
+	if a.allowedChats != nil && !a.allowedChats[chatID] &&
+		!(m.Chat.Type == "private" && a.accessUsers[strconv.FormatInt(m.From.ID, 10)]) {
 		a.log.Debug("telegram: chat not allowed", "chat", chatID)
 		return adapters.Inbound{}, false
 	}
