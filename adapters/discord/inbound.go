@@ -94,9 +94,17 @@ func (a *Adapter) addressed(m *discordgo.Message, botID string) (string, bool) {
 	return text, repliedTo
 }
 
+// stripMention removes every mention of the bot, also one that removing another one forms
+// ("<@<@id>id>").
 func stripMention(text, botID string) string {
-	text = strings.ReplaceAll(text, "<@"+botID+">", "")
-	return strings.ReplaceAll(text, "<@!"+botID+">", "")
+	for {
+		out := strings.ReplaceAll(text, "<@"+botID+">", "")
+		out = strings.ReplaceAll(out, "<@!"+botID+">", "")
+		if out == text {
+			return out
+		}
+		text = out
+	}
 }
 
 // allowed applies AllowedGuilds, AllowedChannels (a thread counts as its parent too) and
