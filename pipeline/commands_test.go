@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"relaybot/internal/testkit/llm"
 )
 
 // clock is a time source the test moves by hand.
@@ -82,5 +84,22 @@ func TestNothingToStopIsSaidOnceAMinute(t *testing.T) {
 	<-h.handle(privateMsg("1", "99", "/stop"), out)
 	if got := countNotices(out.Notices()); got["Nothing to stop."] != 2 {
 		t.Fatalf("a /stop a minute later got no answer: %v", got)
+	}
+}
+
+// The adapter parses commands (adapters.ParseCommand) and drops those naming another bot; the
+// pipeline acts on Inbound.Command alone, never on text that looks like a command.
+func TestCommandsComeOnlyFromInboundCommand(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.llm.Push(llm.Text("that is not my command"))
+	out := &recResponder{}
+	in := privateMsg("1", "1", "hello")
+	in.Text = "/reset@otherbot"
+	<-h.handle(in, out)
+	if n := out.Notices(); len(n) != 0 {
+		t.Fatalf("text %q was run as a command: notices %q", in.Text, n)
+	}
+	if h.llm.RequestCount() != 1 {
+		t.Fatalf("the model was asked %d times, want 1", h.llm.RequestCount())
 	}
 }
