@@ -73,20 +73,16 @@ type Inbound struct {
 	MessageID string // the platform's id of the user's message, for replies and the audit trail
 	UserID    string
 	UserName  string
-	Text      string // with the bot mention or trigger prefix removed
-	Images    []Image
-	// Addressed is true when the message is meant for the bot: always in a private chat; in a group
-	// when the bot is mentioned, replied to, or a configured prefix is used. Adapters drop group
-	// messages that are not addressed before they reach the Handler.
-	Addressed bool
+	// Text is the message with the bot mention or trigger prefix removed. Adapters hand over only
+	// messages meant for the bot: in a group, ones that mention it, reply to it or use the prefix.
+	Text   string
+	Images []Image
 	// Command is the bot command without its slash ("reset", "stop", "help", "audit", "start"),
-	// set by adapters that recognise commands (text commands, slash commands, a Stop button);
-	// Args holds the rest of the line.
+	// read by ParseCommand (or from a slash command or a Stop button); Args holds the rest of
+	// the line. The pipeline acts on Command only: a command naming another bot
+	// ("/reset@otherbot") is never handed over.
 	Command string
 	Args    string
-	// GuildID and RoleIDs describe the sender on platforms that have them (Discord).
-	GuildID string
-	RoleIDs []string
 	Time    time.Time
 	// Redelivered is true when the adapter may have handed this message over before, to a run
 	// of the bot that stopped before the Handler finished with it (a crash). The Handler should

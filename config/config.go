@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,6 +100,20 @@ type Access struct {
 	Admins     []string `toml:"admins"`
 }
 
+// UsersOn returns the user ids that allow_users and admins list for platform ("discord:123"
+// or "*:123", the platform in any case), for the adapters' private-chat rules.
+func (a Access) UsersOn(platform string) []string {
+	var ids []string
+	for _, e := range append(slices.Clone(a.AllowUsers), a.Admins...) {
+		p, id, ok := strings.Cut(e, ":")
+		p, id = strings.ToLower(strings.TrimSpace(p)), strings.TrimSpace(id)
+		if ok && id != "" && (p == "*" || p == strings.ToLower(platform)) && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // Tools configures the tool loaders.
 type Tools struct {
 	// Allow, when not empty, is the list of tool names offered in every chat.
@@ -167,13 +182,16 @@ func (c *Config) SQLitePath() string {
 
 // Discord configures the Discord adapter.
 type Discord struct {
-	Enabled          bool     `toml:"enabled"`
-	Token            string   `toml:"token"`
-	APIBase          string   `toml:"api_base"`
-	AllowedGuilds    []string `toml:"allowed_guilds"`
-	AllowedChannels  []string `toml:"allowed_channels"`
-	AllowedRoles     []string `toml:"allowed_roles"`
-	RegisterCommands bool     `toml:"register_commands"`
+	Enabled         bool     `toml:"enabled"`
+	Token           string   `toml:"token"`
+	APIBase         string   `toml:"api_base"`
+	AllowedGuilds   []string `toml:"allowed_guilds"`
+	AllowedChannels []string `toml:"allowed_channels"`
+	AllowedRoles    []string `toml:"allowed_roles"`
+	// AllowDMs answers direct messages (default true); with any allowed_* list set, only from
+	// members who pass the lists in an allowed guild, or users listed in [access].
+	AllowDMs         bool `toml:"allow_dms"`
+	RegisterCommands bool `toml:"register_commands"`
 }
 
 // MCP lists the MCP servers to connect to.
@@ -249,7 +267,7 @@ func Default() Config {
 		},
 		Tools:    Tools{Plugins: []string{"audit_query"}},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true},
-		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true},
+		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
 	}

@@ -51,6 +51,9 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"access id", minimal + "[access]\nadmins = [\"12345\"]\n", `access.admins[0]: must look like "platform:id"`},
 		{"syntax", "[agent\n", "to end table name"},
 		{"wrong type", minimal + "[agent]\nmax_tool_rounds = \"many\"\n", "max_tool_rounds"},
+		{"discord role not an id", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nallowed_roles = [\"moderators\"]\n", `discord.allowed_roles: "moderators" is not a Discord id`},
+		{"discord guild not an id", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nallowed_guilds = [\" 123\"]\n", `discord.allowed_guilds: " 123" is not a Discord id`},
+		{"discord allow_dms not a bool", minimal + "[discord]\nallow_dms = \"no\"\n", "allow_dms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,6 +152,46 @@ func TestTelegramOffsetFile(t *testing.T) {
 		_, err := Parse([]byte(minimal+"[telegram]\nenabled = true\ntoken = \"x\"\noffset_file = \""+bad+"\"\n"), env(nil))
 		if err == nil || !strings.Contains(err.Error(), "telegram.offset_file: ") {
 			t.Errorf("offset_file %q: error = %v, want one naming telegram.offset_file", bad, err)
+		}
+	}
+}
+
+func TestDiscordDirectMessagesDefaultOn(t *testing.T) {
+	tests := []struct {
+		toml string
+		want bool
+	}{
+		{minimal, true},
+		{minimal + "[discord]\nallow_dms = false\n", false},
+		{minimal + "[discord]\nallow_dms = true\n", true},
+	}
+	for _, tt := range tests {
+		cfg, err := Parse([]byte(tt.toml), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Discord.AllowDMs != tt.want {
+			t.Errorf("%q: allow_dms = %v, want %v", tt.toml, cfg.Discord.AllowDMs, tt.want)
+		}
+	}
+}
+
+func TestAccessUsersOnAPlatform(t *testing.T) {
+	a := Access{
+		AllowUsers: []string{"discord:1", "telegram:2", "*:3", " Discord : 4 "},
+		Admins:     []string{"discord:5", "discord:1", "web:6"},
+	}
+	tests := []struct {
+		platform string
+		want     string
+	}{
+		{"discord", "1 3 4 5"},
+		{"telegram", "2 3"},
+		{"web", "3 6"},
+	}
+	for _, tt := range tests {
+		if got := strings.Join(a.UsersOn(tt.platform), " "); got != tt.want {
+			t.Errorf("UsersOn(%q) = %q, want %q", tt.platform, got, tt.want)
 		}
 	}
 }

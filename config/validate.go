@@ -131,6 +131,22 @@ func (c *Config) validate(missing map[string][]string) error {
 	if c.Discord.Enabled {
 		required("discord.token", c.Discord.Token)
 		httpURL("discord.api_base", c.Discord.APIBase)
+		// Direct messages are checked against these lists by asking Discord for the guild
+		// member: an id that is no snowflake would silently refuse everyone.
+		for _, l := range []struct {
+			key string
+			ids []string
+		}{
+			{"discord.allowed_guilds", c.Discord.AllowedGuilds},
+			{"discord.allowed_channels", c.Discord.AllowedChannels},
+			{"discord.allowed_roles", c.Discord.AllowedRoles},
+		} {
+			for _, id := range l.ids {
+				if !snowflake(id) {
+					bad(l.key, "%q is not a Discord id (digits only)", id)
+				}
+			}
+		}
 	}
 
 	seen := map[string]bool{}
@@ -203,4 +219,17 @@ func quoteAll(s []string) []string {
 		out[i] = fmt.Sprintf("%q", v)
 	}
 	return out
+}
+
+// snowflake reports whether id looks like a Discord id: 1 to 20 decimal digits.
+func snowflake(id string) bool {
+	if id == "" || len(id) > 20 {
+		return false
+	}
+	for _, c := range id {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

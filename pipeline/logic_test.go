@@ -14,7 +14,7 @@ import (
 )
 
 func inbound(platform adapters.Platform, kind adapters.ChatKind, chat, thread, user string) adapters.Inbound {
-	return adapters.Inbound{Chat: adapters.ChatRef{Platform: platform, ChatID: chat, ThreadID: thread}, Kind: kind, UserID: user, Addressed: true}
+	return adapters.Inbound{Chat: adapters.ChatRef{Platform: platform, ChatID: chat, ThreadID: thread}, Kind: kind, UserID: user}
 }
 
 func TestKeyOf(t *testing.T) {
@@ -108,27 +108,6 @@ func TestRateLimiter(t *testing.T) {
 	}
 	if ok, _ := newRateLimiter(0, time.Minute).allow("u", t0); !ok {
 		t.Fatal("limit 0 must turn the limiter off")
-	}
-}
-
-func TestCommandOf(t *testing.T) {
-	tests := []struct {
-		in        adapters.Inbound
-		cmd, args string
-	}{
-		{adapters.Inbound{Command: "Reset"}, "reset", ""},
-		{adapters.Inbound{Command: "audit", Args: " fetch_url 5 "}, "audit", "fetch_url 5"},
-		{adapters.Inbound{Text: "/stop"}, "stop", ""},
-		{adapters.Inbound{Text: "/help@relay_bot"}, "help", ""},
-		{adapters.Inbound{Text: "/audit error 3"}, "audit", "error 3"},
-		{adapters.Inbound{Text: "/unknown thing"}, "", ""},
-		{adapters.Inbound{Text: "what is /stop?"}, "", ""},
-	}
-	for _, tt := range tests {
-		cmd, args := commandOf(tt.in)
-		if cmd != tt.cmd || args != tt.args {
-			t.Errorf("commandOf(%+v) = %q %q, want %q %q", tt.in, cmd, args, tt.cmd, tt.args)
-		}
 	}
 }
 

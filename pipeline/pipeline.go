@@ -159,8 +159,10 @@ type Pipeline struct {
 	log    *slog.Logger
 	access accessRules
 	rate   *rateLimiter
-	sched  *scheduler
-	slots  chan struct{}
+	// idleStops limits "Nothing to stop." to one a minute per user.
+	idleStops *rateLimiter
+	sched     *scheduler
+	slots     chan struct{}
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
@@ -254,6 +256,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		log:         log,
 		access:      compileAccess(opts.Access),
 		rate:        newRateLimiter(opts.RateLimitPerMinute, time.Minute),
+		idleStops:   newRateLimiter(1, time.Minute),
 		sched:       newScheduler(opts.QueueSize, opts.Interrupt, opts.Settle),
 		slots:       make(chan struct{}, opts.MaxTurnsInFlight),
 		base:        base,
@@ -346,15 +349,18 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	}
 	defer p.running.Done()
 
-	cmd, args := commandOf(in)
-	if cmd != "stop" {
-		if ok, first := p.rate.allow(string(in.Chat.Platform)+":"+in.UserID, p.opts.Now()); !ok {
-			log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
-			if first {
-				p.notice(out, p.opts.RateLimitedText, log)
-			}
-			return
+	// The adapter parsed the command (adapters.ParseCommand) and dropped commands naming another
+	// bot; text that merely starts with "/" is not one.
+	cmd, args := in.Command, in.Args
+	// Every message counts against the user's limit, commands included: a flood of /stop is a
+	// flood like any other.
+	sender := string(in.Chat.Platform) + ":" + in.UserID
+	if ok, first := p.rate.allow(sender, p.opts.Now()); !ok {
+		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
+		if first {
+			p.notice(out, p.opts.RateLimitedText, log)
 		}
+		return
 	}
 	key := KeyOf(in, p.opts.Scope)
 	switch cmd {
@@ -372,7 +378,10 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		})
 		switch {
 		case !running:
-			p.notice(out, "Nothing to stop.", log)
+			// Said once a minute per user at most, even with the rate limit off.
+			if ok, _ := p.idleStops.allow(sender, p.opts.Now()); ok {
+				p.notice(out, "Nothing to stop.", log)
+			}
 		case !stopped:
 			log.Info("pipeline: /stop refused: not the asker's turn")
 			p.notice(out, "Only the person who asked, or an admin, can stop this answer.", log)
@@ -508,23 +517,4 @@ func (p *Pipeline) failureText(err error) string {
 
 func storeKey(k ConversationKey) store.Key {
 	return store.Key{Platform: k.Platform, ChatID: k.ChatID, ThreadID: k.ThreadID, UserID: k.UserID}
-}
-
-// commandOf returns the bot command of a message (as the adapter recognised it, or a leading
-// "/word" or "/word@bot" in the text) and its arguments.
-func commandOf(in adapters.Inbound) (cmd, args string) {
-	if in.Command != "" {
-		return strings.ToLower(in.Command), strings.TrimSpace(in.Args)
-	}
-	text := strings.TrimSpace(in.Text)
-	if !strings.HasPrefix(text, "/") {
-		return "", ""
-	}
-	word, rest, _ := strings.Cut(text[1:], " ")
-	word, _, _ = strings.Cut(word, "@")
-	switch w := strings.ToLower(word); w {
-	case "help", "start", "reset", "stop", "audit":
-		return w, strings.TrimSpace(rest)
-	}
-	return "", ""
 }

@@ -208,10 +208,14 @@ func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) 
 }
 
 func privateMsg(user, id, text string) adapters.Inbound {
-	return adapters.Inbound{
+	in := adapters.Inbound{
 		Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: user}, Kind: adapters.Private,
-		MessageID: id, UserID: user, UserName: "Ann", Text: text, Addressed: true, Time: time.Now(),
+		MessageID: id, UserID: user, UserName: "Ann", Text: text, Time: time.Now(),
 	}
+	if c, ok := adapters.ParseCommand(text); ok { // as every adapter does
+		in.Command, in.Args, in.Text = c.Name, c.Args, ""
+	}
+	return in
 }
 
 // handle runs Handle on its own goroutine, as adapters do, and returns a channel closed when it returns.
@@ -491,7 +495,7 @@ func TestAuditCommand(t *testing.T) {
 	audit := &fakeAudit{}
 	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: audit})
 	out := &recResponder{}
-	<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "1"}, Kind: adapters.Private, UserID: "1", Text: "/audit fetch_url error 5"}, out)
+	<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "1"}, Kind: adapters.Private, UserID: "1", Command: "audit", Args: "fetch_url error 5"}, out)
 	n := out.Notices()
 	if len(n) != 1 || !strings.Contains(n[0], "\n11-29 23:40:12 fetch_url error 1.2 s {\"url\": \"https://example.com/a/very/lon…") {
 		t.Fatalf("admin's /audit = %q", n)
@@ -544,7 +548,7 @@ func TestStopInSharedGroupNeedsTheAsker(t *testing.T) {
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Thinking"}, {Content: " hard", Wait: hold}}})
 	group := func(user, text, cmd string) adapters.Inbound {
 		return adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "-5"}, Kind: adapters.Group,
-			UserID: user, UserName: "u" + user, Text: text, Command: cmd, Addressed: true}
+			UserID: user, UserName: "u" + user, Text: text, Command: cmd}
 	}
 	out := &recResponder{stream: true}
 	done := h.handle(group("1", "question", ""), out)

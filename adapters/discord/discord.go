@@ -53,8 +53,17 @@ type Options struct {
 	APIBase string
 	// AllowedGuilds, AllowedChannels and AllowedRoles restrict where and for whom the bot
 	// answers in guilds; empty means no restriction of that kind. A thread is allowed when it
-	// or its parent channel is listed. Direct messages are always answered.
+	// or its parent channel is listed. When any of them is set, a direct message (or a slash
+	// command in one) is answered only for a user in AccessUsers or a member of an allowed guild
+	// (AllowedGuilds, else the guilds of AllowedChannels, else every guild the bot is in) who
+	// holds an allowed role there when AllowedRoles is set; the membership is asked of Discord
+	// and remembered for a minute.
 	AllowedGuilds, AllowedChannels, AllowedRoles []string
+	// AccessUsers are user ids listed in the bot's [access] allow_users or admins: they may
+	// always send direct messages, whatever the guild rules.
+	AccessUsers []string
+	// NoDMs refuses every direct message and every slash command used in one.
+	NoDMs bool
 	// Prefix, when set, addresses the bot in guild channels by starting a message with it
 	// (besides mentioning the bot or replying to it).
 	Prefix string
@@ -96,8 +105,11 @@ type Adapter struct {
 	running  bool
 	stopped  bool // Run ended: no new handler goroutines
 	botID    string
+	botName  string // the bot's username, which a text command may name ("/reset@name")
 	appID    string
 	parents  map[string]string // channel id → parent id ("" for none), for AllowedChannels
+	guildOf  map[string]string // channel id → guild id, for the DM rule with AllowedChannels
+	dmUsers  map[string]dmVerdict
 	handlers sync.WaitGroup
 }
 
@@ -149,6 +161,8 @@ func New(opts Options) (*Adapter, error) {
 		http:    &http.Client{Transport: rt, Timeout: time.Minute},
 		stops:   newStopTracker(),
 		parents: map[string]string{},
+		guildOf: map[string]string{},
+		dmUsers: map[string]dmVerdict{},
 	}
 	a.engine = delivery.New(a, Limits(), delivery.Options{
 		Logger:         opts.Logger,
@@ -201,6 +215,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 	if st := a.session.State; st != nil && st.User != nil {
 		a.mu.Lock()
 		a.botID = st.User.ID
+		a.botName = st.User.Username
 		a.appID = st.User.ID
 		if st.Application != nil && st.Application.ID != "" {
 			a.appID = st.Application.ID
@@ -286,6 +301,7 @@ func (a *Adapter) onReady(r *discordgo.Ready) {
 	defer a.mu.Unlock()
 	if r.User != nil {
 		a.botID = r.User.ID
+		a.botName = r.User.Username
 		if a.appID == "" {
 			a.appID = r.User.ID
 		}
@@ -299,6 +315,12 @@ func (a *Adapter) botUserID() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.botID
+}
+
+func (a *Adapter) botUserName() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.botName
 }
 
 func (a *Adapter) registerCommands(ctx context.Context) error {

@@ -23,7 +23,7 @@ func TestLongStreamedAnswerWithinBudgetAndExact(t *testing.T) {
 	hs := start(t, nil, nil)
 	ch := "500000000000000001"
 	user, rc := hs.dm(ch, "tell me a long story")
-	if rc.in.Kind != adapters.Private || rc.in.Text != "tell me a long story" || !rc.in.Addressed {
+	if rc.in.Kind != adapters.Private || rc.in.Text != "tell me a long story" {
 		t.Fatalf("inbound = %+v", rc.in)
 	}
 	full := text(1900)
@@ -592,6 +592,7 @@ func TestWhichMessagesAreAddressed(t *testing.T) {
 		o.AllowedChannels = []string{allowedCh}
 		o.AllowedRoles = []string{role}
 	}, nil)
+	hs.srv.AddMember(guildID, userID, []string{role}) // may send direct messages
 	hs.srv.AddChannel(dtk.Channel{ID: allowedCh, GuildID: guildID, Type: dtk.ChannelGuildText})
 	hs.srv.AddChannel(dtk.Channel{ID: otherCh, GuildID: guildID, Type: dtk.ChannelGuildText})
 	hs.srv.AddChannel(dtk.Channel{ID: threadCh, GuildID: guildID, ParentID: allowedCh, Type: dtk.ChannelPublicThread})
@@ -607,7 +608,7 @@ func TestWhichMessagesAreAddressed(t *testing.T) {
 		want     bool
 		wantText string
 	}{
-		{"dm always", dtk.UserMessage{ChannelID: "520000000000000001", Content: "hello"}, true, "hello"},
+		{"dm from a member with the role", dtk.UserMessage{ChannelID: "520000000000000001", Content: "hello"}, true, "hello"},
 		{"dm with prefix", dtk.UserMessage{ChannelID: "520000000000000001", Content: "!ai hello"}, true, "hello"},
 		{"guild without mention", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, RoleIDs: roles, Content: "just chatting"}, false, ""},
 		{"mention", dtk.UserMessage{ChannelID: allowedCh, GuildID: guildID, RoleIDs: roles, Content: "<@" + bot + "> what time", MentionBot: true}, true, "what time"},
@@ -801,6 +802,138 @@ func TestProxyHTMLRateLimitIsWaitedOut(t *testing.T) {
 			}
 			if limited != 1 {
 				t.Errorf("HTML 429s answered = %d, want 1", limited)
+			}
+		})
+	}
+}
+
+func TestTextCommandNamingAnotherBotIsIgnored(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000077"
+	cases := []struct {
+		text     string
+		want     bool
+		cmd, arg string
+	}{
+		{"/reset@otherbot", false, "", ""},
+		{"/audit@otherbot fetch_url", false, "", ""},
+		{"/reset@" + "RelayBot", true, "reset", ""},
+		{"/Reset", true, "reset", ""},
+		{"/help@relaybot models", true, "help", "models"},
+	}
+	for _, tc := range cases {
+		m, err := hs.srv.Post(dtk.UserMessage{ChannelID: ch, AuthorID: userID, Content: tc.text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A direct message after each case: when it arrives, the case's message was decided.
+		sentinel, err := hs.srv.Post(dtk.UserMessage{ChannelID: ch, AuthorID: userID, Content: "sentinel"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *adapters.Inbound
+		for seen := false; !seen || (tc.want && got == nil); {
+			rc := hs.next()
+			switch rc.in.MessageID {
+			case sentinel.ID:
+				seen = true
+			case m.ID:
+				in := rc.in
+				got = &in
+			}
+		}
+		if (got != nil) != tc.want {
+			t.Errorf("%q reached the bot: %v, want %v (another bot's /reset reset our conversation)", tc.text, got != nil, tc.want)
+			continue
+		}
+		if got != nil && (got.Command != tc.cmd || got.Args != tc.arg) {
+			t.Errorf("%q: command %q args %q, want %q %q", tc.text, got.Command, got.Args, tc.cmd, tc.arg)
+		}
+	}
+}
+
+func TestDirectMessagesFollowTheGuildRules(t *testing.T) {
+	t.Parallel()
+	const (
+		role     = "610000000000000001"
+		withRole = "400000000000000011"
+		noRole   = "400000000000000012"
+		stranger = "400000000000000013"
+		trusted  = "400000000000000014"
+	)
+	guildRules := func(o *discord.Options) {
+		o.AllowedGuilds = []string{guildID}
+		o.AllowedRoles = []string{role}
+		o.AccessUsers = []string{trusted}
+	}
+	tests := []struct {
+		name   string
+		tweak  func(*discord.Options)
+		author string
+		want   bool
+	}{
+		{"member with an allowed role", guildRules, withRole, true},
+		{"member without an allowed role", guildRules, noRole, false},
+		{"not a member of an allowed guild", guildRules, stranger, false},
+		{"user listed in [access]", guildRules, trusted, true},
+		{"no guild rules: anyone", nil, stranger, true},
+		{"direct messages off", func(o *discord.Options) { guildRules(o); o.NoDMs = true }, withRole, false},
+		{"channel rule: member of the channel's guild", func(o *discord.Options) { o.AllowedChannels = []string{"510000000000000031"} }, noRole, true},
+		{"channel rule: not a member", func(o *discord.Options) { o.AllowedChannels = []string{"510000000000000031"} }, stranger, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			hs := start(t, func(o *discord.Options) {
+				o.RegisterCommands = true
+				if tt.tweak != nil {
+					tt.tweak(o)
+				}
+			}, nil)
+			hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) == 3 })
+			hs.srv.AddChannel(dtk.Channel{ID: "510000000000000031", GuildID: guildID, Type: dtk.ChannelGuildText})
+			hs.srv.AddMember(guildID, withRole, []string{role})
+			hs.srv.AddMember(guildID, noRole, nil)
+			ch := "520000000000000031"
+			m, err := hs.srv.Post(dtk.UserMessage{ChannelID: ch, AuthorID: tt.author, Content: "hello"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Slash commands in a direct message follow the same rule.
+			it, err := hs.srv.SlashCommand(ch, "", "help", tt.author, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want {
+				hs.waitFor("the slash command to be refused", func() bool {
+					r, ok := hs.srv.InteractionResponse(it)
+					return ok && r.Content != ""
+				})
+				if r, _ := hs.srv.InteractionResponse(it); !strings.Contains(r.Content, "does not answer") {
+					t.Fatalf("a refused /help in a DM was answered %q", r.Content)
+				}
+			}
+			// A guild message every case answers: when it arrives, the case was decided.
+			sentinel, err := hs.srv.Post(dtk.UserMessage{ChannelID: "510000000000000031", GuildID: guildID, AuthorID: withRole,
+				RoleIDs: []string{role}, Content: "<@" + hs.srv.BotID() + "> sentinel", MentionBot: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotMsg, gotCmd bool
+			for seen := false; !seen || tt.want && (!gotMsg || !gotCmd); {
+				rc := hs.next()
+				switch {
+				case rc.in.MessageID == sentinel.ID:
+					seen = true
+				case rc.in.MessageID == m.ID:
+					gotMsg = true
+				case rc.in.Command == "help":
+					gotCmd = true
+				}
+			}
+			if gotMsg != tt.want || gotCmd != tt.want {
+				t.Fatalf("direct message answered %v, slash command answered %v; want %v (a user refused in the guild was answered by DM)", gotMsg, gotCmd, tt.want)
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -14,19 +13,6 @@ import (
 
 	"relaybot/adapters"
 )
-
-// textCommand matches a command at the start of a message: "/reset", "/help topic".
-var textCommand = regexp.MustCompile(`^/([a-z][a-z0-9_]{0,31})(?:\s+|$)`)
-
-// parseCommand splits "/name args" into its parts; ok is false for ordinary text (including
-// paths such as "/etc/hosts").
-func parseCommand(text string) (name, args string, ok bool) {
-	m := textCommand.FindStringSubmatch(text)
-	if m == nil {
-		return "", "", false
-	}
-	return m[1], strings.TrimSpace(text[len(m[0]):]), true
-}
 
 // onMessage turns a MESSAGE_CREATE into an Inbound when it is meant for the bot and allowed.
 func (a *Adapter) onMessage(ctx context.Context, h adapters.Handler, m *discordgo.MessageCreate) {
@@ -43,7 +29,6 @@ func (a *Adapter) onMessage(ctx context.Context, h adapters.Handler, m *discordg
 		MessageID: m.ID,
 		UserID:    m.Author.ID,
 		UserName:  m.Author.Username,
-		GuildID:   m.GuildID,
 		Time:      m.Timestamp,
 	}
 	if in.Time.IsZero() {
@@ -58,10 +43,11 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 	text := m.Content
 	if m.GuildID != "" {
 		in.Kind = adapters.Group
+		var roles []string
 		if m.Member != nil {
-			in.RoleIDs = m.Member.Roles
+			roles = m.Member.Roles
 		}
-		if !a.allowed(ctx, m.GuildID, m.ChannelID, in.RoleIDs) {
+		if !a.allowed(ctx, m.GuildID, m.ChannelID, roles) {
 			return
 		}
 		var addressed bool
@@ -70,15 +56,21 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 			return
 		}
 	} else {
+		if !a.dmAllowed(ctx, in.UserID) {
+			a.log.Debug("discord: direct message refused by the guild rules", "user", in.UserID)
+			return
+		}
 		text = stripMention(text, botID)
 		if a.opts.Prefix != "" {
 			text, _ = strings.CutPrefix(strings.TrimSpace(text), a.opts.Prefix)
 		}
 	}
-	in.Addressed = true
 	in.Text = strings.TrimSpace(text)
-	if name, args, ok := parseCommand(in.Text); ok {
-		in.Command, in.Args = name, args
+	if c, ok := adapters.ParseCommand(in.Text); ok {
+		if !c.For(a.botUserName()) {
+			return // "/reset@otherbot": another bot's command, neither run nor answered
+		}
+		in.Command, in.Args = c.Name, c.Args
 	}
 	in.Images = a.images(ctx, m.Attachments)
 	h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: m.ID, asker: in.UserID})
@@ -102,9 +94,17 @@ func (a *Adapter) addressed(m *discordgo.Message, botID string) (string, bool) {
 	return text, repliedTo
 }
 
+// stripMention removes every mention of the bot, also one that removing another one forms
+// ("<@<@id>id>").
 func stripMention(text, botID string) string {
-	text = strings.ReplaceAll(text, "<@"+botID+">", "")
-	return strings.ReplaceAll(text, "<@!"+botID+">", "")
+	for {
+		out := strings.ReplaceAll(text, "<@"+botID+">", "")
+		out = strings.ReplaceAll(out, "<@!"+botID+">", "")
+		if out == text {
+			return out
+		}
+		text = out
+	}
 }
 
 // allowed applies AllowedGuilds, AllowedChannels (a thread counts as its parent too) and

@@ -43,10 +43,12 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 		MessageID: i.ID, // interactions have no user message; the interaction id stands in
 		UserID:    user.ID,
 		UserName:  user.Username,
-		Addressed: true,
-		GuildID:   i.GuildID,
-		RoleIDs:   roles,
 		Time:      time.Now(),
+	}
+	if i.GuildID == "" && !a.dmAllowed(ctx, user.ID) {
+		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
+			&discordgo.InteractionResponseData{Content: notAllowed, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
+		return
 	}
 	if i.GuildID != "" {
 		in.Kind = adapters.Group

@@ -176,7 +176,12 @@ func (j *journal) rewriteLocked() error {
 	if err != nil {
 		return fmt.Errorf("write offset file: %w", err)
 	}
-	_, err = f.Write(b.Bytes())
+	// 0600 whatever the umask, and also when an earlier run left the .tmp file with a wider
+	// mode (O_CREATE keeps an existing file's mode): the file holds users' messages.
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(b.Bytes())
+	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -467,11 +467,16 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 		UserID:    conv.id,
 		UserName:  c.opts.UserName,
 		Text:      text,
-		Addressed: true,
 		Time:      c.now(),
 	}
-	if cmd, args, ok := parseCommand(text); ok {
-		in.Command, in.Args = cmd, args
+	if cmd, ok := adapters.ParseCommand(text); ok {
+		if !cmd.For("") {
+			// "/reset@otherbot" names a bot, and the web chat's bot has no name: not ours to run.
+			c.turns.Done()
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		in.Command, in.Args = cmd.Name, cmd.Args
 	}
 	go func() {
 		defer c.turns.Done()
@@ -479,24 +484,6 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 		h.Handle(c.ctx, in, c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, true))
 	}()
 	w.WriteHeader(http.StatusAccepted)
-}
-
-// parseCommand splits "/name args" into the command name and the rest of the line.
-func parseCommand(text string) (cmd, args string, ok bool) {
-	if !strings.HasPrefix(text, "/") {
-		return "", "", false
-	}
-	name, rest, _ := strings.Cut(text[1:], " ")
-	name, _, _ = strings.Cut(name, "\n")
-	if name == "" {
-		return "", "", false
-	}
-	for _, r := range name {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return "", "", false
-		}
-	}
-	return strings.ToLower(name), strings.TrimSpace(rest), true
 }
 
 // file serves a file the bot sent.

@@ -204,7 +204,7 @@ func TestReplyStreamsIntoTheBrowser(t *testing.T) {
 
 	b.send("weather in Paris?")
 	in := <-h.got
-	if in.Chat.Platform != adapters.Web || in.Chat.ChatID == "" || in.Kind != adapters.Private || !in.Addressed || in.Text != "weather in Paris?" {
+	if in.Chat.Platform != adapters.Web || in.Chat.ChatID == "" || in.Kind != adapters.Private || in.Text != "weather in Paris?" {
 		t.Errorf("inbound = %+v, want a private, addressed web message", in)
 	}
 	user := nextMsg(t, events, nil)
@@ -260,26 +260,6 @@ func TestCommandsAndNotices(t *testing.T) {
 	nextMsg(t, events, nil) // the user's message
 	if m := nextMsg(t, events, nil); m.Role != "bot" || !strings.Contains(m.Text, "/reset") {
 		t.Errorf("notice = %+v", m)
-	}
-}
-
-func TestParseCommand(t *testing.T) {
-	tests := []struct {
-		text, cmd, args string
-		ok              bool
-	}{
-		{"/reset", "reset", "", true},
-		{"/STOP now", "stop", "now", true},
-		{"/audit fetch_url error 5", "audit", "fetch_url error 5", true},
-		{"hello /reset", "", "", false},
-		{"/", "", "", false},
-		{"/path/to/file", "", "", false},
-	}
-	for _, tc := range tests {
-		cmd, args, ok := parseCommand(tc.text)
-		if cmd != tc.cmd || args != tc.args || ok != tc.ok {
-			t.Errorf("parseCommand(%q) = %q, %q, %v; want %q, %q, %v", tc.text, cmd, args, ok, tc.cmd, tc.args, tc.ok)
-		}
 	}
 }
 
@@ -429,5 +409,22 @@ func TestSendBeforeHandlerIsSet(t *testing.T) {
 	b.send("hi")
 	if in := <-h.got; in.Text != "hi" {
 		t.Errorf("handler got %+v", in)
+	}
+}
+
+func TestCommandNamingAnotherBotIsIgnored(t *testing.T) {
+	h := &scriptedHandler{steps: []string{"x"}, seen: make(chan string), got: make(chan adapters.Inbound, 4)}
+	chat, srv := newChat(t, h)
+	b := newBrowser(t, srv)
+	b.send("/reset@otherbot")
+	b.send("/help")
+	chat.Close() // returns once every message handed over has been handled
+	close(h.got)
+	var got []string
+	for in := range h.got {
+		got = append(got, in.Command+"|"+in.Text)
+	}
+	if len(got) != 1 || got[0] != "help|/help" {
+		t.Fatalf("the bot was handed %q; /reset@otherbot must not reach it (it reset the conversation)", got)
 	}
 }

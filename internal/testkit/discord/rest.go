@@ -24,6 +24,7 @@ const maxContent = 2000
 const (
 	codeUnknownChannel     = 10003
 	codeUnknownMessage     = 10008
+	codeUnknownMember      = 10007
 	codeUnknownInteraction = 10062
 	codeEmptyMessage       = 50006
 	codeInvalidFormBody    = 50035
@@ -82,6 +83,8 @@ func classify(method string, p []string) (Route, string, string) {
 		return RouteGateway, "", ""
 	case len(p) == 2 && p[0] == "channels" && method == http.MethodGet:
 		return RouteGetChannel, p[1], ""
+	case len(p) == 4 && p[0] == "guilds" && p[2] == "members" && method == http.MethodGet:
+		return RouteGetMember, p[1], p[3] // guild id and user id
 	case len(p) == 3 && p[0] == "channels" && p[2] == "messages" && method == http.MethodPost:
 		return RouteCreateMessage, p[1], ""
 	case len(p) == 4 && p[0] == "channels" && p[2] == "messages" && method == http.MethodPatch:
@@ -348,6 +351,16 @@ func (s *Server) apply(r *http.Request, req *request) (int, any) {
 			return http.StatusNotFound, errorBody(codeUnknownChannel, "Unknown Channel")
 		}
 		return http.StatusOK, channelJSON(c)
+	case RouteGetMember:
+		roles, ok := s.members[req.channelID][req.messageID]
+		if !ok {
+			return http.StatusNotFound, errorBody(codeUnknownMember, "Unknown Member")
+		}
+		return http.StatusOK, map[string]any{
+			"user":      map[string]any{"id": req.messageID, "username": "user" + req.messageID, "discriminator": "0"},
+			"roles":     append([]string{}, roles...),
+			"joined_at": time.Now().UTC().Format(time.RFC3339),
+		}
 	case RouteCreateMessage:
 		if _, ok := s.channels[req.channelID]; !ok {
 			return http.StatusNotFound, errorBody(codeUnknownChannel, "Unknown Channel")

@@ -30,6 +30,7 @@ type Route string
 const (
 	RouteGateway             Route = "gateway"
 	RouteGetChannel          Route = "get_channel"
+	RouteGetMember           Route = "get_member"
 	RouteCreateMessage       Route = "create_message"
 	RouteEditMessage         Route = "edit_message"
 	RouteDeleteMessage       Route = "delete_message"
@@ -155,8 +156,9 @@ type Server struct {
 	nextID       uint64
 	channels     map[string]*Channel
 	guilds       []string
-	messages     map[string]*message // by id, deleted ones included
-	order        map[string][]string // channel id → message ids in order
+	members      map[string]map[string][]string // guild id → user id → role ids
+	messages     map[string]*message            // by id, deleted ones included
+	order        map[string][]string            // channel id → message ids in order
 	calls        []Call
 	buckets      map[string]*bucket
 	global       bucket
@@ -237,6 +239,7 @@ func New(cfg Config) *Server {
 		cfg:          cfg,
 		nextID:       1200000000000000000,
 		channels:     map[string]*Channel{},
+		members:      map[string]map[string][]string{},
 		messages:     map[string]*message{},
 		order:        map[string][]string{},
 		buckets:      map[string]*bucket{},
@@ -297,6 +300,20 @@ func (s *Server) addChannelLocked(c Channel) {
 	s.channels[c.ID] = &cp
 	if c.GuildID != "" && !slices.Contains(s.guilds, c.GuildID) {
 		s.guilds = append(s.guilds, c.GuildID)
+	}
+}
+
+// AddMember makes userID a member of guildID holding roleIDs (GET /guilds/{guild}/members/{user}
+// answers it; anyone else is an Unknown Member). Adding a member again replaces their roles.
+func (s *Server) AddMember(guildID, userID string, roleIDs []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.members[guildID] == nil {
+		s.members[guildID] = map[string][]string{}
+	}
+	s.members[guildID][userID] = slices.Clone(roleIDs)
+	if !slices.Contains(s.guilds, guildID) {
+		s.guilds = append(s.guilds, guildID)
 	}
 }
 

@@ -1,0 +1,207 @@
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"relaybot/adapters"
+)
+
+// inbound turns a Telegram message into an Inbound, or false when it is not for the bot.
+func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bool) {
+	if m.From == nil || m.From.ID == a.self.ID {
+		return adapters.Inbound{}, false
+	}
+	chatID := strconv.FormatInt(m.Chat.ID, 10)
+	if a.allowedChats != nil && !a.allowedChats[chatID] &&
+		!(m.Chat.Type == "private" && a.accessUsers[strconv.FormatInt(m.From.ID, 10)]) {
+		a.log.Debug("telegram: chat not allowed", "chat", chatID)
+		return adapters.Inbound{}, false
+	}
+	if a.allowedUsers != nil && !a.allowedUsers[strconv.FormatInt(m.From.ID, 10)] && !a.allowedUsers[strings.ToLower(m.From.UserName)] {
+		a.log.Debug("telegram: user not allowed", "user", m.From.ID)
+		return adapters.Inbound{}, false
+	}
+	in := adapters.Inbound{
+		Chat:      adapters.ChatRef{Platform: adapters.Telegram, ChatID: chatID},
+		Kind:      adapters.Private,
+		MessageID: strconv.Itoa(m.MessageID),
+		UserID:    strconv.FormatInt(m.From.ID, 10),
+		UserName:  m.From.UserName,
+		Time:      time.Unix(m.Date, 0).UTC(),
+	}
+	if in.UserName == "" {
+		in.UserName = strings.TrimSpace(m.From.FirstName + " " + m.From.LastName)
+	}
+	if m.Chat.Type != "private" {
+		in.Kind = adapters.Group
+	}
+	// Only a topic message belongs to a topic: a reply in a forum's General topic carries the
+	// reply chain's message_thread_id too, and sending to that thread fails.
+	if m.MessageThreadID != 0 && m.IsTopicMessage {
+		in.Chat.ThreadID = strconv.Itoa(m.MessageThreadID)
+	}
+	text := m.Text
+	if text == "" {
+		text = m.Caption
+	}
+	text = strings.TrimSpace(text)
+	addressed := in.Kind == adapters.Private
+	mention := "@" + strings.ToLower(a.self.UserName)
+
+	// command takes a command at the start of text; false when it names another bot, whose
+	// command this bot must neither run nor answer (several bots share a group).
+	command := func(text string) bool {
+		c, ok := adapters.ParseCommand(text)
+		if !ok {
+			return true
+		}
+		if !c.For(a.self.UserName) {
+			return false
+		}
+		in.Command, in.Args = c.Name, c.Args
+		addressed = true
+		return true
+	}
+	if !command(text) {
+		return adapters.Inbound{}, false
+	}
+	if !addressed && a.opts.TriggerPrefix != "" && strings.HasPrefix(text, a.opts.TriggerPrefix) {
+		text = strings.TrimSpace(strings.TrimPrefix(text, a.opts.TriggerPrefix))
+		addressed = true
+	}
+	if i := indexFold(text, mention); i >= 0 && a.self.UserName != "" {
+		end := i + len(mention)
+		if end == len(text) || !isNameByte(text[end]) {
+			text = strings.TrimSpace(text[:i] + text[end:])
+			addressed = true
+		}
+	}
+	// In a forum, every topic message "replies" to the topic's first message: not a reply to us.
+	if r := m.ReplyTo; r != nil && r.From != nil && r.From.ID == a.self.ID &&
+		!(m.IsTopicMessage && r.MessageID == m.MessageThreadID) {
+		addressed = true
+	}
+	if !addressed {
+		return adapters.Inbound{}, false
+	}
+	// A command after the trigger prefix or our mention ("@bot /audit\nfetch_url").
+	if in.Command == "" && !command(text) {
+		return adapters.Inbound{}, false
+	}
+	if in.Command == "" {
+		in.Text = text
+	}
+	if len(m.Photo) > 0 && a.opts.MaxImageBytes > 0 {
+		img, err := a.photo(ctx, m.Photo)
+		if err != nil {
+			a.log.Warn("telegram: photo not downloaded", "chat", chatID, "err", err)
+		} else {
+			in.Images = append(in.Images, img)
+		}
+	}
+	if in.Command == "" && in.Text == "" && len(in.Images) == 0 {
+		return adapters.Inbound{}, false
+	}
+	return in, true
+}
+
+// indexFold returns the byte offset in s of the first match of the ASCII string sub, ignoring
+// ASCII case, or -1. Unlike searching strings.ToLower(s), offsets stay those of s: lower-casing
+// changes the UTF-8 length of some letters ("İ", the Kelvin sign).
+func indexFold(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if asciiEqualFold(s[i:i+len(sub)], sub) {
+			return i
+		}
+	}
+	return -1
+}
+
+func asciiEqualFold(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// photo downloads the largest size of a photo that fits MaxImageBytes.
+func (a *Adapter) photo(ctx context.Context, sizes []photoSize) (adapters.Image, error) {
+	best := -1
+	for i, s := range sizes {
+		if s.FileSize > a.opts.MaxImageBytes {
+			continue
+		}
+		if best < 0 || s.Width*s.Height > sizes[best].Width*sizes[best].Height {
+			best = i
+		}
+	}
+	if best < 0 {
+		return adapters.Image{}, fmt.Errorf("every size is over the %d-byte cap", a.opts.MaxImageBytes)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	res, err := a.api.call(cctx, "getFile", tgbotapi.Params{"file_id": sizes[best].FileID})
+	if err != nil {
+		return adapters.Image{}, err
+	}
+	var f tgbotapi.File
+	if err := json.Unmarshal(res, &f); err != nil || f.FilePath == "" {
+		return adapters.Image{}, fmt.Errorf("getFile answer without a file path: %s", res)
+	}
+	fileURL := fmt.Sprintf(fileEndpoint(a.opts.APIEndpoint), a.opts.Token, f.FilePath)
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, fileURL, nil)
+	if err != nil {
+		return adapters.Image{}, errors.New(a.api.redact(err.Error()))
+	}
+	resp, err := a.opts.HTTPClient.Do(req)
+	if err != nil {
+		return adapters.Image{}, fmt.Errorf("download: %s", a.api.redact(err.Error()))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return adapters.Image{}, fmt.Errorf("download: %s", resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(a.opts.MaxImageBytes)+1))
+	if err != nil {
+		return adapters.Image{}, fmt.Errorf("download: %s", a.api.redact(err.Error()))
+	}
+	if len(data) > a.opts.MaxImageBytes {
+		return adapters.Image{}, fmt.Errorf("photo is over the %d-byte cap", a.opts.MaxImageBytes)
+	}
+	mimeType := http.DetectContentType(data)
+	if !strings.HasPrefix(mimeType, "image/") {
+		mimeType = "image/jpeg" // Telegram stores photos as JPEG
+	}
+	return adapters.Image{MIME: mimeType, Data: data}, nil
+}
+
+// fileEndpoint derives the file download URL format from the API endpoint format.
+func fileEndpoint(apiEndpoint string) string {
+	if i := strings.LastIndex(apiEndpoint, "/bot%s/%s"); i >= 0 {
+		return apiEndpoint[:i] + "/file/bot%s/%s"
+	}
+	return tgbotapi.FileEndpoint
+}

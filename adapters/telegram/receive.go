@@ -1,0 +1,157 @@
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"relaybot/adapters"
+)
+
+type dispatcher func(id int64, m *message, redelivered bool)
+
+type update struct {
+	UpdateID int64    `json:"update_id"`
+	Message  *message `json:"message"`
+}
+
+type message struct {
+	MessageID       int             `json:"message_id"`
+	MessageThreadID int             `json:"message_thread_id"`
+	IsTopicMessage  bool            `json:"is_topic_message"`
+	From            *tgbotapi.User  `json:"from"`
+	Chat            tgChat          `json:"chat"`
+	Date            int64           `json:"date"`
+	Text            string          `json:"text"`
+	Caption         string          `json:"caption"`
+	Photo           []photoSize     `json:"photo"`
+	ReplyTo         *message        `json:"reply_to_message"`
+	Entities        json.RawMessage `json:"entities"`
+}
+
+type tgChat struct {
+	ID      int64  `json:"id"`
+	Type    string `json:"type"`
+	IsForum bool   `json:"is_forum"`
+}
+
+type photoSize struct {
+	FileID   string `json:"file_id"`
+	Width    int    `json:"width"`
+	Height   int    `json:"height"`
+	FileSize int    `json:"file_size"`
+}
+
+func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher) error {
+	// A webhook left over from webhook mode would make getUpdates fail.
+	if _, err := a.api.call(ctx, "deleteWebhook", tgbotapi.Params{}); err != nil && ctx.Err() == nil {
+		a.log.Warn("telegram: deleteWebhook failed", "err", err)
+	}
+	failures := 0
+	for {
+		a.mu.Lock()
+		offset := a.offset
+		a.mu.Unlock()
+		p := tgbotapi.Params{
+			"timeout":         strconv.Itoa(int(a.opts.PollTimeout / time.Second)),
+			"allowed_updates": `["message"]`,
+		}
+		if offset > 0 {
+			p["offset"] = strconv.FormatInt(offset, 10)
+		}
+		cctx, cancel := context.WithTimeout(ctx, a.opts.PollTimeout+15*time.Second)
+		res, err := a.api.call(cctx, "getUpdates", p)
+		cancel()
+		if ctx.Err() != nil {
+			a.confirm()
+			return nil
+		}
+		if err != nil {
+			failures++
+			wait := min(time.Duration(failures)*time.Second, 30*time.Second)
+			var rl *adapters.RateLimitError
+			if errors.As(err, &rl) {
+				wait = rl.RetryAfter
+			}
+			a.log.Warn("telegram: getUpdates failed", "err", err, "retry_in", wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				a.confirm()
+				return nil
+			}
+			continue
+		}
+		failures = 0
+		var ups []json.RawMessage
+		if err := json.Unmarshal(res, &ups); err != nil {
+			a.log.Warn("telegram: undecodable getUpdates answer", "err", err)
+			continue
+		}
+		var (
+			ids  []int64
+			raws []json.RawMessage
+			msgs []*message
+		)
+		next := offset
+		for _, raw := range ups {
+			var u update
+			if err := json.Unmarshal(raw, &u); err != nil {
+				var id struct {
+					UpdateID int64 `json:"update_id"`
+				}
+				if json.Unmarshal(raw, &id) == nil && id.UpdateID >= next {
+					next = id.UpdateID + 1
+				}
+				a.log.Warn("telegram: undecodable update skipped", "err", err)
+				continue
+			}
+			if u.UpdateID < next {
+				continue // already taken
+			}
+			next = u.UpdateID + 1
+			if u.Message == nil {
+				continue
+			}
+			ids, raws, msgs = append(ids, u.UpdateID), append(raws, raw), append(msgs, u.Message)
+		}
+		// On disk before the next getUpdates confirms them to the server.
+		if next != offset {
+			a.take(ids, raws, next)
+		}
+		a.setOffset(next)
+		for i, id := range ids {
+			dispatch(id, msgs[i], false)
+		}
+	}
+}
+
+// setOffset records that every update below offset was taken.
+func (a *Adapter) setOffset(offset int64) {
+	a.mu.Lock()
+	a.offset = offset
+	a.mu.Unlock()
+}
+
+// confirm tells the server that every update taken so far is done, so a restart does not get
+// them again even without an offset file.
+func (a *Adapter) confirm() {
+	a.mu.Lock()
+	offset := a.offset
+	a.mu.Unlock()
+	if offset == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p := tgbotapi.Params{"offset": strconv.FormatInt(offset, 10), "timeout": "0", "limit": "1"}
+	if _, err := a.api.call(ctx, "getUpdates", p); err != nil {
+		a.log.Warn("telegram: confirming taken updates failed", "err", err)
+	}
+}

@@ -1,0 +1,174 @@
+package telegram
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+	"golang.org/x/net/netutil"
+)
+
+// WebhookLimits bound what a client of the webhook server may hold. The server faces the
+// internet, and anyone can open connections to it: without these, idle keep-alive connections
+// and stalled requests stay open for ever. Zero fields take the defaults below.
+type WebhookLimits struct {
+	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (default 30 s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds answering a request, from the end of its headers (default 30 s).
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that sends no new request (default 60 s).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request's headers (default 16 KiB); larger ones get 431.
+	MaxHeaderBytes int
+	// MaxBodyBytes caps an update (default 1 MiB); larger ones get 413.
+	MaxBodyBytes int64
+	// MaxConns caps the connections open at once (default 100; Telegram itself uses up to 40,
+	// setWebhook's max_connections); more wait until one closes.
+	MaxConns int
+}
+
+// withDefaults fills the zero fields of l.
+func (l WebhookLimits) withDefaults() WebhookLimits {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&l.ReadHeaderTimeout, 10*time.Second)
+	def(&l.ReadTimeout, 30*time.Second)
+	def(&l.WriteTimeout, 30*time.Second)
+	def(&l.IdleTimeout, 60*time.Second)
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = 16 << 10
+	}
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 1 << 20
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = 100
+	}
+	return l
+}
+
+func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
+	hookURL, err := url.Parse(a.opts.WebhookURL)
+	if err != nil {
+		return fmt.Errorf("telegram: webhook_url %q: %w", a.opts.WebhookURL, err)
+	}
+	lim := a.opts.Webhook.withDefaults()
+	ln, err := net.Listen("tcp", a.opts.WebhookListen)
+	if err != nil {
+		return fmt.Errorf("telegram: webhook listen on %s: %w", a.opts.WebhookListen, err)
+	}
+	ln = netutil.LimitListener(ln, lim.MaxConns)
+	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": `["message"]`}
+	if _, err := a.api.call(ctx, "setWebhook", p); err != nil {
+		ln.Close()
+		return fmt.Errorf("telegram: setWebhook: %w", err)
+	}
+	// Telegram posts updates over several connections at once (max_connections), and retries an
+	// update the bot did not answer while newer ones go ahead: ids arrive out of order, so an
+	// update is a repeat only when its own id was taken before, not when a higher one was.
+	var mu sync.Mutex
+	seen := newRecentIDs(webhookSeenIDs)
+	path := hookURL.Path
+	if path == "" {
+		path = "/"
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(a.opts.WebhookSecret)) != 1 {
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lim.MaxBodyBytes))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				http.Error(w, "update too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		var u update
+		if err := json.Unmarshal(raw, &u); err != nil {
+			a.log.Warn("telegram: undecodable update refused", "err", err)
+			http.Error(w, "bad update", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		dup := !seen.add(u.UpdateID)
+		mu.Unlock()
+		if !dup && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
+			// On disk before Telegram hears it arrived.
+			a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
+			dispatch(u.UpdateID, u.Message, false)
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-errc
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("telegram: webhook server: %w", err)
+	}
+}
+
+// webhookSeenIDs is how many recent update ids the webhook remembers to take each update once.
+const webhookSeenIDs = 4096
+
+// recentIDs remembers the last n distinct ids it was given.
+type recentIDs struct {
+	set  map[int64]struct{}
+	ring []int64
+	next int
+}
+
+func newRecentIDs(n int) *recentIDs {
+	return &recentIDs{set: make(map[int64]struct{}, n), ring: make([]int64, 0, n)}
+}
+
+// add records id and reports whether it is new.
+func (r *recentIDs) add(id int64) bool {
+	if _, ok := r.set[id]; ok {
+		return false
+	}
+	if len(r.ring) < cap(r.ring) {
+		r.ring = append(r.ring, id)
+	} else {
+		delete(r.set, r.ring[r.next])
+		r.ring[r.next] = id
+		r.next = (r.next + 1) % len(r.ring)
+	}
+	r.set[id] = struct{}{}
+	return true
+}
