@@ -153,7 +153,7 @@ func Split(text string, max int, unit adapters.LengthUnit) []string {
 	}
 	var parts []string
 	var state fence // fence state at the start of rest
-	rest := strings.TrimLeft(text, "\n")
+	rest := strings.TrimLeft(shortenOpeners(text, max, unit), "\n")
 	for rest != "" {
 		prefix := ""
 		if state.open {
@@ -185,6 +185,45 @@ func Split(text string, max int, unit adapters.LengthUnit) []string {
 		}
 	}
 	return parts
+}
+
+// shortenOpeners breaks each opening fence line too long to head a message of max units (with
+// its closer and a few units of code) after its marker and language, or after the marker alone
+// when the "language" is that long: an opener is repeated at the top of every message its
+// block continues in. The
+// rest of the line becomes the first line of the code, so nothing is lost; a cut through the
+// opener itself would have shown the code as prose.
+func shortenOpeners(text string, max int, unit adapters.LengthUnit) string {
+	lines := strings.Split(text, "\n")
+	var cur fence
+	changed := false
+	for i, line := range lines {
+		m, ok := fenceLine(line)
+		if !ok {
+			continue
+		}
+		t := strings.TrimSpace(line)
+		if cur.open {
+			if strings.HasPrefix(t, cur.marker) && strings.Trim(t, cur.marker[:1]) == "" {
+				cur = fence{}
+			}
+			continue
+		}
+		cur = fence{open: true, marker: m}
+		limit := max - Length(m, unit) - 6
+		if Length(line, unit) <= limit {
+			continue
+		}
+		head, tail := m, strings.TrimSpace(t[len(m):])
+		if lang, more, _ := strings.Cut(tail, " "); Length(m+" "+lang, unit) <= limit {
+			head, tail = m+" "+lang, strings.TrimSpace(more)
+		}
+		lines[i], changed = head+"\n"+tail, true
+	}
+	if !changed {
+		return text
+	}
+	return strings.Join(lines, "\n")
 }
 
 // chooseCut picks where the next message ends in rest (starting in fence state st) so that the
