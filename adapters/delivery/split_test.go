@@ -225,3 +225,17 @@ func TestSplitRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitNeverTurnsInlineBackticksIntoAFence: a cut right before "```" in the middle of a line
+// used to start the next message with it, which Telegram then showed as an empty code block
+// instead of the text.
+func TestSplitNeverTurnsInlineBackticksIntoAFence(t *testing.T) {
+	text := strings.Repeat("word ", 8) + "```inline``` and ~~~tilde~~~ stay text " + strings.Repeat("word ", 8)
+	for max := 24; max < 60; max++ {
+		for _, p := range Split(text, max, adapters.UTF16) {
+			if _, ok := fenceLine(p); ok {
+				t.Fatalf("limit %d: a part starts as a code fence: %q", max, p)
+			}
+		}
+	}
+}
