@@ -144,6 +144,9 @@ func (w *tgWriter) gap(n ast.Node) int {
 		return 1
 	}
 	lines := strings.Split(string(w.src[end:start]), "\n")
+	if len(lines) < 3 {
+		return 1 // no whole line between the blocks
+	}
 	for _, l := range lines[1 : len(lines)-1] {
 		if strings.Trim(l, " \t>") == "" {
 			return 2
