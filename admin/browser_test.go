@@ -131,7 +131,7 @@ func TestBrowserAdminAndWebChat(t *testing.T) {
 	h := &gatedReply{
 		steps: []string{"Let me look that up.", "Let me look that up.\n\n⚙ weather…",
 			"It is **sunny** in Paris.\n\n```\nuv index 3\n```\n\n<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 1\">"},
-		seen:  make(chan struct{}),
+		seen: make(chan struct{}),
 	}
 	chat, err := web.New(web.Options{Handler: h})
 	if err != nil {
