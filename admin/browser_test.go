@@ -129,8 +129,9 @@ func TestBrowserAdminAndWebChat(t *testing.T) {
 	seed := seedStore(t, st)
 
 	h := &gatedReply{
-		steps: []string{"Let me look that up.", "Let me look that up.\n\n⚙ weather…", "It is sunny in Paris."},
-		seen:  make(chan struct{}),
+		steps: []string{"Let me look that up.", "Let me look that up.\n\n⚙ weather…",
+			"It is **sunny** in Paris.\n\n```\nuv index 3\n```\n\n<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 1\">"},
+		seen: make(chan struct{}),
 	}
 	chat, err := web.New(web.Options{Handler: h})
 	if err != nil {
@@ -278,14 +279,29 @@ func TestBrowserAdminAndWebChat(t *testing.T) {
 	)
 	poll("the user's message", `[...document.querySelectorAll(".msg.user .body")].some(e => e.textContent === "weather in Paris?")`)
 	for i, s := range h.steps[:len(h.steps)-1] {
-		poll(fmt.Sprintf("preview %d", i), fmt.Sprintf(`(() => { const b = document.querySelectorAll(".msg.bot .body"); return b.length === 1 && b[0].textContent === %q; })()`, s))
+		poll(fmt.Sprintf("preview %d", i), fmt.Sprintf(`(() => { const b = document.querySelectorAll(".msg.bot .body"); return b.length === 1 && b[0].innerText.trim() === %q; })()`, s))
 		if i == 1 {
 			poll("the working indicator", `!document.getElementById("status").hidden`)
 			shoot(t, ctx, "chat-streaming")
 		}
 		h.seen <- struct{}{}
 	}
-	poll("the final answer", `(() => { const b = document.querySelectorAll(".msg.bot .body"); return b.length === 1 && b[0].textContent === "It is sunny in Paris. (you said: weather in Paris?)"; })()`)
+	// The final answer's Markdown renders (bold, a code block); the HTML the model wrote around it
+	// is sanitised: no script runs, no event handler is left on the image.
+	poll("the final answer", `(() => { const b = document.querySelectorAll(".msg.bot .body"); return b.length === 1 && b[0].innerText.includes("(you said: weather in Paris?)"); })()`)
+	for _, c := range []struct{ what, expr string }{
+		{"bold renders as <strong>", `document.querySelector(".msg.bot .body strong")?.textContent === "sunny"`},
+		{"the fence renders as a code block", `document.querySelector(".msg.bot .body pre code")?.textContent.trim() === "uv index 3"`},
+		{"no script element reaches the page", `document.querySelector(".msg.bot script") === null`},
+		{"no onerror attribute reaches the page", `document.querySelector(".msg.bot [onerror]") === null`},
+		{"no injected script ran", `window.pwned === undefined`},
+	} {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](c.expr))
+		if err != nil || !ok {
+			html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(".msg.bot .body").innerHTML`))
+			t.Errorf("web chat: %s is false (%v); the bot's message is %s", c.what, err, html)
+		}
+	}
 	shoot(t, ctx, "chat")
 }
 

@@ -118,6 +118,9 @@ func fenceLine(line string) (marker string, ok bool) {
 			n++
 		}
 		if n >= 3 {
+			if c == '`' && strings.IndexByte(t[n:], '`') >= 0 {
+				return "", false // CommonMark: a backtick fence's info string has no backticks
+			}
 			return t[:n], true
 		}
 	}
@@ -153,7 +156,7 @@ func Split(text string, max int, unit adapters.LengthUnit) []string {
 	}
 	var parts []string
 	var state fence // fence state at the start of rest
-	rest := strings.TrimLeft(text, "\n")
+	rest := strings.TrimLeft(shortenOpeners(text, max, unit), "\n")
 	for rest != "" {
 		prefix := ""
 		if state.open {
@@ -173,7 +176,7 @@ func Split(text string, max int, unit adapters.LengthUnit) []string {
 		if strings.TrimSpace(body) != "" {
 			parts = append(parts, prefix+body+closer)
 		}
-		rest = strings.TrimLeft(rest[cut:], " \t\n")
+		rest = afterCut(rest, cut)
 		if next.open && rest != "" {
 			// A fence-only remainder such as "```" closes the block we reopen: keep it whole.
 			state = next
@@ -185,6 +188,70 @@ func Split(text string, max int, unit adapters.LengthUnit) []string {
 		}
 	}
 	return parts
+}
+
+// afterCut is what follows a cut of rest at i: blanks and blank lines are dropped, except the
+// indentation of a next line that would otherwise turn into a code fence ("     ```" is code
+// or prose, not a fence, and must stay so).
+func afterCut(rest string, i int) string {
+	s := strings.TrimLeft(rest[i:], " \t\n")
+	if !strings.HasPrefix(s, "```") && !strings.HasPrefix(s, "~~~") {
+		return s
+	}
+	lineStart := strings.LastIndexByte(rest[:len(rest)-len(s)], '\n') + 1
+	if lineStart > i {
+		return rest[lineStart:]
+	}
+	return s
+}
+
+// makesFence reports whether a cut of rest at i inside a line would start the next message
+// with "```" or "~~~", such as "see ```x``` here" cut before the backticks: the next message
+// would read it as a code fence.
+func makesFence(rest string, i int) bool {
+	if i < len(rest) && rest[i] == '\n' {
+		return false // the next line stays as it is
+	}
+	s := strings.TrimLeft(rest[i:], " \t")
+	return strings.HasPrefix(s, "```") || strings.HasPrefix(s, "~~~")
+}
+
+// shortenOpeners breaks each opening fence line longer than half a message of max units after
+// its marker and language, or after the marker alone when the "language" is that long: an
+// opener is repeated at the top of every message its block continues in. The rest of the line
+// becomes the first line of the code, so nothing is lost; a cut through the opener itself
+// would have shown the code as prose.
+func shortenOpeners(text string, max int, unit adapters.LengthUnit) string {
+	lines := strings.Split(text, "\n")
+	var cur fence
+	changed := false
+	for i, line := range lines {
+		m, ok := fenceLine(line)
+		if !ok {
+			continue
+		}
+		t := strings.TrimSpace(line)
+		if cur.open {
+			if strings.HasPrefix(t, cur.marker) && strings.Trim(t, cur.marker[:1]) == "" {
+				cur = fence{}
+			}
+			continue
+		}
+		cur = fence{open: true, marker: m}
+		limit := max / 2
+		if Length(line, unit) <= limit {
+			continue
+		}
+		head, tail := m, strings.TrimSpace(t[len(m):])
+		if lang, more, _ := strings.Cut(tail, " "); Length(m+" "+lang, unit) <= limit {
+			head, tail = m+" "+lang, strings.TrimSpace(more)
+		}
+		lines[i], changed = head+"\n"+tail, true
+	}
+	if !changed {
+		return text
+	}
+	return strings.Join(lines, "\n")
 }
 
 // chooseCut picks where the next message ends in rest (starting in fence state st) so that the
@@ -199,6 +266,7 @@ func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int
 	}
 	var best [4]*cand
 	var lastResort *cand // a cut inside a fence line
+	var fenceMaker *cand // a cut that starts the next message with "```" (a run too long to keep)
 	units := 0
 	lineStart := 0
 	cur := st
@@ -213,6 +281,11 @@ func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int
 	}
 	consider := func(c cand) {
 		if c.at == 0 || !fits(c) {
+			return
+		}
+		if makesFence(rest, c.at) {
+			cc := c
+			fenceMaker = &cc
 			return
 		}
 		cc := c
@@ -241,7 +314,7 @@ func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int
 			// Cut a fence line ("```go") or its marker only when nothing else fits: both
 			// halves would be read wrong.
 			if prev >= 0 && !extendsCluster(prev, r, riRun) {
-				if c := (cand{at: i, state: cur, units: units}); c.at > 0 && fits(c) {
+				if c := (cand{at: i, state: cur, units: units}); c.at > 0 && fits(c) && !makesFence(rest, i) {
 					lastResort = &c
 				}
 			}
@@ -275,6 +348,9 @@ func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int
 	}
 	if lastResort != nil {
 		return lastResort.at, lastResort.state
+	}
+	if fenceMaker != nil {
+		return fenceMaker.at, fenceMaker.state
 	}
 	// Not even one grapheme fits (budget smaller than a cluster): cut after the first rune.
 	_, size := utf8.DecodeRuneInString(rest)

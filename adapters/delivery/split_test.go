@@ -98,13 +98,29 @@ func mixed9000() string {
 	return b.String()
 }
 
-// TestSplitLongFenceLine: a line that starts like a fence and is longer than a message is still
-// cut (fence lines are cut only when nothing else fits), into as few messages as it needs.
+// TestSplitLongFenceLine: an opening fence line longer than a message keeps its marker on
+// every part and its text as code. (It used to be cut through the marker's line, so the first
+// message was an unclosed fence and the rest of the line showed as prose.)
 func TestSplitLongFenceLine(t *testing.T) {
-	text := "```" + strings.Repeat("x", 100)
-	parts := Split(text, 30, adapters.UTF16)
-	if len(parts) != 4 || strings.Join(parts, "") != text {
-		t.Fatalf("parts = %q", parts)
+	cases := []struct{ name, text, want string }{
+		{"no language", "```" + strings.Repeat("x", 100) + "\n```", strings.Repeat("x", 100)},
+		{"long info after the language", "~~~~ python " + strings.Repeat("y", 60) + "\nx = 1\n~~~~", strings.Repeat("y", 60) + "x = 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			parts := Split(c.text, 30, adapters.UTF16)
+			var code strings.Builder
+			for i, p := range parts {
+				lines := strings.Split(p, "\n")
+				if _, ok := fenceLine(lines[0]); !ok || len(lines) < 3 || strings.Trim(lines[len(lines)-1], "`~") != "" {
+					t.Fatalf("part %d is not a closed code block: %q", i, p)
+				}
+				code.WriteString(strings.Join(lines[1:len(lines)-1], ""))
+			}
+			if strings.ReplaceAll(code.String(), " ", "") != strings.ReplaceAll(c.want, " ", "") {
+				t.Fatalf("the code blocks hold %q, want %q (parts %q)", code.String(), c.want, parts)
+			}
+		})
 	}
 }
 
@@ -205,6 +221,20 @@ func TestSplitRandom(t *testing.T) {
 				if t.Failed() {
 					t.Fatalf("max %d unit %d text %q\nparts %q", max, unit, text, parts)
 				}
+			}
+		}
+	}
+}
+
+// TestSplitNeverTurnsInlineBackticksIntoAFence: a cut right before "```" in the middle of a line
+// used to start the next message with it, which Telegram then showed as an empty code block
+// instead of the text.
+func TestSplitNeverTurnsInlineBackticksIntoAFence(t *testing.T) {
+	text := strings.Repeat("word ", 8) + "```inline``` and ~~~tilde~~~ stay text " + strings.Repeat("word ", 8)
+	for max := 24; max < 60; max++ {
+		for _, p := range Split(text, max, adapters.UTF16) {
+			if _, ok := fenceLine(p); ok {
+				t.Fatalf("limit %d: a part starts as a code fence: %q", max, p)
 			}
 		}
 	}

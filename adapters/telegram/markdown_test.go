@@ -20,7 +20,7 @@ func TestRender(t *testing.T) {
 		{"strike", "~~no~~", "no", []Entity{{Type: "strikethrough", Offset: 0, Length: 2}}},
 		{"inline code keeps markers", "use `a*b*c` ok", "use a*b*c ok", []Entity{{Type: "code", Offset: 4, Length: 5}}},
 		{"link", "see [docs](https://x.org/a_b) now", "see docs now", []Entity{{Type: "text_link", Offset: 4, Length: 4, URL: "https://x.org/a_b"}}},
-		{"bad link stays", "see [docs](javascript:x)", "see [docs](javascript:x)", nil},
+		{"bad link keeps its target as text", "see [docs](javascript:x)", "see docs (javascript:x)", nil},
 		{"heading", "# Title\ntext", "Title\ntext", []Entity{{Type: "bold", Offset: 0, Length: 5}}},
 		{"bullets", "- one\n* two", "• one\n• two", nil},
 		{"pre with language", "before\n```go\nx := 1\n```\nafter", "before\nx := 1\nafter", []Entity{{Type: "pre", Offset: 7, Length: 6, Language: "go"}}},

@@ -295,6 +295,7 @@ type eventMessage struct {
 	ID    string      `json:"id"`
 	Role  string      `json:"role"`
 	Text  string      `json:"text"`
+	HTML  string      `json:"html,omitempty"` // sanitised rendering of a bot message's Markdown
 	Files []eventFile `json:"files,omitempty"`
 }
 
@@ -384,7 +385,7 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 }
 
 func toEvent(m *message) eventMessage {
-	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text}
+	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML}
 	for i, f := range m.Files {
 		e.Files = append(e.Files, eventFile{
 			Name:  f.Name,

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"relaybot/adapters"
+	"relaybot/adapters/markdown"
 )
 
 // Limits are the web chat's length and pacing rules: a browser takes long messages and frequent
@@ -34,6 +35,7 @@ type message struct {
 	ID    string
 	Role  string // "user" or "bot"
 	Text  string
+	HTML  string // a bot message's Markdown rendered and sanitised; empty for the user's
 	Files []adapters.File
 	rev   uint64 // conversation revision of the last change
 }
@@ -115,8 +117,10 @@ func (m messenger) Send(ctx context.Context, chat adapters.ChatRef, text string,
 	if err != nil {
 		return adapters.MessageRef{}, err
 	}
+	html := markdown.HTML(text)
 	c.mu.Lock()
 	msg := c.addLocked("bot", text, nil)
+	msg.HTML = html
 	c.mu.Unlock()
 	return adapters.MessageRef{Chat: chat, ID: msg.ID}, nil
 }
@@ -133,6 +137,7 @@ func (m messenger) Edit(ctx context.Context, ref adapters.MessageRef, text strin
 	if err != nil {
 		return err
 	}
+	html := markdown.HTML(text)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	msg := c.find(ref.ID)
@@ -143,7 +148,7 @@ func (m messenger) Edit(ctx context.Context, ref adapters.MessageRef, text strin
 		return fmt.Errorf("web edit of message %s: %w", ref.ID, adapters.ErrNotModified)
 	}
 	c.rev++
-	msg.Text, msg.rev = text, c.rev
+	msg.Text, msg.HTML, msg.rev = text, html, c.rev
 	c.notifyLocked()
 	return nil
 }
@@ -157,8 +162,10 @@ func (m messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files [
 	if err != nil {
 		return adapters.MessageRef{}, err
 	}
+	html := markdown.HTML(caption)
 	c.mu.Lock()
 	msg := c.addLocked("bot", caption, files)
+	msg.HTML = html
 	c.mu.Unlock()
 	return adapters.MessageRef{Chat: chat, ID: msg.ID}, nil
 }

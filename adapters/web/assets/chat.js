@@ -40,7 +40,14 @@
       el.appendChild(body);
       log.appendChild(el);
     }
-    el.querySelector(".body").textContent = m.text;
+    const body = el.querySelector(".body");
+    if (m.html) {
+      // The server renders the bot's Markdown and sanitises it (bluemonday's UGC policy).
+      body.innerHTML = m.html;
+      body.classList.add("md");
+    } else {
+      body.textContent = m.text;
+    }
     el.querySelectorAll(".file").forEach(function (f) { f.remove(); });
     (m.files || []).forEach(function (f) {
       let node;
