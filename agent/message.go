@@ -11,6 +11,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
@@ -33,9 +34,11 @@ type Message struct {
 	// Name is the optional participant name of a user message.
 	Name string
 	// ReasoningContent is the model's separate reasoning (the reasoning_content field of
-	// DeepSeek-style providers, or the text of <think> blocks removed with RemoveThink). It is kept
-	// in history and sent back upstream only on assistant messages that carry tool calls, where
-	// reasoning providers need it to continue.
+	// DeepSeek-style providers, Groq's and Ollama's reasoning field, or the text of <think> blocks
+	// removed with RemoveThink). It is kept in history and sent back upstream as reasoning_content
+	// on the assistant messages of a user turn in which the model called tools, as DeepSeek's
+	// thinking mode requires (it rejects such a history without them, and ignores the reasoning
+	// of turns without tool calls, which is therefore not sent).
 	ReasoningContent string
 	// ToolCallID links a tool message to the call it answers.
 	ToolCallID string
@@ -44,6 +47,10 @@ type Message struct {
 	Images []Image
 	// ToolCalls are the calls an assistant message asked for.
 	ToolCalls []ToolCall
+	// Extra is a JSON object of the fields the provider sent on an assistant message beyond the
+	// ones above (e.g. OpenRouter's reasoning_details), kept raw and sent back unchanged with the
+	// message in later rounds and turns; nil when there were none.
+	Extra json.RawMessage
 }
 
 // ToolCall is one tool call the model asked for, fully assembled.
@@ -54,6 +61,10 @@ type ToolCall struct {
 	Name string
 	// Arguments is the JSON text as the model sent it; "{}" when it sent nothing.
 	Arguments string
+	// Extra is a JSON object of the fields the provider sent on the call beyond id, type and
+	// function (e.g. Gemini's extra_content with its thought signature), kept raw and sent back
+	// unchanged on the call; nil when there were none.
+	Extra json.RawMessage
 }
 
 // Image is a picture attached to a user message.

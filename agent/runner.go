@@ -69,6 +69,14 @@ func NewRunner(models []Model, opts Options) (*Runner, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
 	}
+	// The runner's copy of the client speaks through wireTransport, which decodes the provider
+	// shapes go-openai cannot and carries their extra fields both ways.
+	hc := *opts.HTTPClient
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &wireTransport{base: base}
 	r := &Runner{opts: opts, log: opts.Logger}
 	for i, m := range models {
 		if m.Name == "" {
@@ -84,7 +92,7 @@ func NewRunner(models []Model, opts Options) (*Runner, error) {
 		}
 		cfg := openai.DefaultConfig(m.APIKey)
 		cfg.BaseURL = m.BaseURL
-		cfg.HTTPClient = opts.HTTPClient
+		cfg.HTTPClient = &hc
 		r.models = append(r.models, candidate{Model: m, index: i, client: openai.NewClientWithConfig(cfg)})
 	}
 	return r, nil
@@ -250,10 +258,12 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 // model is then fixed for the turn); errors before that allow a fallback.
 func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMode, reason string) (msg Message, started bool, err error) {
 	offerTools := mode == toolsOffered && c.SupportsTools
+	upstream, extras := toUpstream(t.history, c.SupportsVision)
 	creq := openai.ChatCompletionRequest{
 		Model:    c.Model.Model,
-		Messages: toUpstream(t.history, c.SupportsVision),
+		Messages: upstream,
 	}
+	wc := &wireCall{send: extras}
 	if c.SupportsTools {
 		switch mode {
 		case toolsOffered:
@@ -268,7 +278,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 	start := time.Now()
 	rec := LLMCall{Model: c.Name, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
 
-	callCtx, cancel := context.WithCancelCause(ctx)
+	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, wc))
 	defer cancel(nil)
 	var deadline *time.Timer
 	if c.Timeout > 0 {
@@ -317,6 +327,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 	}
 	finishMsg := func() Message {
 		m := acc.message()
+		acc.attachExtras(&m, wc.got)
 		if !offerTools && len(m.ToolCalls) > 0 {
 			t.r.log.Warn("agent: model called tools that were not offered; ignoring the calls",
 				slog.String("model", c.Name), slog.Int("round", round), slog.Int("calls", len(m.ToolCalls)))

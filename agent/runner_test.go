@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -263,7 +264,7 @@ func TestToolCallAssembly(t *testing.T) {
 				exec := &testExecutor{}
 				res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: exec, Stream: stream}, nil)
 				mustOK(t, res)
-				if got := res.Messages[0].ToolCalls; !slices.Equal(got, tc.wantCalls) {
+				if got := res.Messages[0].ToolCalls; !reflect.DeepEqual(got, tc.wantCalls) {
 					t.Errorf("tool calls = %+v, want %+v", got, tc.wantCalls)
 				}
 				var ran []string
