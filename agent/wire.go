@@ -287,8 +287,11 @@ func normaliseObject(body []byte, field string, wc *wireCall) ([]byte, bool) {
 func normaliseMessage(msg map[string]json.RawMessage, capture, delta bool, wc *wireCall) bool {
 	changed := false
 	if c := msg["content"]; len(c) > 0 && c[0] == '[' {
-		text, _ := json.Marshal(partsText(c))
-		msg["content"] = text
+		text, thinking := splitParts(c)
+		msg["content"], _ = json.Marshal(text)
+		if thinking != "" && !isString(msg["reasoning_content"]) {
+			msg["reasoning_content"], _ = json.Marshal(thinking)
+		}
 		changed = true
 	}
 	if r := msg["reasoning"]; isString(r) && !isString(msg["reasoning_content"]) {
@@ -333,24 +336,35 @@ func normaliseMessage(msg map[string]json.RawMessage, capture, delta bool, wc *w
 	return changed
 }
 
-// partsText joins the text of a content given as an array of typed parts ({"type":"text",
-// "text":...}); parts of other types (Mistral's "thinking" and "reference" chunks, images) are
-// not text the user is shown.
-func partsText(raw json.RawMessage) string {
+// splitParts reads a content given as an array of typed parts: the text of its "text" parts,
+// and the reasoning of its "thinking" parts (Mistral's Magistral models, whose thinking part holds
+// text parts of its own). Other parts (references, images) are not text the user is shown.
+func splitParts(raw json.RawMessage) (text, thinking string) {
 	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string          `json:"type"`
+		Text     string          `json:"text"`
+		Thinking json.RawMessage `json:"thinking"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return ""
+		return "", ""
 	}
-	var b strings.Builder
+	var t, r strings.Builder
 	for _, p := range parts {
-		if p.Type == "text" || p.Type == "" {
-			b.WriteString(p.Text)
+		switch p.Type {
+		case "text", "":
+			t.WriteString(p.Text)
+		case "thinking":
+			if isString(p.Thinking) {
+				var s string
+				_ = json.Unmarshal(p.Thinking, &s)
+				r.WriteString(s)
+				continue
+			}
+			inner, _ := splitParts(p.Thinking)
+			r.WriteString(inner)
 		}
 	}
-	return b.String()
+	return t.String(), r.String()
 }
 
 // setField returns the JSON object obj with field k set to v (the latest value of a field wins).
