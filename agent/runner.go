@@ -433,6 +433,7 @@ func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamCh
 // the turn goes on, so the model can retry with a shorter call or answer.
 // No ToolStart or ToolResult is emitted for a skipped call (it did not run).
 func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error {
+	var shown toolImages
 	for i, call := range calls {
 		if ctx.Err() != nil {
 			t.skipTools(ctx, round, calls[i:])
@@ -455,6 +456,13 @@ func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error 
 		if !done {
 			t.skipTools(ctx, round, calls[i+1:])
 			return ctx.Err()
+		}
+		shown.add(call.Name, out.Files)
+	}
+	if ctx.Err() == nil && t.committed >= 0 && t.r.models[t.committed].SupportsVision {
+		if m, ok := shown.message(); ok {
+			// For the rest of this turn only: the images' bytes are not kept in history.
+			t.history = append(t.history, m)
 		}
 	}
 	return ctx.Err()
