@@ -6,7 +6,8 @@
 // The behaviour follows LangBot's LocalAgentRunner (model fallback before the first chunk, an
 // accumulator that flushes the full text every few raw chunks, sequential tool rounds, a round
 // cap) and fixes its gaps: a stream that ends without a finish_reason is an error, and hitting
-// the round cap ends with one more model call without tools so the transcript stays valid.
+// the round cap ends with one more model call that may not call tools (tool_choice "none") so the
+// transcript stays valid.
 package agent
 
 import (
@@ -48,7 +49,7 @@ type Message struct {
 	// ToolCalls are the calls an assistant message asked for.
 	ToolCalls []ToolCall
 	// Extra is a JSON object of the fields the provider sent on an assistant message beyond the
-	// ones above (e.g. OpenRouter's reasoning_details), kept raw and sent back unchanged with the
+	// ones above (e.g. the reasoning_details some gateways send), kept raw and sent back unchanged with the
 	// message in later rounds and turns; nil when there were none.
 	Extra json.RawMessage
 }
@@ -95,7 +96,8 @@ type Model struct {
 // Options tune a Runner. Zero values take the documented defaults.
 type Options struct {
 	// MaxToolRounds caps the tool rounds of a turn (default 128). After that many rounds the model
-	// is asked once more without tools, and a RoundCapHit event is emitted.
+	// is asked once more with tool_choice "none" (the tools stay listed, which gateways require
+	// of a history with tool calls), and a RoundCapHit event is emitted.
 	MaxToolRounds int
 	// FlushChunks is how many raw stream chunks pass between two Chunk events (default 8); the
 	// final chunk of a round is always emitted.
@@ -209,6 +211,6 @@ type Result struct {
 	// (finish_reason "length"). The answer is kept and Status stays ok.
 	Truncated bool
 	// RoundCapHit reports that MaxToolRounds was reached and the last answer was asked for
-	// without tools.
+	// with tool_choice "none".
 	RoundCapHit bool
 }

@@ -157,3 +157,30 @@ func TestReasoningOfTurnsWithoutToolCallsIsNotSentBack(t *testing.T) {
 		t.Errorf("reasoning_content sent = %q, want %q (DeepSeek: back for every message of a turn with tool calls, not for others)", got, want)
 	}
 }
+
+func TestUnknownAssistantFieldsGoBackUnchanged(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.Reply{Events: []string{
+		`{"id":"g-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning_details":[{"type":"reasoning.text","text":"Look ","index":0}]},"finish_reason":null}]}`,
+		`{"id":"g-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"reasoning_details":[{"type":"reasoning.encrypted","data":"eyJ","index":1}],"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"shell","arguments":"{\"command\":\"pwd\"}"}}]},"finish_reason":null}]}`,
+		`{"id":"g-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+	}}, llm.Text("You are in /work."))
+	r := newRunner(t, agent.Options{}, srv)
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("where?"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
+	mustOK(t, res)
+	want := `[{"type":"reasoning.text","text":"Look ","index":0},{"type":"reasoning.encrypted","data":"eyJ","index":1}]`
+	var kept map[string]json.RawMessage
+	if err := json.Unmarshal(res.Messages[0].Extra, &kept); err != nil || string(kept["reasoning_details"]) != want {
+		t.Fatalf("message extra = %s, want reasoning_details %s gathered over the chunks", res.Messages[0].Extra, want)
+	}
+	var sent map[string]json.RawMessage
+	if err := json.Unmarshal(assistantWithCalls(t, srv.Requests()[1]).Raw, &sent); err != nil {
+		t.Fatal(err)
+	}
+	var got, wantV any
+	_ = json.Unmarshal(sent["reasoning_details"], &got)
+	_ = json.Unmarshal([]byte(want), &wantV)
+	if !reflect.DeepEqual(got, wantV) {
+		t.Errorf("next round sent reasoning_details %s, want %s", sent["reasoning_details"], want)
+	}
+}

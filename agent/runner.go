@@ -99,7 +99,7 @@ func NewRunner(models []Model, opts Options) (*Runner, error) {
 }
 
 // Run runs one turn: model call, tool round, model call, … until the model answers without tool
-// calls, the round cap is reached (then one last call without tools), an error ends the turn or
+// calls, the round cap is reached (then one last call with tool_choice "none"), an error ends the turn or
 // ctx is cancelled. It always returns a Result; Result.Status says how the turn ended.
 //
 // Events go to emit, in order, from the goroutine that called Run; nil drops them. The runner waits

@@ -304,7 +304,7 @@ func normaliseMessage(msg map[string]json.RawMessage, capture, delta bool, wc *w
 	}
 	for k, v := range msg {
 		if !knownMessageFields[k] && !isNull(v) {
-			wc.got.Message = setField(wc.got.Message, k, v)
+			wc.got.Message = addField(wc.got.Message, k, v, delta)
 		}
 	}
 	var calls []map[string]json.RawMessage
@@ -330,7 +330,7 @@ func normaliseMessage(msg map[string]json.RawMessage, capture, delta bool, wc *w
 				wc.got.Calls = map[string]json.RawMessage{}
 			}
 			key := callKey(id, index)
-			wc.got.Calls[key] = setField(wc.got.Calls[key], k, v)
+			wc.got.Calls[key] = addField(wc.got.Calls[key], k, v, delta)
 		}
 	}
 	return changed
@@ -365,6 +365,23 @@ func splitParts(raw json.RawMessage) (text, thinking string) {
 		}
 	}
 	return t.String(), r.String()
+}
+
+// addField records field k of a message or call: in a stream, an array continues the array of
+// earlier chunks (items arrive over chunks); any other value replaces the earlier one.
+func addField(obj json.RawMessage, k string, v json.RawMessage, delta bool) json.RawMessage {
+	if delta && len(v) > 0 && v[0] == '[' && len(obj) > 0 {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(obj, &fields) == nil && len(fields[k]) > 0 && fields[k][0] == '[' {
+			var prev, next []json.RawMessage
+			if json.Unmarshal(fields[k], &prev) == nil && json.Unmarshal(v, &next) == nil {
+				if joined, err := json.Marshal(append(prev, next...)); err == nil {
+					v = joined
+				}
+			}
+		}
+	}
+	return setField(obj, k, v)
 }
 
 // setField returns the JSON object obj with field k set to v (the latest value of a field wins).
