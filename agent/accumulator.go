@@ -124,8 +124,11 @@ func mergeName(name, frag string) string {
 
 // attachExtras gives the message's tool calls, and the message, the raw fields the provider sent
 // with them (m.ToolCalls must be toolCalls()'s result, in order).
-func (a *accumulator) attachExtras(m *Message, got wireExtras) {
+func (a *accumulator) attachExtras(m *Message, got wireExtras, reasoningContent bool) {
 	m.Extra = got.Message
+	if reasoningContent && a.reasoning.Len() > 0 {
+		m.ReasoningField = reasoningContentField
+	}
 	for i := range m.ToolCalls {
 		if i >= len(a.calls) {
 			break

@@ -91,7 +91,7 @@ func toUpstream(msgs []Message, vision bool) ([]openai.ChatCompletionMessage, []
 				}
 			}
 		}
-		if m.Role == RoleAssistant && withReasoning[i] {
+		if m.Role == RoleAssistant && withReasoning[i] && m.ReasoningField == reasoningContentField {
 			om.ReasoningContent = m.ReasoningContent
 		}
 		if n := len(out); n > 0 && om.Role == RoleUser && out[n-1].Role == RoleUser {
@@ -103,6 +103,10 @@ func toUpstream(msgs []Message, vision bool) ([]openai.ChatCompletionMessage, []
 	}
 	return out, extras
 }
+
+// reasoningContentField is the wire field of DeepSeek-style reasoning, the only form of reasoning
+// sent back upstream.
+const reasoningContentField = "reasoning_content"
 
 // turnsWithToolCalls marks the messages of the user turns (from one user message to the next)
 // in which the model called a tool.

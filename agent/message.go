@@ -35,12 +35,17 @@ type Message struct {
 	// Name is the optional participant name of a user message.
 	Name string
 	// ReasoningContent is the model's separate reasoning (the reasoning_content field of
-	// DeepSeek-style providers, Groq's and Ollama's reasoning field, or the text of <think> blocks
-	// removed with RemoveThink). It is kept in history and sent back upstream as reasoning_content
-	// on the assistant messages of a user turn in which the model called tools, as DeepSeek's
-	// thinking mode requires (it rejects such a history without them, and ignores the reasoning
-	// of turns without tool calls, which is therefore not sent).
+	// DeepSeek-style providers, Groq's and Ollama's reasoning field, Mistral's thinking parts, or
+	// the text of <think> blocks removed with RemoveThink). It is kept in history. It is sent back
+	// upstream only when it arrived as reasoning_content (ReasoningField), and then on the
+	// assistant messages of a user turn in which the model called tools, as DeepSeek's thinking
+	// mode requires (it rejects such a history without them, and ignores the reasoning of turns
+	// without tool calls). Groq and Cerebras reject reasoning fields on assistant messages, so
+	// reasoning that came in another form never goes back.
 	ReasoningContent string
+	// ReasoningField is the wire field the reasoning arrived in: "reasoning_content", or empty
+	// (another field, <think> tags, or none).
+	ReasoningField string
 	// ToolCallID links a tool message to the call it answers.
 	ToolCallID string
 	// Images go upstream as data URLs when the model supports vision; otherwise the model is told

@@ -100,8 +100,15 @@ func TestRecordedProviderStreamsRunAToolRoundAndAnswer(t *testing.T) {
 				reqs := srv.Requests()
 				round2 := assistantWithCalls(t, reqs[1])
 				wantExtraSentBack(t, rec, round2, "the next round")
-				if round2.ReasoningContent != rec.Reasoning {
-					t.Errorf("next round sent reasoning_content %q, want %q", round2.ReasoningContent, rec.Reasoning)
+				wantSent := ""
+				if rec.ReasoningSentBack {
+					wantSent = rec.Reasoning
+				}
+				if round2.ReasoningContent != wantSent {
+					t.Errorf("next round sent reasoning_content %q, want %q", round2.ReasoningContent, wantSent)
+				}
+				if !rec.ReasoningSentBack && strings.Contains(string(round2.Raw), `"reasoning`) {
+					t.Errorf("next round sent a reasoning field to %s, which rejects it: %s", rec.Provider, round2.Raw)
 				}
 
 				// The next turn sends the stored turn back as history.
@@ -111,8 +118,8 @@ func TestRecordedProviderStreamsRunAToolRoundAndAnswer(t *testing.T) {
 				mustOK(t, res2)
 				history := assistantWithCalls(t, srv.Requests()[2])
 				wantExtraSentBack(t, rec, history, "history of the next turn")
-				if history.ReasoningContent != rec.Reasoning {
-					t.Errorf("history sent reasoning_content %q, want %q (a turn that called tools needs it back)", history.ReasoningContent, rec.Reasoning)
+				if history.ReasoningContent != wantSent {
+					t.Errorf("history sent reasoning_content %q, want %q", history.ReasoningContent, wantSent)
 				}
 			})
 		}
@@ -133,17 +140,21 @@ func TestWholeAnswerWithContentAsPartsIsRead(t *testing.T) {
 	}
 }
 
-func TestReasoningOfTurnsWithoutToolCallsIsNotSentBack(t *testing.T) {
+func TestReasoningGoesBackOnlyForTurnsWithToolCallsAndOnlyAsItCame(t *testing.T) {
 	srv := newServers(t, 1)[0]
 	srv.Push(llm.Text("ok"))
 	r := newRunner(t, agent.Options{}, srv)
 	msgs := []agent.Message{
 		{Role: agent.RoleUser, Content: "hi"},
-		{Role: agent.RoleAssistant, Content: "hello", ReasoningContent: "greet back"},
+		{Role: agent.RoleAssistant, Content: "hello", ReasoningContent: "greet back", ReasoningField: "reasoning_content"},
 		{Role: agent.RoleUser, Content: "pwd?"},
-		{Role: agent.RoleAssistant, ReasoningContent: "run it", ToolCalls: []agent.ToolCall{{ID: "c1", Name: "shell", Arguments: `{"command":"pwd"}`}}},
+		{Role: agent.RoleAssistant, ReasoningContent: "run it", ReasoningField: "reasoning_content", ToolCalls: []agent.ToolCall{{ID: "c1", Name: "shell", Arguments: `{"command":"pwd"}`}}},
 		{Role: agent.RoleTool, ToolCallID: "c1", Content: "/work"},
-		{Role: agent.RoleAssistant, Content: "You are in /work.", ReasoningContent: "it said /work"},
+		{Role: agent.RoleAssistant, Content: "You are in /work.", ReasoningContent: "it said /work", ReasoningField: "reasoning_content"},
+		{Role: agent.RoleUser, Content: "how about now?"},
+		{Role: agent.RoleAssistant, ReasoningContent: "groq thoughts", ToolCalls: []agent.ToolCall{{ID: "c2", Name: "shell", Arguments: `{"command":"pwd"}`}}},
+		{Role: agent.RoleTool, ToolCallID: "c2", Content: "/work"},
+		{Role: agent.RoleAssistant, Content: "Still /work.", ReasoningContent: "groq again"},
 		{Role: agent.RoleUser, Content: "thanks"},
 	}
 	mustOK(t, r.Run(t.Context(), agent.Request{Messages: msgs, Tools: shellSpec, Stream: true}, nil))
@@ -153,8 +164,8 @@ func TestReasoningOfTurnsWithoutToolCallsIsNotSentBack(t *testing.T) {
 			got = append(got, m.ReasoningContent)
 		}
 	}
-	if want := []string{"", "run it", "it said /work"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("reasoning_content sent = %q, want %q (DeepSeek: back for every message of a turn with tool calls, not for others)", got, want)
+	if want := []string{"", "run it", "it said /work", "", ""}; !reflect.DeepEqual(got, want) {
+		t.Errorf("reasoning_content sent = %q, want %q (DeepSeek: back for every message of a turn with tool calls, not for others; never reasoning that came in another field)", got, want)
 	}
 }
 

@@ -327,7 +327,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 	}
 	finishMsg := func() Message {
 		m := acc.message()
-		acc.attachExtras(&m, wc.got)
+		acc.attachExtras(&m, wc.got, wc.gotReasoningContent)
 		if !offerTools && len(m.ToolCalls) > 0 {
 			t.r.log.Warn("agent: model called tools that were not offered; ignoring the calls",
 				slog.String("model", c.Name), slog.Int("round", round), slog.Int("calls", len(m.ToolCalls)))

@@ -39,6 +39,9 @@ type wireCall struct {
 	send []wireExtras
 	// got collects the unknown fields of choice 0's assistant message and tool calls.
 	got wireExtras
+	// gotReasoningContent records that choice 0 carried reasoning in a reasoning_content field
+	// (not Groq's "reasoning", Mistral's thinking parts or <think> tags).
+	gotReasoningContent bool
 }
 
 // wireExtras are the raw fields of one assistant message beyond the ones the runner models.
@@ -286,6 +289,9 @@ func normaliseObject(body []byte, field string, wc *wireCall) ([]byte, bool) {
 // choice 0 (capture) it records the fields go-openai would drop.
 func normaliseMessage(msg map[string]json.RawMessage, capture, delta bool, wc *wireCall) bool {
 	changed := false
+	if capture && isString(msg["reasoning_content"]) && string(msg["reasoning_content"]) != `""` {
+		wc.gotReasoningContent = true
+	}
 	if c := msg["content"]; len(c) > 0 && c[0] == '[' {
 		text, thinking := splitParts(c)
 		msg["content"], _ = json.Marshal(text)

@@ -17,13 +17,14 @@ func toStoreMessages(ms []agent.Message) []store.Message {
 			names[c.ID] = c.Name
 		}
 		sm := store.Message{
-			Role:       m.Role,
-			Content:    m.Content,
-			Name:       m.Name,
-			ToolCallID: m.ToolCallID,
-			Reasoning:  m.ReasoningContent,
-			Images:     len(m.Images),
-			Extra:      string(m.Extra),
+			Role:           m.Role,
+			Content:        m.Content,
+			Name:           m.Name,
+			ToolCallID:     m.ToolCallID,
+			Reasoning:      m.ReasoningContent,
+			ReasoningField: m.ReasoningField,
+			Images:         len(m.Images),
+			Extra:          string(m.Extra),
 		}
 		if m.Role == agent.RoleTool && sm.Name == "" {
 			sm.Name = names[m.ToolCallID]
@@ -48,6 +49,7 @@ func toAgentMessages(ms []store.Message, shared bool) []agent.Message {
 			Content:          m.Content,
 			ToolCallID:       m.ToolCallID,
 			ReasoningContent: m.Reasoning,
+			ReasoningField:   m.ReasoningField,
 		}
 		am.Extra = rawOrNil(m.Extra)
 		if m.Role == store.RoleUser {

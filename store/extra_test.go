@@ -20,7 +20,7 @@ func TestProviderExtraFieldsSurviveTheStore(t *testing.T) {
 		sig := `{"extra_content":{"google":{"thought_signature":"CsQBAV"}}}`
 		details := `{"reasoning_details":[{"type":"reasoning.encrypted","data":"abc"}]}`
 		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []Message{
-			{Role: RoleAssistant, Extra: details, ToolCalls: []MessageToolCall{{ID: "c1", Name: "shell", Arguments: "{}", Extra: sig}}},
+			{Role: RoleAssistant, Extra: details, Reasoning: "run pwd", ReasoningField: "reasoning_content", ToolCalls: []MessageToolCall{{ID: "c1", Name: "shell", Arguments: "{}", Extra: sig}}},
 			{Role: RoleTool, ToolCallID: "c1", Name: "shell", Content: "/work"},
 			{Role: RoleAssistant, Content: "You are in /work."},
 		}})
@@ -31,7 +31,7 @@ func TestProviderExtraFieldsSurviveTheStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(h) != 4 || h[1].Extra != details || len(h[1].ToolCalls) != 1 || h[1].ToolCalls[0].Extra != sig {
+		if len(h) != 4 || h[1].Extra != details || len(h[1].ToolCalls) != 1 || h[1].ToolCalls[0].Extra != sig || h[1].ReasoningField != "reasoning_content" {
 			t.Fatalf("history = %+v; the provider's fields must come back as stored (Gemini rejects a history without its signatures)", h)
 		}
 		if h[3].Extra != "" {

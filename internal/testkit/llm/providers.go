@@ -13,6 +13,10 @@ type Recording struct {
 	// Reasoning is the reasoning the tool round streams beside the call (a separate field, not
 	// <think> tags); empty when none.
 	Reasoning string
+	// ReasoningSentBack says the provider takes the reasoning back as reasoning_content on the
+	// assistant messages of a turn with tool calls (DeepSeek requires it; vLLM's and xAI's
+	// templates read it). Groq and others reject reasoning fields on assistant messages.
+	ReasoningSentBack bool
 	// CallExtra is the JSON object of the call's fields beyond index, id, type and function that
 	// the provider needs back unchanged on the call in later requests; empty when none.
 	CallExtra string
@@ -93,9 +97,10 @@ func Recordings() []Recording {
 		{
 			// DeepSeek thinking mode: reasoning_content deltas with content null, then the call;
 			// usage (with cache fields) on the finish chunk.
-			Provider:  "deepseek",
-			CallID:    "call_00_dsk9",
-			Reasoning: "The user wants the directory. I should run pwd.",
+			Provider:          "deepseek",
+			ReasoningSentBack: true,
+			CallID:            "call_00_dsk9",
+			Reasoning:         "The user wants the directory. I should run pwd.",
 			ToolRound: Reply{Events: []string{
 				`{"id":"ds-1","object":"chat.completion.chunk","created":1767225600,"model":"deepseek-reasoner","system_fingerprint":"fp_ds","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":""},"logprobs":null,"finish_reason":null}]}`,
 				`{"id":"ds-1","object":"chat.completion.chunk","created":1767225600,"model":"deepseek-reasoner","system_fingerprint":"fp_ds","choices":[{"index":0,"delta":{"content":null,"reasoning_content":"The user wants the directory."},"logprobs":null,"finish_reason":null}]}`,
@@ -155,9 +160,10 @@ func Recordings() []Recording {
 		{
 			// xAI: reasoning_content from grok-3-mini, the whole call in one chunk with index,
 			// usage with reasoning tokens in a chunk of its own.
-			Provider:  "xai",
-			CallID:    "call_48290117",
-			Reasoning: "Run pwd.",
+			Provider:          "xai",
+			ReasoningSentBack: true,
+			CallID:            "call_48290117",
+			Reasoning:         "Run pwd.",
 			ToolRound: Reply{Events: []string{
 				`{"id":"xai-1","object":"chat.completion.chunk","created":1767225600,"model":"grok-3-mini","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"Run pwd."}}],"system_fingerprint":"fp_x"}`,
 				`{"id":"xai-1","object":"chat.completion.chunk","created":1767225600,"model":"grok-3-mini","choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_48290117","function":{"name":"shell","arguments":"{\"command\":\"pwd\"}"},"index":0,"type":"function"}]}}],"system_fingerprint":"fp_x"}`,
@@ -198,9 +204,10 @@ func Recordings() []Recording {
 			// vLLM with a reasoning parser and tool parser: reasoning_content deltas, the call's
 			// name in its first fragment without arguments, arguments after, usage in a chunk
 			// with empty choices.
-			Provider:  "vllm",
-			CallID:    "chatcmpl-tool-5a1c",
-			Reasoning: "pwd answers that.",
+			Provider:          "vllm",
+			ReasoningSentBack: true,
+			CallID:            "chatcmpl-tool-5a1c",
+			Reasoning:         "pwd answers that.",
 			ToolRound: Reply{Events: []string{
 				`{"id":"chatcmpl-v1","object":"chat.completion.chunk","created":1767225600,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":null}`,
 				`{"id":"chatcmpl-v1","object":"chat.completion.chunk","created":1767225600,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"reasoning_content":"pwd answers that."},"logprobs":null,"finish_reason":null}]}`,
