@@ -195,3 +195,20 @@ func TestUnknownAssistantFieldsGoBackUnchanged(t *testing.T) {
 		t.Errorf("next round sent reasoning_details %s, want %s", sent["reasoning_details"], want)
 	}
 }
+
+func TestWholeAnswerKeepsThoughtSignatures(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.Reply{Body: `{"choices":[{"finish_reason":"tool_calls","index":0,"message":{"role":"assistant","tool_calls":[{"extra_content":{"google":{"thought_signature":"c2lnLTE="}},"function":{"arguments":"{\"command\":\"pwd\"}","name":"shell"},"id":"function-call-1","type":"function"}]}}],"created":1767225600,"id":"gem-3","model":"gemini-3-flash-preview","object":"chat.completion","usage":{"completion_tokens":5,"prompt_tokens":10,"total_tokens":15}}`},
+		llm.Text("You are in /work."))
+	r := newRunner(t, agent.Options{}, srv)
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("where?"), Tools: shellSpec, Executor: &testExecutor{}}, nil)
+	mustOK(t, res)
+	want := `{"extra_content":{"google":{"thought_signature":"c2lnLTE="}}}`
+	if got := string(res.Messages[0].ToolCalls[0].Extra); got != want {
+		t.Errorf("call extra = %s, want %s", got, want)
+	}
+	calls := rawToolCalls(t, assistantWithCalls(t, srv.Requests()[1]))
+	if got := fmt.Sprint(calls[0]["extra_content"]); got != "map[google:map[thought_signature:c2lnLTE=]]" {
+		t.Errorf("next round sent extra_content %s; Gemini rejects the round without the signature", got)
+	}
+}
