@@ -245,33 +245,47 @@ func (s *sseNormaliser) normaliseLine(line []byte) []byte {
 // the shape go-openai decodes, and captures choice 0's unknown fields into wc. It reports whether
 // the JSON changed; a body it cannot read is left to go-openai.
 func normaliseObject(body []byte, field string, wc *wireCall) ([]byte, bool) {
+	// One typed pass finds the messages; the whole object is rebuilt only when one changed,
+	// which most chunks of most providers never need.
+	var obj struct {
+		Choices []struct {
+			Index   int                        `json:"index"`
+			Delta   map[string]json.RawMessage `json:"delta"`
+			Message map[string]json.RawMessage `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &obj); err != nil || len(obj.Choices) == 0 {
+		return nil, false
+	}
+	changed := make([]map[string]json.RawMessage, len(obj.Choices))
+	rewrite := false
+	for i, ch := range obj.Choices {
+		msg := ch.Delta
+		if field == "message" {
+			msg = ch.Message
+		}
+		if msg != nil && normaliseMessage(msg, ch.Index == 0, field == "delta", wc) {
+			changed[i] = msg
+			rewrite = true
+		}
+	}
+	if !rewrite {
+		return nil, false
+	}
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil || len(top["choices"]) == 0 {
-		return nil, false
-	}
 	var choices []map[string]json.RawMessage
-	if err := json.Unmarshal(top["choices"], &choices); err != nil {
+	if json.Unmarshal(body, &top) != nil || json.Unmarshal(top["choices"], &choices) != nil || len(choices) != len(changed) {
 		return nil, false
 	}
-	changed := false
-	for _, ch := range choices {
-		var msg map[string]json.RawMessage
-		if err := json.Unmarshal(ch[field], &msg); err != nil || msg == nil {
+	for i, msg := range changed {
+		if msg == nil {
 			continue
 		}
-		var index int
-		_ = json.Unmarshal(ch["index"], &index)
-		if normaliseMessage(msg, index == 0, field == "delta", wc) {
-			raw, err := json.Marshal(msg)
-			if err != nil {
-				return nil, false
-			}
-			ch[field] = raw
-			changed = true
+		raw, err := json.Marshal(msg)
+		if err != nil {
+			return nil, false
 		}
-	}
-	if !changed {
-		return nil, false
+		choices[i][field] = raw
 	}
 	raw, err := json.Marshal(choices)
 	if err != nil {
