@@ -5,6 +5,10 @@
 // providers show (HTTP errors before the stream, a stream cut without finish_reason, a hang, slow
 // tokens) and records every request for assertions.
 //
+// Reply.Events and Reply.Body send a provider's stream or answer verbatim; Recordings holds the
+// shapes of the providers the bot supports (OpenAI, Azure, Gemini, DeepSeek, Groq, Mistral, xAI,
+// Ollama, vLLM), written from their API documentation.
+//
 // Like the real API it rejects (400) a transcript where an assistant message's tool calls are not
 // answered by the tool messages that follow it.
 package llm
