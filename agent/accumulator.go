@@ -65,7 +65,8 @@ func (a *accumulator) add(c *openai.ChatCompletionStreamChoice) (flush bool) {
 }
 
 // mergeCall folds one tool-call fragment into its call: by index when the provider sends one,
-// else by id, else into the latest call. The first id and the first name win.
+// else by id, else into the latest call. The first id wins; the name is what arrived before the
+// arguments.
 func (a *accumulator) mergeCall(tc *openai.ToolCall) {
 	var cs *callState
 	switch {
@@ -101,10 +102,53 @@ func (a *accumulator) mergeCall(tc *openai.ToolCall) {
 	if cs.id == "" {
 		cs.id = tc.ID
 	}
-	if cs.name == "" {
-		cs.name = tc.Function.Name
+	if len(cs.args) == 0 {
+		cs.name = mergeName(cs.name, tc.Function.Name)
 	}
 	cs.args = append(cs.args, tc.Function.Arguments...)
+}
+
+// mergeName folds a fragment of a call's name into the name so far. Most providers send the name
+// whole in the call's first fragment; some split it over the chunks before the arguments, and
+// some repeat it (whole, or the name so far). A name arriving once the arguments have begun is
+// ignored by the caller: the call is named by then.
+func mergeName(name, frag string) string {
+	switch {
+	case frag == "", frag == name:
+		return name
+	case strings.HasPrefix(frag, name):
+		return frag
+	}
+	return name + frag
+}
+
+// attachExtras gives the message's tool calls, and the message, the raw fields the provider sent
+// with them (m.ToolCalls must be toolCalls()'s result, in order).
+func (a *accumulator) attachExtras(m *Message, got wireExtras, reasoningContent bool) {
+	m.Extra = got.Message
+	if reasoningContent && a.reasoning.Len() > 0 {
+		m.ReasoningField = reasoningContentField
+	}
+	for i := range m.ToolCalls {
+		if i >= len(a.calls) {
+			break
+		}
+		c := &a.calls[i]
+		extra := got.Calls[callKey(c.id, -1)]
+		if byIndex := got.Calls[callKey("", c.index)]; len(byIndex) > 0 {
+			if len(extra) == 0 {
+				extra = byIndex
+			} else {
+				var fields map[string]json.RawMessage
+				if json.Unmarshal(byIndex, &fields) == nil {
+					for k, v := range fields {
+						extra = setField(extra, k, v)
+					}
+				}
+			}
+		}
+		m.ToolCalls[i].Extra = extra
+	}
 }
 
 func (a *accumulator) newCall(index int) *callState {

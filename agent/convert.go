@@ -41,13 +41,17 @@ func toolSpecs(specs []tools.Spec) []openai.Tool {
 }
 
 // toUpstream converts the transcript to wire messages carrying only role, content, name, tool
-// calls, tool call id, and reasoning on assistant messages with tool calls. Images become data
+// calls, tool call id, and reasoning on the assistant messages of user turns that called tools.
+// The second result holds, per wire message, the raw fields the provider sent with it, for the
+// transport to add (see wireTransport). Images become data
 // URLs for vision models; other models get a note that images were left out. Assistant messages
 // with neither text nor tool calls are skipped, since providers reject them. Two user messages in
 // a row (a turn that failed before the model answered, or whose answer was empty) are joined into
 // one, since providers whose chat templates require alternating roles reject them.
-func toUpstream(msgs []Message, vision bool) []openai.ChatCompletionMessage {
+func toUpstream(msgs []Message, vision bool) ([]openai.ChatCompletionMessage, []wireExtras) {
 	out := make([]openai.ChatCompletionMessage, 0, len(msgs))
+	extras := make([]wireExtras, 0, len(msgs))
+	withReasoning := turnsWithToolCalls(msgs)
 	for i := range msgs {
 		m := &msgs[i]
 		if m.Role == RoleAssistant && m.Content == "" && len(m.ToolCalls) == 0 {
@@ -70,6 +74,7 @@ func toUpstream(msgs []Message, vision bool) []openai.ChatCompletionMessage {
 				om.Content = withImageNote(m.Content, len(m.Images))
 			}
 		}
+		ex := wireExtras{Message: m.Extra}
 		if len(m.ToolCalls) > 0 {
 			om.ToolCalls = make([]openai.ToolCall, len(m.ToolCalls))
 			for j, tc := range m.ToolCalls {
@@ -78,7 +83,15 @@ func toUpstream(msgs []Message, vision bool) []openai.ChatCompletionMessage {
 					Type:     openai.ToolTypeFunction,
 					Function: openai.FunctionCall{Name: tc.Name, Arguments: normalizeArgs(tc.Arguments)},
 				}
+				if len(tc.Extra) > 0 {
+					if ex.Calls == nil {
+						ex.Calls = map[string]json.RawMessage{}
+					}
+					ex.Calls[callKey(tc.ID, j)] = tc.Extra
+				}
 			}
+		}
+		if m.Role == RoleAssistant && withReasoning[i] && m.ReasoningField == reasoningContentField {
 			om.ReasoningContent = m.ReasoningContent
 		}
 		if n := len(out); n > 0 && om.Role == RoleUser && out[n-1].Role == RoleUser {
@@ -86,8 +99,34 @@ func toUpstream(msgs []Message, vision bool) []openai.ChatCompletionMessage {
 			continue
 		}
 		out = append(out, om)
+		extras = append(extras, ex)
 	}
-	return out
+	return out, extras
+}
+
+// reasoningContentField is the wire field of DeepSeek-style reasoning, the only form of reasoning
+// sent back upstream.
+const reasoningContentField = "reasoning_content"
+
+// turnsWithToolCalls marks the messages of the user turns (from one user message to the next)
+// in which the model called a tool.
+func turnsWithToolCalls(msgs []Message) []bool {
+	marks := make([]bool, len(msgs))
+	start := 0
+	for i := 0; i <= len(msgs); i++ {
+		if i < len(msgs) && msgs[i].Role != RoleUser {
+			continue
+		}
+		called := false
+		for j := start; j < i; j++ {
+			called = called || len(msgs[j].ToolCalls) > 0
+		}
+		for j := start; j < i; j++ {
+			marks[j] = called
+		}
+		start = i + 1
+	}
+	return marks
 }
 
 // joinUser appends the user message next to the user message prev, keeping both texts (and

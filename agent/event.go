@@ -33,7 +33,7 @@ type ToolResult struct {
 }
 
 // RoundCapHit is emitted when MaxToolRounds tool rounds have run and the model is asked one last
-// time without tools.
+// time for an answer, with the tools listed but tool_choice "none".
 type RoundCapHit struct {
 	Round         int
 	MaxToolRounds int

@@ -6,11 +6,13 @@
 // The behaviour follows LangBot's LocalAgentRunner (model fallback before the first chunk, an
 // accumulator that flushes the full text every few raw chunks, sequential tool rounds, a round
 // cap) and fixes its gaps: a stream that ends without a finish_reason is an error, and hitting
-// the round cap ends with one more model call without tools so the transcript stays valid.
+// the round cap ends with one more model call that may not call tools (tool_choice "none") so the
+// transcript stays valid.
 package agent
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
@@ -33,10 +35,17 @@ type Message struct {
 	// Name is the optional participant name of a user message.
 	Name string
 	// ReasoningContent is the model's separate reasoning (the reasoning_content field of
-	// DeepSeek-style providers, or the text of <think> blocks removed with RemoveThink). It is kept
-	// in history and sent back upstream only on assistant messages that carry tool calls, where
-	// reasoning providers need it to continue.
+	// DeepSeek-style providers, Groq's and Ollama's reasoning field, Mistral's thinking parts, or
+	// the text of <think> blocks removed with RemoveThink). It is kept in history. It is sent back
+	// upstream only when it arrived as reasoning_content (ReasoningField), and then on the
+	// assistant messages of a user turn in which the model called tools, as DeepSeek's thinking
+	// mode requires (it rejects such a history without them, and ignores the reasoning of turns
+	// without tool calls). Groq and Cerebras reject reasoning fields on assistant messages, so
+	// reasoning that came in another form never goes back.
 	ReasoningContent string
+	// ReasoningField is the wire field the reasoning arrived in: "reasoning_content", or empty
+	// (another field, <think> tags, or none).
+	ReasoningField string
 	// ToolCallID links a tool message to the call it answers.
 	ToolCallID string
 	// Images go upstream as data URLs when the model supports vision; otherwise the model is told
@@ -44,6 +53,10 @@ type Message struct {
 	Images []Image
 	// ToolCalls are the calls an assistant message asked for.
 	ToolCalls []ToolCall
+	// Extra is a JSON object of the fields the provider sent on an assistant message beyond the
+	// ones above (e.g. the reasoning_details some gateways send), kept raw and sent back unchanged with the
+	// message in later rounds and turns; nil when there were none.
+	Extra json.RawMessage
 }
 
 // ToolCall is one tool call the model asked for, fully assembled.
@@ -54,6 +67,10 @@ type ToolCall struct {
 	Name string
 	// Arguments is the JSON text as the model sent it; "{}" when it sent nothing.
 	Arguments string
+	// Extra is a JSON object of the fields the provider sent on the call beyond id, type and
+	// function (e.g. Gemini's extra_content with its thought signature), kept raw and sent back
+	// unchanged on the call; nil when there were none.
+	Extra json.RawMessage
 }
 
 // Image is a picture attached to a user message.
@@ -84,7 +101,8 @@ type Model struct {
 // Options tune a Runner. Zero values take the documented defaults.
 type Options struct {
 	// MaxToolRounds caps the tool rounds of a turn (default 128). After that many rounds the model
-	// is asked once more without tools, and a RoundCapHit event is emitted.
+	// is asked once more with tool_choice "none" (the tools stay listed, which gateways require
+	// of a history with tool calls), and a RoundCapHit event is emitted.
 	MaxToolRounds int
 	// FlushChunks is how many raw stream chunks pass between two Chunk events (default 8); the
 	// final chunk of a round is always emitted.
@@ -198,6 +216,6 @@ type Result struct {
 	// (finish_reason "length"). The answer is kept and Status stays ok.
 	Truncated bool
 	// RoundCapHit reports that MaxToolRounds was reached and the last answer was asked for
-	// without tools.
+	// with tool_choice "none".
 	RoundCapHit bool
 }

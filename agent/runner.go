@@ -69,6 +69,14 @@ func NewRunner(models []Model, opts Options) (*Runner, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
 	}
+	// The runner's copy of the client speaks through wireTransport, which decodes the provider
+	// shapes go-openai cannot and carries their extra fields both ways.
+	hc := *opts.HTTPClient
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &wireTransport{base: base}
 	r := &Runner{opts: opts, log: opts.Logger}
 	for i, m := range models {
 		if m.Name == "" {
@@ -84,14 +92,14 @@ func NewRunner(models []Model, opts Options) (*Runner, error) {
 		}
 		cfg := openai.DefaultConfig(m.APIKey)
 		cfg.BaseURL = m.BaseURL
-		cfg.HTTPClient = opts.HTTPClient
+		cfg.HTTPClient = &hc
 		r.models = append(r.models, candidate{Model: m, index: i, client: openai.NewClientWithConfig(cfg)})
 	}
 	return r, nil
 }
 
 // Run runs one turn: model call, tool round, model call, … until the model answers without tool
-// calls, the round cap is reached (then one last call without tools), an error ends the turn or
+// calls, the round cap is reached (then one last call with tool_choice "none"), an error ends the turn or
 // ctx is cancelled. It always returns a Result; Result.Status says how the turn ended.
 //
 // Events go to emit, in order, from the goroutine that called Run; nil drops them. The runner waits
@@ -120,6 +128,20 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(Event)) *Result
 	return t.res
 }
 
+// toolMode is how a model call offers the turn's tools.
+type toolMode int
+
+const (
+	// toolsOffered sends the tools; the model may call them.
+	toolsOffered toolMode = iota
+	// toolsListedNotCallable sends the tools with tool_choice "none" (the round-cap call):
+	// Anthropic- and Bedrock-style gateways reject a history holding tool calls when the request
+	// declares no tools, so the tools stay listed while the model is told not to call them.
+	toolsListedNotCallable
+	// toolsOmitted sends no tools (the turn has none).
+	toolsOmitted
+)
+
 // turn is the state of one Run.
 type turn struct {
 	r         *Runner
@@ -137,15 +159,18 @@ type turn struct {
 func (t *turn) run(ctx context.Context) {
 	maxRounds := t.r.opts.MaxToolRounds
 	for round := 1; ; round++ {
-		offerTools := len(t.specs) > 0
-		if round > maxRounds && offerTools {
-			offerTools = false
+		mode := toolsOffered
+		if len(t.specs) == 0 {
+			mode = toolsOmitted
+		}
+		if round > maxRounds && mode == toolsOffered {
+			mode = toolsListedNotCallable
 			t.res.RoundCapHit = true
-			t.r.log.Warn("agent: tool round cap reached; asking for a final answer without tools",
+			t.r.log.Warn("agent: tool round cap reached; asking for a final answer with tool_choice none",
 				slog.Int("max_tool_rounds", maxRounds), slog.Int("round", round))
 			t.emit(RoundCapHit{Round: round, MaxToolRounds: maxRounds})
 		}
-		msg, err := t.callModel(ctx, round, offerTools)
+		msg, err := t.callModel(ctx, round, mode)
 		if err != nil {
 			t.fail(ctx, err)
 			return
@@ -184,7 +209,13 @@ func (t *turn) fail(ctx context.Context, err error) {
 
 // callModel makes one round's model call: over all candidates in order until one answers (before
 // the turn's model is fixed), or only the fixed model afterwards.
-func (t *turn) callModel(ctx context.Context, round int, offerTools bool) (Message, error) {
+//
+// A candidate that fails before its first chunk is left for the next only when the failure may
+// pass (ErrorKind.Transient, or an unclassified failure such as a stream cut before its first
+// chunk): an auth error or a bad request fails the turn at once, since a fallback would hide a
+// misconfiguration, and a context-length refusal is returned as ErrContextTooLong for the caller
+// to shorten the history.
+func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message, error) {
 	cands := t.r.models
 	if t.committed >= 0 {
 		cands = cands[t.committed : t.committed+1]
@@ -194,10 +225,14 @@ func (t *turn) callModel(ctx context.Context, round int, offerTools bool) (Messa
 		lastErr error
 	)
 	for _, c := range cands {
-		msg, started, err := t.attempt(ctx, c, round, offerTools, reason)
+		msg, started, err := t.attempt(ctx, c, round, mode, reason)
 		if err == nil {
 			t.committed = c.index
 			return msg, nil
+		}
+		kind := ErrorKindOf(err)
+		if !started && ctx.Err() == nil && !movesOn(kind) {
+			return Message{}, &ModelError{Kind: kind, Err: err}
 		}
 		if started || t.committed >= 0 || ctx.Err() != nil {
 			if started {
@@ -221,21 +256,29 @@ func (t *turn) callModel(ctx context.Context, round int, offerTools bool) (Messa
 
 // attempt calls one candidate. started reports that the stream delivered its first chunk (the
 // model is then fixed for the turn); errors before that allow a fallback.
-func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools bool, reason string) (msg Message, started bool, err error) {
-	offerTools = offerTools && c.SupportsTools
+func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMode, reason string) (msg Message, started bool, err error) {
+	offerTools := mode == toolsOffered && c.SupportsTools
+	upstream, extras := toUpstream(t.history, c.SupportsVision)
 	creq := openai.ChatCompletionRequest{
 		Model:    c.Model.Model,
-		Messages: toUpstream(t.history, c.SupportsVision),
+		Messages: upstream,
 	}
-	if offerTools {
-		creq.Tools = t.specs
+	wc := &wireCall{send: extras}
+	if c.SupportsTools {
+		switch mode {
+		case toolsOffered:
+			creq.Tools = t.specs
+		case toolsListedNotCallable:
+			creq.Tools = t.specs
+			creq.ToolChoice = "none"
+		}
 	}
 	t.shown = ""
 	t.cutID = ""
 	start := time.Now()
 	rec := LLMCall{Model: c.Name, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
 
-	callCtx, cancel := context.WithCancelCause(ctx)
+	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, wc))
 	defer cancel(nil)
 	var deadline *time.Timer
 	if c.Timeout > 0 {
@@ -284,6 +327,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, offerTools b
 	}
 	finishMsg := func() Message {
 		m := acc.message()
+		acc.attachExtras(&m, wc.got, wc.gotReasoningContent)
 		if !offerTools && len(m.ToolCalls) > 0 {
 			t.r.log.Warn("agent: model called tools that were not offered; ignoring the calls",
 				slog.String("model", c.Name), slog.Int("round", round), slog.Int("calls", len(m.ToolCalls)))
@@ -389,6 +433,7 @@ func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamCh
 // the turn goes on, so the model can retry with a shorter call or answer.
 // No ToolStart or ToolResult is emitted for a skipped call (it did not run).
 func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error {
+	var shown toolImages
 	for i, call := range calls {
 		if ctx.Err() != nil {
 			t.skipTools(ctx, round, calls[i:])
@@ -411,6 +456,13 @@ func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error 
 		if !done {
 			t.skipTools(ctx, round, calls[i+1:])
 			return ctx.Err()
+		}
+		shown.add(call.Name, out.Files)
+	}
+	if ctx.Err() == nil && t.committed >= 0 && t.r.models[t.committed].SupportsVision {
+		if m, ok := shown.message(); ok {
+			// For the rest of this turn only: the images' bytes are not kept in history.
+			t.history = append(t.history, m)
 		}
 	}
 	return ctx.Err()

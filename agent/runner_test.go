@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -263,7 +264,7 @@ func TestToolCallAssembly(t *testing.T) {
 				exec := &testExecutor{}
 				res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: exec, Stream: stream}, nil)
 				mustOK(t, res)
-				if got := res.Messages[0].ToolCalls; !slices.Equal(got, tc.wantCalls) {
+				if got := res.Messages[0].ToolCalls; !reflect.DeepEqual(got, tc.wantCalls) {
 					t.Errorf("tool calls = %+v, want %+v", got, tc.wantCalls)
 				}
 				var ran []string
@@ -416,7 +417,6 @@ func TestFallback(t *testing.T) {
 		timeout time.Duration
 	}{
 		{name: "500", first: llm.Fault(500, "upstream exploded")},
-		{name: "401", first: llm.Fault(401, "bad key")},
 		{name: "429", first: llm.Reply{Status: 429, Error: "slow down", RetryAfter: 3}},
 		{name: "empty stream without finish", first: llm.Reply{Cut: true}},
 		{name: "hang before the first chunk", first: llm.Reply{Hang: true}, timeout: 200 * time.Millisecond},
@@ -458,6 +458,72 @@ func TestFallback(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func TestOnlyTransientErrorsMoveToTheNextModel(t *testing.T) {
+	cases := []struct {
+		name         string
+		first        llm.Reply
+		fallback     bool
+		contextLimit bool // the turn's error is agent.ErrContextTooLong
+		inError      string
+	}{
+		{name: "rate limit", first: llm.Fault(429, "slow down"), fallback: true},
+		{name: "overloaded", first: llm.Fault(529, "Overloaded"), fallback: true},
+		{name: "unavailable", first: llm.Fault(503, "try later"), fallback: true},
+		{name: "server error", first: llm.Fault(500, "boom"), fallback: true},
+		{name: "wrong key", first: llm.Fault(401, "Incorrect API key provided"), inError: "api_key"},
+		{name: "no access", first: llm.Fault(403, "forbidden"), inError: "credentials"},
+		{name: "bad request", first: llm.Fault(400, "messages: roles must alternate"), inError: "roles must alternate"},
+		{name: "unknown model", first: llm.Fault(404, "model_not_found"), inError: "invalid"},
+		{name: "context too long", first: llm.Fault(400, "This model's maximum context length is 8192 tokens"), contextLimit: true, inError: "context"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srvs := newServers(t, 2)
+			srvs[0].Push(tc.first)
+			srvs[1].Push(llm.Text("from backup"))
+			r := newRunner(t, agent.Options{}, srvs...)
+			res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, nil)
+			if tc.fallback {
+				mustOK(t, res)
+				if got := res.Messages[0].Content; got != "from backup" {
+					t.Errorf("answer = %q, want the backup's", got)
+				}
+				return
+			}
+			if res.Status != agent.StatusError {
+				t.Fatalf("status %s (answer %+v): a %s must fail the turn, not fall back", res.Status, res.Messages, tc.name)
+			}
+			if n := srvs[1].RequestCount(); n != 0 {
+				t.Errorf("the backup was asked %d times; a fallback hides the primary's misconfiguration", n)
+			}
+			if !strings.Contains(res.Err.Error(), tc.inError) {
+				t.Errorf("error %q does not say %q", res.Err, tc.inError)
+			}
+			if got := errors.Is(res.Err, agent.ErrContextTooLong); got != tc.contextLimit {
+				t.Errorf("errors.Is(err, ErrContextTooLong) = %v, want %v (err %v)", got, tc.contextLimit, res.Err)
+			}
+			var me *agent.ModelError
+			if !errors.As(res.Err, &me) || me.Kind.Transient() {
+				t.Errorf("error %v is not a *ModelError of a lasting kind", res.Err)
+			}
+		})
+	}
+}
+
+func TestContextTooLongInALaterRoundIsTyped(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "shell", Args: []string{`{"command":"cat big"}`}}),
+		llm.Fault(400, "prompt is too long: 210000 tokens > 200000 maximum"))
+	r := newRunner(t, agent.Options{}, srv)
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("read it"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
+	if res.Status != agent.StatusError || !errors.Is(res.Err, agent.ErrContextTooLong) {
+		t.Fatalf("status %s err %v, want ErrContextTooLong so the pipeline can compact and retry", res.Status, res.Err)
+	}
+	if got := roles(res.Messages); !slices.Equal(got, []string{"assistant", "tool"}) {
+		t.Errorf("completed part = %v", got)
 	}
 }
 
@@ -569,7 +635,7 @@ func TestRoundCap(t *testing.T) {
 				if calls > 10 {
 					return llm.Fault(500, "runaway: the cap did not stop the loop")
 				}
-				if len(req.Tools) == 0 {
+				if string(req.ToolChoice) == `"none"` {
 					return llm.Text("Final answer without tools.")
 				}
 				return llm.ToolCalls(llm.Call{ID: fmt.Sprintf("c%d", calls), Name: "shell", Args: []string{`{"command":"again"}`}})
@@ -586,8 +652,16 @@ func TestRoundCap(t *testing.T) {
 				t.Errorf("tool calls run = %d, want 3", n)
 			}
 			reqs := srv.Requests()
-			if len(reqs) != 4 || len(reqs[3].Tools) != 0 || len(reqs[2].Tools) == 0 {
-				t.Fatalf("%d model calls; the last must be without tools", len(reqs))
+			if len(reqs) != 4 {
+				t.Fatalf("%d model calls, want 3 tool rounds and one final call", len(reqs))
+			}
+			// Anthropic- and Bedrock-style gateways reject a history with tool calls when the
+			// request lists no tools: the last call keeps them and forbids calling them.
+			if last := reqs[3]; !slices.Equal(last.Tools, []string{"shell", "wait"}) || string(last.ToolChoice) != `"none"` {
+				t.Errorf("round-cap call: tools %v, tool_choice %s; want the tools listed with tool_choice \"none\"", last.Tools, last.ToolChoice)
+			}
+			if string(reqs[2].ToolChoice) != "" {
+				t.Errorf("a normal round sent tool_choice %s", reqs[2].ToolChoice)
 			}
 			last := res.Messages[len(res.Messages)-1]
 			if last.Role != "assistant" || last.Content != "Final answer without tools." || len(last.ToolCalls) != 0 {

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"encoding/json"
+
 	"relaybot/agent"
 	"relaybot/store"
 )
@@ -15,18 +17,20 @@ func toStoreMessages(ms []agent.Message) []store.Message {
 			names[c.ID] = c.Name
 		}
 		sm := store.Message{
-			Role:       m.Role,
-			Content:    m.Content,
-			Name:       m.Name,
-			ToolCallID: m.ToolCallID,
-			Reasoning:  m.ReasoningContent,
-			Images:     len(m.Images),
+			Role:           m.Role,
+			Content:        m.Content,
+			Name:           m.Name,
+			ToolCallID:     m.ToolCallID,
+			Reasoning:      m.ReasoningContent,
+			ReasoningField: m.ReasoningField,
+			Images:         len(m.Images),
+			Extra:          string(m.Extra),
 		}
 		if m.Role == agent.RoleTool && sm.Name == "" {
 			sm.Name = names[m.ToolCallID]
 		}
 		for _, c := range m.ToolCalls {
-			sm.ToolCalls = append(sm.ToolCalls, store.MessageToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			sm.ToolCalls = append(sm.ToolCalls, store.MessageToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Extra: string(c.Extra)})
 		}
 		out = append(out, sm)
 	}
@@ -45,7 +49,9 @@ func toAgentMessages(ms []store.Message, shared bool) []agent.Message {
 			Content:          m.Content,
 			ToolCallID:       m.ToolCallID,
 			ReasoningContent: m.Reasoning,
+			ReasoningField:   m.ReasoningField,
 		}
+		am.Extra = rawOrNil(m.Extra)
 		if m.Role == store.RoleUser {
 			am.Content = speaker(shared, m.Name, m.Content)
 			if m.Images > 0 {
@@ -53,11 +59,19 @@ func toAgentMessages(ms []store.Message, shared bool) []agent.Message {
 			}
 		}
 		for _, c := range m.ToolCalls {
-			am.ToolCalls = append(am.ToolCalls, agent.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			am.ToolCalls = append(am.ToolCalls, agent.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Extra: rawOrNil(c.Extra)})
 		}
 		out = append(out, am)
 	}
 	return out
+}
+
+// rawOrNil is the stored JSON of a provider's extra fields, nil when none were stored.
+func rawOrNil(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }
 
 func imagesNote(n int) string {

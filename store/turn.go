@@ -36,10 +36,15 @@ type Message struct {
 	ToolCallID string
 	// Reasoning is the model's thinking text, when kept.
 	Reasoning string
+	// ReasoningField is the wire field the reasoning arrived in ("reasoning_content" or empty).
+	ReasoningField string
 	// ToolCalls are the calls an assistant message asked for.
 	ToolCalls []MessageToolCall
 	// Images counts images that came with a user message; their bytes are not stored.
 	Images int
+	// Extra is a JSON object of the provider's fields on an assistant message beyond these,
+	// stored raw so history can send them back; empty when none.
+	Extra string
 }
 
 // MessageToolCall is one tool call of an assistant message.
@@ -47,6 +52,9 @@ type MessageToolCall struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// Extra is a JSON object of the provider's fields on the call beyond these (e.g. a thought
+	// signature), stored raw so history can send them back; empty when none.
+	Extra string `json:"extra,omitempty"`
 }
 
 // TurnStart opens a turn.
@@ -142,6 +150,8 @@ type messageRow struct {
 	ToolCalls      string
 	ToolCallID     string
 	Images         int
+	Extra          string
+	ReasoningField string
 	CreatedAt      time.Time
 }
 
@@ -169,7 +179,7 @@ func (llmCallRow) TableName() string { return "llm_calls" }
 func newMessageRow(conversationID, turnID int64, seq int, m Message, at time.Time) (messageRow, error) {
 	row := messageRow{ConversationID: conversationID, TurnID: turnID, Seq: seq, Role: m.Role,
 		Content: m.Content, Name: m.Name, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID,
-		Images: m.Images, CreatedAt: at}
+		Images: m.Images, Extra: m.Extra, ReasoningField: m.ReasoningField, CreatedAt: at}
 	if len(m.ToolCalls) > 0 {
 		b, err := json.Marshal(m.ToolCalls)
 		if err != nil {
@@ -187,7 +197,7 @@ func newMessageRow(conversationID, turnID int64, seq int, m Message, at time.Tim
 
 func (r messageRow) public() (Message, error) {
 	m := Message{Role: r.Role, Content: r.Content, Name: r.Name, ToolCallID: r.ToolCallID,
-		Reasoning: r.Reasoning, Images: r.Images}
+		Reasoning: r.Reasoning, Images: r.Images, Extra: r.Extra, ReasoningField: r.ReasoningField}
 	if r.ToolCalls != "" {
 		if err := json.Unmarshal([]byte(r.ToolCalls), &m.ToolCalls); err != nil {
 			return Message{}, fmt.Errorf("decode tool calls of message %d: %w", r.ID, err)

@@ -5,6 +5,10 @@
 // providers show (HTTP errors before the stream, a stream cut without finish_reason, a hang, slow
 // tokens) and records every request for assertions.
 //
+// Reply.Events and Reply.Body send a provider's stream or answer verbatim; Recordings holds the
+// shapes of the providers the bot supports (OpenAI, Azure, Gemini, DeepSeek, Groq, Mistral, xAI,
+// Ollama, vLLM), written from their API documentation.
+//
 // Like the real API it rejects (400) a transcript where an assistant message's tool calls are not
 // answered by the tool messages that follow it.
 package llm
@@ -49,6 +53,12 @@ type Reply struct {
 	// Hang stops after Chunks (before the whole body when not streaming) and waits until the
 	// client goes away or the server closes.
 	Hang bool
+
+	// Events, when set, replace Chunks, the finish chunk and the usage chunk of a streamed reply:
+	// each is sent verbatim as one "data: " event (a provider's recorded stream shape), then
+	// "data: [DONE]" unless Cut. Body, when set, is the verbatim JSON of a non-streamed reply.
+	Events []string
+	Body   string
 }
 
 // Chunk is one stream event's delta.
@@ -98,6 +108,9 @@ type Request struct {
 
 // Message is a message of a recorded request.
 type Message struct {
+	// Raw is the message's JSON as the client sent it (fields the decoded parts leave out
+	// included).
+	Raw              json.RawMessage
 	Role             string
 	Content          string // the text parts joined
 	ImageURLs        []string
@@ -299,6 +312,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		reply.Usage = &Usage{PromptTokens: estimateTokens(req.Messages), CompletionTokens: len(reply.Chunks)}
 	}
 	id := fmt.Sprintf("chatcmpl-fake-%d", n)
+	if req.Stream && len(reply.Events) > 0 {
+		s.streamEvents(w, r, req, reply)
+		return
+	}
+	if !req.Stream && reply.Body != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, reply.Body)
+		return
+	}
 	if req.Stream {
 		s.stream(w, r, req, reply, id)
 	} else {
@@ -400,6 +423,41 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 		if !send(wireChunk{Choices: []wireChoice{}, Usage: wireUsageOf(reply.Usage)}) {
 			return
 		}
+	}
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
+
+// streamEvents sends a reply's verbatim events.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, req Request, reply Reply) {
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	for _, ev := range reply.Events {
+		if reply.TokenDelay > 0 && !s.wait(r, reply.TokenDelay, nil) {
+			return
+		}
+		if _, err := io.WriteString(w, "data: "+ev+"\n\n"); err != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	s.mu.Lock()
+	observe := s.streamed
+	s.mu.Unlock()
+	if observe != nil {
+		observe(Streamed{Request: req, Chunks: len(reply.Events), LastChunk: time.Now()})
+	}
+	if reply.Hang {
+		s.hang(r)
+		return
+	}
+	if reply.Cut {
+		return
 	}
 	_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	if flusher != nil {

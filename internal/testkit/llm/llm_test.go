@@ -276,3 +276,22 @@ func TestSlowTokensAndWholeFaults(t *testing.T) {
 		t.Errorf("hanging whole reply answered %d", resp.StatusCode)
 	}
 }
+
+func TestRecordedEventsGoOutVerbatim(t *testing.T) {
+	s := llm.NewServer()
+	defer s.Close()
+	events1 := []string{`{"choices":[],"prompt_filter_results":[]}`, `{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"hi"}]},"finish_reason":"stop"}]}`}
+	s.Push(llm.Reply{Events: events1}, llm.Reply{Body: `{"choices":[{"index":0,"message":{"role":"assistant","content":"whole"},"finish_reason":"stop"}]}`})
+	got := events(t, post(t, t.Context(), s, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi","x_extra":1}]}`))
+	if want := append(events1, "[DONE]"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+	resp := post(t, t.Context(), s, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"content":"whole"`) {
+		t.Errorf("whole body = %s", body)
+	}
+	if raw := string(s.Requests()[0].Messages[0].Raw); !strings.Contains(raw, `"x_extra":1`) {
+		t.Errorf("recorded raw message = %s, want the client's fields kept", raw)
+	}
+}

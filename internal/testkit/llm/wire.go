@@ -78,21 +78,34 @@ type wireRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Messages []struct {
-		Role             string          `json:"role"`
-		Content          json.RawMessage `json:"content"`
-		Name             string          `json:"name"`
-		ReasoningContent string          `json:"reasoning_content"`
-		ToolCallID       string          `json:"tool_call_id"`
-		ToolCalls        []wireToolCall  `json:"tool_calls"`
-	} `json:"messages"`
-	Tools []struct {
+	Messages []wireRequestMessage `json:"messages"`
+	Tools    []struct {
 		Type     string `json:"type"`
 		Function struct {
 			Name string `json:"name"`
 		} `json:"function"`
 	} `json:"tools"`
 	ToolChoice json.RawMessage `json:"tool_choice"`
+}
+
+type wireRequestMessage struct {
+	raw json.RawMessage
+	wireRequestFields
+}
+
+type wireRequestFields struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	Name             string          `json:"name"`
+	ReasoningContent string          `json:"reasoning_content"`
+	ToolCallID       string          `json:"tool_call_id"`
+	ToolCalls        []wireToolCall  `json:"tool_calls"`
+}
+
+// UnmarshalJSON keeps the message's raw JSON next to its decoded fields.
+func (m *wireRequestMessage) UnmarshalJSON(b []byte) error {
+	m.raw = append(json.RawMessage(nil), b...)
+	return json.Unmarshal(b, &m.wireRequestFields)
 }
 
 // decodeRequest reads a request body; on error the returned Request holds what could be read.
@@ -113,7 +126,7 @@ func decodeRequest(body []byte) (Request, error) {
 		req.Tools = append(req.Tools, t.Function.Name)
 	}
 	for i, wm := range wr.Messages {
-		m := Message{Role: wm.Role, Name: wm.Name, ReasoningContent: wm.ReasoningContent, ToolCallID: wm.ToolCallID}
+		m := Message{Raw: wm.raw, Role: wm.Role, Name: wm.Name, ReasoningContent: wm.ReasoningContent, ToolCallID: wm.ToolCallID}
 		if err := decodeContent(wm.Content, &m); err != nil {
 			return req, fmt.Errorf("messages[%d].content: %w", i, err)
 		}
