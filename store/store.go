@@ -173,13 +173,13 @@ func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 	}
 	rsql.SetMaxOpenConns(opts.Readers)
 	rsql.SetMaxIdleConns(opts.Readers)
-	w, err := gorm.Open(sqlite.New(sqlite.Config{Conn: wsql}), gormConfig())
+	w, err := gorm.Open(sqlite.New(sqlite.Config{Conn: textPool{wsql}}), gormConfig())
 	if err != nil {
 		wsql.Close()
 		rsql.Close()
 		return fmt.Errorf("store: open sqlite %s: %w", path, err)
 	}
-	r, err := gorm.Open(sqlite.New(sqlite.Config{Conn: rsql}), gormConfig())
+	r, err := gorm.Open(sqlite.New(sqlite.Config{Conn: textPool{rsql}}), gormConfig())
 	if err != nil {
 		wsql.Close()
 		rsql.Close()
@@ -200,7 +200,7 @@ func (s *Store) openPostgres(ctx context.Context, opts Options) error {
 	}
 	db.SetMaxOpenConns(opts.Readers)
 	db.SetMaxIdleConns(opts.Readers)
-	g, err := gorm.Open(postgres.New(postgres.Config{Conn: db}), gormConfig())
+	g, err := gorm.Open(postgres.New(postgres.Config{Conn: textPool{db}}), gormConfig())
 	if err != nil {
 		db.Close()
 		return fmt.Errorf("store: open postgres: %w", redactDSN(err, opts.DSN))
