@@ -280,21 +280,3 @@ func now() time.Time { return dbTime(time.Now()) }
 
 // dbTime converts t to what the database keeps: UTC, truncated to the microsecond.
 func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-
-// rebind turns ? placeholders into $n for PostgreSQL.
-func (s *Store) rebind(q string) string {
-	if s.driver != DriverPostgres {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
