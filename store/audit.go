@@ -2,11 +2,12 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // Audit statuses of the DESIGN contract.
@@ -207,19 +208,52 @@ func (w *auditWriter) write(batch []*auditReq) {
 	}
 }
 
+// writeTx writes a batch atomically through GORM, like every other write of the store: each
+// finished call updates its row (a row gone meanwhile is written whole again), and the new rows go
+// in one multi-row INSERT. A batch of one request runs without BEGIN and COMMIT around it.
 func (w *auditWriter) writeTx(ctx context.Context, batch []*auditReq) error {
-	tx, err := w.s.wsql.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit the rollback is a no-op
 	ids := make([]int64, len(batch))
-	for i, r := range batch {
-		if ids[i], err = w.s.writeAudit(ctx, tx, r.op, r.rec); err != nil {
+	write := func(tx *gorm.DB) error {
+		var (
+			rows []toolCallModel
+			at   []int // batch index of each new row
+		)
+		for i, r := range batch {
+			if r.op == auditFinish && r.rec.ID > 0 {
+				done, err := finishAudit(tx, r.rec)
+				if err != nil {
+					return err
+				}
+				if done {
+					ids[i] = r.rec.ID
+					continue
+				}
+			}
+			rows = append(rows, newToolCallModel(r.rec))
+			at = append(at, i)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		// Chunks keep each INSERT well below both databases' limit on parameters.
+		if err := tx.CreateInBatches(&rows, insertChunk).Error; err != nil {
 			return err
 		}
+		for j, i := range at {
+			ids[i] = rows[j].ID
+		}
+		return nil
 	}
-	if err := tx.Commit(); err != nil {
+	db := w.s.w.WithContext(ctx)
+	var err error
+	if len(batch) == 1 {
+		// One request needs no transaction: its statement is atomic on its own (a finish whose
+		// row is gone updates nothing before its INSERT).
+		err = write(db)
+	} else {
+		err = db.Transaction(write)
+	}
+	if err != nil {
 		return err
 	}
 	for i, r := range batch {
@@ -228,38 +262,33 @@ func (w *auditWriter) writeTx(ctx context.Context, batch []*auditReq) error {
 	return nil
 }
 
-const insertToolCallSQL = `INSERT INTO tool_calls (turn_id, conversation_id, platform, chat_id, user_id,
-round, tool_call_id, tool_name, source, server, status, arguments, result, error, arguments_size,
-result_size, started_at, finished_at, duration_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+// finishAudit completes the row of r with its outcome; false when the row does not exist.
+func finishAudit(tx *gorm.DB, r *ToolCallRecord) (bool, error) {
+	res := tx.Model(&toolCallModel{}).Where("id = ?", r.ID).Updates(map[string]any{
+		"status": r.Status, "result": r.Result, "error": r.Error, "arguments": r.Arguments,
+		"arguments_size": r.ArgumentsSize, "result_size": r.ResultSize, "source": r.Source,
+		"server": r.Server, "finished_at": finishedAt(r), "duration_ms": r.Duration.Milliseconds(),
+	})
+	return res.RowsAffected == 1, res.Error
+}
 
-const finishToolCallSQL = `UPDATE tool_calls SET status = ?, result = ?, error = ?, arguments = ?,
-arguments_size = ?, result_size = ?, source = ?, server = ?, finished_at = ?, duration_ms = ?
-WHERE id = ?`
+// insertChunk is the most audit rows one INSERT carries (19 parameters each).
+const insertChunk = 256
 
-func (s *Store) writeAudit(ctx context.Context, tx *sql.Tx, op auditOp, r *ToolCallRecord) (int64, error) {
-	var finished any
-	if !r.FinishedAt.IsZero() {
-		finished = r.FinishedAt
+func newToolCallModel(r *ToolCallRecord) toolCallModel {
+	return toolCallModel{TurnID: r.TurnID, ConversationID: r.ConversationID, Platform: r.Platform,
+		ChatID: r.ChatID, UserID: r.UserID, Round: r.Round, ToolCallID: r.ToolCallID,
+		ToolName: r.ToolName, Source: r.Source, Server: r.Server, Status: r.Status,
+		Arguments: r.Arguments, Result: r.Result, Error: r.Error, ArgumentsSize: r.ArgumentsSize,
+		ResultSize: r.ResultSize, StartedAt: r.StartedAt, FinishedAt: finishedAt(r),
+		DurationMs: r.Duration.Milliseconds()}
+}
+
+// finishedAt is the finished_at of r's row: NULL while running.
+func finishedAt(r *ToolCallRecord) *time.Time {
+	if r.FinishedAt.IsZero() {
+		return nil
 	}
-	if op == auditFinish && r.ID > 0 {
-		res, err := tx.ExecContext(ctx, s.rebind(finishToolCallSQL), r.Status, r.Result, r.Error,
-			r.Arguments, r.ArgumentsSize, r.ResultSize, r.Source, r.Server, finished,
-			r.Duration.Milliseconds(), r.ID)
-		if err != nil {
-			return 0, err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return 0, err
-		} else if n == 1 {
-			return r.ID, nil
-		}
-		// The row is gone (swept by retention); write it whole below.
-	}
-	var id int64
-	err := tx.QueryRowContext(ctx, s.rebind(insertToolCallSQL), r.TurnID, r.ConversationID,
-		r.Platform, r.ChatID, r.UserID, r.Round, r.ToolCallID, r.ToolName, r.Source, r.Server,
-		r.Status, r.Arguments, r.Result, r.Error, r.ArgumentsSize, r.ResultSize, r.StartedAt,
-		finished, r.Duration.Milliseconds()).Scan(&id)
-	return id, err
+	t := r.FinishedAt
+	return &t
 }

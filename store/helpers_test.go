@@ -102,3 +102,21 @@ func count(t testing.TB, s *Store, table, where string, args ...any) int {
 }
 
 func errContains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+// rebind turns ? placeholders into $n for PostgreSQL.
+func (s *Store) rebind(q string) string {
+	if s.driver != DriverPostgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

@@ -220,6 +220,11 @@ type ToolStat struct {
 	// resolution). In JSON they are p50_ms and p95_ms.
 	P50 time.Duration `json:"-"`
 	P95 time.Duration `json:"-"`
+	// Finished counts the calls that are no longer running; Avg and Max are over their durations.
+	// They are not part of the JSON form.
+	Finished int           `json:"-"`
+	Avg      time.Duration `json:"-"`
+	Max      time.Duration `json:"-"`
 }
 
 // MarshalJSON writes the percentiles as p50_ms and p95_ms.
@@ -232,25 +237,79 @@ func (t ToolStat) MarshalJSON() ([]byte, error) {
 	}{plain(t), t.P50.Milliseconds(), t.P95.Milliseconds()})
 }
 
+// toolStatRow is one group of ToolStats as the database computes it.
+type toolStatRow struct {
+	ToolName, Source, Server string
+	N, Finished, Errors      int
+	AvgMs                    float64
+	MaxMs, P50Ms, P95Ms      int64
+}
+
 // ToolStats summarises the calls matching f per tool (source and server), busiest first. Limit and
-// Cursor are ignored.
+// Cursor are ignored. Everything is computed by the database, however many rows match.
 func (s *Store) ToolStats(ctx context.Context, f ToolCallFilter) ([]ToolStat, error) {
-	type agg struct {
-		ToolName, Source, Server string
-		N, Finished, Errors      int
+	var rows []toolStatRow
+	var err error
+	if s.driver == DriverPostgres {
+		rows, err = s.toolStatsPostgres(ctx, f)
+	} else {
+		rows, err = s.toolStatsSQLite(ctx, f)
 	}
-	var aggs []agg
-	err := f.where(s.r.WithContext(ctx).Model(&toolCallModel{})).
-		Select(`tool_name, source, server, COUNT(*) AS n,
-			SUM(CASE WHEN status <> ? THEN 1 ELSE 0 END) AS finished,
-			SUM(CASE WHEN status NOT IN (?, ?) THEN 1 ELSE 0 END) AS errors`,
-			StatusRunning, StatusRunning, StatusOK).
-		Group("tool_name, source, server").Order("n DESC, tool_name, source, server").
-		Scan(&aggs).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: tool stats: %w", err)
 	}
-	// Nearest-rank percentiles, one pass with window functions (SQLite >= 3.25 and PostgreSQL).
+	out := make([]ToolStat, 0, len(rows))
+	for _, r := range rows {
+		st := ToolStat{Tool: r.ToolName, Source: r.Source, Server: r.Server, Count: r.N,
+			Errors: r.Errors, Finished: r.Finished,
+			P50: time.Duration(r.P50Ms) * time.Millisecond,
+			P95: time.Duration(r.P95Ms) * time.Millisecond,
+			Avg: time.Duration(r.AvgMs * float64(time.Millisecond)).Round(time.Microsecond),
+			Max: time.Duration(r.MaxMs) * time.Millisecond}
+		if r.Finished > 0 {
+			st.ErrorRate = float64(r.Errors) / float64(r.Finished)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// toolStatsAggregates are the columns of ToolStats both dialects compute alike; the arguments are
+// statusAggregateArgs.
+const toolStatsAggregates = `tool_name, source, server, COUNT(*) AS n,
+	SUM(CASE WHEN status <> ? THEN 1 ELSE 0 END) AS finished,
+	SUM(CASE WHEN status NOT IN (?, ?) THEN 1 ELSE 0 END) AS errors,
+	COALESCE(AVG(CASE WHEN status <> ? THEN duration_ms END), 0) AS avg_ms,
+	COALESCE(MAX(CASE WHEN status <> ? THEN duration_ms END), 0) AS max_ms`
+
+var statusAggregateArgs = []any{StatusRunning, StatusRunning, StatusOK, StatusRunning, StatusRunning}
+
+// toolStatsPostgres computes every column in one aggregate query; percentile_disc is the
+// nearest-rank percentile.
+func (s *Store) toolStatsPostgres(ctx context.Context, f ToolCallFilter) ([]toolStatRow, error) {
+	var rows []toolStatRow
+	args := append(append([]any(nil), statusAggregateArgs...), StatusRunning, StatusRunning)
+	err := f.where(s.r.WithContext(ctx).Model(&toolCallModel{})).
+		Select(toolStatsAggregates+`,
+			COALESCE(percentile_disc(0.5) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE status <> ?), 0) AS p50_ms,
+			COALESCE(percentile_disc(0.95) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE status <> ?), 0) AS p95_ms`,
+			args...).
+		Group("tool_name, source, server").Order("n DESC, tool_name, source, server").
+		Scan(&rows).Error
+	return rows, err
+}
+
+// toolStatsSQLite computes the aggregates in one query and the nearest-rank percentiles in a
+// second one with window functions (SQLite has no percentile aggregate).
+func (s *Store) toolStatsSQLite(ctx context.Context, f ToolCallFilter) ([]toolStatRow, error) {
+	var rows []toolStatRow
+	err := f.where(s.r.WithContext(ctx).Model(&toolCallModel{})).
+		Select(toolStatsAggregates, statusAggregateArgs...).
+		Group("tool_name, source, server").Order("n DESC, tool_name, source, server").
+		Scan(&rows).Error
+	if err != nil {
+		return nil, err
+	}
 	ranked := f.where(s.r.WithContext(ctx).Model(&toolCallModel{})).
 		Where("status <> ?", StatusRunning).
 		Select(`tool_name, source, server, duration_ms,
@@ -267,30 +326,24 @@ func (s *Store) ToolStats(ctx context.Context, f ToolCallFilter) ([]ToolStat, er
 		Where("rn = (cnt * 50 + 99) / 100 OR rn = (cnt * 95 + 99) / 100").
 		Scan(&pcts).Error
 	if err != nil {
-		return nil, fmt.Errorf("store: tool stats percentiles: %w", err)
+		return nil, fmt.Errorf("percentiles: %w", err)
 	}
 	type key struct{ t, so, se string }
-	p50 := map[key]int64{}
-	p95 := map[key]int64{}
+	at := make(map[key]*toolStatRow, len(rows))
+	for i := range rows {
+		at[key{rows[i].ToolName, rows[i].Source, rows[i].Server}] = &rows[i]
+	}
 	for _, p := range pcts {
-		k := key{p.ToolName, p.Source, p.Server}
+		r := at[key{p.ToolName, p.Source, p.Server}]
+		if r == nil {
+			continue
+		}
 		if p.Rn == (p.Cnt*50+99)/100 {
-			p50[k] = p.DurationMs
+			r.P50Ms = p.DurationMs
 		}
 		if p.Rn == (p.Cnt*95+99)/100 {
-			p95[k] = p.DurationMs
+			r.P95Ms = p.DurationMs
 		}
 	}
-	out := make([]ToolStat, 0, len(aggs))
-	for _, a := range aggs {
-		k := key{a.ToolName, a.Source, a.Server}
-		st := ToolStat{Tool: a.ToolName, Source: a.Source, Server: a.Server, Count: a.N,
-			Errors: a.Errors, P50: time.Duration(p50[k]) * time.Millisecond,
-			P95: time.Duration(p95[k]) * time.Millisecond}
-		if a.Finished > 0 {
-			st.ErrorRate = float64(a.Errors) / float64(a.Finished)
-		}
-		out = append(out, st)
-	}
-	return out, nil
+	return rows, nil
 }

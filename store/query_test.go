@@ -176,6 +176,15 @@ func TestToolStats(t *testing.T) {
 			if want := float64(errs) / float64(finished); st.ErrorRate != want {
 				t.Errorf("%s: error rate %v, want %v", st.Tool, st.ErrorRate, want)
 			}
+			var total, longest time.Duration
+			for _, d := range durs {
+				total += d
+				longest = max(longest, d)
+			}
+			avg := (total / time.Duration(len(durs))).Round(time.Microsecond)
+			if st.Finished != finished || st.Avg != avg || st.Max != longest {
+				t.Errorf("%s: finished %d avg %v max %v, want %d, %v and %v", st.Tool, st.Finished, st.Avg, st.Max, finished, avg, longest)
+			}
 			p50, p95 := nearestRank(durs, 50), nearestRank(durs, 95)
 			if st.P50 != p50 || st.P95 != p95 {
 				t.Errorf("%s: p50 %v p95 %v, want %v %v", st.Tool, st.P50, st.P95, p50, p95)

@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -131,10 +132,8 @@ func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("store: create folder for sqlite database %s: %w", path, err)
-		}
+	if err := createPrivate(path); err != nil {
+		return err
 	}
 	dsn := func(readonly bool) string {
 		q := url.Values{}
@@ -173,19 +172,51 @@ func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 	}
 	rsql.SetMaxOpenConns(opts.Readers)
 	rsql.SetMaxIdleConns(opts.Readers)
-	w, err := gorm.Open(sqlite.New(sqlite.Config{Conn: wsql}), gormConfig())
+	w, err := gorm.Open(sqlite.New(sqlite.Config{Conn: textPool{wsql}}), gormConfig())
 	if err != nil {
 		wsql.Close()
 		rsql.Close()
 		return fmt.Errorf("store: open sqlite %s: %w", path, err)
 	}
-	r, err := gorm.Open(sqlite.New(sqlite.Config{Conn: rsql}), gormConfig())
+	r, err := gorm.Open(sqlite.New(sqlite.Config{Conn: textPool{rsql}}), gormConfig())
 	if err != nil {
 		wsql.Close()
 		rsql.Close()
 		return fmt.Errorf("store: open sqlite %s for reading: %w", path, err)
 	}
 	s.w, s.r, s.wsql, s.rsql = w, r, wsql, rsql
+	return nil
+}
+
+// createPrivate creates the SQLite database file 0600, and its folder 0700 when the store creates
+// it, whatever the process umask: the file holds every conversation. SQLite gives the -wal and
+// -shm files the mode of the database file. An existing file or folder is left as it is.
+func createPrivate(path string) error {
+	if dir := filepath.Dir(path); dir != "." {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return fmt.Errorf("store: create folder for sqlite database %s: %w", path, err)
+			}
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return fmt.Errorf("store: create folder for sqlite database %s: %w", path, err)
+			}
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: create sqlite database %s: %w", path, err)
+	}
+	// An empty file is an empty database to SQLite.
+	err = f.Chmod(0o600)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store: create sqlite database %s: %w", path, err)
+	}
 	return nil
 }
 
@@ -200,7 +231,7 @@ func (s *Store) openPostgres(ctx context.Context, opts Options) error {
 	}
 	db.SetMaxOpenConns(opts.Readers)
 	db.SetMaxIdleConns(opts.Readers)
-	g, err := gorm.Open(postgres.New(postgres.Config{Conn: db}), gormConfig())
+	g, err := gorm.Open(postgres.New(postgres.Config{Conn: textPool{db}}), gormConfig())
 	if err != nil {
 		db.Close()
 		return fmt.Errorf("store: open postgres: %w", redactDSN(err, opts.DSN))
@@ -249,21 +280,3 @@ func now() time.Time { return dbTime(time.Now()) }
 
 // dbTime converts t to what the database keeps: UTC, truncated to the microsecond.
 func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-
-// rebind turns ? placeholders into $n for PostgreSQL.
-func (s *Store) rebind(q string) string {
-	if s.driver != DriverPostgres {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}

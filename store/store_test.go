@@ -226,6 +226,10 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 		if err := s.StartToolCall(ctx, rec); err != nil {
 			return err
 		}
+		// Rows started together share one INSERT: each caller must get its own row's id.
+		if row, err := s.ToolCall(ctx, rec.ID); err != nil || row.ToolCallID != callID {
+			return fmt.Errorf("row %d of %s is %q (%v): the audit row ids are mixed up", rec.ID, callID, row.ToolCallID, err)
+		}
 		rec.Status, rec.Result, rec.ResultSize = StatusOK, "found", 5
 		if err := s.FinishToolCall(ctx, rec); err != nil {
 			return err

@@ -181,7 +181,13 @@ func newMessageRow(conversationID, turnID int64, seq int, m Message, at time.Tim
 		Content: m.Content, Name: m.Name, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID,
 		Images: m.Images, Extra: m.Extra, ReasoningField: m.ReasoningField, CreatedAt: at}
 	if len(m.ToolCalls) > 0 {
-		b, err := json.Marshal(m.ToolCalls)
+		// JSON carries a NUL as the escape \u0000, which the connection pool does not see as a
+		// NUL: clean the values first, so a call's id still matches its result's ToolCallID.
+		calls := make([]MessageToolCall, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			calls[i] = MessageToolCall{ID: validText(c.ID), Name: validText(c.Name), Arguments: validText(c.Arguments), Extra: validText(c.Extra)}
+		}
+		b, err := json.Marshal(calls)
 		if err != nil {
 			return messageRow{}, fmt.Errorf("encode tool calls of message %d: %w", seq, err)
 		}

@@ -205,7 +205,8 @@ func TestAuditTableEscapesTerminalControls(t *testing.T) {
 		{"user id with backspaces and DEL", store.ToolCallRecord{UserID: "u\b\b\x7f"}, `u\x08\x08\x7f`},
 		{"server with a C1 CSI", store.ToolCallRecord{Source: "mcp", Server: "s\u009b31m"}, `mcp/s\u009b31m`},
 		{"tool name with a bidi override", store.ToolCallRecord{ToolName: "evil\u202egnp.exe"}, `evil\u202egnp.exe`},
-		{"tool name with invalid UTF-8", store.ToolCallRecord{ToolName: "bad\xff\xfe"}, `bad\xff\xfe`},
+		// The store replaces invalid UTF-8 before writing, so the table shows the replacement.
+		{"tool name with invalid UTF-8", store.ToolCallRecord{ToolName: "bad\xff\xfe"}, "bad\ufffd"},
 		{"arguments cut after an escape", store.ToolCallRecord{Arguments: long}, strings.Repeat("a", 40) + `\x1b[2J\x1b[H…`},
 	}
 	base := time.Now().UTC().Add(-30 * time.Minute).Truncate(time.Second)
@@ -232,8 +233,11 @@ func TestAuditTableEscapesTerminalControls(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := out.String()
+	if !utf8.ValidString(table) {
+		t.Errorf("the table hands invalid UTF-8 to the terminal:\n%q", table)
+	}
 	for _, r := range strings.TrimSuffix(table, "\n") {
-		if r != '\n' && (unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e)) || r == utf8.RuneError {
+		if r != '\n' && (unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e)) {
 			t.Errorf("the table hands %U to the terminal raw:\n%q", r, table)
 		}
 	}

@@ -162,64 +162,34 @@ func (a auditReader) Recent(ctx context.Context, q plugin.AuditQuery) ([]tools.R
 	return recs, nil
 }
 
-// statsMaxRows bounds the rows Stats reads; the plugin asks about recent windows.
-const statsMaxRows = 200_000
-
-// Stats implements plugin.AuditLog: per-tool summaries of the calls since a time, slowest average
-// first. It reads the finished rows page by page and sums them.
+// Stats implements plugin.AuditLog: per-tool summaries of the finished calls since a time,
+// slowest average first. The store computes them in SQL; the plugin does not tell MCP servers
+// apart, so a tool's groups per server are folded into one line here.
 func (a auditReader) Stats(ctx context.Context, since time.Time) ([]plugin.AuditStat, error) {
-	type key struct {
-		tool   string
-		source string
+	stats, err := a.st.ToolStats(ctx, store.ToolCallFilter{Since: since})
+	if err != nil {
+		return nil, err
 	}
-	type sum struct {
-		calls, failures int
-		total, max      time.Duration
-	}
-	sums := map[key]*sum{}
-	var order []key
-	f := store.ToolCallFilter{Since: since, Limit: store.MaxLimit}
-	for read := 0; read < statsMaxRows; {
-		rows, next, err := a.st.ToolCalls(ctx, f)
-		if err != nil {
-			return nil, err
+	type key struct{ tool, source string }
+	at := map[key]int{}
+	var out []plugin.AuditStat
+	for _, st := range stats {
+		if st.Finished == 0 {
+			continue
 		}
-		for _, r := range rows {
-			if r.Status == store.StatusRunning {
-				continue
-			}
-			k := key{r.ToolName, r.Source}
-			s := sums[k]
-			if s == nil {
-				s = &sum{}
-				sums[k] = s
-				order = append(order, k)
-			}
-			d := time.Duration(r.DurationMS) * time.Millisecond
-			s.calls++
-			s.total += d
-			s.max = max(s.max, d)
-			if r.Status != store.StatusOK {
-				s.failures++
-			}
+		k := key{st.Tool, st.Source}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(out)
+			out = append(out, plugin.AuditStat{Tool: st.Tool, Source: tools.Source(st.Source),
+				Calls: st.Finished, Failures: st.Errors, AvgDuration: st.Avg, MaxDuration: st.Max})
+			continue
 		}
-		read += len(rows)
-		if next == "" {
-			break
-		}
-		f.Cursor = next
-	}
-	out := make([]plugin.AuditStat, 0, len(order))
-	for _, k := range order {
-		s := sums[k]
-		out = append(out, plugin.AuditStat{
-			Tool:        k.tool,
-			Source:      tools.Source(k.source),
-			Calls:       s.calls,
-			Failures:    s.failures,
-			AvgDuration: s.total / time.Duration(s.calls),
-			MaxDuration: s.max,
-		})
+		o := &out[i]
+		calls := o.Calls + st.Finished
+		o.AvgDuration = (o.AvgDuration*time.Duration(o.Calls) + st.Avg*time.Duration(st.Finished)) / time.Duration(calls)
+		o.Calls, o.Failures = calls, o.Failures+st.Errors
+		o.MaxDuration = max(o.MaxDuration, st.Max)
 	}
 	slices.SortStableFunc(out, func(x, y plugin.AuditStat) int { return cmp.Compare(y.AvgDuration, x.AvgDuration) })
 	return out, nil
