@@ -27,23 +27,38 @@ type Conversation struct {
 	UserID    string
 	Active    bool
 	CreatedAt time.Time
+	// Model is the configured model picked for this conversation (/model); empty: the
+	// configured order.
+	Model string
+	// SystemPrompt replaces the configured system prompt in this conversation (/system); empty:
+	// the configured one.
+	SystemPrompt string
+	// Summary is the model's summary of the rounds up to and including turn SummaryTurnID
+	// (compaction); those rounds stay stored whole but are no longer sent to the model.
+	Summary       string
+	SummaryTurnID int64
 }
 
 type conversationRow struct {
-	ID        int64 `gorm:"primaryKey"`
-	Platform  string
-	ChatID    string
-	ThreadID  string
-	UserID    string
-	Active    bool
-	CreatedAt time.Time
+	ID            int64 `gorm:"primaryKey"`
+	Platform      string
+	ChatID        string
+	ThreadID      string
+	UserID        string
+	Active        bool
+	CreatedAt     time.Time
+	Model         string
+	SystemPrompt  string
+	Summary       string
+	SummaryTurnID int64
 }
 
 func (conversationRow) TableName() string { return "conversations" }
 
 func (c conversationRow) public() Conversation {
 	return Conversation{ID: c.ID, Platform: c.Platform, ChatID: c.ChatID, ThreadID: c.ThreadID,
-		UserID: c.UserID, Active: c.Active, CreatedAt: c.CreatedAt.UTC()}
+		UserID: c.UserID, Active: c.Active, CreatedAt: c.CreatedAt.UTC(), Model: c.Model,
+		SystemPrompt: c.SystemPrompt, Summary: c.Summary, SummaryTurnID: c.SummaryTurnID}
 }
 
 func (k Key) validate() error {

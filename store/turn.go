@@ -24,6 +24,9 @@ const (
 	TurnError       = "error"
 	TurnCancelled   = "cancelled"
 	TurnInterrupted = "interrupted"
+	// TurnRetried: the turn was answered again (/retry); it stays in the audit trail but leaves
+	// the history.
+	TurnRetried = "retried"
 )
 
 // Message is one message of a conversation as the model sees it.

@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Round is one finished user round (turn) of a conversation: the user's message and everything
+// the turn added, paired as History pairs them.
+type Round struct {
+	TurnID    int64
+	StartedAt time.Time
+	Messages  []Message
+}
+
+// MaxRounds bounds the rounds Rounds reads at once.
+const MaxRounds = 1000
+
+// Rounds returns the finished rounds of a conversation after turn afterTurnID (0: from the
+// start), oldest first: the newest limit of them (limit <= 0 or above MaxRounds: MaxRounds). The
+// running turn and retried turns (TurnRetried) are left out.
+func (s *Store) Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, error) {
+	if limit <= 0 || limit > MaxRounds {
+		limit = MaxRounds
+	}
+	var turns []turnRow
+	err := s.r.WithContext(ctx).
+		Where("conversation_id = ? AND id > ? AND status NOT IN ?", conversationID, afterTurnID, []string{TurnRunning, TurnRetried}).
+		Order("id DESC").Limit(limit).Find(&turns).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+	}
+	if len(turns) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(turns))
+	out := make([]Round, len(turns))
+	for i, t := range turns {
+		j := len(turns) - 1 - i
+		ids[i] = t.ID
+		out[j] = Round{TurnID: t.ID, StartedAt: t.StartedAt.UTC()}
+	}
+	var rows []messageRow
+	if err := s.r.WithContext(ctx).Where("turn_id IN ?", ids).Order("turn_id, seq").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+	}
+	at := make(map[int64]int, len(out))
+	for i, r := range out {
+		at[r.TurnID] = i
+	}
+	for _, r := range rows {
+		m, err := r.public()
+		if err != nil {
+			return nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+		}
+		i := at[r.TurnID]
+		out[i].Messages = append(out[i].Messages, m)
+	}
+	for i := range out {
+		out[i].Messages = pairToolMessages(out[i].Messages)
+	}
+	return out, nil
+}
+
+// SaveSummary records the summary of a conversation's rounds up to and including turn
+// throughTurnID. A summary never moves back: an older one (a compaction that raced a newer one)
+// is not saved.
+func (s *Store) SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error {
+	err := s.w.WithContext(ctx).Model(&conversationRow{}).
+		Where("id = ? AND summary_turn_id <= ?", conversationID, throughTurnID).
+		Updates(map[string]any{"summary": validText(summary), "summary_turn_id": throughTurnID}).Error
+	if err != nil {
+		return fmt.Errorf("store: summary of conversation %d: %w", conversationID, err)
+	}
+	return nil
+}
+
+// SetConversationModel records the model picked for a conversation ("" for the configured order).
+func (s *Store) SetConversationModel(ctx context.Context, conversationID int64, model string) error {
+	return s.setConversation(ctx, conversationID, "model", validText(model))
+}
+
+// SetConversationSystemPrompt records the system prompt of a conversation ("" for the configured
+// one).
+func (s *Store) SetConversationSystemPrompt(ctx context.Context, conversationID int64, prompt string) error {
+	return s.setConversation(ctx, conversationID, "system_prompt", validText(prompt))
+}
+
+func (s *Store) setConversation(ctx context.Context, conversationID int64, column string, value any) error {
+	res := s.w.WithContext(ctx).Model(&conversationRow{}).Where("id = ?", conversationID).Update(column, value)
+	if res.Error != nil {
+		return fmt.Errorf("store: set %s of conversation %d: %w", column, conversationID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("store: set %s of conversation %d: %w", column, conversationID, gorm.ErrRecordNotFound)
+	}
+	return nil
+}
+
+// ErrNothingToRetry is returned by RetryLastTurn when the conversation has no finished turn with
+// a user message.
+var ErrNothingToRetry = errors.New("store: no earlier message to answer again")
+
+// RetryLastTurn takes the newest finished turn of a conversation out of its history (its status
+// becomes TurnRetried; its rows stay for the audit trail) and returns its user message, to be
+// answered again.
+func (s *Store) RetryLastTurn(ctx context.Context, conversationID int64) (Message, error) {
+	var msg Message
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var t turnRow
+		err := tx.Where("conversation_id = ? AND status NOT IN ?", conversationID, []string{TurnRunning, TurnRetried}).
+			Order("id DESC").Take(&t).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return ErrNothingToRetry
+		}
+		if err != nil {
+			return err
+		}
+		var row messageRow
+		err = tx.Where("turn_id = ? AND role = ?", t.ID, RoleUser).Order("seq").Take(&row).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return ErrNothingToRetry
+		}
+		if err != nil {
+			return err
+		}
+		if msg, err = row.public(); err != nil {
+			return err
+		}
+		return tx.Model(&turnRow{}).Where("id = ?", t.ID).Update("status", TurnRetried).Error
+	})
+	if err != nil {
+		return Message{}, fmt.Errorf("store: retry the last turn of conversation %d: %w", conversationID, err)
+	}
+	return msg, nil
+}

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		key := Key{Platform: "web", ChatID: "c"}
+		c, err := s.Conversation(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RetryLastTurn(ctx, c.ID); !errors.Is(err, ErrNothingToRetry) {
+			t.Fatalf("retry in an empty conversation: %v, want ErrNothingToRetry", err)
+		}
+		var ids []int64
+		for i := range 5 {
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Role: RoleUser, Content: fmt.Sprint("q", i)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []Message{
+				{Role: RoleAssistant, Content: "look", ToolCalls: []MessageToolCall{call(fmt.Sprint("c", i))}},
+				{Role: RoleTool, ToolCallID: fmt.Sprint("c", i), Content: "result"},
+				{Role: RoleAssistant, Content: fmt.Sprint("a", i)},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		if err := s.SetConversationModel(ctx, c.ID, "fast"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetConversationSystemPrompt(ctx, c.ID, "Answer in French."); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveSummary(ctx, c.ID, "They asked q0 and q1.", ids[1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveSummary(ctx, c.ID, "an older summary", ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Conversation(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Model != "fast" || got.SystemPrompt != "Answer in French." || got.Summary != "They asked q0 and q1." || got.SummaryTurnID != ids[1] {
+			t.Fatalf("conversation after the choices: %+v", got)
+		}
+
+		user, err := s.RetryLastTurn(ctx, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if user.Content != "q4" {
+			t.Errorf("retry returned %q, want the last user message q4", user.Content)
+		}
+		rounds, err := s.Rounds(ctx, c.ID, got.SummaryTurnID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rounds) != 2 || rounds[0].TurnID != ids[2] || rounds[1].TurnID != ids[3] {
+			t.Fatalf("rounds after the summary, without the retried one: %+v", rounds)
+		}
+		if m := rounds[0].Messages; len(m) != 4 || m[0].Content != "q2" || m[3].Content != "a2" {
+			t.Errorf("round messages: %+v", m)
+		}
+		hist, err := s.History(ctx, c.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := hist[len(hist)-1]; last.Content != "a3" {
+			t.Errorf("history ends with %q, want a3: the retried turn left it", last.Content)
+		}
+		newest, err := s.Rounds(ctx, c.ID, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(newest) != 1 || newest[0].TurnID != ids[3] {
+			t.Errorf("the newest round: %+v", newest)
+		}
+	})
+}
