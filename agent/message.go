@@ -149,6 +149,9 @@ type Request struct {
 	// Stream asks for a streamed answer (the adapter's capability). Without it each round's answer
 	// arrives whole, as a single final Chunk event.
 	Stream bool
+	// Model, when it names a candidate (Model.Name), is tried first; the others stay fallbacks in
+	// their order. Empty or unknown: the order given to NewRunner.
+	Model string
 }
 
 // Status is how a turn or a model call ended.

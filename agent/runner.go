@@ -128,6 +128,22 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(Event)) *Result
 	return t.res
 }
 
+// ordered returns the candidates with the one named first (Request.Model).
+func (r *Runner) ordered(first string) []candidate {
+	if first == "" {
+		return r.models
+	}
+	for i, c := range r.models {
+		if c.Name == first {
+			out := make([]candidate, 0, len(r.models))
+			out = append(out, c)
+			out = append(out, r.models[:i]...)
+			return append(out, r.models[i+1:]...)
+		}
+	}
+	return r.models
+}
+
 // toolMode is how a model call offers the turn's tools.
 type toolMode int
 
@@ -216,9 +232,9 @@ func (t *turn) fail(ctx context.Context, err error) {
 // misconfiguration, and a context-length refusal is returned as ErrContextTooLong for the caller
 // to shorten the history.
 func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message, error) {
-	cands := t.r.models
+	cands := t.r.ordered(t.req.Model)
 	if t.committed >= 0 {
-		cands = cands[t.committed : t.committed+1]
+		cands = t.r.models[t.committed : t.committed+1]
 	}
 	var (
 		reason  string
@@ -242,7 +258,7 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 		}
 		lastErr = err
 		reason = err.Error()
-		if c.index+1 < len(t.r.models) {
+		if c.index != cands[len(cands)-1].index {
 			t.r.log.Warn("agent: model candidate failed before its first chunk; trying the next",
 				slog.String("model", c.Name), slog.Int("candidate", c.index), slog.Int("round", round),
 				slog.String("error", reason))

@@ -32,6 +32,15 @@ type Store interface {
 	History(ctx context.Context, conversationID int64, rounds int) ([]store.Message, error)
 	StartTurn(ctx context.Context, t store.TurnStart) (int64, error)
 	FinishTurn(ctx context.Context, e store.TurnEnd) error
+	// Rounds returns the finished rounds after turn afterTurnID, the newest limit of them,
+	// oldest first.
+	Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]store.Round, error)
+	// SaveSummary records the summary of the rounds up to throughTurnID.
+	SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error
+	SetConversationModel(ctx context.Context, conversationID int64, model string) error
+	SetConversationSystemPrompt(ctx context.Context, conversationID int64, prompt string) error
+	// RetryLastTurn takes the newest finished turn out of history and returns its user message.
+	RetryLastTurn(ctx context.Context, conversationID int64) (store.Message, error)
 }
 
 // InboundTurns is implemented by stores that can find the turn a user's message started. With
@@ -61,8 +70,28 @@ type Options struct {
 	// it at each turn (the skill index).
 	SystemPrompt      string
 	SystemPromptExtra func() string
-	// HistoryRounds is how many whole user rounds of history go with each message (0: none).
+	// HistoryRounds caps the whole user rounds of history considered for each message (0: none);
+	// the token budget usually binds first.
 	HistoryRounds int
+
+	// Models are the configured models' token budgets, the primary first; empty: one model of
+	// DefaultContextWindow.
+	Models []ModelBudget
+	// SelectableModels are the models /model may pick (by name); empty: all of Models.
+	SelectableModels []string
+	// CompactAt is the share of the history's room (the window less the answer, the system
+	// prompt, the new message, the tools' schemas and room for one tool result) past which older
+	// rounds are summarised (default DefaultCompactAt; negative: never, older rounds are left
+	// out instead).
+	CompactAt float64
+	// ToolResultShare is the share of the history's room older tool results may fill, newest
+	// first; the others are sent as a short elision note (default DefaultToolResultShare).
+	ToolResultShare float64
+	// ToolResultMaxChars is the cap of one tool result (agent.tool_result_max_chars): room for
+	// one is kept free for the turn's own tool calls.
+	ToolResultMaxChars int
+	// IdleReset starts a fresh conversation when the last turn is older than this (0: never).
+	IdleReset time.Duration
 	// MaxImageBytes drops larger images a user sent (0: no limit).
 	MaxImageBytes int
 
@@ -137,7 +166,7 @@ const (
 	DefaultStoppedMarker    = "[stopped]"
 	DefaultFailureHint      = "Request failed."
 	DefaultShutdownText     = "The bot is restarting; please send that again in a minute."
-	DefaultHelpText         = "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /help shows this."
+	DefaultHelpText         = "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /help shows this."
 	DefaultBusyText         = "I am still busy with earlier messages in this chat; please try again in a moment."
 	DefaultRateLimitedText  = "You are sending messages too fast; please wait a minute."
 )
@@ -162,7 +191,9 @@ type Pipeline struct {
 	// idleStops limits "Nothing to stop." to one a minute per user.
 	idleStops *rateLimiter
 	sched     *scheduler
-	slots     chan struct{}
+	// usage corrects the token estimate by what providers report.
+	usage *usageCorrection
+	slots chan struct{}
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
@@ -214,6 +245,23 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout
 	}
+	switch {
+	case opts.CompactAt == 0:
+		opts.CompactAt = DefaultCompactAt
+	case opts.CompactAt > 1:
+		return nil, fmt.Errorf("pipeline: CompactAt must be at most 1, got %v", opts.CompactAt)
+	}
+	switch {
+	case opts.ToolResultShare == 0:
+		opts.ToolResultShare = DefaultToolResultShare
+	case opts.ToolResultShare < 0 || opts.ToolResultShare > 1:
+		return nil, fmt.Errorf("pipeline: ToolResultShare must be between 0 and 1, got %v", opts.ToolResultShare)
+	}
+	for i, m := range opts.Models {
+		if m.ContextWindow <= 0 || m.MaxOutputTokens < 0 || m.MaxOutputTokens >= m.ContextWindow {
+			return nil, fmt.Errorf("pipeline: model %d (%s): context window %d and max output %d do not leave room for a prompt", i, m.Name, m.ContextWindow, m.MaxOutputTokens)
+		}
+	}
 	if opts.ShutdownDeliverWait <= 0 {
 		opts.ShutdownDeliverWait = DefaultShutdownDeliverWait
 	}
@@ -258,6 +306,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		rate:        newRateLimiter(opts.RateLimitPerMinute, time.Minute),
 		idleStops:   newRateLimiter(1, time.Minute),
 		sched:       newScheduler(opts.QueueSize, opts.Interrupt, opts.Settle),
+		usage:       &usageCorrection{},
 		slots:       make(chan struct{}, opts.MaxTurnsInFlight),
 		base:        base,
 		stopBase:    stop,
@@ -390,6 +439,16 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	case "audit":
 		p.auditCommand(ctx, in, args, out, log)
 		return
+	case "model":
+		p.modelCommand(key, args, out, log)
+		return
+	case "system":
+		p.systemCommand(in, key, args, out, log)
+		return
+	case "retry", "compact":
+		// Both wait for the conversation's turn like a message: they read and change its history.
+		p.queue(key, in, out, log)
+		return
 	}
 	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {
 		return
@@ -467,6 +526,10 @@ func (p *Pipeline) queue(key ConversationKey, in adapters.Inbound, out adapters.
 	turnCtx, cancel := context.WithCancelCause(p.base)
 	defer cancel(nil)
 	p.sched.started(k, t, cancel)
+	if in.Command == "compact" {
+		p.compactCommand(turnCtx, key, out, log)
+		return
+	}
 	p.runTurn(turnCtx, key, in, out, log)
 }
 

@@ -27,8 +27,12 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 
 	// The user's message is saved even when the turn is cancelled right away.
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-	conv, hist, turnID, err := p.startTurn(sctx, key, in)
+	th, in, turnID, err := p.startTurn(sctx, key, in)
 	scancel()
+	if errors.Is(err, store.ErrNothingToRetry) {
+		p.notice(out, "There is no earlier message to answer again.", log)
+		return
+	}
 	if err != nil {
 		log.Error("pipeline: turn not started", "conversation", key.String(), "err", err)
 		if text := p.failureText(err); text != "" {
@@ -36,6 +40,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		}
 		return
 	}
+	conv := th.conv
 	log = log.With("conversation_id", conv.ID, "turn", turnID)
 
 	info := tools.TurnInfo{
@@ -47,11 +52,16 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		Admin:          p.access.isAdmin(in),
 	}
 	stream := out.SupportsStreaming()
-	req := agent.Request{Messages: p.transcript(key, hist, in), Stream: stream}
+	req := agent.Request{Stream: stream, Model: conv.Model}
 	if p.tools != nil {
 		tt := p.tools.ForTurn(info, p.allowedTools(in.Chat))
 		req.Tools = tt.Specs()
 		req.Executor = tt
+	}
+	shared := key.UserID == ""
+	req.Messages = p.transcriptFor(ctx, th, in, req.Tools, shared, false, log)
+	if th.compacted {
+		p.notice(out, CompactedNotice, log)
 	}
 
 	// The reply outlives the turn's context: a cancelled turn still delivers its partial answer.
@@ -98,7 +108,30 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 			reply.Update(v.render())
 		}
 	}
+	calls := append([]agent.LLMCall(nil), th.calls...) // compaction first, as it happened
 	res := p.runner.Run(ctx, req, emit)
+	p.usage.observeTurn(res.LLMCalls, th.estimate)
+	calls = append(calls, res.LLMCalls...)
+	if res.Status == agent.StatusError && errors.Is(res.Err, agent.ErrContextTooLong) && ctx.Err() == nil && len(th.rounds) > 0 {
+		// The model counts more than the estimate: summarise every round and try once more.
+		log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
+		first, n := res, len(th.calls)
+		th.compacted = false
+		req.Messages = p.transcriptFor(ctx, th, in, req.Tools, shared, true, log)
+		calls = append(calls, th.calls[n:]...)
+		if th.compacted {
+			p.notice(out, CompactedNotice, log)
+			res = p.runner.Run(ctx, req, emit)
+			calls = append(calls, res.LLMCalls...)
+			res.Usage.TokensIn += first.Usage.TokensIn
+			res.Usage.TokensOut += first.Usage.TokensOut
+		}
+	}
+	for _, c := range th.calls {
+		res.Usage.TokensIn += c.TokensIn
+		res.Usage.TokensOut += c.TokensOut
+	}
+	res.LLMCalls = calls
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -174,21 +207,39 @@ func joinErr(text, more string) string {
 	return text + "; " + more
 }
 
-// startTurn finds the conversation, reads its history and saves the user's message.
-func (p *Pipeline) startTurn(ctx context.Context, key ConversationKey, in adapters.Inbound) (store.Conversation, []store.Message, int64, error) {
+// startTurn finds the conversation (a fresh one after IdleReset of quiet), reads the rounds
+// after its summary and saves the user's message. A /retry first takes the last turn out of
+// history and answers its message again: the returned Inbound carries that message.
+func (p *Pipeline) startTurn(ctx context.Context, key ConversationKey, in adapters.Inbound) (*turnHistory, adapters.Inbound, int64, error) {
 	conv, err := p.store.Conversation(ctx, storeKey(key))
 	if err != nil {
-		return conv, nil, 0, fmt.Errorf("conversation %s: %w", key, err)
+		return nil, in, 0, fmt.Errorf("conversation %s: %w", key, err)
 	}
-	var hist []store.Message
-	if p.opts.HistoryRounds > 0 {
-		hist, err = p.store.History(ctx, conv.ID, p.opts.HistoryRounds)
+	th := &turnHistory{conv: conv}
+	if in.Command == "retry" {
+		m, err := p.store.RetryLastTurn(ctx, conv.ID)
 		if err != nil {
-			return conv, nil, 0, fmt.Errorf("history of conversation %d: %w", conv.ID, err)
+			return nil, in, 0, err
+		}
+		in.Command, in.Args, in.Text, in.Images = "", "", m.Content, nil
+		if m.Name != "" {
+			in.UserName = m.Name
 		}
 	}
+	if p.opts.HistoryRounds > 0 {
+		th.rounds, err = p.store.Rounds(ctx, conv.ID, conv.SummaryTurnID, p.opts.HistoryRounds)
+		if err != nil {
+			return nil, in, 0, fmt.Errorf("history of conversation %d: %w", conv.ID, err)
+		}
+	}
+	if p.idle(th) {
+		if th.conv, err = p.store.ResetConversation(ctx, storeKey(key)); err != nil {
+			return nil, in, 0, fmt.Errorf("idle reset of conversation %d: %w", conv.ID, err)
+		}
+		th.rounds = nil
+	}
 	turnID, err := p.store.StartTurn(ctx, store.TurnStart{
-		ConversationID:   conv.ID,
+		ConversationID:   th.conv.ID,
 		UserID:           in.UserID,
 		UserName:         in.UserName,
 		InboundMessageID: in.MessageID,
@@ -200,9 +251,18 @@ func (p *Pipeline) startTurn(ctx context.Context, key ConversationKey, in adapte
 		},
 	})
 	if err != nil {
-		return conv, nil, 0, fmt.Errorf("start turn in conversation %d: %w", conv.ID, err)
+		return nil, in, 0, fmt.Errorf("start turn in conversation %d: %w", th.conv.ID, err)
 	}
-	return conv, hist, turnID, nil
+	return th, in, turnID, nil
+}
+
+// idle reports whether the conversation's last round is older than IdleReset.
+func (p *Pipeline) idle(th *turnHistory) bool {
+	if p.opts.IdleReset <= 0 || len(th.rounds) == 0 {
+		return false
+	}
+	last := th.rounds[len(th.rounds)-1].StartedAt
+	return p.opts.Now().Sub(last) > p.opts.IdleReset
 }
 
 // outcome maps how the agent's run ended to the turn's status, the note the user sees after the
@@ -274,9 +334,13 @@ func (p *Pipeline) images(in adapters.Inbound) []agent.Image {
 	return out
 }
 
-// transcript builds what the model is sent: the system prompt, the history and the new message.
-func (p *Pipeline) transcript(key ConversationKey, hist []store.Message, in adapters.Inbound) []agent.Message {
+// systemMessage is the system prompt of a conversation's turn: its own prompt (/system) or the
+// configured one, the extra text, the date, and the summary of older rounds.
+func (p *Pipeline) systemMessage(conv store.Conversation) agent.Message {
 	prompt := p.opts.SystemPrompt
+	if strings.TrimSpace(conv.SystemPrompt) != "" {
+		prompt = conv.SystemPrompt
+	}
 	if p.opts.SystemPromptExtra != nil {
 		if extra := strings.TrimSpace(p.opts.SystemPromptExtra()); extra != "" {
 			prompt = strings.TrimSpace(prompt + "\n\n" + extra)
@@ -284,16 +348,16 @@ func (p *Pipeline) transcript(key ConversationKey, hist []store.Message, in adap
 	}
 	now := p.opts.Now().UTC()
 	prompt = strings.TrimSpace(prompt + "\n\n" + fmt.Sprintf("Current date: %s (%s), UTC.", now.Format("2006-01-02"), now.Weekday()))
-	shared := key.UserID == ""
-	msgs := make([]agent.Message, 0, len(hist)+2)
-	msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: prompt})
-	msgs = append(msgs, toAgentMessages(trimRounds(hist, p.opts.HistoryRounds), shared)...)
-	msgs = append(msgs, agent.Message{
+	return agent.Message{Role: agent.RoleSystem, Content: withSummary(prompt, conv.Summary)}
+}
+
+// userMessage is the new message of a turn.
+func (p *Pipeline) userMessage(in adapters.Inbound, shared bool) agent.Message {
+	return agent.Message{
 		Role:    agent.RoleUser,
 		Content: speaker(shared, in.UserName, in.Text),
 		Images:  p.images(in),
-	})
-	return msgs
+	}
 }
 
 // allowedTools returns the tool filter of a chat: its per-chat list, else the global list, else

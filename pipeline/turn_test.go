@@ -111,8 +111,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// pageChars is the size of the "page" tool's result.
+const pageChars = 20000
+
 // echoLoader is a native tool source with one tool, "echo", that returns its "text" argument,
-// "fail", that always fails, and "block", that returns when its call is cancelled.
+// "fail", that always fails, "block", that returns when its call is cancelled, and "page", that
+// returns pageChars characters.
 type echoLoader struct{}
 
 func (echoLoader) Source() tools.Source { return tools.SourceNative }
@@ -123,6 +127,7 @@ func (echoLoader) Tools(context.Context) []tools.Spec {
 		{Name: "echo", Description: "echo text", Parameters: schema},
 		{Name: "fail", Description: "always fails", Parameters: schema},
 		{Name: "block", Description: "waits until cancelled", Parameters: schema},
+		{Name: "page", Description: "fetches a web page of 20,000 characters", Parameters: schema},
 	}
 }
 
@@ -136,6 +141,8 @@ func (echoLoader) Call(ctx context.Context, inv tools.Invocation) (tools.Result,
 		return tools.Result{Text: "echo: " + a.Text, Files: []tools.File{{Name: "echo.txt", MIME: "text/plain", Data: []byte(a.Text)}}}, nil
 	case "fail":
 		return tools.Result{}, fmt.Errorf("the disk is on fire")
+	case "page":
+		return tools.Result{Text: strings.Repeat("page text ", pageChars/10)}, nil
 	case "block":
 		<-ctx.Done()
 		return tools.Result{}, ctx.Err()

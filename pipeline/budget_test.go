@@ -1,0 +1,165 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"relaybot/internal/testkit/llm"
+	"relaybot/store"
+)
+
+// endsStore records the turn ends the pipeline saves.
+type endsStore struct {
+	Store
+	mu   sync.Mutex
+	ends []store.TurnEnd
+}
+
+func (s *endsStore) FinishTurn(ctx context.Context, e store.TurnEnd) error {
+	s.mu.Lock()
+	s.ends = append(s.ends, e)
+	s.mu.Unlock()
+	return s.Store.FinishTurn(ctx, e)
+}
+
+// windowModel plays a model with a context window of window tokens, counted as a quarter of each
+// message's JSON: a longer request is refused with a context-length error, as providers do. It
+// reports the count as the prompt's usage, fetches a page when asked to, and summarises when
+// given the summary instruction.
+type windowModel struct {
+	window int
+	mu     sync.Mutex
+	most   int
+	refused,
+	summaries int
+}
+
+func (w *windowModel) tokens(req llm.Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Raw) / 4
+	}
+	return n
+}
+
+func (w *windowModel) reply(req llm.Request) llm.Reply {
+	n := w.tokens(req)
+	w.mu.Lock()
+	w.most = max(w.most, n)
+	if n > w.window {
+		w.refused++
+		w.mu.Unlock()
+		return llm.Fault(400, fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. (context_length_exceeded)", w.window, n))
+	}
+	summary := strings.HasPrefix(req.Messages[0].Content, "You write the memory")
+	if summary {
+		w.summaries++
+	}
+	w.mu.Unlock()
+	var r llm.Reply
+	last := req.Messages[len(req.Messages)-1]
+	switch {
+	case summary:
+		r = llm.Text("SUMMARY: the user asked numbered questions and fetched pages.")
+	case last.Role == "tool":
+		r = llm.Text("The page says: " + strings.Repeat("words ", 40))
+	case strings.HasPrefix(last.Content, "fetch"):
+		r = llm.ToolCalls(llm.Call{ID: "call_" + last.Content[len("fetch "):], Name: "page", Args: []string{`{"text":"x"}`}})
+	default:
+		r = llm.Text("An answer of some length: " + strings.Repeat("more ", 60))
+	}
+	r.Usage = &llm.Usage{PromptTokens: n, CompletionTokens: 50}
+	return r
+}
+
+func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
+	var rec *endsStore
+	h := newHarnessStore(t, Options{
+		Models:             []ModelBudget{{Name: "primary", ContextWindow: 8000, MaxOutputTokens: 1000}},
+		ToolResultMaxChars: pageChars,
+		HistoryRounds:      1000,
+	}, func(st *store.Store) Store { rec = &endsStore{Store: st}; return rec })
+	model := &windowModel{window: 8000}
+	h.llm.SetHandler(model.reply)
+	out := &recResponder{stream: true}
+	for i := 1; i <= 200; i++ {
+		text := fmt.Sprint("question ", i)
+		if i%3 == 0 {
+			text = fmt.Sprint("fetch ", i)
+		}
+		<-h.handle(privateMsg("42", fmt.Sprint(i), text), out)
+	}
+
+	for i, e := range rec.ends {
+		if e.Status != store.TurnOK {
+			t.Fatalf("turn %d ended %s (%s): the user saw a failure", i+1, e.Status, e.Error)
+		}
+	}
+	if len(rec.ends) != 200 {
+		t.Fatalf("%d turns saved, want 200", len(rec.ends))
+	}
+	if model.refused > 0 || model.most > 8000 {
+		t.Errorf("the model was sent up to %d tokens (%d requests refused), want at most its window of 8000", model.most, model.refused)
+	}
+	t.Logf("most %d refused %d summaries %d", model.most, model.refused, model.summaries)
+	if model.summaries == 0 {
+		t.Fatal("the conversation was never summarised")
+	}
+
+	conv, err := h.store.Conversation(context.Background(), storeKey(KeyOf(privateMsg("42", "x", "x"), ScopeChat)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(conv.Summary, "SUMMARY:") || conv.SummaryTurnID == 0 {
+		t.Errorf("stored conversation %+v, want the model's summary with it", conv)
+	}
+	// The tool results stay whole in the store; what the model was sent elided the older ones.
+	msgs, err := h.store.TurnMessages(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := false
+	for _, m := range msgs {
+		whole = whole || (m.Role == store.RoleTool && len(m.Content) >= pageChars)
+	}
+	if !whole {
+		t.Errorf("turn 3's page is not stored whole: %+v", msgs)
+	}
+	elided, summarised := false, false
+	for _, r := range h.llm.Requests() {
+		for _, m := range r.Messages {
+			elided = elided || (m.Role == "tool" && strings.Contains(m.Content, "left out to save room"))
+			summarised = summarised || (m.Role == "system" && strings.Contains(m.Content, "SUMMARY:"))
+		}
+	}
+	if !elided || !summarised {
+		t.Errorf("the model was never sent an elided tool result (%v) or the summary (%v)", elided, summarised)
+	}
+	compactions := 0
+	for _, e := range rec.ends {
+		for _, c := range e.LLMCalls {
+			if c.Round == 0 {
+				compactions++
+			}
+		}
+	}
+	if compactions != model.summaries {
+		t.Errorf("the turns' model calls show %d summary calls, the model got %d", compactions, model.summaries)
+	}
+	if n := countNotice(out.Notices(), CompactedNotice); n != model.summaries {
+		t.Errorf("the user saw %d compaction notices for %d summaries", n, model.summaries)
+	}
+}
+
+func countNotice(notices []string, text string) int {
+	n := 0
+	for _, s := range notices {
+		if s == text {
+			n++
+		}
+	}
+	return n
+}
