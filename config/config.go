@@ -54,6 +54,10 @@ type Model struct {
 	SupportsTools  bool   `toml:"supports_tools"`
 	SupportsVision bool   `toml:"supports_vision"`
 	TimeoutSec     int    `toml:"timeout_sec"`
+	// ContextWindow is the tokens the model reads at most; MaxOutputTokens the room kept for its
+	// answer. Left out: KnownBudget of the model id.
+	ContextWindow   int `toml:"context_window"`
+	MaxOutputTokens int `toml:"max_output_tokens"`
 }
 
 // Agent tunes the agent runner.
@@ -64,6 +68,10 @@ type Agent struct {
 	RemoveThink        bool   `toml:"remove_think"`
 	HistoryRounds      int    `toml:"history_rounds"`
 	ToolResultMaxChars int    `toml:"tool_result_max_chars"`
+	// CompactAt is the share of the history's room past which older rounds are summarised
+	// (0 < x <= 1); ToolResultShare the share older tool results may fill before they are elided.
+	CompactAt       float64 `toml:"compact_at"`
+	ToolResultShare float64 `toml:"tool_result_share"`
 }
 
 // Output decides what users see.
@@ -89,6 +97,10 @@ type Chat struct {
 	BusyText          string `toml:"busy_text"`
 	RateLimitedText   string `toml:"rate_limited_text"`
 	InterruptedMarker string `toml:"stopped_marker"`
+	// IdleResetMinutes starts a fresh conversation after this many quiet minutes; 0: never.
+	IdleResetMinutes int `toml:"idle_reset_minutes"`
+	// SelectableModels are the [[models]] names /model may pick; empty: all.
+	SelectableModels []string `toml:"selectable_models"`
 }
 
 // Access lists who may talk to the bot. IDs are "platform:id" ("telegram:12345") or "*:id".
@@ -246,8 +258,10 @@ func Default() Config {
 			SystemPrompt:       "You are a helpful assistant in a chat. Answer concisely.",
 			MaxToolRounds:      128,
 			StreamFlushChunks:  8,
-			HistoryRounds:      10,
+			HistoryRounds:      100,
 			ToolResultMaxChars: 20000,
+			CompactAt:          0.75,
+			ToolResultShare:    0.25,
 		},
 		Output: Output{ExceptionHandling: "show-hint", FailureHint: "Request failed."},
 		Chat: Chat{
@@ -260,7 +274,7 @@ func Default() Config {
 			ShutdownGraceSec:  30,
 			MaxImageBytes:     5 << 20,
 			TurnTimeoutSec:    900,
-			HelpText:          "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /help shows this.",
+			HelpText:          "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /help shows this.",
 			BusyText:          "I am still busy with earlier messages in this chat; please try again in a moment.",
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",
@@ -404,6 +418,13 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		}
 		if m.Name == "" {
 			m.Name = m.Model
+		}
+		known := KnownBudget(m.Model)
+		if m.ContextWindow == 0 {
+			m.ContextWindow = known.ContextWindow
+		}
+		if m.MaxOutputTokens == 0 {
+			m.MaxOutputTokens = min(known.MaxOutputTokens, m.ContextWindow/4)
 		}
 	}
 	for i := range c.MCP.Servers {

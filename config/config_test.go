@@ -53,6 +53,12 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"wrong type", minimal + "[agent]\nmax_tool_rounds = \"many\"\n", "max_tool_rounds"},
 		{"discord role not an id", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nallowed_roles = [\"moderators\"]\n", `discord.allowed_roles: "moderators" is not a Discord id`},
 		{"discord guild not an id", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nallowed_guilds = [\" 123\"]\n", `discord.allowed_guilds: " 123" is not a Discord id`},
+		{"compact_at above one", minimal + "[agent]\ncompact_at = 1.5\n", "agent.compact_at: must be above 0 and at most 1, got 1.5"},
+		{"tool_result_share zero", minimal + "[agent]\ntool_result_share = 0.0\n", "agent.tool_result_share: must be above 0 and at most 1, got 0"},
+		{"idle reset negative", minimal + "[chat]\nidle_reset_minutes = -1\n", "chat.idle_reset_minutes: must be between 0 and 525600, got -1"},
+		{"selectable model unknown", minimal + "[chat]\nselectable_models = [\"n\"]\n", `chat.selectable_models: names no [[models]] entry: "n"`},
+		{"context window tiny", minimal[:len(minimal)-1] + "\ncontext_window = 100\n", "models[0].context_window: must be between 1024 and 100000000, got 100"},
+		{"output above half the window", minimal[:len(minimal)-1] + "\ncontext_window = 8000\nmax_output_tokens = 6000\n", "models[0].max_output_tokens: must be between 1 and half of context_window (4000), got 6000"},
 		{"discord allow_dms not a bool", minimal + "[discord]\nallow_dms = \"no\"\n", "allow_dms"},
 	}
 	for _, tt := range tests {
@@ -89,6 +95,32 @@ func TestModelEntryDefaults(t *testing.T) {
 	}
 	if cfg.Models[0].Name != "m" || cfg.Models[0].TimeoutSec != 120 {
 		t.Errorf("defaults not applied: %+v", cfg.Models[0])
+	}
+}
+
+func TestModelBudgetsDefaultByModelName(t *testing.T) {
+	tests := []struct {
+		entry             string
+		window, maxOutput int
+	}{
+		{`model = "gpt-4o-mini"`, 128_000, 16_384},
+		{`model = "openai/gpt-4o"`, 128_000, 16_384},
+		{`model = "claude-3-5-sonnet"`, 200_000, 8_192},
+		{`model = "deepseek-chat"`, 128_000, 8_192},
+		{`model = "my-local-model"`, DefaultContextWindow, DefaultMaxOutputTokens},
+		{"model = \"my-local-model\"\ncontext_window = 4096", 4096, 1024},
+		{"model = \"gpt-4o\"\ncontext_window = 32000\nmax_output_tokens = 500", 32000, 500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.entry, func(t *testing.T) {
+			cfg, err := Parse([]byte("[[models]]\nbase_url = \"http://127.0.0.1:1/v1\"\n"+tt.entry+"\n"), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := cfg.Models[0]; m.ContextWindow != tt.window || m.MaxOutputTokens != tt.maxOutput {
+				t.Errorf("budget %d/%d, want %d/%d", m.ContextWindow, m.MaxOutputTokens, tt.window, tt.maxOutput)
+			}
+		})
 	}
 }
 

@@ -63,6 +63,10 @@ func (c *Config) validate(missing map[string][]string) error {
 			httpURL(key+".base_url", m.BaseURL)
 		}
 		between(key+".timeout_sec", m.TimeoutSec, 1, 3600)
+		between(key+".context_window", m.ContextWindow, 1024, 100_000_000)
+		if m.MaxOutputTokens < 1 || m.MaxOutputTokens > m.ContextWindow/2 {
+			bad(key+".max_output_tokens", "must be between 1 and half of context_window (%d), got %d", m.ContextWindow/2, m.MaxOutputTokens)
+		}
 		if names[m.Name] {
 			bad(key+".name", "duplicate model name %q", m.Name)
 		}
@@ -76,6 +80,18 @@ func (c *Config) validate(missing map[string][]string) error {
 	between("agent.stream_flush_chunks", c.Agent.StreamFlushChunks, 1, 1000)
 	between("agent.history_rounds", c.Agent.HistoryRounds, 0, 1000)
 	between("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, 100, 10_000_000)
+	if c.Agent.CompactAt <= 0 || c.Agent.CompactAt > 1 {
+		bad("agent.compact_at", "must be above 0 and at most 1, got %v", c.Agent.CompactAt)
+	}
+	if c.Agent.ToolResultShare <= 0 || c.Agent.ToolResultShare > 1 {
+		bad("agent.tool_result_share", "must be above 0 and at most 1, got %v", c.Agent.ToolResultShare)
+	}
+	between("chat.idle_reset_minutes", c.Chat.IdleResetMinutes, 0, 525_600)
+	for _, n := range c.Chat.SelectableModels {
+		if !names[n] {
+			bad("chat.selectable_models", "names no [[models]] entry: %q", n)
+		}
+	}
 
 	oneOf("output.exception_handling", c.Output.ExceptionHandling, "show-hint", "show-error", "hide")
 

@@ -340,6 +340,12 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 	return pipeline.Options{
 		SystemPrompt:       cfg.Agent.SystemPrompt,
 		HistoryRounds:      cfg.Agent.HistoryRounds,
+		Models:             modelBudgets(cfg.Models),
+		SelectableModels:   cfg.Chat.SelectableModels,
+		CompactAt:          cfg.Agent.CompactAt,
+		ToolResultShare:    cfg.Agent.ToolResultShare,
+		ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
+		IdleReset:          time.Duration(cfg.Chat.IdleResetMinutes) * time.Minute,
 		MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
 		TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
 		ExceptionHandling:  cfg.Output.ExceptionHandling,
@@ -365,6 +371,15 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		ToolAllow:    cfg.Tools.Allow,
 		ToolsPerChat: cfg.Tools.PerChat,
 	}
+}
+
+// modelBudgets lists the token budget of every configured model.
+func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
+	out := make([]pipeline.ModelBudget, len(ms))
+	for i, m := range ms {
+		out[i] = pipeline.ModelBudget{Name: m.Name, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens}
+	}
+	return out
 }
 
 func agentModels(ms []config.Model) []agent.Model {
