@@ -102,22 +102,32 @@ func (s *Store) Conversation(ctx context.Context, key Key) (Conversation, error)
 	return c, nil
 }
 
-// ResetConversation starts a new active conversation for key; the old one is kept, inactive.
+// ResetConversation starts a new active conversation for key; the old one is kept, inactive. The
+// new one keeps the old one's model and system prompt (the chat's choices), not its summary.
 func (s *Store) ResetConversation(ctx context.Context, key Key) (Conversation, error) {
 	if err := key.validate(); err != nil {
 		return Conversation{}, err
 	}
 	var c Conversation
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The chat's choices (/model, /system) carry over; its history and summary do not.
+		old, err := s.activeConversation(ctx, tx, key)
+		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+			return err
+		}
 		if err := tx.Model(&conversationRow{}).
 			Where("platform = ? AND chat_id = ? AND thread_id = ? AND user_id = ? AND active = ?",
 				key.Platform, key.ChatID, key.ThreadID, key.UserID, true).
 			Update("active", false).Error; err != nil {
 			return err
 		}
-		var err error
 		c, err = insertConversation(ctx, tx, key)
-		return err
+		if err != nil || (old.Model == "" && old.SystemPrompt == "") {
+			return err
+		}
+		c.Model, c.SystemPrompt = old.Model, old.SystemPrompt
+		return tx.Model(&conversationRow{}).Where("id = ?", c.ID).
+			Updates(map[string]any{"model": c.Model, "system_prompt": c.SystemPrompt}).Error
 	})
 	if err != nil {
 		return Conversation{}, fmt.Errorf("store: reset conversation %+v: %w", key, err)

@@ -78,6 +78,16 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 		if last := hist[len(hist)-1]; last.Content != "a3" {
 			t.Errorf("history ends with %q, want a3: the retried turn left it", last.Content)
 		}
+		fresh, err := s.ResetConversation(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fresh.ID == c.ID || fresh.Model != "fast" || fresh.SystemPrompt != "Answer in French." || fresh.Summary != "" {
+			t.Errorf("after a reset: %+v, want a new conversation with the chat's choices and no summary", fresh)
+		}
+		if again, err := s.Conversation(ctx, key); err != nil || again.Model != "fast" {
+			t.Errorf("the reset conversation read back: %+v, %v", again, err)
+		}
 		newest, err := s.Rounds(ctx, c.ID, 0, 1)
 		if err != nil {
 			t.Fatal(err)
