@@ -97,3 +97,48 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 		}
 	})
 }
+
+func TestWebSessionsAndTheConversationsOfAChat(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		if _, ok, err := s.WebSession(ctx, "h1"); err != nil || ok {
+			t.Fatalf("unknown session: %v, %v", ok, err)
+		}
+		for range 2 {
+			if err := s.SaveWebSession(ctx, "h1", "chat1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if id, ok, err := s.WebSession(ctx, "h1"); err != nil || !ok || id != "chat1" {
+			t.Fatalf("session h1: %q, %v, %v", id, ok, err)
+		}
+		key := Key{Platform: "web", ChatID: "chat1", UserID: "chat1"}
+		c1, err := s.Conversation(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c1.ID, UserMessage: Message{Role: RoleUser, Content: "hello there"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {
+			t.Fatal(err)
+		}
+		c2, err := s.ResetConversation(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Conversation(ctx, Key{Platform: "web", ChatID: "other"}); err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.ChatConversations(ctx, "web", "chat1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2 || list[0].ID != c2.ID || !list[0].Active || list[1].ID != c1.ID || list[1].Active ||
+			list[1].Preview != "hello there" || list[1].Turns != 1 || list[0].Turns != 0 {
+			t.Errorf("conversations of chat1: %+v", list)
+		}
+	})
+}
