@@ -10,11 +10,17 @@
 // script sends when it finds no cookie: a GET, which any web page can make with an <img> tag,
 // never starts one. A conversation whose page is open (its event stream is connected) is never
 // dropped to make room for a new one.
+//
+// With Options.Sessions the chat outlives the process: the session (the cookie's SHA-256, never
+// the cookie) maps to the chat id its conversations are stored under, so after a restart the
+// browser finds its conversation again, with its messages, and can read its earlier ones (those
+// /reset or the idle reset closed) at /chat/conversations.
 package web
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
@@ -26,6 +32,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +41,8 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/adapters/markdown"
+	"relaybot/store"
 )
 
 //go:embed assets
@@ -63,10 +72,25 @@ type Options struct {
 	// be Secure (the admin listener's admin.Proxies.Secure: TLS here, an https public URL, or a
 	// trusted proxy's X-Forwarded-Proto); nil means only when this server terminates TLS.
 	SecureCookies func(*http.Request) bool
+	// Sessions keeps the browsers' chats across restarts; nil keeps them in memory only.
+	Sessions Sessions
 	// Logger receives failures that have nowhere else to go; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+}
+
+// Sessions keeps web chat sessions and reads their stored conversations (store.Store). Its
+// methods are called from HTTP handlers with the request's context.
+type Sessions interface {
+	// SaveWebSession records the chat id of a session (by the SHA-256 of its cookie).
+	SaveWebSession(ctx context.Context, secretHash, chatID string) error
+	// WebSession returns the chat id of a session, and false when it is unknown.
+	WebSession(ctx context.Context, secretHash string) (chatID string, ok bool, err error)
+	// ChatConversations lists a chat's conversations, newest first.
+	ChatConversations(ctx context.Context, platform, chatID string, limit int) ([]store.ChatConversation, error)
+	// Rounds returns a conversation's finished rounds, oldest first.
+	Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]store.Round, error)
 }
 
 // Chat is the web chat. Its Handler serves the page, the event stream and the message posts.
@@ -130,6 +154,8 @@ func New(opts Options) (*Chat, error) {
 	mux.HandleFunc("GET /chat/events", c.events)
 	mux.HandleFunc("POST /chat/send", c.send)
 	mux.HandleFunc("GET /chat/files/{msg}/{n}", c.file)
+	mux.HandleFunc("GET /chat/conversations", c.conversations)
+	mux.HandleFunc("GET /chat/conversations/{id}", c.transcript)
 	mux.Handle("GET /chat/static/", http.StripPrefix("/chat/static/", staticFiles(static)))
 	c.mux = http.NewCrossOriginProtection().Handler(mux)
 	return c, nil
@@ -186,37 +212,111 @@ func (c *Chat) byID(id string) *conversation {
 	return c.ids[id]
 }
 
-// conversationOf returns the browser's conversation, or nil when it has none.
+// conversationOf returns the browser's conversation, or nil when it has none. A session this
+// process does not know is looked up in Sessions (the server restarted, or dropped it for room).
 func (c *Chat) conversationOf(r *http.Request) *conversation {
 	ck, err := r.Cookie(chatCookie)
 	if err != nil {
 		return nil
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	conv := c.secrets[ck.Value]
 	if conv != nil {
 		conv.used = c.now()
 	}
+	c.mu.Unlock()
+	if conv != nil || c.opts.Sessions == nil {
+		return conv
+	}
+	return c.restore(r.Context(), ck.Value)
+}
+
+// hashSecret is what Sessions keeps of a cookie.
+func hashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// restore brings back a stored session: its chat id, and the messages of its active
+// conversation. It returns nil when the session is unknown or the chats are full.
+func (c *Chat) restore(ctx context.Context, secret string) *conversation {
+	chatID, ok, err := c.opts.Sessions.WebSession(ctx, hashSecret(secret))
+	if err != nil {
+		c.log.Warn("web chat: stored session not read", "err", err)
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	conv := &conversation{
+		id:       chatID,
+		secret:   secret,
+		csrf:     randomString(32),
+		used:     c.now(),
+		watchers: map[chan struct{}]struct{}{},
+		// Message ids of this process must not repeat those of the stored turns.
+		nextID: int(c.now().UnixMilli()),
+	}
+	if err := c.loadMessages(ctx, conv); err != nil {
+		c.log.Warn("web chat: earlier messages not shown", "chat", chatID, "err", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if known := c.secrets[secret]; known != nil {
+		return known // restored by a request at the same moment
+	}
+	if !c.admitLocked(conv) {
+		return nil
+	}
 	return conv
+}
+
+// loadMessages fills conv with what the user saw of its active stored conversation: the user's
+// messages and the bot's answers.
+func (c *Chat) loadMessages(ctx context.Context, conv *conversation) error {
+	list, err := c.opts.Sessions.ChatConversations(ctx, string(adapters.Web), conv.id, 1)
+	if err != nil || len(list) == 0 || !list[0].Active {
+		return err
+	}
+	msgs, err := c.storedMessages(ctx, list[0].ID)
+	if err != nil {
+		return err
+	}
+	conv.mu.Lock()
+	defer conv.mu.Unlock()
+	for _, m := range msgs {
+		conv.addLocked(m.Role, m.Text, nil).HTML = m.HTML
+	}
+	return nil
+}
+
+// storedMessages returns what the user saw of a stored conversation, oldest first.
+func (c *Chat) storedMessages(ctx context.Context, conversationID int64) ([]eventMessage, error) {
+	rounds, err := c.opts.Sessions.Rounds(ctx, conversationID, 0, maxMessages)
+	if err != nil {
+		return nil, err
+	}
+	var out []eventMessage
+	for _, r := range rounds {
+		for _, m := range r.Messages {
+			switch {
+			case m.Role == store.RoleUser:
+				out = append(out, eventMessage{Role: "user", Text: m.Content})
+			case m.Role == store.RoleAssistant && len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) != "":
+				out = append(out, eventMessage{Role: "bot", Text: m.Content, HTML: markdown.HTML(m.Content)})
+			}
+		}
+	}
+	return out, nil
 }
 
 // errChatsFull is newConversation's answer when every conversation has its page open.
 var errChatsFull = errors.New("every web chat slot has an open page")
 
-// newConversation starts a conversation and sets the browser's cookie. At the cap it drops the
-// least recently used conversation whose page is closed; it never drops one with an open page.
-func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) (*conversation, error) {
-	idBytes := make([]byte, 8)
-	rand.Read(idBytes)
-	conv := &conversation{
-		id:       hex.EncodeToString(idBytes),
-		secret:   randomString(32),
-		csrf:     randomString(32),
-		used:     c.now(),
-		watchers: map[chan struct{}]struct{}{},
-	}
-	c.mu.Lock()
+// admitLocked adds conv to the chats in memory. At the cap it drops the least recently used
+// conversation whose page is closed (Sessions brings it back when its browser returns); it never
+// drops one with an open page, and reports false when all are open. c.mu must be held.
+func (c *Chat) admitLocked(conv *conversation) bool {
 	if len(c.secrets) >= maxConversations {
 		var oldest *conversation
 		for _, cv := range c.secrets {
@@ -228,15 +328,40 @@ func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) (*convers
 			}
 		}
 		if oldest == nil {
-			c.mu.Unlock()
-			return nil, errChatsFull
+			return false
 		}
 		delete(c.secrets, oldest.secret)
 		delete(c.ids, oldest.id)
 	}
 	c.secrets[conv.secret] = conv
 	c.ids[conv.id] = conv
+	return true
+}
+
+// newConversation starts a conversation and sets the browser's cookie (see admitLocked for the
+// cap). With Sessions the session is stored, so that it outlives the process.
+func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) (*conversation, error) {
+	idBytes := make([]byte, 8)
+	rand.Read(idBytes)
+	conv := &conversation{
+		id:       hex.EncodeToString(idBytes),
+		secret:   randomString(32),
+		csrf:     randomString(32),
+		used:     c.now(),
+		watchers: map[chan struct{}]struct{}{},
+	}
+	c.mu.Lock()
+	ok := c.admitLocked(conv)
 	c.mu.Unlock()
+	if !ok {
+		return nil, errChatsFull
+	}
+	if c.opts.Sessions != nil {
+		if err := c.opts.Sessions.SaveWebSession(r.Context(), hashSecret(conv.secret), conv.id); err != nil {
+			// The chat works; it only will not survive a restart.
+			c.log.Warn("web chat: session not stored", "chat", conv.id, "err", err)
+		}
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     chatCookie,
 		Value:    conv.secret,
@@ -246,6 +371,82 @@ func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) (*convers
 		SameSite: http.SameSiteStrictMode,
 	})
 	return conv, nil
+}
+
+// earlierConversation is one conversation of the browser's chat, as /chat/conversations lists it.
+type earlierConversation struct {
+	ID        int64     `json:"id"`
+	Active    bool      `json:"active"`
+	CreatedAt time.Time `json:"created_at"`
+	Preview   string    `json:"preview"`
+	Turns     int       `json:"turns"`
+}
+
+// maxEarlier is how many conversations /chat/conversations lists.
+const maxEarlier = 50
+
+// conversations lists the conversations of the browser's chat, newest first (empty without
+// Sessions).
+func (c *Chat) conversations(w http.ResponseWriter, r *http.Request) {
+	conv := c.conversationOf(r)
+	if conv == nil {
+		http.Error(w, "no chat session: open /chat first", http.StatusUnauthorized)
+		return
+	}
+	out := []earlierConversation{}
+	if c.opts.Sessions != nil {
+		list, err := c.opts.Sessions.ChatConversations(r.Context(), string(adapters.Web), conv.id, maxEarlier)
+		if err != nil {
+			c.log.Warn("web chat: conversations not listed", "chat", conv.id, "err", err)
+			http.Error(w, "the conversations cannot be read now", http.StatusServiceUnavailable)
+			return
+		}
+		for _, e := range list {
+			out = append(out, earlierConversation{ID: e.ID, Active: e.Active, CreatedAt: e.CreatedAt, Preview: e.Preview, Turns: e.Turns})
+		}
+	}
+	writeJSON(w, out)
+}
+
+// transcript returns the messages of one conversation of the browser's chat.
+func (c *Chat) transcript(w http.ResponseWriter, r *http.Request) {
+	conv := c.conversationOf(r)
+	if conv == nil {
+		http.Error(w, "no chat session: open /chat first", http.StatusUnauthorized)
+		return
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || c.opts.Sessions == nil {
+		http.NotFound(w, r)
+		return
+	}
+	list, err := c.opts.Sessions.ChatConversations(r.Context(), string(adapters.Web), conv.id, maxEarlier)
+	if err != nil {
+		c.log.Warn("web chat: conversations not listed", "chat", conv.id, "err", err)
+		http.Error(w, "the conversation cannot be read now", http.StatusServiceUnavailable)
+		return
+	}
+	if !slices.ContainsFunc(list, func(e store.ChatConversation) bool { return e.ID == id }) {
+		// Another browser's conversation, or none: the same answer either way.
+		http.NotFound(w, r)
+		return
+	}
+	msgs, err := c.storedMessages(r.Context(), id)
+	if err != nil {
+		c.log.Warn("web chat: conversation not read", "chat", conv.id, "conversation", id, "err", err)
+		http.Error(w, "the conversation cannot be read now", http.StatusServiceUnavailable)
+		return
+	}
+	if msgs == nil {
+		msgs = []eventMessage{}
+	}
+	writeJSON(w, msgs)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // session starts a conversation for a browser that has none (the page's script posts here when

@@ -259,6 +259,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 				Handler:       pipe,
 				Delivery:      delivery.Options{Logger: log, Observer: m},
 				SecureCookies: proxies.Secure,
+				Sessions:      st,
 				Logger:        log,
 			})
 			if err != nil {

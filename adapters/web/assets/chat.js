@@ -107,6 +107,58 @@
     input.style.height = Math.min(input.scrollHeight, 200) + "px";
   }
 
+  // Earlier conversations of this browser (those /reset closed), read-only.
+  const earlier = document.getElementById("earlier");
+  const earlierList = document.getElementById("earlier-list");
+  const earlierView = document.getElementById("earlier-view");
+
+  function showTranscript(id) {
+    fetch("/chat/conversations/" + id, { credentials: "same-origin" }).then(function (resp) {
+      if (!resp.ok) throw new Error(resp.statusText);
+      return resp.json();
+    }).then(function (msgs) {
+      earlierView.replaceChildren();
+      msgs.forEach(function (m) {
+        const el = document.createElement("article");
+        el.className = "msg " + m.role;
+        const body = document.createElement("div");
+        body.className = "body";
+        if (m.html) {
+          body.innerHTML = m.html; // rendered and sanitised by the server, as live messages
+          body.classList.add("md");
+        } else {
+          body.textContent = m.text;
+        }
+        el.appendChild(body);
+        earlierView.appendChild(el);
+      });
+    }).catch(function (err) { showError("Could not read the conversation: " + err.message); });
+  }
+
+  earlier.addEventListener("toggle", function () {
+    if (!earlier.open) return;
+    fetch("/chat/conversations", { credentials: "same-origin" }).then(function (resp) {
+      if (!resp.ok) throw new Error(resp.statusText);
+      return resp.json();
+    }).then(function (list) {
+      earlierList.replaceChildren();
+      list.filter(function (c) { return !c.active; }).forEach(function (c) {
+        const li = document.createElement("li");
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = new Date(c.created_at).toLocaleString() + " · " + (c.preview || "(empty)") + " · " + c.turns + " turns";
+        b.addEventListener("click", function () { showTranscript(c.id); });
+        li.appendChild(b);
+        earlierList.appendChild(li);
+      });
+      if (!earlierList.children.length) {
+        const li = document.createElement("li");
+        li.textContent = "None yet.";
+        earlierList.appendChild(li);
+      }
+    }).catch(function (err) { showError("Could not list conversations: " + err.message); });
+  });
+
   form.addEventListener("submit", function (e) { e.preventDefault(); send(); });
   input.addEventListener("keydown", function (e) {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
