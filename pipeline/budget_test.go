@@ -163,3 +163,49 @@ func countNotice(notices []string, text string) int {
 	}
 	return n
 }
+
+func TestHistoryIsChosenNewestFirstInWholeRoundsWithOlderToolResultsElided(t *testing.T) {
+	round := func(id int64, user string, result int) store.Round {
+		r := store.Round{TurnID: id, Messages: []store.Message{{Role: store.RoleUser, Content: user}}}
+		if result > 0 {
+			cid := fmt.Sprint("c", id)
+			r.Messages = append(r.Messages,
+				store.Message{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: cid, Name: "page", Arguments: "{}"}}},
+				store.Message{Role: store.RoleTool, ToolCallID: cid, Name: "page", Content: strings.Repeat("x", result)})
+		}
+		r.Messages = append(r.Messages, store.Message{Role: store.RoleAssistant, Content: "answer " + user})
+		return r
+	}
+	rounds := []store.Round{round(1, "one", 4000), round(2, "two", 0), round(3, "three", 400), round(4, "four", 0)}
+	tests := []struct {
+		name       string
+		limit      int
+		share      float64
+		wantFrom   int
+		wantElided int
+	}{
+		{"everything fits", 10_000, 1, 0, 0},
+		{"the oldest big result elided, all rounds sent", 10_000, 0.05, 0, 1},
+		{"both results elided past a tiny share", 10_000, 0.001, 0, 2},
+		{"only the newest rounds fit, none cut in half", 150, 1, 2, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sel := chooseHistory(rounds, false, tt.limit, tt.share, 1, false)
+			if sel.from != tt.wantFrom || sel.elided != tt.wantElided {
+				t.Fatalf("from round %d with %d elided, want %d and %d", sel.from, sel.elided, tt.wantFrom, tt.wantElided)
+			}
+			if sel.tokens > tt.limit {
+				t.Errorf("%d tokens chosen for a limit of %d", sel.tokens, tt.limit)
+			}
+			if sel.messages[0].Role != "user" || sel.messages[len(sel.messages)-1].Content != "answer four" {
+				t.Errorf("history does not run from a user message to the newest answer: %+v", sel.messages)
+			}
+			for _, m := range sel.messages {
+				if m.Role == "tool" && strings.HasPrefix(m.Content, "[earlier result") && !strings.Contains(m.Content, "page") {
+					t.Errorf("the elision note does not name the tool: %q", m.Content)
+				}
+			}
+		})
+	}
+}

@@ -89,30 +89,6 @@ func speaker(shared bool, name, text string) string {
 	return "[" + name + "] " + text
 }
 
-// trimRounds keeps the last n whole user rounds: it cuts before the n-th user message from the
-// end, so no assistant tool call or tool result is left without the round it belongs to.
-func trimRounds(ms []store.Message, n int) []store.Message {
-	if n <= 0 {
-		return nil
-	}
-	users := 0
-	for i := len(ms) - 1; i >= 0; i-- {
-		if ms[i].Role == store.RoleUser {
-			users++
-			if users == n {
-				return ms[i:]
-			}
-		}
-	}
-	// Fewer than n rounds: drop anything before the first user message.
-	for i, m := range ms {
-		if m.Role == store.RoleUser {
-			return ms[i:]
-		}
-	}
-	return nil
-}
-
 // toStoreLLMCalls converts the model calls of a turn.
 func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
 	out := make([]store.LLMCall, 0, len(cs))

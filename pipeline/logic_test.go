@@ -280,9 +280,8 @@ func TestSchedulerSettleOrdersRacingMessages(t *testing.T) {
 	}
 }
 
-func TestTrimRoundsAndConvert(t *testing.T) {
+func TestConvertKeepsSpeakersToolRoundsAndImageNotes(t *testing.T) {
 	hist := []store.Message{
-		{Role: store.RoleAssistant, Content: "orphan"},
 		{Role: store.RoleUser, Content: "one", Name: "Ann"},
 		{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: "c1", Name: "t", Arguments: "{}"}}},
 		{Role: store.RoleTool, ToolCallID: "c1", Content: "r", Name: "t"},
@@ -290,16 +289,7 @@ func TestTrimRoundsAndConvert(t *testing.T) {
 		{Role: store.RoleUser, Content: "two", Images: 1},
 		{Role: store.RoleAssistant, Content: "a2"},
 	}
-	if got := trimRounds(hist, 1); len(got) != 2 || got[0].Content != "two" {
-		t.Fatalf("1 round: %+v", got)
-	}
-	if got := trimRounds(hist, 5); len(got) != 6 || got[0].Content != "one" {
-		t.Fatalf("more rounds than stored must start at a user message: %+v", got)
-	}
-	if got := trimRounds(hist, 0); got != nil {
-		t.Fatalf("0 rounds: %+v", got)
-	}
-	msgs := toAgentMessages(trimRounds(hist, 5), true)
+	msgs := toAgentMessages(hist, true)
 	if msgs[0].Content != "[Ann] one" {
 		t.Errorf("shared conversation: user message = %q, want the speaker's name", msgs[0].Content)
 	}

@@ -28,8 +28,6 @@ type Runner interface {
 type Store interface {
 	Conversation(ctx context.Context, key store.Key) (store.Conversation, error)
 	ResetConversation(ctx context.Context, key store.Key) (store.Conversation, error)
-	// History returns the last rounds whole user rounds of a conversation, oldest first.
-	History(ctx context.Context, conversationID int64, rounds int) ([]store.Message, error)
 	StartTurn(ctx context.Context, t store.TurnStart) (int64, error)
 	FinishTurn(ctx context.Context, e store.TurnEnd) error
 	// Rounds returns the finished rounds after turn afterTurnID, the newest limit of them,
