@@ -209,3 +209,31 @@ func TestHistoryIsChosenNewestFirstInWholeRoundsWithOlderToolResultsElided(t *te
 		})
 	}
 }
+
+func TestReportedUsageCorrectsTheEstimate(t *testing.T) {
+	// Two chats with the same model and messages; one provider counts three times the tokens
+	// the estimate does (another tokenizer). Its chat must get less history, so that what the
+	// provider counts still fits.
+	lastLen := map[float64]int{}
+	for _, scale := range []float64{1, 3} {
+		h := newHarness(t, Options{Models: []ModelBudget{{Name: "primary", ContextWindow: 6000, MaxOutputTokens: 500}}, CompactAt: -1})
+		h.llm.SetHandler(func(req llm.Request) llm.Reply {
+			n := 0
+			for _, m := range req.Messages {
+				n += len(m.Raw) / 4
+			}
+			r := llm.Text(strings.Repeat("long answer ", 70))
+			r.Usage = &llm.Usage{PromptTokens: int(float64(n) * scale), CompletionTokens: 10}
+			return r
+		})
+		out := &recResponder{}
+		for i := range 12 {
+			<-h.handle(privateMsg("42", fmt.Sprint(i+1), fmt.Sprint("question ", i)), out)
+		}
+		reqs := h.llm.Requests()
+		lastLen[scale] = len(reqs[len(reqs)-1].Messages)
+	}
+	if lastLen[3] >= lastLen[1] {
+		t.Errorf("a provider counting 3x sent %d messages, an honest one %d: the reported usage did not shrink the history", lastLen[3], lastLen[1])
+	}
+}
