@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"relaybot/agent"
+	"relaybot/audit"
 	"relaybot/internal/testkit/llm"
 	"relaybot/tools"
 )
@@ -18,7 +19,7 @@ import (
 type screenshotExecutor struct{ files []tools.File }
 
 func (e screenshotExecutor) Execute(_ context.Context, call tools.Call) tools.Outcome {
-	return tools.Outcome{Content: "took a screenshot (sent as a file)", Files: e.files, Status: tools.StatusOK}
+	return tools.Outcome{Content: "took a screenshot (sent as a file)", Files: e.files, Status: audit.StatusOK}
 }
 
 func (e screenshotExecutor) Skip(_ context.Context, _ tools.Call, reason error) tools.Outcome {

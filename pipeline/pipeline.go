@@ -15,6 +15,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/agent"
+	"relaybot/audit"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -108,7 +109,7 @@ type Options struct {
 	ToolsPerChat map[string][]string
 
 	// Audit answers the /audit command; nil makes /audit say it is unavailable.
-	Audit AuditLog
+	Audit audit.Log
 	// Recorder keeps refused /audit commands in the audit log; nil only logs them.
 	Recorder tools.Recorder
 

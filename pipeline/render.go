@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"relaybot/audit"
 	"relaybot/tools"
 )
 
@@ -140,7 +141,7 @@ func (v *view) withNote(note string, inline bool) string {
 // and error; empty on success.
 func toolError(o tools.Outcome) string {
 	switch {
-	case o.Status == tools.StatusOK || (o.Status == "" && o.Err == nil):
+	case o.Status == audit.StatusOK || (o.Status == "" && o.Err == nil):
 		return ""
 	case o.Err != nil:
 		return o.Err.Error()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"relaybot/audit"
 	"syscall"
 	"testing"
 )
@@ -32,7 +33,7 @@ func TestSQLiteFilesArePrivateWhateverTheUmask(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.StartToolCall(ctx, &ToolCallRecord{TurnID: id, ToolName: "t", Arguments: "{}"}); err != nil {
+			if err := s.StartToolCall(ctx, &audit.Record{TurnID: id, ToolName: "t", Arguments: "{}"}); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"relaybot/audit"
 	"sync"
 	"testing"
 	"time"
@@ -191,7 +192,7 @@ func TestConcurrentTurns(t *testing.T) {
 		if n, want := count(t, s, "messages", ""), turns*(2+2*callsPerTurn); n != want {
 			t.Errorf("messages = %d, want %d", n, want)
 		}
-		if n := count(t, s, "tool_calls", "status = ?", StatusOK); n != turns*callsPerTurn {
+		if n := count(t, s, "tool_calls", "status = ?", audit.StatusOK); n != turns*callsPerTurn {
 			t.Errorf("ok tool calls = %d, want %d", n, turns*callsPerTurn)
 		}
 		if n := count(t, s, "llm_calls", ""); n != turns*(callsPerTurn+1) {
@@ -220,7 +221,7 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 	var llm []LLMCall
 	for r := range calls {
 		callID := fmt.Sprintf("call_%d_%d", i, r)
-		rec := &ToolCallRecord{TurnID: turn, ConversationID: c.ID, Platform: key.Platform,
+		rec := &audit.Record{TurnID: turn, ConversationID: c.ID, Platform: key.Platform,
 			ChatID: key.ChatID, UserID: key.UserID, Round: r + 1, ToolCallID: callID,
 			ToolName: "web_search", Source: "native", Arguments: `{"q":"x"}`, ArgumentsSize: 9}
 		if err := s.StartToolCall(ctx, rec); err != nil {
@@ -230,7 +231,7 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 		if row, err := s.ToolCall(ctx, rec.ID); err != nil || row.ToolCallID != callID {
 			return fmt.Errorf("row %d of %s is %q (%v): the audit row ids are mixed up", rec.ID, callID, row.ToolCallID, err)
 		}
-		rec.Status, rec.Result, rec.ResultSize = StatusOK, "found", 5
+		rec.Status, rec.Result, rec.ResultSize = audit.StatusOK, "found", 5
 		if err := s.FinishToolCall(ctx, rec); err != nil {
 			return err
 		}
@@ -258,7 +259,7 @@ func TestRecoverMarksRunningInterrupted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := &ToolCallRecord{TurnID: turn, ToolName: "calc", ToolCallID: "call_1", Source: "native"}
+		rec := &audit.Record{TurnID: turn, ToolName: "calc", ToolCallID: "call_1", Source: "native"}
 		if err := s.StartToolCall(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +277,7 @@ func TestRecoverMarksRunningInterrupted(t *testing.T) {
 			t.Fatalf("turn after recover = %+v (%v), want interrupted with a finish time", tr, err)
 		}
 		row, err := s2.ToolCall(ctx, rec.ID)
-		if err != nil || row.Status != StatusInterrupted || row.FinishedAt == nil || row.Error == "" {
+		if err != nil || row.Status != audit.StatusInterrupted || row.FinishedAt.IsZero() || row.Error == "" {
 			t.Fatalf("tool call after recover = %+v (%v), want interrupted with an error", row, err)
 		}
 		// What the user said survives the crash and is in the next turn's history.
@@ -312,7 +313,7 @@ func TestCloseDuringBurst(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; ; i++ {
-					rec := &ToolCallRecord{ToolName: "t", ToolCallID: fmt.Sprint(w, "-", i), Source: "mcp", Server: "s"}
+					rec := &audit.Record{ToolName: "t", ToolCallID: fmt.Sprint(w, "-", i), Source: "mcp", Server: "s"}
 					if err := s.StartToolCall(ctx, rec); err != nil {
 						if !errors.Is(err, ErrClosed) {
 							mu.Lock()
@@ -328,7 +329,7 @@ func TestCloseDuringBurst(t *testing.T) {
 						once.Do(func() { close(halfway) })
 					}
 					mu.Unlock()
-					rec.Status = StatusOK
+					rec.Status = audit.StatusOK
 					if err := s.FinishToolCall(ctx, rec); err != nil {
 						if !errors.Is(err, ErrClosed) {
 							mu.Lock()
@@ -363,7 +364,7 @@ func TestCloseDuringBurst(t *testing.T) {
 			if err != nil {
 				t.Fatalf("acknowledged row %d is missing: %v", id, err)
 			}
-			if finished && row.Status != StatusOK {
+			if finished && row.Status != audit.StatusOK {
 				t.Errorf("row %d: status %s, want ok (finish was acknowledged)", id, row.Status)
 			}
 		}
