@@ -58,9 +58,11 @@ func (s Source) Valid() bool { return slices.Contains(Sources, s) }
 
 // Record is one audit row: one tool call, written when it starts (Status running, FinishedAt zero)
 // and completed when it ends. In JSON it has the DESIGN contract's shape: finished_at is null while
-// the call runs and the duration is duration_ms.
+// the call runs and the duration is duration_ms. The gorm tags let the store keep Record as its row
+// (they are plain struct tags; this package does not import GORM): FinishedAt and Duration are
+// stored in another form, so the store maps those two itself.
 type Record struct {
-	ID             int64 // set by the writer when the call starts
+	ID             int64 `gorm:"primaryKey"` // set by the writer when the call starts
 	TurnID         int64
 	ConversationID int64
 	Platform       string
@@ -78,8 +80,8 @@ type Record struct {
 	ArgumentsSize  int // size before capping
 	ResultSize     int
 	StartedAt      time.Time
-	FinishedAt     time.Time // zero while running
-	Duration       time.Duration
+	FinishedAt     time.Time     `gorm:"-"` // zero while running
+	Duration       time.Duration `gorm:"-"`
 }
 
 // recordJSON is the wire form of a Record.

@@ -239,15 +239,6 @@ func finishAudit(tx *gorm.DB, r *audit.Record) (bool, error) {
 // insertChunk is the most audit rows one INSERT carries (19 parameters each).
 const insertChunk = 256
 
-func newToolCallModel(r *audit.Record) toolCallModel {
-	return toolCallModel{TurnID: r.TurnID, ConversationID: r.ConversationID, Platform: r.Platform,
-		ChatID: r.ChatID, UserID: r.UserID, Round: r.Round, ToolCallID: r.ToolCallID,
-		ToolName: r.ToolName, Source: string(r.Source), Server: r.Server, Status: string(r.Status),
-		Arguments: r.Arguments, Result: r.Result, Error: r.Error, ArgumentsSize: r.ArgumentsSize,
-		ResultSize: r.ResultSize, StartedAt: r.StartedAt, FinishedAt: finishedAt(r),
-		DurationMs: r.Duration.Milliseconds()}
-}
-
 // finishedAt is the finished_at of r's row: NULL while running.
 func finishedAt(r *audit.Record) *time.Time {
 	if r.FinishedAt.IsZero() {

@@ -14,41 +14,30 @@ import (
 	"relaybot/audit"
 )
 
+// toolCallModel is a tool_calls row: the audit record itself, but for the two columns whose form
+// differs (finished_at is NULL while the call runs; the duration is whole milliseconds).
 type toolCallModel struct {
-	ID             int64 `gorm:"primaryKey"`
-	TurnID         int64
-	ConversationID int64
-	Platform       string
-	ChatID         string
-	UserID         string
-	Round          int
-	ToolCallID     string
-	ToolName       string
-	Source         string
-	Server         string
-	Status         string
-	Arguments      string
-	Result         string
-	Error          string
-	ArgumentsSize  int
-	ResultSize     int
-	StartedAt      time.Time
-	FinishedAt     *time.Time
-	DurationMs     int64 `gorm:"column:duration_ms"`
+	audit.Record  `gorm:"embedded"`
+	FinishedAtCol *time.Time `gorm:"column:finished_at"`
+	DurationMs    int64      `gorm:"column:duration_ms"`
 }
 
 func (toolCallModel) TableName() string { return "tool_calls" }
 
+// newToolCallModel is the row of a new record: the database gives it its id.
+func newToolCallModel(r *audit.Record) toolCallModel {
+	m := toolCallModel{Record: *r, FinishedAtCol: finishedAt(r), DurationMs: r.Duration.Milliseconds()}
+	m.ID = 0
+	return m
+}
+
 // record is the audit.Record of the row, its times in UTC.
 func (m toolCallModel) record() audit.Record {
-	r := audit.Record{ID: m.ID, TurnID: m.TurnID, ConversationID: m.ConversationID,
-		Platform: m.Platform, ChatID: m.ChatID, UserID: m.UserID, Round: m.Round,
-		ToolCallID: m.ToolCallID, ToolName: m.ToolName, Source: audit.Source(m.Source), Server: m.Server,
-		Status: audit.Status(m.Status), Arguments: m.Arguments, Result: m.Result, Error: m.Error,
-		StartedAt: m.StartedAt.UTC(), Duration: time.Duration(m.DurationMs) * time.Millisecond,
-		ArgumentsSize: m.ArgumentsSize, ResultSize: m.ResultSize}
-	if m.FinishedAt != nil {
-		r.FinishedAt = m.FinishedAt.UTC()
+	r := m.Record
+	r.StartedAt = r.StartedAt.UTC()
+	r.Duration = time.Duration(m.DurationMs) * time.Millisecond
+	if m.FinishedAtCol != nil {
+		r.FinishedAt = m.FinishedAtCol.UTC()
 	}
 	return r
 }
