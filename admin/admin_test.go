@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -48,7 +49,7 @@ func openStore(t *testing.T) *store.Store {
 func seedStore(t *testing.T, st *store.Store) seeded {
 	t.Helper()
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, store.Key{Platform: "telegram", ChatID: "100"})
+	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "100"})
 	if err != nil {
 		t.Fatalf("conversation: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -27,8 +28,8 @@ type Runner interface {
 
 // Store keeps conversations and turns (store.Store).
 type Store interface {
-	Conversation(ctx context.Context, key store.Key) (store.Conversation, error)
-	ResetConversation(ctx context.Context, key store.Key) (store.Conversation, error)
+	Conversation(ctx context.Context, key chat.Key) (store.Conversation, error)
+	ResetConversation(ctx context.Context, key chat.Key) (store.Conversation, error)
 	// History returns the last rounds whole user rounds of a conversation, oldest first.
 	History(ctx context.Context, conversationID int64, rounds int) ([]store.Message, error)
 	StartTurn(ctx context.Context, t store.TurnStart) (int64, error)
@@ -420,7 +421,7 @@ func (p *Pipeline) answered(in adapters.Inbound, log *slog.Logger) bool {
 }
 
 // queue waits for the conversation's turn and a free slot, then runs the turn.
-func (p *Pipeline) queue(key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) queue(key chat.Key, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
 	if p.answered(in, log) {
 		return
 	}
@@ -491,10 +492,10 @@ func (p *Pipeline) notice(out adapters.Responder, text string, log *slog.Logger)
 }
 
 // reset starts a new conversation for key.
-func (p *Pipeline) reset(key ConversationKey, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) reset(key chat.Key, out adapters.Responder, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	conv, err := p.store.ResetConversation(ctx, storeKey(key))
+	conv, err := p.store.ResetConversation(ctx, key)
 	if err != nil {
 		log.Error("pipeline: reset failed", "conversation", key.String(), "err", err)
 		p.notice(out, p.failureText(err), log)
@@ -514,8 +515,4 @@ func (p *Pipeline) failureText(err error) string {
 	default:
 		return p.opts.FailureHint
 	}
-}
-
-func storeKey(k ConversationKey) store.Key {
-	return store.Key{Platform: k.Platform, ChatID: k.ChatID, ThreadID: k.ThreadID, UserID: k.UserID}
 }

@@ -11,6 +11,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -20,7 +21,7 @@ var errTurnTimeout = errors.New("the answer took too long")
 
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
 // history, shows the answer as it grows, delivers the final text, and saves the turn.
-func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
 	begun := time.Now()
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
@@ -63,7 +64,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	var (
 		mu    sync.Mutex
 		v     = &view{track: p.opts.TrackFunctionCalls}
-		files []adapters.File
+		files []chat.File
 		// roundShown is the text shown of the latest round that ended with tool calls: that
 		// round's message is among the turn's messages already.
 		roundShown string
@@ -86,9 +87,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 			reply.Working(true)
 		case agent.ToolResult:
 			v.finishTool(e.Call.ID, e.Call.Name, e.Outcome)
-			for _, f := range e.Outcome.Files {
-				files = append(files, adapters.File{Name: f.Name, MIME: f.MIME, Data: f.Data})
-			}
+			files = append(files, e.Outcome.Files...)
 		case agent.RoundCapHit:
 			v.note(fmt.Sprintf("(Reached the limit of %d tool rounds; answering without more tools.)", e.MaxToolRounds))
 		default:
@@ -175,8 +174,8 @@ func joinErr(text, more string) string {
 }
 
 // startTurn finds the conversation, reads its history and saves the user's message.
-func (p *Pipeline) startTurn(ctx context.Context, key ConversationKey, in adapters.Inbound) (store.Conversation, []store.Message, int64, error) {
-	conv, err := p.store.Conversation(ctx, storeKey(key))
+func (p *Pipeline) startTurn(ctx context.Context, key chat.Key, in adapters.Inbound) (store.Conversation, []store.Message, int64, error) {
+	conv, err := p.store.Conversation(ctx, key)
 	if err != nil {
 		return conv, nil, 0, fmt.Errorf("conversation %s: %w", key, err)
 	}
@@ -275,7 +274,7 @@ func (p *Pipeline) images(in adapters.Inbound) []agent.Image {
 }
 
 // transcript builds what the model is sent: the system prompt, the history and the new message.
-func (p *Pipeline) transcript(key ConversationKey, hist []store.Message, in adapters.Inbound) []agent.Message {
+func (p *Pipeline) transcript(key chat.Key, hist []store.Message, in adapters.Inbound) []agent.Message {
 	prompt := p.opts.SystemPrompt
 	if p.opts.SystemPromptExtra != nil {
 		if extra := strings.TrimSpace(p.opts.SystemPromptExtra()); extra != "" {

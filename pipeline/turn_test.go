@@ -16,6 +16,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
 	"relaybot/store"
@@ -35,7 +36,7 @@ type recReply struct {
 	mu       sync.Mutex
 	updates  []string
 	final    string
-	files    []adapters.File
+	files    []chat.File
 	finished bool
 }
 
@@ -79,7 +80,7 @@ func (r *recReply) Update(text string) {
 
 func (r *recReply) Working(bool) {}
 
-func (r *recReply) Finish(ctx context.Context, text string, files []adapters.File) error {
+func (r *recReply) Finish(ctx context.Context, text string, files []chat.File) error {
 	r.mu.Lock()
 	r.final, r.files, r.finished = text, files, true
 	r.mu.Unlock()
@@ -135,7 +136,7 @@ func (echoLoader) Call(ctx context.Context, inv tools.Invocation) (tools.Result,
 		if err := json.Unmarshal(inv.Arguments, &a); err != nil {
 			return tools.Result{}, err
 		}
-		return tools.Result{Text: "echo: " + a.Text, Files: []tools.File{{Name: "echo.txt", MIME: "text/plain", Data: []byte(a.Text)}}}, nil
+		return tools.Result{Text: "echo: " + a.Text, Files: []chat.File{{Name: "echo.txt", MIME: "text/plain", Data: []byte(a.Text)}}}, nil
 	case "fail":
 		return tools.Result{}, fmt.Errorf("the disk is on fire")
 	case "block":
@@ -230,9 +231,9 @@ func (h *harness) handle(in adapters.Inbound, out adapters.Responder) <-chan str
 	return done
 }
 
-func (h *harness) history(key ConversationKey) []store.Message {
+func (h *harness) history(key chat.Key) []store.Message {
 	h.t.Helper()
-	conv, err := h.store.Conversation(context.Background(), storeKey(key))
+	conv, err := h.store.Conversation(context.Background(), key)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"relaybot/audit"
+	"relaybot/chat"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -46,7 +47,7 @@ func BenchmarkAuditRows(b *testing.B) {
 func BenchmarkHistory10Rounds(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b, DriverSQLite)
-	c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "bench"})
+	c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"relaybot/audit"
+	"relaybot/chat"
 	"syscall"
 	"testing"
 )
@@ -25,7 +26,7 @@ func TestSQLiteFilesArePrivateWhateverTheUmask(t *testing.T) {
 			path := filepath.Join(dir, "bot.db")
 			s := openTest(t, Options{Driver: DriverSQLite, DSN: path})
 			ctx := context.Background()
-			c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "1"})
+			c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"relaybot/audit"
+	"relaybot/chat"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,7 +26,7 @@ func killHelper(dsn, driver string) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "k"})
+	c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "k"})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"relaybot/audit"
+	"relaybot/chat"
 	"slices"
 	"strings"
 	"testing"
@@ -300,12 +301,12 @@ func TestSweep(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		seedLog(t, s, 30) // started in March 2026
-		old, _ := s.Conversation(ctx, Key{Platform: "web", ChatID: "x"})
+		old, _ := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "x"})
 		turn, _ := s.StartTurn(ctx, TurnStart{ConversationID: old.ID, UserMessage: Message{Content: "old"}})
 		if err := s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "a"}}, LLMCalls: []LLMCall{{Model: "m", Status: "ok"}}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.ResetConversation(ctx, Key{Platform: "web", ChatID: "x"}); err != nil {
+		if _, err := s.ResetConversation(ctx, chat.Key{Platform: "web", ChatID: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		running := &audit.Record{ToolName: "long", StartedAt: seedBase.Add(-time.Hour)}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"relaybot/audit"
+	"relaybot/chat"
 	"sync"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestMigrateFromEmpty(t *testing.T) {
 			t.Fatalf("Migrate after down: %v", err)
 		}
 		// The schema works end to end.
-		c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "1"})
+		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +93,7 @@ func TestConversationReset(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		key := Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "u"}
+		key := chat.Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "u"}
 		a, err := s.Conversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +102,7 @@ func TestConversationReset(t *testing.T) {
 		if err != nil || again.ID != a.ID {
 			t.Fatalf("second Conversation = %d (%v), want the same %d", again.ID, err, a.ID)
 		}
-		other, err := s.Conversation(ctx, Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "v"})
+		other, err := s.Conversation(ctx, chat.Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "v"})
 		if err != nil || other.ID == a.ID {
 			t.Fatalf("other user's conversation = %d (%v), want a new one", other.ID, err)
 		}
@@ -134,7 +135,7 @@ func TestConversationReset(t *testing.T) {
 		if n := count(t, s, "conversations", "active = ?", false); n != 1 {
 			t.Errorf("inactive conversations = %d, want 1", n)
 		}
-		if _, err := s.Conversation(ctx, Key{Platform: "discord"}); err == nil {
+		if _, err := s.Conversation(ctx, chat.Key{Platform: "discord"}); err == nil {
 			t.Error("Conversation without a chat id succeeded")
 		}
 	})
@@ -143,7 +144,7 @@ func TestConversationReset(t *testing.T) {
 func TestFinishTurnTwiceFails(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, DriverSQLite)
-	c, _ := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "1"})
+	c, _ := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 	id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +205,7 @@ func TestConcurrentTurns(t *testing.T) {
 // oneTurn plays a turn the way the pipeline does: conversation, history, start, tool calls with
 // their audit rows, finish.
 func oneTurn(ctx context.Context, s *Store, i, calls int) error {
-	key := Key{Platform: "telegram", ChatID: fmt.Sprint("chat-", i%20), UserID: fmt.Sprint("u", i)}
+	key := chat.Key{Platform: "telegram", ChatID: fmt.Sprint("chat-", i%20), UserID: fmt.Sprint("u", i)}
 	c, err := s.Conversation(ctx, key)
 	if err != nil {
 		return err
@@ -251,7 +252,7 @@ func TestRecoverMarksRunningInterrupted(t *testing.T) {
 		ctx := context.Background()
 		opts := testOptions(t, driver)
 		s := openTest(t, opts)
-		c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "1"})
+		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 		if err != nil {
 			t.Fatal(err)
 		}

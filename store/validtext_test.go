@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"relaybot/audit"
+	"relaybot/chat"
 	"testing"
 	"time"
 )
@@ -27,7 +28,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				ctx := context.Background()
 				d, c := tc.dirty, tc.clean
-				key := Key{Platform: "tg" + d, ChatID: "chat" + d, ThreadID: "th" + d, UserID: "u" + d}
+				key := chat.Key{Platform: "tg" + d, ChatID: "chat" + d, ThreadID: "th" + d, UserID: "u" + d}
 				conv, err := s.Conversation(ctx, key)
 				if err != nil {
 					t.Fatalf("Conversation: %v", err)
@@ -36,7 +37,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				if err != nil || again.ID != conv.ID {
 					t.Fatalf("Conversation again = %d, %v; want the same conversation %d", again.ID, err, conv.ID)
 				}
-				if want := (Key{"tg" + c, "chat" + c, "th" + c, "u" + c}); (Key{again.Platform, again.ChatID, again.ThreadID, again.UserID}) != want {
+				if want := (chat.Key{Platform: "tg" + c, ChatID: "chat" + c, ThreadID: "th" + c, UserID: "u" + c}); (chat.Key{Platform: again.Platform, ChatID: again.ChatID, ThreadID: again.ThreadID, UserID: again.UserID}) != want {
 					t.Errorf("stored conversation key = %+v, want %+v", again, want)
 				}
 				turnID, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserID: "u" + d,

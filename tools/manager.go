@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"relaybot/audit"
+	"relaybot/chat"
 	"slices"
 	"strings"
 	"sync"
@@ -334,7 +335,7 @@ func withNote(s, note string) string {
 }
 
 // filesNote tells the model about files a tool produced: "[1 image attached to the reply: chart.png]".
-func filesNote(files []File) string {
+func filesNote(files []chat.File) string {
 	if len(files) == 0 {
 		return ""
 	}

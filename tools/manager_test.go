@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 	"relaybot/tools/native"
 	"relaybot/tools/plugin"
@@ -101,10 +102,10 @@ func init() {
 				return tools.Result{Text: strings.Repeat("é", 30000)}, nil
 			}},
 			{Spec: tools.Spec{Name: "chart", Description: "draws a chart", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
-				return tools.Result{Text: "Chart drawn.", Files: []tools.File{{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG")}}}, nil
+				return tools.Result{Text: "Chart drawn.", Files: []chat.File{{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG")}}}, nil
 			}},
 			{Spec: tools.Spec{Name: "export", Description: "exports files", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
-				return tools.Result{Files: []tools.File{{Name: "data.csv", MIME: "text/csv"}, {Name: "chart.png", MIME: "image/png"}}}, nil
+				return tools.Result{Files: []chat.File{{Name: "data.csv", MIME: "text/csv"}, {Name: "chart.png", MIME: "image/png"}}}, nil
 			}},
 			{Spec: tools.Spec{Name: "noop", Description: "does nothing", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
 				return tools.Result{Text: "ok"}, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 )
 
 // Spec describes a tool to the model.
@@ -24,19 +25,12 @@ type Spec struct {
 	AdminOnly bool
 }
 
-// File is a file or image a tool produced; it goes out with the final reply.
-type File struct {
-	Name string
-	MIME string
-	Data []byte
-}
-
 // Result is what a tool returned.
 type Result struct {
 	// Text is the result for the model: plain text or JSON.
 	Text string
 	// Files are kept for the final reply; the model gets a short note about them.
-	Files []File
+	Files []chat.File
 }
 
 // Loader offers the tools of one source and runs them.
@@ -89,7 +83,7 @@ type Call struct {
 type Outcome struct {
 	// Content is sent to the model verbatim as the tool message.
 	Content string
-	Files   []File
+	Files   []chat.File
 	Status  audit.Status
 	// Err is why the call failed; nil when Status is ok.
 	Err error

@@ -34,6 +34,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/chat"
 )
 
 //go:embed assets
@@ -501,7 +502,7 @@ func (c *Chat) file(w http.ResponseWriter, r *http.Request) {
 	}
 	conv.mu.Lock()
 	m := conv.find(r.PathValue("msg"))
-	var f adapters.File
+	var f chat.File
 	found := m != nil && n >= 0 && n < len(m.Files)
 	if found {
 		f = m.Files[n]
