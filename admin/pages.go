@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/internal/ellipsis"
 	"relaybot/store"
 )
 
@@ -335,7 +336,7 @@ func drawChart(stats []audit.Stat, class string, width, labelW, labelRunes int) 
 		y := i*rowH + 4
 		w95 := max(int(math.Round(float64(st.P95.Milliseconds())/float64(maxMS)*float64(barMax))), 1)
 		w50 := max(int(math.Round(float64(st.P50.Milliseconds())/float64(maxMS)*float64(barMax))), 1)
-		fmt.Fprintf(&b, `<text class="label" x="%d" y="%d" text-anchor="end">%s</text>`, labelW-8, y+15, template.HTMLEscapeString(truncate(st.Tool, labelRunes)))
+		fmt.Fprintf(&b, `<text class="label" x="%d" y="%d" text-anchor="end">%s</text>`, labelW-8, y+15, template.HTMLEscapeString(ellipsis.Cut(st.Tool, labelRunes)))
 		fmt.Fprintf(&b, `<rect class="p95" x="%d" y="%d" width="%d" height="18" rx="3"><title>p95 %s</title></rect>`, labelW, y+2, w95, fmtMS(st.P95.Milliseconds()))
 		fmt.Fprintf(&b, `<rect class="p50" x="%d" y="%d" width="%d" height="18" rx="3"><title>p50 %s</title></rect>`, labelW, y+2, w50, fmtMS(st.P50.Milliseconds()))
 		fmt.Fprintf(&b, `<text class="value" x="%d" y="%d">%s</text>`, labelW+w95+6, y+15, fmtMS(st.P95.Milliseconds()))
@@ -345,13 +346,6 @@ func drawChart(stats []audit.Stat, class string, width, labelW, labelRunes int) 
 	fmt.Fprintf(&b, `<rect class="p95" x="%d" y="%d" width="12" height="10" rx="2"/><text class="legend" x="%d" y="%d">p95</text>`, labelW+60, ly-9, labelW+76, ly)
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // every text inside is escaped above
-}
-
-func truncate(s string, n int) string {
-	if len([]rune(s)) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
 
 func fmtTime(t time.Time) string {

@@ -7,11 +7,10 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"relaybot/adapters"
 	"relaybot/audit"
+	"relaybot/internal/ellipsis"
 )
 
 // Bounds of /audit's n.
@@ -93,25 +92,14 @@ func formatAudit(f audit.Filter, entries []audit.Record) string {
 	fmt.Fprintf(&b, "Latest tool calls%s, newest first, UTC:", suffix)
 	for _, e := range entries {
 		fmt.Fprintf(&b, "\n%s %s %s %s %s", e.StartedAt.UTC().Format("01-02 15:04:05"), e.ToolName, e.Status,
-			formatDuration(e.Duration), preview(e.Arguments, 40))
+			tookText(e.Duration), preview(e.Arguments, 40))
 	}
 	return b.String()
 }
 
-func formatDuration(d time.Duration) string {
-	if d < time.Second {
-		return fmt.Sprintf("%d ms", d.Milliseconds())
-	}
-	return fmt.Sprintf("%.1f s", d.Seconds())
-}
-
 // preview flattens s to one line of at most n characters.
 func preview(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
+	return ellipsis.Cut(strings.Join(strings.Fields(s), " "), n)
 }
 
 // recordRefusal writes a refused /audit into the audit log as a denied call of the "/audit"

@@ -17,6 +17,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
 	"relaybot/chat"
+	"relaybot/internal/ellipsis"
 	"relaybot/internal/testkit/logbuf"
 	tk "relaybot/internal/testkit/telegram"
 )
@@ -189,7 +190,7 @@ func TestStreamedAnswerArrivesExactly(t *testing.T) {
 	// While streaming past the limit, the preview was cut in place with "…" (never split).
 	cut := false
 	for _, c := range e.srv.Calls() {
-		if c.Method == "editMessageText" && strings.HasSuffix(c.Params["text"], delivery.Ellipsis) {
+		if c.Method == "editMessageText" && strings.HasSuffix(c.Params["text"], ellipsis.Mark) {
 			cut = true
 		}
 	}

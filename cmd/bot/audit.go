@@ -16,6 +16,7 @@ import (
 
 	"relaybot/audit"
 	"relaybot/config"
+	"relaybot/internal/ellipsis"
 	"relaybot/store"
 )
 
@@ -253,9 +254,5 @@ func isBidiControl(r rune) bool {
 
 // preview is the start of the arguments, on one line.
 func preview(args string) string {
-	s := strings.Join(strings.Fields(args), " ")
-	if utf8.RuneCountInString(s) > argPreviewRunes {
-		s = string([]rune(s)[:argPreviewRunes-1]) + "…"
-	}
-	return cell(s)
+	return cell(ellipsis.Cut(strings.Join(strings.Fields(args), " "), argPreviewRunes))
 }
