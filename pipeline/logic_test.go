@@ -180,7 +180,7 @@ func TestView(t *testing.T) {
 }
 
 func TestSchedulerQueue(t *testing.T) {
-	s := newScheduler(2, false, 0)
+	s := newTurnQueue(2, false, 0)
 	at := func(sec int, id string) adapters.Inbound {
 		return adapters.Inbound{MessageID: id, Time: time.Unix(int64(sec), 0)}
 	}
@@ -188,7 +188,7 @@ func TestSchedulerQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := func(tk *ticket) bool {
+	ready := func(tk *queuedTurn) bool {
 		select {
 		case <-tk.ready:
 			return true
@@ -199,7 +199,7 @@ func TestSchedulerQueue(t *testing.T) {
 	if !ready(first) {
 		t.Fatal("the first message of an idle conversation must run at once")
 	}
-	// The third message reaches the scheduler before the second (racing goroutines).
+	// The third message reaches the turn queue before the second (racing goroutines).
 	third, _, _ := s.enqueue("k", at(2, "3"))
 	second, _, _ := s.enqueue("k", at(2, "2"))
 	if _, _, err := s.enqueue("k", at(3, "4")); !errors.Is(err, errBusy) {
@@ -223,12 +223,12 @@ func TestSchedulerQueue(t *testing.T) {
 	s.leave("k", third)
 	s.leave("other", other)
 	if n := len(s.sessions); n != 0 {
-		t.Fatalf("%d sessions left after every ticket left", n)
+		t.Fatalf("%d sessions left after every queued turn left", n)
 	}
 }
 
 func TestSchedulerInterruptAndStop(t *testing.T) {
-	s := newScheduler(8, true, 0)
+	s := newTurnQueue(8, true, 0)
 	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "1"})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -263,7 +263,7 @@ func TestSchedulerInterruptAndStop(t *testing.T) {
 }
 
 func TestSchedulerSettleOrdersRacingMessages(t *testing.T) {
-	s := newScheduler(1, false, 20*time.Millisecond)
+	s := newTurnQueue(1, false, 20*time.Millisecond)
 	second, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "11"})
 	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "10"})
 	<-first.ready
@@ -321,7 +321,7 @@ func TestTrimRoundsAndConvert(t *testing.T) {
 // free slot among the turns in flight) must still stop that turn, not answer "Nothing to stop."
 // and let it run to the end.
 func TestSchedulerStopBeforeTurnBegins(t *testing.T) {
-	s := newScheduler(8, false, 0)
+	s := newTurnQueue(8, false, 0)
 	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "1", UserID: "u"})
 	<-first.ready
 	running, stopped := s.stop("k", ErrStopped, func(started adapters.Inbound) bool { return started.UserID == "u" })

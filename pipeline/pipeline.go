@@ -163,7 +163,7 @@ type Pipeline struct {
 	rate   *rateLimiter
 	// idleStops limits "Nothing to stop." to one a minute per user.
 	idleStops *rateLimiter
-	sched     *scheduler
+	turns     *turnQueue
 	slots     chan struct{}
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
@@ -259,7 +259,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		access:      compileAccess(opts.Access),
 		rate:        newRateLimiter(opts.RateLimitPerMinute, time.Minute),
 		idleStops:   newRateLimiter(1, time.Minute),
-		sched:       newScheduler(opts.QueueSize, opts.Interrupt, opts.Settle),
+		turns:       newTurnQueue(opts.QueueSize, opts.Interrupt, opts.Settle),
 		slots:       make(chan struct{}, opts.MaxTurnsInFlight),
 		base:        base,
 		stopBase:    stop,
@@ -298,7 +298,7 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 	}
 	p.log.Info("pipeline: grace period over; cancelling running turns", "deliver_wait", p.opts.ShutdownDeliverWait)
 	p.stopBase(ErrShutdown)
-	p.sched.cancelAll(ErrShutdown)
+	p.turns.cancelAll(ErrShutdown)
 	// The cancelled turns deliver their partial answers; answers the platform still holds back
 	// after ShutdownDeliverWait are given up (and saved as not delivered).
 	late := time.AfterFunc(p.opts.ShutdownDeliverWait, func() {
@@ -333,7 +333,7 @@ func (p *Pipeline) deliveryContext() (context.Context, context.CancelFunc) {
 }
 
 // Queued returns how many messages wait for their conversation's turn.
-func (p *Pipeline) Queued() int { return p.sched.depth() }
+func (p *Pipeline) Queued() int { return p.turns.depth() }
 
 // Handle implements adapters.Handler: it answers one message and returns when the turn (if any)
 // has been delivered and saved.
@@ -375,7 +375,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	case "stop":
 		// In a chat shared by a group, only the member who asked (or an admin) stops an answer.
 		admin := p.access.isAdmin(in)
-		running, stopped := p.sched.stop(key.String(), ErrStopped, func(started adapters.Inbound) bool {
+		running, stopped := p.turns.stop(key.String(), ErrStopped, func(started adapters.Inbound) bool {
 			return admin || started.UserID == in.UserID
 		})
 		switch {
@@ -426,13 +426,13 @@ func (p *Pipeline) queue(key chat.Key, in adapters.Inbound, out adapters.Respond
 		return
 	}
 	k := key.String()
-	t, busy, err := p.sched.enqueue(k, in)
+	t, busy, err := p.turns.enqueue(k, in)
 	if err != nil {
 		log.Info("pipeline: message refused: conversation busy", "conversation", k, "message", in.MessageID)
 		p.notice(out, p.opts.BusyText, log)
 		return
 	}
-	defer p.sched.leave(k, t)
+	defer p.turns.leave(k, t)
 	if busy {
 		log.Debug("pipeline: message waits for its turn", "conversation", k, "message", in.MessageID)
 	}
@@ -468,7 +468,7 @@ func (p *Pipeline) queue(key chat.Key, in adapters.Inbound, out adapters.Respond
 
 	turnCtx, cancel := context.WithCancelCause(p.base)
 	defer cancel(nil)
-	p.sched.started(k, t, cancel)
+	p.turns.started(k, t, cancel)
 	p.runTurn(turnCtx, key, in, out, log)
 }
 
