@@ -15,11 +15,12 @@ import (
 	"relaybot/tools/plugin/auditquery"
 )
 
-// TestSlowestToolsCountEveryCallInTheWindow asks audit_query, reading a real store, for the
-// slowest tools of a log larger than the 200,000 rows its reader once paged through: every call
-// counts, a tool's groups per MCP server fold into one line, running calls and calls before the
-// window do not count.
-func TestSlowestToolsCountEveryCallInTheWindow(t *testing.T) {
+// TestSlowestToolsAndCallsCoverTheWholeWindow asks audit_query, reading a real store, about a log
+// larger than the 200,000 rows its reader once paged through. Slowest tools: every call counts, a
+// tool's groups per MCP server fold into one line, running calls and calls before the window do
+// not count. Slowest calls: the slowest call of the window comes first even when 200,000 newer
+// calls were faster (the reader once looked at the newest 1000 only).
+func TestSlowestToolsAndCallsCoverTheWholeWindow(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "bot.db")
 	st, err := store.Open(ctx, store.Options{DSN: path})
@@ -76,12 +77,17 @@ FROM k`, n-1, at, at)
 		t.Fatalf("seeded %d rows, want %d", rows, n)
 	}
 
-	out := newManager(t, st).ForTurn(tools.TurnInfo{Admin: true}, nil).
-		Execute(ctx, tools.Call{ID: "c", Name: auditquery.Name, Arguments: `{"view":"slowest_tools"}`})
+	turn := newManager(t, st).ForTurn(tools.TurnInfo{Admin: true}, nil)
+	out := turn.Execute(ctx, tools.Call{ID: "c", Name: auditquery.Name, Arguments: `{"view":"slowest_tools"}`})
 	want := fmt.Sprintf("Slowest tools in the last 1d (by average duration):\n"+
 		"- search [mcp]: 2 calls, 1 failed, avg 2s, max 3s\n"+
 		"- fetch_url [native]: %d calls, %d failed, avg 5ms, max 9ms", n, n/10)
 	if out.Status != audit.StatusOK || !strings.Contains(out.Content, want) {
 		t.Errorf("audit_query slowest_tools = %s %q\nwant %q", out.Status, out.Content, want)
+	}
+	out = turn.Execute(ctx, tools.Call{ID: "c2", Name: auditquery.Name, Arguments: `{"view":"slowest_calls","limit":2}`})
+	first, second := strings.Index(out.Content, " search [mcp:s2] error 3s,"), strings.Index(out.Content, " search [mcp:s1] ok 1s,")
+	if out.Status != audit.StatusOK || first < 0 || second < first {
+		t.Errorf("audit_query slowest_calls = %s %q\nwant the 3s and then the 1s search call", out.Status, out.Content)
 	}
 }
