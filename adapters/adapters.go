@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"relaybot/chat"
 	"time"
 )
 
@@ -37,18 +38,6 @@ const (
 type Image struct {
 	MIME string
 	Data []byte
-}
-
-// File is a file or image the bot sends with its final reply.
-type File struct {
-	Name string
-	MIME string
-	Data []byte
-}
-
-// IsImage reports whether the file should be shown as a picture rather than a document.
-func (f File) IsImage() bool {
-	return len(f.MIME) > 6 && f.MIME[:6] == "image/"
 }
 
 // ChatRef addresses a chat, and a thread or forum topic inside it, on one platform.
@@ -114,7 +103,7 @@ type Messenger interface {
 	// Edit replaces the text of a message the bot sent.
 	Edit(ctx context.Context, msg MessageRef, text string) error
 	// SendFiles posts files and images, with an optional caption.
-	SendFiles(ctx context.Context, chat ChatRef, files []File, caption string, opts SendOptions) (MessageRef, error)
+	SendFiles(ctx context.Context, chat ChatRef, files []chat.File, caption string, opts SendOptions) (MessageRef, error)
 	// Typing shows the platform's "bot is typing" indicator once (platforms expire it after a few seconds).
 	Typing(ctx context.Context, chat ChatRef) error
 }
@@ -128,7 +117,7 @@ type FileAttacher interface {
 	// EditWithFiles attaches files to a message the bot sent while setting its text, in one
 	// platform request, with the same error reporting as Edit. It carries at most
 	// Limits.MaxFiles files.
-	EditWithFiles(ctx context.Context, msg MessageRef, text string, files []File) error
+	EditWithFiles(ctx context.Context, msg MessageRef, text string, files []chat.File) error
 }
 
 // LengthUnit is how a platform counts message length.
@@ -212,5 +201,5 @@ type Reply interface {
 	Working(on bool)
 	// Finish delivers the final text and files and returns when they are delivered or have
 	// definitively failed.
-	Finish(ctx context.Context, text string, files []File) error
+	Finish(ctx context.Context, text string, files []chat.File) error
 }

@@ -24,14 +24,14 @@ import (
 	"sync"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/store"
 )
 
-// Store is what the admin server reads from the database; *store.Store implements it.
+// Store is what the admin server reads from the database: the audit log and turns;
+// *store.Store implements it.
 type Store interface {
-	ToolCalls(ctx context.Context, f store.ToolCallFilter) (items []store.ToolCallRow, next string, err error)
-	ToolCall(ctx context.Context, id int64) (store.ToolCallRow, error)
-	ToolStats(ctx context.Context, f store.ToolCallFilter) ([]store.ToolStat, error)
+	audit.Log
 	Turn(ctx context.Context, id int64) (store.Turn, error)
 }
 

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -23,7 +25,7 @@ const testToken = "test-admin-token-0123456789"
 
 // seeded is what seedStore wrote.
 type seeded struct {
-	calls  []store.ToolCallRecord // in insertion order (oldest first)
+	calls  []audit.Record // in insertion order (oldest first)
 	turnID int64
 	base   time.Time
 }
@@ -47,7 +49,7 @@ func openStore(t *testing.T) *store.Store {
 func seedStore(t *testing.T, st *store.Store) seeded {
 	t.Helper()
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, store.Key{Platform: "telegram", ChatID: "100"})
+	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "100"})
 	if err != nil {
 		t.Fatalf("conversation: %v", err)
 	}
@@ -58,29 +60,34 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 	}
 	base := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
 	specs := []struct {
-		tool, source, server, status, chat, user, errText string
-		durMS                                             int
+		tool       string
+		source     audit.Source
+		server     string
+		status     audit.Status
+		chat, user string
+		errText    string
+		durMS      int
 	}{
-		{"weather", "mcp", "wx", store.StatusOK, "100", "u1", "", 120},
-		{"weather", "mcp", "wx", store.StatusError, "100", "u1", "upstream 502", 900},
-		{"fetch_url", "native", "", store.StatusOK, "100", "u1", "", 300},
-		{"fetch_url", "native", "", store.StatusTimeout, "200", "u2", "deadline exceeded", 5000},
-		{"current_time", "native", "", store.StatusOK, "200", "u2", "", 2},
-		{"search", "mcp", "web", store.StatusError, "300", "u3", "rate limited", 40},
-		{"no_such_tool", "", "", store.StatusNotFound, "300", "u3", "tool not found", 0},
+		{"weather", "mcp", "wx", audit.StatusOK, "100", "u1", "", 120},
+		{"weather", "mcp", "wx", audit.StatusError, "100", "u1", "upstream 502", 900},
+		{"fetch_url", "native", "", audit.StatusOK, "100", "u1", "", 300},
+		{"fetch_url", "native", "", audit.StatusTimeout, "200", "u2", "deadline exceeded", 5000},
+		{"current_time", "native", "", audit.StatusOK, "200", "u2", "", 2},
+		{"search", "mcp", "web", audit.StatusError, "300", "u3", "rate limited", 40},
+		{"no_such_tool", "", "", audit.StatusNotFound, "300", "u3", "tool not found", 0},
 	}
 	var out seeded
 	out.turnID, out.base = turnID, base
 	for i, sp := range specs {
 		started := base.Add(time.Duration(i) * time.Minute)
-		rec := store.ToolCallRecord{TurnID: turnID, ConversationID: conv.ID, Platform: "telegram", ChatID: sp.chat,
+		rec := audit.Record{TurnID: turnID, ConversationID: conv.ID, Platform: "telegram", ChatID: sp.chat,
 			UserID: sp.user, Round: 1, ToolCallID: fmt.Sprintf("call_%d", i), ToolName: sp.tool, Source: sp.source,
 			Server: sp.server, Arguments: fmt.Sprintf(`{"city":"Paris","n":%d}`, i), StartedAt: started}
 		if err := st.StartToolCall(ctx, &rec); err != nil {
 			t.Fatalf("start call %d: %v", i, err)
 		}
 		rec.Status, rec.Error = sp.status, sp.errText
-		if sp.status == store.StatusOK {
+		if sp.status == audit.StatusOK {
 			rec.Result = fmt.Sprintf(`{"ok":true,"i":%d}`, i)
 		}
 		rec.Duration = time.Duration(sp.durMS) * time.Millisecond
@@ -138,11 +145,11 @@ func getJSON(t *testing.T, ts *httptest.Server, path, token string, into any) in
 }
 
 type page struct {
-	Items []store.ToolCallRow `json:"items"`
-	Next  string              `json:"next"`
+	Items []audit.Record `json:"items"`
+	Next  string         `json:"next"`
 }
 
-func names(items []store.ToolCallRow) []string {
+func names(items []audit.Record) []string {
 	var out []string
 	for _, it := range items {
 		out = append(out, fmt.Sprintf("%s/%s", it.ToolName, it.Status))
@@ -303,7 +310,7 @@ func TestAPIToolCallByID(t *testing.T) {
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	want := seed.calls[3]
-	var row store.ToolCallRow
+	var row audit.Record
 	if code := getJSON(t, ts, fmt.Sprintf("/api/v1/tool-calls/%d", want.ID), testToken, &row); code != http.StatusOK {
 		t.Fatalf("status %d", code)
 	}
@@ -313,6 +320,18 @@ func TestAPIToolCallByID(t *testing.T) {
 	if code := getJSON(t, ts, "/api/v1/tool-calls/999999", testToken, nil); code != http.StatusNotFound {
 		t.Errorf("missing id: status %d, want 404", code)
 	}
+}
+
+// toolStat is one item of GET /api/v1/tool-stats as a client reads it.
+type toolStat struct {
+	Tool      string  `json:"tool"`
+	Source    string  `json:"source"`
+	Server    string  `json:"server"`
+	Count     int     `json:"count"`
+	Errors    int     `json:"errors"`
+	ErrorRate float64 `json:"error_rate"`
+	P50MS     int64   `json:"p50_ms"`
+	P95MS     int64   `json:"p95_ms"`
 }
 
 func TestAPIToolStats(t *testing.T) {

@@ -11,23 +11,32 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/store"
 )
 
-// statuses and sources are the values the audit log holds (the DESIGN contract).
+// statuses and sources are the values the audit log holds, as the filter forms offer them.
 var (
-	statuses = []string{store.StatusRunning, store.StatusOK, store.StatusError, store.StatusTimeout,
-		store.StatusNotFound, store.StatusBadArgs, store.StatusCancelled, store.StatusDenied, store.StatusInterrupted}
-	sources = []string{"native", "plugin", "mcp", "skill"}
+	statuses = valuesOf(audit.Statuses)
+	sources  = valuesOf(audit.Sources)
 )
+
+// valuesOf returns the values of a list of statuses or sources as strings.
+func valuesOf[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
 
 // filterParams are the query parameters that select audit rows, in the order forms show them.
 var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "limit", "cursor"}
 
 // parseFilter reads the audit filter from query parameters: since and until are RFC 3339 times
 // or durations back from now ("24h", "90m", "7d"); turn and limit are numbers.
-func parseFilter(q url.Values, now time.Time) (store.ToolCallFilter, error) {
-	var f store.ToolCallFilter
+func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
+	var f audit.Filter
 	for key := range q {
 		if !slices.Contains(filterParams, key) && key != "format" {
 			return f, fmt.Errorf("unknown parameter %q (want one of %s)", key, strings.Join(filterParams, ", "))
@@ -41,12 +50,14 @@ func parseFilter(q url.Values, now time.Time) (store.ToolCallFilter, error) {
 		return f, fmt.Errorf("until: %w", err)
 	}
 	f.Tool = strings.TrimSpace(q.Get("tool"))
-	f.Status = strings.TrimSpace(q.Get("status"))
-	if f.Status != "" && !slices.Contains(statuses, f.Status) {
-		return f, fmt.Errorf("status %q is not one of %s", f.Status, strings.Join(statuses, ", "))
+	if v := audit.Status(strings.TrimSpace(q.Get("status"))); v != "" {
+		if !v.Valid() {
+			return f, fmt.Errorf("status %q is not one of %s", v, strings.Join(statuses, ", "))
+		}
+		f.Statuses = []audit.Status{v}
 	}
-	f.Source = strings.TrimSpace(q.Get("source"))
-	if f.Source != "" && !slices.Contains(sources, f.Source) {
+	f.Source = audit.Source(strings.TrimSpace(q.Get("source")))
+	if f.Source != "" && !f.Source.Valid() {
 		return f, fmt.Errorf("source %q is not one of %s", f.Source, strings.Join(sources, ", "))
 	}
 	f.Server = strings.TrimSpace(q.Get("server"))
@@ -59,8 +70,8 @@ func parseFilter(q url.Values, now time.Time) (store.ToolCallFilter, error) {
 		}
 	}
 	if v := strings.TrimSpace(q.Get("limit")); v != "" {
-		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit <= 0 || f.Limit > store.MaxLimit {
-			return f, fmt.Errorf("limit %q is not a number from 1 to %d", v, store.MaxLimit)
+		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit <= 0 || f.Limit > audit.MaxLimit {
+			return f, fmt.Errorf("limit %q is not a number from 1 to %d", v, audit.MaxLimit)
 		}
 	}
 	f.Cursor = strings.TrimSpace(q.Get("cursor"))
@@ -122,7 +133,7 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 // anything else is logged and answered 500 without details.
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, store.ErrBadCursor):
+	case errors.Is(err, audit.ErrBadCursor):
 		writeJSONError(w, http.StatusBadRequest, "cursor: not a cursor this server gave out")
 	case errors.Is(err, store.ErrNotFound):
 		writeJSONError(w, http.StatusNotFound, "not found")
@@ -134,8 +145,8 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // toolCallPage is the answer of GET /api/v1/tool-calls.
 type toolCallPage struct {
-	Items []store.ToolCallRow `json:"items"`
-	Next  string              `json:"next"`
+	Items []audit.Record `json:"items"`
+	Next  string         `json:"next"`
 }
 
 func (s *Server) apiToolCalls(w http.ResponseWriter, r *http.Request) {
@@ -150,7 +161,7 @@ func (s *Server) apiToolCalls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if items == nil {
-		items = []store.ToolCallRow{}
+		items = []audit.Record{}
 	}
 	writeJSON(w, http.StatusOK, toolCallPage{Items: items, Next: next})
 }
@@ -177,28 +188,6 @@ func (s *Server) apiToolCall(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, row)
 }
 
-// toolStat is one tool's summary in GET /api/v1/tool-stats; durations in milliseconds like the
-// audit rows.
-type toolStat struct {
-	Tool      string  `json:"tool"`
-	Source    string  `json:"source"`
-	Server    string  `json:"server"`
-	Count     int     `json:"count"`
-	Errors    int     `json:"errors"`
-	ErrorRate float64 `json:"error_rate"`
-	P50MS     int64   `json:"p50_ms"`
-	P95MS     int64   `json:"p95_ms"`
-}
-
-func toToolStats(in []store.ToolStat) []toolStat {
-	out := make([]toolStat, len(in))
-	for i, st := range in {
-		out[i] = toolStat{Tool: st.Tool, Source: st.Source, Server: st.Server, Count: st.Count,
-			Errors: st.Errors, ErrorRate: st.ErrorRate, P50MS: st.P50.Milliseconds(), P95MS: st.P95.Milliseconds()}
-	}
-	return out
-}
-
 func (s *Server) apiToolStats(w http.ResponseWriter, r *http.Request) {
 	f, err := parseFilter(r.URL.Query(), s.now())
 	if err != nil {
@@ -210,7 +199,7 @@ func (s *Server) apiToolStats(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": toToolStats(stats)})
+	writeJSON(w, http.StatusOK, map[string]any{"items": stats})
 }
 
 // mcpHealth returns the servers' health, sorted by name.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/store"
 )
 
@@ -26,9 +27,9 @@ func benchStore(b *testing.B, n int) *store.Store {
 		b.Fatal(err)
 	}
 	base := time.Now().Add(-time.Duration(n) * time.Second)
-	statuses := []string{store.StatusOK, store.StatusOK, store.StatusOK, store.StatusError}
+	statuses := []audit.Status{audit.StatusOK, audit.StatusOK, audit.StatusOK, audit.StatusError}
 	for i := range n {
-		rec := store.ToolCallRecord{TurnID: int64(i/4 + 1), Platform: "telegram", ChatID: fmt.Sprint(i % 50),
+		rec := audit.Record{TurnID: int64(i/4 + 1), Platform: "telegram", ChatID: fmt.Sprint(i % 50),
 			UserID: fmt.Sprint(i % 20), ToolName: fmt.Sprintf("tool_%d", i%8), Source: "native",
 			ToolCallID: fmt.Sprint(i), Arguments: `{"q":"benchmark"}`, StartedAt: base.Add(time.Duration(i) * time.Second)}
 		if err := st.StartToolCall(ctx, &rec); err != nil {

@@ -4,11 +4,10 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"net/http"
+	"relaybot/audit"
 	"strconv"
 	"strings"
 	"time"
-
-	"relaybot/store"
 )
 
 // exportPage is how many rows an export reads from the store at a time.
@@ -21,7 +20,7 @@ var csvHeader = []string{"id", "started_at", "finished_at", "duration_ms", "plat
 
 // exportFilter reads the filter of an export: the page's filter without its paging, so the
 // export holds every matching row.
-func (s *Server) exportFilter(w http.ResponseWriter, r *http.Request) (store.ToolCallFilter, bool) {
+func (s *Server) exportFilter(w http.ResponseWriter, r *http.Request) (audit.Filter, bool) {
 	f, err := parseFilter(r.URL.Query(), s.now())
 	if err != nil {
 		http.Error(w, "bad filter: "+err.Error(), http.StatusBadRequest)
@@ -34,7 +33,7 @@ func (s *Server) exportFilter(w http.ResponseWriter, r *http.Request) (store.Too
 // eachPage pages through every row matching f, newest first, and calls fn for each page. It
 // stops at the first error; the response is already under way then, so the error is logged and
 // the file ends early.
-func (s *Server) eachPage(w http.ResponseWriter, r *http.Request, f store.ToolCallFilter, fn func([]store.ToolCallRow) error) {
+func (s *Server) eachPage(w http.ResponseWriter, r *http.Request, f audit.Filter, fn func([]audit.Record) error) {
 	rc := http.NewResponseController(w)
 	for {
 		items, next, err := s.opts.Store.ToolCalls(r.Context(), f)
@@ -76,16 +75,16 @@ func (s *Server) exportCSV(w http.ResponseWriter, r *http.Request) {
 	if err := cw.Write(csvHeader); err != nil {
 		return
 	}
-	s.eachPage(w, r, f, func(items []store.ToolCallRow) error {
+	s.eachPage(w, r, f, func(items []audit.Record) error {
 		for _, it := range items {
 			finished := ""
-			if it.FinishedAt != nil {
+			if !it.FinishedAt.IsZero() {
 				finished = it.FinishedAt.UTC().Format(time.RFC3339Nano)
 			}
 			rec := []string{strconv.FormatInt(it.ID, 10), it.StartedAt.UTC().Format(time.RFC3339Nano), finished,
-				strconv.FormatInt(it.DurationMS, 10), cell(it.Platform), cell(it.ChatID), cell(it.UserID),
+				strconv.FormatInt(it.Duration.Milliseconds(), 10), cell(it.Platform), cell(it.ChatID), cell(it.UserID),
 				strconv.FormatInt(it.TurnID, 10), strconv.FormatInt(it.ConversationID, 10), strconv.Itoa(it.Round),
-				cell(it.ToolCallID), cell(it.ToolName), cell(it.Source), cell(it.Server), cell(it.Status),
+				cell(it.ToolCallID), cell(it.ToolName), cell(string(it.Source)), cell(it.Server), cell(string(it.Status)),
 				cell(it.Arguments), cell(it.Result), cell(it.Error)}
 			if err := cw.Write(rec); err != nil {
 				return err
@@ -114,7 +113,7 @@ func (s *Server) exportJSONL(w http.ResponseWriter, r *http.Request) {
 	s.exportHeaders(w, "application/jsonl; charset=utf-8", "jsonl")
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	s.eachPage(w, r, f, func(items []store.ToolCallRow) error {
+	s.eachPage(w, r, f, func(items []audit.Record) error {
 		for _, it := range items {
 			if err := enc.Encode(it); err != nil {
 				return err

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/audit"
+	"relaybot/internal/ellipsis"
 	"relaybot/store"
 )
 
@@ -29,8 +31,8 @@ var pages = func() map[string]*template.Template {
 		"dur":       func(d time.Duration) string { return fmtMS(d.Milliseconds()) },
 		"pretty":    prettyJSON,
 		"percent":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
-		"statusOK":  func(s string) bool { return s == store.StatusOK },
-		"isRunning": func(s string) bool { return s == store.StatusRunning },
+		"statusOK":  func(s audit.Status) bool { return s == audit.StatusOK },
+		"isRunning": func(s audit.Status) bool { return s == audit.StatusRunning },
 		"bytes":     fmtBytes,
 	}
 	out := map[string]*template.Template{}
@@ -103,7 +105,7 @@ func (s *Server) errorPage(w http.ResponseWriter, r *http.Request, status int, m
 // pageStoreError shows a store failure on a page.
 func (s *Server) pageStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, store.ErrBadCursor):
+	case errors.Is(err, audit.ErrBadCursor):
 		s.errorPage(w, r, http.StatusBadRequest, "That page link is not valid any more. Start again from the newest calls.")
 	case errors.Is(err, store.ErrNotFound):
 		s.errorPage(w, r, http.StatusNotFound, "There is no such tool call.")
@@ -143,7 +145,7 @@ type callsData struct {
 	Form      filterForm
 	Statuses  []string
 	Sources   []string
-	Items     []store.ToolCallRow
+	Items     []audit.Record
 	Error     string
 	NextURL   string // the next (older) page, empty on the last
 	FirstURL  string // the newest page of the same filter, when not on it
@@ -194,9 +196,9 @@ func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
 
 type callData struct {
 	pageData
-	Call        store.ToolCallRow
+	Call        audit.Record
 	Turn        *store.Turn
-	TurnCalls   []store.ToolCallRow
+	TurnCalls   []audit.Record
 	Messages    []shownMessage
 	HasMessages bool // the store can list a turn's messages
 	TurnURL     string
@@ -232,7 +234,7 @@ func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 		} else if !errors.Is(err, store.ErrNotFound) {
 			s.log.Warn("admin: read turn", "turn", row.TurnID, "err", err)
 		}
-		calls, _, err := s.opts.Store.ToolCalls(ctx, store.ToolCallFilter{TurnID: row.TurnID, Limit: 200})
+		calls, _, err := s.opts.Store.ToolCalls(ctx, audit.Filter{TurnID: row.TurnID, Limit: 200})
 		if err != nil {
 			s.log.Warn("admin: read calls of turn", "turn", row.TurnID, "err", err)
 		}
@@ -261,7 +263,7 @@ type statsData struct {
 	Form      filterForm
 	Statuses  []string
 	Sources   []string
-	Stats     []toolStat
+	Stats     []audit.Stat
 	Chart     template.HTML
 	Error     string
 	CallsURL  string
@@ -288,7 +290,7 @@ func (s *Server) statsPage(w http.ResponseWriter, r *http.Request) {
 		s.pageStoreError(w, r, err)
 		return
 	}
-	data.Stats = toToolStats(stats)
+	data.Stats = stats
 	data.Chart = durationChart(data.Stats)
 	s.render(w, r, http.StatusOK, "stats", data)
 }
@@ -313,44 +315,37 @@ func (s *Server) serversPage(w http.ResponseWriter, r *http.Request) {
 // durationChart draws p50 and p95 durations per tool as horizontal bars in an inline SVG, once
 // wide for desktops and once narrow for phones (the stylesheet shows one). Colours come from the
 // stylesheet (classes), so the page's CSP needs no inline styles.
-func durationChart(stats []toolStat) template.HTML {
+func durationChart(stats []audit.Stat) template.HTML {
 	if len(stats) == 0 {
 		return ""
 	}
 	return drawChart(stats, "chart wide", 640, 150, 20) + drawChart(stats, "chart narrow", 360, 104, 13)
 }
 
-func drawChart(stats []toolStat, class string, width, labelW, labelRunes int) template.HTML {
+func drawChart(stats []audit.Stat, class string, width, labelW, labelRunes int) template.HTML {
 	const rowH = 26
 	barMax := width - labelW - 64
 	var maxMS int64 = 1
 	for _, st := range stats {
-		maxMS = max(maxMS, st.P95MS, st.P50MS)
+		maxMS = max(maxMS, st.P95.Milliseconds(), st.P50.Milliseconds())
 	}
 	height := len(stats)*rowH + 24
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="%s" viewBox="0 0 %d %d" role="img" aria-label="p50 and p95 duration per tool" preserveAspectRatio="xMinYMin meet">`, class, width, height)
 	for i, st := range stats {
 		y := i*rowH + 4
-		w95 := max(int(math.Round(float64(st.P95MS)/float64(maxMS)*float64(barMax))), 1)
-		w50 := max(int(math.Round(float64(st.P50MS)/float64(maxMS)*float64(barMax))), 1)
-		fmt.Fprintf(&b, `<text class="label" x="%d" y="%d" text-anchor="end">%s</text>`, labelW-8, y+15, template.HTMLEscapeString(truncate(st.Tool, labelRunes)))
-		fmt.Fprintf(&b, `<rect class="p95" x="%d" y="%d" width="%d" height="18" rx="3"><title>p95 %s</title></rect>`, labelW, y+2, w95, fmtMS(st.P95MS))
-		fmt.Fprintf(&b, `<rect class="p50" x="%d" y="%d" width="%d" height="18" rx="3"><title>p50 %s</title></rect>`, labelW, y+2, w50, fmtMS(st.P50MS))
-		fmt.Fprintf(&b, `<text class="value" x="%d" y="%d">%s</text>`, labelW+w95+6, y+15, fmtMS(st.P95MS))
+		w95 := max(int(math.Round(float64(st.P95.Milliseconds())/float64(maxMS)*float64(barMax))), 1)
+		w50 := max(int(math.Round(float64(st.P50.Milliseconds())/float64(maxMS)*float64(barMax))), 1)
+		fmt.Fprintf(&b, `<text class="label" x="%d" y="%d" text-anchor="end">%s</text>`, labelW-8, y+15, template.HTMLEscapeString(ellipsis.Cut(st.Tool, labelRunes)))
+		fmt.Fprintf(&b, `<rect class="p95" x="%d" y="%d" width="%d" height="18" rx="3"><title>p95 %s</title></rect>`, labelW, y+2, w95, fmtMS(st.P95.Milliseconds()))
+		fmt.Fprintf(&b, `<rect class="p50" x="%d" y="%d" width="%d" height="18" rx="3"><title>p50 %s</title></rect>`, labelW, y+2, w50, fmtMS(st.P50.Milliseconds()))
+		fmt.Fprintf(&b, `<text class="value" x="%d" y="%d">%s</text>`, labelW+w95+6, y+15, fmtMS(st.P95.Milliseconds()))
 	}
 	ly := len(stats)*rowH + 16
 	fmt.Fprintf(&b, `<rect class="p50" x="%d" y="%d" width="12" height="10" rx="2"/><text class="legend" x="%d" y="%d">p50</text>`, labelW, ly-9, labelW+16, ly)
 	fmt.Fprintf(&b, `<rect class="p95" x="%d" y="%d" width="12" height="10" rx="2"/><text class="legend" x="%d" y="%d">p95</text>`, labelW+60, ly-9, labelW+76, ly)
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // every text inside is escaped above
-}
-
-func truncate(s string, n int) string {
-	if len([]rune(s)) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
 
 func fmtTime(t time.Time) string {

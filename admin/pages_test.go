@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/store"
 )
 
@@ -226,7 +227,7 @@ func TestExport(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("JSONL lines = %d: %s", len(lines), body)
 	}
-	var row store.ToolCallRow
+	var row audit.Record
 	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil || row.ToolName != "search" || row.Status != "error" {
 		t.Errorf("first JSONL row = %+v, %v", row, err)
 	}
@@ -250,7 +251,7 @@ func TestExportPagesThroughTheStore(t *testing.T) {
 	ctx := t.Context()
 	// More rows than one export page.
 	for i := range exportPage + 20 {
-		rec := store.ToolCallRecord{TurnID: seed.turnID, Platform: "web", ChatID: "bulk", ToolName: "bulk", ToolCallID: fmt.Sprint(i),
+		rec := audit.Record{TurnID: seed.turnID, Platform: "web", ChatID: "bulk", ToolName: "bulk", ToolCallID: fmt.Sprint(i),
 			Arguments: `{"formula":"=1+1"}`, StartedAt: seed.base.Add(-time1(i))}
 		if err := st.StartToolCall(ctx, &rec); err != nil {
 			t.Fatal(err)

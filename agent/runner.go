@@ -11,6 +11,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"relaybot/audit"
 	"relaybot/tools"
 )
 
@@ -506,7 +507,7 @@ func (t *turn) skip(ctx context.Context, round int, call ToolCall, reason error)
 // executor then still holds the cancelled context and is expected to return soon.
 func (t *turn) execute(ctx context.Context, round int, call ToolCall) (out tools.Outcome, done bool) {
 	if t.req.Executor == nil {
-		return tools.Failed(tools.StatusNotFound, tools.NotFoundError{Name: call.Name}), true
+		return tools.Failed(audit.StatusNotFound, tools.NotFoundError{Name: call.Name}), true
 	}
 	tc := tools.Call{Round: round, ID: call.ID, Name: call.Name, Arguments: call.Arguments}
 	ch := make(chan tools.Outcome, 1)
@@ -524,6 +525,6 @@ func (t *turn) execute(ctx context.Context, round int, call ToolCall) (out tools
 	case out := <-ch:
 		return out, true
 	case <-ctx.Done():
-		return tools.Failed(tools.StatusCancelled, fmt.Errorf("cancelled: %w", ctx.Err())), false
+		return tools.Failed(audit.StatusCancelled, fmt.Errorf("cancelled: %w", ctx.Err())), false
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"relaybot/agent"
+	"relaybot/audit"
 	"relaybot/internal/testkit/llm"
 	"relaybot/tools"
 )
@@ -69,11 +70,11 @@ func (e *testExecutor) Execute(ctx context.Context, call tools.Call) tools.Outco
 	e.mu.Unlock()
 	var args map[string]any
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
-		return tools.Outcome{Content: "err: invalid arguments: " + err.Error(), Status: tools.StatusBadArgs, Err: err}
+		return tools.Outcome{Content: "err: invalid arguments: " + err.Error(), Status: audit.StatusBadArgs, Err: err}
 	}
 	switch call.Name {
 	case "shell":
-		return tools.Outcome{Content: fmt.Sprintf("ran %v", args["command"]), Status: tools.StatusOK}
+		return tools.Outcome{Content: fmt.Sprintf("ran %v", args["command"]), Status: audit.StatusOK}
 	case "wait":
 		if e.ended != nil {
 			defer close(e.ended)
@@ -82,9 +83,9 @@ func (e *testExecutor) Execute(ctx context.Context, call tools.Call) tools.Outco
 			e.started <- call
 		}
 		<-ctx.Done()
-		return tools.Outcome{Content: "err: cancelled", Status: tools.StatusCancelled, Err: ctx.Err()}
+		return tools.Outcome{Content: "err: cancelled", Status: audit.StatusCancelled, Err: ctx.Err()}
 	}
-	return tools.Outcome{Content: "err: Tool not found: " + call.Name, Status: tools.StatusNotFound, Err: tools.ErrNotFound}
+	return tools.Outcome{Content: "err: Tool not found: " + call.Name, Status: audit.StatusNotFound, Err: tools.ErrNotFound}
 }
 
 func (e *testExecutor) Skip(_ context.Context, _ tools.Call, reason error) tools.Outcome {
@@ -393,7 +394,7 @@ func TestToolFailuresGoBackToTheModel(t *testing.T) {
 			results = append(results, tr)
 		}
 	}
-	if len(results) != 2 || results[1].Outcome.Status != tools.StatusNotFound {
+	if len(results) != 2 || results[1].Outcome.Status != audit.StatusNotFound {
 		t.Errorf("tool result events = %+v", results)
 	}
 }
@@ -778,7 +779,7 @@ type stubbornExecutor struct {
 func (e stubbornExecutor) Execute(context.Context, tools.Call) tools.Outcome {
 	close(e.started)
 	<-e.release
-	return tools.Outcome{Content: "too late", Status: tools.StatusOK}
+	return tools.Outcome{Content: "too late", Status: audit.StatusOK}
 }
 
 func (e stubbornExecutor) Skip(_ context.Context, _ tools.Call, reason error) tools.Outcome {

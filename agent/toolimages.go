@@ -2,9 +2,8 @@ package agent
 
 import (
 	"fmt"
+	"relaybot/chat"
 	"strings"
-
-	"relaybot/tools"
 )
 
 // Limits of the images a round's tools hand to a vision model: the common ground of the
@@ -27,7 +26,7 @@ type toolImages struct {
 	left    int      // images over the limits
 }
 
-func (ti *toolImages) add(tool string, files []tools.File) {
+func (ti *toolImages) add(tool string, files []chat.File) {
 	for _, f := range files {
 		mime := strings.ToLower(strings.TrimSpace(strings.Split(f.MIME, ";")[0]))
 		if !toolImageTypes[mime] {

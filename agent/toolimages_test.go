@@ -9,16 +9,18 @@ import (
 	"time"
 
 	"relaybot/agent"
+	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/tools"
 )
 
 // screenshotExecutor answers every call with a text and the given files, as an MCP tool with
 // image content does.
-type screenshotExecutor struct{ files []tools.File }
+type screenshotExecutor struct{ files []chat.File }
 
 func (e screenshotExecutor) Execute(_ context.Context, call tools.Call) tools.Outcome {
-	return tools.Outcome{Content: "took a screenshot (sent as a file)", Files: e.files, Status: tools.StatusOK}
+	return tools.Outcome{Content: "took a screenshot (sent as a file)", Files: e.files, Status: audit.StatusOK}
 }
 
 func (e screenshotExecutor) Skip(_ context.Context, _ tools.Call, reason error) tools.Outcome {
@@ -26,22 +28,22 @@ func (e screenshotExecutor) Skip(_ context.Context, _ tools.Call, reason error) 
 }
 
 func TestToolImagesReachAVisionModel(t *testing.T) {
-	png := tools.File{Name: "shot.png", MIME: "image/png", Data: []byte("\x89PNG\r\n\x1a\nfake")}
-	huge := tools.File{Name: "huge.png", MIME: "image/png", Data: bytes.Repeat([]byte{1}, 5<<20+1)}
-	pdf := tools.File{Name: "doc.pdf", MIME: "application/pdf", Data: []byte("%PDF")}
-	many := []tools.File{png, png, png, png, png}
+	png := chat.File{Name: "shot.png", MIME: "image/png", Data: []byte("\x89PNG\r\n\x1a\nfake")}
+	huge := chat.File{Name: "huge.png", MIME: "image/png", Data: bytes.Repeat([]byte{1}, 5<<20+1)}
+	pdf := chat.File{Name: "doc.pdf", MIME: "application/pdf", Data: []byte("%PDF")}
+	many := []chat.File{png, png, png, png, png}
 	cases := []struct {
 		name       string
 		vision     bool
-		files      []tools.File
+		files      []chat.File
 		wantImages int
 		wantNote   string
 	}{
-		{name: "vision model sees the image", vision: true, files: []tools.File{png, pdf}, wantImages: 1},
+		{name: "vision model sees the image", vision: true, files: []chat.File{png, pdf}, wantImages: 1},
 		{name: "at most four images", vision: true, files: many, wantImages: 4, wantNote: "1 more left out"},
-		{name: "an image over 5 MB is left out", vision: true, files: []tools.File{huge, png}, wantImages: 1, wantNote: "1 more left out"},
-		{name: "no images: no extra message", vision: true, files: []tools.File{pdf}},
-		{name: "a model without vision gets none", vision: false, files: []tools.File{png}},
+		{name: "an image over 5 MB is left out", vision: true, files: []chat.File{huge, png}, wantImages: 1, wantNote: "1 more left out"},
+		{name: "no images: no extra message", vision: true, files: []chat.File{pdf}},
+		{name: "a model without vision gets none", vision: false, files: []chat.File{png}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

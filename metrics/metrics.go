@@ -19,6 +19,7 @@ import (
 
 	"relaybot/adapters/delivery"
 	"relaybot/agent"
+	"relaybot/audit"
 	"relaybot/tools"
 )
 
@@ -221,12 +222,12 @@ type toolRecorder struct {
 }
 
 // Start passes the starting record on.
-func (r toolRecorder) Start(ctx context.Context, rec *tools.Record) error {
+func (r toolRecorder) Start(ctx context.Context, rec *audit.Record) error {
 	return r.next.Start(ctx, rec)
 }
 
 // Finish counts the call and passes the finished record on.
-func (r toolRecorder) Finish(ctx context.Context, rec *tools.Record) error {
+func (r toolRecorder) Finish(ctx context.Context, rec *audit.Record) error {
 	r.m.ToolCallFinished(rec.ToolName, string(rec.Status), rec.Duration)
 	return r.next.Finish(ctx, rec)
 }

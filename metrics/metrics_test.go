@@ -18,7 +18,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
 	"relaybot/agent"
-	"relaybot/tools"
+	"relaybot/audit"
 )
 
 // scrape fetches url over HTTP and parses the text exposition as Prometheus would.
@@ -173,14 +173,14 @@ func TestNamesTheModelMadeUpCreateNoSeries(t *testing.T) {
 
 func TestToolRecorderCountsAndPassesOn(t *testing.T) {
 	m := New(Options{KnownTool: func(string) bool { return true }})
-	var passed []tools.Status
-	next := recorderFunc(func(rec *tools.Record) { passed = append(passed, rec.Status) })
+	var passed []audit.Status
+	next := recorderFunc(func(rec *audit.Record) { passed = append(passed, rec.Status) })
 	r := m.Recorder(next)
-	rec := &tools.Record{ToolName: "current_time", Status: tools.StatusRunning}
+	rec := &audit.Record{ToolName: "current_time", Status: audit.StatusRunning}
 	if err := r.Start(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
-	rec.Status = tools.StatusOK
+	rec.Status = audit.StatusOK
 	if err := r.Finish(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
@@ -194,10 +194,10 @@ func TestToolRecorderCountsAndPassesOn(t *testing.T) {
 	}
 }
 
-type recorderFunc func(*tools.Record)
+type recorderFunc func(*audit.Record)
 
-func (f recorderFunc) Start(_ context.Context, r *tools.Record) error  { f(r); return nil }
-func (f recorderFunc) Finish(_ context.Context, r *tools.Record) error { f(r); return nil }
+func (f recorderFunc) Start(_ context.Context, r *audit.Record) error  { f(r); return nil }
+func (f recorderFunc) Finish(_ context.Context, r *audit.Record) error { f(r); return nil }
 
 func TestNilMetricsIgnoresEveryCall(t *testing.T) {
 	var m *Metrics

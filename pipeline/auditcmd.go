@@ -7,33 +7,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"relaybot/adapters"
-	"relaybot/tools"
+	"relaybot/audit"
+	"relaybot/internal/ellipsis"
 )
-
-// AuditFilter selects the tool calls /audit lists.
-type AuditFilter struct {
-	Tool   string // empty: every tool
-	Status string // empty: every status
-	Limit  int
-}
-
-// AuditEntry is one tool call as /audit lists it.
-type AuditEntry struct {
-	StartedAt time.Time
-	Tool      string
-	Status    string
-	Duration  time.Duration
-	Arguments string // redacted JSON
-}
-
-// AuditLog reads the latest tool calls for the /audit command (the store's audit queries).
-type AuditLog interface {
-	RecentToolCalls(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
-}
 
 // Bounds of /audit's n.
 const (
@@ -41,17 +19,10 @@ const (
 	auditMaxN     = 20
 )
 
-// auditStatuses are the statuses /audit recognises as its status argument.
-var auditStatuses = map[string]bool{
-	string(tools.StatusRunning): true, string(tools.StatusOK): true, string(tools.StatusError): true,
-	string(tools.StatusTimeout): true, string(tools.StatusNotFound): true, string(tools.StatusBadArgs): true,
-	string(tools.StatusCancelled): true, string(tools.StatusDenied): true, string(tools.StatusInterrupted): true,
-}
-
 // parseAuditArgs reads "/audit [tool] [status] [n]" in any order: a number is n, a known status
 // is the status, anything else the tool.
-func parseAuditArgs(args string) (AuditFilter, error) {
-	f := AuditFilter{Limit: auditDefaultN}
+func parseAuditArgs(args string) (audit.Filter, error) {
+	f := audit.Filter{Limit: auditDefaultN}
 	for _, w := range strings.Fields(args) {
 		if n, err := strconv.Atoi(w); err == nil {
 			if n < 1 || n > auditMaxN {
@@ -60,8 +31,8 @@ func parseAuditArgs(args string) (AuditFilter, error) {
 			f.Limit = n
 			continue
 		}
-		if auditStatuses[strings.ToLower(w)] && f.Status == "" {
-			f.Status = strings.ToLower(w)
+		if st := audit.Status(strings.ToLower(w)); st.Valid() && len(f.Statuses) == 0 {
+			f.Statuses = []audit.Status{st}
 			continue
 		}
 		if f.Tool != "" {
@@ -92,7 +63,7 @@ func (p *Pipeline) auditCommand(ctx context.Context, in adapters.Inbound, args s
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
-	entries, err := p.opts.Audit.RecentToolCalls(qctx, f)
+	entries, _, err := p.opts.Audit.ToolCalls(qctx, f)
 	if err != nil {
 		log.Error("pipeline: /audit query failed", "err", err)
 		p.notice(out, "The audit log could not be read: "+err.Error(), log)
@@ -102,14 +73,14 @@ func (p *Pipeline) auditCommand(ctx context.Context, in adapters.Inbound, args s
 }
 
 // formatAudit renders tool calls as a compact list, newest first.
-func formatAudit(f AuditFilter, entries []AuditEntry) string {
+func formatAudit(f audit.Filter, entries []audit.Record) string {
 	var b strings.Builder
 	what := []string{}
 	if f.Tool != "" {
 		what = append(what, f.Tool)
 	}
-	if f.Status != "" {
-		what = append(what, f.Status)
+	for _, st := range f.Statuses {
+		what = append(what, string(st))
 	}
 	suffix := ""
 	if len(what) > 0 {
@@ -120,26 +91,15 @@ func formatAudit(f AuditFilter, entries []AuditEntry) string {
 	}
 	fmt.Fprintf(&b, "Latest tool calls%s, newest first, UTC:", suffix)
 	for _, e := range entries {
-		fmt.Fprintf(&b, "\n%s %s %s %s %s", e.StartedAt.UTC().Format("01-02 15:04:05"), e.Tool, e.Status,
-			formatDuration(e.Duration), preview(e.Arguments, 40))
+		fmt.Fprintf(&b, "\n%s %s %s %s %s", e.StartedAt.UTC().Format("01-02 15:04:05"), e.ToolName, e.Status,
+			tookText(e.Duration), preview(e.Arguments, 40))
 	}
 	return b.String()
 }
 
-func formatDuration(d time.Duration) string {
-	if d < time.Second {
-		return fmt.Sprintf("%d ms", d.Milliseconds())
-	}
-	return fmt.Sprintf("%.1f s", d.Seconds())
-}
-
 // preview flattens s to one line of at most n characters.
 func preview(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
+	return ellipsis.Cut(strings.Join(strings.Fields(s), " "), n)
 }
 
 // recordRefusal writes a refused /audit into the audit log as a denied call of the "/audit"
@@ -152,13 +112,13 @@ func (p *Pipeline) recordRefusal(in adapters.Inbound, args string, log *slog.Log
 	defer cancel()
 	argJSON, _ := json.Marshal(map[string]string{"args": args}) // a map of strings always encodes
 	now := p.opts.Now().UTC()
-	rec := &tools.Record{
+	rec := &audit.Record{
 		Platform:      string(in.Chat.Platform),
 		ChatID:        in.Chat.ChatID,
 		UserID:        in.UserID,
 		ToolCallID:    "cmd_" + in.MessageID,
 		ToolName:      "/audit",
-		Status:        tools.StatusRunning,
+		Status:        audit.StatusRunning,
 		Arguments:     string(argJSON),
 		ArgumentsSize: len(argJSON),
 		StartedAt:     now,
@@ -167,7 +127,7 @@ func (p *Pipeline) recordRefusal(in adapters.Inbound, args string, log *slog.Log
 		log.Error("pipeline: /audit refusal not recorded", "err", err)
 		return
 	}
-	rec.Status = tools.StatusDenied
+	rec.Status = audit.StatusDenied
 	rec.Error = "not an admin"
 	rec.FinishedAt = now
 	if err := p.opts.Recorder.Finish(ctx, rec); err != nil {

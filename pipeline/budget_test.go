@@ -109,7 +109,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 		t.Fatal("the conversation was never summarised")
 	}
 
-	conv, err := h.store.Conversation(context.Background(), storeKey(KeyOf(privateMsg("42", "x", "x"), ScopeChat)))
+	conv, err := h.store.Conversation(context.Background(), KeyOf(privateMsg("42", "x", "x"), ScopeChat))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"relaybot/chat"
 	"slices"
 	"strings"
 
@@ -13,10 +14,10 @@ import (
 
 // modelCommand answers /model: without an argument it lists the models this chat may pick, with
 // a name it picks that model for the conversation ("default" goes back to the configured order).
-func (p *Pipeline) modelCommand(key ConversationKey, args string, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) modelCommand(key chat.Key, args string, out adapters.Responder, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	conv, err := p.store.Conversation(ctx, storeKey(key))
+	conv, err := p.store.Conversation(ctx, key)
 	if err != nil {
 		log.Error("pipeline: /model failed", "conversation", key.String(), "err", err)
 		p.notice(out, p.failureText(err), log)
@@ -75,10 +76,10 @@ func (p *Pipeline) selectableModels() []string {
 
 // systemCommand answers /system: without an argument it shows the conversation's system prompt;
 // an admin sets it with text, or goes back to the configured one with "default".
-func (p *Pipeline) systemCommand(in adapters.Inbound, key ConversationKey, args string, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) systemCommand(in adapters.Inbound, key chat.Key, args string, out adapters.Responder, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	conv, err := p.store.Conversation(ctx, storeKey(key))
+	conv, err := p.store.Conversation(ctx, key)
 	if err != nil {
 		log.Error("pipeline: /system failed", "conversation", key.String(), "err", err)
 		p.notice(out, p.failureText(err), log)
@@ -116,9 +117,9 @@ func (p *Pipeline) systemCommand(in adapters.Inbound, key ConversationKey, args 
 }
 
 // compactCommand answers /compact: every finished round of the conversation is summarised now.
-func (p *Pipeline) compactCommand(ctx context.Context, key ConversationKey, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) compactCommand(ctx context.Context, key chat.Key, out adapters.Responder, log *slog.Logger) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-	conv, err := p.store.Conversation(sctx, storeKey(key))
+	conv, err := p.store.Conversation(sctx, key)
 	var th *turnHistory
 	if err == nil {
 		th = &turnHistory{conv: conv}

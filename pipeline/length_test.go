@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"relaybot/adapters"
+	"relaybot/audit"
 	"relaybot/internal/testkit/llm"
 	"relaybot/store"
-	"relaybot/tools"
 )
 
 // An answer the model's length limit cut short is delivered with a note saying so; the turn is
@@ -61,10 +61,10 @@ func TestLengthCutToolCallIsAuditedNotRun(t *testing.T) {
 	}
 	waitFor(t, "the audit row", func() bool {
 		recs := h.rec.Records()
-		return len(recs) == 1 && recs[0].Status != tools.StatusRunning
+		return len(recs) == 1 && recs[0].Status != audit.StatusRunning
 	})
 	r := h.rec.Records()[0]
-	if r.ToolCallID != "e1" || r.Status != tools.StatusCancelled || !strings.Contains(r.Error, "length limit") {
+	if r.ToolCallID != "e1" || r.Status != audit.StatusCancelled || !strings.Contains(r.Error, "length limit") {
 		t.Errorf("audit row = %+v, want the call recorded as not run for the length limit", r)
 	}
 	hist := h.history(KeyOf(in, ScopeChat))

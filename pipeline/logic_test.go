@@ -3,12 +3,14 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"relaybot/adapters"
 	"relaybot/agent"
+	"relaybot/audit"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -114,15 +116,15 @@ func TestRateLimiter(t *testing.T) {
 func TestParseAuditArgs(t *testing.T) {
 	tests := []struct {
 		args    string
-		want    AuditFilter
+		want    audit.Filter
 		wantErr bool
 	}{
-		{"", AuditFilter{Limit: 10}, false},
-		{"fetch_url", AuditFilter{Tool: "fetch_url", Limit: 10}, false},
-		{"fetch_url error 5", AuditFilter{Tool: "fetch_url", Status: "error", Limit: 5}, false},
-		{"5 timeout", AuditFilter{Status: "timeout", Limit: 5}, false},
-		{"a b", AuditFilter{}, true},
-		{"500", AuditFilter{}, true},
+		{"", audit.Filter{Limit: 10}, false},
+		{"fetch_url", audit.Filter{Tool: "fetch_url", Limit: 10}, false},
+		{"fetch_url error 5", audit.Filter{Tool: "fetch_url", Statuses: []audit.Status{"error"}, Limit: 5}, false},
+		{"5 timeout", audit.Filter{Statuses: []audit.Status{"timeout"}, Limit: 5}, false},
+		{"a b", audit.Filter{}, true},
+		{"500", audit.Filter{}, true},
 	}
 	for _, tt := range tests {
 		got, err := parseAuditArgs(tt.args)
@@ -130,7 +132,7 @@ func TestParseAuditArgs(t *testing.T) {
 			t.Errorf("parseAuditArgs(%q) err = %v, want error %v", tt.args, err, tt.wantErr)
 			continue
 		}
-		if err == nil && got != tt.want {
+		if err == nil && !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("parseAuditArgs(%q) = %+v, want %+v", tt.args, got, tt.want)
 		}
 	}
@@ -145,11 +147,11 @@ func TestView(t *testing.T) {
 	if got, want := v.render(), "Let me look that up.\n\n⏳ fetch_url…"; got != want {
 		t.Fatalf("while the tool runs:\n%q\nwant\n%q", got, want)
 	}
-	v.finishTool("c1", "fetch_url", tools.Outcome{Status: tools.StatusOK, Duration: 1200 * time.Millisecond})
+	v.finishTool("c1", "fetch_url", tools.Outcome{Status: audit.StatusOK, Duration: 1200 * time.Millisecond})
 	v.startTool("c2", "current_time")
-	v.finishTool("c2", "current_time", tools.Failed(tools.StatusError, errors.New("boom\nstack")))
+	v.finishTool("c2", "current_time", tools.Failed(audit.StatusError, errors.New("boom\nstack")))
 	v.startTool("c3", "echo")
-	v.finishTool("c3", "echo", tools.Outcome{Status: tools.StatusOK, Duration: 35 * time.Millisecond})
+	v.finishTool("c3", "echo", tools.Outcome{Status: audit.StatusOK, Duration: 35 * time.Millisecond})
 	v.setText("It is noon.")
 	want := "Let me look that up.\n\n✓ fetch_url 1.2 s\n✗ current_time: boom\n✓ echo 35 ms\n\nIt is noon."
 	if got := v.render(); got != want {
@@ -160,7 +162,7 @@ func TestView(t *testing.T) {
 	quiet.setText("Before.")
 	quiet.endRound()
 	quiet.startTool("c1", "secret_tool")
-	quiet.finishTool("c1", "secret_tool", tools.Outcome{Status: tools.StatusOK, Duration: time.Second})
+	quiet.finishTool("c1", "secret_tool", tools.Outcome{Status: audit.StatusOK, Duration: time.Second})
 	quiet.setText("After")
 	if got := quiet.render(); got != "Before.\n\nAfter" {
 		t.Fatalf("without tracking: %q", got)
@@ -178,7 +180,7 @@ func TestView(t *testing.T) {
 }
 
 func TestSchedulerQueue(t *testing.T) {
-	s := newScheduler(2, false, 0)
+	s := newTurnQueue(2, false, 0)
 	at := func(sec int, id string) adapters.Inbound {
 		return adapters.Inbound{MessageID: id, Time: time.Unix(int64(sec), 0)}
 	}
@@ -186,7 +188,7 @@ func TestSchedulerQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := func(tk *ticket) bool {
+	ready := func(tk *queuedTurn) bool {
 		select {
 		case <-tk.ready:
 			return true
@@ -197,7 +199,7 @@ func TestSchedulerQueue(t *testing.T) {
 	if !ready(first) {
 		t.Fatal("the first message of an idle conversation must run at once")
 	}
-	// The third message reaches the scheduler before the second (racing goroutines).
+	// The third message reaches the turn queue before the second (racing goroutines).
 	third, _, _ := s.enqueue("k", at(2, "3"))
 	second, _, _ := s.enqueue("k", at(2, "2"))
 	if _, _, err := s.enqueue("k", at(3, "4")); !errors.Is(err, errBusy) {
@@ -221,12 +223,12 @@ func TestSchedulerQueue(t *testing.T) {
 	s.leave("k", third)
 	s.leave("other", other)
 	if n := len(s.sessions); n != 0 {
-		t.Fatalf("%d sessions left after every ticket left", n)
+		t.Fatalf("%d sessions left after every queued turn left", n)
 	}
 }
 
 func TestSchedulerInterruptAndStop(t *testing.T) {
-	s := newScheduler(8, true, 0)
+	s := newTurnQueue(8, true, 0)
 	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "1"})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -261,7 +263,7 @@ func TestSchedulerInterruptAndStop(t *testing.T) {
 }
 
 func TestSchedulerSettleOrdersRacingMessages(t *testing.T) {
-	s := newScheduler(1, false, 20*time.Millisecond)
+	s := newTurnQueue(1, false, 20*time.Millisecond)
 	second, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "11"})
 	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "10"})
 	<-first.ready
@@ -309,7 +311,7 @@ func TestConvertKeepsSpeakersToolRoundsAndImageNotes(t *testing.T) {
 // free slot among the turns in flight) must still stop that turn, not answer "Nothing to stop."
 // and let it run to the end.
 func TestSchedulerStopBeforeTurnBegins(t *testing.T) {
-	s := newScheduler(8, false, 0)
+	s := newTurnQueue(8, false, 0)
 	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "1", UserID: "u"})
 	<-first.ready
 	running, stopped := s.stop("k", ErrStopped, func(started adapters.Inbound) bool { return started.UserID == "u" })

@@ -15,6 +15,8 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/agent"
+	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -26,8 +28,8 @@ type Runner interface {
 
 // Store keeps conversations and turns (store.Store).
 type Store interface {
-	Conversation(ctx context.Context, key store.Key) (store.Conversation, error)
-	ResetConversation(ctx context.Context, key store.Key) (store.Conversation, error)
+	Conversation(ctx context.Context, key chat.Key) (store.Conversation, error)
+	ResetConversation(ctx context.Context, key chat.Key) (store.Conversation, error)
 	StartTurn(ctx context.Context, t store.TurnStart) (int64, error)
 	FinishTurn(ctx context.Context, e store.TurnEnd) error
 	// Rounds returns the finished rounds after turn afterTurnID, the newest limit of them,
@@ -135,7 +137,7 @@ type Options struct {
 	ToolsPerChat map[string][]string
 
 	// Audit answers the /audit command; nil makes /audit say it is unavailable.
-	Audit AuditLog
+	Audit audit.Log
 	// Recorder keeps refused /audit commands in the audit log; nil only logs them.
 	Recorder tools.Recorder
 
@@ -188,7 +190,7 @@ type Pipeline struct {
 	rate   *rateLimiter
 	// idleStops limits "Nothing to stop." to one a minute per user.
 	idleStops *rateLimiter
-	sched     *scheduler
+	turns     *turnQueue
 	// usage corrects the token estimate by what providers report.
 	usage *usageCorrection
 	slots chan struct{}
@@ -303,7 +305,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		access:      compileAccess(opts.Access),
 		rate:        newRateLimiter(opts.RateLimitPerMinute, time.Minute),
 		idleStops:   newRateLimiter(1, time.Minute),
-		sched:       newScheduler(opts.QueueSize, opts.Interrupt, opts.Settle),
+		turns:       newTurnQueue(opts.QueueSize, opts.Interrupt, opts.Settle),
 		usage:       &usageCorrection{},
 		slots:       make(chan struct{}, opts.MaxTurnsInFlight),
 		base:        base,
@@ -343,7 +345,7 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 	}
 	p.log.Info("pipeline: grace period over; cancelling running turns", "deliver_wait", p.opts.ShutdownDeliverWait)
 	p.stopBase(ErrShutdown)
-	p.sched.cancelAll(ErrShutdown)
+	p.turns.cancelAll(ErrShutdown)
 	// The cancelled turns deliver their partial answers; answers the platform still holds back
 	// after ShutdownDeliverWait are given up (and saved as not delivered).
 	late := time.AfterFunc(p.opts.ShutdownDeliverWait, func() {
@@ -378,7 +380,7 @@ func (p *Pipeline) deliveryContext() (context.Context, context.CancelFunc) {
 }
 
 // Queued returns how many messages wait for their conversation's turn.
-func (p *Pipeline) Queued() int { return p.sched.depth() }
+func (p *Pipeline) Queued() int { return p.turns.depth() }
 
 // Handle implements adapters.Handler: it answers one message and returns when the turn (if any)
 // has been delivered and saved.
@@ -420,7 +422,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	case "stop":
 		// In a chat shared by a group, only the member who asked (or an admin) stops an answer.
 		admin := p.access.isAdmin(in)
-		running, stopped := p.sched.stop(key.String(), ErrStopped, func(started adapters.Inbound) bool {
+		running, stopped := p.turns.stop(key.String(), ErrStopped, func(started adapters.Inbound) bool {
 			return admin || started.UserID == in.UserID
 		})
 		switch {
@@ -476,18 +478,18 @@ func (p *Pipeline) answered(in adapters.Inbound, log *slog.Logger) bool {
 }
 
 // queue waits for the conversation's turn and a free slot, then runs the turn.
-func (p *Pipeline) queue(key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) queue(key chat.Key, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
 	if p.answered(in, log) {
 		return
 	}
 	k := key.String()
-	t, busy, err := p.sched.enqueue(k, in)
+	t, busy, err := p.turns.enqueue(k, in)
 	if err != nil {
 		log.Info("pipeline: message refused: conversation busy", "conversation", k, "message", in.MessageID)
 		p.notice(out, p.opts.BusyText, log)
 		return
 	}
-	defer p.sched.leave(k, t)
+	defer p.turns.leave(k, t)
 	if busy {
 		log.Debug("pipeline: message waits for its turn", "conversation", k, "message", in.MessageID)
 	}
@@ -523,7 +525,7 @@ func (p *Pipeline) queue(key ConversationKey, in adapters.Inbound, out adapters.
 
 	turnCtx, cancel := context.WithCancelCause(p.base)
 	defer cancel(nil)
-	p.sched.started(k, t, cancel)
+	p.turns.started(k, t, cancel)
 	if in.Command == "compact" {
 		p.compactCommand(turnCtx, key, out, log)
 		return
@@ -551,10 +553,10 @@ func (p *Pipeline) notice(out adapters.Responder, text string, log *slog.Logger)
 }
 
 // reset starts a new conversation for key.
-func (p *Pipeline) reset(key ConversationKey, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) reset(key chat.Key, out adapters.Responder, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	conv, err := p.store.ResetConversation(ctx, storeKey(key))
+	conv, err := p.store.ResetConversation(ctx, key)
 	if err != nil {
 		log.Error("pipeline: reset failed", "conversation", key.String(), "err", err)
 		p.notice(out, p.failureText(err), log)
@@ -574,8 +576,4 @@ func (p *Pipeline) failureText(err error) string {
 	default:
 		return p.opts.FailureHint
 	}
-}
-
-func storeKey(k ConversationKey) store.Key {
-	return store.Key{Platform: k.Platform, ChatID: k.ChatID, ThreadID: k.ThreadID, UserID: k.UserID}
 }

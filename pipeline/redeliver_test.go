@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/store"
 )
@@ -37,7 +38,7 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 	}
 
 	// Cut by the crash (the turn was running; recovery marked it interrupted): answered again.
-	conv, err := h.store.Conversation(ctx, store.Key{Platform: "telegram", ChatID: "9", UserID: "9"})
+	conv, err := h.store.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "9", UserID: "9"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"relaybot/audit"
+	"relaybot/internal/ellipsis"
 	"relaybot/tools"
 )
 
@@ -140,7 +141,7 @@ func (v *view) withNote(note string, inline bool) string {
 // and error; empty on success.
 func toolError(o tools.Outcome) string {
 	switch {
-	case o.Status == tools.StatusOK || (o.Status == "" && o.Err == nil):
+	case o.Status == audit.StatusOK || (o.Status == "" && o.Err == nil):
 		return ""
 	case o.Err != nil:
 		return o.Err.Error()
@@ -149,7 +150,7 @@ func toolError(o tools.Outcome) string {
 	}
 }
 
-// tookText renders a tool's duration for the status line: "1.2 s", or "35 ms" under a second,
+// tookText renders how long a tool call took, for the status line and /audit: "1.2 s", or "35 ms" under a second,
 // where a rounded "0.0 s" would tell the user nothing.
 func tookText(d time.Duration) string {
 	if d < time.Second {
@@ -164,10 +165,5 @@ func shortError(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	const max = 120
-	if utf8.RuneCountInString(s) > max {
-		r := []rune(s)
-		s = string(r[:max-1]) + "…"
-	}
-	return s
+	return ellipsis.Cut(s, 120)
 }

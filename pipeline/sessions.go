@@ -26,30 +26,30 @@ var errBusy = errors.New("conversation queue is full")
 // errClosed: the pipeline takes no new messages.
 var errClosed = errors.New("pipeline is shutting down")
 
-// ticket is one message waiting for, or holding, its conversation's turn.
-type ticket struct {
+// queuedTurn is one message waiting for, or holding, its conversation's turn.
+type queuedTurn struct {
 	in    adapters.Inbound
-	ready chan struct{} // closed when the ticket may run, or is dropped
-	// dropped is set (under the scheduler's lock, before ready closes) when the ticket must not
+	ready chan struct{} // closed when the queued turn may run, or is dropped
+	// dropped is set (under the queue's lock, before ready closes) when the queued turn must not
 	// run: a newer message superseded it, or the server shut down before its turn came.
 	dropped error
 	cancel  context.CancelCauseFunc // set while running
-	// stopped is the cause of a /stop that came after the ticket was let run but before its turn
+	// stopped is the cause of a /stop that came after the queued turn was let run but before its turn
 	// began (it waited for a free slot); started cancels the turn with it at once.
 	stopped error
 }
 
-// session is the state of one conversation: the running ticket and the ones waiting, in order.
+// session is the state of one conversation: the running turn and the ones waiting, in order.
 // A session is settling for a moment after its first message arrives, so that messages sent
 // just before it, still on their way on other goroutines, can take their place ahead of it.
 type session struct {
-	running  *ticket
-	waiting  []*ticket
+	running  *queuedTurn
+	waiting  []*queuedTurn
 	settling bool
 }
 
-// scheduler runs one turn at a time per conversation.
-type scheduler struct {
+// turnQueue runs one turn at a time per conversation.
+type turnQueue struct {
 	queueSize int
 	interrupt bool
 	settle    time.Duration
@@ -58,17 +58,17 @@ type scheduler struct {
 	sessions map[string]*session
 }
 
-func newScheduler(queueSize int, interrupt bool, settle time.Duration) *scheduler {
-	return &scheduler{queueSize: queueSize, interrupt: interrupt, settle: settle, sessions: map[string]*session{}}
+func newTurnQueue(queueSize int, interrupt bool, settle time.Duration) *turnQueue {
+	return &turnQueue{queueSize: queueSize, interrupt: interrupt, settle: settle, sessions: map[string]*session{}}
 }
 
-// enqueue adds a message to its conversation. The ticket is ready at once (or after the settle
+// enqueue adds a message to its conversation. The queued turn is ready at once (or after the settle
 // delay) when nothing runs; otherwise it waits in the order the messages were sent (by message
 // time and id, so that messages handed over on racing goroutines still run in the order the user
 // sent them). With interrupt, the running turn is cancelled and earlier waiting messages are
 // dropped. busy reports that the message waits behind a running turn.
-func (s *scheduler) enqueue(key string, in adapters.Inbound) (t *ticket, busy bool, err error) {
-	t = &ticket{in: in, ready: make(chan struct{})}
+func (s *turnQueue) enqueue(key string, in adapters.Inbound) (t *queuedTurn, busy bool, err error) {
+	t = &queuedTurn{in: in, ready: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.sessions[key]
@@ -122,8 +122,8 @@ func (s *scheduler) enqueue(key string, in adapters.Inbound) (t *ticket, busy bo
 	return t, ss.running != nil, nil
 }
 
-// insert puts t among the waiting tickets in the order the messages were sent.
-func (s *scheduler) insert(ss *session, t *ticket) {
+// insert puts t among the waiting turns in the order the messages were sent.
+func (s *turnQueue) insert(ss *session, t *queuedTurn) {
 	i := len(ss.waiting)
 	for i > 0 && before(t.in, ss.waiting[i-1].in) {
 		i--
@@ -133,8 +133,8 @@ func (s *scheduler) insert(ss *session, t *ticket) {
 	ss.waiting[i] = t
 }
 
-// promote lets the first waiting ticket run. The caller holds s.mu.
-func (s *scheduler) promote(ss *session) {
+// promote lets the first waiting turn run. The caller holds s.mu.
+func (s *turnQueue) promote(ss *session) {
 	if len(ss.waiting) == 0 {
 		return
 	}
@@ -157,9 +157,9 @@ func before(a, b adapters.Inbound) bool {
 	return false
 }
 
-// started records the cancel function of a ticket that begins its turn. With interrupt, a newer
-// message that arrived while the ticket was becoming ready cancels the turn at once.
-func (s *scheduler) started(key string, t *ticket, cancel context.CancelCauseFunc) {
+// started records the cancel function of a queued turn that begins its turn. With interrupt, a newer
+// message that arrived while the queued turn was becoming ready cancels the turn at once.
+func (s *turnQueue) started(key string, t *queuedTurn, cancel context.CancelCauseFunc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t.cancel = cancel
@@ -174,9 +174,9 @@ func (s *scheduler) started(key string, t *ticket, cancel context.CancelCauseFun
 	}
 }
 
-// leave removes a ticket from its conversation, whether it ran, gave up waiting or was dropped,
-// and lets the next waiting ticket run.
-func (s *scheduler) leave(key string, t *ticket) {
+// leave removes a queued turn from its conversation, whether it ran, gave up waiting or was dropped,
+// and lets the next waiting turn run.
+func (s *turnQueue) leave(key string, t *queuedTurn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.sessions[key]
@@ -203,7 +203,7 @@ func (s *scheduler) leave(key string, t *ticket) {
 
 // stop cancels the running turn of a conversation with cause when may allows it for the message
 // that started the turn. It reports whether a turn ran, and whether it was cancelled.
-func (s *scheduler) stop(key string, cause error, may func(started adapters.Inbound) bool) (running, stopped bool) {
+func (s *turnQueue) stop(key string, cause error, may func(started adapters.Inbound) bool) (running, stopped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.sessions[key]
@@ -222,8 +222,8 @@ func (s *scheduler) stop(key string, cause error, may func(started adapters.Inbo
 	return true, true
 }
 
-// cancelAll cancels every running turn and drops every waiting ticket, with cause.
-func (s *scheduler) cancelAll(cause error) {
+// cancelAll cancels every running turn and drops every waiting turn, with cause.
+func (s *turnQueue) cancelAll(cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ss := range s.sessions {
@@ -239,7 +239,7 @@ func (s *scheduler) cancelAll(cause error) {
 }
 
 // depth returns the number of waiting messages across conversations, for metrics and tests.
-func (s *scheduler) depth() int {
+func (s *turnQueue) depth() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0

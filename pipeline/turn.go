@@ -11,6 +11,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -20,7 +21,7 @@ var errTurnTimeout = errors.New("the answer took too long")
 
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
 // history, shows the answer as it grows, delivers the final text, and saves the turn.
-func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
 	begun := time.Now()
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
@@ -73,7 +74,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	var (
 		mu    sync.Mutex
 		v     = &view{track: p.opts.TrackFunctionCalls}
-		files []adapters.File
+		files []chat.File
 		// roundShown is the text shown of the latest round that ended with tool calls: that
 		// round's message is among the turn's messages already.
 		roundShown string
@@ -96,9 +97,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 			reply.Working(true)
 		case agent.ToolResult:
 			v.finishTool(e.Call.ID, e.Call.Name, e.Outcome)
-			for _, f := range e.Outcome.Files {
-				files = append(files, adapters.File{Name: f.Name, MIME: f.MIME, Data: f.Data})
-			}
+			files = append(files, e.Outcome.Files...)
 		case agent.RoundCapHit:
 			v.note(fmt.Sprintf("(Reached the limit of %d tool rounds; answering without more tools.)", e.MaxToolRounds))
 		default:
@@ -210,8 +209,8 @@ func joinErr(text, more string) string {
 // startTurn finds the conversation (a fresh one after IdleReset of quiet), reads the rounds
 // after its summary and saves the user's message. A /retry first takes the last turn out of
 // history and answers its message again: the returned Inbound carries that message.
-func (p *Pipeline) startTurn(ctx context.Context, key ConversationKey, in adapters.Inbound) (*turnHistory, adapters.Inbound, int64, error) {
-	conv, err := p.store.Conversation(ctx, storeKey(key))
+func (p *Pipeline) startTurn(ctx context.Context, key chat.Key, in adapters.Inbound) (*turnHistory, adapters.Inbound, int64, error) {
+	conv, err := p.store.Conversation(ctx, key)
 	if err != nil {
 		return nil, in, 0, fmt.Errorf("conversation %s: %w", key, err)
 	}
@@ -233,7 +232,7 @@ func (p *Pipeline) startTurn(ctx context.Context, key ConversationKey, in adapte
 		}
 	}
 	if p.idle(th) {
-		if th.conv, err = p.store.ResetConversation(ctx, storeKey(key)); err != nil {
+		if th.conv, err = p.store.ResetConversation(ctx, key); err != nil {
 			return nil, in, 0, fmt.Errorf("idle reset of conversation %d: %w", conv.ID, err)
 		}
 		th.rounds = nil

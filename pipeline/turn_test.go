@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,8 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/agent"
+	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
 	"relaybot/store"
@@ -33,7 +36,7 @@ type recReply struct {
 	mu       sync.Mutex
 	updates  []string
 	final    string
-	files    []adapters.File
+	files    []chat.File
 	finished bool
 }
 
@@ -77,7 +80,7 @@ func (r *recReply) Update(text string) {
 
 func (r *recReply) Working(bool) {}
 
-func (r *recReply) Finish(ctx context.Context, text string, files []adapters.File) error {
+func (r *recReply) Finish(ctx context.Context, text string, files []chat.File) error {
 	r.mu.Lock()
 	r.final, r.files, r.finished = text, files, true
 	r.mu.Unlock()
@@ -119,7 +122,7 @@ const pageChars = 20000
 // returns pageChars characters.
 type echoLoader struct{}
 
-func (echoLoader) Source() tools.Source { return tools.SourceNative }
+func (echoLoader) Source() audit.Source { return audit.SourceNative }
 
 func (echoLoader) Tools(context.Context) []tools.Spec {
 	schema := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)
@@ -138,7 +141,7 @@ func (echoLoader) Call(ctx context.Context, inv tools.Invocation) (tools.Result,
 		if err := json.Unmarshal(inv.Arguments, &a); err != nil {
 			return tools.Result{}, err
 		}
-		return tools.Result{Text: "echo: " + a.Text, Files: []tools.File{{Name: "echo.txt", MIME: "text/plain", Data: []byte(a.Text)}}}, nil
+		return tools.Result{Text: "echo: " + a.Text, Files: []chat.File{{Name: "echo.txt", MIME: "text/plain", Data: []byte(a.Text)}}}, nil
 	case "fail":
 		return tools.Result{}, fmt.Errorf("the disk is on fire")
 	case "page":
@@ -235,9 +238,9 @@ func (h *harness) handle(in adapters.Inbound, out adapters.Responder) <-chan str
 	return done
 }
 
-func (h *harness) history(key ConversationKey) []store.Message {
+func (h *harness) history(key chat.Key) []store.Message {
 	h.t.Helper()
-	conv, err := h.store.Conversation(context.Background(), storeKey(key))
+	conv, err := h.store.Conversation(context.Background(), key)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -284,7 +287,7 @@ func TestTurnWithToolRound(t *testing.T) {
 	}
 
 	recs := h.rec.Records()
-	if len(recs) != 1 || recs[0].ToolCallID != "call_a" || recs[0].Round != 1 || recs[0].TurnID == 0 || recs[0].Status != tools.StatusOK {
+	if len(recs) != 1 || recs[0].ToolCallID != "call_a" || recs[0].Round != 1 || recs[0].TurnID == 0 || recs[0].Status != audit.StatusOK {
 		t.Fatalf("audit records = %+v", recs)
 	}
 	hist := h.history(KeyOf(in, ScopeChat))
@@ -490,25 +493,34 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 	}
 }
 
-type fakeAudit struct{ got AuditFilter }
+// fakeAudit is an audit.Log with one record; it keeps the filter it was asked with.
+type fakeAudit struct{ got audit.Filter }
 
-func (f *fakeAudit) RecentToolCalls(ctx context.Context, flt AuditFilter) ([]AuditEntry, error) {
+func (f *fakeAudit) ToolCalls(ctx context.Context, flt audit.Filter) ([]audit.Record, string, error) {
 	f.got = flt
-	return []AuditEntry{{StartedAt: time.Date(2026, 11, 29, 23, 40, 12, 0, time.UTC), Tool: "fetch_url", Status: "error",
-		Duration: 1200 * time.Millisecond, Arguments: `{"url": "https://example.com/a/very/long/path/that/goes/on"}`}}, nil
+	return []audit.Record{{StartedAt: time.Date(2026, 11, 29, 23, 40, 12, 0, time.UTC), ToolName: "fetch_url", Status: audit.StatusError,
+		Duration: 1200 * time.Millisecond, Arguments: `{"url": "https://example.com/a/very/long/path/that/goes/on"}`}}, "", nil
+}
+
+func (f *fakeAudit) ToolCall(ctx context.Context, id int64) (audit.Record, error) {
+	return audit.Record{}, audit.ErrNotFound
+}
+
+func (f *fakeAudit) ToolStats(ctx context.Context, flt audit.Filter) ([]audit.Stat, error) {
+	return nil, nil
 }
 
 func TestAuditCommand(t *testing.T) {
-	audit := &fakeAudit{}
-	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: audit})
+	log := &fakeAudit{}
+	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: log})
 	out := &recResponder{}
 	<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "1"}, Kind: adapters.Private, UserID: "1", Command: "audit", Args: "fetch_url error 5"}, out)
 	n := out.Notices()
 	if len(n) != 1 || !strings.Contains(n[0], "\n11-29 23:40:12 fetch_url error 1.2 s {\"url\": \"https://example.com/a/very/lon…") {
 		t.Fatalf("admin's /audit = %q", n)
 	}
-	if audit.got != (AuditFilter{Tool: "fetch_url", Status: "error", Limit: 5}) {
-		t.Fatalf("filter = %+v", audit.got)
+	if want := (audit.Filter{Tool: "fetch_url", Statuses: []audit.Status{audit.StatusError}, Limit: 5}); !reflect.DeepEqual(log.got, want) {
+		t.Fatalf("filter = %+v, want %+v", log.got, want)
 	}
 
 	out = &recResponder{}
@@ -517,7 +529,7 @@ func TestAuditCommand(t *testing.T) {
 		t.Fatalf("non-admin's /audit = %q", n)
 	}
 	recs := h.rec.Records()
-	if len(recs) != 1 || recs[0].ToolName != "/audit" || recs[0].Status != tools.StatusDenied || recs[0].UserID != "2" {
+	if len(recs) != 1 || recs[0].ToolName != "/audit" || recs[0].Status != audit.StatusDenied || recs[0].UserID != "2" {
 		t.Fatalf("refusal records = %+v", recs)
 	}
 }
@@ -666,24 +678,24 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 	waitFor(t, "two finished audit rows", func() bool {
 		n := 0
 		for _, r := range h.rec.Records() {
-			if r.Status != tools.StatusRunning {
+			if r.Status != audit.StatusRunning {
 				n++
 			}
 		}
 		return n == 2
 	})
-	byID := map[string]tools.Record{}
+	byID := map[string]audit.Record{}
 	for _, r := range h.rec.Records() {
 		byID[r.ToolCallID] = r
 	}
-	if r := byID["b1"]; r.Status != tools.StatusCancelled {
+	if r := byID["b1"]; r.Status != audit.StatusCancelled {
 		t.Errorf("running call's row = %+v, want cancelled", r)
 	}
 	r, ok := byID["e2"]
 	if !ok {
 		t.Fatalf("no audit row for the call the stop kept from running; rows = %+v", h.rec.Records())
 	}
-	if r.Status != tools.StatusCancelled || r.ToolName != "echo" || r.Round != 1 || r.TurnID == 0 ||
+	if r.Status != audit.StatusCancelled || r.ToolName != "echo" || r.Round != 1 || r.TurnID == 0 ||
 		r.UserID != "7" || r.Error == "" || strings.Contains(r.Arguments, "hunter2") {
 		t.Errorf("row of the call not run = %+v", r)
 	}

@@ -8,51 +8,15 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-)
 
-// Audit statuses of the DESIGN contract.
-const (
-	StatusRunning     = "running"
-	StatusOK          = "ok"
-	StatusError       = "error"
-	StatusTimeout     = "timeout"
-	StatusNotFound    = "not_found"
-	StatusBadArgs     = "bad_args"
-	StatusCancelled   = "cancelled"
-	StatusDenied      = "denied"
-	StatusInterrupted = "interrupted"
+	"relaybot/audit"
 )
-
-// ToolCallRecord is one audit row as the tool manager writes it; its fields follow tools.Record
-// (cmd/bot converts one into the other, the store does not import tools).
-type ToolCallRecord struct {
-	ID             int64 // set by StartToolCall
-	TurnID         int64
-	ConversationID int64
-	Platform       string
-	ChatID         string
-	UserID         string
-	Round          int
-	ToolCallID     string
-	ToolName       string
-	Source         string // native | plugin | mcp | skill; empty when no loader has the tool
-	Server         string
-	Status         string
-	Arguments      string // already redacted and capped
-	Result         string // already redacted and capped
-	Error          string
-	ArgumentsSize  int // size before capping
-	ResultSize     int
-	StartedAt      time.Time
-	FinishedAt     time.Time
-	Duration       time.Duration
-}
 
 // StartToolCall writes the row of a call that is starting (status running unless r.Status says
 // otherwise) and sets r.ID. The row is committed before it returns. Many concurrent callers share
 // one commit. Once the row is handed to the writer the call waits for the commit even if ctx ends,
 // so the row and r.ID stay consistent.
-func (s *Store) StartToolCall(ctx context.Context, r *ToolCallRecord) error {
+func (s *Store) StartToolCall(ctx context.Context, r *audit.Record) error {
 	if r == nil {
 		return errors.New("store: start tool call: nil record")
 	}
@@ -61,7 +25,7 @@ func (s *Store) StartToolCall(ctx context.Context, r *ToolCallRecord) error {
 	}
 	row := *r
 	if row.Status == "" {
-		row.Status = StatusRunning
+		row.Status = audit.StatusRunning
 	}
 	if row.StartedAt.IsZero() {
 		row.StartedAt = time.Now()
@@ -80,12 +44,12 @@ func (s *Store) StartToolCall(ctx context.Context, r *ToolCallRecord) error {
 // FinishToolCall completes the row of r (by r.ID) with its outcome. A record whose start was never
 // written (ID 0) is written whole, so no call goes unrecorded. Cancellation of ctx does not stop
 // the write: a cancelled call must be recorded too.
-func (s *Store) FinishToolCall(ctx context.Context, r *ToolCallRecord) error {
+func (s *Store) FinishToolCall(ctx context.Context, r *audit.Record) error {
 	if r == nil {
 		return errors.New("store: finish tool call: nil record")
 	}
 	row := *r
-	if row.Status == "" || row.Status == StatusRunning {
+	if row.Status == "" || row.Status == audit.StatusRunning {
 		return fmt.Errorf("store: finish tool call %d (%s): status %q is not an outcome", r.ID, r.ToolName, row.Status)
 	}
 	if row.FinishedAt.IsZero() {
@@ -117,7 +81,7 @@ const (
 
 type auditReq struct {
 	op   auditOp
-	rec  *ToolCallRecord // a copy owned by the writer until done is signalled
+	rec  *audit.Record // a copy owned by the writer until done is signalled
 	id   int64
 	err  error
 	done chan struct{}
@@ -141,7 +105,7 @@ func newAuditWriter(s *Store, batch int) *auditWriter {
 	return w
 }
 
-func (w *auditWriter) do(ctx context.Context, op auditOp, rec *ToolCallRecord) (int64, error) {
+func (w *auditWriter) do(ctx context.Context, op auditOp, rec *audit.Record) (int64, error) {
 	req := &auditReq{op: op, rec: rec, done: make(chan struct{})}
 	w.mu.RLock()
 	if w.closed {
@@ -263,10 +227,10 @@ func (w *auditWriter) writeTx(ctx context.Context, batch []*auditReq) error {
 }
 
 // finishAudit completes the row of r with its outcome; false when the row does not exist.
-func finishAudit(tx *gorm.DB, r *ToolCallRecord) (bool, error) {
+func finishAudit(tx *gorm.DB, r *audit.Record) (bool, error) {
 	res := tx.Model(&toolCallModel{}).Where("id = ?", r.ID).Updates(map[string]any{
-		"status": r.Status, "result": r.Result, "error": r.Error, "arguments": r.Arguments,
-		"arguments_size": r.ArgumentsSize, "result_size": r.ResultSize, "source": r.Source,
+		"status": string(r.Status), "result": r.Result, "error": r.Error, "arguments": r.Arguments,
+		"arguments_size": r.ArgumentsSize, "result_size": r.ResultSize, "source": string(r.Source),
 		"server": r.Server, "finished_at": finishedAt(r), "duration_ms": r.Duration.Milliseconds(),
 	})
 	return res.RowsAffected == 1, res.Error
@@ -275,17 +239,8 @@ func finishAudit(tx *gorm.DB, r *ToolCallRecord) (bool, error) {
 // insertChunk is the most audit rows one INSERT carries (19 parameters each).
 const insertChunk = 256
 
-func newToolCallModel(r *ToolCallRecord) toolCallModel {
-	return toolCallModel{TurnID: r.TurnID, ConversationID: r.ConversationID, Platform: r.Platform,
-		ChatID: r.ChatID, UserID: r.UserID, Round: r.Round, ToolCallID: r.ToolCallID,
-		ToolName: r.ToolName, Source: r.Source, Server: r.Server, Status: r.Status,
-		Arguments: r.Arguments, Result: r.Result, Error: r.Error, ArgumentsSize: r.ArgumentsSize,
-		ResultSize: r.ResultSize, StartedAt: r.StartedAt, FinishedAt: finishedAt(r),
-		DurationMs: r.Duration.Milliseconds()}
-}
-
 // finishedAt is the finished_at of r's row: NULL while running.
-func finishedAt(r *ToolCallRecord) *time.Time {
+func finishedAt(r *audit.Record) *time.Time {
 	if r.FinishedAt.IsZero() {
 		return nil
 	}

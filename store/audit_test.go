@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"relaybot/audit"
 	"testing"
 	"time"
 )
@@ -13,7 +14,7 @@ func TestAFinishedCallWhoseRowIsGoneIsRecordedWhole(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		long := &ToolCallRecord{TurnID: 7, Platform: "telegram", ChatID: "c", UserID: "u", Round: 1,
+		long := &audit.Record{TurnID: 7, Platform: "telegram", ChatID: "c", UserID: "u", Round: 1,
 			ToolCallID: "call_1", ToolName: "crawl", Source: "native", Arguments: "{}",
 			StartedAt: seedBase}
 		if err := s.StartToolCall(ctx, long); err != nil {
@@ -22,7 +23,7 @@ func TestAFinishedCallWhoseRowIsGoneIsRecordedWhole(t *testing.T) {
 		if res := s.w.Exec("DELETE FROM tool_calls WHERE id = ?", long.ID); res.Error != nil || res.RowsAffected != 1 {
 			t.Fatalf("delete the long call's row: %d, %v", res.RowsAffected, res.Error)
 		}
-		long.Status, long.Result, long.Duration = StatusOK, "done", 90*time.Second
+		long.Status, long.Result, long.Duration = audit.StatusOK, "done", 90*time.Second
 		if err := s.FinishToolCall(ctx, long); err != nil {
 			t.Fatalf("FinishToolCall: %v", err)
 		}
@@ -30,11 +31,11 @@ func TestAFinishedCallWhoseRowIsGoneIsRecordedWhole(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the finished call is not in the audit log: %v", err)
 		}
-		if row.ToolName != "crawl" || row.Status != StatusOK || row.Result != "done" || row.ChatID != "c" ||
-			row.DurationMS != 90_000 || row.FinishedAt == nil {
+		if row.ToolName != "crawl" || row.Status != audit.StatusOK || row.Result != "done" || row.ChatID != "c" ||
+			row.Duration != 90_000*time.Millisecond || row.FinishedAt.IsZero() {
 			t.Errorf("row = %+v, want the whole finished call", row)
 		}
-		next := &ToolCallRecord{ToolName: "search", ToolCallID: "call_2"}
+		next := &audit.Record{ToolName: "search", ToolCallID: "call_2"}
 		if err := s.StartToolCall(ctx, next); err != nil {
 			t.Fatalf("a later call: %v", err)
 		}

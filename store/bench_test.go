@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"relaybot/audit"
+	"relaybot/chat"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -22,13 +24,13 @@ func BenchmarkAuditRows(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := n.Add(1)
-					rec := &ToolCallRecord{TurnID: i, Platform: "telegram", ChatID: "c", UserID: "u",
+					rec := &audit.Record{TurnID: i, Platform: "telegram", ChatID: "c", UserID: "u",
 						ToolCallID: fmt.Sprint("call_", i), ToolName: "web_search", Source: "native",
 						Arguments: `{"query":"benchmark"}`, ArgumentsSize: 21}
 					if err := s.StartToolCall(ctx, rec); err != nil {
 						b.Fatal(err)
 					}
-					rec.Status, rec.Result, rec.ResultSize = StatusOK, "result text", 11
+					rec.Status, rec.Result, rec.ResultSize = audit.StatusOK, "result text", 11
 					if err := s.FinishToolCall(ctx, rec); err != nil {
 						b.Fatal(err)
 					}
@@ -45,7 +47,7 @@ func BenchmarkAuditRows(b *testing.B) {
 func BenchmarkHistory10Rounds(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b, DriverSQLite)
-	c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "bench"})
+	c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +120,7 @@ FROM n`)
 		b.Fatal(err)
 	}
 	b.Logf("seeded 1,000,000 rows in %v", time.Since(start).Round(time.Millisecond))
-	f := ToolCallFilter{Tool: "tool7", Status: StatusError, Limit: 50}
+	f := audit.Filter{Tool: "tool7", Statuses: []audit.Status{audit.StatusError}, Limit: 50}
 	b.Logf("plan:\n%s", queryPlan(b, s, f))
 	items, next, err := s.ToolCalls(ctx, f)
 	if err != nil || len(items) != 50 || next == "" {
@@ -141,7 +143,7 @@ FROM n`)
 		}
 	})
 	b.Run("tool+status+since/stats", func(b *testing.B) {
-		g := ToolCallFilter{Tool: "tool7", Status: StatusError, Since: time.Unix(1767225600+900_000, 0)}
+		g := audit.Filter{Tool: "tool7", Statuses: []audit.Status{audit.StatusError}, Since: time.Unix(1767225600+900_000, 0)}
 		for b.Loop() {
 			if st, err := s.ToolStats(ctx, g); err != nil || len(st) != 1 {
 				b.Fatal(st, err)

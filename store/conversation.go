@@ -4,21 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"relaybot/chat"
 	"time"
 
 	"gorm.io/gorm"
 )
 
-// Key identifies a conversation: the chat, the thread within it, and the user when the scope is
-// per user (empty otherwise).
-type Key struct {
-	Platform string
-	ChatID   string
-	ThreadID string
-	UserID   string
-}
-
-// Conversation is one conversation row. Only one conversation per Key is active at a time.
+// Conversation is one conversation row. Only one conversation per chat.Key is active at a time.
 type Conversation struct {
 	ID        int64
 	Platform  string
@@ -61,7 +53,7 @@ func (c conversationRow) public() Conversation {
 		SystemPrompt: c.SystemPrompt, Summary: c.Summary, SummaryTurnID: c.SummaryTurnID}
 }
 
-func (k Key) validate() error {
+func validateKey(k chat.Key) error {
 	if k.Platform == "" || k.ChatID == "" {
 		return fmt.Errorf("store: conversation key needs a platform and a chat id, got %+v", k)
 	}
@@ -69,8 +61,8 @@ func (k Key) validate() error {
 }
 
 // Conversation returns the active conversation of key, creating it when there is none.
-func (s *Store) Conversation(ctx context.Context, key Key) (Conversation, error) {
-	if err := key.validate(); err != nil {
+func (s *Store) Conversation(ctx context.Context, key chat.Key) (Conversation, error) {
+	if err := validateKey(key); err != nil {
 		return Conversation{}, err
 	}
 	c, err := s.activeConversation(ctx, s.r, key)
@@ -104,8 +96,8 @@ func (s *Store) Conversation(ctx context.Context, key Key) (Conversation, error)
 
 // ResetConversation starts a new active conversation for key; the old one is kept, inactive. The
 // new one keeps the old one's model and system prompt (the chat's choices), not its summary.
-func (s *Store) ResetConversation(ctx context.Context, key Key) (Conversation, error) {
-	if err := key.validate(); err != nil {
+func (s *Store) ResetConversation(ctx context.Context, key chat.Key) (Conversation, error) {
+	if err := validateKey(key); err != nil {
 		return Conversation{}, err
 	}
 	var c Conversation
@@ -135,7 +127,7 @@ func (s *Store) ResetConversation(ctx context.Context, key Key) (Conversation, e
 	return c, nil
 }
 
-func (s *Store) activeConversation(ctx context.Context, db *gorm.DB, key Key) (Conversation, error) {
+func (s *Store) activeConversation(ctx context.Context, db *gorm.DB, key chat.Key) (Conversation, error) {
 	var row conversationRow
 	err := db.WithContext(ctx).
 		Where("platform = ? AND chat_id = ? AND thread_id = ? AND user_id = ? AND active = ?",
@@ -147,7 +139,7 @@ func (s *Store) activeConversation(ctx context.Context, db *gorm.DB, key Key) (C
 	return row.public(), nil
 }
 
-func insertConversation(ctx context.Context, tx *gorm.DB, key Key) (Conversation, error) {
+func insertConversation(ctx context.Context, tx *gorm.DB, key chat.Key) (Conversation, error) {
 	row := conversationRow{Platform: key.Platform, ChatID: key.ChatID, ThreadID: key.ThreadID,
 		UserID: key.UserID, Active: true, CreatedAt: now()}
 	if err := tx.WithContext(ctx).Create(&row).Error; err != nil {

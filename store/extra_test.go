@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"relaybot/chat"
 	"testing"
 )
 
@@ -9,7 +10,7 @@ func TestProviderExtraFieldsSurviveTheStore(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, Key{Platform: "web", ChatID: "extra"})
+		c, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "extra"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"relaybot/audit"
+	"relaybot/chat"
 	"syscall"
 	"testing"
 )
@@ -24,7 +26,7 @@ func TestSQLiteFilesArePrivateWhateverTheUmask(t *testing.T) {
 			path := filepath.Join(dir, "bot.db")
 			s := openTest(t, Options{Driver: DriverSQLite, DSN: path})
 			ctx := context.Background()
-			c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "1"})
+			c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -32,7 +34,7 @@ func TestSQLiteFilesArePrivateWhateverTheUmask(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.StartToolCall(ctx, &ToolCallRecord{TurnID: id, ToolName: "t", Arguments: "{}"}); err != nil {
+			if err := s.StartToolCall(ctx, &audit.Record{TurnID: id, ToolName: "t", Arguments: "{}"}); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {

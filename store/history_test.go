@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"relaybot/chat"
 	"testing"
 )
 
@@ -38,7 +39,7 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, Key{Platform: "web", ChatID: "h"})
+		c, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "h"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"relaybot/audit"
+	"relaybot/chat"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,7 +26,7 @@ func killHelper(dsn, driver string) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "k"})
+	c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "k"})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -34,7 +36,7 @@ func killHelper(dsn, driver string) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	rec := &ToolCallRecord{TurnID: turn, ConversationID: c.ID, ToolName: "slow", Source: "mcp", Server: "srv", ToolCallID: "call_k"}
+	rec := &audit.Record{TurnID: turn, ConversationID: c.ID, ToolName: "slow", Source: "mcp", Server: "srv", ToolCallID: "call_k"}
 	if err := s.StartToolCall(ctx, rec); err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -101,7 +103,7 @@ func TestKillMidCall(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the killed call left no row: %v", err)
 		}
-		if row.Status != StatusRunning || row.ToolName != "slow" || row.Server != "srv" {
+		if row.Status != audit.StatusRunning || row.ToolName != "slow" || row.Server != "srv" {
 			t.Fatalf("row after kill = %+v, want the running call", row)
 		}
 		turns, calls, err := s2.Recover(ctx)
@@ -110,7 +112,7 @@ func TestKillMidCall(t *testing.T) {
 		}
 		row, _ = s2.ToolCall(ctx, id)
 		tr, _ := s2.Turn(ctx, turnID)
-		if row.Status != StatusInterrupted || tr.Status != TurnInterrupted {
+		if row.Status != audit.StatusInterrupted || tr.Status != TurnInterrupted {
 			t.Errorf("after Recover: call %s, turn %s; want both interrupted", row.Status, tr.Status)
 		}
 	})

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,97 +10,37 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"relaybot/audit"
 )
 
-// Limits of one ToolCalls page.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 1000
-)
-
-// ToolCallFilter selects audit rows. Zero fields do not filter.
-type ToolCallFilter struct {
-	Since, Until time.Time // started_at >= Since and < Until
-	Tool         string
-	Status       string
-	Source       string
-	Server       string
-	Platform     string
-	ChatID       string
-	UserID       string
-	TurnID       int64
-	// Limit is the page size: 0 means DefaultLimit; more than MaxLimit is cut to MaxLimit.
-	Limit int
-	// Cursor is the next value of the previous page; empty starts at the newest row.
-	Cursor string
-}
-
-// ToolCallRow is one audit row as the CLI and the admin API show it (the DESIGN contract, plus the
-// sizes of arguments and result before capping).
-type ToolCallRow struct {
-	ID             int64      `json:"id"`
-	TurnID         int64      `json:"turn_id"`
-	ConversationID int64      `json:"conversation_id"`
-	Platform       string     `json:"platform"`
-	ChatID         string     `json:"chat_id"`
-	UserID         string     `json:"user_id"`
-	Round          int        `json:"round"`
-	ToolCallID     string     `json:"tool_call_id"`
-	ToolName       string     `json:"tool_name"`
-	Source         string     `json:"source"`
-	Server         string     `json:"server"`
-	Status         string     `json:"status"`
-	Arguments      string     `json:"arguments"`
-	Result         string     `json:"result"`
-	Error          string     `json:"error"`
-	StartedAt      time.Time  `json:"started_at"`
-	FinishedAt     *time.Time `json:"finished_at"` // null while running
-	DurationMS     int64      `json:"duration_ms"`
-	ArgumentsSize  int        `json:"arguments_size"`
-	ResultSize     int        `json:"result_size"`
-}
-
+// toolCallModel is a tool_calls row: the audit record itself, but for the two columns whose form
+// differs (finished_at is NULL while the call runs; the duration is whole milliseconds).
 type toolCallModel struct {
-	ID             int64 `gorm:"primaryKey"`
-	TurnID         int64
-	ConversationID int64
-	Platform       string
-	ChatID         string
-	UserID         string
-	Round          int
-	ToolCallID     string
-	ToolName       string
-	Source         string
-	Server         string
-	Status         string
-	Arguments      string
-	Result         string
-	Error          string
-	ArgumentsSize  int
-	ResultSize     int
-	StartedAt      time.Time
-	FinishedAt     *time.Time
-	DurationMs     int64 `gorm:"column:duration_ms"`
+	audit.Record  `gorm:"embedded"`
+	FinishedAtCol *time.Time `gorm:"column:finished_at"`
+	DurationMs    int64      `gorm:"column:duration_ms"`
 }
 
 func (toolCallModel) TableName() string { return "tool_calls" }
 
-func (m toolCallModel) public() ToolCallRow {
-	r := ToolCallRow{ID: m.ID, TurnID: m.TurnID, ConversationID: m.ConversationID,
-		Platform: m.Platform, ChatID: m.ChatID, UserID: m.UserID, Round: m.Round,
-		ToolCallID: m.ToolCallID, ToolName: m.ToolName, Source: m.Source, Server: m.Server,
-		Status: m.Status, Arguments: m.Arguments, Result: m.Result, Error: m.Error,
-		StartedAt: m.StartedAt.UTC(), DurationMS: m.DurationMs, ArgumentsSize: m.ArgumentsSize,
-		ResultSize: m.ResultSize}
-	if m.FinishedAt != nil {
-		t := m.FinishedAt.UTC()
-		r.FinishedAt = &t
+// newToolCallModel is the row of a new record: the database gives it its id.
+func newToolCallModel(r *audit.Record) toolCallModel {
+	m := toolCallModel{Record: *r, FinishedAtCol: finishedAt(r), DurationMs: r.Duration.Milliseconds()}
+	m.ID = 0
+	return m
+}
+
+// record is the audit.Record of the row, its times in UTC.
+func (m toolCallModel) record() audit.Record {
+	r := m.Record
+	r.StartedAt = r.StartedAt.UTC()
+	r.Duration = time.Duration(m.DurationMs) * time.Millisecond
+	if m.FinishedAtCol != nil {
+		r.FinishedAt = m.FinishedAtCol.UTC()
 	}
 	return r
 }
-
-// ErrBadCursor is returned for a cursor that ToolCalls did not make.
-var ErrBadCursor = errors.New("store: bad cursor")
 
 func encodeCursor(t time.Time, id int64) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(t.UTC().Format(time.RFC3339Nano) + "|" + strconv.FormatInt(id, 10)))
@@ -110,25 +49,25 @@ func encodeCursor(t time.Time, id int64) string {
 func decodeCursor(c string) (time.Time, int64, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return time.Time{}, 0, fmt.Errorf("%w: %q", ErrBadCursor, c)
+		return time.Time{}, 0, fmt.Errorf("%w: %q", audit.ErrBadCursor, c)
 	}
 	ts, ids, ok := strings.Cut(string(b), "|")
 	if !ok {
-		return time.Time{}, 0, fmt.Errorf("%w: %q", ErrBadCursor, c)
+		return time.Time{}, 0, fmt.Errorf("%w: %q", audit.ErrBadCursor, c)
 	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {
-		return time.Time{}, 0, fmt.Errorf("%w: %q", ErrBadCursor, c)
+		return time.Time{}, 0, fmt.Errorf("%w: %q", audit.ErrBadCursor, c)
 	}
 	id, err := strconv.ParseInt(ids, 10, 64)
 	if err != nil {
-		return time.Time{}, 0, fmt.Errorf("%w: %q", ErrBadCursor, c)
+		return time.Time{}, 0, fmt.Errorf("%w: %q", audit.ErrBadCursor, c)
 	}
 	return t.UTC(), id, nil
 }
 
-// where applies the filter, without the cursor.
-func (f ToolCallFilter) where(db *gorm.DB) *gorm.DB {
+// where applies the filter f to db, without the cursor.
+func where(db *gorm.DB, f audit.Filter) *gorm.DB {
 	if !f.Since.IsZero() {
 		db = db.Where("started_at >= ?", dbTime(f.Since))
 	}
@@ -137,12 +76,19 @@ func (f ToolCallFilter) where(db *gorm.DB) *gorm.DB {
 	}
 	eq := []struct {
 		col, v string
-	}{{"tool_name", f.Tool}, {"status", f.Status}, {"source", f.Source}, {"server", f.Server},
+	}{{"tool_name", f.Tool}, {"source", string(f.Source)}, {"server", f.Server},
 		{"platform", f.Platform}, {"chat_id", f.ChatID}, {"user_id", f.UserID}}
 	for _, e := range eq {
 		if e.v != "" {
 			db = db.Where(e.col+" = ?", e.v)
 		}
+	}
+	if len(f.Statuses) > 0 {
+		in := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			in[i] = string(st)
+		}
+		db = db.Where("status IN ?", in)
 	}
 	if f.TurnID != 0 {
 		db = db.Where("turn_id = ?", f.TurnID)
@@ -152,13 +98,19 @@ func (f ToolCallFilter) where(db *gorm.DB) *gorm.DB {
 
 // toolCallsQuery builds the ToolCalls query (limit+1 rows, so the caller knows whether a next
 // page exists).
-func (s *Store) toolCallsQuery(ctx context.Context, f ToolCallFilter) (*gorm.DB, int, error) {
+func (s *Store) toolCallsQuery(ctx context.Context, f audit.Filter) (*gorm.DB, int, error) {
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultLimit
+		limit = audit.DefaultLimit
 	}
-	limit = min(limit, MaxLimit)
-	q := f.where(s.r.WithContext(ctx).Model(&toolCallModel{}))
+	limit = min(limit, audit.MaxLimit)
+	q := where(s.r.WithContext(ctx).Model(&toolCallModel{}), f)
+	if f.Order == audit.Slowest {
+		if f.Cursor != "" {
+			return nil, 0, fmt.Errorf("%w: slowest-first has one page only", audit.ErrBadCursor)
+		}
+		return q.Order("duration_ms DESC, started_at DESC, id DESC").Limit(limit), limit, nil
+	}
 	if f.Cursor != "" {
 		t, id, err := decodeCursor(f.Cursor)
 		if err != nil {
@@ -169,9 +121,9 @@ func (s *Store) toolCallsQuery(ctx context.Context, f ToolCallFilter) (*gorm.DB,
 	return q.Order("started_at DESC, id DESC").Limit(limit + 1), limit, nil
 }
 
-// ToolCalls returns audit rows matching f, newest first, and the cursor of the next page (empty on
-// the last page).
-func (s *Store) ToolCalls(ctx context.Context, f ToolCallFilter) (items []ToolCallRow, next string, err error) {
+// ToolCalls implements audit.Log: the rows matching f in f.Order, and the cursor of the next page
+// (empty on the last page, and always with audit.Slowest).
+func (s *Store) ToolCalls(ctx context.Context, f audit.Filter) (items []audit.Record, next string, err error) {
 	q, limit, err := s.toolCallsQuery(ctx, f)
 	if err != nil {
 		return nil, "", err
@@ -180,74 +132,45 @@ func (s *Store) ToolCalls(ctx context.Context, f ToolCallFilter) (items []ToolCa
 	if err := q.Find(&rows).Error; err != nil {
 		return nil, "", fmt.Errorf("store: tool calls: %w", err)
 	}
-	if len(rows) > limit {
+	if len(rows) > limit && f.Order != audit.Slowest {
 		rows = rows[:limit]
 		last := rows[limit-1]
 		next = encodeCursor(last.StartedAt, last.ID)
 	}
-	items = make([]ToolCallRow, len(rows))
+	items = make([]audit.Record, len(rows))
 	for i, r := range rows {
-		items[i] = r.public()
+		items[i] = r.record()
 	}
 	return items, next, nil
 }
 
-// ToolCall returns one audit row; ErrNotFound (wrapped) when there is none.
-func (s *Store) ToolCall(ctx context.Context, id int64) (ToolCallRow, error) {
+// ToolCall implements audit.Log: one audit row; an error wrapping both ErrNotFound and
+// audit.ErrNotFound when there is none.
+func (s *Store) ToolCall(ctx context.Context, id int64) (audit.Record, error) {
 	var m toolCallModel
 	err := s.r.WithContext(ctx).Take(&m, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return ToolCallRow{}, fmt.Errorf("store: tool call %d: %w", id, ErrNotFound)
+		return audit.Record{}, fmt.Errorf("store: tool call %d: %w (%w)", id, ErrNotFound, audit.ErrNotFound)
 	}
 	if err != nil {
-		return ToolCallRow{}, fmt.Errorf("store: tool call %d: %w", id, err)
+		return audit.Record{}, fmt.Errorf("store: tool call %d: %w", id, err)
 	}
-	return m.public(), nil
-}
-
-// ToolStat summarises the calls of one tool.
-type ToolStat struct {
-	Tool   string `json:"tool"`
-	Source string `json:"source"`
-	Server string `json:"server"`
-	// Count is every matching call, running ones included.
-	Count int `json:"count"`
-	// Errors counts finished calls whose status is not ok.
-	Errors int `json:"errors"`
-	// ErrorRate is Errors over finished calls (0 when none finished).
-	ErrorRate float64 `json:"error_rate"`
-	// P50 and P95 are nearest-rank percentiles of the duration of finished calls (millisecond
-	// resolution). In JSON they are p50_ms and p95_ms.
-	P50 time.Duration `json:"-"`
-	P95 time.Duration `json:"-"`
-	// Finished counts the calls that are no longer running; Avg and Max are over their durations.
-	// They are not part of the JSON form.
-	Finished int           `json:"-"`
-	Avg      time.Duration `json:"-"`
-	Max      time.Duration `json:"-"`
-}
-
-// MarshalJSON writes the percentiles as p50_ms and p95_ms.
-func (t ToolStat) MarshalJSON() ([]byte, error) {
-	type plain ToolStat
-	return json.Marshal(struct {
-		plain
-		P50 int64 `json:"p50_ms"`
-		P95 int64 `json:"p95_ms"`
-	}{plain(t), t.P50.Milliseconds(), t.P95.Milliseconds()})
+	return m.record(), nil
 }
 
 // toolStatRow is one group of ToolStats as the database computes it.
 type toolStatRow struct {
-	ToolName, Source, Server string
-	N, Finished, Errors      int
-	AvgMs                    float64
-	MaxMs, P50Ms, P95Ms      int64
+	ToolName            string
+	Source              audit.Source
+	Server              string
+	N, Finished, Errors int
+	AvgMs               float64
+	MaxMs, P50Ms, P95Ms int64
 }
 
-// ToolStats summarises the calls matching f per tool (source and server), busiest first. Limit and
-// Cursor are ignored. Everything is computed by the database, however many rows match.
-func (s *Store) ToolStats(ctx context.Context, f ToolCallFilter) ([]ToolStat, error) {
+// ToolStats implements audit.Log: the calls matching f summarised per tool (source and server),
+// busiest first. Order, Limit and Cursor are ignored. Everything is computed by the database, however many rows match.
+func (s *Store) ToolStats(ctx context.Context, f audit.Filter) ([]audit.Stat, error) {
 	var rows []toolStatRow
 	var err error
 	if s.driver == DriverPostgres {
@@ -258,9 +181,9 @@ func (s *Store) ToolStats(ctx context.Context, f ToolCallFilter) ([]ToolStat, er
 	if err != nil {
 		return nil, fmt.Errorf("store: tool stats: %w", err)
 	}
-	out := make([]ToolStat, 0, len(rows))
+	out := make([]audit.Stat, 0, len(rows))
 	for _, r := range rows {
-		st := ToolStat{Tool: r.ToolName, Source: r.Source, Server: r.Server, Count: r.N,
+		st := audit.Stat{Tool: r.ToolName, Source: r.Source, Server: r.Server, Count: r.N,
 			Errors: r.Errors, Finished: r.Finished,
 			P50: time.Duration(r.P50Ms) * time.Millisecond,
 			P95: time.Duration(r.P95Ms) * time.Millisecond,
@@ -282,14 +205,14 @@ const toolStatsAggregates = `tool_name, source, server, COUNT(*) AS n,
 	COALESCE(AVG(CASE WHEN status <> ? THEN duration_ms END), 0) AS avg_ms,
 	COALESCE(MAX(CASE WHEN status <> ? THEN duration_ms END), 0) AS max_ms`
 
-var statusAggregateArgs = []any{StatusRunning, StatusRunning, StatusOK, StatusRunning, StatusRunning}
+var statusAggregateArgs = []any{audit.StatusRunning, audit.StatusRunning, audit.StatusOK, audit.StatusRunning, audit.StatusRunning}
 
 // toolStatsPostgres computes every column in one aggregate query; percentile_disc is the
 // nearest-rank percentile.
-func (s *Store) toolStatsPostgres(ctx context.Context, f ToolCallFilter) ([]toolStatRow, error) {
+func (s *Store) toolStatsPostgres(ctx context.Context, f audit.Filter) ([]toolStatRow, error) {
 	var rows []toolStatRow
-	args := append(append([]any(nil), statusAggregateArgs...), StatusRunning, StatusRunning)
-	err := f.where(s.r.WithContext(ctx).Model(&toolCallModel{})).
+	args := append(append([]any(nil), statusAggregateArgs...), audit.StatusRunning, audit.StatusRunning)
+	err := where(s.r.WithContext(ctx).Model(&toolCallModel{}), f).
 		Select(toolStatsAggregates+`,
 			COALESCE(percentile_disc(0.5) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE status <> ?), 0) AS p50_ms,
 			COALESCE(percentile_disc(0.95) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE status <> ?), 0) AS p95_ms`,
@@ -301,17 +224,17 @@ func (s *Store) toolStatsPostgres(ctx context.Context, f ToolCallFilter) ([]tool
 
 // toolStatsSQLite computes the aggregates in one query and the nearest-rank percentiles in a
 // second one with window functions (SQLite has no percentile aggregate).
-func (s *Store) toolStatsSQLite(ctx context.Context, f ToolCallFilter) ([]toolStatRow, error) {
+func (s *Store) toolStatsSQLite(ctx context.Context, f audit.Filter) ([]toolStatRow, error) {
 	var rows []toolStatRow
-	err := f.where(s.r.WithContext(ctx).Model(&toolCallModel{})).
+	err := where(s.r.WithContext(ctx).Model(&toolCallModel{}), f).
 		Select(toolStatsAggregates, statusAggregateArgs...).
 		Group("tool_name, source, server").Order("n DESC, tool_name, source, server").
 		Scan(&rows).Error
 	if err != nil {
 		return nil, err
 	}
-	ranked := f.where(s.r.WithContext(ctx).Model(&toolCallModel{})).
-		Where("status <> ?", StatusRunning).
+	ranked := where(s.r.WithContext(ctx).Model(&toolCallModel{}), f).
+		Where("status <> ?", audit.StatusRunning).
 		Select(`tool_name, source, server, duration_ms,
 			ROW_NUMBER() OVER (PARTITION BY tool_name, source, server ORDER BY duration_ms) AS rn,
 			COUNT(*) OVER (PARTITION BY tool_name, source, server) AS cnt`)
@@ -331,7 +254,7 @@ func (s *Store) toolStatsSQLite(ctx context.Context, f ToolCallFilter) ([]toolSt
 	type key struct{ t, so, se string }
 	at := make(map[key]*toolStatRow, len(rows))
 	for i := range rows {
-		at[key{rows[i].ToolName, rows[i].Source, rows[i].Server}] = &rows[i]
+		at[key{rows[i].ToolName, string(rows[i].Source), rows[i].Server}] = &rows[i]
 	}
 	for _, p := range pcts {
 		r := at[key{p.ToolName, p.Source, p.Server}]

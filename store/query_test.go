@@ -1,10 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"relaybot/audit"
+	"relaybot/chat"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,23 +20,23 @@ var seedBase = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // seedLog writes n finished calls: tool tN%3, status ok except every 4th (error) and every 10th
 // (timeout), chat c(N%2), duration (N%10+1)*100ms, two calls per second so that start times tie.
-func seedLog(t testing.TB, s *Store, n int) []ToolCallRecord {
+func seedLog(t testing.TB, s *Store, n int) []audit.Record {
 	t.Helper()
 	ctx := context.Background()
-	var out []ToolCallRecord
+	var out []audit.Record
 	for i := range n {
-		status := StatusOK
+		status := audit.StatusOK
 		switch {
 		case i%10 == 0:
-			status = StatusTimeout
+			status = audit.StatusTimeout
 		case i%4 == 0:
-			status = StatusError
+			status = audit.StatusError
 		}
-		source, server := "native", ""
+		source, server := audit.SourceNative, ""
 		if i%3 == 2 {
-			source, server = "mcp", "web"
+			source, server = audit.SourceMCP, "web"
 		}
-		rec := ToolCallRecord{TurnID: int64(i/5 + 1), Platform: "telegram", ChatID: fmt.Sprint("c", i%2),
+		rec := audit.Record{TurnID: int64(i/5 + 1), Platform: "telegram", ChatID: fmt.Sprint("c", i%2),
 			UserID: fmt.Sprint("u", i%5), Round: 1, ToolCallID: fmt.Sprint("call_", i),
 			ToolName: fmt.Sprint("t", i%3), Source: source, Server: server,
 			Arguments: fmt.Sprintf(`{"i":%d}`, i), StartedAt: seedBase.Add(time.Duration(i/2) * time.Second)}
@@ -50,18 +54,55 @@ func seedLog(t testing.TB, s *Store, n int) []ToolCallRecord {
 	return out
 }
 
+// TestSlowestCallsComeFirstFromTheWholeLog asks for the slowest calls of a filter: the answer is
+// ordered by duration over every matching row, not only over the newest page, and has no cursor.
+func TestSlowestCallsComeFirstFromTheWholeLog(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		recs := seedLog(t, s, 120)
+		items, next, err := s.ToolCalls(ctx, audit.Filter{Tool: "t1", Order: audit.Slowest, Limit: 5})
+		if err != nil || next != "" {
+			t.Fatalf("ToolCalls = %d items, next %q, err %v; want one page", len(items), next, err)
+		}
+		var want []audit.Record
+		for _, r := range recs {
+			if r.ToolName == "t1" {
+				want = append(want, r)
+			}
+		}
+		slices.SortStableFunc(want, func(a, b audit.Record) int {
+			if c := cmp.Compare(b.Duration, a.Duration); c != 0 {
+				return c
+			}
+			if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+				return c
+			}
+			return cmp.Compare(b.ID, a.ID)
+		})
+		for i, it := range items {
+			if it.ID != want[i].ID || it.Duration != want[i].Duration {
+				t.Errorf("slowest #%d = call %d (%s), want call %d (%s)", i+1, it.ID, it.Duration, want[i].ID, want[i].Duration)
+			}
+		}
+		if _, _, err := s.ToolCalls(ctx, audit.Filter{Order: audit.Slowest, Cursor: next + "x"}); !errors.Is(err, audit.ErrBadCursor) {
+			t.Errorf("slowest with a cursor: err %v, want ErrBadCursor", err)
+		}
+	})
+}
+
 func TestToolCallsFiltersAndPages(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		recs := seedLog(t, s, 120)
-		running := &ToolCallRecord{ToolName: "t0", Source: "native", ChatID: "c0", Platform: "telegram",
+		running := &audit.Record{ToolName: "t0", Source: "native", ChatID: "c0", Platform: "telegram",
 			StartedAt: seedBase.Add(time.Hour)}
 		if err := s.StartToolCall(ctx, running); err != nil {
 			t.Fatal(err)
 		}
 
-		want := func(pred func(r ToolCallRecord) bool) []int64 {
+		want := func(pred func(r audit.Record) bool) []int64 {
 			var ids []int64
 			for i := len(recs) - 1; i >= 0; i-- {
 				if pred(recs[i]) {
@@ -72,19 +113,23 @@ func TestToolCallsFiltersAndPages(t *testing.T) {
 		}
 		tests := []struct {
 			name string
-			f    ToolCallFilter
+			f    audit.Filter
 			want []int64
 		}{
-			{"tool+status", ToolCallFilter{Tool: "t1", Status: StatusError}, want(func(r ToolCallRecord) bool { return r.ToolName == "t1" && r.Status == StatusError })},
-			{"chat", ToolCallFilter{Platform: "telegram", ChatID: "c1", Until: seedBase.Add(time.Hour)}, want(func(r ToolCallRecord) bool { return r.ChatID == "c1" })},
-			{"source+server", ToolCallFilter{Source: "mcp", Server: "web"}, want(func(r ToolCallRecord) bool { return r.Server == "web" })},
-			{"user+turn", ToolCallFilter{UserID: "u3", TurnID: 4}, want(func(r ToolCallRecord) bool { return r.UserID == "u3" && r.TurnID == 4 })},
-			{"since/until", ToolCallFilter{Since: seedBase.Add(10 * time.Second), Until: seedBase.Add(20 * time.Second)},
-				want(func(r ToolCallRecord) bool {
+			{"tool+status", audit.Filter{Tool: "t1", Statuses: []audit.Status{audit.StatusError}}, want(func(r audit.Record) bool { return r.ToolName == "t1" && r.Status == audit.StatusError })},
+			{"chat", audit.Filter{Platform: "telegram", ChatID: "c1", Until: seedBase.Add(time.Hour)}, want(func(r audit.Record) bool { return r.ChatID == "c1" })},
+			{"source+server", audit.Filter{Source: "mcp", Server: "web"}, want(func(r audit.Record) bool { return r.Server == "web" })},
+			{"user+turn", audit.Filter{UserID: "u3", TurnID: 4}, want(func(r audit.Record) bool { return r.UserID == "u3" && r.TurnID == 4 })},
+			{"since/until", audit.Filter{Since: seedBase.Add(10 * time.Second), Until: seedBase.Add(20 * time.Second)},
+				want(func(r audit.Record) bool {
 					return !r.StartedAt.Before(seedBase.Add(10*time.Second)) && r.StartedAt.Before(seedBase.Add(20*time.Second))
 				})},
-			{"running", ToolCallFilter{Status: StatusRunning}, []int64{running.ID}},
-			{"nothing", ToolCallFilter{Tool: "nope"}, nil},
+			{"running", audit.Filter{Statuses: []audit.Status{audit.StatusRunning}}, []int64{running.ID}},
+			{"any of two statuses", audit.Filter{Tool: "t0", Statuses: []audit.Status{audit.StatusError, audit.StatusTimeout}},
+				want(func(r audit.Record) bool {
+					return r.ToolName == "t0" && (r.Status == audit.StatusError || r.Status == audit.StatusTimeout)
+				})},
+			{"nothing", audit.Filter{Tool: "nope"}, nil},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -122,19 +167,19 @@ func TestToolCallsFiltersAndPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if row.ToolCallID != "call_7" || row.DurationMS != 800 || row.FinishedAt == nil ||
+		if row.ToolCallID != "call_7" || row.Duration != 800*time.Millisecond || row.FinishedAt.IsZero() ||
 			!row.StartedAt.Equal(recs[7].StartedAt) || row.StartedAt.Location() != time.UTC || row.Arguments != `{"i":7}` {
 			t.Errorf("ToolCall = %+v", row)
 		}
 		if _, err := s.ToolCall(ctx, 999999); !errors.Is(err, ErrNotFound) {
 			t.Errorf("ToolCall of a missing id = %v, want ErrNotFound", err)
 		}
-		if _, _, err := s.ToolCalls(ctx, ToolCallFilter{Cursor: "garbage!"}); !errors.Is(err, ErrBadCursor) {
-			t.Errorf("bad cursor = %v, want ErrBadCursor", err)
+		if _, _, err := s.ToolCalls(ctx, audit.Filter{Cursor: "garbage!"}); !errors.Is(err, audit.ErrBadCursor) {
+			t.Errorf("bad cursor = %v, want audit.ErrBadCursor", err)
 		}
-		items, _, _ := s.ToolCalls(ctx, ToolCallFilter{Limit: 5000})
+		items, _, _ := s.ToolCalls(ctx, audit.Filter{Limit: 5000})
 		if len(items) != 121 {
-			t.Errorf("limit above MaxLimit returned %d rows, want all 121", len(items))
+			t.Errorf("limit above audit.MaxLimit returned %d rows, want all 121", len(items))
 		}
 	})
 }
@@ -144,10 +189,10 @@ func TestToolStats(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		recs := seedLog(t, s, 120)
-		if err := s.StartToolCall(ctx, &ToolCallRecord{ToolName: "t0", Source: "native", StartedAt: seedBase}); err != nil {
+		if err := s.StartToolCall(ctx, &audit.Record{ToolName: "t0", Source: "native", StartedAt: seedBase}); err != nil {
 			t.Fatal(err)
 		}
-		stats, err := s.ToolStats(ctx, ToolCallFilter{})
+		stats, err := s.ToolStats(ctx, audit.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +206,7 @@ func TestToolStats(t *testing.T) {
 				if r.ToolName == st.Tool {
 					n++
 					durs = append(durs, r.Duration)
-					if r.Status != StatusOK {
+					if r.Status != audit.StatusOK {
 						errs++
 					}
 				}
@@ -190,7 +235,7 @@ func TestToolStats(t *testing.T) {
 				t.Errorf("%s: p50 %v p95 %v, want %v %v", st.Tool, st.P50, st.P95, p50, p95)
 			}
 		}
-		only, err := s.ToolStats(ctx, ToolCallFilter{Tool: "t2", Status: StatusOK})
+		only, err := s.ToolStats(ctx, audit.Filter{Tool: "t2", Statuses: []audit.Status{audit.StatusOK}})
 		if err != nil || len(only) != 1 || only[0].Errors != 0 || only[0].Source != "mcp" || only[0].Server != "web" {
 			t.Errorf("filtered stats = %+v (%v)", only, err)
 		}
@@ -214,19 +259,19 @@ func nearestRank(d []time.Duration, p int) time.Duration {
 func TestToolCallsPlanUsesIndex(t *testing.T) {
 	s := newStore(t, DriverSQLite)
 	seedLog(t, s, 50)
-	plan := queryPlan(t, s, ToolCallFilter{Tool: "t1", Status: StatusOK, Since: seedBase, Limit: 50})
+	plan := queryPlan(t, s, audit.Filter{Tool: "t1", Statuses: []audit.Status{audit.StatusOK}, Since: seedBase, Limit: 50})
 	if !strings.Contains(plan, "USING INDEX idx_tool_calls_tool_status") || strings.Contains(plan, "TEMP B-TREE") {
 		t.Errorf("plan does not use idx_tool_calls_tool_status for both filter and order:\n%s", plan)
 	}
-	items, next, _ := s.ToolCalls(context.Background(), ToolCallFilter{Tool: "t1", Status: StatusOK, Limit: 2})
-	plan = queryPlan(t, s, ToolCallFilter{Tool: "t1", Status: StatusOK, Limit: 2, Cursor: next})
+	items, next, _ := s.ToolCalls(context.Background(), audit.Filter{Tool: "t1", Statuses: []audit.Status{audit.StatusOK}, Limit: 2})
+	plan = queryPlan(t, s, audit.Filter{Tool: "t1", Statuses: []audit.Status{audit.StatusOK}, Limit: 2, Cursor: next})
 	if len(items) != 2 || !strings.Contains(plan, "USING INDEX idx_tool_calls_tool_status") {
 		t.Errorf("next page plan does not use the index:\n%s", plan)
 	}
 }
 
 // queryPlan returns SQLite's EXPLAIN QUERY PLAN of the ToolCalls query for f.
-func queryPlan(t testing.TB, s *Store, f ToolCallFilter) string {
+func queryPlan(t testing.TB, s *Store, f audit.Filter) string {
 	t.Helper()
 	q, _, err := s.toolCallsQuery(context.Background(), f)
 	if err != nil {
@@ -256,15 +301,15 @@ func TestSweep(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		seedLog(t, s, 30) // started in March 2026
-		old, _ := s.Conversation(ctx, Key{Platform: "web", ChatID: "x"})
+		old, _ := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "x"})
 		turn, _ := s.StartTurn(ctx, TurnStart{ConversationID: old.ID, UserMessage: Message{Content: "old"}})
 		if err := s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "a"}}, LLMCalls: []LLMCall{{Model: "m", Status: "ok"}}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.ResetConversation(ctx, Key{Platform: "web", ChatID: "x"}); err != nil {
+		if _, err := s.ResetConversation(ctx, chat.Key{Platform: "web", ChatID: "x"}); err != nil {
 			t.Fatal(err)
 		}
-		running := &ToolCallRecord{ToolName: "long", StartedAt: seedBase.Add(-time.Hour)}
+		running := &audit.Record{ToolName: "long", StartedAt: seedBase.Add(-time.Hour)}
 		if err := s.StartToolCall(ctx, running); err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +338,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestToolStatJSON(t *testing.T) {
-	b, err := json.Marshal(ToolStat{Tool: "t", Source: "mcp", Server: "s", Count: 4, Errors: 1, ErrorRate: 0.25,
+	b, err := json.Marshal(audit.Stat{Tool: "t", Source: "mcp", Server: "s", Count: 4, Errors: 1, ErrorRate: 0.25,
 		P50: 1500 * time.Millisecond, P95: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +354,7 @@ func TestToolStatJSON(t *testing.T) {
 func TestChatFilterPlanUsesIndex(t *testing.T) {
 	s := newStore(t, DriverSQLite)
 	seedLog(t, s, 20)
-	plan := queryPlan(t, s, ToolCallFilter{ChatID: "c1", Limit: 50})
+	plan := queryPlan(t, s, audit.Filter{ChatID: "c1", Limit: 50})
 	if !strings.Contains(plan, "USING INDEX idx_tool_calls_chat (chat_id=?)") || strings.Contains(plan, "TEMP B-TREE") {
 		t.Errorf("chat filter plan:\n%s", plan)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"relaybot/audit"
 	"time"
 )
 
@@ -47,7 +48,7 @@ func (s *Store) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 	}{
 		{"tool calls", `DELETE FROM tool_calls WHERE id IN (SELECT id FROM tool_calls
 			WHERE started_at < ? AND status <> ? ORDER BY started_at LIMIT ?)`,
-			[]any{cutoff, StatusRunning, retentionBatch}},
+			[]any{cutoff, audit.StatusRunning, retentionBatch}},
 		{"turns", `DELETE FROM turns WHERE id IN (SELECT id FROM turns
 			WHERE started_at < ? AND status <> ? ORDER BY started_at LIMIT ?)`,
 			[]any{cutoff, TurnRunning, retentionBatch}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"relaybot/chat"
 	"testing"
 )
 
@@ -11,7 +12,7 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		key := Key{Platform: "web", ChatID: "c"}
+		key := chat.Key{Platform: "web", ChatID: "c"}
 		c, err := s.Conversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -113,7 +114,7 @@ func TestWebSessionsAndTheConversationsOfAChat(t *testing.T) {
 		if id, ok, err := s.WebSession(ctx, "h1"); err != nil || !ok || id != "chat1" {
 			t.Fatalf("session h1: %q, %v, %v", id, ok, err)
 		}
-		key := Key{Platform: "web", ChatID: "chat1", UserID: "chat1"}
+		key := chat.Key{Platform: "web", ChatID: "chat1", UserID: "chat1"}
 		c1, err := s.Conversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +130,7 @@ func TestWebSessionsAndTheConversationsOfAChat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Conversation(ctx, Key{Platform: "web", ChatID: "other"}); err != nil {
+		if _, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "other"}); err != nil {
 			t.Fatal(err)
 		}
 		list, err := s.ChatConversations(ctx, "web", "chat1", 0)

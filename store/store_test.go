@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"relaybot/audit"
+	"relaybot/chat"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +56,7 @@ func TestMigrateFromEmpty(t *testing.T) {
 			t.Fatalf("Migrate after down: %v", err)
 		}
 		// The schema works end to end.
-		c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "1"})
+		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +93,7 @@ func TestConversationReset(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		key := Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "u"}
+		key := chat.Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "u"}
 		a, err := s.Conversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +102,7 @@ func TestConversationReset(t *testing.T) {
 		if err != nil || again.ID != a.ID {
 			t.Fatalf("second Conversation = %d (%v), want the same %d", again.ID, err, a.ID)
 		}
-		other, err := s.Conversation(ctx, Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "v"})
+		other, err := s.Conversation(ctx, chat.Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "v"})
 		if err != nil || other.ID == a.ID {
 			t.Fatalf("other user's conversation = %d (%v), want a new one", other.ID, err)
 		}
@@ -133,7 +135,7 @@ func TestConversationReset(t *testing.T) {
 		if n := count(t, s, "conversations", "active = ?", false); n != 1 {
 			t.Errorf("inactive conversations = %d, want 1", n)
 		}
-		if _, err := s.Conversation(ctx, Key{Platform: "discord"}); err == nil {
+		if _, err := s.Conversation(ctx, chat.Key{Platform: "discord"}); err == nil {
 			t.Error("Conversation without a chat id succeeded")
 		}
 	})
@@ -142,7 +144,7 @@ func TestConversationReset(t *testing.T) {
 func TestFinishTurnTwiceFails(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, DriverSQLite)
-	c, _ := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "1"})
+	c, _ := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 	id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +193,7 @@ func TestConcurrentTurns(t *testing.T) {
 		if n, want := count(t, s, "messages", ""), turns*(2+2*callsPerTurn); n != want {
 			t.Errorf("messages = %d, want %d", n, want)
 		}
-		if n := count(t, s, "tool_calls", "status = ?", StatusOK); n != turns*callsPerTurn {
+		if n := count(t, s, "tool_calls", "status = ?", audit.StatusOK); n != turns*callsPerTurn {
 			t.Errorf("ok tool calls = %d, want %d", n, turns*callsPerTurn)
 		}
 		if n := count(t, s, "llm_calls", ""); n != turns*(callsPerTurn+1) {
@@ -203,7 +205,7 @@ func TestConcurrentTurns(t *testing.T) {
 // oneTurn plays a turn the way the pipeline does: conversation, history, start, tool calls with
 // their audit rows, finish.
 func oneTurn(ctx context.Context, s *Store, i, calls int) error {
-	key := Key{Platform: "telegram", ChatID: fmt.Sprint("chat-", i%20), UserID: fmt.Sprint("u", i)}
+	key := chat.Key{Platform: "telegram", ChatID: fmt.Sprint("chat-", i%20), UserID: fmt.Sprint("u", i)}
 	c, err := s.Conversation(ctx, key)
 	if err != nil {
 		return err
@@ -220,7 +222,7 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 	var llm []LLMCall
 	for r := range calls {
 		callID := fmt.Sprintf("call_%d_%d", i, r)
-		rec := &ToolCallRecord{TurnID: turn, ConversationID: c.ID, Platform: key.Platform,
+		rec := &audit.Record{TurnID: turn, ConversationID: c.ID, Platform: key.Platform,
 			ChatID: key.ChatID, UserID: key.UserID, Round: r + 1, ToolCallID: callID,
 			ToolName: "web_search", Source: "native", Arguments: `{"q":"x"}`, ArgumentsSize: 9}
 		if err := s.StartToolCall(ctx, rec); err != nil {
@@ -230,7 +232,7 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 		if row, err := s.ToolCall(ctx, rec.ID); err != nil || row.ToolCallID != callID {
 			return fmt.Errorf("row %d of %s is %q (%v): the audit row ids are mixed up", rec.ID, callID, row.ToolCallID, err)
 		}
-		rec.Status, rec.Result, rec.ResultSize = StatusOK, "found", 5
+		rec.Status, rec.Result, rec.ResultSize = audit.StatusOK, "found", 5
 		if err := s.FinishToolCall(ctx, rec); err != nil {
 			return err
 		}
@@ -250,7 +252,7 @@ func TestRecoverMarksRunningInterrupted(t *testing.T) {
 		ctx := context.Background()
 		opts := testOptions(t, driver)
 		s := openTest(t, opts)
-		c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "1"})
+		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +260,7 @@ func TestRecoverMarksRunningInterrupted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := &ToolCallRecord{TurnID: turn, ToolName: "calc", ToolCallID: "call_1", Source: "native"}
+		rec := &audit.Record{TurnID: turn, ToolName: "calc", ToolCallID: "call_1", Source: "native"}
 		if err := s.StartToolCall(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +278,7 @@ func TestRecoverMarksRunningInterrupted(t *testing.T) {
 			t.Fatalf("turn after recover = %+v (%v), want interrupted with a finish time", tr, err)
 		}
 		row, err := s2.ToolCall(ctx, rec.ID)
-		if err != nil || row.Status != StatusInterrupted || row.FinishedAt == nil || row.Error == "" {
+		if err != nil || row.Status != audit.StatusInterrupted || row.FinishedAt.IsZero() || row.Error == "" {
 			t.Fatalf("tool call after recover = %+v (%v), want interrupted with an error", row, err)
 		}
 		// What the user said survives the crash and is in the next turn's history.
@@ -312,7 +314,7 @@ func TestCloseDuringBurst(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; ; i++ {
-					rec := &ToolCallRecord{ToolName: "t", ToolCallID: fmt.Sprint(w, "-", i), Source: "mcp", Server: "s"}
+					rec := &audit.Record{ToolName: "t", ToolCallID: fmt.Sprint(w, "-", i), Source: "mcp", Server: "s"}
 					if err := s.StartToolCall(ctx, rec); err != nil {
 						if !errors.Is(err, ErrClosed) {
 							mu.Lock()
@@ -328,7 +330,7 @@ func TestCloseDuringBurst(t *testing.T) {
 						once.Do(func() { close(halfway) })
 					}
 					mu.Unlock()
-					rec.Status = StatusOK
+					rec.Status = audit.StatusOK
 					if err := s.FinishToolCall(ctx, rec); err != nil {
 						if !errors.Is(err, ErrClosed) {
 							mu.Lock()
@@ -363,7 +365,7 @@ func TestCloseDuringBurst(t *testing.T) {
 			if err != nil {
 				t.Fatalf("acknowledged row %d is missing: %v", id, err)
 			}
-			if finished && row.Status != StatusOK {
+			if finished && row.Status != audit.StatusOK {
 				t.Errorf("row %d: status %s, want ok (finish was acknowledged)", id, row.Status)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"relaybot/audit"
 	"time"
 
 	"gorm.io/gorm"
@@ -343,7 +344,7 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 		turns = int(res.RowsAffected)
 		res = tx.Exec(`UPDATE tool_calls SET status = ?, finished_at = ?,
 			error = CASE WHEN error = '' THEN ? ELSE error END WHERE status = ?`,
-			StatusInterrupted, at, "the bot stopped before the call finished", StatusRunning)
+			audit.StatusInterrupted, at, "the bot stopped before the call finished", audit.StatusRunning)
 		if res.Error != nil {
 			return res.Error
 		}

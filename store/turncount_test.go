@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"maps"
+	"relaybot/chat"
 	"testing"
 	"time"
 )
@@ -11,7 +12,7 @@ func TestCountTurns(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, Key{Platform: "web", ChatID: "count"})
+		c, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "count"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"relaybot/chat"
 	"strings"
 	"testing"
 
@@ -15,7 +16,7 @@ func TestTurnByInbound(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		turn := func(key Key, msgID, status string) int64 {
+		turn := func(key chat.Key, msgID, status string) int64 {
 			t.Helper()
 			c, err := s.Conversation(ctx, key)
 			if err != nil {
@@ -33,16 +34,16 @@ func TestTurnByInbound(t *testing.T) {
 			}
 			return id
 		}
-		chat := Key{Platform: "telegram", ChatID: "100"}
-		turn(chat, "7", TurnOK)
-		if _, err := s.ResetConversation(ctx, chat); err != nil {
+		shared := chat.Key{Platform: "telegram", ChatID: "100"}
+		turn(shared, "7", TurnOK)
+		if _, err := s.ResetConversation(ctx, shared); err != nil {
 			t.Fatal(err)
 		}
 		// The same message again after /reset (a redelivery answered in the new conversation).
-		newest := turn(chat, "7", TurnRunning)
-		perUser := turn(Key{Platform: "telegram", ChatID: "100", UserID: "u2"}, "8", TurnError)
-		otherChat := turn(Key{Platform: "telegram", ChatID: "200"}, "7", TurnCancelled)
-		otherPlatform := turn(Key{Platform: "discord", ChatID: "100"}, "9", TurnOK)
+		newest := turn(shared, "7", TurnRunning)
+		perUser := turn(chat.Key{Platform: "telegram", ChatID: "100", UserID: "u2"}, "8", TurnError)
+		otherChat := turn(chat.Key{Platform: "telegram", ChatID: "200"}, "7", TurnCancelled)
+		otherPlatform := turn(chat.Key{Platform: "discord", ChatID: "100"}, "9", TurnOK)
 
 		for _, tc := range []struct {
 			name             string
@@ -105,13 +106,13 @@ func TestTurnByInboundPlanUsesIndex(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		for _, chat := range []string{"1", "2", "3", "4"} {
-			c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: chat})
+		for _, id := range []string{"1", "2", "3", "4"} {
+			c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: id})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for m := range 10 {
-				if _, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: fmt.Sprintf("%s-%d", chat, m),
+				if _, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: fmt.Sprintf("%s-%d", id, m),
 					UserMessage: Message{Role: RoleUser, Content: "q"}}); err != nil {
 					t.Fatal(err)
 				}
@@ -193,7 +194,7 @@ func TestTurnsInboundMigration(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, Key{Platform: "telegram", ChatID: "5"})
+		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
 		if err != nil {
 			t.Fatal(err)
 		}

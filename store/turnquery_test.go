@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"relaybot/chat"
 	"testing"
 )
 
@@ -11,7 +12,7 @@ func TestTurnMessages(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, Key{Platform: "web", ChatID: "tm"})
+		c, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "tm"})
 		if err != nil {
 			t.Fatal(err)
 		}

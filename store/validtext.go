@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
@@ -20,14 +21,19 @@ func validText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 }
 
-// validArgs returns args with validText applied to every string; args itself when nothing
+// validArgs returns args with validText applied to every string (of any string type); args itself when nothing
 // changes, else a copy (the caller's slice is left alone).
 func validArgs(args []any) []any {
 	out := args
 	for i, a := range args {
 		s, ok := a.(string)
 		if !ok {
-			continue
+			// Named string types (an audit status or source) are text too.
+			v := reflect.ValueOf(a)
+			if v.Kind() != reflect.String {
+				continue
+			}
+			s = v.String()
 		}
 		if v := validText(s); v != s {
 			if &out[0] == &args[0] {

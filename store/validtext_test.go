@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"reflect"
+	"relaybot/audit"
+	"relaybot/chat"
 	"testing"
 	"time"
 )
@@ -26,7 +28,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				ctx := context.Background()
 				d, c := tc.dirty, tc.clean
-				key := Key{Platform: "tg" + d, ChatID: "chat" + d, ThreadID: "th" + d, UserID: "u" + d}
+				key := chat.Key{Platform: "tg" + d, ChatID: "chat" + d, ThreadID: "th" + d, UserID: "u" + d}
 				conv, err := s.Conversation(ctx, key)
 				if err != nil {
 					t.Fatalf("Conversation: %v", err)
@@ -35,7 +37,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				if err != nil || again.ID != conv.ID {
 					t.Fatalf("Conversation again = %d, %v; want the same conversation %d", again.ID, err, conv.ID)
 				}
-				if want := (Key{"tg" + c, "chat" + c, "th" + c, "u" + c}); (Key{again.Platform, again.ChatID, again.ThreadID, again.UserID}) != want {
+				if want := (chat.Key{Platform: "tg" + c, ChatID: "chat" + c, ThreadID: "th" + c, UserID: "u" + c}); (chat.Key{Platform: again.Platform, ChatID: again.ChatID, ThreadID: again.ThreadID, UserID: again.UserID}) != want {
 					t.Errorf("stored conversation key = %+v, want %+v", again, want)
 				}
 				turnID, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserID: "u" + d,
@@ -44,14 +46,14 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				if err != nil {
 					t.Fatalf("StartTurn: %v", err)
 				}
-				rec := ToolCallRecord{TurnID: turnID, ConversationID: conv.ID, Platform: "tg" + d,
+				rec := audit.Record{TurnID: turnID, ConversationID: conv.ID, Platform: "tg" + d,
 					ChatID: "chat" + d, UserID: "u" + d, Round: 1, ToolCallID: "id" + d,
-					ToolName: "fetch_url" + d, Source: "native" + d, Server: "srv" + d,
+					ToolName: "fetch_url" + d, Source: audit.Source("native" + d), Server: "srv" + d,
 					Arguments: `{"url":"` + d + `"}`}
 				if err := s.StartToolCall(ctx, &rec); err != nil {
 					t.Fatalf("StartToolCall: %v", err)
 				}
-				rec.Status, rec.Result, rec.Error, rec.Duration = StatusError, "page"+d, "boom"+d, time.Second
+				rec.Status, rec.Result, rec.Error, rec.Duration = audit.StatusError, "page"+d, "boom"+d, time.Second
 				if err := s.FinishToolCall(ctx, &rec); err != nil {
 					t.Fatalf("FinishToolCall: %v", err)
 				}
@@ -94,13 +96,13 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				if !reflect.DeepEqual(saved, wantMsgs) {
 					t.Errorf("messages =\n%#v\nwant\n%#v", saved, wantMsgs)
 				}
-				rows, _, err := s.ToolCalls(ctx, ToolCallFilter{TurnID: turnID, Tool: "fetch_url" + d})
+				rows, _, err := s.ToolCalls(ctx, audit.Filter{TurnID: turnID, Tool: "fetch_url" + d})
 				if err != nil || len(rows) != 1 {
 					t.Fatalf("ToolCalls = %d rows, %v; want the one call", len(rows), err)
 				}
 				r := rows[0]
-				got := []string{r.Platform, r.ChatID, r.UserID, r.ToolCallID, r.ToolName, r.Source, r.Server, r.Status, r.Arguments, r.Result, r.Error}
-				want := []string{"tg" + c, "chat" + c, "u" + c, "id" + c, "fetch_url" + c, "native" + c, "srv" + c, StatusError, `{"url":"` + c + `"}`, "page" + c, "boom" + c}
+				got := []string{r.Platform, r.ChatID, r.UserID, r.ToolCallID, r.ToolName, string(r.Source), r.Server, string(r.Status), r.Arguments, r.Result, r.Error}
+				want := []string{"tg" + c, "chat" + c, "u" + c, "id" + c, "fetch_url" + c, "native" + c, "srv" + c, string(audit.StatusError), `{"url":"` + c + `"}`, "page" + c, "boom" + c}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("audit row texts = %q, want %q", got, want)
 				}

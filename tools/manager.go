@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"relaybot/audit"
+	"relaybot/chat"
 	"slices"
 	"strings"
 	"sync"
@@ -78,8 +80,8 @@ func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, 
 	return m, nil
 }
 
-func sourceRank(s Source) int {
-	for i, x := range Sources {
+func sourceRank(s audit.Source) int {
+	for i, x := range audit.Sources {
 		if x == s {
 			return i
 		}
@@ -213,7 +215,7 @@ func (t *Turn) Skip(ctx context.Context, call Call, reason error) Outcome {
 		rec.Server = t.all[i].spec.Server
 	}
 	t.m.start(ctx, rec)
-	rec.Status = StatusCancelled
+	rec.Status = audit.StatusCancelled
 	rec.Error = Truncate(RedactJSONText(reason.Error()), AuditMaxChars)
 	rec.FinishedAt = rec.StartedAt
 	t.m.finish(ctx, rec)
@@ -223,12 +225,12 @@ func (t *Turn) Skip(ctx context.Context, call Call, reason error) Outcome {
 }
 
 // record starts the audit record of a call; args are its arguments, "{}" when empty.
-func (t *Turn) record(call Call, start time.Time) (*Record, string) {
+func (t *Turn) record(call Call, start time.Time) (*audit.Record, string) {
 	args := strings.TrimSpace(call.Arguments)
 	if args == "" {
 		args = "{}"
 	}
-	return &Record{
+	return &audit.Record{
 		TurnID:         t.info.TurnID,
 		ConversationID: t.info.ConversationID,
 		Platform:       t.info.Platform,
@@ -237,7 +239,7 @@ func (t *Turn) record(call Call, start time.Time) (*Record, string) {
 		Round:          call.Round,
 		ToolCallID:     call.ID,
 		ToolName:       call.Name,
-		Status:         StatusRunning,
+		Status:         audit.StatusRunning,
 		StartedAt:      start.UTC(),
 		Arguments:      Truncate(RedactJSONText(args), AuditMaxChars),
 		ArgumentsSize:  utf8.RuneCountInString(args),
@@ -247,39 +249,39 @@ func (t *Turn) record(call Call, start time.Time) (*Record, string) {
 // run decides and runs the call; Content is the untruncated text on success, ErrorText otherwise.
 func (t *Turn) run(ctx context.Context, name, args string, known bool, e entry) Outcome {
 	if !known {
-		return Failed(StatusNotFound, NotFoundError{Name: name})
+		return Failed(audit.StatusNotFound, NotFoundError{Name: name})
 	}
 	if !t.offered[name] {
-		return Failed(StatusDenied, fmt.Errorf("tool %s is not available in this chat", name))
+		return Failed(audit.StatusDenied, fmt.Errorf("tool %s is not available in this chat", name))
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(args), &obj); err != nil {
-		return Failed(StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: %w", name, err))
+		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: %w", name, err))
 	}
 	if obj == nil { // the JSON text "null"
-		return Failed(StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: got null", name))
+		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: got null", name))
 	}
 	if err := ctx.Err(); err != nil {
-		return Failed(StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx)))
+		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx)))
 	}
 	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info})
 	switch {
 	case err == nil:
-		return Outcome{Content: res.Text, Files: res.Files, Status: StatusOK}
+		return Outcome{Content: res.Text, Files: res.Files, Status: audit.StatusOK}
 	case ctx.Err() != nil:
-		return Failed(StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, err))
+		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, err))
 	case IsTimeout(err):
 		if !errors.Is(err, ErrTimeout) {
 			// A transport's or the loader's own timer fired: the same thing to the user and the
 			// audit log as the loader's deadline.
 			err = fmt.Errorf("%w (%w)", err, ErrTimeout)
 		}
-		return Failed(StatusTimeout, err)
+		return Failed(audit.StatusTimeout, err)
 	case errors.Is(err, ErrNotFound):
 		// The loader lost the tool since the turn started (an MCP server went away).
-		return Failed(StatusNotFound, NotFoundError{Name: name})
+		return Failed(audit.StatusNotFound, NotFoundError{Name: name})
 	default:
-		return Failed(StatusError, err)
+		return Failed(audit.StatusError, err)
 	}
 }
 
@@ -305,7 +307,7 @@ func (e NotFoundError) Error() string { return "Tool not found: " + e.Name }
 // Unwrap makes errors.Is(err, ErrNotFound) true.
 func (e NotFoundError) Unwrap() error { return ErrNotFound }
 
-func (m *Manager) start(ctx context.Context, rec *Record) {
+func (m *Manager) start(ctx context.Context, rec *audit.Record) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)
 	defer cancel()
 	if err := m.rec.Start(ctx, rec); err != nil {
@@ -313,7 +315,7 @@ func (m *Manager) start(ctx context.Context, rec *Record) {
 	}
 }
 
-func (m *Manager) finish(ctx context.Context, rec *Record) {
+func (m *Manager) finish(ctx context.Context, rec *audit.Record) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)
 	defer cancel()
 	if err := m.rec.Finish(ctx, rec); err != nil {
@@ -333,7 +335,7 @@ func withNote(s, note string) string {
 }
 
 // filesNote tells the model about files a tool produced: "[1 image attached to the reply: chart.png]".
-func filesNote(files []File) string {
+func filesNote(files []chat.File) string {
 	if len(files) == 0 {
 		return ""
 	}

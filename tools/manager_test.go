@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 	"relaybot/tools/native"
 	"relaybot/tools/plugin"
@@ -23,14 +25,14 @@ import (
 // stubLoader stands in for the MCP loader (tools/mcp): a loader of any source whose tools are
 // functions and whose list can change at run time.
 type stubLoader struct {
-	source tools.Source
+	source audit.Source
 	server string
 	mu     sync.Mutex
 	fns    map[string]func(ctx context.Context, inv tools.Invocation) (tools.Result, error)
 	order  []string
 }
 
-func newStub(source tools.Source, server string) *stubLoader {
+func newStub(source audit.Source, server string) *stubLoader {
 	return &stubLoader{source: source, server: server, fns: map[string]func(context.Context, tools.Invocation) (tools.Result, error){}}
 }
 
@@ -56,7 +58,7 @@ func (s *stubLoader) remove(name string) {
 	}
 }
 
-func (s *stubLoader) Source() tools.Source { return s.source }
+func (s *stubLoader) Source() audit.Source { return s.source }
 
 func (s *stubLoader) Tools(ctx context.Context) []tools.Spec {
 	s.mu.Lock()
@@ -100,10 +102,10 @@ func init() {
 				return tools.Result{Text: strings.Repeat("é", 30000)}, nil
 			}},
 			{Spec: tools.Spec{Name: "chart", Description: "draws a chart", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
-				return tools.Result{Text: "Chart drawn.", Files: []tools.File{{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG")}}}, nil
+				return tools.Result{Text: "Chart drawn.", Files: []chat.File{{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG")}}}, nil
 			}},
 			{Spec: tools.Spec{Name: "export", Description: "exports files", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
-				return tools.Result{Files: []tools.File{{Name: "data.csv", MIME: "text/csv"}, {Name: "chart.png", MIME: "image/png"}}}, nil
+				return tools.Result{Files: []chat.File{{Name: "data.csv", MIME: "text/csv"}, {Name: "chart.png", MIME: "image/png"}}}, nil
 			}},
 			{Spec: tools.Spec{Name: "noop", Description: "does nothing", Parameters: obj}, Run: func(context.Context, tools.Invocation) (tools.Result, error) {
 				return tools.Result{Text: "ok"}, nil
@@ -154,7 +156,7 @@ func newFixture(t testing.TB, opts tools.ManagerOptions, mcp *stubLoader) *fixtu
 		t.Fatal(err)
 	}
 	if mcp == nil {
-		mcp = newStub(tools.SourceMCP, "files")
+		mcp = newStub(audit.SourceMCP, "files")
 	}
 	f := &fixture{rec: tools.NewMemoryRecorder(), mcp: mcp, logs: &logBuffer{}}
 	if opts.Logger == nil {
@@ -176,7 +178,7 @@ func names(specs []tools.Spec) string {
 }
 
 func TestDispatchOrderAndCollisions(t *testing.T) {
-	mcp := newStub(tools.SourceMCP, "files").
+	mcp := newStub(audit.SourceMCP, "files").
 		add("echo", text("mcp echo")).
 		add("read_file", text("mcp read_file")).
 		add("activate_skill", text("mcp activate_skill"))
@@ -188,20 +190,20 @@ func TestDispatchOrderAndCollisions(t *testing.T) {
 	tests := []struct {
 		tool   string
 		args   string
-		source tools.Source
+		source audit.Source
 		server string
 		want   string
 	}{
-		{"current_time", `{"timezone":"UTC"}`, tools.SourceNative, "", `"timezone":"UTC"`}, // native before plugin
-		{"echo", `{"a":1}`, tools.SourcePlugin, "", `{"a":1}`},                             // plugin before MCP
-		{"read_file", ``, tools.SourceMCP, "files", "mcp read_file"},
-		{"activate_skill", `{"name":"weather"}`, tools.SourceMCP, "files", "mcp activate_skill"}, // MCP before skill
+		{"current_time", `{"timezone":"UTC"}`, audit.SourceNative, "", `"timezone":"UTC"`}, // native before plugin
+		{"echo", `{"a":1}`, audit.SourcePlugin, "", `{"a":1}`},                             // plugin before MCP
+		{"read_file", ``, audit.SourceMCP, "files", "mcp read_file"},
+		{"activate_skill", `{"name":"weather"}`, audit.SourceMCP, "files", "mcp activate_skill"}, // MCP before skill
 	}
 	for _, tc := range tests {
 		t.Run(tc.tool, func(t *testing.T) {
 			f.rec.Reset()
 			out := turn.Execute(context.Background(), tools.Call{ID: "c1", Name: tc.tool, Arguments: tc.args})
-			if out.Status != tools.StatusOK || !strings.Contains(out.Content, tc.want) {
+			if out.Status != audit.StatusOK || !strings.Contains(out.Content, tc.want) {
 				t.Fatalf("got %s %q, want ok with %q", out.Status, out.Content, tc.want)
 			}
 			r := f.rec.Records()[0]
@@ -230,7 +232,7 @@ func TestDispatchOrderAndCollisions(t *testing.T) {
 	// Without the MCP tool of that name, the skill loader's activate_skill runs.
 	mcp.remove("activate_skill")
 	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "activate_skill", Arguments: `{"name":"weather"}`})
-	if out.Status != tools.StatusOK || !strings.Contains(out.Content, "Give the forecast in Celsius") {
+	if out.Status != audit.StatusOK || !strings.Contains(out.Content, "Give the forecast in Celsius") {
 		t.Fatalf("skill activate_skill: %s %q", out.Status, out.Content)
 	}
 }
@@ -247,20 +249,20 @@ func TestToolListChangesBetweenTurns(t *testing.T) {
 		t.Fatalf("search not offered after it appeared: %s", names(after.Specs()))
 	}
 	// The earlier turn did not offer it.
-	if out := before.Execute(context.Background(), tools.Call{Name: "search"}); out.Status != tools.StatusNotFound {
+	if out := before.Execute(context.Background(), tools.Call{Name: "search"}); out.Status != audit.StatusNotFound {
 		t.Fatalf("old turn: %s %q", out.Status, out.Content)
 	}
 	// A tool that vanished after the turn started (its server went away) is not found.
 	f.mcp.remove("search")
 	out := after.Execute(context.Background(), tools.Call{Name: "search"})
-	if out.Status != tools.StatusNotFound || out.Content != "err: Tool not found: search" {
+	if out.Status != audit.StatusNotFound || out.Content != "err: Tool not found: search" {
 		t.Fatalf("vanished tool: %s %q", out.Status, out.Content)
 	}
 }
 
 func TestExecuteStatuses(t *testing.T) {
 	block := make(chan struct{})
-	mcp := newStub(tools.SourceMCP, "srv").
+	mcp := newStub(audit.SourceMCP, "srv").
 		add("fail", func(context.Context, tools.Invocation) (tools.Result, error) {
 			return tools.Result{}, errors.New("disk full")
 		}).
@@ -299,40 +301,40 @@ func TestExecuteStatuses(t *testing.T) {
 		allowed func(string) bool
 		ctx     func() context.Context
 		call    tools.Call
-		status  tools.Status
+		status  audit.Status
 		content string // exact, or a prefix ending in "…"
-		source  tools.Source
+		source  audit.Source
 	}{
-		{name: "ok, empty arguments are {}", call: tools.Call{Name: "echo"}, status: tools.StatusOK, content: "{}", source: tools.SourcePlugin},
-		{name: "unknown tool", call: tools.Call{Name: "rm_rf", Arguments: `{}`}, status: tools.StatusNotFound, content: "err: Tool not found: rm_rf"},
-		{name: "arguments not JSON", call: tools.Call{Name: "echo", Arguments: `{"a":`}, status: tools.StatusBadArgs,
-			content: "err: arguments of echo are not a JSON object: unexpected end of JSON input", source: tools.SourcePlugin},
-		{name: "arguments an array", call: tools.Call{Name: "echo", Arguments: `[1]`}, status: tools.StatusBadArgs,
-			content: "err: arguments of echo are not a JSON object: json: cannot unmarshal array…", source: tools.SourcePlugin},
-		{name: "arguments null", call: tools.Call{Name: "echo", Arguments: `null`}, status: tools.StatusBadArgs,
-			content: "err: arguments of echo are not a JSON object: got null", source: tools.SourcePlugin},
+		{name: "ok, empty arguments are {}", call: tools.Call{Name: "echo"}, status: audit.StatusOK, content: "{}", source: audit.SourcePlugin},
+		{name: "unknown tool", call: tools.Call{Name: "rm_rf", Arguments: `{}`}, status: audit.StatusNotFound, content: "err: Tool not found: rm_rf"},
+		{name: "arguments not JSON", call: tools.Call{Name: "echo", Arguments: `{"a":`}, status: audit.StatusBadArgs,
+			content: "err: arguments of echo are not a JSON object: unexpected end of JSON input", source: audit.SourcePlugin},
+		{name: "arguments an array", call: tools.Call{Name: "echo", Arguments: `[1]`}, status: audit.StatusBadArgs,
+			content: "err: arguments of echo are not a JSON object: json: cannot unmarshal array…", source: audit.SourcePlugin},
+		{name: "arguments null", call: tools.Call{Name: "echo", Arguments: `null`}, status: audit.StatusBadArgs,
+			content: "err: arguments of echo are not a JSON object: got null", source: audit.SourcePlugin},
 		{name: "not offered", allowed: notFetch, call: tools.Call{Name: "fetch_url", Arguments: `{"url":"http://example.com"}`},
-			status: tools.StatusDenied, content: "err: tool fetch_url is not available in this chat", source: tools.SourceNative},
-		{name: "admin-only, not admin", call: tools.Call{Name: "admin_tool"}, status: tools.StatusDenied,
-			content: "err: tool admin_tool is not available in this chat", source: tools.SourcePlugin},
-		{name: "admin-only, admin", admin: true, call: tools.Call{Name: "admin_tool"}, status: tools.StatusOK, content: "admin=true", source: tools.SourcePlugin},
-		{name: "loader error", call: tools.Call{Name: "fail"}, status: tools.StatusError, content: "err: disk full", source: tools.SourceMCP},
-		{name: "timeout", call: tools.Call{Name: "slow"}, status: tools.StatusTimeout,
-			content: "err: MCP tool 'slow' on server 'srv' timed out after 1 seconds: tool call timed out", source: tools.SourceMCP},
-		{name: "a transport's timer is a timeout", call: tools.Call{Name: "header_timer"}, status: tools.StatusTimeout,
-			content: "err: Get \"http://a.example\": net/http: timeout awaiting response headers (tool call timed out)", source: tools.SourceMCP},
-		{name: "the tool's own deadline is a timeout", call: tools.Call{Name: "own_deadline"}, status: tools.StatusTimeout,
-			content: "err: skill run: context deadline exceeded (tool call timed out)", source: tools.SourceMCP},
-		{name: "a connection deadline is a timeout", call: tools.Call{Name: "conn_deadline"}, status: tools.StatusTimeout,
-			content: "err: read: i/o timeout (tool call timed out)", source: tools.SourceMCP},
-		{name: "panic", call: tools.Call{Name: "crash"}, status: tools.StatusError, content: "err: tool crash panicked: assignment to entry in nil map", source: tools.SourceMCP},
+			status: audit.StatusDenied, content: "err: tool fetch_url is not available in this chat", source: audit.SourceNative},
+		{name: "admin-only, not admin", call: tools.Call{Name: "admin_tool"}, status: audit.StatusDenied,
+			content: "err: tool admin_tool is not available in this chat", source: audit.SourcePlugin},
+		{name: "admin-only, admin", admin: true, call: tools.Call{Name: "admin_tool"}, status: audit.StatusOK, content: "admin=true", source: audit.SourcePlugin},
+		{name: "loader error", call: tools.Call{Name: "fail"}, status: audit.StatusError, content: "err: disk full", source: audit.SourceMCP},
+		{name: "timeout", call: tools.Call{Name: "slow"}, status: audit.StatusTimeout,
+			content: "err: MCP tool 'slow' on server 'srv' timed out after 1 seconds: tool call timed out", source: audit.SourceMCP},
+		{name: "a transport's timer is a timeout", call: tools.Call{Name: "header_timer"}, status: audit.StatusTimeout,
+			content: "err: Get \"http://a.example\": net/http: timeout awaiting response headers (tool call timed out)", source: audit.SourceMCP},
+		{name: "the tool's own deadline is a timeout", call: tools.Call{Name: "own_deadline"}, status: audit.StatusTimeout,
+			content: "err: skill run: context deadline exceeded (tool call timed out)", source: audit.SourceMCP},
+		{name: "a connection deadline is a timeout", call: tools.Call{Name: "conn_deadline"}, status: audit.StatusTimeout,
+			content: "err: read: i/o timeout (tool call timed out)", source: audit.SourceMCP},
+		{name: "panic", call: tools.Call{Name: "crash"}, status: audit.StatusError, content: "err: tool crash panicked: assignment to entry in nil map", source: audit.SourceMCP},
 		{name: "cancelled before it ran", ctx: func() context.Context { return cancelled }, call: tools.Call{Name: "echo"},
-			status: tools.StatusCancelled, content: "err: tool echo was not run: context canceled", source: tools.SourcePlugin},
+			status: audit.StatusCancelled, content: "err: tool echo was not run: context canceled", source: audit.SourcePlugin},
 		{name: "cancelled while running", ctx: func() context.Context {
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() { <-block; cancel() }()
 			return ctx
-		}, call: tools.Call{Name: "hang"}, status: tools.StatusCancelled, content: "err: tool hang was cancelled: context canceled", source: tools.SourceMCP},
+		}, call: tools.Call{Name: "hang"}, status: audit.StatusCancelled, content: "err: tool hang was cancelled: context canceled", source: audit.SourceMCP},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -351,7 +353,7 @@ func TestExecuteStatuses(t *testing.T) {
 			if p, ok := strings.CutSuffix(tc.content, "…"); ok && !strings.HasPrefix(out.Content, p) || !ok && out.Content != tc.content {
 				t.Fatalf("content %q, want %q", out.Content, tc.content)
 			}
-			if (out.Err == nil) != (tc.status == tools.StatusOK) {
+			if (out.Err == nil) != (tc.status == audit.StatusOK) {
 				t.Fatalf("Err %v with status %s", out.Err, out.Status)
 			}
 			recs := f.rec.Records()
@@ -359,7 +361,7 @@ func TestExecuteStatuses(t *testing.T) {
 				t.Fatalf("%d audit records, want 1", len(recs))
 			}
 			r := recs[0]
-			want := tools.Record{ID: r.ID, TurnID: 7, ConversationID: 3, Platform: "discord", ChatID: "c9", UserID: "u5",
+			want := audit.Record{ID: r.ID, TurnID: 7, ConversationID: 3, Platform: "discord", ChatID: "c9", UserID: "u5",
 				Round: i + 1, ToolCallID: call.ID, ToolName: call.Name, Source: tc.source, Server: r.Server, Status: tc.status}
 			got := r
 			got.Arguments, got.Result, got.Error, got.ArgumentsSize, got.ResultSize = "", "", "", 0, 0
@@ -367,7 +369,7 @@ func TestExecuteStatuses(t *testing.T) {
 			if got != want {
 				t.Fatalf("audit record\n%+v\nwant\n%+v", got, want)
 			}
-			if tc.status == tools.StatusOK {
+			if tc.status == audit.StatusOK {
 				if r.Result != out.Content || r.Error != "" {
 					t.Fatalf("audited result %q error %q", r.Result, r.Error)
 				}
@@ -387,7 +389,7 @@ func (headerTimeout) Temporary() bool { return true }
 
 func TestAuditOneRecordPerCall(t *testing.T) {
 	f := newFixture(t, tools.ManagerOptions{}, nil)
-	var seenDuringRun []tools.Record
+	var seenDuringRun []audit.Record
 	f.mcp.add("peek", func(context.Context, tools.Invocation) (tools.Result, error) {
 		seenDuringRun = f.rec.Records()
 		return tools.Result{Text: "peeked"}, nil
@@ -404,7 +406,7 @@ func TestAuditOneRecordPerCall(t *testing.T) {
 		turn.Execute(context.Background(), c)
 	}
 	// The record was durable, status running, before the tool ran.
-	if n := len(seenDuringRun); n != 5 || seenDuringRun[4].Status != tools.StatusRunning || !seenDuringRun[4].FinishedAt.IsZero() {
+	if n := len(seenDuringRun); n != 5 || seenDuringRun[4].Status != audit.StatusRunning || !seenDuringRun[4].FinishedAt.IsZero() {
 		t.Fatalf("during the run the recorder held %+v", seenDuringRun)
 	}
 	ev := f.rec.Events()
@@ -418,18 +420,18 @@ func TestAuditOneRecordPerCall(t *testing.T) {
 			t.Fatalf("call %s: events %s #%d, %s #%d", c.ID, s.Op, s.Record.ID, e.Op, e.Record.ID)
 		}
 		ids[s.Record.ID] = true
-		if s.Record.Status != tools.StatusRunning || !s.Record.FinishedAt.IsZero() || s.Record.StartedAt.IsZero() || s.Record.ToolCallID != c.ID {
+		if s.Record.Status != audit.StatusRunning || !s.Record.FinishedAt.IsZero() || s.Record.StartedAt.IsZero() || s.Record.ToolCallID != c.ID {
 			t.Fatalf("call %s: start record %+v", c.ID, s.Record)
 		}
 		r := e.Record
-		if r.Status == tools.StatusRunning || r.StartedAt != s.Record.StartedAt || r.FinishedAt.Sub(r.StartedAt) != r.Duration || r.Duration < 0 {
+		if r.Status == audit.StatusRunning || r.StartedAt != s.Record.StartedAt || r.FinishedAt.Sub(r.StartedAt) != r.Duration || r.Duration < 0 {
 			t.Fatalf("call %s: finish record %+v", c.ID, r)
 		}
 		if r.StartedAt.Location() != time.UTC {
 			t.Fatalf("call %s: started_at not UTC: %v", c.ID, r.StartedAt)
 		}
 	}
-	got := []tools.Status{}
+	got := []audit.Status{}
 	for _, r := range f.rec.Records() {
 		got = append(got, r.Status)
 	}
@@ -443,7 +445,7 @@ func TestRedaction(t *testing.T) {
 	args := `{"query":"weather","max_tokens":5,"headers":{"X-Api-Key":"k-111","Authorization":"Bearer t-222","Accept":"text/html"},` +
 		`"list":[{"access_token":"t-333","nested":{"PASSWORD":"p-444","user":"ann"}},"plain"],"Cookie":["c-555"],"client_secret":{"a":"s-666"}}`
 	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "echo", Arguments: args})
-	if out.Status != tools.StatusOK || out.Content != args {
+	if out.Status != audit.StatusOK || out.Content != args {
 		t.Fatalf("the model must get the tool's real result: %s %q", out.Status, out.Content)
 	}
 	r := f.rec.Records()[0]
@@ -473,7 +475,7 @@ func TestRedaction(t *testing.T) {
 	f.rec.Reset()
 	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "echo", Arguments: `{"q":"x","api_key": "k-777", "auth":{"Token":"t-\"888"`})
 	r = f.rec.Records()[0]
-	if r.Status != tools.StatusBadArgs || strings.Contains(r.Arguments, "777") || strings.Contains(r.Arguments, "888") || !strings.Contains(r.Arguments, `"q":"x"`) {
+	if r.Status != audit.StatusBadArgs || strings.Contains(r.Arguments, "777") || strings.Contains(r.Arguments, "888") || !strings.Contains(r.Arguments, `"q":"x"`) {
 		t.Fatalf("malformed arguments audited as %s %q", r.Status, r.Arguments)
 	}
 }
@@ -504,7 +506,7 @@ func TestTruncation(t *testing.T) {
 		return tools.Result{}, errors.New(strings.Repeat("x", 300))
 	})
 	out = f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "loud"})
-	if want := "err: " + strings.Repeat("x", 95) + "… [truncated 205 chars]"; out.Status != tools.StatusError || out.Content != want {
+	if want := "err: " + strings.Repeat("x", 95) + "… [truncated 205 chars]"; out.Status != audit.StatusError || out.Content != want {
 		t.Fatalf("error content %s %q", out.Status, out.Content)
 	}
 
@@ -541,10 +543,10 @@ func TestFiles(t *testing.T) {
 // failingRecorder fails every call, as a database that is down would.
 type failingRecorder struct{}
 
-func (failingRecorder) Start(context.Context, *tools.Record) error {
+func (failingRecorder) Start(context.Context, *audit.Record) error {
 	return errors.New("database is locked")
 }
-func (failingRecorder) Finish(context.Context, *tools.Record) error {
+func (failingRecorder) Finish(context.Context, *audit.Record) error {
 	return errors.New("database is locked")
 }
 
@@ -559,7 +561,7 @@ func TestRecorderFailureKeepsTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ID: "c1", Name: "echo", Arguments: `{"a":1}`})
-	if out.Status != tools.StatusOK || out.Content != `{"a":1}` {
+	if out.Status != audit.StatusOK || out.Content != `{"a":1}` {
 		t.Fatalf("got %s %q", out.Status, out.Content)
 	}
 	for _, w := range []string{"audit record not started", "audit record not finished", "database is locked", "tool_call_id=c1"} {
@@ -613,7 +615,7 @@ func BenchmarkManagerCall(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if out := f.m.ForTurn(info, nil).Execute(ctx, call); out.Status != tools.StatusOK {
+		if out := f.m.ForTurn(info, nil).Execute(ctx, call); out.Status != audit.StatusOK {
 			b.Fatal(out.Content)
 		}
 		if i++; i%1024 == 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"relaybot/audit"
 )
 
 // RecorderOp names a Recorder method in MemoryRecorder's log.
@@ -18,7 +20,7 @@ const (
 // RecorderEvent is one Recorder call as MemoryRecorder saw it.
 type RecorderEvent struct {
 	Op     RecorderOp
-	Record Record // a copy, as passed
+	Record audit.Record // a copy, as passed
 }
 
 // MemoryRecorder is a Recorder that keeps records in memory, for tests and benchmarks. It is safe
@@ -26,7 +28,7 @@ type RecorderEvent struct {
 type MemoryRecorder struct {
 	mu     sync.Mutex
 	nextID int64
-	rows   []Record
+	rows   []audit.Record
 	byID   map[int64]int
 	events []RecorderEvent
 }
@@ -35,7 +37,7 @@ type MemoryRecorder struct {
 func NewMemoryRecorder() *MemoryRecorder { return &MemoryRecorder{} }
 
 // Start assigns r.ID and stores a copy of r.
-func (m *MemoryRecorder) Start(ctx context.Context, r *Record) error {
+func (m *MemoryRecorder) Start(ctx context.Context, r *audit.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byID == nil {
@@ -50,7 +52,7 @@ func (m *MemoryRecorder) Start(ctx context.Context, r *Record) error {
 }
 
 // Finish replaces the stored record with r; r.ID must come from Start.
-func (m *MemoryRecorder) Finish(ctx context.Context, r *Record) error {
+func (m *MemoryRecorder) Finish(ctx context.Context, r *audit.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.events = append(m.events, RecorderEvent{Op: OpFinish, Record: *r})
@@ -63,10 +65,10 @@ func (m *MemoryRecorder) Finish(ctx context.Context, r *Record) error {
 }
 
 // Records returns the stored records in the order they were started.
-func (m *MemoryRecorder) Records() []Record {
+func (m *MemoryRecorder) Records() []audit.Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Record(nil), m.rows...)
+	return append([]audit.Record(nil), m.rows...)
 }
 
 // Events returns every Start and Finish call in order.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"relaybot/audit"
 	"relaybot/tools"
 )
 
@@ -16,7 +17,7 @@ import (
 // never runs.
 func TestSkipRecordsACallThatNeverRan(t *testing.T) {
 	ran := 0
-	mcp := newStub(tools.SourceMCP, "srv").add("charge", func(context.Context, tools.Invocation) (tools.Result, error) {
+	mcp := newStub(audit.SourceMCP, "srv").add("charge", func(context.Context, tools.Invocation) (tools.Result, error) {
 		ran++
 		return tools.Result{Text: "charged"}, nil
 	})
@@ -31,12 +32,12 @@ func TestSkipRecordsACallThatNeverRan(t *testing.T) {
 		reason  error
 		content string
 		audit   string
-		source  tools.Source
+		source  audit.Source
 	}{
 		{"the turn was stopped", stopped, tools.Call{Round: 2, ID: "c1", Name: "charge", Arguments: `{"card":"4111","password":"hunter2"}`},
-			fmt.Errorf("not run: %w", context.Cause(stopped)), "err: not run: stopped by the user", "not run: stopped by the user", tools.SourceMCP},
+			fmt.Errorf("not run: %w", context.Cause(stopped)), "err: not run: stopped by the user", "not run: stopped by the user", audit.SourceMCP},
 		{"arguments cut off", context.Background(), tools.Call{Round: 1, ID: "c2", Name: "charge", Arguments: `{"card":"41`},
-			errors.New("arguments cut off by the length limit"), "err: arguments cut off by the length limit", "arguments cut off by the length limit", tools.SourceMCP},
+			errors.New("arguments cut off by the length limit"), "err: arguments cut off by the length limit", "arguments cut off by the length limit", audit.SourceMCP},
 		{"a tool nobody has", context.Background(), tools.Call{Round: 1, ID: "c3", Name: "nope"},
 			errors.New("the turn ended first"), "err: the turn ended first", "the turn ended first", ""},
 	}
@@ -44,7 +45,7 @@ func TestSkipRecordsACallThatNeverRan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f.rec.Reset()
 			out := f.m.ForTurn(tools.TurnInfo{TurnID: 9, UserID: "u1"}, nil).Skip(tc.ctx, tc.call, tc.reason)
-			if out.Status != tools.StatusCancelled || !out.NotRun || !errors.Is(out.Err, tc.reason) || out.Content != tc.content {
+			if out.Status != audit.StatusCancelled || !out.NotRun || !errors.Is(out.Err, tc.reason) || out.Content != tc.content {
 				t.Fatalf("outcome = %+v, want cancelled, not run, model text %q", out, tc.content)
 			}
 			recs := f.rec.Records()
@@ -52,7 +53,7 @@ func TestSkipRecordsACallThatNeverRan(t *testing.T) {
 				t.Fatalf("%d audit rows, want 1", len(recs))
 			}
 			r := recs[0]
-			if r.Status != tools.StatusCancelled || r.Error != tc.audit || r.ToolCallID != tc.call.ID || r.Round != tc.call.Round ||
+			if r.Status != audit.StatusCancelled || r.Error != tc.audit || r.ToolCallID != tc.call.ID || r.Round != tc.call.Round ||
 				r.TurnID != 9 || r.Source != tc.source || r.FinishedAt.IsZero() || strings.Contains(r.Arguments, "hunter2") {
 				t.Fatalf("audit row = %+v", r)
 			}

@@ -8,21 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"relaybot/audit"
+	"relaybot/chat"
 )
-
-// Source names where a tool comes from. Dispatch asks sources in the order of Sources.
-type Source string
-
-// The four tool sources, in dispatch order.
-const (
-	SourceNative Source = "native"
-	SourcePlugin Source = "plugin"
-	SourceMCP    Source = "mcp"
-	SourceSkill  Source = "skill"
-)
-
-// Sources lists the sources in dispatch order.
-var Sources = [...]Source{SourceNative, SourcePlugin, SourceMCP, SourceSkill}
 
 // Spec describes a tool to the model.
 type Spec struct {
@@ -36,25 +25,18 @@ type Spec struct {
 	AdminOnly bool
 }
 
-// File is a file or image a tool produced; it goes out with the final reply.
-type File struct {
-	Name string
-	MIME string
-	Data []byte
-}
-
 // Result is what a tool returned.
 type Result struct {
 	// Text is the result for the model: plain text or JSON.
 	Text string
 	// Files are kept for the final reply; the model gets a short note about them.
-	Files []File
+	Files []chat.File
 }
 
 // Loader offers the tools of one source and runs them.
 type Loader interface {
 	// Source names the loader's source.
-	Source() Source
+	Source() audit.Source
 	// Tools lists the tools available now.
 	Tools(ctx context.Context) []Spec
 	// Call runs the tool name with its arguments (a JSON object). It returns ErrNotFound (wrapped)
@@ -74,22 +56,6 @@ type Invocation struct {
 var (
 	ErrNotFound = errors.New("tool not found")
 	ErrTimeout  = errors.New("tool call timed out")
-)
-
-// Status is the outcome of one tool call in the audit log.
-type Status string
-
-// Audit statuses of the DESIGN contract.
-const (
-	StatusRunning     Status = "running"
-	StatusOK          Status = "ok"
-	StatusError       Status = "error"
-	StatusTimeout     Status = "timeout"
-	StatusNotFound    Status = "not_found"
-	StatusBadArgs     Status = "bad_args"
-	StatusCancelled   Status = "cancelled"
-	StatusDenied      Status = "denied"
-	StatusInterrupted Status = "interrupted"
 )
 
 // TurnInfo identifies the turn a call belongs to; it comes in with every call and goes into its
@@ -117,8 +83,8 @@ type Call struct {
 type Outcome struct {
 	// Content is sent to the model verbatim as the tool message.
 	Content string
-	Files   []File
-	Status  Status
+	Files   []chat.File
+	Status  audit.Status
 	// Err is why the call failed; nil when Status is ok.
 	Err error
 	// NotRun is set on a call that never reached its tool (Turn.Skip, NotRun).
@@ -126,34 +92,9 @@ type Outcome struct {
 	Duration time.Duration
 }
 
-// Record is one audit row. The Manager fills it and hands it to the Recorder twice: at start
-// (Status running, FinishedAt zero) and at the end.
-type Record struct {
-	ID             int64 // set by the Recorder on Start
-	TurnID         int64
-	ConversationID int64
-	Platform       string
-	ChatID         string
-	UserID         string
-	Round          int
-	ToolCallID     string
-	ToolName       string
-	Source         Source // empty when no loader has the tool
-	Server         string
-	Status         Status
-	Arguments      string // redacted JSON, capped
-	Result         string // redacted, capped
-	Error          string
-	ArgumentsSize  int // size before capping
-	ResultSize     int
-	StartedAt      time.Time
-	FinishedAt     time.Time
-	Duration       time.Duration
-}
-
 // Recorder keeps audit records. Start must make the row durable before it returns; Finish
 // completes it.
 type Recorder interface {
-	Start(ctx context.Context, r *Record) error
-	Finish(ctx context.Context, r *Record) error
+	Start(ctx context.Context, r *audit.Record) error
+	Finish(ctx context.Context, r *audit.Record) error
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // recorder is a Messenger that keeps what each request did, in order, as a line of text:
@@ -40,7 +41,7 @@ func (m *recorder) lines() []string {
 	return slices.Clone(m.log)
 }
 
-func names(files []adapters.File) string {
+func names(files []chat.File) string {
 	var n []string
 	for _, f := range files {
 		n = append(n, f.Name)
@@ -57,7 +58,7 @@ func (m *recorder) Edit(_ context.Context, msg adapters.MessageRef, text string)
 	return nil
 }
 
-func (m *recorder) SendFiles(_ context.Context, chat adapters.ChatRef, files []adapters.File, caption string, _ adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *recorder) SendFiles(_ context.Context, chat adapters.ChatRef, files []chat.File, caption string, _ adapters.SendOptions) (adapters.MessageRef, error) {
 	return adapters.MessageRef{Chat: chat, ID: m.add("files " + names(files) + " " + caption)}, nil
 }
 
@@ -66,7 +67,7 @@ func (m *recorder) Typing(context.Context, adapters.ChatRef) error { return nil 
 // attacher is a recorder whose platform can attach files to sent messages.
 type attacher struct{ *recorder }
 
-func (m attacher) EditWithFiles(_ context.Context, msg adapters.MessageRef, text string, files []adapters.File) error {
+func (m attacher) EditWithFiles(_ context.Context, msg adapters.MessageRef, text string, files []chat.File) error {
 	m.mu.Lock()
 	fn := m.attachFn
 	m.attachFn = nil
@@ -81,10 +82,10 @@ func (m attacher) EditWithFiles(_ context.Context, msg adapters.MessageRef, text
 	return nil
 }
 
-func testFiles(n int) []adapters.File {
-	var files []adapters.File
+func testFiles(n int) []chat.File {
+	var files []chat.File
 	for i := range n {
-		files = append(files, adapters.File{Name: fmt.Sprintf("f%d", i), MIME: "image/png", Data: []byte{byte(i)}})
+		files = append(files, chat.File{Name: fmt.Sprintf("f%d", i), MIME: "image/png", Data: []byte{byte(i)}})
 	}
 	return files
 }

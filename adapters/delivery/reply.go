@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // sent is one message of a reply and the text it shows.
@@ -269,7 +270,7 @@ func (r *Reply) typingLoop(wake chan struct{}) {
 // carry) go with the last message of the final text, in the request that sets its text, and
 // the rest follow in messages of their own; otherwise every file follows in a message of its
 // own. Finish may be called once.
-func (r *Reply) Finish(ctx context.Context, text string, files []adapters.File) error {
+func (r *Reply) Finish(ctx context.Context, text string, files []chat.File) error {
 	r.mu.Lock()
 	if r.finishing {
 		r.mu.Unlock()
@@ -305,7 +306,7 @@ func (r *Reply) Finish(ctx context.Context, text string, files []adapters.File) 
 	return nil
 }
 
-func (r *Reply) deliverFinal(ctx context.Context, text string, files []adapters.File) error {
+func (r *Reply) deliverFinal(ctx context.Context, text string, files []chat.File) error {
 	lim := r.e.limits
 	att, _ := r.e.m.(adapters.FileAttacher)
 	attach := att != nil && len(files) > 0
@@ -359,7 +360,7 @@ func (r *Reply) maxFiles() int { return max(r.e.limits.MaxFiles, 1) }
 // large, a bad file, retries used up), part is delivered without them and attached is false,
 // so the caller posts the files on their own and nothing is lost. ErrTooLong, the caller's
 // cancellation and ErrClosed are returned as they are.
-func (r *Reply) finalAttach(ctx context.Context, att adapters.FileAttacher, i int, part string, files []adapters.File) (attached bool, err error) {
+func (r *Reply) finalAttach(ctx context.Context, att adapters.FileAttacher, i int, part string, files []chat.File) (attached bool, err error) {
 	batch := files[:min(len(files), r.maxFiles())]
 	if i < len(r.msgs) {
 		err := r.call(ctx, func(cctx context.Context) error {
@@ -416,7 +417,7 @@ func (r *Reply) attachRefused(ctx context.Context, err error) bool {
 // sendFiles posts files in messages of up to batch files each. A message of several files the
 // platform refuses for good is posted again one file per message, so one bad file does not
 // hold back the others.
-func (r *Reply) sendFiles(ctx context.Context, files []adapters.File, batch int) error {
+func (r *Reply) sendFiles(ctx context.Context, files []chat.File, batch int) error {
 	for len(files) > 0 {
 		n := min(batch, len(files))
 		_, err := r.postFiles(ctx, files[:n], "", len(r.msgs) == 0)
@@ -440,7 +441,7 @@ func (r *Reply) sendFiles(ctx context.Context, files []adapters.File, batch int)
 
 // postFiles posts files with caption as one new message; the first message of a reply carries
 // the reply's send options.
-func (r *Reply) postFiles(ctx context.Context, files []adapters.File, caption string, first bool) (adapters.MessageRef, error) {
+func (r *Reply) postFiles(ctx context.Context, files []chat.File, caption string, first bool) (adapters.MessageRef, error) {
 	opts := r.sendOptions(first)
 	var ref adapters.MessageRef
 	err := r.call(ctx, func(cctx context.Context) error {

@@ -6,10 +6,8 @@ import (
 	"unicode/utf8"
 
 	"relaybot/adapters"
+	"relaybot/internal/ellipsis"
 )
-
-// Ellipsis marks a preview that was cut at the platform's length limit.
-const Ellipsis = "…"
 
 // Length counts s in unit: UTF-16 code units or Unicode code points.
 func Length(s string, unit adapters.LengthUnit) int {
@@ -80,12 +78,12 @@ func cutAt(s string, max int, unit adapters.LengthUnit) string {
 }
 
 // Preview fits text into one message of at most max units: text that is too long is cut on a
-// grapheme boundary (at a line or word end when one is close) and marked with Ellipsis.
+// grapheme boundary (at a line or word end when one is close) and marked with ellipsis.Mark.
 func Preview(text string, max int, unit adapters.LengthUnit) string {
 	if max <= 0 || Length(text, unit) <= max {
 		return text
 	}
-	room := max - Length(Ellipsis, unit)
+	room := max - Length(ellipsis.Mark, unit)
 	if room < 1 {
 		room = 1
 	}
@@ -96,7 +94,7 @@ func Preview(text string, max int, unit adapters.LengthUnit) string {
 	} else if i := strings.LastIndexByte(head, ' '); i > len(head)*9/10 {
 		head = head[:i]
 	}
-	return strings.TrimRight(head, " \t\n") + Ellipsis
+	return strings.TrimRight(head, " \t\n") + ellipsis.Mark
 }
 
 // fence describes the code fence open at some point of a text.

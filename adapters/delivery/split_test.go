@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"relaybot/adapters"
+	"relaybot/internal/ellipsis"
 )
 
 // checkSplit asserts what a reader of the parts would notice: none too long, no broken
@@ -142,10 +143,10 @@ func TestPreview(t *testing.T) {
 	if n := Length(p, adapters.UTF16); n > 4096 {
 		t.Fatalf("preview is %d units", n)
 	}
-	if !strings.HasSuffix(p, Ellipsis) {
+	if !strings.HasSuffix(p, ellipsis.Mark) {
 		t.Fatal("cut preview lacks the ellipsis")
 	}
-	if !strings.HasPrefix(text, strings.TrimSuffix(p, Ellipsis)) {
+	if !strings.HasPrefix(text, strings.TrimSuffix(p, ellipsis.Mark)) {
 		t.Fatal("preview is not a prefix of the text")
 	}
 	if got := Preview("short", 4096, adapters.UTF16); got != "short" {

@@ -15,6 +15,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/discord"
+	"relaybot/chat"
 	dtk "relaybot/internal/testkit/discord"
 )
 
@@ -193,7 +194,7 @@ func TestToolRoundShowsTypingAndAttachesFiles(t *testing.T) {
 	final := "Let me run the plotting tool.\n\nHere is the chart."
 	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 300)...)
 	r.Update(final)
-	if err := r.Finish(hs.ctx, final, []adapters.File{{Name: "chart.png", MIME: "image/png", Data: png}}); err != nil {
+	if err := r.Finish(hs.ctx, final, []chat.File{{Name: "chart.png", MIME: "image/png", Data: png}}); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
 	msgs := hs.srv.BotMessages(ch)
@@ -227,11 +228,11 @@ func TestToolRoundShowsTypingAndAttachesFiles(t *testing.T) {
 }
 
 // pngs returns n small distinct PNG files named img0.png, img1.png, ...
-func pngs(n int) []adapters.File {
-	var files []adapters.File
+func pngs(n int) []chat.File {
+	var files []chat.File
 	for i := range n {
 		data := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{byte(i)}, 100+i)...)
-		files = append(files, adapters.File{Name: fmt.Sprintf("img%d.png", i), MIME: "image/png", Data: data})
+		files = append(files, chat.File{Name: fmt.Sprintf("img%d.png", i), MIME: "image/png", Data: data})
 	}
 	return files
 }
@@ -244,7 +245,7 @@ func attachmentNames(m dtk.Message) []string {
 	return names
 }
 
-func fileNames(files []adapters.File) []string {
+func fileNames(files []chat.File) []string {
 	var names []string
 	for _, f := range files {
 		names = append(names, f.Name)
@@ -316,17 +317,17 @@ func TestLongFinalCarriesFilesOnItsLastPart(t *testing.T) {
 func TestRefusedAttachStillDeliversTheFiles(t *testing.T) {
 	t.Parallel()
 	small := pngs(1)[0]
-	big := adapters.File{Name: "huge.bin", MIME: "application/octet-stream", Data: bytes.Repeat([]byte{1}, 2048)}
+	big := chat.File{Name: "huge.bin", MIME: "application/octet-stream", Data: bytes.Repeat([]byte{1}, 2048)}
 	cases := []struct {
 		name      string
 		fault     int // injected answer to the attaching edit; 0 for none
-		files     []adapters.File
+		files     []chat.File
 		wantFiles []string // the files delivered, each in a message of its own after the text
 		wantErr   string   // a file that could not be delivered
 	}{
-		{"HTTP 413", 413, []adapters.File{small}, []string{"img0.png"}, ""},
-		{"HTTP 400", 400, []adapters.File{small}, []string{"img0.png"}, ""},
-		{"one file over the upload limit", 0, []adapters.File{small, big}, []string{"img0.png"}, "huge.bin"},
+		{"HTTP 413", 413, []chat.File{small}, []string{"img0.png"}, ""},
+		{"HTTP 400", 400, []chat.File{small}, []string{"img0.png"}, ""},
+		{"one file over the upload limit", 0, []chat.File{small, big}, []string{"img0.png"}, "huge.bin"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

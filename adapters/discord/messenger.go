@@ -10,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // maxFilesPerMessage is Discord's limit on attachments in one message.
@@ -86,7 +87,7 @@ func (a *Adapter) Edit(ctx context.Context, msg adapters.MessageRef, text string
 // EditWithFiles sets a message's text and attaches files to it (one multipart REST request);
 // up to 10 files, the message's earlier attachments are kept. Like Edit, the final edit of a
 // reply also removes its Stop button.
-func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, text string, files []adapters.File) error {
+func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, text string, files []chat.File) error {
 	ch := channelOf(msg.Chat)
 	if len(files) == 0 || len(files) > maxFilesPerMessage {
 		return fmt.Errorf("discord: attach files to message %s in channel %s: %d files, want 1 to %d per message", msg.ID, ch, len(files), maxFilesPerMessage)
@@ -116,7 +117,7 @@ func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, te
 
 // SendFiles posts up to 10 files with an optional caption of up to 2,000 characters in one
 // message (one REST request).
-func (a *Adapter) SendFiles(ctx context.Context, chat adapters.ChatRef, files []adapters.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (a *Adapter) SendFiles(ctx context.Context, chat adapters.ChatRef, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	ch := channelOf(chat)
 	if len(files) == 0 || len(files) > maxFilesPerMessage {
 		return adapters.MessageRef{}, fmt.Errorf("discord: send files in channel %s: %d files, want 1 to %d per message", ch, len(files), maxFilesPerMessage)

@@ -6,6 +6,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/chat"
 )
 
 // cursor ends every preview of a streaming reply, so users can tell a message still being
@@ -44,7 +45,7 @@ func (r *reply) Working(on bool) { r.inner.Working(on) }
 
 // Finish delivers the final text and files; the final edit removes the cursor and the Stop
 // button.
-func (r *reply) Finish(ctx context.Context, text string, files []adapters.File) error {
+func (r *reply) Finish(ctx context.Context, text string, files []chat.File) error {
 	if r.sr != nil {
 		r.a.stops.finish(r.sr)
 		defer r.a.stops.end(r.sr)

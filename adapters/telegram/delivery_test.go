@@ -16,6 +16,8 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/chat"
+	"relaybot/internal/ellipsis"
 	"relaybot/internal/testkit/logbuf"
 	tk "relaybot/internal/testkit/telegram"
 )
@@ -188,7 +190,7 @@ func TestStreamedAnswerArrivesExactly(t *testing.T) {
 	// While streaming past the limit, the preview was cut in place with "…" (never split).
 	cut := false
 	for _, c := range e.srv.Calls() {
-		if c.Method == "editMessageText" && strings.HasSuffix(c.Params["text"], delivery.Ellipsis) {
+		if c.Method == "editMessageText" && strings.HasSuffix(c.Params["text"], ellipsis.Mark) {
 			cut = true
 		}
 	}
@@ -475,12 +477,12 @@ func TestHundredChatsStayInsideGlobalBudget(t *testing.T) {
 
 func TestFilesGoWithTheFinal(t *testing.T) {
 	e := newEnv(t, tk.Options{}, nil)
-	chat := e.chat(108, 0)
+	ref := e.chat(108, 0)
 	ctx := context.Background()
-	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+	r := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{})
 	r.Update("drawing")
 	waitFor(t, "the preview", func() bool { return len(e.srv.BotMessages(108)) == 1 })
-	files := []adapters.File{
+	files := []chat.File{
 		{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG fake")},
 		{Name: "data.csv", MIME: "text/csv", Data: []byte("a,b\n1,2\n")},
 	}
@@ -490,26 +492,26 @@ func TestFilesGoWithTheFinal(t *testing.T) {
 	msgs := e.srv.BotMessages(108)
 	if len(msgs) != 3 || msgs[0].Text != "Here is the chart." || msgs[1].Kind != "photo" || msgs[2].Kind != "document" ||
 		msgs[2].FileName != "data.csv" || string(msgs[2].Data) != "a,b\n1,2\n" {
-		t.Fatalf("unexpected chat: %+v", msgs)
+		t.Fatalf("unexpected ref: %+v", msgs)
 	}
 }
 
 // An image Telegram refuses as a photo (here: sides of ratio 1:210) still arrives, as a document.
 func TestRefusedPhotoGoesAsDocument(t *testing.T) {
 	e := newEnv(t, tk.Options{}, nil)
-	chat := e.chat(111, 0)
+	ref := e.chat(111, 0)
 	var png bytes.Buffer
 	if err := pngpkg.Encode(&png, image.NewGray(image.Rect(0, 0, 2100, 10))); err != nil {
 		t.Fatal(err)
 	}
-	files := []adapters.File{{Name: "strip.png", MIME: "image/png", Data: png.Bytes()}}
+	files := []chat.File{{Name: "strip.png", MIME: "image/png", Data: png.Bytes()}}
 	ctx := context.Background()
-	if err := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{}).Finish(ctx, "A very wide chart.", files); err != nil {
+	if err := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{}).Finish(ctx, "A very wide chart.", files); err != nil {
 		t.Fatal(err)
 	}
 	msgs := e.srv.BotMessages(111)
 	if len(msgs) != 2 || msgs[1].Kind != "document" || msgs[1].FileName != "strip.png" || !bytes.Equal(msgs[1].Data, png.Bytes()) {
-		t.Fatalf("unexpected chat: %+v", msgs)
+		t.Fatalf("unexpected ref: %+v", msgs)
 	}
 }
 

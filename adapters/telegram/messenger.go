@@ -15,6 +15,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // ctxClient sends every request of one call with the call's context, which tgbotapi's
@@ -243,7 +244,7 @@ func (m *messenger) Edit(ctx context.Context, msg adapters.MessageRef, text stri
 
 // SendFiles posts each file as a photo or a document (one request per file; the delivery
 // engine hands them over one at a time). The caption goes with the first file.
-func (m *messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []adapters.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	var first adapters.MessageRef
 	for i, f := range files {
 		p := chatParams(chat)

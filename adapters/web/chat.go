@@ -42,6 +42,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
 	"relaybot/adapters/markdown"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -702,7 +703,7 @@ func (c *Chat) file(w http.ResponseWriter, r *http.Request) {
 	}
 	conv.mu.Lock()
 	m := conv.find(r.PathValue("msg"))
-	var f adapters.File
+	var f chat.File
 	found := m != nil && n >= 0 && n < len(m.Files)
 	if found {
 		f = m.Files[n]

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // scriptedHandler answers every message with a reply streamed in steps; after each step it
@@ -303,15 +304,15 @@ func TestSendRefusesForgedRequests(t *testing.T) {
 }
 
 func TestMessengerContract(t *testing.T) {
-	chat, srv := newChat(t, nil)
+	wc, srv := newChat(t, nil)
 	b := newBrowser(t, srv)
 	var id string
-	chat.mu.Lock()
-	for cid := range chat.ids {
+	wc.mu.Lock()
+	for cid := range wc.ids {
 		id = cid
 	}
-	chat.mu.Unlock()
-	m := chat.Messenger()
+	wc.mu.Unlock()
+	m := wc.Messenger()
 	ctx := context.Background()
 	ref := adapters.ChatRef{Platform: adapters.Web, ChatID: id}
 	msg, err := m.Send(ctx, ref, "hello", adapters.SendOptions{})
@@ -328,9 +329,9 @@ func TestMessengerContract(t *testing.T) {
 		t.Errorf("over-long send: %v, want ErrTooLong", err)
 	}
 	if _, err := m.Send(ctx, adapters.ChatRef{Platform: adapters.Web, ChatID: "gone"}, "x", adapters.SendOptions{}); !errors.Is(err, adapters.ErrMessageGone) {
-		t.Errorf("send to unknown chat: %v, want ErrMessageGone", err)
+		t.Errorf("send to unknown wc: %v, want ErrMessageGone", err)
 	}
-	fmsg, err := m.SendFiles(ctx, ref, []adapters.File{{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG")}}, "a chart", adapters.SendOptions{})
+	fmsg, err := m.SendFiles(ctx, ref, []chat.File{{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG")}}, "a chart", adapters.SendOptions{})
 	if err != nil {
 		t.Fatalf("SendFiles: %v", err)
 	}
@@ -350,7 +351,7 @@ func TestMessengerContract(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("file without the chat cookie: %d, want 404", resp.StatusCode)
+		t.Errorf("file without the wc cookie: %d, want 404", resp.StatusCode)
 	}
 }
 

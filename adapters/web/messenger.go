@@ -10,6 +10,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/markdown"
+	"relaybot/chat"
 )
 
 // Limits are the web chat's length and pacing rules: a browser takes long messages and frequent
@@ -36,7 +37,7 @@ type message struct {
 	Role  string // "user" or "bot"
 	Text  string
 	HTML  string // a bot message's Markdown rendered and sanitised; empty for the user's
-	Files []adapters.File
+	Files []chat.File
 	rev   uint64 // conversation revision of the last change
 }
 
@@ -67,7 +68,7 @@ func (c *conversation) notifyLocked() {
 }
 
 // add appends a message and returns it. c.mu must be held.
-func (c *conversation) addLocked(role, text string, files []adapters.File) *message {
+func (c *conversation) addLocked(role, text string, files []chat.File) *message {
 	c.nextID++
 	c.rev++
 	m := &message{ID: "m" + strconv.Itoa(c.nextID), Role: role, Text: text, Files: files, rev: c.rev}
@@ -154,7 +155,7 @@ func (m messenger) Edit(ctx context.Context, ref adapters.MessageRef, text strin
 }
 
 // SendFiles shows a bot message with files; images are shown inline, other files as links.
-func (m messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []adapters.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	if err := ctx.Err(); err != nil {
 		return adapters.MessageRef{}, fmt.Errorf("web send files: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"relaybot/chat"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +22,7 @@ import (
 func storedTurn(t *testing.T, st *store.Store, chatID, user, answer string) {
 	t.Helper()
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, store.Key{Platform: string(adapters.Web), ChatID: chatID, UserID: chatID})
+	conv, err := st.Conversation(ctx, chat.Key{Platform: string(adapters.Web), ChatID: chatID, UserID: chatID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestWebChatKeepsItsConversationAcrossARestartAndListsEarlierOnes(t *testing
 	}
 
 	// A reset closes the conversation; the browser lists it and reads it back.
-	if _, err := st.ResetConversation(ctx, store.Key{Platform: "web", ChatID: chatID, UserID: chatID}); err != nil {
+	if _, err := st.ResetConversation(ctx, chat.Key{Platform: "web", ChatID: chatID, UserID: chatID}); err != nil {
 		t.Fatal(err)
 	}
 	var list []earlierConversation

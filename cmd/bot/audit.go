@@ -8,21 +8,26 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"relaybot/audit"
 	"relaybot/config"
+	"relaybot/internal/ellipsis"
 	"relaybot/store"
 )
 
-// auditStatuses are the statuses --status accepts (the DESIGN audit contract).
-var auditStatuses = []string{store.StatusRunning, store.StatusOK, store.StatusError,
-	store.StatusTimeout, store.StatusNotFound, store.StatusBadArgs, store.StatusCancelled,
-	store.StatusDenied, store.StatusInterrupted}
+// statusList is the statuses --status accepts (the DESIGN audit contract), for help and errors.
+func statusList() string {
+	out := make([]string, len(audit.Statuses))
+	for i, s := range audit.Statuses {
+		out[i] = string(s)
+	}
+	return strings.Join(out, ", ")
+}
 
 // argPreviewRunes is how much of the arguments the table shows.
 const argPreviewRunes = 48
@@ -36,17 +41,17 @@ func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.
 		asJSON  = fs.Bool("json", false, "print one JSON object per line")
 		since   = fs.String("since", "", "only calls started within this long (24h, 90m, 7d) or since this RFC 3339 time")
 		until   = fs.String("until", "", "only calls started before this long ago (1h, 2d) or before this RFC 3339 time")
-		f       store.ToolCallFilter
-		limit   = fs.Int("limit", store.DefaultLimit, "show at most N calls")
+		f       audit.Filter
+		limit   = fs.Int("limit", audit.DefaultLimit, "show at most N calls")
 		turn    = fs.Int64("turn", 0, "only calls of this turn id")
 		cursor  = fs.String("cursor", "", "continue after the last page (printed at the end of a full page)")
-		statusF = fs.String("status", "", "only calls with this status: "+strings.Join(auditStatuses, ", "))
+		statusF = fs.String("status", "", "only calls with this status: "+statusList())
+		sourceF = fs.String("source", "", "only calls of tools from this source: native, plugin, mcp, skill")
 	)
 	fs.StringVar(&f.Tool, "tool", "", "only calls of this tool")
 	fs.StringVar(&f.ChatID, "chat", "", "only calls in this chat id")
 	fs.StringVar(&f.Platform, "platform", "", "only calls on this platform (telegram, discord, web)")
 	fs.StringVar(&f.UserID, "user", "", "only calls by this user id")
-	fs.StringVar(&f.Source, "source", "", "only calls of tools from this source: native, plugin, mcp, skill")
 	fs.StringVar(&f.Server, "server", "", "only calls to this MCP server")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: bot audit [-config PATH] [--json] [--since 24h] [--tool NAME] [--status STATUS] [--chat ID] [--limit N] ...\n\nPrints tool calls, newest first.")
@@ -66,13 +71,16 @@ func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.
 	if f.Until, err = parseWhen(*until, now); err != nil {
 		return fmt.Errorf("%w: --until: %v", errUsage, err)
 	}
-	if *statusF != "" && !slices.Contains(auditStatuses, *statusF) {
-		return fmt.Errorf("%w: --status %q: want one of %s", errUsage, *statusF, strings.Join(auditStatuses, ", "))
+	if st := audit.Status(*statusF); st != "" {
+		if !st.Valid() {
+			return fmt.Errorf("%w: --status %q: want one of %s", errUsage, *statusF, statusList())
+		}
+		f.Statuses = []audit.Status{st}
 	}
 	if *limit <= 0 {
 		return fmt.Errorf("%w: --limit %d: want a positive number", errUsage, *limit)
 	}
-	f.Status, f.TurnID, f.Cursor = *statusF, *turn, *cursor
+	f.Source, f.TurnID, f.Cursor = audit.Source(*sourceF), *turn, *cursor
 
 	if cfg.Storage.Driver == store.DriverSQLite || cfg.Storage.Driver == "" {
 		// Reading must not create an empty database where the bot's one was expected.
@@ -94,16 +102,29 @@ func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.
 		return fmt.Errorf("database schema is at version %d, this bot needs %d: run bot migrate", cur, latest)
 	}
 
-	var rows []store.ToolCallRow
+	rows, next, err := readAudit(ctx, s, f, *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeAuditJSON(stdout, rows)
+	}
+	return writeAuditTable(stdout, rows, next)
+}
+
+// readAudit reads up to limit records matching f from log, page by page, and the cursor after
+// the last one (empty when there are no more).
+func readAudit(ctx context.Context, log audit.Log, f audit.Filter, limit int) ([]audit.Record, string, error) {
+	var rows []audit.Record
 	next := ""
-	for remaining := *limit; remaining > 0; {
-		f.Limit = min(remaining, store.MaxLimit)
-		page, n, err := s.ToolCalls(ctx, f)
+	for remaining := limit; remaining > 0; {
+		f.Limit = min(remaining, audit.MaxLimit)
+		page, n, err := log.ToolCalls(ctx, f)
 		if err != nil {
-			if errors.Is(err, store.ErrBadCursor) {
-				return fmt.Errorf("%w: --cursor: %v", errUsage, err)
+			if errors.Is(err, audit.ErrBadCursor) {
+				return nil, "", fmt.Errorf("%w: --cursor: %v", errUsage, err)
 			}
-			return err
+			return nil, "", err
 		}
 		rows = append(rows, page...)
 		remaining -= len(page)
@@ -113,10 +134,7 @@ func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.
 		}
 		f.Cursor = n
 	}
-	if *asJSON {
-		return writeAuditJSON(stdout, rows)
-	}
-	return writeAuditTable(stdout, rows, next)
+	return rows, next, nil
 }
 
 // parseWhen reads a time for --since/--until: empty (no bound), a duration ago ("24h", "90m",
@@ -141,7 +159,7 @@ func parseWhen(v string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-func writeAuditJSON(w io.Writer, rows []store.ToolCallRow) error {
+func writeAuditJSON(w io.Writer, rows []audit.Record) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	for _, r := range rows {
@@ -152,7 +170,7 @@ func writeAuditJSON(w io.Writer, rows []store.ToolCallRow) error {
 	return nil
 }
 
-func writeAuditTable(w io.Writer, rows []store.ToolCallRow, next string) error {
+func writeAuditTable(w io.Writer, rows []audit.Record, next string) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no tool calls match")
 		return err
@@ -160,7 +178,7 @@ func writeAuditTable(w io.Writer, rows []store.ToolCallRow, next string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME (UTC)\tCHAT\tUSER\tTOOL\tSOURCE\tSTATUS\tDURATION\tARGUMENTS")
 	for _, r := range rows {
-		source := r.Source
+		source := string(r.Source)
 		if r.Server != "" {
 			source += "/" + r.Server
 		}
@@ -168,12 +186,12 @@ func writeAuditTable(w io.Writer, rows []store.ToolCallRow, next string) error {
 			source = "-"
 		}
 		dur := "-"
-		if r.FinishedAt != nil {
-			dur = formatDuration(time.Duration(r.DurationMS) * time.Millisecond)
+		if !r.FinishedAt.IsZero() {
+			dur = formatDuration(r.Duration)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.StartedAt.UTC().Format("2006-01-02 15:04:05"), cell(r.Platform+":"+r.ChatID),
-			cell(r.UserID), cell(r.ToolName), cell(source), cell(r.Status), dur, preview(r.Arguments))
+			cell(r.UserID), cell(r.ToolName), cell(source), cell(string(r.Status)), dur, preview(r.Arguments))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write audit table: %w", err)
@@ -236,9 +254,5 @@ func isBidiControl(r rune) bool {
 
 // preview is the start of the arguments, on one line.
 func preview(args string) string {
-	s := strings.Join(strings.Fields(args), " ")
-	if utf8.RuneCountInString(s) > argPreviewRunes {
-		s = string([]rune(s)[:argPreviewRunes-1]) + "…"
-	}
-	return cell(s)
+	return cell(ellipsis.Cut(strings.Join(strings.Fields(args), " "), argPreviewRunes))
 }

@@ -13,8 +13,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"relaybot/audit"
 	"relaybot/config"
-	"relaybot/store"
 )
 
 // seedAudit writes a small audit log and returns a config pointing at it.
@@ -36,18 +36,18 @@ func seedAudit(t *testing.T) *config.Config {
 	}
 	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 	recs := []struct {
-		rec    store.ToolCallRecord
+		rec    audit.Record
 		finish bool
 	}{
-		{store.ToolCallRecord{Platform: "telegram", ChatID: "-100", UserID: "42", TurnID: 1, Round: 1,
+		{audit.Record{Platform: "telegram", ChatID: "-100", UserID: "42", TurnID: 1, Round: 1,
 			ToolCallID: "call_1", ToolName: "web_search", Source: "native",
 			Arguments: `{"query": "weather in Paris tomorrow", "lang": "en", "max_results": 5}`,
-			Status:    store.StatusOK, Result: "sunny", Duration: 1500 * time.Millisecond}, true},
-		{store.ToolCallRecord{Platform: "discord", ChatID: "777", UserID: "9", TurnID: 2, Round: 1,
+			Status:    audit.StatusOK, Result: "sunny", Duration: 1500 * time.Millisecond}, true},
+		{audit.Record{Platform: "discord", ChatID: "777", UserID: "9", TurnID: 2, Round: 1,
 			ToolCallID: "call_2", ToolName: "fetch", Source: "mcp", Server: "web",
-			Arguments: "{\"url\":\n\"https://example.com\"}", Status: store.StatusTimeout,
+			Arguments: "{\"url\":\n\"https://example.com\"}", Status: audit.StatusTimeout,
 			Error: "tool call timed out", Duration: 300 * time.Second}, true},
-		{store.ToolCallRecord{Platform: "telegram", ChatID: "-100", UserID: "42", TurnID: 3, Round: 2,
+		{audit.Record{Platform: "telegram", ChatID: "-100", UserID: "42", TurnID: 3, Round: 2,
 			ToolCallID: "call_3", ToolName: "web_search", Source: "native", Arguments: `{}`}, false},
 	}
 	for i, r := range recs {
@@ -196,18 +196,18 @@ func TestAuditTableEscapesTerminalControls(t *testing.T) {
 	long := strings.Repeat("a", 40) + "\x1b[2J\x1b[H\x07 end"
 	fields := []struct {
 		name string
-		rec  store.ToolCallRecord
+		rec  audit.Record
 		want string // how the hostile part reads in the table
 	}{
-		{"tool name with OSC title and BEL", store.ToolCallRecord{ToolName: "x\x1b]0;pwned\x07y"}, `x\x1b]0;pwned\x07y`},
-		{"tool name with CSI clear screen", store.ToolCallRecord{ToolName: "t\x1b[2J\x1b[1;1H"}, `t\x1b[2J\x1b[1;1H`},
-		{"chat id with CR overwriting the line", store.ToolCallRecord{ChatID: "1\rFAKE"}, `web:1\x0dFAKE`},
-		{"user id with backspaces and DEL", store.ToolCallRecord{UserID: "u\b\b\x7f"}, `u\x08\x08\x7f`},
-		{"server with a C1 CSI", store.ToolCallRecord{Source: "mcp", Server: "s\u009b31m"}, `mcp/s\u009b31m`},
-		{"tool name with a bidi override", store.ToolCallRecord{ToolName: "evil\u202egnp.exe"}, `evil\u202egnp.exe`},
+		{"tool name with OSC title and BEL", audit.Record{ToolName: "x\x1b]0;pwned\x07y"}, `x\x1b]0;pwned\x07y`},
+		{"tool name with CSI clear screen", audit.Record{ToolName: "t\x1b[2J\x1b[1;1H"}, `t\x1b[2J\x1b[1;1H`},
+		{"chat id with CR overwriting the line", audit.Record{ChatID: "1\rFAKE"}, `web:1\x0dFAKE`},
+		{"user id with backspaces and DEL", audit.Record{UserID: "u\b\b\x7f"}, `u\x08\x08\x7f`},
+		{"server with a C1 CSI", audit.Record{Source: "mcp", Server: "s\u009b31m"}, `mcp/s\u009b31m`},
+		{"tool name with a bidi override", audit.Record{ToolName: "evil\u202egnp.exe"}, `evil\u202egnp.exe`},
 		// The store replaces invalid UTF-8 before writing, so the table shows the replacement.
-		{"tool name with invalid UTF-8", store.ToolCallRecord{ToolName: "bad\xff\xfe"}, "bad\ufffd"},
-		{"arguments cut after an escape", store.ToolCallRecord{Arguments: long}, strings.Repeat("a", 40) + `\x1b[2J\x1b[H…`},
+		{"tool name with invalid UTF-8", audit.Record{ToolName: "bad\xff\xfe"}, "bad\ufffd"},
+		{"arguments cut after an escape", audit.Record{Arguments: long}, strings.Repeat("a", 40) + `\x1b[2J\x1b[H…`},
 	}
 	base := time.Now().UTC().Add(-30 * time.Minute).Truncate(time.Second)
 	for i, f := range fields {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"relaybot/adapters/discord"
+	"relaybot/audit"
 	"relaybot/config"
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
@@ -333,28 +334,28 @@ func TestServeEndToEnd(t *testing.T) {
 
 	st := e.openStore()
 	ctx := context.Background()
-	rows, _, err := st.ToolCalls(ctx, store.ToolCallFilter{Limit: 100})
+	rows, _, err := st.ToolCalls(ctx, audit.Filter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
-	byCall := map[string]store.ToolCallRow{}
+	byCall := map[string]audit.Record{}
 	for _, r := range rows {
 		byCall[r.ToolCallID] = r
-		if r.Status == store.StatusRunning {
+		if r.Status == audit.StatusRunning {
 			t.Errorf("audit row %d (%s) left running after shutdown", r.ID, r.ToolName)
 		}
 	}
 	echo, sleep := byCall["call_e1"], byCall["call_sleep"]
-	if echo.ToolName != "echo" || echo.Status != store.StatusOK || echo.Round != 1 || echo.Source != "mcp" || echo.Server != "kit" ||
+	if echo.ToolName != "echo" || echo.Status != audit.StatusOK || echo.Round != 1 || echo.Source != "mcp" || echo.Server != "kit" ||
 		echo.Platform != "telegram" || echo.ChatID != "1" || echo.UserID != "1" || echo.TurnID == 0 || echo.ConversationID == 0 {
 		t.Errorf("echo audit row = %+v", echo)
 	}
-	if sleep.ToolName != "sleep" || sleep.Status != store.StatusCancelled || sleep.FinishedAt == nil {
+	if sleep.ToolName != "sleep" || sleep.Status != audit.StatusCancelled || sleep.FinishedAt.IsZero() {
 		t.Errorf("sleep audit row = %+v; want cancelled and finished", sleep)
 	}
 	refused := 0
 	for _, r := range rows {
-		if r.ToolName == "/audit" && r.Status == store.StatusDenied && r.UserID == "3" {
+		if r.ToolName == "/audit" && r.Status == audit.StatusDenied && r.UserID == "3" {
 			refused++
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"relaybot/adapters/web"
 	"relaybot/admin"
 	"relaybot/agent"
+	"relaybot/audit"
 	"relaybot/config"
 	"relaybot/metrics"
 	"relaybot/pipeline"
@@ -94,7 +95,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	var mgr *tools.Manager // set below; the metrics ask it which tool names are real
 	var mcpUp func() map[string]bool
 	var pipe *pipeline.Pipeline
-	reader := auditReader{st: st}
+	var reader audit.Log = st
 
 	// Tools, in dispatch order: native, plugins, MCP, skills.
 	var loaders []tools.Loader

@@ -1,199 +1,32 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"time"
 
+	"relaybot/audit"
 	"relaybot/pipeline"
 	"relaybot/store"
-	"relaybot/tools"
-	"relaybot/tools/plugin"
 )
 
 // auditRecorder is the tools.Recorder of the bot: it keeps every tool call in the store's audit
-// log (the store does not import tools, so the records are converted here).
+// log, one audit.Record for the tool manager and the store alike.
 type auditRecorder struct {
 	st *store.Store
 }
 
 // Start writes the row of a call that is starting and sets r.ID.
-func (a auditRecorder) Start(ctx context.Context, r *tools.Record) error {
-	row := toStoreRecord(r)
-	if err := a.st.StartToolCall(ctx, &row); err != nil {
-		return err
-	}
-	r.ID = row.ID
-	return nil
+func (a auditRecorder) Start(ctx context.Context, r *audit.Record) error {
+	return a.st.StartToolCall(ctx, r)
 }
 
 // Finish completes the row of r with its outcome.
-func (a auditRecorder) Finish(ctx context.Context, r *tools.Record) error {
-	row := toStoreRecord(r)
-	if err := a.st.FinishToolCall(ctx, &row); err != nil {
-		return err
-	}
-	r.ID = row.ID
-	return nil
+func (a auditRecorder) Finish(ctx context.Context, r *audit.Record) error {
+	return a.st.FinishToolCall(ctx, r)
 }
 
-func toStoreRecord(r *tools.Record) store.ToolCallRecord {
-	return store.ToolCallRecord{
-		ID:             r.ID,
-		TurnID:         r.TurnID,
-		ConversationID: r.ConversationID,
-		Platform:       r.Platform,
-		ChatID:         r.ChatID,
-		UserID:         r.UserID,
-		Round:          r.Round,
-		ToolCallID:     r.ToolCallID,
-		ToolName:       r.ToolName,
-		Source:         string(r.Source),
-		Server:         r.Server,
-		Status:         string(r.Status),
-		Arguments:      r.Arguments,
-		Result:         r.Result,
-		Error:          r.Error,
-		ArgumentsSize:  r.ArgumentsSize,
-		ResultSize:     r.ResultSize,
-		StartedAt:      r.StartedAt,
-		FinishedAt:     r.FinishedAt,
-		Duration:       r.Duration,
-	}
-}
-
-func fromStoreRow(r store.ToolCallRow) tools.Record {
-	rec := tools.Record{
-		ID:             r.ID,
-		TurnID:         r.TurnID,
-		ConversationID: r.ConversationID,
-		Platform:       r.Platform,
-		ChatID:         r.ChatID,
-		UserID:         r.UserID,
-		Round:          r.Round,
-		ToolCallID:     r.ToolCallID,
-		ToolName:       r.ToolName,
-		Source:         tools.Source(r.Source),
-		Server:         r.Server,
-		Status:         tools.Status(r.Status),
-		Arguments:      r.Arguments,
-		Result:         r.Result,
-		Error:          r.Error,
-		ArgumentsSize:  r.ArgumentsSize,
-		ResultSize:     r.ResultSize,
-		StartedAt:      r.StartedAt,
-		Duration:       time.Duration(r.DurationMS) * time.Millisecond,
-	}
-	if r.FinishedAt != nil {
-		rec.FinishedAt = *r.FinishedAt
-	}
-	return rec
-}
-
-// auditReader answers the audit questions of the /audit command and the audit_query plugin from
-// the store.
-type auditReader struct {
-	st *store.Store
-}
-
-// RecentToolCalls implements pipeline.AuditLog.
-func (a auditReader) RecentToolCalls(ctx context.Context, f pipeline.AuditFilter) ([]pipeline.AuditEntry, error) {
-	rows, _, err := a.st.ToolCalls(ctx, store.ToolCallFilter{Tool: f.Tool, Status: f.Status, Limit: f.Limit})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]pipeline.AuditEntry, len(rows))
-	for i, r := range rows {
-		out[i] = pipeline.AuditEntry{
-			StartedAt: r.StartedAt,
-			Tool:      r.ToolName,
-			Status:    r.Status,
-			Duration:  time.Duration(r.DurationMS) * time.Millisecond,
-			Arguments: r.Arguments,
-		}
-	}
-	return out, nil
-}
-
-// Recent implements plugin.AuditLog: records matching q, newest first, or slowest first.
-func (a auditReader) Recent(ctx context.Context, q plugin.AuditQuery) ([]tools.Record, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = store.DefaultLimit
-	}
-	base := store.ToolCallFilter{Tool: q.Tool, Since: q.Since, ChatID: q.ChatID, Limit: limit}
-	if q.Slowest {
-		// The store pages by time; the slowest are picked from the largest page it gives.
-		base.Limit = store.MaxLimit
-	}
-	statuses := []string{""}
-	if len(q.Statuses) > 0 {
-		statuses = statuses[:0]
-		for _, s := range q.Statuses {
-			statuses = append(statuses, string(s))
-		}
-	}
-	var recs []tools.Record
-	for _, s := range statuses {
-		f := base
-		f.Status = s
-		rows, _, err := a.st.ToolCalls(ctx, f)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			recs = append(recs, fromStoreRow(r))
-		}
-	}
-	if q.Slowest {
-		slices.SortStableFunc(recs, func(x, y tools.Record) int { return cmp.Compare(y.Duration, x.Duration) })
-	} else {
-		slices.SortStableFunc(recs, func(x, y tools.Record) int {
-			if c := y.StartedAt.Compare(x.StartedAt); c != 0 {
-				return c
-			}
-			return cmp.Compare(y.ID, x.ID)
-		})
-	}
-	if len(recs) > limit {
-		recs = recs[:limit]
-	}
-	return recs, nil
-}
-
-// Stats implements plugin.AuditLog: per-tool summaries of the finished calls since a time,
-// slowest average first. The store computes them in SQL; the plugin does not tell MCP servers
-// apart, so a tool's groups per server are folded into one line here.
-func (a auditReader) Stats(ctx context.Context, since time.Time) ([]plugin.AuditStat, error) {
-	stats, err := a.st.ToolStats(ctx, store.ToolCallFilter{Since: since})
-	if err != nil {
-		return nil, err
-	}
-	type key struct{ tool, source string }
-	at := map[key]int{}
-	var out []plugin.AuditStat
-	for _, st := range stats {
-		if st.Finished == 0 {
-			continue
-		}
-		k := key{st.Tool, st.Source}
-		i, ok := at[k]
-		if !ok {
-			at[k] = len(out)
-			out = append(out, plugin.AuditStat{Tool: st.Tool, Source: tools.Source(st.Source),
-				Calls: st.Finished, Failures: st.Errors, AvgDuration: st.Avg, MaxDuration: st.Max})
-			continue
-		}
-		o := &out[i]
-		calls := o.Calls + st.Finished
-		o.AvgDuration = (o.AvgDuration*time.Duration(o.Calls) + st.Avg*time.Duration(st.Finished)) / time.Duration(calls)
-		o.Calls, o.Failures = calls, o.Failures+st.Errors
-		o.MaxDuration = max(o.MaxDuration, st.Max)
-	}
-	slices.SortStableFunc(out, func(x, y plugin.AuditStat) int { return cmp.Compare(y.AvgDuration, x.AvgDuration) })
-	return out, nil
-}
+// The store is the one reader of the audit log for /audit, the audit_query plugin, the admin
+// pages and bot audit.
+var _ audit.Log = (*store.Store)(nil)
 
 // The pipeline checks messages the Telegram adapter hands over again after a crash against the
 // turns they started only when its store can find them: the store given to it here can.

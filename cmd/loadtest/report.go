@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/store"
 )
 
@@ -192,7 +193,7 @@ func (r *Report) countDB(ctx context.Context, dbPath string, turns, toolCalls in
 		return fmt.Errorf("opening the bot's database: %w", err)
 	}
 	defer st.Close()
-	stats, err := st.ToolStats(ctx, store.ToolCallFilter{})
+	stats, err := st.ToolStats(ctx, audit.Filter{})
 	if err != nil {
 		return fmt.Errorf("counting audit rows: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -71,7 +72,7 @@ func appendFile(out *tools.Result, parts []string, tool string, i int, kind, dat
 	if err != nil {
 		return append(parts, fmt.Sprintf("[%s from the tool could not be decoded: %v]", kind, err))
 	}
-	out.Files = append(out.Files, tools.File{
+	out.Files = append(out.Files, chat.File{
 		Name: fmt.Sprintf("%s-%d%s", tool, i+1, extension(mimeType)),
 		MIME: mimeType,
 		Data: b,

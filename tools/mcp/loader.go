@@ -17,6 +17,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 
+	"relaybot/audit"
 	"relaybot/tools"
 )
 
@@ -213,8 +214,8 @@ func (l *Loader) Close() {
 	l.wg.Wait()
 }
 
-// Source reports tools.SourceMCP.
-func (l *Loader) Source() tools.Source { return tools.SourceMCP }
+// Source reports audit.SourceMCP.
+func (l *Loader) Source() audit.Source { return audit.SourceMCP }
 
 // Tools lists the tools of the servers that are up, in configuration order. When two servers
 // offer the same name, the first server's tool is listed.

@@ -11,6 +11,7 @@ import (
 	"time"
 	_ "time/tzdata" // current_time works on hosts without a zoneinfo database
 
+	"relaybot/audit"
 	"relaybot/tools"
 )
 
@@ -94,8 +95,8 @@ func NewLoader(opts Options) (*Loader, error) {
 	return l, nil
 }
 
-// Source reports tools.SourceNative.
-func (l *Loader) Source() tools.Source { return tools.SourceNative }
+// Source reports audit.SourceNative.
+func (l *Loader) Source() audit.Source { return audit.SourceNative }
 
 // Tools lists the enabled native tools.
 func (l *Loader) Tools(ctx context.Context) []tools.Spec { return slices.Clone(l.specs) }

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"time"
 
+	"relaybot/audit"
 	"relaybot/tools"
 )
 
@@ -27,38 +27,7 @@ type Deps struct {
 	// Logger is the plugin's logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Audit reads the tool-call audit log; nil when the bot has none.
-	Audit AuditLog
-}
-
-// AuditLog is the audit-log query API plugins may use; cmd/bot satisfies it with the store.
-type AuditLog interface {
-	// Recent returns audit records matching q, newest first (slowest first with q.Slowest).
-	Recent(ctx context.Context, q AuditQuery) ([]tools.Record, error)
-	// Stats summarises calls per tool since a time, slowest average first.
-	Stats(ctx context.Context, since time.Time) ([]AuditStat, error)
-}
-
-// AuditQuery filters audit records. Zero fields do not filter.
-type AuditQuery struct {
-	Tool string
-	// Statuses keeps records with any of these statuses.
-	Statuses []tools.Status
-	Since    time.Time
-	ChatID   string
-	// Limit caps the number of records; 0 means the implementation's default.
-	Limit int
-	// Slowest orders by duration, longest first, instead of newest first.
-	Slowest bool
-}
-
-// AuditStat summarises the calls of one tool.
-type AuditStat struct {
-	Tool        string
-	Source      tools.Source
-	Calls       int
-	Failures    int // status other than ok and running
-	AvgDuration time.Duration
-	MaxDuration time.Duration
+	Audit audit.Log
 }
 
 // Factory builds a plugin's tools from the bot's dependencies.
@@ -145,8 +114,8 @@ func NewLoader(enabled []string, deps Deps) (*Loader, error) {
 	return l, nil
 }
 
-// Source reports tools.SourcePlugin.
-func (l *Loader) Source() tools.Source { return tools.SourcePlugin }
+// Source reports audit.SourcePlugin.
+func (l *Loader) Source() audit.Source { return audit.SourcePlugin }
 
 // Tools lists the tools of the enabled plugins.
 func (l *Loader) Tools(ctx context.Context) []tools.Spec { return slices.Clone(l.specs) }

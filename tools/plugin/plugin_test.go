@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"relaybot/audit"
 	"relaybot/tools"
 	"relaybot/tools/plugin"
 )
@@ -73,7 +74,7 @@ func TestLoaderCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Source() != tools.SourcePlugin {
+	if l.Source() != audit.SourcePlugin {
 		t.Fatalf("source %s", l.Source())
 	}
 	res, err := l.Call(context.Background(), tools.Invocation{Name: "echo2", Arguments: []byte(`{"a":1}`)})

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	"relaybot/audit"
 	"relaybot/tools"
 )
 
@@ -274,8 +275,8 @@ func (l *Loader) Prompt() string {
 	return b.String()
 }
 
-// Source reports tools.SourceSkill.
-func (l *Loader) Source() tools.Source { return tools.SourceSkill }
+// Source reports audit.SourceSkill.
+func (l *Loader) Source() audit.Source { return audit.SourceSkill }
 
 // Tools offers activate_skill when there is at least one skill.
 func (l *Loader) Tools(ctx context.Context) []tools.Spec {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/tools"
 	"relaybot/tools/plugin"
 )
@@ -44,12 +45,15 @@ const (
 var views = []string{viewRecent, viewFailures, viewSlowestCalls, viewSlowestTools}
 
 // failureStatuses are the statuses the failures view shows.
-var failureStatuses = []tools.Status{
-	tools.StatusError, tools.StatusTimeout, tools.StatusNotFound, tools.StatusBadArgs,
-	tools.StatusCancelled, tools.StatusDenied, tools.StatusInterrupted,
-}
-
-var validStatuses = append([]tools.Status{tools.StatusRunning, tools.StatusOK}, failureStatuses...)
+var failureStatuses = func() []audit.Status {
+	var out []audit.Status
+	for _, s := range audit.Statuses {
+		if s.Failed() {
+			out = append(out, s)
+		}
+	}
+	return out
+}()
 
 const schema = `{
   "type": "object",
@@ -83,7 +87,7 @@ func New(deps plugin.Deps) ([]plugin.Tool, error) {
 }
 
 type querier struct {
-	log plugin.AuditLog
+	log audit.Log
 	now func() time.Time
 }
 
@@ -132,18 +136,18 @@ func (q *querier) run(ctx context.Context, inv tools.Invocation) (tools.Result, 
 	case limit > maxLimit:
 		limit = maxLimit
 	}
-	query := plugin.AuditQuery{Tool: a.Tool, Since: from, ChatID: a.ChatID, Limit: limit}
+	query := audit.Filter{Tool: a.Tool, Since: from, ChatID: a.ChatID, Limit: limit}
 	if a.Status != "" {
-		st := tools.Status(a.Status)
-		if !slices.Contains(validStatuses, st) {
+		st := audit.Status(a.Status)
+		if !st.Valid() {
 			return tools.Result{}, fmt.Errorf("audit_query: unknown status %q", a.Status)
 		}
-		query.Statuses = []tools.Status{st}
+		query.Statuses = []audit.Status{st}
 	}
 	window := "in the last " + formatSince(since)
 	switch a.View {
 	case viewSlowestTools:
-		stats, err := q.log.Stats(ctx, from)
+		stats, err := q.log.ToolStats(ctx, audit.Filter{Since: from})
 		if err != nil {
 			return tools.Result{}, fmt.Errorf("audit_query: reading tool statistics: %w", err)
 		}
@@ -153,9 +157,9 @@ func (q *querier) run(ctx context.Context, inv tools.Invocation) (tools.Result, 
 			query.Statuses = failureStatuses
 		}
 	case viewSlowestCalls:
-		query.Slowest = true
+		query.Order = audit.Slowest
 	}
-	recs, err := q.log.Recent(ctx, query)
+	recs, _, err := q.log.ToolCalls(ctx, query)
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("audit_query: reading the audit log: %w", err)
 	}
@@ -196,7 +200,7 @@ func formatSince(d time.Duration) string {
 	return d.String()
 }
 
-func formatRecords(view string, recs []tools.Record, window string) string {
+func formatRecords(view string, recs []audit.Record, window string) string {
 	title := map[string]string{
 		viewRecent:       "Recent tool calls",
 		viewFailures:     "Failed tool calls",
@@ -229,21 +233,60 @@ func formatRecords(view string, recs []tools.Record, window string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-func formatStats(stats []plugin.AuditStat, tool string, limit int, window string) string {
-	rows := make([]plugin.AuditStat, 0, len(stats))
-	for _, s := range stats {
-		if tool == "" || s.Tool == tool {
+// toolStat is one line of the slowest_tools view: a tool's finished calls, whatever MCP server
+// offered it.
+type toolStat struct {
+	tool     string
+	source   audit.Source
+	calls    int
+	failures int
+	avg, max time.Duration
+}
+
+// byTool folds the store's groups per source and server into one line per tool and source.
+func byTool(stats []audit.Stat) []toolStat {
+	type key struct {
+		tool   string
+		source audit.Source
+	}
+	at := map[key]int{}
+	var out []toolStat
+	for _, st := range stats {
+		if st.Finished == 0 {
+			continue
+		}
+		k := key{st.Tool, st.Source}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(out)
+			out = append(out, toolStat{tool: st.Tool, source: st.Source, calls: st.Finished,
+				failures: st.Errors, avg: st.Avg, max: st.Max})
+			continue
+		}
+		o := &out[i]
+		calls := o.calls + st.Finished
+		o.avg = (o.avg*time.Duration(o.calls) + st.Avg*time.Duration(st.Finished)) / time.Duration(calls)
+		o.calls, o.failures = calls, o.failures+st.Errors
+		o.max = max(o.max, st.Max)
+	}
+	return out
+}
+
+func formatStats(stats []audit.Stat, tool string, limit int, window string) string {
+	rows := make([]toolStat, 0, len(stats))
+	for _, s := range byTool(stats) {
+		if tool == "" || s.tool == tool {
 			rows = append(rows, s)
 		}
 	}
-	slices.SortStableFunc(rows, func(a, b plugin.AuditStat) int {
+	slices.SortStableFunc(rows, func(a, b toolStat) int {
 		switch {
-		case a.AvgDuration > b.AvgDuration:
+		case a.avg > b.avg:
 			return -1
-		case a.AvgDuration < b.AvgDuration:
+		case a.avg < b.avg:
 			return 1
 		}
-		return strings.Compare(a.Tool, b.Tool)
+		return strings.Compare(a.tool, b.tool)
 	})
 	if len(rows) > limit {
 		rows = rows[:limit]
@@ -254,8 +297,8 @@ func formatStats(stats []plugin.AuditStat, tool string, limit int, window string
 	var b strings.Builder
 	fmt.Fprintf(&b, "Slowest tools %s (by average duration):\n", window)
 	for _, s := range rows {
-		fmt.Fprintf(&b, "- %s [%s]: %d calls, %d failed, avg %s, max %s\n", s.Tool, s.Source, s.Calls, s.Failures,
-			s.AvgDuration.Round(time.Millisecond), s.MaxDuration.Round(time.Millisecond))
+		fmt.Fprintf(&b, "- %s [%s]: %d calls, %d failed, avg %s, max %s\n", s.tool, s.source, s.calls, s.failures,
+			s.avg.Round(time.Millisecond), s.max.Round(time.Millisecond))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -9,73 +9,94 @@ import (
 	"testing"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/tools"
 	"relaybot/tools/plugin"
 	"relaybot/tools/plugin/auditquery"
 )
 
-// memLog is an AuditLog over a slice of records, filtering the way the store does.
+// memLog is an audit.Log over a slice of records, filtering the way the store does.
 type memLog struct {
 	mu      sync.Mutex
-	recs    []tools.Record
-	queries []plugin.AuditQuery
+	recs    []audit.Record
+	queries []audit.Filter
 	err     error
 }
 
-func (m *memLog) Recent(ctx context.Context, q plugin.AuditQuery) ([]tools.Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.queries = append(m.queries, q)
-	if m.err != nil {
-		return nil, m.err
-	}
-	var out []tools.Record
+func (m *memLog) matching(f audit.Filter) []audit.Record {
+	var out []audit.Record
 	for _, r := range m.recs {
-		if q.Tool != "" && r.ToolName != q.Tool || q.ChatID != "" && r.ChatID != q.ChatID ||
-			r.StartedAt.Before(q.Since) || len(q.Statuses) > 0 && !slices.Contains(q.Statuses, r.Status) {
+		if f.Tool != "" && r.ToolName != f.Tool || f.ChatID != "" && r.ChatID != f.ChatID ||
+			r.StartedAt.Before(f.Since) || len(f.Statuses) > 0 && !slices.Contains(f.Statuses, r.Status) {
 			continue
 		}
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b tools.Record) int {
-		if q.Slowest {
+	return out
+}
+
+func (m *memLog) ToolCalls(ctx context.Context, f audit.Filter) ([]audit.Record, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queries = append(m.queries, f)
+	if m.err != nil {
+		return nil, "", m.err
+	}
+	out := m.matching(f)
+	slices.SortFunc(out, func(a, b audit.Record) int {
+		if f.Order == audit.Slowest {
 			return int(b.Duration - a.Duration)
 		}
 		return b.StartedAt.Compare(a.StartedAt)
 	})
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
 	}
-	return out, nil
+	return out, "", nil
 }
 
-func (m *memLog) Stats(ctx context.Context, since time.Time) ([]plugin.AuditStat, error) {
+func (m *memLog) ToolCall(ctx context.Context, id int64) (audit.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, r := range m.recs {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return audit.Record{}, audit.ErrNotFound
+}
+
+func (m *memLog) ToolStats(ctx context.Context, f audit.Filter) ([]audit.Stat, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queries = append(m.queries, f)
 	if m.err != nil {
 		return nil, m.err
 	}
-	by := map[string]*plugin.AuditStat{}
+	by := map[string]*audit.Stat{}
 	var total = map[string]time.Duration{}
-	for _, r := range m.recs {
-		if r.StartedAt.Before(since) {
-			continue
-		}
+	var out []audit.Stat
+	for _, r := range m.matching(f) {
 		s := by[r.ToolName]
 		if s == nil {
-			s = &plugin.AuditStat{Tool: r.ToolName, Source: r.Source}
+			s = &audit.Stat{Tool: r.ToolName, Source: r.Source}
 			by[r.ToolName] = s
 		}
-		s.Calls++
-		if r.Status != tools.StatusOK && r.Status != tools.StatusRunning {
-			s.Failures++
+		s.Count++
+		if r.Status == audit.StatusRunning {
+			continue
+		}
+		s.Finished++
+		if r.Status != audit.StatusOK {
+			s.Errors++
 		}
 		total[r.ToolName] += r.Duration
-		s.MaxDuration = max(s.MaxDuration, r.Duration)
+		s.Max = max(s.Max, r.Duration)
 	}
-	var out []plugin.AuditStat
 	for name, s := range by {
-		s.AvgDuration = total[name] / time.Duration(s.Calls)
+		if s.Finished > 0 {
+			s.Avg = total[name] / time.Duration(s.Finished)
+		}
 		out = append(out, *s)
 	}
 	return out, nil
@@ -83,20 +104,20 @@ func (m *memLog) Stats(ctx context.Context, since time.Time) ([]plugin.AuditStat
 
 func fixture() *memLog {
 	now := time.Now()
-	rec := func(id int64, ago time.Duration, name string, st tools.Status, d time.Duration, errText string) tools.Record {
-		return tools.Record{ID: id, ToolName: name, Source: tools.SourceNative, Status: st, Duration: d,
+	rec := func(id int64, ago time.Duration, name string, st audit.Status, d time.Duration, errText string) audit.Record {
+		return audit.Record{ID: id, ToolName: name, Source: audit.SourceNative, Status: st, Duration: d,
 			StartedAt: now.Add(-ago), Platform: "telegram", ChatID: "42", Error: errText, Arguments: `{"url":"http://x"}`}
 	}
-	return &memLog{recs: []tools.Record{
-		rec(1, 3*time.Hour, "fetch_url", tools.StatusOK, 900*time.Millisecond, ""),
-		rec(2, 2*time.Hour, "fetch_url", tools.StatusTimeout, 15*time.Second, "fetch_url: timed out after 15s"),
-		rec(3, 1*time.Hour, "current_time", tools.StatusOK, time.Millisecond, ""),
-		rec(4, 30*time.Minute, "current_time", tools.StatusBadArgs, 0, "arguments are not a JSON object"),
-		rec(5, 48*time.Hour, "fetch_url", tools.StatusError, 2*time.Second, "old failure"),
+	return &memLog{recs: []audit.Record{
+		rec(1, 3*time.Hour, "fetch_url", audit.StatusOK, 900*time.Millisecond, ""),
+		rec(2, 2*time.Hour, "fetch_url", audit.StatusTimeout, 15*time.Second, "fetch_url: timed out after 15s"),
+		rec(3, 1*time.Hour, "current_time", audit.StatusOK, time.Millisecond, ""),
+		rec(4, 30*time.Minute, "current_time", audit.StatusBadArgs, 0, "arguments are not a JSON object"),
+		rec(5, 48*time.Hour, "fetch_url", audit.StatusError, 2*time.Second, "old failure"),
 	}}
 }
 
-func newManager(t *testing.T, log plugin.AuditLog) *tools.Manager {
+func newManager(t *testing.T, log audit.Log) *tools.Manager {
 	t.Helper()
 	l, err := plugin.NewLoader([]string{auditquery.Name}, plugin.Deps{Audit: log})
 	if err != nil {
@@ -114,27 +135,27 @@ func TestAuditQuery(t *testing.T) {
 	tests := []struct {
 		name   string
 		args   string
-		status tools.Status
+		status audit.Status
 		want   []string
 		reject []string
 	}{
-		{"recent default 24h", `{}`, tools.StatusOK,
+		{"recent default 24h", `{}`, audit.StatusOK,
 			[]string{"Recent tool calls in the last 1d (4)", "#4 ", "#1 ", "error: arguments are not a JSON object"}, []string{"#5 ", "old failure"}},
-		{"failures", `{"view":"failures"}`, tools.StatusOK,
+		{"failures", `{"view":"failures"}`, audit.StatusOK,
 			[]string{"Failed tool calls", "#2 ", "timeout", "#4 "}, []string{"#1 ", "#3 "}},
-		{"failures of one tool over a week", `{"view":"failures","tool":"fetch_url","since":"7d"}`, tools.StatusOK,
+		{"failures of one tool over a week", `{"view":"failures","tool":"fetch_url","since":"7d"}`, audit.StatusOK,
 			[]string{"in the last 7d (2)", "#2 ", "#5 ", "old failure"}, []string{"#4 "}},
-		{"slowest calls first", `{"view":"slowest_calls","limit":2}`, tools.StatusOK,
+		{"slowest calls first", `{"view":"slowest_calls","limit":2}`, audit.StatusOK,
 			[]string{"Slowest tool calls in the last 1d (2):\n- #2 ", "15s", "\n- #1 "}, []string{"#3 "}},
-		{"slowest tools", `{"view":"slowest_tools"}`, tools.StatusOK,
+		{"slowest tools", `{"view":"slowest_tools"}`, audit.StatusOK,
 			[]string{"Slowest tools in the last 1d (by average duration):\n- fetch_url [native]: 2 calls, 1 failed, avg 7.95s, max 15s\n- current_time"}, nil},
-		{"by status", `{"status":"ok","since":"90m"}`, tools.StatusOK,
+		{"by status", `{"status":"ok","since":"90m"}`, audit.StatusOK,
 			[]string{"#3 "}, []string{"#1 ", "#4 "}},
-		{"nothing matches", `{"tool":"nope"}`, tools.StatusOK, []string{"Recent tool calls in the last 1d: none."}, nil},
-		{"unknown view", `{"view":"everything"}`, tools.StatusError, []string{`err: audit_query: unknown view "everything"`}, nil},
-		{"bad since", `{"since":"yesterday"}`, tools.StatusError, []string{`"yesterday" is not a duration`}, nil},
-		{"unknown status", `{"status":"meh"}`, tools.StatusError, []string{`unknown status "meh"`}, nil},
-		{"unknown argument", `{"sql":"drop table"}`, tools.StatusError, []string{`unknown field "sql"`}, nil},
+		{"nothing matches", `{"tool":"nope"}`, audit.StatusOK, []string{"Recent tool calls in the last 1d: none."}, nil},
+		{"unknown view", `{"view":"everything"}`, audit.StatusError, []string{`err: audit_query: unknown view "everything"`}, nil},
+		{"bad since", `{"since":"yesterday"}`, audit.StatusError, []string{`"yesterday" is not a duration`}, nil},
+		{"unknown status", `{"status":"meh"}`, audit.StatusError, []string{`unknown status "meh"`}, nil},
+		{"unknown argument", `{"sql":"drop table"}`, audit.StatusError, []string{`unknown field "sql"`}, nil},
 	}
 	m := newManager(t, fixture())
 	for _, tc := range tests {
@@ -166,7 +187,7 @@ func TestAuditQueryAdminsOnly(t *testing.T) {
 		t.Fatalf("non-admin turn offers %v", turn.Specs())
 	}
 	out := turn.Execute(context.Background(), tools.Call{Name: auditquery.Name, Arguments: `{}`})
-	if out.Status != tools.StatusDenied {
+	if out.Status != audit.StatusDenied {
 		t.Fatalf("status %s, want denied", out.Status)
 	}
 	admin := m.ForTurn(tools.TurnInfo{Admin: true}, nil)
@@ -193,7 +214,7 @@ func TestAuditQueryStoreError(t *testing.T) {
 	log.err = errors.New("database is locked")
 	m := newManager(t, log)
 	out := m.ForTurn(tools.TurnInfo{Admin: true}, nil).Execute(context.Background(), tools.Call{Name: auditquery.Name})
-	if out.Status != tools.StatusError || !strings.Contains(out.Content, "reading the audit log: database is locked") {
+	if out.Status != audit.StatusError || !strings.Contains(out.Content, "reading the audit log: database is locked") {
 		t.Fatalf("got %s %q", out.Status, out.Content)
 	}
 }

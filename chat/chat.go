@@ -1,0 +1,40 @@
+// Package chat holds the identifiers and values every layer says about a conversation: the Key
+// that names one, and a File that travels in one (a tool's output, an attachment of a reply). It
+// imports nothing of this module, so adapters, tools, the pipeline and the store all speak it.
+package chat
+
+// Key names a conversation: the chat on a platform, the thread or forum topic within it, and the
+// user when the conversation is one user's. Only one conversation per Key is active at a time.
+type Key struct {
+	Platform string
+	ChatID   string
+	ThreadID string // forum topic or thread; empty when none
+	// UserID is set when the conversation is one user's: a private chat, or a group chat where
+	// each member has their own. Empty when the conversation is shared by a chat's members.
+	UserID string
+}
+
+// String renders the key as one stable string, used to serialise turns of one conversation.
+// "telegram:42", "telegram:-100#7", "discord:9/u:5".
+func (k Key) String() string {
+	s := k.Platform + ":" + k.ChatID
+	if k.ThreadID != "" {
+		s += "#" + k.ThreadID
+	}
+	if k.UserID != "" {
+		s += "/u:" + k.UserID
+	}
+	return s
+}
+
+// File is a file or image a tool produced or the bot sends with its final reply.
+type File struct {
+	Name string
+	MIME string
+	Data []byte
+}
+
+// IsImage reports whether the file should be shown as a picture rather than a document.
+func (f File) IsImage() bool {
+	return len(f.MIME) > 6 && f.MIME[:6] == "image/"
+}
