@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -211,7 +212,17 @@ func (s *sseNormaliser) Read(p []byte) (int, error) {
 		if s.err != nil {
 			return 0, s.err
 		}
-		line, err := s.r.ReadBytes('\n')
+		// ReadSlice hands out the reader's own buffer, which stays untouched until the next
+		// ReadSlice, so a line is copied only when it is longer than the buffer.
+		line, err := s.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			full := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = s.r.ReadSlice('\n')
+				full = append(full, line...)
+			}
+			line = full
+		}
 		s.err = err
 		s.buf = s.normaliseLine(line)
 	}
@@ -229,6 +240,9 @@ func (s *sseNormaliser) normaliseLine(line []byte) []byte {
 	}
 	payload := bytes.TrimSpace(rest)
 	if len(payload) == 0 || payload[0] != '{' {
+		return line
+	}
+	if plainChunk(payload) {
 		return line
 	}
 	n, changed := normaliseObject(payload, "delta", s.wc)
@@ -423,4 +437,66 @@ func isString(v json.RawMessage) bool { return len(v) > 0 && v[0] == '"' }
 func isNull(v json.RawMessage) bool {
 	v = bytes.TrimSpace(v)
 	return len(v) == 0 || string(v) == "null"
+}
+
+// plainKeys are the object keys of OpenAI's own chunks (and Azure's filter results), at any
+// depth: a chunk holding only these needs neither rewriting nor capturing.
+var plainKeys = map[string]bool{
+	"id": true, "object": true, "created": true, "model": true, "system_fingerprint": true,
+	"service_tier": true, "choices": true, "index": true, "delta": true, "role": true,
+	"content": true, "tool_calls": true, "function": true, "name": true, "arguments": true,
+	"type": true, "refusal": true, "logprobs": true, "finish_reason": true, "usage": true,
+	"prompt_tokens": true, "completion_tokens": true, "total_tokens": true,
+	"prompt_tokens_details": true, "completion_tokens_details": true, "cached_tokens": true,
+	"reasoning_tokens": true, "audio_tokens": true, "accepted_prediction_tokens": true,
+	"rejected_prediction_tokens": true, "obfuscation": true, "annotations": true,
+	"content_filter_results": true, "prompt_filter_results": true, "prompt_index": true,
+	"hate": true, "self_harm": true, "sexual": true, "violence": true, "jailbreak": true,
+	"protected_material_text": true, "protected_material_code": true, "filtered": true,
+	"severity": true, "detected": true,
+}
+
+// plainChunk reports, in one pass over the bytes and without allocating, that a stream chunk
+// is in OpenAI's own shape: every object key is one of plainKeys and no content is an array.
+// Most chunks of most providers are; normaliseObject parses only the others. Anything it is
+// unsure of (an escaped key, broken JSON) counts as not plain.
+func plainChunk(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		start := i + 1
+		j := start
+		for j < len(b) && b[j] != '"' {
+			if b[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(b) {
+			return false
+		}
+		str := b[start:j]
+		k := j + 1
+		for k < len(b) && (b[k] == ' ' || b[k] == '\t' || b[k] == '\n' || b[k] == '\r') {
+			k++
+		}
+		i = j
+		if k >= len(b) || b[k] != ':' {
+			continue // a string value, not a key
+		}
+		if bytes.IndexByte(str, '\\') >= 0 || !plainKeys[string(str)] {
+			return false
+		}
+		if string(str) == "content" {
+			v := k + 1
+			for v < len(b) && (b[v] == ' ' || b[v] == '\t' || b[v] == '\n' || b[v] == '\r') {
+				v++
+			}
+			if v < len(b) && b[v] == '[' {
+				return false
+			}
+		}
+	}
+	return true
 }
