@@ -14,6 +14,7 @@ import (
 	"relaybot/adapters/telegram"
 	"relaybot/internal/testkit/llm"
 	tk "relaybot/internal/testkit/telegram"
+	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 )
 
@@ -53,7 +54,7 @@ func runTelegram(t *testing.T, h *harness, srv *tk.Server, tune func(*telegram.O
 func waitTurn(t *testing.T, h *harness) store.Turn {
 	t.Helper()
 	var turn store.Turn
-	waitFor(t, "the turn to be saved", func() bool {
+	wait.For(t, "the turn to be saved", func() bool {
 		var err error
 		turn, err = h.store.Turn(context.Background(), 1)
 		return err == nil && turn.Status != store.TurnRunning
@@ -163,7 +164,7 @@ func TestShutdownBoundsHeldFinal(t *testing.T) {
 	srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: "sendMessage", ChatID: chat, RetryAfter: 10000})
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Too late."}}})
 	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chat, Type: "private"}, From: tk.User{ID: chat, FirstName: "Ann"}, Text: "question"})
-	waitFor(t, "the final to be held back", func() bool {
+	wait.For(t, "the final to be held back", func() bool {
 		for _, c := range srv.Calls() {
 			if c.Method == "sendMessage" && c.ChatID == chat && c.Code == 429 {
 				return true

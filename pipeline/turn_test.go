@@ -16,6 +16,7 @@ import (
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
+	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -100,16 +101,6 @@ func (r *recReply) Latest() string {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // echoLoader is a native tool source with one tool, "echo", that returns its "text" argument,
 // "fail", that always fails, and "block", that returns when its call is cancelled.
@@ -317,7 +308,7 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("7", "1", "tell a story")
 	done := h.handle(in, out)
-	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Once upon" })
+	wait.For(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Once upon" })
 
 	<-h.handle(adapters.Inbound{Chat: in.Chat, Kind: in.Kind, UserID: "7", Command: "stop"}, out)
 	<-done
@@ -361,9 +352,9 @@ func TestQueueInOrderAndBusy(t *testing.T) {
 	)
 	out := &recResponder{stream: true}
 	d1 := h.handle(privateMsg("9", "1", "one"), out)
-	waitFor(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
+	wait.For(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
 	d2 := h.handle(privateMsg("9", "2", "two"), out)
-	waitFor(t, "the second message to wait", func() bool { return h.p.Queued() == 1 })
+	wait.For(t, "the second message to wait", func() bool { return h.p.Queued() == 1 })
 	<-h.handle(privateMsg("9", "3", "three"), out)
 	if n := out.Notices(); len(n) != 1 || n[0] != DefaultBusyText {
 		t.Fatalf("notices = %q, want the busy text for the third message", n)
@@ -390,7 +381,7 @@ func TestInterrupt(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("5", "1", "slow question")
 	d1 := h.handle(in, out)
-	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Working on it" })
+	wait.For(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Working on it" })
 	<-h.handle(privateMsg("5", "2", "never mind"), out)
 	<-d1
 	f1, _ := out.Reply(0).Final()
@@ -460,7 +451,7 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("8", "1", "q")
 	done := h.handle(in, out)
-	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Half an" })
+	wait.For(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Half an" })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // no grace left
 	if err := h.p.Shutdown(ctx); err != nil {
@@ -552,7 +543,7 @@ func TestStopInSharedGroupNeedsTheAsker(t *testing.T) {
 	}
 	out := &recResponder{stream: true}
 	done := h.handle(group("1", "question", ""), out)
-	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Thinking" })
+	wait.For(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Thinking" })
 
 	other := &recResponder{}
 	<-h.handle(group("2", "", "stop"), other)
@@ -588,7 +579,7 @@ func TestGlobalTurnLimit(t *testing.T) {
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "busy", Wait: hold}}}, llm.Text("later"))
 	first := &recResponder{stream: true}
 	done := h.handle(privateMsg("1", "1", "hold the slot"), first)
-	waitFor(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
+	wait.For(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
 
 	second := &recResponder{stream: true}
 	<-h.handle(privateMsg("2", "1", "no slot for me"), second)
@@ -617,7 +608,7 @@ func TestStopMidToolWithReasoningShowsTheTextOnce(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("7", "1", "check it")
 	done := h.handle(in, out)
-	waitFor(t, "the tool to start", func() bool {
+	wait.For(t, "the tool to start", func() bool {
 		for _, r := range h.rec.Records() {
 			if r.ToolName == "block" {
 				return true
@@ -653,10 +644,10 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("7", "1", "go")
 	done := h.handle(in, out)
-	waitFor(t, "the tool to start", func() bool { return len(h.rec.Records()) > 0 })
+	wait.For(t, "the tool to start", func() bool { return len(h.rec.Records()) > 0 })
 	<-h.handle(adapters.Inbound{Chat: in.Chat, Kind: in.Kind, UserID: "7", Command: "stop"}, out)
 	<-done
-	waitFor(t, "two finished audit rows", func() bool {
+	wait.For(t, "two finished audit rows", func() bool {
 		n := 0
 		for _, r := range h.rec.Records() {
 			if r.Status != tools.StatusRunning {
