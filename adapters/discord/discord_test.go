@@ -587,7 +587,7 @@ func TestWhichMessagesAreAddressed(t *testing.T) {
 		role      = "610000000000000001"
 	)
 	hs := start(t, func(o *discord.Options) {
-		o.Prefix = "!ai"
+		o.TriggerPrefix = "!ai"
 		o.AllowedGuilds = []string{guildID}
 		o.AllowedChannels = []string{allowedCh}
 		o.AllowedRoles = []string{role}

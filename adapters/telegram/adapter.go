@@ -194,6 +194,12 @@ func set(items []string, users bool) map[string]bool {
 // Engine is the adapter's delivery engine (for metrics and direct notices).
 func (a *Adapter) Engine() *delivery.Engine { return a.engine }
 
+// Name is "telegram", the platform's name in logs and conversation keys.
+func (a *Adapter) Name() string { return "telegram" }
+
+// Limits returns Telegram's limits (the package's Limits), which replies are paced by.
+func (a *Adapter) Limits() adapters.Limits { return Limits() }
+
 // BotUsername is the bot's username from getMe.
 func (a *Adapter) BotUsername() string { return a.self.UserName }
 
