@@ -11,6 +11,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/adapters/delivery/deliverytest"
 	"relaybot/adapters/telegram"
 	"relaybot/internal/testkit/llm"
 	tk "relaybot/internal/testkit/telegram"
@@ -119,7 +120,7 @@ func TestUndeliverableFinalIsRecorded(t *testing.T) {
 	defer srv.Close()
 	turns := &turnCounter{}
 	h := newHarness(t, Options{Observer: turns})
-	events := &delivery.Counters{}
+	events := &deliverytest.Counters{}
 	runTelegram(t, h, srv, func(o *telegram.Options) {
 		o.Delivery = delivery.Options{Observer: events, Retry: delivery.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
 	})

@@ -19,6 +19,7 @@ import (
 	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 	"relaybot/tools"
+	"relaybot/tools/toolstest"
 )
 
 // recResponder is an adapters.Responder that keeps what the user would see.
@@ -138,7 +139,7 @@ type harness struct {
 	t     testing.TB
 	llm   *llm.Server
 	store *store.Store
-	rec   *tools.MemoryRecorder
+	rec   *toolstest.Recorder
 	p     *Pipeline
 	logs  *logbuf.Buffer
 }
@@ -151,7 +152,7 @@ func newHarness(t testing.TB, opts Options) *harness {
 // newHarnessStore is newHarness with the pipeline's store wrapped by wrap (when not nil).
 func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) *harness {
 	t.Helper()
-	h := &harness{t: t, llm: llm.NewServer(), rec: tools.NewMemoryRecorder(), logs: &logbuf.Buffer{}}
+	h := &harness{t: t, llm: llm.NewServer(), rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
 	t.Cleanup(h.llm.Close)
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})

@@ -16,6 +16,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/adapters/delivery/deliverytest"
 	"relaybot/internal/testkit/logbuf"
 	tk "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
@@ -24,7 +25,7 @@ import (
 type env struct {
 	srv      *tk.Server
 	ad       *Adapter
-	counters *delivery.Counters
+	counters *deliverytest.Counters
 	logs     *logbuf.Buffer
 }
 
@@ -38,7 +39,7 @@ func newEnv(t testing.TB, sopts tk.Options, mod func(*Options)) *env {
 		t.Fatal(err)
 	}
 	logs := &logbuf.Buffer{}
-	counters := &delivery.Counters{}
+	counters := &deliverytest.Counters{}
 	opts := Options{
 		Token:          srv.Token(),
 		APIEndpoint:    srv.Endpoint(),

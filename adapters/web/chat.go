@@ -146,10 +146,6 @@ func (c *Chat) SetHandler(h adapters.Handler) {
 	c.handler.Unlock()
 }
 
-// Messenger returns the web chat's adapters.Messenger, for callers that deliver to web chats
-// themselves.
-func (c *Chat) Messenger() adapters.Messenger { return messenger{chat: c} }
-
 // Name is "web", the platform's name in logs and conversation keys.
 func (c *Chat) Name() string { return "web" }
 

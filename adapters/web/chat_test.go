@@ -313,7 +313,7 @@ func TestMessengerContract(t *testing.T) {
 		id = cid
 	}
 	chat.mu.Unlock()
-	m := chat.Messenger()
+	m := messenger{chat: chat}
 	ctx := context.Background()
 	ref := adapters.ChatRef{Platform: adapters.Web, ChatID: id}
 	msg, err := m.Send(ctx, ref, "hello", adapters.SendOptions{})

@@ -12,6 +12,7 @@ import (
 	"relaybot/tools"
 	"relaybot/tools/plugin"
 	"relaybot/tools/plugin/auditquery"
+	"relaybot/tools/toolstest"
 )
 
 // memLog is an AuditLog over a slice of records, filtering the way the store does.
@@ -102,7 +103,7 @@ func newManager(t *testing.T, log plugin.AuditLog) *tools.Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := tools.NewManager([]tools.Loader{l}, tools.NewMemoryRecorder(), tools.ManagerOptions{})
+	m, err := tools.NewManager([]tools.Loader{l}, toolstest.NewRecorder(), tools.ManagerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

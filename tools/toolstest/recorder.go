@@ -1,12 +1,16 @@
-package tools
+// Package toolstest holds what tests of the tool manager's users need and production does not: a
+// Recorder that keeps the audit records in memory.
+package toolstest
 
 import (
 	"context"
 	"fmt"
 	"sync"
+
+	"relaybot/tools"
 )
 
-// RecorderOp names a Recorder method in MemoryRecorder's log.
+// RecorderOp names a tools.Recorder method in Recorder's log.
 type RecorderOp string
 
 // The two Recorder operations.
@@ -15,27 +19,27 @@ const (
 	OpFinish RecorderOp = "finish"
 )
 
-// RecorderEvent is one Recorder call as MemoryRecorder saw it.
+// RecorderEvent is one tools.Recorder call as Recorder saw it.
 type RecorderEvent struct {
 	Op     RecorderOp
-	Record Record // a copy, as passed
+	Record tools.Record // a copy, as passed
 }
 
-// MemoryRecorder is a Recorder that keeps records in memory, for tests and benchmarks. It is safe
+// Recorder is a tools.Recorder that keeps records in memory, for tests and benchmarks. It is safe
 // for concurrent use. The zero value is ready to use.
-type MemoryRecorder struct {
+type Recorder struct {
 	mu     sync.Mutex
 	nextID int64
-	rows   []Record
+	rows   []tools.Record
 	byID   map[int64]int
 	events []RecorderEvent
 }
 
-// NewMemoryRecorder returns an empty MemoryRecorder.
-func NewMemoryRecorder() *MemoryRecorder { return &MemoryRecorder{} }
+// NewRecorder returns an empty Recorder.
+func NewRecorder() *Recorder { return &Recorder{} }
 
 // Start assigns r.ID and stores a copy of r.
-func (m *MemoryRecorder) Start(ctx context.Context, r *Record) error {
+func (m *Recorder) Start(ctx context.Context, r *tools.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byID == nil {
@@ -50,34 +54,34 @@ func (m *MemoryRecorder) Start(ctx context.Context, r *Record) error {
 }
 
 // Finish replaces the stored record with r; r.ID must come from Start.
-func (m *MemoryRecorder) Finish(ctx context.Context, r *Record) error {
+func (m *Recorder) Finish(ctx context.Context, r *tools.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.events = append(m.events, RecorderEvent{Op: OpFinish, Record: *r})
 	i, ok := m.byID[r.ID]
 	if !ok {
-		return fmt.Errorf("tools: MemoryRecorder: finish of unknown record id %d (tool %s)", r.ID, r.ToolName)
+		return fmt.Errorf("toolstest: Recorder: finish of unknown record id %d (tool %s)", r.ID, r.ToolName)
 	}
 	m.rows[i] = *r
 	return nil
 }
 
 // Records returns the stored records in the order they were started.
-func (m *MemoryRecorder) Records() []Record {
+func (m *Recorder) Records() []tools.Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Record(nil), m.rows...)
+	return append([]tools.Record(nil), m.rows...)
 }
 
 // Events returns every Start and Finish call in order.
-func (m *MemoryRecorder) Events() []RecorderEvent {
+func (m *Recorder) Events() []RecorderEvent {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]RecorderEvent(nil), m.events...)
 }
 
 // Reset forgets all records and events.
-func (m *MemoryRecorder) Reset() {
+func (m *Recorder) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.rows, m.events = m.rows[:0], m.events[:0]
