@@ -169,16 +169,17 @@ func (c *Chat) Close() error {
 	return nil
 }
 
-// stop refuses new turns, cancels the running ones when cancel is set, waits for them and stops
-// the delivery engine.
-func (c *Chat) stop(cancel bool) {
+// stop refuses new turns, cancels the running ones when cancelTurns is set, waits for them and
+// stops the delivery engine.
+func (c *Chat) stop(cancelTurns bool) {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	if cancel {
+	if cancelTurns {
 		c.cancel()
 	}
 	c.turns.Wait()
+	c.cancel() // no turn runs any more: release the turns' context
 	c.engine.Close()
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -442,6 +443,9 @@ func TestServeAdminListener(t *testing.T) {
 	e := newEnv(t)
 	stop := e.start(e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true"))
 	e.waitLog("admin listening")
+	// Both enabled platforms are connectors that serve runs.
+	e.waitLog("msg=receiving platform=telegram")
+	e.waitLog("msg=receiving platform=web")
 	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())
 	if m == nil {
 		t.Fatalf("no admin address in the logs:\n%s", e.logs.String())
@@ -494,6 +498,7 @@ func TestServeDiscord(t *testing.T) {
 	if err := dc.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
+	e.waitLog("msg=receiving platform=discord")
 	const dm, user, admin = "500000000000000001", "600", "700"
 	botMsgs := func(ch string) []dtk.Message { return dc.BotMessages(ch) }
 
@@ -538,5 +543,16 @@ func TestServeDiscord(t *testing.T) {
 	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With no platform enabled (Telegram and Discord off, no web chat) serve says so and stops,
+// instead of running a bot nobody can reach.
+func TestServeRefusesToRunWithoutAPlatform(t *testing.T) {
+	e := newEnv(t)
+	e.discord = "[discord]\nenabled = false\n" // and so Telegram off
+	err := serve(context.Background(), e.config(""), slog.New(slog.NewTextHandler(e.logs, nil)), nil)
+	if !errors.Is(err, errNothingToServe) {
+		t.Fatalf("serve = %v, want %v", err, errNothingToServe)
 	}
 }

@@ -241,38 +241,50 @@ func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loa
 }
 
 // platforms builds the enabled chat platforms but the web chat (which lives on the admin
-// listener); deliver tunes their delivery engines.
+// listener); deliver tunes their delivery engines. A new platform adds a line here and its
+// constructor below.
 func platforms(cfg *config.Config, log *slog.Logger, deliver delivery.Options) ([]connector, error) {
 	var out []connector
-	if cfg.Telegram.Enabled {
-		tg, err := newTelegram(cfg, log, deliver)
+	for _, p := range []struct {
+		enabled bool
+		build   func() (connector, error)
+	}{
+		{cfg.Telegram.Enabled, func() (connector, error) { return newTelegram(cfg, log, deliver) }},
+		{cfg.Discord.Enabled, func() (connector, error) { return newDiscord(cfg, log, deliver) }},
+	} {
+		if !p.enabled {
+			continue
+		}
+		c, err := p.build()
 		if err != nil {
 			return out, err
 		}
-		out = append(out, tg)
-	}
-	if cfg.Discord.Enabled {
-		dc, err := discord.New(discord.Options{
-			Token:            cfg.Discord.Token,
-			APIBase:          cfg.Discord.APIBase,
-			AllowedGuilds:    cfg.Discord.AllowedGuilds,
-			AllowedChannels:  cfg.Discord.AllowedChannels,
-			AllowedRoles:     cfg.Discord.AllowedRoles,
-			AccessUsers:      cfg.Access.UsersOn("discord"),
-			NoDMs:            !cfg.Discord.AllowDMs,
-			TriggerPrefix:    cfg.Chat.TriggerPrefix,
-			RegisterCommands: cfg.Discord.RegisterCommands,
-			MaxImageBytes:    cfg.Chat.MaxImageBytes,
-			Logger:           log,
-			Delivery:         deliver,
-		})
-		if err != nil {
-			return out, err
-		}
-		log.Info("discord adapter", "api", cfg.Discord.APIBase)
-		out = append(out, dc)
+		out = append(out, c)
 	}
 	return out, nil
+}
+
+// newDiscord builds the Discord adapter; it connects in Run.
+func newDiscord(cfg *config.Config, log *slog.Logger, deliver delivery.Options) (*discord.Adapter, error) {
+	dc, err := discord.New(discord.Options{
+		Token:            cfg.Discord.Token,
+		APIBase:          cfg.Discord.APIBase,
+		AllowedGuilds:    cfg.Discord.AllowedGuilds,
+		AllowedChannels:  cfg.Discord.AllowedChannels,
+		AllowedRoles:     cfg.Discord.AllowedRoles,
+		AccessUsers:      cfg.Access.UsersOn("discord"),
+		NoDMs:            !cfg.Discord.AllowDMs,
+		TriggerPrefix:    cfg.Chat.TriggerPrefix,
+		RegisterCommands: cfg.Discord.RegisterCommands,
+		MaxImageBytes:    cfg.Chat.MaxImageBytes,
+		Logger:           log,
+		Delivery:         deliver,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("discord adapter", "api", cfg.Discord.APIBase)
+	return dc, nil
 }
 
 // newTelegram builds the Telegram adapter (it asks Telegram who the bot is) and logs how it
