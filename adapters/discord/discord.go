@@ -34,13 +34,8 @@ import (
 // edits per 5 seconds per channel (shared by every reply in the channel) and 50 requests per
 // second for the whole bot.
 func Limits() adapters.Limits {
-	return adapters.Limits{
-		MaxLen:   2000,
-		Unit:     adapters.Runes,
-		MaxFiles: maxFilesPerMessage,
-		PerChat:  adapters.Rate{N: 5, Per: 5 * time.Second},
-		Global:   adapters.Rate{N: 50, Per: time.Second},
-	}
+	return adapters.Limits{MaxLen: 2000, Unit: adapters.Runes, MaxFiles: maxFilesPerMessage,
+		PerChat: adapters.Rate{N: 5, Per: 5 * time.Second}, Global: adapters.Rate{N: 50, Per: time.Second}}
 }
 
 // Options configure an Adapter.

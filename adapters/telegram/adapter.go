@@ -25,13 +25,9 @@ import (
 // Limits returns Telegram's limits: 4096 UTF-16 units per message; about one message a second
 // per chat (a short burst allowed), 20 a minute per group, 30 a second in all; edits count.
 func Limits() adapters.Limits {
-	return adapters.Limits{
-		MaxLen:   4096,
-		Unit:     adapters.UTF16,
-		PerChat:  adapters.Rate{N: 3, Per: 3 * time.Second},
-		PerGroup: adapters.Rate{N: 20, Per: time.Minute},
-		Global:   adapters.Rate{N: 30, Per: time.Second},
-	}
+	return adapters.Limits{MaxLen: 4096, Unit: adapters.UTF16,
+		PerChat: adapters.Rate{N: 3, Per: 3 * time.Second}, PerGroup: adapters.Rate{N: 20, Per: time.Minute},
+		Global: adapters.Rate{N: 30, Per: time.Second}}
 }
 
 // Options configure an Adapter.

@@ -15,11 +15,7 @@ import (
 // Limits are the web chat's length and pacing rules: a browser takes long messages and frequent
 // edits, so they are generous; the per-chat rate only keeps a runaway stream from flooding the page.
 func Limits() adapters.Limits {
-	return adapters.Limits{
-		MaxLen:  32000,
-		Unit:    adapters.Runes,
-		PerChat: adapters.Rate{N: 20, Per: time.Second},
-	}
+	return adapters.Limits{MaxLen: 32000, Unit: adapters.Runes, PerChat: adapters.Rate{N: 20, Per: time.Second}}
 }
 
 const (
