@@ -16,6 +16,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/adapters/discord"
 	dtk "relaybot/internal/testkit/discord"
+	"relaybot/internal/testkit/wait"
 )
 
 func TestLongStreamedAnswerWithinBudgetAndExact(t *testing.T) {
@@ -723,16 +724,14 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		runtime.Gosched()
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		var buf strings.Builder
-		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		t.Errorf("%d goroutines left after Run returned (%d before):\n%s", n, before, buf.String())
-	}
+	wait.Until(t, "the adapter's goroutines to end after Run returned", func() error {
+		if n := runtime.NumGoroutine(); n > before {
+			var buf strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+			return fmt.Errorf("%d goroutines left (%d before):\n%s", n, before, buf.String())
+		}
+		return nil
+	})
 }
 
 func TestDeletedMessageIsReplacedWithTextAndFiles(t *testing.T) {
