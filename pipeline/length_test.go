@@ -8,6 +8,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/audit"
 	"relaybot/internal/testkit/llm"
+	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 )
 
@@ -59,7 +60,7 @@ func TestLengthCutToolCallIsAuditedNotRun(t *testing.T) {
 	if !strings.HasSuffix(final, "I could not finish that call.") || strings.Contains(final, LengthCutNote) {
 		t.Fatalf("final = %q", final)
 	}
-	waitFor(t, "the audit row", func() bool {
+	wait.For(t, "the audit row", func() bool {
 		recs := h.rec.Records()
 		return len(recs) == 1 && recs[0].Status != audit.StatusRunning
 	})
@@ -83,7 +84,7 @@ func TestStopWithReasoningShownKeepsThinkOutOfHistory(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("24", "1", "tell a story")
 	done := h.handle(in, out)
-	waitFor(t, "the first words", func() bool {
+	wait.For(t, "the first words", func() bool {
 		r := out.Reply(0)
 		return r != nil && strings.HasSuffix(r.Latest(), "Once upon")
 	})

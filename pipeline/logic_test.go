@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"relaybot/adapters"
@@ -179,107 +180,155 @@ func TestView(t *testing.T) {
 	}
 }
 
+// settleDelays are the settle delays the scheduler tests run with: none, and a moment (in the
+// fake time of a synctest bubble, so a busy machine cannot stretch it).
+var settleDelays = []struct {
+	name   string
+	settle time.Duration
+}{{"without settling", 0}, {"with settling", 50 * time.Millisecond}}
+
+// ready reports whether a ticket may run (or was dropped).
+func ready(tk *queuedTurn) bool {
+	select {
+	case <-tk.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// settle lets the scheduler's settle delay pass in the bubble and the timers it started fire.
+func settle(s *turnQueue) {
+	time.Sleep(s.settle)
+	synctest.Wait()
+}
+
 func TestSchedulerQueue(t *testing.T) {
-	s := newTurnQueue(2, false, 0)
-	at := func(sec int, id string) adapters.Inbound {
-		return adapters.Inbound{MessageID: id, Time: time.Unix(int64(sec), 0)}
-	}
-	first, _, err := s.enqueue("k", at(1, "1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := func(tk *queuedTurn) bool {
-		select {
-		case <-tk.ready:
-			return true
-		default:
-			return false
-		}
-	}
-	if !ready(first) {
-		t.Fatal("the first message of an idle conversation must run at once")
-	}
-	// The third message reaches the turn queue before the second (racing goroutines).
-	third, _, _ := s.enqueue("k", at(2, "3"))
-	second, _, _ := s.enqueue("k", at(2, "2"))
-	if _, _, err := s.enqueue("k", at(3, "4")); !errors.Is(err, errBusy) {
-		t.Fatalf("a full queue must refuse, got %v", err)
-	}
-	other, _, _ := s.enqueue("other", at(2, "9"))
-	if !ready(other) {
-		t.Fatal("another conversation must not wait")
-	}
-	if ready(second) || ready(third) {
-		t.Fatal("waiting messages ran while the first one runs")
-	}
-	s.leave("k", first)
-	if !ready(second) || ready(third) {
-		t.Fatal("the earlier message must run next")
-	}
-	s.leave("k", second)
-	if !ready(third) {
-		t.Fatal("the last message did not run")
-	}
-	s.leave("k", third)
-	s.leave("other", other)
-	if n := len(s.sessions); n != 0 {
-		t.Fatalf("%d sessions left after every queued turn left", n)
+	for _, tt := range settleDelays {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newTurnQueue(2, false, tt.settle)
+				at := func(sec int, id string) adapters.Inbound {
+					return adapters.Inbound{MessageID: id, Time: time.Unix(int64(sec), 0)}
+				}
+				first, _, err := s.enqueue("k", at(1, "1"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.settle > 0 && ready(first) {
+					t.Fatal("the first message ran before the conversation settled")
+				}
+				settle(s)
+				if !ready(first) {
+					t.Fatal("the first message of an idle conversation must run once it settled")
+				}
+				// The third message reaches the scheduler before the second (racing goroutines).
+				third, busy, _ := s.enqueue("k", at(2, "3"))
+				if !busy {
+					t.Fatal("a message behind a running turn is not reported busy")
+				}
+				second, _, _ := s.enqueue("k", at(2, "2"))
+				if _, _, err := s.enqueue("k", at(3, "4")); !errors.Is(err, errBusy) {
+					t.Fatalf("a full queue must refuse, got %v", err)
+				}
+				other, _, _ := s.enqueue("other", at(2, "9"))
+				settle(s)
+				if !ready(other) {
+					t.Fatal("another conversation must not wait")
+				}
+				if ready(second) || ready(third) {
+					t.Fatal("waiting messages ran while the first one runs")
+				}
+				s.leave("k", first)
+				if !ready(second) || ready(third) {
+					t.Fatal("the earlier message must run next")
+				}
+				s.leave("k", second)
+				if !ready(third) {
+					t.Fatal("the last message did not run")
+				}
+				s.leave("k", third)
+				s.leave("other", other)
+				if n := len(s.sessions); n != 0 {
+					t.Fatalf("%d sessions left after every ticket left", n)
+				}
+			})
+		})
 	}
 }
 
 func TestSchedulerInterruptAndStop(t *testing.T) {
-	s := newTurnQueue(8, true, 0)
-	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "1"})
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	s.started("k", first, cancel)
-	second, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "2"})
-	if !errors.Is(context.Cause(ctx), ErrInterrupted) {
-		t.Fatalf("running turn cause = %v, want interrupted", context.Cause(ctx))
-	}
-	third, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "3"})
-	<-second.ready
-	if !errors.Is(second.dropped, ErrInterrupted) {
-		t.Fatalf("superseded waiting message: dropped = %v", second.dropped)
-	}
-	s.leave("k", second)
-	s.leave("k", first)
-	<-third.ready
-	if third.dropped != nil {
-		t.Fatalf("the newest message was dropped: %v", third.dropped)
-	}
-	ctx3, cancel3 := context.WithCancelCause(context.Background())
-	s.started("k", third, cancel3)
-	if running, stopped := s.stop("k", ErrStopped, func(adapters.Inbound) bool { return false }); !running || stopped || ctx3.Err() != nil {
-		t.Fatal("a refused stop cancelled the running turn")
-	}
-	if _, stopped := s.stop("k", ErrStopped, nil); !stopped || !errors.Is(context.Cause(ctx3), ErrStopped) {
-		t.Fatal("stop did not cancel the running turn")
-	}
-	s.leave("k", third)
-	if running, _ := s.stop("k", ErrStopped, nil); running {
-		t.Fatal("stop reported a running turn in an idle conversation")
+	for _, tt := range settleDelays {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newTurnQueue(8, true, tt.settle)
+				first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "1"})
+				settle(s)
+				ctx, cancel := context.WithCancelCause(context.Background())
+				defer cancel(nil)
+				s.started("k", first, cancel)
+				second, busy, _ := s.enqueue("k", adapters.Inbound{MessageID: "2"})
+				if !busy {
+					t.Fatal("a message that interrupts a running turn is not reported busy")
+				}
+				if !errors.Is(context.Cause(ctx), ErrInterrupted) {
+					t.Fatalf("running turn cause = %v, want interrupted", context.Cause(ctx))
+				}
+				third, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "3"})
+				if !ready(second) || !errors.Is(second.dropped, ErrInterrupted) {
+					t.Fatalf("superseded waiting message: ready %v, dropped = %v", ready(second), second.dropped)
+				}
+				s.leave("k", second)
+				s.leave("k", first)
+				if !ready(third) || third.dropped != nil {
+					t.Fatalf("the newest message: ready %v, dropped %v; want it to run", ready(third), third.dropped)
+				}
+				ctx3, cancel3 := context.WithCancelCause(context.Background())
+				s.started("k", third, cancel3)
+				if running, stopped := s.stop("k", ErrStopped, func(adapters.Inbound) bool { return false }); !running || stopped || ctx3.Err() != nil {
+					t.Fatal("a refused stop cancelled the running turn")
+				}
+				if _, stopped := s.stop("k", ErrStopped, nil); !stopped || !errors.Is(context.Cause(ctx3), ErrStopped) {
+					t.Fatal("stop did not cancel the running turn")
+				}
+				s.leave("k", third)
+				if running, _ := s.stop("k", ErrStopped, nil); running {
+					t.Fatal("stop reported a running turn in an idle conversation")
+				}
+			})
+		})
 	}
 }
 
+// Two messages racing into an idle conversation run in the order they were sent, whichever
+// reached the scheduler first, as long as both arrive within the settle delay; one that arrives
+// after it waits its turn behind the running one.
 func TestSchedulerSettleOrdersRacingMessages(t *testing.T) {
-	s := newTurnQueue(1, false, 20*time.Millisecond)
-	second, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "11"})
-	first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "10"})
-	<-first.ready
-	select {
-	case <-second.ready:
-		t.Fatal("the later message ran before the earlier one")
-	default:
-	}
-	s.leave("k", first)
-	<-second.ready
-	s.leave("k", second)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.sessions) != 0 {
-		t.Fatal("session left behind")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := newTurnQueue(1, false, 20*time.Millisecond)
+		second, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "11"})
+		time.Sleep(s.settle - time.Millisecond) // the earlier message is late, but within the delay
+		first, _, _ := s.enqueue("k", adapters.Inbound{MessageID: "10"})
+		synctest.Wait()
+		if ready(first) || ready(second) {
+			t.Fatal("a message ran before the conversation settled")
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if !ready(first) || ready(second) {
+			t.Fatalf("after settling: earlier message ready %v, later %v; want only the earlier", ready(first), ready(second))
+		}
+		s.leave("k", first)
+		if !ready(second) {
+			t.Fatal("the later message did not run after the earlier one")
+		}
+		s.leave("k", second)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.sessions) != 0 {
+			t.Fatal("session left behind")
+		}
+	})
 }
 
 func TestConvertKeepsSpeakersToolRoundsAndImageNotes(t *testing.T) {

@@ -19,8 +19,10 @@ import (
 	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
+	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 	"relaybot/tools"
+	"relaybot/tools/toolstest"
 )
 
 // recResponder is an adapters.Responder that keeps what the user would see.
@@ -102,18 +104,6 @@ func (r *recReply) Latest() string {
 	return r.updates[len(r.updates)-1]
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // pageChars is the size of the "page" tool's result.
 const pageChars = 20000
 
@@ -157,7 +147,7 @@ type harness struct {
 	t     testing.TB
 	llm   *llm.Server
 	store *store.Store
-	rec   *tools.MemoryRecorder
+	rec   *toolstest.Recorder
 	p     *Pipeline
 	logs  *logbuf.Buffer
 }
@@ -170,7 +160,7 @@ func newHarness(t testing.TB, opts Options) *harness {
 // newHarnessStore is newHarness with the pipeline's store wrapped by wrap (when not nil).
 func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) *harness {
 	t.Helper()
-	h := &harness{t: t, llm: llm.NewServer(), rec: tools.NewMemoryRecorder(), logs: &logbuf.Buffer{}}
+	h := &harness{t: t, llm: llm.NewServer(), rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
 	t.Cleanup(h.llm.Close)
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
@@ -327,7 +317,7 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("7", "1", "tell a story")
 	done := h.handle(in, out)
-	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Once upon" })
+	wait.For(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Once upon" })
 
 	<-h.handle(adapters.Inbound{Chat: in.Chat, Kind: in.Kind, UserID: "7", Command: "stop"}, out)
 	<-done
@@ -371,9 +361,9 @@ func TestQueueInOrderAndBusy(t *testing.T) {
 	)
 	out := &recResponder{stream: true}
 	d1 := h.handle(privateMsg("9", "1", "one"), out)
-	waitFor(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
+	wait.For(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
 	d2 := h.handle(privateMsg("9", "2", "two"), out)
-	waitFor(t, "the second message to wait", func() bool { return h.p.Queued() == 1 })
+	wait.For(t, "the second message to wait", func() bool { return h.p.Queued() == 1 })
 	<-h.handle(privateMsg("9", "3", "three"), out)
 	if n := out.Notices(); len(n) != 1 || n[0] != DefaultBusyText {
 		t.Fatalf("notices = %q, want the busy text for the third message", n)
@@ -400,7 +390,7 @@ func TestInterrupt(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("5", "1", "slow question")
 	d1 := h.handle(in, out)
-	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Working on it" })
+	wait.For(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Working on it" })
 	<-h.handle(privateMsg("5", "2", "never mind"), out)
 	<-d1
 	f1, _ := out.Reply(0).Final()
@@ -470,7 +460,7 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("8", "1", "q")
 	done := h.handle(in, out)
-	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Half an" })
+	wait.For(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Half an" })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // no grace left
 	if err := h.p.Shutdown(ctx); err != nil {
@@ -571,7 +561,7 @@ func TestStopInSharedGroupNeedsTheAsker(t *testing.T) {
 	}
 	out := &recResponder{stream: true}
 	done := h.handle(group("1", "question", ""), out)
-	waitFor(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Thinking" })
+	wait.For(t, "the first words", func() bool { r := out.Reply(0); return r != nil && r.Latest() == "Thinking" })
 
 	other := &recResponder{}
 	<-h.handle(group("2", "", "stop"), other)
@@ -607,7 +597,7 @@ func TestGlobalTurnLimit(t *testing.T) {
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "busy", Wait: hold}}}, llm.Text("later"))
 	first := &recResponder{stream: true}
 	done := h.handle(privateMsg("1", "1", "hold the slot"), first)
-	waitFor(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
+	wait.For(t, "the first turn to ask the model", func() bool { return h.llm.RequestCount() == 1 })
 
 	second := &recResponder{stream: true}
 	<-h.handle(privateMsg("2", "1", "no slot for me"), second)
@@ -636,7 +626,7 @@ func TestStopMidToolWithReasoningShowsTheTextOnce(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("7", "1", "check it")
 	done := h.handle(in, out)
-	waitFor(t, "the tool to start", func() bool {
+	wait.For(t, "the tool to start", func() bool {
 		for _, r := range h.rec.Records() {
 			if r.ToolName == "block" {
 				return true
@@ -672,10 +662,10 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 	out := &recResponder{stream: true}
 	in := privateMsg("7", "1", "go")
 	done := h.handle(in, out)
-	waitFor(t, "the tool to start", func() bool { return len(h.rec.Records()) > 0 })
+	wait.For(t, "the tool to start", func() bool { return len(h.rec.Records()) > 0 })
 	<-h.handle(adapters.Inbound{Chat: in.Chat, Kind: in.Kind, UserID: "7", Command: "stop"}, out)
 	<-done
-	waitFor(t, "two finished audit rows", func() bool {
+	wait.For(t, "two finished audit rows", func() bool {
 		n := 0
 		for _, r := range h.rec.Records() {
 			if r.Status != audit.StatusRunning {

@@ -20,6 +20,7 @@ import (
 	"relaybot/tools/native"
 	"relaybot/tools/plugin"
 	"relaybot/tools/skill"
+	"relaybot/tools/toolstest"
 )
 
 // stubLoader stands in for the MCP loader (tools/mcp): a loader of any source whose tools are
@@ -134,7 +135,7 @@ func (l *logBuffer) String() string {
 
 type fixture struct {
 	m    *tools.Manager
-	rec  *tools.MemoryRecorder
+	rec  *toolstest.Recorder
 	mcp  *stubLoader
 	logs *logBuffer
 }
@@ -158,7 +159,7 @@ func newFixture(t testing.TB, opts tools.ManagerOptions, mcp *stubLoader) *fixtu
 	if mcp == nil {
 		mcp = newStub(audit.SourceMCP, "files")
 	}
-	f := &fixture{rec: tools.NewMemoryRecorder(), mcp: mcp, logs: &logBuffer{}}
+	f := &fixture{rec: toolstest.NewRecorder(), mcp: mcp, logs: &logBuffer{}}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
 	}
@@ -416,7 +417,7 @@ func TestAuditOneRecordPerCall(t *testing.T) {
 	ids := map[int64]bool{}
 	for i, c := range calls {
 		s, e := ev[2*i], ev[2*i+1]
-		if s.Op != tools.OpStart || e.Op != tools.OpFinish || s.Record.ID != e.Record.ID || s.Record.ID == 0 || ids[s.Record.ID] {
+		if s.Op != toolstest.OpStart || e.Op != toolstest.OpFinish || s.Record.ID != e.Record.ID || s.Record.ID == 0 || ids[s.Record.ID] {
 			t.Fatalf("call %s: events %s #%d, %s #%d", c.ID, s.Op, s.Record.ID, e.Op, e.Record.ID)
 		}
 		ids[s.Record.ID] = true
@@ -572,7 +573,7 @@ func TestRecorderFailureKeepsTheCall(t *testing.T) {
 }
 
 func TestNewManagerErrors(t *testing.T) {
-	rec := tools.NewMemoryRecorder()
+	rec := toolstest.NewRecorder()
 	tests := []struct {
 		name    string
 		loaders []tools.Loader

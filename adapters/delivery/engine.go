@@ -10,7 +10,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"relaybot/adapters"
@@ -107,38 +106,6 @@ type Event struct {
 // and must not block.
 type Observer interface {
 	Observe(Event)
-}
-
-// Counters is an Observer that counts events; safe for concurrent use.
-type Counters struct {
-	n [len(eventNames)]atomic.Int64
-}
-
-// Observe counts e.
-func (c *Counters) Observe(e Event) {
-	if int(e.Kind) < len(c.n) {
-		c.n[e.Kind].Add(1)
-	}
-}
-
-// Stats is a snapshot of Counters.
-type Stats struct {
-	Sends, Edits, Files, NotModified, RateLimited, Retries, Fallbacks, Failures, Typing int64
-}
-
-// Snapshot returns the current counts.
-func (c *Counters) Snapshot() Stats {
-	return Stats{
-		Sends:       c.n[EventSend].Load(),
-		Edits:       c.n[EventEdit].Load(),
-		Files:       c.n[EventFiles].Load(),
-		NotModified: c.n[EventNotModified].Load(),
-		RateLimited: c.n[EventRateLimited].Load(),
-		Retries:     c.n[EventRetry].Load(),
-		Fallbacks:   c.n[EventFallback].Load(),
-		Failures:    c.n[EventFailed].Load(),
-		Typing:      c.n[EventTyping].Load(),
-	}
 }
 
 // Engine delivers every reply of one platform connection through one shared scheduler.

@@ -76,33 +76,41 @@ func (m *gatedSend) Send(ctx context.Context, chat adapters.ChatRef, text string
 // Finish while the first preview is still being sent: the final text goes into that message
 // (no second message), later Updates and a second Finish send nothing.
 func TestFinishWhilePreviewInFlight(t *testing.T) {
-	m := &gatedSend{recorder: recorder{first: make(chan struct{})}, entered: make(chan struct{}), release: make(chan struct{})}
-	e := New(m, adapters.Limits{MaxLen: 100}, Options{})
-	r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
-	r.Update("hello")
-	<-m.entered
-	done := make(chan error, 1)
-	go func() { done <- r.Finish(context.Background(), "hello world", nil) }()
-	r.Update("hello wor")
-	close(m.release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	r.Update("after the end")
-	if err := r.Finish(context.Background(), "again", nil); err == nil {
-		t.Error("a second Finish succeeded")
-	}
-	e.Close()
-	lines := m.lines()
-	sends := 0
-	for _, l := range lines {
-		if strings.HasPrefix(l, "send ") {
-			sends++
+	synctest.Test(t, func(t *testing.T) {
+		m := &gatedSend{recorder: recorder{first: make(chan struct{})}, entered: make(chan struct{}), release: make(chan struct{})}
+		e := New(m, adapters.Limits{MaxLen: 100}, Options{})
+		r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
+		r.Update("hello")
+		<-m.entered
+		done := make(chan error, 1)
+		go func() { done <- r.Finish(context.Background(), "hello world", nil) }()
+		synctest.Wait() // Finish is waiting for the preview in flight
+		select {
+		case err := <-done:
+			t.Fatalf("Finish returned (%v) while the first preview was still being sent", err)
+		default:
 		}
-	}
-	if sends != 1 || lines[len(lines)-1] != "edit m1 hello world" {
-		t.Fatalf("requests %q, want one send and the final text edited into it last", lines)
-	}
+		r.Update("hello wor") // an Update racing with the Finish: it must not win
+		close(m.release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		r.Update("after the end")
+		if err := r.Finish(context.Background(), "again", nil); err == nil {
+			t.Error("a second Finish succeeded")
+		}
+		e.Close()
+		lines := m.lines()
+		sends := 0
+		for _, l := range lines {
+			if strings.HasPrefix(l, "send ") {
+				sends++
+			}
+		}
+		if sends != 1 || lines[len(lines)-1] != "edit m1 hello world" {
+			t.Fatalf("requests %q, want one send and the final text edited into it last", lines)
+		}
+	})
 }
 
 // Close while replies still stream (a shutdown): Updates and Working calls racing with Close

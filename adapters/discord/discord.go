@@ -34,13 +34,8 @@ import (
 // edits per 5 seconds per channel (shared by every reply in the channel) and 50 requests per
 // second for the whole bot.
 func Limits() adapters.Limits {
-	return adapters.Limits{
-		MaxLen:   2000,
-		Unit:     adapters.Runes,
-		MaxFiles: maxFilesPerMessage,
-		PerChat:  adapters.Rate{N: 5, Per: 5 * time.Second},
-		Global:   adapters.Rate{N: 50, Per: time.Second},
-	}
+	return adapters.Limits{MaxLen: 2000, Unit: adapters.Runes, MaxFiles: maxFilesPerMessage,
+		PerChat: adapters.Rate{N: 5, Per: 5 * time.Second}, Global: adapters.Rate{N: 50, Per: time.Second}}
 }
 
 // Options configure an Adapter.
@@ -64,17 +59,18 @@ type Options struct {
 	AccessUsers []string
 	// NoDMs refuses every direct message and every slash command used in one.
 	NoDMs bool
-	// Prefix, when set, addresses the bot in guild channels by starting a message with it
-	// (besides mentioning the bot or replying to it).
-	Prefix string
+	// TriggerPrefix, when set, addresses the bot in guild channels by starting a message with
+	// it (besides mentioning the bot or replying to it).
+	TriggerPrefix string
 	// RegisterCommands registers /reset, /stop and /help as global application commands at start.
 	RegisterCommands bool
 	// MaxImageBytes caps each image a user sends; larger images are skipped. Default 10 MiB.
 	MaxImageBytes int
 	// Logger receives the adapter's logs; nil discards them.
 	Logger *slog.Logger
-	// Observer, when set, receives the delivery engine's events (for metrics).
-	Observer delivery.Observer
+	// Delivery tunes the delivery engine (Observer for metrics, retries); a zero
+	// TypingInterval means 8 s, since Discord shows typing for 10 s.
+	Delivery delivery.Options
 	// HTTPTransport is the transport under the API rewriting; nil means http.DefaultTransport.
 	HTTPTransport http.RoundTripper
 }
@@ -164,13 +160,22 @@ func New(opts Options) (*Adapter, error) {
 		guildOf: map[string]string{},
 		dmUsers: map[string]dmVerdict{},
 	}
-	a.engine = delivery.New(a, Limits(), delivery.Options{
-		Logger:         opts.Logger,
-		TypingInterval: 8 * time.Second, // Discord shows typing for 10 s
-		Observer:       opts.Observer,
-	})
+	dopts := opts.Delivery
+	if dopts.Logger == nil {
+		dopts.Logger = opts.Logger
+	}
+	if dopts.TypingInterval <= 0 {
+		dopts.TypingInterval = 8 * time.Second
+	}
+	a.engine = delivery.New(a, Limits(), dopts)
 	return a, nil
 }
+
+// Name is "discord", the platform's name in logs and conversation keys.
+func (a *Adapter) Name() string { return "discord" }
+
+// Limits returns Discord's limits (the package's Limits), which replies are paced by.
+func (a *Adapter) Limits() adapters.Limits { return Limits() }
 
 // Engine returns the delivery engine replies go through.
 func (a *Adapter) Engine() *delivery.Engine { return a.engine }

@@ -17,6 +17,7 @@ import (
 	"relaybot/adapters/discord"
 	"relaybot/chat"
 	dtk "relaybot/internal/testkit/discord"
+	"relaybot/internal/testkit/wait"
 )
 
 func TestLongStreamedAnswerWithinBudgetAndExact(t *testing.T) {
@@ -588,7 +589,7 @@ func TestWhichMessagesAreAddressed(t *testing.T) {
 		role      = "610000000000000001"
 	)
 	hs := start(t, func(o *discord.Options) {
-		o.Prefix = "!ai"
+		o.TriggerPrefix = "!ai"
 		o.AllowedGuilds = []string{guildID}
 		o.AllowedChannels = []string{allowedCh}
 		o.AllowedRoles = []string{role}
@@ -724,16 +725,14 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		runtime.Gosched()
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		var buf strings.Builder
-		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		t.Errorf("%d goroutines left after Run returned (%d before):\n%s", n, before, buf.String())
-	}
+	wait.Until(t, "the adapter's goroutines to end after Run returned", func() error {
+		if n := runtime.NumGoroutine(); n > before {
+			var buf strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+			return fmt.Errorf("%d goroutines left (%d before):\n%s", n, before, buf.String())
+		}
+		return nil
+	})
 }
 
 func TestDeletedMessageIsReplacedWithTextAndFiles(t *testing.T) {

@@ -61,8 +61,8 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 			return
 		}
 		text = stripMention(text, botID)
-		if a.opts.Prefix != "" {
-			text, _ = strings.CutPrefix(strings.TrimSpace(text), a.opts.Prefix)
+		if a.opts.TriggerPrefix != "" {
+			text, _ = strings.CutPrefix(strings.TrimSpace(text), a.opts.TriggerPrefix)
 		}
 	}
 	in.Text = strings.TrimSpace(text)
@@ -86,8 +86,8 @@ func (a *Adapter) addressed(m *discordgo.Message, botID string) (string, bool) {
 	if mentioned {
 		return stripMention(text, botID), true
 	}
-	if a.opts.Prefix != "" {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(text), a.opts.Prefix); ok {
+	if a.opts.TriggerPrefix != "" {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(text), a.opts.TriggerPrefix); ok {
 			return rest, true
 		}
 	}

@@ -47,7 +47,7 @@ func FuzzInbound(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.content, s.guild, s.mentionsUs, s.replyToBot)
 	}
-	a, err := New(Options{Token: "x", APIBase: "http://127.0.0.1:1/api/v10", Prefix: "!ai"})
+	a, err := New(Options{Token: "x", APIBase: "http://127.0.0.1:1/api/v10", TriggerPrefix: "!ai"})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	tk "relaybot/internal/testkit/telegram"
+	"relaybot/internal/testkit/wait"
 )
 
 // A private chat is a chat: with allowed_chats set, it is answered when its id is listed or its
@@ -41,7 +42,7 @@ func TestAllowedChatsRuleForPrivateChats(t *testing.T) {
 	for range want {
 		col.next(t)
 	}
-	waitFor(t, "every update taken", func() bool { return e.srv.PendingUpdates() == 0 })
+	wait.For(t, "every update taken", func() bool { return e.srv.PendingUpdates() == 0 })
 	stop() // returns once every update handed over has been decided
 	var got []string
 	for _, in := range col.got {

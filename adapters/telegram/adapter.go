@@ -25,13 +25,9 @@ import (
 // Limits returns Telegram's limits: 4096 UTF-16 units per message; about one message a second
 // per chat (a short burst allowed), 20 a minute per group, 30 a second in all; edits count.
 func Limits() adapters.Limits {
-	return adapters.Limits{
-		MaxLen:   4096,
-		Unit:     adapters.UTF16,
-		PerChat:  adapters.Rate{N: 3, Per: 3 * time.Second},
-		PerGroup: adapters.Rate{N: 20, Per: time.Minute},
-		Global:   adapters.Rate{N: 30, Per: time.Second},
-	}
+	return adapters.Limits{MaxLen: 4096, Unit: adapters.UTF16,
+		PerChat: adapters.Rate{N: 3, Per: 3 * time.Second}, PerGroup: adapters.Rate{N: 20, Per: time.Minute},
+		Global: adapters.Rate{N: 30, Per: time.Second}}
 }
 
 // Options configure an Adapter.
@@ -193,6 +189,12 @@ func set(items []string, users bool) map[string]bool {
 
 // Engine is the adapter's delivery engine (for metrics and direct notices).
 func (a *Adapter) Engine() *delivery.Engine { return a.engine }
+
+// Name is "telegram", the platform's name in logs and conversation keys.
+func (a *Adapter) Name() string { return "telegram" }
+
+// Limits returns Telegram's limits (the package's Limits), which replies are paced by.
+func (a *Adapter) Limits() adapters.Limits { return Limits() }
 
 // BotUsername is the bot's username from getMe.
 func (a *Adapter) BotUsername() string { return a.self.UserName }

@@ -17,6 +17,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/internal/logredact"
 	tk "relaybot/internal/testkit/telegram"
+	"relaybot/internal/testkit/wait"
 )
 
 // collector is a Handler that records what it gets and answers each message with "ok: text".
@@ -166,7 +167,7 @@ func TestAllowedChatsAndUsers(t *testing.T) {
 	if got := col.next(t); got.UserID != "7" {
 		t.Fatalf("unexpected sender %s", got.UserID)
 	}
-	waitFor(t, "both updates taken", func() bool { return e.srv.PendingUpdates() == 0 || countCalls(e.srv, "getUpdates") > 2 })
+	wait.For(t, "both updates taken", func() bool { return e.srv.PendingUpdates() == 0 || countCalls(e.srv, "getUpdates") > 2 })
 	if len(e.srv.BotMessages(8)) != 0 {
 		t.Fatal("a user who is not allowed was answered")
 	}
@@ -231,7 +232,7 @@ func TestForumGeneralTopicReply(t *testing.T) {
 	if got.Chat.ThreadID != "" || got.Text != "and you?" {
 		t.Fatalf("inbound %+v", got)
 	}
-	waitFor(t, "the answer in the General topic", func() bool {
+	wait.For(t, "the answer in the General topic", func() bool {
 		for _, m := range e.srv.BotMessages(forum.ID) {
 			if m.Text == "ok: and you?" && m.ThreadID == 0 {
 				return true
@@ -351,7 +352,7 @@ func TestWebhook(t *testing.T) {
 	if got := col.next(t); got.Text != "via webhook" {
 		t.Fatalf("got %q", got.Text)
 	}
-	waitFor(t, "the answer", func() bool {
+	wait.For(t, "the answer", func() bool {
 		m := e.srv.BotMessages(70)
 		return len(m) == 1 && m[0].Text == "ok: via webhook"
 	})

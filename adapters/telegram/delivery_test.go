@@ -16,16 +16,18 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/adapters/delivery/deliverytest"
 	"relaybot/chat"
 	"relaybot/internal/ellipsis"
 	"relaybot/internal/testkit/logbuf"
 	tk "relaybot/internal/testkit/telegram"
+	"relaybot/internal/testkit/wait"
 )
 
 type env struct {
 	srv      *tk.Server
 	ad       *Adapter
-	counters *delivery.Counters
+	counters *deliverytest.Counters
 	logs     *logbuf.Buffer
 }
 
@@ -39,7 +41,7 @@ func newEnv(t testing.TB, sopts tk.Options, mod func(*Options)) *env {
 		t.Fatal(err)
 	}
 	logs := &logbuf.Buffer{}
-	counters := &delivery.Counters{}
+	counters := &deliverytest.Counters{}
 	opts := Options{
 		Token:          srv.Token(),
 		APIEndpoint:    srv.Endpoint(),
@@ -163,17 +165,6 @@ func stream(r adapters.Reply, toks []string, tick time.Duration) string {
 	return b.String()
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestStreamedAnswerArrivesExactly(t *testing.T) {
 	e := newEnv(t, tk.Options{}, nil)
 	chat := e.chat(101, 0)
@@ -247,7 +238,7 @@ func TestRateLimitStormEndsExact(t *testing.T) {
 	ctx := context.Background()
 	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
 	r.Update("Working on it")
-	waitFor(t, "the first message", func() bool { return len(e.srv.BotMessages(102)) == 1 })
+	wait.For(t, "the first message", func() bool { return len(e.srv.BotMessages(102)) == 1 })
 	const storm = 4
 	e.srv.AddFault(tk.Fault{Kind: tk.Fault429, ChatID: 102, RetryAfter: 3, Times: storm})
 	final := stream(r, answer(400), 100*time.Microsecond)
@@ -346,7 +337,7 @@ func TestNotModifiedCountsAsDelivered(t *testing.T) {
 	ctx := context.Background()
 	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
 	r.Update("first part")
-	waitFor(t, "the preview", func() bool { return len(e.srv.BotMessages(104)) == 1 })
+	wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(104)) == 1 })
 	// The final edit is applied but its answer is lost (502); the retry then meets
 	// "message is not modified", which must count as delivered.
 	e.srv.AddFault(tk.Fault{Kind: tk.FaultAppliedThen5xx, Method: "editMessageText", ChatID: 104})
@@ -371,7 +362,7 @@ func TestDeletedMessageFallsBack(t *testing.T) {
 			ctx := context.Background()
 			r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
 			r.Update("streaming the answer")
-			waitFor(t, "the preview", func() bool { return len(e.srv.BotMessages(105)) == 1 })
+			wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(105)) == 1 })
 			if how == "user deleted" {
 				e.srv.DeleteMessage(105, e.srv.BotMessages(105)[0].ID)
 			} else {
@@ -416,11 +407,11 @@ func TestToolRoundKeepsEarlierTextAndTypes(t *testing.T) {
 	r.Update(round1)
 	status := round1 + "\n\n⏳ web_search…"
 	r.Update(status)
-	waitFor(t, "the tool status on screen", func() bool {
+	wait.For(t, "the tool status on screen", func() bool {
 		m := e.srv.BotMessages(107)
 		return len(m) == 1 && strings.HasSuffix(m[0].Text, "web_search…")
 	})
-	waitFor(t, "typing while the tool runs", func() bool { return e.count("sendChatAction", 200) >= 2 })
+	wait.For(t, "typing while the tool runs", func() bool { return e.count("sendChatAction", 200) >= 2 })
 	r.Working(false)
 	done := round1 + "\n\n✓ web_search 1.2 s\n\nThe answer is **42**."
 	r.Update(done)
@@ -481,7 +472,7 @@ func TestFilesGoWithTheFinal(t *testing.T) {
 	ctx := context.Background()
 	r := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{})
 	r.Update("drawing")
-	waitFor(t, "the preview", func() bool { return len(e.srv.BotMessages(108)) == 1 })
+	wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(108)) == 1 })
 	files := []chat.File{
 		{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG fake")},
 		{Name: "data.csv", MIME: "text/csv", Data: []byte("a,b\n1,2\n")},
@@ -584,7 +575,7 @@ func TestNoGoroutinesLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	}()
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
+	wait.For(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
 }
 
 type handlerFunc func(context.Context, adapters.Inbound, adapters.Responder)
@@ -606,7 +597,7 @@ func TestReplyFollowsGroupUpgradedToSupergroup(t *testing.T) {
 				e.srv.MigrateChat(oldID, tk.Chat{ID: newID, Title: "team"})
 			}
 			r.Update("streaming the answer")
-			waitFor(t, "the preview", func() bool { return len(e.srv.BotMessages(oldID))+len(e.srv.BotMessages(newID)) == 1 })
+			wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(oldID))+len(e.srv.BotMessages(newID)) == 1 })
 			if when == "during the reply" {
 				e.srv.MigrateChat(oldID, tk.Chat{ID: newID, Title: "team"})
 			}

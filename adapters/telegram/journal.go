@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -280,4 +281,26 @@ func (j *journal) close() error {
 		j.f = nil
 	}
 	return err
+}
+
+// DropOffsetOfNewDatabase removes the offset file when the SQLite database it belongs with does
+// not exist yet. An offset file belongs to its database: a new database (a fresh start) must not
+// skip updates, or hand over turns, that the file's earlier database (perhaps of another
+// Telegram server) knew of. Call it before the database is opened. With PostgreSQL (dbPath "")
+// or without an offset file it does nothing.
+func DropOffsetOfNewDatabase(dbPath, offsetFile string, log *slog.Logger) error {
+	if dbPath == "" || offsetFile == "" {
+		return nil
+	}
+	if _, err := os.Stat(dbPath); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	err := os.Remove(offsetFile)
+	switch {
+	case err == nil:
+		log.Warn("telegram offset file removed: it belonged to an earlier database", "file", offsetFile, "database", dbPath)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("telegram.offset_file: removing the file of an earlier database: %w", err)
+	}
+	return nil
 }

@@ -1,9 +1,11 @@
 package telegram
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 
 	"relaybot/adapters"
 	tk "relaybot/internal/testkit/telegram"
+	"relaybot/internal/testkit/wait"
 )
 
 func TestJournalLoad(t *testing.T) {
@@ -200,18 +203,14 @@ func TestCrashMidTurnAnsweredOnce(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// "first" answered and finished (update 1 done), "second" started (its preview shows).
+	wait.Until(t, "the child bot to get to the middle of the second turn", func() error {
 		data, _ := os.ReadFile(offsetFile)
-		// "first" answered and finished (update 1 done), "second" started (its preview shows).
 		if strings.Contains(string(data), "\ndone 1\n") && slices.Equal(texts(), []string{"ok: first", "thinking about second"}) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the child bot did not get to the middle of the second turn; bot messages %q; its output:\n%s", texts(), childOut.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("bot messages %q; its output:\n%s", texts(), childOut.String())
+	})
 	killed() // SIGKILL: no shutdown, no confirmation, nothing flushed
 
 	opts := e.ad.opts
@@ -328,5 +327,45 @@ func BenchmarkJournal(b *testing.B) {
 		if err := j.done(id); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// An offset file is kept with its database, and dropped when the database is new.
+func TestOffsetFileIsDroppedOnlyWhenItsDatabaseIsNew(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		dbExists, keep bool
+		postgres       bool
+	}{
+		{name: "database exists", dbExists: true, keep: true},
+		{name: "new database", dbExists: false, keep: false},
+		{name: "postgres", postgres: true, keep: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, offset := filepath.Join(dir, "bot.db"), filepath.Join(dir, "telegram.offset")
+			if c.dbExists {
+				if err := os.WriteFile(db, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(offset, []byte("5000\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if c.postgres {
+				db = ""
+			}
+			var logs bytes.Buffer
+			if err := DropOffsetOfNewDatabase(db, offset, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+				t.Fatal(err)
+			}
+			_, err := os.Stat(offset)
+			if kept := err == nil; kept != c.keep {
+				t.Fatalf("offset file kept = %v, want %v (log: %s)", kept, c.keep, logs.String())
+			}
+			if !c.keep && !strings.Contains(logs.String(), "earlier database") {
+				t.Fatalf("the removal is not logged: %s", logs.String())
+			}
+		})
 	}
 }

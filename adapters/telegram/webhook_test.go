@@ -13,6 +13,7 @@ import (
 	"time"
 
 	tk "relaybot/internal/testkit/telegram"
+	"relaybot/internal/testkit/wait"
 )
 
 // startWebhook runs an adapter in webhook mode with the given limits and returns the address
@@ -41,7 +42,7 @@ func startWebhook(t *testing.T, lim WebhookLimits) string {
 func dialWebhook(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	var c net.Conn
-	waitFor(t, "the webhook server to listen", func() bool {
+	wait.For(t, "the webhook server to listen", func() bool {
 		var err error
 		c, err = net.Dial("tcp", addr)
 		return err == nil

@@ -142,7 +142,7 @@ func New(opts Options) (*Chat, error) {
 	if opts.Delivery.Logger == nil {
 		opts.Delivery.Logger = c.log
 	}
-	c.engine = delivery.New(messenger{chat: c}, Limits, opts.Delivery)
+	c.engine = delivery.New(messenger{chat: c}, Limits(), opts.Delivery)
 
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
@@ -173,19 +173,41 @@ func (c *Chat) SetHandler(h adapters.Handler) {
 	c.handler.Unlock()
 }
 
-// Messenger returns the web chat's adapters.Messenger, for callers that deliver to web chats
-// themselves.
-func (c *Chat) Messenger() adapters.Messenger { return messenger{chat: c} }
+// Name is "web", the platform's name in logs and conversation keys.
+func (c *Chat) Name() string { return "web" }
+
+// Limits returns the web chat's limits (the package's Limits), which replies are paced by.
+func (c *Chat) Limits() adapters.Limits { return Limits() }
+
+// Run hands the browsers' messages to h until ctx ends (the page itself is served by Handler,
+// on the admin listener). Then it takes no new message, waits for the turns in flight to return
+// (they are not cancelled: the pipeline's shutdown decides how long they may take) and stops the
+// delivery engine. It returns nil.
+func (c *Chat) Run(ctx context.Context, h adapters.Handler) error {
+	c.SetHandler(h)
+	<-ctx.Done()
+	c.stop(false)
+	return nil
+}
 
 // Close cancels the turns in flight, waits for them to return and stops the delivery engine.
 func (c *Chat) Close() error {
+	c.stop(true)
+	return nil
+}
+
+// stop refuses new turns, cancels the running ones when cancelTurns is set, waits for them and
+// stops the delivery engine.
+func (c *Chat) stop(cancelTurns bool) {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	c.cancel()
+	if cancelTurns {
+		c.cancel()
+	}
 	c.turns.Wait()
+	c.cancel() // no turn runs any more: release the turns' context
 	c.engine.Close()
-	return nil
 }
 
 func staticFiles(fsys fs.FS) http.Handler {

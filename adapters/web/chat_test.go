@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -17,6 +18,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/chat"
+	"relaybot/internal/testkit/wait"
 )
 
 // scriptedHandler answers every message with a reply streamed in steps; after each step it
@@ -312,7 +314,7 @@ func TestMessengerContract(t *testing.T) {
 		id = cid
 	}
 	wc.mu.Unlock()
-	m := wc.Messenger()
+	m := messenger{chat: wc}
 	ctx := context.Background()
 	ref := adapters.ChatRef{Platform: adapters.Web, ChatID: id}
 	msg, err := m.Send(ctx, ref, "hello", adapters.SendOptions{})
@@ -325,7 +327,7 @@ func TestMessengerContract(t *testing.T) {
 	if err := m.Edit(ctx, adapters.MessageRef{Chat: ref, ID: "m999"}, "x"); !errors.Is(err, adapters.ErrMessageGone) {
 		t.Errorf("edit of unknown message: %v, want ErrMessageGone", err)
 	}
-	if _, err := m.Send(ctx, ref, strings.Repeat("x", Limits.MaxLen+1), adapters.SendOptions{}); !errors.Is(err, adapters.ErrTooLong) {
+	if _, err := m.Send(ctx, ref, strings.Repeat("x", Limits().MaxLen+1), adapters.SendOptions{}); !errors.Is(err, adapters.ErrTooLong) {
 		t.Errorf("over-long send: %v, want ErrTooLong", err)
 	}
 	if _, err := m.Send(ctx, adapters.ChatRef{Platform: adapters.Web, ChatID: "gone"}, "x", adapters.SendOptions{}); !errors.Is(err, adapters.ErrMessageGone) {
@@ -427,5 +429,56 @@ func TestCommandNamingAnotherBotIsIgnored(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != "help|/help" {
 		t.Fatalf("the bot was handed %q; /reset@otherbot must not reach it (it reset the conversation)", got)
+	}
+}
+
+// releasedHandler holds every turn until release is closed, then notes whether its context had
+// been cancelled meanwhile. Its channels are buffered for a few turns.
+type releasedHandler struct {
+	started, release chan struct{}
+	cancelled        chan bool
+}
+
+func (h releasedHandler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	h.started <- struct{}{}
+	<-h.release
+	h.cancelled <- ctx.Err() != nil
+}
+
+// When serving stops, the web chat takes no new message but lets the answer being written
+// finish (the pipeline's shutdown decides for how long), like the other platforms.
+func TestRunStopsTakingMessagesButLetsRunningTurnsFinish(t *testing.T) {
+	h := releasedHandler{started: make(chan struct{}, 8), release: make(chan struct{}), cancelled: make(chan bool, 8)}
+	chat, srv := newChat(t, nil)
+	ctx, stopReceiving := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- chat.Run(ctx, h) }()
+	b := newBrowser(t, srv)
+	wait.For(t, "Run to take the handler", func() bool {
+		chat.handler.RLock()
+		defer chat.handler.RUnlock()
+		return chat.handler.h != nil
+	})
+	b.send("hold on")
+	<-h.started
+
+	stopReceiving()
+	wait.Until(t, "a new message to be refused", func() error {
+		if resp := b.post("anyone there?", http.Header{"X-Csrf-Token": {b.csrf}}); resp.StatusCode != http.StatusServiceUnavailable {
+			return fmt.Errorf("post answered %d, want 503", resp.StatusCode)
+		}
+		return nil
+	})
+	select {
+	case err := <-ran:
+		t.Fatalf("Run returned (%v) while a turn was still running: its reply would be cut off", err)
+	default:
+	}
+	close(h.release)
+	if <-h.cancelled {
+		t.Error("the running turn was cancelled when receiving stopped: its answer would be cut short")
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }

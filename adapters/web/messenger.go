@@ -15,10 +15,8 @@ import (
 
 // Limits are the web chat's length and pacing rules: a browser takes long messages and frequent
 // edits, so they are generous; the per-chat rate only keeps a runaway stream from flooding the page.
-var Limits = adapters.Limits{
-	MaxLen:  32000,
-	Unit:    adapters.Runes,
-	PerChat: adapters.Rate{N: 20, Per: time.Second},
+func Limits() adapters.Limits {
+	return adapters.Limits{MaxLen: 32000, Unit: adapters.Runes, PerChat: adapters.Rate{N: 20, Per: time.Second}}
 }
 
 const (
@@ -111,7 +109,7 @@ func (m messenger) Send(ctx context.Context, chat adapters.ChatRef, text string,
 	if err := ctx.Err(); err != nil {
 		return adapters.MessageRef{}, fmt.Errorf("web send: %w", err)
 	}
-	if utf8.RuneCountInString(text) > Limits.MaxLen {
+	if utf8.RuneCountInString(text) > Limits().MaxLen {
 		return adapters.MessageRef{}, fmt.Errorf("web send of %d characters: %w", utf8.RuneCountInString(text), adapters.ErrTooLong)
 	}
 	c, err := m.conversation(chat)
@@ -131,7 +129,7 @@ func (m messenger) Edit(ctx context.Context, ref adapters.MessageRef, text strin
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("web edit: %w", err)
 	}
-	if utf8.RuneCountInString(text) > Limits.MaxLen {
+	if utf8.RuneCountInString(text) > Limits().MaxLen {
 		return fmt.Errorf("web edit of %d characters: %w", utf8.RuneCountInString(text), adapters.ErrTooLong)
 	}
 	c, err := m.conversation(ref.Chat)

@@ -14,6 +14,7 @@ import (
 	"relaybot/config"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
+	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 )
 
@@ -64,7 +65,7 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 	defer kill()
 
 	msgID := e.say(1, "question")
-	waitFor(t, "the crashing bot's first words", func() bool {
+	wait.For(t, "the crashing bot's first words", func() bool {
 		if strings.Contains(childOut.String(), "FAIL") {
 			t.Fatalf("the child bot failed:\n%s", childOut.String())
 		}
@@ -115,7 +116,7 @@ func TestServeRedeliveredAnsweredMessageSkipped(t *testing.T) {
 	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Whole"}, {Content: " answer.", Wait: hold}}})
 	stop := e.start(cfg)
 	msgID := e.say(1, "question")
-	waitFor(t, "the first words of the answer", func() bool {
+	wait.For(t, "the first words of the answer", func() bool {
 		texts := e.botTexts(1)
 		return len(texts) == 1 && texts[0] == "Whole"
 	})

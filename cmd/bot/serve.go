@@ -55,7 +55,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, hurry <-ch
 	return b.run(ctx)
 }
 
-// part is one long-running piece of the bot (an adapter, the admin listener).
+// part is one long-running piece of the bot (a connector, the admin listener).
 type part struct {
 	name string
 	run  func(ctx context.Context) error
@@ -74,7 +74,7 @@ func (b *bot) run(ctx context.Context) error {
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 
-	failed := make(chan error, len(b.receivers)+len(b.background))
+	failed := make(chan error, len(b.connectors)+len(b.background))
 	var recvWG, bgWG sync.WaitGroup
 	start := func(wg *sync.WaitGroup, pctx context.Context, p part) {
 		wg.Add(1)
@@ -88,10 +88,12 @@ func (b *bot) run(ctx context.Context) error {
 	for _, p := range b.background {
 		start(&bgWG, bgCtx, p)
 	}
-	for _, p := range b.receivers {
-		start(&recvWG, recvCtx, p)
+	for _, c := range b.connectors {
+		lim := c.Limits()
+		b.log.Info("receiving", "platform", c.Name(), "max_len", lim.MaxLen, "per_chat", lim.PerChat.N, "per", lim.PerChat.Per)
+		start(&recvWG, recvCtx, part{name: c.Name(), run: func(ctx context.Context) error { return c.Run(ctx, b.pipe) }})
 	}
-	b.log.Info("bot running", "adapters", len(b.receivers), "grace", b.grace)
+	b.log.Info("bot running", "adapters", len(b.connectors), "grace", b.grace)
 
 	var runErr error
 	select {
@@ -122,10 +124,7 @@ func (b *bot) run(ctx context.Context) error {
 	if err := b.pipe.Shutdown(graceCtx); err != nil {
 		b.log.Error("pipeline shutdown", "err", err)
 	}
-	recvWG.Wait() // adapters return once their handlers did and their deliveries are flushed
-	for _, c := range b.closers {
-		c()
-	}
+	recvWG.Wait() // connectors return once their handlers did and their deliveries are flushed
 	stopBg()
 	bgWG.Wait()
 	b.log.Info("stopped")

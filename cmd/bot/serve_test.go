@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"relaybot/internal/testkit/logbuf"
 	mcpkit "relaybot/internal/testkit/mcp"
 	tgkit "relaybot/internal/testkit/telegram"
+	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 )
 
@@ -142,19 +144,7 @@ func (e *env) startHurry(cfg *config.Config, hurry <-chan os.Signal) (stop func(
 
 func (e *env) waitLog(s string) {
 	e.t.Helper()
-	waitFor(e.t, "log "+s, func() bool { return strings.Contains(e.logs.String(), s) })
-}
-
-// waitFor polls cond until it holds or 20 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(e.t, "log "+s, func() bool { return strings.Contains(e.logs.String(), s) })
 }
 
 func user(id int64) tgkit.User { return tgkit.User{ID: id, FirstName: fmt.Sprint("user", id)} }
@@ -183,7 +173,7 @@ func (e *env) botTexts(chat int64) []string {
 func (e *env) waitBotText(chat int64, what string, ok func(string) bool) string {
 	e.t.Helper()
 	var got string
-	waitFor(e.t, what, func() bool {
+	wait.For(e.t, what, func() bool {
 		for _, s := range e.botTexts(chat) {
 			if ok(s) {
 				got = s
@@ -266,7 +256,7 @@ func TestServeEndToEnd(t *testing.T) {
 	e.llm.SetHandler(func(r llm.Request) llm.Reply { return llm.Text("answer to ", lastUser(r)) })
 	e.say(2, "first")
 	e.say(2, "second")
-	waitFor(t, "both answers", func() bool {
+	wait.For(t, "both answers", func() bool {
 		return len(e.botTexts(2)) == 2 && !strings.Contains(strings.Join(e.botTexts(2), ""), "…")
 	})
 	e.waitBotText(2, "the second answer", contains("answer to second"))
@@ -302,13 +292,13 @@ func TestServeEndToEnd(t *testing.T) {
 
 	// Busy: one turn runs, one waits (queue_size 1), the third is told the bot is busy.
 	e.say(5, "one")
-	waitFor(t, "the first turn to stream", func() bool { return len(e.botTexts(5)) == 1 })
+	wait.For(t, "the first turn to stream", func() bool { return len(e.botTexts(5)) == 1 })
 	e.say(5, "two")
 	e.waitLog("waits for its turn")
 	e.say(5, "three")
 	e.waitBotText(5, "the busy notice", contains(config.Default().Chat.BusyText))
 	close(hold)
-	waitFor(t, "both turns of chat 5", func() bool { return strings.Count(e.logs.String(), "turn done\" platform=telegram chat=5 ") == 2 })
+	wait.For(t, "both turns of chat 5", func() bool { return strings.Count(e.logs.String(), "turn done\" platform=telegram chat=5 ") == 2 })
 	e.waitBotText(5, "the queued message's answer", contains("Once upon a time there was"))
 
 	// SIGTERM while a tool runs: the partial answer is delivered and saved, no audit row is lost.
@@ -319,7 +309,7 @@ func TestServeEndToEnd(t *testing.T) {
 		}}
 	})
 	e.say(6, "wait for it")
-	waitFor(t, "the sleep call", func() bool { return e.kit.Calls("sleep") == 1 })
+	wait.For(t, "the sleep call", func() bool { return e.kit.Calls("sleep") == 1 })
 	if err := stop(); err != nil {
 		t.Fatalf("serve after SIGTERM: %v", err)
 	}
@@ -452,6 +442,9 @@ func TestServeAdminListener(t *testing.T) {
 	e := newEnv(t)
 	stop := e.start(e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true"))
 	e.waitLog("admin listening")
+	// Both enabled platforms are connectors that serve runs.
+	e.waitLog("msg=receiving platform=telegram")
+	e.waitLog("msg=receiving platform=web")
 	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())
 	if m == nil {
 		t.Fatalf("no admin address in the logs:\n%s", e.logs.String())
@@ -483,7 +476,7 @@ func TestServeAdminListener(t *testing.T) {
 	e.llm.Push(llm.Text("hello there"))
 	e.say(1, "hi")
 	e.waitBotText(1, "the answer", contains("hello there"))
-	waitFor(t, "the turn in the metrics", func() bool {
+	wait.For(t, "the turn in the metrics", func() bool {
 		_, body := get("/metrics")
 		return strings.Contains(body, `relaybot_turns_total{outcome="ok"} 1`) &&
 			strings.Contains(body, `relaybot_model_calls_total{model="primary",status="ok"} 1`)
@@ -504,6 +497,7 @@ func TestServeDiscord(t *testing.T) {
 	if err := dc.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
+	e.waitLog("msg=receiving platform=discord")
 	const dm, user, admin = "500000000000000001", "600", "700"
 	botMsgs := func(ch string) []dtk.Message { return dc.BotMessages(ch) }
 
@@ -516,7 +510,7 @@ func TestServeDiscord(t *testing.T) {
 		t.Fatal(err)
 	}
 	var msg dtk.Message
-	waitFor(t, "the streamed reply with its Stop button", func() bool {
+	wait.For(t, "the streamed reply with its Stop button", func() bool {
 		for _, m := range botMsgs(dm) {
 			if strings.Contains(m.Content, "Streaming along") && len(m.Buttons) > 0 {
 				msg = m
@@ -528,7 +522,7 @@ func TestServeDiscord(t *testing.T) {
 	if _, err := dc.ClickButton(msg.ID, discord.StopButtonID, user, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the stopped answer", func() bool {
+	wait.For(t, "the stopped answer", func() bool {
 		m, ok := dc.Message(msg.ID)
 		return ok && m.Content == "Streaming along [stopped]"
 	})
@@ -538,7 +532,7 @@ func TestServeDiscord(t *testing.T) {
 	if _, err := dc.Post(dtk.UserMessage{ChannelID: adminDM, AuthorID: admin, Content: "/audit"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the admin's /audit answer", func() bool {
+	wait.For(t, "the admin's /audit answer", func() bool {
 		for _, m := range botMsgs(adminDM) {
 			if strings.Contains(m.Content, "No tool calls") {
 				return true
@@ -548,5 +542,16 @@ func TestServeDiscord(t *testing.T) {
 	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With no platform enabled (Telegram and Discord off, no web chat) serve says so and stops,
+// instead of running a bot nobody can reach.
+func TestServeRefusesToRunWithoutAPlatform(t *testing.T) {
+	e := newEnv(t)
+	e.discord = "[discord]\nenabled = false\n" // and so Telegram off
+	err := serve(context.Background(), e.config(""), slog.New(slog.NewTextHandler(e.logs, nil)), nil)
+	if !errors.Is(err, errNothingToServe) {
+		t.Fatalf("serve = %v, want %v", err, errNothingToServe)
 	}
 }

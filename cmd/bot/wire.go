@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/adapters"
 	"relaybot/adapters/delivery"
 	"relaybot/adapters/discord"
 	"relaybot/adapters/telegram"
@@ -39,10 +39,22 @@ type bot struct {
 	store *store.Store
 	pipe  *pipeline.Pipeline
 
-	receivers  []part   // adapters: stop receiving first at shutdown
-	background []part   // admin listener, retention, metrics: stop last
-	closers    []func() // after the turns are done (web chat)
-	cleanup    []func() // at the very end, in reverse order (MCP servers, then the store)
+	connectors []connector // the enabled platforms: stop receiving first at shutdown
+	background []part      // admin listener, retention: stop last
+	cleanup    []func()    // at the very end, in reverse order (MCP servers, then the store)
+}
+
+// connector is a chat platform as serve runs it: every adapter (Telegram, Discord, the web
+// chat) implements it. Each takes its delivery engine's options, the metrics observer among
+// them, as Options.Delivery.
+type connector interface {
+	// Name is the platform's name in logs.
+	Name() string
+	// Limits are the length and pacing rules the platform's replies are delivered by.
+	Limits() adapters.Limits
+	// Run hands every message to h, each on its own goroutine, until ctx ends; it returns once
+	// the handlers it started have returned and its deliveries are flushed.
+	Run(ctx context.Context, h adapters.Handler) error
 }
 
 // close runs the cleanups in reverse order; the store's Close (first registered) flushes the
@@ -58,111 +70,34 @@ func (b *bot) close() {
 // what must be closed.
 func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, error) {
 	b := &bot{log: log, grace: shutdownGrace(cfg)}
-
-	// A Telegram offset file belongs to its database: a new database (a fresh start) must not
-	// skip updates, or hand over turns, that the file's earlier database knew of.
-	offsetFile := ""
 	if cfg.Telegram.Enabled {
-		offsetFile = cfg.OffsetPath()
-		if err := dropStaleOffset(cfg.SQLitePath(), offsetFile, log); err != nil {
+		if err := telegram.DropOffsetOfNewDatabase(cfg.SQLitePath(), cfg.OffsetPath(), log); err != nil {
 			return nil, err
 		}
 	}
-
-	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	b.store = st
-	b.cleanup = append(b.cleanup, func() {
-		if err := st.Close(); err != nil {
-			log.Error("store close", "err", err)
-		}
-	})
-	if err := st.Migrate(ctx); err != nil {
-		return b, err
-	}
-	turns, calls, err := st.Recover(ctx)
+	st, err := b.openStore(ctx, cfg)
 	if err != nil {
 		return b, err
 	}
-	storeAttrs := []any{"driver", cfg.Storage.Driver}
-	if cfg.Storage.Driver == store.DriverSQLite {
-		storeAttrs = append(storeAttrs, "path", cfg.Storage.DSN)
+	var reader audit.Log = st
+	tl, err := b.loadTools(ctx, cfg, reader)
+	if err != nil {
+		return b, err
 	}
-	log.Info("store ready", append(storeAttrs, "recovered_turns", turns, "recovered_tool_calls", calls)...)
 
 	var mgr *tools.Manager // set below; the metrics ask it which tool names are real
-	var mcpUp func() map[string]bool
 	var pipe *pipeline.Pipeline
-	var reader audit.Log = st
-
-	// Tools, in dispatch order: native, plugins, MCP, skills.
-	var loaders []tools.Loader
-	nat, err := native.NewLoader(native.Options{Enabled: cfg.Tools.Native, AllowPrivate: cfg.Tools.FetchAllowPrivate})
-	if err != nil {
-		return b, fmt.Errorf("tools.native: %w", err)
-	}
-	loaders = append(loaders, nat)
-	if len(cfg.Tools.Plugins) > 0 {
-		pl, err := plugin.NewLoader(cfg.Tools.Plugins, plugin.Deps{Logger: log, Audit: reader})
-		if err != nil {
-			return b, fmt.Errorf("tools.plugins: %w", err)
-		}
-		loaders = append(loaders, pl)
-	}
-	var health func() []admin.ServerHealth
-	if len(cfg.MCP.Servers) > 0 {
-		ml := mcp.NewLoader(mcpServers(cfg.MCP.Servers), log)
-		ml.Start(context.WithoutCancel(ctx))
-		b.cleanup = append(b.cleanup, ml.Close)
-		wait := 5 * time.Second
-		for _, s := range cfg.MCP.Servers {
-			wait = max(wait, time.Duration(s.ConnectSec)*time.Second+5*time.Second)
-		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		if err := ml.WaitStarted(wctx); err != nil {
-			log.Warn("MCP servers still connecting; their tools appear when they are up", "err", err)
-		}
-		cancel()
-		for _, h := range ml.Health() {
-			attrs := []any{"server", h.Name, "transport", h.Transport, "state", h.State, "tools", h.Tools}
-			if h.LastError != "" {
-				attrs = append(attrs, "err", h.LastError)
-			}
-			log.Info("MCP server", attrs...)
-		}
-		loaders = append(loaders, ml)
-		health = func() []admin.ServerHealth { return adminHealth(ml.Health()) }
-		mcpUp = func() map[string]bool {
-			up := map[string]bool{}
-			for _, h := range ml.Health() {
-				up[h.Name] = h.State == mcp.StateUp
-			}
-			return up
-		}
-	}
-	var skillPrompt func() string
-	if len(cfg.Tools.SkillDirs) > 0 {
-		sk, err := skill.NewLoader(skill.Options{Dirs: cfg.Tools.SkillDirs, Logger: log})
-		if err != nil {
-			return b, fmt.Errorf("tools.skill_dirs: %w", err)
-		}
-		loaders = append(loaders, sk)
-		skillPrompt = sk.Prompt
-	}
 	m := metrics.New(metrics.Options{
 		KnownTool:   func(name string) bool { return mgr.Has(name) },
 		Models:      modelNames(cfg.Models),
-		MCPUp:       mcpUp,
+		MCPUp:       tl.mcpUp,
 		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
 	})
 	rec := m.Recorder(auditRecorder{st: st})
-	mgr, err = tools.NewManager(loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log})
+	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log})
 	if err != nil {
 		return b, err
 	}
-
 	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
 		MaxToolRounds: cfg.Agent.MaxToolRounds,
 		FlushChunks:   cfg.Agent.StreamFlushChunks,
@@ -174,116 +109,27 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-
 	opts := pipelineOptions(cfg)
-	opts.SystemPromptExtra = skillPrompt
+	opts.SystemPromptExtra = tl.skillPrompt
 	opts.Audit = reader
 	opts.Recorder = rec
 	opts.Logger = log
 	opts.Observer = m
-	pipe, err = pipeline.New(runner, st, mgr, opts)
-	if err != nil {
+	if pipe, err = pipeline.New(runner, st, mgr, opts); err != nil {
 		return b, err
 	}
 	b.pipe = pipe
 
-	if cfg.Telegram.Enabled {
-		tg, err := telegram.New(telegram.Options{
-			Token:         cfg.Telegram.Token,
-			APIEndpoint:   cfg.Telegram.APIEndpoint,
-			Mode:          cfg.Telegram.Mode,
-			WebhookListen: cfg.Telegram.WebhookListen,
-			WebhookURL:    cfg.Telegram.WebhookURL,
-			WebhookSecret: cfg.Telegram.WebhookSecret,
-			AllowedChats:  cfg.Telegram.AllowedChats,
-			AllowedUsers:  cfg.Telegram.AllowedUsers,
-			AccessUsers:   cfg.Access.UsersOn("telegram"),
-			TriggerPrefix: cfg.Chat.TriggerPrefix,
-			Stream:        cfg.Telegram.Stream,
-			MaxImageBytes: cfg.Chat.MaxImageBytes,
-			OffsetFile:    offsetFile,
-			Logger:        log,
-			Delivery:      delivery.Options{Logger: log, Observer: m},
-		})
-		if err != nil {
-			return b, err
-		}
-		offsetAttr := offsetFile
-		if offsetAttr == "" {
-			offsetAttr = "off"
-		}
-		if cfg.Telegram.Mode == "webhook" {
-			log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "webhook", "listen", cfg.Telegram.WebhookListen, "url", cfg.Telegram.WebhookURL, "offset_file", offsetAttr)
-		} else {
-			log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "polling", "api", endpointHost(cfg.Telegram.APIEndpoint), "offset_file", offsetAttr)
-		}
-		b.receivers = append(b.receivers, part{name: "telegram", run: func(ctx context.Context) error { return tg.Run(ctx, pipe) }})
+	deliver := delivery.Options{Logger: log, Observer: m}
+	if b.connectors, err = platforms(cfg, log, deliver); err != nil {
+		return b, err
 	}
-	if cfg.Discord.Enabled {
-		dc, err := discord.New(discord.Options{
-			Token:            cfg.Discord.Token,
-			APIBase:          cfg.Discord.APIBase,
-			AllowedGuilds:    cfg.Discord.AllowedGuilds,
-			AllowedChannels:  cfg.Discord.AllowedChannels,
-			AllowedRoles:     cfg.Discord.AllowedRoles,
-			AccessUsers:      cfg.Access.UsersOn("discord"),
-			NoDMs:            !cfg.Discord.AllowDMs,
-			Prefix:           cfg.Chat.TriggerPrefix,
-			RegisterCommands: cfg.Discord.RegisterCommands,
-			MaxImageBytes:    cfg.Chat.MaxImageBytes,
-			Logger:           log,
-			Observer:         m,
-		})
-		if err != nil {
-			return b, err
-		}
-		log.Info("discord adapter", "api", cfg.Discord.APIBase)
-		b.receivers = append(b.receivers, part{name: "discord", run: func(ctx context.Context) error { return dc.Run(ctx, pipe) }})
-	}
-
 	if cfg.Admin.Enabled {
-		proxies, err := admin.NewProxies(cfg.Admin.TrustedProxies, cfg.Admin.PublicURL)
-		if err != nil {
+		if err := b.addAdmin(cfg, tl.health, m.Handler(), deliver); err != nil {
 			return b, err
 		}
-		aopts := admin.Options{
-			Listen:    cfg.Admin.Listen,
-			Token:     cfg.Admin.Token,
-			Store:     st,
-			MCPHealth: health,
-			Metrics:   m.Handler(),
-			Logger:    log,
-			Proxies:   proxies,
-		}
-		if cfg.Admin.WebChat {
-			chat, err := web.New(web.Options{
-				Handler:       pipe,
-				Delivery:      delivery.Options{Logger: log, Observer: m},
-				SecureCookies: proxies.Secure,
-				Sessions:      st,
-				Logger:        log,
-			})
-			if err != nil {
-				return b, err
-			}
-			aopts.WebChat = chat.Handler()
-			b.closers = append(b.closers, func() {
-				if err := chat.Close(); err != nil {
-					log.Error("web chat close", "err", err)
-				}
-			})
-		}
-		srv, err := admin.New(aopts)
-		if err != nil {
-			return b, err
-		}
-		// The admin package logs the address it listens on once listening.
-		if cfg.Admin.WebChat {
-			log.Info("web chat", "path", "/chat", "on", "the admin listener")
-		}
-		b.background = append(b.background, part{name: "admin", run: srv.Run})
 	}
-	if len(b.receivers) == 0 && !(cfg.Admin.Enabled && cfg.Admin.WebChat) {
+	if len(b.connectors) == 0 {
 		return b, errNothingToServe
 	}
 	if days := cfg.Storage.RetentionDays; days > 0 {
@@ -296,24 +142,220 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	return b, nil
 }
 
-// dropStaleOffset removes the Telegram offset file when the SQLite database it belongs with
-// does not exist yet: a new database starts over, and the file's offset and unfinished updates
-// (of an earlier database, perhaps of another Telegram server) would make the bot skip messages
-// or answer old ones. With Postgres (dbPath "") the file is kept.
-func dropStaleOffset(dbPath, offsetFile string, log *slog.Logger) error {
-	if dbPath == "" || offsetFile == "" {
-		return nil
+// openStore opens and migrates the database and recovers what a previous run left running.
+func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: b.log})
+	if err != nil {
+		return nil, err
 	}
-	if _, err := os.Stat(dbPath); !errors.Is(err, os.ErrNotExist) {
-		return nil
+	b.store = st
+	b.cleanup = append(b.cleanup, func() {
+		if err := st.Close(); err != nil {
+			b.log.Error("store close", "err", err)
+		}
+	})
+	if err := st.Migrate(ctx); err != nil {
+		return nil, err
 	}
-	err := os.Remove(offsetFile)
-	switch {
-	case err == nil:
-		log.Warn("telegram offset file removed: it belonged to an earlier database", "file", offsetFile, "database", dbPath)
-	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("telegram.offset_file: removing the file of an earlier database: %w", err)
+	turns, calls, err := st.Recover(ctx)
+	if err != nil {
+		return nil, err
 	}
+	attrs := []any{"driver", cfg.Storage.Driver}
+	if cfg.Storage.Driver == store.DriverSQLite {
+		attrs = append(attrs, "path", cfg.Storage.DSN)
+	}
+	b.log.Info("store ready", append(attrs, "recovered_turns", turns, "recovered_tool_calls", calls)...)
+	return st, nil
+}
+
+// toolSet is what loadTools found: the loaders in dispatch order, and what the MCP servers and
+// skills add to the metrics, the admin page and the system prompt (nil when not configured).
+type toolSet struct {
+	loaders     []tools.Loader
+	health      func() []admin.ServerHealth
+	mcpUp       func() map[string]bool
+	skillPrompt func() string
+}
+
+// loadTools builds the tool loaders in dispatch order: native, plugins, MCP, skills.
+func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Log) (toolSet, error) {
+	var ts toolSet
+	nat, err := native.NewLoader(native.Options{Enabled: cfg.Tools.Native, AllowPrivate: cfg.Tools.FetchAllowPrivate})
+	if err != nil {
+		return ts, fmt.Errorf("tools.native: %w", err)
+	}
+	ts.loaders = append(ts.loaders, nat)
+	if len(cfg.Tools.Plugins) > 0 {
+		pl, err := plugin.NewLoader(cfg.Tools.Plugins, plugin.Deps{Logger: b.log, Audit: reader})
+		if err != nil {
+			return ts, fmt.Errorf("tools.plugins: %w", err)
+		}
+		ts.loaders = append(ts.loaders, pl)
+	}
+	if len(cfg.MCP.Servers) > 0 {
+		ml := b.startMCP(ctx, cfg.MCP.Servers)
+		ts.loaders = append(ts.loaders, ml)
+		ts.health = func() []admin.ServerHealth { return adminHealth(ml.Health()) }
+		ts.mcpUp = func() map[string]bool {
+			up := map[string]bool{}
+			for _, h := range ml.Health() {
+				up[h.Name] = h.State == mcp.StateUp
+			}
+			return up
+		}
+	}
+	if len(cfg.Tools.SkillDirs) > 0 {
+		sk, err := skill.NewLoader(skill.Options{Dirs: cfg.Tools.SkillDirs, Logger: b.log})
+		if err != nil {
+			return ts, fmt.Errorf("tools.skill_dirs: %w", err)
+		}
+		ts.loaders = append(ts.loaders, sk)
+		ts.skillPrompt = sk.Prompt
+	}
+	return ts, nil
+}
+
+// startMCP starts the MCP servers and waits a while for them to connect; those still connecting
+// add their tools once up.
+func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
+	ml := mcp.NewLoader(mcpServers(servers), b.log)
+	ml.Start(context.WithoutCancel(ctx))
+	b.cleanup = append(b.cleanup, ml.Close)
+	wait := 5 * time.Second
+	for _, s := range servers {
+		wait = max(wait, time.Duration(s.ConnectSec)*time.Second+5*time.Second)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	if err := ml.WaitStarted(wctx); err != nil {
+		b.log.Warn("MCP servers still connecting; their tools appear when they are up", "err", err)
+	}
+	cancel()
+	for _, h := range ml.Health() {
+		attrs := []any{"server", h.Name, "transport", h.Transport, "state", h.State, "tools", h.Tools}
+		if h.LastError != "" {
+			attrs = append(attrs, "err", h.LastError)
+		}
+		b.log.Info("MCP server", attrs...)
+	}
+	return ml
+}
+
+// platforms builds the enabled chat platforms but the web chat (which lives on the admin
+// listener); deliver tunes their delivery engines. A new platform adds a line here and its
+// constructor below.
+func platforms(cfg *config.Config, log *slog.Logger, deliver delivery.Options) ([]connector, error) {
+	var out []connector
+	for _, p := range []struct {
+		enabled bool
+		build   func() (connector, error)
+	}{
+		{cfg.Telegram.Enabled, func() (connector, error) { return newTelegram(cfg, log, deliver) }},
+		{cfg.Discord.Enabled, func() (connector, error) { return newDiscord(cfg, log, deliver) }},
+	} {
+		if !p.enabled {
+			continue
+		}
+		c, err := p.build()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// newDiscord builds the Discord adapter; it connects in Run.
+func newDiscord(cfg *config.Config, log *slog.Logger, deliver delivery.Options) (*discord.Adapter, error) {
+	dc, err := discord.New(discord.Options{
+		Token:            cfg.Discord.Token,
+		APIBase:          cfg.Discord.APIBase,
+		AllowedGuilds:    cfg.Discord.AllowedGuilds,
+		AllowedChannels:  cfg.Discord.AllowedChannels,
+		AllowedRoles:     cfg.Discord.AllowedRoles,
+		AccessUsers:      cfg.Access.UsersOn("discord"),
+		NoDMs:            !cfg.Discord.AllowDMs,
+		TriggerPrefix:    cfg.Chat.TriggerPrefix,
+		RegisterCommands: cfg.Discord.RegisterCommands,
+		MaxImageBytes:    cfg.Chat.MaxImageBytes,
+		Logger:           log,
+		Delivery:         deliver,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("discord adapter", "api", cfg.Discord.APIBase)
+	return dc, nil
+}
+
+// newTelegram builds the Telegram adapter (it asks Telegram who the bot is) and logs how it
+// receives.
+func newTelegram(cfg *config.Config, log *slog.Logger, deliver delivery.Options) (*telegram.Adapter, error) {
+	offsetFile := cfg.OffsetPath()
+	tg, err := telegram.New(telegram.Options{
+		Token:         cfg.Telegram.Token,
+		APIEndpoint:   cfg.Telegram.APIEndpoint,
+		Mode:          cfg.Telegram.Mode,
+		WebhookListen: cfg.Telegram.WebhookListen,
+		WebhookURL:    cfg.Telegram.WebhookURL,
+		WebhookSecret: cfg.Telegram.WebhookSecret,
+		AllowedChats:  cfg.Telegram.AllowedChats,
+		AllowedUsers:  cfg.Telegram.AllowedUsers,
+		AccessUsers:   cfg.Access.UsersOn("telegram"),
+		TriggerPrefix: cfg.Chat.TriggerPrefix,
+		Stream:        cfg.Telegram.Stream,
+		MaxImageBytes: cfg.Chat.MaxImageBytes,
+		OffsetFile:    offsetFile,
+		Logger:        log,
+		Delivery:      deliver,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if offsetFile == "" {
+		offsetFile = "off"
+	}
+	if cfg.Telegram.Mode == "webhook" {
+		log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "webhook", "listen", cfg.Telegram.WebhookListen, "url", cfg.Telegram.WebhookURL, "offset_file", offsetFile)
+	} else {
+		log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "polling", "api", endpointHost(cfg.Telegram.APIEndpoint), "offset_file", offsetFile)
+	}
+	return tg, nil
+}
+
+// addAdmin builds the admin listener and, when configured, the web chat it serves (a
+// connector like the others).
+func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, metricsHandler http.Handler, deliver delivery.Options) error {
+	proxies, err := admin.NewProxies(cfg.Admin.TrustedProxies, cfg.Admin.PublicURL)
+	if err != nil {
+		return err
+	}
+	aopts := admin.Options{
+		Listen:    cfg.Admin.Listen,
+		Token:     cfg.Admin.Token,
+		Store:     b.store,
+		MCPHealth: health,
+		Metrics:   metricsHandler,
+		Logger:    b.log,
+		Proxies:   proxies,
+	}
+	if cfg.Admin.WebChat {
+		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log})
+		if err != nil {
+			return err
+		}
+		aopts.WebChat = chat.Handler()
+		b.connectors = append(b.connectors, chat)
+	}
+	srv, err := admin.New(aopts)
+	if err != nil {
+		return err
+	}
+	// The admin package logs the address it listens on once listening.
+	if cfg.Admin.WebChat {
+		b.log.Info("web chat", "path", "/chat", "on", "the admin listener")
+	}
+	b.background = append(b.background, part{name: "admin", run: srv.Run})
 	return nil
 }
 

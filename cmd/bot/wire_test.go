@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,45 +72,5 @@ func TestModelHTTPClientReusesConnections(t *testing.T) {
 	}
 	if got := dials.Load(); got != turns {
 		t.Errorf("connections dialled over two waves of %d streams = %d, want %d (the second wave reuses the first's)", turns, got, turns)
-	}
-}
-
-// An offset file is kept with its database, and dropped when the database is new.
-func TestDropStaleOffset(t *testing.T) {
-	for _, c := range []struct {
-		name           string
-		dbExists, keep bool
-		postgres       bool
-	}{
-		{name: "database exists", dbExists: true, keep: true},
-		{name: "new database", dbExists: false, keep: false},
-		{name: "postgres", postgres: true, keep: true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			db, offset := filepath.Join(dir, "bot.db"), filepath.Join(dir, "telegram.offset")
-			if c.dbExists {
-				if err := os.WriteFile(db, nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := os.WriteFile(offset, []byte("5000\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if c.postgres {
-				db = ""
-			}
-			var logs bytes.Buffer
-			if err := dropStaleOffset(db, offset, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
-				t.Fatal(err)
-			}
-			_, err := os.Stat(offset)
-			if kept := err == nil; kept != c.keep {
-				t.Fatalf("offset file kept = %v, want %v (log: %s)", kept, c.keep, logs.String())
-			}
-			if !c.keep && !strings.Contains(logs.String(), "earlier database") {
-				t.Fatalf("the removal is not logged: %s", logs.String())
-			}
-		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"relaybot/internal/testkit/logbuf"
 	testmcp "relaybot/internal/testkit/mcp"
+	"relaybot/internal/testkit/wait"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
 )
@@ -70,21 +71,9 @@ func health(l *mcp.Loader, name string) mcp.ServerHealth {
 	return mcp.ServerHealth{}
 }
 
-// waitFor polls cond until it holds or 15 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func waitUp(t *testing.T, l *mcp.Loader, name string) {
 	t.Helper()
-	waitFor(t, name+" up", func() bool { return health(l, name).State == mcp.StateUp })
+	wait.For(t, name+" up", func() bool { return health(l, name).State == mcp.StateUp })
 }
 
 func call(l *mcp.Loader, name string, args any) (tools.Result, error) {
@@ -210,7 +199,7 @@ func TestToolCallTimeout(t *testing.T) {
 				t.Fatalf("call after timeout = %q, %v", res.Text, err)
 			}
 			// The server learnt that the call was abandoned (the kit in the stdio process counts its own).
-			waitFor(t, "the server to see the cancellation", func() bool {
+			wait.For(t, "the server to see the cancellation", func() bool {
 				res, err := call(l, "cancelled", nil)
 				return err == nil && res.Text == "1"
 			})
@@ -298,7 +287,7 @@ func TestStdioServerRestarted(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the server to be down", func() bool { return health(l, "srv").State == mcp.StateDown })
+	wait.For(t, "the server to be down", func() bool { return health(l, "srv").State == mcp.StateDown })
 
 	_, err = call(l, "echo", map[string]string{"text": "x"})
 	if !errors.Is(err, mcp.ErrUnavailable) {
@@ -372,7 +361,7 @@ func TestToolsListChanged(t *testing.T) {
 			l := startLoader(t, tr.serve(t, k, 0))
 			waitUp(t, l, "srv")
 			k.AddEchoTool("shout")
-			waitFor(t, "shout to be listed", func() bool { return slices.Contains(toolNames(l), "shout") })
+			wait.For(t, "shout to be listed", func() bool { return slices.Contains(toolNames(l), "shout") })
 			if res, err := call(l, "shout", map[string]string{"text": "HI"}); err != nil || res.Text != "HI" {
 				t.Errorf("shout = %q, %v", res.Text, err)
 			}
@@ -453,7 +442,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	if h := health(l, "stdio"); h.State != mcp.StateDown {
 		t.Errorf("after Close: %+v", h)
 	}
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	wait.For(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 func TestUnreachableRemoteGoesDown(t *testing.T) {
@@ -467,7 +456,7 @@ func TestUnreachableRemoteGoesDown(t *testing.T) {
 	if !errors.Is(err, mcp.ErrUnavailable) {
 		t.Errorf("call to a closed server: err = %v, want ErrUnavailable", err)
 	}
-	waitFor(t, "the server to be down", func() bool { return health(l, "srv").State == mcp.StateDown })
+	wait.For(t, "the server to be down", func() bool { return health(l, "srv").State == mcp.StateDown })
 	if len(l.Tools(context.Background())) != 0 {
 		t.Errorf("tools of an unreachable server offered: %v", toolNames(l))
 	}

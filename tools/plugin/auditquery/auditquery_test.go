@@ -13,6 +13,7 @@ import (
 	"relaybot/tools"
 	"relaybot/tools/plugin"
 	"relaybot/tools/plugin/auditquery"
+	"relaybot/tools/toolstest"
 )
 
 // memLog is an audit.Log over a slice of records, filtering the way the store does.
@@ -123,7 +124,7 @@ func newManager(t *testing.T, log audit.Log) *tools.Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := tools.NewManager([]tools.Loader{l}, tools.NewMemoryRecorder(), tools.ManagerOptions{})
+	m, err := tools.NewManager([]tools.Loader{l}, toolstest.NewRecorder(), tools.ManagerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

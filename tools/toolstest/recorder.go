@@ -1,4 +1,6 @@
-package tools
+// Package toolstest holds what tests of the tool manager's users need and production does not: a
+// Recorder that keeps the audit records in memory.
+package toolstest
 
 import (
 	"context"
@@ -8,7 +10,7 @@ import (
 	"relaybot/audit"
 )
 
-// RecorderOp names a Recorder method in MemoryRecorder's log.
+// RecorderOp names a tools.Recorder method in Recorder's log.
 type RecorderOp string
 
 // The two Recorder operations.
@@ -17,15 +19,15 @@ const (
 	OpFinish RecorderOp = "finish"
 )
 
-// RecorderEvent is one Recorder call as MemoryRecorder saw it.
+// RecorderEvent is one tools.Recorder call as Recorder saw it.
 type RecorderEvent struct {
 	Op     RecorderOp
 	Record audit.Record // a copy, as passed
 }
 
-// MemoryRecorder is a Recorder that keeps records in memory, for tests and benchmarks. It is safe
+// Recorder is a tools.Recorder that keeps records in memory, for tests and benchmarks. It is safe
 // for concurrent use. The zero value is ready to use.
-type MemoryRecorder struct {
+type Recorder struct {
 	mu     sync.Mutex
 	nextID int64
 	rows   []audit.Record
@@ -33,11 +35,11 @@ type MemoryRecorder struct {
 	events []RecorderEvent
 }
 
-// NewMemoryRecorder returns an empty MemoryRecorder.
-func NewMemoryRecorder() *MemoryRecorder { return &MemoryRecorder{} }
+// NewRecorder returns an empty Recorder.
+func NewRecorder() *Recorder { return &Recorder{} }
 
 // Start assigns r.ID and stores a copy of r.
-func (m *MemoryRecorder) Start(ctx context.Context, r *audit.Record) error {
+func (m *Recorder) Start(ctx context.Context, r *audit.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byID == nil {
@@ -52,34 +54,34 @@ func (m *MemoryRecorder) Start(ctx context.Context, r *audit.Record) error {
 }
 
 // Finish replaces the stored record with r; r.ID must come from Start.
-func (m *MemoryRecorder) Finish(ctx context.Context, r *audit.Record) error {
+func (m *Recorder) Finish(ctx context.Context, r *audit.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.events = append(m.events, RecorderEvent{Op: OpFinish, Record: *r})
 	i, ok := m.byID[r.ID]
 	if !ok {
-		return fmt.Errorf("tools: MemoryRecorder: finish of unknown record id %d (tool %s)", r.ID, r.ToolName)
+		return fmt.Errorf("toolstest: Recorder: finish of unknown record id %d (tool %s)", r.ID, r.ToolName)
 	}
 	m.rows[i] = *r
 	return nil
 }
 
 // Records returns the stored records in the order they were started.
-func (m *MemoryRecorder) Records() []audit.Record {
+func (m *Recorder) Records() []audit.Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]audit.Record(nil), m.rows...)
 }
 
 // Events returns every Start and Finish call in order.
-func (m *MemoryRecorder) Events() []RecorderEvent {
+func (m *Recorder) Events() []RecorderEvent {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]RecorderEvent(nil), m.events...)
 }
 
 // Reset forgets all records and events.
-func (m *MemoryRecorder) Reset() {
+func (m *Recorder) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.rows, m.events = m.rows[:0], m.events[:0]
