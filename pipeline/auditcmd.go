@@ -18,7 +18,11 @@ import (
 type AuditFilter struct {
 	Tool   string // empty: every tool
 	Status string // empty: every status
-	Limit  int
+	// Platform and ChatID, when set, keep only the calls made in that chat: /audit in a group
+	// shows that group's calls and nothing of other chats.
+	Platform string
+	ChatID   string
+	Limit    int
 }
 
 // AuditEntry is one tool call as /audit lists it.
@@ -73,7 +77,9 @@ func parseAuditArgs(args string) (AuditFilter, error) {
 }
 
 // auditCommand answers /audit: admins get the latest matching tool calls; anyone else is refused,
-// and the refusal goes into the audit log.
+// and the refusal goes into the audit log. Only a private chat with an admin lists every chat's
+// calls; anywhere else the list is that chat's own, so a group never sees the tool names and
+// arguments of another chat.
 func (p *Pipeline) auditCommand(ctx context.Context, in adapters.Inbound, args string, out adapters.Responder, log *slog.Logger) {
 	if !p.access.isAdmin(in) {
 		log.Warn("pipeline: /audit refused: not an admin")
@@ -89,6 +95,9 @@ func (p *Pipeline) auditCommand(ctx context.Context, in adapters.Inbound, args s
 	if err != nil {
 		p.notice(out, fmt.Sprintf("Usage: /audit [tool] [status] [n]: %v", err), log)
 		return
+	}
+	if in.Kind != adapters.Private {
+		f.Platform, f.ChatID = string(in.Chat.Platform), in.Chat.ChatID
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
@@ -110,6 +119,9 @@ func formatAudit(f AuditFilter, entries []AuditEntry) string {
 	}
 	if f.Status != "" {
 		what = append(what, f.Status)
+	}
+	if f.ChatID != "" {
+		what = append(what, "this chat only")
 	}
 	suffix := ""
 	if len(what) > 0 {

@@ -45,6 +45,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		ChatID:         in.Chat.ChatID,
 		UserID:         in.UserID,
 		Admin:          p.access.isAdmin(in),
+		Private:        in.Kind == adapters.Private,
 	}
 	stream := out.SupportsStreaming()
 	req := agent.Request{Messages: p.transcript(key, hist, in), Stream: stream}

@@ -491,6 +491,31 @@ func (f *fakeAudit) RecentToolCalls(ctx context.Context, flt AuditFilter) ([]Aud
 		Duration: 1200 * time.Millisecond, Arguments: `{"url": "https://example.com/a/very/long/path/that/goes/on"}`}}, nil
 }
 
+// /audit in a group lists that group's calls only; an admin sees every chat's calls only in a
+// private chat with the bot.
+func TestAuditCommandInAGroupShowsOnlyThatChat(t *testing.T) {
+	audit := &fakeAudit{}
+	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: audit})
+	tests := []struct {
+		name string
+		kind adapters.ChatKind
+		chat string
+		want AuditFilter
+	}{
+		{"group", adapters.Group, "-100", AuditFilter{Platform: "telegram", ChatID: "-100", Limit: auditDefaultN}},
+		{"private", adapters.Private, "1", AuditFilter{Limit: auditDefaultN}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := &recResponder{}
+			<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: tc.chat}, Kind: tc.kind, UserID: "1", Command: "audit"}, out)
+			if audit.got != tc.want {
+				t.Fatalf("/audit in a %s asked the log for %+v, want %+v", tc.name, audit.got, tc.want)
+			}
+		})
+	}
+}
+
 func TestAuditCommand(t *testing.T) {
 	audit := &fakeAudit{}
 	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: audit})

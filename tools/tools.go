@@ -101,6 +101,9 @@ type TurnInfo struct {
 	ChatID         string
 	UserID         string
 	Admin          bool
+	// Private is true in a chat of one user with the bot (a Telegram private chat, a Discord DM,
+	// the web chat); tools that show other chats' data (audit_query) show it only there.
+	Private bool
 }
 
 // Call is one tool call the model asked for in a round.

@@ -99,7 +99,7 @@ type auditReader struct {
 
 // RecentToolCalls implements pipeline.AuditLog.
 func (a auditReader) RecentToolCalls(ctx context.Context, f pipeline.AuditFilter) ([]pipeline.AuditEntry, error) {
-	rows, _, err := a.st.ToolCalls(ctx, store.ToolCallFilter{Tool: f.Tool, Status: f.Status, Limit: f.Limit})
+	rows, _, err := a.st.ToolCalls(ctx, store.ToolCallFilter{Tool: f.Tool, Status: f.Status, Platform: f.Platform, ChatID: f.ChatID, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (a auditReader) Recent(ctx context.Context, q plugin.AuditQuery) ([]tools.R
 	if limit <= 0 {
 		limit = store.DefaultLimit
 	}
-	base := store.ToolCallFilter{Tool: q.Tool, Since: q.Since, ChatID: q.ChatID, Limit: limit}
+	base := store.ToolCallFilter{Tool: q.Tool, Since: q.Since, Platform: q.Platform, ChatID: q.ChatID, Limit: limit}
 	if q.Slowest {
 		// The store pages by time; the slowest are picked from the largest page it gives.
 		base.Limit = store.MaxLimit

@@ -44,6 +44,9 @@ type AuditQuery struct {
 	// Statuses keeps records with any of these statuses.
 	Statuses []tools.Status
 	Since    time.Time
+	// Platform and ChatID keep the records of one chat (Platform empty: that chat id on any
+	// platform).
+	Platform string
 	ChatID   string
 	// Limit caps the number of records; 0 means the implementation's default.
 	Limit int

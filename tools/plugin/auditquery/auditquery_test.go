@@ -31,7 +31,7 @@ func (m *memLog) Recent(ctx context.Context, q plugin.AuditQuery) ([]tools.Recor
 	}
 	var out []tools.Record
 	for _, r := range m.recs {
-		if q.Tool != "" && r.ToolName != q.Tool || q.ChatID != "" && r.ChatID != q.ChatID ||
+		if q.Tool != "" && r.ToolName != q.Tool || q.ChatID != "" && r.ChatID != q.ChatID || q.Platform != "" && r.Platform != q.Platform ||
 			r.StartedAt.Before(q.Since) || len(q.Statuses) > 0 && !slices.Contains(q.Statuses, r.Status) {
 			continue
 		}
@@ -110,7 +110,7 @@ func newManager(t *testing.T, log plugin.AuditLog) *tools.Manager {
 }
 
 func TestAuditQuery(t *testing.T) {
-	admin := tools.TurnInfo{TurnID: 1, Platform: "telegram", ChatID: "42", UserID: "7", Admin: true}
+	admin := tools.TurnInfo{TurnID: 1, Platform: "telegram", ChatID: "42", UserID: "7", Admin: true, Private: true}
 	tests := []struct {
 		name   string
 		args   string
@@ -185,6 +185,42 @@ func TestAuditQueryAdminsOnly(t *testing.T) {
 	}
 	if len(log.queries) != 0 {
 		t.Fatalf("the audit log was read for a non-admin: %v", log.queries)
+	}
+}
+
+// An admin asking in a group gets that group's calls only: the whole group reads the answer, and
+// another chat's tool names and arguments are not theirs to see.
+func TestAuditQueryInAGroupShowsOnlyThatChat(t *testing.T) {
+	log := fixture()
+	log.recs = append(log.recs, tools.Record{ID: 9, ToolName: "send_mail", Status: tools.StatusOK,
+		StartedAt: time.Now().Add(-time.Minute), Platform: "telegram", ChatID: "99", Arguments: `{"to":"ceo@example.com"}`})
+	m := newManager(t, log)
+	group := tools.TurnInfo{TurnID: 1, Platform: "telegram", ChatID: "42", UserID: "7", Admin: true}
+	private := group
+	private.ChatID, private.Private = "7", true
+	tests := []struct {
+		name   string
+		turn   tools.TurnInfo
+		args   string
+		status tools.Status
+		want   string
+		reject string
+	}{
+		{"group sees its own calls", group, `{}`, tools.StatusOK, "#4 ", "send_mail"},
+		{"group cannot name another chat", group, `{"chat_id":"99"}`, tools.StatusError, "only in a private chat", "send_mail"},
+		{"group gets no all-chat statistics", group, `{"view":"slowest_tools"}`, tools.StatusError, "only in a private chat", "send_mail"},
+		{"private chat with an admin sees every chat", private, `{}`, tools.StatusOK, "send_mail", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := m.ForTurn(tc.turn, nil).Execute(context.Background(), tools.Call{ID: "c", Name: auditquery.Name, Arguments: tc.args})
+			if out.Status != tc.status || !strings.Contains(out.Content, tc.want) {
+				t.Fatalf("got %s %q, want %s containing %q", out.Status, out.Content, tc.status, tc.want)
+			}
+			if tc.reject != "" && strings.Contains(out.Content, tc.reject) {
+				t.Fatalf("the answer shows another chat's call:\n%s", out.Content)
+			}
+		})
 	}
 }
 
