@@ -32,6 +32,9 @@ type Spec struct {
 	Parameters json.RawMessage
 	// Server is the MCP server offering the tool; empty for other sources.
 	Server string
+	// ServerTool is the server's own name of the tool when the loader offers it under another
+	// name (an MCP server's tool_prefix); empty when Name is the server's name.
+	ServerTool string
 	// AdminOnly tools are offered only in turns of admins.
 	AdminOnly bool
 }
@@ -101,6 +104,11 @@ type TurnInfo struct {
 	ChatID         string
 	UserID         string
 	Admin          bool
+	// Roles are the platform's role ids of the user in this chat (Discord guild roles);
+	// ChatAdmin says the user administers the chat (a Telegram group administrator). Tool
+	// policies match them.
+	Roles     []string
+	ChatAdmin bool
 	// Private is true in a chat of one user with the bot (a Telegram private chat, a Discord DM,
 	// the web chat); tools that show other chats' data (audit_query) show it only there.
 	Private bool
@@ -143,15 +151,25 @@ type Record struct {
 	ToolName       string
 	Source         Source // empty when no loader has the tool
 	Server         string
-	Status         Status
-	Arguments      string // redacted JSON, capped
-	Result         string // redacted, capped
-	Error          string
-	ArgumentsSize  int // size before capping
-	ResultSize     int
-	StartedAt      time.Time
-	FinishedAt     time.Time
-	Duration       time.Duration
+	// ServerTool is the MCP server's own name of the tool when a tool_prefix renamed it for the
+	// model; empty otherwise.
+	ServerTool    string
+	Status        Status
+	Arguments     string // redacted JSON, capped
+	Result        string // redacted, capped
+	Error         string
+	ArgumentsSize int // size before capping
+	ResultSize    int
+	StartedAt     time.Time
+	FinishedAt    time.Time
+	Duration      time.Duration
+	// ApprovalRequired is set on a call a policy said to ask about; Decision is how that ended
+	// (DecisionApproved, DecisionDenied, DecisionAlways, DecisionTimeout, DecisionCancelled),
+	// Approver who decided, DecidedAt when. Empty until decided.
+	ApprovalRequired bool
+	Decision         string
+	Approver         string
+	DecidedAt        time.Time
 }
 
 // Recorder keeps audit records. Start must make the row durable before it returns; Finish
