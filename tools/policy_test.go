@@ -111,7 +111,10 @@ func TestPolicyRejectsBadRules(t *testing.T) {
 func TestDeniedToolIsNotOfferedAndACallIsAuditedWithTheRule(t *testing.T) {
 	ran := false
 	l := newStub(tools.SourceMCP, "files").
-		add("files__delete", func(context.Context, tools.Invocation) (tools.Result, error) { ran = true; return tools.Result{Text: "gone"}, nil }).
+		add("files__delete", func(context.Context, tools.Invocation) (tools.Result, error) {
+			ran = true
+			return tools.Result{Text: "gone"}, nil
+		}).
 		add("files__read", func(context.Context, tools.Invocation) (tools.Result, error) { return tools.Result{Text: "data"}, nil })
 	p, err := tools.NewPolicy([]tools.Rule{{Tool: "files__delete", Roles: []string{tools.RoleUsers}, Action: tools.ActionDeny}})
 	if err != nil {
