@@ -54,6 +54,10 @@ type Model struct {
 	SupportsTools  bool   `toml:"supports_tools"`
 	SupportsVision bool   `toml:"supports_vision"`
 	TimeoutSec     int    `toml:"timeout_sec"`
+	// PriceIn and PriceOut are what a million prompt and completion tokens cost (in any one
+	// currency, the same for every model); 0 counts the model as free.
+	PriceIn  float64 `toml:"price_in"`
+	PriceOut float64 `toml:"price_out"`
 }
 
 // Agent tunes the agent runner.
@@ -128,6 +132,21 @@ type Tools struct {
 	FetchAllowPrivate bool `toml:"fetch_allow_private"`
 	// Native enables built-in tools by name; empty means all.
 	Native []string `toml:"native"`
+	// Policy are the [[tools.policy]] rules: allow, ask or deny a tool for roles and chats.
+	Policy []ToolPolicy `toml:"policy"`
+	// ApprovalTimeoutSec is how long an "ask" call waits for an answer before it is denied.
+	ApprovalTimeoutSec int `toml:"approval_timeout_sec"`
+}
+
+// ToolPolicy is one [[tools.policy]] rule (tools.Rule).
+type ToolPolicy struct {
+	Tool      string   `toml:"tool"`   // name or glob as the model sees it
+	Source    string   `toml:"source"` // native | plugin | mcp | skill
+	Server    string   `toml:"server"` // MCP server name
+	Roles     []string `toml:"roles"`  // admins | users | chat_admins | discord_role:ID
+	Chats     []string `toml:"chats"`  // "platform:chat_id"
+	Action    string   `toml:"action"` // allow | ask | deny
+	Approvers []string `toml:"approvers"`
 }
 
 // Telegram configures the Telegram adapter.
@@ -213,6 +232,14 @@ type MCPServer struct {
 	// (0 means no deadline).
 	ToolCallTimeoutRaw any           `toml:"tool_call_timeout_sec"`
 	ToolCallTimeout    time.Duration `toml:"-"`
+	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
+	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
+	ToolPrefix string `toml:"tool_prefix"`
+}
+
+// ToolName returns the name the model sees for the server's tool name.
+func (s MCPServer) ToolName(name string) string {
+	return strings.ReplaceAll(s.ToolPrefix, "{server}", s.Name) + name
 }
 
 // Admin configures the admin listener (web page, JSON API, web chat, metrics).
@@ -265,7 +292,7 @@ func Default() Config {
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",
 		},
-		Tools:    Tools{Plugins: []string{"audit_query"}},
+		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
