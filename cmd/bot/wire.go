@@ -396,6 +396,7 @@ func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
 			Headers:         s.Headers,
 			ConnectTimeout:  time.Duration(s.ConnectSec) * time.Second,
 			ToolCallTimeout: s.ToolCallTimeout,
+			ToolPrefix:      s.ToolPrefix,
 		}
 	}
 	return out
