@@ -45,6 +45,14 @@ type ToolCallRecord struct {
 	StartedAt      time.Time
 	FinishedAt     time.Time
 	Duration       time.Duration
+	// ServerTool is the MCP server's own name of a tool its tool_prefix renamed.
+	ServerTool string
+	// ApprovalRequired, Decision, Approver and DecidedAt record the approval of a call a tool
+	// policy asked about (tools.Record).
+	ApprovalRequired bool
+	Decision         string
+	Approver         string
+	DecidedAt        time.Time
 }
 
 // StartToolCall writes the row of a call that is starting (status running unless r.Status says
@@ -230,22 +238,28 @@ func (w *auditWriter) writeTx(ctx context.Context, batch []*auditReq) error {
 
 const insertToolCallSQL = `INSERT INTO tool_calls (turn_id, conversation_id, platform, chat_id, user_id,
 round, tool_call_id, tool_name, source, server, status, arguments, result, error, arguments_size,
-result_size, started_at, finished_at, duration_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+result_size, started_at, finished_at, duration_ms, server_tool, approval_required, decision,
+approver, decided_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 
 const finishToolCallSQL = `UPDATE tool_calls SET status = ?, result = ?, error = ?, arguments = ?,
-arguments_size = ?, result_size = ?, source = ?, server = ?, finished_at = ?, duration_ms = ?
+arguments_size = ?, result_size = ?, source = ?, server = ?, finished_at = ?, duration_ms = ?,
+server_tool = ?, approval_required = ?, decision = ?, approver = ?, decided_at = ?
 WHERE id = ?`
 
 func (s *Store) writeAudit(ctx context.Context, tx *sql.Tx, op auditOp, r *ToolCallRecord) (int64, error) {
-	var finished any
+	var finished, decided any
 	if !r.FinishedAt.IsZero() {
 		finished = r.FinishedAt
+	}
+	if !r.DecidedAt.IsZero() {
+		decided = dbTime(r.DecidedAt)
 	}
 	if op == auditFinish && r.ID > 0 {
 		res, err := tx.ExecContext(ctx, s.rebind(finishToolCallSQL), r.Status, r.Result, r.Error,
 			r.Arguments, r.ArgumentsSize, r.ResultSize, r.Source, r.Server, finished,
-			r.Duration.Milliseconds(), r.ID)
+			r.Duration.Milliseconds(), r.ServerTool, r.ApprovalRequired, r.Decision, r.Approver,
+			decided, r.ID)
 		if err != nil {
 			return 0, err
 		}
@@ -260,6 +274,7 @@ func (s *Store) writeAudit(ctx context.Context, tx *sql.Tx, op auditOp, r *ToolC
 	err := tx.QueryRowContext(ctx, s.rebind(insertToolCallSQL), r.TurnID, r.ConversationID,
 		r.Platform, r.ChatID, r.UserID, r.Round, r.ToolCallID, r.ToolName, r.Source, r.Server,
 		r.Status, r.Arguments, r.Result, r.Error, r.ArgumentsSize, r.ResultSize, r.StartedAt,
-		finished, r.Duration.Milliseconds()).Scan(&id)
+		finished, r.Duration.Milliseconds(), r.ServerTool, r.ApprovalRequired, r.Decision,
+		r.Approver, decided).Scan(&id)
 	return id, err
 }

@@ -30,6 +30,10 @@ type ToolCallFilter struct {
 	ChatID       string
 	UserID       string
 	TurnID       int64
+	// Decision keeps rows whose approval ended so (approved, always, denied, timeout,
+	// cancelled); ApprovalRequired keeps the rows a policy asked about.
+	Decision         string
+	ApprovalRequired bool
 	// Limit is the page size: 0 means DefaultLimit; more than MaxLimit is cut to MaxLimit.
 	Limit int
 	// Cursor is the next value of the previous page; empty starts at the newest row.
@@ -59,6 +63,14 @@ type ToolCallRow struct {
 	DurationMS     int64      `json:"duration_ms"`
 	ArgumentsSize  int        `json:"arguments_size"`
 	ResultSize     int        `json:"result_size"`
+	// ServerTool is the MCP server's own name of a tool its tool_prefix renamed.
+	ServerTool string `json:"server_tool"`
+	// The approval of a call a tool policy asked about: decision is approved, always, denied,
+	// timeout or cancelled; decided_at is null until decided.
+	ApprovalRequired bool       `json:"approval_required"`
+	Decision         string     `json:"decision"`
+	Approver         string     `json:"approver"`
+	DecidedAt        *time.Time `json:"decided_at"`
 }
 
 type toolCallModel struct {
@@ -82,6 +94,12 @@ type toolCallModel struct {
 	StartedAt      time.Time
 	FinishedAt     *time.Time
 	DurationMs     int64 `gorm:"column:duration_ms"`
+	// Approval and prefix columns (migration 00004).
+	ServerTool       string
+	ApprovalRequired bool
+	Decision         string
+	Approver         string
+	DecidedAt        *time.Time
 }
 
 func (toolCallModel) TableName() string { return "tool_calls" }
@@ -96,6 +114,11 @@ func (m toolCallModel) public() ToolCallRow {
 	if m.FinishedAt != nil {
 		t := m.FinishedAt.UTC()
 		r.FinishedAt = &t
+	}
+	r.ServerTool, r.ApprovalRequired, r.Decision, r.Approver = m.ServerTool, m.ApprovalRequired, m.Decision, m.Approver
+	if m.DecidedAt != nil {
+		t := m.DecidedAt.UTC()
+		r.DecidedAt = &t
 	}
 	return r
 }
@@ -146,6 +169,12 @@ func (f ToolCallFilter) where(db *gorm.DB) *gorm.DB {
 	}
 	if f.TurnID != 0 {
 		db = db.Where("turn_id = ?", f.TurnID)
+	}
+	if f.Decision != "" {
+		db = db.Where("decision = ?", f.Decision)
+	}
+	if f.ApprovalRequired {
+		db = db.Where("approval_required = ?", true)
 	}
 	return db
 }

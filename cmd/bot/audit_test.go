@@ -27,7 +27,7 @@ func seedAudit(t *testing.T) *config.Config {
 	if err := runMigrate(ctx, &cfg, nil, &out); err != nil {
 		t.Fatalf("runMigrate: %v", err)
 	}
-	if !strings.Contains(out.String(), "migrated from schema version 0 to 3") {
+	if !strings.Contains(out.String(), "migrated from schema version 0 to 4") {
 		t.Errorf("migrate printed %q", out.String())
 	}
 	s, err := openStore(ctx, &cfg)
@@ -178,7 +178,7 @@ func TestMigrateTwice(t *testing.T) {
 	if err := runMigrate(context.Background(), cfg, nil, &out); err != nil {
 		t.Fatal(err)
 	}
-	if got := out.String(); got != "sqlite database already at schema version 3\n" {
+	if got := out.String(); got != "sqlite database already at schema version 4\n" {
 		t.Errorf("second migrate printed %q", got)
 	}
 }
