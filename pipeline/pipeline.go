@@ -107,6 +107,10 @@ type Options struct {
 	ToolAllow    []string
 	ToolsPerChat map[string][]string
 
+	// ApprovalTimeout is how long a tool call an "ask" policy covers waits for an answer in the
+	// chat before it is denied (default DefaultApprovalTimeout).
+	ApprovalTimeout time.Duration
+
 	// Audit answers the /audit command; nil makes /audit say it is unavailable.
 	Audit AuditLog
 	// Recorder keeps refused /audit commands in the audit log; nil only logs them.
@@ -134,6 +138,7 @@ const (
 	DefaultTurnWait         = 60 * time.Second
 	DefaultTurnTimeout      = 15 * time.Minute
 	DefaultSettle           = 50 * time.Millisecond
+	DefaultApprovalTimeout  = 300 * time.Second
 	DefaultStoppedMarker    = "[stopped]"
 	DefaultFailureHint      = "Request failed."
 	DefaultShutdownText     = "The bot is restarting; please send that again in a minute."
@@ -210,6 +215,9 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	}
 	if opts.Settle == 0 {
 		opts.Settle = DefaultSettle
+	}
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout

@@ -46,6 +46,8 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 		UserID:         in.UserID,
 		Admin:          p.access.isAdmin(in),
 		Private:        in.Kind == adapters.Private,
+		Roles:          in.Roles,
+		ChatAdmin:      in.ChatAdmin,
 	}
 	stream := out.SupportsStreaming()
 	req := agent.Request{Messages: p.transcript(key, hist, in), Stream: stream}
@@ -60,6 +62,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	defer cancelReply()
 	reply := out.NewReply(replyCtx)
 	reply.Working(true)
+	if tt, ok := req.Executor.(*tools.Turn); ok {
+		p.setApprover(tt, in, out, reply)
+	}
 
 	var (
 		mu    sync.Mutex

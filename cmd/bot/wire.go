@@ -157,7 +157,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
 	})
 	rec := m.Recorder(auditRecorder{st: st})
-	mgr, err = tools.NewManager(loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log})
+	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
+	if err != nil {
+		return b, err
+	}
+	mgr, err = tools.NewManager(loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy})
 	if err != nil {
 		return b, err
 	}
@@ -362,8 +366,9 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			DenyChats:  cfg.Access.DenyChats,
 			Admins:     cfg.Access.Admins,
 		},
-		ToolAllow:    cfg.Tools.Allow,
-		ToolsPerChat: cfg.Tools.PerChat,
+		ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+		ToolAllow:       cfg.Tools.Allow,
+		ToolsPerChat:    cfg.Tools.PerChat,
 	}
 }
 
@@ -437,4 +442,14 @@ func modelNames(ms []config.Model) []string {
 		names = append(names, name)
 	}
 	return names
+}
+
+// policyRules turns the [[tools.policy]] entries into the tools package's rules.
+func policyRules(ps []config.ToolPolicy) []tools.Rule {
+	out := make([]tools.Rule, len(ps))
+	for i, p := range ps {
+		out[i] = tools.Rule{Tool: p.Tool, Source: tools.Source(p.Source), Server: p.Server, Roles: p.Roles,
+			Chats: p.Chats, Action: tools.Action(p.Action), Approvers: p.Approvers}
+	}
+	return out
 }

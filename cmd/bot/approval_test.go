@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"relaybot/config"
+	"relaybot/internal/testkit/llm"
+	"relaybot/store"
+)
+
+// webChat is a browser of the web chat: it holds the cookie and follows the event stream.
+type webChat struct {
+	t      *testing.T
+	base   string
+	client *http.Client
+	csrf   string
+
+	mu   sync.Mutex
+	msgs map[string]webMsg
+	ids  []string
+}
+
+type webMsg struct {
+	ID       string `json:"id"`
+	Role     string `json:"role"`
+	Text     string `json:"text"`
+	Question string `json:"question"`
+	Choices  []struct {
+		ID, Label string
+	} `json:"choices"`
+}
+
+func openWebChat(t *testing.T, base string) *webChat {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	w := &webChat{t: t, base: base, client: &http.Client{Jar: jar}, msgs: map[string]webMsg{}}
+	req, _ := http.NewRequest("POST", base+"/chat/session", nil)
+	req.Header.Set("Origin", base)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = w.client.Get(base + "/chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf-token" content="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("no chat page (status %d): %.300s", resp.StatusCode, page)
+	}
+	w.csrf = string(m[1])
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ = http.NewRequestWithContext(ctx, "GET", base+"/chat/events", nil)
+	resp, err = w.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		event := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && event == "msg":
+				var m webMsg
+				if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &m) == nil {
+					w.mu.Lock()
+					if _, ok := w.msgs[m.ID]; !ok {
+						w.ids = append(w.ids, m.ID)
+					}
+					w.msgs[m.ID] = m
+					w.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return w
+}
+
+func (w *webChat) post(path string, form url.Values) (int, string) {
+	w.t.Helper()
+	form.Set("csrf", w.csrf)
+	resp, err := w.client.PostForm(w.base+path, form)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func (w *webChat) say(text string) {
+	w.t.Helper()
+	if code, body := w.post("/chat/send", url.Values{"text": {text}}); code != http.StatusAccepted {
+		w.t.Fatalf("send: %d %s", code, body)
+	}
+}
+
+// find returns the first message (in order of appearance) that ok accepts.
+func (w *webChat) find(ok func(webMsg) bool) (webMsg, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range w.ids {
+		if m := w.msgs[id]; ok(m) {
+			return m, true
+		}
+	}
+	return webMsg{}, false
+}
+
+func (w *webChat) waitMsg(what string, ok func(webMsg) bool) webMsg {
+	w.t.Helper()
+	var m webMsg
+	waitFor(w.t, what, func() bool {
+		var found bool
+		m, found = w.find(ok)
+		return found
+	})
+	return m
+}
+
+func (w *webChat) count(ok func(webMsg) bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, id := range w.ids {
+		if ok(w.msgs[id]) {
+			n++
+		}
+	}
+	return n
+}
+
+// toolModel calls the MCP kit's echo tool for every user message, then reports the tool's
+// answer as its reply.
+func toolModel(r llm.Request) llm.Reply {
+	last := r.Messages[len(r.Messages)-1]
+	if last.Role == "tool" {
+		return llm.Text("tool said: " + last.Content)
+	}
+	return llm.ToolCalls(llm.Call{ID: "call_" + strings.ReplaceAll(last.Content, " ", "_"), Name: "echo",
+		Args: []string{`{"text":"` + last.Content + `","api_key":"sk-live-abcdef123456"}`}})
+}
+
+func startWebBot(t *testing.T, timeoutSec int) (*env, *webChat) {
+	t.Helper()
+	e := newEnv(t)
+	cfg := e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true")
+	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Server: "kit", Action: "ask"}}
+	cfg.Tools.ApprovalTimeoutSec = timeoutSec
+	e.llm.SetHandler(toolModel)
+	e.start(cfg)
+	e.waitLog("admin listening")
+	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())
+	if m == nil {
+		t.Fatalf("no admin address in the logs:\n%s", e.logs.String())
+	}
+	return e, openWebChat(t, "http://"+m[1])
+}
+
+// An "ask" tool in the web chat: the turn posts the tool and its redacted arguments with
+// buttons, and runs the tool only once Approve (or Always allow) is pressed; the audit row says
+// who decided.
+func TestWebChatApprovals(t *testing.T) {
+	e, w := startWebBot(t, 300)
+	tests := []struct {
+		say, press  string
+		wantReply   string
+		wantDecided string
+		wantStatus  string
+	}{
+		{"first", "approve", "tool said: first", "approved", store.StatusOK},
+		{"second", "deny", "tool said: err: denied by web", "denied", store.StatusDenied},
+		{"third", "always", "tool said: third", "always", store.StatusOK},
+		{"fourth", "", "tool said: fourth", "always", store.StatusOK}, // not asked again
+	}
+	for _, tc := range tests {
+		w.say(tc.say)
+		if tc.press != "" {
+			q := w.waitMsg("the question about "+tc.say, func(m webMsg) bool {
+				return m.Question != "" && strings.Contains(m.Text, "text: "+tc.say)
+			})
+			if !strings.Contains(q.Text, "echo (MCP server kit)") || strings.Contains(q.Text, "sk-live") || len(q.Choices) != 3 {
+				t.Fatalf("question = %q with %d buttons; want the tool, readable arguments, the key redacted, three buttons", q.Text, len(q.Choices))
+			}
+			if code, body := w.post("/chat/answer", url.Values{"q": {q.Question}, "choice": {tc.press}}); code != http.StatusNoContent {
+				t.Fatalf("press %s: %d %s", tc.press, code, body)
+			}
+		}
+		w.waitMsg("the reply to "+tc.say, func(m webMsg) bool { return m.Role == "bot" && strings.Contains(m.Text, tc.wantReply) })
+	}
+	if n := w.count(func(m webMsg) bool { return strings.Contains(m.Text, "text: fourth") }); n != 0 {
+		t.Fatalf("asked again after 'always allow in this chat'")
+	}
+	st := e.openStore()
+	rows, _, err := st.ToolCalls(context.Background(), store.ToolCallFilter{Tool: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(tests) {
+		t.Fatalf("%d audit rows, want %d", len(rows), len(tests))
+	}
+	for i, tc := range tests {
+		r := rows[len(rows)-1-i]
+		if !r.ApprovalRequired || r.Decision != tc.wantDecided || r.Approver != "web" || r.DecidedAt == nil || r.Status != tc.wantStatus {
+			t.Errorf("row for %q: approval %v, decision %q by %q at %v, status %s; want %s by web, %s",
+				tc.say, r.ApprovalRequired, r.Decision, r.Approver, r.DecidedAt, r.Status, tc.wantDecided, tc.wantStatus)
+		}
+	}
+}
+
+// Nobody answers: after tools.approval_timeout_sec the call is denied, the question closes and
+// the model hears why.
+func TestWebChatApprovalTimesOut(t *testing.T) {
+	e, w := startWebBot(t, 1)
+	w.say("late")
+	w.waitMsg("the reply", func(m webMsg) bool { return strings.Contains(m.Text, "tool said: err: denied by timeout") })
+	q := w.waitMsg("the question", func(m webMsg) bool { return strings.Contains(m.Text, "text: late") })
+	if q.Question != "" && len(q.Choices) > 0 || !strings.Contains(q.Text, "Closed without an answer") {
+		t.Fatalf("question after the timeout = %+v, want it closed without buttons", q)
+	}
+	if code, _ := w.post("/chat/answer", url.Values{"q": {q.Question}, "choice": {"approve"}}); code == http.StatusNoContent {
+		t.Fatalf("a press after the timeout was taken")
+	}
+	rows, _, err := e.openStore().ToolCalls(context.Background(), store.ToolCallFilter{Tool: "echo"})
+	if err != nil || len(rows) != 1 || rows[0].Decision != "timeout" || rows[0].Status != store.StatusDenied {
+		t.Fatalf("audit rows = %+v, %v; want one denied by timeout", rows, err)
+	}
+}
+
+// The bot stops while a question waits: the call is denied as cancelled, and neither the audit
+// row nor the turn is left running.
+func TestRestartWhileWaitingForApprovalClosesTheTurnAndTheRow(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.configAdmin("shutdown_grace_sec = 1", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true")
+	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
+	e.llm.SetHandler(toolModel)
+	stop := e.start(cfg)
+	e.waitLog("admin listening")
+	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())
+	w := openWebChat(t, "http://"+m[1])
+	w.say("pending")
+	w.waitMsg("the question", func(m webMsg) bool { return m.Question != "" && len(m.Choices) == 3 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.openStore()
+	rows, _, err := st.ToolCalls(context.Background(), store.ToolCallFilter{Tool: "echo"})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("audit rows = %+v, %v", rows, err)
+	}
+	if r := rows[0]; r.Status != store.StatusDenied || r.Decision != "cancelled" || r.FinishedAt == nil {
+		t.Fatalf("row after the restart: status %s, decision %q, finished %v; want denied, cancelled, finished", r.Status, r.Decision, r.FinishedAt)
+	}
+	tr, err := st.Turn(context.Background(), rows[0].TurnID)
+	if err != nil || tr.Status == "running" || tr.FinishedAt.IsZero() {
+		t.Fatalf("turn after the restart = %+v, %v; want it finished", tr, err)
+	}
+}
