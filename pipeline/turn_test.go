@@ -160,6 +160,12 @@ func newHarness(t testing.TB, opts Options) *harness {
 // newHarnessStore is newHarness with the pipeline's store wrapped by wrap (when not nil).
 func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) *harness {
 	t.Helper()
+	return newHarnessTools(t, opts, tools.ManagerOptions{}, wrap)
+}
+
+// newHarnessTools is newHarnessStore with the tool manager's options (a policy).
+func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store) *harness {
+	t.Helper()
 	h := &harness{t: t, llm: llm.NewServer(), rec: tools.NewMemoryRecorder(), logs: &logbuf.Buffer{}}
 	t.Cleanup(h.llm.Close)
 	ctx := context.Background()
@@ -177,7 +183,7 @@ func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, tools.ManagerOptions{})
+	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}
