@@ -33,6 +33,7 @@ type Config struct {
 	MCP      MCP      `toml:"mcp"`
 	Admin    Admin    `toml:"admin"`
 	Log      Log      `toml:"log"`
+	Quotas   Quotas   `toml:"quotas"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
@@ -254,6 +255,30 @@ type Admin struct {
 	// TrustedProxies are the reverse proxies (IP addresses or CIDR prefixes) whose
 	// X-Forwarded-For and X-Forwarded-Proto headers the admin listener believes.
 	TrustedProxies []string `toml:"trusted_proxies"`
+}
+
+// QuotaLimits caps tokens (in and out together) and cost per UTC day and month; 0 is no cap.
+type QuotaLimits struct {
+	TokensPerDay   int64   `toml:"tokens_per_day"`
+	TokensPerMonth int64   `toml:"tokens_per_month"`
+	CostPerDay     float64 `toml:"cost_per_day"`
+	CostPerMonth   float64 `toml:"cost_per_month"`
+}
+
+// QuotaOverride gives the users and roles it lists their own per-user limits.
+type QuotaOverride struct {
+	Users []string `toml:"users"` // "platform:user_id" or "*:user_id"
+	Roles []string `toml:"roles"` // "discord_role:ID" | "chat_admins"
+	QuotaLimits
+}
+
+// Quotas caps what each user and each chat may spend on the models.
+type Quotas struct {
+	User      QuotaLimits     `toml:"user"`
+	Chat      QuotaLimits     `toml:"chat"`
+	Overrides []QuotaOverride `toml:"overrides"`
+	// AdminsCounted holds bot admins to the quotas too (default: admins are exempt).
+	AdminsCounted bool `toml:"admins_counted"`
 }
 
 // Log configures logging.

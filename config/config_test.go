@@ -206,6 +206,8 @@ func TestGovernanceKeysAreCheckedByName(t *testing.T) {
 		{"policy approvers on allow", "[[tools.policy]]\napprovers = [\"admins\"]\naction = \"allow\"\n", "tools.policy[0].approvers"},
 		{"approval timeout", "[tools]\napproval_timeout_sec = 0\n", "tools.approval_timeout_sec: must be between 1 and 86400"},
 		{"tool prefix", "[[mcp.servers]]\nname = \"w\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\ntool_prefix = \"web.\"\n", "mcp.servers[0].tool_prefix"},
+		{"negative quota", "[quotas.user]\ntokens_per_day = -1\n", "quotas.user: limits must be 0"},
+		{"override without users", "[[quotas.overrides]]\ntokens_per_day = 5\n", "quotas.overrides[0]: must list users or roles"},
 		{"negative price", "[[models]]\nname = \"p\"\nbase_url = \"http://x/v1\"\nmodel = \"p\"\nprice_in = -1\n", "models[1].price_in"},
 	}
 	for _, tc := range tests {

@@ -116,6 +116,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	}
 
 	c.validatePolicy(bad)
+	c.validateQuotas(bad)
 	between("tools.approval_timeout_sec", c.Tools.ApprovalTimeoutSec, 1, 86400)
 
 	if c.Telegram.Enabled {
@@ -291,6 +292,35 @@ func (c *Config) validatePolicy(bad func(key, format string, args ...any)) {
 			case "asker", "chat_admins", "admins":
 			default:
 				bad(key+".approvers", `%q must be "asker", "chat_admins" or "admins"`, a)
+			}
+		}
+	}
+}
+
+// validateQuotas checks that no limit is negative and that overrides name users and roles.
+func (c *Config) validateQuotas(bad func(key, format string, args ...any)) {
+	limits := func(key string, l QuotaLimits) {
+		if l.TokensPerDay < 0 || l.TokensPerMonth < 0 || l.CostPerDay < 0 || l.CostPerMonth < 0 ||
+			math.IsNaN(l.CostPerDay) || math.IsNaN(l.CostPerMonth) {
+			bad(key, "limits must be 0 (no limit) or more")
+		}
+	}
+	limits("quotas.user", c.Quotas.User)
+	limits("quotas.chat", c.Quotas.Chat)
+	for i, o := range c.Quotas.Overrides {
+		key := fmt.Sprintf("quotas.overrides[%d]", i)
+		limits(key, o.QuotaLimits)
+		if len(o.Users) == 0 && len(o.Roles) == 0 {
+			bad(key, "must list users or roles")
+		}
+		for _, u := range o.Users {
+			if p, rest, ok := strings.Cut(u, ":"); !ok || p == "" || rest == "" {
+				bad(key+".users", `must look like "platform:id" or "*:id", got %q`, u)
+			}
+		}
+		for _, r := range o.Roles {
+			if id, ok := strings.CutPrefix(r, "discord_role:"); !(ok && snowflake(id)) && r != "chat_admins" {
+				bad(key+".roles", `%q must be "discord_role:ID" or "chat_admins"`, r)
 			}
 		}
 	}

@@ -111,6 +111,13 @@ type Options struct {
 	// chat before it is denied (default DefaultApprovalTimeout).
 	ApprovalTimeout time.Duration
 
+	// Usage answers /usage and feeds the quotas; Prices are the models' prices per million
+	// tokens, by configured model name.
+	Usage  UsageLog
+	Prices map[string]store.Price
+	// Quotas cap what users and chats may spend; checked before each turn's model call.
+	Quotas Quotas
+
 	// Audit answers the /audit command; nil makes /audit say it is unavailable.
 	Audit AuditLog
 	// Recorder keeps refused /audit commands in the audit log; nil only logs them.
@@ -397,6 +404,9 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		return
 	case "audit":
 		p.auditCommand(ctx, in, args, out, log)
+		return
+	case "usage":
+		p.usageCommand(ctx, in, args, out, log)
 		return
 	}
 	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {

@@ -24,6 +24,11 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 	begun := time.Now()
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
+	if text, over := p.overQuota(ctx, in, log); over {
+		log.Info("pipeline: turn refused: over quota", "message", in.MessageID)
+		p.notice(out, text, log)
+		return
+	}
 
 	// The user's message is saved even when the turn is cancelled right away.
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)

@@ -52,6 +52,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 	}
 	if i.GuildID != "" {
 		in.Kind = adapters.Group
+		in.Roles = roles
 		if !a.allowed(ctx, i.GuildID, i.ChannelID, roles) {
 			a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 				&discordgo.InteractionResponseData{Content: notAllowed, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})

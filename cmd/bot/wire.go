@@ -181,6 +181,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	opts := pipelineOptions(cfg)
 	opts.SystemPromptExtra = skillPrompt
 	opts.Audit = reader
+	opts.Usage = st
 	opts.Recorder = rec
 	opts.Logger = log
 	opts.Observer = m
@@ -369,7 +370,31 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
 		ToolAllow:       cfg.Tools.Allow,
 		ToolsPerChat:    cfg.Tools.PerChat,
+		Prices:          prices(cfg.Models),
+		Quotas:          quotas(cfg.Quotas),
 	}
+}
+
+// prices are the models' prices per million tokens, by configured name.
+func prices(ms []config.Model) map[string]store.Price {
+	out := make(map[string]store.Price, len(ms))
+	for _, m := range ms {
+		out[m.Name] = store.Price{In: m.PriceIn, Out: m.PriceOut}
+	}
+	return out
+}
+
+func quotaLimits(l config.QuotaLimits) pipeline.Limits {
+	return pipeline.Limits{TokensPerDay: l.TokensPerDay, TokensPerMonth: l.TokensPerMonth,
+		CostPerDay: l.CostPerDay, CostPerMonth: l.CostPerMonth}
+}
+
+func quotas(q config.Quotas) pipeline.Quotas {
+	out := pipeline.Quotas{User: quotaLimits(q.User), Chat: quotaLimits(q.Chat), AdminsCounted: q.AdminsCounted}
+	for _, o := range q.Overrides {
+		out.Overrides = append(out.Overrides, pipeline.QuotaOverride{Users: o.Users, Roles: o.Roles, Limits: quotaLimits(o.QuotaLimits)})
+	}
+	return out
 }
 
 func agentModels(ms []config.Model) []agent.Model {
