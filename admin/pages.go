@@ -32,9 +32,10 @@ var pages = func() map[string]*template.Template {
 		"statusOK":  func(s string) bool { return s == store.StatusOK },
 		"isRunning": func(s string) bool { return s == store.StatusRunning },
 		"bytes":     fmtBytes,
+		"money":     func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "calls", "call", "stats", "servers", "error"} {
+	for _, name := range []string{"login", "calls", "call", "stats", "servers", "usage", "error"} {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/filters.html", "templates/"+name+".html"))
 	}
 	return out

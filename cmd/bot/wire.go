@@ -256,6 +256,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			Store:     st,
 			MCPHealth: health,
 			Metrics:   m.Handler(),
+			Prices:    prices(cfg.Models),
 			Logger:    log,
 			Proxies:   proxies,
 		}
