@@ -79,10 +79,10 @@ func slicesContains(list []string, v string) bool {
 // usageReport is the JSON answer of GET /api/v1/usage: the window, the total and one table per
 // roll-up (or the one asked for with by).
 type usageReport struct {
-	Since   time.Time                     `json:"since"`
-	Until   *time.Time                    `json:"until"`
-	Total   store.UsageTotal              `json:"total"`
-	Tables  map[string][]store.UsageTotal `json:"tables"`
+	Since  time.Time                     `json:"since"`
+	Until  *time.Time                    `json:"until"`
+	Total  store.UsageTotal              `json:"total"`
+	Tables map[string][]store.UsageTotal `json:"tables"`
 }
 
 func (s *Server) usageReport(r *http.Request) (usageReport, usageQuery, int, error) {
@@ -143,7 +143,6 @@ func (s *Server) apiUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	cw.Flush()
 }
-
 
 type usageData struct {
 	pageData
