@@ -153,6 +153,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	m := metrics.New(metrics.Options{
 		KnownTool:   func(name string) bool { return mgr.Has(name) },
 		Models:      modelNames(cfg.Models),
+		Prices:      prices(cfg.Models),
 		MCPUp:       mcpUp,
 		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
 	})
