@@ -64,8 +64,10 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	case err == nil:
 	case ctx.Err() == nil && errors.Is(context.Cause(qctx), errApprovalTimeout):
 		return tools.Approval{Decision: tools.DecisionTimeout, At: a.p.opts.Now()}, nil
+	case ctx.Err() != nil:
+		return tools.Approval{}, fmt.Errorf("the turn ended before anyone answered: %w", context.Cause(ctx))
 	default:
-		return tools.Approval{}, fmt.Errorf("approval question: %w", err)
+		return tools.Approval{}, fmt.Errorf("the approval question could not be posted: %w", err)
 	}
 	d := tools.DecisionDenied
 	switch ans.Choice {

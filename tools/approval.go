@@ -93,7 +93,7 @@ func (t *Turn) approve(ctx context.Context, rec *Record, name, args string, d De
 	})
 	if err != nil {
 		rec.Decision, rec.DecidedAt = DecisionCancelled, time.Now().UTC()
-		return fmt.Errorf("denied: the turn ended before anyone answered (%w)", err)
+		return fmt.Errorf("denied: %w", err)
 	}
 	if a.At.IsZero() {
 		a.At = time.Now()

@@ -63,7 +63,7 @@ func TestAskRuleWaitsForTheChatsAnswer(t *testing.T) {
 		{"approved", &tools.Approval{Decision: tools.DecisionApproved, By: "alice", At: at}, false, true, tools.StatusOK, "sent", tools.DecisionApproved, "alice"},
 		{"denied", &tools.Approval{Decision: tools.DecisionDenied, By: "bob", At: at}, false, false, tools.StatusDenied, "err: denied by bob", tools.DecisionDenied, "bob"},
 		{"timed out", &tools.Approval{Decision: tools.DecisionTimeout, At: at}, false, false, tools.StatusDenied, "err: denied by timeout", tools.DecisionTimeout, ""},
-		{"turn ended while waiting", nil, false, false, tools.StatusDenied, "err: denied: the turn ended", tools.DecisionCancelled, ""},
+		{"turn ended while waiting", nil, false, false, tools.StatusDenied, "err: denied: context canceled", tools.DecisionCancelled, ""},
 		{"nobody can approve here", nil, true, false, tools.StatusDenied, "err: denied by tools.policy[0] (tool send_mail): nobody can approve", tools.DecisionDenied, ""},
 	}
 	for _, tc := range tests {

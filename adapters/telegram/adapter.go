@@ -92,6 +92,11 @@ type Adapter struct {
 
 	journal *journal // nil without OffsetFile
 
+	// callbackRoutes route button presses by the prefix of their data; questions are the open
+	// approval questions.
+	callbackRoutes map[string]callbackRoute
+	questions      questions
+
 	mu     sync.Mutex
 	offset int64
 }
@@ -155,7 +160,9 @@ func New(opts Options) (*Adapter, error) {
 		allowedChats: set(opts.AllowedChats, false),
 		allowedUsers: set(opts.AllowedUsers, true),
 		accessUsers:  set(opts.AccessUsers, false),
+		questions:    questions{open: map[string]*question{}},
 	}
+	ad.callbackRoutes = map[string]callbackRoute{approvePrefix: ad.onApprovePress}
 	dopts := opts.Delivery
 	dopts.Logger = log
 	dopts.IsGroup = func(c adapters.ChatRef) bool { return strings.HasPrefix(c.ChatID, "-") }
@@ -225,7 +232,8 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 				return
 			}
 			in.Redelivered = redelivered
-			h.Handle(ctx, in, a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, a.opts.Stream))
+			resp := a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, a.opts.Stream)
+			h.Handle(ctx, in, askResponder{Responder: resp, a: a, chat: in.Chat})
 		}()
 	}
 	if a.journal != nil {

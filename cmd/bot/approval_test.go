@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,6 +16,7 @@ import (
 
 	"relaybot/config"
 	"relaybot/internal/testkit/llm"
+	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/store"
 )
 
@@ -274,5 +276,110 @@ func TestRestartWhileWaitingForApprovalClosesTheTurnAndTheRow(t *testing.T) {
 	tr, err := st.Turn(context.Background(), rows[0].TurnID)
 	if err != nil || tr.Status == "running" || tr.FinishedAt.IsZero() {
 		t.Fatalf("turn after the restart = %+v, %v; want it finished", tr, err)
+	}
+}
+
+// pressData returns the callback data of the button labelled label on a bot message.
+func pressData(t *testing.T, m tgkit.Message, choice string) string {
+	t.Helper()
+	var markup struct {
+		InlineKeyboard [][]struct {
+			Text         string `json:"text"`
+			CallbackData string `json:"callback_data"`
+		} `json:"inline_keyboard"`
+	}
+	if err := json.Unmarshal([]byte(m.ReplyMarkup), &markup); err != nil {
+		t.Fatalf("reply markup %q: %v", m.ReplyMarkup, err)
+	}
+	for _, row := range markup.InlineKeyboard {
+		for _, b := range row {
+			if strings.HasSuffix(b.CallbackData, ":"+choice) {
+				return b.CallbackData
+			}
+		}
+	}
+	t.Fatalf("no %s button in %s", choice, m.ReplyMarkup)
+	return ""
+}
+
+// An "ask" tool in a Telegram group: the question comes with an inline keyboard; a bystander's
+// press is refused with an alert, a chat admin's approval runs the tool, a bot admin's denial
+// reaches the model, and "always allow" is not asked again in that chat.
+func TestTelegramApprovals(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config("")
+	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
+	e.llm.SetHandler(toolModel)
+	e.start(cfg)
+	group := tgkit.Chat{ID: -500, Type: "group", Title: "team"}
+	e.tg.SetChatAdmin(group.ID, 9)
+	question := func(n int) tgkit.Message {
+		var q tgkit.Message
+		waitFor(t, fmt.Sprintf("question %d", n), func() bool {
+			k := 0
+			for _, m := range e.tg.BotMessages(group.ID) {
+				if strings.Contains(m.Text, "echo (MCP server kit)") {
+					k++
+					if k == n {
+						q = m
+						return m.ReplyMarkup != ""
+					}
+				}
+			}
+			return false
+		})
+		return q
+	}
+	ask := func(text string) {
+		e.tg.Send(tgkit.Inbound{Chat: group, From: user(7), Text: "@relay_test_bot " + text})
+	}
+
+	ask("first")
+	q := question(1)
+	id := e.tg.Press(group, user(8), q.ID, pressData(t, q, "approve"))
+	waitFor(t, "the bystander's answer", func() bool { _, ok := e.tg.Answer(id); return ok })
+	if a, _ := e.tg.Answer(id); !a.ShowAlert || !strings.Contains(a.Text, "You may not answer this") {
+		t.Fatalf("bystander was told %+v, want an alert refusing them", a)
+	}
+	e.tg.Press(group, user(9), q.ID, pressData(t, q, "approve"))
+	defer func() {
+		if t.Failed() {
+			t.Logf("bot texts: %q\nlogs:\n%s", e.botTexts(group.ID), e.logs.String())
+		}
+	}()
+	e.waitBotText(group.ID, "the approved result", contains("tool said: [user7] first"))
+
+	ask("second")
+	q = question(2)
+	e.tg.Press(group, user(100), q.ID, pressData(t, q, "deny"))
+	e.waitBotText(group.ID, "the denial", contains("tool said: err: denied by user100"))
+
+	ask("third")
+	q = question(3)
+	e.tg.Press(group, user(9), q.ID, pressData(t, q, "always"))
+	e.waitBotText(group.ID, "the always-allowed result", contains("tool said: [user7] third"))
+	ask("fourth")
+	e.waitBotText(group.ID, "the fourth result", contains("tool said: [user7] fourth"))
+	n := 0
+	for _, m := range e.tg.BotMessages(group.ID) {
+		if strings.Contains(m.Text, "echo (MCP server kit)") {
+			n++
+			if m.ReplyMarkup != "" {
+				t.Errorf("a decided question still has buttons: %q", m.Text)
+			}
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d questions were asked, want 3 (none after 'always allow')", n)
+	}
+	rows, _, err := e.openStore().ToolCalls(context.Background(), store.ToolCallFilter{Tool: "echo"})
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("audit rows = %d, %v", len(rows), err)
+	}
+	want := []struct{ decision, approver string }{{"approved", "user9"}, {"denied", "user100"}, {"always", "user9"}, {"always", "user9"}}
+	for i, w := range want {
+		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || !r.ApprovalRequired {
+			t.Errorf("row %d: decision %q by %q, want %s by %s", i, r.Decision, r.Approver, w.decision, w.approver)
+		}
 	}
 }
