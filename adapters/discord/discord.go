@@ -100,6 +100,8 @@ type Adapter struct {
 	http    *http.Client // images users send
 	engine  *delivery.Engine
 	stops   *stopTracker
+	// questions are the open approval questions (buttons "relaybot:approve:…").
+	questions questions
 
 	mu       sync.Mutex
 	running  bool
@@ -155,14 +157,15 @@ func New(opts Options) (*Adapter, error) {
 	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
 
 	a := &Adapter{
-		opts:    opts,
-		log:     opts.Logger,
-		session: s,
-		http:    &http.Client{Transport: rt, Timeout: time.Minute},
-		stops:   newStopTracker(),
-		parents: map[string]string{},
-		guildOf: map[string]string{},
-		dmUsers: map[string]dmVerdict{},
+		opts:      opts,
+		log:       opts.Logger,
+		session:   s,
+		http:      &http.Client{Transport: rt, Timeout: time.Minute},
+		stops:     newStopTracker(),
+		questions: questions{open: map[string]*question{}},
+		parents:   map[string]string{},
+		guildOf:   map[string]string{},
+		dmUsers:   map[string]dmVerdict{},
 	}
 	a.engine = delivery.New(a, Limits(), delivery.Options{
 		Logger:         opts.Logger,

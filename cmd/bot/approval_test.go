@@ -13,8 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"relaybot/config"
+	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/store"
@@ -380,6 +382,122 @@ func TestTelegramApprovals(t *testing.T) {
 	for i, w := range want {
 		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || !r.ApprovalRequired {
 			t.Errorf("row %d: decision %q by %q, want %s by %s", i, r.Decision, r.Approver, w.decision, w.approver)
+		}
+	}
+}
+
+// An "ask" tool in a Discord channel: the question has buttons; a bystander's press gets an
+// answer only they see, a bot admin's approval runs the tool, a denial reaches the model, and
+// "always allow" is not asked again in that channel.
+func TestDiscordApprovals(t *testing.T) {
+	e := newEnv(t)
+	dc := dtk.New(dtk.Config{})
+	t.Cleanup(dc.Close)
+	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
+	cfg := e.config("")
+	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
+	e.llm.SetHandler(toolModel)
+	e.start(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := dc.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const guild, channel, asker, bystander, admin = "900000000000000001", "800000000000000001", "600", "601", "700"
+	ask := func(text string) {
+		if _, err := dc.Post(dtk.UserMessage{ChannelID: channel, GuildID: guild, AuthorID: asker, MentionBot: true,
+			Content: "<@100000000000000001> " + text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	questions := func() []dtk.Message {
+		var qs []dtk.Message
+		for _, m := range dc.BotMessages(channel) {
+			if strings.Contains(m.Content, "echo (MCP server kit)") {
+				qs = append(qs, m)
+			}
+		}
+		return qs
+	}
+	question := func(n int) dtk.Message {
+		var q dtk.Message
+		waitFor(t, fmt.Sprintf("question %d", n), func() bool {
+			qs := questions()
+			if len(qs) < n || len(qs[n-1].Buttons) != 3 {
+				return false
+			}
+			q = qs[n-1]
+			return true
+		})
+		return q
+	}
+	button := func(q dtk.Message, choice string) string {
+		for _, b := range q.Buttons {
+			if strings.HasSuffix(b.CustomID, ":"+choice) {
+				return b.CustomID
+			}
+		}
+		t.Fatalf("no %s button on %+v", choice, q.Buttons)
+		return ""
+	}
+	waitReply := func(what string) {
+		waitFor(t, what, func() bool {
+			for _, m := range dc.BotMessages(channel) {
+				if strings.Contains(m.Content, what) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+
+	ask("first")
+	q := question(1)
+	it, err := dc.ClickButton(q.ID, button(q, "approve"), bystander, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the bystander's private answer", func() bool {
+		m, ok := dc.InteractionResponse(it)
+		return ok && strings.Contains(m.Content, "You may not answer this")
+	})
+	if _, err := dc.ClickButton(q.ID, button(q, "approve"), admin, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReply("first")
+	waitReply("tool said:")
+
+	ask("second")
+	q = question(2)
+	if _, err := dc.ClickButton(q.ID, button(q, "deny"), admin, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReply("tool said: err: denied by user700")
+
+	ask("third")
+	q = question(3)
+	if _, err := dc.ClickButton(q.ID, button(q, "always"), admin, nil); err != nil {
+		t.Fatal(err)
+	}
+	ask("fourth")
+	waitFor(t, "four audit rows finished", func() bool {
+		rows, _, err := e.openStore().ToolCalls(context.Background(), store.ToolCallFilter{Tool: "echo"})
+		return err == nil && len(rows) == 4 && rows[0].FinishedAt != nil
+	})
+	qs := questions()
+	if len(qs) != 3 {
+		t.Fatalf("%d questions asked, want 3 (none after 'always allow')", len(qs))
+	}
+	for _, q := range qs {
+		if len(q.Buttons) != 0 {
+			t.Errorf("a decided question still has buttons: %q", q.Content)
+		}
+	}
+	rows, _, _ := e.openStore().ToolCalls(context.Background(), store.ToolCallFilter{Tool: "echo"})
+	want := []string{"approved", "denied", "always", "always"}
+	for i, w := range want {
+		if r := rows[len(rows)-1-i]; r.Decision != w || r.Approver != "user700" {
+			t.Errorf("row %d: decision %q by %q, want %s by user700", i, r.Decision, r.Approver, w)
 		}
 	}
 }
