@@ -37,6 +37,10 @@ func Limits() adapters.Limits {
 // Options configure an Adapter.
 type Options struct {
 	Token string
+	// ChatAdmins asks Telegram (getChatMember, remembered a minute) whether the sender of a
+	// group message administers the chat (Inbound.ChatAdmin), for tool policies and quotas
+	// that name chat admins.
+	ChatAdmins bool
 	// APIEndpoint is the Bot API URL format, "https://api.telegram.org/bot%s/%s" by default;
 	// the file download URL is derived from it ("/bot%s/%s" → "/file/bot%s/%s").
 	APIEndpoint string
@@ -96,6 +100,7 @@ type Adapter struct {
 	// approval questions.
 	callbackRoutes map[string]callbackRoute
 	questions      questions
+	admins         adminCache
 
 	mu     sync.Mutex
 	offset int64
@@ -161,6 +166,7 @@ func New(opts Options) (*Adapter, error) {
 		allowedUsers: set(opts.AllowedUsers, true),
 		accessUsers:  set(opts.AccessUsers, false),
 		questions:    questions{open: map[string]*question{}},
+		admins:       adminCache{m: map[string]adminVerdict{}},
 	}
 	ad.callbackRoutes = map[string]callbackRoute{approvePrefix: ad.onApprovePress}
 	dopts := opts.Delivery

@@ -221,3 +221,40 @@ func (a *Adapter) chatAdmin(ctx context.Context, chat adapters.ChatRef, user int
 	}
 	return json.Unmarshal(res, &m) == nil && (m.Status == "creator" || m.Status == "administrator")
 }
+
+// adminTTL is how long a getChatMember answer about a sender is kept.
+const adminTTL = time.Minute
+
+type adminVerdict struct {
+	admin bool
+	until time.Time
+}
+
+// adminCache remembers who administers which chat, so a busy group costs one getChatMember
+// per sender a minute, not one per message.
+type adminCache struct {
+	mu sync.Mutex
+	m  map[string]adminVerdict
+}
+
+// chatAdminCached is chatAdmin, remembered for adminTTL.
+func (a *Adapter) chatAdminCached(ctx context.Context, chat adapters.ChatRef, user int64) bool {
+	key := chat.ChatID + ":" + strconv.FormatInt(user, 10)
+	now := time.Now()
+	a.admins.mu.Lock()
+	v, ok := a.admins.m[key]
+	a.admins.mu.Unlock()
+	if ok && now.Before(v.until) {
+		return v.admin
+	}
+	admin := a.chatAdmin(ctx, chat, user)
+	a.admins.mu.Lock()
+	for k, old := range a.admins.m { // drop what has expired, so the map stays small
+		if !now.Before(old.until) {
+			delete(a.admins.m, k)
+		}
+	}
+	a.admins.m[key] = adminVerdict{admin: admin, until: now.Add(adminTTL)}
+	a.admins.mu.Unlock()
+	return admin
+}

@@ -501,3 +501,22 @@ func TestDiscordApprovals(t *testing.T) {
 		}
 	}
 }
+
+// A policy naming chat_admins lets a Telegram group's administrators use a tool the others may
+// not: the adapter asks getChatMember about the sender.
+func TestTelegramChatAdminsRole(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config("")
+	cfg.Tools.Policy = []config.ToolPolicy{
+		{Tool: "echo", Action: "deny"},
+		{Tool: "echo", Roles: []string{"chat_admins"}, Action: "allow"},
+	}
+	e.llm.SetHandler(toolModel)
+	e.start(cfg)
+	group := tgkit.Chat{ID: -600, Type: "supergroup", Title: "team"}
+	e.tg.SetChatAdmin(group.ID, 9)
+	e.tg.Send(tgkit.Inbound{Chat: group, From: user(9), Text: "@relay_test_bot by admin"})
+	e.waitBotText(group.ID, "the admin's result", contains("tool said: [user9] by admin"))
+	e.tg.Send(tgkit.Inbound{Chat: group, From: user(7), Text: "@relay_test_bot by member"})
+	e.waitBotText(group.ID, "the member's denial", contains("tool said: err: tool echo is denied by tools.policy[0]"))
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -203,6 +204,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			AllowedChats:  cfg.Telegram.AllowedChats,
 			AllowedUsers:  cfg.Telegram.AllowedUsers,
 			AccessUsers:   cfg.Access.UsersOn("telegram"),
+			ChatAdmins:    namesChatAdmins(cfg),
 			TriggerPrefix: cfg.Chat.TriggerPrefix,
 			Stream:        cfg.Telegram.Stream,
 			MaxImageBytes: cfg.Chat.MaxImageBytes,
@@ -479,4 +481,20 @@ func policyRules(ps []config.ToolPolicy) []tools.Rule {
 			Chats: p.Chats, Action: tools.Action(p.Action), Approvers: p.Approvers}
 	}
 	return out
+}
+
+// namesChatAdmins reports whether a tool policy or a quota override names the chat_admins role,
+// so the Telegram adapter must find out who administers a group.
+func namesChatAdmins(cfg *config.Config) bool {
+	for _, p := range cfg.Tools.Policy {
+		if slices.Contains(p.Roles, tools.RoleChatAdmins) {
+			return true
+		}
+	}
+	for _, o := range cfg.Quotas.Overrides {
+		if slices.Contains(o.Roles, tools.RoleChatAdmins) {
+			return true
+		}
+	}
+	return false
 }
