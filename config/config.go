@@ -312,7 +312,7 @@ func Default() Config {
 			ShutdownGraceSec:  30,
 			MaxImageBytes:     5 << 20,
 			TurnTimeoutSec:    900,
-			HelpText:          "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /help shows this.",
+			HelpText:          "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /usage shows what you have used, /help shows this.",
 			BusyText:          "I am still busy with earlier messages in this chat; please try again in a moment.",
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",

@@ -149,7 +149,7 @@ const (
 	DefaultStoppedMarker    = "[stopped]"
 	DefaultFailureHint      = "Request failed."
 	DefaultShutdownText     = "The bot is restarting; please send that again in a minute."
-	DefaultHelpText         = "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /help shows this."
+	DefaultHelpText         = "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /usage shows what you have used, /help shows this."
 	DefaultBusyText         = "I am still busy with earlier messages in this chat; please try again in a moment."
 	DefaultRateLimitedText  = "You are sending messages too fast; please wait a minute."
 )

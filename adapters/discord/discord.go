@@ -88,6 +88,10 @@ func commands() []*discordgo.ApplicationCommand {
 		{Name: "reset", Description: "Forget this conversation and start over"},
 		{Name: "stop", Description: "Stop the answer being written"},
 		{Name: "help", Description: "How to talk to this bot"},
+		{Name: "usage", Description: "Your tokens and cost today and this month", Options: []*discordgo.ApplicationCommandOption{{
+			Type: discordgo.ApplicationCommandOptionString, Name: "scope", Description: "all: everyone's usage (bot admins only)",
+			Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "all", Value: "all"}},
+		}}},
 	}
 }
 
