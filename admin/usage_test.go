@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +102,45 @@ func TestUsagePageShowsTables(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
 			t.Fatalf("usage page (%d) lacks %q:\n%.2000s", resp.StatusCode, want, body)
 		}
+	}
+}
+
+// The calls page filters on the approval fields and the call page shows the decision.
+func TestPagesShowApprovals(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	asked := store.ToolCallRecord{ToolName: "files__write", Server: "files", ServerTool: "write", Source: "mcp", ApprovalRequired: true, StartedAt: now}
+	if err := st.StartToolCall(ctx, &asked); err != nil {
+		t.Fatal(err)
+	}
+	asked.Status, asked.Decision, asked.Approver, asked.DecidedAt = store.StatusDenied, "denied", "bob", now
+	if err := st.FinishToolCall(ctx, &asked); err != nil {
+		t.Fatal(err)
+	}
+	plain := store.ToolCallRecord{ToolName: "current_time", StartedAt: now, Status: store.StatusOK}
+	if err := st.StartToolCall(ctx, &plain); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, "")
+	get := func(path string) string {
+		resp, err := ts.Client().Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	list := get("/admin/?decision=denied")
+	if !strings.Contains(list, "files__write") || strings.Contains(list, "current_time") || !strings.Contains(list, `value="denied" selected`) {
+		t.Fatalf("calls page filtered by decision shows the wrong rows or loses the filter:\n%.3000s", list)
+	}
+	call := get("/admin/calls/" + strconv.FormatInt(asked.ID, 10))
+	if !strings.Contains(call, "denied by bob") || !strings.Contains(call, "(its name: write)") {
+		t.Fatalf("call page lacks the approval or the server's tool name:\n%.3000s", call)
 	}
 }
