@@ -87,3 +87,29 @@ func TestAskWithoutButtonsIsDenied(t *testing.T) {
 		t.Fatalf("the model got %q, want a denial naming the rule", c)
 	}
 }
+
+// /stop while a question waits ends the turn: the call is denied as cancelled, the tool never runs.
+func TestStopWhileWaitingForApproval(t *testing.T) {
+	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessTools(t, Options{}, tools.ManagerOptions{Policy: policy}, nil)
+	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "echo", Args: []string{`{"text":"hi"}`}}), llm.Text("after"))
+	out := &askResponder{recResponder: &recResponder{stream: true}}
+	done := h.handle(privateMsg("7", "1", "echo hi"), out)
+	waitFor(t, "the question", func() bool {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return len(out.questions) == 1
+	})
+	<-h.handle(privateMsg("7", "2", "/stop"), &recResponder{})
+	<-done
+	recs := h.rec.Records()
+	if len(recs) != 1 || recs[0].Status != tools.StatusDenied || recs[0].Decision != tools.DecisionCancelled {
+		t.Fatalf("audit rows = %+v, want the call denied as cancelled", recs)
+	}
+	if strings.Contains(recs[0].Result, "echo: hi") {
+		t.Fatalf("the tool ran after /stop")
+	}
+}
