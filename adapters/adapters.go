@@ -73,6 +73,11 @@ type Inbound struct {
 	Command string
 	Args    string
 	Time    time.Time
+	// Roles are the platform's role ids of the sender in this chat (Discord guild roles);
+	// ChatAdmin says the platform reports the sender as an administrator of the chat. Tool
+	// policies match them.
+	Roles     []string
+	ChatAdmin bool
 	// Redelivered is true when the adapter may have handed this message over before, to a run
 	// of the bot that stopped before the Handler finished with it (a crash). The Handler should
 	// not answer it again when it already has.

@@ -75,6 +75,9 @@ type Options struct {
 	// WebChat is the local web chat (adapters/web), mounted at /chat behind the login; nil
 	// leaves /chat out.
 	WebChat http.Handler
+	// Prices are the models' prices per million tokens, by configured model name, for the
+	// usage page and API.
+	Prices map[string]store.Price
 	// Metrics is served at /metrics (metrics.Metrics.Handler); nil answers 404 there.
 	Metrics http.Handler
 	// Logger receives request failures; nil discards them.
@@ -224,6 +227,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/tool-calls/{id}", s.requireBearer(http.HandlerFunc(s.apiToolCall)))
 	mux.Handle("GET /api/v1/tool-stats", s.requireBearer(http.HandlerFunc(s.apiToolStats)))
 	mux.Handle("GET /api/v1/mcp-servers", s.requireBearer(http.HandlerFunc(s.apiMCPServers)))
+	mux.Handle("GET /api/v1/usage", s.requireBearer(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})))
@@ -236,6 +240,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
 	mux.Handle("GET /admin/stats", s.requireLogin(http.HandlerFunc(s.statsPage)))
 	mux.Handle("GET /admin/servers", s.requireLogin(http.HandlerFunc(s.serversPage)))
+	mux.Handle("GET /admin/usage", s.requireLogin(http.HandlerFunc(s.usagePage)))
+	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /admin/export.csv", s.requireLogin(http.HandlerFunc(s.exportCSV)))
 	mux.Handle("GET /admin/export.jsonl", s.requireLogin(http.HandlerFunc(s.exportJSONL)))
 	mux.Handle("GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently))

@@ -31,7 +31,11 @@ func valuesOf[T ~string](vs []T) []string {
 }
 
 // filterParams are the query parameters that select audit rows, in the order forms show them.
-var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "limit", "cursor"}
+var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "decision", "approval", "limit", "cursor"}
+
+// decisions are how an approval question can end (tools.Decision*); approval=required keeps the
+// calls a policy asked about.
+var decisions = []string{"approved", "always", "denied", "timeout", "cancelled"}
 
 // parseFilter reads the audit filter from query parameters: since and until are RFC 3339 times
 // or durations back from now ("24h", "90m", "7d"); turn and limit are numbers.
@@ -73,6 +77,17 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit <= 0 || f.Limit > audit.MaxLimit {
 			return f, fmt.Errorf("limit %q is not a number from 1 to %d", v, audit.MaxLimit)
 		}
+	}
+	f.Decision = strings.TrimSpace(q.Get("decision"))
+	if f.Decision != "" && !slices.Contains(decisions, f.Decision) {
+		return f, fmt.Errorf("decision %q is not one of %s", f.Decision, strings.Join(decisions, ", "))
+	}
+	switch v := strings.TrimSpace(q.Get("approval")); v {
+	case "":
+	case "required":
+		f.ApprovalRequired = true
+	default:
+		return f, fmt.Errorf("approval %q must be \"required\" or empty", v)
 	}
 	f.Cursor = strings.TrimSpace(q.Get("cursor"))
 	return f, nil

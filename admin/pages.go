@@ -34,9 +34,11 @@ var pages = func() map[string]*template.Template {
 		"statusOK":  func(s audit.Status) bool { return s == audit.StatusOK },
 		"isRunning": func(s audit.Status) bool { return s == audit.StatusRunning },
 		"bytes":     fmtBytes,
+		"list":      func(v ...string) []string { return v },
+		"money":     func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "calls", "call", "stats", "servers", "error"} {
+	for _, name := range []string{"login", "calls", "call", "stats", "servers", "usage", "error"} {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/filters.html", "templates/"+name+".html"))
 	}
 	return out
@@ -118,13 +120,15 @@ func (s *Server) pageStoreError(w http.ResponseWriter, r *http.Request, err erro
 // filterForm is the filter as the form shows it: the raw values the user typed.
 type filterForm struct {
 	Since, Until, Tool, Status, Source, Server, Platform, Chat, User, Turn, Limit string
+	// Decision and Approval filter on the approval of calls a tool policy asked about.
+	Decision, Approval string
 }
 
 func formOf(q url.Values) filterForm {
 	return filterForm{Since: q.Get("since"), Until: q.Get("until"), Tool: q.Get("tool"),
 		Status: q.Get("status"), Source: q.Get("source"), Server: q.Get("server"),
 		Platform: q.Get("platform"), Chat: q.Get("chat"), User: q.Get("user"), Turn: q.Get("turn"),
-		Limit: q.Get("limit")}
+		Limit: q.Get("limit"), Decision: q.Get("decision"), Approval: q.Get("approval")}
 }
 
 // query renders the filter as query parameters, leaving out empty ones.
@@ -132,7 +136,8 @@ func (f filterForm) query() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"since": f.Since, "until": f.Until, "tool": f.Tool,
 		"status": f.Status, "source": f.Source, "server": f.Server, "platform": f.Platform,
-		"chat": f.Chat, "user": f.User, "turn": f.Turn, "limit": f.Limit} {
+		"chat": f.Chat, "user": f.User, "turn": f.Turn, "limit": f.Limit, "decision": f.Decision,
+		"approval": f.Approval} {
 		if strings.TrimSpace(v) != "" {
 			q.Set(k, strings.TrimSpace(v))
 		}

@@ -82,30 +82,45 @@ type Record struct {
 	StartedAt      time.Time
 	FinishedAt     time.Time     `gorm:"-"` // zero while running
 	Duration       time.Duration `gorm:"-"`
+	// ServerTool is the MCP server's own name of the tool when its tool_prefix renamed it for
+	// the model; empty otherwise.
+	ServerTool string
+	// ApprovalRequired is set on a call a tool policy asked about; Decision is how that ended
+	// (approved, always, denied, timeout, cancelled), Approver who decided and DecidedAt when
+	// (zero until decided).
+	ApprovalRequired bool
+	Decision         string
+	Approver         string
+	DecidedAt        time.Time `gorm:"-"`
 }
 
 // recordJSON is the wire form of a Record.
 type recordJSON struct {
-	ID             int64      `json:"id"`
-	TurnID         int64      `json:"turn_id"`
-	ConversationID int64      `json:"conversation_id"`
-	Platform       string     `json:"platform"`
-	ChatID         string     `json:"chat_id"`
-	UserID         string     `json:"user_id"`
-	Round          int        `json:"round"`
-	ToolCallID     string     `json:"tool_call_id"`
-	ToolName       string     `json:"tool_name"`
-	Source         Source     `json:"source"`
-	Server         string     `json:"server"`
-	Status         Status     `json:"status"`
-	Arguments      string     `json:"arguments"`
-	Result         string     `json:"result"`
-	Error          string     `json:"error"`
-	StartedAt      time.Time  `json:"started_at"`
-	FinishedAt     *time.Time `json:"finished_at"`
-	DurationMS     int64      `json:"duration_ms"`
-	ArgumentsSize  int        `json:"arguments_size"`
-	ResultSize     int        `json:"result_size"`
+	ID               int64      `json:"id"`
+	TurnID           int64      `json:"turn_id"`
+	ConversationID   int64      `json:"conversation_id"`
+	Platform         string     `json:"platform"`
+	ChatID           string     `json:"chat_id"`
+	UserID           string     `json:"user_id"`
+	Round            int        `json:"round"`
+	ToolCallID       string     `json:"tool_call_id"`
+	ToolName         string     `json:"tool_name"`
+	Source           Source     `json:"source"`
+	Server           string     `json:"server"`
+	Status           Status     `json:"status"`
+	Arguments        string     `json:"arguments"`
+	Result           string     `json:"result"`
+	Error            string     `json:"error"`
+	StartedAt        time.Time  `json:"started_at"`
+	FinishedAt       *time.Time `json:"finished_at"`
+	DurationMS       int64      `json:"duration_ms"`
+	ArgumentsSize    int        `json:"arguments_size"`
+	ResultSize       int        `json:"result_size"`
+	ServerTool       string     `json:"server_tool,omitempty"`
+	ApprovalRequired bool       `json:"approval_required"`
+	Decision         string     `json:"decision,omitempty"`
+	Approver         string     `json:"approver,omitempty"`
+	DecidedAt        *time.Time `json:"decided_at,omitempty"`
 }
 
 // MarshalJSON writes r in the DESIGN contract's shape.
@@ -114,9 +129,13 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		ChatID: r.ChatID, UserID: r.UserID, Round: r.Round, ToolCallID: r.ToolCallID, ToolName: r.ToolName,
 		Source: r.Source, Server: r.Server, Status: r.Status, Arguments: r.Arguments, Result: r.Result,
 		Error: r.Error, StartedAt: r.StartedAt, DurationMS: r.Duration.Milliseconds(),
-		ArgumentsSize: r.ArgumentsSize, ResultSize: r.ResultSize}
+		ArgumentsSize: r.ArgumentsSize, ResultSize: r.ResultSize, ServerTool: r.ServerTool,
+		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver}
 	if !r.FinishedAt.IsZero() {
 		j.FinishedAt = &r.FinishedAt
+	}
+	if !r.DecidedAt.IsZero() {
+		j.DecidedAt = &r.DecidedAt
 	}
 	return json.Marshal(j)
 }
@@ -131,9 +150,13 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		ChatID: j.ChatID, UserID: j.UserID, Round: j.Round, ToolCallID: j.ToolCallID, ToolName: j.ToolName,
 		Source: j.Source, Server: j.Server, Status: j.Status, Arguments: j.Arguments, Result: j.Result,
 		Error: j.Error, StartedAt: j.StartedAt, Duration: time.Duration(j.DurationMS) * time.Millisecond,
-		ArgumentsSize: j.ArgumentsSize, ResultSize: j.ResultSize}
+		ArgumentsSize: j.ArgumentsSize, ResultSize: j.ResultSize, ServerTool: j.ServerTool,
+		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver}
 	if j.FinishedAt != nil {
 		r.FinishedAt = *j.FinishedAt
+	}
+	if j.DecidedAt != nil {
+		r.DecidedAt = *j.DecidedAt
 	}
 	return nil
 }
@@ -167,6 +190,10 @@ type Filter struct {
 	ChatID   string
 	UserID   string
 	TurnID   int64
+	// Decision keeps records whose approval ended so (approved, always, denied, timeout,
+	// cancelled); ApprovalRequired keeps the records a tool policy asked about.
+	Decision         string
+	ApprovalRequired bool
 	// Order of the page; Newest when zero. Log.ToolStats ignores it.
 	Order Order
 	// Limit is the page size: 0 means DefaultLimit; more than MaxLimit is cut to MaxLimit.

@@ -33,6 +33,7 @@ type Config struct {
 	MCP      MCP      `toml:"mcp"`
 	Admin    Admin    `toml:"admin"`
 	Log      Log      `toml:"log"`
+	Quotas   Quotas   `toml:"quotas"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
@@ -58,6 +59,10 @@ type Model struct {
 	// answer. Left out: KnownBudget of the model id.
 	ContextWindow   int `toml:"context_window"`
 	MaxOutputTokens int `toml:"max_output_tokens"`
+	// PriceIn and PriceOut are what a million prompt and completion tokens cost (in any one
+	// currency, the same for every model); 0 counts the model as free.
+	PriceIn  float64 `toml:"price_in"`
+	PriceOut float64 `toml:"price_out"`
 }
 
 // Agent tunes the agent runner.
@@ -140,6 +145,21 @@ type Tools struct {
 	FetchAllowPrivate bool `toml:"fetch_allow_private"`
 	// Native enables built-in tools by name; empty means all.
 	Native []string `toml:"native"`
+	// Policy are the [[tools.policy]] rules: allow, ask or deny a tool for roles and chats.
+	Policy []ToolPolicy `toml:"policy"`
+	// ApprovalTimeoutSec is how long an "ask" call waits for an answer before it is denied.
+	ApprovalTimeoutSec int `toml:"approval_timeout_sec"`
+}
+
+// ToolPolicy is one [[tools.policy]] rule (tools.Rule).
+type ToolPolicy struct {
+	Tool      string   `toml:"tool"`   // name or glob as the model sees it
+	Source    string   `toml:"source"` // native | plugin | mcp | skill
+	Server    string   `toml:"server"` // MCP server name
+	Roles     []string `toml:"roles"`  // admins | users | chat_admins | discord_role:ID
+	Chats     []string `toml:"chats"`  // "platform:chat_id"
+	Action    string   `toml:"action"` // allow | ask | deny
+	Approvers []string `toml:"approvers"`
 }
 
 // Telegram configures the Telegram adapter.
@@ -225,6 +245,14 @@ type MCPServer struct {
 	// (0 means no deadline).
 	ToolCallTimeoutRaw any           `toml:"tool_call_timeout_sec"`
 	ToolCallTimeout    time.Duration `toml:"-"`
+	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
+	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
+	ToolPrefix string `toml:"tool_prefix"`
+}
+
+// ToolName returns the name the model sees for the server's tool name.
+func (s MCPServer) ToolName(name string) string {
+	return strings.ReplaceAll(s.ToolPrefix, "{server}", s.Name) + name
 }
 
 // Admin configures the admin listener (web page, JSON API, web chat, metrics).
@@ -239,6 +267,30 @@ type Admin struct {
 	// TrustedProxies are the reverse proxies (IP addresses or CIDR prefixes) whose
 	// X-Forwarded-For and X-Forwarded-Proto headers the admin listener believes.
 	TrustedProxies []string `toml:"trusted_proxies"`
+}
+
+// QuotaLimits caps tokens (in and out together) and cost per UTC day and month; 0 is no cap.
+type QuotaLimits struct {
+	TokensPerDay   int64   `toml:"tokens_per_day"`
+	TokensPerMonth int64   `toml:"tokens_per_month"`
+	CostPerDay     float64 `toml:"cost_per_day"`
+	CostPerMonth   float64 `toml:"cost_per_month"`
+}
+
+// QuotaOverride gives the users and roles it lists their own per-user limits.
+type QuotaOverride struct {
+	Users []string `toml:"users"` // "platform:user_id" or "*:user_id"
+	Roles []string `toml:"roles"` // "discord_role:ID" | "chat_admins"
+	QuotaLimits
+}
+
+// Quotas caps what each user and each chat may spend on the models.
+type Quotas struct {
+	User      QuotaLimits     `toml:"user"`
+	Chat      QuotaLimits     `toml:"chat"`
+	Overrides []QuotaOverride `toml:"overrides"`
+	// AdminsCounted holds bot admins to the quotas too (default: admins are exempt).
+	AdminsCounted bool `toml:"admins_counted"`
 }
 
 // Log configures logging.
@@ -274,12 +326,12 @@ func Default() Config {
 			ShutdownGraceSec:  30,
 			MaxImageBytes:     5 << 20,
 			TurnTimeoutSec:    900,
-			HelpText:          "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /help shows this.",
+			HelpText:          "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /usage shows what you have used, /help shows this.",
 			BusyText:          "I am still busy with earlier messages in this chat; please try again in a moment.",
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",
 		},
-		Tools:    Tools{Plugins: []string{"audit_query"}},
+		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},

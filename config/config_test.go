@@ -227,3 +227,34 @@ func TestAccessUsersOnAPlatform(t *testing.T) {
 		}
 	}
 }
+
+func TestGovernanceKeysAreCheckedByName(t *testing.T) {
+	tests := []struct {
+		name, toml, want string
+	}{
+		{"policy action", "[[tools.policy]]\ntool = \"x\"\naction = \"maybe\"\n", `tools.policy[0].action: must be "allow", "ask" or "deny"`},
+		{"policy glob", "[[tools.policy]]\ntool = \"[x\"\naction = \"deny\"\n", "tools.policy[0].tool"},
+		{"policy role", "[[tools.policy]]\nroles = [\"mods\"]\naction = \"deny\"\n", "tools.policy[0].roles"},
+		{"policy approvers on allow", "[[tools.policy]]\napprovers = [\"admins\"]\naction = \"allow\"\n", "tools.policy[0].approvers"},
+		{"approval timeout", "[tools]\napproval_timeout_sec = 0\n", "tools.approval_timeout_sec: must be between 1 and 86400"},
+		{"tool prefix", "[[mcp.servers]]\nname = \"w\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\ntool_prefix = \"web.\"\n", "mcp.servers[0].tool_prefix"},
+		{"negative quota", "[quotas.user]\ntokens_per_day = -1\n", "quotas.user: limits must be 0"},
+		{"override without users", "[[quotas.overrides]]\ntokens_per_day = 5\n", "quotas.overrides[0]: must list users or roles"},
+		{"negative price", "[[models]]\nname = \"p\"\nbase_url = \"http://x/v1\"\nmodel = \"p\"\nprice_in = -1\n", "models[1].price_in"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(minimal+tc.toml), env(nil))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+	cfg, err := Parse([]byte(minimal+"[[mcp.servers]]\nname = \"web\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\ntool_prefix = \"{server}__\"\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.MCP.Servers[0].ToolName("search"); got != "web__search" || cfg.Tools.ApprovalTimeoutSec != 300 {
+		t.Fatalf("tool name %q, approval timeout %d; want web__search and the default 300", got, cfg.Tools.ApprovalTimeoutSec)
+	}
+}

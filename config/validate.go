@@ -3,11 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -71,6 +74,9 @@ func (c *Config) validate(missing map[string][]string) error {
 			bad(key+".name", "duplicate model name %q", m.Name)
 		}
 		names[m.Name] = true
+		if m.PriceIn < 0 || m.PriceOut < 0 || math.IsNaN(m.PriceIn) || math.IsNaN(m.PriceOut) {
+			bad(key+".price_in", "prices must be 0 or more, got price_in %v, price_out %v", m.PriceIn, m.PriceOut)
+		}
 		if vars := missing[key+".api_key"]; len(vars) > 0 {
 			bad(key+".api_key", "empty: environment variable %s is not set", strings.Join(vars, ", "))
 		}
@@ -124,6 +130,10 @@ func (c *Config) validate(missing map[string][]string) error {
 			bad("tools.per_chat", `keys must look like "platform:chat_id", got %q`, chat)
 		}
 	}
+
+	c.validatePolicy(bad)
+	c.validateQuotas(bad)
+	between("tools.approval_timeout_sec", c.Tools.ApprovalTimeoutSec, 1, 86400)
 
 	if c.Telegram.Enabled {
 		required("telegram.token", c.Telegram.Token)
@@ -184,6 +194,9 @@ func (c *Config) validate(missing map[string][]string) error {
 			}
 		}
 		between(key+".connect_timeout_sec", s.ConnectSec, 1, 600)
+		if p := s.ToolPrefix; p != "" && !validToolPrefix.MatchString(strings.ReplaceAll(p, "{server}", "x")) {
+			bad(key+".tool_prefix", "may hold only letters, digits, _ and - (and {server}), got %q", p)
+		}
 	}
 
 	if c.Admin.Enabled {
@@ -248,4 +261,83 @@ func snowflake(id string) bool {
 		}
 	}
 	return true
+}
+
+// validToolPrefix is what an MCP server's tool_prefix may hold (after {server} is replaced): the
+// characters tool names may use.
+var validToolPrefix = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// validatePolicy checks the [[tools.policy]] rules (tools.NewPolicy checks them again when the
+// manager is built; this names the key before anything starts).
+func (c *Config) validatePolicy(bad func(key, format string, args ...any)) {
+	for i, r := range c.Tools.Policy {
+		key := fmt.Sprintf("tools.policy[%d]", i)
+		switch r.Action {
+		case "allow", "ask", "deny":
+		default:
+			bad(key+".action", `must be "allow", "ask" or "deny", got %q`, r.Action)
+		}
+		if _, err := path.Match(r.Tool, ""); err != nil {
+			bad(key+".tool", "%q is not a valid glob: %v", r.Tool, err)
+		}
+		switch r.Source {
+		case "", "native", "plugin", "mcp", "skill":
+		default:
+			bad(key+".source", `must be "native", "plugin", "mcp" or "skill", got %q`, r.Source)
+		}
+		for _, role := range r.Roles {
+			if id, ok := strings.CutPrefix(role, "discord_role:"); ok && snowflake(id) {
+				continue
+			}
+			switch role {
+			case "admins", "users", "chat_admins":
+			default:
+				bad(key+".roles", `%q must be "admins", "users", "chat_admins" or "discord_role:ID"`, role)
+			}
+		}
+		for _, chat := range r.Chats {
+			if p, rest, ok := strings.Cut(chat, ":"); !ok || p == "" || rest == "" {
+				bad(key+".chats", `must look like "platform:chat_id", got %q`, chat)
+			}
+		}
+		if len(r.Approvers) > 0 && r.Action != "ask" {
+			bad(key+".approvers", `only an "ask" rule has approvers`)
+		}
+		for _, a := range r.Approvers {
+			switch a {
+			case "asker", "chat_admins", "admins":
+			default:
+				bad(key+".approvers", `%q must be "asker", "chat_admins" or "admins"`, a)
+			}
+		}
+	}
+}
+
+// validateQuotas checks that no limit is negative and that overrides name users and roles.
+func (c *Config) validateQuotas(bad func(key, format string, args ...any)) {
+	limits := func(key string, l QuotaLimits) {
+		if l.TokensPerDay < 0 || l.TokensPerMonth < 0 || l.CostPerDay < 0 || l.CostPerMonth < 0 ||
+			math.IsNaN(l.CostPerDay) || math.IsNaN(l.CostPerMonth) {
+			bad(key, "limits must be 0 (no limit) or more")
+		}
+	}
+	limits("quotas.user", c.Quotas.User)
+	limits("quotas.chat", c.Quotas.Chat)
+	for i, o := range c.Quotas.Overrides {
+		key := fmt.Sprintf("quotas.overrides[%d]", i)
+		limits(key, o.QuotaLimits)
+		if len(o.Users) == 0 && len(o.Roles) == 0 {
+			bad(key, "must list users or roles")
+		}
+		for _, u := range o.Users {
+			if p, rest, ok := strings.Cut(u, ":"); !ok || p == "" || rest == "" {
+				bad(key+".users", `must look like "platform:id" or "*:id", got %q`, u)
+			}
+		}
+		for _, r := range o.Roles {
+			if id, ok := strings.CutPrefix(r, "discord_role:"); !(ok && snowflake(id)) && r != "chat_admins" {
+				bad(key+".roles", `%q must be "discord_role:ID" or "chat_admins"`, r)
+			}
+		}
+	}
 }

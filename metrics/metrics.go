@@ -11,6 +11,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"relaybot/store"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,9 @@ type Options struct {
 	KnownTool func(name string) bool
 	// Models are the configured model names; model calls of any other name are counted as Unknown.
 	Models []string
+	// Prices are the models' prices per million tokens by configured name; a priced model's
+	// calls add to relaybot_model_cost_total.
+	Prices map[string]store.Price
 	// MCPUp, when set, is asked at every scrape whether each MCP server is up (server name → up).
 	MCPUp func() map[string]bool
 	// QueueDepths, when set, are asked at every scrape how many items wait in each named queue.
@@ -52,6 +56,7 @@ type Metrics struct {
 	reg       *prometheus.Registry
 	knownTool func(string) bool
 	models    map[string]bool
+	prices    map[string]store.Price
 
 	turns        *prometheus.CounterVec
 	turnDuration *prometheus.HistogramVec
@@ -67,6 +72,7 @@ type Metrics struct {
 	modelCalls      *prometheus.CounterVec
 	modelFirstToken *prometheus.HistogramVec
 	modelTokens     *prometheus.CounterVec
+	modelCost       *prometheus.CounterVec
 	modelFallbacks  *prometheus.CounterVec
 	modelErrors     *prometheus.CounterVec
 }
@@ -78,6 +84,7 @@ func New(opts Options) *Metrics {
 		reg:       prometheus.NewRegistry(),
 		knownTool: opts.KnownTool,
 		models:    make(map[string]bool, len(opts.Models)),
+		prices:    opts.Prices,
 	}
 	for _, name := range opts.Models {
 		m.models[name] = true
@@ -94,6 +101,7 @@ func New(opts Options) *Metrics {
 	m.modelCalls = f.counter("relaybot_model_calls_total", "Model calls made, by model and outcome (ok, error, cancelled, ...).", "model", "status")
 	m.modelFirstToken = f.histogram("relaybot_model_time_to_first_token_seconds", "Wait for a model's first streamed chunk (the whole call when not streaming), by model.", firstTokenBuckets, "model")
 	m.modelTokens = f.counter("relaybot_model_tokens_total", "Tokens the models reported, by model and direction (in = prompt, out = completion).", "model", "direction")
+	m.modelCost = f.counter("relaybot_model_cost_total", "What the models' tokens cost at the configured [[models]] prices (per million tokens), by model.", "model")
 	m.modelFallbacks = f.counter("relaybot_model_fallbacks_total", "Model calls made to a fallback candidate because the one before it failed, by the model fallen back to.", "model")
 	m.modelErrors = f.counter("relaybot_model_errors_total", "Failed model calls, by model and kind of error (auth, rate_limit, overloaded, context_length, bad_request, server, timeout, network, other).", "model", "kind")
 
@@ -208,6 +216,9 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 	m.modelFirstToken.WithLabelValues(model).Observe(c.TimeToFirstToken.Seconds())
 	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
 	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
+	if p, ok := m.prices[c.Model]; ok {
+		m.modelCost.WithLabelValues(model).Add(store.UsageRow{TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)}.Cost(p))
+	}
 }
 
 // Recorder returns a tools.Recorder that counts each finished call and passes every record on

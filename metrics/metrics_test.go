@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"relaybot/store"
 	"strings"
 	"testing"
 	"time"
@@ -208,4 +210,21 @@ func TestNilMetricsIgnoresEveryCall(t *testing.T) {
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	scrape(t, srv.URL)
+}
+
+// The cost counter prices each model call's tokens with the model's configured price per million.
+func TestModelCostFollowsThePrices(t *testing.T) {
+	m := New(Options{Models: []string{"mini", "free"}, Prices: map[string]store.Price{"mini": {In: 0.15, Out: 0.60}}})
+	m.ModelCallFinished(agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 2_000_000, TokensOut: 500_000})
+	m.ModelCallFinished(agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 0})
+	m.ModelCallFinished(agent.LLMCall{Model: "free", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 1_000_000})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	fams := scrape(t, srv.URL)
+	if got, ok := value(fams, "relaybot_model_cost_total", map[string]string{"model": "mini"}); !ok || math.Abs(got-(3*0.15+0.5*0.60)) > 1e-9 {
+		t.Fatalf("relaybot_model_cost_total{model=mini} = %v (%v), want 0.75", got, ok)
+	}
+	if _, ok := value(fams, "relaybot_model_cost_total", map[string]string{"model": "free"}); ok {
+		t.Fatalf("an unpriced model has a cost series")
+	}
 }

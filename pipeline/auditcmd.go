@@ -44,7 +44,9 @@ func parseAuditArgs(args string) (audit.Filter, error) {
 }
 
 // auditCommand answers /audit: admins get the latest matching tool calls; anyone else is refused,
-// and the refusal goes into the audit log.
+// and the refusal goes into the audit log. Only a private chat with an admin lists every chat's
+// calls; anywhere else the list is that chat's own, so a group never sees the tool names and
+// arguments of another chat.
 func (p *Pipeline) auditCommand(ctx context.Context, in adapters.Inbound, args string, out adapters.Responder, log *slog.Logger) {
 	if !p.access.isAdmin(in) {
 		log.Warn("pipeline: /audit refused: not an admin")
@@ -60,6 +62,9 @@ func (p *Pipeline) auditCommand(ctx context.Context, in adapters.Inbound, args s
 	if err != nil {
 		p.notice(out, fmt.Sprintf("Usage: /audit [tool] [status] [n]: %v", err), log)
 		return
+	}
+	if in.Kind != adapters.Private {
+		f.Platform, f.ChatID = string(in.Chat.Platform), in.Chat.ChatID
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
@@ -81,6 +86,9 @@ func formatAudit(f audit.Filter, entries []audit.Record) string {
 	}
 	for _, st := range f.Statuses {
 		what = append(what, string(st))
+	}
+	if f.ChatID != "" {
+		what = append(what, "this chat only")
 	}
 	suffix := ""
 	if len(what) > 0 {

@@ -136,6 +136,17 @@ type Options struct {
 	ToolAllow    []string
 	ToolsPerChat map[string][]string
 
+	// ApprovalTimeout is how long a tool call an "ask" policy covers waits for an answer in the
+	// chat before it is denied (default DefaultApprovalTimeout).
+	ApprovalTimeout time.Duration
+
+	// Usage answers /usage and feeds the quotas; Prices are the models' prices per million
+	// tokens, by configured model name.
+	Usage  UsageLog
+	Prices map[string]store.Price
+	// Quotas cap what users and chats may spend; checked before each turn's model call.
+	Quotas Quotas
+
 	// Audit answers the /audit command; nil makes /audit say it is unavailable.
 	Audit audit.Log
 	// Recorder keeps refused /audit commands in the audit log; nil only logs them.
@@ -163,10 +174,11 @@ const (
 	DefaultTurnWait         = 60 * time.Second
 	DefaultTurnTimeout      = 15 * time.Minute
 	DefaultSettle           = 50 * time.Millisecond
+	DefaultApprovalTimeout  = 300 * time.Second
 	DefaultStoppedMarker    = "[stopped]"
 	DefaultFailureHint      = "Request failed."
 	DefaultShutdownText     = "The bot is restarting; please send that again in a minute."
-	DefaultHelpText         = "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /help shows this."
+	DefaultHelpText         = "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /usage shows what you have used, /help shows this."
 	DefaultBusyText         = "I am still busy with earlier messages in this chat; please try again in a moment."
 	DefaultRateLimitedText  = "You are sending messages too fast; please wait a minute."
 )
@@ -241,6 +253,9 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	}
 	if opts.Settle == 0 {
 		opts.Settle = DefaultSettle
+	}
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout
@@ -438,6 +453,9 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		return
 	case "audit":
 		p.auditCommand(ctx, in, args, out, log)
+		return
+	case "usage":
+		p.usageCommand(ctx, in, args, out, log)
 		return
 	case "model":
 		p.modelCommand(key, args, out, log)

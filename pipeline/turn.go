@@ -25,6 +25,11 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 	begun := time.Now()
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
+	if text, over := p.overQuota(ctx, in, log); over {
+		log.Info("pipeline: turn refused: over quota", "message", in.MessageID)
+		p.notice(out, text, log)
+		return
+	}
 
 	// The user's message is saved even when the turn is cancelled right away.
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
@@ -51,6 +56,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		ChatID:         in.Chat.ChatID,
 		UserID:         in.UserID,
 		Admin:          p.access.isAdmin(in),
+		Private:        in.Kind == adapters.Private,
+		Roles:          in.Roles,
+		ChatAdmin:      in.ChatAdmin,
 	}
 	stream := out.SupportsStreaming()
 	req := agent.Request{Stream: stream, Model: conv.Model}
@@ -70,6 +78,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 	defer cancelReply()
 	reply := out.NewReply(replyCtx)
 	reply.Working(true)
+	if tt, ok := req.Executor.(*tools.Turn); ok {
+		p.setApprover(tt, in, out, reply)
+	}
 
 	var (
 		mu    sync.Mutex

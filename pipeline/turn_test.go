@@ -160,6 +160,12 @@ func newHarness(t testing.TB, opts Options) *harness {
 // newHarnessStore is newHarness with the pipeline's store wrapped by wrap (when not nil).
 func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) *harness {
 	t.Helper()
+	return newHarnessTools(t, opts, tools.ManagerOptions{}, wrap)
+}
+
+// newHarnessTools is newHarnessStore with the tool manager's options (a policy).
+func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store) *harness {
+	t.Helper()
 	h := &harness{t: t, llm: llm.NewServer(), rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
 	t.Cleanup(h.llm.Close)
 	ctx := context.Background()
@@ -177,7 +183,7 @@ func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, tools.ManagerOptions{})
+	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,6 +504,31 @@ func (f *fakeAudit) ToolCall(ctx context.Context, id int64) (audit.Record, error
 
 func (f *fakeAudit) ToolStats(ctx context.Context, flt audit.Filter) ([]audit.Stat, error) {
 	return nil, nil
+}
+
+// /audit in a group lists that group's calls only; an admin sees every chat's calls only in a
+// private chat with the bot.
+func TestAuditCommandInAGroupShowsOnlyThatChat(t *testing.T) {
+	alog := &fakeAudit{}
+	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: alog})
+	tests := []struct {
+		name string
+		kind adapters.ChatKind
+		chat string
+		want audit.Filter
+	}{
+		{"group", adapters.Group, "-100", audit.Filter{Platform: "telegram", ChatID: "-100", Limit: auditDefaultN}},
+		{"private", adapters.Private, "1", audit.Filter{Limit: auditDefaultN}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := &recResponder{}
+			<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: tc.chat}, Kind: tc.kind, UserID: "1", Command: "audit"}, out)
+			if !reflect.DeepEqual(alog.got, tc.want) {
+				t.Fatalf("/audit in a %s asked the log for %+v, want %+v", tc.name, alog.got, tc.want)
+			}
+		})
+	}
 }
 
 func TestAuditCommand(t *testing.T) {

@@ -232,12 +232,23 @@ func finishAudit(tx *gorm.DB, r *audit.Record) (bool, error) {
 		"status": string(r.Status), "result": r.Result, "error": r.Error, "arguments": r.Arguments,
 		"arguments_size": r.ArgumentsSize, "result_size": r.ResultSize, "source": string(r.Source),
 		"server": r.Server, "finished_at": finishedAt(r), "duration_ms": r.Duration.Milliseconds(),
+		"server_tool": r.ServerTool, "approval_required": r.ApprovalRequired, "decision": r.Decision,
+		"approver": r.Approver, "decided_at": decidedAt(r),
 	})
 	return res.RowsAffected == 1, res.Error
 }
 
-// insertChunk is the most audit rows one INSERT carries (19 parameters each).
+// insertChunk is the most audit rows one INSERT carries (24 parameters each).
 const insertChunk = 256
+
+// decidedAt is the decided_at of r's row: NULL until an approval is decided.
+func decidedAt(r *audit.Record) *time.Time {
+	if r.DecidedAt.IsZero() {
+		return nil
+	}
+	t := r.DecidedAt
+	return &t
+}
 
 // finishedAt is the finished_at of r's row: NULL while running.
 func finishedAt(r *audit.Record) *time.Time {

@@ -20,13 +20,14 @@ type toolCallModel struct {
 	audit.Record  `gorm:"embedded"`
 	FinishedAtCol *time.Time `gorm:"column:finished_at"`
 	DurationMs    int64      `gorm:"column:duration_ms"`
+	DecidedAtCol  *time.Time `gorm:"column:decided_at"` // NULL until an approval is decided
 }
 
 func (toolCallModel) TableName() string { return "tool_calls" }
 
 // newToolCallModel is the row of a new record: the database gives it its id.
 func newToolCallModel(r *audit.Record) toolCallModel {
-	m := toolCallModel{Record: *r, FinishedAtCol: finishedAt(r), DurationMs: r.Duration.Milliseconds()}
+	m := toolCallModel{Record: *r, FinishedAtCol: finishedAt(r), DurationMs: r.Duration.Milliseconds(), DecidedAtCol: decidedAt(r)}
 	m.ID = 0
 	return m
 }
@@ -38,6 +39,9 @@ func (m toolCallModel) record() audit.Record {
 	r.Duration = time.Duration(m.DurationMs) * time.Millisecond
 	if m.FinishedAtCol != nil {
 		r.FinishedAt = m.FinishedAtCol.UTC()
+	}
+	if m.DecidedAtCol != nil {
+		r.DecidedAt = m.DecidedAtCol.UTC()
 	}
 	return r
 }
@@ -92,6 +96,12 @@ func where(db *gorm.DB, f audit.Filter) *gorm.DB {
 	}
 	if f.TurnID != 0 {
 		db = db.Where("turn_id = ?", f.TurnID)
+	}
+	if f.Decision != "" {
+		db = db.Where("decision = ?", f.Decision)
+	}
+	if f.ApprovalRequired {
+		db = db.Where("approval_required = ?", true)
 	}
 	return db
 }

@@ -28,6 +28,9 @@ type ManagerOptions struct {
 	ResultMaxChars int
 	// Logger receives collision warnings and recorder failures; nil means slog.Default().
 	Logger *slog.Logger
+	// Policy decides which tools each turn is offered and which calls need an approval; nil
+	// allows every tool (the allow-lists and AdminOnly still apply).
+	Policy *Policy
 }
 
 // Manager offers the tools of its loaders to the agent, runs the calls in dispatch order
@@ -38,9 +41,13 @@ type Manager struct {
 	rec     Recorder
 	maxRes  int
 	log     *slog.Logger
+	policy  *Policy
 
 	mu     sync.Mutex
 	warned map[string]bool // collisions already logged, so a warning appears once, not every turn
+	// always holds the "always allow in this chat" answers: chat and tool → who gave it. They
+	// last while the bot runs.
+	always map[string]string
 }
 
 // NewManager returns a Manager over loaders, sorted into the dispatch order of Sources (loaders of
@@ -68,7 +75,9 @@ func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, 
 		rec:     rec,
 		maxRes:  opts.ResultMaxChars,
 		log:     opts.Logger,
+		policy:  opts.Policy,
 		warned:  make(map[string]bool),
+		always:  make(map[string]string),
 	}
 	if m.maxRes == 0 {
 		m.maxRes = DefaultResultMaxChars
@@ -145,19 +154,30 @@ type Turn struct {
 	all     []entry        // every tool the loaders have, collisions resolved
 	index   map[string]int // name → position in all
 	offered map[string]bool
-	specs   []Spec
+	// decisions holds the policy's word on every tool the catalog has (absent: allow).
+	decisions map[string]Decision
+	specs     []Spec
+	approver  Approver
 }
 
 // ForTurn lists the tools available now and returns the ones offered in a turn: those allowed
-// (nil allowed means all) and, unless info.Admin, not AdminOnly.
+// (nil allowed means all), not denied by the policy and, unless info.Admin, not AdminOnly.
 func (m *Manager) ForTurn(info TurnInfo, allowed func(name string) bool) *Turn {
 	all, index := m.catalog(context.Background())
-	t := &Turn{m: m, info: info, all: all, index: index, offered: make(map[string]bool, len(all))}
+	t := &Turn{m: m, info: info, all: all, index: index, offered: make(map[string]bool, len(all)),
+		decisions: make(map[string]Decision)}
 	for _, e := range all {
+		d := m.policy.Decide(e.spec, e.loader.Source(), info)
+		if d.Action != ActionAllow {
+			t.decisions[e.spec.Name] = d
+		}
 		if e.spec.AdminOnly && !info.Admin {
 			continue
 		}
 		if allowed != nil && !allowed(e.spec.Name) {
+			continue
+		}
+		if d.Action == ActionDeny {
 			continue
 		}
 		t.offered[e.spec.Name] = true
@@ -183,10 +203,12 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 		e = t.all[i]
 		rec.Source = e.loader.Source()
 		rec.Server = e.spec.Server
+		rec.ServerTool = e.spec.ServerTool
+		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == ActionAsk
 	}
 	t.m.start(ctx, rec)
 
-	out := t.run(ctx, call.Name, args, known, e)
+	out := t.run(ctx, rec, call.Name, args, known, e)
 
 	out.Duration = time.Since(start)
 	rec.Status = out.Status
@@ -213,6 +235,7 @@ func (t *Turn) Skip(ctx context.Context, call Call, reason error) Outcome {
 	if i, ok := t.index[call.Name]; ok {
 		rec.Source = t.all[i].loader.Source()
 		rec.Server = t.all[i].spec.Server
+		rec.ServerTool = t.all[i].spec.ServerTool
 	}
 	t.m.start(ctx, rec)
 	rec.Status = audit.StatusCancelled
@@ -247,11 +270,14 @@ func (t *Turn) record(call Call, start time.Time) (*audit.Record, string) {
 }
 
 // run decides and runs the call; Content is the untruncated text on success, ErrorText otherwise.
-func (t *Turn) run(ctx context.Context, name, args string, known bool, e entry) Outcome {
+func (t *Turn) run(ctx context.Context, rec *audit.Record, name, args string, known bool, e entry) Outcome {
 	if !known {
 		return Failed(audit.StatusNotFound, NotFoundError{Name: name})
 	}
 	if !t.offered[name] {
+		if d := t.decisions[name]; d.Action == ActionDeny {
+			return Failed(audit.StatusDenied, fmt.Errorf("tool %s is denied by %s", name, d.Rule))
+		}
 		return Failed(audit.StatusDenied, fmt.Errorf("tool %s is not available in this chat", name))
 	}
 	var obj map[string]json.RawMessage
@@ -263,6 +289,11 @@ func (t *Turn) run(ctx context.Context, name, args string, known bool, e entry) 
 	}
 	if err := ctx.Err(); err != nil {
 		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx)))
+	}
+	if rec.ApprovalRequired {
+		if err := t.approve(ctx, rec, name, args, t.decisions[name], e.spec.Server); err != nil {
+			return Failed(audit.StatusDenied, err)
+		}
 	}
 	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info})
 	switch {

@@ -21,6 +21,9 @@ type Spec struct {
 	Parameters json.RawMessage
 	// Server is the MCP server offering the tool; empty for other sources.
 	Server string
+	// ServerTool is the server's own name of the tool when the loader offers it under another
+	// name (an MCP server's tool_prefix); empty when Name is the server's name.
+	ServerTool string
 	// AdminOnly tools are offered only in turns of admins.
 	AdminOnly bool
 }
@@ -67,6 +70,14 @@ type TurnInfo struct {
 	ChatID         string
 	UserID         string
 	Admin          bool
+	// Roles are the platform's role ids of the user in this chat (Discord guild roles);
+	// ChatAdmin says the user administers the chat (a Telegram group administrator). Tool
+	// policies match them.
+	Roles     []string
+	ChatAdmin bool
+	// Private is true in a chat of one user with the bot (a Telegram private chat, a Discord DM,
+	// the web chat); tools that show other chats' data (audit_query) show it only there.
+	Private bool
 }
 
 // Call is one tool call the model asked for in a round.

@@ -84,6 +84,10 @@ func commands() []*discordgo.ApplicationCommand {
 		{Name: "reset", Description: "Forget this conversation and start over"},
 		{Name: "stop", Description: "Stop the answer being written"},
 		{Name: "help", Description: "How to talk to this bot"},
+		{Name: "usage", Description: "Your tokens and cost today and this month", Options: []*discordgo.ApplicationCommandOption{{
+			Type: discordgo.ApplicationCommandOptionString, Name: "scope", Description: "all: everyone's usage (bot admins only)",
+			Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "all", Value: "all"}},
+		}}},
 	}
 }
 
@@ -96,6 +100,8 @@ type Adapter struct {
 	http    *http.Client // images users send
 	engine  *delivery.Engine
 	stops   *stopTracker
+	// questions are the open approval questions (buttons "relaybot:approve:…").
+	questions questions
 
 	mu       sync.Mutex
 	running  bool
@@ -151,14 +157,15 @@ func New(opts Options) (*Adapter, error) {
 	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
 
 	a := &Adapter{
-		opts:    opts,
-		log:     opts.Logger,
-		session: s,
-		http:    &http.Client{Transport: rt, Timeout: time.Minute},
-		stops:   newStopTracker(),
-		parents: map[string]string{},
-		guildOf: map[string]string{},
-		dmUsers: map[string]dmVerdict{},
+		opts:      opts,
+		log:       opts.Logger,
+		session:   s,
+		http:      &http.Client{Transport: rt, Timeout: time.Minute},
+		stops:     newStopTracker(),
+		questions: questions{open: map[string]*question{}},
+		parents:   map[string]string{},
+		guildOf:   map[string]string{},
+		dmUsers:   map[string]dmVerdict{},
 	}
 	dopts := opts.Delivery
 	if dopts.Logger == nil {

@@ -517,12 +517,12 @@ func TestSlashAndTextCommands(t *testing.T) {
 				_ = out.Notice(ctx, "Conversation reset.")
 			}
 		})
-	hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) == 3 })
+	hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) == 4 })
 	var names []string
 	for _, c := range hs.srv.Commands() {
 		names = append(names, c.Name)
 	}
-	if !slices.Equal(names, []string{"reset", "stop", "help"}) {
+	if !slices.Equal(names, []string{"reset", "stop", "help", "usage"}) {
 		t.Errorf("registered commands %v", names)
 	}
 	ch := "500000000000000009"
@@ -891,7 +891,7 @@ func TestDirectMessagesFollowTheGuildRules(t *testing.T) {
 					tt.tweak(o)
 				}
 			}, nil)
-			hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) == 3 })
+			hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) == 4 })
 			hs.srv.AddChannel(dtk.Channel{ID: "510000000000000031", GuildID: guildID, Type: dtk.ChannelGuildText})
 			hs.srv.AddMember(guildID, withRole, []string{role})
 			hs.srv.AddMember(guildID, noRole, nil)

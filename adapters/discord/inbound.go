@@ -50,6 +50,7 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 		if !a.allowed(ctx, m.GuildID, m.ChannelID, roles) {
 			return
 		}
+		in.Roles = roles // tool policies and quota overrides match them
 		var addressed bool
 		text, addressed = a.addressed(m.Message, botID)
 		if !addressed {

@@ -52,6 +52,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 	}
 	if i.GuildID != "" {
 		in.Kind = adapters.Group
+		in.Roles = roles
 		if !a.allowed(ctx, i.GuildID, i.ChannelID, roles) {
 			a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 				&discordgo.InteractionResponseData{Content: notAllowed, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
@@ -73,6 +74,10 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 		h.Handle(ctx, in, out)
 		out.done(ctx)
 	case discordgo.InteractionMessageComponent:
+		if rest, ok := strings.CutPrefix(i.MessageComponentData().CustomID, approvePrefix); ok {
+			a.onApprovePress(ctx, i, user, rest)
+			return
+		}
 		if i.MessageComponentData().CustomID != StopButtonID {
 			a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
 			return

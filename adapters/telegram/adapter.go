@@ -33,6 +33,10 @@ func Limits() adapters.Limits {
 // Options configure an Adapter.
 type Options struct {
 	Token string
+	// ChatAdmins asks Telegram (getChatMember, remembered a minute) whether the sender of a
+	// group message administers the chat (Inbound.ChatAdmin), for tool policies and quotas
+	// that name chat admins.
+	ChatAdmins bool
 	// APIEndpoint is the Bot API URL format, "https://api.telegram.org/bot%s/%s" by default;
 	// the file download URL is derived from it ("/bot%s/%s" → "/file/bot%s/%s").
 	APIEndpoint string
@@ -87,6 +91,12 @@ type Adapter struct {
 	accessUsers  map[string]bool
 
 	journal *journal // nil without OffsetFile
+
+	// callbackRoutes route button presses by the prefix of their data; questions are the open
+	// approval questions.
+	callbackRoutes map[string]callbackRoute
+	questions      questions
+	admins         adminCache
 
 	mu     sync.Mutex
 	offset int64
@@ -151,7 +161,10 @@ func New(opts Options) (*Adapter, error) {
 		allowedChats: set(opts.AllowedChats, false),
 		allowedUsers: set(opts.AllowedUsers, true),
 		accessUsers:  set(opts.AccessUsers, false),
+		questions:    questions{open: map[string]*question{}},
+		admins:       adminCache{m: map[string]adminVerdict{}},
 	}
+	ad.callbackRoutes = map[string]callbackRoute{approvePrefix: ad.onApprovePress}
 	dopts := opts.Delivery
 	dopts.Logger = log
 	dopts.IsGroup = func(c adapters.ChatRef) bool { return strings.HasPrefix(c.ChatID, "-") }
@@ -227,7 +240,8 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 				return
 			}
 			in.Redelivered = redelivered
-			h.Handle(ctx, in, a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, a.opts.Stream))
+			resp := a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, a.opts.Stream)
+			h.Handle(ctx, in, askResponder{Responder: resp, a: a, chat: in.Chat})
 		}()
 	}
 	if a.journal != nil {

@@ -112,6 +112,9 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	if in.Command == "" && in.Text == "" && len(in.Images) == 0 {
 		return adapters.Inbound{}, false
 	}
+	if a.opts.ChatAdmins && in.Kind == adapters.Group {
+		in.ChatAdmin = a.chatAdminCached(ctx, in.Chat, m.From.ID)
+	}
 	return in, true
 }
 

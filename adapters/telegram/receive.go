@@ -15,8 +15,9 @@ import (
 type dispatcher func(id int64, m *message, redelivered bool)
 
 type update struct {
-	UpdateID int64    `json:"update_id"`
-	Message  *message `json:"message"`
+	UpdateID      int64          `json:"update_id"`
+	Message       *message       `json:"message"`
+	CallbackQuery *callbackQuery `json:"callback_query"`
 }
 
 type message struct {
@@ -58,7 +59,7 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher) error {
 		a.mu.Unlock()
 		p := tgbotapi.Params{
 			"timeout":         strconv.Itoa(int(a.opts.PollTimeout / time.Second)),
-			"allowed_updates": `["message"]`,
+			"allowed_updates": allowedUpdates,
 		}
 		if offset > 0 {
 			p["offset"] = strconv.FormatInt(offset, 10)
@@ -116,6 +117,12 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher) error {
 				continue // already taken
 			}
 			next = u.UpdateID + 1
+			if u.CallbackQuery != nil {
+				// A press is answered now and never journaled: after a restart its question
+				// is gone anyway.
+				go a.onCallback(ctx, u.CallbackQuery)
+				continue
+			}
 			if u.Message == nil {
 				continue
 			}

@@ -73,7 +73,7 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 		return fmt.Errorf("telegram: webhook listen on %s: %w", a.opts.WebhookListen, err)
 	}
 	ln = netutil.LimitListener(ln, lim.MaxConns)
-	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": `["message"]`}
+	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": allowedUpdates}
 	if _, err := a.api.call(ctx, "setWebhook", p); err != nil {
 		ln.Close()
 		return fmt.Errorf("telegram: setWebhook: %w", err)
@@ -113,6 +113,9 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 		mu.Lock()
 		dup := !seen.add(u.UpdateID)
 		mu.Unlock()
+		if !dup && u.CallbackQuery != nil {
+			go a.onCallback(ctx, u.CallbackQuery)
+		}
 		if !dup && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
 			// On disk before Telegram hears it arrived.
 			a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)

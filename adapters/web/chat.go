@@ -154,6 +154,7 @@ func New(opts Options) (*Chat, error) {
 	mux.HandleFunc("POST /chat/session", c.session)
 	mux.HandleFunc("GET /chat/events", c.events)
 	mux.HandleFunc("POST /chat/send", c.send)
+	mux.HandleFunc("POST /chat/answer", c.answer)
 	mux.HandleFunc("GET /chat/files/{msg}/{n}", c.file)
 	mux.HandleFunc("GET /chat/conversations", c.conversations)
 	mux.HandleFunc("GET /chat/conversations/{id}", c.transcript)
@@ -521,6 +522,14 @@ type eventMessage struct {
 	Text  string      `json:"text"`
 	HTML  string      `json:"html,omitempty"` // sanitised rendering of a bot message's Markdown
 	Files []eventFile `json:"files,omitempty"`
+	// Question and Choices are an open approval question's id and buttons.
+	Question string        `json:"question,omitempty"`
+	Choices  []eventChoice `json:"choices,omitempty"`
+}
+
+type eventChoice struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
 }
 
 type eventFile struct {
@@ -609,7 +618,10 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 }
 
 func toEvent(m *message) eventMessage {
-	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML}
+	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question}
+	for _, ch := range m.Choices {
+		e.Choices = append(e.Choices, eventChoice{ID: ch.ID, Label: ch.Label})
+	}
 	for i, f := range m.Files {
 		e.Files = append(e.Files, eventFile{
 			Name:  f.Name,
@@ -706,7 +718,8 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer c.turns.Done()
 		// The browser shows every edit as it arrives: replies always stream.
-		h.Handle(c.ctx, in, c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, true))
+		resp := c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, true)
+		h.Handle(c.ctx, in, askResponder{Responder: resp, chat: c, chatID: conv.id})
 	}()
 	w.WriteHeader(http.StatusAccepted)
 }

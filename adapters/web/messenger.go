@@ -37,6 +37,9 @@ type message struct {
 	HTML  string // a bot message's Markdown rendered and sanitised; empty for the user's
 	Files []chat.File
 	rev   uint64 // conversation revision of the last change
+	// Question and Choices are set on an open approval question: its id and buttons.
+	Question string
+	Choices  []adapters.Choice
 }
 
 // conversation is one browser's chat: its messages and the streams watching them.
@@ -53,6 +56,8 @@ type conversation struct {
 	typingRv uint64    // revision of the last typing change
 	used     time.Time
 	watchers map[chan struct{}]struct{}
+	// questions are the open approval questions, by id (Ask).
+	questions map[string]*question
 }
 
 // notifyLocked wakes every stream watching the conversation. c.mu must be held.

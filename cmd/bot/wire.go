@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,11 +91,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	m := metrics.New(metrics.Options{
 		KnownTool:   func(name string) bool { return mgr.Has(name) },
 		Models:      modelNames(cfg.Models),
+		Prices:      prices(cfg.Models),
 		MCPUp:       tl.mcpUp,
 		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
 	})
 	rec := m.Recorder(auditRecorder{st: st})
-	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log})
+	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
+	if err != nil {
+		return b, err
+	}
+	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy})
 	if err != nil {
 		return b, err
 	}
@@ -112,6 +118,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	opts := pipelineOptions(cfg)
 	opts.SystemPromptExtra = tl.skillPrompt
 	opts.Audit = reader
+	opts.Usage = st
 	opts.Recorder = rec
 	opts.Logger = log
 	opts.Observer = m
@@ -302,6 +309,7 @@ func newTelegram(cfg *config.Config, log *slog.Logger, deliver delivery.Options)
 		AllowedChats:  cfg.Telegram.AllowedChats,
 		AllowedUsers:  cfg.Telegram.AllowedUsers,
 		AccessUsers:   cfg.Access.UsersOn("telegram"),
+		ChatAdmins:    namesChatAdmins(cfg),
 		TriggerPrefix: cfg.Chat.TriggerPrefix,
 		Stream:        cfg.Telegram.Stream,
 		MaxImageBytes: cfg.Chat.MaxImageBytes,
@@ -336,6 +344,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Store:     b.store,
 		MCPHealth: health,
 		Metrics:   metricsHandler,
+		Prices:    prices(cfg.Models),
 		Logger:    b.log,
 		Proxies:   proxies,
 	}
@@ -412,8 +421,11 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			DenyChats:  cfg.Access.DenyChats,
 			Admins:     cfg.Access.Admins,
 		},
-		ToolAllow:    cfg.Tools.Allow,
-		ToolsPerChat: cfg.Tools.PerChat,
+		ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+		ToolAllow:       cfg.Tools.Allow,
+		ToolsPerChat:    cfg.Tools.PerChat,
+		Prices:          prices(cfg.Models),
+		Quotas:          quotas(cfg.Quotas),
 	}
 }
 
@@ -422,6 +434,28 @@ func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
 	out := make([]pipeline.ModelBudget, len(ms))
 	for i, m := range ms {
 		out[i] = pipeline.ModelBudget{Name: m.Name, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens}
+	}
+	return out
+}
+
+// prices are the models' prices per million tokens, by configured name.
+func prices(ms []config.Model) map[string]store.Price {
+	out := make(map[string]store.Price, len(ms))
+	for _, m := range ms {
+		out[m.Name] = store.Price{In: m.PriceIn, Out: m.PriceOut}
+	}
+	return out
+}
+
+func quotaLimits(l config.QuotaLimits) pipeline.Limits {
+	return pipeline.Limits{TokensPerDay: l.TokensPerDay, TokensPerMonth: l.TokensPerMonth,
+		CostPerDay: l.CostPerDay, CostPerMonth: l.CostPerMonth}
+}
+
+func quotas(q config.Quotas) pipeline.Quotas {
+	out := pipeline.Quotas{User: quotaLimits(q.User), Chat: quotaLimits(q.Chat), AdminsCounted: q.AdminsCounted}
+	for _, o := range q.Overrides {
+		out.Overrides = append(out.Overrides, pipeline.QuotaOverride{Users: o.Users, Roles: o.Roles, Limits: quotaLimits(o.QuotaLimits)})
 	}
 	return out
 }
@@ -455,6 +489,7 @@ func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
 			Headers:         s.Headers,
 			ConnectTimeout:  time.Duration(s.ConnectSec) * time.Second,
 			ToolCallTimeout: s.ToolCallTimeout,
+			ToolPrefix:      s.ToolPrefix,
 		}
 	}
 	return out
@@ -495,4 +530,30 @@ func modelNames(ms []config.Model) []string {
 		names = append(names, name)
 	}
 	return names
+}
+
+// policyRules turns the [[tools.policy]] entries into the tools package's rules.
+func policyRules(ps []config.ToolPolicy) []tools.Rule {
+	out := make([]tools.Rule, len(ps))
+	for i, p := range ps {
+		out[i] = tools.Rule{Tool: p.Tool, Source: audit.Source(p.Source), Server: p.Server, Roles: p.Roles,
+			Chats: p.Chats, Action: tools.Action(p.Action), Approvers: p.Approvers}
+	}
+	return out
+}
+
+// namesChatAdmins reports whether a tool policy or a quota override names the chat_admins role,
+// so the Telegram adapter must find out who administers a group.
+func namesChatAdmins(cfg *config.Config) bool {
+	for _, p := range cfg.Tools.Policy {
+		if slices.Contains(p.Roles, tools.RoleChatAdmins) {
+			return true
+		}
+	}
+	for _, o := range cfg.Quotas.Overrides {
+		if slices.Contains(o.Roles, tools.RoleChatAdmins) {
+			return true
+		}
+	}
+	return false
 }

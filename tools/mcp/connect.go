@@ -185,8 +185,9 @@ func (s *serverConn) list(ctx context.Context, sess *session) ([]tools.Spec, err
 	}
 	specs := make([]tools.Spec, 0, len(res.Tools))
 	seen := map[string]bool{}
+	prefix := s.cfg.prefix()
 	for _, t := range res.Tools {
-		if !toolNamePattern.MatchString(t.Name) || seen[t.Name] {
+		if !toolNamePattern.MatchString(prefix+t.Name) || seen[t.Name] {
 			s.logger.Warn("MCP tool left out: its name is invalid or repeated", "tool", t.Name)
 			continue
 		}
@@ -196,7 +197,11 @@ func (s *serverConn) list(ctx context.Context, sess *session) ([]tools.Spec, err
 			s.logger.Warn("MCP tool left out: its input schema cannot be encoded", "tool", t.Name, "err", err)
 			continue
 		}
-		specs = append(specs, tools.Spec{Name: t.Name, Description: t.Description, Parameters: params, Server: s.cfg.Name})
+		spec := tools.Spec{Name: prefix + t.Name, Description: t.Description, Parameters: params, Server: s.cfg.Name}
+		if prefix != "" {
+			spec.ServerTool = t.Name
+		}
+		specs = append(specs, spec)
 	}
 	return specs, nil
 }

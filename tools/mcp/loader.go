@@ -60,6 +60,10 @@ type ServerConfig struct {
 	// ToolCallTimeout bounds each tool call; 0 means no deadline, a negative value
 	// DefaultToolCallTimeout (with a warning).
 	ToolCallTimeout time.Duration
+	// ToolPrefix goes before every tool name of the server as the model and the audit log see
+	// it ("web_" offers "search" as "web_search"); "{server}" in it stands for Name. The
+	// server is always called with its own name. Empty: the server's names as they are.
+	ToolPrefix string
 
 	// dial, set by tests, replaces the transport with an in-process one.
 	dial func() transport.Interface

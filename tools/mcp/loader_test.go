@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"relaybot/audit"
+	"relaybot/tools/toolstest"
 	"runtime"
 	"slices"
 	"strconv"
@@ -497,5 +499,32 @@ func TestStdioEnvironment(t *testing.T) {
 		if err != nil || res.Text != want {
 			t.Errorf("server's %s = %q, %v; want %q", name, res.Text, err, want)
 		}
+	}
+}
+
+// With a tool_prefix, two servers' same-named tools are both offered; the server is called with
+// its own name, and the audit row keeps both names.
+func TestToolPrefixOffersBothServersTools(t *testing.T) {
+	a, b := testmcp.New("a"), testmcp.New("b")
+	cb := mcp.InProcess("b", b.Server, 0)
+	cb.ToolPrefix = "{server}__"
+	l := startLoader(t, mcp.InProcess("a", a.Server, 0), cb)
+	waitUp(t, l, "a")
+	waitUp(t, l, "b")
+	names := toolNames(l)
+	if !slices.Contains(names, "echo") || !slices.Contains(names, "b__echo") || len(names) != 16 {
+		t.Fatalf("tools = %v, want a's 8 and b's 8 as b__*", names)
+	}
+	rec := toolstest.NewRecorder()
+	m, err := tools.NewManager([]tools.Loader{l}, rec, tools.ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ID: "c", Name: "b__echo", Arguments: `{"text":"hi"}`})
+	if out.Status != audit.StatusOK || out.Content != "hi" || b.Calls("echo") != 1 || a.Calls("echo") != 0 {
+		t.Fatalf("b__echo: %s %q; a ran echo %d times, b %d; want b once", out.Status, out.Content, a.Calls("echo"), b.Calls("echo"))
+	}
+	if r := rec.Records()[0]; r.ToolName != "b__echo" || r.ServerTool != "echo" || r.Server != "b" {
+		t.Fatalf("audit row names %q (server %q, server's name %q), want b__echo, b, echo", r.ToolName, r.Server, r.ServerTool)
 	}
 }

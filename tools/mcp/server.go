@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -340,14 +341,19 @@ func (s *serverConn) health() ServerHealth {
 	}
 }
 
-// call runs a tool, reconnecting once and retrying once when the server ended its session.
+// prefix is the server's tool_prefix with {server} replaced.
+func (c ServerConfig) prefix() string {
+	return strings.ReplaceAll(c.ToolPrefix, "{server}", c.Name)
+}
+
+// call runs a tool (name as the model sees it), reconnecting once and retrying once when the server ended its session.
 func (s *serverConn) call(ctx context.Context, name string, args map[string]any) (tools.Result, error) {
 	for attempt := 0; ; attempt++ {
 		sess, err := s.current(ctx)
 		if err != nil {
 			return tools.Result{}, fmt.Errorf("MCP tool '%s' not run: %w", name, err)
 		}
-		res, err := s.callOnce(ctx, sess, name, args)
+		res, err := s.callOnce(ctx, sess, strings.TrimPrefix(name, s.cfg.prefix()), args)
 		if err == nil {
 			return convertResult(name, res)
 		}

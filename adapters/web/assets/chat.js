@@ -64,6 +64,20 @@
       node.className = "file";
       el.appendChild(node);
     });
+    el.querySelectorAll(".choices").forEach(function (c) { c.remove(); });
+    if (m.question && m.choices && m.choices.length) {
+      const bar = document.createElement("div");
+      bar.className = "choices";
+      m.choices.forEach(function (ch) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = ch.label;
+        b.dataset.choice = ch.id;
+        b.addEventListener("click", function () { answer(m.question, ch.id, bar); });
+        bar.appendChild(b);
+      });
+      el.appendChild(bar);
+    }
     if (m.role === "bot") setTyping(0);
     if (stick) window.scrollTo(0, document.body.scrollHeight);
   }
@@ -99,6 +113,24 @@
     }).finally(function () {
       input.disabled = false;
       input.focus();
+    });
+  }
+
+  // answer sends a press of an approval question's button; the server updates the message.
+  function answer(question, choice, bar) {
+    bar.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    fetch("/chat/answer", {
+      method: "POST",
+      headers: { "X-CSRF-Token": csrf },
+      body: new URLSearchParams({ q: question, choice: choice, csrf: csrf }),
+      credentials: "same-origin",
+    }).then(function (resp) {
+      if (resp.ok) return;
+      bar.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+      return resp.text().then(function (t) { showError(t.trim() || resp.statusText); });
+    }).catch(function (err) {
+      bar.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+      showError("Could not answer: " + err);
     });
   }
 

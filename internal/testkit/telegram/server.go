@@ -122,6 +122,9 @@ type Message struct {
 	// GeneralTopic: the message is in a forum's General topic; its ThreadID is a reply
 	// chain's, not a topic's.
 	GeneralTopic bool
+	// ReplyMarkup is the bot message's reply_markup as sent (an inline keyboard); an edit
+	// without one removes it, as Telegram does.
+	ReplyMarkup string
 }
 
 // Call is one request the server answered.
@@ -181,6 +184,7 @@ type Server struct {
 	hook     string
 	secret   string
 	hookWake chan struct{}
+	cb       callbackState
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -658,6 +662,8 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 		return true, nil
 	case "getWebhookInfo":
 		return map[string]any{"url": s.hook, "pending_update_count": len(s.updates)}, nil
+	case "answerCallbackQuery":
+		return s.answerCallbackLocked(p)
 	case "getFile":
 		id := p["file_id"]
 		data, ok := s.files[id]
@@ -682,6 +688,9 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 	}
 	if method == "sendChatAction" {
 		return true, nil
+	}
+	if method == "getChatMember" {
+		return s.chatMemberLocked(chatID, p)
 	}
 	if method == "deleteMessage" {
 		id, _ := strconv.Atoi(p["message_id"])
@@ -830,7 +839,7 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 			return nil, aerr
 		}
 		m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
-		m.Text, m.Entities = text, ents
+		m.Text, m.Entities, m.ReplyMarkup = text, ents, p["reply_markup"]
 		return s.messageJSONLocked(m), nil
 	case "editMessageText":
 		m := s.findLocked(c.chat.ID, atoi(p["message_id"]))
@@ -848,10 +857,10 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		if aerr != nil {
 			return nil, aerr
 		}
-		if text == m.Text && sameEntities(ents, m.Entities) {
+		if text == m.Text && sameEntities(ents, m.Entities) && p["reply_markup"] == m.ReplyMarkup {
 			return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
 		}
-		m.Text, m.Entities = text, ents
+		m.Text, m.Entities, m.ReplyMarkup = text, ents, p["reply_markup"]
 		m.Edits++
 		return s.messageJSONLocked(m), nil
 	case "sendPhoto", "sendDocument":

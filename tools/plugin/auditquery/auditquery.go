@@ -78,7 +78,7 @@ func New(deps plugin.Deps) ([]plugin.Tool, error) {
 	return []plugin.Tool{{
 		Spec: tools.Spec{
 			Name:        Name,
-			Description: "Admins only: look at this bot's tool-call audit log — recent calls, recent failures, the slowest calls and the slowest tools, filtered by tool, status, chat and time.",
+			Description: "Admins only: look at this bot's tool-call audit log — recent calls, recent failures, the slowest calls and the slowest tools, filtered by tool, status, chat and time. Outside a private chat it shows only the current chat's calls.",
 			Parameters:  json.RawMessage(schema),
 			AdminOnly:   true,
 		},
@@ -137,6 +137,17 @@ func (q *querier) run(ctx context.Context, inv tools.Invocation) (tools.Result, 
 		limit = maxLimit
 	}
 	query := audit.Filter{Tool: a.Tool, Since: from, ChatID: a.ChatID, Limit: limit}
+	if !inv.Turn.Private {
+		// Outside a private chat with an admin the log shows only the chat it is asked from:
+		// the group reads the answer too.
+		if a.ChatID != "" && a.ChatID != inv.Turn.ChatID {
+			return tools.Result{}, errors.New("audit_query: other chats' calls are shown only in a private chat with the bot")
+		}
+		if a.View == viewSlowestTools {
+			return tools.Result{}, errors.New("audit_query: slowest_tools covers every chat, so it is shown only in a private chat with the bot")
+		}
+		query.Platform, query.ChatID = inv.Turn.Platform, inv.Turn.ChatID
+	}
 	if a.Status != "" {
 		st := audit.Status(a.Status)
 		if !st.Valid() {

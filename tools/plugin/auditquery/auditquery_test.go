@@ -27,7 +27,7 @@ type memLog struct {
 func (m *memLog) matching(f audit.Filter) []audit.Record {
 	var out []audit.Record
 	for _, r := range m.recs {
-		if f.Tool != "" && r.ToolName != f.Tool || f.ChatID != "" && r.ChatID != f.ChatID ||
+		if f.Tool != "" && r.ToolName != f.Tool || f.ChatID != "" && r.ChatID != f.ChatID || f.Platform != "" && r.Platform != f.Platform ||
 			r.StartedAt.Before(f.Since) || len(f.Statuses) > 0 && !slices.Contains(f.Statuses, r.Status) {
 			continue
 		}
@@ -132,7 +132,7 @@ func newManager(t *testing.T, log audit.Log) *tools.Manager {
 }
 
 func TestAuditQuery(t *testing.T) {
-	admin := tools.TurnInfo{TurnID: 1, Platform: "telegram", ChatID: "42", UserID: "7", Admin: true}
+	admin := tools.TurnInfo{TurnID: 1, Platform: "telegram", ChatID: "42", UserID: "7", Admin: true, Private: true}
 	tests := []struct {
 		name   string
 		args   string
@@ -207,6 +207,42 @@ func TestAuditQueryAdminsOnly(t *testing.T) {
 	}
 	if len(log.queries) != 0 {
 		t.Fatalf("the audit log was read for a non-admin: %v", log.queries)
+	}
+}
+
+// An admin asking in a group gets that group's calls only: the whole group reads the answer, and
+// another chat's tool names and arguments are not theirs to see.
+func TestAuditQueryInAGroupShowsOnlyThatChat(t *testing.T) {
+	log := fixture()
+	log.recs = append(log.recs, audit.Record{ID: 9, ToolName: "send_mail", Status: audit.StatusOK,
+		StartedAt: time.Now().Add(-time.Minute), Platform: "telegram", ChatID: "99", Arguments: `{"to":"ceo@example.com"}`})
+	m := newManager(t, log)
+	group := tools.TurnInfo{TurnID: 1, Platform: "telegram", ChatID: "42", UserID: "7", Admin: true}
+	private := group
+	private.ChatID, private.Private = "7", true
+	tests := []struct {
+		name   string
+		turn   tools.TurnInfo
+		args   string
+		status audit.Status
+		want   string
+		reject string
+	}{
+		{"group sees its own calls", group, `{}`, audit.StatusOK, "#4 ", "send_mail"},
+		{"group cannot name another chat", group, `{"chat_id":"99"}`, audit.StatusError, "only in a private chat", "send_mail"},
+		{"group gets no all-chat statistics", group, `{"view":"slowest_tools"}`, audit.StatusError, "only in a private chat", "send_mail"},
+		{"private chat with an admin sees every chat", private, `{}`, audit.StatusOK, "send_mail", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := m.ForTurn(tc.turn, nil).Execute(context.Background(), tools.Call{ID: "c", Name: auditquery.Name, Arguments: tc.args})
+			if out.Status != tc.status || !strings.Contains(out.Content, tc.want) {
+				t.Fatalf("got %s %q, want %s containing %q", out.Status, out.Content, tc.status, tc.want)
+			}
+			if tc.reject != "" && strings.Contains(out.Content, tc.reject) {
+				t.Fatalf("the answer shows another chat's call:\n%s", out.Content)
+			}
+		})
 	}
 }
 

@@ -77,7 +77,7 @@ FROM k`, n-1, at, at)
 		t.Fatalf("seeded %d rows, want %d", rows, n)
 	}
 
-	turn := newManager(t, st).ForTurn(tools.TurnInfo{Admin: true}, nil)
+	turn := newManager(t, st).ForTurn(tools.TurnInfo{Admin: true, Private: true}, nil)
 	out := turn.Execute(ctx, tools.Call{ID: "c", Name: auditquery.Name, Arguments: `{"view":"slowest_tools"}`})
 	want := fmt.Sprintf("Slowest tools in the last 1d (by average duration):\n"+
 		"- search [mcp]: 2 calls, 1 failed, avg 2s, max 3s\n"+

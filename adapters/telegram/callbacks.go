@@ -1,0 +1,260 @@
+package telegram
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"relaybot/adapters"
+)
+
+// callbackQuery is a press of an inline keyboard button.
+type callbackQuery struct {
+	ID      string         `json:"id"`
+	From    *tgbotapi.User `json:"from"`
+	Message *message       `json:"message"`
+	Data    string         `json:"data"`
+}
+
+// allowedUpdates are the update kinds the bot asks Telegram for: messages and button presses.
+const allowedUpdates = `["message","callback_query"]`
+
+// callbackRoute handles the presses whose callback data starts with its prefix; rest is the data
+// after the prefix. A feature with buttons adds a prefix to Adapter.callbackRoutes.
+type callbackRoute func(ctx context.Context, q *callbackQuery, rest string)
+
+// approvePrefix starts the callback data of approval question buttons: "approve:<id>:<choice>".
+const approvePrefix = "approve:"
+
+// onCallback hands a press to the route of its data's prefix; a press nobody routes is
+// answered, so the user's client stops its spinner.
+func (a *Adapter) onCallback(ctx context.Context, q *callbackQuery) {
+	for prefix, route := range a.callbackRoutes {
+		if rest, ok := strings.CutPrefix(q.Data, prefix); ok {
+			route(ctx, q, rest)
+			return
+		}
+	}
+	a.answerCallback(ctx, q.ID, "This button no longer works.", false)
+}
+
+func (a *Adapter) answerCallback(ctx context.Context, id, text string, alert bool) {
+	p := tgbotapi.Params{"callback_query_id": id}
+	if text != "" {
+		p["text"] = text
+	}
+	if alert {
+		p["show_alert"] = "true"
+	}
+	if _, err := a.api.call(ctx, "answerCallbackQuery", p); err != nil {
+		a.log.Warn("telegram: answerCallbackQuery failed", "err", err)
+	}
+}
+
+// question is an approval question waiting for a press.
+type question struct {
+	chat    adapters.ChatRef
+	msgID   string
+	text    string
+	choices []adapters.Choice
+	decide  func(adapters.Answer) (bool, string)
+	done    chan adapters.Answer // buffered
+	settled bool
+}
+
+// questions are the open approval questions of an Adapter, by id.
+type questions struct {
+	mu   sync.Mutex
+	open map[string]*question
+}
+
+// askResponder is the Responder of a Telegram message with approval buttons (adapters.Asker).
+type askResponder struct {
+	adapters.Responder
+	a    *Adapter
+	chat adapters.ChatRef
+}
+
+var _ adapters.Asker = askResponder{}
+
+const closedText = "\n\nClosed without an answer."
+
+// Ask posts q with an inline keyboard and waits for an accepted press or the end of ctx.
+func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
+	a := r.a
+	b := make([]byte, 8)
+	rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	id := hex.EncodeToString(b)
+	var row []map[string]string
+	var rows [][]map[string]string
+	for i, ch := range q.Choices {
+		row = append(row, map[string]string{"text": ch.Label, "callback_data": approvePrefix + id + ":" + ch.ID})
+		if len(row) == 2 || i == len(q.Choices)-1 {
+			rows, row = append(rows, row), nil
+		}
+	}
+	markup, _ := json.Marshal(map[string]any{"inline_keyboard": rows}) // strings only: always encodes
+	p := chatParams(r.chat)
+	p["text"] = q.Text
+	p["reply_markup"] = string(markup)
+	res, err := a.callWaiting(ctx, "sendMessage", p)
+	if err != nil {
+		return adapters.Answer{}, fmt.Errorf("telegram: post approval question: %w", err)
+	}
+	ref, err := messageRef(r.chat, res)
+	if err != nil {
+		return adapters.Answer{}, fmt.Errorf("telegram: post approval question: %w", err)
+	}
+	pq := &question{chat: r.chat, msgID: ref.ID, text: q.Text, choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
+	a.questions.mu.Lock()
+	a.questions.open[id] = pq
+	a.questions.mu.Unlock()
+
+	select {
+	case ans := <-pq.done:
+		return ans, nil
+	case <-ctx.Done():
+	}
+	a.questions.mu.Lock()
+	if pq.settled { // answered as ctx ended: the answer stands
+		a.questions.mu.Unlock()
+		return <-pq.done, nil
+	}
+	pq.settled = true
+	delete(a.questions.open, id)
+	a.questions.mu.Unlock()
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	a.editQuestion(ectx, pq, pq.text+closedText)
+	return adapters.Answer{}, ctx.Err()
+}
+
+// callWaiting makes a request outside the delivery engine, waiting out the chat's rate limit
+// (429 retry_after) until ctx ends: a question and its answer must not be lost to a busy chat.
+func (a *Adapter) callWaiting(ctx context.Context, method string, p tgbotapi.Params) (json.RawMessage, error) {
+	for {
+		res, err := a.api.call(ctx, method, p)
+		var rl *adapters.RateLimitError
+		if !errors.As(err, &rl) {
+			return res, err
+		}
+		t := time.NewTimer(rl.RetryAfter)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
+}
+
+// editQuestion sets the question's text and removes its keyboard.
+func (a *Adapter) editQuestion(ctx context.Context, pq *question, text string) {
+	p := chatParams(pq.chat)
+	delete(p, "message_thread_id")
+	p["message_id"] = pq.msgID
+	p["text"] = text
+	if _, err := a.callWaiting(ctx, "editMessageText", p); err != nil {
+		a.log.Warn("telegram: approval question not updated", "err", err)
+	}
+}
+
+// onApprovePress takes a press of an approval button ("<id>:<choice>").
+func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest string) {
+	id, choice, _ := strings.Cut(rest, ":")
+	a.questions.mu.Lock()
+	pq := a.questions.open[id]
+	a.questions.mu.Unlock()
+	if pq == nil || q.From == nil || !slices.ContainsFunc(pq.choices, func(c adapters.Choice) bool { return c.ID == choice }) {
+		a.answerCallback(ctx, q.ID, "This question is closed.", false)
+		return
+	}
+	ans := adapters.Answer{Choice: choice, UserID: strconv.FormatInt(q.From.ID, 10), UserName: q.From.UserName,
+		ChatAdmin: a.chatAdmin(ctx, pq.chat, q.From.ID)}
+	if ans.UserName == "" {
+		ans.UserName = strings.TrimSpace(q.From.FirstName + " " + q.From.LastName)
+	}
+	a.questions.mu.Lock()
+	if pq.settled {
+		a.questions.mu.Unlock()
+		a.answerCallback(ctx, q.ID, "This question is closed.", false)
+		return
+	}
+	ok, text := pq.decide(ans)
+	if ok {
+		pq.settled = true
+		delete(a.questions.open, id)
+	}
+	a.questions.mu.Unlock()
+	if !ok {
+		a.answerCallback(ctx, q.ID, text, true)
+		return
+	}
+	a.answerCallback(ctx, q.ID, "", false)
+	a.editQuestion(ctx, pq, text)
+	pq.done <- ans
+}
+
+// chatAdmin asks Telegram whether user administers a group chat; false in a private chat or
+// when Telegram cannot say.
+func (a *Adapter) chatAdmin(ctx context.Context, chat adapters.ChatRef, user int64) bool {
+	if !strings.HasPrefix(chat.ChatID, "-") { // private chats have positive ids
+		return false
+	}
+	res, err := a.api.call(ctx, "getChatMember", tgbotapi.Params{"chat_id": chat.ChatID, "user_id": strconv.FormatInt(user, 10)})
+	if err != nil {
+		a.log.Warn("telegram: getChatMember failed; the presser counts as no chat admin", "err", err)
+		return false
+	}
+	var m struct {
+		Status string `json:"status"`
+	}
+	return json.Unmarshal(res, &m) == nil && (m.Status == "creator" || m.Status == "administrator")
+}
+
+// adminTTL is how long a getChatMember answer about a sender is kept.
+const adminTTL = time.Minute
+
+type adminVerdict struct {
+	admin bool
+	until time.Time
+}
+
+// adminCache remembers who administers which chat, so a busy group costs one getChatMember
+// per sender a minute, not one per message.
+type adminCache struct {
+	mu sync.Mutex
+	m  map[string]adminVerdict
+}
+
+// chatAdminCached is chatAdmin, remembered for adminTTL.
+func (a *Adapter) chatAdminCached(ctx context.Context, chat adapters.ChatRef, user int64) bool {
+	key := chat.ChatID + ":" + strconv.FormatInt(user, 10)
+	now := time.Now()
+	a.admins.mu.Lock()
+	v, ok := a.admins.m[key]
+	a.admins.mu.Unlock()
+	if ok && now.Before(v.until) {
+		return v.admin
+	}
+	admin := a.chatAdmin(ctx, chat, user)
+	a.admins.mu.Lock()
+	for k, old := range a.admins.m { // drop what has expired, so the map stays small
+		if !now.Before(old.until) {
+			delete(a.admins.m, k)
+		}
+	}
+	a.admins.m[key] = adminVerdict{admin: admin, until: now.Add(adminTTL)}
+	a.admins.mu.Unlock()
+	return admin
+}

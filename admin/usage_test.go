@@ -1,0 +1,148 @@
+package admin
+
+import (
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"relaybot/audit"
+	"relaybot/chat"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"relaybot/store"
+)
+
+// GET /api/v1/usage totals the model calls per user, chat and model with their cost, and gives a
+// table as CSV; the tool-call API filters on approval fields.
+func TestAPIUsageAndApprovalFilters(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	for _, u := range []struct {
+		chat, user string
+		in, out    int
+	}{{"1", "ann", 1_000_000, 200_000}, {"1", "bob", 100_000, 0}, {"2", "ann", 0, 100_000}} {
+		conv, err := st.Conversation(ctx, chat.Key{Platform: "discord", ChatID: u.chat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: u.user, UserMessage: store.Message{Role: store.RoleUser, Content: "q"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []store.LLMCall{
+			{Model: "mini", Status: "ok", TokensIn: u.in, TokensOut: u.out, StartedAt: now}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asked := audit.Record{ToolName: "send_mail", ApprovalRequired: true, StartedAt: now}
+	if err := st.StartToolCall(ctx, &asked); err != nil {
+		t.Fatal(err)
+	}
+	asked.Status, asked.Decision, asked.Approver, asked.DecidedAt = audit.StatusDenied, "denied", "bob", now
+	if err := st.FinishToolCall(ctx, &asked); err != nil {
+		t.Fatal(err)
+	}
+	plain := audit.Record{ToolName: "current_time", StartedAt: now, Status: audit.StatusOK}
+	if err := st.StartToolCall(ctx, &plain); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, "usage-token-0123456789", func(o *Options) { o.Prices = map[string]store.Price{"mini": {In: 0.15, Out: 0.60}} })
+
+	var rep usageReport
+	if code := getJSON(t, ts, "/api/v1/usage?since=24h", "usage-token-0123456789", &rep); code != http.StatusOK {
+		t.Fatalf("usage: %d", code)
+	}
+	if rep.Total.TokensIn != 1_100_000 || rep.Total.TokensOut != 300_000 || math.Abs(rep.Total.Cost-(1.1*0.15+0.3*0.60)) > 1e-9 {
+		t.Fatalf("total = %+v, want 1.1M in, 0.3M out, cost 0.345", rep.Total)
+	}
+	if u := rep.Tables["user"]; len(u) != 2 || u[0].Key != "discord:ann" || len(rep.Tables["chat"]) != 2 || len(rep.Tables["model"]) != 1 {
+		t.Fatalf("tables = %+v", rep.Tables)
+	}
+	req, _ := http.NewRequest("GET", ts.URL+"/api/v1/usage?since=24h&by=chat&format=csv", nil)
+	req.Header.Set("Authorization", "Bearer usage-token-0123456789")
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(body), "chat,calls,tokens_in,tokens_out,cost\ndiscord:1,2,1100000,200000,0.285000\n") {
+		t.Fatalf("CSV = %q", body)
+	}
+	if code := getJSON(t, ts, "/api/v1/usage?by=everything", "usage-token-0123456789", nil); code != http.StatusBadRequest {
+		t.Fatalf("bad by: %d, want 400", code)
+	}
+
+	for _, q := range []string{"decision=denied", "approval=required"} {
+		var p page
+		if code := getJSON(t, ts, "/api/v1/tool-calls?"+q, "usage-token-0123456789", &p); code != http.StatusOK || len(p.Items) != 1 ||
+			p.Items[0].ToolName != "send_mail" || p.Items[0].Approver != "bob" {
+			t.Fatalf("tool-calls?%s = %d %+v, want the denied send_mail only", q, code, p.Items)
+		}
+	}
+	if code := getJSON(t, ts, "/api/v1/tool-calls?decision=maybe", "usage-token-0123456789", nil); code != http.StatusBadRequest {
+		t.Fatalf("bad decision: %d, want 400", code)
+	}
+}
+
+// The usage page shows a table per user, chat and model, with the cost.
+func TestUsagePageShowsTables(t *testing.T) {
+	st := openStore(t)
+	seedStore(t, st)
+	_, ts := newTestServer(t, st, "", func(o *Options) { o.Prices = map[string]store.Price{"test-model": {In: 1, Out: 1}} })
+	resp, err := ts.Client().Get(ts.URL + "/admin/usage?since=7d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"Per user", "Per chat", "Per model", "CSV by user", `href="/admin/usage"`} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Fatalf("usage page (%d) lacks %q:\n%.2000s", resp.StatusCode, want, body)
+		}
+	}
+}
+
+// The calls page filters on the approval fields and the call page shows the decision.
+func TestPagesShowApprovals(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	asked := audit.Record{ToolName: "files__write", Server: "files", ServerTool: "write", Source: "mcp", ApprovalRequired: true, StartedAt: now}
+	if err := st.StartToolCall(ctx, &asked); err != nil {
+		t.Fatal(err)
+	}
+	asked.Status, asked.Decision, asked.Approver, asked.DecidedAt = audit.StatusDenied, "denied", "bob", now
+	if err := st.FinishToolCall(ctx, &asked); err != nil {
+		t.Fatal(err)
+	}
+	plain := audit.Record{ToolName: "current_time", StartedAt: now, Status: audit.StatusOK}
+	if err := st.StartToolCall(ctx, &plain); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, "")
+	get := func(path string) string {
+		resp, err := ts.Client().Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	list := get("/admin/?decision=denied")
+	if !strings.Contains(list, "files__write") || strings.Contains(list, "current_time") || !strings.Contains(list, `value="denied" selected`) {
+		t.Fatalf("calls page filtered by decision shows the wrong rows or loses the filter:\n%.3000s", list)
+	}
+	call := get("/admin/calls/" + strconv.FormatInt(asked.ID, 10))
+	if !strings.Contains(call, "denied by bob") || !strings.Contains(call, "(its name: write)") {
+		t.Fatalf("call page lacks the approval or the server's tool name:\n%.3000s", call)
+	}
+}

@@ -1,0 +1,86 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/internal/testkit/llm"
+	"relaybot/store"
+)
+
+func usedTokens(in, out int, text string) llm.Reply {
+	r := llm.Text(text)
+	r.Usage = &llm.Usage{PromptTokens: in, CompletionTokens: out}
+	return r
+}
+
+// A daily token quota reached in one turn stops the next one before any model request: the
+// user is told the quota is used up and when it resets; an exempt admin still gets answers.
+func TestQuotaStopsTheNextTurnBeforeAnyModelRequest(t *testing.T) {
+	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
+	h := newHarness(t, Options{
+		Access: Access{Admins: []string{"telegram:1"}},
+		Quotas: Quotas{User: Limits{TokensPerDay: 1000}},
+		Now:    func() time.Time { return now },
+	})
+	h.p.opts.Usage = h.store
+	h.llm.Push(usedTokens(900, 150, "first answer"))
+	out := &recResponder{stream: true}
+	<-h.handle(privateMsg("7", "1", "hello"), out)
+	if final, _ := out.Reply(0).Final(); final != "first answer" {
+		t.Fatalf("first turn: %q", final)
+	}
+	before := h.llm.RequestCount()
+	out = &recResponder{stream: true}
+	<-h.handle(privateMsg("7", "2", "again"), out)
+	if got := h.llm.RequestCount(); got != before {
+		t.Fatalf("the model got %d requests after the quota was used up, want none", got-before)
+	}
+	n := out.Notices()
+	if len(n) != 1 || !strings.Contains(n[0], "You have used up today's quota (1050 of 1000 tokens). It resets Dec 2 00:00 UTC.") {
+		t.Fatalf("notices = %q, want the quota message with its reset time", n)
+	}
+
+	// Another user and an admin are not held by user 7's quota.
+	h.llm.Push(llm.Text("for 8"), llm.Text("for the admin"))
+	for _, in := range []adapters.Inbound{privateMsg("8", "3", "hi"), privateMsg("1", "4", "hi")} {
+		o := &recResponder{stream: true}
+		<-h.handle(in, o)
+		if _, ok := o.Reply(0).Final(); !ok {
+			t.Fatalf("user %s was not answered: notices %q", in.UserID, o.Notices())
+		}
+	}
+}
+
+// /usage shows the sender's own tokens and cost today and this month; /usage all is for admins.
+func TestUsageCommand(t *testing.T) {
+	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
+	h := newHarness(t, Options{
+		Access: Access{Admins: []string{"telegram:1"}},
+		Prices: map[string]store.Price{"primary": {In: 2.50, Out: 10.00}},
+		Now:    func() time.Time { return now },
+	})
+	h.p.opts.Usage = h.store
+	h.llm.Push(usedTokens(400_000, 100_000, "a"), usedTokens(1000, 1000, "b"))
+	<-h.handle(privateMsg("7", "1", "hello"), &recResponder{stream: true})
+	<-h.handle(privateMsg("8", "2", "hello"), &recResponder{stream: true})
+	tests := []struct {
+		user, args string
+		want       string
+	}{
+		{"7", "", "Today: 400000 tokens in, 100000 out, 1 model calls, cost 2.0000"},
+		{"8", "", "This month: 1000 tokens in, 1000 out, 1 model calls, cost 0.0125"},
+		{"8", "all", "Only bot admins can use /usage all."},
+		{"1", "all", "- telegram:7: 400000 tokens in, 100000 out, 1 model calls, cost 2.0000"},
+	}
+	for _, tc := range tests {
+		out := &recResponder{}
+		in := privateMsg(tc.user, "9", "/usage "+tc.args)
+		<-h.handle(in, out)
+		if n := out.Notices(); len(n) != 1 || !strings.Contains(n[0], tc.want) {
+			t.Errorf("/usage %s by %s = %q, want %q", tc.args, tc.user, n, tc.want)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/store"
+)
+
+// UsageLog sums the tokens of model calls (store.Store).
+type UsageLog interface {
+	Usage(ctx context.Context, f store.UsageFilter) ([]store.UsageRow, error)
+}
+
+// usageTopN is how many users and chats /usage all lists.
+const usageTopN = 5
+
+// dayStart and monthStart are the UTC starts of the day and month of t: usage and quotas count
+// per UTC day and month.
+func dayStart(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+func monthStart(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// usageCommand answers /usage (the sender's tokens and cost today and this month, on this
+// platform) and, for admins, /usage all (everyone's, with the top users and chats).
+func (p *Pipeline) usageCommand(ctx context.Context, in adapters.Inbound, args string, out adapters.Responder, log *slog.Logger) {
+	if p.opts.Usage == nil {
+		p.notice(out, "Usage is not available in this server.", log)
+		return
+	}
+	all := strings.EqualFold(strings.TrimSpace(args), "all")
+	if all && !p.access.isAdmin(in) {
+		p.notice(out, "Only bot admins can use /usage all.", log)
+		return
+	}
+	if !all && strings.TrimSpace(args) != "" {
+		p.notice(out, "Usage: /usage, or /usage all for admins.", log)
+		return
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	now := p.opts.Now()
+	f := store.UsageFilter{Since: monthStart(now)}
+	if !all {
+		f.Platform, f.UserID = string(in.Chat.Platform), in.UserID
+	}
+	month, err := p.opts.Usage.Usage(qctx, f)
+	if err == nil {
+		f.Since = dayStart(now)
+		var day []store.UsageRow
+		if day, err = p.opts.Usage.Usage(qctx, f); err == nil {
+			p.notice(out, formatUsage(day, month, all, p.opts.Prices), log)
+			return
+		}
+	}
+	log.Error("pipeline: /usage query failed", "err", err)
+	p.notice(out, "Usage could not be read: "+err.Error(), log)
+}
+
+// formatUsage renders the totals of today and this month (UTC), and for /usage all the month's
+// top users, chats and models.
+func formatUsage(day, month []store.UsageRow, all bool, prices map[string]store.Price) string {
+	var b strings.Builder
+	who := "Your usage"
+	if all {
+		who = "Usage of everyone"
+	}
+	fmt.Fprintf(&b, "%s (UTC):\nToday: %s\nThis month: %s", who, usageLine(total(day, prices)), usageLine(total(month, prices)))
+	if all {
+		for _, by := range []struct{ name, key string }{{"users", store.ByUser}, {"chats", store.ByChat}, {"models", store.ByModel}} {
+			tops := store.RollUp(month, by.key, prices)
+			if len(tops) == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "\nTop %s:", by.name)
+			for _, x := range tops[:min(len(tops), usageTopN)] {
+				fmt.Fprintf(&b, "\n- %s: %s", x.Key, usageLine(x))
+			}
+		}
+	}
+	return b.String()
+}
+
+func total(rows []store.UsageRow, prices map[string]store.Price) store.UsageTotal {
+	if t := store.RollUp(rows, store.ByAll, prices); len(t) > 0 {
+		return t[0]
+	}
+	return store.UsageTotal{}
+}
+
+func usageLine(t store.UsageTotal) string {
+	return fmt.Sprintf("%d tokens in, %d out, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, t.Calls, t.Cost)
+}

@@ -1,0 +1,124 @@
+package tools_test
+
+import (
+	"context"
+	"relaybot/audit"
+	"relaybot/tools/toolstest"
+	"strings"
+	"testing"
+	"time"
+
+	"relaybot/tools"
+)
+
+// scriptedApprover answers every question with the next scripted answer and keeps the questions.
+// With no answers left it ends the turn (cancel) and waits for that, as /stop does.
+type scriptedApprover struct {
+	answers []tools.Approval
+	asked   []tools.ApprovalRequest
+	cancel  context.CancelFunc
+}
+
+func (s *scriptedApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+	s.asked = append(s.asked, req)
+	if len(s.answers) == 0 {
+		s.cancel()
+		<-ctx.Done()
+		return tools.Approval{}, ctx.Err()
+	}
+	a := s.answers[0]
+	s.answers = s.answers[1:]
+	return a, nil
+}
+
+func askManager(t *testing.T) (*tools.Manager, *toolstest.Recorder, *int) {
+	t.Helper()
+	runs := 0
+	l := newStub(audit.SourceMCP, "mail").add("send_mail", func(context.Context, tools.Invocation) (tools.Result, error) {
+		runs++
+		return tools.Result{Text: "sent"}, nil
+	})
+	p, err := tools.NewPolicy([]tools.Rule{{Tool: "send_mail", Action: tools.ActionAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := toolstest.NewRecorder()
+	m, err := tools.NewManager([]tools.Loader{l}, rec, tools.ManagerOptions{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, rec, &runs
+}
+
+func TestAskRuleWaitsForTheChatsAnswer(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name         string
+		answer       *tools.Approval // nil: nobody answers until the turn ends
+		noApprover   bool
+		wantRun      bool
+		wantStatus   audit.Status
+		wantContent  string
+		wantDecision string
+		wantApprover string
+	}{
+		{"approved", &tools.Approval{Decision: tools.DecisionApproved, By: "alice", At: at}, false, true, audit.StatusOK, "sent", tools.DecisionApproved, "alice"},
+		{"denied", &tools.Approval{Decision: tools.DecisionDenied, By: "bob", At: at}, false, false, audit.StatusDenied, "err: denied by bob", tools.DecisionDenied, "bob"},
+		{"timed out", &tools.Approval{Decision: tools.DecisionTimeout, At: at}, false, false, audit.StatusDenied, "err: denied by timeout", tools.DecisionTimeout, ""},
+		{"turn ended while waiting", nil, false, false, audit.StatusDenied, "err: denied: context canceled", tools.DecisionCancelled, ""},
+		{"nobody can approve here", nil, true, false, audit.StatusDenied, "err: denied by tools.policy[0] (tool send_mail): nobody can approve", tools.DecisionDenied, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, rec, runs := askManager(t)
+			turn := m.ForTurn(tools.TurnInfo{Platform: "telegram", ChatID: "-5", UserID: "u"}, nil)
+			ap := &scriptedApprover{}
+			if tc.answer != nil {
+				ap.answers = []tools.Approval{*tc.answer}
+			}
+			if !tc.noApprover {
+				turn.SetApprover(ap)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ap.cancel = cancel
+			out := turn.Execute(ctx, tools.Call{ID: "c", Name: "send_mail", Arguments: `{"to":"x@example.com","api_key":"sk-secret-123456"}`})
+			if (*runs == 1) != tc.wantRun || out.Status != tc.wantStatus || !strings.HasPrefix(out.Content, tc.wantContent) {
+				t.Fatalf("ran=%d status=%s content=%q; want run=%v %s %q", *runs, out.Status, out.Content, tc.wantRun, tc.wantStatus, tc.wantContent)
+			}
+			r := rec.Records()[0]
+			if !r.ApprovalRequired || r.Decision != tc.wantDecision || r.Approver != tc.wantApprover || r.DecidedAt.IsZero() {
+				t.Fatalf("audit row approval = required %v, decision %q by %q at %v; want %q by %q", r.ApprovalRequired, r.Decision, r.Approver, r.DecidedAt, tc.wantDecision, tc.wantApprover)
+			}
+			if len(ap.asked) == 1 && (strings.Contains(ap.asked[0].Summary, "sk-secret") || !strings.Contains(ap.asked[0].Summary, "to: x@example.com")) {
+				t.Fatalf("question summary = %q: want the arguments readable and the key redacted", ap.asked[0].Summary)
+			}
+		})
+	}
+}
+
+// "Always allow in this chat" runs the call and every later one in that chat without a question;
+// another chat is still asked.
+func TestAlwaysAllowIsNotAskedAgainInThatChat(t *testing.T) {
+	m, rec, runs := askManager(t)
+	ap := &scriptedApprover{answers: []tools.Approval{{Decision: tools.DecisionAlways, By: "alice"}}}
+	for i := range 2 {
+		turn := m.ForTurn(tools.TurnInfo{Platform: "discord", ChatID: "9", UserID: "u"}, nil)
+		turn.SetApprover(ap)
+		if out := turn.Execute(context.Background(), tools.Call{ID: "c", Name: "send_mail", Arguments: `{}`}); out.Status != audit.StatusOK {
+			t.Fatalf("call %d: %s %q", i, out.Status, out.Content)
+		}
+	}
+	if len(ap.asked) != 1 || *runs != 2 {
+		t.Fatalf("asked %d times, ran %d times; want asked once, ran twice", len(ap.asked), *runs)
+	}
+	if r := rec.Records()[1]; r.Decision != tools.DecisionAlways || r.Approver != "alice" {
+		t.Fatalf("second call's row: decision %q by %q, want always by alice", r.Decision, r.Approver)
+	}
+	other := m.ForTurn(tools.TurnInfo{Platform: "discord", ChatID: "10", UserID: "u"}, nil)
+	ap.answers = []tools.Approval{{Decision: tools.DecisionDenied, By: "bob"}}
+	other.SetApprover(ap)
+	if out := other.Execute(context.Background(), tools.Call{ID: "c", Name: "send_mail", Arguments: `{}`}); out.Status != audit.StatusDenied || len(ap.asked) != 2 {
+		t.Fatalf("another chat: %s %q after %d questions; want it asked again and denied", out.Status, out.Content, len(ap.asked))
+	}
+}
