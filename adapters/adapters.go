@@ -101,8 +101,13 @@ type SendOptions struct {
 	// ReplyTo is the platform id of the user's message the reply answers, if any.
 	ReplyTo string
 	// Stoppable asks for a Stop control on the message where the platform has one (a Discord
-	// button); pressing it reaches the Handler as the "stop" command.
+	// button, a Telegram inline button); pressing it reaches the Handler as the "stop" command.
+	// The control stays through StreamEditor edits and goes with the message's next Edit.
 	Stoppable bool
+	// Answers is the user's message a reply answers, set on the later messages of a long reply
+	// (which do not reference it: ReplyTo is empty), so a Stop control on them stops the same
+	// reply.
+	Answers string
 }
 
 // Messenger is what a platform can do with outgoing messages. Implementations make exactly one
@@ -129,6 +134,16 @@ type FileAttacher interface {
 	// platform request, with the same error reporting as Edit. It carries at most
 	// Limits.MaxFiles files.
 	EditWithFiles(ctx context.Context, msg MessageRef, text string, files []File) error
+}
+
+// StreamEditor is implemented by a Messenger whose streaming messages carry controls (a Stop
+// button) that an edit would otherwise take off. The delivery engine edits the message a reply
+// is still streaming into with EditStreaming, which keeps its controls; the Edit that makes a
+// message final (its part of a long answer is complete, or the answer ended) takes them off.
+type StreamEditor interface {
+	// EditStreaming replaces the text of a message that is still streaming and keeps its
+	// controls, with the same error reporting as Edit.
+	EditStreaming(ctx context.Context, msg MessageRef, text string) error
 }
 
 // LengthUnit is how a platform counts message length.

@@ -15,6 +15,10 @@ import (
 type sent struct {
 	ref  adapters.MessageRef
 	text string
+	// done: the message's part of a long answer is complete; previews never edit it again.
+	done bool
+	// controls: the message shows a Stop control that its next Edit takes off.
+	controls bool
 }
 
 // Reply is one answer streamed into a chat. It implements adapters.Reply.
@@ -70,16 +74,45 @@ func (r *Reply) Update(text string) {
 	r.workerDone = done
 }
 
-// nextPreviewLocked returns the preview to show next, or false when there is none; with r.mu held.
-func (r *Reply) nextPreviewLocked() (string, bool) {
+// step is the next preview request: message i of the reply shows text; done when its part of
+// the answer is complete, so previews never edit it again.
+type step struct {
+	i    int
+	text string
+	done bool
+}
+
+// nextStepLocked returns the preview request to make next, or false when there is none; with
+// r.mu held. A text longer than a message rolls over: the message is finished at a clean
+// boundary (Split's cut, fences closed and reopened) and streaming continues in a new message.
+// A finished message that needs no request (its text and controls are already right) is
+// marked done here without one.
+func (r *Reply) nextStepLocked() (step, bool) {
 	if r.finishing || strings.TrimSpace(r.latest) == "" {
-		return "", false
+		return step{}, false
 	}
-	text := Preview(r.latest, r.previewMax, r.e.limits.Unit)
-	if text == r.failed || (len(r.msgs) > 0 && r.msgs[0].text == text) {
-		return "", false
+	parts := Split(r.latest, r.previewMax, r.e.limits.Unit)
+	for i, part := range parts {
+		last := i == len(parts)-1
+		if i < len(r.msgs) {
+			m := &r.msgs[i]
+			if m.done {
+				continue
+			}
+			if m.text == part && (last || !m.controls) {
+				if last {
+					return step{}, false
+				}
+				m.done = true
+				continue
+			}
+		}
+		if part == r.failed {
+			return step{}, false
+		}
+		return step{i: i, text: part, done: !last}, true
 	}
-	return text, true
+	return step{}, false
 }
 
 func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
@@ -92,7 +125,7 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 	failures := 0
 	for {
 		r.mu.Lock()
-		if _, ok := r.nextPreviewLocked(); !ok || ctx.Err() != nil {
+		if _, ok := r.nextStepLocked(); !ok || ctx.Err() != nil {
 			exit()
 			return
 		}
@@ -106,13 +139,13 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 		}
 		// Coalesce: whatever is newest now is what goes out with this slot.
 		r.mu.Lock()
-		text, ok := r.nextPreviewLocked()
+		st, ok := r.nextStepLocked()
 		r.mu.Unlock()
 		if !ok {
 			release()
 			continue
 		}
-		err = r.showPreview(text)
+		err = r.showPreview(st)
 		release()
 		var rl *adapters.RateLimitError
 		switch {
@@ -123,13 +156,13 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 			r.e.sched.block(r.chat, rl.Global, rl.RetryAfter)
 		case errors.Is(err, adapters.ErrMessageGone):
 			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
-			r.msgs = nil // the next preview starts a new message
+			r.msgs = r.msgs[:min(st.i, len(r.msgs))] // the next preview starts a new message
 		case errors.Is(err, adapters.ErrTooLong):
 			// The platform counts differently than we do: show less.
 			r.previewMax = max(r.previewMax*3/4, 64)
 			if r.previewMax == 64 {
 				r.mu.Lock()
-				r.failed = text
+				r.failed = st.text
 				r.mu.Unlock()
 			}
 		case isTemporary(err, ctx):
@@ -139,7 +172,7 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 				r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
 				r.e.log.Warn("preview delivery failing; waiting for newer text", "chat", r.chat.String(), "err", err)
 				r.mu.Lock()
-				r.failed = text
+				r.failed = st.text
 				r.mu.Unlock()
 				failures = 0
 				continue
@@ -151,28 +184,49 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 			r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
 			r.e.log.Warn("preview not delivered", "chat", r.chat.String(), "err", err)
 			r.mu.Lock()
-			r.failed = text
+			r.failed = st.text
 			r.mu.Unlock()
 		}
 	}
 }
 
-// showPreview sends or edits the preview message; one platform request.
-func (r *Reply) showPreview(text string) error {
+// partOptions are the options of message i of a reply posted while it streams: the first
+// carries the reply's options, later ones name the message the reply answers instead of
+// referencing it; only a message still streaming (live) asks for the Stop control.
+func (r *Reply) partOptions(i int, live bool) adapters.SendOptions {
+	o := adapters.SendOptions{Answers: r.opts.ReplyTo}
+	if i == 0 {
+		o = r.opts
+	}
+	o.Stoppable = r.opts.Stoppable && live
+	return o
+}
+
+// showPreview makes one platform request for st: a new message, a streaming edit that keeps
+// the message's controls, or the edit that finishes the message (and takes its controls off).
+func (r *Reply) showPreview(st step) error {
 	// The request is not cancelled with the turn: a send cut off midway may still have posted a
 	// message we would then not know about.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.e.opts.CallTimeout)
 	defer cancel()
-	if len(r.msgs) == 0 {
-		ref, err := r.e.m.Send(cctx, r.chat, text, r.opts)
+	se, streamEdits := r.e.m.(adapters.StreamEditor)
+	if st.i >= len(r.msgs) {
+		opts := r.partOptions(st.i, !st.done)
+		ref, err := r.e.m.Send(cctx, r.chat, st.text, opts)
 		if err != nil {
 			return err
 		}
 		r.e.observe(Event{Kind: EventSend, Chat: r.chat})
-		r.msgs = []sent{{ref: ref, text: text}}
+		r.msgs = append(r.msgs, sent{ref: ref, text: st.text, done: st.done, controls: opts.Stoppable && streamEdits})
 		return nil
 	}
-	err := r.e.m.Edit(cctx, r.msgs[0].ref, text)
+	m := &r.msgs[st.i]
+	var err error
+	if m.controls && !st.done {
+		err = se.EditStreaming(cctx, m.ref, st.text)
+	} else {
+		err = r.e.m.Edit(cctx, m.ref, st.text)
+	}
 	if err != nil && !errors.Is(err, adapters.ErrNotModified) {
 		return err
 	}
@@ -181,7 +235,10 @@ func (r *Reply) showPreview(text string) error {
 	} else {
 		r.e.observe(Event{Kind: EventEdit, Chat: r.chat})
 	}
-	r.msgs[0].text = text
+	m.text, m.done = st.text, st.done
+	if st.done {
+		m.controls = false
+	}
 	return nil
 }
 
@@ -310,7 +367,7 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []adapters.
 	att, _ := r.e.m.(adapters.FileAttacher)
 	attach := att != nil && len(files) > 0
 	rest, batch := files, 1 // files still to post on their own, and how many per message
-	parts := Split(text, lim.MaxLen, lim.Unit)
+	parts := r.finalParts(text)
 	for i := 0; i < len(parts); i++ {
 		part := parts[i]
 		var err error
@@ -322,7 +379,7 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []adapters.
 				rest, batch = files[min(len(files), r.maxFiles()):], r.maxFiles()
 			}
 		case i < len(r.msgs):
-			if r.msgs[i].text == part {
+			if r.msgs[i].text == part && !r.msgs[i].controls {
 				continue // identical text is never sent again
 			}
 			err = r.finalEdit(ctx, i, part)
@@ -344,6 +401,20 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []adapters.
 		}
 	}
 	return r.sendFiles(ctx, rest, batch)
+}
+
+// finalParts splits the final text into messages. Previews may already have rolled a long
+// answer over into more messages than the final text needs (it came out shorter than its
+// last preview); it is then cut finer, so that each of those messages gets part of it and
+// none keeps text the answer no longer has.
+func (r *Reply) finalParts(text string) []string {
+	lim := r.e.limits
+	parts := Split(text, lim.MaxLen, lim.Unit)
+	for m := lim.MaxLen; len(parts) > 0 && len(parts) < len(r.msgs) && m > 1; {
+		m = min(m-1, Length(text, lim.Unit)/len(r.msgs))
+		parts = Split(text, max(m, 1), lim.Unit)
+	}
+	return parts
 }
 
 // maxFiles is how many files one message may carry.
@@ -368,7 +439,7 @@ func (r *Reply) finalAttach(ctx context.Context, att adapters.FileAttacher, i in
 		switch {
 		case err == nil:
 			r.e.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true})
-			r.msgs[i].text = part
+			r.msgs[i].text, r.msgs[i].controls = part, false
 			return true, nil
 		case errors.Is(err, adapters.ErrMessageGone):
 			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
@@ -378,7 +449,7 @@ func (r *Reply) finalAttach(ctx context.Context, att adapters.FileAttacher, i in
 		default:
 			r.e.log.Warn("files not attached to the final message; posting them on their own",
 				"chat", r.chat.String(), "files", len(batch), "err", err)
-			if r.msgs[i].text == part {
+			if r.msgs[i].text == part && !r.msgs[i].controls {
 				return false, nil
 			}
 			return false, r.finalEdit(ctx, i, part)
@@ -455,13 +526,15 @@ func (r *Reply) postFiles(ctx context.Context, files []adapters.File, caption st
 	return ref, nil
 }
 
-// sendOptions are the options of a new message of the reply: only its first message references
-// the user's message and carries the Stop control.
+// sendOptions are the options of a new message of the final text: only the reply's first
+// message references the user's message, and none carries the Stop control any more.
 func (r *Reply) sendOptions(first bool) adapters.SendOptions {
+	o := adapters.SendOptions{Answers: r.opts.ReplyTo}
 	if first {
-		return r.opts
+		o = r.opts
 	}
-	return adapters.SendOptions{}
+	o.Stoppable = false
+	return o
 }
 
 // finalEdit puts part into message i; a message that cannot be edited any more is replaced by
@@ -473,11 +546,11 @@ func (r *Reply) finalEdit(ctx context.Context, i int, part string) error {
 	switch {
 	case err == nil:
 		r.e.observe(Event{Kind: EventEdit, Chat: r.chat, Final: true})
-		r.msgs[i].text = part
+		r.msgs[i].text, r.msgs[i].controls = part, false
 		return nil
 	case errors.Is(err, adapters.ErrNotModified):
 		r.e.observe(Event{Kind: EventNotModified, Chat: r.chat, Final: true})
-		r.msgs[i].text = part
+		r.msgs[i].text, r.msgs[i].controls = part, false
 		return nil
 	case errors.Is(err, adapters.ErrMessageGone):
 		r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
