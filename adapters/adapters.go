@@ -146,6 +146,21 @@ type StreamEditor interface {
 	EditStreaming(ctx context.Context, msg MessageRef, text string) error
 }
 
+// Drafter is implemented by a Messenger that can stream a reply as an ephemeral draft instead
+// of a message it edits (Telegram's sendMessageDraft in private chats). The delivery engine
+// shows the part of a reply still being written as a draft (one draft id per part) while
+// DraftsIn holds, and persists each part with Send once it is complete, before a tool runs
+// (a draft is only shown for a short while), and with the final text. When a draft is refused
+// with ErrDraftsRefused the engine streams by edits for the rest of its life.
+type Drafter interface {
+	// DraftsIn reports whether replies in chat may stream as drafts.
+	DraftsIn(chat ChatRef) bool
+	// Draft shows text as draft id in chat, in one platform request, with the same error
+	// reporting as Send; stoppable adds the platform's Stop button, which keeps the partial
+	// text when pressed and reaches the Handler as the "stop" command.
+	Draft(ctx context.Context, chat ChatRef, id int64, text string, stoppable bool) error
+}
+
 // LengthUnit is how a platform counts message length.
 type LengthUnit int
 
@@ -200,6 +215,8 @@ var (
 	ErrTooLong = errors.New("message is too long")
 	// ErrTemporary: a server error or timeout that may succeed when retried.
 	ErrTemporary = errors.New("temporary platform error")
+	// ErrDraftsRefused: the platform does not take drafts from this bot (Drafter).
+	ErrDraftsRefused = errors.New("drafts are not available")
 )
 
 // Handler receives every addressed Inbound message of an adapter, with the Responder to answer

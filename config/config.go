@@ -142,6 +142,9 @@ type Telegram struct {
 	AllowedChats  []string `toml:"allowed_chats"`
 	AllowedUsers  []string `toml:"allowed_users"`
 	Stream        bool     `toml:"stream"`
+	// Drafts streams answers in private chats as Telegram drafts (sendMessageDraft), each part
+	// persisted as a message: "auto" (default) or "off" (stream by edits everywhere).
+	Drafts string `toml:"drafts"`
 	// OffsetFile keeps the polling offset and the messages whose turns have not finished across
 	// restarts; "" means telegram.offset next to the SQLite database (data/ with Postgres),
 	// "off" keeps the offset on Telegram's server only. See OffsetPath.
@@ -266,7 +269,7 @@ func Default() Config {
 			InterruptedMarker: "[stopped]",
 		},
 		Tools:    Tools{Plugins: []string{"audit_query"}},
-		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true},
+		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto"},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},

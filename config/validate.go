@@ -115,6 +115,7 @@ func (c *Config) validate(missing map[string][]string) error {
 			bad("telegram.api_endpoint", `must contain two %%s (token, method), like "https://api.telegram.org/bot%%s/%%s", got %q`, c.Telegram.APIEndpoint)
 		}
 		oneOf("telegram.mode", c.Telegram.Mode, "polling", "webhook")
+		oneOf("telegram.drafts", c.Telegram.Drafts, "auto", "off")
 		if f := c.Telegram.OffsetFile; f != "" && f != OffsetFileOff {
 			if strings.HasSuffix(f, "/") || strings.HasSuffix(f, string(filepath.Separator)) || filepath.Base(f) == "." || filepath.Base(f) == ".." {
 				bad("telegram.offset_file", `must be a file path, "" (next to the SQLite database) or %q, got %q`, OffsetFileOff, f)

@@ -82,9 +82,10 @@ const (
 	EventFallback                     // a message could not be edited any more; a new one replaces it
 	EventFailed                       // a request failed for good
 	EventTyping                       // a typing indicator was shown
+	EventDraft                        // a draft was shown (adapters.Drafter)
 )
 
-var eventNames = [...]string{"send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed", "typing"}
+var eventNames = [...]string{"send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed", "typing", "draft"}
 
 // String returns the event's metric name ("send", "edit", "rate_limited", ...).
 func (k EventKind) String() string {
@@ -123,7 +124,7 @@ func (c *Counters) Observe(e Event) {
 
 // Stats is a snapshot of Counters.
 type Stats struct {
-	Sends, Edits, Files, NotModified, RateLimited, Retries, Fallbacks, Failures, Typing int64
+	Sends, Edits, Files, NotModified, RateLimited, Retries, Fallbacks, Failures, Typing, Drafts int64
 }
 
 // Snapshot returns the current counts.
@@ -138,6 +139,7 @@ func (c *Counters) Snapshot() Stats {
 		Fallbacks:   c.n[EventFallback].Load(),
 		Failures:    c.n[EventFailed].Load(),
 		Typing:      c.n[EventTyping].Load(),
+		Drafts:      c.n[EventDraft].Load(),
 	}
 }
 
@@ -148,6 +150,10 @@ type Engine struct {
 	opts   Options
 	sched  *scheduler
 	log    *slog.Logger
+
+	// draftsOff: the platform refused a draft; replies stream by edits from then on.
+	draftsOff atomic.Bool
+	draftSeq  atomic.Int64
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -175,13 +181,18 @@ func (e *Engine) Limits() adapters.Limits { return e.limits }
 // NewReply starts a reply in chat. ctx bounds its previews and typing indicator; Finish takes
 // its own context. opts apply to the first message of the reply.
 func (e *Engine) NewReply(ctx context.Context, chat adapters.ChatRef, opts adapters.SendOptions) *Reply {
-	return &Reply{
+	r := &Reply{
 		e:          e,
 		ctx:        ctx,
 		chat:       chat,
 		opts:       opts,
 		previewMax: e.limits.MaxLen,
 	}
+	if d, ok := e.m.(adapters.Drafter); ok && d.DraftsIn(chat) {
+		r.drafter = d
+		r.draftBase = e.draftSeq.Add(1) << 16
+	}
+	return r
 }
 
 // Notice sends a one-off message at final priority, split if too long, and returns once it is
@@ -222,6 +233,13 @@ func (e *Engine) spawn(fn func()) bool {
 func (e *Engine) observe(ev Event) {
 	if e.opts.Observer != nil {
 		e.opts.Observer.Observe(ev)
+	}
+}
+
+// refuseDrafts turns drafts off for the engine's life after the platform refused one; said once.
+func (e *Engine) refuseDrafts(chat adapters.ChatRef, err error) {
+	if e.draftsOff.CompareAndSwap(false, true) {
+		e.log.Warn("drafts refused; streaming by edits from now on", "chat", chat.String(), "err", err)
 	}
 }
 

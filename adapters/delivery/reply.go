@@ -44,6 +44,15 @@ type Reply struct {
 	typingRunning bool
 	typingWake    chan struct{}
 
+	// Drafts (nil drafter: the chat streams by edits), under mu. The chat shows draftText as
+	// the draft of part draftPart, or no draft when draftText is empty; persist asks the
+	// worker to turn that draft into a message before a tool runs.
+	drafter   adapters.Drafter
+	draftBase int64
+	draftPart int
+	draftText string
+	persist   bool
+
 	// Owned by the preview worker, then by Finish once the worker has stopped.
 	msgs       []sent
 	previewMax int
@@ -60,6 +69,11 @@ func (r *Reply) Update(text string) {
 		return
 	}
 	r.latest = text
+	r.startWorkerLocked()
+}
+
+// startWorkerLocked starts the preview worker unless it runs; with r.mu held.
+func (r *Reply) startWorkerLocked() {
 	if r.running {
 		return
 	}
@@ -77,10 +91,14 @@ func (r *Reply) Update(text string) {
 // step is the next preview request: message i of the reply shows text; done when its part of
 // the answer is complete, so previews never edit it again.
 type step struct {
-	i    int
-	text string
-	done bool
+	i     int
+	text  string
+	done  bool
+	draft bool // show text as the part's draft instead of a message
 }
+
+// draftsLocked reports whether the live part streams as a draft; with r.mu held.
+func (r *Reply) draftsLocked() bool { return r.drafter != nil && !r.e.draftsOff.Load() }
 
 // nextStepLocked returns the preview request to make next, or false when there is none; with
 // r.mu held. A text longer than a message rolls over: the message is finished at a clean
@@ -109,6 +127,17 @@ func (r *Reply) nextStepLocked() (step, bool) {
 		}
 		if part == r.failed {
 			return step{}, false
+		}
+		if last && r.draftsLocked() {
+			shown := r.draftText != "" && r.draftPart == i
+			if r.persist && shown {
+				return step{i: i, text: part}, true // a message now: a tool may outlast the draft
+			}
+			r.persist = false
+			if shown && r.draftText == part {
+				return step{}, false
+			}
+			return step{i: i, text: part, draft: true}, true
 		}
 		return step{i: i, text: part, done: !last}, true
 	}
@@ -154,6 +183,10 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 		case errors.As(err, &rl):
 			r.e.observe(Event{Kind: EventRateLimited, Chat: r.chat, RetryAfter: rl.RetryAfter})
 			r.e.sched.block(r.chat, rl.Global, rl.RetryAfter)
+		case st.draft && errors.Is(err, adapters.ErrDraftsRefused):
+			// The next slot shows the same text by Send and edits; the draft text is not lost.
+			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
+			r.e.refuseDrafts(r.chat, err)
 		case errors.Is(err, adapters.ErrMessageGone):
 			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
 			r.msgs = r.msgs[:min(st.i, len(r.msgs))] // the next preview starts a new message
@@ -210,6 +243,16 @@ func (r *Reply) showPreview(st step) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.e.opts.CallTimeout)
 	defer cancel()
 	se, streamEdits := r.e.m.(adapters.StreamEditor)
+	if st.draft {
+		if err := r.drafter.Draft(cctx, r.chat, r.draftBase+int64(st.i)+1, st.text, r.opts.Stoppable); err != nil {
+			return err
+		}
+		r.e.observe(Event{Kind: EventDraft, Chat: r.chat})
+		r.mu.Lock()
+		r.draftPart, r.draftText = st.i, st.text
+		r.mu.Unlock()
+		return nil
+	}
 	if st.i >= len(r.msgs) {
 		opts := r.partOptions(st.i, !st.done)
 		ref, err := r.e.m.Send(cctx, r.chat, st.text, opts)
@@ -218,6 +261,9 @@ func (r *Reply) showPreview(st step) error {
 		}
 		r.e.observe(Event{Kind: EventSend, Chat: r.chat})
 		r.msgs = append(r.msgs, sent{ref: ref, text: st.text, done: st.done, controls: opts.Stoppable && streamEdits})
+		r.mu.Lock()
+		r.draftText, r.persist = "", false // a message from the bot ends the chat's draft
+		r.mu.Unlock()
 		return nil
 	}
 	m := &r.msgs[st.i]
@@ -260,6 +306,11 @@ func (r *Reply) Working(on bool) {
 	}
 	changed := r.typingOn != on
 	r.typingOn = on
+	if on && r.drafter != nil && r.draftText != "" {
+		// A tool may run longer than the platform shows a draft: make it a message first.
+		r.persist = true
+		r.startWorkerLocked()
+	}
 	if r.typingRunning {
 		// Only turning it on wakes the loop: the indicator already shows, and renewing it on
 		// every call (one per tool started) would spend the platform's budget on repeats. Off

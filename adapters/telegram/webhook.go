@@ -62,7 +62,7 @@ func (l WebhookLimits) withDefaults() WebhookLimits {
 	return l
 }
 
-func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
+func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher, act actor) error {
 	hookURL, err := url.Parse(a.opts.WebhookURL)
 	if err != nil {
 		return fmt.Errorf("telegram: webhook_url %q: %w", a.opts.WebhookURL, err)
@@ -73,7 +73,7 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 		return fmt.Errorf("telegram: webhook listen on %s: %w", a.opts.WebhookListen, err)
 	}
 	ln = netutil.LimitListener(ln, lim.MaxConns)
-	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": `["message"]`}
+	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": allowedUpdates}
 	if _, err := a.api.call(ctx, "setWebhook", p); err != nil {
 		ln.Close()
 		return fmt.Errorf("telegram: setWebhook: %w", err)
@@ -117,6 +117,9 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 			// On disk before Telegram hears it arrived.
 			a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
 			dispatch(u.UpdateID, u.Message, false)
+		}
+		if !dup && u.Message == nil && u.isAction() {
+			act(&u)
 		}
 		w.WriteHeader(http.StatusOK)
 	})

@@ -199,6 +199,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			AccessUsers:   cfg.Access.UsersOn("telegram"),
 			TriggerPrefix: cfg.Chat.TriggerPrefix,
 			Stream:        cfg.Telegram.Stream,
+			Drafts:        cfg.Telegram.Drafts != "off",
 			MaxImageBytes: cfg.Chat.MaxImageBytes,
 			OffsetFile:    offsetFile,
 			Logger:        log,
