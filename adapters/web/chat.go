@@ -297,6 +297,8 @@ type eventMessage struct {
 	Text  string      `json:"text"`
 	HTML  string      `json:"html,omitempty"` // sanitised rendering of a bot message's Markdown
 	Files []eventFile `json:"files,omitempty"`
+	// Stop: the reply still streams; the page shows a Stop button that posts /stop.
+	Stop bool `json:"stop,omitempty"`
 }
 
 type eventFile struct {
@@ -385,7 +387,7 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 }
 
 func toEvent(m *message) eventMessage {
-	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML}
+	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Stop: m.Stop}
 	for i, f := range m.Files {
 		e.Files = append(e.Files, eventFile{
 			Name:  f.Name,
@@ -482,7 +484,7 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer c.turns.Done()
 		// The browser shows every edit as it arrives: replies always stream.
-		h.Handle(c.ctx, in, c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, true))
+		h.Handle(c.ctx, in, c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, true))
 	}()
 	w.WriteHeader(http.StatusAccepted)
 }

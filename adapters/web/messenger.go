@@ -37,7 +37,9 @@ type message struct {
 	Text  string
 	HTML  string // a bot message's Markdown rendered and sanitised; empty for the user's
 	Files []adapters.File
-	rev   uint64 // conversation revision of the last change
+	// Stop: the message is still streaming and shows a Stop button, which posts /stop.
+	Stop bool
+	rev  uint64 // conversation revision of the last change
 }
 
 // conversation is one browser's chat: its messages and the streams watching them.
@@ -120,13 +122,24 @@ func (m messenger) Send(ctx context.Context, chat adapters.ChatRef, text string,
 	html := markdown.HTML(text)
 	c.mu.Lock()
 	msg := c.addLocked("bot", text, nil)
-	msg.HTML = html
+	msg.HTML, msg.Stop = html, opts.Stoppable
 	c.mu.Unlock()
 	return adapters.MessageRef{Chat: chat, ID: msg.ID}, nil
 }
 
-// Edit replaces the text of a bot message.
+var _ adapters.StreamEditor = messenger{}
+
+// Edit replaces the text of a bot message and makes it final: its Stop button goes.
 func (m messenger) Edit(ctx context.Context, ref adapters.MessageRef, text string) error {
+	return m.edit(ctx, ref, text, false)
+}
+
+// EditStreaming replaces the text of a bot message still streaming; its Stop button stays.
+func (m messenger) EditStreaming(ctx context.Context, ref adapters.MessageRef, text string) error {
+	return m.edit(ctx, ref, text, true)
+}
+
+func (m messenger) edit(ctx context.Context, ref adapters.MessageRef, text string, streaming bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("web edit: %w", err)
 	}
@@ -144,11 +157,12 @@ func (m messenger) Edit(ctx context.Context, ref adapters.MessageRef, text strin
 	if msg == nil || msg.Role != "bot" {
 		return fmt.Errorf("web edit of message %s: %w", ref.ID, adapters.ErrMessageGone)
 	}
-	if msg.Text == text {
+	stop := msg.Stop && streaming
+	if msg.Text == text && msg.Stop == stop {
 		return fmt.Errorf("web edit of message %s: %w", ref.ID, adapters.ErrNotModified)
 	}
 	c.rev++
-	msg.Text, msg.HTML, msg.rev = text, html, c.rev
+	msg.Text, msg.HTML, msg.Stop, msg.rev = text, html, stop, c.rev
 	c.notifyLocked()
 	return nil
 }
