@@ -17,6 +17,9 @@ type view struct {
 	track  bool
 	blocks []block // finished blocks: earlier rounds' text, tool status groups
 	text   string  // the current round's text so far
+	// sent is how many blocks went out in messages of their own (non-streaming rounds); the
+	// view shows only the blocks after them.
+	sent int
 }
 
 // block is a paragraph of the answer: model text, or the status lines of one tool round.
@@ -108,10 +111,21 @@ func (v *view) closeText() {
 	v.text = ""
 }
 
-// render returns the whole visible answer.
+// sendBlocks returns the text of the blocks not sent yet and marks them sent: a finished
+// round's message in non-streaming mode. Empty when there is nothing to send.
+func (v *view) sendBlocks() string {
+	text := v.render()
+	if strings.TrimSpace(v.text) != "" {
+		return "" // only whole rounds go out on their own
+	}
+	v.sent = len(v.blocks)
+	return text
+}
+
+// render returns the visible answer: every block not sent on its own, then the current text.
 func (v *view) render() string {
 	parts := make([]string, 0, len(v.blocks)+1)
-	for _, b := range v.blocks {
+	for _, b := range v.blocks[v.sent:] {
 		parts = append(parts, b.String())
 	}
 	if strings.TrimSpace(v.text) != "" {
