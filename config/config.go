@@ -71,6 +71,9 @@ type Output struct {
 	TrackFunctionCalls bool   `toml:"track_function_calls"`
 	ExceptionHandling  string `toml:"exception_handling"` // "show-hint" | "show-error" | "hide"
 	FailureHint        string `toml:"failure_hint"`
+	// Reasoning is how the model's reasoning is shown: "collapsed" (default), "hidden" or
+	// "inline". agent.remove_think = true removes it before it could be shown.
+	Reasoning string `toml:"reasoning"`
 }
 
 // Chat holds the conversation rules of the pipeline.

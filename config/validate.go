@@ -78,6 +78,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	between("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, 100, 10_000_000)
 
 	oneOf("output.exception_handling", c.Output.ExceptionHandling, "show-hint", "show-error", "hide")
+	oneOf("output.reasoning", c.Output.Reasoning, "collapsed", "hidden", "inline")
 
 	oneOf("chat.scope", c.Chat.Scope, "chat", "user")
 	oneOf("chat.busy", c.Chat.Busy, "queue", "interrupt")

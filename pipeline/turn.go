@@ -62,7 +62,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key ConversationKey, in adapters
 
 	var (
 		mu    sync.Mutex
-		v     = &view{track: p.opts.TrackFunctionCalls}
+		v     = &view{track: p.opts.TrackFunctionCalls, s: newSurface(in.Chat.Platform, p.opts.Reasoning)}
 		files []adapters.File
 		// roundShown is the text shown of the latest round that ended with tool calls: that
 		// round's message is among the turn's messages already.

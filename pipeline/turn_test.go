@@ -272,9 +272,9 @@ func TestTurnWithToolRound(t *testing.T) {
 	if !ok {
 		t.Fatal("no final answer")
 	}
-	want := "Let me check.\n\n✓ echo "
-	if !strings.HasPrefix(final, want) || !strings.HasSuffix(final, "\n\nThe tool said hi.") {
-		t.Fatalf("final answer:\n%q\nwant the pre-tool text, a status line and the answer below", final)
+	want := "Let me check.\n\n<details>\n<summary>✓ 1 tool · "
+	if !strings.HasPrefix(final, want) || !strings.Contains(final, "\n✓ echo ") || !strings.HasSuffix(final, "\n\nThe tool said hi.") {
+		t.Fatalf("final answer:\n%q\nwant the pre-tool text, the status line folded away and the answer below", final)
 	}
 	if strings.Contains(final, "echo: hi") {
 		t.Fatalf("the tool result was shown to the user: %q", final)

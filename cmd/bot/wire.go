@@ -343,6 +343,7 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		HistoryRounds:      cfg.Agent.HistoryRounds,
 		MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
 		TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
+		Reasoning:          cfg.Output.Reasoning,
 		ExceptionHandling:  cfg.Output.ExceptionHandling,
 		FailureHint:        cfg.Output.FailureHint,
 		Scope:              pipeline.Scope(cfg.Chat.Scope),
