@@ -255,7 +255,7 @@ func Default() Config {
 			HistoryRounds:      10,
 			ToolResultMaxChars: 20000,
 		},
-		Output: Output{ExceptionHandling: "show-hint", FailureHint: "Request failed."},
+		Output: Output{ExceptionHandling: "show-hint", FailureHint: "Request failed.", Reasoning: "collapsed"},
 		Chat: Chat{
 			Scope:             "chat",
 			Busy:              "queue",

@@ -175,7 +175,6 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 	return out, nil
 }
 
-
 func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 	switch mode {
 	case "telegram-edits", "telegram-drafts", "telegram-group":
