@@ -56,6 +56,24 @@ type Reply struct {
 	// Owned by the preview worker, then by Finish once the worker has stopped.
 	msgs       []sent
 	previewMax int
+	roll       rolling
+}
+
+// rolling is how a streamed reply has rolled over so far: its first frozen messages hold the
+// source text up to consumed (which read srcDone when they were frozen), and the next message
+// continues there in fence state st. A text that changes under frozen messages (a tool line
+// folding away) sets aligned: previews then split the whole text, and the final pass edits
+// the messages whose text really changed.
+type rolling struct {
+	frozen   int
+	consumed int
+	srcDone  string
+	st       fence
+	aligned  bool
+	// The live part's size at its last preview, and how much it grew since the one before:
+	// a part about to outgrow its message by the next preview is finished a little early, so
+	// the final text needs one request, not two.
+	liveIdx, lastLive, grew int
 }
 
 var _ adapters.Reply = (*Reply)(nil)
@@ -95,6 +113,59 @@ type step struct {
 	text  string
 	done  bool
 	draft bool // show text as the part's draft instead of a message
+	// Where a done part ends in src (rolling); nil when previews split the whole text.
+	cut  *rollPart
+	base int
+	src  string
+}
+
+// parts divides src into the reply's messages of at most max units: the frozen messages as
+// they are, then the rest rolled over message by message. anticipate finishes the last part
+// early when it would outgrow its message by the next preview. cuts and base describe the
+// parts after the frozen ones (offsets from base in src); cuts is nil when the text changed
+// under frozen messages and src is split as a whole instead.
+func (r *Reply) parts(src string, max int, anticipate bool) (texts []string, cuts []rollPart, base int) {
+	unit := r.e.limits.Unit
+	if r.roll.aligned || !strings.HasPrefix(src, r.roll.srcDone) {
+		r.roll.aligned = true
+		return Split(src, max, unit), nil, 0
+	}
+	base = r.roll.consumed
+	if base == 0 {
+		base = len(src) - len(strings.TrimLeft(src, "\n"))
+	}
+	live := src[base:]
+	cuts = rollParts(live, max, unit, r.roll.st)
+	if margin := min(r.roll.grew*5/4, max/2); anticipate && len(cuts) == 1 && margin > 0 &&
+		Length(cuts[0].text, unit)+margin > max && Length(cuts[0].text, unit) >= max/2 {
+		if first, ok := rollCut(live, max-margin, unit, r.roll.st); ok {
+			more := rollParts(live[first.end:], max, unit, first.next)
+			for i := range more {
+				more[i].end += first.end
+			}
+			cuts = append([]rollPart{first}, more...)
+		}
+	}
+	for _, m := range r.msgs[:min(r.roll.frozen, len(r.msgs))] {
+		texts = append(texts, m.text)
+	}
+	for _, c := range cuts {
+		texts = append(texts, c.text)
+	}
+	return texts, cuts, base
+}
+
+// freeze marks message i done; when it is the next message of a rolling reply, the source it
+// holds is frozen with it.
+func (r *Reply) freeze(i int, cut *rollPart, base int, src string) {
+	r.msgs[i].done = true
+	if cut == nil || r.roll.aligned || i != r.roll.frozen {
+		return
+	}
+	r.roll.frozen++
+	r.roll.consumed = base + cut.end
+	r.roll.srcDone = src[:r.roll.consumed]
+	r.roll.st = cut.next
 }
 
 // draftsLocked reports whether the live part streams as a draft; with r.mu held.
@@ -109,9 +180,15 @@ func (r *Reply) nextStepLocked() (step, bool) {
 	if r.finishing || strings.TrimSpace(r.latest) == "" {
 		return step{}, false
 	}
-	parts := Split(r.latest, r.previewMax, r.e.limits.Unit)
+	src := r.latest
+	parts, cuts, base := r.parts(src, r.previewMax, true)
 	for i, part := range parts {
 		last := i == len(parts)-1
+		var cut *rollPart
+		if cuts != nil && i >= r.roll.frozen && i-r.roll.frozen < len(cuts) {
+			c := cuts[i-r.roll.frozen]
+			cut = &c
+		}
 		if i < len(r.msgs) {
 			m := &r.msgs[i]
 			if m.done {
@@ -121,7 +198,7 @@ func (r *Reply) nextStepLocked() (step, bool) {
 				if last {
 					return step{}, false
 				}
-				m.done = true
+				r.freeze(i, cut, base, src)
 				continue
 			}
 		}
@@ -139,7 +216,7 @@ func (r *Reply) nextStepLocked() (step, bool) {
 			}
 			return step{i: i, text: part, draft: true}, true
 		}
-		return step{i: i, text: part, done: !last}, true
+		return step{i: i, text: part, done: !last, cut: cut, base: base, src: src}, true
 	}
 	return step{}, false
 }
@@ -243,6 +320,15 @@ func (r *Reply) showPreview(st step) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.e.opts.CallTimeout)
 	defer cancel()
 	se, streamEdits := r.e.m.(adapters.StreamEditor)
+	if !st.done {
+		units := Length(st.text, r.e.limits.Unit)
+		if st.i == r.roll.liveIdx {
+			r.roll.grew = max(units-r.roll.lastLive, 0)
+		} else {
+			r.roll.grew = 0
+		}
+		r.roll.liveIdx, r.roll.lastLive = st.i, units
+	}
 	if st.draft {
 		if err := r.drafter.Draft(cctx, r.chat, r.draftBase+int64(st.i)+1, st.text, r.opts.Stoppable); err != nil {
 			return err
@@ -260,7 +346,10 @@ func (r *Reply) showPreview(st step) error {
 			return err
 		}
 		r.e.observe(Event{Kind: EventSend, Chat: r.chat})
-		r.msgs = append(r.msgs, sent{ref: ref, text: st.text, done: st.done, controls: opts.Stoppable && streamEdits})
+		r.msgs = append(r.msgs, sent{ref: ref, text: st.text, controls: opts.Stoppable && streamEdits})
+		if st.done {
+			r.freeze(st.i, st.cut, st.base, st.src)
+		}
 		r.mu.Lock()
 		r.draftText, r.persist = "", false // a message from the bot ends the chat's draft
 		r.mu.Unlock()
@@ -281,9 +370,10 @@ func (r *Reply) showPreview(st step) error {
 	} else {
 		r.e.observe(Event{Kind: EventEdit, Chat: r.chat})
 	}
-	m.text, m.done = st.text, st.done
+	m.text = st.text
 	if st.done {
 		m.controls = false
+		r.freeze(st.i, st.cut, st.base, st.src)
 	}
 	return nil
 }
@@ -454,13 +544,18 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []adapters.
 	return r.sendFiles(ctx, rest, batch)
 }
 
-// finalParts splits the final text into messages. Previews may already have rolled a long
-// answer over into more messages than the final text needs (it came out shorter than its
-// last preview); it is then cut finer, so that each of those messages gets part of it and
-// none keeps text the answer no longer has.
+// finalParts splits the final text into messages: where previews rolled the answer over, the
+// messages they finished keep their text and the rest is rolled over the same way. Previews
+// may have rolled a long answer over into more messages than the final text needs (it came out
+// shorter than its last preview); it is then cut finer, so that each of those messages gets
+// part of it and none keeps text the answer no longer has.
 func (r *Reply) finalParts(text string) []string {
 	lim := r.e.limits
-	parts := Split(text, lim.MaxLen, lim.Unit)
+	parts, _, _ := r.parts(text, lim.MaxLen, false)
+	if len(parts) >= len(r.msgs) {
+		return parts
+	}
+	parts = Split(text, lim.MaxLen, lim.Unit)
 	for m := lim.MaxLen; len(parts) > 0 && len(parts) < len(r.msgs) && m > 1; {
 		m = min(m-1, Length(text, lim.Unit)/len(r.msgs))
 		parts = Split(text, max(m, 1), lim.Unit)

@@ -356,3 +356,61 @@ func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int
 	_, size := utf8.DecodeRuneInString(rest)
 	return size, st
 }
+
+// rollPart is one message of a streamed text rolled over message by message: its text and
+// where in the source the next message continues, with the fence state there.
+type rollPart struct {
+	text string
+	end  int // byte offset in the source after this part (the next one starts there)
+	next fence
+}
+
+// rollCut cuts the first message of at most max units off src, which starts in fence state st
+// (an open fence is reopened at the top of the message), the way Split cuts: paragraph, line,
+// then word; a fence open at the cut is closed. ok is false when src fits in one message.
+func rollCut(src string, max int, unit adapters.LengthUnit, st fence) (rollPart, bool) {
+	prefix := ""
+	if st.open {
+		prefix = st.opener + "\n"
+	}
+	budget := max - Length(prefix, unit)
+	if budget < 1 || Length(strings.TrimRight(src, " \t\n"), unit) <= budget {
+		return rollPart{}, false
+	}
+	cut, next := chooseCut(src, budget, st, unit)
+	closer := ""
+	if next.open {
+		closer = "\n" + next.marker
+	}
+	rest := afterCut(src, cut)
+	if !next.open || rest == "" {
+		next = fence{}
+	}
+	return rollPart{text: prefix + strings.TrimRight(src[:cut], " \t\n") + closer, end: len(src) - len(rest), next: next}, true
+}
+
+// rollParts divides src, which starts in fence state st, into messages of at most max units
+// with rollCut: the last one is what fits after the others. Offsets are into src.
+func rollParts(src string, max int, unit adapters.LengthUnit, st fence) []rollPart {
+	var out []rollPart
+	off := 0
+	for off < len(src) {
+		p, ok := rollCut(src[off:], max, unit, st)
+		if !ok {
+			prefix := ""
+			if st.open {
+				prefix = st.opener + "\n"
+			}
+			if strings.TrimSpace(src[off:]) != "" {
+				out = append(out, rollPart{text: strings.TrimRight(prefix+src[off:], " \t\n"), end: len(src), next: st})
+			}
+			break
+		}
+		p.end += off
+		if strings.TrimSpace(strings.TrimPrefix(p.text, st.opener)) != "" {
+			out = append(out, p)
+		}
+		off, st = p.end, p.next
+	}
+	return out
+}

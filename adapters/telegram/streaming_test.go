@@ -2,11 +2,13 @@ package telegram
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/adapters/delivery"
 	tk "relaybot/internal/testkit/telegram"
 )
 
@@ -20,16 +22,13 @@ func TestPrivateChatStreamsThroughDraftsThenPersistsEachPart(t *testing.T) {
 	chat := e.chat(101, 0)
 	ctx := context.Background()
 	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{ReplyTo: "1", Stoppable: true})
-	// About 12,000 characters over 7 s: several preview slots per part at Telegram's pace.
-	final := stream(r, answer(2400), 3*time.Millisecond)
+	// About 12,000 characters over 12 s: several preview slots per part at Telegram's pace.
+	final := stream(r, answer(2400), 5*time.Millisecond)
 	modelEnd := time.Now()
 	if err := r.Finish(ctx, final, nil); err != nil {
 		t.Fatal(err)
 	}
-	assertTexts(t, e.botTexts(101), want(final))
-	if len(want(final)) < 3 {
-		t.Fatalf("test answer fits %d messages; want at least 3", len(want(final)))
-	}
+	assertWhole(t, e.botTexts(101), final, 3)
 	drafts := e.srv.Drafts(101)
 	ids := map[int64]bool{}
 	for _, d := range drafts {
@@ -84,7 +83,7 @@ func TestRefusedDraftFallsBackToEditsWithoutLosingText(t *testing.T) {
 	if err := r.Finish(ctx, final, nil); err != nil {
 		t.Fatal(err)
 	}
-	assertTexts(t, e.botTexts(102), want(final))
+	assertWhole(t, e.botTexts(102), final, 1)
 	// A second answer in another private chat does not try drafts again.
 	other := e.chat(103, 0)
 	before := e.count("sendMessageDraft", 400)
@@ -234,5 +233,24 @@ func TestInlineStopButtonStopsAndGoesWithTheFinalEdit(t *testing.T) {
 	ms := e.srv.BotMessages(group.ID)
 	if len(ms) != 1 || ms[0].Text != "A long answer that was" || len(ms[0].Buttons) != 0 {
 		t.Errorf("after the final: %+v, want the final text without buttons", ms)
+	}
+}
+
+// assertWhole asserts the chat's messages carry the whole final text, in order and once, in
+// at least n messages of at most Telegram's length (where a streamed answer was cut is the
+// previews' choice: a clean boundary, possibly before the one a final split would pick).
+func assertWhole(t *testing.T, got []string, final string, n int) {
+	t.Helper()
+	if len(got) < n {
+		t.Fatalf("the chat shows %d bot messages, want at least %d", len(got), n)
+	}
+	for i, m := range got {
+		if l := delivery.Length(m, adapters.UTF16); l > Limits().MaxLen {
+			t.Errorf("message %d has %d units", i, l)
+		}
+	}
+	whole, _ := Render(final)
+	if g, w := strings.Fields(strings.Join(got, "\n")), strings.Fields(whole); !slices.Equal(g, w) {
+		t.Fatalf("the messages do not carry the whole answer in order, once:\n got %d words\nwant %d words", len(g), len(w))
 	}
 }
