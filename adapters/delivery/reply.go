@@ -128,18 +128,19 @@ func (r *Reply) parts(src string, max int, anticipate bool) (texts []string, cut
 	unit := r.e.limits.Unit
 	if r.roll.aligned || !strings.HasPrefix(src, r.roll.srcDone) {
 		r.roll.aligned = true
-		return Split(src, max, unit), nil, 0
+		return SplitLines(src, max, r.e.limits.MaxLines, unit), nil, 0
 	}
 	base = r.roll.consumed
 	if base == 0 {
 		base = len(src) - len(strings.TrimLeft(src, "\n"))
 	}
 	live := src[base:]
-	cuts = rollParts(live, max, unit, r.roll.st)
+	lines := r.e.limits.MaxLines
+	cuts = rollParts(live, max, lines, unit, r.roll.st)
 	if margin := min(r.roll.grew*5/4, max/2); anticipate && len(cuts) == 1 && margin > 0 &&
 		Length(cuts[0].text, unit)+margin > max && Length(cuts[0].text, unit) >= max/2 {
-		if first, ok := rollCut(live, max-margin, unit, r.roll.st); ok {
-			more := rollParts(live[first.end:], max, unit, first.next)
+		if first, ok := rollCut(live, max-margin, lines, unit, r.roll.st); ok {
+			more := rollParts(live[first.end:], max, lines, unit, first.next)
 			for i := range more {
 				more[i].end += first.end
 			}
@@ -529,7 +530,7 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []adapters.
 		}
 		if errors.Is(err, adapters.ErrTooLong) {
 			// The platform counts differently than we do: cut this part smaller and go on.
-			sub := Split(part, Length(part, lim.Unit)*3/4, lim.Unit)
+			sub := SplitLines(part, Length(part, lim.Unit)*3/4, lim.MaxLines, lim.Unit)
 			if len(sub) < 2 {
 				return err
 			}
@@ -555,10 +556,10 @@ func (r *Reply) finalParts(text string) []string {
 	if len(parts) >= len(r.msgs) {
 		return parts
 	}
-	parts = Split(text, lim.MaxLen, lim.Unit)
+	parts = SplitLines(text, lim.MaxLen, lim.MaxLines, lim.Unit)
 	for m := lim.MaxLen; len(parts) > 0 && len(parts) < len(r.msgs) && m > 1; {
 		m = min(m-1, Length(text, lim.Unit)/len(r.msgs))
-		parts = Split(text, max(m, 1), lim.Unit)
+		parts = SplitLines(text, max(m, 1), lim.MaxLines, lim.Unit)
 	}
 	return parts
 }

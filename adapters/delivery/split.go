@@ -147,11 +147,17 @@ func inFenceMarker(line string) bool {
 // fence at the end of one message and reopens it (with its language) at the start of the next.
 // Whitespace at a cut is dropped; nothing else is lost or reordered.
 func Split(text string, max int, unit adapters.LengthUnit) []string {
+	return SplitLines(text, max, 0, unit)
+}
+
+// SplitLines is Split with messages of at most maxLines lines as well (0: no line limit), for
+// platforms whose UI clips tall messages; closing and reopened fence lines count.
+func SplitLines(text string, max, maxLines int, unit adapters.LengthUnit) []string {
 	text = strings.TrimRight(text, " \t\n")
 	if strings.TrimSpace(text) == "" {
 		return nil
 	}
-	if max <= 0 || Length(text, unit) <= max {
+	if max <= 0 || Length(text, unit) <= max && fitsLines(text, maxLines) {
 		return []string{text}
 	}
 	var parts []string
@@ -163,11 +169,11 @@ func Split(text string, max int, unit adapters.LengthUnit) []string {
 			prefix = state.opener + "\n"
 		}
 		budget := max - Length(prefix, unit)
-		if Length(rest, unit) <= budget {
+		if Length(rest, unit) <= budget && fitsLines(prefix+rest, maxLines) {
 			parts = append(parts, prefix+rest)
 			break
 		}
-		cut, next := chooseCut(rest, budget, state, unit)
+		cut, next := chooseCut(rest, lineBudget(rest, budget, maxLines, prefix != "", unit), state, unit)
 		body := strings.TrimRight(rest[:cut], " \t\n")
 		closer := ""
 		if next.open {
@@ -368,16 +374,17 @@ type rollPart struct {
 // rollCut cuts the first message of at most max units off src, which starts in fence state st
 // (an open fence is reopened at the top of the message), the way Split cuts: paragraph, line,
 // then word; a fence open at the cut is closed. ok is false when src fits in one message.
-func rollCut(src string, max int, unit adapters.LengthUnit, st fence) (rollPart, bool) {
+func rollCut(src string, max, maxLines int, unit adapters.LengthUnit, st fence) (rollPart, bool) {
 	prefix := ""
 	if st.open {
 		prefix = st.opener + "\n"
 	}
 	budget := max - Length(prefix, unit)
-	if budget < 1 || Length(strings.TrimRight(src, " \t\n"), unit) <= budget {
+	trimmed := strings.TrimRight(src, " \t\n")
+	if budget < 1 || Length(trimmed, unit) <= budget && fitsLines(prefix+trimmed, maxLines) {
 		return rollPart{}, false
 	}
-	cut, next := chooseCut(src, budget, st, unit)
+	cut, next := chooseCut(src, lineBudget(src, budget, maxLines, st.open, unit), st, unit)
 	closer := ""
 	if next.open {
 		closer = "\n" + next.marker
@@ -391,11 +398,11 @@ func rollCut(src string, max int, unit adapters.LengthUnit, st fence) (rollPart,
 
 // rollParts divides src, which starts in fence state st, into messages of at most max units
 // with rollCut: the last one is what fits after the others. Offsets are into src.
-func rollParts(src string, max int, unit adapters.LengthUnit, st fence) []rollPart {
+func rollParts(src string, max, maxLines int, unit adapters.LengthUnit, st fence) []rollPart {
 	var out []rollPart
 	off := 0
 	for off < len(src) {
-		p, ok := rollCut(src[off:], max, unit, st)
+		p, ok := rollCut(src[off:], max, maxLines, unit, st)
 		if !ok {
 			prefix := ""
 			if st.open {
@@ -413,4 +420,37 @@ func rollParts(src string, max int, unit adapters.LengthUnit, st fence) []rollPa
 		off, st = p.end, p.next
 	}
 	return out
+}
+
+// fitsLines reports whether text has at most maxLines lines (0: any number).
+func fitsLines(text string, maxLines int) bool {
+	return maxLines <= 0 || strings.Count(text, "\n") < maxLines
+}
+
+// lineBudget lowers budget so that a cut of rest keeps a message within maxLines lines: the
+// body ends at or before the newline that would start one line too many, leaving room for a
+// reopened fence line (reopened) and a closing one.
+func lineBudget(rest string, budget, maxLines int, reopened bool, unit adapters.LengthUnit) int {
+	if maxLines <= 0 {
+		return budget
+	}
+	lines := maxLines - 1 // a closing fence line may follow
+	if reopened {
+		lines--
+	}
+	lines = max(lines, 1)
+	n, units := 0, 0
+	for _, r := range rest {
+		if units > budget {
+			break
+		}
+		if r == '\n' {
+			n++
+			if n >= lines {
+				return min(budget, max(units, 1))
+			}
+		}
+		units += runeLen(r, unit)
+	}
+	return budget
 }
