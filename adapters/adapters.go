@@ -184,9 +184,9 @@ type Limits struct {
 	// MaxLines is the most lines one message may hold before the platform's UI clips it
 	// (Discord's Components V2 text display); 0 means no limit.
 	MaxLines int
-	PerChat  Rate       // sends and edits in one chat (Telegram ~1/s; Discord 5 per 5 s per channel)
-	PerGroup Rate       // extra budget for group chats (Telegram 20/min)
-	Global   Rate       // across all chats of the bot (Telegram 30/s)
+	PerChat  Rate // sends and edits in one chat (Telegram ~1/s; Discord 5 per 5 s per channel)
+	PerGroup Rate // extra budget for group chats (Telegram 20/min)
+	Global   Rate // across all chats of the bot (Telegram 30/s)
 }
 
 // RateLimitError is a 429: the platform asks to wait RetryAfter before the next request in Scope.

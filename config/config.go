@@ -198,6 +198,10 @@ type Discord struct {
 	// members who pass the lists in an allowed guild, or users listed in [access].
 	AllowDMs         bool `toml:"allow_dms"`
 	RegisterCommands bool `toml:"register_commands"`
+	// ComponentsV2 sends replies as Components V2 messages (a container with a text display of
+	// up to 4,000 characters and the Stop button); MaxLines splits them at that many lines too.
+	ComponentsV2 bool `toml:"components_v2"`
+	MaxLines     int  `toml:"max_lines"`
 }
 
 // MCP lists the MCP servers to connect to.
@@ -273,7 +277,7 @@ func Default() Config {
 		},
 		Tools:    Tools{Plugins: []string{"audit_query"}},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto"},
-		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true},
+		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
 	}

@@ -53,6 +53,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"wrong type", minimal + "[agent]\nmax_tool_rounds = \"many\"\n", "max_tool_rounds"},
 		{"discord role not an id", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nallowed_roles = [\"moderators\"]\n", `discord.allowed_roles: "moderators" is not a Discord id`},
 		{"discord guild not an id", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nallowed_guilds = [\" 123\"]\n", `discord.allowed_guilds: " 123" is not a Discord id`},
+		{"discord max lines", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nmax_lines = 1\n", "discord.max_lines: must be between 3 and 1000, got 1"},
 		{"reasoning mode", minimal + "[output]\nreasoning = \"shown\"\n", `output.reasoning: must be one of "collapsed", "hidden", "inline", got "shown"`},
 		{"telegram drafts", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\ndrafts = \"on\"\n", `telegram.drafts: must be one of "auto", "off", got "on"`},
 		{"discord allow_dms not a bool", minimal + "[discord]\nallow_dms = \"no\"\n", "allow_dms"},

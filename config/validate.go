@@ -133,6 +133,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	if c.Discord.Enabled {
 		required("discord.token", c.Discord.Token)
 		httpURL("discord.api_base", c.Discord.APIBase)
+		between("discord.max_lines", c.Discord.MaxLines, 3, 1000)
 		// Direct messages are checked against these lists by asking Discord for the guild
 		// member: an id that is no snowflake would silently refuse everyone.
 		for _, l := range []struct {

@@ -29,6 +29,16 @@ func noMentions() *discordgo.MessageAllowedMentions {
 	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
 }
 
+// v2Components is a Components V2 message: one container with the text (a text display) and,
+// while the reply streams, its Stop button.
+func v2Components(text string, stop bool) []discordgo.MessageComponent {
+	inner := []discordgo.MessageComponent{discordgo.TextDisplay{Content: text}}
+	if stop {
+		inner = append(inner, stopButton()...)
+	}
+	return []discordgo.MessageComponent{discordgo.Container{Components: inner}}
+}
+
 func stopButton() []discordgo.MessageComponent {
 	return []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
 		discordgo.Button{Label: "Stop", Style: discordgo.DangerButton, CustomID: StopButtonID},
@@ -58,6 +68,14 @@ func (a *Adapter) Send(ctx context.Context, chat adapters.ChatRef, text string, 
 			ms.Components = stopButton()
 		}
 	}
+	if a.opts.ComponentsV2 {
+		ms.Components = v2Components(text, sr != nil)
+		ms.Content, ms.Flags = "", discordgo.MessageFlagsIsComponentsV2
+	}
+	if a.opts.ComponentsV2 {
+		ms.Components = v2Components(text, sr != nil)
+		ms.Content, ms.Flags = "", discordgo.MessageFlagsIsComponentsV2
+	}
 	m, err := a.session.ChannelMessageSendComplex(ch, ms, a.reqOpts(ctx)...)
 	if err != nil {
 		return adapters.MessageRef{}, classify("send message in channel "+ch, err)
@@ -86,6 +104,11 @@ func (a *Adapter) edit(ctx context.Context, msg adapters.MessageRef, text string
 	if clear {
 		none := []discordgo.MessageComponent{}
 		me.Components = &none
+	}
+	if a.opts.ComponentsV2 {
+		// The container is sent whole with every edit; the Stop button stays while it shows.
+		comps := v2Components(text, a.stops.shows(msg.ID) && !clear)
+		me.Content, me.Components, me.Flags = nil, &comps, discordgo.MessageFlagsIsComponentsV2
 	}
 	if _, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ctx)...); err != nil {
 		return classify(fmt.Sprintf("edit message %s in channel %s", msg.ID, ch), err)

@@ -230,6 +230,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			NoDMs:            !cfg.Discord.AllowDMs,
 			Prefix:           cfg.Chat.TriggerPrefix,
 			RegisterCommands: cfg.Discord.RegisterCommands,
+			ComponentsV2:     cfg.Discord.ComponentsV2,
+			MaxLines:         cfg.Discord.MaxLines,
 			MaxImageBytes:    cfg.Chat.MaxImageBytes,
 			Logger:           log,
 			Observer:         m,
