@@ -95,8 +95,13 @@ type SendOptions struct {
 	// ReplyTo is the platform id of the user's message the reply answers, if any.
 	ReplyTo string
 	// Stoppable asks for a Stop control on the message where the platform has one (a Discord
-	// button); pressing it reaches the Handler as the "stop" command.
+	// button, a Telegram inline button); pressing it reaches the Handler as the "stop" command.
+	// The control stays through StreamEditor edits and goes with the message's next Edit.
 	Stoppable bool
+	// Answers is the user's message a reply answers, set on the later messages of a long reply
+	// (which do not reference it: ReplyTo is empty), so a Stop control on them stops the same
+	// reply.
+	Answers string
 }
 
 // Messenger is what a platform can do with outgoing messages. Implementations make exactly one
@@ -125,6 +130,31 @@ type FileAttacher interface {
 	EditWithFiles(ctx context.Context, msg MessageRef, text string, files []chat.File) error
 }
 
+// StreamEditor is implemented by a Messenger whose streaming messages carry controls (a Stop
+// button) that an edit would otherwise take off. The delivery engine edits the message a reply
+// is still streaming into with EditStreaming, which keeps its controls; the Edit that makes a
+// message final (its part of a long answer is complete, or the answer ended) takes them off.
+type StreamEditor interface {
+	// EditStreaming replaces the text of a message that is still streaming and keeps its
+	// controls, with the same error reporting as Edit.
+	EditStreaming(ctx context.Context, msg MessageRef, text string) error
+}
+
+// Drafter is implemented by a Messenger that can stream a reply as an ephemeral draft instead
+// of a message it edits (Telegram's sendMessageDraft in private chats). The delivery engine
+// shows the part of a reply still being written as a draft (one draft id per part) while
+// DraftsIn holds, and persists each part with Send once it is complete, before a tool runs
+// (a draft is only shown for a short while), and with the final text. When a draft is refused
+// with ErrDraftsRefused the engine streams by edits for the rest of its life.
+type Drafter interface {
+	// DraftsIn reports whether replies in chat may stream as drafts.
+	DraftsIn(chat ChatRef) bool
+	// Draft shows text as draft id in chat, in one platform request, with the same error
+	// reporting as Send; stoppable adds the platform's Stop button, which keeps the partial
+	// text when pressed and reaches the Handler as the "stop" command.
+	Draft(ctx context.Context, chat ChatRef, id int64, text string, stoppable bool) error
+}
+
 // LengthUnit is how a platform counts message length.
 type LengthUnit int
 
@@ -145,9 +175,12 @@ type Limits struct {
 	MaxLen   int        // the longest text one message may hold
 	Unit     LengthUnit // the unit MaxLen is counted in
 	MaxFiles int        // the most files one message may carry (Discord 10); 0 means one
-	PerChat  Rate       // sends and edits in one chat (Telegram ~1/s; Discord 5 per 5 s per channel)
-	PerGroup Rate       // extra budget for group chats (Telegram 20/min)
-	Global   Rate       // across all chats of the bot (Telegram 30/s)
+	// MaxLines is the most lines one message may hold before the platform's UI clips it
+	// (Discord's Components V2 text display); 0 means no limit.
+	MaxLines int
+	PerChat  Rate // sends and edits in one chat (Telegram ~1/s; Discord 5 per 5 s per channel)
+	PerGroup Rate // extra budget for group chats (Telegram 20/min)
+	Global   Rate // across all chats of the bot (Telegram 30/s)
 }
 
 // RateLimitError is a 429: the platform asks to wait RetryAfter before the next request in Scope.
@@ -179,6 +212,8 @@ var (
 	ErrTooLong = errors.New("message is too long")
 	// ErrTemporary: a server error or timeout that may succeed when retried.
 	ErrTemporary = errors.New("temporary platform error")
+	// ErrDraftsRefused: the platform does not take drafts from this bot (Drafter).
+	ErrDraftsRefused = errors.New("drafts are not available")
 )
 
 // Handler receives every addressed Inbound message of an adapter, with the Responder to answer

@@ -84,6 +84,9 @@ type Output struct {
 	TrackFunctionCalls bool   `toml:"track_function_calls"`
 	ExceptionHandling  string `toml:"exception_handling"` // "show-hint" | "show-error" | "hide"
 	FailureHint        string `toml:"failure_hint"`
+	// Reasoning is how the model's reasoning is shown: "collapsed" (default), "hidden" or
+	// "inline". agent.remove_think = true removes it before it could be shown.
+	Reasoning string `toml:"reasoning"`
 }
 
 // Chat holds the conversation rules of the pipeline.
@@ -174,6 +177,9 @@ type Telegram struct {
 	AllowedChats  []string `toml:"allowed_chats"`
 	AllowedUsers  []string `toml:"allowed_users"`
 	Stream        bool     `toml:"stream"`
+	// Drafts streams answers in private chats as Telegram drafts (sendMessageDraft), each part
+	// persisted as a message: "auto" (default) or "off" (stream by edits everywhere).
+	Drafts string `toml:"drafts"`
 	// OffsetFile keeps the polling offset and the messages whose turns have not finished across
 	// restarts; "" means telegram.offset next to the SQLite database (data/ with Postgres),
 	// "off" keeps the offset on Telegram's server only. See OffsetPath.
@@ -224,6 +230,10 @@ type Discord struct {
 	// members who pass the lists in an allowed guild, or users listed in [access].
 	AllowDMs         bool `toml:"allow_dms"`
 	RegisterCommands bool `toml:"register_commands"`
+	// ComponentsV2 sends replies as Components V2 messages (a container with a text display of
+	// up to 4,000 characters and the Stop button); MaxLines splits them at that many lines too.
+	ComponentsV2 bool `toml:"components_v2"`
+	MaxLines     int  `toml:"max_lines"`
 }
 
 // MCP lists the MCP servers to connect to.
@@ -315,7 +325,7 @@ func Default() Config {
 			CompactAt:          0.75,
 			ToolResultShare:    0.25,
 		},
-		Output: Output{ExceptionHandling: "show-hint", FailureHint: "Request failed."},
+		Output: Output{ExceptionHandling: "show-hint", FailureHint: "Request failed.", Reasoning: "collapsed"},
 		Chat: Chat{
 			Scope:             "chat",
 			Busy:              "queue",
@@ -332,8 +342,8 @@ func Default() Config {
 			InterruptedMarker: "[stopped]",
 		},
 		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300},
-		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true},
-		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true},
+		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto"},
+		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
 	}

@@ -59,6 +59,9 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"selectable model unknown", minimal + "[chat]\nselectable_models = [\"n\"]\n", `chat.selectable_models: names no [[models]] entry: "n"`},
 		{"context window tiny", minimal[:len(minimal)-1] + "\ncontext_window = 100\n", "models[0].context_window: must be between 1024 and 100000000, got 100"},
 		{"output above half the window", minimal[:len(minimal)-1] + "\ncontext_window = 8000\nmax_output_tokens = 6000\n", "models[0].max_output_tokens: must be between 1 and half of context_window (4000), got 6000"},
+		{"discord max lines", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nmax_lines = 1\n", "discord.max_lines: must be between 3 and 1000, got 1"},
+		{"reasoning mode", minimal + "[output]\nreasoning = \"shown\"\n", `output.reasoning: must be one of "collapsed", "hidden", "inline", got "shown"`},
+		{"telegram drafts", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\ndrafts = \"on\"\n", `telegram.drafts: must be one of "auto", "off", got "on"`},
 		{"discord allow_dms not a bool", minimal + "[discord]\nallow_dms = \"no\"\n", "allow_dms"},
 	}
 	for _, tt := range tests {

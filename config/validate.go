@@ -100,6 +100,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	}
 
 	oneOf("output.exception_handling", c.Output.ExceptionHandling, "show-hint", "show-error", "hide")
+	oneOf("output.reasoning", c.Output.Reasoning, "collapsed", "hidden", "inline")
 
 	oneOf("chat.scope", c.Chat.Scope, "chat", "user")
 	oneOf("chat.busy", c.Chat.Busy, "queue", "interrupt")
@@ -141,6 +142,7 @@ func (c *Config) validate(missing map[string][]string) error {
 			bad("telegram.api_endpoint", `must contain two %%s (token, method), like "https://api.telegram.org/bot%%s/%%s", got %q`, c.Telegram.APIEndpoint)
 		}
 		oneOf("telegram.mode", c.Telegram.Mode, "polling", "webhook")
+		oneOf("telegram.drafts", c.Telegram.Drafts, "auto", "off")
 		if f := c.Telegram.OffsetFile; f != "" && f != OffsetFileOff {
 			if strings.HasSuffix(f, "/") || strings.HasSuffix(f, string(filepath.Separator)) || filepath.Base(f) == "." || filepath.Base(f) == ".." {
 				bad("telegram.offset_file", `must be a file path, "" (next to the SQLite database) or %q, got %q`, OffsetFileOff, f)
@@ -157,6 +159,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	if c.Discord.Enabled {
 		required("discord.token", c.Discord.Token)
 		httpURL("discord.api_base", c.Discord.APIBase)
+		between("discord.max_lines", c.Discord.MaxLines, 3, 1000)
 		// Direct messages are checked against these lists by asking Discord for the guild
 		// member: an id that is no snowflake would silently refuse everyone.
 		for _, l := range []struct {

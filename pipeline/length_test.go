@@ -90,7 +90,7 @@ func TestStopWithReasoningShownKeepsThinkOutOfHistory(t *testing.T) {
 	})
 	<-h.handle(adapters.Inbound{Chat: in.Chat, Kind: in.Kind, UserID: "24", Command: "stop"}, out)
 	<-done
-	if final, _ := out.Reply(0).Final(); !strings.Contains(final, "<think>") || !strings.HasSuffix(final, "Once upon [stopped]") {
+	if final, _ := out.Reply(0).Final(); !strings.Contains(final, "plan the tale") || strings.Contains(final, "<think>") || !strings.HasSuffix(final, "Once upon [stopped]") {
 		t.Fatalf("final = %q, want the shown reasoning and the partial answer", final)
 	}
 	hist := h.history(KeyOf(in, ScopeChat))

@@ -153,10 +153,18 @@ func TestView(t *testing.T) {
 	v.finishTool("c2", "current_time", tools.Failed(audit.StatusError, errors.New("boom\nstack")))
 	v.startTool("c3", "echo")
 	v.finishTool("c3", "echo", tools.Outcome{Status: audit.StatusOK, Duration: 35 * time.Millisecond})
+	if got, want := v.render(), "Let me look that up.\n\n✓ fetch_url 1.2 s\n✗ current_time: boom\n✓ echo 35 ms"; got != want {
+		t.Fatalf("tools done, no text yet:\n%q\nwant\n%q", got, want)
+	}
+	// Once the answer continues, the finished lines fold away, the way each surface folds.
 	v.setText("It is noon.")
-	want := "Let me look that up.\n\n✓ fetch_url 1.2 s\n✗ current_time: boom\n✓ echo 35 ms\n\nIt is noon."
+	want := "Let me look that up.\n\n<details>\n<summary>✗ 3 tools, 1 failed · 1.2 s</summary>\n\n✓ fetch_url 1.2 s\n✗ current_time: boom\n✓ echo 35 ms\n\n</details>\n\nIt is noon."
 	if got := v.render(); got != want {
 		t.Fatalf("final:\n%q\nwant\n%q", got, want)
+	}
+	v.s = newSurface(adapters.Discord, "")
+	if got, want := v.render(), "Let me look that up.\n\n✗ 3 tools, 1 failed · 1.2 s\n\nIt is noon."; got != want {
+		t.Fatalf("final on Discord:\n%q\nwant one compact line\n%q", got, want)
 	}
 
 	quiet := &view{}
@@ -397,5 +405,57 @@ func TestToStoreLLMCallsKeepsStart(t *testing.T) {
 	got := toStoreLLMCalls([]agent.LLMCall{{Model: "m", Round: 1, Status: agent.StatusOK, StartedAt: at}})
 	if len(got) != 1 || !got[0].StartedAt.Equal(at) {
 		t.Fatalf("stored calls = %+v, want StartedAt %v", got, at)
+	}
+}
+
+// Reasoning shows the way each surface shows it, in every mode and at every moment of the
+// stream (still thinking, done, a </think> without its opening tag), and never as raw tags.
+func TestReasoningNeverShowsRawTags(t *testing.T) {
+	texts := map[string]string{
+		"thinking": "<think>\nweigh the options",
+		"answered": "<think>\nweigh the options\n</think>\nTake the train.",
+		"orphan":   "weigh the options</think>Take the train.",
+		"inline":   "Sure. <think>check the map</think> Take the train.",
+	}
+	tests := []struct {
+		platform adapters.Platform
+		mode     string
+		want     map[string]string
+	}{
+		{adapters.Telegram, "", map[string]string{
+			"thinking": "<details>\n<summary>💭 Thinking…</summary>\n\nweigh the options\n\n</details>",
+			"answered": "<details>\n<summary>💭 Thought</summary>\n\nweigh the options\n\n</details>\n\nTake the train.",
+		}},
+		{adapters.Web, ReasoningCollapsed, map[string]string{
+			"answered": "<details>\n<summary>💭 Thought</summary>\n\nweigh the options\n\n</details>\n\nTake the train.",
+		}},
+		{adapters.Discord, ReasoningCollapsed, map[string]string{
+			"thinking": "-# 💭 Thinking…\n-# weigh the options",
+			"answered": "-# 💭 Thought\n-# weigh the options\n\nTake the train.",
+		}},
+		{adapters.Telegram, ReasoningHidden, map[string]string{
+			"thinking": "",
+			"answered": "Take the train.",
+			"orphan":   "Take the train.",
+			"inline":   "Sure.\n\nTake the train.",
+		}},
+		{adapters.Discord, ReasoningInline, map[string]string{
+			"answered": "> 💭 Thought\n> weigh the options\n\nTake the train.",
+		}},
+	}
+	for _, tt := range tests {
+		s := newSurface(tt.platform, tt.mode)
+		for name, text := range texts {
+			got := s.showReasoning(text)
+			if strings.Contains(got, "<think>") || strings.Contains(got, "</think>") {
+				t.Errorf("%s/%s/%s shows raw tags: %q", tt.platform, tt.mode, name, got)
+			}
+			if want, ok := tt.want[name]; ok && got != want {
+				t.Errorf("%s/%s/%s:\n got %q\nwant %q", tt.platform, tt.mode, name, got, want)
+			}
+			if tt.mode != ReasoningHidden && !strings.Contains(got, "weigh the options") && name != "inline" {
+				t.Errorf("%s/%s/%s lost the reasoning: %q", tt.platform, tt.mode, name, got)
+			}
+		}
 	}
 }

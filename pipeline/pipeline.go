@@ -97,6 +97,10 @@ type Options struct {
 
 	// TrackFunctionCalls shows one status line per tool call.
 	TrackFunctionCalls bool
+	// Reasoning is how the model's reasoning is shown: ReasoningCollapsed (default: folded
+	// under "Thinking", the way each surface folds), ReasoningHidden or ReasoningInline. The
+	// agent's RemoveThink removes it before it gets here.
+	Reasoning string
 	// ExceptionHandling is "show-hint" (default: FailureHint), "show-error" or "hide".
 	ExceptionHandling string
 	FailureHint       string

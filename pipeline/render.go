@@ -16,8 +16,12 @@ import (
 // shown.
 type view struct {
 	track  bool
+	s      surface
 	blocks []block // finished blocks: earlier rounds' text, tool status groups
 	text   string  // the current round's text so far
+	// sent is how many blocks went out in messages of their own (non-streaming rounds); the
+	// view shows only the blocks after them.
+	sent int
 }
 
 // block is a paragraph of the answer: model text, or the status lines of one tool round.
@@ -44,15 +48,43 @@ func (l toolLine) String() string {
 	}
 }
 
-func (b block) String() string {
+// show renders the block for surface s; folded asks finished tool lines to fold away (the
+// answer continues below them).
+func (b block) show(s surface, folded bool) string {
 	if len(b.tools) == 0 {
-		return b.text
+		return s.showReasoning(b.text)
 	}
 	lines := make([]string, len(b.tools))
+	var took time.Duration
+	failed, running := 0, false
 	for i, l := range b.tools {
 		lines[i] = l.String()
+		took += l.took
+		if l.err != "" {
+			failed++
+		}
+		running = running || !l.done
 	}
-	return strings.Join(lines, "\n")
+	if !folded || running {
+		return strings.Join(lines, "\n")
+	}
+	summary := toolSummary(len(b.tools), failed, took)
+	if s.discord {
+		return summary
+	}
+	return s.fold(summary, strings.Join(lines, "\n"))
+}
+
+// toolSummary is the one line a finished group of tool calls folds into: "✓ 3 tools · 2.4 s".
+func toolSummary(n, failed int, took time.Duration) string {
+	noun := "tools"
+	if n == 1 {
+		noun = "tool"
+	}
+	if failed > 0 {
+		return fmt.Sprintf("✗ %d %s, %d failed · %s", n, noun, failed, tookText(took))
+	}
+	return fmt.Sprintf("✓ %d %s · %s", n, noun, tookText(took))
 }
 
 // setText shows the current round's text so far (the whole text of the round, not a delta).
@@ -109,14 +141,44 @@ func (v *view) closeText() {
 	v.text = ""
 }
 
-// render returns the whole visible answer.
-func (v *view) render() string {
-	parts := make([]string, 0, len(v.blocks)+1)
-	for _, b := range v.blocks {
-		parts = append(parts, b.String())
-	}
+// sendBlocks returns the text of the blocks not sent yet and marks them sent: a finished
+// round's message in non-streaming mode. Empty when there is nothing to send.
+func (v *view) sendBlocks() string {
+	text := v.render()
 	if strings.TrimSpace(v.text) != "" {
-		parts = append(parts, v.text)
+		return "" // only whole rounds go out on their own
+	}
+	v.sent = len(v.blocks)
+	return text
+}
+
+// render returns the visible answer: every block not sent on its own, then the current text.
+// Reasoning shows the surface's way, and a group of finished tool lines folds away once the
+// answer continues below it.
+func (v *view) render() string {
+	blocks := v.blocks[v.sent:]
+	parts := make([]string, 0, len(blocks)+1)
+	current := v.s.showReasoning(v.text)
+	// Tool lines fold once text follows them: lastText is the last block with text (or past
+	// the end when the current round has some).
+	lastText := -1
+	if strings.TrimSpace(current) != "" {
+		lastText = len(blocks)
+	} else {
+		for i := len(blocks) - 1; i >= 0; i-- {
+			if len(blocks[i].tools) == 0 && strings.TrimSpace(blocks[i].show(v.s, false)) != "" {
+				lastText = i
+				break
+			}
+		}
+	}
+	for i, b := range blocks {
+		if t := b.show(v.s, i < lastText); strings.TrimSpace(t) != "" {
+			parts = append(parts, t)
+		}
+	}
+	if strings.TrimSpace(current) != "" {
+		parts = append(parts, current)
 	}
 	return strings.Join(parts, "\n\n")
 }

@@ -84,12 +84,33 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 
 	var (
 		mu    sync.Mutex
-		v     = &view{track: p.opts.TrackFunctionCalls}
+		v     = &view{track: p.opts.TrackFunctionCalls, s: newSurface(in.Chat.Platform, p.opts.Reasoning)}
 		files []chat.File
 		// roundShown is the text shown of the latest round that ended with tool calls: that
 		// round's message is among the turn's messages already.
 		roundShown string
+		// roundsDone is closed once the latest round message is delivered (non-streaming).
+		roundsDone chan struct{}
 	)
+	// Without streaming, each round's text goes out as a message of its own when the round
+	// ends (as LangBot does), in order and without holding up the model, instead of the user
+	// waiting for the whole turn.
+	sendRound := func(text string) {
+		prev, done := roundsDone, make(chan struct{})
+		roundsDone = done
+		rr := out.NewReply(replyCtx)
+		go func() {
+			defer close(done)
+			if prev != nil {
+				<-prev
+			}
+			dctx, dcancel := p.deliveryContext()
+			defer dcancel()
+			if err := rr.Finish(dctx, text, nil); err != nil {
+				log.Error("pipeline: a round's text not delivered", "err", err)
+			}
+		}()
+	}
 	emit := func(e agent.Event) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -99,6 +120,11 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 			if e.Final && len(e.ToolCalls) > 0 {
 				roundShown = e.Text
 				v.endRound()
+				if !stream {
+					if t := v.sendBlocks(); strings.TrimSpace(t) != "" {
+						sendRound(t)
+					}
+				}
 				reply.Working(true)
 			} else if strings.TrimSpace(e.Text) != "" {
 				reply.Working(false)
@@ -155,6 +181,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 	}
 	text := v.withNote(note, status == store.TurnCancelled || status == store.TurnInterrupted)
 	reply.Working(false)
+	if roundsDone != nil {
+		<-roundsDone // the rounds' messages come first
+	}
 	// The final answer waits for the platform (rate limits, a long queue of other finals) as
 	// long as the pipeline runs; only the end of the shutdown's grace period bounds it.
 	dctx, dcancel := p.deliveryContext()

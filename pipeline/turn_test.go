@@ -29,12 +29,14 @@ import (
 type recResponder struct {
 	stream bool
 
-	mu      sync.Mutex
-	notices []string
-	replies []*recReply
+	mu       sync.Mutex
+	notices  []string
+	replies  []*recReply
+	finished []*recReply
 }
 
 type recReply struct {
+	owner    *recResponder
 	mu       sync.Mutex
 	updates  []string
 	final    string
@@ -45,7 +47,7 @@ type recReply struct {
 func (r *recResponder) NewReply(ctx context.Context) adapters.Reply {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rp := &recReply{}
+	rp := &recReply{owner: r}
 	r.replies = append(r.replies, rp)
 	return rp
 }
@@ -86,7 +88,19 @@ func (r *recReply) Finish(ctx context.Context, text string, files []chat.File) e
 	r.mu.Lock()
 	r.final, r.files, r.finished = text, files, true
 	r.mu.Unlock()
+	if r.owner != nil {
+		r.owner.mu.Lock()
+		r.owner.finished = append(r.owner.finished, r)
+		r.owner.mu.Unlock()
+	}
 	return nil
+}
+
+// finishOrder returns the replies in the order they were finished.
+func (r *recResponder) finishOrder() []*recReply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*recReply(nil), r.finished...)
 }
 
 func (r *recReply) Final() (string, bool) {
@@ -264,9 +278,9 @@ func TestTurnWithToolRound(t *testing.T) {
 	if !ok {
 		t.Fatal("no final answer")
 	}
-	want := "Let me check.\n\n✓ echo "
-	if !strings.HasPrefix(final, want) || !strings.HasSuffix(final, "\n\nThe tool said hi.") {
-		t.Fatalf("final answer:\n%q\nwant the pre-tool text, a status line and the answer below", final)
+	want := "Let me check.\n\n<details>\n<summary>✓ 1 tool · "
+	if !strings.HasPrefix(final, want) || !strings.Contains(final, "\n✓ echo ") || !strings.HasSuffix(final, "\n\nThe tool said hi.") {
+		t.Fatalf("final answer:\n%q\nwant the pre-tool text, the status line folded away and the answer below", final)
 	}
 	if strings.Contains(final, "echo: hi") {
 		t.Fatalf("the tool result was shown to the user: %q", final)
@@ -555,7 +569,9 @@ func TestAuditCommand(t *testing.T) {
 	}
 }
 
-func TestNonStreamingReplyAndRoundCap(t *testing.T) {
+// Without streaming, each round's text is its own message as soon as the round ends (the user
+// reads "Looking." while the tool runs), and the final message carries only what came after.
+func TestNonStreamingSendsEachRoundWhenItEnds(t *testing.T) {
 	h := newHarness(t, Options{})
 	// newHarness's runner allows 128 rounds; this test needs a runner with a cap of 1.
 	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "m", SupportsTools: true}},
@@ -571,13 +587,22 @@ func TestNonStreamingReplyAndRoundCap(t *testing.T) {
 	h.llm.Push(call, llm.Text("Done without more tools."))
 	out := &recResponder{stream: false}
 	<-h.handle(privateMsg("11", "1", "go"), out)
-	r := out.Reply(0)
-	if len(r.updates) != 0 {
-		t.Fatalf("a non-streaming reply got previews: %q", r.updates)
+	final, round := out.Reply(0), out.Reply(1)
+	if round == nil {
+		t.Fatal("the first round's text was not sent on its own")
 	}
-	final, _ := r.Final()
-	if !strings.HasPrefix(final, "Looking.\n\n") || !strings.Contains(final, "limit of 1 tool rounds") || !strings.HasSuffix(final, "Done without more tools.") {
-		t.Fatalf("final = %q", final)
+	if len(final.updates) != 0 || len(round.updates) != 0 {
+		t.Fatalf("a non-streaming reply got previews: %q %q", final.updates, round.updates)
+	}
+	if text, ok := round.Final(); !ok || text != "Looking." {
+		t.Errorf("round message = %q (delivered %v), want \"Looking.\"", text, ok)
+	}
+	text, _ := final.Final()
+	if strings.Contains(text, "Looking.") || !strings.Contains(text, "limit of 1 tool rounds") || !strings.HasSuffix(text, "Done without more tools.") {
+		t.Fatalf("final = %q, want the round-cap note and the answer, without the round already sent", text)
+	}
+	if got := out.finishOrder(); len(got) != 2 || got[0] != round || got[1] != final {
+		t.Errorf("the round's message was not delivered before the final one")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relaybot/adapters"
@@ -81,9 +82,10 @@ const (
 	EventFallback                     // a message could not be edited any more; a new one replaces it
 	EventFailed                       // a request failed for good
 	EventTyping                       // a typing indicator was shown
+	EventDraft                        // a draft was shown (adapters.Drafter)
 )
 
-var eventNames = [...]string{"send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed", "typing"}
+var eventNames = [...]string{"send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed", "typing", "draft"}
 
 // String returns the event's metric name ("send", "edit", "rate_limited", ...).
 func (k EventKind) String() string {
@@ -116,6 +118,10 @@ type Engine struct {
 	sched  *scheduler
 	log    *slog.Logger
 
+	// draftsOff: the platform refused a draft; replies stream by edits from then on.
+	draftsOff atomic.Bool
+	draftSeq  atomic.Int64
+
 	done      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -142,13 +148,18 @@ func (e *Engine) Limits() adapters.Limits { return e.limits }
 // NewReply starts a reply in chat. ctx bounds its previews and typing indicator; Finish takes
 // its own context. opts apply to the first message of the reply.
 func (e *Engine) NewReply(ctx context.Context, chat adapters.ChatRef, opts adapters.SendOptions) *Reply {
-	return &Reply{
+	r := &Reply{
 		e:          e,
 		ctx:        ctx,
 		chat:       chat,
 		opts:       opts,
 		previewMax: e.limits.MaxLen,
 	}
+	if d, ok := e.m.(adapters.Drafter); ok && d.DraftsIn(chat) {
+		r.drafter = d
+		r.draftBase = e.draftSeq.Add(1) << 16
+	}
+	return r
 }
 
 // Notice sends a one-off message at final priority, split if too long, and returns once it is
@@ -189,6 +200,13 @@ func (e *Engine) spawn(fn func()) bool {
 func (e *Engine) observe(ev Event) {
 	if e.opts.Observer != nil {
 		e.opts.Observer.Observe(ev)
+	}
+}
+
+// refuseDrafts turns drafts off for the engine's life after the platform refused one; said once.
+func (e *Engine) refuseDrafts(chat adapters.ChatRef, err error) {
+	if e.draftsOff.CompareAndSwap(false, true) {
+		e.log.Warn("drafts refused; streaming by edits from now on", "chat", chat.String(), "err", err)
 	}
 }
 

@@ -16,6 +16,10 @@ import (
 type sent struct {
 	ref  adapters.MessageRef
 	text string
+	// done: the message's part of a long answer is complete; previews never edit it again.
+	done bool
+	// controls: the message shows a Stop control that its next Edit takes off.
+	controls bool
 }
 
 // Reply is one answer streamed into a chat. It implements adapters.Reply.
@@ -41,9 +45,36 @@ type Reply struct {
 	typingRunning bool
 	typingWake    chan struct{}
 
+	// Drafts (nil drafter: the chat streams by edits), under mu. The chat shows draftText as
+	// the draft of part draftPart, or no draft when draftText is empty; persist asks the
+	// worker to turn that draft into a message before a tool runs.
+	drafter   adapters.Drafter
+	draftBase int64
+	draftPart int
+	draftText string
+	persist   bool
+
 	// Owned by the preview worker, then by Finish once the worker has stopped.
 	msgs       []sent
 	previewMax int
+	roll       rolling
+}
+
+// rolling is how a streamed reply has rolled over so far: its first frozen messages hold the
+// source text up to consumed (which read srcDone when they were frozen), and the next message
+// continues there in fence state st. A text that changes under frozen messages (a tool line
+// folding away) sets aligned: previews then split the whole text, and the final pass edits
+// the messages whose text really changed.
+type rolling struct {
+	frozen   int
+	consumed int
+	srcDone  string
+	st       fence
+	aligned  bool
+	// The live part's size at its last preview, and how much it grew since the one before:
+	// a part about to outgrow its message by the next preview is finished a little early, so
+	// the final text needs one request, not two.
+	liveIdx, lastLive, grew int
 }
 
 var _ adapters.Reply = (*Reply)(nil)
@@ -57,6 +88,11 @@ func (r *Reply) Update(text string) {
 		return
 	}
 	r.latest = text
+	r.startWorkerLocked()
+}
+
+// startWorkerLocked starts the preview worker unless it runs; with r.mu held.
+func (r *Reply) startWorkerLocked() {
 	if r.running {
 		return
 	}
@@ -71,16 +107,120 @@ func (r *Reply) Update(text string) {
 	r.workerDone = done
 }
 
-// nextPreviewLocked returns the preview to show next, or false when there is none; with r.mu held.
-func (r *Reply) nextPreviewLocked() (string, bool) {
+// step is the next preview request: message i of the reply shows text; done when its part of
+// the answer is complete, so previews never edit it again.
+type step struct {
+	i     int
+	text  string
+	done  bool
+	draft bool // show text as the part's draft instead of a message
+	// Where a done part ends in src (rolling); nil when previews split the whole text.
+	cut  *rollPart
+	base int
+	src  string
+}
+
+// parts divides src into the reply's messages of at most max units: the frozen messages as
+// they are, then the rest rolled over message by message. anticipate finishes the last part
+// early when it would outgrow its message by the next preview. cuts and base describe the
+// parts after the frozen ones (offsets from base in src); cuts is nil when the text changed
+// under frozen messages and src is split as a whole instead.
+func (r *Reply) parts(src string, max int, anticipate bool) (texts []string, cuts []rollPart, base int) {
+	unit := r.e.limits.Unit
+	if r.roll.aligned || !strings.HasPrefix(src, r.roll.srcDone) {
+		r.roll.aligned = true
+		return SplitLines(src, max, r.e.limits.MaxLines, unit), nil, 0
+	}
+	base = r.roll.consumed
+	if base == 0 {
+		base = len(src) - len(strings.TrimLeft(src, "\n"))
+	}
+	live := src[base:]
+	lines := r.e.limits.MaxLines
+	cuts = rollParts(live, max, lines, unit, r.roll.st)
+	if margin := min(r.roll.grew*5/4, max/2); anticipate && len(cuts) == 1 && margin > 0 &&
+		Length(cuts[0].text, unit)+margin > max && Length(cuts[0].text, unit) >= max/2 {
+		if first, ok := rollCut(live, max-margin, lines, unit, r.roll.st); ok {
+			more := rollParts(live[first.end:], max, lines, unit, first.next)
+			for i := range more {
+				more[i].end += first.end
+			}
+			cuts = append([]rollPart{first}, more...)
+		}
+	}
+	for _, m := range r.msgs[:min(r.roll.frozen, len(r.msgs))] {
+		texts = append(texts, m.text)
+	}
+	for _, c := range cuts {
+		texts = append(texts, c.text)
+	}
+	return texts, cuts, base
+}
+
+// freeze marks message i done; when it is the next message of a rolling reply, the source it
+// holds is frozen with it.
+func (r *Reply) freeze(i int, cut *rollPart, base int, src string) {
+	r.msgs[i].done = true
+	if cut == nil || r.roll.aligned || i != r.roll.frozen {
+		return
+	}
+	r.roll.frozen++
+	r.roll.consumed = base + cut.end
+	r.roll.srcDone = src[:r.roll.consumed]
+	r.roll.st = cut.next
+}
+
+// draftsLocked reports whether the live part streams as a draft; with r.mu held.
+func (r *Reply) draftsLocked() bool { return r.drafter != nil && !r.e.draftsOff.Load() }
+
+// nextStepLocked returns the preview request to make next, or false when there is none; with
+// r.mu held. A text longer than a message rolls over: the message is finished at a clean
+// boundary (Split's cut, fences closed and reopened) and streaming continues in a new message.
+// A finished message that needs no request (its text and controls are already right) is
+// marked done here without one.
+func (r *Reply) nextStepLocked() (step, bool) {
 	if r.finishing || strings.TrimSpace(r.latest) == "" {
-		return "", false
+		return step{}, false
 	}
-	text := Preview(r.latest, r.previewMax, r.e.limits.Unit)
-	if text == r.failed || (len(r.msgs) > 0 && r.msgs[0].text == text) {
-		return "", false
+	src := r.latest
+	parts, cuts, base := r.parts(src, r.previewMax, true)
+	for i, part := range parts {
+		last := i == len(parts)-1
+		var cut *rollPart
+		if cuts != nil && i >= r.roll.frozen && i-r.roll.frozen < len(cuts) {
+			c := cuts[i-r.roll.frozen]
+			cut = &c
+		}
+		if i < len(r.msgs) {
+			m := &r.msgs[i]
+			if m.done {
+				continue
+			}
+			if m.text == part && (last || !m.controls) {
+				if last {
+					return step{}, false
+				}
+				r.freeze(i, cut, base, src)
+				continue
+			}
+		}
+		if part == r.failed {
+			return step{}, false
+		}
+		if last && r.draftsLocked() {
+			shown := r.draftText != "" && r.draftPart == i
+			if r.persist && shown {
+				return step{i: i, text: part}, true // a message now: a tool may outlast the draft
+			}
+			r.persist = false
+			if shown && r.draftText == part {
+				return step{}, false
+			}
+			return step{i: i, text: part, draft: true}, true
+		}
+		return step{i: i, text: part, done: !last, cut: cut, base: base, src: src}, true
 	}
-	return text, true
+	return step{}, false
 }
 
 func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
@@ -93,7 +233,7 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 	failures := 0
 	for {
 		r.mu.Lock()
-		if _, ok := r.nextPreviewLocked(); !ok || ctx.Err() != nil {
+		if _, ok := r.nextStepLocked(); !ok || ctx.Err() != nil {
 			exit()
 			return
 		}
@@ -107,13 +247,13 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 		}
 		// Coalesce: whatever is newest now is what goes out with this slot.
 		r.mu.Lock()
-		text, ok := r.nextPreviewLocked()
+		st, ok := r.nextStepLocked()
 		r.mu.Unlock()
 		if !ok {
 			release()
 			continue
 		}
-		err = r.showPreview(text)
+		err = r.showPreview(st)
 		release()
 		var rl *adapters.RateLimitError
 		switch {
@@ -122,15 +262,19 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 		case errors.As(err, &rl):
 			r.e.observe(Event{Kind: EventRateLimited, Chat: r.chat, RetryAfter: rl.RetryAfter})
 			r.e.sched.block(r.chat, rl.Global, rl.RetryAfter)
+		case st.draft && errors.Is(err, adapters.ErrDraftsRefused):
+			// The next slot shows the same text by Send and edits; the draft text is not lost.
+			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
+			r.e.refuseDrafts(r.chat, err)
 		case errors.Is(err, adapters.ErrMessageGone):
 			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
-			r.msgs = nil // the next preview starts a new message
+			r.msgs = r.msgs[:min(st.i, len(r.msgs))] // the next preview starts a new message
 		case errors.Is(err, adapters.ErrTooLong):
 			// The platform counts differently than we do: show less.
 			r.previewMax = max(r.previewMax*3/4, 64)
 			if r.previewMax == 64 {
 				r.mu.Lock()
-				r.failed = text
+				r.failed = st.text
 				r.mu.Unlock()
 			}
 		case isTemporary(err, ctx):
@@ -140,7 +284,7 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 				r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
 				r.e.log.Warn("preview delivery failing; waiting for newer text", "chat", r.chat.String(), "err", err)
 				r.mu.Lock()
-				r.failed = text
+				r.failed = st.text
 				r.mu.Unlock()
 				failures = 0
 				continue
@@ -152,28 +296,74 @@ func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
 			r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
 			r.e.log.Warn("preview not delivered", "chat", r.chat.String(), "err", err)
 			r.mu.Lock()
-			r.failed = text
+			r.failed = st.text
 			r.mu.Unlock()
 		}
 	}
 }
 
-// showPreview sends or edits the preview message; one platform request.
-func (r *Reply) showPreview(text string) error {
+// partOptions are the options of message i of a reply posted while it streams: the first
+// carries the reply's options, later ones name the message the reply answers instead of
+// referencing it; only a message still streaming (live) asks for the Stop control.
+func (r *Reply) partOptions(i int, live bool) adapters.SendOptions {
+	o := adapters.SendOptions{Answers: r.opts.ReplyTo}
+	if i == 0 {
+		o = r.opts
+	}
+	o.Stoppable = r.opts.Stoppable && live
+	return o
+}
+
+// showPreview makes one platform request for st: a new message, a streaming edit that keeps
+// the message's controls, or the edit that finishes the message (and takes its controls off).
+func (r *Reply) showPreview(st step) error {
 	// The request is not cancelled with the turn: a send cut off midway may still have posted a
 	// message we would then not know about.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.e.opts.CallTimeout)
 	defer cancel()
-	if len(r.msgs) == 0 {
-		ref, err := r.e.m.Send(cctx, r.chat, text, r.opts)
+	se, streamEdits := r.e.m.(adapters.StreamEditor)
+	if !st.done {
+		units := Length(st.text, r.e.limits.Unit)
+		if st.i == r.roll.liveIdx {
+			r.roll.grew = max(units-r.roll.lastLive, 0)
+		} else {
+			r.roll.grew = 0
+		}
+		r.roll.liveIdx, r.roll.lastLive = st.i, units
+	}
+	if st.draft {
+		if err := r.drafter.Draft(cctx, r.chat, r.draftBase+int64(st.i)+1, st.text, r.opts.Stoppable); err != nil {
+			return err
+		}
+		r.e.observe(Event{Kind: EventDraft, Chat: r.chat})
+		r.mu.Lock()
+		r.draftPart, r.draftText = st.i, st.text
+		r.mu.Unlock()
+		return nil
+	}
+	if st.i >= len(r.msgs) {
+		opts := r.partOptions(st.i, !st.done)
+		ref, err := r.e.m.Send(cctx, r.chat, st.text, opts)
 		if err != nil {
 			return err
 		}
 		r.e.observe(Event{Kind: EventSend, Chat: r.chat})
-		r.msgs = []sent{{ref: ref, text: text}}
+		r.msgs = append(r.msgs, sent{ref: ref, text: st.text, controls: opts.Stoppable && streamEdits})
+		if st.done {
+			r.freeze(st.i, st.cut, st.base, st.src)
+		}
+		r.mu.Lock()
+		r.draftText, r.persist = "", false // a message from the bot ends the chat's draft
+		r.mu.Unlock()
 		return nil
 	}
-	err := r.e.m.Edit(cctx, r.msgs[0].ref, text)
+	m := &r.msgs[st.i]
+	var err error
+	if m.controls && !st.done {
+		err = se.EditStreaming(cctx, m.ref, st.text)
+	} else {
+		err = r.e.m.Edit(cctx, m.ref, st.text)
+	}
 	if err != nil && !errors.Is(err, adapters.ErrNotModified) {
 		return err
 	}
@@ -182,7 +372,11 @@ func (r *Reply) showPreview(text string) error {
 	} else {
 		r.e.observe(Event{Kind: EventEdit, Chat: r.chat})
 	}
-	r.msgs[0].text = text
+	m.text = st.text
+	if st.done {
+		m.controls = false
+		r.freeze(st.i, st.cut, st.base, st.src)
+	}
 	return nil
 }
 
@@ -204,6 +398,11 @@ func (r *Reply) Working(on bool) {
 	}
 	changed := r.typingOn != on
 	r.typingOn = on
+	if on && r.drafter != nil && r.draftText != "" {
+		// A tool may run longer than the platform shows a draft: make it a message first.
+		r.persist = true
+		r.startWorkerLocked()
+	}
 	if r.typingRunning {
 		// Only turning it on wakes the loop: the indicator already shows, and renewing it on
 		// every call (one per tool started) would spend the platform's budget on repeats. Off
@@ -311,7 +510,7 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []chat.File
 	att, _ := r.e.m.(adapters.FileAttacher)
 	attach := att != nil && len(files) > 0
 	rest, batch := files, 1 // files still to post on their own, and how many per message
-	parts := Split(text, lim.MaxLen, lim.Unit)
+	parts := r.finalParts(text)
 	for i := 0; i < len(parts); i++ {
 		part := parts[i]
 		var err error
@@ -323,7 +522,7 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []chat.File
 				rest, batch = files[min(len(files), r.maxFiles()):], r.maxFiles()
 			}
 		case i < len(r.msgs):
-			if r.msgs[i].text == part {
+			if r.msgs[i].text == part && !r.msgs[i].controls {
 				continue // identical text is never sent again
 			}
 			err = r.finalEdit(ctx, i, part)
@@ -332,7 +531,7 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []chat.File
 		}
 		if errors.Is(err, adapters.ErrTooLong) {
 			// The platform counts differently than we do: cut this part smaller and go on.
-			sub := Split(part, Length(part, lim.Unit)*3/4, lim.Unit)
+			sub := SplitLines(part, Length(part, lim.Unit)*3/4, lim.MaxLines, lim.Unit)
 			if len(sub) < 2 {
 				return err
 			}
@@ -345,6 +544,25 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []chat.File
 		}
 	}
 	return r.sendFiles(ctx, rest, batch)
+}
+
+// finalParts splits the final text into messages: where previews rolled the answer over, the
+// messages they finished keep their text and the rest is rolled over the same way. Previews
+// may have rolled a long answer over into more messages than the final text needs (it came out
+// shorter than its last preview); it is then cut finer, so that each of those messages gets
+// part of it and none keeps text the answer no longer has.
+func (r *Reply) finalParts(text string) []string {
+	lim := r.e.limits
+	parts, _, _ := r.parts(text, lim.MaxLen, false)
+	if len(parts) >= len(r.msgs) {
+		return parts
+	}
+	parts = SplitLines(text, lim.MaxLen, lim.MaxLines, lim.Unit)
+	for m := lim.MaxLen; len(parts) > 0 && len(parts) < len(r.msgs) && m > 1; {
+		m = min(m-1, Length(text, lim.Unit)/len(r.msgs))
+		parts = SplitLines(text, max(m, 1), lim.MaxLines, lim.Unit)
+	}
+	return parts
 }
 
 // maxFiles is how many files one message may carry.
@@ -369,7 +587,7 @@ func (r *Reply) finalAttach(ctx context.Context, att adapters.FileAttacher, i in
 		switch {
 		case err == nil:
 			r.e.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true})
-			r.msgs[i].text = part
+			r.msgs[i].text, r.msgs[i].controls = part, false
 			return true, nil
 		case errors.Is(err, adapters.ErrMessageGone):
 			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
@@ -379,7 +597,7 @@ func (r *Reply) finalAttach(ctx context.Context, att adapters.FileAttacher, i in
 		default:
 			r.e.log.Warn("files not attached to the final message; posting them on their own",
 				"chat", r.chat.String(), "files", len(batch), "err", err)
-			if r.msgs[i].text == part {
+			if r.msgs[i].text == part && !r.msgs[i].controls {
 				return false, nil
 			}
 			return false, r.finalEdit(ctx, i, part)
@@ -456,13 +674,15 @@ func (r *Reply) postFiles(ctx context.Context, files []chat.File, caption string
 	return ref, nil
 }
 
-// sendOptions are the options of a new message of the reply: only its first message references
-// the user's message and carries the Stop control.
+// sendOptions are the options of a new message of the final text: only the reply's first
+// message references the user's message, and none carries the Stop control any more.
 func (r *Reply) sendOptions(first bool) adapters.SendOptions {
+	o := adapters.SendOptions{Answers: r.opts.ReplyTo}
 	if first {
-		return r.opts
+		o = r.opts
 	}
-	return adapters.SendOptions{}
+	o.Stoppable = false
+	return o
 }
 
 // finalEdit puts part into message i; a message that cannot be edited any more is replaced by
@@ -474,11 +694,11 @@ func (r *Reply) finalEdit(ctx context.Context, i int, part string) error {
 	switch {
 	case err == nil:
 		r.e.observe(Event{Kind: EventEdit, Chat: r.chat, Final: true})
-		r.msgs[i].text = part
+		r.msgs[i].text, r.msgs[i].controls = part, false
 		return nil
 	case errors.Is(err, adapters.ErrNotModified):
 		r.e.observe(Event{Kind: EventNotModified, Chat: r.chat, Final: true})
-		r.msgs[i].text = part
+		r.msgs[i].text, r.msgs[i].controls = part, false
 		return nil
 	case errors.Is(err, adapters.ErrMessageGone):
 		r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})

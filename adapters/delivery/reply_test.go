@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,5 +145,43 @@ func TestCloseWhileStreaming(t *testing.T) {
 		if started {
 			t.Fatal("a delivery goroutine started after Close")
 		}
+	}
+}
+
+// A long answer streamed at a steady pace reaches its final text in one request, however its
+// length falls: a part about to outgrow its message by the next preview is finished early, so
+// the model's end never finds two messages behind (the second request would wait up to a
+// whole preview interval for the chat's budget).
+func TestFinalTextOfARollingAnswerTakesOneRequest(t *testing.T) {
+	for total := 2000; total <= 3400; total += 70 {
+		t.Run(fmt.Sprint(total), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &recorder{first: make(chan struct{})}
+				e := New(m, adapters.Limits{MaxLen: 1000, Unit: adapters.Runes, PerChat: adapters.Rate{N: 3, Per: 3 * time.Second}}, Options{})
+				defer e.Close()
+				r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
+				var b strings.Builder
+				for b.Len() < total {
+					b.WriteString("word word word word word word ") // 30 characters every 100 ms
+					r.Update(b.String())
+					time.Sleep(100 * time.Millisecond)
+				}
+				synctest.Wait()
+				before := len(m.lines())
+				if err := r.Finish(context.Background(), b.String(), nil); err != nil {
+					t.Fatal(err)
+				}
+				if n := len(m.lines()) - before; n > 1 {
+					t.Errorf("the final text took %d requests after the model ended: %q", n, m.lines()[before:])
+				}
+				var words []string
+				for _, l := range m.lines() {
+					words = append(words, strings.Fields(l)...)
+				}
+				if strings.Count(strings.Join(words, " "), "word") < strings.Count(b.String(), "word") {
+					t.Error("words are missing from what was sent")
+				}
+			})
+		})
 	}
 }

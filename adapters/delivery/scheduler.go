@@ -14,8 +14,8 @@ import (
 var ErrClosed = errors.New("delivery engine closed")
 
 // bucket is one budget: at most rate.N requests in any window of rate.Per (plus slack), with
-// previews also spaced rate.Per/rate.N apart and never taking the last slot of a window, which
-// stays free for final messages. A 429 blocks the bucket until blockedUntil.
+// previews also spaced rate.Per/(rate.N-1) apart and never taking the last slot of a window,
+// which stays free for final messages. A 429 blocks the bucket until blockedUntil.
 //
 // A request's place in the window starts when it is granted but only ends one window after its
 // answer came back: the platform counts it when it arrives, which can be any moment in between,
@@ -86,7 +86,10 @@ func (b *bucket) readyAt(now time.Time, final bool) time.Time {
 		}
 	}
 	if !final && len(b.hist) > 0 {
-		gap := b.rate.Per/time.Duration(b.rate.N) + b.slack
+		// Previews share the window's places but the one kept for finals: spaced evenly over
+		// them, the text moves at a steady pace instead of two quick steps and a long stall
+		// while the window drains.
+		gap := b.rate.Per/time.Duration(max(b.rate.N-1, 1)) + b.slack
 		if at := b.hist[len(b.hist)-1].granted.Add(gap); at.After(t) {
 			t = at
 		}

@@ -115,3 +115,30 @@ func TestCloseFailsWaiters(t *testing.T) {
 		}
 	})
 }
+
+// Previews of a stream move at a steady pace: spaced evenly over the window's places that are
+// not kept for finals, never two quick steps and then a long stall while the window drains
+// (Telegram's 3 per 3 s used to give 1.05 s, 2 s, 1.05 s, 2 s...).
+func TestPreviewsAreSpacedEvenly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const slack = 50 * time.Millisecond
+		s := newScheduler(adapters.Limits{PerChat: adapters.Rate{N: 3, Per: 3 * time.Second}}, nil, slack)
+		defer s.close()
+		var times []time.Time
+		for range 8 {
+			release, err := s.acquire(context.Background(), testChat, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			times = append(times, time.Now())
+			time.Sleep(10 * time.Millisecond) // the request's round trip
+			release()
+		}
+		want := 1500*time.Millisecond + slack
+		for i := 1; i < len(times); i++ {
+			if gap := times[i].Sub(times[i-1]); gap > want {
+				t.Errorf("preview %d waited %s after the previous one; the text stood still longer than the steady %s", i, gap, want)
+			}
+		}
+	})
+}

@@ -145,11 +145,17 @@ func inFenceMarker(line string) bool {
 // fence at the end of one message and reopens it (with its language) at the start of the next.
 // Whitespace at a cut is dropped; nothing else is lost or reordered.
 func Split(text string, max int, unit adapters.LengthUnit) []string {
+	return SplitLines(text, max, 0, unit)
+}
+
+// SplitLines is Split with messages of at most maxLines lines as well (0: no line limit), for
+// platforms whose UI clips tall messages; closing and reopened fence lines count.
+func SplitLines(text string, max, maxLines int, unit adapters.LengthUnit) []string {
 	text = strings.TrimRight(text, " \t\n")
 	if strings.TrimSpace(text) == "" {
 		return nil
 	}
-	if max <= 0 || Length(text, unit) <= max {
+	if max <= 0 || Length(text, unit) <= max && fitsLines(text, maxLines) {
 		return []string{text}
 	}
 	var parts []string
@@ -161,11 +167,11 @@ func Split(text string, max int, unit adapters.LengthUnit) []string {
 			prefix = state.opener + "\n"
 		}
 		budget := max - Length(prefix, unit)
-		if Length(rest, unit) <= budget {
+		if Length(rest, unit) <= budget && fitsLines(prefix+rest, maxLines) {
 			parts = append(parts, prefix+rest)
 			break
 		}
-		cut, next := chooseCut(rest, budget, state, unit)
+		cut, next := chooseCut(rest, lineBudget(rest, budget, maxLines, prefix != "", unit), state, unit)
 		body := strings.TrimRight(rest[:cut], " \t\n")
 		closer := ""
 		if next.open {
@@ -353,4 +359,96 @@ func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int
 	// Not even one grapheme fits (budget smaller than a cluster): cut after the first rune.
 	_, size := utf8.DecodeRuneInString(rest)
 	return size, st
+}
+
+// rollPart is one message of a streamed text rolled over message by message: its text and
+// where in the source the next message continues, with the fence state there.
+type rollPart struct {
+	text string
+	end  int // byte offset in the source after this part (the next one starts there)
+	next fence
+}
+
+// rollCut cuts the first message of at most max units off src, which starts in fence state st
+// (an open fence is reopened at the top of the message), the way Split cuts: paragraph, line,
+// then word; a fence open at the cut is closed. ok is false when src fits in one message.
+func rollCut(src string, max, maxLines int, unit adapters.LengthUnit, st fence) (rollPart, bool) {
+	prefix := ""
+	if st.open {
+		prefix = st.opener + "\n"
+	}
+	budget := max - Length(prefix, unit)
+	trimmed := strings.TrimRight(src, " \t\n")
+	if budget < 1 || Length(trimmed, unit) <= budget && fitsLines(prefix+trimmed, maxLines) {
+		return rollPart{}, false
+	}
+	cut, next := chooseCut(src, lineBudget(src, budget, maxLines, st.open, unit), st, unit)
+	closer := ""
+	if next.open {
+		closer = "\n" + next.marker
+	}
+	rest := afterCut(src, cut)
+	if !next.open || rest == "" {
+		next = fence{}
+	}
+	return rollPart{text: prefix + strings.TrimRight(src[:cut], " \t\n") + closer, end: len(src) - len(rest), next: next}, true
+}
+
+// rollParts divides src, which starts in fence state st, into messages of at most max units
+// with rollCut: the last one is what fits after the others. Offsets are into src.
+func rollParts(src string, max, maxLines int, unit adapters.LengthUnit, st fence) []rollPart {
+	var out []rollPart
+	off := 0
+	for off < len(src) {
+		p, ok := rollCut(src[off:], max, maxLines, unit, st)
+		if !ok {
+			prefix := ""
+			if st.open {
+				prefix = st.opener + "\n"
+			}
+			if strings.TrimSpace(src[off:]) != "" {
+				out = append(out, rollPart{text: strings.TrimRight(prefix+src[off:], " \t\n"), end: len(src), next: st})
+			}
+			break
+		}
+		p.end += off
+		if strings.TrimSpace(strings.TrimPrefix(p.text, st.opener)) != "" {
+			out = append(out, p)
+		}
+		off, st = p.end, p.next
+	}
+	return out
+}
+
+// fitsLines reports whether text has at most maxLines lines (0: any number).
+func fitsLines(text string, maxLines int) bool {
+	return maxLines <= 0 || strings.Count(text, "\n") < maxLines
+}
+
+// lineBudget lowers budget so that a cut of rest keeps a message within maxLines lines: the
+// body ends at or before the newline that would start one line too many, leaving room for a
+// reopened fence line (reopened) and a closing one.
+func lineBudget(rest string, budget, maxLines int, reopened bool, unit adapters.LengthUnit) int {
+	if maxLines <= 0 {
+		return budget
+	}
+	lines := maxLines - 1 // a closing fence line may follow
+	if reopened {
+		lines--
+	}
+	lines = max(lines, 1)
+	n, units := 0, 0
+	for _, r := range rest {
+		if units > budget {
+			break
+		}
+		if r == '\n' {
+			n++
+			if n >= lines {
+				return min(budget, max(units, 1))
+			}
+		}
+		units += runeLen(r, unit)
+	}
+	return budget
 }

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
@@ -237,6 +238,49 @@ func TestSplitNeverTurnsInlineBackticksIntoAFence(t *testing.T) {
 			if _, ok := fenceLine(p); ok {
 				t.Fatalf("limit %d: a part starts as a code fence: %q", max, p)
 			}
+		}
+	}
+}
+
+// A tall answer is split at the line limit as well as the length limit, so a UI that clips tall
+// messages never hides lines; reopened and closing fence lines count, and nothing is lost.
+func TestSplitLinesKeepsMessagesShort(t *testing.T) {
+	var prose, code strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&prose, "line %d\n", i)
+	}
+	code.WriteString("intro\n```go\n")
+	for i := range 40 {
+		fmt.Fprintf(&code, "x := %d\n", i)
+	}
+	code.WriteString("```\nend")
+	for _, text := range []string{prose.String(), code.String()} {
+		parts := SplitLines(text, 4000, 17, adapters.Runes)
+		if len(parts) < 3 {
+			t.Fatalf("%d parts for %d lines, want at least 3", len(parts), strings.Count(text, "\n")+1)
+		}
+		var got []string
+		for i, p := range parts {
+			if n := strings.Count(p, "\n") + 1; n > 17 {
+				t.Errorf("part %d has %d lines:\n%s", i, n, p)
+			}
+			if strings.Count(p, "```")%2 != 0 {
+				t.Errorf("part %d has unbalanced fences:\n%s", i, p)
+			}
+			for _, l := range strings.Split(p, "\n") {
+				if !strings.HasPrefix(l, "```") {
+					got = append(got, l)
+				}
+			}
+		}
+		var want []string
+		for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+			if !strings.HasPrefix(l, "```") {
+				want = append(want, l)
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("the parts do not carry every line in order, once")
 		}
 	}
 }

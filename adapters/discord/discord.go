@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"relaybot/chat"
 	"sync"
 	"time"
 
@@ -73,6 +74,53 @@ type Options struct {
 	Delivery delivery.Options
 	// HTTPTransport is the transport under the API rewriting; nil means http.DefaultTransport.
 	HTTPTransport http.RoundTripper
+	// ComponentsV2 sends replies as Components V2 messages: a container with a text display
+	// (4,000 characters instead of 2,000) and the Stop button in the same container. Files then
+	// go in messages of their own.
+	ComponentsV2 bool
+	// MaxLines splits Components V2 replies at this many lines as well, so the client never
+	// clips them; 0 means 17.
+	MaxLines int
+}
+
+// componentsV2Len is what one Components V2 message holds: 4,000 characters of text across
+// all its components, less the Stop button's label.
+const componentsV2Len = 4000 - len("Stop")
+
+// limitsFor returns the limits replies are paced and split by under opts.
+func limitsFor(opts Options) adapters.Limits {
+	l := Limits()
+	if opts.ComponentsV2 {
+		l.MaxLen, l.MaxLines = componentsV2Len, opts.MaxLines
+		if l.MaxLines <= 0 {
+			l.MaxLines = 17
+		}
+	}
+	return l
+}
+
+// plainMessenger is the adapter without FileAttacher: a Components V2 message shows no
+// attachment that no component exposes, so files go in messages of their own.
+type plainMessenger struct{ a *Adapter }
+
+func (m plainMessenger) Send(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	return m.a.Send(ctx, chat, text, opts)
+}
+
+func (m plainMessenger) Edit(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return m.a.Edit(ctx, msg, text)
+}
+
+func (m plainMessenger) EditStreaming(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return m.a.EditStreaming(ctx, msg, text)
+}
+
+func (m plainMessenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	return m.a.SendFiles(ctx, chat, files, caption, opts)
+}
+
+func (m plainMessenger) Typing(ctx context.Context, chat adapters.ChatRef) error {
+	return m.a.Typing(ctx, chat)
 }
 
 // StopButtonID is the custom_id of the Stop button on a streaming reply.
@@ -172,9 +220,13 @@ func New(opts Options) (*Adapter, error) {
 		dopts.Logger = opts.Logger
 	}
 	if dopts.TypingInterval <= 0 {
-		dopts.TypingInterval = 8 * time.Second
+		dopts.TypingInterval = 8 * time.Second // Discord shows typing for 10 s
 	}
-	a.engine = delivery.New(a, Limits(), dopts)
+	var m adapters.Messenger = a
+	if opts.ComponentsV2 {
+		m = plainMessenger{a}
+	}
+	a.engine = delivery.New(m, limitsFor(opts), dopts)
 	return a, nil
 }
 
@@ -182,7 +234,7 @@ func New(opts Options) (*Adapter, error) {
 func (a *Adapter) Name() string { return "discord" }
 
 // Limits returns Discord's limits (the package's Limits), which replies are paced by.
-func (a *Adapter) Limits() adapters.Limits { return Limits() }
+func (a *Adapter) Limits() adapters.Limits { return limitsFor(a.opts) }
 
 // Engine returns the delivery engine replies go through.
 func (a *Adapter) Engine() *delivery.Engine { return a.engine }

@@ -3,6 +3,7 @@ package discord_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/pprof"
@@ -936,5 +937,124 @@ func TestDirectMessagesFollowTheGuildRules(t *testing.T) {
 				t.Fatalf("direct message answered %v, slash command answered %v; want %v (a user refused in the guild was answered by DM)", gotMsg, gotCmd, tt.want)
 			}
 		})
+	}
+}
+
+// A long answer keeps moving: once the streamed text outgrows a message, that message is
+// finished at a clean boundary and streaming goes on in the next one, so the user reads the
+// first part while the model is still writing the rest. Only the message still streaming
+// carries the Stop button, and no finished part is edited again by the final pass.
+func TestTwelveThousandCharacterAnswerRollsOverWhileTheModelWrites(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000031"
+	_, rc := hs.dm(ch, "write a long essay")
+	full := text(12000)
+	r := rc.out.NewReply(hs.ctx)
+	streamInto(r, full, 40, 20*time.Millisecond)
+	modelEnd := time.Now()
+	if err := r.Finish(hs.ctx, full, nil); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	msgs := hs.srv.BotMessages(ch)
+	if len(msgs) < 6 {
+		t.Fatalf("bot messages = %d, want at least 6 for 12,000 characters", len(msgs))
+	}
+	var got []string
+	for i, m := range msgs {
+		if n := utf8.RuneCountInString(m.Content); n > 2000 {
+			t.Errorf("message %d has %d characters", i, n)
+		}
+		if strings.Contains(m.Content, "▌") || len(m.Buttons) != 0 {
+			t.Errorf("message %d still looks unfinished: cursor or buttons %+v", i, m.Buttons)
+		}
+		got = append(got, strings.Fields(m.Content)...)
+	}
+	if !slices.Equal(got, strings.Fields(full)) {
+		t.Errorf("the messages do not carry the whole answer in order, once")
+	}
+	// The first message took its final text before the model ended, and was not touched after.
+	var finishedAt time.Time
+	for _, c := range hs.srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage) {
+		if c.Status != 200 || (c.MessageID != msgs[0].ID && c.Route == dtk.RouteEditMessage) {
+			continue
+		}
+		if c.Route == dtk.RouteCreateMessage && !bytes.Contains(c.Body, []byte(`"message_reference"`)) {
+			continue
+		}
+		if bytes.Contains(c.Body, []byte(jsonText(msgs[0].Content))) {
+			if !finishedAt.IsZero() {
+				t.Errorf("message 1 was sent its final text twice (again at %s)", c.Time.Format("15:04:05.000"))
+			}
+			finishedAt = c.Time
+		}
+	}
+	if finishedAt.IsZero() || !finishedAt.Before(modelEnd) {
+		t.Errorf("message 1 got its final text at %s, the model ended at %s: the user watched a frozen head",
+			finishedAt.Format("15:04:05.000"), modelEnd.Format("15:04:05.000"))
+	}
+	checkBudget(t, hs.srv, ch)
+}
+
+// jsonText is s as it appears inside a JSON string.
+func jsonText(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
+// With Components V2 a reply is a container with a text display (up to 4,000 characters) and,
+// while it streams, the Stop button in the same message; a tall answer is split at 17 lines as
+// well, so the client never clips it. Every line arrives once, in order.
+func TestComponentsV2RepliesAreContainersSplitAtSeventeenLines(t *testing.T) {
+	t.Parallel()
+	hs := start(t, func(o *discord.Options) { o.ComponentsV2 = true }, nil)
+	ch := "500000000000000041"
+	_, rc := hs.dm(ch, "list things")
+	var b strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&b, "%d. item number %d of a tall list\n", i+1, i+1)
+	}
+	full := strings.TrimSpace(b.String())
+	r := rc.out.NewReply(hs.ctx)
+	r.Update(prefix(full, 200))
+	waitForServer(t, hs, "the streaming container with its Stop button", func() bool {
+		ms := hs.srv.BotMessages(ch)
+		return len(ms) == 1 && len(ms[0].Buttons) == 1 && ms[0].Buttons[0].CustomID == discord.StopButtonID
+	})
+	streamInto(r, full, 60, 30*time.Millisecond)
+	if err := r.Finish(hs.ctx, full, nil); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	msgs := hs.srv.BotMessages(ch)
+	if len(msgs) < 4 {
+		t.Fatalf("%d messages for 60 lines, want at least 4 of at most 17 lines", len(msgs))
+	}
+	var got []string
+	for i, m := range msgs {
+		if m.Flags&dtk.FlagComponentsV2 == 0 {
+			t.Errorf("message %d is not a Components V2 message (flags %d)", i, m.Flags)
+		}
+		lines := strings.Split(m.Content, "\n")
+		if len(lines) > 17 {
+			t.Errorf("message %d has %d lines; the client clips it", i, len(lines))
+		}
+		if len(m.Buttons) != 0 || strings.Contains(m.Content, "▌") {
+			t.Errorf("message %d still looks unfinished", i)
+		}
+		got = append(got, lines...)
+	}
+	if !slices.Equal(got, strings.Split(full, "\n")) {
+		t.Errorf("the messages do not carry every line in order, once:\n%q", got)
+	}
+	checkBudget(t, hs.srv, ch)
+}
+
+// waitForServer polls cond with a generous deadline.
+func waitForServer(t *testing.T, hs *harness, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(hs.ctx, 20*time.Second)
+	defer cancel()
+	if err := hs.srv.WaitFor(ctx, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

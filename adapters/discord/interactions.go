@@ -115,14 +115,37 @@ func (a *Adapter) respond(ctx context.Context, i *discordgo.Interaction, typ dis
 	return true
 }
 
+// v2Text is the text of a Components V2 message (its container's text display).
+func v2Text(m *discordgo.Message) (string, bool) {
+	if m == nil || m.Flags&discordgo.MessageFlagsIsComponentsV2 == 0 {
+		return "", false
+	}
+	for _, c := range m.Components {
+		box, ok := c.(*discordgo.Container)
+		if !ok {
+			continue
+		}
+		for _, in := range box.Components {
+			if td, ok := in.(*discordgo.TextDisplay); ok {
+				return td.Content, true
+			}
+		}
+	}
+	return "", false
+}
+
 // removeButtons answers a button press by updating the pressed message to carry no
 // components, leaving its text alone.
 func (a *Adapter) removeButtons(ctx context.Context, i *discordgo.Interaction) bool {
 	cctx, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
+	var comps any = []any{}
+	if text, ok := v2Text(i.Message); ok {
+		comps = v2Components(text, false) // a Components V2 message keeps its text display
+	}
 	body := map[string]any{
 		"type": discordgo.InteractionResponseUpdateMessage,
-		"data": map[string]any{"components": []any{}},
+		"data": map[string]any{"components": comps},
 	}
 	_, err := a.session.RequestWithBucketID("POST", discordgo.EndpointInteractionResponse(i.ID, i.Token), body,
 		discordgo.EndpointInteractionResponse(i.ID, ""), a.reqOpts(cctx)...)

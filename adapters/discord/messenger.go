@@ -30,6 +30,16 @@ func noMentions() *discordgo.MessageAllowedMentions {
 	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
 }
 
+// v2Components is a Components V2 message: one container with the text (a text display) and,
+// while the reply streams, its Stop button.
+func v2Components(text string, stop bool) []discordgo.MessageComponent {
+	inner := []discordgo.MessageComponent{discordgo.TextDisplay{Content: text}}
+	if stop {
+		inner = append(inner, stopButton()...)
+	}
+	return []discordgo.MessageComponent{discordgo.Container{Components: inner}}
+}
+
 func stopButton() []discordgo.MessageComponent {
 	return []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
 		discordgo.Button{Label: "Stop", Style: discordgo.DangerButton, CustomID: StopButtonID},
@@ -51,9 +61,21 @@ func (a *Adapter) Send(ctx context.Context, chat adapters.ChatRef, text string, 
 	ms := &discordgo.MessageSend{Content: text, AllowedMentions: noMentions(), Reference: reference(ch, opts.ReplyTo)}
 	var sr *stopReply
 	if opts.Stoppable {
-		if sr = a.stops.streaming(chat, opts.ReplyTo); sr != nil {
+		answers := opts.ReplyTo
+		if answers == "" {
+			answers = opts.Answers
+		}
+		if sr = a.stops.streaming(chat, answers); sr != nil {
 			ms.Components = stopButton()
 		}
+	}
+	if a.opts.ComponentsV2 {
+		ms.Components = v2Components(text, sr != nil)
+		ms.Content, ms.Flags = "", discordgo.MessageFlagsIsComponentsV2
+	}
+	if a.opts.ComponentsV2 {
+		ms.Components = v2Components(text, sr != nil)
+		ms.Content, ms.Flags = "", discordgo.MessageFlagsIsComponentsV2
 	}
 	m, err := a.session.ChannelMessageSendComplex(ch, ms, a.reqOpts(ctx)...)
 	if err != nil {
@@ -65,15 +87,29 @@ func (a *Adapter) Send(ctx context.Context, chat adapters.ChatRef, text string, 
 	return adapters.MessageRef{Chat: chat, ID: m.ID}, nil
 }
 
-// Edit replaces a message's text (one REST request). The final edit of a reply also removes its
-// Stop button.
+// Edit replaces a message's text (one REST request) and makes it final: a Stop button on it
+// goes.
 func (a *Adapter) Edit(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return a.edit(ctx, msg, text, a.stops.shows(msg.ID))
+}
+
+// EditStreaming replaces the text of a message that is still streaming (one REST request); its
+// Stop button stays, unless the reply is already delivering its final text.
+func (a *Adapter) EditStreaming(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return a.edit(ctx, msg, text, a.stops.finalEditOf(msg.ID))
+}
+
+func (a *Adapter) edit(ctx context.Context, msg adapters.MessageRef, text string, clear bool) error {
 	ch := channelOf(msg.Chat)
 	me := &discordgo.MessageEdit{ID: msg.ID, Channel: ch, Content: &text, AllowedMentions: noMentions()}
-	clear := a.stops.finalEditOf(msg.ID)
 	if clear {
 		none := []discordgo.MessageComponent{}
 		me.Components = &none
+	}
+	if a.opts.ComponentsV2 {
+		// The container is sent whole with every edit; the Stop button stays while it shows.
+		comps := v2Components(text, a.stops.shows(msg.ID) && !clear)
+		me.Content, me.Components, me.Flags = nil, &comps, discordgo.MessageFlagsIsComponentsV2
 	}
 	if _, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ctx)...); err != nil {
 		return classify(fmt.Sprintf("edit message %s in channel %s", msg.ID, ch), err)
@@ -101,7 +137,7 @@ func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, te
 		atts = append(atts, &discordgo.MessageAttachment{ID: strconv.Itoa(i), Filename: f.Name})
 	}
 	me.Attachments = &atts
-	clear := a.stops.finalEditOf(msg.ID)
+	clear := a.stops.shows(msg.ID)
 	if clear {
 		none := []discordgo.MessageComponent{}
 		me.Components = &none
@@ -218,6 +254,14 @@ func (t *stopTracker) finalEditOf(msgID string) bool {
 	defer t.mu.Unlock()
 	sr := t.msgs[msgID]
 	return sr != nil && sr.finishing && sr.buttons[msgID]
+}
+
+// shows reports whether msgID shows a Stop button.
+func (t *stopTracker) shows(msgID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sr := t.msgs[msgID]
+	return sr != nil && sr.buttons[msgID]
 }
 
 // buttonGone records that msgID no longer shows the button.

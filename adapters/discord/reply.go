@@ -21,7 +21,10 @@ type reply struct {
 	sr    *stopReply // nil when the reply has no Stop button
 }
 
-var _ adapters.Reply = (*reply)(nil)
+var (
+	_ adapters.Reply        = (*reply)(nil)
+	_ adapters.StreamEditor = (*Adapter)(nil)
+)
 
 func (a *Adapter) newReply(ctx context.Context, chat adapters.ChatRef, replyTo, asker string, stoppable bool) *reply {
 	r := &reply{a: a}

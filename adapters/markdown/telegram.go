@@ -2,6 +2,8 @@ package markdown
 
 import (
 	"bytes"
+	stdhtml "html"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -125,14 +127,72 @@ func (w *tgWriter) finish() (string, []Entity) {
 }
 
 // blocks renders the children of n on their own lines, a blank line apart where the source
-// had one: the model's layout is kept.
+// had one: the model's layout is kept. A fold (an HTML <details> block, its <summary> and the
+// blocks up to </details>) becomes an expandable blockquote: Telegram shows the summary and
+// first lines, the rest on a tap.
 func (w *tgWriter) blocks(n ast.Node) {
 	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 		if c != n.FirstChild() {
 			w.lineBreak(w.gap(c))
 		}
+		if h, ok := c.(*ast.HTMLBlock); ok && !w.plain {
+			if summary, open := foldOpener(w.lines(h)); open {
+				c = w.fold(c, summary)
+				w.lineBreak(2)
+				continue
+			}
+			if foldCloser(w.lines(h)) {
+				continue // the end of a fold whose start another message carries
+			}
+		}
 		w.block(c)
 	}
+}
+
+var summaryRe = regexp.MustCompile(`(?is)<summary>(.*?)</summary>`)
+
+// foldOpener reports whether an HTML block opens a fold (<details>), with its summary's text.
+func foldOpener(s string) (summary string, ok bool) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if !strings.HasPrefix(t, "<details") || strings.Contains(t, "</details") {
+		return "", false
+	}
+	if m := summaryRe.FindStringSubmatch(s); m != nil {
+		summary = strings.TrimSpace(stdhtml.UnescapeString(m[1]))
+	}
+	return summary, true
+}
+
+// foldCloser reports whether an HTML block is a fold's end (</details>).
+func foldCloser(s string) bool {
+	return strings.EqualFold(strings.TrimSpace(s), "</details>")
+}
+
+// fold renders the fold that opens at block first (with summary) up to its </details> (or the
+// end of the message) as one expandable blockquote, and returns the last block it took.
+func (w *tgWriter) fold(first ast.Node, summary string) ast.Node {
+	quoted := w.quoted
+	w.quoted = true
+	start := w.mark()
+	if summary != "" {
+		w.write(summary)
+	}
+	last := first
+	for c := first.NextSibling(); c != nil; c = c.NextSibling() {
+		last = c
+		if h, ok := c.(*ast.HTMLBlock); ok && foldCloser(w.lines(h)) {
+			break
+		}
+		if w.b.Len() > start.byte {
+			w.lineBreak(1)
+		}
+		w.block(c)
+	}
+	w.quoted = quoted
+	if !quoted {
+		w.entity(start, Entity{Type: "expandable_blockquote"})
+	}
+	return last
 }
 
 // gap is the line breaks before block n: two where the source has a blank line (or a quote

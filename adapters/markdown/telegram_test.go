@@ -2,6 +2,7 @@ package markdown
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,35 @@ func TestTelegramRendersWhatTheLineScannerCouldNot(t *testing.T) {
 			}
 			if !reflect.DeepEqual(ents, c.ents) {
 				t.Errorf("entities = %+v, want %+v", ents, c.ents)
+			}
+		})
+	}
+}
+
+// A fold (<details> with a summary) is one expandable blockquote in Telegram: the summary and
+// the first lines show, the rest on a tap; no HTML tag reaches the user. A fold cut off by a
+// message split (no </details>, or a lone </details>) still reads well.
+func TestFoldsBecomeExpandableBlockquotes(t *testing.T) {
+	tests := []struct {
+		name, md, text string
+		ents           []Entity
+	}{
+		{"reasoning then answer", "<details>\n<summary>Thinking</summary>\n\nThe user wants **two** things.\n\n</details>\n\nHere they are.",
+			"Thinking\nThe user wants two things.\n\nHere they are.",
+			[]Entity{{Type: "bold", Offset: 24, Length: 3}, {Type: "expandable_blockquote", Offset: 0, Length: 35}}},
+		{"unclosed at the end of a part", "Answer.\n\n<details>\n<summary>✓ 2 tools · 1.2 s</summary>\n\n✓ a 1.0 s\n✓ b 0.2 s",
+			"Answer.\n\n✓ 2 tools · 1.2 s\n✓ a 1.0 s\n✓ b 0.2 s",
+			[]Entity{{Type: "expandable_blockquote", Offset: 9, Length: 37}}},
+		{"lone closer at the start of a part", "still thinking\n\n</details>\n\nThe answer.", "still thinking\n\nThe answer.", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text, ents := Telegram(tt.md)
+			if text != tt.text {
+				t.Fatalf("text = %q, want %q", text, tt.text)
+			}
+			if !slices.Equal(ents, tt.ents) {
+				t.Errorf("entities = %+v, want %+v", ents, tt.ents)
 			}
 		})
 	}

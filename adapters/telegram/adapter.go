@@ -57,6 +57,9 @@ type Options struct {
 	TriggerPrefix string
 	// Stream makes replies stream by edits (Responder.SupportsStreaming).
 	Stream bool
+	// Drafts streams replies in private chats as drafts (sendMessageDraft) instead of edits,
+	// persisted as messages; a bot that is refused drafts falls back to edits.
+	Drafts bool
 	// MaxImageBytes caps a downloaded photo; 0 means 10 MiB, negative turns photos off.
 	MaxImageBytes int
 	// OffsetFile keeps, across restarts, the polling offset and every update handed to the
@@ -168,7 +171,7 @@ func New(opts Options) (*Adapter, error) {
 	dopts := opts.Delivery
 	dopts.Logger = log
 	dopts.IsGroup = func(c adapters.ChatRef) bool { return strings.HasPrefix(c.ChatID, "-") }
-	ad.engine = delivery.New(&messenger{api: a}, Limits(), dopts)
+	ad.engine = delivery.New(&messenger{api: a, drafts: opts.Drafts}, Limits(), dopts)
 	if opts.OffsetFile != "" {
 		j, dropped, err := loadJournal(opts.OffsetFile, bot.Self.ID)
 		if err != nil {
@@ -240,8 +243,19 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 				return
 			}
 			in.Redelivered = redelivered
-			resp := a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, a.opts.Stream)
+			resp := a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, a.opts.Stream)
 			h.Handle(ctx, in, askResponder{Responder: resp, a: a, chat: in.Chat})
+		}()
+	}
+	act := func(u *update) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in, ok := a.action(ctx, u)
+			if !ok {
+				return
+			}
+			h.Handle(ctx, in, a.engine.Responder(in.Chat, adapters.SendOptions{}, a.opts.Stream))
 		}()
 	}
 	if a.journal != nil {
@@ -259,9 +273,9 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 		}
 	}
 	if a.opts.Mode == "webhook" {
-		return a.runWebhook(ctx, dispatch)
+		return a.runWebhook(ctx, dispatch, act)
 	}
-	return a.runPolling(ctx, dispatch)
+	return a.runPolling(ctx, dispatch, act)
 }
 
 // finished records that the handler is done with update id.

@@ -18,17 +18,6 @@ import (
 	"relaybot/adapters"
 )
 
-// callbackQuery is a press of an inline keyboard button.
-type callbackQuery struct {
-	ID      string         `json:"id"`
-	From    *tgbotapi.User `json:"from"`
-	Message *message       `json:"message"`
-	Data    string         `json:"data"`
-}
-
-// allowedUpdates are the update kinds the bot asks Telegram for: messages and button presses.
-const allowedUpdates = `["message","callback_query"]`
-
 // callbackRoute handles the presses whose callback data starts with its prefix; rest is the data
 // after the prefix. A feature with buttons adds a prefix to Adapter.callbackRoutes.
 type callbackRoute func(ctx context.Context, q *callbackQuery, rest string)

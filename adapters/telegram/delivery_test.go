@@ -171,26 +171,31 @@ func TestStreamedAnswerArrivesExactly(t *testing.T) {
 	ctx := context.Background()
 	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
 	final := stream(r, answer(3000), time.Millisecond)
+	finishing := time.Now()
 	if err := r.Finish(ctx, final, nil); err != nil {
 		t.Fatal(err)
 	}
-	assertTexts(t, e.botTexts(101), want(final))
+	assertWhole(t, e.botTexts(101), final, 2)
 	if n := e.count("", 429); n != 0 {
 		t.Fatalf("%d requests got 429", n)
 	}
-	// While streaming past the limit, the preview was cut in place with "…" (never split).
-	cut := false
+	// While streaming past the limit, the answer rolled over into a second message (it did
+	// not stand still as a cut head until the end).
+	sends := 0
 	for _, c := range e.srv.Calls() {
+		if c.Method == "sendMessage" && c.Code == 200 && c.Time.Before(finishing) {
+			sends++
+		}
 		if c.Method == "editMessageText" && strings.HasSuffix(c.Params["text"], ellipsis.Mark) {
-			cut = true
+			t.Errorf("a preview was cut with an ellipsis: %q", c.Params["text"][max(0, len(c.Params["text"])-40):])
 		}
 	}
-	if !cut {
-		t.Fatal("no preview was cut with an ellipsis although the answer outgrew one message")
+	if sends < 2 {
+		t.Fatalf("%d messages posted while streaming a %d-character answer: it did not roll over", sends, len(final))
 	}
 	st := e.counters.Snapshot()
-	if st.Edits < 2 {
-		t.Fatalf("only %d edits: the answer was not streamed", st.Edits)
+	if st.Sends+st.Edits < 3 {
+		t.Fatalf("only %d sends and %d edits: the answer was not streamed", st.Sends, st.Edits)
 	}
 	checkBudget(t, e.srv.Calls())
 }

@@ -18,33 +18,13 @@ import (
 
 // inbound turns a Telegram message into an Inbound, or false when it is not for the bot.
 func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bool) {
-	if m.From == nil || m.From.ID == a.self.ID {
+	in, ok := a.sender(m.Chat, m.From)
+	if !ok {
 		return adapters.Inbound{}, false
 	}
-	chatID := strconv.FormatInt(m.Chat.ID, 10)
-	if a.allowedChats != nil && !a.allowedChats[chatID] &&
-		!(m.Chat.Type == "private" && a.accessUsers[strconv.FormatInt(m.From.ID, 10)]) {
-		a.log.Debug("telegram: chat not allowed", "chat", chatID)
-		return adapters.Inbound{}, false
-	}
-	if a.allowedUsers != nil && !a.allowedUsers[strconv.FormatInt(m.From.ID, 10)] && !a.allowedUsers[strings.ToLower(m.From.UserName)] {
-		a.log.Debug("telegram: user not allowed", "user", m.From.ID)
-		return adapters.Inbound{}, false
-	}
-	in := adapters.Inbound{
-		Chat:      adapters.ChatRef{Platform: adapters.Telegram, ChatID: chatID},
-		Kind:      adapters.Private,
-		MessageID: strconv.Itoa(m.MessageID),
-		UserID:    strconv.FormatInt(m.From.ID, 10),
-		UserName:  m.From.UserName,
-		Time:      time.Unix(m.Date, 0).UTC(),
-	}
-	if in.UserName == "" {
-		in.UserName = strings.TrimSpace(m.From.FirstName + " " + m.From.LastName)
-	}
-	if m.Chat.Type != "private" {
-		in.Kind = adapters.Group
-	}
+	chatID := in.Chat.ChatID
+	in.MessageID = strconv.Itoa(m.MessageID)
+	in.Time = time.Unix(m.Date, 0).UTC()
 	// Only a topic message belongs to a topic: a reply in a forum's General topic carries the
 	// reply chain's message_thread_id too, and sending to that thread fails.
 	if m.MessageThreadID != 0 && m.IsTopicMessage {
@@ -114,6 +94,37 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	}
 	if a.opts.ChatAdmins && in.Kind == adapters.Group {
 		in.ChatAdmin = a.chatAdminCached(ctx, in.Chat, m.From.ID)
+	}
+	return in, true
+}
+
+// sender starts the Inbound of something user from did in chat, or false when the bot does
+// not answer them there (its own messages, chats or users not allowed).
+func (a *Adapter) sender(chat tgChat, from *tgbotapi.User) (adapters.Inbound, bool) {
+	if from == nil || from.ID == a.self.ID {
+		return adapters.Inbound{}, false
+	}
+	chatID := strconv.FormatInt(chat.ID, 10)
+	userID := strconv.FormatInt(from.ID, 10)
+	if a.allowedChats != nil && !a.allowedChats[chatID] && !(chat.Type == "private" && a.accessUsers[userID]) {
+		a.log.Debug("telegram: chat not allowed", "chat", chatID)
+		return adapters.Inbound{}, false
+	}
+	if a.allowedUsers != nil && !a.allowedUsers[userID] && !a.allowedUsers[strings.ToLower(from.UserName)] {
+		a.log.Debug("telegram: user not allowed", "user", from.ID)
+		return adapters.Inbound{}, false
+	}
+	in := adapters.Inbound{
+		Chat:     adapters.ChatRef{Platform: adapters.Telegram, ChatID: chatID},
+		Kind:     adapters.Private,
+		UserID:   userID,
+		UserName: from.UserName,
+	}
+	if in.UserName == "" {
+		in.UserName = strings.TrimSpace(from.FirstName + " " + from.LastName)
+	}
+	if chat.Type != "private" {
+		in.Kind = adapters.Group
 	}
 	return in, true
 }

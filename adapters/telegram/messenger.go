@@ -166,10 +166,25 @@ func (a *api) classify(ctx context.Context, method string, resp *tgbotapi.APIRes
 // messenger implements adapters.Messenger for Telegram. Text is rendered from Markdown to
 // entities; when Telegram refuses the entities, the same text goes out plain.
 type messenger struct {
-	api *api
+	api    *api
+	drafts bool // stream private-chat replies as drafts (telegram.drafts = "auto")
 }
 
-var _ adapters.Messenger = (*messenger)(nil)
+var (
+	_ adapters.Messenger    = (*messenger)(nil)
+	_ adapters.StreamEditor = (*messenger)(nil)
+	_ adapters.Drafter      = (*messenger)(nil)
+)
+
+// StopData is the callback data of the Stop button on a streaming message. Callback data
+// starts with its feature's prefix ("stop:"); the adapter routes a pressed button by it.
+const StopData = "stop:"
+
+// stopKeyboard is the inline keyboard of a message still streaming: one Stop button.
+func stopKeyboard() string {
+	b, _ := json.Marshal(map[string]any{"inline_keyboard": [][]map[string]string{{{"text": "Stop", "callback_data": StopData}}}})
+	return string(b)
+}
 
 func chatParams(chat adapters.ChatRef) tgbotapi.Params {
 	p := tgbotapi.Params{"chat_id": chat.ChatID}
@@ -208,6 +223,9 @@ func (m *messenger) Send(ctx context.Context, chat adapters.ChatRef, text string
 		p["reply_to_message_id"] = opts.ReplyTo
 		p["allow_sending_without_reply"] = "true"
 	}
+	if opts.Stoppable {
+		p["reply_markup"] = stopKeyboard()
+	}
 	textParams(p, text, false)
 	res, err := m.api.call(ctx, "sendMessage", p)
 	if errors.Is(err, errEntities) {
@@ -228,8 +246,22 @@ func messageRef(chat adapters.ChatRef, res json.RawMessage) (adapters.MessageRef
 	return adapters.MessageRef{Chat: chat, ID: strconv.Itoa(sm.MessageID)}, nil
 }
 
+// Edit replaces a message's text; an inline keyboard on it (the Stop button) goes, as an edit
+// without reply_markup does on Telegram.
 func (m *messenger) Edit(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return m.edit(ctx, msg, text, "")
+}
+
+// EditStreaming replaces the text of a message still streaming and keeps its Stop button.
+func (m *messenger) EditStreaming(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return m.edit(ctx, msg, text, stopKeyboard())
+}
+
+func (m *messenger) edit(ctx context.Context, msg adapters.MessageRef, text, keyboard string) error {
 	p := chatParams(msg.Chat)
+	if keyboard != "" {
+		p["reply_markup"] = keyboard
+	}
 	p["message_id"] = msg.ID
 	p["link_preview_options"] = `{"is_disabled":true}`
 	p["disable_web_page_preview"] = "true"
@@ -238,6 +270,35 @@ func (m *messenger) Edit(ctx context.Context, msg adapters.MessageRef, text stri
 	if errors.Is(err, errEntities) {
 		textParams(p, text, true)
 		_, err = m.api.call(ctx, "editMessageText", p)
+	}
+	return err
+}
+
+// DraftsIn reports whether replies in chat stream as drafts: private chats (positive ids)
+// when drafts are on.
+func (m *messenger) DraftsIn(chat adapters.ChatRef) bool {
+	return m.drafts && !strings.HasPrefix(chat.ChatID, "-")
+}
+
+// Draft shows text as draft id with sendMessageDraft; stoppable adds Telegram's Stop button
+// (can_stop) that keeps the partial text when pressed (keep_on_stop). A 400 or 404 answer
+// means this bot or chat takes no drafts: it wraps adapters.ErrDraftsRefused.
+func (m *messenger) Draft(ctx context.Context, chat adapters.ChatRef, id int64, text string, stoppable bool) error {
+	p := chatParams(chat)
+	p["draft_id"] = strconv.FormatInt(id, 10)
+	if stoppable {
+		p["can_stop"], p["keep_on_stop"] = "true", "true"
+	}
+	textParams(p, text, false)
+	_, err := m.api.call(ctx, "sendMessageDraft", p)
+	if errors.Is(err, errEntities) {
+		textParams(p, text, true)
+		_, err = m.api.call(ctx, "sendMessageDraft", p)
+	}
+	var rl *adapters.RateLimitError
+	if err != nil && !errors.As(err, &rl) && !errors.Is(err, adapters.ErrTemporary) && !errors.Is(err, adapters.ErrTooLong) &&
+		ctx.Err() == nil && (strings.Contains(err.Error(), " 400 ") || strings.Contains(err.Error(), " 404 ")) {
+		return fmt.Errorf("%w: %w", err, adapters.ErrDraftsRefused)
 	}
 	return err
 }

@@ -14,11 +14,23 @@ import (
 
 type dispatcher func(id int64, m *message, redelivered bool)
 
+// actor takes an update that is a user's action on what the bot sent (a pressed inline
+// button, a stopped draft) rather than a message. Actions are not journaled: after a crash
+// the reply they act on is gone.
+type actor func(u *update)
+
+// allowedUpdates are the update kinds the bot asks Telegram for.
+const allowedUpdates = `["message","callback_query","stopped_message_generation"]`
+
 type update struct {
-	UpdateID      int64          `json:"update_id"`
-	Message       *message       `json:"message"`
-	CallbackQuery *callbackQuery `json:"callback_query"`
+	UpdateID          int64              `json:"update_id"`
+	Message           *message           `json:"message"`
+	CallbackQuery     *callbackQuery     `json:"callback_query"`
+	StoppedGeneration *generationStopped `json:"stopped_message_generation"`
 }
+
+// isAction reports whether the update is an action for an actor.
+func (u *update) isAction() bool { return u.CallbackQuery != nil || u.StoppedGeneration != nil }
 
 type message struct {
 	MessageID       int             `json:"message_id"`
@@ -47,7 +59,7 @@ type photoSize struct {
 	FileSize int    `json:"file_size"`
 }
 
-func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher) error {
+func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor) error {
 	// A webhook left over from webhook mode would make getUpdates fail.
 	if _, err := a.api.call(ctx, "deleteWebhook", tgbotapi.Params{}); err != nil && ctx.Err() == nil {
 		a.log.Warn("telegram: deleteWebhook failed", "err", err)
@@ -99,6 +111,7 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher) error {
 			ids  []int64
 			raws []json.RawMessage
 			msgs []*message
+			acts []*update
 		)
 		next := offset
 		for _, raw := range ups {
@@ -117,13 +130,10 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher) error {
 				continue // already taken
 			}
 			next = u.UpdateID + 1
-			if u.CallbackQuery != nil {
-				// A press is answered now and never journaled: after a restart its question
-				// is gone anyway.
-				go a.onCallback(ctx, u.CallbackQuery)
-				continue
-			}
 			if u.Message == nil {
+				if u.isAction() {
+					acts = append(acts, &u)
+				}
 				continue
 			}
 			ids, raws, msgs = append(ids, u.UpdateID), append(raws, raw), append(msgs, u.Message)
@@ -135,6 +145,9 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher) error {
 		a.setOffset(next)
 		for i, id := range ids {
 			dispatch(id, msgs[i], false)
+		}
+		for _, u := range acts {
+			act(u)
 		}
 	}
 }

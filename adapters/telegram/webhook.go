@@ -62,7 +62,7 @@ func (l WebhookLimits) withDefaults() WebhookLimits {
 	return l
 }
 
-func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
+func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher, act actor) error {
 	hookURL, err := url.Parse(a.opts.WebhookURL)
 	if err != nil {
 		return fmt.Errorf("telegram: webhook_url %q: %w", a.opts.WebhookURL, err)
@@ -113,13 +113,13 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 		mu.Lock()
 		dup := !seen.add(u.UpdateID)
 		mu.Unlock()
-		if !dup && u.CallbackQuery != nil {
-			go a.onCallback(ctx, u.CallbackQuery)
-		}
 		if !dup && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
 			// On disk before Telegram hears it arrived.
 			a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
 			dispatch(u.UpdateID, u.Message, false)
+		}
+		if !dup && u.Message == nil && u.isAction() {
+			act(&u)
 		}
 		w.WriteHeader(http.StatusOK)
 	})

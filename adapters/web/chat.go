@@ -522,6 +522,8 @@ type eventMessage struct {
 	Text  string      `json:"text"`
 	HTML  string      `json:"html,omitempty"` // sanitised rendering of a bot message's Markdown
 	Files []eventFile `json:"files,omitempty"`
+	// Stop: the reply still streams; the page shows a Stop button that posts /stop.
+	Stop bool `json:"stop,omitempty"`
 	// Question and Choices are an open approval question's id and buttons.
 	Question string        `json:"question,omitempty"`
 	Choices  []eventChoice `json:"choices,omitempty"`
@@ -618,7 +620,7 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 }
 
 func toEvent(m *message) eventMessage {
-	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question}
+	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question, Stop: m.Stop}
 	for _, ch := range m.Choices {
 		e.Choices = append(e.Choices, eventChoice{ID: ch.ID, Label: ch.Label})
 	}
@@ -718,7 +720,7 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer c.turns.Done()
 		// The browser shows every edit as it arrives: replies always stream.
-		resp := c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID}, true)
+		resp := c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, true)
 		h.Handle(c.ctx, in, askResponder{Responder: resp, chat: c, chatID: conv.id})
 	}()
 	w.WriteHeader(http.StatusAccepted)

@@ -35,6 +35,9 @@ func (h *scriptedHandler) Handle(ctx context.Context, in adapters.Inbound, out a
 		out.Notice(ctx, "commands: /reset /stop /help")
 		return
 	}
+	if in.Command == "stop" {
+		return // the pipeline's business: nothing to stream
+	}
 	reply := out.NewReply(ctx)
 	reply.Working(true)
 	for _, step := range h.steps[:len(h.steps)-1] {
@@ -480,5 +483,39 @@ func TestRunStopsTakingMessagesButLetsRunningTurnsFinish(t *testing.T) {
 	}
 	if err := <-ran; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// A reply still streaming shows a Stop button in the page; what the button posts (/stop)
+// reaches the handler as the stop command, and the final text takes the button away.
+func TestStreamingReplyShowsAStopButtonUntilTheFinal(t *testing.T) {
+	h := &scriptedHandler{steps: []string{"Thinking about a long answer", "A long answer."},
+		seen: make(chan string), got: make(chan adapters.Inbound, 2)}
+	_, srv := newChat(t, h)
+	b := newBrowser(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := b.events(ctx)
+	b.send("tell me")
+	<-h.got
+	nextMsg(t, events, nil) // the user's message
+	preview := nextMsg(t, events, nil)
+	if preview.Role != "bot" || !preview.Stop {
+		t.Fatalf("streaming reply = %+v, want a bot message with a Stop button", preview)
+	}
+	b.send("/stop") // what the Stop button posts
+	if in := <-h.got; in.Command != "stop" {
+		t.Errorf("the Stop button reached the handler as %+v, want the stop command", in)
+	}
+	h.seen <- preview.Text
+	for {
+		m := nextMsg(t, events, nil)
+		if m.ID != preview.ID {
+			continue // the /stop the button posted, shown as the user's message
+		}
+		if m.Text != "A long answer." || m.Stop {
+			t.Errorf("final = %+v, want the answer without a Stop button", m)
+		}
+		break
 	}
 }

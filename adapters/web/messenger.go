@@ -40,6 +40,8 @@ type message struct {
 	// Question and Choices are set on an open approval question: its id and buttons.
 	Question string
 	Choices  []adapters.Choice
+	// Stop: the message is still streaming and shows a Stop button, which posts /stop.
+	Stop bool
 }
 
 // conversation is one browser's chat: its messages and the streams watching them.
@@ -124,13 +126,24 @@ func (m messenger) Send(ctx context.Context, chat adapters.ChatRef, text string,
 	html := markdown.HTML(text)
 	c.mu.Lock()
 	msg := c.addLocked("bot", text, nil)
-	msg.HTML = html
+	msg.HTML, msg.Stop = html, opts.Stoppable
 	c.mu.Unlock()
 	return adapters.MessageRef{Chat: chat, ID: msg.ID}, nil
 }
 
-// Edit replaces the text of a bot message.
+var _ adapters.StreamEditor = messenger{}
+
+// Edit replaces the text of a bot message and makes it final: its Stop button goes.
 func (m messenger) Edit(ctx context.Context, ref adapters.MessageRef, text string) error {
+	return m.edit(ctx, ref, text, false)
+}
+
+// EditStreaming replaces the text of a bot message still streaming; its Stop button stays.
+func (m messenger) EditStreaming(ctx context.Context, ref adapters.MessageRef, text string) error {
+	return m.edit(ctx, ref, text, true)
+}
+
+func (m messenger) edit(ctx context.Context, ref adapters.MessageRef, text string, streaming bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("web edit: %w", err)
 	}
@@ -148,11 +161,12 @@ func (m messenger) Edit(ctx context.Context, ref adapters.MessageRef, text strin
 	if msg == nil || msg.Role != "bot" {
 		return fmt.Errorf("web edit of message %s: %w", ref.ID, adapters.ErrMessageGone)
 	}
-	if msg.Text == text {
+	stop := msg.Stop && streaming
+	if msg.Text == text && msg.Stop == stop {
 		return fmt.Errorf("web edit of message %s: %w", ref.ID, adapters.ErrNotModified)
 	}
 	c.rev++
-	msg.Text, msg.HTML, msg.rev = text, html, c.rev
+	msg.Text, msg.HTML, msg.Stop, msg.rev = text, html, stop, c.rev
 	c.notifyLocked()
 	return nil
 }

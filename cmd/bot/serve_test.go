@@ -100,6 +100,8 @@ native = ["current_time"]
 enabled = %t
 token = %q
 api_endpoint = %q
+# These tests watch answers stream by edits; drafts have tests of their own.
+drafts = "off"
 %s
 [[mcp.servers]]
 name = "kit"
@@ -225,8 +227,8 @@ func TestServeEndToEnd(t *testing.T) {
 	)
 	e.say(1, "use the tool")
 	final := e.waitBotText(1, "the answer with the tool round", contains("The kit said hi."))
-	if !strings.HasPrefix(final, "Checking.\n\n✓ echo ") {
-		t.Fatalf("answer = %q; want the pre-tool text, then the tool's status line", final)
+	if !strings.HasPrefix(final, "Checking.\n\n✓ 1 tool · ") || !strings.Contains(final, "\n✓ echo ") {
+		t.Fatalf("answer = %q; want the pre-tool text, then the tool's status line folded away", final)
 	}
 	if m := e.tg.BotMessages(1); len(m) != 1 || m[0].Edits == 0 {
 		t.Fatalf("bot messages = %+v; want one message streamed by edits", m)
@@ -553,5 +555,73 @@ func TestServeRefusesToRunWithoutAPlatform(t *testing.T) {
 	err := serve(context.Background(), e.config(""), slog.New(slog.NewTextHandler(e.logs, nil)), nil)
 	if !errors.Is(err, errNothingToServe) {
 		t.Fatalf("serve = %v, want %v", err, errNothingToServe)
+	}
+}
+
+// Stop buttons end a turn exactly like /stop: the native Stop of a Telegram draft (while the
+// answer streams in a private chat), and the inline Stop button of an answer streamed by edits
+// while a tool runs (the 30 s tool is cancelled, the partial answer stays, marked stopped). A
+// bystander's press in a group is refused like their /stop.
+func TestStopButtonsEndTheTurn(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config("")
+	cfg.Telegram.Drafts = "auto"
+	e.start(cfg)
+
+	// The draft's native Stop while the model writes.
+	hold := make(chan struct{})
+	defer close(hold)
+	e.llm.SetHandler(func(r llm.Request) llm.Reply {
+		if lastUser(r) == "tell a story" {
+			return llm.Reply{Chunks: []llm.Chunk{{Content: "Once upon a time"}, {Content: " there was", Wait: hold}}}
+		}
+		return llm.Reply{Chunks: []llm.Chunk{
+			{Content: "Let me wait."},
+			{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "call_sleep", Name: "sleep", Arguments: `{"seconds":30}`}}},
+		}}
+	})
+	e.say(21, "tell a story")
+	wait.For(t, "the answer streaming as a draft with a Stop button", func() bool {
+		d, ok := e.tg.CurrentDraft(21)
+		return ok && d.CanStop && d.KeepOnStop && strings.Contains(d.Text, "Once upon a time")
+	})
+	if !e.tg.PressDraftStop(21) {
+		t.Fatal("the draft shows no Stop button")
+	}
+	e.waitBotText(21, "the stopped answer", func(s string) bool { return s == "Once upon a time [stopped]" })
+
+	// The inline Stop button of a group answer while a tool runs.
+	group := tgkit.Chat{ID: -100500, Type: "supergroup"}
+	e.tg.Send(tgkit.Inbound{Chat: group, From: user(22), Text: "@" + e.tg.BotUsername() + " wait for it"})
+	wait.For(t, "the sleep call", func() bool { return e.kit.Calls("sleep") == 1 })
+	var msg tgkit.Message
+	wait.For(t, "the streaming message with its Stop button", func() bool {
+		ms := e.tg.BotMessages(group.ID)
+		if len(ms) == 1 && len(ms[0].Buttons) == 1 && strings.Contains(ms[0].Text, "sleep") {
+			msg = ms[0]
+			return true
+		}
+		return false
+	})
+	// A bystander's press is refused, as their /stop would be; the tool keeps running.
+	if _, err := e.tg.PressButton(group.ID, msg.ID, user(23), msg.Buttons[0].CallbackData); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBotText(group.ID, "the bystander's refusal", contains("Only the person who asked"))
+	begun := time.Now()
+	if _, err := e.tg.PressButton(group.ID, msg.ID, user(22), msg.Buttons[0].CallbackData); err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitBotText(group.ID, "the stopped answer", contains("[stopped]"))
+	if !strings.HasPrefix(got, "Let me wait.") || !strings.Contains(got, "✗ sleep") {
+		t.Errorf("stopped answer = %q, want the text, the cancelled tool and the stopped mark", got)
+	}
+	if waited := time.Since(begun); waited > 20*time.Second {
+		t.Errorf("the stop took %s: the 30 s tool was not cancelled", waited)
+	}
+	for _, m := range e.tg.BotMessages(group.ID) {
+		if len(m.Buttons) != 0 {
+			t.Errorf("message %q still shows buttons after the final", m.Text)
+		}
 	}
 }

@@ -11,6 +11,12 @@
 //
 //	loadtest [-chats N] [-turns K | -duration D] [-rate TOK/S] [-tokens N] [-tool-share F]
 //	         [-tool-latency D] [-bot PATH] [-profile DIR] [-json]
+//	loadtest stream [-chars N] [-chunk 5ms,20ms] [-modes telegram-edits,telegram-drafts,...] [-json]
+//
+// The stream role measures what one long answer looks like on each streaming surface (Telegram
+// edits in a private chat and a group, Telegram drafts, Discord edits): time from the first token
+// to the first visible text, the longest time the text stood still while the model produced, and
+// the time from the model's last chunk to the final text, with the requests it took.
 //
 // Everything listens on loopback only, every loop is bounded in count and time (-timeout), and the
 // tool stops by itself.
@@ -42,6 +48,8 @@ func main() {
 		err = baselineMain(ctx, args, os.Stdout)
 	case len(args) > 0 && args[0] == "baseline":
 		err = baselineMain(ctx, args[1:], os.Stdout)
+	case len(args) > 0 && args[0] == "stream":
+		err = streamMain(ctx, args[1:], os.Stdout)
 	default:
 		err = loadMain(ctx, args, os.Stdout, os.Stderr, log)
 	}

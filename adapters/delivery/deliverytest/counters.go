@@ -27,7 +27,7 @@ func (c *Counters) Observe(e delivery.Event) {
 
 // Stats is a snapshot of Counters.
 type Stats struct {
-	Sends, Edits, Files, NotModified, RateLimited, Retries, Fallbacks, Failures, Typing int64
+	Sends, Edits, Files, NotModified, RateLimited, Retries, Fallbacks, Failures, Typing, Drafts int64
 }
 
 // Snapshot returns the current counts.
@@ -44,5 +44,6 @@ func (c *Counters) Snapshot() Stats {
 		Fallbacks:   c.n[delivery.EventFallback],
 		Failures:    c.n[delivery.EventFailed],
 		Typing:      c.n[delivery.EventTyping],
+		Drafts:      c.n[delivery.EventDraft],
 	}
 }

@@ -48,6 +48,18 @@
     } else {
       body.textContent = m.text;
     }
+    let stop = el.querySelector(".stop");
+    if (m.stop && !stop) {
+      // The answer still streams: its Stop button sends /stop, like typing it.
+      stop = document.createElement("button");
+      stop.type = "button";
+      stop.className = "stop";
+      stop.textContent = "Stop";
+      stop.addEventListener("click", function () { stop.disabled = true; post("/stop"); });
+      el.appendChild(stop);
+    } else if (!m.stop && stop) {
+      stop.remove();
+    }
     el.querySelectorAll(".file").forEach(function (f) { f.remove(); });
     (m.files || []).forEach(function (f) {
       let node;
@@ -90,17 +102,20 @@
     if (events.readyState !== EventSource.OPEN) showError("Connection lost; reconnecting…");
   });
 
+  function post(text) {
+    return fetch("/chat/send", {
+      method: "POST",
+      headers: { "X-CSRF-Token": csrf },
+      body: new URLSearchParams({ text: text, csrf: csrf }),
+      credentials: "same-origin",
+    });
+  }
+
   function send() {
     const text = input.value.trim();
     if (!text) return;
-    const body = new URLSearchParams({ text: text, csrf: csrf });
     input.disabled = true;
-    fetch("/chat/send", {
-      method: "POST",
-      headers: { "X-CSRF-Token": csrf },
-      body: body,
-      credentials: "same-origin",
-    }).then(function (resp) {
+    post(text).then(function (resp) {
       if (resp.ok) {
         input.value = "";
         showError("");

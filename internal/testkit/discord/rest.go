@@ -420,14 +420,28 @@ func (s *Server) storeLocked(m *message) {
 // invalid input.
 func (s *Server) applyFields(m *message, req *request, create bool) (int, any) {
 	f := req.fields
+	if raw, ok := f["flags"]; ok && string(raw) != "null" {
+		var flags int
+		_ = json.Unmarshal(raw, &flags)
+		if m.Flags&FlagComponentsV2 != 0 && flags&FlagComponentsV2 == 0 {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "flags: the IS_COMPONENTS_V2 flag cannot be removed from a message")
+		}
+		m.Flags = flags
+	}
+	v2 := m.Flags&FlagComponentsV2 != 0
 	if raw, ok := f["content"]; ok && string(raw) != "null" {
 		var c string
 		if err := json.Unmarshal(raw, &c); err != nil {
 			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "content: "+err.Error())
 		}
-		m.Content = c
+		if v2 && c != "" {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "content: cannot be used with the IS_COMPONENTS_V2 flag")
+		}
+		if !v2 {
+			m.Content = c
+		}
 	}
-	if n := utf8.RuneCountInString(m.Content); n > maxContent {
+	if n := utf8.RuneCountInString(m.Content); !v2 && n > maxContent {
 		return http.StatusBadRequest, map[string]any{
 			"code": codeInvalidFormBody, "message": "Invalid Form Body",
 			"errors": map[string]any{"content": map[string]any{"_errors": []any{map[string]any{
@@ -436,14 +450,19 @@ func (s *Server) applyFields(m *message, req *request, create bool) (int, any) {
 		}
 	}
 	if raw, ok := f["components"]; ok && string(raw) != "null" {
-		buttons, err := parseButtons(raw)
-		if err != nil {
-			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "components: "+err.Error())
+		if v2 {
+			text, buttons, err := parseV2(raw)
+			if err != nil {
+				return http.StatusBadRequest, errorBody(codeInvalidFormBody, "components: "+err.Error())
+			}
+			m.Content, m.Buttons, m.v2 = text, buttons, append(json.RawMessage(nil), raw...)
+		} else {
+			buttons, err := parseButtons(raw)
+			if err != nil {
+				return http.StatusBadRequest, errorBody(codeInvalidFormBody, "components: "+err.Error())
+			}
+			m.Buttons = buttons
 		}
-		m.Buttons = buttons
-	}
-	if raw, ok := f["flags"]; ok && string(raw) != "null" {
-		_ = json.Unmarshal(raw, &m.Flags)
 	}
 	if create {
 		if raw, ok := f["message_reference"]; ok && string(raw) != "null" {
@@ -521,6 +540,80 @@ func (s *Server) applyAttachments(m *message, req *request, create bool) (int, a
 	}
 	m.Attachments = kept
 	return 0, nil
+}
+
+// FlagComponentsV2 is the IS_COMPONENTS_V2 message flag.
+const FlagComponentsV2 = 1 << 15
+
+// Components V2 limits: 40 components in a message, nested ones included, and 4,000
+// characters of text across all of them.
+const (
+	maxV2Components = 40
+	maxV2Text       = 4000
+)
+
+// v2Component is a Components V2 component, as much of it as the server checks.
+type v2Component struct {
+	Type       int           `json:"type"`
+	Content    string        `json:"content"`
+	CustomID   string        `json:"custom_id"`
+	Label      string        `json:"label"`
+	Style      int           `json:"style"`
+	Components []v2Component `json:"components"`
+}
+
+// parseV2 checks the components of a Components V2 message the way Discord does (known types,
+// at most 40 components, at most 4,000 characters of text) and returns what users read: the
+// text displays' content joined by blank lines, and the buttons.
+func parseV2(raw json.RawMessage) (string, []Button, error) {
+	var top []v2Component
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return "", nil, err
+	}
+	var texts []string
+	buttons := []Button{}
+	count, chars := 0, 0
+	var walk func(cs []v2Component, depth int) error
+	walk = func(cs []v2Component, depth int) error {
+		for _, c := range cs {
+			count++
+			switch c.Type {
+			case 17: // container
+				if depth > 0 {
+					return fmt.Errorf("a container cannot be nested")
+				}
+			case 10: // text display
+				if c.Content == "" {
+					return fmt.Errorf("text display without content")
+				}
+				texts = append(texts, c.Content)
+				chars += utf8.RuneCountInString(c.Content)
+			case 1: // action row
+			case 2: // button
+				if c.CustomID == "" {
+					return fmt.Errorf("button %q has no custom_id", c.Label)
+				}
+				chars += utf8.RuneCountInString(c.Label)
+				buttons = append(buttons, Button{CustomID: c.CustomID, Label: c.Label, Style: c.Style})
+			default:
+				return fmt.Errorf("component type %d is not supported by this server", c.Type)
+			}
+			if err := walk(c.Components, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(top, 0); err != nil {
+		return "", nil, err
+	}
+	if count > maxV2Components {
+		return "", nil, fmt.Errorf("%d components, at most %d", count, maxV2Components)
+	}
+	if chars > maxV2Text {
+		return "", nil, fmt.Errorf("BASE_TYPE_MAX_LENGTH: %d characters of text, at most %d", chars, maxV2Text)
+	}
+	return strings.Join(texts, "\n\n"), buttons, nil
 }
 
 func parseButtons(raw json.RawMessage) ([]Button, error) {
@@ -614,13 +707,15 @@ func (s *Server) messageJSON(m *message) map[string]any {
 		atts = append(atts, map[string]any{"id": a.ID, "filename": a.Filename, "size": len(a.Data), "url": a.URL,
 			"proxy_url": a.URL, "content_type": a.ContentType})
 	}
-	comps := []any{}
-	if len(m.Buttons) > 0 {
+	var comps any = []any{}
+	if m.v2 != nil {
+		comps = m.v2
+	} else if len(m.Buttons) > 0 {
 		var buttons []any
 		for _, b := range m.Buttons {
 			buttons = append(buttons, map[string]any{"type": 2, "custom_id": b.CustomID, "label": b.Label, "style": b.Style})
 		}
-		comps = append(comps, map[string]any{"type": 1, "components": buttons})
+		comps = []any{map[string]any{"type": 1, "components": buttons}}
 	}
 	mentions := []any{}
 	for _, u := range m.MentionUsers {

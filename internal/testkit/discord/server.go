@@ -12,6 +12,7 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -95,7 +96,9 @@ type Message struct {
 	GuildID   string
 	AuthorID  string
 	AuthorBot bool
-	Content   string
+	// Content is the text users read: the content, or for a Components V2 message (Flags has
+	// FlagComponentsV2) its text displays joined by blank lines.
+	Content string
 	// ReferenceID is the id of the message this one replies to.
 	ReferenceID string
 	Buttons     []Button
@@ -175,6 +178,7 @@ type Server struct {
 type message struct {
 	Message
 	deleted bool
+	v2      json.RawMessage // the components of a Components V2 message, as sent
 }
 
 type bucket struct {

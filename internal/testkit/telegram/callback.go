@@ -8,7 +8,6 @@ import (
 // callbackState holds the button presses (callback queries) the server handed out, their
 // answers, and who administers which chat (getChatMember).
 type callbackState struct {
-	seq     int
 	answers map[string]CallbackAnswer
 	admins  map[int64]map[int64]bool // chat → users with status "administrator"
 }
@@ -25,8 +24,8 @@ func (s *Server) Press(chat Chat, from User, messageID int, data string) string 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.chatLocked(chat)
-	s.cb.seq++
-	id := "cq" + strconv.Itoa(s.cb.seq)
+	s.cbSeq++
+	id := "cb" + strconv.Itoa(s.cbSeq)
 	q := map[string]any{"id": id, "from": from, "chat_instance": strconv.FormatInt(c.chat.ID, 10), "data": data}
 	if m := s.findLocked(c.chat.ID, messageID); m != nil {
 		q["message"] = s.messageJSONLocked(m)
@@ -63,18 +62,6 @@ func (s *Server) SetChatAdmin(chat, user int64) {
 		s.cb.admins[chat] = map[int64]bool{}
 	}
 	s.cb.admins[chat][user] = true
-}
-
-func (s *Server) answerCallbackLocked(p map[string]string) (any, *apiError) {
-	id := p["callback_query_id"]
-	if id == "" {
-		return nil, badRequest("query is too old and response timeout expired or query ID is invalid")
-	}
-	if s.cb.answers == nil {
-		s.cb.answers = map[string]CallbackAnswer{}
-	}
-	s.cb.answers[id] = CallbackAnswer{Text: p["text"], ShowAlert: p["show_alert"] == "true"}
-	return true, nil
 }
 
 func (s *Server) chatMemberLocked(chatID int64, p map[string]string) (any, *apiError) {

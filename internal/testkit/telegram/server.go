@@ -19,6 +19,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,9 @@ type Options struct {
 	// Tests shorten it (with the client's matching option) to keep 429 storms quick.
 	RetryAfterUnit time.Duration
 	MaxTextLen     int // UTF-16 units; default 4096
+	// RefuseDrafts makes sendMessageDraft fail with 400 as for a bot that may not stream
+	// drafts (Telegram answers so where the feature is unavailable).
+	RefuseDrafts bool
 	// OnCall, when set, hears of every call (getUpdates included) right after its answer was
 	// written, on the request's goroutine; it may be called concurrently. The load tool times
 	// deliveries with it instead of polling Calls.
@@ -125,6 +129,9 @@ type Message struct {
 	// ReplyMarkup is the bot message's reply_markup as sent (an inline keyboard); an edit
 	// without one removes it, as Telegram does.
 	ReplyMarkup string
+	// Buttons is the message's inline keyboard, row after row flattened; an edit without
+	// reply_markup takes it off, as Telegram does.
+	Buttons []Button
 }
 
 // Call is one request the server answered.
@@ -151,6 +158,7 @@ const (
 	FaultMessageGone                       // edits: "message to edit not found" (the message is deleted)
 	FaultEntitiesRejected                  // requests with entities or parse_mode: "can't parse entities"
 	FaultTooLong                           // sendMessage/editMessageText: "message is too long"
+	FaultDraftRefused                      // sendMessageDraft: 400, as where drafts are unavailable
 )
 
 // Fault is an injected failure for the next Times matching calls.
@@ -185,6 +193,10 @@ type Server struct {
 	secret   string
 	hookWake chan struct{}
 	cb       callbackState
+	drafts   map[int64]*Draft // the draft each private chat shows now
+	draftLog []Draft          // every draft shown, in order
+	cbSeq    int
+	answered map[string]string // callback query id → the text answered (may be empty)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -218,6 +230,8 @@ func New(opts Options) (*Server, error) {
 		files:    map[string][]byte{},
 		migrated: map[int64]int64{},
 		hookWake: make(chan struct{}, 1),
+		drafts:   map[int64]*Draft{},
+		answered: map[string]string{},
 		ctx:      ctx,
 		cancel:   cancel,
 	}
@@ -267,6 +281,7 @@ func (s *Server) Messages(chatID int64) []Message {
 			if !m.Deleted {
 				mm := *m
 				mm.Entities = append([]Entity(nil), m.Entities...)
+				mm.Buttons = append([]Button(nil), m.Buttons...)
 				out = append(out, mm)
 			}
 		}
@@ -364,8 +379,14 @@ func (s *Server) Send(in Inbound) int {
 		}
 		obj["photo"] = []map[string]any{s.photoSizeLocked(small, 90), s.photoSizeLocked(in.Photo, 1280)}
 	}
+	s.pushUpdateLocked("message", obj)
+	return m.ID
+}
+
+// pushUpdateLocked queues an update whose one field is kind, for getUpdates and the webhook.
+func (s *Server) pushUpdateLocked(kind string, obj any) {
 	s.lastUpd++
-	raw, _ := json.Marshal(map[string]any{"update_id": s.lastUpd, "message": obj})
+	raw, _ := json.Marshal(map[string]any{"update_id": s.lastUpd, kind: obj})
 	s.updates = append(s.updates, raw)
 	s.updateID = append(s.updateID, s.lastUpd)
 	close(s.newUpd)
@@ -374,7 +395,6 @@ func (s *Server) Send(in Inbound) int {
 	case s.hookWake <- struct{}{}:
 	default:
 	}
-	return m.ID
 }
 
 // PendingUpdates is the number of updates not yet confirmed by the bot.
@@ -434,6 +454,9 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 	}
 	if m.Caption != "" {
 		obj["caption"] = m.Caption
+	}
+	if len(m.Buttons) > 0 {
+		obj["reply_markup"] = keyboardJSON(m.Buttons)
 	}
 	if m.ThreadID != 0 {
 		obj["message_thread_id"] = m.ThreadID
@@ -643,7 +666,9 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 }
 
 // counted methods draw on the rate budgets.
-var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true}
+// sendMessageDraft is counted like an edit: Telegram does not publish a separate budget for
+// drafts, so the server holds them to the one a streaming bot would otherwise spend on edits.
+var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true, "sendMessageDraft": true}
 
 func (s *Server) dispatchLocked(method string, p map[string]string, files map[string]upload) (any, *apiError) {
 	switch method {
@@ -721,6 +746,8 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 			return nil, badRequest("can't parse entities: Can't find end of the entity starting at byte offset 12")
 		case FaultTooLong:
 			return nil, badRequest("message is too long")
+		case FaultDraftRefused:
+			return nil, badRequest(draftsUnavailable)
 		case FaultMessageGone:
 			if m := s.findLocked(chatID, atoi(p["message_id"])); m != nil {
 				m.Deleted = true
@@ -753,7 +780,8 @@ func (s *Server) takeFaultLocked(method string, chatID int64, p map[string]strin
 			continue
 		}
 		if (f.Kind == FaultNotModified || f.Kind == FaultMessageGone) && method != "editMessageText" ||
-			f.Kind == FaultTooLong && method != "sendMessage" && method != "editMessageText" {
+			f.Kind == FaultTooLong && method != "sendMessage" && method != "editMessageText" ||
+			f.Kind == FaultDraftRefused && method != "sendMessageDraft" {
 			continue
 		}
 		if f.Kind == FaultEntitiesRejected && p["entities"] == "" && p["parse_mode"] == "" && p["caption_entities"] == "" {
@@ -838,8 +866,14 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		if aerr != nil {
 			return nil, aerr
 		}
+		buttons, aerr := parseKeyboard(p["reply_markup"])
+		if aerr != nil {
+			return nil, aerr
+		}
 		m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
-		m.Text, m.Entities, m.ReplyMarkup = text, ents, p["reply_markup"]
+		m.Text, m.Entities, m.Buttons, m.ReplyMarkup = text, ents, buttons, p["reply_markup"]
+		// A message from the bot ends the draft the chat showed.
+		delete(s.drafts, c.chat.ID)
 		return s.messageJSONLocked(m), nil
 	case "editMessageText":
 		m := s.findLocked(c.chat.ID, atoi(p["message_id"]))
@@ -857,10 +891,14 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		if aerr != nil {
 			return nil, aerr
 		}
-		if text == m.Text && sameEntities(ents, m.Entities) && p["reply_markup"] == m.ReplyMarkup {
+		buttons, aerr := parseKeyboard(p["reply_markup"])
+		if aerr != nil {
+			return nil, aerr
+		}
+		if text == m.Text && sameEntities(ents, m.Entities) && slices.Equal(buttons, m.Buttons) && p["reply_markup"] == m.ReplyMarkup {
 			return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
 		}
-		m.Text, m.Entities, m.ReplyMarkup = text, ents, p["reply_markup"]
+		m.Text, m.Entities, m.Buttons, m.ReplyMarkup = text, ents, buttons, p["reply_markup"]
 		m.Edits++
 		return s.messageJSONLocked(m), nil
 	case "sendPhoto", "sendDocument":
@@ -886,6 +924,8 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
 		m.Kind, m.FileName, m.Data, m.Caption = field, up.name, up.data, p["caption"]
 		return s.messageJSONLocked(m), nil
+	case "sendMessageDraft":
+		return s.draftLocked(c, p)
 	}
 	return nil, &apiError{code: 404, desc: "Not Found"}
 }

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/adapters/discord"
+	"relaybot/adapters/telegram"
+	"relaybot/agent"
+	dtk "relaybot/internal/testkit/discord"
+	"relaybot/internal/testkit/llm"
+	tgkit "relaybot/internal/testkit/telegram"
+)
+
+// streamResult is what one answer streamed through one platform mode showed its user.
+type streamResult struct {
+	Mode        string  `json:"mode"`
+	Chars       int     `json:"chars"`
+	ChunkMillis float64 `json:"chunk_ms"`
+	// FirstVisibleMs: first token → the first request that showed text.
+	FirstVisibleMs float64 `json:"first_visible_ms"`
+	// LongestStallMs: the longest time the visible text stood still while the model produced.
+	LongestStallMs float64 `json:"longest_stall_ms"`
+	// FinalLagMs: the model's last chunk → the final text delivered (Finish returned).
+	FinalLagMs float64 `json:"final_lag_ms"`
+	// Messages the answer ended in; Requests the sends, edits and drafts it took.
+	Messages    int     `json:"messages"`
+	Requests    int     `json:"requests"`
+	ReqPerSec   float64 `json:"req_per_sec"`
+	RateLimited int     `json:"rate_limited"`
+}
+
+// streamMain measures the streaming surfaces one answer at a time, in this process: the fake
+// model streams an answer through the agent runner (8 chunks per update) into the real
+// Telegram and Discord adapters talking to the testkit servers, which enforce the platforms'
+// budgets with real 429s.
+func streamMain(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("loadtest stream", flag.ContinueOnError)
+	chars := fs.Int("chars", 9000, "answer length in characters")
+	chunkList := fs.String("chunk", "5ms,20ms", "time between model chunks, comma-separated")
+	modeList := fs.String("modes", "telegram-edits,telegram-drafts,telegram-group,discord-edits", "platform modes, comma-separated")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *chars < 100 || *chars > 200000 {
+		return fmt.Errorf("stream: -chars must be 100..200000, got %d", *chars)
+	}
+	var results []streamResult
+	for _, cs := range strings.Split(*chunkList, ",") {
+		every, err := time.ParseDuration(strings.TrimSpace(cs))
+		if err != nil || every <= 0 || every > time.Second {
+			return fmt.Errorf("stream: -chunk %q: want durations up to 1s", cs)
+		}
+		for _, mode := range strings.Split(*modeList, ",") {
+			res, err := streamOnce(ctx, strings.TrimSpace(mode), *chars, every)
+			if err != nil {
+				return fmt.Errorf("stream %s at %s per chunk: %w", mode, every, err)
+			}
+			results = append(results, res)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tchars\tchunk\tfirst text\tlongest stall\tmodel end → final\tmessages\trequests\treq/s\t429s\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f ms\t%.0f ms\t%.0f ms\t%.0f ms\t%d\t%d\t%.2f\t%d\t\n", r.Mode, r.Chars, r.ChunkMillis,
+			r.FirstVisibleMs, r.LongestStallMs, r.FinalLagMs, r.Messages, r.Requests, r.ReqPerSec, r.RateLimited)
+	}
+	return tw.Flush()
+}
+
+// answerChunks makes an answer of about chars characters in chunks of one word, with a
+// paragraph break every 60 words and a code block in the middle, as models write.
+func answerChunks(chars int) []llm.Chunk {
+	words := []string{"streaming ", "answers ", "should ", "never ", "stall; ", "the ", "user ", "reads ", "along. "}
+	var out []llm.Chunk
+	n := 0
+	for i := 0; n < chars; i++ {
+		w := words[i%len(words)]
+		switch {
+		case i%60 == 59:
+			w += "\n\n"
+		case i == 400:
+			w = "\n\n```go\nfor i := range parts {\n\tsend(parts[i])\n}\n```\n\n"
+		}
+		out = append(out, llm.Chunk{Content: w})
+		n += len(w)
+	}
+	return out
+}
+
+// streamTarget is one platform mode's reply and what its server saw.
+type streamTarget struct {
+	reply    adapters.Reply
+	visible  func() (times []time.Time, requests, limited int) // successful text-showing requests
+	messages func() int
+	close    func()
+}
+
+func streamOnce(ctx context.Context, mode string, chars int, every time.Duration) (streamResult, error) {
+	model := llm.NewServer()
+	defer model.Close()
+	model.Push(llm.Reply{Chunks: answerChunks(chars), TokenDelay: every})
+	runner, err := agent.NewRunner([]agent.Model{{Name: "m", BaseURL: model.URL, Model: "m"}}, agent.Options{FlushChunks: 8})
+	if err != nil {
+		return streamResult{}, err
+	}
+	target, err := newStreamTarget(ctx, mode)
+	if err != nil {
+		return streamResult{}, err
+	}
+	defer target.close()
+
+	var mu sync.Mutex
+	var firstToken, modelEnd time.Time
+	var text string
+	emit := func(e agent.Event) {
+		c, ok := e.(agent.Chunk)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		now := time.Now()
+		if firstToken.IsZero() {
+			firstToken = now
+		}
+		if c.Final {
+			modelEnd = now
+		}
+		text = c.Text
+		mu.Unlock()
+		target.reply.Update(c.Text)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	res := runner.Run(rctx, agent.Request{Messages: []agent.Message{{Role: "user", Content: "write"}}, Stream: true}, emit)
+	if res.Err != nil {
+		return streamResult{}, res.Err
+	}
+	if err := target.reply.Finish(rctx, text, nil); err != nil {
+		return streamResult{}, err
+	}
+	done := time.Now()
+	times, requests, limited := target.visible()
+	out := streamResult{
+		Mode: mode, Chars: len(text), ChunkMillis: ms(every), FinalLagMs: ms(done.Sub(modelEnd)),
+		Messages: target.messages(), Requests: requests, RateLimited: limited,
+		ReqPerSec: float64(requests) / done.Sub(firstToken).Seconds(),
+	}
+	last := firstToken
+	for i, t := range times {
+		if i == 0 {
+			out.FirstVisibleMs = ms(t.Sub(firstToken))
+		}
+		if t.After(modelEnd) {
+			break
+		}
+		out.LongestStallMs = max(out.LongestStallMs, ms(t.Sub(last)))
+		last = t
+	}
+	out.LongestStallMs = max(out.LongestStallMs, ms(modelEnd.Sub(last)))
+	return out, nil
+}
+
+func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
+	switch mode {
+	case "telegram-edits", "telegram-drafts", "telegram-group":
+		var mu sync.Mutex
+		var calls []tgkit.Call
+		srv, err := tgkit.New(tgkit.Options{OnCall: func(c tgkit.Call) {
+			mu.Lock()
+			calls = append(calls, c)
+			mu.Unlock()
+		}})
+		if err != nil {
+			return nil, err
+		}
+		ad, err := telegram.New(telegram.Options{Token: srv.Token(), APIEndpoint: srv.Endpoint(), Stream: true, Drafts: mode == "telegram-drafts"})
+		if err != nil {
+			srv.Close()
+			return nil, err
+		}
+		chat := tgkit.Chat{ID: 4242, Type: "private"}
+		if mode == "telegram-group" {
+			chat = tgkit.Chat{ID: -4242, Type: "supergroup"}
+		}
+		srv.Send(tgkit.Inbound{Chat: chat, From: tgkit.User{ID: 4242, FirstName: "Load"}, Text: "write"})
+		ref := adapters.ChatRef{Platform: adapters.Telegram, ChatID: fmt.Sprint(chat.ID)}
+		return &streamTarget{
+			reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{ReplyTo: "1", Stoppable: true}),
+			visible: func() ([]time.Time, int, int) {
+				mu.Lock()
+				defer mu.Unlock()
+				var ts []time.Time
+				n, limited := 0, 0
+				for _, c := range calls {
+					switch c.Method {
+					case "sendMessage", "editMessageText", "sendMessageDraft":
+						n++
+						if c.Code == 429 {
+							limited++
+						}
+						if c.Code == 200 {
+							ts = append(ts, c.Time)
+						}
+					}
+				}
+				return ts, n, limited
+			},
+			messages: func() int { return len(srv.BotMessages(chat.ID)) },
+			close:    func() { ad.Engine().Close(); srv.Close() },
+		}, nil
+	case "discord-edits":
+		srv := dtk.New(dtk.Config{})
+		ch := "700000000000000001"
+		srv.AddChannel(dtk.Channel{ID: ch, Type: dtk.ChannelDM})
+		ad, err := discord.New(discord.Options{Token: srv.Token(), APIBase: srv.APIBase()})
+		if err != nil {
+			srv.Close()
+			return nil, err
+		}
+		ref := adapters.ChatRef{Platform: adapters.Discord, ChatID: ch}
+		return &streamTarget{
+			reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{}),
+			visible: func() ([]time.Time, int, int) {
+				var ts []time.Time
+				n, limited := 0, 0
+				for _, c := range srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage) {
+					n++
+					if c.Status == 429 {
+						limited++
+					}
+					if c.Status == 200 {
+						ts = append(ts, c.Time)
+					}
+				}
+				return ts, n, limited
+			},
+			messages: func() int { return len(srv.BotMessages(ch)) },
+			close:    func() { ad.Engine().Close(); srv.Close() },
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown mode %q (telegram-edits, telegram-drafts, telegram-group, discord-edits)", mode)
+}
