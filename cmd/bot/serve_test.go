@@ -608,16 +608,13 @@ func TestStopButtonsEndTheTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitBotText(group.ID, "the bystander's refusal", contains("Only the person who asked"))
-	begun := time.Now()
 	if _, err := e.tg.PressButton(group.ID, msg.ID, user(22), msg.Buttons[0].CallbackData); err != nil {
 		t.Fatal(err)
 	}
 	got := e.waitBotText(group.ID, "the stopped answer", contains("[stopped]"))
+	// "✗ sleep": the 30 s tool was cancelled, not waited for (it would read "✓ sleep").
 	if !strings.HasPrefix(got, "Let me wait.") || !strings.Contains(got, "✗ sleep") {
 		t.Errorf("stopped answer = %q, want the text, the cancelled tool and the stopped mark", got)
-	}
-	if waited := time.Since(begun); waited > 20*time.Second {
-		t.Errorf("the stop took %s: the 30 s tool was not cancelled", waited)
 	}
 	for _, m := range e.tg.BotMessages(group.ID) {
 		if len(m.Buttons) != 0 {
