@@ -152,6 +152,10 @@ type Request struct {
 	// Model, when it names a candidate (Model.Name), is tried first; the others stay fallbacks in
 	// their order. Empty or unknown: the order given to NewRunner.
 	Model string
+	// BeforeCall, when set, is asked before every model call of the turn after the first (each
+	// tool round's), with the calls made so far; an error ends the turn with it and no call is
+	// made (quotas that must hold inside a long turn too).
+	BeforeCall func(ctx context.Context, done []LLMCall) error
 }
 
 // Status is how a turn or a model call ended.

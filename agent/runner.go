@@ -187,6 +187,12 @@ func (t *turn) run(ctx context.Context) {
 				slog.Int("max_tool_rounds", maxRounds), slog.Int("round", round))
 			t.emit(RoundCapHit{Round: round, MaxToolRounds: maxRounds})
 		}
+		if round > 1 && t.req.BeforeCall != nil {
+			if err := t.req.BeforeCall(ctx, t.res.LLMCalls); err != nil {
+				t.fail(ctx, err)
+				return
+			}
+		}
 		msg, err := t.callModel(ctx, round, mode)
 		if err != nil {
 			t.fail(ctx, err)

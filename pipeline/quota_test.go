@@ -84,3 +84,24 @@ func TestUsageCommand(t *testing.T) {
 		}
 	}
 }
+
+// A quota reached inside a turn (a tool round's model call used it up) stops the turn before its
+// next model call, with the quota message instead of the failure hint.
+func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {
+	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
+	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
+	h.p.opts.Usage = h.store
+	h.llm.Push(llm.Reply{
+		Chunks: []llm.Chunk{{Content: "Let me check."}, {ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "c1", Name: "echo", Arguments: `{"text":"x"}`}}}},
+		Usage:  &llm.Usage{PromptTokens: 1100, CompletionTokens: 100},
+	}, llm.Text("never asked for"))
+	out := &recResponder{stream: true}
+	<-h.handle(privateMsg("7", "1", "hello"), out)
+	if got := h.llm.RequestCount(); got != 1 {
+		t.Fatalf("the model got %d requests, want 1: the turn went on past the quota", got)
+	}
+	final, _ := out.Reply(0).Final()
+	if !strings.Contains(final, "You have used up today's quota (1200 of 1000 tokens)") || strings.Contains(final, "never asked for") {
+		t.Fatalf("final = %q, want the quota message after the first round", final)
+	}
+}

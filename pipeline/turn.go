@@ -25,7 +25,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 	begun := time.Now()
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
-	if text, over := p.overQuota(ctx, in, log); over {
+	if text, over := p.overQuota(ctx, in, nil, log); over {
 		log.Info("pipeline: turn refused: over quota", "message", in.MessageID)
 		p.notice(out, text, log)
 		return
@@ -61,7 +61,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		ChatAdmin:      in.ChatAdmin,
 	}
 	stream := out.SupportsStreaming()
-	req := agent.Request{Stream: stream, Model: conv.Model}
+	req := agent.Request{Stream: stream, Model: conv.Model, BeforeCall: p.quotaCheck(in, log)}
 	if p.tools != nil {
 		tt := p.tools.ForTurn(info, p.allowedTools(in.Chat))
 		req.Tools = tt.Specs()
@@ -332,6 +332,9 @@ func (p *Pipeline) outcome(ctx context.Context, res *agent.Result) (status, note
 	err := res.Err
 	if err == nil {
 		err = fmt.Errorf("the model run ended with status %q", res.Status)
+	}
+	if q, ok := errors.AsType[*quotaError](err); ok {
+		return store.TurnError, q.text, err.Error()
 	}
 	return store.TurnError, p.failureText(err), err.Error()
 }
