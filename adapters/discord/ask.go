@@ -61,6 +61,11 @@ func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 	ch := channelOf(r.chat)
 	ms := &discordgo.MessageSend{Content: q.Text, AllowedMentions: noMentions(), Reference: reference(ch, r.replyTo),
 		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: buttons}}}
+	// The question is open before it is posted: a press can arrive before the post's answer.
+	pq := &question{chat: r.chat, text: q.Text, choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
+	a.questions.mu.Lock()
+	a.questions.open[id] = pq
+	a.questions.mu.Unlock()
 	var m *discordgo.Message
 	err := a.waitRateLimit(ctx, func() error {
 		var err error
@@ -68,11 +73,13 @@ func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 		return classify("post approval question in channel "+ch, err)
 	})
 	if err != nil {
+		a.questions.mu.Lock()
+		delete(a.questions.open, id)
+		a.questions.mu.Unlock()
 		return adapters.Answer{}, err
 	}
-	pq := &question{chat: r.chat, msgID: m.ID, text: q.Text, choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
 	a.questions.mu.Lock()
-	a.questions.open[id] = pq
+	pq.msgID = m.ID
 	a.questions.mu.Unlock()
 
 	select {

@@ -96,17 +96,24 @@ func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 	p := chatParams(r.chat)
 	p["text"] = q.Text
 	p["reply_markup"] = string(markup)
-	res, err := a.callWaiting(ctx, "sendMessage", p)
-	if err != nil {
-		return adapters.Answer{}, fmt.Errorf("telegram: post approval question: %w", err)
-	}
-	ref, err := messageRef(r.chat, res)
-	if err != nil {
-		return adapters.Answer{}, fmt.Errorf("telegram: post approval question: %w", err)
-	}
-	pq := &question{chat: r.chat, msgID: ref.ID, text: q.Text, choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
+	// The question is open before it is posted: a press can arrive before sendMessage's answer.
+	pq := &question{chat: r.chat, text: q.Text, choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
 	a.questions.mu.Lock()
 	a.questions.open[id] = pq
+	a.questions.mu.Unlock()
+	res, err := a.callWaiting(ctx, "sendMessage", p)
+	var ref adapters.MessageRef
+	if err == nil {
+		ref, err = messageRef(r.chat, res)
+	}
+	if err != nil {
+		a.questions.mu.Lock()
+		delete(a.questions.open, id)
+		a.questions.mu.Unlock()
+		return adapters.Answer{}, fmt.Errorf("telegram: post approval question: %w", err)
+	}
+	a.questions.mu.Lock()
+	pq.msgID = ref.ID
 	a.questions.mu.Unlock()
 
 	select {
@@ -151,7 +158,9 @@ func (a *Adapter) callWaiting(ctx context.Context, method string, p tgbotapi.Par
 func (a *Adapter) editQuestion(ctx context.Context, pq *question, text string) {
 	p := chatParams(pq.chat)
 	delete(p, "message_thread_id")
+	a.questions.mu.Lock()
 	p["message_id"] = pq.msgID
+	a.questions.mu.Unlock()
 	p["text"] = text
 	if _, err := a.callWaiting(ctx, "editMessageText", p); err != nil {
 		a.log.Warn("telegram: approval question not updated", "err", err)
@@ -190,6 +199,11 @@ func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest str
 		return
 	}
 	a.answerCallback(ctx, q.ID, "", false)
+	a.questions.mu.Lock()
+	if pq.msgID == "" && q.Message != nil { // pressed before sendMessage answered
+		pq.msgID = strconv.Itoa(q.Message.MessageID)
+	}
+	a.questions.mu.Unlock()
 	a.editQuestion(ctx, pq, text)
 	pq.done <- ans
 }

@@ -51,10 +51,17 @@ func newEnv(t *testing.T) *env {
 	model := llm.NewServer()
 	t.Cleanup(model.Close)
 	kit := mcpkit.New("kit")
-	return &env{
+	e := &env{
 		t: t, tg: tg, llm: model, kit: kit, mcp: mcpkit.StartHTTP(t, kit),
 		db: filepath.Join(t.TempDir(), "bot.db"), logs: &logbuf.Buffer{},
 	}
+	// A failed test shows what the bot logged: on a busy CI machine that is the only trace.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the bot's log:\n%s", e.logs.String())
+		}
+	})
+	return e
 }
 
 // config is the bot's config.toml for this world, with extra TOML appended to [chat], and the
