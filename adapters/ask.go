@@ -1,6 +1,12 @@
 package adapters
 
-import "context"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+	"sync"
+)
 
 // Choice is one button of a Question.
 type Choice struct {
@@ -37,4 +43,109 @@ type Asker interface {
 	// ends first the buttons go away and the question says it was closed unanswered. Ask
 	// returns the accepted answer, or ctx's error. decide must not block.
 	Ask(ctx context.Context, q Question, decide func(Answer) (accept bool, text string)) (Answer, error)
+}
+
+// ClosedText ends the text of a question nobody answered before it closed.
+const ClosedText = "\n\nClosed without an answer."
+
+// OpenQuestion is a posted Question waiting for an accepted press, as a platform adapter tracks
+// it. Its fields are read under the Questions lock.
+type OpenQuestion struct {
+	Chat ChatRef
+	// MessageID is the platform's id of the question's message; empty until the post is answered.
+	MessageID string
+	Text      string
+	choices   []Choice
+	decide    func(Answer) (bool, string)
+	done      chan Answer // buffered: the accepted answer
+	settled   bool
+}
+
+// Questions are an adapter's open questions by id, safe for concurrent use. The zero value is
+// ready to use. A question is opened before it is posted, so a press that reaches the bot before
+// the platform's answer to the post is taken, not refused as closed.
+type Questions struct {
+	mu   sync.Mutex
+	open map[string]*OpenQuestion
+}
+
+// Open registers a question about to be posted in chat and returns its id (random, 16 hex
+// characters, for button data) and the question.
+func (qs *Questions) Open(chat ChatRef, q Question, decide func(Answer) (bool, string)) (string, *OpenQuestion) {
+	b := make([]byte, 8)
+	rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	id := hex.EncodeToString(b)
+	oq := &OpenQuestion{Chat: chat, Text: q.Text, choices: slices.Clone(q.Choices), decide: decide, done: make(chan Answer, 1)}
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if qs.open == nil {
+		qs.open = map[string]*OpenQuestion{}
+	}
+	qs.open[id] = oq
+	return id, oq
+}
+
+// Posted records the message id of a posted question.
+func (qs *Questions) Posted(oq *OpenQuestion, messageID string) {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	oq.MessageID = messageID
+}
+
+// Drop forgets a question whose post failed.
+func (qs *Questions) Drop(id string) {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	delete(qs.open, id)
+}
+
+// MessageOf returns the question's message id (empty until posted).
+func (qs *Questions) MessageOf(oq *OpenQuestion) string {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return oq.MessageID
+}
+
+// Press hands a press of choice on question id to its decide function. It returns the question
+// (nil when there is no such open question or choice: the question is closed), whether the press
+// settled it, and the text decide gave. An accepted answer is delivered to Wait. messageID, when
+// not empty, is the pressed message, recorded if the post's answer has not come yet.
+func (qs *Questions) Press(id, choice, messageID string, ans Answer) (oq *OpenQuestion, accepted bool, text string) {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	oq = qs.open[id]
+	if oq == nil || oq.settled || !slices.ContainsFunc(oq.choices, func(c Choice) bool { return c.ID == choice }) {
+		return nil, false, ""
+	}
+	ans.Choice = choice
+	accepted, text = oq.decide(ans)
+	if !accepted {
+		return oq, false, text
+	}
+	oq.settled = true
+	delete(qs.open, id)
+	if oq.MessageID == "" {
+		oq.MessageID = messageID
+	}
+	oq.done <- ans
+	return oq, true, text
+}
+
+// Wait returns the accepted answer of question id, or ctx's error when ctx ends first; closed
+// then says the question was closed unanswered here and its message should say so (ClosedText)
+// and lose its buttons.
+func (qs *Questions) Wait(ctx context.Context, id string, oq *OpenQuestion) (ans Answer, closed bool, err error) {
+	select {
+	case ans := <-oq.done:
+		return ans, false, nil
+	case <-ctx.Done():
+	}
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if oq.settled { // answered as ctx ended: the answer stands
+		return <-oq.done, false, nil
+	}
+	oq.settled = true
+	delete(qs.open, id)
+	return Answer{}, true, ctx.Err()
 }

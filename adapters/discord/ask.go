@@ -2,13 +2,8 @@ package discord
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -19,34 +14,13 @@ import (
 // approvePrefix starts the custom_id of approval question buttons: "relaybot:approve:<id>:<choice>".
 const approvePrefix = "relaybot:approve:"
 
-// closedText ends a question nobody answered.
-const closedText = "\n\nClosed without an answer."
-
-// question is an approval question waiting for a press.
-type question struct {
-	chat    adapters.ChatRef
-	msgID   string
-	text    string
-	choices []adapters.Choice
-	decide  func(adapters.Answer) (bool, string)
-	done    chan adapters.Answer // buffered
-	settled bool
-}
-
-// questions are the open approval questions of an Adapter, by id.
-type questions struct {
-	mu   sync.Mutex
-	open map[string]*question
-}
-
 var _ adapters.Asker = msgResponder{}
 
 // Ask posts q with buttons and waits for an accepted press or the end of ctx.
 func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
 	a := r.a
-	b := make([]byte, 8)
-	rand.Read(b) // crypto/rand.Read never fails on supported platforms
-	id := hex.EncodeToString(b)
+	// The question is open before it is posted: a press can arrive before the post's answer.
+	id, oq := a.questions.Open(r.chat, q, decide)
 	var buttons []discordgo.MessageComponent
 	for i, ch := range q.Choices {
 		style := discordgo.SecondaryButton
@@ -61,11 +35,6 @@ func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 	ch := channelOf(r.chat)
 	ms := &discordgo.MessageSend{Content: q.Text, AllowedMentions: noMentions(), Reference: reference(ch, r.replyTo),
 		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: buttons}}}
-	// The question is open before it is posted: a press can arrive before the post's answer.
-	pq := &question{chat: r.chat, text: q.Text, choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
-	a.questions.mu.Lock()
-	a.questions.open[id] = pq
-	a.questions.mu.Unlock()
 	var m *discordgo.Message
 	err := a.waitRateLimit(ctx, func() error {
 		var err error
@@ -73,40 +42,26 @@ func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 		return classify("post approval question in channel "+ch, err)
 	})
 	if err != nil {
-		a.questions.mu.Lock()
-		delete(a.questions.open, id)
-		a.questions.mu.Unlock()
+		a.questions.Drop(id)
 		return adapters.Answer{}, err
 	}
-	a.questions.mu.Lock()
-	pq.msgID = m.ID
-	a.questions.mu.Unlock()
-
-	select {
-	case ans := <-pq.done:
-		return ans, nil
-	case <-ctx.Done():
+	a.questions.Posted(oq, m.ID)
+	ans, closed, err := a.questions.Wait(ctx, id, oq)
+	if !closed {
+		return ans, err
 	}
-	a.questions.mu.Lock()
-	if pq.settled { // answered as ctx ended: the answer stands
-		a.questions.mu.Unlock()
-		return <-pq.done, nil
-	}
-	pq.settled = true
-	delete(a.questions.open, id)
-	a.questions.mu.Unlock()
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	text := pq.text + closedText
+	text := oq.Text + adapters.ClosedText
 	none := []discordgo.MessageComponent{}
-	me := &discordgo.MessageEdit{ID: pq.msgID, Channel: ch, Content: &text, Components: &none, AllowedMentions: noMentions()}
+	me := &discordgo.MessageEdit{ID: a.questions.MessageOf(oq), Channel: ch, Content: &text, Components: &none, AllowedMentions: noMentions()}
 	if err := a.waitRateLimit(ectx, func() error {
 		_, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ectx)...)
 		return classify("close approval question", err)
 	}); err != nil {
 		a.log.Warn("discord: approval question not closed", "err", err)
 	}
-	return adapters.Answer{}, ctx.Err()
+	return adapters.Answer{}, err
 }
 
 // waitRateLimit runs fn, waiting out 429s until ctx ends: a question and its answer go outside
@@ -136,28 +91,25 @@ const chatAdminPermissions = discordgo.PermissionAdministrator | discordgo.Permi
 // decision, without buttons.
 func (a *Adapter) onApprovePress(ctx context.Context, i *discordgo.Interaction, user *discordgo.User, rest string) {
 	id, choice, _ := strings.Cut(rest, ":")
-	a.questions.mu.Lock()
-	defer a.questions.mu.Unlock()
-	pq := a.questions.open[id]
-	if pq == nil || pq.settled || !slices.ContainsFunc(pq.choices, func(c adapters.Choice) bool { return c.ID == choice }) {
+	ans := adapters.Answer{UserID: user.ID, UserName: user.Username,
+		ChatAdmin: i.Member != nil && i.Member.Permissions&chatAdminPermissions != 0}
+	msgID := ""
+	if i.Message != nil {
+		msgID = i.Message.ID
+	}
+	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
+	switch {
+	case oq == nil:
 		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 			&discordgo.InteractionResponseData{Content: "This question is closed.", Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
-		return
-	}
-	ans := adapters.Answer{Choice: choice, UserID: user.ID, UserName: user.Username,
-		ChatAdmin: i.Member != nil && i.Member.Permissions&chatAdminPermissions != 0}
-	ok, text := pq.decide(ans)
-	if !ok {
+	case !accepted:
 		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 			&discordgo.InteractionResponseData{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
-		return
+	default:
+		none := []discordgo.MessageComponent{}
+		if !a.respond(ctx, i, discordgo.InteractionResponseUpdateMessage,
+			&discordgo.InteractionResponseData{Content: text, Components: none, AllowedMentions: noMentions()}) {
+			a.log.Warn("discord: approval question not updated", "question", a.questions.MessageOf(oq))
+		}
 	}
-	pq.settled = true
-	delete(a.questions.open, id)
-	none := []discordgo.MessageComponent{}
-	if !a.respond(ctx, i, discordgo.InteractionResponseUpdateMessage,
-		&discordgo.InteractionResponseData{Content: text, Components: none, AllowedMentions: noMentions()}) {
-		a.log.Warn("discord: approval question not updated", "question", fmt.Sprint(pq.msgID))
-	}
-	pq.done <- ans
 }

@@ -149,7 +149,7 @@ type Adapter struct {
 	engine  *delivery.Engine
 	stops   *stopTracker
 	// questions are the open approval questions (buttons "relaybot:approve:…").
-	questions questions
+	questions adapters.Questions
 
 	mu       sync.Mutex
 	running  bool
@@ -205,15 +205,14 @@ func New(opts Options) (*Adapter, error) {
 	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
 
 	a := &Adapter{
-		opts:      opts,
-		log:       opts.Logger,
-		session:   s,
-		http:      &http.Client{Transport: rt, Timeout: time.Minute},
-		stops:     newStopTracker(),
-		questions: questions{open: map[string]*question{}},
-		parents:   map[string]string{},
-		guildOf:   map[string]string{},
-		dmUsers:   map[string]dmVerdict{},
+		opts:    opts,
+		log:     opts.Logger,
+		session: s,
+		http:    &http.Client{Transport: rt, Timeout: time.Minute},
+		stops:   newStopTracker(),
+		parents: map[string]string{},
+		guildOf: map[string]string{},
+		dmUsers: map[string]dmVerdict{},
 	}
 	dopts := opts.Delivery
 	if dopts.Logger == nil {

@@ -98,7 +98,7 @@ type Adapter struct {
 	// callbackRoutes route button presses by the prefix of their data; questions are the open
 	// approval questions.
 	callbackRoutes map[string]callbackRoute
-	questions      questions
+	questions      adapters.Questions
 	admins         adminCache
 
 	mu     sync.Mutex
@@ -164,7 +164,6 @@ func New(opts Options) (*Adapter, error) {
 		allowedChats: set(opts.AllowedChats, false),
 		allowedUsers: set(opts.AllowedUsers, true),
 		accessUsers:  set(opts.AccessUsers, false),
-		questions:    questions{open: map[string]*question{}},
 		admins:       adminCache{m: map[string]adminVerdict{}},
 	}
 	ad.callbackRoutes = map[string]callbackRoute{approvePrefix: ad.onApprovePress}

@@ -2,12 +2,9 @@ package telegram
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,23 +47,6 @@ func (a *Adapter) answerCallback(ctx context.Context, id, text string, alert boo
 	}
 }
 
-// question is an approval question waiting for a press.
-type question struct {
-	chat    adapters.ChatRef
-	msgID   string
-	text    string
-	choices []adapters.Choice
-	decide  func(adapters.Answer) (bool, string)
-	done    chan adapters.Answer // buffered
-	settled bool
-}
-
-// questions are the open approval questions of an Adapter, by id.
-type questions struct {
-	mu   sync.Mutex
-	open map[string]*question
-}
-
 // askResponder is the Responder of a Telegram message with approval buttons (adapters.Asker).
 type askResponder struct {
 	adapters.Responder
@@ -76,14 +56,11 @@ type askResponder struct {
 
 var _ adapters.Asker = askResponder{}
 
-const closedText = "\n\nClosed without an answer."
-
 // Ask posts q with an inline keyboard and waits for an accepted press or the end of ctx.
 func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
 	a := r.a
-	b := make([]byte, 8)
-	rand.Read(b) // crypto/rand.Read never fails on supported platforms
-	id := hex.EncodeToString(b)
+	// The question is open before it is posted: a press can arrive before sendMessage's answer.
+	id, oq := a.questions.Open(r.chat, q, decide)
 	var row []map[string]string
 	var rows [][]map[string]string
 	for i, ch := range q.Choices {
@@ -96,43 +73,24 @@ func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 	p := chatParams(r.chat)
 	p["text"] = q.Text
 	p["reply_markup"] = string(markup)
-	// The question is open before it is posted: a press can arrive before sendMessage's answer.
-	pq := &question{chat: r.chat, text: q.Text, choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
-	a.questions.mu.Lock()
-	a.questions.open[id] = pq
-	a.questions.mu.Unlock()
 	res, err := a.callWaiting(ctx, "sendMessage", p)
 	var ref adapters.MessageRef
 	if err == nil {
 		ref, err = messageRef(r.chat, res)
 	}
 	if err != nil {
-		a.questions.mu.Lock()
-		delete(a.questions.open, id)
-		a.questions.mu.Unlock()
+		a.questions.Drop(id)
 		return adapters.Answer{}, fmt.Errorf("telegram: post approval question: %w", err)
 	}
-	a.questions.mu.Lock()
-	pq.msgID = ref.ID
-	a.questions.mu.Unlock()
-
-	select {
-	case ans := <-pq.done:
-		return ans, nil
-	case <-ctx.Done():
+	a.questions.Posted(oq, ref.ID)
+	ans, closed, err := a.questions.Wait(ctx, id, oq)
+	if !closed {
+		return ans, err
 	}
-	a.questions.mu.Lock()
-	if pq.settled { // answered as ctx ended: the answer stands
-		a.questions.mu.Unlock()
-		return <-pq.done, nil
-	}
-	pq.settled = true
-	delete(a.questions.open, id)
-	a.questions.mu.Unlock()
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	a.editQuestion(ectx, pq, pq.text+closedText)
-	return adapters.Answer{}, ctx.Err()
+	a.editQuestion(ectx, oq, oq.Text+adapters.ClosedText)
+	return adapters.Answer{}, err
 }
 
 // callWaiting makes a request outside the delivery engine, waiting out the chat's rate limit
@@ -155,12 +113,10 @@ func (a *Adapter) callWaiting(ctx context.Context, method string, p tgbotapi.Par
 }
 
 // editQuestion sets the question's text and removes its keyboard.
-func (a *Adapter) editQuestion(ctx context.Context, pq *question, text string) {
-	p := chatParams(pq.chat)
+func (a *Adapter) editQuestion(ctx context.Context, oq *adapters.OpenQuestion, text string) {
+	p := chatParams(oq.Chat)
 	delete(p, "message_thread_id")
-	a.questions.mu.Lock()
-	p["message_id"] = pq.msgID
-	a.questions.mu.Unlock()
+	p["message_id"] = a.questions.MessageOf(oq)
 	p["text"] = text
 	if _, err := a.callWaiting(ctx, "editMessageText", p); err != nil {
 		a.log.Warn("telegram: approval question not updated", "err", err)
@@ -170,42 +126,30 @@ func (a *Adapter) editQuestion(ctx context.Context, pq *question, text string) {
 // onApprovePress takes a press of an approval button ("<id>:<choice>").
 func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest string) {
 	id, choice, _ := strings.Cut(rest, ":")
-	a.questions.mu.Lock()
-	pq := a.questions.open[id]
-	a.questions.mu.Unlock()
-	if pq == nil || q.From == nil || !slices.ContainsFunc(pq.choices, func(c adapters.Choice) bool { return c.ID == choice }) {
+	if q.From == nil {
 		a.answerCallback(ctx, q.ID, "This question is closed.", false)
 		return
 	}
-	ans := adapters.Answer{Choice: choice, UserID: strconv.FormatInt(q.From.ID, 10), UserName: q.From.UserName,
-		ChatAdmin: a.chatAdmin(ctx, pq.chat, q.From.ID)}
+	chat, msgID := adapters.ChatRef{}, ""
+	if q.Message != nil {
+		msgID = strconv.Itoa(q.Message.MessageID)
+		chat = adapters.ChatRef{Platform: adapters.Telegram, ChatID: strconv.FormatInt(q.Message.Chat.ID, 10)}
+	}
+	ans := adapters.Answer{UserID: strconv.FormatInt(q.From.ID, 10), UserName: q.From.UserName,
+		ChatAdmin: chat.ChatID != "" && a.chatAdmin(ctx, chat, q.From.ID)}
 	if ans.UserName == "" {
 		ans.UserName = strings.TrimSpace(q.From.FirstName + " " + q.From.LastName)
 	}
-	a.questions.mu.Lock()
-	if pq.settled {
-		a.questions.mu.Unlock()
+	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
+	switch {
+	case oq == nil:
 		a.answerCallback(ctx, q.ID, "This question is closed.", false)
-		return
-	}
-	ok, text := pq.decide(ans)
-	if ok {
-		pq.settled = true
-		delete(a.questions.open, id)
-	}
-	a.questions.mu.Unlock()
-	if !ok {
+	case !accepted:
 		a.answerCallback(ctx, q.ID, text, true)
-		return
+	default:
+		a.answerCallback(ctx, q.ID, "", false)
+		a.editQuestion(ctx, oq, text)
 	}
-	a.answerCallback(ctx, q.ID, "", false)
-	a.questions.mu.Lock()
-	if pq.msgID == "" && q.Message != nil { // pressed before sendMessage answered
-		pq.msgID = strconv.Itoa(q.Message.MessageID)
-	}
-	a.questions.mu.Unlock()
-	a.editQuestion(ctx, pq, text)
-	pq.done <- ans
 }
 
 // chatAdmin asks Telegram whether user administers a group chat; false in a private chat or
