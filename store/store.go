@@ -69,7 +69,7 @@ var ErrNotFound = errors.New("store: not found")
 type Store struct {
 	driver   string
 	instance string
-	log    *slog.Logger
+	log      *slog.Logger
 	// w is the writer: on SQLite a single connection; on PostgreSQL the same pool as r.
 	w, r       *gorm.DB
 	wsql, rsql *sql.DB
