@@ -68,9 +68,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		}
 	}
 
-	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: log})
+	instance, err := b.claimReplica(cfg)
 	if err != nil {
-		return nil, err
+		return b, err
+	}
+	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: log, Instance: instance})
+	if err != nil {
+		return b, err
 	}
 	b.store = st
 	b.cleanup = append(b.cleanup, func() {
@@ -79,6 +83,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		}
 	})
 	if err := st.Migrate(ctx); err != nil {
+		return b, err
+	}
+	if err := b.joinReplicas(ctx, st, instance, log); err != nil {
 		return b, err
 	}
 	turns, calls, err := st.Recover(ctx)
