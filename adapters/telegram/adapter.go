@@ -76,6 +76,9 @@ type Options struct {
 	// HTTPClient is used for every request; default a client without a global timeout (each
 	// request has its own deadline).
 	HTTPClient *http.Client
+	// Ledger, when several replicas serve the bot, takes each update once for all of them (by
+	// bot id and update id); nil keeps the check in this process's memory.
+	Ledger adapters.Ledger
 }
 
 // Adapter is one Telegram bot connection.

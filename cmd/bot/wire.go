@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/adapters"
 	"relaybot/adapters/delivery"
 	"relaybot/adapters/discord"
 	"relaybot/adapters/telegram"
@@ -35,8 +36,10 @@ type bot struct {
 	log   *slog.Logger
 	grace time.Duration
 	hurry <-chan os.Signal // a second signal ends the grace period; nil in tests
-	store *store.Store
-	pipe  *pipeline.Pipeline
+	// ledger takes each inbound message once for all replicas; nil for a single process.
+	ledger adapters.Ledger
+	store  *store.Store
+	pipe   *pipeline.Pipeline
 
 	receivers  []part   // adapters: stop receiving first at shutdown
 	background []part   // admin listener, retention, metrics: stop last
@@ -195,6 +198,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 
 	if cfg.Telegram.Enabled {
 		tg, err := telegram.New(telegram.Options{
+			Ledger:        b.ledger,
 			Token:         cfg.Telegram.Token,
 			APIEndpoint:   cfg.Telegram.APIEndpoint,
 			Mode:          cfg.Telegram.Mode,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"relaybot/config"
 	"relaybot/coord"
@@ -30,6 +31,10 @@ func (b *bot) claimReplica(cfg *config.Config) (instance string, err error) {
 	return "", nil
 }
 
+// ledgerKeep is how long the inbound ledger remembers a message: well past the 24 hours
+// Telegram keeps resending an update.
+const ledgerKeep = 48 * time.Hour
+
 // joinReplicas registers this replica with the others on PostgreSQL, after the migrations: its
 // lease is renewed until the shutdown, where it leaves at once; every heartbeat reclaims the turns
 // of replicas whose lease expired. Nothing to do on SQLite.
@@ -38,16 +43,24 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 	if !ok {
 		return nil
 	}
+	ledger := coord.NewLedger(db, instance)
+	var purged time.Time // touched by the heartbeat goroutine only
 	m, err := coord.Join(ctx, db, coord.Options{ID: instance, Logger: log, Sweep: func(ctx context.Context) error {
 		turns, calls, err := st.Recover(ctx)
 		if turns+calls > 0 {
 			log.Warn("reclaimed the work of a replica that is gone", "turns", turns, "tool_calls", calls)
 		}
+		if err != nil || time.Since(purged) < time.Hour {
+			return err
+		}
+		purged = time.Now()
+		_, err = ledger.Purge(ctx, ledgerKeep)
 		return err
 	}})
 	if err != nil {
 		return err
 	}
+	b.ledger = ledger
 	log.Info("replica joined", "instance", m.ID(), "lease", m.TTL())
 	b.cleanup = append(b.cleanup, func() {
 		if err := m.Leave(context.Background()); err != nil {

@@ -14,6 +14,19 @@ CREATE TABLE instances (
 );
 ALTER TABLE turns ADD COLUMN instance_id TEXT NOT NULL DEFAULT '';
 
+-- The inbound ledger: every message a platform delivers (a Telegram update id, a Discord message
+-- id) is recorded once, whichever replica hears it, so a retry or a second replica never starts
+-- a second turn. Old entries are purged once the platform no longer resends them.
+CREATE TABLE inbound_ledger (
+    platform    TEXT NOT NULL,
+    inbound_key TEXT NOT NULL,
+    instance_id TEXT NOT NULL DEFAULT '',
+    taken_at    DATETIME NOT NULL,
+    PRIMARY KEY (platform, inbound_key)
+);
+CREATE INDEX idx_inbound_ledger_taken ON inbound_ledger (taken_at);
+
 -- +goose Down
+DROP TABLE inbound_ledger;
 ALTER TABLE turns DROP COLUMN instance_id;
 DROP TABLE instances;
