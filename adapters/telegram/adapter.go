@@ -79,6 +79,9 @@ type Options struct {
 	// Ledger, when several replicas serve the bot, takes each update once for all of them (by
 	// bot id and update id); nil keeps the check in this process's memory.
 	Ledger adapters.Ledger
+	// PollLease, when several replicas serve the bot in polling mode, lets one of them poll at a
+	// time; nil polls unconditionally.
+	PollLease adapters.Lease
 }
 
 // Adapter is one Telegram bot connection.
@@ -248,7 +251,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 	if a.opts.Mode == "webhook" {
 		return a.runWebhook(ctx, dispatch)
 	}
-	return a.runPolling(ctx, dispatch)
+	return a.runPollingLeased(ctx, dispatch)
 }
 
 // finished records that the handler is done with update id.

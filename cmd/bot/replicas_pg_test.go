@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -98,6 +99,33 @@ func startReplica(t *testing.T, cfg *config.Config) *replica {
 	return r
 }
 
+// replicaConfig is the config.toml of one replica on the database dsn, talking to e's fakes,
+// with telegramMode's lines in [telegram] and an offset file of its own.
+func replicaConfig(t *testing.T, dsn string, e *env, telegramMode string) string {
+	return fmt.Sprintf(`
+[storage]
+driver = "postgres"
+dsn = %q
+[[models]]
+name = "primary"
+base_url = %q
+model = "test-model"
+[agent]
+system_prompt = "You are a test bot."
+[tools]
+plugins = []
+native = []
+[telegram]
+enabled = true
+token = %q
+api_endpoint = %q
+offset_file = %q
+%s
+[admin]
+enabled = false
+`, dsn, e.llm.URL, e.tg.Token(), e.tg.Endpoint(), filepath.Join(t.TempDir(), "telegram.offset"), telegramMode)
+}
+
 // TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce runs two bot serve replicas on one
 // PostgreSQL database behind a proxy that hands every Telegram webhook update to both of them
 // (first to each in turn), as a retry landing on the other replica would: every message is
@@ -130,32 +158,11 @@ func TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce(t *testing.T) {
 	defer proxy.Close()
 
 	var reps []*replica
-	for i, addr := range addrs {
-		text := fmt.Sprintf(`
-[storage]
-driver = "postgres"
-dsn = %q
-[[models]]
-name = "primary"
-base_url = %q
-model = "test-model"
-[agent]
-system_prompt = "You are a test bot."
-[tools]
-plugins = []
-native = []
-[telegram]
-enabled = true
-token = %q
-api_endpoint = %q
-mode = "webhook"
+	for _, addr := range addrs {
+		text := replicaConfig(t, dsn, e, fmt.Sprintf(`mode = "webhook"
 webhook_listen = %q
 webhook_url = %q
-webhook_secret = "s3cret-token"
-offset_file = %q
-[admin]
-enabled = false
-`, dsn, e.llm.URL, e.tg.Token(), e.tg.Endpoint(), addr, proxy.URL+"/hook", filepath.Join(t.TempDir(), fmt.Sprintf("r%d.offset", i)))
+webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
 		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
 		if err != nil {
 			t.Fatal(err)
@@ -191,5 +198,66 @@ enabled = false
 	}
 	if ins, err := coord.Instances(context.Background(), db); err != nil || len(ins) != 0 {
 		t.Fatalf("live instances after both stopped = %d (%v), want none: a clean stop leaves at once", len(ins), err)
+	}
+}
+
+// TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne runs two replicas in polling mode on
+// one PostgreSQL database, the first in a child process: only it polls (Telegram, like the
+// testkit, answers a second poller with 409 Conflict, and no poll ends so), its message is
+// answered once; killed (SIGKILL), the other replica takes over polling and answers the next
+// message once. Before the poller lease both polled and cut each other off with 409s.
+func TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(replicaConfig(t, dsn, e, `mode = "polling"`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
+	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
+	var childOut logbuf.Buffer
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := sync.OnceFunc(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	defer kill()
+	waitFor(t, "the first replica to hold the poller lease", func() bool { return strings.Contains(childOut.String(), "this replica polls") })
+
+	cfg, err := config.Parse([]byte(replicaConfig(t, dsn, e, `mode = "polling"`)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := startReplica(t, cfg)
+
+	e.llm.Push(llm.Text("First answer."))
+	e.say(3001, "question")
+	e.waitBotText(3001, "the first replica's answer", contains("First answer."))
+	kill()
+
+	e.llm.Push(llm.Text("Second answer."))
+	e.say(3002, "question")
+	e.waitBotText(3002, "the surviving replica's answer", contains("Second answer."))
+	if !strings.Contains(second.logs.String(), "this replica polls") {
+		t.Errorf("the second message was answered but the second replica never polled:\n%s", second.logs)
+	}
+	// A replica's own last getUpdates at its stop may cut its abandoned long poll short: that
+	// 409 reaches nobody, so the calls are taken before the stop.
+	calls := e.tg.Calls()
+	if err := second.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, chat := range []int64{3001, 3002} {
+		if got := e.botTexts(chat); len(got) != 1 {
+			t.Errorf("chat %d got %d bot messages %q, want its message answered once", chat, len(got), got)
+		}
+	}
+	for _, c := range calls {
+		if c.Method == "getUpdates" && c.Code == http.StatusConflict {
+			t.Errorf("a getUpdates ended in 409 Conflict (%s): two replicas polled at once", c.Description)
+		}
 	}
 }

@@ -38,8 +38,10 @@ type bot struct {
 	hurry <-chan os.Signal // a second signal ends the grace period; nil in tests
 	// ledger takes each inbound message once for all replicas; nil for a single process.
 	ledger adapters.Ledger
-	store  *store.Store
-	pipe   *pipeline.Pipeline
+	// lease makes a role one replica holds at a time; nil for a single process.
+	lease func(name string) adapters.Lease
+	store *store.Store
+	pipe  *pipeline.Pipeline
 
 	receivers  []part   // adapters: stop receiving first at shutdown
 	background []part   // admin listener, retention, metrics: stop last
@@ -199,6 +201,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if cfg.Telegram.Enabled {
 		tg, err := telegram.New(telegram.Options{
 			Ledger:        b.ledger,
+			PollLease:     b.pollLease(cfg.Telegram.Token),
 			Token:         cfg.Telegram.Token,
 			APIEndpoint:   cfg.Telegram.APIEndpoint,
 			Mode:          cfg.Telegram.Mode,

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"relaybot/adapters"
 	"relaybot/config"
 	"relaybot/coord"
 	"relaybot/store"
@@ -61,6 +64,7 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 		return err
 	}
 	b.ledger = ledger
+	b.lease = func(name string) adapters.Lease { return coord.NewLease(db, name) }
 	log.Info("replica joined", "instance", m.ID(), "lease", m.TTL())
 	b.cleanup = append(b.cleanup, func() {
 		if err := m.Leave(context.Background()); err != nil {
@@ -68,4 +72,15 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 		}
 	})
 	return nil
+}
+
+// pollLease is the Telegram poller lease of the bot with token, or nil for a single process. The
+// name carries a digest of the token, so two bots on one database poll each their own, and the
+// token itself appears nowhere.
+func (b *bot) pollLease(token string) adapters.Lease {
+	if b.lease == nil {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(token))
+	return b.lease("telegram poller " + hex.EncodeToString(sum[:8]))
 }
