@@ -77,6 +77,9 @@ type Options struct {
 	Observer delivery.Observer
 	// HTTPTransport is the transport under the API rewriting; nil means http.DefaultTransport.
 	HTTPTransport http.RoundTripper
+	// Ledger, when several replicas serve the bot (each gets every event on its own gateway
+	// connection), lets one of them take each message and interaction; nil takes them all.
+	Ledger adapters.Ledger
 }
 
 // StopButtonID is the custom_id of the Stop button on a streaming reply.

@@ -22,6 +22,7 @@ import (
 
 	"relaybot/config"
 	"relaybot/coord"
+	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
 )
@@ -102,6 +103,17 @@ func startReplica(t *testing.T, cfg *config.Config) *replica {
 // replicaConfig is the config.toml of one replica on the database dsn, talking to e's fakes,
 // with telegramMode's lines in [telegram] and an offset file of its own.
 func replicaConfig(t *testing.T, dsn string, e *env, telegramMode string) string {
+	return replicaConfigWith(dsn, e, fmt.Sprintf(`[telegram]
+enabled = true
+token = %q
+api_endpoint = %q
+offset_file = %q
+%s`, e.tg.Token(), e.tg.Endpoint(), filepath.Join(t.TempDir(), "telegram.offset"), telegramMode))
+}
+
+// replicaConfigWith is the config.toml of one replica on the database dsn with e's model and
+// the platform sections given.
+func replicaConfigWith(dsn string, e *env, platforms string) string {
 	return fmt.Sprintf(`
 [storage]
 driver = "postgres"
@@ -115,15 +127,10 @@ system_prompt = "You are a test bot."
 [tools]
 plugins = []
 native = []
-[telegram]
-enabled = true
-token = %q
-api_endpoint = %q
-offset_file = %q
 %s
 [admin]
 enabled = false
-`, dsn, e.llm.URL, e.tg.Token(), e.tg.Endpoint(), filepath.Join(t.TempDir(), "telegram.offset"), telegramMode)
+`, dsn, e.llm.URL, platforms)
 }
 
 // TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce runs two bot serve replicas on one
@@ -258,6 +265,53 @@ func TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne(t *testing.T) {
 	for _, c := range calls {
 		if c.Method == "getUpdates" && c.Code == http.StatusConflict {
 			t.Errorf("a getUpdates ended in 409 Conflict (%s): two replicas polled at once", c.Description)
+		}
+	}
+}
+
+// TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce runs two replicas with Discord on one
+// PostgreSQL database: each has its own gateway connection and receives every message, and each
+// message is answered once. Before the inbound ledger both replicas answered every message.
+func TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	dc := dtk.New(dtk.Config{})
+	t.Cleanup(dc.Close)
+	section := fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\nregister_commands = false\n", dc.Token(), dc.APIBase())
+	var reps []*replica
+	for range 2 {
+		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, startReplica(t, cfg))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err = dc.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.llm.SetHandler(func(llm.Request) llm.Reply { return llm.Text("Answered.") })
+	const chats = 8
+	for i := range chats {
+		if _, err := dc.Post(dtk.UserMessage{ChannelID: fmt.Sprintf("5000000000000001%02d", i), AuthorID: "600", Content: "question"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range chats {
+		ch := fmt.Sprintf("5000000000000001%02d", i)
+		waitFor(t, "the answer in "+ch, func() bool { return len(dc.BotMessages(ch)) > 0 })
+	}
+	for _, r := range reps {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range chats {
+		ch := fmt.Sprintf("5000000000000001%02d", i)
+		if got := dc.BotMessages(ch); len(got) != 1 {
+			t.Errorf("DM %s got %d bot messages, want its message answered once", ch, len(got))
 		}
 	}
 }

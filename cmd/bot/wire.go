@@ -234,6 +234,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	if cfg.Discord.Enabled {
 		dc, err := discord.New(discord.Options{
+			Ledger:           b.ledger,
 			Token:            cfg.Discord.Token,
 			APIBase:          cfg.Discord.APIBase,
 			AllowedGuilds:    cfg.Discord.AllowedGuilds,
