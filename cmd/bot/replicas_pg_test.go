@@ -124,6 +124,7 @@ base_url = %q
 model = "test-model"
 [agent]
 system_prompt = "You are a test bot."
+stream_flush_chunks = 1
 [tools]
 plugins = []
 native = []
@@ -313,5 +314,65 @@ func TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce(t *testing.T) {
 		if got := dc.BotMessages(ch); len(got) != 1 {
 			t.Errorf("DM %s got %d bot messages, want its message answered once", ch, len(got))
 		}
+	}
+}
+
+// TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt runs two replicas behind a webhook proxy
+// that sends a chat's question to the first replica and its /stop to the second: the answer the
+// first replica is streaming stops. Before, the second replica said "Nothing to stop." and the
+// answer ran on.
+func TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	var target atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addrs[target.Load()]+r.URL.Path, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	}))
+	defer proxy.Close()
+	var reps []*replica
+	for _, addr := range addrs {
+		text := replicaConfig(t, dsn, e, fmt.Sprintf(`mode = "webhook"
+webhook_listen = %q
+webhook_url = %q
+webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
+		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := startReplica(t, cfg)
+		waitFor(t, "the replica to listen for stop requests", func() bool {
+			return strings.Contains(r.logs.String(), "listening for stop requests")
+		})
+		reps = append(reps, r)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	e.llm.SetHandler(func(llm.Request) llm.Reply {
+		return llm.Reply{Chunks: []llm.Chunk{{Content: "Streaming along"}, {Content: " forever", Wait: hold}}}
+	})
+	const chat = 4001
+	e.say(chat, "talk")
+	e.waitBotText(chat, "the first replica's streamed words", contains("Streaming along"))
+	target.Store(1)
+	e.say(chat, "/stop")
+	e.waitBotText(chat, "the answer marked stopped", contains("stopped"))
+	for _, got := range e.botTexts(chat) {
+		if strings.Contains(got, "Nothing to stop") {
+			t.Errorf("the replica that got /stop said %q while the other one ran the turn", got)
+		}
+	}
+	if !strings.Contains(reps[0].logs.String(), "stopped a turn on another replica's request") {
+		t.Errorf("the replica running the turn did not log the stop from the other replica")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"relaybot/admin"
 	"relaybot/agent"
 	"relaybot/config"
+	"relaybot/coord"
 	"relaybot/metrics"
 	"relaybot/pipeline"
 	"relaybot/store"
@@ -38,6 +39,8 @@ type bot struct {
 	hurry <-chan os.Signal // a second signal ends the grace period; nil in tests
 	// ledger takes each inbound message once for all replicas; nil for a single process.
 	ledger adapters.Ledger
+	// signals carry /stop between replicas; nil for a single process.
+	signals *coord.Signals
 	// lease makes a role one replica holds at a time; nil for a single process.
 	lease func(name string) adapters.Lease
 	store *store.Store
@@ -192,11 +195,15 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	opts.Recorder = rec
 	opts.Logger = log
 	opts.Observer = m
+	if b.signals != nil {
+		opts.Stops = b.signals
+	}
 	pipe, err = pipeline.New(runner, st, mgr, opts)
 	if err != nil {
 		return b, err
 	}
 	b.pipe = pipe
+	b.listenStops(pipe)
 
 	if cfg.Telegram.Enabled {
 		tg, err := telegram.New(telegram.Options{

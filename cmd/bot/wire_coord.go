@@ -11,6 +11,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/config"
 	"relaybot/coord"
+	"relaybot/pipeline"
 	"relaybot/store"
 )
 
@@ -64,6 +65,7 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 		return err
 	}
 	b.ledger = ledger
+	b.signals = coord.NewSignals(db, log)
 	b.lease = func(name string) adapters.Lease { return coord.NewLease(db, name) }
 	log.Info("replica joined", "instance", m.ID(), "lease", m.TTL())
 	b.cleanup = append(b.cleanup, func() {
@@ -83,4 +85,20 @@ func (b *bot) pollLease(token string) adapters.Lease {
 	}
 	sum := sha256.Sum256([]byte(token))
 	return b.lease("telegram poller " + hex.EncodeToString(sum[:8]))
+}
+
+// listenStops passes the stop requests other replicas publish to pipe, for the turns this
+// replica runs; nothing to do for a single process. It runs until the background parts stop,
+// after the turns.
+func (b *bot) listenStops(pipe *pipeline.Pipeline) {
+	if b.signals == nil {
+		return
+	}
+	b.background = append(b.background, part{name: "stop signals", run: func(ctx context.Context) error {
+		return b.signals.ListenStops(ctx, func(st coord.Stop) {
+			if pipe.StopFromReplica(st.Key, st.UserID, st.Admin) {
+				b.log.Info("stopped a turn on another replica's request", "conversation", st.Key)
+			}
+		})
+	}})
 }
