@@ -51,6 +51,8 @@ type Instance struct {
 	StartedAt   time.Time
 	HeartbeatAt time.Time
 	ExpiresAt   time.Time
+	// TurnsRunning counts the turns the replica is running.
+	TurnsRunning int
 }
 
 // Member is this replica's membership. Its methods are safe for concurrent use.
@@ -168,8 +170,9 @@ func (m *Member) Leave(ctx context.Context) error {
 
 // Instances lists the live replicas (lease not expired), oldest first.
 func Instances(ctx context.Context, db *sql.DB) ([]Instance, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, host, pid, started_at, heartbeat_at, expires_at
-		FROM instances WHERE expires_at > now() ORDER BY started_at, id`)
+	rows, err := db.QueryContext(ctx, `SELECT i.id, i.host, i.pid, i.started_at, i.heartbeat_at, i.expires_at,
+		(SELECT COUNT(*) FROM turns t WHERE t.status = 'running' AND t.instance_id = i.id)
+		FROM instances i WHERE i.expires_at > now() ORDER BY i.started_at, i.id`)
 	if err != nil {
 		return nil, fmt.Errorf("coord: list instances: %w", err)
 	}
@@ -177,7 +180,7 @@ func Instances(ctx context.Context, db *sql.DB) ([]Instance, error) {
 	var out []Instance
 	for rows.Next() {
 		var in Instance
-		if err := rows.Scan(&in.ID, &in.Host, &in.PID, &in.StartedAt, &in.HeartbeatAt, &in.ExpiresAt); err != nil {
+		if err := rows.Scan(&in.ID, &in.Host, &in.PID, &in.StartedAt, &in.HeartbeatAt, &in.ExpiresAt, &in.TurnsRunning); err != nil {
 			return nil, fmt.Errorf("coord: list instances: %w", err)
 		}
 		out = append(out, in)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -108,7 +109,9 @@ enabled = true
 token = %q
 api_endpoint = %q
 offset_file = %q
-%s`, e.tg.Token(), e.tg.Endpoint(), filepath.Join(t.TempDir(), "telegram.offset"), telegramMode))
+%s
+[admin]
+enabled = false`, e.tg.Token(), e.tg.Endpoint(), filepath.Join(t.TempDir(), "telegram.offset"), telegramMode))
 }
 
 // replicaConfigWith is the config.toml of one replica on the database dsn with e's model and
@@ -129,8 +132,6 @@ stream_flush_chunks = 1
 plugins = []
 native = []
 %s
-[admin]
-enabled = false
 `, dsn, e.llm.URL, platforms)
 }
 
@@ -278,7 +279,7 @@ func TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce(t *testing.T) {
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{})
 	t.Cleanup(dc.Close)
-	section := fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\nregister_commands = false\n", dc.Token(), dc.APIBase())
+	section := fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\nregister_commands = false\n[admin]\nenabled = false\n", dc.Token(), dc.APIBase())
 	var reps []*replica
 	for range 2 {
 		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
@@ -374,5 +375,62 @@ webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
 	}
 	if !strings.Contains(reps[0].logs.String(), "stopped a turn on another replica's request") {
 		t.Errorf("the replica running the turn did not log the stop from the other replica")
+	}
+}
+
+// TestTheAdminAPIOfAnyReplicaListsEveryReplica runs two replicas with the admin listener (and
+// the web chat) on one PostgreSQL database: /api/v1/instances on either lists both, marks the
+// one asked, and a replica that stops cleanly leaves the list at once.
+func TestTheAdminAPIOfAnyReplicaListsEveryReplica(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	var reps []*replica
+	for _, addr := range addrs {
+		section := fmt.Sprintf("[admin]\nenabled = true\nweb_chat = true\nlisten = %q\n", addr)
+		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, startReplica(t, cfg))
+	}
+	type item struct {
+		ID           string `json:"id"`
+		Self         bool   `json:"self"`
+		TurnsRunning int    `json:"turns_running"`
+	}
+	list := func(addr string) []item {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + "/api/v1/instances")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct{ Items []item }
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /api/v1/instances: %s, %v", resp.Status, err)
+		}
+		return body.Items
+	}
+	var ids [2]string
+	for i, addr := range addrs {
+		items := list(addr)
+		if len(items) != 2 {
+			t.Fatalf("replica %d lists %d replicas %+v, want 2", i, len(items), items)
+		}
+		for _, it := range items {
+			if it.Self {
+				ids[i] = it.ID
+			}
+		}
+	}
+	if ids[0] == "" || ids[1] == "" || ids[0] == ids[1] {
+		t.Fatalf("each replica should mark itself once, got %q and %q", ids[0], ids[1])
+	}
+	if err := reps[1].stop(); err != nil {
+		t.Fatal(err)
+	}
+	if items := list(addrs[0]); len(items) != 1 || items[0].ID != ids[0] {
+		t.Fatalf("after the second replica stopped, the first lists %+v, want only itself", items)
 	}
 }

@@ -39,6 +39,8 @@ type bot struct {
 	hurry <-chan os.Signal // a second signal ends the grace period; nil in tests
 	// ledger takes each inbound message once for all replicas; nil for a single process.
 	ledger adapters.Ledger
+	// instances lists the live replicas for the admin API; nil for a single process.
+	instances func(ctx context.Context) ([]admin.Instance, error)
 	// signals carry /stop between replicas; nil for a single process.
 	signals *coord.Signals
 	// lease makes a role one replica holds at a time; nil for a single process.
@@ -293,6 +295,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 				}
 			})
 		}
+		aopts.Instances = b.instances
 		srv, err := admin.New(aopts)
 		if err != nil {
 			return b, err

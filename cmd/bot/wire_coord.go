@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/admin"
 	"relaybot/config"
 	"relaybot/coord"
 	"relaybot/pipeline"
@@ -66,6 +67,18 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 	}
 	b.ledger = ledger
 	b.signals = coord.NewSignals(db, log)
+	b.instances = func(ctx context.Context) ([]admin.Instance, error) {
+		live, err := coord.Instances(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]admin.Instance, 0, len(live))
+		for _, in := range live {
+			out = append(out, admin.Instance{ID: in.ID, Host: in.Host, PID: in.PID, StartedAt: in.StartedAt,
+				HeartbeatAt: in.HeartbeatAt, ExpiresAt: in.ExpiresAt, TurnsRunning: in.TurnsRunning, Self: in.ID == m.ID()})
+		}
+		return out, nil
+	}
 	b.lease = func(name string) adapters.Lease { return coord.NewLease(db, name) }
 	log.Info("replica joined", "instance", m.ID(), "lease", m.TTL())
 	b.cleanup = append(b.cleanup, func() {
