@@ -172,6 +172,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		Models:      modelNames(cfg.Models),
 		MCPUp:       mcpUp,
 		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
+		Instance:    instance,
 	})
 	rec := m.Recorder(auditRecorder{st: st})
 	mgr, err = tools.NewManager(loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log})
