@@ -434,3 +434,57 @@ func TestTheAdminAPIOfAnyReplicaListsEveryReplica(t *testing.T) {
 		t.Fatalf("after the second replica stopped, the first lists %+v, want only itself", items)
 	}
 }
+
+// TestASurvivorEndsTheTurnsOfAKilledReplica kills (SIGKILL) a replica in the middle of streaming
+// an answer, with another replica alive on the same database: once the killed one's lease runs
+// out the survivor marks its turn interrupted, so the log ends in a final status without waiting
+// for a restart of the killed one.
+func TestASurvivorEndsTheTurnsOfAKilledReplica(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	survivorCfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, "[admin]\nenabled = true\nweb_chat = true\nlisten = \""+freeAddr(t)+"\"\n")), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	startReplica(t, survivorCfg)
+
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(replicaConfig(t, dsn, e, `mode = "polling"`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
+	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
+	var childOut logbuf.Buffer
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := sync.OnceFunc(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	defer kill()
+	e.say(5001, "question")
+	e.waitBotText(5001, "the killed replica's first words", contains("Half an"))
+
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	status := func() string {
+		var s string
+		if err := db.QueryRow(`SELECT status FROM turns ORDER BY id DESC LIMIT 1`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := status(); got != "running" {
+		t.Fatalf("the turn is %q while the replica runs it, want running", got)
+	}
+	kill()
+	waitFor(t, "the survivor to end the killed replica's turn", func() bool { return status() == "interrupted" })
+}
