@@ -101,7 +101,8 @@ func TestASecondProcessOnTheSameSQLiteFileIsRefusedByName(t *testing.T) {
 		bufio.NewReader(os.Stdin).ReadString('\n') // held until killed
 		os.Exit(0)
 	}
-	path := filepath.Join(t.TempDir(), "bot.db")
+	// In a data folder that does not exist yet, as on a first start.
+	path := filepath.Join(t.TempDir(), "data", "bot.db")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestASecondProcessOnTheSameSQLiteFileIsRefusedByName$")
 	cmd.Env = append(os.Environ(), lockHelperEnv+"="+path)
 	stdin, err := cmd.StdinPipe()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,10 @@ type FileLock struct {
 // which turns are running. The kernel drops the lock when the process dies, however it dies.
 func LockFile(dbPath string) (*FileLock, error) {
 	path := dbPath + ".lock"
+	// The first start creates the data folder, private as the store makes it.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("coord: create folder for lock file %s: %w", path, err)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("coord: open lock file %s: %w", path, err)
