@@ -41,6 +41,9 @@ type Options struct {
 	// Sweep, when set, runs after every heartbeat: cmd/bot passes store.Recover, so the turns
 	// and audit rows of a replica that died end interrupted within a lease or two.
 	Sweep func(ctx context.Context) error
+	// Members, when set, is told after every heartbeat how many replicas are live (this one
+	// included): cmd/bot divides the platforms' bot-wide budgets by it.
+	Members func(n int)
 }
 
 // Instance is one replica as the instances table shows it.
@@ -91,7 +94,7 @@ func Join(ctx context.Context, db *sql.DB, opts Options) (*Member, error) {
 	}
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.stop = cancel
-	go m.beat(bctx, opts.Sweep)
+	go m.beat(bctx, opts.Sweep, opts.Members)
 	return m, nil
 }
 
@@ -115,7 +118,7 @@ func (m *Member) ID() string { return m.id }
 // TTL is the member's lease.
 func (m *Member) TTL() time.Duration { return m.ttl }
 
-func (m *Member) beat(ctx context.Context, sweep func(context.Context) error) {
+func (m *Member) beat(ctx context.Context, sweep func(context.Context) error, members func(int)) {
 	defer close(m.done)
 	t := time.NewTicker(m.ttl / 3)
 	defer t.Stop()
@@ -130,6 +133,12 @@ func (m *Member) beat(ctx context.Context, sweep func(context.Context) error) {
 				m.log.Warn("instance lease not renewed", "instance", m.id, "err", err)
 			}
 			continue
+		}
+		if members != nil {
+			var n int
+			if err := m.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM instances WHERE expires_at > now()`).Scan(&n); err == nil {
+				members(max(n, 1))
+			}
 		}
 		if sweep != nil {
 			if err := sweep(ctx); err != nil && ctx.Err() == nil {

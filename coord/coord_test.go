@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +33,8 @@ func ids(t *testing.T, st *store.Store) []string {
 // TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed runs two members on one
 // database: while both beat, each one's running turn survives the other's sweep; when one stops
 // beating (killed), its lease expires, the survivor's sweep ends its turn interrupted, and a clean
-// Leave drops a member from the list at once.
+// Leave drops a member from the list at once. The survivor counts the live replicas (for the
+// platform budgets it divides): two, then itself alone.
 func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T) {
 	ctx := context.Background()
 	st, dsn := pgStore(t, "")
@@ -51,7 +53,8 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 		t.Fatal(err)
 	}
 	survivorStore := openPG(t, dsn, "")
-	survivor, err := Join(ctx, db, Options{TTL: 600 * time.Millisecond, Sweep: func(ctx context.Context) error {
+	var members atomic.Int64
+	survivor, err := Join(ctx, db, Options{TTL: 600 * time.Millisecond, Members: func(n int) { members.Store(int64(n)) }, Sweep: func(ctx context.Context) error {
 		_, _, err := survivorStore.Recover(ctx)
 		return err
 	}})
@@ -62,6 +65,7 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 	if got := ids(t, st); !slices.Contains(got, dead.ID()) || !slices.Contains(got, survivor.ID()) {
 		t.Fatalf("live instances = %v, want both replicas", got)
 	}
+	eventually(t, "the survivor to count two replicas", func() bool { return members.Load() == 2 })
 	if _, _, err := survivorStore.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +77,7 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 	dead.stop()
 	<-dead.done
 	eventually(t, "the stopped replica's lease to expire", func() bool { return !slices.Contains(ids(t, st), dead.ID()) })
+	eventually(t, "the survivor to count itself alone", func() bool { return members.Load() == 1 })
 	eventually(t, "the survivor to reclaim the dead replica's turn", func() bool {
 		tr, err := st.Turn(ctx, turn)
 		return err == nil && tr.Status == store.TurnInterrupted

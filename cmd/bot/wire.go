@@ -41,6 +41,8 @@ type bot struct {
 	ledger adapters.Ledger
 	// instances lists the live replicas for the admin API; nil for a single process.
 	instances func(ctx context.Context) ([]admin.Instance, error)
+	// share divides the platforms' bot-wide budgets among the live replicas.
+	share budgetShare
 	// signals carry /stop between replicas; nil for a single process.
 	signals *coord.Signals
 	// lease makes a role one replica holds at a time; nil for a single process.
@@ -240,6 +242,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		} else {
 			log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "polling", "api", endpointHost(cfg.Telegram.APIEndpoint), "offset_file", offsetAttr)
 		}
+		b.share.add(tg.Engine())
 		b.receivers = append(b.receivers, part{name: "telegram", run: func(ctx context.Context) error { return tg.Run(ctx, pipe) }})
 	}
 	if cfg.Discord.Enabled {
@@ -262,6 +265,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 			return b, err
 		}
 		log.Info("discord adapter", "api", cfg.Discord.APIBase)
+		b.share.add(dc.Engine())
 		b.receivers = append(b.receivers, part{name: "discord", run: func(ctx context.Context) error { return dc.Run(ctx, pipe) }})
 	}
 

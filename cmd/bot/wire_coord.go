@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/adapters/delivery"
 	"relaybot/admin"
 	"relaybot/config"
 	"relaybot/coord"
@@ -50,7 +52,7 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 	}
 	ledger := coord.NewLedger(db, instance)
 	var purged time.Time // touched by the heartbeat goroutine only
-	m, err := coord.Join(ctx, db, coord.Options{ID: instance, Logger: log, Sweep: func(ctx context.Context) error {
+	m, err := coord.Join(ctx, db, coord.Options{ID: instance, Logger: log, Members: b.share.set, Sweep: func(ctx context.Context) error {
 		turns, calls, err := st.Recover(ctx)
 		if turns+calls > 0 {
 			log.Warn("reclaimed the work of a replica that is gone", "turns", turns, "tool_calls", calls)
@@ -114,4 +116,36 @@ func (b *bot) listenStops(pipe *pipeline.Pipeline) {
 			}
 		})
 	}})
+}
+
+// budgetShare divides the platforms' bot-wide budgets (Telegram's 30 a second) among the live
+// replicas, so that together they draw no more 429s than one process. It is told the number of
+// replicas by the heartbeat goroutine while the adapters are being built.
+type budgetShare struct {
+	mu      sync.Mutex
+	n       int
+	engines []*delivery.Engine
+}
+
+// add divides e's budget by the replicas known so far, and by later counts.
+func (s *budgetShare) add(e *delivery.Engine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.engines = append(s.engines, e)
+	if s.n > 1 {
+		e.ShareGlobal(s.n)
+	}
+}
+
+// set records that n replicas are live.
+func (s *budgetShare) set(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n == s.n {
+		return
+	}
+	s.n = n
+	for _, e := range s.engines {
+		e.ShareGlobal(n)
+	}
 }
