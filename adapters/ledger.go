@@ -11,3 +11,17 @@ type Ledger interface {
 	// and should leave the message for the platform to send again.
 	Claim(ctx context.Context, platform, key string) (bool, error)
 }
+
+// Journal is a Ledger that also keeps each message until its turn has ended, so that the
+// messages a replica was answering when it died are answered by another one.
+type Journal interface {
+	Ledger
+	// ClaimPayload is Claim that keeps payload (the message as the platform sent it) with the
+	// claim.
+	ClaimPayload(ctx context.Context, platform, key string, payload []byte) (bool, error)
+	// Done records that the message's turn has ended.
+	Done(ctx context.Context, platform, key string) error
+	// Orphans takes over the unanswered messages of platform whose replica is gone, and returns
+	// their payloads by key. Each orphan goes to one caller.
+	Orphans(ctx context.Context, platform string) (map[string][]byte, error)
+}

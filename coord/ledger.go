@@ -22,8 +22,14 @@ func NewLedger(db *sql.DB, instance string) *Ledger {
 // Claim records key of platform as taken by this replica and reports whether it was the first
 // to take it. The unique key decides between replicas racing for the same message.
 func (l *Ledger) Claim(ctx context.Context, platform, key string) (bool, error) {
-	res, err := l.db.ExecContext(ctx, `INSERT INTO inbound_ledger (platform, inbound_key, instance_id, taken_at)
-		VALUES ($1, $2, $3, now()) ON CONFLICT DO NOTHING`, platform, key, l.instance)
+	return l.ClaimPayload(ctx, platform, key, nil)
+}
+
+// ClaimPayload is Claim keeping payload, so a survivor can answer the message should this replica
+// die before its turn ends (Orphans).
+func (l *Ledger) ClaimPayload(ctx context.Context, platform, key string, payload []byte) (bool, error) {
+	res, err := l.db.ExecContext(ctx, `INSERT INTO inbound_ledger (platform, inbound_key, instance_id, payload, done, taken_at)
+		VALUES ($1, $2, $3, $4, FALSE, now()) ON CONFLICT DO NOTHING`, platform, key, l.instance, string(payload))
 	if err != nil {
 		return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
 	}
@@ -32,6 +38,44 @@ func (l *Ledger) Claim(ctx context.Context, platform, key string) (bool, error) 
 		return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
 	}
 	return n == 1, nil
+}
+
+// Done records that the turn of the message has ended (whatever its outcome).
+func (l *Ledger) Done(ctx context.Context, platform, key string) error {
+	if _, err := l.db.ExecContext(ctx, `UPDATE inbound_ledger SET done = TRUE WHERE platform = $1 AND inbound_key = $2`,
+		platform, key); err != nil {
+		return fmt.Errorf("coord: mark %s message %s done: %w", platform, key, err)
+	}
+	return nil
+}
+
+// Orphans takes over, for this replica, the messages of platform kept with a payload whose turn
+// never ended and whose replica is gone (lease expired or left), and returns their payloads by
+// key. Replicas asking at once each get different ones (FOR UPDATE SKIP LOCKED).
+func (l *Ledger) Orphans(ctx context.Context, platform string) (map[string][]byte, error) {
+	rows, err := l.db.QueryContext(ctx, `UPDATE inbound_ledger SET instance_id = $2
+		WHERE (platform, inbound_key) IN (
+			SELECT platform, inbound_key FROM inbound_ledger
+			WHERE platform = $1 AND NOT done AND payload <> ''
+			  AND instance_id NOT IN (SELECT id FROM instances WHERE expires_at > now())
+			ORDER BY taken_at LIMIT 100 FOR UPDATE SKIP LOCKED)
+		RETURNING inbound_key, payload`, platform, l.instance)
+	if err != nil {
+		return nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
+	}
+	defer rows.Close()
+	out := map[string][]byte{}
+	for rows.Next() {
+		var key, payload string
+		if err := rows.Scan(&key, &payload); err != nil {
+			return nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
+		}
+		out[key] = []byte(payload)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
+	}
+	return out, nil
 }
 
 // Purge drops entries taken more than age ago, which no platform sends again (Telegram keeps

@@ -248,6 +248,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 			dispatch(id, u.Message, true)
 		}
 	}
+	a.adoptOrphans(ctx, &wg, dispatch)
 	if a.opts.Mode == "webhook" {
 		return a.runWebhook(ctx, dispatch)
 	}
@@ -256,6 +257,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 
 // finished records that the handler is done with update id.
 func (a *Adapter) finished(id int64) {
+	a.doneShared(id)
 	if a.journal == nil {
 		return
 	}

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -111,7 +110,7 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 			http.Error(w, "bad update", http.StatusBadRequest)
 			return
 		}
-		fresh, err := a.claim(r.Context(), u.UpdateID, &mu, seen)
+		fresh, err := a.claim(r.Context(), u.UpdateID, raw, &mu, seen)
 		if err != nil {
 			// Telegram sends it again; whichever replica takes it then answers it.
 			a.log.Warn("telegram: update not recorded; left for Telegram to resend", "update", u.UpdateID, "err", err)
@@ -150,9 +149,9 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher) error {
 
 // claim reports whether update id is new: for the deployment, through the Ledger when replicas
 // share one, else in this process's memory of recent ids.
-func (a *Adapter) claim(ctx context.Context, id int64, mu *sync.Mutex, seen *recentIDs) (bool, error) {
+func (a *Adapter) claim(ctx context.Context, id int64, raw []byte, mu *sync.Mutex, seen *recentIDs) (bool, error) {
 	if a.opts.Ledger != nil {
-		return a.opts.Ledger.Claim(ctx, "telegram", strconv.FormatInt(a.self.ID, 10)+":"+strconv.FormatInt(id, 10))
+		return a.claimShared(ctx, id, raw)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -488,3 +488,72 @@ func TestASurvivorEndsTheTurnsOfAKilledReplica(t *testing.T) {
 	kill()
 	waitFor(t, "the survivor to end the killed replica's turn", func() bool { return status() == "interrupted" })
 }
+
+// TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor sends a webhook update to a replica
+// (a child process) and kills it (SIGKILL) in the middle of streaming the answer: a surviving
+// replica takes the unanswered update over from the shared ledger and answers it, once. Before,
+// the update was the dead replica's alone (Telegram had its 200) and the user got half an answer.
+func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	addrs := []string{freeAddr(t), freeAddr(t)} // the child, the survivor
+	var target atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addrs[target.Load()]+r.URL.Path, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	}))
+	defer proxy.Close()
+	webhook := func(addr string) string {
+		return replicaConfig(t, dsn, e, fmt.Sprintf("mode = \"webhook\"\nwebhook_listen = %q\nwebhook_url = %q\nwebhook_secret = \"s3cret-token\"", addr, proxy.URL+"/hook"))
+	}
+
+	hold := make(chan struct{})
+	defer close(hold)
+	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(webhook(addrs[0])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
+	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
+	var childOut logbuf.Buffer
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := sync.OnceFunc(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	defer kill()
+	waitFor(t, "the child replica to run", func() bool { return strings.Contains(childOut.String(), "bot running") })
+	cfg, err := config.Parse([]byte(webhook(addrs[1])), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	survivor := startReplica(t, cfg)
+
+	const chat = 6001
+	e.say(chat, "question")
+	e.waitBotText(chat, "the child's first words", contains("Half an"))
+	e.llm.Push(llm.Text("The whole answer."))
+	target.Store(1)
+	kill()
+	e.waitBotText(chat, "the survivor's answer", contains("The whole answer."))
+	if err := survivor.stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := e.botTexts(chat)
+	if want := []string{"Half an", "The whole answer."}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("bot messages %q, want %q: the cut reply, then the message answered once more", got, want)
+	}
+}

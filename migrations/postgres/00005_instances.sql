@@ -19,6 +19,10 @@ CREATE TABLE inbound_ledger (
     platform    TEXT NOT NULL,
     inbound_key TEXT NOT NULL,
     instance_id TEXT NOT NULL DEFAULT '',
+    -- The message as the platform sent it, and whether its turn ended: a survivor takes over the
+    -- unanswered messages of a replica that died.
+    payload     TEXT NOT NULL DEFAULT '',
+    done        BOOLEAN NOT NULL DEFAULT FALSE,
     taken_at    TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (platform, inbound_key)
 );

@@ -21,6 +21,10 @@ CREATE TABLE inbound_ledger (
     platform    TEXT NOT NULL,
     inbound_key TEXT NOT NULL,
     instance_id TEXT NOT NULL DEFAULT '',
+    -- The message as the platform sent it, and whether its turn ended: a survivor takes over the
+    -- unanswered messages of a replica that died.
+    payload     TEXT NOT NULL DEFAULT '',
+    done        INTEGER NOT NULL DEFAULT 0,
     taken_at    DATETIME NOT NULL,
     PRIMARY KEY (platform, inbound_key)
 );
