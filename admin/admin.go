@@ -95,6 +95,8 @@ type Options struct {
 	Proxies *Proxies
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Instances lists the live replicas when several share the database; nil lists none.
+	Instances func(ctx context.Context) ([]Instance, error)
 }
 
 // Server is the admin HTTP server.
@@ -228,6 +230,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/tool-stats", s.requireBearer(http.HandlerFunc(s.apiToolStats)))
 	mux.Handle("GET /api/v1/mcp-servers", s.requireBearer(http.HandlerFunc(s.apiMCPServers)))
 	mux.Handle("GET /api/v1/usage", s.requireBearer(http.HandlerFunc(s.apiUsage)))
+	mux.Handle("GET /api/v1/instances", s.requireBearer(http.HandlerFunc(s.apiInstances)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})))

@@ -48,6 +48,9 @@ type Options struct {
 	MCPUp func() map[string]bool
 	// QueueDepths, when set, are asked at every scrape how many items wait in each named queue.
 	QueueDepths map[string]func() int
+	// Instance, when set, is the id of this replica among several on one database: every series
+	// carries it as the label instance, so the replicas' series stay apart wherever they meet.
+	Instance string
 }
 
 // Metrics holds the bot's collectors. Every method is safe for concurrent use; a nil *Metrics
@@ -89,7 +92,11 @@ func New(opts Options) *Metrics {
 	for _, name := range opts.Models {
 		m.models[name] = true
 	}
-	f := factory{m.reg}
+	var reg prometheus.Registerer = m.reg
+	if opts.Instance != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"instance": opts.Instance}, m.reg)
+	}
+	f := factory{reg}
 	m.turns = f.counter("relaybot_turns_total", "Turns finished, by outcome (ok, error, cancelled, ...).", "outcome")
 	m.turnDuration = f.histogram("relaybot_turn_duration_seconds", "Time from a user's message to the final reply, by outcome.", durationBuckets, "outcome")
 	m.toolCalls = f.counter("relaybot_tool_calls_total", "Tool calls finished, by tool and audit status.", "tool", "status")
@@ -105,25 +112,25 @@ func New(opts Options) *Metrics {
 	m.modelFallbacks = f.counter("relaybot_model_fallbacks_total", "Model calls made to a fallback candidate because the one before it failed, by the model fallen back to.", "model")
 	m.modelErrors = f.counter("relaybot_model_errors_total", "Failed model calls, by model and kind of error (auth, rate_limit, overloaded, context_length, bad_request, server, timeout, network, other).", "model", "kind")
 
-	m.reg.MustRegister(
+	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	if opts.MCPUp != nil {
-		m.reg.MustRegister(mcpCollector{
+		reg.MustRegister(mcpCollector{
 			desc: prometheus.NewDesc("relaybot_mcp_server_up", "1 when an MCP server is connected and answering, 0 otherwise.", []string{"server"}, nil),
 			up:   opts.MCPUp,
 		})
 	}
 	if len(opts.QueueDepths) > 0 {
 		depth := prometheus.NewDesc("relaybot_queue_depth", "Items waiting in a queue (turns waiting for their conversation or a free slot, ...).", []string{"queue"}, nil)
-		m.reg.MustRegister(queueCollector{desc: depth, depths: opts.QueueDepths})
+		reg.MustRegister(queueCollector{desc: depth, depths: opts.QueueDepths})
 	}
 	return m
 }
 
 // factory registers vectors on one registry.
-type factory struct{ reg *prometheus.Registry }
+type factory struct{ reg prometheus.Registerer }
 
 func (f factory) counter(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)

@@ -66,6 +66,9 @@ type Observer interface {
 
 // Options configure a Pipeline. Zero values take the documented defaults.
 type Options struct {
+	// Stops, when replicas share the bot, passes a /stop for a turn this replica does not run to
+	// the others; nil for a single process.
+	Stops StopPublisher
 	// SystemPrompt starts every transcript; SystemPromptExtra, when set, returns text appended to
 	// it at each turn (the skill index).
 	SystemPrompt      string
@@ -445,6 +448,8 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 			return admin || started.UserID == in.UserID
 		})
 		switch {
+		case !running && p.stopElsewhere(key, in, admin, log):
+			// Another replica may run it: passed on.
 		case !running:
 			// Said once a minute per user at most, even with the rate limit off.
 			if ok, _ := p.idleStops.allow(sender, p.opts.Now()); ok {

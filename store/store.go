@@ -53,6 +53,10 @@ type Options struct {
 	BusyTimeout time.Duration
 	// AuditBatch caps the audit rows committed in one transaction; 0 means 256.
 	AuditBatch int
+	// Instance is the id of this replica (package coord registers it in the instances table):
+	// the turns this store starts carry it, so recovery elsewhere leaves them alone while this
+	// replica's lease lives. Empty for a single process.
+	Instance string
 }
 
 // ErrClosed is returned by writes after Close.
@@ -63,8 +67,9 @@ var ErrNotFound = errors.New("store: not found")
 
 // Store is the database. It is safe for concurrent use.
 type Store struct {
-	driver string
-	log    *slog.Logger
+	driver   string
+	instance string
+	log      *slog.Logger
 	// w is the writer: on SQLite a single connection; on PostgreSQL the same pool as r.
 	w, r       *gorm.DB
 	wsql, rsql *sql.DB
@@ -96,7 +101,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if strings.TrimSpace(opts.DSN) == "" {
 		return nil, fmt.Errorf("store: open %s: empty dsn", opts.Driver)
 	}
-	s := &Store{driver: opts.Driver, log: opts.Logger}
+	s := &Store{driver: opts.Driver, log: opts.Logger, instance: opts.Instance}
 	var err error
 	switch opts.Driver {
 	case DriverSQLite:
@@ -251,6 +256,15 @@ func redactDSN(err error, dsn string) error {
 		return err
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+}
+
+// Postgres returns the PostgreSQL connection pool, and false on SQLite. Package coord keeps the
+// replicas' leases, locks and signals over it; nothing else should write through it.
+func (s *Store) Postgres() (*sql.DB, bool) {
+	if s.driver != DriverPostgres {
+		return nil, false
+	}
+	return s.wsql, true
 }
 
 // Driver reports the driver in use: "sqlite" or "postgres".

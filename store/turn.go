@@ -138,9 +138,16 @@ type turnRow struct {
 	Error            string
 	StartedAt        time.Time
 	FinishedAt       *time.Time
+	InstanceID       string
 }
 
 func (turnRow) TableName() string { return "turns" }
+
+// turnColumns are the columns a turn is read with. Named rather than "*": on PostgreSQL a
+// prepared "SELECT *" fails ("cached plan must not change result type") once another replica's
+// migration adds a column, so a replica running the older binary would stop reading turns.
+const turnColumns = "id, conversation_id, user_id, user_name, inbound_message_id, model, status, " +
+	"rounds, tokens_in, tokens_out, error, started_at, finished_at"
 
 type messageRow struct {
 	ID             int64 `gorm:"primaryKey"`
@@ -226,7 +233,7 @@ func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 	}
 	at := now()
 	row := turnRow{ConversationID: t.ConversationID, UserID: t.UserID, UserName: t.UserName,
-		InboundMessageID: t.InboundMessageID, Status: TurnRunning, StartedAt: at}
+		InboundMessageID: t.InboundMessageID, Status: TurnRunning, StartedAt: at, InstanceID: s.instance}
 	msg, err := newMessageRow(t.ConversationID, 0, 0, t.UserMessage, at)
 	if err != nil {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
@@ -308,7 +315,7 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 // Turn returns one turn.
 func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
 	var row turnRow
-	err := s.r.WithContext(ctx).Take(&row, id).Error
+	err := s.r.WithContext(ctx).Select(turnColumns).Take(&row, id).Error
 	if err == gorm.ErrRecordNotFound {
 		return Turn{}, fmt.Errorf("store: turn %d: %w", id, ErrNotFound)
 	}
@@ -329,22 +336,35 @@ func (row turnRow) public() Turn {
 	return t
 }
 
-// Recover marks turns and audit rows left running by a crash as interrupted. Call it once at
-// start, after Migrate and before the first turn.
+// Recover marks interrupted the turns left running by a replica that is gone, and the audit rows
+// left running by them. A replica is gone when its row in the instances table has expired or was
+// removed at a clean shutdown; turns of a live replica (this one included) are left alone, so a
+// second replica starting up never ends the first one's turns. A single process registers no
+// instance, so every running turn it finds at start is a crash's leftover. Call it at start,
+// after Migrate and before the first turn; it is safe to call again at any time.
 func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 	at := now()
+	live := s.w.Table("instances").Select("id").Where("expires_at > ?", at)
+	if s.driver == DriverPostgres {
+		// The leases are kept on the database's clock, so replicas' clocks need not agree.
+		live = s.w.Table("instances").Select("id").Where("expires_at > now()")
+	}
 	err = s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&turnRow{}).Where("status = ?", TurnRunning).Updates(map[string]any{
-			"status": TurnInterrupted, "finished_at": at,
-			"error": "the bot stopped before the turn finished",
-		})
+		res := tx.Model(&turnRow{}).Where("status = ? AND instance_id NOT IN (?)", TurnRunning, live).
+			Updates(map[string]any{
+				"status": TurnInterrupted, "finished_at": at,
+				"error": "the bot stopped before the turn finished",
+			})
 		if res.Error != nil {
 			return res.Error
 		}
 		turns = int(res.RowsAffected)
+		// A call still running belongs to a turn still running, on a live replica; any other is
+		// a leftover of a replica that is gone (a call outside a turn, turn id 0, among them).
 		res = tx.Exec(`UPDATE tool_calls SET status = ?, finished_at = ?,
-			error = CASE WHEN error = '' THEN ? ELSE error END WHERE status = ?`,
-			audit.StatusInterrupted, at, "the bot stopped before the call finished", audit.StatusRunning)
+			error = CASE WHEN error = '' THEN ? ELSE error END
+			WHERE status = ? AND turn_id NOT IN (SELECT id FROM turns WHERE status = ?)`,
+			audit.StatusInterrupted, at, "the bot stopped before the call finished", audit.StatusRunning, TurnRunning)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -382,7 +402,7 @@ func (s *Store) TurnByInbound(ctx context.Context, platform, chatID, inboundMess
 func (s *Store) turnByInboundQuery(ctx context.Context, platform, chatID, inboundMessageID string) *gorm.DB {
 	chat := s.r.WithContext(ctx).Table("conversations").Select("id").
 		Where("platform = ? AND chat_id = ?", platform, chatID)
-	return s.r.WithContext(ctx).Table("turns").
+	return s.r.WithContext(ctx).Table("turns").Select(turnColumns).
 		Where("inbound_message_id = ? AND conversation_id IN (?)", inboundMessageID, chat).
 		Order("id DESC").Limit(1)
 }

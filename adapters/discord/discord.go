@@ -81,6 +81,9 @@ type Options struct {
 	// MaxLines splits Components V2 replies at this many lines as well, so the client never
 	// clips them; 0 means 17.
 	MaxLines int
+	// Ledger, when several replicas serve the bot (each gets every event on its own gateway
+	// connection), lets one of them take each message and interaction; nil takes them all.
+	Ledger adapters.Ledger
 }
 
 // componentsV2Len is what one Components V2 message holds: 4,000 characters of text across

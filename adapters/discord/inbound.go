@@ -73,6 +73,9 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 		}
 		in.Command, in.Args = c.Name, c.Args
 	}
+	if !a.taken(ctx, "message:"+m.ID) {
+		return // another replica answers it
+	}
 	in.Images = a.images(ctx, m.Attachments)
 	h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: m.ID, asker: in.UserID})
 }

@@ -34,7 +34,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 	if i.Member != nil {
 		user, roles = i.Member.User, i.Member.Roles
 	}
-	if user == nil {
+	if user == nil || !a.taken(ctx, "interaction:"+i.ID) {
 		return
 	}
 	in := adapters.Inbound{

@@ -79,6 +79,12 @@ type Options struct {
 	// HTTPClient is used for every request; default a client without a global timeout (each
 	// request has its own deadline).
 	HTTPClient *http.Client
+	// Ledger, when several replicas serve the bot, takes each update once for all of them (by
+	// bot id and update id); nil keeps the check in this process's memory.
+	Ledger adapters.Ledger
+	// PollLease, when several replicas serve the bot in polling mode, lets one of them poll at a
+	// time; nil polls unconditionally.
+	PollLease adapters.Lease
 }
 
 // Adapter is one Telegram bot connection.
@@ -271,14 +277,16 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 			dispatch(id, u.Message, true)
 		}
 	}
+	a.adoptOrphans(ctx, &wg, dispatch)
 	if a.opts.Mode == "webhook" {
 		return a.runWebhook(ctx, dispatch, act)
 	}
-	return a.runPolling(ctx, dispatch, act)
+	return a.runPollingLeased(ctx, dispatch, act)
 }
 
 // finished records that the handler is done with update id.
 func (a *Adapter) finished(id int64) {
+	a.doneShared(id)
 	if a.journal == nil {
 		return
 	}

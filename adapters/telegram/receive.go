@@ -144,6 +144,10 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor
 		}
 		a.setOffset(next)
 		for i, id := range ids {
+			if !a.takeShared(ctx, id, raws[i]) {
+				a.dropLocal(id) // another replica's: answered by it, or as its orphan
+				continue
+			}
 			dispatch(id, msgs[i], false)
 		}
 		for _, u := range acts {

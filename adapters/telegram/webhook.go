@@ -110,15 +110,19 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher, act actor
 			http.Error(w, "bad update", http.StatusBadRequest)
 			return
 		}
-		mu.Lock()
-		dup := !seen.add(u.UpdateID)
-		mu.Unlock()
-		if !dup && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
+		fresh, err := a.claim(r.Context(), u.UpdateID, raw, &mu, seen)
+		if err != nil {
+			// Telegram sends it again; whichever replica takes it then answers it.
+			a.log.Warn("telegram: update not recorded; left for Telegram to resend", "update", u.UpdateID, "err", err)
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		if fresh && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
 			// On disk before Telegram hears it arrived.
 			a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
 			dispatch(u.UpdateID, u.Message, false)
 		}
-		if !dup && u.Message == nil && u.isAction() {
+		if fresh && u.Message == nil && u.isAction() {
 			act(&u)
 		}
 		w.WriteHeader(http.StatusOK)
@@ -144,6 +148,17 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher, act actor
 	case err := <-errc:
 		return fmt.Errorf("telegram: webhook server: %w", err)
 	}
+}
+
+// claim reports whether update id is new: for the deployment, through the Ledger when replicas
+// share one, else in this process's memory of recent ids.
+func (a *Adapter) claim(ctx context.Context, id int64, raw []byte, mu *sync.Mutex, seen *recentIDs) (bool, error) {
+	if a.opts.Ledger != nil {
+		return a.claimShared(ctx, id, raw)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return seen.add(id), nil
 }
 
 // webhookSeenIDs is how many recent update ids the webhook remembers to take each update once.

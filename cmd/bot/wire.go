@@ -21,6 +21,7 @@ import (
 	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/config"
+	"relaybot/coord"
 	"relaybot/metrics"
 	"relaybot/pipeline"
 	"relaybot/store"
@@ -37,8 +38,20 @@ type bot struct {
 	log   *slog.Logger
 	grace time.Duration
 	hurry <-chan os.Signal // a second signal ends the grace period; nil in tests
-	store *store.Store
-	pipe  *pipeline.Pipeline
+	// ledger takes each inbound message once for all replicas; nil for a single process.
+	ledger adapters.Ledger
+	// instances lists the live replicas for the admin API; nil for a single process.
+	instances func(ctx context.Context) ([]admin.Instance, error)
+	// share divides the platforms' bot-wide budgets among the live replicas.
+	share budgetShare
+	// signals carry /stop between replicas; nil for a single process.
+	signals *coord.Signals
+	// lease makes a role one replica holds at a time; nil for a single process.
+	lease func(name string) adapters.Lease
+	// instance is this replica's id (host and pid, and a random part).
+	instance string
+	store    *store.Store
+	pipe     *pipeline.Pipeline
 
 	connectors []connector // the enabled platforms: stop receiving first at shutdown
 	background []part      // admin listener, retention: stop last
@@ -94,6 +107,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		Prices:      prices(cfg.Models),
 		MCPUp:       tl.mcpUp,
 		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
+		Instance:    b.instance,
 	})
 	rec := m.Recorder(auditRecorder{st: st})
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
@@ -122,13 +136,17 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	opts.Recorder = rec
 	opts.Logger = log
 	opts.Observer = m
+	if b.signals != nil {
+		opts.Stops = b.signals
+	}
 	if pipe, err = pipeline.New(runner, st, mgr, opts); err != nil {
 		return b, err
 	}
 	b.pipe = pipe
+	b.listenStops(pipe)
 
 	deliver := delivery.Options{Logger: log, Observer: m}
-	if b.connectors, err = platforms(cfg, log, deliver); err != nil {
+	if b.connectors, err = b.platforms(cfg, deliver); err != nil {
 		return b, err
 	}
 	if cfg.Admin.Enabled {
@@ -151,7 +169,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 
 // openStore opens and migrates the database and recovers what a previous run left running.
 func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
-	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: b.log})
+	instance, err := b.claimReplica(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b.instance = instance
+	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: b.log, Instance: instance})
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +185,9 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 		}
 	})
 	if err := st.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.joinReplicas(ctx, st, instance, b.log); err != nil {
 		return nil, err
 	}
 	turns, calls, err := st.Recover(ctx)
@@ -251,14 +277,14 @@ func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loa
 // platforms builds the enabled chat platforms but the web chat (which lives on the admin
 // listener); deliver tunes their delivery engines. A new platform adds a line here and its
 // constructor below.
-func platforms(cfg *config.Config, log *slog.Logger, deliver delivery.Options) ([]connector, error) {
+func (b *bot) platforms(cfg *config.Config, deliver delivery.Options) ([]connector, error) {
 	var out []connector
 	for _, p := range []struct {
 		enabled bool
 		build   func() (connector, error)
 	}{
-		{cfg.Telegram.Enabled, func() (connector, error) { return newTelegram(cfg, log, deliver) }},
-		{cfg.Discord.Enabled, func() (connector, error) { return newDiscord(cfg, log, deliver) }},
+		{cfg.Telegram.Enabled, func() (connector, error) { return b.newTelegram(cfg, deliver) }},
+		{cfg.Discord.Enabled, func() (connector, error) { return b.newDiscord(cfg, deliver) }},
 	} {
 		if !p.enabled {
 			continue
@@ -273,8 +299,10 @@ func platforms(cfg *config.Config, log *slog.Logger, deliver delivery.Options) (
 }
 
 // newDiscord builds the Discord adapter; it connects in Run.
-func newDiscord(cfg *config.Config, log *slog.Logger, deliver delivery.Options) (*discord.Adapter, error) {
+func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord.Adapter, error) {
+	log := b.log
 	dc, err := discord.New(discord.Options{
+		Ledger:           b.ledger,
 		Token:            cfg.Discord.Token,
 		APIBase:          cfg.Discord.APIBase,
 		AllowedGuilds:    cfg.Discord.AllowedGuilds,
@@ -293,15 +321,19 @@ func newDiscord(cfg *config.Config, log *slog.Logger, deliver delivery.Options) 
 	if err != nil {
 		return nil, err
 	}
+	b.share.add(dc.Engine())
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
 	return dc, nil
 }
 
 // newTelegram builds the Telegram adapter (it asks Telegram who the bot is) and logs how it
 // receives.
-func newTelegram(cfg *config.Config, log *slog.Logger, deliver delivery.Options) (*telegram.Adapter, error) {
+func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegram.Adapter, error) {
+	log := b.log
 	offsetFile := cfg.OffsetPath()
 	tg, err := telegram.New(telegram.Options{
+		Ledger:        b.ledger,
+		PollLease:     b.pollLease(cfg.Telegram.Token),
 		Token:         cfg.Telegram.Token,
 		APIEndpoint:   cfg.Telegram.APIEndpoint,
 		Mode:          cfg.Telegram.Mode,
@@ -323,6 +355,7 @@ func newTelegram(cfg *config.Config, log *slog.Logger, deliver delivery.Options)
 	if err != nil {
 		return nil, err
 	}
+	b.share.add(tg.Engine())
 	if offsetFile == "" {
 		offsetFile = "off"
 	}
@@ -350,6 +383,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Prices:    prices(cfg.Models),
 		Logger:    b.log,
 		Proxies:   proxies,
+		Instances: b.instances,
 	}
 	if cfg.Admin.WebChat {
 		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log})

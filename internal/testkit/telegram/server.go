@@ -183,6 +183,9 @@ type Server struct {
 	updateID []int64
 	lastUpd  int64
 	newUpd   chan struct{} // closed and replaced when an update arrives
+	// polling is closed when another getUpdates call starts: as on Telegram, a second poller
+	// terminates the first one's request with 409 Conflict.
+	polling  chan struct{}
 	calls    []Call
 	faults   []*Fault
 	migrated map[int64]int64 // group chat id → the supergroup it was upgraded to
@@ -635,6 +638,20 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 	}
 	deadline := time.NewTimer(time.Duration(timeout) * time.Second)
 	defer deadline.Stop()
+	s.mu.Lock()
+	if s.polling != nil {
+		close(s.polling)
+	}
+	mine := make(chan struct{})
+	s.polling = mine
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.polling == mine {
+			s.polling = nil
+		}
+		s.mu.Unlock()
+	}()
 	for {
 		s.mu.Lock()
 		if s.hook != "" {
@@ -661,6 +678,8 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 			return []json.RawMessage{}, nil
 		case <-ctx.Done():
 			return []json.RawMessage{}, nil
+		case <-mine:
+			return nil, &apiError{code: 409, desc: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}
 		}
 	}
 }

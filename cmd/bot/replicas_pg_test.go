@@ -1,0 +1,562 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"relaybot/internal/testkit/wait"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"relaybot/config"
+	"relaybot/coord"
+	dtk "relaybot/internal/testkit/discord"
+	"relaybot/internal/testkit/llm"
+	"relaybot/internal/testkit/logbuf"
+)
+
+// pgSchemaDSN returns the DSN of a fresh schema in the PostgreSQL database of
+// BOT_TEST_POSTGRES_DSN, dropped when the test ends; the test is skipped without it.
+func pgSchemaDSN(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("BOT_TEST_POSTGRES_DSN")
+	if base == "" {
+		t.Skip("PostgreSQL not tested: set BOT_TEST_POSTGRES_DSN")
+	}
+	schema := fmt.Sprintf("replicas_%d", time.Now().UnixNano())
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := db.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		db.Close()
+	})
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// replica is one bot serve of a deployment, run in this process.
+type replica struct {
+	stop func() error
+	logs *logbuf.Buffer
+}
+
+// startReplica runs bot serve with cfg until the test ends (or stop) and waits until it runs.
+func startReplica(t *testing.T, cfg *config.Config) *replica {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{logs: &logbuf.Buffer{}}
+	errc := make(chan error, 1)
+	go func() { errc <- serve(ctx, cfg, slog.New(slog.NewTextHandler(r.logs, nil)), nil) }()
+	r.stop = sync.OnceValue(func() error {
+		cancel()
+		return <-errc
+	})
+	t.Cleanup(func() { r.stop() })
+	wait.For(t, "a replica to run", func() bool {
+		select {
+		case err := <-errc:
+			t.Fatalf("replica did not start: %v\n%s", err, r.logs)
+		default:
+		}
+		return strings.Contains(r.logs.String(), "bot running")
+	})
+	return r
+}
+
+// replicaConfig is the config.toml of one replica on the database dsn, talking to e's fakes,
+// with telegramMode's lines in [telegram] and an offset file of its own.
+func replicaConfig(t *testing.T, dsn string, e *env, telegramMode string) string {
+	return replicaConfigWith(dsn, e, fmt.Sprintf(`[telegram]
+enabled = true
+token = %q
+api_endpoint = %q
+offset_file = %q
+# These tests watch answers stream by edits; drafts have tests of their own.
+drafts = "off"
+%s
+[admin]
+enabled = false`, e.tg.Token(), e.tg.Endpoint(), filepath.Join(t.TempDir(), "telegram.offset"), telegramMode))
+}
+
+// replicaConfigWith is the config.toml of one replica on the database dsn with e's model and
+// the platform sections given.
+func replicaConfigWith(dsn string, e *env, platforms string) string {
+	return fmt.Sprintf(`
+[storage]
+driver = "postgres"
+dsn = %q
+[[models]]
+name = "primary"
+base_url = %q
+model = "test-model"
+[agent]
+system_prompt = "You are a test bot."
+stream_flush_chunks = 1
+[tools]
+plugins = []
+native = []
+%s
+`, dsn, e.llm.URL, platforms)
+}
+
+// TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce runs two bot serve replicas on one
+// PostgreSQL database behind a proxy that hands every Telegram webhook update to both of them
+// (first to each in turn), as a retry landing on the other replica would: every message is
+// answered exactly once, both replicas are listed while they run, and a clean stop removes each
+// from the list at once. Before the inbound ledger, each replica answered every update.
+func TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	var turn atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		first := int(turn.Add(1) % 2)
+		status := http.StatusBadGateway
+		for _, i := range []int{first, 1 - first} {
+			req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addrs[i]+r.URL.Path, bytes.NewReader(body))
+			req.Header = r.Header.Clone()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if i == first || status != http.StatusOK {
+				status = resp.StatusCode
+			}
+		}
+		w.WriteHeader(status)
+	}))
+	defer proxy.Close()
+
+	var reps []*replica
+	for _, addr := range addrs {
+		text := replicaConfig(t, dsn, e, fmt.Sprintf(`mode = "webhook"
+webhook_listen = %q
+webhook_url = %q
+webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
+		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, startReplica(t, cfg))
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if ins, err := coord.Instances(context.Background(), db); err != nil || len(ins) != 2 {
+		t.Fatalf("live instances = %d (%v), want the 2 replicas", len(ins), err)
+	}
+
+	const chats = 12
+	for i := range chats {
+		e.llm.Push(llm.Text("Answered."))
+		e.say(int64(2000+i), "question")
+	}
+	for i := range chats {
+		e.waitBotText(int64(2000+i), "the answer", contains("Answered."))
+	}
+	for i := range chats {
+		if got := e.botTexts(int64(2000 + i)); len(got) != 1 {
+			t.Errorf("chat %d got %d bot messages %q, want its message answered once", 2000+i, len(got), got)
+		}
+	}
+	for _, r := range reps {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ins, err := coord.Instances(context.Background(), db); err != nil || len(ins) != 0 {
+		t.Fatalf("live instances after both stopped = %d (%v), want none: a clean stop leaves at once", len(ins), err)
+	}
+}
+
+// TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne runs two replicas in polling mode on
+// one PostgreSQL database, the first in a child process: only it polls (Telegram, like the
+// testkit, answers a second poller with 409 Conflict, and no poll ends so), its message is
+// answered once; killed (SIGKILL), the other replica takes over polling and answers the next
+// message once. Before the poller lease both polled and cut each other off with 409s.
+func TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(replicaConfig(t, dsn, e, `mode = "polling"`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
+	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
+	var childOut logbuf.Buffer
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := sync.OnceFunc(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	defer kill()
+	wait.For(t, "the first replica to hold the poller lease", func() bool { return strings.Contains(childOut.String(), "this replica polls") })
+
+	cfg, err := config.Parse([]byte(replicaConfig(t, dsn, e, `mode = "polling"`)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := startReplica(t, cfg)
+
+	e.llm.Push(llm.Text("First answer."))
+	e.say(3001, "question")
+	e.waitBotText(3001, "the first replica's answer", contains("First answer."))
+	kill()
+
+	e.llm.Push(llm.Text("Second answer."))
+	e.say(3002, "question")
+	e.waitBotText(3002, "the surviving replica's answer", contains("Second answer."))
+	if !strings.Contains(second.logs.String(), "this replica polls") {
+		t.Errorf("the second message was answered but the second replica never polled:\n%s", second.logs)
+	}
+	// A replica's own last getUpdates at its stop may cut its abandoned long poll short: that
+	// 409 reaches nobody, so the calls are taken before the stop.
+	calls := e.tg.Calls()
+	if err := second.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, chat := range []int64{3001, 3002} {
+		if got := e.botTexts(chat); len(got) != 1 {
+			t.Errorf("chat %d got %d bot messages %q, want its message answered once", chat, len(got), got)
+		}
+	}
+	for _, c := range calls {
+		if c.Method == "getUpdates" && c.Code == http.StatusConflict {
+			t.Errorf("a getUpdates ended in 409 Conflict (%s): two replicas polled at once", c.Description)
+		}
+	}
+}
+
+// TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce runs two replicas with Discord on one
+// PostgreSQL database: each has its own gateway connection and receives every message, and each
+// message is answered once. Before the inbound ledger both replicas answered every message.
+func TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	dc := dtk.New(dtk.Config{})
+	t.Cleanup(dc.Close)
+	section := fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\nregister_commands = false\n[admin]\nenabled = false\n", dc.Token(), dc.APIBase())
+	var reps []*replica
+	for range 2 {
+		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, startReplica(t, cfg))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err = dc.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.llm.SetHandler(func(llm.Request) llm.Reply { return llm.Text("Answered.") })
+	const chats = 8
+	for i := range chats {
+		if _, err := dc.Post(dtk.UserMessage{ChannelID: fmt.Sprintf("5000000000000001%02d", i), AuthorID: "600", Content: "question"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range chats {
+		ch := fmt.Sprintf("5000000000000001%02d", i)
+		wait.For(t, "the answer in "+ch, func() bool { return len(dc.BotMessages(ch)) > 0 })
+	}
+	for _, r := range reps {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range chats {
+		ch := fmt.Sprintf("5000000000000001%02d", i)
+		if got := dc.BotMessages(ch); len(got) != 1 {
+			t.Errorf("DM %s got %d bot messages, want its message answered once", ch, len(got))
+		}
+	}
+}
+
+// TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt runs two replicas behind a webhook proxy
+// that sends a chat's question to the first replica and its /stop to the second: the answer the
+// first replica is streaming stops. Before, the second replica said "Nothing to stop." and the
+// answer ran on.
+func TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	var target atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addrs[target.Load()]+r.URL.Path, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	}))
+	defer proxy.Close()
+	var reps []*replica
+	for _, addr := range addrs {
+		text := replicaConfig(t, dsn, e, fmt.Sprintf(`mode = "webhook"
+webhook_listen = %q
+webhook_url = %q
+webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
+		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := startReplica(t, cfg)
+		wait.For(t, "the replica to listen for stop requests", func() bool {
+			return strings.Contains(r.logs.String(), "listening for stop requests")
+		})
+		reps = append(reps, r)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	e.llm.SetHandler(func(llm.Request) llm.Reply {
+		return llm.Reply{Chunks: []llm.Chunk{{Content: "Streaming along"}, {Content: " forever", Wait: hold}}}
+	})
+	const chat = 4001
+	e.say(chat, "talk")
+	e.waitBotText(chat, "the first replica's streamed words", contains("Streaming along"))
+	target.Store(1)
+	e.say(chat, "/stop")
+	e.waitBotText(chat, "the answer marked stopped", contains("stopped"))
+	for _, got := range e.botTexts(chat) {
+		if strings.Contains(got, "Nothing to stop") {
+			t.Errorf("the replica that got /stop said %q while the other one ran the turn", got)
+		}
+	}
+	if !strings.Contains(reps[0].logs.String(), "stopped a turn on another replica's request") {
+		t.Errorf("the replica running the turn did not log the stop from the other replica")
+	}
+}
+
+// TestTheAdminAPIOfAnyReplicaListsEveryReplica runs two replicas with the admin listener (and
+// the web chat) on one PostgreSQL database: /api/v1/instances on either lists both, marks the
+// one asked, and a replica that stops cleanly leaves the list at once.
+func TestTheAdminAPIOfAnyReplicaListsEveryReplica(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	var reps []*replica
+	for _, addr := range addrs {
+		section := fmt.Sprintf("[admin]\nenabled = true\nweb_chat = true\nlisten = %q\n", addr)
+		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, startReplica(t, cfg))
+	}
+	type item struct {
+		ID           string `json:"id"`
+		Self         bool   `json:"self"`
+		TurnsRunning int    `json:"turns_running"`
+	}
+	list := func(addr string) []item {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + "/api/v1/instances")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct{ Items []item }
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /api/v1/instances: %s, %v", resp.Status, err)
+		}
+		return body.Items
+	}
+	var ids [2]string
+	for i, addr := range addrs {
+		items := list(addr)
+		if len(items) != 2 {
+			t.Fatalf("replica %d lists %d replicas %+v, want 2", i, len(items), items)
+		}
+		for _, it := range items {
+			if it.Self {
+				ids[i] = it.ID
+			}
+		}
+	}
+	if ids[0] == "" || ids[1] == "" || ids[0] == ids[1] {
+		t.Fatalf("each replica should mark itself once, got %q and %q", ids[0], ids[1])
+	}
+	if err := reps[1].stop(); err != nil {
+		t.Fatal(err)
+	}
+	if items := list(addrs[0]); len(items) != 1 || items[0].ID != ids[0] {
+		t.Fatalf("after the second replica stopped, the first lists %+v, want only itself", items)
+	}
+}
+
+// TestASurvivorEndsTheTurnsOfAKilledReplica kills (SIGKILL) a replica in the middle of streaming
+// an answer, with another replica alive on the same database: once the killed one's lease runs
+// out the survivor marks its turn interrupted, so the log ends in a final status without waiting
+// for a restart of the killed one.
+func TestASurvivorEndsTheTurnsOfAKilledReplica(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	survivorCfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, "[admin]\nenabled = true\nweb_chat = true\nlisten = \""+freeAddr(t)+"\"\n")), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	startReplica(t, survivorCfg)
+
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(replicaConfig(t, dsn, e, `mode = "polling"`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
+	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
+	var childOut logbuf.Buffer
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := sync.OnceFunc(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	defer kill()
+	e.say(5001, "question")
+	e.waitBotText(5001, "the killed replica's first words", contains("Half an"))
+
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	status := func() string {
+		var s string
+		if err := db.QueryRow(`SELECT status FROM turns ORDER BY id DESC LIMIT 1`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := status(); got != "running" {
+		t.Fatalf("the turn is %q while the replica runs it, want running", got)
+	}
+	kill()
+	wait.For(t, "the survivor to end the killed replica's turn", func() bool { return status() == "interrupted" })
+}
+
+// TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor sends a webhook update to a replica
+// (a child process) and kills it (SIGKILL) in the middle of streaming the answer: a surviving
+// replica takes the unanswered update over from the shared ledger and answers it, once. Before,
+// the update was the dead replica's alone (Telegram had its 200) and the user got half an answer.
+func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	addrs := []string{freeAddr(t), freeAddr(t)} // the child, the survivor
+	var target atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addrs[target.Load()]+r.URL.Path, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	}))
+	defer proxy.Close()
+	webhook := func(addr string) string {
+		return replicaConfig(t, dsn, e, fmt.Sprintf("mode = \"webhook\"\nwebhook_listen = %q\nwebhook_url = %q\nwebhook_secret = \"s3cret-token\"", addr, proxy.URL+"/hook"))
+	}
+
+	hold := make(chan struct{})
+	defer close(hold)
+	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(webhook(addrs[0])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
+	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
+	var childOut logbuf.Buffer
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := sync.OnceFunc(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	defer kill()
+	wait.For(t, "the child replica to run", func() bool { return strings.Contains(childOut.String(), "bot running") })
+	cfg, err := config.Parse([]byte(webhook(addrs[1])), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	survivor := startReplica(t, cfg)
+
+	const chat = 6001
+	e.say(chat, "question")
+	e.waitBotText(chat, "the child's first words", contains("Half an"))
+	e.llm.Push(llm.Text("The whole answer."))
+	target.Store(1)
+	kill()
+	e.waitBotText(chat, "the survivor's answer", contains("The whole answer."))
+	if err := survivor.stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := e.botTexts(chat)
+	if want := []string{"Half an", "The whole answer."}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("bot messages %q, want %q: the cut reply, then the message answered once more", got, want)
+	}
+}

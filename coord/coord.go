@@ -1,0 +1,204 @@
+// Package coord lets several replicas of `bot serve` share one PostgreSQL database as one bot,
+// and keeps a single process on SQLite alone on its file.
+//
+// On PostgreSQL each replica joins as a member: a row in the instances table whose lease
+// (expires_at, on the database's clock) it renews every TTL/3. A replica whose lease has expired
+// is gone: its running turns are reclaimed by the others (store.Recover). Named leases (the
+// Telegram poller) are session advisory locks held on one pinned connection, so the database
+// frees them the moment the holder's connection dies; no consensus of our own.
+//
+// On SQLite there is one process: FileLock refuses a second one on the same database file.
+//
+// Adapters and the pipeline never import this package: they declare the small interfaces they
+// need (a lease) and cmd/bot hands them what this package builds.
+package coord
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// DefaultTTL is how long a member's lease lasts without a heartbeat.
+const DefaultTTL = 6 * time.Second
+
+// Options configure Join.
+type Options struct {
+	// ID is this replica's id, from NewID; empty means a new one. The store that runs this
+	// replica's turns must carry the same id (store.Options.Instance).
+	ID string
+	// TTL is the lease of the member's row; it is renewed every TTL/3. 0 means DefaultTTL.
+	TTL time.Duration
+	// Logger receives heartbeat failures; nil discards them.
+	Logger *slog.Logger
+	// Sweep, when set, runs after every heartbeat: cmd/bot passes store.Recover, so the turns
+	// and audit rows of a replica that died end interrupted within a lease or two.
+	Sweep func(ctx context.Context) error
+	// Members, when set, is told after every heartbeat how many replicas are live (this one
+	// included): cmd/bot divides the platforms' bot-wide budgets by it.
+	Members func(n int)
+}
+
+// Instance is one replica as the instances table shows it.
+type Instance struct {
+	ID          string
+	Host        string
+	PID         int
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	ExpiresAt   time.Time
+	// TurnsRunning counts the turns the replica is running.
+	TurnsRunning int
+}
+
+// Member is this replica's membership. Its methods are safe for concurrent use.
+type Member struct {
+	db   *sql.DB
+	id   string
+	ttl  time.Duration
+	log  *slog.Logger
+	stop context.CancelFunc
+	done chan struct{}
+	once sync.Once
+}
+
+// Join registers this replica in the instances table and renews its lease until Leave. The
+// instances table comes from the store's migrations: call it after store.Migrate.
+func Join(ctx context.Context, db *sql.DB, opts Options) (*Member, error) {
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	host, _ := os.Hostname()
+	id := opts.ID
+	if id == "" {
+		var err error
+		if id, err = NewID(); err != nil {
+			return nil, err
+		}
+	}
+	m := &Member{db: db, id: id, ttl: opts.TTL, log: opts.Logger, done: make(chan struct{})}
+	if _, err := db.ExecContext(ctx, `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, expires_at)
+		VALUES ($1, $2, $3, now(), now(), now() + make_interval(secs => $4))`,
+		id, host, os.Getpid(), opts.TTL.Seconds()); err != nil {
+		return nil, fmt.Errorf("coord: register instance %s: %w", id, err)
+	}
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.stop = cancel
+	go m.beat(bctx, opts.Sweep, opts.Members)
+	return m, nil
+}
+
+// NewID names a replica by host and process, with a random tail so a restarted process with
+// the same pid is a new member.
+func NewID() (string, error) {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("coord: instance id: %w", err)
+	}
+	if host == "" {
+		host = "host"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)), nil
+}
+
+// ID is this replica's id, the one its turns carry (store.Options.Instance).
+func (m *Member) ID() string { return m.id }
+
+// TTL is the member's lease.
+func (m *Member) TTL() time.Duration { return m.ttl }
+
+func (m *Member) beat(ctx context.Context, sweep func(context.Context) error, members func(int)) {
+	defer close(m.done)
+	t := time.NewTicker(m.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := m.renew(ctx); err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("instance lease not renewed", "instance", m.id, "err", err)
+			}
+			continue
+		}
+		if members != nil {
+			var n int
+			if err := m.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM instances WHERE expires_at > now()`).Scan(&n); err == nil {
+				members(max(n, 1))
+			}
+		}
+		if sweep != nil {
+			if err := sweep(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("reclaiming the turns of replicas that are gone", "instance", m.id, "err", err)
+			}
+		}
+	}
+}
+
+// renew extends the lease; a row another replica removed (this one was thought dead during a
+// long pause) is registered again.
+func (m *Member) renew(ctx context.Context) error {
+	host, _ := os.Hostname()
+	_, err := m.db.ExecContext(ctx, `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, expires_at)
+		VALUES ($1, $2, $3, now(), now(), now() + make_interval(secs => $4))
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expires_at`,
+		m.id, host, os.Getpid(), m.ttl.Seconds())
+	if err != nil {
+		return fmt.Errorf("coord: renew lease of %s: %w", m.id, err)
+	}
+	return nil
+}
+
+// Leave stops the heartbeat and removes this replica's row at once, so the others treat what it
+// left running as reclaimable without waiting for the lease to expire. Call it after the turns
+// have ended. It is safe to call more than once.
+func (m *Member) Leave(ctx context.Context) error {
+	var err error
+	m.once.Do(func() {
+		m.stop()
+		<-m.done
+		if _, e := m.db.ExecContext(ctx, `DELETE FROM instances WHERE id = $1`, m.id); e != nil {
+			err = fmt.Errorf("coord: leave as %s: %w", m.id, e)
+		}
+	})
+	return err
+}
+
+// Instances lists the live replicas (lease not expired), oldest first.
+func Instances(ctx context.Context, db *sql.DB) ([]Instance, error) {
+	rows, err := db.QueryContext(ctx, `SELECT i.id, i.host, i.pid, i.started_at, i.heartbeat_at, i.expires_at,
+		(SELECT COUNT(*) FROM turns t WHERE t.status = 'running' AND t.instance_id = i.id)
+		FROM instances i WHERE i.expires_at > now() ORDER BY i.started_at, i.id`)
+	if err != nil {
+		return nil, fmt.Errorf("coord: list instances: %w", err)
+	}
+	defer rows.Close()
+	var out []Instance
+	for rows.Next() {
+		var in Instance
+		if err := rows.Scan(&in.ID, &in.Host, &in.PID, &in.StartedAt, &in.HeartbeatAt, &in.ExpiresAt, &in.TurnsRunning); err != nil {
+			return nil, fmt.Errorf("coord: list instances: %w", err)
+		}
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("coord: list instances: %w", err)
+	}
+	return out, nil
+}
+
+// ErrInUse is returned by FileLock when another process holds the database file.
+var ErrInUse = errors.New("coord: database file in use by another process")

@@ -1,0 +1,90 @@
+package coord
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Ledger is the deployment's record of inbound messages taken (table inbound_ledger): each
+// message key is taken by one replica, once. It implements adapters.Ledger.
+type Ledger struct {
+	db       *sql.DB
+	instance string
+}
+
+// NewLedger returns the ledger over db, recording instance as the taker.
+func NewLedger(db *sql.DB, instance string) *Ledger {
+	return &Ledger{db: db, instance: instance}
+}
+
+// Claim records key of platform as taken by this replica and reports whether it was the first
+// to take it. The unique key decides between replicas racing for the same message.
+func (l *Ledger) Claim(ctx context.Context, platform, key string) (bool, error) {
+	return l.ClaimPayload(ctx, platform, key, nil)
+}
+
+// ClaimPayload is Claim keeping payload, so a survivor can answer the message should this replica
+// die before its turn ends (Orphans).
+func (l *Ledger) ClaimPayload(ctx context.Context, platform, key string, payload []byte) (bool, error) {
+	res, err := l.db.ExecContext(ctx, `INSERT INTO inbound_ledger (platform, inbound_key, instance_id, payload, done, taken_at)
+		VALUES ($1, $2, $3, $4, FALSE, now()) ON CONFLICT DO NOTHING`, platform, key, l.instance, string(payload))
+	if err != nil {
+		return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
+	}
+	return n == 1, nil
+}
+
+// Done records that the turn of the message has ended (whatever its outcome).
+func (l *Ledger) Done(ctx context.Context, platform, key string) error {
+	if _, err := l.db.ExecContext(ctx, `UPDATE inbound_ledger SET done = TRUE WHERE platform = $1 AND inbound_key = $2`,
+		platform, key); err != nil {
+		return fmt.Errorf("coord: mark %s message %s done: %w", platform, key, err)
+	}
+	return nil
+}
+
+// Orphans takes over, for this replica, the messages of platform kept with a payload whose turn
+// never ended and whose replica is gone (lease expired or left), and returns their payloads by
+// key. Replicas asking at once each get different ones (FOR UPDATE SKIP LOCKED).
+func (l *Ledger) Orphans(ctx context.Context, platform string) (map[string][]byte, error) {
+	rows, err := l.db.QueryContext(ctx, `UPDATE inbound_ledger SET instance_id = $2
+		WHERE (platform, inbound_key) IN (
+			SELECT platform, inbound_key FROM inbound_ledger
+			WHERE platform = $1 AND NOT done AND payload <> ''
+			  AND instance_id NOT IN (SELECT id FROM instances WHERE expires_at > now())
+			ORDER BY taken_at LIMIT 100 FOR UPDATE SKIP LOCKED)
+		RETURNING inbound_key, payload`, platform, l.instance)
+	if err != nil {
+		return nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
+	}
+	defer rows.Close()
+	out := map[string][]byte{}
+	for rows.Next() {
+		var key, payload string
+		if err := rows.Scan(&key, &payload); err != nil {
+			return nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
+		}
+		out[key] = []byte(payload)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
+	}
+	return out, nil
+}
+
+// Purge drops entries taken more than age ago, which no platform sends again (Telegram keeps
+// an unanswered update for 24 hours).
+func (l *Ledger) Purge(ctx context.Context, age time.Duration) (int64, error) {
+	res, err := l.db.ExecContext(ctx, `DELETE FROM inbound_ledger WHERE taken_at < now() - make_interval(secs => $1)`, age.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("coord: purge the inbound ledger: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}

@@ -1,0 +1,105 @@
+package coord
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// stopChannel is the NOTIFY channel of stop requests.
+const stopChannel = "relaybot_stop"
+
+// Stop is a request to stop the turn of one conversation, from the replica that got it (the
+// user's /stop or Stop button) to the replica running the turn.
+type Stop struct {
+	// Key is the conversation's key (pipeline.ConversationKey.String()).
+	Key string `json:"key"`
+	// UserID is who asked; Admin says whether they may stop anyone's turn.
+	UserID string `json:"user"`
+	Admin  bool   `json:"admin"`
+}
+
+// Signals carries stop requests between replicas with PostgreSQL's LISTEN/NOTIFY: a NOTIFY
+// reaches every listening replica within milliseconds; the one running the turn acts on it.
+type Signals struct {
+	db  *sql.DB
+	log *slog.Logger
+}
+
+// NewSignals returns the signals over db; log receives listener failures (nil discards them).
+func NewSignals(db *sql.DB, log *slog.Logger) *Signals {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Signals{db: db, log: log}
+}
+
+// PublishStop sends a stop request to every replica, this one included.
+func (s *Signals) PublishStop(ctx context.Context, key, userID string, admin bool) error {
+	b, err := json.Marshal(Stop{Key: key, UserID: userID, Admin: admin})
+	if err != nil {
+		return fmt.Errorf("coord: publish stop: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, stopChannel, string(b)); err != nil {
+		return fmt.Errorf("coord: publish stop: %w", err)
+	}
+	return nil
+}
+
+// ListenStops calls fn with every stop request published by any replica until ctx ends. A lost
+// connection is re-established after a second; requests sent meanwhile are missed.
+func (s *Signals) ListenStops(ctx context.Context, fn func(Stop)) error {
+	for {
+		err := s.listen(ctx, fn)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("stop signals: listener lost; listening again", "err", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// listen holds one connection in LISTEN and hands each notification to fn.
+func (s *Signals) listen(ctx context.Context, fn func(Stop)) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("coord: listen for stops: %w", err)
+	}
+	// The connection carries a LISTEN: it must not go back to the pool.
+	defer discard(conn)
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return errors.New("coord: listen for stops: not a pgx connection")
+		}
+		pc := c.Conn()
+		if _, err := pc.Exec(ctx, "LISTEN "+stopChannel); err != nil {
+			return fmt.Errorf("coord: listen for stops: %w", err)
+		}
+		s.log.Info("listening for stop requests from other replicas")
+		for {
+			n, err := pc.WaitForNotification(ctx)
+			if err != nil {
+				return fmt.Errorf("coord: listen for stops: %w", err)
+			}
+			var st Stop
+			if err := json.Unmarshal([]byte(n.Payload), &st); err != nil {
+				s.log.Warn("stop signals: undecodable request skipped", "err", err)
+				continue
+			}
+			fn(st)
+		}
+	})
+}
