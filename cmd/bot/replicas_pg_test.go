@@ -102,6 +102,27 @@ func startReplica(t *testing.T, cfg *config.Config) *replica {
 	return r
 }
 
+// adminAddr is the address the replica's admin listener took, from its log.
+func (r *replica) adminAddr(t *testing.T) string {
+	t.Helper()
+	var addr string
+	wait.For(t, "the admin listener's address", func() bool {
+		for _, line := range strings.Split(r.logs.String(), "\n") {
+			if !strings.Contains(line, `msg="admin listening"`) {
+				continue
+			}
+			for _, f := range strings.Fields(line) {
+				if a, ok := strings.CutPrefix(f, "addr="); ok {
+					addr = a
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return addr
+}
+
 // replicaConfig is the config.toml of one replica on the database dsn, talking to e's fakes,
 // with telegramMode's lines in [telegram] and an offset file of its own.
 func replicaConfig(t *testing.T, dsn string, e *env, telegramMode string) string {
@@ -387,15 +408,19 @@ webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
 func TestTheAdminAPIOfAnyReplicaListsEveryReplica(t *testing.T) {
 	dsn := pgSchemaDSN(t)
 	e := newEnv(t)
-	addrs := []string{freeAddr(t), freeAddr(t)}
+	// Each admin listener takes a port of its own choosing and says which in the log: a port
+	// picked free beforehand can be taken by another test's process before the replica binds it.
+	var addrs []string
 	var reps []*replica
-	for _, addr := range addrs {
-		section := fmt.Sprintf("[admin]\nenabled = true\nweb_chat = true\nlisten = %q\n", addr)
+	for range 2 {
+		section := "[admin]\nenabled = true\nweb_chat = true\nlisten = \"127.0.0.1:0\"\n"
 		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
 		if err != nil {
 			t.Fatal(err)
 		}
-		reps = append(reps, startReplica(t, cfg))
+		r := startReplica(t, cfg)
+		reps = append(reps, r)
+		addrs = append(addrs, r.adminAddr(t))
 	}
 	type item struct {
 		ID           string `json:"id"`
