@@ -51,17 +51,7 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 	defer close(hold)
 	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
 
-	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
-	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
-	var childOut logbuf.Buffer
-	child.Stdout, child.Stderr = &childOut, &childOut
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	kill := sync.OnceFunc(func() {
-		child.Process.Kill()
-		child.Wait()
-	})
+	childOut, kill := startChildServe(t, cfgPath)
 	defer kill()
 
 	msgID := e.say(1, "question")
@@ -161,4 +151,22 @@ func TestServeRedeliveredAnsweredMessageSkipped(t *testing.T) {
 	if n, err := st.CountTurns(context.Background(), store.TurnFilter{}); err != nil || n != 2 {
 		t.Fatalf("turns = %d (%v), want 2: one per message", n, err)
 	}
+}
+
+// startChildServe runs bot serve with the config at cfgPath in a child process of this test
+// binary (TestHelperServe), so it can be killed with SIGKILL; it returns the child's output and
+// the kill, which also waits for the child (safe to call more than once).
+func startChildServe(t *testing.T, cfgPath string) (*logbuf.Buffer, func()) {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
+	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
+	out := &logbuf.Buffer{}
+	child.Stdout, child.Stderr = out, out
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return out, sync.OnceFunc(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
 }

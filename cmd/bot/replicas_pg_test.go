@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"relaybot/internal/testkit/wait"
 	"strings"
@@ -246,17 +245,7 @@ func TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(replicaConfig(t, dsn, e, `mode = "polling"`)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
-	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
-	var childOut logbuf.Buffer
-	child.Stdout, child.Stderr = &childOut, &childOut
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	kill := sync.OnceFunc(func() {
-		child.Process.Kill()
-		child.Wait()
-	})
+	childOut, kill := startChildServe(t, cfgPath)
 	defer kill()
 	wait.For(t, "the first replica to hold the poller lease", func() bool { return strings.Contains(childOut.String(), "this replica polls") })
 
@@ -483,17 +472,7 @@ func TestASurvivorEndsTheTurnsOfAKilledReplica(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
 	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
-	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
-	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
-	var childOut logbuf.Buffer
-	child.Stdout, child.Stderr = &childOut, &childOut
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	kill := sync.OnceFunc(func() {
-		child.Process.Kill()
-		child.Wait()
-	})
+	_, kill := startChildServe(t, cfgPath)
 	defer kill()
 	e.say(5001, "question")
 	e.waitBotText(5001, "the killed replica's first words", contains("Half an"))
@@ -551,17 +530,7 @@ func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(webhook(addrs[0])), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	child := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.count=1")
-	child.Env = append(os.Environ(), helperConfig+"="+cfgPath)
-	var childOut logbuf.Buffer
-	child.Stdout, child.Stderr = &childOut, &childOut
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	kill := sync.OnceFunc(func() {
-		child.Process.Kill()
-		child.Wait()
-	})
+	childOut, kill := startChildServe(t, cfgPath)
 	defer kill()
 	wait.For(t, "the child replica to run", func() bool { return strings.Contains(childOut.String(), "bot running") })
 	cfg, err := config.Parse([]byte(webhook(addrs[1])), func(string) (string, bool) { return "", false })
