@@ -158,6 +158,12 @@ type Telegram struct {
 	// restarts; "" means telegram.offset next to the SQLite database (data/ with Postgres),
 	// "off" keeps the offset on Telegram's server only. See OffsetPath.
 	OffsetFile string `toml:"offset_file"`
+	// GlobalPerSecond is the bot's budget of sends and edits a second across all chats
+	// (default 30, Telegram's broadcast limit); above 30 needs PaidBroadcast, at most 1,000.
+	GlobalPerSecond int `toml:"global_per_second"`
+	// PaidBroadcast sends allow_paid_broadcast with every message, which lifts Telegram's limit
+	// to up to 1,000 messages a second for a fee in Telegram Stars per message above 30.
+	PaidBroadcast bool `toml:"paid_broadcast"`
 }
 
 // OffsetFileOff turns the Telegram offset file off.
@@ -204,6 +210,9 @@ type Discord struct {
 	// members who pass the lists in an allowed guild, or users listed in [access].
 	AllowDMs         bool `toml:"allow_dms"`
 	RegisterCommands bool `toml:"register_commands"`
+	// GlobalPerSecond is the bot's budget of REST requests a second (default 50, Discord's
+	// global limit; large bots are granted more by Discord).
+	GlobalPerSecond int `toml:"global_per_second"`
 }
 
 // MCP lists the MCP servers to connect to.
@@ -280,8 +289,8 @@ func Default() Config {
 			InterruptedMarker: "[stopped]",
 		},
 		Tools:    Tools{Plugins: []string{"audit_query"}},
-		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true},
-		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true},
+		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, GlobalPerSecond: 30},
+		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, GlobalPerSecond: 50},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
 	}

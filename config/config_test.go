@@ -59,6 +59,10 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"selectable model unknown", minimal + "[chat]\nselectable_models = [\"n\"]\n", `chat.selectable_models: names no [[models]] entry: "n"`},
 		{"context window tiny", minimal[:len(minimal)-1] + "\ncontext_window = 100\n", "models[0].context_window: must be between 1024 and 100000000, got 100"},
 		{"output above half the window", minimal[:len(minimal)-1] + "\ncontext_window = 8000\nmax_output_tokens = 6000\n", "models[0].max_output_tokens: must be between 1 and half of context_window (4000), got 6000"},
+		{"telegram budget above 30 unpaid", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\nglobal_per_second = 1000\n", "telegram.global_per_second: above 30 needs telegram.paid_broadcast = true"},
+		{"telegram paid budget above 1000", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\npaid_broadcast = true\nglobal_per_second = 1001\n", "telegram.global_per_second: must be between 1 and 1000, got 1001"},
+		{"telegram budget zero", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\nglobal_per_second = 0\n", "telegram.global_per_second: must be between 1 and 30, got 0"},
+		{"discord budget zero", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nglobal_per_second = 0\n", "discord.global_per_second: must be between 1 and 100000, got 0"},
 		{"discord allow_dms not a bool", minimal + "[discord]\nallow_dms = \"no\"\n", "allow_dms"},
 	}
 	for _, tt := range tests {
@@ -225,5 +229,29 @@ func TestAccessUsersOnAPlatform(t *testing.T) {
 		if got := strings.Join(a.UsersOn(tt.platform), " "); got != tt.want {
 			t.Errorf("UsersOn(%q) = %q, want %q", tt.platform, got, tt.want)
 		}
+	}
+}
+
+func TestGlobalBudgetsDefaultToThePlatformsLimits(t *testing.T) {
+	tests := []struct {
+		name, toml        string
+		telegram, discord int
+		paid              bool
+	}{
+		{"absent", minimal, 30, 50, false},
+		{"paid broadcast at 1000", minimal + "[telegram]\nglobal_per_second = 1000\npaid_broadcast = true\n", 1000, 50, true},
+		{"large discord bot", minimal + "[discord]\nglobal_per_second = 1200\n", 30, 1200, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.toml), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Telegram.GlobalPerSecond != tt.telegram || cfg.Telegram.PaidBroadcast != tt.paid || cfg.Discord.GlobalPerSecond != tt.discord {
+				t.Errorf("budgets = telegram %d (paid %v), discord %d; want %d (paid %v), %d",
+					cfg.Telegram.GlobalPerSecond, cfg.Telegram.PaidBroadcast, cfg.Discord.GlobalPerSecond, tt.telegram, tt.paid, tt.discord)
+			}
+		})
 	}
 }

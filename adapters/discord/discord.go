@@ -73,6 +73,9 @@ type Options struct {
 	Delivery delivery.Options
 	// HTTPTransport is the transport under the API rewriting; nil means http.DefaultTransport.
 	HTTPTransport http.RoundTripper
+	// GlobalPerSecond is the bot's budget of REST requests a second; 0 means Discord's default
+	// of 50 (Discord grants large bots more).
+	GlobalPerSecond int
 }
 
 // StopButtonID is the custom_id of the Stop button on a streaming reply.
@@ -125,6 +128,9 @@ func New(opts Options) (*Adapter, error) {
 	if opts.MaxImageBytes <= 0 {
 		opts.MaxImageBytes = 10 << 20
 	}
+	if opts.GlobalPerSecond < 0 {
+		return nil, fmt.Errorf("discord: global budget %d a second is negative", opts.GlobalPerSecond)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -167,15 +173,20 @@ func New(opts Options) (*Adapter, error) {
 	if dopts.TypingInterval <= 0 {
 		dopts.TypingInterval = 8 * time.Second
 	}
-	a.engine = delivery.New(a, Limits(), dopts)
+	lim := Limits()
+	if opts.GlobalPerSecond > 0 {
+		lim.Global.N = opts.GlobalPerSecond
+	}
+	a.engine = delivery.New(a, lim, dopts)
 	return a, nil
 }
 
 // Name is "discord", the platform's name in logs and conversation keys.
 func (a *Adapter) Name() string { return "discord" }
 
-// Limits returns Discord's limits (the package's Limits), which replies are paced by.
-func (a *Adapter) Limits() adapters.Limits { return Limits() }
+// Limits returns the limits replies are paced by: the package's Limits with the configured
+// global budget.
+func (a *Adapter) Limits() adapters.Limits { return a.engine.Limits() }
 
 // Engine returns the delivery engine replies go through.
 func (a *Adapter) Engine() *delivery.Engine { return a.engine }

@@ -166,7 +166,15 @@ func (a *api) classify(ctx context.Context, method string, resp *tgbotapi.APIRes
 // messenger implements adapters.Messenger for Telegram. Text is rendered from Markdown to
 // entities; when Telegram refuses the entities, the same text goes out plain.
 type messenger struct {
-	api *api
+	api  *api
+	paid bool // send allow_paid_broadcast (Options.PaidBroadcast)
+}
+
+// budgetParams marks a send or an edit as paid broadcast when the bot is configured for it.
+func (m *messenger) budgetParams(p tgbotapi.Params) {
+	if m.paid {
+		p["allow_paid_broadcast"] = "true"
+	}
 }
 
 var _ adapters.Messenger = (*messenger)(nil)
@@ -208,6 +216,7 @@ func (m *messenger) Send(ctx context.Context, chat adapters.ChatRef, text string
 		p["reply_to_message_id"] = opts.ReplyTo
 		p["allow_sending_without_reply"] = "true"
 	}
+	m.budgetParams(p)
 	textParams(p, text, false)
 	res, err := m.api.call(ctx, "sendMessage", p)
 	if errors.Is(err, errEntities) {
@@ -233,6 +242,7 @@ func (m *messenger) Edit(ctx context.Context, msg adapters.MessageRef, text stri
 	p["message_id"] = msg.ID
 	p["link_preview_options"] = `{"is_disabled":true}`
 	p["disable_web_page_preview"] = "true"
+	m.budgetParams(p)
 	textParams(p, text, false)
 	_, err := m.api.call(ctx, "editMessageText", p)
 	if errors.Is(err, errEntities) {
@@ -248,6 +258,7 @@ func (m *messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files 
 	var first adapters.MessageRef
 	for i, f := range files {
 		p := chatParams(chat)
+		m.budgetParams(p)
 		if opts.ReplyTo != "" && i == 0 {
 			p["reply_to_message_id"] = opts.ReplyTo
 			p["allow_sending_without_reply"] = "true"
