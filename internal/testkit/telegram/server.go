@@ -39,7 +39,7 @@ type Options struct {
 	// PaidPerSecond replaces GlobalPerSecond for sends and edits that carry
 	// allow_paid_broadcast=true (Telegram's paid broadcast); default 1000.
 	PaidPerSecond int
-	NoLimits        bool          // disable pacing entirely
+	NoLimits      bool // disable pacing entirely
 	// RetryAfterUnit is how long one second of retry_after lasts on this server; default 1s.
 	// Tests shorten it (with the client's matching option) to keep 429 storms quick.
 	RetryAfterUnit time.Duration
