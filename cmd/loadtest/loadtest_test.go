@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -42,11 +43,17 @@ func TestTinyLoad(t *testing.T) {
 		latency time.Duration
 		tool    string
 		profile bool // a CPU profile slice lasts 5 s: only once
+		global  int
+		db      string
 	}{
-		{"native tool", 0, "current_time", false},
-		{"mcp tool", 20 * time.Millisecond, "sleep", true},
+		{"native tool", 0, "current_time", false, 0, ""},
+		{"mcp tool", 20 * time.Millisecond, "sleep", true, 0, ""},
+		{"paid budget of 1000 on postgres", 0, "current_time", false, 1000, "postgres"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.db == "postgres" && os.Getenv("BOT_TEST_POSTGRES_DSN") == "" {
+				t.Skip("PostgreSQL not tested: set BOT_TEST_POSTGRES_DSN")
+			}
 			prof := ""
 			if tc.profile {
 				prof = filepath.Join(t.TempDir(), "prof")
@@ -55,7 +62,8 @@ func TestTinyLoad(t *testing.T) {
 				Chats: 3, Turns: 2, Ramp: 100 * time.Millisecond,
 				Rate: 400, Tokens: 20, ToolShare: 0.5, ToolLatency: tc.latency,
 				Bot: bin, Baseline: true, ProfileDir: prof, WorkDir: t.TempDir(),
-				TurnTimeout: 30 * time.Second,
+				TurnTimeout:     30 * time.Second,
+				GlobalPerSecond: tc.global, DB: tc.db, PostgresDSN: os.Getenv("BOT_TEST_POSTGRES_DSN"),
 			})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -72,6 +80,9 @@ func TestTinyLoad(t *testing.T) {
 			}
 			if db.AuditExpected != 3 || db.AuditRows != 3 || db.AuditOK != 3 {
 				t.Errorf("audit rows expected/in db/ok = %d/%d/%d, want 3/3/3", db.AuditExpected, db.AuditRows, db.AuditOK)
+			}
+			if want := cmp.Or(tc.db, "sqlite"); rep.Database != want || rep.GlobalPerSecond != cmp.Or(tc.global, 30) {
+				t.Errorf("ran on %s at %d/s, want %s at %d/s", rep.Database, rep.GlobalPerSecond, want, cmp.Or(tc.global, 30))
 			}
 			if rep.Tool != tc.tool {
 				t.Errorf("tool = %q, want %q", rep.Tool, tc.tool)
@@ -134,17 +145,19 @@ func TestBudgetFree(t *testing.T) {
 		chat    []time.Time
 		global  []time.Time
 		pending int
+		budget  int
 		want    bool
 	}{
-		{"quiet", nil, nil, 0, true},
-		{"a final queued ahead", nil, nil, 1, false},
-		{"two in the chat's window", at(7500, 9000), at(7500, 9000), 0, true},
-		{"three in the chat's window", at(7100, 8000, 9000), at(7100, 8000, 9000), 0, false},
-		{"three, one just outside", at(7000, 8000, 9000), at(7000, 8000, 9000), 0, true},
-		{"global second full", nil, at(many...), 0, false},
+		{"quiet", nil, nil, 0, 30, true},
+		{"a final queued ahead", nil, nil, 1, 30, false},
+		{"two in the chat's window", at(7500, 9000), at(7500, 9000), 0, 30, true},
+		{"three in the chat's window", at(7100, 8000, 9000), at(7100, 8000, 9000), 0, 30, false},
+		{"three, one just outside", at(7000, 8000, 9000), at(7000, 8000, 9000), 0, 30, true},
+		{"global second full", nil, at(many...), 0, 30, false},
+		{"thirty in the second leave a paid budget of 1000 free", nil, at(many...), 0, 1000, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := budgetFree(tc.chat, tc.global, t0.Add(10*time.Second), tc.pending); got != tc.want {
+			if got := budgetFree(tc.chat, tc.global, t0.Add(10*time.Second), tc.pending, tc.budget); got != tc.want {
 				t.Errorf("budgetFree = %v, want %v", got, tc.want)
 			}
 		})

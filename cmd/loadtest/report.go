@@ -26,6 +26,9 @@ type Report struct {
 	ToolShare     float64 `json:"tool_share"`
 	Tool          string  `json:"tool"`
 	ToolLatencyMS int64   `json:"tool_latency_ms"`
+	// GlobalPerSecond is Telegram's budget for the whole bot in this run; Database the bot's.
+	GlobalPerSecond int    `json:"global_per_second"`
+	Database        string `json:"database"`
 
 	WallSeconds    float64 `json:"wall_seconds"`
 	TurnsSent      int     `json:"turns_sent"`
@@ -149,7 +152,7 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 		}
 		d := t.final.Sub(t.lastToken)
 		final = append(final, d)
-		if budgetFree(perChat[t.chat], global, t.lastToken, pending[k]) {
+		if budgetFree(perChat[t.chat], global, t.lastToken, pending[k], r.GlobalPerSecond) {
 			free = append(free, d)
 			if d <= 100*time.Millisecond {
 				within++
@@ -186,9 +189,9 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 }
 
 // countDB counts turns and audit rows in the stopped bot's database.
-func (r *Report) countDB(ctx context.Context, dbPath string, turns, toolCalls int64) error {
+func (r *Report) countDB(ctx context.Context, driver, dsn string, turns, toolCalls int64) error {
 	r.DB = DBCounts{TurnsExpected: turns, AuditExpected: toolCalls, TurnStatuses: map[string]int64{}}
-	st, err := store.Open(ctx, store.Options{Driver: store.DriverSQLite, DSN: dbPath})
+	st, err := store.Open(ctx, store.Options{Driver: driver, DSN: dsn})
 	if err != nil {
 		return fmt.Errorf("opening the bot's database: %w", err)
 	}
@@ -249,6 +252,7 @@ func (r *Report) WriteText(w io.Writer) {
 	load += fmt.Sprintf(", %d ms between answer and next message", r.ThinkMS)
 	p("load:            %d chats, %s; %d tokens at %g tok/s; tool %s in %.0f%% of turns (latency %d ms)",
 		r.Chats, load, r.Tokens, r.Rate, r.Tool, 100*r.ToolShare, r.ToolLatencyMS)
+	p("budget, db:      %d sends and edits/s for the whole bot; %s", r.GlobalPerSecond, r.Database)
 	p("turns:           %d sent, %d answered whole, %d timed out in %.1f s: %.1f turns/s (peak %d in flight)",
 		r.TurnsSent, r.TurnsDone, r.TurnsTimedOut, r.WallSeconds, r.TurnsPerSecond, r.PeakInFlight)
 	p("first text:      %s", lat(r.FirstText))
