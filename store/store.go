@@ -69,6 +69,7 @@ type Store struct {
 	w, r       *gorm.DB
 	wsql, rsql *sql.DB
 	audit      *auditWriter
+	turns      *groupWriter // StartTurn, FinishTurn and new conversations, committed together
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -110,8 +111,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.audit = newAuditWriter(s, opts.AuditBatch)
+	s.turns = newGroupWriter(s.w, turnBatch)
 	return s, nil
 }
+
+// turnBatch caps the turn writes committed in one transaction.
+const turnBatch = 64
 
 // gormConfig returns a fresh config for each gorm.Open, which fills in defaults on the value it
 // is given: a shared package-level value would be written by concurrent Opens.
@@ -260,6 +265,7 @@ func (s *Store) Driver() string { return s.driver }
 // database. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.turns.close()
 		s.audit.close()
 		var errs []error
 		if err := s.wsql.Close(); err != nil {
