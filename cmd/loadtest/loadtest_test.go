@@ -97,6 +97,9 @@ func TestTinyLoad(t *testing.T) {
 			if rep.Baseline == nil || rep.Baseline.Tokens != int64(rep.Baseline.Streams*20) || rep.CPURatio <= 0 {
 				t.Errorf("baseline = %+v, ratio %v; want every token read and a ratio", rep.Baseline, rep.CPURatio)
 			}
+			if rep.IdleAnonMB <= 0 || rep.IdleAnonMB >= rep.IdleRSSMB {
+				t.Errorf("idle memory %.1f MB anonymous of %.1f MB RSS; want the bot's own part, above 0 and below RSS", rep.IdleAnonMB, rep.IdleRSSMB)
+			}
 			if rep.GoroutinesIdle <= 0 || rep.GoroutinesAfter <= 0 {
 				t.Errorf("goroutines idle/after = %d/%d, want both read from the bot", rep.GoroutinesIdle, rep.GoroutinesAfter)
 			}

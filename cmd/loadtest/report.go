@@ -64,7 +64,10 @@ type Report struct {
 	BareCPUPer1kToken float64         `json:"bare_cpu_seconds_per_1k_tokens,omitempty"`
 	CPURatio          float64         `json:"cpu_per_token_ratio_to_bare,omitempty"`
 
-	IdleRSSMB       float64 `json:"idle_rss_mb"`
+	IdleRSSMB float64 `json:"idle_rss_mb"`
+	// IdleAnonMB is the anonymous part of the idle RSS: the bot's own memory, without the
+	// executable's and libraries' file pages.
+	IdleAnonMB      float64 `json:"idle_anon_mb"`
 	PeakRSSMB       float64 `json:"peak_rss_mb"`
 	MemPerTurnKB    float64 `json:"memory_per_turn_in_flight_kb"`
 	GoroutinesIdle  int     `json:"goroutines_idle"`
@@ -266,7 +269,7 @@ func (r *Report) WriteText(w io.Writer) {
 		p("bare go-openai:  %.4f s per 1k tokens (%d streams, %d at once, %d tokens); bot/bare = %.2f×",
 			r.BareCPUPer1kToken, r.Baseline.Streams, r.Baseline.Concurrency, r.Baseline.Tokens, r.CPURatio)
 	}
-	p("bot memory:      idle %.1f MB, peak %.1f MB; %.1f KB per turn in flight", r.IdleRSSMB, r.PeakRSSMB, r.MemPerTurnKB)
+	p("bot memory:      idle %.1f MB (%.1f MB anonymous), peak %.1f MB; %.1f KB per turn in flight", r.IdleRSSMB, r.IdleAnonMB, r.PeakRSSMB, r.MemPerTurnKB)
 	p("goroutines:      %d idle before, %d after the run (%d of them idle keep-alive connections)", r.GoroutinesIdle, r.GoroutinesAfter, r.GoroutinesKeepAlive)
 	p("database:        turns %d/%d expected (%d ok), audit rows %d/%d expected (%d ok)",
 		r.DB.Turns, r.DB.TurnsExpected, r.DB.TurnsOK, r.DB.AuditRows, r.DB.AuditExpected, r.DB.AuditOK)

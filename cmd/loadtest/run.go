@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	cfgPath := filepath.Join(dir, "config.toml")
 	dbPath := filepath.Join(dir, "bot.db")
-	for _, f := range []string{dbPath, dbPath + "-wal", dbPath + "-shm"} {
+	for _, f := range []string{dbPath, dbPath + "-wal", dbPath + "-shm", filepath.Join(dir, "telegram.offset")} {
 		// A database of an earlier run in a kept folder would spoil the counts.
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("removing the database of an earlier run: %w", err)
@@ -115,7 +115,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(cfgPath, []byte(botConfig(o, driver, dsn, model.URL, tg, mcpURL, admin)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(botConfig(o, driver, dsn, filepath.Join(dir, "telegram.offset"), model.URL, tg, mcpURL, admin)), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the bot config: %w", err)
 	}
 	logPath := filepath.Join(dir, "bot.log")
@@ -145,6 +145,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	idleRSS, _, _ := procMem(bot.pid())
 	rep.IdleRSSMB = mb(idleRSS)
+	if anon, err := procAnon(bot.pid()); err == nil {
+		rep.IdleAnonMB = mb(anon)
+	}
 
 	var profWG sync.WaitGroup
 	loadDone := make(chan struct{})
@@ -314,7 +317,7 @@ func startMCP() (url string, stop func(), err error) {
 
 // botConfig is the bot's config.toml for the run. The admin listener serves the load tool only
 // (goroutines from /metrics, profiles from /debug/pprof/): no web chat.
-func botConfig(o Options, driver, dsn, modelURL string, tg *tgkit.Server, mcpURL string, admin adminEndpoint) string {
+func botConfig(o Options, driver, dsn, offsetFile, modelURL string, tg *tgkit.Server, mcpURL string, admin adminEndpoint) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Written by cmd/loadtest.
 [storage]
@@ -350,6 +353,7 @@ api_endpoint = %q
 stream = true
 global_per_second = %d
 paid_broadcast = %t
+offset_file = %q
 
 [admin]
 enabled = true
@@ -359,7 +363,7 @@ web_chat = false
 
 [log]
 level = "info"
-`, driver, dsn, modelURL, max(64, o.Chats), tg.Token(), tg.Endpoint(), o.GlobalPerSecond, o.GlobalPerSecond > 30, admin.addr, admin.token)
+`, driver, dsn, modelURL, max(64, o.Chats), tg.Token(), tg.Endpoint(), o.GlobalPerSecond, o.GlobalPerSecond > 30, offsetFile, admin.addr, admin.token)
 	if mcpURL != "" {
 		fmt.Fprintf(&b, `
 [[mcp.servers]]
