@@ -24,7 +24,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "github.com/mattn/go-sqlite3"    // registers the "sqlite3" database/sql driver
+	sqlite3 "github.com/mattn/go-sqlite3"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -156,10 +156,7 @@ func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 		}
 		return "file:" + path + "?" + q.Encode()
 	}
-	wsql, err := sql.Open("sqlite3", dsn(false))
-	if err != nil {
-		return fmt.Errorf("store: open sqlite %s: %w", path, err)
-	}
+	wsql := sql.OpenDB(sqliteConnector{dsn: dsn(false), drv: &sqlite3.SQLiteDriver{}})
 	wsql.SetMaxOpenConns(1)
 	wsql.SetMaxIdleConns(1)
 	wsql.SetConnMaxLifetime(0)
@@ -170,11 +167,7 @@ func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 		wsql.Close()
 		return fmt.Errorf("store: open sqlite %s: %w", path, err)
 	}
-	rsql, err := sql.Open("sqlite3", dsn(true))
-	if err != nil {
-		wsql.Close()
-		return fmt.Errorf("store: open sqlite %s for reading: %w", path, err)
-	}
+	rsql := sql.OpenDB(sqliteConnector{dsn: dsn(true), drv: &sqlite3.SQLiteDriver{}})
 	rsql.SetMaxOpenConns(opts.Readers)
 	rsql.SetMaxIdleConns(opts.Readers)
 	w, err := gorm.Open(sqlite.New(sqlite.Config{Conn: textPool{wsql}}), gormConfig())
