@@ -195,6 +195,29 @@ func TestTurnOf(t *testing.T) {
 	}
 }
 
+func TestRequestsWithoutToolsGetTextAndNoToolCallIsCounted(t *testing.T) {
+	rec := newRecorder(1, "tok ")
+	always := llm.Generator(llm.Generate{Tokens: 2, ToolShare: 1})
+	plain := llm.Generator(llm.Generate{Tokens: 2})
+	h := rec.handler(always, plain)
+	msgs := []llm.Message{{Role: "user", Content: userText(1, 0)}}
+	for _, tc := range []struct {
+		name      string
+		tools     []string
+		wantCalls bool
+	}{
+		{"a turn's request offering tools", []string{"current_time"}, true},
+		{"a summary request offering none", nil, false},
+	} {
+		before := rec.toolReplies.Load()
+		rep := h(llm.Request{Messages: msgs, Tools: tc.tools})
+		calls := len(rep.Chunks) > 0 && len(rep.Chunks[0].ToolCalls) > 0
+		if calls != tc.wantCalls || (rec.toolReplies.Load() > before) != tc.wantCalls {
+			t.Errorf("%s: tool calls %v, counted %d; want %v", tc.name, calls, rec.toolReplies.Load()-before, tc.wantCalls)
+		}
+	}
+}
+
 func TestKeepAliveGoroutines(t *testing.T) {
 	dump := "goroutine profile: total 9\n" +
 		"3 @ 0x1 0x2\n#\t0x1\tnet/http.(*persistConn).readLoop+0x171\n\n" +

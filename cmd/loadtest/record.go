@@ -191,10 +191,12 @@ func turnOf(req llm.Request) (chat, turn int, ok bool) {
 }
 
 // handler answers the bot from gen (counting the tool calls it makes) and the baseline client
-// from plain text.
+// from plain text. A request of the bot offering no tools (a summary of older rounds, when the
+// history is compacted) is answered with plain text too: a tool call there runs no tool and
+// leaves no audit row, so counting it made the run report audit rows missing.
 func (r *recorder) handler(gen, plain llm.Handler) llm.Handler {
 	return func(req llm.Request) llm.Reply {
-		if _, _, ok := turnOf(req); !ok {
+		if _, _, ok := turnOf(req); !ok || len(req.Tools) == 0 {
 			return plain(req)
 		}
 		rep := gen(req)
