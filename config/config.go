@@ -184,6 +184,12 @@ type Telegram struct {
 	// restarts; "" means telegram.offset next to the SQLite database (data/ with Postgres),
 	// "off" keeps the offset on Telegram's server only. See OffsetPath.
 	OffsetFile string `toml:"offset_file"`
+	// GlobalPerSecond is the bot's budget of sends and edits a second across all chats
+	// (default 30, Telegram's broadcast limit); above 30 needs PaidBroadcast, at most 1,000.
+	GlobalPerSecond int `toml:"global_per_second"`
+	// PaidBroadcast sends allow_paid_broadcast with every message, which lifts Telegram's limit
+	// to up to 1,000 messages a second for a fee in Telegram Stars per message above 30.
+	PaidBroadcast bool `toml:"paid_broadcast"`
 }
 
 // OffsetFileOff turns the Telegram offset file off.
@@ -234,6 +240,9 @@ type Discord struct {
 	// up to 4,000 characters and the Stop button); MaxLines splits them at that many lines too.
 	ComponentsV2 bool `toml:"components_v2"`
 	MaxLines     int  `toml:"max_lines"`
+	// GlobalPerSecond is the bot's budget of REST requests a second (default 50, Discord's
+	// global limit; large bots are granted more by Discord).
+	GlobalPerSecond int `toml:"global_per_second"`
 }
 
 // MCP lists the MCP servers to connect to.
@@ -342,8 +351,8 @@ func Default() Config {
 			InterruptedMarker: "[stopped]",
 		},
 		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300},
-		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto"},
-		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17},
+		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto", GlobalPerSecond: 30},
+		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
 	}

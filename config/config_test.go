@@ -62,6 +62,10 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"discord max lines", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nmax_lines = 1\n", "discord.max_lines: must be between 3 and 1000, got 1"},
 		{"reasoning mode", minimal + "[output]\nreasoning = \"shown\"\n", `output.reasoning: must be one of "collapsed", "hidden", "inline", got "shown"`},
 		{"telegram drafts", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\ndrafts = \"on\"\n", `telegram.drafts: must be one of "auto", "off", got "on"`},
+		{"telegram budget above 30 unpaid", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\nglobal_per_second = 1000\n", "telegram.global_per_second: above 30 needs telegram.paid_broadcast = true"},
+		{"telegram paid budget above 1000", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\npaid_broadcast = true\nglobal_per_second = 1001\n", "telegram.global_per_second: must be between 1 and 1000, got 1001"},
+		{"telegram budget zero", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\nglobal_per_second = 0\n", "telegram.global_per_second: must be between 1 and 30, got 0"},
+		{"discord budget zero", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nglobal_per_second = 0\n", "discord.global_per_second: must be between 1 and 100000, got 0"},
 		{"discord allow_dms not a bool", minimal + "[discord]\nallow_dms = \"no\"\n", "allow_dms"},
 	}
 	for _, tt := range tests {
@@ -259,5 +263,29 @@ func TestGovernanceKeysAreCheckedByName(t *testing.T) {
 	}
 	if got := cfg.MCP.Servers[0].ToolName("search"); got != "web__search" || cfg.Tools.ApprovalTimeoutSec != 300 {
 		t.Fatalf("tool name %q, approval timeout %d; want web__search and the default 300", got, cfg.Tools.ApprovalTimeoutSec)
+	}
+}
+
+func TestGlobalBudgetsDefaultToThePlatformsLimits(t *testing.T) {
+	tests := []struct {
+		name, toml        string
+		telegram, discord int
+		paid              bool
+	}{
+		{"absent", minimal, 30, 50, false},
+		{"paid broadcast at 1000", minimal + "[telegram]\nglobal_per_second = 1000\npaid_broadcast = true\n", 1000, 50, true},
+		{"large discord bot", minimal + "[discord]\nglobal_per_second = 1200\n", 30, 1200, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.toml), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Telegram.GlobalPerSecond != tt.telegram || cfg.Telegram.PaidBroadcast != tt.paid || cfg.Discord.GlobalPerSecond != tt.discord {
+				t.Errorf("budgets = telegram %d (paid %v), discord %d; want %d (paid %v), %d",
+					cfg.Telegram.GlobalPerSecond, cfg.Telegram.PaidBroadcast, cfg.Discord.GlobalPerSecond, tt.telegram, tt.paid, tt.discord)
+			}
+		})
 	}
 }

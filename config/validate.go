@@ -143,6 +143,13 @@ func (c *Config) validate(missing map[string][]string) error {
 		}
 		oneOf("telegram.mode", c.Telegram.Mode, "polling", "webhook")
 		oneOf("telegram.drafts", c.Telegram.Drafts, "auto", "off")
+		if c.Telegram.PaidBroadcast {
+			between("telegram.global_per_second", c.Telegram.GlobalPerSecond, 1, 1000)
+		} else if c.Telegram.GlobalPerSecond > 30 {
+			bad("telegram.global_per_second", "above 30 needs telegram.paid_broadcast = true (Telegram allows 30 messages a second otherwise), got %d", c.Telegram.GlobalPerSecond)
+		} else {
+			between("telegram.global_per_second", c.Telegram.GlobalPerSecond, 1, 30)
+		}
 		if f := c.Telegram.OffsetFile; f != "" && f != OffsetFileOff {
 			if strings.HasSuffix(f, "/") || strings.HasSuffix(f, string(filepath.Separator)) || filepath.Base(f) == "." || filepath.Base(f) == ".." {
 				bad("telegram.offset_file", `must be a file path, "" (next to the SQLite database) or %q, got %q`, OffsetFileOff, f)
@@ -160,6 +167,7 @@ func (c *Config) validate(missing map[string][]string) error {
 		required("discord.token", c.Discord.Token)
 		httpURL("discord.api_base", c.Discord.APIBase)
 		between("discord.max_lines", c.Discord.MaxLines, 3, 1000)
+		between("discord.global_per_second", c.Discord.GlobalPerSecond, 1, 100000)
 		// Direct messages are checked against these lists by asking Discord for the guild
 		// member: an id that is no snowflake would silently refuse everyone.
 		for _, l := range []struct {

@@ -151,3 +151,40 @@ FROM n`)
 		}
 	})
 }
+
+// BenchmarkTurnWrites measures what a turn writes on SQLite with synchronous=FULL, 64 turns at
+// once as in a busy bot: the turn started with the user's message, then finished with an
+// assistant answer and its model call. Commits are shared by the turns waiting together.
+func BenchmarkTurnWrites(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b, DriverSQLite)
+	convs := make([]int64, 64)
+	for i := range convs {
+		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: fmt.Sprint("bench", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		convs[i] = c.ID
+	}
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: convs[i%64], UserMessage: Message{Content: "a question"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
+				Messages: []Message{{Role: RoleAssistant, Content: "an answer of a few words"}},
+				LLMCalls: []LLMCall{{Model: "m", Status: "ok", TokensIn: 10, TokensOut: 5}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
+}

@@ -72,7 +72,7 @@ func (s *Store) Conversation(ctx context.Context, key chat.Key) (Conversation, e
 	if !errors.Is(err, gorm.ErrRecordNotFound) {
 		return Conversation{}, fmt.Errorf("store: conversation %+v: %w", key, err)
 	}
-	err = s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.turns.do(ctx, func(tx *gorm.DB) error {
 		var ierr error
 		c, ierr = s.activeConversation(ctx, tx, key)
 		if ierr == nil {

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "github.com/mattn/go-sqlite3"    // registers the "sqlite3" database/sql driver
+	sqlite3 "github.com/mattn/go-sqlite3"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -74,6 +74,7 @@ type Store struct {
 	w, r       *gorm.DB
 	wsql, rsql *sql.DB
 	audit      *auditWriter
+	turns      *groupWriter // StartTurn, FinishTurn and new conversations, committed together
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -115,8 +116,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.audit = newAuditWriter(s, opts.AuditBatch)
+	s.turns = newGroupWriter(s.w, turnBatch)
 	return s, nil
 }
+
+// turnBatch caps the turn writes committed in one transaction.
+const turnBatch = 64
 
 // gormConfig returns a fresh config for each gorm.Open, which fills in defaults on the value it
 // is given: a shared package-level value would be written by concurrent Opens.
@@ -156,10 +161,7 @@ func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 		}
 		return "file:" + path + "?" + q.Encode()
 	}
-	wsql, err := sql.Open("sqlite3", dsn(false))
-	if err != nil {
-		return fmt.Errorf("store: open sqlite %s: %w", path, err)
-	}
+	wsql := sql.OpenDB(sqliteConnector{dsn: dsn(false), drv: &sqlite3.SQLiteDriver{}})
 	wsql.SetMaxOpenConns(1)
 	wsql.SetMaxIdleConns(1)
 	wsql.SetConnMaxLifetime(0)
@@ -170,11 +172,7 @@ func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 		wsql.Close()
 		return fmt.Errorf("store: open sqlite %s: %w", path, err)
 	}
-	rsql, err := sql.Open("sqlite3", dsn(true))
-	if err != nil {
-		wsql.Close()
-		return fmt.Errorf("store: open sqlite %s for reading: %w", path, err)
-	}
+	rsql := sql.OpenDB(sqliteConnector{dsn: dsn(true), drv: &sqlite3.SQLiteDriver{}})
 	rsql.SetMaxOpenConns(opts.Readers)
 	rsql.SetMaxIdleConns(opts.Readers)
 	w, err := gorm.Open(sqlite.New(sqlite.Config{Conn: textPool{wsql}}), gormConfig())
@@ -274,6 +272,7 @@ func (s *Store) Driver() string { return s.driver }
 // database. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.turns.close()
 		s.audit.close()
 		var errs []error
 		if err := s.wsql.Close(); err != nil {

@@ -238,7 +238,7 @@ func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
 	}
-	err = s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.turns.do(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
 			return err
 		}
@@ -270,7 +270,7 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 			TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
 			TokensIn: c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: dbTime(started)})
 	}
-	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.turns.do(ctx, func(tx *gorm.DB) error {
 		var turn turnRow
 		if err := tx.Select("id", "conversation_id", "status").Take(&turn, e.TurnID).Error; err != nil {
 			return err

@@ -84,6 +84,9 @@ type Options struct {
 	// Ledger, when several replicas serve the bot (each gets every event on its own gateway
 	// connection), lets one of them take each message and interaction; nil takes them all.
 	Ledger adapters.Ledger
+	// GlobalPerSecond is the bot's budget of REST requests a second; 0 means Discord's default
+	// of 50 (Discord grants large bots more).
+	GlobalPerSecond int
 }
 
 // componentsV2Len is what one Components V2 message holds: 4,000 characters of text across
@@ -93,6 +96,9 @@ const componentsV2Len = 4000 - len("Stop")
 // limitsFor returns the limits replies are paced and split by under opts.
 func limitsFor(opts Options) adapters.Limits {
 	l := Limits()
+	if opts.GlobalPerSecond > 0 {
+		l.Global.N = opts.GlobalPerSecond
+	}
 	if opts.ComponentsV2 {
 		l.MaxLen, l.MaxLines = componentsV2Len, opts.MaxLines
 		if l.MaxLines <= 0 {
@@ -182,6 +188,9 @@ func New(opts Options) (*Adapter, error) {
 	if opts.MaxImageBytes <= 0 {
 		opts.MaxImageBytes = 10 << 20
 	}
+	if opts.GlobalPerSecond < 0 {
+		return nil, fmt.Errorf("discord: global budget %d a second is negative", opts.GlobalPerSecond)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -235,8 +244,9 @@ func New(opts Options) (*Adapter, error) {
 // Name is "discord", the platform's name in logs and conversation keys.
 func (a *Adapter) Name() string { return "discord" }
 
-// Limits returns Discord's limits (the package's Limits), which replies are paced by.
-func (a *Adapter) Limits() adapters.Limits { return limitsFor(a.opts) }
+// Limits returns the limits replies are paced by: the package's Limits with the configured
+// global budget.
+func (a *Adapter) Limits() adapters.Limits { return a.engine.Limits() }
 
 // Engine returns the delivery engine replies go through.
 func (a *Adapter) Engine() *delivery.Engine { return a.engine }

@@ -1058,3 +1058,26 @@ func waitForServer(t *testing.T, hs *harness, what string, cond func() bool) {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
+
+func TestGlobalBudgetIsTheConfiguredOne(t *testing.T) {
+	tests := []struct {
+		name      string
+		perSecond int
+		want      int
+	}{
+		{"default is Discord's 50", 0, 50},
+		{"a large bot's grant", 1200, 1200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := discord.New(discord.Options{Token: "t", APIBase: "http://127.0.0.1:1/api/v10", GlobalPerSecond: tt.perSecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Engine().Close()
+			if got := a.Limits().Global.N; got != tt.want {
+				t.Errorf("replies are paced at %d requests a second, want %d", got, tt.want)
+			}
+		})
+	}
+}

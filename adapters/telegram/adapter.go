@@ -30,6 +30,13 @@ func Limits() adapters.Limits {
 		Global: adapters.Rate{N: 30, Per: time.Second}}
 }
 
+// Paid broadcast: without it Telegram takes about 30 messages a second from a bot; a bot that
+// sends allow_paid_broadcast may send up to 1,000 and pays for each message above 30.
+const (
+	freeGlobalPerSecond = 30
+	paidGlobalPerSecond = 1000
+)
+
 // Options configure an Adapter.
 type Options struct {
 	Token string
@@ -76,6 +83,12 @@ type Options struct {
 	Logger         *slog.Logger
 	// Delivery tunes the delivery engine (Observer for metrics, retries, typing interval).
 	Delivery delivery.Options
+	// GlobalPerSecond is the budget of sends and edits a second across all chats; 0 means 30.
+	// Above 30 needs PaidBroadcast; at most 1,000.
+	GlobalPerSecond int
+	// PaidBroadcast sends allow_paid_broadcast with every send and edit (Telegram ignores it
+	// where a method does not take it), lifting Telegram's limit to 1,000 messages a second.
+	PaidBroadcast bool
 	// HTTPClient is used for every request; default a client without a global timeout (each
 	// request has its own deadline).
 	HTTPClient *http.Client
@@ -139,6 +152,14 @@ func New(opts Options) (*Adapter, error) {
 	if opts.MaxImageBytes == 0 {
 		opts.MaxImageBytes = 10 << 20
 	}
+	switch {
+	case opts.GlobalPerSecond == 0:
+		opts.GlobalPerSecond = freeGlobalPerSecond
+	case opts.GlobalPerSecond < 0 || opts.GlobalPerSecond > paidGlobalPerSecond:
+		return nil, fmt.Errorf("telegram: global budget %d a second is outside 1-%d", opts.GlobalPerSecond, paidGlobalPerSecond)
+	case opts.GlobalPerSecond > freeGlobalPerSecond && !opts.PaidBroadcast:
+		return nil, fmt.Errorf("telegram: global budget %d a second needs paid broadcast (Telegram allows %d otherwise)", opts.GlobalPerSecond, freeGlobalPerSecond)
+	}
 	if opts.PollTimeout <= 0 {
 		opts.PollTimeout = 30 * time.Second
 	}
@@ -176,7 +197,9 @@ func New(opts Options) (*Adapter, error) {
 	dopts := opts.Delivery
 	dopts.Logger = log
 	dopts.IsGroup = func(c adapters.ChatRef) bool { return strings.HasPrefix(c.ChatID, "-") }
-	ad.engine = delivery.New(&messenger{api: a, drafts: opts.Drafts}, Limits(), dopts)
+	lim := Limits()
+	lim.Global.N = opts.GlobalPerSecond
+	ad.engine = delivery.New(&messenger{api: a, drafts: opts.Drafts, paid: opts.PaidBroadcast}, lim, dopts)
 	if opts.OffsetFile != "" {
 		j, dropped, err := loadJournal(opts.OffsetFile, bot.Self.ID)
 		if err != nil {
@@ -214,8 +237,9 @@ func (a *Adapter) Engine() *delivery.Engine { return a.engine }
 // Name is "telegram", the platform's name in logs and conversation keys.
 func (a *Adapter) Name() string { return "telegram" }
 
-// Limits returns Telegram's limits (the package's Limits), which replies are paced by.
-func (a *Adapter) Limits() adapters.Limits { return Limits() }
+// Limits returns the limits replies are paced by: the package's Limits with the configured
+// global budget.
+func (a *Adapter) Limits() adapters.Limits { return a.engine.Limits() }
 
 // BotUsername is the bot's username from getMe.
 func (a *Adapter) BotUsername() string { return a.self.UserName }

@@ -630,3 +630,62 @@ func TestReplyFollowsGroupUpgradedToSupergroup(t *testing.T) {
 		})
 	}
 }
+
+func TestPaidBroadcastLiftsTheGlobalBudgetWithout429s(t *testing.T) {
+	tests := []struct {
+		name      string
+		perSecond int
+		paid      bool
+		server    tk.Options
+	}{
+		// The fake takes 5 a second unpaid: only sends marked as paid broadcast pass 50 at once.
+		{"paid at 1000 a second", 1000, true, tk.Options{GlobalPerSecond: 5, PaidPerSecond: 1000}},
+		{"free at the default 30", 0, false, tk.Options{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, tt.server, func(o *Options) { o.GlobalPerSecond, o.PaidBroadcast = tt.perSecond, tt.paid })
+			wantN := max(tt.perSecond, 30)
+			if got := e.ad.Limits().Global.N; got != wantN {
+				t.Fatalf("replies are paced at %d a second, want %d", got, wantN)
+			}
+			const n = 50
+			chats := make([]adapters.ChatRef, n)
+			for i := range chats {
+				chats[i] = e.chat(int64(5000+i), 0)
+			}
+			var wg sync.WaitGroup
+			for i, c := range chats {
+				wg.Go(func() {
+					if err := e.ad.Engine().Notice(context.Background(), c, fmt.Sprintf("notice %d", i), adapters.SendOptions{}); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			if got := e.count("", 429); got != 0 {
+				t.Errorf("%d sends were refused with 429", got)
+			}
+			for _, c := range e.srv.Calls() {
+				if c.Method == "sendMessage" && (c.Params["allow_paid_broadcast"] == "true") != tt.paid {
+					t.Errorf("sendMessage to chat %d: allow_paid_broadcast = %q, want paid %v", c.ChatID, c.Params["allow_paid_broadcast"], tt.paid)
+				}
+			}
+			for i := range n {
+				assertTexts(t, e.botTexts(int64(5000+i)), []string{fmt.Sprintf("notice %d", i)})
+			}
+		})
+	}
+}
+
+func TestGlobalBudgetAboveThirtyNeedsPaidBroadcast(t *testing.T) {
+	srv, err := tk.New(tk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	_, err = New(Options{Token: srv.Token(), APIEndpoint: srv.Endpoint(), GlobalPerSecond: 100})
+	if err == nil || !strings.Contains(err.Error(), "needs paid broadcast") {
+		t.Fatalf("New with 100 a second unpaid: err = %v, want it refused for lack of paid broadcast", err)
+	}
+}

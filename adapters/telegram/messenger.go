@@ -168,6 +168,14 @@ func (a *api) classify(ctx context.Context, method string, resp *tgbotapi.APIRes
 type messenger struct {
 	api    *api
 	drafts bool // stream private-chat replies as drafts (telegram.drafts = "auto")
+	paid   bool // send allow_paid_broadcast (Options.PaidBroadcast)
+}
+
+// budgetParams marks a send or an edit as paid broadcast when the bot is configured for it.
+func (m *messenger) budgetParams(p tgbotapi.Params) {
+	if m.paid {
+		p["allow_paid_broadcast"] = "true"
+	}
 }
 
 var (
@@ -226,6 +234,7 @@ func (m *messenger) Send(ctx context.Context, chat adapters.ChatRef, text string
 	if opts.Stoppable {
 		p["reply_markup"] = stopKeyboard()
 	}
+	m.budgetParams(p)
 	textParams(p, text, false)
 	res, err := m.api.call(ctx, "sendMessage", p)
 	if errors.Is(err, errEntities) {
@@ -265,6 +274,7 @@ func (m *messenger) edit(ctx context.Context, msg adapters.MessageRef, text, key
 	p["message_id"] = msg.ID
 	p["link_preview_options"] = `{"is_disabled":true}`
 	p["disable_web_page_preview"] = "true"
+	m.budgetParams(p)
 	textParams(p, text, false)
 	_, err := m.api.call(ctx, "editMessageText", p)
 	if errors.Is(err, errEntities) {
@@ -309,6 +319,7 @@ func (m *messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files 
 	var first adapters.MessageRef
 	for i, f := range files {
 		p := chatParams(chat)
+		m.budgetParams(p)
 		if opts.ReplyTo != "" && i == 0 {
 			p["reply_to_message_id"] = opts.ReplyTo
 			p["allow_sending_without_reply"] = "true"

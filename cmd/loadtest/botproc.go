@@ -229,9 +229,15 @@ func (p *botProcess) goroutines(ctx context.Context) (int, error) {
 // metricGoroutines reads the go_goroutines sample of a Prometheus text exposition.
 func metricGoroutines(exposition []byte) (int, error) {
 	for line := range strings.Lines(string(exposition)) {
-		v, ok := strings.CutPrefix(line, "go_goroutines ")
-		if !ok {
+		v, ok := strings.CutPrefix(line, "go_goroutines")
+		if !ok || v == "" || (v[0] != ' ' && v[0] != '{') {
 			continue
+		}
+		if v[0] == '{' { // a replica labels every series with its instance
+			_, v, ok = strings.Cut(v, "} ")
+			if !ok {
+				return 0, fmt.Errorf("unexpected go_goroutines sample %q", strings.TrimSpace(line))
+			}
 		}
 		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil {

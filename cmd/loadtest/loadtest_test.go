@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -42,11 +43,17 @@ func TestTinyLoad(t *testing.T) {
 		latency time.Duration
 		tool    string
 		profile bool // a CPU profile slice lasts 5 s: only once
+		global  int
+		db      string
 	}{
-		{"native tool", 0, "current_time", false},
-		{"mcp tool", 20 * time.Millisecond, "sleep", true},
+		{"native tool", 0, "current_time", false, 0, ""},
+		{"mcp tool", 20 * time.Millisecond, "sleep", true, 0, ""},
+		{"paid budget of 1000 on postgres", 0, "current_time", false, 1000, "postgres"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.db == "postgres" && os.Getenv("BOT_TEST_POSTGRES_DSN") == "" {
+				t.Skip("PostgreSQL not tested: set BOT_TEST_POSTGRES_DSN")
+			}
 			prof := ""
 			if tc.profile {
 				prof = filepath.Join(t.TempDir(), "prof")
@@ -55,7 +62,8 @@ func TestTinyLoad(t *testing.T) {
 				Chats: 3, Turns: 2, Ramp: 100 * time.Millisecond,
 				Rate: 400, Tokens: 20, ToolShare: 0.5, ToolLatency: tc.latency,
 				Bot: bin, Baseline: true, ProfileDir: prof, WorkDir: t.TempDir(),
-				TurnTimeout: 30 * time.Second,
+				TurnTimeout:     30 * time.Second,
+				GlobalPerSecond: tc.global, DB: tc.db, PostgresDSN: os.Getenv("BOT_TEST_POSTGRES_DSN"),
 			})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -73,6 +81,9 @@ func TestTinyLoad(t *testing.T) {
 			if db.AuditExpected != 3 || db.AuditRows != 3 || db.AuditOK != 3 {
 				t.Errorf("audit rows expected/in db/ok = %d/%d/%d, want 3/3/3", db.AuditExpected, db.AuditRows, db.AuditOK)
 			}
+			if want := cmp.Or(tc.db, "sqlite"); rep.Database != want || rep.GlobalPerSecond != cmp.Or(tc.global, 30) {
+				t.Errorf("ran on %s at %d/s, want %s at %d/s", rep.Database, rep.GlobalPerSecond, want, cmp.Or(tc.global, 30))
+			}
 			if rep.Tool != tc.tool {
 				t.Errorf("tool = %q, want %q", rep.Tool, tc.tool)
 			}
@@ -85,6 +96,9 @@ func TestTinyLoad(t *testing.T) {
 			}
 			if rep.Baseline == nil || rep.Baseline.Tokens != int64(rep.Baseline.Streams*20) || rep.CPURatio <= 0 {
 				t.Errorf("baseline = %+v, ratio %v; want every token read and a ratio", rep.Baseline, rep.CPURatio)
+			}
+			if rep.IdleAnonMB <= 0 || rep.IdleAnonMB >= rep.IdleRSSMB {
+				t.Errorf("idle memory %.1f MB anonymous of %.1f MB RSS; want the bot's own part, above 0 and below RSS", rep.IdleAnonMB, rep.IdleRSSMB)
 			}
 			if rep.GoroutinesIdle <= 0 || rep.GoroutinesAfter <= 0 {
 				t.Errorf("goroutines idle/after = %d/%d, want both read from the bot", rep.GoroutinesIdle, rep.GoroutinesAfter)
@@ -134,17 +148,19 @@ func TestBudgetFree(t *testing.T) {
 		chat    []time.Time
 		global  []time.Time
 		pending int
+		budget  int
 		want    bool
 	}{
-		{"quiet", nil, nil, 0, true},
-		{"a final queued ahead", nil, nil, 1, false},
-		{"two in the chat's window", at(7500, 9000), at(7500, 9000), 0, true},
-		{"three in the chat's window", at(7100, 8000, 9000), at(7100, 8000, 9000), 0, false},
-		{"three, one just outside", at(7000, 8000, 9000), at(7000, 8000, 9000), 0, true},
-		{"global second full", nil, at(many...), 0, false},
+		{"quiet", nil, nil, 0, 30, true},
+		{"a final queued ahead", nil, nil, 1, 30, false},
+		{"two in the chat's window", at(7500, 9000), at(7500, 9000), 0, 30, true},
+		{"three in the chat's window", at(7100, 8000, 9000), at(7100, 8000, 9000), 0, 30, false},
+		{"three, one just outside", at(7000, 8000, 9000), at(7000, 8000, 9000), 0, 30, true},
+		{"global second full", nil, at(many...), 0, 30, false},
+		{"thirty in the second leave a paid budget of 1000 free", nil, at(many...), 0, 1000, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := budgetFree(tc.chat, tc.global, t0.Add(10*time.Second), tc.pending); got != tc.want {
+			if got := budgetFree(tc.chat, tc.global, t0.Add(10*time.Second), tc.pending, tc.budget); got != tc.want {
 				t.Errorf("budgetFree = %v, want %v", got, tc.want)
 			}
 		})
@@ -179,6 +195,29 @@ func TestTurnOf(t *testing.T) {
 	}
 }
 
+func TestRequestsWithoutToolsGetTextAndNoToolCallIsCounted(t *testing.T) {
+	rec := newRecorder(1, "tok ")
+	always := llm.Generator(llm.Generate{Tokens: 2, ToolShare: 1})
+	plain := llm.Generator(llm.Generate{Tokens: 2})
+	h := rec.handler(always, plain)
+	msgs := []llm.Message{{Role: "user", Content: userText(1, 0)}}
+	for _, tc := range []struct {
+		name      string
+		tools     []string
+		wantCalls bool
+	}{
+		{"a turn's request offering tools", []string{"current_time"}, true},
+		{"a summary request offering none", nil, false},
+	} {
+		before := rec.toolReplies.Load()
+		rep := h(llm.Request{Messages: msgs, Tools: tc.tools})
+		calls := len(rep.Chunks) > 0 && len(rep.Chunks[0].ToolCalls) > 0
+		if calls != tc.wantCalls || (rec.toolReplies.Load() > before) != tc.wantCalls {
+			t.Errorf("%s: tool calls %v, counted %d; want %v", tc.name, calls, rec.toolReplies.Load()-before, tc.wantCalls)
+		}
+	}
+}
+
 func TestKeepAliveGoroutines(t *testing.T) {
 	dump := "goroutine profile: total 9\n" +
 		"3 @ 0x1 0x2\n#\t0x1\tnet/http.(*persistConn).readLoop+0x171\n\n" +
@@ -198,6 +237,7 @@ func TestMetricGoroutines(t *testing.T) {
 		{"present", "# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\ngo_goroutines 42\ngo_gc_cycles_total 3\n", 42, true},
 		{"not the first", "relaybot_turns_total{outcome=\"ok\"} 2\ngo_goroutines 7\n", 7, true},
 		{"a longer name only", "go_goroutines_total 5\n", 0, false},
+		{"with a replica's instance label", "go_goroutines{instance=\"vm-1-ab\"} 9\n", 9, true},
 		{"absent", "relaybot_turns_total{outcome=\"ok\"} 2\n", 0, false},
 		{"garbled", "go_goroutines many\n", 0, false},
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 )
@@ -39,6 +40,16 @@ type Options struct {
 	// streamable HTTP in this process); 0 uses the native current_time tool.
 	ToolLatency time.Duration
 
+	// GlobalPerSecond is the bot's Telegram budget of sends and edits a second, enforced by the
+	// fake Telegram too; above 30 the bot is configured for paid broadcast (at most 1,000).
+	// 0 means Telegram's default of 30.
+	GlobalPerSecond int
+	// DB is the bot's database: "sqlite" (default, in the work folder) or "postgres" (a fresh
+	// schema in PostgresDSN, dropped after the run).
+	DB string
+	// PostgresDSN is the PostgreSQL server for DB "postgres".
+	PostgresDSN string
+
 	// Bot is the bot binary; empty builds ./cmd/bot from Src.
 	Bot string
 	// Src is the module root to build from; empty asks `go env GOMOD`.
@@ -49,7 +60,7 @@ type Options struct {
 	// Baseline runs the bare go-openai client on the same streams after the load.
 	Baseline bool
 	// TurnTimeout caps the wait for one answer's final text; 0 picks one from Chats (the
-	// global budget of 30 messages a second makes a queue of Chats/30 seconds).
+	// global budget makes a queue of Chats/GlobalPerSecond seconds).
 	TurnTimeout time.Duration
 	// Timeout caps the whole run, build and shutdown included.
 	Timeout time.Duration
@@ -101,8 +112,25 @@ func (o *Options) defaults() error {
 	if o.ToolLatency < 0 {
 		return fmt.Errorf("tool-latency: must not be negative, got %v", o.ToolLatency)
 	}
+	if o.GlobalPerSecond == 0 {
+		o.GlobalPerSecond = 30
+	}
+	if o.GlobalPerSecond < 1 || o.GlobalPerSecond > 1000 {
+		return fmt.Errorf("global: must be between 1 and 1000, got %d", o.GlobalPerSecond)
+	}
+	switch o.DB {
+	case "":
+		o.DB = "sqlite"
+	case "sqlite":
+	case "postgres":
+		if o.PostgresDSN == "" {
+			return fmt.Errorf("db postgres: give -postgres-dsn or set BOT_TEST_POSTGRES_DSN")
+		}
+	default:
+		return fmt.Errorf("db: must be sqlite or postgres, got %q", o.DB)
+	}
 	if o.TurnTimeout <= 0 {
-		o.TurnTimeout = 60*time.Second + time.Duration(o.Chats)*time.Second/10
+		o.TurnTimeout = 60*time.Second + time.Duration(o.Chats)*time.Second*3/time.Duration(o.GlobalPerSecond)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10*time.Minute + 2*o.Duration + 2*o.TurnTimeout
@@ -128,11 +156,14 @@ func loadMain(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	fs.StringVar(&o.Token, "token", "tok ", "content of each token")
 	fs.Float64Var(&o.ToolShare, "tool-share", 0.2, "share of turns that call a tool first (0..1)")
 	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "tool latency: 0 uses the native current_time tool, more an MCP sleep tool of that long")
+	fs.IntVar(&o.GlobalPerSecond, "global", 30, "Telegram's sends and edits a second for the whole bot, in the bot and the fake (above 30: paid broadcast, at most 1000)")
+	fs.StringVar(&o.DB, "db", "sqlite", "the bot's database: sqlite or postgres")
+	fs.StringVar(&o.PostgresDSN, "postgres-dsn", os.Getenv("BOT_TEST_POSTGRES_DSN"), "PostgreSQL server for -db postgres (a schema is made and dropped)")
 	fs.StringVar(&o.Bot, "bot", "", "bot binary (default: build ./cmd/bot)")
 	fs.StringVar(&o.Src, "src", "", "module root to build the bot from (default: go env GOMOD)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write the bot's cpu.pprof, heap.pprof and goroutines.txt here")
 	fs.BoolVar(&o.Baseline, "baseline", true, "also measure a bare go-openai client on the same streams")
-	fs.DurationVar(&o.TurnTimeout, "turn-timeout", 0, "longest wait for one answer (default 60s + chats/10 s)")
+	fs.DurationVar(&o.TurnTimeout, "turn-timeout", 0, "longest wait for one answer (default 60s + 3 s × chats / global)")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "cap on the whole run (default 10m + 2×duration + 2×turn-timeout)")
 	fs.StringVar(&o.WorkDir, "dir", "", "keep config, database and bot log here (default: a temporary folder, removed)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

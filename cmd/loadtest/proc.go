@@ -66,6 +66,26 @@ func procMem(pid int) (rss, peak int64, err error) {
 	return rss, peak, sc.Err()
 }
 
+// procAnon returns the process's anonymous resident memory (its heap, stacks and runtime), the
+// part of RSS that is its own: the rest is file pages of the executable and libraries, clean and
+// shared with the page cache.
+func procAnon(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading memory of process %d: %w", pid, err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("process %d: no RssAnon in /proc status", pid)
+}
+
 // selfCPU is the CPU time (user + system) this process has used, from getrusage.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage

@@ -191,10 +191,12 @@ func turnOf(req llm.Request) (chat, turn int, ok bool) {
 }
 
 // handler answers the bot from gen (counting the tool calls it makes) and the baseline client
-// from plain text.
+// from plain text. A request of the bot offering no tools (a summary of older rounds, when the
+// history is compacted) is answered with plain text too: a tool call there runs no tool and
+// leaves no audit row, so counting it made the run report audit rows missing.
 func (r *recorder) handler(gen, plain llm.Handler) llm.Handler {
 	return func(req llm.Request) llm.Reply {
-		if _, _, ok := turnOf(req); !ok {
+		if _, _, ok := turnOf(req); !ok || len(req.Tools) == 0 {
 			return plain(req)
 		}
 		rep := gen(req)
@@ -207,13 +209,13 @@ func (r *recorder) handler(gen, plain llm.Handler) llm.Handler {
 
 // budgetFree reports whether the final text of a turn could go out at lastToken without waiting
 // for Telegram's budget as the bot keeps it: fewer than 3 sends and edits in the chat in the 3 s
-// before, fewer than 29 in all chats in the second before (the bot keeps some slack), and no other
-// final text waiting for its slot (pending: turns whose last token came and whose final had not
-// shown). Call times must be sorted.
-func budgetFree(chatCalls, global []time.Time, lastToken time.Time, pending int) bool {
+// before, fewer than perSecond-1 in all chats in the second before (the bot keeps some slack),
+// and no other final text waiting for its slot (pending: turns whose last token came and whose
+// final had not shown). Call times must be sorted.
+func budgetFree(chatCalls, global []time.Time, lastToken time.Time, pending, perSecond int) bool {
 	return pending == 0 &&
 		countIn(chatCalls, lastToken.Add(-3*time.Second), lastToken) < 3 &&
-		countIn(global, lastToken.Add(-time.Second), lastToken) < 29
+		countIn(global, lastToken.Add(-time.Second), lastToken) < perSecond-1
 }
 
 // pendingFinals returns, for each turn, how many other turns had their model's last token before

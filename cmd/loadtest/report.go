@@ -26,6 +26,9 @@ type Report struct {
 	ToolShare     float64 `json:"tool_share"`
 	Tool          string  `json:"tool"`
 	ToolLatencyMS int64   `json:"tool_latency_ms"`
+	// GlobalPerSecond is Telegram's budget for the whole bot in this run; Database the bot's.
+	GlobalPerSecond int    `json:"global_per_second"`
+	Database        string `json:"database"`
 
 	WallSeconds    float64 `json:"wall_seconds"`
 	TurnsSent      int     `json:"turns_sent"`
@@ -61,7 +64,10 @@ type Report struct {
 	BareCPUPer1kToken float64         `json:"bare_cpu_seconds_per_1k_tokens,omitempty"`
 	CPURatio          float64         `json:"cpu_per_token_ratio_to_bare,omitempty"`
 
-	IdleRSSMB       float64 `json:"idle_rss_mb"`
+	IdleRSSMB float64 `json:"idle_rss_mb"`
+	// IdleAnonMB is the anonymous part of the idle RSS: the bot's own memory, without the
+	// executable's and libraries' file pages.
+	IdleAnonMB      float64 `json:"idle_anon_mb"`
 	PeakRSSMB       float64 `json:"peak_rss_mb"`
 	MemPerTurnKB    float64 `json:"memory_per_turn_in_flight_kb"`
 	GoroutinesIdle  int     `json:"goroutines_idle"`
@@ -149,7 +155,7 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 		}
 		d := t.final.Sub(t.lastToken)
 		final = append(final, d)
-		if budgetFree(perChat[t.chat], global, t.lastToken, pending[k]) {
+		if budgetFree(perChat[t.chat], global, t.lastToken, pending[k], r.GlobalPerSecond) {
 			free = append(free, d)
 			if d <= 100*time.Millisecond {
 				within++
@@ -186,9 +192,9 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 }
 
 // countDB counts turns and audit rows in the stopped bot's database.
-func (r *Report) countDB(ctx context.Context, dbPath string, turns, toolCalls int64) error {
+func (r *Report) countDB(ctx context.Context, driver, dsn string, turns, toolCalls int64) error {
 	r.DB = DBCounts{TurnsExpected: turns, AuditExpected: toolCalls, TurnStatuses: map[string]int64{}}
-	st, err := store.Open(ctx, store.Options{Driver: store.DriverSQLite, DSN: dbPath})
+	st, err := store.Open(ctx, store.Options{Driver: driver, DSN: dsn})
 	if err != nil {
 		return fmt.Errorf("opening the bot's database: %w", err)
 	}
@@ -249,6 +255,7 @@ func (r *Report) WriteText(w io.Writer) {
 	load += fmt.Sprintf(", %d ms between answer and next message", r.ThinkMS)
 	p("load:            %d chats, %s; %d tokens at %g tok/s; tool %s in %.0f%% of turns (latency %d ms)",
 		r.Chats, load, r.Tokens, r.Rate, r.Tool, 100*r.ToolShare, r.ToolLatencyMS)
+	p("budget, db:      %d sends and edits/s for the whole bot; %s", r.GlobalPerSecond, r.Database)
 	p("turns:           %d sent, %d answered whole, %d timed out in %.1f s: %.1f turns/s (peak %d in flight)",
 		r.TurnsSent, r.TurnsDone, r.TurnsTimedOut, r.WallSeconds, r.TurnsPerSecond, r.PeakInFlight)
 	p("first text:      %s", lat(r.FirstText))
@@ -262,7 +269,7 @@ func (r *Report) WriteText(w io.Writer) {
 		p("bare go-openai:  %.4f s per 1k tokens (%d streams, %d at once, %d tokens); bot/bare = %.2f×",
 			r.BareCPUPer1kToken, r.Baseline.Streams, r.Baseline.Concurrency, r.Baseline.Tokens, r.CPURatio)
 	}
-	p("bot memory:      idle %.1f MB, peak %.1f MB; %.1f KB per turn in flight", r.IdleRSSMB, r.PeakRSSMB, r.MemPerTurnKB)
+	p("bot memory:      idle %.1f MB (%.1f MB anonymous), peak %.1f MB; %.1f KB per turn in flight", r.IdleRSSMB, r.IdleAnonMB, r.PeakRSSMB, r.MemPerTurnKB)
 	p("goroutines:      %d idle before, %d after the run (%d of them idle keep-alive connections)", r.GoroutinesIdle, r.GoroutinesAfter, r.GoroutinesKeepAlive)
 	p("database:        turns %d/%d expected (%d ok), audit rows %d/%d expected (%d ok)",
 		r.DB.Turns, r.DB.TurnsExpected, r.DB.TurnsOK, r.DB.AuditRows, r.DB.AuditExpected, r.DB.AuditOK)

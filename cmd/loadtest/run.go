@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,7 +73,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	model.OnStreamed(rec.onStreamed)
 
 	// The fake Telegram, with Telegram's limits.
-	tg, err := tgkit.New(tgkit.Options{OnCall: rec.onCall})
+	tgOpts := tgkit.Options{OnCall: rec.onCall, GlobalPerSecond: o.GlobalPerSecond}
+	if o.GlobalPerSecond > 30 {
+		tgOpts.GlobalPerSecond, tgOpts.PaidPerSecond = 30, o.GlobalPerSecond
+	}
+	tg, err := tgkit.New(tgOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -90,17 +96,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	cfgPath := filepath.Join(dir, "config.toml")
 	dbPath := filepath.Join(dir, "bot.db")
-	for _, f := range []string{dbPath, dbPath + "-wal", dbPath + "-shm"} {
+	for _, f := range []string{dbPath, dbPath + "-wal", dbPath + "-shm", filepath.Join(dir, "telegram.offset")} {
 		// A database of an earlier run in a kept folder would spoil the counts.
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("removing the database of an earlier run: %w", err)
 		}
 	}
+	driver, dsn := "sqlite", dbPath
+	if o.DB == "postgres" {
+		pgDSN, drop, err := freshSchema(ctx, o.PostgresDSN)
+		if err != nil {
+			return nil, err
+		}
+		defer drop()
+		driver, dsn = "postgres", pgDSN
+	}
 	admin, err := newAdminEndpoint()
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(cfgPath, []byte(botConfig(o, dbPath, model.URL, tg, mcpURL, admin)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(botConfig(o, driver, dsn, filepath.Join(dir, "telegram.offset"), model.URL, tg, mcpURL, admin)), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the bot config: %w", err)
 	}
 	logPath := filepath.Join(dir, "bot.log")
@@ -119,6 +134,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{
 		Chats: o.Chats, TurnsPerChat: o.Turns, ThinkMS: o.Think.Milliseconds(), Rate: o.Rate, Tokens: o.Tokens, ToolShare: o.ToolShare,
 		ToolLatencyMS: o.ToolLatency.Milliseconds(), Tool: toolName, LoadAvgStart: loadAvg(),
+		GlobalPerSecond: o.GlobalPerSecond, Database: driver,
 		GoroutinesIdle: -1, GoroutinesAfter: -1,
 	}
 	if o.Turns == 0 {
@@ -129,6 +145,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	idleRSS, _, _ := procMem(bot.pid())
 	rep.IdleRSSMB = mb(idleRSS)
+	if anon, err := procAnon(bot.pid()); err == nil {
+		rep.IdleAnonMB = mb(anon)
+	}
 
 	var profWG sync.WaitGroup
 	loadDone := make(chan struct{})
@@ -213,7 +232,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	rep.fill(rec, results, loadWall, cpu1-cpu0, hwm, idleRSS, d.peakInFlight.Load())
-	if err := rep.countDB(ctx, dbPath, int64(len(results)), rec.toolReplies.Load()); err != nil {
+	if err := rep.countDB(ctx, driver, dsn, int64(len(results)), rec.toolReplies.Load()); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
 	if o.Baseline {
@@ -298,11 +317,11 @@ func startMCP() (url string, stop func(), err error) {
 
 // botConfig is the bot's config.toml for the run. The admin listener serves the load tool only
 // (goroutines from /metrics, profiles from /debug/pprof/): no web chat.
-func botConfig(o Options, dbPath, modelURL string, tg *tgkit.Server, mcpURL string, admin adminEndpoint) string {
+func botConfig(o Options, driver, dsn, offsetFile, modelURL string, tg *tgkit.Server, mcpURL string, admin adminEndpoint) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Written by cmd/loadtest.
 [storage]
-driver = "sqlite"
+driver = %q
 dsn = %q
 retention_days = 0
 
@@ -332,6 +351,9 @@ enabled = true
 token = %q
 api_endpoint = %q
 stream = true
+global_per_second = %d
+paid_broadcast = %t
+offset_file = %q
 
 [admin]
 enabled = true
@@ -341,7 +363,7 @@ web_chat = false
 
 [log]
 level = "info"
-`, dbPath, modelURL, max(64, o.Chats), tg.Token(), tg.Endpoint(), admin.addr, admin.token)
+`, driver, dsn, modelURL, max(64, o.Chats), tg.Token(), tg.Endpoint(), o.GlobalPerSecond, o.GlobalPerSecond > 30, offsetFile, admin.addr, admin.token)
 	if mcpURL != "" {
 		fmt.Fprintf(&b, `
 [[mcp.servers]]
@@ -497,4 +519,32 @@ func sortedTimes(ts []time.Time) []time.Time {
 	out := slices.Clone(ts)
 	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
 	return out
+}
+
+// freshSchema makes an empty schema for the run in the PostgreSQL database at base, so earlier
+// runs' rows do not spoil the counts, and returns a DSN whose search_path is it and a function
+// that drops it.
+func freshSchema(ctx context.Context, base string) (string, func(), error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, fmt.Errorf("postgres-dsn is not a URL: %w", err)
+	}
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		return "", nil, fmt.Errorf("opening PostgreSQL: %w", err)
+	}
+	schema := fmt.Sprintf("loadtest_%d", time.Now().UnixNano())
+	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		db.Close()
+		return "", nil, fmt.Errorf("creating schema %s: %w", schema, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = db.ExecContext(dctx, "DROP SCHEMA "+schema+" CASCADE")
+		db.Close()
+	}, nil
 }

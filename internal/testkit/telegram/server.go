@@ -37,7 +37,10 @@ type Options struct {
 	PerChatInterval time.Duration // default 1s
 	GroupPerMinute  int           // per group chat (negative id): at most this many per minute; default 20
 	GlobalPerSecond int           // across all chats: at most this many per second; default 30
-	NoLimits        bool          // disable pacing entirely
+	// PaidPerSecond replaces GlobalPerSecond for sends and edits that carry
+	// allow_paid_broadcast=true (Telegram's paid broadcast); default 1000.
+	PaidPerSecond int
+	NoLimits      bool // disable pacing entirely
 	// RetryAfterUnit is how long one second of retry_after lasts on this server; default 1s.
 	// Tests shorten it (with the client's matching option) to keep 429 storms quick.
 	RetryAfterUnit time.Duration
@@ -72,6 +75,9 @@ func (o *Options) defaults() {
 	}
 	if o.GlobalPerSecond <= 0 {
 		o.GlobalPerSecond = 30
+	}
+	if o.PaidPerSecond <= 0 {
+		o.PaidPerSecond = 1000
 	}
 	if o.RetryAfterUnit <= 0 {
 		o.RetryAfterUnit = time.Second
@@ -190,6 +196,7 @@ type Server struct {
 	faults   []*Fault
 	migrated map[int64]int64 // group chat id → the supergroup it was upgraded to
 	global   []time.Time
+	paid     []time.Time // sends and edits with allow_paid_broadcast
 	files    map[string][]byte
 	fileSeq  int
 	hook     string
@@ -754,7 +761,7 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 		c.blocked = now.Add(time.Duration(fault.RetryAfter) * s.opts.RetryAfterUnit)
 		return nil, s.tooManyLocked(fault.RetryAfter)
 	}
-	if aerr := s.paceLocked(c, now); aerr != nil {
+	if aerr := s.paceLocked(c, now, p["allow_paid_broadcast"] == "true"); aerr != nil {
 		return nil, aerr
 	}
 	if fault != nil {
@@ -828,8 +835,9 @@ func (s *Server) tooManyLocked(retryAfter int) *apiError {
 }
 
 // paceLocked applies the chat's block, the per-chat bucket, the group window and the global
-// window; a request over any of them gets a 429 saying how long to wait.
-func (s *Server) paceLocked(c *chatState, now time.Time) *apiError {
+// window (the paid one for a paid broadcast); a request over any of them gets a 429 saying how
+// long to wait.
+func (s *Server) paceLocked(c *chatState, now time.Time, paid bool) *apiError {
 	if c.blocked.After(now) {
 		return s.tooManyLocked(s.units(c.blocked.Sub(now)))
 	}
@@ -851,15 +859,19 @@ func (s *Server) paceLocked(c *chatState, now time.Time) *apiError {
 			return s.tooManyLocked(s.units(c.groupHist[0].Add(time.Minute).Sub(now)))
 		}
 	}
-	s.global = trimWindow(s.global, now, time.Second)
-	if len(s.global) >= s.opts.GlobalPerSecond {
+	window, limit := &s.global, s.opts.GlobalPerSecond
+	if paid {
+		window, limit = &s.paid, s.opts.PaidPerSecond
+	}
+	*window = trimWindow(*window, now, time.Second)
+	if len(*window) >= limit {
 		return s.tooManyLocked(1)
 	}
 	c.tokens--
 	if c.chat.ID < 0 {
 		c.groupHist = append(c.groupHist, now)
 	}
-	s.global = append(s.global, now)
+	*window = append(*window, now)
 	return nil
 }
 

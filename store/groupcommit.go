@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"gorm.io/gorm"
+)
+
+// groupWriter commits the per-turn writes of concurrent turns together. With synchronous=FULL
+// every SQLite commit is an fsync (PostgreSQL's commit flushes its WAL too), and a busy bot makes
+// two or three of them per turn; the writes waiting when the writer comes free share one
+// transaction and one commit instead. Each write runs under its own savepoint, so a write that
+// fails is rolled back alone and the others still commit. A caller is answered only after the
+// commit that holds its write: durability is unchanged, nothing is acknowledged before it is on
+// disk. A write waiting alone is committed at once, as before: there is no timer to wait out.
+type groupWriter struct {
+	db      *gorm.DB // the writer
+	max     int      // writes per commit at most
+	jobs    chan *groupJob
+	mu      sync.RWMutex // guards closed against sends on a closed channel
+	closed  bool
+	wg      sync.WaitGroup
+	commits atomic.Int64 // transactions committed (or tried), for tests
+}
+
+type groupJob struct {
+	fn   func(tx *gorm.DB) error
+	err  error
+	done chan struct{}
+}
+
+func newGroupWriter(db *gorm.DB, max int) *groupWriter {
+	g := &groupWriter{db: db, max: max, jobs: make(chan *groupJob, max)}
+	g.wg.Add(1)
+	go g.run()
+	return g
+}
+
+// do runs fn in a transaction shared with the writes waiting at the same time and returns once
+// that transaction is committed (or fn failed and was rolled back). fn may run on another
+// goroutine and must not keep tx. ctx bounds only the wait to be taken in: a write taken in is
+// finished, bounded by the busy timeout, as the audit writer's are.
+func (g *groupWriter) do(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	job := &groupJob{fn: fn, done: make(chan struct{})}
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case g.jobs <- job:
+	case <-ctx.Done():
+		g.mu.RUnlock()
+		return ctx.Err()
+	}
+	g.mu.RUnlock()
+	<-job.done
+	return job.err
+}
+
+// close refuses new writes and waits until every write taken in is committed.
+func (g *groupWriter) close() {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		close(g.jobs)
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+func (g *groupWriter) run() {
+	defer g.wg.Done()
+	batch := make([]*groupJob, 0, g.max)
+	for job := range g.jobs {
+		batch = append(batch[:0], job)
+	fill:
+		for len(batch) < g.max {
+			select {
+			case j, ok := <-g.jobs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		g.commit(batch)
+		for _, j := range batch {
+			close(j.done)
+		}
+		clear(batch)
+	}
+}
+
+// commit writes a batch in one transaction, each write under its own savepoint.
+func (g *groupWriter) commit(batch []*groupJob) {
+	g.commits.Add(1)
+	db := g.db.WithContext(context.Background())
+	if len(batch) == 1 {
+		batch[0].err = db.Transaction(batch[0].fn)
+		return
+	}
+	err := db.Transaction(func(tx *gorm.DB) error {
+		for i, j := range batch {
+			sp := "w" + strconv.Itoa(i)
+			if err := tx.SavePoint(sp).Error; err != nil {
+				return err
+			}
+			if j.err = j.fn(tx); j.err != nil {
+				if err := tx.RollbackTo(sp).Error; err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, j := range batch {
+			if j.err == nil {
+				j.err = err
+			}
+		}
+	}
+}

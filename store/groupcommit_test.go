@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"relaybot/chat"
+	"relaybot/internal/testkit/wait"
+)
+
+// holdWriter occupies the turn writer with a write that waits for release, so the writes made
+// meanwhile queue up behind it as they do while a commit is on its way to the disk.
+func holdWriter(t *testing.T, s *Store) (release func()) {
+	t.Helper()
+	hold, held := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.turns.do(context.Background(), func(*gorm.DB) error {
+			close(held)
+			<-hold
+			return nil
+		})
+	}()
+	<-held
+	return func() {
+		close(hold)
+		if err := <-done; err != nil {
+			t.Errorf("the holding write failed: %v", err)
+		}
+	}
+}
+
+func TestTurnsWaitingTogetherShareOneCommitAndAllPersist(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := s.turns.commits.Load()
+		release := holdWriter(t, s)
+		const n = 10
+		ids := make([]int64, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				ids[i], errs[i] = s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: fmt.Sprint("question ", i)}})
+			})
+		}
+		wait.For(t, "ten turns queued behind the held commit", func() bool { return len(s.turns.jobs) == n })
+		release()
+		wg.Wait()
+		if got := s.turns.commits.Load() - before; got != 2 {
+			t.Errorf("%d commits for the held write and ten waiting turns, want 2 (the ten together)", got)
+		}
+		for i, id := range ids {
+			if errs[i] != nil {
+				t.Fatalf("turn %d: %v", i, errs[i])
+			}
+			if tr, err := s.Turn(ctx, id); err != nil || tr.Status != TurnRunning {
+				t.Errorf("turn %d after its commit: %+v, %v; want it stored, running", i, tr, err)
+			}
+		}
+	})
+}
+
+func TestAFailingTurnWriteDoesNotUndoTheOthersInItsCommit(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "q"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := TurnEnd{TurnID: done, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "a"}}}
+		if err := s.FinishTurn(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+		release := holdWriter(t, s)
+		var wg sync.WaitGroup
+		var finishAgain error
+		wg.Go(func() { finishAgain = s.FinishTurn(ctx, end) })
+		wait.For(t, "the second finish queued", func() bool { return len(s.turns.jobs) == 1 })
+		const n = 4
+		ids := make([]int64, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				ids[i], errs[i] = s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: fmt.Sprint("next ", i)}})
+			})
+		}
+		wait.For(t, "five writes queued", func() bool { return len(s.turns.jobs) == n+1 })
+		release()
+		wg.Wait()
+		if finishAgain == nil {
+			t.Errorf("finishing a finished turn again succeeded")
+		}
+		for i, id := range ids {
+			if errs[i] != nil {
+				t.Fatalf("turn %d committed with a failing write: %v", i, errs[i])
+			}
+			if _, err := s.Turn(ctx, id); err != nil {
+				t.Errorf("turn %d missing after its commit: %v", i, err)
+			}
+		}
+		if tr, err := s.Turn(ctx, done); err != nil || tr.Status != TurnOK {
+			t.Errorf("the finished turn after the failed second finish: %+v, %v; want it ok", tr, err)
+		}
+	})
+}
