@@ -133,6 +133,10 @@ func TestServeRedeliveredAnsweredMessageSkipped(t *testing.T) {
 	e.waitLog("redelivered message already answered")
 	e.say(1, "and then?")
 	e.waitBotText(1, "the next answer", contains("Then more."))
+	// The text shows while its turn may still be finishing; stopping now would mark it stopped.
+	wait.For(t, "the second turn to end", func() bool {
+		return strings.Count(e.logs.String(), `msg="pipeline: turn done"`) == 2
+	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
