@@ -226,15 +226,18 @@ func (w *auditWriter) writeTx(ctx context.Context, batch []*auditReq) error {
 	return nil
 }
 
+// finishToolCallSQL completes a tool_calls row. It is written out, not built from a map per
+// call: the audit writer runs it for every finished call, and GORM's statement building cost
+// more than the write itself.
+const finishToolCallSQL = `UPDATE tool_calls SET status = ?, result = ?, error = ?, arguments = ?,
+arguments_size = ?, result_size = ?, source = ?, server = ?, finished_at = ?, duration_ms = ?,
+server_tool = ?, approval_required = ?, decision = ?, approver = ?, decided_at = ? WHERE id = ?`
+
 // finishAudit completes the row of r with its outcome; false when the row does not exist.
 func finishAudit(tx *gorm.DB, r *audit.Record) (bool, error) {
-	res := tx.Model(&toolCallModel{}).Where("id = ?", r.ID).Updates(map[string]any{
-		"status": string(r.Status), "result": r.Result, "error": r.Error, "arguments": r.Arguments,
-		"arguments_size": r.ArgumentsSize, "result_size": r.ResultSize, "source": string(r.Source),
-		"server": r.Server, "finished_at": finishedAt(r), "duration_ms": r.Duration.Milliseconds(),
-		"server_tool": r.ServerTool, "approval_required": r.ApprovalRequired, "decision": r.Decision,
-		"approver": r.Approver, "decided_at": decidedAt(r),
-	})
+	res := tx.Exec(finishToolCallSQL, string(r.Status), r.Result, r.Error, r.Arguments,
+		r.ArgumentsSize, r.ResultSize, string(r.Source), r.Server, finishedAt(r), r.Duration.Milliseconds(),
+		r.ServerTool, r.ApprovalRequired, r.Decision, r.Approver, decidedAt(r), r.ID)
 	return res.RowsAffected == 1, res.Error
 }
 
