@@ -3,6 +3,8 @@
 // imports nothing of this module, so adapters, tools, the pipeline and the store all speak it.
 package chat
 
+import "time"
+
 // Key names a conversation: the chat on a platform, the thread or forum topic within it, and the
 // user when the conversation is one user's. Only one conversation per Key is active at a time.
 type Key struct {
@@ -37,4 +39,22 @@ type File struct {
 // IsImage reports whether the file should be shown as a picture rather than a document.
 func (f File) IsImage() bool {
 	return len(f.MIME) > 6 && f.MIME[:6] == "image/"
+}
+
+// Summary is one stored conversation of a chat, as a list of earlier conversations shows it.
+type Summary struct {
+	ID        int64
+	Active    bool
+	CreatedAt time.Time
+	// Preview is the start of its first user message; empty when it has none.
+	Preview string
+	// Turns counts its turns.
+	Turns int
+}
+
+// Line is one message of a stored conversation as its user saw it: their own message, or an
+// answer the bot showed (tool calls and tool results are not lines).
+type Line struct {
+	FromUser bool
+	Text     string
 }

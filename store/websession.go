@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"relaybot/chat"
+	"strings"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -42,23 +43,12 @@ func (s *Store) WebSession(ctx context.Context, secretHash string) (string, bool
 	return row.ChatID, true, nil
 }
 
-// ChatConversation is one conversation of a chat, for a list of earlier conversations.
-type ChatConversation struct {
-	ID        int64
-	Active    bool
-	CreatedAt time.Time
-	// Preview is the start of its first user message; empty when it has none.
-	Preview string
-	// Turns counts its turns.
-	Turns int
-}
-
-// previewChars is the length of a ChatConversation's Preview.
+// previewChars is the length of a chat.Summary's Preview.
 const previewChars = 80
 
 // ChatConversations returns the conversations of a chat (every thread and user), newest first,
 // at most limit of them (limit <= 0: 100).
-func (s *Store) ChatConversations(ctx context.Context, platform, chatID string, limit int) ([]ChatConversation, error) {
+func (s *Store) ChatConversations(ctx context.Context, platform, chatID string, limit int) ([]chat.Summary, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -68,9 +58,9 @@ func (s *Store) ChatConversations(ctx context.Context, platform, chatID string, 
 	if err != nil {
 		return nil, fmt.Errorf("store: conversations of %s:%s: %w", platform, chatID, err)
 	}
-	out := make([]ChatConversation, 0, len(convs))
+	out := make([]chat.Summary, 0, len(convs))
 	for _, c := range convs {
-		cc := ChatConversation{ID: c.ID, Active: c.Active, CreatedAt: c.CreatedAt.UTC()}
+		cc := chat.Summary{ID: c.ID, Active: c.Active, CreatedAt: c.CreatedAt.UTC()}
 		var n int64
 		if err := s.r.WithContext(ctx).Model(&turnRow{}).Where("conversation_id = ?", c.ID).Count(&n).Error; err != nil {
 			return nil, fmt.Errorf("store: conversations of %s:%s: %w", platform, chatID, err)
@@ -88,6 +78,27 @@ func (s *Store) ChatConversations(ctx context.Context, platform, chatID string, 
 			return nil, fmt.Errorf("store: conversations of %s:%s: %w", platform, chatID, err)
 		}
 		out = append(out, cc)
+	}
+	return out, nil
+}
+
+// Transcript returns what the user of a conversation saw of its newest limit rounds, oldest
+// first: their messages and the answers shown (assistant text without tool calls).
+func (s *Store) Transcript(ctx context.Context, conversationID int64, limit int) ([]chat.Line, error) {
+	rounds, err := s.Rounds(ctx, conversationID, 0, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []chat.Line
+	for _, r := range rounds {
+		for _, m := range r.Messages {
+			switch {
+			case m.Role == RoleUser:
+				out = append(out, chat.Line{FromUser: true, Text: m.Content})
+			case m.Role == RoleAssistant && len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) != "":
+				out = append(out, chat.Line{Text: m.Content})
+			}
+		}
 	}
 	return out, nil
 }

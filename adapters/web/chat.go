@@ -43,7 +43,6 @@ import (
 	"relaybot/adapters/delivery"
 	"relaybot/adapters/markdown"
 	"relaybot/chat"
-	"relaybot/store"
 )
 
 //go:embed assets
@@ -89,9 +88,9 @@ type Sessions interface {
 	// WebSession returns the chat id of a session, and false when it is unknown.
 	WebSession(ctx context.Context, secretHash string) (chatID string, ok bool, err error)
 	// ChatConversations lists a chat's conversations, newest first.
-	ChatConversations(ctx context.Context, platform, chatID string, limit int) ([]store.ChatConversation, error)
-	// Rounds returns a conversation's finished rounds, oldest first.
-	Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]store.Round, error)
+	ChatConversations(ctx context.Context, platform, chatID string, limit int) ([]chat.Summary, error)
+	// Transcript returns what the user saw of a conversation's newest limit rounds, oldest first.
+	Transcript(ctx context.Context, conversationID int64, limit int) ([]chat.Line, error)
 }
 
 // Chat is the web chat. Its Handler serves the page, the event stream and the message posts.
@@ -316,19 +315,16 @@ func (c *Chat) loadMessages(ctx context.Context, conv *conversation) error {
 
 // storedMessages returns what the user saw of a stored conversation, oldest first.
 func (c *Chat) storedMessages(ctx context.Context, conversationID int64) ([]eventMessage, error) {
-	rounds, err := c.opts.Sessions.Rounds(ctx, conversationID, 0, maxMessages)
+	lines, err := c.opts.Sessions.Transcript(ctx, conversationID, maxMessages)
 	if err != nil {
 		return nil, err
 	}
-	var out []eventMessage
-	for _, r := range rounds {
-		for _, m := range r.Messages {
-			switch {
-			case m.Role == store.RoleUser:
-				out = append(out, eventMessage{Role: "user", Text: m.Content})
-			case m.Role == store.RoleAssistant && len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) != "":
-				out = append(out, eventMessage{Role: "bot", Text: m.Content, HTML: markdown.HTML(m.Content)})
-			}
+	out := make([]eventMessage, 0, len(lines))
+	for _, l := range lines {
+		if l.FromUser {
+			out = append(out, eventMessage{Role: "user", Text: l.Text})
+		} else {
+			out = append(out, eventMessage{Role: "bot", Text: l.Text, HTML: markdown.HTML(l.Text)})
 		}
 	}
 	return out, nil
@@ -450,7 +446,7 @@ func (c *Chat) transcript(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the conversation cannot be read now", http.StatusServiceUnavailable)
 		return
 	}
-	if !slices.ContainsFunc(list, func(e store.ChatConversation) bool { return e.ID == id }) {
+	if !slices.ContainsFunc(list, func(e chat.Summary) bool { return e.ID == id }) {
 		// Another browser's conversation, or none: the same answer either way.
 		http.NotFound(w, r)
 		return
