@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"relaybot/chat"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -52,30 +53,28 @@ func (s *Store) ChatConversations(ctx context.Context, platform, chatID string, 
 	if limit <= 0 {
 		limit = 100
 	}
-	var convs []conversationRow
-	err := s.r.WithContext(ctx).Where("platform = ? AND chat_id = ?", platform, chatID).
-		Order("id DESC").Limit(limit).Find(&convs).Error
+	// One query: a list of earlier conversations must not cost two queries per conversation.
+	var rows []struct {
+		ID        int64
+		Active    bool
+		CreatedAt time.Time
+		Turns     int
+		Preview   string
+	}
+	err := s.r.WithContext(ctx).Raw(`SELECT c.id, c.active, c.created_at,
+		(SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id) AS turns,
+		COALESCE((SELECT m.content FROM messages m WHERE m.conversation_id = c.id AND m.role = ?
+			ORDER BY m.id LIMIT 1), '') AS preview
+		FROM conversations c WHERE c.platform = ? AND c.chat_id = ? ORDER BY c.id DESC LIMIT ?`,
+		RoleUser, platform, chatID, limit).Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: conversations of %s:%s: %w", platform, chatID, err)
 	}
-	out := make([]chat.Summary, 0, len(convs))
-	for _, c := range convs {
-		cc := chat.Summary{ID: c.ID, Active: c.Active, CreatedAt: c.CreatedAt.UTC()}
-		var n int64
-		if err := s.r.WithContext(ctx).Model(&turnRow{}).Where("conversation_id = ?", c.ID).Count(&n).Error; err != nil {
-			return nil, fmt.Errorf("store: conversations of %s:%s: %w", platform, chatID, err)
-		}
-		cc.Turns = int(n)
-		var first messageRow
-		err := s.r.WithContext(ctx).Where("conversation_id = ? AND role = ?", c.ID, RoleUser).Order("id").Take(&first).Error
-		switch {
-		case err == nil:
-			cc.Preview = first.Content
-			if r := []rune(cc.Preview); len(r) > previewChars {
-				cc.Preview = string(r[:previewChars]) + "…"
-			}
-		case !errors.Is(err, gorm.ErrRecordNotFound):
-			return nil, fmt.Errorf("store: conversations of %s:%s: %w", platform, chatID, err)
+	out := make([]chat.Summary, 0, len(rows))
+	for _, r := range rows {
+		cc := chat.Summary{ID: r.ID, Active: r.Active, CreatedAt: r.CreatedAt.UTC(), Turns: r.Turns, Preview: r.Preview}
+		if p := []rune(cc.Preview); len(p) > previewChars {
+			cc.Preview = string(p[:previewChars]) + "…"
 		}
 		out = append(out, cc)
 	}
