@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -23,6 +22,9 @@ type Stop struct {
 	// UserID is who asked; Admin says whether they may stop anyone's turn.
 	UserID string `json:"user"`
 	Admin  bool   `json:"admin"`
+	// Interrupt says a newer message of the conversation replaces the turn (busy = "interrupt"):
+	// the turn ends whoever asked for it.
+	Interrupt bool `json:"interrupt,omitempty"`
 }
 
 // Signals carries stop requests between replicas with PostgreSQL's LISTEN/NOTIFY: a NOTIFY
@@ -55,12 +57,26 @@ func (s *Signals) PublishStop(ctx context.Context, key, userID string, admin boo
 // ListenStops calls fn with every stop request published by any replica until ctx ends. A lost
 // connection is re-established after a second; requests sent meanwhile are missed.
 func (s *Signals) ListenStops(ctx context.Context, fn func(Stop)) error {
+	return listenLoop(ctx, s.db, stopChannel, "stop requests", s.log, func(payload string) {
+		var st Stop
+		if err := json.Unmarshal([]byte(payload), &st); err != nil {
+			s.log.Warn("stop signals: undecodable request skipped", "err", err)
+			return
+		}
+		fn(st)
+	})
+}
+
+// listenLoop hands the payload of every notification on channel (what it carries, for the log)
+// to fn until ctx ends, listening
+// again a second after a lost connection (notifications sent meanwhile are missed).
+func listenLoop(ctx context.Context, db *sql.DB, channel, what string, log *slog.Logger, fn func(payload string)) error {
 	for {
-		err := s.listen(ctx, fn)
+		err := listen(ctx, db, channel, what, log, fn)
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.log.Warn("stop signals: listener lost; listening again", "err", err)
+		log.Warn("notifications: listener lost; listening again", "channel", channel, "err", err)
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
@@ -71,35 +87,30 @@ func (s *Signals) ListenStops(ctx context.Context, fn func(Stop)) error {
 	}
 }
 
-// listen holds one connection in LISTEN and hands each notification to fn.
-func (s *Signals) listen(ctx context.Context, fn func(Stop)) error {
-	conn, err := s.db.Conn(ctx)
+// listen holds one connection in LISTEN on channel and hands each notification to fn.
+func listen(ctx context.Context, db *sql.DB, channel, what string, log *slog.Logger, fn func(payload string)) error {
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("coord: listen for stops: %w", err)
+		return fmt.Errorf("coord: listen on %s: %w", channel, err)
 	}
 	// The connection carries a LISTEN: it must not go back to the pool.
 	defer discard(conn)
 	return conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
-			return errors.New("coord: listen for stops: not a pgx connection")
+			return fmt.Errorf("coord: listen on %s: not a pgx connection", channel)
 		}
 		pc := c.Conn()
-		if _, err := pc.Exec(ctx, "LISTEN "+stopChannel); err != nil {
-			return fmt.Errorf("coord: listen for stops: %w", err)
+		if _, err := pc.Exec(ctx, "LISTEN "+channel); err != nil {
+			return fmt.Errorf("coord: listen on %s: %w", channel, err)
 		}
-		s.log.Info("listening for stop requests from other replicas")
+		log.Info("listening for "+what+" from other replicas", "channel", channel)
 		for {
 			n, err := pc.WaitForNotification(ctx)
 			if err != nil {
-				return fmt.Errorf("coord: listen for stops: %w", err)
+				return fmt.Errorf("coord: listen on %s: %w", channel, err)
 			}
-			var st Stop
-			if err := json.Unmarshal([]byte(n.Payload), &st); err != nil {
-				s.log.Warn("stop signals: undecodable request skipped", "err", err)
-				continue
-			}
-			fn(st)
+			fn(n.Payload)
 		}
 	})
 }

@@ -69,6 +69,10 @@ type Options struct {
 	// Stops, when replicas share the bot, passes a /stop for a turn this replica does not run to
 	// the others; nil for a single process.
 	Stops StopPublisher
+	// Gate, when replicas share the bot, keeps one turn at a time per conversation across them,
+	// with the queue limit and busy policy holding for the deployment; nil for a single process,
+	// whose conversations are ordered in its memory.
+	Gate TurnGate
 	// SystemPrompt starts every transcript; SystemPromptExtra, when set, returns text appended to
 	// it at each turn (the skill index).
 	SystemPrompt      string
@@ -444,11 +448,15 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	case "stop":
 		// In a chat shared by a group, only the member who asked (or an admin) stops an answer.
 		admin := p.access.isAdmin(in)
+		handled, askOthers := p.stopAcrossReplicas(key, in, admin, out, log)
+		if handled {
+			return
+		}
 		running, stopped := p.turns.stop(key.String(), ErrStopped, func(started adapters.Inbound) bool {
 			return admin || started.UserID == in.UserID
 		})
 		switch {
-		case !running && p.stopElsewhere(key, in, admin, log):
+		case !running && askOthers && p.stopElsewhere(key, in, admin, log):
 			// Another replica may run it: passed on.
 		case !running:
 			// Said once a minute per user at most, even with the rate limit off.
@@ -517,6 +525,13 @@ func (p *Pipeline) queue(key chat.Key, in adapters.Inbound, out adapters.Respond
 		return
 	}
 	defer p.turns.leave(k, t)
+	ticket, admitted := p.gateEnter(k, in, log)
+	if !admitted {
+		log.Info("pipeline: message refused: conversation busy on the replicas", "conversation", k, "message", in.MessageID)
+		p.notice(out, p.opts.BusyText, log)
+		return
+	}
+	defer p.gateLeave(k, ticket, log)
 	if busy {
 		log.Debug("pipeline: message waits for its turn", "conversation", k, "message", in.MessageID)
 	}
@@ -534,6 +549,10 @@ func (p *Pipeline) queue(key chat.Key, in adapters.Inbound, out adapters.Respond
 	}
 	if p.base.Err() != nil {
 		p.dropped(ErrShutdown, in, out, log)
+		return
+	}
+	if why := p.gateWait(k, ticket, log); why != nil {
+		p.dropped(why, in, out, log)
 		return
 	}
 	wait := time.NewTimer(p.opts.TurnWait)

@@ -46,6 +46,8 @@ type bot struct {
 	share budgetShare
 	// signals carry /stop between replicas; nil for a single process.
 	signals *coord.Signals
+	// turns order each conversation's turns across replicas; nil for a single process.
+	turns *coord.Turns
 	// lease makes a role one replica holds at a time; nil for a single process.
 	lease func(name string) adapters.Lease
 	// instance is this replica's id (host and pid, and a random part).
@@ -139,11 +141,15 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if b.signals != nil {
 		opts.Stops = b.signals
 	}
+	if b.turns != nil {
+		opts.Gate = turnGate{b.turns}
+	}
 	if pipe, err = pipeline.New(runner, st, mgr, opts); err != nil {
 		return b, err
 	}
 	b.pipe = pipe
 	b.listenStops(pipe)
+	b.listenTurns()
 
 	deliver := delivery.Options{Logger: log, Observer: m}
 	if b.connectors, err = b.platforms(cfg, deliver); err != nil {

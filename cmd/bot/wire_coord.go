@@ -51,14 +51,21 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 		return nil
 	}
 	ledger := coord.NewLedger(db, instance)
+	queue := coord.NewTurns(db, instance, log)
 	var purged time.Time // touched by the heartbeat goroutine only
 	m, err := coord.Join(ctx, db, coord.Options{ID: instance, Logger: log, Members: b.share.set, Sweep: func(ctx context.Context) error {
 		turns, calls, err := st.Recover(ctx)
 		if turns+calls > 0 {
 			log.Warn("reclaimed the work of a replica that is gone", "turns", turns, "tool_calls", calls)
 		}
-		if err != nil || time.Since(purged) < time.Hour {
+		if err != nil {
 			return err
+		}
+		if _, err := queue.Purge(ctx); err != nil {
+			return err
+		}
+		if time.Since(purged) < time.Hour {
+			return nil
 		}
 		purged = time.Now()
 		_, err = ledger.Purge(ctx, ledgerKeep)
@@ -69,6 +76,7 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 	}
 	b.ledger = ledger
 	b.signals = coord.NewSignals(db, log)
+	b.turns = queue
 	b.instances = func(ctx context.Context) ([]admin.Instance, error) {
 		live, err := coord.Instances(ctx, db)
 		if err != nil {
@@ -111,11 +119,45 @@ func (b *bot) listenStops(pipe *pipeline.Pipeline) {
 	}
 	b.background = append(b.background, part{name: "stop signals", run: func(ctx context.Context) error {
 		return b.signals.ListenStops(ctx, func(st coord.Stop) {
+			if st.Interrupt {
+				if pipe.InterruptFromReplica(st.Key) {
+					b.log.Info("interrupted a turn: a newer message reached another replica", "conversation", st.Key)
+				}
+				return
+			}
 			if pipe.StopFromReplica(st.Key, st.UserID, st.Admin) {
 				b.log.Info("stopped a turn on another replica's request", "conversation", st.Key)
 			}
 		})
 	}})
+}
+
+// listenTurns wakes this replica's messages waiting for a conversation another replica frees;
+// nothing to do for a single process.
+func (b *bot) listenTurns() {
+	if b.turns == nil {
+		return
+	}
+	b.background = append(b.background, part{name: "conversation turns", run: b.turns.Listen})
+}
+
+// turnGate is the pipeline's TurnGate over coord.Turns.
+type turnGate struct{ t *coord.Turns }
+
+func (g turnGate) Enter(ctx context.Context, key string, in adapters.Inbound, limit int, interrupt bool) (int64, bool, error) {
+	return g.t.Enter(ctx, coord.Entry{Key: key, UserID: in.UserID, MessageID: in.MessageID, Sent: in.Time}, limit, interrupt)
+}
+
+func (g turnGate) Wait(ctx context.Context, key string, ticket int64) (bool, error) {
+	return g.t.Wait(ctx, key, ticket)
+}
+
+func (g turnGate) Leave(ctx context.Context, key string, ticket int64) error {
+	return g.t.Leave(ctx, key, ticket)
+}
+
+func (g turnGate) Running(ctx context.Context, key string) (string, bool, bool, error) {
+	return g.t.Running(ctx, key)
 }
 
 // budgetShare divides the platforms' bot-wide budgets (Telegram's 30 a second) among the live
