@@ -341,7 +341,7 @@ func (s *Server) apply(r *http.Request, req *request) (int, any) {
 		if len(req.parts) == 2 && req.parts[1] == "bot" {
 			return http.StatusOK, map[string]any{
 				"url": s.GatewayURL(), "shards": s.cfg.Shards,
-				"session_start_limit": map[string]any{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
+				"session_start_limit": map[string]any{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": s.cfg.MaxConcurrency},
 			}
 		}
 		return http.StatusOK, map[string]any{"url": s.GatewayURL()}

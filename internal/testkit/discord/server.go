@@ -79,6 +79,9 @@ type Config struct {
 	// this closes the connection with 4011 "Sharding required.", a shard id out of range with
 	// 4010 "Invalid shard.". Two sessions may identify the same shard: both get its events.
 	Shards int
+	// MaxConcurrency is the session_start_limit.max_concurrency GET /gateway/bot reports: how
+	// many shards may identify at once (default 1, Discord's for most bots; not enforced).
+	MaxConcurrency int
 }
 
 // Attachment is a file on a message.
@@ -251,6 +254,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Shards <= 0 {
 		cfg.Shards = 1
+	}
+	if cfg.MaxConcurrency <= 0 {
+		cfg.MaxConcurrency = 1
 	}
 	s := &Server{
 		cfg:             cfg,
