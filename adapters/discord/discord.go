@@ -1,6 +1,7 @@
 // Package discord connects the bot to Discord through github.com/bwmarrin/discordgo: it receives
-// messages and interactions over the gateway (reopening it and resuming the session when it
-// drops), turns the ones meant for the bot into adapters.Inbound values, and delivers replies
+// messages and interactions over the gateway (one connection per shard it holds, reopening it
+// and resuming the session when it drops), turns the ones meant for the bot into
+// adapters.Inbound values, and delivers replies
 // over REST through the shared delivery engine (adapters/delivery), which owns pacing and rate
 // limits.
 //
