@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -243,6 +244,39 @@ type Discord struct {
 	// GlobalPerSecond is the bot's budget of REST requests a second (default 50, Discord's
 	// global limit; large bots are granted more by Discord).
 	GlobalPerSecond int `toml:"global_per_second"`
+	// ShardsRaw is discord.shards as written: "auto" (default) or a positive number. Shards is
+	// the checked count, 0 for "auto" (the count Discord recommends in GET /gateway/bot).
+	ShardsRaw any `toml:"shards"`
+	Shards    int `toml:"-"`
+}
+
+// MaxDiscordShards bounds discord.shards: far more than any bot needs (Discord recommends one
+// shard per 1,000 guilds), small enough that a typo is caught.
+const MaxDiscordShards = 10000
+
+// ParseDiscordShards reads a discord.shards value: "auto" is 0, a positive whole number (or its
+// digits as a string, as ${ENV} expansion gives) is that count.
+func ParseDiscordShards(v any) (int, error) {
+	switch x := v.(type) {
+	case nil:
+		return 0, nil
+	case int64:
+		if x < 1 || x > MaxDiscordShards {
+			return 0, fmt.Errorf("must be \"auto\" or between 1 and %d, got %d", MaxDiscordShards, x)
+		}
+		return int(x), nil
+	case string:
+		s := strings.TrimSpace(x)
+		if s == "auto" || s == "" {
+			return 0, nil
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("must be \"auto\" or a positive whole number, got %q", x)
+		}
+		return ParseDiscordShards(n)
+	}
+	return 0, fmt.Errorf("must be \"auto\" or a positive whole number, got %v", v)
 }
 
 // MCP lists the MCP servers to connect to.
@@ -352,7 +386,7 @@ func Default() Config {
 		},
 		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto", GlobalPerSecond: 30},
-		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50},
+		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
 	}

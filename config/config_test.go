@@ -66,6 +66,9 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"telegram paid budget above 1000", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\npaid_broadcast = true\nglobal_per_second = 1001\n", "telegram.global_per_second: must be between 1 and 1000, got 1001"},
 		{"telegram budget zero", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\nglobal_per_second = 0\n", "telegram.global_per_second: must be between 1 and 30, got 0"},
 		{"discord budget zero", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nglobal_per_second = 0\n", "discord.global_per_second: must be between 1 and 100000, got 0"},
+		{"discord shards zero", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nshards = 0\n", `discord.shards: must be "auto" or between 1 and 10000, got 0`},
+		{"discord shards a word", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nshards = \"many\"\n", `discord.shards: must be "auto" or a positive whole number, got "many"`},
+		{"discord shards a fraction", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nshards = 1.5\n", `discord.shards: must be "auto" or a positive whole number, got 1.5`},
 		{"discord allow_dms not a bool", minimal + "[discord]\nallow_dms = \"no\"\n", "allow_dms"},
 	}
 	for _, tt := range tests {
@@ -287,5 +290,25 @@ func TestGlobalBudgetsDefaultToThePlatformsLimits(t *testing.T) {
 					cfg.Telegram.GlobalPerSecond, cfg.Telegram.PaidBroadcast, cfg.Discord.GlobalPerSecond, tt.telegram, tt.paid, tt.discord)
 			}
 		})
+	}
+}
+
+func TestDiscordShards(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want int
+	}{
+		{"", 0},
+		{`shards = "auto"`, 0},
+		{"shards = 4", 4},
+		{`shards = "${SHARDS}"`, 3},
+	} {
+		cfg, err := Parse([]byte(minimal+"[discord]\nenabled = true\ntoken = \"x\"\n"+tt.line+"\n"), env(map[string]string{"SHARDS": "3"}))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.line, err)
+		}
+		if cfg.Discord.Shards != tt.want {
+			t.Errorf("%q: %d shards, want %d", tt.line, cfg.Discord.Shards, tt.want)
+		}
 	}
 }

@@ -168,6 +168,11 @@ func (c *Config) validate(missing map[string][]string) error {
 		httpURL("discord.api_base", c.Discord.APIBase)
 		between("discord.max_lines", c.Discord.MaxLines, 3, 1000)
 		between("discord.global_per_second", c.Discord.GlobalPerSecond, 1, 100000)
+		if n, err := ParseDiscordShards(c.Discord.ShardsRaw); err != nil {
+			bad("discord.shards", "%v", err)
+		} else {
+			c.Discord.Shards = n
+		}
 		// Direct messages are checked against these lists by asking Discord for the guild
 		// member: an id that is no snowflake would silently refuse everyone.
 		for _, l := range []struct {

@@ -38,7 +38,8 @@ func (l *Lease) Acquire(ctx context.Context) (context.Context, func(), error) {
 	for {
 		conn, ok, err := l.try(ctx)
 		if err == nil && ok {
-			return l.hold(ctx, conn, every)
+			held, release := l.hold(ctx, conn, every, nil)
+			return held, release, nil
 		}
 		t := time.NewTimer(every)
 		select {
@@ -69,8 +70,9 @@ func (l *Lease) try(ctx context.Context) (*sql.Conn, bool, error) {
 }
 
 // hold watches the pinned connection: the held context ends when a check fails (the database
-// may have dropped the session, and with it the lock) or ctx ends.
-func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration) (context.Context, func(), error) {
+// may have dropped the session, and with it the lock), keep (when set, asked after each good
+// check) says to give the lease up, or ctx ends.
+func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, keep func(context.Context) bool) (context.Context, func()) {
 	held, lost := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -86,7 +88,7 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration) (
 			cctx, cancel := context.WithTimeout(held, every)
 			err := conn.PingContext(cctx)
 			cancel()
-			if err != nil {
+			if err != nil || (keep != nil && !keep(held)) {
 				lost()
 				return
 			}
@@ -104,7 +106,7 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration) (
 		}
 		conn.Close()
 	}
-	return held, release, nil
+	return held, release
 }
 
 // discard closes conn for good instead of returning it to the pool.

@@ -1,6 +1,7 @@
 // Package discord connects the bot to Discord through github.com/bwmarrin/discordgo: it receives
-// messages and interactions over the gateway (reopening it and resuming the session when it
-// drops), turns the ones meant for the bot into adapters.Inbound values, and delivers replies
+// messages and interactions over the gateway (one connection per shard it holds, reopening it
+// and resuming the session when it drops), turns the ones meant for the bot into
+// adapters.Inbound values, and delivers replies
 // over REST through the shared delivery engine (adapters/delivery), which owns pacing and rate
 // limits.
 //
@@ -81,9 +82,20 @@ type Options struct {
 	// MaxLines splits Components V2 replies at this many lines as well, so the client never
 	// clips them; 0 means 17.
 	MaxLines int
-	// Ledger, when several replicas serve the bot (each gets every event on its own gateway
-	// connection), lets one of them take each message and interaction; nil takes them all.
+	// Ledger, when several replicas serve the bot, lets one of them take each message and
+	// interaction (a gateway may deliver an event twice, and two sessions may hold one shard
+	// for a moment); nil takes them all. When it is an adapters.Journal, each message is kept
+	// until its turn ends, and the messages of replicas that died mid-turn are taken over and
+	// answered again (Inbound.Redelivered).
 	Ledger adapters.Ledger
+	// Shards is how many gateway shards the bot uses; 0 uses the count Discord recommends
+	// (GET /gateway/bot). A guild's events arrive on shard (guild_id >> 22) % Shards, direct
+	// messages on shard 0.
+	Shards int
+	// ShardLeases, when several replicas serve the bot, hands the shards out among them: this
+	// adapter connects only the shards whose lease it holds, and closes a shard's connection
+	// when its lease is lost. Nil connects every shard.
+	ShardLeases adapters.Shards
 	// GlobalPerSecond is the bot's budget of REST requests a second; 0 means Discord's default
 	// of 50 (Discord grants large bots more).
 	GlobalPerSecond int
@@ -151,9 +163,13 @@ func commands() []*discordgo.ApplicationCommand {
 // Adapter is one bot connection to Discord. It implements adapters.Messenger for the delivery
 // engine; Run receives messages.
 type Adapter struct {
-	opts    Options
-	log     *slog.Logger
+	opts Options
+	log  *slog.Logger
+	// session makes the REST requests; the gateway connections are sessions of their own, one
+	// per shard (shards.go).
 	session *discordgo.Session
+	rt      http.RoundTripper
+	gw      gatewayPlan  // set by Run before any shard connects
 	http    *http.Client // images users send
 	engine  *delivery.Engine
 	stops   *stopTracker
@@ -169,7 +185,12 @@ type Adapter struct {
 	parents  map[string]string // channel id → parent id ("" for none), for AllowedChannels
 	guildOf  map[string]string // channel id → guild id, for the DM rule with AllowedChannels
 	dmUsers  map[string]dmVerdict
+	shards   map[int]*discordgo.Session // connected shards by id, for their state
 	handlers sync.WaitGroup
+
+	identMu    sync.Mutex
+	identified map[int]time.Time // identify bucket → when its last identify went out
+	registered sync.Once
 }
 
 var (
@@ -198,33 +219,23 @@ func New(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := discordgo.New("Bot " + opts.Token)
-	if err != nil {
-		return nil, fmt.Errorf("discord: creating session: %w", err)
+	if opts.Shards < 0 {
+		return nil, fmt.Errorf("discord: %d shards: want a positive count, or 0 for Discord's", opts.Shards)
 	}
-	s.Client = &http.Client{Transport: rt}
-	// The delivery engine owns retries and rate limits: discordgo must hand 429s and 5xx back.
-	s.ShouldRetryOnRateLimit = false
-	s.MaxRestRetries = 0
-	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
-		discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
-	// Reconnecting is Run's job (keepConnected): discordgo's own loop cannot be cancelled and
-	// can reopen the gateway after Close. Open still resumes the session (session id and
-	// sequence are kept), so events sent meanwhile are replayed.
-	s.ShouldReconnectOnError = false
-	// Handlers only filter and spawn, so they run in gateway order on the reader goroutine.
-	s.SyncEvents = true
-	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
-
 	a := &Adapter{
-		opts:    opts,
-		log:     opts.Logger,
-		session: s,
-		http:    &http.Client{Transport: rt, Timeout: time.Minute},
-		stops:   newStopTracker(),
-		parents: map[string]string{},
-		guildOf: map[string]string{},
-		dmUsers: map[string]dmVerdict{},
+		opts:       opts,
+		log:        opts.Logger,
+		rt:         rt,
+		http:       &http.Client{Transport: rt, Timeout: time.Minute},
+		stops:      newStopTracker(),
+		parents:    map[string]string{},
+		guildOf:    map[string]string{},
+		dmUsers:    map[string]dmVerdict{},
+		shards:     map[int]*discordgo.Session{},
+		identified: map[int]time.Time{},
+	}
+	if a.session, err = a.newSession(); err != nil {
+		return nil, err
 	}
 	dopts := opts.Delivery
 	if dopts.Logger == nil {
@@ -241,6 +252,28 @@ func New(opts Options) (*Adapter, error) {
 	return a, nil
 }
 
+// newSession builds a discordgo session with the adapter's transport and gateway settings.
+func (a *Adapter) newSession() (*discordgo.Session, error) {
+	s, err := discordgo.New("Bot " + a.opts.Token)
+	if err != nil {
+		return nil, fmt.Errorf("discord: creating session: %w", err)
+	}
+	s.Client = &http.Client{Transport: a.rt}
+	// The delivery engine owns retries and rate limits: discordgo must hand 429s and 5xx back.
+	s.ShouldRetryOnRateLimit = false
+	s.MaxRestRetries = 0
+	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
+		discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
+	// Reconnecting is Run's job (keepConnected): discordgo's own loop cannot be cancelled and
+	// can reopen the gateway after Close. Open still resumes the session (session id and
+	// sequence are kept), so events sent meanwhile are replayed.
+	s.ShouldReconnectOnError = false
+	// Handlers only filter and spawn, so they run in gateway order on the reader goroutine.
+	s.SyncEvents = true
+	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
+	return s, nil
+}
+
 // Name is "discord", the platform's name in logs and conversation keys.
 func (a *Adapter) Name() string { return "discord" }
 
@@ -253,9 +286,10 @@ func (a *Adapter) Engine() *delivery.Engine { return a.engine }
 
 // Run connects to the gateway and hands every addressed message and command to h, each on its
 // own goroutine, until ctx ends. It then disconnects, waits for the handlers to return and
-// returns nil. A dropped gateway connection is reopened and the session resumed (events sent
-// meanwhile are replayed); replies already streaming go over REST and are not affected. Run may
-// be called once.
+// returns nil. The gateway is sharded as Options.Shards says: without ShardLeases every shard
+// is connected here, with them only the shards this replica holds. A dropped gateway
+// connection is reopened and the session resumed (events sent meanwhile are replayed); replies
+// already streaming go over REST and are not affected. Run may be called once.
 func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 	a.mu.Lock()
 	if a.running {
@@ -268,85 +302,40 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	removeMsg := a.session.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) {
-		a.onMessage(runCtx, h, m)
-	})
-	removeInt := a.session.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) {
-		a.onInteraction(runCtx, h, i)
-	})
-	removeReady := a.session.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(r) })
-	disconnected := make(chan struct{}, 1)
-	removeDisc := a.session.AddHandler(func(_ *discordgo.Session, _ *discordgo.Disconnect) {
-		select {
-		case disconnected <- struct{}{}:
-		default:
-		}
-	})
-	defer func() { removeMsg(); removeInt(); removeReady(); removeDisc() }()
-
-	if err := a.session.Open(); err != nil {
+	var err error
+	if a.gw, err = a.plan(runCtx); err != nil {
 		a.shutdown()
-		return fmt.Errorf("discord: connecting to the gateway via %s: %w", a.opts.APIBase, err)
+		return err
 	}
-	if st := a.session.State; st != nil && st.User != nil {
-		a.mu.Lock()
-		a.botID = st.User.ID
-		a.botName = st.User.Username
-		a.appID = st.User.ID
-		if st.Application != nil && st.Application.ID != "" {
-			a.appID = st.Application.ID
-		}
-		a.mu.Unlock()
-	}
-	a.log.Info("discord: connected", "bot", a.botUserID())
-	if a.opts.RegisterCommands {
-		if err := a.registerCommands(runCtx); err != nil {
-			a.log.Warn("discord: slash commands not registered; text commands still work", "err", err)
+	var leases []adapters.Lease
+	if a.opts.ShardLeases != nil {
+		if leases, err = a.opts.ShardLeases.Join(runCtx, a.gw.count); err != nil {
+			a.shutdown()
+			return fmt.Errorf("discord: sharing %d shards with the other replicas: %w", a.gw.count, err)
 		}
 	}
-	var supervisor sync.WaitGroup
-	supervisor.Add(1)
-	go func() {
-		defer supervisor.Done()
-		a.keepConnected(runCtx, disconnected)
-	}()
+	var wg sync.WaitGroup
+	if leases == nil {
+		if err := a.runShards(runCtx, h, &wg); err != nil {
+			a.shutdown()
+			return err
+		}
+	} else {
+		a.log.Info("discord: sharing the gateway shards with the other replicas", "shards", a.gw.count)
+		for id, l := range leases {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a.holdShard(runCtx, h, l, id)
+			}()
+		}
+	}
+	a.adoptOrphans(runCtx, h, &wg)
 	<-ctx.Done()
 	cancel()
-	supervisor.Wait()
-	if err := a.session.Close(); err != nil {
-		a.log.Debug("discord: closing the gateway", "err", err)
-	}
+	wg.Wait()
 	a.shutdown()
 	return nil
-}
-
-// keepConnected reopens the gateway whenever it drops, resuming the session, with a backoff
-// from 1 s to 1 min between failed attempts, until ctx ends.
-func (a *Adapter) keepConnected(ctx context.Context, disconnected <-chan struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-disconnected:
-		}
-		backoff := time.Second
-		for {
-			err := a.session.Open()
-			if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
-				a.log.Info("discord: gateway reconnected")
-				break
-			}
-			a.log.Warn("discord: gateway reconnect failed", "retry_in", backoff, "err", err)
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			backoff = min(2*backoff, time.Minute)
-		}
-	}
 }
 
 // shutdown stops new handler goroutines and waits for the running ones.
@@ -372,6 +361,7 @@ func (a *Adapter) spawn(fn func()) bool {
 	return true
 }
 
+// onReady learns who the bot is from a shard's READY.
 func (a *Adapter) onReady(r *discordgo.Ready) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

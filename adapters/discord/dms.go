@@ -108,21 +108,13 @@ func (a *Adapter) dmGuilds(ctx context.Context) ([]string, error) {
 		}
 		return guilds, nil
 	}
-	var guilds []string
-	if st := a.session.State; st != nil {
-		st.RLock()
-		for _, g := range st.Guilds {
-			guilds = append(guilds, g.ID)
-		}
-		st.RUnlock()
-	}
-	return guilds, nil
+	return a.stateGuilds(), nil
 }
 
 // channelGuild returns the guild a channel belongs to: from the gateway's state when known,
 // else asked once over REST and remembered.
 func (a *Adapter) channelGuild(ctx context.Context, channelID string) (string, error) {
-	if c, err := a.session.State.Channel(channelID); err == nil && c != nil {
+	if c := a.stateChannel(channelID); c != nil {
 		return c.GuildID, nil
 	}
 	a.mu.Lock()
@@ -145,7 +137,7 @@ func (a *Adapter) channelGuild(ctx context.Context, channelID string) (string, e
 
 // memberRoles returns the roles userID holds in guildID, and false when they are not a member.
 func (a *Adapter) memberRoles(ctx context.Context, guildID, userID string) ([]string, bool, error) {
-	if m, err := a.session.State.Member(guildID, userID); err == nil && m != nil {
+	if m := a.stateMember(guildID, userID); m != nil {
 		return m.Roles, true, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)

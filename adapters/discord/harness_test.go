@@ -54,7 +54,19 @@ func start(t testing.TB, tweak func(*discord.Options), fn func(context.Context, 
 // startWith is start against a test server configured by cfg.
 func startWith(t testing.TB, cfg dtk.Config, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
 	t.Helper()
-	srv := dtk.New(cfg)
+	hs := launch(t, dtk.New(cfg), tweak, fn)
+	wctx, wcancel := context.WithTimeout(hs.ctx, 10*time.Second)
+	defer wcancel()
+	if err := hs.srv.WaitReady(wctx); err != nil {
+		t.Fatalf("gateway never became ready: %v", err)
+	}
+	return hs
+}
+
+// launch runs an adapter against srv until the test ends, and closes srv then; it does not wait
+// for the gateway.
+func launch(t testing.TB, srv *dtk.Server, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
+	t.Helper()
 	opts := discord.Options{Token: srv.Token(), APIBase: srv.APIBase()}
 	if tweak != nil {
 		tweak(&opts)
@@ -82,11 +94,6 @@ func startWith(t testing.TB, cfg dtk.Config, tweak func(*discord.Options), fn fu
 		}
 		srv.Close()
 	})
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	if err := srv.WaitReady(wctx); err != nil {
-		t.Fatalf("gateway never became ready: %v", err)
-	}
 	return &harness{t: t, srv: srv, a: a, h: h, ctx: ctx}
 }
 

@@ -73,9 +73,10 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 		}
 		in.Command, in.Args = c.Name, c.Args
 	}
-	if !a.taken(ctx, "message:"+m.ID) {
+	if !a.takeMessage(ctx, in, m.Message) {
 		return // another replica answers it
 	}
+	defer a.doneMessage(m.ID)
 	in.Images = a.images(ctx, m.Attachments)
 	h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: m.ID, asker: in.UserID})
 }
@@ -136,7 +137,7 @@ func (a *Adapter) allowed(ctx context.Context, guildID, channelID string, roles 
 // parentOf returns a thread's parent channel id ("" for other channels): from the gateway's
 // state when known, else asked once over REST and remembered.
 func (a *Adapter) parentOf(ctx context.Context, channelID string) (string, error) {
-	if c, err := a.session.State.Channel(channelID); err == nil && c != nil {
+	if c := a.stateChannel(channelID); c != nil {
 		if c.IsThread() {
 			return c.ParentID, nil
 		}

@@ -1,19 +1,128 @@
 package discord
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"relaybot/adapters"
+)
+
+// orphanEvery is how often a replica looks for the unanswered messages of replicas that died.
+const orphanEvery = 2 * time.Second
+
+// messageKey names a message in the deployment's ledger.
+func messageKey(id string) string { return "message:" + id }
 
 // taken reports whether this replica answers the message or interaction key: with a Ledger
-// (several replicas, each receiving every event on its own gateway connection) only the one that
-// records it first does. A failed record answers, as the pipeline answers a message it cannot
-// check: twice is better than never.
+// (several replicas) only the one that records it first does. A failed record answers, as the
+// pipeline answers a message it cannot check: twice is better than never.
 func (a *Adapter) taken(ctx context.Context, key string) bool {
+	return a.claim(ctx, key, nil)
+}
+
+// claim is taken keeping payload with the record when the Ledger is a Journal.
+func (a *Adapter) claim(ctx context.Context, key string, payload []byte) bool {
 	if a.opts.Ledger == nil {
 		return true
 	}
-	first, err := a.opts.Ledger.Claim(ctx, "discord", key)
+	var first bool
+	var err error
+	if j, ok := a.opts.Ledger.(adapters.Journal); ok && payload != nil {
+		first, err = j.ClaimPayload(ctx, "discord", key, payload)
+	} else {
+		first, err = a.opts.Ledger.Claim(ctx, "discord", key)
+	}
 	if err != nil {
 		a.log.Warn("discord: inbound ledger unavailable; answering", "key", key, "err", err)
 		return true
 	}
 	return first
+}
+
+// keptMessage is what the Journal keeps of a message until its turn ends: what the pipeline
+// needs to answer it, should the replica answering it die mid-turn. Discord does not send a
+// message again, so this is the only copy; images are fetched again from their attachments.
+type keptMessage struct {
+	V           int                            `json:"v"`
+	In          adapters.Inbound               `json:"in"`
+	Attachments []*discordgo.MessageAttachment `json:"attachments,omitempty"`
+}
+
+// takeMessage reports whether this replica answers message m, read as in: with a Journal the
+// message is kept with the claim.
+func (a *Adapter) takeMessage(ctx context.Context, in adapters.Inbound, m *discordgo.Message) bool {
+	var payload []byte
+	if _, ok := a.opts.Ledger.(adapters.Journal); ok {
+		k := keptMessage{V: 1, In: in, Attachments: m.Attachments}
+		k.In.Images = nil
+		if raw, err := json.Marshal(k); err == nil {
+			payload = raw
+		}
+	}
+	return a.claim(ctx, messageKey(m.ID), payload)
+}
+
+// doneMessage records in the Journal that message id's turn has ended.
+func (a *Adapter) doneMessage(id string) {
+	j, ok := a.opts.Ledger.(adapters.Journal)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := j.Done(ctx, "discord", messageKey(id)); err != nil {
+		a.log.Warn("discord: inbound ledger not updated; a survivor may answer this message again", "message", id, "err", err)
+	}
+}
+
+// adoptOrphans, with a Journal, takes over every orphanEvery the messages that replicas which
+// died took and did not finish, and answers them (marked Redelivered: the pipeline answers one
+// whose turn never ended ok). It stops with ctx; wg waits for it.
+func (a *Adapter) adoptOrphans(ctx context.Context, h adapters.Handler, wg *sync.WaitGroup) {
+	j, ok := a.opts.Ledger.(adapters.Journal)
+	if !ok {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(orphanEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			orphans, err := j.Orphans(ctx, "discord")
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.Warn("discord: messages of replicas that are gone not checked", "err", err)
+				}
+				continue
+			}
+			for key, raw := range orphans {
+				id, ok := strings.CutPrefix(key, "message:")
+				var k keptMessage
+				if !ok || json.Unmarshal(raw, &k) != nil || k.V != 1 {
+					a.log.Warn("discord: undecodable message of a replica that is gone skipped", "key", key)
+					a.doneMessage(id)
+					continue
+				}
+				a.log.Info("discord: answering a message a replica that died did not finish", "message", id)
+				in := k.In
+				in.Redelivered = true
+				a.spawn(func() {
+					defer a.doneMessage(id)
+					in.Images = a.images(ctx, k.Attachments)
+					h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: id, asker: in.UserID})
+				})
+			}
+		}
+	}()
 }

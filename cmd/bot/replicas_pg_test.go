@@ -285,8 +285,9 @@ func TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne(t *testing.T) {
 }
 
 // TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce runs two replicas with Discord on one
-// PostgreSQL database: each has its own gateway connection and receives every message, and each
-// message is answered once. Before the inbound ledger both replicas answered every message.
+// PostgreSQL database and one gateway shard: one replica holds the shard, and each message is
+// answered once. Before the inbound ledger and the shard leases both replicas received and
+// answered every message.
 func TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce(t *testing.T) {
 	dsn := pgSchemaDSN(t)
 	e := newEnv(t)
@@ -552,5 +553,128 @@ func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
 	got := e.botTexts(chat)
 	if want := []string{"Half an", "The whole answer."}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("bot messages %q, want %q: the cut reply, then the message answered once more", got, want)
+	}
+}
+
+// TestThreeReplicasShareTwoDiscordShardsAndASurvivorTakesOverAKilledOnes runs three replicas
+// with Discord on one PostgreSQL database, the testkit Discord recommending two shards
+// (discord.shards = "auto"). The first replica (a child process) starts alone and connects both
+// shards; as the others join it gives shard 1 up to one of them, so each shard is connected by
+// exactly one replica. Every guild message (on both shards) and every direct message is
+// answered once. The first replica is killed (SIGKILL) in the middle of an answer in a guild of
+// shard 0: a survivor identifies shard 0 within the wait's 30 s, answers the cut message once
+// more, and answers new messages in shard 0's guilds once. Before, every replica connected the
+// whole gateway and a message whose replica died was never answered.
+func TestThreeReplicasShareTwoDiscordShardsAndASurvivorTakesOverAKilledOnes(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	e := newEnv(t)
+	dc := dtk.New(dtk.Config{Shards: 2, MaxConcurrency: 2})
+	t.Cleanup(dc.Close)
+	section := fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\nregister_commands = false\nshards = \"auto\"\n[admin]\nenabled = false\n", dc.Token(), dc.APIBase())
+	text := replicaConfigWith(dsn, e, section)
+
+	hold := make(chan struct{})
+	defer close(hold)
+	var killed atomic.Bool
+	e.llm.SetHandler(func(r llm.Request) llm.Reply {
+		switch {
+		case !strings.Contains(string(r.Body), "slow question"):
+			return llm.Text("Answered.")
+		case killed.Load():
+			return llm.Text("The whole answer.")
+		}
+		return llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}}
+	})
+
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	childOut, kill := startChildServe(t, cfgPath)
+	defer kill()
+	oneEach := func() bool { l := dc.LiveShards(); return l[0] == 1 && l[1] == 1 }
+	wait.For(t, "the first replica to connect both shards", func() bool {
+		return oneEach() && strings.Count(childOut.String(), "discord: shard connected") == 2
+	})
+	var reps []*replica
+	for range 2 {
+		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, startReplica(t, cfg))
+	}
+	holds := func(r *replica, shard int) bool {
+		return strings.Contains(r.logs.String(), fmt.Sprintf(`msg="discord: this replica holds the shard" shard=%d`, shard))
+	}
+	wait.For(t, "a joining replica to take shard 1 over, each shard connected once", func() bool {
+		return (holds(reps[0], 1) || holds(reps[1], 1)) && oneEach()
+	})
+
+	// Guild channels on both shards and direct messages, each asked once.
+	var channels []string
+	post := func(ch, guild, content string) {
+		t.Helper()
+		um := dtk.UserMessage{ChannelID: ch, GuildID: guild, AuthorID: "600", Content: content}
+		if guild != "" {
+			um.Content, um.MentionBot = "<@"+dc.BotID()+"> "+content, true
+		}
+		if _, err := dc.Post(um); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		for shard := range 2 {
+			ch := fmt.Sprintf("51000000000000%d%02d", shard, i)
+			post(ch, dtk.GuildOnShard(shard, 2, i), "question")
+			channels = append(channels, ch)
+		}
+		ch := fmt.Sprintf("5200000000000000%02d", i)
+		post(ch, "", "question")
+		channels = append(channels, ch)
+	}
+	for _, ch := range channels {
+		wait.For(t, "the answer in "+ch, func() bool { return len(dc.BotMessages(ch)) > 0 })
+	}
+
+	// The first replica holds shard 0: it takes the next message there and is killed mid-answer.
+	if holds(reps[0], 0) || holds(reps[1], 0) {
+		t.Fatal("a joining replica took shard 0, which the first replica should have kept")
+	}
+	const cut = "530000000000000001"
+	guild0 := dtk.GuildOnShard(0, 2, 7)
+	post(cut, guild0, "slow question")
+	wait.For(t, "the first replica's first words", func() bool {
+		m := dc.BotMessages(cut)
+		return len(m) == 1 && strings.Contains(m[0].Content, "Half an")
+	})
+	before := dc.ShardIdentifies(0)
+	killed.Store(true)
+	kill()
+	wait.For(t, "a survivor to identify shard 0", func() bool { return dc.ShardIdentifies(0) > before && oneEach() })
+	wait.For(t, "the cut message answered again", func() bool {
+		m := dc.BotMessages(cut)
+		return len(m) == 2 && strings.Contains(m[1].Content, "The whole answer.")
+	})
+	const after = "530000000000000002"
+	post(after, guild0, "question")
+	channels = append(channels, after)
+	wait.For(t, "the answer in shard 0's guild after the takeover", func() bool { return len(dc.BotMessages(after)) > 0 })
+	if l := dc.LiveShards(); l[0] != 1 || l[1] != 1 {
+		t.Errorf("live sessions by shard %v, want each shard connected by exactly one replica", l)
+	}
+
+	for _, r := range reps {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ch := range channels {
+		if got := dc.BotMessages(ch); len(got) != 1 {
+			t.Errorf("channel %s got %d bot messages, want its message answered once", ch, len(got))
+		}
+	}
+	if m := dc.BotMessages(cut); len(m) != 2 || m[0].ReferenceID == "" || m[1].ReferenceID != m[0].ReferenceID {
+		t.Errorf("the cut message's channel shows %+v, want the cut reply and one new answer to the same message", m)
 	}
 }

@@ -50,6 +50,8 @@ type bot struct {
 	turns *coord.Turns
 	// lease makes a role one replica holds at a time; nil for a single process.
 	lease func(name string) adapters.Lease
+	// shards shares a bot's gateway shards among the replicas; nil for a single process.
+	shards func(name string) adapters.Shards
 	// instance is this replica's id (host and pid, and a random part).
 	instance string
 	store    *store.Store
@@ -309,6 +311,8 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 	log := b.log
 	dc, err := discord.New(discord.Options{
 		Ledger:           b.ledger,
+		Shards:           cfg.Discord.Shards,
+		ShardLeases:      b.discordShards(cfg.Discord.Token),
 		Token:            cfg.Discord.Token,
 		APIBase:          cfg.Discord.APIBase,
 		AllowedGuilds:    cfg.Discord.AllowedGuilds,

@@ -90,6 +90,7 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 		return out, nil
 	}
 	b.lease = func(name string) adapters.Lease { return coord.NewLease(db, name) }
+	b.shards = func(name string) adapters.Shards { return shardLeases{coord.NewShards(db, name)} }
 	log.Info("replica joined", "instance", m.ID(), "lease", m.TTL())
 	b.cleanup = append(b.cleanup, func() {
 		if err := m.Leave(context.Background()); err != nil {
@@ -108,6 +109,33 @@ func (b *bot) pollLease(token string) adapters.Lease {
 	}
 	sum := sha256.Sum256([]byte(token))
 	return b.lease("telegram poller " + hex.EncodeToString(sum[:8]))
+}
+
+// discordShards shares the gateway shards of the Discord bot with token among the replicas, or
+// is nil for a single process (which connects every shard). Like the poller lease, it is named
+// by a digest of the token.
+func (b *bot) discordShards(token string) adapters.Shards {
+	if b.shards == nil {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(token))
+	return b.shards("discord shards " + hex.EncodeToString(sum[:8]))
+}
+
+// shardLeases is coord.Shards as the adapters see it (adapters.Shards).
+type shardLeases struct{ s *coord.Shards }
+
+// Join implements adapters.Shards.
+func (l shardLeases) Join(ctx context.Context, count int) ([]adapters.Lease, error) {
+	leases, err := l.s.Join(ctx, count)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]adapters.Lease, len(leases))
+	for i, sl := range leases {
+		out[i] = sl
+	}
+	return out, nil
 }
 
 // listenStops passes the stop requests other replicas publish to pipe, for the turns this

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,11 +56,13 @@ type gwEvent struct {
 type session struct {
 	id      string
 	intents int
-	seq     int
-	events  []gwEvent // every dispatch, for resume
-	conn    *gwConn   // nil while disconnected
-	ready   bool
-	dmu     sync.Mutex // orders dispatches and resume replays
+	// shard and shards are the session's [shard_id, num_shards] ([0, 1] without a shard field).
+	shard, shards int
+	seq           int
+	events        []gwEvent // every dispatch, for resume
+	conn          *gwConn   // nil while disconnected
+	ready         bool
+	dmu           sync.Mutex // orders dispatches and resume replays
 }
 
 func (ss *session) live() bool { return ss.conn != nil && ss.ready }
@@ -105,12 +108,25 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 			var id struct {
 				Token   string `json:"token"`
 				Intents int    `json:"intents"`
+				Shard   []int  `json:"shard"`
 			}
 			if err := json.Unmarshal(p.Data, &id); err != nil || !s.tokenOK(id.Token) {
 				closeWith(c, 4004, "Authentication failed.")
 				return
 			}
-			current = s.identify(c, id.Intents)
+			shard, shards := 0, 1
+			if id.Shard != nil {
+				if len(id.Shard) != 2 || id.Shard[1] < 1 || id.Shard[0] < 0 || id.Shard[0] >= id.Shard[1] {
+					closeWith(c, 4010, "Invalid shard.")
+					return
+				}
+				shard, shards = id.Shard[0], id.Shard[1]
+			}
+			if shards < s.cfg.Shards {
+				closeWith(c, 4011, "Sharding required.")
+				return
+			}
+			current = s.identify(c, id.Intents, shard, shards)
 		case opResume:
 			var rs struct {
 				Token     string `json:"token"`
@@ -147,15 +163,21 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func (s *Server) identify(c *gwConn, intents int) *session {
-	ss := &session{id: randomID(), intents: intents}
+func (s *Server) identify(c *gwConn, intents, shard, shards int) *session {
+	ss := &session{id: randomID(), intents: intents, shard: shard, shards: shards}
 	ss.dmu.Lock()
 	defer ss.dmu.Unlock()
 	s.mu.Lock()
 	s.identifies++
+	s.shardIdentifies[shard]++
 	s.sessions[ss.id] = ss
 	ss.conn = c
-	guilds := slices.Clone(s.guilds)
+	var guilds []string // the guilds of this shard
+	for _, g := range s.guilds {
+		if ss.wants(g) {
+			guilds = append(guilds, g)
+		}
+	}
 	s.mu.Unlock()
 
 	var unavailable []any
@@ -167,6 +189,7 @@ func (s *Server) identify(c *gwConn, intents int) *session {
 		"user":        map[string]any{"id": s.cfg.BotID, "username": s.cfg.BotName, "discriminator": "0", "bot": true},
 		"application": map[string]any{"id": s.cfg.ApplicationID, "flags": 0},
 		"guilds":      nonNilAny(unavailable), "private_channels": []any{},
+		"shard": []int{shard, shards},
 	})
 	if intents&intentGuilds != 0 {
 		for _, g := range guilds {
@@ -254,13 +277,35 @@ func (s *Server) dispatchLocked(ss *session, typ string, data any) {
 	}
 }
 
-// dispatch sends an event to every identified session whose intents want it; it returns
-// errNoSession when no session has identified yet.
-func (s *Server) dispatch(typ string, intents int, build func(ss *session) any) error {
+// ShardOf returns the shard that receives the events of guild guildID when the bot uses
+// shards shards: (guild_id >> 22) % shards, as on Discord; "" (a direct message) is shard 0.
+func ShardOf(guildID string, shards int) int {
+	id, err := strconv.ParseUint(guildID, 10, 64)
+	if err != nil || shards <= 1 {
+		return 0
+	}
+	return int((id >> 22) % uint64(shards))
+}
+
+// GuildOnShard returns the id of the n-th guild (n from 0) whose events go to shard shard of
+// shards, for tests that want a guild on a given shard.
+func GuildOnShard(shard, shards, n int) string {
+	return strconv.FormatUint(uint64(n*shards+shard+1_000)<<22, 10)
+}
+
+// wants reports whether the session receives the events of guild guildID ("" for a DM).
+func (ss *session) wants(guildID string) bool {
+	return ShardOf(guildID, ss.shards) == ss.shard
+}
+
+// dispatch sends an event of guild guildID ("" for a direct message) to every identified
+// session of the guild's shard whose intents want it; it returns errNoSession when no session
+// has identified yet.
+func (s *Server) dispatch(typ string, intents int, guildID string, build func(ss *session) any) error {
 	s.mu.Lock()
 	var targets []*session
 	for _, ss := range s.sessions {
-		if ss.intents&intents == intents {
+		if ss.intents&intents == intents && ss.wants(guildID) {
 			targets = append(targets, ss)
 		}
 	}
@@ -343,7 +388,7 @@ func (s *Server) Post(um UserMessage) (Message, error) {
 		need = intentGuildMessages
 	}
 	mentioned := slices.Contains(m.MentionUsers, s.cfg.BotID)
-	err := s.dispatch("MESSAGE_CREATE", need, func(ss *session) any {
+	err := s.dispatch("MESSAGE_CREATE", need, um.GuildID, func(ss *session) any {
 		// Without the message content intent, guild messages that do not mention the bot arrive
 		// without content, embeds or attachments, as on Discord.
 		if um.GuildID != "" && !mentioned && ss.intents&intentMessageContent == 0 {
@@ -386,7 +431,7 @@ func (s *Server) ClickButton(messageID, customID, userID string, roleIDs []strin
 	s.mu.Unlock()
 	payload := s.interactionJSON(it, 3, map[string]any{"custom_id": customID, "component_type": 2}, userID, roleIDs)
 	payload["message"] = msgJSON
-	return Interaction{ID: it.id, Token: it.token}, s.dispatch("INTERACTION_CREATE", 0, func(*session) any { return payload })
+	return Interaction{ID: it.id, Token: it.token}, s.dispatch("INTERACTION_CREATE", 0, m.GuildID, func(*session) any { return payload })
 }
 
 // SlashCommand dispatches INTERACTION_CREATE for an application command used in a channel.
@@ -412,7 +457,7 @@ func (s *Server) SlashCommand(channelID, guildID, name, userID string, roleIDs [
 	it := s.newInteractionLocked(channelID, guildID)
 	s.mu.Unlock()
 	payload := s.interactionJSON(it, 2, map[string]any{"id": cmdID, "name": name, "type": 1}, userID, roleIDs)
-	return Interaction{ID: it.id, Token: it.token}, s.dispatch("INTERACTION_CREATE", 0, func(*session) any { return payload })
+	return Interaction{ID: it.id, Token: it.token}, s.dispatch("INTERACTION_CREATE", 0, guildID, func(*session) any { return payload })
 }
 
 // InteractionResponse returns the message that answers an interaction (its original response),

@@ -340,8 +340,8 @@ func (s *Server) apply(r *http.Request, req *request) (int, any) {
 	case RouteGateway:
 		if len(req.parts) == 2 && req.parts[1] == "bot" {
 			return http.StatusOK, map[string]any{
-				"url": s.GatewayURL(), "shards": 1,
-				"session_start_limit": map[string]any{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
+				"url": s.GatewayURL(), "shards": s.cfg.Shards,
+				"session_start_limit": map[string]any{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": s.cfg.MaxConcurrency},
 			}
 		}
 		return http.StatusOK, map[string]any{"url": s.GatewayURL()}

@@ -6,7 +6,8 @@
 // in order, with buttons, attachments and who was pinged), records every REST call with its time,
 // enforces Discord's per-channel budget (5 requests per 5 seconds, creates and edits share it)
 // and the global one (50 requests per second) with real 429 responses, refuses files over the
-// upload limit with 413, and injects faults on demand: deleted messages, 5xx answers, 429
+// upload limit with 413, routes gateway events by shard as Discord does (Config.Shards), and
+// injects faults on demand: deleted messages, 5xx answers, 429
 // storms and dropped gateway connections.
 package discord
 
@@ -71,6 +72,16 @@ type Config struct {
 	// MaxUploadBytes is the largest file a message may carry (default 10 MiB, Discord's limit
 	// for bots); a request with a larger file is answered 413 with code 40005, as Discord does.
 	MaxUploadBytes int
+	// Shards is the shard count GET /gateway/bot recommends and the least a session may
+	// identify with (default 1). As on Discord, a session identifies as shard [id, count]
+	// (no shard field means [0, 1]); a guild's events go to the sessions of shard
+	// (guild_id >> 22) % count, direct messages to shard 0. Identifying with fewer shards than
+	// this closes the connection with 4011 "Sharding required.", a shard id out of range with
+	// 4010 "Invalid shard.". Two sessions may identify the same shard: both get its events.
+	Shards int
+	// MaxConcurrency is the session_start_limit.max_concurrency GET /gateway/bot reports: how
+	// many shards may identify at once (default 1, Discord's for most bots; not enforced).
+	MaxConcurrency int
 }
 
 // Attachment is a file on a message.
@@ -171,8 +182,10 @@ type Server struct {
 	interactions map[string]*interaction // by token
 	sessions     map[string]*session
 	identifies   int
-	resumes      int
-	changed      chan struct{} // closed and replaced whenever state changes
+	// shardIdentifies counts identifies by shard id.
+	shardIdentifies map[int]int
+	resumes         int
+	changed         chan struct{} // closed and replaced whenever state changes
 }
 
 type message struct {
@@ -239,17 +252,24 @@ func New(cfg Config) *Server {
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = 41250 * time.Millisecond
 	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = 1
+	}
+	if cfg.MaxConcurrency <= 0 {
+		cfg.MaxConcurrency = 1
+	}
 	s := &Server{
-		cfg:          cfg,
-		nextID:       1200000000000000000,
-		channels:     map[string]*Channel{},
-		members:      map[string]map[string][]string{},
-		messages:     map[string]*message{},
-		order:        map[string][]string{},
-		buckets:      map[string]*bucket{},
-		interactions: map[string]*interaction{},
-		sessions:     map[string]*session{},
-		changed:      make(chan struct{}),
+		cfg:             cfg,
+		nextID:          1200000000000000000,
+		channels:        map[string]*Channel{},
+		members:         map[string]map[string][]string{},
+		messages:        map[string]*message{},
+		order:           map[string][]string{},
+		buckets:         map[string]*bucket{},
+		interactions:    map[string]*interaction{},
+		sessions:        map[string]*session{},
+		shardIdentifies: map[int]int{},
+		changed:         make(chan struct{}),
 	}
 	s.http = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	return s
@@ -436,6 +456,27 @@ func (s *Server) Identifies() int {
 	return s.identifies
 }
 
+// LiveShards returns, for each shard id, how many sessions identified as that shard are
+// connected now (READY or RESUMED received): 1 everywhere when each shard has one connection.
+func (s *Server) LiveShards() map[int]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]int{}
+	for _, ss := range s.sessions {
+		if ss.live() {
+			out[ss.shard]++
+		}
+	}
+	return out
+}
+
+// ShardIdentifies counts the identify payloads received for shard id (of any count).
+func (s *Server) ShardIdentifies(id int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shardIdentifies[id]
+}
+
 // Resumes counts the gateway resume payloads that resumed a session.
 func (s *Server) Resumes() int {
 	s.mu.Lock()
@@ -483,4 +524,4 @@ func (s *Server) notifyLocked() {
 }
 
 // errNoSession is returned by dispatching helpers when no bot is connected.
-var errNoSession = errors.New("no gateway session has identified")
+var errNoSession = errors.New("no gateway session has identified (for the guild's shard)")

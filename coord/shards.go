@@ -1,0 +1,180 @@
+package coord
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Shards shares the gateway shards of one bot among the replicas that run it. Each shard is a
+// Lease (a session advisory lock on a pinned connection), so it has one holder and passes on the
+// moment its holder's connection dies. A replica holds at most ceil(shards / replicas taking
+// part), so the shards spread: a replica over its share (a new replica joined) gives up its
+// highest shard, and one under its share takes any shard nobody holds. The replicas taking part
+// are counted by a shared advisory lock each holds on a pinned connection while it takes part
+// (pg_locks lists its holders), so a replica that dies stops counting, and its shards are taken
+// by the others, within RetryEvery.
+//
+// Advisory locks belong to the database, not to a schema: lock names carry the schema, so two
+// deployments in two schemas of one database do not share shards.
+type Shards struct {
+	db   *sql.DB
+	name string
+	// RetryEvery is how often a replica under its share tries to take a free shard, and twice
+	// the rate at which a holder checks its connection and its share. 0 means 2s.
+	RetryEvery time.Duration
+}
+
+// NewShards returns the shards of the bot called name (a digest of its token, say) over db.
+func NewShards(db *sql.DB, name string) *Shards {
+	return &Shards{db: db, name: name}
+}
+
+// ShardLease is the lease of one shard of a Join. It implements adapters.Lease.
+type ShardLease struct {
+	g     *shardGroup
+	id    int
+	lease *Lease
+}
+
+// shardGroup is this replica's part in sharing count shards: which it holds.
+type shardGroup struct {
+	db      *sql.DB
+	count   int
+	every   time.Duration
+	members int64 // the key of the shared lock every replica taking part holds
+
+	mu   sync.Mutex
+	held map[int]bool
+}
+
+// Join takes part in sharing count shards until ctx ends, and returns the lease of each shard,
+// by shard id. Replicas that join with another count (Discord recommended another between their
+// starts) share the shards of their count among themselves.
+func (s *Shards) Join(ctx context.Context, count int) ([]*ShardLease, error) {
+	if count < 1 {
+		return nil, fmt.Errorf("coord: %d shards: want at least 1", count)
+	}
+	var schema string
+	if err := s.db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return nil, fmt.Errorf("coord: shards of %s: %w", s.name, err)
+	}
+	every := s.RetryEvery
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	prefix := fmt.Sprintf("%s %s", schema, s.name)
+	g := &shardGroup{db: s.db, count: count, every: every, held: map[int]bool{},
+		members: NewLease(s.db, fmt.Sprintf("%s members of %d", prefix, count)).key}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("coord: join the shards of %s: %w", s.name, err)
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock_shared($1)`, g.members); err != nil {
+		discard(conn)
+		return nil, fmt.Errorf("coord: join the shards of %s: %w", s.name, err)
+	}
+	context.AfterFunc(ctx, func() {
+		// The connection is closed, not pooled: PostgreSQL frees the lock with the session.
+		discard(conn)
+	})
+	leases := make([]*ShardLease, count)
+	for i := range leases {
+		l := NewLease(s.db, fmt.Sprintf("%s shard %d/%d", prefix, i, count))
+		l.RetryEvery = every
+		leases[i] = &ShardLease{g: g, id: i, lease: l}
+	}
+	return leases, nil
+}
+
+// ID is the shard's id.
+func (l *ShardLease) ID() int { return l.id }
+
+// Acquire implements adapters.Lease: it returns once this replica holds the shard, which it
+// tries every RetryEvery while it holds less than its share. The held context also ends when
+// the replica is over its share and this is its highest shard.
+func (l *ShardLease) Acquire(ctx context.Context) (context.Context, func(), error) {
+	g := l.g
+	for {
+		if conn, ok := g.claim(ctx, l); ok {
+			held, release := l.lease.hold(ctx, conn, g.every, l.keep)
+			return held, func() {
+				release()
+				g.mu.Lock()
+				delete(g.held, l.id)
+				g.mu.Unlock()
+			}, nil
+		}
+		t := time.NewTimer(g.every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// claim takes the shard's lock when this replica holds less than its share. Claims of one
+// replica go one at a time, so its share is never overrun by a race of its own.
+func (g *shardGroup) claim(ctx context.Context, l *ShardLease) (*sql.Conn, bool) {
+	share := g.share(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.held) >= share || g.held[l.id] {
+		return nil, false
+	}
+	conn, ok, err := l.lease.try(ctx)
+	if err != nil || !ok {
+		return nil, false
+	}
+	g.held[l.id] = true
+	return conn, true
+}
+
+// keep reports whether the replica keeps holding the shard: not when it holds more than its
+// share and this is its highest shard (the shards it keeps are the low ones, so the replicas
+// settle on one split).
+func (l *ShardLease) keep(ctx context.Context) bool {
+	g := l.g
+	share := g.share(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.held) <= share {
+		return true
+	}
+	highest := -1
+	for id := range g.held {
+		highest = max(highest, id)
+	}
+	if highest != l.id {
+		return true
+	}
+	delete(g.held, l.id) // given up now, so another shard of this replica does not give up too
+	return false
+}
+
+// share is the most shards this replica holds: ceil(count / replicas taking part). A count that
+// cannot be read leaves the share at every shard: the locks still keep each shard to one holder.
+func (g *shardGroup) share(ctx context.Context) int {
+	n, err := g.participants(ctx)
+	if err != nil || n < 1 {
+		n = 1
+	}
+	return (g.count + n - 1) / n
+}
+
+// participants counts the replicas taking part: the sessions holding the shared lock.
+func (g *shardGroup) participants(ctx context.Context) (int, error) {
+	var n int
+	err := g.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND mode = 'ShareLock'
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`, g.members).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("coord: count the replicas sharing shards: %w", err)
+	}
+	return n, nil
+}
