@@ -51,6 +51,9 @@ type Options struct {
 	ShareCheck time.Duration
 	// ShareLinger is how long a chat stays entered after its last request; default 10s.
 	ShareLinger time.Duration
+	// InFlight, when several replicas serve the bot, records the message each reply is
+	// streaming into, for a survivor to mark should this process die; nil records nothing.
+	InFlight InFlight
 }
 
 func (o *Options) defaults() {
@@ -136,6 +139,7 @@ type Engine struct {
 	// draftsOff: the platform refused a draft; replies stream by edits from then on.
 	draftsOff atomic.Bool
 	draftSeq  atomic.Int64
+	replySeq  atomic.Int64 // names replies for Options.InFlight
 
 	done      chan struct{}
 	closeOnce sync.Once

@@ -124,6 +124,7 @@ $$ LANGUAGE plpgsql;
 CREATE TABLE reply_messages (
     instance_id TEXT        NOT NULL,
     reply_key   TEXT        NOT NULL,
+    bot         TEXT        NOT NULL, -- the platform and a digest of the bot's token
     platform    TEXT        NOT NULL,
     chat_id     TEXT        NOT NULL,
     thread_id   TEXT        NOT NULL DEFAULT '',
