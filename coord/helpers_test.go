@@ -16,7 +16,7 @@ const pgEnv = "BOT_TEST_POSTGRES_DSN"
 
 // pgStore opens a migrated store on a schema of its own in the PostgreSQL database named by
 // pgEnv (the test is skipped without it) and returns it with its DSN, for more stores on it.
-func pgStore(t *testing.T, instance string) (*store.Store, string) {
+func pgStore(t testing.TB, instance string) (*store.Store, string) {
 	t.Helper()
 	base := os.Getenv(pgEnv)
 	if base == "" {
@@ -51,7 +51,7 @@ func pgStore(t *testing.T, instance string) (*store.Store, string) {
 	return openPG(t, u.String(), instance), u.String()
 }
 
-func openPG(t *testing.T, dsn, instance string) *store.Store {
+func openPG(t testing.TB, dsn, instance string) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{Driver: store.DriverPostgres, DSN: dsn, Instance: instance})
@@ -65,7 +65,7 @@ func openPG(t *testing.T, dsn, instance string) *store.Store {
 	return st
 }
 
-func pool(t *testing.T, st *store.Store) *sql.DB {
+func pool(t testing.TB, st *store.Store) *sql.DB {
 	t.Helper()
 	db, ok := st.Postgres()
 	if !ok {

@@ -42,6 +42,18 @@ type Options struct {
 	IsGroup func(adapters.ChatRef) bool
 	// Observer receives an Event for every platform request outcome (for metrics); may be nil.
 	Observer Observer
+	// SharedChats, when several replicas deliver for the bot, shares each chat's own budgets
+	// with the other replicas delivering to the same chat; nil paces every chat in this
+	// process's memory alone.
+	SharedChats SharedChats
+	// ShareCheck is how often an engine with SharedChats asks whether another replica entered
+	// a chat it paces alone, and leaves the chats that went quiet; default 2s.
+	ShareCheck time.Duration
+	// ShareLinger is how long a chat stays entered after its last request; default 10s.
+	ShareLinger time.Duration
+	// InFlight, when several replicas serve the bot, records the message each reply is
+	// streaming into, for a survivor to mark should this process die; nil records nothing.
+	InFlight InFlight
 }
 
 func (o *Options) defaults() {
@@ -65,6 +77,12 @@ func (o *Options) defaults() {
 	}
 	if o.Slack <= 0 {
 		o.Slack = 50 * time.Millisecond
+	}
+	if o.ShareCheck <= 0 {
+		o.ShareCheck = 2 * time.Second
+	}
+	if o.ShareLinger <= 0 {
+		o.ShareLinger = 10 * time.Second
 	}
 }
 
@@ -121,6 +139,7 @@ type Engine struct {
 	// draftsOff: the platform refused a draft; replies stream by edits from then on.
 	draftsOff atomic.Bool
 	draftSeq  atomic.Int64
+	replySeq  atomic.Int64 // names replies for Options.InFlight
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -132,7 +151,7 @@ type Engine struct {
 // New returns an Engine that sends through m within limits.
 func New(m adapters.Messenger, limits adapters.Limits, opts Options) *Engine {
 	opts.defaults()
-	return &Engine{
+	e := &Engine{
 		m:      m,
 		limits: limits,
 		opts:   opts,
@@ -140,6 +159,13 @@ func New(m adapters.Messenger, limits adapters.Limits, opts Options) *Engine {
 		log:    opts.Logger,
 		done:   make(chan struct{}),
 	}
+	if opts.SharedChats != nil {
+		c := &chatShares{s: e.sched, sc: opts.SharedChats, log: opts.Logger, isGroup: opts.IsGroup,
+			linger: opts.ShareLinger, done: e.done, chats: map[string]*chatShare{}}
+		e.sched.shares = c
+		e.spawn(func() { c.watch(opts.ShareCheck) })
+	}
+	return e
 }
 
 // Limits returns the platform limits the engine paces by.

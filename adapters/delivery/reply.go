@@ -31,6 +31,7 @@ type Reply struct {
 	ctx  context.Context
 	chat adapters.ChatRef
 	opts adapters.SendOptions
+	id   string // for Options.InFlight; set by the first message shown
 
 	mu         sync.Mutex
 	latest     string // newest preview text
@@ -349,6 +350,7 @@ func (r *Reply) showPreview(st step) error {
 		}
 		r.e.observe(Event{Kind: EventSend, Chat: r.chat})
 		r.msgs = append(r.msgs, sent{ref: ref, text: st.text, controls: opts.Stoppable && streamEdits})
+		r.showing(ref, st.text)
 		if st.done {
 			r.freeze(st.i, st.cut, st.base, st.src)
 		}
@@ -373,6 +375,7 @@ func (r *Reply) showPreview(st step) error {
 		r.e.observe(Event{Kind: EventEdit, Chat: r.chat})
 	}
 	m.text = st.text
+	r.showing(m.ref, st.text)
 	if st.done {
 		m.controls = false
 		r.freeze(st.i, st.cut, st.base, st.src)
@@ -496,6 +499,7 @@ func (r *Reply) Finish(ctx context.Context, text string, files []chat.File) erro
 		}
 	}
 	err := r.deliverFinal(ctx, text, files)
+	r.ended()
 	r.mu.Lock()
 	r.finished = true
 	r.mu.Unlock()

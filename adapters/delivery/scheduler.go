@@ -114,7 +114,11 @@ func (b *bucket) idle(now time.Time) bool {
 
 // ticket is one request for a platform call slot.
 type ticket struct {
-	final   bool
+	final bool
+	// key is the ticket's chat; shared: the chat's own budgets are reserved with the other
+	// replicas (sharedchat.go), so the ticket waits on the global bucket only.
+	key     string
+	shared  bool
 	seq     uint64
 	buckets []*bucket
 	granted chan struct{} // closed when granted
@@ -140,6 +144,8 @@ type scheduler struct {
 	timerAt time.Time
 	closed  bool
 	sweeps  int
+	// shares are the chats entered with SharedChats (nil without it), under mu.
+	shares *chatShares
 }
 
 func newScheduler(limits adapters.Limits, isGroup func(adapters.ChatRef) bool, slack time.Duration) *scheduler {
@@ -165,7 +171,10 @@ func (s *scheduler) chatBucket(c adapters.ChatRef) *bucket {
 	return b
 }
 
-func (s *scheduler) bucketsFor(c adapters.ChatRef) []*bucket {
+func (s *scheduler) bucketsFor(c adapters.ChatRef, shared bool) []*bucket {
+	if shared {
+		return []*bucket{s.global}
+	}
 	bs := []*bucket{s.chatBucket(c), s.global}
 	if s.limits.PerGroup.N > 0 && s.isGroup != nil && s.isGroup(c) {
 		k := chatKey(c)
@@ -183,13 +192,25 @@ func (s *scheduler) bucketsFor(c adapters.ChatRef) []*bucket {
 // ErrClosed, or, once the slot is granted, a release func to call when the request's answer
 // has come back (or it failed).
 func (s *scheduler) acquire(ctx context.Context, chat adapters.ChatRef, final bool) (func(), error) {
+	if s.shares == nil {
+		return s.acquireLocal(ctx, chat, final, false)
+	}
+	return s.shares.acquire(ctx, chat, final)
+}
+
+// acquireLocal is acquire on this process's buckets: all of them, or only the global one when
+// the chat's own budgets are shared (already reserved).
+func (s *scheduler) acquireLocal(ctx context.Context, chat adapters.ChatRef, final, shared bool) (func(), error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
 	s.seq++
-	t := &ticket{final: final, seq: s.seq, buckets: s.bucketsFor(chat), granted: make(chan struct{})}
+	t := &ticket{final: final, shared: shared, seq: s.seq, buckets: s.bucketsFor(chat, shared), granted: make(chan struct{})}
+	if s.shares != nil {
+		t.key = chatKey(chat)
+	}
 	for _, b := range t.buckets {
 		b.waiters++
 	}

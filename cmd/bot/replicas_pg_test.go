@@ -543,16 +543,26 @@ func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
 	const chat = 6001
 	e.say(chat, "question")
 	e.waitBotText(chat, "the child's first words", contains("Half an"))
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	wait.For(t, "the child to record the message its reply streams into", func() bool {
+		var n int
+		return db.QueryRow(`SELECT COUNT(*) FROM reply_messages WHERE text = 'Half an'`).Scan(&n) == nil && n == 1
+	})
 	e.llm.Push(llm.Text("The whole answer."))
 	target.Store(1)
 	kill()
 	e.waitBotText(chat, "the survivor's answer", contains("The whole answer."))
+	e.waitBotText(chat, "the cut reply marked interrupted", contains("Half an\n\n— interrupted"))
 	if err := survivor.stop(); err != nil {
 		t.Fatal(err)
 	}
 	got := e.botTexts(chat)
-	if want := []string{"Half an", "The whole answer."}; strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("bot messages %q, want %q: the cut reply, then the message answered once more", got, want)
+	if want := []string{"Half an\n\n— interrupted", "The whole answer."}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("bot messages %q, want %q: the cut reply marked interrupted, then the message answered once more", got, want)
 	}
 }
 

@@ -44,6 +44,9 @@ type bot struct {
 	instances func(ctx context.Context) ([]admin.Instance, error)
 	// share divides the platforms' bot-wide budgets among the live replicas.
 	share budgetShare
+	// chats shares each chat's budgets with the replicas delivering to it, and marks the
+	// replies of replicas that died; inert for a single process.
+	chats replicaChats
 	// signals carry /stop between replicas; nil for a single process.
 	signals *coord.Signals
 	// turns order each conversation's turns across replicas; nil for a single process.
@@ -327,12 +330,13 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		GlobalPerSecond:  cfg.Discord.GlobalPerSecond,
 		MaxImageBytes:    cfg.Chat.MaxImageBytes,
 		Logger:           log,
-		Delivery:         deliver,
+		Delivery:         b.chats.options(adapters.Discord, cfg.Discord.Token, discord.Limits(), deliver),
 	})
 	if err != nil {
 		return nil, err
 	}
 	b.share.add(dc.Engine())
+	b.chats.add(adapters.Discord, cfg.Discord.Token, dc.Engine())
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
 	return dc, nil
 }
@@ -363,12 +367,13 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,
 		OffsetFile:      offsetFile,
 		Logger:          log,
-		Delivery:        deliver,
+		Delivery:        b.chats.options(adapters.Telegram, cfg.Telegram.Token, telegram.Limits(), deliver),
 	})
 	if err != nil {
 		return nil, err
 	}
 	b.share.add(tg.Engine())
+	b.chats.add(adapters.Telegram, cfg.Telegram.Token, tg.Engine())
 	if offsetFile == "" {
 		offsetFile = "off"
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,8 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 	}
 	ledger := coord.NewLedger(db, instance)
 	queue := coord.NewTurns(db, instance, log)
+	b.chats = replicaChats{db: db, instance: instance, log: log}
+	b.background = append(b.background, part{name: "replies in flight", run: b.chats.run})
 	var purged time.Time // touched by the heartbeat goroutine only
 	m, err := coord.Join(ctx, db, coord.Options{ID: instance, Logger: log, Members: b.share.set, Sweep: func(ctx context.Context) error {
 		turns, calls, err := st.Recover(ctx)
@@ -61,6 +64,9 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 		if err != nil {
 			return err
 		}
+		if err := b.chats.markInterrupted(ctx); err != nil {
+			return err
+		}
 		if _, err := queue.Purge(ctx); err != nil {
 			return err
 		}
@@ -68,6 +74,9 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 			return nil
 		}
 		purged = time.Now()
+		if _, err := coord.PurgeChatBudgets(ctx, db, time.Hour); err != nil {
+			return err
+		}
 		_, err = ledger.Purge(ctx, ledgerKeep)
 		return err
 	}})
@@ -218,4 +227,96 @@ func (s *budgetShare) set(n int) {
 	for _, e := range s.engines {
 		e.ShareGlobal(n)
 	}
+}
+
+// replicaChats coordinates what the replicas' delivery engines do in the same chats: each
+// chat's own budgets (coord.ChatBudgets) and the replies in flight a replica that dies leaves
+// behind (coord.Replies), which a survivor ends with a note. Its zero value, for a single
+// process, changes nothing.
+type replicaChats struct {
+	db       *sql.DB
+	instance string
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	bots    map[string]*delivery.Engine // by bot scope
+	replies []*coord.Replies
+}
+
+// botScope names one bot of a platform in the shared tables: the platform and a digest of the
+// token, so two bots on one database keep apart, and the token itself appears nowhere.
+func botScope(platform adapters.Platform, token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return string(platform) + " " + hex.EncodeToString(sum[:8])
+}
+
+// options adds to deliver what the engine of the bot with token on platform needs to deliver
+// alongside other replicas.
+func (r *replicaChats) options(platform adapters.Platform, token string, lim adapters.Limits, deliver delivery.Options) delivery.Options {
+	if r.db == nil {
+		return deliver
+	}
+	scope := botScope(platform, token)
+	deliver.SharedChats = coord.NewChatBudgets(r.db, r.instance, coord.ChatBudgetOptions{Scope: scope,
+		Chat: coord.Window{N: lim.PerChat.N, Per: lim.PerChat.Per}, Group: coord.Window{N: lim.PerGroup.N, Per: lim.PerGroup.Per}})
+	rep := coord.NewReplies(r.db, r.instance, scope, r.log)
+	deliver.InFlight = rep
+	r.mu.Lock()
+	r.replies = append(r.replies, rep)
+	r.mu.Unlock()
+	return deliver
+}
+
+// add makes e the engine that ends the interrupted replies of the bot with token on platform.
+func (r *replicaChats) add(platform adapters.Platform, token string, e *delivery.Engine) {
+	if r.db == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bots == nil {
+		r.bots = map[string]*delivery.Engine{}
+	}
+	r.bots[botScope(platform, token)] = e
+}
+
+// run writes the replies in flight until ctx ends; part of the background.
+func (r *replicaChats) run(ctx context.Context) error {
+	r.mu.Lock()
+	reps := r.replies
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, rep := range reps {
+		wg.Go(func() { rep.Run(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// markInterrupted takes the replies that replicas which are gone were streaming and ends each
+// message with a note, on goroutines of their own: the heartbeat that calls it must not wait
+// for the platform. A message the platform no longer lets the bot edit is skipped and logged.
+func (r *replicaChats) markInterrupted(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for scope, e := range r.bots {
+		taken, err := coord.Interrupted(ctx, r.db, scope, 100)
+		if err != nil {
+			return err
+		}
+		for _, ir := range taken {
+			go func() {
+				mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				if err := e.MarkInterrupted(mctx, ir.Message, ir.Text); err != nil {
+					r.log.Warn("partial reply of a replica that is gone not marked interrupted", "chat", ir.Message.Chat.String(),
+						"message", ir.Message.ID, "replica", ir.Instance, "err", err)
+					return
+				}
+				r.log.Info("marked the partial reply of a replica that is gone as interrupted", "chat", ir.Message.Chat.String(),
+					"message", ir.Message.ID, "replica", ir.Instance)
+			}()
+		}
+	}
+	return nil
 }
