@@ -97,6 +97,9 @@ type Options struct {
 	Now func() time.Time
 	// Instances lists the live replicas when several share the database; nil lists none.
 	Instances func(ctx context.Context) ([]Instance, error)
+	// Sessions keeps the login sessions (*store.Store, so that every replica knows them); nil
+	// keeps them in this process's memory.
+	Sessions Sessions
 }
 
 // Server is the admin HTTP server.
@@ -104,7 +107,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	now      func() time.Time
-	sessions *sessions
+	sessions Sessions
 	throttle *throttle
 	proxies  *Proxies
 	handler  http.Handler
@@ -139,12 +142,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Proxies == nil {
 		opts.Proxies = &Proxies{}
 	}
+	if opts.Sessions == nil {
+		opts.Sessions = newMemorySessions()
+	}
 	opts.withDefaults()
 	s := &Server{
 		opts:     opts,
 		log:      opts.Logger,
 		now:      opts.Now,
-		sessions: newSessions(opts.Now),
+		sessions: opts.Sessions,
 		throttle: newThrottle(opts.Now),
 		proxies:  opts.Proxies,
 	}
@@ -243,6 +249,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
 	mux.Handle("GET /admin/stats", s.requireLogin(http.HandlerFunc(s.statsPage)))
 	mux.Handle("GET /admin/servers", s.requireLogin(http.HandlerFunc(s.serversPage)))
+	mux.Handle("GET /admin/replicas", s.requireLogin(http.HandlerFunc(s.replicasPage)))
 	mux.Handle("GET /admin/usage", s.requireLogin(http.HandlerFunc(s.usagePage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /admin/export.csv", s.requireLogin(http.HandlerFunc(s.exportCSV)))
@@ -297,21 +304,28 @@ func (s *Server) guard(next http.Handler) http.Handler {
 // authorized reports whether r carries the admin token or a live session, and returns the
 // session when it has one. Without a token every request is authorized. A Bearer token is
 // checked only when its client address is not waiting out earlier wrong tokens: then wait is how
-// long it still has to wait, and the token is not looked at.
-func (s *Server) authorized(r *http.Request) (ss session, ok bool, wait time.Duration) {
+// long it still has to wait, and the token is not looked at. err is set when the sessions could
+// not be read.
+func (s *Server) authorized(r *http.Request) (ss session, ok bool, wait time.Duration, err error) {
 	if s.opts.Token == "" {
-		return session{}, true, 0
+		return session{}, true, 0, nil
 	}
 	if tok, found := bearerToken(r); found {
 		ok, wait = s.checkToken(r, tok)
-		return session{}, ok, wait
+		return session{}, ok, wait, nil
 	}
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return session{}, false, 0
+		return session{}, false, 0, nil
 	}
-	ss, ok = s.sessions.get(ck.Value)
-	return ss, ok, 0
+	ss, ok, err = s.session(r.Context(), ck.Value)
+	return ss, ok, 0, err
+}
+
+// sessionsDown answers a request whose session could not be read.
+func (s *Server) sessionsDown(w http.ResponseWriter, err error) {
+	s.log.Error("admin: read a login session", "err", err)
+	http.Error(w, "login sessions cannot be read right now (see the bot's log): try again in a moment", http.StatusServiceUnavailable)
 }
 
 // checkToken compares a token sent by r's client with the admin token, under the per-address
@@ -346,7 +360,11 @@ func retryAfter(wait time.Duration) string {
 // waits out earlier wrong tokens.
 func (s *Server) requireBearer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, ok, wait := s.authorized(r)
+		_, ok, wait, err := s.authorized(r)
+		if err != nil {
+			s.sessionsDown(w, err)
+			return
+		}
 		if wait > 0 {
 			tooMany(w, wait)
 			return
@@ -366,7 +384,11 @@ type sessionKey struct{}
 // the login page (GET) or refused (anything else).
 func (s *Server) requireLogin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ss, ok, wait := s.authorized(r)
+		ss, ok, wait, err := s.authorized(r)
+		if err != nil {
+			s.sessionsDown(w, err)
+			return
+		}
 		if wait > 0 {
 			tooMany(w, wait)
 			return

@@ -1,21 +1,27 @@
 package admin
 
 import (
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"relaybot/store"
 )
 
 const (
 	sessionCookie = "relaybot_session"
 	// sessionTTL is how long a login lasts.
 	sessionTTL = 12 * time.Hour
-	// maxSessions caps the session map so repeated logins cannot grow it without bound.
+	// maxSessions caps the sessions so repeated logins cannot grow them without bound.
 	maxSessions = 1024
 )
 
@@ -25,15 +31,71 @@ type session struct {
 	expires time.Time
 }
 
-// sessions is the server-side map of logged-in browsers, keyed by the random id in the cookie.
-type sessions struct {
-	mu  sync.Mutex
-	m   map[string]session
-	now func() time.Time
+// Sessions keeps the admins' login sessions by the SHA-256 of the session cookie (the cookie
+// itself is never handed over). *store.Store implements it: a login is then valid on every
+// replica that shares the database, and a logout ends it on all of them. Without it
+// (Options.Sessions nil) the server keeps its sessions in its own memory. Methods are called
+// from request handlers with the request's context.
+type Sessions interface {
+	// StartAdminSession stores a new session, first dropping those expired at now and, when
+	// keep or more would remain, those closest to expiry.
+	StartAdminSession(ctx context.Context, idHash string, ss store.AdminSession, now time.Time, keep int) error
+	// AdminSession returns the session, and false when it is unknown or expired at now.
+	AdminSession(ctx context.Context, idHash string, now time.Time) (store.AdminSession, bool, error)
+	// EndAdminSession deletes the session; an unknown one is no error.
+	EndAdminSession(ctx context.Context, idHash string) error
 }
 
-func newSessions(now func() time.Time) *sessions {
-	return &sessions{m: map[string]session{}, now: now}
+// memorySessions is the Sessions of a server given none: a map in this process.
+type memorySessions struct {
+	mu sync.Mutex
+	m  map[string]store.AdminSession
+}
+
+func newMemorySessions() *memorySessions {
+	return &memorySessions{m: map[string]store.AdminSession{}}
+}
+
+// StartAdminSession implements Sessions.
+func (s *memorySessions) StartAdminSession(_ context.Context, idHash string, ss store.AdminSession, now time.Time, keep int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, old := range s.m {
+		if !now.Before(old.ExpiresAt) {
+			delete(s.m, id)
+		}
+	}
+	for keep > 0 && len(s.m) >= keep {
+		// Drop the session closest to expiry to make room.
+		var oldest string
+		for id, old := range s.m {
+			if oldest == "" || old.ExpiresAt.Before(s.m[oldest].ExpiresAt) {
+				oldest = id
+			}
+		}
+		delete(s.m, oldest)
+	}
+	s.m[idHash] = ss
+	return nil
+}
+
+// AdminSession implements Sessions.
+func (s *memorySessions) AdminSession(_ context.Context, idHash string, now time.Time) (store.AdminSession, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.m[idHash]
+	if !ok || !now.Before(ss.ExpiresAt) {
+		return store.AdminSession{}, false, nil
+	}
+	return ss, true, nil
+}
+
+// EndAdminSession implements Sessions.
+func (s *memorySessions) EndAdminSession(_ context.Context, idHash string) error {
+	s.mu.Lock()
+	delete(s.m, idHash)
+	s.mu.Unlock()
+	return nil
 }
 
 // randomToken returns 32 random bytes, base64url-encoded.
@@ -43,54 +105,33 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create starts a session and returns its id.
-func (s *sessions) create() (string, session) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// hashCookie is what Sessions keeps of a session cookie.
+func hashCookie(cookie string) string {
+	sum := sha256.Sum256([]byte(cookie))
+	return hex.EncodeToString(sum[:])
+}
+
+// startSession starts a session and returns its cookie value.
+func (s *Server) startSession(ctx context.Context) (string, error) {
+	cookie := randomToken()
 	now := s.now()
-	for id, ss := range s.m {
-		if now.After(ss.expires) {
-			delete(s.m, id)
-		}
+	ss := store.AdminSession{CSRF: randomToken(), ExpiresAt: now.Add(sessionTTL)}
+	if err := s.sessions.StartAdminSession(ctx, hashCookie(cookie), ss, now, maxSessions); err != nil {
+		return "", fmt.Errorf("admin: start a session: %w", err)
 	}
-	if len(s.m) >= maxSessions {
-		// Drop the session closest to expiry to make room.
-		var oldest string
-		for id, ss := range s.m {
-			if oldest == "" || ss.expires.Before(s.m[oldest].expires) {
-				oldest = id
-			}
-		}
-		delete(s.m, oldest)
-	}
-	id := randomToken()
-	ss := session{csrf: randomToken(), expires: now.Add(sessionTTL)}
-	s.m[id] = ss
-	return id, ss
+	return cookie, nil
 }
 
-// get returns the live session with id.
-func (s *sessions) get(id string) (session, bool) {
-	if id == "" {
-		return session{}, false
+// session returns the live session whose cookie value is cookie.
+func (s *Server) session(ctx context.Context, cookie string) (session, bool, error) {
+	if cookie == "" {
+		return session{}, false, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss, ok := s.m[id]
-	if !ok {
-		return session{}, false
+	ss, ok, err := s.sessions.AdminSession(ctx, hashCookie(cookie), s.now())
+	if err != nil || !ok {
+		return session{}, false, err
 	}
-	if s.now().After(ss.expires) {
-		delete(s.m, id)
-		return session{}, false
-	}
-	return ss, true
-}
-
-func (s *sessions) remove(id string) {
-	s.mu.Lock()
-	delete(s.m, id)
-	s.mu.Unlock()
+	return session{csrf: ss.CSRF, expires: ss.ExpiresAt}, true, nil
 }
 
 // equalSecret compares two secrets in constant time (for equal lengths; the length itself is

@@ -17,7 +17,7 @@ type loginData struct {
 // loginPage shows the login form; without a token there is nothing to log in to.
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.URL.Query().Get("next"))
-	if _, ok, _ := s.authorized(r); ok {
+	if _, ok, _, _ := s.authorized(r); ok {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
@@ -49,7 +49,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnauthorized, "login", data)
 		return
 	}
-	id, _ := s.sessions.create()
+	id, err := s.startSession(r.Context())
+	if err != nil {
+		s.log.Error("admin: log in", "err", err)
+		data.Error = "The login could not be stored (see the bot's log). Try again in a moment."
+		s.render(w, r, http.StatusServiceUnavailable, "login", data)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     sessionCookie,
 		Value:    id,
@@ -79,7 +85,11 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		s.sessions.remove(ck.Value)
+		if err := s.sessions.EndAdminSession(r.Context(), hashCookie(ck.Value)); err != nil {
+			s.log.Error("admin: log out", "err", err)
+			http.Error(w, "the logout could not be stored (see the bot's log): try again in a moment", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.proxies.Secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/admin/login", http.StatusSeeOther)

@@ -19,6 +19,7 @@ package web
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -260,6 +261,15 @@ func hashSecret(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// csrfOf is the token a session's page sends with every post: an HMAC of the session's cookie, so
+// that every replica (and a restarted process) derives the same token for a page another one
+// served, while a page of another site, which cannot read the cookie, cannot make it.
+func csrfOf(secret string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("relaybot web chat csrf"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
 // restore brings back a stored session: its chat id, and the messages of its active
 // conversation. It returns nil when the session is unknown or the chats are full.
 func (c *Chat) restore(ctx context.Context, secret string) *conversation {
@@ -274,7 +284,7 @@ func (c *Chat) restore(ctx context.Context, secret string) *conversation {
 	conv := &conversation{
 		id:       chatID,
 		secret:   secret,
-		csrf:     randomString(32),
+		csrf:     csrfOf(secret),
 		used:     c.now(),
 		watchers: map[chan struct{}]struct{}{},
 		// Message ids of this process must not repeat those of the stored turns.
@@ -294,23 +304,67 @@ func (c *Chat) restore(ctx context.Context, secret string) *conversation {
 	return conv
 }
 
+// storedMark is how far the store has a chat: its active conversation and that one's turns.
+// A change means turns ran (or /reset closed the conversation) outside this process.
+type storedMark struct {
+	conversation int64
+	turns        int
+}
+
+// storedMarkOf reads how far the store has the chat of conv.
+func (c *Chat) storedMarkOf(ctx context.Context, conv *conversation) (storedMark, error) {
+	list, err := c.opts.Sessions.ChatConversations(ctx, string(adapters.Web), conv.id, 1)
+	if err != nil || len(list) == 0 || !list[0].Active {
+		return storedMark{}, err
+	}
+	return storedMark{conversation: list[0].ID, turns: list[0].Turns}, nil
+}
+
 // loadMessages fills conv with what the user saw of its active stored conversation: the user's
 // messages and the bot's answers.
 func (c *Chat) loadMessages(ctx context.Context, conv *conversation) error {
-	list, err := c.opts.Sessions.ChatConversations(ctx, string(adapters.Web), conv.id, 1)
-	if err != nil || len(list) == 0 || !list[0].Active {
-		return err
-	}
-	msgs, err := c.storedMessages(ctx, list[0].ID)
+	mark, err := c.storedMarkOf(ctx, conv)
 	if err != nil {
 		return err
 	}
+	var msgs []eventMessage
+	if mark.conversation != 0 {
+		if msgs, err = c.storedMessages(ctx, mark.conversation); err != nil {
+			return err
+		}
+	}
 	conv.mu.Lock()
 	defer conv.mu.Unlock()
+	conv.msgs = nil
 	for _, m := range msgs {
 		conv.addLocked(m.Role, m.Text, nil).HTML = m.HTML
 	}
+	conv.stored = mark
 	return nil
+}
+
+// refresh reloads conv's messages from the store when its chat moved on elsewhere: a turn ran on
+// another replica (the browser's message landed there) or the conversation was reset. Only a
+// conversation with no page open and no turn running here is reloaded, so nothing a page shows
+// is taken from under it, and the files of this process's answers stay while nothing changed.
+func (c *Chat) refresh(ctx context.Context, conv *conversation) {
+	if c.opts.Sessions == nil || !conv.idle() {
+		return
+	}
+	mark, err := c.storedMarkOf(ctx, conv)
+	if err != nil {
+		c.log.Warn("web chat: stored conversation not read", "chat", conv.id, "err", err)
+		return
+	}
+	conv.mu.Lock()
+	same := mark == conv.stored
+	conv.mu.Unlock()
+	if same || !conv.idle() {
+		return
+	}
+	if err := c.loadMessages(ctx, conv); err != nil {
+		c.log.Warn("web chat: stored conversation not read", "chat", conv.id, "err", err)
+	}
 }
 
 // storedMessages returns what the user saw of a stored conversation, oldest first.
@@ -363,10 +417,11 @@ func (c *Chat) admitLocked(conv *conversation) bool {
 func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) (*conversation, error) {
 	idBytes := make([]byte, 8)
 	rand.Read(idBytes)
+	secret := randomString(32)
 	conv := &conversation{
 		id:       hex.EncodeToString(idBytes),
-		secret:   randomString(32),
-		csrf:     randomString(32),
+		secret:   secret,
+		csrf:     csrfOf(secret),
 		used:     c.now(),
 		watchers: map[chan struct{}]struct{}{},
 	}
@@ -545,6 +600,7 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no chat session: open /chat first", http.StatusUnauthorized)
 		return
 	}
+	c.refresh(r.Context(), conv)
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -693,6 +749,7 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 
 	conv.mu.Lock()
 	userMsg := conv.addLocked("user", text, nil)
+	conv.running++
 	conv.mu.Unlock()
 
 	in := adapters.Inbound{
@@ -707,6 +764,9 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 	if cmd, ok := adapters.ParseCommand(text); ok {
 		if !cmd.For("") {
 			// "/reset@otherbot" names a bot, and the web chat's bot has no name: not ours to run.
+			conv.mu.Lock()
+			conv.running--
+			conv.mu.Unlock()
 			c.turns.Done()
 			w.WriteHeader(http.StatusAccepted)
 			return
@@ -718,8 +778,30 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 		// The browser shows every edit as it arrives: replies always stream.
 		resp := c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, true)
 		h.Handle(c.ctx, in, askResponder{Responder: resp, chat: c, chatID: conv.id})
+		c.ranHere(conv)
 	}()
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// ranHere notes that a turn of conv ended in this process: what the store now has of the chat
+// is what conv shows, so the next page load keeps conv's messages (and their files).
+func (c *Chat) ranHere(conv *conversation) {
+	var mark storedMark
+	var err error
+	if c.opts.Sessions != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 10*time.Second)
+		mark, err = c.storedMarkOf(ctx, conv)
+		cancel()
+		if err != nil {
+			c.log.Warn("web chat: stored conversation not read", "chat", conv.id, "err", err)
+		}
+	}
+	conv.mu.Lock()
+	defer conv.mu.Unlock()
+	conv.running--
+	if err == nil && conv.running == 0 {
+		conv.stored = mark
+	}
 }
 
 // file serves a file the bot sent.

@@ -60,6 +60,17 @@ type conversation struct {
 	watchers map[chan struct{}]struct{}
 	// questions are the open approval questions, by id (Ask).
 	questions map[string]*question
+	// running counts the turns of this conversation running in this process; stored is how
+	// far the store had its chat when msgs last matched it.
+	running int
+	stored  storedMark
+}
+
+// idle reports whether no page of c is open here and no turn of it runs here.
+func (c *conversation) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running == 0 && len(c.watchers) == 0
 }
 
 // notifyLocked wakes every stream watching the conversation. c.mu must be held.

@@ -70,10 +70,21 @@ func openWebChat(t *testing.T, base string) *webChat {
 	w.csrf = string(m[1])
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, _ = http.NewRequestWithContext(ctx, "GET", base+"/chat/events", nil)
-	resp, err = w.client.Do(req)
+	w.stream(ctx)
+	return w
+}
+
+// stream reads the chat's event stream into w's messages until ctx ends.
+func (w *webChat) stream(ctx context.Context) {
+	w.t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", w.base+"/chat/events", nil)
+	resp, err := w.client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		w.t.Fatalf("GET %s/chat/events: %s", w.base, resp.Status)
 	}
 	go func() {
 		defer resp.Body.Close()
@@ -98,7 +109,6 @@ func openWebChat(t *testing.T, base string) *webChat {
 			}
 		}
 	}()
-	return w
 }
 
 func (w *webChat) post(path string, form url.Values) (int, string) {

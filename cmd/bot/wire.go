@@ -402,6 +402,8 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Logger:    b.log,
 		Proxies:   proxies,
 		Instances: b.instances,
+		// In the database, so that a login holds on every replica and a logout on all of them.
+		Sessions: b.store,
 	}
 	if cfg.Admin.WebChat {
 		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log})

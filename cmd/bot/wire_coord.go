@@ -91,15 +91,23 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 		if err != nil {
 			return nil, err
 		}
+		held, err := st.LeaseHolders(ctx)
+		if err != nil {
+			return nil, err
+		}
 		out := make([]admin.Instance, 0, len(live))
 		for _, in := range live {
 			out = append(out, admin.Instance{ID: in.ID, Host: in.Host, PID: in.PID, StartedAt: in.StartedAt,
-				HeartbeatAt: in.HeartbeatAt, ExpiresAt: in.ExpiresAt, TurnsRunning: in.TurnsRunning, Self: in.ID == m.ID()})
+				HeartbeatAt: in.HeartbeatAt, ExpiresAt: in.ExpiresAt, TurnsRunning: in.TurnsRunning,
+				Leases: held[in.ID], Self: in.ID == m.ID()})
 		}
 		return out, nil
 	}
-	b.lease = func(name string) adapters.Lease { return coord.NewLease(db, name) }
-	b.shards = func(name string) adapters.Shards { return shardLeases{coord.NewShards(db, name)} }
+	record := func(name string, l adapters.Lease) adapters.Lease {
+		return recordedLease{Lease: l, name: name, instance: m.ID(), st: st, log: log}
+	}
+	b.lease = func(name string) adapters.Lease { return record(name, coord.NewLease(db, name)) }
+	b.shards = func(name string) adapters.Shards { return shardLeases{s: coord.NewShards(db, name), record: record} }
 	log.Info("replica joined", "instance", m.ID(), "lease", m.TTL())
 	b.cleanup = append(b.cleanup, func() {
 		if err := m.Leave(context.Background()); err != nil {
@@ -107,6 +115,44 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 		}
 	})
 	return nil
+}
+
+// recordedLease is a lease whose holder is written down in the store while it holds it, so the
+// admin pages of every replica show who holds what (an advisory lock does not name its holder).
+// A record that cannot be written costs only that line of the page: the lease works the same.
+type recordedLease struct {
+	adapters.Lease
+	name, instance string
+	st             *store.Store
+	log            *slog.Logger
+}
+
+// Acquire implements adapters.Lease: it records the holder once the lease is held, and forgets
+// it when the lease is lost or released.
+func (l recordedLease) Acquire(ctx context.Context) (context.Context, func(), error) {
+	held, release, err := l.Lease.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := l.st.HoldLease(ctx, l.instance, l.name); err != nil {
+		l.log.Warn("lease holder not recorded for the admin pages", "lease", l.name, "err", err)
+	}
+	var once sync.Once
+	forget := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := l.st.ReleaseLease(ctx, l.instance, l.name); err != nil {
+				l.log.Warn("lease release not recorded for the admin pages", "lease", l.name, "err", err)
+			}
+		})
+	}
+	stop := context.AfterFunc(held, forget)
+	return held, func() {
+		stop()
+		release()
+		forget()
+	}, nil
 }
 
 // pollLease is the Telegram poller lease of the bot with token, or nil for a single process. The
@@ -132,7 +178,11 @@ func (b *bot) discordShards(token string) adapters.Shards {
 }
 
 // shardLeases is coord.Shards as the adapters see it (adapters.Shards).
-type shardLeases struct{ s *coord.Shards }
+// Each shard's holder is recorded for the admin pages.
+type shardLeases struct {
+	s      *coord.Shards
+	record func(name string, l adapters.Lease) adapters.Lease
+}
 
 // Join implements adapters.Shards.
 func (l shardLeases) Join(ctx context.Context, count int) ([]adapters.Lease, error) {
@@ -142,7 +192,7 @@ func (l shardLeases) Join(ctx context.Context, count int) ([]adapters.Lease, err
 	}
 	out := make([]adapters.Lease, len(leases))
 	for i, sl := range leases {
-		out[i] = sl
+		out[i] = l.record(fmt.Sprintf("discord shard %d of %d", i, count), sl)
 	}
 	return out, nil
 }

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"relaybot/config"
+	"relaybot/internal/testkit/llm"
+)
+
+const replicaAdminToken = "replica-admin-token-0123456789"
+
+// adminReplicas starts two replicas on one PostgreSQL database with the admin listener (behind
+// a token) and the web chat, and returns their base URLs.
+func adminReplicas(t *testing.T, e *env) [2]string {
+	t.Helper()
+	dsn := pgSchemaDSN(t)
+	var bases [2]string
+	for i := range bases {
+		section := "[admin]\nenabled = true\nweb_chat = true\nlisten = \"127.0.0.1:0\"\ntoken = \"" + replicaAdminToken + "\"\n"
+		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		bases[i] = "http://" + startReplica(t, cfg).adminAddr(t)
+	}
+	return bases
+}
+
+// adminLogin logs a browser in on base and returns it: cookies are per host, not per port, so
+// its cookie reaches every replica on 127.0.0.1, as it would behind one load balancer.
+func adminLogin(t *testing.T, base string) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.PostForm(base+"/admin/login", url.Values{"token": {replicaAdminToken}, "next": {"/admin/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login on %s: %s, want 303", base, resp.Status)
+	}
+	return c
+}
+
+func fetch(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestAnAdminLoginHoldsOnEveryReplicaAndItsLogoutOnAll logs in on one replica's admin and uses
+// the cookie on the other: its pages (the replicas page lists both replicas) and its API answer;
+// a logout on the first ends the login on both.
+func TestAnAdminLoginHoldsOnEveryReplicaAndItsLogoutOnAll(t *testing.T) {
+	e := newEnv(t)
+	bases := adminReplicas(t, e)
+	c := adminLogin(t, bases[0])
+
+	code, body := fetch(t, c, bases[1]+"/api/v1/instances")
+	var list struct {
+		Items []struct {
+			ID   string `json:"id"`
+			Self bool   `json:"self"`
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil || len(list.Items) != 2 {
+		t.Fatalf("the second replica's API with the first's login: %d %s", code, body)
+	}
+	code, page := fetch(t, c, bases[1]+"/admin/replicas")
+	if code != http.StatusOK {
+		t.Fatalf("the second replica's replicas page with the first's login: %d, want 200", code)
+	}
+	for _, it := range list.Items {
+		if !strings.Contains(page, it.ID) {
+			t.Errorf("the replicas page does not list replica %s:\n%s", it.ID, page)
+		}
+	}
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the page has no logout form:\n%s", page)
+	}
+
+	u, _ := url.Parse(bases[0])
+	cookies := c.Jar.Cookies(u)
+	resp, err := c.PostForm(bases[0]+"/admin/logout", url.Values{"csrf": {m[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout on the first replica with the second's page token: %s, want 303", resp.Status)
+	}
+	// A browser that kept the cookie is refused by both replicas.
+	kept := &http.Client{CheckRedirect: c.CheckRedirect}
+	for _, base := range bases {
+		req, _ := http.NewRequest(http.MethodGet, base+"/admin/replicas", nil)
+		for _, ck := range cookies {
+			req.AddCookie(ck)
+		}
+		resp, err := kept.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/admin/login") {
+			t.Errorf("%s after the logout: %s to %q, want 303 to the login page", base, resp.Status, resp.Header.Get("Location"))
+		}
+	}
+}
+
+// TestAWebChatUserIsRecognisedByEveryReplica starts a web chat on one replica and sends a message
+// through the other, with the page's token from the first: the second streams the answer, and a
+// page load on the first then shows the exchange.
+func TestAWebChatUserIsRecognisedByEveryReplica(t *testing.T) {
+	e := newEnv(t)
+	bases := adminReplicas(t, e)
+	c := adminLogin(t, bases[0])
+	c.CheckRedirect = nil
+
+	req, _ := http.NewRequest(http.MethodPost, bases[0]+"/chat/session", nil)
+	req.Header.Set("Origin", bases[0])
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	csrfOf := func(base string) string {
+		t.Helper()
+		code, page := fetch(t, c, base+"/chat")
+		m := regexp.MustCompile(`name="csrf-token" content="([^"]+)"`).FindStringSubmatch(page)
+		if code != http.StatusOK || m == nil {
+			t.Fatalf("GET %s/chat: %d, not the browser's chat:\n%.300s", base, code, page)
+		}
+		return m[1]
+	}
+	first := csrfOf(bases[0])
+
+	e.llm.Push(llm.Text("Paris."))
+	second := &webChat{t: t, base: bases[1], client: c, csrf: first, msgs: map[string]webMsg{}}
+	if got := csrfOf(bases[1]); got != first {
+		t.Errorf("the second replica's chat page carries another token than the first's")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	second.stream(ctx)
+	second.say("What is the capital of France?")
+	second.waitMsg("the answer streamed by the replica that ran the turn", func(m webMsg) bool { return m.Role == "bot" && m.Text == "Paris." })
+	cancel()
+
+	firstPage := &webChat{t: t, base: bases[0], client: c, csrf: csrfOf(bases[0]), msgs: map[string]webMsg{}}
+	firstPage.stream(t.Context())
+	firstPage.waitMsg("the question, on a page load of the other replica", func(m webMsg) bool {
+		return m.Role == "user" && m.Text == "What is the capital of France?"
+	})
+	firstPage.waitMsg("the answer, on a page load of the other replica", func(m webMsg) bool { return m.Role == "bot" && m.Text == "Paris." })
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"relaybot/internal/testkit/wait"
+	"relaybot/store"
+)
+
+// heldLease is a lease that is held at once, until lose is called or it is released.
+type heldLease struct{ lose context.CancelFunc }
+
+func (l *heldLease) Acquire(ctx context.Context) (context.Context, func(), error) {
+	held, cancel := context.WithCancel(ctx)
+	l.lose = cancel
+	return held, cancel, nil
+}
+
+// TestTheAdminPagesSeeWhoHoldsALease: a replica holding a lease is recorded as its holder until
+// it releases the lease or loses it.
+func TestTheAdminPagesSeeWhoHoldsALease(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holders := func() []string {
+		t.Helper()
+		got, err := st.LeaseHolders(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got["replica-a"]
+	}
+	for _, end := range []string{"released", "lost"} {
+		t.Run(end, func(t *testing.T) {
+			inner := &heldLease{}
+			l := recordedLease{Lease: inner, name: "telegram poller 01", instance: "replica-a", st: st, log: slog.New(slog.DiscardHandler)}
+			_, release, err := l.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := holders(); !slices.Equal(got, []string{"telegram poller 01"}) {
+				t.Fatalf("while held, replica-a is shown holding %v", got)
+			}
+			if end == "released" {
+				release()
+			} else {
+				inner.lose()
+				defer release()
+			}
+			wait.For(t, "the lease to be shown free once "+end, func() bool { return len(holders()) == 0 })
+		})
+	}
+}
