@@ -21,6 +21,8 @@ type storingHandler struct {
 	t      *testing.T
 	st     *store.Store
 	answer string
+	// finished, when set, receives once the turn is stored whole.
+	finished chan<- struct{}
 }
 
 func (h storingHandler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
@@ -38,6 +40,9 @@ func (h storingHandler) Handle(ctx context.Context, in adapters.Inbound, out ada
 	if err := h.st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK,
 		Messages: []store.Message{{Role: store.RoleAssistant, Content: h.answer}}}); err != nil {
 		h.t.Errorf("finish turn: %v", err)
+	}
+	if h.finished != nil {
+		h.finished <- struct{}{}
 	}
 }
 
@@ -75,8 +80,9 @@ func TestABrowserIsRecognisedByEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	var srvs [2]*httptest.Server
+	finished := make(chan struct{}, 1)
 	for i := range srvs {
-		c, err := New(Options{Handler: storingHandler{t: t, st: st, answer: "**Paris**."}, Sessions: st})
+		c, err := New(Options{Handler: storingHandler{t: t, st: st, answer: "**Paris**.", finished: finished}, Sessions: st})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,6 +122,8 @@ func TestABrowserIsRecognisedByEveryReplica(t *testing.T) {
 		t.Errorf("then %+v, want the answer", m)
 	}
 	cancel()
+	// The answer is shown before its turn is stored; a page loaded elsewhere shows what is stored.
+	<-finished
 
 	b.srv = srvs[0]
 	b.pageCSRF(chatID)

@@ -332,15 +332,16 @@ func TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce(t *testing.T) {
 	}
 }
 
-// TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt runs two replicas behind a webhook proxy
-// that sends a chat's question to the first replica and its /stop to the second: the answer the
-// first replica is streaming stops. Before, the second replica said "Nothing to stop." and the
-// answer ran on.
-func TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt(t *testing.T) {
-	dsn := pgSchemaDSN(t)
-	e := newEnv(t)
-	addrs := []string{freeAddr(t), freeAddr(t)}
-	var target atomic.Int64
+// webhookReplicas starts n replicas on the database dsn with the testkit Telegram in webhook
+// mode behind a proxy written here, which hands every update to the replica target names (the
+// first one until it is changed).
+func webhookReplicas(t *testing.T, dsn string, e *env, n int) ([]*replica, *atomic.Int64) {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = freeAddr(t)
+	}
+	target := new(atomic.Int64)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addrs[target.Load()]+r.URL.Path, bytes.NewReader(body))
@@ -354,7 +355,7 @@ func TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt(t *testing.T) {
 		resp.Body.Close()
 		w.WriteHeader(resp.StatusCode)
 	}))
-	defer proxy.Close()
+	t.Cleanup(proxy.Close)
 	var reps []*replica
 	for _, addr := range addrs {
 		text := replicaConfig(t, dsn, e, fmt.Sprintf(`mode = "webhook"
@@ -366,11 +367,94 @@ webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
 			t.Fatal(err)
 		}
 		r := startReplica(t, cfg)
-		wait.For(t, "the replica to listen for stop requests", func() bool {
-			return strings.Contains(r.logs.String(), "listening for stop requests")
+		wait.For(t, "the replica to listen for stop requests and free conversations", func() bool {
+			logs := r.logs.String()
+			return strings.Contains(logs, "listening for stop requests") && strings.Contains(logs, "listening for free conversations")
 		})
 		reps = append(reps, r)
 	}
+	return reps, target
+}
+
+// TestMessagesOfOneChatOnTwoReplicasRunOneAfterTheOther sends the second message of a chat to
+// another replica while the first one's answer still streams: its turn waits, the model sees
+// it only with the first answer in its history, and the answers come in order. A /stop then
+// reaching the replica that ran nothing is answered "Nothing to stop." (no turn runs anywhere).
+func TestMessagesOfOneChatOnTwoReplicasRunOneAfterTheOther(t *testing.T) {
+	e := newEnv(t)
+	dsn := pgSchemaDSN(t)
+	_, target := webhookReplicas(t, dsn, e, 2)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hold := make(chan struct{})
+	var mu sync.Mutex
+	var asked [][]string // the user and assistant texts of each model request
+	e.llm.SetHandler(func(r llm.Request) llm.Reply {
+		var seen []string
+		for _, m := range r.Messages {
+			if m.Role == "user" || m.Role == "assistant" {
+				seen = append(seen, m.Content)
+			}
+		}
+		mu.Lock()
+		asked = append(asked, seen)
+		mu.Unlock()
+		if seen[len(seen)-1] == "first question" {
+			return llm.Reply{Chunks: []llm.Chunk{{Content: "First answer,"}, {Content: " finished.", Wait: hold}}}
+		}
+		return llm.Reply{Chunks: []llm.Chunk{{Content: "Second answer."}}}
+	})
+	const chat = 4002
+	e.say(chat, "first question")
+	e.waitBotText(chat, "the first answer streaming on the first replica", contains("First answer,"))
+	target.Store(1)
+	e.say(chat, "second question")
+	wait.For(t, "the second message to wait for the conversation", func() bool {
+		var n int
+		return db.QueryRow(`SELECT COUNT(*) FROM turn_queue`).Scan(&n) == nil && n == 2
+	})
+	mu.Lock()
+	early := len(asked)
+	mu.Unlock()
+	if early != 1 {
+		t.Fatalf("the model was asked %d times while the first answer streamed; the second message must wait for it", early)
+	}
+	close(hold)
+	e.waitBotText(chat, "the second answer", contains("Second answer."))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 {
+		t.Fatalf("model asked %d times, want 2", len(asked))
+	}
+	if got := strings.Join(asked[1], " | "); !strings.Contains(got, "first question | First answer, finished. | second question") {
+		t.Errorf("the second turn's history %q does not hold the whole first round before the second question", got)
+	}
+	var order []string
+	for _, text := range e.botTexts(chat) {
+		switch {
+		case strings.Contains(text, "First answer, finished."):
+			order = append(order, "first")
+		case strings.Contains(text, "Second answer."):
+			order = append(order, "second")
+		}
+	}
+	if strings.Join(order, ",") != "first,second" {
+		t.Errorf("answers in the chat: %v, want first then second", order)
+	}
+	e.say(chat, "/stop")
+	e.waitBotText(chat, "the answer to a /stop with nothing running", contains("Nothing to stop."))
+}
+
+// TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt runs two replicas behind a webhook proxy
+// that sends a chat's question to the first replica and its /stop to the second: the answer the
+// first replica is streaming stops. Before, the second replica said "Nothing to stop." and the
+// answer ran on.
+func TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt(t *testing.T) {
+	e := newEnv(t)
+	reps, target := webhookReplicas(t, pgSchemaDSN(t), e, 2)
 	hold := make(chan struct{})
 	defer close(hold)
 	e.llm.SetHandler(func(llm.Request) llm.Reply {
