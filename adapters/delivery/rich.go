@@ -30,8 +30,11 @@ func (r *Reply) richFinal(ctx context.Context, text string) (done bool, err erro
 	if len(old) > 0 && !drafting {
 		err = r.call(ctx, func(cctx context.Context) error { return rm.EditRich(cctx, old[0].ref, text) })
 		switch {
-		case err == nil, errors.Is(err, adapters.ErrNotModified):
+		case err == nil:
 			r.e.observe(Event{Kind: EventEdit, Chat: r.chat, Final: true})
+			ref, old = old[0].ref, old[1:]
+		case errors.Is(err, adapters.ErrNotModified):
+			r.e.observe(Event{Kind: EventNotModified, Chat: r.chat, Final: true})
 			ref, old, err = old[0].ref, old[1:], nil
 		case errors.Is(err, adapters.ErrMessageGone):
 			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
