@@ -155,6 +155,26 @@ type Drafter interface {
 	Draft(ctx context.Context, chat ChatRef, id int64, text string, stoppable bool) error
 }
 
+// RichMessenger is implemented by a Messenger that can show a reply's whole final text as one
+// rich message (Telegram's sendRichMessage: up to 32,768 characters, collapsible blocks, tables)
+// instead of several plain messages of MaxLen. The delivery engine uses it for a final text that
+// fits: the first message of the reply becomes the rich message (edited in place, or posted new
+// when a draft shows, which only a new message ends) and the messages previews rolled the
+// answer over into are deleted. A refusal (ErrRichRefused) sends that answer the usual way and
+// is remembered for the chat.
+type RichMessenger interface {
+	// RichFits reports whether text may go out as one rich message in chat: the platform takes
+	// rich messages there and text, rendered, is within their limits.
+	RichFits(chat ChatRef, text string) bool
+	// SendRich posts text as a new rich message, with the error reporting of Send.
+	SendRich(ctx context.Context, chat ChatRef, text string, opts SendOptions) (MessageRef, error)
+	// EditRich turns a message the bot sent into a rich message showing text (its controls go),
+	// with the error reporting of Edit.
+	EditRich(ctx context.Context, msg MessageRef, text string) error
+	// Delete removes a message the bot sent; one already gone is reported with ErrMessageGone.
+	Delete(ctx context.Context, msg MessageRef) error
+}
+
 // LengthUnit is how a platform counts message length.
 type LengthUnit int
 
@@ -214,6 +234,8 @@ var (
 	ErrTemporary = errors.New("temporary platform error")
 	// ErrDraftsRefused: the platform does not take drafts from this bot (Drafter).
 	ErrDraftsRefused = errors.New("drafts are not available")
+	// ErrRichRefused: the platform refused a rich message (RichMessenger) in this chat.
+	ErrRichRefused = errors.New("rich message refused")
 )
 
 // Handler receives every addressed Inbound message of an adapter, with the Responder to answer

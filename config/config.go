@@ -181,6 +181,9 @@ type Telegram struct {
 	// Drafts streams answers in private chats as Telegram drafts (sendMessageDraft), each part
 	// persisted as a message: "auto" (default) or "off" (stream by edits everywhere).
 	Drafts string `toml:"drafts"`
+	// Rich sends each final answer that fits one Telegram rich message (sendRichMessage, up to
+	// 32,768 characters) as one: "auto" (default) or "off" (plain messages of 4,096).
+	Rich string `toml:"rich"`
 	// OffsetFile keeps the polling offset and the messages whose turns have not finished across
 	// restarts; "" means telegram.offset next to the SQLite database (data/ with Postgres),
 	// "off" keeps the offset on Telegram's server only. See OffsetPath.
@@ -385,7 +388,7 @@ func Default() Config {
 			InterruptedMarker: "[stopped]",
 		},
 		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300},
-		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto", GlobalPerSecond: 30},
+		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto", Rich: "auto", GlobalPerSecond: 30},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},

@@ -143,6 +143,7 @@ func (c *Config) validate(missing map[string][]string) error {
 		}
 		oneOf("telegram.mode", c.Telegram.Mode, "polling", "webhook")
 		oneOf("telegram.drafts", c.Telegram.Drafts, "auto", "off")
+		oneOf("telegram.rich", c.Telegram.Rich, "auto", "off")
 		if c.Telegram.PaidBroadcast {
 			between("telegram.global_per_second", c.Telegram.GlobalPerSecond, 1, 1000)
 		} else if c.Telegram.GlobalPerSecond > 30 {

@@ -139,7 +139,10 @@ type Engine struct {
 	// draftsOff: the platform refused a draft; replies stream by edits from then on.
 	draftsOff atomic.Bool
 	draftSeq  atomic.Int64
-	replySeq  atomic.Int64 // names replies for Options.InFlight
+	// richOff holds the chats (ChatRef.String()) that refused a rich message: their finals go
+	// out as plain messages from then on.
+	richOff  sync.Map
+	replySeq atomic.Int64 // names replies for Options.InFlight
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -234,6 +237,19 @@ func (e *Engine) refuseDrafts(chat adapters.ChatRef, err error) {
 	if e.draftsOff.CompareAndSwap(false, true) {
 		e.log.Warn("drafts refused; streaming by edits from now on", "chat", chat.String(), "err", err)
 	}
+}
+
+// refuseRich remembers that chat refused a rich message; said once per chat.
+func (e *Engine) refuseRich(chat adapters.ChatRef, err error) {
+	if _, had := e.richOff.LoadOrStore(chat.String(), true); !had {
+		e.log.Warn("rich message refused; this chat gets plain messages from now on", "chat", chat.String(), "err", err)
+	}
+}
+
+// richRefused reports whether chat refused a rich message before.
+func (e *Engine) richRefused(chat adapters.ChatRef) bool {
+	_, ok := e.richOff.Load(chat.String())
+	return ok
 }
 
 // backoff waits before retry number attempt (1-based); false when ctx or the engine ended first.

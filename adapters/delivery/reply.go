@@ -514,6 +514,14 @@ func (r *Reply) deliverFinal(ctx context.Context, text string, files []chat.File
 	att, _ := r.e.m.(adapters.FileAttacher)
 	attach := att != nil && len(files) > 0
 	rest, batch := files, 1 // files still to post on their own, and how many per message
+	if !attach {
+		if done, err := r.richFinal(ctx, text); done {
+			if err != nil {
+				return err
+			}
+			return r.sendFiles(ctx, rest, batch)
+		}
+	}
 	parts := r.finalParts(text)
 	for i := 0; i < len(parts); i++ {
 		part := parts[i]

@@ -64,8 +64,8 @@ func (b *bucket) readyAt(now time.Time, final bool) time.Time {
 	b.trim(now)
 	win := b.rate.Per + b.slack
 	need := 1
-	if !final && b.rate.N >= 2 {
-		need = 2 // keep one slot of every window for finals
+	if !final {
+		need += b.kept() // keep places of every window for finals
 	}
 	allowed := b.rate.N - need // requests that may already be in the window
 	if over := len(b.hist) - allowed; over > 0 {
@@ -89,12 +89,27 @@ func (b *bucket) readyAt(now time.Time, final bool) time.Time {
 		// Previews share the window's places but the one kept for finals: spaced evenly over
 		// them, the text moves at a steady pace instead of two quick steps and a long stall
 		// while the window drains.
-		gap := b.rate.Per/time.Duration(max(b.rate.N-1, 1)) + b.slack
+		gap := b.rate.Per/time.Duration(max(b.rate.N-b.kept(), 1)) + b.slack
 		if at := b.hist[len(b.hist)-1].granted.Add(gap); at.After(t) {
 			t = at
 		}
 	}
 	return t
+}
+
+// kept is how many places of every window previews leave to finals: one, and two where a
+// window holds five or more (a Discord channel, a Telegram group). A final whose live part
+// outgrew its message takes two requests (the part finished, the next one posted); with one
+// place kept the second waited for the window to drain (0.4-0.7 s on Discord at 5 ms a chunk).
+// A window of two or three keeps one: two would leave previews one place or none.
+func (b *bucket) kept() int {
+	switch {
+	case b.rate.N >= 5:
+		return 2
+	case b.rate.N >= 2:
+		return 1
+	}
+	return 0
 }
 
 func (b *bucket) take(now time.Time) *slot {

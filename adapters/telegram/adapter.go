@@ -67,6 +67,10 @@ type Options struct {
 	// Drafts streams replies in private chats as drafts (sendMessageDraft) instead of edits,
 	// persisted as messages; a bot that is refused drafts falls back to edits.
 	Drafts bool
+	// Rich sends each final answer that fits one rich message (sendRichMessage: 32,768
+	// characters, collapsed <details> for folded tool lines and reasoning) as one, replacing
+	// the messages it streamed into; a chat that refuses one gets plain messages from then on.
+	Rich bool
 	// MaxImageBytes caps a downloaded photo; 0 means 10 MiB, negative turns photos off.
 	MaxImageBytes int
 	// OffsetFile keeps, across restarts, the polling offset and every update handed to the
@@ -199,7 +203,7 @@ func New(opts Options) (*Adapter, error) {
 	dopts.IsGroup = func(c adapters.ChatRef) bool { return strings.HasPrefix(c.ChatID, "-") }
 	lim := Limits()
 	lim.Global.N = opts.GlobalPerSecond
-	ad.engine = delivery.New(&messenger{api: a, drafts: opts.Drafts, paid: opts.PaidBroadcast}, lim, dopts)
+	ad.engine = delivery.New(&messenger{api: a, drafts: opts.Drafts, paid: opts.PaidBroadcast, rich: opts.Rich}, lim, dopts)
 	if opts.OffsetFile != "" {
 		j, dropped, err := loadJournal(opts.OffsetFile, bot.Self.ID)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -119,6 +120,15 @@ func (a *api) migrate(from, to string) {
 	a.migrated[from] = to
 }
 
+// apiError is a failure answer of the Bot API: the method, its error code and description.
+type apiError struct {
+	method string
+	code   int
+	desc   string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("telegram %s: %d %s", e.method, e.code, e.desc) }
+
 // errEntities is Telegram refusing the formatting of a text; the text is then sent plain.
 var errEntities = errors.New("telegram rejected the formatting")
 
@@ -140,7 +150,7 @@ func (a *api) classify(ctx context.Context, method string, resp *tgbotapi.APIRes
 	}
 	desc := a.redact(terr.Message)
 	lower := strings.ToLower(desc)
-	base := fmt.Errorf("telegram %s: %d %s", method, code, desc)
+	var base error = &apiError{method: method, code: code, desc: desc}
 	switch {
 	case code == http.StatusTooManyRequests || strings.HasPrefix(lower, "too many requests"):
 		wait := terr.RetryAfter
@@ -169,6 +179,10 @@ type messenger struct {
 	api    *api
 	drafts bool // stream private-chat replies as drafts (telegram.drafts = "auto")
 	paid   bool // send allow_paid_broadcast (Options.PaidBroadcast)
+	// rich sends final answers as rich messages (telegram.rich = "auto"); richOff: the Bot API
+	// answered that it does not know them.
+	rich    bool
+	richOff atomic.Bool
 }
 
 // budgetParams marks a send or an edit as paid broadcast when the bot is configured for it.

@@ -130,8 +130,9 @@ enabled = true
 token = %q
 api_endpoint = %q
 offset_file = %q
-# These tests watch answers stream by edits; drafts have tests of their own.
+# These tests watch answers stream by edits; drafts and rich finals have tests of their own.
 drafts = "off"
+rich = "off"
 %s
 [admin]
 enabled = false`, e.tg.Token(), e.tg.Endpoint(), filepath.Join(t.TempDir(), "telegram.offset"), telegramMode))

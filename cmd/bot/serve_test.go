@@ -107,8 +107,9 @@ native = ["current_time"]
 enabled = %t
 token = %q
 api_endpoint = %q
-# These tests watch answers stream by edits; drafts have tests of their own.
+# These tests watch answers stream by edits; drafts and rich finals have tests of their own.
 drafts = "off"
+rich = "off"
 %s
 [[mcp.servers]]
 name = "kit"

@@ -362,6 +362,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		TriggerPrefix:   cfg.Chat.TriggerPrefix,
 		Stream:          cfg.Telegram.Stream,
 		Drafts:          cfg.Telegram.Drafts != "off",
+		Rich:            cfg.Telegram.Rich != "off",
 		GlobalPerSecond: cfg.Telegram.GlobalPerSecond,
 		PaidBroadcast:   cfg.Telegram.PaidBroadcast,
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,

@@ -14,7 +14,8 @@
 //	loadtest stream [-chars N] [-chunk 5ms,20ms] [-modes telegram-edits,telegram-drafts,...] [-json]
 //
 // The stream role measures what one long answer looks like on each streaming surface (Telegram
-// edits in a private chat and a group, Telegram drafts, Discord edits): time from the first token
+// edits in a private chat and a group, Telegram drafts, Telegram drafts ending in a rich message,
+// Discord edits): time from the first token
 // to the first visible text, the longest time the text stood still while the model produced, and
 // the time from the model's last chunk to the final text, with the requests it took.
 //

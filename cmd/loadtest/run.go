@@ -351,6 +351,9 @@ enabled = true
 token = %q
 api_endpoint = %q
 stream = true
+# Plain finals, comparable with earlier runs (the recorder reads each answer's text); rich
+# finals are measured by loadtest stream -modes telegram-rich.
+rich = "off"
 global_per_second = %d
 paid_broadcast = %t
 offset_file = %q

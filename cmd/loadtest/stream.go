@@ -46,7 +46,7 @@ func streamMain(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("loadtest stream", flag.ContinueOnError)
 	chars := fs.Int("chars", 9000, "answer length in characters")
 	chunkList := fs.String("chunk", "5ms,20ms", "time between model chunks, comma-separated")
-	modeList := fs.String("modes", "telegram-edits,telegram-drafts,telegram-group,discord-edits", "platform modes, comma-separated")
+	modeList := fs.String("modes", "telegram-edits,telegram-drafts,telegram-rich,telegram-group,discord-edits", "platform modes, comma-separated")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -177,7 +177,7 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 
 func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 	switch mode {
-	case "telegram-edits", "telegram-drafts", "telegram-group":
+	case "telegram-edits", "telegram-drafts", "telegram-group", "telegram-rich":
 		var mu sync.Mutex
 		var calls []tgkit.Call
 		srv, err := tgkit.New(tgkit.Options{OnCall: func(c tgkit.Call) {
@@ -188,7 +188,8 @@ func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 		if err != nil {
 			return nil, err
 		}
-		ad, err := telegram.New(telegram.Options{Token: srv.Token(), APIEndpoint: srv.Endpoint(), Stream: true, Drafts: mode == "telegram-drafts"})
+		ad, err := telegram.New(telegram.Options{Token: srv.Token(), APIEndpoint: srv.Endpoint(), Stream: true,
+			Drafts: mode == "telegram-drafts" || mode == "telegram-rich", Rich: mode == "telegram-rich"})
 		if err != nil {
 			srv.Close()
 			return nil, err
@@ -208,12 +209,12 @@ func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 				n, limited := 0, 0
 				for _, c := range calls {
 					switch c.Method {
-					case "sendMessage", "editMessageText", "sendMessageDraft":
+					case "sendMessage", "editMessageText", "sendMessageDraft", "sendRichMessage", "deleteMessage":
 						n++
 						if c.Code == 429 {
 							limited++
 						}
-						if c.Code == 200 {
+						if c.Code == 200 && c.Method != "deleteMessage" { // a delete shows no new text
 							ts = append(ts, c.Time)
 						}
 					}
@@ -253,5 +254,5 @@ func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 			close:    func() { ad.Engine().Close(); srv.Close() },
 		}, nil
 	}
-	return nil, fmt.Errorf("unknown mode %q (telegram-edits, telegram-drafts, telegram-group, discord-edits)", mode)
+	return nil, fmt.Errorf("unknown mode %q (telegram-edits, telegram-drafts, telegram-rich, telegram-group, discord-edits)", mode)
 }

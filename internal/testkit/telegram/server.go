@@ -48,6 +48,12 @@ type Options struct {
 	// RefuseDrafts makes sendMessageDraft fail with 400 as for a bot that may not stream
 	// drafts (Telegram answers so where the feature is unavailable).
 	RefuseDrafts bool
+	// RefuseRich makes sendRichMessage, sendRichMessageDraft and editMessageText with
+	// rich_message fail with 400, as where the bot may not send rich messages.
+	RefuseRich bool
+	// WithoutRich answers sendRichMessage and sendRichMessageDraft with 404 Not Found and takes
+	// no rich_message on edits, as a Bot API server older than 10.1 does.
+	WithoutRich bool
 	// OnCall, when set, hears of every call (getUpdates included) right after its answer was
 	// written, on the request's goroutine; it may be called concurrently. The load tool times
 	// deliveries with it instead of polling Calls.
@@ -135,6 +141,9 @@ type Message struct {
 	// ReplyMarkup is the bot message's reply_markup as sent (an inline keyboard); an edit
 	// without one removes it, as Telegram does.
 	ReplyMarkup string
+	// Rich is set when the message is a rich message (sendRichMessage, or an edit with
+	// rich_message); Text then holds its text without markup.
+	Rich *RichMessage
 	// Buttons is the message's inline keyboard, row after row flattened; an edit without
 	// reply_markup takes it off, as Telegram does.
 	Buttons []Button
@@ -165,6 +174,7 @@ const (
 	FaultEntitiesRejected                  // requests with entities or parse_mode: "can't parse entities"
 	FaultTooLong                           // sendMessage/editMessageText: "message is too long"
 	FaultDraftRefused                      // sendMessageDraft: 400, as where drafts are unavailable
+	FaultRichRefused                       // sendRichMessage, rich edits and drafts: 400, as where rich messages are unavailable
 )
 
 // Fault is an injected failure for the next Times matching calls.
@@ -456,7 +466,9 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 		"chat":       m.Chat,
 		"from":       m.From,
 	}
-	if m.Text != "" {
+	if m.Rich != nil {
+		obj["rich_message"] = map[string]any{"blocks": []any{}}
+	} else if m.Text != "" {
 		obj["text"] = m.Text
 	}
 	if len(m.Entities) > 0 {
@@ -694,7 +706,8 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 // counted methods draw on the rate budgets.
 // sendMessageDraft is counted like an edit: Telegram does not publish a separate budget for
 // drafts, so the server holds them to the one a streaming bot would otherwise spend on edits.
-var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true, "sendMessageDraft": true}
+var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true, "sendMessageDraft": true,
+	"sendRichMessage": true, "sendRichMessageDraft": true}
 
 func (s *Server) dispatchLocked(method string, p map[string]string, files map[string]upload) (any, *apiError) {
 	switch method {
@@ -752,7 +765,7 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 		m.Deleted = true
 		return true, nil
 	}
-	if !counted[method] {
+	if !counted[method] || s.opts.WithoutRich && strings.HasPrefix(method, "sendRich") {
 		return nil, &apiError{code: 404, desc: "Not Found"}
 	}
 	now := time.Now()
@@ -774,6 +787,8 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 			return nil, badRequest("message is too long")
 		case FaultDraftRefused:
 			return nil, badRequest(draftsUnavailable)
+		case FaultRichRefused:
+			return nil, badRequest(richUnavailable)
 		case FaultMessageGone:
 			if m := s.findLocked(chatID, atoi(p["message_id"])); m != nil {
 				m.Deleted = true
@@ -807,7 +822,8 @@ func (s *Server) takeFaultLocked(method string, chatID int64, p map[string]strin
 		}
 		if (f.Kind == FaultNotModified || f.Kind == FaultMessageGone) && method != "editMessageText" ||
 			f.Kind == FaultTooLong && method != "sendMessage" && method != "editMessageText" ||
-			f.Kind == FaultDraftRefused && method != "sendMessageDraft" {
+			f.Kind == FaultDraftRefused && method != "sendMessageDraft" ||
+			f.Kind == FaultRichRefused && method != "sendRichMessage" && method != "sendRichMessageDraft" && p["rich_message"] == "" {
 			continue
 		}
 		if f.Kind == FaultEntitiesRejected && p["entities"] == "" && p["parse_mode"] == "" && p["caption_entities"] == "" {
@@ -917,6 +933,9 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		if m.Kind != "text" {
 			return nil, badRequest("there is no text in the message to edit")
 		}
+		if p["rich_message"] != "" && !s.opts.WithoutRich {
+			return s.richEditLocked(m, p)
+		}
 		text := p["text"]
 		ents, aerr := s.checkText(text, p["entities"], p["parse_mode"])
 		if aerr != nil {
@@ -957,6 +976,10 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		return s.messageJSONLocked(m), nil
 	case "sendMessageDraft":
 		return s.draftLocked(c, p)
+	case "sendRichMessage":
+		return s.richSendLocked(c, p)
+	case "sendRichMessageDraft":
+		return s.richDraftLocked(c, p)
 	}
 	return nil, &apiError{code: 404, desc: "Not Found"}
 }

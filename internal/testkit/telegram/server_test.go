@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -142,5 +143,53 @@ func TestMigratedGroupAnswersWithTheSupergroup(t *testing.T) {
 	}
 	if got := s.BotMessages(-42); len(got) != 0 {
 		t.Errorf("old group shows %+v, want nothing", got)
+	}
+}
+
+// The server takes rich messages as the Bot API documents them: HTML with the documented
+// tags, thinking blocks in drafts only, within the limits.
+func TestRichMessagesFollowTheDocumentedRules(t *testing.T) {
+	s, err := New(Options{NoLimits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Send(Inbound{Chat: Chat{ID: 5, Type: "private"}, From: User{ID: 5, FirstName: "U"}, Text: "hi"})
+	rich := func(h string) string {
+		b, _ := json.Marshal(map[string]string{"html": h})
+		return string(b)
+	}
+	tests := []struct {
+		method string
+		params map[string]string
+		code   int
+	}{
+		{"sendRichMessage", map[string]string{"rich_message": rich("<p>Hello <b>there</b></p><details><summary>s</summary><p>x</p></details>")}, 200},
+		{"sendRichMessage", map[string]string{"rich_message": rich("<tg-thinking>hm</tg-thinking><p>x</p>")}, 400},
+		{"sendRichMessageDraft", map[string]string{"draft_id": "1", "rich_message": rich("<tg-thinking>hm</tg-thinking>")}, 200},
+		{"sendRichMessage", map[string]string{"rich_message": rich("<p>a<br>b</p>")}, 400},
+		{"sendRichMessage", map[string]string{"rich_message": rich("<p>open")}, 400},
+		{"sendRichMessage", map[string]string{"rich_message": rich("<p>" + strings.Repeat("x", RichMaxChars+1) + "</p>")}, 400},
+		{"sendRichMessage", map[string]string{"rich_message": rich(strings.Repeat("<p>x</p>", RichMaxBlocks+1))}, 400},
+		{"sendRichMessage", map[string]string{"rich_message": `{"html":"<p>x</p>","markdown":"x"}`}, 400},
+		{"editMessageText", map[string]string{"message_id": "2", "rich_message": rich("<p>edited</p>")}, 200},
+	}
+	for i, tt := range tests {
+		p := url.Values{"chat_id": {"5"}}
+		for k, v := range tt.params {
+			p.Set(k, v)
+		}
+		resp, err := http.PostForm(fmt.Sprintf(s.Endpoint(), s.Token(), tt.method), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.code {
+			t.Errorf("case %d (%s): answered %d, want %d", i, tt.method, resp.StatusCode, tt.code)
+		}
+	}
+	ms := s.BotMessages(5)
+	if len(ms) != 1 || ms[0].Rich == nil || ms[0].Text != "edited" {
+		t.Fatalf("the chat shows %+v, want one rich message reading \"edited\"", ms)
 	}
 }

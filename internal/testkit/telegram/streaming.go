@@ -24,6 +24,8 @@ type Draft struct {
 	ID       int64 // draft_id
 	Text     string
 	Entities []Entity
+	// Rich is set for a rich draft (sendRichMessageDraft); Text then holds its text.
+	Rich *RichMessage
 	// CanStop shows the user a Stop button; pressing it (PressDraftStop) sends the bot a
 	// stopped_message_generation update. KeepOnStop keeps the draft shown when pressed.
 	CanStop, KeepOnStop bool
