@@ -71,8 +71,18 @@ func (s *Signals) ListenStops(ctx context.Context, fn func(Stop)) error {
 // to fn until ctx ends, listening
 // again a second after a lost connection (notifications sent meanwhile are missed).
 func listenLoop(ctx context.Context, db *sql.DB, channel, what string, log *slog.Logger, fn func(payload string)) error {
+	return listenLoopTold(ctx, db, channel, what, log, nil, fn)
+}
+
+// listenLoopTold is listenLoop that tells listening (when not nil) true each time the LISTEN
+// holds, before the first notification, and false when the connection is lost: notifications
+// sent while it is false are missed.
+func listenLoopTold(ctx context.Context, db *sql.DB, channel, what string, log *slog.Logger, listening func(bool), fn func(payload string)) error {
 	for {
-		err := listen(ctx, db, channel, what, log, fn)
+		err := listen(ctx, db, channel, what, log, listening, fn)
+		if listening != nil {
+			listening(false)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -88,7 +98,7 @@ func listenLoop(ctx context.Context, db *sql.DB, channel, what string, log *slog
 }
 
 // listen holds one connection in LISTEN on channel and hands each notification to fn.
-func listen(ctx context.Context, db *sql.DB, channel, what string, log *slog.Logger, fn func(payload string)) error {
+func listen(ctx context.Context, db *sql.DB, channel, what string, log *slog.Logger, listening func(bool), fn func(payload string)) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("coord: listen on %s: %w", channel, err)
@@ -105,6 +115,9 @@ func listen(ctx context.Context, db *sql.DB, channel, what string, log *slog.Log
 			return fmt.Errorf("coord: listen on %s: %w", channel, err)
 		}
 		log.Info("listening for "+what+" from other replicas", "channel", channel)
+		if listening != nil {
+			listening(true)
+		}
 		for {
 			n, err := pc.WaitForNotification(ctx)
 			if err != nil {

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -92,7 +93,14 @@ func (c *Chat) answer(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "web"
 	}
-	err := conv.press(r.PostForm.Get("q"), adapters.Answer{Choice: r.PostForm.Get("choice"), UserID: conv.id, UserName: name})
+	ans := adapters.Answer{Choice: r.PostForm.Get("choice"), UserID: conv.id, UserName: name}
+	if q := r.PostForm.Get("q"); c.opts.Relay != nil && conv.remoteQuestion(q) {
+		// Asked by a turn on another replica: the press goes there, and the question's
+		// message shows the decision when that replica settles it.
+		c.pressElsewhere(r.Context(), w, conv.id, relayPress{Question: q, Answer: ans})
+		return
+	}
+	err := conv.press(r.PostForm.Get("q"), ans)
 	var refused refusedError
 	switch {
 	case err == nil:
@@ -131,4 +139,18 @@ func (c *conversation) press(id string, ans adapters.Answer) error {
 	c.notifyLocked()
 	pq.done <- ans
 	return nil
+}
+
+// pressElsewhere sends a press to the replica that asked the question.
+func (c *Chat) pressElsewhere(ctx context.Context, w http.ResponseWriter, chatID string, p relayPress) {
+	b, err := json.Marshal(relayEvent{Press: &p})
+	if err == nil {
+		err = c.opts.Relay.Broadcast(ctx, chatID, b)
+	}
+	if err != nil {
+		c.log.Warn("web chat: press not sent to the replica that asked", "chat", chatID, "err", err)
+		http.Error(w, "the answer cannot be passed on now: try again", http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
 }

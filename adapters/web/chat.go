@@ -75,6 +75,9 @@ type Options struct {
 	SecureCookies func(*http.Request) bool
 	// Sessions keeps the browsers' chats across restarts; nil keeps them in memory only.
 	Sessions Sessions
+	// Relay shows every open page of a chat what happens in it on other replicas (several
+	// replicas on PostgreSQL); nil: all of a chat's pages are in this process.
+	Relay Relay
 	// Logger receives failures that have nowhere else to go; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -114,6 +117,12 @@ type Chat struct {
 	cancel context.CancelFunc
 	turns  sync.WaitGroup
 	mux    http.Handler
+
+	// With a Relay: out publishes the conversations' changes, tag is part of this process's
+	// message ids, listening ends with ctx.
+	out       *outbox
+	tag       string
+	listening sync.WaitGroup
 }
 
 // New builds the web chat.
@@ -143,6 +152,16 @@ func New(opts Options) (*Chat, error) {
 		opts.Delivery.Logger = c.log
 	}
 	c.engine = delivery.New(messenger{chat: c}, Limits(), opts.Delivery)
+	if opts.Relay != nil {
+		c.out = newOutbox()
+		c.tag = randomString(4) + "-"
+		go c.publishChanges(context.WithoutCancel(c.ctx))
+		c.listening.Go(func() {
+			if err := opts.Relay.Listen(c.ctx, c.fromRelay); err != nil {
+				c.log.Warn("web chat: events of other replicas not received", "err", err)
+			}
+		})
+	}
 
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
@@ -209,6 +228,31 @@ func (c *Chat) stop(cancelTurns bool) {
 	c.turns.Wait()
 	c.cancel() // no turn runs any more: release the turns' context
 	c.engine.Close()
+	if c.out != nil {
+		c.mu.Lock()
+		quit := c.out.quit
+		select {
+		case <-quit:
+		default:
+			close(quit)
+		}
+		c.mu.Unlock()
+		<-c.out.done
+	}
+	c.listening.Wait()
+}
+
+// newConv is a conversation of this process with chat id id, selected by the cookie secret.
+func (c *Chat) newConv(id, secret string) *conversation {
+	return &conversation{
+		id:       id,
+		secret:   secret,
+		csrf:     csrfOf(secret),
+		used:     c.now(),
+		watchers: map[chan struct{}]struct{}{},
+		tag:      c.tag,
+		out:      c.out,
+	}
 }
 
 func staticFiles(fsys fs.FS) http.Handler {
@@ -281,15 +325,9 @@ func (c *Chat) restore(ctx context.Context, secret string) *conversation {
 	if !ok {
 		return nil
 	}
-	conv := &conversation{
-		id:       chatID,
-		secret:   secret,
-		csrf:     csrfOf(secret),
-		used:     c.now(),
-		watchers: map[chan struct{}]struct{}{},
-		// Message ids of this process must not repeat those of the stored turns.
-		nextID: int(c.now().UnixMilli()),
-	}
+	conv := c.newConv(chatID, secret)
+	// Message ids of this process must not repeat those of the stored turns.
+	conv.nextID = int(c.now().UnixMilli())
 	if err := c.loadMessages(ctx, conv); err != nil {
 		c.log.Warn("web chat: earlier messages not shown", "chat", chatID, "err", err)
 	}
@@ -335,9 +373,11 @@ func (c *Chat) loadMessages(ctx context.Context, conv *conversation) error {
 	}
 	conv.mu.Lock()
 	defer conv.mu.Unlock()
-	conv.msgs = nil
+	conv.msgs, conv.aliases = nil, nil
 	for _, m := range msgs {
-		conv.addLocked(m.Role, m.Text, nil).HTML = m.HTML
+		added := conv.addLocked(m.Role, m.Text, nil)
+		// The other replicas' pages show these already, or load them as well.
+		added.HTML, added.pub, added.stored = m.HTML, added.rev, true
 	}
 	conv.stored = mark
 	return nil
@@ -418,13 +458,7 @@ func (c *Chat) newConversation(w http.ResponseWriter, r *http.Request) (*convers
 	idBytes := make([]byte, 8)
 	rand.Read(idBytes)
 	secret := randomString(32)
-	conv := &conversation{
-		id:       hex.EncodeToString(idBytes),
-		secret:   secret,
-		csrf:     csrfOf(secret),
-		used:     c.now(),
-		watchers: map[chan struct{}]struct{}{},
-	}
+	conv := c.newConv(hex.EncodeToString(idBytes), secret)
 	c.mu.Lock()
 	ok := c.admitLocked(conv)
 	c.mu.Unlock()
@@ -599,6 +633,16 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 	if conv == nil {
 		http.Error(w, "no chat session: open /chat first", http.StatusUnauthorized)
 		return
+	}
+	if c.opts.Relay != nil {
+		// Before the page reads the stored conversation: from here on, a replica running a turn
+		// of the chat sends this page its changes.
+		unwatch, err := c.opts.Relay.Watch(r.Context(), conv.id)
+		if err != nil {
+			c.log.Warn("web chat: the page will not see turns other replicas run", "chat", conv.id, "err", err)
+		} else {
+			defer unwatch()
+		}
 	}
 	c.refresh(r.Context(), conv)
 	rc := http.NewResponseController(w)

@@ -42,6 +42,11 @@ type message struct {
 	Choices  []adapters.Choice
 	// Stop: the message is still streaming and shows a Stop button, which posts /stop.
 	Stop bool
+	// pub is the revision last sent to the other replicas (Relay); again marks it for sending
+	// once more to a page opened elsewhere; stored says it was loaded from the store.
+	pub    uint64
+	again  bool
+	stored bool
 }
 
 // conversation is one browser's chat: its messages and the streams watching them.
@@ -64,6 +69,13 @@ type conversation struct {
 	// far the store had its chat when msgs last matched it.
 	running int
 	stored  storedMark
+	// tag makes this process's message ids differ from other replicas' (Relay); out, when set,
+	// publishes the conversation's changes to them; typingPub is the typing revision last sent;
+	// aliases maps ids of other replicas' messages to the ids this process loaded them under.
+	tag       string
+	out       *outbox
+	typingPub uint64
+	aliases   map[string]string
 }
 
 // idle reports whether no page of c is open here and no turn of it runs here.
@@ -73,8 +85,12 @@ func (c *conversation) idle() bool {
 	return c.running == 0 && len(c.watchers) == 0
 }
 
-// notifyLocked wakes every stream watching the conversation. c.mu must be held.
+// notifyLocked wakes every stream watching the conversation, and its publisher to the other
+// replicas. c.mu must be held.
 func (c *conversation) notifyLocked() {
+	if c.out != nil {
+		c.out.mark(c)
+	}
 	for ch := range c.watchers {
 		select {
 		case ch <- struct{}{}:
@@ -87,7 +103,7 @@ func (c *conversation) notifyLocked() {
 func (c *conversation) addLocked(role, text string, files []chat.File) *message {
 	c.nextID++
 	c.rev++
-	m := &message{ID: "m" + strconv.Itoa(c.nextID), Role: role, Text: text, Files: files, rev: c.rev}
+	m := &message{ID: "m" + c.tag + strconv.Itoa(c.nextID), Role: role, Text: text, Files: files, rev: c.rev}
 	c.msgs = append(c.msgs, m)
 	if len(c.msgs) > maxMessages {
 		c.msgs = append(c.msgs[:0:0], c.msgs[len(c.msgs)-maxMessages:]...)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -21,17 +22,26 @@ const replicaAdminToken = "replica-admin-token-0123456789"
 // a token) and the web chat, and returns their base URLs.
 func adminReplicas(t *testing.T, e *env) [2]string {
 	t.Helper()
+	bases, _ := adminReplicaSet(t, e)
+	return bases
+}
+
+// adminReplicaSet is adminReplicas that returns the replicas too.
+func adminReplicaSet(t *testing.T, e *env) ([2]string, [2]*replica) {
+	t.Helper()
 	dsn := pgSchemaDSN(t)
 	var bases [2]string
+	var reps [2]*replica
 	for i := range bases {
 		section := "[admin]\nenabled = true\nweb_chat = true\nlisten = \"127.0.0.1:0\"\ntoken = \"" + replicaAdminToken + "\"\n"
 		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
 		if err != nil {
 			t.Fatal(err)
 		}
-		bases[i] = "http://" + startReplica(t, cfg).adminAddr(t)
+		reps[i] = startReplica(t, cfg)
+		bases[i] = "http://" + reps[i].adminAddr(t)
 	}
-	return bases
+	return bases, reps
 }
 
 // adminLogin logs a browser in on base and returns it: cookies are per host, not per port, so
@@ -167,4 +177,93 @@ func TestAWebChatUserIsRecognisedByEveryReplica(t *testing.T) {
 		return m.Role == "user" && m.Text == "What is the capital of France?"
 	})
 	firstPage.waitMsg("the answer, on a page load of the other replica", func(m webMsg) bool { return m.Role == "bot" && m.Text == "Paris." })
+}
+
+// TestAWebChatPageSeesATurnAnotherReplicaRuns keeps a browser's event stream on one replica
+// while its messages land on the other, as a load balancer without sticky sessions does: the
+// page shows the user's message, the answer streaming with its Stop button and then whole (a
+// long one: larger than a notification carries) without a reload; and the Stop button pressed
+// through the page's replica stops a turn the other one runs.
+func TestAWebChatPageSeesATurnAnotherReplicaRuns(t *testing.T) {
+	e := newEnv(t)
+	bases, reps := adminReplicaSet(t, e)
+	c := adminLogin(t, bases[0])
+	c.CheckRedirect = nil
+	req, _ := http.NewRequest(http.MethodPost, bases[0]+"/chat/session", nil)
+	req.Header.Set("Origin", bases[0])
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	code, page := fetch(t, c, bases[0]+"/chat")
+	m := regexp.MustCompile(`name="csrf-token" content="([^"]+)"`).FindStringSubmatch(page)
+	if code != http.StatusOK || m == nil {
+		t.Fatalf("GET /chat: %d, not the browser's chat:\n%.300s", code, page)
+	}
+	onA := &webChat{t: t, base: bases[0], client: c, csrf: m[1], msgs: map[string]webMsg{}}
+	onA.stream(t.Context())
+	toB := &webChat{t: t, base: bases[1], client: c, csrf: m[1], msgs: map[string]webMsg{}}
+
+	// A long answer, paused halfway so the page must show it streaming.
+	var parts []string
+	for i := range 120 {
+		sep := " "
+		if i == 0 {
+			sep = ""
+		}
+		parts = append(parts, fmt.Sprintf("%sSentence %03d of a long answer about the capital of France, which is Paris.", sep, i))
+	}
+	long := strings.Join(parts, "")
+	halfway := make(chan struct{})
+	forever := make(chan struct{})
+	defer close(forever)
+	e.llm.SetHandler(func(r llm.Request) llm.Reply {
+		switch r.Messages[len(r.Messages)-1].Content {
+		case "Tell me about Paris.":
+			var chunks []llm.Chunk
+			for i, p := range parts {
+				ch := llm.Chunk{Content: p}
+				if i == len(parts)/2 {
+					ch.Wait = halfway
+				}
+				chunks = append(chunks, ch)
+			}
+			return llm.Reply{Chunks: chunks}
+		default:
+			return llm.Reply{Chunks: []llm.Chunk{{Content: "Streaming along"}, {Content: " forever", Wait: forever}}}
+		}
+	})
+
+	toB.say("Tell me about Paris.")
+	onA.waitMsg("the message posted through the other replica, on the page's stream", func(m webMsg) bool {
+		return m.Role == "user" && m.Text == "Tell me about Paris."
+	})
+	onA.waitMsg("the answer streaming, with its Stop button", func(m webMsg) bool {
+		return m.Role == "bot" && m.Stop && strings.HasPrefix(m.Text, parts[0]+parts[1])
+	})
+	close(halfway)
+	answer := onA.waitMsg("the whole long answer, final", func(m webMsg) bool { return m.Role == "bot" && !m.Stop && m.Text == long })
+	if len(answer.Text) < 8000 {
+		t.Fatalf("the answer is %d bytes: too short to test events larger than a notification", len(answer.Text))
+	}
+	if n := onA.count(func(m webMsg) bool { return m.Role == "bot" }); n != 1 {
+		t.Errorf("the page shows %d bot messages, want the one answer", n)
+	}
+
+	toB.say("Keep talking.")
+	streaming := onA.waitMsg("the second answer streaming from the other replica", func(m webMsg) bool {
+		return m.Role == "bot" && m.Stop && strings.HasPrefix(m.Text, "Streaming along")
+	})
+	onA.say("/stop") // the Stop button posts /stop to the page's replica
+	onA.waitMsg("the second answer stopped, its Stop button gone", func(m webMsg) bool {
+		return m.ID == streaming.ID && !m.Stop && strings.Contains(m.Text, "[stopped]")
+	})
+	if !strings.Contains(reps[1].logs.String(), "stopped a turn on another replica's request") {
+		t.Errorf("the replica running the turn did not log the stop from the page's replica")
+	}
+	if n := onA.count(func(m webMsg) bool { return m.Role == "user" }); n != 3 {
+		t.Errorf("the page shows %d user messages, want the two questions and /stop", n)
+	}
 }

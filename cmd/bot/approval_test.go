@@ -40,6 +40,7 @@ type webMsg struct {
 	Role     string `json:"role"`
 	Text     string `json:"text"`
 	Question string `json:"question"`
+	Stop     bool   `json:"stop"`
 	Choices  []struct {
 		ID, Label string
 	} `json:"choices"`

@@ -51,6 +51,9 @@ type bot struct {
 	signals *coord.Signals
 	// turns order each conversation's turns across replicas; nil for a single process.
 	turns *coord.Turns
+	// webRelay shows every open page of a web chat the turns other replicas run; nil for a
+	// single process.
+	webRelay *coord.WebRelay
 	// lease makes a role one replica holds at a time; nil for a single process.
 	lease func(name string) adapters.Lease
 	// shards shares a bot's gateway shards among the replicas; nil for a single process.
@@ -407,7 +410,11 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Sessions: b.store,
 	}
 	if cfg.Admin.WebChat {
-		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log})
+		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log}
+		if b.webRelay != nil {
+			wopts.Relay = b.webRelay
+		}
+		chat, err := web.New(wopts)
 		if err != nil {
 			return err
 		}

@@ -86,6 +86,7 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 	b.ledger = ledger
 	b.signals = coord.NewSignals(db, log)
 	b.turns = queue
+	b.webRelay = coord.NewWebRelay(db, instance, log)
 	b.instances = func(ctx context.Context) ([]admin.Instance, error) {
 		live, err := coord.Instances(ctx, db)
 		if err != nil {
