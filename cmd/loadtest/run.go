@@ -491,8 +491,8 @@ tool_call_timeout_sec = 300
 
 // driver runs the chats.
 type driver struct {
-	o   Options
-	rec *recorder
+	o    Options
+	rec  *recorder
 	tg   *tgkit.Server
 	bots []*botProcess
 
