@@ -50,6 +50,8 @@ type Comparison struct {
 	ThroughputRatio float64 `json:"throughput_ratio"`
 	CPUPer1kTurns   float64 `json:"bot_cpu_seconds_per_1k_turns"`
 	CPURatio        float64 `json:"cpu_per_turn_ratio"`
+	// DBCPUPer1kTurns is the PostgreSQL server's CPU per 1k turns, -1 when not measured.
+	DBCPUPer1kTurns float64 `json:"db_server_cpu_seconds_per_1k_turns"`
 	AnswerP50       float64 `json:"answer_p50_ms"`
 	AnswerP99       float64 `json:"answer_p99_ms"`
 	FirstP50        float64 `json:"first_text_p50_ms"`
@@ -136,7 +138,10 @@ func compare(reports []*Report) []Comparison {
 		c := Comparison{
 			Replicas: r.Replicas, TurnsDone: r.TurnsDone, TurnsPerSecond: r.TurnsPerSecond, CPUPer1kTurns: r.BotCPUPer1kTurns,
 			AnswerP50: r.Answer.P50, AnswerP99: r.Answer.P99, FirstP50: r.FirstText.P50, FirstP99: r.FirstText.P99,
-			HTTP429: r.HTTP429, Missing: r.AnswersMissing, Duplicated: r.AnswersDuplicated, OthersCPUPct: r.OthersCPUPct,
+			DBCPUPer1kTurns: -1, HTTP429: r.HTTP429, Missing: r.AnswersMissing, Duplicated: r.AnswersDuplicated, OthersCPUPct: r.OthersCPUPct,
+		}
+		if r.DBServerCPUSeconds >= 0 {
+			c.DBCPUPer1kTurns = r.DBServerCPUPer1k
 		}
 		if ref := reports[0]; ref.TurnsPerSecond > 0 && ref.BotCPUPer1kTurns > 0 {
 			c.ThroughputRatio = r.TurnsPerSecond / ref.TurnsPerSecond
@@ -150,11 +155,18 @@ func compare(reports []*Report) []Comparison {
 // writeComparison prints the comparison as a table.
 func writeComparison(w io.Writer, rows []Comparison) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "replicas\tturns\tturns/s\t× 1 replica\tcpu s/1k turns\t× 1 replica\twhole answer p50 / p99\tfirst text p50 / p99\t429s\tmissing\tduplicated\tothers' cpu")
+	fmt.Fprintln(tw, "replicas\tturns\tturns/s\t× 1 replica\tcpu s/1k turns\t× 1 replica\tpostgres cpu s/1k turns\twhole answer p50 / p99\tfirst text p50 / p99\t429s\tmissing\tduplicated\tothers' cpu")
 	for _, c := range rows {
-		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.2f\t%.3f\t%.2f\t%.0f / %.0f ms\t%.0f / %.0f ms\t%d\t%d\t%d\t%.0f%%\n",
-			c.Replicas, c.TurnsDone, c.TurnsPerSecond, c.ThroughputRatio, c.CPUPer1kTurns, c.CPURatio,
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.2f\t%.3f\t%.2f\t%s\t%.0f / %.0f ms\t%.0f / %.0f ms\t%d\t%d\t%d\t%.0f%%\n",
+			c.Replicas, c.TurnsDone, c.TurnsPerSecond, c.ThroughputRatio, c.CPUPer1kTurns, c.CPURatio, dbCPU(c.DBCPUPer1kTurns),
 			c.AnswerP50, c.AnswerP99, c.FirstP50, c.FirstP99, c.HTTP429, c.Missing, c.Duplicated, c.OthersCPUPct)
 	}
 	tw.Flush()
+}
+
+func dbCPU(v float64) string {
+	if v < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", v)
 }

@@ -75,13 +75,17 @@ type Report struct {
 
 	// BotCPUSeconds and the figures per turn and token are summed over the replicas;
 	// ReplicaCPUSeconds is each one's share.
-	BotCPUSeconds     float64         `json:"bot_cpu_seconds"`
-	ReplicaCPUSeconds []float64       `json:"replica_cpu_seconds"`
-	BotCPUPer1kTurns  float64         `json:"bot_cpu_seconds_per_1k_turns"`
-	BotCPUPer1kTokens float64         `json:"bot_cpu_seconds_per_1k_tokens"`
-	Baseline          *baselineResult `json:"baseline,omitempty"`
-	BareCPUPer1kToken float64         `json:"bare_cpu_seconds_per_1k_tokens,omitempty"`
-	CPURatio          float64         `json:"cpu_per_token_ratio_to_bare,omitempty"`
+	BotCPUSeconds     float64   `json:"bot_cpu_seconds"`
+	ReplicaCPUSeconds []float64 `json:"replica_cpu_seconds"`
+	// DBServerCPUSeconds is the CPU of the PostgreSQL server processes serving the bots'
+	// connections during the load, when the server runs on this machine; -1 when not measured.
+	DBServerCPUSeconds float64         `json:"db_server_cpu_seconds"`
+	DBServerCPUPer1k   float64         `json:"db_server_cpu_seconds_per_1k_turns,omitempty"`
+	BotCPUPer1kTurns   float64         `json:"bot_cpu_seconds_per_1k_turns"`
+	BotCPUPer1kTokens  float64         `json:"bot_cpu_seconds_per_1k_tokens"`
+	Baseline           *baselineResult `json:"baseline,omitempty"`
+	BareCPUPer1kToken  float64         `json:"bare_cpu_seconds_per_1k_tokens,omitempty"`
+	CPURatio           float64         `json:"cpu_per_token_ratio_to_bare,omitempty"`
 
 	// Memory and goroutines are summed over the replicas.
 	IdleRSSMB float64 `json:"idle_rss_mb"`
@@ -206,6 +210,9 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 	if r.StreamedTokens > 0 {
 		r.BotCPUPer1kTokens = 1000 * cpu.Seconds() / float64(r.StreamedTokens)
 	}
+	if r.TurnsDone > 0 && r.DBServerCPUSeconds > 0 {
+		r.DBServerCPUPer1k = 1000 * r.DBServerCPUSeconds / float64(r.TurnsDone)
+	}
 	r.PeakRSSMB = mb(peakRSS)
 	if peakInFlight > 0 {
 		r.MemPerTurnKB = float64(peakRSS-idleRSS) / 1024 / float64(peakInFlight)
@@ -312,6 +319,9 @@ func (r *Report) WriteText(w io.Writer) {
 		r.EditsPerReply, r.SendsPerReply, r.HTTP429, r.NotModified, r.FailedCalls, r.LateCalls)
 	p("model:           %d streams, %d tokens", r.Streams, r.StreamedTokens)
 	p("bot cpu:         %.2f s; %.3f s per 1k turns; %.4f s per 1k tokens", r.BotCPUSeconds, r.BotCPUPer1kTurns, r.BotCPUPer1kTokens)
+	if r.DBServerCPUSeconds >= 0 {
+		p("postgres cpu:    %.2f s; %.3f s per 1k turns (the server processes of the bots' connections)", r.DBServerCPUSeconds, r.DBServerCPUPer1k)
+	}
 	if len(r.ReplicaCPUSeconds) > 1 {
 		p("  per replica:   %s s", fmtSeconds(r.ReplicaCPUSeconds))
 	}

@@ -113,13 +113,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	driver, dsn := "sqlite", dbPath
+	var pg *pgSchema
 	if o.DB == "postgres" {
-		pgDSN, drop, err := freshSchema(ctx, o.PostgresDSN)
+		pgDSN, schema, err := freshSchema(ctx, o.PostgresDSN)
 		if err != nil {
 			return nil, err
 		}
-		defer drop()
-		driver, dsn = "postgres", pgDSN
+		defer schema.drop()
+		driver, dsn, pg = "postgres", pgDSN, schema
 	}
 	var proxy *webhookProxy
 	if o.Telegram == "webhook" {
@@ -209,6 +210,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	var pg0 map[int]time.Duration
+	var pgErr error
+	if pg != nil {
+		pg0, pgErr = pg.backendCPU(ctx)
+	}
 	busy0, total0 := machineCPU()
 	self0 := selfCPU()
 	start := time.Now()
@@ -241,6 +247,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	busy1, total1 := machineCPU()
 	self1 := selfCPU()
+	rep.DBServerCPUSeconds = -1
+	if pg != nil && pgErr == nil {
+		if pg1, err := pg.backendCPU(ctx); err == nil {
+			rep.DBServerCPUSeconds = backendDelta(pg0, pg1).Seconds()
+		}
+	}
 	_, hwm, _ := sumMem(bots)
 	profWG.Wait()
 	rep.LoadAvgEnd = loadAvg()
@@ -644,10 +656,17 @@ func sortedTimes(ts []time.Time) []time.Time {
 	return out
 }
 
+// pgSchema is the run's schema in the PostgreSQL database.
+type pgSchema struct {
+	db   *sql.DB
+	name string
+}
+
 // freshSchema makes an empty schema for the run in the PostgreSQL database at base, so earlier
-// runs' rows do not spoil the counts, and returns a DSN whose search_path is it and a function
-// that drops it.
-func freshSchema(ctx context.Context, base string) (string, func(), error) {
+// runs' rows do not spoil the counts, and returns a DSN whose search_path is it (and whose
+// application_name is its name, to find the run's server processes) and the schema, whose drop
+// removes it.
+func freshSchema(ctx context.Context, base string) (string, *pgSchema, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return "", nil, fmt.Errorf("postgres-dsn is not a URL: %w", err)
@@ -663,11 +682,49 @@ func freshSchema(ctx context.Context, base string) (string, func(), error) {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	q.Set("application_name", schema)
 	u.RawQuery = q.Encode()
-	return u.String(), func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = db.ExecContext(dctx, "DROP SCHEMA "+schema+" CASCADE")
-		db.Close()
-	}, nil
+	return u.String(), &pgSchema{db: db, name: schema}, nil
+}
+
+// drop removes the schema and closes the connection.
+func (s *pgSchema) drop() {
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = s.db.ExecContext(dctx, "DROP SCHEMA "+s.name+" CASCADE")
+	s.db.Close()
+}
+
+// backendCPU returns the CPU time each PostgreSQL server process serving the bots has used so
+// far (the backends of connections whose application_name is the schema's name), read from
+// /proc: it works only when the server runs on this machine, as a developer's does.
+func (s *pgSchema) backendCPU(ctx context.Context) (map[int]time.Duration, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", s.name)
+	if err != nil {
+		return nil, fmt.Errorf("listing the bots' PostgreSQL backends: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]time.Duration{}
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return nil, err
+		}
+		c, err := procCPU(pid)
+		if err != nil {
+			return nil, fmt.Errorf("PostgreSQL backends are not on this machine: %w", err)
+		}
+		out[pid] = c
+	}
+	return out, rows.Err()
+}
+
+// backendDelta is the CPU the backends used between two readings; a backend that closed
+// between them is missed.
+func backendDelta(before, after map[int]time.Duration) time.Duration {
+	var d time.Duration
+	for pid, c := range after {
+		d += c - before[pid]
+	}
+	return d
 }
