@@ -404,7 +404,9 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 		p.pin(1)
 		asked := time.Now()
 		p.say(stopChat, "/stop")
-		e.waitBotText(stopChat, "the held answer stopped", contains("stopped"))
+		wait.For(t, "the held answer stopped", func() bool {
+			return slices.ContainsFunc(p.answers(stopChat), contains("stopped"))
+		})
 		if took := time.Since(asked); took > time.Second {
 			t.Errorf("the stop took %v to reach the replica running the turn, want within 1 s", took)
 		}
