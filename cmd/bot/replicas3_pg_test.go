@@ -472,16 +472,19 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 	}
 
 	// Every message answered exactly once, in order.
+	var wrong []string
 	for chat, w := range want {
 		if got := p.answers(chat); !slices.Equal(got, w) {
-			t.Errorf("chat %d: answers %q, want %q: each message answered once, in order", chat, got, w)
+			wrong = append(wrong, fmt.Sprintf("chat %d: answers %q, want %q", chat, got, w))
 		}
 	}
+	reportSome(t, "chats whose messages were not each answered once, in order", wrong)
 	if got := p.answers(stopChat); stopped && len(got) != 1 {
 		t.Errorf("the stopped chat has answers %q, want the one stopped answer", got)
 	}
 	// Each second message waited for the first one's turn: its request carries the first
 	// answer in the history.
+	var overlapped []string
 	for _, req := range e.llm.Requests() {
 		last := lastUserText(req)
 		// A message answered again after its replica died is in the model's context once.
@@ -503,9 +506,10 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 		if !slices.ContainsFunc(req.Messages, func(m llm.Message) bool {
 			return m.Role == "assistant" && m.Content == fmt.Sprintf("A:c%d m0", c)
 		}) {
-			t.Errorf("chat %d's second message ran without its first answer in the history: the two turns ran at once", loadChat+c)
+			overlapped = append(overlapped, fmt.Sprintf("chat %d", loadChat+c))
 		}
 	}
+	reportSome(t, "chats whose second message ran without the first answer in its history (the two turns ran at once)", overlapped)
 	if limited := p.rateLimited(); len(limited) != 0 {
 		t.Errorf("Telegram answered %d requests with 429, want none: the replicas together exceeded a budget; the first:\n%s",
 			len(limited), strings.Join(limited[:min(5, len(limited))], "\n"))
@@ -561,14 +565,16 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 		}
 	}
 	rows.Close()
+	var lost []string
 	for chat, w := range want {
 		for _, a := range w {
 			text := strings.TrimPrefix(a, "A:")
 			if okTurns[text] != 1 {
-				t.Errorf("chat %d: %d finished turns of %q in the history (its turns: %q), want 1", chat, okTurns[text], text, turnsOf[text])
+				lost = append(lost, fmt.Sprintf("chat %d: %d finished turns of %q (its turns: %q)", chat, okTurns[text], text, turnsOf[text]))
 			}
 		}
 	}
+	reportSome(t, "messages without exactly one finished turn in the history", lost)
 	if p.pin(-1) {
 		instances, split := map[string]bool{}, 0
 		for c := range chats {
@@ -627,4 +633,14 @@ func lastUserText(req llm.Request) string {
 	}
 	first, _, _ := strings.Cut(last, "\n\n")
 	return first
+}
+
+// reportSome fails t with how many problems of a kind there were and the first few of them.
+func reportSome(t *testing.T, what string, problems []string) {
+	t.Helper()
+	if len(problems) == 0 {
+		return
+	}
+	slices.Sort(problems)
+	t.Errorf("%d %s, among them:\n%s", len(problems), what, strings.Join(problems[:min(5, len(problems))], "\n"))
 }
