@@ -72,6 +72,9 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher, act actor
 	if err != nil {
 		return fmt.Errorf("telegram: webhook listen on %s: %w", a.opts.WebhookListen, err)
 	}
+	// The address taken, which differs from webhook_listen's when that asks for port 0: a test or
+	// a load tool starting replicas lets each pick a free port and reads it here.
+	a.log.Info("telegram: webhook listening", "addr", ln.Addr().String())
 	ln = netutil.LimitListener(ln, lim.MaxConns)
 	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": allowedUpdates}
 	if _, err := a.api.call(ctx, "setWebhook", p); err != nil {

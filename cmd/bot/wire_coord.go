@@ -56,6 +56,7 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 	b.chats = replicaChats{db: db, instance: instance, log: log}
 	b.background = append(b.background, part{name: "replies in flight", run: b.chats.run})
 	var purged time.Time // touched by the heartbeat goroutine only
+	b.share.setLog(log)
 	m, err := coord.Join(ctx, db, coord.Options{ID: instance, Logger: log, Members: b.share.set, Sweep: func(ctx context.Context) error {
 		turns, calls, err := st.Recover(ctx)
 		if turns+calls > 0 {
@@ -255,6 +256,15 @@ type budgetShare struct {
 	mu      sync.Mutex
 	n       int
 	engines []*delivery.Engine
+	log     *slog.Logger // nil logs nothing
+}
+
+// setLog makes changes of the share logged: an operator (or a test) sees when a replica that
+// joined or left was counted.
+func (s *budgetShare) setLog(log *slog.Logger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = log
 }
 
 // add divides e's budget by the replicas known so far, and by later counts.
@@ -277,6 +287,9 @@ func (s *budgetShare) set(n int) {
 	s.n = n
 	for _, e := range s.engines {
 		e.ShareGlobal(n)
+	}
+	if s.log != nil {
+		s.log.Info("platform budgets shared among the live replicas", "replicas", n)
 	}
 }
 

@@ -3,11 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -49,35 +47,18 @@ func buildBot(ctx context.Context, src, dir string) (string, error) {
 	return bin, nil
 }
 
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free loopback port: %w", err)
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
-}
-
-// adminEndpoint is the bot's admin listener as the generated config sets it up: a free loopback
-// address and a token made for the run.
+// adminEndpoint is the bot's admin listener: the token made for the run, and the address the
+// listener took (the config asks for port 0; the bot logs the port it got).
 type adminEndpoint struct {
 	addr, token string
-}
-
-// newAdminEndpoint picks a free loopback port and a random token for the bot's admin listener.
-func newAdminEndpoint() (adminEndpoint, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return adminEndpoint{}, err
-	}
-	return adminEndpoint{addr: addr, token: rand.Text()}, nil
 }
 
 // botProcess is a running `bot serve`.
 type botProcess struct {
 	cmd   *exec.Cmd
 	admin adminEndpoint
+	// webhook is the address of the bot's Telegram webhook server, in webhook mode.
+	webhook string
 	// profiles is whether the admin listener serves /debug/pprof/ (a bot binary given with -bot
 	// may predate it).
 	profiles bool
@@ -87,10 +68,23 @@ type botProcess struct {
 	client   *http.Client
 }
 
+// logAddr returns the addr= field of a bot log line whose message is msg.
+func logAddr(line, msg string) (string, bool) {
+	if !strings.Contains(line, `msg="`+msg+`"`) {
+		return "", false
+	}
+	for _, f := range strings.Fields(line) {
+		if a, ok := strings.CutPrefix(f, "addr="); ok {
+			return a, true
+		}
+	}
+	return "", false
+}
+
 // startBot runs bin serve -config cfgPath, its log going to logPath, and returns once the bot
-// logged that it runs and its admin listener (set up in cfgPath as admin says) answers, or it
-// failed, or ctx ended.
-func startBot(ctx context.Context, bin, cfgPath, logPath string, admin adminEndpoint) (*botProcess, error) {
+// logged that it runs and where its admin listener (and, when webhook is set, its Telegram
+// webhook server) listens, and the admin listener answers; or it failed, or ctx ended.
+func startBot(ctx context.Context, bin, cfgPath, logPath, token string, webhook bool) (*botProcess, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating the bot log: %w", err)
@@ -108,19 +102,30 @@ func startBot(ctx context.Context, bin, cfgPath, logPath string, admin adminEndp
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &botProcess{cmd: cmd, admin: admin, ready: make(chan struct{}), exited: make(chan struct{}),
+	p := &botProcess{cmd: cmd, admin: adminEndpoint{token: token}, ready: make(chan struct{}), exited: make(chan struct{}),
 		client: &http.Client{Timeout: 2 * time.Minute}}
+	// The scanner writes the addresses before it closes ready; they are read after ready.
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
 		sc := bufio.NewScanner(pipe)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		ready := false
+		running, closed := false, false
 		for sc.Scan() {
-			line := sc.Bytes()
-			_, _ = logFile.Write(append(line, '\n'))
-			if !ready && strings.Contains(string(line), "bot running") {
-				ready = true
+			line := sc.Text()
+			_, _ = logFile.WriteString(line + "\n")
+			if closed {
+				continue
+			}
+			if a, ok := logAddr(line, "admin listening"); ok {
+				p.admin.addr = a
+			}
+			if a, ok := logAddr(line, "telegram: webhook listening"); ok {
+				p.webhook = a
+			}
+			running = running || strings.Contains(line, `msg="bot running"`)
+			if running && p.admin.addr != "" && (!webhook || p.webhook != "") {
+				closed = true
 				close(p.ready)
 			}
 		}
@@ -142,10 +147,10 @@ func startBot(ctx context.Context, bin, cfgPath, logPath string, admin adminEndp
 		p.stop(5 * time.Second)
 		return nil, fmt.Errorf("the bot did not start within 2m: %w; see %s", wait.Err(), logPath)
 	}
-	// The admin listener starts alongside the adapters: wait for it to answer.
+	// The admin listener logs its address before it serves: wait for it to answer.
 	if err := p.waitAdmin(wait); err != nil {
 		p.stop(5 * time.Second)
-		return nil, fmt.Errorf("the bot's admin listener on %s: %w; see %s", admin.addr, err, logPath)
+		return nil, fmt.Errorf("the bot's admin listener on %s: %w; see %s", p.admin.addr, err, logPath)
 	}
 	_, err = p.get(ctx, "/debug/pprof/")
 	p.profiles = err == nil

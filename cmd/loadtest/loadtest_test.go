@@ -45,10 +45,13 @@ func TestTinyLoad(t *testing.T) {
 		profile bool // a CPU profile slice lasts 5 s: only once
 		global  int
 		db      string
+		// replicas > 1 run behind the round-robin webhook proxy.
+		replicas int
 	}{
-		{"native tool", 0, "current_time", false, 0, ""},
-		{"mcp tool", 20 * time.Millisecond, "sleep", true, 0, ""},
-		{"paid budget of 1000 on postgres", 0, "current_time", false, 1000, "postgres"},
+		{"native tool", 0, "current_time", false, 0, "", 1},
+		{"mcp tool", 20 * time.Millisecond, "sleep", true, 0, "", 1},
+		{"paid budget of 1000 on postgres", 0, "current_time", false, 1000, "postgres", 1},
+		{"two replicas on postgres", 0, "current_time", false, 1000, "postgres", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.db == "postgres" && os.Getenv("BOT_TEST_POSTGRES_DSN") == "" {
@@ -58,12 +61,20 @@ func TestTinyLoad(t *testing.T) {
 			if tc.profile {
 				prof = filepath.Join(t.TempDir(), "prof")
 			}
+			// A chat's next message may land on another replica, which does not know the
+			// chat's budget the first one spent (per-chat budgets are per replica): a user's
+			// pause lets Telegram's per-chat bucket refill.
+			think := time.Duration(0)
+			if tc.replicas > 1 {
+				think = 3 * time.Second
+			}
 			rep, err := Run(ctx, Options{
-				Chats: 3, Turns: 2, Ramp: 100 * time.Millisecond,
+				Chats: 3, Turns: 2, Ramp: 100 * time.Millisecond, Think: think,
 				Rate: 400, Tokens: 20, ToolShare: 0.5, ToolLatency: tc.latency,
 				Bot: bin, Baseline: true, ProfileDir: prof, WorkDir: t.TempDir(),
 				TurnTimeout:     30 * time.Second,
 				GlobalPerSecond: tc.global, DB: tc.db, PostgresDSN: os.Getenv("BOT_TEST_POSTGRES_DSN"),
+				Replicas: tc.replicas,
 			})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -83,6 +94,16 @@ func TestTinyLoad(t *testing.T) {
 			}
 			if want := cmp.Or(tc.db, "sqlite"); rep.Database != want || rep.GlobalPerSecond != cmp.Or(tc.global, 30) {
 				t.Errorf("ran on %s at %d/s, want %s at %d/s", rep.Database, rep.GlobalPerSecond, want, cmp.Or(tc.global, 30))
+			}
+			if rep.AnswersWhole != 6 || rep.AnswersMissing != 0 || rep.AnswersDuplicated != 0 || rep.Answer.N != 6 {
+				t.Errorf("answers whole/missing/duplicated = %d/%d/%d (latency samples %d), want 6/0/0 (6)", rep.AnswersWhole, rep.AnswersMissing, rep.AnswersDuplicated, rep.Answer.N)
+			}
+			wantMode := "polling"
+			if tc.replicas > 1 {
+				wantMode = "webhook"
+			}
+			if rep.Replicas != tc.replicas || rep.Telegram != wantMode || len(rep.ReplicaCPUSeconds) != tc.replicas {
+				t.Errorf("ran %d replicas (%d cpu figures) with Telegram %s, want %d with %s", rep.Replicas, len(rep.ReplicaCPUSeconds), rep.Telegram, tc.replicas, wantMode)
 			}
 			if rep.Tool != tc.tool {
 				t.Errorf("tool = %q, want %q", rep.Tool, tc.tool)
@@ -248,5 +269,33 @@ func TestMetricGoroutines(t *testing.T) {
 				t.Errorf("metricGoroutines = %d, %v; want %d (ok %v)", n, err, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+func TestReplicaCounts(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		ok   bool
+	}{
+		{"1", []int{1}, true},
+		{"3", []int{1, 3}, true}, // compared with one replica
+		{"1,2,3", []int{1, 2, 3}, true},
+		{"2,1", []int{1, 2}, true},
+		{"2,2", nil, false},
+		{"0", nil, false},
+		{"two", nil, false},
+	} {
+		got, err := replicaCounts(tc.in)
+		if (err == nil) != tc.ok || !slices.Equal(got, tc.want) {
+			t.Errorf("replicaCounts(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestMoreThanOneReplicaNeedsPostgres(t *testing.T) {
+	o := Options{Chats: 1, Turns: 1, Replicas: 2}
+	if err := o.defaults(); err == nil || !strings.Contains(err.Error(), "postgres") {
+		t.Errorf("two replicas on SQLite: %v, want an error naming postgres", err)
 	}
 }

@@ -7,10 +7,16 @@
 // the same streams (the `baseline` role, run as a child process) so the bot's CPU per token reads
 // as a ratio to the least a Go client can spend.
 //
+// With -replicas N (and -db postgres) the bot runs as N `bot serve` processes on one database,
+// reached by webhook through a round-robin proxy in this process; CPU is summed over them, and
+// each message is checked to be answered exactly once. A list (-replicas 1,2,3) runs each
+// deployment in turn and compares it with one replica.
+//
 // Usage:
 //
 //	loadtest [-chats N] [-turns K | -duration D] [-rate TOK/S] [-tokens N] [-tool-share F]
-//	         [-tool-latency D] [-bot PATH] [-profile DIR] [-json]
+//	         [-tool-latency D] [-global N] [-db sqlite|postgres] [-replicas N|1,2,3]
+//	         [-telegram polling|webhook] [-bot PATH] [-profile DIR] [-json]
 //	loadtest stream [-chars N] [-chunk 5ms,20ms] [-modes telegram-edits,telegram-drafts,...] [-json]
 //
 // The stream role measures what one long answer looks like on each streaming surface (Telegram

@@ -49,6 +49,13 @@ type Options struct {
 	DB string
 	// PostgresDSN is the PostgreSQL server for DB "postgres".
 	PostgresDSN string
+	// Replicas is the number of `bot serve` processes sharing the database (more than one needs
+	// DB "postgres"); 0 means 1.
+	Replicas int
+	// Telegram is how the bot receives updates: "polling" or "webhook" (the fake Telegram posts
+	// every update to a round-robin proxy in this process, which hands it to the replicas in
+	// turn). Empty is polling for one replica, webhook for more.
+	Telegram string
 
 	// Bot is the bot binary; empty builds ./cmd/bot from Src.
 	Bot string
@@ -129,6 +136,25 @@ func (o *Options) defaults() error {
 	default:
 		return fmt.Errorf("db: must be sqlite or postgres, got %q", o.DB)
 	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.Replicas < 1 || o.Replicas > 16 {
+		return fmt.Errorf("replicas: must be between 1 and 16, got %d", o.Replicas)
+	}
+	if o.Replicas > 1 && o.DB != "postgres" {
+		return fmt.Errorf("replicas: %d replicas need -db postgres (a second process on one SQLite file is refused)", o.Replicas)
+	}
+	switch o.Telegram {
+	case "":
+		o.Telegram = "polling"
+		if o.Replicas > 1 {
+			o.Telegram = "webhook"
+		}
+	case "polling", "webhook":
+	default:
+		return fmt.Errorf("telegram: must be polling or webhook, got %q", o.Telegram)
+	}
 	if o.TurnTimeout <= 0 {
 		o.TurnTimeout = 60*time.Second + time.Duration(o.Chats)*time.Second*3/time.Duration(o.GlobalPerSecond)
 	}
@@ -166,6 +192,8 @@ func loadMain(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	fs.DurationVar(&o.TurnTimeout, "turn-timeout", 0, "longest wait for one answer (default 60s + 3 s × chats / global)")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "cap on the whole run (default 10m + 2×duration + 2×turn-timeout)")
 	fs.StringVar(&o.WorkDir, "dir", "", "keep config, database and bot log here (default: a temporary folder, removed)")
+	replicas := fs.String("replicas", "1", "bot serve processes on one database (more than 1: -db postgres); a list such as 1,2,3 runs each in turn, and a run of more than one is compared with a run of one (added first when not listed)")
+	fs.StringVar(&o.Telegram, "telegram", "", "how the bots receive updates: polling, or webhook through a round-robin proxy (default: polling for one replica, webhook when -replicas has more)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("q", false, "no progress line")
 	if err := fs.Parse(args); err != nil {
@@ -178,9 +206,18 @@ func loadMain(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 		o.Progress = stderr
 	}
 	o.Log = log
+	counts, err := replicaCounts(*replicas)
+	if err != nil {
+		return err
+	}
+	command := "loadtest " + strings.Join(args, " ")
+	if len(counts) > 1 {
+		return compareMain(ctx, o, counts, command, *asJSON, stdout)
+	}
+	o.Replicas = counts[0]
 	rep, err := Run(ctx, o)
 	if rep != nil {
-		rep.Command = "loadtest " + strings.Join(args, " ")
+		rep.Command = command
 		if *asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")

@@ -7,9 +7,11 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"relaybot/audit"
+	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/store"
 )
 
@@ -29,6 +31,10 @@ type Report struct {
 	// GlobalPerSecond is Telegram's budget for the whole bot in this run; Database the bot's.
 	GlobalPerSecond int    `json:"global_per_second"`
 	Database        string `json:"database"`
+	// Replicas is the number of `bot serve` processes on the database; Telegram how they
+	// received updates (polling, or webhook through the round-robin proxy).
+	Replicas int    `json:"replicas"`
+	Telegram string `json:"telegram"`
 
 	WallSeconds    float64 `json:"wall_seconds"`
 	TurnsSent      int     `json:"turns_sent"`
@@ -37,8 +43,10 @@ type Report struct {
 	TurnsPerSecond float64 `json:"turns_per_second"`
 	PeakInFlight   int64   `json:"peak_turns_in_flight"`
 
-	// FirstText is from the user's message to the first text of the answer in the chat.
+	// FirstText is from the user's message to the first text of the answer in the chat; Answer
+	// to the whole answer.
 	FirstText Latency `json:"first_text_ms"`
+	Answer    Latency `json:"answer_ms"`
 	// Final is from the model's last token to the whole answer showing in the chat; FinalFree
 	// is the same over the turns whose final text Telegram's budget did not hold back (see
 	// budgetFree), and FinalFreeWithin100 the share of those within 100 ms.
@@ -54,16 +62,32 @@ type Report struct {
 	LateCalls     int64   `json:"calls_after_final"`
 	StrayCalls    int64   `json:"stray_calls"`
 
+	// AnswersWhole counts the bot's messages carrying a whole answer, after the bots stopped;
+	// each message sent should have exactly one. AnswersMissing are messages with none,
+	// AnswersDuplicated answers beyond the first to one message (a turn run twice, by two
+	// replicas or after a redelivery).
+	AnswersWhole      int `json:"answers_whole"`
+	AnswersMissing    int `json:"answers_missing"`
+	AnswersDuplicated int `json:"answers_duplicated"`
+
 	Streams        int64 `json:"model_streams"`
 	StreamedTokens int64 `json:"streamed_tokens"`
 
-	BotCPUSeconds     float64         `json:"bot_cpu_seconds"`
-	BotCPUPer1kTurns  float64         `json:"bot_cpu_seconds_per_1k_turns"`
-	BotCPUPer1kTokens float64         `json:"bot_cpu_seconds_per_1k_tokens"`
-	Baseline          *baselineResult `json:"baseline,omitempty"`
-	BareCPUPer1kToken float64         `json:"bare_cpu_seconds_per_1k_tokens,omitempty"`
-	CPURatio          float64         `json:"cpu_per_token_ratio_to_bare,omitempty"`
+	// BotCPUSeconds and the figures per turn and token are summed over the replicas;
+	// ReplicaCPUSeconds is each one's share.
+	BotCPUSeconds     float64   `json:"bot_cpu_seconds"`
+	ReplicaCPUSeconds []float64 `json:"replica_cpu_seconds"`
+	// DBServerCPUSeconds is the CPU of the PostgreSQL server processes serving the bots'
+	// connections during the load, when the server runs on this machine; -1 when not measured.
+	DBServerCPUSeconds float64         `json:"db_server_cpu_seconds"`
+	DBServerCPUPer1k   float64         `json:"db_server_cpu_seconds_per_1k_turns,omitempty"`
+	BotCPUPer1kTurns   float64         `json:"bot_cpu_seconds_per_1k_turns"`
+	BotCPUPer1kTokens  float64         `json:"bot_cpu_seconds_per_1k_tokens"`
+	Baseline           *baselineResult `json:"baseline,omitempty"`
+	BareCPUPer1kToken  float64         `json:"bare_cpu_seconds_per_1k_tokens,omitempty"`
+	CPURatio           float64         `json:"cpu_per_token_ratio_to_bare,omitempty"`
 
+	// Memory and goroutines are summed over the replicas.
 	IdleRSSMB float64 `json:"idle_rss_mb"`
 	// IdleAnonMB is the anonymous part of the idle RSS: the bot's own memory, without the
 	// executable's and libraries' file pages.
@@ -137,7 +161,7 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 		}
 	}
 	pending := pendingFinals(lasts, finals)
-	var first, final, free []time.Duration
+	var first, answer, final, free []time.Duration
 	edits, sends, within, k := 0, 0, 0, 0
 	for _, t := range results {
 		if t.timedOut {
@@ -150,6 +174,7 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 		if !t.first.IsZero() {
 			first = append(first, t.first.Sub(t.sent))
 		}
+		answer = append(answer, t.final.Sub(t.sent))
 		if t.lastToken.IsZero() {
 			continue
 		}
@@ -163,7 +188,7 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 		}
 		k++
 	}
-	r.FirstText, r.Final, r.FinalFree = latency(first), latency(final), latency(free)
+	r.FirstText, r.Answer, r.Final, r.FinalFree = latency(first), latency(answer), latency(final), latency(free)
 	if len(free) > 0 {
 		r.FinalFreeWithin100 = 100 * float64(within) / float64(len(free))
 	}
@@ -185,9 +210,33 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 	if r.StreamedTokens > 0 {
 		r.BotCPUPer1kTokens = 1000 * cpu.Seconds() / float64(r.StreamedTokens)
 	}
+	if r.TurnsDone > 0 && r.DBServerCPUSeconds > 0 {
+		r.DBServerCPUPer1k = 1000 * r.DBServerCPUSeconds / float64(r.TurnsDone)
+	}
 	r.PeakRSSMB = mb(peakRSS)
 	if peakInFlight > 0 {
 		r.MemPerTurnKB = float64(peakRSS-idleRSS) / 1024 / float64(peakInFlight)
+	}
+}
+
+// countAnswers counts, in every chat of the run, the bot's messages carrying the whole answer
+// against the messages the chat sent: each message is to be answered exactly once, whichever
+// replica took it. Call it after the bots stopped, so a turn run twice has shown.
+func (r *Report) countAnswers(rec *recorder, tg *tgkit.Server, results []turnResult) {
+	sent := make([]int, len(rec.chats))
+	for _, t := range results {
+		sent[t.chat]++
+	}
+	for i, c := range rec.chats {
+		whole := 0
+		for _, m := range tg.BotMessages(c.id) {
+			if strings.TrimSpace(m.Text) == rec.expect {
+				whole++
+			}
+		}
+		r.AnswersWhole += whole
+		r.AnswersMissing += max(0, sent[i]-whole)
+		r.AnswersDuplicated += max(0, whole-sent[i])
 	}
 }
 
@@ -232,6 +281,9 @@ func (r *Report) check() error {
 	if r.HTTP429 > 0 {
 		errs = append(errs, fmt.Errorf("the bot received %d 429 answers", r.HTTP429))
 	}
+	if r.AnswersMissing > 0 || r.AnswersDuplicated > 0 {
+		errs = append(errs, fmt.Errorf("answers: %d messages not answered, %d answered more than once", r.AnswersMissing, r.AnswersDuplicated))
+	}
 	if r.TurnsTimedOut > 0 {
 		errs = append(errs, fmt.Errorf("%d answers did not arrive whole", r.TurnsTimedOut))
 	}
@@ -255,16 +307,24 @@ func (r *Report) WriteText(w io.Writer) {
 	load += fmt.Sprintf(", %d ms between answer and next message", r.ThinkMS)
 	p("load:            %d chats, %s; %d tokens at %g tok/s; tool %s in %.0f%% of turns (latency %d ms)",
 		r.Chats, load, r.Tokens, r.Rate, r.Tool, 100*r.ToolShare, r.ToolLatencyMS)
-	p("budget, db:      %d sends and edits/s for the whole bot; %s", r.GlobalPerSecond, r.Database)
+	p("budget, db:      %d sends and edits/s for the whole bot; %s; %d replica(s), Telegram %s", r.GlobalPerSecond, r.Database, r.Replicas, r.Telegram)
 	p("turns:           %d sent, %d answered whole, %d timed out in %.1f s: %.1f turns/s (peak %d in flight)",
 		r.TurnsSent, r.TurnsDone, r.TurnsTimedOut, r.WallSeconds, r.TurnsPerSecond, r.PeakInFlight)
 	p("first text:      %s", lat(r.FirstText))
+	p("whole answer:    %s", lat(r.Answer))
+	p("answers:         %d whole in the chats; %d messages not answered, %d answered more than once", r.AnswersWhole, r.AnswersMissing, r.AnswersDuplicated)
 	p("last token→final: %s", lat(r.Final))
 	p("  budget free:   %s; %.1f%% within 100 ms", lat(r.FinalFree), r.FinalFreeWithin100)
 	p("per reply:       %.2f edits, %.2f sends; 429s %d, not modified %d, failed %d, after final %d",
 		r.EditsPerReply, r.SendsPerReply, r.HTTP429, r.NotModified, r.FailedCalls, r.LateCalls)
 	p("model:           %d streams, %d tokens", r.Streams, r.StreamedTokens)
 	p("bot cpu:         %.2f s; %.3f s per 1k turns; %.4f s per 1k tokens", r.BotCPUSeconds, r.BotCPUPer1kTurns, r.BotCPUPer1kTokens)
+	if r.DBServerCPUSeconds >= 0 {
+		p("postgres cpu:    %.2f s; %.3f s per 1k turns (the server processes of the bots' connections)", r.DBServerCPUSeconds, r.DBServerCPUPer1k)
+	}
+	if len(r.ReplicaCPUSeconds) > 1 {
+		p("  per replica:   %s s", fmtSeconds(r.ReplicaCPUSeconds))
+	}
 	if r.Baseline != nil {
 		p("bare go-openai:  %.4f s per 1k tokens (%d streams, %d at once, %d tokens); bot/bare = %.2f×",
 			r.BareCPUPer1kToken, r.Baseline.Streams, r.Baseline.Concurrency, r.Baseline.Tokens, r.CPURatio)
@@ -278,4 +338,13 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, f := range r.Profiles {
 		p("profile:         %s", f)
 	}
+}
+
+// fmtSeconds joins seconds with one decimal.
+func fmtSeconds(ss []float64) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = fmt.Sprintf("%.1f", s)
+	}
+	return strings.Join(parts, " / ")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -94,132 +95,201 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		mcpURL = url
 	}
 
-	cfgPath := filepath.Join(dir, "config.toml")
 	dbPath := filepath.Join(dir, "bot.db")
-	for _, f := range []string{dbPath, dbPath + "-wal", dbPath + "-shm", filepath.Join(dir, "telegram.offset")} {
+	leftovers := []string{dbPath, dbPath + "-wal", dbPath + "-shm", dbPath + ".lock"}
+	names := make([]string, o.Replicas) // each replica's config, log and offset file are named after it
+	for i := range names {
+		names[i] = "bot"
+		if o.Replicas > 1 {
+			names[i] = fmt.Sprintf("bot-%d", i+1)
+		}
+		leftovers = append(leftovers, filepath.Join(dir, names[i]+".offset"))
+	}
+	leftovers = append(leftovers, filepath.Join(dir, "telegram.offset"))
+	for _, f := range leftovers {
 		// A database of an earlier run in a kept folder would spoil the counts.
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("removing the database of an earlier run: %w", err)
 		}
 	}
 	driver, dsn := "sqlite", dbPath
+	var pg *pgSchema
 	if o.DB == "postgres" {
-		pgDSN, drop, err := freshSchema(ctx, o.PostgresDSN)
+		pgDSN, schema, err := freshSchema(ctx, o.PostgresDSN)
 		if err != nil {
 			return nil, err
 		}
-		defer drop()
-		driver, dsn = "postgres", pgDSN
+		defer schema.drop()
+		driver, dsn, pg = "postgres", pgDSN, schema
 	}
-	admin, err := newAdminEndpoint()
-	if err != nil {
-		return nil, err
+	var proxy *webhookProxy
+	if o.Telegram == "webhook" {
+		proxy, err = startWebhookProxy()
+		if err != nil {
+			return nil, err
+		}
+		defer proxy.close()
 	}
-	if err := os.WriteFile(cfgPath, []byte(botConfig(o, driver, dsn, filepath.Join(dir, "telegram.offset"), model.URL, tg, mcpURL, admin)), 0o600); err != nil {
-		return nil, fmt.Errorf("writing the bot config: %w", err)
-	}
-	logPath := filepath.Join(dir, "bot.log")
-	o.Log.Info("starting the bot", "bin", bin, "config", cfgPath, "log", logPath)
-	bot, err := startBot(ctx, bin, cfgPath, logPath, admin)
-	if err != nil {
-		return nil, err
-	}
+	token, secret := rand.Text(), rand.Text()
+	var bots []*botProcess
 	stopped := false
 	defer func() {
 		if !stopped {
-			_ = bot.stop(botStopGrace)
+			stopAll(bots)
 		}
 	}()
+	var hooks []string
+	for _, name := range names {
+		cfgPath := filepath.Join(dir, name+".toml")
+		if o.Replicas == 1 {
+			cfgPath = filepath.Join(dir, "config.toml")
+		}
+		tgMode := ""
+		if proxy != nil {
+			tgMode = fmt.Sprintf("mode = \"webhook\"\nwebhook_listen = \"127.0.0.1:0\"\nwebhook_url = %q\nwebhook_secret = %q\n", proxy.url(), secret)
+		}
+		cfg := botConfig(o, driver, dsn, filepath.Join(dir, name+".offset"), model.URL, tg, mcpURL, token, tgMode)
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+			return nil, fmt.Errorf("writing the bot config: %w", err)
+		}
+		logPath := filepath.Join(dir, name+".log")
+		o.Log.Info("starting the bot", "bin", bin, "config", cfgPath, "log", logPath)
+		bot, err := startBot(ctx, bin, cfgPath, logPath, token, proxy != nil)
+		if err != nil {
+			return nil, err
+		}
+		bots = append(bots, bot)
+		hooks = append(hooks, bot.webhook)
+	}
+	if proxy != nil {
+		proxy.setBackends(hooks)
+	}
+	logPath := filepath.Join(dir, names[0]+".log")
+	if o.Replicas > 1 {
+		logPath = filepath.Join(dir, "bot-*.log")
+	}
 
 	rep := &Report{
 		Chats: o.Chats, TurnsPerChat: o.Turns, ThinkMS: o.Think.Milliseconds(), Rate: o.Rate, Tokens: o.Tokens, ToolShare: o.ToolShare,
 		ToolLatencyMS: o.ToolLatency.Milliseconds(), Tool: toolName, LoadAvgStart: loadAvg(),
-		GlobalPerSecond: o.GlobalPerSecond, Database: driver,
+		GlobalPerSecond: o.GlobalPerSecond, Database: driver, Replicas: o.Replicas, Telegram: o.Telegram,
 		GoroutinesIdle: -1, GoroutinesAfter: -1,
 	}
 	if o.Turns == 0 {
 		rep.Duration = o.Duration.String()
 	}
-	if n, err := bot.goroutines(ctx); err == nil {
+	if n, err := sumGoroutines(ctx, bots); err == nil {
 		rep.GoroutinesIdle = n
 	}
-	idleRSS, _, _ := procMem(bot.pid())
+	idleRSS, _, _ := sumMem(bots)
 	rep.IdleRSSMB = mb(idleRSS)
-	if anon, err := procAnon(bot.pid()); err == nil {
-		rep.IdleAnonMB = mb(anon)
+	var idleAnon int64
+	for _, b := range bots {
+		if anon, err := procAnon(b.pid()); err == nil {
+			idleAnon += anon
+		}
 	}
+	rep.IdleAnonMB = mb(idleAnon)
 
+	// The CPU profile is the first replica's: with several, they run the same code.
 	var profWG sync.WaitGroup
 	loadDone := make(chan struct{})
-	if o.ProfileDir != "" && bot.profiles {
+	if o.ProfileDir != "" && bots[0].profiles {
 		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
 			return nil, fmt.Errorf("making the profile folder: %w", err)
 		}
 		profWG.Add(1)
 		go func() {
 			defer profWG.Done()
-			rep.Profiles = append(rep.Profiles, profileCPU(ctx, bot, o.ProfileDir, loadDone, o.Log)...)
+			rep.Profiles = append(rep.Profiles, profileCPU(ctx, bots[0], o.ProfileDir, loadDone, o.Log)...)
 		}()
 	}
 
 	// The load.
-	cpu0, err := procCPU(bot.pid())
+	cpu0, err := replicaCPU(bots)
 	if err != nil {
 		return nil, err
+	}
+	var pg0 map[int]time.Duration
+	var pgErr error
+	if pg != nil {
+		pg0, pgErr = pg.backendCPU(ctx)
 	}
 	busy0, total0 := machineCPU()
 	self0 := selfCPU()
 	start := time.Now()
 	// A bot that dies ends the load at once instead of every chat waiting out its turn timeout.
 	driveCtx, stopDrive := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-bot.exited:
-			stopDrive()
-		case <-driveCtx.Done():
-		}
-	}()
-	d := newDriver(o, rec, tg, bot)
+	for _, b := range bots {
+		go func() {
+			select {
+			case <-b.exited:
+				stopDrive()
+			case <-driveCtx.Done():
+			}
+		}()
+	}
+	d := newDriver(o, rec, tg, bots)
 	results := d.run(driveCtx, start)
 	stopDrive()
 	loadWall := time.Since(start)
 	close(loadDone)
-	cpu1, err := procCPU(bot.pid())
+	cpu1, err := replicaCPU(bots)
 	if err != nil {
-		select {
-		case <-bot.exited:
-			return nil, fmt.Errorf("the bot exited during the load (%v); see %s", bot.err, logPath)
-		default:
+		for _, b := range bots {
+			select {
+			case <-b.exited:
+				return nil, fmt.Errorf("a bot exited during the load (%v); see %s", b.err, logPath)
+			default:
+			}
 		}
 		return nil, err
 	}
 	busy1, total1 := machineCPU()
 	self1 := selfCPU()
-	_, hwm, _ := procMem(bot.pid())
+	rep.DBServerCPUSeconds = -1
+	if pg != nil && pgErr == nil {
+		if pg1, err := pg.backendCPU(ctx); err == nil {
+			rep.DBServerCPUSeconds = backendDelta(pg0, pg1).Seconds()
+		}
+	}
+	_, hwm, _ := sumMem(bots)
 	profWG.Wait()
 	rep.LoadAvgEnd = loadAvg()
+	var cpu time.Duration
+	for i := range bots {
+		cpu += cpu1[i] - cpu0[i]
+		rep.ReplicaCPUSeconds = append(rep.ReplicaCPUSeconds, (cpu1[i] - cpu0[i]).Seconds())
+	}
 	if t := total1 - total0; t > 0 {
 		rep.MachineBusyPct = 100 * float64(busy1-busy0) / float64(t)
-		rep.OthersCPUPct = max(0, 100*float64(busy1-busy0-(cpu1-cpu0)-(self1-self0))/float64(t))
+		rep.OthersCPUPct = max(0, 100*float64(busy1-busy0-cpu-(self1-self0))/float64(t))
 	}
 	rep.LoadToolCPUSeconds = (self1 - self0).Seconds()
 
-	if o.ProfileDir != "" && bot.profiles {
+	if o.ProfileDir != "" && bots[0].profiles {
 		file := filepath.Join(o.ProfileDir, "heap.pprof")
-		if err := bot.save(ctx, "/debug/pprof/heap", file); err != nil {
+		if err := bots[0].save(ctx, "/debug/pprof/heap", file); err != nil {
 			o.Log.Warn("bot heap profile", "err", err)
 		} else {
 			rep.Profiles = append(rep.Profiles, file)
 		}
 	}
-	rep.GoroutinesAfter = settleGoroutines(ctx, bot, rep.GoroutinesIdle)
-	if bot.profiles {
-		if dump, err := bot.get(ctx, "/debug/pprof/goroutine?debug=1"); err == nil {
-			rep.GoroutinesKeepAlive = keepAliveGoroutines(dump)
-			if o.ProfileDir != "" {
-				file := filepath.Join(o.ProfileDir, "goroutines.txt")
-				if err := os.WriteFile(file, dump, 0o644); err == nil {
-					rep.Profiles = append(rep.Profiles, file)
+	rep.GoroutinesAfter = 0
+	for _, b := range bots {
+		idle := -1
+		if rep.GoroutinesIdle >= 0 {
+			idle = rep.GoroutinesIdle / len(bots)
+		}
+		rep.GoroutinesAfter += settleGoroutines(ctx, b, idle)
+		if b.profiles {
+			if dump, err := b.get(ctx, "/debug/pprof/goroutine?debug=1"); err == nil {
+				rep.GoroutinesKeepAlive += keepAliveGoroutines(dump)
+				if o.ProfileDir != "" && b == bots[0] {
+					file := filepath.Join(o.ProfileDir, "goroutines.txt")
+					if err := os.WriteFile(file, dump, 0o644); err == nil {
+						rep.Profiles = append(rep.Profiles, file)
+					}
 				}
 			}
 		}
@@ -227,11 +297,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	stopped = true
 	var runErr error
-	if err := bot.stop(botStopGrace); err != nil {
-		runErr = fmt.Errorf("bot serve: %w (log: %s)", err, logPath)
+	for i, err := range stopAll(bots) {
+		if err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("bot serve: %w (log: %s)", err, filepath.Join(dir, names[i]+".log")))
+		}
 	}
 
-	rep.fill(rec, results, loadWall, cpu1-cpu0, hwm, idleRSS, d.peakInFlight.Load())
+	rep.fill(rec, results, loadWall, cpu, hwm, idleRSS, d.peakInFlight.Load())
+	rep.countAnswers(rec, tg, results)
 	if err := rep.countDB(ctx, driver, dsn, int64(len(results)), rec.toolReplies.Load()); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
@@ -241,6 +314,57 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	return rep, errors.Join(runErr, rep.check())
+}
+
+// stopAll stops the bots at once (each finishing its turns within its grace) and returns each
+// one's stop error.
+func stopAll(bots []*botProcess) []error {
+	errs := make([]error, len(bots))
+	var wg sync.WaitGroup
+	for i, b := range bots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.stop(botStopGrace)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// replicaCPU returns the CPU time each bot has used.
+func replicaCPU(bots []*botProcess) ([]time.Duration, error) {
+	out := make([]time.Duration, len(bots))
+	for i, b := range bots {
+		c, err := procCPU(b.pid())
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// sumMem returns the bots' resident set sizes now and at their peaks, summed.
+func sumMem(bots []*botProcess) (rss, peak int64, err error) {
+	for _, b := range bots {
+		r, p, e := procMem(b.pid())
+		rss, peak, err = rss+r, peak+p, errors.Join(err, e)
+	}
+	return rss, peak, err
+}
+
+// sumGoroutines returns the bots' goroutines, summed.
+func sumGoroutines(ctx context.Context, bots []*botProcess) (int, error) {
+	n := 0
+	for _, b := range bots {
+		g, err := b.goroutines(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n += g
+	}
+	return n, nil
 }
 
 // profileCPU saves the bot's CPU profile in slices of 5 s (cpu-01.pprof, ...) until done is
@@ -315,9 +439,10 @@ func startMCP() (url string, stop func(), err error) {
 	}, nil
 }
 
-// botConfig is the bot's config.toml for the run. The admin listener serves the load tool only
+// botConfig is a replica's config.toml for the run, telegramMode the lines that set the Telegram
+// mode (empty: polling). The admin listener, on a port of its choosing, serves the load tool only
 // (goroutines from /metrics, profiles from /debug/pprof/): no web chat.
-func botConfig(o Options, driver, dsn, offsetFile, modelURL string, tg *tgkit.Server, mcpURL string, admin adminEndpoint) string {
+func botConfig(o Options, driver, dsn, offsetFile, modelURL string, tg *tgkit.Server, mcpURL, adminToken, telegramMode string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Written by cmd/loadtest.
 [storage]
@@ -357,16 +482,16 @@ rich = "off"
 global_per_second = %d
 paid_broadcast = %t
 offset_file = %q
-
+%s
 [admin]
 enabled = true
-listen = %q
+listen = "127.0.0.1:0"
 token = %q
 web_chat = false
 
 [log]
 level = "info"
-`, driver, dsn, modelURL, max(64, o.Chats), tg.Token(), tg.Endpoint(), o.GlobalPerSecond, o.GlobalPerSecond > 30, offsetFile, admin.addr, admin.token)
+`, driver, dsn, modelURL, max(64, o.Chats), tg.Token(), tg.Endpoint(), o.GlobalPerSecond, o.GlobalPerSecond > 30, offsetFile, telegramMode, adminToken)
 	if mcpURL != "" {
 		fmt.Fprintf(&b, `
 [[mcp.servers]]
@@ -381,10 +506,10 @@ tool_call_timeout_sec = 300
 
 // driver runs the chats.
 type driver struct {
-	o   Options
-	rec *recorder
-	tg  *tgkit.Server
-	bot *botProcess
+	o    Options
+	rec  *recorder
+	tg   *tgkit.Server
+	bots []*botProcess
 
 	sent, done, timedOut   atomic.Int64
 	inFlight, peakInFlight atomic.Int64
@@ -393,8 +518,8 @@ type driver struct {
 	results []turnResult
 }
 
-func newDriver(o Options, rec *recorder, tg *tgkit.Server, bot *botProcess) *driver {
-	return &driver{o: o, rec: rec, tg: tg, bot: bot}
+func newDriver(o Options, rec *recorder, tg *tgkit.Server, bots []*botProcess) *driver {
+	return &driver{o: o, rec: rec, tg: tg, bots: bots}
 }
 
 // run drives every chat until its turns are done (or the duration ended and its last answer
@@ -492,7 +617,7 @@ func (d *driver) progress(ctx context.Context, start time.Time, all <-chan struc
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastDone := int64(0)
-	lastCPU, _ := procCPU(d.bot.pid())
+	lastCPU := d.cpu()
 	for {
 		select {
 		case <-all:
@@ -506,13 +631,23 @@ func (d *driver) progress(ctx context.Context, start time.Time, all <-chan struc
 			continue
 		}
 		done := d.done.Load()
-		cpu, _ := procCPU(d.bot.pid())
-		rss, _, _ := procMem(d.bot.pid())
+		cpu := d.cpu()
+		rss, _, _ := sumMem(d.bots)
 		fmt.Fprintf(d.o.Progress, "%5.0fs  sent %d  done %d  in flight %d  timed out %d  turns/s %d  429s %d  bot cpu %3.0f%%  rss %.1f MB\n",
 			time.Since(start).Seconds(), d.sent.Load(), done, d.inFlight.Load(), d.timedOut.Load(), done-lastDone,
 			d.rec.http429.Load(), 100*(cpu-lastCPU).Seconds(), mb(rss))
 		lastDone, lastCPU = done, cpu
 	}
+}
+
+// cpu is the CPU time the bots have used, summed; a bot whose /proc cannot be read counts 0.
+func (d *driver) cpu() time.Duration {
+	var sum time.Duration
+	for _, b := range d.bots {
+		c, _ := procCPU(b.pid())
+		sum += c
+	}
+	return sum
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
@@ -524,10 +659,17 @@ func sortedTimes(ts []time.Time) []time.Time {
 	return out
 }
 
+// pgSchema is the run's schema in the PostgreSQL database.
+type pgSchema struct {
+	db   *sql.DB
+	name string
+}
+
 // freshSchema makes an empty schema for the run in the PostgreSQL database at base, so earlier
-// runs' rows do not spoil the counts, and returns a DSN whose search_path is it and a function
-// that drops it.
-func freshSchema(ctx context.Context, base string) (string, func(), error) {
+// runs' rows do not spoil the counts, and returns a DSN whose search_path is it (and whose
+// application_name is its name, to find the run's server processes) and the schema, whose drop
+// removes it.
+func freshSchema(ctx context.Context, base string) (string, *pgSchema, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return "", nil, fmt.Errorf("postgres-dsn is not a URL: %w", err)
@@ -543,11 +685,49 @@ func freshSchema(ctx context.Context, base string) (string, func(), error) {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	q.Set("application_name", schema)
 	u.RawQuery = q.Encode()
-	return u.String(), func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = db.ExecContext(dctx, "DROP SCHEMA "+schema+" CASCADE")
-		db.Close()
-	}, nil
+	return u.String(), &pgSchema{db: db, name: schema}, nil
+}
+
+// drop removes the schema and closes the connection.
+func (s *pgSchema) drop() {
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = s.db.ExecContext(dctx, "DROP SCHEMA "+s.name+" CASCADE")
+	s.db.Close()
+}
+
+// backendCPU returns the CPU time each PostgreSQL server process serving the bots has used so
+// far (the backends of connections whose application_name is the schema's name), read from
+// /proc: it works only when the server runs on this machine, as a developer's does.
+func (s *pgSchema) backendCPU(ctx context.Context) (map[int]time.Duration, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", s.name)
+	if err != nil {
+		return nil, fmt.Errorf("listing the bots' PostgreSQL backends: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]time.Duration{}
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return nil, err
+		}
+		c, err := procCPU(pid)
+		if err != nil {
+			return nil, fmt.Errorf("PostgreSQL backends are not on this machine: %w", err)
+		}
+		out[pid] = c
+	}
+	return out, rows.Err()
+}
+
+// backendDelta is the CPU the backends used between two readings; a backend that closed
+// between them is missed.
+func backendDelta(before, after map[int]time.Duration) time.Duration {
+	var d time.Duration
+	for pid, c := range after {
+		d += c - before[pid]
+	}
+	return d
 }
