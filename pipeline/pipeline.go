@@ -51,6 +51,9 @@ type InboundTurns interface {
 	// TurnByInbound returns the newest turn started by message inboundMessageID of the chat
 	// (any of its conversations), and false when there is none.
 	TurnByInbound(ctx context.Context, platform, chatID, inboundMessageID string) (store.Turn, bool, error)
+	// SupersedeTurn takes the cut turn of a message answered again out of the history (status
+	// retried), so the message is in the model's context once.
+	SupersedeTurn(ctx context.Context, turnID int64) (bool, error)
 }
 
 // Toolbox offers the tools of a turn (tools.Manager).
@@ -493,6 +496,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 
 // answered reports whether a message handed over again after a crash was already answered: a
 // turn it started ended with a status other than interrupted. A failed lookup answers again.
+// A message answered again takes its cut turn out of the history (retried).
 func (p *Pipeline) answered(in adapters.Inbound, log *slog.Logger) bool {
 	finder, ok := p.store.(InboundTurns)
 	if !in.Redelivered || !ok || in.MessageID == "" {
@@ -505,7 +509,15 @@ func (p *Pipeline) answered(in adapters.Inbound, log *slog.Logger) bool {
 		log.Warn("pipeline: redelivered message not checked against earlier turns; answering it", "message", in.MessageID, "err", err)
 		return false
 	}
-	if !found || t.Status == store.TurnInterrupted || t.Status == store.TurnRunning {
+	if !found {
+		return false
+	}
+	if t.Status == store.TurnInterrupted || t.Status == store.TurnRunning {
+		// Answered again: the cut turn leaves the history, or the message would reach the
+		// model twice (its copy in the cut turn, and the new turn's).
+		if _, err := finder.SupersedeTurn(ctx, t.ID); err != nil {
+			log.Warn("pipeline: the cut turn of a redelivered message stays in the history", "turn", t.ID, "err", err)
+		}
 		return false
 	}
 	log.Info("pipeline: redelivered message already answered; skipped", "message", in.MessageID, "turn", t.ID, "status", t.Status)

@@ -20,7 +20,7 @@ type lookupless struct {
 
 // A message handed over again after a crash is answered only when its turn never ended.
 func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
-	h := newHarness(t, Options{})
+	h := newHarness(t, Options{HistoryRounds: 10})
 	ctx := context.Background()
 
 	// Answered before the crash, its "done" not recorded by the adapter: skipped.
@@ -61,6 +61,15 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 		}
 		if final, _ := r.Final(); final != "Answer "+id+"." {
 			t.Fatalf("message %s: final %q", id, final)
+		}
+	}
+	// The cut turn of message 2 left the history: the model saw message 2 once, as answered
+	// again, not also the cut turn's copy.
+	for _, req := range h.llm.Requests() {
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, "second") {
+				t.Fatalf("the cut turn's copy of message 2 reached the model: %q", req.Messages)
+			}
 		}
 	}
 	// Handed over yet again after a /reset: all three were answered (in the chat's earlier

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,9 @@ func (g *groupWriter) commit(batch []*groupJob) {
 	db := g.db.WithContext(context.Background())
 	if len(batch) == 1 {
 		batch[0].err = db.Transaction(batch[0].fn)
+		for try := 0; try < 3 && retryable(batch[0].err); try++ {
+			batch[0].err = db.Transaction(batch[0].fn)
+		}
 		return
 	}
 	err := db.Transaction(func(tx *gorm.DB) error {
@@ -125,5 +129,28 @@ func (g *groupWriter) commit(batch []*groupJob) {
 				j.err = err
 			}
 		}
+		return
 	}
+	// A write that lost a deadlock to another replica's transaction (two batches taking the same
+	// keys in opposite orders) was rolled back to its savepoint, alone: it runs again in a
+	// transaction of its own, now that this batch's locks are released.
+	for _, j := range batch {
+		for try := 0; try < 3 && retryable(j.err); try++ {
+			j.err = db.Transaction(j.fn)
+		}
+	}
+}
+
+// retryable reports whether err is PostgreSQL's verdict that the transaction lost a deadlock or
+// a serialization conflict, which running the write again resolves.
+func retryable(err error) bool {
+	var state interface{ SQLState() string }
+	if err == nil || !errors.As(err, &state) {
+		return false
+	}
+	switch state.SQLState() {
+	case "40P01", "40001": // deadlock_detected, serialization_failure
+		return true
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 
@@ -117,4 +118,64 @@ func TestAFailingTurnWriteDoesNotUndoTheOthersInItsCommit(t *testing.T) {
 			t.Errorf("the finished turn after the failed second finish: %+v, %v; want it ok", tr, err)
 		}
 	})
+}
+
+// TestAWriteThatLosesADeadlockToAnotherReplicaRunsAgain has two stores on one PostgreSQL (two
+// replicas) commit batches that take the same two keys in opposite orders, each batch's first
+// write waiting until both hold their first key: PostgreSQL ends the cycle by failing one write,
+// which is rolled back alone and runs again once its batch is committed, so every write lands.
+func TestAWriteThatLosesADeadlockToAnotherReplicaRunsAgain(t *testing.T) {
+	if os.Getenv(pgEnv) == "" {
+		t.Skipf("PostgreSQL not tested: set %s", pgEnv)
+	}
+	ctx := context.Background()
+	opts := testOptions(t, DriverPostgres)
+	a, b := openTest(t, opts), openTest(t, opts)
+	if err := a.w.Exec(`CREATE TABLE deadlock_keys (k TEXT PRIMARY KEY)`).Error; err != nil {
+		t.Fatal(err)
+	}
+	insert := func(key string) func(*gorm.DB) error {
+		return func(tx *gorm.DB) error {
+			return tx.Exec(`INSERT INTO deadlock_keys (k) VALUES (?) ON CONFLICT DO NOTHING`, key).Error
+		}
+	}
+	var both sync.WaitGroup
+	both.Add(2)
+	first := func(key string) func(*gorm.DB) error {
+		return func(tx *gorm.DB) error {
+			if err := insert(key)(tx); err != nil {
+				return err
+			}
+			both.Done()
+			both.Wait() // the other replica holds its first key too
+			return nil
+		}
+	}
+	var errs [4]error
+	var wg sync.WaitGroup
+	var releases []func()
+	for i, r := range []struct {
+		s           *Store
+		one, second string
+	}{{a, "x", "y"}, {b, "y", "x"}} {
+		releases = append(releases, holdWriter(t, r.s))
+		wg.Go(func() { errs[2*i] = r.s.turns.do(ctx, first(r.one)) })
+		wait.For(t, "the first write queued", func() bool { return len(r.s.turns.jobs) == 1 })
+		wg.Go(func() { errs[2*i+1] = r.s.turns.do(ctx, insert(r.second)) })
+		wait.For(t, "both writes queued behind the held commit", func() bool { return len(r.s.turns.jobs) == 2 })
+	}
+	// Both batches start together.
+	for _, release := range releases {
+		release()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	var n int64
+	if err := a.w.Raw(`SELECT COUNT(*) FROM deadlock_keys`).Scan(&n).Error; err != nil || n != 2 {
+		t.Errorf("%d keys stored (%v), want 2", n, err)
+	}
 }

@@ -138,3 +138,18 @@ func (s *Store) RetryLastTurn(ctx context.Context, conversationID int64) (Messag
 	}
 	return msg, nil
 }
+
+// SupersedeTurn takes a turn that a crash or a dead replica cut (interrupted, or still running
+// on a replica that is gone) out of the conversation's history, because its message is about to
+// be answered again by a new turn: its status becomes TurnRetried and its rows stay for the
+// audit trail. It reports whether the turn was changed; a turn that ended otherwise is left as
+// it is.
+func (s *Store) SupersedeTurn(ctx context.Context, turnID int64) (bool, error) {
+	res := s.w.WithContext(ctx).Model(&turnRow{}).
+		Where("id = ? AND status IN ?", turnID, []string{TurnInterrupted, TurnRunning}).
+		Update("status", TurnRetried)
+	if res.Error != nil {
+		return false, fmt.Errorf("store: supersede turn %d: %w", turnID, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
