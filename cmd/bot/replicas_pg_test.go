@@ -445,6 +445,12 @@ func TestMessagesOfOneChatOnTwoReplicasRunOneAfterTheOther(t *testing.T) {
 	if strings.Join(order, ",") != "first,second" {
 		t.Errorf("answers in the chat: %v, want first then second", order)
 	}
+	// The answer shows before its turn is saved and leaves the conversation: a /stop before that
+	// would stop the ending turn.
+	wait.For(t, "the second turn to leave the conversation", func() bool {
+		var n int
+		return db.QueryRow(`SELECT COUNT(*) FROM turn_queue`).Scan(&n) == nil && n == 0
+	})
 	e.say(chat, "/stop")
 	e.waitBotText(chat, "the answer to a /stop with nothing running", contains("Nothing to stop."))
 }
