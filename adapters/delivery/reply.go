@@ -430,6 +430,14 @@ func (r *Reply) Working(on bool) {
 	r.typingWake = wake
 }
 
+// typingSlot takes the global place of one typing indicator, unless a 429 holds the chat.
+func (r *Reply) typingSlot() (release func(), ok bool) {
+	if r.e.sched.blocked(r.chat) {
+		return nil, false
+	}
+	return r.e.sched.tryGlobal()
+}
+
 func (r *Reply) typingLoop(wake chan struct{}) {
 	for {
 		r.mu.Lock()
@@ -439,10 +447,13 @@ func (r *Reply) typingLoop(wake chan struct{}) {
 			return
 		}
 		r.mu.Unlock()
-		if !r.e.sched.blocked(r.chat) {
+		// The indicator counts against the bot's global limit (Discord counts every request):
+		// it takes a place in the global window, and is skipped when none is free now.
+		if release, ok := r.typingSlot(); ok {
 			cctx, cancel := context.WithTimeout(r.ctx, r.e.opts.CallTimeout)
 			err := r.e.m.Typing(cctx, r.chat)
 			cancel()
+			release()
 			if err == nil {
 				r.e.observe(Event{Kind: EventTyping, Chat: r.chat})
 			} else {

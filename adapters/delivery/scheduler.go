@@ -298,6 +298,29 @@ func (s *scheduler) block(chat adapters.ChatRef, global bool, d time.Duration) {
 	s.dispatchLocked()
 }
 
+// tryGlobal takes a place in the bot-wide window for a request that is worth sending only now
+// (a typing indicator: the platform counts it against the bot's global limit, as Discord does),
+// at preview priority, without waiting: ok is false when the window has no place for it.
+func (s *scheduler) tryGlobal() (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.closed || s.global.readyAt(now, false).After(now) {
+		return nil, false
+	}
+	sl := s.global.take(now)
+	if sl == nil {
+		return func() {}, true // no global limit
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sl.inflight = false
+		sl.done = time.Now()
+		s.dispatchLocked()
+	}, true
+}
+
 // blocked reports whether a 429 currently holds chat's scope.
 func (s *scheduler) blocked(chat adapters.ChatRef) bool {
 	s.mu.Lock()
