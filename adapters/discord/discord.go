@@ -186,7 +186,11 @@ type Adapter struct {
 	guildOf  map[string]string // channel id → guild id, for the DM rule with AllowedChannels
 	dmUsers  map[string]dmVerdict
 	shards   map[int]*discordgo.Session // connected shards by id, for their state
-	handlers sync.WaitGroup
+	// handedOver holds, per channel, a channel closed when the channel's latest message has been
+	// handed to the handler (or dropped): the next message waits for it, so a channel's messages
+	// reach the pipeline in the order the gateway sent them.
+	handedOver map[string]chan struct{}
+	handlers   sync.WaitGroup
 
 	identMu    sync.Mutex
 	identified map[int]time.Time // identify bucket → when its last identify went out

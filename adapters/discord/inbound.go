@@ -35,11 +35,52 @@ func (a *Adapter) onMessage(ctx context.Context, h adapters.Handler, m *discordg
 		in.Time = time.Now()
 	}
 	// Events arrive in order on the gateway's reader goroutine (SyncEvents); anything that may
-	// block (a channel lookup, image downloads, the handler) runs on the message's own goroutine.
-	a.spawn(func() { a.handleMessage(ctx, h, m, botID, in) })
+	// block (a channel lookup, the ledger, image downloads, the handler) runs on the message's
+	// own goroutine, which hands the message over only after the channel's previous one was.
+	prev, mine := a.queueHandover(m.ChannelID)
+	if !a.spawn(func() { a.handleMessage(ctx, h, m, botID, in, prev, mine) }) {
+		a.handOver(m.ChannelID, mine)
+	}
 }
 
-func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *discordgo.MessageCreate, botID string, in adapters.Inbound) {
+// queueHandover returns the hand-over of the channel's previous message (nil when none is
+// pending) and registers this message's, to be passed to handOver.
+func (a *Adapter) queueHandover(channelID string) (prev, mine chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.handedOver == nil {
+		a.handedOver = map[string]chan struct{}{}
+	}
+	prev = a.handedOver[channelID]
+	mine = make(chan struct{})
+	a.handedOver[channelID] = mine
+	return prev, mine
+}
+
+// handOver marks a message handed to the handler (or dropped), letting the channel's next one go.
+func (a *Adapter) handOver(channelID string, mine chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	close(mine)
+	if a.handedOver[channelID] == mine {
+		delete(a.handedOver, channelID)
+	}
+}
+
+func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *discordgo.MessageCreate, botID string, in adapters.Inbound, prev, mine chan struct{}) {
+	handed := false
+	defer func() {
+		if !handed {
+			a.handOver(m.ChannelID, mine)
+		}
+	}()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-ctx.Done():
+			return
+		}
+	}
 	text := m.Content
 	if m.GuildID != "" {
 		in.Kind = adapters.Group
@@ -78,6 +119,10 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 	}
 	defer a.doneMessage(m.ID)
 	in.Images = a.images(ctx, m.Attachments)
+	// The pipeline orders messages that reach it within a moment (its settle delay) by their
+	// time; handed over in the gateway's order, a channel's messages reach it that way.
+	handed = true
+	a.handOver(m.ChannelID, mine)
 	h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: m.ID, asker: in.UserID})
 }
 

@@ -70,7 +70,8 @@ func FuzzInbound(f *testing.F) {
 		in := adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Discord, ChatID: m.ChannelID}, Kind: adapters.Private,
 			MessageID: m.ID, UserID: m.Author.ID}
 		var h capture
-		a.handleMessage(context.Background(), &h, m, botID, in)
+		prev, mine := a.queueHandover(m.ChannelID)
+		a.handleMessage(context.Background(), &h, m, botID, in, prev, mine)
 		if !h.got {
 			rest, _ := strings.CutPrefix(strings.TrimSpace(stripMention(content, botID)), "!ai")
 			if c, ok := adapters.ParseCommand(strings.TrimSpace(rest)); !guild && (!ok || c.For(self)) {
