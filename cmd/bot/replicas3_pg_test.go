@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"relaybot/config"
+	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
 	tgkit "relaybot/internal/testkit/telegram"
@@ -158,8 +159,8 @@ func (rr *roundRobin) pin(i int) {
 	rr.pinned = i
 }
 
-// replicaPlatform is how the test's users reach the replicas. The Telegram modes are below; a
-// Discord mode (the testkit Discord with two shards) plugs in the same way.
+// replicaPlatform is how the test's users reach the replicas: the testkit Telegram by webhook
+// or polling, or the testkit Discord with two shards.
 type replicaPlatform interface {
 	// section is the platform's part of replica i's config.
 	section(t *testing.T, i int) string
@@ -169,14 +170,22 @@ type replicaPlatform interface {
 	say(chat int64, text string)
 	// answers are the bot's messages in the chat, in order.
 	answers(chat int64) []string
-	// pin routes the next messages to replica i (-1: no preference); it reports false when the
-	// platform cannot choose the replica (one poller takes every message).
-	pin(i int) bool
+	// pin routes the next messages of new chats to replica i (-1: no preference) where the
+	// platform lets the test choose.
+	pin(i int)
+	// stopMode says how the /stop test runs: across, the held turn is pinned to replica 0 and
+	// the /stop to replica 1; else both reach the replica that receives the chat. tested is
+	// false when the platform cannot test a stop (one poller takes every message).
+	stopMode() (across, tested bool)
+	// spreads reports whether a chat's messages are handed to the replicas in turn, so most
+	// chats' two messages run on two replicas.
+	spreads() bool
 	// victim is the replica to kill mid-turn: one that is running turns.
 	victim(t *testing.T, reps []*childReplica) int
 	// takenOver waits until a survivor receives what the victim received, and reports how long
-	// after the kill that was (0 when the platform has nothing to take over).
-	takenOver(t *testing.T, reps []*childReplica, victim int, killed time.Time) time.Duration
+	// after the kill that was (0 when the platform has nothing to take over) and the most it may
+	// take.
+	takenOver(t *testing.T, reps []*childReplica, victim int, killed time.Time) (took, limit time.Duration)
 	// rateLimited says the platform's 429 answers to the bot (empty: none).
 	rateLimited() []string
 }
@@ -247,13 +256,15 @@ func (p *telegramPlatform) say(chat int64, text string) { p.e.say(chat, text) }
 
 func (p *telegramPlatform) answers(chat int64) []string { return p.e.botTexts(chat) }
 
-func (p *telegramPlatform) pin(i int) bool {
-	if !p.webhook {
-		return false
+func (p *telegramPlatform) pin(i int) {
+	if p.webhook {
+		p.rr.pin(i)
 	}
-	p.rr.pin(i)
-	return true
 }
+
+func (p *telegramPlatform) stopMode() (across, tested bool) { return p.webhook, p.webhook }
+
+func (p *telegramPlatform) spreads() bool { return p.webhook }
 
 func (p *telegramPlatform) victim(t *testing.T, reps []*childReplica) int {
 	if p.webhook {
@@ -262,10 +273,10 @@ func (p *telegramPlatform) victim(t *testing.T, reps []*childReplica) int {
 	return slices.IndexFunc(reps, func(r *childReplica) bool { return r.logged("telegram: this replica polls") })
 }
 
-func (p *telegramPlatform) takenOver(t *testing.T, reps []*childReplica, victim int, killed time.Time) time.Duration {
+func (p *telegramPlatform) takenOver(t *testing.T, reps []*childReplica, victim int, killed time.Time) (took, limit time.Duration) {
 	t.Helper()
 	if p.webhook {
-		return 0 // the proxy sends the next updates to the survivors
+		return 0, 0 // the proxy sends the next updates to the survivors
 	}
 	wait.For(t, "a survivor to take over polling", func() bool {
 		for i, r := range reps {
@@ -275,7 +286,7 @@ func (p *telegramPlatform) takenOver(t *testing.T, reps []*childReplica, victim 
 		}
 		return false
 	})
-	return time.Since(killed)
+	return time.Since(killed), 15 * time.Second
 }
 
 func (p *telegramPlatform) rateLimited() []string {
@@ -288,15 +299,199 @@ func (p *telegramPlatform) rateLimited() []string {
 	return out
 }
 
+// discordBudget is the bot's Discord budget of REST requests a second in these tests (Discord
+// grants large bots more than the default 50); the fake allows exactly as much, so replicas that
+// did not share it would draw 429s.
+const discordBudget = 200
+
+// discordShards is the shard count the testkit Discord recommends: two shards for three
+// replicas, so one replica holds none until a holder dies.
+const discordShards = 2
+
+// discordPlatform is the testkit Discord recommending two shards, each connected by the replica
+// holding its lease (discord.shards = "auto"). A chat is a guild channel, in guilds spread over
+// both shards, or (one chat in ten, outside a pin) a direct message, which shard 0 receives.
+// Discord hands a channel's messages to its shard's holder only: the test cannot send them to
+// another replica, so a chat's messages land on two replicas only when its shard changes hands
+// (the killed replica's messages, answered again by the survivor that takes its shard over).
+type discordPlatform struct {
+	t  *testing.T
+	dc *dtk.Server
+
+	mu          sync.Mutex
+	channels    map[int64]dtk.UserMessage // a chat's channel, guild and user
+	shard       int                       // the shard new chats' guilds are on; -1 spreads them
+	victimShard int                       // the shard the victim holds
+	before      int                       // the victim shard's identifies before the kill
+}
+
+func (p *discordPlatform) section(t *testing.T, i int) string {
+	return fmt.Sprintf(`[discord]
+enabled = true
+token = %q
+api_base = %q
+register_commands = false
+shards = "auto"
+global_per_second = %d
+`, p.dc.Token(), p.dc.APIBase(), discordBudget)
+}
+
+// holders returns, by shard, the replicas holding it now by their logs: the last word of each
+// replica on the shard is that it holds it, not that it lost it.
+func (p *discordPlatform) holders(reps []*childReplica) map[int][]int {
+	out := map[int][]int{}
+	for i, r := range reps {
+		held := map[int]bool{}
+		for line := range strings.Lines(r.out.String()) {
+			for shard := range discordShards {
+				switch {
+				case strings.Contains(line, fmt.Sprintf(`msg="discord: this replica holds the shard" shard=%d `, shard)):
+					held[shard] = true
+				case strings.Contains(line, fmt.Sprintf(`msg="discord: shard lease lost or given up; its connection is closed" shard=%d`, shard)):
+					held[shard] = false
+				}
+			}
+		}
+		for shard, h := range held {
+			if h {
+				out[shard] = append(out[shard], i)
+			}
+		}
+	}
+	return out
+}
+
+// settled reports whether each shard has one holder and one live gateway session.
+func (p *discordPlatform) settled(reps []*childReplica) bool {
+	h, live := p.holders(reps), p.dc.LiveShards()
+	for shard := range discordShards {
+		if len(h[shard]) != 1 || live[shard] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *discordPlatform) started(t *testing.T, reps []*childReplica) {
+	t.Helper()
+	for _, r := range reps {
+		wait.For(t, "a replica to take part in sharing the shards", func() bool {
+			return r.logged("discord: sharing the gateway shards with the other replicas")
+		})
+	}
+	wait.Until(t, "each shard held and connected by one replica", func() error {
+		if !p.settled(reps) {
+			return fmt.Errorf("holders %v, live sessions by shard %v", p.holders(reps), p.dc.LiveShards())
+		}
+		return nil
+	})
+}
+
+// channel returns a chat's channel, guild and user, choosing them on the chat's first message.
+func (p *discordPlatform) channel(chat int64) dtk.UserMessage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if um, ok := p.channels[chat]; ok {
+		return um
+	}
+	um := dtk.UserMessage{ChannelID: fmt.Sprintf("6%017d", chat), AuthorID: fmt.Sprintf("7%017d", chat)}
+	switch {
+	case p.shard >= 0:
+		um.GuildID = dtk.GuildOnShard(p.shard, discordShards, int(chat%5))
+	case chat%10 != 9:
+		um.GuildID = dtk.GuildOnShard(int(chat%discordShards), discordShards, int(chat%5))
+	}
+	p.channels[chat] = um
+	return um
+}
+
+func (p *discordPlatform) say(chat int64, text string) {
+	um := p.channel(chat)
+	um.Content = text
+	if um.GuildID != "" {
+		um.Content, um.MentionBot = "<@"+p.dc.BotID()+"> "+text, true
+	}
+	if _, err := p.dc.Post(um); err != nil {
+		p.t.Fatalf("post %q in chat %d: %v", text, chat, err)
+	}
+}
+
+func (p *discordPlatform) answers(chat int64) []string {
+	var out []string
+	for _, m := range p.dc.BotMessages(p.channel(chat).ChannelID) {
+		out = append(out, m.Content)
+	}
+	return out
+}
+
+func (p *discordPlatform) pin(i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.shard = -1
+	if i >= 0 {
+		p.shard = p.victimShard
+	}
+}
+
+// stopMode: the /stop reaches the holder of the chat's shard, which runs the turn; so does the
+// Stop button's interaction (Discord dispatches it on the guild's shard too). No Discord stop
+// crosses replicas; the test checks that the stop works, in time.
+func (p *discordPlatform) stopMode() (across, tested bool) { return false, true }
+
+func (p *discordPlatform) spreads() bool { return false }
+
+// victim is the holder of shard 0; the test's pin sends the next chats to guilds of that shard.
+func (p *discordPlatform) victim(t *testing.T, reps []*childReplica) int {
+	t.Helper()
+	if !p.settled(reps) {
+		t.Fatalf("the shards changed hands before the kill: holders %v, live sessions %v", p.holders(reps), p.dc.LiveShards())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.victimShard, p.before = 0, p.dc.ShardIdentifies(0)
+	return p.holders(reps)[0][0]
+}
+
+// takenOver waits until a survivor holds the killed replica's shard and identified it, each
+// shard connected once again.
+func (p *discordPlatform) takenOver(t *testing.T, reps []*childReplica, victim int, killed time.Time) (took, limit time.Duration) {
+	t.Helper()
+	wait.Until(t, "a survivor to identify the killed replica's shard", func() error {
+		h := p.holders(reps)
+		if p.dc.ShardIdentifies(p.victimShard) == p.before || !slices.ContainsFunc(h[p.victimShard], func(i int) bool { return i != victim }) {
+			return fmt.Errorf("holders %v, identifies of shard %d %d", h, p.victimShard, p.dc.ShardIdentifies(p.victimShard))
+		}
+		// The killed replica's connection is gone (the fake saw it close), the survivor's live.
+		if live := p.dc.LiveShards(); live[0] != 1 || live[1] != 1 {
+			return fmt.Errorf("live sessions by shard %v", live)
+		}
+		return nil
+	})
+	return time.Since(killed), 30 * time.Second
+}
+
+func (p *discordPlatform) rateLimited() []string {
+	var out []string
+	for _, c := range p.dc.Calls() {
+		if c.Status == http.StatusTooManyRequests {
+			out = append(out, fmt.Sprintf("%s %s %s: retry after %v", c.Time.Format("15:04:05.000"), c.Method, c.Path, c.RetryAfter))
+		}
+	}
+	return out
+}
+
 // TestThreeReplicasServeOneBot runs three bot serve processes on one PostgreSQL database and
 // checks what users of the bot notice. 200 chats send two messages each at once; behind the
 // webhook proxy a chat's two messages land on different replicas. Every message is answered
 // exactly once, in the order sent, the second turn seeing the first one's answer in its history.
-// A /stop sent to a replica that does not run the turn stops it within a second. One replica is
+// A /stop sent to a replica that does not run the turn stops it within a second (on Discord the
+// /stop reaches the replica that runs the turn: it stops it within a second). One replica is
 // killed (SIGKILL) while three turns run on it, each in a tool call: a survivor answers those
-// messages once more within 30 s (and takes over polling within 15 s), and messages sent after
-// the kill are answered once. No 429 from Telegram although every replica may send, every audit
-// row and turn ends in a final status, and every message's turn is in the history, whole.
+// messages once more within 30 s, their turns having run on two replicas (and takes over
+// polling within 15 s, or the killed replica's Discord shard within 30 s), and messages sent
+// after the kill are answered once. No 429 from the platform although every replica may send,
+// every audit row and turn ends in a final status, and every message's turn is in the history,
+// whole. The Discord mode's chats are guild channels on both shards and direct messages.
 func TestThreeReplicasServeOneBot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three bot serve processes")
@@ -319,6 +514,13 @@ func TestThreeReplicasServeOneBot(t *testing.T) {
 			runThreeReplicas(t, dsn, e, p)
 		})
 	}
+	t.Run("discord", func(t *testing.T) {
+		dsn := pgSchemaDSN(t)
+		e := newEnv(t)
+		dc := dtk.New(dtk.Config{Shards: discordShards, MaxConcurrency: discordShards, GlobalN: discordBudget})
+		t.Cleanup(dc.Close)
+		runThreeReplicas(t, dsn, e, &discordPlatform{t: t, dc: dc, channels: map[int64]dtk.UserMessage{}, shard: -1})
+	})
 }
 
 // runThreeReplicas is TestThreeReplicasServeOneBot on one platform.
@@ -392,16 +594,21 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 	})
 
 	// /stop sent to a replica that does not run the turn (where the platform lets the test
-	// choose the replica).
-	stopped := p.pin(0)
+	// choose the replica), else to the one that runs it.
+	across, stopped := p.stopMode()
 	if stopped {
+		if across {
+			p.pin(0)
+		}
 		p.say(stopChat, "hold on")
 		wait.For(t, "the model to be asked for the held answer", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return asked["hold on"] > 0
 		})
-		p.pin(1)
+		if across {
+			p.pin(1)
+		}
 		asked := time.Now()
 		p.say(stopChat, "/stop")
 		wait.For(t, "the held answer stopped", func() bool {
@@ -410,7 +617,7 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 		if took := time.Since(asked); took > time.Second {
 			t.Errorf("the stop took %v to reach the replica running the turn, want within 1 s", took)
 		}
-		if !reps[0].logged("stopped a turn on another replica's request") {
+		if across && !reps[0].logged("stopped a turn on another replica's request") {
 			t.Errorf("the replica running the turn did not log the stop from the other replica")
 		}
 		p.pin(-1)
@@ -437,8 +644,8 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 	p.pin(-1)
 	reps[victim].kill()
 	killed := time.Now()
-	if took := p.takenOver(t, reps, victim, killed); took > 15*time.Second {
-		t.Errorf("a survivor took over %v after the kill, want within 15 s", took)
+	if took, limit := p.takenOver(t, reps, victim, killed); took > limit {
+		t.Errorf("a survivor took over %v after the kill, want within %v", took, limit)
 	}
 	wait.Until(t, "the killed replica's messages answered by a survivor", func() error {
 		for k := range int64(3) {
@@ -509,9 +716,9 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 			overlapped = append(overlapped, fmt.Sprintf("chat %d", loadChat+c))
 		}
 	}
-	reportSome(t, "chats whose second message ran without the first answer in its history (the two turns ran at once)", overlapped)
+	reportSome(t, "chats whose second message ran without the first answer in its history (the two turns ran at once, or the second first)", overlapped)
 	if limited := p.rateLimited(); len(limited) != 0 {
-		t.Errorf("Telegram answered %d requests with 429, want none: the replicas together exceeded a budget; the first:\n%s",
+		t.Errorf("the platform answered %d requests with 429, want none: the replicas together exceeded a budget; the first:\n%s",
 			len(limited), strings.Join(limited[:min(5, len(limited))], "\n"))
 	}
 
@@ -549,7 +756,8 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 	}
 	okTurns := map[string]int{}
 	ranOn := map[string]string{}
-	turnsOf := map[string][]string{} // a message's turns: status and error
+	replicasOf := map[string]map[string]bool{} // a message's turns' replicas
+	turnsOf := map[string][]string{}           // a message's turns: status and error
 	for rows.Next() {
 		var status, text, instance, turnErr string
 		var lastRole sql.NullString
@@ -557,6 +765,10 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 			t.Fatal(err)
 		}
 		turnsOf[text] = append(turnsOf[text], strings.TrimSpace(status+" "+turnErr))
+		if replicasOf[text] == nil {
+			replicasOf[text] = map[string]bool{}
+		}
+		replicasOf[text][instance] = true
 		if status != "ok" {
 			continue
 		}
@@ -577,7 +789,14 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 		}
 	}
 	reportSome(t, "messages without exactly one finished turn in the history", lost)
-	if p.pin(-1) {
+	// The killed replica's messages ran on two replicas: cut on the killed one, answered on a
+	// survivor.
+	for k := range 3 {
+		if text := fmt.Sprintf("kill k%d", k); len(replicasOf[text]) != 2 {
+			t.Errorf("%q ran on %d replicas (its turns: %q), want two: the killed one and a survivor", text, len(replicasOf[text]), turnsOf[text])
+		}
+	}
+	if p.spreads() {
 		instances, split := map[string]bool{}, 0
 		for c := range chats {
 			a, b := ranOn[fmt.Sprintf("c%d m0", c)], ranOn[fmt.Sprintf("c%d m1", c)]
@@ -625,7 +844,8 @@ enabled = false
 }
 
 // lastUserText is the first paragraph of the last user message of a model request: the user's
-// text, without what the bot may have joined to it.
+// text, without what the bot may have joined to it (in a guild channel, the speaker's name in
+// brackets before it).
 func lastUserText(req llm.Request) string {
 	last := ""
 	for _, m := range req.Messages {
@@ -634,6 +854,11 @@ func lastUserText(req llm.Request) string {
 		}
 	}
 	first, _, _ := strings.Cut(last, "\n\n")
+	if rest, ok := strings.CutPrefix(first, "["); ok {
+		if _, text, ok := strings.Cut(rest, "] "); ok {
+			return text
+		}
+	}
 	return first
 }
 
