@@ -176,16 +176,16 @@ type Adapter struct {
 	// questions are the open approval questions (buttons "relaybot:approve:…").
 	questions adapters.Questions
 
-	mu       sync.Mutex
-	running  bool
-	stopped  bool // Run ended: no new handler goroutines
-	botID    string
-	botName  string // the bot's username, which a text command may name ("/reset@name")
-	appID    string
-	parents  map[string]string // channel id → parent id ("" for none), for AllowedChannels
-	guildOf  map[string]string // channel id → guild id, for the DM rule with AllowedChannels
-	dmUsers  map[string]dmVerdict
-	shards   map[int]*discordgo.Session // connected shards by id, for their state
+	mu      sync.Mutex
+	running bool
+	stopped bool // Run ended: no new handler goroutines
+	botID   string
+	botName string // the bot's username, which a text command may name ("/reset@name")
+	appID   string
+	parents map[string]string // channel id → parent id ("" for none), for AllowedChannels
+	guildOf map[string]string // channel id → guild id, for the DM rule with AllowedChannels
+	dmUsers map[string]dmVerdict
+	shards  map[int]*discordgo.Session // connected shards by id, for their state
 	// handedOver holds, per channel, a channel closed when the channel's latest message has been
 	// handed to the handler (or dropped): the next message waits for it, so a channel's messages
 	// reach the pipeline in the order the gateway sent them.
