@@ -42,9 +42,12 @@ type Reply struct {
 	finishing  bool
 	finished   bool
 
+	// The typing indicator: a goroutine only while a request shows it (typingRunning), a timer
+	// between renewals (typingTimer), so a reply that waits costs no parked goroutine.
 	typingOn      bool
 	typingRunning bool
-	typingWake    chan struct{}
+	typingAgain   bool // turned on again while a request was in flight: show it once more
+	typingTimer   *time.Timer
 
 	// Drafts (nil drafter: the chat streams by edits), under mu. The chat shows draftText as
 	// the draft of part draftPart, or no draft when draftText is empty; persist asks the
@@ -406,31 +409,31 @@ func (r *Reply) Working(on bool) {
 		r.persist = true
 		r.startWorkerLocked()
 	}
-	if r.typingRunning {
-		// Only turning it on wakes the loop: the indicator already shows, and renewing it on
-		// every call (one per tool started) would spend the platform's budget on repeats. Off
-		// needs no wake (the loop checks before each renewal), and waking for it too sent the
-		// indicator twice when off and on came back to back.
-		if changed && on {
-			select {
-			case r.typingWake <- struct{}{}:
-			default:
-			}
-		}
-		return
-	}
+	// Only turning it on shows it at once: the indicator already shows, and renewing it on
+	// every call (one per tool started) would spend the platform's budget on repeats. Off
+	// needs no request (each renewal checks first), and sending for it too sent the indicator
+	// twice when off and on came back to back.
 	if !on {
 		return
 	}
-	wake := make(chan struct{}, 1)
-	if !r.e.spawn(func() { r.typingLoop(wake) }) {
+	if r.typingRunning {
+		if changed {
+			r.typingAgain = true
+		}
 		return
 	}
-	r.typingRunning = true
-	r.typingWake = wake
+	if r.typingTimer != nil {
+		if !changed || !r.typingTimer.Stop() {
+			return // it shows, or the renewal is firing now
+		}
+		r.typingTimer = nil
+	}
+	r.typingRunning = r.e.spawn(r.showTyping)
 }
 
-func (r *Reply) typingLoop(wake chan struct{}) {
+// showTyping shows the typing indicator (again, if it was turned on again meanwhile) and arms
+// the timer of its renewal.
+func (r *Reply) showTyping() {
 	for {
 		r.mu.Lock()
 		if !r.typingOn || r.finishing || r.ctx.Err() != nil {
@@ -438,6 +441,7 @@ func (r *Reply) typingLoop(wake chan struct{}) {
 			r.mu.Unlock()
 			return
 		}
+		r.typingAgain = false
 		r.mu.Unlock()
 		if !r.e.sched.blocked(r.chat) {
 			cctx, cancel := context.WithTimeout(r.ctx, r.e.opts.CallTimeout)
@@ -449,19 +453,27 @@ func (r *Reply) typingLoop(wake chan struct{}) {
 				r.e.log.Debug("typing indicator not shown", "chat", r.chat.String(), "err", err)
 			}
 		}
-		t := time.NewTimer(r.e.opts.TypingInterval)
-		select {
-		case <-t.C:
-		case <-wake:
-		case <-r.ctx.Done():
-		case <-r.e.done:
-			t.Stop()
-			r.mu.Lock()
-			r.typingRunning = false
+		r.mu.Lock()
+		if r.typingAgain {
 			r.mu.Unlock()
-			return
+			continue
 		}
-		t.Stop()
+		r.typingRunning = false
+		if r.typingOn && !r.finishing {
+			r.typingTimer = time.AfterFunc(r.e.opts.TypingInterval, r.renewTyping)
+		}
+		r.mu.Unlock()
+		return
+	}
+}
+
+// renewTyping runs when the indicator is due again; an engine closed meanwhile starts nothing.
+func (r *Reply) renewTyping() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.typingTimer = nil
+	if !r.typingRunning && r.typingOn && !r.finishing && r.ctx.Err() == nil {
+		r.typingRunning = r.e.spawn(r.showTyping)
 	}
 }
 
@@ -480,11 +492,9 @@ func (r *Reply) Finish(ctx context.Context, text string, files []chat.File) erro
 	}
 	r.finishing = true
 	r.typingOn = false
-	if r.typingRunning {
-		select {
-		case r.typingWake <- struct{}{}:
-		default:
-		}
+	if r.typingTimer != nil {
+		r.typingTimer.Stop()
+		r.typingTimer = nil
 	}
 	running, done := r.running, r.workerDone
 	if running {
