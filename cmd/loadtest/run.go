@@ -179,11 +179,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		case <-driveCtx.Done():
 		}
 	}()
+	anonPeak := make(chan int64, 1)
+	go func() { anonPeak <- peakAnon(bot.pid(), loadDone) }()
 	d := newDriver(o, rec, tg, bot)
 	results := d.run(driveCtx, start)
 	stopDrive()
 	loadWall := time.Since(start)
 	close(loadDone)
+	rep.PeakAnonMB = mb(<-anonPeak)
 	cpu1, err := procCPU(bot.pid())
 	if err != nil {
 		select {
