@@ -108,7 +108,7 @@ func (t *wireTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "text/event-stream":
-		resp.Body = &sseNormaliser{src: resp.Body, r: bufio.NewReader(resp.Body), wc: wc}
+		resp.Body = &sseNormaliser{src: resp.Body, r: bufio.NewReaderSize(resp.Body, sseLineBuffer), wc: wc}
 	case "application/json":
 		body, err := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
@@ -196,6 +196,11 @@ func mergeFields(dst map[string]json.RawMessage, extra json.RawMessage) error {
 	}
 	return nil
 }
+
+// sseLineBuffer is the normaliser's read buffer: a chunk's line is a few hundred bytes (a longer
+// one is put together from several reads), and go-openai reads the stream through a buffer of
+// its own, so a larger one here only costs memory for every stream in flight.
+const sseLineBuffer = 512
 
 // sseNormaliser rewrites a server-sent event stream line by line: each "data:" line holding a
 // JSON chunk is normalised, everything else passes unchanged.

@@ -75,6 +75,7 @@ type Store struct {
 	wsql, rsql *sql.DB
 	audit      *auditWriter
 	turns      *groupWriter // StartTurn, FinishTurn and new conversations, committed together
+	started    startedTurns
 	closeOnce  sync.Once
 	closeErr   error
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"relaybot/audit"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -248,7 +249,34 @@ func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
 	}
+	s.started.add(row.ID, t.ConversationID)
 	return row.ID, nil
+}
+
+// startedTurns remembers the conversation of each turn this Store started and has not
+// finished, so FinishTurn need not read the turn back: a turn's only message before it
+// finishes is the user's, seq 0.
+type startedTurns struct {
+	mu    sync.Mutex
+	convs map[int64]int64 // turn id → conversation id
+}
+
+func (st *startedTurns) add(turnID, conversationID int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.convs == nil {
+		st.convs = map[int64]int64{}
+	}
+	st.convs[turnID] = conversationID
+}
+
+// take forgets turnID and returns its conversation; false for a turn this Store did not start.
+func (st *startedTurns) take(turnID int64) (int64, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	conv, ok := st.convs[turnID]
+	delete(st.convs, turnID)
+	return conv, ok
 }
 
 // FinishTurn closes a turn and saves everything it produced, in one transaction.
@@ -270,22 +298,41 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 			TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
 			TokensIn: c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: dbTime(started)})
 	}
+	conv, started := s.started.take(e.TurnID)
 	err := s.turns.do(ctx, func(tx *gorm.DB) error {
-		var turn turnRow
-		if err := tx.Select("id", "conversation_id", "status").Take(&turn, e.TurnID).Error; err != nil {
-			return err
+		// Closing the turn first, only while it runs, is the check that it still runs (a
+		// replica's Recover may have ended it) without reading it; on any error the savepoint
+		// rolls the close back with the rest.
+		res := tx.Model(&turnRow{}).Where("id = ? AND status = ?", e.TurnID, TurnRunning).Updates(map[string]any{
+			"status": e.Status, "model": e.Model, "rounds": e.Rounds, "tokens_in": e.TokensIn,
+			"tokens_out": e.TokensOut, "error": e.Error, "finished_at": at,
+		})
+		if res.Error != nil {
+			return res.Error
 		}
-		if turn.Status != TurnRunning {
+		if res.RowsAffected == 0 {
+			var turn turnRow
+			if err := tx.Select("id", "status").Take(&turn, e.TurnID).Error; err != nil {
+				return err
+			}
 			return fmt.Errorf("turn is already %s", turn.Status)
 		}
-		var last struct{ N int }
-		if err := tx.Model(&messageRow{}).Select("COALESCE(MAX(seq), -1) AS n").
-			Where("turn_id = ?", e.TurnID).Scan(&last).Error; err != nil {
-			return err
+		next := 1 // after the user's message
+		if !started {
+			var turn turnRow
+			if err := tx.Select("id", "conversation_id").Take(&turn, e.TurnID).Error; err != nil {
+				return err
+			}
+			var last struct{ N int }
+			if err := tx.Model(&messageRow{}).Select("COALESCE(MAX(seq), -1) AS n").
+				Where("turn_id = ?", e.TurnID).Scan(&last).Error; err != nil {
+				return err
+			}
+			conv, next = turn.ConversationID, last.N+1
 		}
 		msgs := make([]messageRow, 0, len(e.Messages))
 		for i, m := range e.Messages {
-			row, err := newMessageRow(turn.ConversationID, e.TurnID, last.N+1+i, m, at)
+			row, err := newMessageRow(conv, e.TurnID, next+i, m, at)
 			if err != nil {
 				return err
 			}
@@ -297,14 +344,9 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 			}
 		}
 		if len(llm) > 0 {
-			if err := tx.CreateInBatches(&llm, 100).Error; err != nil {
-				return err
-			}
+			return tx.CreateInBatches(&llm, 100).Error
 		}
-		return tx.Model(&turnRow{}).Where("id = ?", e.TurnID).Updates(map[string]any{
-			"status": e.Status, "model": e.Model, "rounds": e.Rounds, "tokens_in": e.TokensIn,
-			"tokens_out": e.TokensOut, "error": e.Error, "finished_at": at,
-		}).Error
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("store: finish turn %d: %w", e.TurnID, err)

@@ -226,6 +226,18 @@ func (e *Engine) spawn(fn func()) bool {
 	return true
 }
 
+// hold counts one piece of work that Close waits for until it calls e.wg.Done, unless the
+// engine is closed (then it returns false).
+func (e *Engine) hold() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Add(1)
+	return true
+}
+
 func (e *Engine) observe(ev Event) {
 	if e.opts.Observer != nil {
 		e.opts.Observer.Observe(ev)

@@ -42,9 +42,12 @@ type Reply struct {
 	finishing  bool
 	finished   bool
 
+	// The typing indicator: a goroutine only while a request shows it (typingRunning), a timer
+	// between renewals (typingTimer), so a reply that waits costs no parked goroutine.
 	typingOn      bool
 	typingRunning bool
-	typingWake    chan struct{}
+	typingAgain   bool // turned on again while a request was in flight: show it once more
+	typingTimer   *time.Timer
 
 	// Drafts (nil drafter: the chat streams by edits), under mu. The chat shows draftText as
 	// the draft of part draftPart, or no draft when draftText is empty; persist asks the
@@ -92,20 +95,29 @@ func (r *Reply) Update(text string) {
 	r.startWorkerLocked()
 }
 
-// startWorkerLocked starts the preview worker unless it runs; with r.mu held.
+// startWorkerLocked starts the preview worker unless it runs; with r.mu held. The worker runs
+// on a goroutine only while it has a request to make: while it waits for a call slot, the
+// scheduler holds its ticket and starts a goroutine when the slot is granted. Close waits for
+// the worker however it waits (Engine.hold).
 func (r *Reply) startWorkerLocked() {
-	if r.running {
+	if r.running || !r.e.hold() {
 		return
 	}
 	wctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan struct{})
-	if !r.e.spawn(func() { r.previewLoop(wctx, done) }) {
-		cancel()
-		return
-	}
 	r.running = true
 	r.stopWorker = cancel
 	r.workerDone = done
+	go r.previewNext(wctx, done, 0)
+}
+
+// endWorkerLocked ends the preview worker; with r.mu held, which it releases.
+func (r *Reply) endWorkerLocked(done chan struct{}) {
+	r.running = false
+	r.stopWorker()
+	close(done)
+	r.mu.Unlock()
+	r.e.wg.Done()
 }
 
 // step is the next preview request: message i of the reply shows text; done when its part of
@@ -224,83 +236,81 @@ func (r *Reply) nextStepLocked() (step, bool) {
 	return step{}, false
 }
 
-func (r *Reply) previewLoop(ctx context.Context, done chan struct{}) {
-	exit := func() {
-		r.running = false
-		r.stopWorker()
-		close(done)
-		r.mu.Unlock()
+// previewNext asks for a slot for the next preview, or ends the worker when there is nothing
+// newer to show. failures counts the temporary failures in a row so far.
+func (r *Reply) previewNext(ctx context.Context, done chan struct{}, failures int) {
+	r.mu.Lock()
+	if _, ok := r.nextStepLocked(); !ok || ctx.Err() != nil {
+		r.endWorkerLocked(done)
+		return
 	}
-	failures := 0
-	for {
-		r.mu.Lock()
-		if _, ok := r.nextStepLocked(); !ok || ctx.Err() != nil {
-			exit()
-			return
-		}
-		r.mu.Unlock()
+	r.mu.Unlock()
+	r.e.sched.acquireFunc(ctx, r.chat, false, func(release func(), err error) {
+		r.previewGranted(ctx, done, failures, release, err)
+	})
+}
 
-		release, err := r.e.sched.acquire(ctx, r.chat, false)
-		if err != nil {
-			r.mu.Lock()
-			exit()
-			return
-		}
-		// Coalesce: whatever is newest now is what goes out with this slot.
+// previewGranted makes the preview request the slot was granted for, then asks for the next.
+func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures int, release func(), err error) {
+	if err != nil {
 		r.mu.Lock()
-		st, ok := r.nextStepLocked()
-		r.mu.Unlock()
-		if !ok {
-			release()
-			continue
-		}
-		err = r.showPreview(st)
+		r.endWorkerLocked(done)
+		return
+	}
+	// Coalesce: whatever is newest now is what goes out with this slot.
+	r.mu.Lock()
+	st, ok := r.nextStepLocked()
+	r.mu.Unlock()
+	if !ok {
 		release()
-		var rl *adapters.RateLimitError
-		switch {
-		case err == nil:
-			failures = 0
-		case errors.As(err, &rl):
-			r.e.observe(Event{Kind: EventRateLimited, Chat: r.chat, RetryAfter: rl.RetryAfter})
-			r.e.sched.block(r.chat, rl.Global, rl.RetryAfter)
-		case st.draft && errors.Is(err, adapters.ErrDraftsRefused):
-			// The next slot shows the same text by Send and edits; the draft text is not lost.
-			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
-			r.e.refuseDrafts(r.chat, err)
-		case errors.Is(err, adapters.ErrMessageGone):
-			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
-			r.msgs = r.msgs[:min(st.i, len(r.msgs))] // the next preview starts a new message
-		case errors.Is(err, adapters.ErrTooLong):
-			// The platform counts differently than we do: show less.
-			r.previewMax = max(r.previewMax*3/4, 64)
-			if r.previewMax == 64 {
-				r.mu.Lock()
-				r.failed = st.text
-				r.mu.Unlock()
-			}
-		case isTemporary(err, ctx):
-			failures++
-			r.e.observe(Event{Kind: EventRetry, Chat: r.chat, Err: err})
-			if failures >= r.e.opts.Retry.MaxAttempts {
-				r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
-				r.e.log.Warn("preview delivery failing; waiting for newer text", "chat", r.chat.String(), "err", err)
-				r.mu.Lock()
-				r.failed = st.text
-				r.mu.Unlock()
-				failures = 0
-				continue
-			}
-			if !r.e.backoff(ctx, failures) {
-				continue // the loop head sees the stop
-			}
-		default:
-			r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
-			r.e.log.Warn("preview not delivered", "chat", r.chat.String(), "err", err)
+		r.previewNext(ctx, done, failures)
+		return
+	}
+	err = r.showPreview(st)
+	release()
+	var rl *adapters.RateLimitError
+	switch {
+	case err == nil:
+		failures = 0
+	case errors.As(err, &rl):
+		r.e.observe(Event{Kind: EventRateLimited, Chat: r.chat, RetryAfter: rl.RetryAfter})
+		r.e.sched.block(r.chat, rl.Global, rl.RetryAfter)
+	case st.draft && errors.Is(err, adapters.ErrDraftsRefused):
+		// The next slot shows the same text by Send and edits; the draft text is not lost.
+		r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
+		r.e.refuseDrafts(r.chat, err)
+	case errors.Is(err, adapters.ErrMessageGone):
+		r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
+		r.msgs = r.msgs[:min(st.i, len(r.msgs))] // the next preview starts a new message
+	case errors.Is(err, adapters.ErrTooLong):
+		// The platform counts differently than we do: show less.
+		r.previewMax = max(r.previewMax*3/4, 64)
+		if r.previewMax == 64 {
 			r.mu.Lock()
 			r.failed = st.text
 			r.mu.Unlock()
 		}
+	case isTemporary(err, ctx):
+		failures++
+		r.e.observe(Event{Kind: EventRetry, Chat: r.chat, Err: err})
+		if failures >= r.e.opts.Retry.MaxAttempts {
+			r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
+			r.e.log.Warn("preview delivery failing; waiting for newer text", "chat", r.chat.String(), "err", err)
+			r.mu.Lock()
+			r.failed = st.text
+			r.mu.Unlock()
+			failures = 0
+			break
+		}
+		r.e.backoff(ctx, failures) // a stop meanwhile is seen by previewNext
+	default:
+		r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
+		r.e.log.Warn("preview not delivered", "chat", r.chat.String(), "err", err)
+		r.mu.Lock()
+		r.failed = st.text
+		r.mu.Unlock()
 	}
+	r.previewNext(ctx, done, failures)
 }
 
 // partOptions are the options of message i of a reply posted while it streams: the first
@@ -406,28 +416,26 @@ func (r *Reply) Working(on bool) {
 		r.persist = true
 		r.startWorkerLocked()
 	}
-	if r.typingRunning {
-		// Only turning it on wakes the loop: the indicator already shows, and renewing it on
-		// every call (one per tool started) would spend the platform's budget on repeats. Off
-		// needs no wake (the loop checks before each renewal), and waking for it too sent the
-		// indicator twice when off and on came back to back.
-		if changed && on {
-			select {
-			case r.typingWake <- struct{}{}:
-			default:
-			}
-		}
-		return
-	}
+	// Only turning it on shows it at once: the indicator already shows, and renewing it on
+	// every call (one per tool started) would spend the platform's budget on repeats. Off
+	// needs no request (each renewal checks first), and sending for it too sent the indicator
+	// twice when off and on came back to back.
 	if !on {
 		return
 	}
-	wake := make(chan struct{}, 1)
-	if !r.e.spawn(func() { r.typingLoop(wake) }) {
+	if r.typingRunning {
+		if changed {
+			r.typingAgain = true
+		}
 		return
 	}
-	r.typingRunning = true
-	r.typingWake = wake
+	if r.typingTimer != nil {
+		if !changed || !r.typingTimer.Stop() {
+			return // it shows, or the renewal is firing now
+		}
+		r.typingTimer = nil
+	}
+	r.typingRunning = r.e.spawn(r.showTyping)
 }
 
 // typingSlot takes the global place of one typing indicator, unless a 429 holds the chat.
@@ -438,7 +446,9 @@ func (r *Reply) typingSlot() (release func(), ok bool) {
 	return r.e.sched.tryGlobal()
 }
 
-func (r *Reply) typingLoop(wake chan struct{}) {
+// showTyping shows the typing indicator (again, if it was turned on again meanwhile) and arms
+// the timer of its renewal.
+func (r *Reply) showTyping() {
 	for {
 		r.mu.Lock()
 		if !r.typingOn || r.finishing || r.ctx.Err() != nil {
@@ -446,6 +456,7 @@ func (r *Reply) typingLoop(wake chan struct{}) {
 			r.mu.Unlock()
 			return
 		}
+		r.typingAgain = false
 		r.mu.Unlock()
 		// The indicator counts against the bot's global limit (Discord counts every request):
 		// it takes a place in the global window, and is skipped when none is free now.
@@ -460,19 +471,27 @@ func (r *Reply) typingLoop(wake chan struct{}) {
 				r.e.log.Debug("typing indicator not shown", "chat", r.chat.String(), "err", err)
 			}
 		}
-		t := time.NewTimer(r.e.opts.TypingInterval)
-		select {
-		case <-t.C:
-		case <-wake:
-		case <-r.ctx.Done():
-		case <-r.e.done:
-			t.Stop()
-			r.mu.Lock()
-			r.typingRunning = false
+		r.mu.Lock()
+		if r.typingAgain {
 			r.mu.Unlock()
-			return
+			continue
 		}
-		t.Stop()
+		r.typingRunning = false
+		if r.typingOn && !r.finishing {
+			r.typingTimer = time.AfterFunc(r.e.opts.TypingInterval, r.renewTyping)
+		}
+		r.mu.Unlock()
+		return
+	}
+}
+
+// renewTyping runs when the indicator is due again; an engine closed meanwhile starts nothing.
+func (r *Reply) renewTyping() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.typingTimer = nil
+	if !r.typingRunning && r.typingOn && !r.finishing && r.ctx.Err() == nil {
+		r.typingRunning = r.e.spawn(r.showTyping)
 	}
 }
 
@@ -491,11 +510,9 @@ func (r *Reply) Finish(ctx context.Context, text string, files []chat.File) erro
 	}
 	r.finishing = true
 	r.typingOn = false
-	if r.typingRunning {
-		select {
-		case r.typingWake <- struct{}{}:
-		default:
-		}
+	if r.typingTimer != nil {
+		r.typingTimer.Stop()
+		r.typingTimer = nil
 	}
 	running, done := r.running, r.workerDone
 	if running {

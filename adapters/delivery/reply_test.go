@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -184,4 +185,31 @@ func TestFinalTextOfARollingAnswerTakesOneRequest(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A preview waiting for its chat's next slot when the answer ends: the final text replaces
+// it (the waiting preview is never sent), and the chat's next answer still gets its slots.
+func TestFinishWhileAPreviewWaitsForItsSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &recorder{first: make(chan struct{})}
+		e := New(m, adapters.Limits{MaxLen: 100, PerChat: adapters.Rate{N: 1, Per: time.Second}}, Options{})
+		defer e.Close()
+		c := adapters.ChatRef{Platform: "test", ChatID: "1"}
+		r := e.NewReply(context.Background(), c, adapters.SendOptions{})
+		r.Update("one")
+		synctest.Wait()
+		r.Update("one two") // the chat's slot is spent: this preview waits
+		synctest.Wait()
+		if err := r.Finish(context.Background(), "one two three", nil); err != nil {
+			t.Fatal(err)
+		}
+		next := e.NewReply(context.Background(), c, adapters.SendOptions{})
+		if err := next.Finish(context.Background(), "second answer", nil); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"send one", "edit m1 one two three", "send second answer"}
+		if got := m.lines(); !slices.Equal(got, want) {
+			t.Fatalf("requests %q, want %q", got, want)
+		}
+	})
 }

@@ -136,8 +136,12 @@ type ticket struct {
 	shared  bool
 	seq     uint64
 	buckets []*bucket
-	granted chan struct{} // closed when granted
-	err     error         // set before granted is closed when the engine closes
+	granted chan struct{} // closed when granted (nil for a ticket with then)
+	// then, when set, is called instead of closing granted, on a goroutine of its own: with
+	// the release func once granted, or with the error that ended the wait (acquireFunc).
+	then    func(release func(), err error)
+	stopCtx func() bool // stops the ticket's context watch (acquireFunc)
+	err     error       // set before granted is closed when the engine closes
 	done    bool
 	slots   []*slot // the window places taken when granted
 }
@@ -255,6 +259,52 @@ func (s *scheduler) acquireLocal(ctx context.Context, chat adapters.ChatRef, fin
 		}
 		return nil, ctx.Err()
 	}
+}
+
+// acquireFunc is acquire without a goroutine waiting for the slot: then runs on a goroutine of
+// its own, with the release func once the slot is granted, or with ctx's error or ErrClosed.
+// then runs exactly once. With chats shared among replicas it waits as acquire does, on a
+// goroutine.
+func (s *scheduler) acquireFunc(ctx context.Context, chat adapters.ChatRef, final bool, then func(release func(), err error)) {
+	s.mu.Lock()
+	if s.shares != nil || s.closed {
+		s.mu.Unlock()
+		go func() { then(s.acquire(ctx, chat, final)) }()
+		return
+	}
+	s.seq++
+	t := &ticket{final: final, seq: s.seq, buckets: s.bucketsFor(chat, false), then: then}
+	for _, b := range t.buckets {
+		b.waiters++
+	}
+	s.waiting = append(s.waiting, t)
+	t.stopCtx = context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		waiting := !t.done
+		if waiting {
+			s.removeLocked(t)
+		}
+		s.mu.Unlock()
+		if waiting {
+			then(nil, ctx.Err())
+		}
+	})
+	s.dispatchLocked()
+	s.mu.Unlock()
+}
+
+// grantLocked tells t's owner that the wait is over (t.err set when refused); with s.mu held.
+func (s *scheduler) grantLocked(t *ticket) {
+	if t.then == nil {
+		close(t.granted)
+		return
+	}
+	t.stopCtx()
+	if t.err != nil {
+		go t.then(nil, t.err)
+		return
+	}
+	go t.then(func() { s.release(t) }, nil)
 }
 
 // release marks the request's window places as answered now.
@@ -380,8 +430,8 @@ func (s *scheduler) dispatchLocked() {
 				b.waiters--
 			}
 			t.done = true
-			close(t.granted)
 			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+			s.grantLocked(t)
 			gAt = s.global.readyAt(now, pass)
 		}
 	}
@@ -439,7 +489,7 @@ func (s *scheduler) close() {
 	for _, t := range s.waiting {
 		t.err = ErrClosed
 		t.done = true
-		close(t.granted)
+		s.grantLocked(t)
 	}
 	s.waiting = nil
 }

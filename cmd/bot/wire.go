@@ -444,8 +444,19 @@ func modelHTTPClient(turnsInFlight int) *http.Client {
 	tr.TLSHandshakeTimeout = modelTLSTimeout
 	tr.MaxIdleConnsPerHost = max(turnsInFlight, 2)
 	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
+	// Every connection, busy or idle, keeps a read and a write buffer (4 KB each by default).
+	// A stream's lines are a few hundred bytes and arrive one by one at a model's pace, and a
+	// request body larger than the buffer is written in more pieces, not refused.
+	tr.ReadBufferSize = modelReadBuffer
+	tr.WriteBufferSize = modelWriteBuffer
 	return &http.Client{Transport: tr}
 }
+
+// Buffer sizes of a model connection.
+const (
+	modelReadBuffer  = 1024
+	modelWriteBuffer = 1024
+)
 
 // Bounds of connecting to a model server.
 const (

@@ -86,6 +86,25 @@ func procAnon(pid int) (int64, error) {
 	return 0, fmt.Errorf("process %d: no RssAnon in /proc status", pid)
 }
 
+// peakAnon samples the process's anonymous resident memory every 100 ms until done is closed and
+// returns the largest sample (0 when none could be read). The kernel keeps a peak of the whole
+// RSS only, whose file pages depend on how the executable sits in the page cache.
+func peakAnon(pid int, done <-chan struct{}) int64 {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var peak int64
+	for {
+		if anon, err := procAnon(pid); err == nil {
+			peak = max(peak, anon)
+		}
+		select {
+		case <-done:
+			return peak
+		case <-tick.C:
+		}
+	}
+}
+
 // selfCPU is the CPU time (user + system) this process has used, from getrusage.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage

@@ -91,9 +91,15 @@ type Report struct {
 	IdleRSSMB float64 `json:"idle_rss_mb"`
 	// IdleAnonMB is the anonymous part of the idle RSS: the bot's own memory, without the
 	// executable's and libraries' file pages.
-	IdleAnonMB      float64 `json:"idle_anon_mb"`
-	PeakRSSMB       float64 `json:"peak_rss_mb"`
-	MemPerTurnKB    float64 `json:"memory_per_turn_in_flight_kb"`
+	IdleAnonMB   float64 `json:"idle_anon_mb"`
+	PeakRSSMB    float64 `json:"peak_rss_mb"`
+	MemPerTurnKB float64 `json:"memory_per_turn_in_flight_kb"`
+	// PeakAnonMB is the largest anonymous RSS sampled (every 100 ms) during the load, and
+	// AnonPerTurnKB its growth over idle per turn in flight: the bot's own memory per turn,
+	// without the executable's file pages, whose share of RSS depends on the page cache (the
+	// same binary copied anew idles a few MB lower or higher).
+	PeakAnonMB      float64 `json:"peak_anon_mb"`
+	AnonPerTurnKB   float64 `json:"anon_per_turn_in_flight_kb"`
 	GoroutinesIdle  int     `json:"goroutines_idle"`
 	GoroutinesAfter int     `json:"goroutines_after"`
 	// GoroutinesKeepAlive are the goroutines of pooled idle HTTP connections among those after.
@@ -216,6 +222,9 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 	r.PeakRSSMB = mb(peakRSS)
 	if peakInFlight > 0 {
 		r.MemPerTurnKB = float64(peakRSS-idleRSS) / 1024 / float64(peakInFlight)
+		if r.PeakAnonMB > 0 {
+			r.AnonPerTurnKB = (r.PeakAnonMB - r.IdleAnonMB) * 1024 / float64(peakInFlight)
+		}
 	}
 }
 
@@ -329,7 +338,8 @@ func (r *Report) WriteText(w io.Writer) {
 		p("bare go-openai:  %.4f s per 1k tokens (%d streams, %d at once, %d tokens); bot/bare = %.2f×",
 			r.BareCPUPer1kToken, r.Baseline.Streams, r.Baseline.Concurrency, r.Baseline.Tokens, r.CPURatio)
 	}
-	p("bot memory:      idle %.1f MB (%.1f MB anonymous), peak %.1f MB; %.1f KB per turn in flight", r.IdleRSSMB, r.IdleAnonMB, r.PeakRSSMB, r.MemPerTurnKB)
+	p("bot memory:      idle %.1f MB (%.1f MB anonymous), peak %.1f MB (%.1f MB anonymous); %.1f KB per turn in flight (%.1f KB anonymous)",
+		r.IdleRSSMB, r.IdleAnonMB, r.PeakRSSMB, r.PeakAnonMB, r.MemPerTurnKB, r.AnonPerTurnKB)
 	p("goroutines:      %d idle before, %d after the run (%d of them idle keep-alive connections)", r.GoroutinesIdle, r.GoroutinesAfter, r.GoroutinesKeepAlive)
 	p("database:        turns %d/%d expected (%d ok), audit rows %d/%d expected (%d ok)",
 		r.DB.Turns, r.DB.TurnsExpected, r.DB.TurnsOK, r.DB.AuditRows, r.DB.AuditExpected, r.DB.AuditOK)

@@ -229,11 +229,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}()
 	}
+	// The bot's own memory at its peak, sampled during the load: one replica's (the table's
+	// memory figures are for one process).
+	anonPeak := make(chan int64, 1)
+	if len(bots) == 1 {
+		go func() { anonPeak <- peakAnon(bots[0].pid(), loadDone) }()
+	} else {
+		anonPeak <- 0
+	}
 	d := newDriver(o, rec, tg, bots)
 	results := d.run(driveCtx, start)
 	stopDrive()
 	loadWall := time.Since(start)
 	close(loadDone)
+	rep.PeakAnonMB = mb(<-anonPeak)
 	cpu1, err := replicaCPU(bots)
 	if err != nil {
 		for _, b := range bots {
