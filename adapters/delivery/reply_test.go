@@ -213,3 +213,48 @@ func TestFinishWhileAPreviewWaitsForItsSlot(t *testing.T) {
 		}
 	})
 }
+
+// The typing indicator counts against the bot's global limit (Discord counts every request): it
+// is shown only when the global window has a place free at once, never makes an answer wait, and
+// does not hold back the first preview that follows it.
+func TestTypingTakesAFreeGlobalPlaceOrIsSkipped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &typingCounter{recorder: recorder{first: make(chan struct{})}}
+		e := New(m, adapters.Limits{MaxLen: 100, Global: adapters.Rate{N: 4, Per: time.Second}}, Options{TypingInterval: time.Hour})
+		defer e.Close()
+		ctx := context.Background()
+		chatN := func(i int) adapters.ChatRef { return adapters.ChatRef{Platform: "test", ChatID: fmt.Sprint(i)} }
+		// Four answers fill the bot's window for a second.
+		for i := range 4 {
+			if err := e.NewReply(ctx, chatN(i), adapters.SendOptions{}).Finish(ctx, "answer", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		busy := e.NewReply(ctx, chatN(10), adapters.SendOptions{})
+		busy.Working(true)
+		synctest.Wait()
+		if n := m.typing.Load(); n != 0 {
+			t.Fatalf("%d typing requests with the bot's window full, want none (it would draw a 429)", n)
+		}
+		if err := busy.Finish(ctx, "done", nil); err != nil {
+			t.Fatal(err)
+		}
+
+		time.Sleep(5 * time.Second) // the window drains
+		r := e.NewReply(ctx, chatN(11), adapters.SendOptions{})
+		r.Working(true)
+		synctest.Wait()
+		if n := m.typing.Load(); n != 1 {
+			t.Fatalf("%d typing requests with the window free, want 1", n)
+		}
+		sent := time.Now()
+		r.Update("First words")
+		synctest.Wait()
+		if !slices.ContainsFunc(m.lines(), func(l string) bool { return strings.HasPrefix(l, "send First words") }) || time.Since(sent) != 0 {
+			t.Fatalf("the first preview after the typing indicator: %q after %v, want it sent at once", m.lines(), time.Since(sent))
+		}
+		if err := r.Finish(ctx, "First words, then more.", nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

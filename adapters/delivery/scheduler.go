@@ -33,6 +33,9 @@ type slot struct {
 	granted  time.Time
 	done     time.Time // zero while the request is in flight
 	inflight bool
+	// aside: a request taken only when a place was free (a typing indicator); it fills its
+	// place in the window but does not space the previews.
+	aside bool
 }
 
 func (b *bucket) trim(now time.Time) {
@@ -85,13 +88,19 @@ func (b *bucket) readyAt(now time.Time, final bool) time.Time {
 			t = at
 		}
 	}
-	if !final && len(b.hist) > 0 {
+	if !final {
 		// Previews share the window's places but the one kept for finals: spaced evenly over
 		// them, the text moves at a steady pace instead of two quick steps and a long stall
 		// while the window drains.
 		gap := b.rate.Per/time.Duration(max(b.rate.N-b.kept(), 1)) + b.slack
-		if at := b.hist[len(b.hist)-1].granted.Add(gap); at.After(t) {
-			t = at
+		for i := len(b.hist) - 1; i >= 0; i-- {
+			if b.hist[i].aside {
+				continue
+			}
+			if at := b.hist[i].granted.Add(gap); at.After(t) {
+				t = at
+			}
+			break
 		}
 	}
 	return t
@@ -362,6 +371,7 @@ func (s *scheduler) tryGlobal() (release func(), ok bool) {
 	if sl == nil {
 		return func() {}, true // no global limit
 	}
+	sl.aside = true
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
