@@ -107,6 +107,12 @@ func TestStopWhileWaitingForApproval(t *testing.T) {
 	})
 	<-h.handle(privateMsg("7", "2", "/stop"), &recResponder{})
 	<-done
+	// The call's audit row ends as the cancelled question returns, which may be just after the
+	// turn's reply: wait for its final status.
+	wait.For(t, "the call's audit row to end", func() bool {
+		recs := h.rec.Records()
+		return len(recs) == 1 && recs[0].Status != audit.StatusRunning
+	})
 	recs := h.rec.Records()
 	if len(recs) != 1 || recs[0].Status != audit.StatusDenied || recs[0].Decision != tools.DecisionCancelled {
 		t.Fatalf("audit rows = %+v, want the call denied as cancelled", recs)

@@ -125,7 +125,8 @@ type Options struct {
 	QueueSize int
 	// Settle is how long the first message of an idle conversation waits for messages the user
 	// sent just before it that are still on their way (adapters hand each message over on its own
-	// goroutine, so two quick messages may arrive swapped); default DefaultSettle, negative: none.
+	// goroutine, so two quick messages may arrive swapped); default DefaultSettle
+	// (DefaultReplicaSettle with a Gate), negative: none.
 	Settle time.Duration
 	// MaxTurnsInFlight bounds turns running at once (default 64); TurnWait bounds the wait for a
 	// free slot (default 60 s) before the user is told the bot is busy.
@@ -188,13 +189,16 @@ const (
 	DefaultTurnWait         = 60 * time.Second
 	DefaultTurnTimeout      = 15 * time.Minute
 	DefaultSettle           = 50 * time.Millisecond
-	DefaultApprovalTimeout  = 300 * time.Second
-	DefaultStoppedMarker    = "[stopped]"
-	DefaultFailureHint      = "Request failed."
-	DefaultShutdownText     = "The bot is restarting; please send that again in a minute."
-	DefaultHelpText         = "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /usage shows what you have used, /help shows this."
-	DefaultBusyText         = "I am still busy with earlier messages in this chat; please try again in a moment."
-	DefaultRateLimitedText  = "You are sending messages too fast; please wait a minute."
+	// DefaultReplicaSettle is Settle when replicas share the bot (Options.Gate): a message sent
+	// just before may reach another replica and its database round trips first.
+	DefaultReplicaSettle   = 200 * time.Millisecond
+	DefaultApprovalTimeout = 300 * time.Second
+	DefaultStoppedMarker   = "[stopped]"
+	DefaultFailureHint     = "Request failed."
+	DefaultShutdownText    = "The bot is restarting; please send that again in a minute."
+	DefaultHelpText        = "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /usage shows what you have used, /help shows this."
+	DefaultBusyText        = "I am still busy with earlier messages in this chat; please try again in a moment."
+	DefaultRateLimitedText = "You are sending messages too fast; please wait a minute."
 )
 
 // DefaultShutdownDeliverWait is how long, by default, answers still being delivered may wait for
@@ -267,6 +271,9 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	}
 	if opts.Settle == 0 {
 		opts.Settle = DefaultSettle
+		if opts.Gate != nil {
+			opts.Settle = DefaultReplicaSettle
+		}
 	}
 	if opts.ApprovalTimeout <= 0 {
 		opts.ApprovalTimeout = DefaultApprovalTimeout
