@@ -384,7 +384,14 @@ webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
 func TestMessagesOfOneChatOnTwoReplicasRunOneAfterTheOther(t *testing.T) {
 	e := newEnv(t)
 	dsn := pgSchemaDSN(t)
-	_, target := webhookReplicas(t, dsn, e, 2)
+	reps, target := webhookReplicas(t, dsn, e, 2)
+	// A replica joining a live deployment takes messages only once the others count it: their
+	// shares of the bot-wide budget already make room for its own.
+	for i, r := range reps {
+		if !strings.Contains(r.logs.String(), `msg="platform budgets shared among the live replicas" replicas=2`) {
+			t.Fatalf("replica %d runs without counting the two replicas:\n%s", i, r.logs)
+		}
+	}
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)

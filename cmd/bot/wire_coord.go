@@ -84,6 +84,9 @@ func (b *bot) joinReplicas(ctx context.Context, st *store.Store, instance string
 	if err != nil {
 		return err
 	}
+	if err := b.awaitCounted(ctx, db, m, log); err != nil {
+		return err
+	}
 	b.ledger = ledger
 	b.signals = coord.NewSignals(db, log)
 	b.turns = queue
@@ -155,6 +158,31 @@ func (l recordedLease) Acquire(ctx context.Context) (context.Context, func(), er
 		release()
 		forget()
 	}, nil
+}
+
+// awaitCounted divides the bot-wide budgets by the replicas live now and, when others are,
+// waits one heartbeat period before this replica takes messages: the others count it at their
+// next heartbeat, and until then they each spend their share as if it were not there, so a
+// replica that joins and sends at once would take the deployment over the bot's budget.
+func (b *bot) awaitCounted(ctx context.Context, db *sql.DB, m *coord.Member, log *slog.Logger) error {
+	live, err := coord.Instances(ctx, db)
+	if err != nil {
+		return fmt.Errorf("replicas: count the live replicas: %w", err)
+	}
+	b.share.set(max(len(live), 1))
+	if len(live) < 2 {
+		return nil
+	}
+	wait := m.TTL()/3 + 250*time.Millisecond
+	log.Info("waiting for the other replicas to count this one", "replicas", len(live), "wait", wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("replicas: waiting to be counted: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
 }
 
 // pollLease is the Telegram poller lease of the bot with token, or nil for a single process. The
