@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"relaybot/chat"
+	"relaybot/internal/testkit/wait"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 	if got := ids(t, st); !slices.Contains(got, dead.ID()) || !slices.Contains(got, survivor.ID()) {
 		t.Fatalf("live instances = %v, want both replicas", got)
 	}
-	eventually(t, "the survivor to count two replicas", func() bool { return members.Load() == 2 })
+	wait.For(t, "the survivor to count two replicas", func() bool { return members.Load() == 2 })
 	if _, _, err := survivorStore.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +78,9 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 	// Killed: the heartbeat stops, the row stays until its lease runs out.
 	dead.stop()
 	<-dead.done
-	eventually(t, "the stopped replica's lease to expire", func() bool { return !slices.Contains(ids(t, st), dead.ID()) })
-	eventually(t, "the survivor to count itself alone", func() bool { return members.Load() == 1 })
-	eventually(t, "the survivor to reclaim the dead replica's turn", func() bool {
+	wait.For(t, "the stopped replica's lease to expire", func() bool { return !slices.Contains(ids(t, st), dead.ID()) })
+	wait.For(t, "the survivor to count itself alone", func() bool { return members.Load() == 1 })
+	wait.For(t, "the survivor to reclaim the dead replica's turn", func() bool {
 		tr, err := st.Turn(ctx, turn)
 		return err == nil && tr.Status == store.TurnInterrupted
 	})

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"relaybot/internal/testkit/wait"
 	"testing"
 
 	"log/slog"
@@ -21,13 +22,13 @@ func TestAStopPublishedOnOneReplicaReachesTheOthers(t *testing.T) {
 	got := make(chan Stop, 1)
 	done := make(chan error, 1)
 	go func() { done <- listener.ListenStops(ctx, func(s Stop) { got <- s }) }()
-	eventually(t, "the listener to listen", func() bool { return strings.Contains(logs.String(), "listening for stop requests") })
+	wait.For(t, "the listener to listen", func() bool { return strings.Contains(logs.String(), "listening for stop requests") })
 
 	want := Stop{Key: "telegram:42::", UserID: "7", Admin: true}
 	if err := NewSignals(pool(t, other), nil).PublishStop(ctx, want.Key, want.UserID, want.Admin); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the stop request to arrive", func() bool {
+	wait.For(t, "the stop request to arrive", func() bool {
 		select {
 		case s := <-got:
 			if s != want {

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"database/sql"
+	"relaybot/internal/testkit/wait"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func joinReplica(t *testing.T, db *sql.DB, ttl time.Duration) replica {
 		<-done
 		m.Leave(context.Background())
 	})
-	eventually(t, "the turns listener to listen", func() bool { return strings.Contains(logs.String(), "listening for free conversations") })
+	wait.For(t, "the turns listener to listen", func() bool { return strings.Contains(logs.String(), "listening for free conversations") })
 	return replica{m: m, turns: turns}
 }
 
@@ -160,7 +161,7 @@ func TestANewerMessageInterruptsTheTurnAnotherReplicaRuns(t *testing.T) {
 	go func() {
 		listened <- NewSignals(db, slog.New(slog.NewTextHandler(logs, nil))).ListenStops(ctx, func(s Stop) { stops <- s })
 	}()
-	eventually(t, "the stop listener to listen", func() bool { return strings.Contains(logs.String(), "listening for stop requests") })
+	wait.For(t, "the stop listener to listen", func() bool { return strings.Contains(logs.String(), "listening for stop requests") })
 
 	const key = "web:7::"
 	now := time.Now()

@@ -77,7 +77,10 @@ func TestRefusedDraftFallsBackToEditsWithoutLosingText(t *testing.T) {
 			wait.For(t, "a first draft", func() bool { return len(e.srv.Drafts(102)) > 0 })
 			e.srv.AddFault(tk.Fault{Kind: tk.FaultDraftRefused, Method: "sendMessageDraft", Times: 100})
 		}
-		time.Sleep(time.Millisecond) // the model's pace over loopback; no assertion waits on it
+		if i == 200 {
+			// Refused mid-answer: the rest of the answer streams after the fallback.
+			wait.For(t, "a draft refused", func() bool { return e.count("sendMessageDraft", 400) > 0 })
+		}
 	}
 	final := b.String()
 	wait.For(t, "the refused draft to be shown as a message", func() bool { return len(e.srv.BotMessages(102)) > 0 })
