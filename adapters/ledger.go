@@ -1,6 +1,14 @@
 package adapters
 
-import "context"
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// OrphanEvery is how often a replica looks for the unanswered messages of replicas that died.
+const OrphanEvery = 2 * time.Second
 
 // Ledger takes each inbound message once for a deployment of several replicas of the bot on one
 // database: a platform's retry, or the same message reaching two replicas, starts one turn.
@@ -24,4 +32,38 @@ type Journal interface {
 	// Orphans takes over the unanswered messages of platform whose replica is gone, and returns
 	// their payloads by key. Each orphan goes to one caller.
 	Orphans(ctx context.Context, platform string) (map[string][]byte, error)
+}
+
+// AdoptOrphans, when ledger is a Journal, takes over every OrphanEvery the messages of platform
+// that replicas which died took and did not finish, and hands each to adopt (key and payload as
+// claimed), until ctx ends; wg waits for the goroutine it starts. A failed look is logged and
+// tried again at the next tick. Without a Journal it does nothing.
+func AdoptOrphans(ctx context.Context, wg *sync.WaitGroup, ledger Ledger, platform string, log *slog.Logger, adopt func(key string, payload []byte)) {
+	j, ok := ledger.(Journal)
+	if !ok {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(OrphanEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			orphans, err := j.Orphans(ctx, platform)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn(platform+": messages of replicas that are gone not checked", "err", err)
+				}
+				continue
+			}
+			for key, payload := range orphans {
+				adopt(key, payload)
+			}
+		}
+	}()
 }

@@ -12,9 +12,6 @@ import (
 	"relaybot/adapters"
 )
 
-// orphanEvery is how often a replica looks for the unanswered messages of replicas that died.
-const orphanEvery = 2 * time.Second
-
 // messageKey names a message in the deployment's ledger.
 func messageKey(id string) string { return "message:" + id }
 
@@ -80,49 +77,25 @@ func (a *Adapter) doneMessage(id string) {
 	}
 }
 
-// adoptOrphans, with a Journal, takes over every orphanEvery the messages that replicas which
-// died took and did not finish, and answers them (marked Redelivered: the pipeline answers one
-// whose turn never ended ok). It stops with ctx; wg waits for it.
+// adoptOrphans, with a Journal, answers the messages that replicas which died took and did not
+// finish (marked Redelivered: the pipeline answers one whose turn never ended ok). It stops with
+// ctx; wg waits for it.
 func (a *Adapter) adoptOrphans(ctx context.Context, h adapters.Handler, wg *sync.WaitGroup) {
-	j, ok := a.opts.Ledger.(adapters.Journal)
-	if !ok {
-		return
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(orphanEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			orphans, err := j.Orphans(ctx, "discord")
-			if err != nil {
-				if ctx.Err() == nil {
-					a.log.Warn("discord: messages of replicas that are gone not checked", "err", err)
-				}
-				continue
-			}
-			for key, raw := range orphans {
-				id, ok := strings.CutPrefix(key, "message:")
-				var k keptMessage
-				if !ok || json.Unmarshal(raw, &k) != nil || k.V != 1 {
-					a.log.Warn("discord: undecodable message of a replica that is gone skipped", "key", key)
-					a.doneMessage(id)
-					continue
-				}
-				a.log.Info("discord: answering a message a replica that died did not finish", "message", id)
-				in := k.In
-				in.Redelivered = true
-				a.spawn(func() {
-					defer a.doneMessage(id)
-					in.Images = a.images(ctx, k.Attachments)
-					h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: id, asker: in.UserID})
-				})
-			}
+	adapters.AdoptOrphans(ctx, wg, a.opts.Ledger, "discord", a.log, func(key string, raw []byte) {
+		id, ok := strings.CutPrefix(key, "message:")
+		var k keptMessage
+		if !ok || json.Unmarshal(raw, &k) != nil || k.V != 1 {
+			a.log.Warn("discord: undecodable message of a replica that is gone skipped", "key", key)
+			a.doneMessage(id)
+			return
 		}
-	}()
+		a.log.Info("discord: answering a message a replica that died did not finish", "message", id)
+		in := k.In
+		in.Redelivered = true
+		a.spawn(func() {
+			defer a.doneMessage(id)
+			in.Images = a.images(ctx, k.Attachments)
+			h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: id, asker: in.UserID})
+		})
+	})
 }

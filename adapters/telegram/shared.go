@@ -11,9 +11,6 @@ import (
 	"relaybot/adapters"
 )
 
-// orphanEvery is how often a replica looks for the unanswered updates of replicas that died.
-const orphanEvery = 2 * time.Second
-
 // ledgerKey names update id of this bot in the deployment's ledger.
 func (a *Adapter) ledgerKey(id int64) string {
 	return strconv.FormatInt(a.self.ID, 10) + ":" + strconv.FormatInt(id, 10)
@@ -58,44 +55,20 @@ func (a *Adapter) doneShared(id int64) {
 	}
 }
 
-// adoptOrphans, with a Journal, takes over every orphanEvery the updates that replicas which died
-// took and did not finish, and hands them over again (marked redelivered: the pipeline answers
-// one whose turn never ended). It stops with ctx; wg waits for it.
+// adoptOrphans, with a Journal, hands over again the updates that replicas which died took and
+// did not finish (marked redelivered: the pipeline answers one whose turn never ended). It stops
+// with ctx; wg waits for it.
 func (a *Adapter) adoptOrphans(ctx context.Context, wg *sync.WaitGroup, dispatch dispatcher) {
-	j, ok := a.opts.Ledger.(adapters.Journal)
-	if !ok {
-		return
-	}
 	prefix := strconv.FormatInt(a.self.ID, 10) + ":"
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(orphanEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			orphans, err := j.Orphans(ctx, "telegram")
-			if err != nil {
-				if ctx.Err() == nil {
-					a.log.Warn("telegram: updates of replicas that are gone not checked", "err", err)
-				}
-				continue
-			}
-			for key, raw := range orphans {
-				var u update
-				if !strings.HasPrefix(key, prefix) || json.Unmarshal(raw, &u) != nil || u.Message == nil {
-					continue
-				}
-				a.log.Info("telegram: answering an update a replica that died did not finish", "update", u.UpdateID)
-				a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
-				dispatch(u.UpdateID, u.Message, true)
-			}
+	adapters.AdoptOrphans(ctx, wg, a.opts.Ledger, "telegram", a.log, func(key string, raw []byte) {
+		var u update
+		if !strings.HasPrefix(key, prefix) || json.Unmarshal(raw, &u) != nil || u.Message == nil {
+			return
 		}
-	}()
+		a.log.Info("telegram: answering an update a replica that died did not finish", "update", u.UpdateID)
+		a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
+		dispatch(u.UpdateID, u.Message, true)
+	})
 }
 
 // dropLocal forgets update id in this replica's offset file only: the update is another
