@@ -333,19 +333,13 @@ func TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce(t *testing.T) {
 	}
 }
 
-// webhookReplicas starts n replicas on the database dsn with the testkit Telegram in webhook
-// mode behind a proxy written here, which hands every update to the replica target names (the
-// first one until it is changed).
-func webhookReplicas(t *testing.T, dsn string, e *env, n int) ([]*replica, *atomic.Int64) {
+// switchProxy is a webhook's load balancer written here: it forwards each request to the
+// address to names at that moment, and closes with the test.
+func switchProxy(t *testing.T, to func() string) *httptest.Server {
 	t.Helper()
-	addrs := make([]string, n)
-	for i := range addrs {
-		addrs[i] = freeAddr(t)
-	}
-	target := new(atomic.Int64)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addrs[target.Load()]+r.URL.Path, bytes.NewReader(body))
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+to()+r.URL.Path, bytes.NewReader(body))
 		req.Header = r.Header.Clone()
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -357,6 +351,20 @@ func webhookReplicas(t *testing.T, dsn string, e *env, n int) ([]*replica, *atom
 		w.WriteHeader(resp.StatusCode)
 	}))
 	t.Cleanup(proxy.Close)
+	return proxy
+}
+
+// webhookReplicas starts n replicas on the database dsn with the testkit Telegram in webhook
+// mode behind a proxy written here, which hands every update to the replica target names (the
+// first one until it is changed).
+func webhookReplicas(t *testing.T, dsn string, e *env, n int) ([]*replica, *atomic.Int64) {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = freeAddr(t)
+	}
+	target := new(atomic.Int64)
+	proxy := switchProxy(t, func() string { return addrs[target.Load()] })
 	var reps []*replica
 	for _, addr := range addrs {
 		text := replicaConfig(t, dsn, e, fmt.Sprintf(`mode = "webhook"
@@ -604,20 +612,7 @@ func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
 	e := newEnv(t)
 	addrs := []string{freeAddr(t), freeAddr(t)} // the child, the survivor
 	var target atomic.Int64
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addrs[target.Load()]+r.URL.Path, bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		w.WriteHeader(resp.StatusCode)
-	}))
-	defer proxy.Close()
+	proxy := switchProxy(t, func() string { return addrs[target.Load()] })
 	webhook := func(addr string) string {
 		return replicaConfig(t, dsn, e, fmt.Sprintf("mode = \"webhook\"\nwebhook_listen = %q\nwebhook_url = %q\nwebhook_secret = \"s3cret-token\"", addr, proxy.URL+"/hook"))
 	}
