@@ -15,16 +15,6 @@ import (
 	"time"
 )
 
-// Platform names a chat network ("telegram", "discord", "web").
-type Platform string
-
-// The platforms the bot ships adapters for.
-const (
-	Telegram Platform = "telegram"
-	Discord  Platform = "discord"
-	Web      Platform = "web"
-)
-
 // ChatKind says who shares a chat.
 type ChatKind string
 
@@ -40,24 +30,9 @@ type Image struct {
 	Data []byte
 }
 
-// ChatRef addresses a chat, and a thread or forum topic inside it, on one platform.
-type ChatRef struct {
-	Platform Platform
-	ChatID   string
-	ThreadID string // forum topic or thread; empty when the chat has none
-}
-
-// String renders the reference as "platform:chat" or "platform:chat#thread".
-func (c ChatRef) String() string {
-	if c.ThreadID == "" {
-		return fmt.Sprintf("%s:%s", c.Platform, c.ChatID)
-	}
-	return fmt.Sprintf("%s:%s#%s", c.Platform, c.ChatID, c.ThreadID)
-}
-
 // Inbound is one message a user sent, normalised across platforms.
 type Inbound struct {
-	Chat      ChatRef
+	Chat      chat.Ref
 	Kind      ChatKind
 	MessageID string // the platform's id of the user's message, for replies and the audit trail
 	UserID    string
@@ -86,7 +61,7 @@ type Inbound struct {
 
 // MessageRef identifies a message the bot sent, for later edits.
 type MessageRef struct {
-	Chat ChatRef
+	Chat chat.Ref
 	ID   string
 }
 
@@ -109,13 +84,13 @@ type SendOptions struct {
 // rate limits) and report failures with the error types of this package.
 type Messenger interface {
 	// Send posts a new message with text and returns its reference.
-	Send(ctx context.Context, chat ChatRef, text string, opts SendOptions) (MessageRef, error)
+	Send(ctx context.Context, chat chat.Ref, text string, opts SendOptions) (MessageRef, error)
 	// Edit replaces the text of a message the bot sent.
 	Edit(ctx context.Context, msg MessageRef, text string) error
 	// SendFiles posts files and images, with an optional caption.
-	SendFiles(ctx context.Context, chat ChatRef, files []chat.File, caption string, opts SendOptions) (MessageRef, error)
+	SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts SendOptions) (MessageRef, error)
 	// Typing shows the platform's "bot is typing" indicator once (platforms expire it after a few seconds).
-	Typing(ctx context.Context, chat ChatRef) error
+	Typing(ctx context.Context, chat chat.Ref) error
 }
 
 // FileAttacher is implemented by a Messenger whose platform can add files to a message the bot
@@ -148,11 +123,11 @@ type StreamEditor interface {
 // with ErrDraftsRefused the engine streams by edits for the rest of its life.
 type Drafter interface {
 	// DraftsIn reports whether replies in chat may stream as drafts.
-	DraftsIn(chat ChatRef) bool
+	DraftsIn(chat chat.Ref) bool
 	// Draft shows text as draft id in chat, in one platform request, with the same error
 	// reporting as Send; stoppable adds the platform's Stop button, which keeps the partial
 	// text when pressed and reaches the Handler as the "stop" command.
-	Draft(ctx context.Context, chat ChatRef, id int64, text string, stoppable bool) error
+	Draft(ctx context.Context, chat chat.Ref, id int64, text string, stoppable bool) error
 }
 
 // RichMessenger is implemented by a Messenger that can show a reply's whole final text as one
@@ -165,9 +140,9 @@ type Drafter interface {
 type RichMessenger interface {
 	// RichFits reports whether text may go out as one rich message in chat: the platform takes
 	// rich messages there and text, rendered, is within their limits.
-	RichFits(chat ChatRef, text string) bool
+	RichFits(chat chat.Ref, text string) bool
 	// SendRich posts text as a new rich message, with the error reporting of Send.
-	SendRich(ctx context.Context, chat ChatRef, text string, opts SendOptions) (MessageRef, error)
+	SendRich(ctx context.Context, chat chat.Ref, text string, opts SendOptions) (MessageRef, error)
 	// EditRich turns a message the bot sent into a rich message showing text (its controls go),
 	// with the error reporting of Edit.
 	EditRich(ctx context.Context, msg MessageRef, text string) error

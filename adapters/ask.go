@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"relaybot/chat"
 	"slices"
 	"sync"
 )
@@ -51,7 +52,7 @@ const ClosedText = "\n\nClosed without an answer."
 // OpenQuestion is a posted Question waiting for an accepted press, as a platform adapter tracks
 // it. Its fields are read under the Questions lock.
 type OpenQuestion struct {
-	Chat ChatRef
+	Chat chat.Ref
 	// MessageID is the platform's id of the question's message; empty until the post is answered.
 	MessageID string
 	Text      string
@@ -71,7 +72,7 @@ type Questions struct {
 
 // Open registers a question about to be posted in chat and returns its id (random, 16 hex
 // characters, for button data) and the question.
-func (qs *Questions) Open(chat ChatRef, q Question, decide func(Answer) (bool, string)) (string, *OpenQuestion) {
+func (qs *Questions) Open(chat chat.Ref, q Question, decide func(Answer) (bool, string)) (string, *OpenQuestion) {
 	b := make([]byte, 8)
 	rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	id := hex.EncodeToString(b)

@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"relaybot/chat"
 	"testing"
 )
 
@@ -18,7 +19,7 @@ var yesNo = Question{Text: "Run fetch_url?", Choices: []Choice{{ID: "approve", L
 // open from before it is posted, and the pressed message becomes its message.
 func TestAPressBeforeThePostIsAnsweredCounts(t *testing.T) {
 	var qs Questions
-	id, oq := qs.Open(ChatRef{Platform: Telegram, ChatID: "5"}, yesNo, approveOnly)
+	id, oq := qs.Open(chat.Ref{Platform: chat.Telegram, ChatID: "5"}, yesNo, approveOnly)
 	if got, accepted, _ := qs.Press(id, "approve", "77", Answer{UserID: "admin"}); got == nil || !accepted {
 		t.Fatalf("a press before the post's answer was refused")
 	}
@@ -48,7 +49,7 @@ func TestPressesAreRefusedOrClosedAsTheUserWouldSee(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var qs Questions
-			id, oq := qs.Open(ChatRef{Platform: Discord, ChatID: "9"}, yesNo, approveOnly)
+			id, oq := qs.Open(chat.Ref{Platform: chat.Discord, ChatID: "9"}, yesNo, approveOnly)
 			qs.Posted(oq, "m1")
 			if tc.cancelFirst {
 				ctx, cancel := context.WithCancel(context.Background())

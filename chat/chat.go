@@ -5,10 +5,50 @@ package chat
 
 import "time"
 
+// Platform names a chat network ("telegram", "discord", "web").
+type Platform string
+
+// The platforms the bot ships adapters for.
+const (
+	Telegram Platform = "telegram"
+	Discord  Platform = "discord"
+	Web      Platform = "web"
+)
+
+// Ref addresses a chat, and a thread or forum topic inside it, on one platform: the chat half of
+// a conversation Key, without the user.
+type Ref struct {
+	Platform Platform
+	ChatID   string
+	ThreadID string // forum topic or thread; empty when the chat has none
+}
+
+// String renders the reference as "platform:chat" or "platform:chat#thread".
+func (r Ref) String() string {
+	s := string(r.Platform) + ":" + r.ChatID
+	if r.ThreadID != "" {
+		s += "#" + r.ThreadID
+	}
+	return s
+}
+
+// Chat is the reference without its thread: the chat a thread or forum topic belongs to.
+func (r Ref) Chat() Ref { return Ref{Platform: r.Platform, ChatID: r.ChatID} }
+
+// User names a person on one platform.
+type User struct {
+	Platform Platform
+	ID       string
+}
+
+// String renders the user as "platform:id", the form access lists, quotas and policies name
+// people in.
+func (u User) String() string { return string(u.Platform) + ":" + u.ID }
+
 // Key names a conversation: the chat on a platform, the thread or forum topic within it, and the
 // user when the conversation is one user's. Only one conversation per Key is active at a time.
 type Key struct {
-	Platform string
+	Platform Platform
 	ChatID   string
 	ThreadID string // forum topic or thread; empty when none
 	// UserID is set when the conversation is one user's: a private chat, or a group chat where
@@ -19,15 +59,15 @@ type Key struct {
 // String renders the key as one stable string, used to serialise turns of one conversation.
 // "telegram:42", "telegram:-100#7", "discord:9/u:5".
 func (k Key) String() string {
-	s := k.Platform + ":" + k.ChatID
-	if k.ThreadID != "" {
-		s += "#" + k.ThreadID
-	}
+	s := k.Ref().String()
 	if k.UserID != "" {
 		s += "/u:" + k.UserID
 	}
 	return s
 }
+
+// Ref is the chat the conversation is in.
+func (k Key) Ref() Ref { return Ref{Platform: k.Platform, ChatID: k.ChatID, ThreadID: k.ThreadID} }
 
 // File is a file or image a tool produced or the bot sends with its final reply.
 type File struct {

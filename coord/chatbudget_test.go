@@ -44,7 +44,7 @@ func TestTwoReplicasStreamingIntoOneGroupDrawNo429s(t *testing.T) {
 	}
 	defer srv.Close()
 	const group = -100777
-	chat := adapters.ChatRef{Platform: adapters.Telegram, ChatID: strconv.Itoa(group)}
+	chat := chat.Ref{Platform: chat.Telegram, ChatID: strconv.Itoa(group)}
 	srv.Send(tgtest.Inbound{Chat: tgtest.Chat{ID: group, Type: "supergroup"}, From: tgtest.User{ID: 1}, Text: "@relay_test_bot hello"})
 
 	replicas := []string{"replica-a", "replica-b"}
@@ -119,14 +119,14 @@ func botTexts(srv *tgtest.Server, chat int64) []string {
 // nullMessenger answers every request at once, so a benchmark measures the engine alone.
 type nullMessenger struct{ n int64 }
 
-func (m *nullMessenger) Send(_ context.Context, c adapters.ChatRef, _ string, _ adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *nullMessenger) Send(_ context.Context, c chat.Ref, _ string, _ adapters.SendOptions) (adapters.MessageRef, error) {
 	return adapters.MessageRef{Chat: c, ID: "1"}, nil
 }
 func (m *nullMessenger) Edit(context.Context, adapters.MessageRef, string) error { return nil }
-func (m *nullMessenger) SendFiles(_ context.Context, c adapters.ChatRef, _ []chat.File, _ string, _ adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *nullMessenger) SendFiles(_ context.Context, c chat.Ref, _ []chat.File, _ string, _ adapters.SendOptions) (adapters.MessageRef, error) {
 	return adapters.MessageRef{Chat: c, ID: "1"}, nil
 }
-func (m *nullMessenger) Typing(context.Context, adapters.ChatRef) error { return nil }
+func (m *nullMessenger) Typing(context.Context, chat.Ref) error { return nil }
 
 // BenchmarkChatBudgetAlone is what sharing chat budgets costs a replica that is the only one
 // delivering to its chats: one reply of one message per op, in memory only ("memory"), with
@@ -150,7 +150,7 @@ func BenchmarkChatBudgetAlone(b *testing.B) {
 			}
 			e := delivery.New(&nullMessenger{}, lim, opts)
 			ctx := context.Background()
-			c := adapters.ChatRef{Platform: adapters.Telegram, ChatID: "1"}
+			c := chat.Ref{Platform: chat.Telegram, ChatID: "1"}
 			b.ResetTimer()
 			for i := range b.N {
 				if tc.newChat {

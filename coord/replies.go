@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // Replies records the message each reply of this replica is streaming into, with the text it
@@ -161,7 +162,7 @@ func Interrupted(ctx context.Context, db *sql.DB, bot string, limit int) ([]Inte
 		if err := rows.Scan(&ir.Instance, &platform, &ir.Message.Chat.ChatID, &ir.Message.Chat.ThreadID, &ir.Message.ID, &ir.Text); err != nil {
 			return nil, fmt.Errorf("coord: take interrupted replies of %s: %w", bot, err)
 		}
-		ir.Message.Chat.Platform = adapters.Platform(platform)
+		ir.Message.Chat.Platform = chat.Platform(platform)
 		out = append(out, ir)
 	}
 	if err := rows.Err(); err != nil {

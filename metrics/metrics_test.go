@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"relaybot/chat"
 	"relaybot/store"
 	"strings"
 	"testing"
@@ -17,7 +18,6 @@ import (
 	"github.com/prometheus/common/model"
 	openai "github.com/sashabaranov/go-openai"
 
-	"relaybot/adapters"
 	"relaybot/adapters/delivery"
 	"relaybot/agent"
 	"relaybot/audit"
@@ -83,12 +83,12 @@ func TestScrapeShowsWhatTheBotDid(t *testing.T) {
 	m.TurnFinished("error", 200*time.Millisecond)
 	m.ToolCallFinished("fetch_url", "ok", 300*time.Millisecond)
 	m.ToolCallFinished("fetch_url", "timeout", 31*time.Second)
-	tg := adapters.ChatRef{Platform: adapters.Telegram, ChatID: "5"}
+	tg := chat.Ref{Platform: chat.Telegram, ChatID: "5"}
 	m.Observe(delivery.Event{Kind: delivery.EventEdit, Chat: tg})
 	m.Observe(delivery.Event{Kind: delivery.EventEdit, Chat: tg})
 	m.Observe(delivery.Event{Kind: delivery.EventRateLimited, Chat: tg})
 	m.Observe(delivery.Event{Kind: delivery.EventFailed, Chat: tg, Final: true, Err: errors.New("gone")})
-	m.Observe(delivery.Event{Kind: delivery.EventSend, Chat: adapters.ChatRef{Platform: adapters.Discord, ChatID: "9"}})
+	m.Observe(delivery.Event{Kind: delivery.EventSend, Chat: chat.Ref{Platform: chat.Discord, ChatID: "9"}})
 	m.ModelCallFinished(agent.LLMCall{Model: "main", Status: agent.StatusError,
 		Err: fmt.Errorf("model main: %w", &openai.APIError{HTTPStatusCode: 429, Message: "slow down"})})
 	m.ModelCallFinished(agent.LLMCall{Model: "backup", Status: agent.StatusOK, FallbackReason: "rate limited",

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // Access decides who may talk to the bot and who is an admin. Every entry is "platform:id"
@@ -45,7 +46,7 @@ func newIDSet(entries []string) idSet {
 
 func (s idSet) empty() bool { return len(s.exact) == 0 && len(s.any) == 0 }
 
-func (s idSet) has(p adapters.Platform, id string) bool {
+func (s idSet) has(p chat.Platform, id string) bool {
 	if id == "" {
 		return false
 	}

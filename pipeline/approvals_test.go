@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/wait"
 	"strings"
 	"sync"
@@ -54,7 +55,7 @@ func TestApprovalRefusesABystander(t *testing.T) {
 		{Choice: choiceApprove, UserID: "bystander", UserName: "Bob", ChatAdmin: true},
 		{Choice: choiceApprove, UserID: "7", UserName: "Ann"},
 	}}
-	in := adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "-100"}, Kind: adapters.Group,
+	in := adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100"}, Kind: adapters.Group,
 		MessageID: "1", UserID: "7", UserName: "Ann", Text: "echo hi"}
 	<-h.handle(in, out)
 	if len(out.told) != 2 || !strings.Contains(out.told[0], "You may not answer this: only the person who asked can answer") ||

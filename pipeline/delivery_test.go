@@ -13,6 +13,7 @@ import (
 	"relaybot/adapters/delivery"
 	"relaybot/adapters/delivery/deliverytest"
 	"relaybot/adapters/telegram"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	tk "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
@@ -73,27 +74,27 @@ func TestFinalWaitsOutLongRateLimits(t *testing.T) {
 	defer srv.Close()
 	h := newHarness(t, Options{TurnTimeout: 500 * time.Millisecond})
 	runTelegram(t, h, srv, nil)
-	const chat = 4242
-	srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: "sendMessage", ChatID: chat, RetryAfter: 150})
+	const chatID = 4242
+	srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: "sendMessage", ChatID: chatID, RetryAfter: 150})
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "The answer, "}, {Content: "late but whole."}}})
-	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chat, Type: "private"}, From: tk.User{ID: chat, FirstName: "Ann"}, Text: "question"})
+	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chatID, Type: "private"}, From: tk.User{ID: chatID, FirstName: "Ann"}, Text: "question"})
 
 	turn := waitTurn(t, h)
 	if turn.Status != store.TurnOK || turn.Error != "" {
 		t.Fatalf("turn = %s %q, want ok without error", turn.Status, turn.Error)
 	}
 	var texts []string
-	for _, m := range srv.BotMessages(chat) {
+	for _, m := range srv.BotMessages(chatID) {
 		texts = append(texts, m.Text)
 	}
 	if len(texts) != 1 || texts[0] != "The answer, late but whole." {
 		t.Fatalf("bot messages = %q, want the whole answer once", texts)
 	}
-	// The server refuses every sendMessage to the chat until retry_after is over, so a single
+	// The server refuses every sendMessage to the chatID until retry_after is over, so a single
 	// 429 before the delivery shows the final waited it out rather than knocking again early.
 	var refused, delivered int
 	for _, c := range srv.Calls() {
-		if c.Method != "sendMessage" || c.ChatID != chat {
+		if c.Method != "sendMessage" || c.ChatID != chatID {
 			continue
 		}
 		switch c.Code {
@@ -123,10 +124,10 @@ func TestUndeliverableFinalIsRecorded(t *testing.T) {
 	runTelegram(t, h, srv, func(o *telegram.Options) {
 		o.Delivery = delivery.Options{Observer: events, Retry: delivery.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
 	})
-	const chat = 4343
-	srv.AddFault(tk.Fault{Kind: tk.Fault5xx, Method: "sendMessage", ChatID: chat, Times: 1000})
+	const chatID = 4343
+	srv.AddFault(tk.Fault{Kind: tk.Fault5xx, Method: "sendMessage", ChatID: chatID, Times: 1000})
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Nobody will read this."}}})
-	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chat, Type: "private"}, From: tk.User{ID: chat, FirstName: "Ann"}, Text: "question"})
+	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chatID, Type: "private"}, From: tk.User{ID: chatID, FirstName: "Ann"}, Text: "question"})
 
 	turn := waitTurn(t, h)
 	if turn.Status != store.TurnError || !strings.HasPrefix(turn.Error, "delivery failed: ") {
@@ -138,12 +139,12 @@ func TestUndeliverableFinalIsRecorded(t *testing.T) {
 	if n := events.Snapshot().Failures; n != 1 {
 		t.Fatalf("failed delivery requests observed = %d, want 1", n)
 	}
-	if got := srv.BotMessages(chat); len(got) != 0 {
+	if got := srv.BotMessages(chatID); len(got) != 0 {
 		t.Fatalf("bot messages = %v, want none", got)
 	}
 	// The model's answer is kept: the conversation's history has it.
-	id := strconv.Itoa(chat)
-	msgs := h.history(KeyOf(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: id}, Kind: adapters.Private, UserID: id}, ScopeChat))
+	id := strconv.Itoa(chatID)
+	msgs := h.history(KeyOf(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: id}, Kind: adapters.Private, UserID: id}, ScopeChat))
 	if len(msgs) != 2 || msgs[1].Content != "Nobody will read this." {
 		t.Fatalf("history = %+v, want the question and the answer", msgs)
 	}
@@ -159,14 +160,14 @@ func TestShutdownBoundsHeldFinal(t *testing.T) {
 	defer srv.Close()
 	h := newHarness(t, Options{ShutdownDeliverWait: 100 * time.Millisecond})
 	runTelegram(t, h, srv, nil)
-	const chat = 4444
+	const chatID = 4444
 	// Held back for 10,000 Telegram seconds: far past the grace period.
-	srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: "sendMessage", ChatID: chat, RetryAfter: 10000})
+	srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: "sendMessage", ChatID: chatID, RetryAfter: 10000})
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Too late."}}})
-	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chat, Type: "private"}, From: tk.User{ID: chat, FirstName: "Ann"}, Text: "question"})
+	srv.Send(tk.Inbound{Chat: tk.Chat{ID: chatID, Type: "private"}, From: tk.User{ID: chatID, FirstName: "Ann"}, Text: "question"})
 	wait.For(t, "the final to be held back", func() bool {
 		for _, c := range srv.Calls() {
-			if c.Method == "sendMessage" && c.ChatID == chat && c.Code == 429 {
+			if c.Method == "sendMessage" && c.ChatID == chatID && c.Code == 429 {
 				return true
 			}
 		}

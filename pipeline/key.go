@@ -20,7 +20,7 @@ const (
 // forum topic or thread inside one, each its own) is shared by its members, or with ScopeUser is
 // one per member.
 func KeyOf(in adapters.Inbound, scope Scope) chat.Key {
-	k := chat.Key{Platform: string(in.Chat.Platform), ChatID: in.Chat.ChatID, ThreadID: in.Chat.ThreadID}
+	k := chat.Key{Platform: in.Chat.Platform, ChatID: in.Chat.ChatID, ThreadID: in.Chat.ThreadID}
 	if in.Kind == adapters.Private || scope == ScopeUser {
 		k.UserID = in.UserID
 	}

@@ -12,12 +12,13 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/tools"
 )
 
-func inbound(platform adapters.Platform, kind adapters.ChatKind, chat, thread, user string) adapters.Inbound {
-	return adapters.Inbound{Chat: adapters.ChatRef{Platform: platform, ChatID: chat, ThreadID: thread}, Kind: kind, UserID: user}
+func inbound(platform chat.Platform, kind adapters.ChatKind, chatID, thread, user string) adapters.Inbound {
+	return adapters.Inbound{Chat: chat.Ref{Platform: platform, ChatID: chatID, ThreadID: thread}, Kind: kind, UserID: user}
 }
 
 func TestKeyOf(t *testing.T) {
@@ -27,11 +28,11 @@ func TestKeyOf(t *testing.T) {
 		scope Scope
 		want  string
 	}{
-		{"private chat is the user's", inbound(adapters.Telegram, adapters.Private, "42", "", "42"), ScopeChat, "telegram:42/u:42"},
-		{"group shared", inbound(adapters.Telegram, adapters.Group, "-100", "", "7"), ScopeChat, "telegram:-100"},
-		{"group per user", inbound(adapters.Telegram, adapters.Group, "-100", "", "7"), ScopeUser, "telegram:-100/u:7"},
-		{"forum topic its own", inbound(adapters.Telegram, adapters.Group, "-100", "3", "7"), ScopeChat, "telegram:-100#3"},
-		{"discord thread per user", inbound(adapters.Discord, adapters.Group, "9", "11", "5"), ScopeUser, "discord:9#11/u:5"},
+		{"private chat is the user's", inbound(chat.Telegram, adapters.Private, "42", "", "42"), ScopeChat, "telegram:42/u:42"},
+		{"group shared", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), ScopeChat, "telegram:-100"},
+		{"group per user", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), ScopeUser, "telegram:-100/u:7"},
+		{"forum topic its own", inbound(chat.Telegram, adapters.Group, "-100", "3", "7"), ScopeChat, "telegram:-100#3"},
+		{"discord thread per user", inbound(chat.Discord, adapters.Group, "9", "11", "5"), ScopeUser, "discord:9#11/u:5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,16 +41,16 @@ func TestKeyOf(t *testing.T) {
 			}
 		})
 	}
-	a := KeyOf(inbound(adapters.Telegram, adapters.Group, "-100", "", "7"), ScopeChat)
-	b := KeyOf(inbound(adapters.Telegram, adapters.Group, "-100", "", "8"), ScopeChat)
+	a := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "7"), ScopeChat)
+	b := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "8"), ScopeChat)
 	if a != b {
 		t.Errorf("two members of a shared group got different conversations: %v, %v", a, b)
 	}
 }
 
 func TestAccess(t *testing.T) {
-	tg := func(chat, user string) adapters.Inbound {
-		return inbound(adapters.Telegram, adapters.Group, chat, "", user)
+	tg := func(chatID, user string) adapters.Inbound {
+		return inbound(chat.Telegram, adapters.Group, chatID, "", user)
 	}
 	tests := []struct {
 		name   string
@@ -162,7 +163,7 @@ func TestView(t *testing.T) {
 	if got := v.render(); got != want {
 		t.Fatalf("final:\n%q\nwant\n%q", got, want)
 	}
-	v.s = newSurface(adapters.Discord, "")
+	v.s = newSurface(chat.Discord, "")
 	if got, want := v.render(), "Let me look that up.\n\n✗ 3 tools, 1 failed · 1.2 s\n\nIt is noon."; got != want {
 		t.Fatalf("final on Discord:\n%q\nwant one compact line\n%q", got, want)
 	}
@@ -418,28 +419,28 @@ func TestReasoningNeverShowsRawTags(t *testing.T) {
 		"inline":   "Sure. <think>check the map</think> Take the train.",
 	}
 	tests := []struct {
-		platform adapters.Platform
+		platform chat.Platform
 		mode     string
 		want     map[string]string
 	}{
-		{adapters.Telegram, "", map[string]string{
+		{chat.Telegram, "", map[string]string{
 			"thinking": "<details>\n<summary>💭 Thinking…</summary>\n\nweigh the options\n\n</details>",
 			"answered": "<details>\n<summary>💭 Thought</summary>\n\nweigh the options\n\n</details>\n\nTake the train.",
 		}},
-		{adapters.Web, ReasoningCollapsed, map[string]string{
+		{chat.Web, ReasoningCollapsed, map[string]string{
 			"answered": "<details>\n<summary>💭 Thought</summary>\n\nweigh the options\n\n</details>\n\nTake the train.",
 		}},
-		{adapters.Discord, ReasoningCollapsed, map[string]string{
+		{chat.Discord, ReasoningCollapsed, map[string]string{
 			"thinking": "-# 💭 Thinking…\n-# weigh the options",
 			"answered": "-# 💭 Thought\n-# weigh the options\n\nTake the train.",
 		}},
-		{adapters.Telegram, ReasoningHidden, map[string]string{
+		{chat.Telegram, ReasoningHidden, map[string]string{
 			"thinking": "",
 			"answered": "Take the train.",
 			"orphan":   "Take the train.",
 			"inline":   "Sure.\n\nTake the train.",
 		}},
-		{adapters.Discord, ReasoningInline, map[string]string{
+		{chat.Discord, ReasoningInline, map[string]string{
 			"answered": "> 💭 Thought\n> weigh the options\n\nTake the train.",
 		}},
 	}

@@ -439,7 +439,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	cmd, args := in.Command, in.Args
 	// Every message counts against the user's limit, commands included: a flood of /stop is a
 	// flood like any other.
-	sender := string(in.Chat.Platform) + ":" + in.UserID
+	sender := chat.User{Platform: in.Chat.Platform, ID: in.UserID}.String()
 	if ok, first := p.rate.allow(sender, p.opts.Now()); !ok {
 		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
 		if first {

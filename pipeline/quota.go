@@ -9,6 +9,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -59,7 +60,7 @@ func (q Quotas) userLimits(in adapters.Inbound) Limits {
 }
 
 // cutRole returns the role id of a "platform_role:ID" entry for platform.
-func cutRole(role string, p adapters.Platform) (string, bool) {
+func cutRole(role string, p chat.Platform) (string, bool) {
 	prefix := string(p) + "_role:"
 	if len(role) > len(prefix) && role[:len(prefix)] == prefix {
 		return role[len(prefix):], true

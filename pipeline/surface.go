@@ -1,9 +1,8 @@
 package pipeline
 
 import (
+	"relaybot/chat"
 	"strings"
-
-	"relaybot/adapters"
 )
 
 // How reasoning (reasoning_content and <think> blocks) is shown: output.reasoning.
@@ -22,11 +21,11 @@ type surface struct {
 	reasoning string
 }
 
-func newSurface(p adapters.Platform, reasoning string) surface {
+func newSurface(p chat.Platform, reasoning string) surface {
 	if reasoning == "" {
 		reasoning = ReasoningCollapsed
 	}
-	return surface{discord: p == adapters.Discord, reasoning: reasoning}
+	return surface{discord: p == chat.Discord, reasoning: reasoning}
 }
 
 // fold shows body collapsed under summary.

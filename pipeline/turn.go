@@ -404,8 +404,8 @@ func (p *Pipeline) userMessage(in adapters.Inbound, shared bool) agent.Message {
 
 // allowedTools returns the tool filter of a chat: its per-chat list, else the global list, else
 // nil (all tools).
-func (p *Pipeline) allowedTools(chat adapters.ChatRef) func(string) bool {
-	list, ok := p.opts.ToolsPerChat[string(chat.Platform)+":"+chat.ChatID]
+func (p *Pipeline) allowedTools(ref chat.Ref) func(string) bool {
+	list, ok := p.opts.ToolsPerChat[ref.Chat().String()]
 	if !ok {
 		if len(p.opts.ToolAllow) == 0 {
 			return nil

@@ -229,7 +229,7 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 
 func privateMsg(user, id, text string) adapters.Inbound {
 	in := adapters.Inbound{
-		Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: user}, Kind: adapters.Private,
+		Chat: chat.Ref{Platform: chat.Telegram, ChatID: user}, Kind: adapters.Private,
 		MessageID: id, UserID: user, UserName: "Ann", Text: text, Time: time.Now(),
 	}
 	if c, ok := adapters.ParseCommand(text); ok { // as every adapter does
@@ -537,7 +537,7 @@ func TestAuditCommandInAGroupShowsOnlyThatChat(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			out := &recResponder{}
-			<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: tc.chat}, Kind: tc.kind, UserID: "1", Command: "audit"}, out)
+			<-h.handle(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: tc.chat}, Kind: tc.kind, UserID: "1", Command: "audit"}, out)
 			if !reflect.DeepEqual(alog.got, tc.want) {
 				t.Fatalf("/audit in a %s asked the log for %+v, want %+v", tc.name, alog.got, tc.want)
 			}
@@ -549,7 +549,7 @@ func TestAuditCommand(t *testing.T) {
 	log := &fakeAudit{}
 	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: log})
 	out := &recResponder{}
-	<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "1"}, Kind: adapters.Private, UserID: "1", Command: "audit", Args: "fetch_url error 5"}, out)
+	<-h.handle(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "1"}, Kind: adapters.Private, UserID: "1", Command: "audit", Args: "fetch_url error 5"}, out)
 	n := out.Notices()
 	if len(n) != 1 || !strings.Contains(n[0], "\n11-29 23:40:12 fetch_url error 1.2 s {\"url\": \"https://example.com/a/very/lon…") {
 		t.Fatalf("admin's /audit = %q", n)
@@ -559,7 +559,7 @@ func TestAuditCommand(t *testing.T) {
 	}
 
 	out = &recResponder{}
-	<-h.handle(adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "2"}, Kind: adapters.Private, UserID: "2", MessageID: "77", Command: "audit"}, out)
+	<-h.handle(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "2"}, Kind: adapters.Private, UserID: "2", MessageID: "77", Command: "audit"}, out)
 	if n := out.Notices(); len(n) != 1 || !strings.Contains(n[0], "Only bot admins") {
 		t.Fatalf("non-admin's /audit = %q", n)
 	}
@@ -612,7 +612,7 @@ func TestStopInSharedGroupNeedsTheAsker(t *testing.T) {
 	defer close(hold)
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Thinking"}, {Content: " hard", Wait: hold}}})
 	group := func(user, text, cmd string) adapters.Inbound {
-		return adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Telegram, ChatID: "-5"}, Kind: adapters.Group,
+		return adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-5"}, Kind: adapters.Group,
 			UserID: user, UserName: "u" + user, Text: text, Command: cmd}
 	}
 	out := &recResponder{stream: true}
@@ -756,14 +756,14 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
 	h := newHarness(t, Options{ToolsPerChat: map[string][]string{"Telegram:5": {"echo"}, " discord : 6 ": {"fail"}}})
 	tests := []struct {
-		chat        adapters.ChatRef
+		chat        chat.Ref
 		tool        string
 		wantOffered bool
 	}{
-		{adapters.ChatRef{Platform: adapters.Telegram, ChatID: "5"}, "echo", true},
-		{adapters.ChatRef{Platform: adapters.Telegram, ChatID: "5"}, "fail", false},
-		{adapters.ChatRef{Platform: adapters.Discord, ChatID: "6"}, "echo", false},
-		{adapters.ChatRef{Platform: adapters.Telegram, ChatID: "7"}, "fail", true},
+		{chat.Ref{Platform: chat.Telegram, ChatID: "5"}, "echo", true},
+		{chat.Ref{Platform: chat.Telegram, ChatID: "5"}, "fail", false},
+		{chat.Ref{Platform: chat.Discord, ChatID: "6"}, "echo", false},
+		{chat.Ref{Platform: chat.Telegram, ChatID: "7"}, "fail", true},
 	}
 	for _, tt := range tests {
 		allowed := h.p.allowedTools(tt.chat)

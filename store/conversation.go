@@ -140,7 +140,7 @@ func (s *Store) activeConversation(ctx context.Context, db *gorm.DB, key chat.Ke
 }
 
 func insertConversation(ctx context.Context, tx *gorm.DB, key chat.Key) (Conversation, error) {
-	row := conversationRow{Platform: key.Platform, ChatID: key.ChatID, ThreadID: key.ThreadID,
+	row := conversationRow{Platform: string(key.Platform), ChatID: key.ChatID, ThreadID: key.ThreadID,
 		UserID: key.UserID, Active: true, CreatedAt: now()}
 	if err := tx.WithContext(ctx).Create(&row).Error; err != nil {
 		return Conversation{}, err

@@ -222,7 +222,7 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 	var llm []LLMCall
 	for r := range calls {
 		callID := fmt.Sprintf("call_%d_%d", i, r)
-		rec := &audit.Record{TurnID: turn, ConversationID: c.ID, Platform: key.Platform,
+		rec := &audit.Record{TurnID: turn, ConversationID: c.ID, Platform: string(key.Platform),
 			ChatID: key.ChatID, UserID: key.UserID, Round: r + 1, ToolCallID: callID,
 			ToolName: "web_search", Source: "native", Arguments: `{"q":"x"}`, ArgumentsSize: 9}
 		if err := s.StartToolCall(ctx, rec); err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"relaybot/chat"
 	"slices"
 	"time"
 )
@@ -92,9 +93,9 @@ func RollUp(rows []UsageRow, by string, prices map[string]Price) []UsageTotal {
 		var key string
 		switch by {
 		case ByUser:
-			key = r.Platform + ":" + r.UserID
+			key = chat.User{Platform: chat.Platform(r.Platform), ID: r.UserID}.String()
 		case ByChat:
-			key = r.Platform + ":" + r.ChatID
+			key = chat.Ref{Platform: chat.Platform(r.Platform), ChatID: r.ChatID}.String()
 		case ByModel:
 			key = r.Model
 		}

@@ -28,7 +28,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				ctx := context.Background()
 				d, c := tc.dirty, tc.clean
-				key := chat.Key{Platform: "tg" + d, ChatID: "chat" + d, ThreadID: "th" + d, UserID: "u" + d}
+				key := chat.Key{Platform: chat.Platform("tg" + d), ChatID: "chat" + d, ThreadID: "th" + d, UserID: "u" + d}
 				conv, err := s.Conversation(ctx, key)
 				if err != nil {
 					t.Fatalf("Conversation: %v", err)
@@ -37,7 +37,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				if err != nil || again.ID != conv.ID {
 					t.Fatalf("Conversation again = %d, %v; want the same conversation %d", again.ID, err, conv.ID)
 				}
-				if want := (chat.Key{Platform: "tg" + c, ChatID: "chat" + c, ThreadID: "th" + c, UserID: "u" + c}); (chat.Key{Platform: again.Platform, ChatID: again.ChatID, ThreadID: again.ThreadID, UserID: again.UserID}) != want {
+				if want := (chat.Key{Platform: chat.Platform("tg" + c), ChatID: "chat" + c, ThreadID: "th" + c, UserID: "u" + c}); (chat.Key{Platform: chat.Platform(again.Platform), ChatID: again.ChatID, ThreadID: again.ThreadID, UserID: again.UserID}) != want {
 					t.Errorf("stored conversation key = %+v, want %+v", again, want)
 				}
 				turnID, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserID: "u" + d,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"relaybot/audit"
+	"relaybot/chat"
 	"slices"
 	"strings"
 	"time"
@@ -59,23 +60,28 @@ func (t *Turn) SetApprover(a Approver) {
 	t.approver = a
 }
 
-// alwaysKey keys the "always allow in this chat" answers of a Manager.
-func alwaysKey(info TurnInfo, tool string) string {
-	return strings.ToLower(info.Platform) + ":" + info.ChatID + "\x00" + tool
+// alwaysKey keys the "always allow in this chat" answers of a Manager: the chat and the tool.
+type alwaysKey struct {
+	chat chat.Ref
+	tool string
+}
+
+func alwaysKeyOf(info TurnInfo, tool string) alwaysKey {
+	return alwaysKey{chat: chat.Ref{Platform: chat.Platform(strings.ToLower(info.Platform)), ChatID: info.ChatID}, tool: tool}
 }
 
 // allowedAlways returns who answered "always allow" for tool in the turn's chat.
 func (m *Manager) allowedAlways(info TurnInfo, tool string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	by, ok := m.always[alwaysKey(info, tool)]
+	by, ok := m.always[alwaysKeyOf(info, tool)]
 	return by, ok
 }
 
 func (m *Manager) allowAlways(info TurnInfo, tool, by string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.always[alwaysKey(info, tool)] = by
+	m.always[alwaysKeyOf(info, tool)] = by
 }
 
 // approve runs the approval of a call the policy asks about and fills the audit record's approval

@@ -47,7 +47,7 @@ type Manager struct {
 	warned map[string]bool // collisions already logged, so a warning appears once, not every turn
 	// always holds the "always allow in this chat" answers: chat and tool → who gave it. They
 	// last while the bot runs.
-	always map[string]string
+	always map[alwaysKey]string
 }
 
 // NewManager returns a Manager over loaders, sorted into the dispatch order of Sources (loaders of
@@ -77,7 +77,7 @@ func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, 
 		log:     opts.Logger,
 		policy:  opts.Policy,
 		warned:  make(map[string]bool),
-		always:  make(map[string]string),
+		always:  make(map[alwaysKey]string),
 	}
 	if m.maxRes == 0 {
 		m.maxRes = DefaultResultMaxChars

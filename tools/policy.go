@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"relaybot/audit"
+	"relaybot/chat"
 	"slices"
 	"strings"
 )
@@ -87,7 +88,7 @@ func NewPolicy(rules []Rule) (*Policy, error) {
 		r.Chats = slices.Clone(r.Chats)
 		for j, c := range r.Chats {
 			plat, id, _ := strings.Cut(c, ":")
-			r.Chats[j] = strings.ToLower(strings.TrimSpace(plat)) + ":" + strings.TrimSpace(id)
+			r.Chats[j] = chat.Ref{Platform: chat.Platform(strings.ToLower(strings.TrimSpace(plat))), ChatID: strings.TrimSpace(id)}.String()
 		}
 		if r.Action == ActionAsk && len(r.Approvers) == 0 {
 			r.Approvers = DefaultApprovers

@@ -16,7 +16,7 @@ type nullMessenger struct {
 	sends, edits atomic.Int64
 }
 
-func (m *nullMessenger) Send(_ context.Context, c adapters.ChatRef, _ string, _ adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *nullMessenger) Send(_ context.Context, c chat.Ref, _ string, _ adapters.SendOptions) (adapters.MessageRef, error) {
 	m.sends.Add(1)
 	return adapters.MessageRef{Chat: c, ID: "1"}, nil
 }
@@ -26,11 +26,11 @@ func (m *nullMessenger) Edit(context.Context, adapters.MessageRef, string) error
 	return nil
 }
 
-func (m *nullMessenger) SendFiles(_ context.Context, c adapters.ChatRef, _ []chat.File, _ string, _ adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *nullMessenger) SendFiles(_ context.Context, c chat.Ref, _ []chat.File, _ string, _ adapters.SendOptions) (adapters.MessageRef, error) {
 	return adapters.MessageRef{Chat: c, ID: "1"}, nil
 }
 
-func (m *nullMessenger) Typing(context.Context, adapters.ChatRef) error { return nil }
+func (m *nullMessenger) Typing(context.Context, chat.Ref) error { return nil }
 
 // BenchmarkReply streams one 100-token answer per op through the engine (an Update per token,
 // then Finish) into 1,000 chats in turn, 64 replies at once, against a platform without limits
@@ -50,7 +50,7 @@ func BenchmarkReply(b *testing.B) {
 		var text strings.Builder
 		for pb.Next() {
 			n := seq.Add(1)
-			c := adapters.ChatRef{Platform: "bench", ChatID: strconv.FormatInt(n%1000, 10)}
+			c := chat.Ref{Platform: "bench", ChatID: strconv.FormatInt(n%1000, 10)}
 			r := e.NewReply(b.Context(), c, adapters.SendOptions{})
 			text.Reset()
 			for range tokens {

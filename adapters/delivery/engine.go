@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // RetryPolicy bounds the retries of temporary failures (5xx, timeouts). 429s are not retries:
@@ -39,7 +40,7 @@ type Options struct {
 	Slack time.Duration
 	// IsGroup reports whether a chat is a group, which then also draws on Limits.PerGroup.
 	// Nil means no chat is a group.
-	IsGroup func(adapters.ChatRef) bool
+	IsGroup func(chat.Ref) bool
 	// Observer receives an Event for every platform request outcome (for metrics); may be nil.
 	Observer Observer
 	// SharedChats, when several replicas deliver for the bot, shares each chat's own budgets
@@ -116,7 +117,7 @@ func (k EventKind) String() string {
 // Event describes the outcome of one platform request.
 type Event struct {
 	Kind       EventKind
-	Chat       adapters.ChatRef
+	Chat       chat.Ref
 	Final      bool          // the request carried final text (not a preview)
 	RetryAfter time.Duration // for EventRateLimited
 	Err        error         // for EventRetry, EventFailed, EventFallback
@@ -139,7 +140,7 @@ type Engine struct {
 	// draftsOff: the platform refused a draft; replies stream by edits from then on.
 	draftsOff atomic.Bool
 	draftSeq  atomic.Int64
-	// richOff holds the chats (ChatRef.String()) that refused a rich message: their finals go
+	// richOff holds the chats (chat.Ref.String()) that refused a rich message: their finals go
 	// out as plain messages from then on.
 	richOff  sync.Map
 	replySeq atomic.Int64 // names replies for Options.InFlight
@@ -176,7 +177,7 @@ func (e *Engine) Limits() adapters.Limits { return e.limits }
 
 // NewReply starts a reply in chat. ctx bounds its previews and typing indicator; Finish takes
 // its own context. opts apply to the first message of the reply.
-func (e *Engine) NewReply(ctx context.Context, chat adapters.ChatRef, opts adapters.SendOptions) *Reply {
+func (e *Engine) NewReply(ctx context.Context, chat chat.Ref, opts adapters.SendOptions) *Reply {
 	r := &Reply{
 		e:          e,
 		ctx:        ctx,
@@ -193,7 +194,7 @@ func (e *Engine) NewReply(ctx context.Context, chat adapters.ChatRef, opts adapt
 
 // Notice sends a one-off message at final priority, split if too long, and returns once it is
 // delivered or has definitively failed.
-func (e *Engine) Notice(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) error {
+func (e *Engine) Notice(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) error {
 	return e.NewReply(ctx, chat, opts).Finish(ctx, text, nil)
 }
 
@@ -245,21 +246,21 @@ func (e *Engine) observe(ev Event) {
 }
 
 // refuseDrafts turns drafts off for the engine's life after the platform refused one; said once.
-func (e *Engine) refuseDrafts(chat adapters.ChatRef, err error) {
+func (e *Engine) refuseDrafts(chat chat.Ref, err error) {
 	if e.draftsOff.CompareAndSwap(false, true) {
 		e.log.Warn("drafts refused; streaming by edits from now on", "chat", chat.String(), "err", err)
 	}
 }
 
 // refuseRich remembers that chat refused a rich message; said once per chat.
-func (e *Engine) refuseRich(chat adapters.ChatRef, err error) {
+func (e *Engine) refuseRich(chat chat.Ref, err error) {
 	if _, had := e.richOff.LoadOrStore(chat.String(), true); !had {
 		e.log.Warn("rich message refused; this chat gets plain messages from now on", "chat", chat.String(), "err", err)
 	}
 }
 
 // richRefused reports whether chat refused a rich message before.
-func (e *Engine) richRefused(chat adapters.ChatRef) bool {
+func (e *Engine) richRefused(chat chat.Ref) bool {
 	_, ok := e.richOff.Load(chat.String())
 	return ok
 }

@@ -49,7 +49,7 @@ func names(files []chat.File) string {
 	return strings.Join(n, ",")
 }
 
-func (m *recorder) Send(_ context.Context, chat adapters.ChatRef, text string, _ adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *recorder) Send(_ context.Context, chat chat.Ref, text string, _ adapters.SendOptions) (adapters.MessageRef, error) {
 	return adapters.MessageRef{Chat: chat, ID: m.add("send " + text)}, nil
 }
 
@@ -58,11 +58,11 @@ func (m *recorder) Edit(_ context.Context, msg adapters.MessageRef, text string)
 	return nil
 }
 
-func (m *recorder) SendFiles(_ context.Context, chat adapters.ChatRef, files []chat.File, caption string, _ adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *recorder) SendFiles(_ context.Context, chat chat.Ref, files []chat.File, caption string, _ adapters.SendOptions) (adapters.MessageRef, error) {
 	return adapters.MessageRef{Chat: chat, ID: m.add("files " + names(files) + " " + caption)}, nil
 }
 
-func (m *recorder) Typing(context.Context, adapters.ChatRef) error { return nil }
+func (m *recorder) Typing(context.Context, chat.Ref) error { return nil }
 
 // attacher is a recorder whose platform can attach files to sent messages.
 type attacher struct{ *recorder }

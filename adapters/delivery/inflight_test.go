@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 func TestAnInterruptedReplyEndsWithTheNoteAndKeepsItsMarkdownWhole(t *testing.T) {
@@ -25,7 +26,7 @@ func TestAnInterruptedReplyEndsWithTheNoteAndKeepsItsMarkdownWhole(t *testing.T)
 			m := &recorder{first: make(chan struct{})}
 			e := New(m, adapters.Limits{MaxLen: tc.max}, Options{})
 			defer e.Close()
-			msg := adapters.MessageRef{Chat: adapters.ChatRef{Platform: "test", ChatID: "1"}, ID: "m0"}
+			msg := adapters.MessageRef{Chat: chat.Ref{Platform: "test", ChatID: "1"}, ID: "m0"}
 			if err := e.MarkInterrupted(context.Background(), msg, tc.shown); err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +50,7 @@ func TestAReplyInFlightIsKnownUntilItsFinalTextIsDelivered(t *testing.T) {
 	f := &inFlightLog{}
 	e := New(m, adapters.Limits{MaxLen: 100}, Options{InFlight: f})
 	defer e.Close()
-	r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
+	r := e.NewReply(context.Background(), chat.Ref{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
 	r.Update("Half an")
 	<-m.first
 	if err := r.Finish(context.Background(), "Half an answer.", nil); err != nil {

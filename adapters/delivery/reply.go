@@ -29,7 +29,7 @@ type sent struct {
 type Reply struct {
 	e    *Engine
 	ctx  context.Context
-	chat adapters.ChatRef
+	chat chat.Ref
 	opts adapters.SendOptions
 	id   string // for Options.InFlight; set by the first message shown
 

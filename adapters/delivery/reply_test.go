@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // typingCounter is a recorder that counts typing indicators.
@@ -20,7 +21,7 @@ type typingCounter struct {
 	typing atomic.Int32
 }
 
-func (m *typingCounter) Typing(context.Context, adapters.ChatRef) error {
+func (m *typingCounter) Typing(context.Context, chat.Ref) error {
 	m.typing.Add(1)
 	return nil
 }
@@ -32,7 +33,7 @@ func TestWorkingRepeatsDoNotResendTyping(t *testing.T) {
 		m := &typingCounter{recorder: recorder{first: make(chan struct{})}}
 		e := New(m, adapters.Limits{MaxLen: 100}, Options{TypingInterval: time.Hour})
 		defer e.Close()
-		r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
+		r := e.NewReply(context.Background(), chat.Ref{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
 		r.Working(true)
 		synctest.Wait()
 		if n := m.typing.Load(); n != 1 {
@@ -67,7 +68,7 @@ type gatedSend struct {
 	once             sync.Once
 }
 
-func (m *gatedSend) Send(ctx context.Context, chat adapters.ChatRef, text string, o adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *gatedSend) Send(ctx context.Context, chat chat.Ref, text string, o adapters.SendOptions) (adapters.MessageRef, error) {
 	m.once.Do(func() {
 		close(m.entered)
 		<-m.release
@@ -81,7 +82,7 @@ func TestFinishWhilePreviewInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &gatedSend{recorder: recorder{first: make(chan struct{})}, entered: make(chan struct{}), release: make(chan struct{})}
 		e := New(m, adapters.Limits{MaxLen: 100}, Options{})
-		r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
+		r := e.NewReply(context.Background(), chat.Ref{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
 		r.Update("hello")
 		<-m.entered
 		done := make(chan error, 1)
@@ -122,7 +123,7 @@ func TestCloseWhileStreaming(t *testing.T) {
 	for range 300 {
 		m := &typingCounter{recorder: recorder{first: make(chan struct{})}}
 		e := New(m, adapters.Limits{MaxLen: 100}, Options{})
-		r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
+		r := e.NewReply(context.Background(), chat.Ref{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
@@ -160,7 +161,7 @@ func TestFinalTextOfARollingAnswerTakesOneRequest(t *testing.T) {
 				m := &recorder{first: make(chan struct{})}
 				e := New(m, adapters.Limits{MaxLen: 1000, Unit: adapters.Runes, PerChat: adapters.Rate{N: 3, Per: 3 * time.Second}}, Options{})
 				defer e.Close()
-				r := e.NewReply(context.Background(), adapters.ChatRef{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
+				r := e.NewReply(context.Background(), chat.Ref{Platform: "test", ChatID: "1"}, adapters.SendOptions{})
 				var b strings.Builder
 				for b.Len() < total {
 					b.WriteString("word word word word word word ") // 30 characters every 100 ms
@@ -194,7 +195,7 @@ func TestFinishWhileAPreviewWaitsForItsSlot(t *testing.T) {
 		m := &recorder{first: make(chan struct{})}
 		e := New(m, adapters.Limits{MaxLen: 100, PerChat: adapters.Rate{N: 1, Per: time.Second}}, Options{})
 		defer e.Close()
-		c := adapters.ChatRef{Platform: "test", ChatID: "1"}
+		c := chat.Ref{Platform: "test", ChatID: "1"}
 		r := e.NewReply(context.Background(), c, adapters.SendOptions{})
 		r.Update("one")
 		synctest.Wait()
@@ -223,7 +224,7 @@ func TestTypingTakesAFreeGlobalPlaceOrIsSkipped(t *testing.T) {
 		e := New(m, adapters.Limits{MaxLen: 100, Global: adapters.Rate{N: 4, Per: time.Second}}, Options{TypingInterval: time.Hour})
 		defer e.Close()
 		ctx := context.Background()
-		chatN := func(i int) adapters.ChatRef { return adapters.ChatRef{Platform: "test", ChatID: fmt.Sprint(i)} }
+		chatN := func(i int) chat.Ref { return chat.Ref{Platform: "test", ChatID: fmt.Sprint(i)} }
 		// Four answers fill the bot's window for a second.
 		for i := range 4 {
 			if err := e.NewReply(ctx, chatN(i), adapters.SendOptions{}).Finish(ctx, "answer", nil); err != nil {

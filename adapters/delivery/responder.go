@@ -4,18 +4,19 @@ import (
 	"context"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // Responder returns the adapters.Responder for one inbound message in chat: its replies and
 // notices go through the engine with opts (typically ReplyTo set to the user's message), and
 // streaming says whether replies are streamed by edits.
-func (e *Engine) Responder(chat adapters.ChatRef, opts adapters.SendOptions, streaming bool) adapters.Responder {
+func (e *Engine) Responder(chat chat.Ref, opts adapters.SendOptions, streaming bool) adapters.Responder {
 	return responder{e: e, chat: chat, opts: opts, streaming: streaming}
 }
 
 type responder struct {
 	e         *Engine
-	chat      adapters.ChatRef
+	chat      chat.Ref
 	opts      adapters.SendOptions
 	streaming bool
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // ErrClosed is returned for deliveries still waiting when the Engine is closed.
@@ -159,7 +160,7 @@ type ticket struct {
 // arrival order, each only when all of its buckets allow it.
 type scheduler struct {
 	limits  adapters.Limits
-	isGroup func(adapters.ChatRef) bool
+	isGroup func(chat.Ref) bool
 	slack   time.Duration
 
 	mu      sync.Mutex
@@ -176,7 +177,7 @@ type scheduler struct {
 	shares *chatShares
 }
 
-func newScheduler(limits adapters.Limits, isGroup func(adapters.ChatRef) bool, slack time.Duration) *scheduler {
+func newScheduler(limits adapters.Limits, isGroup func(chat.Ref) bool, slack time.Duration) *scheduler {
 	return &scheduler{
 		limits:  limits,
 		isGroup: isGroup,
@@ -187,9 +188,9 @@ func newScheduler(limits adapters.Limits, isGroup func(adapters.ChatRef) bool, s
 	}
 }
 
-func chatKey(c adapters.ChatRef) string { return string(c.Platform) + ":" + c.ChatID }
+func chatKey(c chat.Ref) string { return c.Chat().String() }
 
-func (s *scheduler) chatBucket(c adapters.ChatRef) *bucket {
+func (s *scheduler) chatBucket(c chat.Ref) *bucket {
 	k := chatKey(c)
 	b := s.chats[k]
 	if b == nil {
@@ -199,7 +200,7 @@ func (s *scheduler) chatBucket(c adapters.ChatRef) *bucket {
 	return b
 }
 
-func (s *scheduler) bucketsFor(c adapters.ChatRef, shared bool) []*bucket {
+func (s *scheduler) bucketsFor(c chat.Ref, shared bool) []*bucket {
 	if shared {
 		return []*bucket{s.global}
 	}
@@ -219,7 +220,7 @@ func (s *scheduler) bucketsFor(c adapters.ChatRef, shared bool) []*bucket {
 // acquire waits for a call slot in chat at final or preview priority. It returns ctx's error,
 // ErrClosed, or, once the slot is granted, a release func to call when the request's answer
 // has come back (or it failed).
-func (s *scheduler) acquire(ctx context.Context, chat adapters.ChatRef, final bool) (func(), error) {
+func (s *scheduler) acquire(ctx context.Context, chat chat.Ref, final bool) (func(), error) {
 	if s.shares == nil {
 		return s.acquireLocal(ctx, chat, final, false)
 	}
@@ -228,7 +229,7 @@ func (s *scheduler) acquire(ctx context.Context, chat adapters.ChatRef, final bo
 
 // acquireLocal is acquire on this process's buckets: all of them, or only the global one when
 // the chat's own budgets are shared (already reserved).
-func (s *scheduler) acquireLocal(ctx context.Context, chat adapters.ChatRef, final, shared bool) (func(), error) {
+func (s *scheduler) acquireLocal(ctx context.Context, chat chat.Ref, final, shared bool) (func(), error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -274,7 +275,7 @@ func (s *scheduler) acquireLocal(ctx context.Context, chat adapters.ChatRef, fin
 // its own, with the release func once the slot is granted, or with ctx's error or ErrClosed.
 // then runs exactly once. With chats shared among replicas it waits as acquire does, on a
 // goroutine.
-func (s *scheduler) acquireFunc(ctx context.Context, chat adapters.ChatRef, final bool, then func(release func(), err error)) {
+func (s *scheduler) acquireFunc(ctx context.Context, chat chat.Ref, final bool, then func(release func(), err error)) {
 	s.mu.Lock()
 	if s.shares != nil || s.closed {
 		s.mu.Unlock()
@@ -343,7 +344,7 @@ func (s *scheduler) removeLocked(t *ticket) {
 }
 
 // block stops every request in chat's scope (or all, when global) until d from now.
-func (s *scheduler) block(chat adapters.ChatRef, global bool, d time.Duration) {
+func (s *scheduler) block(chat chat.Ref, global bool, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	until := time.Now().Add(d)
@@ -382,7 +383,7 @@ func (s *scheduler) tryGlobal() (release func(), ok bool) {
 }
 
 // blocked reports whether a 429 currently holds chat's scope.
-func (s *scheduler) blocked(chat adapters.ChatRef) bool {
+func (s *scheduler) blocked(chat chat.Ref) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
-var testChat = adapters.ChatRef{Platform: "test", ChatID: "1"}
+var testChat = chat.Ref{Platform: "test", ChatID: "1"}
 
 func grant(t *testing.T, s *scheduler, final bool) func() {
 	t.Helper()
@@ -82,7 +83,7 @@ func TestRateLimitBlocksTheChat(t *testing.T) {
 		if !s.blocked(testChat) {
 			t.Fatal("chat not blocked")
 		}
-		other := adapters.ChatRef{Platform: "test", ChatID: "2"}
+		other := chat.Ref{Platform: "test", ChatID: "2"}
 		start := time.Now()
 		release, err := s.acquire(context.Background(), other, false)
 		if err != nil {

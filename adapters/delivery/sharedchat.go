@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"relaybot/chat"
 	"time"
-
-	"relaybot/adapters"
 )
 
 // SharedChats shares each chat's own budgets (Limits.PerChat and Limits.PerGroup) with the other
@@ -58,7 +57,7 @@ type chatShares struct {
 	s       *scheduler
 	sc      SharedChats
 	log     *slog.Logger
-	isGroup func(adapters.ChatRef) bool
+	isGroup func(chat.Ref) bool
 	linger  time.Duration
 	done    <-chan struct{} // the engine's
 	chats   map[string]*chatShare
@@ -69,7 +68,7 @@ type chatShares struct {
 const shareTimeout = 10 * time.Second
 
 // acquire is scheduler.acquire for an engine with SharedChats.
-func (c *chatShares) acquire(ctx context.Context, chat adapters.ChatRef, final bool) (func(), error) {
+func (c *chatShares) acquire(ctx context.Context, chat chat.Ref, final bool) (func(), error) {
 	k := chatKey(chat)
 	for {
 		cs, err := c.enter(ctx, k, chat)
@@ -114,7 +113,7 @@ func (c *chatShares) release(cs *chatShare) {
 
 // enter returns chat k as entered, entering it first if needed; nil when entering failed (the
 // chat is then paced alone for this request).
-func (c *chatShares) enter(ctx context.Context, k string, chat adapters.ChatRef) (*chatShare, error) {
+func (c *chatShares) enter(ctx context.Context, k string, chat chat.Ref) (*chatShare, error) {
 	s := c.s
 	for {
 		s.mu.Lock()
@@ -170,7 +169,7 @@ func (c *chatShares) enter(ctx context.Context, k string, chat adapters.ChatRef)
 }
 
 // seedLocked puts the requests other replicas made in the chat lately into its buckets.
-func (c *chatShares) seedLocked(k string, chat adapters.ChatRef, ago []time.Duration) {
+func (c *chatShares) seedLocked(k string, chat chat.Ref, ago []time.Duration) {
 	if len(ago) == 0 {
 		return
 	}
@@ -215,7 +214,7 @@ func (c *chatShares) historyLocked(k string, now time.Time) []time.Duration {
 }
 
 // reserve waits for this replica's next place in shared chat k.
-func (c *chatShares) reserve(ctx context.Context, k string, chat adapters.ChatRef) error {
+func (c *chatShares) reserve(ctx context.Context, k string, chat chat.Ref) error {
 	c.s.mu.Lock()
 	var notBefore time.Duration
 	if b := c.s.chats[k]; b != nil {

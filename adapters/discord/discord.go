@@ -7,7 +7,7 @@
 //
 // Conversations: a direct message channel, a guild text channel and a thread are each their own
 // chat. A thread is a channel of its own on Discord (with its own rate-limit bucket), so its
-// ChatRef.ChatID is the thread's channel id and ThreadID stays empty; the parent channel only
+// chat.Ref.ChatID is the thread's channel id and ThreadID stays empty; the parent channel only
 // matters for AllowedChannels.
 //
 // Replies: the first message references the user's message; every send and edit carries
@@ -124,7 +124,7 @@ func limitsFor(opts Options) adapters.Limits {
 // attachment that no component exposes, so files go in messages of their own.
 type plainMessenger struct{ a *Adapter }
 
-func (m plainMessenger) Send(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m plainMessenger) Send(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	return m.a.Send(ctx, chat, text, opts)
 }
 
@@ -136,11 +136,11 @@ func (m plainMessenger) EditStreaming(ctx context.Context, msg adapters.MessageR
 	return m.a.EditStreaming(ctx, msg, text)
 }
 
-func (m plainMessenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m plainMessenger) SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	return m.a.SendFiles(ctx, chat, files, caption, opts)
 }
 
-func (m plainMessenger) Typing(ctx context.Context, chat adapters.ChatRef) error {
+func (m plainMessenger) Typing(ctx context.Context, chat chat.Ref) error {
 	return m.a.Typing(ctx, chat)
 }
 

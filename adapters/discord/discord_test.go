@@ -600,7 +600,7 @@ func TestWhichMessagesAreAddressed(t *testing.T) {
 	hs.srv.AddChannel(dtk.Channel{ID: otherCh, GuildID: guildID, Type: dtk.ChannelGuildText})
 	hs.srv.AddChannel(dtk.Channel{ID: threadCh, GuildID: guildID, ParentID: allowedCh, Type: dtk.ChannelPublicThread})
 	bot := hs.srv.BotID()
-	botMsg, err := hs.a.Send(hs.ctx, adapters.ChatRef{Platform: adapters.Discord, ChatID: allowedCh}, "earlier answer", adapters.SendOptions{})
+	botMsg, err := hs.a.Send(hs.ctx, chat.Ref{Platform: chat.Discord, ChatID: allowedCh}, "earlier answer", adapters.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,7 +681,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 func TestErrorsMapOntoAdapterErrors(t *testing.T) {
 	t.Parallel()
 	hs := start(t, nil, nil)
-	chat := adapters.ChatRef{Platform: adapters.Discord, ChatID: "540000000000000001"}
+	chat := chat.Ref{Platform: chat.Discord, ChatID: "540000000000000001"}
 	hs.srv.AddChannel(dtk.Channel{ID: chat.ChatID, Type: dtk.ChannelDM})
 	ctx, cancel := context.WithTimeout(hs.ctx, 10*time.Second)
 	defer cancel()

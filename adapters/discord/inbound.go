@@ -12,6 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // onMessage turns a MESSAGE_CREATE into an Inbound when it is meant for the bot and allowed.
@@ -24,7 +25,7 @@ func (a *Adapter) onMessage(ctx context.Context, h adapters.Handler, m *discordg
 		return
 	}
 	in := adapters.Inbound{
-		Chat:      adapters.ChatRef{Platform: adapters.Discord, ChatID: m.ChannelID},
+		Chat:      chat.Ref{Platform: chat.Discord, ChatID: m.ChannelID},
 		Kind:      adapters.Private,
 		MessageID: m.ID,
 		UserID:    m.Author.ID,

@@ -9,6 +9,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // capture is a Handler that keeps the last Inbound it got.
@@ -67,7 +68,7 @@ func FuzzInbound(f *testing.F) {
 		if replyToBot {
 			m.ReferencedMessage = &discordgo.Message{ID: "1", Author: &discordgo.User{ID: botID}}
 		}
-		in := adapters.Inbound{Chat: adapters.ChatRef{Platform: adapters.Discord, ChatID: m.ChannelID}, Kind: adapters.Private,
+		in := adapters.Inbound{Chat: chat.Ref{Platform: chat.Discord, ChatID: m.ChannelID}, Kind: adapters.Private,
 			MessageID: m.ID, UserID: m.Author.ID}
 		var h capture
 		prev, mine := a.queueHandover(m.ChannelID)

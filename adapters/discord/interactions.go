@@ -12,6 +12,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/chat"
 )
 
 // ackTimeout bounds the answer to an interaction; Discord drops it after 3 seconds.
@@ -38,7 +39,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 		return
 	}
 	in := adapters.Inbound{
-		Chat:      adapters.ChatRef{Platform: adapters.Discord, ChatID: i.ChannelID},
+		Chat:      chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
 		Kind:      adapters.Private,
 		MessageID: i.ID, // interactions have no user message; the interaction id stands in
 		UserID:    user.ID,
@@ -162,7 +163,7 @@ func (a *Adapter) removeButtons(ctx context.Context, i *discordgo.Interaction) b
 type interactionResponder struct {
 	a        *Adapter
 	i        *discordgo.Interaction
-	chat     adapters.ChatRef
+	chat     chat.Ref
 	original bool // a deferred response waits to be filled in
 
 	mu       sync.Mutex

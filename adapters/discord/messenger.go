@@ -17,7 +17,7 @@ import (
 const maxFilesPerMessage = 10
 
 // channelOf is the Discord channel a chat reference posts into: the thread when one is given.
-func channelOf(chat adapters.ChatRef) string {
+func channelOf(chat chat.Ref) string {
 	if chat.ThreadID != "" {
 		return chat.ThreadID
 	}
@@ -56,7 +56,7 @@ func reference(channelID, messageID string) *discordgo.MessageReference {
 
 // Send posts a new message (one REST request). With opts.Stoppable, a reply that is still
 // streaming gets a Stop button.
-func (a *Adapter) Send(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (a *Adapter) Send(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	ch := channelOf(chat)
 	ms := &discordgo.MessageSend{Content: text, AllowedMentions: noMentions(), Reference: reference(ch, opts.ReplyTo)}
 	var sr *stopReply
@@ -153,7 +153,7 @@ func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, te
 
 // SendFiles posts up to 10 files with an optional caption of up to 2,000 characters in one
 // message (one REST request).
-func (a *Adapter) SendFiles(ctx context.Context, chat adapters.ChatRef, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (a *Adapter) SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	ch := channelOf(chat)
 	if len(files) == 0 || len(files) > maxFilesPerMessage {
 		return adapters.MessageRef{}, fmt.Errorf("discord: send files in channel %s: %d files, want 1 to %d per message", ch, len(files), maxFilesPerMessage)
@@ -170,7 +170,7 @@ func (a *Adapter) SendFiles(ctx context.Context, chat adapters.ChatRef, files []
 }
 
 // Typing shows "bot is typing…" in the chat for about 10 seconds (one REST request).
-func (a *Adapter) Typing(ctx context.Context, chat adapters.ChatRef) error {
+func (a *Adapter) Typing(ctx context.Context, chat chat.Ref) error {
 	ch := channelOf(chat)
 	return classify("typing in channel "+ch, a.session.ChannelTyping(ch, a.reqOpts(ctx)...))
 }
@@ -180,12 +180,12 @@ func (a *Adapter) Typing(ctx context.Context, chat adapters.ChatRef) error {
 // first message of a reply references it).
 type stopTracker struct {
 	mu      sync.Mutex
-	replies map[string]*stopReply
+	replies map[replyKey]*stopReply
 	msgs    map[string]*stopReply // message id → reply
 }
 
 type stopReply struct {
-	key       string
+	key       replyKey
 	asker     string // user id of the message the reply answers
 	refs      int
 	finishing bool
@@ -193,13 +193,19 @@ type stopReply struct {
 }
 
 func newStopTracker() *stopTracker {
-	return &stopTracker{replies: map[string]*stopReply{}, msgs: map[string]*stopReply{}}
+	return &stopTracker{replies: map[replyKey]*stopReply{}, msgs: map[string]*stopReply{}}
 }
 
-func stopKey(chat adapters.ChatRef, replyTo string) string { return chat.String() + "|" + replyTo }
+// replyKey names one stoppable reply: the chat it is in and the message it answers.
+type replyKey struct {
+	chat    chat.Ref
+	replyTo string
+}
+
+func stopKey(ref chat.Ref, replyTo string) replyKey { return replyKey{chat: ref, replyTo: replyTo} }
 
 // begin registers a streaming reply to asker's message replyTo.
-func (t *stopTracker) begin(chat adapters.ChatRef, replyTo, asker string) *stopReply {
+func (t *stopTracker) begin(chat chat.Ref, replyTo, asker string) *stopReply {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := stopKey(chat, replyTo)
@@ -216,7 +222,7 @@ func (t *stopTracker) begin(chat adapters.ChatRef, replyTo, asker string) *stopR
 
 // askedBy reports whether the streaming reply in chat to message replyTo answers userID, or
 // is a reply the tracker does not know (then nothing says otherwise).
-func (t *stopTracker) askedBy(chat adapters.ChatRef, replyTo, userID string) bool {
+func (t *stopTracker) askedBy(chat chat.Ref, replyTo, userID string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	sr := t.replies[stopKey(chat, replyTo)]
@@ -224,7 +230,7 @@ func (t *stopTracker) askedBy(chat adapters.ChatRef, replyTo, userID string) boo
 }
 
 // streaming returns the reply a new message belongs to while it still streams, else nil.
-func (t *stopTracker) streaming(chat adapters.ChatRef, replyTo string) *stopReply {
+func (t *stopTracker) streaming(chat chat.Ref, replyTo string) *stopReply {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	sr := t.replies[stopKey(chat, replyTo)]

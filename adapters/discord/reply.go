@@ -26,7 +26,7 @@ var (
 	_ adapters.StreamEditor = (*Adapter)(nil)
 )
 
-func (a *Adapter) newReply(ctx context.Context, chat adapters.ChatRef, replyTo, asker string, stoppable bool) *reply {
+func (a *Adapter) newReply(ctx context.Context, chat chat.Ref, replyTo, asker string, stoppable bool) *reply {
 	r := &reply{a: a}
 	if stoppable {
 		r.sr = a.stops.begin(chat, replyTo, asker)
@@ -59,7 +59,7 @@ func (r *reply) Finish(ctx context.Context, text string, files []chat.File) erro
 // msgResponder answers a message: replies reference it and stream with a Stop button.
 type msgResponder struct {
 	a       *Adapter
-	chat    adapters.ChatRef
+	chat    chat.Ref
 	replyTo string
 	asker   string // the user who wrote replyTo
 }

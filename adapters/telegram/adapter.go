@@ -19,6 +19,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/chat"
 	"relaybot/internal/logredact"
 )
 
@@ -195,12 +196,12 @@ func New(opts Options) (*Adapter, error) {
 		allowedChats: set(opts.AllowedChats, false),
 		allowedUsers: set(opts.AllowedUsers, true),
 		accessUsers:  set(opts.AccessUsers, false),
-		admins:       adminCache{m: map[string]adminVerdict{}},
+		admins:       adminCache{m: map[adminKey]adminVerdict{}},
 	}
 	ad.callbackRoutes = map[string]callbackRoute{approvePrefix: ad.onApprovePress}
 	dopts := opts.Delivery
 	dopts.Logger = log
-	dopts.IsGroup = func(c adapters.ChatRef) bool { return strings.HasPrefix(c.ChatID, "-") }
+	dopts.IsGroup = func(c chat.Ref) bool { return strings.HasPrefix(c.ChatID, "-") }
 	lim := Limits()
 	lim.Global.N = opts.GlobalPerSecond
 	ad.engine = delivery.New(&messenger{api: a, drafts: opts.Drafts, paid: opts.PaidBroadcast, rich: opts.Rich}, lim, dopts)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 	tk "relaybot/internal/testkit/telegram"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkDelivery(b *testing.B) {
 func benchOnce(b *testing.B, chats int) {
 	b.StopTimer()
 	e := newEnv(b, tk.Options{}, nil)
-	refs := make([]adapters.ChatRef, chats)
+	refs := make([]chat.Ref, chats)
 	for i := range refs {
 		refs[i] = e.chat(int64(5000+i), 0)
 	}

@@ -13,6 +13,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // callbackRoute handles the presses whose callback data starts with its prefix; rest is the data
@@ -51,7 +52,7 @@ func (a *Adapter) answerCallback(ctx context.Context, id, text string, alert boo
 type askResponder struct {
 	adapters.Responder
 	a    *Adapter
-	chat adapters.ChatRef
+	chat chat.Ref
 }
 
 var _ adapters.Asker = askResponder{}
@@ -130,13 +131,13 @@ func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest str
 		a.answerCallback(ctx, q.ID, "This question is closed.", false)
 		return
 	}
-	chat, msgID := adapters.ChatRef{}, ""
+	ref, msgID := chat.Ref{}, ""
 	if q.Message != nil {
 		msgID = strconv.Itoa(q.Message.MessageID)
-		chat = adapters.ChatRef{Platform: adapters.Telegram, ChatID: strconv.FormatInt(q.Message.Chat.ID, 10)}
+		ref = chat.Ref{Platform: chat.Telegram, ChatID: strconv.FormatInt(q.Message.Chat.ID, 10)}
 	}
 	ans := adapters.Answer{UserID: strconv.FormatInt(q.From.ID, 10), UserName: q.From.UserName,
-		ChatAdmin: chat.ChatID != "" && a.chatAdmin(ctx, chat, q.From.ID)}
+		ChatAdmin: ref.ChatID != "" && a.chatAdmin(ctx, ref, q.From.ID)}
 	if ans.UserName == "" {
 		ans.UserName = strings.TrimSpace(q.From.FirstName + " " + q.From.LastName)
 	}
@@ -154,7 +155,7 @@ func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest str
 
 // chatAdmin asks Telegram whether user administers a group chat; false in a private chat or
 // when Telegram cannot say.
-func (a *Adapter) chatAdmin(ctx context.Context, chat adapters.ChatRef, user int64) bool {
+func (a *Adapter) chatAdmin(ctx context.Context, chat chat.Ref, user int64) bool {
 	if !strings.HasPrefix(chat.ChatID, "-") { // private chats have positive ids
 		return false
 	}
@@ -181,12 +182,18 @@ type adminVerdict struct {
 // per sender a minute, not one per message.
 type adminCache struct {
 	mu sync.Mutex
-	m  map[string]adminVerdict
+	m  map[adminKey]adminVerdict
+}
+
+// adminKey names one member of one chat.
+type adminKey struct {
+	chat string
+	user int64
 }
 
 // chatAdminCached is chatAdmin, remembered for adminTTL.
-func (a *Adapter) chatAdminCached(ctx context.Context, chat adapters.ChatRef, user int64) bool {
-	key := chat.ChatID + ":" + strconv.FormatInt(user, 10)
+func (a *Adapter) chatAdminCached(ctx context.Context, ref chat.Ref, user int64) bool {
+	key := adminKey{chat: ref.ChatID, user: user}
 	now := time.Now()
 	a.admins.mu.Lock()
 	v, ok := a.admins.m[key]
@@ -194,7 +201,7 @@ func (a *Adapter) chatAdminCached(ctx context.Context, chat adapters.ChatRef, us
 	if ok && now.Before(v.until) {
 		return v.admin
 	}
-	admin := a.chatAdmin(ctx, chat, user)
+	admin := a.chatAdmin(ctx, ref, user)
 	a.admins.mu.Lock()
 	for k, old := range a.admins.m { // drop what has expired, so the map stays small
 		if !now.Before(old.until) {

@@ -74,13 +74,13 @@ func newEnv(t testing.TB, sopts tk.Options, mod func(*Options)) *env {
 }
 
 // chat registers a chat on the server (as if a user wrote there first) and returns its ref.
-func (e *env) chat(id int64, thread int) adapters.ChatRef {
+func (e *env) chat(id int64, thread int) chat.Ref {
 	c := tk.Chat{ID: id}
 	if id < 0 {
 		c.Type, c.IsForum = "supergroup", thread != 0
 	}
 	e.srv.Send(tk.Inbound{Chat: c, From: tk.User{ID: 7, FirstName: "Ann"}, Text: "hi", ThreadID: thread})
-	ref := adapters.ChatRef{Platform: adapters.Telegram, ChatID: strconv.FormatInt(id, 10)}
+	ref := chat.Ref{Platform: chat.Telegram, ChatID: strconv.FormatInt(id, 10)}
 	if thread != 0 {
 		ref.ThreadID = strconv.Itoa(thread)
 	}
@@ -595,7 +595,7 @@ func TestReplyFollowsGroupUpgradedToSupergroup(t *testing.T) {
 			e := newEnv(t, tk.Options{}, nil)
 			const oldID, newID = -4242, -1004242
 			userMsg := e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: oldID, Type: "group", Title: "team"}, From: ann, Text: "hi"})
-			chat := adapters.ChatRef{Platform: adapters.Telegram, ChatID: strconv.Itoa(oldID)}
+			chat := chat.Ref{Platform: chat.Telegram, ChatID: strconv.Itoa(oldID)}
 			ctx := context.Background()
 			r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{ReplyTo: strconv.Itoa(userMsg)})
 			if when == "before the reply" {
@@ -650,7 +650,7 @@ func TestPaidBroadcastLiftsTheGlobalBudgetWithout429s(t *testing.T) {
 				t.Fatalf("replies are paced at %d a second, want %d", got, wantN)
 			}
 			const n = 50
-			chats := make([]adapters.ChatRef, n)
+			chats := make([]chat.Ref, n)
 			for i := range chats {
 				chats[i] = e.chat(int64(5000+i), 0)
 			}

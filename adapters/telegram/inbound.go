@@ -14,6 +14,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // inbound turns a Telegram message into an Inbound, or false when it is not for the bot.
@@ -100,13 +101,13 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 
 // sender starts the Inbound of something user from did in chat, or false when the bot does
 // not answer them there (its own messages, chats or users not allowed).
-func (a *Adapter) sender(chat tgChat, from *tgbotapi.User) (adapters.Inbound, bool) {
+func (a *Adapter) sender(tc tgChat, from *tgbotapi.User) (adapters.Inbound, bool) {
 	if from == nil || from.ID == a.self.ID {
 		return adapters.Inbound{}, false
 	}
-	chatID := strconv.FormatInt(chat.ID, 10)
+	chatID := strconv.FormatInt(tc.ID, 10)
 	userID := strconv.FormatInt(from.ID, 10)
-	if a.allowedChats != nil && !a.allowedChats[chatID] && !(chat.Type == "private" && a.accessUsers[userID]) {
+	if a.allowedChats != nil && !a.allowedChats[chatID] && !(tc.Type == "private" && a.accessUsers[userID]) {
 		a.log.Debug("telegram: chat not allowed", "chat", chatID)
 		return adapters.Inbound{}, false
 	}
@@ -115,7 +116,7 @@ func (a *Adapter) sender(chat tgChat, from *tgbotapi.User) (adapters.Inbound, bo
 		return adapters.Inbound{}, false
 	}
 	in := adapters.Inbound{
-		Chat:     adapters.ChatRef{Platform: adapters.Telegram, ChatID: chatID},
+		Chat:     chat.Ref{Platform: chat.Telegram, ChatID: chatID},
 		Kind:     adapters.Private,
 		UserID:   userID,
 		UserName: from.UserName,
@@ -123,7 +124,7 @@ func (a *Adapter) sender(chat tgChat, from *tgbotapi.User) (adapters.Inbound, bo
 	if in.UserName == "" {
 		in.UserName = strings.TrimSpace(from.FirstName + " " + from.LastName)
 	}
-	if chat.Type != "private" {
+	if tc.Type != "private" {
 		in.Kind = adapters.Group
 	}
 	return in, true

@@ -208,7 +208,7 @@ func stopKeyboard() string {
 	return string(b)
 }
 
-func chatParams(chat adapters.ChatRef) tgbotapi.Params {
+func chatParams(chat chat.Ref) tgbotapi.Params {
 	p := tgbotapi.Params{"chat_id": chat.ChatID}
 	if chat.ThreadID != "" {
 		p["message_thread_id"] = chat.ThreadID
@@ -237,7 +237,7 @@ type sentMessage struct {
 	MessageID int `json:"message_id"`
 }
 
-func (m *messenger) Send(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *messenger) Send(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	p := chatParams(chat)
 	p["link_preview_options"] = `{"is_disabled":true}`
 	p["disable_web_page_preview"] = "true"
@@ -261,7 +261,7 @@ func (m *messenger) Send(ctx context.Context, chat adapters.ChatRef, text string
 	return messageRef(chat, res)
 }
 
-func messageRef(chat adapters.ChatRef, res json.RawMessage) (adapters.MessageRef, error) {
+func messageRef(chat chat.Ref, res json.RawMessage) (adapters.MessageRef, error) {
 	var sm sentMessage
 	if err := json.Unmarshal(res, &sm); err != nil || sm.MessageID == 0 {
 		return adapters.MessageRef{}, fmt.Errorf("telegram: answer without a message id: %s", res)
@@ -300,14 +300,14 @@ func (m *messenger) edit(ctx context.Context, msg adapters.MessageRef, text, key
 
 // DraftsIn reports whether replies in chat stream as drafts: private chats (positive ids)
 // when drafts are on.
-func (m *messenger) DraftsIn(chat adapters.ChatRef) bool {
+func (m *messenger) DraftsIn(chat chat.Ref) bool {
 	return m.drafts && !strings.HasPrefix(chat.ChatID, "-")
 }
 
 // Draft shows text as draft id with sendMessageDraft; stoppable adds Telegram's Stop button
 // (can_stop) that keeps the partial text when pressed (keep_on_stop). A 400 or 404 answer
 // means this bot or chat takes no drafts: it wraps adapters.ErrDraftsRefused.
-func (m *messenger) Draft(ctx context.Context, chat adapters.ChatRef, id int64, text string, stoppable bool) error {
+func (m *messenger) Draft(ctx context.Context, chat chat.Ref, id int64, text string, stoppable bool) error {
 	p := chatParams(chat)
 	p["draft_id"] = strconv.FormatInt(id, 10)
 	if stoppable {
@@ -329,7 +329,7 @@ func (m *messenger) Draft(ctx context.Context, chat adapters.ChatRef, id int64, 
 
 // SendFiles posts each file as a photo or a document (one request per file; the delivery
 // engine hands them over one at a time). The caption goes with the first file.
-func (m *messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *messenger) SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	var first adapters.MessageRef
 	for i, f := range files {
 		p := chatParams(chat)
@@ -373,7 +373,7 @@ func (m *messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files 
 	return first, nil
 }
 
-func (m *messenger) Typing(ctx context.Context, chat adapters.ChatRef) error {
+func (m *messenger) Typing(ctx context.Context, chat chat.Ref) error {
 	p := chatParams(chat)
 	p["action"] = "typing"
 	_, err := m.api.call(ctx, "sendChatAction", p)

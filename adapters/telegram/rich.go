@@ -9,6 +9,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/markdown"
+	"relaybot/chat"
 )
 
 var _ adapters.RichMessenger = (*messenger)(nil)
@@ -16,7 +17,7 @@ var _ adapters.RichMessenger = (*messenger)(nil)
 // RichFits reports whether text may go out as one rich message (sendRichMessage): rich
 // messages are on (telegram.rich = "auto"), the Bot API has not answered that it does not know
 // the method, and the rendered text is within Telegram's documented limits.
-func (m *messenger) RichFits(_ adapters.ChatRef, text string) bool {
+func (m *messenger) RichFits(_ chat.Ref, text string) bool {
 	if !m.rich || m.richOff.Load() {
 		return false
 	}
@@ -32,7 +33,7 @@ func richParam(text string) string {
 }
 
 // SendRich posts text as a rich message with sendRichMessage, replying to opts.ReplyTo.
-func (m *messenger) SendRich(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *messenger) SendRich(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	p := chatParams(chat)
 	p["rich_message"] = richParam(text)
 	if opts.ReplyTo != "" {

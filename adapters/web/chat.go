@@ -4,7 +4,7 @@
 //
 // The handler does no login of its own: mount it behind the admin server's login. Each browser
 // gets its own conversation, selected by an HttpOnly, SameSite=Strict cookie; its public chat id
-// (random, not the cookie secret) is the ChatRef.ChatID the pipeline and the audit log see.
+// (random, not the cookie secret) is the chat.Ref.ChatID the pipeline and the audit log see.
 //
 // A conversation is started only by a same-origin POST to /chat/session, which the page's own
 // script sends when it finds no cookie: a GET, which any web page can make with an <img> tag,
@@ -351,7 +351,7 @@ type storedMark struct {
 
 // storedMarkOf reads how far the store has the chat of conv.
 func (c *Chat) storedMarkOf(ctx context.Context, conv *conversation) (storedMark, error) {
-	list, err := c.opts.Sessions.ChatConversations(ctx, string(adapters.Web), conv.id, 1)
+	list, err := c.opts.Sessions.ChatConversations(ctx, string(chat.Web), conv.id, 1)
 	if err != nil || len(list) == 0 || !list[0].Active {
 		return storedMark{}, err
 	}
@@ -504,7 +504,7 @@ func (c *Chat) conversations(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []earlierConversation{}
 	if c.opts.Sessions != nil {
-		list, err := c.opts.Sessions.ChatConversations(r.Context(), string(adapters.Web), conv.id, maxEarlier)
+		list, err := c.opts.Sessions.ChatConversations(r.Context(), string(chat.Web), conv.id, maxEarlier)
 		if err != nil {
 			c.log.Warn("web chat: conversations not listed", "chat", conv.id, "err", err)
 			http.Error(w, "the conversations cannot be read now", http.StatusServiceUnavailable)
@@ -529,7 +529,7 @@ func (c *Chat) transcript(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	list, err := c.opts.Sessions.ChatConversations(r.Context(), string(adapters.Web), conv.id, maxEarlier)
+	list, err := c.opts.Sessions.ChatConversations(r.Context(), string(chat.Web), conv.id, maxEarlier)
 	if err != nil {
 		c.log.Warn("web chat: conversations not listed", "chat", conv.id, "err", err)
 		http.Error(w, "the conversation cannot be read now", http.StatusServiceUnavailable)
@@ -797,7 +797,7 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 	conv.mu.Unlock()
 
 	in := adapters.Inbound{
-		Chat:      adapters.ChatRef{Platform: adapters.Web, ChatID: conv.id},
+		Chat:      chat.Ref{Platform: chat.Web, ChatID: conv.id},
 		Kind:      adapters.Private,
 		MessageID: userMsg.ID,
 		UserID:    conv.id,

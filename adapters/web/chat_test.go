@@ -210,7 +210,7 @@ func TestReplyStreamsIntoTheBrowser(t *testing.T) {
 
 	b.send("weather in Paris?")
 	in := <-h.got
-	if in.Chat.Platform != adapters.Web || in.Chat.ChatID == "" || in.Kind != adapters.Private || in.Text != "weather in Paris?" {
+	if in.Chat.Platform != chat.Web || in.Chat.ChatID == "" || in.Kind != adapters.Private || in.Text != "weather in Paris?" {
 		t.Errorf("inbound = %+v, want a private, addressed web message", in)
 	}
 	user := nextMsg(t, events, nil)
@@ -319,7 +319,7 @@ func TestMessengerContract(t *testing.T) {
 	wc.mu.Unlock()
 	m := messenger{chat: wc}
 	ctx := context.Background()
-	ref := adapters.ChatRef{Platform: adapters.Web, ChatID: id}
+	ref := chat.Ref{Platform: chat.Web, ChatID: id}
 	msg, err := m.Send(ctx, ref, "hello", adapters.SendOptions{})
 	if err != nil {
 		t.Fatalf("Send: %v", err)
@@ -333,7 +333,7 @@ func TestMessengerContract(t *testing.T) {
 	if _, err := m.Send(ctx, ref, strings.Repeat("x", Limits().MaxLen+1), adapters.SendOptions{}); !errors.Is(err, adapters.ErrTooLong) {
 		t.Errorf("over-long send: %v, want ErrTooLong", err)
 	}
-	if _, err := m.Send(ctx, adapters.ChatRef{Platform: adapters.Web, ChatID: "gone"}, "x", adapters.SendOptions{}); !errors.Is(err, adapters.ErrMessageGone) {
+	if _, err := m.Send(ctx, chat.Ref{Platform: chat.Web, ChatID: "gone"}, "x", adapters.SendOptions{}); !errors.Is(err, adapters.ErrMessageGone) {
 		t.Errorf("send to unknown wc: %v, want ErrMessageGone", err)
 	}
 	fmsg, err := m.SendFiles(ctx, ref, []chat.File{{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG")}}, "a chart", adapters.SendOptions{})

@@ -51,7 +51,7 @@ type message struct {
 
 // conversation is one browser's chat: its messages and the streams watching them.
 type conversation struct {
-	id     string // public chat id, the ChatRef.ChatID of its messages
+	id     string // public chat id, the chat.Ref.ChatID of its messages
 	secret string // the cookie value that selects it
 	csrf   string // token the page sends with every post
 
@@ -127,8 +127,8 @@ type messenger struct {
 	chat *Chat
 }
 
-func (m messenger) conversation(ref adapters.ChatRef) (*conversation, error) {
-	if ref.Platform != adapters.Web {
+func (m messenger) conversation(ref chat.Ref) (*conversation, error) {
+	if ref.Platform != chat.Web {
 		return nil, fmt.Errorf("web chat cannot deliver to %s: %w", ref, adapters.ErrMessageGone)
 	}
 	c := m.chat.byID(ref.ChatID)
@@ -139,7 +139,7 @@ func (m messenger) conversation(ref adapters.ChatRef) (*conversation, error) {
 }
 
 // Send shows a new bot message.
-func (m messenger) Send(ctx context.Context, chat adapters.ChatRef, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m messenger) Send(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	if err := ctx.Err(); err != nil {
 		return adapters.MessageRef{}, fmt.Errorf("web send: %w", err)
 	}
@@ -199,7 +199,7 @@ func (m messenger) edit(ctx context.Context, ref adapters.MessageRef, text strin
 }
 
 // SendFiles shows a bot message with files; images are shown inline, other files as links.
-func (m messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m messenger) SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	if err := ctx.Err(); err != nil {
 		return adapters.MessageRef{}, fmt.Errorf("web send files: %w", err)
 	}
@@ -216,7 +216,7 @@ func (m messenger) SendFiles(ctx context.Context, chat adapters.ChatRef, files [
 }
 
 // Typing shows the "working" indicator for a few seconds.
-func (m messenger) Typing(ctx context.Context, chat adapters.ChatRef) error {
+func (m messenger) Typing(ctx context.Context, chat chat.Ref) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("web typing: %w", err)
 	}

@@ -22,7 +22,7 @@ import (
 func storedTurn(t *testing.T, st *store.Store, chatID, user, answer string) {
 	t.Helper()
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, chat.Key{Platform: string(adapters.Web), ChatID: chatID, UserID: chatID})
+	conv, err := st.Conversation(ctx, chat.Key{Platform: chat.Web, ChatID: chatID, UserID: chatID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ type storingHandler struct {
 }
 
 func (h storingHandler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
-	conv, err := h.st.Conversation(ctx, chat.Key{Platform: string(adapters.Web), ChatID: in.Chat.ChatID, UserID: in.UserID})
+	conv, err := h.st.Conversation(ctx, chat.Key{Platform: chat.Web, ChatID: in.Chat.ChatID, UserID: in.UserID})
 	if err != nil {
 		h.t.Errorf("conversation: %v", err)
 		return

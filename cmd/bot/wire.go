@@ -20,6 +20,7 @@ import (
 	"relaybot/admin"
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/coord"
 	"relaybot/metrics"
@@ -333,13 +334,13 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		GlobalPerSecond:  cfg.Discord.GlobalPerSecond,
 		MaxImageBytes:    cfg.Chat.MaxImageBytes,
 		Logger:           log,
-		Delivery:         b.chats.options(adapters.Discord, cfg.Discord.Token, discord.Limits(), deliver),
+		Delivery:         b.chats.options(chat.Discord, cfg.Discord.Token, discord.Limits(), deliver),
 	})
 	if err != nil {
 		return nil, err
 	}
 	b.share.add(dc.Engine())
-	b.chats.add(adapters.Discord, cfg.Discord.Token, dc.Engine())
+	b.chats.add(chat.Discord, cfg.Discord.Token, dc.Engine())
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
 	return dc, nil
 }
@@ -371,13 +372,13 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,
 		OffsetFile:      offsetFile,
 		Logger:          log,
-		Delivery:        b.chats.options(adapters.Telegram, cfg.Telegram.Token, telegram.Limits(), deliver),
+		Delivery:        b.chats.options(chat.Telegram, cfg.Telegram.Token, telegram.Limits(), deliver),
 	})
 	if err != nil {
 		return nil, err
 	}
 	b.share.add(tg.Engine())
-	b.chats.add(adapters.Telegram, cfg.Telegram.Token, tg.Engine())
+	b.chats.add(chat.Telegram, cfg.Telegram.Token, tg.Engine())
 	if offsetFile == "" {
 		offsetFile = "off"
 	}

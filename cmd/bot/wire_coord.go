@@ -13,6 +13,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
 	"relaybot/admin"
+	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/coord"
 	"relaybot/pipeline"
@@ -337,14 +338,14 @@ type replicaChats struct {
 
 // botScope names one bot of a platform in the shared tables: the platform and a digest of the
 // token, so two bots on one database keep apart, and the token itself appears nowhere.
-func botScope(platform adapters.Platform, token string) string {
+func botScope(platform chat.Platform, token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return string(platform) + " " + hex.EncodeToString(sum[:8])
 }
 
 // options adds to deliver what the engine of the bot with token on platform needs to deliver
 // alongside other replicas.
-func (r *replicaChats) options(platform adapters.Platform, token string, lim adapters.Limits, deliver delivery.Options) delivery.Options {
+func (r *replicaChats) options(platform chat.Platform, token string, lim adapters.Limits, deliver delivery.Options) delivery.Options {
 	if r.db == nil {
 		return deliver
 	}
@@ -360,7 +361,7 @@ func (r *replicaChats) options(platform adapters.Platform, token string, lim ada
 }
 
 // add makes e the engine that ends the interrupted replies of the bot with token on platform.
-func (r *replicaChats) add(platform adapters.Platform, token string, e *delivery.Engine) {
+func (r *replicaChats) add(platform chat.Platform, token string, e *delivery.Engine) {
 	if r.db == nil {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"relaybot/adapters/discord"
 	"relaybot/adapters/telegram"
 	"relaybot/agent"
+	"relaybot/chat"
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
@@ -194,12 +195,12 @@ func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 			srv.Close()
 			return nil, err
 		}
-		chat := tgkit.Chat{ID: 4242, Type: "private"}
+		tc := tgkit.Chat{ID: 4242, Type: "private"}
 		if mode == "telegram-group" {
-			chat = tgkit.Chat{ID: -4242, Type: "supergroup"}
+			tc = tgkit.Chat{ID: -4242, Type: "supergroup"}
 		}
-		srv.Send(tgkit.Inbound{Chat: chat, From: tgkit.User{ID: 4242, FirstName: "Load"}, Text: "write"})
-		ref := adapters.ChatRef{Platform: adapters.Telegram, ChatID: fmt.Sprint(chat.ID)}
+		srv.Send(tgkit.Inbound{Chat: tc, From: tgkit.User{ID: 4242, FirstName: "Load"}, Text: "write"})
+		ref := chat.Ref{Platform: chat.Telegram, ChatID: fmt.Sprint(tc.ID)}
 		return &streamTarget{
 			reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{ReplyTo: "1", Stoppable: true}),
 			visible: func() ([]time.Time, int, int) {
@@ -221,7 +222,7 @@ func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 				}
 				return ts, n, limited
 			},
-			messages: func() int { return len(srv.BotMessages(chat.ID)) },
+			messages: func() int { return len(srv.BotMessages(tc.ID)) },
 			close:    func() { ad.Engine().Close(); srv.Close() },
 		}, nil
 	case "discord-edits":
@@ -233,7 +234,7 @@ func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 			srv.Close()
 			return nil, err
 		}
-		ref := adapters.ChatRef{Platform: adapters.Discord, ChatID: ch}
+		ref := chat.Ref{Platform: chat.Discord, ChatID: ch}
 		return &streamTarget{
 			reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{}),
 			visible: func() ([]time.Time, int, int) {
