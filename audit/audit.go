@@ -92,6 +92,13 @@ type Record struct {
 	Decision         string
 	Approver         string
 	DecidedAt        time.Time `gorm:"-"`
+	// Progress is the last progress message the call reported while it ran; empty when it
+	// reported none.
+	Progress string
+	// Elicitation holds the questions the tool asked the user during the call, as a JSON array
+	// of {message, mode, url, action, answer, by, at, note} (the answer redacted); empty when it
+	// asked none.
+	Elicitation string
 }
 
 // recordJSON is the wire form of a Record.
@@ -121,6 +128,8 @@ type recordJSON struct {
 	Decision         string     `json:"decision,omitempty"`
 	Approver         string     `json:"approver,omitempty"`
 	DecidedAt        *time.Time `json:"decided_at,omitempty"`
+	Progress         string     `json:"progress,omitempty"`
+	Elicitation      string     `json:"elicitation,omitempty"`
 }
 
 // MarshalJSON writes r in the DESIGN contract's shape.
@@ -130,7 +139,8 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Source: r.Source, Server: r.Server, Status: r.Status, Arguments: r.Arguments, Result: r.Result,
 		Error: r.Error, StartedAt: r.StartedAt, DurationMS: r.Duration.Milliseconds(),
 		ArgumentsSize: r.ArgumentsSize, ResultSize: r.ResultSize, ServerTool: r.ServerTool,
-		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver}
+		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver,
+		Progress: r.Progress, Elicitation: r.Elicitation}
 	if !r.FinishedAt.IsZero() {
 		j.FinishedAt = &r.FinishedAt
 	}
@@ -151,7 +161,8 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Source: j.Source, Server: j.Server, Status: j.Status, Arguments: j.Arguments, Result: j.Result,
 		Error: j.Error, StartedAt: j.StartedAt, Duration: time.Duration(j.DurationMS) * time.Millisecond,
 		ArgumentsSize: j.ArgumentsSize, ResultSize: j.ResultSize, ServerTool: j.ServerTool,
-		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver}
+		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver,
+		Progress: j.Progress, Elicitation: j.Elicitation}
 	if j.FinishedAt != nil {
 		r.FinishedAt = *j.FinishedAt
 	}
