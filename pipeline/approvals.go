@@ -21,21 +21,26 @@ const (
 // errApprovalTimeout ends an approval question nobody answered in time.
 var errApprovalTimeout = errors.New("approval timed out")
 
-// setApprover lets the turn's "ask" tool calls be approved in the chat, when the platform can
-// post buttons (adapters.Asker). Without that, such calls are denied.
+// setApprover lets the turn's "ask" tool calls be approved in the chat, and its tools' questions
+// be answered there, when the platform can post buttons (adapters.Asker). Without that, such
+// calls are denied and such questions answered cancel.
 func (p *Pipeline) setApprover(tt *tools.Turn, in adapters.Inbound, out adapters.Responder, reply adapters.Reply) {
 	asker, ok := out.(adapters.Asker)
 	if !ok {
 		return
 	}
-	tt.SetApprover(&chatApprover{p: p, in: in, asker: asker, reply: reply})
+	ca := &chatApprover{p: p, in: in, asker: asker, out: out, reply: reply}
+	tt.SetApprover(ca)
+	tt.SetElicitor(ca)
 }
 
-// chatApprover asks the chat of one turn whether a tool call may run.
+// chatApprover asks the chat of one turn whether a tool call may run, and the questions its
+// tools ask (elicit.go).
 type chatApprover struct {
 	p     *Pipeline
 	in    adapters.Inbound
 	asker adapters.Asker
+	out   adapters.Responder
 	reply adapters.Reply
 }
 

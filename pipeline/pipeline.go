@@ -221,6 +221,8 @@ type Pipeline struct {
 	// idleStops limits "Nothing to stop." to one a minute per user.
 	idleStops *rateLimiter
 	turns     *turnQueue
+	// prompts are tools' questions waiting for a typed answer in a chat.
+	prompts prompts
 	// usage corrects the token estimate by what providers report.
 	usage *usageCorrection
 	slots chan struct{}
@@ -445,6 +447,10 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		if first {
 			p.notice(out, p.opts.RateLimitedText, log)
 		}
+		return
+	}
+	if p.prompts.take(in) {
+		// The answer to a tool's question the running turn asked here.
 		return
 	}
 	key := KeyOf(in, p.opts.Scope)

@@ -111,6 +111,15 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 			}
 		}()
 	}
+	if tt, ok := req.Executor.(*tools.Turn); ok && stream {
+		// A flood of progress only changes the text the next scheduled preview carries.
+		tt.SetProgress(func(call tools.Call, pr tools.Progress) {
+			mu.Lock()
+			defer mu.Unlock()
+			v.progress(call.ID, pr)
+			reply.Update(v.render())
+		})
+	}
 	emit := func(e agent.Event) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -21,6 +21,8 @@ func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 	a := r.a
 	// The question is open before it is posted: a press can arrive before the post's answer.
 	id, oq := a.questions.Open(r.chat, q, decide)
+	// An action row holds at most 5 buttons, a message at most 5 rows.
+	var rows []discordgo.MessageComponent
 	var buttons []discordgo.MessageComponent
 	for i, ch := range q.Choices {
 		style := discordgo.SecondaryButton
@@ -30,11 +32,18 @@ func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 		case 1:
 			style = discordgo.DangerButton
 		}
-		buttons = append(buttons, discordgo.Button{Label: ch.Label, Style: style, CustomID: approvePrefix + id + ":" + ch.ID})
+		b := discordgo.Button{Label: ch.Label, Style: style, CustomID: approvePrefix + id + ":" + ch.ID}
+		if ch.URL != "" {
+			b = discordgo.Button{Label: ch.Label, Style: discordgo.LinkButton, URL: ch.URL} // never pressed
+		}
+		buttons = append(buttons, b)
+		if len(buttons) == 5 || i == len(q.Choices)-1 {
+			rows, buttons = append(rows, discordgo.ActionsRow{Components: buttons}), nil
+		}
 	}
 	ch := channelOf(r.chat)
 	ms := &discordgo.MessageSend{Content: q.Text, AllowedMentions: noMentions(), Reference: reference(ch, r.replyTo),
-		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: buttons}}}
+		Components: rows[:min(len(rows), 5)]}
 	var m *discordgo.Message
 	err := a.waitRateLimit(ctx, func() error {
 		var err error

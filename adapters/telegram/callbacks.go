@@ -65,7 +65,11 @@ func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 	var row []map[string]string
 	var rows [][]map[string]string
 	for i, ch := range q.Choices {
-		row = append(row, map[string]string{"text": ch.Label, "callback_data": approvePrefix + id + ":" + ch.ID})
+		b := map[string]string{"text": ch.Label, "callback_data": approvePrefix + id + ":" + ch.ID}
+		if ch.URL != "" {
+			b = map[string]string{"text": ch.Label, "url": ch.URL} // opened by the user, never pressed
+		}
+		row = append(row, b)
 		if len(row) == 2 || i == len(q.Choices)-1 {
 			rows, row = append(rows, row), nil
 		}
