@@ -38,17 +38,18 @@ func StartHTTP(t testing.TB, k *Kit) *HTTPServer {
 	h := server.NewStreamableHTTPServer(k.Server, server.WithSessionIdManager(s))
 	hs := &HTTPServer{sessions: s}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && hs.expireCalls.Load() > 0 {
+		if r.Method == http.MethodPost {
 			body, err := io.ReadAll(r.Body)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			k.noteMessage(body)
 			var msg struct {
 				Method string `json:"method"`
 			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && hs.expireCalls.Add(-1) >= 0 {
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && hs.expireCalls.Load() > 0 && hs.expireCalls.Add(-1) >= 0 {
 				_, _ = s.Terminate(r.Header.Get(server.HeaderKeySessionID))
 			}
 		}
@@ -165,7 +166,16 @@ func startSSE(t testing.TB, k *Kit, path string, postStatus int) *SSEServer {
 		}
 		sse.SSEHandler().ServeHTTP(w, r)
 	})
-	mux.Handle("/message", sse.MessageHandler())
+	mux.HandleFunc("/message", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		k.noteMessage(body)
+		sse.MessageHandler().ServeHTTP(w, r)
+	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
