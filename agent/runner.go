@@ -447,7 +447,8 @@ func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamCh
 	}
 }
 
-// runTools runs a round's calls in order and appends their tool messages. On cancellation the
+// runTools runs a round's calls in order (side by side when the executor says the round may:
+// runParallel) and appends their tool messages. On cancellation the
 // calls that did not run are handed to the executor's Skip, which answers them (so the transcript
 // stays valid) and records them for the audit log.
 //
