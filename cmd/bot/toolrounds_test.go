@@ -248,7 +248,9 @@ func TestWebChatToolQuestionAndParallelRound(t *testing.T) {
 			t.Fatalf("audit row %d is %s, want %s: rows keep the model's order", i, rows[i].ToolCallID, id)
 		}
 	}
-	overlap := func(a, b audit.Record) bool { return a.StartedAt.Before(b.FinishedAt) && b.StartedAt.Before(a.FinishedAt) }
+	overlap := func(a, b audit.Record) bool {
+		return a.StartedAt.Before(b.FinishedAt) && b.StartedAt.Before(a.FinishedAt)
+	}
 	if !overlap(rows[0], rows[1]) || !overlap(rows[1], rows[2]) {
 		t.Fatalf("the read-only round did not overlap: %v", rows[:3])
 	}
