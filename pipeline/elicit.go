@@ -134,9 +134,9 @@ func (a *chatApprover) ask(ctx context.Context, text string, answerers []string,
 // answerer in the chat is the answer ("decline" declines, "skip" skips an optional field). A
 // value that cannot be read is asked for again.
 func (a *chatApprover) prompt(ctx context.Context, text string, answerers []string, f tools.Field) (v any, set, decline bool, by string, err error) {
-	hint := "Reply with your answer, or \"" + wordDecline + "\" to refuse."
+	hint := "Reply to this message with your answer, or \"" + wordDecline + "\" to refuse."
 	if !f.Required {
-		hint = "Reply with your answer, \"" + wordSkip + "\" to leave it out, or \"" + wordDecline + "\" to refuse."
+		hint = "Reply to this message with your answer, \"" + wordSkip + "\" to leave it out, or \"" + wordDecline + "\" to refuse."
 	}
 	ch := a.p.prompts.openPrompt(a.in.Chat, func(in adapters.Inbound) bool {
 		return a.mayAnswer(adapters.Answer{UserID: in.UserID, UserName: in.UserName, ChatAdmin: in.ChatAdmin}, answerers)
