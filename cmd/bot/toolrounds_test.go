@@ -258,3 +258,49 @@ func TestWebChatToolQuestionAndParallelRound(t *testing.T) {
 		t.Fatalf("the round with an unannotated call overlapped: %v", rows[3:])
 	}
 }
+
+// On Discord: the progress shows in the streaming reply's status line, and its Stop button
+// cancels the call at the server.
+func TestDiscordProgressAndStopButton(t *testing.T) {
+	e := newEnv(t)
+	dc := dtk.New(dtk.Config{})
+	t.Cleanup(dc.Close)
+	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
+	e.llm.SetHandler(roundModel)
+	e.start(e.config(""))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := dc.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const guild, channel, asker = "900000000000000001", "800000000000000001", "600"
+	if _, err := dc.Post(dtk.UserMessage{ChannelID: channel, GuildID: guild, AuthorID: asker, MentionBot: true,
+		Content: "<@100000000000000001> progress"}); err != nil {
+		t.Fatal(err)
+	}
+	var reply dtk.Message
+	wait.For(t, "the progress in the status line", func() bool {
+		for _, m := range dc.BotMessages(channel) {
+			if strings.Contains(m.Content, "⏳ progress 100% — step 4 of 4") && len(m.Buttons) > 0 {
+				reply = m
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := dc.ClickButton(reply.ID, discordStopID(t, reply), asker, nil); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the server to be told the call was cancelled", func() bool { return e.kit.CancelNotices() >= 1 })
+}
+
+func discordStopID(t *testing.T, m dtk.Message) string {
+	t.Helper()
+	for _, b := range m.Buttons {
+		if strings.HasSuffix(b.CustomID, "stop") {
+			return b.CustomID
+		}
+	}
+	t.Fatalf("no Stop button on %+v", m.Buttons)
+	return ""
+}
