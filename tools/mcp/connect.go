@@ -135,10 +135,15 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 		t = cancellingHTTP{sh}
 	}
 	inflight := &calls{}
-	// The elicitation handler makes the client declare the capability in initialize; servers
-	// that never ask see nothing else of it.
-	c := client.NewClient(t, client.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION),
-		client.WithElicitationHandler(&elicitor{calls: inflight, server: s.cfg.Name}))
+	opts := []client.ClientOption{client.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION)}
+	if _, ok := t.(transport.BidirectionalInterface); ok {
+		// The elicitation handler makes the client declare the capability in initialize;
+		// servers that never ask see nothing else of it. A transport that cannot carry the
+		// server's requests (mcp-go's SSE) does not declare it, so a server does not wait for
+		// an answer that cannot come.
+		opts = append(opts, client.WithElicitationHandler(&elicitor{calls: inflight, server: s.cfg.Name}))
+	}
+	c := client.NewClient(t, opts...)
 	sess := &session{client: c, lost: make(chan struct{}), calls: inflight}
 	var once sync.Once
 	sess.closeFn = func() {

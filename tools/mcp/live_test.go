@@ -225,6 +225,17 @@ func TestElicitationAnswersReachTheServer(t *testing.T) {
 	}
 }
 
+// Over a transport that cannot carry the server's requests (mcp-go's SSE client) the bot does
+// not declare elicitation, so a server that would ask is refused at once instead of waiting.
+func TestNoElicitationWhereTheTransportCannotCarryIt(t *testing.T) {
+	w := &watcher{}
+	tt, _ := liveTurn(t, mcp.ServerConfig{Name: "srv", Transport: "sse", URL: testmcp.StartSSE(t, testmcp.New("kit")).URL}, w, tools.ManagerOptions{})
+	out := exec(tt, context.Background(), "c1", "ask", map[string]any{"form": "choice"})
+	if !strings.Contains(out.Content, "session does not support elicitation") || len(w.questions()) != 0 {
+		t.Fatalf("the tool saw %q (%s), questions %d; want the server refused elicitation", out.Content, out.Status, len(w.questions()))
+	}
+}
+
 // A tool annotated readOnlyHint is offered as read-only, and three calls to it run side by side:
 // their spans on the server overlap, and the results keep the model's order. A round with a call
 // to an unannotated tool runs one call after another.
