@@ -113,10 +113,15 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 	}
 	if tt, ok := req.Executor.(*tools.Turn); ok && stream {
 		// A flood of progress only changes the text the next scheduled preview carries.
-		tt.SetProgress(func(call tools.Call, pr tools.Progress) {
+		feed, feedDone := newProgressFeed(), make(chan struct{})
+		defer close(feedDone)
+		tt.SetProgress(feed.report)
+		go feed.run(feedDone, func(ids []string, ps []tools.Progress) {
 			mu.Lock()
 			defer mu.Unlock()
-			v.progress(call.ID, pr)
+			for i, id := range ids {
+				v.progress(id, ps[i])
+			}
 			reply.Update(v.render())
 		})
 	}

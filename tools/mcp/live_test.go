@@ -25,6 +25,7 @@ type watcher struct {
 	asked    []tools.Elicitation
 	answers  []tools.ElicitAnswer
 	block    bool // questions wait for the end of their context
+	closed   int  // questions that ended with their context
 }
 
 func (w *watcher) report(_ tools.Call, p tools.Progress) {
@@ -47,6 +48,9 @@ func (w *watcher) Elicit(ctx context.Context, q tools.Elicitation) (tools.Elicit
 	w.mu.Unlock()
 	if block {
 		<-ctx.Done()
+		w.mu.Lock()
+		w.closed++
+		w.mu.Unlock()
 		return tools.ElicitAnswer{}, ctx.Err()
 	}
 	return w.answers[n-1], nil
@@ -222,6 +226,33 @@ func TestElicitationAnswersReachTheServer(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Stopping a call while its question waits closes the question at once, on stdio too (where
+// the question comes with the session's context, not the call's).
+func TestStoppingACallClosesItsQuestion(t *testing.T) {
+	for _, tr := range transports {
+		if tr.name == "inprocess" || tr.name == "sse" {
+			continue
+		}
+		t.Run(tr.name, func(t *testing.T) {
+			w := &watcher{block: true}
+			tt, _ := liveTurn(t, tr.serve(t, testmcp.New("kit"), 0), w, tools.ManagerOptions{})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan tools.Outcome, 1)
+			go func() { done <- exec(tt, ctx, "c1", "ask", map[string]any{"form": "choice"}) }()
+			wait.For(t, "the question", func() bool { return len(w.questions()) == 1 })
+			cancel()
+			if out := <-done; out.Status != audit.StatusCancelled {
+				t.Fatalf("the stopped call ended %s", out.Status)
+			}
+			wait.For(t, "the question to close", func() bool {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				return w.closed == 1
+			})
+		})
 	}
 }
 

@@ -20,6 +20,9 @@ import (
 type watched struct {
 	token   string
 	running tools.Running
+	// ctx is the call's context: a question for the call ends with it, whatever context the
+	// transport hands the question (over stdio, the session's).
+	ctx context.Context
 }
 
 // calls are a session's tool calls in flight, by progress token. Progress notifications name
@@ -37,7 +40,7 @@ type callKey struct{}
 // watch registers a call about to be sent and returns the context to send it with (which
 // carries the call to questions on its response stream) and the function that ends the watch.
 func (cs *calls) watch(ctx context.Context, r tools.Running) (context.Context, *watched, func()) {
-	w := &watched{token: "relaybot-" + strconv.FormatInt(cs.next.Add(1), 10), running: r}
+	w := &watched{token: "relaybot-" + strconv.FormatInt(cs.next.Add(1), 10), running: r, ctx: ctx}
 	if r == nil {
 		return ctx, w, func() {}
 	}
@@ -176,6 +179,12 @@ func (e *elicitor) Elicit(ctx context.Context, req mcpgo.ElicitationRequest) (*m
 			return elicitResult(mcpgo.ElicitationResponseActionDecline, nil), nil
 		}
 	}
+	// The question ends with the call (stopped, timed out) as well as with the transport's
+	// context.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(w.ctx, func() { cancel(context.Cause(w.ctx)) })
+	defer stop()
 	ans := w.running.Elicit(ctx, q)
 	switch ans.Action {
 	case tools.ElicitAccept:
