@@ -160,3 +160,28 @@ type approverFunc func(context.Context, tools.ApprovalRequest) (tools.Approval, 
 func (f approverFunc) Approve(ctx context.Context, r tools.ApprovalRequest) (tools.Approval, error) {
 	return f(ctx, r)
 }
+
+// A progress report that arrives after a later one is stale and not shown: progress only grows.
+func TestStaleProgressIsDropped(t *testing.T) {
+	stub := newStub(audit.SourceMCP, "docs").add("work", func(_ context.Context, inv tools.Invocation) (tools.Result, error) {
+		inv.Running.Progress(tools.Progress{Done: 2, Total: 4, Message: "step 2"})
+		inv.Running.Progress(tools.Progress{Done: 1, Total: 4, Message: "step 1"}) // overtaken
+		inv.Running.Progress(tools.Progress{Message: "reading"})                   // a log message
+		return tools.Result{Text: "ok"}, nil
+	})
+	rec := toolstest.NewRecorder()
+	m, err := tools.NewManager([]tools.Loader{stub}, rec, tools.ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := m.ForTurn(tools.TurnInfo{}, nil)
+	var seen []string
+	tt.SetProgress(func(_ tools.Call, p tools.Progress) { seen = append(seen, p.Message) })
+	tt.Execute(context.Background(), tools.Call{ID: "c", Name: "work"})
+	if len(seen) != 2 || seen[0] != "step 2" || seen[1] != "reading" {
+		t.Fatalf("progress shown %q, want step 2 then the log message", seen)
+	}
+	if got := rec.Records()[0].Progress; got != "reading" {
+		t.Fatalf("audit row keeps %q, want the last message shown", got)
+	}
+}

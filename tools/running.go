@@ -58,6 +58,7 @@ type running struct {
 
 	mu    sync.Mutex
 	ended bool
+	done  float64 // the highest progress reported
 	last  string  // the last progress message
 	asked []Asked // the questions asked, for the audit row
 }
@@ -72,6 +73,15 @@ func (r *running) Progress(p Progress) {
 	if r.ended {
 		r.mu.Unlock()
 		return
+	}
+	if p.Done > 0 || p.Total > 0 {
+		// Progress only grows (MCP says it must): a report that arrives after a later one
+		// (streamable HTTP delivers a session's notifications on two streams) is stale.
+		if p.Done < r.done {
+			r.mu.Unlock()
+			return
+		}
+		r.done = p.Done
 	}
 	if p.Message != "" {
 		r.last = p.Message
