@@ -187,16 +187,16 @@ func TestShutdownBoundsHeldFinal(t *testing.T) {
 // turnCounter is a pipeline Observer that keeps the statuses of finished turns.
 type turnCounter struct {
 	mu   sync.Mutex
-	seen []string
+	seen []chat.TurnStatus
 }
 
-func (c *turnCounter) TurnFinished(status string, _ time.Duration) {
+func (c *turnCounter) TurnFinished(status chat.TurnStatus, _ time.Duration) {
 	c.mu.Lock()
 	c.seen = append(c.seen, status)
 	c.mu.Unlock()
 }
 
-func (c *turnCounter) statuses() []string {
+func (c *turnCounter) statuses() []chat.TurnStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.seen)

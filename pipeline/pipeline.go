@@ -64,7 +64,7 @@ type Toolbox interface {
 // Observer is told about every finished turn (metrics). TurnFinished is called from the turn's
 // goroutine and must not block.
 type Observer interface {
-	TurnFinished(status string, took time.Duration)
+	TurnFinished(status chat.TurnStatus, took time.Duration)
 }
 
 // Options configure a Pipeline. Zero values take the documented defaults.

@@ -24,7 +24,7 @@ func TestHistoryKeepsEveryRoundOfIDLessToolCalls(t *testing.T) {
 	hist := h.history(KeyOf(in, ScopeChat))
 	var roles, results []string
 	for _, m := range hist {
-		roles = append(roles, m.Role)
+		roles = append(roles, string(m.Role))
 		if m.Role == "tool" {
 			results = append(results, m.ToolCallID+"="+m.Content)
 		}

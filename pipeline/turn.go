@@ -306,7 +306,7 @@ func (p *Pipeline) idle(th *turnHistory) bool {
 
 // outcome maps how the agent's run ended to the turn's status, the note the user sees after the
 // partial answer, and the error text saved with the turn.
-func (p *Pipeline) outcome(ctx context.Context, res *agent.Result) (status, note, errText string) {
+func (p *Pipeline) outcome(ctx context.Context, res *agent.Result) (status chat.TurnStatus, note, errText string) {
 	if res.Status == agent.StatusOK {
 		return store.TurnOK, "", ""
 	}

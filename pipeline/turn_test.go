@@ -303,7 +303,7 @@ func TestTurnWithToolRound(t *testing.T) {
 	hist := h.history(KeyOf(in, ScopeChat))
 	roles := []string{}
 	for _, m := range hist {
-		roles = append(roles, m.Role)
+		roles = append(roles, string(m.Role))
 	}
 	if got := strings.Join(roles, ","); got != "user,assistant,tool,assistant" {
 		t.Fatalf("history roles = %s, want the whole turn", got)
@@ -359,9 +359,9 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 }
 
 // turnStatuses reads the statuses of a conversation's turns from the audit-free turn table.
-func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []string {
+func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.TurnStatus {
 	t.Helper()
-	var out []string
+	var out []chat.TurnStatus
 	for id := int64(1); id < 50; id++ {
 		turn, err := h.store.Turn(context.Background(), id)
 		if err != nil {
@@ -699,7 +699,7 @@ func TestStopMidToolWithReasoningShowsTheTextOnce(t *testing.T) {
 	hist := h.history(KeyOf(in, ScopeChat))
 	var roles []string
 	for _, m := range hist {
-		roles = append(roles, m.Role)
+		roles = append(roles, string(m.Role))
 	}
 	if want := []string{"user", "assistant", "tool"}; !slices.Equal(roles, want) {
 		t.Errorf("history roles = %v, want %v (no second copy of the answer)", roles, want)
