@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"relaybot/config"
 	"strings"
 	"sync"
 	"testing"
@@ -109,7 +110,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 		t.Fatal("the conversation was never summarised")
 	}
 
-	conv, err := h.store.Conversation(context.Background(), KeyOf(privateMsg("42", "x", "x"), ScopeChat))
+	conv, err := h.store.Conversation(context.Background(), KeyOf(privateMsg("42", "x", "x"), config.ScopeChat))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/config"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -107,18 +108,19 @@ type Options struct {
 
 	// TrackFunctionCalls shows one status line per tool call.
 	TrackFunctionCalls bool
-	// Reasoning is how the model's reasoning is shown: ReasoningCollapsed (default: folded
-	// under "Thinking", the way each surface folds), ReasoningHidden or ReasoningInline. The
-	// agent's RemoveThink removes it before it gets here.
-	Reasoning string
-	// ExceptionHandling is "show-hint" (default: FailureHint), "show-error" or "hide".
-	ExceptionHandling string
+	// Reasoning is how the model's reasoning is shown (default config.ReasoningCollapsed:
+	// folded under "Thinking", the way each surface folds). The agent's RemoveThink removes it
+	// before it gets here.
+	Reasoning config.Reasoning
+	// ExceptionHandling is what a user sees of a failure (default config.ShowHint: FailureHint).
+	ExceptionHandling config.ExceptionHandling
 	FailureHint       string
 
-	// Scope says who shares a group conversation (default ScopeChat).
-	Scope Scope
-	// Interrupt makes a new message cancel the conversation's running turn instead of waiting.
-	Interrupt bool
+	// Scope says who shares a group conversation (default config.ScopeChat).
+	Scope config.Scope
+	// Busy is what a message does to a conversation answering an earlier one (default
+	// config.BusyQueue: it waits; config.BusyInterrupt cancels the running turn instead).
+	Busy config.Busy
 	// QueueSize is how many messages may wait per conversation; past it the user is told the bot
 	// is busy. Unlike the other fields, 0 is taken as given (nothing waits); the config's default
 	// is DefaultQueueSize.
@@ -246,19 +248,12 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	if st == nil {
 		return nil, errors.New("pipeline: a Store is required")
 	}
-	switch opts.ExceptionHandling {
-	case "":
-		opts.ExceptionHandling = "show-hint"
-	case "show-hint", "show-error", "hide":
-	default:
-		return nil, fmt.Errorf("pipeline: exception handling must be show-hint, show-error or hide, got %q", opts.ExceptionHandling)
+	// The enums come checked from config; only their zero values take the defaults here.
+	if opts.ExceptionHandling == "" {
+		opts.ExceptionHandling = config.ShowHint
 	}
-	switch opts.Scope {
-	case "":
-		opts.Scope = ScopeChat
-	case ScopeChat, ScopeUser:
-	default:
-		return nil, fmt.Errorf("pipeline: scope must be chat or user, got %q", opts.Scope)
+	if opts.Scope == "" {
+		opts.Scope = config.ScopeChat
 	}
 	if opts.QueueSize < 0 {
 		return nil, fmt.Errorf("pipeline: queue size must not be negative, got %d", opts.QueueSize)
@@ -341,7 +336,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		access:      compileAccess(opts.Access),
 		rate:        newRateLimiter(opts.RateLimitPerMinute, time.Minute),
 		idleStops:   newRateLimiter(1, time.Minute),
-		turns:       newTurnQueue(opts.QueueSize, opts.Interrupt, opts.Settle),
+		turns:       newTurnQueue(opts.QueueSize, opts.Busy == config.BusyInterrupt, opts.Settle),
 		usage:       &usageCorrection{},
 		slots:       make(chan struct{}, opts.MaxTurnsInFlight),
 		base:        base,
@@ -634,9 +629,9 @@ func (p *Pipeline) reset(key chat.Key, out adapters.Responder, log *slog.Logger)
 // failureText is what the user sees of an error, by exception_handling.
 func (p *Pipeline) failureText(err error) string {
 	switch p.opts.ExceptionHandling {
-	case "show-error":
+	case config.ShowError:
 		return "Error: " + err.Error()
-	case "hide":
+	case config.Hide:
 		return ""
 	default:
 		return p.opts.FailureHint

@@ -189,7 +189,7 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 		return nil, err
 	}
 	b.instance = instance
-	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: b.log, Instance: instance})
+	st, err := store.Open(ctx, store.Options{Driver: string(cfg.Storage.Driver), DSN: cfg.Storage.DSN, Logger: b.log, Instance: instance})
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		PollLease:       b.pollLease(cfg.Telegram.Token),
 		Token:           cfg.Telegram.Token,
 		APIEndpoint:     cfg.Telegram.APIEndpoint,
-		Mode:            cfg.Telegram.Mode,
+		Mode:            string(cfg.Telegram.Mode),
 		WebhookListen:   cfg.Telegram.WebhookListen,
 		WebhookURL:      cfg.Telegram.WebhookURL,
 		WebhookSecret:   cfg.Telegram.WebhookSecret,
@@ -365,8 +365,8 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		ChatAdmins:      namesChatAdmins(cfg),
 		TriggerPrefix:   cfg.Chat.TriggerPrefix,
 		Stream:          cfg.Telegram.Stream,
-		Drafts:          cfg.Telegram.Drafts != "off",
-		Rich:            cfg.Telegram.Rich != "off",
+		Drafts:          cfg.Telegram.Drafts.On(),
+		Rich:            cfg.Telegram.Rich.On(),
 		GlobalPerSecond: cfg.Telegram.GlobalPerSecond,
 		PaidBroadcast:   cfg.Telegram.PaidBroadcast,
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,
@@ -481,8 +481,8 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		Reasoning:          cfg.Output.Reasoning,
 		ExceptionHandling:  cfg.Output.ExceptionHandling,
 		FailureHint:        cfg.Output.FailureHint,
-		Scope:              pipeline.Scope(cfg.Chat.Scope),
-		Interrupt:          cfg.Chat.Busy == "interrupt",
+		Scope:              cfg.Chat.Scope,
+		Busy:               cfg.Chat.Busy,
 		QueueSize:          cfg.Chat.QueueSize,
 		MaxTurnsInFlight:   cfg.Chat.MaxTurnsInFlight,
 		TurnWait:           time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
@@ -559,7 +559,7 @@ func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
 	for i, s := range ss {
 		out[i] = mcp.ServerConfig{
 			Name:            s.Name,
-			Transport:       s.Transport,
+			Transport:       string(s.Transport),
 			Command:         s.Command,
 			Args:            s.Args,
 			Env:             s.Env,
