@@ -93,16 +93,18 @@ type Output struct {
 
 // Chat holds the conversation rules of the pipeline.
 type Chat struct {
-	Scope             Scope  `toml:"scope"`
-	Busy              Busy   `toml:"busy"`
-	QueueSize         int    `toml:"queue_size"`
-	MaxTurnsInFlight  int    `toml:"max_turns_in_flight"`
-	TurnWaitSec       int    `toml:"turn_wait_sec"`
-	RateLimitPerMin   int    `toml:"rate_limit_per_minute"`
-	ShutdownGraceSec  int    `toml:"shutdown_grace_sec"`
-	TriggerPrefix     string `toml:"trigger_prefix"`
-	MaxImageBytes     int    `toml:"max_image_bytes"`
-	TurnTimeoutSec    int    `toml:"turn_timeout_sec"`
+	Scope            Scope  `toml:"scope"`
+	Busy             Busy   `toml:"busy"`
+	QueueSize        int    `toml:"queue_size"`
+	MaxTurnsInFlight int    `toml:"max_turns_in_flight"`
+	TurnWaitSec      int    `toml:"turn_wait_sec"`
+	RateLimitPerMin  int    `toml:"rate_limit_per_minute"`
+	ShutdownGraceSec int    `toml:"shutdown_grace_sec"`
+	TriggerPrefix    string `toml:"trigger_prefix"`
+	MaxImageBytes    int    `toml:"max_image_bytes"`
+	TurnTimeoutSec   int    `toml:"turn_timeout_sec"`
+	// HelpText answers /help; empty (the default) lists the bot's commands, from the same
+	// table as Discord's slash commands and Telegram's command menu.
 	HelpText          string `toml:"help_text"`
 	BusyText          string `toml:"busy_text"`
 	RateLimitedText   string `toml:"rate_limited_text"`
@@ -383,7 +385,6 @@ func Default() Config {
 			ShutdownGraceSec:  30,
 			MaxImageBytes:     5 << 20,
 			TurnTimeoutSec:    900,
-			HelpText:          "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /usage shows what you have used, /help shows this.",
 			BusyText:          "I am still busy with earlier messages in this chat; please try again in a moment.",
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",

@@ -40,7 +40,7 @@ func TestStopCountsAgainstTheRateLimitLikeHelp(t *testing.T) {
 		command string
 		want    map[string]int
 	}{
-		{"/help", map[string]int{DefaultHelpText: 3, DefaultRateLimitedText: 1}},
+		{"/help", map[string]int{Commands().Help(HelpIntro): 3, DefaultRateLimitedText: 1}},
 		{"/stop", map[string]int{"Nothing to stop.": 1, DefaultRateLimitedText: 1}},
 		{"/reset", map[string]int{"Started a new conversation.": 3, DefaultRateLimitedText: 1}},
 	}

@@ -73,7 +73,7 @@ func TestFinalWaitsOutLongRateLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	h := newHarness(t, Options{TurnTimeout: 500 * time.Millisecond})
+	h := newHarness(t, Options{Queue: QueueOptions{TurnTimeout: 500 * time.Millisecond}})
 	runTelegram(t, h, srv, nil)
 	const chatID = 4242
 	srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: "sendMessage", ChatID: chatID, RetryAfter: 150})

@@ -350,7 +350,7 @@ func TestConvertKeepsSpeakersToolRoundsAndImageNotes(t *testing.T) {
 		{Role: store.RoleUser, Content: "two", Images: 1},
 		{Role: store.RoleAssistant, Content: "a2"},
 	}
-	msgs := toAgentMessages(hist, true)
+	msgs := (&history{key: chat.Key{Platform: chat.Telegram, ChatID: "-100"}}).toAgent(hist)
 	if msgs[0].Content != "[Ann] one" {
 		t.Errorf("shared conversation: user message = %q, want the speaker's name", msgs[0].Content)
 	}

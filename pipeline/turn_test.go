@@ -202,13 +202,13 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.HistoryRounds == 0 {
-		opts.HistoryRounds = 10
+	if opts.History.Rounds == 0 {
+		opts.History.Rounds = 10
 	}
-	if opts.QueueSize == 0 {
-		opts.QueueSize = DefaultQueueSize
+	if opts.Queue.Size == 0 {
+		opts.Queue.Size = DefaultQueueSize
 	}
-	opts.SystemPrompt = "You are a test bot."
+	opts.History.SystemPrompt = "You are a test bot."
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	opts.Recorder = h.rec
 	var pst Store = st
@@ -263,7 +263,7 @@ func (h *harness) history(key chat.Key) []store.Message {
 }
 
 func TestTurnWithToolRound(t *testing.T) {
-	h := newHarness(t, Options{TrackFunctionCalls: true})
+	h := newHarness(t, Options{Output: OutputOptions{TrackFunctionCalls: true}})
 	h.llm.Push(
 		llm.Reply{Chunks: []llm.Chunk{
 			{Content: "Let me check."},
@@ -374,7 +374,7 @@ func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.TurnStat
 }
 
 func TestQueueInOrderAndBusy(t *testing.T) {
-	h := newHarness(t, Options{QueueSize: 1})
+	h := newHarness(t, Options{Queue: QueueOptions{Size: 1}})
 	hold := make(chan struct{})
 	h.llm.Push(
 		llm.Reply{Chunks: []llm.Chunk{{Content: "first", Wait: hold}}},
@@ -404,7 +404,7 @@ func TestQueueInOrderAndBusy(t *testing.T) {
 }
 
 func TestInterrupt(t *testing.T) {
-	h := newHarness(t, Options{Busy: config.BusyInterrupt})
+	h := newHarness(t, Options{Queue: QueueOptions{Busy: config.BusyInterrupt}})
 	hold := make(chan struct{})
 	defer close(hold)
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Working on it"}, {Content: "...", Wait: hold}}}, llm.Text("New answer."))
@@ -457,7 +457,7 @@ func TestFailureHandling(t *testing.T) {
 		{"hide", "Partial"},
 	} {
 		t.Run(string(tt.mode), func(t *testing.T) {
-			h := newHarness(t, Options{ExceptionHandling: tt.mode})
+			h := newHarness(t, Options{Output: OutputOptions{ExceptionHandling: tt.mode}})
 			h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Partial"}}, Cut: true})
 			out := &recResponder{stream: true}
 			in := privateMsg("3", "1", "q")
@@ -649,7 +649,7 @@ func lastUserContent(r llm.Request) string {
 }
 
 func TestGlobalTurnLimit(t *testing.T) {
-	h := newHarness(t, Options{MaxTurnsInFlight: 1, TurnWait: 50 * time.Millisecond})
+	h := newHarness(t, Options{Queue: QueueOptions{MaxTurnsInFlight: 1, TurnWait: 50 * time.Millisecond}})
 	hold := make(chan struct{})
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "busy", Wait: hold}}}, llm.Text("later"))
 	first := &recResponder{stream: true}
@@ -755,7 +755,7 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 // A per-chat tool list restricts its chat however its key's platform is written: a key the
 // lookup never matched offered every tool in the chat it was meant to restrict.
 func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
-	h := newHarness(t, Options{ToolsPerChat: map[string][]string{"Telegram:5": {"echo"}, " discord : 6 ": {"fail"}}})
+	h := newHarness(t, Options{Tools: ToolOptions{PerChat: map[string][]string{"Telegram:5": {"echo"}, " discord : 6 ": {"fail"}}}})
 	tests := []struct {
 		chat        chat.Ref
 		tool        string
