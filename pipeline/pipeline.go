@@ -223,7 +223,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	}
 	// The adapter parsed the command (adapters.ParseCommand) and dropped commands naming another
 	// bot; text that merely starts with "/" is not one, nor is a command the table lacks.
-	if c, ok := p.commands[in.Command]; ok && in.Command != "" {
+	if c, ok := p.commands[in.Command]; ok {
 		c.run(p, r)
 		return
 	}
