@@ -43,7 +43,7 @@ func parseAuditArgs(args string) (audit.Filter, error) {
 	return f, nil
 }
 
-// auditCommand answers /audit: admins get the latest matching tool calls; anyone else is refused,
+// audit answers /audit: admins get the latest matching tool calls; anyone else is refused,
 // and the refusal goes into the audit log. Only a private chat with an admin lists every chat's
 // calls; anywhere else the list is that chat's own, so a group never sees the tool names and
 // arguments of another chat.

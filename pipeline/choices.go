@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// modelCommand answers /model: without an argument it lists the models this chat may pick, with
+// model answers /model: without an argument it lists the models this chat may pick, with
 // a name it picks that model for the conversation ("default" goes back to the configured order).
 func (c *commands) model(r *request) {
 	key, args, out, log := r.key, r.in.Args, r.out, r.log
@@ -71,7 +71,7 @@ func (c *commands) selectableModels() []string {
 	return out
 }
 
-// systemCommand answers /system: without an argument it shows the conversation's system prompt;
+// system answers /system: without an argument it shows the conversation's system prompt;
 // an admin sets it with text, or goes back to the configured one with "default".
 func (c *commands) system(r *request) {
 	in, key, args, out, log := r.in, r.key, r.in.Args, r.out, r.log
@@ -114,7 +114,8 @@ func (c *commands) system(r *request) {
 	c.say(out, "System prompt set for this conversation.", log)
 }
 
-// compactCommand answers /compact: every finished round of the conversation is summarised now.
+// compact answers /compact, in the conversation's turn like a message: every finished round of
+// the conversation is summarised now.
 func (c *commands) compact(ctx context.Context, r *request) {
 	key, out, log := r.key, r.out, r.log
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)

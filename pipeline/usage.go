@@ -29,7 +29,7 @@ func monthStart(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }
 
-// usageCommand answers /usage (the sender's tokens and cost today and this month, on this
+// usage answers /usage (the sender's tokens and cost today and this month, on this
 // platform) and, for admins, /usage all (everyone's, with the top users and chats).
 func (c *commands) usage(r *request) {
 	ctx, in, args, out, log := r.ctx, r.in, r.in.Args, r.out, r.log
