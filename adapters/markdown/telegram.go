@@ -511,7 +511,6 @@ func (w *tgWriter) link(n ast.Node, dest string) {
 	}
 }
 
-
 // unescape resolves backslash escapes and character references in text, as CommonMark reads them.
 func unescape(v []byte) string {
 	if bytes.IndexByte(v, '\\') < 0 && bytes.IndexByte(v, '&') < 0 {
