@@ -295,7 +295,7 @@ func (t *Turn) run(ctx context.Context, rec *audit.Record, name, args string, kn
 			return Failed(audit.StatusDenied, err)
 		}
 	}
-	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info})
+	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info, Server: e.spec.Server})
 	switch {
 	case err == nil:
 		return Outcome{Content: res.Text, Files: res.Files, Status: audit.StatusOK}

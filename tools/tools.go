@@ -53,6 +53,9 @@ type Invocation struct {
 	Arguments json.RawMessage // a JSON object; "{}" when the model sent none
 	// Turn carries who asked, for tools that care (admin-only tools, the audit_query plugin).
 	Turn TurnInfo
+	// Server is the MCP server whose tool the turn offered and its policy judged (Spec.Server);
+	// the call runs there or not at all. Empty for the other sources.
+	Server string
 }
 
 // Errors loaders report.
