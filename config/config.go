@@ -153,6 +153,10 @@ type Tools struct {
 	Policy []ToolPolicy `toml:"policy"`
 	// ApprovalTimeoutSec is how long an "ask" call waits for an answer before it is denied.
 	ApprovalTimeoutSec int `toml:"approval_timeout_sec"`
+	// MaxFileBytes caps one file a tool returns; larger ones are left out of the reply.
+	MaxFileBytes int `toml:"max_file_bytes"`
+	// MaxFilesPerTurn caps the files the tools of one answer return, over all its rounds.
+	MaxFilesPerTurn int `toml:"max_files_per_turn"`
 }
 
 // ToolPolicy is one [[tools.policy]] rule (tools.Rule).
@@ -387,7 +391,7 @@ func Default() Config {
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",
 		},
-		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300},
+		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto", Rich: "auto", GlobalPerSecond: 30},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},

@@ -104,6 +104,10 @@ type Outcome struct {
 	// NotRun is set on a call that never reached its tool (Turn.Skip, NotRun).
 	NotRun   bool
 	Duration time.Duration
+	// FilesLeftOut says, in one sentence for the user, which files the call returned that do not
+	// go out with the reply (over ManagerOptions.MaxFileBytes or MaxFilesPerTurn); empty when
+	// none. The model's Content says it too.
+	FilesLeftOut string
 }
 
 // Recorder keeps audit records. Start must make the row durable before it returns; Finish

@@ -125,7 +125,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy})
+	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
+		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn})
 	if err != nil {
 		return b, err
 	}
