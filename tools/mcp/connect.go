@@ -89,6 +89,9 @@ func (s *serverConn) connectRemote(ctx, cctx context.Context, kind string) (*ses
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	rec := &statusRecorder{base: base}
 	hc := &http.Client{Transport: rec}
+	if s.cfg.Auth != nil {
+		hc.Transport = s.cfg.Auth.Transport(rec)
+	}
 	logger := s.logger.With("component", "mcp-go")
 	var (
 		t   transport.Interface
