@@ -5,34 +5,14 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
-// KeySize is the length of BOT_SECRET_KEY once decoded: an AES-256 key.
+// KeySize is the length of the key (BOT_SECRET_KEY once decoded): an AES-256 key.
 const KeySize = 32
-
-// ParseKey decodes a key written as 64 hex digits or as the base64 of 32 bytes (standard or URL
-// alphabet, padded or not), as `openssl rand -hex 32` or `openssl rand -base64 32` print it.
-// Its errors never repeat the value.
-func ParseKey(s string) ([]byte, error) {
-	s = strings.TrimSpace(s)
-	if len(s) == 2*KeySize {
-		if b, err := hex.DecodeString(s); err == nil {
-			return b, nil
-		}
-	}
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if b, err := enc.DecodeString(s); err == nil && len(b) == KeySize {
-			return b, nil
-		}
-	}
-	return nil, fmt.Errorf("want %d random bytes as 64 hex digits or base64 (openssl rand -hex 32), got %d characters that are neither", KeySize, len(s))
-}
 
 // sealer encrypts records with AES-256-GCM; each sealing has a fresh random nonce, and the
 // server's name is authenticated with it, so one server's record cannot be swapped for another's.
