@@ -53,6 +53,7 @@ type Server struct {
 	spent    map[string]*grant // rotated refresh tokens: reuse revokes the grant
 	counts   map[string]int
 	requests []url.Values // every token request's form, for tests to inspect
+	secrets  []string     // every code, token and client secret handed out
 }
 
 type registered struct {
@@ -86,6 +87,9 @@ func Start(t testing.TB, o Options) *Server {
 	s := &Server{opts: o, clients: map[string]*registered{}, codes: map[string]*codeGrant{},
 		access: map[string]*grant{}, refresh: map[string]*grant{}, spent: map[string]*grant{}, counts: map[string]int{}}
 	for id, secret := range o.Clients {
+		if secret != "" {
+			s.secrets = append(s.secrets, secret)
+		}
 		method := "none"
 		if secret != "" {
 			method = "client_secret_basic"
@@ -120,20 +124,19 @@ func (s *Server) TokenRequests() []url.Values {
 	return slices.Clone(s.requests)
 }
 
-// Issued returns every access and refresh token the server has handed out, for tests that check
-// a secret went nowhere it should not.
-func (s *Server) Issued() []string {
+// Secrets returns every secret that passed through the server: the codes, access and refresh
+// tokens and client secrets it handed out, and the code verifiers and client secrets it was
+// sent, for tests that check a secret went nowhere it should not.
+func (s *Server) Secrets() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []string
-	for tok := range s.access {
-		out = append(out, tok)
-	}
-	for tok := range s.refresh {
-		out = append(out, tok)
-	}
-	for tok := range s.spent {
-		out = append(out, tok)
+	out := slices.Clone(s.secrets)
+	for _, f := range s.requests {
+		for _, k := range []string{"code_verifier", "client_secret"} {
+			if v := f.Get(k); v != "" {
+				out = append(out, v)
+			}
+		}
 	}
 	return out
 }
@@ -217,6 +220,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		resp["client_secret"] = reg.secret
 	}
 	s.mu.Lock()
+	if reg.secret != "" {
+		s.secrets = append(s.secrets, reg.secret)
+	}
 	s.clients[id] = reg
 	s.counts["register"]++
 	s.mu.Unlock()
@@ -254,6 +260,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := random()
+	s.secrets = append(s.secrets, code)
 	s.codes[code] = &codeGrant{client: q.Get("client_id"), redirect: redirect, challenge: q.Get("code_challenge"),
 		resource: q.Get("resource"), scope: q.Get("scope"), expires: s.opts.Now().Add(time.Minute)}
 	s.counts["authorize"]++
@@ -347,6 +354,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 // issue gives g a new access and refresh token and answers with them. Called with s.mu held.
 func (s *Server) issue(w http.ResponseWriter, g *grant) {
 	g.access, g.refresh = random(), random()
+	s.secrets = append(s.secrets, g.access, g.refresh)
 	g.expires = s.opts.Now().Add(s.opts.AccessTTL)
 	s.access[g.access] = g
 	s.refresh[g.refresh] = g
