@@ -54,6 +54,41 @@ type Server struct {
 	counts   map[string]int
 	requests []url.Values // every token request's form, for tests to inspect
 	secrets  []string     // every code, token and client secret handed out
+	hold     chan struct{} // while set, refresh requests wait for it to close
+}
+
+// HoldRefreshes makes refresh requests wait (each counted as "held") until release is called
+// or the test ends, so a test can see who else asks for a refresh meanwhile.
+func (s *Server) HoldRefreshes(t testing.TB) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := make(chan struct{})
+	s.hold = h
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.hold == h {
+				s.hold = nil
+			}
+			close(h)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func (s *Server) waitHold() {
+	s.mu.Lock()
+	h := s.hold
+	if h != nil {
+		s.counts["held"]++
+	}
+	s.mu.Unlock()
+	if h != nil {
+		<-h
+	}
 }
 
 type registered struct {
@@ -110,7 +145,7 @@ func Start(t testing.TB, o Options) *Server {
 
 // Count reports how many times something happened: "register", "authorize", "code" (codes
 // exchanged), "refresh" (refreshes granted), "refresh_refused", "reuse" (a rotated refresh
-// token sent again).
+// token sent again), "held" (refresh requests held by HoldRefreshes).
 func (s *Server) Count(what string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -294,6 +329,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "bad form")
 		return
+	}
+	if r.PostForm.Get("grant_type") == "refresh_token" {
+		s.waitHold()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -216,7 +217,7 @@ func (r *rig) callIn(turn *tools.Turn, text string) tools.Outcome {
 	defer cancel()
 	out := turn.Execute(ctx, tools.Call{Round: 1, ID: "call_1", Name: "echo", Arguments: `{"text":"` + text + `"}`})
 	if ctx.Err() != nil {
-		r.t.Fatalf("the tool call hung until the test's deadline: %q", out.Content)
+		r.t.Errorf("the tool call hung until the test's deadline: %q", out.Content)
 	}
 	return out
 }
@@ -450,5 +451,85 @@ func TestTheBotRefusesAnAuthorizationServerWithoutS256(t *testing.T) {
 	_, err = m.Begin(context.Background(), "x", "http://127.0.0.1/cb")
 	if err == nil || !strings.Contains(err.Error(), "S256") {
 		t.Fatalf("Begin with an authorization server without PKCE: %v, want a refusal naming S256", err)
+	}
+}
+
+// pgSchema returns store options for a fresh schema of the PostgreSQL database named by
+// BOT_TEST_POSTGRES_DSN (dropped at the end), skipping the test when it is not set.
+func pgSchema(t *testing.T) store.Options {
+	t.Helper()
+	base := os.Getenv("BOT_TEST_POSTGRES_DSN")
+	if base == "" {
+		t.Skip("PostgreSQL not tested: set BOT_TEST_POSTGRES_DSN to a database URL")
+	}
+	schema := fmt.Sprintf("oauth_%d", time.Now().UnixNano())
+	db, err := sql.Open("pgx", base) // registered by the store's driver
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return store.Options{Driver: store.DriverPostgres, DSN: base + sep + "search_path=" + schema}
+}
+
+func TestTwoReplicasOnPostgreSQLShareOneTokenAndRefreshItOnce(t *testing.T) {
+	opts := pgSchema(t)
+	c := &clock{t: time.Now()}
+	as, url := protected(t, c, astest.Options{AccessTTL: time.Hour})
+	a := newRig(t, c, as, url, openStore(t, opts), oauth.Server{})
+	b := newRig(t, c, as, url, openStore(t, opts), oauth.Server{})
+	a.connect() // on replica a; b learns of it from the database
+	a.waitUp()
+	b.waitUp()
+	if got := b.loginState(); got != "connected" {
+		t.Fatalf("replica b's Servers page says %q after a login on a", got)
+	}
+	for _, step := range []struct {
+		name    string
+		advance time.Duration
+		want    int // refreshes so far
+	}{
+		{"inside the refresh margin", time.Hour - oauth.DefaultRefreshBefore/2, 1},
+		{"past expiry", 2 * time.Hour, 2},
+	} {
+		c.Advance(step.advance)
+		// The authorization server holds the refresh, so the replicas' calls overlap it.
+		release := as.HoldRefreshes(t)
+		held := as.Count("held")
+		outs := make(chan tools.Outcome, 8)
+		for i := range 8 {
+			r := a
+			if i%2 == 1 {
+				r = b
+			}
+			go func() { outs <- r.call("both") }()
+		}
+		wait.For(t, step.name+": one replica asks for a refresh", func() bool { return as.Count("held") > held })
+		if step.name == "inside the refresh margin" {
+			// The other replica's calls go on with the old token, still good, meanwhile.
+			wait.For(t, "the calls of the replica that is not refreshing finish", func() bool { return len(outs) >= 4 })
+		}
+		if n := as.Count("held") - held; n != 1 {
+			t.Errorf("%s: %d refresh requests at once, want 1", step.name, n)
+		}
+		release()
+		for range 8 {
+			if out := <-outs; out.Content != "both" {
+				t.Errorf("%s: a call answered %q", step.name, out.Content)
+			}
+		}
+		if n := as.Count("refresh"); n != step.want {
+			t.Errorf("%s: %d refreshes in all, want %d (one per expiry, whichever replica)", step.name, n, step.want)
+		}
+		if n := as.Count("reuse"); n != 0 {
+			t.Fatalf("%s: a rotated refresh token was sent again %d times (two replicas refreshed at once)", step.name, n)
+		}
 	}
 }
