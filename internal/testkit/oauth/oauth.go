@@ -52,8 +52,8 @@ type Server struct {
 	refresh  map[string]*grant
 	spent    map[string]*grant // rotated refresh tokens: reuse revokes the grant
 	counts   map[string]int
-	requests []url.Values // every token request's form, for tests to inspect
-	secrets  []string     // every code, token and client secret handed out
+	requests []url.Values  // every token request's form, for tests to inspect
+	secrets  []string      // every code, token and client secret handed out
 	hold     chan struct{} // while set, refresh requests wait for it to close
 }
 
