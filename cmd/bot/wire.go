@@ -579,6 +579,7 @@ func (b *bot) newOAuth(cfg *config.Config) error {
 		return err
 	}
 	b.oauth = m
+	b.background = append(b.background, part{name: "mcp oauth", run: m.Run})
 	return nil
 }
 

@@ -88,6 +88,8 @@ type Options struct {
 	// RefreshBefore is how long before expiry a token is refreshed; 0 means
 	// DefaultRefreshBefore (a token living shorter is refreshed after half its life).
 	RefreshBefore time.Duration
+	// CheckEvery is how often Run looks for tokens to refresh; 0 means DefaultCheckEvery.
+	CheckEvery time.Duration
 	// Logger receives what happens to the logins, never a secret; nil discards it.
 	Logger *slog.Logger
 }

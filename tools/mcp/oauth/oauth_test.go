@@ -136,7 +136,8 @@ func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Sto
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv.Name, srv.URL = "tracker", url
 	var err error
-	r.logins, err = oauth.New(oauth.Options{Servers: []oauth.Server{srv}, Store: st, Key: testKey, Now: c.Now, Logger: log})
+	r.logins, err = oauth.New(oauth.Options{Servers: []oauth.Server{srv}, Store: st, Key: testKey, Now: c.Now, Logger: log,
+		CheckEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +166,20 @@ func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Sto
 	jar, _ := cookiejar.New(nil)
 	r.browser = &http.Client{Jar: jar, Timeout: 30 * time.Second}
 	return r
+}
+
+// runRefresher runs the logins' background refresher until the test ends.
+func (r *rig) runRefresher() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.logins.Run(ctx)
+	}()
+	r.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }
 
 // get fetches a page of the admin server (or any URL) as the admin's browser, following
@@ -531,5 +546,31 @@ func TestTwoReplicasOnPostgreSQLShareOneTokenAndRefreshItOnce(t *testing.T) {
 		if n := as.Count("reuse"); n != 0 {
 			t.Fatalf("%s: a rotated refresh token was sent again %d times (two replicas refreshed at once)", step.name, n)
 		}
+	}
+}
+
+func TestAnIdleBotRefreshesItsTokenAndFindsARefusedRefreshWithoutACall(t *testing.T) {
+	c := &clock{t: time.Now()}
+	as, url := protected(t, c, astest.Options{AccessTTL: time.Hour})
+	st, _ := openSQLite(t)
+	r := newRig(t, c, as, url, st, oauth.Server{})
+	r.connect()
+	r.waitUp()
+	r.runRefresher()
+
+	c.Advance(time.Hour - oauth.DefaultRefreshBefore/2)
+	wait.For(t, "the idle bot refreshes the token inside the margin", func() bool { return as.Count("refresh") == 1 })
+	if got := r.loginState(); got != "connected" {
+		t.Fatalf("after a background refresh the Servers page says %q", got)
+	}
+
+	as.RevokeAll()
+	c.Advance(time.Hour - oauth.DefaultRefreshBefore/2)
+	wait.For(t, "the refused refresh shows on the Servers page", func() bool { return r.loginState() == "needs login" })
+	if n := as.Count("refresh"); n != 1 {
+		t.Errorf("%d refreshes granted, want 1", n)
+	}
+	if out := r.call("x"); out.Content != "err: MCP server tracker needs an admin to log in again at /admin/servers" {
+		t.Errorf("a call after the refused refresh answered %q", out.Content)
 	}
 }

@@ -231,3 +231,44 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 	}
 }
+
+// DefaultCheckEvery is how often Run looks for tokens to refresh.
+const DefaultCheckEvery = 30 * time.Second
+
+// Run refreshes the servers' tokens as they come within the refresh margin of their expiry,
+// also while no request needs them, so an idle bot's login stays fresh and one whose refresh is
+// refused shows "needs login" on the Servers page before anyone calls its tools. It returns nil
+// when ctx ends.
+func (m *Manager) Run(ctx context.Context) error {
+	every := m.opts.CheckEvery
+	if every <= 0 {
+		every = DefaultCheckEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		for _, s := range m.sources {
+			s.keepFresh(ctx)
+		}
+	}
+}
+
+// keepFresh refreshes the token when it is due; a login that is missing or spent is left to
+// an admin.
+func (s *Source) keepFresh(ctx context.Context) {
+	rec, ver, err := s.load(ctx)
+	if err != nil || ver == 0 || rec.NeedsLogin != "" || rec.Refresh == "" || !s.due(rec, s.m.opts.Now()) {
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("MCP OAuth login could not be read", "err", err)
+		}
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, claimTTL+5*time.Second)
+	defer cancel()
+	_, _ = s.Authorization(cctx) // refreshes; its outcome is logged and kept in the record
+}
