@@ -2,7 +2,9 @@ package mcp
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"sync"
 
 	"relaybot/tools/mcp/oauth"
 )
@@ -36,4 +38,34 @@ func (s *serverConn) authWake() <-chan struct{} {
 		return nil
 	}
 	return s.cfg.Auth.LoggedIn()
+}
+
+// loginWatch passes requests to an Authorizer's transport and drops the session when one fails
+// for want of a login, so a server whose login was spent while no call was running (the
+// listening stream reconnecting, a refresh refused in the background) goes down and waits for
+// an admin instead of retrying.
+type loginWatch struct {
+	next http.RoundTripper
+
+	mu   sync.Mutex
+	lost func(error) // set once the session exists
+}
+
+func (w *loginWatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := w.next.RoundTrip(req)
+	if err != nil && needsLogin(err) {
+		w.mu.Lock()
+		lost := w.lost
+		w.mu.Unlock()
+		if lost != nil {
+			lost(err)
+		}
+	}
+	return resp, err
+}
+
+func (w *loginWatch) watch(sess *session) {
+	w.mu.Lock()
+	w.lost = func(err error) { sess.markLost(fmt.Errorf("the OAuth login is no longer valid: %w", err)) }
+	w.mu.Unlock()
 }

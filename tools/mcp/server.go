@@ -366,8 +366,8 @@ func (s *serverConn) call(ctx context.Context, name string, args map[string]any)
 			return convertResult(name, res)
 		}
 		if needsLogin(err) {
-			// The lifecycle reconnects, finds no login and keeps the server down until one.
-			sess.markLost(errors.New("the OAuth login is no longer valid"))
+			// The transport dropped the session: the lifecycle reconnects, finds no login and
+			// keeps the server down until an admin logs in.
 			return tools.Result{}, &needsLoginError{server: s.cfg.Name}
 		}
 		if attempt == 0 && ctx.Err() == nil && (sessionEnded(err) || sess.renewed.Load()) {
