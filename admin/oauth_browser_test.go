@@ -39,12 +39,7 @@ func TestBrowserAdminConnectsAnOAuthMCPServer(t *testing.T) {
 	bctx := newBrowser(t)
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
 	defer cancel()
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	step := stepper(t, ctx)
 	badge := func() string {
 		t.Helper()
 		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`table.servers td[data-label="Login"] .badge`)))

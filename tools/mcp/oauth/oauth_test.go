@@ -332,13 +332,20 @@ func TestAnAdminConnectsAnOAuthServerFromTheServersPageAndItsToolsWork(t *testin
 	}
 }
 
-func TestTheTokenIsRefreshedBeforeItExpires(t *testing.T) {
+// connected returns a replica on SQLite whose admin has connected the server, whose tokens
+// live an hour.
+func connected(t *testing.T) (*rig, *clock, *astest.Server) {
 	c := &clock{t: time.Now()}
 	as, url := protected(t, c, astest.Options{AccessTTL: time.Hour})
 	st, _ := openSQLite(t)
 	r := newRig(t, c, as, url, st, oauth.Server{})
 	r.connect()
 	r.waitUp()
+	return r, c, as
+}
+
+func TestTheTokenIsRefreshedBeforeItExpires(t *testing.T) {
+	r, c, as := connected(t)
 
 	c.Advance(time.Hour - oauth.DefaultRefreshBefore/2) // inside the margin, the old token still good
 	if out := r.call("one"); out.Content != "one" {
@@ -348,7 +355,7 @@ func TestTheTokenIsRefreshedBeforeItExpires(t *testing.T) {
 		t.Fatalf("the token was refreshed %d times near its expiry, want 1", n)
 	}
 	last := as.TokenRequests()[len(as.TokenRequests())-1]
-	if last.Get("grant_type") != "refresh_token" || last.Get("resource") != url {
+	if last.Get("grant_type") != "refresh_token" || last.Get("resource") != r.url {
 		t.Errorf("the refresh did not name the resource: %v", last)
 	}
 	c.Advance(time.Hour / 2) // past the old token's expiry, well within the new one's life
@@ -550,12 +557,7 @@ func TestTwoReplicasOnPostgreSQLShareOneTokenAndRefreshItOnce(t *testing.T) {
 }
 
 func TestAnIdleBotRefreshesItsTokenAndFindsARefusedRefreshWithoutACall(t *testing.T) {
-	c := &clock{t: time.Now()}
-	as, url := protected(t, c, astest.Options{AccessTTL: time.Hour})
-	st, _ := openSQLite(t)
-	r := newRig(t, c, as, url, st, oauth.Server{})
-	r.connect()
-	r.waitUp()
+	r, c, as := connected(t)
 	r.runRefresher()
 
 	c.Advance(time.Hour - oauth.DefaultRefreshBefore/2)
