@@ -422,8 +422,9 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK) // RFC 7009: also for an unknown token
 }
 
-// Protect serves next as a protected MCP resource at path ("/mcp") of its own loopback server
-// and returns the endpoint's URL: requests without a live access token issued for that URL are
+// Protect serves next as a protected MCP resource at path ("/mcp") and below it (an SSE
+// server's "/mcp/sse" and "/mcp/message") on its own loopback server, and returns the
+// resource's URL (that of path): requests without a live access token issued for it are
 // answered 401 with a Bearer challenge naming the resource metadata, which it serves at
 // /.well-known/oauth-protected-resource/mcp.
 func (s *Server) Protect(t testing.TB, path string, next http.Handler) string {
@@ -435,7 +436,7 @@ func (s *Server) Protect(t testing.TB, path string, next http.Handler) string {
 		writeJSON(w, http.StatusOK, map[string]any{"resource": resource, "authorization_servers": []string{s.URL},
 			"scopes_supported": []string{"mcp:tools"}, "bearer_methods_supported": []string{"header"}})
 	})
-	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	protect := func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
 		tok, ok := strings.CutPrefix(auth, "Bearer ")
 		if !ok || !s.Valid(tok, resource) {
@@ -451,7 +452,9 @@ func (s *Server) Protect(t testing.TB, path string, next http.Handler) string {
 			return
 		}
 		next.ServeHTTP(w, r)
-	})
+	}
+	mux.HandleFunc(path, protect)
+	mux.HandleFunc(path+"/", protect) // an SSE server's /mcp/sse and /mcp/message
 	ts := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		ts.CloseClientConnections() // a client's listening stream would hold Close

@@ -129,8 +129,8 @@ var testKey = func() []byte {
 	return k
 }()
 
-// newRig builds a replica on st for the server at url.
-func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Store, srv oauth.Server) *rig {
+// newRig builds a replica on st for the server at url (streamable HTTP unless tune says otherwise).
+func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Store, srv oauth.Server, tune ...func(*mcp.ServerConfig)) *rig {
 	t.Helper()
 	r := &rig{t: t, clock: c, as: as, url: url, logs: &logbuf.Buffer{}, audit: &recorder{}}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -141,8 +141,12 @@ func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.loader = mcp.NewLoader([]mcp.ServerConfig{{Name: "tracker", Transport: mcp.TransportHTTP, URL: url,
-		Auth: r.logins.Source("tracker"), ConnectTimeout: 20 * time.Second}}, log, mcp.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
+	sc := mcp.ServerConfig{Name: "tracker", Transport: mcp.TransportHTTP, URL: url,
+		Auth: r.logins.Source("tracker"), ConnectTimeout: 20 * time.Second}
+	for _, f := range tune {
+		f(&sc)
+	}
+	r.loader = mcp.NewLoader([]mcp.ServerConfig{sc}, log, mcp.WithBackoff(50*time.Millisecond, 500*time.Millisecond))
 	r.loader.Start(context.Background())
 	t.Cleanup(r.loader.Close)
 	r.metrics = metrics.New(metrics.Options{MCPUp: func() map[string]bool {
@@ -575,4 +579,27 @@ func TestAnIdleBotRefreshesItsTokenAndFindsARefusedRefreshWithoutACall(t *testin
 	if out := r.call("x"); out.Content != "err: MCP server tracker needs an admin to log in again at /admin/servers" {
 		t.Errorf("a call after the refused refresh answered %q", out.Content)
 	}
+}
+
+func TestAnSSEServerBehindOAuthIsConnectedAndItsTokenRefreshed(t *testing.T) {
+	c := &clock{t: time.Now()}
+	as := astest.Start(t, astest.Options{Now: c.Now, AccessTTL: time.Hour})
+	kit := mcpkit.New("tracker")
+	resource := as.Protect(t, "/mcp", server.NewSSEServer(kit.Server, server.WithStaticBasePath("/mcp")))
+	st, dir := openSQLite(t)
+	r := newRig(t, c, as, resource+"/sse", st, oauth.Server{}, func(sc *mcp.ServerConfig) { sc.Transport = mcp.TransportSSE })
+	r.dbDir = dir
+	r.connect()
+	r.waitUp()
+	if out := r.call("over sse"); out.Content != "over sse" {
+		t.Fatalf("after the login the SSE server's tool answered %q", out.Content)
+	}
+	if got := as.TokenRequests()[0].Get("resource"); got != resource {
+		t.Errorf("the token was asked for resource %q, want the one the metadata names, %q", got, resource)
+	}
+	c.Advance(time.Hour - oauth.DefaultRefreshBefore/2)
+	if out := r.call("still"); out.Content != "still" || as.Count("refresh") != 1 {
+		t.Fatalf("near expiry the SSE server's tool answered %q after %d refreshes", out.Content, as.Count("refresh"))
+	}
+	r.assertNoSecrets()
 }
