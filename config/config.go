@@ -38,6 +38,9 @@ type Config struct {
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
+	// SecretKey is BOT_SECRET_KEY decoded (32 bytes), read when an MCP server has
+	// auth = "oauth"; nil otherwise.
+	SecretKey []byte `toml:"-"`
 }
 
 // Storage selects the database.
@@ -308,6 +311,15 @@ type MCPServer struct {
 	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
 	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
 	ToolPrefix string `toml:"tool_prefix"`
+	// Auth is "none" (default: headers only) or "oauth" (sse and http: an admin connects the
+	// server on the admin page's Servers page).
+	Auth string `toml:"auth"`
+	// ClientID and ClientSecret (auth = "oauth") are a client registered by hand at the
+	// authorization server, used instead of dynamic client registration.
+	ClientID     string `toml:"client_id"`
+	ClientSecret string `toml:"client_secret"`
+	// Scopes (auth = "oauth") are asked for; empty: those the server asks for.
+	Scopes []string `toml:"scopes"`
 }
 
 // ToolName returns the name the model sees for the server's tool name.
@@ -449,6 +461,9 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if err := cfg.validate(missing); err != nil {
 		return nil, err
 	}
+	if err := cfg.loadSecretKey(lookup); err != nil {
+		return nil, err
+	}
 	return &cfg, nil
 }
 
@@ -544,6 +559,9 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		if s.ConnectSec == 0 {
 			s.ConnectSec = 30
+		}
+		if s.Auth == "" {
+			s.Auth = "none"
 		}
 		d, warn := ParseToolCallTimeout(s.ToolCallTimeoutRaw)
 		s.ToolCallTimeout = d

@@ -54,6 +54,8 @@ type ServerConfig struct {
 	// URL and Headers reach a remote (sse, http) server.
 	URL     string
 	Headers map[string]string
+	// Auth, when set, authorizes every request to a remote server (auth = "oauth").
+	Auth Authorizer
 	// ConnectTimeout bounds connect, initialize and the first tool listing; 0 means
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
