@@ -228,7 +228,9 @@ func (s *Server) mcpHealth() []ServerHealth {
 }
 
 func (s *Server) apiMCPServers(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"items": s.mcpHealth()})
+	h := s.mcpHealth()
+	s.withLogins(r.Context(), h)
+	writeJSON(w, http.StatusOK, map[string]any{"items": h})
 }
 
 // joinValues lists the values of a typed list for an error message.

@@ -144,6 +144,21 @@ var Transports = []Transport{TransportStdio, TransportSSE, TransportHTTP}
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (t *Transport) UnmarshalText(b []byte) error { return parseEnum(t, b, Transports) }
 
+// MCPAuth is mcp.servers[].auth: how the bot authenticates to a remote MCP server.
+type MCPAuth string
+
+// The MCP server authentications.
+const (
+	AuthNone  MCPAuth = "none"  // headers only
+	AuthOAuth MCPAuth = "oauth" // an admin connects the server on the admin page
+)
+
+// MCPAuths lists mcp.servers[].auth's values.
+var MCPAuths = []MCPAuth{AuthNone, AuthOAuth}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (a *MCPAuth) UnmarshalText(b []byte) error { return parseEnum(a, b, MCPAuths) }
+
 // LogLevel is log.level.
 type LogLevel string
 

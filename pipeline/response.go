@@ -66,6 +66,9 @@ func (r *response) emit(e agent.Event) {
 	case agent.ToolResult:
 		v.finishTool(e.Call.ID, e.Call.Name, e.Outcome)
 		r.files = append(r.files, e.Outcome.Files...)
+		if e.Outcome.FilesLeftOut != "" {
+			v.note("(" + e.Outcome.FilesLeftOut + ")")
+		}
 	case agent.RoundCapHit:
 		v.note(fmt.Sprintf("(Reached the limit of %d tool rounds; answering without more tools.)", e.MaxToolRounds))
 	default:
