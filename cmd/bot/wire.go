@@ -193,7 +193,7 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 		return nil, err
 	}
 	b.instance = instance
-	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: b.log, Instance: instance})
+	st, err := store.Open(ctx, store.Options{Driver: string(cfg.Storage.Driver), DSN: cfg.Storage.DSN, Logger: b.log, Instance: instance})
 	if err != nil {
 		return nil, err
 	}
@@ -336,6 +336,7 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		NoDMs:            !cfg.Discord.AllowDMs,
 		TriggerPrefix:    cfg.Chat.TriggerPrefix,
 		RegisterCommands: cfg.Discord.RegisterCommands,
+		Commands:         pipeline.Commands(),
 		ComponentsV2:     cfg.Discord.ComponentsV2,
 		MaxLines:         cfg.Discord.MaxLines,
 		GlobalPerSecond:  cfg.Discord.GlobalPerSecond,
@@ -362,7 +363,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		PollLease:       b.pollLease(cfg.Telegram.Token),
 		Token:           cfg.Telegram.Token,
 		APIEndpoint:     cfg.Telegram.APIEndpoint,
-		Mode:            cfg.Telegram.Mode,
+		Mode:            string(cfg.Telegram.Mode),
 		WebhookListen:   cfg.Telegram.WebhookListen,
 		WebhookURL:      cfg.Telegram.WebhookURL,
 		WebhookSecret:   cfg.Telegram.WebhookSecret,
@@ -372,12 +373,13 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		ChatAdmins:      namesChatAdmins(cfg),
 		TriggerPrefix:   cfg.Chat.TriggerPrefix,
 		Stream:          cfg.Telegram.Stream,
-		Drafts:          cfg.Telegram.Drafts != "off",
-		Rich:            cfg.Telegram.Rich != "off",
+		Drafts:          cfg.Telegram.Drafts.On(),
+		Rich:            cfg.Telegram.Rich.On(),
 		GlobalPerSecond: cfg.Telegram.GlobalPerSecond,
 		PaidBroadcast:   cfg.Telegram.PaidBroadcast,
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,
 		OffsetFile:      offsetFile,
+		Commands:        pipeline.Commands(),
 		Logger:          log,
 		Delivery:        b.chats.options(chat.Telegram, cfg.Telegram.Token, telegram.Limits(), deliver),
 	})
@@ -479,30 +481,6 @@ const (
 // pipelineOptions maps the config onto the pipeline's options.
 func pipelineOptions(cfg *config.Config) pipeline.Options {
 	return pipeline.Options{
-		SystemPrompt:       cfg.Agent.SystemPrompt,
-		HistoryRounds:      cfg.Agent.HistoryRounds,
-		Models:             modelBudgets(cfg.Models),
-		SelectableModels:   cfg.Chat.SelectableModels,
-		CompactAt:          cfg.Agent.CompactAt,
-		ToolResultShare:    cfg.Agent.ToolResultShare,
-		ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
-		IdleReset:          time.Duration(cfg.Chat.IdleResetMinutes) * time.Minute,
-		MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
-		TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
-		Reasoning:          cfg.Output.Reasoning,
-		ExceptionHandling:  cfg.Output.ExceptionHandling,
-		FailureHint:        cfg.Output.FailureHint,
-		Scope:              pipeline.Scope(cfg.Chat.Scope),
-		Interrupt:          cfg.Chat.Busy == "interrupt",
-		QueueSize:          cfg.Chat.QueueSize,
-		MaxTurnsInFlight:   cfg.Chat.MaxTurnsInFlight,
-		TurnWait:           time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
-		RateLimitPerMinute: cfg.Chat.RateLimitPerMin,
-		TurnTimeout:        time.Duration(cfg.Chat.TurnTimeoutSec) * time.Second,
-		HelpText:           cfg.Chat.HelpText,
-		BusyText:           cfg.Chat.BusyText,
-		RateLimitedText:    cfg.Chat.RateLimitedText,
-		StoppedMarker:      cfg.Chat.InterruptedMarker,
 		Access: pipeline.Access{
 			AllowUsers: cfg.Access.AllowUsers,
 			DenyUsers:  cfg.Access.DenyUsers,
@@ -510,11 +488,47 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			DenyChats:  cfg.Access.DenyChats,
 			Admins:     cfg.Access.Admins,
 		},
-		ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
-		ToolAllow:       cfg.Tools.Allow,
-		ToolsPerChat:    cfg.Tools.PerChat,
-		Prices:          prices(cfg.Models),
-		Quotas:          quotas(cfg.Quotas),
+		RateLimitPerMinute: cfg.Chat.RateLimitPerMin,
+		Scope:              cfg.Chat.Scope,
+		Queue: pipeline.QueueOptions{
+			Busy:             cfg.Chat.Busy,
+			Size:             cfg.Chat.QueueSize,
+			MaxTurnsInFlight: cfg.Chat.MaxTurnsInFlight,
+			TurnWait:         time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
+			TurnTimeout:      time.Duration(cfg.Chat.TurnTimeoutSec) * time.Second,
+		},
+		History: pipeline.HistoryOptions{
+			SystemPrompt:       cfg.Agent.SystemPrompt,
+			Rounds:             cfg.Agent.HistoryRounds,
+			CompactAt:          cfg.Agent.CompactAt,
+			ToolResultShare:    cfg.Agent.ToolResultShare,
+			ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
+			IdleReset:          time.Duration(cfg.Chat.IdleResetMinutes) * time.Minute,
+			MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
+		},
+		Models: pipeline.ModelOptions{
+			Budgets:    modelBudgets(cfg.Models),
+			Selectable: cfg.Chat.SelectableModels,
+			Prices:     prices(cfg.Models),
+		},
+		Output: pipeline.OutputOptions{
+			TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
+			Reasoning:          cfg.Output.Reasoning,
+			ExceptionHandling:  cfg.Output.ExceptionHandling,
+		},
+		Texts: pipeline.Texts{
+			Help:        cfg.Chat.HelpText,
+			Busy:        cfg.Chat.BusyText,
+			RateLimited: cfg.Chat.RateLimitedText,
+			Stopped:     cfg.Chat.InterruptedMarker,
+			FailureHint: cfg.Output.FailureHint,
+		},
+		Tools: pipeline.ToolOptions{
+			Allow:           cfg.Tools.Allow,
+			PerChat:         cfg.Tools.PerChat,
+			ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+		},
+		Quotas: quotas(cfg.Quotas),
 	}
 }
 
@@ -592,7 +606,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 	for i, s := range ss {
 		out[i] = mcp.ServerConfig{
 			Name:            s.Name,
-			Transport:       s.Transport,
+			Transport:       string(s.Transport),
 			Command:         s.Command,
 			Args:            s.Args,
 			Env:             s.Env,
