@@ -136,6 +136,12 @@ func (e *Engine) place(ctx context.Context, c chat.Ref, class Class) (func(), er
 
 // sleep waits d; it returns ctx's error or ErrClosed when either ends first.
 func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+	return sleepUntilDone(ctx, e.done, d)
+}
+
+// sleepUntilDone waits d; it returns ctx's error, or ErrClosed when done (the engine's) is
+// closed first.
+func sleepUntilDone(ctx context.Context, done <-chan struct{}, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -143,7 +149,7 @@ func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-e.done:
+	case <-done:
 		return ErrClosed
 	}
 }

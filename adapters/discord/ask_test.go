@@ -145,13 +145,7 @@ func TestA429OnAQuestionIsRetried(t *testing.T) {
 			if n := len(hs.srv.BotMessages(ch)); n != 1 {
 				t.Errorf("%d bot messages in the channel, want the one question", n)
 			}
-			limited := 0
-			for _, c := range hs.srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage) {
-				if c.Status == 429 {
-					limited++
-				}
-			}
-			if limited != 1 {
+			if limited := limitedCalls(hs.srv, dtk.RouteCreateMessage, dtk.RouteEditMessage); limited != 1 {
 				t.Errorf("%d 429s answered, want the one injected", limited)
 			}
 		})
@@ -215,13 +209,7 @@ func TestA429OnAnInteractionAnswerIsRetried(t *testing.T) {
 			hs := start(t, func(o *discord.Options) { o.RegisterCommands = true }, resetAnswers)
 			ch := "500000000000000103"
 			tc.run(hs, ch)
-			limited := 0
-			for _, c := range hs.srv.CallsTo(tc.route) {
-				if c.Status == 429 {
-					limited++
-				}
-			}
-			if limited != 1 {
+			if limited := limitedCalls(hs.srv, tc.route); limited != 1 {
 				t.Errorf("%d 429s answered on %s, want the one injected", limited, tc.route)
 			}
 		})
@@ -250,14 +238,7 @@ func TestInteractionAnswersDoNotWaitForABusyChannel(t *testing.T) {
 	hs.srv.Storm(ch, 1, 10*time.Minute)
 	r := rc.out.NewReply(hs.ctx)
 	r.Update("an answer the channel has no room for")
-	hs.waitFor("the reply's 429", func() bool {
-		for _, c := range hs.srv.CallsTo(dtk.RouteCreateMessage) {
-			if c.Status == 429 {
-				return true
-			}
-		}
-		return false
-	})
+	hs.waitFor("the reply's 429", func() bool { return limitedCalls(hs.srv, dtk.RouteCreateMessage) > 0 })
 
 	if ans := hs.approve(q, done); ans.Choice != "approve" {
 		t.Fatalf("Ask = %+v, want the asker's approval", ans)
