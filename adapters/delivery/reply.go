@@ -783,5 +783,5 @@ func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (ada
 // a slot, 429s waited out for their scope, temporary failures retried. Other errors,
 // ErrNotModified and ErrMessageGone included, are returned for the caller to act on.
 func (r *Reply) call(ctx context.Context, fn func(context.Context) error) error {
-	return r.e.do(ctx, Request{Chat: r.chat, Class: ClassMessage, Run: fn})
+	return r.e.do(ctx, r.chat, ClassMessage, false, fn)
 }

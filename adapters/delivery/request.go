@@ -61,7 +61,7 @@ func (e *Engine) Do(ctx context.Context, req Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := e.do(ctx, req); err != nil {
+	if err := e.do(ctx, req.Chat, req.Class, req.Detached, req.Run); err != nil {
 		return err
 	}
 	e.observe(Event{Kind: req.Kind, Chat: req.Chat, Final: true})
@@ -69,11 +69,11 @@ func (e *Engine) Do(ctx context.Context, req Request) error {
 }
 
 // do is Do without the event of success: the replies' final messages observe what they
-// delivered themselves.
-func (e *Engine) do(ctx context.Context, req Request) error {
-	c, class := req.Chat, req.Class
+// delivered themselves. It takes Request's fields one by one: fn, only called, then stays off
+// the heap (a struct would carry it along with the chat, which the events keep).
+func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool, fn func(context.Context) error) error {
 	tryCtx := ctx
-	if req.Detached {
+	if detached {
 		tryCtx = context.WithoutCancel(ctx)
 	}
 	attempt := 0
@@ -83,7 +83,7 @@ func (e *Engine) do(ctx context.Context, req Request) error {
 			return err
 		}
 		cctx, cancel := context.WithTimeout(tryCtx, e.opts.CallTimeout)
-		err = req.Run(cctx)
+		err = fn(cctx)
 		cancel()
 		release()
 		var rl *adapters.RateLimitError
