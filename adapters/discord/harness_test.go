@@ -176,6 +176,17 @@ func checkBudget(t testing.TB, srv *dtk.Server, channels ...string) {
 	}
 }
 
+// limitedCalls counts the 429s the server answered on routes.
+func limitedCalls(srv *dtk.Server, routes ...dtk.Route) int {
+	n := 0
+	for _, c := range srv.CallsTo(routes...) {
+		if c.Status == 429 {
+			n++
+		}
+	}
+	return n
+}
+
 // checkNoPings fails when any bot create or edit lacked allowed_mentions with an empty parse list.
 func checkNoPings(t testing.TB, srv *dtk.Server) {
 	t.Helper()
