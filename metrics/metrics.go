@@ -21,6 +21,7 @@ import (
 	"relaybot/adapters/delivery"
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -157,12 +158,12 @@ func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 
 // TurnFinished counts a finished turn with its outcome ("ok", "error", "cancelled", ...) and how
 // long it took. It implements pipeline.Observer.
-func (m *Metrics) TurnFinished(outcome string, took time.Duration) {
+func (m *Metrics) TurnFinished(outcome chat.TurnStatus, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.turns.WithLabelValues(outcome).Inc()
-	m.turnDuration.WithLabelValues(outcome).Observe(took.Seconds())
+	m.turns.WithLabelValues(string(outcome)).Inc()
+	m.turnDuration.WithLabelValues(string(outcome)).Observe(took.Seconds())
 }
 
 // ToolCallFinished counts a finished tool call with its audit status and duration; a tool that

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"relaybot/adapters"
 	"relaybot/tools"
@@ -21,27 +22,18 @@ const (
 // errApprovalTimeout ends an approval question nobody answered in time.
 var errApprovalTimeout = errors.New("approval timed out")
 
-// setApprover lets the turn's "ask" tool calls be approved in the chat, and its tools' questions
-// be answered there, when the platform can post buttons (adapters.Asker). Without that, such
-// calls are denied and such questions answered cancel.
-func (p *Pipeline) setApprover(tt *tools.Turn, in adapters.Inbound, out adapters.Responder, reply adapters.Reply) {
-	asker, ok := out.(adapters.Asker)
-	if !ok {
-		return
-	}
-	ca := &chatApprover{p: p, in: in, asker: asker, out: out, reply: reply}
-	tt.SetApprover(ca)
-	tt.SetElicitor(ca)
-}
-
 // chatApprover asks the chat of one turn whether a tool call may run, and the questions its
 // tools ask (elicit.go).
 type chatApprover struct {
-	p     *Pipeline
-	in    adapters.Inbound
-	asker adapters.Asker
-	out   adapters.Responder
-	reply adapters.Reply
+	in      adapters.Inbound
+	asker   adapters.Asker
+	reply   adapters.Reply
+	admins  idSet // the bot's admins
+	timeout time.Duration
+	now     func() time.Time
+	// prompts take typed answers to a tool's question (elicit.go); notice posts a message.
+	prompts *prompts
+	notice  func(text string)
 }
 
 // Approve posts the question and waits for an allowed press, the approval timeout, or the end of
@@ -49,7 +41,7 @@ type chatApprover struct {
 func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
 	a.reply.Working(false)
 	defer a.reply.Working(true)
-	qctx, cancel := context.WithTimeoutCause(ctx, a.p.opts.ApprovalTimeout, errApprovalTimeout)
+	qctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errApprovalTimeout)
 	defer cancel()
 	q := adapters.Question{
 		Text: questionText(req),
@@ -68,7 +60,7 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	switch {
 	case err == nil:
 	case ctx.Err() == nil && errors.Is(context.Cause(qctx), errApprovalTimeout):
-		return tools.Approval{Decision: tools.DecisionTimeout, At: a.p.opts.Now()}, nil
+		return tools.Approval{Decision: tools.DecisionTimeout, At: a.now()}, nil
 	case ctx.Err() != nil:
 		return tools.Approval{}, fmt.Errorf("the turn ended before anyone answered: %w", context.Cause(ctx))
 	default:
@@ -81,7 +73,7 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	case choiceAlways:
 		d = tools.DecisionAlways
 	}
-	return tools.Approval{Decision: d, By: who(ans), At: a.p.opts.Now()}, nil
+	return tools.Approval{Decision: d, By: who(ans), At: a.now()}, nil
 }
 
 // mayAnswer reports whether the presser is one of the approvers: the asker (the user whose
@@ -102,7 +94,7 @@ func (a *chatApprover) mayAnswer(ans adapters.Answer, approvers []string) bool {
 				return true
 			}
 		case tools.ApproverAdmins:
-			if a.p.access.admins.has(a.in.Chat.Platform, ans.UserID) {
+			if a.admins.has(a.in.Chat.Platform, ans.UserID) {
 				return true
 			}
 		}

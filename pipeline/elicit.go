@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,11 +37,12 @@ func (a *chatApprover) Elicit(ctx context.Context, q tools.Elicitation) (tools.E
 	defer a.reply.Working(true)
 	head := elicitHead(q)
 	if q.Mode == tools.ElicitURL {
-		ans, err := a.ask(ctx, head+"\n\nOpen the link, then press Done.", q.Answerers, []adapters.Choice{
-			{ID: "open", Label: "Open " + linkHost(q.URL), URL: q.URL},
-			{ID: choiceDone, Label: "Done"},
-			{ID: choiceDecline, Label: "Decline"},
-		})
+		choices := []adapters.Choice{{ID: choiceDone, Label: "Done"}, {ID: choiceDecline, Label: "Decline"}}
+		if webLink(q.URL) {
+			// Only http and https become a button; any other link is shown as its text.
+			choices = append([]adapters.Choice{{ID: "open", Label: "Open " + linkHost(q.URL), URL: q.URL}}, choices...)
+		}
+		ans, err := a.ask(ctx, head+"\n\nOpen the link, then press Done.", q.Answerers, choices)
 		if err != nil {
 			return tools.ElicitAnswer{}, err
 		}
@@ -48,7 +50,7 @@ func (a *chatApprover) Elicit(ctx context.Context, q tools.Elicitation) (tools.E
 		if ans.Choice == choiceDecline {
 			act = tools.ElicitDecline
 		}
-		return tools.ElicitAnswer{Action: act, By: who(ans), At: a.p.opts.Now()}, nil
+		return tools.ElicitAnswer{Action: act, By: who(ans), At: a.now()}, nil
 	}
 	content := map[string]any{}
 	by := ""
@@ -59,7 +61,7 @@ func (a *chatApprover) Elicit(ctx context.Context, q tools.Elicitation) (tools.E
 		}
 		by = name
 		if decline {
-			return tools.ElicitAnswer{Action: tools.ElicitDecline, By: by, At: a.p.opts.Now()}, nil
+			return tools.ElicitAnswer{Action: tools.ElicitDecline, By: by, At: a.now()}, nil
 		}
 		if set {
 			content[f.Name] = v
@@ -71,11 +73,11 @@ func (a *chatApprover) Elicit(ctx context.Context, q tools.Elicitation) (tools.E
 			return tools.ElicitAnswer{}, err
 		}
 		if ans.Choice == choiceDecline {
-			return tools.ElicitAnswer{Action: tools.ElicitDecline, By: who(ans), At: a.p.opts.Now()}, nil
+			return tools.ElicitAnswer{Action: tools.ElicitDecline, By: who(ans), At: a.now()}, nil
 		}
 		by = who(ans)
 	}
-	return tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: by, At: a.p.opts.Now()}, nil
+	return tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: by, At: a.now()}, nil
 }
 
 // field asks for one field's value; set is false when an optional field was skipped.
@@ -138,10 +140,10 @@ func (a *chatApprover) prompt(ctx context.Context, text string, answerers []stri
 	if !f.Required {
 		hint = "Reply to this message with your answer, \"" + wordSkip + "\" to leave it out, or \"" + wordDecline + "\" to refuse."
 	}
-	ch := a.p.prompts.openPrompt(a.in.Chat, func(in adapters.Inbound) bool {
+	ch := a.prompts.openPrompt(a.in.Chat, func(in adapters.Inbound) bool {
 		return a.mayAnswer(adapters.Answer{UserID: in.UserID, UserName: in.UserName, ChatAdmin: in.ChatAdmin}, answerers)
 	})
-	defer a.p.prompts.close(a.in.Chat, ch)
+	defer a.prompts.close(a.in.Chat, ch)
 	a.say(text + "\n\n" + hint)
 	for {
 		select {
@@ -172,7 +174,7 @@ func (a *chatApprover) prompt(ctx context.Context, text string, answerers []stri
 
 // say posts a message of the question into the chat.
 func (a *chatApprover) say(text string) {
-	a.p.notice(a.out, text, a.p.log)
+	a.notice(text)
 }
 
 func elicitHead(q tools.Elicitation) string {
@@ -205,6 +207,12 @@ func fieldText(f tools.Field) string {
 		s += " (required)"
 	}
 	return s
+}
+
+// webLink reports whether raw is an absolute http or https URL.
+func webLink(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func linkHost(raw string) string {

@@ -70,7 +70,7 @@ func (p *Pipeline) gateEnter(key string, in adapters.Inbound, log *slog.Logger) 
 	}
 	ctx, cancel := context.WithTimeout(p.base, saveTimeout)
 	defer cancel()
-	ticket, admitted, err := p.opts.Gate.Enter(ctx, key, in, p.opts.QueueSize, p.opts.Interrupt)
+	ticket, admitted, err := p.opts.Gate.Enter(ctx, key, in, p.opts.Queue.Size, p.opts.Queue.interrupt())
 	if err != nil {
 		log.Warn("pipeline: message not ordered across replicas; answering it", "conversation", key, "message", in.MessageID, "err", err)
 		return 0, true

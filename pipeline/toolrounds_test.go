@@ -25,7 +25,7 @@ func mcpHarness(t *testing.T, mopts tools.ManagerOptions) (*harness, *testmcp.Ki
 	l.Start(context.Background())
 	t.Cleanup(l.Close)
 	wait.For(t, "the MCP server", func() bool { return len(l.Tools(context.Background())) > 0 })
-	return newHarnessLoaders(t, Options{TrackFunctionCalls: true}, mopts, nil, l), k
+	return newHarnessLoaders(t, Options{Output: OutputOptions{TrackFunctionCalls: true}}, mopts, nil, l), k
 }
 
 func (r *recReply) sawUpdate(sub string) bool {

@@ -34,7 +34,7 @@ func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
 	cases := []struct {
 		name      string
 		live      bool
-		wantAfter string
+		wantAfter chat.TurnStatus
 	}{
 		{"a live replica's turn keeps running and finishes", true, TurnOK},
 		{"a dead replica's turn is reclaimed", false, TurnInterrupted},

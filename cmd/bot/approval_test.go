@@ -201,7 +201,7 @@ func TestWebChatApprovals(t *testing.T) {
 	tests := []struct {
 		say, press  string
 		wantReply   string
-		wantDecided string
+		wantDecided audit.Decision
 		wantStatus  audit.Status
 	}{
 		{"first", "approve", "tool said: first", "approved", audit.StatusOK},
@@ -390,7 +390,10 @@ func TestTelegramApprovals(t *testing.T) {
 	if err != nil || len(rows) != 4 {
 		t.Fatalf("audit rows = %d, %v", len(rows), err)
 	}
-	want := []struct{ decision, approver string }{{"approved", "user9"}, {"denied", "user100"}, {"always", "user9"}, {"always", "user9"}}
+	want := []struct {
+		decision audit.Decision
+		approver string
+	}{{"approved", "user9"}, {"denied", "user100"}, {"always", "user9"}, {"always", "user9"}}
 	for i, w := range want {
 		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || !r.ApprovalRequired {
 			t.Errorf("row %d: decision %q by %q, want %s by %s", i, r.Decision, r.Approver, w.decision, w.approver)
@@ -506,7 +509,7 @@ func TestDiscordApprovals(t *testing.T) {
 		}
 	}
 	rows, _, _ := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
-	want := []string{"approved", "denied", "always", "always"}
+	want := []audit.Decision{"approved", "denied", "always", "always"}
 	for i, w := range want {
 		if r := rows[len(rows)-1-i]; r.Decision != w || r.Approver != "user700" {
 			t.Errorf("row %d: decision %q by %q, want %s by user700", i, r.Decision, r.Approver, w)

@@ -88,11 +88,11 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 			break
 		}
 		if turn.InboundMessageID == strconv.Itoa(msgID) {
-			statuses = append(statuses, turn.Status)
+			statuses = append(statuses, string(turn.Status))
 		}
 	}
 	// The cut turn, answered again, leaves the history (retried); its rows stay for the audit.
-	if strings.Join(statuses, ",") != store.TurnRetried+","+store.TurnOK {
+	if strings.Join(statuses, ",") != string(store.TurnRetried)+","+string(store.TurnOK) {
 		t.Fatalf("turns of the message: %v, want retried (cut, answered again) then ok", statuses)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"relaybot/store"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
+	"relaybot/tools/mcp/oauth"
 	"relaybot/tools/native"
 	"relaybot/tools/plugin"
 	_ "relaybot/tools/plugin/auditquery" // registers the audit_query plugin
@@ -63,6 +64,8 @@ type bot struct {
 	instance string
 	store    *store.Store
 	pipe     *pipeline.Pipeline
+	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
+	oauth *oauth.Manager
 
 	connectors []connector // the enabled platforms: stop receiving first at shutdown
 	background []part      // admin listener, retention: stop last
@@ -126,6 +129,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
+		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
 		ElicitationTimeout: time.Duration(cfg.Tools.ElicitationTimeoutSec) * time.Second,
 		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
 		ParallelTools: cfg.Tools.ParallelTools})
@@ -192,7 +196,7 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 		return nil, err
 	}
 	b.instance = instance
-	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: b.log, Instance: instance})
+	st, err := store.Open(ctx, store.Options{Driver: string(cfg.Storage.Driver), DSN: cfg.Storage.DSN, Logger: b.log, Instance: instance})
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +249,9 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 		ts.loaders = append(ts.loaders, pl)
 	}
 	if len(cfg.MCP.Servers) > 0 {
+		if err := b.newOAuth(cfg); err != nil {
+			return ts, err
+		}
 		ml := b.startMCP(ctx, cfg.MCP.Servers)
 		ts.loaders = append(ts.loaders, ml)
 		ts.health = func() []admin.ServerHealth { return adminHealth(ml.Health()) }
@@ -270,7 +277,7 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers), b.log)
+	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log)
 	ml.Start(context.WithoutCancel(ctx))
 	b.cleanup = append(b.cleanup, ml.Close)
 	wait := 5 * time.Second
@@ -332,6 +339,7 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		NoDMs:            !cfg.Discord.AllowDMs,
 		TriggerPrefix:    cfg.Chat.TriggerPrefix,
 		RegisterCommands: cfg.Discord.RegisterCommands,
+		Commands:         pipeline.Commands(),
 		ComponentsV2:     cfg.Discord.ComponentsV2,
 		MaxLines:         cfg.Discord.MaxLines,
 		GlobalPerSecond:  cfg.Discord.GlobalPerSecond,
@@ -358,7 +366,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		PollLease:       b.pollLease(cfg.Telegram.Token),
 		Token:           cfg.Telegram.Token,
 		APIEndpoint:     cfg.Telegram.APIEndpoint,
-		Mode:            cfg.Telegram.Mode,
+		Mode:            string(cfg.Telegram.Mode),
 		WebhookListen:   cfg.Telegram.WebhookListen,
 		WebhookURL:      cfg.Telegram.WebhookURL,
 		WebhookSecret:   cfg.Telegram.WebhookSecret,
@@ -368,12 +376,13 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		ChatAdmins:      namesChatAdmins(cfg),
 		TriggerPrefix:   cfg.Chat.TriggerPrefix,
 		Stream:          cfg.Telegram.Stream,
-		Drafts:          cfg.Telegram.Drafts != "off",
-		Rich:            cfg.Telegram.Rich != "off",
+		Drafts:          cfg.Telegram.Drafts.On(),
+		Rich:            cfg.Telegram.Rich.On(),
 		GlobalPerSecond: cfg.Telegram.GlobalPerSecond,
 		PaidBroadcast:   cfg.Telegram.PaidBroadcast,
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,
 		OffsetFile:      offsetFile,
+		Commands:        pipeline.Commands(),
 		Logger:          log,
 		Delivery:        b.chats.options(chat.Telegram, cfg.Telegram.Token, telegram.Limits(), deliver),
 	})
@@ -411,7 +420,11 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Proxies:   proxies,
 		Instances: b.instances,
 		// In the database, so that a login holds on every replica and a logout on all of them.
-		Sessions: b.store,
+		Sessions:  b.store,
+		PublicURL: cfg.Admin.PublicURL,
+	}
+	if b.oauth != nil {
+		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
 		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log}
@@ -471,30 +484,6 @@ const (
 // pipelineOptions maps the config onto the pipeline's options.
 func pipelineOptions(cfg *config.Config) pipeline.Options {
 	return pipeline.Options{
-		SystemPrompt:       cfg.Agent.SystemPrompt,
-		HistoryRounds:      cfg.Agent.HistoryRounds,
-		Models:             modelBudgets(cfg.Models),
-		SelectableModels:   cfg.Chat.SelectableModels,
-		CompactAt:          cfg.Agent.CompactAt,
-		ToolResultShare:    cfg.Agent.ToolResultShare,
-		ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
-		IdleReset:          time.Duration(cfg.Chat.IdleResetMinutes) * time.Minute,
-		MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
-		TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
-		Reasoning:          cfg.Output.Reasoning,
-		ExceptionHandling:  cfg.Output.ExceptionHandling,
-		FailureHint:        cfg.Output.FailureHint,
-		Scope:              pipeline.Scope(cfg.Chat.Scope),
-		Interrupt:          cfg.Chat.Busy == "interrupt",
-		QueueSize:          cfg.Chat.QueueSize,
-		MaxTurnsInFlight:   cfg.Chat.MaxTurnsInFlight,
-		TurnWait:           time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
-		RateLimitPerMinute: cfg.Chat.RateLimitPerMin,
-		TurnTimeout:        time.Duration(cfg.Chat.TurnTimeoutSec) * time.Second,
-		HelpText:           cfg.Chat.HelpText,
-		BusyText:           cfg.Chat.BusyText,
-		RateLimitedText:    cfg.Chat.RateLimitedText,
-		StoppedMarker:      cfg.Chat.InterruptedMarker,
 		Access: pipeline.Access{
 			AllowUsers: cfg.Access.AllowUsers,
 			DenyUsers:  cfg.Access.DenyUsers,
@@ -502,11 +491,47 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			DenyChats:  cfg.Access.DenyChats,
 			Admins:     cfg.Access.Admins,
 		},
-		ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
-		ToolAllow:       cfg.Tools.Allow,
-		ToolsPerChat:    cfg.Tools.PerChat,
-		Prices:          prices(cfg.Models),
-		Quotas:          quotas(cfg.Quotas),
+		RateLimitPerMinute: cfg.Chat.RateLimitPerMin,
+		Scope:              cfg.Chat.Scope,
+		Queue: pipeline.QueueOptions{
+			Busy:             cfg.Chat.Busy,
+			Size:             cfg.Chat.QueueSize,
+			MaxTurnsInFlight: cfg.Chat.MaxTurnsInFlight,
+			TurnWait:         time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
+			TurnTimeout:      time.Duration(cfg.Chat.TurnTimeoutSec) * time.Second,
+		},
+		History: pipeline.HistoryOptions{
+			SystemPrompt:       cfg.Agent.SystemPrompt,
+			Rounds:             cfg.Agent.HistoryRounds,
+			CompactAt:          cfg.Agent.CompactAt,
+			ToolResultShare:    cfg.Agent.ToolResultShare,
+			ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
+			IdleReset:          time.Duration(cfg.Chat.IdleResetMinutes) * time.Minute,
+			MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
+		},
+		Models: pipeline.ModelOptions{
+			Budgets:    modelBudgets(cfg.Models),
+			Selectable: cfg.Chat.SelectableModels,
+			Prices:     prices(cfg.Models),
+		},
+		Output: pipeline.OutputOptions{
+			TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
+			Reasoning:          cfg.Output.Reasoning,
+			ExceptionHandling:  cfg.Output.ExceptionHandling,
+		},
+		Texts: pipeline.Texts{
+			Help:        cfg.Chat.HelpText,
+			Busy:        cfg.Chat.BusyText,
+			RateLimited: cfg.Chat.RateLimitedText,
+			Stopped:     cfg.Chat.InterruptedMarker,
+			FailureHint: cfg.Output.FailureHint,
+		},
+		Tools: pipeline.ToolOptions{
+			Allow:           cfg.Tools.Allow,
+			PerChat:         cfg.Tools.PerChat,
+			ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+		},
+		Quotas: quotas(cfg.Quotas),
 	}
 }
 
@@ -557,12 +582,34 @@ func agentModels(ms []config.Model) []agent.Model {
 	return out
 }
 
-func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
+// newOAuth builds the logins of the MCP servers with auth = "oauth", kept in the store.
+func (b *bot) newOAuth(cfg *config.Config) error {
+	var servers []oauth.Server
+	for _, s := range cfg.MCP.Servers {
+		if s.Auth == "oauth" {
+			servers = append(servers, oauth.Server{Name: s.Name, URL: s.URL, ClientID: s.ClientID, ClientSecret: s.ClientSecret, Scopes: s.Scopes})
+		}
+	}
+	if len(servers) == 0 {
+		return nil
+	}
+	m, err := oauth.New(oauth.Options{Servers: servers, Store: b.store, Key: cfg.SecretKey, Logger: b.log})
+	if err != nil {
+		return err
+	}
+	b.oauth = m
+	b.background = append(b.background, part{name: "mcp oauth", run: m.Run})
+	return nil
+}
+
+// mcpServers turns the configured servers into the loader's; logins authorizes those with
+// auth = "oauth" (nil when none has it).
+func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig {
 	out := make([]mcp.ServerConfig, len(ss))
 	for i, s := range ss {
 		out[i] = mcp.ServerConfig{
 			Name:            s.Name,
-			Transport:       s.Transport,
+			Transport:       string(s.Transport),
 			Command:         s.Command,
 			Args:            s.Args,
 			Env:             s.Env,
@@ -572,6 +619,9 @@ func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
 			ToolCallTimeout: s.ToolCallTimeout,
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,
+		}
+		if s.Auth == "oauth" {
+			out[i].Auth = logins.Source(s.Name)
 		}
 	}
 	return out
