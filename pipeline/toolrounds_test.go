@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -94,41 +93,13 @@ func spansOverlap(a, b audit.Record) bool {
 	return a.StartedAt.Before(b.FinishedAt) && b.StartedAt.Before(a.FinishedAt)
 }
 
-// elicitResponder is a streaming responder with buttons whose questions are answered by
-// script: each question gets the presses press returns for it, in order.
-type elicitResponder struct {
-	*recResponder
-	press func(q adapters.Question) []adapters.Answer
-
-	mu        sync.Mutex
-	questions []adapters.Question
-	told      []string
-}
-
-func (e *elicitResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
-	e.mu.Lock()
-	e.questions = append(e.questions, q)
-	e.mu.Unlock()
-	for _, p := range e.press(q) {
-		ok, text := decide(p)
-		e.mu.Lock()
-		e.told = append(e.told, text)
-		e.mu.Unlock()
-		if ok {
-			return p, nil
-		}
-	}
-	<-ctx.Done()
-	return adapters.Answer{}, ctx.Err()
-}
-
 // A tool's question is asked with buttons for an enum and a boolean: a bystander's press is
 // refused and told why, the asker's answers go to the server, and the audit row keeps who gave
 // them.
 func TestToolQuestionAnsweredWithButtons(t *testing.T) {
 	h, _ := mcpHarness(t, tools.ManagerOptions{})
 	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "ask", Args: []string{`{"form":"choice"}`}}), llm.Text("thanks"))
-	out := &elicitResponder{recResponder: &recResponder{stream: true}, press: func(q adapters.Question) []adapters.Answer {
+	out := &askResponder{recResponder: &recResponder{stream: true}, pressFor: func(q adapters.Question) []adapters.Answer {
 		choice := "yes"
 		if strings.Contains(q.Text, "Colour") {
 			choice = "v1"
@@ -156,7 +127,7 @@ func TestToolQuestionAnsweredWithButtons(t *testing.T) {
 func TestToolQuestionAnsweredWithText(t *testing.T) {
 	h, _ := mcpHarness(t, tools.ManagerOptions{})
 	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "ask", Args: []string{`{"form":"text"}`}}), llm.Text("hello Ann"))
-	out := &elicitResponder{recResponder: &recResponder{stream: true}, press: func(adapters.Question) []adapters.Answer { return nil }}
+	out := &askResponder{recResponder: &recResponder{stream: true}}
 	done := h.handle(privateMsg("7", "1", "ask me"), out)
 	notices := func() []string {
 		out.recResponder.mu.Lock()
@@ -186,7 +157,7 @@ func TestToolQuestionAnsweredWithText(t *testing.T) {
 func TestToolQuestionTimesOut(t *testing.T) {
 	h, _ := mcpHarness(t, tools.ManagerOptions{ElicitationTimeout: 200 * time.Millisecond})
 	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "ask", Args: []string{`{"form":"choice"}`}}), llm.Text("nobody answered"))
-	out := &elicitResponder{recResponder: &recResponder{stream: true}, press: func(adapters.Question) []adapters.Answer { return nil }}
+	out := &askResponder{recResponder: &recResponder{stream: true}}
 	<-h.handle(privateMsg("7", "1", "ask me"), out)
 	reqs := h.llm.Requests()
 	msgs := reqs[len(reqs)-1].Messages

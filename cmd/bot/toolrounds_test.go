@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"relaybot/audit"
 	dtk "relaybot/internal/testkit/discord"
@@ -144,16 +143,8 @@ func TestTelegramToolQuestionTimesOut(t *testing.T) {
 // see; the asker's answers reach the server.
 func TestDiscordToolQuestion(t *testing.T) {
 	e := newEnv(t)
-	dc := dtk.New(dtk.Config{})
-	t.Cleanup(dc.Close)
-	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
 	e.llm.SetHandler(roundModel)
-	e.start(e.config(""))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := dc.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dc := startDiscordBot(t, e, nil)
 	const guild, channel, asker, bystander = "900000000000000001", "800000000000000001", "600", "601"
 	if _, err := dc.Post(dtk.UserMessage{ChannelID: channel, GuildID: guild, AuthorID: asker, MentionBot: true,
 		Content: "<@100000000000000001> ask choice"}); err != nil {
@@ -172,15 +163,7 @@ func TestDiscordToolQuestion(t *testing.T) {
 		})
 		return q
 	}
-	button := func(q dtk.Message, choice string) string {
-		for _, b := range q.Buttons {
-			if strings.HasSuffix(b.CustomID, ":"+choice) {
-				return b.CustomID
-			}
-		}
-		t.Fatalf("no %s button on %+v", choice, q.Buttons)
-		return ""
-	}
+	button := func(q dtk.Message, choice string) string { return discordButton(t, q, ":"+choice) }
 	q := question("Colour")
 	it, err := dc.ClickButton(q.ID, button(q, "v2"), bystander, nil)
 	if err != nil {
@@ -263,16 +246,8 @@ func TestWebChatToolQuestionAndParallelRound(t *testing.T) {
 // cancels the call at the server.
 func TestDiscordProgressAndStopButton(t *testing.T) {
 	e := newEnv(t)
-	dc := dtk.New(dtk.Config{})
-	t.Cleanup(dc.Close)
-	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
 	e.llm.SetHandler(roundModel)
-	e.start(e.config(""))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := dc.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dc := startDiscordBot(t, e, nil)
 	const guild, channel, asker = "900000000000000001", "800000000000000001", "600"
 	if _, err := dc.Post(dtk.UserMessage{ChannelID: channel, GuildID: guild, AuthorID: asker, MentionBot: true,
 		Content: "<@100000000000000001> progress"}); err != nil {
@@ -288,19 +263,8 @@ func TestDiscordProgressAndStopButton(t *testing.T) {
 		}
 		return false
 	})
-	if _, err := dc.ClickButton(reply.ID, discordStopID(t, reply), asker, nil); err != nil {
+	if _, err := dc.ClickButton(reply.ID, discordButton(t, reply, "stop"), asker, nil); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, "the server to be told the call was cancelled", func() bool { return e.kit.CancelNotices() >= 1 })
-}
-
-func discordStopID(t *testing.T, m dtk.Message) string {
-	t.Helper()
-	for _, b := range m.Buttons {
-		if strings.HasSuffix(b.CustomID, "stop") {
-			return b.CustomID
-		}
-	}
-	t.Fatalf("no Stop button on %+v", m.Buttons)
-	return ""
 }
