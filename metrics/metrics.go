@@ -11,7 +11,6 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"relaybot/store"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +20,7 @@ import (
 	"relaybot/adapters/delivery"
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -43,7 +43,7 @@ type Options struct {
 	Models []string
 	// Prices are the models' prices per million tokens by configured name; a priced model's
 	// calls add to relaybot_model_cost_total.
-	Prices map[string]store.Price
+	Prices map[string]chat.Price
 	// MCPUp, when set, is asked at every scrape whether each MCP server is up (server name → up).
 	MCPUp func() map[string]bool
 	// QueueDepths, when set, are asked at every scrape how many items wait in each named queue.
@@ -59,7 +59,7 @@ type Metrics struct {
 	reg       *prometheus.Registry
 	knownTool func(string) bool
 	models    map[string]bool
-	prices    map[string]store.Price
+	prices    map[string]chat.Price
 
 	turns        *prometheus.CounterVec
 	turnDuration *prometheus.HistogramVec
@@ -224,7 +224,7 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
 	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
 	if p, ok := m.prices[c.Model]; ok {
-		m.modelCost.WithLabelValues(model).Add(store.UsageRow{TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)}.Cost(p))
+		m.modelCost.WithLabelValues(model).Add(p.Cost(int64(c.TokensIn), int64(c.TokensOut)))
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"relaybot/chat"
-	"relaybot/store"
 	"strings"
 	"testing"
 	"time"
@@ -214,7 +213,7 @@ func TestNilMetricsIgnoresEveryCall(t *testing.T) {
 
 // The cost counter prices each model call's tokens with the model's configured price per million.
 func TestModelCostFollowsThePrices(t *testing.T) {
-	m := New(Options{Models: []string{"mini", "free"}, Prices: map[string]store.Price{"mini": {In: 0.15, Out: 0.60}}})
+	m := New(Options{Models: []string{"mini", "free"}, Prices: map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}}})
 	m.ModelCallFinished(agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 2_000_000, TokensOut: 500_000})
 	m.ModelCallFinished(agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 0})
 	m.ModelCallFinished(agent.LLMCall{Model: "free", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 1_000_000})

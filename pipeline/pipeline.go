@@ -158,7 +158,7 @@ type Options struct {
 	// Usage answers /usage and feeds the quotas; Prices are the models' prices per million
 	// tokens, by configured model name.
 	Usage  UsageLog
-	Prices map[string]store.Price
+	Prices map[string]chat.Price
 	// Quotas cap what users and chats may spend; checked before each turn's model call.
 	Quotas Quotas
 

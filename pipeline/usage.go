@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -69,7 +70,7 @@ func (p *Pipeline) usageCommand(ctx context.Context, in adapters.Inbound, args s
 
 // formatUsage renders the totals of today and this month (UTC), and for /usage all the month's
 // top users, chats and models.
-func formatUsage(day, month []store.UsageRow, all bool, prices map[string]store.Price) string {
+func formatUsage(day, month []store.UsageRow, all bool, prices map[string]chat.Price) string {
 	var b strings.Builder
 	who := "Your usage"
 	if all {
@@ -91,7 +92,7 @@ func formatUsage(day, month []store.UsageRow, all bool, prices map[string]store.
 	return b.String()
 }
 
-func total(rows []store.UsageRow, prices map[string]store.Price) store.UsageTotal {
+func total(rows []store.UsageRow, prices map[string]chat.Price) store.UsageTotal {
 	if t := store.RollUp(rows, store.ByAll, prices); len(t) > 0 {
 		return t[0]
 	}

@@ -517,10 +517,10 @@ func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
 }
 
 // prices are the models' prices per million tokens, by configured name.
-func prices(ms []config.Model) map[string]store.Price {
-	out := make(map[string]store.Price, len(ms))
+func prices(ms []config.Model) map[string]chat.Price {
+	out := make(map[string]chat.Price, len(ms))
 	for _, m := range ms {
-		out[m.Name] = store.Price{In: m.PriceIn, Out: m.PriceOut}
+		out[m.Name] = chat.Price{In: m.PriceIn, Out: m.PriceOut}
 	}
 	return out
 }

@@ -332,15 +332,8 @@ type replicaChats struct {
 	log      *slog.Logger
 
 	mu      sync.Mutex
-	bots    map[string]*delivery.Engine // by bot scope
+	bots    map[coord.Bot]*delivery.Engine // by bot scope
 	replies []*coord.Replies
-}
-
-// botScope names one bot of a platform in the shared tables: the platform and a digest of the
-// token, so two bots on one database keep apart, and the token itself appears nowhere.
-func botScope(platform chat.Platform, token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return string(platform) + " " + hex.EncodeToString(sum[:8])
 }
 
 // options adds to deliver what the engine of the bot with token on platform needs to deliver
@@ -349,8 +342,8 @@ func (r *replicaChats) options(platform chat.Platform, token string, lim adapter
 	if r.db == nil {
 		return deliver
 	}
-	scope := botScope(platform, token)
-	deliver.SharedChats = coord.NewChatBudgets(r.db, r.instance, coord.ChatBudgetOptions{Scope: scope,
+	scope := coord.BotOf(platform, token)
+	deliver.SharedChats = coord.NewChatBudgets(r.db, r.instance, coord.ChatBudgetOptions{Bot: scope,
 		Chat: coord.Window{N: lim.PerChat.N, Per: lim.PerChat.Per}, Group: coord.Window{N: lim.PerGroup.N, Per: lim.PerGroup.Per}})
 	rep := coord.NewReplies(r.db, r.instance, scope, r.log)
 	deliver.InFlight = rep
@@ -368,9 +361,9 @@ func (r *replicaChats) add(platform chat.Platform, token string, e *delivery.Eng
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.bots == nil {
-		r.bots = map[string]*delivery.Engine{}
+		r.bots = map[coord.Bot]*delivery.Engine{}
 	}
-	r.bots[botScope(platform, token)] = e
+	r.bots[coord.BotOf(platform, token)] = e
 }
 
 // run writes the replies in flight until ctx ends; part of the background.
