@@ -92,10 +92,10 @@ func (r *Replies) Flush(ctx context.Context) error {
 	var ended, keys, platforms, chats, threads, msgs, texts []string
 	for id, s := range batch {
 		if s == nil {
-			ended = append(ended, id)
+			ended = append(ended, r.rowKey(id))
 			continue
 		}
-		keys = append(keys, id)
+		keys = append(keys, r.rowKey(id))
 		platforms = append(platforms, string(s.msg.Chat.Platform))
 		chats = append(chats, s.msg.Chat.ChatID)
 		threads = append(threads, s.msg.Chat.ThreadID)
@@ -114,6 +114,10 @@ func (r *Replies) Flush(ctx context.Context) error {
 	}
 	return err
 }
+
+// rowKey is reply id's key in reply_messages: an engine numbers its replies from 1, and the
+// engines of two bots of one replica (Telegram and Discord) must not share a row.
+func (r *Replies) rowKey(id string) string { return r.bot.String() + " " + id }
 
 func (r *Replies) write(ctx context.Context, ended, keys, platforms, chats, threads, msgs, texts []string) error {
 	if len(keys) > 0 {

@@ -69,13 +69,10 @@ type Observer interface {
 
 // Options configure a Pipeline. Zero values take the documented defaults.
 type Options struct {
-	// Stops, when replicas share the bot, passes a /stop for a turn this replica does not run to
-	// the others; nil for a single process.
-	Stops StopPublisher
-	// Gate, when replicas share the bot, keeps one turn at a time per conversation across them,
-	// with the queue limit and busy policy holding for the deployment; nil for a single process,
-	// whose conversations are ordered in its memory.
-	Gate TurnGate
+	// Replicas is the deployment the bot runs in (coord.Deployment): one turn at a time per
+	// conversation across the replicas, and /stop carried to the one running the turn. nil
+	// means this process alone, whose conversations are ordered in its memory.
+	Replicas Replicas
 	// SystemPrompt starts every transcript; SystemPromptExtra, when set, returns text appended to
 	// it at each turn (the skill index).
 	SystemPrompt      string
@@ -126,7 +123,7 @@ type Options struct {
 	// Settle is how long the first message of an idle conversation waits for messages the user
 	// sent just before it that are still on their way (adapters hand each message over on its own
 	// goroutine, so two quick messages may arrive swapped); default DefaultSettle
-	// (DefaultReplicaSettle with a Gate), negative: none.
+	// (DefaultReplicaSettle when Replicas are shared), negative: none.
 	Settle time.Duration
 	// MaxTurnsInFlight bounds turns running at once (default 64); TurnWait bounds the wait for a
 	// free slot (default 60 s) before the user is told the bot is busy.
@@ -189,7 +186,7 @@ const (
 	DefaultTurnWait         = 60 * time.Second
 	DefaultTurnTimeout      = 15 * time.Minute
 	DefaultSettle           = 50 * time.Millisecond
-	// DefaultReplicaSettle is Settle when replicas share the bot (Options.Gate): a message sent
+	// DefaultReplicaSettle is Settle when replicas share the bot (Replicas.Shared): a message sent
 	// just before may reach another replica and its database round trips first.
 	DefaultReplicaSettle   = 200 * time.Millisecond
 	DefaultApprovalTimeout = 300 * time.Second
@@ -269,9 +266,12 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	if opts.TurnWait <= 0 {
 		opts.TurnWait = DefaultTurnWait
 	}
+	if opts.Replicas == nil {
+		opts.Replicas = alone{}
+	}
 	if opts.Settle == 0 {
 		opts.Settle = DefaultSettle
-		if opts.Gate != nil {
+		if opts.Replicas.Shared() {
 			opts.Settle = DefaultReplicaSettle
 		}
 	}

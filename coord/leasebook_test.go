@@ -1,4 +1,4 @@
-package main
+package coord
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestTheAdminPagesSeeWhoHoldsALease(t *testing.T) {
 	for _, end := range []string{"released", "lost"} {
 		t.Run(end, func(t *testing.T) {
 			inner := &heldLease{}
-			l := recordedLease{Lease: inner, name: "telegram poller 01", instance: "replica-a", st: st, log: slog.New(slog.DiscardHandler)}
+			l := recordedLease{Lease: inner, name: "telegram poller 01", instance: "replica-a", book: st, log: slog.New(slog.DiscardHandler)}
 			_, release, err := l.Acquire(ctx)
 			if err != nil {
 				t.Fatal(err)
