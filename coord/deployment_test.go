@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"slices"
 	"strings"
@@ -51,6 +52,22 @@ func (e *engine) marks() []string {
 	return slices.Clone(e.marked)
 }
 
+// newTestReplica joins a replica with a short lease to the deployment on db; it leaves when the
+// test ends.
+func newTestReplica(t *testing.T, db *sql.DB, st Store) *Replica {
+	t.Helper()
+	id, err := NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReplica(context.Background(), db, ReplicaOptions{ID: id, Store: st, TTL: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	return r
+}
+
 // TestASurvivorEndsTheReplyADeadReplicaWasStreaming: a replica that died mid-reply left what
 // its message showed; the survivor's heartbeat hands that message to the engine of the same bot
 // to end with a note, and leaves another bot's replies to that bot's engine.
@@ -67,14 +84,7 @@ func TestASurvivorEndsTheReplyADeadReplicaWasStreaming(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	id, err := NewID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	survivor, err := NewReplica(ctx, db, ReplicaOptions{ID: id, Store: st, TTL: 600 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	survivor := newTestReplica(t, db, st)
 	e := &engine{}
 	survivor.AddEngine(ours, e)
 	wait.For(t, "the survivor to end the dead replica's reply", func() bool { return len(e.marks()) > 0 })
@@ -103,15 +113,7 @@ func TestReplicasShareTheBotWideBudgets(t *testing.T) {
 	bot := BotOf(chat.Discord, "token")
 	join := func() (*Replica, *engine) {
 		t.Helper()
-		id, err := NewID()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := NewReplica(ctx, db, ReplicaOptions{ID: id, Store: st, TTL: 600 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close(ctx) })
+		r := newTestReplica(t, db, st)
 		e := &engine{}
 		r.AddEngine(bot, e)
 		return r, e

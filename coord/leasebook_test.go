@@ -3,10 +3,10 @@ package coord
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 
+	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 )
@@ -24,14 +24,9 @@ func (l *heldLease) Acquire(ctx context.Context) (context.Context, func(), error
 // it releases the lease or loses it.
 func TestTheAdminPagesSeeWhoHoldsALease(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t, func(ctx context.Context) (*store.Store, error) {
+		return store.Open(ctx, store.Options{DSN: storetest.SQLitePath(t)})
+	})
 	holders := func() []string {
 		t.Helper()
 		got, err := st.LeaseHolders(ctx)
