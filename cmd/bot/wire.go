@@ -28,6 +28,7 @@ import (
 	"relaybot/store"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
+	"relaybot/tools/mcp/oauth"
 	"relaybot/tools/native"
 	"relaybot/tools/plugin"
 	_ "relaybot/tools/plugin/auditquery" // registers the audit_query plugin
@@ -45,6 +46,8 @@ type bot struct {
 	instance string
 	store    *store.Store
 	pipe     *pipeline.Pipeline
+	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
+	oauth *oauth.Manager
 
 	connectors []connector // the enabled platforms: stop receiving first at shutdown
 	background []part      // admin listener, retention: stop last
@@ -96,7 +99,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	mgr, err := tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy})
+	mgr, err := tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
+		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn})
 	if err != nil {
 		return b, err
 	}
@@ -214,6 +218,9 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 		ts.loaders = append(ts.loaders, pl)
 	}
 	if len(cfg.MCP.Servers) > 0 {
+		if err := b.newOAuth(cfg); err != nil {
+			return ts, err
+		}
 		ml := b.startMCP(ctx, cfg.MCP.Servers)
 		ts.loaders = append(ts.loaders, ml)
 		ts.health = func() []admin.ServerHealth { return adminHealth(ml.Health()) }
@@ -239,7 +246,7 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers), b.log)
+	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log)
 	ml.Start(context.WithoutCancel(ctx))
 	b.cleanup = append(b.cleanup, ml.Close)
 	wait := 5 * time.Second
@@ -380,7 +387,11 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Proxies:   proxies,
 		Instances: adminInstances(b.dep),
 		// In the database, so that a login holds on every replica and a logout on all of them.
-		Sessions: b.store,
+		Sessions:  b.store,
+		PublicURL: cfg.Admin.PublicURL,
+	}
+	if b.oauth != nil {
+		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
 		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(), Logger: b.log})
@@ -522,7 +533,29 @@ func agentModels(ms []config.Model) []agent.Model {
 	return out
 }
 
-func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
+// newOAuth builds the logins of the MCP servers with auth = "oauth", kept in the store.
+func (b *bot) newOAuth(cfg *config.Config) error {
+	var servers []oauth.Server
+	for _, s := range cfg.MCP.Servers {
+		if s.Auth == "oauth" {
+			servers = append(servers, oauth.Server{Name: s.Name, URL: s.URL, ClientID: s.ClientID, ClientSecret: s.ClientSecret, Scopes: s.Scopes})
+		}
+	}
+	if len(servers) == 0 {
+		return nil
+	}
+	m, err := oauth.New(oauth.Options{Servers: servers, Store: b.store, Key: cfg.SecretKey, Logger: b.log})
+	if err != nil {
+		return err
+	}
+	b.oauth = m
+	b.background = append(b.background, part{name: "mcp oauth", run: m.Run})
+	return nil
+}
+
+// mcpServers turns the configured servers into the loader's; logins authorizes those with
+// auth = "oauth" (nil when none has it).
+func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig {
 	out := make([]mcp.ServerConfig, len(ss))
 	for i, s := range ss {
 		out[i] = mcp.ServerConfig{
@@ -536,6 +569,9 @@ func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
 			ConnectTimeout:  time.Duration(s.ConnectSec) * time.Second,
 			ToolCallTimeout: s.ToolCallTimeout,
 			ToolPrefix:      s.ToolPrefix,
+		}
+		if s.Auth == "oauth" {
+			out[i].Auth = logins.Source(s.Name)
 		}
 	}
 	return out
