@@ -18,16 +18,14 @@ import (
 // a web relay and their delivery options). cmd/bot wires it and runs Run among its background
 // parts; it holds no policy of its own.
 //
-// Every request a replica makes for the work it holds — a platform request of its delivery
-// engines, a turn entering or leaving its conversation, a stop — passes through a value this
-// Deployment handed out, and its membership (Member) is the one place that knows when the
-// replica's lease was last renewed: the place a fence ("am I still the holder?") will be asked.
+// Fencing (a replica that lost its lease stops acting on its work) is not built, and belongs
+// here: the membership (Member) is the one place that knows when the lease was last renewed,
+// the pipeline asks the Deployment before each turn runs (Wait), and every delivery engine's
+// options come from it (Delivery), so the check before each platform request, tool start and
+// turn write is to be one method of the Deployment those callers ask.
 //
 // Delivery and AddEngine are called while the bot is built, before Run.
 type Deployment interface {
-	// ID is this replica's id, the one its turns carry (store.Options.Instance); empty for a
-	// single process.
-	ID() string
 	// Shared reports whether other replicas may serve the bot too.
 	Shared() bool
 
@@ -99,9 +97,6 @@ type Local struct {
 
 // NewLocal returns the deployment of a single process.
 func NewLocal() *Local { return &Local{} }
-
-// ID implements Deployment: a single process has no replica id.
-func (*Local) ID() string { return "" }
 
 // Shared implements Deployment: no other process serves the bot.
 func (*Local) Shared() bool { return false }

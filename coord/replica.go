@@ -188,7 +188,7 @@ func (r *Replica) mark(e Engine, ir InterruptedReply) {
 	r.log.Info("marked the partial reply of a replica that is gone as interrupted", attrs...)
 }
 
-// ID implements Deployment.
+// ID is this replica's id, the one its turns carry (store.Options.Instance).
 func (r *Replica) ID() string { return r.member.ID() }
 
 // Shared implements Deployment: other replicas may join at any time.
