@@ -180,7 +180,7 @@ func toolModel(r llm.Request) llm.Reply {
 func startWebBot(t *testing.T, timeoutSec int) (*env, *webChat) {
 	t.Helper()
 	e := newEnv(t)
-	cfg := e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true")
+	cfg := e.toml().set("admin", webChatAdmin...).parse(t)
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Server: "kit", Action: "ask"}}
 	cfg.Tools.ApprovalTimeoutSec = timeoutSec
 	e.llm.SetHandler(toolModel)
@@ -267,7 +267,7 @@ func TestWebChatApprovalTimesOut(t *testing.T) {
 // row nor the turn is left running.
 func TestRestartWhileWaitingForApprovalClosesTheTurnAndTheRow(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.configAdmin("shutdown_grace_sec = 1", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true")
+	cfg := e.toml().set("chat", "shutdown_grace_sec", 1).set("admin", webChatAdmin...).parse(t)
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
 	stop := e.start(cfg)
@@ -321,7 +321,7 @@ func pressData(t *testing.T, m tgkit.Message, choice string) string {
 // reaches the model, and "always allow" is not asked again in that chat.
 func TestTelegramApprovals(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("")
+	cfg := e.config()
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
 	e.start(cfg)
@@ -408,8 +408,8 @@ func TestDiscordApprovals(t *testing.T) {
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{})
 	t.Cleanup(dc.Close)
-	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
-	cfg := e.config("")
+	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
+	cfg := e.config()
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
 	e.start(cfg)
@@ -521,7 +521,7 @@ func TestDiscordApprovals(t *testing.T) {
 // not: the adapter asks getChatMember about the sender.
 func TestTelegramChatAdminsRole(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("")
+	cfg := e.config()
 	cfg.Tools.Policy = []config.ToolPolicy{
 		{Tool: "echo", Action: "deny"},
 		{Tool: "echo", Roles: []string{"chat_admins"}, Action: "allow"},
