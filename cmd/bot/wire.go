@@ -23,6 +23,7 @@ import (
 	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/coord"
+	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
 	"relaybot/store"
@@ -49,9 +50,9 @@ type bot struct {
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
 	oauth *oauth.Manager
 
-	connectors []connector // the enabled platforms: stop receiving first at shutdown
-	background []part      // admin listener, retention: stop last
-	cleanup    []func()    // at the very end, in reverse order (MCP servers, then the store)
+	connectors []connector      // the enabled platforms: stop receiving first at shutdown
+	background []lifecycle.Part // admin listener, retention: stop last
+	cleanup    []func()         // at the very end, in reverse order (MCP servers, then the store)
 }
 
 // connector is a chat platform as serve runs it: every adapter (Telegram, Discord, the web
@@ -109,7 +110,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	m.CountQueue("pipeline", b.pipe.Queued)
-	b.background = append(b.background, part{name: "deployment", run: func(ctx context.Context) error { return b.dep.Run(ctx, b.pipe) }})
+	b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return b.dep.Run(ctx, b.pipe) }})
 
 	deliver := delivery.Options{Logger: log, Observer: m}
 	if b.connectors, err = b.platforms(cfg, deliver); err != nil {
@@ -125,7 +126,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	if days := cfg.Storage.RetentionDays; days > 0 {
 		log.Info("retention sweeper", "days", days, "every", "1h")
-		b.background = append(b.background, part{name: "retention", run: func(ctx context.Context) error {
+		b.background = append(b.background, lifecycle.Part{Name: "retention", Run: func(ctx context.Context) error {
 			st.RunRetention(ctx, days)
 			return nil
 		}})
@@ -411,7 +412,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 	if cfg.Admin.WebChat {
 		b.log.Info("web chat", "path", "/chat", "on", "the admin listener")
 	}
-	b.background = append(b.background, part{name: "admin", run: srv.Run})
+	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: srv.Run})
 	return nil
 }
 
@@ -563,7 +564,7 @@ func (b *bot) newOAuth(cfg *config.Config) error {
 		return err
 	}
 	b.oauth = m
-	b.background = append(b.background, part{name: "mcp oauth", run: m.Run})
+	b.background = append(b.background, lifecycle.Part{Name: "mcp oauth", Run: m.Run})
 	return nil
 }
 
