@@ -11,16 +11,19 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"relaybot/store"
 	"time"
+
+	"relaybot/store"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"relaybot/adapters/delivery"
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/pipeline"
 	"relaybot/tools"
 )
 
@@ -51,6 +54,15 @@ type Options struct {
 	// Instance, when set, is the id of this replica among several on one database: every series
 	// carries it as the label instance, so the replicas' series stay apart wherever they meet.
 	Instance string
+	// ToolNames, when set, lists the tools that exist; it is asked at every scrape, and each
+	// tool's series (every status) exist at zero before its first call.
+	ToolNames func() []string
+	// Platforms are the enabled platforms ("telegram", "discord", "web"): their delivery series
+	// exist at zero from the start.
+	Platforms []string
+	// Providers are the gen_ai.provider.name of each configured model by name ("openai" when
+	// missing), and RequestModels the model id each asks for, for the GenAI client metrics.
+	Providers, RequestModels map[string]string
 }
 
 // Metrics holds the bot's collectors. Every method is safe for concurrent use; a nil *Metrics
@@ -58,8 +70,11 @@ type Options struct {
 type Metrics struct {
 	reg       *prometheus.Registry
 	knownTool func(string) bool
+	toolNames func() []string
 	models    map[string]bool
 	prices    map[string]store.Price
+	providers map[string]string
+	requested map[string]string
 
 	turns        *prometheus.CounterVec
 	turnDuration *prometheus.HistogramVec
@@ -78,6 +93,10 @@ type Metrics struct {
 	modelCost       *prometheus.CounterVec
 	modelFallbacks  *prometheus.CounterVec
 	modelErrors     *prometheus.CounterVec
+
+	// The OpenTelemetry GenAI client metrics, named as the OTel→Prometheus convention names them.
+	genAITokens   *prometheus.HistogramVec
+	genAIDuration *prometheus.HistogramVec
 }
 
 // New returns a Metrics with every family of the bot registered, next to the Go runtime and
@@ -86,8 +105,11 @@ func New(opts Options) *Metrics {
 	m := &Metrics{
 		reg:       prometheus.NewRegistry(),
 		knownTool: opts.KnownTool,
+		toolNames: opts.ToolNames,
 		models:    make(map[string]bool, len(opts.Models)),
 		prices:    opts.Prices,
+		providers: opts.Providers,
+		requested: opts.RequestModels,
 	}
 	for _, name := range opts.Models {
 		m.models[name] = true
@@ -111,6 +133,16 @@ func New(opts Options) *Metrics {
 	m.modelCost = f.counter("relaybot_model_cost_total", "What the models' tokens cost at the configured [[models]] prices (per million tokens), by model.", "model")
 	m.modelFallbacks = f.counter("relaybot_model_fallbacks_total", "Model calls made to a fallback candidate because the one before it failed, by the model fallen back to.", "model")
 	m.modelErrors = f.counter("relaybot_model_errors_total", "Failed model calls, by model and kind of error (auth, rate_limit, overloaded, context_length, bad_request, server, timeout, network, other).", "model", "kind")
+
+	genAI := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
+	m.genAITokens = f.histogram("gen_ai_client_token_usage", "Tokens used per model call (OpenTelemetry gen_ai.client.token.usage), by token type (input, output).", genAITokenBuckets, append(genAI, "gen_ai_token_type")...)
+	m.genAIDuration = f.histogram("gen_ai_client_operation_duration_seconds", "Duration of model calls (OpenTelemetry gen_ai.client.operation.duration); error_type is empty on success.", genAIDurationBuckets, append(genAI, "error_type")...)
+	m.zeroModels(opts.Models)
+	m.zeroPlatforms(opts.Platforms)
+	for _, o := range turnOutcomes {
+		m.turns.WithLabelValues(o)
+		m.turnDuration.WithLabelValues(o)
+	}
 
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -149,20 +181,31 @@ func (m *Metrics) Handler() http.Handler {
 	if m == nil {
 		return promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{})
 	}
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return promhttp.HandlerFor(m.Gatherer(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// Gatherer returns the registry, for tests and for pushing elsewhere.
-func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
+// Gatherer returns the registry, for tests and for pushing elsewhere; each Gather first makes
+// the series of tools that appeared since (an MCP server that connected) exist at zero.
+func (m *Metrics) Gatherer() prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		m.zeroTools()
+		return m.reg.Gather()
+	})
+}
+
+// TurnStarted implements pipeline.Observer: the turn's context is passed on as it is.
+func (m *Metrics) TurnStarted(ctx context.Context, _ pipeline.TurnStart) context.Context {
+	return ctx
+}
 
 // TurnFinished counts a finished turn with its outcome ("ok", "error", "cancelled", ...) and how
 // long it took. It implements pipeline.Observer.
-func (m *Metrics) TurnFinished(outcome string, took time.Duration) {
+func (m *Metrics) TurnFinished(_ context.Context, end *store.TurnEnd, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.turns.WithLabelValues(outcome).Inc()
-	m.turnDuration.WithLabelValues(outcome).Observe(took.Seconds())
+	m.turns.WithLabelValues(end.Status).Inc()
+	m.turnDuration.WithLabelValues(end.Status).Observe(took.Seconds())
 }
 
 // ToolCallFinished counts a finished tool call with its audit status and duration; a tool that
@@ -180,7 +223,7 @@ func (m *Metrics) ToolCallFinished(tool, status string, took time.Duration) {
 
 // Observe counts one outcome of a platform request of the delivery engine. It implements
 // delivery.Observer; sends, edits and 429s also feed their own counters.
-func (m *Metrics) Observe(e delivery.Event) {
+func (m *Metrics) Observe(_ context.Context, e delivery.Event) {
 	if m == nil {
 		return
 	}
@@ -202,7 +245,7 @@ func (m *Metrics) Observe(e delivery.Event) {
 
 // ModelCallFinished counts one model call: its outcome, time to first token, tokens, whether it
 // was a fallback, and the kind of error that failed it. It implements agent.Observer.
-func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
+func (m *Metrics) ModelCallFinished(_ context.Context, c agent.LLMCall) {
 	if m == nil {
 		return
 	}
@@ -211,6 +254,12 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 		model = Unknown
 	}
 	m.modelCalls.WithLabelValues(model, string(c.Status)).Inc()
+	provider, requested := m.genAILabels(model)
+	errType := ""
+	if c.Err != nil {
+		errType = string(agent.ErrorKindOf(c.Err))
+	}
+	m.genAIDuration.WithLabelValues(genAIChat, provider, requested, errType).Observe(c.Duration.Seconds())
 	if c.FallbackReason != "" {
 		m.modelFallbacks.WithLabelValues(model).Inc()
 	}
@@ -223,6 +272,8 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 	m.modelFirstToken.WithLabelValues(model).Observe(c.TimeToFirstToken.Seconds())
 	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
 	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
+	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "input").Observe(float64(c.TokensIn))
+	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "output").Observe(float64(c.TokensOut))
 	if p, ok := m.prices[c.Model]; ok {
 		m.modelCost.WithLabelValues(model).Add(store.UsageRow{TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)}.Cost(p))
 	}

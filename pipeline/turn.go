@@ -48,6 +48,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 	}
 	conv := th.conv
 	log = log.With("conversation_id", conv.ID, "turn", turnID)
+	if p.opts.Observer != nil {
+		ctx = p.opts.Observer.TurnStarted(ctx, TurnStart{TurnID: turnID, ConversationID: conv.ID, Chat: in.Chat, UserID: in.UserID, Text: in.Text, Begun: begun})
+	}
 
 	info := tools.TurnInfo{
 		TurnID:         turnID,
@@ -219,7 +222,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		end.Messages = append(end.Messages, pm)
 	}
 	if p.opts.Observer != nil {
-		p.opts.Observer.TurnFinished(status, time.Since(begun))
+		p.opts.Observer.TurnFinished(ctx, &end, time.Since(begun))
 	}
 	sctx, scancel = context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer scancel()
