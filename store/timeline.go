@@ -21,7 +21,7 @@ type Timeline struct {
 // no such turn. A running turn has no model calls or deliveries yet: they are saved at its end.
 func (s *Store) TurnTimeline(ctx context.Context, id int64) (Timeline, error) {
 	var row turnRow
-	err := s.r.WithContext(ctx).Select(turnColumns+", deliveries").Take(&row, id).Error
+	err := s.r.WithContext(ctx).Select(tracedTurnColumns+", deliveries").Take(&row, id).Error
 	if err == gorm.ErrRecordNotFound {
 		return Timeline{}, fmt.Errorf("store: timeline of turn %d: %w", id, ErrNotFound)
 	}
@@ -65,4 +65,25 @@ func deliveriesJSON(ds []Delivery) (string, error) {
 		return "", fmt.Errorf("deliveries: %w", err)
 	}
 	return string(b), nil
+}
+
+// ChatTurns returns the newest turns of one chat (every thread and user of it), newest first,
+// at most limit (50 when limit is not positive).
+func (s *Store) ChatTurns(ctx context.Context, platform, chatID string, limit int) ([]Turn, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	convs := s.r.WithContext(ctx).Table("conversations").Select("id").
+		Where("platform = ? AND chat_id = ?", platform, chatID)
+	var rows []turnRow
+	err := s.r.WithContext(ctx).Table("turns").Select(tracedTurnColumns).
+		Where("conversation_id IN (?)", convs).Order("id DESC").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: turns of %s chat %s: %w", platform, chatID, err)
+	}
+	out := make([]Turn, len(rows))
+	for i, r := range rows {
+		out[i] = r.public()
+	}
+	return out, nil
 }

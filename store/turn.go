@@ -174,7 +174,10 @@ func (turnRow) TableName() string { return "turns" }
 // prepared "SELECT *" fails ("cached plan must not change result type") once another replica's
 // migration adds a column, so a replica running the older binary would stop reading turns.
 const turnColumns = "id, conversation_id, user_id, user_name, inbound_message_id, model, status, " +
-	"rounds, tokens_in, tokens_out, error, started_at, finished_at, trace_id"
+	"rounds, tokens_in, tokens_out, error, started_at, finished_at"
+
+// tracedTurnColumns add the trace id (migration 16) to turnColumns, for the readers of one turn.
+const tracedTurnColumns = turnColumns + ", trace_id"
 
 type messageRow struct {
 	ID             int64 `gorm:"primaryKey"`
@@ -388,7 +391,7 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 // Turn returns one turn.
 func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
 	var row turnRow
-	err := s.r.WithContext(ctx).Select(turnColumns).Take(&row, id).Error
+	err := s.r.WithContext(ctx).Select(tracedTurnColumns).Take(&row, id).Error
 	if err == gorm.ErrRecordNotFound {
 		return Turn{}, fmt.Errorf("store: turn %d: %w", id, ErrNotFound)
 	}

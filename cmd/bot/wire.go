@@ -32,6 +32,7 @@ import (
 	"relaybot/tools/plugin"
 	_ "relaybot/tools/plugin/auditquery" // registers the audit_query plugin
 	"relaybot/tools/skill"
+	"relaybot/tracing"
 )
 
 // bot is the wired server: the parts to run and what to close after them.
@@ -63,6 +64,8 @@ type bot struct {
 	instance string
 	store    *store.Store
 	pipe     *pipeline.Pipeline
+	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
+	tracing *tracing.Tracing
 
 	connectors []connector // the enabled platforms: stop receiving first at shutdown
 	background []part      // admin listener, retention: stop last
@@ -105,6 +108,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	var reader audit.Log = st
+	if err := b.startTracing(ctx, cfg); err != nil {
+		return b, err
+	}
 	tl, err := b.loadTools(ctx, cfg, reader)
 	if err != nil {
 		return b, err
@@ -113,14 +119,17 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	var mgr *tools.Manager // set below; the metrics ask it which tool names are real
 	var pipe *pipeline.Pipeline
 	m := metrics.New(metrics.Options{
-		KnownTool:   func(name string) bool { return mgr.Has(name) },
-		Models:      modelNames(cfg.Models),
-		Prices:      prices(cfg.Models),
-		MCPUp:       tl.mcpUp,
-		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
-		Instance:    b.instance,
+		KnownTool:     func(name string) bool { return mgr.Has(name) },
+		Models:        modelNames(cfg.Models),
+		Prices:        prices(cfg.Models),
+		MCPUp:         tl.mcpUp,
+		QueueDepths:   map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
+		Instance:      b.instance,
+		ToolNames:     func() []string { return mgr.Names() },
+		Platforms:     platformNames(cfg),
+		RequestModels: requestModels(cfg),
 	})
-	rec := m.Recorder(auditRecorder{st: st})
+	rec := b.tracing.Recorder(m.Recorder(auditRecorder{st: st}))
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
 	if err != nil {
 		return b, err
@@ -135,7 +144,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		RemoveThink:   cfg.Agent.RemoveThink,
 		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
 		Logger:        log,
-		Observer:      m,
+		Observer:      b.tracing.Models(m),
 	})
 	if err != nil {
 		return b, err
@@ -146,7 +155,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	opts.Usage = st
 	opts.Recorder = rec
 	opts.Logger = log
-	opts.Observer = m
+	opts.Observer = b.tracing.Turns(m)
 	if b.signals != nil {
 		opts.Stops = b.signals
 	}
@@ -160,7 +169,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	b.listenStops(pipe)
 	b.listenTurns()
 
-	deliver := delivery.Options{Logger: log, Observer: m}
+	deliver := delivery.Options{Logger: log, Observer: b.tracing.Deliveries(m)}
 	if b.connectors, err = b.platforms(cfg, deliver); err != nil {
 		return b, err
 	}
@@ -267,7 +276,7 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers), b.log)
+	ml := mcp.NewLoader(mcpServers(servers), b.log, b.mcpOptions()...)
 	ml.Start(context.WithoutCancel(ctx))
 	b.cleanup = append(b.cleanup, ml.Close)
 	wait := 5 * time.Second
@@ -404,6 +413,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		MCPHealth: health,
 		Metrics:   metricsHandler,
 		Prices:    prices(cfg.Models),
+		TraceURL:  cfg.OTel.TraceURL,
 		Logger:    b.log,
 		Proxies:   proxies,
 		Instances: b.instances,
