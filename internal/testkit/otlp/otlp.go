@@ -52,23 +52,42 @@ type Receiver struct {
 
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	spans   []Span
-	exports int
-	hold    chan struct{} // non-nil: exports wait until it is closed
+	mu        sync.Mutex
+	spans     []Span
+	exports   int
+	forgotten int
+	discard   bool          // keep counts only
+	hold      chan struct{} // non-nil: exports wait until it is closed
 }
 
 // Start runs a receiver until the test ends.
 func Start(t testing.TB) *Receiver {
 	t.Helper()
+	r := New()
+	t.Cleanup(r.Close)
+	return r
+}
+
+// New runs a receiver until Close (for benchmarks and tools outside a test).
+func New() *Receiver {
 	r := &Receiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	r.URL = r.srv.URL
-	t.Cleanup(func() {
-		r.Release()
-		r.srv.Close()
-	})
 	return r
+}
+
+// CountOnly makes the receiver keep only the number of spans (a long run's memory).
+func (r *Receiver) CountOnly() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.discard = true
+}
+
+// Count is how many spans arrived so far.
+func (r *Receiver) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.spans) + r.forgotten
 }
 
 // Slow makes every export wait until Release (or the exporter gives up).
@@ -151,7 +170,11 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	got := flatten(&msg)
 	r.mu.Lock()
-	r.spans = append(r.spans, got...)
+	if r.discard {
+		r.forgotten += len(got)
+	} else {
+		r.spans = append(r.spans, got...)
+	}
 	r.mu.Unlock()
 	out, _ := proto.Marshal(&collector.ExportTraceServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
