@@ -46,7 +46,7 @@ func seedTimeline(t *testing.T, st *store.Store) int64 {
 		t.Fatal(err)
 	}
 	err = st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Model: "main", Rounds: 2, TokensIn: 30, TokensOut: 9,
-		TraceID: "0af7651916cd43dd8448eb211c80319c",
+		TraceID:  "0af7651916cd43dd8448eb211c80319c",
 		Messages: []store.Message{{Role: store.RoleAssistant, Content: "hi"}},
 		LLMCalls: []store.LLMCall{
 			{Round: 1, Model: "main", Status: "ok", StartedAt: t0.Add(10 * time.Millisecond), TimeToFirstToken: 90 * time.Millisecond, Duration: 190 * time.Millisecond, TokensIn: 10, TokensOut: 4},
