@@ -3,8 +3,6 @@ package admin
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -111,19 +109,7 @@ func TestTimelineIsReachableFromAuditRowsAndUsage(t *testing.T) {
 	st := openStore(t)
 	id := seedTimeline(t, st)
 	_, ts := newTestServer(t, st, "", func(o *Options) { o.TraceURL = "https://tempo.example/trace/{trace_id}" })
-	get := func(path string) string {
-		t.Helper()
-		resp, err := http.Get(ts.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %s\n%s", path, resp.Status, b)
-		}
-		return string(b)
-	}
+	get := func(path string) string { return getPage(t, ts, path) }
 	timeline := fmt.Sprintf(`href="/admin/turns/%d"`, id)
 	trace := `href="https://tempo.example/trace/0af7651916cd43dd8448eb211c80319c"`
 	if page := get("/admin/"); !strings.Contains(page, timeline) || !strings.Contains(page, trace) {

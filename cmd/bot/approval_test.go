@@ -179,11 +179,18 @@ func toolModel(r llm.Request) llm.Reply {
 
 func startWebBot(t *testing.T, timeoutSec int) (*env, *webChat) {
 	t.Helper()
+	return startWebBotWith(t, toolModel, timeoutSec, "")
+}
+
+// startWebBotWith runs a bot with the web chat, the kit's echo behind an approval and model
+// answering; more is TOML appended after the [admin] section.
+func startWebBotWith(t *testing.T, model func(llm.Request) llm.Reply, timeoutSec int, more string) (*env, *webChat) {
+	t.Helper()
 	e := newEnv(t)
-	cfg := e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true")
+	cfg := e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true\n"+more)
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Server: "kit", Action: "ask"}}
 	cfg.Tools.ApprovalTimeoutSec = timeoutSec
-	e.llm.SetHandler(toolModel)
+	e.llm.SetHandler(model)
 	e.start(cfg)
 	e.waitLog("admin listening")
 	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())

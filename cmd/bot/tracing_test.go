@@ -6,12 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 
 	"relaybot/audit"
-	"relaybot/config"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/otlp"
 	"relaybot/internal/testkit/wait"
@@ -44,25 +42,11 @@ func startTracedBot(t *testing.T, endpoint string) (*env, *webChat) {
 	t.Helper()
 	// Batches leave quickly, so the test need not wait the default 5 s per batch.
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
-	e := newEnv(t)
-	cfg := e.configAdmin("", fmt.Sprintf(`enabled = true
-listen = "127.0.0.1:0"
-web_chat = true
-[otel]
+	return startWebBotWith(t, twoRoundModel, 300, fmt.Sprintf(`[otel]
 enabled = true
 endpoint = %q
 capture_content = true
 trace_url = "https://tempo.example/trace/{trace_id}"`, endpoint))
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Server: "kit", Action: "ask"}}
-	cfg.Tools.ApprovalTimeoutSec = 300
-	e.llm.SetHandler(twoRoundModel)
-	e.start(cfg)
-	e.waitLog("admin listening")
-	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())
-	if m == nil {
-		t.Fatalf("no admin address in the logs:\n%s", e.logs.String())
-	}
-	return e, openWebChat(t, "http://"+m[1])
 }
 
 // approveAndWait approves the echo call turn n (from 1) asks about and waits for its answer.
