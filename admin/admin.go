@@ -56,7 +56,14 @@ type ServerHealth struct {
 	Tools     int       `json:"tools"`
 	Error     string    `json:"error,omitempty"` // the latest connection failure, if any
 	Since     time.Time `json:"since,omitzero"`  // when the server entered State
+	// Login is the OAuth login of a server with auth = "oauth" ("connected", "needs login",
+	// "not connected"), "" for others; LoginDetail says why or until when.
+	Login       string `json:"login,omitempty"`
+	LoginDetail string `json:"login_detail,omitempty"`
 }
+
+// Connect is the link that starts an OAuth login of the server.
+func (h ServerHealth) Connect() string { return connectURL(h.Name) }
 
 // Up reports whether the server is connected and answering.
 func (h ServerHealth) Up() bool { return h.State == "up" }
@@ -100,6 +107,11 @@ type Options struct {
 	Now func() time.Time
 	// Instances lists the live replicas when several share the database; nil lists none.
 	Instances func(ctx context.Context) ([]Instance, error)
+	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
+	OAuth OAuthLogins
+	// PublicURL is admin.public_url: the OAuth callback is on it when set, else on the host
+	// the browser asked for.
+	PublicURL string
 	// Sessions keeps the login sessions (*store.Store, so that every replica knows them); nil
 	// keeps them in this process's memory.
 	Sessions Sessions
@@ -254,6 +266,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/turns", s.requireLogin(http.HandlerFunc(s.turnsPage)))
 	mux.Handle("GET /admin/stats", s.requireLogin(http.HandlerFunc(s.statsPage)))
 	mux.Handle("GET /admin/servers", s.requireLogin(http.HandlerFunc(s.serversPage)))
+	mux.Handle("GET /admin/servers/{name}/connect", s.requireLogin(http.HandlerFunc(s.oauthConnect)))
+	mux.HandleFunc("GET "+oauthCallbackPath, s.oauthCallback)
 	mux.Handle("GET /admin/replicas", s.requireLogin(http.HandlerFunc(s.replicasPage)))
 	mux.Handle("GET /admin/usage", s.requireLogin(http.HandlerFunc(s.usagePage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))

@@ -231,5 +231,7 @@ func (s *Server) mcpHealth() []ServerHealth {
 }
 
 func (s *Server) apiMCPServers(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"items": s.mcpHealth()})
+	h := s.mcpHealth()
+	s.withLogins(r.Context(), h)
+	writeJSON(w, http.StatusOK, map[string]any{"items": h})
 }

@@ -38,7 +38,7 @@ var pages = func() map[string]*template.Template {
 		"money":     func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "turn", "turns"} {
+	for _, name := range []string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns"} {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/filters.html", "templates/"+name+".html"))
 	}
 	return out
@@ -313,6 +313,7 @@ type serversData struct {
 func (s *Server) serversPage(w http.ResponseWriter, r *http.Request) {
 	data := serversData{pageData: s.page(r, "MCP servers"), Servers: s.mcpHealth()}
 	data.Nav = "servers"
+	s.withLogins(r.Context(), data.Servers)
 	for _, h := range data.Servers {
 		if h.Up() {
 			data.Up++

@@ -39,6 +39,9 @@ type Config struct {
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
+	// SecretKey is BOT_SECRET_KEY decoded (32 bytes), read when an MCP server has
+	// auth = "oauth"; nil otherwise.
+	SecretKey []byte `toml:"-"`
 }
 
 // Storage selects the database.
@@ -154,6 +157,10 @@ type Tools struct {
 	Policy []ToolPolicy `toml:"policy"`
 	// ApprovalTimeoutSec is how long an "ask" call waits for an answer before it is denied.
 	ApprovalTimeoutSec int `toml:"approval_timeout_sec"`
+	// MaxFileBytes caps one file a tool returns; larger ones are left out of the reply.
+	MaxFileBytes int `toml:"max_file_bytes"`
+	// MaxFilesPerTurn caps the files the tools of one answer return, over all its rounds.
+	MaxFilesPerTurn int `toml:"max_files_per_turn"`
 }
 
 // ToolPolicy is one [[tools.policy]] rule (tools.Rule).
@@ -305,6 +312,15 @@ type MCPServer struct {
 	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
 	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
 	ToolPrefix string `toml:"tool_prefix"`
+	// Auth is "none" (default: headers only) or "oauth" (sse and http: an admin connects the
+	// server on the admin page's Servers page).
+	Auth string `toml:"auth"`
+	// ClientID and ClientSecret (auth = "oauth") are a client registered by hand at the
+	// authorization server, used instead of dynamic client registration.
+	ClientID     string `toml:"client_id"`
+	ClientSecret string `toml:"client_secret"`
+	// Scopes (auth = "oauth") are asked for; empty: those the server asks for.
+	Scopes []string `toml:"scopes"`
 }
 
 // ToolName returns the name the model sees for the server's tool name.
@@ -405,7 +421,7 @@ func Default() Config {
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",
 		},
-		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300},
+		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto", Rich: "auto", GlobalPerSecond: 30},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
@@ -461,6 +477,9 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, err
 	}
 	if err := cfg.validate(missing); err != nil {
+		return nil, err
+	}
+	if err := cfg.loadSecretKey(lookup); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
@@ -558,6 +577,9 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		if s.ConnectSec == 0 {
 			s.ConnectSec = 30
+		}
+		if s.Auth == "" {
+			s.Auth = "none"
 		}
 		d, warn := ParseToolCallTimeout(s.ToolCallTimeoutRaw)
 		s.ToolCallTimeout = d

@@ -314,3 +314,43 @@ func TestDiscordShards(t *testing.T) {
 		}
 	}
 }
+
+func TestOAuthServersNeedTheSecretKey(t *testing.T) {
+	const oauthServer = "[[mcp.servers]]\nname = \"tracker\"\ntransport = \"http\"\nurl = \"https://mcp.example.com/mcp\"\nauth = \"oauth\"\n"
+	hexKey := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		want       string // in the error; "" for none
+	}{
+		{name: "no key", toml: oauthServer, want: `mcp.servers[0].auth = "oauth" needs the environment variable BOT_SECRET_KEY`},
+		{name: "a key that is too short", toml: oauthServer, env: map[string]string{"BOT_SECRET_KEY": "short-and-secret"}, want: "environment variable BOT_SECRET_KEY: want 32 random bytes"},
+		{name: "a hex key", toml: oauthServer, env: map[string]string{"BOT_SECRET_KEY": hexKey}},
+		{name: "a base64 key", toml: oauthServer, env: map[string]string{"BOT_SECRET_KEY": "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s="}},
+		{name: "no OAuth server, no key", toml: "[[mcp.servers]]\nname = \"s\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\n"},
+		{name: "oauth on stdio", toml: "[[mcp.servers]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\nauth = \"oauth\"\n", env: map[string]string{"BOT_SECRET_KEY": hexKey}, want: "mcp.servers[0].auth"},
+		{name: "an unknown auth", toml: "[[mcp.servers]]\nname = \"s\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\nauth = \"basic\"\n", want: "mcp.servers[0].auth"},
+		{name: "a client secret without an id", toml: oauthServer + "client_secret = \"x\"\n", env: map[string]string{"BOT_SECRET_KEY": hexKey}, want: "mcp.servers[0].client_secret: needs client_id"},
+		{name: "a client id without oauth", toml: "[[mcp.servers]]\nname = \"s\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\nclient_id = \"bot\"\n", want: "mcp.servers[0].auth"},
+		{name: "oauth and an Authorization header", toml: oauthServer + "headers = { Authorization = \"Bearer x\" }\n", env: map[string]string{"BOT_SECRET_KEY": hexKey}, want: "mcp.servers[0].headers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(minimal+tc.toml), env(tc.env))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				if strings.Contains(tc.toml, "oauth") && len(cfg.SecretKey) != 32 {
+					t.Errorf("the key decoded to %d bytes, want 32", len(cfg.SecretKey))
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse error %v, want one containing %q", err, tc.want)
+			}
+			if v := tc.env["BOT_SECRET_KEY"]; v != "" && strings.Contains(err.Error(), v) {
+				t.Errorf("the error repeats the key: %v", err)
+			}
+		})
+	}
+}

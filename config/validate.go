@@ -145,6 +145,8 @@ func (c *Config) validate(missing map[string][]string) error {
 	c.validatePolicy(bad)
 	c.validateQuotas(bad)
 	between("tools.approval_timeout_sec", c.Tools.ApprovalTimeoutSec, 1, 86400)
+	between("tools.max_file_bytes", c.Tools.MaxFileBytes, 1, 2<<30)
+	between("tools.max_files_per_turn", c.Tools.MaxFilesPerTurn, 1, 1000)
 
 	if c.Telegram.Enabled {
 		required("telegram.token", c.Telegram.Token)
@@ -221,6 +223,20 @@ func (c *Config) validate(missing map[string][]string) error {
 			}
 		}
 		between(key+".connect_timeout_sec", s.ConnectSec, 1, 600)
+		oneOf(key+".auth", s.Auth, "none", "oauth")
+		if s.Auth == "oauth" {
+			if s.Transport == "stdio" {
+				bad(key+".auth", `"oauth" is for remote servers (transport "sse" or "http"); a stdio server takes its credentials from env`)
+			}
+			if _, ok := s.Headers["Authorization"]; ok {
+				bad(key+".headers", `an Authorization header and auth = "oauth" exclude each other`)
+			}
+		} else if s.ClientID != "" || s.ClientSecret != "" || len(s.Scopes) > 0 {
+			bad(key+".auth", `client_id, client_secret and scopes are for auth = "oauth"`)
+		}
+		if s.ClientSecret != "" && s.ClientID == "" {
+			bad(key+".client_secret", "needs client_id")
+		}
 		if p := s.ToolPrefix; p != "" && !validToolPrefix.MatchString(strings.ReplaceAll(p, "{server}", "x")) {
 			bad(key+".tool_prefix", "may hold only letters, digits, _ and - (and {server}), got %q", p)
 		}

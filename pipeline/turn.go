@@ -138,6 +138,9 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		case agent.ToolResult:
 			v.finishTool(e.Call.ID, e.Call.Name, e.Outcome)
 			files = append(files, e.Outcome.Files...)
+			if e.Outcome.FilesLeftOut != "" {
+				v.note("(" + e.Outcome.FilesLeftOut + ")")
+			}
 		case agent.RoundCapHit:
 			v.note(fmt.Sprintf("(Reached the limit of %d tool rounds; answering without more tools.)", e.MaxToolRounds))
 		default:

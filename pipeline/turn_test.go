@@ -261,6 +261,28 @@ func (h *harness) history(key chat.Key) []store.Message {
 	return msgs
 }
 
+// TestFilesOverTheTurnsCapAreNamedToTheUser: files past tools.max_files_per_turn do not go out
+// with the answer, and the answer says which were left out.
+func TestFilesOverTheTurnsCapAreNamedToTheUser(t *testing.T) {
+	h := newHarnessTools(t, Options{}, tools.ManagerOptions{MaxFilesPerTurn: 1}, nil)
+	h.llm.Push(
+		llm.Reply{Chunks: []llm.Chunk{{ToolCalls: []llm.ToolCallDelta{
+			{Index: 0, ID: "call_a", Name: "echo", Arguments: `{"text":"one"}`},
+			{Index: 1, ID: "call_b", Name: "echo", Arguments: `{"text":"two"}`},
+		}}}},
+		llm.Text("Here you are."),
+	)
+	out := &recResponder{stream: true}
+	<-h.handle(privateMsg("42", "1", "two files please"), out)
+	final, _ := out.Reply(0).Final()
+	if files := out.Reply(0).files; len(files) != 1 {
+		t.Errorf("%d files with the answer, want the cap's 1", len(files))
+	}
+	if !strings.Contains(final, "1 file from echo left out: echo.txt (at most 1 file an answer).") {
+		t.Errorf("the answer does not say which file was left out:\n%s", final)
+	}
+}
+
 func TestTurnWithToolRound(t *testing.T) {
 	h := newHarness(t, Options{TrackFunctionCalls: true})
 	h.llm.Push(

@@ -28,6 +28,7 @@ import (
 	"relaybot/store"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
+	"relaybot/tools/mcp/oauth"
 	"relaybot/tools/native"
 	"relaybot/tools/plugin"
 	_ "relaybot/tools/plugin/auditquery" // registers the audit_query plugin
@@ -64,6 +65,8 @@ type bot struct {
 	instance string
 	store    *store.Store
 	pipe     *pipeline.Pipeline
+	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
+	oauth *oauth.Manager
 	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
 	tracing *tracing.Tracing
 
@@ -134,7 +137,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy})
+	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
+		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn})
 	if err != nil {
 		return b, err
 	}
@@ -251,6 +255,9 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 		ts.loaders = append(ts.loaders, pl)
 	}
 	if len(cfg.MCP.Servers) > 0 {
+		if err := b.newOAuth(cfg); err != nil {
+			return ts, err
+		}
 		ml := b.startMCP(ctx, cfg.MCP.Servers)
 		ts.loaders = append(ts.loaders, ml)
 		ts.health = func() []admin.ServerHealth { return adminHealth(ml.Health()) }
@@ -276,7 +283,7 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers), b.log, b.mcpOptions()...)
+	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
 	ml.Start(context.WithoutCancel(ctx))
 	b.cleanup = append(b.cleanup, ml.Close)
 	wait := 5 * time.Second
@@ -418,7 +425,11 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Proxies:   proxies,
 		Instances: b.instances,
 		// In the database, so that a login holds on every replica and a logout on all of them.
-		Sessions: b.store,
+		Sessions:  b.store,
+		PublicURL: cfg.Admin.PublicURL,
+	}
+	if b.oauth != nil {
+		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
 		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log}
@@ -564,7 +575,29 @@ func agentModels(ms []config.Model) []agent.Model {
 	return out
 }
 
-func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
+// newOAuth builds the logins of the MCP servers with auth = "oauth", kept in the store.
+func (b *bot) newOAuth(cfg *config.Config) error {
+	var servers []oauth.Server
+	for _, s := range cfg.MCP.Servers {
+		if s.Auth == "oauth" {
+			servers = append(servers, oauth.Server{Name: s.Name, URL: s.URL, ClientID: s.ClientID, ClientSecret: s.ClientSecret, Scopes: s.Scopes})
+		}
+	}
+	if len(servers) == 0 {
+		return nil
+	}
+	m, err := oauth.New(oauth.Options{Servers: servers, Store: b.store, Key: cfg.SecretKey, Logger: b.log})
+	if err != nil {
+		return err
+	}
+	b.oauth = m
+	b.background = append(b.background, part{name: "mcp oauth", run: m.Run})
+	return nil
+}
+
+// mcpServers turns the configured servers into the loader's; logins authorizes those with
+// auth = "oauth" (nil when none has it).
+func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig {
 	out := make([]mcp.ServerConfig, len(ss))
 	for i, s := range ss {
 		out[i] = mcp.ServerConfig{
@@ -578,6 +611,9 @@ func mcpServers(ss []config.MCPServer) []mcp.ServerConfig {
 			ConnectTimeout:  time.Duration(s.ConnectSec) * time.Second,
 			ToolCallTimeout: s.ToolCallTimeout,
 			ToolPrefix:      s.ToolPrefix,
+		}
+		if s.Auth == "oauth" {
+			out[i].Auth = logins.Source(s.Name)
 		}
 	}
 	return out
