@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"relaybot/audit"
 	"relaybot/chat"
 	"strconv"
@@ -125,18 +126,7 @@ func TestPagesShowApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, ts := newTestServer(t, st, "")
-	get := func(path string) string {
-		resp, err := ts.Client().Get(ts.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
-		}
-		return string(b)
-	}
+	get := func(path string) string { return getPage(t, ts, path) }
 	list := get("/admin/?decision=denied")
 	if !strings.Contains(list, "files__write") || strings.Contains(list, "current_time") || !strings.Contains(list, `value="denied" selected`) {
 		t.Fatalf("calls page filtered by decision shows the wrong rows or loses the filter:\n%.3000s", list)
@@ -145,4 +135,19 @@ func TestPagesShowApprovals(t *testing.T) {
 	if !strings.Contains(call, "denied by bob") || !strings.Contains(call, "(its name: write)") {
 		t.Fatalf("call page lacks the approval or the server's tool name:\n%.3000s", call)
 	}
+}
+
+// getPage fetches a page of ts and fails the test unless it answers 200.
+func getPage(t *testing.T, ts *httptest.Server, path string) string {
+	t.Helper()
+	resp, err := ts.Client().Get(ts.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return string(b)
 }

@@ -113,6 +113,9 @@ type Record struct {
 	Decision         Decision
 	Approver         string
 	DecidedAt        time.Time `gorm:"-"`
+	// TraceID is the OpenTelemetry trace of the call's turn (32 hex digits); empty when the
+	// turn was not traced.
+	TraceID string
 }
 
 // recordJSON is the wire form of a Record.
@@ -142,6 +145,7 @@ type recordJSON struct {
 	Decision         Decision   `json:"decision,omitempty"`
 	Approver         string     `json:"approver,omitempty"`
 	DecidedAt        *time.Time `json:"decided_at,omitempty"`
+	TraceID          string     `json:"trace_id"`
 }
 
 // MarshalJSON writes r in the DESIGN contract's shape.
@@ -151,7 +155,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Source: r.Source, Server: r.Server, Status: r.Status, Arguments: r.Arguments, Result: r.Result,
 		Error: r.Error, StartedAt: r.StartedAt, DurationMS: r.Duration.Milliseconds(),
 		ArgumentsSize: r.ArgumentsSize, ResultSize: r.ResultSize, ServerTool: r.ServerTool,
-		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver}
+		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver, TraceID: r.TraceID}
 	if !r.FinishedAt.IsZero() {
 		j.FinishedAt = &r.FinishedAt
 	}
@@ -172,7 +176,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Source: j.Source, Server: j.Server, Status: j.Status, Arguments: j.Arguments, Result: j.Result,
 		Error: j.Error, StartedAt: j.StartedAt, Duration: time.Duration(j.DurationMS) * time.Millisecond,
 		ArgumentsSize: j.ArgumentsSize, ResultSize: j.ResultSize, ServerTool: j.ServerTool,
-		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver}
+		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver, TraceID: j.TraceID}
 	if j.FinishedAt != nil {
 		r.FinishedAt = *j.FinishedAt
 	}

@@ -233,6 +233,9 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == ActionAsk
 	}
 	t.m.start(ctx, rec)
+	if cc, ok := t.m.rec.(CallContexter); ok {
+		ctx = cc.CallContext(ctx, rec)
+	}
 
 	out := t.run(ctx, rec, call.Name, args, known, e)
 

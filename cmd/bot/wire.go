@@ -34,6 +34,7 @@ import (
 	"relaybot/tools/plugin"
 	_ "relaybot/tools/plugin/auditquery" // registers the audit_query plugin
 	"relaybot/tools/skill"
+	"relaybot/tracing"
 )
 
 // bot is the wired server: the parts to run and what to close after them.
@@ -49,6 +50,8 @@ type bot struct {
 	pipe     *pipeline.Pipeline
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
 	oauth *oauth.Manager
+	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
+	tracing *tracing.Tracing
 
 	connectors []connector      // the enabled platforms: stop receiving first at shutdown
 	background []lifecycle.Part // admin listener, retention: stop last
@@ -90,12 +93,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
+	if err := b.startTracing(ctx, cfg); err != nil {
+		return b, err
+	}
 	tl, err := b.loadTools(ctx, cfg, st)
 	if err != nil {
 		return b, err
 	}
-	m := metrics.New(metrics.Options{Models: modelNames(cfg.Models), Prices: prices(cfg.Models), MCPUp: tl.mcpUp, Instance: b.instance})
-	rec := m.Recorder(auditRecorder{st: st})
+	m := metrics.New(metrics.Options{Models: modelNames(cfg.Models), Prices: prices(cfg.Models), MCPUp: tl.mcpUp, Instance: b.instance,
+		Platforms: platformNames(cfg), RequestModels: requestModels(cfg)})
+	rec := b.tracing.Recorder(m.Recorder(auditRecorder{st: st}))
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
 	if err != nil {
 		return b, err
@@ -105,14 +112,14 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	m.KnowTools(mgr.Has)
+	m.KnowTools(mgr.Has, mgr.Names)
 	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m); err != nil {
 		return b, err
 	}
 	m.CountQueue("pipeline", b.pipe.Queued)
 	b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return b.dep.Run(ctx, b.pipe) }})
 
-	deliver := delivery.Options{Logger: log, Observer: m}
+	deliver := delivery.Options{Logger: log, Observer: b.tracing.Deliveries(m)}
 	if b.connectors, err = b.platforms(cfg, deliver); err != nil {
 		return b, err
 	}
@@ -135,7 +142,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 }
 
 // newPipeline builds the agent runner and the pipeline that answers every message with it;
-// the metrics observe both.
+// the metrics and the traces observe both.
 func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Recorder, skillPrompt func() string, m *metrics.Metrics) (*pipeline.Pipeline, error) {
 	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
 		MaxToolRounds: cfg.Agent.MaxToolRounds,
@@ -143,7 +150,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 		RemoveThink:   cfg.Agent.RemoveThink,
 		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
 		Logger:        b.log,
-		Observer:      m,
+		Observer:      b.tracing.Models(m),
 	})
 	if err != nil {
 		return nil, err
@@ -154,7 +161,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 	opts.Usage = b.store
 	opts.Recorder = rec
 	opts.Logger = b.log
-	opts.Observer = m
+	opts.Observer = b.tracing.Turns(m)
 	opts.Replicas = b.dep
 	return pipeline.New(runner, b.store, mgr, opts)
 }
@@ -247,7 +254,7 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log)
+	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
 	ml.Start(context.WithoutCancel(ctx))
 	b.cleanup = append(b.cleanup, ml.Close)
 	wait := 5 * time.Second
@@ -386,6 +393,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		MCPHealth: health,
 		Metrics:   metricsHandler,
 		Prices:    prices(cfg.Models),
+		TraceURL:  cfg.OTel.TraceURL,
 		Logger:    b.log,
 		Proxies:   proxies,
 		Instances: adminInstances(b.dep),

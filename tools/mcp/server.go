@@ -380,13 +380,22 @@ func (s *serverConn) call(ctx context.Context, name string, args map[string]any)
 	}
 }
 
-func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, args map[string]any) (*mcpgo.CallToolResult, error) {
+func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, args map[string]any) (_ *mcpgo.CallToolResult, err error) {
+	req := mcpgo.CallToolRequest{}
+	if t := s.opts.tracer; t != nil {
+		var meta map[string]any
+		var end func(error)
+		ctx, meta, end = t.StartCall(ctx, s.cfg.Name, name)
+		defer func() { end(err) }()
+		if len(meta) > 0 {
+			req.Params.Meta = &mcpgo.Meta{AdditionalFields: meta}
+		}
+	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if t := s.cfg.ToolCallTimeout; t > 0 {
 		cctx, cancel = context.WithTimeout(ctx, t)
 	}
 	defer cancel()
-	req := mcpgo.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
 	res, err := sess.client.CallTool(cctx, req)
