@@ -192,6 +192,9 @@ type LLMCall struct {
 	// Model is the candidate's Name; Candidate its index in the runner's model list.
 	Model     string
 	Candidate int
+	// RequestModel is the model id the call asked for (the candidate's model); ResponseModel
+	// the one the provider said answered, empty when no answer came.
+	RequestModel, ResponseModel string
 	// Round is the turn's round (1-based) the call belongs to.
 	Round int
 	// StartedAt is when the call was made.

@@ -113,6 +113,9 @@ type Record struct {
 	Decision         Decision
 	Approver         string
 	DecidedAt        time.Time `gorm:"-"`
+	// TraceID is the OpenTelemetry trace of the call's turn (32 hex digits); empty when the
+	// turn was not traced.
+	TraceID string
 	// Progress is the last progress message the call reported while it ran; empty when it
 	// reported none.
 	Progress string
@@ -149,6 +152,7 @@ type recordJSON struct {
 	Decision         Decision   `json:"decision,omitempty"`
 	Approver         string     `json:"approver,omitempty"`
 	DecidedAt        *time.Time `json:"decided_at,omitempty"`
+	TraceID          string     `json:"trace_id"`
 	Progress         string     `json:"progress,omitempty"`
 	Elicitation      string     `json:"elicitation,omitempty"`
 }
@@ -160,7 +164,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Source: r.Source, Server: r.Server, Status: r.Status, Arguments: r.Arguments, Result: r.Result,
 		Error: r.Error, StartedAt: r.StartedAt, DurationMS: r.Duration.Milliseconds(),
 		ArgumentsSize: r.ArgumentsSize, ResultSize: r.ResultSize, ServerTool: r.ServerTool,
-		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver,
+		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver, TraceID: r.TraceID,
 		Progress: r.Progress, Elicitation: r.Elicitation}
 	if !r.FinishedAt.IsZero() {
 		j.FinishedAt = &r.FinishedAt
@@ -182,7 +186,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Source: j.Source, Server: j.Server, Status: j.Status, Arguments: j.Arguments, Result: j.Result,
 		Error: j.Error, StartedAt: j.StartedAt, Duration: time.Duration(j.DurationMS) * time.Millisecond,
 		ArgumentsSize: j.ArgumentsSize, ResultSize: j.ResultSize, ServerTool: j.ServerTool,
-		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver,
+		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver, TraceID: j.TraceID,
 		Progress: j.Progress, Elicitation: j.Elicitation}
 	if j.FinishedAt != nil {
 		r.FinishedAt = *j.FinishedAt

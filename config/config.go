@@ -36,6 +36,7 @@ type Config struct {
 	Admin    Admin    `toml:"admin"`
 	Log      Log      `toml:"log"`
 	Quotas   Quotas   `toml:"quotas"`
+	OTel     OTel     `toml:"otel"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
@@ -354,6 +355,23 @@ type Admin struct {
 	// TrustedProxies are the reverse proxies (IP addresses or CIDR prefixes) whose
 	// X-Forwarded-For and X-Forwarded-Proto headers the admin listener believes.
 	TrustedProxies []string `toml:"trusted_proxies"`
+}
+
+// OTel configures OpenTelemetry traces of turns (OTLP over HTTP/protobuf). The standard OTEL_*
+// environment variables (endpoint, headers, sampler, service name, resource) are honoured too.
+type OTel struct {
+	// Enabled exports traces; they are also on whenever OTEL_EXPORTER_OTLP_ENDPOINT (or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, unless OTEL_SDK_DISABLED=true.
+	Enabled bool `toml:"enabled"`
+	// Endpoint is the collector's OTLP/HTTP URL ("http://collector:4318"); empty: the
+	// environment's, else http://localhost:4318.
+	Endpoint string `toml:"endpoint"`
+	// CaptureContent puts message texts and tool arguments and results (redacted as in the
+	// audit log) on the spans.
+	CaptureContent bool `toml:"capture_content"`
+	// TraceURL links the admin page's turns and tool calls to a tracing UI: {trace_id} is
+	// replaced by the trace id ("https://tempo.example/trace/{trace_id}").
+	TraceURL string `toml:"trace_url"`
 }
 
 // QuotaLimits caps tokens (in and out together) and cost per UTC day and month; 0 is no cap.

@@ -42,6 +42,16 @@ func (c *Config) validate(missing map[string][]string) error {
 		}
 	}
 
+	if c.OTel.Endpoint != "" {
+		httpURL("otel.endpoint", c.OTel.Endpoint)
+	}
+	if c.OTel.TraceURL != "" {
+		httpURL("otel.trace_url", c.OTel.TraceURL)
+		if !strings.Contains(c.OTel.TraceURL, "{trace_id}") {
+			bad("otel.trace_url", "must contain {trace_id}, got %q", c.OTel.TraceURL)
+		}
+	}
+
 	required("storage.dsn", c.Storage.DSN)
 	between("storage.retention_days", c.Storage.RetentionDays, 0, 36500)
 

@@ -60,10 +60,27 @@ type Toolbox interface {
 	ForTurn(info tools.TurnInfo, allowed func(name string) bool) *tools.Turn
 }
 
-// Observer is told about every finished turn (metrics). TurnFinished is called from the turn's
+// Observer is told about every turn (metrics, traces). Its methods are called from the turn's
 // goroutine and must not block.
 type Observer interface {
-	TurnFinished(status chat.TurnStatus, took time.Duration)
+	// TurnStarted is told that a turn begins, once its turn row exists; the turn runs (model
+	// calls, tools, its reply) in the context it returns, which may carry what the observer
+	// keeps for the turn (a trace span).
+	TurnStarted(ctx context.Context, t TurnStart) context.Context
+	// TurnFinished is told how the turn ended, with the context TurnStarted returned, before
+	// end is saved: the observer may fill end's TraceID and Deliveries.
+	TurnFinished(ctx context.Context, end *store.TurnEnd, took time.Duration)
+}
+
+// TurnStart describes a turn that begins.
+type TurnStart struct {
+	TurnID, ConversationID int64
+	Chat                   chat.Ref
+	UserID                 string
+	// Text is the user's message.
+	Text string
+	// Begun is when the pipeline took the message up (before its quota check and the save).
+	Begun time.Time
 }
 
 // saveTimeout bounds one store operation of a turn (its start, its end, a reset), whose own

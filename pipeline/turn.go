@@ -45,7 +45,8 @@ func (p *Pipeline) runTurn(ctx context.Context, r *request) {
 		return
 	}
 	// The reply outlives the turn's context: a cancelled turn still delivers its partial answer.
-	replyCtx, cancelReply := context.WithCancel(context.WithoutCancel(ctx))
+	// It keeps the context's values (the turn's trace span).
+	replyCtx, cancelReply := context.WithCancel(context.WithoutCancel(t.ctx))
 	defer cancelReply()
 	t.prepare(replyCtx)
 	res := t.run()
@@ -82,6 +83,10 @@ func (t *turn) start() bool {
 		return false
 	}
 	t.log = t.log.With("conversation_id", t.hist.conv.ID, "turn", t.id)
+	if obs := t.p.opts.Observer; obs != nil {
+		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.conv.ID, Chat: t.in.Chat,
+			UserID: t.in.UserID, Text: t.in.Text, Begun: t.begun})
+	}
 	return true
 }
 
@@ -238,7 +243,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		end.Messages = append(end.Messages, pm)
 	}
 	if obs := t.p.opts.Observer; obs != nil {
-		obs.TurnFinished(status, time.Since(t.begun))
+		obs.TurnFinished(t.ctx, &end, time.Since(t.begun))
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
 	defer cancel()

@@ -249,15 +249,16 @@ func (t *Turn) Specs() []Spec {
 func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 	p := t.prepare(ctx, call)
 	if p.out == nil {
-		out := t.invoke(ctx, p)
+		out := t.invoke(p.ctx, p)
 		p.out = &out
 	}
-	return t.complete(ctx, p)
+	return t.complete(p.ctx, p)
 }
 
 // prepared is a call whose audit row is started and whose fate before its tool is decided: out
 // is set when it will not reach the tool (unknown, refused, bad arguments, denied).
 type prepared struct {
+	ctx   context.Context // the call's context (Recorder's CallContexter), from prepare on
 	call  Call
 	start time.Time
 	rec   *audit.Record
@@ -281,8 +282,13 @@ func (t *Turn) prepare(ctx context.Context, call Call) *prepared {
 		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == ActionAsk
 	}
 	t.m.start(ctx, rec)
+	// The call's own context (a tracing span) carries the call from here on.
+	p.ctx = ctx
+	if cc, ok := t.m.rec.(CallContexter); ok {
+		p.ctx = cc.CallContext(ctx, rec)
+	}
 	p.run = newRunning(t, call, p.e.spec.Server)
-	if out, refused := t.check(ctx, rec, call.Name, args, known, p.e); refused {
+	if out, refused := t.check(p.ctx, rec, call.Name, args, known, p.e); refused {
 		p.out = &out
 	}
 	return p

@@ -91,12 +91,12 @@ func (t *Turn) Parallel(calls []Call) bool {
 // fails, the ones still running are cancelled with ErrSiblingFailed as the cause (their servers
 // are told). RunParallel returns when every call has ended; the outcomes are in the model's order.
 func (t *Turn) RunParallel(ctx context.Context, calls []Call, done func(i int, out Outcome)) []Outcome {
-	ps := make([]*prepared, len(calls))
-	for i, c := range calls {
-		ps[i] = t.prepare(ctx, c)
-	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	ps := make([]*prepared, len(calls))
+	for i, c := range calls {
+		ps[i] = t.prepare(rctx, c)
+	}
 	outs := make([]Outcome, len(calls))
 	var (
 		wg   sync.WaitGroup
@@ -104,7 +104,7 @@ func (t *Turn) RunParallel(ctx context.Context, calls []Call, done func(i int, o
 		slot = make(chan struct{}, t.m.maxParallel)
 	)
 	finish := func(i int) {
-		out := t.complete(ctx, ps[i])
+		out := t.complete(ps[i].ctx, ps[i])
 		mu.Lock()
 		defer mu.Unlock()
 		outs[i] = out
@@ -123,13 +123,13 @@ func (t *Turn) RunParallel(ctx context.Context, calls []Call, done func(i int, o
 			select {
 			case slot <- struct{}{}:
 				defer func() { <-slot }()
-			case <-rctx.Done():
+			case <-p.ctx.Done():
 			}
 			var out Outcome
-			if err := rctx.Err(); err != nil {
-				out = Failed(audit.StatusCancelled, fmt.Errorf("tool %s was not run: %w", p.call.Name, context.Cause(rctx)))
+			if err := p.ctx.Err(); err != nil {
+				out = Failed(audit.StatusCancelled, fmt.Errorf("tool %s was not run: %w", p.call.Name, context.Cause(p.ctx)))
 			} else {
-				out = t.invoke(rctx, p)
+				out = t.invoke(p.ctx, p)
 				if out.Status != audit.StatusOK && out.Status != audit.StatusCancelled {
 					cancel(fmt.Errorf("%w: %s", ErrSiblingFailed, p.call.Name))
 				}

@@ -125,3 +125,10 @@ type Recorder interface {
 	Start(ctx context.Context, r *audit.Record) error
 	Finish(ctx context.Context, r *audit.Record) error
 }
+
+// CallContexter is a Recorder that also gives each call the context it runs in: after Start,
+// the Manager runs the tool (its approval, its loader) in CallContext(ctx, r), so what Start
+// opened for r (a trace span) is the parent of what the tool does. It must not block.
+type CallContexter interface {
+	CallContext(ctx context.Context, r *audit.Record) context.Context
+}

@@ -51,7 +51,7 @@ func roundModel(r llm.Request) llm.Reply {
 func TestTelegramProgressAndStopAtTheServer(t *testing.T) {
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
-	e.start(e.config(""))
+	e.start(e.config())
 	e.say(7, "progress")
 	e.waitBotText(7, "the progress in the status line", contains("⏳ progress 100% — step 4 of 4"))
 	e.say(7, "/stop")
@@ -68,7 +68,7 @@ func TestTelegramProgressAndStopAtTheServer(t *testing.T) {
 func TestTelegramToolQuestions(t *testing.T) {
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
-	e.start(e.config(""))
+	e.start(e.config())
 	group := tgkit.Chat{ID: -700, Type: "group", Title: "team"}
 	question := func(chat int64, sub string) tgkit.Message {
 		var q tgkit.Message
@@ -127,7 +127,7 @@ func TestTelegramToolQuestions(t *testing.T) {
 func TestTelegramToolQuestionTimesOut(t *testing.T) {
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
-	cfg := e.config("")
+	cfg := e.config()
 	cfg.Tools.ElicitationTimeoutSec = 1
 	e.start(cfg)
 	e.say(7, "ask choice")

@@ -109,6 +109,21 @@ type Option func(*options)
 type options struct {
 	backoffBase, backoffMax time.Duration
 	reconnectWait           time.Duration
+	tracer                  CallTracer
+}
+
+// CallTracer traces the tools/call requests of a Loader. StartCall is called before each
+// request with the server's and the tool's name (the server's own name of it); it returns the
+// context to send the request in, the fields to put in the request's params._meta (the W3C
+// trace context: traceparent, tracestate), and end, to call with the request's error (nil on
+// success) once it is answered. It must not block.
+type CallTracer interface {
+	StartCall(ctx context.Context, server, tool string) (_ context.Context, meta map[string]any, end func(error))
+}
+
+// WithCallTracer traces every tools/call request with t.
+func WithCallTracer(t CallTracer) Option {
+	return func(o *options) { o.tracer = t }
 }
 
 // WithBackoff sets the delays between connection attempts of a failed server: base, then

@@ -382,7 +382,18 @@ func (s *serverConn) call(ctx context.Context, name string, args map[string]any,
 	}
 }
 
-func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, args map[string]any, r tools.Running) (*mcpgo.CallToolResult, error) {
+func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, args map[string]any, r tools.Running) (_ *mcpgo.CallToolResult, err error) {
+	req := mcpgo.CallToolRequest{}
+	req.Params.Meta = &mcpgo.Meta{}
+	if t := s.opts.tracer; t != nil {
+		var meta map[string]any
+		var end func(error)
+		ctx, meta, end = t.StartCall(ctx, s.cfg.Name, name)
+		defer func() { end(err) }()
+		if len(meta) > 0 {
+			req.Params.Meta.AdditionalFields = meta
+		}
+	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if t := s.cfg.ToolCallTimeout; t > 0 {
 		cctx, cancel = context.WithTimeoutCause(ctx, t, fmt.Errorf("the call timeout of %s passed", t))
@@ -391,10 +402,9 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 	// Every call carries a progress token; its progress and questions reach r while it runs.
 	cctx, w, unwatch := sess.calls.watch(cctx, r)
 	defer unwatch()
-	req := mcpgo.CallToolRequest{}
+	req.Params.Meta.ProgressToken = w.token
 	req.Params.Name = name
 	req.Params.Arguments = args
-	req.Params.Meta = &mcpgo.Meta{ProgressToken: w.token}
 	res, err := sess.client.CallTool(cctx, req)
 	switch {
 	case err == nil:
