@@ -160,6 +160,15 @@ type Tools struct {
 	Policy []ToolPolicy `toml:"policy"`
 	// ApprovalTimeoutSec is how long an "ask" call waits for an answer before it is denied.
 	ApprovalTimeoutSec int `toml:"approval_timeout_sec"`
+	// ElicitationTimeoutSec is how long a tool's question (MCP elicitation) waits for an answer
+	// before the server is told cancel.
+	ElicitationTimeoutSec int `toml:"elicitation_timeout_sec"`
+	// Parallel is "read_only" (a round whose calls are all safe runs them side by side) or "off".
+	Parallel ParallelMode `toml:"parallel"`
+	// MaxParallel bounds the calls of a round running at once.
+	MaxParallel int `toml:"max_parallel"`
+	// ParallelTools are tool names (or globs) safe to run side by side whatever they declare.
+	ParallelTools []string `toml:"parallel_tools"`
 	// MaxFileBytes caps one file a tool returns; larger ones are left out of the reply.
 	MaxFileBytes int `toml:"max_file_bytes"`
 	// MaxFilesPerTurn caps the files the tools of one answer return, over all its rounds.
@@ -315,6 +324,9 @@ type MCPServer struct {
 	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
 	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
 	ToolPrefix string `toml:"tool_prefix"`
+	// Parallel lets the server's tools run side by side with other safe calls of a round
+	// whatever they declare (readOnlyHint).
+	Parallel bool `toml:"parallel"`
 	// Auth is "none" (default: headers only) or "oauth" (sse and http: an admin connects the
 	// server on the admin page's Servers page).
 	Auth MCPAuth `toml:"auth"`
@@ -423,7 +435,8 @@ func Default() Config {
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",
 		},
-		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10},
+		Tools: Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10,
+			ElicitationTimeoutSec: 300, Parallel: ParallelReadOnly, MaxParallel: 4},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},

@@ -22,7 +22,8 @@ const (
 // errApprovalTimeout ends an approval question nobody answered in time.
 var errApprovalTimeout = errors.New("approval timed out")
 
-// chatApprover asks the chat of one turn whether a tool call may run.
+// chatApprover asks the chat of one turn whether a tool call may run, and the questions its
+// tools ask (elicit.go).
 type chatApprover struct {
 	in      adapters.Inbound
 	asker   adapters.Asker
@@ -30,6 +31,9 @@ type chatApprover struct {
 	admins  idSet // the bot's admins
 	timeout time.Duration
 	now     func() time.Time
+	// prompts take typed answers to a tool's question (elicit.go); notice posts a message.
+	prompts *prompts
+	notice  func(text string)
 }
 
 // Approve posts the question and waits for an allowed press, the approval timeout, or the end of

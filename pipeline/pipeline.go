@@ -107,6 +107,8 @@ type Pipeline struct {
 	memory    *memory
 	quotas    *quotaGuard
 	outbox    *outbox
+	// prompts are tools' questions waiting for a typed answer in a chat.
+	prompts prompts
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
@@ -236,6 +238,10 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		if first {
 			p.notice(out, p.opts.Texts.RateLimited, log)
 		}
+		return
+	}
+	if p.prompts.take(in) {
+		// The answer to a tool's question the running turn asked here.
 		return
 	}
 	// The adapter parsed the command (adapters.ParseCommand) and dropped commands naming another

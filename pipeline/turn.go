@@ -155,12 +155,19 @@ func (t *turn) prepare(replyCtx context.Context) {
 	reply := out.NewReply(replyCtx)
 	reply.Working(true)
 	if asker, ok := out.(adapters.Asker); ok && tt != nil {
-		// The turn's "ask" tool calls are approved in the chat when the platform can post
-		// buttons; without that, such calls are denied.
-		tt.SetApprover(&chatApprover{in: in, asker: asker, reply: reply, admins: p.access.admins,
-			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now})
+		// The turn's "ask" tool calls are approved in the chat, and its tools' questions
+		// answered there, when the platform can post buttons; without that, such calls are
+		// denied and such questions answered cancel.
+		ca := &chatApprover{in: in, asker: asker, reply: reply, admins: p.access.admins,
+			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now,
+			prompts: &p.prompts, notice: func(text string) { p.notice(out, text, t.log) }}
+		tt.SetApprover(ca)
+		tt.SetElicitor(ca)
 	}
 	t.resp = newResponse(replyCtx, out, reply, t.req.Stream, p.opts.Output, in.Chat.Platform, p.outbox, t.log)
+	if tt != nil && t.req.Stream {
+		t.resp.watch(tt)
+	}
 }
 
 // run runs the agent. When the model refuses the context as too long (it counts more than the

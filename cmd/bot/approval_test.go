@@ -422,18 +422,10 @@ func TestTelegramApprovals(t *testing.T) {
 // "always allow" is not asked again in that channel.
 func TestDiscordApprovals(t *testing.T) {
 	e := newEnv(t)
-	dc := dtk.New(dtk.Config{})
-	t.Cleanup(dc.Close)
-	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
-	cfg := e.config()
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
-	e.start(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := dc.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dc := startDiscordBot(t, e, func(cfg *config.Config) {
+		cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
+	})
 	const guild, channel, asker, bystander, admin = "900000000000000001", "800000000000000001", "600", "601", "700"
 	ask := func(text string) {
 		if _, err := dc.Post(dtk.UserMessage{ChannelID: channel, GuildID: guild, AuthorID: asker, MentionBot: true,
@@ -462,15 +454,7 @@ func TestDiscordApprovals(t *testing.T) {
 		})
 		return q
 	}
-	button := func(q dtk.Message, choice string) string {
-		for _, b := range q.Buttons {
-			if strings.HasSuffix(b.CustomID, ":"+choice) {
-				return b.CustomID
-			}
-		}
-		t.Fatalf("no %s button on %+v", choice, q.Buttons)
-		return ""
-	}
+	button := func(q dtk.Message, choice string) string { return discordButton(t, q, ":"+choice) }
 	waitReply := func(what string) {
 		wait.For(t, what, func() bool {
 			for _, m := range dc.BotMessages(channel) {
@@ -550,4 +534,36 @@ func TestTelegramChatAdminsRole(t *testing.T) {
 	e.waitBotText(group.ID, "the admin's result", contains("tool said: [user9] by admin"))
 	e.tg.Send(tgkit.Inbound{Chat: group, From: user(7), Text: "@relay_test_bot by member"})
 	e.waitBotText(group.ID, "the member's denial", contains("tool said: err: tool echo is denied by tools.policy[0]"))
+}
+
+// startDiscordBot starts the bot on a fake Discord (config edited by edit, when not nil) and
+// waits until its gateway is ready.
+func startDiscordBot(t *testing.T, e *env, edit func(*config.Config)) *dtk.Server {
+	t.Helper()
+	dc := dtk.New(dtk.Config{})
+	t.Cleanup(dc.Close)
+	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
+	cfg := e.config()
+	if edit != nil {
+		edit(cfg)
+	}
+	e.start(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := dc.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return dc
+}
+
+// discordButton returns the custom_id of the button of m whose custom_id ends with suffix.
+func discordButton(t *testing.T, m dtk.Message, suffix string) string {
+	t.Helper()
+	for _, b := range m.Buttons {
+		if strings.HasSuffix(b.CustomID, suffix) {
+			return b.CustomID
+		}
+	}
+	t.Fatalf("no %s button on %+v", suffix, m.Buttons)
+	return ""
 }

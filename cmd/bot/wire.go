@@ -108,7 +108,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	mgr, err := tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
-		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn})
+		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
+		ElicitationTimeout: time.Duration(cfg.Tools.ElicitationTimeoutSec) * time.Second,
+		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
+		ParallelTools: cfg.Tools.ParallelTools})
 	if err != nil {
 		return b, err
 	}
@@ -592,6 +595,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			ConnectTimeout:  time.Duration(s.ConnectSec) * time.Second,
 			ToolCallTimeout: s.ToolCallTimeout,
 			ToolPrefix:      s.ToolPrefix,
+			Parallel:        s.Parallel,
 		}
 		if s.Auth == "oauth" {
 			out[i].Auth = logins.Source(s.Name)

@@ -66,6 +66,9 @@ type ServerConfig struct {
 	// it ("web_" offers "search" as "web_search"); "{server}" in it stands for Name. The
 	// server is always called with its own name. Empty: the server's names as they are.
 	ToolPrefix string
+	// Parallel lets calls to the server's tools run side by side with the other safe calls of
+	// their round, whatever the tools declare (readOnlyHint).
+	Parallel bool
 
 	// dial, set by tests, replaces the transport with an in-process one.
 	dial func() transport.Interface
@@ -287,7 +290,7 @@ func (l *Loader) Call(ctx context.Context, call tools.Invocation) (tools.Result,
 			args = map[string]any{}
 		}
 	}
-	return s.call(ctx, call.Name, args)
+	return s.call(ctx, call.Name, args, call.Running)
 }
 
 // route picks the server for a tool: the first server that is up and offers it, else the first

@@ -39,15 +39,19 @@ var PNG = []byte{
 //   - cancelled(): how many sleep calls were cancelled (Cancelled, readable over any transport).
 //   - env(name): the server's environment variable name.
 //   - pid(): the process id of the server.
+//
+// and the tools that talk while they run (live.go).
 type Kit struct {
 	// Server is the mcp-go server; serve it with any transport.
 	Server *server.MCPServer
 
 	mu        sync.Mutex
 	calls     map[string]int
+	spans     []Span
 	name      string
 	traceTo   string // OTLP/HTTP receiver of the server's own spans; empty: none
 	cancelled atomic.Int64
+	notices   atomic.Int64
 }
 
 // TraceTo makes the server record a span of every tool call whose request carries a W3C
@@ -63,7 +67,8 @@ func (k *Kit) TraceTo(endpoint string) {
 // New builds a Kit whose server is called name. It announces tools list changes.
 func New(name string) *Kit {
 	k := &Kit{calls: map[string]int{}, name: name}
-	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true))
+	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true),
+		server.WithLogging(), server.WithElicitation())
 	k.Server.AddTools(
 		server.ServerTool{
 			Tool: mcp.NewTool("echo", mcp.WithDescription("Echoes its text."),
@@ -134,6 +139,7 @@ func New(name string) *Kit {
 			}),
 		},
 	)
+	k.addLiveTools()
 	return k
 }
 
