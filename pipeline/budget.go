@@ -249,3 +249,9 @@ func withSummary(prompt, summary string) string {
 	}
 	return strings.TrimSpace(prompt + "\n\n" + summaryPrompt + "\n" + strings.TrimSpace(summary))
 }
+
+// estimate is the agent's Request.Estimate: the tokens msgs and specs cost with the model
+// named, corrected by what its provider reported for earlier requests.
+func (p *Pipeline) estimate(model string, msgs []agent.Message, specs []tools.Spec) int {
+	return int(float64(estimateMessages(msgs)+estimateTools(specs)) * p.usage.of(model))
+}

@@ -117,12 +117,18 @@ func (p *Pipeline) systemCommand(in adapters.Inbound, key chat.Key, args string,
 }
 
 // compactCommand answers /compact: every finished round of the conversation is summarised now.
-func (p *Pipeline) compactCommand(ctx context.Context, key chat.Key, out adapters.Responder, log *slog.Logger) {
+// Its model call is held to the sender's quotas and counted against them like a turn's.
+func (p *Pipeline) compactCommand(ctx context.Context, key chat.Key, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
+	if text, over := p.overQuota(ctx, in, nil, log); over {
+		log.Info("pipeline: /compact refused: over quota")
+		p.notice(out, text, log)
+		return
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	conv, err := p.store.Conversation(sctx, key)
 	var th *turnHistory
 	if err == nil {
-		th = &turnHistory{conv: conv}
+		th = &turnHistory{conv: conv, meter: p.newMeter(in, 0, log)}
 		th.rounds, err = p.store.Rounds(sctx, conv.ID, conv.SummaryTurnID, p.opts.HistoryRounds)
 	}
 	cancel()
@@ -136,9 +142,16 @@ func (p *Pipeline) compactCommand(ctx context.Context, key chat.Key, out adapter
 	for _, c := range th.calls {
 		log.Info("pipeline: /compact model call", "model", c.Model, "status", c.Status, "tokens_in", c.TokensIn, "tokens_out", c.TokensOut)
 	}
+	if lost := th.meter.unsaved(); len(lost) > 0 {
+		log.Error("pipeline: /compact model calls not saved", "calls", len(lost))
+	}
+	q, over := errors.AsType[*quotaError](err)
 	switch {
 	case errors.Is(err, errNothingToCompact):
 		p.notice(out, "Nothing to summarise yet.", log)
+	case over:
+		log.Info("pipeline: /compact refused: over quota")
+		p.notice(out, q.text, log)
 	case err != nil:
 		log.Error("pipeline: /compact failed", "conversation_id", conv.ID, "err", err)
 		p.notice(out, p.failureText(err), log)

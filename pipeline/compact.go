@@ -44,6 +44,8 @@ type turnHistory struct {
 	elided    int
 	// estimate is the corrected token estimate of the transcript built, tools included.
 	estimate int
+	// meter accounts for the model calls of the turn (compaction's among them); nil: none.
+	meter *meter
 }
 
 // transcriptFor builds the messages of a turn within the model's budget: the system prompt (with
@@ -102,10 +104,14 @@ func (p *Pipeline) compact(ctx context.Context, th *turnHistory, n int, mb Model
 	instruction := fmt.Sprintf(summaryInstruction, words)
 	room := int(float64(mb.ContextWindow-mb.MaxOutputTokens-estimateText(instruction)-64) / p.usage.of(mb.Name))
 	text := summaryInput(th.conv.Summary, th.rounds[:n], shared, room)
-	res := p.runner.Run(ctx, agent.Request{Model: th.conv.Model, Messages: []agent.Message{
+	req := agent.Request{Model: th.conv.Model, Estimate: p.estimate, Messages: []agent.Message{
 		{Role: agent.RoleSystem, Content: instruction},
 		{Role: agent.RoleUser, Content: text},
-	}}, nil)
+	}}
+	if th.meter != nil {
+		req.Meter = th.meter.forSummary()
+	}
+	res := p.runner.Run(ctx, req, nil)
 	for _, c := range res.LLMCalls {
 		c.Round = 0
 		th.calls = append(th.calls, c)

@@ -592,7 +592,7 @@ func (p *Pipeline) queue(key chat.Key, in adapters.Inbound, out adapters.Respond
 	defer cancel(nil)
 	p.turns.started(k, t, cancel)
 	if in.Command == "compact" {
-		p.compactCommand(turnCtx, key, out, log)
+		p.compactCommand(turnCtx, key, in, out, log)
 		return
 	}
 	p.runTurn(turnCtx, key, in, out, log)

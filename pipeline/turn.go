@@ -48,6 +48,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 	}
 	conv := th.conv
 	log = log.With("conversation_id", conv.ID, "turn", turnID)
+	th.meter = p.newMeter(in, turnID, log)
 
 	info := tools.TurnInfo{
 		TurnID:         turnID,
@@ -61,7 +62,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		ChatAdmin:      in.ChatAdmin,
 	}
 	stream := out.SupportsStreaming()
-	req := agent.Request{Stream: stream, Model: conv.Model, BeforeCall: p.quotaCheck(in, log)}
+	req := agent.Request{Stream: stream, Model: conv.Model, Estimate: p.estimate, Meter: th.meter}
 	if p.tools != nil {
 		tt := p.tools.ForTurn(info, p.allowedTools(in.Chat))
 		req.Tools = tt.Specs()
@@ -210,7 +211,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		TokensOut: res.Usage.TokensOut,
 		Error:     errText,
 		Messages:  toStoreMessages(res.Messages),
-		LLMCalls:  toStoreLLMCalls(res.LLMCalls),
+		LLMCalls:  toStoreLLMCalls(th.meter.unsaved()), // the others are saved already
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
