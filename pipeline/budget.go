@@ -135,7 +135,7 @@ func (u *usageCorrection) observe(model string, estimated, reported int) {
 // the request as built (later rounds add the turn's own messages).
 func (u *usageCorrection) observeTurn(calls []agent.LLMCall, estimated int) {
 	for _, c := range calls {
-		if c.Round == 1 && c.Status == agent.StatusOK {
+		if c.Round == 1 && c.Status == agent.StatusOK && !c.Estimated {
 			u.observe(c.Model, estimated, c.TokensIn)
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,15 +146,18 @@ func heldToOne(t *testing.T, srv *llm.Server, ps []*harness, ins []adapters.Inbo
 		}
 		return n
 	}
+	var finished atomic.Int32
 	for i, in := range ins {
 		outs[i] = &recResponder{stream: true}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-ps[i%len(ps)].handle(in, outs[i])
+			finished.Add(1)
 		}()
 	}
-	wait.For(t, "all but one turn refused", func() bool { return refused() >= len(ins)-1 })
+	// The one answer is held; every other turn ends, refused or (over the quota) answered.
+	wait.For(t, "all but one turn to end", func() bool { return int(finished.Load()) >= len(ins)-1 })
 	close(hold)
 	wg.Wait()
 	if got := srv.RequestCount(); got != 1 {
@@ -283,3 +287,26 @@ func harnessOn(t *testing.T, srv *llm.Server, st *store.Store, opts Options) *ha
 	return h
 }
 
+
+// refusingStore refuses every turn's final write, as a database that went away would.
+type refusingStore struct{ *store.Store }
+
+func (refusingStore) FinishTurn(context.Context, store.TurnEnd) error {
+	return fmt.Errorf("the database refused the write")
+}
+
+// A turn whose final write is refused still has its model calls counted: they were saved as
+// they happened.
+func TestRefusedFinalWriteKeepsTheModelCalls(t *testing.T) {
+	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { return refusingStore{st} })
+	h.p.opts.Usage = h.store
+	h.llm.Push(usedTokens(700, 40, "an answer"))
+	out := &recResponder{stream: true}
+	<-h.handle(privateMsg("7", "1", "hello"), out)
+	if final, _ := out.Reply(0).Final(); final != "an answer" {
+		t.Fatalf("final = %q", final)
+	}
+	if u := usageOf(t, h.store, "7"); u.Calls != 1 || u.TokensIn != 700 || u.TokensOut != 40 {
+		t.Fatalf("usage = %+v, want the answer's call at its reported 700 in, 40 out", u)
+	}
+}
