@@ -287,7 +287,6 @@ func harnessOn(t *testing.T, srv *llm.Server, st *store.Store, opts Options) *ha
 	return h
 }
 
-
 // refusingStore refuses every turn's final write, as a database that went away would.
 type refusingStore struct{ *store.Store }
 

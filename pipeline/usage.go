@@ -98,7 +98,6 @@ func formatUsage(day, month []store.UsageRow, all bool, prices map[string]store.
 // EstimatedNote ends a /usage answer that counts estimated calls.
 const EstimatedNote = "≈ includes estimates: the provider reports no usage for an answer stopped or cut off, a failed call or one still running, so the bot counts the prompt's estimate and what was generated."
 
-
 func total(rows []store.UsageRow, prices map[string]store.Price) store.UsageTotal {
 	if t := store.RollUp(rows, store.ByAll, prices); len(t) > 0 {
 		return t[0]
