@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -58,7 +59,8 @@ func (e *OverQuotaError) Error() string {
 // reserves) in one transaction, and returns the row's id; a used-up quota returns an
 // *OverQuotaError and writes nothing. The check and the write are atomic per subject of the
 // checks across every replica: on PostgreSQL under a transaction advisory lock per user and per
-// chat checked, on SQLite through its single writer connection.
+// chat checked, on SQLite (one process) through its single writer connection, whose
+// transactions run one at a time.
 func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error) {
 	row := newLLMCallRow(c.Call)
 	row.Status, row.Estimated, row.InstanceID = LLMCallRunning, true, s.instance
@@ -70,7 +72,14 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 		row.StartedAt = now()
 	}
 	row.StartedAt = dbTime(row.StartedAt)
-	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	// The writes of concurrent turns share a commit (and its fsync), except on PostgreSQL when
+	// advisory locks are taken: a shared transaction would hold the locks of several subjects
+	// in no single order, which two replicas could deadlock on.
+	run := s.turns.do
+	if s.driver == DriverPostgres && len(c.Checks) > 0 {
+		run = func(ctx context.Context, fn func(tx *gorm.DB) error) error { return s.w.WithContext(ctx).Transaction(fn) }
+	}
+	err := run(ctx, func(tx *gorm.DB) error {
 		if s.driver == DriverPostgres {
 			for _, k := range quotaLocks(c.Checks) {
 				if err := tx.Exec("SELECT pg_advisory_xact_lock(CAST(? AS integer), CAST(? AS integer))", quotaLockSpace, k).Error; err != nil {
@@ -94,7 +103,7 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 		return tx.Create(&row).Error
 	})
 	if err != nil {
-		if _, ok := err.(*OverQuotaError); ok {
+		if _, ok := errors.AsType[*OverQuotaError](err); ok {
 			return 0, err
 		}
 		return 0, fmt.Errorf("store: start model call of turn %d: %w", c.TurnID, err)
@@ -105,13 +114,15 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 // FinishLLMCall settles a call StartLLMCall opened with how it ended: its status, tokens
 // (reported or estimated), timings and error. A call Recover already settled is left as it is.
 func (s *Store) FinishLLMCall(ctx context.Context, id int64, c LLMCall) error {
-	res := s.w.WithContext(ctx).Model(&llmCallRow{}).Where("id = ? AND status = ?", id, LLMCallRunning).
-		Updates(map[string]any{"status": c.Status, "model": c.Model, "candidate": c.Candidate,
-			"ttft_ms": c.TimeToFirstToken.Milliseconds(), "duration_ms": c.Duration.Milliseconds(),
-			"tokens_in": c.TokensIn, "tokens_out": c.TokensOut, "estimated": c.Estimated,
-			"error": validText(c.Error)})
-	if res.Error != nil {
-		return fmt.Errorf("store: finish model call %d: %w", id, res.Error)
+	err := s.turns.do(ctx, func(tx *gorm.DB) error {
+		return tx.Model(&llmCallRow{}).Where("id = ? AND status = ?", id, LLMCallRunning).
+			Updates(map[string]any{"status": c.Status, "model": c.Model, "candidate": c.Candidate,
+				"ttft_ms": c.TimeToFirstToken.Milliseconds(), "duration_ms": c.Duration.Milliseconds(),
+				"tokens_in": c.TokensIn, "tokens_out": c.TokensOut, "estimated": c.Estimated,
+				"error": validText(c.Error)}).Error
+	})
+	if err != nil {
+		return fmt.Errorf("store: finish model call %d: %w", id, err)
 	}
 	return nil
 }

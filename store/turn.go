@@ -98,7 +98,7 @@ type LLMCall struct {
 	// FallbackReason says why this candidate was tried: empty for the first, else the error of the
 	// one before.
 	FallbackReason string
-	Status         string // "ok", "error", "cancelled"
+	Status         string // "ok", "error", "cancelled"; LLMCallRunning and LLMCallInterrupted in the ledger
 	// TimeToFirstToken is zero when no token arrived.
 	TimeToFirstToken time.Duration
 	Duration         time.Duration
