@@ -159,7 +159,9 @@ type Options struct {
 	// tokens, by configured model name.
 	Usage  UsageLog
 	Prices map[string]store.Price
-	// Quotas cap what users and chats may spend; checked before each turn's model call.
+	// Quotas cap what users and chats may spend: checked before each turn, and checked and
+	// reserved before each model call (atomically across replicas when the Store is a
+	// CallLedger).
 	Quotas Quotas
 
 	// Audit answers the /audit command; nil makes /audit say it is unavailable.
