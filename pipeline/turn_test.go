@@ -214,17 +214,23 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 	if wrap != nil {
 		pst = wrap(st)
 	}
-	p, err := New(runner, pst, mgr, opts)
+	h.start(runner, pst, mgr, opts)
+	return h
+}
+
+// start makes the harness's pipeline, shut down when the test ends.
+func (h *harness) start(runner Runner, st Store, tb Toolbox, opts Options) {
+	h.t.Helper()
+	p, err := New(runner, st, tb, opts)
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	h.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		p.Shutdown(ctx)
 	})
 	h.p = p
-	return h
 }
 
 func privateMsg(user, id, text string) adapters.Inbound {
