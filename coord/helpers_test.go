@@ -3,9 +3,12 @@ package coord
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
 	"testing"
+	"time"
 
-	"relaybot/internal/testkit/pgtest"
 	"relaybot/store"
 )
 
@@ -15,8 +18,37 @@ const pgEnv = "BOT_TEST_POSTGRES_DSN"
 // pgEnv (the test is skipped without it) and returns it with its DSN, for more stores on it.
 func pgStore(t testing.TB, instance string) (*store.Store, string) {
 	t.Helper()
-	dsn := pgtest.SchemaDSN(t)
-	return openPG(t, dsn, instance), dsn
+	base := os.Getenv(pgEnv)
+	if base == "" {
+		t.Skipf("PostgreSQL not tested: set %s", pgEnv)
+	}
+	schema := fmt.Sprintf("coord_%d", time.Now().UnixNano())
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", base)
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		if _, err := db.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return openPG(t, u.String(), instance), u.String()
 }
 
 func openPG(t testing.TB, dsn, instance string) *store.Store {

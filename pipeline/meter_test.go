@@ -2,8 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,7 +18,6 @@ import (
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
-	"relaybot/internal/testkit/pgtest"
 	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 	"relaybot/tools/toolstest"
@@ -184,7 +186,7 @@ func TestConcurrentTurnsAreHeldToTheQuota(t *testing.T) {
 // The same across two replicas: two pipelines, each with its own store, on one PostgreSQL
 // database.
 func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
-	dsn := pgtest.SchemaDSN(t)
+	dsn := pgTestDSN(t)
 	srv := llm.NewServer()
 	t.Cleanup(srv.Close)
 	var hs []*harness
@@ -229,6 +231,38 @@ func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
 	}
 }
 
+// pgTestDSN returns the DSN of a fresh schema in BOT_TEST_POSTGRES_DSN's database, dropped when
+// the test ends; the test is skipped without it.
+func pgTestDSN(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("BOT_TEST_POSTGRES_DSN")
+	if base == "" {
+		t.Skip("PostgreSQL not tested: set BOT_TEST_POSTGRES_DSN")
+	}
+	schema := fmt.Sprintf("pipeline_%d", time.Now().UnixNano())
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := db.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		db.Close()
+	})
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // harnessOn is a harness on a given model server and store (replicas sharing a database).
 func harnessOn(t *testing.T, srv *llm.Server, st *store.Store, opts Options) *harness {
 	t.Helper()
@@ -240,7 +274,16 @@ func harnessOn(t *testing.T, srv *llm.Server, st *store.Store, opts Options) *ha
 	opts.SystemPrompt = "You are a test bot."
 	opts.QueueSize = DefaultQueueSize
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
-	h.start(runner, st, nil, opts)
+	p, err := New(runner, st, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Shutdown(ctx)
+	})
+	h.p = p
 	return h
 }
 

@@ -214,23 +214,17 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 	if wrap != nil {
 		pst = wrap(st)
 	}
-	h.start(runner, pst, mgr, opts)
-	return h
-}
-
-// start makes the harness's pipeline, shut down when the test ends.
-func (h *harness) start(runner Runner, st Store, tb Toolbox, opts Options) {
-	h.t.Helper()
-	p, err := New(runner, st, tb, opts)
+	p, err := New(runner, pst, mgr, opts)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
-	h.t.Cleanup(func() {
+	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		p.Shutdown(ctx)
 	})
 	h.p = p
+	return h
 }
 
 func privateMsg(user, id, text string) adapters.Inbound {

@@ -77,9 +77,7 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 	// in no single order, which two replicas could deadlock on.
 	run := s.turns.do
 	if s.driver == DriverPostgres && len(c.Checks) > 0 {
-		run = func(ctx context.Context, fn func(tx *gorm.DB) error) error {
-			return s.w.WithContext(ctx).Transaction(fn)
-		}
+		run = func(ctx context.Context, fn func(tx *gorm.DB) error) error { return s.w.WithContext(ctx).Transaction(fn) }
 	}
 	err := run(ctx, func(tx *gorm.DB) error {
 		if s.driver == DriverPostgres {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"relaybot/internal/testkit/wait"
@@ -25,14 +26,38 @@ import (
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
-	"relaybot/internal/testkit/pgtest"
 )
 
 // pgSchemaDSN returns the DSN of a fresh schema in the PostgreSQL database of
 // BOT_TEST_POSTGRES_DSN, dropped when the test ends; the test is skipped without it.
 func pgSchemaDSN(t *testing.T) string {
 	t.Helper()
-	return pgtest.SchemaDSN(t)
+	base := os.Getenv("BOT_TEST_POSTGRES_DSN")
+	if base == "" {
+		t.Skip("PostgreSQL not tested: set BOT_TEST_POSTGRES_DSN")
+	}
+	schema := fmt.Sprintf("replicas_%d", time.Now().UnixNano())
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := db.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		db.Close()
+	})
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // freeAddr returns a loopback address nothing listens on.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,7 +25,6 @@ import (
 	"relaybot/internal/testkit/logbuf"
 	mcpkit "relaybot/internal/testkit/mcp"
 	astest "relaybot/internal/testkit/oauth"
-	"relaybot/internal/testkit/pgtest"
 	"relaybot/internal/testkit/wait"
 	"relaybot/metrics"
 	"relaybot/store"
@@ -484,7 +484,25 @@ func TestTheBotRefusesAnAuthorizationServerWithoutS256(t *testing.T) {
 // BOT_TEST_POSTGRES_DSN (dropped at the end), skipping the test when it is not set.
 func pgSchema(t *testing.T) store.Options {
 	t.Helper()
-	return store.Options{Driver: store.DriverPostgres, DSN: pgtest.SchemaDSN(t)}
+	base := os.Getenv("BOT_TEST_POSTGRES_DSN")
+	if base == "" {
+		t.Skip("PostgreSQL not tested: set BOT_TEST_POSTGRES_DSN to a database URL")
+	}
+	schema := fmt.Sprintf("oauth_%d", time.Now().UnixNano())
+	db, err := sql.Open("pgx", base) // registered by the store's driver
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return store.Options{Driver: store.DriverPostgres, DSN: base + sep + "search_path=" + schema}
 }
 
 func TestTwoReplicasOnPostgreSQLShareOneTokenAndRefreshItOnce(t *testing.T) {
