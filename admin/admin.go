@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -84,7 +85,7 @@ type Options struct {
 	WebChat http.Handler
 	// Prices are the models' prices per million tokens, by configured model name, for the
 	// usage page and API.
-	Prices map[string]store.Price
+	Prices map[string]chat.Price
 	// Metrics is served at /metrics (metrics.Metrics.Handler); nil answers 404 there.
 	Metrics http.Handler
 	// Logger receives request failures; nil discards them.

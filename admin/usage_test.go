@@ -50,7 +50,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 	if err := st.StartToolCall(ctx, &plain); err != nil {
 		t.Fatal(err)
 	}
-	_, ts := newTestServer(t, st, "usage-token-0123456789", func(o *Options) { o.Prices = map[string]store.Price{"mini": {In: 0.15, Out: 0.60}} })
+	_, ts := newTestServer(t, st, "usage-token-0123456789", func(o *Options) { o.Prices = map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}} })
 
 	var rep usageReport
 	if code := getJSON(t, ts, "/api/v1/usage?since=24h", "usage-token-0123456789", &rep); code != http.StatusOK {
@@ -93,7 +93,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 func TestUsagePageShowsTables(t *testing.T) {
 	st := openStore(t)
 	seedStore(t, st)
-	_, ts := newTestServer(t, st, "", func(o *Options) { o.Prices = map[string]store.Price{"test-model": {In: 1, Out: 1}} })
+	_, ts := newTestServer(t, st, "", func(o *Options) { o.Prices = map[string]chat.Price{"test-model": {In: 1, Out: 1}} })
 	resp, err := ts.Client().Get(ts.URL + "/admin/usage?since=7d")
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,27 @@ var Sources = []Source{SourceNative, SourcePlugin, SourceMCP, SourceSkill}
 // Valid reports whether s is one of Sources.
 func (s Source) Valid() bool { return slices.Contains(Sources, s) }
 
+// Decision is how an approval question about a tool call ended.
+type Decision string
+
+// The decisions of an approval question.
+const (
+	DecisionApproved  Decision = "approved"
+	DecisionAlways    Decision = "always" // approved, and not asked again for this tool in this chat
+	DecisionDenied    Decision = "denied"
+	DecisionTimeout   Decision = "timeout"   // nobody answered in time: denied
+	DecisionCancelled Decision = "cancelled" // the turn ended first (/stop, shutdown, restart): denied
+)
+
+// Decisions lists every decision, the approvals first.
+var Decisions = []Decision{DecisionApproved, DecisionAlways, DecisionDenied, DecisionTimeout, DecisionCancelled}
+
+// Valid reports whether d is one of Decisions.
+func (d Decision) Valid() bool { return slices.Contains(Decisions, d) }
+
+// Approved reports whether d lets the call run.
+func (d Decision) Approved() bool { return d == DecisionApproved || d == DecisionAlways }
+
 // Record is one audit row: one tool call, written when it starts (Status running, FinishedAt zero)
 // and completed when it ends. In JSON it has the DESIGN contract's shape: finished_at is null while
 // the call runs and the duration is duration_ms. The gorm tags let the store keep Record as its row
@@ -89,7 +110,7 @@ type Record struct {
 	// (approved, always, denied, timeout, cancelled), Approver who decided and DecidedAt when
 	// (zero until decided).
 	ApprovalRequired bool
-	Decision         string
+	Decision         Decision
 	Approver         string
 	DecidedAt        time.Time `gorm:"-"`
 }
@@ -118,7 +139,7 @@ type recordJSON struct {
 	ResultSize       int        `json:"result_size"`
 	ServerTool       string     `json:"server_tool,omitempty"`
 	ApprovalRequired bool       `json:"approval_required"`
-	Decision         string     `json:"decision,omitempty"`
+	Decision         Decision   `json:"decision,omitempty"`
 	Approver         string     `json:"approver,omitempty"`
 	DecidedAt        *time.Time `json:"decided_at,omitempty"`
 }
@@ -192,7 +213,7 @@ type Filter struct {
 	TurnID   int64
 	// Decision keeps records whose approval ended so (approved, always, denied, timeout,
 	// cancelled); ApprovalRequired keeps the records a tool policy asked about.
-	Decision         string
+	Decision         Decision
 	ApprovalRequired bool
 	// Order of the page; Newest when zero. Log.ToolStats ignores it.
 	Order Order

@@ -70,10 +70,15 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"discord shards a word", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nshards = \"many\"\n", `discord.shards: must be "auto" or a positive whole number, got "many"`},
 		{"discord shards a fraction", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nshards = 1.5\n", `discord.shards: must be "auto" or a positive whole number, got 1.5`},
 		{"discord allow_dms not a bool", minimal + "[discord]\nallow_dms = \"no\"\n", "allow_dms"},
+		{"busy", minimal + "[chat]\nbusy = \"drop\"\n", `chat.busy: must be one of "queue", "interrupt", got "drop"`},
+		{"busy from the environment", minimal + "[chat]\nbusy = \"${BUSY}\"\n", `chat.busy: must be one of "queue", "interrupt", got "wild"`},
+		{"scope", minimal + "[chat]\nscope = \"group\"\n", `chat.scope: must be one of "chat", "user", got "group"`},
+		{"mcp transport", minimal + "[[mcp.servers]]\nname = \"a\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\n[[mcp.servers]]\nname = \"b\"\ntransport = \"ws\"\n", `mcp.servers[1].transport: must be one of "stdio", "sse", "http", got "ws"`},
+		{"log level", minimal + "[log]\nlevel = \"loud\"\n", `log.level: must be one of "debug", "info", "warn", "error", got "loud"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.toml), env(nil))
+			_, err := Parse([]byte(tt.toml), env(map[string]string{"BUSY": "wild"}))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
 			}
@@ -310,6 +315,16 @@ func TestDiscordShards(t *testing.T) {
 		if cfg.Discord.Shards != tt.want {
 			t.Errorf("%q: %d shards, want %d", tt.line, cfg.Discord.Shards, tt.want)
 		}
+	}
+}
+
+func TestEnumValuesFromTheEnvironmentAreTakenOnceExpanded(t *testing.T) {
+	cfg, err := Parse([]byte(minimal+"[chat]\nbusy = \"${BUSY:-queue}\"\nscope = \"${SCOPE:-user}\"\n"), env(map[string]string{"BUSY": "interrupt"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Chat.Busy != BusyInterrupt || cfg.Chat.Scope != ScopeUser {
+		t.Fatalf("busy %q, scope %q; want interrupt (from BUSY) and user (the fallback)", cfg.Chat.Busy, cfg.Chat.Scope)
 	}
 }
 

@@ -11,7 +11,7 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"relaybot/store"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +21,7 @@ import (
 	"relaybot/adapters/delivery"
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -36,18 +37,13 @@ var firstTokenBuckets = []float64{0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 1
 
 // Options configure a Metrics.
 type Options struct {
-	// KnownTool reports whether a tool of that name exists; names it denies are counted as
-	// Unknown. Nil counts every tool call under Unknown.
-	KnownTool func(name string) bool
 	// Models are the configured model names; model calls of any other name are counted as Unknown.
 	Models []string
 	// Prices are the models' prices per million tokens by configured name; a priced model's
 	// calls add to relaybot_model_cost_total.
-	Prices map[string]store.Price
+	Prices map[string]chat.Price
 	// MCPUp, when set, is asked at every scrape whether each MCP server is up (server name → up).
 	MCPUp func() map[string]bool
-	// QueueDepths, when set, are asked at every scrape how many items wait in each named queue.
-	QueueDepths map[string]func() int
 	// Instance, when set, is the id of this replica among several on one database: every series
 	// carries it as the label instance, so the replicas' series stay apart wherever they meet.
 	Instance string
@@ -56,10 +52,13 @@ type Options struct {
 // Metrics holds the bot's collectors. Every method is safe for concurrent use; a nil *Metrics
 // ignores every call.
 type Metrics struct {
-	reg       *prometheus.Registry
-	knownTool func(string) bool
-	models    map[string]bool
-	prices    map[string]store.Price
+	reg    *prometheus.Registry
+	models map[string]bool
+	prices map[string]chat.Price
+	queues *queueCollector
+
+	mu        sync.RWMutex
+	knownTool func(string) bool // nil: every tool counts under Unknown
 
 	turns        *prometheus.CounterVec
 	turnDuration *prometheus.HistogramVec
@@ -84,10 +83,9 @@ type Metrics struct {
 // process collectors, so a scrape shows each family's HELP and TYPE before its first event.
 func New(opts Options) *Metrics {
 	m := &Metrics{
-		reg:       prometheus.NewRegistry(),
-		knownTool: opts.KnownTool,
-		models:    make(map[string]bool, len(opts.Models)),
-		prices:    opts.Prices,
+		reg:    prometheus.NewRegistry(),
+		models: make(map[string]bool, len(opts.Models)),
+		prices: opts.Prices,
 	}
 	for _, name := range opts.Models {
 		m.models[name] = true
@@ -122,11 +120,33 @@ func New(opts Options) *Metrics {
 			up:   opts.MCPUp,
 		})
 	}
-	if len(opts.QueueDepths) > 0 {
-		depth := prometheus.NewDesc("relaybot_queue_depth", "Items waiting in a queue (turns waiting for their conversation or a free slot, ...).", []string{"queue"}, nil)
-		reg.MustRegister(queueCollector{desc: depth, depths: opts.QueueDepths})
-	}
+	m.queues = &queueCollector{desc: prometheus.NewDesc("relaybot_queue_depth", "Items waiting in a queue (turns waiting for their conversation or a free slot, ...).", []string{"queue"}, nil),
+		depths: map[string]func() int{}}
+	reg.MustRegister(m.queues)
 	return m
+}
+
+// KnowTools makes tool calls count under their names when known reports the tool exists; the
+// others, and every call before KnowTools, count as Unknown. The tool manager that knows is
+// built on the metrics' Recorder, so it comes after them.
+func (m *Metrics) KnowTools(known func(name string) bool) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.knownTool = known
+}
+
+// CountQueue makes every scrape ask depth how many items wait in the queue called name (the
+// pipeline's, built after the metrics it reports to).
+func (m *Metrics) CountQueue(name string, depth func() int) {
+	if m == nil {
+		return
+	}
+	m.queues.mu.Lock()
+	defer m.queues.mu.Unlock()
+	m.queues.depths[name] = depth
 }
 
 // factory registers vectors on one registry.
@@ -157,12 +177,12 @@ func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 
 // TurnFinished counts a finished turn with its outcome ("ok", "error", "cancelled", ...) and how
 // long it took. It implements pipeline.Observer.
-func (m *Metrics) TurnFinished(outcome string, took time.Duration) {
+func (m *Metrics) TurnFinished(outcome chat.TurnStatus, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.turns.WithLabelValues(outcome).Inc()
-	m.turnDuration.WithLabelValues(outcome).Observe(took.Seconds())
+	m.turns.WithLabelValues(string(outcome)).Inc()
+	m.turnDuration.WithLabelValues(string(outcome)).Observe(took.Seconds())
 }
 
 // ToolCallFinished counts a finished tool call with its audit status and duration; a tool that
@@ -171,7 +191,10 @@ func (m *Metrics) ToolCallFinished(tool, status string, took time.Duration) {
 	if m == nil {
 		return
 	}
-	if m.knownTool == nil || !m.knownTool(tool) {
+	m.mu.RLock()
+	known := m.knownTool
+	m.mu.RUnlock()
+	if known == nil || !known(tool) {
 		tool = Unknown
 	}
 	m.toolCalls.WithLabelValues(tool, status).Inc()
@@ -224,7 +247,7 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
 	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
 	if p, ok := m.prices[c.Model]; ok {
-		m.modelCost.WithLabelValues(model).Add(store.UsageRow{TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)}.Cost(p))
+		m.modelCost.WithLabelValues(model).Add(p.Cost(int64(c.TokensIn), int64(c.TokensOut)))
 	}
 }
 
@@ -272,15 +295,19 @@ func (c mcpCollector) Collect(ch chan<- prometheus.Metric) {
 
 // queueCollector reports queue depths read at scrape time.
 type queueCollector struct {
-	desc   *prometheus.Desc
+	desc *prometheus.Desc
+
+	mu     sync.Mutex
 	depths map[string]func() int
 }
 
 // Describe implements prometheus.Collector.
-func (c queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector.
-func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for name, depth := range c.depths {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(depth()), name)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"relaybot/chat"
-	"relaybot/store"
 	"strings"
 	"testing"
 	"time"
@@ -74,11 +73,11 @@ next:
 
 func TestScrapeShowsWhatTheBotDid(t *testing.T) {
 	m := New(Options{
-		KnownTool:   func(name string) bool { return name == "fetch_url" },
-		Models:      []string{"main", "backup"},
-		MCPUp:       func() map[string]bool { return map[string]bool{"docs": true, "wx": false} },
-		QueueDepths: map[string]func() int{"turns": func() int { return 3 }},
+		Models: []string{"main", "backup"},
+		MCPUp:  func() map[string]bool { return map[string]bool{"docs": true, "wx": false} },
 	})
+	m.KnowTools(func(name string) bool { return name == "fetch_url" })
+	m.CountQueue("turns", func() int { return 3 })
 	m.TurnFinished("ok", 1500*time.Millisecond)
 	m.TurnFinished("error", 200*time.Millisecond)
 	m.ToolCallFinished("fetch_url", "ok", 300*time.Millisecond)
@@ -142,7 +141,8 @@ func TestScrapeShowsWhatTheBotDid(t *testing.T) {
 }
 
 func TestNamesTheModelMadeUpCreateNoSeries(t *testing.T) {
-	m := New(Options{KnownTool: func(name string) bool { return name == "current_time" }, Models: []string{"main"}})
+	m := New(Options{Models: []string{"main"}})
+	m.KnowTools(func(name string) bool { return name == "current_time" })
 	for i := range 20 {
 		name := fmt.Sprintf("made_up_%d_%s", i, strings.Repeat("x", 3000))
 		m.ToolCallFinished(name, "not_found", time.Millisecond)
@@ -174,7 +174,8 @@ func TestNamesTheModelMadeUpCreateNoSeries(t *testing.T) {
 }
 
 func TestToolRecorderCountsAndPassesOn(t *testing.T) {
-	m := New(Options{KnownTool: func(string) bool { return true }})
+	m := New(Options{})
+	m.KnowTools(func(string) bool { return true })
 	var passed []audit.Status
 	next := recorderFunc(func(rec *audit.Record) { passed = append(passed, rec.Status) })
 	r := m.Recorder(next)
@@ -214,7 +215,7 @@ func TestNilMetricsIgnoresEveryCall(t *testing.T) {
 
 // The cost counter prices each model call's tokens with the model's configured price per million.
 func TestModelCostFollowsThePrices(t *testing.T) {
-	m := New(Options{Models: []string{"mini", "free"}, Prices: map[string]store.Price{"mini": {In: 0.15, Out: 0.60}}})
+	m := New(Options{Models: []string{"mini", "free"}, Prices: map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}}})
 	m.ModelCallFinished(agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 2_000_000, TokensOut: 500_000})
 	m.ModelCallFinished(agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 0})
 	m.ModelCallFinished(agent.LLMCall{Model: "free", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 1_000_000})

@@ -47,7 +47,7 @@ func benchTurns(b *testing.B, h *harness) {
 }
 
 func newBenchHarness(b *testing.B, opts Options) *harness {
-	opts.Settle, opts.QueueSize = -1, 1000
+	opts.Queue.Settle, opts.Queue.Size = -1, 1000
 	h := newHarness(b, opts)
 	h.p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return h

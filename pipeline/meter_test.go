@@ -2,11 +2,7 @@ package pipeline
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"log/slog"
-	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,12 +11,11 @@ import (
 	"time"
 
 	"relaybot/adapters"
-	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
-	"relaybot/internal/testkit/logbuf"
+	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
 	"relaybot/store"
-	"relaybot/tools/toolstest"
+	"relaybot/tools"
 )
 
 // usageOf sums what the store counts against a user today.
@@ -175,7 +170,7 @@ var meterBudget = []ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutput
 // (its prompt and max_output_tokens) fills: one reaches the model, the others are refused before
 // any model request.
 func TestConcurrentTurnsAreHeldToTheQuota(t *testing.T) {
-	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Models: meterBudget})
+	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}})
 	h.p.opts.Usage = h.store
 	heldToOne(t, h.llm, []*harness{h}, quotaMsgs("7", 4))
 	if u := usageOf(t, h.store, "7"); u.Calls != 1 || u.Estimated != 0 {
@@ -186,7 +181,7 @@ func TestConcurrentTurnsAreHeldToTheQuota(t *testing.T) {
 // The same across two replicas: two pipelines, each with its own store, on one PostgreSQL
 // database.
 func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
-	dsn := pgTestDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	srv := llm.NewServer()
 	t.Cleanup(srv.Close)
 	var hs []*harness
@@ -199,7 +194,7 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 		if err := st.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		h := harnessOn(t, srv, st, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Models: meterBudget})
+		h := newHarnessOn(t, srv, st, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}}, tools.ManagerOptions{}, nil)
 		h.p.opts.Usage = st
 		hs = append(hs, h)
 	}
@@ -210,7 +205,7 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 // words, and the fourth message is refused before any model request.
 func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
 	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}},
-		Models: []ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 100}}})
+		Models: ModelOptions{Budgets: []ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 100}}}})
 	h.p.opts.Usage = h.store
 	question := "Write me a long essay about " + strings.Repeat("the history of the steam engine, ", 12)
 	for i := range 3 {
@@ -229,62 +224,6 @@ func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
 	if n := out.Notices(); len(n) != 1 || !strings.Contains(n[0], "You have used up today's quota (") || !strings.Contains(n[0], " of 1000 tokens). It resets") {
 		t.Fatalf("fourth message: notices %q, want the quota refusal", n)
 	}
-}
-
-// pgTestDSN returns the DSN of a fresh schema in BOT_TEST_POSTGRES_DSN's database, dropped when
-// the test ends; the test is skipped without it.
-func pgTestDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("BOT_TEST_POSTGRES_DSN")
-	if base == "" {
-		t.Skip("PostgreSQL not tested: set BOT_TEST_POSTGRES_DSN")
-	}
-	schema := fmt.Sprintf("pipeline_%d", time.Now().UnixNano())
-	db, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := db.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		db.Close()
-	})
-	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-// harnessOn is a harness on a given model server and store (replicas sharing a database).
-func harnessOn(t *testing.T, srv *llm.Server, st *store.Store, opts Options) *harness {
-	t.Helper()
-	h := &harness{t: t, llm: srv, store: st, rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
-	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: srv.URL, Model: "test-model"}}, agent.Options{FlushChunks: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.SystemPrompt = "You are a test bot."
-	opts.QueueSize = DefaultQueueSize
-	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
-	p, err := New(runner, st, nil, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		p.Shutdown(ctx)
-	})
-	h.p = p
-	return h
 }
 
 // refusingStore refuses every turn's final write, as a database that went away would.

@@ -94,13 +94,24 @@ func (r quotaRule) over(used store.UsageTotal) bool {
 	return r.check.Tokens > 0 && used.TokensIn+used.TokensOut >= r.check.Tokens || r.check.Cost > 0 && used.Cost >= r.check.Cost
 }
 
-// quotaRules returns the quotas a message of in is held to now; none for an exempt admin.
-func (p *Pipeline) quotaRules(in adapters.Inbound) []quotaRule {
-	q := p.opts.Quotas
-	if p.opts.Usage == nil || !q.AdminsCounted && p.access.isAdmin(in) {
+// quotaGuard holds the turns to the quotas: it checks them before a turn, and checks them and
+// reserves each model call's tokens before its request (meter).
+type quotaGuard struct {
+	opts   *Options
+	access *accessRules
+	memory *memory
+	// ledger keeps model calls from their start; nil when the Store is not a CallLedger (the
+	// calls are then saved with the turn, and the quotas checked without a reservation).
+	ledger CallLedger
+}
+
+// rules returns the quotas a message of in is held to now; none for an exempt admin.
+func (g *quotaGuard) rules(in adapters.Inbound) []quotaRule {
+	q := g.opts.Quotas
+	if g.opts.Usage == nil || !q.AdminsCounted && g.access.isAdmin(in) {
 		return nil
 	}
-	now := p.opts.Now()
+	now := g.opts.Now()
 	var rules []quotaRule
 	for _, c := range []struct {
 		who    string
@@ -131,27 +142,27 @@ func (p *Pipeline) quotaRules(in adapters.Inbound) []quotaRule {
 	return rules
 }
 
-// overQuota reports whether the sender or the chat has used up a quota, with the message that
+// over reports whether the sender or the chat has used up a quota, with the message that
 // tells them when it resets; pending is usage not saved yet. Calls running anywhere count with
 // what they reserved. A failed usage query lets the message through (logged).
-func (p *Pipeline) overQuota(ctx context.Context, in adapters.Inbound, pending []store.UsageRow, log *slog.Logger) (string, bool) {
-	return p.overQuotaRules(ctx, p.quotaRules(in), pending, log)
+func (g *quotaGuard) over(ctx context.Context, in adapters.Inbound, pending []store.UsageRow, log *slog.Logger) (string, bool) {
+	return g.overRules(ctx, g.rules(in), pending, log)
 }
 
-// overQuotaRules is overQuota with the rules given.
-func (p *Pipeline) overQuotaRules(ctx context.Context, rules []quotaRule, pending []store.UsageRow, log *slog.Logger) (string, bool) {
+// overRules is over with the rules given.
+func (g *quotaGuard) overRules(ctx context.Context, rules []quotaRule, pending []store.UsageRow, log *slog.Logger) (string, bool) {
 	if len(rules) == 0 {
 		return "", false
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
 	for _, r := range rules {
-		rows, err := p.opts.Usage.Usage(qctx, r.check.Filter)
+		rows, err := g.opts.Usage.Usage(qctx, r.check.Filter)
 		if err != nil {
 			log.Error("pipeline: quota not checked: usage query failed", "err", err)
 			return "", false
 		}
-		if t := total(append(rows, pending...), p.opts.Prices); r.over(t) {
+		if t := total(append(rows, pending...), g.opts.Models.Prices); r.over(t) {
 			return r.refusal(t), true
 		}
 	}
@@ -179,7 +190,7 @@ type CallLedger interface {
 // it settles it. Calls the ledger did not take (no ledger, or it failed) are kept for the
 // turn's final write (unsaved). The runner uses a meter from one goroutine at a time.
 type meter struct {
-	p      *Pipeline
+	g      *quotaGuard
 	in     adapters.Inbound
 	turnID int64
 	ledger CallLedger
@@ -196,10 +207,9 @@ type meterState struct {
 	unsaved []agent.LLMCall
 }
 
-// newMeter returns the meter of a turn of in (turnID 0: calls outside a turn).
-func (p *Pipeline) newMeter(in adapters.Inbound, turnID int64, log *slog.Logger) *meter {
-	ledger, _ := p.store.(CallLedger)
-	return &meter{p: p, in: in, turnID: turnID, ledger: ledger, log: log, state: &meterState{}}
+// meter returns the meter of a turn of in (turnID 0: calls outside a turn).
+func (g *quotaGuard) meter(in adapters.Inbound, turnID int64, log *slog.Logger) *meter {
+	return &meter{g: g, in: in, turnID: turnID, ledger: g.ledger, log: log, state: &meterState{}}
 }
 
 // forSummary returns the meter of the turn's compaction calls.
@@ -211,14 +221,14 @@ func (m *meter) forSummary() *meter {
 
 // Start implements agent.Meter.
 func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func(agent.LLMCall), error) {
-	rules := m.p.quotaRules(m.in)
+	rules := m.g.rules(m.in)
 	m.state.mu.Lock()
 	seq := m.state.seq
 	m.state.seq++
 	pending := m.pendingLocked()
 	m.state.mu.Unlock()
 	if m.ledger == nil {
-		if text, over := m.p.overQuotaRules(ctx, rules, pending, m.log); over {
+		if text, over := m.g.overRules(ctx, rules, pending, m.log); over {
 			return nil, &quotaError{text: text}
 		}
 		return m.keep, nil
@@ -228,10 +238,10 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		checks[i] = r.check
 	}
 	start := store.LLMCallStart{TurnID: m.turnID, Seq: seq, Platform: string(m.in.Chat.Platform),
-		ChatID: m.in.Chat.ChatID, UserID: m.in.UserID, Checks: checks, Prices: m.p.opts.Prices,
+		ChatID: m.in.Chat.ChatID, UserID: m.in.UserID, Checks: checks, Prices: m.g.opts.Models.Prices,
 		Call: store.LLMCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
 			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
-			TokensIn: prompt, TokensOut: m.p.budgetOf(call.Model).MaxOutputTokens}}
+			TokensIn: prompt, TokensOut: m.g.memory.budgetOf(call.Model).MaxOutputTokens}}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	id, err := m.ledger.StartLLMCall(sctx, start)
 	cancel()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"relaybot/config"
 	"slices"
 	"strings"
 	"sync"
@@ -180,8 +181,8 @@ func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) 
 // newHarnessTools is newHarnessStore with the tool manager's options (a policy).
 func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store) *harness {
 	t.Helper()
-	h := &harness{t: t, llm: llm.NewServer(), rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
-	t.Cleanup(h.llm.Close)
+	srv := llm.NewServer()
+	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
 	if err != nil {
@@ -191,7 +192,14 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.store = st
+	return newHarnessOn(t, srv, st, opts, mopts, wrap)
+}
+
+// newHarnessOn is a harness on a given model server and store (replicas sharing a database
+// share both).
+func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store) *harness {
+	t.Helper()
+	h := &harness{t: t, llm: srv, store: st, rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
 	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "test-model", SupportsTools: true}},
 		agent.Options{FlushChunks: 1})
 	if err != nil {
@@ -201,13 +209,13 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.HistoryRounds == 0 {
-		opts.HistoryRounds = 10
+	if opts.History.Rounds == 0 {
+		opts.History.Rounds = 10
 	}
-	if opts.QueueSize == 0 {
-		opts.QueueSize = DefaultQueueSize
+	if opts.Queue.Size == 0 {
+		opts.Queue.Size = DefaultQueueSize
 	}
-	opts.SystemPrompt = "You are a test bot."
+	opts.History.SystemPrompt = "You are a test bot."
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	opts.Recorder = h.rec
 	var pst Store = st
@@ -284,7 +292,7 @@ func TestFilesOverTheTurnsCapAreNamedToTheUser(t *testing.T) {
 }
 
 func TestTurnWithToolRound(t *testing.T) {
-	h := newHarness(t, Options{TrackFunctionCalls: true})
+	h := newHarness(t, Options{Output: OutputOptions{TrackFunctionCalls: true}})
 	h.llm.Push(
 		llm.Reply{Chunks: []llm.Chunk{
 			{Content: "Let me check."},
@@ -322,10 +330,10 @@ func TestTurnWithToolRound(t *testing.T) {
 	if len(recs) != 1 || recs[0].ToolCallID != "call_a" || recs[0].Round != 1 || recs[0].TurnID == 0 || recs[0].Status != audit.StatusOK {
 		t.Fatalf("audit records = %+v", recs)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(KeyOf(in, config.ScopeChat))
 	roles := []string{}
 	for _, m := range hist {
-		roles = append(roles, m.Role)
+		roles = append(roles, string(m.Role))
 	}
 	if got := strings.Join(roles, ","); got != "user,assistant,tool,assistant" {
 		t.Fatalf("history roles = %s, want the whole turn", got)
@@ -367,7 +375,7 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 	if final != "Once upon [stopped]" {
 		t.Fatalf("final = %q, want the partial answer marked stopped", final)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(KeyOf(in, config.ScopeChat))
 	if len(hist) != 2 || hist[1].Content != "Once upon" {
 		t.Fatalf("history = %+v, want the user message and the partial answer", hist)
 	}
@@ -381,9 +389,9 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 }
 
 // turnStatuses reads the statuses of a conversation's turns from the audit-free turn table.
-func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []string {
+func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.TurnStatus {
 	t.Helper()
-	var out []string
+	var out []chat.TurnStatus
 	for id := int64(1); id < 50; id++ {
 		turn, err := h.store.Turn(context.Background(), id)
 		if err != nil {
@@ -395,7 +403,7 @@ func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []string {
 }
 
 func TestQueueInOrderAndBusy(t *testing.T) {
-	h := newHarness(t, Options{QueueSize: 1})
+	h := newHarness(t, Options{Queue: QueueOptions{Size: 1}})
 	hold := make(chan struct{})
 	h.llm.Push(
 		llm.Reply{Chunks: []llm.Chunk{{Content: "first", Wait: hold}}},
@@ -425,7 +433,7 @@ func TestQueueInOrderAndBusy(t *testing.T) {
 }
 
 func TestInterrupt(t *testing.T) {
-	h := newHarness(t, Options{Interrupt: true})
+	h := newHarness(t, Options{Queue: QueueOptions{Busy: config.BusyInterrupt}})
 	hold := make(chan struct{})
 	defer close(hold)
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Working on it"}, {Content: "...", Wait: hold}}}, llm.Text("New answer."))
@@ -470,15 +478,15 @@ func TestRefusals(t *testing.T) {
 
 func TestFailureHandling(t *testing.T) {
 	for _, tt := range []struct {
-		mode string
+		mode config.ExceptionHandling
 		want string
 	}{
 		{"show-hint", "Partial\n\nRequest failed."},
 		{"show-error", "Partial\n\nError: "},
 		{"hide", "Partial"},
 	} {
-		t.Run(tt.mode, func(t *testing.T) {
-			h := newHarness(t, Options{ExceptionHandling: tt.mode})
+		t.Run(string(tt.mode), func(t *testing.T) {
+			h := newHarness(t, Options{Output: OutputOptions{ExceptionHandling: tt.mode}})
 			h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Partial"}}, Cut: true})
 			out := &recResponder{stream: true}
 			in := privateMsg("3", "1", "q")
@@ -670,7 +678,7 @@ func lastUserContent(r llm.Request) string {
 }
 
 func TestGlobalTurnLimit(t *testing.T) {
-	h := newHarness(t, Options{MaxTurnsInFlight: 1, TurnWait: 50 * time.Millisecond})
+	h := newHarness(t, Options{Queue: QueueOptions{MaxTurnsInFlight: 1, TurnWait: 50 * time.Millisecond}})
 	hold := make(chan struct{})
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "busy", Wait: hold}}}, llm.Text("later"))
 	first := &recResponder{stream: true}
@@ -718,10 +726,10 @@ func TestStopMidToolWithReasoningShowsTheTextOnce(t *testing.T) {
 	if n := strings.Count(final, "Let me check."); n != 1 {
 		t.Errorf("final = %q, want the round's text once", final)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(KeyOf(in, config.ScopeChat))
 	var roles []string
 	for _, m := range hist {
-		roles = append(roles, m.Role)
+		roles = append(roles, string(m.Role))
 	}
 	if want := []string{"user", "assistant", "tool"}; !slices.Equal(roles, want) {
 		t.Errorf("history roles = %v, want %v (no second copy of the answer)", roles, want)
@@ -767,7 +775,7 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 		r.UserID != "7" || r.Error == "" || strings.Contains(r.Arguments, "hunter2") {
 		t.Errorf("row of the call not run = %+v", r)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(KeyOf(in, config.ScopeChat))
 	if len(hist) != 4 || hist[3].ToolCallID != "e2" || !strings.HasPrefix(hist[3].Content, "err: ") {
 		t.Errorf("history = %+v, want the call not run answered in the transcript", hist)
 	}
@@ -776,7 +784,7 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 // A per-chat tool list restricts its chat however its key's platform is written: a key the
 // lookup never matched offered every tool in the chat it was meant to restrict.
 func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
-	h := newHarness(t, Options{ToolsPerChat: map[string][]string{"Telegram:5": {"echo"}, " discord : 6 ": {"fail"}}})
+	h := newHarness(t, Options{Tools: ToolOptions{PerChat: map[string][]string{"Telegram:5": {"echo"}, " discord : 6 ": {"fail"}}}})
 	tests := []struct {
 		chat        chat.Ref
 		tool        string

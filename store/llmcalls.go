@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 	"slices"
 
+	"relaybot/chat"
+
 	"gorm.io/gorm"
 )
 
@@ -32,7 +34,7 @@ type LLMCallStart struct {
 	Call LLMCall
 	// Checks are the quotas the call must be under to start; Prices price their cost.
 	Checks []QuotaCheck
-	Prices map[string]Price
+	Prices map[string]chat.Price
 }
 
 // QuotaCheck is one quota a model call must be under: the calls matching Filter (running calls
@@ -77,7 +79,9 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 	// in no single order, which two replicas could deadlock on.
 	run := s.turns.do
 	if s.driver == DriverPostgres && len(c.Checks) > 0 {
-		run = func(ctx context.Context, fn func(tx *gorm.DB) error) error { return s.w.WithContext(ctx).Transaction(fn) }
+		run = func(ctx context.Context, fn func(tx *gorm.DB) error) error {
+			return s.w.WithContext(ctx).Transaction(fn)
+		}
 	}
 	err := run(ctx, func(tx *gorm.DB) error {
 		if s.driver == DriverPostgres {

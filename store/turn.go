@@ -5,35 +5,36 @@ import (
 	"encoding/json"
 	"fmt"
 	"relaybot/audit"
+	"relaybot/chat"
 	"sync"
 	"time"
 
 	"gorm.io/gorm"
 )
 
-// Roles of messages.
+// Roles of messages: chat.Roles, named here for the store's callers.
 const (
-	RoleSystem    = "system"
-	RoleUser      = "user"
-	RoleAssistant = "assistant"
-	RoleTool      = "tool"
+	RoleSystem    = chat.RoleSystem
+	RoleUser      = chat.RoleUser
+	RoleAssistant = chat.RoleAssistant
+	RoleTool      = chat.RoleTool
 )
 
-// Turn statuses.
+// Turn statuses: chat.TurnStatuses, named here for the store's callers.
 const (
-	TurnRunning     = "running"
-	TurnOK          = "ok"
-	TurnError       = "error"
-	TurnCancelled   = "cancelled"
-	TurnInterrupted = "interrupted"
+	TurnRunning     = chat.TurnRunning
+	TurnOK          = chat.TurnOK
+	TurnError       = chat.TurnError
+	TurnCancelled   = chat.TurnCancelled
+	TurnInterrupted = chat.TurnInterrupted
 	// TurnRetried: the turn was answered again (/retry); it stays in the audit trail but leaves
 	// the history.
-	TurnRetried = "retried"
+	TurnRetried = chat.TurnRetried
 )
 
 // Message is one message of a conversation as the model sees it.
 type Message struct {
-	Role    string // RoleUser, RoleAssistant, RoleTool (RoleSystem is not stored by the pipeline)
+	Role    chat.Role // RoleUser, RoleAssistant, RoleTool (RoleSystem is not stored by the pipeline)
 	Content string
 	// Name is the sender's name for user messages, the tool's name for tool messages.
 	Name string
@@ -76,7 +77,7 @@ type TurnStart struct {
 type TurnEnd struct {
 	TurnID int64
 	// Status is TurnOK, TurnError, TurnCancelled or TurnInterrupted.
-	Status    string
+	Status    chat.TurnStatus
 	Model     string
 	Rounds    int
 	TokensIn  int
@@ -119,7 +120,7 @@ type Turn struct {
 	UserName         string
 	InboundMessageID string
 	Model            string
-	Status           string
+	Status           chat.TurnStatus
 	Rounds           int
 	TokensIn         int
 	TokensOut        int
@@ -135,7 +136,7 @@ type turnRow struct {
 	UserName         string
 	InboundMessageID string
 	Model            string
-	Status           string
+	Status           chat.TurnStatus
 	Rounds           int
 	TokensIn         int
 	TokensOut        int
@@ -158,7 +159,7 @@ type messageRow struct {
 	ConversationID int64
 	TurnID         int64
 	Seq            int
-	Role           string
+	Role           chat.Role
 	Content        string
 	Name           string
 	Reasoning      string

@@ -779,42 +779,9 @@ func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (ada
 	return ref, nil
 }
 
-// call runs one final-priority platform request: it waits for a slot, waits out 429s for their
-// scope (as long as ctx allows) and retries temporary failures with backoff. Other errors,
+// call runs one final-priority platform request through the engine's retry stage (Engine.Do):
+// a slot, 429s waited out for their scope, temporary failures retried. Other errors,
 // ErrNotModified and ErrMessageGone included, are returned for the caller to act on.
 func (r *Reply) call(ctx context.Context, fn func(context.Context) error) error {
-	attempt := 0
-	for {
-		release, err := r.e.sched.acquire(ctx, r.chat, true)
-		if err != nil {
-			return err
-		}
-		cctx, cancel := context.WithTimeout(ctx, r.e.opts.CallTimeout)
-		err = fn(cctx)
-		cancel()
-		release()
-		var rl *adapters.RateLimitError
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &rl):
-			r.e.observe(Event{Kind: EventRateLimited, Chat: r.chat, Final: true, RetryAfter: rl.RetryAfter})
-			r.e.sched.block(r.chat, rl.Global, rl.RetryAfter)
-		case isTemporary(err, ctx):
-			attempt++
-			if attempt >= r.e.opts.Retry.MaxAttempts {
-				r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Final: true, Err: err})
-				return fmt.Errorf("after %d attempts: %w", attempt, err)
-			}
-			r.e.observe(Event{Kind: EventRetry, Chat: r.chat, Final: true, Err: err})
-			if !r.e.backoff(ctx, attempt) {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return ErrClosed
-			}
-		default:
-			return err
-		}
-	}
+	return r.e.do(ctx, r.chat, ClassMessage, false, fn)
 }

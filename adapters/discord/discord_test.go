@@ -812,13 +812,7 @@ func TestProxyHTMLRateLimitIsWaitedOut(t *testing.T) {
 				}
 				t.Fatalf("channel shows %q, want the final text exactly once", got)
 			}
-			limited := 0
-			for _, c := range hs.srv.CallsTo(tc.route) {
-				if c.Status == 429 {
-					limited++
-				}
-			}
-			if limited != 1 {
+			if limited := limitedCalls(hs.srv, tc.route); limited != 1 {
 				t.Errorf("HTML 429s answered = %d, want 1", limited)
 			}
 		})

@@ -180,7 +180,7 @@ func toolModel(r llm.Request) llm.Reply {
 func startWebBot(t *testing.T, timeoutSec int) (*env, *webChat) {
 	t.Helper()
 	e := newEnv(t)
-	cfg := e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true")
+	cfg := e.toml().set("admin", webChatAdmin...).parse(t)
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Server: "kit", Action: "ask"}}
 	cfg.Tools.ApprovalTimeoutSec = timeoutSec
 	e.llm.SetHandler(toolModel)
@@ -201,7 +201,7 @@ func TestWebChatApprovals(t *testing.T) {
 	tests := []struct {
 		say, press  string
 		wantReply   string
-		wantDecided string
+		wantDecided audit.Decision
 		wantStatus  audit.Status
 	}{
 		{"first", "approve", "tool said: first", "approved", audit.StatusOK},
@@ -267,7 +267,7 @@ func TestWebChatApprovalTimesOut(t *testing.T) {
 // row nor the turn is left running.
 func TestRestartWhileWaitingForApprovalClosesTheTurnAndTheRow(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.configAdmin("shutdown_grace_sec = 1", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true")
+	cfg := e.toml().set("chat", "shutdown_grace_sec", 1).set("admin", webChatAdmin...).parse(t)
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
 	stop := e.start(cfg)
@@ -321,7 +321,7 @@ func pressData(t *testing.T, m tgkit.Message, choice string) string {
 // reaches the model, and "always allow" is not asked again in that chat.
 func TestTelegramApprovals(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("")
+	cfg := e.config()
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
 	e.start(cfg)
@@ -390,7 +390,10 @@ func TestTelegramApprovals(t *testing.T) {
 	if err != nil || len(rows) != 4 {
 		t.Fatalf("audit rows = %d, %v", len(rows), err)
 	}
-	want := []struct{ decision, approver string }{{"approved", "user9"}, {"denied", "user100"}, {"always", "user9"}, {"always", "user9"}}
+	want := []struct {
+		decision audit.Decision
+		approver string
+	}{{"approved", "user9"}, {"denied", "user100"}, {"always", "user9"}, {"always", "user9"}}
 	for i, w := range want {
 		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || !r.ApprovalRequired {
 			t.Errorf("row %d: decision %q by %q, want %s by %s", i, r.Decision, r.Approver, w.decision, w.approver)
@@ -405,8 +408,8 @@ func TestDiscordApprovals(t *testing.T) {
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{})
 	t.Cleanup(dc.Close)
-	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
-	cfg := e.config("")
+	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
+	cfg := e.config()
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
 	e.start(cfg)
@@ -506,7 +509,7 @@ func TestDiscordApprovals(t *testing.T) {
 		}
 	}
 	rows, _, _ := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
-	want := []string{"approved", "denied", "always", "always"}
+	want := []audit.Decision{"approved", "denied", "always", "always"}
 	for i, w := range want {
 		if r := rows[len(rows)-1-i]; r.Decision != w || r.Approver != "user700" {
 			t.Errorf("row %d: decision %q by %q, want %s by user700", i, r.Decision, r.Approver, w)
@@ -518,7 +521,7 @@ func TestDiscordApprovals(t *testing.T) {
 // not: the adapter asks getChatMember about the sender.
 func TestTelegramChatAdminsRole(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("")
+	cfg := e.config()
 	cfg.Tools.Policy = []config.ToolPolicy{
 		{Tool: "echo", Action: "deny"},
 		{Tool: "echo", Roles: []string{"chat_admins"}, Action: "allow"},

@@ -23,6 +23,7 @@ import (
 	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/coord"
+	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
 	"relaybot/store"
@@ -40,26 +41,8 @@ type bot struct {
 	log   *slog.Logger
 	grace time.Duration
 	hurry <-chan os.Signal // a second signal ends the grace period; nil in tests
-	// ledger takes each inbound message once for all replicas; nil for a single process.
-	ledger adapters.Ledger
-	// instances lists the live replicas for the admin API; nil for a single process.
-	instances func(ctx context.Context) ([]admin.Instance, error)
-	// share divides the platforms' bot-wide budgets among the live replicas.
-	share budgetShare
-	// chats shares each chat's budgets with the replicas delivering to it, and marks the
-	// replies of replicas that died; inert for a single process.
-	chats replicaChats
-	// signals carry /stop between replicas; nil for a single process.
-	signals *coord.Signals
-	// turns order each conversation's turns across replicas; nil for a single process.
-	turns *coord.Turns
-	// webRelay shows every open page of a web chat the turns other replicas run; nil for a
-	// single process.
-	webRelay *coord.WebRelay
-	// lease makes a role one replica holds at a time; nil for a single process.
-	lease func(name string) adapters.Lease
-	// shards shares a bot's gateway shards among the replicas; nil for a single process.
-	shards func(name string) adapters.Shards
+	// dep is this process's place in the deployment: alone on SQLite, a replica on PostgreSQL.
+	dep coord.Deployment
 	// instance is this replica's id (host and pid, and a random part).
 	instance string
 	store    *store.Store
@@ -67,9 +50,9 @@ type bot struct {
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
 	oauth *oauth.Manager
 
-	connectors []connector // the enabled platforms: stop receiving first at shutdown
-	background []part      // admin listener, retention: stop last
-	cleanup    []func()    // at the very end, in reverse order (MCP servers, then the store)
+	connectors []connector      // the enabled platforms: stop receiving first at shutdown
+	background []lifecycle.Part // admin listener, retention: stop last
+	cleanup    []func()         // at the very end, in reverse order (MCP servers, then the store)
 }
 
 // connector is a chat platform as serve runs it: every adapter (Telegram, Discord, the web
@@ -107,62 +90,27 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	var reader audit.Log = st
-	tl, err := b.loadTools(ctx, cfg, reader)
+	tl, err := b.loadTools(ctx, cfg, st)
 	if err != nil {
 		return b, err
 	}
-
-	var mgr *tools.Manager // set below; the metrics ask it which tool names are real
-	var pipe *pipeline.Pipeline
-	m := metrics.New(metrics.Options{
-		KnownTool:   func(name string) bool { return mgr.Has(name) },
-		Models:      modelNames(cfg.Models),
-		Prices:      prices(cfg.Models),
-		MCPUp:       tl.mcpUp,
-		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
-		Instance:    b.instance,
-	})
+	m := metrics.New(metrics.Options{Models: modelNames(cfg.Models), Prices: prices(cfg.Models), MCPUp: tl.mcpUp, Instance: b.instance})
 	rec := m.Recorder(auditRecorder{st: st})
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
 	if err != nil {
 		return b, err
 	}
-	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
+	mgr, err := tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
 		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn})
 	if err != nil {
 		return b, err
 	}
-	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
-		MaxToolRounds: cfg.Agent.MaxToolRounds,
-		FlushChunks:   cfg.Agent.StreamFlushChunks,
-		RemoveThink:   cfg.Agent.RemoveThink,
-		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
-		Logger:        log,
-		Observer:      m,
-	})
-	if err != nil {
+	m.KnowTools(mgr.Has)
+	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m); err != nil {
 		return b, err
 	}
-	opts := pipelineOptions(cfg)
-	opts.SystemPromptExtra = tl.skillPrompt
-	opts.Audit = reader
-	opts.Usage = st
-	opts.Recorder = rec
-	opts.Logger = log
-	opts.Observer = m
-	if b.signals != nil {
-		opts.Stops = b.signals
-	}
-	if b.turns != nil {
-		opts.Gate = turnGate{b.turns}
-	}
-	if pipe, err = pipeline.New(runner, st, mgr, opts); err != nil {
-		return b, err
-	}
-	b.pipe = pipe
-	b.listenStops(pipe)
-	b.listenTurns()
+	m.CountQueue("pipeline", b.pipe.Queued)
+	b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return b.dep.Run(ctx, b.pipe) }})
 
 	deliver := delivery.Options{Logger: log, Observer: m}
 	if b.connectors, err = b.platforms(cfg, deliver); err != nil {
@@ -178,12 +126,37 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	if days := cfg.Storage.RetentionDays; days > 0 {
 		log.Info("retention sweeper", "days", days, "every", "1h")
-		b.background = append(b.background, part{name: "retention", run: func(ctx context.Context) error {
+		b.background = append(b.background, lifecycle.Part{Name: "retention", Run: func(ctx context.Context) error {
 			st.RunRetention(ctx, days)
 			return nil
 		}})
 	}
 	return b, nil
+}
+
+// newPipeline builds the agent runner and the pipeline that answers every message with it;
+// the metrics observe both.
+func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Recorder, skillPrompt func() string, m *metrics.Metrics) (*pipeline.Pipeline, error) {
+	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
+		MaxToolRounds: cfg.Agent.MaxToolRounds,
+		FlushChunks:   cfg.Agent.StreamFlushChunks,
+		RemoveThink:   cfg.Agent.RemoveThink,
+		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
+		Logger:        b.log,
+		Observer:      m,
+	})
+	if err != nil {
+		return nil, err
+	}
+	opts := pipelineOptions(cfg)
+	opts.SystemPromptExtra = skillPrompt
+	opts.Audit = b.store
+	opts.Usage = b.store
+	opts.Recorder = rec
+	opts.Logger = b.log
+	opts.Observer = m
+	opts.Replicas = b.dep
+	return pipeline.New(runner, b.store, mgr, opts)
 }
 
 // openStore opens and migrates the database and recovers what a previous run left running.
@@ -193,7 +166,7 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 		return nil, err
 	}
 	b.instance = instance
-	st, err := store.Open(ctx, store.Options{Driver: cfg.Storage.Driver, DSN: cfg.Storage.DSN, Logger: b.log, Instance: instance})
+	st, err := store.Open(ctx, store.Options{Driver: string(cfg.Storage.Driver), DSN: cfg.Storage.DSN, Logger: b.log, Instance: instance})
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +179,7 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 	if err := st.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	if err := b.joinReplicas(ctx, st, instance, b.log); err != nil {
+	if err := b.joinDeployment(ctx, st); err != nil {
 		return nil, err
 	}
 	turns, calls, err := st.Recover(ctx)
@@ -323,10 +296,11 @@ func (b *bot) platforms(cfg *config.Config, deliver delivery.Options) ([]connect
 // newDiscord builds the Discord adapter; it connects in Run.
 func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord.Adapter, error) {
 	log := b.log
+	bot := coord.BotOf(chat.Discord, cfg.Discord.Token)
 	dc, err := discord.New(discord.Options{
-		Ledger:           b.ledger,
+		Ledger:           b.dep.Ledger(),
 		Shards:           cfg.Discord.Shards,
-		ShardLeases:      b.discordShards(cfg.Discord.Token),
+		ShardLeases:      b.dep.Shards(bot),
 		Token:            cfg.Discord.Token,
 		APIBase:          cfg.Discord.APIBase,
 		AllowedGuilds:    cfg.Discord.AllowedGuilds,
@@ -336,18 +310,18 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		NoDMs:            !cfg.Discord.AllowDMs,
 		TriggerPrefix:    cfg.Chat.TriggerPrefix,
 		RegisterCommands: cfg.Discord.RegisterCommands,
+		Commands:         pipeline.Commands(),
 		ComponentsV2:     cfg.Discord.ComponentsV2,
 		MaxLines:         cfg.Discord.MaxLines,
 		GlobalPerSecond:  cfg.Discord.GlobalPerSecond,
 		MaxImageBytes:    cfg.Chat.MaxImageBytes,
 		Logger:           log,
-		Delivery:         b.chats.options(chat.Discord, cfg.Discord.Token, discord.Limits(), deliver),
+		Delivery:         b.dep.Delivery(bot, discord.Limits(), deliver),
 	})
 	if err != nil {
 		return nil, err
 	}
-	b.share.add(dc.Engine())
-	b.chats.add(chat.Discord, cfg.Discord.Token, dc.Engine())
+	b.dep.AddEngine(bot, dc.Engine())
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
 	return dc, nil
 }
@@ -357,12 +331,13 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegram.Adapter, error) {
 	log := b.log
 	offsetFile := cfg.OffsetPath()
+	bot := coord.BotOf(chat.Telegram, cfg.Telegram.Token)
 	tg, err := telegram.New(telegram.Options{
-		Ledger:          b.ledger,
-		PollLease:       b.pollLease(cfg.Telegram.Token),
+		Ledger:          b.dep.Ledger(),
+		PollLease:       b.dep.PollLease(bot),
 		Token:           cfg.Telegram.Token,
 		APIEndpoint:     cfg.Telegram.APIEndpoint,
-		Mode:            cfg.Telegram.Mode,
+		Mode:            string(cfg.Telegram.Mode),
 		WebhookListen:   cfg.Telegram.WebhookListen,
 		WebhookURL:      cfg.Telegram.WebhookURL,
 		WebhookSecret:   cfg.Telegram.WebhookSecret,
@@ -372,20 +347,20 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		ChatAdmins:      namesChatAdmins(cfg),
 		TriggerPrefix:   cfg.Chat.TriggerPrefix,
 		Stream:          cfg.Telegram.Stream,
-		Drafts:          cfg.Telegram.Drafts != "off",
-		Rich:            cfg.Telegram.Rich != "off",
+		Drafts:          cfg.Telegram.Drafts.On(),
+		Rich:            cfg.Telegram.Rich.On(),
 		GlobalPerSecond: cfg.Telegram.GlobalPerSecond,
 		PaidBroadcast:   cfg.Telegram.PaidBroadcast,
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,
 		OffsetFile:      offsetFile,
+		Commands:        pipeline.Commands(),
 		Logger:          log,
-		Delivery:        b.chats.options(chat.Telegram, cfg.Telegram.Token, telegram.Limits(), deliver),
+		Delivery:        b.dep.Delivery(bot, telegram.Limits(), deliver),
 	})
 	if err != nil {
 		return nil, err
 	}
-	b.share.add(tg.Engine())
-	b.chats.add(chat.Telegram, cfg.Telegram.Token, tg.Engine())
+	b.dep.AddEngine(bot, tg.Engine())
 	if offsetFile == "" {
 		offsetFile = "off"
 	}
@@ -413,7 +388,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Prices:    prices(cfg.Models),
 		Logger:    b.log,
 		Proxies:   proxies,
-		Instances: b.instances,
+		Instances: adminInstances(b.dep),
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store,
 		PublicURL: cfg.Admin.PublicURL,
@@ -422,11 +397,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
-		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log}
-		if b.webRelay != nil {
-			wopts.Relay = b.webRelay
-		}
-		chat, err := web.New(wopts)
+		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(), Logger: b.log})
 		if err != nil {
 			return err
 		}
@@ -441,7 +412,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 	if cfg.Admin.WebChat {
 		b.log.Info("web chat", "path", "/chat", "on", "the admin listener")
 	}
-	b.background = append(b.background, part{name: "admin", run: srv.Run})
+	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: srv.Run})
 	return nil
 }
 
@@ -479,30 +450,6 @@ const (
 // pipelineOptions maps the config onto the pipeline's options.
 func pipelineOptions(cfg *config.Config) pipeline.Options {
 	return pipeline.Options{
-		SystemPrompt:       cfg.Agent.SystemPrompt,
-		HistoryRounds:      cfg.Agent.HistoryRounds,
-		Models:             modelBudgets(cfg.Models),
-		SelectableModels:   cfg.Chat.SelectableModels,
-		CompactAt:          cfg.Agent.CompactAt,
-		ToolResultShare:    cfg.Agent.ToolResultShare,
-		ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
-		IdleReset:          time.Duration(cfg.Chat.IdleResetMinutes) * time.Minute,
-		MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
-		TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
-		Reasoning:          cfg.Output.Reasoning,
-		ExceptionHandling:  cfg.Output.ExceptionHandling,
-		FailureHint:        cfg.Output.FailureHint,
-		Scope:              pipeline.Scope(cfg.Chat.Scope),
-		Interrupt:          cfg.Chat.Busy == "interrupt",
-		QueueSize:          cfg.Chat.QueueSize,
-		MaxTurnsInFlight:   cfg.Chat.MaxTurnsInFlight,
-		TurnWait:           time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
-		RateLimitPerMinute: cfg.Chat.RateLimitPerMin,
-		TurnTimeout:        time.Duration(cfg.Chat.TurnTimeoutSec) * time.Second,
-		HelpText:           cfg.Chat.HelpText,
-		BusyText:           cfg.Chat.BusyText,
-		RateLimitedText:    cfg.Chat.RateLimitedText,
-		StoppedMarker:      cfg.Chat.InterruptedMarker,
 		Access: pipeline.Access{
 			AllowUsers: cfg.Access.AllowUsers,
 			DenyUsers:  cfg.Access.DenyUsers,
@@ -510,11 +457,47 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			DenyChats:  cfg.Access.DenyChats,
 			Admins:     cfg.Access.Admins,
 		},
-		ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
-		ToolAllow:       cfg.Tools.Allow,
-		ToolsPerChat:    cfg.Tools.PerChat,
-		Prices:          prices(cfg.Models),
-		Quotas:          quotas(cfg.Quotas),
+		RateLimitPerMinute: cfg.Chat.RateLimitPerMin,
+		Scope:              cfg.Chat.Scope,
+		Queue: pipeline.QueueOptions{
+			Busy:             cfg.Chat.Busy,
+			Size:             cfg.Chat.QueueSize,
+			MaxTurnsInFlight: cfg.Chat.MaxTurnsInFlight,
+			TurnWait:         time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
+			TurnTimeout:      time.Duration(cfg.Chat.TurnTimeoutSec) * time.Second,
+		},
+		History: pipeline.HistoryOptions{
+			SystemPrompt:       cfg.Agent.SystemPrompt,
+			Rounds:             cfg.Agent.HistoryRounds,
+			CompactAt:          cfg.Agent.CompactAt,
+			ToolResultShare:    cfg.Agent.ToolResultShare,
+			ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
+			IdleReset:          time.Duration(cfg.Chat.IdleResetMinutes) * time.Minute,
+			MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
+		},
+		Models: pipeline.ModelOptions{
+			Budgets:    modelBudgets(cfg.Models),
+			Selectable: cfg.Chat.SelectableModels,
+			Prices:     prices(cfg.Models),
+		},
+		Output: pipeline.OutputOptions{
+			TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
+			Reasoning:          cfg.Output.Reasoning,
+			ExceptionHandling:  cfg.Output.ExceptionHandling,
+		},
+		Texts: pipeline.Texts{
+			Help:        cfg.Chat.HelpText,
+			Busy:        cfg.Chat.BusyText,
+			RateLimited: cfg.Chat.RateLimitedText,
+			Stopped:     cfg.Chat.InterruptedMarker,
+			FailureHint: cfg.Output.FailureHint,
+		},
+		Tools: pipeline.ToolOptions{
+			Allow:           cfg.Tools.Allow,
+			PerChat:         cfg.Tools.PerChat,
+			ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+		},
+		Quotas: quotas(cfg.Quotas),
 	}
 }
 
@@ -528,10 +511,10 @@ func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
 }
 
 // prices are the models' prices per million tokens, by configured name.
-func prices(ms []config.Model) map[string]store.Price {
-	out := make(map[string]store.Price, len(ms))
+func prices(ms []config.Model) map[string]chat.Price {
+	out := make(map[string]chat.Price, len(ms))
 	for _, m := range ms {
-		out[m.Name] = store.Price{In: m.PriceIn, Out: m.PriceOut}
+		out[m.Name] = chat.Price{In: m.PriceIn, Out: m.PriceOut}
 	}
 	return out
 }
@@ -581,7 +564,7 @@ func (b *bot) newOAuth(cfg *config.Config) error {
 		return err
 	}
 	b.oauth = m
-	b.background = append(b.background, part{name: "mcp oauth", run: m.Run})
+	b.background = append(b.background, lifecycle.Part{Name: "mcp oauth", Run: m.Run})
 	return nil
 }
 
@@ -592,7 +575,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 	for i, s := range ss {
 		out[i] = mcp.ServerConfig{
 			Name:            s.Name,
-			Transport:       s.Transport,
+			Transport:       string(s.Transport),
 			Command:         s.Command,
 			Args:            s.Args,
 			Env:             s.Env,

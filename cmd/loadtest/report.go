@@ -273,7 +273,7 @@ func (r *Report) countDB(ctx context.Context, driver, dsn string, turns, toolCal
 		r.DB.TurnStatuses[status] = int64(n)
 		r.DB.Turns += int64(n)
 	}
-	r.DB.TurnsOK = r.DB.TurnStatuses[store.TurnOK]
+	r.DB.TurnsOK = r.DB.TurnStatuses[string(store.TurnOK)]
 	return nil
 }
 

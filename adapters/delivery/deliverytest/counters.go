@@ -28,6 +28,8 @@ func (c *Counters) Observe(e delivery.Event) {
 // Stats is a snapshot of Counters.
 type Stats struct {
 	Sends, Edits, Files, NotModified, RateLimited, Retries, Fallbacks, Failures, Typing, Drafts int64
+	// Interactions are answers to presses and commands (delivery.EventInteraction).
+	Interactions int64
 }
 
 // Snapshot returns the current counts.
@@ -45,5 +47,7 @@ func (c *Counters) Snapshot() Stats {
 		Failures:    c.n[delivery.EventFailed],
 		Typing:      c.n[delivery.EventTyping],
 		Drafts:      c.n[delivery.EventDraft],
+
+		Interactions: c.n[delivery.EventInteraction],
 	}
 }

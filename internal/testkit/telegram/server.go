@@ -201,22 +201,24 @@ type Server struct {
 	newUpd   chan struct{} // closed and replaced when an update arrives
 	// polling is closed when another getUpdates call starts: as on Telegram, a second poller
 	// terminates the first one's request with 409 Conflict.
-	polling  chan struct{}
-	calls    []Call
-	faults   []*Fault
-	migrated map[int64]int64 // group chat id → the supergroup it was upgraded to
-	global   []time.Time
-	paid     []time.Time // sends and edits with allow_paid_broadcast
-	files    map[string][]byte
-	fileSeq  int
-	hook     string
-	secret   string
-	hookWake chan struct{}
-	cb       callbackState
-	drafts   map[int64]*Draft // the draft each private chat shows now
-	draftLog []Draft          // every draft shown, in order
-	cbSeq    int
-	answered map[string]string // callback query id → the text answered (may be empty)
+	polling chan struct{}
+	calls   []Call
+	// myCommands is the command menu of the default scope (setMyCommands).
+	myCommands []BotCommand
+	faults     []*Fault
+	migrated   map[int64]int64 // group chat id → the supergroup it was upgraded to
+	global     []time.Time
+	paid       []time.Time // sends and edits with allow_paid_broadcast
+	files      map[string][]byte
+	fileSeq    int
+	hook       string
+	secret     string
+	hookWake   chan struct{}
+	cb         callbackState
+	drafts     map[int64]*Draft // the draft each private chat shows now
+	draftLog   []Draft          // every draft shown, in order
+	cbSeq      int
+	answered   map[string]string // callback query id → the text answered (may be empty)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -728,6 +730,8 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 		return map[string]any{"url": s.hook, "pending_update_count": len(s.updates)}, nil
 	case "answerCallbackQuery":
 		return s.answerCallbackLocked(p)
+	case "setMyCommands":
+		return s.setMyCommandsLocked(p)
 	case "getFile":
 		id := p["file_id"]
 		data, ok := s.files[id]
