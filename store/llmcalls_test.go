@@ -110,3 +110,57 @@ func TestRecoverSettlesRunningModelCalls(t *testing.T) {
 		}
 	})
 }
+
+// Upgrading a database with model calls keeps them counted against the user and chat of their
+// turn, and going back down and up again keeps them too.
+func TestLedgerMigrationKeepsEarlierCalls(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s, err := Open(ctx, testOptions(t, driver))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		p, err := s.provider()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.UpTo(ctx, 15); err != nil {
+			t.Fatal(err)
+		}
+		at := dbTime(time.Now())
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{"INSERT INTO conversations (id, platform, chat_id, created_at) VALUES (1, 'telegram', 'c1', ?)", []any{at}},
+			{"INSERT INTO turns (id, conversation_id, user_id, status, started_at) VALUES (1, 1, 'ann', 'ok', ?)", []any{at}},
+			{"INSERT INTO llm_calls (turn_id, seq, model, status, tokens_in, tokens_out, started_at) VALUES (1, 0, 'm', 'ok', 120, 30, ?)", []any{at}},
+		} {
+			if err := s.w.Exec(q.sql, q.args...).Error; err != nil {
+				t.Fatalf("%s: %v", q.sql, err)
+			}
+		}
+		check := func(when string) {
+			t.Helper()
+			rows, err := s.Usage(ctx, UsageFilter{Platform: "telegram", UserID: "ann"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 1 || rows[0].ChatID != "c1" || rows[0].TokensIn != 120 || rows[0].TokensOut != 30 || rows[0].Estimated != 0 {
+				t.Fatalf("%s: usage of ann = %+v, want the earlier call of chat c1 (120 in, 30 out)", when, rows)
+			}
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check("after the upgrade")
+		if _, err := p.DownTo(ctx, 15); err != nil {
+			t.Fatalf("down to 15: %v", err)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check("after going down and up again")
+	})
+}
