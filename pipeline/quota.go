@@ -205,6 +205,9 @@ type meterState struct {
 	mu      sync.Mutex
 	seq     int
 	unsaved []agent.LLMCall
+	// settling counts the settles still being written: they run beside the answer's delivery
+	// (or the next tool round), not before it.
+	settling sync.WaitGroup
 }
 
 // meter returns the meter of a turn of in (turnID 0: calls outside a turn).
@@ -255,11 +258,14 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 	}
 	return func(c agent.LLMCall) {
 		c.Round = m.round(c)
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-		defer cancel()
-		if err := m.ledger.FinishLLMCall(sctx, id, toStoreLLMCalls([]agent.LLMCall{c})[0]); err != nil {
-			m.log.Error("pipeline: model call not settled; it keeps its reservation", "call", id, "err", err)
-		}
+		end := toStoreLLMCalls([]agent.LLMCall{c})[0]
+		m.state.settling.Go(func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+			defer cancel()
+			if err := m.ledger.FinishLLMCall(sctx, id, end); err != nil {
+				m.log.Error("pipeline: model call not settled; it keeps its reservation", "call", id, "err", err)
+			}
+		})
 	}, nil
 }
 
@@ -288,8 +294,10 @@ func (m *meter) pendingLocked() []store.UsageRow {
 	return rows
 }
 
-// unsaved returns the calls of the turn the ledger did not take, in order.
+// unsaved waits until the turn's calls are settled and returns those the ledger did not take,
+// in order. The turn calls it at its end.
 func (m *meter) unsaved() []agent.LLMCall {
+	m.state.settling.Wait()
 	m.state.mu.Lock()
 	defer m.state.mu.Unlock()
 	return append([]agent.LLMCall(nil), m.state.unsaved...)
