@@ -71,7 +71,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.HasPrefix(string(body), "chat,calls,tokens_in,tokens_out,cost\ndiscord:1,2,1100000,200000,0.285000\n") {
+	if !strings.HasPrefix(string(body), "chat,calls,tokens_in,tokens_out,cost,estimated_calls\ndiscord:1,2,1100000,200000,0.285000,0\n") {
 		t.Fatalf("CSV = %q", body)
 	}
 	if code := getJSON(t, ts, "/api/v1/usage?by=everything", "usage-token-0123456789", nil); code != http.StatusBadRequest {
@@ -104,6 +104,37 @@ func TestUsagePageShowsTables(t *testing.T) {
 	for _, want := range []string{"Per user", "Per chat", "Per model", "CSV by user", `href="/admin/usage"`} {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
 			t.Fatalf("usage page (%d) lacks %q:\n%.2000s", resp.StatusCode, want, body)
+		}
+	}
+}
+
+// A model call whose tokens the bot estimated (a stopped answer) is marked on the usage page:
+// the totals carry "≈" and a note says why.
+func TestUsagePageMarksEstimatedCalls(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "ann", UserMessage: store.Message{Role: store.RoleUser, Content: "q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnCancelled, LLMCalls: []store.LLMCall{
+		{Model: "mini", Status: "cancelled", TokensIn: 412, TokensOut: 9, Estimated: true, StartedAt: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, "")
+	resp, err := ts.Client().Get(ts.URL + "/admin/usage?since=7d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"≈412 tokens in", "≈9 out", `id="estimated-note"`, "1 of these calls are estimated"} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Fatalf("usage page (%d) lacks %q:\n%.3000s", resp.StatusCode, want, body)
 		}
 	}
 }

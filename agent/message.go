@@ -165,10 +165,14 @@ type Request struct {
 	// Model, when it names a candidate (Model.Name), is tried first; the others stay fallbacks in
 	// their order. Empty or unknown: the order given to NewRunner.
 	Model string
-	// BeforeCall, when set, is asked before every model call of the turn after the first (each
-	// tool round's), with the calls made so far; an error ends the turn with it and no call is
-	// made (quotas that must hold inside a long turn too).
-	BeforeCall func(ctx context.Context, done []LLMCall) error
+	// Estimate, when set, estimates the tokens msgs and specs cost with the model named (its
+	// configured Name). The runner records the prompt's estimate plus that of the answer so far
+	// as the usage of a call the provider reported none for (a stopped, cut or failed stream),
+	// marked Estimated, and hands the prompt's estimate to Meter. Nil: such calls record zero.
+	Estimate func(model string, msgs []Message, specs []tools.Spec) int
+	// Meter, when set, is asked before every model call of the turn (each candidate tried) and
+	// told when it ends: quotas that hold inside a long turn and across concurrent ones.
+	Meter Meter
 }
 
 // Status is how a turn or a model call ended.
@@ -208,6 +212,9 @@ type LLMCall struct {
 	Duration         time.Duration
 	TokensIn         int
 	TokensOut        int
+	// Estimated reports that TokensIn and TokensOut are Request.Estimate's, not the provider's:
+	// the call ended without a usage report.
+	Estimated bool
 	// FinishReason is the finish_reason the model ended its answer with ("stop", "tool_calls",
 	// "length", …); empty when the call failed before one arrived.
 	FinishReason string

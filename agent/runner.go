@@ -187,12 +187,6 @@ func (t *turn) run(ctx context.Context) {
 				slog.Int("max_tool_rounds", maxRounds), slog.Int("round", round))
 			t.emit(RoundCapHit{Round: round, MaxToolRounds: maxRounds})
 		}
-		if round > 1 && t.req.BeforeCall != nil {
-			if err := t.req.BeforeCall(ctx, t.res.LLMCalls); err != nil {
-				t.fail(ctx, err)
-				return
-			}
-		}
 		msg, err := t.callModel(ctx, round, mode)
 		if err != nil {
 			t.fail(ctx, err)
@@ -253,6 +247,9 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 			t.committed = c.index
 			return msg, nil
 		}
+		if r, ok := errors.AsType[*refusedError](err); ok {
+			return Message{}, r.err
+		}
 		kind := ErrorKindOf(err)
 		if !started && ctx.Err() == nil && !movesOn(kind) {
 			return Message{}, &ModelError{Kind: kind, Err: err}
@@ -300,6 +297,16 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 	t.cutID = ""
 	start := time.Now()
 	rec := LLMCall{Model: c.Name, RequestModel: c.Model.Model, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
+	var sent []tools.Spec
+	if c.SupportsTools && mode != toolsOmitted {
+		sent = t.req.Tools
+	}
+	prompt := t.estimatePrompt(c, sent)
+	end, err := t.meterStart(ctx, rec, prompt)
+	if err != nil {
+		return Message{}, false, err
+	}
+	reported := false // the provider reported the call's usage
 
 	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, wc))
 	defer cancel(nil)
@@ -330,12 +337,14 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 				rec.Status = StatusCancelled
 			}
 		}
+		t.estimateUsage(&rec, c, prompt, reported, started, t.acc)
 		t.res.Usage.TokensIn += rec.TokensIn
 		t.res.Usage.TokensOut += rec.TokensOut
 		t.res.LLMCalls = append(t.res.LLMCalls, rec)
 		if t.r.opts.Observer != nil {
 			t.r.opts.Observer.ModelCallFinished(ctx, rec)
 		}
+		end(rec)
 	}()
 
 	acc := newAccumulator(round, t.r.opts.FlushChunks, t.r.opts.RemoveThink)
@@ -373,6 +382,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 		}
 		rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
 		rec.ResponseModel = resp.Model
+		reported = resp.Usage.PromptTokens > 0 || resp.Usage.CompletionTokens > 0
 		acc.add(wholeChoice(&resp.Choices[0]))
 		flush()
 		if acc.finish == openai.FinishReasonContentFilter {
@@ -413,6 +423,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 		}
 		if resp.Usage != nil {
 			rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+			reported = true
 		}
 		for i := range resp.Choices {
 			if resp.Choices[i].Index == 0 && acc.add(&resp.Choices[i]) {

@@ -115,9 +115,15 @@ func (c *commands) system(r *request) {
 }
 
 // compact answers /compact, in the conversation's turn like a message: every finished round of
-// the conversation is summarised now.
+// the conversation is summarised now. Its model call is held to the sender's quotas and
+// counted against them like a turn's.
 func (c *commands) compact(ctx context.Context, r *request) {
 	key, out, log := r.key, r.out, r.log
+	if text, over := c.quotas.over(ctx, r.in, nil, log); over {
+		log.Info("pipeline: /compact refused: over quota")
+		c.say(out, text, log)
+		return
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	h, err := c.memory.read(sctx, key)
 	cancel()
@@ -126,14 +132,22 @@ func (c *commands) compact(ctx context.Context, r *request) {
 		c.say(out, c.fail(err), log)
 		return
 	}
+	h.meter = c.quotas.meter(r.in, 0, log)
 	n := len(h.rounds)
 	err = c.memory.compact(ctx, h, n, log)
 	for _, call := range h.calls {
 		log.Info("pipeline: /compact model call", "model", call.Model, "status", call.Status, "tokens_in", call.TokensIn, "tokens_out", call.TokensOut)
 	}
+	if lost := h.meter.unsaved(); len(lost) > 0 {
+		log.Error("pipeline: /compact model calls not saved", "calls", len(lost))
+	}
+	q, over := errors.AsType[*quotaError](err)
 	switch {
 	case errors.Is(err, errNothingToCompact):
 		c.say(out, "Nothing to summarise yet.", log)
+	case over:
+		log.Info("pipeline: /compact refused: over quota")
+		c.say(out, q.text, log)
 	case err != nil:
 		log.Error("pipeline: /compact failed", "conversation_id", h.conv.ID, "err", err)
 		c.say(out, c.fail(err), log)

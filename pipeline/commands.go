@@ -61,6 +61,7 @@ func Commands() adapters.Commands {
 type commands struct {
 	store  Store
 	memory *memory
+	quotas *quotaGuard
 	access *accessRules
 	opts   *Options
 	// say sends a notice (Pipeline.notice); fail is what the user sees of an error.

@@ -66,6 +66,7 @@ func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
 			Duration:         c.Duration,
 			TokensIn:         c.TokensIn,
 			TokensOut:        c.TokensOut,
+			Estimated:        c.Estimated,
 			StartedAt:        c.StartedAt,
 		}
 		if c.Err != nil {

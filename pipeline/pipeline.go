@@ -157,8 +157,9 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		stopBase:  stop,
 	}
 	p.memory = &memory{runner: runner, store: st, opts: &p.opts, usage: &usageCorrection{}}
-	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access}
-	p.cmds = &commands{store: st, memory: p.memory, access: &p.access, opts: &p.opts, say: p.notice, fail: p.failureText}
+	ledger, _ := st.(CallLedger)
+	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access, memory: p.memory, ledger: ledger}
+	p.cmds = &commands{store: st, memory: p.memory, quotas: p.quotas, access: &p.access, opts: &p.opts, say: p.notice, fail: p.failureText}
 	p.commands = map[string]command{}
 	for _, c := range commandTable() {
 		p.commands[c.spec.Name] = c

@@ -83,6 +83,7 @@ func (t *turn) start() bool {
 		return false
 	}
 	t.log = t.log.With("conversation_id", t.hist.conv.ID, "turn", t.id)
+	t.hist.meter = t.p.quotas.meter(t.in, t.id, t.log)
 	if obs := t.p.opts.Observer; obs != nil {
 		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.conv.ID, Chat: t.in.Chat,
 			UserID: t.in.UserID, Text: t.in.Text, Begun: t.begun})
@@ -141,7 +142,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		Roles:          in.Roles,
 		ChatAdmin:      in.ChatAdmin,
 	}
-	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.conv.Model, BeforeCall: p.quotas.beforeCall(in, t.log)}
+	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.conv.Model, Estimate: p.memory.estimate, Meter: t.hist.meter}
 	var tt *tools.Turn
 	if p.tools != nil {
 		tt = p.tools.ForTurn(info, p.allowedTools(in.Chat))
@@ -231,7 +232,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		TokensOut: res.Usage.TokensOut,
 		Error:     errText,
 		Messages:  toStoreMessages(res.Messages),
-		LLMCalls:  toStoreLLMCalls(res.LLMCalls),
+		LLMCalls:  toStoreLLMCalls(t.hist.meter.unsaved()), // the others are saved already
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart

@@ -187,8 +187,8 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 // newHarnessLoaders is newHarnessTools with the tool manager's loaders (an MCP server's).
 func newHarnessLoaders(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store, loaders ...tools.Loader) *harness {
 	t.Helper()
-	h := &harness{t: t, llm: llm.NewServer(), rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
-	t.Cleanup(h.llm.Close)
+	srv := llm.NewServer()
+	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
 	if err != nil {
@@ -198,7 +198,17 @@ func newHarnessLoaders(t testing.TB, opts Options, mopts tools.ManagerOptions, w
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.store = st
+	return newHarnessOn(t, srv, st, opts, mopts, wrap, loaders...)
+}
+
+// newHarnessOn is a harness on a given model server and store (replicas sharing a database
+// share both), with the tool manager's loaders (echoLoader when none are given).
+func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store, loaders ...tools.Loader) *harness {
+	t.Helper()
+	if len(loaders) == 0 {
+		loaders = []tools.Loader{echoLoader{}}
+	}
+	h := &harness{t: t, llm: srv, store: st, rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
 	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "test-model", SupportsTools: true}},
 		agent.Options{FlushChunks: 1})
 	if err != nil {

@@ -122,14 +122,17 @@ type LLMCall struct {
 	// FallbackReason says why this candidate was tried: empty for the first, else the error of the
 	// one before.
 	FallbackReason string
-	Status         string // "ok", "error", "cancelled"
+	Status         string // "ok", "error", "cancelled"; LLMCallRunning and LLMCallInterrupted in the ledger
 	// TimeToFirstToken is zero when no token arrived.
 	TimeToFirstToken time.Duration
 	Duration         time.Duration
 	TokensIn         int
 	TokensOut        int
-	Error            string
-	StartedAt        time.Time
+	// Estimated marks tokens the bot estimated because the provider reported none (a stopped,
+	// cut or failed stream): the prompt's estimate and what was generated so far.
+	Estimated bool
+	Error     string
+	StartedAt time.Time
 }
 
 // Turn is one turn row.
@@ -200,8 +203,9 @@ type messageRow struct {
 func (messageRow) TableName() string { return "messages" }
 
 type llmCallRow struct {
-	ID             int64 `gorm:"primaryKey"`
-	TurnID         int64
+	ID int64 `gorm:"primaryKey"`
+	// TurnID is nil for a call outside a turn (/compact).
+	TurnID         *int64
 	Seq            int
 	Round          int
 	Model          string
@@ -214,6 +218,12 @@ type llmCallRow struct {
 	TokensOut      int
 	Error          string
 	StartedAt      time.Time
+	// Platform, ChatID and UserID are whom the call is counted against.
+	Platform   string
+	ChatID     string
+	UserID     string
+	Estimated  bool
+	InstanceID string
 }
 
 func (llmCallRow) TableName() string { return "llm_calls" }
@@ -323,10 +333,9 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 		if started.IsZero() {
 			started = at
 		}
-		llm = append(llm, llmCallRow{TurnID: e.TurnID, Seq: i, Round: c.Round, Model: c.Model,
-			Candidate: c.Candidate, FallbackReason: c.FallbackReason, Status: c.Status,
-			TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
-			TokensIn: c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: dbTime(started)})
+		row := newLLMCallRow(c)
+		row.TurnID, row.Seq, row.StartedAt, row.InstanceID = &e.TurnID, i, dbTime(started), s.instance
+		llm = append(llm, row)
 	}
 	deliveries, err := deliveriesJSON(e.Deliveries)
 	if err != nil {
@@ -379,6 +388,15 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 			}
 		}
 		if len(llm) > 0 {
+			var who struct{ Platform, ChatID, UserID string }
+			if err := tx.Table("turns t").Select("c.platform AS platform, c.chat_id AS chat_id, t.user_id AS user_id").
+				Joins("JOIN conversations c ON c.id = t.conversation_id").Where("t.id = ?", e.TurnID).
+				Take(&who).Error; err != nil {
+				return err
+			}
+			for i := range llm {
+				llm[i].Platform, llm[i].ChatID, llm[i].UserID = who.Platform, who.ChatID, who.UserID
+			}
 			return tx.CreateInBatches(&llm, 100).Error
 		}
 		return nil
@@ -413,8 +431,9 @@ func (row turnRow) public() Turn {
 	return t
 }
 
-// Recover marks interrupted the turns left running by a replica that is gone, and the audit rows
-// left running by them. A replica is gone when its row in the instances table has expired or was
+// Recover marks interrupted the turns left running by a replica that is gone, the audit rows
+// left running by them, and their model calls (which keep the tokens they reserved, as an
+// estimate). A replica is gone when its row in the instances table has expired or was
 // removed at a clean shutdown; turns of a live replica (this one included) are left alone, so a
 // second replica starting up never ends the first one's turns. A single process registers no
 // instance, so every running turn it finds at start is a crash's leftover. Call it at start,
@@ -446,7 +465,11 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 			return res.Error
 		}
 		calls = int(res.RowsAffected)
-		return nil
+		// A model call keeps the tokens it reserved (its prompt's estimate and the most it could
+		// answer): what the provider billed for it is not known.
+		return tx.Model(&llmCallRow{}).Where("status = ? AND instance_id NOT IN (?)", LLMCallRunning, live).
+			Updates(map[string]any{"status": LLMCallInterrupted, "estimated": true,
+				"error": "the bot stopped before the call finished"}).Error
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: recover running turns and calls: %w", err)
