@@ -76,6 +76,13 @@ type File struct {
 	Data []byte
 }
 
+// VoiceMIME is the MIME type of a spoken answer (OGG/Opus): platforms that have voice messages
+// show a file of this type as one.
+const VoiceMIME = "audio/ogg; codecs=opus"
+
+// IsVoice reports whether the file is a spoken answer to show as a voice message.
+func (f File) IsVoice() bool { return f.MIME == VoiceMIME }
+
 // IsImage reports whether the file should be shown as a picture rather than a document.
 func (f File) IsImage() bool {
 	return len(f.MIME) > 6 && f.MIME[:6] == "image/"
