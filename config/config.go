@@ -35,6 +35,8 @@ type Config struct {
 	Admin    Admin    `toml:"admin"`
 	Log      Log      `toml:"log"`
 	Quotas   Quotas   `toml:"quotas"`
+	Media    Media    `toml:"media"`
+	Speech   Speech   `toml:"speech"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
@@ -392,6 +394,8 @@ func Default() Config {
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
+		Media:    defaultMedia(),
+		Speech:   defaultSpeech(),
 	}
 }
 
@@ -535,6 +539,7 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 			m.MaxOutputTokens = min(known.MaxOutputTokens, m.ContextWindow/4)
 		}
 	}
+	c.fillSpeechDefaults()
 	for i := range c.MCP.Servers {
 		s := &c.MCP.Servers[i]
 		key := fmt.Sprintf("mcp.servers[%d]", i)

@@ -232,6 +232,7 @@ func (c *Config) validate(missing map[string][]string) error {
 		}
 	}
 
+	c.validateMedia(bad, httpURL)
 	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	oneOf("log.format", c.Log.Format, "text", "json")
 	return errors.Join(errs...)

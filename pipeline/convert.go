@@ -104,6 +104,7 @@ func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
 			TokensIn:         c.TokensIn,
 			TokensOut:        c.TokensOut,
 			StartedAt:        c.StartedAt,
+			Audio:            c.Audio,
 		}
 		if c.Err != nil {
 			sc.Error = c.Err.Error()

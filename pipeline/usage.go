@@ -99,5 +99,9 @@ func total(rows []store.UsageRow, prices map[string]store.Price) store.UsageTota
 }
 
 func usageLine(t store.UsageTotal) string {
-	return fmt.Sprintf("%d tokens in, %d out, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, t.Calls, t.Cost)
+	audio := ""
+	if t.AudioSeconds > 0 {
+		audio = fmt.Sprintf(", %.0f s of audio", t.AudioSeconds)
+	}
+	return fmt.Sprintf("%d tokens in, %d out%s, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, audio, t.Calls, t.Cost)
 }

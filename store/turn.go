@@ -106,6 +106,8 @@ type LLMCall struct {
 	TokensOut        int
 	Error            string
 	StartedAt        time.Time
+	// Audio is the length of the audio a speech call transcribed (zero for chat calls).
+	Audio time.Duration
 }
 
 // Turn is one turn row.
@@ -184,6 +186,7 @@ type llmCallRow struct {
 	TokensOut      int
 	Error          string
 	StartedAt      time.Time
+	AudioMs        int64 `gorm:"column:audio_ms"`
 }
 
 func (llmCallRow) TableName() string { return "llm_calls" }
@@ -296,7 +299,8 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 		llm = append(llm, llmCallRow{TurnID: e.TurnID, Seq: i, Round: c.Round, Model: c.Model,
 			Candidate: c.Candidate, FallbackReason: c.FallbackReason, Status: c.Status,
 			TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
-			TokensIn: c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: dbTime(started)})
+			TokensIn: c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: dbTime(started),
+			AudioMs: c.Audio.Milliseconds()})
 	}
 	conv, started := s.started.take(e.TurnID)
 	err := s.turns.do(ctx, func(tx *gorm.DB) error {

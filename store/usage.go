@@ -26,16 +26,20 @@ type UsageRow struct {
 	Calls     int64  `json:"calls"`
 	TokensIn  int64  `json:"tokens_in"`
 	TokensOut int64  `json:"tokens_out"`
+	// AudioMs is the audio the row's speech calls transcribed, in milliseconds.
+	AudioMs int64 `json:"audio_ms"`
 }
 
-// Price is what a million prompt (In) and completion (Out) tokens of a model cost.
+// Price is what a million prompt (In) and completion (Out) tokens of a model cost, and a minute
+// of audio it transcribes (PerMinute, speech models).
 type Price struct {
-	In, Out float64
+	In, Out   float64
+	PerMinute float64
 }
 
-// Cost is what the row's tokens cost at p.
+// Cost is what the row's tokens and audio cost at p.
 func (r UsageRow) Cost(p Price) float64 {
-	return (float64(r.TokensIn)*p.In + float64(r.TokensOut)*p.Out) / 1e6
+	return (float64(r.TokensIn)*p.In+float64(r.TokensOut)*p.Out)/1e6 + float64(r.AudioMs)/60000*p.PerMinute
 }
 
 // Usage sums the tokens of the model calls matching f per platform, chat, user and model (the
@@ -43,7 +47,8 @@ func (r UsageRow) Cost(p Price) float64 {
 func (s *Store) Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error) {
 	q := s.r.WithContext(ctx).Table("llm_calls AS l").
 		Select("c.platform AS platform, c.chat_id AS chat_id, t.user_id AS user_id, l.model AS model, " +
-			"COUNT(*) AS calls, COALESCE(SUM(l.tokens_in), 0) AS tokens_in, COALESCE(SUM(l.tokens_out), 0) AS tokens_out").
+			"COUNT(*) AS calls, COALESCE(SUM(l.tokens_in), 0) AS tokens_in, COALESCE(SUM(l.tokens_out), 0) AS tokens_out, " +
+			"COALESCE(SUM(l.audio_ms), 0) AS audio_ms").
 		Joins("JOIN turns t ON t.id = l.turn_id").
 		Joins("JOIN conversations c ON c.id = t.conversation_id")
 	if !f.Since.IsZero() {
@@ -68,11 +73,13 @@ func (s *Store) Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error) {
 
 // UsageTotal is the sum of usage rows under one key, with their cost.
 type UsageTotal struct {
-	Key       string  `json:"key"`
-	Calls     int64   `json:"calls"`
-	TokensIn  int64   `json:"tokens_in"`
-	TokensOut int64   `json:"tokens_out"`
-	Cost      float64 `json:"cost"`
+	Key       string `json:"key"`
+	Calls     int64  `json:"calls"`
+	TokensIn  int64  `json:"tokens_in"`
+	TokensOut int64  `json:"tokens_out"`
+	// AudioSeconds is the audio transcribed, in seconds.
+	AudioSeconds float64 `json:"audio_seconds"`
+	Cost         float64 `json:"cost"`
 }
 
 // Ways to roll usage up.
@@ -109,6 +116,7 @@ func RollUp(rows []UsageRow, by string, prices map[string]Price) []UsageTotal {
 		t.Calls += r.Calls
 		t.TokensIn += r.TokensIn
 		t.TokensOut += r.TokensOut
+		t.AudioSeconds += float64(r.AudioMs) / 1000
 		t.Cost += r.Cost(prices[r.Model])
 	}
 	slices.SortFunc(out, func(a, b UsageTotal) int {
