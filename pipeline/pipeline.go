@@ -176,6 +176,10 @@ type Options struct {
 	// Observer, when set, is told the status and duration of every finished turn (metrics).
 	Observer Observer
 
+	// Media says how voice notes, audio, documents and image files are read, and whether
+	// answers are spoken too (media.go).
+	Media MediaOptions
+
 	// Logger receives one line per turn and per refused message; nil means slog.Default().
 	Logger *slog.Logger
 	// Now returns the current time (tests); nil means time.Now.
@@ -495,7 +499,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		p.queue(key, in, out, log)
 		return
 	}
-	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {
+	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 && len(in.Attachments) == 0 {
 		return
 	}
 	p.queue(key, in, out, log)

@@ -31,6 +31,13 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		return
 	}
 
+	// Voice and files become the message's text first: the store keeps the text.
+	read := p.readAttachments(ctx, in, out, log)
+	in = read.in
+	if in.Command == "" && strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {
+		return // nothing readable came; the user was told why
+	}
+
 	// The user's message is saved even when the turn is cancelled right away.
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	th, in, turnID, err := p.startTurn(sctx, key, in)
@@ -144,7 +151,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 			reply.Update(v.render())
 		}
 	}
-	calls := append([]agent.LLMCall(nil), th.calls...) // compaction first, as it happened
+	calls := append(append([]agent.LLMCall(nil), read.calls...), th.calls...) // transcription and compaction first, as they happened
 	res := p.runner.Run(ctx, req, emit)
 	p.usage.observeTurn(res.LLMCalls, th.estimate)
 	calls = append(calls, res.LLMCalls...)
@@ -189,6 +196,12 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 	dctx, dcancel := p.deliveryContext()
 	derr := reply.Finish(dctx, text, files)
 	dcancel()
+	var spokenCall []agent.LLMCall
+	if derr == nil && status == store.TurnOK {
+		if call, ok := p.speakAnswer(ctx, out, read.spoken, text, log); ok {
+			spokenCall = append(spokenCall, call)
+		}
+	}
 	if derr != nil {
 		// The turn's record says the user did not get the answer, whatever the model did.
 		log.Error("pipeline: answer not delivered", "status", status, "err", derr)
@@ -207,7 +220,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		TokensOut: res.Usage.TokensOut,
 		Error:     errText,
 		Messages:  toStoreMessages(res.Messages),
-		LLMCalls:  toStoreLLMCalls(res.LLMCalls),
+		LLMCalls:  toStoreLLMCalls(append(res.LLMCalls, spokenCall...)),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart

@@ -25,6 +25,7 @@ import (
 	"relaybot/coord"
 	"relaybot/metrics"
 	"relaybot/pipeline"
+	"relaybot/speech"
 	"relaybot/store"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
@@ -115,7 +116,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	m := metrics.New(metrics.Options{
 		KnownTool:   func(name string) bool { return mgr.Has(name) },
 		Models:      modelNames(cfg.Models),
-		Prices:      prices(cfg.Models),
+		Prices:      prices(cfg),
 		MCPUp:       tl.mcpUp,
 		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
 		Instance:    b.instance,
@@ -141,6 +142,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	opts := pipelineOptions(cfg)
+	if opts.Media.Transcriber, opts.Media.Speaker, err = newSpeech(cfg, modelHTTPClient(cfg.Chat.MaxTurnsInFlight)); err != nil {
+		return b, err
+	}
 	opts.SystemPromptExtra = tl.skillPrompt
 	opts.Audit = reader
 	opts.Usage = st
@@ -403,7 +407,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Store:     b.store,
 		MCPHealth: health,
 		Metrics:   metricsHandler,
-		Prices:    prices(cfg.Models),
+		Prices:    prices(cfg),
 		Logger:    b.log,
 		Proxies:   proxies,
 		Instances: b.instances,
@@ -502,8 +506,15 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
 		ToolAllow:       cfg.Tools.Allow,
 		ToolsPerChat:    cfg.Tools.PerChat,
-		Prices:          prices(cfg.Models),
+		Prices:          prices(cfg),
 		Quotas:          quotas(cfg.Quotas),
+		Media: pipeline.MediaOptions{
+			MaxBytes:      cfg.Media.MaxBytes,
+			MaxAudio:      time.Duration(cfg.Speech.MaxSeconds) * time.Second,
+			DocumentShare: cfg.Media.DocumentShare,
+			Reply:         cfg.Speech.Reply,
+			MaxReplyChars: cfg.Speech.MaxReplyChars,
+		},
 	}
 }
 
@@ -517,12 +528,40 @@ func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
 }
 
 // prices are the models' prices per million tokens, by configured name.
-func prices(ms []config.Model) map[string]store.Price {
-	out := make(map[string]store.Price, len(ms))
-	for _, m := range ms {
+func prices(cfg *config.Config) map[string]store.Price {
+	out := make(map[string]store.Price, len(cfg.Models))
+	for _, m := range cfg.Models {
 		out[m.Name] = store.Price{In: m.PriceIn, Out: m.PriceOut}
 	}
+	for _, m := range cfg.Speech.Candidates() {
+		p := out[m.Name]
+		p.PerMinute = m.PricePerMinute
+		out[m.Name] = p
+	}
 	return out
+}
+
+// newSpeech builds the speech client of [speech]: nil interfaces when it transcribes nothing
+// and speaks nothing.
+func newSpeech(cfg *config.Config, hc *http.Client) (pipeline.Transcriber, pipeline.Speaker, error) {
+	s := cfg.Speech
+	o := speech.Options{HTTPClient: hc}
+	for _, m := range s.Candidates() {
+		o.Candidates = append(o.Candidates, speech.Candidate{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey,
+			Model: m.Model, Timeout: time.Duration(m.TimeoutSec) * time.Second})
+	}
+	if s.Reply != pipeline.SpeakOff && s.TTSModel != "" {
+		o.Voice = speech.Voice{BaseURL: s.TTSBaseURL, APIKey: s.TTSAPIKey, Model: s.TTSModel, Voice: s.Voice,
+			Timeout: time.Duration(s.TimeoutSec) * time.Second}
+	}
+	if len(o.Candidates) == 0 && o.Voice.Model == "" {
+		return nil, nil, nil
+	}
+	c, err := speech.New(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c, nil
 }
 
 func quotaLimits(l config.QuotaLimits) pipeline.Limits {
