@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"relaybot/chat"
+	"relaybot/internal/testkit/files"
+	"relaybot/internal/testkit/llm"
+	tgkit "relaybot/internal/testkit/telegram"
+	"relaybot/internal/testkit/wait"
+	"relaybot/store"
+)
+
+// speechWorld is two transcription endpoints (the second also speaks) whose failures a test
+// turns on.
+type speechWorld struct {
+	primary, fallback *llm.Server
+	primaryDown       atomic.Bool
+	fallbackDown      atomic.Bool
+	text              atomic.Value // string: what both transcribe every recording to
+}
+
+func newSpeechWorld(t *testing.T) *speechWorld {
+	w := &speechWorld{primary: llm.NewServer(), fallback: llm.NewServer()}
+	t.Cleanup(w.primary.Close)
+	t.Cleanup(w.fallback.Close)
+	w.text.Store("please summarise the weather report")
+	reply := func(down *atomic.Bool) llm.AudioHandler {
+		return func(r llm.AudioRequest) llm.AudioReply {
+			if down.Load() && r.Path == "transcriptions" {
+				return llm.AudioReply{Status: http.StatusServiceUnavailable, Error: "overloaded"}
+			}
+			return llm.AudioReply{Text: w.text.Load().(string)}
+		}
+	}
+	w.primary.SetAudio(reply(&w.primaryDown))
+	w.fallback.SetAudio(reply(&w.fallbackDown))
+	return w
+}
+
+// section is the [speech] config of the world: the primary, the fallback, voice answers when
+// spoken to (spoken by the fallback's server).
+func (w *speechWorld) section() string {
+	return fmt.Sprintf(`
+[media]
+max_bytes = 20971520
+[speech]
+name = "whisper-primary"
+base_url = %q
+model = "whisper-1"
+price_per_minute = 0.006
+max_seconds = 120
+reply = "when_spoken_to"
+tts_base_url = %q
+[[speech.fallbacks]]
+name = "whisper-fallback"
+base_url = %q
+model = "whisper-large-v3"
+`, w.primary.URL, w.fallback.URL, w.fallback.URL)
+}
+
+// answerEcho makes the model answer every message with the length of its last user message
+// and its first and last words, so a test reads from the chat what the model was given.
+func answerEcho(r llm.Request) llm.Reply {
+	u := lastUser(r)
+	f := strings.Fields(u)
+	if len(f) == 0 {
+		return llm.Text("empty")
+	}
+	word := func(s string) string { return strings.Trim(s, `"[]().,?!:`) }
+	return llm.Text(fmt.Sprintf("I read %d characters, from %s to %s.", len(u), word(f[0]), word(f[len(f)-1])))
+}
+
+// Voice notes, PDFs, logs, oversized and unreadable files on Telegram, end to end: what the
+// user sees, what the model is given, what the store keeps.
+func TestTelegramVoiceAndDocuments(t *testing.T) {
+	e := newEnv(t)
+	sp := newSpeechWorld(t)
+	e.llm.SetHandler(answerEcho)
+	stop := e.start(e.configAdmin("", "enabled = false\n"+sp.section()))
+	const alice = 4100
+	sendFile := func(f tgkit.File, caption string) {
+		e.tg.Send(tgkit.Inbound{Chat: private(alice), From: user(alice), Text: caption, File: &f})
+	}
+	lastPrompt := func() string {
+		rs := e.llm.Requests()
+		if len(rs) == 0 {
+			return ""
+		}
+		return lastUser(rs[len(rs)-1])
+	}
+
+	t.Run("a voice note is transcribed, shown folded, answered and spoken", func(t *testing.T) {
+		sendFile(tgkit.File{Kind: "voice", MIME: "audio/ogg", Data: files.OggOpus(3 * time.Second), Duration: 3}, "")
+		transcript := e.waitBotText(alice, "the transcript", contains("please summarise the weather report"))
+		if !strings.HasPrefix(transcript, "🎤 Transcript") {
+			t.Fatalf("transcript shown as %q, want it under the 🎤 Transcript fold", transcript)
+		}
+		var folded bool
+		for _, m := range e.tg.BotMessages(alice) {
+			if strings.Contains(m.Text, "weather report") && slices.ContainsFunc(m.Entities, func(en tgkit.Entity) bool { return en.Type == "expandable_blockquote" }) {
+				folded = true
+			}
+		}
+		if !folded {
+			t.Fatalf("the transcript is not in an expandable blockquote: %+v", e.tg.BotMessages(alice))
+		}
+		e.waitBotText(alice, "the answer to the voice note", contains("from please to report"))
+		wait.For(t, "the spoken answer after the text", func() bool {
+			ms := e.tg.BotMessages(alice)
+			return len(ms) > 0 && ms[len(ms)-1].Kind == "voice" && files.CheckOgg(ms[len(ms)-1].Data) == nil
+		})
+		if got := lastPrompt(); got != "please summarise the weather report" {
+			t.Fatalf("the model was given %q, want the transcript", got)
+		}
+	})
+
+	t.Run("a three-page PDF reaches the model", func(t *testing.T) {
+		pdf := files.PDF([][]string{{"Quarterly report, page one."}, {"Revenue grew on page two."}, {"Outlook closes page three."}})
+		sendFile(tgkit.File{Kind: "document", Name: "report.pdf", MIME: "application/pdf", Data: pdf}, "what does it say?")
+		e.waitBotText(alice, "the answer to the PDF", contains("from what to report.pdf"))
+		got := lastPrompt()
+		for _, want := range []string{"what does it say?", "PDF, 3 pages", "page one", "page two", "closes page three"} {
+			if !strings.Contains(got, want) {
+				t.Fatalf("the model was not given %q:\n%s", want, got)
+			}
+		}
+	})
+
+	t.Run("a 200 KB log is cut to its share with a note", func(t *testing.T) {
+		var b strings.Builder
+		for i := 0; b.Len() < 200<<10; i++ {
+			fmt.Fprintf(&b, "2026-12-01T10:00:%02dZ INFO request %d served in 12 ms\n", i%60, i)
+		}
+		sendFile(tgkit.File{Kind: "document", Name: "server.log", MIME: "text/plain", Data: []byte(b.String())}, "")
+		e.waitBotText(alice, "the answer to the log", contains("to server.log"))
+		got := lastPrompt()
+		if !strings.Contains(got, "left out: the document is longer than its share") || !strings.Contains(got, "request 0 served") {
+			t.Fatalf("the log reached the model without its start or the note of what was cut (%d chars)", len(got))
+		}
+		// The primary model here has the default window: a quarter of it, less its answer.
+		if len(got) > 200<<10/2 {
+			t.Fatalf("the model was given %d characters of a 200 KB log; want it cut to its share", len(got))
+		}
+	})
+
+	t.Run("a 30 MB file and an unknown binary get one line each", func(t *testing.T) {
+		n := e.llm.RequestCount()
+		sendFile(tgkit.File{Kind: "document", Name: "video.mkv", MIME: "video/x-matroska", Size: 30 << 20}, "")
+		e.waitBotText(alice, "the over-size answer", contains(`The file "video.mkv" is 30.0 MB; I read files of at most 20.0 MB.`))
+		sendFile(tgkit.File{Kind: "document", Name: "blob.bin", MIME: "application/octet-stream", Data: []byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0}}, "")
+		e.waitBotText(alice, "the unreadable-type answer", contains(`I cannot read blob.bin (.bin files)`))
+		if e.llm.RequestCount() != n {
+			t.Fatalf("the model was asked about files nobody could read")
+		}
+	})
+
+	t.Run("a failing transcription endpoint falls back, then tells the user", func(t *testing.T) {
+		sp.primaryDown.Store(true)
+		sp.text.Store("second endpoint heard this")
+		sendFile(tgkit.File{Kind: "voice", MIME: "audio/ogg", Data: files.OggOpus(2 * time.Second), Duration: 2}, "")
+		e.waitBotText(alice, "the fallback's transcript", contains("second endpoint heard this"))
+		sp.fallbackDown.Store(true)
+		sendFile(tgkit.File{Kind: "voice", MIME: "audio/ogg", Data: files.OggOpus(2 * time.Second), Duration: 2}, "")
+		e.waitBotText(alice, "the failure line", contains("The voice note could not be transcribed: the speech service failed (overloaded)."))
+	})
+
+	t.Run("/usage counts the audio", func(t *testing.T) {
+		e.say(alice, "/usage")
+		e.waitBotText(alice, "the usage answer", contains("s of audio"))
+	})
+
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.openStore()
+	ctx := context.Background()
+	rows, err := st.Usage(ctx, store.UsageFilter{Platform: "telegram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audio int64
+	models := map[string]bool{}
+	for _, r := range rows {
+		audio += r.AudioMs
+		models[r.Model] = true
+	}
+	// 3 s (primary), 2 s (fallback after the primary failed); the failed attempts carry none
+	// of the audio's cost twice: each attempt records the audio it was sent.
+	if audio < 5000 || !models["whisper-primary"] || !models["whisper-fallback"] {
+		t.Fatalf("usage rows %+v: want the transcriptions by both endpoints with their audio", rows)
+	}
+	conv, err := st.Conversation(ctx, chat.Key{Platform: chat.Telegram, ChatID: fmt.Sprint(alice), UserID: fmt.Sprint(alice)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds, err := st.Rounds(ctx, conv.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for _, r := range rounds {
+		for _, m := range r.Messages {
+			if m.Role == store.RoleUser {
+				users = append(users, m.Content)
+			}
+		}
+	}
+	if len(users) == 0 || users[0] != "please summarise the weather report" || !slices.ContainsFunc(users, func(s string) bool { return strings.Contains(s, "closes page three") }) {
+		t.Fatalf("stored user messages %q: want the transcript and the PDF's text", users)
+	}
+}
