@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"relaybot/chat"
+	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/files"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
@@ -215,5 +216,86 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 	}
 	if len(users) == 0 || users[0] != "please summarise the weather report" || !slices.ContainsFunc(users, func(s string) bool { return strings.Contains(s, "closes page three") }) {
 		t.Fatalf("stored user messages %q: want the transcript and the PDF's text", users)
+	}
+}
+
+// The same on Discord: a voice message (IS_VOICE_MESSAGE) and files from the CDN.
+func TestDiscordVoiceAndDocuments(t *testing.T) {
+	e := newEnv(t)
+	sp := newSpeechWorld(t)
+	e.llm.SetHandler(answerEcho)
+	dc := dtk.New(dtk.Config{})
+	t.Cleanup(dc.Close)
+	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
+	stop := e.start(e.configAdmin("", "enabled = false\n"+sp.section()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := dc.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitLog("msg=receiving platform=discord")
+	const dm, author = "500000000000000009", "601"
+	post := func(um dtk.UserMessage) {
+		um.ChannelID, um.AuthorID = dm, author
+		if _, err := dc.Post(um); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(what string, ok func(dtk.Message) bool) dtk.Message {
+		var got dtk.Message
+		wait.For(t, what, func() bool {
+			for _, m := range dc.BotMessages(dm) {
+				if ok(m) {
+					got = m
+					return true
+				}
+			}
+			return false
+		})
+		return got
+	}
+	has := func(sub string) func(dtk.Message) bool {
+		return func(m dtk.Message) bool { return strings.Contains(m.Content, sub) }
+	}
+
+	post(dtk.UserMessage{Voice: true, Attachments: []dtk.Attachment{{Filename: "voice-message.ogg", ContentType: "audio/ogg",
+		Data: files.OggOpus(3 * time.Second), DurationSecs: 3, Waveform: "AAAAAAAA"}}})
+	shown := waitFor("the transcript", has("please summarise the weather report"))
+	if !strings.HasPrefix(shown.Content, "-# 🎤 Transcript\n-# please summarise") {
+		t.Fatalf("transcript shown as %q, want Discord subtext lines", shown.Content)
+	}
+	waitFor("the answer to the voice message", has("from please to report"))
+	waitFor("the spoken answer as an audio attachment", func(m dtk.Message) bool {
+		return len(m.Attachments) == 1 && m.Attachments[0].Filename == "answer.ogg" && files.CheckOgg(m.Attachments[0].Data) == nil
+	})
+
+	pdf := files.PDF([][]string{{"Quarterly report, page one."}, {"Revenue grew on page two."}, {"Outlook closes page three."}})
+	post(dtk.UserMessage{Content: "read this", Attachments: []dtk.Attachment{{Filename: "report.pdf", ContentType: "application/pdf", Data: pdf}}})
+	waitFor("the answer to the PDF", has("from read to report.pdf"))
+	var b strings.Builder
+	for i := 0; b.Len() < 200<<10; i++ {
+		fmt.Fprintf(&b, "2026-12-01T10:00:%02dZ INFO request %d served in 12 ms\n", i%60, i)
+	}
+	post(dtk.UserMessage{Attachments: []dtk.Attachment{{Filename: "message.txt", ContentType: "text/plain; charset=utf-8", Data: []byte(b.String())}}})
+	waitFor("the answer to the pasted log", has("to message.txt"))
+	if got := lastUser(e.llm.Requests()[len(e.llm.Requests())-1]); !strings.Contains(got, "left out") || len(got) > 200<<10/2 {
+		t.Fatalf("the pasted log reached the model uncut (%d characters)", len(got))
+	}
+
+	post(dtk.UserMessage{Attachments: []dtk.Attachment{{Filename: "big.iso", ContentType: "application/octet-stream", Size: 30 << 20}}})
+	waitFor("the over-size answer", has(`The file "big.iso" is 30.0 MB; I read files of at most 20.0 MB.`))
+	post(dtk.UserMessage{Attachments: []dtk.Attachment{{Filename: "blob.bin", ContentType: "application/octet-stream", Data: []byte{0, 1, 2, 3, 0, 0xff}}}})
+	waitFor("the unreadable-type answer", has("I cannot read blob.bin (.bin files)"))
+
+	sp.primaryDown.Store(true)
+	sp.text.Store("second endpoint heard this")
+	voice := dtk.Attachment{Filename: "voice-message.ogg", ContentType: "audio/ogg", Data: files.OggOpus(2 * time.Second), DurationSecs: 2, Waveform: "AAAA"}
+	post(dtk.UserMessage{Voice: true, Attachments: []dtk.Attachment{voice}})
+	waitFor("the fallback's transcript", has("second endpoint heard this"))
+	sp.fallbackDown.Store(true)
+	post(dtk.UserMessage{Voice: true, Attachments: []dtk.Attachment{voice}})
+	waitFor("the failure line", has("The voice note could not be transcribed: the speech service failed (overloaded)."))
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
