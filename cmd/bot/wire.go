@@ -415,7 +415,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Sessions: b.store,
 	}
 	if cfg.Admin.WebChat {
-		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log}
+		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log, MaxUploadBytes: cfg.Media.MaxBytes}
 		if b.webRelay != nil {
 			wopts.Relay = b.webRelay
 		}
