@@ -788,11 +788,11 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 	conv.mu.Unlock()
 
 	in := adapters.Inbound{
-		Chat:      chat.Ref{Platform: chat.Web, ChatID: conv.id},
-		Kind:      adapters.Private,
-		MessageID: userMsg.ID,
-		UserID:    conv.id,
-		UserName:  c.opts.UserName,
+		Chat:        chat.Ref{Platform: chat.Web, ChatID: conv.id},
+		Kind:        adapters.Private,
+		MessageID:   userMsg.ID,
+		UserID:      conv.id,
+		UserName:    c.opts.UserName,
 		Text:        text,
 		Attachments: atts,
 		Time:        c.now(),

@@ -21,6 +21,15 @@ const DefaultMaxUpload = 20 << 20
 // maxUploads is the most files one message may carry.
 const maxUploads = 4
 
+// MaxSendBytes is the largest body of a message with files of at most maxFile bytes each: the
+// admin listener's cap for POST /chat/send.
+func MaxSendBytes(maxFile int64) int64 {
+	if maxFile <= 0 {
+		maxFile = DefaultMaxUpload
+	}
+	return maxInput + 4096 + maxUploads*(maxFile+4096)
+}
+
 // readSend reads a message a browser posts: a form with text, or a multipart form that may
 // also carry files (the file picker's, or a recording from the microphone button with
 // voice=1 and its length in duration_ms), checks its CSRF token and returns the text and the
@@ -34,7 +43,7 @@ func (c *Chat) readSend(w http.ResponseWriter, r *http.Request, conv *conversati
 	multi := mt == "multipart/form-data"
 	limit := int64(maxInput + 4096)
 	if multi {
-		limit += maxUploads * (maxFile + 4096)
+		limit = MaxSendBytes(maxFile)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	var err error

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -298,4 +303,106 @@ func TestDiscordVoiceAndDocuments(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// upload posts a message with files as the page's file picker (or, with voice, its
+// microphone button) does, and returns the status and body of the answer.
+func (w *webChat) upload(text string, voice bool, durationMs int, fs ...webUpload) (int, string) {
+	w.t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	_ = mw.WriteField("text", text)
+	_ = mw.WriteField("csrf", w.csrf)
+	if voice {
+		_ = mw.WriteField("voice", "1")
+		_ = mw.WriteField("duration_ms", fmt.Sprint(durationMs))
+	}
+	for _, f := range fs {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q`, f.name))
+		h.Set("Content-Type", f.mime)
+		part, _ := mw.CreatePart(h)
+		_, _ = part.Write(f.data)
+	}
+	mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, w.base+"/chat/send", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("X-CSRF-Token", w.csrf)
+	resp, err := w.client.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+type webUpload struct {
+	name, mime string
+	data       []byte
+}
+
+// The same in the web chat: a recording from the microphone button and uploaded files.
+func TestWebChatVoiceAndDocuments(t *testing.T) {
+	e := newEnv(t)
+	sp := newSpeechWorld(t)
+	e.llm.SetHandler(answerEcho)
+	e.start(e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true\n"+sp.section()))
+	e.waitLog("admin listening")
+	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())
+	if m == nil {
+		t.Fatalf("no admin address in the logs")
+	}
+	w := openWebChat(t, "http://"+m[1])
+	has := func(sub string) func(webMsg) bool {
+		return func(m webMsg) bool { return m.Role == "bot" && strings.Contains(m.Text, sub) }
+	}
+
+	if code, body := w.upload("", true, 3000, webUpload{"voice.ogg", "audio/ogg", files.OggOpus(3 * time.Second)}); code != http.StatusAccepted {
+		t.Fatalf("recording refused: %d %s", code, body)
+	}
+	shown := w.waitMsg("the transcript", has("please summarise the weather report"))
+	if !strings.Contains(shown.HTML, "<details>") || !strings.Contains(shown.HTML, "🎤 Transcript") {
+		t.Fatalf("transcript shown as %q, want it folded in <details>", shown.HTML)
+	}
+	w.waitMsg("the answer to the recording", has("from please to report"))
+	spoken := w.waitMsg("the spoken answer", func(m webMsg) bool { return len(m.Files) == 1 && m.Files[0].Audio })
+	resp, err := w.client.Get(w.base + spoken.Files[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audio, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := files.CheckOgg(audio); err != nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "audio/ogg") {
+		t.Fatalf("the audio player's file (%s) is not OGG: %v", resp.Header.Get("Content-Type"), err)
+	}
+
+	pdf := files.PDF([][]string{{"Quarterly report, page one."}, {"Revenue grew on page two."}, {"Outlook closes page three."}})
+	var log strings.Builder
+	for i := 0; log.Len() < 200<<10; i++ {
+		fmt.Fprintf(&log, "2026-12-01T10:00:%02dZ INFO request %d served in 12 ms\n", i%60, i)
+	}
+	if code, body := w.upload("read both", false, 0, webUpload{"report.pdf", "application/pdf", pdf}, webUpload{"app.log", "text/plain", []byte(log.String())}); code != http.StatusAccepted {
+		t.Fatalf("upload refused: %d %s", code, body)
+	}
+	w.waitMsg("the answer to the files", has("from read to app.log"))
+	got := lastUser(e.llm.Requests()[len(e.llm.Requests())-1])
+	if !strings.Contains(got, "closes page three") || !strings.Contains(got, "left out") {
+		t.Fatalf("the model was not given the PDF and the cut log (%d characters)", len(got))
+	}
+
+	if code, body := w.upload("", false, 0, webUpload{"blob.bin", "application/octet-stream", []byte{0, 1, 2, 0, 0xfe}}); code != http.StatusAccepted {
+		t.Fatalf("upload refused: %d %s", code, body)
+	}
+	w.waitMsg("the unreadable-type answer", has("I cannot read blob.bin (.bin files)"))
+	big := webUpload{"big.iso", "application/octet-stream", make([]byte, 21<<20)}
+	if code, body := w.upload("", false, 0, big); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "20.0 MB") {
+		t.Fatalf("a 21 MB upload answered %d %q; want 413 naming the 20 MB limit", code, body)
+	}
+	sp.primaryDown.Store(true)
+	sp.fallbackDown.Store(true)
+	if code, body := w.upload("", true, 2000, webUpload{"voice.ogg", "audio/ogg", files.OggOpus(2 * time.Second)}); code != http.StatusAccepted {
+		t.Fatalf("recording refused: %d %s", code, body)
+	}
+	w.waitMsg("the failure line", has("The voice note could not be transcribed"))
 }

@@ -413,6 +413,8 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Instances: b.instances,
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions: b.store,
+		// A message of the web chat may carry files of up to media.max_bytes each.
+		ChatUploadBytes: web.MaxSendBytes(cfg.Media.MaxBytes),
 	}
 	if cfg.Admin.WebChat {
 		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log, MaxUploadBytes: cfg.Media.MaxBytes}
