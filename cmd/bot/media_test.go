@@ -140,6 +140,15 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 		}
 	})
 
+	t.Run("/retry answers the PDF again from the stored text", func(t *testing.T) {
+		n := e.llm.RequestCount()
+		e.say(alice, "/retry")
+		wait.For(t, "the retried answer", func() bool { return e.llm.RequestCount() > n })
+		if got := lastPrompt(); !strings.Contains(got, "closes page three") {
+			t.Fatalf("/retry gave the model %q, want the PDF's text again", got)
+		}
+	})
+
 	t.Run("a 200 KB log is cut to its share with a note", func(t *testing.T) {
 		var b strings.Builder
 		for i := 0; b.Len() < 200<<10; i++ {
@@ -166,6 +175,11 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 		if e.llm.RequestCount() != n {
 			t.Fatalf("the model was asked about files nobody could read")
 		}
+	})
+
+	t.Run("a voice note over speech.max_seconds gets one line", func(t *testing.T) {
+		sendFile(tgkit.File{Kind: "voice", MIME: "audio/ogg", Data: files.OggOpus(time.Second), Duration: 200}, "")
+		e.waitBotText(alice, "the too-long answer", contains("The voice note is 3:20 long; I transcribe at most 2:00."))
 	})
 
 	t.Run("a failing transcription endpoint falls back, then tells the user", func(t *testing.T) {
