@@ -58,7 +58,7 @@ func TestAudioEndpointsRefuseWhatTheAPIRefuses(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			var out struct {
-				Text  string `json:"text"`
+				Text  string                   `json:"text"`
 				Error struct{ Message string } `json:"error"`
 			}
 			_ = json.NewDecoder(resp.Body).Decode(&out)
