@@ -478,6 +478,11 @@ func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), 
 		t := v.Type()
 		for i := 0; i < v.NumField(); i++ {
 			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				// An embedded struct's keys stand in the table itself ([speech]).
+				expandEnv(v.Field(i), key, lookup, missing)
+				continue
+			}
 			name := f.Tag.Get("toml")
 			if name == "" || name == "-" || !f.IsExported() {
 				continue

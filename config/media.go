@@ -27,13 +27,8 @@ type SpeechModel struct {
 
 // Speech configures voice in and out: [speech].
 type Speech struct {
-	// The first transcription endpoint (SpeechModel's keys, at the top of [speech]).
-	Name           string  `toml:"name"`
-	BaseURL        string  `toml:"base_url"`
-	APIKey         string  `toml:"api_key"`
-	Model          string  `toml:"model"`
-	TimeoutSec     int     `toml:"timeout_sec"`
-	PricePerMinute float64 `toml:"price_per_minute"`
+	// SpeechModel is the first transcription endpoint: its keys stand at the top of [speech].
+	SpeechModel
 
 	Fallbacks []SpeechModel `toml:"fallbacks"`
 	// MaxSeconds is the longest recording transcribed.
@@ -54,15 +49,14 @@ func (s Speech) Candidates() []SpeechModel {
 	if s.Model == "" {
 		return nil
 	}
-	first := SpeechModel{Name: s.Name, BaseURL: s.BaseURL, APIKey: s.APIKey, Model: s.Model, TimeoutSec: s.TimeoutSec, PricePerMinute: s.PricePerMinute}
-	return append([]SpeechModel{first}, s.Fallbacks...)
+	return append([]SpeechModel{s.SpeechModel}, s.Fallbacks...)
 }
 
 // defaultMedia and defaultSpeech are the defaults of [media] and [speech].
 func defaultMedia() Media { return Media{MaxBytes: 20 << 20, DocumentShare: 0.25} }
 
 func defaultSpeech() Speech {
-	return Speech{TimeoutSec: 120, MaxSeconds: 600, Reply: "off", MaxReplyChars: 1000, TTSModel: "tts-1", Voice: "alloy"}
+	return Speech{SpeechModel: SpeechModel{TimeoutSec: 120}, MaxSeconds: 600, Reply: "off", MaxReplyChars: 1000, TTSModel: "tts-1", Voice: "alloy"}
 }
 
 // fillSpeechDefaults names the candidates and gives fallbacks the default timeout and the

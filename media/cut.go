@@ -2,50 +2,29 @@ package media
 
 import (
 	"fmt"
+	"sort"
 	"unicode/utf8"
 )
 
-// EstimateTokens estimates the tokens of a text the way the pipeline's budget does: one token
-// per four bytes of ASCII and one per other character.
-func EstimateTokens(s string) int {
-	ascii, other := 0, 0
-	for i := 0; i < len(s); {
-		if s[i] < utf8.RuneSelf {
-			ascii++
-			i++
-			continue
-		}
-		_, n := utf8.DecodeRuneInString(s[i:])
-		i += n
-		other++
-	}
-	return (ascii+3)/4 + other
-}
-
-// Cut returns text cut to about maxTokens tokens (EstimateTokens) at a line end where there is
-// one in the last tenth, with a note after it saying how much was left out; the text as it is
-// when it fits. left is the number of characters left out.
-func Cut(text string, maxTokens int) (out string, left int) {
-	if EstimateTokens(text) <= maxTokens {
+// Cut returns text cut to at most maxTokens tokens as estimate counts them (the pipeline's
+// budget estimate), at a line end where there is one in the last tenth, with a note after it
+// saying how much was left out; the text as it is when it fits. left is the number of
+// characters left out.
+func Cut(text string, maxTokens int, estimate func(string) int) (out string, left int) {
+	if estimate(text) <= maxTokens {
 		return text, 0
 	}
-	if maxTokens < 0 {
-		maxTokens = 0
-	}
-	// Walk forward until the estimate reaches the budget.
-	ascii, other, end := 0, 0, 0
-	for end < len(text) {
-		r, n := utf8.DecodeRuneInString(text[end:])
-		if r < utf8.RuneSelf {
-			ascii++
-		} else {
-			other++
+	// The longest prefix that fits, by bisection over byte offsets moved to rune starts.
+	end := sort.Search(len(text)+1, func(i int) bool {
+		for i < len(text) && !utf8.RuneStart(text[i]) {
+			i++
 		}
-		if (ascii+3)/4+other > maxTokens {
-			break
-		}
-		end += n
+		return estimate(text[:i]) > maxTokens
+	}) - 1
+	for end > 0 && !utf8.RuneStart(text[end]) {
+		end--
 	}
+	end = max(end, 0)
 	if nl := lastNewline(text[:end]); nl >= 0 && nl >= end*9/10 {
 		end = nl + 1
 	}

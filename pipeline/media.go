@@ -201,7 +201,7 @@ func (p *Pipeline) documentParts(docs []media.Document, names []string) []string
 	each := int(float64(window-answer)*o.DocumentShare) / len(docs)
 	out := make([]string, 0, len(docs))
 	for i, d := range docs {
-		text, _ := media.Cut(d.Text, each)
+		text, _ := media.Cut(d.Text, each, estimateText)
 		kind := "text file"
 		if d.Format == media.FormatPDF {
 			kind = fmt.Sprintf("PDF, %d pages", d.Pages)
