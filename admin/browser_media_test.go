@@ -52,12 +52,7 @@ func TestBrowserWebChatUploadsAFile(t *testing.T) {
 	bctx := newBrowser(t)
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
 	defer cancel()
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	step := stepper(t, ctx)
 	step("open the admin page", chromedp.Navigate(ts.URL+"/admin/"), chromedp.WaitVisible(chromedp.ID("token")))
 	step("log in", chromedp.SendKeys(chromedp.ID("token"), testToken), chromedp.Submit(chromedp.ID("token")),
 		chromedp.WaitNotPresent(chromedp.ID("token")))

@@ -68,6 +68,17 @@ func newBrowser(t *testing.T) context.Context {
 	return ctx
 }
 
+// stepper returns a function that runs a named step's actions in the browser, failing the test
+// with the step's name.
+func stepper(t *testing.T, ctx context.Context) func(string, ...chromedp.Action[chromedp.Void]) {
+	return func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
 // gatedReply is a pipeline stand-in for the browser test: it streams a reply in steps through
 // the delivery engine, showing the typing indicator and a tool status line, and waits after each
 // step until the test has seen it in the page.
@@ -152,12 +163,7 @@ func TestBrowserAdminAndWebChat(t *testing.T) {
 	bctx := newBrowser(t)
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
 	defer cancel()
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	step := stepper(t, ctx)
 	// poll waits until expr is true in the page; errors while the page navigates are retried.
 	poll := func(what, expr string) {
 		t.Helper()
