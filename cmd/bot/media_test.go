@@ -128,6 +128,20 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 		}
 	})
 
+	t.Run("an audio file and a video note are transcribed too", func(t *testing.T) {
+		sp.text.Store("the audio file says hello")
+		sendFile(tgkit.File{Kind: "audio", Name: "memo.ogg", MIME: "audio/ogg", Data: files.OggOpus(2 * time.Second), Duration: 2}, "")
+		e.waitBotText(alice, "the audio file's answer", contains("from the to hello"))
+		sp.text.Store("the video note says goodbye")
+		sendFile(tgkit.File{Kind: "video_note", Data: []byte("\x00\x00\x00\x18ftypmp42 a round video"), Duration: 2}, "")
+		e.waitBotText(alice, "the video note's answer", contains("from the to goodbye"))
+		reqs := sp.primary.AudioRequests()
+		if last := reqs[len(reqs)-1]; last.FileName != "video_note.mp4" {
+			t.Fatalf("the video note was sent as %q, want video_note.mp4", last.FileName)
+		}
+		sp.text.Store("please summarise the weather report")
+	})
+
 	t.Run("a three-page PDF reaches the model", func(t *testing.T) {
 		pdf := files.PDF([][]string{{"Quarterly report, page one."}, {"Revenue grew on page two."}, {"Outlook closes page three."}})
 		sendFile(tgkit.File{Kind: "document", Name: "report.pdf", MIME: "application/pdf", Data: pdf}, "what does it say?")
