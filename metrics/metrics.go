@@ -224,7 +224,7 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
 	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
 	if p, ok := m.prices[c.Model]; ok {
-		m.modelCost.WithLabelValues(model).Add(store.UsageRow{TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)}.Cost(p))
+		m.modelCost.WithLabelValues(model).Add(store.UsageRow{TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut), AudioMs: c.Audio.Milliseconds()}.Cost(p))
 	}
 }
 

@@ -53,6 +53,9 @@ type Options struct {
 	Voice Voice
 	// HTTPClient makes the requests (default http.DefaultClient).
 	HTTPClient *http.Client
+	// Observer, when set, hears of every call as it ends, failed attempts included (metrics),
+	// as the agent's model calls are reported.
+	Observer agent.Observer
 	// Now returns the current time (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -63,12 +66,13 @@ type Client struct {
 	clients []*openai.Client
 	voice   Voice
 	tts     *openai.Client
+	obs     agent.Observer
 	now     func() time.Time
 }
 
 // New checks the options and returns a Client.
 func New(o Options) (*Client, error) {
-	c := &Client{now: o.Now, voice: o.Voice}
+	c := &Client{now: o.Now, voice: o.Voice, obs: o.Observer}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -151,6 +155,7 @@ func (c *Client) Transcribe(ctx context.Context, a Audio) (text string, calls []
 		if err == nil {
 			call.Status = agent.StatusOK
 			call.FinishReason = "stop"
+			c.observe(call)
 			return strings.TrimSpace(res.Text), append(calls, call), nil
 		}
 		kind := agent.ErrorKindOf(err)
@@ -160,6 +165,7 @@ func (c *Client) Transcribe(ctx context.Context, a Audio) (text string, calls []
 			call.Status = agent.StatusCancelled
 		}
 		calls = append(calls, call)
+		c.observe(call)
 		if ctx.Err() != nil || !kind.MovesOn() {
 			return "", calls, err
 		}
@@ -213,11 +219,19 @@ func (c *Client) Speak(ctx context.Context, text string) ([]byte, agent.LLMCall,
 		if ctx.Err() != nil {
 			call.Status = agent.StatusCancelled
 		}
+		c.observe(call)
 		return nil, call, call.Err
 	}
 	call.Status, call.FinishReason = agent.StatusOK, "stop"
-	call.Audio = OggDuration(data)
+	c.observe(call)
+	// The spoken answer's length is not transcribed audio: it is not priced per minute.
 	return data, call, nil
+}
+
+func (c *Client) observe(call agent.LLMCall) {
+	if c.obs != nil {
+		c.obs.ModelCallFinished(call)
+	}
 }
 
 func (c *Client) speak(ctx context.Context, text string) ([]byte, error) {

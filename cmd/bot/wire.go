@@ -115,7 +115,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	var pipe *pipeline.Pipeline
 	m := metrics.New(metrics.Options{
 		KnownTool:   func(name string) bool { return mgr.Has(name) },
-		Models:      modelNames(cfg.Models),
+		Models:      append(modelNames(cfg.Models), speechNames(cfg)...),
 		Prices:      prices(cfg),
 		MCPUp:       tl.mcpUp,
 		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
@@ -142,7 +142,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	opts := pipelineOptions(cfg)
-	if opts.Media.Transcriber, opts.Media.Speaker, err = newSpeech(cfg, modelHTTPClient(cfg.Chat.MaxTurnsInFlight)); err != nil {
+	if opts.Media.Transcriber, opts.Media.Speaker, err = newSpeech(cfg, modelHTTPClient(cfg.Chat.MaxTurnsInFlight), m); err != nil {
 		return b, err
 	}
 	opts.SystemPromptExtra = tl.skillPrompt
@@ -543,11 +543,23 @@ func prices(cfg *config.Config) map[string]store.Price {
 	return out
 }
 
+// speechNames are the speech endpoints' names, which the metrics label their calls with.
+func speechNames(cfg *config.Config) []string {
+	var names []string
+	for _, m := range cfg.Speech.Candidates() {
+		names = append(names, m.Name)
+	}
+	if cfg.Speech.Reply != pipeline.SpeakOff && cfg.Speech.TTSModel != "" {
+		names = append(names, cfg.Speech.TTSModel)
+	}
+	return names
+}
+
 // newSpeech builds the speech client of [speech]: nil interfaces when it transcribes nothing
 // and speaks nothing.
-func newSpeech(cfg *config.Config, hc *http.Client) (pipeline.Transcriber, pipeline.Speaker, error) {
+func newSpeech(cfg *config.Config, hc *http.Client, obs agent.Observer) (pipeline.Transcriber, pipeline.Speaker, error) {
 	s := cfg.Speech
-	o := speech.Options{HTTPClient: hc}
+	o := speech.Options{HTTPClient: hc, Observer: obs}
 	for _, m := range s.Candidates() {
 		o.Candidates = append(o.Candidates, speech.Candidate{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey,
 			Model: m.Model, Timeout: time.Duration(m.TimeoutSec) * time.Second})
