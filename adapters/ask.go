@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"relaybot/chat"
 	"slices"
 	"sync"
+	"time"
+
+	"relaybot/chat"
 )
 
 // Choice is one button of a Question.
@@ -48,6 +50,47 @@ type Asker interface {
 
 // ClosedText ends the text of a question nobody answered before it closed.
 const ClosedText = "\n\nClosed without an answer."
+
+// QuestionMessenger posts and edits the messages of questions for Ask. Each call is one
+// request through the platform's delivery engine (delivery.Engine.Do), which paces it with the
+// chat's other messages and waits out its 429s.
+type QuestionMessenger interface {
+	// PostQuestion posts q in chat with a button per choice whose data carries the question's
+	// id, and returns the message's id.
+	PostQuestion(ctx context.Context, chat chat.Ref, id string, q Question) (messageID string, err error)
+	// EditQuestion sets the text of the question's message and takes its buttons off. It
+	// reports nothing: a failure is the messenger's to log, since a question left showing its
+	// buttons is no reason to fail the turn that asked it.
+	EditQuestion(ctx context.Context, chat chat.Ref, messageID, text string)
+}
+
+// closeTimeout bounds the edit that closes a question nobody answered; it runs after the
+// asker's context ended.
+const closeTimeout = 10 * time.Second
+
+// Ask is Asker.Ask for a platform whose questions are messages with buttons (Telegram, Discord):
+// it opens q in qs before posting it with m (a press can reach the bot before the post's
+// answer), waits for an accepted press or the end of ctx, and when ctx ends first edits the
+// message to say it closed unanswered (ClosedText) and to lose its buttons, within a deadline
+// of its own. The press that settles a question is the adapter's: it takes it with qs.Press
+// and shows the decision.
+func Ask(ctx context.Context, qs *Questions, m QuestionMessenger, chat chat.Ref, q Question, decide func(Answer) (bool, string)) (Answer, error) {
+	id, oq := qs.Open(chat, q, decide)
+	msgID, err := m.PostQuestion(ctx, chat, id, q)
+	if err != nil {
+		qs.Drop(id)
+		return Answer{}, err
+	}
+	qs.Posted(oq, msgID)
+	ans, closed, err := qs.Wait(ctx, id, oq)
+	if !closed {
+		return ans, err
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	m.EditQuestion(ectx, chat, qs.MessageOf(oq), oq.Text+ClosedText)
+	return Answer{}, err
+}
 
 // OpenQuestion is a posted Question waiting for an accepted press, as a platform adapter tracks
 // it. Its fields are read under the Questions lock.

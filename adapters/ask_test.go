@@ -2,8 +2,13 @@ package adapters
 
 import (
 	"context"
-	"relaybot/chat"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+
+	"relaybot/chat"
 )
 
 func approveOnly(a Answer) (bool, string) {
@@ -61,6 +66,109 @@ func TestPressesAreRefusedOrClosedAsTheUserWouldSee(t *testing.T) {
 			got, accepted, text := qs.Press(id, tc.choice, "m1", Answer{UserID: tc.user})
 			if (got != nil) != tc.wantOpen || accepted != tc.wantAccepted || text != tc.wantText {
 				t.Fatalf("Press = open %v, accepted %v, %q; want open %v, accepted %v, %q", got != nil, accepted, text, tc.wantOpen, tc.wantAccepted, tc.wantText)
+			}
+		})
+	}
+}
+
+// poster is a QuestionMessenger that records the questions' messages; post, when set, answers
+// PostQuestion instead.
+type poster struct {
+	mu    sync.Mutex
+	post  func(ctx context.Context, id string) (string, error)
+	edits []string
+	ids   chan string // receives each posted question's id
+}
+
+func (p *poster) PostQuestion(ctx context.Context, _ chat.Ref, id string, _ Question) (string, error) {
+	p.ids <- id
+	if p.post != nil {
+		return p.post(ctx, id)
+	}
+	return "m-" + id, nil
+}
+
+func (p *poster) EditQuestion(ctx context.Context, _ chat.Ref, messageID, text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ctx.Err() != nil {
+		text = "(not edited: " + ctx.Err().Error() + ")"
+	}
+	p.edits = append(p.edits, messageID+": "+text)
+}
+
+func (p *poster) edited() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.edits)
+}
+
+// Ask's flow as the user sees it: a press settles the question (the adapter shows the
+// decision); a question nobody answers before the turn ends is edited to say it closed, even
+// when the turn ended while its post was still on its way; a post that fails leaves no
+// question to press.
+func TestAskPostsWaitsAndClosesTheQuestion(t *testing.T) {
+	ref := chat.Ref{Platform: chat.Telegram, ChatID: "5"}
+	for _, tc := range []struct {
+		name      string
+		post      func(cancel context.CancelFunc) func(ctx context.Context, id string) (string, error)
+		press     bool
+		wantErr   bool
+		wantEdits []string
+	}{
+		{name: "a press settles it", press: true},
+		{name: "the turn ends first", wantErr: true, wantEdits: []string{"m-ID: " + yesNo.Text + ClosedText}},
+		{name: "the turn ends while the post is on its way", wantErr: true,
+			post: func(cancel context.CancelFunc) func(context.Context, string) (string, error) {
+				return func(_ context.Context, id string) (string, error) {
+					cancel() // the post went out whole (delivery.Request.Detached)
+					return "m-" + id, nil
+				}
+			},
+			wantEdits: []string{"m-ID: " + yesNo.Text + ClosedText}},
+		{name: "the post fails", wantErr: true,
+			post: func(context.CancelFunc) func(context.Context, string) (string, error) {
+				return func(context.Context, string) (string, error) { return "", errors.New("403 Forbidden") }
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var qs Questions
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := &poster{ids: make(chan string, 1)}
+			if tc.post != nil {
+				p.post = tc.post(cancel)
+			}
+			type result struct {
+				ans Answer
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				ans, err := Ask(ctx, &qs, p, ref, yesNo, approveOnly)
+				done <- result{ans, err}
+			}()
+			id := <-p.ids
+			if tc.press {
+				if oq, accepted, _ := qs.Press(id, "approve", "", Answer{UserID: "admin"}); oq == nil || !accepted {
+					t.Fatal("the admin's press was not taken")
+				}
+			} else if tc.post == nil {
+				cancel()
+			}
+			r := <-done
+			if (r.err != nil) != tc.wantErr || tc.press && r.ans.UserID != "admin" {
+				t.Fatalf("Ask = %+v, %v; want an error: %v", r.ans, r.err, tc.wantErr)
+			}
+			var want []string
+			for _, e := range tc.wantEdits {
+				want = append(want, strings.ReplaceAll(e, "ID", id))
+			}
+			if got := p.edited(); !slices.Equal(got, want) {
+				t.Errorf("edits %q, want %q", got, want)
+			}
+			if oq, _, _ := qs.Press(id, "approve", "", Answer{UserID: "admin"}); oq != nil {
+				t.Error("the question still takes presses after Ask returned")
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package adapters
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -68,4 +69,83 @@ func nameLen(s string) int {
 		}
 	}
 	return len(s)
+}
+
+// CommandSpec describes one bot command as its users see it. One table of them (the pipeline
+// defines it; cmd/bot hands it to the adapters) feeds the pipeline's dispatch, /help, Discord's
+// registered slash commands and Telegram's command list, so the four never drift apart.
+type CommandSpec struct {
+	// Name is the command without its slash: 1 to 32 lower-case letters, digits or underscores.
+	Name string
+	// Aliases are other names the command answers to, never listed ("start" for help).
+	Aliases []string
+	// Args are the arguments the command takes, all optional, in order.
+	Args []CommandArg
+	// Who says who may run it.
+	Who Who
+	// Help is the help line: what the command does, 1 to 100 characters (Discord's limit for a
+	// slash command's description).
+	Help string
+}
+
+// CommandArg is one optional argument of a command.
+type CommandArg struct {
+	// Name is the argument's name ("name", "filter"), lower case as a slash command option's.
+	Name string
+	// Help says what it holds, 1 to 100 characters.
+	Help string
+	// Choices, when set, are the only values it takes.
+	Choices []string
+}
+
+// Who says who may run a command.
+type Who string
+
+// Who may run a command.
+const (
+	// Anyone who may talk to the bot (some arguments may be the admins' alone; the help line
+	// says which).
+	Anyone Who = "anyone"
+	// Admins are the bot's admins ([access] admins).
+	Admins Who = "admins"
+)
+
+// Usage renders the command as /help lists it: "/audit [filter]".
+func (c CommandSpec) Usage() string {
+	s := "/" + c.Name
+	for _, a := range c.Args {
+		s += " [" + a.Name + "]"
+	}
+	return s
+}
+
+// Description is the help line with who may run the command, as the platforms' command lists
+// show it: "the latest tool calls (bot admins)".
+func (c CommandSpec) Description() string {
+	if c.Who == Admins {
+		return c.Help + " (bot admins)"
+	}
+	return c.Help
+}
+
+// Commands is a table of commands, in the order /help and the platforms list them.
+type Commands []CommandSpec
+
+// Lookup returns the command named name or one of its aliases.
+func (cs Commands) Lookup(name string) (CommandSpec, bool) {
+	for _, c := range cs {
+		if c.Name == name || slices.Contains(c.Aliases, name) {
+			return c, true
+		}
+	}
+	return CommandSpec{}, false
+}
+
+// Help renders the table after intro, one command a line, as /help answers.
+func (cs Commands) Help(intro string) string {
+	lines := []string{intro}
+	for _, c := range cs {
+		lines = append(lines, c.Usage()+": "+c.Description())
+	}
+	return strings.Join(lines, "\n")
 }

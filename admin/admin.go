@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -56,7 +57,14 @@ type ServerHealth struct {
 	Tools     int       `json:"tools"`
 	Error     string    `json:"error,omitempty"` // the latest connection failure, if any
 	Since     time.Time `json:"since,omitzero"`  // when the server entered State
+	// Login is the OAuth login of a server with auth = "oauth" ("connected", "needs login",
+	// "not connected"), "" for others; LoginDetail says why or until when.
+	Login       string `json:"login,omitempty"`
+	LoginDetail string `json:"login_detail,omitempty"`
 }
+
+// Connect is the link that starts an OAuth login of the server.
+func (h ServerHealth) Connect() string { return connectURL(h.Name) }
 
 // Up reports whether the server is connected and answering.
 func (h ServerHealth) Up() bool { return h.State == "up" }
@@ -77,7 +85,10 @@ type Options struct {
 	WebChat http.Handler
 	// Prices are the models' prices per million tokens, by configured model name, for the
 	// usage page and API.
-	Prices map[string]store.Price
+	Prices map[string]chat.Price
+	// TraceURL links turns and tool calls to a tracing UI: {trace_id} is replaced by the trace
+	// id ("https://tempo.example/trace/{trace_id}"); empty shows no links.
+	TraceURL string
 	// Metrics is served at /metrics (metrics.Metrics.Handler); nil answers 404 there.
 	Metrics http.Handler
 	// Logger receives request failures; nil discards them.
@@ -100,6 +111,11 @@ type Options struct {
 	Now func() time.Time
 	// Instances lists the live replicas when several share the database; nil lists none.
 	Instances func(ctx context.Context) ([]Instance, error)
+	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
+	OAuth OAuthLogins
+	// PublicURL is admin.public_url: the OAuth callback is on it when set, else on the host
+	// the browser asked for.
+	PublicURL string
 	// Sessions keeps the login sessions (*store.Store, so that every replica knows them); nil
 	// keeps them in this process's memory.
 	Sessions Sessions
@@ -250,8 +266,12 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /admin/logout", s.requireLogin(http.HandlerFunc(s.logout)))
 	mux.Handle("GET /admin/{$}", s.requireLogin(http.HandlerFunc(s.callsPage)))
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
+	mux.Handle("GET /admin/turns/{id}", s.requireLogin(http.HandlerFunc(s.turnPage)))
+	mux.Handle("GET /admin/turns", s.requireLogin(http.HandlerFunc(s.turnsPage)))
 	mux.Handle("GET /admin/stats", s.requireLogin(http.HandlerFunc(s.statsPage)))
 	mux.Handle("GET /admin/servers", s.requireLogin(http.HandlerFunc(s.serversPage)))
+	mux.Handle("GET /admin/servers/{name}/connect", s.requireLogin(http.HandlerFunc(s.oauthConnect)))
+	mux.HandleFunc("GET "+oauthCallbackPath, s.oauthCallback)
 	mux.Handle("GET /admin/replicas", s.requireLogin(http.HandlerFunc(s.replicasPage)))
 	mux.Handle("GET /admin/usage", s.requireLogin(http.HandlerFunc(s.usagePage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))

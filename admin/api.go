@@ -33,10 +33,6 @@ func valuesOf[T ~string](vs []T) []string {
 // filterParams are the query parameters that select audit rows, in the order forms show them.
 var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "decision", "approval", "limit", "cursor"}
 
-// decisions are how an approval question can end (tools.Decision*); approval=required keeps the
-// calls a policy asked about.
-var decisions = []string{"approved", "always", "denied", "timeout", "cancelled"}
-
 // parseFilter reads the audit filter from query parameters: since and until are RFC 3339 times
 // or durations back from now ("24h", "90m", "7d"); turn and limit are numbers.
 func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
@@ -78,9 +74,10 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 			return f, fmt.Errorf("limit %q is not a number from 1 to %d", v, audit.MaxLimit)
 		}
 	}
-	f.Decision = strings.TrimSpace(q.Get("decision"))
-	if f.Decision != "" && !slices.Contains(decisions, f.Decision) {
-		return f, fmt.Errorf("decision %q is not one of %s", f.Decision, strings.Join(decisions, ", "))
+	// approval=required keeps the calls a policy asked about; decision those that ended so.
+	f.Decision = audit.Decision(strings.TrimSpace(q.Get("decision")))
+	if f.Decision != "" && !f.Decision.Valid() {
+		return f, fmt.Errorf("decision %q is not one of %s", f.Decision, joinValues(audit.Decisions))
 	}
 	switch v := strings.TrimSpace(q.Get("approval")); v {
 	case "":
@@ -231,5 +228,16 @@ func (s *Server) mcpHealth() []ServerHealth {
 }
 
 func (s *Server) apiMCPServers(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"items": s.mcpHealth()})
+	h := s.mcpHealth()
+	s.withLogins(r.Context(), h)
+	writeJSON(w, http.StatusOK, map[string]any{"items": h})
+}
+
+// joinValues lists the values of a typed list for an error message.
+func joinValues[T ~string](vs []T) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = string(v)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -68,9 +68,9 @@ func newBrowser(t *testing.T) context.Context {
 	return ctx
 }
 
-// stepper returns a function that runs a named step's actions in the browser, failing the test
-// with the step's name.
-func stepper(t *testing.T, ctx context.Context) func(string, ...chromedp.Action[chromedp.Void]) {
+// stepper returns a function that runs browser actions in ctx and fails the test, naming the
+// step, when one fails.
+func stepper(t *testing.T, ctx context.Context) func(what string, actions ...chromedp.Action[chromedp.Void]) {
 	return func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, actions...); err != nil {

@@ -58,7 +58,7 @@ func toUpstream(msgs []Message, vision bool) ([]openai.ChatCompletionMessage, []
 			continue
 		}
 		om := openai.ChatCompletionMessage{
-			Role:       m.Role,
+			Role:       string(m.Role),
 			Content:    m.Content,
 			Name:       m.Name,
 			ToolCallID: m.ToolCallID,
@@ -94,7 +94,7 @@ func toUpstream(msgs []Message, vision bool) ([]openai.ChatCompletionMessage, []
 		if m.Role == RoleAssistant && withReasoning[i] && m.ReasoningField == reasoningContentField {
 			om.ReasoningContent = m.ReasoningContent
 		}
-		if n := len(out); n > 0 && om.Role == RoleUser && out[n-1].Role == RoleUser {
+		if n := len(out); n > 0 && om.Role == string(RoleUser) && out[n-1].Role == string(RoleUser) {
 			joinUser(&out[n-1], om)
 			continue
 		}

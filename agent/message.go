@@ -17,20 +17,21 @@ import (
 	"net/http"
 	"time"
 
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
-// Roles of the messages of a transcript.
+// Roles of the messages of a transcript: chat.Roles, named here for the agent's callers.
 const (
-	RoleSystem    = "system"
-	RoleUser      = "user"
-	RoleAssistant = "assistant"
-	RoleTool      = "tool"
+	RoleSystem    = chat.RoleSystem
+	RoleUser      = chat.RoleUser
+	RoleAssistant = chat.RoleAssistant
+	RoleTool      = chat.RoleTool
 )
 
 // Message is one entry of a conversation transcript, as stored in history and sent upstream.
 type Message struct {
-	Role    string
+	Role    chat.Role
 	Content string
 	// Name is the optional participant name of a user message.
 	Name string
@@ -179,6 +180,9 @@ type LLMCall struct {
 	// Model is the candidate's Name; Candidate its index in the runner's model list.
 	Model     string
 	Candidate int
+	// RequestModel is the model id the call asked for (the candidate's model); ResponseModel
+	// the one the provider said answered, empty when no answer came.
+	RequestModel, ResponseModel string
 	// Round is the turn's round (1-based) the call belongs to.
 	Round int
 	// StartedAt is when the call was made.

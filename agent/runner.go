@@ -299,7 +299,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 	t.shown = ""
 	t.cutID = ""
 	start := time.Now()
-	rec := LLMCall{Model: c.Name, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
+	rec := LLMCall{Model: c.Name, RequestModel: c.Model.Model, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
 
 	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, wc))
 	defer cancel(nil)
@@ -334,7 +334,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 		t.res.Usage.TokensOut += rec.TokensOut
 		t.res.LLMCalls = append(t.res.LLMCalls, rec)
 		if t.r.opts.Observer != nil {
-			t.r.opts.Observer.ModelCallFinished(rec)
+			t.r.opts.Observer.ModelCallFinished(ctx, rec)
 		}
 	}()
 
@@ -372,6 +372,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 			return Message{}, false, wrapErr(errors.New("response has no choices"))
 		}
 		rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+		rec.ResponseModel = resp.Model
 		acc.add(wholeChoice(&resp.Choices[0]))
 		flush()
 		if acc.finish == openai.FinishReasonContentFilter {
@@ -405,6 +406,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 		if !started {
 			started = true
 			rec.TimeToFirstToken = time.Since(start)
+			rec.ResponseModel = resp.Model
 		}
 		if deadline != nil {
 			deadline.Reset(c.Timeout)

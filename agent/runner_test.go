@@ -119,7 +119,7 @@ func userTurn(text string) []agent.Message {
 func roles(msgs []agent.Message) []string {
 	var out []string
 	for _, m := range msgs {
-		out = append(out, m.Role)
+		out = append(out, string(m.Role))
 	}
 	return out
 }

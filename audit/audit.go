@@ -56,6 +56,27 @@ var Sources = []Source{SourceNative, SourcePlugin, SourceMCP, SourceSkill}
 // Valid reports whether s is one of Sources.
 func (s Source) Valid() bool { return slices.Contains(Sources, s) }
 
+// Decision is how an approval question about a tool call ended.
+type Decision string
+
+// The decisions of an approval question.
+const (
+	DecisionApproved  Decision = "approved"
+	DecisionAlways    Decision = "always" // approved, and not asked again for this tool in this chat
+	DecisionDenied    Decision = "denied"
+	DecisionTimeout   Decision = "timeout"   // nobody answered in time: denied
+	DecisionCancelled Decision = "cancelled" // the turn ended first (/stop, shutdown, restart): denied
+)
+
+// Decisions lists every decision, the approvals first.
+var Decisions = []Decision{DecisionApproved, DecisionAlways, DecisionDenied, DecisionTimeout, DecisionCancelled}
+
+// Valid reports whether d is one of Decisions.
+func (d Decision) Valid() bool { return slices.Contains(Decisions, d) }
+
+// Approved reports whether d lets the call run.
+func (d Decision) Approved() bool { return d == DecisionApproved || d == DecisionAlways }
+
 // Record is one audit row: one tool call, written when it starts (Status running, FinishedAt zero)
 // and completed when it ends. In JSON it has the DESIGN contract's shape: finished_at is null while
 // the call runs and the duration is duration_ms. The gorm tags let the store keep Record as its row
@@ -89,9 +110,12 @@ type Record struct {
 	// (approved, always, denied, timeout, cancelled), Approver who decided and DecidedAt when
 	// (zero until decided).
 	ApprovalRequired bool
-	Decision         string
+	Decision         Decision
 	Approver         string
 	DecidedAt        time.Time `gorm:"-"`
+	// TraceID is the OpenTelemetry trace of the call's turn (32 hex digits); empty when the
+	// turn was not traced.
+	TraceID string
 }
 
 // recordJSON is the wire form of a Record.
@@ -118,9 +142,10 @@ type recordJSON struct {
 	ResultSize       int        `json:"result_size"`
 	ServerTool       string     `json:"server_tool,omitempty"`
 	ApprovalRequired bool       `json:"approval_required"`
-	Decision         string     `json:"decision,omitempty"`
+	Decision         Decision   `json:"decision,omitempty"`
 	Approver         string     `json:"approver,omitempty"`
 	DecidedAt        *time.Time `json:"decided_at,omitempty"`
+	TraceID          string     `json:"trace_id"`
 }
 
 // MarshalJSON writes r in the DESIGN contract's shape.
@@ -130,7 +155,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Source: r.Source, Server: r.Server, Status: r.Status, Arguments: r.Arguments, Result: r.Result,
 		Error: r.Error, StartedAt: r.StartedAt, DurationMS: r.Duration.Milliseconds(),
 		ArgumentsSize: r.ArgumentsSize, ResultSize: r.ResultSize, ServerTool: r.ServerTool,
-		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver}
+		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver, TraceID: r.TraceID}
 	if !r.FinishedAt.IsZero() {
 		j.FinishedAt = &r.FinishedAt
 	}
@@ -151,7 +176,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Source: j.Source, Server: j.Server, Status: j.Status, Arguments: j.Arguments, Result: j.Result,
 		Error: j.Error, StartedAt: j.StartedAt, Duration: time.Duration(j.DurationMS) * time.Millisecond,
 		ArgumentsSize: j.ArgumentsSize, ResultSize: j.ResultSize, ServerTool: j.ServerTool,
-		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver}
+		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver, TraceID: j.TraceID}
 	if j.FinishedAt != nil {
 		r.FinishedAt = *j.FinishedAt
 	}
@@ -192,7 +217,7 @@ type Filter struct {
 	TurnID   int64
 	// Decision keeps records whose approval ended so (approved, always, denied, timeout,
 	// cancelled); ApprovalRequired keeps the records a tool policy asked about.
-	Decision         string
+	Decision         Decision
 	ApprovalRequired bool
 	// Order of the page; Newest when zero. Log.ToolStats ignores it.
 	Order Order

@@ -3,7 +3,10 @@
 // imports nothing of this module, so adapters, tools, the pipeline and the store all speak it.
 package chat
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Platform names a chat network ("telegram", "discord", "web").
 type Platform string
@@ -69,6 +72,49 @@ func (k Key) String() string {
 // Ref is the chat the conversation is in.
 func (k Key) Ref() Ref { return Ref{Platform: k.Platform, ChatID: k.ChatID, ThreadID: k.ThreadID} }
 
+// TurnStatus is how a turn of a conversation ended, or running while it has not.
+type TurnStatus string
+
+// The turn statuses.
+const (
+	TurnRunning     TurnStatus = "running"
+	TurnOK          TurnStatus = "ok"
+	TurnError       TurnStatus = "error"
+	TurnCancelled   TurnStatus = "cancelled"
+	TurnInterrupted TurnStatus = "interrupted"
+	// TurnRetried: the turn was answered again (/retry, a redelivered message); it stays in the
+	// audit trail but leaves the history.
+	TurnRetried TurnStatus = "retried"
+)
+
+// TurnStatuses lists every turn status, running and ok first.
+var TurnStatuses = []TurnStatus{TurnRunning, TurnOK, TurnError, TurnCancelled, TurnInterrupted, TurnRetried}
+
+// Valid reports whether s is one of TurnStatuses.
+func (s TurnStatus) Valid() bool { return slices.Contains(TurnStatuses, s) }
+
+// Ended reports whether s is how a turn ends (neither running nor retried later).
+func (s TurnStatus) Ended() bool {
+	return s == TurnOK || s == TurnError || s == TurnCancelled || s == TurnInterrupted
+}
+
+// Role is who wrote a message of a conversation's transcript, as the chat-completions API names it.
+type Role string
+
+// The roles of transcript messages.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Roles lists every role.
+var Roles = []Role{RoleSystem, RoleUser, RoleAssistant, RoleTool}
+
+// Valid reports whether r is one of Roles.
+func (r Role) Valid() bool { return slices.Contains(Roles, r) }
+
 // File is a file or image a tool produced or the bot sends with its final reply.
 type File struct {
 	Name string
@@ -104,4 +150,20 @@ type Summary struct {
 type Line struct {
 	FromUser bool
 	Text     string
+}
+
+// Price is what a million prompt (In) and completion (Out) tokens of a model cost, in the
+// configured currency: the store totals usage with it, the metrics count cost with it.
+type Price struct {
+	In, Out float64
+	// PerMinute is what a minute of audio a speech model transcribes costs.
+	PerMinute float64
+}
+
+// AudioCost is what audioMs milliseconds of transcribed audio cost at p.
+func (p Price) AudioCost(audioMs int64) float64 { return float64(audioMs) / 60000 * p.PerMinute }
+
+// Cost is what tokensIn prompt and tokensOut completion tokens cost at p.
+func (p Price) Cost(tokensIn, tokensOut int64) float64 {
+	return (float64(tokensIn)*p.In + float64(tokensOut)*p.Out) / 1e6
 }

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,14 +38,18 @@ type Config struct {
 	Quotas   Quotas   `toml:"quotas"`
 	Media    Media    `toml:"media"`
 	Speech   Speech   `toml:"speech"`
+	OTel     OTel     `toml:"otel"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
+	// SecretKey is BOT_SECRET_KEY decoded (32 bytes), read when an MCP server has
+	// auth = "oauth"; nil otherwise.
+	SecretKey []byte `toml:"-"`
 }
 
 // Storage selects the database.
 type Storage struct {
-	Driver        string `toml:"driver"` // "sqlite" | "postgres"
+	Driver        Driver `toml:"driver"`
 	DSN           string `toml:"dsn"`
 	RetentionDays int    `toml:"retention_days"`
 }
@@ -84,26 +89,28 @@ type Agent struct {
 
 // Output decides what users see.
 type Output struct {
-	TrackFunctionCalls bool   `toml:"track_function_calls"`
-	ExceptionHandling  string `toml:"exception_handling"` // "show-hint" | "show-error" | "hide"
-	FailureHint        string `toml:"failure_hint"`
+	TrackFunctionCalls bool              `toml:"track_function_calls"`
+	ExceptionHandling  ExceptionHandling `toml:"exception_handling"`
+	FailureHint        string            `toml:"failure_hint"`
 	// Reasoning is how the model's reasoning is shown: "collapsed" (default), "hidden" or
 	// "inline". agent.remove_think = true removes it before it could be shown.
-	Reasoning string `toml:"reasoning"`
+	Reasoning Reasoning `toml:"reasoning"`
 }
 
 // Chat holds the conversation rules of the pipeline.
 type Chat struct {
-	Scope             string `toml:"scope"` // "chat" | "user": who shares a group conversation
-	Busy              string `toml:"busy"`  // "queue" | "interrupt"
-	QueueSize         int    `toml:"queue_size"`
-	MaxTurnsInFlight  int    `toml:"max_turns_in_flight"`
-	TurnWaitSec       int    `toml:"turn_wait_sec"`
-	RateLimitPerMin   int    `toml:"rate_limit_per_minute"`
-	ShutdownGraceSec  int    `toml:"shutdown_grace_sec"`
-	TriggerPrefix     string `toml:"trigger_prefix"`
-	MaxImageBytes     int    `toml:"max_image_bytes"`
-	TurnTimeoutSec    int    `toml:"turn_timeout_sec"`
+	Scope            Scope  `toml:"scope"`
+	Busy             Busy   `toml:"busy"`
+	QueueSize        int    `toml:"queue_size"`
+	MaxTurnsInFlight int    `toml:"max_turns_in_flight"`
+	TurnWaitSec      int    `toml:"turn_wait_sec"`
+	RateLimitPerMin  int    `toml:"rate_limit_per_minute"`
+	ShutdownGraceSec int    `toml:"shutdown_grace_sec"`
+	TriggerPrefix    string `toml:"trigger_prefix"`
+	MaxImageBytes    int    `toml:"max_image_bytes"`
+	TurnTimeoutSec   int    `toml:"turn_timeout_sec"`
+	// HelpText answers /help; empty (the default) lists the bot's commands, from the same
+	// table as Discord's slash commands and Telegram's command menu.
 	HelpText          string `toml:"help_text"`
 	BusyText          string `toml:"busy_text"`
 	RateLimitedText   string `toml:"rate_limited_text"`
@@ -155,6 +162,10 @@ type Tools struct {
 	Policy []ToolPolicy `toml:"policy"`
 	// ApprovalTimeoutSec is how long an "ask" call waits for an answer before it is denied.
 	ApprovalTimeoutSec int `toml:"approval_timeout_sec"`
+	// MaxFileBytes caps one file a tool returns; larger ones are left out of the reply.
+	MaxFileBytes int `toml:"max_file_bytes"`
+	// MaxFilesPerTurn caps the files the tools of one answer return, over all its rounds.
+	MaxFilesPerTurn int `toml:"max_files_per_turn"`
 }
 
 // ToolPolicy is one [[tools.policy]] rule (tools.Rule).
@@ -170,22 +181,22 @@ type ToolPolicy struct {
 
 // Telegram configures the Telegram adapter.
 type Telegram struct {
-	Enabled       bool     `toml:"enabled"`
-	Token         string   `toml:"token"`
-	APIEndpoint   string   `toml:"api_endpoint"`
-	Mode          string   `toml:"mode"` // "polling" | "webhook"
-	WebhookListen string   `toml:"webhook_listen"`
-	WebhookURL    string   `toml:"webhook_url"`
-	WebhookSecret string   `toml:"webhook_secret"`
-	AllowedChats  []string `toml:"allowed_chats"`
-	AllowedUsers  []string `toml:"allowed_users"`
-	Stream        bool     `toml:"stream"`
+	Enabled       bool         `toml:"enabled"`
+	Token         string       `toml:"token"`
+	APIEndpoint   string       `toml:"api_endpoint"`
+	Mode          TelegramMode `toml:"mode"`
+	WebhookListen string       `toml:"webhook_listen"`
+	WebhookURL    string       `toml:"webhook_url"`
+	WebhookSecret string       `toml:"webhook_secret"`
+	AllowedChats  []string     `toml:"allowed_chats"`
+	AllowedUsers  []string     `toml:"allowed_users"`
+	Stream        bool         `toml:"stream"`
 	// Drafts streams answers in private chats as Telegram drafts (sendMessageDraft), each part
 	// persisted as a message: "auto" (default) or "off" (stream by edits everywhere).
-	Drafts string `toml:"drafts"`
+	Drafts Switch `toml:"drafts"`
 	// Rich sends each final answer that fits one Telegram rich message (sendRichMessage, up to
 	// 32,768 characters) as one: "auto" (default) or "off" (plain messages of 4,096).
-	Rich string `toml:"rich"`
+	Rich Switch `toml:"rich"`
 	// OffsetFile keeps the polling offset and the messages whose turns have not finished across
 	// restarts; "" means telegram.offset next to the SQLite database (data/ with Postgres),
 	// "off" keeps the offset on Telegram's server only. See OffsetPath.
@@ -292,7 +303,7 @@ type MCP struct {
 // MCPServer is one MCP server.
 type MCPServer struct {
 	Name       string            `toml:"name"`
-	Transport  string            `toml:"transport"` // "stdio" | "sse" | "http"
+	Transport  Transport         `toml:"transport"`
 	Command    string            `toml:"command"`
 	Args       []string          `toml:"args"`
 	Env        map[string]string `toml:"env"`
@@ -306,6 +317,15 @@ type MCPServer struct {
 	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
 	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
 	ToolPrefix string `toml:"tool_prefix"`
+	// Auth is "none" (default: headers only) or "oauth" (sse and http: an admin connects the
+	// server on the admin page's Servers page).
+	Auth MCPAuth `toml:"auth"`
+	// ClientID and ClientSecret (auth = "oauth") are a client registered by hand at the
+	// authorization server, used instead of dynamic client registration.
+	ClientID     string `toml:"client_id"`
+	ClientSecret string `toml:"client_secret"`
+	// Scopes (auth = "oauth") are asked for; empty: those the server asks for.
+	Scopes []string `toml:"scopes"`
 }
 
 // ToolName returns the name the model sees for the server's tool name.
@@ -325,6 +345,23 @@ type Admin struct {
 	// TrustedProxies are the reverse proxies (IP addresses or CIDR prefixes) whose
 	// X-Forwarded-For and X-Forwarded-Proto headers the admin listener believes.
 	TrustedProxies []string `toml:"trusted_proxies"`
+}
+
+// OTel configures OpenTelemetry traces of turns (OTLP over HTTP/protobuf). The standard OTEL_*
+// environment variables (endpoint, headers, sampler, service name, resource) are honoured too.
+type OTel struct {
+	// Enabled exports traces; they are also on whenever OTEL_EXPORTER_OTLP_ENDPOINT (or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, unless OTEL_SDK_DISABLED=true.
+	Enabled bool `toml:"enabled"`
+	// Endpoint is the collector's OTLP/HTTP URL ("http://collector:4318"); empty: the
+	// environment's, else http://localhost:4318.
+	Endpoint string `toml:"endpoint"`
+	// CaptureContent puts message texts and tool arguments and results (redacted as in the
+	// audit log) on the spans.
+	CaptureContent bool `toml:"capture_content"`
+	// TraceURL links the admin page's turns and tool calls to a tracing UI: {trace_id} is
+	// replaced by the trace id ("https://tempo.example/trace/{trace_id}").
+	TraceURL string `toml:"trace_url"`
 }
 
 // QuotaLimits caps tokens (in and out together) and cost per UTC day and month; 0 is no cap.
@@ -353,8 +390,8 @@ type Quotas struct {
 
 // Log configures logging.
 type Log struct {
-	Level  string `toml:"level"`  // debug | info | warn | error
-	Format string `toml:"format"` // text | json
+	Level  LogLevel  `toml:"level"`
+	Format LogFormat `toml:"format"`
 }
 
 // DefaultMCPToolCallTimeout is used when tool_call_timeout_sec is absent or invalid.
@@ -363,7 +400,7 @@ const DefaultMCPToolCallTimeout = 300 * time.Second
 // Default returns the configuration used for every key a file leaves out.
 func Default() Config {
 	return Config{
-		Storage: Storage{Driver: "sqlite", DSN: "data/bot.db", RetentionDays: 30},
+		Storage: Storage{Driver: DriverSQLite, DSN: "data/bot.db", RetentionDays: 30},
 		Agent: Agent{
 			SystemPrompt:       "You are a helpful assistant in a chat. Answer concisely.",
 			MaxToolRounds:      128,
@@ -373,10 +410,10 @@ func Default() Config {
 			CompactAt:          0.75,
 			ToolResultShare:    0.25,
 		},
-		Output: Output{ExceptionHandling: "show-hint", FailureHint: "Request failed.", Reasoning: "collapsed"},
+		Output: Output{ExceptionHandling: ShowHint, FailureHint: "Request failed.", Reasoning: ReasoningCollapsed},
 		Chat: Chat{
-			Scope:             "chat",
-			Busy:              "queue",
+			Scope:             ScopeChat,
+			Busy:              BusyQueue,
 			QueueSize:         8,
 			MaxTurnsInFlight:  64,
 			TurnWaitSec:       60,
@@ -384,13 +421,12 @@ func Default() Config {
 			ShutdownGraceSec:  30,
 			MaxImageBytes:     5 << 20,
 			TurnTimeoutSec:    900,
-			HelpText:          "Talk to me and I will answer. Commands: /reset starts a new conversation, /stop cancels the answer in progress, /retry answers your last message again, /compact summarises the conversation so far, /model lists or picks the model, /system shows or (admins) sets the system prompt, /usage shows what you have used, /help shows this.",
 			BusyText:          "I am still busy with earlier messages in this chat; please try again in a moment.",
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",
 		},
-		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300},
-		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: "polling", Stream: true, Drafts: "auto", Rich: "auto", GlobalPerSecond: 30},
+		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10},
+		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
@@ -429,7 +465,11 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	md, err := toml.Decode(string(data), &cfg)
 	if err != nil {
 		var perr toml.ParseError
-		if errors.As(err, &perr) {
+		switch {
+		case errors.As(err, &perr) && perr.LastKey != "" && strings.HasPrefix(perr.Message, enumReason):
+			// A value an enum type refused (parseEnum): named by its key, like validate's errors.
+			return nil, fmt.Errorf("%s: %s", entryKey(data, perr.LastKey, perr.Position.Line), perr.Message)
+		case errors.As(err, &perr):
 			return nil, fmt.Errorf("line %d: %s", perr.Position.Line, perr.Message)
 		}
 		return nil, err
@@ -442,21 +482,51 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("%s: unknown key", strings.Join(keys, ", "))
 	}
 	missing := map[string][]string{}
-	expandEnv(reflect.ValueOf(&cfg).Elem(), "", lookup, missing)
+	var refused []error
+	expandEnv(reflect.ValueOf(&cfg).Elem(), "", lookup, missing, &refused)
+	if len(refused) > 0 {
+		return nil, errors.Join(refused...)
+	}
 	if err := cfg.fillEntryDefaults(md); err != nil {
 		return nil, err
 	}
 	if err := cfg.validate(missing); err != nil {
 		return nil, err
 	}
+	if err := cfg.loadSecretKey(lookup); err != nil {
+		return nil, err
+	}
 	return &cfg, nil
+}
+
+// entryKey names a key the decoder reports without the index of its [[table]] entry
+// ("mcp.servers.transport") with the index of the entry that holds line ("mcp.servers[1].transport"):
+// the entry is the last [[table]] header above the line.
+func entryKey(data []byte, key string, line int) string {
+	lines := strings.Split(string(data), "\n")
+	lines = lines[:min(max(line-1, 0), len(lines))]
+	parts := strings.Split(key, ".")
+	for n := len(parts) - 1; n >= 1; n-- {
+		table := strings.Join(parts[:n], ".")
+		entries := 0
+		for _, l := range lines {
+			if h, ok := strings.CutPrefix(strings.TrimSpace(l), "[["); ok && strings.HasPrefix(h, table+"]]") {
+				entries++
+			}
+		}
+		if entries > 0 {
+			return fmt.Sprintf("%s[%d].%s", table, entries-1, strings.Join(parts[n:], "."))
+		}
+	}
+	return key
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
 // expandEnv replaces ${NAME} and ${NAME:-default} in every string reachable from v, recording
-// under the key path the variables that were not set.
-func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), missing map[string][]string) {
+// under the key path the variables that were not set. An expanded value of an enum type is
+// checked by its UnmarshalText, which decoding could not do; what it refuses goes to refused.
+func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), missing map[string][]string, refused *[]error) {
 	switch v.Kind() {
 	case reflect.String:
 		s := v.String()
@@ -474,24 +544,32 @@ func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), 
 			missing[key] = append(missing[key], m[1])
 			return ""
 		}))
+		if !v.CanAddr() {
+			return
+		}
+		if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+			if err := u.UnmarshalText([]byte(v.String())); err != nil {
+				*refused = append(*refused, fmt.Errorf("%s: %w", key, err))
+			}
+		}
 	case reflect.Struct:
 		t := v.Type()
 		for i := 0; i < v.NumField(); i++ {
 			f := t.Field(i)
 			if f.Anonymous && f.Type.Kind() == reflect.Struct {
 				// An embedded struct's keys stand in the table itself ([speech]).
-				expandEnv(v.Field(i), key, lookup, missing)
+				expandEnv(v.Field(i), key, lookup, missing, refused)
 				continue
 			}
 			name := f.Tag.Get("toml")
 			if name == "" || name == "-" || !f.IsExported() {
 				continue
 			}
-			expandEnv(v.Field(i), join(key, name), lookup, missing)
+			expandEnv(v.Field(i), join(key, name), lookup, missing, refused)
 		}
 	case reflect.Slice:
 		for i := 0; i < v.Len(); i++ {
-			expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", key, i), lookup, missing)
+			expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", key, i), lookup, missing, refused)
 		}
 	case reflect.Map:
 		if v.Type().Elem().Kind() != reflect.String {
@@ -500,14 +578,14 @@ func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), 
 		for _, k := range v.MapKeys() {
 			e := reflect.New(v.Type().Elem()).Elem()
 			e.Set(v.MapIndex(k))
-			expandEnv(e, join(key, fmt.Sprint(k.Interface())), lookup, missing)
+			expandEnv(e, join(key, fmt.Sprint(k.Interface())), lookup, missing, refused)
 			v.SetMapIndex(k, e)
 		}
 	case reflect.Interface:
 		if s, ok := v.Interface().(string); ok {
 			e := reflect.New(reflect.TypeOf("")).Elem()
 			e.SetString(s)
-			expandEnv(e, key, lookup, missing)
+			expandEnv(e, key, lookup, missing, refused)
 			v.Set(e)
 		}
 	}
@@ -550,6 +628,9 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		if s.ConnectSec == 0 {
 			s.ConnectSec = 30
+		}
+		if s.Auth == "" {
+			s.Auth = AuthNone
 		}
 		d, warn := ParseToolCallTimeout(s.ToolCallTimeoutRaw)
 		s.ToolCallTimeout = d
@@ -606,7 +687,7 @@ func ParseToolCallTimeout(v any) (time.Duration, string) {
 // LogValue keeps secrets out of logs when a Config is logged.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("storage.driver", c.Storage.Driver),
+		slog.String("storage.driver", string(c.Storage.Driver)),
 		slog.Int("models", len(c.Models)),
 		slog.Bool("telegram", c.Telegram.Enabled),
 		slog.Bool("discord", c.Discord.Enabled),

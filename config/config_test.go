@@ -46,6 +46,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"endpoint format", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\napi_endpoint = \"http://h/bot\"\n", "telegram.api_endpoint: must contain two %s"},
 		{"admin exposed", minimal + "[admin]\nlisten = \"0.0.0.0:8080\"\n", "admin.token: must be set when admin.listen (0.0.0.0:8080) is not a loopback address"},
 		{"admin public url", minimal + "[admin]\npublic_url = \"bot.example.com\"\n", `admin.public_url: must be an http(s) URL, got "bot.example.com"`},
+		{"otel endpoint", minimal + "[otel]\nendpoint = \"tempo:4318\"\n", `otel.endpoint: must be an http(s) URL, got "tempo:4318"`},
+		{"otel trace url without the id", minimal + "[otel]\ntrace_url = \"https://tempo.example/trace/\"\n", `otel.trace_url: must contain {trace_id}`},
 		{"admin trusted proxy", minimal + "[admin]\ntrusted_proxies = [\"10.0.0.0/8\", \"proxy.local\"]\n", `admin.trusted_proxies[1]: must be an IP address or CIDR prefix ("10.0.0.0/8", "::1"), got "proxy.local"`},
 		{"mcp stdio command", minimal + "[[mcp.servers]]\nname = \"a\"\ntransport = \"stdio\"\n", "mcp.servers[0].command: must be set"},
 		{"access id", minimal + "[access]\nadmins = [\"12345\"]\n", `access.admins[0]: must look like "platform:id"`},
@@ -70,10 +72,15 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"discord shards a word", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nshards = \"many\"\n", `discord.shards: must be "auto" or a positive whole number, got "many"`},
 		{"discord shards a fraction", minimal + "[discord]\nenabled = true\ntoken = \"x\"\nshards = 1.5\n", `discord.shards: must be "auto" or a positive whole number, got 1.5`},
 		{"discord allow_dms not a bool", minimal + "[discord]\nallow_dms = \"no\"\n", "allow_dms"},
+		{"busy", minimal + "[chat]\nbusy = \"drop\"\n", `chat.busy: must be one of "queue", "interrupt", got "drop"`},
+		{"busy from the environment", minimal + "[chat]\nbusy = \"${BUSY}\"\n", `chat.busy: must be one of "queue", "interrupt", got "wild"`},
+		{"scope", minimal + "[chat]\nscope = \"group\"\n", `chat.scope: must be one of "chat", "user", got "group"`},
+		{"mcp transport", minimal + "[[mcp.servers]]\nname = \"a\"\ntransport = \"http\"\nurl = \"http://x/mcp\"\n[[mcp.servers]]\nname = \"b\"\ntransport = \"ws\"\n", `mcp.servers[1].transport: must be one of "stdio", "sse", "http", got "ws"`},
+		{"log level", minimal + "[log]\nlevel = \"loud\"\n", `log.level: must be one of "debug", "info", "warn", "error", got "loud"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.toml), env(nil))
+			_, err := Parse([]byte(tt.toml), env(map[string]string{"BUSY": "wild"}))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
 			}
@@ -310,5 +317,55 @@ func TestDiscordShards(t *testing.T) {
 		if cfg.Discord.Shards != tt.want {
 			t.Errorf("%q: %d shards, want %d", tt.line, cfg.Discord.Shards, tt.want)
 		}
+	}
+}
+
+func TestEnumValuesFromTheEnvironmentAreTakenOnceExpanded(t *testing.T) {
+	cfg, err := Parse([]byte(minimal+"[chat]\nbusy = \"${BUSY:-queue}\"\nscope = \"${SCOPE:-user}\"\n"), env(map[string]string{"BUSY": "interrupt"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Chat.Busy != BusyInterrupt || cfg.Chat.Scope != ScopeUser {
+		t.Fatalf("busy %q, scope %q; want interrupt (from BUSY) and user (the fallback)", cfg.Chat.Busy, cfg.Chat.Scope)
+	}
+}
+
+func TestOAuthServersNeedTheSecretKey(t *testing.T) {
+	const oauthServer = "[[mcp.servers]]\nname = \"tracker\"\ntransport = \"http\"\nurl = \"https://mcp.example.com/mcp\"\nauth = \"oauth\"\n"
+	hexKey := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		want       string // in the error; "" for none
+	}{
+		{name: "no key", toml: oauthServer, want: `mcp.servers[0].auth = "oauth" needs the environment variable BOT_SECRET_KEY`},
+		{name: "a key that is too short", toml: oauthServer, env: map[string]string{"BOT_SECRET_KEY": "short-and-secret"}, want: "environment variable BOT_SECRET_KEY: want 32 random bytes"},
+		{name: "a hex key", toml: oauthServer, env: map[string]string{"BOT_SECRET_KEY": hexKey}},
+		{name: "a base64 key", toml: oauthServer, env: map[string]string{"BOT_SECRET_KEY": "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s="}},
+		{name: "no OAuth server, no key", toml: "[[mcp.servers]]\nname = \"s\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\n"},
+		{name: "oauth on stdio", toml: "[[mcp.servers]]\nname = \"s\"\ntransport = \"stdio\"\ncommand = \"x\"\nauth = \"oauth\"\n", env: map[string]string{"BOT_SECRET_KEY": hexKey}, want: "mcp.servers[0].auth"},
+		{name: "an unknown auth", toml: "[[mcp.servers]]\nname = \"s\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\nauth = \"basic\"\n", want: "mcp.servers[0].auth"},
+		{name: "a client secret without an id", toml: oauthServer + "client_secret = \"x\"\n", env: map[string]string{"BOT_SECRET_KEY": hexKey}, want: "mcp.servers[0].client_secret: needs client_id"},
+		{name: "a client id without oauth", toml: "[[mcp.servers]]\nname = \"s\"\ntransport = \"http\"\nurl = \"https://x/mcp\"\nclient_id = \"bot\"\n", want: "mcp.servers[0].auth"},
+		{name: "oauth and an Authorization header", toml: oauthServer + "headers = { Authorization = \"Bearer x\" }\n", env: map[string]string{"BOT_SECRET_KEY": hexKey}, want: "mcp.servers[0].headers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(minimal+tc.toml), env(tc.env))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				if strings.Contains(tc.toml, "oauth") && len(cfg.SecretKey) != 32 {
+					t.Errorf("the key decoded to %d bytes, want 32", len(cfg.SecretKey))
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse error %v, want one containing %q", err, tc.want)
+			}
+			if v := tc.env["BOT_SECRET_KEY"]; v != "" && strings.Contains(err.Error(), v) {
+				t.Errorf("the error repeats the key: %v", err)
+			}
+		})
 	}
 }

@@ -35,14 +35,6 @@ func (c *Config) validate(missing map[string][]string) error {
 			bad(key, "must be between %d and %d, got %d", lo, hi, v)
 		}
 	}
-	oneOf := func(key, v string, allowed ...string) {
-		for _, a := range allowed {
-			if v == a {
-				return
-			}
-		}
-		bad(key, "must be one of %s, got %q", strings.Join(quoteAll(allowed), ", "), v)
-	}
 	httpURL := func(key, v string) {
 		u, err := url.Parse(v)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -50,7 +42,16 @@ func (c *Config) validate(missing map[string][]string) error {
 		}
 	}
 
-	oneOf("storage.driver", c.Storage.Driver, "sqlite", "postgres")
+	if c.OTel.Endpoint != "" {
+		httpURL("otel.endpoint", c.OTel.Endpoint)
+	}
+	if c.OTel.TraceURL != "" {
+		httpURL("otel.trace_url", c.OTel.TraceURL)
+		if !strings.Contains(c.OTel.TraceURL, "{trace_id}") {
+			bad("otel.trace_url", "must contain {trace_id}, got %q", c.OTel.TraceURL)
+		}
+	}
+
 	required("storage.dsn", c.Storage.DSN)
 	between("storage.retention_days", c.Storage.RetentionDays, 0, 36500)
 
@@ -99,11 +100,6 @@ func (c *Config) validate(missing map[string][]string) error {
 		}
 	}
 
-	oneOf("output.exception_handling", c.Output.ExceptionHandling, "show-hint", "show-error", "hide")
-	oneOf("output.reasoning", c.Output.Reasoning, "collapsed", "hidden", "inline")
-
-	oneOf("chat.scope", c.Chat.Scope, "chat", "user")
-	oneOf("chat.busy", c.Chat.Busy, "queue", "interrupt")
 	between("chat.queue_size", c.Chat.QueueSize, 0, 1000)
 	between("chat.max_turns_in_flight", c.Chat.MaxTurnsInFlight, 1, 100000)
 	between("chat.turn_wait_sec", c.Chat.TurnWaitSec, 0, 3600)
@@ -135,15 +131,14 @@ func (c *Config) validate(missing map[string][]string) error {
 	c.validatePolicy(bad)
 	c.validateQuotas(bad)
 	between("tools.approval_timeout_sec", c.Tools.ApprovalTimeoutSec, 1, 86400)
+	between("tools.max_file_bytes", c.Tools.MaxFileBytes, 1, 2<<30)
+	between("tools.max_files_per_turn", c.Tools.MaxFilesPerTurn, 1, 1000)
 
 	if c.Telegram.Enabled {
 		required("telegram.token", c.Telegram.Token)
 		if n := strings.Count(c.Telegram.APIEndpoint, "%s"); n != 2 {
 			bad("telegram.api_endpoint", `must contain two %%s (token, method), like "https://api.telegram.org/bot%%s/%%s", got %q`, c.Telegram.APIEndpoint)
 		}
-		oneOf("telegram.mode", c.Telegram.Mode, "polling", "webhook")
-		oneOf("telegram.drafts", c.Telegram.Drafts, "auto", "off")
-		oneOf("telegram.rich", c.Telegram.Rich, "auto", "off")
 		if c.Telegram.PaidBroadcast {
 			between("telegram.global_per_second", c.Telegram.GlobalPerSecond, 1, 1000)
 		} else if c.Telegram.GlobalPerSecond > 30 {
@@ -200,7 +195,6 @@ func (c *Config) validate(missing map[string][]string) error {
 			bad(key+".name", "duplicate server name %q", s.Name)
 		}
 		seen[s.Name] = true
-		oneOf(key+".transport", s.Transport, "stdio", "sse", "http")
 		switch s.Transport {
 		case "stdio":
 			required(key+".command", s.Command)
@@ -211,6 +205,19 @@ func (c *Config) validate(missing map[string][]string) error {
 			}
 		}
 		between(key+".connect_timeout_sec", s.ConnectSec, 1, 600)
+		if s.Auth == "oauth" {
+			if s.Transport == "stdio" {
+				bad(key+".auth", `"oauth" is for remote servers (transport "sse" or "http"); a stdio server takes its credentials from env`)
+			}
+			if _, ok := s.Headers["Authorization"]; ok {
+				bad(key+".headers", `an Authorization header and auth = "oauth" exclude each other`)
+			}
+		} else if s.ClientID != "" || s.ClientSecret != "" || len(s.Scopes) > 0 {
+			bad(key+".auth", `client_id, client_secret and scopes are for auth = "oauth"`)
+		}
+		if s.ClientSecret != "" && s.ClientID == "" {
+			bad(key+".client_secret", "needs client_id")
+		}
 		if p := s.ToolPrefix; p != "" && !validToolPrefix.MatchString(strings.ReplaceAll(p, "{server}", "x")) {
 			bad(key+".tool_prefix", "may hold only letters, digits, _ and - (and {server}), got %q", p)
 		}
@@ -233,8 +240,6 @@ func (c *Config) validate(missing map[string][]string) error {
 	}
 
 	c.validateMedia(bad, httpURL)
-	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
-	oneOf("log.format", c.Log.Format, "text", "json")
 	return errors.Join(errs...)
 }
 
@@ -258,14 +263,6 @@ func validAddrOrPrefix(s string) bool {
 	}
 	_, err := netip.ParseAddr(s)
 	return err == nil
-}
-
-func quoteAll(s []string) []string {
-	out := make([]string, len(s))
-	for i, v := range s {
-		out[i] = fmt.Sprintf("%q", v)
-	}
-	return out
 }
 
 // snowflake reports whether id looks like a Discord id: 1 to 20 decimal digits.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"relaybot/adapters"
 	"relaybot/tools"
@@ -21,22 +22,14 @@ const (
 // errApprovalTimeout ends an approval question nobody answered in time.
 var errApprovalTimeout = errors.New("approval timed out")
 
-// setApprover lets the turn's "ask" tool calls be approved in the chat, when the platform can
-// post buttons (adapters.Asker). Without that, such calls are denied.
-func (p *Pipeline) setApprover(tt *tools.Turn, in adapters.Inbound, out adapters.Responder, reply adapters.Reply) {
-	asker, ok := out.(adapters.Asker)
-	if !ok {
-		return
-	}
-	tt.SetApprover(&chatApprover{p: p, in: in, asker: asker, reply: reply})
-}
-
 // chatApprover asks the chat of one turn whether a tool call may run.
 type chatApprover struct {
-	p     *Pipeline
-	in    adapters.Inbound
-	asker adapters.Asker
-	reply adapters.Reply
+	in      adapters.Inbound
+	asker   adapters.Asker
+	reply   adapters.Reply
+	admins  idSet // the bot's admins
+	timeout time.Duration
+	now     func() time.Time
 }
 
 // Approve posts the question and waits for an allowed press, the approval timeout, or the end of
@@ -44,7 +37,7 @@ type chatApprover struct {
 func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
 	a.reply.Working(false)
 	defer a.reply.Working(true)
-	qctx, cancel := context.WithTimeoutCause(ctx, a.p.opts.ApprovalTimeout, errApprovalTimeout)
+	qctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errApprovalTimeout)
 	defer cancel()
 	q := adapters.Question{
 		Text: questionText(req),
@@ -63,7 +56,7 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	switch {
 	case err == nil:
 	case ctx.Err() == nil && errors.Is(context.Cause(qctx), errApprovalTimeout):
-		return tools.Approval{Decision: tools.DecisionTimeout, At: a.p.opts.Now()}, nil
+		return tools.Approval{Decision: tools.DecisionTimeout, At: a.now()}, nil
 	case ctx.Err() != nil:
 		return tools.Approval{}, fmt.Errorf("the turn ended before anyone answered: %w", context.Cause(ctx))
 	default:
@@ -76,7 +69,7 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	case choiceAlways:
 		d = tools.DecisionAlways
 	}
-	return tools.Approval{Decision: d, By: who(ans), At: a.p.opts.Now()}, nil
+	return tools.Approval{Decision: d, By: who(ans), At: a.now()}, nil
 }
 
 // mayAnswer reports whether the presser is one of the approvers: the asker (the user whose
@@ -97,7 +90,7 @@ func (a *chatApprover) mayAnswer(ans adapters.Answer, approvers []string) bool {
 				return true
 			}
 		case tools.ApproverAdmins:
-			if a.p.access.admins.has(a.in.Chat.Platform, ans.UserID) {
+			if a.admins.has(a.in.Chat.Platform, ans.UserID) {
 				return true
 			}
 		}

@@ -43,24 +43,25 @@ func parseAuditArgs(args string) (audit.Filter, error) {
 	return f, nil
 }
 
-// auditCommand answers /audit: admins get the latest matching tool calls; anyone else is refused,
+// audit answers /audit: admins get the latest matching tool calls; anyone else is refused,
 // and the refusal goes into the audit log. Only a private chat with an admin lists every chat's
 // calls; anywhere else the list is that chat's own, so a group never sees the tool names and
 // arguments of another chat.
-func (p *Pipeline) auditCommand(ctx context.Context, in adapters.Inbound, args string, out adapters.Responder, log *slog.Logger) {
-	if !p.access.isAdmin(in) {
+func (c *commands) audit(r *request) {
+	ctx, in, args, out, log := r.ctx, r.in, r.in.Args, r.out, r.log
+	if !c.access.isAdmin(in) {
 		log.Warn("pipeline: /audit refused: not an admin")
-		p.recordRefusal(in, args, log)
-		p.notice(out, "Only bot admins can use /audit.", log)
+		c.recordRefusal(in, args, log)
+		c.say(out, "Only bot admins can use /audit.", log)
 		return
 	}
-	if p.opts.Audit == nil {
-		p.notice(out, "The audit log is not available in this server.", log)
+	if c.opts.Audit == nil {
+		c.say(out, "The audit log is not available in this server.", log)
 		return
 	}
 	f, err := parseAuditArgs(args)
 	if err != nil {
-		p.notice(out, fmt.Sprintf("Usage: /audit [tool] [status] [n]: %v", err), log)
+		c.say(out, fmt.Sprintf("Usage: /audit [tool] [status] [n]: %v", err), log)
 		return
 	}
 	if in.Kind != adapters.Private {
@@ -68,13 +69,13 @@ func (p *Pipeline) auditCommand(ctx context.Context, in adapters.Inbound, args s
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
-	entries, _, err := p.opts.Audit.ToolCalls(qctx, f)
+	entries, _, err := c.opts.Audit.ToolCalls(qctx, f)
 	if err != nil {
 		log.Error("pipeline: /audit query failed", "err", err)
-		p.notice(out, "The audit log could not be read: "+err.Error(), log)
+		c.say(out, "The audit log could not be read: "+err.Error(), log)
 		return
 	}
-	p.notice(out, formatAudit(f, entries), log)
+	c.say(out, formatAudit(f, entries), log)
 }
 
 // formatAudit renders tool calls as a compact list, newest first.
@@ -112,14 +113,14 @@ func preview(s string, n int) string {
 
 // recordRefusal writes a refused /audit into the audit log as a denied call of the "/audit"
 // command, so admins see who tried.
-func (p *Pipeline) recordRefusal(in adapters.Inbound, args string, log *slog.Logger) {
-	if p.opts.Recorder == nil {
+func (c *commands) recordRefusal(in adapters.Inbound, args string, log *slog.Logger) {
+	if c.opts.Recorder == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
 	argJSON, _ := json.Marshal(map[string]string{"args": args}) // a map of strings always encodes
-	now := p.opts.Now().UTC()
+	now := c.opts.Now().UTC()
 	rec := &audit.Record{
 		Platform:      string(in.Chat.Platform),
 		ChatID:        in.Chat.ChatID,
@@ -131,14 +132,14 @@ func (p *Pipeline) recordRefusal(in adapters.Inbound, args string, log *slog.Log
 		ArgumentsSize: len(argJSON),
 		StartedAt:     now,
 	}
-	if err := p.opts.Recorder.Start(ctx, rec); err != nil {
+	if err := c.opts.Recorder.Start(ctx, rec); err != nil {
 		log.Error("pipeline: /audit refusal not recorded", "err", err)
 		return
 	}
 	rec.Status = audit.StatusDenied
 	rec.Error = "not an admin"
 	rec.FinishedAt = now
-	if err := p.opts.Recorder.Finish(ctx, rec); err != nil {
+	if err := c.opts.Recorder.Finish(ctx, rec); err != nil {
 		log.Error("pipeline: /audit refusal not recorded", "err", err)
 	}
 }

@@ -36,7 +36,7 @@ func BenchmarkTurn(b *testing.B) {
 }
 
 func newBenchHarness(b *testing.B) *harness {
-	h := newHarness(b, Options{Settle: -1, QueueSize: 1000})
+	h := newHarness(b, Options{Queue: QueueOptions{Settle: -1, Size: 1000}})
 	h.p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return h
 }

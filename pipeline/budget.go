@@ -159,48 +159,6 @@ type selection struct {
 	elided int
 }
 
-// roundMessages converts a stored round into transcript messages.
-func roundMessages(r store.Round, shared bool) []agent.Message {
-	return toAgentMessages(r.Messages, shared)
-}
-
-// chooseHistory picks rounds newest first, whole rounds only, while they fit limit tokens;
-// tool results beyond toolShare of limit (counted newest first) are replaced by an elision note.
-// With all set, every round is taken whatever limit says (to measure what a turn would need).
-func chooseHistory(rounds []store.Round, shared bool, limit int, toolShare, factor float64, all bool) selection {
-	sel := selection{from: len(rounds)}
-	toolRoom := int(float64(limit) * toolShare)
-	toolUsed := 0
-	var picked [][]agent.Message
-	for i := len(rounds) - 1; i >= 0; i-- {
-		ms := roundMessages(rounds[i], shared)
-		cost := 0
-		for j, m := range ms {
-			t := int(float64(estimateMessage(m)) * factor)
-			if m.Role == agent.RoleTool {
-				if toolUsed+t > toolRoom {
-					ms[j].Content = elisionNote(toolName(rounds[i].Messages, m.ToolCallID), utf8.RuneCountInString(m.Content))
-					sel.elided++
-					t = int(float64(estimateMessage(ms[j])) * factor)
-				} else {
-					toolUsed += t
-				}
-			}
-			cost += t
-		}
-		if !all && sel.tokens+cost > limit {
-			break
-		}
-		sel.tokens += cost
-		sel.from = i
-		picked = append(picked, ms)
-	}
-	for i := len(picked) - 1; i >= 0; i-- {
-		sel.messages = append(sel.messages, picked[i]...)
-	}
-	return sel
-}
-
 // toolName is the name of the tool that answered call id in a stored round.
 func toolName(ms []store.Message, id string) string {
 	for _, m := range ms {
@@ -224,20 +182,6 @@ type budget struct {
 
 // historyLimit is the room left for history.
 func (b budget) historyLimit() int { return max(b.window-b.output-b.fixed, 0) }
-
-// budgetOf returns the budget of a model by its configured name; the first configured model's
-// when name is empty or unknown.
-func (p *Pipeline) budgetOf(name string) ModelBudget {
-	for _, m := range p.opts.Models {
-		if m.Name == name {
-			return m
-		}
-	}
-	if len(p.opts.Models) > 0 {
-		return p.opts.Models[0]
-	}
-	return ModelBudget{ContextWindow: DefaultContextWindow, MaxOutputTokens: DefaultContextWindow / 4}
-}
 
 // summaryPrompt opens the system prompt's part that carries the summary of older rounds.
 const summaryPrompt = "Summary of the earlier conversation (older messages are not shown):"

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"relaybot/chat"
+	"relaybot/config"
 	"strings"
 	"sync"
 	"testing"
@@ -78,9 +80,8 @@ func (w *windowModel) reply(req llm.Request) llm.Reply {
 func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 	var rec *endsStore
 	h := newHarnessStore(t, Options{
-		Models:             []ModelBudget{{Name: "primary", ContextWindow: 8000, MaxOutputTokens: 1000}},
-		ToolResultMaxChars: pageChars,
-		HistoryRounds:      1000,
+		Models:  ModelOptions{Budgets: []ModelBudget{{Name: "primary", ContextWindow: 8000, MaxOutputTokens: 1000}}},
+		History: HistoryOptions{ToolResultMaxChars: pageChars, Rounds: 1000},
 	}, func(st *store.Store) Store { rec = &endsStore{Store: st}; return rec })
 	model := &windowModel{window: 8000}
 	h.llm.SetHandler(model.reply)
@@ -109,7 +110,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 		t.Fatal("the conversation was never summarised")
 	}
 
-	conv, err := h.store.Conversation(context.Background(), KeyOf(privateMsg("42", "x", "x"), ScopeChat))
+	conv, err := h.store.Conversation(context.Background(), KeyOf(privateMsg("42", "x", "x"), config.ScopeChat))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestHistoryIsChosenNewestFirstInWholeRoundsWithOlderToolResultsElided(t *te
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sel := chooseHistory(rounds, false, tt.limit, tt.share, 1, false)
+			sel := (&history{key: chat.Key{Platform: chat.Telegram, ChatID: "1", UserID: "1"}, rounds: rounds}).choose(tt.limit, tt.share, 1, false)
 			if sel.from != tt.wantFrom || sel.elided != tt.wantElided {
 				t.Fatalf("from round %d with %d elided, want %d and %d", sel.from, sel.elided, tt.wantFrom, tt.wantElided)
 			}
@@ -216,7 +217,7 @@ func TestReportedUsageCorrectsTheEstimate(t *testing.T) {
 	// provider counts still fits.
 	lastLen := map[float64]int{}
 	for _, scale := range []float64{1, 3} {
-		h := newHarness(t, Options{Models: []ModelBudget{{Name: "primary", ContextWindow: 6000, MaxOutputTokens: 500}}, CompactAt: -1})
+		h := newHarness(t, Options{Models: ModelOptions{Budgets: []ModelBudget{{Name: "primary", ContextWindow: 6000, MaxOutputTokens: 500}}}, History: HistoryOptions{CompactAt: -1}})
 		h.llm.SetHandler(func(req llm.Request) llm.Reply {
 			n := 0
 			for _, m := range req.Messages {

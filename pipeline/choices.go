@@ -4,34 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"relaybot/chat"
 	"slices"
 	"strings"
-
-	"relaybot/adapters"
 )
 
-// modelCommand answers /model: without an argument it lists the models this chat may pick, with
+// model answers /model: without an argument it lists the models this chat may pick, with
 // a name it picks that model for the conversation ("default" goes back to the configured order).
-func (p *Pipeline) modelCommand(key chat.Key, args string, out adapters.Responder, log *slog.Logger) {
+func (c *commands) model(r *request) {
+	key, args, out, log := r.key, r.in.Args, r.out, r.log
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	conv, err := p.store.Conversation(ctx, key)
+	conv, err := c.store.Conversation(ctx, key)
 	if err != nil {
 		log.Error("pipeline: /model failed", "conversation", key.String(), "err", err)
-		p.notice(out, p.failureText(err), log)
+		c.say(out, c.fail(err), log)
 		return
 	}
-	names := p.selectableModels()
+	names := c.selectableModels()
 	current := conv.Model
-	if current == "" && len(p.opts.Models) > 0 {
-		current = p.opts.Models[0].Name
+	if current == "" && len(c.opts.Models.Budgets) > 0 {
+		current = c.opts.Models.Budgets[0].Name
 	}
 	want := strings.TrimSpace(args)
 	if want == "" {
 		if len(names) == 0 {
-			p.notice(out, "No model can be picked in this chat.", log)
+			c.say(out, "No model can be picked in this chat.", log)
 			return
 		}
 		list := make([]string, len(names))
@@ -41,108 +38,106 @@ func (p *Pipeline) modelCommand(key chat.Key, args string, out adapters.Responde
 				list[i] += " (current)"
 			}
 		}
-		p.notice(out, "Models: "+strings.Join(list, ", ")+". Send /model NAME to pick one for this conversation, /model default for the configured one.", log)
+		c.say(out, "Models: "+strings.Join(list, ", ")+". Send /model NAME to pick one for this conversation, /model default for the configured one.", log)
 		return
 	}
 	if want == "default" {
 		want = ""
 	} else if !slices.Contains(names, want) {
-		p.notice(out, fmt.Sprintf("There is no model %q to pick here. Send /model to list them.", want), log)
+		c.say(out, fmt.Sprintf("There is no model %q to pick here. Send /model to list them.", want), log)
 		return
 	}
-	if err := p.store.SetConversationModel(ctx, conv.ID, want); err != nil {
+	if err := c.store.SetConversationModel(ctx, conv.ID, want); err != nil {
 		log.Error("pipeline: /model failed", "conversation_id", conv.ID, "err", err)
-		p.notice(out, p.failureText(err), log)
+		c.say(out, c.fail(err), log)
 		return
 	}
 	log.Info("pipeline: model picked", "conversation_id", conv.ID, "model", want)
 	if want == "" {
-		p.notice(out, "This conversation uses the configured model again.", log)
+		c.say(out, "This conversation uses the configured model again.", log)
 		return
 	}
-	p.notice(out, "This conversation now uses "+want+".", log)
+	c.say(out, "This conversation now uses "+want+".", log)
 }
 
 // selectableModels are the configured models /model may pick, in configured order.
-func (p *Pipeline) selectableModels() []string {
+func (c *commands) selectableModels() []string {
 	var out []string
-	for _, m := range p.opts.Models {
-		if len(p.opts.SelectableModels) == 0 || slices.Contains(p.opts.SelectableModels, m.Name) {
+	for _, m := range c.opts.Models.Budgets {
+		if len(c.opts.Models.Selectable) == 0 || slices.Contains(c.opts.Models.Selectable, m.Name) {
 			out = append(out, m.Name)
 		}
 	}
 	return out
 }
 
-// systemCommand answers /system: without an argument it shows the conversation's system prompt;
+// system answers /system: without an argument it shows the conversation's system prompt;
 // an admin sets it with text, or goes back to the configured one with "default".
-func (p *Pipeline) systemCommand(in adapters.Inbound, key chat.Key, args string, out adapters.Responder, log *slog.Logger) {
+func (c *commands) system(r *request) {
+	in, key, args, out, log := r.in, r.key, r.in.Args, r.out, r.log
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	conv, err := p.store.Conversation(ctx, key)
+	conv, err := c.store.Conversation(ctx, key)
 	if err != nil {
 		log.Error("pipeline: /system failed", "conversation", key.String(), "err", err)
-		p.notice(out, p.failureText(err), log)
+		c.say(out, c.fail(err), log)
 		return
 	}
 	text := strings.TrimSpace(args)
 	if text == "" {
 		switch {
 		case conv.SystemPrompt != "":
-			p.notice(out, "System prompt of this conversation: "+conv.SystemPrompt, log)
+			c.say(out, "System prompt of this conversation: "+conv.SystemPrompt, log)
 		default:
-			p.notice(out, "This conversation uses the configured system prompt.", log)
+			c.say(out, "This conversation uses the configured system prompt.", log)
 		}
 		return
 	}
-	if !p.access.isAdmin(in) {
+	if !c.access.isAdmin(in) {
 		log.Info("pipeline: /system refused: not an admin")
-		p.notice(out, "Only an admin can set the system prompt.", log)
+		c.say(out, "Only an admin can set the system prompt.", log)
 		return
 	}
 	if text == "default" {
 		text = ""
 	}
-	if err := p.store.SetConversationSystemPrompt(ctx, conv.ID, text); err != nil {
+	if err := c.store.SetConversationSystemPrompt(ctx, conv.ID, text); err != nil {
 		log.Error("pipeline: /system failed", "conversation_id", conv.ID, "err", err)
-		p.notice(out, p.failureText(err), log)
+		c.say(out, c.fail(err), log)
 		return
 	}
 	log.Info("pipeline: system prompt set", "conversation_id", conv.ID, "custom", text != "")
 	if text == "" {
-		p.notice(out, "This conversation uses the configured system prompt again.", log)
+		c.say(out, "This conversation uses the configured system prompt again.", log)
 		return
 	}
-	p.notice(out, "System prompt set for this conversation.", log)
+	c.say(out, "System prompt set for this conversation.", log)
 }
 
-// compactCommand answers /compact: every finished round of the conversation is summarised now.
-func (p *Pipeline) compactCommand(ctx context.Context, key chat.Key, out adapters.Responder, log *slog.Logger) {
+// compact answers /compact, in the conversation's turn like a message: every finished round of
+// the conversation is summarised now.
+func (c *commands) compact(ctx context.Context, r *request) {
+	key, out, log := r.key, r.out, r.log
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-	conv, err := p.store.Conversation(sctx, key)
-	var th *turnHistory
-	if err == nil {
-		th = &turnHistory{conv: conv}
-		th.rounds, err = p.store.Rounds(sctx, conv.ID, conv.SummaryTurnID, p.opts.HistoryRounds)
-	}
+	h, err := c.memory.read(sctx, key)
 	cancel()
 	if err != nil {
 		log.Error("pipeline: /compact failed", "conversation", key.String(), "err", err)
-		p.notice(out, p.failureText(err), log)
+		c.say(out, c.fail(err), log)
 		return
 	}
-	n := len(th.rounds)
-	err = p.compact(ctx, th, n, p.budgetOf(conv.Model), key.UserID == "", log)
-	for _, c := range th.calls {
-		log.Info("pipeline: /compact model call", "model", c.Model, "status", c.Status, "tokens_in", c.TokensIn, "tokens_out", c.TokensOut)
+	n := len(h.rounds)
+	err = c.memory.compact(ctx, h, n, log)
+	for _, call := range h.calls {
+		log.Info("pipeline: /compact model call", "model", call.Model, "status", call.Status, "tokens_in", call.TokensIn, "tokens_out", call.TokensOut)
 	}
 	switch {
 	case errors.Is(err, errNothingToCompact):
-		p.notice(out, "Nothing to summarise yet.", log)
+		c.say(out, "Nothing to summarise yet.", log)
 	case err != nil:
-		log.Error("pipeline: /compact failed", "conversation_id", conv.ID, "err", err)
-		p.notice(out, p.failureText(err), log)
+		log.Error("pipeline: /compact failed", "conversation_id", h.conv.ID, "err", err)
+		c.say(out, c.fail(err), log)
 	default:
-		p.notice(out, fmt.Sprintf("Summarised %d earlier rounds; the conversation goes on from the summary.", n), log)
+		c.say(out, fmt.Sprintf("Summarised %d earlier rounds; the conversation goes on from the summary.", n), log)
 	}
 }

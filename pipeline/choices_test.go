@@ -24,10 +24,10 @@ func (h *harness) withModels(opts Options, models ...agent.Model) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	opts.SystemPrompt = "You are a test bot."
+	opts.History.SystemPrompt = "You are a test bot."
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
-	if opts.HistoryRounds == 0 {
-		opts.HistoryRounds = 10
+	if opts.History.Rounds == 0 {
+		opts.History.Rounds = 10
 	}
 	p, err := New(runner, h.store, nil, opts)
 	if err != nil {
@@ -66,7 +66,7 @@ func TestModelCommandPicksAModelForThisConversation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, Options{})
-			h.withModels(Options{Models: budgets, SelectableModels: tt.selectable},
+			h.withModels(Options{Models: ModelOptions{Budgets: budgets, Selectable: tt.selectable}},
 				agent.Model{Name: "primary", Model: "test-model"}, agent.Model{Name: "fast", Model: "fast-model"})
 			out := &recResponder{}
 			<-h.handle(privateMsg("42", "1", "/model"), out)
@@ -209,7 +209,7 @@ func TestCompactCommandSummarisesTheConversationOnDemand(t *testing.T) {
 
 func TestIdleResetStartsAFreshConversationAfterAQuietPeriod(t *testing.T) {
 	clk := &clock{now: time.Now()}
-	h := newHarness(t, Options{IdleReset: 30 * time.Minute, Now: clk.Now})
+	h := newHarness(t, Options{History: HistoryOptions{IdleReset: 30 * time.Minute}, Now: clk.Now})
 	h.llm.SetHandler(summaryOrText("", "ok"))
 	out := &recResponder{}
 	<-h.handle(privateMsg("42", "1", "first"), out)

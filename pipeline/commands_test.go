@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestStopCountsAgainstTheRateLimitLikeHelp(t *testing.T) {
 		command string
 		want    map[string]int
 	}{
-		{"/help", map[string]int{DefaultHelpText: 3, DefaultRateLimitedText: 1}},
+		{"/help", map[string]int{Commands().Help(HelpIntro): 3, DefaultRateLimitedText: 1}},
 		{"/stop", map[string]int{"Nothing to stop.": 1, DefaultRateLimitedText: 1}},
 		{"/reset", map[string]int{"Started a new conversation.": 3, DefaultRateLimitedText: 1}},
 	}
@@ -101,5 +102,32 @@ func TestCommandsComeOnlyFromInboundCommand(t *testing.T) {
 	}
 	if h.llm.RequestCount() != 1 {
 		t.Fatalf("the model was asked %d times, want 1", h.llm.RequestCount())
+	}
+}
+
+// Every command of the table (and every alias) is answered by the pipeline itself, with a
+// notice and without asking the model: a name the table lists but the dispatch lacked would
+// reach the model as a message. /help lists them all, /audit included.
+func TestEveryCommandOfTheTableIsAnsweredWithoutTheModel(t *testing.T) {
+	help := Commands().Help(HelpIntro)
+	for _, c := range Commands() {
+		for _, name := range append([]string{c.Name}, c.Aliases...) {
+			t.Run(name, func(t *testing.T) {
+				h := newHarness(t, Options{})
+				out := &recResponder{}
+				in := privateMsg("1", "1", "/"+name)
+				in.Command = name
+				<-h.handle(in, out)
+				if h.llm.RequestCount() != 0 {
+					t.Fatalf("/%s reached the model", name)
+				}
+				if len(out.Notices()) == 0 {
+					t.Fatalf("/%s got no answer", name)
+				}
+			})
+		}
+		if !strings.Contains(help, c.Usage()+": "+c.Description()) {
+			t.Errorf("/help lacks /%s:\n%s", c.Name, help)
+		}
 	}
 }

@@ -37,35 +37,6 @@ func toStoreMessages(ms []agent.Message) []store.Message {
 	return out
 }
 
-// toAgentMessages converts stored history into transcript messages. In a conversation shared by
-// a group, user messages carry their sender's name in the text, so the model knows who said what
-// (the name field of the API cannot hold arbitrary names). Images are not stored: a message that
-// had some says so.
-func toAgentMessages(ms []store.Message, shared bool) []agent.Message {
-	out := make([]agent.Message, 0, len(ms))
-	for _, m := range ms {
-		am := agent.Message{
-			Role:             m.Role,
-			Content:          m.Content,
-			ToolCallID:       m.ToolCallID,
-			ReasoningContent: m.Reasoning,
-			ReasoningField:   m.ReasoningField,
-		}
-		am.Extra = rawOrNil(m.Extra)
-		if m.Role == store.RoleUser {
-			am.Content = speaker(shared, m.Name, m.Content)
-			if m.Images > 0 {
-				am.Content = imagesNote(m.Images) + am.Content
-			}
-		}
-		for _, c := range m.ToolCalls {
-			am.ToolCalls = append(am.ToolCalls, agent.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Extra: rawOrNil(c.Extra)})
-		}
-		out = append(out, am)
-	}
-	return out
-}
-
 // rawOrNil is the stored JSON of a provider's extra fields, nil when none were stored.
 func rawOrNil(s string) json.RawMessage {
 	if s == "" {
@@ -79,14 +50,6 @@ func imagesNote(n int) string {
 		return "[the user sent an image, no longer available] "
 	}
 	return "[the user sent images, no longer available] "
-}
-
-// speaker prefixes a group member's message with their name.
-func speaker(shared bool, name, text string) string {
-	if !shared || name == "" {
-		return text
-	}
-	return "[" + name + "] " + text
 }
 
 // toStoreLLMCalls converts the model calls of a turn.

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"relaybot/config"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +73,7 @@ func TestFinalWaitsOutLongRateLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	h := newHarness(t, Options{TurnTimeout: 500 * time.Millisecond})
+	h := newHarness(t, Options{Queue: QueueOptions{TurnTimeout: 500 * time.Millisecond}})
 	runTelegram(t, h, srv, nil)
 	const chatID = 4242
 	srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: "sendMessage", ChatID: chatID, RetryAfter: 150})
@@ -144,7 +145,7 @@ func TestUndeliverableFinalIsRecorded(t *testing.T) {
 	}
 	// The model's answer is kept: the conversation's history has it.
 	id := strconv.Itoa(chatID)
-	msgs := h.history(KeyOf(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: id}, Kind: adapters.Private, UserID: id}, ScopeChat))
+	msgs := h.history(KeyOf(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: id}, Kind: adapters.Private, UserID: id}, config.ScopeChat))
 	if len(msgs) != 2 || msgs[1].Content != "Nobody will read this." {
 		t.Fatalf("history = %+v, want the question and the answer", msgs)
 	}
@@ -187,16 +188,18 @@ func TestShutdownBoundsHeldFinal(t *testing.T) {
 // turnCounter is a pipeline Observer that keeps the statuses of finished turns.
 type turnCounter struct {
 	mu   sync.Mutex
-	seen []string
+	seen []chat.TurnStatus
 }
 
-func (c *turnCounter) TurnFinished(status string, _ time.Duration) {
+func (c *turnCounter) TurnStarted(ctx context.Context, _ TurnStart) context.Context { return ctx }
+
+func (c *turnCounter) TurnFinished(_ context.Context, end *store.TurnEnd, _ time.Duration) {
 	c.mu.Lock()
-	c.seen = append(c.seen, status)
+	c.seen = append(c.seen, end.Status)
 	c.mu.Unlock()
 }
 
-func (c *turnCounter) statuses() []string {
+func (c *turnCounter) statuses() []chat.TurnStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.seen)

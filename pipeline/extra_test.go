@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"relaybot/agent"
+	"relaybot/chat"
 )
 
 func TestProviderFieldsOfAnswersGoBackWithHistory(t *testing.T) {
@@ -15,7 +16,7 @@ func TestProviderFieldsOfAnswersGoBackWithHistory(t *testing.T) {
 		{Role: agent.RoleTool, ToolCallID: "c1", Content: "/work"},
 		{Role: agent.RoleAssistant, Content: "You are in /work."},
 	}
-	back := toAgentMessages(toStoreMessages(turn), false)
+	back := (&history{key: chat.Key{Platform: chat.Telegram, ChatID: "1", UserID: "1"}}).toAgent(toStoreMessages(turn))
 	if string(back[0].Extra) != string(details) || string(back[0].ToolCalls[0].Extra) != string(sig) || back[0].ReasoningField != "reasoning_content" {
 		t.Fatalf("history = %+v; the provider's fields must go back as it sent them", back)
 	}

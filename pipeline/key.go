@@ -3,25 +3,15 @@ package pipeline
 import (
 	"relaybot/adapters"
 	"relaybot/chat"
-)
-
-// Scope says who shares a conversation in a group chat.
-type Scope string
-
-// Conversation scopes.
-const (
-	// ScopeChat: all members of a group chat (or of one forum topic or thread) share one conversation.
-	ScopeChat Scope = "chat"
-	// ScopeUser: each member of a group chat has a conversation of their own there.
-	ScopeUser Scope = "user"
+	"relaybot/config"
 )
 
 // KeyOf returns the conversation of a message: a private chat is its user's; a group chat (or a
-// forum topic or thread inside one, each its own) is shared by its members, or with ScopeUser is
-// one per member.
-func KeyOf(in adapters.Inbound, scope Scope) chat.Key {
+// forum topic or thread inside one, each its own) is shared by its members, or with
+// config.ScopeUser is one per member.
+func KeyOf(in adapters.Inbound, scope config.Scope) chat.Key {
 	k := chat.Key{Platform: in.Chat.Platform, ChatID: in.Chat.ChatID, ThreadID: in.Chat.ThreadID}
-	if in.Kind == adapters.Private || scope == ScopeUser {
+	if in.Kind == adapters.Private || scope == config.ScopeUser {
 		k.UserID = in.UserID
 	}
 	return k

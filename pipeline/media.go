@@ -12,8 +12,10 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
+	"relaybot/config"
 	"relaybot/media"
 	"relaybot/speech"
+	"relaybot/store"
 )
 
 // Transcriber turns a recording into text (*speech.Client).
@@ -63,6 +65,32 @@ const (
 	DefaultMaxReplyChars  = 1000
 	transcriptFoldSummary = "🎤 Transcript"
 )
+
+// readMedia is the turn's stage before start: the message's attachments become its text. It
+// reports whether anything is left to answer (the user was told of what could not be read).
+func (t *turn) readMedia() bool {
+	t.media = t.p.readAttachments(t.ctx, t.in, t.r.out, t.log)
+	t.in = t.media.in
+	return t.in.Command != "" || strings.TrimSpace(t.in.Text) != "" || len(t.in.Images) > 0
+}
+
+// speak is the turn's stage after its delivery: a delivered answer is also spoken when
+// MediaOptions.Reply says so.
+func (t *turn) speak(res *agent.Result, status chat.TurnStatus) {
+	if status != store.TurnOK {
+		return
+	}
+	answer := ""
+	for i := len(res.Messages) - 1; i >= 0; i-- {
+		if m := res.Messages[i]; m.Role == agent.RoleAssistant && strings.TrimSpace(m.Content) != "" {
+			answer = m.Content
+			break
+		}
+	}
+	if call, ok := t.p.speakAnswer(t.ctx, t.r.out, t.media.spoken, answer, t.log); ok {
+		t.spoken = append(t.spoken, call)
+	}
+}
 
 // readMedia is what reading a message's attachments gave: the message with their text, the
 // transcription calls (for the turn's llm_calls), whether the user spoke, and whether anything
@@ -156,8 +184,8 @@ func (p *Pipeline) readAttachments(ctx context.Context, in adapters.Inbound, out
 			p.showTranscript(out, in.Chat.Platform, text, log)
 			parts = append(parts, text)
 		case a.Kind == adapters.Picture || strings.HasPrefix(a.MIME, "image/") && !media.IsPDF(a.Name, a.MIME, data):
-			if p.opts.MaxImageBytes > 0 && len(data) > p.opts.MaxImageBytes {
-				tell(fmt.Sprintf("the image %s is %s; I pass images of at most %s to the model.", name, sizeText(int64(len(data))), sizeText(int64(p.opts.MaxImageBytes))))
+			if p.opts.History.MaxImageBytes > 0 && len(data) > p.opts.History.MaxImageBytes {
+				tell(fmt.Sprintf("the image %s is %s; I pass images of at most %s to the model.", name, sizeText(int64(len(data))), sizeText(int64(p.opts.History.MaxImageBytes))))
 				continue
 			}
 			r.in.Images = append(r.in.Images, adapters.Image{MIME: a.MIME, Data: data})
@@ -195,8 +223,8 @@ func (p *Pipeline) documentParts(docs []media.Document, names []string) []string
 	}
 	o := p.mediaOptions()
 	window, answer := DefaultContextWindow, DefaultContextWindow/4
-	if len(p.opts.Models) > 0 {
-		window, answer = p.opts.Models[0].ContextWindow, p.opts.Models[0].MaxOutputTokens
+	if b := p.opts.Models.Budgets; len(b) > 0 {
+		window, answer = b[0].ContextWindow, b[0].MaxOutputTokens
 	}
 	each := int(float64(window-answer)*o.DocumentShare) / len(docs)
 	out := make([]string, 0, len(docs))
@@ -213,9 +241,9 @@ func (p *Pipeline) documentParts(docs []media.Document, names []string) []string
 
 // showTranscript shows the user what the bot heard, folded the way reasoning is.
 func (p *Pipeline) showTranscript(out adapters.Responder, platform chat.Platform, text string, log *slog.Logger) {
-	ctx, cancel := p.deliveryContext()
+	ctx, cancel := p.outbox.context()
 	defer cancel()
-	body := newSurface(platform, ReasoningCollapsed).fold(transcriptFoldSummary, text)
+	body := newSurface(platform, config.ReasoningCollapsed).fold(transcriptFoldSummary, text)
 	if err := out.NewReply(ctx).Finish(ctx, body, nil); err != nil {
 		log.Warn("pipeline: transcript not shown", "err", err)
 	}
@@ -237,7 +265,7 @@ func (p *Pipeline) speakAnswer(ctx context.Context, out adapters.Responder, spok
 		log.Warn("pipeline: answer not spoken", "err", err)
 		return call, true
 	}
-	dctx, cancel := p.deliveryContext()
+	dctx, cancel := p.outbox.context()
 	defer cancel()
 	voice := chat.File{Name: "answer.ogg", MIME: chat.VoiceMIME, Data: data}
 	if err := out.NewReply(dctx).Finish(dctx, "", []chat.File{voice}); err != nil {

@@ -74,28 +74,34 @@ type quotaError struct{ text string }
 
 func (e *quotaError) Error() string { return "over quota: " + e.text }
 
-// quotaCheck is the agent's BeforeCall for a turn of in: the turn's own model calls so far (not
+// quotaGuard checks the quotas before each model call of a turn.
+type quotaGuard struct {
+	opts   *Options
+	access *accessRules
+}
+
+// beforeCall is the agent's BeforeCall for a turn of in: the turn's own model calls so far (not
 // saved yet) count with what is stored, so a long tool loop stops at the quota too.
-func (p *Pipeline) quotaCheck(in adapters.Inbound, log *slog.Logger) func(context.Context, []agent.LLMCall) error {
+func (g *quotaGuard) beforeCall(in adapters.Inbound, log *slog.Logger) func(context.Context, []agent.LLMCall) error {
 	return func(ctx context.Context, done []agent.LLMCall) error {
 		var pending []store.UsageRow
 		for _, c := range done {
 			pending = append(pending, store.UsageRow{Platform: string(in.Chat.Platform), ChatID: in.Chat.ChatID,
 				UserID: in.UserID, Model: c.Model, Calls: 1, TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)})
 		}
-		if text, over := p.overQuota(ctx, in, pending, log); over {
+		if text, over := g.over(ctx, in, pending, log); over {
 			return &quotaError{text: text}
 		}
 		return nil
 	}
 }
 
-// overQuota reports whether the sender or the chat has used up a quota, with the message that
+// over reports whether the sender or the chat has used up a quota, with the message that
 // tells them when it resets; pending is usage not saved yet (the running turn's calls). A failed
 // usage query lets the turn run (logged).
-func (p *Pipeline) overQuota(ctx context.Context, in adapters.Inbound, pending []store.UsageRow, log *slog.Logger) (string, bool) {
-	q := p.opts.Quotas
-	if p.opts.Usage == nil || !q.AdminsCounted && p.access.isAdmin(in) {
+func (g *quotaGuard) over(ctx context.Context, in adapters.Inbound, pending []store.UsageRow, log *slog.Logger) (string, bool) {
+	q := g.opts.Quotas
+	if g.opts.Usage == nil || !q.AdminsCounted && g.access.isAdmin(in) {
 		return "", false
 	}
 	user, chat := q.userLimits(in), q.Chat
@@ -104,7 +110,7 @@ func (p *Pipeline) overQuota(ctx context.Context, in adapters.Inbound, pending [
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
-	now := p.opts.Now()
+	now := g.opts.Now()
 	checks := []struct {
 		who    string
 		limits Limits
@@ -131,12 +137,12 @@ func (p *Pipeline) overQuota(ctx context.Context, in adapters.Inbound, pending [
 			}
 			f := c.f
 			f.Since = period.since
-			rows, err := p.opts.Usage.Usage(qctx, f)
+			rows, err := g.opts.Usage.Usage(qctx, f)
 			if err != nil {
 				log.Error("pipeline: quota not checked: usage query failed", "err", err)
 				return "", false
 			}
-			t := total(append(rows, pending...), p.opts.Prices)
+			t := total(append(rows, pending...), g.opts.Models.Prices)
 			if period.tokens > 0 && t.TokensIn+t.TokensOut >= period.tokens || period.cost > 0 && t.Cost >= period.cost {
 				return fmt.Sprintf("%s used up %s quota (%s). It resets %s UTC.", c.who, period.name,
 					quotaUsed(t, period.tokens, period.cost), period.resets.Format("Jan 2 15:04")), true

@@ -20,7 +20,7 @@ type lookupless struct {
 
 // A message handed over again after a crash is answered only when its turn never ended.
 func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
-	h := newHarness(t, Options{HistoryRounds: 10})
+	h := newHarness(t, Options{History: HistoryOptions{Rounds: 10}})
 	ctx := context.Background()
 
 	// Answered before the crash, its "done" not recorded by the adapter: skipped.

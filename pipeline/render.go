@@ -10,10 +10,10 @@ import (
 	"relaybot/tools"
 )
 
-// view is what the user sees of a turn: LangBot's response wrapper, made better. Text written
-// before a tool round stays and the next round continues below it; with tracking on, each tool
-// call gets one status line that changes from running to its outcome; tool results are never
-// shown.
+// view is the text the user sees of a turn, which the turn's response (LangBot's response
+// wrapper, made better) keeps and renders. Text written before a tool round stays and the next
+// round continues below it; with tracking on, each tool call gets one status line that changes
+// from running to its outcome; tool results are never shown.
 type view struct {
 	track  bool
 	s      surface

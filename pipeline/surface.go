@@ -1,15 +1,10 @@
 package pipeline
 
 import (
-	"relaybot/chat"
 	"strings"
-)
 
-// How reasoning (reasoning_content and <think> blocks) is shown: output.reasoning.
-const (
-	ReasoningCollapsed = "collapsed" // folded under "Thinking" (the default)
-	ReasoningHidden    = "hidden"    // not shown at all
-	ReasoningInline    = "inline"    // shown as a quote above the answer
+	"relaybot/chat"
+	"relaybot/config"
 )
 
 // surface is how a platform shows what the view folds away: Telegram and the web chat render
@@ -18,12 +13,12 @@ const (
 // for finished tools.
 type surface struct {
 	discord   bool
-	reasoning string
+	reasoning config.Reasoning
 }
 
-func newSurface(p chat.Platform, reasoning string) surface {
+func newSurface(p chat.Platform, reasoning config.Reasoning) surface {
 	if reasoning == "" {
-		reasoning = ReasoningCollapsed
+		reasoning = config.ReasoningCollapsed
 	}
 	return surface{discord: p == chat.Discord, reasoning: reasoning}
 }
@@ -108,14 +103,14 @@ func (s surface) showReasoning(text string) string {
 // model is still in it.
 func (s surface) reasoningBlock(r string, done bool) string {
 	r = strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(r, thinkOpen, ""), thinkClose, ""))
-	if r == "" || s.reasoning == ReasoningHidden {
+	if r == "" || s.reasoning == config.ReasoningHidden {
 		return ""
 	}
 	summary := "💭 Thinking…"
 	if done {
 		summary = "💭 Thought"
 	}
-	if s.reasoning == ReasoningInline {
+	if s.reasoning == config.ReasoningInline {
 		return quote(summary + "\n" + r)
 	}
 	return s.fold(summary, r)

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"relaybot/config"
 	"strings"
 	"testing"
 
@@ -21,10 +22,10 @@ func TestHistoryKeepsEveryRoundOfIDLessToolCalls(t *testing.T) {
 	in := privateMsg("42", "1", "echo twice")
 	<-h.handle(in, &recResponder{stream: true})
 
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(KeyOf(in, config.ScopeChat))
 	var roles, results []string
 	for _, m := range hist {
-		roles = append(roles, m.Role)
+		roles = append(roles, string(m.Role))
 		if m.Role == "tool" {
 			results = append(results, m.ToolCallID+"="+m.Content)
 		}

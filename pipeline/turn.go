@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"relaybot/adapters"
@@ -19,46 +18,126 @@ import (
 // errTurnTimeout is the cause of a turn that ran past TurnTimeout.
 var errTurnTimeout = errors.New("the answer took too long")
 
+// turn is one turn of a conversation. Its methods are its stages, in the order runTurn calls
+// them: the quota, the start (history read, the user's message saved), the transcript and the
+// response view, the agent's run, the delivery of the answer, and the turn's record.
+type turn struct {
+	p     *Pipeline
+	r     *request
+	ctx   context.Context // ends at /stop, an interrupt, the shutdown or TurnTimeout
+	log   *slog.Logger
+	begun time.Time
+	// in is the message answered: a /retry's is the earlier message it answers again.
+	in   adapters.Inbound
+	hist *history
+	id   int64
+	req  agent.Request
+	resp *response
+	// media is what the message's attachments gave (media.go); spoken the call that spoke the
+	// answer, if any.
+	media  readMedia
+	spoken []agent.LLMCall
+}
+
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
 // history, shows the answer as it grows, delivers the final text, and saves the turn.
-func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inbound, out adapters.Responder, log *slog.Logger) {
-	begun := time.Now()
-	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.TurnTimeout, errTurnTimeout)
+func (p *Pipeline) runTurn(ctx context.Context, r *request) {
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.Queue.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
-	if text, over := p.overQuota(ctx, in, nil, log); over {
-		log.Info("pipeline: turn refused: over quota", "message", in.MessageID)
-		p.notice(out, text, log)
+	t := &turn{p: p, r: r, ctx: ctx, log: r.log, begun: time.Now(), in: r.in}
+	if !t.withinQuota() || !t.readMedia() || !t.start() {
 		return
 	}
+	// The reply outlives the turn's context: a cancelled turn still delivers its partial answer.
+	// It keeps the context's values (the turn's trace span).
+	replyCtx, cancelReply := context.WithCancel(context.WithoutCancel(t.ctx))
+	defer cancelReply()
+	t.prepare(replyCtx)
+	res := t.run()
+	status, errText, partial := t.deliver(res)
+	t.speak(res, status)
+	t.record(res, status, errText, partial)
+}
 
-	// Voice and files become the message's text first: the store keeps the text.
-	read := p.readAttachments(ctx, in, out, log)
-	in = read.in
-	if in.Command == "" && strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {
-		return // nothing readable came; the user was told why
+// withinQuota refuses the turn when the sender or the chat has used up a quota.
+func (t *turn) withinQuota() bool {
+	text, over := t.p.quotas.over(t.ctx, t.in, nil, t.log)
+	if over {
+		t.log.Info("pipeline: turn refused: over quota", "message", t.in.MessageID)
+		t.p.notice(t.r.out, text, t.log)
 	}
+	return !over
+}
 
-	// The user's message is saved even when the turn is cancelled right away.
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-	th, in, turnID, err := p.startTurn(sctx, key, in)
-	scancel()
+// start finds the conversation (a fresh one after IdleReset of quiet), reads the rounds after
+// its summary and saves the user's message, even when the turn is cancelled right away. A
+// /retry first takes the last turn out of history and answers its message again.
+func (t *turn) start() bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
+	defer cancel()
+	err := t.open(ctx)
 	if errors.Is(err, store.ErrNothingToRetry) {
-		p.notice(out, "There is no earlier message to answer again.", log)
-		return
+		t.p.notice(t.r.out, "There is no earlier message to answer again.", t.log)
+		return false
 	}
 	if err != nil {
-		log.Error("pipeline: turn not started", "conversation", key.String(), "err", err)
-		if text := p.failureText(err); text != "" {
-			p.notice(out, text, log)
+		t.log.Error("pipeline: turn not started", "conversation", t.r.key.String(), "err", err)
+		if text := t.p.failureText(err); text != "" {
+			t.p.notice(t.r.out, text, t.log)
 		}
-		return
+		return false
 	}
-	conv := th.conv
-	log = log.With("conversation_id", conv.ID, "turn", turnID)
+	t.log = t.log.With("conversation_id", t.hist.conv.ID, "turn", t.id)
+	if obs := t.p.opts.Observer; obs != nil {
+		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.conv.ID, Chat: t.in.Chat,
+			UserID: t.in.UserID, Text: t.in.Text, Begun: t.begun})
+	}
+	return true
+}
 
+// open reads the turn's history and saves the user's message: start's store work.
+func (t *turn) open(ctx context.Context) error {
+	p, key := t.p, t.r.key
+	conv, err := p.store.Conversation(ctx, key)
+	if err != nil {
+		return fmt.Errorf("conversation %s: %w", key, err)
+	}
+	if t.in.Command == "retry" {
+		m, err := p.store.RetryLastTurn(ctx, conv.ID)
+		if err != nil {
+			return err
+		}
+		t.in.Command, t.in.Args, t.in.Text, t.in.Images = "", "", m.Content, nil
+		if m.Name != "" {
+			t.in.UserName = m.Name
+		}
+	}
+	if t.hist, err = p.memory.rounds(ctx, &history{key: key, conv: conv}); err != nil {
+		return err
+	}
+	if err := p.memory.resetIfIdle(ctx, t.hist); err != nil {
+		return err
+	}
+	t.id, err = p.store.StartTurn(ctx, store.TurnStart{
+		ConversationID:   t.hist.conv.ID,
+		UserID:           t.in.UserID,
+		UserName:         t.in.UserName,
+		InboundMessageID: t.in.MessageID,
+		UserMessage:      store.Message{Role: store.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: len(p.memory.images(t.in))},
+	})
+	if err != nil {
+		return fmt.Errorf("start turn in conversation %d: %w", t.hist.conv.ID, err)
+	}
+	return nil
+}
+
+// prepare builds the agent's request (the tools of the chat, the transcript within the model's
+// budget) and the response view that shows the answer in a reply made with replyCtx.
+func (t *turn) prepare(replyCtx context.Context) {
+	p, in, out := t.p, t.in, t.r.out
 	info := tools.TurnInfo{
-		TurnID:         turnID,
-		ConversationID: conv.ID,
+		TurnID:         t.id,
+		ConversationID: t.hist.conv.ID,
 		Platform:       string(in.Chat.Platform),
 		ChatID:         in.Chat.ChatID,
 		UserID:         in.UserID,
@@ -67,152 +146,82 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		Roles:          in.Roles,
 		ChatAdmin:      in.ChatAdmin,
 	}
-	stream := out.SupportsStreaming()
-	req := agent.Request{Stream: stream, Model: conv.Model, BeforeCall: p.quotaCheck(in, log)}
+	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.conv.Model, BeforeCall: p.quotas.beforeCall(in, t.log)}
+	var tt *tools.Turn
 	if p.tools != nil {
-		tt := p.tools.ForTurn(info, p.allowedTools(in.Chat))
-		req.Tools = tt.Specs()
-		req.Executor = tt
+		tt = p.tools.ForTurn(info, p.allowedTools(in.Chat))
+		t.req.Tools = tt.Specs()
+		t.req.Executor = tt
 	}
-	shared := key.UserID == ""
-	req.Messages = p.transcriptFor(ctx, th, in, req.Tools, shared, false, log)
-	if th.compacted {
-		p.notice(out, CompactedNotice, log)
+	t.req.Messages = p.memory.transcript(t.ctx, t.hist, in, t.req.Tools, false, t.log)
+	if t.hist.compacted {
+		p.notice(out, CompactedNotice, t.log)
 	}
-
-	// The reply outlives the turn's context: a cancelled turn still delivers its partial answer.
-	replyCtx, cancelReply := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelReply()
 	reply := out.NewReply(replyCtx)
 	reply.Working(true)
-	if tt, ok := req.Executor.(*tools.Turn); ok {
-		p.setApprover(tt, in, out, reply)
+	if asker, ok := out.(adapters.Asker); ok && tt != nil {
+		// The turn's "ask" tool calls are approved in the chat when the platform can post
+		// buttons; without that, such calls are denied.
+		tt.SetApprover(&chatApprover{in: in, asker: asker, reply: reply, admins: p.access.admins,
+			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now})
 	}
+	t.resp = newResponse(replyCtx, out, reply, t.req.Stream, p.opts.Output, in.Chat.Platform, p.outbox, t.log)
+}
 
-	var (
-		mu    sync.Mutex
-		v     = &view{track: p.opts.TrackFunctionCalls, s: newSurface(in.Chat.Platform, p.opts.Reasoning)}
-		files []chat.File
-		// roundShown is the text shown of the latest round that ended with tool calls: that
-		// round's message is among the turn's messages already.
-		roundShown string
-		// roundsDone is closed once the latest round message is delivered (non-streaming).
-		roundsDone chan struct{}
-	)
-	// Without streaming, each round's text goes out as a message of its own when the round
-	// ends (as LangBot does), in order and without holding up the model, instead of the user
-	// waiting for the whole turn.
-	sendRound := func(text string) {
-		prev, done := roundsDone, make(chan struct{})
-		roundsDone = done
-		rr := out.NewReply(replyCtx)
-		go func() {
-			defer close(done)
-			if prev != nil {
-				<-prev
-			}
-			dctx, dcancel := p.deliveryContext()
-			defer dcancel()
-			if err := rr.Finish(dctx, text, nil); err != nil {
-				log.Error("pipeline: a round's text not delivered", "err", err)
-			}
-		}()
-	}
-	emit := func(e agent.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := e.(type) {
-		case agent.Chunk:
-			v.setText(e.Text)
-			if e.Final && len(e.ToolCalls) > 0 {
-				roundShown = e.Text
-				v.endRound()
-				if !stream {
-					if t := v.sendBlocks(); strings.TrimSpace(t) != "" {
-						sendRound(t)
-					}
-				}
-				reply.Working(true)
-			} else if strings.TrimSpace(e.Text) != "" {
-				reply.Working(false)
-			}
-		case agent.ToolStart:
-			v.startTool(e.Call.ID, e.Call.Name)
-			reply.Working(true)
-		case agent.ToolResult:
-			v.finishTool(e.Call.ID, e.Call.Name, e.Outcome)
-			files = append(files, e.Outcome.Files...)
-		case agent.RoundCapHit:
-			v.note(fmt.Sprintf("(Reached the limit of %d tool rounds; answering without more tools.)", e.MaxToolRounds))
-		default:
-			return
-		}
-		if stream {
-			reply.Update(v.render())
-		}
-	}
-	calls := append(append([]agent.LLMCall(nil), read.calls...), th.calls...) // transcription and compaction first, as they happened
-	res := p.runner.Run(ctx, req, emit)
-	p.usage.observeTurn(res.LLMCalls, th.estimate)
+// run runs the agent. When the model refuses the context as too long (it counts more than the
+// estimate), every round is summarised and the turn tried once more.
+func (t *turn) run() *agent.Result {
+	p, ctx, h := t.p, t.ctx, t.hist
+	calls := append(append([]agent.LLMCall(nil), t.media.calls...), h.calls...) // transcription and compaction first, as they happened
+	res := p.runner.Run(ctx, t.req, t.resp.emit)
+	p.memory.usage.observeTurn(res.LLMCalls, h.estimate)
 	calls = append(calls, res.LLMCalls...)
-	if res.Status == agent.StatusError && errors.Is(res.Err, agent.ErrContextTooLong) && ctx.Err() == nil && len(th.rounds) > 0 {
-		// The model counts more than the estimate: summarise every round and try once more.
-		log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
-		first, n := res, len(th.calls)
-		th.compacted = false
-		req.Messages = p.transcriptFor(ctx, th, in, req.Tools, shared, true, log)
-		calls = append(calls, th.calls[n:]...)
-		if th.compacted {
-			p.notice(out, CompactedNotice, log)
-			res = p.runner.Run(ctx, req, emit)
+	if res.Status == agent.StatusError && errors.Is(res.Err, agent.ErrContextTooLong) && ctx.Err() == nil && len(h.rounds) > 0 {
+		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
+		first, n := res, len(h.calls)
+		h.compacted = false
+		t.req.Messages = p.memory.transcript(ctx, h, t.in, t.req.Tools, true, t.log)
+		calls = append(calls, h.calls[n:]...)
+		if h.compacted {
+			p.notice(t.r.out, CompactedNotice, t.log)
+			res = p.runner.Run(ctx, t.req, t.resp.emit)
 			calls = append(calls, res.LLMCalls...)
 			res.Usage.TokensIn += first.Usage.TokensIn
 			res.Usage.TokensOut += first.Usage.TokensOut
 		}
 	}
-	for _, c := range th.calls {
+	for _, c := range h.calls {
 		res.Usage.TokensIn += c.TokensIn
 		res.Usage.TokensOut += c.TokensOut
 	}
 	res.LLMCalls = calls
+	return res
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	status, note, errText := p.outcome(ctx, res)
+// deliver delivers the final answer, with the note of how the turn ended, and returns the turn's
+// status, its error text and the partial answer of a cut round (not among the agent's messages).
+// An answer the platform did not take makes the turn an error: its record says the user did
+// not get it, whatever the model did.
+func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, partial string) {
+	status, note, errText := t.outcome(res)
 	if status == store.TurnOK && res.Truncated {
 		note = LengthCutNote
 	}
-	partial := partialText(res, roundShown)
-	if partial != "" {
-		v.setText(partial)
-	}
-	text := v.withNote(note, status == store.TurnCancelled || status == store.TurnInterrupted)
-	reply.Working(false)
-	if roundsDone != nil {
-		<-roundsDone // the rounds' messages come first
-	}
-	// The final answer waits for the platform (rate limits, a long queue of other finals) as
-	// long as the pipeline runs; only the end of the shutdown's grace period bounds it.
-	dctx, dcancel := p.deliveryContext()
-	derr := reply.Finish(dctx, text, files)
-	dcancel()
-	var spokenCall []agent.LLMCall
-	if derr == nil && status == store.TurnOK {
-		if call, ok := p.speakAnswer(ctx, out, read.spoken, text, log); ok {
-			spokenCall = append(spokenCall, call)
-		}
-	}
-	if derr != nil {
-		// The turn's record says the user did not get the answer, whatever the model did.
-		log.Error("pipeline: answer not delivered", "status", status, "err", derr)
+	partial, err := t.resp.finish(res, note, status == store.TurnCancelled || status == store.TurnInterrupted)
+	if err != nil {
+		t.log.Error("pipeline: answer not delivered", "status", status, "err", err)
 		if status == store.TurnOK {
 			status = store.TurnError
 		}
-		errText = joinErr(errText, "delivery failed: "+derr.Error())
+		errText = joinErr(errText, "delivery failed: "+err.Error())
 	}
+	return status, errText, partial
+}
 
+// record saves the turn's end (its messages and model calls) and tells the observer.
+func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string) {
 	end := store.TurnEnd{
-		TurnID:    turnID,
+		TurnID:    t.id,
 		Status:    status,
 		Model:     modelOf(res.LLMCalls),
 		Rounds:    roundsOf(res.LLMCalls),
@@ -220,7 +229,7 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		TokensOut: res.Usage.TokensOut,
 		Error:     errText,
 		Messages:  toStoreMessages(res.Messages),
-		LLMCalls:  toStoreLLMCalls(append(res.LLMCalls, spokenCall...)),
+		LLMCalls:  toStoreLLMCalls(append(res.LLMCalls, t.spoken...)),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
@@ -231,20 +240,20 @@ func (p *Pipeline) runTurn(ctx context.Context, key chat.Key, in adapters.Inboun
 		}
 		end.Messages = append(end.Messages, pm)
 	}
-	if p.opts.Observer != nil {
-		p.opts.Observer.TurnFinished(status, time.Since(begun))
+	if obs := t.p.opts.Observer; obs != nil {
+		obs.TurnFinished(t.ctx, &end, time.Since(t.begun))
 	}
-	sctx, scancel = context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-	defer scancel()
-	if err := p.store.FinishTurn(sctx, end); err != nil {
-		log.Error("pipeline: turn not saved", "status", status, "err", err)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
+	defer cancel()
+	if err := t.p.store.FinishTurn(ctx, end); err != nil {
+		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
 		return
 	}
-	attrs := []any{"status", status, "rounds", end.Rounds, "model", end.Model, "duration", time.Since(begun).Round(time.Millisecond)}
+	attrs := []any{"status", status, "rounds", end.Rounds, "model", end.Model, "duration", time.Since(t.begun).Round(time.Millisecond)}
 	if errText != "" {
 		attrs = append(attrs, "err", errText)
 	}
-	log.Info("pipeline: turn done", attrs...)
+	t.log.Info("pipeline: turn done", attrs...)
 }
 
 // LengthCutNote is appended, as a paragraph of its own, to an answer the model's length limit
@@ -259,67 +268,10 @@ func joinErr(text, more string) string {
 	return text + "; " + more
 }
 
-// startTurn finds the conversation (a fresh one after IdleReset of quiet), reads the rounds
-// after its summary and saves the user's message. A /retry first takes the last turn out of
-// history and answers its message again: the returned Inbound carries that message.
-func (p *Pipeline) startTurn(ctx context.Context, key chat.Key, in adapters.Inbound) (*turnHistory, adapters.Inbound, int64, error) {
-	conv, err := p.store.Conversation(ctx, key)
-	if err != nil {
-		return nil, in, 0, fmt.Errorf("conversation %s: %w", key, err)
-	}
-	th := &turnHistory{conv: conv}
-	if in.Command == "retry" {
-		m, err := p.store.RetryLastTurn(ctx, conv.ID)
-		if err != nil {
-			return nil, in, 0, err
-		}
-		in.Command, in.Args, in.Text, in.Images = "", "", m.Content, nil
-		if m.Name != "" {
-			in.UserName = m.Name
-		}
-	}
-	if p.opts.HistoryRounds > 0 {
-		th.rounds, err = p.store.Rounds(ctx, conv.ID, conv.SummaryTurnID, p.opts.HistoryRounds)
-		if err != nil {
-			return nil, in, 0, fmt.Errorf("history of conversation %d: %w", conv.ID, err)
-		}
-	}
-	if p.idle(th) {
-		if th.conv, err = p.store.ResetConversation(ctx, key); err != nil {
-			return nil, in, 0, fmt.Errorf("idle reset of conversation %d: %w", conv.ID, err)
-		}
-		th.rounds = nil
-	}
-	turnID, err := p.store.StartTurn(ctx, store.TurnStart{
-		ConversationID:   th.conv.ID,
-		UserID:           in.UserID,
-		UserName:         in.UserName,
-		InboundMessageID: in.MessageID,
-		UserMessage: store.Message{
-			Role:    store.RoleUser,
-			Content: in.Text,
-			Name:    in.UserName,
-			Images:  len(p.images(in)),
-		},
-	})
-	if err != nil {
-		return nil, in, 0, fmt.Errorf("start turn in conversation %d: %w", th.conv.ID, err)
-	}
-	return th, in, turnID, nil
-}
-
-// idle reports whether the conversation's last round is older than IdleReset.
-func (p *Pipeline) idle(th *turnHistory) bool {
-	if p.opts.IdleReset <= 0 || len(th.rounds) == 0 {
-		return false
-	}
-	last := th.rounds[len(th.rounds)-1].StartedAt
-	return p.opts.Now().Sub(last) > p.opts.IdleReset
-}
-
 // outcome maps how the agent's run ended to the turn's status, the note the user sees after the
 // partial answer, and the error text saved with the turn.
-func (p *Pipeline) outcome(ctx context.Context, res *agent.Result) (status, note, errText string) {
+func (t *turn) outcome(res *agent.Result) (status chat.TurnStatus, note, errText string) {
+	p, ctx := t.p, t.ctx
 	if res.Status == agent.StatusOK {
 		return store.TurnOK, "", ""
 	}
@@ -327,11 +279,11 @@ func (p *Pipeline) outcome(ctx context.Context, res *agent.Result) (status, note
 	if ctx.Err() != nil || res.Status == agent.StatusCancelled {
 		switch {
 		case errors.Is(cause, ErrStopped):
-			return store.TurnCancelled, p.opts.StoppedMarker, cause.Error()
+			return store.TurnCancelled, p.opts.Texts.Stopped, cause.Error()
 		case errors.Is(cause, ErrInterrupted), errors.Is(cause, ErrShutdown):
-			return store.TurnInterrupted, p.opts.StoppedMarker, cause.Error()
+			return store.TurnInterrupted, p.opts.Texts.Stopped, cause.Error()
 		case errors.Is(cause, errTurnTimeout):
-			err := fmt.Errorf("%w (limit %s)", errTurnTimeout, p.opts.TurnTimeout)
+			err := fmt.Errorf("%w (limit %s)", errTurnTimeout, p.opts.Queue.TurnTimeout)
 			return store.TurnError, p.failureText(err), err.Error()
 		}
 		if cause == nil {
@@ -340,7 +292,7 @@ func (p *Pipeline) outcome(ctx context.Context, res *agent.Result) (status, note
 		if cause == nil {
 			cause = context.Canceled
 		}
-		return store.TurnCancelled, p.opts.StoppedMarker, cause.Error()
+		return store.TurnCancelled, p.opts.Texts.Stopped, cause.Error()
 	}
 	err := res.Err
 	if err == nil {
@@ -377,53 +329,15 @@ func partialText(res *agent.Result, roundShown string) string {
 	return res.PartialText
 }
 
-// images returns the user's images that fit MaxImageBytes.
-func (p *Pipeline) images(in adapters.Inbound) []agent.Image {
-	var out []agent.Image
-	for _, im := range in.Images {
-		if p.opts.MaxImageBytes > 0 && len(im.Data) > p.opts.MaxImageBytes {
-			continue
-		}
-		out = append(out, agent.Image{MIME: im.MIME, Data: im.Data})
-	}
-	return out
-}
-
-// systemMessage is the system prompt of a conversation's turn: its own prompt (/system) or the
-// configured one, the extra text, the date, and the summary of older rounds.
-func (p *Pipeline) systemMessage(conv store.Conversation) agent.Message {
-	prompt := p.opts.SystemPrompt
-	if strings.TrimSpace(conv.SystemPrompt) != "" {
-		prompt = conv.SystemPrompt
-	}
-	if p.opts.SystemPromptExtra != nil {
-		if extra := strings.TrimSpace(p.opts.SystemPromptExtra()); extra != "" {
-			prompt = strings.TrimSpace(prompt + "\n\n" + extra)
-		}
-	}
-	now := p.opts.Now().UTC()
-	prompt = strings.TrimSpace(prompt + "\n\n" + fmt.Sprintf("Current date: %s (%s), UTC.", now.Format("2006-01-02"), now.Weekday()))
-	return agent.Message{Role: agent.RoleSystem, Content: withSummary(prompt, conv.Summary)}
-}
-
-// userMessage is the new message of a turn.
-func (p *Pipeline) userMessage(in adapters.Inbound, shared bool) agent.Message {
-	return agent.Message{
-		Role:    agent.RoleUser,
-		Content: speaker(shared, in.UserName, in.Text),
-		Images:  p.images(in),
-	}
-}
-
 // allowedTools returns the tool filter of a chat: its per-chat list, else the global list, else
 // nil (all tools).
 func (p *Pipeline) allowedTools(ref chat.Ref) func(string) bool {
-	list, ok := p.opts.ToolsPerChat[ref.Chat().String()]
+	list, ok := p.opts.Tools.PerChat[ref.Chat().String()]
 	if !ok {
-		if len(p.opts.ToolAllow) == 0 {
+		if len(p.opts.Tools.Allow) == 0 {
 			return nil
 		}
-		list = p.opts.ToolAllow
+		list = p.opts.Tools.Allow
 	}
 	set := make(map[string]bool, len(list))
 	for _, n := range list {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"relaybot/config"
 	"slices"
 	"strings"
 	"sync"
@@ -201,13 +202,13 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.HistoryRounds == 0 {
-		opts.HistoryRounds = 10
+	if opts.History.Rounds == 0 {
+		opts.History.Rounds = 10
 	}
-	if opts.QueueSize == 0 {
-		opts.QueueSize = DefaultQueueSize
+	if opts.Queue.Size == 0 {
+		opts.Queue.Size = DefaultQueueSize
 	}
-	opts.SystemPrompt = "You are a test bot."
+	opts.History.SystemPrompt = "You are a test bot."
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	opts.Recorder = h.rec
 	var pst Store = st
@@ -261,8 +262,30 @@ func (h *harness) history(key chat.Key) []store.Message {
 	return msgs
 }
 
+// TestFilesOverTheTurnsCapAreNamedToTheUser: files past tools.max_files_per_turn do not go out
+// with the answer, and the answer says which were left out.
+func TestFilesOverTheTurnsCapAreNamedToTheUser(t *testing.T) {
+	h := newHarnessTools(t, Options{}, tools.ManagerOptions{MaxFilesPerTurn: 1}, nil)
+	h.llm.Push(
+		llm.Reply{Chunks: []llm.Chunk{{ToolCalls: []llm.ToolCallDelta{
+			{Index: 0, ID: "call_a", Name: "echo", Arguments: `{"text":"one"}`},
+			{Index: 1, ID: "call_b", Name: "echo", Arguments: `{"text":"two"}`},
+		}}}},
+		llm.Text("Here you are."),
+	)
+	out := &recResponder{stream: true}
+	<-h.handle(privateMsg("42", "1", "two files please"), out)
+	final, _ := out.Reply(0).Final()
+	if files := out.Reply(0).files; len(files) != 1 {
+		t.Errorf("%d files with the answer, want the cap's 1", len(files))
+	}
+	if !strings.Contains(final, "1 file from echo left out: echo.txt (at most 1 file an answer).") {
+		t.Errorf("the answer does not say which file was left out:\n%s", final)
+	}
+}
+
 func TestTurnWithToolRound(t *testing.T) {
-	h := newHarness(t, Options{TrackFunctionCalls: true})
+	h := newHarness(t, Options{Output: OutputOptions{TrackFunctionCalls: true}})
 	h.llm.Push(
 		llm.Reply{Chunks: []llm.Chunk{
 			{Content: "Let me check."},
@@ -300,10 +323,10 @@ func TestTurnWithToolRound(t *testing.T) {
 	if len(recs) != 1 || recs[0].ToolCallID != "call_a" || recs[0].Round != 1 || recs[0].TurnID == 0 || recs[0].Status != audit.StatusOK {
 		t.Fatalf("audit records = %+v", recs)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(KeyOf(in, config.ScopeChat))
 	roles := []string{}
 	for _, m := range hist {
-		roles = append(roles, m.Role)
+		roles = append(roles, string(m.Role))
 	}
 	if got := strings.Join(roles, ","); got != "user,assistant,tool,assistant" {
 		t.Fatalf("history roles = %s, want the whole turn", got)
@@ -345,7 +368,7 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 	if final != "Once upon [stopped]" {
 		t.Fatalf("final = %q, want the partial answer marked stopped", final)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(KeyOf(in, config.ScopeChat))
 	if len(hist) != 2 || hist[1].Content != "Once upon" {
 		t.Fatalf("history = %+v, want the user message and the partial answer", hist)
 	}
@@ -359,9 +382,9 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 }
 
 // turnStatuses reads the statuses of a conversation's turns from the audit-free turn table.
-func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []string {
+func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.TurnStatus {
 	t.Helper()
-	var out []string
+	var out []chat.TurnStatus
 	for id := int64(1); id < 50; id++ {
 		turn, err := h.store.Turn(context.Background(), id)
 		if err != nil {
@@ -373,7 +396,7 @@ func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []string {
 }
 
 func TestQueueInOrderAndBusy(t *testing.T) {
-	h := newHarness(t, Options{QueueSize: 1})
+	h := newHarness(t, Options{Queue: QueueOptions{Size: 1}})
 	hold := make(chan struct{})
 	h.llm.Push(
 		llm.Reply{Chunks: []llm.Chunk{{Content: "first", Wait: hold}}},
@@ -403,7 +426,7 @@ func TestQueueInOrderAndBusy(t *testing.T) {
 }
 
 func TestInterrupt(t *testing.T) {
-	h := newHarness(t, Options{Interrupt: true})
+	h := newHarness(t, Options{Queue: QueueOptions{Busy: config.BusyInterrupt}})
 	hold := make(chan struct{})
 	defer close(hold)
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Working on it"}, {Content: "...", Wait: hold}}}, llm.Text("New answer."))
@@ -448,15 +471,15 @@ func TestRefusals(t *testing.T) {
 
 func TestFailureHandling(t *testing.T) {
 	for _, tt := range []struct {
-		mode string
+		mode config.ExceptionHandling
 		want string
 	}{
 		{"show-hint", "Partial\n\nRequest failed."},
 		{"show-error", "Partial\n\nError: "},
 		{"hide", "Partial"},
 	} {
-		t.Run(tt.mode, func(t *testing.T) {
-			h := newHarness(t, Options{ExceptionHandling: tt.mode})
+		t.Run(string(tt.mode), func(t *testing.T) {
+			h := newHarness(t, Options{Output: OutputOptions{ExceptionHandling: tt.mode}})
 			h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Partial"}}, Cut: true})
 			out := &recResponder{stream: true}
 			in := privateMsg("3", "1", "q")
@@ -648,7 +671,7 @@ func lastUserContent(r llm.Request) string {
 }
 
 func TestGlobalTurnLimit(t *testing.T) {
-	h := newHarness(t, Options{MaxTurnsInFlight: 1, TurnWait: 50 * time.Millisecond})
+	h := newHarness(t, Options{Queue: QueueOptions{MaxTurnsInFlight: 1, TurnWait: 50 * time.Millisecond}})
 	hold := make(chan struct{})
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "busy", Wait: hold}}}, llm.Text("later"))
 	first := &recResponder{stream: true}
@@ -696,10 +719,10 @@ func TestStopMidToolWithReasoningShowsTheTextOnce(t *testing.T) {
 	if n := strings.Count(final, "Let me check."); n != 1 {
 		t.Errorf("final = %q, want the round's text once", final)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(KeyOf(in, config.ScopeChat))
 	var roles []string
 	for _, m := range hist {
-		roles = append(roles, m.Role)
+		roles = append(roles, string(m.Role))
 	}
 	if want := []string{"user", "assistant", "tool"}; !slices.Equal(roles, want) {
 		t.Errorf("history roles = %v, want %v (no second copy of the answer)", roles, want)
@@ -745,7 +768,7 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 		r.UserID != "7" || r.Error == "" || strings.Contains(r.Arguments, "hunter2") {
 		t.Errorf("row of the call not run = %+v", r)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(KeyOf(in, config.ScopeChat))
 	if len(hist) != 4 || hist[3].ToolCallID != "e2" || !strings.HasPrefix(hist[3].Content, "err: ") {
 		t.Errorf("history = %+v, want the call not run answered in the transcript", hist)
 	}
@@ -754,7 +777,7 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 // A per-chat tool list restricts its chat however its key's platform is written: a key the
 // lookup never matched offered every tool in the chat it was meant to restrict.
 func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
-	h := newHarness(t, Options{ToolsPerChat: map[string][]string{"Telegram:5": {"echo"}, " discord : 6 ": {"fail"}}})
+	h := newHarness(t, Options{Tools: ToolOptions{PerChat: map[string][]string{"Telegram:5": {"echo"}, " discord : 6 ": {"fail"}}}})
 	tests := []struct {
 		chat        chat.Ref
 		tool        string

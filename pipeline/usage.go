@@ -3,11 +3,10 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
-	"relaybot/adapters"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -31,45 +30,46 @@ func monthStart(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }
 
-// usageCommand answers /usage (the sender's tokens and cost today and this month, on this
+// usage answers /usage (the sender's tokens and cost today and this month, on this
 // platform) and, for admins, /usage all (everyone's, with the top users and chats).
-func (p *Pipeline) usageCommand(ctx context.Context, in adapters.Inbound, args string, out adapters.Responder, log *slog.Logger) {
-	if p.opts.Usage == nil {
-		p.notice(out, "Usage is not available in this server.", log)
+func (c *commands) usage(r *request) {
+	ctx, in, args, out, log := r.ctx, r.in, r.in.Args, r.out, r.log
+	if c.opts.Usage == nil {
+		c.say(out, "Usage is not available in this server.", log)
 		return
 	}
 	all := strings.EqualFold(strings.TrimSpace(args), "all")
-	if all && !p.access.isAdmin(in) {
-		p.notice(out, "Only bot admins can use /usage all.", log)
+	if all && !c.access.isAdmin(in) {
+		c.say(out, "Only bot admins can use /usage all.", log)
 		return
 	}
 	if !all && strings.TrimSpace(args) != "" {
-		p.notice(out, "Usage: /usage, or /usage all for admins.", log)
+		c.say(out, "Usage: /usage, or /usage all for admins.", log)
 		return
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
-	now := p.opts.Now()
+	now := c.opts.Now()
 	f := store.UsageFilter{Since: monthStart(now)}
 	if !all {
 		f.Platform, f.UserID = string(in.Chat.Platform), in.UserID
 	}
-	month, err := p.opts.Usage.Usage(qctx, f)
+	month, err := c.opts.Usage.Usage(qctx, f)
 	if err == nil {
 		f.Since = dayStart(now)
 		var day []store.UsageRow
-		if day, err = p.opts.Usage.Usage(qctx, f); err == nil {
-			p.notice(out, formatUsage(day, month, all, p.opts.Prices), log)
+		if day, err = c.opts.Usage.Usage(qctx, f); err == nil {
+			c.say(out, formatUsage(day, month, all, c.opts.Models.Prices), log)
 			return
 		}
 	}
 	log.Error("pipeline: /usage query failed", "err", err)
-	p.notice(out, "Usage could not be read: "+err.Error(), log)
+	c.say(out, "Usage could not be read: "+err.Error(), log)
 }
 
 // formatUsage renders the totals of today and this month (UTC), and for /usage all the month's
 // top users, chats and models.
-func formatUsage(day, month []store.UsageRow, all bool, prices map[string]store.Price) string {
+func formatUsage(day, month []store.UsageRow, all bool, prices map[string]chat.Price) string {
 	var b strings.Builder
 	who := "Your usage"
 	if all {
@@ -91,7 +91,7 @@ func formatUsage(day, month []store.UsageRow, all bool, prices map[string]store.
 	return b.String()
 }
 
-func total(rows []store.UsageRow, prices map[string]store.Price) store.UsageTotal {
+func total(rows []store.UsageRow, prices map[string]chat.Price) store.UsageTotal {
 	if t := store.RollUp(rows, store.ByAll, prices); len(t) > 0 {
 		return t[0]
 	}

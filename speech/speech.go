@@ -155,7 +155,7 @@ func (c *Client) Transcribe(ctx context.Context, a Audio) (text string, calls []
 		if err == nil {
 			call.Status = agent.StatusOK
 			call.FinishReason = "stop"
-			c.observe(call)
+			c.observe(ctx, call)
 			return strings.TrimSpace(res.Text), append(calls, call), nil
 		}
 		kind := agent.ErrorKindOf(err)
@@ -165,7 +165,7 @@ func (c *Client) Transcribe(ctx context.Context, a Audio) (text string, calls []
 			call.Status = agent.StatusCancelled
 		}
 		calls = append(calls, call)
-		c.observe(call)
+		c.observe(ctx, call)
 		if ctx.Err() != nil || !kind.MovesOn() {
 			return "", calls, err
 		}
@@ -219,18 +219,18 @@ func (c *Client) Speak(ctx context.Context, text string) ([]byte, agent.LLMCall,
 		if ctx.Err() != nil {
 			call.Status = agent.StatusCancelled
 		}
-		c.observe(call)
+		c.observe(ctx, call)
 		return nil, call, call.Err
 	}
 	call.Status, call.FinishReason = agent.StatusOK, "stop"
-	c.observe(call)
+	c.observe(ctx, call)
 	// The spoken answer's length is not transcribed audio: it is not priced per minute.
 	return data, call, nil
 }
 
-func (c *Client) observe(call agent.LLMCall) {
+func (c *Client) observe(ctx context.Context, call agent.LLMCall) {
 	if c.obs != nil {
-		c.obs.ModelCallFinished(call)
+		c.obs.ModelCallFinished(ctx, call)
 	}
 }
 

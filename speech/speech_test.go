@@ -95,4 +95,6 @@ func TestSpeakReturnsOggOpus(t *testing.T) {
 // observed is an agent.Observer that keeps the calls it hears of.
 type observed struct{ calls []agent.LLMCall }
 
-func (o *observed) ModelCallFinished(c agent.LLMCall) { o.calls = append(o.calls, c) }
+func (o *observed) ModelCallFinished(_ context.Context, c agent.LLMCall) {
+	o.calls = append(o.calls, c)
+}

@@ -241,7 +241,7 @@ func finishAudit(tx *gorm.DB, r *audit.Record) (bool, error) {
 	return res.RowsAffected == 1, res.Error
 }
 
-// insertChunk is the most audit rows one INSERT carries (24 parameters each).
+// insertChunk is the most audit rows one INSERT carries (25 parameters each).
 const insertChunk = 256
 
 // decidedAt is the decided_at of r's row: NULL until an approval is decided.

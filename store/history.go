@@ -14,7 +14,7 @@ func (s *Store) History(ctx context.Context, conversationID int64, rounds int) (
 		return nil, nil
 	}
 	last := s.r.Model(&turnRow{}).Select("id").
-		Where("conversation_id = ? AND status NOT IN ?", conversationID, []string{TurnRunning, TurnRetried}).
+		Where("conversation_id = ? AND status NOT IN ?", conversationID, []string{string(TurnRunning), string(TurnRetried)}).
 		Order("id DESC").Limit(rounds)
 	var rows []messageRow
 	err := s.r.WithContext(ctx).Where("turn_id IN (?)", last).Order("turn_id, seq").Find(&rows).Error

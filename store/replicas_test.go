@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"os"
 	"relaybot/audit"
 	"relaybot/chat"
 	"testing"
@@ -26,15 +25,12 @@ func register(t *testing.T, s *Store, id string, live bool) {
 // first is running (before, it marked it interrupted and the first replica's answer was lost with
 // "turn is already interrupted"), and must end the turns of a replica whose lease expired.
 func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
-	if os.Getenv(pgEnv) == "" {
-		t.Skipf("PostgreSQL not tested: set %s", pgEnv)
-	}
 	ctx := context.Background()
 	opts := testOptions(t, DriverPostgres)
 	cases := []struct {
 		name      string
 		live      bool
-		wantAfter string
+		wantAfter chat.TurnStatus
 	}{
 		{"a live replica's turn keeps running and finishes", true, TurnOK},
 		{"a dead replica's turn is reclaimed", false, TurnInterrupted},

@@ -29,7 +29,7 @@ func (s *Store) Rounds(ctx context.Context, conversationID, afterTurnID int64, l
 	}
 	var turns []turnRow
 	err := s.r.WithContext(ctx).
-		Where("conversation_id = ? AND id > ? AND status NOT IN ?", conversationID, afterTurnID, []string{TurnRunning, TurnRetried}).
+		Where("conversation_id = ? AND id > ? AND status NOT IN ?", conversationID, afterTurnID, []string{string(TurnRunning), string(TurnRetried)}).
 		Order("id DESC").Limit(limit).Find(&turns).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
@@ -112,7 +112,7 @@ func (s *Store) RetryLastTurn(ctx context.Context, conversationID int64) (Messag
 	var msg Message
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var t turnRow
-		err := tx.Where("conversation_id = ? AND status NOT IN ?", conversationID, []string{TurnRunning, TurnRetried}).
+		err := tx.Where("conversation_id = ? AND status NOT IN ?", conversationID, []string{string(TurnRunning), string(TurnRetried)}).
 			Order("id DESC").Take(&t).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return ErrNothingToRetry
@@ -146,7 +146,7 @@ func (s *Store) RetryLastTurn(ctx context.Context, conversationID int64) (Messag
 // it is.
 func (s *Store) SupersedeTurn(ctx context.Context, turnID int64) (bool, error) {
 	res := s.w.WithContext(ctx).Model(&turnRow{}).
-		Where("id = ? AND status IN ?", turnID, []string{TurnInterrupted, TurnRunning}).
+		Where("id = ? AND status IN ?", turnID, []string{string(TurnInterrupted), string(TurnRunning)}).
 		Update("status", TurnRetried)
 	if res.Error != nil {
 		return false, fmt.Errorf("store: supersede turn %d: %w", turnID, res.Error)

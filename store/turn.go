@@ -5,35 +5,36 @@ import (
 	"encoding/json"
 	"fmt"
 	"relaybot/audit"
+	"relaybot/chat"
 	"sync"
 	"time"
 
 	"gorm.io/gorm"
 )
 
-// Roles of messages.
+// Roles of messages: chat.Roles, named here for the store's callers.
 const (
-	RoleSystem    = "system"
-	RoleUser      = "user"
-	RoleAssistant = "assistant"
-	RoleTool      = "tool"
+	RoleSystem    = chat.RoleSystem
+	RoleUser      = chat.RoleUser
+	RoleAssistant = chat.RoleAssistant
+	RoleTool      = chat.RoleTool
 )
 
-// Turn statuses.
+// Turn statuses: chat.TurnStatuses, named here for the store's callers.
 const (
-	TurnRunning     = "running"
-	TurnOK          = "ok"
-	TurnError       = "error"
-	TurnCancelled   = "cancelled"
-	TurnInterrupted = "interrupted"
+	TurnRunning     = chat.TurnRunning
+	TurnOK          = chat.TurnOK
+	TurnError       = chat.TurnError
+	TurnCancelled   = chat.TurnCancelled
+	TurnInterrupted = chat.TurnInterrupted
 	// TurnRetried: the turn was answered again (/retry); it stays in the audit trail but leaves
 	// the history.
-	TurnRetried = "retried"
+	TurnRetried = chat.TurnRetried
 )
 
 // Message is one message of a conversation as the model sees it.
 type Message struct {
-	Role    string // RoleUser, RoleAssistant, RoleTool (RoleSystem is not stored by the pipeline)
+	Role    chat.Role // RoleUser, RoleAssistant, RoleTool (RoleSystem is not stored by the pipeline)
 	Content string
 	// Name is the sender's name for user messages, the tool's name for tool messages.
 	Name string
@@ -76,7 +77,7 @@ type TurnStart struct {
 type TurnEnd struct {
 	TurnID int64
 	// Status is TurnOK, TurnError, TurnCancelled or TurnInterrupted.
-	Status    string
+	Status    chat.TurnStatus
 	Model     string
 	Rounds    int
 	TokensIn  int
@@ -87,6 +88,29 @@ type TurnEnd struct {
 	Messages []Message
 	// LLMCalls are the model calls of the turn, fallbacks included, in order.
 	LLMCalls []LLMCall
+	// TraceID is the turn's OpenTelemetry trace id (32 hex digits); empty when not traced.
+	TraceID string
+	// Deliveries are the platform requests of the turn's reply, in order (at most
+	// MaxDeliveries are kept).
+	Deliveries []Delivery
+}
+
+// MaxDeliveries is the most deliveries a turn row keeps; a reply streamed by more edits keeps
+// its first ones and the last (the final text).
+const MaxDeliveries = 256
+
+// Delivery is one platform request of a turn's reply, for the turn's timeline.
+type Delivery struct {
+	// Kind is the delivery engine's event: send, edit, files, draft, not_modified,
+	// rate_limited, retry, fallback or failed.
+	Kind string `json:"kind"`
+	// At is when the request ended; TookMS how long it ran (0 when not measured); WaitMS the
+	// wait a 429 asked for, from At on.
+	At     time.Time `json:"at"`
+	TookMS int64     `json:"took_ms,omitempty"`
+	WaitMS int64     `json:"wait_ms,omitempty"`
+	// Final is set on the requests that carried the final text.
+	Final bool `json:"final,omitempty"`
 }
 
 // LLMCall is one call to a model candidate.
@@ -118,13 +142,14 @@ type Turn struct {
 	UserName         string
 	InboundMessageID string
 	Model            string
-	Status           string
+	Status           chat.TurnStatus
 	Rounds           int
 	TokensIn         int
 	TokensOut        int
 	Error            string
 	StartedAt        time.Time
 	FinishedAt       time.Time // zero while running
+	TraceID          string    // empty when the turn was not traced
 }
 
 type turnRow struct {
@@ -134,7 +159,7 @@ type turnRow struct {
 	UserName         string
 	InboundMessageID string
 	Model            string
-	Status           string
+	Status           chat.TurnStatus
 	Rounds           int
 	TokensIn         int
 	TokensOut        int
@@ -142,6 +167,8 @@ type turnRow struct {
 	StartedAt        time.Time
 	FinishedAt       *time.Time
 	InstanceID       string
+	TraceID          string
+	Deliveries       string // JSON list of Delivery
 }
 
 func (turnRow) TableName() string { return "turns" }
@@ -152,12 +179,15 @@ func (turnRow) TableName() string { return "turns" }
 const turnColumns = "id, conversation_id, user_id, user_name, inbound_message_id, model, status, " +
 	"rounds, tokens_in, tokens_out, error, started_at, finished_at"
 
+// tracedTurnColumns add the trace id (migration 16) to turnColumns, for the readers of one turn.
+const tracedTurnColumns = turnColumns + ", trace_id"
+
 type messageRow struct {
 	ID             int64 `gorm:"primaryKey"`
 	ConversationID int64
 	TurnID         int64
 	Seq            int
-	Role           string
+	Role           chat.Role
 	Content        string
 	Name           string
 	Reasoning      string
@@ -302,14 +332,19 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 			TokensIn: c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: dbTime(started),
 			AudioMs: c.Audio.Milliseconds()})
 	}
+	deliveries, err := deliveriesJSON(e.Deliveries)
+	if err != nil {
+		return fmt.Errorf("store: finish turn %d: %w", e.TurnID, err)
+	}
 	conv, started := s.started.take(e.TurnID)
-	err := s.turns.do(ctx, func(tx *gorm.DB) error {
+	err = s.turns.do(ctx, func(tx *gorm.DB) error {
 		// Closing the turn first, only while it runs, is the check that it still runs (a
 		// replica's Recover may have ended it) without reading it; on any error the savepoint
 		// rolls the close back with the rest.
 		res := tx.Model(&turnRow{}).Where("id = ? AND status = ?", e.TurnID, TurnRunning).Updates(map[string]any{
 			"status": e.Status, "model": e.Model, "rounds": e.Rounds, "tokens_in": e.TokensIn,
 			"tokens_out": e.TokensOut, "error": e.Error, "finished_at": at,
+			"trace_id": e.TraceID, "deliveries": deliveries,
 		})
 		if res.Error != nil {
 			return res.Error
@@ -361,7 +396,7 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 // Turn returns one turn.
 func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
 	var row turnRow
-	err := s.r.WithContext(ctx).Select(turnColumns).Take(&row, id).Error
+	err := s.r.WithContext(ctx).Select(tracedTurnColumns).Take(&row, id).Error
 	if err == gorm.ErrRecordNotFound {
 		return Turn{}, fmt.Errorf("store: turn %d: %w", id, ErrNotFound)
 	}
@@ -375,7 +410,7 @@ func (row turnRow) public() Turn {
 	t := Turn{ID: row.ID, ConversationID: row.ConversationID, UserID: row.UserID,
 		UserName: row.UserName, InboundMessageID: row.InboundMessageID, Model: row.Model,
 		Status: row.Status, Rounds: row.Rounds, TokensIn: row.TokensIn, TokensOut: row.TokensOut,
-		Error: row.Error, StartedAt: row.StartedAt.UTC()}
+		Error: row.Error, StartedAt: row.StartedAt.UTC(), TraceID: row.TraceID}
 	if row.FinishedAt != nil {
 		t.FinishedAt = row.FinishedAt.UTC()
 	}

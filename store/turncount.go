@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"relaybot/chat"
 	"time"
 
 	"gorm.io/gorm"
@@ -12,15 +13,12 @@ import (
 type TurnFilter struct {
 	Since, Until time.Time // started_at >= Since and < Until
 	// Status is TurnRunning, TurnOK, TurnError, TurnCancelled or TurnInterrupted.
-	Status string
+	Status chat.TurnStatus
 }
 
 func (f TurnFilter) validate() error {
-	switch f.Status {
-	case "", TurnRunning, TurnOK, TurnError, TurnCancelled, TurnInterrupted:
-	default:
-		return fmt.Errorf("unknown turn status %q (want %s, %s, %s, %s or %s)", f.Status,
-			TurnRunning, TurnOK, TurnError, TurnCancelled, TurnInterrupted)
+	if f.Status != "" && !f.Status.Valid() {
+		return fmt.Errorf("unknown turn status %q (want one of %v)", f.Status, chat.TurnStatuses)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return fmt.Errorf("since %s is not before until %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))

@@ -17,7 +17,7 @@ func TestCountTurns(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ids []int64
-		for _, status := range []string{TurnOK, TurnOK, TurnError, TurnOK, TurnCancelled, TurnRunning} {
+		for _, status := range []chat.TurnStatus{TurnOK, TurnOK, TurnError, TurnOK, TurnCancelled, TurnRunning} {
 			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "q"}})
 			if err != nil {
 				t.Fatal(err)
@@ -47,12 +47,12 @@ func TestCountTurns(t *testing.T) {
 			want   int
 			counts map[string]int
 		}{
-			{"all", TurnFilter{}, 6, map[string]int{TurnOK: 3, TurnError: 1, TurnCancelled: 1, TurnRunning: 1}},
-			{"ok", TurnFilter{Status: TurnOK}, 3, map[string]int{TurnOK: 3}},
+			{"all", TurnFilter{}, 6, map[string]int{"ok": 3, "error": 1, "cancelled": 1, "running": 1}},
+			{"ok", TurnFilter{Status: TurnOK}, 3, map[string]int{"ok": 3}},
 			{"interrupted (none)", TurnFilter{Status: TurnInterrupted}, 0, map[string]int{}},
-			{"since", TurnFilter{Since: mid.StartedAt}, 3, map[string]int{TurnOK: 1, TurnCancelled: 1, TurnRunning: 1}},
-			{"until", TurnFilter{Until: mid.StartedAt}, 3, map[string]int{TurnOK: 2, TurnError: 1}},
-			{"since and status", TurnFilter{Since: mid.StartedAt, Status: TurnOK}, 1, map[string]int{TurnOK: 1}},
+			{"since", TurnFilter{Since: mid.StartedAt}, 3, map[string]int{string(TurnOK): 1, string(TurnCancelled): 1, string(TurnRunning): 1}},
+			{"until", TurnFilter{Until: mid.StartedAt}, 3, map[string]int{string(TurnOK): 2, string(TurnError): 1}},
+			{"since and status", TurnFilter{Since: mid.StartedAt, Status: TurnOK}, 1, map[string]int{string(TurnOK): 1}},
 			{"future", TurnFilter{Since: time.Now().Add(time.Hour)}, 0, map[string]int{}},
 		}
 		for _, tc := range tests {

@@ -12,13 +12,14 @@ import (
 	"unicode/utf8"
 )
 
-// How an approval question ended, as the audit row keeps it (Record.Decision).
+// How an approval question ended, as the audit row keeps it (audit.Record.Decision): the values
+// of audit.Decisions, named here for the tools that answer approvals.
 const (
-	DecisionApproved  = "approved"
-	DecisionDenied    = "denied"
-	DecisionAlways    = "always"    // approved, and not asked again for this tool in this chat
-	DecisionTimeout   = "timeout"   // nobody answered in time: denied
-	DecisionCancelled = "cancelled" // the turn ended first (/stop, shutdown, restart): denied
+	DecisionApproved  = audit.DecisionApproved
+	DecisionDenied    = audit.DecisionDenied
+	DecisionAlways    = audit.DecisionAlways
+	DecisionTimeout   = audit.DecisionTimeout
+	DecisionCancelled = audit.DecisionCancelled
 )
 
 // ApprovalRequest is the question an ask rule puts to the chat before a call runs.
@@ -36,14 +37,14 @@ type ApprovalRequest struct {
 // Approval is the chat's answer to an ApprovalRequest.
 type Approval struct {
 	// Decision is DecisionApproved, DecisionAlways, DecisionDenied or DecisionTimeout.
-	Decision string
+	Decision audit.Decision
 	// By names who decided (their name or id as the platform gives it); empty on a timeout.
 	By string
 	At time.Time
 }
 
 func (a Approval) approved() bool {
-	return a.Decision == DecisionApproved || a.Decision == DecisionAlways
+	return a.Decision.Approved()
 }
 
 // Approver asks the chat whether a call may run. Approve blocks until someone allowed to answer

@@ -59,7 +59,7 @@ func TestAskRuleWaitsForTheChatsAnswer(t *testing.T) {
 		wantRun      bool
 		wantStatus   audit.Status
 		wantContent  string
-		wantDecision string
+		wantDecision audit.Decision
 		wantApprover string
 	}{
 		{"approved", &tools.Approval{Decision: tools.DecisionApproved, By: "alice", At: at}, false, true, audit.StatusOK, "sent", tools.DecisionApproved, "alice"},

@@ -9,6 +9,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,17 +32,32 @@ type ManagerOptions struct {
 	// Policy decides which tools each turn is offered and which calls need an approval; nil
 	// allows every tool (the allow-lists and AdminOnly still apply).
 	Policy *Policy
+	// MaxFileBytes caps one file a tool returns; larger ones are left out of the reply (and
+	// the model and the user are told). 0 means DefaultMaxFileBytes.
+	MaxFileBytes int64
+	// MaxFilesPerTurn caps the files the tools of one turn return, over all its rounds; later
+	// ones are left out likewise. 0 means DefaultMaxFilesPerTurn.
+	MaxFilesPerTurn int
 }
+
+// Defaults of the file caps: 10 MiB is what every platform takes from a bot (Discord's limit
+// without a boosted server), and ten files fill one Discord message.
+const (
+	DefaultMaxFileBytes    = 10 << 20
+	DefaultMaxFilesPerTurn = 10
+)
 
 // Manager offers the tools of its loaders to the agent, runs the calls in dispatch order
 // (native → plugin → MCP → skill) and reports each call to a Recorder. It is safe for
 // concurrent use.
 type Manager struct {
-	loaders []Loader // in dispatch order
-	rec     Recorder
-	maxRes  int
-	log     *slog.Logger
-	policy  *Policy
+	loaders  []Loader // in dispatch order
+	rec      Recorder
+	maxRes   int
+	maxFile  int64
+	maxFiles int
+	log      *slog.Logger
+	policy   *Policy
 
 	mu     sync.Mutex
 	warned map[string]bool // collisions already logged, so a warning appears once, not every turn
@@ -81,6 +97,13 @@ func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, 
 	}
 	if m.maxRes == 0 {
 		m.maxRes = DefaultResultMaxChars
+	}
+	m.maxFile, m.maxFiles = opts.MaxFileBytes, opts.MaxFilesPerTurn
+	if m.maxFile <= 0 {
+		m.maxFile = DefaultMaxFileBytes
+	}
+	if m.maxFiles <= 0 {
+		m.maxFiles = DefaultMaxFilesPerTurn
 	}
 	if m.log == nil {
 		m.log = slog.Default()
@@ -158,6 +181,9 @@ type Turn struct {
 	decisions map[string]Decision
 	specs     []Spec
 	approver  Approver
+
+	filesMu sync.Mutex
+	files   int // files kept for the reply so far, against MaxFilesPerTurn
 }
 
 // ForTurn lists the tools available now and returns the ones offered in a turn: those allowed
@@ -207,6 +233,9 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == ActionAsk
 	}
 	t.m.start(ctx, rec)
+	if cc, ok := t.m.rec.(CallContexter); ok {
+		ctx = cc.CallContext(ctx, rec)
+	}
 
 	out := t.run(ctx, rec, call.Name, args, known, e)
 
@@ -214,7 +243,8 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 	rec.Status = out.Status
 	rec.Duration = out.Duration
 	rec.FinishedAt = rec.StartedAt.Add(out.Duration)
-	note := filesNote(out.Files)
+	out.Files, out.FilesLeftOut = t.capFiles(call.Name, out.Files)
+	note := withNote(filesNote(out.Files), leftOutNote(out.FilesLeftOut))
 	if out.Err != nil {
 		rec.Error = Truncate(RedactJSONText(out.Err.Error()), AuditMaxChars)
 		out.Content = Truncate(out.Content, t.m.maxRes)
@@ -295,7 +325,7 @@ func (t *Turn) run(ctx context.Context, rec *audit.Record, name, args string, kn
 			return Failed(audit.StatusDenied, err)
 		}
 	}
-	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info})
+	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info, Server: e.spec.Server})
 	switch {
 	case err == nil:
 		return Outcome{Content: res.Text, Files: res.Files, Status: audit.StatusOK}
@@ -366,6 +396,64 @@ func withNote(s, note string) string {
 }
 
 // filesNote tells the model about files a tool produced: "[1 image attached to the reply: chart.png]".
+// capFiles keeps the files of a call that fit the caps and says which were left out.
+func (t *Turn) capFiles(tool string, files []chat.File) ([]chat.File, string) {
+	if len(files) == 0 {
+		return files, ""
+	}
+	t.filesMu.Lock()
+	defer t.filesMu.Unlock()
+	kept := files[:0:0]
+	var out []string
+	for _, f := range files {
+		name := f.Name
+		if name == "" {
+			name = "unnamed"
+		}
+		switch {
+		case int64(len(f.Data)) > t.m.maxFile:
+			out = append(out, fmt.Sprintf("%s (%s; at most %s a file)", name, byteSize(int64(len(f.Data))), byteSize(t.m.maxFile)))
+		case t.files >= t.m.maxFiles:
+			unit := "files"
+			if t.m.maxFiles == 1 {
+				unit = "file"
+			}
+			out = append(out, fmt.Sprintf("%s (at most %d %s an answer)", name, t.m.maxFiles, unit))
+		default:
+			t.files++
+			kept = append(kept, f)
+		}
+	}
+	if len(out) == 0 {
+		return kept, ""
+	}
+	what := "file"
+	if len(out) > 1 {
+		what = "files"
+	}
+	return kept, fmt.Sprintf("%d %s from %s left out: %s.", len(out), what, tool, strings.Join(out, ", "))
+}
+
+// leftOutNote tells the model which files were left out, so it does not promise them.
+func leftOutNote(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "[" + s + " They do not reach the user.]"
+}
+
+// byteSize renders n bytes for people: "31.2 MB", "512 KB".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MB"
+	case n >= 1<<10:
+		return strconv.FormatInt(n>>10, 10) + " KB"
+	default:
+		return strconv.FormatInt(n, 10) + " bytes"
+	}
+}
+
 func filesNote(files []chat.File) string {
 	if len(files) == 0 {
 		return ""

@@ -541,6 +541,42 @@ func TestFiles(t *testing.T) {
 	}
 }
 
+// TestFilesOverTheCapsAreLeftOutAndSaidSo: a tool cannot flood the reply with files; what is
+// left out is named to the model, to the user and in the audit row.
+func TestFilesOverTheCapsAreLeftOutAndSaidSo(t *testing.T) {
+	f := newFixture(t, tools.ManagerOptions{MaxFileBytes: 10, MaxFilesPerTurn: 2}, nil)
+	f.mcp.add("many", func(context.Context, tools.Invocation) (tools.Result, error) {
+		return tools.Result{Text: "ok", Files: []chat.File{{Name: "a.txt", Data: []byte("a")}, {Name: "b.txt", Data: []byte("b")}, {Name: "c.txt", Data: []byte("c")}}}, nil
+	})
+	f.mcp.add("huge", func(context.Context, tools.Invocation) (tools.Result, error) {
+		return tools.Result{Text: "ok", Files: []chat.File{{Name: "big.bin", Data: make([]byte, 11)}}}, nil
+	})
+	tests := []struct {
+		tool     string
+		kept     int
+		leftOut  string
+		contains string
+	}{
+		{"huge", 0, "1 file from huge left out: big.bin (11 bytes; at most 10 bytes a file).", "[1 file from huge left out"},
+		{"many", 2, "1 file from many left out: c.txt (at most 2 files an answer).", "[2 files attached to the reply: a.txt, b.txt]"},
+		{"many", 0, "3 files from many left out: a.txt (at most 2 files an answer), b.txt (at most 2 files an answer), c.txt (at most 2 files an answer).", "They do not reach the user."},
+	}
+	turn := f.m.ForTurn(tools.TurnInfo{}, nil)
+	for i, tc := range tests {
+		f.rec.Reset()
+		out := turn.Execute(context.Background(), tools.Call{ID: fmt.Sprint(i), Name: tc.tool})
+		if len(out.Files) != tc.kept || out.FilesLeftOut != tc.leftOut {
+			t.Errorf("call %d (%s): %d files kept, left out %q; want %d and %q", i, tc.tool, len(out.Files), out.FilesLeftOut, tc.kept, tc.leftOut)
+		}
+		if !strings.Contains(out.Content, tc.contains) {
+			t.Errorf("call %d (%s): the model is told %q, want it to contain %q", i, tc.tool, out.Content, tc.contains)
+		}
+		if r := f.rec.Records()[0]; !strings.Contains(r.Result, "left out") {
+			t.Errorf("call %d (%s): audited result %q does not say what was left out", i, tc.tool, r.Result)
+		}
+	}
+}
+
 // failingRecorder fails every call, as a database that is down would.
 type failingRecorder struct{}
 

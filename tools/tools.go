@@ -53,6 +53,9 @@ type Invocation struct {
 	Arguments json.RawMessage // a JSON object; "{}" when the model sent none
 	// Turn carries who asked, for tools that care (admin-only tools, the audit_query plugin).
 	Turn TurnInfo
+	// Server is the MCP server whose tool the turn offered and its policy judged (Spec.Server);
+	// the call runs there or not at all. Empty for the other sources.
+	Server string
 }
 
 // Errors loaders report.
@@ -101,6 +104,10 @@ type Outcome struct {
 	// NotRun is set on a call that never reached its tool (Turn.Skip, NotRun).
 	NotRun   bool
 	Duration time.Duration
+	// FilesLeftOut says, in one sentence for the user, which files the call returned that do not
+	// go out with the reply (over ManagerOptions.MaxFileBytes or MaxFilesPerTurn); empty when
+	// none. The model's Content says it too.
+	FilesLeftOut string
 }
 
 // Recorder keeps audit records. Start must make the row durable before it returns; Finish
@@ -108,4 +115,11 @@ type Outcome struct {
 type Recorder interface {
 	Start(ctx context.Context, r *audit.Record) error
 	Finish(ctx context.Context, r *audit.Record) error
+}
+
+// CallContexter is a Recorder that also gives each call the context it runs in: after Start,
+// the Manager runs the tool (its approval, its loader) in CallContext(ctx, r), so what Start
+// opened for r (a trace span) is the parent of what the tool does. It must not block.
+type CallContexter interface {
+	CallContext(ctx context.Context, r *audit.Record) context.Context
 }

@@ -3,7 +3,9 @@
 // (per chat, per group, global), coalesces previews to the newest text, puts final messages
 // ahead of previews, rides out 429s, retries temporary failures, and splits long final answers
 // into as many messages as the platform's length limit needs, so the final text always arrives
-// whole, once and in order.
+// whole, once and in order. The adapters' other requests (questions with buttons, answers to
+// presses and commands) go through the same budgets and retry stage with Engine.Do: no
+// platform request retries a 429 anywhere else.
 package delivery
 
 import (
@@ -102,9 +104,11 @@ const (
 	EventFailed                       // a request failed for good
 	EventTyping                       // a typing indicator was shown
 	EventDraft                        // a draft was shown (adapters.Drafter)
+	// EventInteraction: a user's press or command was answered (Engine.Do, ClassInteraction).
+	EventInteraction
 )
 
-var eventNames = [...]string{"send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed", "typing", "draft"}
+var eventNames = [...]string{"send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed", "typing", "draft", "interaction"}
 
 // String returns the event's metric name ("send", "edit", "rate_limited", ...).
 func (k EventKind) String() string {
@@ -121,12 +125,18 @@ type Event struct {
 	Final      bool          // the request carried final text (not a preview)
 	RetryAfter time.Duration // for EventRateLimited
 	Err        error         // for EventRetry, EventFailed, EventFallback
+	// At is when the request ended (when the engine saw its outcome); Took how long the request
+	// itself ran, zero when unknown (a 429's wait is RetryAfter, from At on).
+	At   time.Time
+	Took time.Duration
 }
 
 // Observer receives delivery events. Observe is called synchronously from delivery goroutines
-// and must not block.
+// and must not block. ctx is the context the reply was started with (Engine.NewReply): the
+// turn's, with what the turn's observers put in it (a trace span); context.Background for a
+// request of no reply.
 type Observer interface {
-	Observe(Event)
+	Observe(ctx context.Context, e Event)
 }
 
 // Engine delivers every reply of one platform connection through one shared scheduler.
@@ -239,10 +249,18 @@ func (e *Engine) hold() bool {
 	return true
 }
 
-func (e *Engine) observe(ev Event) {
+func (e *Engine) observe(ctx context.Context, ev Event) {
 	if e.opts.Observer != nil {
-		e.opts.Observer.Observe(ev)
+		if ev.At.IsZero() {
+			ev.At = time.Now()
+		}
+		e.opts.Observer.Observe(ctx, ev)
 	}
+}
+
+// observe reports an event of the reply's requests, with the reply's context.
+func (r *Reply) observe(ev Event) {
+	r.e.observe(r.ctx, ev)
 }
 
 // refuseDrafts turns drafts off for the engine's life after the platform refused one; said once.
@@ -267,18 +285,15 @@ func (e *Engine) richRefused(chat chat.Ref) bool {
 
 // backoff waits before retry number attempt (1-based); false when ctx or the engine ended first.
 func (e *Engine) backoff(ctx context.Context, attempt int) bool {
+	return e.sleep(ctx, e.backoffDelay(attempt)) == nil
+}
+
+// backoffDelay is the wait before retry number attempt (1-based): Retry.BaseDelay, doubled for
+// each retry before, at most Retry.MaxDelay.
+func (e *Engine) backoffDelay(attempt int) time.Duration {
 	d := e.opts.Retry.BaseDelay << (attempt - 1)
 	if d > e.opts.Retry.MaxDelay || d <= 0 {
 		d = e.opts.Retry.MaxDelay
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-e.done:
-		return false
-	}
+	return d
 }

@@ -225,16 +225,7 @@ func (c *chatShares) reserve(ctx context.Context, k string, chat chat.Ref) error
 	if err != nil || wait <= 0 {
 		return err
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return ErrClosed
-	}
+	return sleepUntilDone(ctx, c.done, wait)
 }
 
 // watch hands chats over to shared pacing when another replica enters them and leaves the

@@ -4,23 +4,30 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/bwmarrin/discordgo"
 
 	"relaybot/adapters"
+	"relaybot/adapters/delivery"
+	"relaybot/chat"
 )
 
 // approvePrefix starts the custom_id of approval question buttons: "relaybot:approve:<id>:<choice>".
 const approvePrefix = "relaybot:approve:"
 
-var _ adapters.Asker = msgResponder{}
+var (
+	_ adapters.Asker             = msgResponder{}
+	_ adapters.QuestionMessenger = msgResponder{}
+)
 
 // Ask posts q with buttons and waits for an accepted press or the end of ctx.
 func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
-	a := r.a
-	// The question is open before it is posted: a press can arrive before the post's answer.
-	id, oq := a.questions.Open(r.chat, q, decide)
+	return adapters.Ask(ctx, &r.a.questions, r, r.chat, q, decide)
+}
+
+// PostQuestion posts q with a button per choice (the first green, the second red), answering
+// the message the responder answers, through the channel's budgets in the delivery engine.
+func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string, q adapters.Question) (string, error) {
 	var buttons []discordgo.MessageComponent
 	for i, ch := range q.Choices {
 		style := discordgo.SecondaryButton
@@ -32,54 +39,35 @@ func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 		}
 		buttons = append(buttons, discordgo.Button{Label: ch.Label, Style: style, CustomID: approvePrefix + id + ":" + ch.ID})
 	}
-	ch := channelOf(r.chat)
+	ch := channelOf(ref)
 	ms := &discordgo.MessageSend{Content: q.Text, AllowedMentions: noMentions(), Reference: reference(ch, r.replyTo),
 		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: buttons}}}
 	var m *discordgo.Message
-	err := a.waitRateLimit(ctx, func() error {
-		var err error
-		m, err = a.session.ChannelMessageSendComplex(ch, ms, a.reqOpts(ctx)...)
-		return classify("post approval question in channel "+ch, err)
-	})
+	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,
+		Run: func(ctx context.Context) error {
+			var err error
+			m, err = r.a.session.ChannelMessageSendComplex(ch, ms, r.a.reqOpts(ctx)...)
+			return classify("post approval question in channel "+ch, err)
+		}})
 	if err != nil {
-		a.questions.Drop(id)
-		return adapters.Answer{}, err
+		return "", err
 	}
-	a.questions.Posted(oq, m.ID)
-	ans, closed, err := a.questions.Wait(ctx, id, oq)
-	if !closed {
-		return ans, err
-	}
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	text := oq.Text + adapters.ClosedText
-	none := []discordgo.MessageComponent{}
-	me := &discordgo.MessageEdit{ID: a.questions.MessageOf(oq), Channel: ch, Content: &text, Components: &none, AllowedMentions: noMentions()}
-	if err := a.waitRateLimit(ectx, func() error {
-		_, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ectx)...)
-		return classify("close approval question", err)
-	}); err != nil {
-		a.log.Warn("discord: approval question not closed", "err", err)
-	}
-	return adapters.Answer{}, err
+	return m.ID, nil
 }
 
-// waitRateLimit runs fn, waiting out 429s until ctx ends: a question and its answer go outside
-// the delivery engine and must not be lost to a busy channel.
-func (a *Adapter) waitRateLimit(ctx context.Context, fn func() error) error {
-	for {
-		err := fn()
-		var rl *adapters.RateLimitError
-		if !errors.As(err, &rl) {
-			return err
-		}
-		t := time.NewTimer(rl.RetryAfter)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		}
+// EditQuestion sets the question's text and takes its buttons off, through the channel's
+// budgets in the delivery engine; a failure is logged.
+func (r msgResponder) EditQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
+	ch := channelOf(ref)
+	none := []discordgo.MessageComponent{}
+	me := &discordgo.MessageEdit{ID: messageID, Channel: ch, Content: &text, Components: &none, AllowedMentions: noMentions()}
+	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
+		Run: func(ctx context.Context) error {
+			_, err := r.a.session.ChannelMessageEditComplex(me, r.a.reqOpts(ctx)...)
+			return classify("close approval question", err)
+		}})
+	if err != nil && !errors.Is(err, adapters.ErrNotModified) {
+		r.a.log.Warn("discord: approval question not closed", "err", err)
 	}
 }
 

@@ -64,8 +64,10 @@ type Options struct {
 	// TriggerPrefix, when set, addresses the bot in guild channels by starting a message with
 	// it (besides mentioning the bot or replying to it).
 	TriggerPrefix string
-	// RegisterCommands registers /reset, /stop and /help as global application commands at start.
+	// RegisterCommands registers Commands as global application commands at start.
 	RegisterCommands bool
+	// Commands are the bot's commands (the pipeline's table), registered as slash commands.
+	Commands adapters.Commands
 	// MaxImageBytes caps each image a user sends; larger images are skipped. Default 10 MiB.
 	MaxImageBytes int
 	// Logger receives the adapter's logs; nil discards them.
@@ -147,17 +149,22 @@ func (m plainMessenger) Typing(ctx context.Context, chat chat.Ref) error {
 // StopButtonID is the custom_id of the Stop button on a streaming reply.
 const StopButtonID = "relaybot:stop"
 
-// commands are the application commands registered at start.
-func commands() []*discordgo.ApplicationCommand {
-	return []*discordgo.ApplicationCommand{
-		{Name: "reset", Description: "Forget this conversation and start over"},
-		{Name: "stop", Description: "Stop the answer being written"},
-		{Name: "help", Description: "How to talk to this bot"},
-		{Name: "usage", Description: "Your tokens and cost today and this month", Options: []*discordgo.ApplicationCommandOption{{
-			Type: discordgo.ApplicationCommandOptionString, Name: "scope", Description: "all: everyone's usage (bot admins only)",
-			Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "all", Value: "all"}},
-		}}},
+// applicationCommands are the bot's commands as Discord's application commands: each argument an
+// optional string option, offering its choices when it has some.
+func applicationCommands(cs adapters.Commands) []*discordgo.ApplicationCommand {
+	out := make([]*discordgo.ApplicationCommand, 0, len(cs))
+	for _, c := range cs {
+		ac := &discordgo.ApplicationCommand{Name: c.Name, Description: c.Description()}
+		for _, a := range c.Args {
+			o := &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionString, Name: a.Name, Description: a.Help}
+			for _, ch := range a.Choices {
+				o.Choices = append(o.Choices, &discordgo.ApplicationCommandOptionChoice{Name: ch, Value: ch})
+			}
+			ac.Options = append(ac.Options, o)
+		}
+		out = append(out, ac)
 	}
+	return out
 }
 
 // Adapter is one bot connection to Discord. It implements adapters.Messenger for the delivery
@@ -397,7 +404,7 @@ func (a *Adapter) registerCommands(ctx context.Context) error {
 	a.mu.Lock()
 	appID := a.appID
 	a.mu.Unlock()
-	_, err := a.session.ApplicationCommandBulkOverwrite(appID, "", commands(), a.reqOpts(ctx)...)
+	_, err := a.session.ApplicationCommandBulkOverwrite(appID, "", applicationCommands(a.opts.Commands), a.reqOpts(ctx)...)
 	return classify("registering application commands", err)
 }
 

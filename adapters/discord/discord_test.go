@@ -440,6 +440,23 @@ func TestEveryoneInModelTextPingsNoOne(t *testing.T) {
 	checkNoPings(t, hs.srv)
 }
 
+// TestLinksToAppSchemesAreShownAsText: a masked link Discord would open in another app
+// (tg://proxy) reaches the channel inert, a web link as written.
+func TestLinksToAppSchemesAreShownAsText(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000008"
+	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> links", MentionBot: true})
+	text := "[Verify](tg://proxy?server=evil.example) or [docs](https://example.com)"
+	if err := rc.out.NewReply(hs.ctx).Finish(hs.ctx, text, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "[Verify]（tg://proxy?server=evil.example) or [docs](https://example.com)"
+	if got := hs.srv.BotMessages(ch)[0].Content; got != want {
+		t.Errorf("text = %q, want %q", got, want)
+	}
+}
+
 func TestStopButtonReachesHandlerAsStop(t *testing.T) {
 	t.Parallel()
 	hs := start(t, nil, nil)
@@ -795,13 +812,7 @@ func TestProxyHTMLRateLimitIsWaitedOut(t *testing.T) {
 				}
 				t.Fatalf("channel shows %q, want the final text exactly once", got)
 			}
-			limited := 0
-			for _, c := range hs.srv.CallsTo(tc.route) {
-				if c.Status == 429 {
-					limited++
-				}
-			}
-			if limited != 1 {
+			if limited := limitedCalls(hs.srv, tc.route); limited != 1 {
 				t.Errorf("HTML 429s answered = %d, want 1", limited)
 			}
 		})

@@ -67,7 +67,7 @@ func startWith(t testing.TB, cfg dtk.Config, tweak func(*discord.Options), fn fu
 // for the gateway.
 func launch(t testing.TB, srv *dtk.Server, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
 	t.Helper()
-	opts := discord.Options{Token: srv.Token(), APIBase: srv.APIBase()}
+	opts := discord.Options{Token: srv.Token(), APIBase: srv.APIBase(), Commands: testCommands()}
 	if tweak != nil {
 		tweak(&opts)
 	}
@@ -176,6 +176,17 @@ func checkBudget(t testing.TB, srv *dtk.Server, channels ...string) {
 	}
 }
 
+// limitedCalls counts the 429s the server answered on routes.
+func limitedCalls(srv *dtk.Server, routes ...dtk.Route) int {
+	n := 0
+	for _, c := range srv.CallsTo(routes...) {
+		if c.Status == 429 {
+			n++
+		}
+	}
+	return n
+}
+
 // checkNoPings fails when any bot create or edit lacked allowed_mentions with an empty parse list.
 func checkNoPings(t testing.TB, srv *dtk.Server) {
 	t.Helper()
@@ -238,4 +249,16 @@ func prefix(s string, n int) string {
 		n = len(r)
 	}
 	return string(r[:n])
+}
+
+// testCommands is the command table the harness's adapters register (the bot's own comes from
+// the pipeline).
+func testCommands() adapters.Commands {
+	return adapters.Commands{
+		{Name: "reset", Who: adapters.Anyone, Help: "start a new conversation"},
+		{Name: "stop", Who: adapters.Anyone, Help: "cancel the answer in progress"},
+		{Name: "help", Who: adapters.Anyone, Help: "show this"},
+		{Name: "usage", Who: adapters.Anyone, Help: "your tokens and cost",
+			Args: []adapters.CommandArg{{Name: "scope", Help: "all: everyone's usage", Choices: []string{"all"}}}},
+	}
 }

@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -108,12 +107,27 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 func (a *Adapter) respond(ctx context.Context, i *discordgo.Interaction, typ discordgo.InteractionResponseType, data *discordgo.InteractionResponseData) bool {
 	cctx, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
-	err := a.session.InteractionRespond(i, &discordgo.InteractionResponse{Type: typ, Data: data}, a.reqOpts(cctx)...)
+	resp := &discordgo.InteractionResponse{Type: typ, Data: data}
+	err := a.answer(cctx, i, "answer interaction", func(opts []discordgo.RequestOption) error {
+		return a.session.InteractionRespond(i, resp, opts...)
+	})
 	if err != nil {
-		a.log.Warn("discord: interaction not answered", "interaction", i.ID, "err", classify("answer interaction", err))
+		a.log.Warn("discord: interaction not answered", "interaction", i.ID, "err", err)
 		return false
 	}
 	return true
+}
+
+// answer makes one request that answers interaction i (its callback, or an edit, follow-up or
+// removal of its response) through the delivery engine's retry stage, which waits out its 429s
+// and retries temporary failures. Discord counts these requests against the interaction's
+// token, neither the channel's budget nor the bot's global one: they take no place in the
+// engine's windows, so no preview or message queued there delays them (ClassInteraction), and
+// the first answer makes Discord's 3-second deadline however busy the channel is.
+func (a *Adapter) answer(ctx context.Context, i *discordgo.Interaction, what string, fn func([]discordgo.RequestOption) error) error {
+	return a.engine.Do(ctx, delivery.Request{Chat: chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
+		Class: delivery.ClassInteraction, Kind: delivery.EventInteraction,
+		Run: func(ctx context.Context) error { return classify(what, fn(a.reqOpts(ctx))) }})
 }
 
 // v2Text is the text of a Components V2 message (its container's text display).
@@ -148,10 +162,13 @@ func (a *Adapter) removeButtons(ctx context.Context, i *discordgo.Interaction) b
 		"type": discordgo.InteractionResponseUpdateMessage,
 		"data": map[string]any{"components": comps},
 	}
-	_, err := a.session.RequestWithBucketID("POST", discordgo.EndpointInteractionResponse(i.ID, i.Token), body,
-		discordgo.EndpointInteractionResponse(i.ID, ""), a.reqOpts(cctx)...)
+	err := a.answer(cctx, i, "answer button press", func(opts []discordgo.RequestOption) error {
+		_, err := a.session.RequestWithBucketID("POST", discordgo.EndpointInteractionResponse(i.ID, i.Token), body,
+			discordgo.EndpointInteractionResponse(i.ID, ""), opts...)
+		return err
+	})
 	if err != nil {
-		a.log.Warn("discord: stop button not removed", "interaction", i.ID, "err", classify("answer button press", err))
+		a.log.Warn("discord: stop button not removed", "interaction", i.ID, "err", err)
 		return false
 	}
 	return true
@@ -186,7 +203,7 @@ func (r *interactionResponder) Notice(ctx context.Context, text string) error {
 	for _, part := range delivery.Split(text, lim.MaxLen, lim.Unit) {
 		var err error
 		if !r.answered {
-			err = r.webhookCall(ctx, "fill in interaction response", func(opts []discordgo.RequestOption) error {
+			err = r.a.answer(ctx, r.i, "fill in interaction response", func(opts []discordgo.RequestOption) error {
 				_, err := r.a.session.InteractionResponseEdit(r.i, &discordgo.WebhookEdit{Content: &part, AllowedMentions: noMentions()}, opts...)
 				return err
 			})
@@ -194,7 +211,7 @@ func (r *interactionResponder) Notice(ctx context.Context, text string) error {
 				r.answered = true
 			}
 		} else {
-			err = r.webhookCall(ctx, "follow up interaction", func(opts []discordgo.RequestOption) error {
+			err = r.a.answer(ctx, r.i, "follow up interaction", func(opts []discordgo.RequestOption) error {
 				_, err := r.a.session.FollowupMessageCreate(r.i, true, &discordgo.WebhookParams{Content: part, AllowedMentions: noMentions()}, opts...)
 				return err
 			})
@@ -206,35 +223,6 @@ func (r *interactionResponder) Notice(ctx context.Context, text string) error {
 	return nil
 }
 
-// webhookCall runs one interaction webhook request, waiting out 429s and retrying temporary
-// failures a few times (these requests do not draw on the channel's message budget).
-func (r *interactionResponder) webhookCall(ctx context.Context, what string, fn func([]discordgo.RequestOption) error) error {
-	const attempts = 4
-	var err error
-	for n := 1; ; n++ {
-		err = classify(what, fn(r.a.reqOpts(ctx)))
-		if err == nil || n == attempts {
-			return err
-		}
-		wait := time.Duration(n) * 500 * time.Millisecond
-		var rl *adapters.RateLimitError
-		switch {
-		case errors.As(err, &rl):
-			wait = rl.RetryAfter
-		case errors.Is(err, adapters.ErrTemporary):
-		default:
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w (gave up waiting: %w)", err, ctx.Err())
-		}
-	}
-}
-
 // done removes the "thinking…" response of a command the handler did not answer.
 func (r *interactionResponder) done(ctx context.Context) {
 	r.mu.Lock()
@@ -244,7 +232,10 @@ func (r *interactionResponder) done(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := r.a.session.InteractionResponseDelete(r.i, r.a.reqOpts(cctx)...); err != nil {
-		r.a.log.Debug("discord: unanswered command response not removed", "interaction", r.i.ID, "err", classify("delete interaction response", err))
+	err := r.a.answer(cctx, r.i, "delete interaction response", func(opts []discordgo.RequestOption) error {
+		return r.a.session.InteractionResponseDelete(r.i, opts...)
+	})
+	if err != nil {
+		r.a.log.Debug("discord: unanswered command response not removed", "interaction", r.i.ID, "err", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"relaybot/adapters"
+	"relaybot/adapters/markdown"
 	"relaybot/chat"
 )
 
@@ -57,6 +58,7 @@ func reference(channelID, messageID string) *discordgo.MessageReference {
 // Send posts a new message (one REST request). With opts.Stoppable, a reply that is still
 // streaming gets a Stop button.
 func (a *Adapter) Send(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	text = markdown.Discord(text)
 	ch := channelOf(chat)
 	ms := &discordgo.MessageSend{Content: text, AllowedMentions: noMentions(), Reference: reference(ch, opts.ReplyTo)}
 	var sr *stopReply
@@ -100,6 +102,7 @@ func (a *Adapter) EditStreaming(ctx context.Context, msg adapters.MessageRef, te
 }
 
 func (a *Adapter) edit(ctx context.Context, msg adapters.MessageRef, text string, clear bool) error {
+	text = markdown.Discord(text)
 	ch := channelOf(msg.Chat)
 	me := &discordgo.MessageEdit{ID: msg.ID, Channel: ch, Content: &text, AllowedMentions: noMentions()}
 	if clear {
@@ -124,6 +127,7 @@ func (a *Adapter) edit(ctx context.Context, msg adapters.MessageRef, text string
 // up to 10 files, the message's earlier attachments are kept. Like Edit, the final edit of a
 // reply also removes its Stop button.
 func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, text string, files []chat.File) error {
+	text = markdown.Discord(text)
 	ch := channelOf(msg.Chat)
 	if len(files) == 0 || len(files) > maxFilesPerMessage {
 		return fmt.Errorf("discord: attach files to message %s in channel %s: %d files, want 1 to %d per message", msg.ID, ch, len(files), maxFilesPerMessage)
@@ -154,6 +158,7 @@ func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, te
 // SendFiles posts up to 10 files with an optional caption of up to 2,000 characters in one
 // message (one REST request).
 func (a *Adapter) SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	caption = markdown.Discord(caption)
 	ch := channelOf(chat)
 	if len(files) == 0 || len(files) > maxFilesPerMessage {
 		return adapters.MessageRef{}, fmt.Errorf("discord: send files in channel %s: %d files, want 1 to %d per message", ch, len(files), maxFilesPerMessage)

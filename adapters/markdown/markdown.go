@@ -38,6 +38,9 @@ var shared = sync.OnceValue(func() *engine {
 	p := bluemonday.UGCPolicy()
 	p.AllowAttrs("class").Matching(regexp.MustCompile(`^language-[\w+#.-]+$`)).OnElements("code")
 	p.AddTargetBlankToFullyQualifiedLinks(true)
+	// Only http, https and mailto links are clickable (see clickable): a relative link would
+	// point into the bot's own pages under a label the model chose.
+	p.AllowRelativeURLs(false)
 	return &engine{md: md, policy: p}
 })
 

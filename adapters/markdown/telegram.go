@@ -495,31 +495,20 @@ func (w *tgWriter) inline(n ast.Node) {
 	}
 }
 
-// link renders a link's text as a text_link; a destination Telegram would refuse (relative,
-// javascript:) is shown after the text instead, so nothing the model wrote is lost.
+// link renders a link's text as a text_link; a destination that may not be clickable (relative,
+// javascript:, tg:// — see clickable) is shown after the text instead, so nothing the model
+// wrote is lost and no friendly label hides a deceptive link.
 func (w *tgWriter) link(n ast.Node, dest string) {
 	start := w.mark()
 	w.inlines(n)
 	if w.b.Len() == start.byte {
 		w.write(dest)
 	}
-	if validURL(dest) {
+	if clickable(dest) {
 		w.entity(start, Entity{Type: "text_link", URL: dest})
 	} else if dest != "" && w.b.String()[start.byte:] != dest {
 		w.write(" (" + dest + ")")
 	}
-}
-
-func validURL(u string) bool {
-	if strings.ContainsAny(u, " \t\n") {
-		return false
-	}
-	for _, p := range []string{"http://", "https://", "tg://", "mailto:"} {
-		if len(u) > len(p) && strings.EqualFold(u[:len(p)], p) {
-			return true
-		}
-	}
-	return false
 }
 
 // unescape resolves backslash escapes and character references in text, as CommonMark reads them.

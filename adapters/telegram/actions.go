@@ -54,7 +54,7 @@ func (a *Adapter) action(ctx context.Context, u *update) (adapters.Inbound, bool
 			a.onCallback(ctx, cq)
 			return adapters.Inbound{}, false
 		}
-		a.answerCallback(ctx, cq.ID, "", false)
+		a.answerCallback(ctx, cq, "", false)
 		if cq.Message == nil {
 			return adapters.Inbound{}, false // the message is too old for Telegram to say which
 		}

@@ -103,6 +103,9 @@ type Options struct {
 	// PollLease, when several replicas serve the bot in polling mode, lets one of them poll at a
 	// time; nil polls unconditionally.
 	PollLease adapters.Lease
+	// Commands, when set, are the bot's commands (the pipeline's table): Run sets them as the
+	// bot's command menu (setMyCommands) before it receives.
+	Commands adapters.Commands
 }
 
 // Adapter is one Telegram bot connection.
@@ -306,6 +309,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 			dispatch(id, u.Message, true)
 		}
 	}
+	a.setCommands(ctx)
 	a.adoptOrphans(ctx, &wg, dispatch)
 	if a.opts.Mode == "webhook" {
 		return a.runWebhook(ctx, dispatch, act)

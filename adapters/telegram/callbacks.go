@@ -13,6 +13,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"relaybot/adapters"
+	"relaybot/adapters/delivery"
 	"relaybot/chat"
 )
 
@@ -32,18 +33,35 @@ func (a *Adapter) onCallback(ctx context.Context, q *callbackQuery) {
 			return
 		}
 	}
-	a.answerCallback(ctx, q.ID, "This button no longer works.", false)
+	a.answerCallback(ctx, q, "This button no longer works.", false)
 }
 
-func (a *Adapter) answerCallback(ctx context.Context, id, text string, alert bool) {
-	p := tgbotapi.Params{"callback_query_id": id}
+// callbackTimeout bounds the answer to a press: Telegram forgets a callback query about 15 s
+// after the press, and an answer that late has no one to reach.
+const callbackTimeout = 15 * time.Second
+
+// answerCallback answers press q (its client stops the spinner, and shows text when set)
+// through the delivery engine's retry stage.
+func (a *Adapter) answerCallback(ctx context.Context, q *callbackQuery, text string, alert bool) {
+	p := tgbotapi.Params{"callback_query_id": q.ID}
 	if text != "" {
 		p["text"] = text
 	}
 	if alert {
 		p["show_alert"] = "true"
 	}
-	if _, err := a.api.call(ctx, "answerCallbackQuery", p); err != nil {
+	ref := chat.Ref{Platform: chat.Telegram}
+	if q.Message != nil {
+		ref.ChatID = strconv.FormatInt(q.Message.Chat.ID, 10)
+	}
+	cctx, cancel := context.WithTimeout(ctx, callbackTimeout)
+	defer cancel()
+	err := a.engine.Do(cctx, delivery.Request{Chat: ref, Class: delivery.ClassInteraction, Kind: delivery.EventInteraction,
+		Run: func(ctx context.Context) error {
+			_, err := a.api.call(ctx, "answerCallbackQuery", p)
+			return err
+		}})
+	if err != nil {
 		a.log.Warn("telegram: answerCallbackQuery failed", "err", err)
 	}
 }
@@ -55,13 +73,19 @@ type askResponder struct {
 	chat chat.Ref
 }
 
-var _ adapters.Asker = askResponder{}
+var (
+	_ adapters.Asker             = askResponder{}
+	_ adapters.QuestionMessenger = askResponder{}
+)
 
 // Ask posts q with an inline keyboard and waits for an accepted press or the end of ctx.
 func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
-	a := r.a
-	// The question is open before it is posted: a press can arrive before sendMessage's answer.
-	id, oq := a.questions.Open(r.chat, q, decide)
+	return adapters.Ask(ctx, &r.a.questions, r, r.chat, q, decide)
+}
+
+// PostQuestion posts q with an inline keyboard, two buttons a row, through the chat's budgets
+// in the delivery engine.
+func (r askResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string, q adapters.Question) (string, error) {
 	var row []map[string]string
 	var rows [][]map[string]string
 	for i, ch := range q.Choices {
@@ -71,55 +95,42 @@ func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 		}
 	}
 	markup, _ := json.Marshal(map[string]any{"inline_keyboard": rows}) // strings only: always encodes
-	p := chatParams(r.chat)
+	p := chatParams(ref)
 	p["text"] = q.Text
 	p["reply_markup"] = string(markup)
-	res, err := a.callWaiting(ctx, "sendMessage", p)
-	var ref adapters.MessageRef
-	if err == nil {
-		ref, err = messageRef(r.chat, res)
-	}
+	var msg adapters.MessageRef
+	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,
+		Run: func(ctx context.Context) error {
+			res, err := r.a.api.call(ctx, "sendMessage", p)
+			if err == nil {
+				msg, err = messageRef(ref, res)
+			}
+			return err
+		}})
 	if err != nil {
-		a.questions.Drop(id)
-		return adapters.Answer{}, fmt.Errorf("telegram: post approval question: %w", err)
+		return "", fmt.Errorf("telegram: post approval question: %w", err)
 	}
-	a.questions.Posted(oq, ref.ID)
-	ans, closed, err := a.questions.Wait(ctx, id, oq)
-	if !closed {
-		return ans, err
-	}
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	a.editQuestion(ectx, oq, oq.Text+adapters.ClosedText)
-	return adapters.Answer{}, err
+	return msg.ID, nil
 }
 
-// callWaiting makes a request outside the delivery engine, waiting out the chat's rate limit
-// (429 retry_after) until ctx ends: a question and its answer must not be lost to a busy chat.
-func (a *Adapter) callWaiting(ctx context.Context, method string, p tgbotapi.Params) (json.RawMessage, error) {
-	for {
-		res, err := a.api.call(ctx, method, p)
-		var rl *adapters.RateLimitError
-		if !errors.As(err, &rl) {
-			return res, err
-		}
-		t := time.NewTimer(rl.RetryAfter)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		}
-	}
+// EditQuestion sets the question's text and removes its keyboard.
+func (r askResponder) EditQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
+	r.a.editQuestion(ctx, ref, messageID, text)
 }
 
-// editQuestion sets the question's text and removes its keyboard.
-func (a *Adapter) editQuestion(ctx context.Context, oq *adapters.OpenQuestion, text string) {
-	p := chatParams(oq.Chat)
+// editQuestion sets a question's text and removes its keyboard, through the chat's budgets in
+// the delivery engine; a failure is logged.
+func (a *Adapter) editQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
+	p := chatParams(ref)
 	delete(p, "message_thread_id")
-	p["message_id"] = a.questions.MessageOf(oq)
+	p["message_id"] = messageID
 	p["text"] = text
-	if _, err := a.callWaiting(ctx, "editMessageText", p); err != nil {
+	err := a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
+		Run: func(ctx context.Context) error {
+			_, err := a.api.call(ctx, "editMessageText", p)
+			return err
+		}})
+	if err != nil && !errors.Is(err, adapters.ErrNotModified) {
 		a.log.Warn("telegram: approval question not updated", "err", err)
 	}
 }
@@ -128,7 +139,7 @@ func (a *Adapter) editQuestion(ctx context.Context, oq *adapters.OpenQuestion, t
 func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest string) {
 	id, choice, _ := strings.Cut(rest, ":")
 	if q.From == nil {
-		a.answerCallback(ctx, q.ID, "This question is closed.", false)
+		a.answerCallback(ctx, q, "This question is closed.", false)
 		return
 	}
 	ref, msgID := chat.Ref{}, ""
@@ -144,12 +155,12 @@ func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest str
 	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
 	switch {
 	case oq == nil:
-		a.answerCallback(ctx, q.ID, "This question is closed.", false)
+		a.answerCallback(ctx, q, "This question is closed.", false)
 	case !accepted:
-		a.answerCallback(ctx, q.ID, text, true)
+		a.answerCallback(ctx, q, text, true)
 	default:
-		a.answerCallback(ctx, q.ID, "", false)
-		a.editQuestion(ctx, oq, text)
+		a.answerCallback(ctx, q, "", false)
+		a.editQuestion(ctx, oq.Chat, a.questions.MessageOf(oq), text)
 	}
 }
 

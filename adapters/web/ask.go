@@ -30,9 +30,6 @@ type askResponder struct {
 
 var _ adapters.Asker = askResponder{}
 
-// closedText ends a question nobody answered.
-const closedText = "\n\nClosed without an answer."
-
 // Ask shows q as a bot message with buttons; a press reaches POST /chat/answer.
 func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
 	conv := r.chat.byID(r.chatID)
@@ -63,7 +60,7 @@ func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 	pq.settled = true
 	delete(conv.questions, id)
 	conv.rev++
-	pq.msg.Text += closedText
+	pq.msg.Text += adapters.ClosedText
 	pq.msg.Choices, pq.msg.rev = nil, conv.rev
 	conv.notifyLocked()
 	return adapters.Answer{}, ctx.Err()

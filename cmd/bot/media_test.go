@@ -51,25 +51,13 @@ func newSpeechWorld(t *testing.T) *speechWorld {
 	return w
 }
 
-// section is the [speech] config of the world: the primary, the fallback, voice answers when
-// spoken to (spoken by the fallback's server).
-func (w *speechWorld) section() string {
-	return fmt.Sprintf(`
-[media]
-max_bytes = 20971520
-[speech]
-name = "whisper-primary"
-base_url = %q
-model = "whisper-1"
-price_per_minute = 0.006
-max_seconds = 120
-reply = "when_spoken_to"
-tts_base_url = %q
-[[speech.fallbacks]]
-name = "whisper-fallback"
-base_url = %q
-model = "whisper-large-v3"
-`, w.primary.URL, w.fallback.URL, w.fallback.URL)
+// apply adds the world's [media] and [speech] config to c: the primary, the fallback, voice
+// answers when spoken to (spoken by the fallback's server).
+func (w *speechWorld) apply(c *tomlConfig) *tomlConfig {
+	return c.set("media", "max_bytes", 20<<20).
+		set("speech", "name", "whisper-primary", "base_url", w.primary.URL, "model", "whisper-1",
+			"price_per_minute", 0.006, "max_seconds", 120, "reply", "when_spoken_to", "tts_base_url", w.fallback.URL).
+		set("speech.fallbacks", "name", "whisper-fallback", "base_url", w.fallback.URL, "model", "whisper-large-v3")
 }
 
 // answerEcho makes the model answer every message with the length of its last user message
@@ -90,7 +78,7 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 	e := newEnv(t)
 	sp := newSpeechWorld(t)
 	e.llm.SetHandler(answerEcho)
-	stop := e.start(e.configAdmin("", "enabled = false\n"+sp.section()))
+	stop := e.start(sp.apply(e.toml()).parse(t))
 	const alice = 4100
 	sendFile := func(f tgkit.File, caption string) {
 		e.tg.Send(tgkit.Inbound{Chat: private(alice), From: user(alice), Text: caption, File: &f})
@@ -259,8 +247,8 @@ func TestDiscordVoiceAndDocuments(t *testing.T) {
 	e.llm.SetHandler(answerEcho)
 	dc := dtk.New(dtk.Config{})
 	t.Cleanup(dc.Close)
-	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
-	stop := e.start(e.configAdmin("", "enabled = false\n"+sp.section()))
+	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
+	stop := e.start(sp.apply(e.toml()).parse(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := dc.WaitReady(ctx); err != nil {
@@ -375,7 +363,7 @@ func TestWebChatVoiceAndDocuments(t *testing.T) {
 	e := newEnv(t)
 	sp := newSpeechWorld(t)
 	e.llm.SetHandler(answerEcho)
-	e.start(e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true\n"+sp.section()))
+	e.start(sp.apply(e.toml().set("admin", webChatAdmin...)).parse(t))
 	e.waitLog("admin listening")
 	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())
 	if m == nil {

@@ -89,6 +89,11 @@ func (s *serverConn) connectRemote(ctx, cctx context.Context, kind string) (*ses
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	rec := &statusRecorder{base: base}
 	hc := &http.Client{Transport: rec}
+	var login *loginWatch
+	if s.cfg.Auth != nil {
+		login = &loginWatch{next: s.cfg.Auth.Transport(rec)}
+		hc.Transport = login
+	}
 	logger := s.logger.With("component", "mcp-go")
 	var (
 		t   transport.Interface
@@ -120,6 +125,9 @@ func (s *serverConn) connectRemote(ctx, cctx context.Context, kind string) (*ses
 	sess, specs, err := s.handshake(ctx, cctx, t, base.CloseIdleConnections)
 	if err != nil {
 		return nil, nil, rec.first(), fmt.Errorf("%s: %w", kind, err)
+	}
+	if login != nil {
+		login.watch(sess)
 	}
 	return sess, specs, 0, nil
 }

@@ -54,6 +54,8 @@ type ServerConfig struct {
 	// URL and Headers reach a remote (sse, http) server.
 	URL     string
 	Headers map[string]string
+	// Auth, when set, authorizes every request to a remote server (auth = "oauth").
+	Auth Authorizer
 	// ConnectTimeout bounds connect, initialize and the first tool listing; 0 means
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
@@ -104,6 +106,21 @@ type Option func(*options)
 type options struct {
 	backoffBase, backoffMax time.Duration
 	reconnectWait           time.Duration
+	tracer                  CallTracer
+}
+
+// CallTracer traces the tools/call requests of a Loader. StartCall is called before each
+// request with the server's and the tool's name (the server's own name of it); it returns the
+// context to send the request in, the fields to put in the request's params._meta (the W3C
+// trace context: traceparent, tracestate), and end, to call with the request's error (nil on
+// success) once it is answered. It must not block.
+type CallTracer interface {
+	StartCall(ctx context.Context, server, tool string) (_ context.Context, meta map[string]any, end func(error))
+}
+
+// WithCallTracer traces every tools/call request with t.
+func WithCallTracer(t CallTracer) Option {
+	return func(o *options) { o.tracer = t }
 }
 
 // WithBackoff sets the delays between connection attempts of a failed server: base, then
@@ -242,11 +259,22 @@ func (l *Loader) Tools(context.Context) []tools.Spec {
 	return out
 }
 
-// Call runs a tool on the server that offers it. The error wraps tools.ErrNotFound when no
-// server has the tool, tools.ErrTimeout when the server's tool_call_timeout passed, and
-// ErrUnavailable when the server is down or reconnecting.
+// Call runs a tool on the server that offers it: call.Server when set (the server whose tool
+// the turn offered and judged, which is then the only one it may run on), else the first that
+// is up. The error wraps tools.ErrNotFound when no server has the tool, tools.ErrTimeout when
+// the server's tool_call_timeout passed, and ErrUnavailable when the server is down or
+// reconnecting.
 func (l *Loader) Call(ctx context.Context, call tools.Invocation) (tools.Result, error) {
 	s := l.route(call.Name)
+	if call.Server != "" {
+		s = l.server(call.Server)
+		if s == nil {
+			return tools.Result{}, fmt.Errorf("MCP tool '%s' was offered by server '%s', which is no longer configured; it is not run elsewhere", call.Name, call.Server)
+		}
+		if _, known := s.offers(call.Name); !known {
+			return tools.Result{}, fmt.Errorf("MCP tool '%s' was offered by server '%s', which no longer offers it; it is not run elsewhere", call.Name, call.Server)
+		}
+	}
 	if s == nil {
 		return tools.Result{}, fmt.Errorf("%w: %s (no MCP server offers it)", tools.ErrNotFound, call.Name)
 	}
@@ -276,6 +304,16 @@ func (l *Loader) route(name string) *serverConn {
 		}
 	}
 	return fallback
+}
+
+// server returns the configured server called name, or nil.
+func (l *Loader) server(name string) *serverConn {
+	for _, s := range l.servers {
+		if s.cfg.Name == name {
+			return s
+		}
+	}
+	return nil
 }
 
 // Health reports every server's state, in configuration order.

@@ -427,6 +427,45 @@ func TestCollidingNamesFirstServerWins(t *testing.T) {
 	}
 }
 
+// TestACallRunsOnlyOnTheServerWhoseToolWasJudged: two servers offer "echo"; the turn offered
+// (and its policy judged) the stdio server's, which dies before the call. The call fails naming
+// that server instead of running on the other one.
+func TestACallRunsOnlyOnTheServerWhoseToolWasJudged(t *testing.T) {
+	other := testmcp.New("other")
+	l := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Minute, time.Minute)},
+		mcp.ServerConfig{Name: "judged", Transport: "stdio", Command: stdioServer, ToolCallTimeout: time.Minute},
+		mcp.InProcess("other", other.Server, 0))
+	waitUp(t, l, "judged")
+	waitUp(t, l, "other")
+	var judged string
+	for _, s := range l.Tools(context.Background()) {
+		if s.Name == "echo" {
+			judged = s.Server
+		}
+	}
+	if judged != "judged" {
+		t.Fatalf("echo is offered by %q, want the first server", judged)
+	}
+	res, err := call(l, "pid", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(res.Text)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the judged server to be down", func() bool { return health(l, "judged").State == mcp.StateDown })
+
+	b, _ := json.Marshal(map[string]string{"text": "x"})
+	_, err = l.Call(context.Background(), tools.Invocation{Name: "echo", Arguments: b, Server: judged})
+	if err == nil || !strings.Contains(err.Error(), "judged") {
+		t.Errorf("call = %v, want an error naming server judged", err)
+	}
+	if n := other.Calls("echo"); n != 0 {
+		t.Errorf("echo ran %d times on the server nobody judged", n)
+	}
+}
+
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	k := testmcp.New("kit")

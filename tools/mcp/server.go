@@ -37,6 +37,7 @@ type serverConn struct {
 	mu            sync.Mutex
 	state         State
 	lastErr       string
+	needsLogin    bool // the last failure was for want of an OAuth login
 	since         time.Time
 	transport     string
 	specs         []tools.Spec // while up: current; while down: as last listed
@@ -140,7 +141,7 @@ func (s *serverConn) run(ctx context.Context) {
 			s.setDown(err)
 			s.markFirstDone()
 			s.logger.Warn("MCP server unavailable; its tools are not offered", "err", err, "retry_in", delay)
-			if !sleep(ctx, delay) {
+			if !sleepOrWake(ctx, delay, s.authWake()) {
 				return
 			}
 			continue
@@ -174,7 +175,7 @@ func (s *serverConn) run(ctx context.Context) {
 			attempt++
 			s.setDown(lostErr)
 			s.logger.Warn("MCP server connection lost; restarting", "err", lostErr, "retry_in", delay)
-			if !sleep(ctx, delay) {
+			if !sleepOrWake(ctx, delay, s.authWake()) {
 				return
 			}
 		}
@@ -225,11 +226,14 @@ func (s *serverConn) connectTimeout() time.Duration {
 	return DefaultConnectTimeout
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleepOrWake waits d, or less when wake is ready; false when ctx ended.
+func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
+	case <-wake:
 		return true
 	case <-ctx.Done():
 		return false
@@ -251,7 +255,7 @@ func (s *serverConn) setConnecting() {
 func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.mu.Lock()
 	s.sess = sess
-	s.state, s.since, s.lastErr = StateUp, time.Now(), ""
+	s.state, s.since, s.lastErr, s.needsLogin = StateUp, time.Now(), "", false
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
 	s.mu.Unlock()
@@ -266,6 +270,7 @@ func (s *serverConn) setDown(err error) {
 		s.state, s.since = StateDown, time.Now()
 	}
 	s.lastErr = err.Error()
+	s.needsLogin = needsLogin(err)
 	s.wakeLocked()
 }
 
@@ -350,12 +355,20 @@ func (c ServerConfig) prefix() string {
 func (s *serverConn) call(ctx context.Context, name string, args map[string]any) (tools.Result, error) {
 	for attempt := 0; ; attempt++ {
 		sess, err := s.current(ctx)
+		if needsLogin(err) {
+			return tools.Result{}, err
+		}
 		if err != nil {
 			return tools.Result{}, fmt.Errorf("MCP tool '%s' not run: %w", name, err)
 		}
 		res, err := s.callOnce(ctx, sess, strings.TrimPrefix(name, s.cfg.prefix()), args)
 		if err == nil {
 			return convertResult(name, res)
+		}
+		if needsLogin(err) {
+			// The transport dropped the session: the lifecycle reconnects, finds no login and
+			// keeps the server down until an admin logs in.
+			return tools.Result{}, &needsLoginError{server: s.cfg.Name}
 		}
 		if attempt == 0 && ctx.Err() == nil && (sessionEnded(err) || sess.renewed.Load()) {
 			if rerr := s.renew(ctx, sess); rerr != nil {
@@ -367,13 +380,22 @@ func (s *serverConn) call(ctx context.Context, name string, args map[string]any)
 	}
 }
 
-func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, args map[string]any) (*mcpgo.CallToolResult, error) {
+func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, args map[string]any) (_ *mcpgo.CallToolResult, err error) {
+	req := mcpgo.CallToolRequest{}
+	if t := s.opts.tracer; t != nil {
+		var meta map[string]any
+		var end func(error)
+		ctx, meta, end = t.StartCall(ctx, s.cfg.Name, name)
+		defer func() { end(err) }()
+		if len(meta) > 0 {
+			req.Params.Meta = &mcpgo.Meta{AdditionalFields: meta}
+		}
+	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if t := s.cfg.ToolCallTimeout; t > 0 {
 		cctx, cancel = context.WithTimeout(ctx, t)
 	}
 	defer cancel()
-	req := mcpgo.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
 	res, err := sess.client.CallTool(cctx, req)
@@ -495,6 +517,8 @@ func (s *serverConn) unavailable() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case s.needsLogin:
+		return &needsLoginError{server: s.cfg.Name}
 	case s.state == StateDown:
 		return fmt.Errorf("MCP server '%s' is down (%s): %w", s.cfg.Name, s.lastErr, ErrUnavailable)
 	case s.lastErr != "":

@@ -3,6 +3,7 @@
 package deliverytest
 
 import (
+	"context"
 	"sync"
 
 	"relaybot/adapters/delivery"
@@ -16,7 +17,7 @@ type Counters struct {
 }
 
 // Observe counts e.
-func (c *Counters) Observe(e delivery.Event) {
+func (c *Counters) Observe(_ context.Context, e delivery.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
@@ -28,6 +29,8 @@ func (c *Counters) Observe(e delivery.Event) {
 // Stats is a snapshot of Counters.
 type Stats struct {
 	Sends, Edits, Files, NotModified, RateLimited, Retries, Fallbacks, Failures, Typing, Drafts int64
+	// Interactions are answers to presses and commands (delivery.EventInteraction).
+	Interactions int64
 }
 
 // Snapshot returns the current counts.
@@ -45,5 +48,7 @@ func (c *Counters) Snapshot() Stats {
 		Failures:    c.n[delivery.EventFailed],
 		Typing:      c.n[delivery.EventTyping],
 		Drafts:      c.n[delivery.EventDraft],
+
+		Interactions: c.n[delivery.EventInteraction],
 	}
 }

@@ -762,8 +762,9 @@ func nonNil(s []string) []string {
 
 func (s *Server) overwriteCommands(req *request) (int, any) {
 	var cmds []struct {
-		Name        string `json:"name"`
-		Description string `json:"description"`
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Options     []CommandOption `json:"options"`
 	}
 	if err := json.Unmarshal(req.body, &cmds); err != nil {
 		return http.StatusBadRequest, errorBody(codeInvalidFormBody, "commands: "+err.Error())
@@ -778,7 +779,19 @@ func (s *Server) overwriteCommands(req *request) (int, any) {
 		if c.Name == "" || c.Description == "" {
 			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "command name and description are required")
 		}
-		cmd := Command{ID: s.newIDLocked(), Name: c.Name, Description: c.Description, GuildID: guildID}
+		if len(c.Description) > 100 {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "command description must be 1-100 characters")
+		}
+		for i := range c.Options {
+			o := &c.Options[i]
+			if o.Name == "" || o.Description == "" || len(o.Description) > 100 {
+				return http.StatusBadRequest, errorBody(codeInvalidFormBody, "option name and description (1-100 characters) are required")
+			}
+			for _, ch := range o.RawChoices {
+				o.Choices = append(o.Choices, ch.Name)
+			}
+		}
+		cmd := Command{ID: s.newIDLocked(), Name: c.Name, Description: c.Description, GuildID: guildID, Options: c.Options}
 		s.commands = append(s.commands, cmd)
 		out = append(out, map[string]any{"id": cmd.ID, "application_id": s.cfg.ApplicationID, "name": c.Name,
 			"description": c.Description, "type": 1, "version": cmd.ID})

@@ -168,6 +168,22 @@ type Command struct {
 	Name        string
 	Description string
 	GuildID     string
+	// Options are the command's options, in order.
+	Options []CommandOption
+}
+
+// CommandOption is one option of a registered application command.
+type CommandOption struct {
+	Type        int    `json:"type"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Required    bool   `json:"required"`
+	// Choices are the values the option offers (their names).
+	Choices    []string `json:"-"`
+	RawChoices []struct {
+		Name  string `json:"name"`
+		Value any    `json:"value"`
+	} `json:"choices"`
 }
 
 // Server is a running loopback Discord. Create it with New and stop it with Close.

@@ -201,13 +201,15 @@ type Server struct {
 	newUpd   chan struct{} // closed and replaced when an update arrives
 	// polling is closed when another getUpdates call starts: as on Telegram, a second poller
 	// terminates the first one's request with 409 Conflict.
-	polling  chan struct{}
-	calls    []Call
-	faults   []*Fault
-	migrated map[int64]int64 // group chat id → the supergroup it was upgraded to
-	global   []time.Time
-	paid     []time.Time // sends and edits with allow_paid_broadcast
-	files    map[string][]byte
+	polling chan struct{}
+	calls   []Call
+	// myCommands is the command menu of the default scope (setMyCommands).
+	myCommands []BotCommand
+	faults     []*Fault
+	migrated   map[int64]int64 // group chat id → the supergroup it was upgraded to
+	global     []time.Time
+	paid       []time.Time // sends and edits with allow_paid_broadcast
+	files      map[string][]byte
 	// fileSizes are the sizes getFile reports, where they differ from the data held.
 	fileSizes map[string]int64
 	fileSeq   int
@@ -785,6 +787,8 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 		return map[string]any{"url": s.hook, "pending_update_count": len(s.updates)}, nil
 	case "answerCallbackQuery":
 		return s.answerCallbackLocked(p)
+	case "setMyCommands":
+		return s.setMyCommandsLocked(p)
 	case "getFile":
 		id := p["file_id"]
 		data, ok := s.files[id]

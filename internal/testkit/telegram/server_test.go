@@ -193,3 +193,37 @@ func TestRichMessagesFollowTheDocumentedRules(t *testing.T) {
 		t.Fatalf("the chat shows %+v, want one rich message reading \"edited\"", ms)
 	}
 }
+
+func TestSetMyCommandsTakesTheDocumentedParametersOnly(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	menu := `[{"command":"reset","description":"start a new conversation"},{"command":"help","description":"show this"}]`
+	tests := []struct {
+		name string
+		form url.Values
+		ok   bool
+	}{
+		{"the list", url.Values{"commands": {menu}}, true},
+		{"with a scope and a language", url.Values{"commands": {menu}, "scope": {`{"type":"all_private_chats"}`}, "language_code": {"de"}}, true},
+		{"no commands", url.Values{"scope": {`{"type":"default"}`}}, false},
+		{"an undocumented parameter", url.Values{"commands": {menu}, "chat_id": {"5"}}, false},
+		{"an upper-case command", url.Values{"commands": {`[{"command":"Reset","description":"x"}]`}}, false},
+		{"an empty description", url.Values{"commands": {`[{"command":"reset","description":""}]`}}, false},
+		{"an undocumented field", url.Values{"commands": {`[{"command":"reset","description":"x","hidden":true}]`}}, false},
+		{"an unknown scope", url.Values{"commands": {menu}, "scope": {`{"type":"everyone"}`}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if a := post(t, s, s.Token(), "setMyCommands", tt.form); a.OK != tt.ok {
+				t.Fatalf("setMyCommands answered %+v, want ok=%v", a, tt.ok)
+			}
+		})
+	}
+	want := []BotCommand{{"reset", "start a new conversation"}, {"help", "show this"}}
+	if got := s.MyCommands(); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("command menu %+v, want %+v (the default scope's list, not the German one)", got, want)
+	}
+}

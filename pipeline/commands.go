@@ -1,0 +1,112 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+
+	"relaybot/adapters"
+)
+
+// command is one entry of the command table: what users see of it, and how the pipeline answers.
+type command struct {
+	spec adapters.CommandSpec
+	run  func(p *Pipeline, r *request)
+}
+
+// commandTable is the one table of the commands the pipeline answers, in the order /help lists
+// them. /retry and /compact wait for the conversation's turn like a message: they read and
+// change its history.
+func commandTable() []command {
+	answer := func(f func(c *commands, r *request)) func(p *Pipeline, r *request) {
+		return func(p *Pipeline, r *request) { f(p.cmds, r) }
+	}
+	return []command{
+		{adapters.CommandSpec{Name: "reset", Who: adapters.Anyone, Help: "start a new conversation"},
+			answer((*commands).reset)},
+		{adapters.CommandSpec{Name: "stop", Who: adapters.Anyone, Help: "cancel the answer in progress (the asker's, or any for admins)"},
+			(*Pipeline).stop},
+		{adapters.CommandSpec{Name: "retry", Who: adapters.Anyone, Help: "answer your last message again"},
+			(*Pipeline).queue},
+		{adapters.CommandSpec{Name: "compact", Who: adapters.Anyone, Help: "summarise the conversation so far"},
+			(*Pipeline).queue},
+		{adapters.CommandSpec{Name: "model", Who: adapters.Anyone, Help: "list the models, or pick one for this conversation",
+			Args: []adapters.CommandArg{{Name: "name", Help: "the model to pick, or default for the configured one"}}},
+			answer((*commands).model)},
+		{adapters.CommandSpec{Name: "system", Who: adapters.Anyone, Help: "show the system prompt; admins set it",
+			Args: []adapters.CommandArg{{Name: "prompt", Help: "the new system prompt (admins), or default for the configured one"}}},
+			answer((*commands).system)},
+		{adapters.CommandSpec{Name: "usage", Who: adapters.Anyone, Help: "your tokens and cost today and this month",
+			Args: []adapters.CommandArg{{Name: "scope", Help: "all: everyone's usage (bot admins only)", Choices: []string{"all"}}}},
+			answer((*commands).usage)},
+		{adapters.CommandSpec{Name: "audit", Who: adapters.Admins, Help: "the latest tool calls",
+			Args: []adapters.CommandArg{{Name: "filter", Help: "[tool] [status] [n], in any order"}}},
+			answer((*commands).audit)},
+		{adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
+			answer((*commands).help)},
+	}
+}
+
+// Commands returns the command table as the adapters list it (Discord's slash commands,
+// Telegram's command menu) and /help shows it.
+func Commands() adapters.Commands {
+	table := commandTable()
+	out := make(adapters.Commands, len(table))
+	for i, c := range table {
+		out[i] = c.spec
+	}
+	return out
+}
+
+// commands answers the commands that need no turn of their own.
+type commands struct {
+	store  Store
+	memory *memory
+	access *accessRules
+	opts   *Options
+	// say sends a notice (Pipeline.notice); fail is what the user sees of an error.
+	say  func(out adapters.Responder, text string, log *slog.Logger)
+	fail func(err error) string
+}
+
+// help answers /help (and /start) with the help text.
+func (c *commands) help(r *request) { c.say(r.out, c.opts.Texts.Help, r.log) }
+
+// reset starts a new conversation for the message's key.
+func (c *commands) reset(r *request) {
+	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+	defer cancel()
+	conv, err := c.store.ResetConversation(ctx, r.key)
+	if err != nil {
+		r.log.Error("pipeline: reset failed", "conversation", r.key.String(), "err", err)
+		c.say(r.out, c.fail(err), r.log)
+		return
+	}
+	r.log.Info("pipeline: conversation reset", "conversation", r.key.String(), "conversation_id", conv.ID)
+	c.say(r.out, "Started a new conversation.", r.log)
+}
+
+// stop answers /stop (and the Stop button): in a chat shared by a group, only the member who
+// asked (or an admin) stops an answer, on this replica or, passed on, on another.
+func (p *Pipeline) stop(r *request) {
+	in, key, log := r.in, r.key, r.log
+	admin := p.access.isAdmin(in)
+	handled, askOthers := p.stopAcrossReplicas(key, in, admin, r.out, log)
+	if handled {
+		return
+	}
+	running, stopped := p.turns.stop(key.String(), ErrStopped, func(started adapters.Inbound) bool {
+		return admin || started.UserID == in.UserID
+	})
+	switch {
+	case !running && askOthers && p.stopElsewhere(key, in, admin, log):
+		// Another replica may run it: passed on.
+	case !running:
+		// Said once a minute per user at most, even with the rate limit off.
+		if ok, _ := p.idleStops.allow(r.sender, p.opts.Now()); ok {
+			p.notice(r.out, "Nothing to stop.", log)
+		}
+	case !stopped:
+		log.Info("pipeline: /stop refused: not the asker's turn")
+		p.notice(r.out, "Only the person who asked, or an admin, can stop this answer.", log)
+	}
+}

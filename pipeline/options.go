@@ -1,0 +1,286 @@
+package pipeline
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"relaybot/audit"
+	"relaybot/chat"
+	"relaybot/config"
+	"relaybot/tools"
+)
+
+// Options configure a Pipeline, grouped by the part that reads them. Zero values take the
+// documented defaults. The enums come checked from config; only their zero values take a
+// default here.
+type Options struct {
+	// Replicas is the deployment the bot runs in (coord.Deployment): one turn at a time per
+	// conversation across the replicas, with the queue limit and busy policy holding for the
+	// deployment, and /stop carried to the one running the turn. nil means this process alone,
+	// whose conversations are ordered in its memory.
+	Replicas Replicas
+
+	// Access lists who may talk to the bot and who is an admin; RateLimitPerMinute is the
+	// messages one user may send per minute (0 turns the limit off).
+	Access             Access
+	RateLimitPerMinute int
+	// Scope says who shares a group conversation (default config.ScopeChat).
+	Scope config.Scope
+	// Queue orders each conversation's turns and bounds the turns running at once.
+	Queue QueueOptions
+	// History is how each turn's transcript is built; SystemPromptExtra, when set, returns text
+	// appended to the system prompt at each turn (the skill index).
+	History           HistoryOptions
+	SystemPromptExtra func() string
+	// Models are the configured models' budgets, which of them /model may pick, and prices.
+	Models ModelOptions
+	// Output is what the user sees of a turn; Texts are the notices the bot sends.
+	Output OutputOptions
+	Texts  Texts
+	// Tools are the tools offered per chat and how long an approval question waits.
+	Tools ToolOptions
+	// Media says how voice notes, audio, documents and image files are read, and whether
+	// answers are spoken too (media.go).
+	Media MediaOptions
+
+	// Usage answers /usage and feeds the quotas; Quotas cap what users and chats may spend,
+	// checked before each turn's model call.
+	Usage  UsageLog
+	Quotas Quotas
+	// Audit answers the /audit command (nil: /audit says it is unavailable); Recorder keeps
+	// refused /audit commands in the audit log (nil: only logged).
+	Audit    audit.Log
+	Recorder tools.Recorder
+
+	// ShutdownDeliverWait is how long final answers (the partial answers of cancelled turns
+	// among them) and notices may still wait for the platform after Shutdown's grace period is
+	// over (default DefaultShutdownDeliverWait). While the pipeline runs, a final answer waits
+	// for the platform's rate limits as long as they last: it is never dropped for taking long.
+	ShutdownDeliverWait time.Duration
+	// Observer, when set, is told the status and duration of every finished turn (metrics).
+	Observer Observer
+	// Logger receives one line per turn and per refused message; nil means slog.Default().
+	Logger *slog.Logger
+	// Now returns the current time (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// QueueOptions order the turns of each conversation (one at a time) and bound those in flight.
+type QueueOptions struct {
+	// Busy is what a message does to a conversation answering an earlier one (default
+	// config.BusyQueue: it waits; config.BusyInterrupt cancels the running turn instead).
+	Busy config.Busy
+	// Size is how many messages may wait per conversation; past it the user is told the bot is
+	// busy. Unlike the other fields, 0 is taken as given (nothing waits); the config's default
+	// is DefaultQueueSize.
+	Size int
+	// Settle is how long the first message of an idle conversation waits for messages the user
+	// sent just before it that are still on their way (adapters hand each message over on its
+	// own goroutine, so two quick messages may arrive swapped); default DefaultSettle
+	// (DefaultReplicaSettle when Replicas are shared), negative: none.
+	Settle time.Duration
+	// MaxTurnsInFlight bounds turns running at once (default 64); TurnWait bounds the wait for a
+	// free slot (default 60 s) before the user is told the bot is busy.
+	MaxTurnsInFlight int
+	TurnWait         time.Duration
+	// TurnTimeout bounds one turn, tool rounds included (default 15 min).
+	TurnTimeout time.Duration
+}
+
+// interrupt reports whether a new message cancels the running turn.
+func (q QueueOptions) interrupt() bool { return q.Busy == config.BusyInterrupt }
+
+// HistoryOptions say how a turn's transcript is built from the conversation's history.
+type HistoryOptions struct {
+	// SystemPrompt starts every transcript.
+	SystemPrompt string
+	// Rounds caps the whole user rounds of history considered for each message (0: none); the
+	// token budget usually binds first.
+	Rounds int
+	// CompactAt is the share of the history's room (the window less the answer, the system
+	// prompt, the new message, the tools' schemas and room for one tool result) past which older
+	// rounds are summarised (default DefaultCompactAt; negative: never, older rounds are left
+	// out instead).
+	CompactAt float64
+	// ToolResultShare is the share of the history's room older tool results may fill, newest
+	// first; the others are sent as a short elision note (default DefaultToolResultShare).
+	ToolResultShare float64
+	// ToolResultMaxChars is the cap of one tool result (agent.tool_result_max_chars): room for
+	// one is kept free for the turn's own tool calls.
+	ToolResultMaxChars int
+	// IdleReset starts a fresh conversation when the last turn is older than this (0: never).
+	IdleReset time.Duration
+	// MaxImageBytes drops larger images a user sent (0: no limit).
+	MaxImageBytes int
+}
+
+// ModelOptions describe the configured models as the pipeline sees them.
+type ModelOptions struct {
+	// Budgets are the models' token budgets, the primary first; empty: one model of
+	// DefaultContextWindow.
+	Budgets []ModelBudget
+	// Selectable are the models /model may pick (by name); empty: all of Budgets.
+	Selectable []string
+	// Prices are the models' prices per million tokens, by configured model name.
+	Prices map[string]chat.Price
+}
+
+// OutputOptions decide what the user sees of a turn.
+type OutputOptions struct {
+	// TrackFunctionCalls shows one status line per tool call.
+	TrackFunctionCalls bool
+	// Reasoning is how the model's reasoning is shown (default config.ReasoningCollapsed:
+	// folded under "Thinking", the way each surface folds). The agent's RemoveThink removes it
+	// before it gets here.
+	Reasoning config.Reasoning
+	// ExceptionHandling is what a user sees of a failure (default config.ShowHint:
+	// Texts.FailureHint).
+	ExceptionHandling config.ExceptionHandling
+}
+
+// Texts are the notices the bot sends.
+type Texts struct {
+	// Help answers /help; empty lists the command table after HelpIntro.
+	Help        string
+	Busy        string
+	RateLimited string
+	Stopped     string
+	Shutdown    string
+	FailureHint string
+}
+
+// ToolOptions say which tools each chat is offered and how approvals wait.
+type ToolOptions struct {
+	// Allow, when not empty, are the tools offered in every chat; PerChat maps
+	// "platform:chat_id" (the platform in any case) to the tools offered there instead.
+	Allow   []string
+	PerChat map[string][]string
+	// ApprovalTimeout is how long a tool call an "ask" policy covers waits for an answer in the
+	// chat before it is denied (default DefaultApprovalTimeout).
+	ApprovalTimeout time.Duration
+}
+
+// Defaults of Options.
+const (
+	DefaultQueueSize        = 8
+	DefaultMaxTurnsInFlight = 64
+	DefaultTurnWait         = 60 * time.Second
+	DefaultTurnTimeout      = 15 * time.Minute
+	DefaultSettle           = 50 * time.Millisecond
+	// DefaultReplicaSettle is Settle when replicas share the bot (Replicas.Shared): a message sent
+	// just before may reach another replica and its database round trips first.
+	DefaultReplicaSettle   = 200 * time.Millisecond
+	DefaultApprovalTimeout = 300 * time.Second
+	DefaultStoppedMarker   = "[stopped]"
+	DefaultFailureHint     = "Request failed."
+	DefaultShutdownText    = "The bot is restarting; please send that again in a minute."
+	DefaultBusyText        = "I am still busy with earlier messages in this chat; please try again in a moment."
+	DefaultRateLimitedText = "You are sending messages too fast; please wait a minute."
+	// HelpIntro opens /help's list of the commands.
+	HelpIntro = "Talk to me and I will answer. Commands:"
+)
+
+// DefaultShutdownDeliverWait is how long, by default, answers still being delivered may wait for
+// the platform once the shutdown grace period is over.
+const DefaultShutdownDeliverWait = 10 * time.Second
+
+// fill sets the defaults of the fields left zero and checks the numbers config does not bound.
+func (o *Options) fill() error {
+	if o.Output.ExceptionHandling == "" {
+		o.Output.ExceptionHandling = config.ShowHint
+	}
+	if o.Scope == "" {
+		o.Scope = config.ScopeChat
+	}
+	if o.Replicas == nil {
+		o.Replicas = alone{}
+	}
+	if err := o.Queue.fill(o.Replicas.Shared()); err != nil {
+		return err
+	}
+	if err := o.History.fill(o.Models.Budgets); err != nil {
+		return err
+	}
+	if o.Tools.ApprovalTimeout <= 0 {
+		o.Tools.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if o.ShutdownDeliverWait <= 0 {
+		o.ShutdownDeliverWait = DefaultShutdownDeliverWait
+	}
+	o.Texts.fill()
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if len(o.Tools.PerChat) > 0 {
+		// Keys are matched like access entries: the platform in any case, no surrounding blanks.
+		perChat := make(map[string][]string, len(o.Tools.PerChat))
+		for k, v := range o.Tools.PerChat {
+			plat, chat, _ := strings.Cut(k, ":")
+			perChat[strings.ToLower(strings.TrimSpace(plat))+":"+strings.TrimSpace(chat)] = v
+		}
+		o.Tools.PerChat = perChat
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+func (q *QueueOptions) fill(replicas bool) error {
+	if q.Size < 0 {
+		return fmt.Errorf("pipeline: queue size must not be negative, got %d", q.Size)
+	}
+	if q.MaxTurnsInFlight <= 0 {
+		q.MaxTurnsInFlight = DefaultMaxTurnsInFlight
+	}
+	if q.TurnWait <= 0 {
+		q.TurnWait = DefaultTurnWait
+	}
+	if q.Settle == 0 {
+		q.Settle = DefaultSettle
+		if replicas {
+			q.Settle = DefaultReplicaSettle
+		}
+	}
+	if q.TurnTimeout <= 0 {
+		q.TurnTimeout = DefaultTurnTimeout
+	}
+	return nil
+}
+
+func (h *HistoryOptions) fill(models []ModelBudget) error {
+	switch {
+	case h.CompactAt == 0:
+		h.CompactAt = DefaultCompactAt
+	case h.CompactAt > 1:
+		return fmt.Errorf("pipeline: CompactAt must be at most 1, got %v", h.CompactAt)
+	}
+	switch {
+	case h.ToolResultShare == 0:
+		h.ToolResultShare = DefaultToolResultShare
+	case h.ToolResultShare < 0 || h.ToolResultShare > 1:
+		return fmt.Errorf("pipeline: ToolResultShare must be between 0 and 1, got %v", h.ToolResultShare)
+	}
+	for i, m := range models {
+		if m.ContextWindow <= 0 || m.MaxOutputTokens < 0 || m.MaxOutputTokens >= m.ContextWindow {
+			return fmt.Errorf("pipeline: model %d (%s): context window %d and max output %d do not leave room for a prompt", i, m.Name, m.ContextWindow, m.MaxOutputTokens)
+		}
+	}
+	return nil
+}
+
+func (t *Texts) fill() {
+	def := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	def(&t.FailureHint, DefaultFailureHint)
+	def(&t.Stopped, DefaultStoppedMarker)
+	def(&t.Shutdown, DefaultShutdownText)
+	def(&t.Help, Commands().Help(HelpIntro))
+	def(&t.Busy, DefaultBusyText)
+	def(&t.RateLimited, DefaultRateLimitedText)
+}

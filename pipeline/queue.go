@@ -1,0 +1,172 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"relaybot/store"
+)
+
+// queue runs a message's turn once it may: its place in the conversation's queue (this replica's
+// order, then the deployment's), then its turn, then a free slot among the turns in flight. Each
+// wait may end the message instead: a full queue or no free slot in time tells the user the bot
+// is busy; a newer message (busy = "interrupt") or the shutdown drops it.
+func (p *Pipeline) queue(r *request) {
+	if answeredBefore(p.store, r) {
+		return
+	}
+	pl, ok := p.takePlace(r)
+	if !ok {
+		return
+	}
+	defer pl.leave()
+	if why := pl.waitTurn(); why != nil {
+		pl.drop(why)
+		return
+	}
+	release, err := p.slots.take(p.base)
+	if err != nil {
+		pl.drop(err)
+		return
+	}
+	defer release()
+
+	ctx, cancel := context.WithCancelCause(p.base)
+	defer cancel(nil)
+	p.turns.started(pl.key, pl.t, cancel)
+	if r.in.Command == "compact" {
+		p.cmds.compact(ctx, r)
+		return
+	}
+	p.runTurn(ctx, r)
+}
+
+// place is a message's place in its conversation's queue, in this replica (t) and across the
+// replicas (ticket, 0 without a gate).
+type place struct {
+	p      *Pipeline
+	r      *request
+	key    string
+	t      *queuedTurn
+	ticket int64
+}
+
+// takePlace queues the message in its conversation, here and across the replicas; a full queue
+// tells the user the bot is busy.
+func (p *Pipeline) takePlace(r *request) (*place, bool) {
+	k := r.key.String()
+	t, busy, err := p.turns.enqueue(k, r.in)
+	if err != nil {
+		r.log.Info("pipeline: message refused: conversation busy", "conversation", k, "message", r.in.MessageID)
+		p.notice(r.out, p.opts.Texts.Busy, r.log)
+		return nil, false
+	}
+	ticket, admitted := p.gateEnter(k, r.in, r.log)
+	if !admitted {
+		p.turns.leave(k, t)
+		r.log.Info("pipeline: message refused: conversation busy on the replicas", "conversation", k, "message", r.in.MessageID)
+		p.notice(r.out, p.opts.Texts.Busy, r.log)
+		return nil, false
+	}
+	if busy {
+		r.log.Debug("pipeline: message waits for its turn", "conversation", k, "message", r.in.MessageID)
+	}
+	return &place{p: p, r: r, key: k, t: t, ticket: ticket}, true
+}
+
+// waitTurn waits until the message is first in its conversation here, then across the
+// replicas; it returns why the message must not run (superseded, or the shutdown), or nil.
+// Waiting ignores the adapter's context: an adapter that stops receiving at shutdown still gets
+// its accepted messages answered within the grace period; Shutdown ends the wait when it is over.
+func (pl *place) waitTurn() error {
+	select {
+	case <-pl.t.ready:
+	case <-pl.p.base.Done():
+		return ErrShutdown
+	}
+	switch {
+	case pl.t.dropped != nil:
+		return pl.t.dropped
+	case pl.p.base.Err() != nil:
+		return ErrShutdown
+	}
+	return pl.p.gateWait(pl.key, pl.ticket, pl.r.log)
+}
+
+// leave takes the message out of its conversation's queue, across the replicas first.
+func (pl *place) leave() {
+	pl.p.gateLeave(pl.key, pl.ticket, pl.r.log)
+	pl.p.turns.leave(pl.key, pl.t)
+}
+
+// drop tells the user (at shutdown, or when the bot is too busy) or the log (when superseded)
+// that a waiting message will not be answered.
+func (pl *place) drop(why error) {
+	r := pl.r
+	switch {
+	case errors.Is(why, errNoSlot):
+		r.log.Warn("pipeline: message refused: too many turns in flight", "limit", cap(pl.p.slots.c), "message", r.in.MessageID)
+		pl.p.notice(r.out, pl.p.opts.Texts.Busy, r.log)
+	case errors.Is(why, ErrShutdown):
+		r.log.Info("pipeline: waiting message dropped", "reason", why, "message", r.in.MessageID)
+		pl.p.notice(r.out, pl.p.opts.Texts.Shutdown, r.log)
+	default:
+		r.log.Info("pipeline: waiting message dropped", "reason", why, "message", r.in.MessageID)
+	}
+}
+
+// errNoSlot: no turn slot came free within TurnWait.
+var errNoSlot = errors.New("too many turns in flight")
+
+// slots bound the turns running at once.
+type slots struct {
+	c    chan struct{}
+	wait time.Duration // how long a turn waits for a free slot
+}
+
+// take waits for a free slot, at most wait, and returns the function that frees it again;
+// errNoSlot when none came free in time, ErrShutdown when base ended first.
+func (s slots) take(base context.Context) (release func(), err error) {
+	timer := time.NewTimer(s.wait)
+	defer timer.Stop()
+	select {
+	case s.c <- struct{}{}:
+		return func() { <-s.c }, nil
+	case <-timer.C:
+		return nil, errNoSlot
+	case <-base.Done():
+		return nil, ErrShutdown
+	}
+}
+
+// answeredBefore reports whether a message handed over again after a crash was already
+// answered: a turn it started ended with a status other than interrupted. A failed lookup
+// answers again. A message answered again takes its cut turn out of the history (retried).
+func answeredBefore(st Store, r *request) bool {
+	finder, ok := st.(InboundTurns)
+	in, log := r.in, r.log
+	if !in.Redelivered || !ok || in.MessageID == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+	defer cancel()
+	t, found, err := finder.TurnByInbound(ctx, string(in.Chat.Platform), in.Chat.ChatID, in.MessageID)
+	if err != nil {
+		log.Warn("pipeline: redelivered message not checked against earlier turns; answering it", "message", in.MessageID, "err", err)
+		return false
+	}
+	if !found {
+		return false
+	}
+	if t.Status == store.TurnInterrupted || t.Status == store.TurnRunning {
+		// Answered again: the cut turn leaves the history, or the message would reach the
+		// model twice (its copy in the cut turn, and the new turn's).
+		if _, err := finder.SupersedeTurn(ctx, t.ID); err != nil {
+			log.Warn("pipeline: the cut turn of a redelivered message stays in the history", "turn", t.ID, "err", err)
+		}
+		return false
+	}
+	log.Info("pipeline: redelivered message already answered; skipped", "message", in.MessageID, "turn", t.ID, "status", t.Status)
+	return true
+}
