@@ -41,6 +41,9 @@ type Inbound struct {
 	// messages meant for the bot: in a group, ones that mention it, reply to it or use the prefix.
 	Text   string
 	Images []Image
+	// Attachments are the files that came with the message (voice notes, audio, documents,
+	// image files), read only when the pipeline fetches them; the caption is Text.
+	Attachments []Attachment `json:",omitempty"`
 	// Command is the bot command without its slash ("reset", "stop", "help", "audit", "start"),
 	// read by ParseCommand (or from a slash command or a Stop button); Args holds the rest of
 	// the line. The pipeline acts on Command only: a command naming another bot

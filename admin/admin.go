@@ -100,6 +100,9 @@ type Options struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	MaxHeaderBytes                                            int
 	MaxBodyBytes                                              int64
+	// ChatUploadBytes caps the body of POST /chat/send, where the web chat's files and
+	// recordings come (its own handler caps each file); zero means MaxBodyBytes.
+	ChatUploadBytes int64
 	// Proxies says which peers are trusted reverse proxies (their X-Forwarded-For names the
 	// client that login throttling counts; their X-Forwarded-Proto can make cookies Secure) and
 	// whether the public URL is https; nil trusts no proxy.

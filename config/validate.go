@@ -245,6 +245,8 @@ func (c *Config) validate(missing map[string][]string) error {
 			}
 		}
 	}
+
+	c.validateMedia(bad, httpURL)
 	return errors.Join(errs...)
 }
 

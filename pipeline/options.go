@@ -41,6 +41,9 @@ type Options struct {
 	Texts  Texts
 	// Tools are the tools offered per chat and how long an approval question waits.
 	Tools ToolOptions
+	// Media says how voice notes, audio, documents and image files are read, and whether
+	// answers are spoken too (media.go).
+	Media MediaOptions
 
 	// Usage answers /usage and feeds the quotas; Quotas cap what users and chats may spend,
 	// checked before each turn, and checked and reserved before each model call (atomically

@@ -251,7 +251,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		c.run(p, r)
 		return
 	}
-	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {
+	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 && len(in.Attachments) == 0 {
 		return
 	}
 	p.queue(r)

@@ -33,6 +33,10 @@ type turn struct {
 	id   int64
 	req  agent.Request
 	resp *response
+	// media is what the message's attachments gave (media.go); spoken the call that spoke the
+	// answer, if any.
+	media  readMedia
+	spoken []agent.LLMCall
 }
 
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
@@ -41,7 +45,7 @@ func (p *Pipeline) runTurn(ctx context.Context, r *request) {
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.Queue.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
 	t := &turn{p: p, r: r, ctx: ctx, log: r.log, begun: time.Now(), in: r.in}
-	if !t.withinQuota() || !t.start() {
+	if !t.withinQuota() || !t.readMedia() || !t.start() {
 		return
 	}
 	// The reply outlives the turn's context: a cancelled turn still delivers its partial answer.
@@ -51,6 +55,7 @@ func (p *Pipeline) runTurn(ctx context.Context, r *request) {
 	t.prepare(replyCtx)
 	res := t.run()
 	status, errText, partial := t.deliver(res)
+	t.speak(res, status)
 	t.record(res, status, errText, partial)
 }
 
@@ -175,7 +180,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 // estimate), every round is summarised and the turn tried once more.
 func (t *turn) run() *agent.Result {
 	p, ctx, h := t.p, t.ctx, t.hist
-	calls := append([]agent.LLMCall(nil), h.calls...) // compaction first, as it happened
+	calls := append(append([]agent.LLMCall(nil), t.media.calls...), h.calls...) // transcription and compaction first, as they happened
 	res := p.runner.Run(ctx, t.req, t.resp.emit)
 	p.memory.usage.observeTurn(res.LLMCalls, h.estimate)
 	calls = append(calls, res.LLMCalls...)
@@ -232,7 +237,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		TokensOut: res.Usage.TokensOut,
 		Error:     errText,
 		Messages:  toStoreMessages(res.Messages),
-		LLMCalls:  toStoreLLMCalls(t.hist.meter.unsaved()), // the others are saved already
+		LLMCalls:  toStoreLLMCalls(append(t.hist.meter.unsaved(), t.spoken...)), // the metered ones are saved already
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart

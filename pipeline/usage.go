@@ -106,8 +106,12 @@ func total(rows []store.UsageRow, prices map[string]chat.Price) store.UsageTotal
 }
 
 func usageLine(t store.UsageTotal) string {
-	if t.Estimated > 0 {
-		return fmt.Sprintf("≈%d tokens in, ≈%d out, %d model calls (%d estimated), cost ≈%.4f", t.TokensIn, t.TokensOut, t.Calls, t.Estimated, t.Cost)
+	audio := ""
+	if t.AudioSeconds > 0 {
+		audio = fmt.Sprintf(", %.0f s of audio", t.AudioSeconds)
 	}
-	return fmt.Sprintf("%d tokens in, %d out, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, t.Calls, t.Cost)
+	if t.Estimated > 0 {
+		return fmt.Sprintf("≈%d tokens in, ≈%d out%s, %d model calls (%d estimated), cost ≈%.4f", t.TokensIn, t.TokensOut, audio, t.Calls, t.Estimated, t.Cost)
+	}
+	return fmt.Sprintf("%d tokens in, %d out%s, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, audio, t.Calls, t.Cost)
 }

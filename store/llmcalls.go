@@ -157,7 +157,7 @@ func newLLMCallRow(c LLMCall) llmCallRow {
 		FallbackReason: validText(c.FallbackReason), Status: c.Status,
 		TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
 		TokensIn: c.TokensIn, TokensOut: c.TokensOut, Estimated: c.Estimated,
-		Error: validText(c.Error), StartedAt: c.StartedAt}
+		Error: validText(c.Error), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds()}
 }
 
 // llmCallsOutsideTurns deletes, for retention, the finished calls without a turn (/compact's)

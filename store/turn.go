@@ -133,6 +133,8 @@ type LLMCall struct {
 	Estimated bool
 	Error     string
 	StartedAt time.Time
+	// Audio is the length of the audio a speech call transcribed (zero for chat calls).
+	Audio time.Duration
 }
 
 // Turn is one turn row.
@@ -224,6 +226,7 @@ type llmCallRow struct {
 	UserID     string
 	Estimated  bool
 	InstanceID string
+	AudioMs    int64 `gorm:"column:audio_ms"`
 }
 
 func (llmCallRow) TableName() string { return "llm_calls" }

@@ -120,6 +120,7 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 	}
 	defer a.doneMessage(m.ID)
 	in.Images = a.images(ctx, m.Attachments)
+	in.Attachments = a.attachments(m.Message)
 	// The pipeline orders messages that reach it within a moment (its settle delay) by their
 	// time; handed over in the gateway's order, a channel's messages reach it that way.
 	handed = true
@@ -228,6 +229,28 @@ func (a *Adapter) images(ctx context.Context, atts []*discordgo.MessageAttachmen
 			continue
 		}
 		out = append(out, adapters.Image{MIME: at.ContentType, Data: data})
+	}
+	return out
+}
+
+// attachments lists a message's files other than images (voice messages, audio, documents and
+// text pasted as a file), fetched from the CDN when the pipeline reads them.
+func (a *Adapter) attachments(m *discordgo.Message) []adapters.Attachment {
+	voice := m.Flags&discordgo.MessageFlagsIsVoiceMessage != 0
+	var out []adapters.Attachment
+	for _, at := range m.Attachments {
+		if at == nil || strings.HasPrefix(at.ContentType, "image/") {
+			continue
+		}
+		kind := adapters.Document
+		switch {
+		case voice:
+			kind = adapters.Voice
+		case strings.HasPrefix(at.ContentType, "audio/"):
+			kind = adapters.Audio
+		}
+		out = append(out, adapters.Attachment{Kind: kind, MIME: at.ContentType, Name: at.Filename, Size: int64(at.Size),
+			Duration: time.Duration(at.DurationSecs * float64(time.Second)), Fetch: adapters.HTTPFetch(a.http, at.URL, nil)})
 	}
 	return out
 }

@@ -44,6 +44,12 @@ type webMsg struct {
 	Choices  []struct {
 		ID, Label string
 	} `json:"choices"`
+	HTML  string `json:"html"`
+	Files []struct {
+		Name  string `json:"name"`
+		URL   string `json:"url"`
+		Audio bool   `json:"audio"`
+	} `json:"files"`
 }
 
 func openWebChat(t *testing.T, base string) *webChat {
