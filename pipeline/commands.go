@@ -68,6 +68,16 @@ type commands struct {
 	fail func(err error) string
 }
 
+// failed tells the user that a command failed the way a turn's error is told
+// (output.exception_handling: the failure hint, the error, or nothing) and logs the detail.
+// A store or driver error never reaches a member otherwise: it names users, hosts and databases.
+func (c *commands) failed(r *request, what string, err error, attrs ...any) {
+	r.log.Error("pipeline: "+what+" failed", append(attrs, "err", err)...)
+	if text := c.fail(err); text != "" {
+		c.say(r.out, text, r.log)
+	}
+}
+
 // help answers /help (and /start) with the help text.
 func (c *commands) help(r *request) { c.say(r.out, c.opts.Texts.Help, r.log) }
 
@@ -77,8 +87,7 @@ func (c *commands) reset(r *request) {
 	defer cancel()
 	conv, err := c.store.ResetConversation(ctx, r.key)
 	if err != nil {
-		r.log.Error("pipeline: reset failed", "conversation", r.key.String(), "err", err)
-		c.say(r.out, c.fail(err), r.log)
+		c.failed(r, "/reset", err, "conversation", r.key.String())
 		return
 	}
 	r.log.Info("pipeline: conversation reset", "conversation", r.key.String(), "conversation_id", conv.ID)
