@@ -38,8 +38,9 @@ type Store interface {
 	SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error
 	SetConversationModel(ctx context.Context, conversationID int64, model string) error
 	SetConversationSystemPrompt(ctx context.Context, conversationID int64, prompt string) error
-	// RetryLastTurn takes the newest finished turn out of history and returns its user message.
-	RetryLastTurn(ctx context.Context, conversationID int64) (store.Message, error)
+	// RetryLastTurn takes the newest finished turn (of userID, or of anyone when empty) out of
+	// history and returns its user message and sender.
+	RetryLastTurn(ctx context.Context, conversationID int64, userID string) (store.Retried, error)
 }
 
 // InboundTurns is implemented by stores that can find the turn a user's message started. With

@@ -70,8 +70,12 @@ func (t *turn) start() bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
 	defer cancel()
 	err := t.open(ctx)
-	if errors.Is(err, store.ErrNothingToRetry) {
-		t.p.notice(t.r.out, "There is no earlier message to answer again.", t.log)
+	switch {
+	case errors.Is(err, store.ErrNothingToRetry):
+		t.p.notice(t.r.out, "There is no earlier message of yours to answer again.", t.log)
+		return false
+	case errors.Is(err, errRetryRefused):
+		t.p.notice(t.r.out, "Only bot admins can use /retry last; /retry answers your own last message again.", t.log)
 		return false
 	}
 	if err != nil {
@@ -93,13 +97,8 @@ func (t *turn) open(ctx context.Context) error {
 		return fmt.Errorf("conversation %s: %w", key, err)
 	}
 	if t.in.Command == "retry" {
-		m, err := p.store.RetryLastTurn(ctx, conv.ID)
-		if err != nil {
+		if err := t.retried(ctx, conv.ID); err != nil {
 			return err
-		}
-		t.in.Command, t.in.Args, t.in.Text, t.in.Images = "", "", m.Content, nil
-		if m.Name != "" {
-			t.in.UserName = m.Name
 		}
 	}
 	if t.hist, err = p.memory.rounds(ctx, &history{key: key, conv: conv}); err != nil {
@@ -119,6 +118,50 @@ func (t *turn) open(ctx context.Context) error {
 		return fmt.Errorf("start turn in conversation %d: %w", t.hist.conv.ID, err)
 	}
 	return nil
+}
+
+// retryAnyone is the argument of an admin's /retry that answers the conversation's last
+// message again whoever sent it.
+const retryAnyone = "last"
+
+// errRetryRefused: /retry last by someone who is not a bot admin.
+var errRetryRefused = errors.New("only bot admins can answer another member's message again")
+
+// retried takes the message a /retry answers again out of the history and makes it the turn's:
+// the sender's own last message, or with "/retry last" (bot admins) the conversation's last,
+// whoever sent it. A message of another member runs as theirs: their id and name, so their
+// rights (admin or not, the asker of its approvals, their quota), and no roles or chat-admin
+// standing, which the platform reported for the retrier only: never more than they had.
+func (t *turn) retried(ctx context.Context, convID int64) error {
+	by := t.in.UserID
+	if strings.EqualFold(strings.TrimSpace(t.in.Args), retryAnyone) {
+		if !t.p.access.isAdmin(t.in) {
+			return errRetryRefused
+		}
+		by = ""
+	}
+	rt, err := t.p.store.RetryLastTurn(ctx, convID, by)
+	if err != nil {
+		return err
+	}
+	t.in.Command, t.in.Args, t.in.Text, t.in.Images = "", "", rt.Message.Content, nil
+	if rt.UserID != "" && rt.UserID != t.in.UserID {
+		t.log.Info("pipeline: /retry answers another member's message with their rights", "member", rt.UserID)
+		t.in.UserID, t.in.UserName, t.in.Roles, t.in.ChatAdmin = rt.UserID, rt.UserName, nil, false
+		t.p.notice(t.r.out, "Answering "+nameOr(rt.UserName, rt.UserID)+"'s message again, with their rights.", t.log)
+	}
+	if rt.Message.Name != "" {
+		t.in.UserName = rt.Message.Name
+	}
+	return nil
+}
+
+// nameOr returns name, or id when name is empty.
+func nameOr(name, id string) string {
+	if name != "" {
+		return name
+	}
+	return id
 }
 
 // prepare builds the agent's request (the tools of the chat, the transcript within the model's
