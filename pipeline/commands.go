@@ -42,6 +42,10 @@ func commandTable() []command {
 		{adapters.CommandSpec{Name: "audit", Who: adapters.Admins, Help: "the latest tool calls",
 			Args: []adapters.CommandArg{{Name: "filter", Help: "[tool] [status] [n], in any order"}}},
 			answer((*commands).audit)},
+		{adapters.CommandSpec{Name: "allowed", Who: adapters.Anyone,
+			Help: "the tools always allowed in this chat; revoke N ends one (its giver, the person it covers, chat admins, bot admins)",
+			Args: []adapters.CommandArg{{Name: "revoke", Help: "revoke N: the number /allowed shows"}}},
+			answer((*commands).allowed)},
 		{adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
 			answer((*commands).help)},
 	}

@@ -91,6 +91,7 @@ type Pipeline struct {
 	memory    *memory
 	quotas    *quotaGuard
 	outbox    *outbox
+	questions *openQuestions // approval questions waiting, per user
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
@@ -109,6 +110,8 @@ type request struct {
 	log *slog.Logger
 	// sender names the user across platforms ("telegram:42").
 	sender string
+	// slot is the message's place among the turns in flight, once it has one (queue).
+	slot *turnSlot
 }
 
 // New returns a Pipeline. runner and st are required; toolbox may be nil (no tools).
@@ -135,6 +138,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		turns:     newTurnQueue(opts.Queue.Size, opts.Queue.interrupt(), opts.Queue.Settle),
 		slots:     slots{c: make(chan struct{}, opts.Queue.MaxTurnsInFlight), wait: opts.Queue.TurnWait},
 		outbox:    newOutbox(opts.ShutdownDeliverWait),
+		questions: &openQuestions{max: opts.Tools.MaxOpenQuestions, n: map[string]int{}},
 		base:      base,
 		stopBase:  stop,
 	}

@@ -3,9 +3,9 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"relaybot/audit"
-	"relaybot/chat"
 	"slices"
 	"strings"
 	"time"
@@ -32,15 +32,23 @@ type ApprovalRequest struct {
 	Approvers []string
 	// Rule names the policy rule that asks.
 	Rule string
+	// Remember says an "always" answer is kept (the Manager has a consent store); without it
+	// the question offers approve and deny only.
+	Remember bool
 }
 
 // Approval is the chat's answer to an ApprovalRequest.
 type Approval struct {
 	// Decision is DecisionApproved, DecisionAlways, DecisionDenied or DecisionTimeout.
 	Decision audit.Decision
-	// By names who decided (their name or id as the platform gives it); empty on a timeout.
-	By string
-	At time.Time
+	// By names who decided (their display name); ByID is their platform id. Both are empty on
+	// a timeout.
+	By   string
+	ByID string
+	// ForEveryone, with DecisionAlways, makes the consent cover every member of the chat, not
+	// only the asker: for approvers who answer for others (admins, chat admins).
+	ForEveryone bool
+	At          time.Time
 }
 
 func (a Approval) approved() bool {
@@ -55,41 +63,54 @@ type Approver interface {
 	Approve(ctx context.Context, req ApprovalRequest) (Approval, error)
 }
 
+// ErrNotAsked is wrapped by an Approver's error when it did not put the question at all (the
+// asker has too many waiting): the call is denied (DecisionDenied), the reason going to the
+// model and the audit row.
+var ErrNotAsked = errors.New("the approval question was not asked")
+
 // SetApprover gives the turn the way to ask its chat about calls an ask rule covers. Without one,
 // such calls are denied ("nobody can approve it here"). Call it before Execute.
 func (t *Turn) SetApprover(a Approver) {
 	t.approver = a
 }
 
-// alwaysKey keys the "always allow in this chat" answers of a Manager: the chat and the tool.
-type alwaysKey struct {
-	chat chat.Ref
-	tool string
+// DefaultAlwaysAllowFor is how long an "always allow" answer holds when
+// ManagerOptions.AlwaysAllowFor is 0 (tools.always_allow_days = 30).
+const DefaultAlwaysAllowFor = 30 * 24 * time.Hour
+
+// consented returns the live consent that covers this call, if any. A failed lookup asks.
+func (t *Turn) consented(ctx context.Context, name, server, rule string) (audit.Consent, bool) {
+	if t.m.consents == nil {
+		return audit.Consent{}, false
+	}
+	c, ok, err := t.m.consents.FindConsent(ctx, strings.ToLower(t.info.Platform), t.info.ChatID, t.info.UserID, name, server, rule, time.Now())
+	if err != nil {
+		t.m.log.Warn("tools: consents not read; asking", "tool", name, "err", err)
+		return audit.Consent{}, false
+	}
+	return c, ok
 }
 
-func alwaysKeyOf(info TurnInfo, tool string) alwaysKey {
-	return alwaysKey{chat: chat.Ref{Platform: chat.Platform(strings.ToLower(info.Platform)), ChatID: info.ChatID}, tool: tool}
-}
-
-// allowedAlways returns who answered "always allow" for tool in the turn's chat.
-func (m *Manager) allowedAlways(info TurnInfo, tool string) (string, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	by, ok := m.always[alwaysKeyOf(info, tool)]
-	return by, ok
-}
-
-func (m *Manager) allowAlways(info TurnInfo, tool, by string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.always[alwaysKeyOf(info, tool)] = by
+// remember keeps an "always" answer: for the asker, or for everyone in the chat.
+func (t *Turn) remember(ctx context.Context, name, server, rule string, a Approval) {
+	c := audit.Consent{Platform: strings.ToLower(t.info.Platform), ChatID: t.info.ChatID, UserID: t.info.UserID,
+		Tool: name, Server: server, Rule: rule, GivenBy: a.By, GivenByID: a.ByID, CreatedAt: a.At,
+		ExpiresAt: a.At.Add(t.m.alwaysFor)}
+	if a.ForEveryone {
+		c.UserID = ""
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)
+	defer cancel()
+	if _, err := t.m.consents.SaveConsent(sctx, c); err != nil {
+		t.m.log.Error("tools: always-allow answer not kept; the next call asks again", "tool", name, "err", err)
+	}
 }
 
 // approve runs the approval of a call the policy asks about and fills the audit record's approval
 // fields; it returns nil when the call may run, else the reason it may not.
 func (t *Turn) approve(ctx context.Context, rec *audit.Record, name, args string, d Decision, server string) error {
-	if by, ok := t.m.allowedAlways(t.info, name); ok {
-		rec.Decision, rec.Approver, rec.DecidedAt = DecisionAlways, by, time.Now().UTC()
+	if c, ok := t.consented(ctx, name, server, d.Rule); ok {
+		rec.Decision, rec.Approver, rec.ApproverID, rec.DecidedAt = DecisionAlways, c.GivenBy, c.GivenByID, time.Now().UTC()
 		return nil
 	}
 	if t.approver == nil {
@@ -98,7 +119,12 @@ func (t *Turn) approve(ctx context.Context, rec *audit.Record, name, args string
 	}
 	a, err := t.approver.Approve(ctx, ApprovalRequest{
 		Tool: name, Server: server, Summary: Summarize(args), Approvers: slices.Clone(d.Approvers), Rule: d.Rule,
+		Remember: t.m.consents != nil,
 	})
+	if errors.Is(err, ErrNotAsked) {
+		rec.Decision, rec.DecidedAt = DecisionDenied, time.Now().UTC()
+		return fmt.Errorf("denied by %s: %w", d.Rule, err)
+	}
 	if err != nil {
 		rec.Decision, rec.DecidedAt = DecisionCancelled, time.Now().UTC()
 		return fmt.Errorf("denied: %w", err)
@@ -106,10 +132,12 @@ func (t *Turn) approve(ctx context.Context, rec *audit.Record, name, args string
 	if a.At.IsZero() {
 		a.At = time.Now()
 	}
-	rec.Decision, rec.Approver, rec.DecidedAt = a.Decision, a.By, a.At.UTC()
+	rec.Decision, rec.Approver, rec.ApproverID, rec.DecidedAt = a.Decision, a.By, a.ByID, a.At.UTC()
 	switch {
 	case a.Decision == DecisionAlways:
-		t.m.allowAlways(t.info, name, a.By)
+		if t.m.consents != nil {
+			t.remember(ctx, name, server, d.Rule, a)
+		}
 		return nil
 	case a.approved():
 		return nil

@@ -129,7 +129,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
-		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn})
+		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
+		Consents: st, AlwaysAllowFor: time.Duration(cfg.Tools.AlwaysAllowDays) * 24 * time.Hour})
 	if err != nil {
 		return b, err
 	}
@@ -148,6 +149,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	opts.SystemPromptExtra = tl.skillPrompt
 	opts.Audit = reader
 	opts.Usage = st
+	opts.Tools.Consents = st
 	opts.Recorder = rec
 	opts.Logger = log
 	opts.Observer = m
@@ -524,9 +526,10 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			FailureHint: cfg.Output.FailureHint,
 		},
 		Tools: pipeline.ToolOptions{
-			Allow:           cfg.Tools.Allow,
-			PerChat:         cfg.Tools.PerChat,
-			ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+			Allow:            cfg.Tools.Allow,
+			PerChat:          cfg.Tools.PerChat,
+			ApprovalTimeout:  time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+			MaxOpenQuestions: cfg.Tools.MaxOpenQuestions,
 		},
 		Quotas: quotas(cfg.Quotas),
 	}
