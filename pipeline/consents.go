@@ -91,7 +91,7 @@ func consentLine(x audit.Consent) string {
 	}
 	whom := "for everyone"
 	if !x.ForEveryone() {
-		whom = "for " + x.UserID
+		whom = "for user " + x.UserID
 	}
 	return fmt.Sprintf("%s %s, given by %s, until %s UTC", tool, whom, nameOr(x.GivenBy, x.GivenByID), x.ExpiresAt.UTC().Format(time.DateOnly))
 }

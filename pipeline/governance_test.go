@@ -5,8 +5,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"fmt"
+	"regexp"
 	"relaybot/adapters"
+	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/config"
@@ -105,5 +109,170 @@ func TestRetryAnswersYourOwnMessageAndAnothersWithTheirRights(t *testing.T) {
 	}
 	if n := admin.Notices(); len(n) != 1 || !strings.Contains(n[0], "Answering u7's message again, with their rights.") {
 		t.Fatalf("the admin was told %q", n)
+	}
+}
+
+// pressAs is a press on an approval question by a user.
+func pressAs(choice, user, name string, chatAdmin bool) adapters.Answer {
+	return adapters.Answer{Choice: choice, UserID: user, UserName: name, ChatAdmin: chatAdmin}
+}
+
+// groupMsg is a message in Telegram group -100 by user.
+func groupMsg(user, id, text string) adapters.Inbound {
+	in := adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100"}, Kind: adapters.Group,
+		MessageID: id, UserID: user, UserName: "u" + user, Text: text}
+	if c, ok := adapters.ParseCommand(text); ok {
+		in.Command, in.Args, in.Text = c.Name, c.Args, ""
+	}
+	return in
+}
+
+// "Always allow" by the asker covers their own later calls only: another member is still asked.
+// A chat admin's "Always, for everyone in this chat" covers every member, also after a restart
+// (a new pipeline over the same database); the asker cannot give that one. /allowed lists the
+// consents and /allowed revoke ends one, for those who may.
+func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
+	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk,
+		Approvers: []string{tools.ApproverAsker, tools.ApproverChatAdmins}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessTools(t, Options{}, tools.ManagerOptions{Policy: policy}, nil)
+	echo := func(n int) []llm.Reply {
+		return []llm.Reply{llm.ToolCalls(llm.Call{ID: fmt.Sprint("c", n), Name: "echo", Args: []string{`{"text":"hi"}`}}), llm.Text("done")}
+	}
+	ask := func(user, id string, presses ...adapters.Answer) *askResponder {
+		t.Helper()
+		h.llm.Push(echo(len(h.llm.Requests()))...)
+		out := &askResponder{recResponder: &recResponder{stream: true}, presses: presses}
+		<-h.handle(groupMsg(user, id, "echo hi"), out)
+		return out
+	}
+
+	out := ask("7", "1", pressAs(choiceAlwaysChat, "7", "Ann", false), pressAs(choiceAlways, "7", "Ann", false))
+	if len(out.told) != 2 || !strings.Contains(out.told[0], "Only bot admins or chat admins can allow this for everyone") ||
+		!strings.Contains(out.told[1], "always allowed for u7 in this chat") {
+		t.Fatalf("Ann's presses were told %q; want \"for everyone\" refused and \"for me\" taken", out.told)
+	}
+	if out = ask("7", "2"); len(out.questions) != 0 {
+		t.Fatalf("Ann was asked again after her own \"always\"")
+	}
+	out = ask("8", "3", pressAs(choiceAlwaysChat, "9", "Chief", true))
+	if len(out.questions) != 1 {
+		t.Fatalf("Bob's call rode on Ann's consent: %d questions", len(out.questions))
+	}
+
+	// A new pipeline and tool manager over the same database: the consent for everyone holds.
+	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "test-model", SupportsTools: true}}, agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, tools.ManagerOptions{Policy: policy, Consents: h.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := New(runner, h.store, mgr, Options{History: HistoryOptions{Rounds: 10}, Tools: ToolOptions{Consents: h.store}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.p = p2
+	if out = ask("10", "4"); len(out.questions) != 0 {
+		t.Fatalf("after a restart, a member was asked despite \"always, for everyone\"")
+	}
+	rows := h.rec.Records()
+	if r := rows[len(rows)-1]; r.Decision != tools.DecisionAlways || r.Approver != "Chief" || r.ApproverID != "9" {
+		t.Fatalf("the unasked call's audit row: %q by %q (%q), want always by Chief (9)", r.Decision, r.Approver, r.ApproverID)
+	}
+
+	list := &recResponder{}
+	<-h.handle(groupMsg("8", "5", "/allowed"), list)
+	n := list.Notices()
+	if len(n) != 1 || !strings.Contains(n[0], "echo for everyone, given by Chief") || !strings.Contains(n[0], "echo for user 7, given by Ann") {
+		t.Fatalf("/allowed = %q", n)
+	}
+	id := regexp.MustCompile(`#(\d+) echo for everyone`).FindStringSubmatch(n[0])[1]
+	refused := &recResponder{}
+	<-h.handle(groupMsg("8", "6", "/allowed revoke "+id), refused)
+	if n := refused.Notices(); len(n) != 1 || !strings.Contains(n[0], "Only the person it covers") {
+		t.Fatalf("a member's revoke of the admin's consent: %q", n)
+	}
+	revoke := &recResponder{}
+	chief := groupMsg("9", "7", "/allowed revoke "+id)
+	chief.ChatAdmin = true
+	<-h.handle(chief, revoke)
+	if n := revoke.Notices(); len(n) != 1 || !strings.Contains(n[0], "Revoked #"+id) {
+		t.Fatalf("the chat admin's revoke: %q", n)
+	}
+	if out = ask("10", "8", pressAs(choiceDeny, "9", "Chief", true)); len(out.questions) != 1 {
+		t.Fatalf("a member was not asked after the consent was revoked")
+	}
+}
+
+// heldAsker is a platform with buttons whose questions wait until the test answers them.
+type heldAsker struct {
+	*recResponder
+	asked   chan string
+	answers chan adapters.Answer
+}
+
+func newHeldAsker() *heldAsker {
+	return &heldAsker{recResponder: &recResponder{stream: true}, asked: make(chan string, 8), answers: make(chan adapters.Answer)}
+}
+
+func (a *heldAsker) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
+	a.asked <- q.Text
+	select {
+	case ans := <-a.answers:
+		decide(ans)
+		return ans, nil
+	case <-ctx.Done():
+		return adapters.Answer{}, ctx.Err()
+	}
+}
+
+// With one turn in flight at most, a turn waiting for an approval lets another chat be answered
+// meanwhile, and goes on once approved; a user with tools.max_open_questions questions waiting
+// is not asked another: the call is denied and the model told why.
+func TestAWaitingQuestionGivesItsSlotBack(t *testing.T) {
+	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessTools(t, Options{Queue: QueueOptions{MaxTurnsInFlight: 1, TurnWait: time.Minute},
+		Tools: ToolOptions{MaxOpenQuestions: 1}}, tools.ManagerOptions{Policy: policy}, nil)
+	h.llm.SetHandler(func(r llm.Request) llm.Reply {
+		last := r.Messages[len(r.Messages)-1]
+		switch {
+		case last.Role == "tool":
+			return llm.Text("tool said: " + last.Content)
+		case strings.Contains(last.Content, "echo"):
+			return llm.ToolCalls(llm.Call{ID: "c", Name: "echo", Args: []string{`{"text":"hi"}`}})
+		}
+		return llm.Text("plain answer")
+	})
+	waiting := newHeldAsker()
+	first := h.handle(groupMsg("7", "1", "echo please"), waiting)
+	select {
+	case <-waiting.asked:
+	case <-time.After(time.Minute):
+		t.Fatal("no question was asked")
+	}
+
+	other := &recResponder{stream: true}
+	<-h.handle(privateMsg("8", "2", "hello"), other)
+	if final, _ := other.Reply(0).Final(); final != "plain answer" {
+		t.Fatalf("another chat got %q (notices %q) while a question waited; want its answer", final, other.Notices())
+	}
+
+	second := newHeldAsker()
+	<-h.handle(privateMsg("7", "3", "echo again"), second)
+	if final, _ := second.Reply(0).Final(); !strings.Contains(final, "already has 1 approval questions waiting (tools.max_open_questions)") {
+		t.Fatalf("the asker's second question: final %q; want the call denied for too many open questions", final)
+	}
+
+	waiting.answers <- adapters.Answer{Choice: choiceApprove, UserID: "7", UserName: "u7", ChatAdmin: true}
+	<-first
+	if final, _ := waiting.Reply(0).Final(); !strings.HasPrefix(final, "tool said: echo: hi") {
+		t.Fatalf("the approved turn ended with %q", final)
 	}
 }

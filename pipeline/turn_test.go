@@ -198,6 +198,12 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 	if err != nil {
 		t.Fatal(err)
 	}
+	if mopts.Consents == nil {
+		mopts.Consents = st
+	}
+	if opts.Tools.Consents == nil {
+		opts.Tools.Consents = st
+	}
 	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, mopts)
 	if err != nil {
 		t.Fatal(err)
