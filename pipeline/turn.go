@@ -178,11 +178,12 @@ func (t *turn) prepare(replyCtx context.Context) {
 		Private:        in.Kind == adapters.Private,
 		Roles:          in.Roles,
 		ChatAdmin:      in.ChatAdmin,
+		RuleChats:      ruleChats(in),
 	}
 	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.conv.Model, BeforeCall: p.quotas.beforeCall(in, t.log)}
 	var tt *tools.Turn
 	if p.tools != nil {
-		tt = p.tools.ForTurn(info, p.allowedTools(in.Chat))
+		tt = p.tools.ForTurn(info, p.allowedTools(in))
 		t.req.Tools = tt.Specs()
 		t.req.Executor = tt
 	}
@@ -362,10 +363,17 @@ func partialText(res *agent.Result, roundShown string) string {
 	return res.PartialText
 }
 
-// allowedTools returns the tool filter of a chat: its per-chat list, else the global list, else
-// nil (all tools).
-func (p *Pipeline) allowedTools(ref chat.Ref) func(string) bool {
-	list, ok := p.opts.Tools.PerChat[ref.Chat().String()]
+// allowedTools returns the tool filter of a message's chat: the per-chat list of the most
+// specific of its rule chats that has one (a thread's or topic's own, else its chat's, else a
+// Discord thread's parent channel's), else the global list, else nil (all tools).
+func (p *Pipeline) allowedTools(in adapters.Inbound) func(string) bool {
+	var list []string
+	ok := false
+	for _, c := range ruleChats(in) {
+		if list, ok = p.opts.Tools.PerChat[c]; ok {
+			break
+		}
+	}
 	if !ok {
 		if len(p.opts.Tools.Allow) == 0 {
 			return nil

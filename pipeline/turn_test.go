@@ -795,7 +795,7 @@ func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
 		{chat.Ref{Platform: chat.Telegram, ChatID: "7"}, "fail", true},
 	}
 	for _, tt := range tests {
-		allowed := h.p.allowedTools(tt.chat)
+		allowed := h.p.allowedTools(adapters.Inbound{Chat: tt.chat})
 		got := allowed == nil || allowed(tt.tool)
 		if got != tt.wantOffered {
 			t.Errorf("%s:%s offers %s = %v, want %v", tt.chat.Platform, tt.chat.ChatID, tt.tool, got, tt.wantOffered)

@@ -438,7 +438,7 @@ func TestDiscordApprovals(t *testing.T) {
 		var q dtk.Message
 		wait.For(t, fmt.Sprintf("question %d", n), func() bool {
 			qs := questions()
-			if len(qs) < n || len(qs[n-1].Buttons) != 3 {
+			if len(qs) < n || len(qs[n-1].Buttons) != 4 { // approve, deny, always for the asker, always for everyone
 				return false
 			}
 			q = qs[n-1]
