@@ -276,3 +276,31 @@ func TestAWaitingQuestionGivesItsSlotBack(t *testing.T) {
 		t.Fatalf("the approved turn ended with %q", final)
 	}
 }
+
+// A per-chat tool list holds in the chat's threads: a Discord thread uses its parent channel's
+// list, a Telegram forum topic its group's, unless a list names the thread or topic itself.
+func TestPerChatToolsHoldInThreads(t *testing.T) {
+	h := newHarness(t, Options{Tools: ToolOptions{PerChat: map[string][]string{
+		"discord:6": {"fail"}, "telegram:-100": {"echo"}, "telegram:-100#7": {"page"}}}})
+	tests := []struct {
+		name string
+		in   adapters.Inbound
+		want string
+	}{
+		{"discord thread", adapters.Inbound{Chat: chat.Ref{Platform: chat.Discord, ChatID: "60"}, ParentChatID: "6"}, "fail"},
+		{"telegram topic", adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100", ThreadID: "3"}}, "echo"},
+		{"telegram topic named", adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100", ThreadID: "7"}}, "page"},
+	}
+	for _, tt := range tests {
+		allowed := h.p.allowedTools(tt.in)
+		var got []string
+		for _, name := range []string{"echo", "fail", "block", "page"} {
+			if allowed == nil || allowed(name) {
+				got = append(got, name)
+			}
+		}
+		if strings.Join(got, ",") != tt.want {
+			t.Errorf("%s: tools %v offered, want only %s", tt.name, got, tt.want)
+		}
+	}
+}
