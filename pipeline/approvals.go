@@ -30,6 +30,7 @@ var errApprovalTimeout = errors.New("approval timed out")
 // chatApprover asks the chat of one turn whether a tool call may run.
 type chatApprover struct {
 	in      adapters.Inbound
+	out     adapters.Responder // posts the whole call of a question that cuts it
 	asker   adapters.Asker
 	reply   adapters.Reply
 	admins  idSet // the bot's admins
@@ -59,6 +60,9 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	}
 	qctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errApprovalTimeout)
 	defer cancel()
+	if req.Cut && !a.postWholeCall(ctx, req) {
+		return tools.Approval{}, fmt.Errorf("%w: the call is too long for the question and its whole arguments could not be posted", tools.ErrNotAsked)
+	}
 	q := adapters.Question{Text: questionText(req), Choices: a.choices(req)}
 	ans, err := a.asker.Ask(qctx, q, func(ans adapters.Answer) (bool, string) {
 		may, forOthers := a.mayAnswer(ans, req.Approvers)
@@ -146,12 +150,49 @@ func who(ans adapters.Answer) string {
 	return ans.UserID
 }
 
+// questionText is the question about a call: the tool, its arguments, what of them the
+// question does not show (a cut, the values that look like secrets), and who may answer.
 func questionText(req tools.ApprovalRequest) string {
-	name := req.Tool
+	name := tools.Visible(req.Tool)
 	if req.Server != "" {
-		name += " (MCP server " + req.Server + ")"
+		name += " (MCP server " + tools.Visible(req.Server) + ")"
 	}
-	return fmt.Sprintf("The assistant wants to run %s with:\n%s\n\nApprove? (%s)", name, req.Summary, approversText(req.Approvers))
+	var notes []string
+	if req.Cut {
+		notes = append(notes, "The arguments are longer than this question shows: the whole call is in the file "+wholeCallName(req)+" posted above.")
+	}
+	if n := len(req.Hidden); n == 1 {
+		notes = append(notes, "1 value that looks like a secret is hidden: "+tools.Visible(req.Hidden[0])+".")
+	} else if n > 1 {
+		notes = append(notes, fmt.Sprintf("%d values that look like secrets are hidden: %s.", n, tools.Visible(strings.Join(req.Hidden, ", "))))
+	}
+	text := fmt.Sprintf("The assistant wants to run %s with:\n%s", name, req.Summary)
+	if len(notes) > 0 {
+		text += "\n\n" + strings.Join(notes, "\n")
+	}
+	return text + "\n\nApprove? (" + approversText(req.Approvers) + ")"
+}
+
+// wholeCallName is the name of the file that carries a call's whole arguments.
+func wholeCallName(req tools.ApprovalRequest) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r < ' ' {
+			return '_'
+		}
+		return r
+	}, req.Tool) + "-arguments.json"
+}
+
+// postWholeCall posts the whole arguments of a call whose question had to cut them, as a file,
+// before the question: the approver reads everything they approve. It reports whether it did.
+func (a *chatApprover) postWholeCall(ctx context.Context, req tools.ApprovalRequest) bool {
+	if a.out == nil {
+		return false
+	}
+	r := a.out.NewReply(ctx)
+	err := r.Finish(ctx, "The whole call to "+tools.Visible(req.Tool)+", for the question below:",
+		[]chat.File{{Name: wholeCallName(req), MIME: "application/json", Data: []byte(req.Arguments)}})
+	return err == nil
 }
 
 func approversText(approvers []string) string {

@@ -304,3 +304,43 @@ func TestPerChatToolsHoldInThreads(t *testing.T) {
 		}
 	}
 }
+
+// An approval question shows what it approves: a value is never cut on its own (a path's tail
+// is where the harm hides), bidirectional overrides are shown as their code, the approver is
+// told which values look like secrets and are hidden, and a call too long for the question goes
+// along whole as a file posted before it.
+func TestApprovalQuestionShowsTheWholeCall(t *testing.T) {
+	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessTools(t, Options{}, tools.ManagerOptions{Policy: policy}, nil)
+	path := "/home/ann/" + strings.Repeat("notes/", 40) + "../../.ssh/authorized_keys"
+	short := `{"text":"report\u202etxt.exe","api_key":"sk-live-1234567890","path":"` + path + `"}`
+	long := `{"text":"` + strings.Repeat("lorem ipsum ", 100) + `","tail":"rm -rf /"}`
+	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "echo", Args: []string{short}}), llm.Text("one"),
+		llm.ToolCalls(llm.Call{ID: "c2", Name: "echo", Args: []string{long}}), llm.Text("two"))
+	press := []adapters.Answer{pressAs(choiceApprove, "7", "Ann", false)}
+
+	out := &askResponder{recResponder: &recResponder{stream: true}, presses: press}
+	<-h.handle(privateMsg("7", "1", "echo it"), out)
+	q := out.questions[0]
+	for _, want := range []string{"path: " + path, `report\u202etxt.exe`, "1 value that looks like a secret is hidden: api_key.", "api_key: [redacted]"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("the question lacks %q:\n%s", want, q)
+		}
+	}
+	if strings.Contains(q, "sk-live") || strings.ContainsRune(q, '\u202e') {
+		t.Errorf("the question shows the secret or the raw override:\n%s", q)
+	}
+
+	out = &askResponder{recResponder: &recResponder{stream: true}, presses: press}
+	<-h.handle(privateMsg("7", "2", "echo more"), out)
+	if q := out.questions[0]; !strings.Contains(q, "the whole call is in the file echo-arguments.json posted above") {
+		t.Errorf("the long call's question does not point to the whole call:\n%s", q)
+	}
+	whole := out.Reply(1)
+	if whole == nil || len(whole.files) != 1 || !strings.Contains(string(whole.files[0].Data), `"tail": "rm -rf /"`) {
+		t.Fatalf("the whole call was not posted as a file before the question: %+v", whole)
+	}
+}

@@ -196,7 +196,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 	if asker, ok := out.(adapters.Asker); ok && tt != nil {
 		// The turn's "ask" tool calls are approved in the chat when the platform can post
 		// buttons; without that, such calls are denied.
-		tt.SetApprover(&chatApprover{in: in, asker: asker, reply: reply, admins: p.access.admins,
+		tt.SetApprover(&chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.admins,
 			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now, slot: t.r.slot, open: p.questions})
 	}
 	t.resp = newResponse(replyCtx, out, reply, t.req.Stream, p.opts.Output, in.Chat.Platform, p.outbox, t.log)

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -26,8 +28,13 @@ const (
 type ApprovalRequest struct {
 	Tool   string
 	Server string
-	// Summary is a readable, redacted rendering of the arguments (Summarize).
-	Summary string
+	// Summary is a readable, redacted rendering of the arguments (Summarize); Cut says it had
+	// to be cut, and Arguments is then the whole call (redacted JSON) for the approver to read.
+	Summary   string
+	Cut       bool
+	Arguments string
+	// Hidden are the keys whose values are redacted (HiddenKeys): the approver is told.
+	Hidden []string
 	// Approvers are who may answer (ApproverAsker, ApproverChatAdmins, ApproverAdmins).
 	Approvers []string
 	// Rule names the policy rule that asks.
@@ -117,9 +124,14 @@ func (t *Turn) approve(ctx context.Context, rec *audit.Record, name, args string
 		rec.Decision, rec.DecidedAt = DecisionDenied, time.Now().UTC()
 		return fmt.Errorf("denied by %s: nobody can approve it in this chat", d.Rule)
 	}
+	summary, cut := Summarize(args)
+	var whole string
+	if cut {
+		whole = wholeCall(args)
+	}
 	a, err := t.approver.Approve(ctx, ApprovalRequest{
-		Tool: name, Server: server, Summary: Summarize(args), Approvers: slices.Clone(d.Approvers), Rule: d.Rule,
-		Remember: t.m.consents != nil,
+		Tool: name, Server: server, Summary: summary, Cut: cut, Arguments: whole, Hidden: HiddenKeys(args),
+		Approvers: slices.Clone(d.Approvers), Rule: d.Rule, Remember: t.m.consents != nil,
 	})
 	if errors.Is(err, ErrNotAsked) {
 		rec.Decision, rec.DecidedAt = DecisionDenied, time.Now().UTC()
@@ -148,45 +160,117 @@ func (t *Turn) approve(ctx context.Context, rec *audit.Record, name, args string
 	}
 }
 
-// Summary limits.
-const (
-	summaryMaxChars = 600
-	summaryValueMax = 160
-)
+// SummaryMaxChars caps the summary of a call's arguments in an approval question, so the
+// question fits one message on every platform (Discord's 2,000 characters with the rest of the
+// question, and each of its Markdown characters escaped there); a longer one is cut and the question says so (ApprovalRequest.Cut), the whole call
+// going along as a file (ApprovalRequest.Arguments).
+const SummaryMaxChars = 900
 
 // Summarize renders a call's JSON arguments for people: one "key: value" line per field, in the
-// model's order, secrets redacted (RedactJSONText), long values cut. Arguments that are not an
-// object are shown as redacted text.
-func Summarize(args string) string {
+// model's order, whole values (no value is cut on its own: a path's tail is what matters),
+// secrets redacted (RedactJSONText), control, format and bidirectional-override characters
+// shown as their code ("\u202e") so the text reads as it is. Arguments that are not an object
+// are shown as redacted text. It returns whether the rendering had to be cut at SummaryMaxChars.
+func Summarize(args string) (string, bool) {
 	red := RedactJSONText(args)
+	whole := func() (string, bool) {
+		v := Visible(red)
+		return Truncate(v, SummaryMaxChars), utf8.RuneCountInString(v) > SummaryMaxChars
+	}
 	dec := json.NewDecoder(strings.NewReader(red))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return Truncate(red, summaryMaxChars)
+		return whole()
 	}
 	var lines []string
 	for dec.More() {
 		k, err := dec.Token()
 		if err != nil {
-			return Truncate(red, summaryMaxChars)
+			return whole()
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return Truncate(red, summaryMaxChars)
+			return whole()
 		}
 		val := string(v)
 		var s string
 		if json.Unmarshal(v, &s) == nil {
 			val = s
 		}
-		val = strings.Join(strings.Fields(val), " ")
-		if utf8.RuneCountInString(val) > summaryValueMax {
-			val = string([]rune(val)[:summaryValueMax-1]) + "…"
-		}
-		lines = append(lines, fmt.Sprintf("%v: %s", k, val))
+		lines = append(lines, fmt.Sprintf("%s: %s", Visible(fmt.Sprint(k)), Visible(val)))
 	}
 	if len(lines) == 0 {
-		return "(no arguments)"
+		return "(no arguments)", false
 	}
-	return Truncate(strings.Join(lines, "\n"), summaryMaxChars)
+	text := strings.Join(lines, "\n")
+	return Truncate(text, SummaryMaxChars), utf8.RuneCountInString(text) > SummaryMaxChars
+}
+
+// wholeCall is a call's arguments for the approver to read in full: redacted, indented JSON,
+// format characters written as JSON escapes (still valid JSON, and readable as what they are).
+func wholeCall(args string) string {
+	red := RedactJSONText(args)
+	var buf bytes.Buffer
+	if json.Indent(&buf, []byte(red), "", "  ") == nil {
+		red = buf.String()
+	}
+	var b strings.Builder
+	for _, r := range red {
+		if unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Visible shows the characters of s that would hide or disguise text as their code: control
+// characters (a newline in a value too: it could fake a line of the question), Unicode format
+// characters (zero-width ones, bidirectional overrides and isolates that make "txt.exe" read
+// "exe.txt") and the line and paragraph separators.
+func Visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// HiddenKeys lists the keys of a call's JSON arguments (as dotted paths) whose values the
+// approval question and the audit log show as Redacted, in order.
+func HiddenKeys(args string) []string {
+	var v any
+	if json.Unmarshal([]byte(args), &v) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				if IsSecretKey(k) {
+					out = append(out, prefix+k)
+					continue
+				}
+				walk(prefix+k+".", x[k])
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s%d.", prefix, i), e)
+			}
+		}
+	}
+	walk("", v)
+	return out
 }

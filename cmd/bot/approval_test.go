@@ -428,7 +428,7 @@ func TestDiscordApprovals(t *testing.T) {
 	questions := func() []dtk.Message {
 		var qs []dtk.Message
 		for _, m := range dc.BotMessages(channel) {
-			if strings.Contains(m.Content, "echo (MCP server kit)") {
+			if strings.Contains(m.Content, `echo \(MCP server kit\)`) {
 				qs = append(qs, m)
 			}
 		}
@@ -438,7 +438,7 @@ func TestDiscordApprovals(t *testing.T) {
 		var q dtk.Message
 		wait.For(t, fmt.Sprintf("question %d", n), func() bool {
 			qs := questions()
-			if len(qs) < n || len(qs[n-1].Buttons) != 4 { // approve, deny, always for the asker, always for everyone
+			if len(qs) < n || len(qs[n-1].Buttons) != 4 { // approve, deny, always for the asker, always for everyone; the text is escaped Markdown
 				return false
 			}
 			q = qs[n-1]
