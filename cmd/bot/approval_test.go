@@ -391,12 +391,12 @@ func TestTelegramApprovals(t *testing.T) {
 		t.Fatalf("audit rows = %d, %v", len(rows), err)
 	}
 	want := []struct {
-		decision audit.Decision
-		approver string
-	}{{"approved", "user9"}, {"denied", "user100"}, {"always", "user9"}, {"always", "user9"}}
+		decision     audit.Decision
+		approver, id string
+	}{{"approved", "user9", "9"}, {"denied", "user100", "100"}, {"always", "user9", "9"}, {"always", "user9", "9"}}
 	for i, w := range want {
-		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || !r.ApprovalRequired {
-			t.Errorf("row %d: decision %q by %q, want %s by %s", i, r.Decision, r.Approver, w.decision, w.approver)
+		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || r.ApproverID != w.id || !r.ApprovalRequired {
+			t.Errorf("row %d: decision %q by %q (%q), want %s by %s (%s)", i, r.Decision, r.Approver, r.ApproverID, w.decision, w.approver, w.id)
 		}
 	}
 }
