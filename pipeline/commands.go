@@ -44,7 +44,7 @@ func commandTable() []command {
 			answer((*commands).audit)},
 		{adapters.CommandSpec{Name: "allowed", Who: adapters.Anyone,
 			Help: "the tools always allowed in this chat; revoke N ends one (its giver, the person it covers, chat admins, bot admins)",
-			Args: []adapters.CommandArg{{Name: "revoke", Help: "revoke N: the number /allowed shows"}}},
+			Args: []adapters.CommandArg{{Name: "revoke", Help: "the number /allowed shows of the one to revoke"}}},
 			answer((*commands).allowed)},
 		{adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
 			answer((*commands).help)},

@@ -30,12 +30,17 @@ func (c *commands) allowed(r *request) {
 		c.failed(r, "/allowed", err)
 		return
 	}
-	verb, arg, _ := strings.Cut(strings.TrimSpace(in.Args), " ")
-	switch {
-	case verb == "":
+	args := strings.TrimSpace(in.Args)
+	if args == "" {
 		c.say(out, formatConsents(list), log)
 		return
-	case verb != "revoke":
+	}
+	// "revoke N" as typed, or N alone: a Discord slash command's "revoke" option carries N.
+	verb, arg, _ := strings.Cut(args, " ")
+	if verb != "revoke" {
+		verb, arg = "revoke", args
+	}
+	if _, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(arg), "#"), 10, 64); err != nil {
 		c.say(out, "Usage: /allowed, or /allowed revoke N.", log)
 		return
 	}
