@@ -11,29 +11,17 @@ import (
 	"relaybot/audit"
 )
 
-// consentRow is a tool_consents row.
-type consentRow struct {
-	ID        int64 `gorm:"primaryKey"`
-	Platform  string
-	ChatID    string
-	UserID    string
-	Tool      string
-	Server    string
-	Rule      string
-	GivenBy   string
-	GivenByID string
-	CreatedAt time.Time
-	ExpiresAt time.Time
-}
+// consentRow is a tool_consents row: the consent itself, under the table's name.
+type consentRow audit.Consent
 
 func (consentRow) TableName() string { return "tool_consents" }
 
 const consentColumns = "id, platform, chat_id, user_id, tool, server, rule, given_by, given_by_id, created_at, expires_at"
 
 func (r consentRow) public() audit.Consent {
-	return audit.Consent{ID: r.ID, Platform: r.Platform, ChatID: r.ChatID, UserID: r.UserID, Tool: r.Tool,
-		Server: r.Server, Rule: r.Rule, GivenBy: r.GivenBy, GivenByID: r.GivenByID,
-		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}
+	c := audit.Consent(r)
+	c.CreatedAt, c.ExpiresAt = c.CreatedAt.UTC(), c.ExpiresAt.UTC()
+	return c
 }
 
 var _ audit.Consents = (*Store)(nil)
@@ -44,8 +32,8 @@ func (s *Store) SaveConsent(ctx context.Context, c audit.Consent) (int64, error)
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = time.Now()
 	}
-	row := consentRow{Platform: c.Platform, ChatID: c.ChatID, UserID: c.UserID, Tool: c.Tool, Server: c.Server,
-		Rule: c.Rule, GivenBy: c.GivenBy, GivenByID: c.GivenByID, CreatedAt: dbTime(c.CreatedAt), ExpiresAt: dbTime(c.ExpiresAt)}
+	row := consentRow(c)
+	row.ID, row.CreatedAt, row.ExpiresAt = 0, dbTime(c.CreatedAt), dbTime(c.ExpiresAt)
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		err := tx.Where("platform = ? AND chat_id = ? AND user_id = ? AND tool = ? AND server = ? AND rule = ?",
 			row.Platform, row.ChatID, row.UserID, row.Tool, row.Server, row.Rule).Delete(&consentRow{}).Error
