@@ -43,7 +43,7 @@ func commandTable() []command {
 			Args: []adapters.CommandArg{{Name: "filter", Help: "[tool] [status] [n], in any order"}}},
 			answer((*commands).audit)},
 		{adapters.CommandSpec{Name: "allowed", Who: adapters.Anyone,
-			Help: "the tools always allowed in this chat; revoke N ends one (its giver, the person it covers, chat admins, bot admins)",
+			Help: "the tools always allowed in this chat; revoke N ends one",
 			Args: []adapters.CommandArg{{Name: "revoke", Help: "the number /allowed shows of the one to revoke"}}},
 			answer((*commands).allowed)},
 		{adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
