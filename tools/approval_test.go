@@ -163,3 +163,38 @@ func TestNoConsentStoreOffersNoAlways(t *testing.T) {
 		t.Fatalf("questions %+v; want one, without remembering", ap.asked)
 	}
 }
+
+// What an approval question shows of arguments: whole values, disguising characters as their
+// code, and the paths of the values it hides.
+func TestSummarizeShowsWhatItHides(t *testing.T) {
+	long := strings.Repeat("a", 300) + "/../../etc/passwd"
+	tests := []struct {
+		args       string
+		want       []string
+		hidden     string
+		wantCut    bool
+		notContain string
+	}{
+		{`{"path":"` + long + `"}`, []string{"path: " + long}, "", false, ""},
+		{`{"name":"invoice\u202efdp.exe","note":"a\nApprove? yes"}`, []string{`invoice\u202efdp.exe`, `a\u000aApprove? yes`}, "", false, "\u202e"},
+		{`{"auth":{"token":"x1","user":"ann"},"keys":[{"api_key":"k"}]}`, []string{`"token":"[redacted]"`}, "auth.token,keys.0.api_key", false, `"x1"`},
+		{`{"text":"` + strings.Repeat("word ", 400) + `"}`, nil, "", true, ""},
+	}
+	for _, tc := range tests {
+		got, cut := tools.Summarize(tc.args)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("Summarize(%.60s…) = %q, want it to show %q", tc.args, got, w)
+			}
+		}
+		if tc.notContain != "" && strings.Contains(got, tc.notContain) {
+			t.Errorf("Summarize(%.60s…) = %q shows %q", tc.args, got, tc.notContain)
+		}
+		if cut != tc.wantCut {
+			t.Errorf("Summarize(%.60s…) cut = %v, want %v", tc.args, cut, tc.wantCut)
+		}
+		if h := strings.Join(tools.HiddenKeys(tc.args), ","); h != tc.hidden {
+			t.Errorf("HiddenKeys(%.60s…) = %q, want %q", tc.args, h, tc.hidden)
+		}
+	}
+}
