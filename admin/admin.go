@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -84,7 +85,10 @@ type Options struct {
 	WebChat http.Handler
 	// Prices are the models' prices per million tokens, by configured model name, for the
 	// usage page and API.
-	Prices map[string]store.Price
+	Prices map[string]chat.Price
+	// TraceURL links turns and tool calls to a tracing UI: {trace_id} is replaced by the trace
+	// id ("https://tempo.example/trace/{trace_id}"); empty shows no links.
+	TraceURL string
 	// Metrics is served at /metrics (metrics.Metrics.Handler); nil answers 404 there.
 	Metrics http.Handler
 	// Logger receives request failures; nil discards them.
@@ -261,6 +265,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /admin/logout", s.requireLogin(http.HandlerFunc(s.logout)))
 	mux.Handle("GET /admin/{$}", s.requireLogin(http.HandlerFunc(s.callsPage)))
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
+	mux.Handle("GET /admin/turns/{id}", s.requireLogin(http.HandlerFunc(s.turnPage)))
+	mux.Handle("GET /admin/turns", s.requireLogin(http.HandlerFunc(s.turnsPage)))
 	mux.Handle("GET /admin/stats", s.requireLogin(http.HandlerFunc(s.statsPage)))
 	mux.Handle("GET /admin/servers", s.requireLogin(http.HandlerFunc(s.serversPage)))
 	mux.Handle("GET /admin/servers/{name}/connect", s.requireLogin(http.HandlerFunc(s.oauthConnect)))

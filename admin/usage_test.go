@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"relaybot/audit"
 	"relaybot/chat"
 	"strconv"
@@ -50,7 +51,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 	if err := st.StartToolCall(ctx, &plain); err != nil {
 		t.Fatal(err)
 	}
-	_, ts := newTestServer(t, st, "usage-token-0123456789", func(o *Options) { o.Prices = map[string]store.Price{"mini": {In: 0.15, Out: 0.60}} })
+	_, ts := newTestServer(t, st, "usage-token-0123456789", func(o *Options) { o.Prices = map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}} })
 
 	var rep usageReport
 	if code := getJSON(t, ts, "/api/v1/usage?since=24h", "usage-token-0123456789", &rep); code != http.StatusOK {
@@ -93,7 +94,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 func TestUsagePageShowsTables(t *testing.T) {
 	st := openStore(t)
 	seedStore(t, st)
-	_, ts := newTestServer(t, st, "", func(o *Options) { o.Prices = map[string]store.Price{"test-model": {In: 1, Out: 1}} })
+	_, ts := newTestServer(t, st, "", func(o *Options) { o.Prices = map[string]chat.Price{"test-model": {In: 1, Out: 1}} })
 	resp, err := ts.Client().Get(ts.URL + "/admin/usage?since=7d")
 	if err != nil {
 		t.Fatal(err)
@@ -125,18 +126,7 @@ func TestPagesShowApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, ts := newTestServer(t, st, "")
-	get := func(path string) string {
-		resp, err := ts.Client().Get(ts.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
-		}
-		return string(b)
-	}
+	get := func(path string) string { return getPage(t, ts, path) }
 	list := get("/admin/?decision=denied")
 	if !strings.Contains(list, "files__write") || strings.Contains(list, "current_time") || !strings.Contains(list, `value="denied" selected`) {
 		t.Fatalf("calls page filtered by decision shows the wrong rows or loses the filter:\n%.3000s", list)
@@ -145,4 +135,19 @@ func TestPagesShowApprovals(t *testing.T) {
 	if !strings.Contains(call, "denied by bob") || !strings.Contains(call, "(its name: write)") {
 		t.Fatalf("call page lacks the approval or the server's tool name:\n%.3000s", call)
 	}
+}
+
+// getPage fetches a page of ts and fails the test unless it answers 200.
+func getPage(t *testing.T, ts *httptest.Server, path string) string {
+	t.Helper()
+	resp, err := ts.Client().Get(ts.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return string(b)
 }

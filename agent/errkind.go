@@ -154,7 +154,8 @@ func movesOn(k ErrorKind) bool {
 }
 
 // Observer is told about every model call of every turn when it ends, failed fallback attempts
-// included. ModelCallFinished is called synchronously from the turn's goroutine and must not block.
+// included. ModelCallFinished is called synchronously from the turn's goroutine and must not
+// block; ctx is the turn's context (it carries the turn's trace span, if any).
 type Observer interface {
-	ModelCallFinished(LLMCall)
+	ModelCallFinished(ctx context.Context, c LLMCall)
 }

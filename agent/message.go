@@ -121,7 +121,8 @@ type Options struct {
 }
 
 // ToolExecutor runs one tool call. The runner calls it for the calls of a round one after another,
-// in order, and waits for each (or for the turn's context to end).
+// in order, and waits for each (or for the turn's context to end), unless the executor is a
+// ParallelExecutor that runs the round side by side.
 //
 // Contract (tools.Turn keeps it): the executor owns everything about a call's outcome. Execute
 // returns Outcome.Status and Err, which the runner's consumers read, and Outcome.Content, which is
@@ -137,6 +138,17 @@ type Options struct {
 type ToolExecutor interface {
 	Execute(ctx context.Context, call tools.Call) tools.Outcome
 	Skip(ctx context.Context, call tools.Call, reason error) tools.Outcome
+}
+
+// ParallelExecutor is a ToolExecutor that may run a round's calls side by side (tools.Turn).
+// The runner asks Parallel for every round of more than one call; when it says yes, RunParallel
+// runs the whole round, calling done once per call as it ends (from any goroutine; done does
+// not block). The tool messages still go to the model in the model's order. RunParallel keeps
+// Execute's contract for each call and must return soon after ctx is cancelled.
+type ParallelExecutor interface {
+	ToolExecutor
+	Parallel(calls []tools.Call) bool
+	RunParallel(ctx context.Context, calls []tools.Call, done func(i int, out tools.Outcome)) []tools.Outcome
 }
 
 // Request is one turn.
@@ -180,6 +192,9 @@ type LLMCall struct {
 	// Model is the candidate's Name; Candidate its index in the runner's model list.
 	Model     string
 	Candidate int
+	// RequestModel is the model id the call asked for (the candidate's model); ResponseModel
+	// the one the provider said answered, empty when no answer came.
+	RequestModel, ResponseModel string
 	// Round is the turn's round (1-based) the call belongs to.
 	Round int
 	// StartedAt is when the call was made.

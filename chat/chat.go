@@ -144,3 +144,14 @@ type Line struct {
 	FromUser bool
 	Text     string
 }
+
+// Price is what a million prompt (In) and completion (Out) tokens of a model cost, in the
+// configured currency: the store totals usage with it, the metrics count cost with it.
+type Price struct {
+	In, Out float64
+}
+
+// Cost is what tokensIn prompt and tokensOut completion tokens cost at p.
+func (p Price) Cost(tokensIn, tokensOut int64) float64 {
+	return (float64(tokensIn)*p.In + float64(tokensOut)*p.Out) / 1e6
+}

@@ -17,9 +17,9 @@ type Window struct {
 
 // ChatBudgetOptions configure NewChatBudgets.
 type ChatBudgetOptions struct {
-	// Scope names the bot the chats belong to (its platform and a digest of its token), so two
-	// bots on one database keep apart budgets for chats with the same id.
-	Scope string
+	// Bot is the bot the chats belong to: two bots on one database keep apart budgets for chats
+	// with the same id.
+	Bot Bot
 	// Chat is every chat's budget; Group is a group chat's extra one (zero: none).
 	Chat, Group Window
 	// Slack widens every window: a shared chat counts a request from the moment it was reserved,
@@ -43,7 +43,7 @@ type ChatBudgets struct {
 	opts     ChatBudgetOptions
 }
 
-// NewChatBudgets returns the budgets of the chats of opts.Scope over db, for replica instance.
+// NewChatBudgets returns the budgets of the chats of opts.Bot over db, for replica instance.
 func NewChatBudgets(db *sql.DB, instance string, opts ChatBudgetOptions) *ChatBudgets {
 	if opts.Slack <= 0 {
 		opts.Slack = 500 * time.Millisecond
@@ -54,7 +54,23 @@ func NewChatBudgets(db *sql.DB, instance string, opts ChatBudgetOptions) *ChatBu
 	return &ChatBudgets{db: db, instance: instance, opts: opts}
 }
 
-func (c *ChatBudgets) key(chat string) string { return c.opts.Scope + "|" + chat }
+// budgetKey is one chat of one bot as the tables chat_budgets and chat_deliveries name it:
+// the bot, a bar, the chat.
+type budgetKey struct {
+	bot  Bot
+	chat string
+}
+
+// String renders the key as the tables store it.
+func (k budgetKey) String() string { return budgetPrefix(k.bot) + k.chat }
+
+// budgetPrefix starts the keys of every chat of bot.
+func budgetPrefix(bot Bot) string { return bot.String() + "|" }
+
+// chatOf is the chat of a key of bot, as the tables store it.
+func chatOf(bot Bot, key string) string { return strings.TrimPrefix(key, budgetPrefix(bot)) }
+
+func (c *ChatBudgets) key(chat string) string { return budgetKey{bot: c.opts.Bot, chat: chat}.String() }
 
 // keep is how long a request stays in a chat's history: its longest window.
 func (c *ChatBudgets) keep() float64 {
@@ -85,12 +101,11 @@ func (c *ChatBudgets) Enter(ctx context.Context, chat string) (ago []time.Durati
 // Contended lists the chats this replica entered and paces in its own memory that another
 // live replica now delivers to as well: this replica should Publish each and share it.
 func (c *ChatBudgets) Contended(ctx context.Context) ([]string, error) {
-	prefix := c.opts.Scope + "|"
 	rows, err := c.db.QueryContext(ctx, `SELECT d.chat_key FROM chat_deliveries d
 		WHERE d.instance_id = $1 AND NOT d.sharing AND starts_with(d.chat_key, $2)
 		AND EXISTS (SELECT 1 FROM chat_deliveries o JOIN instances i ON i.id = o.instance_id
 			WHERE o.chat_key = d.chat_key AND o.instance_id <> d.instance_id AND i.expires_at > now())`,
-		c.instance, prefix)
+		c.instance, budgetPrefix(c.opts.Bot))
 	if err != nil {
 		return nil, fmt.Errorf("coord: contended chats: %w", err)
 	}
@@ -101,7 +116,7 @@ func (c *ChatBudgets) Contended(ctx context.Context) ([]string, error) {
 		if err := rows.Scan(&k); err != nil {
 			return nil, fmt.Errorf("coord: contended chats: %w", err)
 		}
-		out = append(out, strings.TrimPrefix(k, prefix))
+		out = append(out, chatOf(c.opts.Bot, k))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("coord: contended chats: %w", err)

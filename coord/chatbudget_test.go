@@ -21,7 +21,7 @@ import (
 // telegramBudgets are the chat budgets of a Telegram bot as cmd/bot builds them.
 func telegramBudgets(db *sql.DB, instance string) *ChatBudgets {
 	lim := telegram.Limits()
-	return NewChatBudgets(db, instance, ChatBudgetOptions{Scope: "telegram test",
+	return NewChatBudgets(db, instance, ChatBudgetOptions{Bot: BotOf(chat.Telegram, "test"),
 		Chat: Window{N: lim.PerChat.N, Per: lim.PerChat.Per}, Group: Window{N: lim.PerGroup.N, Per: lim.PerGroup.Per}})
 }
 
@@ -145,7 +145,7 @@ func BenchmarkChatBudgetAlone(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			opts := delivery.Options{}
 			if tc.shared {
-				opts.SharedChats = NewChatBudgets(db, "bench", ChatBudgetOptions{Scope: "bench " + tc.name,
+				opts.SharedChats = NewChatBudgets(db, "bench", ChatBudgetOptions{Bot: BotOf(chat.Telegram, "bench "+tc.name),
 					Chat: Window{N: 3, Per: 3 * time.Second}})
 			}
 			e := delivery.New(&nullMessenger{}, lim, opts)

@@ -9,8 +9,9 @@
 //
 // On SQLite there is one process: FileLock refuses a second one on the same database file.
 //
-// Adapters and the pipeline never import this package: they declare the small interfaces they
-// need (a lease) and cmd/bot hands them what this package builds.
+// A Deployment (Local or Replica) is what the rest of the bot sees of all this. Adapters and the
+// pipeline never import this package: they declare the small interfaces they need (a lease, the
+// conversation gate) and cmd/bot hands them the Deployment's.
 package coord
 
 import (
@@ -38,11 +39,12 @@ type Options struct {
 	TTL time.Duration
 	// Logger receives heartbeat failures; nil discards them.
 	Logger *slog.Logger
-	// Sweep, when set, runs after every heartbeat: cmd/bot passes store.Recover, so the turns
-	// and audit rows of a replica that died end interrupted within a lease or two.
+	// Sweep, when set, runs after every heartbeat: a Replica sweeps up after the replicas that
+	// are gone, so the turns and audit rows of one that died end interrupted within a lease or
+	// two.
 	Sweep func(ctx context.Context) error
 	// Members, when set, is told after every heartbeat how many replicas are live (this one
-	// included): cmd/bot divides the platforms' bot-wide budgets by it.
+	// included): a Replica divides the platforms' bot-wide budgets by it.
 	Members func(n int)
 }
 
@@ -56,6 +58,10 @@ type Instance struct {
 	ExpiresAt   time.Time
 	// TurnsRunning counts the turns the replica is running.
 	TurnsRunning int
+	// Leases are the names of the leases the replica holds (Replica.Instances fills them in).
+	Leases []string
+	// Self marks the replica that listed the instances (Replica.Instances fills it in).
+	Self bool
 }
 
 // Member is this replica's membership. Its methods are safe for concurrent use.

@@ -20,7 +20,7 @@ import (
 type Replies struct {
 	db       *sql.DB
 	instance string
-	bot      string
+	bot      Bot
 	log      *slog.Logger
 
 	mu      sync.Mutex
@@ -33,9 +33,9 @@ type shownReply struct {
 	text string
 }
 
-// NewReplies returns the record of the replies in flight of bot (its platform and a digest of
-// its token, as for ChatBudgets) that replica instance delivers. Nothing is written until Run.
-func NewReplies(db *sql.DB, instance, bot string, log *slog.Logger) *Replies {
+// NewReplies returns the record of the replies in flight of bot that replica instance
+// delivers. Nothing is written until Run.
+func NewReplies(db *sql.DB, instance string, bot Bot, log *slog.Logger) *Replies {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -92,10 +92,10 @@ func (r *Replies) Flush(ctx context.Context) error {
 	var ended, keys, platforms, chats, threads, msgs, texts []string
 	for id, s := range batch {
 		if s == nil {
-			ended = append(ended, id)
+			ended = append(ended, r.rowKey(id))
 			continue
 		}
-		keys = append(keys, id)
+		keys = append(keys, r.rowKey(id))
 		platforms = append(platforms, string(s.msg.Chat.Platform))
 		chats = append(chats, s.msg.Chat.ChatID)
 		threads = append(threads, s.msg.Chat.ThreadID)
@@ -115,6 +115,10 @@ func (r *Replies) Flush(ctx context.Context) error {
 	return err
 }
 
+// rowKey is reply id's key in reply_messages: an engine numbers its replies from 1, and the
+// engines of two bots of one replica (Telegram and Discord) must not share a row.
+func (r *Replies) rowKey(id string) string { return r.bot.String() + " " + id }
+
 func (r *Replies) write(ctx context.Context, ended, keys, platforms, chats, threads, msgs, texts []string) error {
 	if len(keys) > 0 {
 		if _, err := r.db.ExecContext(ctx, `INSERT INTO reply_messages
@@ -122,7 +126,7 @@ func (r *Replies) write(ctx context.Context, ended, keys, platforms, chats, thre
 			SELECT $1, k, $2, p, c, t, m, x, now() FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) AS u(k, p, c, t, m, x)
 			ON CONFLICT (instance_id, reply_key) DO UPDATE SET platform = EXCLUDED.platform, chat_id = EXCLUDED.chat_id,
 				thread_id = EXCLUDED.thread_id, message_id = EXCLUDED.message_id, text = EXCLUDED.text, updated_at = now()`,
-			r.instance, r.bot, keys, platforms, chats, threads, msgs, texts); err != nil {
+			r.instance, r.bot.String(), keys, platforms, chats, threads, msgs, texts); err != nil {
 			return fmt.Errorf("coord: record %d replies in flight: %w", len(keys), err)
 		}
 	}
@@ -145,12 +149,12 @@ type InterruptedReply struct {
 
 // Interrupted takes up to limit replies of bot that replicas which are gone (lease expired, or
 // left) were streaming, and removes them, so that each goes to one survivor.
-func Interrupted(ctx context.Context, db *sql.DB, bot string, limit int) ([]InterruptedReply, error) {
+func Interrupted(ctx context.Context, db *sql.DB, bot Bot, limit int) ([]InterruptedReply, error) {
 	rows, err := db.QueryContext(ctx, `DELETE FROM reply_messages WHERE (instance_id, reply_key) IN (
 			SELECT r.instance_id, r.reply_key FROM reply_messages r WHERE r.bot = $1
 			AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = r.instance_id AND i.expires_at > now())
 			ORDER BY r.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-		RETURNING instance_id, platform, chat_id, thread_id, message_id, text`, bot, limit)
+		RETURNING instance_id, platform, chat_id, thread_id, message_id, text`, bot.String(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("coord: take interrupted replies of %s: %w", bot, err)
 	}

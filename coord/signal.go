@@ -17,7 +17,7 @@ const stopChannel = "relaybot_stop"
 // Stop is a request to stop the turn of one conversation, from the replica that got it (the
 // user's /stop or Stop button) to the replica running the turn.
 type Stop struct {
-	// Key is the conversation's key (pipeline.ConversationKey.String()).
+	// Key is the conversation's key (chat.Key.String()).
 	Key string `json:"key"`
 	// UserID is who asked; Admin says whether they may stop anyone's turn.
 	UserID string `json:"user"`

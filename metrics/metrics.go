@@ -11,17 +11,21 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"relaybot/store"
+	"sync"
 	"time"
+
+	"relaybot/chat"
+	"relaybot/store"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"relaybot/adapters/delivery"
 	"relaybot/agent"
 	"relaybot/audit"
-	"relaybot/chat"
+	"relaybot/pipeline"
 	"relaybot/tools"
 )
 
@@ -37,30 +41,37 @@ var firstTokenBuckets = []float64{0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 1
 
 // Options configure a Metrics.
 type Options struct {
-	// KnownTool reports whether a tool of that name exists; names it denies are counted as
-	// Unknown. Nil counts every tool call under Unknown.
-	KnownTool func(name string) bool
 	// Models are the configured model names; model calls of any other name are counted as Unknown.
 	Models []string
 	// Prices are the models' prices per million tokens by configured name; a priced model's
 	// calls add to relaybot_model_cost_total.
-	Prices map[string]store.Price
+	Prices map[string]chat.Price
 	// MCPUp, when set, is asked at every scrape whether each MCP server is up (server name → up).
 	MCPUp func() map[string]bool
-	// QueueDepths, when set, are asked at every scrape how many items wait in each named queue.
-	QueueDepths map[string]func() int
 	// Instance, when set, is the id of this replica among several on one database: every series
 	// carries it as the label instance, so the replicas' series stay apart wherever they meet.
 	Instance string
+	// Platforms are the enabled platforms ("telegram", "discord", "web"): their delivery series
+	// exist at zero from the start.
+	Platforms []string
+	// Providers are the gen_ai.provider.name of each configured model by name ("openai" when
+	// missing), and RequestModels the model id each asks for, for the GenAI client metrics.
+	Providers, RequestModels map[string]string
 }
 
 // Metrics holds the bot's collectors. Every method is safe for concurrent use; a nil *Metrics
 // ignores every call.
 type Metrics struct {
 	reg       *prometheus.Registry
-	knownTool func(string) bool
 	models    map[string]bool
-	prices    map[string]store.Price
+	prices    map[string]chat.Price
+	providers map[string]string
+	requested map[string]string
+	queues    *queueCollector
+
+	mu        sync.RWMutex
+	knownTool func(string) bool // nil: every tool counts under Unknown
+	toolNames func() []string   // nil: no tool's series exist before its first call
 
 	turns        *prometheus.CounterVec
 	turnDuration *prometheus.HistogramVec
@@ -79,6 +90,10 @@ type Metrics struct {
 	modelCost       *prometheus.CounterVec
 	modelFallbacks  *prometheus.CounterVec
 	modelErrors     *prometheus.CounterVec
+
+	// The OpenTelemetry GenAI client metrics, named as the OTel→Prometheus convention names them.
+	genAITokens   *prometheus.HistogramVec
+	genAIDuration *prometheus.HistogramVec
 }
 
 // New returns a Metrics with every family of the bot registered, next to the Go runtime and
@@ -86,9 +101,10 @@ type Metrics struct {
 func New(opts Options) *Metrics {
 	m := &Metrics{
 		reg:       prometheus.NewRegistry(),
-		knownTool: opts.KnownTool,
 		models:    make(map[string]bool, len(opts.Models)),
 		prices:    opts.Prices,
+		providers: opts.Providers,
+		requested: opts.RequestModels,
 	}
 	for _, name := range opts.Models {
 		m.models[name] = true
@@ -113,6 +129,16 @@ func New(opts Options) *Metrics {
 	m.modelFallbacks = f.counter("relaybot_model_fallbacks_total", "Model calls made to a fallback candidate because the one before it failed, by the model fallen back to.", "model")
 	m.modelErrors = f.counter("relaybot_model_errors_total", "Failed model calls, by model and kind of error (auth, rate_limit, overloaded, context_length, bad_request, server, timeout, network, other).", "model", "kind")
 
+	genAI := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
+	m.genAITokens = f.histogram("gen_ai_client_token_usage", "Tokens used per model call (OpenTelemetry gen_ai.client.token.usage), by token type (input, output).", genAITokenBuckets, append(genAI, "gen_ai_token_type")...)
+	m.genAIDuration = f.histogram("gen_ai_client_operation_duration_seconds", "Duration of model calls (OpenTelemetry gen_ai.client.operation.duration); error_type is empty on success.", genAIDurationBuckets, append(genAI, "error_type")...)
+	m.zeroModels(opts.Models)
+	m.zeroPlatforms(opts.Platforms)
+	for _, o := range turnOutcomes {
+		m.turns.WithLabelValues(o)
+		m.turnDuration.WithLabelValues(o)
+	}
+
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -123,11 +149,34 @@ func New(opts Options) *Metrics {
 			up:   opts.MCPUp,
 		})
 	}
-	if len(opts.QueueDepths) > 0 {
-		depth := prometheus.NewDesc("relaybot_queue_depth", "Items waiting in a queue (turns waiting for their conversation or a free slot, ...).", []string{"queue"}, nil)
-		reg.MustRegister(queueCollector{desc: depth, depths: opts.QueueDepths})
-	}
+	m.queues = &queueCollector{desc: prometheus.NewDesc("relaybot_queue_depth", "Items waiting in a queue (turns waiting for their conversation or a free slot, ...).", []string{"queue"}, nil),
+		depths: map[string]func() int{}}
+	reg.MustRegister(m.queues)
 	return m
+}
+
+// KnowTools makes tool calls count under their names when known reports the tool exists, and
+// every tool names lists have its series at zero from the next scrape; the others, and every
+// call before KnowTools, count as Unknown. The tool manager that knows is built on the metrics'
+// Recorder, so it comes after them.
+func (m *Metrics) KnowTools(known func(name string) bool, names func() []string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.knownTool, m.toolNames = known, names
+}
+
+// CountQueue makes every scrape ask depth how many items wait in the queue called name (the
+// pipeline's, built after the metrics it reports to).
+func (m *Metrics) CountQueue(name string, depth func() int) {
+	if m == nil {
+		return
+	}
+	m.queues.mu.Lock()
+	defer m.queues.mu.Unlock()
+	m.queues.depths[name] = depth
 }
 
 // factory registers vectors on one registry.
@@ -150,20 +199,31 @@ func (m *Metrics) Handler() http.Handler {
 	if m == nil {
 		return promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{})
 	}
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return promhttp.HandlerFor(m.Gatherer(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// Gatherer returns the registry, for tests and for pushing elsewhere.
-func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
+// Gatherer returns the registry, for tests and for pushing elsewhere; each Gather first makes
+// the series of tools that appeared since (an MCP server that connected) exist at zero.
+func (m *Metrics) Gatherer() prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		m.zeroTools()
+		return m.reg.Gather()
+	})
+}
+
+// TurnStarted implements pipeline.Observer: the turn's context is passed on as it is.
+func (m *Metrics) TurnStarted(ctx context.Context, _ pipeline.TurnStart) context.Context {
+	return ctx
+}
 
 // TurnFinished counts a finished turn with its outcome ("ok", "error", "cancelled", ...) and how
 // long it took. It implements pipeline.Observer.
-func (m *Metrics) TurnFinished(outcome chat.TurnStatus, took time.Duration) {
+func (m *Metrics) TurnFinished(_ context.Context, end *store.TurnEnd, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.turns.WithLabelValues(string(outcome)).Inc()
-	m.turnDuration.WithLabelValues(string(outcome)).Observe(took.Seconds())
+	m.turns.WithLabelValues(string(end.Status)).Inc()
+	m.turnDuration.WithLabelValues(string(end.Status)).Observe(took.Seconds())
 }
 
 // ToolCallFinished counts a finished tool call with its audit status and duration; a tool that
@@ -172,7 +232,10 @@ func (m *Metrics) ToolCallFinished(tool, status string, took time.Duration) {
 	if m == nil {
 		return
 	}
-	if m.knownTool == nil || !m.knownTool(tool) {
+	m.mu.RLock()
+	known := m.knownTool
+	m.mu.RUnlock()
+	if known == nil || !known(tool) {
 		tool = Unknown
 	}
 	m.toolCalls.WithLabelValues(tool, status).Inc()
@@ -181,7 +244,7 @@ func (m *Metrics) ToolCallFinished(tool, status string, took time.Duration) {
 
 // Observe counts one outcome of a platform request of the delivery engine. It implements
 // delivery.Observer; sends, edits and 429s also feed their own counters.
-func (m *Metrics) Observe(e delivery.Event) {
+func (m *Metrics) Observe(_ context.Context, e delivery.Event) {
 	if m == nil {
 		return
 	}
@@ -203,7 +266,7 @@ func (m *Metrics) Observe(e delivery.Event) {
 
 // ModelCallFinished counts one model call: its outcome, time to first token, tokens, whether it
 // was a fallback, and the kind of error that failed it. It implements agent.Observer.
-func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
+func (m *Metrics) ModelCallFinished(_ context.Context, c agent.LLMCall) {
 	if m == nil {
 		return
 	}
@@ -212,6 +275,12 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 		model = Unknown
 	}
 	m.modelCalls.WithLabelValues(model, string(c.Status)).Inc()
+	provider, requested := m.genAILabels(model)
+	errType := ""
+	if c.Err != nil {
+		errType = string(agent.ErrorKindOf(c.Err))
+	}
+	m.genAIDuration.WithLabelValues(genAIChat, provider, requested, errType).Observe(c.Duration.Seconds())
 	if c.FallbackReason != "" {
 		m.modelFallbacks.WithLabelValues(model).Inc()
 	}
@@ -224,8 +293,10 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 	m.modelFirstToken.WithLabelValues(model).Observe(c.TimeToFirstToken.Seconds())
 	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
 	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
+	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "input").Observe(float64(c.TokensIn))
+	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "output").Observe(float64(c.TokensOut))
 	if p, ok := m.prices[c.Model]; ok {
-		m.modelCost.WithLabelValues(model).Add(store.UsageRow{TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)}.Cost(p))
+		m.modelCost.WithLabelValues(model).Add(p.Cost(int64(c.TokensIn), int64(c.TokensOut)))
 	}
 }
 
@@ -273,15 +344,19 @@ func (c mcpCollector) Collect(ch chan<- prometheus.Metric) {
 
 // queueCollector reports queue depths read at scrape time.
 type queueCollector struct {
-	desc   *prometheus.Desc
+	desc *prometheus.Desc
+
+	mu     sync.Mutex
 	depths map[string]func() int
 }
 
 // Describe implements prometheus.Collector.
-func (c queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector.
-func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for name, depth := range c.depths {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(depth()), name)
 	}

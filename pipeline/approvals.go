@@ -27,7 +27,8 @@ const (
 // errApprovalTimeout ends an approval question nobody answered in time.
 var errApprovalTimeout = errors.New("approval timed out")
 
-// chatApprover asks the chat of one turn whether a tool call may run.
+// chatApprover asks the chat of one turn whether a tool call may run, and the questions its
+// tools ask (elicit.go).
 type chatApprover struct {
 	in      adapters.Inbound
 	out     adapters.Responder // posts the whole call of a question that cuts it
@@ -40,6 +41,9 @@ type chatApprover struct {
 	// open counts the asker's questions waiting, against Tools.MaxOpenQuestions.
 	slot *turnSlot
 	open *openQuestions
+	// prompts take typed answers to a tool's question (elicit.go); notice posts a message.
+	prompts *prompts
+	notice  func(text string)
 }
 
 // Approve posts the question and waits for an allowed press, the approval timeout, or the end of
@@ -53,6 +57,9 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 			tools.ErrNotAsked, nameOr(a.in.UserName, a.in.UserID), a.open.max)
 	}
 	defer a.open.done(asker)
+	if req.Cut && !a.postWholeCall(ctx, req) {
+		return tools.Approval{}, fmt.Errorf("%w: the call is too long for the question and its whole arguments could not be posted", tools.ErrNotAsked)
+	}
 	a.reply.Working(false)
 	defer a.reply.Working(true)
 	if a.slot != nil {
@@ -60,9 +67,6 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	}
 	qctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errApprovalTimeout)
 	defer cancel()
-	if req.Cut && !a.postWholeCall(ctx, req) {
-		return tools.Approval{}, fmt.Errorf("%w: the call is too long for the question and its whole arguments could not be posted", tools.ErrNotAsked)
-	}
 	q := adapters.Question{Text: questionText(req), Choices: a.choices(req)}
 	ans, err := a.asker.Ask(qctx, q, func(ans adapters.Answer) (bool, string) {
 		may, forOthers := a.mayAnswer(ans, req.Approvers)

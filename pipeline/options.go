@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/config"
-	"relaybot/store"
 	"relaybot/tools"
 )
 
@@ -16,13 +16,11 @@ import (
 // documented defaults. The enums come checked from config; only their zero values take a
 // default here.
 type Options struct {
-	// Stops, when replicas share the bot, passes a /stop for a turn this replica does not run to
-	// the others; nil for a single process.
-	Stops StopPublisher
-	// Gate, when replicas share the bot, keeps one turn at a time per conversation across them,
-	// with the queue limit and busy policy holding for the deployment; nil for a single process,
+	// Replicas is the deployment the bot runs in (coord.Deployment): one turn at a time per
+	// conversation across the replicas, with the queue limit and busy policy holding for the
+	// deployment, and /stop carried to the one running the turn. nil means this process alone,
 	// whose conversations are ordered in its memory.
-	Gate TurnGate
+	Replicas Replicas
 
 	// Access lists who may talk to the bot and who is an admin; RateLimitPerMinute is the
 	// messages one user may send per minute (0 turns the limit off).
@@ -78,7 +76,7 @@ type QueueOptions struct {
 	// Settle is how long the first message of an idle conversation waits for messages the user
 	// sent just before it that are still on their way (adapters hand each message over on its
 	// own goroutine, so two quick messages may arrive swapped); default DefaultSettle
-	// (DefaultReplicaSettle with a Gate), negative: none.
+	// (DefaultReplicaSettle when Replicas are shared), negative: none.
 	Settle time.Duration
 	// MaxTurnsInFlight bounds turns running at once (default 64); TurnWait bounds the wait for a
 	// free slot (default 60 s) before the user is told the bot is busy.
@@ -123,7 +121,7 @@ type ModelOptions struct {
 	// Selectable are the models /model may pick (by name); empty: all of Budgets.
 	Selectable []string
 	// Prices are the models' prices per million tokens, by configured model name.
-	Prices map[string]store.Price
+	Prices map[string]chat.Price
 }
 
 // OutputOptions decide what the user sees of a turn.
@@ -174,7 +172,7 @@ const (
 	DefaultTurnWait         = 60 * time.Second
 	DefaultTurnTimeout      = 15 * time.Minute
 	DefaultSettle           = 50 * time.Millisecond
-	// DefaultReplicaSettle is Settle when replicas share the bot (Options.Gate): a message sent
+	// DefaultReplicaSettle is Settle when replicas share the bot (Replicas.Shared): a message sent
 	// just before may reach another replica and its database round trips first.
 	DefaultReplicaSettle   = 200 * time.Millisecond
 	DefaultApprovalTimeout = 300 * time.Second
@@ -201,7 +199,10 @@ func (o *Options) fill() error {
 	if o.Scope == "" {
 		o.Scope = config.ScopeChat
 	}
-	if err := o.Queue.fill(o.Gate != nil); err != nil {
+	if o.Replicas == nil {
+		o.Replicas = alone{}
+	}
+	if err := o.Queue.fill(o.Replicas.Shared()); err != nil {
 		return err
 	}
 	if err := o.History.fill(o.Models.Budgets); err != nil {

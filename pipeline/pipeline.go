@@ -61,10 +61,27 @@ type Toolbox interface {
 	ForTurn(info tools.TurnInfo, allowed func(name string) bool) *tools.Turn
 }
 
-// Observer is told about every finished turn (metrics). TurnFinished is called from the turn's
+// Observer is told about every turn (metrics, traces). Its methods are called from the turn's
 // goroutine and must not block.
 type Observer interface {
-	TurnFinished(status chat.TurnStatus, took time.Duration)
+	// TurnStarted is told that a turn begins, once its turn row exists; the turn runs (model
+	// calls, tools, its reply) in the context it returns, which may carry what the observer
+	// keeps for the turn (a trace span).
+	TurnStarted(ctx context.Context, t TurnStart) context.Context
+	// TurnFinished is told how the turn ended, with the context TurnStarted returned, before
+	// end is saved: the observer may fill end's TraceID and Deliveries.
+	TurnFinished(ctx context.Context, end *store.TurnEnd, took time.Duration)
+}
+
+// TurnStart describes a turn that begins.
+type TurnStart struct {
+	TurnID, ConversationID int64
+	Chat                   chat.Ref
+	UserID                 string
+	// Text is the user's message.
+	Text string
+	// Begun is when the pipeline took the message up (before its quota check and the save).
+	Begun time.Time
 }
 
 // saveTimeout bounds one store operation of a turn (its start, its end, a reset), whose own
@@ -92,6 +109,8 @@ type Pipeline struct {
 	quotas    *quotaGuard
 	outbox    *outbox
 	questions *openQuestions // approval questions waiting, per user
+	// prompts are tools' questions waiting for a typed answer in a chat.
+	prompts prompts
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
@@ -224,6 +243,10 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		if first {
 			p.notice(out, p.opts.Texts.RateLimited, log)
 		}
+		return
+	}
+	if p.prompts.take(in) {
+		// The answer to a tool's question the running turn asked here.
 		return
 	}
 	// The adapter parsed the command (adapters.ParseCommand) and dropped commands naming another

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
-	"relaybot/store"
 )
 
 func usedTokens(in, out int, text string) llm.Reply {
@@ -59,7 +59,7 @@ func TestUsageCommand(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
 	h := newHarness(t, Options{
 		Access: Access{Admins: []string{"telegram:1"}},
-		Models: ModelOptions{Prices: map[string]store.Price{"primary": {In: 2.50, Out: 10.00}}},
+		Models: ModelOptions{Prices: map[string]chat.Price{"primary": {In: 2.50, Out: 10.00}}},
 		Now:    func() time.Time { return now },
 	})
 	h.p.opts.Usage = h.store

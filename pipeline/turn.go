@@ -45,7 +45,8 @@ func (p *Pipeline) runTurn(ctx context.Context, r *request) {
 		return
 	}
 	// The reply outlives the turn's context: a cancelled turn still delivers its partial answer.
-	replyCtx, cancelReply := context.WithCancel(context.WithoutCancel(ctx))
+	// It keeps the context's values (the turn's trace span).
+	replyCtx, cancelReply := context.WithCancel(context.WithoutCancel(t.ctx))
 	defer cancelReply()
 	t.prepare(replyCtx)
 	res := t.run()
@@ -86,6 +87,10 @@ func (t *turn) start() bool {
 		return false
 	}
 	t.log = t.log.With("conversation_id", t.hist.conv.ID, "turn", t.id)
+	if obs := t.p.opts.Observer; obs != nil {
+		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.conv.ID, Chat: t.in.Chat,
+			UserID: t.in.UserID, Text: t.in.Text, Begun: t.begun})
+	}
 	return true
 }
 
@@ -194,12 +199,19 @@ func (t *turn) prepare(replyCtx context.Context) {
 	reply := out.NewReply(replyCtx)
 	reply.Working(true)
 	if asker, ok := out.(adapters.Asker); ok && tt != nil {
-		// The turn's "ask" tool calls are approved in the chat when the platform can post
-		// buttons; without that, such calls are denied.
-		tt.SetApprover(&chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.admins,
-			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now, slot: t.r.slot, open: p.questions})
+		// The turn's "ask" tool calls are approved in the chat, and its tools' questions
+		// answered there, when the platform can post buttons; without that, such calls are
+		// denied and such questions answered cancel.
+		ca := &chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.admins,
+			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now, slot: t.r.slot, open: p.questions,
+			prompts: &p.prompts, notice: func(text string) { p.notice(out, text, t.log) }}
+		tt.SetApprover(ca)
+		tt.SetElicitor(ca)
 	}
 	t.resp = newResponse(replyCtx, out, reply, t.req.Stream, p.opts.Output, in.Chat.Platform, p.outbox, t.log)
+	if tt != nil && t.req.Stream {
+		t.resp.watch(tt)
+	}
 }
 
 // run runs the agent. When the model refuses the context as too long (it counts more than the
@@ -275,7 +287,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		end.Messages = append(end.Messages, pm)
 	}
 	if obs := t.p.opts.Observer; obs != nil {
-		obs.TurnFinished(status, time.Since(t.begun))
+		obs.TurnFinished(t.ctx, &end, time.Since(t.begun))
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
 	defer cancel()

@@ -181,6 +181,12 @@ func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) 
 // newHarnessTools is newHarnessStore with the tool manager's options (a policy).
 func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store) *harness {
 	t.Helper()
+	return newHarnessLoaders(t, opts, mopts, wrap, echoLoader{})
+}
+
+// newHarnessLoaders is newHarnessTools with the tool manager's loaders (an MCP server's).
+func newHarnessLoaders(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store, loaders ...tools.Loader) *harness {
+	t.Helper()
 	h := &harness{t: t, llm: llm.NewServer(), rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
 	t.Cleanup(h.llm.Close)
 	ctx := context.Background()
@@ -204,7 +210,7 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 	if opts.Tools.Consents == nil {
 		opts.Tools.Consents = st
 	}
-	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, mopts)
+	mgr, err := tools.NewManager(loaders, h.rec, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}

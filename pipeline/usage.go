@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -67,7 +68,7 @@ func (c *commands) usage(r *request) {
 
 // formatUsage renders the totals of today and this month (UTC), and for /usage all the month's
 // top users, chats and models.
-func formatUsage(day, month []store.UsageRow, all bool, prices map[string]store.Price) string {
+func formatUsage(day, month []store.UsageRow, all bool, prices map[string]chat.Price) string {
 	var b strings.Builder
 	who := "Your usage"
 	if all {
@@ -89,7 +90,7 @@ func formatUsage(day, month []store.UsageRow, all bool, prices map[string]store.
 	return b.String()
 }
 
-func total(rows []store.UsageRow, prices map[string]store.Price) store.UsageTotal {
+func total(rows []store.UsageRow, prices map[string]chat.Price) store.UsageTotal {
 	if t := store.RollUp(rows, store.ByAll, prices); len(t) > 0 {
 		return t[0]
 	}

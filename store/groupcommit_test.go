@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -125,9 +124,6 @@ func TestAFailingTurnWriteDoesNotUndoTheOthersInItsCommit(t *testing.T) {
 // write waiting until both hold their first key: PostgreSQL ends the cycle by failing one write,
 // which is rolled back alone and runs again once its batch is committed, so every write lands.
 func TestAWriteThatLosesADeadlockToAnotherReplicaRunsAgain(t *testing.T) {
-	if os.Getenv(pgEnv) == "" {
-		t.Skipf("PostgreSQL not tested: set %s", pgEnv)
-	}
 	ctx := context.Background()
 	opts := testOptions(t, DriverPostgres)
 	a, b := openTest(t, opts), openTest(t, opts)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"os"
 	"relaybot/audit"
 	"relaybot/chat"
 	"testing"
@@ -26,9 +25,6 @@ func register(t *testing.T, s *Store, id string, live bool) {
 // first is running (before, it marked it interrupted and the first replica's answer was lost with
 // "turn is already interrupted"), and must end the turns of a replica whose lease expired.
 func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
-	if os.Getenv(pgEnv) == "" {
-		t.Skipf("PostgreSQL not tested: set %s", pgEnv)
-	}
 	ctx := context.Background()
 	opts := testOptions(t, DriverPostgres)
 	cases := []struct {

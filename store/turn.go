@@ -88,6 +88,29 @@ type TurnEnd struct {
 	Messages []Message
 	// LLMCalls are the model calls of the turn, fallbacks included, in order.
 	LLMCalls []LLMCall
+	// TraceID is the turn's OpenTelemetry trace id (32 hex digits); empty when not traced.
+	TraceID string
+	// Deliveries are the platform requests of the turn's reply, in order (at most
+	// MaxDeliveries are kept).
+	Deliveries []Delivery
+}
+
+// MaxDeliveries is the most deliveries a turn row keeps; a reply streamed by more edits keeps
+// its first ones and the last (the final text).
+const MaxDeliveries = 256
+
+// Delivery is one platform request of a turn's reply, for the turn's timeline.
+type Delivery struct {
+	// Kind is the delivery engine's event: send, edit, files, draft, not_modified,
+	// rate_limited, retry, fallback or failed.
+	Kind string `json:"kind"`
+	// At is when the request ended; TookMS how long it ran (0 when not measured); WaitMS the
+	// wait a 429 asked for, from At on.
+	At     time.Time `json:"at"`
+	TookMS int64     `json:"took_ms,omitempty"`
+	WaitMS int64     `json:"wait_ms,omitempty"`
+	// Final is set on the requests that carried the final text.
+	Final bool `json:"final,omitempty"`
 }
 
 // LLMCall is one call to a model candidate.
@@ -124,6 +147,7 @@ type Turn struct {
 	Error            string
 	StartedAt        time.Time
 	FinishedAt       time.Time // zero while running
+	TraceID          string    // empty when the turn was not traced
 }
 
 type turnRow struct {
@@ -141,6 +165,8 @@ type turnRow struct {
 	StartedAt        time.Time
 	FinishedAt       *time.Time
 	InstanceID       string
+	TraceID          string
+	Deliveries       string // JSON list of Delivery
 }
 
 func (turnRow) TableName() string { return "turns" }
@@ -150,6 +176,9 @@ func (turnRow) TableName() string { return "turns" }
 // migration adds a column, so a replica running the older binary would stop reading turns.
 const turnColumns = "id, conversation_id, user_id, user_name, inbound_message_id, model, status, " +
 	"rounds, tokens_in, tokens_out, error, started_at, finished_at"
+
+// tracedTurnColumns add the trace id (migration 16) to turnColumns, for the readers of one turn.
+const tracedTurnColumns = turnColumns + ", trace_id"
 
 type messageRow struct {
 	ID             int64 `gorm:"primaryKey"`
@@ -299,14 +328,19 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 			TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
 			TokensIn: c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: dbTime(started)})
 	}
+	deliveries, err := deliveriesJSON(e.Deliveries)
+	if err != nil {
+		return fmt.Errorf("store: finish turn %d: %w", e.TurnID, err)
+	}
 	conv, started := s.started.take(e.TurnID)
-	err := s.turns.do(ctx, func(tx *gorm.DB) error {
+	err = s.turns.do(ctx, func(tx *gorm.DB) error {
 		// Closing the turn first, only while it runs, is the check that it still runs (a
 		// replica's Recover may have ended it) without reading it; on any error the savepoint
 		// rolls the close back with the rest.
 		res := tx.Model(&turnRow{}).Where("id = ? AND status = ?", e.TurnID, TurnRunning).Updates(map[string]any{
 			"status": e.Status, "model": e.Model, "rounds": e.Rounds, "tokens_in": e.TokensIn,
 			"tokens_out": e.TokensOut, "error": e.Error, "finished_at": at,
+			"trace_id": e.TraceID, "deliveries": deliveries,
 		})
 		if res.Error != nil {
 			return res.Error
@@ -358,7 +392,7 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 // Turn returns one turn.
 func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
 	var row turnRow
-	err := s.r.WithContext(ctx).Select(turnColumns).Take(&row, id).Error
+	err := s.r.WithContext(ctx).Select(tracedTurnColumns).Take(&row, id).Error
 	if err == gorm.ErrRecordNotFound {
 		return Turn{}, fmt.Errorf("store: turn %d: %w", id, ErrNotFound)
 	}
@@ -372,7 +406,7 @@ func (row turnRow) public() Turn {
 	t := Turn{ID: row.ID, ConversationID: row.ConversationID, UserID: row.UserID,
 		UserName: row.UserName, InboundMessageID: row.InboundMessageID, Model: row.Model,
 		Status: row.Status, Rounds: row.Rounds, TokensIn: row.TokensIn, TokensOut: row.TokensOut,
-		Error: row.Error, StartedAt: row.StartedAt.UTC()}
+		Error: row.Error, StartedAt: row.StartedAt.UTC(), TraceID: row.TraceID}
 	if row.FinishedAt != nil {
 		t.FinishedAt = row.FinishedAt.UTC()
 	}

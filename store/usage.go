@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"relaybot/chat"
 	"slices"
 	"time"
+
+	"relaybot/chat"
 )
 
 // UsageFilter selects the model calls Usage sums. Zero fields do not filter.
@@ -28,15 +29,8 @@ type UsageRow struct {
 	TokensOut int64  `json:"tokens_out"`
 }
 
-// Price is what a million prompt (In) and completion (Out) tokens of a model cost.
-type Price struct {
-	In, Out float64
-}
-
 // Cost is what the row's tokens cost at p.
-func (r UsageRow) Cost(p Price) float64 {
-	return (float64(r.TokensIn)*p.In + float64(r.TokensOut)*p.Out) / 1e6
-}
+func (r UsageRow) Cost(p chat.Price) float64 { return p.Cost(r.TokensIn, r.TokensOut) }
 
 // Usage sums the tokens of the model calls matching f per platform, chat, user and model (the
 // user is the one whose message started the turn), ordered by platform, chat, user, model.
@@ -86,7 +80,7 @@ const (
 // RollUp sums rows per key (ByUser, ByChat, ByModel or ByAll) and prices each row's tokens with
 // its model's price (a model without a price costs nothing). Totals come most expensive first,
 // then by most tokens, then by key.
-func RollUp(rows []UsageRow, by string, prices map[string]Price) []UsageTotal {
+func RollUp(rows []UsageRow, by string, prices map[string]chat.Price) []UsageTotal {
 	idx := map[string]int{}
 	var out []UsageTotal
 	for _, r := range rows {

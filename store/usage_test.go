@@ -65,7 +65,7 @@ func TestUsageSumsModelCallsAndPricesThem(t *testing.T) {
 			t.Fatalf("total = %+v, want the llm_calls sums %d in, %d out over 4 calls", all, in, out)
 		}
 		// Real list prices per million tokens: gpt-4o-mini 0.15 / 0.60, gpt-4o 2.50 / 10.00.
-		prices := map[string]Price{"mini": {In: 0.15, Out: 0.60}, "big": {In: 2.50, Out: 10.00}}
+		prices := map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}, "big": {In: 2.50, Out: 10.00}}
 		byUser := RollUp(rows, ByUser, prices)
 		want := map[string]float64{
 			"discord:ann": 2*(1.234567*0.15+0.345678*0.60) + (0.5*2.50 + 0.1*10.00), // 0.7851837 + 2.25

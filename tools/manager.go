@@ -32,6 +32,16 @@ type ManagerOptions struct {
 	// Policy decides which tools each turn is offered and which calls need an approval; nil
 	// allows every tool (the allow-lists and AdminOnly still apply).
 	Policy *Policy
+	// ElicitationTimeout is how long a tool's question waits for an answer before it is
+	// answered cancel; 0 means DefaultElicitationTimeout.
+	ElicitationTimeout time.Duration
+	// Parallel says which rounds run their calls side by side: ParallelReadOnly (the zero
+	// value) when every call is safe, ParallelOff never.
+	Parallel ParallelMode
+	// MaxParallel bounds the calls of a round running at once; 0 means DefaultMaxParallel.
+	MaxParallel int
+	// ParallelTools are tool names (or path.Match globs) configured safe to run side by side.
+	ParallelTools []string
 	// MaxFileBytes caps one file a tool returns; larger ones are left out of the reply (and
 	// the model and the user are told). 0 means DefaultMaxFileBytes.
 	MaxFileBytes int64
@@ -64,8 +74,12 @@ type Manager struct {
 	log      *slog.Logger
 	policy   *Policy
 
-	consents  audit.Consents
-	alwaysFor time.Duration
+	elicitTimeout time.Duration
+	parallel      ParallelMode
+	maxParallel   int
+	parallelTools []string
+	consents      audit.Consents
+	alwaysFor     time.Duration
 
 	mu     sync.Mutex
 	warned map[string]bool // collisions already logged, so a warning appears once, not every turn
@@ -106,6 +120,13 @@ func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, 
 	}
 	if m.maxRes == 0 {
 		m.maxRes = DefaultResultMaxChars
+	}
+	if err := m.setParallel(opts); err != nil {
+		return nil, err
+	}
+	m.elicitTimeout = opts.ElicitationTimeout
+	if m.elicitTimeout <= 0 {
+		m.elicitTimeout = DefaultElicitationTimeout
 	}
 	m.maxFile, m.maxFiles = opts.MaxFileBytes, opts.MaxFilesPerTurn
 	if m.maxFile <= 0 {
@@ -190,6 +211,10 @@ type Turn struct {
 	decisions map[string]Decision
 	specs     []Spec
 	approver  Approver
+	elicitor  Elicitor
+	progress  ProgressFunc
+	// askMu puts the turn's tool questions to the chat one at a time.
+	askMu sync.Mutex
 
 	filesMu sync.Mutex
 	files   int // files kept for the reply so far, against MaxFilesPerTurn
@@ -230,26 +255,67 @@ func (t *Turn) Specs() []Spec {
 // failed ones included, is reported to the Recorder once: Start before it runs, Finish after. A
 // panicking tool is recovered here, so its audit row is finished like any other.
 func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
+	p := t.prepare(ctx, call)
+	if p.out == nil {
+		out := t.invoke(p.ctx, p)
+		p.out = &out
+	}
+	return t.complete(p.ctx, p)
+}
+
+// prepared is a call whose audit row is started and whose fate before its tool is decided: out
+// is set when it will not reach the tool (unknown, refused, bad arguments, denied).
+type prepared struct {
+	ctx   context.Context // the call's context (Recorder's CallContexter), from prepare on
+	call  Call
+	start time.Time
+	rec   *audit.Record
+	args  string
+	e     entry
+	run   *running
+	out   *Outcome
+}
+
+// prepare starts the call's audit row, checks the call and asks its approval.
+func (t *Turn) prepare(ctx context.Context, call Call) *prepared {
 	start := time.Now()
 	rec, args := t.record(call, start)
-	var e entry
+	p := &prepared{call: call, start: start, rec: rec, args: args}
 	i, known := t.index[call.Name]
 	if known {
-		e = t.all[i]
-		rec.Source = e.loader.Source()
-		rec.Server = e.spec.Server
-		rec.ServerTool = e.spec.ServerTool
+		p.e = t.all[i]
+		rec.Source = p.e.loader.Source()
+		rec.Server = p.e.spec.Server
+		rec.ServerTool = p.e.spec.ServerTool
 		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == ActionAsk
 	}
 	t.m.start(ctx, rec)
+	// The call's own context (a tracing span) carries the call from here on.
+	p.ctx = ctx
+	if cc, ok := t.m.rec.(CallContexter); ok {
+		p.ctx = cc.CallContext(ctx, rec)
+	}
+	p.run = newRunning(t, call, p.e.spec.Server)
+	if out, refused := t.check(p.ctx, rec, call.Name, args, known, p.e); refused {
+		p.out = &out
+	}
+	return p
+}
 
-	out := t.run(ctx, rec, call.Name, args, known, e)
-
-	out.Duration = time.Since(start)
+// complete finishes the call's audit row with its outcome and returns what goes to the model.
+func (t *Turn) complete(ctx context.Context, p *prepared) Outcome {
+	out, rec := *p.out, p.rec
+	out.Duration = time.Since(p.start)
 	rec.Status = out.Status
 	rec.Duration = out.Duration
 	rec.FinishedAt = rec.StartedAt.Add(out.Duration)
-	out.Files, out.FilesLeftOut = t.capFiles(call.Name, out.Files)
+	last, asked := p.run.end()
+	rec.Progress = Truncate(RedactJSONText(last), progressMaxChars)
+	if len(asked) > 0 {
+		b, _ := json.Marshal(asked)
+		rec.Elicitation = string(b)
+	}
+	out.Files, out.FilesLeftOut = t.capFiles(p.call.Name, out.Files)
 	note := withNote(filesNote(out.Files), leftOutNote(out.FilesLeftOut))
 	if out.Err != nil {
 		rec.Error = Truncate(RedactJSONText(out.Err.Error()), AuditMaxChars)
@@ -262,6 +328,9 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 	t.m.finish(ctx, rec)
 	return out
 }
+
+// progressMaxChars caps the last progress message an audit row keeps.
+const progressMaxChars = 500
 
 // Skip answers a call that will not run (the turn ended first, or its arguments were cut off) and
 // records it: an audit row with status cancelled and reason as its error, so the audit log knows
@@ -305,38 +374,46 @@ func (t *Turn) record(call Call, start time.Time) (*audit.Record, string) {
 	}, args
 }
 
-// run decides and runs the call; Content is the untruncated text on success, ErrorText otherwise.
-func (t *Turn) run(ctx context.Context, rec *audit.Record, name, args string, known bool, e entry) Outcome {
+// check decides whether the call reaches its tool, asking its approval if a rule says so; refused
+// is true with the outcome when it does not.
+func (t *Turn) check(ctx context.Context, rec *audit.Record, name, args string, known bool, e entry) (out Outcome, refused bool) {
 	if !known {
-		return Failed(audit.StatusNotFound, NotFoundError{Name: name})
+		return Failed(audit.StatusNotFound, NotFoundError{Name: name}), true
 	}
 	if !t.offered[name] {
 		if d := t.decisions[name]; d.Action == ActionDeny {
-			return Failed(audit.StatusDenied, fmt.Errorf("tool %s is denied by %s", name, d.Rule))
+			return Failed(audit.StatusDenied, fmt.Errorf("tool %s is denied by %s", name, d.Rule)), true
 		}
-		return Failed(audit.StatusDenied, fmt.Errorf("tool %s is not available in this chat", name))
+		return Failed(audit.StatusDenied, fmt.Errorf("tool %s is not available in this chat", name)), true
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(args), &obj); err != nil {
-		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: %w", name, err))
+		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: %w", name, err)), true
 	}
 	if obj == nil { // the JSON text "null"
-		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: got null", name))
+		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: got null", name)), true
 	}
 	if err := ctx.Err(); err != nil {
-		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx)))
+		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx))), true
 	}
 	if rec.ApprovalRequired {
 		if err := t.approve(ctx, rec, name, args, t.decisions[name], e.spec.Server); err != nil {
-			return Failed(audit.StatusDenied, err)
+			return Failed(audit.StatusDenied, err), true
 		}
 	}
-	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info, Server: e.spec.Server})
+	return Outcome{}, false
+}
+
+// invoke runs a prepared call's tool; Content is the untruncated text on success, ErrorText
+// otherwise.
+func (t *Turn) invoke(ctx context.Context, p *prepared) Outcome {
+	name := p.call.Name
+	res, err := callLoader(ctx, p.e.loader, Invocation{Name: name, Arguments: json.RawMessage(p.args), Turn: t.info, Server: p.e.spec.Server, Running: p.run})
 	switch {
 	case err == nil:
 		return Outcome{Content: res.Text, Files: res.Files, Status: audit.StatusOK}
 	case ctx.Err() != nil:
-		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, err))
+		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, cancelCause(ctx, err)))
 	case IsTimeout(err):
 		if !errors.Is(err, ErrTimeout) {
 			// A transport's or the loader's own timer fired: the same thing to the user and the
@@ -350,6 +427,15 @@ func (t *Turn) run(ctx context.Context, rec *audit.Record, name, args string, kn
 	default:
 		return Failed(audit.StatusError, err)
 	}
+}
+
+// cancelCause is the error a cancelled call reports: the loader's, and the reason the context
+// ended when it was given one (a sibling's failure) and the loader's error does not say it.
+func cancelCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) && !errors.Is(cause, ctx.Err()) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }
 
 // callLoader runs the loader and turns a panic in it into an error, so one broken tool cannot

@@ -29,6 +29,8 @@ func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 // PostQuestion posts q with a button per choice (the first green, the second red), answering
 // the message the responder answers, through the channel's budgets in the delivery engine.
 func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string, q adapters.Question) (string, error) {
+	// An action row holds at most 5 buttons, a message at most 5 rows.
+	var rows []discordgo.MessageComponent
 	var buttons []discordgo.MessageComponent
 	for i, ch := range q.Choices {
 		style := discordgo.SecondaryButton
@@ -38,11 +40,18 @@ func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 		case 1:
 			style = discordgo.DangerButton
 		}
-		buttons = append(buttons, discordgo.Button{Label: ch.Label, Style: style, CustomID: approvePrefix + id + ":" + ch.ID})
+		b := discordgo.Button{Label: ch.Label, Style: style, CustomID: approvePrefix + id + ":" + ch.ID}
+		if ch.URL != "" {
+			b = discordgo.Button{Label: ch.Label, Style: discordgo.LinkButton, URL: ch.URL} // never pressed
+		}
+		buttons = append(buttons, b)
+		if len(buttons) == 5 || i == len(q.Choices)-1 {
+			rows, buttons = append(rows, discordgo.ActionsRow{Components: buttons}), nil
+		}
 	}
 	ch := channelOf(ref)
 	ms := &discordgo.MessageSend{Content: plainText(q.Text), AllowedMentions: noMentions(), Reference: reference(ch, r.replyTo),
-		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: buttons}}}
+		Components: rows[:min(len(rows), 5)]}
 	var m *discordgo.Message
 	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,
 		Run: func(ctx context.Context) error {

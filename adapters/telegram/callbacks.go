@@ -89,7 +89,11 @@ func (r askResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 	var row []map[string]string
 	var rows [][]map[string]string
 	for i, ch := range q.Choices {
-		row = append(row, map[string]string{"text": ch.Label, "callback_data": approvePrefix + id + ":" + ch.ID})
+		b := map[string]string{"text": ch.Label, "callback_data": approvePrefix + id + ":" + ch.ID}
+		if ch.URL != "" {
+			b = map[string]string{"text": ch.Label, "url": ch.URL} // opened by the user, never pressed
+		}
+		row = append(row, b)
 		if len(row) == 2 || i == len(q.Choices)-1 {
 			rows, row = append(rows, row), nil
 		}

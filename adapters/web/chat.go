@@ -617,6 +617,7 @@ type eventMessage struct {
 type eventChoice struct {
 	ID    string `json:"id"`
 	Label string `json:"label"`
+	URL   string `json:"url,omitempty"`
 }
 
 type eventFile struct {
@@ -718,7 +719,7 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 func toEvent(m *message) eventMessage {
 	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question, Stop: m.Stop}
 	for _, ch := range m.Choices {
-		e.Choices = append(e.Choices, eventChoice{ID: ch.ID, Label: ch.Label})
+		e.Choices = append(e.Choices, eventChoice{ID: ch.ID, Label: ch.Label, URL: ch.URL})
 	}
 	for i, f := range m.Files {
 		e.Files = append(e.Files, eventFile{

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"relaybot/config"
 	"relaybot/internal/testkit/llm"
+	"relaybot/internal/testkit/storetest"
 )
 
 const replicaAdminToken = "replica-admin-token-0123456789"
@@ -29,16 +29,11 @@ func adminReplicas(t *testing.T, e *env) [2]string {
 // adminReplicaSet is adminReplicas that returns the replicas too.
 func adminReplicaSet(t *testing.T, e *env) ([2]string, [2]*replica) {
 	t.Helper()
-	dsn := pgSchemaDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	var bases [2]string
 	var reps [2]*replica
 	for i := range bases {
-		section := "[admin]\nenabled = true\nweb_chat = true\nlisten = \"127.0.0.1:0\"\ntoken = \"" + replicaAdminToken + "\"\n"
-		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		reps[i] = startReplica(t, cfg)
+		reps[i] = startReplica(t, replicaTOML(dsn, e).set("admin", webChatAdmin...).set("admin", "token", replicaAdminToken).parse(t))
 		bases[i] = "http://" + reps[i].adminAddr(t)
 	}
 	return bases, reps

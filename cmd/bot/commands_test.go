@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -22,9 +21,9 @@ func TestHelpDiscordAndTelegramListTheOneCommandTable(t *testing.T) {
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{})
 	t.Cleanup(dc.Close)
-	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
-	cfg := e.config("")
-	cfg.Telegram.Enabled = true // configText turns Telegram off when Discord is on
+	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
+	cfg := e.config()
+	cfg.Telegram.Enabled = true // toml turns Telegram off when Discord is on
 	stop := e.start(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

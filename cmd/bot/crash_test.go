@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,11 +41,7 @@ func TestHelperServe(t *testing.T) {
 // again) and not twice.
 func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 	e := newEnv(t)
-	text := e.configText("shutdown_grace_sec = 0", "enabled = false")
-	cfgPath := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := e.toml().set("chat", "shutdown_grace_sec", 0).write(t)
 	hold := make(chan struct{})
 	defer close(hold)
 	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
@@ -65,7 +60,7 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 	kill()
 
 	e.llm.Push(llm.Text("The whole answer."))
-	stop := e.start(e.config("shutdown_grace_sec = 0"))
+	stop := e.start(e.config("shutdown_grace_sec", 0))
 	e.waitBotText(1, "the answer after the restart", contains("The whole answer."))
 	e.say(1, "and then?")
 	e.llm.Push(llm.Text("Then more."))
@@ -102,7 +97,7 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 // message over again, finds the finished turn in the store and does not answer it twice.
 func TestServeRedeliveredAnsweredMessageSkipped(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("shutdown_grace_sec = 0")
+	cfg := e.config("shutdown_grace_sec", 0)
 	hold := make(chan struct{})
 	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Whole"}, {Content: " answer.", Wait: hold}}})
 	stop := e.start(cfg)

@@ -24,6 +24,7 @@ import (
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
+	"relaybot/internal/testkit/storetest"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
 )
@@ -59,12 +60,9 @@ type childReplica struct {
 }
 
 // startChildReplica runs a replica with the config text in a child process until the test ends.
-func startChildReplica(t *testing.T, cfgText string) *childReplica {
+func startChildReplica(t *testing.T, cfg *tomlConfig) *childReplica {
 	t.Helper()
-	cfgPath := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := cfg.write(t)
 	c := &childReplica{out: &logbuf.Buffer{}, done: make(chan struct{})}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperReplica$", "-test.count=1")
 	c.cmd.Env = append(os.Environ(), helperReplicaConfig+"="+cfgPath)
@@ -162,8 +160,8 @@ func (rr *roundRobin) pin(i int) {
 // replicaPlatform is how the test's users reach the replicas: the testkit Telegram by webhook
 // or polling, or the testkit Discord with two shards.
 type replicaPlatform interface {
-	// section is the platform's part of replica i's config.
-	section(t *testing.T, i int) string
+	// configure adds the platform's part of replica i's config to c.
+	configure(t *testing.T, i int, c *tomlConfig)
 	// started waits until the replicas receive messages.
 	started(t *testing.T, reps []*childReplica)
 	// say sends a user's message in a chat of its own.
@@ -202,23 +200,16 @@ type telegramPlatform struct {
 // second); the fake allows exactly as much, so replicas that did not share it would draw 429s.
 const budget = 300
 
-func (p *telegramPlatform) section(t *testing.T, i int) string {
-	mode := `mode = "polling"`
+func (p *telegramPlatform) configure(t *testing.T, i int, c *tomlConfig) {
+	mode := polling
 	if p.webhook {
-		mode = fmt.Sprintf("mode = \"webhook\"\nwebhook_listen = \"127.0.0.1:0\"\nwebhook_url = %q\nwebhook_secret = \"s3cret-token\"", p.rr.srv.URL+"/hook")
+		mode = webhookAt("127.0.0.1:0", p.rr.srv.URL+"/hook")
 	}
-	return fmt.Sprintf(`[telegram]
-enabled = true
-token = %q
-api_endpoint = %q
-offset_file = %q
-# One message per answer: a message that reaches the user is an answer, whole.
-stream = false
-drafts = "off"
-global_per_second = %d
-paid_broadcast = true
-%s
-`, p.e.tg.Token(), p.e.tg.Endpoint(), filepath.Join(t.TempDir(), fmt.Sprintf("telegram-%d.offset", i)), budget, mode)
+	// One message per answer: a message that reaches the user is an answer, whole.
+	c.set("telegram", "enabled", true, "token", p.e.tg.Token(), "api_endpoint", p.e.tg.Endpoint(),
+		"offset_file", filepath.Join(t.TempDir(), fmt.Sprintf("telegram-%d.offset", i)),
+		"stream", false, "drafts", "off", "global_per_second", budget, "paid_broadcast", true).
+		set("telegram", mode...)
 }
 
 func (p *telegramPlatform) started(t *testing.T, reps []*childReplica) {
@@ -325,15 +316,9 @@ type discordPlatform struct {
 	before      int                       // the victim shard's identifies before the kill
 }
 
-func (p *discordPlatform) section(t *testing.T, i int) string {
-	return fmt.Sprintf(`[discord]
-enabled = true
-token = %q
-api_base = %q
-register_commands = false
-shards = "auto"
-global_per_second = %d
-`, p.dc.Token(), p.dc.APIBase(), discordBudget)
+func (p *discordPlatform) configure(t *testing.T, i int, c *tomlConfig) {
+	c.set("discord", "enabled", true, "token", p.dc.Token(), "api_base", p.dc.APIBase(), "register_commands", false,
+		"shards", "auto", "global_per_second", discordBudget)
 }
 
 // holders returns, by shard, the replicas holding it now by their logs: the last word of each
@@ -498,7 +483,7 @@ func TestThreeReplicasServeOneBot(t *testing.T) {
 	}
 	for _, mode := range []string{"webhook", "polling"} {
 		t.Run("telegram "+mode, func(t *testing.T) {
-			dsn := pgSchemaDSN(t)
+			dsn := storetest.PostgresDSN(t)
 			e := newEnv(t)
 			// Telegram's limits, with a paid budget as large as the bot's.
 			tg, err := tgkit.New(tgkit.Options{PaidPerSecond: budget})
@@ -515,7 +500,7 @@ func TestThreeReplicasServeOneBot(t *testing.T) {
 		})
 	}
 	t.Run("discord", func(t *testing.T) {
-		dsn := pgSchemaDSN(t)
+		dsn := storetest.PostgresDSN(t)
 		e := newEnv(t)
 		dc := dtk.New(dtk.Config{Shards: discordShards, MaxConcurrency: discordShards, GlobalN: discordBudget})
 		t.Cleanup(dc.Close)
@@ -552,7 +537,9 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 
 	var reps []*childReplica
 	for i := range 3 {
-		reps = append(reps, startChildReplica(t, threeReplicaConfig(dsn, e, p.section(t, i))))
+		c := threeReplicaConfig(dsn, e)
+		p.configure(t, i, c)
+		reps = append(reps, startChildReplica(t, c))
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -815,32 +802,16 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 }
 
 // threeReplicaConfig is a replica's config.toml: the database, e's model and MCP server (its
-// sleep tool), and the platform's section.
-func threeReplicaConfig(dsn string, e *env, platform string) string {
-	return fmt.Sprintf(`
-[storage]
-driver = "postgres"
-dsn = %q
-[[models]]
-name = "primary"
-base_url = %q
-model = "test-model"
-[agent]
-system_prompt = "You are a test bot."
-[chat]
-max_turns_in_flight = 512
-rate_limit_per_minute = 0
-[tools]
-plugins = []
-native = []
-[[mcp.servers]]
-name = "kit"
-transport = "http"
-url = %q
-[admin]
-enabled = false
-%s
-`, dsn, e.llm.URL, e.mcp.URL, platform)
+// sleep tool); the platform adds its section.
+func threeReplicaConfig(dsn string, e *env) *tomlConfig {
+	return (&tomlConfig{}).
+		set("storage", "driver", "postgres", "dsn", dsn).
+		set("models", "name", "primary", "base_url", e.llm.URL, "model", "test-model").
+		set("agent", "system_prompt", "You are a test bot.").
+		set("chat", "max_turns_in_flight", 512, "rate_limit_per_minute", 0).
+		set("tools", "plugins", []string{}, "native", []string{}).
+		set("mcp.servers", "name", "kit", "transport", "http", "url", e.mcp.URL).
+		set("admin", "enabled", false)
 }
 
 // lastUserText is the first paragraph of the last user message of a model request: the user's

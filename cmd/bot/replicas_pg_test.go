@@ -11,8 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
 	"path/filepath"
 	"relaybot/internal/testkit/wait"
 	"strings"
@@ -26,39 +24,8 @@ import (
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
+	"relaybot/internal/testkit/storetest"
 )
-
-// pgSchemaDSN returns the DSN of a fresh schema in the PostgreSQL database of
-// BOT_TEST_POSTGRES_DSN, dropped when the test ends; the test is skipped without it.
-func pgSchemaDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("BOT_TEST_POSTGRES_DSN")
-	if base == "" {
-		t.Skip("PostgreSQL not tested: set BOT_TEST_POSTGRES_DSN")
-	}
-	schema := fmt.Sprintf("replicas_%d", time.Now().UnixNano())
-	db, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := db.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		db.Close()
-	})
-	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // freeAddr returns a loopback address nothing listens on.
 func freeAddr(t *testing.T) string {
@@ -122,41 +89,34 @@ func (r *replica) adminAddr(t *testing.T) string {
 	return addr
 }
 
-// replicaConfig is the config.toml of one replica on the database dsn, talking to e's fakes,
-// with telegramMode's lines in [telegram] and an offset file of its own.
-func replicaConfig(t *testing.T, dsn string, e *env, telegramMode string) string {
-	return replicaConfigWith(dsn, e, fmt.Sprintf(`[telegram]
-enabled = true
-token = %q
-api_endpoint = %q
-offset_file = %q
-# These tests watch answers stream by edits; drafts and rich finals have tests of their own.
-drafts = "off"
-rich = "off"
-%s
-[admin]
-enabled = false`, e.tg.Token(), e.tg.Endpoint(), filepath.Join(t.TempDir(), "telegram.offset"), telegramMode))
+// replicaTOML is the config.toml of one replica on the database dsn with e's model; the test
+// adds the platforms and the admin listener.
+func replicaTOML(dsn string, e *env) *tomlConfig {
+	return (&tomlConfig{}).
+		set("storage", "driver", "postgres", "dsn", dsn).
+		set("models", "name", "primary", "base_url", e.llm.URL, "model", "test-model").
+		set("agent", "system_prompt", "You are a test bot.", "stream_flush_chunks", 1).
+		set("tools", "plugins", []string{}, "native", []string{})
 }
 
-// replicaConfigWith is the config.toml of one replica on the database dsn with e's model and
-// the platform sections given.
-func replicaConfigWith(dsn string, e *env, platforms string) string {
-	return fmt.Sprintf(`
-[storage]
-driver = "postgres"
-dsn = %q
-[[models]]
-name = "primary"
-base_url = %q
-model = "test-model"
-[agent]
-system_prompt = "You are a test bot."
-stream_flush_chunks = 1
-[tools]
-plugins = []
-native = []
-%s
-`, dsn, e.llm.URL, platforms)
+// telegramReplica is replicaTOML with e's Telegram bot, an offset file of its own, the
+// [telegram] keys of mode (pairs), and the admin listener off.
+func telegramReplica(t *testing.T, dsn string, e *env, mode ...any) *tomlConfig {
+	// These tests watch answers stream by edits; drafts and rich finals have tests of their own.
+	return replicaTOML(dsn, e).
+		set("telegram", "enabled", true, "token", e.tg.Token(), "api_endpoint", e.tg.Endpoint(),
+			"offset_file", filepath.Join(t.TempDir(), "telegram.offset"), "drafts", "off", "rich", "off").
+		set("telegram", mode...).
+		set("admin", "enabled", false)
+}
+
+// polling is the [telegram] mode of a replica that polls.
+var polling = []any{"mode", "polling"}
+
+// webhookAt is the [telegram] mode of a replica that takes webhooks on addr, which Telegram
+// posts to url (a proxy in front of the replicas).
+func webhookAt(addr, url string) []any {
+	return []any{"mode", "webhook", "webhook_listen", addr, "webhook_url", url, "webhook_secret", "s3cret-token"}
 }
 
 // TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce runs two bot serve replicas on one
@@ -165,7 +125,7 @@ native = []
 // answered exactly once, both replicas are listed while they run, and a clean stop removes each
 // from the list at once. Before the inbound ledger, each replica answered every update.
 func TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce(t *testing.T) {
-	dsn := pgSchemaDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	e := newEnv(t)
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	var turn atomic.Int64
@@ -192,14 +152,7 @@ func TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce(t *testing.T) {
 
 	var reps []*replica
 	for _, addr := range addrs {
-		text := replicaConfig(t, dsn, e, fmt.Sprintf(`mode = "webhook"
-webhook_listen = %q
-webhook_url = %q
-webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
-		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := telegramReplica(t, dsn, e, webhookAt(addr, proxy.URL+"/hook")...).parse(t)
 		reps = append(reps, startReplica(t, cfg))
 	}
 	db, err := sql.Open("pgx", dsn)
@@ -240,20 +193,14 @@ webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
 // answered once; killed (SIGKILL), the other replica takes over polling and answers the next
 // message once. Before the poller lease both polled and cut each other off with 409s.
 func TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne(t *testing.T) {
-	dsn := pgSchemaDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	e := newEnv(t)
-	cfgPath := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(replicaConfig(t, dsn, e, `mode = "polling"`)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := telegramReplica(t, dsn, e, polling...).write(t)
 	childOut, kill := startChildServe(t, cfgPath)
 	defer kill()
 	wait.For(t, "the first replica to hold the poller lease", func() bool { return strings.Contains(childOut.String(), "this replica polls") })
 
-	cfg, err := config.Parse([]byte(replicaConfig(t, dsn, e, `mode = "polling"`)), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := telegramReplica(t, dsn, e, polling...).parse(t)
 	second := startReplica(t, cfg)
 
 	e.llm.Push(llm.Text("First answer."))
@@ -290,20 +237,18 @@ func TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne(t *testing.T) {
 // answered once. Before the inbound ledger and the shard leases both replicas received and
 // answered every message.
 func TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce(t *testing.T) {
-	dsn := pgSchemaDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{})
 	t.Cleanup(dc.Close)
-	section := fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\nregister_commands = false\n[admin]\nenabled = false\n", dc.Token(), dc.APIBase())
+	c := replicaTOML(dsn, e).
+		set("discord", "enabled", true, "token", dc.Token(), "api_base", dc.APIBase(), "register_commands", false).
+		set("admin", "enabled", false)
 	var reps []*replica
 	for range 2 {
-		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		reps = append(reps, startReplica(t, cfg))
+		reps = append(reps, startReplica(t, c.parse(t)))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		err = dc.WaitReady(ctx)
+		err := dc.WaitReady(ctx)
 		cancel()
 		if err != nil {
 			t.Fatal(err)
@@ -367,14 +312,7 @@ func webhookReplicas(t *testing.T, dsn string, e *env, n int) ([]*replica, *atom
 	proxy := switchProxy(t, func() string { return addrs[target.Load()] })
 	var reps []*replica
 	for _, addr := range addrs {
-		text := replicaConfig(t, dsn, e, fmt.Sprintf(`mode = "webhook"
-webhook_listen = %q
-webhook_url = %q
-webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
-		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := telegramReplica(t, dsn, e, webhookAt(addr, proxy.URL+"/hook")...).parse(t)
 		r := startReplica(t, cfg)
 		wait.For(t, "the replica to listen for stop requests and free conversations", func() bool {
 			logs := r.logs.String()
@@ -391,7 +329,7 @@ webhook_secret = "s3cret-token"`, addr, proxy.URL+"/hook"))
 // reaching the replica that ran nothing is answered "Nothing to stop." (no turn runs anywhere).
 func TestMessagesOfOneChatOnTwoReplicasRunOneAfterTheOther(t *testing.T) {
 	e := newEnv(t)
-	dsn := pgSchemaDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	reps, target := webhookReplicas(t, dsn, e, 2)
 	// A replica joining a live deployment takes messages only once the others count it: their
 	// shares of the bot-wide budget already make room for its own.
@@ -476,7 +414,7 @@ func TestMessagesOfOneChatOnTwoReplicasRunOneAfterTheOther(t *testing.T) {
 // answer ran on.
 func TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt(t *testing.T) {
 	e := newEnv(t)
-	reps, target := webhookReplicas(t, pgSchemaDSN(t), e, 2)
+	reps, target := webhookReplicas(t, storetest.PostgresDSN(t), e, 2)
 	hold := make(chan struct{})
 	defer close(hold)
 	e.llm.SetHandler(func(llm.Request) llm.Reply {
@@ -502,18 +440,14 @@ func TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt(t *testing.T) {
 // the web chat) on one PostgreSQL database: /api/v1/instances on either lists both, marks the
 // one asked, and a replica that stops cleanly leaves the list at once.
 func TestTheAdminAPIOfAnyReplicaListsEveryReplica(t *testing.T) {
-	dsn := pgSchemaDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	e := newEnv(t)
 	// Each admin listener takes a port of its own choosing and says which in the log: a port
 	// picked free beforehand can be taken by another test's process before the replica binds it.
 	var addrs []string
 	var reps []*replica
 	for range 2 {
-		section := "[admin]\nenabled = true\nweb_chat = true\nlisten = \"127.0.0.1:0\"\n"
-		cfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, section)), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := replicaTOML(dsn, e).set("admin", webChatAdmin...).parse(t)
 		r := startReplica(t, cfg)
 		reps = append(reps, r)
 		addrs = append(addrs, r.adminAddr(t))
@@ -564,18 +498,12 @@ func TestTheAdminAPIOfAnyReplicaListsEveryReplica(t *testing.T) {
 // out the survivor marks its turn interrupted, so the log ends in a final status without waiting
 // for a restart of the killed one.
 func TestASurvivorEndsTheTurnsOfAKilledReplica(t *testing.T) {
-	dsn := pgSchemaDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	e := newEnv(t)
-	survivorCfg, err := config.Parse([]byte(replicaConfigWith(dsn, e, "[admin]\nenabled = true\nweb_chat = true\nlisten = \""+freeAddr(t)+"\"\n")), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	survivorCfg := replicaTOML(dsn, e).set("admin", "enabled", true, "web_chat", true, "listen", freeAddr(t)).parse(t)
 	startReplica(t, survivorCfg)
 
-	cfgPath := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(replicaConfig(t, dsn, e, `mode = "polling"`)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := telegramReplica(t, dsn, e, polling...).write(t)
 	hold := make(chan struct{})
 	defer close(hold)
 	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
@@ -608,29 +536,23 @@ func TestASurvivorEndsTheTurnsOfAKilledReplica(t *testing.T) {
 // replica takes the unanswered update over from the shared ledger and answers it, once. Before,
 // the update was the dead replica's alone (Telegram had its 200) and the user got half an answer.
 func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
-	dsn := pgSchemaDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	e := newEnv(t)
 	addrs := []string{freeAddr(t), freeAddr(t)} // the child, the survivor
 	var target atomic.Int64
 	proxy := switchProxy(t, func() string { return addrs[target.Load()] })
-	webhook := func(addr string) string {
-		return replicaConfig(t, dsn, e, fmt.Sprintf("mode = \"webhook\"\nwebhook_listen = %q\nwebhook_url = %q\nwebhook_secret = \"s3cret-token\"", addr, proxy.URL+"/hook"))
+	webhook := func(addr string) *tomlConfig {
+		return telegramReplica(t, dsn, e, webhookAt(addr, proxy.URL+"/hook")...)
 	}
 
 	hold := make(chan struct{})
 	defer close(hold)
 	e.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}})
-	cfgPath := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(webhook(addrs[0])), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := webhook(addrs[0]).write(t)
 	childOut, kill := startChildServe(t, cfgPath)
 	defer kill()
 	wait.For(t, "the child replica to run", func() bool { return strings.Contains(childOut.String(), "bot running") })
-	cfg, err := config.Parse([]byte(webhook(addrs[1])), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := webhook(addrs[1]).parse(t)
 	survivor := startReplica(t, cfg)
 
 	const chat = 6001
@@ -669,12 +591,13 @@ func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
 // more, and answers new messages in shard 0's guilds once. Before, every replica connected the
 // whole gateway and a message whose replica died was never answered.
 func TestThreeReplicasShareTwoDiscordShardsAndASurvivorTakesOverAKilledOnes(t *testing.T) {
-	dsn := pgSchemaDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{Shards: 2, MaxConcurrency: 2})
 	t.Cleanup(dc.Close)
-	section := fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\nregister_commands = false\nshards = \"auto\"\n[admin]\nenabled = false\n", dc.Token(), dc.APIBase())
-	text := replicaConfigWith(dsn, e, section)
+	c := replicaTOML(dsn, e).
+		set("discord", "enabled", true, "token", dc.Token(), "api_base", dc.APIBase(), "register_commands", false, "shards", "auto").
+		set("admin", "enabled", false)
 
 	hold := make(chan struct{})
 	defer close(hold)
@@ -689,10 +612,7 @@ func TestThreeReplicasShareTwoDiscordShardsAndASurvivorTakesOverAKilledOnes(t *t
 		return llm.Reply{Chunks: []llm.Chunk{{Content: "Half an"}, {Content: " answer", Wait: hold}}}
 	})
 
-	cfgPath := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := c.write(t)
 	childOut, kill := startChildServe(t, cfgPath)
 	defer kill()
 	oneEach := func() bool { l := dc.LiveShards(); return l[0] == 1 && l[1] == 1 }
@@ -701,11 +621,7 @@ func TestThreeReplicasShareTwoDiscordShardsAndASurvivorTakesOverAKilledOnes(t *t
 	})
 	var reps []*replica
 	for range 2 {
-		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		reps = append(reps, startReplica(t, cfg))
+		reps = append(reps, startReplica(t, c.parse(t)))
 	}
 	holds := func(r *replica, shard int) bool {
 		return strings.Contains(r.logs.String(), fmt.Sprintf(`msg="discord: this replica holds the shard" shard=%d`, shard))

@@ -48,8 +48,8 @@ func secondServe(t *testing.T, cfg *config.Config) error {
 // start-up marked the first's running turns interrupted.
 func TestASecondServeOnTheSameSQLiteFileIsRefused(t *testing.T) {
 	e := newEnv(t)
-	stop := e.start(e.config(""))
-	err := secondServe(t, e.config(""))
+	stop := e.start(e.config())
+	err := secondServe(t, e.config())
 	if !errors.Is(err, coord.ErrInUse) {
 		t.Fatalf("second bot serve on %s: err = %v, want it refused because the file is in use", e.db, err)
 	}

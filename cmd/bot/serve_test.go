@@ -37,8 +37,8 @@ type env struct {
 	mcp  *mcpkit.HTTPServer
 	db   string
 	logs *logbuf.Buffer
-	// discord, when set, is a [discord] section that replaces Telegram.
-	discord string
+	// discord, when set, are the keys of a [discord] section that replaces Telegram.
+	discord []any
 }
 
 func newEnv(t *testing.T) *env {
@@ -64,60 +64,28 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// config is the bot's config.toml for this world, with extra TOML appended to [chat], and the
-// admin listener off.
-func (e *env) config(chat string) *config.Config {
-	e.t.Helper()
-	return e.configAdmin(chat, "enabled = false")
-}
-
-// configAdmin is config with the [admin] section's body.
-func (e *env) configAdmin(chat, adminSection string) *config.Config {
-	e.t.Helper()
-	cfg, err := config.Parse([]byte(e.configText(chat, adminSection)), func(string) (string, bool) { return "", false })
-	if err != nil {
-		e.t.Fatalf("config: %v", err)
+// toml is the bot's config.toml for this world: Telegram (or e.discord in its place), the
+// model, the MCP server, and the admin listener off.
+func (e *env) toml() *tomlConfig {
+	c := (&tomlConfig{}).
+		set("storage", "dsn", e.db).
+		set("models", "name", "primary", "base_url", e.llm.URL, "model", "test-model").
+		set("agent", "system_prompt", "You are a test bot.", "stream_flush_chunks", 1).
+		set("output", "track_function_calls", true).
+		set("access", "deny_users", []string{"telegram:666"}, "admins", []string{"telegram:100", "discord:700"}).
+		set("tools", "plugins", []string{}, "native", []string{"current_time"}).
+		// These tests watch answers stream by edits; drafts and rich finals have tests of their own.
+		set("telegram", "enabled", e.discord == nil, "token", e.tg.Token(), "api_endpoint", e.tg.Endpoint(), "drafts", "off", "rich", "off")
+	if e.discord != nil {
+		c.set("discord", e.discord...)
 	}
-	return cfg
+	return c.set("mcp.servers", "name", "kit", "transport", "http", "url", e.mcp.URL).set("admin", "enabled", false)
 }
 
-// configText is the text of configAdmin's config.
-func (e *env) configText(chat, adminSection string) string {
-	return fmt.Sprintf(`
-[storage]
-dsn = %q
-[[models]]
-name = "primary"
-base_url = %q
-model = "test-model"
-[agent]
-system_prompt = "You are a test bot."
-stream_flush_chunks = 1
-[output]
-track_function_calls = true
-[chat]
-%s
-[access]
-deny_users = ["telegram:666"]
-admins = ["telegram:100", "discord:700"]
-[tools]
-plugins = []
-native = ["current_time"]
-[telegram]
-enabled = %t
-token = %q
-api_endpoint = %q
-# These tests watch answers stream by edits; drafts and rich finals have tests of their own.
-drafts = "off"
-rich = "off"
-%s
-[[mcp.servers]]
-name = "kit"
-transport = "http"
-url = %q
-[admin]
-%s
-`, e.db, e.llm.URL, chat, e.discord == "", e.tg.Token(), e.tg.Endpoint(), e.discord, e.mcp.URL, adminSection)
+// config is toml's config with the keys of [chat] given, as pairs.
+func (e *env) config(chat ...any) *config.Config {
+	e.t.Helper()
+	return e.toml().set("chat", chat...).parse(e.t)
 }
 
 // start runs serve until the returned stop is called (as SIGTERM would) and returns serve's
@@ -222,7 +190,7 @@ func lastUser(r llm.Request) string {
 
 func TestServeEndToEnd(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("queue_size = 1\nshutdown_grace_sec = 0")
+	cfg := e.config("queue_size", 1, "shutdown_grace_sec", 0)
 	stop := e.start(cfg)
 
 	// A message → a streamed reply with a tool round on the MCP server.
@@ -401,7 +369,7 @@ func TestServeEndToEnd(t *testing.T) {
 
 func TestServeGraceLetsTurnsFinish(t *testing.T) {
 	e := newEnv(t)
-	stop := e.start(e.config("shutdown_grace_sec = 20"))
+	stop := e.start(e.config("shutdown_grace_sec", 20))
 	hold := make(chan struct{})
 	e.llm.SetHandler(func(r llm.Request) llm.Reply {
 		return llm.Reply{Chunks: []llm.Chunk{{Content: "Almost"}, {Content: " done.", Wait: hold}}}
@@ -428,7 +396,7 @@ func TestServeGraceLetsTurnsFinish(t *testing.T) {
 func TestServeSecondSignalEndsGrace(t *testing.T) {
 	e := newEnv(t)
 	hurry := make(chan os.Signal, 1)
-	stop := e.startHurry(e.config("shutdown_grace_sec = 600"), hurry)
+	stop := e.startHurry(e.config("shutdown_grace_sec", 600), hurry)
 	hold := make(chan struct{})
 	defer close(hold)
 	e.llm.SetHandler(func(r llm.Request) llm.Reply {
@@ -450,7 +418,7 @@ func TestServeSecondSignalEndsGrace(t *testing.T) {
 
 func TestServeAdminListener(t *testing.T) {
 	e := newEnv(t)
-	stop := e.start(e.configAdmin("", "enabled = true\nlisten = \"127.0.0.1:0\"\nweb_chat = true"))
+	stop := e.start(e.toml().set("admin", webChatAdmin...).parse(t))
 	e.waitLog("admin listening")
 	// Both enabled platforms are connectors that serve runs.
 	e.waitLog("msg=receiving platform=telegram")
@@ -500,8 +468,8 @@ func TestServeDiscord(t *testing.T) {
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{})
 	t.Cleanup(dc.Close)
-	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
-	stop := e.start(e.config(""))
+	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
+	stop := e.start(e.config())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := dc.WaitReady(ctx); err != nil {
@@ -559,8 +527,8 @@ func TestServeDiscord(t *testing.T) {
 // instead of running a bot nobody can reach.
 func TestServeRefusesToRunWithoutAPlatform(t *testing.T) {
 	e := newEnv(t)
-	e.discord = "[discord]\nenabled = false\n" // and so Telegram off
-	err := serve(context.Background(), e.config(""), slog.New(slog.NewTextHandler(e.logs, nil)), nil)
+	e.discord = []any{"enabled", false} // and so Telegram off
+	err := serve(context.Background(), e.config(), slog.New(slog.NewTextHandler(e.logs, nil)), nil)
 	if !errors.Is(err, errNothingToServe) {
 		t.Fatalf("serve = %v, want %v", err, errNothingToServe)
 	}
@@ -572,7 +540,7 @@ func TestServeRefusesToRunWithoutAPlatform(t *testing.T) {
 // bystander's press in a group is refused like their /stop.
 func TestStopButtonsEndTheTurn(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("")
+	cfg := e.config()
 	cfg.Telegram.Drafts = "auto"
 	e.start(cfg)
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func offeredModel(r llm.Request) llm.Reply {
 // unanswered while the group's other topics are answered.
 func TestTelegramForumTopicsFollowTheirGroupsRules(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("")
+	cfg := e.config()
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Chats: []string{"telegram:-700"}, Action: "deny"}}
 	cfg.Access.DenyChats = []string{"telegram:-700#9"}
 	e.llm.SetHandler(offeredModel)
@@ -58,8 +57,8 @@ func TestDiscordThreadsFollowTheirParentsRules(t *testing.T) {
 	dc.AddChannel(dtk.Channel{ID: thread, GuildID: guild, ParentID: channel, Type: dtk.ChannelPublicThread})
 	dc.AddChannel(dtk.Channel{ID: deniedCh, GuildID: guild, Type: dtk.ChannelGuildText})
 	dc.AddChannel(dtk.Channel{ID: deniedThread, GuildID: guild, ParentID: deniedCh, Type: dtk.ChannelPublicThread})
-	e.discord = fmt.Sprintf("[discord]\nenabled = true\ntoken = %q\napi_base = %q\n", dc.Token(), dc.APIBase())
-	cfg := e.config("")
+	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
+	cfg := e.config()
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Chats: []string{"discord:" + channel}, Action: "deny"}}
 	cfg.Access.DenyChats = []string{"discord:" + deniedCh}
 	e.llm.SetHandler(offeredModel)

@@ -13,7 +13,7 @@ import (
 // Now tools cuts it once, and the note tells the model how much it did not see.
 func TestLongToolResultReachesTheModelCutOnceWithItsTrueSize(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("")
+	cfg := e.config()
 	cfg.Agent.ToolResultMaxChars = 100
 	e.start(cfg)
 

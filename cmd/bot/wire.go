@@ -23,6 +23,7 @@ import (
 	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/coord"
+	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
 	"relaybot/store"
@@ -33,6 +34,7 @@ import (
 	"relaybot/tools/plugin"
 	_ "relaybot/tools/plugin/auditquery" // registers the audit_query plugin
 	"relaybot/tools/skill"
+	"relaybot/tracing"
 )
 
 // bot is the wired server: the parts to run and what to close after them.
@@ -40,36 +42,20 @@ type bot struct {
 	log   *slog.Logger
 	grace time.Duration
 	hurry <-chan os.Signal // a second signal ends the grace period; nil in tests
-	// ledger takes each inbound message once for all replicas; nil for a single process.
-	ledger adapters.Ledger
-	// instances lists the live replicas for the admin API; nil for a single process.
-	instances func(ctx context.Context) ([]admin.Instance, error)
-	// share divides the platforms' bot-wide budgets among the live replicas.
-	share budgetShare
-	// chats shares each chat's budgets with the replicas delivering to it, and marks the
-	// replies of replicas that died; inert for a single process.
-	chats replicaChats
-	// signals carry /stop between replicas; nil for a single process.
-	signals *coord.Signals
-	// turns order each conversation's turns across replicas; nil for a single process.
-	turns *coord.Turns
-	// webRelay shows every open page of a web chat the turns other replicas run; nil for a
-	// single process.
-	webRelay *coord.WebRelay
-	// lease makes a role one replica holds at a time; nil for a single process.
-	lease func(name string) adapters.Lease
-	// shards shares a bot's gateway shards among the replicas; nil for a single process.
-	shards func(name string) adapters.Shards
+	// dep is this process's place in the deployment: alone on SQLite, a replica on PostgreSQL.
+	dep coord.Deployment
 	// instance is this replica's id (host and pid, and a random part).
 	instance string
 	store    *store.Store
 	pipe     *pipeline.Pipeline
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
 	oauth *oauth.Manager
+	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
+	tracing *tracing.Tracing
 
-	connectors []connector // the enabled platforms: stop receiving first at shutdown
-	background []part      // admin listener, retention: stop last
-	cleanup    []func()    // at the very end, in reverse order (MCP servers, then the store)
+	connectors []connector      // the enabled platforms: stop receiving first at shutdown
+	background []lifecycle.Part // admin listener, retention: stop last
+	cleanup    []func()         // at the very end, in reverse order (MCP servers, then the store)
 }
 
 // connector is a chat platform as serve runs it: every adapter (Telegram, Discord, the web
@@ -107,66 +93,37 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	var reader audit.Log = st
-	tl, err := b.loadTools(ctx, cfg, reader)
+	if err := b.startTracing(ctx, cfg); err != nil {
+		return b, err
+	}
+	tl, err := b.loadTools(ctx, cfg, st)
 	if err != nil {
 		return b, err
 	}
-
-	var mgr *tools.Manager // set below; the metrics ask it which tool names are real
-	var pipe *pipeline.Pipeline
-	m := metrics.New(metrics.Options{
-		KnownTool:   func(name string) bool { return mgr.Has(name) },
-		Models:      modelNames(cfg.Models),
-		Prices:      prices(cfg.Models),
-		MCPUp:       tl.mcpUp,
-		QueueDepths: map[string]func() int{"pipeline": func() int { return pipe.Queued() }},
-		Instance:    b.instance,
-	})
-	rec := m.Recorder(auditRecorder{st: st})
+	m := metrics.New(metrics.Options{Models: modelNames(cfg.Models), Prices: prices(cfg.Models), MCPUp: tl.mcpUp, Instance: b.instance,
+		Platforms: platformNames(cfg), RequestModels: requestModels(cfg)})
+	rec := b.tracing.Recorder(m.Recorder(auditRecorder{st: st}))
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
 	if err != nil {
 		return b, err
 	}
-	mgr, err = tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
+	mgr, err := tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
 		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
-		Consents: st, AlwaysAllowFor: time.Duration(cfg.Tools.AlwaysAllowDays) * 24 * time.Hour})
+		ElicitationTimeout: time.Duration(cfg.Tools.ElicitationTimeoutSec) * time.Second,
+		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
+		ParallelTools: cfg.Tools.ParallelTools,
+		Consents:      st, AlwaysAllowFor: time.Duration(cfg.Tools.AlwaysAllowDays) * 24 * time.Hour})
 	if err != nil {
 		return b, err
 	}
-	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
-		MaxToolRounds: cfg.Agent.MaxToolRounds,
-		FlushChunks:   cfg.Agent.StreamFlushChunks,
-		RemoveThink:   cfg.Agent.RemoveThink,
-		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
-		Logger:        log,
-		Observer:      m,
-	})
-	if err != nil {
+	m.KnowTools(mgr.Has, mgr.Names)
+	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m); err != nil {
 		return b, err
 	}
-	opts := pipelineOptions(cfg)
-	opts.SystemPromptExtra = tl.skillPrompt
-	opts.Audit = reader
-	opts.Usage = st
-	opts.Tools.Consents = st
-	opts.Recorder = rec
-	opts.Logger = log
-	opts.Observer = m
-	if b.signals != nil {
-		opts.Stops = b.signals
-	}
-	if b.turns != nil {
-		opts.Gate = turnGate{b.turns}
-	}
-	if pipe, err = pipeline.New(runner, st, mgr, opts); err != nil {
-		return b, err
-	}
-	b.pipe = pipe
-	b.listenStops(pipe)
-	b.listenTurns()
+	m.CountQueue("pipeline", b.pipe.Queued)
+	b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return b.dep.Run(ctx, b.pipe) }})
 
-	deliver := delivery.Options{Logger: log, Observer: m}
+	deliver := delivery.Options{Logger: log, Observer: b.tracing.Deliveries(m)}
 	if b.connectors, err = b.platforms(cfg, deliver); err != nil {
 		return b, err
 	}
@@ -180,12 +137,38 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	if days := cfg.Storage.RetentionDays; days > 0 {
 		log.Info("retention sweeper", "days", days, "every", "1h")
-		b.background = append(b.background, part{name: "retention", run: func(ctx context.Context) error {
+		b.background = append(b.background, lifecycle.Part{Name: "retention", Run: func(ctx context.Context) error {
 			st.RunRetention(ctx, days)
 			return nil
 		}})
 	}
 	return b, nil
+}
+
+// newPipeline builds the agent runner and the pipeline that answers every message with it;
+// the metrics and the traces observe both.
+func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Recorder, skillPrompt func() string, m *metrics.Metrics) (*pipeline.Pipeline, error) {
+	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
+		MaxToolRounds: cfg.Agent.MaxToolRounds,
+		FlushChunks:   cfg.Agent.StreamFlushChunks,
+		RemoveThink:   cfg.Agent.RemoveThink,
+		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
+		Logger:        b.log,
+		Observer:      b.tracing.Models(m),
+	})
+	if err != nil {
+		return nil, err
+	}
+	opts := pipelineOptions(cfg)
+	opts.SystemPromptExtra = skillPrompt
+	opts.Audit = b.store
+	opts.Usage = b.store
+	opts.Tools.Consents = b.store
+	opts.Recorder = rec
+	opts.Logger = b.log
+	opts.Observer = b.tracing.Turns(m)
+	opts.Replicas = b.dep
+	return pipeline.New(runner, b.store, mgr, opts)
 }
 
 // openStore opens and migrates the database and recovers what a previous run left running.
@@ -208,7 +191,7 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 	if err := st.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	if err := b.joinReplicas(ctx, st, instance, b.log); err != nil {
+	if err := b.joinDeployment(ctx, st); err != nil {
 		return nil, err
 	}
 	turns, calls, err := st.Recover(ctx)
@@ -276,7 +259,7 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log)
+	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
 	ml.Start(context.WithoutCancel(ctx))
 	b.cleanup = append(b.cleanup, ml.Close)
 	wait := 5 * time.Second
@@ -325,10 +308,11 @@ func (b *bot) platforms(cfg *config.Config, deliver delivery.Options) ([]connect
 // newDiscord builds the Discord adapter; it connects in Run.
 func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord.Adapter, error) {
 	log := b.log
+	bot := coord.BotOf(chat.Discord, cfg.Discord.Token)
 	dc, err := discord.New(discord.Options{
-		Ledger:           b.ledger,
+		Ledger:           b.dep.Ledger(),
 		Shards:           cfg.Discord.Shards,
-		ShardLeases:      b.discordShards(cfg.Discord.Token),
+		ShardLeases:      b.dep.Shards(bot),
 		Token:            cfg.Discord.Token,
 		APIBase:          cfg.Discord.APIBase,
 		AllowedGuilds:    cfg.Discord.AllowedGuilds,
@@ -344,13 +328,12 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		GlobalPerSecond:  cfg.Discord.GlobalPerSecond,
 		MaxImageBytes:    cfg.Chat.MaxImageBytes,
 		Logger:           log,
-		Delivery:         b.chats.options(chat.Discord, cfg.Discord.Token, discord.Limits(), deliver),
+		Delivery:         b.dep.Delivery(bot, discord.Limits(), deliver),
 	})
 	if err != nil {
 		return nil, err
 	}
-	b.share.add(dc.Engine())
-	b.chats.add(chat.Discord, cfg.Discord.Token, dc.Engine())
+	b.dep.AddEngine(bot, dc.Engine())
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
 	return dc, nil
 }
@@ -360,9 +343,10 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegram.Adapter, error) {
 	log := b.log
 	offsetFile := cfg.OffsetPath()
+	bot := coord.BotOf(chat.Telegram, cfg.Telegram.Token)
 	tg, err := telegram.New(telegram.Options{
-		Ledger:          b.ledger,
-		PollLease:       b.pollLease(cfg.Telegram.Token),
+		Ledger:          b.dep.Ledger(),
+		PollLease:       b.dep.PollLease(bot),
 		Token:           cfg.Telegram.Token,
 		APIEndpoint:     cfg.Telegram.APIEndpoint,
 		Mode:            string(cfg.Telegram.Mode),
@@ -383,13 +367,12 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		OffsetFile:      offsetFile,
 		Commands:        pipeline.Commands(),
 		Logger:          log,
-		Delivery:        b.chats.options(chat.Telegram, cfg.Telegram.Token, telegram.Limits(), deliver),
+		Delivery:        b.dep.Delivery(bot, telegram.Limits(), deliver),
 	})
 	if err != nil {
 		return nil, err
 	}
-	b.share.add(tg.Engine())
-	b.chats.add(chat.Telegram, cfg.Telegram.Token, tg.Engine())
+	b.dep.AddEngine(bot, tg.Engine())
 	if offsetFile == "" {
 		offsetFile = "off"
 	}
@@ -415,9 +398,10 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		MCPHealth: health,
 		Metrics:   metricsHandler,
 		Prices:    prices(cfg.Models),
+		TraceURL:  cfg.OTel.TraceURL,
 		Logger:    b.log,
 		Proxies:   proxies,
-		Instances: b.instances,
+		Instances: adminInstances(b.dep),
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store,
 		PublicURL: cfg.Admin.PublicURL,
@@ -426,11 +410,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
-		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log}
-		if b.webRelay != nil {
-			wopts.Relay = b.webRelay
-		}
-		chat, err := web.New(wopts)
+		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(), Logger: b.log})
 		if err != nil {
 			return err
 		}
@@ -445,7 +425,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 	if cfg.Admin.WebChat {
 		b.log.Info("web chat", "path", "/chat", "on", "the admin listener")
 	}
-	b.background = append(b.background, part{name: "admin", run: srv.Run})
+	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: srv.Run})
 	return nil
 }
 
@@ -545,10 +525,10 @@ func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
 }
 
 // prices are the models' prices per million tokens, by configured name.
-func prices(ms []config.Model) map[string]store.Price {
-	out := make(map[string]store.Price, len(ms))
+func prices(ms []config.Model) map[string]chat.Price {
+	out := make(map[string]chat.Price, len(ms))
 	for _, m := range ms {
-		out[m.Name] = store.Price{In: m.PriceIn, Out: m.PriceOut}
+		out[m.Name] = chat.Price{In: m.PriceIn, Out: m.PriceOut}
 	}
 	return out
 }
@@ -598,7 +578,7 @@ func (b *bot) newOAuth(cfg *config.Config) error {
 		return err
 	}
 	b.oauth = m
-	b.background = append(b.background, part{name: "mcp oauth", run: m.Run})
+	b.background = append(b.background, lifecycle.Part{Name: "mcp oauth", Run: m.Run})
 	return nil
 }
 
@@ -618,6 +598,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			ConnectTimeout:  time.Duration(s.ConnectSec) * time.Second,
 			ToolCallTimeout: s.ToolCallTimeout,
 			ToolPrefix:      s.ToolPrefix,
+			Parallel:        s.Parallel,
 		}
 		if s.Auth == "oauth" {
 			out[i].Auth = logins.Source(s.Name)

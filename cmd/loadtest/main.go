@@ -7,6 +7,9 @@
 // the same streams (the `baseline` role, run as a child process) so the bot's CPU per token reads
 // as a ratio to the least a Go client can spend.
 //
+// With -otel the bot exports its traces over OTLP/HTTP to a receiver in this process (the
+// report counts the spans), to measure what tracing costs.
+//
 // With -replicas N (and -db postgres) the bot runs as N `bot serve` processes on one database,
 // reached by webhook through a round-robin proxy in this process; CPU is summed over them, and
 // each message is checked to be answered exactly once. A list (-replicas 1,2,3) runs each
@@ -16,7 +19,7 @@
 //
 //	loadtest [-chats N] [-turns K | -duration D] [-rate TOK/S] [-tokens N] [-tool-share F]
 //	         [-tool-latency D] [-global N] [-db sqlite|postgres] [-replicas N|1,2,3]
-//	         [-telegram polling|webhook] [-bot PATH] [-profile DIR] [-json]
+//	         [-telegram polling|webhook] [-otel] [-bot PATH] [-profile DIR] [-json]
 //	loadtest stream [-chars N] [-chunk 5ms,20ms] [-modes telegram-edits,telegram-drafts,...] [-json]
 //
 // The stream role measures what one long answer looks like on each streaming surface (Telegram

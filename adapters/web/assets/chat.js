@@ -81,6 +81,17 @@
       const bar = document.createElement("div");
       bar.className = "choices";
       m.choices.forEach(function (ch) {
+        if (ch.url && /^https?:\/\//i.test(ch.url)) {
+          // A link the user opens; it never answers the question.
+          const a = document.createElement("a");
+          a.href = ch.url;
+          a.target = "_blank";
+          a.rel = "noopener noreferrer";
+          a.className = "link";
+          a.textContent = ch.label;
+          bar.appendChild(a);
+          return;
+        }
         const b = document.createElement("button");
         b.type = "button";
         b.textContent = ch.label;

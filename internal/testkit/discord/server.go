@@ -98,6 +98,8 @@ type Button struct {
 	CustomID string
 	Label    string
 	Style    int
+	// URL is set on a link button (style 5), which has no CustomID.
+	URL string
 }
 
 // Message is a message as users see it now.

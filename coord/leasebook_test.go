@@ -1,12 +1,12 @@
-package main
+package coord
 
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 
+	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 )
@@ -24,14 +24,9 @@ func (l *heldLease) Acquire(ctx context.Context) (context.Context, func(), error
 // it releases the lease or loses it.
 func TestTheAdminPagesSeeWhoHoldsALease(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t, func(ctx context.Context) (*store.Store, error) {
+		return store.Open(ctx, store.Options{DSN: storetest.SQLitePath(t)})
+	})
 	holders := func() []string {
 		t.Helper()
 		got, err := st.LeaseHolders(ctx)
@@ -43,7 +38,7 @@ func TestTheAdminPagesSeeWhoHoldsALease(t *testing.T) {
 	for _, end := range []string{"released", "lost"} {
 		t.Run(end, func(t *testing.T) {
 			inner := &heldLease{}
-			l := recordedLease{Lease: inner, name: "telegram poller 01", instance: "replica-a", st: st, log: slog.New(slog.DiscardHandler)}
+			l := recordedLease{Lease: inner, name: "telegram poller 01", instance: "replica-a", book: st, log: slog.New(slog.DiscardHandler)}
 			_, release, err := l.Acquire(ctx)
 			if err != nil {
 				t.Fatal(err)

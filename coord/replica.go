@@ -1,0 +1,323 @@
+package coord
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/adapters/delivery"
+	"relaybot/adapters/web"
+)
+
+// ledgerKeep is how long the inbound ledger remembers a message: well past the 24 hours
+// Telegram keeps resending an update.
+const ledgerKeep = 48 * time.Hour
+
+// budgetsKeep is how long a chat's shared budget outlives its last delivery, and how often the
+// ledger and the budgets are purged.
+const budgetsKeep = time.Hour
+
+// Store is what a replica needs of the bot's database (*store.Store).
+type Store interface {
+	// Recover ends the turns and tool calls of replicas that are gone, and reports how many.
+	Recover(ctx context.Context) (turns, calls int, err error)
+	LeaseBook
+}
+
+// LeaseBook writes down which replica holds which lease, for the admin pages: an advisory lock
+// names no holder (*store.Store).
+type LeaseBook interface {
+	HoldLease(ctx context.Context, instance, name string) error
+	ReleaseLease(ctx context.Context, instance, name string) error
+	LeaseHolders(ctx context.Context) (map[string][]string, error)
+}
+
+// ReplicaOptions configure NewReplica.
+type ReplicaOptions struct {
+	// ID is this replica's id, from NewID: the one the store stamps on its turns.
+	ID string
+	// Store is the bot's database, migrated.
+	Store Store
+	// TTL is the replica's lease; 0 means DefaultTTL.
+	TTL time.Duration
+	// Logger receives what the deployment does; nil discards it.
+	Logger *slog.Logger
+}
+
+// Replica is this process's place among the replicas of a bot on one PostgreSQL database. Its
+// heartbeat renews its lease and sweeps up after replicas that are gone: their turns and tool
+// calls end interrupted, the replies they were streaming are ended with a note, their messages
+// leave the conversations' queues, and once an hour the inbound ledger and the chat budgets are
+// purged. Its methods are safe for concurrent use.
+type Replica struct {
+	db     *sql.DB
+	st     Store
+	log    *slog.Logger
+	member *Member
+	turns  *Turns
+	ledger *Ledger
+	stops  *Signals
+	relay  *WebRelay
+	share  share
+
+	mu      sync.Mutex
+	engines map[Bot]Engine
+	replies []*Replies
+
+	purged time.Time // the last purge of the ledger and budgets; the heartbeat's alone
+
+	marks      sync.WaitGroup // replies being marked interrupted
+	markCtx    context.Context
+	stopMarks  context.CancelFunc
+	closeOnce  sync.Once
+	closeError error
+}
+
+// NewReplica joins the replicas of the bot on db, after the store's migrations, and returns
+// once the others count it: it divides the bot-wide budgets by the replicas live now and, when
+// others are, waits one heartbeat period, since until their next heartbeat they each spend
+// their share as if it were not there.
+func NewReplica(ctx context.Context, db *sql.DB, opts ReplicaOptions) (*Replica, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	markCtx, stopMarks := context.WithCancel(context.WithoutCancel(ctx))
+	r := &Replica{db: db, st: opts.Store, log: log, turns: NewTurns(db, opts.ID, log), ledger: NewLedger(db, opts.ID),
+		stops: NewSignals(db, log), relay: NewWebRelay(db, opts.ID, log), share: share{log: log},
+		engines: map[Bot]Engine{}, markCtx: markCtx, stopMarks: stopMarks}
+	m, err := Join(ctx, db, Options{ID: opts.ID, TTL: opts.TTL, Logger: log, Members: r.share.set, Sweep: r.sweep})
+	if err != nil {
+		stopMarks()
+		return nil, err
+	}
+	r.member = m
+	if err := r.awaitCounted(ctx); err != nil {
+		r.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	log.Info("replica joined", "instance", m.ID(), "lease", m.TTL())
+	return r, nil
+}
+
+// awaitCounted shares the budgets among the replicas live now and, when there are others,
+// waits until they have counted this one.
+func (r *Replica) awaitCounted(ctx context.Context) error {
+	live, err := Instances(ctx, r.db)
+	if err != nil {
+		return fmt.Errorf("replicas: count the live replicas: %w", err)
+	}
+	r.share.set(max(len(live), 1))
+	if len(live) < 2 {
+		return nil
+	}
+	wait := r.member.TTL()/3 + 250*time.Millisecond
+	r.log.Info("waiting for the other replicas to count this one", "replicas", len(live), "wait", wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("replicas: waiting to be counted: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+// sweep runs after every heartbeat, on the heartbeat's goroutine.
+func (r *Replica) sweep(ctx context.Context) error {
+	turns, calls, err := r.st.Recover(ctx)
+	if turns+calls > 0 {
+		r.log.Warn("reclaimed the work of a replica that is gone", "turns", turns, "tool_calls", calls)
+	}
+	if err != nil {
+		return err
+	}
+	if err := r.markInterrupted(ctx); err != nil {
+		return err
+	}
+	if _, err := r.turns.Purge(ctx); err != nil {
+		return err
+	}
+	if time.Since(r.purged) < budgetsKeep {
+		return nil
+	}
+	r.purged = time.Now()
+	if _, err := PurgeChatBudgets(ctx, r.db, budgetsKeep); err != nil {
+		return err
+	}
+	_, err = r.ledger.Purge(ctx, ledgerKeep)
+	return err
+}
+
+// markInterrupted takes the replies that replicas which are gone were streaming and ends each
+// message with a note, each on a goroutine of its own (the heartbeat must not wait for the
+// platform) that Close waits for. A message the platform no longer lets the bot edit is skipped
+// and logged.
+func (r *Replica) markInterrupted(ctx context.Context) error {
+	r.mu.Lock()
+	engines := make(map[Bot]Engine, len(r.engines))
+	for bot, e := range r.engines {
+		engines[bot] = e
+	}
+	r.mu.Unlock()
+	for bot, e := range engines {
+		taken, err := Interrupted(ctx, r.db, bot, 100)
+		if err != nil {
+			return err
+		}
+		for _, ir := range taken {
+			r.marks.Go(func() { r.mark(e, ir) })
+		}
+	}
+	return nil
+}
+
+// mark ends one interrupted reply, within a minute.
+func (r *Replica) mark(e Engine, ir InterruptedReply) {
+	ctx, cancel := context.WithTimeout(r.markCtx, time.Minute)
+	defer cancel()
+	attrs := []any{"chat", ir.Message.Chat.String(), "message", ir.Message.ID, "replica", ir.Instance}
+	if err := e.MarkInterrupted(ctx, ir.Message, ir.Text); err != nil {
+		r.log.Warn("partial reply of a replica that is gone not marked interrupted", append(attrs, "err", err)...)
+		return
+	}
+	r.log.Info("marked the partial reply of a replica that is gone as interrupted", attrs...)
+}
+
+// ID is this replica's id, the one its turns carry (store.Options.Instance).
+func (r *Replica) ID() string { return r.member.ID() }
+
+// Shared implements Deployment: other replicas may join at any time.
+func (*Replica) Shared() bool { return true }
+
+// Enter implements Deployment (pipeline.Replicas).
+func (r *Replica) Enter(ctx context.Context, key string, in adapters.Inbound, limit int, interrupt bool) (int64, bool, error) {
+	return r.turns.Enter(ctx, Entry{Key: key, UserID: in.UserID, MessageID: in.MessageID, Sent: in.Time}, limit, interrupt)
+}
+
+// Wait implements Deployment (pipeline.Replicas).
+func (r *Replica) Wait(ctx context.Context, key string, ticket int64) (bool, error) {
+	return r.turns.Wait(ctx, key, ticket)
+}
+
+// Leave implements Deployment (pipeline.Replicas).
+func (r *Replica) Leave(ctx context.Context, key string, ticket int64) error {
+	return r.turns.Leave(ctx, key, ticket)
+}
+
+// Elsewhere implements Deployment (pipeline.Replicas).
+func (r *Replica) Elsewhere(ctx context.Context, key string) (string, bool, error) {
+	userID, here, running, err := r.turns.Running(ctx, key)
+	return userID, running && !here, err
+}
+
+// PublishStop implements Deployment (pipeline.Replicas).
+func (r *Replica) PublishStop(ctx context.Context, key, userID string, admin bool) error {
+	return r.stops.PublishStop(ctx, key, userID, admin)
+}
+
+// Ledger implements Deployment.
+func (r *Replica) Ledger() adapters.Ledger { return r.ledger }
+
+// PollLease implements Deployment; its holder is written down for the admin pages.
+func (r *Replica) PollLease(bot Bot) adapters.Lease {
+	name := bot.lease("poller")
+	return r.recorded(name, NewLease(r.db, name))
+}
+
+// Shards implements Deployment; each shard's holder is written down for the admin pages.
+func (r *Replica) Shards(bot Bot) adapters.Shards {
+	return sharedShards{s: NewShards(r.db, bot.lease("shards")), bot: bot, r: r}
+}
+
+// WebRelay implements Deployment.
+func (r *Replica) WebRelay() web.Relay { return r.relay }
+
+// Delivery implements Deployment: the engine shares each chat's own budgets with the replicas
+// that deliver to it too, and records the replies it streams for a survivor to end.
+func (r *Replica) Delivery(bot Bot, lim adapters.Limits, opts delivery.Options) delivery.Options {
+	opts.SharedChats = NewChatBudgets(r.db, r.member.ID(), ChatBudgetOptions{Bot: bot,
+		Chat: Window{N: lim.PerChat.N, Per: lim.PerChat.Per}, Group: Window{N: lim.PerGroup.N, Per: lim.PerGroup.Per}})
+	rep := NewReplies(r.db, r.member.ID(), bot, r.log)
+	opts.InFlight = rep
+	r.mu.Lock()
+	r.replies = append(r.replies, rep)
+	r.mu.Unlock()
+	return opts
+}
+
+// AddEngine implements Deployment.
+func (r *Replica) AddEngine(bot Bot, e Engine) {
+	r.share.add(e)
+	r.mu.Lock()
+	r.engines[bot] = e
+	r.mu.Unlock()
+}
+
+// Instances implements Deployment.
+func (r *Replica) Instances(ctx context.Context) ([]Instance, error) {
+	live, err := Instances(ctx, r.db)
+	if err != nil {
+		return nil, err
+	}
+	held, err := r.st.LeaseHolders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range live {
+		live[i].Leases = held[live[i].ID]
+		live[i].Self = live[i].ID == r.member.ID()
+	}
+	return live, nil
+}
+
+// Run implements Deployment: the stop requests of other replicas, the conversations they free
+// and the writers of the replies in flight, until ctx ends.
+func (r *Replica) Run(ctx context.Context, turns Stopper) error {
+	r.mu.Lock()
+	reps := r.replies
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, rep := range reps {
+		wg.Go(func() { rep.Run(ctx) })
+	}
+	errs := make(chan error, 2)
+	wg.Go(func() { errs <- r.turns.Listen(ctx) })
+	wg.Go(func() { errs <- r.stops.ListenStops(ctx, func(st Stop) { r.stop(turns, st) }) })
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stop hands turns a stop request another replica published.
+func (r *Replica) stop(turns Stopper, st Stop) {
+	if st.Interrupt {
+		if turns.InterruptFromReplica(st.Key) {
+			r.log.Info("interrupted a turn: a newer message reached another replica", "conversation", st.Key)
+		}
+		return
+	}
+	if turns.StopFromReplica(st.Key, st.UserID, st.Admin) {
+		r.log.Info("stopped a turn on another replica's request", "conversation", st.Key)
+	}
+}
+
+// Close implements Deployment: the heartbeat stops, the replies being marked interrupted are
+// given up, and this replica's row goes at once.
+func (r *Replica) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		r.stopMarks()
+		r.closeError = r.member.Leave(ctx)
+		r.marks.Wait()
+	})
+	return r.closeError
+}

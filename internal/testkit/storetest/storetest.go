@@ -1,0 +1,120 @@
+// Package storetest gives each test a database of its own: a SQLite file in the test's
+// t.TempDir(), or a PostgreSQL schema of its own on the server BOT_TEST_POSTGRES_DSN names,
+// dropped when the test ends (a test that needs PostgreSQL is skipped, with the reason, when the
+// variable is not set). It imports nothing of this module, so store's own tests use it as well
+// as the packages that open a store.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+)
+
+// Env names the PostgreSQL server the tests use, as a URL:
+// postgres://postgres@127.0.0.1:5432/relaybot_test?sslmode=disable.
+const Env = "BOT_TEST_POSTGRES_DSN"
+
+// The drivers, as store.Options names them.
+const (
+	SQLite   = "sqlite"
+	Postgres = "postgres"
+)
+
+// SQLitePath returns the path of a database file in a directory of the test's own.
+func SQLitePath(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), "bot.db")
+}
+
+// PostgresDSN returns the URL of a fresh, empty schema on the server Env names, dropped with all
+// it holds when the test ends. Without Env the test is skipped.
+func PostgresDSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(Env)
+	if base == "" {
+		t.Skipf("PostgreSQL not tested: set %s to a database URL (e.g. postgres://postgres@127.0.0.1:5432/relaybot_test?sslmode=disable)", Env)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("%s is not a URL: %v", Env, err)
+	}
+	tail := make([]byte, 6)
+	if _, err := rand.Read(tail); err != nil {
+		t.Fatal(err)
+	}
+	schema := "test_" + hex.EncodeToString(tail)
+	exec(t, base, "CREATE SCHEMA "+schema)
+	t.Cleanup(func() { exec(t, base, "DROP SCHEMA "+schema+" CASCADE") })
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// exec runs one statement on the server at dsn, on a connection of its own.
+func exec(t testing.TB, dsn, statement string) {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatalf("%s: %v", statement, err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(statement); err != nil {
+		t.Errorf("%s: %v", statement, err)
+	}
+}
+
+// DSN returns a fresh database of driver (SQLite or Postgres): a file path or a schema's URL.
+func DSN(t testing.TB, driver string) string {
+	t.Helper()
+	switch driver {
+	case SQLite:
+		return SQLitePath(t)
+	case Postgres:
+		return PostgresDSN(t)
+	}
+	t.Fatalf("storetest: no driver %q", driver)
+	return ""
+}
+
+// Drivers runs fn as a subtest per driver; the PostgreSQL one is skipped without Env.
+func Drivers(t *testing.T, fn func(t *testing.T, driver string)) {
+	t.Helper()
+	for _, d := range []string{SQLite, Postgres} {
+		t.Run(d, func(t *testing.T) {
+			if d == Postgres && os.Getenv(Env) == "" {
+				t.Skipf("PostgreSQL not tested: set %s to a database URL", Env)
+			}
+			fn(t, d)
+		})
+	}
+}
+
+// Migrator is a store that brings its schema up to date and closes (*store.Store).
+type Migrator interface {
+	Migrate(ctx context.Context) error
+	Close() error
+}
+
+// Open opens a store with open, migrates it, and closes it when the test ends.
+func Open[S Migrator](t testing.TB, open func(ctx context.Context) (S, error)) S {
+	t.Helper()
+	ctx := context.Background()
+	s, err := open(ctx)
+	if err != nil {
+		t.Fatalf("open the store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate the store: %v", err)
+	}
+	return s
+}
