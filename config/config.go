@@ -175,6 +175,10 @@ type Tools struct {
 	MaxFileBytes int `toml:"max_file_bytes"`
 	// MaxFilesPerTurn caps the files the tools of one answer return, over all its rounds.
 	MaxFilesPerTurn int `toml:"max_files_per_turn"`
+	// AlwaysAllowDays is how long an "always allow" answer holds.
+	AlwaysAllowDays int `toml:"always_allow_days"`
+	// MaxOpenQuestions is how many approval questions of one user may wait at once.
+	MaxOpenQuestions int `toml:"max_open_questions"`
 }
 
 // ToolPolicy is one [[tools.policy]] rule (tools.Rule).
@@ -438,7 +442,8 @@ func Default() Config {
 			InterruptedMarker: "[stopped]",
 		},
 		Tools: Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10,
-			ElicitationTimeoutSec: 300, Parallel: ParallelReadOnly, MaxParallel: 4},
+			ElicitationTimeoutSec: 300, Parallel: ParallelReadOnly, MaxParallel: 4,
+			AlwaysAllowDays: 30, MaxOpenQuestions: 3},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},

@@ -63,8 +63,7 @@ func (c *commands) usage(r *request) {
 			return
 		}
 	}
-	log.Error("pipeline: /usage query failed", "err", err)
-	c.say(out, "Usage could not be read: "+err.Error(), log)
+	c.failed(r, "/usage", err)
 }
 
 // formatUsage renders the totals of today and this month (UTC), and for /usage all the month's

@@ -112,7 +112,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
 		ElicitationTimeout: time.Duration(cfg.Tools.ElicitationTimeoutSec) * time.Second,
 		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
-		ParallelTools: cfg.Tools.ParallelTools})
+		ParallelTools: cfg.Tools.ParallelTools,
+		Consents:      st, AlwaysAllowFor: time.Duration(cfg.Tools.AlwaysAllowDays) * 24 * time.Hour})
 	if err != nil {
 		return b, err
 	}
@@ -166,6 +167,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 	opts.SystemPromptExtra = skillPrompt
 	opts.Audit = b.store
 	opts.Usage = b.store
+	opts.Tools.Consents = b.store
 	opts.Recorder = rec
 	opts.Logger = b.log
 	opts.Observer = b.tracing.Turns(m)
@@ -511,9 +513,10 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			FailureHint: cfg.Output.FailureHint,
 		},
 		Tools: pipeline.ToolOptions{
-			Allow:           cfg.Tools.Allow,
-			PerChat:         cfg.Tools.PerChat,
-			ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+			Allow:            cfg.Tools.Allow,
+			PerChat:          cfg.Tools.PerChat,
+			ApprovalTimeout:  time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+			MaxOpenQuestions: cfg.Tools.MaxOpenQuestions,
 		},
 		Quotas: quotas(cfg.Quotas),
 		Media: pipeline.MediaOptions{
