@@ -273,15 +273,16 @@ func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, part
 // record saves the turn's end (its messages and model calls) and tells the observer.
 func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string) {
 	end := store.TurnEnd{
-		TurnID:    t.id,
-		Status:    status,
-		Model:     modelOf(res.LLMCalls),
-		Rounds:    roundsOf(res.LLMCalls),
-		TokensIn:  res.Usage.TokensIn,
-		TokensOut: res.Usage.TokensOut,
-		Error:     errText,
-		Messages:  toStoreMessages(res.Messages),
-		LLMCalls:  toStoreLLMCalls(append(t.hist.meter.unsaved(), t.spoken...)), // the metered ones are saved already
+		TurnID:      t.id,
+		QuotaChatID: quotaChat(t.in),
+		Status:      status,
+		Model:       modelOf(res.LLMCalls),
+		Rounds:      roundsOf(res.LLMCalls),
+		TokensIn:    res.Usage.TokensIn,
+		TokensOut:   res.Usage.TokensOut,
+		Error:       errText,
+		Messages:    toStoreMessages(res.Messages),
+		LLMCalls:    toStoreLLMCalls(append(t.hist.meter.unsaved(), t.spoken...)), // the metered ones are saved already
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart

@@ -18,6 +18,8 @@ type UsageFilter struct {
 	Platform     string
 	ChatID       string
 	UserID       string
+	// QuotaChatID matches the calls counted toward a chat's quota: its own and its threads'.
+	QuotaChatID string
 }
 
 // UsageRow is the tokens of the model calls of one user in one chat with one model.
@@ -65,7 +67,7 @@ func usageQuery(db *gorm.DB, f UsageFilter) ([]UsageRow, error) {
 	if !f.Until.IsZero() {
 		q = q.Where("started_at < ?", dbTime(f.Until))
 	}
-	for _, e := range []struct{ col, v string }{{"platform", f.Platform}, {"chat_id", f.ChatID}, {"user_id", f.UserID}} {
+	for _, e := range []struct{ col, v string }{{"platform", f.Platform}, {"chat_id", f.ChatID}, {"user_id", f.UserID}, {"quota_chat_id", f.QuotaChatID}} {
 		if e.v != "" {
 			q = q.Where(e.col+" = ?", e.v)
 		}
