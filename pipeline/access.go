@@ -90,16 +90,6 @@ func ruleChatID(ref chat.Ref) string {
 	return strings.TrimPrefix(ref.String(), string(ref.Platform)+":")
 }
 
-// ruleChats returns adapters.Inbound.RuleChats as the "platform:chat_id" strings rules use.
-func ruleChats(in adapters.Inbound) []string {
-	refs := in.RuleChats()
-	out := make([]string, len(refs))
-	for i, ref := range refs {
-		out[i] = ref.String()
-	}
-	return out
-}
-
 // allowed reports whether the message may be handled, and if not, why (for the log). The chat
 // lists match a thread or forum topic, its chat and a Discord thread's parent channel.
 func (r accessRules) allowed(in adapters.Inbound) (bool, string) {

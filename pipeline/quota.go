@@ -223,8 +223,10 @@ func (m *meter) forSummary() *meter {
 	return &s
 }
 
-// Start implements agent.Meter.
+// Start implements agent.Meter. The turn's earlier calls are settled first (a write each, made
+// while their tool round ran), so they count at what they cost, not at what they reserved.
 func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func(agent.LLMCall), error) {
+	m.state.settling.Wait()
 	rules := m.g.rules(m.in)
 	m.state.mu.Lock()
 	seq := m.state.seq

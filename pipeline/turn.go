@@ -190,7 +190,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		Private:        in.Kind == adapters.Private,
 		Roles:          in.Roles,
 		ChatAdmin:      in.ChatAdmin,
-		RuleChats:      ruleChats(in),
+		RuleChats:      in.RuleChats(),
 	}
 	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.conv.Model, Estimate: p.memory.estimate, Meter: t.hist.meter}
 	var tt *tools.Turn
@@ -391,8 +391,8 @@ func partialText(res *agent.Result, roundShown string) string {
 func (p *Pipeline) allowedTools(in adapters.Inbound) func(string) bool {
 	var list []string
 	ok := false
-	for _, c := range ruleChats(in) {
-		if list, ok = p.opts.Tools.PerChat[c]; ok {
+	for _, c := range in.RuleChats() {
+		if list, ok = p.opts.Tools.PerChat[c.String()]; ok {
 			break
 		}
 	}

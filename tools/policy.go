@@ -183,15 +183,17 @@ func (r Rule) matches(spec Spec, src audit.Source, info TurnInfo) bool {
 	return true
 }
 
-// ruleChats are the chats whose rules apply to the turn, the platform in lower case.
+// ruleChats are the chats whose rules apply to the turn, as "platform:chat_id" with the
+// platform in lower case (the form Rule.Chats is normalised to).
 func (info TurnInfo) ruleChats() []string {
-	if len(info.RuleChats) == 0 {
-		return []string{strings.ToLower(info.Platform) + ":" + info.ChatID}
+	refs := info.RuleChats
+	if len(refs) == 0 {
+		refs = []chat.Ref{{Platform: chat.Platform(info.Platform), ChatID: info.ChatID}}
 	}
-	out := make([]string, len(info.RuleChats))
-	for i, c := range info.RuleChats {
-		plat, id, _ := strings.Cut(c, ":")
-		out[i] = strings.ToLower(plat) + ":" + id
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		r.Platform = chat.Platform(strings.ToLower(string(r.Platform)))
+		out[i] = r.String()
 	}
 	return out
 }
