@@ -193,7 +193,6 @@ func TestDiscordToolQuestion(t *testing.T) {
 // In the web chat: a tool's question is one form answered from the page (the enum and the boolean
 // in one submission), and a round of three read-only calls runs side by side (their audit rows
 // overlap, in the model's order) while a round with an unannotated call runs one call after another.
-// round with an unannotated call runs one call after another.
 func TestWebChatToolQuestionAndParallelRound(t *testing.T) {
 	e, w := startWebBot(t, 300)
 	e.llm.SetHandler(roundModel)
