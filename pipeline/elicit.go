@@ -102,6 +102,11 @@ func (a *chatApprover) elicitForm(ctx context.Context, fa adapters.FormAsker, he
 		var lines []string
 		for _, f := range form.Fields {
 			if v, ok := ans.Values[f.Name]; ok {
+				for _, o := range f.Options { // an enum shows its option's label
+					if o.ID == v {
+						v = o.Label
+					}
+				}
 				lines = append(lines, formLabel(f)+": "+v)
 			}
 		}
