@@ -38,7 +38,7 @@ var pages = func() map[string]*template.Template {
 		"money":     func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns"} {
+	for _, name := range []string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents"} {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/filters.html", "templates/"+name+".html"))
 	}
 	return out

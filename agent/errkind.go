@@ -150,6 +150,13 @@ func (e *ModelError) Is(target error) bool {
 // body that is not JSON), which say nothing against the request itself. Auth errors, bad
 // requests, context-length refusals and cancellation end the turn.
 func movesOn(k ErrorKind) bool {
+	return k.MovesOn()
+}
+
+// MovesOn reports whether a failure of this kind leaves a candidate for the next one under the
+// models' fallback rules (transient kinds and unclassified failures); other callers of
+// OpenAI-compatible endpoints (speech) follow the same rules with it.
+func (k ErrorKind) MovesOn() bool {
 	return k.Transient() || k == ErrOther
 }
 

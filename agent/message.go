@@ -220,6 +220,9 @@ type LLMCall struct {
 	FinishReason string
 	// Err is why the call failed; nil on success.
 	Err error
+	// Audio is the length of the audio a speech call transcribed (zero for chat calls): usage
+	// prices it per minute.
+	Audio time.Duration
 }
 
 // Result is the outcome of a turn.

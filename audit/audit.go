@@ -107,11 +107,13 @@ type Record struct {
 	// the model; empty otherwise.
 	ServerTool string
 	// ApprovalRequired is set on a call a tool policy asked about; Decision is how that ended
-	// (approved, always, denied, timeout, cancelled), Approver who decided and DecidedAt when
-	// (zero until decided).
+	// (approved, always, denied, timeout, cancelled), Approver who decided (their display name),
+	// ApproverID their platform id (names can be changed to look like anyone's) and DecidedAt
+	// when (zero until decided).
 	ApprovalRequired bool
 	Decision         Decision
 	Approver         string
+	ApproverID       string
 	DecidedAt        time.Time `gorm:"-"`
 	// TraceID is the OpenTelemetry trace of the call's turn (32 hex digits); empty when the
 	// turn was not traced.
@@ -151,6 +153,7 @@ type recordJSON struct {
 	ApprovalRequired bool       `json:"approval_required"`
 	Decision         Decision   `json:"decision,omitempty"`
 	Approver         string     `json:"approver,omitempty"`
+	ApproverID       string     `json:"approver_id,omitempty"`
 	DecidedAt        *time.Time `json:"decided_at,omitempty"`
 	TraceID          string     `json:"trace_id"`
 	Progress         string     `json:"progress,omitempty"`
@@ -164,7 +167,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Source: r.Source, Server: r.Server, Status: r.Status, Arguments: r.Arguments, Result: r.Result,
 		Error: r.Error, StartedAt: r.StartedAt, DurationMS: r.Duration.Milliseconds(),
 		ArgumentsSize: r.ArgumentsSize, ResultSize: r.ResultSize, ServerTool: r.ServerTool,
-		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver, TraceID: r.TraceID,
+		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver, ApproverID: r.ApproverID, TraceID: r.TraceID,
 		Progress: r.Progress, Elicitation: r.Elicitation}
 	if !r.FinishedAt.IsZero() {
 		j.FinishedAt = &r.FinishedAt
@@ -186,7 +189,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Source: j.Source, Server: j.Server, Status: j.Status, Arguments: j.Arguments, Result: j.Result,
 		Error: j.Error, StartedAt: j.StartedAt, Duration: time.Duration(j.DurationMS) * time.Millisecond,
 		ArgumentsSize: j.ArgumentsSize, ResultSize: j.ResultSize, ServerTool: j.ServerTool,
-		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver, TraceID: j.TraceID,
+		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver, ApproverID: j.ApproverID, TraceID: j.TraceID,
 		Progress: j.Progress, Elicitation: j.Elicitation}
 	if j.FinishedAt != nil {
 		r.FinishedAt = *j.FinishedAt

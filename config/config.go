@@ -36,6 +36,8 @@ type Config struct {
 	Admin    Admin    `toml:"admin"`
 	Log      Log      `toml:"log"`
 	Quotas   Quotas   `toml:"quotas"`
+	Media    Media    `toml:"media"`
+	Speech   Speech   `toml:"speech"`
 	OTel     OTel     `toml:"otel"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
@@ -173,6 +175,10 @@ type Tools struct {
 	MaxFileBytes int `toml:"max_file_bytes"`
 	// MaxFilesPerTurn caps the files the tools of one answer return, over all its rounds.
 	MaxFilesPerTurn int `toml:"max_files_per_turn"`
+	// AlwaysAllowDays is how long an "always allow" answer holds.
+	AlwaysAllowDays int `toml:"always_allow_days"`
+	// MaxOpenQuestions is how many approval questions of one user may wait at once.
+	MaxOpenQuestions int `toml:"max_open_questions"`
 }
 
 // ToolPolicy is one [[tools.policy]] rule (tools.Rule).
@@ -436,11 +442,14 @@ func Default() Config {
 			InterruptedMarker: "[stopped]",
 		},
 		Tools: Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10,
-			ElicitationTimeoutSec: 300, Parallel: ParallelReadOnly, MaxParallel: 4},
+			ElicitationTimeoutSec: 300, Parallel: ParallelReadOnly, MaxParallel: 4,
+			AlwaysAllowDays: 30, MaxOpenQuestions: 3},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
+		Media:    defaultMedia(),
+		Speech:   defaultSpeech(),
 	}
 }
 
@@ -565,6 +574,11 @@ func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), 
 		t := v.Type()
 		for i := 0; i < v.NumField(); i++ {
 			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				// An embedded struct's keys stand in the table itself ([speech]).
+				expandEnv(v.Field(i), key, lookup, missing, refused)
+				continue
+			}
 			name := f.Tag.Get("toml")
 			if name == "" || name == "-" || !f.IsExported() {
 				continue
@@ -626,6 +640,7 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 			m.MaxOutputTokens = min(known.MaxOutputTokens, m.ContextWindow/4)
 		}
 	}
+	c.fillSpeechDefaults()
 	for i := range c.MCP.Servers {
 		s := &c.MCP.Servers[i]
 		key := fmt.Sprintf("mcp.servers[%d]", i)

@@ -140,6 +140,8 @@ func (c *Config) validate(missing map[string][]string) error {
 	}
 	between("tools.max_file_bytes", c.Tools.MaxFileBytes, 1, 2<<30)
 	between("tools.max_files_per_turn", c.Tools.MaxFilesPerTurn, 1, 1000)
+	between("tools.always_allow_days", c.Tools.AlwaysAllowDays, 1, 3650)
+	between("tools.max_open_questions", c.Tools.MaxOpenQuestions, 1, 100)
 
 	if c.Telegram.Enabled {
 		required("telegram.token", c.Telegram.Token)
@@ -245,6 +247,8 @@ func (c *Config) validate(missing map[string][]string) error {
 			}
 		}
 	}
+
+	c.validateMedia(bad, httpURL)
 	return errors.Join(errs...)
 }
 

@@ -296,7 +296,7 @@ func (m *Metrics) ModelCallFinished(_ context.Context, c agent.LLMCall) {
 	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "input").Observe(float64(c.TokensIn))
 	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "output").Observe(float64(c.TokensOut))
 	if p, ok := m.prices[c.Model]; ok {
-		m.modelCost.WithLabelValues(model).Add(p.Cost(int64(c.TokensIn), int64(c.TokensOut)))
+		m.modelCost.WithLabelValues(model).Add(p.Cost(int64(c.TokensIn), int64(c.TokensOut)) + p.AudioCost(c.Audio.Milliseconds()))
 	}
 }
 

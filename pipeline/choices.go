@@ -16,8 +16,7 @@ func (c *commands) model(r *request) {
 	defer cancel()
 	conv, err := c.store.Conversation(ctx, key)
 	if err != nil {
-		log.Error("pipeline: /model failed", "conversation", key.String(), "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/model", err, "conversation", key.String())
 		return
 	}
 	names := c.selectableModels()
@@ -48,8 +47,7 @@ func (c *commands) model(r *request) {
 		return
 	}
 	if err := c.store.SetConversationModel(ctx, conv.ID, want); err != nil {
-		log.Error("pipeline: /model failed", "conversation_id", conv.ID, "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/model", err, "conversation_id", conv.ID)
 		return
 	}
 	log.Info("pipeline: model picked", "conversation_id", conv.ID, "model", want)
@@ -79,8 +77,7 @@ func (c *commands) system(r *request) {
 	defer cancel()
 	conv, err := c.store.Conversation(ctx, key)
 	if err != nil {
-		log.Error("pipeline: /system failed", "conversation", key.String(), "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/system", err, "conversation", key.String())
 		return
 	}
 	text := strings.TrimSpace(args)
@@ -102,8 +99,7 @@ func (c *commands) system(r *request) {
 		text = ""
 	}
 	if err := c.store.SetConversationSystemPrompt(ctx, conv.ID, text); err != nil {
-		log.Error("pipeline: /system failed", "conversation_id", conv.ID, "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/system", err, "conversation_id", conv.ID)
 		return
 	}
 	log.Info("pipeline: system prompt set", "conversation_id", conv.ID, "custom", text != "")
@@ -128,8 +124,7 @@ func (c *commands) compact(ctx context.Context, r *request) {
 	h, err := c.memory.read(sctx, key)
 	cancel()
 	if err != nil {
-		log.Error("pipeline: /compact failed", "conversation", key.String(), "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/compact", err, "conversation", key.String())
 		return
 	}
 	h.meter = c.quotas.meter(r.in, 0, log)
@@ -149,8 +144,7 @@ func (c *commands) compact(ctx context.Context, r *request) {
 		log.Info("pipeline: /compact refused: over quota")
 		c.say(out, q.text, log)
 	case err != nil:
-		log.Error("pipeline: /compact failed", "conversation_id", h.conv.ID, "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/compact", err, "conversation_id", h.conv.ID)
 	default:
 		c.say(out, fmt.Sprintf("Summarised %d earlier rounds; the conversation goes on from the summary.", n), log)
 	}

@@ -68,6 +68,7 @@ func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
 			TokensOut:        c.TokensOut,
 			Estimated:        c.Estimated,
 			StartedAt:        c.StartedAt,
+			Audio:            c.Audio,
 		}
 		if c.Err != nil {
 			sc.Error = c.Err.Error()

@@ -93,7 +93,7 @@ func (a *chatApprover) elicitForm(ctx context.Context, fa adapters.FormAsker, he
 	}
 	ans, err := fa.AskForm(ctx, form, func(ans adapters.FormAnswer) (bool, string) {
 		pa := adapters.Answer{UserID: ans.UserID, UserName: ans.UserName, ChatAdmin: ans.ChatAdmin}
-		if !a.mayAnswer(pa, q.Answerers) {
+		if may, _ := a.mayAnswer(pa, q.Answerers); !may {
 			return false, "You may not answer this: " + approversText(q.Answerers) + "."
 		}
 		if ans.Decline {
@@ -202,7 +202,7 @@ func (a *chatApprover) field(ctx context.Context, head string, q tools.Elicitati
 func (a *chatApprover) ask(ctx context.Context, text string, answerers []string, choices []adapters.Choice) (adapters.Answer, error) {
 	q := adapters.Question{Text: text, Choices: choices}
 	return a.asker.Ask(ctx, q, func(ans adapters.Answer) (bool, string) {
-		if !a.mayAnswer(ans, answerers) {
+		if may, _ := a.mayAnswer(ans, answerers); !may {
 			return false, "You may not answer this: " + approversText(answerers) + "."
 		}
 		label := ans.Choice
@@ -224,7 +224,8 @@ func (a *chatApprover) prompt(ctx context.Context, text string, answerers []stri
 		hint = "Reply to this message with your answer, \"" + wordSkip + "\" to leave it out, or \"" + wordDecline + "\" to refuse."
 	}
 	ch := a.prompts.openPrompt(a.in.Chat, func(in adapters.Inbound) bool {
-		return a.mayAnswer(adapters.Answer{UserID: in.UserID, UserName: in.UserName, ChatAdmin: in.ChatAdmin}, answerers)
+		may, _ := a.mayAnswer(adapters.Answer{UserID: in.UserID, UserName: in.UserName, ChatAdmin: in.ChatAdmin}, answerers)
+		return may
 	})
 	defer a.prompts.close(a.in.Chat, ch)
 	a.say(text + "\n\n" + hint)

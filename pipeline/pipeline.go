@@ -38,8 +38,9 @@ type Store interface {
 	SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error
 	SetConversationModel(ctx context.Context, conversationID int64, model string) error
 	SetConversationSystemPrompt(ctx context.Context, conversationID int64, prompt string) error
-	// RetryLastTurn takes the newest finished turn out of history and returns its user message.
-	RetryLastTurn(ctx context.Context, conversationID int64) (store.Message, error)
+	// RetryLastTurn takes the newest finished turn (of userID, or of anyone when empty) out of
+	// history and returns its user message and sender.
+	RetryLastTurn(ctx context.Context, conversationID int64, userID string) (store.Retried, error)
 }
 
 // InboundTurns is implemented by stores that can find the turn a user's message started. With
@@ -107,6 +108,7 @@ type Pipeline struct {
 	memory    *memory
 	quotas    *quotaGuard
 	outbox    *outbox
+	questions *openQuestions // approval questions waiting, per user
 	// prompts are tools' questions waiting for a typed answer in a chat.
 	prompts prompts
 
@@ -127,6 +129,8 @@ type request struct {
 	log *slog.Logger
 	// sender names the user across platforms ("telegram:42").
 	sender string
+	// slot is the message's place among the turns in flight, once it has one (queue).
+	slot *turnSlot
 }
 
 // New returns a Pipeline. runner and st are required; toolbox may be nil (no tools).
@@ -153,6 +157,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		turns:     newTurnQueue(opts.Queue.Size, opts.Queue.interrupt(), opts.Queue.Settle),
 		slots:     slots{c: make(chan struct{}, opts.Queue.MaxTurnsInFlight), wait: opts.Queue.TurnWait},
 		outbox:    newOutbox(opts.ShutdownDeliverWait),
+		questions: &openQuestions{max: opts.Tools.MaxOpenQuestions, n: map[string]int{}},
 		base:      base,
 		stopBase:  stop,
 	}
@@ -251,7 +256,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		c.run(p, r)
 		return
 	}
-	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {
+	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 && len(in.Attachments) == 0 {
 		return
 	}
 	p.queue(r)

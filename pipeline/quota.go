@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,7 +120,7 @@ func (g *quotaGuard) rules(in adapters.Inbound) []quotaRule {
 		f      store.UsageFilter
 	}{
 		{"You have", q.userLimits(in), store.UsageFilter{Platform: string(in.Chat.Platform), UserID: in.UserID}},
-		{"This chat has", q.Chat, store.UsageFilter{Platform: string(in.Chat.Platform), ChatID: in.Chat.ChatID}},
+		{"This chat has", q.Chat, store.UsageFilter{Platform: string(in.Chat.Platform), QuotaChatID: quotaChat(in)}},
 	} {
 		for _, period := range []struct {
 			name          string
@@ -241,7 +242,7 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		checks[i] = r.check
 	}
 	start := store.LLMCallStart{TurnID: m.turnID, Seq: seq, Platform: string(m.in.Chat.Platform),
-		ChatID: m.in.Chat.ChatID, UserID: m.in.UserID, Checks: checks, Prices: m.g.opts.Models.Prices,
+		ChatID: m.in.Chat.ChatID, QuotaChatID: quotaChat(m.in), UserID: m.in.UserID, Checks: checks, Prices: m.g.opts.Models.Prices,
 		Call: store.LLMCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
 			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
 			TokensIn: prompt, TokensOut: m.g.memory.budgetOf(call.Model).MaxOutputTokens}}
@@ -267,6 +268,13 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 			}
 		})
 	}, nil
+}
+
+// quotaChat is the chat whose chat quota a message's model calls count toward: a Discord
+// thread's or forum post's parent channel (quotas.chat caps a channel with its threads), else
+// its own chat. A Telegram forum topic's chat is its group already.
+func quotaChat(in adapters.Inbound) string {
+	return cmp.Or(in.ParentChatID, in.Chat.ChatID)
 }
 
 // keep records a call the ledger did not take, for the turn's final write.

@@ -33,6 +33,10 @@ type turn struct {
 	id   int64
 	req  agent.Request
 	resp *response
+	// media is what the message's attachments gave (media.go); spoken the call that spoke the
+	// answer, if any.
+	media  readMedia
+	spoken []agent.LLMCall
 }
 
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
@@ -41,7 +45,7 @@ func (p *Pipeline) runTurn(ctx context.Context, r *request) {
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.Queue.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
 	t := &turn{p: p, r: r, ctx: ctx, log: r.log, begun: time.Now(), in: r.in}
-	if !t.withinQuota() || !t.start() {
+	if !t.withinQuota() || !t.readMedia() || !t.start() {
 		return
 	}
 	// The reply outlives the turn's context: a cancelled turn still delivers its partial answer.
@@ -51,6 +55,7 @@ func (p *Pipeline) runTurn(ctx context.Context, r *request) {
 	t.prepare(replyCtx)
 	res := t.run()
 	status, errText, partial := t.deliver(res)
+	t.speak(res, status)
 	t.record(res, status, errText, partial)
 }
 
@@ -71,8 +76,12 @@ func (t *turn) start() bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
 	defer cancel()
 	err := t.open(ctx)
-	if errors.Is(err, store.ErrNothingToRetry) {
-		t.p.notice(t.r.out, "There is no earlier message to answer again.", t.log)
+	switch {
+	case errors.Is(err, store.ErrNothingToRetry):
+		t.p.notice(t.r.out, "There is no earlier message of yours to answer again.", t.log)
+		return false
+	case errors.Is(err, errRetryRefused):
+		t.p.notice(t.r.out, "Only bot admins can use /retry last; /retry answers your own last message again.", t.log)
 		return false
 	}
 	if err != nil {
@@ -99,13 +108,8 @@ func (t *turn) open(ctx context.Context) error {
 		return fmt.Errorf("conversation %s: %w", key, err)
 	}
 	if t.in.Command == "retry" {
-		m, err := p.store.RetryLastTurn(ctx, conv.ID)
-		if err != nil {
+		if err := t.retried(ctx, conv.ID); err != nil {
 			return err
-		}
-		t.in.Command, t.in.Args, t.in.Text, t.in.Images = "", "", m.Content, nil
-		if m.Name != "" {
-			t.in.UserName = m.Name
 		}
 	}
 	if t.hist, err = p.memory.rounds(ctx, &history{key: key, conv: conv}); err != nil {
@@ -127,6 +131,50 @@ func (t *turn) open(ctx context.Context) error {
 	return nil
 }
 
+// retryAnyone is the argument of an admin's /retry that answers the conversation's last
+// message again whoever sent it.
+const retryAnyone = "last"
+
+// errRetryRefused: /retry last by someone who is not a bot admin.
+var errRetryRefused = errors.New("only bot admins can answer another member's message again")
+
+// retried takes the message a /retry answers again out of the history and makes it the turn's:
+// the sender's own last message, or with "/retry last" (bot admins) the conversation's last,
+// whoever sent it. A message of another member runs as theirs: their id and name, so their
+// rights (admin or not, the asker of its approvals, their quota), and no roles or chat-admin
+// standing, which the platform reported for the retrier only: never more than they had.
+func (t *turn) retried(ctx context.Context, convID int64) error {
+	by := t.in.UserID
+	if strings.EqualFold(strings.TrimSpace(t.in.Args), retryAnyone) {
+		if !t.p.access.isAdmin(t.in) {
+			return errRetryRefused
+		}
+		by = ""
+	}
+	rt, err := t.p.store.RetryLastTurn(ctx, convID, by)
+	if err != nil {
+		return err
+	}
+	t.in.Command, t.in.Args, t.in.Text, t.in.Images = "", "", rt.Message.Content, nil
+	if rt.UserID != "" && rt.UserID != t.in.UserID {
+		t.log.Info("pipeline: /retry answers another member's message with their rights", "member", rt.UserID)
+		t.in.UserID, t.in.UserName, t.in.Roles, t.in.ChatAdmin = rt.UserID, rt.UserName, nil, false
+		t.p.notice(t.r.out, "Answering "+nameOr(rt.UserName, rt.UserID)+"'s message again, with their rights.", t.log)
+	}
+	if rt.Message.Name != "" {
+		t.in.UserName = rt.Message.Name
+	}
+	return nil
+}
+
+// nameOr returns name, or id when name is empty.
+func nameOr(name, id string) string {
+	if name != "" {
+		return name
+	}
+	return id
+}
+
 // prepare builds the agent's request (the tools of the chat, the transcript within the model's
 // budget) and the response view that shows the answer in a reply made with replyCtx.
 func (t *turn) prepare(replyCtx context.Context) {
@@ -141,11 +189,12 @@ func (t *turn) prepare(replyCtx context.Context) {
 		Private:        in.Kind == adapters.Private,
 		Roles:          in.Roles,
 		ChatAdmin:      in.ChatAdmin,
+		RuleChats:      ruleChats(in),
 	}
 	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.conv.Model, Estimate: p.memory.estimate, Meter: t.hist.meter}
 	var tt *tools.Turn
 	if p.tools != nil {
-		tt = p.tools.ForTurn(info, p.allowedTools(in.Chat))
+		tt = p.tools.ForTurn(info, p.allowedTools(in))
 		t.req.Tools = tt.Specs()
 		t.req.Executor = tt
 	}
@@ -159,8 +208,8 @@ func (t *turn) prepare(replyCtx context.Context) {
 		// The turn's "ask" tool calls are approved in the chat, and its tools' questions
 		// answered there, when the platform can post buttons; without that, such calls are
 		// denied and such questions answered cancel.
-		ca := &chatApprover{in: in, asker: asker, reply: reply, admins: p.access.admins,
-			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now,
+		ca := &chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.admins,
+			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now, slot: t.r.slot, open: p.questions,
 			prompts: &p.prompts, notice: func(text string) { p.notice(out, text, t.log) }}
 		tt.SetApprover(ca)
 		tt.SetElicitor(ca)
@@ -175,7 +224,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 // estimate), every round is summarised and the turn tried once more.
 func (t *turn) run() *agent.Result {
 	p, ctx, h := t.p, t.ctx, t.hist
-	calls := append([]agent.LLMCall(nil), h.calls...) // compaction first, as it happened
+	calls := append(append([]agent.LLMCall(nil), t.media.calls...), h.calls...) // transcription and compaction first, as they happened
 	res := p.runner.Run(ctx, t.req, t.resp.emit)
 	p.memory.usage.observeTurn(res.LLMCalls, h.estimate)
 	calls = append(calls, res.LLMCalls...)
@@ -224,15 +273,16 @@ func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, part
 // record saves the turn's end (its messages and model calls) and tells the observer.
 func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string) {
 	end := store.TurnEnd{
-		TurnID:    t.id,
-		Status:    status,
-		Model:     modelOf(res.LLMCalls),
-		Rounds:    roundsOf(res.LLMCalls),
-		TokensIn:  res.Usage.TokensIn,
-		TokensOut: res.Usage.TokensOut,
-		Error:     errText,
-		Messages:  toStoreMessages(res.Messages),
-		LLMCalls:  toStoreLLMCalls(t.hist.meter.unsaved()), // the others are saved already
+		TurnID:      t.id,
+		QuotaChatID: quotaChat(t.in),
+		Status:      status,
+		Model:       modelOf(res.LLMCalls),
+		Rounds:      roundsOf(res.LLMCalls),
+		TokensIn:    res.Usage.TokensIn,
+		TokensOut:   res.Usage.TokensOut,
+		Error:       errText,
+		Messages:    toStoreMessages(res.Messages),
+		LLMCalls:    toStoreLLMCalls(append(t.hist.meter.unsaved(), t.spoken...)), // the metered ones are saved already
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
@@ -332,10 +382,17 @@ func partialText(res *agent.Result, roundShown string) string {
 	return res.PartialText
 }
 
-// allowedTools returns the tool filter of a chat: its per-chat list, else the global list, else
-// nil (all tools).
-func (p *Pipeline) allowedTools(ref chat.Ref) func(string) bool {
-	list, ok := p.opts.Tools.PerChat[ref.Chat().String()]
+// allowedTools returns the tool filter of a message's chat: the per-chat list of the most
+// specific of its rule chats that has one (a thread's or topic's own, else its chat's, else a
+// Discord thread's parent channel's), else the global list, else nil (all tools).
+func (p *Pipeline) allowedTools(in adapters.Inbound) func(string) bool {
+	var list []string
+	ok := false
+	for _, c := range ruleChats(in) {
+		if list, ok = p.opts.Tools.PerChat[c]; ok {
+			break
+		}
+	}
 	if !ok {
 		if len(p.opts.Tools.Allow) == 0 {
 			return nil

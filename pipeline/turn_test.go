@@ -214,6 +214,12 @@ func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	if mopts.Consents == nil {
+		mopts.Consents = st
+	}
+	if opts.Tools.Consents == nil {
+		opts.Tools.Consents = st
+	}
 	mgr, err := tools.NewManager(loaders, h.rec, mopts)
 	if err != nil {
 		t.Fatal(err)
@@ -805,7 +811,7 @@ func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
 		{chat.Ref{Platform: chat.Telegram, ChatID: "7"}, "fail", true},
 	}
 	for _, tt := range tests {
-		allowed := h.p.allowedTools(tt.chat)
+		allowed := h.p.allowedTools(adapters.Inbound{Chat: tt.chat})
 		got := allowed == nil || allowed(tt.tool)
 		if got != tt.wantOffered {
 			t.Errorf("%s:%s offers %s = %v, want %v", tt.chat.Platform, tt.chat.ChatID, tt.tool, got, tt.wantOffered)

@@ -63,8 +63,7 @@ func (c *commands) usage(r *request) {
 			return
 		}
 	}
-	log.Error("pipeline: /usage query failed", "err", err)
-	c.say(out, "Usage could not be read: "+err.Error(), log)
+	c.failed(r, "/usage", err)
 }
 
 // formatUsage renders the totals of today and this month (UTC), and for /usage all the month's
@@ -106,8 +105,12 @@ func total(rows []store.UsageRow, prices map[string]chat.Price) store.UsageTotal
 }
 
 func usageLine(t store.UsageTotal) string {
-	if t.Estimated > 0 {
-		return fmt.Sprintf("≈%d tokens in, ≈%d out, %d model calls (%d estimated), cost ≈%.4f", t.TokensIn, t.TokensOut, t.Calls, t.Estimated, t.Cost)
+	audio := ""
+	if t.AudioSeconds > 0 {
+		audio = fmt.Sprintf(", %.0f s of audio", t.AudioSeconds)
 	}
-	return fmt.Sprintf("%d tokens in, %d out, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, t.Calls, t.Cost)
+	if t.Estimated > 0 {
+		return fmt.Sprintf("≈%d tokens in, ≈%d out%s, %d model calls (%d estimated), cost ≈%.4f", t.TokensIn, t.TokensOut, audio, t.Calls, t.Estimated, t.Cost)
+	}
+	return fmt.Sprintf("%d tokens in, %d out%s, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, audio, t.Calls, t.Cost)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,8 +27,10 @@ type LLMCallStart struct {
 	// the call's place among the turn's calls.
 	TurnID int64
 	Seq    int
-	// Platform, ChatID and UserID are whom the call is counted against.
+	// Platform, ChatID and UserID are whom the call is counted against; QuotaChatID is the chat
+	// whose chat quota it counts toward (a Discord thread's parent channel), ChatID when empty.
 	Platform, ChatID, UserID string
+	QuotaChatID              string
 	// Call is the call as far as known when it starts: Round, Model, Candidate, FallbackReason,
 	// StartedAt, and in TokensIn and TokensOut the tokens it reserves (its prompt's estimate and
 	// the most it may answer) until FinishLLMCall settles it.
@@ -67,6 +70,7 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 	row := newLLMCallRow(c.Call)
 	row.Status, row.Estimated, row.InstanceID = LLMCallRunning, true, s.instance
 	row.Platform, row.ChatID, row.UserID, row.Seq = c.Platform, c.ChatID, c.UserID, c.Seq
+	row.QuotaChatID = cmp.Or(c.QuotaChatID, c.ChatID)
 	if c.TurnID != 0 {
 		row.TurnID = &c.TurnID
 	}
@@ -141,7 +145,7 @@ func quotaLocks(checks []QuotaCheck) []int32 {
 	var keys []int32
 	for _, q := range checks {
 		h := fnv.New32a()
-		fmt.Fprintf(h, "%s\x00%s\x00%s", q.Filter.Platform, q.Filter.ChatID, q.Filter.UserID)
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", q.Filter.Platform, q.Filter.ChatID, q.Filter.UserID, q.Filter.QuotaChatID)
 		k := int32(h.Sum32())
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
@@ -157,7 +161,7 @@ func newLLMCallRow(c LLMCall) llmCallRow {
 		FallbackReason: validText(c.FallbackReason), Status: c.Status,
 		TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
 		TokensIn: c.TokensIn, TokensOut: c.TokensOut, Estimated: c.Estimated,
-		Error: validText(c.Error), StartedAt: c.StartedAt}
+		Error: validText(c.Error), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds()}
 }
 
 // llmCallsOutsideTurns deletes, for retention, the finished calls without a turn (/compact's)

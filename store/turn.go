@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -76,6 +77,9 @@ type TurnStart struct {
 // TurnEnd closes a turn.
 type TurnEnd struct {
 	TurnID int64
+	// QuotaChatID is the chat whose chat quota the turn's calls count against, when it is not
+	// the conversation's own (a Discord thread's parent channel).
+	QuotaChatID string
 	// Status is TurnOK, TurnError, TurnCancelled or TurnInterrupted.
 	Status    chat.TurnStatus
 	Model     string
@@ -133,6 +137,8 @@ type LLMCall struct {
 	Estimated bool
 	Error     string
 	StartedAt time.Time
+	// Audio is the length of the audio a speech call transcribed (zero for chat calls).
+	Audio time.Duration
 }
 
 // Turn is one turn row.
@@ -224,6 +230,10 @@ type llmCallRow struct {
 	UserID     string
 	Estimated  bool
 	InstanceID string
+	AudioMs    int64 `gorm:"column:audio_ms"`
+	// QuotaChatID is the chat whose chat quota the call counts against (a Discord thread's
+	// parent channel; else ChatID).
+	QuotaChatID string
 }
 
 func (llmCallRow) TableName() string { return "llm_calls" }
@@ -396,6 +406,7 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 			}
 			for i := range llm {
 				llm[i].Platform, llm[i].ChatID, llm[i].UserID = who.Platform, who.ChatID, who.UserID
+				llm[i].QuotaChatID = cmp.Or(e.QuotaChatID, who.ChatID)
 			}
 			return tx.CreateInBatches(&llm, 100).Error
 		}

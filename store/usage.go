@@ -18,6 +18,8 @@ type UsageFilter struct {
 	Platform     string
 	ChatID       string
 	UserID       string
+	// QuotaChatID matches the calls counted toward a chat's quota: its own and its threads'.
+	QuotaChatID string
 }
 
 // UsageRow is the tokens of the model calls of one user in one chat with one model.
@@ -32,10 +34,14 @@ type UsageRow struct {
 	// Estimated counts the calls whose tokens the bot estimated (the provider reported none: a
 	// stopped, cut or failed stream, or a call still running).
 	Estimated int64 `json:"estimated"`
+	// AudioMs is the audio the row's speech calls transcribed, in milliseconds.
+	AudioMs int64 `json:"audio_ms"`
 }
 
-// Cost is what the row's tokens cost at p.
-func (r UsageRow) Cost(p chat.Price) float64 { return p.Cost(r.TokensIn, r.TokensOut) }
+// Cost is what the row's tokens and audio cost at p.
+func (r UsageRow) Cost(p chat.Price) float64 {
+	return p.Cost(r.TokensIn, r.TokensOut) + p.AudioCost(r.AudioMs)
+}
 
 // Usage sums the tokens of the model calls matching f per platform, chat, user and model (the
 // user is the one whose message started the turn, or who asked for /compact), ordered by
@@ -53,14 +59,15 @@ func usageQuery(db *gorm.DB, f UsageFilter) ([]UsageRow, error) {
 	q := db.Table("llm_calls").
 		Select("platform, chat_id, user_id, model, COUNT(*) AS calls, " +
 			"COALESCE(SUM(tokens_in), 0) AS tokens_in, COALESCE(SUM(tokens_out), 0) AS tokens_out, " +
-			"COALESCE(SUM(CASE WHEN estimated THEN 1 ELSE 0 END), 0) AS estimated")
+			"COALESCE(SUM(CASE WHEN estimated THEN 1 ELSE 0 END), 0) AS estimated, " +
+			"COALESCE(SUM(audio_ms), 0) AS audio_ms")
 	if !f.Since.IsZero() {
 		q = q.Where("started_at >= ?", dbTime(f.Since))
 	}
 	if !f.Until.IsZero() {
 		q = q.Where("started_at < ?", dbTime(f.Until))
 	}
-	for _, e := range []struct{ col, v string }{{"platform", f.Platform}, {"chat_id", f.ChatID}, {"user_id", f.UserID}} {
+	for _, e := range []struct{ col, v string }{{"platform", f.Platform}, {"chat_id", f.ChatID}, {"user_id", f.UserID}, {"quota_chat_id", f.QuotaChatID}} {
 		if e.v != "" {
 			q = q.Where(e.col+" = ?", e.v)
 		}
@@ -80,6 +87,8 @@ type UsageTotal struct {
 	Cost      float64 `json:"cost"`
 	// Estimated counts the calls among Calls whose tokens are the bot's estimate.
 	Estimated int64 `json:"estimated"`
+	// AudioSeconds is the audio transcribed, in seconds.
+	AudioSeconds float64 `json:"audio_seconds"`
 }
 
 // Ways to roll usage up.
@@ -117,6 +126,7 @@ func RollUp(rows []UsageRow, by string, prices map[string]chat.Price) []UsageTot
 		t.TokensIn += r.TokensIn
 		t.TokensOut += r.TokensOut
 		t.Estimated += r.Estimated
+		t.AudioSeconds += float64(r.AudioMs) / 1000
 		t.Cost += r.Cost(prices[r.Model])
 	}
 	slices.SortFunc(out, func(a, b UsageTotal) int {

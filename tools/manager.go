@@ -45,6 +45,11 @@ type ManagerOptions struct {
 	// MaxFileBytes caps one file a tool returns; larger ones are left out of the reply (and
 	// the model and the user are told). 0 means DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// Consents keeps "always allow" answers where every replica sees them (the store); nil
+	// means approval questions offer no "always".
+	Consents audit.Consents
+	// AlwaysAllowFor is how long an "always allow" answer holds; 0 means DefaultAlwaysAllowFor.
+	AlwaysAllowFor time.Duration
 	// MaxFilesPerTurn caps the files the tools of one turn return, over all its rounds; later
 	// ones are left out likewise. 0 means DefaultMaxFilesPerTurn.
 	MaxFilesPerTurn int
@@ -73,12 +78,11 @@ type Manager struct {
 	parallel      ParallelMode
 	maxParallel   int
 	parallelTools []string
+	consents      audit.Consents
+	alwaysFor     time.Duration
 
 	mu     sync.Mutex
 	warned map[string]bool // collisions already logged, so a warning appears once, not every turn
-	// always holds the "always allow in this chat" answers: chat and tool → who gave it. They
-	// last while the bot runs.
-	always map[alwaysKey]string
 }
 
 // NewManager returns a Manager over loaders, sorted into the dispatch order of Sources (loaders of
@@ -102,13 +106,17 @@ func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, 
 		return sourceRank(a.Source()) - sourceRank(b.Source())
 	})
 	m := &Manager{
-		loaders: ls,
-		rec:     rec,
-		maxRes:  opts.ResultMaxChars,
-		log:     opts.Logger,
-		policy:  opts.Policy,
-		warned:  make(map[string]bool),
-		always:  make(map[alwaysKey]string),
+		loaders:   ls,
+		rec:       rec,
+		maxRes:    opts.ResultMaxChars,
+		log:       opts.Logger,
+		policy:    opts.Policy,
+		warned:    make(map[string]bool),
+		consents:  opts.Consents,
+		alwaysFor: opts.AlwaysAllowFor,
+	}
+	if m.alwaysFor <= 0 {
+		m.alwaysFor = DefaultAlwaysAllowFor
 	}
 	if m.maxRes == 0 {
 		m.maxRes = DefaultResultMaxChars

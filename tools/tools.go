@@ -87,6 +87,10 @@ type TurnInfo struct {
 	// policies match them.
 	Roles     []string
 	ChatAdmin bool
+	// RuleChats are the "platform:chat_id" chats whose rules apply, most specific first: a
+	// thread or forum topic ("telegram:-100#7"), its chat, a Discord thread's parent channel.
+	// Policies' chats match any of them; empty means Platform:ChatID alone.
+	RuleChats []string
 	// Private is true in a chat of one user with the bot (a Telegram private chat, a Discord DM,
 	// the web chat); tools that show other chats' data (audit_query) show it only there.
 	Private bool

@@ -709,6 +709,10 @@ func (r *Reply) postFiles(ctx context.Context, files []chat.File, caption string
 	var ref adapters.MessageRef
 	err := r.call(ctx, func(cctx context.Context) error {
 		var err error
+		if vs, ok := r.e.m.(adapters.VoiceSender); ok && len(files) == 1 && files[0].IsVoice() && caption == "" {
+			ref, err = vs.SendVoice(cctx, r.chat, files[0], opts)
+			return err
+		}
 		ref, err = r.e.m.SendFiles(cctx, r.chat, files, caption, opts)
 		return err
 	})

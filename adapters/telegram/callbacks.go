@@ -100,7 +100,8 @@ func (r askResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 	}
 	markup, _ := json.Marshal(map[string]any{"inline_keyboard": rows}) // strings only: always encodes
 	p := chatParams(ref)
-	p["text"] = q.Text
+	p["text"] = q.Text // plain text: no parse_mode, so the arguments' markup stays as written
+	p["link_preview_options"] = `{"is_disabled":true}`
 	p["reply_markup"] = string(markup)
 	var msg adapters.MessageRef
 	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,

@@ -49,6 +49,12 @@ type webMsg struct {
 		Name, Kind string
 		Options    []struct{ ID, Label string }
 	} `json:"form"`
+	HTML  string `json:"html"`
+	Files []struct {
+		Name  string `json:"name"`
+		URL   string `json:"url"`
+		Audio bool   `json:"audio"`
+	} `json:"files"`
 }
 
 func openWebChat(t *testing.T, base string) *webChat {
@@ -412,12 +418,12 @@ func TestTelegramApprovals(t *testing.T) {
 		t.Fatalf("audit rows = %d, %v", len(rows), err)
 	}
 	want := []struct {
-		decision audit.Decision
-		approver string
-	}{{"approved", "user9"}, {"denied", "user100"}, {"always", "user9"}, {"always", "user9"}}
+		decision     audit.Decision
+		approver, id string
+	}{{"approved", "user9", "9"}, {"denied", "user100", "100"}, {"always", "user9", "9"}, {"always", "user9", "9"}}
 	for i, w := range want {
-		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || !r.ApprovalRequired {
-			t.Errorf("row %d: decision %q by %q, want %s by %s", i, r.Decision, r.Approver, w.decision, w.approver)
+		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || r.ApproverID != w.id || !r.ApprovalRequired {
+			t.Errorf("row %d: decision %q by %q (%q), want %s by %s (%s)", i, r.Decision, r.Approver, r.ApproverID, w.decision, w.approver, w.id)
 		}
 	}
 }
@@ -441,7 +447,7 @@ func TestDiscordApprovals(t *testing.T) {
 	questions := func() []dtk.Message {
 		var qs []dtk.Message
 		for _, m := range dc.BotMessages(channel) {
-			if strings.Contains(m.Content, "echo (MCP server kit)") {
+			if strings.Contains(m.Content, `echo \(MCP server kit\)`) {
 				qs = append(qs, m)
 			}
 		}
@@ -451,7 +457,7 @@ func TestDiscordApprovals(t *testing.T) {
 		var q dtk.Message
 		wait.For(t, fmt.Sprintf("question %d", n), func() bool {
 			qs := questions()
-			if len(qs) < n || len(qs[n-1].Buttons) != 3 {
+			if len(qs) < n || len(qs[n-1].Buttons) != 4 { // approve, deny, always for the asker, always for everyone; the text is escaped Markdown
 				return false
 			}
 			q = qs[n-1]

@@ -26,6 +26,7 @@ import (
 	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
+	"relaybot/speech"
 	"relaybot/store"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
@@ -100,7 +101,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	m := metrics.New(metrics.Options{Models: modelNames(cfg.Models), Prices: prices(cfg.Models), MCPUp: tl.mcpUp, Instance: b.instance,
+	m := metrics.New(metrics.Options{Models: append(modelNames(cfg.Models), speechNames(cfg)...), Prices: prices(cfg), MCPUp: tl.mcpUp, Instance: b.instance,
 		Platforms: platformNames(cfg), RequestModels: requestModels(cfg)})
 	rec := b.tracing.Recorder(m.Recorder(auditRecorder{st: st}))
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
@@ -111,7 +112,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
 		ElicitationTimeout: time.Duration(cfg.Tools.ElicitationTimeoutSec) * time.Second,
 		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
-		ParallelTools: cfg.Tools.ParallelTools})
+		ParallelTools: cfg.Tools.ParallelTools,
+		Consents:      st, AlwaysAllowFor: time.Duration(cfg.Tools.AlwaysAllowDays) * 24 * time.Hour})
 	if err != nil {
 		return b, err
 	}
@@ -159,9 +161,13 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 		return nil, err
 	}
 	opts := pipelineOptions(cfg)
+	if opts.Media.Transcriber, opts.Media.Speaker, err = newSpeech(cfg, modelHTTPClient(cfg.Chat.MaxTurnsInFlight), b.tracing.Models(m)); err != nil {
+		return nil, err
+	}
 	opts.SystemPromptExtra = skillPrompt
 	opts.Audit = b.store
 	opts.Usage = b.store
+	opts.Tools.Consents = b.store
 	opts.Recorder = rec
 	opts.Logger = b.log
 	opts.Observer = b.tracing.Turns(m)
@@ -395,7 +401,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Store:     b.store,
 		MCPHealth: health,
 		Metrics:   metricsHandler,
-		Prices:    prices(cfg.Models),
+		Prices:    prices(cfg),
 		TraceURL:  cfg.OTel.TraceURL,
 		Logger:    b.log,
 		Proxies:   proxies,
@@ -403,12 +409,15 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store,
 		PublicURL: cfg.Admin.PublicURL,
+		// A message of the web chat may carry files of up to media.max_bytes each.
+		ChatUploadBytes: web.MaxSendBytes(cfg.Media.MaxBytes),
 	}
 	if b.oauth != nil {
 		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
-		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(), Logger: b.log})
+		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(), Logger: b.log,
+			MaxUploadBytes: cfg.Media.MaxBytes})
 		if err != nil {
 			return err
 		}
@@ -489,7 +498,7 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		Models: pipeline.ModelOptions{
 			Budgets:    modelBudgets(cfg.Models),
 			Selectable: cfg.Chat.SelectableModels,
-			Prices:     prices(cfg.Models),
+			Prices:     prices(cfg),
 		},
 		Output: pipeline.OutputOptions{
 			TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
@@ -504,11 +513,19 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			FailureHint: cfg.Output.FailureHint,
 		},
 		Tools: pipeline.ToolOptions{
-			Allow:           cfg.Tools.Allow,
-			PerChat:         cfg.Tools.PerChat,
-			ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+			Allow:            cfg.Tools.Allow,
+			PerChat:          cfg.Tools.PerChat,
+			ApprovalTimeout:  time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+			MaxOpenQuestions: cfg.Tools.MaxOpenQuestions,
 		},
 		Quotas: quotas(cfg.Quotas),
+		Media: pipeline.MediaOptions{
+			MaxBytes:      cfg.Media.MaxBytes,
+			MaxAudio:      time.Duration(cfg.Speech.MaxSeconds) * time.Second,
+			DocumentShare: cfg.Media.DocumentShare,
+			Reply:         cfg.Speech.Reply,
+			MaxReplyChars: cfg.Speech.MaxReplyChars,
+		},
 	}
 }
 
@@ -521,13 +538,54 @@ func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
 	return out
 }
 
-// prices are the models' prices per million tokens, by configured name.
-func prices(ms []config.Model) map[string]chat.Price {
-	out := make(map[string]chat.Price, len(ms))
-	for _, m := range ms {
+// prices are the models' prices per million tokens and the speech endpoints' per minute of
+// audio, by configured name.
+func prices(cfg *config.Config) map[string]chat.Price {
+	out := make(map[string]chat.Price, len(cfg.Models))
+	for _, m := range cfg.Models {
 		out[m.Name] = chat.Price{In: m.PriceIn, Out: m.PriceOut}
 	}
+	for _, m := range cfg.Speech.Candidates() {
+		p := out[m.Name]
+		p.PerMinute = m.PricePerMinute
+		out[m.Name] = p
+	}
 	return out
+}
+
+// speechNames are the speech endpoints' names, which the metrics label their calls with.
+func speechNames(cfg *config.Config) []string {
+	var names []string
+	for _, m := range cfg.Speech.Candidates() {
+		names = append(names, m.Name)
+	}
+	if cfg.Speech.Reply != pipeline.SpeakOff && cfg.Speech.TTSModel != "" {
+		names = append(names, cfg.Speech.TTSModel)
+	}
+	return names
+}
+
+// newSpeech builds the speech client of [speech]: nil interfaces when it transcribes nothing
+// and speaks nothing.
+func newSpeech(cfg *config.Config, hc *http.Client, obs agent.Observer) (pipeline.Transcriber, pipeline.Speaker, error) {
+	s := cfg.Speech
+	o := speech.Options{HTTPClient: hc, Observer: obs}
+	for _, m := range s.Candidates() {
+		o.Candidates = append(o.Candidates, speech.Candidate{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey,
+			Model: m.Model, Timeout: time.Duration(m.TimeoutSec) * time.Second})
+	}
+	if s.Reply != pipeline.SpeakOff && s.TTSModel != "" {
+		o.Voice = speech.Voice{BaseURL: s.TTSBaseURL, APIKey: s.TTSAPIKey, Model: s.TTSModel, Voice: s.Voice,
+			Timeout: time.Duration(s.TimeoutSec) * time.Second}
+	}
+	if len(o.Candidates) == 0 && o.Voice.Model == "" {
+		return nil, nil, nil
+	}
+	c, err := speech.New(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c, nil
 }
 
 func quotaLimits(l config.QuotaLimits) pipeline.Limits {

@@ -723,8 +723,16 @@ func (s *Server) messageJSON(m *message) map[string]any {
 	}
 	atts := []any{}
 	for _, a := range m.Attachments {
-		atts = append(atts, map[string]any{"id": a.ID, "filename": a.Filename, "size": len(a.Data), "url": a.URL,
-			"proxy_url": a.URL, "content_type": a.ContentType})
+		size := a.Size
+		if size == 0 {
+			size = len(a.Data)
+		}
+		att := map[string]any{"id": a.ID, "filename": a.Filename, "size": size, "url": a.URL,
+			"proxy_url": a.URL, "content_type": a.ContentType}
+		if m.Flags&FlagVoiceMessage != 0 {
+			att["duration_secs"], att["waveform"] = a.DurationSecs, a.Waveform
+		}
+		atts = append(atts, att)
 	}
 	var comps any = []any{}
 	if m.v2 != nil {
