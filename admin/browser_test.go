@@ -15,57 +15,13 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/web"
+	"relaybot/internal/testkit/headless"
 )
-
-// chromiumPath finds the browser for the chromedp tests: $BOT_TEST_CHROMIUM, else Debian's
-// /usr/bin/chromium; the test is skipped when there is none.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("BOT_TEST_CHROMIUM"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("BOT_TEST_CHROMIUM=%s: %v", p, err)
-		}
-		return p
-	}
-	const debian = "/usr/bin/chromium"
-	if _, err := os.Stat(debian); err != nil {
-		t.Skip("browser test skipped: no chromium found (install Debian's chromium with `apt-get install -y chromium`, or set BOT_TEST_CHROMIUM to a Chromium binary)")
-	}
-	return debian
-}
 
 // newBrowser starts a headless Chromium with a fresh profile; it ends with the test.
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
-	path := chromiumPath(t)
-	profile := t.TempDir()
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(profile),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("password-store", "basic"),
-		chromedp.Flag("use-mock-keychain", true),
-		chromedp.WindowSize(1280, 900),
-	)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancelCtx()
-		cancelAlloc()
-	})
-	// The first Run starts the browser; it must not carry the test's timeout.
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium %s: %v", path, err)
-	}
-	return ctx
+	return headless.Start(t)
 }
 
 // stepper returns a function that runs browser actions in ctx and fails the test, naming the

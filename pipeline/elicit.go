@@ -27,7 +27,8 @@ const (
 	wordSkip    = "skip"
 )
 
-// Elicit asks a tool's question in the chat, one field at a time: a boolean or an enum with
+// Elicit asks a tool's question in the chat: as one form where the platform shows forms
+// (adapters.FormAsker, the web chat), else one field at a time: a boolean or an enum with
 // buttons, text and numbers as a reply prompt the asker answers with their next message. A
 // link (URL mode) is shown as a link button the user opens themselves; Done accepts. Only the
 // question's answerers may answer; anyone else's press is refused and told why, and their
@@ -51,6 +52,9 @@ func (a *chatApprover) Elicit(ctx context.Context, q tools.Elicitation) (tools.E
 			act = tools.ElicitDecline
 		}
 		return tools.ElicitAnswer{Action: act, By: who(ans), At: a.now()}, nil
+	}
+	if fa, ok := a.asker.(adapters.FormAsker); ok && len(q.Fields) > 0 {
+		return a.elicitForm(ctx, fa, head, q)
 	}
 	content := map[string]any{}
 	by := ""
@@ -78,6 +82,85 @@ func (a *chatApprover) Elicit(ctx context.Context, q tools.Elicitation) (tools.E
 		by = who(ans)
 	}
 	return tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: by, At: a.now()}, nil
+}
+
+// elicitForm asks the whole form at once. Values are read as their fields' types; one that
+// cannot be read is handed on as typed, so that the schema check names it and asks again.
+func (a *chatApprover) elicitForm(ctx context.Context, fa adapters.FormAsker, head string, q tools.Elicitation) (tools.ElicitAnswer, error) {
+	form := adapters.Form{Text: head}
+	for _, f := range q.Fields {
+		form.Fields = append(form.Fields, formField(f))
+	}
+	ans, err := fa.AskForm(ctx, form, func(ans adapters.FormAnswer) (bool, string) {
+		pa := adapters.Answer{UserID: ans.UserID, UserName: ans.UserName, ChatAdmin: ans.ChatAdmin}
+		if may, _ := a.mayAnswer(pa, q.Answerers); !may {
+			return false, "You may not answer this: " + approversText(q.Answerers) + "."
+		}
+		if ans.Decline {
+			return true, head + "\n\nDeclined (" + who(pa) + ")"
+		}
+		var lines []string
+		for _, f := range form.Fields {
+			if v, ok := ans.Values[f.Name]; ok {
+				for _, o := range f.Options { // an enum shows its option's label
+					if o.ID == v {
+						v = o.Label
+					}
+				}
+				lines = append(lines, formLabel(f)+": "+v)
+			}
+		}
+		return true, head + "\n\n" + strings.Join(lines, "\n") + "\n(" + who(pa) + ")"
+	})
+	if err != nil {
+		return tools.ElicitAnswer{}, err
+	}
+	by := who(adapters.Answer{UserID: ans.UserID, UserName: ans.UserName})
+	if ans.Decline {
+		return tools.ElicitAnswer{Action: tools.ElicitDecline, By: by, At: a.now()}, nil
+	}
+	content := map[string]any{}
+	for _, f := range q.Fields {
+		raw, ok := ans.Values[f.Name]
+		if !ok {
+			continue
+		}
+		v, perr := tools.ParseValue(f, raw)
+		if perr != nil {
+			v = raw
+		}
+		content[f.Name] = v
+	}
+	return tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: by, At: a.now()}, nil
+}
+
+// formField is f as a platform's form shows it.
+func formField(f tools.Field) adapters.FormField {
+	ff := adapters.FormField{Name: f.Name, Title: f.Title, Description: f.Description, Required: f.Required,
+		Min: f.Minimum, Max: f.Maximum, MinLength: f.MinLength, MaxLength: f.MaxLength, Format: f.Format}
+	switch {
+	case len(f.Enum) > 0:
+		ff.Kind = adapters.FieldEnum
+		for i, v := range f.Enum {
+			ff.Options = append(ff.Options, adapters.Choice{ID: v, Label: f.EnumLabel(i)})
+		}
+	case f.Type == tools.FieldBoolean:
+		ff.Kind = adapters.FieldBoolean
+	case f.Type == tools.FieldNumber:
+		ff.Kind = adapters.FieldNumber
+	case f.Type == tools.FieldInteger:
+		ff.Kind = adapters.FieldInteger
+	default:
+		ff.Kind = adapters.FieldText
+	}
+	return ff
+}
+
+func formLabel(f adapters.FormField) string {
+	if f.Title != "" {
+		return f.Title
+	}
+	return f.Name
 }
 
 // field asks for one field's value; set is false when an optional field was skipped.

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,5 +167,88 @@ func TestToolQuestionTimesOut(t *testing.T) {
 	}
 	if e := h.rec.Records()[0].Elicitation; !strings.Contains(e, `"note":"timeout"`) {
 		t.Fatalf("audit row elicitation = %q, want a timeout", e)
+	}
+}
+
+// formResponder is a Responder that shows forms (the web chat's capability): each form gets the
+// submissions submitFor gives, handed to decide in turn.
+type formResponder struct {
+	*askResponder
+	submitFor func(n int, f adapters.Form) []adapters.FormAnswer
+
+	fmu   sync.Mutex
+	forms []adapters.Form
+	told  []string
+}
+
+func (r *formResponder) AskForm(ctx context.Context, f adapters.Form, decide func(adapters.FormAnswer) (bool, string)) (adapters.FormAnswer, error) {
+	r.fmu.Lock()
+	r.forms = append(r.forms, f)
+	n := len(r.forms)
+	r.fmu.Unlock()
+	for _, s := range r.submitFor(n, f) {
+		ok, text := decide(s)
+		r.fmu.Lock()
+		r.told = append(r.told, text)
+		r.fmu.Unlock()
+		if ok {
+			return s, nil
+		}
+	}
+	<-ctx.Done()
+	return adapters.FormAnswer{}, ctx.Err()
+}
+
+// Where the platform shows forms, a tool's question is one form with every field: a
+// bystander's submission is refused, the asker's values reach the server typed; a value that
+// breaks the schema asks the form again once (saying what was wrong), and a second bad answer
+// is declined. No field is asked on its own.
+func TestToolQuestionAnsweredWithAForm(t *testing.T) {
+	ann := func(vals map[string]string) adapters.FormAnswer {
+		return adapters.FormAnswer{Values: vals, UserID: "7", UserName: "Ann"}
+	}
+	bob := adapters.FormAnswer{Values: map[string]string{"name": "Bob", "age": "40"}, UserID: "8", UserName: "Bob"}
+	for _, tc := range []struct {
+		name    string
+		answers [][]adapters.FormAnswer // per form asked
+		server  string
+		forms   int
+	}{
+		{"accepted", [][]adapters.FormAnswer{{bob, ann(map[string]string{"name": "Ann", "age": "33"})}}, `accept {"age":33,"name":"Ann"}`, 1},
+		{"fixed on the second form", [][]adapters.FormAnswer{{ann(map[string]string{"name": "Ann", "age": "300"})},
+			{ann(map[string]string{"name": "Ann", "age": "30"})}}, `accept {"age":30,"name":"Ann"}`, 2},
+		{"bad twice", [][]adapters.FormAnswer{{ann(map[string]string{"name": "Ann", "age": "thirty"})},
+			{ann(map[string]string{"name": "Ann"})}}, "decline null", 2},
+		{"declined", [][]adapters.FormAnswer{{{Decline: true, UserID: "7", UserName: "Ann"}}}, "decline null", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := mcpHarness(t, tools.ManagerOptions{})
+			h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "ask", Args: []string{`{"form":"text"}`}}), llm.Text("ok"))
+			out := &formResponder{askResponder: &askResponder{recResponder: &recResponder{stream: true}},
+				submitFor: func(n int, f adapters.Form) []adapters.FormAnswer { return tc.answers[n-1] }}
+			in := adapters.Inbound{Chat: chat.Ref{Platform: chat.Web, ChatID: "w1"}, Kind: adapters.Private,
+				MessageID: "1", UserID: "7", UserName: "Ann", Text: "ask me"}
+			<-h.handle(in, out)
+			reqs := h.llm.Requests()
+			msgs := reqs[len(reqs)-1].Messages
+			if got := msgs[len(msgs)-1].Content; got != tc.server {
+				t.Fatalf("the server saw %q, want %q", got, tc.server)
+			}
+			if len(out.forms) != tc.forms || len(out.questions) != 0 || len(out.notices) != 0 {
+				t.Fatalf("%d forms, %d questions, %d prompts; want %d forms and nothing asked field by field",
+					len(out.forms), len(out.questions), len(out.notices), tc.forms)
+			}
+			f := out.forms[0]
+			if len(f.Fields) != 2 || f.Fields[0].Name != "age" || f.Fields[0].Kind != adapters.FieldInteger ||
+				*f.Fields[0].Min != 1 || *f.Fields[0].Max != 150 || f.Fields[1].Kind != adapters.FieldText || !f.Fields[1].Required {
+				t.Fatalf("form fields %+v", f.Fields)
+			}
+			if tc.forms == 2 && !strings.Contains(out.forms[1].Text, "The last answer did not fit") {
+				t.Fatalf("the second form does not say what was wrong: %q", out.forms[1].Text)
+			}
+			if tc.name == "accepted" && (!strings.HasPrefix(out.told[0], "You may not answer this") || !strings.Contains(out.told[1], "Name: Ann")) {
+				t.Fatalf("told %q; want Bob refused and Ann's values shown", out.told)
+			}
+		})
 	}
 }

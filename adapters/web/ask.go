@@ -7,19 +7,32 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 
 	"relaybot/adapters"
 )
 
-// question is an approval question waiting for a press of one of its buttons.
+// question is an approval question waiting for a press of one of its buttons, or a form
+// (AskForm) waiting for a submission.
 type question struct {
 	msg     *message
 	choices []adapters.Choice
 	decide  func(adapters.Answer) (bool, string)
 	done    chan adapters.Answer // receives the accepted answer; buffered
-	settled bool
+	// form, decideForm and formDone are a form's fields, decide hook and accepted answer.
+	form       []adapters.FormField
+	decideForm func(adapters.FormAnswer) (bool, string)
+	formDone   chan adapters.FormAnswer
+	settled    bool
 }
+
+// Choices of a form's question as the page posts them.
+const (
+	formSubmit  = "submit"
+	formDecline = "decline"
+)
 
 // askResponder is the web chat's Responder with buttons (adapters.Asker).
 type askResponder struct {
@@ -28,42 +41,84 @@ type askResponder struct {
 	chatID string
 }
 
-var _ adapters.Asker = askResponder{}
+var (
+	_ adapters.Asker     = askResponder{}
+	_ adapters.FormAsker = askResponder{}
+)
 
 // Ask shows q as a bot message with buttons; a press reaches POST /chat/answer.
 func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
-	conv := r.chat.byID(r.chatID)
-	if conv == nil {
-		return adapters.Answer{}, fmt.Errorf("web chat %s is closed: %w", r.chatID, adapters.ErrMessageGone)
-	}
 	pq := &question{choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
-	id := randomString(12)
-	conv.mu.Lock()
-	if conv.questions == nil {
-		conv.questions = make(map[string]*question)
+	conv, id, err := r.open(q.Text, pq)
+	if err != nil {
+		return adapters.Answer{}, err
 	}
-	pq.msg = conv.addLocked("bot", q.Text, nil)
-	pq.msg.Question, pq.msg.Choices = id, pq.choices
-	conv.questions[id] = pq
-	conv.mu.Unlock()
-
 	select {
 	case ans := <-pq.done:
 		return ans, nil
 	case <-ctx.Done():
 	}
+	if conv.closeUnanswered(id, pq) {
+		return adapters.Answer{}, ctx.Err()
+	}
+	return <-pq.done, nil // answered as the context ended: the answer stands
+}
+
+// AskForm shows f as a bot message with a form; a submission (or decline) reaches POST
+// /chat/answer with choice "submit" (the values as fields "v.NAME") or "decline".
+func (r askResponder) AskForm(ctx context.Context, f adapters.Form, decide func(adapters.FormAnswer) (bool, string)) (adapters.FormAnswer, error) {
+	pq := &question{form: slices.Clone(f.Fields), decideForm: decide, formDone: make(chan adapters.FormAnswer, 1)}
+	conv, id, err := r.open(f.Text, pq)
+	if err != nil {
+		return adapters.FormAnswer{}, err
+	}
+	select {
+	case ans := <-pq.formDone:
+		return ans, nil
+	case <-ctx.Done():
+	}
+	if conv.closeUnanswered(id, pq) {
+		return adapters.FormAnswer{}, ctx.Err()
+	}
+	return <-pq.formDone, nil
+}
+
+// open shows pq's message in the chat and registers it under a new id.
+func (r askResponder) open(text string, pq *question) (*conversation, string, error) {
+	conv := r.chat.byID(r.chatID)
+	if conv == nil {
+		return nil, "", fmt.Errorf("web chat %s is closed: %w", r.chatID, adapters.ErrMessageGone)
+	}
+	id := randomString(12)
 	conv.mu.Lock()
 	defer conv.mu.Unlock()
-	if pq.settled { // answered as the context ended: the answer stands
-		return <-pq.done, nil
+	if conv.questions == nil {
+		conv.questions = make(map[string]*question)
+	}
+	pq.msg = conv.addLocked("bot", text, nil)
+	pq.msg.Question, pq.msg.Choices = id, pq.choices
+	if pq.form != nil {
+		pq.msg.Form = &adapters.Form{Text: text, Fields: pq.form}
+	}
+	conv.questions[id] = pq
+	return conv, id, nil
+}
+
+// closeUnanswered closes question id after its asker stopped waiting, unless an answer settled
+// it meanwhile (false: that answer stands and is waiting in the question's channel).
+func (c *conversation) closeUnanswered(id string, pq *question) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pq.settled {
+		return false
 	}
 	pq.settled = true
-	delete(conv.questions, id)
-	conv.rev++
+	delete(c.questions, id)
+	c.rev++
 	pq.msg.Text += adapters.ClosedText
-	pq.msg.Choices, pq.msg.rev = nil, conv.rev
-	conv.notifyLocked()
-	return adapters.Answer{}, ctx.Err()
+	pq.msg.Choices, pq.msg.Form, pq.msg.rev = nil, nil, c.rev
+	c.notifyLocked()
+	return true
 }
 
 // answer takes a press of a question's button: form fields q (the question) and choice.
@@ -73,7 +128,7 @@ func (c *Chat) answer(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no chat session: reload /chat", http.StatusUnauthorized)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	r.Body = http.MaxBytesReader(w, r.Body, maxAnswerBytes)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
 		return
@@ -94,10 +149,10 @@ func (c *Chat) answer(w http.ResponseWriter, r *http.Request) {
 	if q := r.PostForm.Get("q"); c.opts.Relay != nil && conv.remoteQuestion(q) {
 		// Asked by a turn on another replica: the press goes there, and the question's
 		// message shows the decision when that replica settles it.
-		c.pressElsewhere(r.Context(), w, conv.id, relayPress{Question: q, Answer: ans})
+		c.pressElsewhere(r.Context(), w, conv.id, relayPress{Question: q, Answer: ans, Values: formValues(r.PostForm)})
 		return
 	}
-	err := conv.press(r.PostForm.Get("q"), ans)
+	err := conv.press(r.PostForm.Get("q"), ans, formValues(r.PostForm))
 	var refused refusedError
 	switch {
 	case err == nil:
@@ -114,13 +169,36 @@ type refusedError struct{ text string }
 
 func (e refusedError) Error() string { return e.text }
 
-// press hands a press to its question; an accepted one settles it and shows the decision.
-func (c *conversation) press(id string, ans adapters.Answer) error {
+// maxAnswerBytes bounds the body of a press or a form's submission.
+const maxAnswerBytes = 64 << 10
+
+// formValues are the posted values of a form's fields (form fields "v.NAME"); nil when none.
+func formValues(form url.Values) map[string]string {
+	var out map[string]string
+	for k, vs := range form {
+		name, ok := strings.CutPrefix(k, "v.")
+		if !ok || len(vs) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = vs[0]
+	}
+	return out
+}
+
+// press hands a press to its question (values are a form's submitted values); an accepted one
+// settles it and shows the decision.
+func (c *conversation) press(id string, ans adapters.Answer, values map[string]string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pq := c.questions[id]
 	if pq == nil || pq.settled {
 		return errors.New("this question is closed")
+	}
+	if pq.form != nil {
+		return c.submitLocked(id, pq, ans, values)
 	}
 	if !slices.ContainsFunc(pq.choices, func(ch adapters.Choice) bool { return ch.ID == ans.Choice }) {
 		return fmt.Errorf("unknown choice %q", ans.Choice)
@@ -135,6 +213,34 @@ func (c *conversation) press(id string, ans adapters.Answer) error {
 	pq.msg.Text, pq.msg.Choices, pq.msg.rev = text, nil, c.rev
 	c.notifyLocked()
 	pq.done <- ans
+	return nil
+}
+
+// submitLocked hands a form's submission or decline to its question. Values of fields the
+// form does not have and empty values are left out. c.mu must be held.
+func (c *conversation) submitLocked(id string, pq *question, ans adapters.Answer, values map[string]string) error {
+	if ans.Choice != formSubmit && ans.Choice != formDecline {
+		return fmt.Errorf("unknown choice %q", ans.Choice)
+	}
+	fa := adapters.FormAnswer{Decline: ans.Choice == formDecline, UserID: ans.UserID, UserName: ans.UserName, ChatAdmin: ans.ChatAdmin}
+	if !fa.Decline {
+		fa.Values = map[string]string{}
+		for _, f := range pq.form {
+			if v := values[f.Name]; strings.TrimSpace(v) != "" {
+				fa.Values[f.Name] = v
+			}
+		}
+	}
+	ok, text := pq.decideForm(fa)
+	if !ok {
+		return refusedError{text: text}
+	}
+	pq.settled = true
+	delete(c.questions, id)
+	c.rev++
+	pq.msg.Text, pq.msg.Form, pq.msg.rev = text, nil, c.rev
+	c.notifyLocked()
+	pq.formDone <- fa
 	return nil
 }
 

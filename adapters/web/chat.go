@@ -613,6 +613,23 @@ type eventMessage struct {
 	// Question and Choices are an open approval question's id and buttons.
 	Question string        `json:"question,omitempty"`
 	Choices  []eventChoice `json:"choices,omitempty"`
+	// Form is an open form's fields, shown with Submit and Decline.
+	Form []eventField `json:"form,omitempty"`
+}
+
+// eventField is one field of an open form as the page renders it.
+type eventField struct {
+	Name        string        `json:"name"`
+	Label       string        `json:"label"`
+	Description string        `json:"description,omitempty"`
+	Kind        string        `json:"kind"`
+	Required    bool          `json:"required,omitempty"`
+	Options     []eventChoice `json:"options,omitempty"`
+	Min         *float64      `json:"min,omitempty"`
+	Max         *float64      `json:"max,omitempty"`
+	MinLength   int           `json:"minlength,omitempty"`
+	MaxLength   int           `json:"maxlength,omitempty"`
+	Format      string        `json:"format,omitempty"`
 }
 
 type eventChoice struct {
@@ -722,6 +739,19 @@ func toEvent(m *message) eventMessage {
 	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question, Stop: m.Stop}
 	for _, ch := range m.Choices {
 		e.Choices = append(e.Choices, eventChoice{ID: ch.ID, Label: ch.Label, URL: ch.URL})
+	}
+	if m.Form != nil {
+		for _, f := range m.Form.Fields {
+			ef := eventField{Name: f.Name, Label: f.Title, Description: f.Description, Kind: string(f.Kind), Required: f.Required,
+				Min: f.Min, Max: f.Max, MinLength: f.MinLength, MaxLength: f.MaxLength, Format: f.Format}
+			if ef.Label == "" {
+				ef.Label = f.Name
+			}
+			for _, o := range f.Options {
+				ef.Options = append(ef.Options, eventChoice{ID: o.ID, Label: o.Label})
+			}
+			e.Form = append(e.Form, ef)
+		}
 	}
 	for i, f := range m.Files {
 		e.Files = append(e.Files, eventFile{

@@ -40,6 +40,9 @@ type message struct {
 	// Question and Choices are set on an open approval question: its id and buttons.
 	Question string
 	Choices  []adapters.Choice
+	// Form is set on an open question that is a form (AskForm): its fields, shown with Submit
+	// and Decline.
+	Form *adapters.Form
 	// Stop: the message is still streaming and shows a Stop button, which posts /stop.
 	Stop bool
 	// pub is the revision last sent to the other replicas (Relay); again marks it for sending

@@ -51,11 +51,14 @@ type relayMessage struct {
 	Stop     bool              `json:"stop,omitempty"`
 	Question string            `json:"question,omitempty"`
 	Choices  []adapters.Choice `json:"choices,omitempty"`
+	Form     *adapters.Form    `json:"form,omitempty"`
 }
 
 type relayPress struct {
 	Question string          `json:"q"`
 	Answer   adapters.Answer `json:"answer"`
+	// Values are a form's submitted values.
+	Values map[string]string `json:"values,omitempty"`
 }
 
 // outbox holds the conversations changed since their changes were last published. Changes that
@@ -126,7 +129,7 @@ func (c *Chat) publishConversation(ctx context.Context, conv *conversation) {
 		}
 		m.pub = m.rev
 		events = append(events, relayEvent{Again: m.again, Msg: &relayMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML,
-			Files: m.Files, Stop: m.Stop, Question: m.Question, Choices: m.Choices}})
+			Files: m.Files, Stop: m.Stop, Question: m.Question, Choices: m.Choices, Form: m.Form}})
 		m.again = false
 	}
 	if conv.typingRv > conv.typingPub {
@@ -205,14 +208,14 @@ func (c *conversation) applyLocked(rm *relayMessage, again bool) {
 			c.msgs = append(c.msgs[:0:0], c.msgs[len(c.msgs)-maxMessages:]...)
 		}
 	} else if m.Text == rm.Text && m.HTML == rm.HTML && m.Stop == rm.Stop && m.Question == rm.Question &&
-		len(m.Choices) == len(rm.Choices) && len(m.Files) == len(rm.Files) {
+		len(m.Choices) == len(rm.Choices) && len(m.Files) == len(rm.Files) && (m.Form == nil) == (rm.Form == nil) {
 		return
 	} else {
 		c.rev++
 		m.rev = c.rev
 	}
 	m.Role, m.Text, m.HTML, m.Files, m.Stop = rm.Role, rm.Text, rm.HTML, rm.Files, rm.Stop
-	m.Question, m.Choices = rm.Question, rm.Choices
+	m.Question, m.Choices, m.Form = rm.Question, rm.Choices, rm.Form
 	m.pub = m.rev // another replica's change: not sent on again from here
 	c.notifyLocked()
 }
@@ -267,7 +270,7 @@ func (c *conversation) pressFromReplica(p *relayPress, log *slog.Logger) {
 	if !mine {
 		return
 	}
-	if err := c.press(p.Question, p.Answer); err != nil {
+	if err := c.press(p.Question, p.Answer, p.Values); err != nil {
 		log.Info("web chat: a press taken by another replica was not accepted", "chat", c.id, "err", err)
 	}
 }
@@ -280,7 +283,7 @@ func (c *conversation) remoteQuestion(id string) bool {
 		return false
 	}
 	for _, m := range c.msgs {
-		if m.Question == id && len(m.Choices) > 0 {
+		if m.Question == id && (len(m.Choices) > 0 || m.Form != nil) {
 			return true
 		}
 	}

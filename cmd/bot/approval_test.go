@@ -44,6 +44,11 @@ type webMsg struct {
 	Choices  []struct {
 		ID, Label string
 	} `json:"choices"`
+	// Form is an open form's fields.
+	Form []struct {
+		Name, Kind string
+		Options    []struct{ ID, Label string }
+	} `json:"form"`
 	HTML  string `json:"html"`
 	Files []struct {
 		Name  string `json:"name"`

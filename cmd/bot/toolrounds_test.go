@@ -190,21 +190,21 @@ func TestDiscordToolQuestion(t *testing.T) {
 	})
 }
 
-// In the web chat: a tool's question has buttons answered from the page, and a round of three
-// read-only calls runs side by side (their audit rows overlap, in the model's order) while a
-// round with an unannotated call runs one call after another.
+// In the web chat: a tool's question is one form answered from the page (the enum and the boolean
+// in one submission), and a round of three read-only calls runs side by side (their audit rows
+// overlap, in the model's order) while a round with an unannotated call runs one call after another.
 func TestWebChatToolQuestionAndParallelRound(t *testing.T) {
 	e, w := startWebBot(t, 300)
 	e.llm.SetHandler(roundModel)
 	w.say("ask choice")
-	press := func(sub, choice string) {
-		q := w.waitMsg("the question "+sub, func(m webMsg) bool { return m.Question != "" && strings.Contains(m.Text, sub) })
-		if code, body := w.post("/chat/answer", url.Values{"q": {q.Question}, "choice": {choice}}); code != http.StatusNoContent {
-			t.Fatalf("press %s: %d %s", choice, code, body)
-		}
+	// The web chat asks the whole form at once: the enum and the boolean are one submission.
+	q := w.waitMsg("the form", func(m webMsg) bool { return m.Question != "" && len(m.Form) == 2 })
+	if q.Form[0].Name != "color" || q.Form[0].Kind != "enum" || len(q.Form[0].Options) != 3 || q.Form[1].Kind != "boolean" {
+		t.Fatalf("form fields %+v, want the colour's options and a boolean", q.Form)
 	}
-	press("Colour", "v0")
-	press("Sure?", "yes")
+	if code, body := w.post("/chat/answer", url.Values{"q": {q.Question}, "choice": {"submit"}, "v.color": {"red"}, "v.confirm": {"yes"}}); code != http.StatusNoContent {
+		t.Fatalf("submit the form: %d %s", code, body)
+	}
 	w.waitMsg("the answer", func(m webMsg) bool {
 		return m.Role == "bot" && strings.Contains(m.Text, `tool said: accept {"color":"red","confirm":true}`)
 	})

@@ -111,8 +111,93 @@
       });
       el.appendChild(bar);
     }
+    let qf = el.querySelector(".qform");
+    if (m.question && m.form && m.form.length) {
+      // An open form keeps what the user typed when its message is sent again.
+      if (!qf || qf.dataset.question !== m.question) {
+        if (qf) qf.remove();
+        el.appendChild(buildForm(m.question, m.form));
+      }
+    } else if (qf) {
+      qf.remove();
+    }
     if (m.role === "bot") setTyping(0);
     if (stick) window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  // buildForm renders a tool's form: an input per field (the schema's bounds as the input's
+  // constraints), Submit and Decline. The server checks the values again.
+  function buildForm(question, fields) {
+    const f = document.createElement("form");
+    f.className = "qform";
+    f.dataset.question = question;
+    fields.forEach(function (fd, i) {
+      const id = "q-" + question + "-" + i;
+      const row = document.createElement("div");
+      row.className = "field";
+      const label = document.createElement("label");
+      label.htmlFor = id;
+      label.textContent = fd.label + (fd.required ? " *" : "");
+      row.appendChild(label);
+      let inp;
+      if (fd.kind === "enum" || fd.kind === "boolean") {
+        inp = document.createElement("select");
+        const opts = fd.kind === "boolean" ? [{ id: "yes", label: "Yes" }, { id: "no", label: "No" }] : (fd.options || []);
+        const none = document.createElement("option");
+        none.value = "";
+        none.textContent = "—";
+        inp.appendChild(none);
+        opts.forEach(function (o) {
+          const op = document.createElement("option");
+          op.value = o.id;
+          op.textContent = o.label;
+          inp.appendChild(op);
+        });
+      } else {
+        inp = document.createElement("input");
+        if (fd.kind === "number" || fd.kind === "integer") {
+          inp.type = "number";
+          inp.step = fd.kind === "integer" ? "1" : "any";
+          if (fd.min != null) inp.min = String(fd.min);
+          if (fd.max != null) inp.max = String(fd.max);
+        } else {
+          inp.type = { email: "email", uri: "url", date: "date" }[fd.format] || "text";
+          if (fd.minlength) inp.minLength = fd.minlength;
+          if (fd.maxlength) inp.maxLength = fd.maxlength;
+        }
+      }
+      inp.id = id;
+      inp.name = "v." + fd.name;
+      inp.required = !!fd.required;
+      row.appendChild(inp);
+      if (fd.description) {
+        const d = document.createElement("small");
+        d.textContent = fd.description;
+        row.appendChild(d);
+      }
+      f.appendChild(row);
+    });
+    const bar = document.createElement("div");
+    bar.className = "formbar";
+    const submit = document.createElement("button");
+    submit.type = "submit";
+    submit.textContent = "Submit";
+    submit.dataset.choice = "submit";
+    const decline = document.createElement("button");
+    decline.type = "button";
+    decline.textContent = "Decline";
+    decline.dataset.choice = "decline";
+    bar.appendChild(submit);
+    bar.appendChild(decline);
+    f.appendChild(bar);
+    f.addEventListener("submit", function (e) {
+      e.preventDefault();
+      const values = {};
+      f.querySelectorAll("input, select").forEach(function (inp) { values[inp.name] = inp.value; });
+      answer(question, "submit", f, values);
+    });
+    decline.addEventListener("click", function () { answer(question, "decline", f, {}); });
+    return f;
   }
 
   const events = new EventSource("/chat/events");
@@ -181,13 +266,18 @@
     });
   }
 
-  // answer sends a press of an approval question's button; the server updates the message.
-  function answer(question, choice, bar) {
+  // answer sends a press of an approval question's button, or a form's values; the server
+  // updates the message.
+  function answer(question, choice, bar, values) {
     bar.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    const body = new URLSearchParams(values || {});
+    body.set("q", question);
+    body.set("choice", choice);
+    body.set("csrf", csrf);
     fetch("/chat/answer", {
       method: "POST",
       headers: { "X-CSRF-Token": csrf },
-      body: new URLSearchParams({ q: question, choice: choice, csrf: csrf }),
+      body: body,
       credentials: "same-origin",
     }).then(function (resp) {
       if (resp.ok) return;
