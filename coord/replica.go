@@ -96,6 +96,7 @@ func NewReplica(ctx context.Context, db *sql.DB, opts ReplicaOptions) (*Replica,
 		return nil, err
 	}
 	r.member = m
+	r.ledger = r.ledger.fenced(m)
 	if err := r.awaitCounted(ctx); err != nil {
 		r.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -127,8 +128,22 @@ func (r *Replica) awaitCounted(ctx context.Context) error {
 	}
 }
 
-// sweep runs after every heartbeat, on the heartbeat's goroutine.
+// sweep runs after every heartbeat, on the heartbeat's goroutine. It takes over the work of a
+// replica only once this one has itself been back for the grace period (TakeOver).
 func (r *Replica) sweep(ctx context.Context) error {
+	if r.member == nil {
+		return nil // still joining
+	}
+	grace := TakeoverGrace(r.member.TTL())
+	if r.member.LiveFor() >= grace {
+		gone, err := TakeOver(ctx, r.db, r.member.ID(), grace)
+		if err != nil {
+			return err
+		}
+		if len(gone) > 0 {
+			r.log.Warn("took over the work of replicas whose lease stayed expired", "replicas", gone)
+		}
+	}
 	turns, calls, err := r.st.Recover(ctx)
 	if turns+calls > 0 {
 		r.log.Warn("reclaimed the work of a replica that is gone", "turns", turns, "tool_calls", calls)
@@ -191,6 +206,43 @@ func (r *Replica) mark(e Engine, ir InterruptedReply) {
 // ID is this replica's id, the one its turns carry (store.Options.Instance).
 func (r *Replica) ID() string { return r.member.ID() }
 
+// Fence implements Deployment: it waits while this replica's lease is not confirmed
+// (Member.Fence), and refuses work stamped with an epoch that was taken over.
+func (r *Replica) Fence(ctx context.Context) error { return r.member.Fence(ctx) }
+
+// Stamp implements Deployment (Member.Stamp).
+func (r *Replica) Stamp(ctx context.Context) context.Context { return r.member.Stamp(ctx) }
+
+// ClaimToolCall implements Deployment: the call of turn may start only when this replica's
+// fence is open, the turn is still running here under the epoch ctx was stamped with, and the
+// lease covering it is unexpired on the database's clock (the instance row is locked for share,
+// so a takeover of it waits for the claim or is seen by it); the fence is asked again after the
+// answer, so a pause between the claim and the call cannot outlast the lease either.
+func (r *Replica) ClaimToolCall(ctx context.Context, turnID int64) error {
+	if err := r.member.Fence(ctx); err != nil {
+		return err
+	}
+	epoch, ok := ctx.Value(epochKey{}).(int64)
+	if !ok {
+		epoch = r.member.Epoch()
+	}
+	if turnID != 0 {
+		cctx, cancel := context.WithTimeout(ctx, r.member.TTL()/3)
+		defer cancel()
+		var n int
+		err := r.db.QueryRowContext(cctx, `SELECT COUNT(*) FROM (SELECT 1 FROM turns t JOIN instances i ON i.id = t.instance_id
+			WHERE t.id = $1 AND t.status = 'running' AND i.id = $2 AND i.epoch = $3 AND i.expires_at > now()
+			FOR SHARE OF i) c`, turnID, r.member.ID(), epoch).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("replicas: claim a tool call of turn %d: %w", turnID, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("replicas: tool call of turn %d: %w", turnID, ErrTakenOver)
+		}
+	}
+	return r.member.Fence(ctx)
+}
+
 // Shared implements Deployment: other replicas may join at any time.
 func (*Replica) Shared() bool { return true }
 
@@ -238,12 +290,14 @@ func (r *Replica) Shards(bot Bot) adapters.Shards {
 func (r *Replica) WebRelay() web.Relay { return r.relay }
 
 // Delivery implements Deployment: the engine shares each chat's own budgets with the replicas
-// that deliver to it too, and records the replies it streams for a survivor to end.
+// that deliver to it too, records the replies it streams for a survivor to end, and asks the
+// fence before every platform request.
 func (r *Replica) Delivery(bot Bot, lim adapters.Limits, opts delivery.Options) delivery.Options {
 	opts.SharedChats = NewChatBudgets(r.db, r.member.ID(), ChatBudgetOptions{Bot: bot,
 		Chat: Window{N: lim.PerChat.N, Per: lim.PerChat.Per}, Group: Window{N: lim.PerGroup.N, Per: lim.PerGroup.Per}})
 	rep := NewReplies(r.db, r.member.ID(), bot, r.log)
 	opts.InFlight = rep
+	opts.Fence = r.member.Fence
 	r.mu.Lock()
 	r.replies = append(r.replies, rep)
 	r.mu.Unlock()

@@ -20,8 +20,10 @@ const turnsChannel = "relaybot_turns"
 // missed while a listener reconnects, or a replica whose lease expired with the turn it held.
 const turnsPoll = time.Second
 
-// live is the condition "the row's replica is alive", for turn_queue rows aliased q.
-const live = `q.instance_id IN (SELECT id FROM instances WHERE expires_at > now())`
+// live is the condition "the row's replica is not gone", for turn_queue rows aliased q: a replica
+// whose lease expired keeps its place (it may be paused, or back from an outage any moment)
+// until a survivor takes its work over (TakeOver), which deletes its rows with it.
+const live = `q.instance_id IN (SELECT id FROM instances)`
 
 // Entry is a message that waits for its conversation's turn.
 type Entry struct {

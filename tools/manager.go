@@ -232,9 +232,12 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 		rec.ServerTool = e.spec.ServerTool
 		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == ActionAsk
 	}
-	t.m.start(ctx, rec)
-
-	out := t.run(ctx, rec, call.Name, args, known, e)
+	var out Outcome
+	if err := t.m.start(ctx, rec); errors.Is(err, ErrNotClaimed) {
+		out = NotRun(err)
+	} else {
+		out = t.run(ctx, rec, call.Name, args, known, e)
+	}
 
 	out.Duration = time.Since(start)
 	rec.Status = out.Status
@@ -365,12 +368,20 @@ func (e NotFoundError) Error() string { return "Tool not found: " + e.Name }
 // Unwrap makes errors.Is(err, ErrNotFound) true.
 func (e NotFoundError) Unwrap() error { return ErrNotFound }
 
-func (m *Manager) start(ctx context.Context, rec *audit.Record) {
+// start records the start of a call; an error matching ErrNotClaimed is returned, and the call
+// must not run.
+func (m *Manager) start(ctx context.Context, rec *audit.Record) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)
 	defer cancel()
-	if err := m.rec.Start(ctx, rec); err != nil {
+	err := m.rec.Start(ctx, rec)
+	switch {
+	case errors.Is(err, ErrNotClaimed):
+		m.log.Warn("tools: call not started: its claim was refused", "tool", rec.ToolName, "tool_call_id", rec.ToolCallID, "err", err)
+		return err
+	case err != nil:
 		m.log.Error("tools: audit record not started; the call goes on", "tool", rec.ToolName, "tool_call_id", rec.ToolCallID, "err", err)
 	}
+	return nil
 }
 
 func (m *Manager) finish(ctx context.Context, rec *audit.Record) {

@@ -328,6 +328,9 @@ func (r *Reply) partOptions(i int, live bool) adapters.SendOptions {
 // showPreview makes one platform request for st: a new message, a streaming edit that keeps
 // the message's controls, or the edit that finishes the message (and takes its controls off).
 func (r *Reply) showPreview(st step) error {
+	if err := r.e.fenced(r.ctx); err != nil {
+		return err
+	}
 	// The request is not cancelled with the turn: a send cut off midway may still have posted a
 	// message we would then not know about.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.e.opts.CallTimeout)
@@ -460,7 +463,7 @@ func (r *Reply) showTyping() {
 		r.mu.Unlock()
 		// The indicator counts against the bot's global limit (Discord counts every request):
 		// it takes a place in the global window, and is skipped when none is free now.
-		if release, ok := r.typingSlot(); ok {
+		if release, ok := r.typingSlot(); ok && r.e.fenced(r.ctx) == nil {
 			cctx, cancel := context.WithTimeout(r.ctx, r.e.opts.CallTimeout)
 			err := r.e.m.Typing(cctx, r.chat)
 			cancel()

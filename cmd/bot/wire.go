@@ -94,7 +94,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	m := metrics.New(metrics.Options{Models: modelNames(cfg.Models), Prices: prices(cfg.Models), MCPUp: tl.mcpUp, Instance: b.instance})
-	rec := m.Recorder(auditRecorder{st: st})
+	rec := m.Recorder(auditRecorder{st: st, claim: b.dep.ClaimToolCall})
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
 	if err != nil {
 		return b, err
