@@ -70,9 +70,7 @@ func (t *turn) withinQuota() bool {
 // its summary and saves the user's message, even when the turn is cancelled right away. A
 // /retry first takes the last turn out of history and answers its message again.
 func (t *turn) start() bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
-	defer cancel()
-	err := t.open(ctx)
+	err := t.saving("start", t.open)
 	if errors.Is(err, store.ErrNothingToRetry) {
 		t.p.notice(t.r.out, "There is no earlier message to answer again.", t.log)
 		return false
@@ -86,6 +84,41 @@ func (t *turn) start() bool {
 	}
 	t.log = t.log.With("conversation_id", t.hist.conv.ID, "turn", t.id)
 	return true
+}
+
+// saveRetry is the first wait before a store write of a turn that found the database away is
+// tried again; it doubles up to saveRetryMax.
+const (
+	saveRetry    = 200 * time.Millisecond
+	saveRetryMax = 5 * time.Second
+)
+
+// saving runs fn, one store operation of the turn, each try within saveTimeout; while the
+// database is away (store.Transient) it is tried again with back-off until the turn's limit
+// (Queue.TurnTimeout from the turn's start, and one saveTimeout at least), so a turn that ends
+// during a database outage is saved once it is back, never dropped.
+func (t *turn) saving(what string, fn func(ctx context.Context) error) error {
+	limit := max(time.Until(t.begun.Add(t.p.opts.Queue.TurnTimeout)), saveTimeout)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), limit)
+	defer cancel()
+	wait := saveRetry
+	for {
+		ctx, cancelTry := context.WithTimeout(lctx, saveTimeout)
+		err := fn(ctx)
+		cancelTry()
+		if err == nil || !store.Transient(err) || lctx.Err() != nil {
+			return err
+		}
+		t.log.Warn("pipeline: the database is away; saving the turn again", "what", what, "in", wait, "err", err)
+		tm := time.NewTimer(wait)
+		select {
+		case <-lctx.Done():
+			tm.Stop()
+			return err
+		case <-tm.C:
+		}
+		wait = min(wait*2, saveRetryMax)
+	}
 }
 
 // open reads the turn's history and saves the user's message: start's store work.
@@ -236,9 +269,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 	if obs := t.p.opts.Observer; obs != nil {
 		obs.TurnFinished(status, time.Since(t.begun))
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
-	defer cancel()
-	if err := t.p.store.FinishTurn(ctx, end); err != nil {
+	if err := t.saving("end", func(ctx context.Context) error { return t.p.store.FinishTurn(ctx, end) }); err != nil {
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
 		return
 	}
