@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -217,30 +218,66 @@ func (r *Replica) Stamp(ctx context.Context) context.Context { return r.member.S
 // fence is open, the turn is still running here under the epoch ctx was stamped with, and the
 // lease covering it is unexpired on the database's clock (the instance row is locked for share,
 // so a takeover of it waits for the claim or is seen by it); the fence is asked again after the
-// answer, so a pause between the claim and the call cannot outlast the lease either.
+// answer, so a pause between the claim and the call cannot outlast the lease either. While the
+// database is away it waits (the fence closes meanwhile), within ctx.
 func (r *Replica) ClaimToolCall(ctx context.Context, turnID int64) error {
-	if err := r.member.Fence(ctx); err != nil {
-		return err
-	}
 	epoch, ok := ctx.Value(epochKey{}).(int64)
 	if !ok {
 		epoch = r.member.Epoch()
 	}
-	if turnID != 0 {
-		cctx, cancel := context.WithTimeout(ctx, r.member.TTL()/3)
-		defer cancel()
-		var n int
-		err := r.db.QueryRowContext(cctx, `SELECT COUNT(*) FROM (SELECT 1 FROM turns t JOIN instances i ON i.id = t.instance_id
-			WHERE t.id = $1 AND t.status = 'running' AND i.id = $2 AND i.epoch = $3 AND i.expires_at > now()
-			FOR SHARE OF i) c`, turnID, r.member.ID(), epoch).Scan(&n)
-		if err != nil {
-			return fmt.Errorf("replicas: claim a tool call of turn %d: %w", turnID, err)
+	wait := 250 * time.Millisecond
+	for {
+		if err := r.member.Fence(ctx); err != nil {
+			return err
 		}
-		if n == 0 {
-			return fmt.Errorf("replicas: tool call of turn %d: %w", turnID, ErrTakenOver)
+		if turnID == 0 {
+			return nil
 		}
+		err := r.claim(ctx, turnID, epoch)
+		if err == nil {
+			return r.member.Fence(ctx)
+		}
+		if errors.Is(err, ErrTakenOver) || ctx.Err() != nil {
+			return err
+		}
+		r.log.Warn("tool call not claimed yet: the database is not answering", "turn", turnID, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(wait*2, 2*time.Second)
 	}
-	return r.member.Fence(ctx)
+}
+
+// errLeaseLapsed is a claim's answer while this replica's lease has expired and nobody took it
+// over: the claim waits for the next renewal.
+var errLeaseLapsed = errors.New("the lease has expired and is not renewed yet")
+
+// claim is one try of ClaimToolCall's statement, within a third of the lease. The instance row is
+// locked for share: a takeover (TakeOver locks it for update) either has happened (no row, or
+// another epoch, and the turn interrupted) or waits for the answer.
+func (r *Replica) claim(ctx context.Context, turnID, epoch int64) error {
+	cctx, cancel := context.WithTimeout(ctx, r.member.TTL()/3)
+	defer cancel()
+	var status sql.NullString
+	var held int64
+	var live bool
+	err := r.db.QueryRowContext(cctx, `SELECT (SELECT status FROM turns WHERE id = $1 AND instance_id = $2), i.epoch, i.expires_at > now()
+		FROM instances i WHERE i.id = $2 FOR SHARE`, turnID, r.member.ID()).Scan(&status, &held, &live)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("replicas: tool call of turn %d: %w", turnID, ErrTakenOver)
+	case err != nil:
+		return fmt.Errorf("replicas: claim a tool call of turn %d: %w", turnID, err)
+	case held != epoch || status.String != "running":
+		return fmt.Errorf("replicas: tool call of turn %d (%s): %w", turnID, status.String, ErrTakenOver)
+	case !live:
+		return fmt.Errorf("replicas: claim a tool call of turn %d: %w", turnID, errLeaseLapsed)
+	}
+	return nil
 }
 
 // Shared implements Deployment: other replicas may join at any time.

@@ -38,6 +38,11 @@ type ManagerOptions struct {
 	// MaxFilesPerTurn caps the files the tools of one turn return, over all its rounds; later
 	// ones are left out likewise. 0 means DefaultMaxFilesPerTurn.
 	MaxFilesPerTurn int
+	// Claim, when several replicas serve the bot, claims each call of turn turnID (0: outside a
+	// turn) for this replica right before it runs (coord.Deployment.ClaimToolCall); an error
+	// keeps the call from running (ErrNotClaimed). It may wait for the database, within ctx.
+	// Nil runs every call.
+	Claim func(ctx context.Context, turnID int64) error
 }
 
 // Defaults of the file caps: 10 MiB is what every platform takes from a bot (Discord's limit
@@ -58,6 +63,7 @@ type Manager struct {
 	maxFiles int
 	log      *slog.Logger
 	policy   *Policy
+	claim    func(ctx context.Context, turnID int64) error
 
 	mu     sync.Mutex
 	warned map[string]bool // collisions already logged, so a warning appears once, not every turn
@@ -92,6 +98,7 @@ func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, 
 		maxRes:  opts.ResultMaxChars,
 		log:     opts.Logger,
 		policy:  opts.Policy,
+		claim:   opts.Claim,
 		warned:  make(map[string]bool),
 		always:  make(map[alwaysKey]string),
 	}
@@ -232,12 +239,9 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 		rec.ServerTool = e.spec.ServerTool
 		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == ActionAsk
 	}
-	var out Outcome
-	if err := t.m.start(ctx, rec); errors.Is(err, ErrNotClaimed) {
-		out = NotRun(err)
-	} else {
-		out = t.run(ctx, rec, call.Name, args, known, e)
-	}
+	t.m.start(ctx, rec)
+
+	out := t.run(ctx, rec, call.Name, args, known, e)
 
 	out.Duration = time.Since(start)
 	rec.Status = out.Status
@@ -325,6 +329,14 @@ func (t *Turn) run(ctx context.Context, rec *audit.Record, name, args string, kn
 			return Failed(audit.StatusDenied, err)
 		}
 	}
+	if t.m.claim != nil {
+		// Right before the call, after its approval: the claim is what a replica that lost its
+		// turn to another cannot get.
+		if err := t.m.claim(ctx, t.info.TurnID); err != nil {
+			t.m.log.Warn("tools: call not started: its claim was refused", "tool", name, "tool_call_id", rec.ToolCallID, "err", err)
+			return NotRun(fmt.Errorf("%w: %w", ErrNotClaimed, err))
+		}
+	}
 	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info, Server: e.spec.Server})
 	switch {
 	case err == nil:
@@ -368,20 +380,12 @@ func (e NotFoundError) Error() string { return "Tool not found: " + e.Name }
 // Unwrap makes errors.Is(err, ErrNotFound) true.
 func (e NotFoundError) Unwrap() error { return ErrNotFound }
 
-// start records the start of a call; an error matching ErrNotClaimed is returned, and the call
-// must not run.
-func (m *Manager) start(ctx context.Context, rec *audit.Record) error {
+func (m *Manager) start(ctx context.Context, rec *audit.Record) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)
 	defer cancel()
-	err := m.rec.Start(ctx, rec)
-	switch {
-	case errors.Is(err, ErrNotClaimed):
-		m.log.Warn("tools: call not started: its claim was refused", "tool", rec.ToolName, "tool_call_id", rec.ToolCallID, "err", err)
-		return err
-	case err != nil:
+	if err := m.rec.Start(ctx, rec); err != nil {
 		m.log.Error("tools: audit record not started; the call goes on", "tool", rec.ToolName, "tool_call_id", rec.ToolCallID, "err", err)
 	}
-	return nil
 }
 
 func (m *Manager) finish(ctx context.Context, rec *audit.Record) {

@@ -62,8 +62,9 @@ type Invocation struct {
 var (
 	ErrNotFound = errors.New("tool not found")
 	ErrTimeout  = errors.New("tool call timed out")
-	// ErrNotClaimed is the error of a call whose claim the deployment refused (Recorder): the
-	// turn it belongs to is no longer this replica's, and the call never runs.
+	// ErrNotClaimed is the error of a call whose claim the deployment refused
+	// (ManagerOptions.Claim): the turn it belongs to is no longer this replica's, and the call
+	// never runs.
 	ErrNotClaimed = errors.New("tool call not claimed: its turn was taken over by another replica")
 )
 
@@ -114,9 +115,7 @@ type Outcome struct {
 }
 
 // Recorder keeps audit records. Start must make the row durable before it returns; Finish
-// completes it. A Start error that matches ErrNotClaimed keeps the call from running (the
-// deployment's claim on it was refused: its turn was taken over); any other Start error is
-// logged and the call goes on.
+// completes it.
 type Recorder interface {
 	Start(ctx context.Context, r *audit.Record) error
 	Finish(ctx context.Context, r *audit.Record) error

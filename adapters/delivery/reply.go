@@ -785,6 +785,20 @@ func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (ada
 // call runs one final-priority platform request through the engine's retry stage (Engine.Do):
 // a slot, 429s waited out for their scope, temporary failures retried. Other errors,
 // ErrNotModified and ErrMessageGone included, are returned for the caller to act on.
+//
+// The request is for the reply's work: the fence (Options.Fence) is asked with ctx's deadline
+// and cancellation but the values of the context the reply was made with (the turn it answers,
+// and the epoch that turn began under), whatever context the caller finishes it with.
 func (r *Reply) call(ctx context.Context, fn func(context.Context) error) error {
-	return r.e.do(ctx, r.chat, ClassMessage, false, fn)
+	return r.e.do(workContext{Context: ctx, work: r.ctx}, r.chat, ClassMessage, false, fn)
 }
+
+// workContext is a context with the deadline and cancellation of its Context and the values of
+// work.
+type workContext struct {
+	context.Context
+	work context.Context
+}
+
+// Value implements context.Context with the values of the work.
+func (w workContext) Value(key any) any { return w.work.Value(key) }

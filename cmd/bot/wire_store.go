@@ -2,30 +2,20 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"relaybot/audit"
 	"relaybot/pipeline"
 	"relaybot/store"
-	"relaybot/tools"
 )
 
 // auditRecorder is the tools.Recorder of the bot: it keeps every tool call in the store's audit
-// log, one audit.Record for the tool manager and the store alike, each started only once the
-// deployment has claimed it (coord.Deployment.ClaimToolCall).
+// log, one audit.Record for the tool manager and the store alike.
 type auditRecorder struct {
-	st    *store.Store
-	claim func(ctx context.Context, turnID int64) error
+	st *store.Store
 }
 
-// Start claims the call, then writes the row of a call that is starting and sets r.ID. A refused
-// claim is tools.ErrNotClaimed: the call does not run.
+// Start writes the row of a call that is starting and sets r.ID.
 func (a auditRecorder) Start(ctx context.Context, r *audit.Record) error {
-	if a.claim != nil {
-		if err := a.claim(ctx, r.TurnID); err != nil {
-			return fmt.Errorf("%w: %w", tools.ErrNotClaimed, err)
-		}
-	}
 	return a.st.StartToolCall(ctx, r)
 }
 
