@@ -41,6 +41,9 @@ type Inbound struct {
 	// messages meant for the bot: in a group, ones that mention it, reply to it or use the prefix.
 	Text   string
 	Images []Image
+	// Attachments are the files that came with the message (voice notes, audio, documents,
+	// image files), read only when the pipeline fetches them; the caption is Text.
+	Attachments []Attachment `json:",omitempty"`
 	// Command is the bot command without its slash ("reset", "stop", "help", "audit", "start"),
 	// read by ParseCommand (or from a slash command or a Stop button); Args holds the rest of
 	// the line. The pipeline acts on Command only: a command naming another bot
@@ -53,10 +56,30 @@ type Inbound struct {
 	// policies match them.
 	Roles     []string
 	ChatAdmin bool
+	// ParentChatID is the channel a Discord thread or forum post belongs to (Chat.ChatID is the
+	// thread's own channel); empty elsewhere. A Telegram forum topic needs none: its Chat.ChatID
+	// is the group's and its ThreadID the topic's. See RuleChats.
+	ParentChatID string
 	// Redelivered is true when the adapter may have handed this message over before, to a run
 	// of the bot that stopped before the Handler finished with it (a crash). The Handler should
 	// not answer it again when it already has.
 	Redelivered bool
+}
+
+// RuleChats returns the chats whose rules apply to the message, most specific first: the thread
+// or forum topic itself ("telegram:-100#7", a rule may name it), its chat, and a Discord
+// thread's parent channel. Chat rules (deny lists, tool policies' chats, per-chat tools, chat
+// quotas) match any of them, so a thread never escapes the rules of the channel it is in.
+func (in Inbound) RuleChats() []chat.Ref {
+	refs := make([]chat.Ref, 0, 3)
+	if in.Chat.ThreadID != "" {
+		refs = append(refs, in.Chat)
+	}
+	refs = append(refs, in.Chat.Chat())
+	if in.ParentChatID != "" && in.ParentChatID != in.Chat.ChatID {
+		refs = append(refs, chat.Ref{Platform: in.Chat.Platform, ChatID: in.ParentChatID})
+	}
+	return refs
 }
 
 // MessageRef identifies a message the bot sent, for later edits.

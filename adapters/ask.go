@@ -17,6 +17,9 @@ type Choice struct {
 	// bytes of callback data).
 	ID    string
 	Label string
+	// URL, when set, makes the button a link the user opens in the browser; pressing it never
+	// answers the question, and the bot never opens the link itself.
+	URL string
 }
 
 // Question is a message with buttons the bot posts into the chat of a Responder (a tool call

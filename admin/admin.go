@@ -86,6 +86,9 @@ type Options struct {
 	// Prices are the models' prices per million tokens, by configured model name, for the
 	// usage page and API.
 	Prices map[string]chat.Price
+	// TraceURL links turns and tool calls to a tracing UI: {trace_id} is replaced by the trace
+	// id ("https://tempo.example/trace/{trace_id}"); empty shows no links.
+	TraceURL string
 	// Metrics is served at /metrics (metrics.Metrics.Handler); nil answers 404 there.
 	Metrics http.Handler
 	// Logger receives request failures; nil discards them.
@@ -97,6 +100,9 @@ type Options struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	MaxHeaderBytes                                            int
 	MaxBodyBytes                                              int64
+	// ChatUploadBytes caps the body of POST /chat/send, where the web chat's files and
+	// recordings come (its own handler caps each file); zero means MaxBodyBytes.
+	ChatUploadBytes int64
 	// Proxies says which peers are trusted reverse proxies (their X-Forwarded-For names the
 	// client that login throttling counts; their X-Forwarded-Proto can make cookies Secure) and
 	// whether the public URL is https; nil trusts no proxy.
@@ -250,6 +256,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/mcp-servers", s.requireBearer(http.HandlerFunc(s.apiMCPServers)))
 	mux.Handle("GET /api/v1/usage", s.requireBearer(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /api/v1/instances", s.requireBearer(http.HandlerFunc(s.apiInstances)))
+	mux.Handle("GET /api/v1/consents", s.requireBearer(http.HandlerFunc(s.apiConsents)))
+	mux.Handle("DELETE /api/v1/consents/{id}", s.requireBearer(http.HandlerFunc(s.apiRevokeConsent)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})))
@@ -260,12 +268,16 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /admin/logout", s.requireLogin(http.HandlerFunc(s.logout)))
 	mux.Handle("GET /admin/{$}", s.requireLogin(http.HandlerFunc(s.callsPage)))
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
+	mux.Handle("GET /admin/turns/{id}", s.requireLogin(http.HandlerFunc(s.turnPage)))
+	mux.Handle("GET /admin/turns", s.requireLogin(http.HandlerFunc(s.turnsPage)))
 	mux.Handle("GET /admin/stats", s.requireLogin(http.HandlerFunc(s.statsPage)))
 	mux.Handle("GET /admin/servers", s.requireLogin(http.HandlerFunc(s.serversPage)))
 	mux.Handle("GET /admin/servers/{name}/connect", s.requireLogin(http.HandlerFunc(s.oauthConnect)))
 	mux.HandleFunc("GET "+oauthCallbackPath, s.oauthCallback)
 	mux.Handle("GET /admin/replicas", s.requireLogin(http.HandlerFunc(s.replicasPage)))
 	mux.Handle("GET /admin/usage", s.requireLogin(http.HandlerFunc(s.usagePage)))
+	mux.Handle("GET /admin/consents", s.requireLogin(http.HandlerFunc(s.consentsPage)))
+	mux.Handle("POST /admin/consents/{id}/revoke", s.requireLogin(http.HandlerFunc(s.consentRevokePage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /admin/export.csv", s.requireLogin(http.HandlerFunc(s.exportCSV)))
 	mux.Handle("GET /admin/export.jsonl", s.requireLogin(http.HandlerFunc(s.exportJSONL)))

@@ -92,6 +92,10 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 		}
 		rec.Duration = time.Duration(sp.durMS) * time.Millisecond
 		rec.FinishedAt = started.Add(rec.Duration)
+		if i == 1 { // the tool talked while it ran
+			rec.Progress = "reading station 3"
+			rec.Elicitation = `[{"message":"Which station?","mode":"form","action":"accept","answer":"{\"station\":3}","by":"alice","at":"2026-01-01T00:00:00Z"}]`
+		}
 		if err := st.FinishToolCall(ctx, &rec); err != nil {
 			t.Fatalf("finish call %d: %v", i, err)
 		}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -45,16 +46,20 @@ func (o *Options) withDefaults() {
 //     still cut, a live one is not.
 func (s *Server) limits(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.opts.MaxBodyBytes {
+		limit := s.opts.MaxBodyBytes
+		if r.Method == http.MethodPost && r.URL.Path == "/chat/send" && s.opts.ChatUploadBytes > limit {
+			limit = s.opts.ChatUploadBytes
+		}
+		if r.ContentLength > limit {
 			w.Header().Set("Connection", "close")
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			http.Error(w, fmt.Sprintf("request body too large (at most %.1f MB)", float64(limit)/(1<<20)), http.StatusRequestEntityTooLarge)
 			return
 		}
 		rc := http.NewResponseController(w)
 		if r.Body == nil || r.Body == http.NoBody {
 			_ = rc.SetReadDeadline(time.Time{})
 		} else {
-			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		if streams(r) {
 			_ = rc.SetWriteDeadline(time.Time{})

@@ -38,7 +38,7 @@ var pages = func() map[string]*template.Template {
 		"money":     func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth"} {
+	for _, name := range []string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents"} {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/filters.html", "templates/"+name+".html"))
 	}
 	return out
@@ -67,6 +67,8 @@ type pageData struct {
 	Login   bool   // a token is configured, so there is a session to log out of
 	CSRF    string
 	WebChat bool
+	// traceURL is Options.TraceURL, for TraceLink.
+	traceURL string
 }
 
 func (s *Server) page(r *http.Request, title string) pageData {
@@ -75,6 +77,8 @@ func (s *Server) page(r *http.Request, title string) pageData {
 		Login:   s.opts.Token != "",
 		CSRF:    sessionOf(r).csrf,
 		WebChat: s.opts.WebChat != nil,
+
+		traceURL: s.opts.TraceURL,
 	}
 }
 

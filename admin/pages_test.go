@@ -162,7 +162,8 @@ func TestPages(t *testing.T) {
 
 	call := seed.calls[1] // weather, error
 	code, body = get(t, c, fmt.Sprintf("%s/admin/calls/%d", ts.URL, call.ID))
-	for _, want := range []string{"weather", "upstream 502", "&#34;city&#34;: &#34;Paris&#34;", "test-model", "all calls of turn"} {
+	for _, want := range []string{"weather", "upstream 502", "&#34;city&#34;: &#34;Paris&#34;", "test-model", "all calls of turn",
+		"reading station 3", "Which station?", "&#34;by&#34;: &#34;alice&#34;"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("detail page lacks %q", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"relaybot/audit"
 	"relaybot/chat"
 	"strconv"
@@ -70,7 +71,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.HasPrefix(string(body), "chat,calls,tokens_in,tokens_out,cost\ndiscord:1,2,1100000,200000,0.285000\n") {
+	if !strings.HasPrefix(string(body), "chat,calls,tokens_in,tokens_out,cost,estimated_calls\ndiscord:1,2,1100000,200000,0.285000,0\n") {
 		t.Fatalf("CSV = %q", body)
 	}
 	if code := getJSON(t, ts, "/api/v1/usage?by=everything", "usage-token-0123456789", nil); code != http.StatusBadRequest {
@@ -107,6 +108,37 @@ func TestUsagePageShowsTables(t *testing.T) {
 	}
 }
 
+// A model call whose tokens the bot estimated (a stopped answer) is marked on the usage page:
+// the totals carry "≈" and a note says why.
+func TestUsagePageMarksEstimatedCalls(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "ann", UserMessage: store.Message{Role: store.RoleUser, Content: "q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnCancelled, LLMCalls: []store.LLMCall{
+		{Model: "mini", Status: "cancelled", TokensIn: 412, TokensOut: 9, Estimated: true, StartedAt: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, "")
+	resp, err := ts.Client().Get(ts.URL + "/admin/usage?since=7d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"≈412 tokens in", "≈9 out", `id="estimated-note"`, "1 of these calls are estimated"} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Fatalf("usage page (%d) lacks %q:\n%.3000s", resp.StatusCode, want, body)
+		}
+	}
+}
+
 // The calls page filters on the approval fields and the call page shows the decision.
 func TestPagesShowApprovals(t *testing.T) {
 	st := openStore(t)
@@ -125,18 +157,7 @@ func TestPagesShowApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, ts := newTestServer(t, st, "")
-	get := func(path string) string {
-		resp, err := ts.Client().Get(ts.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
-		}
-		return string(b)
-	}
+	get := func(path string) string { return getPage(t, ts, path) }
 	list := get("/admin/?decision=denied")
 	if !strings.Contains(list, "files__write") || strings.Contains(list, "current_time") || !strings.Contains(list, `value="denied" selected`) {
 		t.Fatalf("calls page filtered by decision shows the wrong rows or loses the filter:\n%.3000s", list)
@@ -145,4 +166,19 @@ func TestPagesShowApprovals(t *testing.T) {
 	if !strings.Contains(call, "denied by bob") || !strings.Contains(call, "(its name: write)") {
 		t.Fatalf("call page lacks the approval or the server's tool name:\n%.3000s", call)
 	}
+}
+
+// getPage fetches a page of ts and fails the test unless it answers 200.
+func getPage(t *testing.T, ts *httptest.Server, path string) string {
+	t.Helper()
+	resp, err := ts.Client().Get(ts.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return string(b)
 }

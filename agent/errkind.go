@@ -150,11 +150,19 @@ func (e *ModelError) Is(target error) bool {
 // body that is not JSON), which say nothing against the request itself. Auth errors, bad
 // requests, context-length refusals and cancellation end the turn.
 func movesOn(k ErrorKind) bool {
+	return k.MovesOn()
+}
+
+// MovesOn reports whether a failure of this kind leaves a candidate for the next one under the
+// models' fallback rules (transient kinds and unclassified failures); other callers of
+// OpenAI-compatible endpoints (speech) follow the same rules with it.
+func (k ErrorKind) MovesOn() bool {
 	return k.Transient() || k == ErrOther
 }
 
 // Observer is told about every model call of every turn when it ends, failed fallback attempts
-// included. ModelCallFinished is called synchronously from the turn's goroutine and must not block.
+// included. ModelCallFinished is called synchronously from the turn's goroutine and must not
+// block; ctx is the turn's context (it carries the turn's trace span, if any).
 type Observer interface {
-	ModelCallFinished(LLMCall)
+	ModelCallFinished(ctx context.Context, c LLMCall)
 }

@@ -121,7 +121,8 @@ type Options struct {
 }
 
 // ToolExecutor runs one tool call. The runner calls it for the calls of a round one after another,
-// in order, and waits for each (or for the turn's context to end).
+// in order, and waits for each (or for the turn's context to end), unless the executor is a
+// ParallelExecutor that runs the round side by side.
 //
 // Contract (tools.Turn keeps it): the executor owns everything about a call's outcome. Execute
 // returns Outcome.Status and Err, which the runner's consumers read, and Outcome.Content, which is
@@ -139,6 +140,17 @@ type ToolExecutor interface {
 	Skip(ctx context.Context, call tools.Call, reason error) tools.Outcome
 }
 
+// ParallelExecutor is a ToolExecutor that may run a round's calls side by side (tools.Turn).
+// The runner asks Parallel for every round of more than one call; when it says yes, RunParallel
+// runs the whole round, calling done once per call as it ends (from any goroutine; done does
+// not block). The tool messages still go to the model in the model's order. RunParallel keeps
+// Execute's contract for each call and must return soon after ctx is cancelled.
+type ParallelExecutor interface {
+	ToolExecutor
+	Parallel(calls []tools.Call) bool
+	RunParallel(ctx context.Context, calls []tools.Call, done func(i int, out tools.Outcome)) []tools.Outcome
+}
+
 // Request is one turn.
 type Request struct {
 	// Messages is the whole transcript to send: system prompt, history and the new user message.
@@ -153,10 +165,14 @@ type Request struct {
 	// Model, when it names a candidate (Model.Name), is tried first; the others stay fallbacks in
 	// their order. Empty or unknown: the order given to NewRunner.
 	Model string
-	// BeforeCall, when set, is asked before every model call of the turn after the first (each
-	// tool round's), with the calls made so far; an error ends the turn with it and no call is
-	// made (quotas that must hold inside a long turn too).
-	BeforeCall func(ctx context.Context, done []LLMCall) error
+	// Estimate, when set, estimates the tokens msgs and specs cost with the model named (its
+	// configured Name). The runner records the prompt's estimate plus that of the answer so far
+	// as the usage of a call the provider reported none for (a stopped, cut or failed stream),
+	// marked Estimated, and hands the prompt's estimate to Meter. Nil: such calls record zero.
+	Estimate func(model string, msgs []Message, specs []tools.Spec) int
+	// Meter, when set, is asked before every model call of the turn (each candidate tried) and
+	// told when it ends: quotas that hold inside a long turn and across concurrent ones.
+	Meter Meter
 }
 
 // Status is how a turn or a model call ended.
@@ -180,6 +196,9 @@ type LLMCall struct {
 	// Model is the candidate's Name; Candidate its index in the runner's model list.
 	Model     string
 	Candidate int
+	// RequestModel is the model id the call asked for (the candidate's model); ResponseModel
+	// the one the provider said answered, empty when no answer came.
+	RequestModel, ResponseModel string
 	// Round is the turn's round (1-based) the call belongs to.
 	Round int
 	// StartedAt is when the call was made.
@@ -193,11 +212,17 @@ type LLMCall struct {
 	Duration         time.Duration
 	TokensIn         int
 	TokensOut        int
+	// Estimated reports that TokensIn and TokensOut are Request.Estimate's, not the provider's:
+	// the call ended without a usage report.
+	Estimated bool
 	// FinishReason is the finish_reason the model ended its answer with ("stop", "tool_calls",
 	// "length", …); empty when the call failed before one arrived.
 	FinishReason string
 	// Err is why the call failed; nil on success.
 	Err error
+	// Audio is the length of the audio a speech call transcribed (zero for chat calls): usage
+	// prices it per minute.
+	Audio time.Duration
 }
 
 // Result is the outcome of a turn.

@@ -187,12 +187,6 @@ func (t *turn) run(ctx context.Context) {
 				slog.Int("max_tool_rounds", maxRounds), slog.Int("round", round))
 			t.emit(RoundCapHit{Round: round, MaxToolRounds: maxRounds})
 		}
-		if round > 1 && t.req.BeforeCall != nil {
-			if err := t.req.BeforeCall(ctx, t.res.LLMCalls); err != nil {
-				t.fail(ctx, err)
-				return
-			}
-		}
 		msg, err := t.callModel(ctx, round, mode)
 		if err != nil {
 			t.fail(ctx, err)
@@ -253,6 +247,9 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 			t.committed = c.index
 			return msg, nil
 		}
+		if r, ok := errors.AsType[*refusedError](err); ok {
+			return Message{}, r.err
+		}
 		kind := ErrorKindOf(err)
 		if !started && ctx.Err() == nil && !movesOn(kind) {
 			return Message{}, &ModelError{Kind: kind, Err: err}
@@ -299,7 +296,17 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 	t.shown = ""
 	t.cutID = ""
 	start := time.Now()
-	rec := LLMCall{Model: c.Name, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
+	rec := LLMCall{Model: c.Name, RequestModel: c.Model.Model, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
+	var sent []tools.Spec
+	if c.SupportsTools && mode != toolsOmitted {
+		sent = t.req.Tools
+	}
+	prompt := t.estimatePrompt(c, sent)
+	end, err := t.meterStart(ctx, rec, prompt)
+	if err != nil {
+		return Message{}, false, err
+	}
+	reported := false // the provider reported the call's usage
 
 	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, wc))
 	defer cancel(nil)
@@ -330,12 +337,14 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 				rec.Status = StatusCancelled
 			}
 		}
+		t.estimateUsage(&rec, c, prompt, reported, started, t.acc)
 		t.res.Usage.TokensIn += rec.TokensIn
 		t.res.Usage.TokensOut += rec.TokensOut
 		t.res.LLMCalls = append(t.res.LLMCalls, rec)
 		if t.r.opts.Observer != nil {
-			t.r.opts.Observer.ModelCallFinished(rec)
+			t.r.opts.Observer.ModelCallFinished(ctx, rec)
 		}
+		end(rec)
 	}()
 
 	acc := newAccumulator(round, t.r.opts.FlushChunks, t.r.opts.RemoveThink)
@@ -372,6 +381,8 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 			return Message{}, false, wrapErr(errors.New("response has no choices"))
 		}
 		rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+		rec.ResponseModel = resp.Model
+		reported = resp.Usage.PromptTokens > 0 || resp.Usage.CompletionTokens > 0
 		acc.add(wholeChoice(&resp.Choices[0]))
 		flush()
 		if acc.finish == openai.FinishReasonContentFilter {
@@ -405,12 +416,14 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 		if !started {
 			started = true
 			rec.TimeToFirstToken = time.Since(start)
+			rec.ResponseModel = resp.Model
 		}
 		if deadline != nil {
 			deadline.Reset(c.Timeout)
 		}
 		if resp.Usage != nil {
 			rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+			reported = true
 		}
 		for i := range resp.Choices {
 			if resp.Choices[i].Index == 0 && acc.add(&resp.Choices[i]) {
@@ -447,7 +460,8 @@ func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamCh
 	}
 }
 
-// runTools runs a round's calls in order and appends their tool messages. On cancellation the
+// runTools runs a round's calls in order (side by side when the executor says the round may:
+// runParallel) and appends their tool messages. On cancellation the
 // calls that did not run are handed to the executor's Skip, which answers them (so the transcript
 // stays valid) and records them for the audit log.
 //
@@ -457,6 +471,11 @@ func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamCh
 // No ToolStart or ToolResult is emitted for a skipped call (it did not run).
 func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error {
 	var shown toolImages
+	if t.parallel(round, calls) {
+		t.runParallel(ctx, round, calls, &shown)
+		t.showImages(ctx, shown)
+		return ctx.Err()
+	}
 	for i, call := range calls {
 		if ctx.Err() != nil {
 			t.skipTools(ctx, round, calls[i:])
@@ -482,13 +501,99 @@ func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error 
 		}
 		shown.add(call.Name, out.Files)
 	}
+	t.showImages(ctx, shown)
+	return ctx.Err()
+}
+
+// showImages lets a vision model see the images the round's tools made.
+func (t *turn) showImages(ctx context.Context, shown toolImages) {
 	if ctx.Err() == nil && t.committed >= 0 && t.r.models[t.committed].SupportsVision {
 		if m, ok := shown.message(); ok {
 			// For the rest of this turn only: the images' bytes are not kept in history.
 			t.history = append(t.history, m)
 		}
 	}
-	return ctx.Err()
+}
+
+// parallel reports whether the round's calls run side by side: the executor can (a
+// ParallelExecutor) and says so for these calls, and none was cut by the length limit.
+func (t *turn) parallel(round int, calls []ToolCall) bool {
+	px, ok := t.req.Executor.(ParallelExecutor)
+	if !ok || len(calls) < 2 || hasCall(t.cutID, calls) {
+		return false
+	}
+	return px.Parallel(toolsCalls(round, calls))
+}
+
+func hasCall(id string, calls []ToolCall) bool {
+	for _, c := range calls {
+		if id != "" && c.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func toolsCalls(round int, calls []ToolCall) []tools.Call {
+	out := make([]tools.Call, len(calls))
+	for i, c := range calls {
+		out[i] = tools.Call{Round: round, ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	}
+	return out
+}
+
+// runParallel runs a round's calls side by side through the executor: every call's ToolStart
+// first, then each ToolResult as its call ends; the tool messages go into the history in the
+// model's order. When ctx ends the runner stops waiting at once, as for one call: the calls not
+// ended yet are answered cancelled (the executor still ends and records them).
+func (t *turn) runParallel(ctx context.Context, round int, calls []ToolCall, shown *toolImages) {
+	px := t.req.Executor.(ParallelExecutor)
+	for _, call := range calls {
+		t.emit(ToolStart{Round: round, Call: call})
+	}
+	type ended struct {
+		i   int
+		out tools.Outcome
+	}
+	ch := make(chan ended, len(calls))
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				for i, c := range calls {
+					ch <- ended{i, tools.Panicked(c.Name, p)}
+				}
+			}
+		}()
+		px.RunParallel(ctx, toolsCalls(round, calls), func(i int, out tools.Outcome) { ch <- ended{i, out} })
+	}()
+	outs := make([]*tools.Outcome, len(calls))
+	for n := 0; n < len(calls); {
+		select {
+		case e := <-ch:
+			if outs[e.i] != nil {
+				continue
+			}
+			n++
+			if e.out.Content == "" && e.out.Err != nil {
+				e.out.Content = tools.ErrorText(e.out.Err)
+			}
+			outs[e.i] = &e.out
+			t.emit(ToolResult{Round: round, Call: calls[e.i], Outcome: e.out})
+		case <-ctx.Done():
+			for i, o := range outs {
+				if o == nil {
+					out := tools.Failed(audit.StatusCancelled, fmt.Errorf("cancelled: %w", ctx.Err()))
+					outs[i] = &out
+					t.emit(ToolResult{Round: round, Call: calls[i], Outcome: out})
+				}
+			}
+			n = len(calls)
+		}
+	}
+	for i, call := range calls {
+		t.add(Message{Role: RoleTool, Content: outs[i].Content, ToolCallID: call.ID})
+		shown.add(call.Name, outs[i].Files)
+	}
 }
 
 // skipTools answers the calls a cancelled turn never ran.

@@ -107,12 +107,24 @@ type Record struct {
 	// the model; empty otherwise.
 	ServerTool string
 	// ApprovalRequired is set on a call a tool policy asked about; Decision is how that ended
-	// (approved, always, denied, timeout, cancelled), Approver who decided and DecidedAt when
-	// (zero until decided).
+	// (approved, always, denied, timeout, cancelled), Approver who decided (their display name),
+	// ApproverID their platform id (names can be changed to look like anyone's) and DecidedAt
+	// when (zero until decided).
 	ApprovalRequired bool
 	Decision         Decision
 	Approver         string
+	ApproverID       string
 	DecidedAt        time.Time `gorm:"-"`
+	// TraceID is the OpenTelemetry trace of the call's turn (32 hex digits); empty when the
+	// turn was not traced.
+	TraceID string
+	// Progress is the last progress message the call reported while it ran; empty when it
+	// reported none.
+	Progress string
+	// Elicitation holds the questions the tool asked the user during the call, as a JSON array
+	// of {message, mode, url, action, answer, by, at, note} (the answer redacted); empty when it
+	// asked none.
+	Elicitation string
 }
 
 // recordJSON is the wire form of a Record.
@@ -141,7 +153,11 @@ type recordJSON struct {
 	ApprovalRequired bool       `json:"approval_required"`
 	Decision         Decision   `json:"decision,omitempty"`
 	Approver         string     `json:"approver,omitempty"`
+	ApproverID       string     `json:"approver_id,omitempty"`
 	DecidedAt        *time.Time `json:"decided_at,omitempty"`
+	TraceID          string     `json:"trace_id"`
+	Progress         string     `json:"progress,omitempty"`
+	Elicitation      string     `json:"elicitation,omitempty"`
 }
 
 // MarshalJSON writes r in the DESIGN contract's shape.
@@ -151,7 +167,8 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Source: r.Source, Server: r.Server, Status: r.Status, Arguments: r.Arguments, Result: r.Result,
 		Error: r.Error, StartedAt: r.StartedAt, DurationMS: r.Duration.Milliseconds(),
 		ArgumentsSize: r.ArgumentsSize, ResultSize: r.ResultSize, ServerTool: r.ServerTool,
-		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver}
+		ApprovalRequired: r.ApprovalRequired, Decision: r.Decision, Approver: r.Approver, ApproverID: r.ApproverID, TraceID: r.TraceID,
+		Progress: r.Progress, Elicitation: r.Elicitation}
 	if !r.FinishedAt.IsZero() {
 		j.FinishedAt = &r.FinishedAt
 	}
@@ -172,7 +189,8 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Source: j.Source, Server: j.Server, Status: j.Status, Arguments: j.Arguments, Result: j.Result,
 		Error: j.Error, StartedAt: j.StartedAt, Duration: time.Duration(j.DurationMS) * time.Millisecond,
 		ArgumentsSize: j.ArgumentsSize, ResultSize: j.ResultSize, ServerTool: j.ServerTool,
-		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver}
+		ApprovalRequired: j.ApprovalRequired, Decision: j.Decision, Approver: j.Approver, ApproverID: j.ApproverID, TraceID: j.TraceID,
+		Progress: j.Progress, Elicitation: j.Elicitation}
 	if j.FinishedAt != nil {
 		r.FinishedAt = *j.FinishedAt
 	}

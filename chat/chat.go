@@ -122,6 +122,13 @@ type File struct {
 	Data []byte
 }
 
+// VoiceMIME is the MIME type of a spoken answer (OGG/Opus): platforms that have voice messages
+// show a file of this type as one.
+const VoiceMIME = "audio/ogg; codecs=opus"
+
+// IsVoice reports whether the file is a spoken answer to show as a voice message.
+func (f File) IsVoice() bool { return f.MIME == VoiceMIME }
+
 // IsImage reports whether the file should be shown as a picture rather than a document.
 func (f File) IsImage() bool {
 	return len(f.MIME) > 6 && f.MIME[:6] == "image/"
@@ -149,7 +156,12 @@ type Line struct {
 // configured currency: the store totals usage with it, the metrics count cost with it.
 type Price struct {
 	In, Out float64
+	// PerMinute is what a minute of audio a speech model transcribes costs.
+	PerMinute float64
 }
+
+// AudioCost is what audioMs milliseconds of transcribed audio cost at p.
+func (p Price) AudioCost(audioMs int64) float64 { return float64(audioMs) / 60000 * p.PerMinute }
 
 // Cost is what tokensIn prompt and tokensOut completion tokens cost at p.
 func (p Price) Cost(tokensIn, tokensOut int64) float64 {

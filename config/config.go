@@ -36,6 +36,9 @@ type Config struct {
 	Admin    Admin    `toml:"admin"`
 	Log      Log      `toml:"log"`
 	Quotas   Quotas   `toml:"quotas"`
+	Media    Media    `toml:"media"`
+	Speech   Speech   `toml:"speech"`
+	OTel     OTel     `toml:"otel"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
@@ -159,10 +162,23 @@ type Tools struct {
 	Policy []ToolPolicy `toml:"policy"`
 	// ApprovalTimeoutSec is how long an "ask" call waits for an answer before it is denied.
 	ApprovalTimeoutSec int `toml:"approval_timeout_sec"`
+	// ElicitationTimeoutSec is how long a tool's question (MCP elicitation) waits for an answer
+	// before the server is told cancel.
+	ElicitationTimeoutSec int `toml:"elicitation_timeout_sec"`
+	// Parallel is "read_only" (a round whose calls are all safe runs them side by side) or "off".
+	Parallel ParallelMode `toml:"parallel"`
+	// MaxParallel bounds the calls of a round running at once.
+	MaxParallel int `toml:"max_parallel"`
+	// ParallelTools are tool names (or globs) safe to run side by side whatever they declare.
+	ParallelTools []string `toml:"parallel_tools"`
 	// MaxFileBytes caps one file a tool returns; larger ones are left out of the reply.
 	MaxFileBytes int `toml:"max_file_bytes"`
 	// MaxFilesPerTurn caps the files the tools of one answer return, over all its rounds.
 	MaxFilesPerTurn int `toml:"max_files_per_turn"`
+	// AlwaysAllowDays is how long an "always allow" answer holds.
+	AlwaysAllowDays int `toml:"always_allow_days"`
+	// MaxOpenQuestions is how many approval questions of one user may wait at once.
+	MaxOpenQuestions int `toml:"max_open_questions"`
 }
 
 // ToolPolicy is one [[tools.policy]] rule (tools.Rule).
@@ -314,6 +330,9 @@ type MCPServer struct {
 	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
 	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
 	ToolPrefix string `toml:"tool_prefix"`
+	// Parallel lets the server's tools run side by side with other safe calls of a round
+	// whatever they declare (readOnlyHint).
+	Parallel bool `toml:"parallel"`
 	// Auth is "none" (default: headers only) or "oauth" (sse and http: an admin connects the
 	// server on the admin page's Servers page).
 	Auth MCPAuth `toml:"auth"`
@@ -342,6 +361,23 @@ type Admin struct {
 	// TrustedProxies are the reverse proxies (IP addresses or CIDR prefixes) whose
 	// X-Forwarded-For and X-Forwarded-Proto headers the admin listener believes.
 	TrustedProxies []string `toml:"trusted_proxies"`
+}
+
+// OTel configures OpenTelemetry traces of turns (OTLP over HTTP/protobuf). The standard OTEL_*
+// environment variables (endpoint, headers, sampler, service name, resource) are honoured too.
+type OTel struct {
+	// Enabled exports traces; they are also on whenever OTEL_EXPORTER_OTLP_ENDPOINT (or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, unless OTEL_SDK_DISABLED=true.
+	Enabled bool `toml:"enabled"`
+	// Endpoint is the collector's OTLP/HTTP URL ("http://collector:4318"); empty: the
+	// environment's, else http://localhost:4318.
+	Endpoint string `toml:"endpoint"`
+	// CaptureContent puts message texts and tool arguments and results (redacted as in the
+	// audit log) on the spans.
+	CaptureContent bool `toml:"capture_content"`
+	// TraceURL links the admin page's turns and tool calls to a tracing UI: {trace_id} is
+	// replaced by the trace id ("https://tempo.example/trace/{trace_id}").
+	TraceURL string `toml:"trace_url"`
 }
 
 // QuotaLimits caps tokens (in and out together) and cost per UTC day and month; 0 is no cap.
@@ -405,11 +441,15 @@ func Default() Config {
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",
 		},
-		Tools:    Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10},
+		Tools: Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10,
+			ElicitationTimeoutSec: 300, Parallel: ParallelReadOnly, MaxParallel: 4,
+			AlwaysAllowDays: 30, MaxOpenQuestions: 3},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
+		Media:    defaultMedia(),
+		Speech:   defaultSpeech(),
 	}
 }
 
@@ -534,6 +574,11 @@ func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), 
 		t := v.Type()
 		for i := 0; i < v.NumField(); i++ {
 			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				// An embedded struct's keys stand in the table itself ([speech]).
+				expandEnv(v.Field(i), key, lookup, missing, refused)
+				continue
+			}
 			name := f.Tag.Get("toml")
 			if name == "" || name == "-" || !f.IsExported() {
 				continue
@@ -595,6 +640,7 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 			m.MaxOutputTokens = min(known.MaxOutputTokens, m.ContextWindow/4)
 		}
 	}
+	c.fillSpeechDefaults()
 	for i := range c.MCP.Servers {
 		s := &c.MCP.Servers[i]
 		key := fmt.Sprintf("mcp.servers[%d]", i)

@@ -46,6 +46,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"endpoint format", minimal + "[telegram]\nenabled = true\ntoken = \"x\"\napi_endpoint = \"http://h/bot\"\n", "telegram.api_endpoint: must contain two %s"},
 		{"admin exposed", minimal + "[admin]\nlisten = \"0.0.0.0:8080\"\n", "admin.token: must be set when admin.listen (0.0.0.0:8080) is not a loopback address"},
 		{"admin public url", minimal + "[admin]\npublic_url = \"bot.example.com\"\n", `admin.public_url: must be an http(s) URL, got "bot.example.com"`},
+		{"otel endpoint", minimal + "[otel]\nendpoint = \"tempo:4318\"\n", `otel.endpoint: must be an http(s) URL, got "tempo:4318"`},
+		{"otel trace url without the id", minimal + "[otel]\ntrace_url = \"https://tempo.example/trace/\"\n", `otel.trace_url: must contain {trace_id}`},
 		{"admin trusted proxy", minimal + "[admin]\ntrusted_proxies = [\"10.0.0.0/8\", \"proxy.local\"]\n", `admin.trusted_proxies[1]: must be an IP address or CIDR prefix ("10.0.0.0/8", "::1"), got "proxy.local"`},
 		{"mcp stdio command", minimal + "[[mcp.servers]]\nname = \"a\"\ntransport = \"stdio\"\n", "mcp.servers[0].command: must be set"},
 		{"access id", minimal + "[access]\nadmins = [\"12345\"]\n", `access.admins[0]: must look like "platform:id"`},

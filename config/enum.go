@@ -159,6 +159,23 @@ var MCPAuths = []MCPAuth{AuthNone, AuthOAuth}
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (a *MCPAuth) UnmarshalText(b []byte) error { return parseEnum(a, b, MCPAuths) }
 
+// ParallelMode is tools.parallel: which tool rounds run their calls side by side.
+type ParallelMode string
+
+// The parallel modes.
+const (
+	// ParallelReadOnly: a round whose calls are all safe (read-only or configured parallel).
+	ParallelReadOnly ParallelMode = "read_only"
+	// ParallelOff: every round runs one call after another.
+	ParallelOff ParallelMode = "off"
+)
+
+// ParallelModes lists tools.parallel's values.
+var ParallelModes = []ParallelMode{ParallelReadOnly, ParallelOff}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (p *ParallelMode) UnmarshalText(b []byte) error { return parseEnum(p, b, ParallelModes) }
+
 // LogLevel is log.level.
 type LogLevel string
 

@@ -42,6 +42,16 @@ func (c *Config) validate(missing map[string][]string) error {
 		}
 	}
 
+	if c.OTel.Endpoint != "" {
+		httpURL("otel.endpoint", c.OTel.Endpoint)
+	}
+	if c.OTel.TraceURL != "" {
+		httpURL("otel.trace_url", c.OTel.TraceURL)
+		if !strings.Contains(c.OTel.TraceURL, "{trace_id}") {
+			bad("otel.trace_url", "must contain {trace_id}, got %q", c.OTel.TraceURL)
+		}
+	}
+
 	required("storage.dsn", c.Storage.DSN)
 	between("storage.retention_days", c.Storage.RetentionDays, 0, 36500)
 
@@ -121,8 +131,17 @@ func (c *Config) validate(missing map[string][]string) error {
 	c.validatePolicy(bad)
 	c.validateQuotas(bad)
 	between("tools.approval_timeout_sec", c.Tools.ApprovalTimeoutSec, 1, 86400)
+	between("tools.elicitation_timeout_sec", c.Tools.ElicitationTimeoutSec, 1, 86400)
+	between("tools.max_parallel", c.Tools.MaxParallel, 1, 64)
+	for i, g := range c.Tools.ParallelTools {
+		if _, err := path.Match(g, ""); err != nil || strings.TrimSpace(g) == "" {
+			bad(fmt.Sprintf("tools.parallel_tools[%d]", i), "must be a tool name or glob, got %q", g)
+		}
+	}
 	between("tools.max_file_bytes", c.Tools.MaxFileBytes, 1, 2<<30)
 	between("tools.max_files_per_turn", c.Tools.MaxFilesPerTurn, 1, 1000)
+	between("tools.always_allow_days", c.Tools.AlwaysAllowDays, 1, 3650)
+	between("tools.max_open_questions", c.Tools.MaxOpenQuestions, 1, 100)
 
 	if c.Telegram.Enabled {
 		required("telegram.token", c.Telegram.Token)
@@ -228,6 +247,8 @@ func (c *Config) validate(missing map[string][]string) error {
 			}
 		}
 	}
+
+	c.validateMedia(bad, httpURL)
 	return errors.Join(errs...)
 }
 

@@ -1,9 +1,12 @@
 package metrics
 
 import (
+	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"relaybot/store"
 )
 
 // TestEverySeriesOfAReplicaCarriesItsInstance scrapes the metrics of a replica: every series,
@@ -11,7 +14,7 @@ import (
 func TestEverySeriesOfAReplicaCarriesItsInstance(t *testing.T) {
 	m := New(Options{Instance: "replica-a"})
 	m.CountQueue("pipeline", func() int { return 0 })
-	m.TurnFinished("ok", 0)
+	m.TurnFinished(context.Background(), &store.TurnEnd{Status: "ok"}, 0)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	var series int

@@ -14,14 +14,18 @@ import (
 	"sync"
 	"time"
 
+	"relaybot/chat"
+	"relaybot/store"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"relaybot/adapters/delivery"
 	"relaybot/agent"
 	"relaybot/audit"
-	"relaybot/chat"
+	"relaybot/pipeline"
 	"relaybot/tools"
 )
 
@@ -47,18 +51,27 @@ type Options struct {
 	// Instance, when set, is the id of this replica among several on one database: every series
 	// carries it as the label instance, so the replicas' series stay apart wherever they meet.
 	Instance string
+	// Platforms are the enabled platforms ("telegram", "discord", "web"): their delivery series
+	// exist at zero from the start.
+	Platforms []string
+	// Providers are the gen_ai.provider.name of each configured model by name ("openai" when
+	// missing), and RequestModels the model id each asks for, for the GenAI client metrics.
+	Providers, RequestModels map[string]string
 }
 
 // Metrics holds the bot's collectors. Every method is safe for concurrent use; a nil *Metrics
 // ignores every call.
 type Metrics struct {
-	reg    *prometheus.Registry
-	models map[string]bool
-	prices map[string]chat.Price
-	queues *queueCollector
+	reg       *prometheus.Registry
+	models    map[string]bool
+	prices    map[string]chat.Price
+	providers map[string]string
+	requested map[string]string
+	queues    *queueCollector
 
 	mu        sync.RWMutex
 	knownTool func(string) bool // nil: every tool counts under Unknown
+	toolNames func() []string   // nil: no tool's series exist before its first call
 
 	turns        *prometheus.CounterVec
 	turnDuration *prometheus.HistogramVec
@@ -77,15 +90,21 @@ type Metrics struct {
 	modelCost       *prometheus.CounterVec
 	modelFallbacks  *prometheus.CounterVec
 	modelErrors     *prometheus.CounterVec
+
+	// The OpenTelemetry GenAI client metrics, named as the OTel→Prometheus convention names them.
+	genAITokens   *prometheus.HistogramVec
+	genAIDuration *prometheus.HistogramVec
 }
 
 // New returns a Metrics with every family of the bot registered, next to the Go runtime and
 // process collectors, so a scrape shows each family's HELP and TYPE before its first event.
 func New(opts Options) *Metrics {
 	m := &Metrics{
-		reg:    prometheus.NewRegistry(),
-		models: make(map[string]bool, len(opts.Models)),
-		prices: opts.Prices,
+		reg:       prometheus.NewRegistry(),
+		models:    make(map[string]bool, len(opts.Models)),
+		prices:    opts.Prices,
+		providers: opts.Providers,
+		requested: opts.RequestModels,
 	}
 	for _, name := range opts.Models {
 		m.models[name] = true
@@ -110,6 +129,16 @@ func New(opts Options) *Metrics {
 	m.modelFallbacks = f.counter("relaybot_model_fallbacks_total", "Model calls made to a fallback candidate because the one before it failed, by the model fallen back to.", "model")
 	m.modelErrors = f.counter("relaybot_model_errors_total", "Failed model calls, by model and kind of error (auth, rate_limit, overloaded, context_length, bad_request, server, timeout, network, other).", "model", "kind")
 
+	genAI := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
+	m.genAITokens = f.histogram("gen_ai_client_token_usage", "Tokens used per model call (OpenTelemetry gen_ai.client.token.usage), by token type (input, output).", genAITokenBuckets, append(genAI, "gen_ai_token_type")...)
+	m.genAIDuration = f.histogram("gen_ai_client_operation_duration_seconds", "Duration of model calls (OpenTelemetry gen_ai.client.operation.duration); error_type is empty on success.", genAIDurationBuckets, append(genAI, "error_type")...)
+	m.zeroModels(opts.Models)
+	m.zeroPlatforms(opts.Platforms)
+	for _, o := range turnOutcomes {
+		m.turns.WithLabelValues(o)
+		m.turnDuration.WithLabelValues(o)
+	}
+
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -126,16 +155,17 @@ func New(opts Options) *Metrics {
 	return m
 }
 
-// KnowTools makes tool calls count under their names when known reports the tool exists; the
-// others, and every call before KnowTools, count as Unknown. The tool manager that knows is
-// built on the metrics' Recorder, so it comes after them.
-func (m *Metrics) KnowTools(known func(name string) bool) {
+// KnowTools makes tool calls count under their names when known reports the tool exists, and
+// every tool names lists have its series at zero from the next scrape; the others, and every
+// call before KnowTools, count as Unknown. The tool manager that knows is built on the metrics'
+// Recorder, so it comes after them.
+func (m *Metrics) KnowTools(known func(name string) bool, names func() []string) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.knownTool = known
+	m.knownTool, m.toolNames = known, names
 }
 
 // CountQueue makes every scrape ask depth how many items wait in the queue called name (the
@@ -169,20 +199,31 @@ func (m *Metrics) Handler() http.Handler {
 	if m == nil {
 		return promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{})
 	}
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return promhttp.HandlerFor(m.Gatherer(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// Gatherer returns the registry, for tests and for pushing elsewhere.
-func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
+// Gatherer returns the registry, for tests and for pushing elsewhere; each Gather first makes
+// the series of tools that appeared since (an MCP server that connected) exist at zero.
+func (m *Metrics) Gatherer() prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		m.zeroTools()
+		return m.reg.Gather()
+	})
+}
+
+// TurnStarted implements pipeline.Observer: the turn's context is passed on as it is.
+func (m *Metrics) TurnStarted(ctx context.Context, _ pipeline.TurnStart) context.Context {
+	return ctx
+}
 
 // TurnFinished counts a finished turn with its outcome ("ok", "error", "cancelled", ...) and how
 // long it took. It implements pipeline.Observer.
-func (m *Metrics) TurnFinished(outcome chat.TurnStatus, took time.Duration) {
+func (m *Metrics) TurnFinished(_ context.Context, end *store.TurnEnd, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.turns.WithLabelValues(string(outcome)).Inc()
-	m.turnDuration.WithLabelValues(string(outcome)).Observe(took.Seconds())
+	m.turns.WithLabelValues(string(end.Status)).Inc()
+	m.turnDuration.WithLabelValues(string(end.Status)).Observe(took.Seconds())
 }
 
 // ToolCallFinished counts a finished tool call with its audit status and duration; a tool that
@@ -203,7 +244,7 @@ func (m *Metrics) ToolCallFinished(tool, status string, took time.Duration) {
 
 // Observe counts one outcome of a platform request of the delivery engine. It implements
 // delivery.Observer; sends, edits and 429s also feed their own counters.
-func (m *Metrics) Observe(e delivery.Event) {
+func (m *Metrics) Observe(_ context.Context, e delivery.Event) {
 	if m == nil {
 		return
 	}
@@ -225,7 +266,7 @@ func (m *Metrics) Observe(e delivery.Event) {
 
 // ModelCallFinished counts one model call: its outcome, time to first token, tokens, whether it
 // was a fallback, and the kind of error that failed it. It implements agent.Observer.
-func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
+func (m *Metrics) ModelCallFinished(_ context.Context, c agent.LLMCall) {
 	if m == nil {
 		return
 	}
@@ -234,6 +275,12 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 		model = Unknown
 	}
 	m.modelCalls.WithLabelValues(model, string(c.Status)).Inc()
+	provider, requested := m.genAILabels(model)
+	errType := ""
+	if c.Err != nil {
+		errType = string(agent.ErrorKindOf(c.Err))
+	}
+	m.genAIDuration.WithLabelValues(genAIChat, provider, requested, errType).Observe(c.Duration.Seconds())
 	if c.FallbackReason != "" {
 		m.modelFallbacks.WithLabelValues(model).Inc()
 	}
@@ -246,8 +293,10 @@ func (m *Metrics) ModelCallFinished(c agent.LLMCall) {
 	m.modelFirstToken.WithLabelValues(model).Observe(c.TimeToFirstToken.Seconds())
 	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
 	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
+	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "input").Observe(float64(c.TokensIn))
+	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "output").Observe(float64(c.TokensOut))
 	if p, ok := m.prices[c.Model]; ok {
-		m.modelCost.WithLabelValues(model).Add(p.Cost(int64(c.TokensIn), int64(c.TokensOut)))
+		m.modelCost.WithLabelValues(model).Add(p.Cost(int64(c.TokensIn), int64(c.TokensOut)) + p.AudioCost(c.Audio.Milliseconds()))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"relaybot/chat"
+	"relaybot/store"
 	"strings"
 	"testing"
 	"time"
@@ -76,21 +77,21 @@ func TestScrapeShowsWhatTheBotDid(t *testing.T) {
 		Models: []string{"main", "backup"},
 		MCPUp:  func() map[string]bool { return map[string]bool{"docs": true, "wx": false} },
 	})
-	m.KnowTools(func(name string) bool { return name == "fetch_url" })
+	m.KnowTools(func(name string) bool { return name == "fetch_url" }, nil)
 	m.CountQueue("turns", func() int { return 3 })
-	m.TurnFinished("ok", 1500*time.Millisecond)
-	m.TurnFinished("error", 200*time.Millisecond)
+	m.TurnFinished(context.Background(), &store.TurnEnd{Status: "ok"}, 1500*time.Millisecond)
+	m.TurnFinished(context.Background(), &store.TurnEnd{Status: "error"}, 200*time.Millisecond)
 	m.ToolCallFinished("fetch_url", "ok", 300*time.Millisecond)
 	m.ToolCallFinished("fetch_url", "timeout", 31*time.Second)
 	tg := chat.Ref{Platform: chat.Telegram, ChatID: "5"}
-	m.Observe(delivery.Event{Kind: delivery.EventEdit, Chat: tg})
-	m.Observe(delivery.Event{Kind: delivery.EventEdit, Chat: tg})
-	m.Observe(delivery.Event{Kind: delivery.EventRateLimited, Chat: tg})
-	m.Observe(delivery.Event{Kind: delivery.EventFailed, Chat: tg, Final: true, Err: errors.New("gone")})
-	m.Observe(delivery.Event{Kind: delivery.EventSend, Chat: chat.Ref{Platform: chat.Discord, ChatID: "9"}})
-	m.ModelCallFinished(agent.LLMCall{Model: "main", Status: agent.StatusError,
+	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventEdit, Chat: tg})
+	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventEdit, Chat: tg})
+	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventRateLimited, Chat: tg})
+	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventFailed, Chat: tg, Final: true, Err: errors.New("gone")})
+	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventSend, Chat: chat.Ref{Platform: chat.Discord, ChatID: "9"}})
+	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "main", Status: agent.StatusError,
 		Err: fmt.Errorf("model main: %w", &openai.APIError{HTTPStatusCode: 429, Message: "slow down"})})
-	m.ModelCallFinished(agent.LLMCall{Model: "backup", Status: agent.StatusOK, FallbackReason: "rate limited",
+	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "backup", Status: agent.StatusOK, FallbackReason: "rate limited",
 		TimeToFirstToken: 400 * time.Millisecond, TokensIn: 120, TokensOut: 30})
 
 	srv := httptest.NewServer(m.Handler())
@@ -142,11 +143,11 @@ func TestScrapeShowsWhatTheBotDid(t *testing.T) {
 
 func TestNamesTheModelMadeUpCreateNoSeries(t *testing.T) {
 	m := New(Options{Models: []string{"main"}})
-	m.KnowTools(func(name string) bool { return name == "current_time" })
+	m.KnowTools(func(name string) bool { return name == "current_time" }, nil)
 	for i := range 20 {
 		name := fmt.Sprintf("made_up_%d_%s", i, strings.Repeat("x", 3000))
 		m.ToolCallFinished(name, "not_found", time.Millisecond)
-		m.ModelCallFinished(agent.LLMCall{Model: name, Status: agent.StatusOK})
+		m.ModelCallFinished(context.Background(), agent.LLMCall{Model: name, Status: agent.StatusOK})
 	}
 	m.ToolCallFinished("current_time", "ok", time.Millisecond)
 
@@ -175,7 +176,7 @@ func TestNamesTheModelMadeUpCreateNoSeries(t *testing.T) {
 
 func TestToolRecorderCountsAndPassesOn(t *testing.T) {
 	m := New(Options{})
-	m.KnowTools(func(string) bool { return true })
+	m.KnowTools(func(string) bool { return true }, nil)
 	var passed []audit.Status
 	next := recorderFunc(func(rec *audit.Record) { passed = append(passed, rec.Status) })
 	r := m.Recorder(next)
@@ -204,10 +205,10 @@ func (f recorderFunc) Finish(_ context.Context, r *audit.Record) error { f(r); r
 
 func TestNilMetricsIgnoresEveryCall(t *testing.T) {
 	var m *Metrics
-	m.TurnFinished("ok", time.Second)
+	m.TurnFinished(context.Background(), &store.TurnEnd{Status: "ok"}, time.Second)
 	m.ToolCallFinished("x", "ok", time.Second)
-	m.Observe(delivery.Event{Kind: delivery.EventSend})
-	m.ModelCallFinished(agent.LLMCall{})
+	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventSend})
+	m.ModelCallFinished(context.Background(), agent.LLMCall{})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	scrape(t, srv.URL)
@@ -216,9 +217,9 @@ func TestNilMetricsIgnoresEveryCall(t *testing.T) {
 // The cost counter prices each model call's tokens with the model's configured price per million.
 func TestModelCostFollowsThePrices(t *testing.T) {
 	m := New(Options{Models: []string{"mini", "free"}, Prices: map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}}})
-	m.ModelCallFinished(agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 2_000_000, TokensOut: 500_000})
-	m.ModelCallFinished(agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 0})
-	m.ModelCallFinished(agent.LLMCall{Model: "free", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 1_000_000})
+	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 2_000_000, TokensOut: 500_000})
+	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 0})
+	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "free", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 1_000_000})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	fams := scrape(t, srv.URL)

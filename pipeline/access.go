@@ -73,13 +73,41 @@ func (r accessRules) isAdmin(in adapters.Inbound) bool {
 	return r.admins.has(in.Chat.Platform, in.UserID)
 }
 
-// allowed reports whether the message may be handled, and if not, why (for the log).
+// hasChat reports whether any of the chats whose rules apply to the message (the thread or
+// topic, its chat, a Discord thread's parent: adapters.Inbound.RuleChats) is in the set.
+func (s idSet) hasChat(in adapters.Inbound) bool {
+	for _, ref := range in.RuleChats() {
+		if s.has(ref.Platform, ruleChatID(ref)) {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleChatID is the id a rule names a chat by: the chat's id, with "#thread" for a thread or
+// forum topic the platform keeps inside its chat ("-100#7" of "telegram:-100#7").
+func ruleChatID(ref chat.Ref) string {
+	return strings.TrimPrefix(ref.String(), string(ref.Platform)+":")
+}
+
+// ruleChats returns adapters.Inbound.RuleChats as the "platform:chat_id" strings rules use.
+func ruleChats(in adapters.Inbound) []string {
+	refs := in.RuleChats()
+	out := make([]string, len(refs))
+	for i, ref := range refs {
+		out[i] = ref.String()
+	}
+	return out
+}
+
+// allowed reports whether the message may be handled, and if not, why (for the log). The chat
+// lists match a thread or forum topic, its chat and a Discord thread's parent channel.
 func (r accessRules) allowed(in adapters.Inbound) (bool, string) {
 	p := in.Chat.Platform
 	switch {
 	case r.denyUsers.has(p, in.UserID):
 		return false, "user is on the deny list"
-	case r.denyChats.has(p, in.Chat.ChatID):
+	case r.denyChats.hasChat(in):
 		return false, "chat is on the deny list"
 	}
 	if r.isAdmin(in) {
@@ -88,7 +116,7 @@ func (r accessRules) allowed(in adapters.Inbound) (bool, string) {
 	if !r.allowUsers.empty() && !r.allowUsers.has(p, in.UserID) {
 		return false, "user is not on the allow list"
 	}
-	if !r.allowChats.empty() && !r.allowChats.has(p, in.Chat.ChatID) {
+	if !r.allowChats.empty() && !r.allowChats.hasChat(in) {
 		return false, "chat is not on the allow list"
 	}
 	return true, ""

@@ -15,10 +15,11 @@ import (
 )
 
 // askResponder is a recResponder whose platform has buttons: each question gets the scripted
-// presses in order, and it keeps what each press was told.
+// presses in order (pressFor's for it, when set), and it keeps what each press was told.
 type askResponder struct {
 	*recResponder
-	presses []adapters.Answer
+	presses  []adapters.Answer
+	pressFor func(q adapters.Question) []adapters.Answer
 
 	mu        sync.Mutex
 	questions []string
@@ -29,7 +30,11 @@ func (a *askResponder) Ask(ctx context.Context, q adapters.Question, decide func
 	a.mu.Lock()
 	a.questions = append(a.questions, q.Text)
 	a.mu.Unlock()
-	for _, p := range a.presses {
+	presses := a.presses
+	if a.pressFor != nil {
+		presses = a.pressFor(q)
+	}
+	for _, p := range presses {
 		ok, text := decide(p)
 		a.mu.Lock()
 		a.told = append(a.told, text)

@@ -71,8 +71,7 @@ func (c *commands) audit(r *request) {
 	defer cancel()
 	entries, _, err := c.opts.Audit.ToolCalls(qctx, f)
 	if err != nil {
-		log.Error("pipeline: /audit query failed", "err", err)
-		c.say(out, "The audit log could not be read: "+err.Error(), log)
+		c.failed(r, "/audit", err)
 		return
 	}
 	c.say(out, formatAudit(f, entries), log)

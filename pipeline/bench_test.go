@@ -15,7 +15,18 @@ import (
 // tool round), the final answer handed to the reply, and the turn saved in SQLite. Conversations
 // are spread over 64 users so turns run in parallel as they would in a busy bot.
 func BenchmarkTurn(b *testing.B) {
-	h := newBenchHarness(b)
+	benchTurns(b, newBenchHarness(b, Options{}))
+}
+
+// BenchmarkTurnWithQuota is BenchmarkTurn with a daily quota per user and per chat: every model
+// call checks both and reserves its tokens before its request.
+func BenchmarkTurnWithQuota(b *testing.B) {
+	h := newBenchHarness(b, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1 << 40}, Chat: Limits{TokensPerDay: 1 << 40}}})
+	h.p.opts.Usage = h.store
+	benchTurns(b, h)
+}
+
+func benchTurns(b *testing.B, h *harness) {
 	h.llm.SetHandler(llm.Generator(llm.Generate{Tokens: 100, ToolShare: 0.25}))
 	var seq atomic.Int64
 	b.ReportAllocs()
@@ -35,8 +46,9 @@ func BenchmarkTurn(b *testing.B) {
 	b.ReportMetric(float64(h.llm.RequestCount())/float64(b.N), "model_calls/turn")
 }
 
-func newBenchHarness(b *testing.B) *harness {
-	h := newHarness(b, Options{Queue: QueueOptions{Settle: -1, Size: 1000}})
+func newBenchHarness(b *testing.B, opts Options) *harness {
+	opts.Queue.Settle, opts.Queue.Size = -1, 1000
+	h := newHarness(b, opts)
 	h.p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return h
 }

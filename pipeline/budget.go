@@ -135,7 +135,7 @@ func (u *usageCorrection) observe(model string, estimated, reported int) {
 // the request as built (later rounds add the turn's own messages).
 func (u *usageCorrection) observeTurn(calls []agent.LLMCall, estimated int) {
 	for _, c := range calls {
-		if c.Round == 1 && c.Status == agent.StatusOK {
+		if c.Round == 1 && c.Status == agent.StatusOK && !c.Estimated {
 			u.observe(c.Model, estimated, c.TokensIn)
 			return
 		}
@@ -192,4 +192,10 @@ func withSummary(prompt, summary string) string {
 		return prompt
 	}
 	return strings.TrimSpace(prompt + "\n\n" + summaryPrompt + "\n" + strings.TrimSpace(summary))
+}
+
+// estimate is the agent's Request.Estimate: the tokens msgs and specs cost with the model
+// named, corrected by what its provider reported for earlier requests.
+func (m *memory) estimate(model string, msgs []agent.Message, specs []tools.Spec) int {
+	return int(float64(estimateMessages(msgs)+estimateTools(specs)) * m.usage.of(model))
 }

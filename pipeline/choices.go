@@ -16,8 +16,7 @@ func (c *commands) model(r *request) {
 	defer cancel()
 	conv, err := c.store.Conversation(ctx, key)
 	if err != nil {
-		log.Error("pipeline: /model failed", "conversation", key.String(), "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/model", err, "conversation", key.String())
 		return
 	}
 	names := c.selectableModels()
@@ -48,8 +47,7 @@ func (c *commands) model(r *request) {
 		return
 	}
 	if err := c.store.SetConversationModel(ctx, conv.ID, want); err != nil {
-		log.Error("pipeline: /model failed", "conversation_id", conv.ID, "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/model", err, "conversation_id", conv.ID)
 		return
 	}
 	log.Info("pipeline: model picked", "conversation_id", conv.ID, "model", want)
@@ -79,8 +77,7 @@ func (c *commands) system(r *request) {
 	defer cancel()
 	conv, err := c.store.Conversation(ctx, key)
 	if err != nil {
-		log.Error("pipeline: /system failed", "conversation", key.String(), "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/system", err, "conversation", key.String())
 		return
 	}
 	text := strings.TrimSpace(args)
@@ -102,8 +99,7 @@ func (c *commands) system(r *request) {
 		text = ""
 	}
 	if err := c.store.SetConversationSystemPrompt(ctx, conv.ID, text); err != nil {
-		log.Error("pipeline: /system failed", "conversation_id", conv.ID, "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/system", err, "conversation_id", conv.ID)
 		return
 	}
 	log.Info("pipeline: system prompt set", "conversation_id", conv.ID, "custom", text != "")
@@ -115,28 +111,40 @@ func (c *commands) system(r *request) {
 }
 
 // compact answers /compact, in the conversation's turn like a message: every finished round of
-// the conversation is summarised now.
+// the conversation is summarised now. Its model call is held to the sender's quotas and
+// counted against them like a turn's.
 func (c *commands) compact(ctx context.Context, r *request) {
 	key, out, log := r.key, r.out, r.log
+	if text, over := c.quotas.over(ctx, r.in, nil, log); over {
+		log.Info("pipeline: /compact refused: over quota")
+		c.say(out, text, log)
+		return
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	h, err := c.memory.read(sctx, key)
 	cancel()
 	if err != nil {
-		log.Error("pipeline: /compact failed", "conversation", key.String(), "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/compact", err, "conversation", key.String())
 		return
 	}
+	h.meter = c.quotas.meter(r.in, 0, log)
 	n := len(h.rounds)
 	err = c.memory.compact(ctx, h, n, log)
 	for _, call := range h.calls {
 		log.Info("pipeline: /compact model call", "model", call.Model, "status", call.Status, "tokens_in", call.TokensIn, "tokens_out", call.TokensOut)
 	}
+	if lost := h.meter.unsaved(); len(lost) > 0 {
+		log.Error("pipeline: /compact model calls not saved", "calls", len(lost))
+	}
+	q, over := errors.AsType[*quotaError](err)
 	switch {
 	case errors.Is(err, errNothingToCompact):
 		c.say(out, "Nothing to summarise yet.", log)
+	case over:
+		log.Info("pipeline: /compact refused: over quota")
+		c.say(out, q.text, log)
 	case err != nil:
-		log.Error("pipeline: /compact failed", "conversation_id", h.conv.ID, "err", err)
-		c.say(out, c.fail(err), log)
+		c.failed(r, "/compact", err, "conversation_id", h.conv.ID)
 	default:
 		c.say(out, fmt.Sprintf("Summarised %d earlier rounds; the conversation goes on from the summary.", n), log)
 	}

@@ -95,7 +95,7 @@ func TestRetryAnswersTheLastMessageAgainAndHistoryKeepsOnlyTheNewAnswer(t *testi
 	h := newHarness(t, Options{})
 	out := &recResponder{}
 	<-h.handle(privateMsg("42", "1", "/retry"), out)
-	if got := lastNotice(out); got != "There is no earlier message to answer again." {
+	if got := lastNotice(out); got != "There is no earlier message of yours to answer again." {
 		t.Errorf("/retry in a new chat said %q", got)
 	}
 	h.llm.Push(llm.Text("first answer"), llm.Text("second answer"), llm.Text("third answer"))

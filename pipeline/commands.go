@@ -25,7 +25,8 @@ func commandTable() []command {
 			answer((*commands).reset)},
 		{adapters.CommandSpec{Name: "stop", Who: adapters.Anyone, Help: "cancel the answer in progress (the asker's, or any for admins)"},
 			(*Pipeline).stop},
-		{adapters.CommandSpec{Name: "retry", Who: adapters.Anyone, Help: "answer your last message again"},
+		{adapters.CommandSpec{Name: "retry", Who: adapters.Anyone, Help: "answer your last message again",
+			Args: []adapters.CommandArg{{Name: "whose", Help: "last: the conversation's last message, whoever sent it, with their rights (bot admins only)", Choices: []string{retryAnyone}}}},
 			(*Pipeline).queue},
 		{adapters.CommandSpec{Name: "compact", Who: adapters.Anyone, Help: "summarise the conversation so far"},
 			(*Pipeline).queue},
@@ -41,6 +42,10 @@ func commandTable() []command {
 		{adapters.CommandSpec{Name: "audit", Who: adapters.Admins, Help: "the latest tool calls",
 			Args: []adapters.CommandArg{{Name: "filter", Help: "[tool] [status] [n], in any order"}}},
 			answer((*commands).audit)},
+		{adapters.CommandSpec{Name: "allowed", Who: adapters.Anyone,
+			Help: "the tools always allowed in this chat; revoke N ends one",
+			Args: []adapters.CommandArg{{Name: "revoke", Help: "the number /allowed shows of the one to revoke"}}},
+			answer((*commands).allowed)},
 		{adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
 			answer((*commands).help)},
 	}
@@ -61,11 +66,22 @@ func Commands() adapters.Commands {
 type commands struct {
 	store  Store
 	memory *memory
+	quotas *quotaGuard
 	access *accessRules
 	opts   *Options
 	// say sends a notice (Pipeline.notice); fail is what the user sees of an error.
 	say  func(out adapters.Responder, text string, log *slog.Logger)
 	fail func(err error) string
+}
+
+// failed tells the user that a command failed the way a turn's error is told
+// (output.exception_handling: the failure hint, the error, or nothing) and logs the detail.
+// A store or driver error never reaches a member otherwise: it names users, hosts and databases.
+func (c *commands) failed(r *request, what string, err error, attrs ...any) {
+	r.log.Error("pipeline: "+what+" failed", append(attrs, "err", err)...)
+	if text := c.fail(err); text != "" {
+		c.say(r.out, text, r.log)
+	}
 }
 
 // help answers /help (and /start) with the help text.
@@ -77,8 +93,7 @@ func (c *commands) reset(r *request) {
 	defer cancel()
 	conv, err := c.store.ResetConversation(ctx, r.key)
 	if err != nil {
-		r.log.Error("pipeline: reset failed", "conversation", r.key.String(), "err", err)
-		c.say(r.out, c.fail(err), r.log)
+		c.failed(r, "/reset", err, "conversation", r.key.String())
 		return
 	}
 	r.log.Info("pipeline: conversation reset", "conversation", r.key.String(), "conversation_id", conv.ID)

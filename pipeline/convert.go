@@ -66,7 +66,9 @@ func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
 			Duration:         c.Duration,
 			TokensIn:         c.TokensIn,
 			TokensOut:        c.TokensOut,
+			Estimated:        c.Estimated,
 			StartedAt:        c.StartedAt,
+			Audio:            c.Audio,
 		}
 		if c.Err != nil {
 			sc.Error = c.Err.Error()

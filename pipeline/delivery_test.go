@@ -191,9 +191,11 @@ type turnCounter struct {
 	seen []chat.TurnStatus
 }
 
-func (c *turnCounter) TurnFinished(status chat.TurnStatus, _ time.Duration) {
+func (c *turnCounter) TurnStarted(ctx context.Context, _ TurnStart) context.Context { return ctx }
+
+func (c *turnCounter) TurnFinished(_ context.Context, end *store.TurnEnd, _ time.Duration) {
 	c.mu.Lock()
-	c.seen = append(c.seen, status)
+	c.seen = append(c.seen, end.Status)
 	c.mu.Unlock()
 }
 

@@ -28,6 +28,8 @@ type history struct {
 	elided    int
 	// estimate is the corrected token estimate of the transcript built, tools included.
 	estimate int
+	// meter accounts for the model calls of the turn (compaction's among them); nil: none.
+	meter *meter
 }
 
 // shared reports whether the members of a group share the conversation (its key names no user).
@@ -264,10 +266,14 @@ func (m *memory) compact(ctx context.Context, h *history, n int, log *slog.Logge
 	words := max(mb.ContextWindow/16, 100)
 	instruction := fmt.Sprintf(summaryInstruction, words)
 	room := int(float64(mb.ContextWindow-mb.MaxOutputTokens-estimateText(instruction)-64) / m.usage.of(mb.Name))
-	res := m.runner.Run(ctx, agent.Request{Model: h.conv.Model, Messages: []agent.Message{
+	req := agent.Request{Model: h.conv.Model, Estimate: m.estimate, Messages: []agent.Message{
 		{Role: agent.RoleSystem, Content: instruction},
 		{Role: agent.RoleUser, Content: h.summaryInput(n, room)},
-	}}, nil)
+	}}
+	if h.meter != nil {
+		req.Meter = h.meter.forSummary()
+	}
+	res := m.runner.Run(ctx, req, nil)
 	for _, c := range res.LLMCalls {
 		c.Round = 0
 		h.calls = append(h.calls, c)

@@ -41,9 +41,13 @@ type Options struct {
 	Texts  Texts
 	// Tools are the tools offered per chat and how long an approval question waits.
 	Tools ToolOptions
+	// Media says how voice notes, audio, documents and image files are read, and whether
+	// answers are spoken too (media.go).
+	Media MediaOptions
 
 	// Usage answers /usage and feeds the quotas; Quotas cap what users and chats may spend,
-	// checked before each turn's model call.
+	// checked before each turn, and checked and reserved before each model call (atomically
+	// across replicas when the Store is a CallLedger).
 	Usage  UsageLog
 	Quotas Quotas
 	// Audit answers the /audit command (nil: /audit says it is unavailable); Recorder keeps
@@ -157,6 +161,12 @@ type ToolOptions struct {
 	// ApprovalTimeout is how long a tool call an "ask" policy covers waits for an answer in the
 	// chat before it is denied (default DefaultApprovalTimeout).
 	ApprovalTimeout time.Duration
+	// MaxOpenQuestions is how many approval questions of one user may wait at once (on this
+	// replica); a call past them is denied without a question (default DefaultMaxOpenQuestions).
+	MaxOpenQuestions int
+	// Consents are the "always allow" answers, listed and revoked by /allowed (the store; nil:
+	// /allowed says they are not kept).
+	Consents audit.Consents
 }
 
 // Defaults of Options.
@@ -170,11 +180,13 @@ const (
 	// just before may reach another replica and its database round trips first.
 	DefaultReplicaSettle   = 200 * time.Millisecond
 	DefaultApprovalTimeout = 300 * time.Second
-	DefaultStoppedMarker   = "[stopped]"
-	DefaultFailureHint     = "Request failed."
-	DefaultShutdownText    = "The bot is restarting; please send that again in a minute."
-	DefaultBusyText        = "I am still busy with earlier messages in this chat; please try again in a moment."
-	DefaultRateLimitedText = "You are sending messages too fast; please wait a minute."
+	// DefaultMaxOpenQuestions is Tools.MaxOpenQuestions when 0.
+	DefaultMaxOpenQuestions = 3
+	DefaultStoppedMarker    = "[stopped]"
+	DefaultFailureHint      = "Request failed."
+	DefaultShutdownText     = "The bot is restarting; please send that again in a minute."
+	DefaultBusyText         = "I am still busy with earlier messages in this chat; please try again in a moment."
+	DefaultRateLimitedText  = "You are sending messages too fast; please wait a minute."
 	// HelpIntro opens /help's list of the commands.
 	HelpIntro = "Talk to me and I will answer. Commands:"
 )
@@ -199,6 +211,9 @@ func (o *Options) fill() error {
 	}
 	if err := o.History.fill(o.Models.Budgets); err != nil {
 		return err
+	}
+	if o.Tools.MaxOpenQuestions <= 0 {
+		o.Tools.MaxOpenQuestions = DefaultMaxOpenQuestions
 	}
 	if o.Tools.ApprovalTimeout <= 0 {
 		o.Tools.ApprovalTimeout = DefaultApprovalTimeout

@@ -38,8 +38,9 @@ type Store interface {
 	SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error
 	SetConversationModel(ctx context.Context, conversationID int64, model string) error
 	SetConversationSystemPrompt(ctx context.Context, conversationID int64, prompt string) error
-	// RetryLastTurn takes the newest finished turn out of history and returns its user message.
-	RetryLastTurn(ctx context.Context, conversationID int64) (store.Message, error)
+	// RetryLastTurn takes the newest finished turn (of userID, or of anyone when empty) out of
+	// history and returns its user message and sender.
+	RetryLastTurn(ctx context.Context, conversationID int64, userID string) (store.Retried, error)
 }
 
 // InboundTurns is implemented by stores that can find the turn a user's message started. With
@@ -60,10 +61,27 @@ type Toolbox interface {
 	ForTurn(info tools.TurnInfo, allowed func(name string) bool) *tools.Turn
 }
 
-// Observer is told about every finished turn (metrics). TurnFinished is called from the turn's
+// Observer is told about every turn (metrics, traces). Its methods are called from the turn's
 // goroutine and must not block.
 type Observer interface {
-	TurnFinished(status chat.TurnStatus, took time.Duration)
+	// TurnStarted is told that a turn begins, once its turn row exists; the turn runs (model
+	// calls, tools, its reply) in the context it returns, which may carry what the observer
+	// keeps for the turn (a trace span).
+	TurnStarted(ctx context.Context, t TurnStart) context.Context
+	// TurnFinished is told how the turn ended, with the context TurnStarted returned, before
+	// end is saved: the observer may fill end's TraceID and Deliveries.
+	TurnFinished(ctx context.Context, end *store.TurnEnd, took time.Duration)
+}
+
+// TurnStart describes a turn that begins.
+type TurnStart struct {
+	TurnID, ConversationID int64
+	Chat                   chat.Ref
+	UserID                 string
+	// Text is the user's message.
+	Text string
+	// Begun is when the pipeline took the message up (before its quota check and the save).
+	Begun time.Time
 }
 
 // saveTimeout bounds one store operation of a turn (its start, its end, a reset), whose own
@@ -90,6 +108,9 @@ type Pipeline struct {
 	memory    *memory
 	quotas    *quotaGuard
 	outbox    *outbox
+	questions *openQuestions // approval questions waiting, per user
+	// prompts are tools' questions waiting for a typed answer in a chat.
+	prompts prompts
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
@@ -108,6 +129,8 @@ type request struct {
 	log *slog.Logger
 	// sender names the user across platforms ("telegram:42").
 	sender string
+	// slot is the message's place among the turns in flight, once it has one (queue).
+	slot *turnSlot
 }
 
 // New returns a Pipeline. runner and st are required; toolbox may be nil (no tools).
@@ -134,12 +157,14 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		turns:     newTurnQueue(opts.Queue.Size, opts.Queue.interrupt(), opts.Queue.Settle),
 		slots:     slots{c: make(chan struct{}, opts.Queue.MaxTurnsInFlight), wait: opts.Queue.TurnWait},
 		outbox:    newOutbox(opts.ShutdownDeliverWait),
+		questions: &openQuestions{max: opts.Tools.MaxOpenQuestions, n: map[string]int{}},
 		base:      base,
 		stopBase:  stop,
 	}
 	p.memory = &memory{runner: runner, store: st, opts: &p.opts, usage: &usageCorrection{}}
-	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access}
-	p.cmds = &commands{store: st, memory: p.memory, access: &p.access, opts: &p.opts, say: p.notice, fail: p.failureText}
+	ledger, _ := st.(CallLedger)
+	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access, memory: p.memory, ledger: ledger}
+	p.cmds = &commands{store: st, memory: p.memory, quotas: p.quotas, access: &p.access, opts: &p.opts, say: p.notice, fail: p.failureText}
 	p.commands = map[string]command{}
 	for _, c := range commandTable() {
 		p.commands[c.spec.Name] = c
@@ -221,13 +246,17 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		}
 		return
 	}
+	if p.prompts.take(in) {
+		// The answer to a tool's question the running turn asked here.
+		return
+	}
 	// The adapter parsed the command (adapters.ParseCommand) and dropped commands naming another
 	// bot; text that merely starts with "/" is not one, nor is a command the table lacks.
 	if c, ok := p.commands[in.Command]; ok {
 		c.run(p, r)
 		return
 	}
-	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 {
+	if strings.TrimSpace(in.Text) == "" && len(in.Images) == 0 && len(in.Attachments) == 0 {
 		return
 	}
 	p.queue(r)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"relaybot/store"
@@ -25,12 +26,13 @@ func (p *Pipeline) queue(r *request) {
 		pl.drop(why)
 		return
 	}
-	release, err := p.slots.take(p.base)
+	slot, err := p.slots.take(p.base)
 	if err != nil {
 		pl.drop(err)
 		return
 	}
-	defer release()
+	defer slot.release()
+	r.slot = slot
 
 	ctx, cancel := context.WithCancelCause(p.base)
 	defer cancel(nil)
@@ -125,18 +127,65 @@ type slots struct {
 	wait time.Duration // how long a turn waits for a free slot
 }
 
-// take waits for a free slot, at most wait, and returns the function that frees it again;
-// errNoSlot when none came free in time, ErrShutdown when base ended first.
-func (s slots) take(base context.Context) (release func(), err error) {
+// take waits for a free slot, at most wait, and returns it held; errNoSlot when none came free
+// in time, ErrShutdown when base ended first.
+func (s slots) take(base context.Context) (*turnSlot, error) {
 	timer := time.NewTimer(s.wait)
 	defer timer.Stop()
 	select {
 	case s.c <- struct{}{}:
-		return func() { <-s.c }, nil
+		return &turnSlot{c: s.c, held: true}, nil
 	case <-timer.C:
 		return nil, errNoSlot
 	case <-base.Done():
 		return nil, ErrShutdown
+	}
+}
+
+// turnSlot is one turn's place among the turns in flight. A turn gives it back while its
+// approval questions wait (away) and takes one again when the last is answered (back).
+type turnSlot struct {
+	c chan struct{}
+
+	mu   sync.Mutex // held while back waits, so a question opened meanwhile waits for it
+	held bool
+	away int // questions waiting
+}
+
+// release gives the place back for good (the turn ended); it does nothing when not held.
+func (t *turnSlot) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held {
+		<-t.c
+		t.held = false
+	}
+}
+
+// leave gives the place back while a question waits.
+func (t *turnSlot) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.away++; t.away == 1 && t.held {
+		<-t.c
+		t.held = false
+	}
+}
+
+// back takes a place again once no question of the turn waits; it waits for a free one as long
+// as the turn lives, so an answered question goes on as soon as another turn finishes.
+func (t *turnSlot) back(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.away--; t.away > 0 || t.held {
+		return nil
+	}
+	select {
+	case t.c <- struct{}{}:
+		t.held = true
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }
 

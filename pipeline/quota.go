@@ -1,10 +1,13 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"relaybot/adapters"
@@ -68,61 +71,57 @@ func cutRole(role string, p chat.Platform) (string, bool) {
 	return "", false
 }
 
-// quotaError ends a turn whose quota ran out between two of its model calls; its text tells the
+// quotaError ends a turn whose quota ran out before one of its model calls; its text tells the
 // user when the quota resets.
 type quotaError struct{ text string }
 
 func (e *quotaError) Error() string { return "over quota: " + e.text }
 
-// quotaGuard checks the quotas before each model call of a turn.
+// quotaRule is one quota over a message's sender or chat in one period (a UTC day or month).
+type quotaRule struct {
+	who, period string
+	resets      time.Time
+	check       store.QuotaCheck
+}
+
+// refusal is what the user is told when the rule's quota is used up.
+func (r quotaRule) refusal(used store.UsageTotal) string {
+	return fmt.Sprintf("%s used up %s quota (%s). It resets %s UTC.", r.who, r.period,
+		quotaUsed(used, r.check.Tokens, r.check.Cost), r.resets.Format("Jan 2 15:04"))
+}
+
+// over reports whether used reaches the rule's quota.
+func (r quotaRule) over(used store.UsageTotal) bool {
+	return r.check.Tokens > 0 && used.TokensIn+used.TokensOut >= r.check.Tokens || r.check.Cost > 0 && used.Cost >= r.check.Cost
+}
+
+// quotaGuard holds the turns to the quotas: it checks them before a turn, and checks them and
+// reserves each model call's tokens before its request (meter).
 type quotaGuard struct {
 	opts   *Options
 	access *accessRules
+	memory *memory
+	// ledger keeps model calls from their start; nil when the Store is not a CallLedger (the
+	// calls are then saved with the turn, and the quotas checked without a reservation).
+	ledger CallLedger
 }
 
-// beforeCall is the agent's BeforeCall for a turn of in: the turn's own model calls so far (not
-// saved yet) count with what is stored, so a long tool loop stops at the quota too.
-func (g *quotaGuard) beforeCall(in adapters.Inbound, log *slog.Logger) func(context.Context, []agent.LLMCall) error {
-	return func(ctx context.Context, done []agent.LLMCall) error {
-		var pending []store.UsageRow
-		for _, c := range done {
-			pending = append(pending, store.UsageRow{Platform: string(in.Chat.Platform), ChatID: in.Chat.ChatID,
-				UserID: in.UserID, Model: c.Model, Calls: 1, TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)})
-		}
-		if text, over := g.over(ctx, in, pending, log); over {
-			return &quotaError{text: text}
-		}
-		return nil
-	}
-}
-
-// over reports whether the sender or the chat has used up a quota, with the message that
-// tells them when it resets; pending is usage not saved yet (the running turn's calls). A failed
-// usage query lets the turn run (logged).
-func (g *quotaGuard) over(ctx context.Context, in adapters.Inbound, pending []store.UsageRow, log *slog.Logger) (string, bool) {
+// rules returns the quotas a message of in is held to now; none for an exempt admin.
+func (g *quotaGuard) rules(in adapters.Inbound) []quotaRule {
 	q := g.opts.Quotas
 	if g.opts.Usage == nil || !q.AdminsCounted && g.access.isAdmin(in) {
-		return "", false
+		return nil
 	}
-	user, chat := q.userLimits(in), q.Chat
-	if user.empty() && chat.empty() {
-		return "", false
-	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-	defer cancel()
 	now := g.opts.Now()
-	checks := []struct {
+	var rules []quotaRule
+	for _, c := range []struct {
 		who    string
 		limits Limits
 		f      store.UsageFilter
 	}{
-		{"You have", user, store.UsageFilter{Platform: string(in.Chat.Platform), UserID: in.UserID}},
-		{"This chat has", chat, store.UsageFilter{Platform: string(in.Chat.Platform), ChatID: in.Chat.ChatID}},
-	}
-	for _, c := range checks {
-		if c.limits.empty() {
-			continue
-		}
+		{"You have", q.userLimits(in), store.UsageFilter{Platform: string(in.Chat.Platform), UserID: in.UserID}},
+		{"This chat has", q.Chat, store.UsageFilter{Platform: string(in.Chat.Platform), QuotaChatID: quotaChat(in)}},
+	} {
 		for _, period := range []struct {
 			name          string
 			since, resets time.Time
@@ -137,16 +136,35 @@ func (g *quotaGuard) over(ctx context.Context, in adapters.Inbound, pending []st
 			}
 			f := c.f
 			f.Since = period.since
-			rows, err := g.opts.Usage.Usage(qctx, f)
-			if err != nil {
-				log.Error("pipeline: quota not checked: usage query failed", "err", err)
-				return "", false
-			}
-			t := total(append(rows, pending...), g.opts.Models.Prices)
-			if period.tokens > 0 && t.TokensIn+t.TokensOut >= period.tokens || period.cost > 0 && t.Cost >= period.cost {
-				return fmt.Sprintf("%s used up %s quota (%s). It resets %s UTC.", c.who, period.name,
-					quotaUsed(t, period.tokens, period.cost), period.resets.Format("Jan 2 15:04")), true
-			}
+			rules = append(rules, quotaRule{who: c.who, period: period.name, resets: period.resets,
+				check: store.QuotaCheck{Filter: f, Tokens: period.tokens, Cost: period.cost}})
+		}
+	}
+	return rules
+}
+
+// over reports whether the sender or the chat has used up a quota, with the message that
+// tells them when it resets; pending is usage not saved yet. Calls running anywhere count with
+// what they reserved. A failed usage query lets the message through (logged).
+func (g *quotaGuard) over(ctx context.Context, in adapters.Inbound, pending []store.UsageRow, log *slog.Logger) (string, bool) {
+	return g.overRules(ctx, g.rules(in), pending, log)
+}
+
+// overRules is over with the rules given.
+func (g *quotaGuard) overRules(ctx context.Context, rules []quotaRule, pending []store.UsageRow, log *slog.Logger) (string, bool) {
+	if len(rules) == 0 {
+		return "", false
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	for _, r := range rules {
+		rows, err := g.opts.Usage.Usage(qctx, r.check.Filter)
+		if err != nil {
+			log.Error("pipeline: quota not checked: usage query failed", "err", err)
+			return "", false
+		}
+		if t := total(append(rows, pending...), g.opts.Models.Prices); r.over(t) {
+			return r.refusal(t), true
 		}
 	}
 	return "", false
@@ -157,4 +175,138 @@ func quotaUsed(t store.UsageTotal, tokens int64, cost float64) string {
 		return fmt.Sprintf("%d of %d tokens", t.TokensIn+t.TokensOut, tokens)
 	}
 	return fmt.Sprintf("cost %.4f of %.4f", t.Cost, cost)
+}
+
+// CallLedger keeps model calls from the moment they start (store.Store): StartLLMCall checks
+// the quotas and reserves the call's tokens in one atomic step across replicas (an
+// *store.OverQuotaError when one is used up), FinishLLMCall settles the call with what it cost.
+// With it a turn's calls are saved as they happen, never with the turn's final write.
+type CallLedger interface {
+	StartLLMCall(ctx context.Context, c store.LLMCallStart) (int64, error)
+	FinishLLMCall(ctx context.Context, id int64, c store.LLMCall) error
+}
+
+// meter is the agent.Meter of one turn (or /compact): before each model call it checks the
+// quotas and reserves the call's prompt estimate and max_output_tokens, and when the call ends
+// it settles it. Calls the ledger did not take (no ledger, or it failed) are kept for the
+// turn's final write (unsaved). The runner uses a meter from one goroutine at a time.
+type meter struct {
+	g      *quotaGuard
+	in     adapters.Inbound
+	turnID int64
+	ledger CallLedger
+	log    *slog.Logger
+	// summary makes the calls compaction's (round 0).
+	summary bool
+	state   *meterState
+}
+
+// meterState is shared by the meters of one turn (compaction's and the answer's).
+type meterState struct {
+	mu      sync.Mutex
+	seq     int
+	unsaved []agent.LLMCall
+	// settling counts the settles still being written: they run beside the answer's delivery
+	// (or the next tool round), not before it.
+	settling sync.WaitGroup
+}
+
+// meter returns the meter of a turn of in (turnID 0: calls outside a turn).
+func (g *quotaGuard) meter(in adapters.Inbound, turnID int64, log *slog.Logger) *meter {
+	return &meter{g: g, in: in, turnID: turnID, ledger: g.ledger, log: log, state: &meterState{}}
+}
+
+// forSummary returns the meter of the turn's compaction calls.
+func (m *meter) forSummary() *meter {
+	s := *m
+	s.summary = true
+	return &s
+}
+
+// Start implements agent.Meter.
+func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func(agent.LLMCall), error) {
+	rules := m.g.rules(m.in)
+	m.state.mu.Lock()
+	seq := m.state.seq
+	m.state.seq++
+	pending := m.pendingLocked()
+	m.state.mu.Unlock()
+	if m.ledger == nil {
+		if text, over := m.g.overRules(ctx, rules, pending, m.log); over {
+			return nil, &quotaError{text: text}
+		}
+		return m.keep, nil
+	}
+	checks := make([]store.QuotaCheck, len(rules))
+	for i, r := range rules {
+		checks[i] = r.check
+	}
+	start := store.LLMCallStart{TurnID: m.turnID, Seq: seq, Platform: string(m.in.Chat.Platform),
+		ChatID: m.in.Chat.ChatID, QuotaChatID: quotaChat(m.in), UserID: m.in.UserID, Checks: checks, Prices: m.g.opts.Models.Prices,
+		Call: store.LLMCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
+			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
+			TokensIn: prompt, TokensOut: m.g.memory.budgetOf(call.Model).MaxOutputTokens}}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	id, err := m.ledger.StartLLMCall(sctx, start)
+	cancel()
+	if over, ok := errors.AsType[*store.OverQuotaError](err); ok && over.Check < len(rules) {
+		return nil, &quotaError{text: rules[over.Check].refusal(over.Used)}
+	}
+	if err != nil {
+		// The call runs (a failed usage query never blocks a turn) and is saved with the turn.
+		m.log.Error("pipeline: model call not reserved; it is saved with the turn", "err", err)
+		return m.keep, nil
+	}
+	return func(c agent.LLMCall) {
+		c.Round = m.round(c)
+		end := toStoreLLMCalls([]agent.LLMCall{c})[0]
+		m.state.settling.Go(func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+			defer cancel()
+			if err := m.ledger.FinishLLMCall(sctx, id, end); err != nil {
+				m.log.Error("pipeline: model call not settled; it keeps its reservation", "call", id, "err", err)
+			}
+		})
+	}, nil
+}
+
+// quotaChat is the chat whose chat quota a message's model calls count toward: a Discord
+// thread's or forum post's parent channel (quotas.chat caps a channel with its threads), else
+// its own chat. A Telegram forum topic's chat is its group already.
+func quotaChat(in adapters.Inbound) string {
+	return cmp.Or(in.ParentChatID, in.Chat.ChatID)
+}
+
+// keep records a call the ledger did not take, for the turn's final write.
+func (m *meter) keep(c agent.LLMCall) {
+	c.Round = m.round(c)
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.unsaved = append(m.state.unsaved, c)
+}
+
+func (m *meter) round(c agent.LLMCall) int {
+	if m.summary {
+		return 0
+	}
+	return c.Round
+}
+
+// pendingLocked is the usage of the calls not saved yet, which count with what is stored.
+func (m *meter) pendingLocked() []store.UsageRow {
+	var rows []store.UsageRow
+	for _, c := range m.state.unsaved {
+		rows = append(rows, store.UsageRow{Platform: string(m.in.Chat.Platform), ChatID: m.in.Chat.ChatID,
+			UserID: m.in.UserID, Model: c.Model, Calls: 1, TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)})
+	}
+	return rows
+}
+
+// unsaved waits until the turn's calls are settled and returns those the ledger did not take,
+// in order. The turn calls it at its end.
+func (m *meter) unsaved() []agent.LLMCall {
+	m.state.settling.Wait()
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	return append([]agent.LLMCall(nil), m.state.unsaved...)
 }

@@ -105,3 +105,40 @@ func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {
 		t.Fatalf("final = %q, want the quota message after the first round", final)
 	}
 }
+
+// A Discord thread's answers count toward its parent channel's chat quota (quotas.chat caps a
+// channel with its threads): a thread that used it up leaves the channel and its other threads
+// refused before any model request.
+func TestAThreadsUsageCountsTowardItsChannelsQuota(t *testing.T) {
+	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
+	h := newHarness(t, Options{Quotas: Quotas{Chat: Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
+	h.p.opts.Usage = h.store
+	msg := func(channel, parent, id string) adapters.Inbound {
+		return adapters.Inbound{Chat: chat.Ref{Platform: chat.Discord, ChatID: channel}, ParentChatID: parent,
+			Kind: adapters.Group, MessageID: id, UserID: "5", UserName: "Ann", Text: "hello", Time: now}
+	}
+	h.llm.Push(usedTokens(900, 150, "answer in the thread"))
+	out := &recResponder{stream: true}
+	<-h.handle(msg("thread-1", "channel", "1"), out)
+	if final, _ := out.Reply(0).Final(); final != "answer in the thread" {
+		t.Fatalf("the thread's first answer: %q, notices %q", final, out.Notices())
+	}
+	for _, in := range []adapters.Inbound{msg("channel", "", "2"), msg("thread-2", "channel", "3")} {
+		before := h.llm.RequestCount()
+		out := &recResponder{stream: true}
+		<-h.handle(in, out)
+		if got := h.llm.RequestCount(); got != before {
+			t.Errorf("%s: the model got %d requests, want none: the thread's usage escaped the channel's quota", in.Chat.ChatID, got-before)
+		}
+		if n := out.Notices(); len(n) != 1 || !strings.Contains(n[0], "This chat has used up today's quota (1050 of 1000 tokens)") {
+			t.Errorf("%s: notices %q, want the chat quota's refusal", in.Chat.ChatID, n)
+		}
+	}
+	// Another channel is not held by it.
+	h.llm.Push(llm.Text("elsewhere"))
+	out = &recResponder{stream: true}
+	<-h.handle(msg("other", "", "4"), out)
+	if _, ok := out.Reply(0).Final(); !ok {
+		t.Errorf("another channel was refused: %q", out.Notices())
+	}
+}

@@ -35,10 +35,24 @@ type toolLine struct {
 	done     bool
 	err      string
 	took     time.Duration
+	// pct is how far the running call got (when hasPct: it reported a total); msg what it
+	// said last.
+	pct    int
+	hasPct bool
+	msg    string
 }
 
 func (l toolLine) String() string {
 	switch {
+	case !l.done && (l.hasPct || l.msg != ""):
+		s := "⏳ " + l.name
+		if l.hasPct {
+			s += fmt.Sprintf(" %d%%", l.pct)
+		}
+		if l.msg != "" {
+			s += " — " + l.msg
+		}
+		return s
 	case !l.done:
 		return "⏳ " + l.name + "…"
 	case l.err != "":
@@ -105,6 +119,32 @@ func (v *view) startTool(id, name string) {
 		return
 	}
 	v.blocks = append(v.blocks, block{tools: []toolLine{{id: id, name: name}}})
+}
+
+// progressMsgMax caps a progress message in a status line.
+const progressMsgMax = 80
+
+// progress shows what a running call reported on its status line (only with tracking): the
+// percentage when the call knows its total, and its last message.
+func (v *view) progress(id string, p tools.Progress) {
+	if !v.track {
+		return
+	}
+	for bi := len(v.blocks) - 1; bi >= 0; bi-- {
+		b := &v.blocks[bi]
+		for i := range b.tools {
+			l := &b.tools[i]
+			if l.id == id && !l.done {
+				if pct, ok := p.Percent(); ok {
+					l.pct, l.hasPct = pct, true
+				}
+				if m := strings.Join(strings.Fields(p.Message), " "); m != "" {
+					l.msg = ellipsis.Cut(m, progressMsgMax)
+				}
+				return
+			}
+		}
+	}
 }
 
 // note adds a paragraph of its own (the round-cap notice).

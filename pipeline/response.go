@@ -10,6 +10,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
+	"relaybot/tools"
 )
 
 // response is the response wrapper of one turn: it takes the agent's events as they happen,
@@ -32,6 +33,25 @@ type response struct {
 	roundShown string
 	// roundsDone is closed once the latest round message is delivered (non-streaming).
 	roundsDone chan struct{}
+	// feedDone stops the progress feed (watch); nil when there is none.
+	feedDone chan struct{}
+}
+
+// watch shows the progress of the turn's running calls on their status lines (streaming only):
+// a flood of progress only changes the text the next scheduled preview carries. The feed stops
+// when the answer is delivered.
+func (r *response) watch(tt *tools.Turn) {
+	feed := newProgressFeed()
+	r.feedDone = make(chan struct{})
+	tt.SetProgress(feed.report)
+	go feed.run(r.feedDone, func(ids []string, ps []tools.Progress) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i, id := range ids {
+			r.view.progress(id, ps[i])
+		}
+		r.reply.Update(r.view.render())
+	})
 }
 
 func newResponse(ctx context.Context, out adapters.Responder, reply adapters.Reply, stream bool, opts OutputOptions, p chat.Platform, ob *outbox, log *slog.Logger) *response {
@@ -104,6 +124,9 @@ func (r *response) sendRound(text string) {
 // answer waits for the platform (rate limits, a long queue of other finals) as long as the
 // pipeline runs; only the end of the shutdown's grace period bounds it.
 func (r *response) finish(res *agent.Result, note string, inline bool) (partial string, err error) {
+	if r.feedDone != nil {
+		close(r.feedDone)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	partial = partialText(res, r.roundShown)

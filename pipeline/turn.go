@@ -33,6 +33,10 @@ type turn struct {
 	id   int64
 	req  agent.Request
 	resp *response
+	// media is what the message's attachments gave (media.go); spoken the call that spoke the
+	// answer, if any.
+	media  readMedia
+	spoken []agent.LLMCall
 }
 
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
@@ -44,15 +48,17 @@ func (p *Pipeline) runTurn(ctx context.Context, r *request) {
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.Queue.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
 	t := &turn{p: p, r: r, ctx: ctx, log: r.log, begun: time.Now(), in: r.in}
-	if !t.withinQuota() || !t.start() {
+	if !t.withinQuota() || !t.readMedia() || !t.start() {
 		return
 	}
 	// The reply outlives the turn's context: a cancelled turn still delivers its partial answer.
-	replyCtx, cancelReply := context.WithCancel(context.WithoutCancel(ctx))
+	// It keeps the context's values (the turn's trace span).
+	replyCtx, cancelReply := context.WithCancel(context.WithoutCancel(t.ctx))
 	defer cancelReply()
 	t.prepare(replyCtx)
 	res := t.run()
 	status, errText, partial := t.deliver(res)
+	t.speak(res, status)
 	t.record(res, status, errText, partial)
 }
 
@@ -71,8 +77,12 @@ func (t *turn) withinQuota() bool {
 // /retry first takes the last turn out of history and answers its message again.
 func (t *turn) start() bool {
 	err := t.saving("start", t.open)
-	if errors.Is(err, store.ErrNothingToRetry) {
-		t.p.notice(t.r.out, "There is no earlier message to answer again.", t.log)
+	switch {
+	case errors.Is(err, store.ErrNothingToRetry):
+		t.p.notice(t.r.out, "There is no earlier message of yours to answer again.", t.log)
+		return false
+	case errors.Is(err, errRetryRefused):
+		t.p.notice(t.r.out, "Only bot admins can use /retry last; /retry answers your own last message again.", t.log)
 		return false
 	}
 	if err != nil {
@@ -83,6 +93,11 @@ func (t *turn) start() bool {
 		return false
 	}
 	t.log = t.log.With("conversation_id", t.hist.conv.ID, "turn", t.id)
+	t.hist.meter = t.p.quotas.meter(t.in, t.id, t.log)
+	if obs := t.p.opts.Observer; obs != nil {
+		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.conv.ID, Chat: t.in.Chat,
+			UserID: t.in.UserID, Text: t.in.Text, Begun: t.begun})
+	}
 	return true
 }
 
@@ -129,13 +144,8 @@ func (t *turn) open(ctx context.Context) error {
 		return fmt.Errorf("conversation %s: %w", key, err)
 	}
 	if t.in.Command == "retry" {
-		m, err := p.store.RetryLastTurn(ctx, conv.ID)
-		if err != nil {
+		if err := t.retried(ctx, conv.ID); err != nil {
 			return err
-		}
-		t.in.Command, t.in.Args, t.in.Text, t.in.Images = "", "", m.Content, nil
-		if m.Name != "" {
-			t.in.UserName = m.Name
 		}
 	}
 	if t.hist, err = p.memory.rounds(ctx, &history{key: key, conv: conv}); err != nil {
@@ -157,6 +167,50 @@ func (t *turn) open(ctx context.Context) error {
 	return nil
 }
 
+// retryAnyone is the argument of an admin's /retry that answers the conversation's last
+// message again whoever sent it.
+const retryAnyone = "last"
+
+// errRetryRefused: /retry last by someone who is not a bot admin.
+var errRetryRefused = errors.New("only bot admins can answer another member's message again")
+
+// retried takes the message a /retry answers again out of the history and makes it the turn's:
+// the sender's own last message, or with "/retry last" (bot admins) the conversation's last,
+// whoever sent it. A message of another member runs as theirs: their id and name, so their
+// rights (admin or not, the asker of its approvals, their quota), and no roles or chat-admin
+// standing, which the platform reported for the retrier only: never more than they had.
+func (t *turn) retried(ctx context.Context, convID int64) error {
+	by := t.in.UserID
+	if strings.EqualFold(strings.TrimSpace(t.in.Args), retryAnyone) {
+		if !t.p.access.isAdmin(t.in) {
+			return errRetryRefused
+		}
+		by = ""
+	}
+	rt, err := t.p.store.RetryLastTurn(ctx, convID, by)
+	if err != nil {
+		return err
+	}
+	t.in.Command, t.in.Args, t.in.Text, t.in.Images = "", "", rt.Message.Content, nil
+	if rt.UserID != "" && rt.UserID != t.in.UserID {
+		t.log.Info("pipeline: /retry answers another member's message with their rights", "member", rt.UserID)
+		t.in.UserID, t.in.UserName, t.in.Roles, t.in.ChatAdmin = rt.UserID, rt.UserName, nil, false
+		t.p.notice(t.r.out, "Answering "+nameOr(rt.UserName, rt.UserID)+"'s message again, with their rights.", t.log)
+	}
+	if rt.Message.Name != "" {
+		t.in.UserName = rt.Message.Name
+	}
+	return nil
+}
+
+// nameOr returns name, or id when name is empty.
+func nameOr(name, id string) string {
+	if name != "" {
+		return name
+	}
+	return id
+}
+
 // prepare builds the agent's request (the tools of the chat, the transcript within the model's
 // budget) and the response view that shows the answer in a reply made with replyCtx.
 func (t *turn) prepare(replyCtx context.Context) {
@@ -171,11 +225,12 @@ func (t *turn) prepare(replyCtx context.Context) {
 		Private:        in.Kind == adapters.Private,
 		Roles:          in.Roles,
 		ChatAdmin:      in.ChatAdmin,
+		RuleChats:      ruleChats(in),
 	}
-	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.conv.Model, BeforeCall: p.quotas.beforeCall(in, t.log)}
+	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.conv.Model, Estimate: p.memory.estimate, Meter: t.hist.meter}
 	var tt *tools.Turn
 	if p.tools != nil {
-		tt = p.tools.ForTurn(info, p.allowedTools(in.Chat))
+		tt = p.tools.ForTurn(info, p.allowedTools(in))
 		t.req.Tools = tt.Specs()
 		t.req.Executor = tt
 	}
@@ -186,19 +241,26 @@ func (t *turn) prepare(replyCtx context.Context) {
 	reply := out.NewReply(replyCtx)
 	reply.Working(true)
 	if asker, ok := out.(adapters.Asker); ok && tt != nil {
-		// The turn's "ask" tool calls are approved in the chat when the platform can post
-		// buttons; without that, such calls are denied.
-		tt.SetApprover(&chatApprover{in: in, asker: asker, reply: reply, admins: p.access.admins,
-			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now})
+		// The turn's "ask" tool calls are approved in the chat, and its tools' questions
+		// answered there, when the platform can post buttons; without that, such calls are
+		// denied and such questions answered cancel.
+		ca := &chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.admins,
+			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now, slot: t.r.slot, open: p.questions,
+			prompts: &p.prompts, notice: func(text string) { p.notice(out, text, t.log) }}
+		tt.SetApprover(ca)
+		tt.SetElicitor(ca)
 	}
 	t.resp = newResponse(replyCtx, out, reply, t.req.Stream, p.opts.Output, in.Chat.Platform, p.outbox, t.log)
+	if tt != nil && t.req.Stream {
+		t.resp.watch(tt)
+	}
 }
 
 // run runs the agent. When the model refuses the context as too long (it counts more than the
 // estimate), every round is summarised and the turn tried once more.
 func (t *turn) run() *agent.Result {
 	p, ctx, h := t.p, t.ctx, t.hist
-	calls := append([]agent.LLMCall(nil), h.calls...) // compaction first, as it happened
+	calls := append(append([]agent.LLMCall(nil), t.media.calls...), h.calls...) // transcription and compaction first, as they happened
 	res := p.runner.Run(ctx, t.req, t.resp.emit)
 	p.memory.usage.observeTurn(res.LLMCalls, h.estimate)
 	calls = append(calls, res.LLMCalls...)
@@ -247,15 +309,16 @@ func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, part
 // record saves the turn's end (its messages and model calls) and tells the observer.
 func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string) {
 	end := store.TurnEnd{
-		TurnID:    t.id,
-		Status:    status,
-		Model:     modelOf(res.LLMCalls),
-		Rounds:    roundsOf(res.LLMCalls),
-		TokensIn:  res.Usage.TokensIn,
-		TokensOut: res.Usage.TokensOut,
-		Error:     errText,
-		Messages:  toStoreMessages(res.Messages),
-		LLMCalls:  toStoreLLMCalls(res.LLMCalls),
+		TurnID:      t.id,
+		QuotaChatID: quotaChat(t.in),
+		Status:      status,
+		Model:       modelOf(res.LLMCalls),
+		Rounds:      roundsOf(res.LLMCalls),
+		TokensIn:    res.Usage.TokensIn,
+		TokensOut:   res.Usage.TokensOut,
+		Error:       errText,
+		Messages:    toStoreMessages(res.Messages),
+		LLMCalls:    toStoreLLMCalls(append(t.hist.meter.unsaved(), t.spoken...)), // the metered ones are saved already
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
@@ -267,7 +330,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		end.Messages = append(end.Messages, pm)
 	}
 	if obs := t.p.opts.Observer; obs != nil {
-		obs.TurnFinished(status, time.Since(t.begun))
+		obs.TurnFinished(t.ctx, &end, time.Since(t.begun))
 	}
 	if err := t.saving("end", func(ctx context.Context) error { return t.p.store.FinishTurn(ctx, end) }); err != nil {
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
@@ -353,10 +416,17 @@ func partialText(res *agent.Result, roundShown string) string {
 	return res.PartialText
 }
 
-// allowedTools returns the tool filter of a chat: its per-chat list, else the global list, else
-// nil (all tools).
-func (p *Pipeline) allowedTools(ref chat.Ref) func(string) bool {
-	list, ok := p.opts.Tools.PerChat[ref.Chat().String()]
+// allowedTools returns the tool filter of a message's chat: the per-chat list of the most
+// specific of its rule chats that has one (a thread's or topic's own, else its chat's, else a
+// Discord thread's parent channel's), else the global list, else nil (all tools).
+func (p *Pipeline) allowedTools(in adapters.Inbound) func(string) bool {
+	var list []string
+	ok := false
+	for _, c := range ruleChats(in) {
+		if list, ok = p.opts.Tools.PerChat[c]; ok {
+			break
+		}
+	}
 	if !ok {
 		if len(p.opts.Tools.Allow) == 0 {
 			return nil

@@ -181,8 +181,14 @@ func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) 
 // newHarnessTools is newHarnessStore with the tool manager's options (a policy).
 func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store) *harness {
 	t.Helper()
-	h := &harness{t: t, llm: llm.NewServer(), rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
-	t.Cleanup(h.llm.Close)
+	return newHarnessLoaders(t, opts, mopts, wrap, echoLoader{})
+}
+
+// newHarnessLoaders is newHarnessTools with the tool manager's loaders (an MCP server's).
+func newHarnessLoaders(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store, loaders ...tools.Loader) *harness {
+	t.Helper()
+	srv := llm.NewServer()
+	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
 	if err != nil {
@@ -192,13 +198,29 @@ func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wra
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.store = st
+	return newHarnessOn(t, srv, st, opts, mopts, wrap, loaders...)
+}
+
+// newHarnessOn is a harness on a given model server and store (replicas sharing a database
+// share both), with the tool manager's loaders (echoLoader when none are given).
+func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store, loaders ...tools.Loader) *harness {
+	t.Helper()
+	if len(loaders) == 0 {
+		loaders = []tools.Loader{echoLoader{}}
+	}
+	h := &harness{t: t, llm: srv, store: st, rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
 	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "test-model", SupportsTools: true}},
 		agent.Options{FlushChunks: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, mopts)
+	if mopts.Consents == nil {
+		mopts.Consents = st
+	}
+	if opts.Tools.Consents == nil {
+		opts.Tools.Consents = st
+	}
+	mgr, err := tools.NewManager(loaders, h.rec, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -789,7 +811,7 @@ func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
 		{chat.Ref{Platform: chat.Telegram, ChatID: "7"}, "fail", true},
 	}
 	for _, tt := range tests {
-		allowed := h.p.allowedTools(tt.chat)
+		allowed := h.p.allowedTools(adapters.Inbound{Chat: tt.chat})
 		got := allowed == nil || allowed(tt.tool)
 		if got != tt.wantOffered {
 			t.Errorf("%s:%s offers %s = %v, want %v", tt.chat.Platform, tt.chat.ChatID, tt.tool, got, tt.wantOffered)

@@ -63,8 +63,7 @@ func (c *commands) usage(r *request) {
 			return
 		}
 	}
-	log.Error("pipeline: /usage query failed", "err", err)
-	c.say(out, "Usage could not be read: "+err.Error(), log)
+	c.failed(r, "/usage", err)
 }
 
 // formatUsage renders the totals of today and this month (UTC), and for /usage all the month's
@@ -75,7 +74,8 @@ func formatUsage(day, month []store.UsageRow, all bool, prices map[string]chat.P
 	if all {
 		who = "Usage of everyone"
 	}
-	fmt.Fprintf(&b, "%s (UTC):\nToday: %s\nThis month: %s", who, usageLine(total(day, prices)), usageLine(total(month, prices)))
+	mt := total(month, prices)
+	fmt.Fprintf(&b, "%s (UTC):\nToday: %s\nThis month: %s", who, usageLine(total(day, prices)), usageLine(mt))
 	if all {
 		for _, by := range []struct{ name, key string }{{"users", store.ByUser}, {"chats", store.ByChat}, {"models", store.ByModel}} {
 			tops := store.RollUp(month, by.key, prices)
@@ -88,8 +88,14 @@ func formatUsage(day, month []store.UsageRow, all bool, prices map[string]chat.P
 			}
 		}
 	}
+	if mt.Estimated > 0 {
+		b.WriteString("\n" + EstimatedNote)
+	}
 	return b.String()
 }
+
+// EstimatedNote ends a /usage answer that counts estimated calls.
+const EstimatedNote = "≈ includes estimates: the provider reports no usage for an answer stopped or cut off, a failed call or one still running, so the bot counts the prompt's estimate and what was generated."
 
 func total(rows []store.UsageRow, prices map[string]chat.Price) store.UsageTotal {
 	if t := store.RollUp(rows, store.ByAll, prices); len(t) > 0 {
@@ -99,5 +105,12 @@ func total(rows []store.UsageRow, prices map[string]chat.Price) store.UsageTotal
 }
 
 func usageLine(t store.UsageTotal) string {
-	return fmt.Sprintf("%d tokens in, %d out, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, t.Calls, t.Cost)
+	audio := ""
+	if t.AudioSeconds > 0 {
+		audio = fmt.Sprintf(", %.0f s of audio", t.AudioSeconds)
+	}
+	if t.Estimated > 0 {
+		return fmt.Sprintf("≈%d tokens in, ≈%d out%s, %d model calls (%d estimated), cost ≈%.4f", t.TokensIn, t.TokensOut, audio, t.Calls, t.Estimated, t.Cost)
+	}
+	return fmt.Sprintf("%d tokens in, %d out%s, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, audio, t.Calls, t.Cost)
 }

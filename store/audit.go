@@ -231,17 +231,18 @@ func (w *auditWriter) writeTx(ctx context.Context, batch []*auditReq) error {
 // more than the write itself.
 const finishToolCallSQL = `UPDATE tool_calls SET status = ?, result = ?, error = ?, arguments = ?,
 arguments_size = ?, result_size = ?, source = ?, server = ?, finished_at = ?, duration_ms = ?,
-server_tool = ?, approval_required = ?, decision = ?, approver = ?, decided_at = ? WHERE id = ?`
+server_tool = ?, approval_required = ?, decision = ?, approver = ?, approver_id = ?, decided_at = ?, progress = ?,
+elicitation = ? WHERE id = ?`
 
 // finishAudit completes the row of r with its outcome; false when the row does not exist.
 func finishAudit(tx *gorm.DB, r *audit.Record) (bool, error) {
 	res := tx.Exec(finishToolCallSQL, string(r.Status), r.Result, r.Error, r.Arguments,
 		r.ArgumentsSize, r.ResultSize, string(r.Source), r.Server, finishedAt(r), r.Duration.Milliseconds(),
-		r.ServerTool, r.ApprovalRequired, r.Decision, r.Approver, decidedAt(r), r.ID)
+		r.ServerTool, r.ApprovalRequired, r.Decision, r.Approver, r.ApproverID, decidedAt(r), r.Progress, r.Elicitation, r.ID)
 	return res.RowsAffected == 1, res.Error
 }
 
-// insertChunk is the most audit rows one INSERT carries (24 parameters each).
+// insertChunk is the most audit rows one INSERT carries (28 parameters each).
 const insertChunk = 256
 
 // decidedAt is the decided_at of r's row: NULL until an approval is decided.

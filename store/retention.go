@@ -52,6 +52,7 @@ func (s *Store) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 		{"turns", `DELETE FROM turns WHERE id IN (SELECT id FROM turns
 			WHERE started_at < ? AND status <> ? ORDER BY started_at LIMIT ?)`,
 			[]any{cutoff, TurnRunning, retentionBatch}},
+		{"model calls outside turns", llmCallsOutsideTurns, []any{cutoff, LLMCallRunning, retentionBatch}},
 		{"conversations", `DELETE FROM conversations WHERE id IN (SELECT c.id FROM conversations c
 			WHERE c.created_at < ? AND c.active = ? AND NOT EXISTS
 			(SELECT 1 FROM turns t WHERE t.conversation_id = c.id) LIMIT ?)`,

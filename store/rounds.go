@@ -105,15 +105,26 @@ func (s *Store) setConversation(ctx context.Context, conversationID int64, colum
 // a user message.
 var ErrNothingToRetry = errors.New("store: no earlier message to answer again")
 
+// Retried is the turn RetryLastTurn took out of history: its user message and who sent it.
+type Retried struct {
+	Message  Message
+	UserID   string
+	UserName string
+}
+
 // RetryLastTurn takes the newest finished turn of a conversation out of its history (its status
 // becomes TurnRetried; its rows stay for the audit trail) and returns its user message, to be
-// answered again.
-func (s *Store) RetryLastTurn(ctx context.Context, conversationID int64) (Message, error) {
-	var msg Message
+// answered again. With userID set it is the newest turn that user started (their last message,
+// whoever spoke after it); empty, the newest turn of anyone.
+func (s *Store) RetryLastTurn(ctx context.Context, conversationID int64, userID string) (Retried, error) {
+	var out Retried
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var t turnRow
-		err := tx.Where("conversation_id = ? AND status NOT IN ?", conversationID, []string{string(TurnRunning), string(TurnRetried)}).
-			Order("id DESC").Take(&t).Error
+		q := tx.Where("conversation_id = ? AND status NOT IN ?", conversationID, []string{string(TurnRunning), string(TurnRetried)})
+		if userID != "" {
+			q = q.Where("user_id = ?", userID)
+		}
+		err := q.Order("id DESC").Take(&t).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return ErrNothingToRetry
 		}
@@ -128,15 +139,16 @@ func (s *Store) RetryLastTurn(ctx context.Context, conversationID int64) (Messag
 		if err != nil {
 			return err
 		}
-		if msg, err = row.public(); err != nil {
+		if out.Message, err = row.public(); err != nil {
 			return err
 		}
+		out.UserID, out.UserName = t.UserID, t.UserName
 		return tx.Model(&turnRow{}).Where("id = ?", t.ID).Update("status", TurnRetried).Error
 	})
 	if err != nil {
-		return Message{}, fmt.Errorf("store: retry the last turn of conversation %d: %w", conversationID, err)
+		return Retried{}, fmt.Errorf("store: retry the last turn of conversation %d: %w", conversationID, err)
 	}
-	return msg, nil
+	return out, nil
 }
 
 // SupersedeTurn takes a turn that a crash or a dead replica cut (interrupted, or still running

@@ -17,7 +17,7 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.RetryLastTurn(ctx, c.ID); !errors.Is(err, ErrNothingToRetry) {
+		if _, err := s.RetryLastTurn(ctx, c.ID, ""); !errors.Is(err, ErrNothingToRetry) {
 			t.Fatalf("retry in an empty conversation: %v, want ErrNothingToRetry", err)
 		}
 		var ids []int64
@@ -55,12 +55,12 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 			t.Fatalf("conversation after the choices: %+v", got)
 		}
 
-		user, err := s.RetryLastTurn(ctx, c.ID)
+		user, err := s.RetryLastTurn(ctx, c.ID, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if user.Content != "q4" {
-			t.Errorf("retry returned %q, want the last user message q4", user.Content)
+		if user.Message.Content != "q4" {
+			t.Errorf("retry returned %q, want the last user message q4", user.Message.Content)
 		}
 		rounds, err := s.Rounds(ctx, c.ID, got.SummaryTurnID, 0)
 		if err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -76,6 +77,9 @@ type TurnStart struct {
 // TurnEnd closes a turn.
 type TurnEnd struct {
 	TurnID int64
+	// QuotaChatID is the chat whose chat quota the turn's calls count against, when it is not
+	// the conversation's own (a Discord thread's parent channel).
+	QuotaChatID string
 	// Status is TurnOK, TurnError, TurnCancelled or TurnInterrupted.
 	Status    chat.TurnStatus
 	Model     string
@@ -88,6 +92,29 @@ type TurnEnd struct {
 	Messages []Message
 	// LLMCalls are the model calls of the turn, fallbacks included, in order.
 	LLMCalls []LLMCall
+	// TraceID is the turn's OpenTelemetry trace id (32 hex digits); empty when not traced.
+	TraceID string
+	// Deliveries are the platform requests of the turn's reply, in order (at most
+	// MaxDeliveries are kept).
+	Deliveries []Delivery
+}
+
+// MaxDeliveries is the most deliveries a turn row keeps; a reply streamed by more edits keeps
+// its first ones and the last (the final text).
+const MaxDeliveries = 256
+
+// Delivery is one platform request of a turn's reply, for the turn's timeline.
+type Delivery struct {
+	// Kind is the delivery engine's event: send, edit, files, draft, not_modified,
+	// rate_limited, retry, fallback or failed.
+	Kind string `json:"kind"`
+	// At is when the request ended; TookMS how long it ran (0 when not measured); WaitMS the
+	// wait a 429 asked for, from At on.
+	At     time.Time `json:"at"`
+	TookMS int64     `json:"took_ms,omitempty"`
+	WaitMS int64     `json:"wait_ms,omitempty"`
+	// Final is set on the requests that carried the final text.
+	Final bool `json:"final,omitempty"`
 }
 
 // LLMCall is one call to a model candidate.
@@ -99,14 +126,19 @@ type LLMCall struct {
 	// FallbackReason says why this candidate was tried: empty for the first, else the error of the
 	// one before.
 	FallbackReason string
-	Status         string // "ok", "error", "cancelled"
+	Status         string // "ok", "error", "cancelled"; LLMCallRunning and LLMCallInterrupted in the ledger
 	// TimeToFirstToken is zero when no token arrived.
 	TimeToFirstToken time.Duration
 	Duration         time.Duration
 	TokensIn         int
 	TokensOut        int
-	Error            string
-	StartedAt        time.Time
+	// Estimated marks tokens the bot estimated because the provider reported none (a stopped,
+	// cut or failed stream): the prompt's estimate and what was generated so far.
+	Estimated bool
+	Error     string
+	StartedAt time.Time
+	// Audio is the length of the audio a speech call transcribed (zero for chat calls).
+	Audio time.Duration
 }
 
 // Turn is one turn row.
@@ -124,6 +156,7 @@ type Turn struct {
 	Error            string
 	StartedAt        time.Time
 	FinishedAt       time.Time // zero while running
+	TraceID          string    // empty when the turn was not traced
 }
 
 type turnRow struct {
@@ -141,6 +174,8 @@ type turnRow struct {
 	StartedAt        time.Time
 	FinishedAt       *time.Time
 	InstanceID       string
+	TraceID          string
+	Deliveries       string // JSON list of Delivery
 }
 
 func (turnRow) TableName() string { return "turns" }
@@ -150,6 +185,9 @@ func (turnRow) TableName() string { return "turns" }
 // migration adds a column, so a replica running the older binary would stop reading turns.
 const turnColumns = "id, conversation_id, user_id, user_name, inbound_message_id, model, status, " +
 	"rounds, tokens_in, tokens_out, error, started_at, finished_at"
+
+// tracedTurnColumns add the trace id (migration 16) to turnColumns, for the readers of one turn.
+const tracedTurnColumns = turnColumns + ", trace_id"
 
 type messageRow struct {
 	ID             int64 `gorm:"primaryKey"`
@@ -171,8 +209,9 @@ type messageRow struct {
 func (messageRow) TableName() string { return "messages" }
 
 type llmCallRow struct {
-	ID             int64 `gorm:"primaryKey"`
-	TurnID         int64
+	ID int64 `gorm:"primaryKey"`
+	// TurnID is nil for a call outside a turn (/compact).
+	TurnID         *int64
 	Seq            int
 	Round          int
 	Model          string
@@ -185,6 +224,16 @@ type llmCallRow struct {
 	TokensOut      int
 	Error          string
 	StartedAt      time.Time
+	// Platform, ChatID and UserID are whom the call is counted against.
+	Platform   string
+	ChatID     string
+	UserID     string
+	Estimated  bool
+	InstanceID string
+	AudioMs    int64 `gorm:"column:audio_ms"`
+	// QuotaChatID is the chat whose chat quota the call counts against (a Discord thread's
+	// parent channel; else ChatID).
+	QuotaChatID string
 }
 
 func (llmCallRow) TableName() string { return "llm_calls" }
@@ -294,19 +343,23 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 		if started.IsZero() {
 			started = at
 		}
-		llm = append(llm, llmCallRow{TurnID: e.TurnID, Seq: i, Round: c.Round, Model: c.Model,
-			Candidate: c.Candidate, FallbackReason: c.FallbackReason, Status: c.Status,
-			TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
-			TokensIn: c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: dbTime(started)})
+		row := newLLMCallRow(c)
+		row.TurnID, row.Seq, row.StartedAt, row.InstanceID = &e.TurnID, i, dbTime(started), s.instance
+		llm = append(llm, row)
+	}
+	deliveries, err := deliveriesJSON(e.Deliveries)
+	if err != nil {
+		return fmt.Errorf("store: finish turn %d: %w", e.TurnID, err)
 	}
 	conv, started := s.started.take(e.TurnID)
-	err := s.turns.do(ctx, func(tx *gorm.DB) error {
+	err = s.turns.do(ctx, func(tx *gorm.DB) error {
 		// Closing the turn first, only while it runs, is the check that it still runs (a
 		// replica's Recover may have ended it) without reading it; on any error the savepoint
 		// rolls the close back with the rest.
 		res := tx.Model(&turnRow{}).Where("id = ? AND status = ?", e.TurnID, TurnRunning).Updates(map[string]any{
 			"status": e.Status, "model": e.Model, "rounds": e.Rounds, "tokens_in": e.TokensIn,
 			"tokens_out": e.TokensOut, "error": e.Error, "finished_at": at,
+			"trace_id": e.TraceID, "deliveries": deliveries,
 		})
 		if res.Error != nil {
 			return res.Error
@@ -345,6 +398,16 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 			}
 		}
 		if len(llm) > 0 {
+			var who struct{ Platform, ChatID, UserID string }
+			if err := tx.Table("turns t").Select("c.platform AS platform, c.chat_id AS chat_id, t.user_id AS user_id").
+				Joins("JOIN conversations c ON c.id = t.conversation_id").Where("t.id = ?", e.TurnID).
+				Take(&who).Error; err != nil {
+				return err
+			}
+			for i := range llm {
+				llm[i].Platform, llm[i].ChatID, llm[i].UserID = who.Platform, who.ChatID, who.UserID
+				llm[i].QuotaChatID = cmp.Or(e.QuotaChatID, who.ChatID)
+			}
 			return tx.CreateInBatches(&llm, 100).Error
 		}
 		return nil
@@ -358,7 +421,7 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 // Turn returns one turn.
 func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
 	var row turnRow
-	err := s.r.WithContext(ctx).Select(turnColumns).Take(&row, id).Error
+	err := s.r.WithContext(ctx).Select(tracedTurnColumns).Take(&row, id).Error
 	if err == gorm.ErrRecordNotFound {
 		return Turn{}, fmt.Errorf("store: turn %d: %w", id, ErrNotFound)
 	}
@@ -372,16 +435,18 @@ func (row turnRow) public() Turn {
 	t := Turn{ID: row.ID, ConversationID: row.ConversationID, UserID: row.UserID,
 		UserName: row.UserName, InboundMessageID: row.InboundMessageID, Model: row.Model,
 		Status: row.Status, Rounds: row.Rounds, TokensIn: row.TokensIn, TokensOut: row.TokensOut,
-		Error: row.Error, StartedAt: row.StartedAt.UTC()}
+		Error: row.Error, StartedAt: row.StartedAt.UTC(), TraceID: row.TraceID}
 	if row.FinishedAt != nil {
 		t.FinishedAt = row.FinishedAt.UTC()
 	}
 	return t
 }
 
-// Recover marks interrupted the turns left running by a replica that is gone, and the audit rows
-// left running by them. A replica is gone when its row in the instances table has expired (on
-// SQLite) or was removed (at a clean shutdown, or by the survivor that took its work over); turns of a live replica (this one included) are left alone, so a
+// Recover marks interrupted the turns left running by a replica that is gone, the audit rows
+// left running by them, and their model calls (which keep the tokens they reserved, as an
+// estimate). A replica is gone when its row in the instances table has expired (on SQLite) or
+// was removed (at a clean shutdown, or by the survivor that took its work over); turns of a live
+// replica (this one included) are left alone, so a
 // second replica starting up never ends the first one's turns. A single process registers no
 // instance, so every running turn it finds at start is a crash's leftover. Call it at start,
 // after Migrate and before the first turn; it is safe to call again at any time.
@@ -415,7 +480,11 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 			return res.Error
 		}
 		calls = int(res.RowsAffected)
-		return nil
+		// A model call keeps the tokens it reserved (its prompt's estimate and the most it could
+		// answer): what the provider billed for it is not known.
+		return tx.Model(&llmCallRow{}).Where("status = ? AND instance_id NOT IN (?)", LLMCallRunning, live).
+			Updates(map[string]any{"status": LLMCallInterrupted, "estimated": true,
+				"error": "the bot stopped before the call finished"}).Error
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: recover running turns and calls: %w", err)

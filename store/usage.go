@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"relaybot/chat"
+
+	"gorm.io/gorm"
 )
 
 // UsageFilter selects the model calls Usage sums. Zero fields do not filter.
@@ -16,6 +18,8 @@ type UsageFilter struct {
 	Platform     string
 	ChatID       string
 	UserID       string
+	// QuotaChatID matches the calls counted toward a chat's quota: its own and its threads'.
+	QuotaChatID string
 }
 
 // UsageRow is the tokens of the model calls of one user in one chat with one model.
@@ -27,37 +31,51 @@ type UsageRow struct {
 	Calls     int64  `json:"calls"`
 	TokensIn  int64  `json:"tokens_in"`
 	TokensOut int64  `json:"tokens_out"`
+	// Estimated counts the calls whose tokens the bot estimated (the provider reported none: a
+	// stopped, cut or failed stream, or a call still running).
+	Estimated int64 `json:"estimated"`
+	// AudioMs is the audio the row's speech calls transcribed, in milliseconds.
+	AudioMs int64 `json:"audio_ms"`
 }
 
-// Cost is what the row's tokens cost at p.
-func (r UsageRow) Cost(p chat.Price) float64 { return p.Cost(r.TokensIn, r.TokensOut) }
+// Cost is what the row's tokens and audio cost at p.
+func (r UsageRow) Cost(p chat.Price) float64 {
+	return p.Cost(r.TokensIn, r.TokensOut) + p.AudioCost(r.AudioMs)
+}
 
 // Usage sums the tokens of the model calls matching f per platform, chat, user and model (the
-// user is the one whose message started the turn), ordered by platform, chat, user, model.
+// user is the one whose message started the turn, or who asked for /compact), ordered by
+// platform, chat, user, model. A call still running counts with the tokens it reserved.
 func (s *Store) Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error) {
-	q := s.r.WithContext(ctx).Table("llm_calls AS l").
-		Select("c.platform AS platform, c.chat_id AS chat_id, t.user_id AS user_id, l.model AS model, " +
-			"COUNT(*) AS calls, COALESCE(SUM(l.tokens_in), 0) AS tokens_in, COALESCE(SUM(l.tokens_out), 0) AS tokens_out").
-		Joins("JOIN turns t ON t.id = l.turn_id").
-		Joins("JOIN conversations c ON c.id = t.conversation_id")
+	rows, err := usageQuery(s.r.WithContext(ctx), f)
+	if err != nil {
+		return nil, fmt.Errorf("store: usage: %w", err)
+	}
+	return rows, nil
+}
+
+// usageQuery sums the calls matching f on db (a transaction's, for a quota check).
+func usageQuery(db *gorm.DB, f UsageFilter) ([]UsageRow, error) {
+	q := db.Table("llm_calls").
+		Select("platform, chat_id, user_id, model, COUNT(*) AS calls, " +
+			"COALESCE(SUM(tokens_in), 0) AS tokens_in, COALESCE(SUM(tokens_out), 0) AS tokens_out, " +
+			"COALESCE(SUM(CASE WHEN estimated THEN 1 ELSE 0 END), 0) AS estimated, " +
+			"COALESCE(SUM(audio_ms), 0) AS audio_ms")
 	if !f.Since.IsZero() {
-		q = q.Where("l.started_at >= ?", dbTime(f.Since))
+		q = q.Where("started_at >= ?", dbTime(f.Since))
 	}
 	if !f.Until.IsZero() {
-		q = q.Where("l.started_at < ?", dbTime(f.Until))
+		q = q.Where("started_at < ?", dbTime(f.Until))
 	}
-	for _, e := range []struct{ col, v string }{{"c.platform", f.Platform}, {"c.chat_id", f.ChatID}, {"t.user_id", f.UserID}} {
+	for _, e := range []struct{ col, v string }{{"platform", f.Platform}, {"chat_id", f.ChatID}, {"user_id", f.UserID}, {"quota_chat_id", f.QuotaChatID}} {
 		if e.v != "" {
 			q = q.Where(e.col+" = ?", e.v)
 		}
 	}
 	var rows []UsageRow
-	err := q.Group("c.platform, c.chat_id, t.user_id, l.model").
-		Order("c.platform, c.chat_id, t.user_id, l.model").Scan(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("store: usage: %w", err)
-	}
-	return rows, nil
+	err := q.Group("platform, chat_id, user_id, model").
+		Order("platform, chat_id, user_id, model").Scan(&rows).Error
+	return rows, err
 }
 
 // UsageTotal is the sum of usage rows under one key, with their cost.
@@ -67,6 +85,10 @@ type UsageTotal struct {
 	TokensIn  int64   `json:"tokens_in"`
 	TokensOut int64   `json:"tokens_out"`
 	Cost      float64 `json:"cost"`
+	// Estimated counts the calls among Calls whose tokens are the bot's estimate.
+	Estimated int64 `json:"estimated"`
+	// AudioSeconds is the audio transcribed, in seconds.
+	AudioSeconds float64 `json:"audio_seconds"`
 }
 
 // Ways to roll usage up.
@@ -103,6 +125,8 @@ func RollUp(rows []UsageRow, by string, prices map[string]chat.Price) []UsageTot
 		t.Calls += r.Calls
 		t.TokensIn += r.TokensIn
 		t.TokensOut += r.TokensOut
+		t.Estimated += r.Estimated
+		t.AudioSeconds += float64(r.AudioMs) / 1000
 		t.Cost += r.Cost(prices[r.Model])
 	}
 	slices.SortFunc(out, func(a, b UsageTotal) int {

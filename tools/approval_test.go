@@ -97,28 +97,104 @@ func TestAskRuleWaitsForTheChatsAnswer(t *testing.T) {
 	}
 }
 
-// "Always allow in this chat" runs the call and every later one in that chat without a question;
-// another chat is still asked.
-func TestAlwaysAllowIsNotAskedAgainInThatChat(t *testing.T) {
-	m, rec, runs := askManager(t)
-	ap := &scriptedApprover{answers: []tools.Approval{{Decision: tools.DecisionAlways, By: "alice"}}}
-	for i := range 2 {
-		turn := m.ForTurn(tools.TurnInfo{Platform: "discord", ChatID: "9", UserID: "u"}, nil)
+// "Always allow" holds for the person it was given for: their later calls in that chat run
+// without a question, another member's call and another chat are still asked; given "for
+// everyone", it covers every member of the chat. An expired consent asks again.
+func TestAlwaysAllowCoversWhomItWasGivenFor(t *testing.T) {
+	l := newStub(audit.SourceMCP, "mail").add("send_mail", func(context.Context, tools.Invocation) (tools.Result, error) {
+		return tools.Result{Text: "sent"}, nil
+	})
+	p, err := tools.NewPolicy([]tools.Rule{{Tool: "send_mail", Action: tools.ActionAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := toolstest.NewRecorder()
+	m, err := tools.NewManager([]tools.Loader{l}, rec, tools.ManagerOptions{Policy: p, Consents: &toolstest.Consents{}, AlwaysAllowFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := &scriptedApprover{}
+	call := func(chatID, user string) audit.Status {
+		turn := m.ForTurn(tools.TurnInfo{Platform: "discord", ChatID: chatID, UserID: user}, nil)
 		turn.SetApprover(ap)
-		if out := turn.Execute(context.Background(), tools.Call{ID: "c", Name: "send_mail", Arguments: `{}`}); out.Status != audit.StatusOK {
-			t.Fatalf("call %d: %s %q", i, out.Status, out.Content)
+		return turn.Execute(context.Background(), tools.Call{ID: "c", Name: "send_mail", Arguments: `{}`}).Status
+	}
+	now := time.Now()
+	ap.answers = []tools.Approval{{Decision: tools.DecisionAlways, By: "alice", ByID: "1", At: now}}
+	if st := call("9", "ann"); st != audit.StatusOK || len(ap.asked) != 1 || !ap.asked[0].Remember {
+		t.Fatalf("first call: %s after %d questions", st, len(ap.asked))
+	}
+	if st := call("9", "ann"); st != audit.StatusOK || len(ap.asked) != 1 {
+		t.Fatalf("ann's second call: %s after %d questions; want it run unasked", st, len(ap.asked))
+	}
+	if r := rec.Records()[1]; r.Decision != tools.DecisionAlways || r.Approver != "alice" || r.ApproverID != "1" {
+		t.Fatalf("second call's row: decision %q by %q (%q), want always by alice (1)", r.Decision, r.Approver, r.ApproverID)
+	}
+	ap.answers = []tools.Approval{{Decision: tools.DecisionDenied, By: "alice", ByID: "1"}, {Decision: tools.DecisionDenied, By: "alice", ByID: "1"}}
+	if st := call("9", "bob"); st != audit.StatusDenied || len(ap.asked) != 2 {
+		t.Fatalf("bob's call rode on ann's consent: %s after %d questions", st, len(ap.asked))
+	}
+	if st := call("10", "ann"); st != audit.StatusDenied || len(ap.asked) != 3 {
+		t.Fatalf("another chat rode on the consent: %s after %d questions", st, len(ap.asked))
+	}
+	ap.answers = []tools.Approval{{Decision: tools.DecisionAlways, By: "admin", ByID: "99", ForEveryone: true, At: now}}
+	if st := call("10", "ann"); st != audit.StatusOK || len(ap.asked) != 4 {
+		t.Fatalf("the admin's answer: %s after %d questions", st, len(ap.asked))
+	}
+	if st := call("10", "bob"); st != audit.StatusOK || len(ap.asked) != 4 {
+		t.Fatalf("bob after \"always, for everyone\": %s after %d questions; want it run unasked", st, len(ap.asked))
+	}
+	ap.answers = []tools.Approval{{Decision: tools.DecisionAlways, By: "alice", ByID: "1", At: now.Add(-2 * time.Hour)}}
+	call("11", "ann") // a consent given two hours ago, holding one hour
+	ap.answers = []tools.Approval{{Decision: tools.DecisionDenied, By: "alice", ByID: "1"}}
+	if st := call("11", "ann"); st != audit.StatusDenied || len(ap.asked) != 6 {
+		t.Fatalf("an expired consent held: %s after %d questions", st, len(ap.asked))
+	}
+}
+
+// Without a consent store the question offers no "always".
+func TestNoConsentStoreOffersNoAlways(t *testing.T) {
+	m, _, _ := askManager(t)
+	ap := &scriptedApprover{answers: []tools.Approval{{Decision: tools.DecisionApproved, By: "alice"}}}
+	turn := m.ForTurn(tools.TurnInfo{Platform: "discord", ChatID: "9", UserID: "u"}, nil)
+	turn.SetApprover(ap)
+	turn.Execute(context.Background(), tools.Call{ID: "c", Name: "send_mail", Arguments: `{}`})
+	if len(ap.asked) != 1 || ap.asked[0].Remember {
+		t.Fatalf("questions %+v; want one, without remembering", ap.asked)
+	}
+}
+
+// What an approval question shows of arguments: whole values, disguising characters as their
+// code, and the paths of the values it hides.
+func TestSummarizeShowsWhatItHides(t *testing.T) {
+	long := strings.Repeat("a", 300) + "/../../etc/passwd"
+	tests := []struct {
+		args       string
+		want       []string
+		hidden     string
+		wantCut    bool
+		notContain string
+	}{
+		{`{"path":"` + long + `"}`, []string{"path: " + long}, "", false, ""},
+		{`{"name":"invoice\u202efdp.exe","note":"a\nApprove? yes"}`, []string{`invoice\u202efdp.exe`, `a\u000aApprove? yes`}, "", false, "\u202e"},
+		{`{"auth":{"token":"x1","user":"ann"},"keys":[{"api_key":"k"}]}`, []string{`"token":"[redacted]"`}, "auth.token,keys.0.api_key", false, `"x1"`},
+		{`{"text":"` + strings.Repeat("word ", 400) + `"}`, nil, "", true, ""},
+	}
+	for _, tc := range tests {
+		got, cut := tools.Summarize(tc.args)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("Summarize(%.60s…) = %q, want it to show %q", tc.args, got, w)
+			}
 		}
-	}
-	if len(ap.asked) != 1 || *runs != 2 {
-		t.Fatalf("asked %d times, ran %d times; want asked once, ran twice", len(ap.asked), *runs)
-	}
-	if r := rec.Records()[1]; r.Decision != tools.DecisionAlways || r.Approver != "alice" {
-		t.Fatalf("second call's row: decision %q by %q, want always by alice", r.Decision, r.Approver)
-	}
-	other := m.ForTurn(tools.TurnInfo{Platform: "discord", ChatID: "10", UserID: "u"}, nil)
-	ap.answers = []tools.Approval{{Decision: tools.DecisionDenied, By: "bob"}}
-	other.SetApprover(ap)
-	if out := other.Execute(context.Background(), tools.Call{ID: "c", Name: "send_mail", Arguments: `{}`}); out.Status != audit.StatusDenied || len(ap.asked) != 2 {
-		t.Fatalf("another chat: %s %q after %d questions; want it asked again and denied", out.Status, out.Content, len(ap.asked))
+		if tc.notContain != "" && strings.Contains(got, tc.notContain) {
+			t.Errorf("Summarize(%.60s…) = %q shows %q", tc.args, got, tc.notContain)
+		}
+		if cut != tc.wantCut {
+			t.Errorf("Summarize(%.60s…) cut = %v, want %v", tc.args, cut, tc.wantCut)
+		}
+		if h := strings.Join(tools.HiddenKeys(tc.args), ","); h != tc.hidden {
+			t.Errorf("HiddenKeys(%.60s…) = %q, want %q", tc.args, h, tc.hidden)
+		}
 	}
 }

@@ -9,3 +9,14 @@ func (m *Manager) Has(name string) bool {
 	_, ok := index[name]
 	return ok
 }
+
+// Names lists the tools that exist now in every loader (collisions resolved, access rules not
+// applied), in dispatch order. Metrics use it to show every tool's series from the start.
+func (m *Manager) Names() []string {
+	all, _ := m.catalog(context.Background())
+	names := make([]string, len(all))
+	for i, e := range all {
+		names[i] = e.spec.Name
+	}
+	return names
+}

@@ -32,9 +32,24 @@ type ManagerOptions struct {
 	// Policy decides which tools each turn is offered and which calls need an approval; nil
 	// allows every tool (the allow-lists and AdminOnly still apply).
 	Policy *Policy
+	// ElicitationTimeout is how long a tool's question waits for an answer before it is
+	// answered cancel; 0 means DefaultElicitationTimeout.
+	ElicitationTimeout time.Duration
+	// Parallel says which rounds run their calls side by side: ParallelReadOnly (the zero
+	// value) when every call is safe, ParallelOff never.
+	Parallel ParallelMode
+	// MaxParallel bounds the calls of a round running at once; 0 means DefaultMaxParallel.
+	MaxParallel int
+	// ParallelTools are tool names (or path.Match globs) configured safe to run side by side.
+	ParallelTools []string
 	// MaxFileBytes caps one file a tool returns; larger ones are left out of the reply (and
 	// the model and the user are told). 0 means DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// Consents keeps "always allow" answers where every replica sees them (the store); nil
+	// means approval questions offer no "always".
+	Consents audit.Consents
+	// AlwaysAllowFor is how long an "always allow" answer holds; 0 means DefaultAlwaysAllowFor.
+	AlwaysAllowFor time.Duration
 	// MaxFilesPerTurn caps the files the tools of one turn return, over all its rounds; later
 	// ones are left out likewise. 0 means DefaultMaxFilesPerTurn.
 	MaxFilesPerTurn int
@@ -65,11 +80,15 @@ type Manager struct {
 	policy   *Policy
 	claim    func(ctx context.Context, turnID int64) error
 
+	elicitTimeout time.Duration
+	parallel      ParallelMode
+	maxParallel   int
+	parallelTools []string
+	consents      audit.Consents
+	alwaysFor     time.Duration
+
 	mu     sync.Mutex
 	warned map[string]bool // collisions already logged, so a warning appears once, not every turn
-	// always holds the "always allow in this chat" answers: chat and tool → who gave it. They
-	// last while the bot runs.
-	always map[alwaysKey]string
 }
 
 // NewManager returns a Manager over loaders, sorted into the dispatch order of Sources (loaders of
@@ -93,17 +112,28 @@ func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, 
 		return sourceRank(a.Source()) - sourceRank(b.Source())
 	})
 	m := &Manager{
-		loaders: ls,
-		rec:     rec,
-		maxRes:  opts.ResultMaxChars,
-		log:     opts.Logger,
-		policy:  opts.Policy,
-		claim:   opts.Claim,
-		warned:  make(map[string]bool),
-		always:  make(map[alwaysKey]string),
+		loaders:   ls,
+		rec:       rec,
+		maxRes:    opts.ResultMaxChars,
+		log:       opts.Logger,
+		policy:    opts.Policy,
+		claim:     opts.Claim,
+		warned:    make(map[string]bool),
+		consents:  opts.Consents,
+		alwaysFor: opts.AlwaysAllowFor,
+	}
+	if m.alwaysFor <= 0 {
+		m.alwaysFor = DefaultAlwaysAllowFor
 	}
 	if m.maxRes == 0 {
 		m.maxRes = DefaultResultMaxChars
+	}
+	if err := m.setParallel(opts); err != nil {
+		return nil, err
+	}
+	m.elicitTimeout = opts.ElicitationTimeout
+	if m.elicitTimeout <= 0 {
+		m.elicitTimeout = DefaultElicitationTimeout
 	}
 	m.maxFile, m.maxFiles = opts.MaxFileBytes, opts.MaxFilesPerTurn
 	if m.maxFile <= 0 {
@@ -188,6 +218,10 @@ type Turn struct {
 	decisions map[string]Decision
 	specs     []Spec
 	approver  Approver
+	elicitor  Elicitor
+	progress  ProgressFunc
+	// askMu puts the turn's tool questions to the chat one at a time.
+	askMu sync.Mutex
 
 	filesMu sync.Mutex
 	files   int // files kept for the reply so far, against MaxFilesPerTurn
@@ -228,26 +262,67 @@ func (t *Turn) Specs() []Spec {
 // failed ones included, is reported to the Recorder once: Start before it runs, Finish after. A
 // panicking tool is recovered here, so its audit row is finished like any other.
 func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
+	p := t.prepare(ctx, call)
+	if p.out == nil {
+		out := t.invoke(p.ctx, p)
+		p.out = &out
+	}
+	return t.complete(p.ctx, p)
+}
+
+// prepared is a call whose audit row is started and whose fate before its tool is decided: out
+// is set when it will not reach the tool (unknown, refused, bad arguments, denied).
+type prepared struct {
+	ctx   context.Context // the call's context (Recorder's CallContexter), from prepare on
+	call  Call
+	start time.Time
+	rec   *audit.Record
+	args  string
+	e     entry
+	run   *running
+	out   *Outcome
+}
+
+// prepare starts the call's audit row, checks the call and asks its approval.
+func (t *Turn) prepare(ctx context.Context, call Call) *prepared {
 	start := time.Now()
 	rec, args := t.record(call, start)
-	var e entry
+	p := &prepared{call: call, start: start, rec: rec, args: args}
 	i, known := t.index[call.Name]
 	if known {
-		e = t.all[i]
-		rec.Source = e.loader.Source()
-		rec.Server = e.spec.Server
-		rec.ServerTool = e.spec.ServerTool
+		p.e = t.all[i]
+		rec.Source = p.e.loader.Source()
+		rec.Server = p.e.spec.Server
+		rec.ServerTool = p.e.spec.ServerTool
 		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == ActionAsk
 	}
 	t.m.start(ctx, rec)
+	// The call's own context (a tracing span) carries the call from here on.
+	p.ctx = ctx
+	if cc, ok := t.m.rec.(CallContexter); ok {
+		p.ctx = cc.CallContext(ctx, rec)
+	}
+	p.run = newRunning(t, call, p.e.spec.Server)
+	if out, refused := t.check(p.ctx, rec, call.Name, args, known, p.e); refused {
+		p.out = &out
+	}
+	return p
+}
 
-	out := t.run(ctx, rec, call.Name, args, known, e)
-
-	out.Duration = time.Since(start)
+// complete finishes the call's audit row with its outcome and returns what goes to the model.
+func (t *Turn) complete(ctx context.Context, p *prepared) Outcome {
+	out, rec := *p.out, p.rec
+	out.Duration = time.Since(p.start)
 	rec.Status = out.Status
 	rec.Duration = out.Duration
 	rec.FinishedAt = rec.StartedAt.Add(out.Duration)
-	out.Files, out.FilesLeftOut = t.capFiles(call.Name, out.Files)
+	last, asked := p.run.end()
+	rec.Progress = Truncate(RedactJSONText(last), progressMaxChars)
+	if len(asked) > 0 {
+		b, _ := json.Marshal(asked)
+		rec.Elicitation = string(b)
+	}
+	out.Files, out.FilesLeftOut = t.capFiles(p.call.Name, out.Files)
 	note := withNote(filesNote(out.Files), leftOutNote(out.FilesLeftOut))
 	if out.Err != nil {
 		rec.Error = Truncate(RedactJSONText(out.Err.Error()), AuditMaxChars)
@@ -260,6 +335,9 @@ func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
 	t.m.finish(ctx, rec)
 	return out
 }
+
+// progressMaxChars caps the last progress message an audit row keeps.
+const progressMaxChars = 500
 
 // Skip answers a call that will not run (the turn ended first, or its arguments were cut off) and
 // records it: an audit row with status cancelled and reason as its error, so the audit log knows
@@ -303,46 +381,54 @@ func (t *Turn) record(call Call, start time.Time) (*audit.Record, string) {
 	}, args
 }
 
-// run decides and runs the call; Content is the untruncated text on success, ErrorText otherwise.
-func (t *Turn) run(ctx context.Context, rec *audit.Record, name, args string, known bool, e entry) Outcome {
+// check decides whether the call reaches its tool, asking its approval if a rule says so; refused
+// is true with the outcome when it does not.
+func (t *Turn) check(ctx context.Context, rec *audit.Record, name, args string, known bool, e entry) (out Outcome, refused bool) {
 	if !known {
-		return Failed(audit.StatusNotFound, NotFoundError{Name: name})
+		return Failed(audit.StatusNotFound, NotFoundError{Name: name}), true
 	}
 	if !t.offered[name] {
 		if d := t.decisions[name]; d.Action == ActionDeny {
-			return Failed(audit.StatusDenied, fmt.Errorf("tool %s is denied by %s", name, d.Rule))
+			return Failed(audit.StatusDenied, fmt.Errorf("tool %s is denied by %s", name, d.Rule)), true
 		}
-		return Failed(audit.StatusDenied, fmt.Errorf("tool %s is not available in this chat", name))
+		return Failed(audit.StatusDenied, fmt.Errorf("tool %s is not available in this chat", name)), true
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(args), &obj); err != nil {
-		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: %w", name, err))
+		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: %w", name, err)), true
 	}
 	if obj == nil { // the JSON text "null"
-		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: got null", name))
+		return Failed(audit.StatusBadArgs, fmt.Errorf("arguments of %s are not a JSON object: got null", name)), true
 	}
 	if err := ctx.Err(); err != nil {
-		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx)))
+		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was not run: %w", name, context.Cause(ctx))), true
 	}
 	if rec.ApprovalRequired {
 		if err := t.approve(ctx, rec, name, args, t.decisions[name], e.spec.Server); err != nil {
-			return Failed(audit.StatusDenied, err)
+			return Failed(audit.StatusDenied, err), true
 		}
 	}
+	return Outcome{}, false
+}
+
+// invoke runs a prepared call's tool; Content is the untruncated text on success, ErrorText
+// otherwise.
+func (t *Turn) invoke(ctx context.Context, p *prepared) Outcome {
+	name := p.call.Name
 	if t.m.claim != nil {
 		// Right before the call, after its approval: the claim is what a replica that lost its
 		// turn to another cannot get.
 		if err := t.m.claim(ctx, t.info.TurnID); err != nil {
-			t.m.log.Warn("tools: call not started: its claim was refused", "tool", name, "tool_call_id", rec.ToolCallID, "err", err)
+			t.m.log.Warn("tools: call not started: its claim was refused", "tool", name, "tool_call_id", p.call.ID, "err", err)
 			return NotRun(fmt.Errorf("%w: %w", ErrNotClaimed, err))
 		}
 	}
-	res, err := callLoader(ctx, e.loader, Invocation{Name: name, Arguments: json.RawMessage(args), Turn: t.info, Server: e.spec.Server})
+	res, err := callLoader(ctx, p.e.loader, Invocation{Name: name, Arguments: json.RawMessage(p.args), Turn: t.info, Server: p.e.spec.Server, Running: p.run})
 	switch {
 	case err == nil:
 		return Outcome{Content: res.Text, Files: res.Files, Status: audit.StatusOK}
 	case ctx.Err() != nil:
-		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, err))
+		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, cancelCause(ctx, err)))
 	case IsTimeout(err):
 		if !errors.Is(err, ErrTimeout) {
 			// A transport's or the loader's own timer fired: the same thing to the user and the
@@ -356,6 +442,15 @@ func (t *Turn) run(ctx context.Context, rec *audit.Record, name, args string, kn
 	default:
 		return Failed(audit.StatusError, err)
 	}
+}
+
+// cancelCause is the error a cancelled call reports: the loader's, and the reason the context
+// ended when it was given one (a sibling's failure) and the loader's error does not say it.
+func cancelCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) && !errors.Is(cause, ctx.Err()) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }
 
 // callLoader runs the loader and turns a panic in it into an error, so one broken tool cannot

@@ -174,13 +174,26 @@ func (r Rule) matches(spec Spec, src audit.Source, info TurnInfo) bool {
 	if r.Server != "" && r.Server != spec.Server {
 		return false
 	}
-	if len(r.Chats) > 0 && !slices.Contains(r.Chats, strings.ToLower(info.Platform)+":"+info.ChatID) {
+	if len(r.Chats) > 0 && !slices.ContainsFunc(info.ruleChats(), func(c string) bool { return slices.Contains(r.Chats, c) }) {
 		return false
 	}
 	if len(r.Roles) > 0 && !slices.ContainsFunc(r.Roles, info.hasRole) {
 		return false
 	}
 	return true
+}
+
+// ruleChats are the chats whose rules apply to the turn, the platform in lower case.
+func (info TurnInfo) ruleChats() []string {
+	if len(info.RuleChats) == 0 {
+		return []string{strings.ToLower(info.Platform) + ":" + info.ChatID}
+	}
+	out := make([]string, len(info.RuleChats))
+	for i, c := range info.RuleChats {
+		plat, id, _ := strings.Cut(c, ":")
+		out[i] = strings.ToLower(plat) + ":" + id
+	}
+	return out
 }
 
 // hasRole reports whether the turn's user holds a policy role.

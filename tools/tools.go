@@ -26,6 +26,12 @@ type Spec struct {
 	ServerTool string
 	// AdminOnly tools are offered only in turns of admins.
 	AdminOnly bool
+	// ReadOnly says the tool changes nothing (MCP's readOnlyHint, a native tool declared so):
+	// calls to it may run side by side with other safe calls of their round.
+	ReadOnly bool
+	// Parallel says the configuration allows the tool to run side by side with other safe
+	// calls of its round (an MCP server's parallel = true) whatever it declares.
+	Parallel bool
 }
 
 // Result is what a tool returned.
@@ -53,6 +59,9 @@ type Invocation struct {
 	Arguments json.RawMessage // a JSON object; "{}" when the model sent none
 	// Turn carries who asked, for tools that care (admin-only tools, the audit_query plugin).
 	Turn TurnInfo
+	// Running is what the call may do while it runs: report progress, ask the user. The
+	// Manager always sets it; a loader called otherwise gets nil.
+	Running Running
 	// Server is the MCP server whose tool the turn offered and its policy judged (Spec.Server);
 	// the call runs there or not at all. Empty for the other sources.
 	Server string
@@ -82,6 +91,10 @@ type TurnInfo struct {
 	// policies match them.
 	Roles     []string
 	ChatAdmin bool
+	// RuleChats are the "platform:chat_id" chats whose rules apply, most specific first: a
+	// thread or forum topic ("telegram:-100#7"), its chat, a Discord thread's parent channel.
+	// Policies' chats match any of them; empty means Platform:ChatID alone.
+	RuleChats []string
 	// Private is true in a chat of one user with the bot (a Telegram private chat, a Discord DM,
 	// the web chat); tools that show other chats' data (audit_query) show it only there.
 	Private bool
@@ -119,4 +132,11 @@ type Outcome struct {
 type Recorder interface {
 	Start(ctx context.Context, r *audit.Record) error
 	Finish(ctx context.Context, r *audit.Record) error
+}
+
+// CallContexter is a Recorder that also gives each call the context it runs in: after Start,
+// the Manager runs the tool (its approval, its loader) in CallContext(ctx, r), so what Start
+// opened for r (a trace span) is the parent of what the tool does. It must not block.
+type CallContexter interface {
+	CallContext(ctx context.Context, r *audit.Record) context.Context
 }

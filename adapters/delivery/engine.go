@@ -129,12 +129,18 @@ type Event struct {
 	Final      bool          // the request carried final text (not a preview)
 	RetryAfter time.Duration // for EventRateLimited
 	Err        error         // for EventRetry, EventFailed, EventFallback
+	// At is when the request ended (when the engine saw its outcome); Took how long the request
+	// itself ran, zero when unknown (a 429's wait is RetryAfter, from At on).
+	At   time.Time
+	Took time.Duration
 }
 
 // Observer receives delivery events. Observe is called synchronously from delivery goroutines
-// and must not block.
+// and must not block. ctx is the context the reply was started with (Engine.NewReply): the
+// turn's, with what the turn's observers put in it (a trace span); context.Background for a
+// request of no reply.
 type Observer interface {
-	Observe(Event)
+	Observe(ctx context.Context, e Event)
 }
 
 // Engine delivers every reply of one platform connection through one shared scheduler.
@@ -255,10 +261,18 @@ func (e *Engine) fenced(ctx context.Context) error {
 	return e.opts.Fence(ctx)
 }
 
-func (e *Engine) observe(ev Event) {
+func (e *Engine) observe(ctx context.Context, ev Event) {
 	if e.opts.Observer != nil {
-		e.opts.Observer.Observe(ev)
+		if ev.At.IsZero() {
+			ev.At = time.Now()
+		}
+		e.opts.Observer.Observe(ctx, ev)
 	}
+}
+
+// observe reports an event of the reply's requests, with the reply's context.
+func (r *Reply) observe(ev Event) {
+	r.e.observe(r.ctx, ev)
 }
 
 // refuseDrafts turns drafts off for the engine's life after the platform refused one; said once.

@@ -67,7 +67,7 @@ func (e *Engine) MarkInterrupted(ctx context.Context, msg adapters.MessageRef, s
 		return nil
 	}
 	if err == nil {
-		e.observe(Event{Kind: EventEdit, Chat: msg.Chat, Final: true})
+		r.observe(Event{Kind: EventEdit, Chat: msg.Chat, Final: true, Took: r.took})
 	}
 	return err
 }

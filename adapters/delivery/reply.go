@@ -52,6 +52,10 @@ type Reply struct {
 	// Drafts (nil drafter: the chat streams by edits), under mu. The chat shows draftText as
 	// the draft of part draftPart, or no draft when draftText is empty; persist asks the
 	// worker to turn that draft into a message before a tool runs.
+	// took is how long the latest request of call ran; only the goroutine finishing the reply
+	// (the one running call) reads and writes it.
+	took time.Duration
+
 	drafter   adapters.Drafter
 	draftBase int64
 	draftPart int
@@ -273,14 +277,14 @@ func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures
 	case err == nil:
 		failures = 0
 	case errors.As(err, &rl):
-		r.e.observe(Event{Kind: EventRateLimited, Chat: r.chat, RetryAfter: rl.RetryAfter})
+		r.observe(Event{Kind: EventRateLimited, Chat: r.chat, RetryAfter: rl.RetryAfter})
 		r.e.sched.block(r.chat, rl.Global, rl.RetryAfter)
 	case st.draft && errors.Is(err, adapters.ErrDraftsRefused):
 		// The next slot shows the same text by Send and edits; the draft text is not lost.
-		r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
+		r.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
 		r.e.refuseDrafts(r.chat, err)
 	case errors.Is(err, adapters.ErrMessageGone):
-		r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
+		r.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
 		r.msgs = r.msgs[:min(st.i, len(r.msgs))] // the next preview starts a new message
 	case errors.Is(err, adapters.ErrTooLong):
 		// The platform counts differently than we do: show less.
@@ -292,9 +296,9 @@ func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures
 		}
 	case isTemporary(err, ctx):
 		failures++
-		r.e.observe(Event{Kind: EventRetry, Chat: r.chat, Err: err})
+		r.observe(Event{Kind: EventRetry, Chat: r.chat, Err: err})
 		if failures >= r.e.opts.Retry.MaxAttempts {
-			r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
+			r.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
 			r.e.log.Warn("preview delivery failing; waiting for newer text", "chat", r.chat.String(), "err", err)
 			r.mu.Lock()
 			r.failed = st.text
@@ -304,7 +308,7 @@ func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures
 		}
 		r.e.backoff(ctx, failures) // a stop meanwhile is seen by previewNext
 	default:
-		r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
+		r.observe(Event{Kind: EventFailed, Chat: r.chat, Err: err})
 		r.e.log.Warn("preview not delivered", "chat", r.chat.String(), "err", err)
 		r.mu.Lock()
 		r.failed = st.text
@@ -335,6 +339,7 @@ func (r *Reply) showPreview(st step) error {
 	// message we would then not know about.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.e.opts.CallTimeout)
 	defer cancel()
+	begun := time.Now()
 	se, streamEdits := r.e.m.(adapters.StreamEditor)
 	if !st.done {
 		units := Length(st.text, r.e.limits.Unit)
@@ -349,7 +354,7 @@ func (r *Reply) showPreview(st step) error {
 		if err := r.drafter.Draft(cctx, r.chat, r.draftBase+int64(st.i)+1, st.text, r.opts.Stoppable); err != nil {
 			return err
 		}
-		r.e.observe(Event{Kind: EventDraft, Chat: r.chat})
+		r.observe(Event{Kind: EventDraft, Chat: r.chat, Took: time.Since(begun)})
 		r.mu.Lock()
 		r.draftPart, r.draftText = st.i, st.text
 		r.mu.Unlock()
@@ -361,7 +366,7 @@ func (r *Reply) showPreview(st step) error {
 		if err != nil {
 			return err
 		}
-		r.e.observe(Event{Kind: EventSend, Chat: r.chat})
+		r.observe(Event{Kind: EventSend, Chat: r.chat, Took: time.Since(begun)})
 		r.msgs = append(r.msgs, sent{ref: ref, text: st.text, controls: opts.Stoppable && streamEdits})
 		r.showing(ref, st.text)
 		if st.done {
@@ -383,9 +388,9 @@ func (r *Reply) showPreview(st step) error {
 		return err
 	}
 	if err != nil {
-		r.e.observe(Event{Kind: EventNotModified, Chat: r.chat})
+		r.observe(Event{Kind: EventNotModified, Chat: r.chat, Took: time.Since(begun)})
 	} else {
-		r.e.observe(Event{Kind: EventEdit, Chat: r.chat})
+		r.observe(Event{Kind: EventEdit, Chat: r.chat, Took: time.Since(begun)})
 	}
 	m.text = st.text
 	r.showing(m.ref, st.text)
@@ -469,7 +474,7 @@ func (r *Reply) showTyping() {
 			cancel()
 			release()
 			if err == nil {
-				r.e.observe(Event{Kind: EventTyping, Chat: r.chat})
+				r.observe(Event{Kind: EventTyping, Chat: r.chat})
 			} else {
 				r.e.log.Debug("typing indicator not shown", "chat", r.chat.String(), "err", err)
 			}
@@ -629,11 +634,11 @@ func (r *Reply) finalAttach(ctx context.Context, att adapters.FileAttacher, i in
 		})
 		switch {
 		case err == nil:
-			r.e.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true})
+			r.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true, Took: r.took})
 			r.msgs[i].text, r.msgs[i].controls = part, false
 			return true, nil
 		case errors.Is(err, adapters.ErrMessageGone):
-			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
+			r.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err, Took: r.took})
 			r.e.log.Debug("message gone; sending the text and files as a new message", "chat", r.chat.String(), "err", err)
 		case !r.attachRefused(ctx, err):
 			return false, err
@@ -707,13 +712,17 @@ func (r *Reply) postFiles(ctx context.Context, files []chat.File, caption string
 	var ref adapters.MessageRef
 	err := r.call(ctx, func(cctx context.Context) error {
 		var err error
+		if vs, ok := r.e.m.(adapters.VoiceSender); ok && len(files) == 1 && files[0].IsVoice() && caption == "" {
+			ref, err = vs.SendVoice(cctx, r.chat, files[0], opts)
+			return err
+		}
 		ref, err = r.e.m.SendFiles(cctx, r.chat, files, caption, opts)
 		return err
 	})
 	if err != nil {
 		return adapters.MessageRef{}, err
 	}
-	r.e.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true})
+	r.observe(Event{Kind: EventFiles, Chat: r.chat, Final: true, Took: r.took})
 	return ref, nil
 }
 
@@ -736,15 +745,15 @@ func (r *Reply) finalEdit(ctx context.Context, i int, part string) error {
 	})
 	switch {
 	case err == nil:
-		r.e.observe(Event{Kind: EventEdit, Chat: r.chat, Final: true})
+		r.observe(Event{Kind: EventEdit, Chat: r.chat, Final: true, Took: r.took})
 		r.msgs[i].text, r.msgs[i].controls = part, false
 		return nil
 	case errors.Is(err, adapters.ErrNotModified):
-		r.e.observe(Event{Kind: EventNotModified, Chat: r.chat, Final: true})
+		r.observe(Event{Kind: EventNotModified, Chat: r.chat, Final: true, Took: r.took})
 		r.msgs[i].text, r.msgs[i].controls = part, false
 		return nil
 	case errors.Is(err, adapters.ErrMessageGone):
-		r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
+		r.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err, Took: r.took})
 		r.e.log.Debug("message gone; sending the text as a new message", "chat", r.chat.String(), "err", err)
 		ref, err := r.sendFinalPart(ctx, part, i == 0)
 		if err != nil {
@@ -778,7 +787,7 @@ func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (ada
 	if err != nil {
 		return adapters.MessageRef{}, err
 	}
-	r.e.observe(Event{Kind: EventSend, Chat: r.chat, Final: true})
+	r.observe(Event{Kind: EventSend, Chat: r.chat, Final: true, Took: r.took})
 	return ref, nil
 }
 
@@ -790,7 +799,7 @@ func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (ada
 // and cancellation but the values of the context the reply was made with (the turn it answers,
 // and the epoch that turn began under), whatever context the caller finishes it with.
 func (r *Reply) call(ctx context.Context, fn func(context.Context) error) error {
-	return r.e.do(workContext{Context: ctx, work: r.ctx}, r.chat, ClassMessage, false, fn)
+	return r.e.do(workContext{Context: ctx, work: r.ctx}, r.chat, ClassMessage, false, &r.took, fn)
 }
 
 // workContext is a context with the deadline and cancellation of its Context and the values of

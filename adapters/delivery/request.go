@@ -61,17 +61,19 @@ func (e *Engine) Do(ctx context.Context, req Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := e.do(ctx, req.Chat, req.Class, req.Detached, req.Run); err != nil {
+	var took time.Duration
+	if err := e.do(ctx, req.Chat, req.Class, req.Detached, &took, req.Run); err != nil {
 		return err
 	}
-	e.observe(Event{Kind: req.Kind, Chat: req.Chat, Final: true})
+	e.observe(ctx, Event{Kind: req.Kind, Chat: req.Chat, Final: true, Took: took})
 	return nil
 }
 
 // do is Do without the event of success: the replies' final messages observe what they
 // delivered themselves. It takes Request's fields one by one: fn, only called, then stays off
-// the heap (a struct would carry it along with the chat, which the events keep).
-func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool, fn func(context.Context) error) error {
+// the heap (a struct would carry it along with the chat, which the events keep). took is set
+// to how long the latest try ran.
+func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool, took *time.Duration, fn func(context.Context) error) error {
 	tryCtx := ctx
 	if detached {
 		tryCtx = context.WithoutCancel(ctx)
@@ -87,7 +89,9 @@ func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool,
 			return err
 		}
 		cctx, cancel := context.WithTimeout(tryCtx, e.opts.CallTimeout)
+		begun := time.Now()
 		err = fn(cctx)
+		*took = time.Since(begun)
 		cancel()
 		release()
 		var rl *adapters.RateLimitError
@@ -95,7 +99,7 @@ func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool,
 		case err == nil:
 			return nil
 		case errors.As(err, &rl):
-			e.observe(Event{Kind: EventRateLimited, Chat: c, Final: true, RetryAfter: rl.RetryAfter})
+			e.observe(ctx, Event{Kind: EventRateLimited, Chat: c, Final: true, RetryAfter: rl.RetryAfter, Took: *took})
 			if dl, ok := ctx.Deadline(); ok && time.Now().Add(rl.RetryAfter).After(dl) {
 				return fmt.Errorf("%w (its wait outlasts the request's deadline)", err)
 			}
@@ -111,10 +115,10 @@ func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool,
 		case isTemporary(err, ctx):
 			attempt++
 			if attempt >= e.opts.Retry.MaxAttempts {
-				e.observe(Event{Kind: EventFailed, Chat: c, Final: true, Err: err})
+				e.observe(ctx, Event{Kind: EventFailed, Chat: c, Final: true, Err: err, Took: *took})
 				return fmt.Errorf("after %d attempts: %w", attempt, err)
 			}
-			e.observe(Event{Kind: EventRetry, Chat: c, Final: true, Err: err})
+			e.observe(ctx, Event{Kind: EventRetry, Chat: c, Final: true, Err: err, Took: *took})
 			if err := e.sleep(ctx, e.backoffDelay(attempt)); err != nil {
 				return err
 			}

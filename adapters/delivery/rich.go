@@ -31,13 +31,13 @@ func (r *Reply) richFinal(ctx context.Context, text string) (done bool, err erro
 		err = r.call(ctx, func(cctx context.Context) error { return rm.EditRich(cctx, old[0].ref, text) })
 		switch {
 		case err == nil:
-			r.e.observe(Event{Kind: EventEdit, Chat: r.chat, Final: true})
+			r.observe(Event{Kind: EventEdit, Chat: r.chat, Final: true, Took: r.took})
 			ref, old = old[0].ref, old[1:]
 		case errors.Is(err, adapters.ErrNotModified):
-			r.e.observe(Event{Kind: EventNotModified, Chat: r.chat, Final: true})
+			r.observe(Event{Kind: EventNotModified, Chat: r.chat, Final: true, Took: r.took})
 			ref, old, err = old[0].ref, old[1:], nil
 		case errors.Is(err, adapters.ErrMessageGone):
-			r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
+			r.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err, Took: r.took})
 			old, err = old[1:], nil
 		}
 	}
@@ -48,7 +48,7 @@ func (r *Reply) richFinal(ctx context.Context, text string) (done bool, err erro
 			return err
 		})
 		if err == nil {
-			r.e.observe(Event{Kind: EventSend, Chat: r.chat, Final: true})
+			r.observe(Event{Kind: EventSend, Chat: r.chat, Final: true, Took: r.took})
 			r.mu.Lock()
 			r.draftText, r.persist = "", false // a message from the bot ends the chat's draft
 			r.mu.Unlock()
@@ -58,7 +58,7 @@ func (r *Reply) richFinal(ctx context.Context, text string) (done bool, err erro
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			return true, err
 		}
-		r.e.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err})
+		r.observe(Event{Kind: EventFallback, Chat: r.chat, Final: true, Err: err, Took: r.took})
 		if errors.Is(err, adapters.ErrRichRefused) {
 			r.e.refuseRich(r.chat, err)
 		} else {
@@ -78,7 +78,7 @@ func (r *Reply) richFinal(ctx context.Context, text string) (done bool, err erro
 func (r *Reply) deletePart(ctx context.Context, rm adapters.RichMessenger, msg adapters.MessageRef) {
 	err := r.call(ctx, func(cctx context.Context) error { return rm.Delete(cctx, msg) })
 	if err != nil && !errors.Is(err, adapters.ErrMessageGone) {
-		r.e.observe(Event{Kind: EventFailed, Chat: r.chat, Final: true, Err: err})
+		r.observe(Event{Kind: EventFailed, Chat: r.chat, Final: true, Err: err, Took: r.took})
 		r.e.log.Warn("a part of the streamed answer was not deleted after the rich message replaced it",
 			"chat", r.chat.String(), "message", msg.ID, "err", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -28,6 +29,8 @@ func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 // PostQuestion posts q with a button per choice (the first green, the second red), answering
 // the message the responder answers, through the channel's budgets in the delivery engine.
 func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string, q adapters.Question) (string, error) {
+	// An action row holds at most 5 buttons, a message at most 5 rows.
+	var rows []discordgo.MessageComponent
 	var buttons []discordgo.MessageComponent
 	for i, ch := range q.Choices {
 		style := discordgo.SecondaryButton
@@ -37,11 +40,18 @@ func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 		case 1:
 			style = discordgo.DangerButton
 		}
-		buttons = append(buttons, discordgo.Button{Label: ch.Label, Style: style, CustomID: approvePrefix + id + ":" + ch.ID})
+		b := discordgo.Button{Label: ch.Label, Style: style, CustomID: approvePrefix + id + ":" + ch.ID}
+		if ch.URL != "" {
+			b = discordgo.Button{Label: ch.Label, Style: discordgo.LinkButton, URL: ch.URL} // never pressed
+		}
+		buttons = append(buttons, b)
+		if len(buttons) == 5 || i == len(q.Choices)-1 {
+			rows, buttons = append(rows, discordgo.ActionsRow{Components: buttons}), nil
+		}
 	}
 	ch := channelOf(ref)
-	ms := &discordgo.MessageSend{Content: q.Text, AllowedMentions: noMentions(), Reference: reference(ch, r.replyTo),
-		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: buttons}}}
+	ms := &discordgo.MessageSend{Content: plainText(q.Text), AllowedMentions: noMentions(), Reference: reference(ch, r.replyTo),
+		Components: rows[:min(len(rows), 5)]}
 	var m *discordgo.Message
 	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,
 		Run: func(ctx context.Context) error {
@@ -60,6 +70,7 @@ func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 func (r msgResponder) EditQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
 	ch := channelOf(ref)
 	none := []discordgo.MessageComponent{}
+	text = plainText(text)
 	me := &discordgo.MessageEdit{ID: messageID, Channel: ch, Content: &text, Components: &none, AllowedMentions: noMentions()}
 	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
 		Run: func(ctx context.Context) error {
@@ -96,8 +107,37 @@ func (a *Adapter) onApprovePress(ctx context.Context, i *discordgo.Interaction, 
 	default:
 		none := []discordgo.MessageComponent{}
 		if !a.respond(ctx, i, discordgo.InteractionResponseUpdateMessage,
-			&discordgo.InteractionResponseData{Content: text, Components: none, AllowedMentions: noMentions()}) {
+			&discordgo.InteractionResponseData{Content: plainText(text), Components: none, AllowedMentions: noMentions()}) {
 			a.log.Warn("discord: approval question not updated", "question", a.questions.MessageOf(oq))
 		}
 	}
+}
+
+// questionMaxLen is Discord's limit on a message's content (characters).
+const questionMaxLen = 2000
+
+// markdownChars are the characters Discord's Markdown gives a meaning (emphasis, code, spoilers,
+// quotes, headings, lists, masked links, autolinks through "://", custom emoji and mentions).
+const markdownChars = "\\*_~`|>#-[]()<:"
+
+// plainText escapes text so Discord shows it as written: a question's text is the model's
+// arguments, which must not turn into a masked link, a heading or hidden spoilers there. It is
+// cut to the message limit (escapes add characters).
+func plainText(text string) string {
+	var b strings.Builder
+	for _, r := range text {
+		if strings.ContainsRune(markdownChars, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	out := b.String()
+	if n := utf8.RuneCountInString(out); n > questionMaxLen {
+		runes := []rune(out)[:questionMaxLen-1]
+		if len(runes) > 0 && runes[len(runes)-1] == '\\' {
+			runes = runes[:len(runes)-1]
+		}
+		out = string(runes) + "…"
+	}
+	return out
 }

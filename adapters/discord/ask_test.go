@@ -260,3 +260,25 @@ func TestInteractionAnswersDoNotWaitForABusyChannel(t *testing.T) {
 		t.Error("the reply's final went out while the channel was held")
 	}
 }
+
+// A question's text is shown as written: the model's arguments in it cannot make Discord
+// render a masked link, bold text, a heading or a spoiler; the answered question stays escaped.
+func TestAQuestionsMarkdownIsShownAsWritten(t *testing.T) {
+	t.Parallel()
+	hs := start(t, nil, nil)
+	ch := "500000000000000141"
+	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
+	q := adapters.Question{Text: "Run echo? path: [safe.txt](https://evil.example) **ok** ||x||",
+		Choices: approveOrDeny.Choices}
+	done := make(chan asked, 1)
+	go func() {
+		ans, err := rc.out.(adapters.Asker).Ask(hs.ctx, q, askerDecides)
+		done <- asked{ans, err}
+	}()
+	m := hs.question(ch)
+	want := `Run echo? path\: \[safe.txt\]\(https\://evil.example\) \*\*ok\*\* \|\|x\|\|`
+	if m.Content != want {
+		t.Fatalf("question content %q, want %q", m.Content, want)
+	}
+	hs.approve(m, done)
+}

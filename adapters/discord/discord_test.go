@@ -670,6 +670,10 @@ func TestWhichMessagesAreAddressed(t *testing.T) {
 		if got != nil && (got.Text != tc.wantText || got.Chat.ChatID != tc.msg.ChannelID) {
 			t.Errorf("%s: text %q in chat %s, want %q in %s", tc.name, got.Text, got.Chat.ChatID, tc.wantText, tc.msg.ChannelID)
 		}
+		// A thread's message names its parent channel, whose rules the pipeline applies to it.
+		if wantParent := map[string]string{threadCh: allowedCh}[tc.msg.ChannelID]; got != nil && got.ParentChatID != wantParent {
+			t.Errorf("%s: parent channel %q, want %q", tc.name, got.ParentChatID, wantParent)
+		}
 	}
 }
 

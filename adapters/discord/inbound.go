@@ -89,9 +89,11 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 		if m.Member != nil {
 			roles = m.Member.Roles
 		}
-		if !a.allowed(ctx, m.GuildID, m.ChannelID, roles) {
+		parent, ok := a.allowed(ctx, m.GuildID, m.ChannelID, roles)
+		if !ok {
 			return
 		}
+		in.ParentChatID = parent
 		in.Roles = roles // tool policies and quota overrides match them
 		var addressed bool
 		text, addressed = a.addressed(m.Message, botID)
@@ -120,6 +122,7 @@ func (a *Adapter) handleMessage(ctx context.Context, h adapters.Handler, m *disc
 	}
 	defer a.doneMessage(m.ID)
 	in.Images = a.images(ctx, m.Attachments)
+	in.Attachments = a.attachments(m.Message)
 	// The pipeline orders messages that reach it within a moment (its settle delay) by their
 	// time; handed over in the gateway's order, a channel's messages reach it that way.
 	handed = true
@@ -159,25 +162,27 @@ func stripMention(text, botID string) string {
 }
 
 // allowed applies AllowedGuilds, AllowedChannels (a thread counts as its parent too) and
-// AllowedRoles to a guild message or interaction.
-func (a *Adapter) allowed(ctx context.Context, guildID, channelID string, roles []string) bool {
+// AllowedRoles to a guild message or interaction, and returns the channel's parent when it is a
+// thread or forum post: the pipeline's chat rules for the parent apply to it too. A channel
+// whose parent cannot be learnt is not answered, so no thread escapes its parent's rules.
+func (a *Adapter) allowed(ctx context.Context, guildID, channelID string, roles []string) (parent string, ok bool) {
 	o := a.opts
 	if len(o.AllowedGuilds) > 0 && !slices.Contains(o.AllowedGuilds, guildID) {
-		return false
+		return "", false
 	}
 	if len(o.AllowedRoles) > 0 && !slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(o.AllowedRoles, r) }) {
-		return false
+		return "", false
+	}
+	parent, err := a.parentOf(ctx, channelID)
+	if err != nil {
+		a.log.Warn("discord: cannot tell whether the channel is a thread, whose parent's rules apply; ignoring the message",
+			"channel", channelID, "err", err)
+		return "", false
 	}
 	if len(o.AllowedChannels) > 0 && !slices.Contains(o.AllowedChannels, channelID) {
-		parent, err := a.parentOf(ctx, channelID)
-		if err != nil {
-			a.log.Warn("discord: cannot tell whether the channel is a thread of an allowed channel; ignoring the message",
-				"channel", channelID, "err", err)
-			return false
-		}
-		return parent != "" && slices.Contains(o.AllowedChannels, parent)
+		return parent, parent != "" && slices.Contains(o.AllowedChannels, parent)
 	}
-	return true
+	return parent, true
 }
 
 // parentOf returns a thread's parent channel id ("" for other channels): from the gateway's
@@ -228,6 +233,28 @@ func (a *Adapter) images(ctx context.Context, atts []*discordgo.MessageAttachmen
 			continue
 		}
 		out = append(out, adapters.Image{MIME: at.ContentType, Data: data})
+	}
+	return out
+}
+
+// attachments lists a message's files other than images (voice messages, audio, documents and
+// text pasted as a file), fetched from the CDN when the pipeline reads them.
+func (a *Adapter) attachments(m *discordgo.Message) []adapters.Attachment {
+	voice := m.Flags&discordgo.MessageFlagsIsVoiceMessage != 0
+	var out []adapters.Attachment
+	for _, at := range m.Attachments {
+		if at == nil || strings.HasPrefix(at.ContentType, "image/") {
+			continue
+		}
+		kind := adapters.Document
+		switch {
+		case voice:
+			kind = adapters.Voice
+		case strings.HasPrefix(at.ContentType, "audio/"):
+			kind = adapters.Audio
+		}
+		out = append(out, adapters.Attachment{Kind: kind, MIME: at.ContentType, Name: at.Filename, Size: int64(at.Size),
+			Duration: time.Duration(at.DurationSecs * float64(time.Second)), Fetch: adapters.HTTPFetch(a.http, at.URL, nil)})
 	}
 	return out
 }

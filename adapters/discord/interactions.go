@@ -53,7 +53,9 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 	if i.GuildID != "" {
 		in.Kind = adapters.Group
 		in.Roles = roles
-		if !a.allowed(ctx, i.GuildID, i.ChannelID, roles) {
+		parent, ok := a.allowed(ctx, i.GuildID, i.ChannelID, roles)
+		in.ParentChatID = parent
+		if !ok {
 			a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 				&discordgo.InteractionResponseData{Content: notAllowed, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
 			return

@@ -48,6 +48,7 @@ type keptMessage struct {
 	V           int                            `json:"v"`
 	In          adapters.Inbound               `json:"in"`
 	Attachments []*discordgo.MessageAttachment `json:"attachments,omitempty"`
+	Flags       discordgo.MessageFlags         `json:"flags,omitempty"`
 }
 
 // takeMessage reports whether this replica answers message m, read as in: with a Journal the
@@ -55,8 +56,8 @@ type keptMessage struct {
 func (a *Adapter) takeMessage(ctx context.Context, in adapters.Inbound, m *discordgo.Message) bool {
 	var payload []byte
 	if _, ok := a.opts.Ledger.(adapters.Journal); ok {
-		k := keptMessage{V: 1, In: in, Attachments: m.Attachments}
-		k.In.Images = nil
+		k := keptMessage{V: 1, In: in, Attachments: m.Attachments, Flags: m.Flags}
+		k.In.Images, k.In.Attachments = nil, nil
 		if raw, err := json.Marshal(k); err == nil {
 			payload = raw
 		}
@@ -95,6 +96,7 @@ func (a *Adapter) adoptOrphans(ctx context.Context, h adapters.Handler, wg *sync
 		a.spawn(func() {
 			defer a.doneMessage(id)
 			in.Images = a.images(ctx, k.Attachments)
+			in.Attachments = a.attachments(&discordgo.Message{Flags: k.Flags, Attachments: k.Attachments})
 			h.Handle(ctx, in, msgResponder{a: a, chat: in.Chat, replyTo: id, asker: in.UserID})
 		})
 	})

@@ -89,14 +89,19 @@ func (r askResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 	var row []map[string]string
 	var rows [][]map[string]string
 	for i, ch := range q.Choices {
-		row = append(row, map[string]string{"text": ch.Label, "callback_data": approvePrefix + id + ":" + ch.ID})
+		b := map[string]string{"text": ch.Label, "callback_data": approvePrefix + id + ":" + ch.ID}
+		if ch.URL != "" {
+			b = map[string]string{"text": ch.Label, "url": ch.URL} // opened by the user, never pressed
+		}
+		row = append(row, b)
 		if len(row) == 2 || i == len(q.Choices)-1 {
 			rows, row = append(rows, row), nil
 		}
 	}
 	markup, _ := json.Marshal(map[string]any{"inline_keyboard": rows}) // strings only: always encodes
 	p := chatParams(ref)
-	p["text"] = q.Text
+	p["text"] = q.Text // plain text: no parse_mode, so the arguments' markup stays as written
+	p["link_preview_options"] = `{"is_disabled":true}`
 	p["reply_markup"] = string(markup)
 	var msg adapters.MessageRef
 	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,

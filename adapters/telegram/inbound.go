@@ -3,9 +3,7 @@ package telegram
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -90,7 +88,10 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 			in.Images = append(in.Images, img)
 		}
 	}
-	if in.Command == "" && in.Text == "" && len(in.Images) == 0 {
+	if in.Command == "" {
+		in.Attachments = a.attachments(m)
+	}
+	if in.Command == "" && in.Text == "" && len(in.Images) == 0 && len(in.Attachments) == 0 {
 		return adapters.Inbound{}, false
 	}
 	if a.opts.ChatAdmins && in.Kind == adapters.Group {
@@ -176,41 +177,69 @@ func (a *Adapter) photo(ctx context.Context, sizes []photoSize) (adapters.Image,
 	if best < 0 {
 		return adapters.Image{}, fmt.Errorf("every size is over the %d-byte cap", a.opts.MaxImageBytes)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	res, err := a.api.call(cctx, "getFile", tgbotapi.Params{"file_id": sizes[best].FileID})
+	data, err := a.download(ctx, sizes[best].FileID, int64(a.opts.MaxImageBytes))
 	if err != nil {
 		return adapters.Image{}, err
-	}
-	var f tgbotapi.File
-	if err := json.Unmarshal(res, &f); err != nil || f.FilePath == "" {
-		return adapters.Image{}, fmt.Errorf("getFile answer without a file path: %s", res)
-	}
-	fileURL := fmt.Sprintf(fileEndpoint(a.opts.APIEndpoint), a.opts.Token, f.FilePath)
-	req, err := http.NewRequestWithContext(cctx, http.MethodGet, fileURL, nil)
-	if err != nil {
-		return adapters.Image{}, errors.New(a.api.redact(err.Error()))
-	}
-	resp, err := a.opts.HTTPClient.Do(req)
-	if err != nil {
-		return adapters.Image{}, fmt.Errorf("download: %s", a.api.redact(err.Error()))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return adapters.Image{}, fmt.Errorf("download: %s", resp.Status)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(a.opts.MaxImageBytes)+1))
-	if err != nil {
-		return adapters.Image{}, fmt.Errorf("download: %s", a.api.redact(err.Error()))
-	}
-	if len(data) > a.opts.MaxImageBytes {
-		return adapters.Image{}, fmt.Errorf("photo is over the %d-byte cap", a.opts.MaxImageBytes)
 	}
 	mimeType := http.DetectContentType(data)
 	if !strings.HasPrefix(mimeType, "image/") {
 		mimeType = "image/jpeg" // Telegram stores photos as JPEG
 	}
 	return adapters.Image{MIME: mimeType, Data: data}, nil
+}
+
+// MaxDownload is the largest file the Bot API lets a bot download (getFile).
+const MaxDownload = 20 << 20
+
+// attachments lists the voice note, audio, video note or document of a message, fetched when
+// the pipeline reads them (getFile, then the file URL).
+func (a *Adapter) attachments(m *message) []adapters.Attachment {
+	var out []adapters.Attachment
+	add := func(kind adapters.AttachmentKind, f *tgFile, name, mimeType string) {
+		if f == nil || f.FileID == "" {
+			return
+		}
+		if f.FileName != "" {
+			name = f.FileName
+		}
+		if f.MIMEType != "" {
+			mimeType = f.MIMEType
+		}
+		id := f.FileID
+		out = append(out, adapters.Attachment{Kind: kind, MIME: mimeType, Name: name, Size: f.FileSize,
+			Duration: time.Duration(f.Duration) * time.Second, Limit: MaxDownload,
+			Fetch: func(ctx context.Context, max int64) ([]byte, error) { return a.download(ctx, id, max) }})
+	}
+	add(adapters.Voice, m.Voice, "voice.ogg", "audio/ogg")
+	add(adapters.Audio, m.Audio, "audio.mp3", "audio/mpeg")
+	add(adapters.VideoNote, m.VideoNote, "video_note.mp4", "video/mp4")
+	if d := m.Document; d != nil {
+		kind := adapters.Document
+		if strings.HasPrefix(d.MIMEType, "image/") {
+			kind = adapters.Picture
+		}
+		add(kind, d, "file", "application/octet-stream")
+	}
+	return out
+}
+
+// download fetches a file by its id (getFile, then the file URL), reading at most max bytes.
+func (a *Adapter) download(ctx context.Context, fileID string, max int64) ([]byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	res, err := a.api.call(cctx, "getFile", tgbotapi.Params{"file_id": fileID})
+	if err != nil {
+		return nil, err
+	}
+	var f tgbotapi.File
+	if err := json.Unmarshal(res, &f); err != nil || f.FilePath == "" {
+		return nil, fmt.Errorf("getFile answer without a file path: %s", res)
+	}
+	if int64(f.FileSize) > max {
+		return nil, fmt.Errorf("%d bytes: %w", f.FileSize, adapters.ErrTooLarge)
+	}
+	fileURL := fmt.Sprintf(fileEndpoint(a.opts.APIEndpoint), a.opts.Token, f.FilePath)
+	return adapters.HTTPFetch(a.opts.HTTPClient, fileURL, a.api.redact)(cctx, max)
 }
 
 // fileEndpoint derives the file download URL format from the API endpoint format.

@@ -373,6 +373,26 @@ func (m *messenger) SendFiles(ctx context.Context, chat chat.Ref, files []chat.F
 	return first, nil
 }
 
+// SendVoice posts an OGG/Opus file as a voice message (sendVoice), replying to the user's
+// message when opts says so.
+func (m *messenger) SendVoice(ctx context.Context, chat chat.Ref, voice chat.File, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	p := chatParams(chat)
+	m.budgetParams(p)
+	if opts.ReplyTo != "" {
+		p["reply_to_message_id"] = opts.ReplyTo
+		p["allow_sending_without_reply"] = "true"
+	}
+	name := voice.Name
+	if name == "" {
+		name = "voice.ogg"
+	}
+	res, err := m.api.upload(ctx, "sendVoice", p, []tgbotapi.RequestFile{{Name: "voice", Data: tgbotapi.FileBytes{Name: name, Bytes: voice.Data}}})
+	if err != nil {
+		return adapters.MessageRef{}, fmt.Errorf("voice %q: %w", name, err)
+	}
+	return messageRef(chat, res)
+}
+
 func (m *messenger) Typing(ctx context.Context, chat chat.Ref) error {
 	p := chatParams(chat)
 	p["action"] = "typing"

@@ -42,6 +42,10 @@ type message struct {
 	Text            string          `json:"text"`
 	Caption         string          `json:"caption"`
 	Photo           []photoSize     `json:"photo"`
+	Voice           *tgFile         `json:"voice"`
+	Audio           *tgFile         `json:"audio"`
+	VideoNote       *tgFile         `json:"video_note"`
+	Document        *tgFile         `json:"document"`
 	ReplyTo         *message        `json:"reply_to_message"`
 	Entities        json.RawMessage `json:"entities"`
 }
@@ -50,6 +54,15 @@ type tgChat struct {
 	ID      int64  `json:"id"`
 	Type    string `json:"type"`
 	IsForum bool   `json:"is_forum"`
+}
+
+// tgFile is the part of Voice, Audio, VideoNote and Document objects the bot reads.
+type tgFile struct {
+	FileID   string `json:"file_id"`
+	FileName string `json:"file_name"`
+	MIMEType string `json:"mime_type"`
+	FileSize int64  `json:"file_size"`
+	Duration int    `json:"duration"`
 }
 
 type photoSize struct {

@@ -22,7 +22,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/base64"
 	"encoding/hex"
@@ -38,7 +37,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
@@ -78,6 +76,9 @@ type Options struct {
 	// Relay shows every open page of a chat what happens in it on other replicas (several
 	// replicas on PostgreSQL); nil: all of a chat's pages are in this process.
 	Relay Relay
+	// MaxUploadBytes is the largest file a browser may send with a message (media.max_bytes);
+	// 0 means DefaultMaxUpload.
+	MaxUploadBytes int64
 	// Logger receives failures that have nowhere else to go; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -617,12 +618,14 @@ type eventMessage struct {
 type eventChoice struct {
 	ID    string `json:"id"`
 	Label string `json:"label"`
+	URL   string `json:"url,omitempty"`
 }
 
 type eventFile struct {
 	Name  string `json:"name"`
 	URL   string `json:"url"`
 	Image bool   `json:"image"`
+	Audio bool   `json:"audio,omitempty"`
 }
 
 // events streams the conversation: every message (again) on connect, then each change as it
@@ -718,13 +721,14 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 func toEvent(m *message) eventMessage {
 	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question, Stop: m.Stop}
 	for _, ch := range m.Choices {
-		e.Choices = append(e.Choices, eventChoice{ID: ch.ID, Label: ch.Label})
+		e.Choices = append(e.Choices, eventChoice{ID: ch.ID, Label: ch.Label, URL: ch.URL})
 	}
 	for i, f := range m.Files {
 		e.Files = append(e.Files, eventFile{
 			Name:  f.Name,
 			URL:   "/chat/files/" + m.ID + "/" + strconv.Itoa(i),
 			Image: f.IsImage(),
+			Audio: strings.HasPrefix(f.MIME, "audio/"),
 		})
 	}
 	return e
@@ -746,29 +750,9 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no chat session: reload /chat", http.StatusUnauthorized)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxInput+4096)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	token := r.Header.Get("X-CSRF-Token")
-	if token == "" {
-		token = r.PostForm.Get("csrf")
-	}
-	if subtle.ConstantTimeCompare([]byte(token), []byte(conv.csrf)) != 1 {
-		http.Error(w, "missing or wrong CSRF token: reload /chat", http.StatusForbidden)
-		return
-	}
-	text := strings.TrimSpace(r.PostForm.Get("text"))
-	switch {
-	case text == "":
-		http.Error(w, "empty message", http.StatusBadRequest)
-		return
-	case len(text) > maxInput:
-		http.Error(w, fmt.Sprintf("message too long (%d bytes, at most %d)", len(text), maxInput), http.StatusRequestEntityTooLarge)
-		return
-	case !utf8.ValidString(text):
-		http.Error(w, "message is not valid UTF-8", http.StatusBadRequest)
+	text, atts, status, err := c.readSend(w, r, conv)
+	if err != nil {
+		http.Error(w, err.Error(), status)
 		return
 	}
 	c.handler.RLock()
@@ -791,21 +775,30 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	shown := text
+	for _, a := range atts {
+		icon := "📎 "
+		if a.Kind == adapters.Voice {
+			icon = "🎤 "
+		}
+		shown = strings.TrimSpace(shown + "\n" + icon + a.Name)
+	}
 	conv.mu.Lock()
-	userMsg := conv.addLocked("user", text, nil)
+	userMsg := conv.addLocked("user", shown, nil)
 	conv.running++
 	conv.mu.Unlock()
 
 	in := adapters.Inbound{
-		Chat:      chat.Ref{Platform: chat.Web, ChatID: conv.id},
-		Kind:      adapters.Private,
-		MessageID: userMsg.ID,
-		UserID:    conv.id,
-		UserName:  c.opts.UserName,
-		Text:      text,
-		Time:      c.now(),
+		Chat:        chat.Ref{Platform: chat.Web, ChatID: conv.id},
+		Kind:        adapters.Private,
+		MessageID:   userMsg.ID,
+		UserID:      conv.id,
+		UserName:    c.opts.UserName,
+		Text:        text,
+		Attachments: atts,
+		Time:        c.now(),
 	}
-	if cmd, ok := adapters.ParseCommand(text); ok {
+	if cmd, ok := adapters.ParseCommand(text); ok && len(atts) == 0 {
 		if !cmd.For("") {
 			// "/reset@otherbot" names a bot, and the web chat's bot has no name: not ours to run.
 			conv.mu.Lock()
@@ -881,7 +874,7 @@ func (c *Chat) file(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	disposition := "attachment"
-	if f.IsImage() && mime != "image/svg+xml" {
+	if f.IsImage() && mime != "image/svg+xml" || strings.HasPrefix(mime, "audio/") {
 		disposition = "inline"
 	}
 	h.Set("Content-Disposition", disposition+"; filename="+strconv.Quote(f.Name))

@@ -14,6 +14,7 @@ import (
 
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/storetest"
+	"relaybot/internal/testkit/wait"
 )
 
 const replicaAdminToken = "replica-admin-token-0123456789"
@@ -166,6 +167,21 @@ func TestAWebChatUserIsRecognisedByEveryReplica(t *testing.T) {
 	second.waitMsg("the answer streamed by the replica that ran the turn", func(m webMsg) bool { return m.Role == "bot" && m.Text == "Paris." })
 	cancel()
 
+	// The answer is on screen before the turn is saved (its model calls are settled, then the
+	// turn is written): a page loaded in between shows the exchange from its next load on.
+	// Wait for the stored conversation, as a reload would find it, then load the page.
+	wait.For(t, "the exchange stored, as the first replica reads it", func() bool {
+		code, body := fetch(t, c, bases[0]+"/chat/conversations")
+		var convs []struct {
+			ID    int64 `json:"id"`
+			Turns int   `json:"turns"`
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &convs) != nil || len(convs) == 0 {
+			return false
+		}
+		code, body = fetch(t, c, fmt.Sprintf("%s/chat/conversations/%d", bases[0], convs[0].ID))
+		return code == http.StatusOK && strings.Contains(body, "Paris.")
+	})
 	firstPage := &webChat{t: t, base: bases[0], client: c, csrf: csrfOf(bases[0]), msgs: map[string]webMsg{}}
 	firstPage.stream(t.Context())
 	firstPage.waitMsg("the question, on a page load of the other replica", func(m webMsg) bool {

@@ -44,6 +44,12 @@ type webMsg struct {
 	Choices  []struct {
 		ID, Label string
 	} `json:"choices"`
+	HTML  string `json:"html"`
+	Files []struct {
+		Name  string `json:"name"`
+		URL   string `json:"url"`
+		Audio bool   `json:"audio"`
+	} `json:"files"`
 }
 
 func openWebChat(t *testing.T, base string) *webChat {
@@ -179,11 +185,22 @@ func toolModel(r llm.Request) llm.Reply {
 
 func startWebBot(t *testing.T, timeoutSec int) (*env, *webChat) {
 	t.Helper()
+	return startWebBotWith(t, toolModel, timeoutSec, nil)
+}
+
+// startWebBotWith runs a bot with the web chat, the kit's echo behind an approval and model
+// answering; more, when not nil, adds to the bot's config.toml.
+func startWebBotWith(t *testing.T, model func(llm.Request) llm.Reply, timeoutSec int, more func(*tomlConfig)) (*env, *webChat) {
+	t.Helper()
 	e := newEnv(t)
-	cfg := e.toml().set("admin", webChatAdmin...).parse(t)
+	c := e.toml().set("admin", webChatAdmin...)
+	if more != nil {
+		more(c)
+	}
+	cfg := c.parse(t)
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Server: "kit", Action: "ask"}}
 	cfg.Tools.ApprovalTimeoutSec = timeoutSec
-	e.llm.SetHandler(toolModel)
+	e.llm.SetHandler(model)
 	e.start(cfg)
 	e.waitLog("admin listening")
 	m := regexp.MustCompile(`admin listening" addr=(\S+)`).FindStringSubmatch(e.logs.String())
@@ -374,29 +391,34 @@ func TestTelegramApprovals(t *testing.T) {
 	e.waitBotText(group.ID, "the always-allowed result", contains("tool said: [user7] third"))
 	ask("fourth")
 	e.waitBotText(group.ID, "the fourth result", contains("tool said: [user7] fourth"))
-	n := 0
-	for _, m := range e.tg.BotMessages(group.ID) {
-		if strings.Contains(m.Text, "echo (MCP server kit)") {
-			n++
-			if m.ReplyMarkup != "" {
-				t.Errorf("a decided question still has buttons: %q", m.Text)
+	// A decided question loses its buttons as soon as the group's budget lets the edit through
+	// (the replies of the next turns share it).
+	wait.Until(t, "every decided question without buttons", func() error {
+		n := 0
+		for _, m := range e.tg.BotMessages(group.ID) {
+			if strings.Contains(m.Text, "echo (MCP server kit)") {
+				n++
+				if m.ReplyMarkup != "" {
+					return fmt.Errorf("a decided question still has buttons: %q", m.Text)
+				}
 			}
 		}
-	}
-	if n != 3 {
-		t.Fatalf("%d questions were asked, want 3 (none after 'always allow')", n)
-	}
+		if n != 3 {
+			return fmt.Errorf("%d questions were asked, want 3 (none after 'always allow')", n)
+		}
+		return nil
+	})
 	rows, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
 	if err != nil || len(rows) != 4 {
 		t.Fatalf("audit rows = %d, %v", len(rows), err)
 	}
 	want := []struct {
-		decision audit.Decision
-		approver string
-	}{{"approved", "user9"}, {"denied", "user100"}, {"always", "user9"}, {"always", "user9"}}
+		decision     audit.Decision
+		approver, id string
+	}{{"approved", "user9", "9"}, {"denied", "user100", "100"}, {"always", "user9", "9"}, {"always", "user9", "9"}}
 	for i, w := range want {
-		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || !r.ApprovalRequired {
-			t.Errorf("row %d: decision %q by %q, want %s by %s", i, r.Decision, r.Approver, w.decision, w.approver)
+		if r := rows[len(rows)-1-i]; r.Decision != w.decision || r.Approver != w.approver || r.ApproverID != w.id || !r.ApprovalRequired {
+			t.Errorf("row %d: decision %q by %q (%q), want %s by %s (%s)", i, r.Decision, r.Approver, r.ApproverID, w.decision, w.approver, w.id)
 		}
 	}
 }
@@ -406,18 +428,10 @@ func TestTelegramApprovals(t *testing.T) {
 // "always allow" is not asked again in that channel.
 func TestDiscordApprovals(t *testing.T) {
 	e := newEnv(t)
-	dc := dtk.New(dtk.Config{})
-	t.Cleanup(dc.Close)
-	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
-	cfg := e.config()
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
-	e.start(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := dc.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dc := startDiscordBot(t, e, func(cfg *config.Config) {
+		cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
+	})
 	const guild, channel, asker, bystander, admin = "900000000000000001", "800000000000000001", "600", "601", "700"
 	ask := func(text string) {
 		if _, err := dc.Post(dtk.UserMessage{ChannelID: channel, GuildID: guild, AuthorID: asker, MentionBot: true,
@@ -428,7 +442,7 @@ func TestDiscordApprovals(t *testing.T) {
 	questions := func() []dtk.Message {
 		var qs []dtk.Message
 		for _, m := range dc.BotMessages(channel) {
-			if strings.Contains(m.Content, "echo (MCP server kit)") {
+			if strings.Contains(m.Content, `echo \(MCP server kit\)`) {
 				qs = append(qs, m)
 			}
 		}
@@ -438,7 +452,7 @@ func TestDiscordApprovals(t *testing.T) {
 		var q dtk.Message
 		wait.For(t, fmt.Sprintf("question %d", n), func() bool {
 			qs := questions()
-			if len(qs) < n || len(qs[n-1].Buttons) != 3 {
+			if len(qs) < n || len(qs[n-1].Buttons) != 4 { // approve, deny, always for the asker, always for everyone; the text is escaped Markdown
 				return false
 			}
 			q = qs[n-1]
@@ -446,15 +460,7 @@ func TestDiscordApprovals(t *testing.T) {
 		})
 		return q
 	}
-	button := func(q dtk.Message, choice string) string {
-		for _, b := range q.Buttons {
-			if strings.HasSuffix(b.CustomID, ":"+choice) {
-				return b.CustomID
-			}
-		}
-		t.Fatalf("no %s button on %+v", choice, q.Buttons)
-		return ""
-	}
+	button := func(q dtk.Message, choice string) string { return discordButton(t, q, ":"+choice) }
 	waitReply := func(what string) {
 		wait.For(t, what, func() bool {
 			for _, m := range dc.BotMessages(channel) {
@@ -534,4 +540,36 @@ func TestTelegramChatAdminsRole(t *testing.T) {
 	e.waitBotText(group.ID, "the admin's result", contains("tool said: [user9] by admin"))
 	e.tg.Send(tgkit.Inbound{Chat: group, From: user(7), Text: "@relay_test_bot by member"})
 	e.waitBotText(group.ID, "the member's denial", contains("tool said: err: tool echo is denied by tools.policy[0]"))
+}
+
+// startDiscordBot starts the bot on a fake Discord (config edited by edit, when not nil) and
+// waits until its gateway is ready.
+func startDiscordBot(t *testing.T, e *env, edit func(*config.Config)) *dtk.Server {
+	t.Helper()
+	dc := dtk.New(dtk.Config{})
+	t.Cleanup(dc.Close)
+	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
+	cfg := e.config()
+	if edit != nil {
+		edit(cfg)
+	}
+	e.start(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := dc.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return dc
+}
+
+// discordButton returns the custom_id of the button of m whose custom_id ends with suffix.
+func discordButton(t *testing.T, m dtk.Message, suffix string) string {
+	t.Helper()
+	for _, b := range m.Buttons {
+		if strings.HasSuffix(b.CustomID, suffix) {
+			return b.CustomID
+		}
+	}
+	t.Fatalf("no %s button on %+v", suffix, m.Buttons)
+	return ""
 }

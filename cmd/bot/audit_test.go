@@ -42,7 +42,8 @@ func seedAudit(t *testing.T) *config.Config {
 		{audit.Record{Platform: "telegram", ChatID: "-100", UserID: "42", TurnID: 1, Round: 1,
 			ToolCallID: "call_1", ToolName: "web_search", Source: "native",
 			Arguments: `{"query": "weather in Paris tomorrow", "lang": "en", "max_results": 5}`,
-			Status:    audit.StatusOK, Result: "sunny", Duration: 1500 * time.Millisecond}, true},
+			Status:    audit.StatusOK, Result: "sunny", Duration: 1500 * time.Millisecond,
+			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}, true},
 		{audit.Record{Platform: "discord", ChatID: "777", UserID: "9", TurnID: 2, Round: 1,
 			ToolCallID: "call_2", ToolName: "fetch", Source: "mcp", Server: "web",
 			Arguments: "{\"url\":\n\"https://example.com\"}", Status: audit.StatusTimeout,
@@ -122,12 +123,12 @@ func TestAuditJSON(t *testing.T) {
 	}
 	for _, k := range []string{"id", "turn_id", "conversation_id", "platform", "chat_id", "user_id", "round",
 		"tool_call_id", "tool_name", "source", "server", "status", "arguments", "result", "error",
-		"started_at", "finished_at", "duration_ms"} {
+		"started_at", "finished_at", "duration_ms", "trace_id"} {
 		if _, ok := row[k]; !ok {
 			t.Errorf("JSON row lacks %q: %s", k, lines[0])
 		}
 	}
-	if row["tool_call_id"] != "call_1" || row["duration_ms"] != 1500.0 || row["result"] != "sunny" {
+	if row["tool_call_id"] != "call_1" || row["duration_ms"] != 1500.0 || row["result"] != "sunny" || row["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Errorf("wrong row: %s", lines[0])
 	}
 	started, _ := row["started_at"].(string)

@@ -9,11 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
 	"relaybot/config"
+	"relaybot/internal/lifecycle"
 )
 
 // runServe runs the bot until ctx ends (SIGTERM or Ctrl-C): it migrates the database, recovers
@@ -55,80 +55,22 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, hurry <-ch
 	return b.run(ctx)
 }
 
-// part is one long-running piece of the bot (a connector, the admin listener).
-type part struct {
-	name string
-	run  func(ctx context.Context) error
-}
-
-// run starts every part, waits for ctx to end or a part to fail, then shuts down in order:
+// run runs every part of the bot until ctx ends or a part fails, then shuts down in order:
 // receiving stops, running turns get the grace period, the rest is cancelled and saved, and
-// the audit log is flushed.
+// the audit log is flushed (lifecycle.Run).
 func (b *bot) run(ctx context.Context) error {
 	defer b.close()
-
-	// Parts that receive messages stop with recvCtx; the others (admin, MCP, retention) with
-	// bgCtx, after the turns are done.
-	recvCtx, stopRecv := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRecv()
-	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBg()
-
-	failed := make(chan error, len(b.connectors)+len(b.background))
-	var recvWG, bgWG sync.WaitGroup
-	start := func(wg *sync.WaitGroup, pctx context.Context, p part) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.run(pctx); err != nil && pctx.Err() == nil {
-				failed <- fmt.Errorf("%s: %w", p.name, err)
-			}
-		}()
-	}
-	for _, p := range b.background {
-		start(&bgWG, bgCtx, p)
-	}
+	receivers := make([]lifecycle.Part, 0, len(b.connectors))
 	for _, c := range b.connectors {
 		lim := c.Limits()
 		b.log.Info("receiving", "platform", c.Name(), "max_len", lim.MaxLen, "per_chat", lim.PerChat.N, "per", lim.PerChat.Per)
-		start(&recvWG, recvCtx, part{name: c.Name(), run: func(ctx context.Context) error { return c.Run(ctx, b.pipe) }})
+		receivers = append(receivers, lifecycle.Part{Name: c.Name(), Run: func(ctx context.Context) error { return c.Run(ctx, b.pipe) }})
 	}
 	b.log.Info("bot running", "adapters", len(b.connectors), "grace", b.grace)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		b.log.Info("shutting down: no new messages; running turns may finish", "grace", b.grace)
-	case runErr = <-failed:
-		b.log.Error("shutting down: a part failed", "err", runErr)
-	}
-
-	stopRecv() // adapters stop receiving; their handlers (the turns) keep going
-	graceCtx, cancelGrace := context.WithTimeout(context.Background(), b.grace)
-	defer cancelGrace()
-	if b.hurry != nil {
-		// Drop a signal that arrived before the shutdown began (the one that started it).
-		select {
-		case <-b.hurry:
-		default:
-		}
-		go func() {
-			select {
-			case <-b.hurry:
-				b.log.Info("second signal: cancelling running turns now")
-				cancelGrace()
-			case <-graceCtx.Done():
-			}
-		}()
-	}
-	if err := b.pipe.Shutdown(graceCtx); err != nil {
-		b.log.Error("pipeline shutdown", "err", err)
-	}
-	recvWG.Wait() // connectors return once their handlers did and their deliveries are flushed
-	stopBg()
-	bgWG.Wait()
-	b.log.Info("stopped")
-	return runErr
+	return lifecycle.Run(ctx, lifecycle.Plan{
+		Receivers: receivers, Background: b.background, Drain: b.pipe.Shutdown,
+		Grace: b.grace, Hurry: b.hurry, Log: b.log,
+	})
 }
 
 // errNothingToServe is returned when no adapter is enabled and the web chat is off.

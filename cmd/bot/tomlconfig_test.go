@@ -29,10 +29,10 @@ type tomlSection struct {
 
 // arrayTables are the tables config.toml lists as arrays ([[models]]); these tests configure
 // one of each.
-var arrayTables = []string{"models", "mcp.servers"}
+var arrayTables = []string{"models", "mcp.servers", "speech.fallbacks"}
 
 // set sets keys of section, given as pairs: set("chat", "queue_size", 1, "busy", "queue").
-// A value is a string, an int, a bool or a []string.
+// A value is a string, an int, a float64, a bool or a []string.
 func (c *tomlConfig) set(section string, pairs ...any) *tomlConfig {
 	if len(pairs)%2 != 0 {
 		panic(fmt.Sprintf("tomlConfig.set(%q): keys and values come in pairs, got %d", section, len(pairs)))
@@ -95,6 +95,12 @@ func tomlValue(v any) string {
 		return strconv.Itoa(v)
 	case bool:
 		return strconv.FormatBool(v)
+	case float64:
+		f := strconv.FormatFloat(v, 'f', -1, 64)
+		if !strings.ContainsAny(f, ".eE") {
+			f += ".0" // a TOML float, not an integer
+		}
+		return f
 	case []string:
 		quoted := make([]string, len(v))
 		for i, s := range v {

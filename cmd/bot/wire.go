@@ -23,8 +23,10 @@ import (
 	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/coord"
+	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
+	"relaybot/speech"
 	"relaybot/store"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
@@ -33,6 +35,7 @@ import (
 	"relaybot/tools/plugin"
 	_ "relaybot/tools/plugin/auditquery" // registers the audit_query plugin
 	"relaybot/tools/skill"
+	"relaybot/tracing"
 )
 
 // bot is the wired server: the parts to run and what to close after them.
@@ -48,10 +51,12 @@ type bot struct {
 	pipe     *pipeline.Pipeline
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
 	oauth *oauth.Manager
+	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
+	tracing *tracing.Tracing
 
-	connectors []connector // the enabled platforms: stop receiving first at shutdown
-	background []part      // admin listener, retention: stop last
-	cleanup    []func()    // at the very end, in reverse order (MCP servers, then the store)
+	connectors []connector      // the enabled platforms: stop receiving first at shutdown
+	background []lifecycle.Part // admin listener, retention: stop last
+	cleanup    []func()         // at the very end, in reverse order (MCP servers, then the store)
 }
 
 // connector is a chat platform as serve runs it: every adapter (Telegram, Discord, the web
@@ -89,29 +94,38 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
+	if err := b.startTracing(ctx, cfg); err != nil {
+		return b, err
+	}
 	tl, err := b.loadTools(ctx, cfg, st)
 	if err != nil {
 		return b, err
 	}
-	m := metrics.New(metrics.Options{Models: modelNames(cfg.Models), Prices: prices(cfg.Models), MCPUp: tl.mcpUp, Instance: b.instance})
-	rec := m.Recorder(auditRecorder{st: st})
+	m := metrics.New(metrics.Options{Models: append(modelNames(cfg.Models), speechNames(cfg)...), Prices: prices(cfg), MCPUp: tl.mcpUp, Instance: b.instance,
+		Platforms: platformNames(cfg), RequestModels: requestModels(cfg)})
+	rec := b.tracing.Recorder(m.Recorder(auditRecorder{st: st}))
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
 	if err != nil {
 		return b, err
 	}
 	mgr, err := tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
-		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn, Claim: b.dep.ClaimToolCall})
+		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
+		ElicitationTimeout: time.Duration(cfg.Tools.ElicitationTimeoutSec) * time.Second,
+		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
+		ParallelTools: cfg.Tools.ParallelTools,
+		Consents:      st, AlwaysAllowFor: time.Duration(cfg.Tools.AlwaysAllowDays) * 24 * time.Hour,
+		Claim: b.dep.ClaimToolCall})
 	if err != nil {
 		return b, err
 	}
-	m.KnowTools(mgr.Has)
+	m.KnowTools(mgr.Has, mgr.Names)
 	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m); err != nil {
 		return b, err
 	}
 	m.CountQueue("pipeline", b.pipe.Queued)
-	b.background = append(b.background, part{name: "deployment", run: func(ctx context.Context) error { return b.dep.Run(ctx, b.pipe) }})
+	b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return b.dep.Run(ctx, b.pipe) }})
 
-	deliver := delivery.Options{Logger: log, Observer: m}
+	deliver := delivery.Options{Logger: log, Observer: b.tracing.Deliveries(m)}
 	if b.connectors, err = b.platforms(cfg, deliver); err != nil {
 		return b, err
 	}
@@ -125,7 +139,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	if days := cfg.Storage.RetentionDays; days > 0 {
 		log.Info("retention sweeper", "days", days, "every", "1h")
-		b.background = append(b.background, part{name: "retention", run: func(ctx context.Context) error {
+		b.background = append(b.background, lifecycle.Part{Name: "retention", Run: func(ctx context.Context) error {
 			st.RunRetention(ctx, days)
 			return nil
 		}})
@@ -134,7 +148,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 }
 
 // newPipeline builds the agent runner and the pipeline that answers every message with it;
-// the metrics observe both.
+// the metrics and the traces observe both.
 func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Recorder, skillPrompt func() string, m *metrics.Metrics) (*pipeline.Pipeline, error) {
 	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
 		MaxToolRounds: cfg.Agent.MaxToolRounds,
@@ -142,18 +156,22 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 		RemoveThink:   cfg.Agent.RemoveThink,
 		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
 		Logger:        b.log,
-		Observer:      m,
+		Observer:      b.tracing.Models(m),
 	})
 	if err != nil {
 		return nil, err
 	}
 	opts := pipelineOptions(cfg)
+	if opts.Media.Transcriber, opts.Media.Speaker, err = newSpeech(cfg, modelHTTPClient(cfg.Chat.MaxTurnsInFlight), b.tracing.Models(m)); err != nil {
+		return nil, err
+	}
 	opts.SystemPromptExtra = skillPrompt
 	opts.Audit = b.store
 	opts.Usage = b.store
+	opts.Tools.Consents = b.store
 	opts.Recorder = rec
 	opts.Logger = b.log
-	opts.Observer = m
+	opts.Observer = b.tracing.Turns(m)
 	opts.Replicas = b.dep
 	return pipeline.New(runner, b.store, mgr, opts)
 }
@@ -246,7 +264,7 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log)
+	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
 	ml.Start(context.WithoutCancel(ctx))
 	b.cleanup = append(b.cleanup, ml.Close)
 	wait := 5 * time.Second
@@ -384,19 +402,23 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Store:     b.store,
 		MCPHealth: health,
 		Metrics:   metricsHandler,
-		Prices:    prices(cfg.Models),
+		Prices:    prices(cfg),
+		TraceURL:  cfg.OTel.TraceURL,
 		Logger:    b.log,
 		Proxies:   proxies,
 		Instances: adminInstances(b.dep),
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store,
 		PublicURL: cfg.Admin.PublicURL,
+		// A message of the web chat may carry files of up to media.max_bytes each.
+		ChatUploadBytes: web.MaxSendBytes(cfg.Media.MaxBytes),
 	}
 	if b.oauth != nil {
 		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
-		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(), Logger: b.log})
+		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(), Logger: b.log,
+			MaxUploadBytes: cfg.Media.MaxBytes})
 		if err != nil {
 			return err
 		}
@@ -411,7 +433,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 	if cfg.Admin.WebChat {
 		b.log.Info("web chat", "path", "/chat", "on", "the admin listener")
 	}
-	b.background = append(b.background, part{name: "admin", run: srv.Run})
+	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: srv.Run})
 	return nil
 }
 
@@ -477,7 +499,7 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		Models: pipeline.ModelOptions{
 			Budgets:    modelBudgets(cfg.Models),
 			Selectable: cfg.Chat.SelectableModels,
-			Prices:     prices(cfg.Models),
+			Prices:     prices(cfg),
 		},
 		Output: pipeline.OutputOptions{
 			TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
@@ -492,11 +514,19 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			FailureHint: cfg.Output.FailureHint,
 		},
 		Tools: pipeline.ToolOptions{
-			Allow:           cfg.Tools.Allow,
-			PerChat:         cfg.Tools.PerChat,
-			ApprovalTimeout: time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+			Allow:            cfg.Tools.Allow,
+			PerChat:          cfg.Tools.PerChat,
+			ApprovalTimeout:  time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+			MaxOpenQuestions: cfg.Tools.MaxOpenQuestions,
 		},
 		Quotas: quotas(cfg.Quotas),
+		Media: pipeline.MediaOptions{
+			MaxBytes:      cfg.Media.MaxBytes,
+			MaxAudio:      time.Duration(cfg.Speech.MaxSeconds) * time.Second,
+			DocumentShare: cfg.Media.DocumentShare,
+			Reply:         cfg.Speech.Reply,
+			MaxReplyChars: cfg.Speech.MaxReplyChars,
+		},
 	}
 }
 
@@ -509,13 +539,54 @@ func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
 	return out
 }
 
-// prices are the models' prices per million tokens, by configured name.
-func prices(ms []config.Model) map[string]chat.Price {
-	out := make(map[string]chat.Price, len(ms))
-	for _, m := range ms {
+// prices are the models' prices per million tokens and the speech endpoints' per minute of
+// audio, by configured name.
+func prices(cfg *config.Config) map[string]chat.Price {
+	out := make(map[string]chat.Price, len(cfg.Models))
+	for _, m := range cfg.Models {
 		out[m.Name] = chat.Price{In: m.PriceIn, Out: m.PriceOut}
 	}
+	for _, m := range cfg.Speech.Candidates() {
+		p := out[m.Name]
+		p.PerMinute = m.PricePerMinute
+		out[m.Name] = p
+	}
 	return out
+}
+
+// speechNames are the speech endpoints' names, which the metrics label their calls with.
+func speechNames(cfg *config.Config) []string {
+	var names []string
+	for _, m := range cfg.Speech.Candidates() {
+		names = append(names, m.Name)
+	}
+	if cfg.Speech.Reply != pipeline.SpeakOff && cfg.Speech.TTSModel != "" {
+		names = append(names, cfg.Speech.TTSModel)
+	}
+	return names
+}
+
+// newSpeech builds the speech client of [speech]: nil interfaces when it transcribes nothing
+// and speaks nothing.
+func newSpeech(cfg *config.Config, hc *http.Client, obs agent.Observer) (pipeline.Transcriber, pipeline.Speaker, error) {
+	s := cfg.Speech
+	o := speech.Options{HTTPClient: hc, Observer: obs}
+	for _, m := range s.Candidates() {
+		o.Candidates = append(o.Candidates, speech.Candidate{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey,
+			Model: m.Model, Timeout: time.Duration(m.TimeoutSec) * time.Second})
+	}
+	if s.Reply != pipeline.SpeakOff && s.TTSModel != "" {
+		o.Voice = speech.Voice{BaseURL: s.TTSBaseURL, APIKey: s.TTSAPIKey, Model: s.TTSModel, Voice: s.Voice,
+			Timeout: time.Duration(s.TimeoutSec) * time.Second}
+	}
+	if len(o.Candidates) == 0 && o.Voice.Model == "" {
+		return nil, nil, nil
+	}
+	c, err := speech.New(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c, nil
 }
 
 func quotaLimits(l config.QuotaLimits) pipeline.Limits {
@@ -563,7 +634,7 @@ func (b *bot) newOAuth(cfg *config.Config) error {
 		return err
 	}
 	b.oauth = m
-	b.background = append(b.background, part{name: "mcp oauth", run: m.Run})
+	b.background = append(b.background, lifecycle.Part{Name: "mcp oauth", Run: m.Run})
 	return nil
 }
 
@@ -583,6 +654,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			ConnectTimeout:  time.Duration(s.ConnectSec) * time.Second,
 			ToolCallTimeout: s.ToolCallTimeout,
 			ToolPrefix:      s.ToolPrefix,
+			Parallel:        s.Parallel,
 		}
 		if s.Auth == "oauth" {
 			out[i].Auth = logins.Source(s.Name)

@@ -7,6 +7,9 @@
 // the same streams (the `baseline` role, run as a child process) so the bot's CPU per token reads
 // as a ratio to the least a Go client can spend.
 //
+// With -otel the bot exports its traces over OTLP/HTTP to a receiver in this process (the
+// report counts the spans), to measure what tracing costs.
+//
 // With -replicas N (and -db postgres) the bot runs as N `bot serve` processes on one database,
 // reached by webhook through a round-robin proxy in this process; CPU is summed over them, and
 // each message is checked to be answered exactly once. A list (-replicas 1,2,3) runs each
@@ -16,14 +19,19 @@
 //
 //	loadtest [-chats N] [-turns K | -duration D] [-rate TOK/S] [-tokens N] [-tool-share F]
 //	         [-tool-latency D] [-global N] [-db sqlite|postgres] [-replicas N|1,2,3]
-//	         [-telegram polling|webhook] [-bot PATH] [-profile DIR] [-json]
+//	         [-telegram polling|webhook] [-otel] [-bot PATH] [-profile DIR] [-json]
 //	loadtest stream [-chars N] [-chunk 5ms,20ms] [-modes telegram-edits,telegram-drafts,...] [-json]
+//	loadtest voice [-n 20] [-transcribe 300ms] [-in-flight 50] [-note-kb 256] [-bot PATH] [-json]
 //
 // The stream role measures what one long answer looks like on each streaming surface (Telegram
 // edits in a private chat and a group, Telegram drafts, Telegram drafts ending in a rich message,
 // Discord edits): time from the first token
 // to the first visible text, the longest time the text stood still while the model produced, and
 // the time from the model's last chunk to the final text, with the requests it took.
+//
+// The voice role measures what a voice note adds to the time from the user's send to the
+// model's first token shown in the chat (against a text message; the transcription endpoint's
+// latency is set), and the bot's memory per voice note in flight.
 //
 // Everything listens on loopback only, every loop is bounded in count and time (-timeout), and the
 // tool stops by itself.
@@ -57,6 +65,8 @@ func main() {
 		err = baselineMain(ctx, args[1:], os.Stdout)
 	case len(args) > 0 && args[0] == "stream":
 		err = streamMain(ctx, args[1:], os.Stdout)
+	case len(args) > 0 && args[0] == "voice":
+		err = voiceMain(ctx, args[1:], os.Stdout)
 	default:
 		err = loadMain(ctx, args, os.Stdout, os.Stderr, log)
 	}

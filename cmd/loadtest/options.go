@@ -66,6 +66,9 @@ type Options struct {
 	ProfileDir string
 	// Baseline runs the bare go-openai client on the same streams after the load.
 	Baseline bool
+	// OTel exports the bot's traces to a loopback OTLP/HTTP receiver in this process, to
+	// measure what tracing costs.
+	OTel bool
 	// TurnTimeout caps the wait for one answer's final text; 0 picks one from Chats (the
 	// global budget makes a queue of Chats/GlobalPerSecond seconds).
 	TurnTimeout time.Duration
@@ -189,6 +192,7 @@ func loadMain(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	fs.StringVar(&o.Src, "src", "", "module root to build the bot from (default: go env GOMOD)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write the bot's cpu.pprof, heap.pprof and goroutines.txt here")
 	fs.BoolVar(&o.Baseline, "baseline", true, "also measure a bare go-openai client on the same streams")
+	fs.BoolVar(&o.OTel, "otel", false, "export the bot's traces (OTLP/HTTP) to a receiver in this process")
 	fs.DurationVar(&o.TurnTimeout, "turn-timeout", 0, "longest wait for one answer (default 60s + 3 s × chats / global)")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "cap on the whole run (default 10m + 2×duration + 2×turn-timeout)")
 	fs.StringVar(&o.WorkDir, "dir", "", "keep config, database and bot log here (default: a temporary folder, removed)")

@@ -35,6 +35,8 @@ type Report struct {
 	// received updates (polling, or webhook through the round-robin proxy).
 	Replicas int    `json:"replicas"`
 	Telegram string `json:"telegram"`
+	// OTelSpans counts the spans the bots exported to the loopback receiver (-otel).
+	OTelSpans int `json:"otel_spans,omitempty"`
 
 	WallSeconds    float64 `json:"wall_seconds"`
 	TurnsSent      int     `json:"turns_sent"`
@@ -328,6 +330,9 @@ func (r *Report) WriteText(w io.Writer) {
 		r.EditsPerReply, r.SendsPerReply, r.HTTP429, r.NotModified, r.FailedCalls, r.LateCalls)
 	p("model:           %d streams, %d tokens", r.Streams, r.StreamedTokens)
 	p("bot cpu:         %.2f s; %.3f s per 1k turns; %.4f s per 1k tokens", r.BotCPUSeconds, r.BotCPUPer1kTurns, r.BotCPUPer1kTokens)
+	if r.OTelSpans > 0 {
+		p("traces:          %d spans exported over OTLP/HTTP", r.OTelSpans)
+	}
 	if r.DBServerCPUSeconds >= 0 {
 		p("postgres cpu:    %.2f s; %.3f s per 1k turns (the server processes of the bots' connections)", r.DBServerCPUSeconds, r.DBServerCPUPer1k)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"relaybot/internal/testkit/llm"
 	testmcp "relaybot/internal/testkit/mcp"
+	"relaybot/internal/testkit/otlp"
 	tgkit "relaybot/internal/testkit/telegram"
 )
 
@@ -95,6 +96,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		mcpURL = url
 	}
 
+	// The collector of the bot's traces.
+	var traces *otlp.Receiver
+	if o.OTel {
+		traces = otlp.New()
+		traces.CountOnly()
+		defer traces.Close()
+	}
+
 	dbPath := filepath.Join(dir, "bot.db")
 	leftovers := []string{dbPath, dbPath + "-wal", dbPath + "-shm", dbPath + ".lock"}
 	names := make([]string, o.Replicas) // each replica's config, log and offset file are named after it
@@ -149,6 +158,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			tgMode = fmt.Sprintf("mode = \"webhook\"\nwebhook_listen = \"127.0.0.1:0\"\nwebhook_url = %q\nwebhook_secret = %q\n", proxy.url(), secret)
 		}
 		cfg := botConfig(o, driver, dsn, filepath.Join(dir, name+".offset"), model.URL, tg, mcpURL, token, tgMode)
+		if traces != nil {
+			cfg += fmt.Sprintf("\n[otel]\nenabled = true\nendpoint = %q\n", traces.URL)
+		}
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			return nil, fmt.Errorf("writing the bot config: %w", err)
 		}
@@ -313,6 +325,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	rep.fill(rec, results, loadWall, cpu, hwm, idleRSS, d.peakInFlight.Load())
+	if traces != nil {
+		rep.OTelSpans = traces.Count()
+	}
 	rep.countAnswers(rec, tg, results)
 	if err := rep.countDB(ctx, driver, dsn, int64(len(results)), rec.toolReplies.Load()); err != nil {
 		runErr = errors.Join(runErr, err)

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	testmcp "relaybot/internal/testkit/mcp"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
+	"relaybot/tools/toolstest"
 )
 
 // BenchmarkBareInProcessCall is one tools/call through an mcp-go client to an in-process server,
@@ -64,5 +66,41 @@ func BenchmarkLoaderCall(b *testing.B) {
 		if err != nil || res.Text != "hi" {
 			b.Fatal(res.Text, err)
 		}
+	}
+}
+
+// BenchmarkRoundOfThreeReadOnlyCalls measures the pause of a tool round of three read-only calls
+// of 1 s each over streamable HTTP, one after another (parallel = "off") and side by side
+// (the default, read_only). Run: go test -run '^$' -bench RoundOfThree -benchtime 3x ./tools/mcp/
+func BenchmarkRoundOfThreeReadOnlyCalls(b *testing.B) {
+	k := testmcp.New("kit")
+	l := mcp.NewLoader([]mcp.ServerConfig{{Name: "kit", Transport: "http", URL: testmcp.StartHTTP(b, k).URL}}, nil)
+	l.Start(context.Background())
+	b.Cleanup(l.Close)
+	for len(l.Tools(context.Background())) == 0 {
+		runtime.Gosched()
+	}
+	calls := []tools.Call{
+		{Round: 1, ID: "a", Name: "read_sleep", Arguments: `{"seconds":1}`},
+		{Round: 1, ID: "b", Name: "read_sleep", Arguments: `{"seconds":1}`},
+		{Round: 1, ID: "c", Name: "read_sleep", Arguments: `{"seconds":1}`},
+	}
+	for _, mode := range []tools.ParallelMode{tools.ParallelOff, tools.ParallelReadOnly} {
+		b.Run(string(mode), func(b *testing.B) {
+			m, err := tools.NewManager([]tools.Loader{l}, toolstest.NewRecorder(), tools.ManagerOptions{Parallel: mode})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				tt := m.ForTurn(tools.TurnInfo{}, nil)
+				if tt.Parallel(calls) {
+					tt.RunParallel(context.Background(), calls, nil)
+					continue
+				}
+				for _, c := range calls {
+					tt.Execute(context.Background(), c)
+				}
+			}
+		})
 	}
 }

@@ -139,8 +139,20 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 	// The protocol is pinned to the newest revision with the initialize handshake: it has
 	// sessions (which the reconnect rules are about) and server-sent notifications on every
 	// transport, and every server speaks it.
-	c := client.NewClient(t, client.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION))
-	sess := &session{client: c, lost: make(chan struct{})}
+	if sh, ok := t.(*transport.StreamableHTTP); ok {
+		t = cancellingHTTP{sh}
+	}
+	inflight := &calls{}
+	opts := []client.ClientOption{client.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION)}
+	if _, ok := t.(transport.BidirectionalInterface); ok {
+		// The elicitation handler makes the client declare the capability in initialize;
+		// servers that never ask see nothing else of it. A transport that cannot carry the
+		// server's requests (mcp-go's SSE) does not declare it, so a server does not wait for
+		// an answer that cannot come.
+		opts = append(opts, client.WithElicitationHandler(&elicitor{calls: inflight, server: s.cfg.Name}))
+	}
+	c := client.NewClient(t, opts...)
+	sess := &session{client: c, lost: make(chan struct{}), calls: inflight}
 	var once sync.Once
 	sess.closeFn = func() {
 		once.Do(func() {
@@ -153,6 +165,7 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 		})
 	}
 	c.OnNotification(func(n mcpgo.JSONRPCNotification) {
+		inflight.notified(n)
 		if n.Method == string(mcpgo.MethodNotificationToolsListChanged) {
 			select {
 			case s.refresh <- struct{}{}:
@@ -174,8 +187,15 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 	init := mcpgo.InitializeRequest{}
 	init.Params.ProtocolVersion = mcpgo.LATEST_LEGACY_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcpgo.Implementation{Name: "relaybot", Version: clientVersion}
-	if _, err := c.Initialize(cctx, init); err != nil {
+	ires, err := c.Initialize(cctx, init)
+	if err != nil {
 		return fail("initialize", err)
+	}
+	if ires.Capabilities.Logging != nil {
+		// Log messages about a call show in its status line; servers start at "error".
+		if err := c.SetLevel(cctx, mcpgo.SetLevelRequest{Params: mcpgo.SetLevelParams{Level: mcpgo.LoggingLevelInfo}}); err != nil {
+			s.logger.Info("MCP server refused logging/setLevel; its log messages stay at its level", "err", s.redact.err(err))
+		}
 	}
 	specs, err := s.list(cctx, sess)
 	if err != nil {
@@ -205,7 +225,8 @@ func (s *serverConn) list(ctx context.Context, sess *session) ([]tools.Spec, err
 			s.logger.Warn("MCP tool left out: its input schema cannot be encoded", "tool", t.Name, "err", err)
 			continue
 		}
-		spec := tools.Spec{Name: prefix + t.Name, Description: t.Description, Parameters: params, Server: s.cfg.Name}
+		spec := tools.Spec{Name: prefix + t.Name, Description: t.Description, Parameters: params, Server: s.cfg.Name,
+			ReadOnly: t.Annotations.ReadOnlyHint != nil && *t.Annotations.ReadOnlyHint, Parallel: s.cfg.Parallel}
 		if prefix != "" {
 			spec.ServerTool = t.Name
 		}
@@ -308,24 +329,13 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// cancelNotifyTimeout bounds sending notifications/cancelled for an abandoned call.
-const cancelNotifyTimeout = time.Second
-
-// cancellingSSE tells an SSE server about tool calls the bot gave up on (deadline or
-// cancellation) with notifications/cancelled. Over SSE the answer comes on the stream, so
-// abandoning the POST does not reach the server, and mcp-go sends the notification only over
-// stdio. Over streamable HTTP the aborted POST is the cancellation.
+// cancellingSSE sends notifications/cancelled for the tool calls the bot abandons over SSE,
+// where the answer comes on the stream and abandoning the POST does not reach the server
+// (sendCancelled).
 type cancellingSSE struct{ *transport.SSE }
 
 func (t cancellingSSE) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	resp, err := t.SSE.SendRequest(ctx, req)
-	if err != nil && req.Method == string(mcpgo.MethodToolsCall) && (ctx.Err() != nil || pastDeadline(ctx)) {
-		n := mcpgo.JSONRPCNotification{JSONRPC: mcpgo.JSONRPC_VERSION}
-		n.Method = string(mcpgo.MethodNotificationCancelled)
-		n.Params.AdditionalFields = map[string]any{"requestId": req.ID, "reason": "the client stopped waiting"}
-		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelNotifyTimeout)
-		_ = t.SSE.SendNotification(nctx, n)
-		cancel()
-	}
+	sendCancelled(ctx, t.SSE, req, err)
 	return resp, err
 }

@@ -66,6 +66,9 @@ type ServerConfig struct {
 	// it ("web_" offers "search" as "web_search"); "{server}" in it stands for Name. The
 	// server is always called with its own name. Empty: the server's names as they are.
 	ToolPrefix string
+	// Parallel lets calls to the server's tools run side by side with the other safe calls of
+	// their round, whatever the tools declare (readOnlyHint).
+	Parallel bool
 
 	// dial, set by tests, replaces the transport with an in-process one.
 	dial func() transport.Interface
@@ -106,6 +109,21 @@ type Option func(*options)
 type options struct {
 	backoffBase, backoffMax time.Duration
 	reconnectWait           time.Duration
+	tracer                  CallTracer
+}
+
+// CallTracer traces the tools/call requests of a Loader. StartCall is called before each
+// request with the server's and the tool's name (the server's own name of it); it returns the
+// context to send the request in, the fields to put in the request's params._meta (the W3C
+// trace context: traceparent, tracestate), and end, to call with the request's error (nil on
+// success) once it is answered. It must not block.
+type CallTracer interface {
+	StartCall(ctx context.Context, server, tool string) (_ context.Context, meta map[string]any, end func(error))
+}
+
+// WithCallTracer traces every tools/call request with t.
+func WithCallTracer(t CallTracer) Option {
+	return func(o *options) { o.tracer = t }
 }
 
 // WithBackoff sets the delays between connection attempts of a failed server: base, then
@@ -272,7 +290,7 @@ func (l *Loader) Call(ctx context.Context, call tools.Invocation) (tools.Result,
 			args = map[string]any{}
 		}
 	}
-	return s.call(ctx, call.Name, args)
+	return s.call(ctx, call.Name, args, call.Running)
 }
 
 // route picks the server for a tool: the first server that is up and offers it, else the first

@@ -95,6 +95,8 @@ type session struct {
 	// renewed is set before a session the server ended is closed: calls still in flight on it
 	// are cancelled by the close and retried on the new session like the call that found out.
 	renewed atomic.Bool
+	// calls are the tool calls in flight, for their progress and questions.
+	calls *calls
 }
 
 func (ss *session) markLost(err error) {
@@ -352,7 +354,7 @@ func (c ServerConfig) prefix() string {
 }
 
 // call runs a tool (name as the model sees it), reconnecting once and retrying once when the server ended its session.
-func (s *serverConn) call(ctx context.Context, name string, args map[string]any) (tools.Result, error) {
+func (s *serverConn) call(ctx context.Context, name string, args map[string]any, r tools.Running) (tools.Result, error) {
 	for attempt := 0; ; attempt++ {
 		sess, err := s.current(ctx)
 		if needsLogin(err) {
@@ -361,7 +363,7 @@ func (s *serverConn) call(ctx context.Context, name string, args map[string]any)
 		if err != nil {
 			return tools.Result{}, fmt.Errorf("MCP tool '%s' not run: %w", name, err)
 		}
-		res, err := s.callOnce(ctx, sess, strings.TrimPrefix(name, s.cfg.prefix()), args)
+		res, err := s.callOnce(ctx, sess, strings.TrimPrefix(name, s.cfg.prefix()), args, r)
 		if err == nil {
 			return convertResult(name, res)
 		}
@@ -380,13 +382,27 @@ func (s *serverConn) call(ctx context.Context, name string, args map[string]any)
 	}
 }
 
-func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, args map[string]any) (*mcpgo.CallToolResult, error) {
+func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, args map[string]any, r tools.Running) (_ *mcpgo.CallToolResult, err error) {
+	req := mcpgo.CallToolRequest{}
+	req.Params.Meta = &mcpgo.Meta{}
+	if t := s.opts.tracer; t != nil {
+		var meta map[string]any
+		var end func(error)
+		ctx, meta, end = t.StartCall(ctx, s.cfg.Name, name)
+		defer func() { end(err) }()
+		if len(meta) > 0 {
+			req.Params.Meta.AdditionalFields = meta
+		}
+	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if t := s.cfg.ToolCallTimeout; t > 0 {
-		cctx, cancel = context.WithTimeout(ctx, t)
+		cctx, cancel = context.WithTimeoutCause(ctx, t, fmt.Errorf("the call timeout of %s passed", t))
 	}
 	defer cancel()
-	req := mcpgo.CallToolRequest{}
+	// Every call carries a progress token; its progress and questions reach r while it runs.
+	cctx, w, unwatch := sess.calls.watch(cctx, r)
+	defer unwatch()
+	req.Params.Meta.ProgressToken = w.token
 	req.Params.Name = name
 	req.Params.Arguments = args
 	res, err := sess.client.CallTool(cctx, req)

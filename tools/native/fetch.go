@@ -29,6 +29,8 @@ var fetchURLSpec = tools.Spec{
 		"(HTML is reduced to text). At most 1 MiB is read.",
 	Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string",` +
 		`"description":"Absolute http or https URL."}},"required":["url"],"additionalProperties":false}`),
+	// A GET changes nothing the bot answers for: fetches may run side by side.
+	ReadOnly: true,
 }
 
 // refusedError is returned by the dialer for an address fetch_url may not reach.
@@ -120,7 +122,7 @@ func newClient(opts Options) *http.Client {
 	}
 }
 
-func (l *Loader) fetchURL(ctx context.Context, raw json.RawMessage) (tools.Result, error) {
+func (l *Loader) fetchURL(ctx context.Context, raw json.RawMessage, r tools.Running) (tools.Result, error) {
 	var a struct {
 		URL string `json:"url"`
 	}
@@ -144,6 +146,9 @@ func (l *Loader) fetchURL(ctx context.Context, raw json.RawMessage) (tools.Resul
 	}
 	req.Header.Set("User-Agent", l.opts.UserAgent)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml,text/plain,application/json,*/*;q=0.5")
+	if r != nil {
+		r.Progress(tools.Progress{Message: "fetching " + u.Host})
+	}
 
 	resp, err := l.client.Do(req)
 	if err != nil {

@@ -110,7 +110,7 @@ func (l *Loader) Call(ctx context.Context, inv tools.Invocation) (tools.Result, 
 	case CurrentTime:
 		return l.currentTime(inv.Arguments)
 	default:
-		return l.fetchURL(ctx, inv.Arguments)
+		return l.fetchURL(ctx, inv.Arguments, inv.Running)
 	}
 }
 
@@ -119,6 +119,7 @@ var currentTimeSpec = tools.Spec{
 	Description: "Current date and time in a time zone.",
 	Parameters: json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string",` +
 		`"description":"IANA time zone such as Europe/Berlin or America/New_York; default UTC."}},"additionalProperties":false}`),
+	ReadOnly: true,
 }
 
 func (l *Loader) currentTime(raw json.RawMessage) (tools.Result, error) {

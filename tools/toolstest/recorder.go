@@ -1,5 +1,5 @@
 // Package toolstest holds what tests of the tool manager's users need and production does not: a
-// Recorder that keeps the audit records in memory.
+// Recorder that keeps the audit records in memory, and Consents that keeps "always allow" answers.
 package toolstest
 
 import (

@@ -3,6 +3,7 @@
 package deliverytest
 
 import (
+	"context"
 	"sync"
 
 	"relaybot/adapters/delivery"
@@ -16,7 +17,7 @@ type Counters struct {
 }
 
 // Observe counts e.
-func (c *Counters) Observe(e delivery.Event) {
+func (c *Counters) Observe(_ context.Context, e delivery.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {

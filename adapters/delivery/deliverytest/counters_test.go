@@ -1,6 +1,7 @@
 package deliverytest
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -14,7 +15,7 @@ func TestCountersCountEveryEventByKindFromManyGoroutines(t *testing.T) {
 	for range 10 {
 		wg.Go(func() {
 			for _, k := range kinds {
-				c.Observe(delivery.Event{Kind: k})
+				c.Observe(context.Background(), delivery.Event{Kind: k})
 			}
 		})
 	}

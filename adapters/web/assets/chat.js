@@ -7,6 +7,9 @@
   const errorBox = document.getElementById("error");
   const hint = document.getElementById("hint");
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  const fileInput = document.getElementById("file");
+  const picked = document.getElementById("picked");
+  const mic = document.getElementById("mic");
   let typingTimer = null;
 
   function nearBottom() {
@@ -67,6 +70,13 @@
         node = document.createElement("img");
         node.src = f.url;
         node.alt = f.name;
+      } else if (f.audio) {
+        // A spoken answer: played in the page, after the text it speaks.
+        node = document.createElement("audio");
+        node.controls = true;
+        node.preload = "metadata";
+        node.src = f.url;
+        node.title = f.name;
       } else {
         node = document.createElement("a");
         node.href = f.url;
@@ -81,6 +91,17 @@
       const bar = document.createElement("div");
       bar.className = "choices";
       m.choices.forEach(function (ch) {
+        if (ch.url && /^https?:\/\//i.test(ch.url)) {
+          // A link the user opens; it never answers the question.
+          const a = document.createElement("a");
+          a.href = ch.url;
+          a.target = "_blank";
+          a.rel = "noopener noreferrer";
+          a.className = "link";
+          a.textContent = ch.label;
+          bar.appendChild(a);
+          return;
+        }
         const b = document.createElement("button");
         b.type = "button";
         b.textContent = ch.label;
@@ -111,13 +132,42 @@
     });
   }
 
+  // postFiles sends text with files as a multipart form: the file picker's files, or one
+  // recording from the microphone (voice set, with its length).
+  function postFiles(text, files, voice, durationMs) {
+    const body = new FormData();
+    body.append("text", text);
+    body.append("csrf", csrf);
+    files.forEach(function (f) { body.append("file", f, f.name); });
+    if (voice) {
+      body.append("voice", "1");
+      body.append("duration_ms", String(Math.round(durationMs)));
+    }
+    return fetch("/chat/send", {
+      method: "POST",
+      headers: { "X-CSRF-Token": csrf },
+      body: body,
+      credentials: "same-origin",
+    });
+  }
+
+  function showPicked() {
+    const names = Array.from(fileInput.files).map(function (f) { return f.name; });
+    picked.textContent = names.length ? "📎 " + names.join(", ") : "";
+    picked.hidden = !names.length;
+  }
+  fileInput.addEventListener("change", showPicked);
+
   function send() {
     const text = input.value.trim();
-    if (!text) return;
+    const files = Array.from(fileInput.files);
+    if (!text && !files.length) return;
     input.disabled = true;
-    post(text).then(function (resp) {
+    (files.length ? postFiles(text, files, false, 0) : post(text)).then(function (resp) {
       if (resp.ok) {
         input.value = "";
+        fileInput.value = "";
+        showPicked();
         showError("");
         autosize();
         return;
@@ -204,6 +254,44 @@
         earlierList.appendChild(li);
       }
     }).catch(function (err) { showError("Could not list conversations: " + err.message); });
+  });
+
+  // The microphone button records with MediaRecorder (Opus in WebM or OGG, as the browser
+  // makes it) and sends the recording as a voice message when pressed again.
+  let recorder = null;
+  let chunks = [];
+  let started = 0;
+  mic.addEventListener("click", function () {
+    if (recorder && recorder.state === "recording") {
+      recorder.stop();
+      return;
+    }
+    if (!navigator.mediaDevices || !window.MediaRecorder) {
+      showError("This browser cannot record audio here (it needs HTTPS and MediaRecorder).");
+      return;
+    }
+    navigator.mediaDevices.getUserMedia({ audio: true }).then(function (stream) {
+      const type = ["audio/ogg;codecs=opus", "audio/webm;codecs=opus"].find(function (t) { return MediaRecorder.isTypeSupported(t); }) || "";
+      recorder = new MediaRecorder(stream, type ? { mimeType: type } : undefined);
+      chunks = [];
+      recorder.addEventListener("dataavailable", function (e) { if (e.data.size) chunks.push(e.data); });
+      recorder.addEventListener("stop", function () {
+        stream.getTracks().forEach(function (t) { t.stop(); });
+        mic.classList.remove("recording");
+        mic.setAttribute("aria-pressed", "false");
+        const mime = (recorder.mimeType || "audio/webm").split(";")[0];
+        const ext = mime === "audio/ogg" ? "ogg" : "webm";
+        const file = new File(chunks, "voice." + ext, { type: mime });
+        postFiles("", [file], true, Date.now() - started).then(function (resp) {
+          if (!resp.ok) return resp.text().then(function (t) { showError(t.trim() || resp.statusText); });
+          showError("");
+        }).catch(function (err) { showError("Could not send the recording: " + err); });
+      });
+      started = Date.now();
+      recorder.start();
+      mic.classList.add("recording");
+      mic.setAttribute("aria-pressed", "true");
+    }).catch(function (err) { showError("No microphone: " + err.message); });
   });
 
   form.addEventListener("submit", function (e) { e.preventDefault(); send(); });

@@ -351,6 +351,10 @@ type UserMessage struct {
 	ReplyTo     string
 	RoleIDs     []string
 	Attachments []Attachment
+	// Voice makes the message a voice message (FlagVoiceMessage): Post refuses one that is not a
+	// single audio/ogg attachment with a duration and a waveform, and no content, as Discord
+	// does.
+	Voice bool
 }
 
 // Post stores a user's message and dispatches MESSAGE_CREATE. Unknown channels are registered
@@ -366,6 +370,14 @@ func (s *Server) Post(um UserMessage) (Message, error) {
 	}
 	m := &message{Message: Message{ID: s.newIDLocked(), ChannelID: um.ChannelID, GuildID: um.GuildID,
 		AuthorID: um.AuthorID, Content: um.Content, ReferenceID: um.ReplyTo, CreatedAt: time.Now()}}
+	if um.Voice {
+		if len(um.Attachments) != 1 || um.Attachments[0].ContentType != "audio/ogg" || um.Content != "" ||
+			um.Attachments[0].DurationSecs <= 0 || um.Attachments[0].Waveform == "" {
+			s.mu.Unlock()
+			return Message{}, fmt.Errorf("a voice message is one audio/ogg attachment with duration_secs and a waveform, and no content")
+		}
+		m.Flags |= FlagVoiceMessage
+	}
 	for _, a := range um.Attachments {
 		a.ID = s.newIDLocked()
 		a.URL = fmt.Sprintf("%s/attachments/%s/%s/%s", s.http.URL, m.ChannelID, a.ID, a.Filename)

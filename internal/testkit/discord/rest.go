@@ -616,6 +616,9 @@ func parseV2(raw json.RawMessage) (string, []Button, error) {
 	return strings.Join(texts, "\n\n"), buttons, nil
 }
 
+// linkButtonStyle is a button that opens a URL.
+const linkButtonStyle = 5
+
 func parseButtons(raw json.RawMessage) ([]Button, error) {
 	var rows []struct {
 		Type       int `json:"type"`
@@ -624,23 +627,39 @@ func parseButtons(raw json.RawMessage) ([]Button, error) {
 			CustomID string `json:"custom_id"`
 			Label    string `json:"label"`
 			Style    int    `json:"style"`
+			URL      string `json:"url"`
 		} `json:"components"`
 	}
 	if err := json.Unmarshal(raw, &rows); err != nil {
 		return nil, err
+	}
+	if len(rows) > 5 {
+		return nil, fmt.Errorf("%d action rows, at most 5", len(rows))
 	}
 	buttons := []Button{}
 	for _, row := range rows {
 		if row.Type != 1 {
 			return nil, fmt.Errorf("top-level component type %d is not an action row", row.Type)
 		}
+		if len(row.Components) > 5 {
+			return nil, fmt.Errorf("an action row has %d components, at most 5", len(row.Components))
+		}
 		for _, c := range row.Components {
-			if c.Type == 2 {
-				if c.CustomID == "" {
-					return nil, fmt.Errorf("button %q has no custom_id", c.Label)
-				}
-				buttons = append(buttons, Button{CustomID: c.CustomID, Label: c.Label, Style: c.Style})
+			if c.Type != 2 {
+				continue
 			}
+			if c.Style == linkButtonStyle {
+				// A link button has a url and no custom_id; pressing it sends no interaction.
+				if c.URL == "" || c.CustomID != "" {
+					return nil, fmt.Errorf("link button %q must have a url and no custom_id", c.Label)
+				}
+				buttons = append(buttons, Button{Label: c.Label, Style: c.Style, URL: c.URL})
+				continue
+			}
+			if c.CustomID == "" || c.URL != "" {
+				return nil, fmt.Errorf("button %q has no custom_id", c.Label)
+			}
+			buttons = append(buttons, Button{CustomID: c.CustomID, Label: c.Label, Style: c.Style})
 		}
 	}
 	return buttons, nil
@@ -704,8 +723,16 @@ func (s *Server) messageJSON(m *message) map[string]any {
 	}
 	atts := []any{}
 	for _, a := range m.Attachments {
-		atts = append(atts, map[string]any{"id": a.ID, "filename": a.Filename, "size": len(a.Data), "url": a.URL,
-			"proxy_url": a.URL, "content_type": a.ContentType})
+		size := a.Size
+		if size == 0 {
+			size = len(a.Data)
+		}
+		att := map[string]any{"id": a.ID, "filename": a.Filename, "size": size, "url": a.URL,
+			"proxy_url": a.URL, "content_type": a.ContentType}
+		if m.Flags&FlagVoiceMessage != 0 {
+			att["duration_secs"], att["waveform"] = a.DurationSecs, a.Waveform
+		}
+		atts = append(atts, att)
 	}
 	var comps any = []any{}
 	if m.v2 != nil {

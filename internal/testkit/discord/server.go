@@ -91,13 +91,24 @@ type Attachment struct {
 	ContentType string
 	Data        []byte
 	URL         string
+	// Size, when set, is the size reported instead of len(Data) (a file too large to hold).
+	Size int
+	// DurationSecs and Waveform describe a voice message's recording (IS_VOICE_MESSAGE).
+	DurationSecs float64
+	Waveform     string
 }
+
+// FlagVoiceMessage is IS_VOICE_MESSAGE: the message is a voice message, one audio/ogg
+// attachment with its duration and waveform, and no content.
+const FlagVoiceMessage = 1 << 13
 
 // Button is a button component on a message.
 type Button struct {
 	CustomID string
 	Label    string
 	Style    int
+	// URL is set on a link button (style 5), which has no CustomID.
+	URL string
 }
 
 // Message is a message as users see it now.

@@ -141,6 +141,9 @@ type Server struct {
 	queue    []Reply
 	requests []Request
 	streamed func(Streamed)
+
+	audio    AudioHandler
+	audioReq []AudioRequest
 }
 
 // Streamed describes a stream whose scripted chunks were all sent.
@@ -248,6 +251,10 @@ func Fault(status int, message string) Reply {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/audio/") {
+		s.serveAudio(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown endpoint "+r.Method+" "+r.URL.Path)
 		return

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"relaybot/internal/testkit/otlp"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -37,6 +39,8 @@ var PNG = []byte{
 //   - cancelled(): how many sleep calls were cancelled (Cancelled, readable over any transport).
 //   - env(name): the server's environment variable name.
 //   - pid(): the process id of the server.
+//
+// and the tools that talk while they run (live.go).
 type Kit struct {
 	// Server is the mcp-go server; serve it with any transport.
 	Server *server.MCPServer
@@ -44,13 +48,28 @@ type Kit struct {
 	mu        sync.Mutex
 	calls     map[string]int
 	records   map[string]int // executions of the record tool, by key
+	spans     []Span
+	name      string
+	traceTo   string // OTLP/HTTP receiver of the server's own spans; empty: none
 	cancelled atomic.Int64
+	notices   atomic.Int64
+}
+
+// TraceTo makes the server record a span of every tool call whose request carries a W3C
+// traceparent in params._meta (as a server instrumented with OpenTelemetry does): a server
+// span "tools/call NAME" in that trace, child of the caller's span, sent to the OTLP/HTTP
+// receiver at endpoint when the call ends.
+func (k *Kit) TraceTo(endpoint string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.traceTo = endpoint
 }
 
 // New builds a Kit whose server is called name. It announces tools list changes.
 func New(name string) *Kit {
-	k := &Kit{calls: map[string]int{}, records: map[string]int{}}
-	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true))
+	k := &Kit{calls: map[string]int{}, records: map[string]int{}, name: name}
+	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true),
+		server.WithLogging(), server.WithElicitation())
 	k.Server.AddTools(
 		server.ServerTool{
 			Tool: mcp.NewTool("echo", mcp.WithDescription("Echoes its text."),
@@ -121,6 +140,7 @@ func New(name string) *Kit {
 			}),
 		},
 	)
+	k.addLiveTools()
 	return k
 }
 
@@ -128,9 +148,34 @@ func (k *Kit) counted(name string, h server.ToolHandlerFunc) server.ToolHandlerF
 	return func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		k.mu.Lock()
 		k.calls[name]++
+		traceTo := k.traceTo
 		k.mu.Unlock()
-		return h(ctx, r)
+		tid, parent, traced := traceParent(r)
+		if traceTo == "" || !traced {
+			return h(ctx, r)
+		}
+		start := time.Now()
+		res, err := h(ctx, r)
+		span := otlp.ServerSpan{Service: k.name, Name: "tools/call " + name, TraceID: tid, ParentID: parent,
+			Start: start, End: time.Now(), Attrs: map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": name}}
+		if xerr := otlp.Export(context.WithoutCancel(ctx), traceTo, span); xerr != nil {
+			return nil, fmt.Errorf("exporting the server's span: %w", xerr)
+		}
+		return res, err
 	}
+}
+
+// traceParent reads the W3C traceparent ("00-TRACEID-SPANID-FLAGS") of a request's _meta.
+func traceParent(r mcp.CallToolRequest) (traceID, spanID string, ok bool) {
+	if r.Params.Meta == nil {
+		return "", "", false
+	}
+	tp, _ := r.Params.Meta.AdditionalFields["traceparent"].(string)
+	parts := strings.Split(tp, "-")
+	if len(parts) != 4 || parts[0] != "00" || len(parts[1]) != 32 || len(parts[2]) != 16 {
+		return "", "", false
+	}
+	return parts[1], parts[2], true
 }
 
 // Calls reports how many times the tool name has been called.

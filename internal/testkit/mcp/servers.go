@@ -38,17 +38,15 @@ func StartHTTP(t testing.TB, k *Kit) *HTTPServer {
 	h := server.NewStreamableHTTPServer(k.Server, server.WithSessionIdManager(s))
 	hs := &HTTPServer{sessions: s}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && hs.expireCalls.Load() > 0 {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
+		if r.Method == http.MethodPost {
+			body, ok := k.readMessage(w, r)
+			if !ok {
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			var msg struct {
 				Method string `json:"method"`
 			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && hs.expireCalls.Add(-1) >= 0 {
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && hs.expireCalls.Load() > 0 && hs.expireCalls.Add(-1) >= 0 {
 				_, _ = s.Terminate(r.Header.Get(server.HeaderKeySessionID))
 			}
 		}
@@ -165,7 +163,11 @@ func startSSE(t testing.TB, k *Kit, path string, postStatus int) *SSEServer {
 		}
 		sse.SSEHandler().ServeHTTP(w, r)
 	})
-	mux.Handle("/message", sse.MessageHandler())
+	mux.HandleFunc("/message", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := k.readMessage(w, r); ok {
+			sse.MessageHandler().ServeHTTP(w, r)
+		}
+	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -190,4 +192,18 @@ func BuildStdioServer(dir string) (string, error) {
 		return "", fmt.Errorf("build mcptestserver: %w: %s", err, out)
 	}
 	return bin, nil
+}
+
+// readMessage reads a POSTed JSON-RPC message for the server (and counts the
+// notifications/cancelled in it), leaving the body for the server to read again; false when the
+// body could not be read (the request is answered 400).
+func (k *Kit) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	k.noteMessage(body)
+	return body, true
 }

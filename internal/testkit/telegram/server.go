@@ -210,15 +210,17 @@ type Server struct {
 	global     []time.Time
 	paid       []time.Time // sends and edits with allow_paid_broadcast
 	files      map[string][]byte
-	fileSeq    int
-	hook       string
-	secret     string
-	hookWake   chan struct{}
-	cb         callbackState
-	drafts     map[int64]*Draft // the draft each private chat shows now
-	draftLog   []Draft          // every draft shown, in order
-	cbSeq      int
-	answered   map[string]string // callback query id → the text answered (may be empty)
+	// fileSizes are the sizes getFile reports, where they differ from the data held.
+	fileSizes map[string]int64
+	fileSeq   int
+	hook      string
+	secret    string
+	hookWake  chan struct{}
+	cb        callbackState
+	drafts    map[int64]*Draft // the draft each private chat shows now
+	draftLog  []Draft          // every draft shown, in order
+	cbSeq     int
+	answered  map[string]string // callback query id → the text answered (may be empty)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -244,18 +246,19 @@ func New(opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		opts:     opts,
-		ln:       ln,
-		chats:    map[int64]*chatState{},
-		nextMsg:  map[int64]int{},
-		newUpd:   make(chan struct{}),
-		files:    map[string][]byte{},
-		migrated: map[int64]int64{},
-		hookWake: make(chan struct{}, 1),
-		drafts:   map[int64]*Draft{},
-		answered: map[string]string{},
-		ctx:      ctx,
-		cancel:   cancel,
+		opts:      opts,
+		ln:        ln,
+		chats:     map[int64]*chatState{},
+		nextMsg:   map[int64]int{},
+		newUpd:    make(chan struct{}),
+		files:     map[string][]byte{},
+		fileSizes: map[string]int64{},
+		migrated:  map[int64]int64{},
+		hookWake:  make(chan struct{}, 1),
+		drafts:    map[int64]*Draft{},
+		answered:  map[string]string{},
+		ctx:       ctx,
+		cancel:    cancel,
 	}
 	s.srv = &http.Server{Handler: s, BaseContext: func(net.Listener) context.Context { return ctx }}
 	s.wg.Add(2)
@@ -371,7 +374,25 @@ type Inbound struct {
 	// Photo, when set, is sent as a photo (Text becomes the caption). The server offers it in
 	// two sizes: a small thumbnail (the first 64 bytes) and the full data.
 	Photo []byte
+	// File, when set, is sent as a voice note, audio, video note or document (Text becomes the
+	// caption), downloadable with getFile and the file URL.
+	File *File
 }
+
+// File is a file a user sends.
+type File struct {
+	Kind     string // "voice", "audio", "video_note" or "document"
+	Name     string // file_name (audio and documents)
+	MIME     string // mime_type
+	Data     []byte
+	Duration int // seconds (voice, audio, video notes)
+	// Size, when set, is the file_size reported instead of len(Data): a file larger than the
+	// Bot API's 20 MB download limit need not be held in memory.
+	Size int64
+}
+
+// MaxDownload is the largest file getFile lets a bot download (20 MB).
+const MaxDownload = 20 << 20
 
 // Send injects a user message as an update and returns its message id.
 func (s *Server) Send(in Inbound) int {
@@ -392,8 +413,17 @@ func (s *Server) Send(in Inbound) int {
 	if in.Photo != nil {
 		m.Kind, m.Text, m.Caption, m.Data = "photo", "", in.Text, in.Photo
 	}
+	if f := in.File; f != nil {
+		m.Kind, m.Text, m.Caption, m.Data, m.FileName = f.Kind, "", in.Text, f.Data, f.Name
+	}
 	c.msgs = append(c.msgs, m)
 	obj := s.messageJSONLocked(m)
+	if f := in.File; f != nil {
+		obj[f.Kind] = s.fileLocked(f)
+		if in.Text != "" {
+			obj["caption"] = in.Text
+		}
+	}
 	if in.Photo != nil {
 		small := in.Photo
 		if len(small) > 64 {
@@ -424,6 +454,32 @@ func (s *Server) PendingUpdates() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.updates)
+}
+
+// fileLocked registers a user's file for getFile and returns its Bot API object.
+func (s *Server) fileLocked(f *File) map[string]any {
+	s.fileSeq++
+	id := fmt.Sprintf("file-%d", s.fileSeq)
+	s.files[id] = f.Data
+	size := f.Size
+	if size == 0 {
+		size = int64(len(f.Data))
+	}
+	s.fileSizes[id] = size
+	obj := map[string]any{"file_id": id, "file_unique_id": "u" + id, "file_size": size}
+	if f.MIME != "" && f.Kind != "video_note" {
+		obj["mime_type"] = f.MIME
+	}
+	if f.Name != "" && (f.Kind == "audio" || f.Kind == "document") {
+		obj["file_name"] = f.Name
+	}
+	if f.Kind != "document" {
+		obj["duration"] = f.Duration
+	}
+	if f.Kind == "video_note" {
+		obj["length"] = 240
+	}
+	return obj
 }
 
 func (s *Server) photoSizeLocked(data []byte, width int) map[string]any {
@@ -640,13 +696,14 @@ func (s *Server) serveFile(w http.ResponseWriter, rest string) {
 		return
 	}
 	s.mu.Lock()
-	data, found := s.files[strings.TrimPrefix(path, "photos/")]
+	id, ok := strings.CutPrefix(path, "files/")
+	data, found := s.files[id]
 	s.mu.Unlock()
-	if !found {
+	if !ok || !found {
 		http.NotFound(w, nil)
 		return
 	}
-	w.Header().Set("Content-Type", "image/jpeg")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	_, _ = w.Write(data)
 }
 
@@ -708,7 +765,7 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 // counted methods draw on the rate budgets.
 // sendMessageDraft is counted like an edit: Telegram does not publish a separate budget for
 // drafts, so the server holds them to the one a streaming bot would otherwise spend on edits.
-var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true, "sendMessageDraft": true,
+var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true, "sendVoice": true, "sendMessageDraft": true,
 	"sendRichMessage": true, "sendRichMessageDraft": true}
 
 func (s *Server) dispatchLocked(method string, p map[string]string, files map[string]upload) (any, *apiError) {
@@ -738,7 +795,14 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 		if !ok {
 			return nil, badRequest("invalid file_id")
 		}
-		return map[string]any{"file_id": id, "file_unique_id": "u" + id, "file_size": len(data), "file_path": "photos/" + id}, nil
+		size := int64(len(data))
+		if n, ok := s.fileSizes[id]; ok {
+			size = n
+		}
+		if size > MaxDownload {
+			return nil, badRequest("file is too big")
+		}
+		return map[string]any{"file_id": id, "file_unique_id": "u" + id, "file_size": size, "file_path": "files/" + id}, nil
 	}
 	chatID, err := strconv.ParseInt(p["chat_id"], 10, 64)
 	if err != nil {
@@ -978,6 +1042,8 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
 		m.Kind, m.FileName, m.Data, m.Caption = field, up.name, up.data, p["caption"]
 		return s.messageJSONLocked(m), nil
+	case "sendVoice":
+		return s.voiceLocked(c, thread, p, files)
 	case "sendMessageDraft":
 		return s.draftLocked(c, p)
 	case "sendRichMessage":

@@ -3,6 +3,7 @@ package telegram
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,8 @@ import (
 type Button struct {
 	Text         string
 	CallbackData string
+	// URL is set on a link button (which has no callback data).
+	URL string
 }
 
 // Draft is a message draft a bot streamed into a private chat with sendMessageDraft: an
@@ -174,8 +177,9 @@ func parseKeyboard(raw string) ([]Button, *apiError) {
 	}
 	var mk struct {
 		InlineKeyboard [][]struct {
-			Text         string `json:"text"`
-			CallbackData string `json:"callback_data"`
+			Text         string  `json:"text"`
+			CallbackData *string `json:"callback_data"`
+			URL          *string `json:"url"`
 		} `json:"inline_keyboard"`
 	}
 	if err := json.Unmarshal([]byte(raw), &mk); err != nil {
@@ -184,13 +188,22 @@ func parseKeyboard(raw string) ([]Button, *apiError) {
 	var out []Button
 	for _, row := range mk.InlineKeyboard {
 		for _, b := range row {
-			if b.Text == "" {
+			// A button is exactly one kind: a callback button or a link (url) button, as on
+			// Telegram.
+			if b.Text == "" || (b.CallbackData == nil) == (b.URL == nil) {
 				return nil, badRequest("text buttons are unallowed in the inline keyboard")
 			}
-			if len(b.CallbackData) < 1 || len(b.CallbackData) > 64 {
+			if b.URL != nil {
+				if u, err := url.Parse(*b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "tg") || u.Host == "" {
+					return nil, badRequest("BUTTON_URL_INVALID")
+				}
+				out = append(out, Button{Text: b.Text, URL: *b.URL})
+				continue
+			}
+			if len(*b.CallbackData) < 1 || len(*b.CallbackData) > 64 {
 				return nil, badRequest("BUTTON_DATA_INVALID")
 			}
-			out = append(out, Button{Text: b.Text, CallbackData: b.CallbackData})
+			out = append(out, Button{Text: b.Text, CallbackData: *b.CallbackData})
 		}
 	}
 	return out, nil
@@ -200,6 +213,9 @@ func keyboardJSON(bs []Button) map[string]any {
 	row := make([]map[string]any, len(bs))
 	for i, b := range bs {
 		row[i] = map[string]any{"text": b.Text, "callback_data": b.CallbackData}
+		if b.URL != "" {
+			row[i] = map[string]any{"text": b.Text, "url": b.URL}
+		}
 	}
 	return map[string]any{"inline_keyboard": [][]map[string]any{row}}
 }

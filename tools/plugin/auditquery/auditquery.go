@@ -81,6 +81,7 @@ func New(deps plugin.Deps) ([]plugin.Tool, error) {
 			Description: "Admins only: look at this bot's tool-call audit log — recent calls, recent failures, the slowest calls and the slowest tools, filtered by tool, status, chat and time. Outside a private chat it shows only the current chat's calls.",
 			Parameters:  json.RawMessage(schema),
 			AdminOnly:   true,
+			ReadOnly:    true, // it reads the audit log and changes nothing
 		},
 		Run: q.run,
 	}}, nil

@@ -1,7 +1,9 @@
 // Command mcptestserver serves the testkit's MCP tools over stdio, for tests of stdio clients.
+// It counts the notifications/cancelled it reads (the cancel_notices tool tells).
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -11,7 +13,8 @@ import (
 )
 
 func main() {
-	if err := server.ServeStdio(testmcp.New("stdio-test").Server); err != nil {
+	k := testmcp.New("stdio-test")
+	if err := server.NewStdioServer(k.Server).Listen(context.Background(), k.CountCancels(os.Stdin), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "mcptestserver:", err)
 		os.Exit(1)
 	}

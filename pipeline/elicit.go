@@ -1,0 +1,281 @@
+package pipeline
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"relaybot/adapters"
+	"relaybot/chat"
+	"relaybot/tools"
+)
+
+// Choices of a tool's question (besides an enum's values, "v0", "v1", …).
+const (
+	choiceYes     = "yes"
+	choiceNo      = "no"
+	choiceSkip    = "skip"
+	choiceDecline = "decline"
+	choiceDone    = "done"
+)
+
+// Words a typed answer to a reply prompt may be instead of a value.
+const (
+	wordDecline = "decline"
+	wordSkip    = "skip"
+)
+
+// Elicit asks a tool's question in the chat, one field at a time: a boolean or an enum with
+// buttons, text and numbers as a reply prompt the asker answers with their next message. A
+// link (URL mode) is shown as a link button the user opens themselves; Done accepts. Only the
+// question's answerers may answer; anyone else's press is refused and told why, and their
+// messages are not taken as answers.
+func (a *chatApprover) Elicit(ctx context.Context, q tools.Elicitation) (tools.ElicitAnswer, error) {
+	a.reply.Working(false)
+	defer a.reply.Working(true)
+	head := elicitHead(q)
+	if q.Mode == tools.ElicitURL {
+		choices := []adapters.Choice{{ID: choiceDone, Label: "Done"}, {ID: choiceDecline, Label: "Decline"}}
+		if webLink(q.URL) {
+			// Only http and https become a button; any other link is shown as its text.
+			choices = append([]adapters.Choice{{ID: "open", Label: "Open " + linkHost(q.URL), URL: q.URL}}, choices...)
+		}
+		ans, err := a.ask(ctx, head+"\n\nOpen the link, then press Done.", q.Answerers, choices)
+		if err != nil {
+			return tools.ElicitAnswer{}, err
+		}
+		act := tools.ElicitAccept
+		if ans.Choice == choiceDecline {
+			act = tools.ElicitDecline
+		}
+		return tools.ElicitAnswer{Action: act, By: who(ans), At: a.now()}, nil
+	}
+	content := map[string]any{}
+	by := ""
+	for _, f := range q.Fields {
+		v, set, decline, name, err := a.field(ctx, head, q, f)
+		if err != nil {
+			return tools.ElicitAnswer{}, err
+		}
+		by = name
+		if decline {
+			return tools.ElicitAnswer{Action: tools.ElicitDecline, By: by, At: a.now()}, nil
+		}
+		if set {
+			content[f.Name] = v
+		}
+	}
+	if len(q.Fields) == 0 { // a form without fields is a confirmation
+		ans, err := a.ask(ctx, head, q.Answerers, []adapters.Choice{{ID: choiceDone, Label: "OK"}, {ID: choiceDecline, Label: "Decline"}})
+		if err != nil {
+			return tools.ElicitAnswer{}, err
+		}
+		if ans.Choice == choiceDecline {
+			return tools.ElicitAnswer{Action: tools.ElicitDecline, By: who(ans), At: a.now()}, nil
+		}
+		by = who(ans)
+	}
+	return tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: by, At: a.now()}, nil
+}
+
+// field asks for one field's value; set is false when an optional field was skipped.
+func (a *chatApprover) field(ctx context.Context, head string, q tools.Elicitation, f tools.Field) (v any, set, decline bool, by string, err error) {
+	text := head + "\n\n" + fieldText(f)
+	if !f.Choice() {
+		return a.prompt(ctx, text, q.Answerers, f)
+	}
+	var choices []adapters.Choice
+	if f.Type == tools.FieldBoolean {
+		choices = []adapters.Choice{{ID: choiceYes, Label: "Yes"}, {ID: choiceNo, Label: "No"}}
+	}
+	for i := range f.Enum {
+		choices = append(choices, adapters.Choice{ID: "v" + strconv.Itoa(i), Label: f.EnumLabel(i)})
+	}
+	if !f.Required {
+		choices = append(choices, adapters.Choice{ID: choiceSkip, Label: "Skip"})
+	}
+	choices = append(choices, adapters.Choice{ID: choiceDecline, Label: "Decline"})
+	ans, err := a.ask(ctx, text, q.Answerers, choices)
+	if err != nil {
+		return nil, false, false, "", err
+	}
+	by = who(ans)
+	switch c := ans.Choice; {
+	case c == choiceDecline:
+		return nil, false, true, by, nil
+	case c == choiceSkip:
+		return nil, false, false, by, nil
+	case c == choiceYes || c == choiceNo:
+		return c == choiceYes, true, false, by, nil
+	default:
+		i, _ := strconv.Atoi(strings.TrimPrefix(c, "v"))
+		return f.Enum[i], true, false, by, nil
+	}
+}
+
+// ask posts a question with buttons and waits for an answerer's press.
+func (a *chatApprover) ask(ctx context.Context, text string, answerers []string, choices []adapters.Choice) (adapters.Answer, error) {
+	q := adapters.Question{Text: text, Choices: choices}
+	return a.asker.Ask(ctx, q, func(ans adapters.Answer) (bool, string) {
+		if may, _ := a.mayAnswer(ans, answerers); !may {
+			return false, "You may not answer this: " + approversText(answerers) + "."
+		}
+		label := ans.Choice
+		for _, c := range choices {
+			if c.ID == ans.Choice {
+				label = c.Label
+			}
+		}
+		return true, text + "\n\n" + label + " (" + who(ans) + ")"
+	})
+}
+
+// prompt asks for a typed value: the question goes out as a message and the next message of an
+// answerer in the chat is the answer ("decline" declines, "skip" skips an optional field). A
+// value that cannot be read is asked for again.
+func (a *chatApprover) prompt(ctx context.Context, text string, answerers []string, f tools.Field) (v any, set, decline bool, by string, err error) {
+	hint := "Reply to this message with your answer, or \"" + wordDecline + "\" to refuse."
+	if !f.Required {
+		hint = "Reply to this message with your answer, \"" + wordSkip + "\" to leave it out, or \"" + wordDecline + "\" to refuse."
+	}
+	ch := a.prompts.openPrompt(a.in.Chat, func(in adapters.Inbound) bool {
+		may, _ := a.mayAnswer(adapters.Answer{UserID: in.UserID, UserName: in.UserName, ChatAdmin: in.ChatAdmin}, answerers)
+		return may
+	})
+	defer a.prompts.close(a.in.Chat, ch)
+	a.say(text + "\n\n" + hint)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, false, false, "", ctx.Err()
+		case in := <-ch.answers:
+			by = in.UserName
+			if by == "" {
+				by = in.UserID
+			}
+			reply := strings.TrimSpace(in.Text)
+			switch strings.ToLower(reply) {
+			case wordDecline:
+				return nil, false, true, by, nil
+			case wordSkip:
+				if !f.Required {
+					return nil, false, false, by, nil
+				}
+			}
+			val, perr := tools.ParseValue(f, reply)
+			if perr == nil {
+				return val, true, false, by, nil
+			}
+			a.say(perr.Error() + ". " + hint)
+		}
+	}
+}
+
+// say posts a message of the question into the chat.
+func (a *chatApprover) say(text string) {
+	a.notice(text)
+}
+
+func elicitHead(q tools.Elicitation) string {
+	name := q.Tool
+	if q.Server != "" {
+		name += " (MCP server " + q.Server + ")"
+	}
+	head := "The tool " + name + " asks: " + strings.TrimSpace(q.Message)
+	if q.URL != "" {
+		head += "\n" + q.URL
+	}
+	if q.Problem != "" {
+		head += "\n\nThe last answer did not fit: " + q.Problem + ". Please answer again."
+	}
+	return head
+}
+
+func fieldText(f tools.Field) string {
+	s := f.Label()
+	if f.Description != "" {
+		s += ": " + f.Description
+	}
+	switch f.Type {
+	case tools.FieldNumber:
+		s += " (a number)"
+	case tools.FieldInteger:
+		s += " (a whole number)"
+	}
+	if f.Required {
+		s += " (required)"
+	}
+	return s
+}
+
+// webLink reports whether raw is an absolute http or https URL.
+func webLink(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+func linkHost(raw string) string {
+	if i := strings.Index(raw, "://"); i >= 0 {
+		raw = raw[i+3:]
+	}
+	if i := strings.IndexAny(raw, "/?#"); i >= 0 {
+		raw = raw[:i]
+	}
+	if raw == "" {
+		return "link"
+	}
+	return raw
+}
+
+// prompts are the reply prompts open in chats: a tool's question waiting for a typed answer.
+// Handle hands an answerer's message in that chat to the prompt instead of starting a turn.
+type prompts struct {
+	mu   sync.Mutex
+	open map[chat.Ref]*openPrompt
+}
+
+type openPrompt struct {
+	may     func(adapters.Inbound) bool
+	answers chan adapters.Inbound
+}
+
+func (ps *prompts) openPrompt(ref chat.Ref, may func(adapters.Inbound) bool) *openPrompt {
+	op := &openPrompt{may: may, answers: make(chan adapters.Inbound, 1)}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.open == nil {
+		ps.open = map[chat.Ref]*openPrompt{}
+	}
+	ps.open[ref] = op
+	return op
+}
+
+func (ps *prompts) close(ref chat.Ref, op *openPrompt) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.open[ref] == op {
+		delete(ps.open, ref)
+	}
+}
+
+// take hands in to the chat's open prompt when its sender may answer it; false when no prompt
+// takes it (the message goes on as usual).
+func (ps *prompts) take(in adapters.Inbound) bool {
+	if in.Command != "" || strings.TrimSpace(in.Text) == "" {
+		return false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	op := ps.open[in.Chat]
+	if op == nil || !op.may(in) {
+		return false
+	}
+	select {
+	case op.answers <- in:
+		return true
+	default:
+		return false // an answer is waiting to be read already: this one is a message
+	}
+}

@@ -1,0 +1,345 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/agent"
+	"relaybot/chat"
+	"relaybot/config"
+	"relaybot/media"
+	"relaybot/speech"
+	"relaybot/store"
+)
+
+// Transcriber turns a recording into text (*speech.Client).
+type Transcriber interface {
+	CanTranscribe() bool
+	Transcribe(ctx context.Context, a speech.Audio) (string, []agent.LLMCall, error)
+}
+
+// Speaker speaks an answer as OGG/Opus (*speech.Client).
+type Speaker interface {
+	CanSpeak() bool
+	Speak(ctx context.Context, text string) ([]byte, agent.LLMCall, error)
+}
+
+// When answers are also spoken (MediaOptions.Reply).
+const (
+	SpeakOff          = "off"
+	SpeakWhenSpokenTo = "when_spoken_to"
+	SpeakAlways       = "always"
+)
+
+// MediaOptions say how the files users send are read and whether answers are spoken.
+type MediaOptions struct {
+	// Transcriber transcribes voice notes, audio and video notes; nil: they are answered with a
+	// line saying voice is not set up.
+	Transcriber Transcriber
+	// Speaker speaks answers when Reply says so.
+	Speaker Speaker
+	// MaxBytes is the largest file read (default DefaultMediaMaxBytes).
+	MaxBytes int64
+	// MaxAudio is the longest recording transcribed (default DefaultMaxAudio).
+	MaxAudio time.Duration
+	// DocumentShare is the share of the primary model's window (less its answer) the documents
+	// of one message may fill (default DefaultDocumentShare).
+	DocumentShare float64
+	// Reply is SpeakOff (default), SpeakWhenSpokenTo or SpeakAlways; MaxReplyChars caps what is
+	// spoken (default DefaultMaxReplyChars).
+	Reply         string
+	MaxReplyChars int
+}
+
+// Defaults of MediaOptions.
+const (
+	DefaultMediaMaxBytes  = 20 << 20
+	DefaultMaxAudio       = 10 * time.Minute
+	DefaultDocumentShare  = 0.25
+	DefaultMaxReplyChars  = 1000
+	transcriptFoldSummary = "🎤 Transcript"
+)
+
+// readMedia is the turn's stage before start: the message's attachments become its text. It
+// reports whether anything is left to answer (the user was told of what could not be read).
+func (t *turn) readMedia() bool {
+	t.media = t.p.readAttachments(t.ctx, t.in, t.r.out, t.log)
+	t.in = t.media.in
+	return t.in.Command != "" || strings.TrimSpace(t.in.Text) != "" || len(t.in.Images) > 0
+}
+
+// speak is the turn's stage after its delivery: a delivered answer is also spoken when
+// MediaOptions.Reply says so.
+func (t *turn) speak(res *agent.Result, status chat.TurnStatus) {
+	if status != store.TurnOK {
+		return
+	}
+	answer := ""
+	for i := len(res.Messages) - 1; i >= 0; i-- {
+		if m := res.Messages[i]; m.Role == agent.RoleAssistant && strings.TrimSpace(m.Content) != "" {
+			answer = m.Content
+			break
+		}
+	}
+	if call, ok := t.p.speakAnswer(t.ctx, t.r.out, t.media.spoken, answer, t.log); ok {
+		t.spoken = append(t.spoken, call)
+	}
+}
+
+// readMedia is what reading a message's attachments gave: the message with their text, the
+// transcription calls (for the turn's llm_calls), whether the user spoke, and whether anything
+// is left to answer.
+type readMedia struct {
+	in     adapters.Inbound
+	calls  []agent.LLMCall
+	spoken bool
+}
+
+// readAttachments is the step before the agent that turns a message's attachments into text:
+// voice, audio and video notes into their transcript (shown to the user folded), documents into
+// their text within the budget, image files into images for a vision model. Whatever cannot be
+// read is told to the user in one line naming the limit or the type, and noted in the message,
+// so nothing is dropped without a word. The returned Inbound has no attachments left.
+func (p *Pipeline) readAttachments(ctx context.Context, in adapters.Inbound, out adapters.Responder, log *slog.Logger) readMedia {
+	r := readMedia{in: in}
+	if len(in.Attachments) == 0 {
+		return r
+	}
+	o := p.mediaOptions()
+	var parts, notes []string
+	if t := strings.TrimSpace(in.Text); t != "" {
+		parts = append(parts, t)
+	}
+	var docs []media.Document
+	var docNames []string
+	for _, a := range in.Attachments {
+		name := a.Name
+		if name == "" {
+			name = string(a.Kind)
+		}
+		tell := func(line string) {
+			log.Info("pipeline: attachment not read", "kind", a.Kind, "file", name, "why", line)
+			notes = append(notes, line)
+		}
+		limit := o.MaxBytes
+		if a.Limit > 0 && a.Limit < limit {
+			limit = a.Limit
+		}
+		if a.Size > limit {
+			tell(fmt.Sprintf("%s is %s; I read files of at most %s.", describe(a, name), sizeText(a.Size), sizeText(limit)))
+			continue
+		}
+		if a.Kind.Spoken() {
+			r.spoken = true
+			if o.Transcriber == nil || !o.Transcriber.CanTranscribe() {
+				tell(fmt.Sprintf("%s was not transcribed: speech to text is not set up on this bot.", describe(a, name)))
+				continue
+			}
+			if a.Duration > o.MaxAudio {
+				tell(fmt.Sprintf("%s is %s long; I transcribe at most %s.", describe(a, name), audioClock(a.Duration), audioClock(o.MaxAudio)))
+				continue
+			}
+		}
+		if a.Fetch == nil {
+			tell(fmt.Sprintf("%s could not be downloaded.", describe(a, name)))
+			continue
+		}
+		data, err := a.Fetch(ctx, limit)
+		if errors.Is(err, adapters.ErrTooLarge) {
+			tell(fmt.Sprintf("%s is larger than %s, the most I read.", describe(a, name), sizeText(limit)))
+			continue
+		}
+		if err != nil {
+			log.Warn("pipeline: attachment not downloaded", "file", name, "err", err)
+			tell(fmt.Sprintf("%s could not be downloaded.", describe(a, name)))
+			continue
+		}
+		switch {
+		case a.Kind.Spoken():
+			d := a.Duration
+			if d == 0 {
+				d = speech.OggDuration(data)
+			}
+			if d > o.MaxAudio {
+				tell(fmt.Sprintf("%s is %s long; I transcribe at most %s.", describe(a, name), audioClock(d), audioClock(o.MaxAudio)))
+				continue
+			}
+			text, calls, err := o.Transcriber.Transcribe(ctx, speech.Audio{Name: a.Name, MIME: a.MIME, Data: data, Duration: d})
+			r.calls = append(r.calls, calls...)
+			if err != nil {
+				log.Warn("pipeline: transcription failed", "file", name, "err", err)
+				tell(fmt.Sprintf("%s could not be transcribed: the speech service failed (%s).", describe(a, name), agent.ErrorKindOf(err)))
+				continue
+			}
+			if text == "" {
+				tell(fmt.Sprintf("%s has no speech I could make out.", describe(a, name)))
+				continue
+			}
+			p.showTranscript(out, in.Chat.Platform, text, log)
+			parts = append(parts, text)
+		case a.Kind == adapters.Picture || strings.HasPrefix(a.MIME, "image/") && !media.IsPDF(a.Name, a.MIME, data):
+			if p.opts.History.MaxImageBytes > 0 && len(data) > p.opts.History.MaxImageBytes {
+				tell(fmt.Sprintf("the image %s is %s; I pass images of at most %s to the model.", name, sizeText(int64(len(data))), sizeText(int64(p.opts.History.MaxImageBytes))))
+				continue
+			}
+			r.in.Images = append(r.in.Images, adapters.Image{MIME: a.MIME, Data: data})
+		default:
+			doc, err := media.Read(a.Name, a.MIME, data)
+			var unsup *media.UnsupportedError
+			switch {
+			case errors.As(err, &unsup):
+				tell(fmt.Sprintf("I cannot read %s (%s files): I read text, Markdown, code, CSV, JSON, logs and PDFs.", name, unsup.Type))
+				continue
+			case err != nil:
+				tell(fmt.Sprintf("%s could not be read: %v.", name, err))
+				continue
+			}
+			docs = append(docs, doc)
+			docNames = append(docNames, name)
+		}
+	}
+	parts = append(parts, p.documentParts(docs, docNames)...)
+	for _, n := range notes {
+		p.notice(out, n, log)
+	}
+	if len(parts) > 0 && len(notes) > 0 {
+		parts = append(parts, "[Not read: "+strings.Join(notes, " ")+"]")
+	}
+	r.in.Text = strings.Join(parts, "\n\n")
+	r.in.Attachments = nil
+	return r
+}
+
+// documentParts renders documents for the model, each cut to its share of the budget.
+func (p *Pipeline) documentParts(docs []media.Document, names []string) []string {
+	if len(docs) == 0 {
+		return nil
+	}
+	o := p.mediaOptions()
+	window, answer := DefaultContextWindow, DefaultContextWindow/4
+	if b := p.opts.Models.Budgets; len(b) > 0 {
+		window, answer = b[0].ContextWindow, b[0].MaxOutputTokens
+	}
+	each := int(float64(window-answer)*o.DocumentShare) / len(docs)
+	out := make([]string, 0, len(docs))
+	for i, d := range docs {
+		text, _ := media.Cut(d.Text, each, estimateText)
+		kind := "text file"
+		if d.Format == media.FormatPDF {
+			kind = fmt.Sprintf("PDF, %d pages", d.Pages)
+		}
+		out = append(out, fmt.Sprintf("[File %q (%s)]\n%s\n[End of %q]", names[i], kind, text, names[i]))
+	}
+	return out
+}
+
+// showTranscript shows the user what the bot heard, folded the way reasoning is.
+func (p *Pipeline) showTranscript(out adapters.Responder, platform chat.Platform, text string, log *slog.Logger) {
+	ctx, cancel := p.outbox.context()
+	defer cancel()
+	body := newSurface(platform, config.ReasoningCollapsed).fold(transcriptFoldSummary, text)
+	if err := out.NewReply(ctx).Finish(ctx, body, nil); err != nil {
+		log.Warn("pipeline: transcript not shown", "err", err)
+	}
+}
+
+// speakAnswer sends the answer as a voice message after its text, when Reply says so; the call
+// joins the turn's model calls.
+func (p *Pipeline) speakAnswer(ctx context.Context, out adapters.Responder, spoken bool, answer string, log *slog.Logger) (agent.LLMCall, bool) {
+	o := p.mediaOptions()
+	if o.Speaker == nil || !o.Speaker.CanSpeak() || o.Reply == SpeakOff || o.Reply == "" || (o.Reply == SpeakWhenSpokenTo && !spoken) {
+		return agent.LLMCall{}, false
+	}
+	text := speakable(answer, o.MaxReplyChars)
+	if text == "" {
+		return agent.LLMCall{}, false
+	}
+	data, call, err := o.Speaker.Speak(ctx, text)
+	if err != nil {
+		log.Warn("pipeline: answer not spoken", "err", err)
+		return call, true
+	}
+	dctx, cancel := p.outbox.context()
+	defer cancel()
+	voice := chat.File{Name: "answer.ogg", MIME: chat.VoiceMIME, Data: data}
+	if err := out.NewReply(dctx).Finish(dctx, "", []chat.File{voice}); err != nil {
+		log.Warn("pipeline: spoken answer not delivered", "err", err)
+	}
+	return call, true
+}
+
+var (
+	foldBlock   = regexp.MustCompile(`(?s)<details>.*?</details>`)
+	subtextLine = regexp.MustCompile(`(?m)^-# .*$`)
+	markup      = strings.NewReplacer("**", "", "__", "", "`", "", "#", "", "> ", "", "*", "")
+)
+
+// speakable is the part of an answer worth speaking: without folded blocks (reasoning, tool
+// lines) and Markdown marks, cut to at most max characters at a sentence end where there is
+// one in the second half.
+func speakable(answer string, max int) string {
+	if max <= 0 {
+		max = DefaultMaxReplyChars
+	}
+	s := foldBlock.ReplaceAllString(answer, "")
+	s = subtextLine.ReplaceAllString(s, "")
+	s = strings.TrimSpace(markup.Replace(s))
+	r := []rune(s)
+	if len(r) <= max {
+		return s
+	}
+	cut := string(r[:max])
+	if i := strings.LastIndexAny(cut, ".!?\n"); i >= len(cut)/2 {
+		cut = cut[:i+1]
+	}
+	return strings.TrimSpace(cut)
+}
+
+func (p *Pipeline) mediaOptions() MediaOptions {
+	o := p.opts.Media
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMediaMaxBytes
+	}
+	if o.MaxAudio <= 0 {
+		o.MaxAudio = DefaultMaxAudio
+	}
+	if o.DocumentShare <= 0 {
+		o.DocumentShare = DefaultDocumentShare
+	}
+	return o
+}
+
+// describe names an attachment in a reply: "The voice note", "The file "x.zip"".
+func describe(a adapters.Attachment, name string) string {
+	switch a.Kind {
+	case adapters.Voice:
+		return "The voice note"
+	case adapters.VideoNote:
+		return "The video note"
+	case adapters.Audio:
+		return fmt.Sprintf("The audio %q", name)
+	case adapters.Picture:
+		return fmt.Sprintf("The image %q", name)
+	}
+	return fmt.Sprintf("The file %q", name)
+}
+
+// sizeText renders a size in MB (or KB below one).
+func sizeText(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d KB", (n+1023)>>10)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+}
+
+// audioClock renders a duration as m:ss.
+func audioClock(d time.Duration) string {
+	s := int(d.Round(time.Second).Seconds())
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}

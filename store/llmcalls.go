@@ -1,0 +1,170 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	"relaybot/chat"
+
+	"gorm.io/gorm"
+)
+
+// Statuses of a model call row besides the agent's ok, error and cancelled.
+const (
+	// LLMCallRunning: the call was started and has not ended; its tokens are what it reserved.
+	LLMCallRunning = "running"
+	// LLMCallInterrupted: the replica that made the call stopped before it ended (Recover).
+	LLMCallInterrupted = "interrupted"
+)
+
+// LLMCallStart opens the row of a model call before its request is sent.
+type LLMCallStart struct {
+	// TurnID is the turn the call belongs to; 0 for a call outside a turn (/compact). Seq is
+	// the call's place among the turn's calls.
+	TurnID int64
+	Seq    int
+	// Platform, ChatID and UserID are whom the call is counted against; QuotaChatID is the chat
+	// whose chat quota it counts toward (a Discord thread's parent channel), ChatID when empty.
+	Platform, ChatID, UserID string
+	QuotaChatID              string
+	// Call is the call as far as known when it starts: Round, Model, Candidate, FallbackReason,
+	// StartedAt, and in TokensIn and TokensOut the tokens it reserves (its prompt's estimate and
+	// the most it may answer) until FinishLLMCall settles it.
+	Call LLMCall
+	// Checks are the quotas the call must be under to start; Prices price their cost.
+	Checks []QuotaCheck
+	Prices map[string]chat.Price
+}
+
+// QuotaCheck is one quota a model call must be under: the calls matching Filter (running calls
+// at what they reserved) must total fewer than Tokens tokens and cost less than Cost; zero
+// means no cap of that kind.
+type QuotaCheck struct {
+	Filter UsageFilter
+	Tokens int64
+	Cost   float64
+}
+
+// OverQuotaError is StartLLMCall's refusal: the quota Checks[Check] is used up (Used).
+type OverQuotaError struct {
+	Check int
+	Used  UsageTotal
+}
+
+func (e *OverQuotaError) Error() string {
+	return fmt.Sprintf("store: model call refused: quota %d used up (%d tokens, cost %.4f)",
+		e.Check, e.Used.TokensIn+e.Used.TokensOut, e.Used.Cost)
+}
+
+// StartLLMCall checks the call's quotas and writes its row (status running, with the tokens it
+// reserves) in one transaction, and returns the row's id; a used-up quota returns an
+// *OverQuotaError and writes nothing. The check and the write are atomic per subject of the
+// checks across every replica: on PostgreSQL under a transaction advisory lock per user and per
+// chat checked, on SQLite (one process) through its single writer connection, whose
+// transactions run one at a time.
+func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error) {
+	row := newLLMCallRow(c.Call)
+	row.Status, row.Estimated, row.InstanceID = LLMCallRunning, true, s.instance
+	row.Platform, row.ChatID, row.UserID, row.Seq = c.Platform, c.ChatID, c.UserID, c.Seq
+	row.QuotaChatID = cmp.Or(c.QuotaChatID, c.ChatID)
+	if c.TurnID != 0 {
+		row.TurnID = &c.TurnID
+	}
+	if row.StartedAt.IsZero() {
+		row.StartedAt = now()
+	}
+	row.StartedAt = dbTime(row.StartedAt)
+	// The writes of concurrent turns share a commit (and its fsync), except on PostgreSQL when
+	// advisory locks are taken: a shared transaction would hold the locks of several subjects
+	// in no single order, which two replicas could deadlock on.
+	run := s.turns.do
+	if s.driver == DriverPostgres && len(c.Checks) > 0 {
+		run = func(ctx context.Context, fn func(tx *gorm.DB) error) error {
+			return s.w.WithContext(ctx).Transaction(fn)
+		}
+	}
+	err := run(ctx, func(tx *gorm.DB) error {
+		if s.driver == DriverPostgres {
+			for _, k := range quotaLocks(c.Checks) {
+				if err := tx.Exec("SELECT pg_advisory_xact_lock(CAST(? AS integer), CAST(? AS integer))", quotaLockSpace, k).Error; err != nil {
+					return fmt.Errorf("lock quota: %w", err)
+				}
+			}
+		}
+		for i, q := range c.Checks {
+			rows, err := usageQuery(tx, q.Filter)
+			if err != nil {
+				return err
+			}
+			var used UsageTotal
+			if t := RollUp(rows, ByAll, c.Prices); len(t) > 0 {
+				used = t[0]
+			}
+			if q.Tokens > 0 && used.TokensIn+used.TokensOut >= q.Tokens || q.Cost > 0 && used.Cost >= q.Cost {
+				return &OverQuotaError{Check: i, Used: used}
+			}
+		}
+		return tx.Create(&row).Error
+	})
+	if err != nil {
+		if _, ok := errors.AsType[*OverQuotaError](err); ok {
+			return 0, err
+		}
+		return 0, fmt.Errorf("store: start model call of turn %d: %w", c.TurnID, err)
+	}
+	return row.ID, nil
+}
+
+// FinishLLMCall settles a call StartLLMCall opened with how it ended: its status, tokens
+// (reported or estimated), timings and error. A call Recover already settled is left as it is.
+func (s *Store) FinishLLMCall(ctx context.Context, id int64, c LLMCall) error {
+	err := s.turns.do(ctx, func(tx *gorm.DB) error {
+		return tx.Model(&llmCallRow{}).Where("id = ? AND status = ?", id, LLMCallRunning).
+			Updates(map[string]any{"status": c.Status, "model": c.Model, "candidate": c.Candidate,
+				"ttft_ms": c.TimeToFirstToken.Milliseconds(), "duration_ms": c.Duration.Milliseconds(),
+				"tokens_in": c.TokensIn, "tokens_out": c.TokensOut, "estimated": c.Estimated,
+				"error": validText(c.Error)}).Error
+	})
+	if err != nil {
+		return fmt.Errorf("store: finish model call %d: %w", id, err)
+	}
+	return nil
+}
+
+// quotaLockSpace is the first key of the advisory locks of quota checks (the second is the
+// subject's hash), apart from any other advisory lock of the database.
+const quotaLockSpace = 0x51554f54 // "QUOT"
+
+// quotaLocks returns the advisory lock keys of the subjects of checks, each once, in one order,
+// so two calls locking the same subjects never wait for each other in a cycle.
+func quotaLocks(checks []QuotaCheck) []int32 {
+	var keys []int32
+	for _, q := range checks {
+		h := fnv.New32a()
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", q.Filter.Platform, q.Filter.ChatID, q.Filter.UserID, q.Filter.QuotaChatID)
+		k := int32(h.Sum32())
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// newLLMCallRow is the row of a finished call (the caller sets the turn, seq and subject).
+func newLLMCallRow(c LLMCall) llmCallRow {
+	return llmCallRow{Round: c.Round, Model: c.Model, Candidate: c.Candidate,
+		FallbackReason: validText(c.FallbackReason), Status: c.Status,
+		TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
+		TokensIn: c.TokensIn, TokensOut: c.TokensOut, Estimated: c.Estimated,
+		Error: validText(c.Error), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds()}
+}
+
+// llmCallsOutsideTurns deletes, for retention, the finished calls without a turn (/compact's)
+// that started before cutoff: a turn's calls go with the turn.
+const llmCallsOutsideTurns = `DELETE FROM llm_calls WHERE id IN (SELECT id FROM llm_calls
+	WHERE turn_id IS NULL AND started_at < ? AND status <> ? ORDER BY started_at LIMIT ?)`

@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Many replicas reserving model calls of one user at once under a quota that fits three
+// reservations: exactly three start, whatever the interleaving; a settled call counts with what
+// it cost, and a call outside a turn (/compact) counts like any other.
+func TestStartLLMCallReservesAtomically(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		opts := testOptions(t, driver)
+		first := openTest(t, opts)
+		stores := []*Store{first}
+		if driver == DriverPostgres {
+			// Two replicas on one database.
+			opts.Instance = "other"
+			stores = append(stores, openTest(t, opts))
+		}
+		ctx := context.Background()
+		day := time.Now().UTC().Truncate(24 * time.Hour)
+		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Tokens: 1000}
+		start := func(s *Store, in, out int) (int64, error) {
+			return s.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7", Checks: []QuotaCheck{check},
+				Call: LLMCall{Model: "m", TokensIn: in, TokensOut: out, StartedAt: time.Now()}})
+		}
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			started []int64
+			refused int
+		)
+		for i := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id, err := start(stores[i%len(stores)], 100, 250) // 350 reserved: three fit under 1000
+				mu.Lock()
+				defer mu.Unlock()
+				var over *OverQuotaError
+				switch {
+				case errors.As(err, &over):
+					refused++
+				case err != nil:
+					t.Error(err)
+				default:
+					started = append(started, id)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(started) != 3 || refused != 9 {
+			t.Fatalf("%d calls started and %d refused, want 3 and 9", len(started), refused)
+		}
+		rows, err := first.Usage(ctx, check.Filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := RollUp(rows, ByAll, nil); u[0].TokensIn+u[0].TokensOut != 1050 || u[0].Estimated != 3 {
+			t.Fatalf("usage while running = %+v, want the three reservations, estimated", u[0])
+		}
+		for _, id := range started {
+			if err := first.FinishLLMCall(ctx, id, LLMCall{Model: "m", Status: "ok", TokensIn: 100, TokensOut: 20}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := start(first, 100, 250); err != nil {
+			t.Fatalf("a call after the others settled at 360 tokens: %v", err)
+		}
+		rows, _ = first.Usage(ctx, check.Filter)
+		if u := RollUp(rows, ByAll, nil); u[0].TokensIn+u[0].TokensOut != 360+350 || u[0].Estimated != 1 {
+			t.Fatalf("usage after settling = %+v, want 360 settled and one reservation of 350", u[0])
+		}
+	})
+}
+
+// A model call left running by a replica that is gone is settled by Recover at what it
+// reserved, marked estimated; a settled call is not changed by a late FinishLLMCall.
+func TestRecoverSettlesRunningModelCalls(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		s := newStore(t, driver)
+		ctx := context.Background()
+		id, err := s.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7",
+			Call: LLMCall{Model: "m", TokensIn: 300, TokensOut: 2048, StartedAt: time.Now()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Recover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, s, "llm_calls", "id = ? AND status = ? AND estimated AND tokens_in = 300 AND tokens_out = 2048", id, LLMCallInterrupted); n != 1 {
+			t.Fatalf("the crashed call was not settled interrupted at its reservation")
+		}
+		if err := s.FinishLLMCall(ctx, id, LLMCall{Model: "m", Status: "ok", TokensIn: 1, TokensOut: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, s, "llm_calls", "id = ? AND status = ?", id, LLMCallInterrupted); n != 1 {
+			t.Fatalf("a late finish changed a recovered call")
+		}
+		// Retention removes calls outside turns too.
+		if _, err := s.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, s, "llm_calls", ""); n != 0 {
+			t.Fatalf("%d model calls outside turns survived retention", n)
+		}
+	})
+}
+
+// Upgrading a database with model calls keeps them counted against the user and chat of their
+// turn, and going back down and up again keeps them too.
+func TestLedgerMigrationKeepsEarlierCalls(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s, err := Open(ctx, testOptions(t, driver))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		p, err := s.provider()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.UpTo(ctx, 15); err != nil {
+			t.Fatal(err)
+		}
+		at := dbTime(time.Now())
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{"INSERT INTO conversations (id, platform, chat_id, created_at) VALUES (1, 'telegram', 'c1', ?)", []any{at}},
+			{"INSERT INTO turns (id, conversation_id, user_id, status, started_at) VALUES (1, 1, 'ann', 'ok', ?)", []any{at}},
+			{"INSERT INTO llm_calls (turn_id, seq, model, status, tokens_in, tokens_out, started_at) VALUES (1, 0, 'm', 'ok', 120, 30, ?)", []any{at}},
+		} {
+			if err := s.w.Exec(q.sql, q.args...).Error; err != nil {
+				t.Fatalf("%s: %v", q.sql, err)
+			}
+		}
+		check := func(when string) {
+			t.Helper()
+			rows, err := s.Usage(ctx, UsageFilter{Platform: "telegram", UserID: "ann"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 1 || rows[0].ChatID != "c1" || rows[0].TokensIn != 120 || rows[0].TokensOut != 30 || rows[0].Estimated != 0 {
+				t.Fatalf("%s: usage of ann = %+v, want the earlier call of chat c1 (120 in, 30 out)", when, rows)
+			}
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check("after the upgrade")
+		if _, err := p.DownTo(ctx, 15); err != nil {
+			t.Fatalf("down to 15: %v", err)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check("after going down and up again")
+	})
+}

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Timeline is what a turn's timeline is drawn from: the turn, its model calls in order and the
+// platform requests of its reply. Its tool calls are the audit log's (audit.Filter.TurnID).
+type Timeline struct {
+	Turn       Turn
+	LLMCalls   []LLMCall
+	Deliveries []Delivery
+}
+
+// TurnTimeline returns the timeline of one turn; an error wrapping ErrNotFound when there is
+// no such turn. A running turn has no model calls or deliveries yet: they are saved at its end.
+func (s *Store) TurnTimeline(ctx context.Context, id int64) (Timeline, error) {
+	var row turnRow
+	err := s.r.WithContext(ctx).Select(tracedTurnColumns+", deliveries").Take(&row, id).Error
+	if err == gorm.ErrRecordNotFound {
+		return Timeline{}, fmt.Errorf("store: timeline of turn %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Timeline{}, fmt.Errorf("store: timeline of turn %d: %w", id, err)
+	}
+	tl := Timeline{Turn: row.public()}
+	if row.Deliveries != "" {
+		if err := json.Unmarshal([]byte(row.Deliveries), &tl.Deliveries); err != nil {
+			return Timeline{}, fmt.Errorf("store: timeline of turn %d: deliveries: %w", id, err)
+		}
+	}
+	var calls []llmCallRow
+	if err := s.r.WithContext(ctx).Where("turn_id = ?", id).Order("seq").Find(&calls).Error; err != nil {
+		return Timeline{}, fmt.Errorf("store: timeline of turn %d: model calls: %w", id, err)
+	}
+	for _, c := range calls {
+		tl.LLMCalls = append(tl.LLMCalls, LLMCall{Round: c.Round, Model: c.Model, Candidate: c.Candidate,
+			FallbackReason: c.FallbackReason, Status: c.Status,
+			TimeToFirstToken: time.Duration(c.TTFTMs) * time.Millisecond,
+			Duration:         time.Duration(c.DurationMs) * time.Millisecond,
+			TokensIn:         c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: c.StartedAt.UTC()})
+	}
+	return tl, nil
+}
+
+// deliveriesJSON is the deliveries column of a turn: at most MaxDeliveries, the first ones and
+// the last, as JSON; empty for none.
+func deliveriesJSON(ds []Delivery) (string, error) {
+	if len(ds) == 0 {
+		return "", nil
+	}
+	if len(ds) > MaxDeliveries {
+		ds = append(ds[:MaxDeliveries-1:MaxDeliveries-1], ds[len(ds)-1])
+	}
+	for i := range ds {
+		ds[i].At = ds[i].At.UTC()
+	}
+	b, err := json.Marshal(ds)
+	if err != nil {
+		return "", fmt.Errorf("deliveries: %w", err)
+	}
+	return string(b), nil
+}
+
+// ChatTurns returns the newest turns of one chat (every thread and user of it), newest first,
+// at most limit (50 when limit is not positive).
+func (s *Store) ChatTurns(ctx context.Context, platform, chatID string, limit int) ([]Turn, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	convs := s.r.WithContext(ctx).Table("conversations").Select("id").
+		Where("platform = ? AND chat_id = ?", platform, chatID)
+	var rows []turnRow
+	err := s.r.WithContext(ctx).Table("turns").Select(tracedTurnColumns).
+		Where("conversation_id IN (?)", convs).Order("id DESC").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: turns of %s chat %s: %w", platform, chatID, err)
+	}
+	out := make([]Turn, len(rows))
+	for i, r := range rows {
+		out[i] = r.public()
+	}
+	return out, nil
+}
