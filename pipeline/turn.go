@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -318,7 +319,9 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		TokensOut:   res.Usage.TokensOut,
 		Error:       errText,
 		Messages:    toStoreMessages(res.Messages),
-		LLMCalls:    toStoreLLMCalls(append(t.hist.meter.unsaved(), t.spoken...)), // the metered ones are saved already
+		// The metered calls are saved already; the transcriptions (made before the turn's
+		// meter) and the spoken answer's call are saved with the turn.
+		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.hist.meter.unsaved(), t.spoken)),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart

@@ -211,25 +211,7 @@ func runFault(t *testing.T, sc faultScenario) {
 		return r
 	})
 
-	var reps []*childReplica
-	for i := range sc.replicas {
-		c := threeReplicaConfig(dsn, e)
-		p.configure(t, i, c)
-		reps = append(reps, startChildReplica(t, c))
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, r := range reps {
-				t.Logf("replica %d's log:\n%s", i, r.out)
-			}
-		}
-	})
-	for _, r := range reps {
-		wait.For(t, "a replica to run and share the budget", func() bool {
-			return r.logged("bot running") && strings.Contains(r.out.String(),
-				fmt.Sprintf(`msg="platform budgets shared among the live replicas" replicas=%d`, sc.replicas))
-		})
-	}
+	reps := startReplicas(t, sc.replicas, dsn, e, p)
 	p.started(t, reps)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
