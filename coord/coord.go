@@ -64,16 +64,29 @@ type Instance struct {
 	Self bool
 }
 
-// Member is this replica's membership. Its methods are safe for concurrent use.
+// Member is this replica's membership: its row and epoch in the instances table, and the fence
+// that stops the work it holds when the lease is not confirmed in time. Its methods are safe for
+// concurrent use.
 type Member struct {
-	db   *sql.DB
-	id   string
-	ttl  time.Duration
-	log  *slog.Logger
-	stop context.CancelFunc
-	done chan struct{}
-	once sync.Once
+	db    *sql.DB
+	id    string
+	ttl   time.Duration
+	log   *slog.Logger
+	fence *fence
+	stop  context.CancelFunc
+	done  chan struct{}
+	once  sync.Once
 }
+
+// FenceDeadline is how long after the last renewal the database confirmed (as sent, on this
+// replica's monotonic clock) the fence closes, for a lease of ttl: two thirds of it, so a replica
+// that missed one renewal still acts and one cut off stops well before its lease expires.
+func FenceDeadline(ttl time.Duration) time.Duration { return ttl * 2 / 3 }
+
+// TakeoverGrace is how long, for a lease of ttl, a lease must stay expired after a survivor is
+// itself back (its fence open without a break) before the survivor takes the work it covers
+// over: long enough for a live replica that shared an outage to renew (every ttl/3).
+func TakeoverGrace(ttl time.Duration) time.Duration { return ttl / 2 }
 
 // Join registers this replica in the instances table and renews its lease until Leave. The
 // instances table comes from the store's migrations: call it after store.Migrate.
@@ -93,11 +106,14 @@ func Join(ctx context.Context, db *sql.DB, opts Options) (*Member, error) {
 		}
 	}
 	m := &Member{db: db, id: id, ttl: opts.TTL, log: opts.Logger, done: make(chan struct{})}
-	if _, err := db.ExecContext(ctx, `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, expires_at)
-		VALUES ($1, $2, $3, now(), now(), now() + make_interval(secs => $4))`,
-		id, host, os.Getpid(), opts.TTL.Seconds()); err != nil {
+	sent := time.Now()
+	var epoch int64
+	if err := db.QueryRowContext(ctx, `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, expires_at)
+		VALUES ($1, $2, $3, now(), now(), now() + make_interval(secs => $4)) RETURNING epoch`,
+		id, host, os.Getpid(), opts.TTL.Seconds()).Scan(&epoch); err != nil {
 		return nil, fmt.Errorf("coord: register instance %s: %w", id, err)
 	}
+	m.fence = newFence(FenceDeadline(opts.TTL), sent, epoch)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.stop = cancel
 	go m.beat(bctx, opts.Sweep, opts.Members)
@@ -124,6 +140,27 @@ func (m *Member) ID() string { return m.id }
 // TTL is the member's lease.
 func (m *Member) TTL() time.Duration { return m.ttl }
 
+// Fence returns nil when this replica may act on the work it holds now: its last renewal the
+// database confirmed was sent within the fence deadline. Otherwise it waits until a renewal is
+// confirmed, or ctx ends (an error wrapping ErrFenced). Work begun under an epoch that was taken
+// over since (ctx stamped with Stamp) is refused with ErrTakenOver, now and forever. Ask it right
+// before every platform request, tool start and message taken, not once per turn.
+func (m *Member) Fence(ctx context.Context) error { return m.fence.wait(ctx) }
+
+// Stamp returns ctx carrying this replica's epoch now: Fence refuses what is done with it once
+// that epoch has been taken over.
+func (m *Member) Stamp(ctx context.Context) context.Context { return m.fence.stamp(ctx) }
+
+// Epoch is this replica's registration now; a takeover makes the next renewal register anew.
+func (m *Member) Epoch() int64 {
+	_, e := m.fence.open()
+	return e
+}
+
+// LiveFor is how long this replica's fence has been open without a break; 0 while it is closed.
+// A survivor takes over only after it has been back TakeoverGrace itself.
+func (m *Member) LiveFor() time.Duration { return m.fence.liveFor() }
+
 func (m *Member) beat(ctx context.Context, sweep func(context.Context) error, members func(int)) {
 	defer close(m.done)
 	t := time.NewTicker(m.ttl / 3)
@@ -142,29 +179,54 @@ func (m *Member) beat(ctx context.Context, sweep func(context.Context) error, me
 		}
 		if members != nil {
 			var n int
-			if err := m.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM instances WHERE expires_at > now()`).Scan(&n); err == nil {
+			cctx, cancel := context.WithTimeout(ctx, m.ttl/3)
+			if err := m.db.QueryRowContext(cctx, `SELECT COUNT(*) FROM instances WHERE expires_at > now()`).Scan(&n); err == nil {
 				members(max(n, 1))
 			}
+			cancel()
 		}
 		if sweep != nil {
-			if err := sweep(ctx); err != nil && ctx.Err() == nil {
+			// Bounded, so a slow sweep delays the next renewal by a third of the lease at most.
+			cctx, cancel := context.WithTimeout(ctx, m.ttl/3)
+			err := sweep(cctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				m.log.Warn("reclaiming the turns of replicas that are gone", "instance", m.id, "err", err)
 			}
 		}
 	}
 }
 
-// renew extends the lease; a row another replica removed (this one was thought dead during a
-// long pause) is registered again.
+// renew extends the lease of the epoch this replica holds, within a third of the lease. A row a
+// survivor removed (it took this replica's work over while the replica was paused or cut off) is
+// registered again under a new epoch: what was begun under the old one is refused from then on
+// (ErrTakenOver), and the fence opens for new work only.
 func (m *Member) renew(ctx context.Context) error {
-	host, _ := os.Hostname()
-	_, err := m.db.ExecContext(ctx, `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, expires_at)
-		VALUES ($1, $2, $3, now(), now(), now() + make_interval(secs => $4))
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expires_at`,
-		m.id, host, os.Getpid(), m.ttl.Seconds())
+	ctx, cancel := context.WithTimeout(ctx, m.ttl/3)
+	defer cancel()
+	sent := time.Now()
+	epoch := m.Epoch()
+	res, err := m.db.ExecContext(ctx, `UPDATE instances SET heartbeat_at = now(), expires_at = now() + make_interval(secs => $3)
+		WHERE id = $1 AND epoch = $2`, m.id, epoch, m.ttl.Seconds())
 	if err != nil {
 		return fmt.Errorf("coord: renew lease of %s: %w", m.id, err)
 	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("coord: renew lease of %s: %w", m.id, err)
+	} else if n == 1 {
+		m.fence.confirm(sent, epoch)
+		return nil
+	}
+	host, _ := os.Hostname()
+	var next int64
+	if err := m.db.QueryRowContext(ctx, `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, expires_at)
+		VALUES ($1, $2, $3, now(), now(), now() + make_interval(secs => $4)) RETURNING epoch`,
+		m.id, host, os.Getpid(), m.ttl.Seconds()).Scan(&next); err != nil {
+		return fmt.Errorf("coord: register %s again: %w", m.id, err)
+	}
+	m.fence.confirm(sent, next)
+	m.log.Warn("this replica's work was taken over while it was cut off: it drops what it held and takes new work",
+		"instance", m.id, "epoch", epoch, "new_epoch", next)
 	return nil
 }
 

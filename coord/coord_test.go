@@ -34,7 +34,8 @@ func ids(t *testing.T, st *store.Store) []string {
 
 // TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed runs two members on one
 // database: while both beat, each one's running turn survives the other's sweep; when one stops
-// beating (killed), its lease expires, the survivor's sweep ends its turn interrupted, and a clean
+// beating (killed), its lease expires, the survivor's sweep takes it over once the lease has
+// stayed expired for the grace period and ends its turn interrupted, and a clean
 // Leave drops a member from the list at once. The survivor counts the live replicas (for the
 // platform budgets it divides): two, then itself alone.
 func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T) {
@@ -56,10 +57,22 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 	}
 	survivorStore := openPG(t, dsn, "")
 	var members atomic.Int64
-	survivor, err := Join(ctx, db, Options{TTL: 600 * time.Millisecond, Members: func(n int) { members.Store(int64(n)) }, Sweep: func(ctx context.Context) error {
+	survivorID, err := NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var survivor *Member
+	var joined atomic.Bool
+	survivor, err = Join(ctx, db, Options{ID: survivorID, TTL: 600 * time.Millisecond, Members: func(n int) { members.Store(int64(n)) }, Sweep: func(ctx context.Context) error {
+		if joined.Load() && survivor.LiveFor() >= TakeoverGrace(600*time.Millisecond) {
+			if _, err := TakeOver(ctx, db, survivorID, TakeoverGrace(600*time.Millisecond)); err != nil {
+				return err
+			}
+		}
 		_, _, err := survivorStore.Recover(ctx)
 		return err
 	}})
+	joined.Store(true)
 	if err != nil {
 		t.Fatal(err)
 	}

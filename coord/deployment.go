@@ -18,11 +18,10 @@ import (
 // a web relay and their delivery options). cmd/bot wires it and runs Run among its background
 // parts; it holds no policy of its own.
 //
-// Fencing (a replica that lost its lease stops acting on its work) is not built, and belongs
-// here: the membership (Member) is the one place that knows when the lease was last renewed,
-// the pipeline asks the Deployment before each turn runs (Wait), and every delivery engine's
-// options come from it (Delivery), so the check before each platform request, tool start and
-// turn write is to be one method of the Deployment those callers ask.
+// Fencing: the membership (Member) is the one place that knows when the lease was last
+// confirmed. Fence is asked before every platform request (the delivery engines' Options.Fence),
+// every message taken (the Ledger) and every tool start (ClaimToolCall); work is stamped with
+// the epoch it began under (Stamp), and refused for good once that epoch was taken over.
 //
 // Delivery and AddEngine are called while the bot is built, before Run.
 type Deployment interface {
@@ -36,6 +35,16 @@ type Deployment interface {
 	Leave(ctx context.Context, key string, ticket int64) error
 	Elsewhere(ctx context.Context, key string) (userID string, elsewhere bool, err error)
 	PublishStop(ctx context.Context, key, userID string, admin bool) error
+
+	// Fence returns nil when this process may act on the work it holds now; a replica whose
+	// lease is not confirmed within the fence deadline waits until it is, or ctx ends. Work
+	// stamped with an epoch a survivor took over is refused with ErrTakenOver.
+	Fence(ctx context.Context) error
+	// Stamp returns ctx carrying the epoch the work done with it begins under.
+	Stamp(ctx context.Context) context.Context
+	// ClaimToolCall claims, before it starts, a tool call of turn turnID (0: outside a turn):
+	// an error means the call must not start.
+	ClaimToolCall(ctx context.Context, turnID int64) error
 
 	// Ledger takes each inbound message once for all replicas; nil for a single process,
 	// which takes every message it receives.
@@ -126,6 +135,15 @@ func (l *Local) PublishStop(_ context.Context, key, userID string, admin bool) e
 	}
 	return nil
 }
+
+// Fence implements Deployment: a single process holds its file, and is never fenced.
+func (*Local) Fence(context.Context) error { return nil }
+
+// Stamp implements Deployment: no epochs in a single process.
+func (*Local) Stamp(ctx context.Context) context.Context { return ctx }
+
+// ClaimToolCall implements Deployment: nobody else could start the call.
+func (*Local) ClaimToolCall(context.Context, int64) error { return nil }
 
 // Ledger implements Deployment: a single process takes every message it receives.
 func (*Local) Ledger() adapters.Ledger { return nil }

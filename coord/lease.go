@@ -38,7 +38,7 @@ func (l *Lease) Acquire(ctx context.Context) (context.Context, func(), error) {
 	for {
 		conn, ok, err := l.try(ctx)
 		if err == nil && ok {
-			held, release := l.hold(ctx, conn, every, nil)
+			held, release := l.hold(ctx, conn, every, nil, 0)
 			return held, release, nil
 		}
 		t := time.NewTimer(every)
@@ -71,8 +71,11 @@ func (l *Lease) try(ctx context.Context) (*sql.Conn, bool, error) {
 
 // hold watches the pinned connection: the held context ends when a check fails (the database
 // may have dropped the session, and with it the lock), keep (when set, asked after each good
-// check) says to give the lease up, or ctx ends.
-func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, keep func(context.Context) bool) (context.Context, func()) {
+// check) says to give the lease up, or ctx ends. With retake > 0 a failed check first tries, for
+// up to retake, to take the lock again on a new connection: a database blip shorter than that
+// (a failover, a dropped connection) keeps the lease, and whatever it guards, when nobody took
+// the lock meanwhile.
+func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, keep func(context.Context) bool, retake time.Duration) (context.Context, func()) {
 	held, lost := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -88,6 +91,14 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, k
 			cctx, cancel := context.WithTimeout(held, every)
 			err := conn.PingContext(cctx)
 			cancel()
+			if err != nil && retake > 0 {
+				discard(conn)
+				var ok bool
+				if conn, ok = l.retake(held, every, retake); ok {
+					continue
+				}
+				conn = nil
+			}
 			if err != nil || (keep != nil && !keep(held)) {
 				lost()
 				return
@@ -97,6 +108,9 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, k
 	release := func() {
 		lost()
 		<-done
+		if conn == nil {
+			return // lost with its session
+		}
 		// A connection whose unlock failed may still hold the lock: it is closed, not pooled.
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -107,6 +121,33 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, k
 		conn.Close()
 	}
 	return held, release
+}
+
+// retake tries to take the lock again every every/2 for up to d, and gives up at once when
+// another session holds it.
+func (l *Lease) retake(ctx context.Context, every, d time.Duration) (*sql.Conn, bool) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		cctx, cancel := context.WithTimeout(ctx, every)
+		conn, ok, err := l.try(cctx)
+		cancel()
+		switch {
+		case err == nil && ok:
+			return conn, true
+		case err == nil:
+			return nil, false // another replica holds it now
+		case ctx.Err() != nil:
+			return nil, false
+		}
+		t := time.NewTimer(every / 2)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false
+		case <-t.C:
+		}
+	}
+	return nil, false
 }
 
 // discard closes conn for good instead of returning it to the pool.

@@ -12,11 +12,25 @@ import (
 type Ledger struct {
 	db       *sql.DB
 	instance string
+	member   *Member // nil: not fenced (tests of the ledger alone)
 }
 
 // NewLedger returns the ledger over db, recording instance as the taker.
 func NewLedger(db *sql.DB, instance string) *Ledger {
 	return &Ledger{db: db, instance: instance}
+}
+
+// fenced returns the ledger taking messages only while m's lease is confirmed.
+func (l *Ledger) fenced(m *Member) *Ledger {
+	return &Ledger{db: l.db, instance: l.instance, member: m}
+}
+
+// epoch is the registration a message is taken under; 0 when not fenced.
+func (l *Ledger) epoch() int64 {
+	if l.member == nil {
+		return 0
+	}
+	return l.member.Epoch()
 }
 
 // Claim records key of platform as taken by this replica and reports whether it was the first
@@ -27,9 +41,18 @@ func (l *Ledger) Claim(ctx context.Context, platform, key string) (bool, error) 
 
 // ClaimPayload is Claim keeping payload, so a survivor can answer the message should this replica
 // die before its turn ends (Orphans).
+//
+// A replica takes no message while it is fenced: Claim waits for its lease to be confirmed (or
+// ctx to end), and the insert lands only while its registration is the one it holds.
 func (l *Ledger) ClaimPayload(ctx context.Context, platform, key string, payload []byte) (bool, error) {
+	if l.member != nil {
+		if err := l.member.Fence(ctx); err != nil {
+			return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
+		}
+	}
 	res, err := l.db.ExecContext(ctx, `INSERT INTO inbound_ledger (platform, inbound_key, instance_id, payload, done, taken_at)
-		VALUES ($1, $2, $3, $4, FALSE, now()) ON CONFLICT DO NOTHING`, platform, key, l.instance, string(payload))
+		SELECT $1, $2, $3, $4, FALSE, now() WHERE $5 = 0 OR EXISTS (SELECT 1 FROM instances WHERE id = $3 AND epoch = $5)
+		ON CONFLICT DO NOTHING`, platform, key, l.instance, string(payload), l.epoch())
 	if err != nil {
 		return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
 	}
@@ -50,14 +73,16 @@ func (l *Ledger) Done(ctx context.Context, platform, key string) error {
 }
 
 // Orphans takes over, for this replica, the messages of platform kept with a payload whose turn
-// never ended and whose replica is gone (lease expired or left), and returns their payloads by
-// key. Replicas asking at once each get different ones (FOR UPDATE SKIP LOCKED).
+// never ended and whose replica is gone: it left, or a survivor took its work over (TakeOver
+// renames the rows, so a replica registering again under its id does not own them again). A
+// replica whose lease merely expired still owns its messages: it may be paused, or coming back
+// from an outage. It returns their payloads by key. Replicas asking at once each get different ones (FOR UPDATE SKIP LOCKED).
 func (l *Ledger) Orphans(ctx context.Context, platform string) (map[string][]byte, error) {
 	rows, err := l.db.QueryContext(ctx, `UPDATE inbound_ledger SET instance_id = $2
 		WHERE (platform, inbound_key) IN (
 			SELECT platform, inbound_key FROM inbound_ledger
 			WHERE platform = $1 AND NOT done AND payload <> ''
-			  AND instance_id NOT IN (SELECT id FROM instances WHERE expires_at > now())
+			  AND instance_id NOT IN (SELECT id FROM instances)
 			ORDER BY taken_at LIMIT 100 FOR UPDATE SKIP LOCKED)
 		RETURNING inbound_key, payload`, platform, l.instance)
 	if err != nil {

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -96,6 +97,7 @@ func NewReplica(ctx context.Context, db *sql.DB, opts ReplicaOptions) (*Replica,
 		return nil, err
 	}
 	r.member = m
+	r.ledger = r.ledger.fenced(m)
 	if err := r.awaitCounted(ctx); err != nil {
 		r.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -127,8 +129,22 @@ func (r *Replica) awaitCounted(ctx context.Context) error {
 	}
 }
 
-// sweep runs after every heartbeat, on the heartbeat's goroutine.
+// sweep runs after every heartbeat, on the heartbeat's goroutine. It takes over the work of a
+// replica only once this one has itself been back for the grace period (TakeOver).
 func (r *Replica) sweep(ctx context.Context) error {
+	if r.member == nil {
+		return nil // still joining
+	}
+	grace := TakeoverGrace(r.member.TTL())
+	if r.member.LiveFor() >= grace {
+		gone, err := TakeOver(ctx, r.db, r.member.ID(), grace)
+		if err != nil {
+			return err
+		}
+		if len(gone) > 0 {
+			r.log.Warn("took over the work of replicas whose lease stayed expired", "replicas", gone)
+		}
+	}
 	turns, calls, err := r.st.Recover(ctx)
 	if turns+calls > 0 {
 		r.log.Warn("reclaimed the work of a replica that is gone", "turns", turns, "tool_calls", calls)
@@ -191,6 +207,79 @@ func (r *Replica) mark(e Engine, ir InterruptedReply) {
 // ID is this replica's id, the one its turns carry (store.Options.Instance).
 func (r *Replica) ID() string { return r.member.ID() }
 
+// Fence implements Deployment: it waits while this replica's lease is not confirmed
+// (Member.Fence), and refuses work stamped with an epoch that was taken over.
+func (r *Replica) Fence(ctx context.Context) error { return r.member.Fence(ctx) }
+
+// Stamp implements Deployment (Member.Stamp).
+func (r *Replica) Stamp(ctx context.Context) context.Context { return r.member.Stamp(ctx) }
+
+// ClaimToolCall implements Deployment: the call of turn may start only when this replica's
+// fence is open, the turn is still running here under the epoch ctx was stamped with, and the
+// lease covering it is unexpired on the database's clock (the instance row is locked for share,
+// so a takeover of it waits for the claim or is seen by it); the fence is asked again after the
+// answer, so a pause between the claim and the call cannot outlast the lease either. While the
+// database is away it waits (the fence closes meanwhile), within ctx.
+func (r *Replica) ClaimToolCall(ctx context.Context, turnID int64) error {
+	epoch, ok := ctx.Value(epochKey{}).(int64)
+	if !ok {
+		epoch = r.member.Epoch()
+	}
+	wait := 250 * time.Millisecond
+	for {
+		if err := r.member.Fence(ctx); err != nil {
+			return err
+		}
+		if turnID == 0 {
+			return nil
+		}
+		err := r.claim(ctx, turnID, epoch)
+		if err == nil {
+			return r.member.Fence(ctx)
+		}
+		if errors.Is(err, ErrTakenOver) || ctx.Err() != nil {
+			return err
+		}
+		r.log.Warn("tool call not claimed yet: the database is not answering", "turn", turnID, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// errLeaseLapsed is a claim's answer while this replica's lease has expired and nobody took it
+// over: the claim waits for the next renewal.
+var errLeaseLapsed = errors.New("the lease has expired and is not renewed yet")
+
+// claim is one try of ClaimToolCall's statement, within a third of the lease. The instance row is
+// locked for share: a takeover (TakeOver locks it for update) either has happened (no row, or
+// another epoch, and the turn interrupted) or waits for the answer.
+func (r *Replica) claim(ctx context.Context, turnID, epoch int64) error {
+	cctx, cancel := context.WithTimeout(ctx, r.member.TTL()/3)
+	defer cancel()
+	var status sql.NullString
+	var held int64
+	var live bool
+	err := r.db.QueryRowContext(cctx, `SELECT (SELECT status FROM turns WHERE id = $1 AND instance_id = $2), i.epoch, i.expires_at > now()
+		FROM instances i WHERE i.id = $2 FOR SHARE`, turnID, r.member.ID()).Scan(&status, &held, &live)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("replicas: tool call of turn %d: %w", turnID, ErrTakenOver)
+	case err != nil:
+		return fmt.Errorf("replicas: claim a tool call of turn %d: %w", turnID, err)
+	case held != epoch || status.String != "running":
+		return fmt.Errorf("replicas: tool call of turn %d (%s): %w", turnID, status.String, ErrTakenOver)
+	case !live:
+		return fmt.Errorf("replicas: claim a tool call of turn %d: %w", turnID, errLeaseLapsed)
+	}
+	return nil
+}
+
 // Shared implements Deployment: other replicas may join at any time.
 func (*Replica) Shared() bool { return true }
 
@@ -238,12 +327,14 @@ func (r *Replica) Shards(bot Bot) adapters.Shards {
 func (r *Replica) WebRelay() web.Relay { return r.relay }
 
 // Delivery implements Deployment: the engine shares each chat's own budgets with the replicas
-// that deliver to it too, and records the replies it streams for a survivor to end.
+// that deliver to it too, records the replies it streams for a survivor to end, and asks the
+// fence before every platform request.
 func (r *Replica) Delivery(bot Bot, lim adapters.Limits, opts delivery.Options) delivery.Options {
 	opts.SharedChats = NewChatBudgets(r.db, r.member.ID(), ChatBudgetOptions{Bot: bot,
 		Chat: Window{N: lim.PerChat.N, Per: lim.PerChat.Per}, Group: Window{N: lim.PerGroup.N, Per: lim.PerGroup.Per}})
 	rep := NewReplies(r.db, r.member.ID(), bot, r.log)
 	opts.InFlight = rep
+	opts.Fence = r.member.Fence
 	r.mu.Lock()
 	r.replies = append(r.replies, rep)
 	r.mu.Unlock()

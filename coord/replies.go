@@ -147,12 +147,12 @@ type InterruptedReply struct {
 	Text string
 }
 
-// Interrupted takes up to limit replies of bot that replicas which are gone (lease expired, or
-// left) were streaming, and removes them, so that each goes to one survivor.
+// Interrupted takes up to limit replies of bot that replicas which are gone (taken over, or left;
+// not merely expired: such a replica may come back and finish them) were streaming, and removes them, so that each goes to one survivor.
 func Interrupted(ctx context.Context, db *sql.DB, bot Bot, limit int) ([]InterruptedReply, error) {
 	rows, err := db.QueryContext(ctx, `DELETE FROM reply_messages WHERE (instance_id, reply_key) IN (
 			SELECT r.instance_id, r.reply_key FROM reply_messages r WHERE r.bot = $1
-			AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = r.instance_id AND i.expires_at > now())
+			AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = r.instance_id)
 			ORDER BY r.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED)
 		RETURNING instance_id, platform, chat_id, thread_id, message_id, text`, bot.String(), limit)
 	if err != nil {

@@ -89,6 +89,12 @@ func (s *Shards) Join(ctx context.Context, count int) ([]*ShardLease, error) {
 	return leases, nil
 }
 
+// ShardBlip is how long a shard's holder tries to take its lock again after its session was lost,
+// before it closes the shard's gateway connection: a database blip shorter than that keeps the
+// gateway session (Discord goes on sending its events to it) instead of losing what Discord sends
+// until another replica identifies.
+const ShardBlip = 10 * time.Second
+
 // ID is the shard's id.
 func (l *ShardLease) ID() int { return l.id }
 
@@ -99,7 +105,7 @@ func (l *ShardLease) Acquire(ctx context.Context) (context.Context, func(), erro
 	g := l.g
 	for {
 		if conn, ok := g.claim(ctx, l); ok {
-			held, release := l.lease.hold(ctx, conn, g.every, l.keep)
+			held, release := l.lease.hold(ctx, conn, g.every, l.keep, ShardBlip)
 			return held, func() {
 				release()
 				g.mu.Lock()

@@ -156,3 +156,76 @@ func TestShardsSpreadOverReplicasAndPassOnWhenOneDies(t *testing.T) {
 		t.Error(b)
 	}
 }
+
+// TestAShardHolderKeepsItsShardThroughADatabaseBlip drops the session holding a shard's lock (a
+// failover, a dropped connection): the holder takes the lock again on a new session and its
+// shard stays held (its gateway session is not closed); when another replica took the lock
+// first, the holder gives the shard up.
+func TestAShardHolderKeepsItsShardThroughADatabaseBlip(t *testing.T) {
+	cases := []struct {
+		name     string
+		takenBy  bool // another session takes the lock before the holder can
+		wantKept bool
+	}{
+		{"nobody took the lock", false, true},
+		{"another replica took the lock", true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			_, dsn := pgStore(t, "")
+			db, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			observer, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer observer.Close()
+			s := NewShards(db, "blip")
+			s.RetryEvery = 200 * time.Millisecond
+			leases, err := s.Join(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held, release, err := leases[0].Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			key := leases[0].lease.key
+			var other *sql.Conn
+			if tc.takenBy {
+				// Hold the holder's retakes off: its pool cannot open a connection until the
+				// other session has the lock.
+				db.SetMaxOpenConns(1)
+				other, err = observer.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer other.Close()
+			}
+			if _, err := observer.Exec(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE `+holdersOf, key); err != nil {
+				t.Fatal(err)
+			}
+			if tc.takenBy {
+				wait.For(t, "the other session to take the freed lock", func() bool {
+					var ok bool
+					return other.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok) == nil && ok
+				})
+				db.SetMaxOpenConns(0)
+				wait.For(t, "the holder to give the shard up", func() bool { return held.Err() != nil })
+				return
+			}
+			wait.For(t, "the holder to take the lock again on a new session", func() bool {
+				var n int
+				return observer.QueryRow(`SELECT COUNT(*) FROM pg_locks WHERE `+holdersOf, key).Scan(&n) == nil && n == 1
+			})
+			if err := held.Err(); err != nil {
+				t.Fatalf("the shard was given up after a blip nobody used: %v", err)
+			}
+		})
+	}
+}

@@ -67,6 +67,14 @@ func (s *Signals) ListenStops(ctx context.Context, fn func(Stop)) error {
 	})
 }
 
+// listenCheck is how long a listener waits for a notification before it checks its connection
+// with a ping, which must answer within listenPing: a connection lost without a word is found
+// within about listenCheck+listenPing and listened on again a second later.
+const (
+	listenCheck = 3 * time.Second
+	listenPing  = 2 * time.Second
+)
+
 // listenLoop hands the payload of every notification on channel (what it carries, for the log)
 // to fn until ctx ends, listening
 // again a second after a lost connection (notifications sent meanwhile are missed).
@@ -119,7 +127,20 @@ func listen(ctx context.Context, db *sql.DB, channel, what string, log *slog.Log
 			listening(true)
 		}
 		for {
-			n, err := pc.WaitForNotification(ctx)
+			// Health-checked: a connection dropped without a word (a NAT or a failover that sends
+			// no reset) would otherwise leave this replica deaf for good.
+			wctx, cancel := context.WithTimeout(ctx, listenCheck)
+			n, err := pc.WaitForNotification(wctx)
+			quiet := wctx.Err() != nil && ctx.Err() == nil
+			cancel()
+			if err != nil && quiet {
+				pctx, cancel := context.WithTimeout(ctx, listenPing)
+				err = pc.Ping(pctx)
+				cancel()
+				if err == nil {
+					continue
+				}
+			}
 			if err != nil {
 				return fmt.Errorf("coord: listen on %s: %w", channel, err)
 			}

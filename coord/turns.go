@@ -20,8 +20,17 @@ const turnsChannel = "relaybot_turns"
 // missed while a listener reconnects, or a replica whose lease expired with the turn it held.
 const turnsPoll = time.Second
 
-// live is the condition "the row's replica is alive", for turn_queue rows aliased q.
-const live = `q.instance_id IN (SELECT id FROM instances WHERE expires_at > now())`
+// turnsTry bounds each look at the queue; turnsOutage is how long a message waits through a
+// database that does not answer before it is let through unordered.
+const (
+	turnsTry    = 5 * time.Second
+	turnsOutage = 2 * time.Minute
+)
+
+// live is the condition "the row's replica is not gone", for turn_queue rows aliased q: a replica
+// whose lease expired keeps its place (it may be paused, or back from an outage any moment)
+// until a survivor takes its work over (TakeOver), which deletes its rows with it.
+const live = `q.instance_id IN (SELECT id FROM instances)`
 
 // Entry is a message that waits for its conversation's turn.
 type Entry struct {
@@ -134,15 +143,30 @@ func (t *Turns) Wait(ctx context.Context, key string, ticket int64) (run bool, e
 	defer t.unwatch(key, wake)
 	poll := time.NewTicker(turnsPoll)
 	defer poll.Stop()
+	var failing time.Time // since when every try failed; zero while they answer
 	for {
-		gone, got, err := t.try(ctx, key, ticket)
+		cctx, cancel := context.WithTimeout(ctx, turnsTry)
+		gone, got, err := t.try(cctx, key, ticket)
+		cancel()
 		switch {
+		case err != nil && ctx.Err() != nil:
+			return false, ctx.Err()
 		case err != nil:
-			return false, fmt.Errorf("coord: wait for the turn of %s: %w", key, err)
+			// The database may be away for a failover: the message waits for it, paused, for
+			// up to turnsOutage before it is let through unordered.
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if time.Since(failing) >= turnsOutage {
+				return false, fmt.Errorf("coord: wait for the turn of %s: %w", key, err)
+			}
+			t.log.Debug("coord: the turn queue is not answering; trying again", "conversation", key, "err", err)
 		case gone:
 			return false, nil
 		case got:
 			return true, nil
+		default:
+			failing = time.Time{}
 		}
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"relaybot/internal/testkit/wait"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,10 +193,12 @@ func TestANewerMessageInterruptsTheTurnAnotherReplicaRuns(t *testing.T) {
 	<-listened
 }
 
-// TestAConversationHeldByADeadReplicaIsFreedWhenItsLeaseExpires: a replica killed while running
-// a conversation's turn never leaves; the other's message runs once the dead lease expires (with
-// no notification: the once-a-second look finds it), and Purge then removes the dead rows.
-func TestAConversationHeldByADeadReplicaIsFreedWhenItsLeaseExpires(t *testing.T) {
+// TestAConversationHeldByADeadReplicaIsFreedWhenItIsTakenOver: a replica killed while running
+// a conversation's turn never leaves; its expired lease alone does not free the conversation (the
+// replica may be paused, or back from an outage any moment), and the other's message runs once a
+// survivor takes the dead replica over (with no notification: the once-a-second look finds it);
+// the takeover removed the dead rows.
+func TestAConversationHeldByADeadReplicaIsFreedWhenItIsTakenOver(t *testing.T) {
 	st, _ := pgStore(t, "")
 	db := pool(t, st)
 	ctx := context.Background()
@@ -214,13 +217,27 @@ func TestAConversationHeldByADeadReplicaIsFreedWhenItsLeaseExpires(t *testing.T)
 	// Killed: the heartbeat stops, the row stays until its lease expires.
 	dead.stop()
 	<-dead.done
+	wait.For(t, "the dead replica's lease to expire", func() bool {
+		var expired bool
+		err := db.QueryRowContext(ctx, `SELECT expires_at < now() FROM instances WHERE id = $1`, dead.ID()).Scan(&expired)
+		return err == nil && expired
+	})
+	early, cancelEarly := context.WithTimeout(ctx, 2*time.Second)
+	run, err := survivor.turns.Wait(early, key, next)
+	cancelEarly()
+	if run {
+		t.Fatal("survivor's message ran while the holder's lease had merely expired: nobody took it over")
+	}
+	wait.For(t, "the survivor to take the dead replica over", func() bool {
+		gone, err := TakeOver(ctx, db, survivor.m.ID(), 0)
+		return err == nil && slices.Contains(gone, dead.ID())
+	})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if run, err := survivor.turns.Wait(wctx, key, next); !run || err != nil {
-		t.Fatalf("survivor's message after the holder died: run %v, err %v", run, err)
+		t.Fatalf("survivor's message after the holder was taken over: run %v, err %v", run, err)
 	}
-	n, err := survivor.turns.Purge(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("purged %d rows (err %v), want the dead replica's one", n, err)
+	if n, err := survivor.turns.Purge(ctx); err != nil || n != 0 {
+		t.Fatalf("purged %d rows (err %v) after the takeover, want none left", n, err)
 	}
 }

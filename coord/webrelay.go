@@ -53,10 +53,6 @@ type WebRelay struct {
 	instance string
 	log      *slog.Logger
 
-	// watchMu orders the writes of web_watchers, so a page closing and one opening at the
-	// same moment cannot leave the row deleted while a page is open.
-	watchMu sync.Mutex
-
 	mu        sync.Mutex
 	listening bool                       // notifications about pages opened elsewhere arrive
 	epoch     uint64                     // bumped each time the listener (re)connects
@@ -80,24 +76,19 @@ func NewWebRelay(db *sql.DB, instance string, log *slog.Logger) *WebRelay {
 	return &WebRelay{db: db, instance: instance, log: log, watching: map[string]int{}, others: map[string]*pagesElsewhere{}}
 }
 
+// watchTimeout bounds each write of a chat's web_watchers row.
+const watchTimeout = 5 * time.Second
+
 // Watch records that this replica has a page of chatID open until unwatch is called; the first
 // page of a chat costs a statement, and so does closing the last. unwatch may be called more
-// than once.
+// than once. No lock is held across the statement: a page of another chat never waits for it.
 func (r *WebRelay) Watch(ctx context.Context, chatID string) (unwatch func(), err error) {
-	r.watchMu.Lock()
-	defer r.watchMu.Unlock()
 	r.mu.Lock()
 	r.watching[chatID]++
 	first := r.watching[chatID] == 1
 	r.mu.Unlock()
 	if first {
-		note, err := r.note(webOpened, chatID, nil)
-		if err == nil {
-			_, err = r.db.ExecContext(ctx, `WITH w AS (INSERT INTO web_watchers (chat_id, instance_id) VALUES ($1, $2)
-				ON CONFLICT (chat_id, instance_id) DO UPDATE SET since = now())
-				SELECT pg_notify($3, $4)`, chatID, r.instance, webChannel, note)
-		}
-		if err != nil {
+		if err := r.settle(ctx, chatID, false); err != nil {
 			r.dropPage(chatID) // its row was not written
 			return nil, fmt.Errorf("coord: record the open page of web chat %s: %w", chatID, err)
 		}
@@ -108,22 +99,52 @@ func (r *WebRelay) Watch(ctx context.Context, chatID string) (unwatch func(), er
 
 // unwatch drops one open page of chatID, and its row with the last one.
 func (r *WebRelay) unwatch(chatID string) {
-	r.watchMu.Lock()
-	defer r.watchMu.Unlock()
 	if !r.dropPage(chatID) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	note, err := r.note(webClosed, chatID, nil)
-	if err == nil {
-		_, err = r.db.ExecContext(ctx, `WITH w AS (DELETE FROM web_watchers WHERE chat_id = $1 AND instance_id = $2)
-			SELECT pg_notify($3, $4)`, chatID, r.instance, webChannel, note)
-	}
-	if err != nil {
+	if err := r.settle(context.Background(), chatID, true); err != nil {
 		// The row costs the others a NOTIFY per event until it is purged with this replica.
 		r.log.Warn("web relay: closed page not recorded", "chat", chatID, "err", err)
 	}
+}
+
+// settle writes chatID's web_watchers row (present while a page of it is open here) until what
+// was written last matches the pages open now; wrote is what the row was. A page opening while
+// the last one's row is being deleted (or the reverse) makes the later writer write again, so
+// the row is never left deleted while a page is open.
+func (r *WebRelay) settle(ctx context.Context, chatID string, wrote bool) error {
+	for range 4 {
+		r.mu.Lock()
+		want := r.watching[chatID] > 0
+		r.mu.Unlock()
+		if want == wrote {
+			return nil
+		}
+		if err := r.writeWatcher(ctx, chatID, want); err != nil {
+			return err
+		}
+		wrote = want
+	}
+	return nil
+}
+
+// writeWatcher inserts (open) or deletes chatID's web_watchers row, telling the other replicas.
+func (r *WebRelay) writeWatcher(ctx context.Context, chatID string, open bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), watchTimeout)
+	defer cancel()
+	kind, q := webOpened, `WITH w AS (INSERT INTO web_watchers (chat_id, instance_id) VALUES ($1, $2)
+				ON CONFLICT (chat_id, instance_id) DO UPDATE SET since = now())
+				SELECT pg_notify($3, $4)`
+	if !open {
+		kind, q = webClosed, `WITH w AS (DELETE FROM web_watchers WHERE chat_id = $1 AND instance_id = $2)
+			SELECT pg_notify($3, $4)`
+	}
+	note, err := r.note(kind, chatID, nil)
+	if err != nil {
+		return err
+	}
+	_, err = r.db.ExecContext(ctx, q, chatID, r.instance, webChannel, note)
+	return err
 }
 
 // dropPage counts one page of chatID less and reports whether it was the last.

@@ -19,6 +19,13 @@ type Replicas interface {
 	Shared() bool
 }
 
+// Stamper is what a deployment that fences its replicas adds to Replicas (coord.Replica): Stamp
+// marks a turn's context with the epoch the turn begins under, so the deployment refuses its
+// platform requests and tool calls for good once another replica took the turn over.
+type Stamper interface {
+	Stamp(ctx context.Context) context.Context
+}
+
 // StopPublisher carries a /stop (or the Stop button) to the other replicas of a deployment, one
 // of which may be running the conversation's turn; each replica hands what it receives to
 // Pipeline.StopFromReplica. PublishStop returns once the request is sent, not when it is acted on.

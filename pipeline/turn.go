@@ -43,6 +43,9 @@ type turn struct {
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
 // history, shows the answer as it grows, delivers the final text, and saves the turn.
 func (p *Pipeline) runTurn(ctx context.Context, r *request) {
+	if st, ok := p.opts.Replicas.(Stamper); ok {
+		ctx = st.Stamp(ctx)
+	}
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.Queue.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
 	t := &turn{p: p, r: r, ctx: ctx, log: r.log, begun: time.Now(), in: r.in}
@@ -74,9 +77,7 @@ func (t *turn) withinQuota() bool {
 // its summary and saves the user's message, even when the turn is cancelled right away. A
 // /retry first takes the last turn out of history and answers its message again.
 func (t *turn) start() bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
-	defer cancel()
-	err := t.open(ctx)
+	err := t.saving("start", t.open)
 	switch {
 	case errors.Is(err, store.ErrNothingToRetry):
 		t.p.notice(t.r.out, "There is no earlier message of yours to answer again.", t.log)
@@ -99,6 +100,41 @@ func (t *turn) start() bool {
 			UserID: t.in.UserID, Text: t.in.Text, Begun: t.begun})
 	}
 	return true
+}
+
+// saveRetry is the first wait before a store write of a turn that found the database away is
+// tried again; it doubles up to saveRetryMax.
+const (
+	saveRetry    = 200 * time.Millisecond
+	saveRetryMax = 5 * time.Second
+)
+
+// saving runs fn, one store operation of the turn, each try within saveTimeout; while the
+// database is away (store.Transient) it is tried again with back-off until the turn's limit
+// (Queue.TurnTimeout from the turn's start, and one saveTimeout at least), so a turn that ends
+// during a database outage is saved once it is back, never dropped.
+func (t *turn) saving(what string, fn func(ctx context.Context) error) error {
+	limit := max(time.Until(t.begun.Add(t.p.opts.Queue.TurnTimeout)), saveTimeout)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), limit)
+	defer cancel()
+	wait := saveRetry
+	for {
+		ctx, cancelTry := context.WithTimeout(lctx, saveTimeout)
+		err := fn(ctx)
+		cancelTry()
+		if err == nil || !store.Transient(err) || lctx.Err() != nil {
+			return err
+		}
+		t.log.Warn("pipeline: the database is away; saving the turn again", "what", what, "in", wait, "err", err)
+		tm := time.NewTimer(wait)
+		select {
+		case <-lctx.Done():
+			tm.Stop()
+			return err
+		case <-tm.C:
+		}
+		wait = min(wait*2, saveRetryMax)
+	}
 }
 
 // open reads the turn's history and saves the user's message: start's store work.
@@ -299,9 +335,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 	if obs := t.p.opts.Observer; obs != nil {
 		obs.TurnFinished(t.ctx, &end, time.Since(t.begun))
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), saveTimeout)
-	defer cancel()
-	if err := t.p.store.FinishTurn(ctx, end); err != nil {
+	if err := t.saving("end", func(ctx context.Context) error { return t.p.store.FinishTurn(ctx, end) }); err != nil {
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
 		return
 	}

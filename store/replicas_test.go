@@ -23,24 +23,30 @@ func register(t *testing.T, s *Store, id string, live bool) {
 // TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning starts two stores on one PostgreSQL
 // database, as two replicas would: the second one's start-up recovery must not end the turn the
 // first is running (before, it marked it interrupted and the first replica's answer was lost with
-// "turn is already interrupted"), and must end the turns of a replica whose lease expired.
+// "turn is already interrupted"), nor that of a replica whose lease expired but which nobody took
+// over yet (it may be paused, or coming back from an outage), and must end the turns of a replica
+// whose row is gone (taken over, or left).
 func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
 	ctx := context.Background()
 	opts := testOptions(t, DriverPostgres)
 	cases := []struct {
 		name      string
-		live      bool
+		row       string // "live", "expired", or "" for none
 		wantAfter chat.TurnStatus
 	}{
-		{"a live replica's turn keeps running and finishes", true, TurnOK},
-		{"a dead replica's turn is reclaimed", false, TurnInterrupted},
+		{"a live replica's turn keeps running and finishes", "live", TurnOK},
+		{"an expired replica nobody took over keeps its turn", "expired", TurnOK},
+		{"a gone replica's turn is reclaimed", "", TurnInterrupted},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			first := opts
-			first.Instance = []string{"replica-a", "replica-c"}[i]
+			first.Instance = []string{"replica-a", "replica-d", "replica-c"}[i]
 			a := openTest(t, first)
-			register(t, a, first.Instance, tc.live)
+			if tc.row != "" {
+				register(t, a, first.Instance, tc.row == "live")
+			}
+			live := tc.row != ""
 			conv, err := a.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: first.Instance})
 			if err != nil {
 				t.Fatal(err)
@@ -65,13 +71,13 @@ func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			callStatus := audit.StatusRunning
-			if !tc.live {
+			if !live {
 				callStatus = audit.StatusInterrupted
 			}
 			if n := count(t, b, "tool_calls", "id = ? AND status = ?", rec.ID, callStatus); n != 1 {
 				t.Errorf("the tool call of the turn is not %s after the second replica started", callStatus)
 			}
-			if !tc.live {
+			if !live {
 				if got.Status != TurnInterrupted {
 					t.Fatalf("a dead replica's running turn is %q after another replica started, want %q", got.Status, TurnInterrupted)
 				}

@@ -444,8 +444,9 @@ func (row turnRow) public() Turn {
 
 // Recover marks interrupted the turns left running by a replica that is gone, the audit rows
 // left running by them, and their model calls (which keep the tokens they reserved, as an
-// estimate). A replica is gone when its row in the instances table has expired or was
-// removed at a clean shutdown; turns of a live replica (this one included) are left alone, so a
+// estimate). A replica is gone when its row in the instances table has expired (on SQLite) or
+// was removed (at a clean shutdown, or by the survivor that took its work over); turns of a live
+// replica (this one included) are left alone, so a
 // second replica starting up never ends the first one's turns. A single process registers no
 // instance, so every running turn it finds at start is a crash's leftover. Call it at start,
 // after Migrate and before the first turn; it is safe to call again at any time.
@@ -453,8 +454,11 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 	at := now()
 	live := s.w.Table("instances").Select("id").Where("expires_at > ?", at)
 	if s.driver == DriverPostgres {
-		// The leases are kept on the database's clock, so replicas' clocks need not agree.
-		live = s.w.Table("instances").Select("id").Where("expires_at > now()")
+		// On PostgreSQL a replica whose lease expired is not gone yet: it may be paused, or have
+		// shared an outage, and renew. Its work is taken over, with its row deleted, only by a
+		// survivor that has been back for a grace period (coord.TakeOver); what is left here is
+		// the work of replicas whose row is gone (taken over, or left).
+		live = s.w.Table("instances").Select("id")
 	}
 	err = s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&turnRow{}).Where("status = ? AND instance_id NOT IN (?)", TurnRunning, live).

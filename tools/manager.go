@@ -53,6 +53,11 @@ type ManagerOptions struct {
 	// MaxFilesPerTurn caps the files the tools of one turn return, over all its rounds; later
 	// ones are left out likewise. 0 means DefaultMaxFilesPerTurn.
 	MaxFilesPerTurn int
+	// Claim, when several replicas serve the bot, claims each call of turn turnID (0: outside a
+	// turn) for this replica right before it runs (coord.Deployment.ClaimToolCall); an error
+	// keeps the call from running (ErrNotClaimed). It may wait for the database, within ctx.
+	// Nil runs every call.
+	Claim func(ctx context.Context, turnID int64) error
 }
 
 // Defaults of the file caps: 10 MiB is what every platform takes from a bot (Discord's limit
@@ -73,6 +78,7 @@ type Manager struct {
 	maxFiles int
 	log      *slog.Logger
 	policy   *Policy
+	claim    func(ctx context.Context, turnID int64) error
 
 	elicitTimeout time.Duration
 	parallel      ParallelMode
@@ -111,6 +117,7 @@ func NewManager(loaders []Loader, rec Recorder, opts ManagerOptions) (*Manager, 
 		maxRes:    opts.ResultMaxChars,
 		log:       opts.Logger,
 		policy:    opts.Policy,
+		claim:     opts.Claim,
 		warned:    make(map[string]bool),
 		consents:  opts.Consents,
 		alwaysFor: opts.AlwaysAllowFor,
@@ -408,6 +415,14 @@ func (t *Turn) check(ctx context.Context, rec *audit.Record, name, args string, 
 // otherwise.
 func (t *Turn) invoke(ctx context.Context, p *prepared) Outcome {
 	name := p.call.Name
+	if t.m.claim != nil {
+		// Right before the call, after its approval: the claim is what a replica that lost its
+		// turn to another cannot get.
+		if err := t.m.claim(ctx, t.info.TurnID); err != nil {
+			t.m.log.Warn("tools: call not started: its claim was refused", "tool", name, "tool_call_id", p.call.ID, "err", err)
+			return NotRun(fmt.Errorf("%w: %w", ErrNotClaimed, err))
+		}
+	}
 	res, err := callLoader(ctx, p.e.loader, Invocation{Name: name, Arguments: json.RawMessage(p.args), Turn: t.info, Server: p.e.spec.Server, Running: p.run})
 	switch {
 	case err == nil:

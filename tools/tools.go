@@ -71,6 +71,10 @@ type Invocation struct {
 var (
 	ErrNotFound = errors.New("tool not found")
 	ErrTimeout  = errors.New("tool call timed out")
+	// ErrNotClaimed is the error of a call whose claim the deployment refused
+	// (ManagerOptions.Claim): the turn it belongs to is no longer this replica's, and the call
+	// never runs.
+	ErrNotClaimed = errors.New("tool call not claimed: its turn was taken over by another replica")
 )
 
 // TurnInfo identifies the turn a call belongs to; it comes in with every call and goes into its

@@ -57,6 +57,10 @@ type Options struct {
 	// InFlight, when several replicas serve the bot, records the message each reply is
 	// streaming into, for a survivor to mark should this process die; nil records nothing.
 	InFlight InFlight
+	// Fence, when several replicas serve the bot, is asked right before every platform request:
+	// it waits while this replica's lease is not confirmed and refuses a request of work another
+	// replica took over (the error is returned, the request never made). Nil makes every request.
+	Fence func(ctx context.Context) error
 }
 
 func (o *Options) defaults() {
@@ -247,6 +251,14 @@ func (e *Engine) hold() bool {
 	}
 	e.wg.Add(1)
 	return true
+}
+
+// fenced asks Options.Fence, when set, whether a request of ctx's work may be made now.
+func (e *Engine) fenced(ctx context.Context) error {
+	if e.opts.Fence == nil {
+		return nil
+	}
+	return e.opts.Fence(ctx)
 }
 
 func (e *Engine) observe(ctx context.Context, ev Event) {

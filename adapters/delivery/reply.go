@@ -332,6 +332,9 @@ func (r *Reply) partOptions(i int, live bool) adapters.SendOptions {
 // showPreview makes one platform request for st: a new message, a streaming edit that keeps
 // the message's controls, or the edit that finishes the message (and takes its controls off).
 func (r *Reply) showPreview(st step) error {
+	if err := r.e.fenced(r.ctx); err != nil {
+		return err
+	}
 	// The request is not cancelled with the turn: a send cut off midway may still have posted a
 	// message we would then not know about.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.e.opts.CallTimeout)
@@ -465,7 +468,7 @@ func (r *Reply) showTyping() {
 		r.mu.Unlock()
 		// The indicator counts against the bot's global limit (Discord counts every request):
 		// it takes a place in the global window, and is skipped when none is free now.
-		if release, ok := r.typingSlot(); ok {
+		if release, ok := r.typingSlot(); ok && r.e.fenced(r.ctx) == nil {
 			cctx, cancel := context.WithTimeout(r.ctx, r.e.opts.CallTimeout)
 			err := r.e.m.Typing(cctx, r.chat)
 			cancel()
@@ -791,6 +794,20 @@ func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (ada
 // call runs one final-priority platform request through the engine's retry stage (Engine.Do):
 // a slot, 429s waited out for their scope, temporary failures retried. Other errors,
 // ErrNotModified and ErrMessageGone included, are returned for the caller to act on.
+//
+// The request is for the reply's work: the fence (Options.Fence) is asked with ctx's deadline
+// and cancellation but the values of the context the reply was made with (the turn it answers,
+// and the epoch that turn began under), whatever context the caller finishes it with.
 func (r *Reply) call(ctx context.Context, fn func(context.Context) error) error {
-	return r.e.do(ctx, r.chat, ClassMessage, false, &r.took, fn)
+	return r.e.do(workContext{Context: ctx, work: r.ctx}, r.chat, ClassMessage, false, &r.took, fn)
 }
+
+// workContext is a context with the deadline and cancellation of its Context and the values of
+// work.
+type workContext struct {
+	context.Context
+	work context.Context
+}
+
+// Value implements context.Context with the values of the work.
+func (w workContext) Value(key any) any { return w.work.Value(key) }

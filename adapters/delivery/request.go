@@ -84,6 +84,10 @@ func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool,
 		if err != nil {
 			return err
 		}
+		if err := e.fenced(ctx); err != nil {
+			release()
+			return err
+		}
 		cctx, cancel := context.WithTimeout(tryCtx, e.opts.CallTimeout)
 		begun := time.Now()
 		err = fn(cctx)

@@ -535,26 +535,7 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 		return llm.Reply{Chunks: []llm.Chunk{{Content: "A:"}, {Content: last}}, TokenDelay: 10 * time.Millisecond}
 	})
 
-	var reps []*childReplica
-	for i := range 3 {
-		c := threeReplicaConfig(dsn, e)
-		p.configure(t, i, c)
-		reps = append(reps, startChildReplica(t, c))
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, r := range reps {
-				t.Logf("replica %d's log:\n%s", i, r.out)
-			}
-		}
-	})
-	// Each replica counts the others at its next heartbeat and takes its share of the bot's
-	// budget then: until it has, the deployment may send faster than the budget.
-	for _, r := range reps {
-		wait.For(t, "a replica to run and share the budget with the two others", func() bool {
-			return r.logged("bot running") && strings.Contains(r.out.String(), `msg="platform budgets shared among the live replicas" replicas=3`)
-		})
-	}
+	reps := startReplicas(t, 3, dsn, e, p)
 	p.started(t, reps)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
@@ -799,6 +780,34 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 			t.Errorf("the load ran on %d replicas, %d chats' two messages on two replicas; want all 3 replicas and most chats split", len(instances), split)
 		}
 	}
+}
+
+// startReplicas starts n replicas on the platform, their logs shown when the test fails, and
+// returns once each counts all n: each replica counts the others at its next heartbeat and takes
+// its share of the bot's budget then, and until it has, the deployment may send faster than the
+// budget.
+func startReplicas(t *testing.T, n int, dsn string, e *env, p replicaPlatform) []*childReplica {
+	t.Helper()
+	var reps []*childReplica
+	for i := range n {
+		c := threeReplicaConfig(dsn, e)
+		p.configure(t, i, c)
+		reps = append(reps, startChildReplica(t, c))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, r := range reps {
+				t.Logf("replica %d's log:\n%s", i, r.out)
+			}
+		}
+	})
+	for _, r := range reps {
+		wait.For(t, "a replica to run and share the budget with the others", func() bool {
+			return r.logged("bot running") && strings.Contains(r.out.String(),
+				fmt.Sprintf(`msg="platform budgets shared among the live replicas" replicas=%d`, n))
+		})
+	}
+	return reps
 }
 
 // threeReplicaConfig is a replica's config.toml: the database, e's model and MCP server (its

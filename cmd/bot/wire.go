@@ -113,7 +113,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		ElicitationTimeout: time.Duration(cfg.Tools.ElicitationTimeoutSec) * time.Second,
 		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
 		ParallelTools: cfg.Tools.ParallelTools,
-		Consents:      st, AlwaysAllowFor: time.Duration(cfg.Tools.AlwaysAllowDays) * 24 * time.Hour})
+		Consents:      st, AlwaysAllowFor: time.Duration(cfg.Tools.AlwaysAllowDays) * 24 * time.Hour,
+		Claim: b.dep.ClaimToolCall})
 	if err != nil {
 		return b, err
 	}

@@ -47,6 +47,7 @@ type Kit struct {
 
 	mu        sync.Mutex
 	calls     map[string]int
+	records   map[string]int // executions of the record tool, by key
 	spans     []Span
 	name      string
 	traceTo   string // OTLP/HTTP receiver of the server's own spans; empty: none
@@ -66,7 +67,7 @@ func (k *Kit) TraceTo(endpoint string) {
 
 // New builds a Kit whose server is called name. It announces tools list changes.
 func New(name string) *Kit {
-	k := &Kit{calls: map[string]int{}, name: name}
+	k := &Kit{calls: map[string]int{}, records: map[string]int{}, name: name}
 	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true),
 		server.WithLogging(), server.WithElicitation())
 	k.Server.AddTools(
@@ -182,6 +183,33 @@ func (k *Kit) Calls(name string) int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.calls[name]
+}
+
+// AddRecordTool adds the tool record, a side effect (a file written, a mail sent, a ticket
+// opened) whose executions the test counts by its key argument (Records): a call run twice shows
+// as 2.
+func (k *Kit) AddRecordTool() {
+	k.Server.AddTool(mcp.NewTool("record", mcp.WithDescription("Records an event once per call."),
+		mcp.WithString("key", mcp.Required(), mcp.Description("what to record"))),
+		k.counted("record", func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			key := r.GetString("key", "")
+			k.mu.Lock()
+			k.records[key]++
+			n := k.records[key]
+			k.mu.Unlock()
+			return mcp.NewToolResultText(fmt.Sprintf("recorded %s (%d)", key, n)), nil
+		}))
+}
+
+// Records reports how many times the record tool ran for each key.
+func (k *Kit) Records() map[string]int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string]int, len(k.records))
+	for key, n := range k.records {
+		out[key] = n
+	}
+	return out
 }
 
 // Cancelled reports how many sleep calls ended because their request was cancelled.
