@@ -33,6 +33,7 @@ commands:
   serve     run the bot
   audit     read the tool-call audit log
   migrate   apply database migrations
+  healthcheck  exit 0 when the admin listener's /healthz answers (for container healthchecks)
   version   print the version
 
 Every command but version takes -config PATH (default $BOT_CONFIG, then ./config.toml).
@@ -71,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sub = runAudit
 	case "migrate":
 		sub = runMigrate
+	case "healthcheck":
+		sub = runHealthcheck
 	default:
 		fmt.Fprintf(stderr, "bot: unknown command %q\n\n%s", cmd, usage)
 		return 2
