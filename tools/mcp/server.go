@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,11 +428,14 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 	return nil, fmt.Errorf("MCP tool '%s' on server '%s': %w", name, s.cfg.Name, s.redact.err(err))
 }
 
-// unreachable reports whether err is a network failure rather than an answer.
+// unreachable reports whether err is a network failure rather than an answer: a request that
+// got no HTTP response at all (a *url.Error: refused, reset, or a kept-alive connection the
+// server closed as the request went out) counts, an HTTP error status does not.
 func unreachable(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	var ue *url.Error
+	return errors.As(err, &op) || errors.As(err, &ue) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func pastDeadline(ctx context.Context) bool {
