@@ -107,113 +107,148 @@ type readMedia struct {
 // read is told to the user in one line naming the limit or the type, and noted in the message,
 // so nothing is dropped without a word. The returned Inbound has no attachments left.
 func (p *Pipeline) readAttachments(ctx context.Context, in adapters.Inbound, out adapters.Responder, log *slog.Logger) readMedia {
-	r := readMedia{in: in}
 	if len(in.Attachments) == 0 {
-		return r
+		return readMedia{in: in}
 	}
-	o := p.mediaOptions()
-	var parts, notes []string
+	ar := &attachmentReader{p: p, o: p.mediaOptions(), out: out, log: log, r: readMedia{in: in}}
 	if t := strings.TrimSpace(in.Text); t != "" {
-		parts = append(parts, t)
+		ar.parts = append(ar.parts, t)
 	}
-	var docs []media.Document
-	var docNames []string
 	for _, a := range in.Attachments {
 		name := a.Name
 		if name == "" {
 			name = string(a.Kind)
 		}
-		tell := func(line string) {
-			log.Info("pipeline: attachment not read", "kind", a.Kind, "file", name, "why", line)
-			notes = append(notes, line)
-		}
-		limit := o.MaxBytes
-		if a.Limit > 0 && a.Limit < limit {
-			limit = a.Limit
-		}
-		if a.Size > limit {
-			tell(fmt.Sprintf("%s is %s; I read files of at most %s.", describe(a, name), sizeText(a.Size), sizeText(limit)))
-			continue
-		}
-		if a.Kind.Spoken() {
-			r.spoken = true
-			if o.Transcriber == nil || !o.Transcriber.CanTranscribe() {
-				tell(fmt.Sprintf("%s was not transcribed: speech to text is not set up on this bot.", describe(a, name)))
-				continue
-			}
-			if a.Duration > o.MaxAudio {
-				tell(fmt.Sprintf("%s is %s long; I transcribe at most %s.", describe(a, name), audioClock(a.Duration), audioClock(o.MaxAudio)))
-				continue
-			}
-		}
-		if a.Fetch == nil {
-			tell(fmt.Sprintf("%s could not be downloaded.", describe(a, name)))
-			continue
-		}
-		data, err := a.Fetch(ctx, limit)
-		if errors.Is(err, adapters.ErrTooLarge) {
-			tell(fmt.Sprintf("%s is larger than %s, the most I read.", describe(a, name), sizeText(limit)))
-			continue
-		}
-		if err != nil {
-			log.Warn("pipeline: attachment not downloaded", "file", name, "err", err)
-			tell(fmt.Sprintf("%s could not be downloaded.", describe(a, name)))
-			continue
-		}
-		switch {
-		case a.Kind.Spoken():
-			d := a.Duration
-			if d == 0 {
-				d = speech.OggDuration(data)
-			}
-			if d > o.MaxAudio {
-				tell(fmt.Sprintf("%s is %s long; I transcribe at most %s.", describe(a, name), audioClock(d), audioClock(o.MaxAudio)))
-				continue
-			}
-			text, calls, err := o.Transcriber.Transcribe(ctx, speech.Audio{Name: a.Name, MIME: a.MIME, Data: data, Duration: d})
-			r.calls = append(r.calls, calls...)
-			if err != nil {
-				log.Warn("pipeline: transcription failed", "file", name, "err", err)
-				tell(fmt.Sprintf("%s could not be transcribed: the speech service failed (%s).", describe(a, name), agent.ErrorKindOf(err)))
-				continue
-			}
-			if text == "" {
-				tell(fmt.Sprintf("%s has no speech I could make out.", describe(a, name)))
-				continue
-			}
-			p.showTranscript(out, in.Chat.Platform, text, log)
-			parts = append(parts, text)
-		case a.Kind == adapters.Picture || strings.HasPrefix(a.MIME, "image/") && !media.IsPDF(a.Name, a.MIME, data):
-			if p.opts.History.MaxImageBytes > 0 && len(data) > p.opts.History.MaxImageBytes {
-				tell(fmt.Sprintf("the image %s is %s; I pass images of at most %s to the model.", name, sizeText(int64(len(data))), sizeText(int64(p.opts.History.MaxImageBytes))))
-				continue
-			}
-			r.in.Images = append(r.in.Images, adapters.Image{MIME: a.MIME, Data: data})
-		default:
-			doc, err := media.Read(a.Name, a.MIME, data)
-			var unsup *media.UnsupportedError
-			switch {
-			case errors.As(err, &unsup):
-				tell(fmt.Sprintf("I cannot read %s (%s files): I read text, Markdown, code, CSV, JSON, logs and PDFs.", name, unsup.Type))
-				continue
-			case err != nil:
-				tell(fmt.Sprintf("%s could not be read: %v.", name, err))
-				continue
-			}
-			docs = append(docs, doc)
-			docNames = append(docNames, name)
+		if data, ok := ar.fetch(ctx, a, name); ok {
+			ar.read(ctx, a, name, data)
 		}
 	}
-	parts = append(parts, p.documentParts(docs, docNames)...)
-	for _, n := range notes {
+	parts := append(ar.parts, p.documentParts(ar.docs, ar.docNames)...)
+	for _, n := range ar.notes {
 		p.notice(out, n, log)
 	}
-	if len(parts) > 0 && len(notes) > 0 {
-		parts = append(parts, "[Not read: "+strings.Join(notes, " ")+"]")
+	if len(parts) > 0 && len(ar.notes) > 0 {
+		parts = append(parts, "[Not read: "+strings.Join(ar.notes, " ")+"]")
 	}
-	r.in.Text = strings.Join(parts, "\n\n")
-	r.in.Attachments = nil
-	return r
+	ar.r.in.Text = strings.Join(parts, "\n\n")
+	ar.r.in.Attachments = nil
+	return ar.r
+}
+
+// attachmentReader reads the attachments of one message, in order, into the message's text,
+// images and documents, and collects the lines that tell the user what could not be read.
+type attachmentReader struct {
+	p   *Pipeline
+	o   MediaOptions
+	out adapters.Responder
+	log *slog.Logger
+
+	r        readMedia
+	parts    []string // the message's text, then the transcripts, in order
+	notes    []string // what could not be read, one line each
+	docs     []media.Document
+	docNames []string
+}
+
+// tell notes a line about an attachment that was not read.
+func (ar *attachmentReader) tell(a adapters.Attachment, name, line string) {
+	ar.log.Info("pipeline: attachment not read", "kind", a.Kind, "file", name, "why", line)
+	ar.notes = append(ar.notes, line)
+}
+
+// fetch checks an attachment against the limits it can be checked against before its bytes
+// arrive, and downloads it within them; false when it is not to be read (and told why).
+func (ar *attachmentReader) fetch(ctx context.Context, a adapters.Attachment, name string) ([]byte, bool) {
+	o := ar.o
+	limit := o.MaxBytes
+	if a.Limit > 0 && a.Limit < limit {
+		limit = a.Limit
+	}
+	if a.Size > limit {
+		ar.tell(a, name, fmt.Sprintf("%s is %s; I read files of at most %s.", describe(a, name), sizeText(a.Size), sizeText(limit)))
+		return nil, false
+	}
+	if a.Kind.Spoken() {
+		ar.r.spoken = true
+		if o.Transcriber == nil || !o.Transcriber.CanTranscribe() {
+			ar.tell(a, name, fmt.Sprintf("%s was not transcribed: speech to text is not set up on this bot.", describe(a, name)))
+			return nil, false
+		}
+		if a.Duration > o.MaxAudio {
+			ar.tell(a, name, fmt.Sprintf("%s is %s long; I transcribe at most %s.", describe(a, name), audioClock(a.Duration), audioClock(o.MaxAudio)))
+			return nil, false
+		}
+	}
+	if a.Fetch == nil {
+		ar.tell(a, name, fmt.Sprintf("%s could not be downloaded.", describe(a, name)))
+		return nil, false
+	}
+	data, err := a.Fetch(ctx, limit)
+	if errors.Is(err, adapters.ErrTooLarge) {
+		ar.tell(a, name, fmt.Sprintf("%s is larger than %s, the most I read.", describe(a, name), sizeText(limit)))
+		return nil, false
+	}
+	if err != nil {
+		ar.log.Warn("pipeline: attachment not downloaded", "file", name, "err", err)
+		ar.tell(a, name, fmt.Sprintf("%s could not be downloaded.", describe(a, name)))
+		return nil, false
+	}
+	return data, true
+}
+
+// read turns an attachment's bytes into what the model gets: a transcript, an image or a
+// document.
+func (ar *attachmentReader) read(ctx context.Context, a adapters.Attachment, name string, data []byte) {
+	switch {
+	case a.Kind.Spoken():
+		ar.transcribe(ctx, a, name, data)
+	case a.Kind == adapters.Picture || strings.HasPrefix(a.MIME, "image/") && !media.IsPDF(a.Name, a.MIME, data):
+		if max := ar.p.opts.History.MaxImageBytes; max > 0 && len(data) > max {
+			ar.tell(a, name, fmt.Sprintf("the image %s is %s; I pass images of at most %s to the model.", name, sizeText(int64(len(data))), sizeText(int64(max))))
+			return
+		}
+		ar.r.in.Images = append(ar.r.in.Images, adapters.Image{MIME: a.MIME, Data: data})
+	default:
+		doc, err := media.Read(a.Name, a.MIME, data)
+		var unsup *media.UnsupportedError
+		switch {
+		case errors.As(err, &unsup):
+			ar.tell(a, name, fmt.Sprintf("I cannot read %s (%s files): I read text, Markdown, code, CSV, JSON, logs and PDFs.", name, unsup.Type))
+			return
+		case err != nil:
+			ar.tell(a, name, fmt.Sprintf("%s could not be read: %v.", name, err))
+			return
+		}
+		ar.docs = append(ar.docs, doc)
+		ar.docNames = append(ar.docNames, name)
+	}
+}
+
+// transcribe turns a voice note, audio file or video note into its transcript, shown to the user
+// folded.
+func (ar *attachmentReader) transcribe(ctx context.Context, a adapters.Attachment, name string, data []byte) {
+	o := ar.o
+	d := a.Duration
+	if d == 0 {
+		d = speech.OggDuration(data)
+	}
+	if d > o.MaxAudio {
+		ar.tell(a, name, fmt.Sprintf("%s is %s long; I transcribe at most %s.", describe(a, name), audioClock(d), audioClock(o.MaxAudio)))
+		return
+	}
+	text, calls, err := o.Transcriber.Transcribe(ctx, speech.Audio{Name: a.Name, MIME: a.MIME, Data: data, Duration: d})
+	ar.r.calls = append(ar.r.calls, calls...)
+	if err != nil {
+		ar.log.Warn("pipeline: transcription failed", "file", name, "err", err)
+		ar.tell(a, name, fmt.Sprintf("%s could not be transcribed: the speech service failed (%s).", describe(a, name), agent.ErrorKindOf(err)))
+		return
+	}
+	if text == "" {
+		ar.tell(a, name, fmt.Sprintf("%s has no speech I could make out.", describe(a, name)))
+		return
+	}
+	ar.p.showTranscript(ar.out, ar.r.in.Chat.Platform, text, ar.log)
+	ar.parts = append(ar.parts, text)
 }
 
 // documentParts renders documents for the model, each cut to its share of the budget.
