@@ -158,6 +158,9 @@ func (r *Replica) sweep(ctx context.Context) error {
 	if _, err := r.turns.Purge(ctx); err != nil {
 		return err
 	}
+	if err := r.stops.Purge(ctx); err != nil {
+		return err
+	}
 	if time.Since(r.purged) < budgetsKeep {
 		return nil
 	}
@@ -378,7 +381,7 @@ func (r *Replica) Run(ctx context.Context, turns Stopper) error {
 	}
 	errs := make(chan error, 2)
 	wg.Go(func() { errs <- r.turns.Listen(ctx) })
-	wg.Go(func() { errs <- r.stops.ListenStops(ctx, func(st Stop) { r.stop(turns, st) }) })
+	wg.Go(func() { errs <- r.stops.ListenStops(ctx, r.member.ID(), func(st Stop) { r.stop(turns, st) }) })
 	wg.Wait()
 	close(errs)
 	for err := range errs {
