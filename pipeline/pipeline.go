@@ -131,6 +131,10 @@ type request struct {
 	sender string
 	// slot is the message's place among the turns in flight, once it has one (queue).
 	slot *turnSlot
+	// resumed are the tool calls (the assistant's messages asking for them, and their results)
+	// that finished in the cut turn of a message answered again: the turn's transcript goes on
+	// from them, and its record keeps them (finishedCalls).
+	resumed []agent.Message
 }
 
 // New returns a Pipeline. runner and st are required; toolbox may be nil (no tools).

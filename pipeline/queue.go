@@ -214,6 +214,15 @@ func answeredBefore(st Store, r *request) bool {
 		if _, err := finder.SupersedeTurn(ctx, t.ID); err != nil {
 			log.Warn("pipeline: the cut turn of a redelivered message stays in the history", "turn", t.ID, "err", err)
 		}
+		// The calls that finished in the cut turn happened: the new turn carries them on
+		// rather than have the model ask for them again.
+		if calls, ok := st.(CutCalls); ok {
+			done, err := finishedCalls(ctx, calls, t.ID)
+			if err != nil {
+				log.Warn("pipeline: the tool calls the cut turn finished not read; the model may ask for them again", "turn", t.ID, "err", err)
+			}
+			r.resumed = done
+		}
 		return false
 	}
 	log.Info("pipeline: redelivered message already answered; skipped", "message", in.MessageID, "turn", t.ID, "status", t.Status)

@@ -235,7 +235,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		t.req.Tools = tt.Specs()
 		t.req.Executor = tt
 	}
-	t.req.Messages = p.memory.transcript(t.ctx, t.hist, in, t.req.Tools, false, t.log)
+	t.req.Messages = t.transcript(false)
 	if t.hist.compacted {
 		p.notice(out, CompactedNotice, t.log)
 	}
@@ -257,6 +257,12 @@ func (t *turn) prepare(replyCtx context.Context) {
 	}
 }
 
+// transcript is the turn's transcript (compacting every round with all): the history within the
+// model's budget, the user's message, and the tool calls a cut turn of the message finished.
+func (t *turn) transcript(all bool) []agent.Message {
+	return append(t.p.memory.transcript(t.ctx, t.hist, t.in, t.req.Tools, all, t.log), t.r.resumed...)
+}
+
 // run runs the agent. When the model refuses the context as too long (it counts more than the
 // estimate), every round is summarised and the turn tried once more.
 func (t *turn) run() *agent.Result {
@@ -269,7 +275,7 @@ func (t *turn) run() *agent.Result {
 		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
 		first, n := res, len(h.calls)
 		h.compacted = false
-		t.req.Messages = p.memory.transcript(ctx, h, t.in, t.req.Tools, true, t.log)
+		t.req.Messages = t.transcript(true)
 		calls = append(calls, h.calls[n:]...)
 		if h.compacted {
 			p.notice(t.r.out, CompactedNotice, t.log)
@@ -318,7 +324,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		TokensIn:    res.Usage.TokensIn,
 		TokensOut:   res.Usage.TokensOut,
 		Error:       errText,
-		Messages:    toStoreMessages(res.Messages),
+		Messages:    toStoreMessages(slices.Concat(t.r.resumed, res.Messages)),
 		// The metered calls are saved already; the transcriptions (made before the turn's
 		// meter) and the spoken answer's call are saved with the turn.
 		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.hist.meter.unsaved(), t.spoken)),

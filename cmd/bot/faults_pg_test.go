@@ -136,9 +136,10 @@ type faultScenario struct {
 // turns paused (SIGSTOP) for 10 s among three. Some turns are in the model's first round when the
 // fault comes (their tool call starts during it), the others have run their tool and stream the
 // answer; more messages arrive during the fault. Afterwards every message has exactly one answer
-// (no second message), each model tool call ran at most once, nothing is left running, the
-// platform answered no request with 429, and every message has one finished turn, whole, in the
-// history.
+// (no second message), each model tool call ran at most once and each message's tool at most once
+// (a survivor answering a message again goes on from the calls its cut turn finished), nothing is
+// left running, the platform answered no request with 429, and every message has one finished
+// turn, whole, in the history.
 func TestFaultsAnswerEachMessageOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs bot serve processes against a PostgreSQL server it stops")
@@ -324,12 +325,17 @@ func runFault(t *testing.T, sc faultScenario) {
 		ran[strings.ReplaceAll(msg, "_", " ")] += n
 	}
 	reportSome(t, "model tool calls executed more than once", twice)
+	var again []string
 	for _, w := range want {
-		if text := strings.TrimPrefix(w, "A:"); ran[text] == 0 {
+		switch text := strings.TrimPrefix(w, "A:"); {
+		case ran[text] == 0:
 			never = append(never, text)
+		case ran[text] > 1:
+			again = append(again, fmt.Sprintf("%q: its side effect happened %d times", text, ran[text]))
 		}
 	}
 	reportSome(t, "messages whose tool call never ran (its answer was given without it)", never)
+	reportSome(t, "messages whose tool ran more than once (a survivor's new model call ran again a call that had finished)", again)
 	if limited := p.rateLimited(); len(limited) != 0 {
 		t.Errorf("the platform answered %d requests with 429, want none; the first:\n%s", len(limited), strings.Join(limited[:min(5, len(limited))], "\n"))
 	}
