@@ -138,11 +138,11 @@ func (r *Replica) sweep(ctx context.Context) error {
 	grace := TakeoverGrace(r.member.TTL())
 	if r.member.LiveFor() >= grace {
 		gone, err := TakeOver(ctx, r.db, r.member.ID(), grace)
-		if err != nil {
-			return err
-		}
 		if len(gone) > 0 {
 			r.log.Warn("took over the work of replicas whose lease stayed expired", "replicas", gone)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	turns, calls, err := r.st.Recover(ctx)
@@ -318,12 +318,16 @@ func (r *Replica) Ledger() adapters.Ledger { return r.ledger }
 // PollLease implements Deployment; its holder is written down for the admin pages.
 func (r *Replica) PollLease(bot Bot) adapters.Lease {
 	name := bot.lease("poller")
-	return r.recorded(name, NewLease(r.db, name))
+	l := NewLease(r.db, name)
+	l.member = r.member // fenced: a takeover of this replica ends it (TakeOver)
+	return r.recorded(name, l)
 }
 
 // Shards implements Deployment; each shard's holder is written down for the admin pages.
 func (r *Replica) Shards(bot Bot) adapters.Shards {
-	return sharedShards{s: NewShards(r.db, bot.lease("shards")), bot: bot, r: r}
+	s := NewShards(r.db, bot.lease("shards"))
+	s.member = r.member // fenced: a takeover of this replica ends its shards' sessions (TakeOver)
+	return sharedShards{s: s, bot: bot, r: r}
 }
 
 // WebRelay implements Deployment.
