@@ -88,7 +88,7 @@ func NewReplica(ctx context.Context, db *sql.DB, opts ReplicaOptions) (*Replica,
 		log = slog.New(slog.DiscardHandler)
 	}
 	markCtx, stopMarks := context.WithCancel(context.WithoutCancel(ctx))
-	r := &Replica{db: db, st: opts.Store, log: log, turns: NewTurns(db, opts.ID, log), ledger: NewLedger(db, opts.ID),
+	r := &Replica{db: db, st: opts.Store, log: log, turns: NewTurns(db, opts.ID, log), ledger: &Ledger{db: db, instance: opts.ID, log: log},
 		stops: NewSignals(db, log), relay: NewWebRelay(db, opts.ID, log), share: share{log: log},
 		engines: map[Bot]Engine{}, markCtx: markCtx, stopMarks: stopMarks}
 	m, err := Join(ctx, db, Options{ID: opts.ID, TTL: opts.TTL, Logger: log, Members: r.share.set, Sweep: r.sweep})

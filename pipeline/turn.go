@@ -102,39 +102,15 @@ func (t *turn) start() bool {
 	return true
 }
 
-// saveRetry is the first wait before a store write of a turn that found the database away is
-// tried again; it doubles up to saveRetryMax.
-const (
-	saveRetry    = 200 * time.Millisecond
-	saveRetryMax = 5 * time.Second
-)
-
-// saving runs fn, one store operation of the turn, each try within saveTimeout; while the
-// database is away (store.Transient) it is tried again with back-off until the turn's limit
-// (Queue.TurnTimeout from the turn's start, and one saveTimeout at least), so a turn that ends
-// during a database outage is saved once it is back, never dropped.
+// saving runs fn, one store write of the turn, through store.Retry: each try within
+// store.WriteAttempt, tried again with back-off while the database is away (store.Transient)
+// until the turn's limit (Queue.TurnTimeout from the turn's start, and one try at least), so a
+// turn that ends during a database outage is saved once it is back, never dropped.
 func (t *turn) saving(what string, fn func(ctx context.Context) error) error {
-	limit := max(time.Until(t.begun.Add(t.p.opts.Queue.TurnTimeout)), saveTimeout)
+	limit := max(time.Until(t.begun.Add(t.p.opts.Queue.TurnTimeout)), store.WriteAttempt)
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), limit)
 	defer cancel()
-	wait := saveRetry
-	for {
-		ctx, cancelTry := context.WithTimeout(lctx, saveTimeout)
-		err := fn(ctx)
-		cancelTry()
-		if err == nil || !store.Transient(err) || lctx.Err() != nil {
-			return err
-		}
-		t.log.Warn("pipeline: the database is away; saving the turn again", "what", what, "in", wait, "err", err)
-		tm := time.NewTimer(wait)
-		select {
-		case <-lctx.Done():
-			tm.Stop()
-			return err
-		case <-tm.C:
-		}
-		wait = min(wait*2, saveRetryMax)
-	}
+	return store.Retry(lctx, store.Write{What: "the turn's " + what, Log: t.log}, fn)
 }
 
 // open reads the turn's history and saves the user's message: start's store work.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -291,16 +292,25 @@ func runFault(t *testing.T, sc faultScenario) {
 		}
 		return nil
 	})
-	running := func() (int, error) {
-		var n int
-		err := db.QueryRow(`SELECT (SELECT count(*) FROM tool_calls WHERE status = 'running') +
-			(SELECT count(*) FROM turns WHERE status = 'running')`).Scan(&n)
-		return n, err
+	// Every write of the message path landed, none dropped during the fault: no turn, tool call or
+	// model call left running, every message's ledger row done, no reply left in flight.
+	running := func() (string, error) {
+		var turns, calls, models, ledger, replies int
+		err := db.QueryRow(`SELECT (SELECT count(*) FROM turns WHERE status = 'running'),
+			(SELECT count(*) FROM tool_calls WHERE status = 'running'),
+			(SELECT count(*) FROM llm_calls WHERE status = 'running'),
+			(SELECT count(*) FROM inbound_ledger WHERE NOT done),
+			(SELECT count(*) FROM reply_messages)`).Scan(&turns, &calls, &models, &ledger, &replies)
+		if err != nil || turns+calls+models+ledger+replies == 0 {
+			return "", err
+		}
+		return fmt.Sprintf("%d turns, %d tool calls and %d model calls running, %d messages not done in the ledger, %d replies in flight",
+			turns, calls, models, ledger, replies), nil
 	}
 	wait.Until(t, "nothing left running", func() error {
-		n, err := running()
-		if err == nil && n != 0 {
-			err = fmt.Errorf("%d turns and tool calls running", n)
+		left, err := running()
+		if err == nil && left != "" {
+			err = errors.New(left)
 		}
 		return err
 	})
