@@ -84,8 +84,10 @@ type TurnStart struct {
 	Begun time.Time
 }
 
-// saveTimeout bounds one store operation of a turn (its start, its end, a reset), whose own
-// context may have ended.
+// saveTimeout bounds a command's store operation (a reset, /usage, /audit), whose own context
+// may have ended, and on the message path all the tries of a write made outside a turn (the
+// turn queue, a redelivered message's cut turn, a /stop passed on); each try there, and every
+// write of a turn, has store.WriteAttempt (store.Retry).
 const saveTimeout = 60 * time.Second
 
 // Pipeline handles the messages of every adapter. It implements adapters.Handler. Its parts:

@@ -155,7 +155,9 @@ func (g *quotaGuard) overRules(ctx context.Context, rules []quotaRule, pending [
 	if len(rules) == 0 {
 		return "", false
 	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	// One try within a write's: a database that does not answer leaves the turn unchecked, not
+	// waiting.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.WriteAttempt)
 	defer cancel()
 	for _, r := range rules {
 		rows, err := g.opts.Usage.Usage(qctx, r.check.Filter)
