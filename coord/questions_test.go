@@ -1,0 +1,146 @@
+package coord
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"relaybot/adapters"
+	"relaybot/chat"
+)
+
+// asker is the settle side of one question: Ann's presses are accepted, anyone else's refused.
+type asker struct {
+	mu      sync.Mutex
+	presses []adapters.Press
+}
+
+func (a *asker) settle(p adapters.Press) adapters.Verdict {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.presses = append(a.presses, p)
+	if p.Answer.UserID != "ann" {
+		return adapters.Verdict{Text: "Only Ann may answer."}
+	}
+	return adapters.Verdict{Accepted: true, Text: "Approved by Ann"}
+}
+
+func (a *asker) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.presses)
+}
+
+// listenQuestions runs q's listener until the test ends.
+func listenQuestions(t *testing.T, q *Questions) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q.Listen(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// TestAPressOnAnotherReplicaIsSettledByTheAsker carries presses of a question asked on one
+// replica from another one, as a webhook behind a load balancer does: a bystander's press is
+// refused with the asker's reason, Ann's accepted (once, by the asker's rules), a press of a
+// question that closed, that nobody asked, or whose replica was taken over is closed; and a
+// press made while the asker's listener is down is still settled (read from the table) once it
+// listens again. A taken-over replica's open question is closed by exactly one survivor.
+func TestAPressOnAnotherReplicaIsSettledByTheAsker(t *testing.T) {
+	st, _ := pgStore(t, "")
+	db := pool(t, st)
+	ctx := context.Background()
+	join := func() *Member {
+		m, err := Join(ctx, db, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Leave(ctx) })
+		return m
+	}
+	ma, mb := join(), join()
+	qa, qb := NewQuestions(db, ma, nil), NewQuestions(db, mb, nil)
+	bot := BotOf(chat.Telegram, "token")
+	ba, bb := qa.Book(bot), qb.Book(bot)
+	listenQuestions(t, qb)
+	ref := chat.Ref{Platform: chat.Telegram, ChatID: "-100"}
+	press := func(id, user string) (adapters.Verdict, error) {
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		return bb.Press(pctx, adapters.Press{Question: id, Choice: "approve", MessageID: "5", Answer: adapters.Answer{UserID: user}})
+	}
+
+	// The asker's listener is down when the first press is made: it is read from the table.
+	var ask asker
+	if err := ba.Open(ma.Stamp(ctx), adapters.BookedQuestion{ID: "q1", Chat: ref, Text: "Run echo?"}, ask.settle); err != nil {
+		t.Fatal(err)
+	}
+	ba.Posted(ctx, "q1", "5")
+	type result struct {
+		v   adapters.Verdict
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		v, err := press("q1", "bob")
+		first <- result{v, err}
+	}()
+	listenQuestions(t, qa)
+	r := <-first
+	if r.err != nil || r.v.Accepted || r.v.Closed || r.v.Text != "Only Ann may answer." {
+		t.Fatalf("bystander's press elsewhere: %+v, %v; want refused with the asker's reason", r.v, r.err)
+	}
+	v, err := press("q1", "ann")
+	if err != nil || !v.Accepted || v.Text != "Approved by Ann" {
+		t.Fatalf("Ann's press elsewhere: %+v, %v; want accepted with the decision", v, err)
+	}
+	if n := ask.count(); n != 2 {
+		t.Fatalf("the asker decided %d presses, want 2 (each once)", n)
+	}
+	ba.Close(ctx, "q1", true)
+	if v, err := press("q1", "ann"); err != nil || !v.Closed {
+		t.Fatalf("press of an answered question: %+v, %v; want closed", v, err)
+	}
+	if v, err := press("nobody-asked", "ann"); err != nil || !v.Closed {
+		t.Fatalf("press of a question nobody asked: %+v, %v; want closed", v, err)
+	}
+
+	// The asker is taken over with a question open: presses are closed, and one survivor
+	// closes its message once.
+	var ask2 asker
+	if err := ba.Open(ma.Stamp(ctx), adapters.BookedQuestion{ID: "q2", Chat: ref, Text: "Run rm?"}, ask2.settle); err != nil {
+		t.Fatal(err)
+	}
+	ba.Posted(ctx, "q2", "6")
+	ma.stop()
+	<-ma.done
+	if _, err := db.ExecContext(ctx, `UPDATE instances SET expires_at = now() - interval '1 minute' WHERE id = $1`, ma.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if gone, err := TakeOver(ctx, db, mb.ID(), 0); err != nil || len(gone) != 1 {
+		t.Fatalf("takeover: %v, %v", gone, err)
+	}
+	if v, err := press("q2", "ann"); err != nil || !v.Closed {
+		t.Fatalf("press of a question whose replica was taken over: %+v, %v; want closed", v, err)
+	}
+	if n := ask2.count(); n != 0 {
+		t.Fatalf("a replica taken over decided %d presses, want none", n)
+	}
+	closed, err := CloseGone(ctx, db, bot, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(closed) != 1 || closed[0].Message.ID != "6" || closed[0].Text != "Run rm?" || closed[0].Message.Chat != ref {
+		t.Fatalf("questions closed after the takeover: %+v, want q2's message 6", closed)
+	}
+	if again, err := CloseGone(ctx, db, bot, 100); err != nil || len(again) != 0 {
+		t.Fatalf("questions closed a second time: %+v, %v; want none", again, err)
+	}
+}
