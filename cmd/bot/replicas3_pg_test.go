@@ -788,10 +788,19 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 // budget.
 func startReplicas(t *testing.T, n int, dsn string, e *env, p replicaPlatform) []*childReplica {
 	t.Helper()
+	return startReplicasWith(t, n, dsn, e, p, nil)
+}
+
+// startReplicasWith is startReplicas whose replicas' configs more (when not nil) adds to.
+func startReplicasWith(t *testing.T, n int, dsn string, e *env, p replicaPlatform, more func(*tomlConfig)) []*childReplica {
+	t.Helper()
 	var reps []*childReplica
 	for i := range n {
 		c := threeReplicaConfig(dsn, e)
 		p.configure(t, i, c)
+		if more != nil {
+			more(c)
+		}
 		reps = append(reps, startChildReplica(t, c))
 	}
 	t.Cleanup(func() {
