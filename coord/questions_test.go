@@ -8,6 +8,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/chat"
+	"relaybot/internal/testkit/wait"
 )
 
 // asker is the settle side of one question: Ann's presses are accepted, anyone else's refused.
@@ -142,5 +143,59 @@ func TestAPressOnAnotherReplicaIsSettledByTheAsker(t *testing.T) {
 	}
 	if again, err := CloseGone(ctx, db, bot, 100); err != nil || len(again) != 0 {
 		t.Fatalf("questions closed a second time: %+v, %v; want none", again, err)
+	}
+}
+
+// closer records the questions an adapter is asked to close.
+type closer struct {
+	mu     sync.Mutex
+	closed []string // "chat message: text"
+}
+
+func (c *closer) CloseQuestion(_ context.Context, ref chat.Ref, messageID, text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = append(c.closed, ref.String()+" "+messageID+": "+text)
+}
+
+func (c *closer) all() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.closed...)
+}
+
+// TestASurvivorClosesTheQuestionsOfAReplicaTakenOver: a replica dies with a question open; once
+// a survivor takes it over, its heartbeat has the bot's adapter edit the question's message to
+// say it closed unanswered (its buttons go), once, and a press of it is closed.
+func TestASurvivorClosesTheQuestionsOfAReplicaTakenOver(t *testing.T) {
+	ctx := context.Background()
+	st, _ := pgStore(t, "")
+	db := pool(t, st)
+	bot := BotOf(chat.Discord, "token")
+	dying, survivor := newTestReplica(t, db, st), newTestReplica(t, db, st)
+	c := &closer{}
+	survivor.AddQuestionCloser(bot, c)
+	var ask asker
+	ref := chat.Ref{Platform: chat.Discord, ChatID: "500"}
+	book := dying.Questions(bot)
+	if err := book.Open(dying.Stamp(ctx), adapters.BookedQuestion{ID: "q1", Chat: ref, Text: "Run echo?"}, ask.settle); err != nil {
+		t.Fatal(err)
+	}
+	book.Posted(ctx, "q1", "77")
+	dying.member.stop() // dies: no renewal from now on
+	<-dying.member.done
+	want := []string{"discord:500 77: Run echo?" + adapters.ClosedText}
+	wait.For(t, "the survivor to close the dead replica's question", func() bool { return len(c.all()) > 0 })
+	if err := survivor.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.all(); len(got) != 1 || got[0] != want[0] {
+		t.Errorf("the chat saw %q closed, want %q once", got, want)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, err := NewQuestions(db, survivor.member, nil).Book(bot).Press(pctx, adapters.Press{Question: "q1", Choice: "approve", Answer: adapters.Answer{UserID: "ann"}})
+	if err != nil || !v.Closed || ask.count() != 0 {
+		t.Errorf("a press of the dead replica's question: %+v, %v, decided %d times; want closed, never decided", v, err, ask.count())
 	}
 }
