@@ -37,8 +37,11 @@ const (
 // questionNote is one notification on questionChannel.
 type questionNote struct {
 	Kind     string `json:"k"`
-	Question string `json:"q"`
-	Press    int64  `json:"p"`
+	Question string `json:"q,omitempty"`
+	Press    int64  `json:"p,omitempty"`
+	// Chat and Origin are a prompt's chat (promptKey) and the replica that opened or closed it.
+	Chat   string `json:"c,omitempty"`
+	Origin string `json:"o,omitempty"`
 }
 
 // Statuses of a press row.
@@ -69,12 +72,21 @@ type Questions struct {
 	waiters  map[int64]chan struct{}
 	deciding map[int64]bool // presses being decided here
 	wake     chan struct{}  // a question opened: the look may start
+
+	// listening says notifications arrive; elsewhere counts the prompts open on other replicas
+	// by chat (promptKey), as the table said when the listener connected and notifications
+	// since, and reloaded every promptReload.
+	listening bool
+	elsewhere map[string]int
 }
 
 // askedHere is a question this replica's turn asked.
 type askedHere struct {
 	epoch  int64
 	settle func(adapters.Press) adapters.Verdict
+	// take and chat, for a reply prompt: its taker of typed answers and its chat (promptKey).
+	take func(adapters.Inbound) bool
+	chat string
 }
 
 // NewQuestions returns the question relay of the replica m over db.
@@ -83,7 +95,7 @@ func NewQuestions(db *sql.DB, m *Member, log *slog.Logger) *Questions {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Questions{db: db, member: m, log: log, open: map[string]*askedHere{}, waiters: map[int64]chan struct{}{},
-		deciding: map[int64]bool{}, wake: make(chan struct{}, 1)}
+		deciding: map[int64]bool{}, wake: make(chan struct{}, 1), elsewhere: map[string]int{}}
 }
 
 // Book returns the adapters.QuestionBook of bot.
@@ -272,6 +284,7 @@ func (q *Questions) verdict(ctx context.Context, id int64, expire bool) (adapter
 func (q *Questions) Listen(ctx context.Context) error {
 	go q.lookEvery(ctx)
 	return listenLoopTold(ctx, q.db, questionChannel, "question presses", q.log, func(on bool) {
+		q.setListening(ctx, on)
 		if on {
 			q.wakeAll()
 		}
@@ -289,6 +302,8 @@ func (q *Questions) Listen(ctx context.Context) error {
 			if mine {
 				go q.decide(ctx, n.Press, n.Question)
 			}
+		case notePromptOpen, notePromptClosed:
+			q.promptNoted(n)
 		case noteVerdict:
 			q.mu.Lock()
 			ch := q.waiters[n.Press]
@@ -323,6 +338,7 @@ func (q *Questions) wakeAll() {
 // lookEvery reads the pending presses of this replica's open questions every questionLook while
 // it has any, until ctx ends.
 func (q *Questions) lookEvery(ctx context.Context) {
+	reloaded := time.Now()
 	t := time.NewTicker(questionLook)
 	defer t.Stop()
 	for {
@@ -331,6 +347,10 @@ func (q *Questions) lookEvery(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-q.wake:
+		}
+		if time.Since(reloaded) >= promptReload {
+			reloaded = time.Now()
+			q.reloadPrompts(ctx)
 		}
 		q.mu.Lock()
 		var ids []string
@@ -403,14 +423,14 @@ func (q *Questions) decide(ctx context.Context, id int64, qid string) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return // taken by another look, or the receiver stopped waiting
 	}
+	var v adapters.Verdict
 	if err == nil {
-		err = json.Unmarshal([]byte(ans), &p.Answer)
+		v, err = asked.verdictOn(p, ans)
 	}
 	if err != nil {
 		q.log.Warn("question relay: press not taken", "press", id, "err", err)
 		return
 	}
-	v := asked.settle(p)
 	status := pressRefused
 	switch {
 	case v.Closed:
@@ -427,6 +447,22 @@ func (q *Questions) decide(ctx context.Context, id int64, qid string) {
 	if err != nil {
 		q.log.Warn("question relay: verdict not written back; the presser is told to press again", "press", id, "status", status, "err", err)
 	}
+}
+
+// verdictOn settles press p, whose answer column is ans: a button's press by the question's
+// settle function, a message carried to a reply prompt by its taker.
+func (a *askedHere) verdictOn(p adapters.Press, ans string) (adapters.Verdict, error) {
+	if a.take != nil {
+		var in carriedMessage
+		if err := json.Unmarshal([]byte(ans), &in); err != nil {
+			return adapters.Verdict{}, fmt.Errorf("coord: decode carried message: %w", err)
+		}
+		return adapters.Verdict{Accepted: a.take(in.inbound())}, nil
+	}
+	if err := json.Unmarshal([]byte(ans), &p.Answer); err != nil {
+		return adapters.Verdict{}, fmt.Errorf("coord: decode press: %w", err)
+	}
+	return a.settle(p), nil
 }
 
 // writeVerdict writes the verdict on press id under epoch and notifies the replica waiting.

@@ -17,6 +17,9 @@ func (r *Replica) closeQuestions(ctx context.Context) error {
 		closers[bot] = c
 	}
 	r.mu.Unlock()
+	if _, err := CloseGonePrompts(ctx, r.db); err != nil {
+		return err
+	}
 	for bot, c := range closers {
 		closed, err := CloseGone(ctx, r.db, bot, 100)
 		if err != nil {

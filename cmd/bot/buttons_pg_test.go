@@ -19,11 +19,14 @@ import (
 )
 
 // holdingToolModel is toolModel, but a message starting "hold" streams an answer that waits
-// until hold is closed.
+// until hold is closed, and one starting "ask " calls the kit's ask tool (roundModel).
 func holdingToolModel(hold chan struct{}, asked func(string)) func(llm.Request) llm.Reply {
 	return func(req llm.Request) llm.Reply {
 		last := lastUserText(req)
 		asked(last)
+		if strings.HasPrefix(last, "ask ") {
+			return roundModel(req)
+		}
 		if strings.HasPrefix(last, "hold") {
 			// More chunks than a flush takes, so the answer in progress shows (with its Stop
 			// button) before it waits.
@@ -79,7 +82,9 @@ func askPolicy(c *tomlConfig, approvers ...string) {
 // other). Every press is honoured: the bystander is refused with an alert, approved calls run
 // once, denied ones never, "always allow" is not asked again; each press is answered exactly
 // once; each question ends showing its decision without buttons; a Stop button pressed on a
-// replica that does not run the turn stops it. Every message is answered exactly once, nothing
+// replica that does not run the turn stops it. A tool's questions work the same: its buttons
+// pressed elsewhere, and typed answers to its reply prompts sent to other replicas than the one
+// running the turn reach the tool. Every message is answered exactly once, nothing
 // is left running, no 429, and every turn is in the history, whole.
 func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	if testing.Short() {
@@ -140,30 +145,50 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 		return a
 	}
 	replicaOf := func(instance string) int { return slices.Index(ids, instance) }
-	for _, c := range cases {
-		group := tgkit.Chat{ID: c.id, Type: "group", Title: fmt.Sprint("team ", c.id)}
-		tg.SetChatAdmin(group.ID, admin)
-		tg.Send(tgkit.Inbound{Chat: group, From: user(asker), Text: mention + c.messages[0]})
+	// question waits for a question with buttons in chat whose text has sub.
+	question := func(chat int64, sub string) tgkit.Message {
+		t.Helper()
 		var q tgkit.Message
-		wait.For(t, "the question in chat "+fmt.Sprint(c.id), func() bool {
-			for _, m := range tg.BotMessages(group.ID) {
-				if strings.Contains(m.Text, "echo (MCP server kit)") && m.ReplyMarkup != "" {
+		wait.For(t, "the question "+sub+" in chat "+fmt.Sprint(chat), func() bool {
+			for _, m := range tg.BotMessages(chat) {
+				if strings.Contains(m.Text, sub) && m.ReplyMarkup != "" {
 					q = m
 					return true
 				}
 			}
 			return false
 		})
-		var askedOn string
+		return q
+	}
+	// askedOn returns the replica whose turn asked question q, as its row says.
+	askedOn := func(chat int64, q tgkit.Message) int {
+		t.Helper()
+		var instance string
 		wait.For(t, "the question recorded with the replica that asked", func() bool {
-			err := db.QueryRow(`SELECT instance_id FROM questions WHERE chat_id = $1 AND message_id = $2`,
-				fmt.Sprint(c.id), fmt.Sprint(q.ID)).Scan(&askedOn)
-			return err == nil
+			return db.QueryRow(`SELECT instance_id FROM questions WHERE chat_id = $1 AND message_id = $2`,
+				fmt.Sprint(chat), fmt.Sprint(q.ID)).Scan(&instance) == nil
 		})
-		at := replicaOf(askedOn)
+		at := replicaOf(instance)
 		if at < 0 {
-			t.Fatalf("the question of chat %d was asked by %q, no replica of the test", c.id, askedOn)
+			t.Fatalf("the question in chat %d was asked by %q, no replica of the test", chat, instance)
 		}
+		return at
+	}
+	// running returns the replica running the one turn that runs.
+	running := func() int {
+		t.Helper()
+		var instance string
+		wait.For(t, "a turn running", func() bool {
+			return db.QueryRow(`SELECT instance_id FROM turns WHERE status = 'running'`).Scan(&instance) == nil
+		})
+		return replicaOf(instance)
+	}
+	for _, c := range cases {
+		group := tgkit.Chat{ID: c.id, Type: "group", Title: fmt.Sprint("team ", c.id)}
+		tg.SetChatAdmin(group.ID, admin)
+		tg.Send(tgkit.Inbound{Chat: group, From: user(asker), Text: mention + c.messages[0]})
+		q := question(group.ID, "echo (MCP server kit)")
+		at := askedOn(group.ID, q)
 		if c.refuse {
 			p.rr.pin((at + 1) % 3)
 			id := tg.Press(group, user(bystander), q.ID, pressData(t, q, "approve"))
@@ -190,6 +215,33 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 		}
 	}
 
+	// A tool's questions: an enum and a boolean with buttons, pressed on other replicas than
+	// the one whose turn asked; then typed answers to its reply prompts, each sent to another
+	// replica than the one running the turn.
+	askGroup := tgkit.Chat{ID: -6200, Type: "group", Title: "ask"}
+	tg.Send(tgkit.Inbound{Chat: askGroup, From: user(asker), Text: mention + "ask choice"})
+	for _, step := range []struct{ sub, choice string }{{"Colour", "v1"}, {"Sure?", "yes"}} {
+		q := question(askGroup.ID, step.sub)
+		p.rr.pin((askedOn(askGroup.ID, q) + 1) % 3)
+		id := tg.Press(askGroup, user(asker), q.ID, pressData(t, q, step.choice))
+		presses = append(presses, id)
+		if a := answered(id); a.ShowAlert {
+			t.Errorf("the press of %s on another replica was answered %+v, want no alert", step.sub, a)
+		}
+		p.rr.pin(-1)
+	}
+	e.waitBotText(askGroup.ID, "the tool's answer to its questions", contains(`tool said: accept {"color":"green","confirm":true}`))
+	e.say(asker, "ask text")
+	e.waitBotText(asker, "the age prompt", contains("age (a whole number)"))
+	runner := running()
+	p.rr.pin((runner + 1) % 3)
+	e.say(asker, "33")
+	e.waitBotText(asker, "the name prompt", contains("Name (required)"))
+	p.rr.pin((runner + 2) % 3)
+	e.say(asker, "Ann")
+	e.waitBotText(asker, "the typed answers reaching the tool", contains(`tool said: accept {"age":33,"name":"Ann"}`))
+	p.rr.pin(-1)
+
 	// A Stop button pressed on a replica that does not run the turn.
 	stopGroup := tgkit.Chat{ID: -6100, Type: "group", Title: "stop"}
 	tg.Send(tgkit.Inbound{Chat: stopGroup, From: user(asker), Text: mention + "hold on"})
@@ -203,11 +255,7 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 		}
 		return false
 	})
-	var runsOn string
-	wait.For(t, "the held turn running", func() bool {
-		return db.QueryRow(`SELECT instance_id FROM turns WHERE status = 'running'`).Scan(&runsOn) == nil
-	})
-	runner := replicaOf(runsOn)
+	runner = running()
 	p.rr.pin((runner + 1) % 3)
 	stopPress := tg.Press(stopGroup, user(asker), stopMsg.ID, "stop:")
 	presses = append(presses, stopPress)
@@ -246,8 +294,8 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM question_presses WHERE status IN ('accepted', 'refused')`).Scan(&carried); err != nil {
 		t.Fatal(err)
 	}
-	if want := len(presses) - 1; carried != want {
-		t.Errorf("%d presses were settled by the replica that asked, want all %d approval presses", carried, want)
+	if want := len(presses) - 1 + 2; carried != want {
+		t.Errorf("%d presses and typed answers were settled by the replica that asked, want all %d (every press but Stop, and the two typed answers)", carried, want)
 	}
 	// Approved calls ran once, denied never.
 	if n := e.kit.Calls("echo"); n != 5 {
@@ -277,7 +325,7 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	if limited := p.rateLimited(); len(limited) != 0 {
 		t.Errorf("the platform answered %d requests with 429, want none:\n%s", len(limited), strings.Join(limited, "\n"))
 	}
-	checkHistoryWhole(t, db, 7) // the stopped turn is not ok
+	checkHistoryWhole(t, db, 9) // the stopped turn is not ok
 }
 
 // checkHistoryWhole checks that no turn or tool call is left running and that ok turns, each

@@ -4,9 +4,12 @@
 -- and message, and whether it is open, answered or closed unanswered. question_presses carries a
 -- press another replica received to the replica that asked, and its verdict back: pending until
 -- the asker takes it (deciding), then accepted, refused or closed; expired when the receiver
--- stopped waiting first. Rows that are over are purged after an hour.
+-- stopped waiting first. A reply prompt (a tool's question answered by typing, kind 'prompt')
+-- is a question without buttons: a message landing on another replica in its chat is carried to
+-- it as a press whose answer is the message. Rows that are over are purged after an hour.
 CREATE TABLE questions (
     id          TEXT        PRIMARY KEY,
+    kind        TEXT        NOT NULL DEFAULT 'buttons',
     instance_id TEXT        NOT NULL,
     epoch       BIGINT      NOT NULL,
     bot         TEXT        NOT NULL,
@@ -20,6 +23,7 @@ CREATE TABLE questions (
     closed_at   TIMESTAMPTZ
 );
 CREATE INDEX idx_questions_open ON questions (bot, instance_id) WHERE status = 'open';
+CREATE INDEX idx_questions_prompts ON questions (platform, chat_id, thread_id) WHERE kind = 'prompt' AND status = 'open';
 CREATE INDEX idx_questions_closed ON questions (closed_at) WHERE status <> 'open';
 CREATE TABLE question_presses (
     id          BIGSERIAL   PRIMARY KEY,
