@@ -2,13 +2,12 @@ package discord_test
 
 import (
 	"context"
-	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/adapters/adapterstest"
 	"relaybot/adapters/discord"
 	dtk "relaybot/internal/testkit/discord"
 )
@@ -21,42 +20,6 @@ func (l splitLedger) Claim(_ context.Context, _, key string) (bool, error) {
 	return strings.HasPrefix(key, "interaction:") == l.interactions, nil
 }
 
-// pairBook is the question book two replicas share, in memory: a press one of them carries is
-// settled by the question the other opened, as coord.Questions does through the database.
-type pairBook struct {
-	mu     sync.Mutex
-	settle map[string]func(adapters.Press) adapters.Verdict
-	down   bool
-}
-
-func (b *pairBook) Open(_ context.Context, q adapters.BookedQuestion, settle func(adapters.Press) adapters.Verdict) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.settle[q.ID] = settle
-	return nil
-}
-
-func (b *pairBook) Posted(context.Context, string, string) {}
-
-func (b *pairBook) Close(_ context.Context, id string, _ bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.settle, id)
-}
-
-func (b *pairBook) Press(_ context.Context, p adapters.Press) (adapters.Verdict, error) {
-	b.mu.Lock()
-	settle, down := b.settle[p.Question], b.down
-	b.mu.Unlock()
-	switch {
-	case down:
-		return adapters.Verdict{}, errors.New("the replica that asked does not answer")
-	case settle == nil:
-		return adapters.Verdict{Closed: true}, nil
-	}
-	return settle(p), nil
-}
-
 // The presses of a question one replica's turn asked reach another replica (it holds the shard
 // now): each interaction is acknowledged there with a deferred update within Discord's 3 s (the
 // test server refuses a later or second initial response), carried to the asker, and a refusal
@@ -64,7 +27,7 @@ func (b *pairBook) Press(_ context.Context, p adapters.Press) (adapters.Verdict,
 // there, and the asker edits the question to the decision.
 func TestAPressOnAnotherShardHolderIsAcknowledgedAndSettledByTheAsker(t *testing.T) {
 	t.Parallel()
-	book := &pairBook{settle: map[string]func(adapters.Press) adapters.Verdict{}}
+	book := &adapterstest.Book{}
 	hs := start(t, func(o *discord.Options) { o.Ledger, o.Questions = splitLedger{}, book }, nil)
 	other, err := discord.New(discord.Options{Token: hs.srv.Token(), APIBase: hs.srv.APIBase(), Commands: testCommands(),
 		Ledger: splitLedger{interactions: true}, Questions: book})
@@ -102,13 +65,9 @@ func TestAPressOnAnotherShardHolderIsAcknowledgedAndSettledByTheAsker(t *testing
 	}
 
 	followup(click("400000000000000009"), "Only the asker may answer.")
-	book.mu.Lock()
-	book.down = true
-	book.mu.Unlock()
+	book.Down(true)
 	followup(click(userID), adapters.UnrelayedPress)
-	book.mu.Lock()
-	book.down = false
-	book.mu.Unlock()
+	book.Down(false)
 	in := click(userID)
 	select {
 	case r := <-asking:

@@ -2,51 +2,14 @@ package telegram
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 
 	"relaybot/adapters"
+	"relaybot/adapters/adapterstest"
 	"relaybot/chat"
 	tk "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
 )
-
-// pairBook is the question book two replicas share, in memory: a press one of them carries is
-// settled by the question the other opened, as coord.Questions does through the database.
-type pairBook struct {
-	mu     sync.Mutex
-	settle map[string]func(adapters.Press) adapters.Verdict
-	down   bool // the asker cannot be reached
-}
-
-func (b *pairBook) Open(_ context.Context, q adapters.BookedQuestion, settle func(adapters.Press) adapters.Verdict) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.settle[q.ID] = settle
-	return nil
-}
-
-func (b *pairBook) Posted(context.Context, string, string) {}
-
-func (b *pairBook) Close(_ context.Context, id string, _ bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.settle, id)
-}
-
-func (b *pairBook) Press(_ context.Context, p adapters.Press) (adapters.Verdict, error) {
-	b.mu.Lock()
-	settle, down := b.settle[p.Question], b.down
-	b.mu.Unlock()
-	switch {
-	case down:
-		return adapters.Verdict{}, errors.New("the replica that asked does not answer")
-	case settle == nil:
-		return adapters.Verdict{Closed: true}, nil
-	}
-	return settle(p), nil
-}
 
 // Presses of a question that another replica's turn asked reach this replica (it polls; the
 // asker does not): each is carried to the asker, whose rules decide, and answered here with the
@@ -54,7 +17,7 @@ func (b *pairBook) Press(_ context.Context, p adapters.Press) (adapters.Verdict,
 // without a word while the asker shows the decision on the question, a press of a question whose
 // turn ended as closed, and a press whose asker cannot be reached with a request to press again.
 func TestAPressLandingOnAnotherReplicaIsAnsweredWithTheAskersVerdict(t *testing.T) {
-	book := &pairBook{settle: map[string]func(adapters.Press) adapters.Verdict{}}
+	book := &adapterstest.Book{}
 	e := newEnv(t, tk.Options{}, func(o *Options) { o.Questions = book })
 	defer startRun(t, e.ad, newCollector())()
 	asker, err := New(Options{Token: e.srv.Token(), APIEndpoint: e.srv.Endpoint(), Questions: book, RetryAfterUnit: unit})
@@ -101,15 +64,11 @@ func TestAPressLandingOnAnotherReplicaIsAnsweredWithTheAskersVerdict(t *testing.
 	ctx, cancel := context.WithCancel(t.Context())
 	done = ask(ctx, out)
 	q2 := waitQuestion(t, e, q.ID)
-	book.mu.Lock()
-	book.down = true
-	book.mu.Unlock()
+	book.Down(true)
 	if got := pressed(q2, ann, 0); got.Text != adapters.UnrelayedPress || !got.ShowAlert {
 		t.Fatalf("a press whose asker cannot be reached answered %+v, want a request to press again", got)
 	}
-	book.mu.Lock()
-	book.down = false
-	book.mu.Unlock()
+	book.Down(false)
 	cancel()
 	<-done
 	if got := pressed(q2, ann, 0); got.Text != adapters.ClosedPress {
