@@ -129,10 +129,15 @@ func closeBooked(ctx context.Context, book QuestionBook, id string, answered boo
 type Press struct {
 	// Question is the question's id, from the button's data.
 	Question string
-	Choice   string
+	// Chat is the chat the press was made in, when the platform says: a press is taken only
+	// by a question of that chat (its ChatID names the chat or, on Discord, the thread).
+	Chat   chat.Ref
+	Choice string
 	// MessageID is the pressed message, when the platform says.
 	MessageID string
 	Answer    Answer
+	// Values are a form's submitted values (the web chat's FormAsker), by field name.
+	Values map[string]string
 }
 
 // Verdict is what the replica that asked a question made of a Press.

@@ -197,16 +197,3 @@ func (q *Questions) promptNoted(n questionNote) {
 		delete(q.elsewhere, n.Chat)
 	}
 }
-
-// CloseGonePrompts closes the open reply prompts whose replica no longer holds the epoch they
-// were opened under, and reports how many.
-func CloseGonePrompts(ctx context.Context, db *sql.DB) (int64, error) {
-	res, err := db.ExecContext(ctx, `UPDATE questions q SET status = 'closed', closed_at = now()
-		WHERE q.kind = 'prompt' AND q.status = 'open'
-		AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = q.instance_id AND i.epoch = q.epoch)`)
-	if err != nil {
-		return 0, fmt.Errorf("coord: close the reply prompts of replicas that are gone: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	return n, nil
-}

@@ -2,6 +2,8 @@ package coord
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"time"
 
 	"relaybot/adapters"
@@ -17,9 +19,17 @@ func (r *Replica) closeQuestions(ctx context.Context) error {
 		closers[bot] = c
 	}
 	r.mu.Unlock()
-	if _, err := CloseGonePrompts(ctx, r.db); err != nil {
-		return err
-	}
+	defer func() {
+		// What no adapter here edits (reply prompts, the web chat's questions): closed, so
+		// their presses are answered closed and the rows purged.
+		edited := []string{}
+		for bot := range closers {
+			edited = append(edited, bot.String())
+		}
+		if _, err := CloseGoneUnedited(ctx, r.db, edited); err != nil {
+			r.log.Warn("questions of replicas that are gone not closed", "err", err)
+		}
+	}()
 	for bot, c := range closers {
 		closed, err := CloseGone(ctx, r.db, bot, 100)
 		if err != nil {
@@ -39,4 +49,18 @@ func (r *Replica) closeQuestions(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// CloseGoneUnedited closes the open questions (reply prompts included) whose replica no longer
+// holds the epoch they were asked under, except those of the bots edited (CloseGone closes
+// those, editing their messages), and reports how many.
+func CloseGoneUnedited(ctx context.Context, db *sql.DB, edited []string) (int64, error) {
+	res, err := db.ExecContext(ctx, `UPDATE questions q SET status = 'closed', closed_at = now()
+		WHERE q.status = 'open' AND (q.kind = 'prompt' OR NOT q.bot = ANY($1))
+		AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = q.instance_id AND i.epoch = q.epoch)`, edited)
+	if err != nil {
+		return 0, fmt.Errorf("coord: close the questions of replicas that are gone: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
 }

@@ -19,6 +19,7 @@ var ErrUnreachable = errors.New("adapterstest: the replica that asked does not a
 type Book struct {
 	mu     sync.Mutex
 	settle map[string]func(adapters.Press) adapters.Verdict
+	chats  map[string]string // question id → its chat id
 	down   bool
 }
 
@@ -29,9 +30,9 @@ func (b *Book) Open(_ context.Context, q adapters.BookedQuestion, settle func(ad
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.settle == nil {
-		b.settle = map[string]func(adapters.Press) adapters.Verdict{}
+		b.settle, b.chats = map[string]func(adapters.Press) adapters.Verdict{}, map[string]string{}
 	}
-	b.settle[q.ID] = settle
+	b.settle[q.ID], b.chats[q.ID] = settle, q.Chat.ChatID
 	return nil
 }
 
@@ -43,18 +44,19 @@ func (b *Book) Close(_ context.Context, id string, _ bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.settle, id)
+	delete(b.chats, id)
 }
 
-// Press implements adapters.QuestionBook: the question's settle decides, closed when no adapter
-// holds the question open, ErrUnreachable while the book is down.
+// Press implements adapters.QuestionBook: the question's settle decides; closed when no adapter
+// holds the question open in the press's chat; ErrUnreachable while the book is down.
 func (b *Book) Press(_ context.Context, p adapters.Press) (adapters.Verdict, error) {
 	b.mu.Lock()
-	settle, down := b.settle[p.Question], b.down
+	settle, chatID, down := b.settle[p.Question], b.chats[p.Question], b.down
 	b.mu.Unlock()
 	switch {
 	case down:
 		return adapters.Verdict{}, ErrUnreachable
-	case settle == nil:
+	case settle == nil || p.Chat.ChatID != "" && p.Chat.ChatID != chatID:
 		return adapters.Verdict{Closed: true}, nil
 	}
 	return settle(p), nil

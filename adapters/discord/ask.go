@@ -107,7 +107,8 @@ func (a *Adapter) onApprovePress(ctx context.Context, i *discordgo.Interaction, 
 	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
 	switch {
 	case oq == nil && a.questions.Shared():
-		a.pressElsewhere(ctx, i, adapters.Press{Question: id, Choice: choice, MessageID: msgID, Answer: ans})
+		a.pressElsewhere(ctx, i, adapters.Press{Question: id, Chat: chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
+			Choice: choice, MessageID: msgID, Answer: ans})
 	case oq == nil:
 		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 			&discordgo.InteractionResponseData{Content: adapters.ClosedPress, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})

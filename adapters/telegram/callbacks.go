@@ -160,7 +160,7 @@ func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest str
 	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
 	switch {
 	case oq == nil && a.questions.Shared():
-		a.pressElsewhere(ctx, q, adapters.Press{Question: id, Choice: choice, MessageID: msgID, Answer: ans})
+		a.pressElsewhere(ctx, q, adapters.Press{Question: id, Chat: ref, Choice: choice, MessageID: msgID, Answer: ans})
 	case oq == nil:
 		a.answerCallback(ctx, q, adapters.ClosedPress, false)
 	case !accepted:

@@ -421,7 +421,8 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
-		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(), Logger: b.log,
+		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(),
+			Questions: b.dep.Questions(coord.BotOf(chat.Web, "")), Logger: b.log,
 			MaxUploadBytes: cfg.Media.MaxBytes})
 		if err != nil {
 			return err
