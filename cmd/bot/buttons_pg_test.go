@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -38,6 +39,23 @@ func holdingToolModel(hold chan struct{}, asked func(string)) func(llm.Request) 
 		}
 		return toolModel(req)
 	}
+}
+
+// adminAddrs returns each replica's admin listener address, from its log.
+func adminAddrs(t *testing.T, reps []*childReplica) []string {
+	t.Helper()
+	re := regexp.MustCompile(`admin listening" addr=(\S+)`)
+	out := make([]string, len(reps))
+	for i, r := range reps {
+		wait.For(t, "a replica's admin listener", func() bool {
+			m := re.FindStringSubmatch(r.out.String())
+			if m != nil {
+				out[i] = m[1]
+			}
+			return m != nil
+		})
+	}
+	return out
 }
 
 // instancesOf returns each replica's instance id, from its log.
@@ -84,7 +102,8 @@ func askPolicy(c *tomlConfig, approvers ...string) {
 // once; each question ends showing its decision without buttons; a Stop button pressed on a
 // replica that does not run the turn stops it. A tool's questions work the same: its buttons
 // pressed elsewhere, and typed answers to its reply prompts sent to other replicas than the one
-// running the turn reach the tool. Every message is answered exactly once, nothing
+// running the turn reach the tool; a web chat page's press posted to another replica too. Every
+// message is answered exactly once, nothing
 // is left running, no 429, and every turn is in the history, whole.
 func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	if testing.Short() {
@@ -108,7 +127,10 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 		asked[text]++
 	}))
 	p := streamingTelegram{&telegramPlatform{e: e, webhook: true, rr: newRoundRobin(t)}}
-	reps := startReplicasWith(t, 3, dsn, e, p, func(c *tomlConfig) { askPolicy(c) })
+	reps := startReplicasWith(t, 3, dsn, e, p, func(c *tomlConfig) {
+		askPolicy(c)
+		c.set("admin", webChatAdmin...)
+	})
 	p.started(t, reps)
 	ids := instancesOf(t, reps)
 	db, err := sql.Open("pgx", dsn)
@@ -242,6 +264,21 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	e.waitBotText(asker, "the typed answers reaching the tool", contains(`tool said: accept {"age":33,"name":"Ann"}`))
 	p.rr.pin(-1)
 
+	// The web chat: a page on one replica, the question's press posted to another.
+	addrs := adminAddrs(t, reps)
+	w := openWebChat(t, "http://"+addrs[0])
+	w.say("web question")
+	wq := w.waitMsg("the web chat's question", func(m webMsg) bool { return m.Question != "" && len(m.Choices) > 0 })
+	var webAsker string
+	wait.For(t, "the web question recorded", func() bool {
+		return db.QueryRow(`SELECT instance_id FROM questions WHERE id = $1`, wq.Question).Scan(&webAsker) == nil
+	})
+	w.base = "http://" + addrs[(replicaOf(webAsker)+1)%3]
+	if code, body := w.post("/chat/answer", url.Values{"q": {wq.Question}, "choice": {"approve"}}); code != http.StatusNoContent {
+		t.Errorf("the web chat's press through another replica: %d %s, want 204", code, body)
+	}
+	w.waitMsg("the web chat's approved answer", func(m webMsg) bool { return strings.HasPrefix(m.Text, "tool said: ") })
+
 	// A Stop button pressed on a replica that does not run the turn.
 	stopGroup := tgkit.Chat{ID: -6100, Type: "group", Title: "stop"}
 	tg.Send(tgkit.Inbound{Chat: stopGroup, From: user(asker), Text: mention + "hold on"})
@@ -294,12 +331,12 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM question_presses WHERE status IN ('accepted', 'refused')`).Scan(&carried); err != nil {
 		t.Fatal(err)
 	}
-	if want := len(presses) - 1 + 2; carried != want {
-		t.Errorf("%d presses and typed answers were settled by the replica that asked, want all %d (every press but Stop, and the two typed answers)", carried, want)
+	if want := len(presses) - 1 + 3; carried != want {
+		t.Errorf("%d presses and typed answers were settled by the replica that asked, want all %d (every press but Stop, the web chat's, and the two typed answers)", carried, want)
 	}
 	// Approved calls ran once, denied never.
-	if n := e.kit.Calls("echo"); n != 5 {
-		t.Errorf("the echo tool ran %d times, want 5 (3 approved, 2 always allowed; the 2 denied never)", n)
+	if n := e.kit.Calls("echo"); n != 6 {
+		t.Errorf("the echo tool ran %d times, want 6 (3 approved in Telegram and 1 in the web chat, 2 always allowed; the 2 denied never)", n)
 	}
 	// Every message answered exactly once; every question shows its decision without buttons.
 	for _, c := range cases {
@@ -325,7 +362,7 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	if limited := p.rateLimited(); len(limited) != 0 {
 		t.Errorf("the platform answered %d requests with 429, want none:\n%s", len(limited), strings.Join(limited, "\n"))
 	}
-	checkHistoryWhole(t, db, 9) // the stopped turn is not ok
+	checkHistoryWhole(t, db, 10) // the stopped turn is not ok
 }
 
 // checkHistoryWhole checks that no turn or tool call is left running and that ok turns, each
