@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"relaybot/adapters/discord"
@@ -21,10 +20,9 @@ import (
 
 // holdingToolModel is toolModel, but a message starting "hold" streams an answer that waits
 // until hold is closed, and one starting "ask " calls the kit's ask tool (roundModel).
-func holdingToolModel(hold chan struct{}, asked func(string)) func(llm.Request) llm.Reply {
+func holdingToolModel(hold chan struct{}) func(llm.Request) llm.Reply {
 	return func(req llm.Request) llm.Reply {
 		last := lastUserText(req)
-		asked(last)
 		if strings.HasPrefix(last, "ask ") {
 			return roundModel(req)
 		}
@@ -41,31 +39,14 @@ func holdingToolModel(hold chan struct{}, asked func(string)) func(llm.Request) 
 	}
 }
 
-// adminAddrs returns each replica's admin listener address, from its log.
-func adminAddrs(t *testing.T, reps []*childReplica) []string {
+// fromLogs returns, for each replica, the first submatch of re in its log (what names it).
+func fromLogs(t *testing.T, reps []*childReplica, what, re string) []string {
 	t.Helper()
-	re := regexp.MustCompile(`admin listening" addr=(\S+)`)
+	rx := regexp.MustCompile(re)
 	out := make([]string, len(reps))
 	for i, r := range reps {
-		wait.For(t, "a replica's admin listener", func() bool {
-			m := re.FindStringSubmatch(r.out.String())
-			if m != nil {
-				out[i] = m[1]
-			}
-			return m != nil
-		})
-	}
-	return out
-}
-
-// instancesOf returns each replica's instance id, from its log.
-func instancesOf(t *testing.T, reps []*childReplica) []string {
-	t.Helper()
-	re := regexp.MustCompile(`msg="replica joined" instance=(\S+)`)
-	out := make([]string, len(reps))
-	for i, r := range reps {
-		wait.For(t, "a replica to log its instance id", func() bool {
-			m := re.FindStringSubmatch(r.out.String())
+		wait.For(t, "a replica to log its "+what, func() bool {
+			m := rx.FindStringSubmatch(r.out.String())
 			if m != nil {
 				out[i] = m[1]
 			}
@@ -111,28 +92,17 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	}
 	dsn := storetest.PostgresDSN(t)
 	e := newEnv(t)
-	tg, err := tgkit.New(tgkit.Options{PaidPerSecond: budget})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.Close)
-	e.tg = tg
+	tg := paidTelegram(t, e)
 	hold := make(chan struct{})
 	defer close(hold)
-	var mu sync.Mutex
-	asked := map[string]int{}
-	e.llm.SetHandler(holdingToolModel(hold, func(text string) {
-		mu.Lock()
-		defer mu.Unlock()
-		asked[text]++
-	}))
+	e.llm.SetHandler(holdingToolModel(hold))
 	p := streamingTelegram{&telegramPlatform{e: e, webhook: true, rr: newRoundRobin(t)}}
 	reps := startReplicasWith(t, 3, dsn, e, p, func(c *tomlConfig) {
 		askPolicy(c)
 		c.set("admin", webChatAdmin...)
 	})
 	p.started(t, reps)
-	ids := instancesOf(t, reps)
+	ids := fromLogs(t, reps, "instance id", `msg="replica joined" instance=(\S+)`)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +235,7 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	p.rr.pin(-1)
 
 	// The web chat: a page on one replica, the question's press posted to another.
-	addrs := adminAddrs(t, reps)
+	addrs := fromLogs(t, reps, "admin listener", `admin listening" addr=(\S+)`)
 	w := openWebChat(t, "http://"+addrs[0])
 	w.say("web question")
 	wq := w.waitMsg("the web chat's question", func(m webMsg) bool { return m.Question != "" && len(m.Choices) > 0 })
@@ -416,13 +386,7 @@ func TestDiscordButtonsAfterTheShardChangesHands(t *testing.T) {
 	t.Cleanup(dc.Close)
 	hold := make(chan struct{})
 	defer close(hold)
-	var mu sync.Mutex
-	asked := map[string]int{}
-	e.llm.SetHandler(holdingToolModel(hold, func(text string) {
-		mu.Lock()
-		defer mu.Unlock()
-		asked[text]++
-	}))
+	e.llm.SetHandler(holdingToolModel(hold))
 	p := &discordPlatform{t: t, dc: dc, channels: map[int64]dtk.UserMessage{}, shard: 1}
 	config := func() *tomlConfig {
 		c := threeReplicaConfig(dsn, e)
