@@ -71,7 +71,7 @@ func (r *Replica) OpenPrompt(ctx context.Context, ref chat.Ref, take func(adapte
 	var n int
 	err := q.db.QueryRowContext(ctx, `WITH i AS (INSERT INTO questions (id, kind, instance_id, epoch, bot, platform, chat_id, thread_id, text)
 			SELECT $1, 'prompt', $2, $3, '', $4, $5, $6, '' WHERE EXISTS (SELECT 1 FROM instances WHERE id = $2 AND epoch = $3) RETURNING id)
-		SELECT count(pg_notify($7, json_build_object('k', $8::text, 'c', $9::text, 'o', $2::text)::text)) FROM i`,
+		SELECT count(pg_notify($7, json_build_object('k', $8::text, 'q', i.id, 'c', $9::text, 'o', $2::text)::text)) FROM i`,
 		id, q.member.ID(), epoch, string(ref.Platform), ref.ChatID, ref.ThreadID, questionChannel, notePromptOpen, key).Scan(&n)
 	if err == nil && n == 0 {
 		err = ErrTakenOver
@@ -94,7 +94,7 @@ func (r *Replica) ClosePrompt(ctx context.Context, id string) {
 		return
 	}
 	if _, err := q.db.ExecContext(ctx, `WITH u AS (UPDATE questions SET status = 'closed', closed_at = now() WHERE id = $1 AND status = 'open' RETURNING id)
-		SELECT count(pg_notify($2, json_build_object('k', $3::text, 'c', $4::text, 'o', $5::text)::text)) FROM u`,
+		SELECT count(pg_notify($2, json_build_object('k', $3::text, 'q', u.id, 'c', $4::text, 'o', $5::text)::text)) FROM u`,
 		id, questionChannel, notePromptClosed, asked.chat, q.member.ID()); err != nil {
 		q.log.Warn("reply prompt's end not recorded; messages in its chat are carried to it until it is purged", "prompt", id, "err", err)
 	}
@@ -107,7 +107,7 @@ func (r *Replica) CarryAnswer(ctx context.Context, in adapters.Inbound) (bool, e
 	q := r.asks
 	key := promptKey(in.Chat)
 	q.mu.Lock()
-	skip := q.listening && q.elsewhere[key] == 0
+	skip := q.listening && len(q.elsewhere[key]) == 0
 	q.mu.Unlock()
 	if skip {
 		return false, nil
@@ -153,25 +153,28 @@ func (q *Questions) setListening(ctx context.Context, on bool) {
 func (q *Questions) reloadPrompts(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
-	rows, err := q.db.QueryContext(lctx, `SELECT q.platform, q.chat_id, q.thread_id, count(*) FROM questions q
+	rows, err := q.db.QueryContext(lctx, `SELECT q.id, q.platform, q.chat_id, q.thread_id FROM questions q
 		JOIN instances i ON i.id = q.instance_id AND i.epoch = q.epoch
-		WHERE q.kind = 'prompt' AND q.status = 'open' AND q.instance_id <> $1 GROUP BY 1, 2, 3`, q.member.ID())
+		WHERE q.kind = 'prompt' AND q.status = 'open' AND q.instance_id <> $1`, q.member.ID())
 	if err != nil {
 		q.log.Warn("question relay: reply prompts open elsewhere not read", "err", err)
 		return
 	}
 	defer rows.Close()
-	open := map[string]int{}
+	open := map[string]map[string]bool{}
 	for rows.Next() {
 		var ref chat.Ref
-		var platform string
-		var n int
-		if err := rows.Scan(&platform, &ref.ChatID, &ref.ThreadID, &n); err != nil {
+		var id, platform string
+		if err := rows.Scan(&id, &platform, &ref.ChatID, &ref.ThreadID); err != nil {
 			q.log.Warn("question relay: reply prompts open elsewhere not read", "err", err)
 			return
 		}
 		ref.Platform = chat.Platform(platform)
-		open[promptKey(ref)] = n
+		key := promptKey(ref)
+		if open[key] == nil {
+			open[key] = map[string]bool{}
+		}
+		open[key][id] = true
 	}
 	if rows.Err() != nil {
 		q.log.Warn("question relay: reply prompts open elsewhere not read", "err", rows.Err())
@@ -182,7 +185,8 @@ func (q *Questions) reloadPrompts(ctx context.Context) {
 	q.elsewhere = open
 }
 
-// promptNoted counts a prompt another replica opened or closed.
+// promptNoted records a prompt another replica opened or closed. Each is known by its id, so a
+// notification that arrives after the table was read already says nothing twice.
 func (q *Questions) promptNoted(n questionNote) {
 	if n.Origin == q.member.ID() {
 		return
@@ -190,10 +194,14 @@ func (q *Questions) promptNoted(n questionNote) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if n.Kind == notePromptOpen {
-		q.elsewhere[n.Chat]++
+		if q.elsewhere[n.Chat] == nil {
+			q.elsewhere[n.Chat] = map[string]bool{}
+		}
+		q.elsewhere[n.Chat][n.Question] = true
 		return
 	}
-	if q.elsewhere[n.Chat]--; q.elsewhere[n.Chat] <= 0 {
+	delete(q.elsewhere[n.Chat], n.Question)
+	if len(q.elsewhere[n.Chat]) == 0 {
 		delete(q.elsewhere, n.Chat)
 	}
 }

@@ -73,11 +73,11 @@ type Questions struct {
 	deciding map[int64]bool // presses being decided here
 	wake     chan struct{}  // a question opened: the look may start
 
-	// listening says notifications arrive; elsewhere counts the prompts open on other replicas
-	// by chat (promptKey), as the table said when the listener connected and notifications
-	// since, and reloaded every promptReload.
+	// listening says notifications arrive; elsewhere holds the prompts open on other replicas
+	// by chat (promptKey) and id, as the table said when the listener connected and
+	// notifications since, and reloaded every promptReload.
 	listening bool
-	elsewhere map[string]int
+	elsewhere map[string]map[string]bool
 }
 
 // askedHere is a question this replica's turn asked.
@@ -95,7 +95,7 @@ func NewQuestions(db *sql.DB, m *Member, log *slog.Logger) *Questions {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Questions{db: db, member: m, log: log, open: map[string]*askedHere{}, waiters: map[int64]chan struct{}{},
-		deciding: map[int64]bool{}, wake: make(chan struct{}, 1), elsewhere: map[string]int{}}
+		deciding: map[int64]bool{}, wake: make(chan struct{}, 1), elsewhere: map[string]map[string]bool{}}
 }
 
 // Book returns the adapters.QuestionBook of bot.

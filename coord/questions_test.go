@@ -199,3 +199,69 @@ func TestASurvivorClosesTheQuestionsOfAReplicaTakenOver(t *testing.T) {
 		t.Errorf("a press of the dead replica's question: %+v, %v, decided %d times; want closed, never decided", v, err, ask.count())
 	}
 }
+
+// TestATypedAnswerOnAnotherReplicaReachesThePrompt: a reply prompt open on one replica takes a
+// message another replica carries to it (from someone it accepts), refuses one from someone
+// else, and once closed takes nothing; a message in a chat without a prompt elsewhere is not
+// carried.
+func TestATypedAnswerOnAnotherReplicaReachesThePrompt(t *testing.T) {
+	ctx := context.Background()
+	st, _ := pgStore(t, "")
+	db := pool(t, st)
+	asking, other := newTestReplica(t, db, st), newTestReplica(t, db, st)
+	listenQuestions(t, asking.asks)
+	listenQuestions(t, other.asks)
+	ref := chat.Ref{Platform: chat.Telegram, ChatID: "7"}
+	var mu sync.Mutex
+	var took []string
+	id, err := asking.OpenPrompt(asking.Stamp(ctx), ref, func(in adapters.Inbound) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if in.UserID != "ann" {
+			return false
+		}
+		took = append(took, in.Text)
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the other replica to learn of the prompt", func() bool {
+		other.asks.mu.Lock()
+		defer other.asks.mu.Unlock()
+		return other.asks.listening && len(other.asks.elsewhere[promptKey(ref)]) == 1
+	})
+	carry := func(in adapters.Inbound) bool {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		taken, err := other.CarryAnswer(cctx, in)
+		if err != nil {
+			t.Fatalf("carry %q: %v", in.Text, err)
+		}
+		return taken
+	}
+	if carry(adapters.Inbound{Chat: ref, UserID: "bob", Text: "12"}) {
+		t.Error("the prompt took a stranger's message")
+	}
+	if !carry(adapters.Inbound{Chat: ref, UserID: "ann", Text: "33"}) {
+		t.Error("Ann's answer on the other replica did not reach the prompt")
+	}
+	if carry(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "8"}, UserID: "ann", Text: "hello"}) {
+		t.Error("a message of another chat was taken by the prompt")
+	}
+	asking.ClosePrompt(ctx, id)
+	wait.For(t, "the other replica to learn the prompt closed", func() bool {
+		other.asks.mu.Lock()
+		defer other.asks.mu.Unlock()
+		return len(other.asks.elsewhere[promptKey(ref)]) == 0
+	})
+	if carry(adapters.Inbound{Chat: ref, UserID: "ann", Text: "34"}) {
+		t.Error("a closed prompt took a message")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(took) != 1 || took[0] != "33" {
+		t.Errorf("the prompt took %q, want Ann's one answer", took)
+	}
+}
