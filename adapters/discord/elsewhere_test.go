@@ -43,6 +43,7 @@ func TestAPressOnAnotherShardHolderIsAcknowledgedAndSettledByTheAsker(t *testing
 			t.Errorf("Run of the other replica: %v", err)
 		}
 	}()
+	hs.waitFor("the other replica's gateway session", func() bool { return hs.srv.LiveShards()[0] == 2 })
 	ch := "500000000000000151"
 	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
 	asking := ask(hs.ctx, t, rc.out)
