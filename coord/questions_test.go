@@ -34,7 +34,7 @@ func (a *asker) count() int {
 }
 
 // listenQuestions runs q's listener until the test ends.
-func listenQuestions(t *testing.T, q *Questions) {
+func listenQuestions(t testing.TB, q *Questions) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -263,5 +263,43 @@ func TestATypedAnswerOnAnotherReplicaReachesThePrompt(t *testing.T) {
 	defer mu.Unlock()
 	if len(took) != 1 || took[0] != "33" {
 		t.Errorf("the prompt took %q, want Ann's one answer", took)
+	}
+}
+
+// BenchmarkPressElsewhere measures a press that lands on a replica whose turn did not ask the
+// question, from the press until its verdict is back: recorded, the asker woken, decided there
+// (refused, so the question stays open for the next press) and the verdict read back; and a
+// press of a question no live turn holds (closed at once, one statement).
+func BenchmarkPressElsewhere(b *testing.B) {
+	st, _ := pgStore(b, "")
+	db := pool(b, st)
+	ctx := context.Background()
+	join := func() *Member {
+		m, err := Join(ctx, db, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { m.Leave(ctx) })
+		return m
+	}
+	ma, mb := join(), join()
+	qa, qb := NewQuestions(db, ma, nil), NewQuestions(db, mb, nil)
+	listenQuestions(b, qa)
+	listenQuestions(b, qb)
+	bot := BotOf(chat.Telegram, "token")
+	ref := chat.Ref{Platform: chat.Telegram, ChatID: "-100"}
+	var ask asker
+	if err := qa.Book(bot).Open(ma.Stamp(ctx), adapters.BookedQuestion{ID: "q1", Chat: ref, Text: "Run echo?"}, ask.settle); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, question string }{{"carried to the asker", "q1"}, {"no such question", "q0"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				v, err := qb.Book(bot).Press(ctx, adapters.Press{Question: bc.question, Choice: "approve", Answer: adapters.Answer{UserID: "bob"}})
+				if err != nil || v.Accepted {
+					b.Fatalf("press: %+v, %v", v, err)
+				}
+			}
+		})
 	}
 }
