@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,17 @@ func (a *asker) count() int {
 	return len(a.presses)
 }
 
+// joinMember joins db as a replica until the test ends.
+func joinMember(t testing.TB, db *sql.DB) *Member {
+	t.Helper()
+	m, err := Join(context.Background(), db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Leave(context.Background()) })
+	return m
+}
+
 // listenQuestions runs q's listener until the test ends.
 func listenQuestions(t testing.TB, q *Questions) {
 	t.Helper()
@@ -58,15 +70,7 @@ func TestAPressOnAnotherReplicaIsSettledByTheAsker(t *testing.T) {
 	st, _ := pgStore(t, "")
 	db := pool(t, st)
 	ctx := context.Background()
-	join := func() *Member {
-		m, err := Join(ctx, db, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Leave(ctx) })
-		return m
-	}
-	ma, mb := join(), join()
+	ma, mb := joinMember(t, db), joinMember(t, db)
 	qa, qb := NewQuestions(db, ma, nil), NewQuestions(db, mb, nil)
 	bot := BotOf(chat.Telegram, "token")
 	ba, bb := qa.Book(bot), qb.Book(bot)
@@ -274,15 +278,7 @@ func BenchmarkPressElsewhere(b *testing.B) {
 	st, _ := pgStore(b, "")
 	db := pool(b, st)
 	ctx := context.Background()
-	join := func() *Member {
-		m, err := Join(ctx, db, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { m.Leave(ctx) })
-		return m
-	}
-	ma, mb := join(), join()
+	ma, mb := joinMember(b, db), joinMember(b, db)
 	qa, qb := NewQuestions(db, ma, nil), NewQuestions(db, mb, nil)
 	listenQuestions(b, qa)
 	listenQuestions(b, qb)
