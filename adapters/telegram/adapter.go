@@ -103,6 +103,11 @@ type Options struct {
 	// PollLease, when several replicas serve the bot in polling mode, lets one of them poll at a
 	// time; nil polls unconditionally.
 	PollLease adapters.Lease
+	// Questions, when several replicas serve the bot, records the questions this adapter
+	// posts, so that a press of their buttons reaching another replica (a webhook behind a
+	// load balancer, the poller moved) is carried to the turn that asked; nil answers only the
+	// presses of this process's own questions.
+	Questions adapters.QuestionBook
 	// Commands, when set, are the bot's commands (the pipeline's table): Run sets them as the
 	// bot's command menu (setMyCommands) before it receives.
 	Commands adapters.Commands
@@ -158,6 +163,7 @@ func New(opts Options) (*Adapter, error) {
 		accessUsers:  set(opts.AccessUsers, false),
 		admins:       adminCache{m: map[adminKey]adminVerdict{}},
 	}
+	ad.questions.Book = opts.Questions
 	ad.callbackRoutes = map[string]callbackRoute{approvePrefix: ad.onApprovePress}
 	dopts := opts.Delivery
 	dopts.Logger = log

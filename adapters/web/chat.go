@@ -76,6 +76,10 @@ type Options struct {
 	// Relay shows every open page of a chat what happens in it on other replicas (several
 	// replicas on PostgreSQL); nil: all of a chat's pages are in this process.
 	Relay Relay
+	// Questions, with several replicas, records the questions of this process's turns, so that
+	// a press or form submitted through a page on another replica is carried to the turn that
+	// asked, and its verdict back; nil answers only the questions asked here.
+	Questions adapters.QuestionBook
 	// MaxUploadBytes is the largest file a browser may send with a message (media.max_bytes);
 	// 0 means DefaultMaxUpload.
 	MaxUploadBytes int64
