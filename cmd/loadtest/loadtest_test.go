@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
@@ -401,5 +404,49 @@ func TestFirstVisibleTextPerSurface(t *testing.T) {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}
+	}
+}
+
+// dropFromPageCache leaves none of a file's pages cached (a file just written is dirty: it is
+// written back first), so a bot started after it reads its binary from disk as a fresh deploy
+// does, and its idle figure does not depend on what wrote the binary.
+func TestDropFromPageCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(path, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil || st.Type == unix.TMPFS_MAGIC {
+		t.Skipf("the temporary folder is on tmpfs (or unknown: %v), whose pages are the file itself", err)
+	}
+	resident := func() int {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		m, err := unix.Mmap(int(f.Fd()), 0, 1<<20, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(m)
+		vec := make([]byte, (1<<20)/os.Getpagesize())
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+			t.Fatal(errno)
+		}
+		n := 0
+		for _, v := range vec {
+			n += int(v & 1)
+		}
+		return n
+	}
+	if n := resident(); n == 0 {
+		t.Fatal("a file just written has no page cached: the check below could not fail")
+	}
+	if err := dropFromPageCache(path); err != nil {
+		t.Fatal(err)
+	}
+	if n := resident(); n != 0 {
+		t.Errorf("%d pages still cached after dropFromPageCache, want 0", n)
 	}
 }

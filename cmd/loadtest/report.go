@@ -105,9 +105,13 @@ type Report struct {
 	IdleRSSMB float64 `json:"idle_rss_mb"`
 	// IdleAnonMB is the anonymous part of the idle RSS: the bot's own memory, without the
 	// executable's and libraries' file pages.
-	IdleAnonMB   float64 `json:"idle_anon_mb"`
-	PeakRSSMB    float64 `json:"peak_rss_mb"`
-	MemPerTurnKB float64 `json:"memory_per_turn_in_flight_kb"`
+	IdleAnonMB float64 `json:"idle_anon_mb"`
+	// IdleColdStart is whether the bot binary was dropped from the page cache before the bots
+	// started, as after a fresh deploy: its file pages in the idle RSS are then those a start
+	// reads from disk, whatever wrote the binary (see dropFromPageCache).
+	IdleColdStart bool    `json:"idle_cold_start"`
+	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	MemPerTurnKB  float64 `json:"memory_per_turn_in_flight_kb"`
 	// PeakAnonMB is the largest anonymous RSS sampled (every 100 ms) during the load, and
 	// AnonPerTurnKB its growth over idle per turn in flight: the bot's own memory per turn,
 	// without the executable's file pages, whose share of RSS depends on the page cache (the
@@ -448,8 +452,12 @@ func (r *Report) WriteText(w io.Writer) {
 		p("bare go-openai:  %.4f s per 1k tokens (%d streams, %d at once, %d tokens); bot/bare = %.2f×",
 			r.BareCPUPer1kToken, r.Baseline.Streams, r.Baseline.Concurrency, r.Baseline.Tokens, r.CPURatio)
 	}
-	p("bot memory:      idle %.1f MB (%.1f MB anonymous), peak %.1f MB (%.1f MB anonymous); %.1f KB per turn in flight (%.1f KB anonymous)",
-		r.IdleRSSMB, r.IdleAnonMB, r.PeakRSSMB, r.PeakAnonMB, r.MemPerTurnKB, r.AnonPerTurnKB)
+	start := "binary as it was in the page cache"
+	if r.IdleColdStart {
+		start = "cold start: binary read anew from disk"
+	}
+	p("bot memory:      idle %.1f MB (%.1f MB anonymous; %s), peak %.1f MB (%.1f MB anonymous); %.1f KB per turn in flight (%.1f KB anonymous)",
+		r.IdleRSSMB, r.IdleAnonMB, start, r.PeakRSSMB, r.PeakAnonMB, r.MemPerTurnKB, r.AnonPerTurnKB)
 	p("goroutines:      %d idle before, %d after the run (%d of them idle keep-alive connections)", r.GoroutinesIdle, r.GoroutinesAfter, r.GoroutinesKeepAlive)
 	p("database:        turns %d/%d expected (%d ok), audit rows %d/%d expected (%d ok)",
 		r.DB.Turns, r.DB.TurnsExpected, r.DB.TurnsOK, r.DB.AuditRows, r.DB.AuditExpected, r.DB.AuditOK)

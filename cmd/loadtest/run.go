@@ -86,6 +86,7 @@ type run struct {
 	proxy    *webhookProxy // the round-robin webhook proxy, in webhook mode
 	names    []string      // each replica's config, log and offset file are named after it
 	bots     []*botProcess
+	cold     bool // the bot binary was dropped from the page cache before the bots started
 	stopped  bool
 	closers  []func() // run in reverse by close
 }
@@ -120,6 +121,11 @@ func (r *run) setup(ctx context.Context) error {
 			return err
 		}
 		r.bin = b
+	}
+	if err := dropFromPageCache(r.bin); err != nil {
+		o.Log.Warn("the bot's idle memory depends on how its binary sits in the page cache", "err", err)
+	} else {
+		r.cold = true
 	}
 	if err := r.startFakes(); err != nil {
 		return err
@@ -269,7 +275,7 @@ func (r *run) newReport() *Report {
 		Chats: o.Chats, ChatType: o.ChatType, TurnsPerChat: o.Turns, ThinkMS: o.Think.Milliseconds(), Rate: o.Rate, Tokens: o.Tokens,
 		ToolShare: o.ToolShare, ToolLatencyMS: o.ToolLatency.Milliseconds(), Tool: r.toolName, LoadAvgStart: loadAvg(),
 		GlobalPerSecond: o.GlobalPerSecond, Database: r.driver, Replicas: o.Replicas, Telegram: o.Telegram,
-		GoroutinesIdle: -1, GoroutinesAfter: -1,
+		GoroutinesIdle: -1, GoroutinesAfter: -1, IdleColdStart: r.cold,
 	}
 	if o.Turns == 0 {
 		rep.Duration = o.Duration.String()
