@@ -29,19 +29,27 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestTinyLoad runs the whole tool end to end against a freshly built bot: three chats, two turns
-// each, half of the turns calling a tool, and checks what a user of the report relies on: every
-// answer arrived whole, no 429, every turn and audit row in the database, the baseline measured.
-func TestTinyLoad(t *testing.T) {
+// builtBot skips the test in -short mode (it builds and runs the bot) and returns a context of
+// two minutes and a bot built from the module.
+func builtBot(t *testing.T) (context.Context, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the bot")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	bin, err := buildBot(ctx, "", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, bin
+}
+
+// TestTinyLoad runs the whole tool end to end against a freshly built bot: three chats, two turns
+// each, half of the turns calling a tool, and checks what a user of the report relies on: every
+// answer arrived whole, no 429, every turn and audit row in the database, the baseline measured.
+func TestTinyLoad(t *testing.T) {
+	ctx, bin := builtBot(t)
 	for _, tc := range []tinyCase{
 		{"native tool", 0, "current_time", false, 0, "", 1},
 		{"mcp tool", 20 * time.Millisecond, "sleep", true, 0, "", 1},
@@ -360,15 +368,7 @@ func TestRecorderCountsDraftsAsVisibleNotFinal(t *testing.T) {
 // private chats; in groups the previews are a message and its edits, and the first visible text
 // is the first message. Both surfaces are reported apart, with their previews per reply.
 func TestFirstVisibleTextPerSurface(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the bot")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	bin, err := buildBot(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, bin := builtBot(t)
 	// 40 tokens at 16/s: every answer streams for 2.5 s. A user's pause of 2 s lets the chat's
 	// budget (1 request a second) refill before the next message, as it does for a reader.
 	rep, err := Run(ctx, Options{
