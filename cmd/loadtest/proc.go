@@ -25,6 +25,13 @@ func dropFromPageCache(path string) error {
 		return fmt.Errorf("dropping %s from the page cache: %w", path, err)
 	}
 	defer f.Close()
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("dropping %s from the page cache: statfs: %w", path, err)
+	}
+	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
+		return fmt.Errorf("dropping %s from the page cache: it is on tmpfs, whose pages are the file", path)
+	}
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
 		return fmt.Errorf("dropping %s from the page cache: fdatasync: %w", path, err)
 	}
