@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -72,27 +73,128 @@ type QuestionMessenger interface {
 const closeTimeout = 10 * time.Second
 
 // Ask is Asker.Ask for a platform whose questions are messages with buttons (Telegram, Discord):
-// it opens q in qs before posting it with m (a press can reach the bot before the post's
-// answer), waits for an accepted press or the end of ctx, and when ctx ends first edits the
-// message to say it closed unanswered (ClosedText) and to lose its buttons, within a deadline
-// of its own. The press that settles a question is the adapter's: it takes it with qs.Press
-// and shows the decision.
+// it opens q in qs (and in qs.Book, where several replicas serve the bot) before posting it
+// with m (a press can reach the bot before the post's answer), waits for an accepted press or
+// the end of ctx, and when ctx ends first edits the message to say it closed unanswered
+// (ClosedText) and to lose its buttons, within a deadline of its own. The press that settles a
+// question here is the adapter's: it takes it with qs.Press and shows the decision. A press
+// another replica received and carried here (QuestionBook) is shown here: Ask edits the
+// message to the decision.
 func Ask(ctx context.Context, qs *Questions, m QuestionMessenger, chat chat.Ref, q Question, decide func(Answer) (bool, string)) (Answer, error) {
 	id, oq := qs.Open(chat, q, decide)
+	book := qs.Book
+	if book != nil {
+		if err := book.Open(ctx, BookedQuestion{ID: id, Chat: chat, Text: q.Text}, qs.settle); err != nil {
+			qs.Drop(id)
+			return Answer{}, fmt.Errorf("record the question for the other replicas: %w", err)
+		}
+	}
 	msgID, err := m.PostQuestion(ctx, chat, id, q)
 	if err != nil {
 		qs.Drop(id)
+		closeBooked(ctx, book, id, false)
 		return Answer{}, err
 	}
 	qs.Posted(oq, msgID)
-	ans, closed, err := qs.Wait(ctx, id, oq)
-	if !closed {
-		return ans, err
+	if book != nil {
+		book.Posted(ctx, id, msgID)
 	}
+	ans, closed, err := qs.Wait(ctx, id, oq)
+	closeBooked(ctx, book, id, !closed)
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
+	if !closed {
+		if text, elsewhere := qs.settledElsewhere(oq); elsewhere {
+			m.EditQuestion(ectx, chat, qs.MessageOf(oq), text)
+		}
+		return ans, err
+	}
 	m.EditQuestion(ectx, chat, qs.MessageOf(oq), oq.Text+ClosedText)
 	return Answer{}, err
+}
+
+// closeBooked records in book (when there is one) that question id is over, within a deadline
+// of its own: ctx may have ended.
+func closeBooked(ctx context.Context, book QuestionBook, id string, answered bool) {
+	if book == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	book.Close(cctx, id, answered)
+}
+
+// Press is one press of a question's button as it travels from the replica that received it
+// to the replica whose turn asked (QuestionBook).
+type Press struct {
+	// Question is the question's id, from the button's data.
+	Question string
+	// Chat is the chat the press was made in, when the platform says: a press is taken only
+	// by a question of that chat (its ChatID names the chat or, on Discord, the thread).
+	Chat   chat.Ref
+	Choice string
+	// MessageID is the pressed message, when the platform says.
+	MessageID string
+	Answer    Answer
+	// Values are a form's submitted values (the web chat's FormAsker), by field name.
+	Values map[string]string
+}
+
+// Verdict is what the replica that asked a question made of a Press.
+type Verdict struct {
+	// Closed says no open question took the press: its turn ended, or its replica was taken
+	// over. The presser is told "This question is closed."
+	Closed bool
+	// Accepted says the press settled the question; Text is then its new text (the replica
+	// that asked shows it), else the reason it was refused, for the presser alone.
+	Accepted bool
+	Text     string
+}
+
+// ClosedPress is the answer to a press of a question that no turn waits for any more.
+const ClosedPress = "This question is closed."
+
+// UnrelayedPress is the answer to a press the replica that asked could not be reached for.
+const UnrelayedPress = "The answer could not be passed on: press again."
+
+// PressTimeout bounds how long a replica waits for the verdict on a press it carried to the
+// replica that asked (Questions.Elsewhere); it leaves room within Telegram's answer to a
+// callback query (about 15 s) and Discord's follow-up.
+const PressTimeout = 10 * time.Second
+
+// BookedQuestion is a question as a QuestionBook records it.
+type BookedQuestion struct {
+	ID   string
+	Chat chat.Ref
+	Text string
+}
+
+// QuestionBook records the open questions of this replica's turns where several replicas
+// serve the bot (coord.Replica), so that a press of their buttons another replica receives is
+// carried to the turn that asked, settled there, and its verdict carried back. A single
+// process has none (nil): every press reaches it.
+type QuestionBook interface {
+	// Open records q, about to be posted by the turn whose context is ctx (the epoch it runs
+	// under), with settle, which the book calls with each press of q another replica carried
+	// here; settle must not block. An error means q cannot be pressed elsewhere: it is not
+	// asked.
+	Open(ctx context.Context, q BookedQuestion, settle func(Press) Verdict) error
+	// Posted records the message question id was posted in; a failure is the book's to log.
+	Posted(ctx context.Context, id, messageID string)
+	// Close records that question id was answered here or closed unanswered, and forgets its
+	// settle; a failure is the book's to log.
+	Close(ctx context.Context, id string, answered bool)
+	// Press carries p, a press of a question this replica does not hold, to the replica that
+	// asked it and returns that replica's verdict; Verdict.Closed when no live turn holds the
+	// question open. It returns an error when no verdict came within ctx.
+	Press(ctx context.Context, p Press) (Verdict, error)
+}
+
+// QuestionCloser edits the message of a question whose turn ended on a replica that was taken
+// over (the adapters implement it): it sets text and takes the buttons off; a failure is the
+// closer's to log.
+type QuestionCloser interface {
+	CloseQuestion(ctx context.Context, chat chat.Ref, messageID, text string)
 }
 
 // OpenQuestion is a posted Question waiting for an accepted press, as a platform adapter tracks
@@ -106,12 +208,20 @@ type OpenQuestion struct {
 	decide    func(Answer) (bool, string)
 	done      chan Answer // buffered: the accepted answer
 	settled   bool
+	// elsewhere says the accepted press was carried here from another replica, which answered
+	// it: the asker shows settledText on the message.
+	elsewhere   bool
+	settledText string
 }
 
 // Questions are an adapter's open questions by id, safe for concurrent use. The zero value is
 // ready to use. A question is opened before it is posted, so a press that reaches the bot before
 // the platform's answer to the post is taken, not refused as closed.
 type Questions struct {
+	// Book, when set (before the first question), records the questions for the other
+	// replicas: a press one of them receives is carried to the question here.
+	Book QuestionBook
+
 	mu   sync.Mutex
 	open map[string]*OpenQuestion
 }
@@ -154,10 +264,15 @@ func (qs *Questions) MessageOf(oq *OpenQuestion) string {
 }
 
 // Press hands a press of choice on question id to its decide function. It returns the question
-// (nil when there is no such open question or choice: the question is closed), whether the press
-// settled it, and the text decide gave. An accepted answer is delivered to Wait. messageID, when
-// not empty, is the pressed message, recorded if the post's answer has not come yet.
+// (nil when there is no such open question or choice here: closed, or asked on another replica,
+// see Elsewhere), whether the press settled it, and the text decide gave. An accepted answer is
+// delivered to Wait. messageID, when not empty, is the pressed message, recorded if the post's
+// answer has not come yet.
 func (qs *Questions) Press(id, choice, messageID string, ans Answer) (oq *OpenQuestion, accepted bool, text string) {
+	return qs.press(id, choice, messageID, ans, false)
+}
+
+func (qs *Questions) press(id, choice, messageID string, ans Answer, elsewhere bool) (oq *OpenQuestion, accepted bool, text string) {
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	oq = qs.open[id]
@@ -170,12 +285,49 @@ func (qs *Questions) Press(id, choice, messageID string, ans Answer) (oq *OpenQu
 		return oq, false, text
 	}
 	oq.settled = true
+	oq.elsewhere, oq.settledText = elsewhere, text
 	delete(qs.open, id)
 	if oq.MessageID == "" {
 		oq.MessageID = messageID
 	}
 	oq.done <- ans
 	return oq, true, text
+}
+
+// settle takes a press another replica received (QuestionBook's settle).
+func (qs *Questions) settle(p Press) Verdict {
+	oq, accepted, text := qs.press(p.Question, p.Choice, p.MessageID, p.Answer, true)
+	if oq == nil {
+		return Verdict{Closed: true}
+	}
+	return Verdict{Accepted: accepted, Text: text}
+}
+
+// settledElsewhere returns the decision's text when the accepted press was carried here from
+// another replica.
+func (qs *Questions) settledElsewhere(oq *OpenQuestion) (string, bool) {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return oq.settledText, oq.elsewhere
+}
+
+// Shared reports whether another replica may hold the questions this one does not (Book is set).
+func (qs *Questions) Shared() bool { return qs.Book != nil }
+
+// Elsewhere carries a press of a question this replica does not hold to the replica that asked
+// it, within PressTimeout, and returns its verdict; closed when no replica serves the bot but
+// this one. An error says no verdict came: the presser should press again.
+func (qs *Questions) Elsewhere(ctx context.Context, p Press) (Verdict, error) {
+	if qs.Book == nil {
+		return Verdict{Closed: true}, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, PressTimeout)
+	defer cancel()
+	v, err := qs.Book.Press(pctx, p)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("press of question %s: %w", p.Question, err)
+	}
+	return v, nil
 }
 
 // Wait returns the accepted answer of question id, or ctx's error when ctx ends first; closed

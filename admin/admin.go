@@ -129,6 +129,7 @@ type Server struct {
 	sessions Sessions
 	throttle *throttle
 	proxies  *Proxies
+	pages    pageSet
 	handler  http.Handler
 	// Set by Serve: the listener's address, once listening.
 	mu   sync.Mutex
@@ -172,6 +173,7 @@ func New(opts Options) (*Server, error) {
 		sessions: opts.Sessions,
 		throttle: newThrottle(opts.Now),
 		proxies:  opts.Proxies,
+		pages:    newPages(),
 	}
 	s.handler = s.routes()
 	return s, nil

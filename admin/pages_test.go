@@ -322,3 +322,23 @@ func TestDetailShowsTheTurnsMessages(t *testing.T) {
 		t.Error("messages section shown for a store that cannot list them")
 	}
 }
+
+// Every page parses with the layout (pages are parsed on their first render, not at start, so a
+// broken template shows here rather than when an operator first opens the page), and each is
+// parsed once.
+func TestEveryPageParses(t *testing.T) {
+	pages := newPages()
+	if len(pages) != 12 {
+		t.Errorf("%d pages, want the 12 the handlers render", len(pages))
+	}
+	for name, parse := range pages {
+		first, err := parse()
+		if err != nil {
+			t.Errorf("page %s: %v", name, err)
+			continue
+		}
+		if again, _ := parse(); again != first || first.Lookup(name+".html") == nil {
+			t.Errorf("page %s: parsed anew on its second render, or without its own template", name)
+		}
+	}
+}

@@ -16,98 +16,149 @@ import (
 
 // validate checks every key and returns all problems at once, each naming its key.
 func (c *Config) validate(missing map[string][]string) error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
-	}
-	required := func(key, val string) {
-		if val != "" {
-			return
-		}
-		if vars := missing[key]; len(vars) > 0 {
-			bad(key, "empty: environment variable %s is not set", strings.Join(vars, ", "))
-			return
-		}
-		bad(key, "must be set")
-	}
-	between := func(key string, v, lo, hi int) {
-		if v < lo || v > hi {
-			bad(key, "must be between %d and %d, got %d", lo, hi, v)
-		}
-	}
-	httpURL := func(key, v string) {
-		u, err := url.Parse(v)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad(key, "must be an http(s) URL, got %q", v)
-		}
-	}
+	p := &problems{missing: missing}
+	c.validateOTel(p)
+	c.validateStorage(p)
+	names := c.validateModels(p)
+	c.validateAgent(p)
+	c.validateChat(p, names)
+	c.validateAccess(p)
+	c.validateTools(p)
+	c.validatePolicy(p.bad)
+	c.validateQuotas(p.bad)
+	c.validateTelegram(p)
+	c.validateDiscord(p)
+	c.validateMCP(p)
+	c.validateAdmin(p)
+	c.validateMedia(p.bad, p.httpURL)
+	return errors.Join(p.errs...)
+}
 
+// problems collects what validate found wrong, one error per key. missing maps a key to the
+// environment variables its ${ENV} references named that were not set, so an empty value can say
+// which variable to set.
+type problems struct {
+	errs    []error
+	missing map[string][]string
+}
+
+// bad records that key is wrong and why.
+func (p *problems) bad(key, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+// required records an empty val, naming the unset environment variable when there is one.
+func (p *problems) required(key, val string) {
+	if val != "" {
+		return
+	}
+	if vars := p.missing[key]; len(vars) > 0 {
+		p.bad(key, "empty: environment variable %s is not set", strings.Join(vars, ", "))
+		return
+	}
+	p.bad(key, "must be set")
+}
+
+// between records a v outside lo..hi (both included).
+func (p *problems) between(key string, v, lo, hi int) {
+	if v < lo || v > hi {
+		p.bad(key, "must be between %d and %d, got %d", lo, hi, v)
+	}
+}
+
+// httpURL records a v that is not an absolute http or https URL with a host.
+func (p *problems) httpURL(key, v string) {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.bad(key, "must be an http(s) URL, got %q", v)
+	}
+}
+
+// validateOTel checks [otel]: both URLs are optional.
+func (c *Config) validateOTel(p *problems) {
 	if c.OTel.Endpoint != "" {
-		httpURL("otel.endpoint", c.OTel.Endpoint)
+		p.httpURL("otel.endpoint", c.OTel.Endpoint)
 	}
 	if c.OTel.TraceURL != "" {
-		httpURL("otel.trace_url", c.OTel.TraceURL)
+		p.httpURL("otel.trace_url", c.OTel.TraceURL)
 		if !strings.Contains(c.OTel.TraceURL, "{trace_id}") {
-			bad("otel.trace_url", "must contain {trace_id}, got %q", c.OTel.TraceURL)
+			p.bad("otel.trace_url", "must contain {trace_id}, got %q", c.OTel.TraceURL)
 		}
 	}
+}
 
-	required("storage.dsn", c.Storage.DSN)
-	between("storage.retention_days", c.Storage.RetentionDays, 0, 36500)
+// validateStorage checks [storage].
+func (c *Config) validateStorage(p *problems) {
+	p.required("storage.dsn", c.Storage.DSN)
+	p.between("storage.retention_days", c.Storage.RetentionDays, 0, 36500)
+}
 
+// validateModels checks the [[models]] entries and returns their names, which other sections
+// refer to.
+func (c *Config) validateModels(p *problems) map[string]bool {
 	if len(c.Models) == 0 {
-		bad("models", "at least one [[models]] entry is required")
+		p.bad("models", "at least one [[models]] entry is required")
 	}
 	names := map[string]bool{}
 	for i, m := range c.Models {
 		key := fmt.Sprintf("models[%d]", i)
-		required(key+".model", m.Model)
-		required(key+".base_url", m.BaseURL)
+		p.required(key+".model", m.Model)
+		p.required(key+".base_url", m.BaseURL)
 		if m.BaseURL != "" {
-			httpURL(key+".base_url", m.BaseURL)
+			p.httpURL(key+".base_url", m.BaseURL)
 		}
-		between(key+".timeout_sec", m.TimeoutSec, 1, 3600)
-		between(key+".context_window", m.ContextWindow, 1024, 100_000_000)
+		p.between(key+".timeout_sec", m.TimeoutSec, 1, 3600)
+		p.between(key+".context_window", m.ContextWindow, 1024, 100_000_000)
 		if m.MaxOutputTokens < 1 || m.MaxOutputTokens > m.ContextWindow/2 {
-			bad(key+".max_output_tokens", "must be between 1 and half of context_window (%d), got %d", m.ContextWindow/2, m.MaxOutputTokens)
+			p.bad(key+".max_output_tokens", "must be between 1 and half of context_window (%d), got %d", m.ContextWindow/2, m.MaxOutputTokens)
 		}
 		if names[m.Name] {
-			bad(key+".name", "duplicate model name %q", m.Name)
+			p.bad(key+".name", "duplicate model name %q", m.Name)
 		}
 		names[m.Name] = true
 		if m.PriceIn < 0 || m.PriceOut < 0 || math.IsNaN(m.PriceIn) || math.IsNaN(m.PriceOut) {
-			bad(key+".price_in", "prices must be 0 or more, got price_in %v, price_out %v", m.PriceIn, m.PriceOut)
+			p.bad(key+".price_in", "prices must be 0 or more, got price_in %v, price_out %v", m.PriceIn, m.PriceOut)
 		}
-		if vars := missing[key+".api_key"]; len(vars) > 0 {
-			bad(key+".api_key", "empty: environment variable %s is not set", strings.Join(vars, ", "))
+		if vars := p.missing[key+".api_key"]; len(vars) > 0 {
+			p.bad(key+".api_key", "empty: environment variable %s is not set", strings.Join(vars, ", "))
 		}
 	}
+	return names
+}
 
-	between("agent.max_tool_rounds", c.Agent.MaxToolRounds, 1, 1024)
-	between("agent.stream_flush_chunks", c.Agent.StreamFlushChunks, 1, 1000)
-	between("agent.history_rounds", c.Agent.HistoryRounds, 0, 1000)
-	between("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, 100, 10_000_000)
+// validateAgent checks [agent].
+func (c *Config) validateAgent(p *problems) {
+	p.between("agent.max_tool_rounds", c.Agent.MaxToolRounds, 1, 1024)
+	p.between("agent.stream_flush_chunks", c.Agent.StreamFlushChunks, 1, 1000)
+	p.between("agent.history_rounds", c.Agent.HistoryRounds, 0, 1000)
+	p.between("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, 100, 10_000_000)
 	if c.Agent.CompactAt <= 0 || c.Agent.CompactAt > 1 {
-		bad("agent.compact_at", "must be above 0 and at most 1, got %v", c.Agent.CompactAt)
+		p.bad("agent.compact_at", "must be above 0 and at most 1, got %v", c.Agent.CompactAt)
 	}
 	if c.Agent.ToolResultShare <= 0 || c.Agent.ToolResultShare > 1 {
-		bad("agent.tool_result_share", "must be above 0 and at most 1, got %v", c.Agent.ToolResultShare)
+		p.bad("agent.tool_result_share", "must be above 0 and at most 1, got %v", c.Agent.ToolResultShare)
 	}
-	between("chat.idle_reset_minutes", c.Chat.IdleResetMinutes, 0, 525_600)
+}
+
+// validateChat checks [chat]; models holds the [[models]] names selectable_models may use.
+func (c *Config) validateChat(p *problems, models map[string]bool) {
+	p.between("chat.idle_reset_minutes", c.Chat.IdleResetMinutes, 0, 525_600)
 	for _, n := range c.Chat.SelectableModels {
-		if !names[n] {
-			bad("chat.selectable_models", "names no [[models]] entry: %q", n)
+		if !models[n] {
+			p.bad("chat.selectable_models", "names no [[models]] entry: %q", n)
 		}
 	}
+	p.between("chat.queue_size", c.Chat.QueueSize, 0, 1000)
+	p.between("chat.max_turns_in_flight", c.Chat.MaxTurnsInFlight, 1, 100000)
+	p.between("chat.turn_wait_sec", c.Chat.TurnWaitSec, 0, 3600)
+	p.between("chat.rate_limit_per_minute", c.Chat.RateLimitPerMin, 0, 100000)
+	p.between("chat.shutdown_grace_sec", c.Chat.ShutdownGraceSec, 0, 3600)
+	p.between("chat.max_image_bytes", c.Chat.MaxImageBytes, 0, 50<<20)
+	p.between("chat.turn_timeout_sec", c.Chat.TurnTimeoutSec, 1, 86400)
+}
 
-	between("chat.queue_size", c.Chat.QueueSize, 0, 1000)
-	between("chat.max_turns_in_flight", c.Chat.MaxTurnsInFlight, 1, 100000)
-	between("chat.turn_wait_sec", c.Chat.TurnWaitSec, 0, 3600)
-	between("chat.rate_limit_per_minute", c.Chat.RateLimitPerMin, 0, 100000)
-	between("chat.shutdown_grace_sec", c.Chat.ShutdownGraceSec, 0, 3600)
-	between("chat.max_image_bytes", c.Chat.MaxImageBytes, 0, 50<<20)
-	between("chat.turn_timeout_sec", c.Chat.TurnTimeoutSec, 1, 86400)
-
+// validateAccess checks that every [access] list entry is a "platform:id" reference.
+func (c *Config) validateAccess(p *problems) {
 	for _, list := range []struct {
 		key string
 		ids []string
@@ -117,139 +168,169 @@ func (c *Config) validate(missing map[string][]string) error {
 		{"access.admins", c.Access.Admins},
 	} {
 		for i, id := range list.ids {
-			if p, rest, ok := strings.Cut(id, ":"); !ok || p == "" || rest == "" {
-				bad(fmt.Sprintf("%s[%d]", list.key, i), `must look like "platform:id" or "*:id", got %q`, id)
+			if !platformRef(id) {
+				p.bad(fmt.Sprintf("%s[%d]", list.key, i), `must look like "platform:id" or "*:id", got %q`, id)
 			}
 		}
 	}
+}
+
+// validateTools checks [tools] apart from its policy rules (validatePolicy).
+func (c *Config) validateTools(p *problems) {
 	for chat := range c.Tools.PerChat {
-		if p, rest, ok := strings.Cut(chat, ":"); !ok || p == "" || rest == "" {
-			bad("tools.per_chat", `keys must look like "platform:chat_id", got %q`, chat)
+		if !platformRef(chat) {
+			p.bad("tools.per_chat", `keys must look like "platform:chat_id", got %q`, chat)
 		}
 	}
-
-	c.validatePolicy(bad)
-	c.validateQuotas(bad)
-	between("tools.approval_timeout_sec", c.Tools.ApprovalTimeoutSec, 1, 86400)
-	between("tools.elicitation_timeout_sec", c.Tools.ElicitationTimeoutSec, 1, 86400)
-	between("tools.max_parallel", c.Tools.MaxParallel, 1, 64)
+	p.between("tools.approval_timeout_sec", c.Tools.ApprovalTimeoutSec, 1, 86400)
+	p.between("tools.elicitation_timeout_sec", c.Tools.ElicitationTimeoutSec, 1, 86400)
+	p.between("tools.max_parallel", c.Tools.MaxParallel, 1, 64)
 	for i, g := range c.Tools.ParallelTools {
 		if _, err := path.Match(g, ""); err != nil || strings.TrimSpace(g) == "" {
-			bad(fmt.Sprintf("tools.parallel_tools[%d]", i), "must be a tool name or glob, got %q", g)
+			p.bad(fmt.Sprintf("tools.parallel_tools[%d]", i), "must be a tool name or glob, got %q", g)
 		}
 	}
-	between("tools.max_file_bytes", c.Tools.MaxFileBytes, 1, 2<<30)
-	between("tools.max_files_per_turn", c.Tools.MaxFilesPerTurn, 1, 1000)
-	between("tools.always_allow_days", c.Tools.AlwaysAllowDays, 1, 3650)
-	between("tools.max_open_questions", c.Tools.MaxOpenQuestions, 1, 100)
+	p.between("tools.max_file_bytes", c.Tools.MaxFileBytes, 1, 2<<30)
+	p.between("tools.max_files_per_turn", c.Tools.MaxFilesPerTurn, 1, 1000)
+	p.between("tools.always_allow_days", c.Tools.AlwaysAllowDays, 1, 3650)
+	p.between("tools.max_open_questions", c.Tools.MaxOpenQuestions, 1, 100)
+}
 
-	if c.Telegram.Enabled {
-		required("telegram.token", c.Telegram.Token)
-		if n := strings.Count(c.Telegram.APIEndpoint, "%s"); n != 2 {
-			bad("telegram.api_endpoint", `must contain two %%s (token, method), like "https://api.telegram.org/bot%%s/%%s", got %q`, c.Telegram.APIEndpoint)
+// validateTelegram checks [telegram] when it is enabled.
+func (c *Config) validateTelegram(p *problems) {
+	t := c.Telegram
+	if !t.Enabled {
+		return
+	}
+	p.required("telegram.token", t.Token)
+	if n := strings.Count(t.APIEndpoint, "%s"); n != 2 {
+		p.bad("telegram.api_endpoint", `must contain two %%s (token, method), like "https://api.telegram.org/bot%%s/%%s", got %q`, t.APIEndpoint)
+	}
+	switch {
+	case t.PaidBroadcast:
+		p.between("telegram.global_per_second", t.GlobalPerSecond, 1, 1000)
+	case t.GlobalPerSecond > 30:
+		p.bad("telegram.global_per_second", "above 30 needs telegram.paid_broadcast = true (Telegram allows 30 messages a second otherwise), got %d", t.GlobalPerSecond)
+	default:
+		p.between("telegram.global_per_second", t.GlobalPerSecond, 1, 30)
+	}
+	if f := t.OffsetFile; f != "" && f != OffsetFileOff {
+		if strings.HasSuffix(f, "/") || strings.HasSuffix(f, string(filepath.Separator)) || filepath.Base(f) == "." || filepath.Base(f) == ".." {
+			p.bad("telegram.offset_file", `must be a file path, "" (next to the SQLite database) or %q, got %q`, OffsetFileOff, f)
+		} else if st, err := os.Stat(f); err == nil && !st.Mode().IsRegular() {
+			p.bad("telegram.offset_file", "%s exists and is not a regular file", f)
 		}
-		if c.Telegram.PaidBroadcast {
-			between("telegram.global_per_second", c.Telegram.GlobalPerSecond, 1, 1000)
-		} else if c.Telegram.GlobalPerSecond > 30 {
-			bad("telegram.global_per_second", "above 30 needs telegram.paid_broadcast = true (Telegram allows 30 messages a second otherwise), got %d", c.Telegram.GlobalPerSecond)
-		} else {
-			between("telegram.global_per_second", c.Telegram.GlobalPerSecond, 1, 30)
-		}
-		if f := c.Telegram.OffsetFile; f != "" && f != OffsetFileOff {
-			if strings.HasSuffix(f, "/") || strings.HasSuffix(f, string(filepath.Separator)) || filepath.Base(f) == "." || filepath.Base(f) == ".." {
-				bad("telegram.offset_file", `must be a file path, "" (next to the SQLite database) or %q, got %q`, OffsetFileOff, f)
-			} else if st, err := os.Stat(f); err == nil && !st.Mode().IsRegular() {
-				bad("telegram.offset_file", "%s exists and is not a regular file", f)
+	}
+	if t.Mode == "webhook" {
+		p.required("telegram.webhook_listen", t.WebhookListen)
+		p.required("telegram.webhook_url", t.WebhookURL)
+		p.required("telegram.webhook_secret", t.WebhookSecret)
+	}
+}
+
+// validateDiscord checks [discord] when it is enabled, and stores the parsed shard count.
+func (c *Config) validateDiscord(p *problems) {
+	if !c.Discord.Enabled {
+		return
+	}
+	p.required("discord.token", c.Discord.Token)
+	p.httpURL("discord.api_base", c.Discord.APIBase)
+	p.between("discord.max_lines", c.Discord.MaxLines, 3, 1000)
+	p.between("discord.global_per_second", c.Discord.GlobalPerSecond, 1, 100000)
+	if n, err := ParseDiscordShards(c.Discord.ShardsRaw); err != nil {
+		p.bad("discord.shards", "%v", err)
+	} else {
+		c.Discord.Shards = n
+	}
+	// Direct messages are checked against these lists by asking Discord for the guild
+	// member: an id that is no snowflake would silently refuse everyone.
+	for _, l := range []struct {
+		key string
+		ids []string
+	}{
+		{"discord.allowed_guilds", c.Discord.AllowedGuilds},
+		{"discord.allowed_channels", c.Discord.AllowedChannels},
+		{"discord.allowed_roles", c.Discord.AllowedRoles},
+	} {
+		for _, id := range l.ids {
+			if !snowflake(id) {
+				p.bad(l.key, "%q is not a Discord id (digits only)", id)
 			}
 		}
-		if c.Telegram.Mode == "webhook" {
-			required("telegram.webhook_listen", c.Telegram.WebhookListen)
-			required("telegram.webhook_url", c.Telegram.WebhookURL)
-			required("telegram.webhook_secret", c.Telegram.WebhookSecret)
-		}
 	}
-	if c.Discord.Enabled {
-		required("discord.token", c.Discord.Token)
-		httpURL("discord.api_base", c.Discord.APIBase)
-		between("discord.max_lines", c.Discord.MaxLines, 3, 1000)
-		between("discord.global_per_second", c.Discord.GlobalPerSecond, 1, 100000)
-		if n, err := ParseDiscordShards(c.Discord.ShardsRaw); err != nil {
-			bad("discord.shards", "%v", err)
-		} else {
-			c.Discord.Shards = n
-		}
-		// Direct messages are checked against these lists by asking Discord for the guild
-		// member: an id that is no snowflake would silently refuse everyone.
-		for _, l := range []struct {
-			key string
-			ids []string
-		}{
-			{"discord.allowed_guilds", c.Discord.AllowedGuilds},
-			{"discord.allowed_channels", c.Discord.AllowedChannels},
-			{"discord.allowed_roles", c.Discord.AllowedRoles},
-		} {
-			for _, id := range l.ids {
-				if !snowflake(id) {
-					bad(l.key, "%q is not a Discord id (digits only)", id)
-				}
-			}
-		}
-	}
+}
 
+// validateMCP checks the [[mcp.servers]] entries: unique names, what each transport needs, and
+// that OAuth settings come together.
+func (c *Config) validateMCP(p *problems) {
 	seen := map[string]bool{}
 	for i, s := range c.MCP.Servers {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
-		required(key+".name", s.Name)
+		p.required(key+".name", s.Name)
 		if seen[s.Name] {
-			bad(key+".name", "duplicate server name %q", s.Name)
+			p.bad(key+".name", "duplicate server name %q", s.Name)
 		}
 		seen[s.Name] = true
 		switch s.Transport {
 		case "stdio":
-			required(key+".command", s.Command)
+			p.required(key+".command", s.Command)
 		case "sse", "http":
-			required(key+".url", s.URL)
+			p.required(key+".url", s.URL)
 			if s.URL != "" {
-				httpURL(key+".url", s.URL)
+				p.httpURL(key+".url", s.URL)
 			}
 		}
-		between(key+".connect_timeout_sec", s.ConnectSec, 1, 600)
-		if s.Auth == "oauth" {
-			if s.Transport == "stdio" {
-				bad(key+".auth", `"oauth" is for remote servers (transport "sse" or "http"); a stdio server takes its credentials from env`)
-			}
-			if _, ok := s.Headers["Authorization"]; ok {
-				bad(key+".headers", `an Authorization header and auth = "oauth" exclude each other`)
-			}
-		} else if s.ClientID != "" || s.ClientSecret != "" || len(s.Scopes) > 0 {
-			bad(key+".auth", `client_id, client_secret and scopes are for auth = "oauth"`)
-		}
-		if s.ClientSecret != "" && s.ClientID == "" {
-			bad(key+".client_secret", "needs client_id")
-		}
-		if p := s.ToolPrefix; p != "" && !validToolPrefix.MatchString(strings.ReplaceAll(p, "{server}", "x")) {
-			bad(key+".tool_prefix", "may hold only letters, digits, _ and - (and {server}), got %q", p)
+		p.between(key+".connect_timeout_sec", s.ConnectSec, 1, 600)
+		validateMCPAuth(p, key, s)
+		if pre := s.ToolPrefix; pre != "" && !validToolPrefix.MatchString(strings.ReplaceAll(pre, "{server}", "x")) {
+			p.bad(key+".tool_prefix", "may hold only letters, digits, _ and - (and {server}), got %q", pre)
 		}
 	}
+}
 
-	if c.Admin.Enabled {
-		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
-			bad("admin.listen", "must be host:port, got %q", c.Admin.Listen)
-		} else if !IsLoopback(c.Admin.Listen) && c.Admin.Token == "" {
-			bad("admin.token", "must be set when admin.listen (%s) is not a loopback address", c.Admin.Listen)
+// validateMCPAuth checks one MCP server's auth settings; key is the server's "mcp.servers[i]".
+func validateMCPAuth(p *problems, key string, s MCPServer) {
+	if s.Auth == "oauth" {
+		if s.Transport == "stdio" {
+			p.bad(key+".auth", `"oauth" is for remote servers (transport "sse" or "http"); a stdio server takes its credentials from env`)
 		}
-		if c.Admin.PublicURL != "" {
-			httpURL("admin.public_url", c.Admin.PublicURL)
+		if _, ok := s.Headers["Authorization"]; ok {
+			p.bad(key+".headers", `an Authorization header and auth = "oauth" exclude each other`)
 		}
-		for i, p := range c.Admin.TrustedProxies {
-			if !validAddrOrPrefix(p) {
-				bad(fmt.Sprintf("admin.trusted_proxies[%d]", i), "must be an IP address or CIDR prefix (\"10.0.0.0/8\", \"::1\"), got %q", p)
-			}
+	} else if s.ClientID != "" || s.ClientSecret != "" || len(s.Scopes) > 0 {
+		p.bad(key+".auth", `client_id, client_secret and scopes are for auth = "oauth"`)
+	}
+	if s.ClientSecret != "" && s.ClientID == "" {
+		p.bad(key+".client_secret", "needs client_id")
+	}
+}
+
+// validateAdmin checks [admin] when it is enabled: an admin page reachable from other machines
+// needs a token.
+func (c *Config) validateAdmin(p *problems) {
+	a := c.Admin
+	if !a.Enabled {
+		return
+	}
+	if _, _, err := net.SplitHostPort(a.Listen); err != nil {
+		p.bad("admin.listen", "must be host:port, got %q", a.Listen)
+	} else if !IsLoopback(a.Listen) && a.Token == "" {
+		p.bad("admin.token", "must be set when admin.listen (%s) is not a loopback address", a.Listen)
+	}
+	if a.PublicURL != "" {
+		p.httpURL("admin.public_url", a.PublicURL)
+	}
+	for i, pr := range a.TrustedProxies {
+		if !validAddrOrPrefix(pr) {
+			p.bad(fmt.Sprintf("admin.trusted_proxies[%d]", i), "must be an IP address or CIDR prefix (\"10.0.0.0/8\", \"::1\"), got %q", pr)
 		}
 	}
+}
 
-	c.validateMedia(bad, httpURL)
-	return errors.Join(errs...)
+// platformRef reports whether s looks like "platform:id" (or "*:id"): two non-empty parts.
+func platformRef(s string) bool {
+	p, rest, ok := strings.Cut(s, ":")
+	return ok && p != "" && rest != ""
 }
 
 // IsLoopback reports whether a host:port listen address only accepts local connections.
@@ -320,7 +401,7 @@ func (c *Config) validatePolicy(bad func(key, format string, args ...any)) {
 			}
 		}
 		for _, chat := range r.Chats {
-			if p, rest, ok := strings.Cut(chat, ":"); !ok || p == "" || rest == "" {
+			if !platformRef(chat) {
 				bad(key+".chats", `must look like "platform:chat_id", got %q`, chat)
 			}
 		}
@@ -354,7 +435,7 @@ func (c *Config) validateQuotas(bad func(key, format string, args ...any)) {
 			bad(key, "must list users or roles")
 		}
 		for _, u := range o.Users {
-			if p, rest, ok := strings.Cut(u, ":"); !ok || p == "" || rest == "" {
+			if !platformRef(u) {
 				bad(key+".users", `must look like "platform:id" or "*:id", got %q`, u)
 			}
 		}

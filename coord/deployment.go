@@ -54,6 +54,13 @@ type Deployment interface {
 	// Shards shares bot's gateway shards among the replicas; nil for a single process, which
 	// connects every shard.
 	Shards(bot Bot) adapters.Shards
+	// Questions records bot's questions with buttons, so that a press another replica
+	// receives is carried to the turn that asked; nil for a single process, which receives
+	// every press of its own questions.
+	Questions(bot Bot) adapters.QuestionBook
+	// AddQuestionCloser hands the deployment bot's adapter, which then closes the questions
+	// that replicas taken over left open (their messages say so and lose their buttons).
+	AddQuestionCloser(bot Bot, c adapters.QuestionCloser)
 	// WebRelay shows every open page of a web chat what the turns of other replicas stream;
 	// nil for a single process.
 	WebRelay() web.Relay
@@ -153,6 +160,12 @@ func (*Local) PollLease(Bot) adapters.Lease { return nil }
 
 // Shards implements Deployment: a single process connects every shard.
 func (*Local) Shards(Bot) adapters.Shards { return nil }
+
+// Questions implements Deployment: every press reaches this process.
+func (*Local) Questions(Bot) adapters.QuestionBook { return nil }
+
+// AddQuestionCloser implements Deployment: no replica is ever taken over.
+func (*Local) AddQuestionCloser(Bot, adapters.QuestionCloser) {}
 
 // WebRelay implements Deployment: every page of a chat is served by this process.
 func (*Local) WebRelay() web.Relay { return nil }

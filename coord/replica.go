@@ -63,10 +63,12 @@ type Replica struct {
 	ledger *Ledger
 	stops  *Signals
 	relay  *WebRelay
+	asks   *Questions
 	share  share
 
 	mu      sync.Mutex
 	engines map[Bot]Engine
+	closers map[Bot]adapters.QuestionCloser
 	replies []*Replies
 
 	purged time.Time // the last purge of the ledger and budgets; the heartbeat's alone
@@ -90,7 +92,7 @@ func NewReplica(ctx context.Context, db *sql.DB, opts ReplicaOptions) (*Replica,
 	markCtx, stopMarks := context.WithCancel(context.WithoutCancel(ctx))
 	r := &Replica{db: db, st: opts.Store, log: log, turns: NewTurns(db, opts.ID, log), ledger: &Ledger{db: db, instance: opts.ID, log: log},
 		stops: NewSignals(db, log), relay: NewWebRelay(db, opts.ID, log), share: share{log: log},
-		engines: map[Bot]Engine{}, markCtx: markCtx, stopMarks: stopMarks}
+		engines: map[Bot]Engine{}, closers: map[Bot]adapters.QuestionCloser{}, markCtx: markCtx, stopMarks: stopMarks}
 	m, err := Join(ctx, db, Options{ID: opts.ID, TTL: opts.TTL, Logger: log, Members: r.share.set, Sweep: r.sweep})
 	if err != nil {
 		stopMarks()
@@ -98,6 +100,7 @@ func NewReplica(ctx context.Context, db *sql.DB, opts ReplicaOptions) (*Replica,
 	}
 	r.member = m
 	r.ledger = r.ledger.fenced(m)
+	r.asks = NewQuestions(db, m, log)
 	if err := r.awaitCounted(ctx); err != nil {
 		r.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -155,6 +158,9 @@ func (r *Replica) sweep(ctx context.Context) error {
 	if err := r.markInterrupted(ctx); err != nil {
 		return err
 	}
+	if err := r.closeQuestions(ctx); err != nil {
+		return err
+	}
 	if _, err := r.turns.Purge(ctx); err != nil {
 		return err
 	}
@@ -166,6 +172,9 @@ func (r *Replica) sweep(ctx context.Context) error {
 	}
 	r.purged = time.Now()
 	if _, err := PurgeChatBudgets(ctx, r.db, budgetsKeep); err != nil {
+		return err
+	}
+	if _, err := PurgeQuestions(ctx, r.db, questionKeep); err != nil {
 		return err
 	}
 	_, err = r.ledger.Purge(ctx, ledgerKeep)
@@ -330,6 +339,16 @@ func (r *Replica) Shards(bot Bot) adapters.Shards {
 	return sharedShards{s: s, bot: bot, r: r}
 }
 
+// Questions implements Deployment.
+func (r *Replica) Questions(bot Bot) adapters.QuestionBook { return r.asks.Book(bot) }
+
+// AddQuestionCloser implements Deployment.
+func (r *Replica) AddQuestionCloser(bot Bot, c adapters.QuestionCloser) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closers[bot] = c
+}
+
 // WebRelay implements Deployment.
 func (r *Replica) WebRelay() web.Relay { return r.relay }
 
@@ -383,8 +402,9 @@ func (r *Replica) Run(ctx context.Context, turns Stopper) error {
 	for _, rep := range reps {
 		wg.Go(func() { rep.Run(ctx) })
 	}
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
 	wg.Go(func() { errs <- r.turns.Listen(ctx) })
+	wg.Go(func() { errs <- r.asks.Listen(ctx) })
 	wg.Go(func() { errs <- r.stops.ListenStops(ctx, r.member.ID(), func(st Stop) { r.stop(turns, st) }) })
 	wg.Wait()
 	close(errs)

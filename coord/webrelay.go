@@ -26,10 +26,9 @@ const (
 
 // Kinds of notification on webChannel.
 const (
-	webEvent     = "e" // an event for the replicas with a page of the chat open
-	webBroadcast = "a" // an event for every replica
-	webOpened    = "w" // a replica opened its first page of the chat
-	webClosed    = "u" // a replica closed its last page of the chat
+	webEvent  = "e" // an event for the replicas with a page of the chat open
+	webOpened = "w" // a replica opened its first page of the chat
+	webClosed = "u" // a replica closed its last page of the chat
 )
 
 // webNote is one notification on webChannel. Event is inline when the whole note fits in a
@@ -173,14 +172,8 @@ func (r *WebRelay) Publish(ctx context.Context, chatID string, event []byte) err
 	return r.send(ctx, webEvent, chatID, event)
 }
 
-// Broadcast sends event (JSON) to every other replica, whether or not it has a page of chatID
-// open: an approval pressed on one replica for a question another one asked.
-func (r *WebRelay) Broadcast(ctx context.Context, chatID string, event []byte) error {
-	return r.send(ctx, webBroadcast, chatID, event)
-}
-
 // Listen calls fn with each event another replica publishes for a chat this replica has a page
-// of open, and each event broadcast, until ctx ends; and with a nil event when another replica
+// of open, until ctx ends; and with a nil event when another replica
 // opens its first page of a chat (its page may have missed what was sent just before). fn runs
 // on the listener's goroutine, one call at a time in the order sent, and must not block. A lost
 // connection is listened on again after a second; events sent meanwhile are missed. Listen also
@@ -202,14 +195,12 @@ func (r *WebRelay) Listen(ctx context.Context, fn func(chatID string, event []by
 			if n.Kind == webOpened {
 				fn(n.Chat, nil)
 			}
-		case webEvent, webBroadcast:
-			if n.Kind == webEvent {
-				r.mu.Lock()
-				open := r.watching[n.Chat] > 0
-				r.mu.Unlock()
-				if !open {
-					return
-				}
+		case webEvent:
+			r.mu.Lock()
+			open := r.watching[n.Chat] > 0
+			r.mu.Unlock()
+			if !open {
+				return
 			}
 			ev, err := r.eventOf(ctx, n)
 			if err != nil {

@@ -228,6 +228,11 @@ func (a *chatApprover) prompt(ctx context.Context, text string, answerers []stri
 		return may
 	})
 	defer a.prompts.close(a.in.Chat, ch)
+	withdraw, err := a.prompts.announce(ctx, a.in.Chat, ch)
+	if err != nil {
+		return nil, false, false, "", err
+	}
+	defer withdraw()
 	a.say(text + "\n\n" + hint)
 	for {
 		select {
@@ -315,6 +320,9 @@ func linkHost(raw string) string {
 // prompts are the reply prompts open in chats: a tool's question waiting for a typed answer.
 // Handle hands an answerer's message in that chat to the prompt instead of starting a turn.
 type prompts struct {
+	// relay, where several replicas serve the bot, carries answers landing elsewhere here.
+	relay PromptRelay
+
 	mu   sync.Mutex
 	open map[chat.Ref]*openPrompt
 }

@@ -167,6 +167,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		base:      base,
 		stopBase:  stop,
 	}
+	p.prompts.relay, _ = opts.Replicas.(PromptRelay)
 	p.memory = &memory{runner: runner, store: st, opts: &p.opts, usage: &usageCorrection{}}
 	ledger, _ := st.(CallLedger)
 	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access, memory: p.memory, ledger: ledger}
@@ -252,8 +253,8 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		}
 		return
 	}
-	if p.prompts.take(in) {
-		// The answer to a tool's question the running turn asked here.
+	if p.prompts.take(in) || p.prompts.carried(ctx, in) {
+		// The answer to a tool's question the running turn asked here, or on another replica.
 		return
 	}
 	// The adapter parsed the command (adapters.ParseCommand) and dropped commands naming another

@@ -126,16 +126,20 @@ func (t *Turn) RunParallel(ctx context.Context, calls []Call, done func(i int, o
 			case <-p.ctx.Done():
 			}
 			var out Outcome
+			failed := false
 			if err := p.ctx.Err(); err != nil {
 				out = Failed(audit.StatusCancelled, fmt.Errorf("tool %s was not run: %w", p.call.Name, context.Cause(p.ctx)))
 			} else {
 				out = t.invoke(p.ctx, p)
-				if out.Status != audit.StatusOK && out.Status != audit.StatusCancelled {
-					cancel(fmt.Errorf("%w: %s", ErrSiblingFailed, p.call.Name))
-				}
+				failed = out.Status != audit.StatusOK && out.Status != audit.StatusCancelled
 			}
 			p.out = &out
 			finish(i)
+			if failed {
+				// After the failed call is reported, so the chat shows the failure before the
+				// siblings it cancels.
+				cancel(fmt.Errorf("%w: %s", ErrSiblingFailed, p.call.Name))
+			}
 		}()
 	}
 	wg.Wait()

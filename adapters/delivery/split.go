@@ -262,103 +262,137 @@ func shortenOpeners(text string, max int, unit adapters.LengthUnit) string {
 // message, with a closing fence if it ends inside a code block, fits in budget units. It returns
 // the byte offset of the cut and the fence state there.
 func chooseCut(rest string, budget int, st fence, unit adapters.LengthUnit) (int, fence) {
-	type cand struct {
-		at      int
-		quality int // 3 paragraph, 2 line, 1 space, 0 grapheme
-		state   fence
-		units   int // units of rest[:at]
+	cs := &cutChoices{rest: rest, budget: budget, unit: unit}
+	cs.scan(st)
+	if c := cs.pick(); c != nil {
+		return c.at, c.state
 	}
-	var best [4]*cand
-	var lastResort *cand // a cut inside a fence line
-	var fenceMaker *cand // a cut that starts the next message with "```" (a run too long to keep)
+	// Not even one grapheme fits (budget smaller than a cluster): cut after the first rune.
+	_, size := utf8.DecodeRuneInString(rest)
+	return size, st
+}
+
+// cutCandidate is one place chooseCut could end the message.
+type cutCandidate struct {
+	at      int
+	quality int // 3 paragraph, 2 line, 1 space, 0 grapheme
+	state   fence
+	units   int // units of rest[:at]
+}
+
+// cutChoices holds, while chooseCut scans rest, the last cut that fits of each kind.
+type cutChoices struct {
+	rest       string
+	budget     int
+	unit       adapters.LengthUnit
+	best       [4]*cutCandidate // by quality
+	lastResort *cutCandidate    // a cut inside a fence line
+	fenceMaker *cutCandidate    // a cut that starts the next message with "```" (a run too long to keep)
+}
+
+// fits reports whether the message up to c, closed with a fence if one is open there, fits.
+func (cs *cutChoices) fits(c cutCandidate) bool {
+	need := c.units
+	if c.state.open {
+		need += 1 + Length(c.state.marker, cs.unit)
+	}
+	return need <= cs.budget
+}
+
+// consider keeps c as the latest cut of its quality when it fits and cuts something off.
+func (cs *cutChoices) consider(c cutCandidate) {
+	if c.at == 0 || !cs.fits(c) {
+		return
+	}
+	if makesFence(cs.rest, c.at) {
+		cs.fenceMaker = &c
+		return
+	}
+	cs.best[c.quality] = &c
+}
+
+// scan walks rest from fence state st until past the budget, considering every paragraph, line,
+// word and grapheme boundary.
+func (cs *cutChoices) scan(st fence) {
+	rest := cs.rest
 	units := 0
 	lineStart := 0
 	cur := st
 	var prev rune = -1
 	riRun := 0
-	fits := func(c cand) bool {
-		need := c.units
-		if c.state.open {
-			need += 1 + Length(c.state.marker, unit)
-		}
-		return need <= budget
-	}
-	consider := func(c cand) {
-		if c.at == 0 || !fits(c) {
-			return
-		}
-		if makesFence(rest, c.at) {
-			cc := c
-			fenceMaker = &cc
-			return
-		}
-		cc := c
-		best[c.quality] = &cc
-	}
 	for i, r := range rest {
-		if units > budget {
+		if units > cs.budget {
 			break
 		}
 		if r == '\n' {
-			line := rest[lineStart:i]
-			if m, ok := fenceLine(line); ok {
-				if !cur.open {
-					cur = fence{open: true, opener: strings.TrimLeft(line, " "), marker: m}
-				} else if strings.HasPrefix(strings.TrimSpace(line), cur.marker) && strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), cur.marker[:1])) == "" {
-					cur = fence{}
-				}
-			}
+			cur = fenceAfterLine(cur, rest[lineStart:i])
 			q := 2
 			if i > 0 && rest[i-1] == '\n' {
 				q = 3
 			}
-			consider(cand{at: i, quality: q, state: cur, units: units})
+			cs.consider(cutCandidate{at: i, quality: q, state: cur, units: units})
 			lineStart = i + 1
 		} else if inFenceMarker(rest[lineStart:i]) {
 			// Cut a fence line ("```go") or its marker only when nothing else fits: both
 			// halves would be read wrong.
 			if prev >= 0 && !extendsCluster(prev, r, riRun) {
-				if c := (cand{at: i, state: cur, units: units}); c.at > 0 && fits(c) && !makesFence(rest, i) {
-					lastResort = &c
+				if c := (cutCandidate{at: i, state: cur, units: units}); c.at > 0 && cs.fits(c) && !makesFence(rest, i) {
+					cs.lastResort = &c
 				}
 			}
 		} else if r == ' ' {
-			consider(cand{at: i, quality: 1, state: cur, units: units})
+			cs.consider(cutCandidate{at: i, quality: 1, state: cur, units: units})
 		} else if prev >= 0 && !extendsCluster(prev, r, riRun) {
-			consider(cand{at: i, quality: 0, state: cur, units: units})
+			cs.consider(cutCandidate{at: i, quality: 0, state: cur, units: units})
 		}
 		if isRegional(r) {
 			riRun++
 		} else {
 			riRun = 0
 		}
-		units += runeLen(r, unit)
+		units += runeLen(r, cs.unit)
 		prev = r
 	}
-	// Prefer the best boundary kind that still fills a reasonable part of the message.
+}
+
+// fenceAfterLine is the fence state after line, which starts in state cur: a fence line opens a
+// code block, or closes the open one when it is that block's marker alone.
+func fenceAfterLine(cur fence, line string) fence {
+	m, ok := fenceLine(line)
+	if !ok {
+		return cur
+	}
+	if !cur.open {
+		return fence{open: true, opener: strings.TrimLeft(line, " "), marker: m}
+	}
+	if strings.HasPrefix(strings.TrimSpace(line), cur.marker) && strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), cur.marker[:1])) == "" {
+		return fence{}
+	}
+	return cur
+}
+
+// pick returns the cut to take: the best boundary kind that still fills a reasonable part of the
+// message, else the best kind found at all, else a cut inside a fence line, else one that starts
+// the next message with a fence; nil when nothing fits.
+func (cs *cutChoices) pick() *cutCandidate {
 	for q := 3; q >= 0; q-- {
-		c := best[q]
+		c := cs.best[q]
 		if c == nil {
 			continue
 		}
-		if q == 0 || c.units >= budget/2 {
-			return c.at, c.state
+		if q == 0 || c.units >= cs.budget/2 {
+			return c
 		}
 	}
 	for q := 3; q >= 0; q-- {
-		if c := best[q]; c != nil {
-			return c.at, c.state
+		if c := cs.best[q]; c != nil {
+			return c
 		}
 	}
-	if lastResort != nil {
-		return lastResort.at, lastResort.state
+	if cs.lastResort != nil {
+		return cs.lastResort
 	}
-	if fenceMaker != nil {
-		return fenceMaker.at, fenceMaker.state
-	}
-	// Not even one grapheme fits (budget smaller than a cluster): cut after the first rune.
-	_, size := utf8.DecodeRuneInString(rest)
-	return size, st
+	return cs.fenceMaker
 }
 
 // rollPart is one message of a streamed text rolled over message by message: its text and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
@@ -68,17 +69,24 @@ func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 // EditQuestion sets the question's text and takes its buttons off, through the channel's
 // budgets in the delivery engine; a failure is logged.
 func (r msgResponder) EditQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
+	r.a.CloseQuestion(ctx, ref, messageID, text)
+}
+
+// CloseQuestion sets a question's text and takes its buttons off, through the channel's
+// budgets in the delivery engine; a failure is logged. It implements adapters.QuestionCloser:
+// a survivor closes the questions of a replica that was taken over with it.
+func (a *Adapter) CloseQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
 	ch := channelOf(ref)
 	none := []discordgo.MessageComponent{}
 	text = plainText(text)
 	me := &discordgo.MessageEdit{ID: messageID, Channel: ch, Content: &text, Components: &none, AllowedMentions: noMentions()}
-	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
+	err := a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
 		Run: func(ctx context.Context) error {
-			_, err := r.a.session.ChannelMessageEditComplex(me, r.a.reqOpts(ctx)...)
+			_, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ctx)...)
 			return classify("close approval question", err)
 		}})
 	if err != nil && !errors.Is(err, adapters.ErrNotModified) {
-		r.a.log.Warn("discord: approval question not closed", "err", err)
+		a.log.Warn("discord: approval question not closed", "err", err)
 	}
 }
 
@@ -98,9 +106,12 @@ func (a *Adapter) onApprovePress(ctx context.Context, i *discordgo.Interaction, 
 	}
 	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
 	switch {
+	case oq == nil && a.questions.Shared():
+		a.pressElsewhere(ctx, i, adapters.Press{Question: id, Chat: chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
+			Choice: choice, MessageID: msgID, Answer: ans})
 	case oq == nil:
 		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
-			&discordgo.InteractionResponseData{Content: "This question is closed.", Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
+			&discordgo.InteractionResponseData{Content: adapters.ClosedPress, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
 	case !accepted:
 		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 			&discordgo.InteractionResponseData{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
@@ -110,6 +121,41 @@ func (a *Adapter) onApprovePress(ctx context.Context, i *discordgo.Interaction, 
 			&discordgo.InteractionResponseData{Content: plainText(text), Components: none, AllowedMentions: noMentions()}) {
 			a.log.Warn("discord: approval question not updated", "question", a.questions.MessageOf(oq))
 		}
+	}
+}
+
+// pressElsewhere carries press p of a question another replica's turn asked to that replica.
+// The interaction is acknowledged at once with a deferred update (Discord wants an answer
+// within 3 s; the verdict may take longer); a refusal, or the question being closed, then
+// reaches the presser as an ephemeral follow-up. An accepted press needs nothing more here:
+// the replica that asked edits the question.
+func (a *Adapter) pressElsewhere(ctx context.Context, i *discordgo.Interaction, p adapters.Press) {
+	if !a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil) {
+		return // Discord shows the presser that the interaction failed; a verdict could not reach them
+	}
+	v, err := a.questions.Elsewhere(ctx, p)
+	text := ""
+	switch {
+	case err != nil:
+		a.log.Warn("discord: press not carried to the replica that asked", "interaction", i.ID, "err", err)
+		text = adapters.UnrelayedPress
+	case v.Closed:
+		text = adapters.ClosedPress
+	case !v.Accepted:
+		text = v.Text
+	}
+	if text == "" {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = a.answer(fctx, i, "follow up button press", func(opts []discordgo.RequestOption) error {
+		_, err := a.session.FollowupMessageCreate(i, true, &discordgo.WebhookParams{Content: plainText(text),
+			Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}, opts...)
+		return err
+	})
+	if err != nil {
+		a.log.Warn("discord: verdict on a press not sent to the presser", "interaction", i.ID, "err", err)
 	}
 }
 

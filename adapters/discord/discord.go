@@ -98,6 +98,11 @@ type Options struct {
 	// adapter connects only the shards whose lease it holds, and closes a shard's connection
 	// when its lease is lost. Nil connects every shard.
 	ShardLeases adapters.Shards
+	// Questions, when several replicas serve the bot, records the questions this adapter
+	// posts, so that a press of their buttons reaching another replica (another shard holder)
+	// is carried to the turn that asked; nil answers only the presses of this process's own
+	// questions.
+	Questions adapters.QuestionBook
 	// GlobalPerSecond is the bot's budget of REST requests a second; 0 means Discord's default
 	// of 50 (Discord grants large bots more).
 	GlobalPerSecond int
@@ -245,6 +250,7 @@ func New(opts Options) (*Adapter, error) {
 		shards:     map[int]*discordgo.Session{},
 		identified: map[int]time.Time{},
 	}
+	a.questions.Book = opts.Questions
 	if a.session, err = a.newSession(); err != nil {
 		return nil, err
 	}

@@ -103,6 +103,11 @@ type Options struct {
 	// PollLease, when several replicas serve the bot in polling mode, lets one of them poll at a
 	// time; nil polls unconditionally.
 	PollLease adapters.Lease
+	// Questions, when several replicas serve the bot, records the questions this adapter
+	// posts, so that a press of their buttons reaching another replica (a webhook behind a
+	// load balancer, the poller moved) is carried to the turn that asked; nil answers only the
+	// presses of this process's own questions.
+	Questions adapters.QuestionBook
 	// Commands, when set, are the bot's commands (the pipeline's table): Run sets them as the
 	// bot's command menu (setMyCommands) before it receives.
 	Commands adapters.Commands
@@ -134,51 +139,8 @@ type Adapter struct {
 
 // New checks the options, asks Telegram who the bot is (getMe), and returns the adapter.
 func New(opts Options) (*Adapter, error) {
-	if opts.Token == "" {
-		return nil, errors.New("telegram: token is empty")
-	}
-	if opts.APIEndpoint == "" {
-		opts.APIEndpoint = tgbotapi.APIEndpoint
-	}
-	if strings.Count(opts.APIEndpoint, "%s") != 2 {
-		return nil, fmt.Errorf("telegram: api_endpoint %q must contain two %%s (token, method)", opts.APIEndpoint)
-	}
-	switch opts.Mode {
-	case "":
-		opts.Mode = "polling"
-	case "polling":
-	case "webhook":
-		if opts.WebhookListen == "" || opts.WebhookURL == "" {
-			return nil, errors.New("telegram: webhook mode needs webhook_listen and webhook_url")
-		}
-		if opts.WebhookSecret == "" {
-			return nil, errors.New("telegram: webhook mode needs webhook_secret")
-		}
-	default:
-		return nil, fmt.Errorf("telegram: mode %q is neither \"polling\" nor \"webhook\"", opts.Mode)
-	}
-	if opts.MaxImageBytes == 0 {
-		opts.MaxImageBytes = 10 << 20
-	}
-	switch {
-	case opts.GlobalPerSecond == 0:
-		opts.GlobalPerSecond = freeGlobalPerSecond
-	case opts.GlobalPerSecond < 0 || opts.GlobalPerSecond > paidGlobalPerSecond:
-		return nil, fmt.Errorf("telegram: global budget %d a second is outside 1-%d", opts.GlobalPerSecond, paidGlobalPerSecond)
-	case opts.GlobalPerSecond > freeGlobalPerSecond && !opts.PaidBroadcast:
-		return nil, fmt.Errorf("telegram: global budget %d a second needs paid broadcast (Telegram allows %d otherwise)", opts.GlobalPerSecond, freeGlobalPerSecond)
-	}
-	if opts.PollTimeout <= 0 {
-		opts.PollTimeout = 30 * time.Second
-	}
-	if opts.RetryAfterUnit <= 0 {
-		opts.RetryAfterUnit = time.Second
-	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{}
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	if err := opts.fill(); err != nil {
+		return nil, err
 	}
 	log := slog.New(logredact.NewHandler(opts.Logger.Handler(), func(s string) string { return redactToken(opts.Token, s) }))
 
@@ -201,6 +163,7 @@ func New(opts Options) (*Adapter, error) {
 		accessUsers:  set(opts.AccessUsers, false),
 		admins:       adminCache{m: map[adminKey]adminVerdict{}},
 	}
+	ad.questions.Book = opts.Questions
 	ad.callbackRoutes = map[string]callbackRoute{approvePrefix: ad.onApprovePress}
 	dopts := opts.Delivery
 	dopts.Logger = log
@@ -208,19 +171,80 @@ func New(opts Options) (*Adapter, error) {
 	lim := Limits()
 	lim.Global.N = opts.GlobalPerSecond
 	ad.engine = delivery.New(&messenger{api: a, drafts: opts.Drafts, paid: opts.PaidBroadcast, rich: opts.Rich}, lim, dopts)
-	if opts.OffsetFile != "" {
-		j, dropped, err := loadJournal(opts.OffsetFile, bot.Self.ID)
-		if err != nil {
-			return nil, fmt.Errorf("telegram: %w", err)
-		}
-		if j.foreignBot != 0 {
-			log.Warn("telegram: offset file was written for another bot; starting over", "file", opts.OffsetFile,
-				"file_bot", j.foreignBot, "unfinished_updates_dropped", dropped)
-		}
-		ad.journal = j
-		ad.offset = j.offset
+	if err := ad.openJournal(); err != nil {
+		return nil, err
 	}
 	return ad, nil
+}
+
+// fill checks the options New needs and sets the defaults of those left zero.
+func (opts *Options) fill() error {
+	if opts.Token == "" {
+		return errors.New("telegram: token is empty")
+	}
+	if opts.APIEndpoint == "" {
+		opts.APIEndpoint = tgbotapi.APIEndpoint
+	}
+	if strings.Count(opts.APIEndpoint, "%s") != 2 {
+		return fmt.Errorf("telegram: api_endpoint %q must contain two %%s (token, method)", opts.APIEndpoint)
+	}
+	switch opts.Mode {
+	case "":
+		opts.Mode = "polling"
+	case "polling":
+	case "webhook":
+		if opts.WebhookListen == "" || opts.WebhookURL == "" {
+			return errors.New("telegram: webhook mode needs webhook_listen and webhook_url")
+		}
+		if opts.WebhookSecret == "" {
+			return errors.New("telegram: webhook mode needs webhook_secret")
+		}
+	default:
+		return fmt.Errorf("telegram: mode %q is neither \"polling\" nor \"webhook\"", opts.Mode)
+	}
+	if opts.MaxImageBytes == 0 {
+		opts.MaxImageBytes = 10 << 20
+	}
+	switch {
+	case opts.GlobalPerSecond == 0:
+		opts.GlobalPerSecond = freeGlobalPerSecond
+	case opts.GlobalPerSecond < 0 || opts.GlobalPerSecond > paidGlobalPerSecond:
+		return fmt.Errorf("telegram: global budget %d a second is outside 1-%d", opts.GlobalPerSecond, paidGlobalPerSecond)
+	case opts.GlobalPerSecond > freeGlobalPerSecond && !opts.PaidBroadcast:
+		return fmt.Errorf("telegram: global budget %d a second needs paid broadcast (Telegram allows %d otherwise)", opts.GlobalPerSecond, freeGlobalPerSecond)
+	}
+	if opts.PollTimeout <= 0 {
+		opts.PollTimeout = 30 * time.Second
+	}
+	if opts.RetryAfterUnit <= 0 {
+		opts.RetryAfterUnit = time.Second
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// openJournal loads the offset file, when there is one, and resumes from its offset; a file
+// another bot wrote is started over.
+func (a *Adapter) openJournal() error {
+	if a.opts.OffsetFile == "" {
+		return nil
+	}
+	j, dropped, err := loadJournal(a.opts.OffsetFile, a.self.ID)
+	if err != nil {
+		return fmt.Errorf("telegram: %w", err)
+	}
+	if j.foreignBot != 0 {
+		a.log.Warn("telegram: offset file was written for another bot; starting over", "file", a.opts.OffsetFile,
+			"file_bot", j.foreignBot, "unfinished_updates_dropped", dropped)
+	}
+	a.journal = j
+	a.offset = j.offset
+	return nil
 }
 
 func set(items []string, users bool) map[string]bool {

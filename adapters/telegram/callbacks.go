@@ -144,7 +144,7 @@ func (a *Adapter) editQuestion(ctx context.Context, ref chat.Ref, messageID, tex
 func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest string) {
 	id, choice, _ := strings.Cut(rest, ":")
 	if q.From == nil {
-		a.answerCallback(ctx, q, "This question is closed.", false)
+		a.answerCallback(ctx, q, adapters.ClosedPress, false)
 		return
 	}
 	ref, msgID := chat.Ref{}, ""
@@ -159,14 +159,40 @@ func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest str
 	}
 	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
 	switch {
+	case oq == nil && a.questions.Shared():
+		a.pressElsewhere(ctx, q, adapters.Press{Question: id, Chat: ref, Choice: choice, MessageID: msgID, Answer: ans})
 	case oq == nil:
-		a.answerCallback(ctx, q, "This question is closed.", false)
+		a.answerCallback(ctx, q, adapters.ClosedPress, false)
 	case !accepted:
 		a.answerCallback(ctx, q, text, true)
 	default:
 		a.answerCallback(ctx, q, "", false)
 		a.editQuestion(ctx, oq.Chat, a.questions.MessageOf(oq), text)
 	}
+}
+
+// pressElsewhere carries press p of a question another replica's turn asked to that replica and
+// answers q with its verdict: nothing to show for an accepted press (the asker edits the
+// question), the reason in an alert for a refused one.
+func (a *Adapter) pressElsewhere(ctx context.Context, q *callbackQuery, p adapters.Press) {
+	v, err := a.questions.Elsewhere(ctx, p)
+	switch {
+	case err != nil:
+		a.log.Warn("telegram: press not carried to the replica that asked", "err", err)
+		a.answerCallback(ctx, q, adapters.UnrelayedPress, true)
+	case v.Closed:
+		a.answerCallback(ctx, q, adapters.ClosedPress, false)
+	case !v.Accepted:
+		a.answerCallback(ctx, q, v.Text, true)
+	default:
+		a.answerCallback(ctx, q, "", false)
+	}
+}
+
+// CloseQuestion implements adapters.QuestionCloser: the question of a replica that was taken
+// over says it closed and loses its keyboard.
+func (a *Adapter) CloseQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
+	a.editQuestion(ctx, ref, messageID, text)
 }
 
 // chatAdmin asks Telegram whether user administers a group chat; false in a private chat or

@@ -21,7 +21,6 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	if !ok {
 		return adapters.Inbound{}, false
 	}
-	chatID := in.Chat.ChatID
 	in.MessageID = strconv.Itoa(m.MessageID)
 	in.Time = time.Unix(m.Date, 0).UTC()
 	// Only a topic message belongs to a topic: a reply in a forum's General topic carries the
@@ -33,7 +32,28 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	if text == "" {
 		text = m.Caption
 	}
-	text = strings.TrimSpace(text)
+	text, ok = a.addressedText(m, &in, strings.TrimSpace(text))
+	if !ok {
+		return adapters.Inbound{}, false
+	}
+	if in.Command == "" {
+		in.Text = text
+	}
+	a.addMedia(ctx, m, &in)
+	if in.Command == "" && in.Text == "" && len(in.Images) == 0 && len(in.Attachments) == 0 {
+		return adapters.Inbound{}, false
+	}
+	if a.opts.ChatAdmins && in.Kind == adapters.Group {
+		in.ChatAdmin = a.chatAdminCached(ctx, in.Chat, m.From.ID)
+	}
+	return in, true
+}
+
+// addressedText returns what of m's text is for the bot, with the trigger prefix or the bot's
+// mention taken out and a command put in in.Command and in.Args; false when m is not addressed
+// to the bot (a private chat always is; a group needs a command, the prefix, the mention or a
+// reply to the bot) or its command names another bot.
+func (a *Adapter) addressedText(m *message, in *adapters.Inbound, text string) (string, bool) {
 	addressed := in.Kind == adapters.Private
 	mention := "@" + strings.ToLower(a.self.UserName)
 
@@ -52,7 +72,7 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 		return true
 	}
 	if !command(text) {
-		return adapters.Inbound{}, false
+		return "", false
 	}
 	if !addressed && a.opts.TriggerPrefix != "" && strings.HasPrefix(text, a.opts.TriggerPrefix) {
 		text = strings.TrimSpace(strings.TrimPrefix(text, a.opts.TriggerPrefix))
@@ -71,19 +91,21 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 		addressed = true
 	}
 	if !addressed {
-		return adapters.Inbound{}, false
+		return "", false
 	}
 	// A command after the trigger prefix or our mention ("@bot /audit\nfetch_url").
 	if in.Command == "" && !command(text) {
-		return adapters.Inbound{}, false
+		return "", false
 	}
-	if in.Command == "" {
-		in.Text = text
-	}
+	return text, true
+}
+
+// addMedia adds m's photo to in and, unless in is a command, m's other files.
+func (a *Adapter) addMedia(ctx context.Context, m *message, in *adapters.Inbound) {
 	if len(m.Photo) > 0 && a.opts.MaxImageBytes > 0 {
 		img, err := a.photo(ctx, m.Photo)
 		if err != nil {
-			a.log.Warn("telegram: photo not downloaded", "chat", chatID, "err", err)
+			a.log.Warn("telegram: photo not downloaded", "chat", in.Chat.ChatID, "err", err)
 		} else {
 			in.Images = append(in.Images, img)
 		}
@@ -91,13 +113,6 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	if in.Command == "" {
 		in.Attachments = a.attachments(m)
 	}
-	if in.Command == "" && in.Text == "" && len(in.Images) == 0 && len(in.Attachments) == 0 {
-		return adapters.Inbound{}, false
-	}
-	if a.opts.ChatAdmins && in.Kind == adapters.Group {
-		in.ChatAdmin = a.chatAdminCached(ctx, in.Chat, m.From.ID)
-	}
-	return in, true
 }
 
 // sender starts the Inbound of something user from did in chat, or false when the bot does

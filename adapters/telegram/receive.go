@@ -72,6 +72,8 @@ type photoSize struct {
 	FileSize int    `json:"file_size"`
 }
 
+// runPolling takes updates with getUpdates until ctx ends, backing off after a failed call;
+// at the end it confirms the updates taken to the server.
 func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor) error {
 	// A webhook left over from webhook mode would make getUpdates fail.
 	if _, err := a.api.call(ctx, "deleteWebhook", tgbotapi.Params{}); err != nil && ctx.Err() == nil {
@@ -82,33 +84,14 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor
 		a.mu.Lock()
 		offset := a.offset
 		a.mu.Unlock()
-		p := tgbotapi.Params{
-			"timeout":         strconv.Itoa(int(a.opts.PollTimeout / time.Second)),
-			"allowed_updates": allowedUpdates,
-		}
-		if offset > 0 {
-			p["offset"] = strconv.FormatInt(offset, 10)
-		}
-		cctx, cancel := context.WithTimeout(ctx, a.opts.PollTimeout+15*time.Second)
-		res, err := a.api.call(cctx, "getUpdates", p)
-		cancel()
+		res, err := a.getUpdates(ctx, offset)
 		if ctx.Err() != nil {
 			a.confirm()
 			return nil
 		}
 		if err != nil {
 			failures++
-			wait := min(time.Duration(failures)*time.Second, 30*time.Second)
-			var rl *adapters.RateLimitError
-			if errors.As(err, &rl) {
-				wait = rl.RetryAfter
-			}
-			a.log.Warn("telegram: getUpdates failed", "err", err, "retry_in", wait)
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !a.pollBackoff(ctx, failures, err) {
 				a.confirm()
 				return nil
 			}
@@ -120,53 +103,96 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor
 			a.log.Warn("telegram: undecodable getUpdates answer", "err", err)
 			continue
 		}
-		var (
-			ids  []int64
-			raws []json.RawMessage
-			msgs []*message
-			acts []*update
-		)
-		next := offset
-		for _, raw := range ups {
-			var u update
-			if err := json.Unmarshal(raw, &u); err != nil {
-				var id struct {
-					UpdateID int64 `json:"update_id"`
-				}
-				if json.Unmarshal(raw, &id) == nil && id.UpdateID >= next {
-					next = id.UpdateID + 1
-				}
-				a.log.Warn("telegram: undecodable update skipped", "err", err)
-				continue
-			}
-			if u.UpdateID < next {
-				continue // already taken
-			}
-			next = u.UpdateID + 1
-			if u.Message == nil {
-				if u.isAction() {
-					acts = append(acts, &u)
-				}
-				continue
-			}
-			ids, raws, msgs = append(ids, u.UpdateID), append(raws, raw), append(msgs, u.Message)
-		}
+		b, next := a.sortUpdates(ups, offset)
 		// On disk before the next getUpdates confirms them to the server.
 		if next != offset {
-			a.take(ids, raws, next)
+			a.take(b.ids, b.raws, next)
 		}
 		a.setOffset(next)
-		for i, id := range ids {
-			if !a.takeShared(ctx, id, raws[i]) {
+		for i, id := range b.ids {
+			if !a.takeShared(ctx, id, b.raws[i]) {
 				a.dropLocal(id) // another replica's: answered by it, or as its orphan
 				continue
 			}
-			dispatch(id, msgs[i], false)
+			dispatch(id, b.msgs[i], false)
 		}
-		for _, u := range acts {
+		for _, u := range b.acts {
 			act(u)
 		}
 	}
+}
+
+// getUpdates long-polls for the updates from offset on (0: every update the server holds).
+func (a *Adapter) getUpdates(ctx context.Context, offset int64) (json.RawMessage, error) {
+	p := tgbotapi.Params{
+		"timeout":         strconv.Itoa(int(a.opts.PollTimeout / time.Second)),
+		"allowed_updates": allowedUpdates,
+	}
+	if offset > 0 {
+		p["offset"] = strconv.FormatInt(offset, 10)
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.opts.PollTimeout+15*time.Second)
+	defer cancel()
+	return a.api.call(cctx, "getUpdates", p)
+}
+
+// pollBackoff waits after the failures-th getUpdates in a row failed with err: as long as a 429
+// says, else a second more for each failure up to 30. It reports false when ctx ended first.
+func (a *Adapter) pollBackoff(ctx context.Context, failures int, err error) bool {
+	wait := min(time.Duration(failures)*time.Second, 30*time.Second)
+	var rl *adapters.RateLimitError
+	if errors.As(err, &rl) {
+		wait = rl.RetryAfter
+	}
+	a.log.Warn("telegram: getUpdates failed", "err", err, "retry_in", wait)
+	t := time.NewTimer(wait)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
+}
+
+// polledUpdates are the new updates of one getUpdates answer: the messages, each with its id
+// and raw update (for the journal), and the actions.
+type polledUpdates struct {
+	ids  []int64
+	raws []json.RawMessage
+	msgs []*message
+	acts []*update
+}
+
+// sortUpdates sorts the updates of one getUpdates answer, skipping those below offset (taken
+// before) and those it cannot decode; next is the offset after the last one.
+func (a *Adapter) sortUpdates(ups []json.RawMessage, offset int64) (b polledUpdates, next int64) {
+	next = offset
+	for _, raw := range ups {
+		var u update
+		if err := json.Unmarshal(raw, &u); err != nil {
+			var id struct {
+				UpdateID int64 `json:"update_id"`
+			}
+			if json.Unmarshal(raw, &id) == nil && id.UpdateID >= next {
+				next = id.UpdateID + 1
+			}
+			a.log.Warn("telegram: undecodable update skipped", "err", err)
+			continue
+		}
+		if u.UpdateID < next {
+			continue // already taken
+		}
+		next = u.UpdateID + 1
+		if u.Message == nil {
+			if u.isAction() {
+				b.acts = append(b.acts, &u)
+			}
+			continue
+		}
+		b.ids, b.raws, b.msgs = append(b.ids, u.UpdateID), append(b.raws, raw), append(b.msgs, u.Message)
+	}
+	return b, next
 }
 
 // setOffset records that every update below offset was taken.

@@ -62,74 +62,23 @@ func (l WebhookLimits) withDefaults() WebhookLimits {
 	return l
 }
 
+// runWebhook sets the webhook and serves it, taking the updates Telegram posts until ctx ends.
 func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher, act actor) error {
 	hookURL, err := url.Parse(a.opts.WebhookURL)
 	if err != nil {
 		return fmt.Errorf("telegram: webhook_url %q: %w", a.opts.WebhookURL, err)
 	}
 	lim := a.opts.Webhook.withDefaults()
-	ln, err := net.Listen("tcp", a.opts.WebhookListen)
+	ln, err := a.listenWebhook(ctx, lim.MaxConns)
 	if err != nil {
-		return fmt.Errorf("telegram: webhook listen on %s: %w", a.opts.WebhookListen, err)
+		return err
 	}
-	// The address taken, which differs from webhook_listen's when that asks for port 0: a test or
-	// a load tool starting replicas lets each pick a free port and reads it here.
-	a.log.Info("telegram: webhook listening", "addr", ln.Addr().String())
-	ln = netutil.LimitListener(ln, lim.MaxConns)
-	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": allowedUpdates}
-	if _, err := a.api.call(ctx, "setWebhook", p); err != nil {
-		ln.Close()
-		return fmt.Errorf("telegram: setWebhook: %w", err)
-	}
-	// Telegram posts updates over several connections at once (max_connections), and retries an
-	// update the bot did not answer while newer ones go ahead: ids arrive out of order, so an
-	// update is a repeat only when its own id was taken before, not when a higher one was.
-	var mu sync.Mutex
-	seen := newRecentIDs(webhookSeenIDs)
 	path := hookURL.Path
 	if path == "" {
 		path = "/"
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")
-		if subtle.ConstantTimeCompare([]byte(got), []byte(a.opts.WebhookSecret)) != 1 {
-			http.Error(w, "forbidden", http.StatusForbidden)
-			return
-		}
-		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lim.MaxBodyBytes))
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				http.Error(w, "update too large", http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "bad body", http.StatusBadRequest)
-			return
-		}
-		var u update
-		if err := json.Unmarshal(raw, &u); err != nil {
-			a.log.Warn("telegram: undecodable update refused", "err", err)
-			http.Error(w, "bad update", http.StatusBadRequest)
-			return
-		}
-		fresh, err := a.claim(r.Context(), u.UpdateID, raw, &mu, seen)
-		if err != nil {
-			// Telegram sends it again; whichever replica takes it then answers it.
-			a.log.Warn("telegram: update not recorded; left for Telegram to resend", "update", u.UpdateID, "err", err)
-			http.Error(w, "try again", http.StatusServiceUnavailable)
-			return
-		}
-		if fresh && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
-			// On disk before Telegram hears it arrived.
-			a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
-			dispatch(u.UpdateID, u.Message, false)
-		}
-		if fresh && u.Message == nil && u.isAction() {
-			act(&u)
-		}
-		w.WriteHeader(http.StatusOK)
-	})
+	mux.Handle("POST "+path, &webhookHandler{a: a, maxBody: lim.MaxBodyBytes, dispatch: dispatch, act: act, seen: newRecentIDs(webhookSeenIDs)})
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
@@ -151,6 +100,83 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher, act actor
 	case err := <-errc:
 		return fmt.Errorf("telegram: webhook server: %w", err)
 	}
+}
+
+// listenWebhook listens on webhook_listen, holding at most maxConns connections open, and tells
+// Telegram where to post (setWebhook).
+func (a *Adapter) listenWebhook(ctx context.Context, maxConns int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", a.opts.WebhookListen)
+	if err != nil {
+		return nil, fmt.Errorf("telegram: webhook listen on %s: %w", a.opts.WebhookListen, err)
+	}
+	// The address taken, which differs from webhook_listen's when that asks for port 0: a test or
+	// a load tool starting replicas lets each pick a free port and reads it here.
+	a.log.Info("telegram: webhook listening", "addr", ln.Addr().String())
+	ln = netutil.LimitListener(ln, maxConns)
+	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": allowedUpdates}
+	if _, err := a.api.call(ctx, "setWebhook", p); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("telegram: setWebhook: %w", err)
+	}
+	return ln, nil
+}
+
+// webhookHandler takes the updates Telegram posts to the webhook, each once. Telegram posts
+// updates over several connections at once (max_connections), and retries an update the bot did
+// not answer while newer ones go ahead: ids arrive out of order, so an update is a repeat only
+// when its own id was taken before, not when a higher one was.
+type webhookHandler struct {
+	a        *Adapter
+	maxBody  int64
+	dispatch dispatcher
+	act      actor
+
+	mu   sync.Mutex // guards seen
+	seen *recentIDs
+}
+
+// ServeHTTP takes one update: it refuses a request without the secret token, a body over the
+// limit and an update it cannot decode, answers 503 for one it could not record (Telegram sends
+// it again), and dispatches an update the first time it comes.
+func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a := h.a
+	got := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")
+	if subtle.ConstantTimeCompare([]byte(got), []byte(a.opts.WebhookSecret)) != 1 {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, "update too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	var u update
+	if err := json.Unmarshal(raw, &u); err != nil {
+		a.log.Warn("telegram: undecodable update refused", "err", err)
+		http.Error(w, "bad update", http.StatusBadRequest)
+		return
+	}
+	fresh, err := a.claim(r.Context(), u.UpdateID, raw, &h.mu, h.seen)
+	if err != nil {
+		// Telegram sends it again; whichever replica takes it then answers it.
+		a.log.Warn("telegram: update not recorded; left for Telegram to resend", "update", u.UpdateID, "err", err)
+		http.Error(w, "try again", http.StatusServiceUnavailable)
+		return
+	}
+	if fresh && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
+		// On disk before Telegram hears it arrived.
+		a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
+		h.dispatch(u.UpdateID, u.Message, false)
+	}
+	if fresh && u.Message == nil && u.isAction() {
+		h.act(&u)
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
 // claim reports whether update id is new: for the deployment, through the Ledger when replicas

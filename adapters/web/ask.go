@@ -3,15 +3,16 @@ package web
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 )
 
 // question is an approval question waiting for a press of one of its buttons, or a form
@@ -49,18 +50,21 @@ var (
 // Ask shows q as a bot message with buttons; a press reaches POST /chat/answer.
 func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
 	pq := &question{choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
-	conv, id, err := r.open(q.Text, pq)
+	conv, id, err := r.open(ctx, q.Text, pq)
 	if err != nil {
 		return adapters.Answer{}, err
 	}
 	select {
 	case ans := <-pq.done:
+		r.closeBooked(ctx, id, true)
 		return ans, nil
 	case <-ctx.Done():
 	}
 	if conv.closeUnanswered(id, pq) {
+		r.closeBooked(ctx, id, false)
 		return adapters.Answer{}, ctx.Err()
 	}
+	r.closeBooked(ctx, id, true)
 	return <-pq.done, nil // answered as the context ended: the answer stands
 }
 
@@ -68,28 +72,39 @@ func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 // /chat/answer with choice "submit" (the values as fields "v.NAME") or "decline".
 func (r askResponder) AskForm(ctx context.Context, f adapters.Form, decide func(adapters.FormAnswer) (bool, string)) (adapters.FormAnswer, error) {
 	pq := &question{form: slices.Clone(f.Fields), decideForm: decide, formDone: make(chan adapters.FormAnswer, 1)}
-	conv, id, err := r.open(f.Text, pq)
+	conv, id, err := r.open(ctx, f.Text, pq)
 	if err != nil {
 		return adapters.FormAnswer{}, err
 	}
 	select {
 	case ans := <-pq.formDone:
+		r.closeBooked(ctx, id, true)
 		return ans, nil
 	case <-ctx.Done():
 	}
 	if conv.closeUnanswered(id, pq) {
+		r.closeBooked(ctx, id, false)
 		return adapters.FormAnswer{}, ctx.Err()
 	}
+	r.closeBooked(ctx, id, true)
 	return <-pq.formDone, nil
 }
 
-// open shows pq's message in the chat and registers it under a new id.
-func (r askResponder) open(text string, pq *question) (*conversation, string, error) {
+// open shows pq's message in the chat and registers it under a new id, in the question book too
+// where several replicas serve the bot (before it shows: a page on another replica may press at
+// once).
+func (r askResponder) open(ctx context.Context, text string, pq *question) (*conversation, string, error) {
 	conv := r.chat.byID(r.chatID)
 	if conv == nil {
 		return nil, "", fmt.Errorf("web chat %s is closed: %w", r.chatID, adapters.ErrMessageGone)
 	}
 	id := randomString(12)
+	if book := r.chat.opts.Questions; book != nil {
+		bq := adapters.BookedQuestion{ID: id, Chat: chat.Ref{Platform: chat.Web, ChatID: r.chatID}, Text: text}
+		if err := book.Open(ctx, bq, conv.settle); err != nil {
+			return nil, "", fmt.Errorf("web chat: record the question for the other replicas: %w", err)
+		}
+	}
 	conv.mu.Lock()
 	defer conv.mu.Unlock()
 	if conv.questions == nil {
@@ -102,6 +117,34 @@ func (r askResponder) open(text string, pq *question) (*conversation, string, er
 	}
 	conv.questions[id] = pq
 	return conv, id, nil
+}
+
+// closeBooked records in the question book (where there is one) that question id is over,
+// within a deadline of its own: ctx may have ended.
+func (r askResponder) closeBooked(ctx context.Context, id string, answered bool) {
+	book := r.chat.opts.Questions
+	if book == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	book.Close(cctx, id, answered)
+}
+
+// settle takes a press or form another replica's page submitted (the question book's settle).
+func (c *conversation) settle(p adapters.Press) adapters.Verdict {
+	ans := p.Answer
+	ans.Choice = p.Choice
+	err := c.press(p.Question, ans, p.Values)
+	var refused refusedError
+	switch {
+	case err == nil:
+		return adapters.Verdict{Accepted: true}
+	case errors.As(err, &refused):
+		return adapters.Verdict{Text: refused.text}
+	default:
+		return adapters.Verdict{Closed: true}
+	}
 }
 
 // closeUnanswered closes question id after its asker stopped waiting, unless an answer settled
@@ -146,10 +189,11 @@ func (c *Chat) answer(w http.ResponseWriter, r *http.Request) {
 		name = "web"
 	}
 	ans := adapters.Answer{Choice: r.PostForm.Get("choice"), UserID: conv.id, UserName: name}
-	if q := r.PostForm.Get("q"); c.opts.Relay != nil && conv.remoteQuestion(q) {
-		// Asked by a turn on another replica: the press goes there, and the question's
-		// message shows the decision when that replica settles it.
-		c.pressElsewhere(r.Context(), w, conv.id, relayPress{Question: q, Answer: ans, Values: formValues(r.PostForm)})
+	if q := r.PostForm.Get("q"); c.opts.Questions != nil && !conv.holds(q) {
+		// Not asked here (or closed): the press goes to the replica whose turn asked, and the
+		// question's message shows the decision when that replica settles it.
+		c.pressElsewhere(r.Context(), w, conv.id, adapters.Press{Question: q, Chat: chat.Ref{Platform: chat.Web, ChatID: conv.id},
+			Choice: ans.Choice, Answer: ans, Values: formValues(r.PostForm)})
 		return
 	}
 	err := conv.press(r.PostForm.Get("q"), ans, formValues(r.PostForm))
@@ -244,16 +288,29 @@ func (c *conversation) submitLocked(id string, pq *question, ans adapters.Answer
 	return nil
 }
 
-// pressElsewhere sends a press to the replica that asked the question.
-func (c *Chat) pressElsewhere(ctx context.Context, w http.ResponseWriter, chatID string, p relayPress) {
-	b, err := json.Marshal(relayEvent{Press: &p})
-	if err == nil {
-		err = c.opts.Relay.Broadcast(ctx, chatID, b)
-	}
-	if err != nil {
-		c.log.Warn("web chat: press not sent to the replica that asked", "chat", chatID, "err", err)
+// pressElsewhere carries a press to the replica whose turn asked the question and answers with
+// its verdict, as a press taken here would be answered.
+func (c *Chat) pressElsewhere(ctx context.Context, w http.ResponseWriter, chatID string, p adapters.Press) {
+	pctx, cancel := context.WithTimeout(ctx, adapters.PressTimeout)
+	defer cancel()
+	v, err := c.opts.Questions.Press(pctx, p)
+	switch {
+	case err != nil:
+		c.log.Warn("web chat: press not carried to the replica that asked", "chat", chatID, "err", err)
 		http.Error(w, "the answer cannot be passed on now: try again", http.StatusServiceUnavailable)
-		return
+	case v.Closed:
+		http.Error(w, "this question is closed", http.StatusGone)
+	case !v.Accepted:
+		http.Error(w, v.Text, http.StatusForbidden)
+	default:
+		w.WriteHeader(http.StatusNoContent)
 	}
-	w.WriteHeader(http.StatusAccepted)
+}
+
+// holds reports whether question id was asked here and is open.
+func (c *conversation) holds(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pq := c.questions[id]
+	return pq != nil && !pq.settled
 }

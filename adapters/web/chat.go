@@ -76,6 +76,10 @@ type Options struct {
 	// Relay shows every open page of a chat what happens in it on other replicas (several
 	// replicas on PostgreSQL); nil: all of a chat's pages are in this process.
 	Relay Relay
+	// Questions, with several replicas, records the questions of this process's turns, so that
+	// a press or form submitted through a page on another replica is carried to the turn that
+	// asked, and its verdict back; nil answers only the questions asked here.
+	Questions adapters.QuestionBook
 	// MaxUploadBytes is the largest file a browser may send with a message (media.max_bytes);
 	// 0 means DefaultMaxUpload.
 	MaxUploadBytes int64
@@ -665,48 +669,51 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.refresh(r.Context(), conv)
-	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	wake := make(chan struct{}, 1)
+	wake, unwatch := conv.watch()
+	defer unwatch()
+	c.streamChanges(w, r, conv, wake)
+}
+
+// watch registers a wake channel that is signalled when the conversation changes; unwatch
+// removes it.
+func (conv *conversation) watch() (wake chan struct{}, unwatch func()) {
+	wake = make(chan struct{}, 1)
 	conv.mu.Lock()
 	conv.watchers[wake] = struct{}{}
 	conv.mu.Unlock()
-	defer func() {
+	return wake, func() {
 		conv.mu.Lock()
 		delete(conv.watchers, wake)
 		conv.mu.Unlock()
-	}()
+	}
+}
 
+// streamChanges writes conv's changes to the page, each as it wakes on wake, until the page or
+// the chat goes away; it ends the typing indicator when it runs out and keeps the stream alive
+// through proxies that close idle connections.
+func (c *Chat) streamChanges(w http.ResponseWriter, r *http.Request, conv *conversation, wake <-chan struct{}) {
+	rc := http.NewResponseController(w)
 	var seen uint64
 	typingTimer := time.NewTimer(time.Hour)
 	defer typingTimer.Stop()
 	keepAlive := time.NewTicker(25 * time.Second)
 	defer keepAlive.Stop()
 	for {
-		conv.mu.Lock()
-		var out []eventMessage
-		for _, m := range conv.msgs {
-			if m.rev > seen {
-				out = append(out, toEvent(m))
-			}
-		}
-		typingChanged := conv.typingRv > seen
-		typingUntil := conv.typing
-		seen = conv.rev
-		conv.mu.Unlock()
-
-		for _, m := range out {
+		var ch pageChanges
+		ch, seen = conv.changesSince(seen)
+		for _, m := range ch.msgs {
 			if err := writeEvent(w, "msg", m); err != nil {
 				return
 			}
 		}
-		if typingChanged {
-			left := typingUntil.Sub(c.now())
+		if ch.typingChanged {
+			left := ch.typingUntil.Sub(c.now())
 			if left > 0 {
 				if err := writeEvent(w, "typing", map[string]int64{"ms": left.Milliseconds()}); err != nil {
 					return
@@ -733,6 +740,28 @@ func (c *Chat) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// pageChanges is what changed in a conversation since a page last looked.
+type pageChanges struct {
+	msgs          []eventMessage // the messages changed, each whole
+	typingChanged bool
+	typingUntil   time.Time
+}
+
+// changesSince returns what changed after revision seen, and the revision it brings the page to.
+func (conv *conversation) changesSince(seen uint64) (pageChanges, uint64) {
+	conv.mu.Lock()
+	defer conv.mu.Unlock()
+	var ch pageChanges
+	for _, m := range conv.msgs {
+		if m.rev > seen {
+			ch.msgs = append(ch.msgs, toEvent(m))
+		}
+	}
+	ch.typingChanged = conv.typingRv > seen
+	ch.typingUntil = conv.typing
+	return ch, conv.rev
 }
 
 func toEvent(m *message) eventMessage {

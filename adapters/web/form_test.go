@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"relaybot/adapters"
+	"relaybot/adapters/adapterstest"
 	"relaybot/store"
 )
 
@@ -100,10 +101,10 @@ func TestAToolFormIsAnsweredFromThePage(t *testing.T) {
 			if err := st.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			hub := &relayHub{}
+			hub, book := &relayHub{}, &adapterstest.Book{}
 			var srvs [2]*httptest.Server
 			for i := range srvs {
-				c, err := New(Options{Handler: formHandler{t: t}, Sessions: st, Relay: hub.relay()})
+				c, err := New(Options{Handler: formHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book})
 				if err != nil {
 					t.Fatal(err)
 				}

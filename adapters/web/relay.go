@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -21,10 +20,8 @@ type Relay interface {
 	// Publish sends event to the other replicas with a page of chatID open; it should cost
 	// nothing noticeable when there are none.
 	Publish(ctx context.Context, chatID string, event []byte) error
-	// Broadcast sends event to every other replica (a press of a question another one asked).
-	Broadcast(ctx context.Context, chatID string, event []byte) error
 	// Listen calls fn with the events other replicas publish for the chats this process has a
-	// page of open, and those they broadcast, in the order sent, until ctx ends; with a nil event
+	// page of open, in the order sent, until ctx ends; with a nil event
 	// when another replica opens a page of a chat. fn must not block.
 	Listen(ctx context.Context, fn func(chatID string, event []byte)) error
 }
@@ -38,8 +35,6 @@ type relayEvent struct {
 	Again bool `json:"again,omitempty"`
 	// TypingMS shows the typing indicator for that long.
 	TypingMS int64 `json:"typing,omitempty"`
-	// Press is a press of a question's button, for the replica that asked it.
-	Press *relayPress `json:"press,omitempty"`
 }
 
 type relayMessage struct {
@@ -52,13 +47,6 @@ type relayMessage struct {
 	Question string            `json:"question,omitempty"`
 	Choices  []adapters.Choice `json:"choices,omitempty"`
 	Form     *adapters.Form    `json:"form,omitempty"`
-}
-
-type relayPress struct {
-	Question string          `json:"q"`
-	Answer   adapters.Answer `json:"answer"`
-	// Values are a form's submitted values.
-	Values map[string]string `json:"values,omitempty"`
 }
 
 // outbox holds the conversations changed since their changes were last published. Changes that
@@ -166,12 +154,6 @@ func (c *Chat) fromRelay(chatID string, event []byte) {
 		c.log.Warn("web chat: undecodable event from another replica skipped", "chat", chatID, "err", err)
 		return
 	}
-	if ev.Press != nil {
-		if conv != nil {
-			conv.pressFromReplica(ev.Press, c.log)
-		}
-		return
-	}
 	if conv == nil {
 		return
 	}
@@ -260,32 +242,4 @@ func (c *conversation) sendRunningAgain() {
 		m.pub, m.again = 0, true
 	}
 	c.out.mark(c)
-}
-
-// pressFromReplica hands a press another replica took to the question, when it is open here.
-func (c *conversation) pressFromReplica(p *relayPress, log *slog.Logger) {
-	c.mu.Lock()
-	_, mine := c.questions[p.Question]
-	c.mu.Unlock()
-	if !mine {
-		return
-	}
-	if err := c.press(p.Question, p.Answer, p.Values); err != nil {
-		log.Info("web chat: a press taken by another replica was not accepted", "chat", c.id, "err", err)
-	}
-}
-
-// remoteQuestion reports whether conv shows an open question another replica asked.
-func (c *conversation) remoteQuestion(id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, mine := c.questions[id]; mine || id == "" {
-		return false
-	}
-	for _, m := range c.msgs {
-		if m.Question == id && (len(m.Choices) > 0 || m.Form != nil) {
-			return true
-		}
-	}
-	return false
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"relaybot/adapters"
+	"relaybot/adapters/adapterstest"
 	"relaybot/store"
 )
 
@@ -74,11 +75,6 @@ func (r *hubRelay) Publish(_ context.Context, chatID string, event []byte) error
 	return nil
 }
 
-func (r *hubRelay) Broadcast(_ context.Context, chatID string, event []byte) error {
-	r.send(chatID, event, func(*hubRelay) bool { return true })
-	return nil
-}
-
 func (r *hubRelay) Listen(ctx context.Context, fn func(string, []byte)) error {
 	for {
 		select {
@@ -111,9 +107,10 @@ func (h askingHandler) Handle(ctx context.Context, in adapters.Inbound, out adap
 }
 
 // TestAnApprovalAskedOnOneReplicaIsAnsweredFromAPageOnAnother runs two web chats (two replicas)
-// joined by a relay: a browser whose page is on the first posts to the second, whose turn asks
-// for approval; the page shows the question, its press through the first reaches the second,
-// and the page shows the decision and the answer.
+// joined by a relay and a question book: a browser whose page is on the first posts to the
+// second, whose turn asks for approval; the page shows the question, its press through the
+// first is carried to the second, which settles it (the first answers the press with the
+// verdict), and the page shows the decision and the answer.
 func TestAnApprovalAskedOnOneReplicaIsAnsweredFromAPageOnAnother(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
@@ -124,10 +121,10 @@ func TestAnApprovalAskedOnOneReplicaIsAnsweredFromAPageOnAnother(t *testing.T) {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hub := &relayHub{}
+	hub, book := &relayHub{}, &adapterstest.Book{}
 	var srvs [2]*httptest.Server
 	for i := range srvs {
-		c, err := New(Options{Handler: askingHandler{t: t}, Sessions: st, Relay: hub.relay()})
+		c, err := New(Options{Handler: askingHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,8 +155,8 @@ func TestAnApprovalAskedOnOneReplicaIsAnsweredFromAPageOnAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("press through the page's replica: %s, want it taken", resp.Status)
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("press through the page's replica: %s, want it taken (204)", resp.Status)
 	}
 	if m := nextMsg(t, events, nil); m.ID != q.ID || len(m.Choices) != 0 || m.Text != "Run echo? Approved by web" {
 		t.Errorf("then the page shows %+v, want the question settled by the press", m)

@@ -485,13 +485,7 @@ func TestThreeReplicasServeOneBot(t *testing.T) {
 		t.Run("telegram "+mode, func(t *testing.T) {
 			dsn := storetest.PostgresDSN(t)
 			e := newEnv(t)
-			// Telegram's limits, with a paid budget as large as the bot's.
-			tg, err := tgkit.New(tgkit.Options{PaidPerSecond: budget})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(tg.Close)
-			e.tg = tg
+			paidTelegram(t, e)
 			p := &telegramPlatform{e: e, webhook: mode == "webhook"}
 			if p.webhook {
 				p.rr = newRoundRobin(t)
@@ -506,6 +500,19 @@ func TestThreeReplicasServeOneBot(t *testing.T) {
 		t.Cleanup(dc.Close)
 		runThreeReplicas(t, dsn, e, &discordPlatform{t: t, dc: dc, channels: map[int64]dtk.UserMessage{}, shard: -1})
 	})
+}
+
+// paidTelegram gives e a testkit Telegram with Telegram's limits and a paid budget as large as
+// the bot's, and returns it.
+func paidTelegram(t *testing.T, e *env) *tgkit.Server {
+	t.Helper()
+	tg, err := tgkit.New(tgkit.Options{PaidPerSecond: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	e.tg = tg
+	return tg
 }
 
 // runThreeReplicas is TestThreeReplicasServeOneBot on one platform.
@@ -788,10 +795,19 @@ func runThreeReplicas(t *testing.T, dsn string, e *env, p replicaPlatform) {
 // budget.
 func startReplicas(t *testing.T, n int, dsn string, e *env, p replicaPlatform) []*childReplica {
 	t.Helper()
+	return startReplicasWith(t, n, dsn, e, p, nil)
+}
+
+// startReplicasWith is startReplicas whose replicas' configs more (when not nil) adds to.
+func startReplicasWith(t *testing.T, n int, dsn string, e *env, p replicaPlatform, more func(*tomlConfig)) []*childReplica {
+	t.Helper()
 	var reps []*childReplica
 	for i := range n {
 		c := threeReplicaConfig(dsn, e)
 		p.configure(t, i, c)
+		if more != nil {
+			more(c)
+		}
 		reps = append(reps, startChildReplica(t, c))
 	}
 	t.Cleanup(func() {

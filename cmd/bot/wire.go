@@ -318,6 +318,7 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		Ledger:           b.dep.Ledger(),
 		Shards:           cfg.Discord.Shards,
 		ShardLeases:      b.dep.Shards(bot),
+		Questions:        b.dep.Questions(bot),
 		Token:            cfg.Discord.Token,
 		APIBase:          cfg.Discord.APIBase,
 		AllowedGuilds:    cfg.Discord.AllowedGuilds,
@@ -339,6 +340,7 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		return nil, err
 	}
 	b.dep.AddEngine(bot, dc.Engine())
+	b.dep.AddQuestionCloser(bot, dc)
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
 	return dc, nil
 }
@@ -352,6 +354,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 	tg, err := telegram.New(telegram.Options{
 		Ledger:          b.dep.Ledger(),
 		PollLease:       b.dep.PollLease(bot),
+		Questions:       b.dep.Questions(bot),
 		Token:           cfg.Telegram.Token,
 		APIEndpoint:     cfg.Telegram.APIEndpoint,
 		Mode:            string(cfg.Telegram.Mode),
@@ -378,6 +381,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		return nil, err
 	}
 	b.dep.AddEngine(bot, tg.Engine())
+	b.dep.AddQuestionCloser(bot, tg)
 	if offsetFile == "" {
 		offsetFile = "off"
 	}
@@ -417,7 +421,8 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
-		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(), Logger: b.log,
+		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(),
+			Questions: b.dep.Questions(coord.BotOf(chat.Web, "")), Logger: b.log,
 			MaxUploadBytes: cfg.Media.MaxBytes})
 		if err != nil {
 			return err

@@ -56,10 +56,13 @@ type Comparison struct {
 	AnswerP99       float64 `json:"answer_p99_ms"`
 	FirstP50        float64 `json:"first_text_p50_ms"`
 	FirstP99        float64 `json:"first_text_p99_ms"`
-	HTTP429         int64   `json:"http_429"`
-	Missing         int     `json:"answers_missing"`
-	Duplicated      int     `json:"answers_duplicated"`
-	OthersCPUPct    float64 `json:"others_cpu_pct"`
+	// VisibleP50 and VisibleP99 are to the first visible text: a draft, a send or an edit.
+	VisibleP50   float64 `json:"first_visible_p50_ms"`
+	VisibleP99   float64 `json:"first_visible_p99_ms"`
+	HTTP429      int64   `json:"http_429"`
+	Missing      int     `json:"answers_missing"`
+	Duplicated   int     `json:"answers_duplicated"`
+	OthersCPUPct float64 `json:"others_cpu_pct"`
 }
 
 // compareMain runs the load once per replica count, the first (one replica) being the
@@ -138,6 +141,7 @@ func compare(reports []*Report) []Comparison {
 		c := Comparison{
 			Replicas: r.Replicas, TurnsDone: r.TurnsDone, TurnsPerSecond: r.TurnsPerSecond, CPUPer1kTurns: r.BotCPUPer1kTurns,
 			AnswerP50: r.Answer.P50, AnswerP99: r.Answer.P99, FirstP50: r.FirstText.P50, FirstP99: r.FirstText.P99,
+			VisibleP50: r.FirstVisible.P50, VisibleP99: r.FirstVisible.P99,
 			DBCPUPer1kTurns: -1, HTTP429: r.HTTP429, Missing: r.AnswersMissing, Duplicated: r.AnswersDuplicated, OthersCPUPct: r.OthersCPUPct,
 		}
 		if r.DBServerCPUSeconds >= 0 {
@@ -155,11 +159,11 @@ func compare(reports []*Report) []Comparison {
 // writeComparison prints the comparison as a table.
 func writeComparison(w io.Writer, rows []Comparison) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "replicas\tturns\tturns/s\t× 1 replica\tcpu s/1k turns\t× 1 replica\tpostgres cpu s/1k turns\twhole answer p50 / p99\tfirst text p50 / p99\t429s\tmissing\tduplicated\tothers' cpu")
+	fmt.Fprintln(tw, "replicas\tturns\tturns/s\t× 1 replica\tcpu s/1k turns\t× 1 replica\tpostgres cpu s/1k turns\twhole answer p50 / p99\tfirst visible p50 / p99\tfirst text p50 / p99\t429s\tmissing\tduplicated\tothers' cpu")
 	for _, c := range rows {
-		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.2f\t%.3f\t%.2f\t%s\t%.0f / %.0f ms\t%.0f / %.0f ms\t%d\t%d\t%d\t%.0f%%\n",
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.2f\t%.3f\t%.2f\t%s\t%.0f / %.0f ms\t%.0f / %.0f ms\t%.0f / %.0f ms\t%d\t%d\t%d\t%.0f%%\n",
 			c.Replicas, c.TurnsDone, c.TurnsPerSecond, c.ThroughputRatio, c.CPUPer1kTurns, c.CPURatio, dbCPU(c.DBCPUPer1kTurns),
-			c.AnswerP50, c.AnswerP99, c.FirstP50, c.FirstP99, c.HTTP429, c.Missing, c.Duplicated, c.OthersCPUPct)
+			c.AnswerP50, c.AnswerP99, c.VisibleP50, c.VisibleP99, c.FirstP50, c.FirstP99, c.HTTP429, c.Missing, c.Duplicated, c.OthersCPUPct)
 	}
 	tw.Flush()
 }

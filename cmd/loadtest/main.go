@@ -2,8 +2,13 @@
 // (internal/testkit/llm) and fake Telegram Bot API (internal/testkit/telegram, enforcing
 // Telegram's limits), runs the bot as a separate `bot serve` process against them with a
 // generated config, drives N concurrent chats, and reports turns per second, the latency a user
-// sees, edits per reply, 429s, the bot's CPU and memory, goroutines left behind, and whether every
-// turn and audit row reached the database. It also measures a bare go-openai streaming loop on
+// sees (to the first visible text: a draft, a send or an edit; and to the whole answer), drafts
+// and edits per reply, 429s, the bot's CPU and memory, goroutines left behind, and whether every
+// turn and audit row reached the database. The chats are private (previews are drafts), groups
+// (-chat-type group: supergroups where the bot is mentioned, previews are a message and its
+// edits) or both (-chat-type mix), and the latencies are reported per kind of chat too. The bot
+// binary is dropped from the page cache before the bots start, so their idle memory is a cold
+// start's. It also measures a bare go-openai streaming loop on
 // the same streams (the `baseline` role, run as a child process) so the bot's CPU per token reads
 // as a ratio to the least a Go client can spend.
 //
@@ -17,7 +22,7 @@
 //
 // Usage:
 //
-//	loadtest [-chats N] [-turns K | -duration D] [-rate TOK/S] [-tokens N] [-tool-share F]
+//	loadtest [-chats N] [-chat-type private|group|mix] [-turns K | -duration D] [-rate TOK/S] [-tokens N] [-tool-share F]
 //	         [-tool-latency D] [-global N] [-db sqlite|postgres] [-replicas N|1,2,3]
 //	         [-telegram polling|webhook] [-otel] [-bot PATH] [-profile DIR] [-json]
 //	loadtest stream [-chars N] [-chunk 5ms,20ms] [-modes telegram-edits,telegram-drafts,...] [-json]

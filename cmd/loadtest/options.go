@@ -14,8 +14,12 @@ import (
 
 // Options configure one load run.
 type Options struct {
-	// Chats is the number of concurrent private chats, each with its own user.
+	// Chats is the number of concurrent chats, each with its own user.
 	Chats int
+	// ChatType is the kind of those chats: "private" (the default: previews are drafts),
+	// "group" (supergroups, where the bot is mentioned and previews are a message and its
+	// edits) or "mix" (every other chat a group).
+	ChatType string
 	// Turns is the number of messages each chat sends, one after the other (each waits for the
 	// previous answer's final text). 0 runs for Duration instead.
 	Turns int
@@ -86,11 +90,37 @@ type Options struct {
 
 // defaults fills zero values and checks the rest.
 func (o *Options) defaults() error {
+	for _, check := range []func() error{o.loadDefaults, o.answerDefaults, o.deploymentDefaults} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if o.TurnTimeout <= 0 {
+		o.TurnTimeout = 60*time.Second + time.Duration(o.Chats)*time.Second*3/time.Duration(o.GlobalPerSecond)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10*time.Minute + 2*o.Duration + 2*o.TurnTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// loadDefaults checks the chats and their pace.
+func (o *Options) loadDefaults() error {
 	if o.Chats <= 0 {
 		return fmt.Errorf("chats: must be at least 1, got %d", o.Chats)
 	}
 	if o.Chats > 20000 {
 		return fmt.Errorf("chats: at most 20000, got %d", o.Chats)
+	}
+	switch o.ChatType {
+	case "":
+		o.ChatType = surfacePrivate
+	case surfacePrivate, surfaceGroup, "mix":
+	default:
+		return fmt.Errorf("chat-type: must be private, group or mix, got %q", o.ChatType)
 	}
 	if o.Think < 0 || o.Ramp < 0 {
 		return fmt.Errorf("think and ramp: must not be negative")
@@ -101,6 +131,17 @@ func (o *Options) defaults() error {
 	if o.Turns == 0 && o.Duration <= 0 {
 		return fmt.Errorf("give -turns or a positive -duration")
 	}
+	if o.GlobalPerSecond == 0 {
+		o.GlobalPerSecond = 30
+	}
+	if o.GlobalPerSecond < 1 || o.GlobalPerSecond > 1000 {
+		return fmt.Errorf("global: must be between 1 and 1000, got %d", o.GlobalPerSecond)
+	}
+	return nil
+}
+
+// answerDefaults checks the model's answers and the tool.
+func (o *Options) answerDefaults() error {
 	if o.Tokens <= 0 {
 		o.Tokens = 100
 	}
@@ -122,12 +163,11 @@ func (o *Options) defaults() error {
 	if o.ToolLatency < 0 {
 		return fmt.Errorf("tool-latency: must not be negative, got %v", o.ToolLatency)
 	}
-	if o.GlobalPerSecond == 0 {
-		o.GlobalPerSecond = 30
-	}
-	if o.GlobalPerSecond < 1 || o.GlobalPerSecond > 1000 {
-		return fmt.Errorf("global: must be between 1 and 1000, got %d", o.GlobalPerSecond)
-	}
+	return nil
+}
+
+// deploymentDefaults checks the database, the replicas and how they receive updates.
+func (o *Options) deploymentDefaults() error {
 	switch o.DB {
 	case "":
 		o.DB = "sqlite"
@@ -158,16 +198,16 @@ func (o *Options) defaults() error {
 	default:
 		return fmt.Errorf("telegram: must be polling or webhook, got %q", o.Telegram)
 	}
-	if o.TurnTimeout <= 0 {
-		o.TurnTimeout = 60*time.Second + time.Duration(o.Chats)*time.Second*3/time.Duration(o.GlobalPerSecond)
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 10*time.Minute + 2*o.Duration + 2*o.TurnTimeout
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
 	return nil
+}
+
+// surfaceOf is the surface of chat i: with ChatType "mix", every odd chat is a group.
+func (o *Options) surfaceOf(i int) string {
+	switch {
+	case o.ChatType == surfaceGroup, o.ChatType == "mix" && i%2 == 1:
+		return surfaceGroup
+	}
+	return surfacePrivate
 }
 
 // loadMain parses the flags, runs the load and prints the report.
@@ -176,6 +216,7 @@ func loadMain(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	fs.SetOutput(stderr)
 	var o Options
 	fs.IntVar(&o.Chats, "chats", 100, "concurrent chats")
+	fs.StringVar(&o.ChatType, "chat-type", "private", "the chats: private (previews are drafts), group (supergroups: a message and its edits) or mix (every other chat a group)")
 	fs.IntVar(&o.Turns, "turns", 0, "messages per chat (0: run for -duration)")
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long chats send messages when -turns is 0")
 	fs.DurationVar(&o.Think, "think", 3*time.Second, "pause between an answer and the chat's next message")

@@ -9,7 +9,37 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// dropFromPageCache writes the file's dirty pages back and drops its pages from the page cache
+// (those no process maps now), so that the bot starts as after a fresh deploy, its executable
+// read anew from disk. How a binary came into the page cache decides how much of it a process
+// maps: the Go linker writes its output through a shared mapping, which leaves it in large
+// folios the kernel maps whole, and a freshly built bot idled 8 MB of file pages higher than
+// the same bytes read from disk (42.8 against 34.3 MB).
+func dropFromPageCache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("dropping %s from the page cache: %w", path, err)
+	}
+	defer f.Close()
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("dropping %s from the page cache: statfs: %w", path, err)
+	}
+	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
+		return fmt.Errorf("dropping %s from the page cache: it is on tmpfs, whose pages are the file", path)
+	}
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("dropping %s from the page cache: fdatasync: %w", path, err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("dropping %s from the page cache: fadvise: %w", path, err)
+	}
+	return nil
+}
 
 // clockTick is the unit of utime and stime in /proc/PID/stat (USER_HZ, 100 on Linux).
 const clockTick = 10 * time.Millisecond

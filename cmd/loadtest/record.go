@@ -13,8 +13,17 @@ import (
 	tgkit "relaybot/internal/testkit/telegram"
 )
 
-// baseChatID is the id of chat 0; chat i is baseChatID+i, a private chat with user baseChatID+i.
+// baseChatID is the id of chat 0; chat i is a private chat with user baseChatID+i (its id is
+// the user's), or the supergroup -(baseChatID+i) where that user writes.
 const baseChatID = 1_000_000
+
+// Surfaces: how a chat shows an answer in progress. In a private chat the bot streams drafts
+// (sendMessageDraft) and sends the final text; in a group, where drafts are refused, it sends a
+// message and edits it.
+const (
+	surfacePrivate = "private"
+	surfaceGroup   = "group"
+)
 
 // userText is the message chat sends on turn; turnPattern finds chat and turn in the model's
 // requests.
@@ -26,29 +35,33 @@ var turnPattern = regexp.MustCompile(`load c(\d+) t(\d+):`)
 
 // chatRun is one simulated chat: the turn in flight and what the fakes saw of it.
 type chatRun struct {
-	idx int
-	id  int64
+	idx     int
+	id      int64
+	surface string // surfacePrivate or surfaceGroup
 
 	mu        sync.Mutex
 	turn      int // the turn in flight, -1 before the first
 	active    bool
 	sentAt    time.Time
+	visible   time.Time // first draft, send or edit of the bot after sentAt showing text
 	first     time.Time // first send or edit of the bot after sentAt
 	final     time.Time // first send or edit carrying the whole answer
 	lastToken time.Time // the model's last token of the turn's last stream
+	drafts    int
 	edits     int
 	sends     int
-	late      int // sends and edits after the final text, before the next message
+	late      int // drafts, sends and edits after the final text, before the next message
 	done      chan struct{}
-	calls     []time.Time // successful sends and edits in this chat, every turn
+	calls     []time.Time // successful drafts, sends and edits in this chat, every turn
 }
 
 // turnResult is one finished (or abandoned) turn.
 type turnResult struct {
-	chat, turn                    int
-	sent, first, final, lastToken time.Time
-	edits, sends                  int
-	timedOut                      bool
+	chat, turn                             int
+	surface                                string
+	sent, visible, first, final, lastToken time.Time
+	drafts, edits, sends                   int
+	timedOut                               bool
 }
 
 // begin starts turn: the returned channel closes when its final text shows in the chat.
@@ -56,8 +69,8 @@ func (c *chatRun) begin(turn int, at time.Time) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.turn, c.active, c.sentAt = turn, true, at
-	c.first, c.final, c.lastToken = time.Time{}, time.Time{}, time.Time{}
-	c.edits, c.sends = 0, 0
+	c.visible, c.first, c.final, c.lastToken = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	c.drafts, c.edits, c.sends = 0, 0, 0
 	c.done = make(chan struct{})
 	return c.done
 }
@@ -68,8 +81,8 @@ func (c *chatRun) end(timedOut bool) turnResult {
 	defer c.mu.Unlock()
 	c.active = false
 	return turnResult{
-		chat: c.idx, turn: c.turn, sent: c.sentAt, first: c.first, final: c.final, lastToken: c.lastToken,
-		edits: c.edits, sends: c.sends, timedOut: timedOut,
+		chat: c.idx, turn: c.turn, surface: c.surface, sent: c.sentAt, visible: c.visible, first: c.first, final: c.final,
+		lastToken: c.lastToken, drafts: c.drafts, edits: c.edits, sends: c.sends, timedOut: timedOut,
 	}
 }
 
@@ -82,35 +95,56 @@ type recorder struct {
 	notModified atomic.Int64
 	failed      atomic.Int64 // other failures of sends and edits (4xx, 5xx)
 	late        atomic.Int64
-	strays      atomic.Int64 // sends and edits in no chat of the run
+	strays      atomic.Int64 // drafts, sends and edits in no chat of the run
 	tokens      atomic.Int64 // delta chunks streamed to the bot
 	streams     atomic.Int64 // streams to the bot
 	toolReplies atomic.Int64 // streams calling a tool: one audit row each
 
 	globalMu sync.Mutex
-	global   []time.Time // successful sends and edits in every chat
+	global   []time.Time // successful drafts, sends and edits in every chat
 }
 
-func newRecorder(chats int, expect string) *recorder {
+// newRecorder makes the recorder of chats chats, each on the surface surfaceOf gives its index.
+func newRecorder(chats int, expect string, surfaceOf func(int) string) *recorder {
 	r := &recorder{expect: strings.TrimSpace(expect), chats: make([]*chatRun, chats)}
 	for i := range r.chats {
-		r.chats[i] = &chatRun{idx: i, id: baseChatID + int64(i), turn: -1}
+		c := &chatRun{idx: i, id: baseChatID + int64(i), surface: surfaceOf(i), turn: -1}
+		if c.surface == surfaceGroup {
+			c.id = -c.id
+		}
+		r.chats[i] = c
 	}
 	return r
 }
 
-// counted are the methods Telegram's limits count.
-func counted(method string) bool {
+// chatOf returns the run's chat of a Telegram chat id, or nil.
+func (r *recorder) chatOf(id int64) *chatRun {
+	i := id - baseChatID
+	if id < 0 {
+		i = -id - baseChatID
+	}
+	if i < 0 || i >= int64(len(r.chats)) || r.chats[i].id != id {
+		return nil
+	}
+	return r.chats[i]
+}
+
+// counted are the methods Telegram's limits count (drafts draw on the same budget as edits);
+// draft reports whether one of them is a draft, which shows text without sending a message.
+func counted(method string) (ok, draft bool) {
 	switch method {
 	case "sendMessage", "editMessageText", "sendPhoto", "sendDocument":
-		return true
+		return true, false
+	case "sendMessageDraft", "sendRichMessageDraft":
+		return true, true
 	}
-	return false
+	return false, false
 }
 
 // onCall implements the fake Telegram's OnCall.
 func (r *recorder) onCall(call tgkit.Call) {
-	if !counted(call.Method) {
+	ok, draft := counted(call.Method)
+	if !ok {
 		return
 	}
 	switch {
@@ -124,8 +158,8 @@ func (r *recorder) onCall(call tgkit.Call) {
 		r.failed.Add(1)
 		return
 	}
-	i := call.ChatID - baseChatID
-	if i < 0 || i >= int64(len(r.chats)) {
+	c := r.chatOf(call.ChatID)
+	if c == nil {
 		r.strays.Add(1)
 		return
 	}
@@ -133,7 +167,6 @@ func (r *recorder) onCall(call tgkit.Call) {
 	r.global = append(r.global, call.Time)
 	r.globalMu.Unlock()
 
-	c := r.chats[i]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, call.Time)
@@ -142,15 +175,23 @@ func (r *recorder) onCall(call tgkit.Call) {
 		r.late.Add(1)
 		return
 	}
+	text := strings.TrimSpace(call.Params["text"])
+	if c.visible.IsZero() && (text != "" || call.Params["rich_message"] != "") {
+		c.visible = call.Time // an empty draft shows "Thinking…", not the answer
+	}
+	switch {
+	case draft:
+		c.drafts++
+		return // a draft is never the final text: it disappears unless a message persists it
+	case call.Method == "editMessageText":
+		c.edits++
+	default:
+		c.sends++
+	}
 	if c.first.IsZero() {
 		c.first = call.Time
 	}
-	if call.Method == "editMessageText" {
-		c.edits++
-	} else {
-		c.sends++
-	}
-	if strings.TrimSpace(call.Params["text"]) == r.expect {
+	if text == r.expect {
 		c.final = call.Time
 		close(c.done)
 	}

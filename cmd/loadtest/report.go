@@ -45,10 +45,15 @@ type Report struct {
 	TurnsPerSecond float64 `json:"turns_per_second"`
 	PeakInFlight   int64   `json:"peak_turns_in_flight"`
 
-	// FirstText is from the user's message to the first text of the answer in the chat; Answer
-	// to the whole answer.
-	FirstText Latency `json:"first_text_ms"`
-	Answer    Latency `json:"answer_ms"`
+	// ChatType is the run's chats: private, group or mix (-chat-type).
+	ChatType string `json:"chat_type"`
+	// FirstVisible is from the user's message to the first text of the answer the user sees: a
+	// draft (private chats), a send or an edit, whichever came first. FirstText is to the first
+	// message sent or edited (in a private chat streaming drafts, that is the final text);
+	// Answer to the whole answer.
+	FirstVisible Latency `json:"first_visible_ms"`
+	FirstText    Latency `json:"first_text_ms"`
+	Answer       Latency `json:"answer_ms"`
 	// Final is from the model's last token to the whole answer showing in the chat; FinalFree
 	// is the same over the turns whose final text Telegram's budget did not hold back (see
 	// budgetFree), and FinalFreeWithin100 the share of those within 100 ms.
@@ -56,13 +61,20 @@ type Report struct {
 	FinalFree          Latency `json:"final_after_last_token_budget_free_ms"`
 	FinalFreeWithin100 float64 `json:"budget_free_final_within_100ms_pct"`
 
-	EditsPerReply float64 `json:"edits_per_reply"`
-	SendsPerReply float64 `json:"sends_per_reply"`
-	HTTP429       int64   `json:"http_429"`
-	NotModified   int64   `json:"not_modified"`
-	FailedCalls   int64   `json:"failed_calls"`
-	LateCalls     int64   `json:"calls_after_final"`
-	StrayCalls    int64   `json:"stray_calls"`
+	// DraftsPerReply, EditsPerReply and SendsPerReply count the successful requests of each
+	// kind per answer: the previews are the drafts and the edits.
+	DraftsPerReply float64 `json:"drafts_per_reply"`
+	EditsPerReply  float64 `json:"edits_per_reply"`
+	SendsPerReply  float64 `json:"sends_per_reply"`
+	// Surfaces gives the figures a user sees per kind of chat: private chats (previews are
+	// drafts) and groups (previews are a message and its edits), those the run had.
+	Surfaces []Surface `json:"surfaces"`
+
+	HTTP429     int64 `json:"http_429"`
+	NotModified int64 `json:"not_modified"`
+	FailedCalls int64 `json:"failed_calls"`
+	LateCalls   int64 `json:"calls_after_final"`
+	StrayCalls  int64 `json:"stray_calls"`
 
 	// AnswersWhole counts the bot's messages carrying a whole answer, after the bots stopped;
 	// each message sent should have exactly one. AnswersMissing are messages with none,
@@ -93,9 +105,13 @@ type Report struct {
 	IdleRSSMB float64 `json:"idle_rss_mb"`
 	// IdleAnonMB is the anonymous part of the idle RSS: the bot's own memory, without the
 	// executable's and libraries' file pages.
-	IdleAnonMB   float64 `json:"idle_anon_mb"`
-	PeakRSSMB    float64 `json:"peak_rss_mb"`
-	MemPerTurnKB float64 `json:"memory_per_turn_in_flight_kb"`
+	IdleAnonMB float64 `json:"idle_anon_mb"`
+	// IdleColdStart is whether the bot binary was dropped from the page cache before the bots
+	// started, as after a fresh deploy: its file pages in the idle RSS are then those a start
+	// reads from disk, whatever wrote the binary (see dropFromPageCache).
+	IdleColdStart bool    `json:"idle_cold_start"`
+	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	MemPerTurnKB  float64 `json:"memory_per_turn_in_flight_kb"`
 	// PeakAnonMB is the largest anonymous RSS sampled (every 100 ms) during the load, and
 	// AnonPerTurnKB its growth over idle per turn in flight: the bot's own memory per turn,
 	// without the executable's file pages, whose share of RSS depends on the page cache (the
@@ -115,6 +131,82 @@ type Report struct {
 	OthersCPUPct       float64  `json:"others_cpu_pct"`
 	LoadToolCPUSeconds float64  `json:"loadtool_cpu_seconds"`
 	Profiles           []string `json:"profiles,omitempty"`
+}
+
+// Surface is what the users of one kind of chat saw.
+type Surface struct {
+	// Surface is "private" or "group"; Chats and Turns how many of the run's were of it.
+	Surface string `json:"surface"`
+	Chats   int    `json:"chats"`
+	Turns   int    `json:"turns_done"`
+	// FirstVisible, FirstText and Answer are as in Report; Final is the model's last token →
+	// the whole answer in the chat.
+	FirstVisible   Latency `json:"first_visible_ms"`
+	FirstText      Latency `json:"first_text_ms"`
+	Answer         Latency `json:"answer_ms"`
+	Final          Latency `json:"final_after_last_token_ms"`
+	DraftsPerReply float64 `json:"drafts_per_reply"`
+	EditsPerReply  float64 `json:"edits_per_reply"`
+	SendsPerReply  float64 `json:"sends_per_reply"`
+}
+
+// surfaceTally gathers one surface's turns for its Surface.
+type surfaceTally struct {
+	chats                       int
+	turns, drafts, edits, sends int
+	visible, first, answer      []time.Duration
+	final                       []time.Duration
+}
+
+// add counts a finished turn.
+func (t *surfaceTally) add(res turnResult) {
+	t.turns++
+	t.drafts, t.edits, t.sends = t.drafts+res.drafts, t.edits+res.edits, t.sends+res.sends
+	if !res.visible.IsZero() {
+		t.visible = append(t.visible, res.visible.Sub(res.sent))
+	}
+	if !res.first.IsZero() {
+		t.first = append(t.first, res.first.Sub(res.sent))
+	}
+	t.answer = append(t.answer, res.final.Sub(res.sent))
+	if !res.lastToken.IsZero() {
+		t.final = append(t.final, res.final.Sub(res.lastToken))
+	}
+}
+
+// surface summarises the tally as name's Surface.
+func (t *surfaceTally) surface(name string) Surface {
+	s := Surface{Surface: name, Chats: t.chats, Turns: t.turns, FirstVisible: latency(t.visible), FirstText: latency(t.first),
+		Answer: latency(t.answer), Final: latency(t.final)}
+	if t.turns > 0 {
+		n := float64(t.turns)
+		s.DraftsPerReply, s.EditsPerReply, s.SendsPerReply = float64(t.drafts)/n, float64(t.edits)/n, float64(t.sends)/n
+	}
+	return s
+}
+
+// fillSurfaces gives each surface of the run its figures, private chats first.
+func (r *Report) fillSurfaces(rec *recorder, results []turnResult) {
+	tallies := map[string]*surfaceTally{}
+	for _, c := range rec.chats {
+		t := tallies[c.surface]
+		if t == nil {
+			t = &surfaceTally{}
+			tallies[c.surface] = t
+		}
+		t.chats++
+	}
+	for _, res := range results {
+		if !res.timedOut {
+			tallies[res.surface].add(res)
+		}
+	}
+	r.Surfaces = nil
+	for _, name := range []string{surfacePrivate, surfaceGroup} {
+		if t := tallies[name]; t != nil {
+			r.Surfaces = append(r.Surfaces, t.surface(name))
+		}
+	}
 }
 
 // Latency summarises durations in milliseconds.
@@ -169,16 +261,20 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 		}
 	}
 	pending := pendingFinals(lasts, finals)
-	var first, answer, final, free []time.Duration
-	edits, sends, within, k := 0, 0, 0, 0
+	var visible, first, answer, final, free []time.Duration
+	drafts, edits, sends, within, k := 0, 0, 0, 0, 0
 	for _, t := range results {
 		if t.timedOut {
 			r.TurnsTimedOut++
 			continue
 		}
 		r.TurnsDone++
+		drafts += t.drafts
 		edits += t.edits
 		sends += t.sends
+		if !t.visible.IsZero() {
+			visible = append(visible, t.visible.Sub(t.sent))
+		}
 		if !t.first.IsZero() {
 			first = append(first, t.first.Sub(t.sent))
 		}
@@ -196,11 +292,14 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 		}
 		k++
 	}
-	r.FirstText, r.Answer, r.Final, r.FinalFree = latency(first), latency(answer), latency(final), latency(free)
+	r.FirstVisible, r.FirstText, r.Answer = latency(visible), latency(first), latency(answer)
+	r.Final, r.FinalFree = latency(final), latency(free)
+	r.fillSurfaces(rec, results)
 	if len(free) > 0 {
 		r.FinalFreeWithin100 = 100 * float64(within) / float64(len(free))
 	}
 	if r.TurnsDone > 0 {
+		r.DraftsPerReply = float64(drafts) / float64(r.TurnsDone)
 		r.EditsPerReply = float64(edits) / float64(r.TurnsDone)
 		r.SendsPerReply = float64(sends) / float64(r.TurnsDone)
 	}
@@ -210,7 +309,11 @@ func (r *Report) fill(rec *recorder, results []turnResult, wall, cpu time.Durati
 	r.HTTP429, r.NotModified, r.FailedCalls = rec.http429.Load(), rec.notModified.Load(), rec.failed.Load()
 	r.LateCalls, r.StrayCalls = rec.late.Load(), rec.strays.Load()
 	r.Streams, r.StreamedTokens = rec.streams.Load(), rec.tokens.Load()
+	r.fillCost(cpu, peakRSS, idleRSS, peakInFlight)
+}
 
+// fillCost computes the bots' CPU per turn and token and their memory per turn in flight.
+func (r *Report) fillCost(cpu time.Duration, peakRSS, idleRSS, peakInFlight int64) {
 	r.BotCPUSeconds = cpu.Seconds()
 	if r.TurnsDone > 0 {
 		r.BotCPUPer1kTurns = 1000 * cpu.Seconds() / float64(r.TurnsDone)
@@ -316,18 +419,24 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	p("%s", r.Command)
 	load += fmt.Sprintf(", %d ms between answer and next message", r.ThinkMS)
-	p("load:            %d chats, %s; %d tokens at %g tok/s; tool %s in %.0f%% of turns (latency %d ms)",
-		r.Chats, load, r.Tokens, r.Rate, r.Tool, 100*r.ToolShare, r.ToolLatencyMS)
-	p("budget, db:      %d sends and edits/s for the whole bot; %s; %d replica(s), Telegram %s", r.GlobalPerSecond, r.Database, r.Replicas, r.Telegram)
+	p("load:            %d chats (%s), %s; %d tokens at %g tok/s; tool %s in %.0f%% of turns (latency %d ms)",
+		r.Chats, r.ChatType, load, r.Tokens, r.Rate, r.Tool, 100*r.ToolShare, r.ToolLatencyMS)
+	p("budget, db:      %d drafts, sends and edits/s for the whole bot; %s; %d replica(s), Telegram %s", r.GlobalPerSecond, r.Database, r.Replicas, r.Telegram)
 	p("turns:           %d sent, %d answered whole, %d timed out in %.1f s: %.1f turns/s (peak %d in flight)",
 		r.TurnsSent, r.TurnsDone, r.TurnsTimedOut, r.WallSeconds, r.TurnsPerSecond, r.PeakInFlight)
-	p("first text:      %s", lat(r.FirstText))
+	p("first visible:   %s (draft, send or edit)", lat(r.FirstVisible))
+	p("first text:      %s (send or edit)", lat(r.FirstText))
 	p("whole answer:    %s", lat(r.Answer))
 	p("answers:         %d whole in the chats; %d messages not answered, %d answered more than once", r.AnswersWhole, r.AnswersMissing, r.AnswersDuplicated)
 	p("last token→final: %s", lat(r.Final))
 	p("  budget free:   %s; %.1f%% within 100 ms", lat(r.FinalFree), r.FinalFreeWithin100)
-	p("per reply:       %.2f edits, %.2f sends; 429s %d, not modified %d, failed %d, after final %d",
-		r.EditsPerReply, r.SendsPerReply, r.HTTP429, r.NotModified, r.FailedCalls, r.LateCalls)
+	p("per reply:       %.2f drafts, %.2f edits, %.2f sends; 429s %d, not modified %d, failed %d, after final %d",
+		r.DraftsPerReply, r.EditsPerReply, r.SendsPerReply, r.HTTP429, r.NotModified, r.FailedCalls, r.LateCalls)
+	for _, s := range r.Surfaces {
+		p("%-16s %d chats, %d answers; first visible p50 %.1f / p99 %.1f ms, whole answer p50 %.1f / p99 %.1f ms, last token→final p99 %.1f ms; per reply %.2f drafts, %.2f edits, %.2f sends",
+			s.Surface+" chats:", s.Chats, s.Turns, s.FirstVisible.P50, s.FirstVisible.P99, s.Answer.P50, s.Answer.P99, s.Final.P99,
+			s.DraftsPerReply, s.EditsPerReply, s.SendsPerReply)
+	}
 	p("model:           %d streams, %d tokens", r.Streams, r.StreamedTokens)
 	p("bot cpu:         %.2f s; %.3f s per 1k turns; %.4f s per 1k tokens", r.BotCPUSeconds, r.BotCPUPer1kTurns, r.BotCPUPer1kTokens)
 	if r.OTelSpans > 0 {
@@ -343,8 +452,12 @@ func (r *Report) WriteText(w io.Writer) {
 		p("bare go-openai:  %.4f s per 1k tokens (%d streams, %d at once, %d tokens); bot/bare = %.2f×",
 			r.BareCPUPer1kToken, r.Baseline.Streams, r.Baseline.Concurrency, r.Baseline.Tokens, r.CPURatio)
 	}
-	p("bot memory:      idle %.1f MB (%.1f MB anonymous), peak %.1f MB (%.1f MB anonymous); %.1f KB per turn in flight (%.1f KB anonymous)",
-		r.IdleRSSMB, r.IdleAnonMB, r.PeakRSSMB, r.PeakAnonMB, r.MemPerTurnKB, r.AnonPerTurnKB)
+	start := "binary as it was in the page cache"
+	if r.IdleColdStart {
+		start = "cold start: binary read anew from disk"
+	}
+	p("bot memory:      idle %.1f MB (%.1f MB anonymous; %s), peak %.1f MB (%.1f MB anonymous); %.1f KB per turn in flight (%.1f KB anonymous)",
+		r.IdleRSSMB, r.IdleAnonMB, start, r.PeakRSSMB, r.PeakAnonMB, r.MemPerTurnKB, r.AnonPerTurnKB)
 	p("goroutines:      %d idle before, %d after the run (%d of them idle keep-alive connections)", r.GoroutinesIdle, r.GoroutinesAfter, r.GoroutinesKeepAlive)
 	p("database:        turns %d/%d expected (%d ok), audit rows %d/%d expected (%d ok)",
 		r.DB.Turns, r.DB.TurnsExpected, r.DB.TurnsOK, r.DB.AuditRows, r.DB.AuditExpected, r.DB.AuditOK)

@@ -37,202 +37,342 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	r := &run{o: o}
+	defer r.close()
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.startBots(ctx); err != nil {
+		return nil, err
+	}
+	rep := r.newReport()
+	r.measureIdle(ctx, rep)
+	l, err := r.load(ctx, rep)
+	if err != nil {
+		return nil, err
+	}
+	r.afterLoad(ctx, rep)
+	runErr := r.stopBots()
+	rep.fill(r.rec, l.results, l.wall, l.cpu, l.hwm, l.idleRSS, l.peakInFlight)
+	if r.traces != nil {
+		rep.OTelSpans = r.traces.Count()
+	}
+	rep.countAnswers(r.rec, r.tg, l.results)
+	if err := rep.countDB(ctx, r.driver, r.dsn, int64(len(l.results)), r.rec.toolReplies.Load()); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	if o.Baseline {
+		if err := rep.baseline(ctx, o, r.model.URL); err != nil {
+			runErr = errors.Join(runErr, err)
+		}
+	}
+	return rep, errors.Join(runErr, rep.check())
+}
 
-	dir := o.WorkDir
-	if dir == "" {
+// run is one load run: the fakes, the database and the bots, and what closes them.
+type run struct {
+	o        Options
+	dir      string // the work folder
+	bin      string // the bot binary
+	toolName string
+	rec      *recorder
+	model    *llm.Server
+	tg       *tgkit.Server
+	mcpURL   string         // the slow tool's MCP server, when -tool-latency is set
+	traces   *otlp.Receiver // the collector of the bots' traces, with -otel
+	driver   string
+	dsn      string
+	pg       *pgSchema     // the run's PostgreSQL schema, with -db postgres
+	proxy    *webhookProxy // the round-robin webhook proxy, in webhook mode
+	names    []string      // each replica's config, log and offset file are named after it
+	bots     []*botProcess
+	cold     bool // the bot binary was dropped from the page cache before the bots started
+	stopped  bool
+	closers  []func() // run in reverse by close
+}
+
+// close stops what setup and startBots started, the last first.
+func (r *run) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+}
+
+// setup makes the work folder, builds the bot unless given, and starts the fakes, the slow
+// tool's MCP server, the trace collector, the database and the webhook proxy the run needs.
+func (r *run) setup(ctx context.Context) error {
+	o := r.o
+	r.dir = o.WorkDir
+	if r.dir == "" {
 		d, err := os.MkdirTemp("", "relaybot-loadtest-")
 		if err != nil {
-			return nil, fmt.Errorf("making a work folder: %w", err)
+			return fmt.Errorf("making a work folder: %w", err)
 		}
-		defer os.RemoveAll(d)
-		dir = d
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("making the work folder: %w", err)
+		r.closers = append(r.closers, func() { os.RemoveAll(d) })
+		r.dir = d
+	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return fmt.Errorf("making the work folder: %w", err)
 	}
-	bin := o.Bot
-	if bin == "" {
+	r.bin = o.Bot
+	if r.bin == "" {
 		o.Log.Info("building the bot")
-		b, err := buildBot(ctx, o.Src, dir)
+		b, err := buildBot(ctx, o.Src, r.dir)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		bin = b
+		r.bin = b
 	}
+	if err := dropFromPageCache(r.bin); err != nil {
+		o.Log.Warn("the bot's idle memory depends on how its binary sits in the page cache", "err", err)
+	} else {
+		r.cold = true
+	}
+	if err := r.startFakes(); err != nil {
+		return err
+	}
+	return r.prepareStorage(ctx)
+}
 
-	rec := newRecorder(o.Chats, strings.Repeat(o.Token, o.Tokens))
-
-	// The fake model.
-	model := llm.NewServer()
-	defer model.Close()
+// startFakes starts the fake model, the fake Telegram (with Telegram's limits), the MCP server
+// of the slow tool and the collector of the bots' traces.
+func (r *run) startFakes() error {
+	o := r.o
+	r.rec = newRecorder(o.Chats, strings.Repeat(o.Token, o.Tokens), o.surfaceOf)
+	r.model = llm.NewServer()
+	r.closers = append(r.closers, r.model.Close)
 	toolName, toolArgs := "current_time", `{}`
 	if o.ToolLatency > 0 {
 		toolName, toolArgs = "sleep", fmt.Sprintf(`{"seconds":%g}`, o.ToolLatency.Seconds())
 	}
+	r.toolName = toolName
 	gen := llm.Generator(llm.Generate{Tokens: o.Tokens, Token: o.Token, Rate: o.Rate, ToolShare: o.ToolShare,
 		ToolName: toolName, ToolArgs: toolArgs})
 	plain := llm.Generator(llm.Generate{Tokens: o.Tokens, Token: o.Token, Rate: o.Rate})
-	model.SetHandler(rec.handler(gen, plain))
-	model.OnStreamed(rec.onStreamed)
+	r.model.SetHandler(r.rec.handler(gen, plain))
+	r.model.OnStreamed(r.rec.onStreamed)
 
-	// The fake Telegram, with Telegram's limits.
-	tgOpts := tgkit.Options{OnCall: rec.onCall, GlobalPerSecond: o.GlobalPerSecond}
+	tgOpts := tgkit.Options{OnCall: r.rec.onCall, GlobalPerSecond: o.GlobalPerSecond}
 	if o.GlobalPerSecond > 30 {
 		tgOpts.GlobalPerSecond, tgOpts.PaidPerSecond = 30, o.GlobalPerSecond
 	}
 	tg, err := tgkit.New(tgOpts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer tg.Close()
-
-	// The MCP server of the slow tool.
-	mcpURL := ""
+	r.tg = tg
+	r.closers = append(r.closers, tg.Close)
 	if o.ToolLatency > 0 {
 		url, stop, err := startMCP()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		defer stop()
-		mcpURL = url
+		r.closers = append(r.closers, stop)
+		r.mcpURL = url
 	}
-
-	// The collector of the bot's traces.
-	var traces *otlp.Receiver
 	if o.OTel {
-		traces = otlp.New()
-		traces.CountOnly()
-		defer traces.Close()
+		r.traces = otlp.New()
+		r.traces.CountOnly()
+		r.closers = append(r.closers, r.traces.Close)
 	}
+	return nil
+}
 
-	dbPath := filepath.Join(dir, "bot.db")
+// prepareStorage removes an earlier run's database and offsets from a kept work folder (they
+// would spoil the counts), makes the PostgreSQL schema with -db postgres, and starts the webhook
+// proxy in webhook mode.
+func (r *run) prepareStorage(ctx context.Context) error {
+	o := r.o
+	dbPath := filepath.Join(r.dir, "bot.db")
 	leftovers := []string{dbPath, dbPath + "-wal", dbPath + "-shm", dbPath + ".lock"}
-	names := make([]string, o.Replicas) // each replica's config, log and offset file are named after it
-	for i := range names {
-		names[i] = "bot"
+	r.names = make([]string, o.Replicas)
+	for i := range r.names {
+		r.names[i] = "bot"
 		if o.Replicas > 1 {
-			names[i] = fmt.Sprintf("bot-%d", i+1)
+			r.names[i] = fmt.Sprintf("bot-%d", i+1)
 		}
-		leftovers = append(leftovers, filepath.Join(dir, names[i]+".offset"))
+		leftovers = append(leftovers, filepath.Join(r.dir, r.names[i]+".offset"))
 	}
-	leftovers = append(leftovers, filepath.Join(dir, "telegram.offset"))
+	leftovers = append(leftovers, filepath.Join(r.dir, "telegram.offset"))
 	for _, f := range leftovers {
-		// A database of an earlier run in a kept folder would spoil the counts.
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("removing the database of an earlier run: %w", err)
+			return fmt.Errorf("removing the database of an earlier run: %w", err)
 		}
 	}
-	driver, dsn := "sqlite", dbPath
-	var pg *pgSchema
+	r.driver, r.dsn = "sqlite", dbPath
 	if o.DB == "postgres" {
 		pgDSN, schema, err := freshSchema(ctx, o.PostgresDSN)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		defer schema.drop()
-		driver, dsn, pg = "postgres", pgDSN, schema
+		r.closers = append(r.closers, schema.drop)
+		r.driver, r.dsn, r.pg = "postgres", pgDSN, schema
 	}
-	var proxy *webhookProxy
 	if o.Telegram == "webhook" {
-		proxy, err = startWebhookProxy()
+		proxy, err := startWebhookProxy()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		defer proxy.close()
+		r.closers = append(r.closers, proxy.close)
+		r.proxy = proxy
 	}
+	return nil
+}
+
+// startBots writes each replica's config and starts it; the bots are stopped by close unless
+// stopBots did.
+func (r *run) startBots(ctx context.Context) error {
+	o := r.o
 	token, secret := rand.Text(), rand.Text()
-	var bots []*botProcess
-	stopped := false
-	defer func() {
-		if !stopped {
-			stopAll(bots)
+	r.closers = append(r.closers, func() {
+		if !r.stopped {
+			stopAll(r.bots)
 		}
-	}()
+	})
 	var hooks []string
-	for _, name := range names {
-		cfgPath := filepath.Join(dir, name+".toml")
+	for _, name := range r.names {
+		cfgPath := filepath.Join(r.dir, name+".toml")
 		if o.Replicas == 1 {
-			cfgPath = filepath.Join(dir, "config.toml")
+			cfgPath = filepath.Join(r.dir, "config.toml")
 		}
 		tgMode := ""
-		if proxy != nil {
-			tgMode = fmt.Sprintf("mode = \"webhook\"\nwebhook_listen = \"127.0.0.1:0\"\nwebhook_url = %q\nwebhook_secret = %q\n", proxy.url(), secret)
+		if r.proxy != nil {
+			tgMode = fmt.Sprintf("mode = \"webhook\"\nwebhook_listen = \"127.0.0.1:0\"\nwebhook_url = %q\nwebhook_secret = %q\n", r.proxy.url(), secret)
 		}
-		cfg := botConfig(o, driver, dsn, filepath.Join(dir, name+".offset"), model.URL, tg, mcpURL, token, tgMode)
-		if traces != nil {
-			cfg += fmt.Sprintf("\n[otel]\nenabled = true\nendpoint = %q\n", traces.URL)
+		cfg := botConfig(o, r.driver, r.dsn, filepath.Join(r.dir, name+".offset"), r.model.URL, r.tg, r.mcpURL, token, tgMode)
+		if r.traces != nil {
+			cfg += fmt.Sprintf("\n[otel]\nenabled = true\nendpoint = %q\n", r.traces.URL)
 		}
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-			return nil, fmt.Errorf("writing the bot config: %w", err)
+			return fmt.Errorf("writing the bot config: %w", err)
 		}
-		logPath := filepath.Join(dir, name+".log")
-		o.Log.Info("starting the bot", "bin", bin, "config", cfgPath, "log", logPath)
-		bot, err := startBot(ctx, bin, cfgPath, logPath, token, proxy != nil)
+		logPath := filepath.Join(r.dir, name+".log")
+		o.Log.Info("starting the bot", "bin", r.bin, "config", cfgPath, "log", logPath)
+		bot, err := startBot(ctx, r.bin, cfgPath, logPath, token, r.proxy != nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		bots = append(bots, bot)
+		r.bots = append(r.bots, bot)
 		hooks = append(hooks, bot.webhook)
 	}
-	if proxy != nil {
-		proxy.setBackends(hooks)
+	if r.proxy != nil {
+		r.proxy.setBackends(hooks)
 	}
-	logPath := filepath.Join(dir, names[0]+".log")
-	if o.Replicas > 1 {
-		logPath = filepath.Join(dir, "bot-*.log")
-	}
+	return nil
+}
 
+// logPath names the bots' log files.
+func (r *run) logPath() string {
+	if r.o.Replicas > 1 {
+		return filepath.Join(r.dir, "bot-*.log")
+	}
+	return filepath.Join(r.dir, r.names[0]+".log")
+}
+
+// newReport is the report's description of the run.
+func (r *run) newReport() *Report {
+	o := r.o
 	rep := &Report{
-		Chats: o.Chats, TurnsPerChat: o.Turns, ThinkMS: o.Think.Milliseconds(), Rate: o.Rate, Tokens: o.Tokens, ToolShare: o.ToolShare,
-		ToolLatencyMS: o.ToolLatency.Milliseconds(), Tool: toolName, LoadAvgStart: loadAvg(),
-		GlobalPerSecond: o.GlobalPerSecond, Database: driver, Replicas: o.Replicas, Telegram: o.Telegram,
-		GoroutinesIdle: -1, GoroutinesAfter: -1,
+		Chats: o.Chats, ChatType: o.ChatType, TurnsPerChat: o.Turns, ThinkMS: o.Think.Milliseconds(), Rate: o.Rate, Tokens: o.Tokens,
+		ToolShare: o.ToolShare, ToolLatencyMS: o.ToolLatency.Milliseconds(), Tool: r.toolName, LoadAvgStart: loadAvg(),
+		GlobalPerSecond: o.GlobalPerSecond, Database: r.driver, Replicas: o.Replicas, Telegram: o.Telegram,
+		GoroutinesIdle: -1, GoroutinesAfter: -1, IdleColdStart: r.cold,
 	}
 	if o.Turns == 0 {
 		rep.Duration = o.Duration.String()
 	}
-	if n, err := sumGoroutines(ctx, bots); err == nil {
+	return rep
+}
+
+// measureIdle reads the idle bots' goroutines and memory.
+func (r *run) measureIdle(ctx context.Context, rep *Report) {
+	if n, err := sumGoroutines(ctx, r.bots); err == nil {
 		rep.GoroutinesIdle = n
 	}
-	idleRSS, _, _ := sumMem(bots)
+	idleRSS, _, _ := sumMem(r.bots)
 	rep.IdleRSSMB = mb(idleRSS)
 	var idleAnon int64
-	for _, b := range bots {
+	for _, b := range r.bots {
 		if anon, err := procAnon(b.pid()); err == nil {
 			idleAnon += anon
 		}
 	}
 	rep.IdleAnonMB = mb(idleAnon)
+}
 
-	// The CPU profile is the first replica's: with several, they run the same code.
+// loadResult is what the load measured beside the report's machine figures.
+type loadResult struct {
+	results      []turnResult
+	wall, cpu    time.Duration
+	hwm, idleRSS int64 // the bots' peak and idle RSS, summed
+	peakInFlight int64
+}
+
+// load drives the chats and measures the bots' CPU, the machine's and the PostgreSQL server's
+// during it, the first replica's anonymous peak and, with -profile, its CPU profile.
+func (r *run) load(ctx context.Context, rep *Report) (loadResult, error) {
+	o, bots := r.o, r.bots
+	var l loadResult
+	l.idleRSS, _, _ = sumMem(bots)
 	var profWG sync.WaitGroup
 	loadDone := make(chan struct{})
 	if o.ProfileDir != "" && bots[0].profiles {
 		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
-			return nil, fmt.Errorf("making the profile folder: %w", err)
+			return l, fmt.Errorf("making the profile folder: %w", err)
 		}
-		profWG.Add(1)
-		go func() {
-			defer profWG.Done()
+		profWG.Go(func() {
 			rep.Profiles = append(rep.Profiles, profileCPU(ctx, bots[0], o.ProfileDir, loadDone, o.Log)...)
-		}()
+		})
 	}
-
-	// The load.
 	cpu0, err := replicaCPU(bots)
 	if err != nil {
-		return nil, err
+		return l, err
 	}
 	var pg0 map[int]time.Duration
 	var pgErr error
-	if pg != nil {
-		pg0, pgErr = pg.backendCPU(ctx)
+	if r.pg != nil {
+		pg0, pgErr = r.pg.backendCPU(ctx)
 	}
 	busy0, total0 := machineCPU()
 	self0 := selfCPU()
 	start := time.Now()
-	// A bot that dies ends the load at once instead of every chat waiting out its turn timeout.
+	d, results, wall := r.drive(ctx, start, loadDone)
+	l.results, l.wall, l.peakInFlight = results, wall, d.peakInFlight.Load()
+	rep.PeakAnonMB = mb(d.anonPeak)
+	cpu1, err := replicaCPU(bots)
+	if err != nil {
+		return l, r.exitedErr(err)
+	}
+	busy1, total1 := machineCPU()
+	self1 := selfCPU()
+	rep.DBServerCPUSeconds = -1
+	if r.pg != nil && pgErr == nil {
+		if pg1, err := r.pg.backendCPU(ctx); err == nil {
+			rep.DBServerCPUSeconds = backendDelta(pg0, pg1).Seconds()
+		}
+	}
+	_, l.hwm, _ = sumMem(bots)
+	profWG.Wait()
+	rep.LoadAvgEnd = loadAvg()
+	for i := range bots {
+		l.cpu += cpu1[i] - cpu0[i]
+		rep.ReplicaCPUSeconds = append(rep.ReplicaCPUSeconds, (cpu1[i] - cpu0[i]).Seconds())
+	}
+	if t := total1 - total0; t > 0 {
+		rep.MachineBusyPct = 100 * float64(busy1-busy0) / float64(t)
+		rep.OthersCPUPct = max(0, 100*float64(busy1-busy0-l.cpu-(self1-self0))/float64(t))
+	}
+	rep.LoadToolCPUSeconds = (self1 - self0).Seconds()
+	return l, nil
+}
+
+// drive runs the chats from start, ending at once when a bot dies (instead of every chat
+// waiting out its turn timeout), closes loadDone when they are done and returns the driver,
+// the turns and the load's wall time. While they run it samples the bot's anonymous memory at
+// its peak (driver.anonPeak), with one replica only: the table's memory figures are for one
+// process.
+func (r *run) drive(ctx context.Context, start time.Time, loadDone chan struct{}) (*driver, []turnResult, time.Duration) {
 	driveCtx, stopDrive := context.WithCancel(ctx)
-	for _, b := range bots {
+	for _, b := range r.bots {
 		go func() {
 			select {
 			case <-b.exited:
@@ -241,53 +381,37 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}()
 	}
-	// The bot's own memory at its peak, sampled during the load: one replica's (the table's
-	// memory figures are for one process).
 	anonPeak := make(chan int64, 1)
-	if len(bots) == 1 {
-		go func() { anonPeak <- peakAnon(bots[0].pid(), loadDone) }()
+	if len(r.bots) == 1 {
+		go func() { anonPeak <- peakAnon(r.bots[0].pid(), loadDone) }()
 	} else {
 		anonPeak <- 0
 	}
-	d := newDriver(o, rec, tg, bots)
+	d := newDriver(r.o, r.rec, r.tg, r.bots)
 	results := d.run(driveCtx, start)
 	stopDrive()
-	loadWall := time.Since(start)
+	wall := time.Since(start)
 	close(loadDone)
-	rep.PeakAnonMB = mb(<-anonPeak)
-	cpu1, err := replicaCPU(bots)
-	if err != nil {
-		for _, b := range bots {
-			select {
-			case <-b.exited:
-				return nil, fmt.Errorf("a bot exited during the load (%v); see %s", b.err, logPath)
-			default:
-			}
-		}
-		return nil, err
-	}
-	busy1, total1 := machineCPU()
-	self1 := selfCPU()
-	rep.DBServerCPUSeconds = -1
-	if pg != nil && pgErr == nil {
-		if pg1, err := pg.backendCPU(ctx); err == nil {
-			rep.DBServerCPUSeconds = backendDelta(pg0, pg1).Seconds()
-		}
-	}
-	_, hwm, _ := sumMem(bots)
-	profWG.Wait()
-	rep.LoadAvgEnd = loadAvg()
-	var cpu time.Duration
-	for i := range bots {
-		cpu += cpu1[i] - cpu0[i]
-		rep.ReplicaCPUSeconds = append(rep.ReplicaCPUSeconds, (cpu1[i] - cpu0[i]).Seconds())
-	}
-	if t := total1 - total0; t > 0 {
-		rep.MachineBusyPct = 100 * float64(busy1-busy0) / float64(t)
-		rep.OthersCPUPct = max(0, 100*float64(busy1-busy0-cpu-(self1-self0))/float64(t))
-	}
-	rep.LoadToolCPUSeconds = (self1 - self0).Seconds()
+	d.anonPeak = <-anonPeak
+	return d, results, wall
+}
 
+// exitedErr names the bot that exited during the load, if one did, instead of err.
+func (r *run) exitedErr(err error) error {
+	for _, b := range r.bots {
+		select {
+		case <-b.exited:
+			return fmt.Errorf("a bot exited during the load (%v); see %s", b.err, r.logPath())
+		default:
+		}
+	}
+	return err
+}
+
+// afterLoad saves the heap profile with -profile and counts the goroutines left once they
+// settle, and those of idle keep-alive connections among them.
+func (r *run) afterLoad(ctx context.Context, rep *Report) {
+	o, bots := r.o, r.bots
 	if o.ProfileDir != "" && bots[0].profiles {
 		file := filepath.Join(o.ProfileDir, "heap.pprof")
 		if err := bots[0].save(ctx, "/debug/pprof/heap", file); err != nil {
@@ -303,41 +427,31 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			idle = rep.GoroutinesIdle / len(bots)
 		}
 		rep.GoroutinesAfter += settleGoroutines(ctx, b, idle)
-		if b.profiles {
-			if dump, err := b.get(ctx, "/debug/pprof/goroutine?debug=1"); err == nil {
-				rep.GoroutinesKeepAlive += keepAliveGoroutines(dump)
-				if o.ProfileDir != "" && b == bots[0] {
-					file := filepath.Join(o.ProfileDir, "goroutines.txt")
-					if err := os.WriteFile(file, dump, 0o644); err == nil {
-						rep.Profiles = append(rep.Profiles, file)
-					}
+		if !b.profiles {
+			continue
+		}
+		if dump, err := b.get(ctx, "/debug/pprof/goroutine?debug=1"); err == nil {
+			rep.GoroutinesKeepAlive += keepAliveGoroutines(dump)
+			if o.ProfileDir != "" && b == bots[0] {
+				file := filepath.Join(o.ProfileDir, "goroutines.txt")
+				if err := os.WriteFile(file, dump, 0o644); err == nil {
+					rep.Profiles = append(rep.Profiles, file)
 				}
 			}
 		}
 	}
+}
 
-	stopped = true
+// stopBots stops the bots and returns their stop errors, naming their logs.
+func (r *run) stopBots() error {
+	r.stopped = true
 	var runErr error
-	for i, err := range stopAll(bots) {
+	for i, err := range stopAll(r.bots) {
 		if err != nil {
-			runErr = errors.Join(runErr, fmt.Errorf("bot serve: %w (log: %s)", err, filepath.Join(dir, names[i]+".log")))
+			runErr = errors.Join(runErr, fmt.Errorf("bot serve: %w (log: %s)", err, filepath.Join(r.dir, r.names[i]+".log")))
 		}
 	}
-
-	rep.fill(rec, results, loadWall, cpu, hwm, idleRSS, d.peakInFlight.Load())
-	if traces != nil {
-		rep.OTelSpans = traces.Count()
-	}
-	rep.countAnswers(rec, tg, results)
-	if err := rep.countDB(ctx, driver, dsn, int64(len(results)), rec.toolReplies.Load()); err != nil {
-		runErr = errors.Join(runErr, err)
-	}
-	if o.Baseline {
-		if err := rep.baseline(ctx, o, model.URL); err != nil {
-			runErr = errors.Join(runErr, err)
-		}
-	}
-	return rep, errors.Join(runErr, rep.check())
+	return runErr
 }
 
 // stopAll stops the bots at once (each finishing its turns within its grace) and returns each
@@ -537,6 +651,7 @@ type driver struct {
 
 	sent, done, timedOut   atomic.Int64
 	inFlight, peakInFlight atomic.Int64
+	anonPeak               int64 // the bot's anonymous memory at its peak, once run returned
 
 	mu      sync.Mutex
 	results []turnResult
@@ -597,11 +712,7 @@ func (d *driver) chat(ctx context.Context, c *chatRun, at, stopAt time.Time) {
 		}
 		now := time.Now()
 		done := c.begin(turn, now)
-		d.tg.Send(tgkit.Inbound{
-			Chat: tgkit.Chat{ID: c.id, Type: "private"},
-			From: tgkit.User{ID: c.id, FirstName: "Load", Username: fmt.Sprintf("load%d", c.idx)},
-			Text: userText(c.idx, turn),
-		})
+		d.tg.Send(d.message(c, turn))
 		d.sent.Add(1)
 		n := d.inFlight.Add(1)
 		for {
@@ -634,6 +745,17 @@ func (d *driver) chat(ctx context.Context, c *chatRun, at, stopAt time.Time) {
 			return
 		}
 	}
+}
+
+// message is chat c's message of turn: in a group it mentions the bot, which answers only
+// when addressed there.
+func (d *driver) message(c *chatRun, turn int) tgkit.Inbound {
+	user := tgkit.User{ID: baseChatID + int64(c.idx), FirstName: "Load", Username: fmt.Sprintf("load%d", c.idx)}
+	if c.surface == surfaceGroup {
+		return tgkit.Inbound{Chat: tgkit.Chat{ID: c.id, Type: "supergroup", Title: fmt.Sprintf("load %d", c.idx)}, From: user,
+			Text: "@" + d.tg.BotUsername() + " " + userText(c.idx, turn)}
+	}
+	return tgkit.Inbound{Chat: tgkit.Chat{ID: c.id, Type: "private"}, From: user, Text: userText(c.idx, turn)}
 }
 
 // progress prints a line a second to o.Progress until all is closed.

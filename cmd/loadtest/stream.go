@@ -176,84 +176,96 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 	return out, nil
 }
 
+// newStreamTarget starts the platform server and adapter of mode and opens the reply.
 func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 	switch mode {
 	case "telegram-edits", "telegram-drafts", "telegram-group", "telegram-rich":
-		var mu sync.Mutex
-		var calls []tgkit.Call
-		srv, err := tgkit.New(tgkit.Options{OnCall: func(c tgkit.Call) {
-			mu.Lock()
-			calls = append(calls, c)
-			mu.Unlock()
-		}})
-		if err != nil {
-			return nil, err
-		}
-		ad, err := telegram.New(telegram.Options{Token: srv.Token(), APIEndpoint: srv.Endpoint(), Stream: true,
-			Drafts: mode == "telegram-drafts" || mode == "telegram-rich", Rich: mode == "telegram-rich"})
-		if err != nil {
-			srv.Close()
-			return nil, err
-		}
-		tc := tgkit.Chat{ID: 4242, Type: "private"}
-		if mode == "telegram-group" {
-			tc = tgkit.Chat{ID: -4242, Type: "supergroup"}
-		}
-		srv.Send(tgkit.Inbound{Chat: tc, From: tgkit.User{ID: 4242, FirstName: "Load"}, Text: "write"})
-		ref := chat.Ref{Platform: chat.Telegram, ChatID: fmt.Sprint(tc.ID)}
-		return &streamTarget{
-			reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{ReplyTo: "1", Stoppable: true}),
-			visible: func() ([]time.Time, int, int) {
-				mu.Lock()
-				defer mu.Unlock()
-				var ts []time.Time
-				n, limited := 0, 0
-				for _, c := range calls {
-					switch c.Method {
-					case "sendMessage", "editMessageText", "sendMessageDraft", "sendRichMessage", "deleteMessage":
-						n++
-						if c.Code == 429 {
-							limited++
-						}
-						if c.Code == 200 && c.Method != "deleteMessage" { // a delete shows no new text
-							ts = append(ts, c.Time)
-						}
-					}
-				}
-				return ts, n, limited
-			},
-			messages: func() int { return len(srv.BotMessages(tc.ID)) },
-			close:    func() { ad.Engine().Close(); srv.Close() },
-		}, nil
+		return newTelegramTarget(ctx, mode)
 	case "discord-edits":
-		srv := dtk.New(dtk.Config{})
-		ch := "700000000000000001"
-		srv.AddChannel(dtk.Channel{ID: ch, Type: dtk.ChannelDM})
-		ad, err := discord.New(discord.Options{Token: srv.Token(), APIBase: srv.APIBase()})
-		if err != nil {
-			srv.Close()
-			return nil, err
-		}
-		ref := chat.Ref{Platform: chat.Discord, ChatID: ch}
-		return &streamTarget{
-			reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{}),
-			visible: func() ([]time.Time, int, int) {
-				var ts []time.Time
-				n, limited := 0, 0
-				for _, c := range srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage) {
+		return newDiscordTarget(ctx)
+	}
+	return nil, fmt.Errorf("unknown mode %q (telegram-edits, telegram-drafts, telegram-rich, telegram-group, discord-edits)", mode)
+}
+
+// newTelegramTarget is a reply of the Telegram adapter on the testkit's Telegram: in a private
+// chat (by edits, drafts, or drafts ending in a rich message) or in a supergroup.
+func newTelegramTarget(ctx context.Context, mode string) (*streamTarget, error) {
+	var mu sync.Mutex
+	var calls []tgkit.Call
+	srv, err := tgkit.New(tgkit.Options{OnCall: func(c tgkit.Call) {
+		mu.Lock()
+		calls = append(calls, c)
+		mu.Unlock()
+	}})
+	if err != nil {
+		return nil, err
+	}
+	ad, err := telegram.New(telegram.Options{Token: srv.Token(), APIEndpoint: srv.Endpoint(), Stream: true,
+		Drafts: mode == "telegram-drafts" || mode == "telegram-rich", Rich: mode == "telegram-rich"})
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	tc := tgkit.Chat{ID: 4242, Type: "private"}
+	if mode == "telegram-group" {
+		tc = tgkit.Chat{ID: -4242, Type: "supergroup"}
+	}
+	srv.Send(tgkit.Inbound{Chat: tc, From: tgkit.User{ID: 4242, FirstName: "Load"}, Text: "write"})
+	ref := chat.Ref{Platform: chat.Telegram, ChatID: fmt.Sprint(tc.ID)}
+	return &streamTarget{
+		reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{ReplyTo: "1", Stoppable: true}),
+		visible: func() ([]time.Time, int, int) {
+			mu.Lock()
+			defer mu.Unlock()
+			var ts []time.Time
+			n, limited := 0, 0
+			for _, c := range calls {
+				switch c.Method {
+				case "sendMessage", "editMessageText", "sendMessageDraft", "sendRichMessage", "deleteMessage":
 					n++
-					if c.Status == 429 {
+					if c.Code == 429 {
 						limited++
 					}
-					if c.Status == 200 {
+					if c.Code == 200 && c.Method != "deleteMessage" { // a delete shows no new text
 						ts = append(ts, c.Time)
 					}
 				}
-				return ts, n, limited
-			},
-			messages: func() int { return len(srv.BotMessages(ch)) },
-			close:    func() { ad.Engine().Close(); srv.Close() },
-		}, nil
+			}
+			return ts, n, limited
+		},
+		messages: func() int { return len(srv.BotMessages(tc.ID)) },
+		close:    func() { ad.Engine().Close(); srv.Close() },
+	}, nil
+}
+
+// newDiscordTarget is a reply of the Discord adapter in a DM on the testkit's Discord.
+func newDiscordTarget(ctx context.Context) (*streamTarget, error) {
+	srv := dtk.New(dtk.Config{})
+	ch := "700000000000000001"
+	srv.AddChannel(dtk.Channel{ID: ch, Type: dtk.ChannelDM})
+	ad, err := discord.New(discord.Options{Token: srv.Token(), APIBase: srv.APIBase()})
+	if err != nil {
+		srv.Close()
+		return nil, err
 	}
-	return nil, fmt.Errorf("unknown mode %q (telegram-edits, telegram-drafts, telegram-rich, telegram-group, discord-edits)", mode)
+	ref := chat.Ref{Platform: chat.Discord, ChatID: ch}
+	return &streamTarget{
+		reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{}),
+		visible: func() ([]time.Time, int, int) {
+			var ts []time.Time
+			n, limited := 0, 0
+			for _, c := range srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage) {
+				n++
+				if c.Status == 429 {
+					limited++
+				}
+				if c.Status == 200 {
+					ts = append(ts, c.Time)
+				}
+			}
+			return ts, n, limited
+		},
+		messages: func() int { return len(srv.BotMessages(ch)) },
+		close:    func() { ad.Engine().Close(); srv.Close() },
+	}, nil
 }

@@ -36,53 +36,151 @@ type voiceResult struct {
 	BytesPerNote float64 `json:"bytes_per_note"`
 }
 
+// voiceOptions are the voice role's flags.
+type voiceOptions struct {
+	n, inFlight, noteKB int
+	transcribe          time.Duration
+	bin, src            string
+	asJSON              bool
+}
+
+// parseVoiceFlags reads and checks the voice role's flags.
+func parseVoiceFlags(args []string) (voiceOptions, error) {
+	var vo voiceOptions
+	fs := flag.NewFlagSet("loadtest voice", flag.ContinueOnError)
+	fs.IntVar(&vo.n, "n", 20, "messages of each kind, sent one at a time")
+	fs.DurationVar(&vo.transcribe, "transcribe", 300*time.Millisecond, "the transcription endpoint's latency")
+	fs.IntVar(&vo.inFlight, "in-flight", 50, "voice notes held in flight at once for the memory measure")
+	fs.IntVar(&vo.noteKB, "note-kb", 256, "size of each of those voice notes, in KB")
+	fs.StringVar(&vo.bin, "bot", "", "bot binary (default: build ./cmd/bot)")
+	fs.StringVar(&vo.src, "src", "", "module root to build the bot from (default: the current module)")
+	fs.BoolVar(&vo.asJSON, "json", false, "print the result as JSON")
+	if err := fs.Parse(args); err != nil {
+		return vo, err
+	}
+	if vo.n < 1 || vo.n > 1000 || vo.inFlight < 1 || vo.inFlight > 1000 || vo.noteKB < 1 || vo.noteKB > 20<<10 {
+		return vo, fmt.Errorf("voice: -n and -in-flight must be 1..1000, -note-kb 1..20480")
+	}
+	return vo, nil
+}
+
 // voiceMain measures what a voice note adds to the time to the first streamed token against
 // a text message, and the memory a voice note in flight takes, on a `bot serve` process talking
 // to the testkit's Telegram, model and transcription servers.
 func voiceMain(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("loadtest voice", flag.ContinueOnError)
-	n := fs.Int("n", 20, "messages of each kind, sent one at a time")
-	transcribe := fs.Duration("transcribe", 300*time.Millisecond, "the transcription endpoint's latency")
-	inFlight := fs.Int("in-flight", 50, "voice notes held in flight at once for the memory measure")
-	noteKB := fs.Int("note-kb", 256, "size of each of those voice notes, in KB")
-	bin := fs.String("bot", "", "bot binary (default: build ./cmd/bot)")
-	src := fs.String("src", "", "module root to build the bot from (default: the current module)")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
+	vo, err := parseVoiceFlags(args)
+	if err != nil {
 		return err
-	}
-	if *n < 1 || *n > 1000 || *inFlight < 1 || *inFlight > 1000 || *noteKB < 1 || *noteKB > 20<<10 {
-		return fmt.Errorf("voice: -n and -in-flight must be 1..1000, -note-kb 1..20480")
 	}
 	dir, err := os.MkdirTemp("", "loadtest-voice-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if *bin == "" {
-		if *bin, err = buildBot(ctx, *src, dir); err != nil {
+	if vo.bin == "" {
+		if vo.bin, err = buildBot(ctx, vo.src, dir); err != nil {
 			return err
 		}
 	}
-	model := llm.NewServer()
-	defer model.Close()
-	model.SetHandler(func(llm.Request) llm.Reply { return llm.Text("Heard", " you.") })
-	release := make(chan struct{}) // closed once the memory measure has its notes in flight
-	sp := llm.NewServer()
-	defer sp.Close()
-	sp.SetAudio(func(r llm.AudioRequest) llm.AudioReply {
-		if len(r.File) > 64<<10 {
-			<-release
-			return llm.AudioReply{Text: "a long note"}
-		}
-		return llm.AudioReply{Text: "what is the weather", Delay: *transcribe}
-	})
-	tg, err := tgkit.New(tgkit.Options{})
+	v, err := startVoice(ctx, vo, dir)
 	if err != nil {
 		return err
 	}
-	defer tg.Close()
-	cfg := fmt.Sprintf(`[storage]
+	defer v.close()
+	note := files.OggOpus(4 * time.Second)
+	var text, voice []time.Duration
+	for range vo.n {
+		d, err := v.firstToken(nil)
+		if err != nil {
+			return err
+		}
+		text = append(text, d)
+		d, err = v.firstToken(&tgkit.File{Kind: "voice", MIME: "audio/ogg", Data: note, Duration: 4})
+		if err != nil {
+			return err
+		}
+		voice = append(voice, d)
+	}
+	perNote, noteBytes, err := v.notesInFlight(vo)
+	if err != nil {
+		return err
+	}
+	res := voiceResult{Samples: vo.n, TranscribeMs: ms(vo.transcribe),
+		TextFirstTokenP50: ms(pct(text, 50)), TextFirstTokenP95: ms(pct(text, 95)),
+		VoiceFirstTokenP50: ms(pct(voice, 50)), VoiceFirstTokenP95: ms(pct(voice, 95)),
+		InFlight: vo.inFlight, NoteBytes: noteBytes, BytesPerNote: perNote}
+	if vo.asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	return res.write(stdout)
+}
+
+// voiceRun is the voice role's bot and the fakes it talks to.
+type voiceRun struct {
+	model, sp *llm.Server
+	tg        *tgkit.Server
+	bot       *botProcess
+	release   chan struct{} // closed once the memory measure has its notes in flight
+	released  bool
+	chatID    int64 // the last chat used: every message goes to a new one
+}
+
+// startVoice starts the fake model, the transcription endpoint (holding long notes until
+// release), the fake Telegram and the bot.
+func startVoice(ctx context.Context, vo voiceOptions, dir string) (*voiceRun, error) {
+	v := &voiceRun{model: llm.NewServer(), sp: llm.NewServer(), release: make(chan struct{}), chatID: 9000}
+	v.model.SetHandler(func(llm.Request) llm.Reply { return llm.Text("Heard", " you.") })
+	v.sp.SetAudio(func(r llm.AudioRequest) llm.AudioReply {
+		if len(r.File) > 64<<10 {
+			<-v.release
+			return llm.AudioReply{Text: "a long note"}
+		}
+		return llm.AudioReply{Text: "what is the weather", Delay: vo.transcribe}
+	})
+	tg, err := tgkit.New(tgkit.Options{})
+	if err != nil {
+		v.close()
+		return nil, err
+	}
+	v.tg = tg
+	cfgPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(voiceConfig(dir, v.model.URL, v.sp.URL, tg, vo.inFlight+8)), 0o600); err != nil {
+		v.close()
+		return nil, err
+	}
+	bot, err := startBot(ctx, vo.bin, cfgPath, filepath.Join(dir, "bot.log"), voiceAdminToken, false)
+	if err != nil {
+		v.close()
+		logText, _ := os.ReadFile(filepath.Join(dir, "bot.log"))
+		return nil, fmt.Errorf("%w\n%s", err, logText[max(0, len(logText)-2000):])
+	}
+	v.bot = bot
+	return v, nil
+}
+
+// close stops the bot and the fakes, releasing the notes held.
+func (v *voiceRun) close() {
+	if !v.released {
+		close(v.release)
+		v.released = true
+	}
+	if v.bot != nil {
+		_ = v.bot.stop(30 * time.Second)
+	}
+	if v.tg != nil {
+		v.tg.Close()
+	}
+	v.sp.Close()
+	v.model.Close()
+}
+
+// voiceAdminToken is the voice role's admin token.
+const voiceAdminToken = "voice-load-token-0123456789"
+
+// voiceConfig is the voice role's bot config: drafts and rich messages off, so the first
+// token shows as a sent message.
+func voiceConfig(dir, modelURL, speechURL string, tg *tgkit.Server, maxInFlight int) string {
+	return fmt.Sprintf(`[storage]
 dsn = %q
 [[models]]
 name = "load"
@@ -102,100 +200,81 @@ rich = "off"
 [admin]
 enabled = true
 listen = "127.0.0.1:0"
-token = "voice-load-token-0123456789"
+token = %q
 web_chat = false
 [speech]
 base_url = %q
 model = "whisper-1"
 max_seconds = 86400
-`, filepath.Join(dir, "bot.db"), model.URL, *inFlight+8, tg.Token(), tg.Endpoint(), sp.URL)
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return err
-	}
-	bot, err := startBot(ctx, *bin, cfgPath, filepath.Join(dir, "bot.log"), "voice-load-token-0123456789", false)
-	if err != nil {
-		logText, _ := os.ReadFile(filepath.Join(dir, "bot.log"))
-		return fmt.Errorf("%w\n%s", err, logText[max(0, len(logText)-2000):])
-	}
-	defer bot.stop(30 * time.Second)
+`, filepath.Join(dir, "bot.db"), modelURL, maxInFlight, tg.Token(), tg.Endpoint(), voiceAdminToken, speechURL)
+}
 
-	// firstToken sends one message and waits for the model's first token in the chat.
-	chatID := int64(9000)
-	firstToken := func(f *tgkit.File) (time.Duration, error) {
-		chatID++
-		c := tgkit.Chat{ID: chatID, Type: "private"}
-		start := time.Now()
-		tg.Send(tgkit.Inbound{Chat: c, From: tgkit.User{ID: chatID, FirstName: "load"}, Text: map[bool]string{true: "", false: "what is the weather"}[f != nil], File: f})
-		deadline := time.Now().Add(time.Minute)
-		for time.Now().Before(deadline) {
-			for _, m := range tg.BotMessages(chatID) {
-				if strings.HasPrefix(m.Text, "Heard") {
-					return time.Since(start), nil
-				}
+// firstToken sends one message (a voice note when f is set) in a new chat and waits for the
+// model's first token in the chat.
+func (v *voiceRun) firstToken(f *tgkit.File) (time.Duration, error) {
+	v.chatID++
+	chatID := v.chatID
+	text := "what is the weather"
+	if f != nil {
+		text = ""
+	}
+	start := time.Now()
+	v.tg.Send(tgkit.Inbound{Chat: tgkit.Chat{ID: chatID, Type: "private"}, From: tgkit.User{ID: chatID, FirstName: "load"}, Text: text, File: f})
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		for _, m := range v.tg.BotMessages(chatID) {
+			if strings.HasPrefix(m.Text, "Heard") {
+				return time.Since(start), nil
 			}
-			time.Sleep(time.Millisecond)
 		}
-		return 0, fmt.Errorf("no answer in chat %d within a minute", chatID)
+		time.Sleep(time.Millisecond)
 	}
-	note := files.OggOpus(4 * time.Second)
-	var text, voice []time.Duration
-	for range *n {
-		d, err := firstToken(nil)
-		if err != nil {
-			return err
-		}
-		text = append(text, d)
-		d, err = firstToken(&tgkit.File{Kind: "voice", MIME: "audio/ogg", Data: note, Duration: 4})
-		if err != nil {
-			return err
-		}
-		voice = append(voice, d)
-	}
+	return 0, fmt.Errorf("no answer in chat %d within a minute", chatID)
+}
 
-	// Memory: inFlight notes held by the transcription endpoint at once.
-	before, err := procAnon(bot.pid())
+// notesInFlight sends inFlight voice notes of noteKB each, which the transcription endpoint
+// holds, and returns the bot's anonymous memory growth per note at its peak and a note's size.
+func (v *voiceRun) notesInFlight(vo voiceOptions) (perNote float64, noteBytes int, err error) {
+	before, err := procAnon(v.bot.pid())
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	big := files.OggOpus(time.Duration(*noteKB<<10/3) * 20 * time.Millisecond)
-	for range *inFlight {
-		chatID++
-		tg.Send(tgkit.Inbound{Chat: tgkit.Chat{ID: chatID, Type: "private"}, From: tgkit.User{ID: chatID, FirstName: "load"},
+	big := files.OggOpus(time.Duration(vo.noteKB<<10/3) * 20 * time.Millisecond)
+	for range vo.inFlight {
+		v.chatID++
+		v.tg.Send(tgkit.Inbound{Chat: tgkit.Chat{ID: v.chatID, Type: "private"}, From: tgkit.User{ID: v.chatID, FirstName: "load"},
 			File: &tgkit.File{Kind: "voice", MIME: "audio/ogg", Data: big}})
 	}
 	var peak int64
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		held := 0
-		for _, r := range sp.AudioRequests() {
+		for _, r := range v.sp.AudioRequests() {
 			if len(r.File) > 64<<10 {
 				held++
 			}
 		}
-		if anon, err := procAnon(bot.pid()); err == nil {
+		if anon, err := procAnon(v.bot.pid()); err == nil {
 			peak = max(peak, anon)
 		}
-		if held >= *inFlight {
+		if held >= vo.inFlight {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	for range 10 { // the growth settles as the last requests are read
-		if anon, err := procAnon(bot.pid()); err == nil {
+		if anon, err := procAnon(v.bot.pid()); err == nil {
 			peak = max(peak, anon)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	close(release)
+	close(v.release)
+	v.released = true
+	return float64(peak-before) / float64(vo.inFlight), len(big), nil
+}
 
-	res := voiceResult{Samples: *n, TranscribeMs: ms(*transcribe),
-		TextFirstTokenP50: ms(pct(text, 50)), TextFirstTokenP95: ms(pct(text, 95)),
-		VoiceFirstTokenP50: ms(pct(voice, 50)), VoiceFirstTokenP95: ms(pct(voice, 95)),
-		InFlight: *inFlight, NoteBytes: len(big), BytesPerNote: float64(peak-before) / float64(*inFlight)}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(res)
-	}
+// write prints the result as a table.
+func (res voiceResult) write(stdout io.Writer) error {
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "message\tfirst token p50\tp95\n")
 	fmt.Fprintf(w, "text\t%.0f ms\t%.0f ms\n", res.TextFirstTokenP50, res.TextFirstTokenP95)

@@ -122,19 +122,11 @@ func newClient(opts Options) *http.Client {
 	}
 }
 
+// fetchURL runs fetch_url: one GET, at most opts.MaxBytes read, the page as text.
 func (l *Loader) fetchURL(ctx context.Context, raw json.RawMessage, r tools.Running) (tools.Result, error) {
-	var a struct {
-		URL string `json:"url"`
-	}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return tools.Result{}, fmt.Errorf("fetch_url: bad arguments: %w", err)
-	}
-	u, err := url.Parse(strings.TrimSpace(a.URL))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return tools.Result{}, fmt.Errorf("fetch_url: %q is not an absolute http or https URL", a.URL)
-	}
-	if u.User != nil {
-		return tools.Result{}, errors.New("fetch_url: URLs with credentials are not fetched")
+	u, err := fetchTarget(raw)
+	if err != nil {
+		return tools.Result{}, err
 	}
 	shown := u.Redacted()
 
@@ -167,8 +159,38 @@ func (l *Loader) fetchURL(ctx context.Context, raw json.RawMessage, r tools.Runn
 	if truncated {
 		body = body[:l.opts.MaxBytes]
 	}
+	text, err := pageText(final, resp.Header.Get("Content-Type"), body)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	if truncated {
+		text += fmt.Sprintf("\n[truncated: only the first %d bytes were read]", l.opts.MaxBytes)
+	}
+	return tools.Result{Text: text}, nil
+}
 
-	ctype := resp.Header.Get("Content-Type")
+// fetchTarget reads fetch_url's arguments: an absolute http(s) URL without credentials.
+func fetchTarget(raw json.RawMessage) (*url.URL, error) {
+	var a struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("fetch_url: bad arguments: %w", err)
+	}
+	u, err := url.Parse(strings.TrimSpace(a.URL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("fetch_url: %q is not an absolute http or https URL", a.URL)
+	}
+	if u.User != nil {
+		return nil, errors.New("fetch_url: URLs with credentials are not fetched")
+	}
+	return u, nil
+}
+
+// pageText is what the model reads of a page fetched from final: its URL, then HTML reduced to
+// its title and text, or other text decoded from its charset. ctype is the Content-Type header
+// (sniffed from body when empty); a body that is not text is refused.
+func pageText(final, ctype string, body []byte) (string, error) {
 	if ctype == "" {
 		ctype = http.DetectContentType(body)
 	}
@@ -182,7 +204,7 @@ func (l *Loader) fetchURL(ctx context.Context, raw json.RawMessage, r tools.Runn
 	case mediaType == "text/html" || mediaType == "application/xhtml+xml":
 		title, text, err := htmlText(body, ctype)
 		if err != nil {
-			return tools.Result{}, fmt.Errorf("fetch_url: reading the HTML of %s: %w", final, err)
+			return "", fmt.Errorf("fetch_url: reading the HTML of %s: %w", final, err)
 		}
 		if title != "" {
 			fmt.Fprintf(&b, "Title: %s\n", title)
@@ -192,21 +214,18 @@ func (l *Loader) fetchURL(ctx context.Context, raw json.RawMessage, r tools.Runn
 	case isText(mediaType):
 		r, err := charset.NewReader(strings.NewReader(string(body)), ctype)
 		if err != nil {
-			return tools.Result{}, fmt.Errorf("fetch_url: decoding %s: %w", final, err)
+			return "", fmt.Errorf("fetch_url: decoding %s: %w", final, err)
 		}
 		text, err := io.ReadAll(r)
 		if err != nil {
-			return tools.Result{}, fmt.Errorf("fetch_url: decoding %s: %w", final, err)
+			return "", fmt.Errorf("fetch_url: decoding %s: %w", final, err)
 		}
 		fmt.Fprintf(&b, "Content-Type: %s\n\n", mediaType)
 		b.Write(text)
 	default:
-		return tools.Result{}, fmt.Errorf("fetch_url: %s is %s, not text", final, mediaType)
+		return "", fmt.Errorf("fetch_url: %s is %s, not text", final, mediaType)
 	}
-	if truncated {
-		fmt.Fprintf(&b, "\n[truncated: only the first %d bytes were read]", l.opts.MaxBytes)
-	}
-	return tools.Result{Text: b.String()}, nil
+	return b.String(), nil
 }
 
 func isText(mediaType string) bool {

@@ -486,6 +486,24 @@ func (s *Server) InteractionResponse(in Interaction) (Message, bool) {
 	return s.Message(id)
 }
 
+// Followups returns the follow-up messages the bot sent for an interaction, oldest first.
+func (s *Server) Followups(in Interaction) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it, ok := s.interactions[in.Token]
+	if !ok {
+		return nil
+	}
+	var out []Message
+	for _, id := range s.order[it.channelID] {
+		m := s.messages[id]
+		if m.InteractionID == it.id && m.ID != it.originalID {
+			out = append(out, m.Message)
+		}
+	}
+	return out
+}
+
 // Acknowledged reports whether the bot answered an interaction's callback.
 func (s *Server) Acknowledged(in Interaction) bool {
 	s.mu.Lock()
@@ -495,7 +513,7 @@ func (s *Server) Acknowledged(in Interaction) bool {
 }
 
 func (s *Server) newInteractionLocked(channelID, guildID string) *interaction {
-	it := &interaction{id: s.newIDLocked(), token: "itoken-" + randomID(), channelID: channelID, guildID: guildID}
+	it := &interaction{id: s.newIDLocked(), token: "itoken-" + randomID(), channelID: channelID, guildID: guildID, created: time.Now()}
 	s.interactions[it.token] = it
 	return it
 }

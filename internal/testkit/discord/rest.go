@@ -837,6 +837,9 @@ func (s *Server) interactionCallback(req *request) (int, any) {
 	if it.responded {
 		return http.StatusBadRequest, errorBody(codeAlreadyAcked, "Interaction has already been acknowledged.")
 	}
+	if d := s.interactionDeadline(); d > 0 && time.Since(it.created) > d {
+		return http.StatusNotFound, errorBody(codeUnknownInteraction, "Unknown interaction")
+	}
 	var cb struct {
 		Type int             `json:"type"`
 		Data json.RawMessage `json:"data"`
@@ -877,6 +880,14 @@ func (s *Server) interactionCallback(req *request) (int, any) {
 	}
 	it.responded = true
 	return http.StatusNoContent, nil
+}
+
+// interactionDeadline is how long an interaction's callback is taken (Config.InteractionDeadline).
+func (s *Server) interactionDeadline() time.Duration {
+	if s.cfg.InteractionDeadline == 0 {
+		return 3 * time.Second
+	}
+	return s.cfg.InteractionDeadline
 }
 
 func (s *Server) webhook(req *request) (int, any) {

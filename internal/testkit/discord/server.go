@@ -82,6 +82,11 @@ type Config struct {
 	// MaxConcurrency is the session_start_limit.max_concurrency GET /gateway/bot reports: how
 	// many shards may identify at once (default 1, Discord's for most bots; not enforced).
 	MaxConcurrency int
+	// InteractionDeadline is how long after an interaction is dispatched its initial response
+	// (the callback) is taken; a later one is answered 404 "Unknown interaction" (10062), as
+	// Discord invalidates the token of an interaction not answered within 3 seconds. Default
+	// 3 s; negative takes a callback at any time.
+	InteractionDeadline time.Duration
 }
 
 // Attachment is a file on a message.
@@ -242,7 +247,8 @@ type storm struct {
 
 type interaction struct {
 	id, token, channelID, guildID string
-	messageID                     string // component interactions: the message clicked
+	created                       time.Time // dispatched
+	messageID                     string    // component interactions: the message clicked
 	responded                     bool
 	originalID                    string // the response message
 }

@@ -250,6 +250,7 @@ func Fault(status int, message string) Reply {
 	return Reply{Status: status, Error: message}
 }
 
+// serve answers one request: the audio endpoints, or a chat completion with the next reply.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/audio/") {
 		s.serveAudio(w, r)
@@ -259,51 +260,66 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown endpoint "+r.Method+" "+r.URL.Path)
 		return
 	}
+	req, n, ok := s.readRequest(w, r)
+	if !ok {
+		return
+	}
+	reply, ok := s.nextReply(req)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "server_error",
+			fmt.Sprintf("llm fake: no scripted reply left for request %d", n))
+		return
+	}
+	s.answer(w, r, req, reply, n)
+}
+
+// readRequest reads, records and checks a chat completion request; n is its number (from 1).
+// A request the real API would refuse is recorded too, and answered 400 here (ok false).
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (req Request, n int, ok bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "reading body: "+err.Error())
-		return
+		return Request{}, 0, false
 	}
-	req, err := decodeRequest(body)
+	req, err = decodeRequest(body)
 	req.Header = r.Header.Clone()
 	req.Body = body
 
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
-	n := len(s.requests)
+	n = len(s.requests)
 	s.mu.Unlock()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
-		return
+		return req, n, false
 	}
 	if err := validTranscript(req.Messages); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
-		return
+		return req, n, false
 	}
+	return req, n, true
+}
 
+// nextReply asks the handler for req's reply, or takes the next scripted one; ok is false when
+// there is no handler and the script has run out.
+func (s *Server) nextReply(req Request) (reply Reply, ok bool) {
 	s.mu.Lock()
 	h := s.handler
-	var (
-		reply Reply
-		ok    = true
-	)
-	if h == nil {
-		if len(s.queue) == 0 {
-			ok = false
-		} else {
-			reply = s.queue[0]
-			s.queue = s.queue[1:]
-		}
+	if h == nil && len(s.queue) > 0 {
+		reply = s.queue[0]
+		s.queue = s.queue[1:]
+		ok = true
 	}
 	s.mu.Unlock()
 	if h != nil {
-		reply = h(req)
-	} else if !ok {
-		writeError(w, http.StatusInternalServerError, "server_error",
-			fmt.Sprintf("llm fake: no scripted reply left for request %d", n))
-		return
+		return h(req), true
 	}
+	return reply, ok
+}
 
+// answer writes reply to request number n: an HTTP error, the reply's verbatim events or body,
+// or its chunks streamed or as one completion.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, req Request, reply Reply, n int) {
 	if reply.Status != 0 && reply.Status != http.StatusOK {
 		if reply.RetryAfter > 0 {
 			w.Header().Set("Retry-After", fmt.Sprint(reply.RetryAfter))

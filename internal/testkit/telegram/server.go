@@ -768,74 +768,112 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true, "sendVoice": true, "sendMessageDraft": true,
 	"sendRichMessage": true, "sendRichMessageDraft": true}
 
+// dispatchLocked answers one Bot API call: the bot's own methods, then the chat's uncounted
+// ones, then the sends and edits that draw on the rate budgets and may meet an injected fault.
 func (s *Server) dispatchLocked(method string, p map[string]string, files map[string]upload) (any, *apiError) {
+	if res, aerr, ok := s.botMethodLocked(method, p); ok {
+		return res, aerr
+	}
+	chatID, c, aerr := s.addressedChatLocked(method, p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	switch method {
+	case "sendChatAction":
+		return true, nil
+	case "getChatMember":
+		return s.chatMemberLocked(chatID, p)
+	case "deleteMessage":
+		return s.deleteMessageLocked(chatID, p)
+	}
+	if !counted[method] || s.opts.WithoutRich && strings.HasPrefix(method, "sendRich") {
+		return nil, &apiError{code: 404, desc: "Not Found"}
+	}
+	return s.countedLocked(method, chatID, c, p, files)
+}
+
+// botMethodLocked answers the methods that name no chat; ok is false for any other method.
+func (s *Server) botMethodLocked(method string, p map[string]string) (res any, aerr *apiError, ok bool) {
 	switch method {
 	case "getMe":
 		return map[string]any{"id": s.opts.BotID, "is_bot": true, "first_name": "Relay", "username": s.opts.BotUsername,
-			"can_join_groups": true, "can_read_all_group_messages": false, "supports_inline_queries": false}, nil
+			"can_join_groups": true, "can_read_all_group_messages": false, "supports_inline_queries": false}, nil, true
 	case "setWebhook":
 		s.hook, s.secret = p["url"], p["secret_token"]
 		select {
 		case s.hookWake <- struct{}{}:
 		default:
 		}
-		return true, nil
+		return true, nil, true
 	case "deleteWebhook":
 		s.hook, s.secret = "", ""
-		return true, nil
+		return true, nil, true
 	case "getWebhookInfo":
-		return map[string]any{"url": s.hook, "pending_update_count": len(s.updates)}, nil
+		return map[string]any{"url": s.hook, "pending_update_count": len(s.updates)}, nil, true
 	case "answerCallbackQuery":
-		return s.answerCallbackLocked(p)
+		res, aerr = s.answerCallbackLocked(p)
+		return res, aerr, true
 	case "setMyCommands":
-		return s.setMyCommandsLocked(p)
+		res, aerr = s.setMyCommandsLocked(p)
+		return res, aerr, true
 	case "getFile":
-		id := p["file_id"]
-		data, ok := s.files[id]
-		if !ok {
-			return nil, badRequest("invalid file_id")
-		}
-		size := int64(len(data))
-		if n, ok := s.fileSizes[id]; ok {
-			size = n
-		}
-		if size > MaxDownload {
-			return nil, badRequest("file is too big")
-		}
-		return map[string]any{"file_id": id, "file_unique_id": "u" + id, "file_size": size, "file_path": "files/" + id}, nil
+		res, aerr = s.getFileLocked(p["file_id"])
+		return res, aerr, true
 	}
+	return nil, nil, false
+}
+
+// getFileLocked answers getFile: the file's path, unless it is past what bots may download.
+func (s *Server) getFileLocked(id string) (any, *apiError) {
+	data, ok := s.files[id]
+	if !ok {
+		return nil, badRequest("invalid file_id")
+	}
+	size := int64(len(data))
+	if n, ok := s.fileSizes[id]; ok {
+		size = n
+	}
+	if size > MaxDownload {
+		return nil, badRequest("file is too big")
+	}
+	return map[string]any{"file_id": id, "file_unique_id": "u" + id, "file_size": size, "file_path": "files/" + id}, nil
+}
+
+// addressedChatLocked finds the chat a call names, refusing a chat it does not know, a group
+// that became a supergroup (with the new id, as Telegram does) and a forum topic that does not
+// exist.
+func (s *Server) addressedChatLocked(method string, p map[string]string) (int64, *chatState, *apiError) {
 	chatID, err := strconv.ParseInt(p["chat_id"], 10, 64)
 	if err != nil {
-		return nil, badRequest("chat not found")
+		return 0, nil, badRequest("chat not found")
 	}
 	if to, ok := s.migrated[chatID]; ok {
-		return nil, &apiError{code: 400, desc: "Bad Request: group chat was upgraded to a supergroup chat", migrateTo: to}
+		return 0, nil, &apiError{code: 400, desc: "Bad Request: group chat was upgraded to a supergroup chat", migrateTo: to}
 	}
 	c := s.chats[chatID]
 	if c == nil {
-		return nil, badRequest("chat not found")
+		return 0, nil, badRequest("chat not found")
 	}
 	if thread := atoi(p["message_thread_id"]); thread != 0 && c.chat.IsForum && !c.topics[thread] && method != "editMessageText" {
-		return nil, badRequest("message thread not found")
+		return 0, nil, badRequest("message thread not found")
 	}
-	if method == "sendChatAction" {
-		return true, nil
+	return chatID, c, nil
+}
+
+// deleteMessageLocked marks a message deleted.
+func (s *Server) deleteMessageLocked(chatID int64, p map[string]string) (any, *apiError) {
+	m := s.findLocked(chatID, atoi(p["message_id"]))
+	if m == nil || m.Deleted {
+		return nil, badRequest("message to delete not found")
 	}
-	if method == "getChatMember" {
-		return s.chatMemberLocked(chatID, p)
-	}
-	if method == "deleteMessage" {
-		id, _ := strconv.Atoi(p["message_id"])
-		m := s.findLocked(chatID, id)
-		if m == nil || m.Deleted {
-			return nil, badRequest("message to delete not found")
-		}
-		m.Deleted = true
-		return true, nil
-	}
-	if !counted[method] || s.opts.WithoutRich && strings.HasPrefix(method, "sendRich") {
-		return nil, &apiError{code: 404, desc: "Not Found"}
-	}
+	m.Deleted = true
+	return true, nil
+}
+
+// countedLocked answers a call that draws on the rate budgets: the next matching fault, if any,
+// answers before the budgets are spent (a 429), after them (refusals) or after the call was
+// applied (a 502 the bot cannot tell from a lost call, or "not modified").
+func (s *Server) countedLocked(method string, chatID int64, c *chatState, p map[string]string, files map[string]upload) (any, *apiError) {
 	now := time.Now()
 	fault := s.takeFaultLocked(method, chatID, p)
 	if fault != nil && fault.Kind == Fault429 {
@@ -845,38 +883,60 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 	if aerr := s.paceLocked(c, now, p["allow_paid_broadcast"] == "true"); aerr != nil {
 		return nil, aerr
 	}
-	if fault != nil {
-		switch fault.Kind {
-		case Fault5xx:
-			return nil, &apiError{code: 502, desc: "Bad Gateway"}
-		case FaultEntitiesRejected:
-			return nil, badRequest("can't parse entities: Can't find end of the entity starting at byte offset 12")
-		case FaultTooLong:
-			return nil, badRequest("message is too long")
-		case FaultDraftRefused:
-			return nil, badRequest(draftsUnavailable)
-		case FaultRichRefused:
-			return nil, badRequest(richUnavailable)
-		case FaultMessageGone:
-			if m := s.findLocked(chatID, atoi(p["message_id"])); m != nil {
-				m.Deleted = true
-			}
-		}
+	if aerr := s.faultBeforeLocked(fault, chatID, p); aerr != nil {
+		return nil, aerr
 	}
 	res, aerr := s.applyLocked(method, c, p, files)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if fault != nil {
-		switch fault.Kind {
-		case FaultAppliedThen5xx:
-			return nil, &apiError{code: 502, desc: "Bad Gateway"}
-		case FaultNotModified:
-			return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
-		}
+	if aerr := faultAfter(fault); aerr != nil {
+		return nil, aerr
 	}
 	return res, nil
 }
+
+// faultBeforeLocked is the answer of a fault that refuses a call before it is applied (nil for
+// none); FaultMessageGone deletes the message and lets the call meet that.
+func (s *Server) faultBeforeLocked(fault *Fault, chatID int64, p map[string]string) *apiError {
+	if fault == nil {
+		return nil
+	}
+	switch fault.Kind {
+	case Fault5xx:
+		return &apiError{code: 502, desc: "Bad Gateway"}
+	case FaultEntitiesRejected:
+		return badRequest("can't parse entities: Can't find end of the entity starting at byte offset 12")
+	case FaultTooLong:
+		return badRequest("message is too long")
+	case FaultDraftRefused:
+		return badRequest(draftsUnavailable)
+	case FaultRichRefused:
+		return badRequest(richUnavailable)
+	case FaultMessageGone:
+		if m := s.findLocked(chatID, atoi(p["message_id"])); m != nil {
+			m.Deleted = true
+		}
+	}
+	return nil
+}
+
+// faultAfter is the answer of a fault that strikes once the call was applied (nil for none).
+func faultAfter(fault *Fault) *apiError {
+	if fault == nil {
+		return nil
+	}
+	switch fault.Kind {
+	case FaultAppliedThen5xx:
+		return &apiError{code: 502, desc: "Bad Gateway"}
+	case FaultNotModified:
+		return badRequest(notModified)
+	}
+	return nil
+}
+
+// notModified is Telegram's refusal of an edit that changes nothing.
+const notModified = "message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
@@ -972,76 +1032,16 @@ func trimWindow(h []time.Time, now time.Time, win time.Duration) []time.Time {
 	return h[i:]
 }
 
+// applyLocked carries out a counted call on chat c once it passed the budgets.
 func (s *Server) applyLocked(method string, c *chatState, p map[string]string, files map[string]upload) (any, *apiError) {
 	thread := atoi(p["message_thread_id"])
 	switch method {
 	case "sendMessage":
-		text := p["text"]
-		ents, aerr := s.checkText(text, p["entities"], p["parse_mode"])
-		if aerr != nil {
-			return nil, aerr
-		}
-		buttons, aerr := parseKeyboard(p["reply_markup"])
-		if aerr != nil {
-			return nil, aerr
-		}
-		m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
-		m.Text, m.Entities, m.Buttons, m.ReplyMarkup = text, ents, buttons, p["reply_markup"]
-		// A message from the bot ends the draft the chat showed.
-		delete(s.drafts, c.chat.ID)
-		return s.messageJSONLocked(m), nil
+		return s.sendTextLocked(c, thread, p)
 	case "editMessageText":
-		m := s.findLocked(c.chat.ID, atoi(p["message_id"]))
-		if m == nil || m.Deleted {
-			return nil, badRequest("message to edit not found")
-		}
-		if !m.FromBot {
-			return nil, badRequest("message can't be edited")
-		}
-		if m.Kind != "text" {
-			return nil, badRequest("there is no text in the message to edit")
-		}
-		if p["rich_message"] != "" && !s.opts.WithoutRich {
-			return s.richEditLocked(m, p)
-		}
-		text := p["text"]
-		ents, aerr := s.checkText(text, p["entities"], p["parse_mode"])
-		if aerr != nil {
-			return nil, aerr
-		}
-		buttons, aerr := parseKeyboard(p["reply_markup"])
-		if aerr != nil {
-			return nil, aerr
-		}
-		if text == m.Text && sameEntities(ents, m.Entities) && slices.Equal(buttons, m.Buttons) && p["reply_markup"] == m.ReplyMarkup {
-			return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
-		}
-		m.Text, m.Entities, m.Buttons, m.ReplyMarkup = text, ents, buttons, p["reply_markup"]
-		m.Edits++
-		return s.messageJSONLocked(m), nil
+		return s.editTextLocked(c, p)
 	case "sendPhoto", "sendDocument":
-		field := "photo"
-		if method == "sendDocument" {
-			field = "document"
-		}
-		up, ok := files[field]
-		if !ok {
-			return nil, badRequest("there is no " + field + " in the request")
-		}
-		// Telegram refuses photos whose sides add up to more than 10,000 pixels or whose ratio
-		// exceeds 20 (they are sent as documents instead); data it cannot read as an image is
-		// taken as it is.
-		if field == "photo" {
-			if cfg, _, err := image.DecodeConfig(bytes.NewReader(up.data)); err == nil {
-				w, h := cfg.Width, cfg.Height
-				if w+h > 10000 || w > 20*h || h > 20*w {
-					return nil, badRequest("PHOTO_INVALID_DIMENSIONS")
-				}
-			}
-		}
-		m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
-		m.Kind, m.FileName, m.Data, m.Caption = field, up.name, up.data, p["caption"]
-		return s.messageJSONLocked(m), nil
+		return s.sendFileLocked(method, c, thread, p, files)
 	case "sendVoice":
 		return s.voiceLocked(c, thread, p, files)
 	case "sendMessageDraft":
@@ -1052,6 +1052,83 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		return s.richDraftLocked(c, p)
 	}
 	return nil, &apiError{code: 404, desc: "Not Found"}
+}
+
+// sendTextLocked answers sendMessage, checking its text, entities and keyboard as Telegram does.
+func (s *Server) sendTextLocked(c *chatState, thread int, p map[string]string) (any, *apiError) {
+	text := p["text"]
+	ents, aerr := s.checkText(text, p["entities"], p["parse_mode"])
+	if aerr != nil {
+		return nil, aerr
+	}
+	buttons, aerr := parseKeyboard(p["reply_markup"])
+	if aerr != nil {
+		return nil, aerr
+	}
+	m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
+	m.Text, m.Entities, m.Buttons, m.ReplyMarkup = text, ents, buttons, p["reply_markup"]
+	// A message from the bot ends the draft the chat showed.
+	delete(s.drafts, c.chat.ID)
+	return s.messageJSONLocked(m), nil
+}
+
+// editTextLocked answers editMessageText: only the bot's own text messages can be edited, and an
+// edit that changes nothing is refused.
+func (s *Server) editTextLocked(c *chatState, p map[string]string) (any, *apiError) {
+	m := s.findLocked(c.chat.ID, atoi(p["message_id"]))
+	if m == nil || m.Deleted {
+		return nil, badRequest("message to edit not found")
+	}
+	if !m.FromBot {
+		return nil, badRequest("message can't be edited")
+	}
+	if m.Kind != "text" {
+		return nil, badRequest("there is no text in the message to edit")
+	}
+	if p["rich_message"] != "" && !s.opts.WithoutRich {
+		return s.richEditLocked(m, p)
+	}
+	text := p["text"]
+	ents, aerr := s.checkText(text, p["entities"], p["parse_mode"])
+	if aerr != nil {
+		return nil, aerr
+	}
+	buttons, aerr := parseKeyboard(p["reply_markup"])
+	if aerr != nil {
+		return nil, aerr
+	}
+	if text == m.Text && sameEntities(ents, m.Entities) && slices.Equal(buttons, m.Buttons) && p["reply_markup"] == m.ReplyMarkup {
+		return nil, badRequest(notModified)
+	}
+	m.Text, m.Entities, m.Buttons, m.ReplyMarkup = text, ents, buttons, p["reply_markup"]
+	m.Edits++
+	return s.messageJSONLocked(m), nil
+}
+
+// sendFileLocked answers sendPhoto and sendDocument.
+func (s *Server) sendFileLocked(method string, c *chatState, thread int, p map[string]string, files map[string]upload) (any, *apiError) {
+	field := "photo"
+	if method == "sendDocument" {
+		field = "document"
+	}
+	up, ok := files[field]
+	if !ok {
+		return nil, badRequest("there is no " + field + " in the request")
+	}
+	// Telegram refuses photos whose sides add up to more than 10,000 pixels or whose ratio
+	// exceeds 20 (they are sent as documents instead); data it cannot read as an image is
+	// taken as it is.
+	if field == "photo" {
+		if cfg, _, err := image.DecodeConfig(bytes.NewReader(up.data)); err == nil {
+			w, h := cfg.Width, cfg.Height
+			if w+h > 10000 || w > 20*h || h > 20*w {
+				return nil, badRequest("PHOTO_INVALID_DIMENSIONS")
+			}
+		}
+	}
+	m := s.newBotMessageLocked(c, thread, atoi(p["reply_to_message_id"]))
+	m.Kind, m.FileName, m.Data, m.Caption = field, up.name, up.data, p["caption"]
+	return s.messageJSONLocked(m), nil
 }
 
 func (s *Server) newBotMessageLocked(c *chatState, thread, replyTo int) *Message {

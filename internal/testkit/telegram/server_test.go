@@ -227,3 +227,65 @@ func TestSetMyCommandsTakesTheDocumentedParametersOnly(t *testing.T) {
 		t.Fatalf("command menu %+v, want %+v (the default scope's list, not the German one)", got, want)
 	}
 }
+
+// sendMessageDraft is taken as the Bot API documents it (private chats only, a non-zero
+// draft_id, 0 to 4096 characters, an empty text for the "Thinking…" placeholder) and every draft
+// shown is kept with its time, in order, as the calls are.
+func TestSendMessageDraftAsDocumented(t *testing.T) {
+	s, err := New(Options{NoLimits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Send(Inbound{Chat: Chat{ID: 5, Type: "private"}, From: User{ID: 5, FirstName: "U"}, Text: "hi"})
+	s.Send(Inbound{Chat: Chat{ID: -7, Type: "supergroup", Title: "g"}, From: User{ID: 5, FirstName: "U"}, Text: "hi"})
+	tests := []struct {
+		name   string
+		params url.Values
+		code   int
+	}{
+		{"a draft", url.Values{"chat_id": {"5"}, "draft_id": {"3"}, "text": {"Hel"}}, 200},
+		{"the placeholder", url.Values{"chat_id": {"5"}, "draft_id": {"3"}, "text": {""}}, 200},
+		{"spaces only show the placeholder", url.Values{"chat_id": {"5"}, "draft_id": {"3"}, "text": {"  "}}, 200},
+		{"entities on no text", url.Values{"chat_id": {"5"}, "draft_id": {"3"}, "text": {""}, "entities": {`[{"type":"bold","offset":0,"length":1}]`}}, 400},
+		{"in a group", url.Values{"chat_id": {"-7"}, "draft_id": {"3"}, "text": {"Hel"}}, 400},
+		{"draft_id zero", url.Values{"chat_id": {"5"}, "draft_id": {"0"}, "text": {"Hel"}}, 400},
+		{"no draft_id", url.Values{"chat_id": {"5"}, "text": {"Hel"}}, 400},
+		{"4097 characters", url.Values{"chat_id": {"5"}, "draft_id": {"3"}, "text": {strings.Repeat("x", 4097)}}, 400},
+		{"a user who never wrote", url.Values{"chat_id": {"6"}, "draft_id": {"3"}, "text": {"Hel"}}, 400},
+		{"the whole text", url.Values{"chat_id": {"5"}, "draft_id": {"3"}, "text": {"Hello"}}, 200},
+	}
+	before := time.Now()
+	for _, tc := range tests {
+		if a := post(t, s, s.Token(), "sendMessageDraft", tc.params); a.OK != (tc.code == 200) || !a.OK && a.ErrorCode != tc.code {
+			t.Errorf("%s: %+v, want %d", tc.name, a, tc.code)
+		}
+	}
+	after := time.Now()
+	drafts := s.Drafts(5)
+	var texts []string
+	for i, d := range drafts {
+		texts = append(texts, d.Text)
+		if d.Time.Before(before) || d.Time.After(after) || i > 0 && d.Time.Before(drafts[i-1].Time) {
+			t.Errorf("draft %d shown at %v, want in order within %v..%v", i, d.Time, before, after)
+		}
+	}
+	if got := strings.Join(texts, "|"); got != "Hel|||Hello" {
+		t.Errorf("drafts shown %q, want \"Hel|||Hello\"", got)
+	}
+	if d, ok := s.CurrentDraft(5); !ok || d.Text != "Hello" || d.ID != 3 {
+		t.Errorf("current draft %+v (%v), want draft 3 reading Hello", d, ok)
+	}
+	if len(s.Drafts(-7)) != 0 || len(s.BotMessages(5)) != 0 {
+		t.Errorf("a refused draft or a draft left something: group drafts %v, messages %v", s.Drafts(-7), s.BotMessages(5))
+	}
+	n := 0
+	for _, c := range s.Calls() {
+		if c.Method == "sendMessageDraft" {
+			n++
+		}
+	}
+	if n != len(tests) {
+		t.Errorf("%d sendMessageDraft calls recorded, want %d", n, len(tests))
+	}
+}

@@ -62,9 +62,11 @@ func (s *Server) CurrentDraft(chatID int64) (Draft, bool) {
 	return *d, true
 }
 
-// draftLocked answers sendMessageDraft the way the Bot API documents it: private chats only,
-// draft_id non-zero, text of 0 to 4096 characters after entities parsing (empty shows a
-// "Thinking..." placeholder), can_stop and keep_on_stop optional.
+// draftLocked answers sendMessageDraft the way the Bot API documents it: private chats only
+// (live drafts can only be sent to users), draft_id non-zero, text of 0 to 4096 characters
+// after entities parsing (empty, or only spaces, shows a "Thinking..." placeholder and takes no
+// entities), can_stop and keep_on_stop optional. Each draft shown is kept with its time, as
+// messages are.
 func (s *Server) draftLocked(c *chatState, p map[string]string) (any, *apiError) {
 	if s.opts.RefuseDrafts {
 		return nil, badRequest(draftsUnavailable)
@@ -78,7 +80,12 @@ func (s *Server) draftLocked(c *chatState, p map[string]string) (any, *apiError)
 	}
 	text := p["text"]
 	var ents []Entity
-	if text != "" {
+	if strings.TrimSpace(text) == "" {
+		if e := p["entities"]; e != "" && e != "[]" {
+			return nil, badRequest("can't parse entities: the text is empty")
+		}
+		text = ""
+	} else {
 		var aerr *apiError
 		if ents, aerr = s.checkText(text, p["entities"], p["parse_mode"]); aerr != nil {
 			return nil, aerr
