@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -17,6 +18,11 @@ type Lease struct {
 	db   *sql.DB
 	name string
 	key  int64
+	// member, when set, fences the lease: it is taken only while the member's fence is open,
+	// its connection is named after the member and the epoch it was taken under (holderName) so
+	// that a survivor taking that epoch over ends it (TakeOver), and it is given up once that
+	// epoch is taken over.
+	member *Member
 	// RetryEvery is how often a replica waiting for the lease tries again, and how often the
 	// holder checks that its connection (so its lock) is still there. 0 means 2s.
 	RetryEvery time.Duration
@@ -36,10 +42,13 @@ func (l *Lease) Acquire(ctx context.Context) (context.Context, func(), error) {
 		every = 2 * time.Second
 	}
 	for {
-		conn, ok, err := l.try(ctx)
-		if err == nil && ok {
-			held, release := l.hold(ctx, conn, every, nil, 0)
-			return held, release, nil
+		epoch, err := l.await(ctx)
+		if err == nil {
+			conn, ok, err := l.try(ctx, epoch)
+			if err == nil && ok {
+				held, release := l.hold(ctx, conn, epoch, every, nil, 0)
+				return held, release, nil
+			}
 		}
 		t := time.NewTimer(every)
 		select {
@@ -51,14 +60,68 @@ func (l *Lease) Acquire(ctx context.Context) (context.Context, func(), error) {
 	}
 }
 
-// try takes the lock on a connection of its own, which it keeps when the lock was taken.
-func (l *Lease) try(ctx context.Context) (*sql.Conn, bool, error) {
+// await waits until the member's fence is open (at once without a member) and returns the epoch
+// the lease is to be taken under (0 without a member).
+func (l *Lease) await(ctx context.Context) (int64, error) {
+	if l.member == nil {
+		return 0, nil
+	}
+	epoch := l.member.Epoch()
+	if err := l.fenced(ctx, epoch); err != nil {
+		return 0, err
+	}
+	return epoch, nil
+}
+
+// fenced waits while the member's fence is closed; ErrTakenOver once epoch was taken over.
+func (l *Lease) fenced(ctx context.Context, epoch int64) error {
+	if l.member == nil {
+		return nil
+	}
+	return l.member.Fence(context.WithValue(ctx, epochKey{}, epoch))
+}
+
+// takenOver reports, without waiting, whether the epoch a lease was taken under was taken over.
+func (l *Lease) takenOver(epoch int64) bool {
+	return l.member != nil && l.member.Epoch() != epoch
+}
+
+// Server-side TCP keepalives of a fenced lease's connection (seconds): a holder cut off by a
+// network partition loses its session, so its lock, within about idle + interval*count, rather
+// than at the operating system's default of hours.
+const (
+	leaseKeepaliveIdle     = 5
+	leaseKeepaliveInterval = 2
+	leaseKeepaliveCount    = 3
+)
+
+// holderName is the application_name of the connections holding a lease of replica id under
+// epoch: a digest of the id (an application_name keeps 63 bytes) and the epoch.
+func holderName(id string, epoch int64) string {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return fmt.Sprintf("relaybot lease %016x:%d", h.Sum64(), epoch)
+}
+
+// try takes the lock on a connection of its own, which it keeps when the lock was taken; a
+// fenced lease names the connection after its holder and epoch and sets its keepalives in the
+// same statement, only when the lock was taken.
+func (l *Lease) try(ctx context.Context, epoch int64) (*sql.Conn, bool, error) {
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("coord: lease %s: %w", l.name, err)
 	}
 	var ok bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, l.key).Scan(&ok); err != nil {
+	if l.member == nil {
+		err = conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, l.key).Scan(&ok)
+	} else {
+		err = conn.QueryRowContext(ctx, `SELECT CASE WHEN pg_try_advisory_lock($1) THEN
+				set_config('application_name', $2, false) <> '' AND set_config('tcp_keepalives_idle', $3, false) <> ''
+				AND set_config('tcp_keepalives_interval', $4, false) <> '' AND set_config('tcp_keepalives_count', $5, false) <> ''
+			ELSE FALSE END`, l.key, holderName(l.member.ID(), epoch), fmt.Sprint(leaseKeepaliveIdle),
+			fmt.Sprint(leaseKeepaliveInterval), fmt.Sprint(leaseKeepaliveCount)).Scan(&ok)
+	}
+	if err != nil {
 		discard(conn)
 		return nil, false, fmt.Errorf("coord: lease %s: %w", l.name, err)
 	}
@@ -75,7 +138,12 @@ func (l *Lease) try(ctx context.Context) (*sql.Conn, bool, error) {
 // up to retake, to take the lock again on a new connection: a database blip shorter than that
 // (a failover, a dropped connection) keeps the lease, and whatever it guards, when nobody took
 // the lock meanwhile.
-func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, keep func(context.Context) bool, retake time.Duration) (context.Context, func()) {
+//
+// A fenced lease taken under epoch is also lost once that epoch is taken over (its connection
+// was ended by the survivor, or is about to be), and a retake waits for the fence: a replica
+// waking from a pause finds its session gone, learns at its renewal that it was taken over,
+// and gives the lease up instead of taking the lock again for work that is no longer its own.
+func (l *Lease) hold(ctx context.Context, conn *sql.Conn, epoch int64, every time.Duration, keep func(context.Context) bool, retake time.Duration) (context.Context, func()) {
 	held, lost := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -88,13 +156,17 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, k
 				return
 			case <-t.C:
 			}
+			if l.takenOver(epoch) {
+				lost()
+				return
+			}
 			cctx, cancel := context.WithTimeout(held, every)
 			err := conn.PingContext(cctx)
 			cancel()
 			if err != nil && retake > 0 {
 				discard(conn)
 				var ok bool
-				if conn, ok = l.retake(held, every, retake); ok {
+				if conn, ok = l.retake(held, epoch, every, retake); ok {
 					continue
 				}
 				conn = nil
@@ -111,10 +183,11 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, k
 		if conn == nil {
 			return // lost with its session
 		}
-		// A connection whose unlock failed may still hold the lock: it is closed, not pooled.
+		// A connection whose unlock failed may still hold the lock: it is closed, not pooled;
+		// so is a named one (a takeover would end it in the pool).
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := conn.ExecContext(cctx, `SELECT pg_advisory_unlock($1)`, l.key); err != nil {
+		if _, err := conn.ExecContext(cctx, `SELECT pg_advisory_unlock($1)`, l.key); err != nil || l.member != nil {
 			discard(conn)
 			return
 		}
@@ -124,12 +197,21 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, every time.Duration, k
 }
 
 // retake tries to take the lock again every every/2 for up to d, and gives up at once when
-// another session holds it.
-func (l *Lease) retake(ctx context.Context, every, d time.Duration) (*sql.Conn, bool) {
+// another session holds it or epoch was taken over; it waits for the fence before each try.
+func (l *Lease) retake(ctx context.Context, epoch int64, every, d time.Duration) (*sql.Conn, bool) {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		cctx, cancel := context.WithTimeout(ctx, every)
-		conn, ok, err := l.try(cctx)
+		var conn *sql.Conn
+		var ok bool
+		err := l.fenced(cctx, epoch)
+		if errors.Is(err, ErrTakenOver) {
+			cancel()
+			return nil, false
+		}
+		if err == nil {
+			conn, ok, err = l.try(cctx, epoch)
+		}
 		cancel()
 		switch {
 		case err == nil && ok:

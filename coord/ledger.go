@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"relaybot/store"
 )
 
 // Ledger is the deployment's record of inbound messages taken (table inbound_ledger): each
@@ -12,7 +15,8 @@ import (
 type Ledger struct {
 	db       *sql.DB
 	instance string
-	member   *Member // nil: not fenced (tests of the ledger alone)
+	member   *Member      // nil: not fenced (tests of the ledger alone)
+	log      *slog.Logger // nil: failed tries of Done are not logged
 }
 
 // NewLedger returns the ledger over db, recording instance as the taker.
@@ -22,7 +26,7 @@ func NewLedger(db *sql.DB, instance string) *Ledger {
 
 // fenced returns the ledger taking messages only while m's lease is confirmed.
 func (l *Ledger) fenced(m *Member) *Ledger {
-	return &Ledger{db: l.db, instance: l.instance, member: m}
+	return &Ledger{db: l.db, instance: l.instance, member: m, log: l.log}
 }
 
 // epoch is the registration a message is taken under; 0 when not fenced.
@@ -50,23 +54,50 @@ func (l *Ledger) ClaimPayload(ctx context.Context, platform, key string, payload
 			return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
 		}
 	}
-	res, err := l.db.ExecContext(ctx, `INSERT INTO inbound_ledger (platform, inbound_key, instance_id, payload, done, taken_at)
-		SELECT $1, $2, $3, $4, FALSE, now() WHERE $5 = 0 OR EXISTS (SELECT 1 FROM instances WHERE id = $3 AND epoch = $5)
-		ON CONFLICT DO NOTHING`, platform, key, l.instance, string(payload), l.epoch())
-	if err != nil {
-		return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
-	}
-	n, err := res.RowsAffected()
+	// Once the fence let it through, the insert is not cut by ctx's end (a webhook request the
+	// platform gave up on): a claim that landed unbeknown to this replica would leave the
+	// message taken and never answered. It is tried again only while the database is away.
+	bctx, cancel := store.Bound(ctx, ledgerClaim)
+	defer cancel()
+	var n int64
+	err := store.Retry(bctx, store.Write{What: "the ledger's claim", Attempt: ledgerClaim, Log: l.log}, func(ctx context.Context) error {
+		res, err := l.db.ExecContext(ctx, `INSERT INTO inbound_ledger (platform, inbound_key, instance_id, payload, done, taken_at)
+			SELECT $1, $2, $3, $4, FALSE, now() WHERE $5 = 0 OR EXISTS (SELECT 1 FROM instances WHERE id = $3 AND epoch = $5)
+			ON CONFLICT DO NOTHING`, platform, key, l.instance, string(payload), l.epoch())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
 	}
 	return n == 1, nil
 }
 
-// Done records that the turn of the message has ended (whatever its outcome).
+// ledgerClaim bounds a claim's insert (at least; a later deadline of its caller's holds).
+const ledgerClaim = 5 * time.Second
+
+// ledgerDone bounds the tries of Ledger.Done (at least; a later deadline of its caller's
+// holds), and ledgerDoneTry each try.
+const (
+	ledgerDone    = time.Minute
+	ledgerDoneTry = 5 * time.Second
+)
+
+// Done records that the turn of the message has ended (whatever its outcome). While the database
+// is away it is tried again (store.Retry: the update may land twice) for a minute, or until ctx's
+// deadline when that is later; ctx's cancellation does not stop it.
 func (l *Ledger) Done(ctx context.Context, platform, key string) error {
-	if _, err := l.db.ExecContext(ctx, `UPDATE inbound_ledger SET done = TRUE WHERE platform = $1 AND inbound_key = $2`,
-		platform, key); err != nil {
+	bctx, cancel := store.Bound(ctx, ledgerDone)
+	defer cancel()
+	err := store.Retry(bctx, store.Write{What: "the ledger's done", Attempt: ledgerDoneTry, Idempotent: true, Log: l.log},
+		func(ctx context.Context) error {
+			_, err := l.db.ExecContext(ctx, `UPDATE inbound_ledger SET done = TRUE WHERE platform = $1 AND inbound_key = $2`, platform, key)
+			return err
+		})
+	if err != nil {
 		return fmt.Errorf("coord: mark %s message %s done: %w", platform, key, err)
 	}
 	return nil

@@ -90,7 +90,7 @@ func NewReplica(ctx context.Context, db *sql.DB, opts ReplicaOptions) (*Replica,
 		log = slog.New(slog.DiscardHandler)
 	}
 	markCtx, stopMarks := context.WithCancel(context.WithoutCancel(ctx))
-	r := &Replica{db: db, st: opts.Store, log: log, turns: NewTurns(db, opts.ID, log), ledger: NewLedger(db, opts.ID),
+	r := &Replica{db: db, st: opts.Store, log: log, turns: NewTurns(db, opts.ID, log), ledger: &Ledger{db: db, instance: opts.ID, log: log},
 		stops: NewSignals(db, log), relay: NewWebRelay(db, opts.ID, log), share: share{log: log},
 		engines: map[Bot]Engine{}, closers: map[Bot]adapters.QuestionCloser{}, markCtx: markCtx, stopMarks: stopMarks}
 	m, err := Join(ctx, db, Options{ID: opts.ID, TTL: opts.TTL, Logger: log, Members: r.share.set, Sweep: r.sweep})
@@ -141,11 +141,11 @@ func (r *Replica) sweep(ctx context.Context) error {
 	grace := TakeoverGrace(r.member.TTL())
 	if r.member.LiveFor() >= grace {
 		gone, err := TakeOver(ctx, r.db, r.member.ID(), grace)
-		if err != nil {
-			return err
-		}
 		if len(gone) > 0 {
 			r.log.Warn("took over the work of replicas whose lease stayed expired", "replicas", gone)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	turns, calls, err := r.st.Recover(ctx)
@@ -162,6 +162,9 @@ func (r *Replica) sweep(ctx context.Context) error {
 		return err
 	}
 	if _, err := r.turns.Purge(ctx); err != nil {
+		return err
+	}
+	if err := r.stops.Purge(ctx); err != nil {
 		return err
 	}
 	if time.Since(r.purged) < budgetsKeep {
@@ -324,12 +327,16 @@ func (r *Replica) Ledger() adapters.Ledger { return r.ledger }
 // PollLease implements Deployment; its holder is written down for the admin pages.
 func (r *Replica) PollLease(bot Bot) adapters.Lease {
 	name := bot.lease("poller")
-	return r.recorded(name, NewLease(r.db, name))
+	l := NewLease(r.db, name)
+	l.member = r.member // fenced: a takeover of this replica ends it (TakeOver)
+	return r.recorded(name, l)
 }
 
 // Shards implements Deployment; each shard's holder is written down for the admin pages.
 func (r *Replica) Shards(bot Bot) adapters.Shards {
-	return sharedShards{s: NewShards(r.db, bot.lease("shards")), bot: bot, r: r}
+	s := NewShards(r.db, bot.lease("shards"))
+	s.member = r.member // fenced: a takeover of this replica ends its shards' sessions (TakeOver)
+	return sharedShards{s: s, bot: bot, r: r}
 }
 
 // Questions implements Deployment.
@@ -398,7 +405,7 @@ func (r *Replica) Run(ctx context.Context, turns Stopper) error {
 	errs := make(chan error, 3)
 	wg.Go(func() { errs <- r.turns.Listen(ctx) })
 	wg.Go(func() { errs <- r.asks.Listen(ctx) })
-	wg.Go(func() { errs <- r.stops.ListenStops(ctx, func(st Stop) { r.stop(turns, st) }) })
+	wg.Go(func() { errs <- r.stops.ListenStops(ctx, r.member.ID(), func(st Stop) { r.stop(turns, st) }) })
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"relaybot/adapters"
 	"relaybot/chat"
+	"relaybot/store"
 )
 
 // Replies records the message each reply of this replica is streaming into, with the text it
@@ -61,19 +63,28 @@ func (r *Replies) note(id string, s *shownReply) {
 	}
 }
 
+// repliesTry bounds each write of the replies in flight.
+const repliesTry = 5 * time.Second
+
 // Run writes what Showing and Ended noted until ctx ends, then writes what is left (with a
-// context of its own, as the replica is leaving).
+// context of its own, as the replica is leaving, within repliesTry). A write that fails is
+// tried again (store.Retry: an upsert and a delete may land twice) with what was noted
+// meanwhile, until it lands or ctx ends.
 func (r *Replies) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if err := r.Flush(context.WithoutCancel(ctx)); err != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), repliesTry)
+			err := r.Flush(fctx)
+			cancel()
+			if err != nil {
 				r.log.Warn("replies in flight not recorded at shutdown", "err", err)
 			}
 			return
 		case <-r.wake:
 		}
-		if err := r.Flush(ctx); err != nil && ctx.Err() == nil {
+		err := store.Retry(ctx, store.Write{What: "the replies in flight", Attempt: repliesTry, Idempotent: true, Log: r.log}, r.Flush)
+		if err != nil && ctx.Err() == nil {
 			r.log.Warn("replies in flight not recorded; a survivor may not mark them should this replica die", "err", err)
 		}
 	}

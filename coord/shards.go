@@ -22,6 +22,9 @@ import (
 type Shards struct {
 	db   *sql.DB
 	name string
+	// member, when set, fences the shards' leases and the connection that counts this replica
+	// among the participants (Lease.member).
+	member *Member
 	// RetryEvery is how often a replica under its share tries to take a free shard, and twice
 	// the rate at which a holder checks its connection and its share. 0 means 2s.
 	RetryEvery time.Duration
@@ -44,7 +47,7 @@ type shardGroup struct {
 	db      *sql.DB
 	count   int
 	every   time.Duration
-	members int64 // the key of the shared lock every replica taking part holds
+	members *Lease // its key is the shared lock every replica taking part holds
 
 	mu   sync.Mutex
 	held map[int]bool
@@ -66,27 +69,80 @@ func (s *Shards) Join(ctx context.Context, count int) ([]*ShardLease, error) {
 		every = 2 * time.Second
 	}
 	prefix := fmt.Sprintf("%s %s", schema, s.name)
-	g := &shardGroup{db: s.db, count: count, every: every, held: map[int]bool{},
-		members: NewLease(s.db, fmt.Sprintf("%s members of %d", prefix, count)).key}
-	conn, err := s.db.Conn(ctx)
+	members := NewLease(s.db, fmt.Sprintf("%s members of %d", prefix, count))
+	members.member = s.member
+	g := &shardGroup{db: s.db, count: count, every: every, held: map[int]bool{}, members: members}
+	conn, err := g.takePart(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("coord: join the shards of %s: %w", s.name, err)
 	}
-	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock_shared($1)`, g.members); err != nil {
-		discard(conn)
-		return nil, fmt.Errorf("coord: join the shards of %s: %w", s.name, err)
-	}
-	context.AfterFunc(ctx, func() {
-		// The connection is closed, not pooled: PostgreSQL frees the lock with the session.
-		discard(conn)
-	})
+	go g.keepPart(ctx, conn)
 	leases := make([]*ShardLease, count)
 	for i := range leases {
 		l := NewLease(s.db, fmt.Sprintf("%s shard %d/%d", prefix, i, count))
 		l.RetryEvery = every
+		l.member = s.member
 		leases[i] = &ShardLease{g: g, id: i, lease: l}
 	}
 	return leases, nil
+}
+
+// takePart takes the shared lock that counts this replica among the participants, on a pinned
+// connection, named after the replica and its epoch when fenced (as a Lease's).
+func (g *shardGroup) takePart(ctx context.Context) (*sql.Conn, error) {
+	m := g.members
+	epoch, err := m.await(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := g.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if m.member == nil {
+		_, err = conn.ExecContext(ctx, `SELECT pg_advisory_lock_shared($1)`, m.key)
+	} else {
+		_, err = conn.ExecContext(ctx, `SELECT set_config('application_name', $2, false), set_config('tcp_keepalives_idle', $3, false),
+			set_config('tcp_keepalives_interval', $4, false), set_config('tcp_keepalives_count', $5, false), pg_advisory_lock_shared($1)`,
+			m.key, holderName(m.member.ID(), epoch), fmt.Sprint(leaseKeepaliveIdle), fmt.Sprint(leaseKeepaliveInterval), fmt.Sprint(leaseKeepaliveCount))
+	}
+	if err != nil {
+		discard(conn)
+		return nil, err
+	}
+	return conn, nil
+}
+
+// keepPart holds the participant's connection until ctx ends, checking it every g.every and
+// taking part again on a new one when it was lost (a takeover ended it, or the database blipped),
+// so a replica back from a pause counts again. The connection is closed, not pooled: PostgreSQL
+// frees the lock with the session.
+func (g *shardGroup) keepPart(ctx context.Context, conn *sql.Conn) {
+	t := time.NewTicker(g.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if conn != nil {
+				discard(conn)
+			}
+			return
+		case <-t.C:
+		}
+		if conn != nil {
+			cctx, cancel := context.WithTimeout(ctx, g.every)
+			err := conn.PingContext(cctx)
+			cancel()
+			if err == nil {
+				continue
+			}
+			discard(conn)
+			conn = nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, g.every)
+		conn, _ = g.takePart(cctx)
+		cancel()
+	}
 }
 
 // ShardBlip is how long a shard's holder tries to take its lock again after its session was lost,
@@ -104,8 +160,8 @@ func (l *ShardLease) ID() int { return l.id }
 func (l *ShardLease) Acquire(ctx context.Context) (context.Context, func(), error) {
 	g := l.g
 	for {
-		if conn, ok := g.claim(ctx, l); ok {
-			held, release := l.lease.hold(ctx, conn, g.every, l.keep, ShardBlip)
+		if conn, epoch, ok := g.claim(ctx, l); ok {
+			held, release := l.lease.hold(ctx, conn, epoch, g.every, l.keep, ShardBlip)
 			return held, func() {
 				release()
 				g.mu.Lock()
@@ -123,21 +179,26 @@ func (l *ShardLease) Acquire(ctx context.Context) (context.Context, func(), erro
 	}
 }
 
-// claim takes the shard's lock when this replica holds less than its share. Claims of one
-// replica go one at a time, so its share is never overrun by a race of its own.
-func (g *shardGroup) claim(ctx context.Context, l *ShardLease) (*sql.Conn, bool) {
+// claim takes the shard's lock when this replica holds less than its share, under the epoch it
+// returns (once the fence is open). Claims of one replica go one at a time, so its share is
+// never overrun by a race of its own.
+func (g *shardGroup) claim(ctx context.Context, l *ShardLease) (*sql.Conn, int64, bool) {
+	epoch, err := l.lease.await(ctx)
+	if err != nil {
+		return nil, 0, false
+	}
 	share := g.share(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.held) >= share || g.held[l.id] {
-		return nil, false
+		return nil, 0, false
 	}
-	conn, ok, err := l.lease.try(ctx)
+	conn, ok, err := l.lease.try(ctx, epoch)
 	if err != nil || !ok {
-		return nil, false
+		return nil, 0, false
 	}
 	g.held[l.id] = true
-	return conn, true
+	return conn, epoch, true
 }
 
 // keep reports whether the replica keeps holding the shard: not when it holds more than its
@@ -178,7 +239,7 @@ func (g *shardGroup) participants(ctx context.Context) (int, error) {
 	err := g.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND mode = 'ShareLock'
 		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`, g.members).Scan(&n)
+		  AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`, g.members.key).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("coord: count the replicas sharing shards: %w", err)
 	}

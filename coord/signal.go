@@ -28,7 +28,10 @@ type Stop struct {
 }
 
 // Signals carries stop requests between replicas with PostgreSQL's LISTEN/NOTIFY: a NOTIFY
-// reaches every listening replica within milliseconds; the one running the turn acts on it.
+// reaches every listening replica within milliseconds; the one running the turn acts on it. A
+// stop for a turn that runs is stored as well (table stop_requests, for stopKeep), naming the
+// turn's ticket in the conversation queue, so a replica whose listener was reconnecting when it
+// was sent reads it when it listens again.
 type Signals struct {
 	db  *sql.DB
 	log *slog.Logger
@@ -42,22 +45,40 @@ func NewSignals(db *sql.DB, log *slog.Logger) *Signals {
 	return &Signals{db: db, log: log}
 }
 
-// PublishStop sends a stop request to every replica, this one included.
+// stopKeep is how long a stored stop is kept: well past the few seconds a listener takes to
+// find its connection lost and listen again.
+const stopKeep = time.Minute
+
+// storedStops bounds the reading of the stops a listener may have missed.
+const storedStops = 5 * time.Second
+
+// PublishStop sends a stop request to every replica, this one included, and stores it for the
+// turn of the conversation that runs now, if one does, in the same statement.
 func (s *Signals) PublishStop(ctx context.Context, key, userID string, admin bool) error {
 	b, err := json.Marshal(Stop{Key: key, UserID: userID, Admin: admin})
 	if err != nil {
 		return fmt.Errorf("coord: publish stop: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, stopChannel, string(b)); err != nil {
+	if _, err := s.db.ExecContext(ctx, `WITH kept AS (
+			INSERT INTO stop_requests (ticket, conv_key, user_id, admin)
+			SELECT seq, conv_key, $3, $4 FROM turn_queue WHERE conv_key = $1 AND state = 'running')
+		SELECT pg_notify($2, $5)`, key, stopChannel, userID, admin, string(b)); err != nil {
 		return fmt.Errorf("coord: publish stop: %w", err)
 	}
 	return nil
 }
 
 // ListenStops calls fn with every stop request published by any replica until ctx ends. A lost
-// connection is re-established after a second; requests sent meanwhile are missed.
-func (s *Signals) ListenStops(ctx context.Context, fn func(Stop)) error {
-	return listenLoop(ctx, s.db, stopChannel, "stop requests", s.log, func(payload string) {
+// connection is re-established after a second; each time the listener listens (again) it first
+// reads the stops stored for the turns this replica (instance) runs, which it may have missed
+// meanwhile. A stop may so reach fn twice: stopping a turn twice is stopping it once.
+func (s *Signals) ListenStops(ctx context.Context, instance string, fn func(Stop)) error {
+	listening := func(on bool) {
+		if on {
+			s.missed(ctx, instance, fn)
+		}
+	}
+	return listenLoopTold(ctx, s.db, stopChannel, "stop requests", s.log, listening, func(payload string) {
 		var st Stop
 		if err := json.Unmarshal([]byte(payload), &st); err != nil {
 			s.log.Warn("stop signals: undecodable request skipped", "err", err)
@@ -65,6 +86,42 @@ func (s *Signals) ListenStops(ctx context.Context, fn func(Stop)) error {
 		}
 		fn(st)
 	})
+}
+
+// missed hands fn the stored stops of the turns instance runs.
+func (s *Signals) missed(ctx context.Context, instance string, fn func(Stop)) {
+	cctx, cancel := context.WithTimeout(ctx, storedStops)
+	defer cancel()
+	rows, err := s.db.QueryContext(cctx, `SELECT s.conv_key, s.user_id, s.admin, s.interrupt FROM stop_requests s
+		JOIN turn_queue q ON q.seq = s.ticket AND q.state = 'running' AND q.instance_id = $1
+		ORDER BY s.id`, instance)
+	if err != nil {
+		s.log.Warn("stop signals: the stops stored while listening again not read", "err", err)
+		return
+	}
+	var stops []Stop
+	for rows.Next() {
+		var st Stop
+		if err := rows.Scan(&st.Key, &st.UserID, &st.Admin, &st.Interrupt); err != nil {
+			s.log.Warn("stop signals: the stops stored while listening again not read", "err", err)
+			break
+		}
+		stops = append(stops, st)
+	}
+	rows.Close()
+	for _, st := range stops {
+		s.log.Info("stop signals: a stop stored while listening again", "conversation", st.Key)
+		fn(st)
+	}
+}
+
+// Purge drops the stored stops older than stopKeep.
+func (s *Signals) Purge(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM stop_requests WHERE created_at < now() - make_interval(secs => $1)`,
+		stopKeep.Seconds()); err != nil {
+		return fmt.Errorf("coord: purge the stored stops: %w", err)
+	}
+	return nil
 }
 
 // listenCheck is how long a listener waits for a notification before it checks its connection

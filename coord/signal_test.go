@@ -21,7 +21,7 @@ func TestAStopPublishedOnOneReplicaReachesTheOthers(t *testing.T) {
 	defer cancel()
 	got := make(chan Stop, 1)
 	done := make(chan error, 1)
-	go func() { done <- listener.ListenStops(ctx, func(s Stop) { got <- s }) }()
+	go func() { done <- listener.ListenStops(ctx, "", func(s Stop) { got <- s }) }()
 	wait.For(t, "the listener to listen", func() bool { return strings.Contains(logs.String(), "listening for stop requests") })
 
 	want := Stop{Key: "telegram:42::", UserID: "7", Admin: true}

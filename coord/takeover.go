@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -15,6 +16,12 @@ import (
 // only for its epoch) waits for the lock: either it renewed first and keeps its work, or it finds
 // its row gone and registers under a new epoch, refusing everything begun under the old one.
 // Rows locked by another survivor are skipped. It reports the replicas taken over.
+//
+// Once committed, the sessions holding their leases (the Telegram poller, Discord shards and
+// the shards' participant lock, each named by holderName after the replica and the epoch taken
+// over) are ended (pg_terminate_backend): a paused or cut-off replica's connections look alive
+// to PostgreSQL until TCP gives up, and its locks with them, so nobody would poll Telegram or
+// connect its shards meanwhile. An error ending them is reported with the replicas taken over.
 //
 // Call it only once this replica has itself been back for grace (Member.LiveFor): after an
 // outage every lease has expired, and a live replica needs that long to renew.
@@ -75,5 +82,12 @@ func TakeOver(ctx context.Context, db *sql.DB, self string, grace time.Duration)
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("coord: take over replicas that are gone: %w", err)
 	}
-	return ids, nil
+	var errs []error
+	for _, g := range taken {
+		if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE application_name = $1 AND pid <> pg_backend_pid()`, holderName(g.id, g.epoch)); err != nil {
+			errs = append(errs, fmt.Errorf("coord: end the lease sessions of %s: %w", g.id, err))
+		}
+	}
+	return ids, errors.Join(errs...)
 }

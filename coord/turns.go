@@ -123,8 +123,13 @@ func (t *Turns) Enter(ctx context.Context, e Entry, limit int, interrupt bool) (
 		if err != nil {
 			return err
 		}
-		// Delivered when the transaction commits.
-		_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, stopChannel, string(b))
+		// Stored for the running turn (so its replica reads it should its listener be
+		// reconnecting) and delivered when the transaction commits.
+		_, err = tx.ExecContext(ctx, `WITH kept AS (
+				INSERT INTO stop_requests (ticket, conv_key, interrupt)
+				SELECT q.seq, q.conv_key, TRUE FROM turn_queue q WHERE q.conv_key = $1
+				  AND q.state = 'running' AND q.instance_id <> $2 AND `+live+`)
+			SELECT pg_notify($3, $4)`, e.Key, t.instance, stopChannel, string(b))
 		return err
 	})
 	if err != nil {

@@ -160,7 +160,7 @@ func TestANewerMessageInterruptsTheTurnAnotherReplicaRuns(t *testing.T) {
 	stops := make(chan Stop, 4)
 	listened := make(chan error, 1)
 	go func() {
-		listened <- NewSignals(db, slog.New(slog.NewTextHandler(logs, nil))).ListenStops(ctx, func(s Stop) { stops <- s })
+		listened <- NewSignals(db, slog.New(slog.NewTextHandler(logs, nil))).ListenStops(ctx, "", func(s Stop) { stops <- s })
 	}()
 	wait.For(t, "the stop listener to listen", func() bool { return strings.Contains(logs.String(), "listening for stop requests") })
 

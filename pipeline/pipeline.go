@@ -84,8 +84,10 @@ type TurnStart struct {
 	Begun time.Time
 }
 
-// saveTimeout bounds one store operation of a turn (its start, its end, a reset), whose own
-// context may have ended.
+// saveTimeout bounds a command's store operation (a reset, /usage, /audit), whose own context
+// may have ended, and on the message path all the tries of a write made outside a turn (the
+// turn queue, a redelivered message's cut turn, a /stop passed on); each try there, and every
+// write of a turn, has store.WriteAttempt (store.Retry).
 const saveTimeout = 60 * time.Second
 
 // Pipeline handles the messages of every adapter. It implements adapters.Handler. Its parts:
@@ -131,6 +133,10 @@ type request struct {
 	sender string
 	// slot is the message's place among the turns in flight, once it has one (queue).
 	slot *turnSlot
+	// resumed are the tool calls (the assistant's messages asking for them, and their results)
+	// that finished in the cut turn of a message answered again: the turn's transcript goes on
+	// from them, and its record keeps them (finishedCalls).
+	resumed []agent.Message
 }
 
 // New returns a Pipeline. runner and st are required; toolbox may be nil (no tools).

@@ -200,7 +200,9 @@ func answeredBefore(st Store, r *request) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	t, found, err := finder.TurnByInbound(ctx, string(in.Chat.Platform), in.Chat.ChatID, in.MessageID)
+	lctx, cancelLookup := context.WithTimeout(ctx, store.WriteAttempt)
+	t, found, err := finder.TurnByInbound(lctx, string(in.Chat.Platform), in.Chat.ChatID, in.MessageID)
+	cancelLookup()
 	if err != nil {
 		log.Warn("pipeline: redelivered message not checked against earlier turns; answering it", "message", in.MessageID, "err", err)
 		return false
@@ -211,8 +213,23 @@ func answeredBefore(st Store, r *request) bool {
 	if t.Status == store.TurnInterrupted || t.Status == store.TurnRunning {
 		// Answered again: the cut turn leaves the history, or the message would reach the
 		// model twice (its copy in the cut turn, and the new turn's).
-		if _, err := finder.SupersedeTurn(ctx, t.ID); err != nil {
+		err := store.Retry(ctx, store.Write{What: "the cut turn's retirement", Idempotent: true, Log: log}, func(ctx context.Context) error {
+			_, err := finder.SupersedeTurn(ctx, t.ID)
+			return err
+		})
+		if err != nil {
 			log.Warn("pipeline: the cut turn of a redelivered message stays in the history", "turn", t.ID, "err", err)
+		}
+		// The calls that finished in the cut turn happened: the new turn carries them on
+		// rather than have the model ask for them again.
+		if calls, ok := st.(CutCalls); ok {
+			rctx, cancelRead := context.WithTimeout(ctx, store.WriteAttempt)
+			done, err := finishedCalls(rctx, calls, t.ID)
+			cancelRead()
+			if err != nil {
+				log.Warn("pipeline: the tool calls the cut turn finished not read; the model may ask for them again", "turn", t.ID, "err", err)
+			}
+			r.resumed = done
 		}
 		return false
 	}

@@ -155,7 +155,9 @@ func (g *quotaGuard) overRules(ctx context.Context, rules []quotaRule, pending [
 	if len(rules) == 0 {
 		return "", false
 	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	// One try within a write's: a database that does not answer leaves the turn unchecked, not
+	// waiting.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.WriteAttempt)
 	defer cancel()
 	for _, r := range rules {
 		rows, err := g.opts.Usage.Usage(qctx, r.check.Filter)
@@ -248,7 +250,8 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		Call: store.LLMCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
 			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
 			TokensIn: prompt, TokensOut: m.g.memory.budgetOf(call.Model).MaxOutputTokens}}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	// One try: a call the ledger did not take runs all the same and is saved with the turn.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.WriteAttempt)
 	id, err := m.ledger.StartLLMCall(sctx, start)
 	cancel()
 	if over, ok := errors.AsType[*store.OverQuotaError](err); ok && over.Check < len(rules) {
@@ -263,9 +266,13 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		c.Round = m.round(c)
 		end := toStoreLLMCalls([]agent.LLMCall{c})[0]
 		m.state.settling.Go(func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+			// Settled by id, so it may land twice: tried again until the turn's limit.
+			sctx, cancel := store.Bound(ctx, store.WriteAttempt)
 			defer cancel()
-			if err := m.ledger.FinishLLMCall(sctx, id, end); err != nil {
+			err := store.Retry(sctx, store.Write{What: "a model call's usage", Idempotent: true, Log: m.log}, func(ctx context.Context) error {
+				return m.ledger.FinishLLMCall(ctx, id, end)
+			})
+			if err != nil {
 				m.log.Error("pipeline: model call not settled; it keeps its reservation", "call", id, "err", err)
 			}
 		})

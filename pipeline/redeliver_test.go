@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
+	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/store"
@@ -98,5 +100,80 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 	<-plain.handle(again, pout)
 	if pout.Reply(1) == nil {
 		t.Fatal("without TurnByInbound the redelivered message must still be answered (never lost)")
+	}
+}
+
+// TestARedeliveredMessageGoesOnFromTheToolCallsItsCutTurnFinished: a message whose turn was cut
+// after one tool call of its first round had finished (its result recorded) and while another
+// was still running is answered again without asking the model afresh: the model is shown the
+// finished call and its result, not the unfinished one, so it does not run the finished one
+// again; the new turn's history keeps the call.
+func TestARedeliveredMessageGoesOnFromTheToolCallsItsCutTurnFinished(t *testing.T) {
+	h := newHarness(t, Options{History: HistoryOptions{Rounds: 10}})
+	ctx := context.Background()
+	conv, err := h.store.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "9", UserID: "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, err := h.store.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
+		UserMessage: store.Message{Role: store.RoleUser, Content: "send the mail"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := &audit.Record{TurnID: cut, ConversationID: conv.ID, Platform: "telegram", ChatID: "9", UserID: "9", Round: 1,
+		ToolCallID: "call_sent", ToolName: "send_mail", Arguments: `{"to":"a@example.org"}`}
+	if err := h.store.StartToolCall(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	done.Status, done.Result = audit.StatusOK, "mail sent"
+	if err := h.store.FinishToolCall(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	unfinished := &audit.Record{TurnID: cut, ConversationID: conv.ID, Platform: "telegram", ChatID: "9", UserID: "9", Round: 1,
+		ToolCallID: "call_cut", ToolName: "open_ticket", Arguments: `{}`}
+	if err := h.store.StartToolCall(ctx, unfinished); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.store.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Sent."}}})
+	in := privateMsg("9", "2", "send the mail")
+	in.Redelivered = true
+	out := &recResponder{}
+	<-h.handle(in, out)
+	if r := out.Reply(0); r == nil {
+		t.Fatal("the redelivered message was not answered")
+	} else if final, _ := r.Final(); final != "Sent." {
+		t.Fatalf("final %q, want %q", final, "Sent.")
+	}
+	reqs := h.llm.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the model was asked %d times, want once", len(reqs))
+	}
+	ms := reqs[0].Messages
+	if len(ms) < 3 {
+		t.Fatalf("the model was sent %d messages: %+v", len(ms), ms)
+	}
+	ask, result := ms[len(ms)-2], ms[len(ms)-1]
+	if ms[len(ms)-3].Role != "user" || ask.Role != "assistant" || len(ask.ToolCalls) != 1 || ask.ToolCalls[0].ID != "call_sent" ||
+		ask.ToolCalls[0].Name != "send_mail" || result.Role != "tool" || result.ToolCallID != "call_sent" || result.Content != "mail sent" {
+		t.Fatalf("the model was not shown the finished call and its result after the message (and not the cut one); its last messages: %+v", ms[len(ms)-3:])
+	}
+	turn, found, err := h.store.TurnByInbound(ctx, "telegram", "9", "2")
+	if err != nil || !found || turn.ID == cut {
+		t.Fatalf("the new turn of the message: %+v, found %v, err %v", turn, found, err)
+	}
+	saved, err := h.store.TurnMessages(ctx, turn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range saved {
+		roles = append(roles, string(m.Role))
+	}
+	if want := []string{"user", "assistant", "tool", "assistant"}; !slices.Equal(roles, want) {
+		t.Fatalf("the new turn's history has %q, want %q (the carried call kept)", roles, want)
 	}
 }

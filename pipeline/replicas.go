@@ -6,6 +6,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/chat"
+	"relaybot/store"
 )
 
 // Replicas is the deployment the pipeline serves the bot in: this process alone, or one replica
@@ -48,7 +49,10 @@ func (p *Pipeline) StopFromReplica(key, userID string, admin bool) bool {
 func (p *Pipeline) stopElsewhere(key chat.Key, in adapters.Inbound, admin bool, log *slog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	if err := p.opts.Replicas.PublishStop(ctx, key.String(), in.UserID, admin); err != nil {
+	err := store.Retry(ctx, store.Write{What: "a /stop for another replica", Log: log}, func(ctx context.Context) error {
+		return p.opts.Replicas.PublishStop(ctx, key.String(), in.UserID, admin)
+	})
+	if err != nil {
 		log.Warn("pipeline: /stop not passed to the other replicas", "err", err)
 		return false
 	}
@@ -84,7 +88,11 @@ func (p *Pipeline) InterruptFromReplica(key string) bool {
 func (p *Pipeline) gateEnter(key string, in adapters.Inbound, log *slog.Logger) (ticket int64, admitted bool) {
 	ctx, cancel := context.WithTimeout(p.base, saveTimeout)
 	defer cancel()
-	ticket, admitted, err := p.opts.Replicas.Enter(ctx, key, in, p.opts.Queue.Size, p.opts.Queue.interrupt())
+	err := store.Retry(ctx, store.Write{What: "the message's place in its conversation's queue", Log: log}, func(ctx context.Context) error {
+		var err error
+		ticket, admitted, err = p.opts.Replicas.Enter(ctx, key, in, p.opts.Queue.Size, p.opts.Queue.interrupt())
+		return err
+	})
 	if err != nil {
 		log.Warn("pipeline: message not ordered across replicas; answering it", "conversation", key, "message", in.MessageID, "err", err)
 		return 0, true
@@ -119,7 +127,10 @@ func (p *Pipeline) gateLeave(key string, ticket int64, log *slog.Logger) {
 	// Left even at shutdown: the others must not wait for this replica's lease to expire.
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	if err := p.opts.Replicas.Leave(ctx, key, ticket); err != nil {
+	err := store.Retry(ctx, store.Write{What: "the message's leaving its conversation's queue", Idempotent: true, Log: log}, func(ctx context.Context) error {
+		return p.opts.Replicas.Leave(ctx, key, ticket)
+	})
+	if err != nil {
 		log.Warn("pipeline: conversation not freed for the other replicas; they take it when this replica's lease expires", "conversation", key, "err", err)
 	}
 }
@@ -129,7 +140,7 @@ func (p *Pipeline) gateLeave(key string, ticket int64, log *slog.Logger) {
 // answer it, and askOthers says whether they should pass it on when no turn runs here: when the
 // deployment could not say where the turn runs.
 func (p *Pipeline) stopAcrossReplicas(key chat.Key, in adapters.Inbound, admin bool, out adapters.Responder, log *slog.Logger) (handled, askOthers bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), store.WriteAttempt)
 	defer cancel()
 	userID, elsewhere, err := p.opts.Replicas.Elsewhere(ctx, key.String())
 	switch {

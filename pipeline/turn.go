@@ -102,39 +102,15 @@ func (t *turn) start() bool {
 	return true
 }
 
-// saveRetry is the first wait before a store write of a turn that found the database away is
-// tried again; it doubles up to saveRetryMax.
-const (
-	saveRetry    = 200 * time.Millisecond
-	saveRetryMax = 5 * time.Second
-)
-
-// saving runs fn, one store operation of the turn, each try within saveTimeout; while the
-// database is away (store.Transient) it is tried again with back-off until the turn's limit
-// (Queue.TurnTimeout from the turn's start, and one saveTimeout at least), so a turn that ends
-// during a database outage is saved once it is back, never dropped.
+// saving runs fn, one store write of the turn, through store.Retry: each try within
+// store.WriteAttempt, tried again with back-off while the database is away (store.Transient)
+// until the turn's limit (Queue.TurnTimeout from the turn's start, and one try at least), so a
+// turn that ends during a database outage is saved once it is back, never dropped.
 func (t *turn) saving(what string, fn func(ctx context.Context) error) error {
-	limit := max(time.Until(t.begun.Add(t.p.opts.Queue.TurnTimeout)), saveTimeout)
+	limit := max(time.Until(t.begun.Add(t.p.opts.Queue.TurnTimeout)), store.WriteAttempt)
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), limit)
 	defer cancel()
-	wait := saveRetry
-	for {
-		ctx, cancelTry := context.WithTimeout(lctx, saveTimeout)
-		err := fn(ctx)
-		cancelTry()
-		if err == nil || !store.Transient(err) || lctx.Err() != nil {
-			return err
-		}
-		t.log.Warn("pipeline: the database is away; saving the turn again", "what", what, "in", wait, "err", err)
-		tm := time.NewTimer(wait)
-		select {
-		case <-lctx.Done():
-			tm.Stop()
-			return err
-		case <-tm.C:
-		}
-		wait = min(wait*2, saveRetryMax)
-	}
+	return store.Retry(lctx, store.Write{What: "the turn's " + what, Log: t.log}, fn)
 }
 
 // open reads the turn's history and saves the user's message: start's store work.
@@ -235,7 +211,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		t.req.Tools = tt.Specs()
 		t.req.Executor = tt
 	}
-	t.req.Messages = p.memory.transcript(t.ctx, t.hist, in, t.req.Tools, false, t.log)
+	t.req.Messages = t.transcript(false)
 	if t.hist.compacted {
 		p.notice(out, CompactedNotice, t.log)
 	}
@@ -257,6 +233,12 @@ func (t *turn) prepare(replyCtx context.Context) {
 	}
 }
 
+// transcript is the turn's transcript (compacting every round with all): the history within the
+// model's budget, the user's message, and the tool calls a cut turn of the message finished.
+func (t *turn) transcript(all bool) []agent.Message {
+	return append(t.p.memory.transcript(t.ctx, t.hist, t.in, t.req.Tools, all, t.log), t.r.resumed...)
+}
+
 // run runs the agent. When the model refuses the context as too long (it counts more than the
 // estimate), every round is summarised and the turn tried once more.
 func (t *turn) run() *agent.Result {
@@ -269,7 +251,7 @@ func (t *turn) run() *agent.Result {
 		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
 		first, n := res, len(h.calls)
 		h.compacted = false
-		t.req.Messages = p.memory.transcript(ctx, h, t.in, t.req.Tools, true, t.log)
+		t.req.Messages = t.transcript(true)
 		calls = append(calls, h.calls[n:]...)
 		if h.compacted {
 			p.notice(t.r.out, CompactedNotice, t.log)
@@ -318,7 +300,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		TokensIn:    res.Usage.TokensIn,
 		TokensOut:   res.Usage.TokensOut,
 		Error:       errText,
-		Messages:    toStoreMessages(res.Messages),
+		Messages:    toStoreMessages(slices.Concat(t.r.resumed, res.Messages)),
 		// The metered calls are saved already; the transcriptions (made before the turn's
 		// meter) and the spoken answer's call are saved with the turn.
 		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.hist.meter.unsaved(), t.spoken)),

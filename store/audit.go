@@ -13,7 +13,8 @@ import (
 )
 
 // StartToolCall writes the row of a call that is starting (status running unless r.Status says
-// otherwise) and sets r.ID. The row is committed before it returns. Many concurrent callers share
+// otherwise) and sets r.ID. The row is committed before it returns; while the database is away
+// the write is tried again (Retry) until ctx ends. Many concurrent callers share
 // one commit. Once the row is handed to the writer the call waits for the commit even if ctx ends,
 // so the row and r.ID stay consistent.
 func (s *Store) StartToolCall(ctx context.Context, r *audit.Record) error {
@@ -31,7 +32,12 @@ func (s *Store) StartToolCall(ctx context.Context, r *audit.Record) error {
 		row.StartedAt = time.Now()
 	}
 	row.StartedAt = dbTime(row.StartedAt)
-	id, err := s.audit.do(ctx, auditStart, &row)
+	var id int64
+	err := Retry(ctx, Write{What: "a tool call's start", Log: s.log}, func(ctx context.Context) error {
+		var err error
+		id, err = s.audit.do(ctx, auditStart, &row)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: start tool call %s (%s): %w", r.ToolName, r.ToolCallID, err)
 	}
@@ -43,7 +49,8 @@ func (s *Store) StartToolCall(ctx context.Context, r *audit.Record) error {
 
 // FinishToolCall completes the row of r (by r.ID) with its outcome. A record whose start was never
 // written (ID 0) is written whole, so no call goes unrecorded. Cancellation of ctx does not stop
-// the write: a cancelled call must be recorded too.
+// the write (a cancelled call must be recorded too), its deadline does: while the database is
+// away it is tried again (Retry) until then, or for WriteAttempt at least.
 func (s *Store) FinishToolCall(ctx context.Context, r *audit.Record) error {
 	if r == nil {
 		return errors.New("store: finish tool call: nil record")
@@ -63,7 +70,16 @@ func (s *Store) FinishToolCall(ctx context.Context, r *audit.Record) error {
 	if row.Duration == 0 {
 		row.Duration = row.FinishedAt.Sub(row.StartedAt)
 	}
-	id, err := s.audit.do(context.WithoutCancel(ctx), auditFinish, &row)
+	bctx, cancel := Bound(ctx, WriteAttempt)
+	defer cancel()
+	// Written by id, an update to the outcome, it may land twice; written whole (no id), it is
+	// an insert.
+	var id int64
+	err := Retry(bctx, Write{What: "a tool call's end", Idempotent: row.ID > 0, Log: s.log}, func(ctx context.Context) error {
+		var err error
+		id, err = s.audit.do(ctx, auditFinish, &row)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: finish tool call %d (%s): %w", r.ID, r.ToolName, err)
 	}
@@ -158,11 +174,11 @@ func (w *auditWriter) run() {
 // write commits a batch in one transaction. If that fails, each request is retried in its own
 // transaction so one bad row does not take the others down.
 func (w *auditWriter) write(batch []*auditReq) {
-	// The writer outlives any caller's context; a write is bounded by the busy timeout.
-	ctx := context.Background()
-	if err := w.writeTx(ctx, batch); err != nil {
+	// The writer outlives any caller's context; each transaction is bounded by WriteAttempt
+	// (and on SQLite by the busy timeout), so a database that does not answer holds no call.
+	if err := w.attempt(batch); err != nil {
 		for _, r := range batch {
-			if err := w.writeTx(ctx, []*auditReq{r}); err != nil {
+			if err := w.attempt([]*auditReq{r}); err != nil {
 				r.err = err
 			}
 		}
@@ -170,6 +186,13 @@ func (w *auditWriter) write(batch []*auditReq) {
 	for _, r := range batch {
 		close(r.done)
 	}
+}
+
+// attempt is one writeTx of batch within WriteAttempt.
+func (w *auditWriter) attempt(batch []*auditReq) error {
+	ctx, cancel := context.WithTimeout(context.Background(), WriteAttempt)
+	defer cancel()
+	return w.writeTx(ctx, batch)
 }
 
 // writeTx writes a batch atomically through GORM, like every other write of the store: each

@@ -98,18 +98,25 @@ func (g *groupWriter) run() {
 	}
 }
 
+// tx runs fn in a transaction within WriteAttempt: the writer outlives its callers' contexts,
+// and a database that does not answer must not hold every write behind it.
+func (g *groupWriter) tx(fn func(tx *gorm.DB) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), WriteAttempt)
+	defer cancel()
+	return g.db.WithContext(ctx).Transaction(fn)
+}
+
 // commit writes a batch in one transaction, each write under its own savepoint.
 func (g *groupWriter) commit(batch []*groupJob) {
 	g.commits.Add(1)
-	db := g.db.WithContext(context.Background())
 	if len(batch) == 1 {
-		batch[0].err = db.Transaction(batch[0].fn)
+		batch[0].err = g.tx(batch[0].fn)
 		for try := 0; try < 3 && retryable(batch[0].err); try++ {
-			batch[0].err = db.Transaction(batch[0].fn)
+			batch[0].err = g.tx(batch[0].fn)
 		}
 		return
 	}
-	err := db.Transaction(func(tx *gorm.DB) error {
+	err := g.tx(func(tx *gorm.DB) error {
 		for i, j := range batch {
 			sp := "w" + strconv.Itoa(i)
 			if err := tx.SavePoint(sp).Error; err != nil {
@@ -136,7 +143,7 @@ func (g *groupWriter) commit(batch []*groupJob) {
 	// transaction of its own, now that this batch's locks are released.
 	for _, j := range batch {
 		for try := 0; try < 3 && retryable(j.err); try++ {
-			j.err = db.Transaction(j.fn)
+			j.err = g.tx(j.fn)
 		}
 	}
 }

@@ -19,7 +19,8 @@ import (
 // DefaultResultMaxChars caps what goes back to the model when ManagerOptions.ResultMaxChars is 0.
 const DefaultResultMaxChars = 20000
 
-// recorderTimeout bounds each Recorder call, so a stuck audit store cannot hold a tool call.
+// recorderTimeout bounds each Recorder call of a call without a later deadline, so a stuck audit
+// store cannot hold a tool call.
 const recorderTimeout = 10 * time.Second
 
 // ManagerOptions tunes a Manager.
@@ -475,8 +476,20 @@ func (e NotFoundError) Error() string { return "Tool not found: " + e.Name }
 // Unwrap makes errors.Is(err, ErrNotFound) true.
 func (e NotFoundError) Unwrap() error { return ErrNotFound }
 
+// recording is the context of a Recorder call of a call made with ctx: ctx's values without its
+// cancellation (a cancelled call is recorded too), until ctx's deadline (the turn's limit, within
+// which the recorder tries again while the database is away) or recorderTimeout from now,
+// whichever is later.
+func recording(ctx context.Context) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(recorderTimeout)
+	if d, ok := ctx.Deadline(); ok && d.After(end) {
+		end = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
+}
+
 func (m *Manager) start(ctx context.Context, rec *audit.Record) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)
+	ctx, cancel := recording(ctx)
 	defer cancel()
 	if err := m.rec.Start(ctx, rec); err != nil {
 		m.log.Error("tools: audit record not started; the call goes on", "tool", rec.ToolName, "tool_call_id", rec.ToolCallID, "err", err)
@@ -484,7 +497,7 @@ func (m *Manager) start(ctx context.Context, rec *audit.Record) {
 }
 
 func (m *Manager) finish(ctx context.Context, rec *audit.Record) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderTimeout)
+	ctx, cancel := recording(ctx)
 	defer cancel()
 	if err := m.rec.Finish(ctx, rec); err != nil {
 		m.log.Error("tools: audit record not finished", "tool", rec.ToolName, "tool_call_id", rec.ToolCallID, "id", rec.ID, "status", rec.Status, "err", err)

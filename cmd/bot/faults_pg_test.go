@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -136,9 +137,10 @@ type faultScenario struct {
 // turns paused (SIGSTOP) for 10 s among three. Some turns are in the model's first round when the
 // fault comes (their tool call starts during it), the others have run their tool and stream the
 // answer; more messages arrive during the fault. Afterwards every message has exactly one answer
-// (no second message), each model tool call ran at most once, nothing is left running, the
-// platform answered no request with 429, and every message has one finished turn, whole, in the
-// history.
+// (no second message), each model tool call ran at most once and each message's tool at most once
+// (a survivor answering a message again goes on from the calls its cut turn finished), nothing is
+// left running, the platform answered no request with 429, and every message has one finished
+// turn, whole, in the history.
 func TestFaultsAnswerEachMessageOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs bot serve processes against a PostgreSQL server it stops")
@@ -290,16 +292,25 @@ func runFault(t *testing.T, sc faultScenario) {
 		}
 		return nil
 	})
-	running := func() (int, error) {
-		var n int
-		err := db.QueryRow(`SELECT (SELECT count(*) FROM tool_calls WHERE status = 'running') +
-			(SELECT count(*) FROM turns WHERE status = 'running')`).Scan(&n)
-		return n, err
+	// Every write of the message path landed, none dropped during the fault: no turn, tool call or
+	// model call left running, every message's ledger row done, no reply left in flight.
+	running := func() (string, error) {
+		var turns, calls, models, ledger, replies int
+		err := db.QueryRow(`SELECT (SELECT count(*) FROM turns WHERE status = 'running'),
+			(SELECT count(*) FROM tool_calls WHERE status = 'running'),
+			(SELECT count(*) FROM llm_calls WHERE status = 'running'),
+			(SELECT count(*) FROM inbound_ledger WHERE NOT done),
+			(SELECT count(*) FROM reply_messages)`).Scan(&turns, &calls, &models, &ledger, &replies)
+		if err != nil || turns+calls+models+ledger+replies == 0 {
+			return "", err
+		}
+		return fmt.Sprintf("%d turns, %d tool calls and %d model calls running, %d messages not done in the ledger, %d replies in flight",
+			turns, calls, models, ledger, replies), nil
 	}
 	wait.Until(t, "nothing left running", func() error {
-		n, err := running()
-		if err == nil && n != 0 {
-			err = fmt.Errorf("%d turns and tool calls running", n)
+		left, err := running()
+		if err == nil && left != "" {
+			err = errors.New(left)
 		}
 		return err
 	})
@@ -324,12 +335,17 @@ func runFault(t *testing.T, sc faultScenario) {
 		ran[strings.ReplaceAll(msg, "_", " ")] += n
 	}
 	reportSome(t, "model tool calls executed more than once", twice)
+	var again []string
 	for _, w := range want {
-		if text := strings.TrimPrefix(w, "A:"); ran[text] == 0 {
+		switch text := strings.TrimPrefix(w, "A:"); {
+		case ran[text] == 0:
 			never = append(never, text)
+		case ran[text] > 1:
+			again = append(again, fmt.Sprintf("%q: its side effect happened %d times", text, ran[text]))
 		}
 	}
 	reportSome(t, "messages whose tool call never ran (its answer was given without it)", never)
+	reportSome(t, "messages whose tool ran more than once (a survivor's new model call ran again a call that had finished)", again)
 	if limited := p.rateLimited(); len(limited) != 0 {
 		t.Errorf("the platform answered %d requests with 429, want none; the first:\n%s", len(limited), strings.Join(limited[:min(5, len(limited))], "\n"))
 	}

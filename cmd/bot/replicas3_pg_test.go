@@ -346,11 +346,18 @@ func (p *discordPlatform) holders(reps []*childReplica) map[int][]int {
 	return out
 }
 
-// settled reports whether each shard has one holder and one live gateway session.
+// settled reports whether each shard has one holder and one live gateway session, and no
+// replica holds more than its share (ceil(shards / replicas)): one over it is about to give a
+// shard up, and what Discord sends that shard until another replica holds it is lost.
 func (p *discordPlatform) settled(reps []*childReplica) bool {
 	h, live := p.holders(reps), p.dc.LiveShards()
+	share := (discordShards + len(reps) - 1) / len(reps)
+	count := map[int]int{}
 	for shard := range discordShards {
 		if len(h[shard]) != 1 || live[shard] != 1 {
+			return false
+		}
+		if count[h[shard][0]]++; count[h[shard][0]] > share {
 			return false
 		}
 	}

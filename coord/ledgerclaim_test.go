@@ -1,0 +1,37 @@
+package coord
+
+import (
+	"context"
+	"testing"
+)
+
+// TestAClaimWhoseRequestEndedStillLandsAndSaysSo: a webhook request the platform gave up on (its
+// context ends as the replica, woken from a pause, takes the message) still takes the message
+// and reports it taken, so the replica answers it; a second delivery of it (the platform sending
+// it again) is then refused. A claim must never land unreported: the message would stay taken
+// and unanswered. The ledger's done, likewise, is recorded with an ended context.
+func TestAClaimWhoseRequestEndedStillLandsAndSaysSo(t *testing.T) {
+	st, _ := pgStore(t, "")
+	db := pool(t, st)
+	m, err := Join(context.Background(), db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Leave(context.Background())
+	l := NewLedger(db, m.ID()).fenced(m)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if ok, err := l.ClaimPayload(ended, "telegram", "1000:9", []byte("{}")); err != nil || !ok {
+		t.Fatalf("claim with an ended request: taken %v, err %v; want taken", ok, err)
+	}
+	if ok, err := l.ClaimPayload(context.Background(), "telegram", "1000:9", []byte("{}")); err != nil || ok {
+		t.Fatalf("the message sent again: taken %v, err %v; want refused as taken", ok, err)
+	}
+	if err := l.Done(ended, "telegram", "1000:9"); err != nil {
+		t.Fatal(err)
+	}
+	var done bool
+	if err := db.QueryRow(`SELECT done FROM inbound_ledger WHERE platform = 'telegram' AND inbound_key = '1000:9'`).Scan(&done); err != nil || !done {
+		t.Fatalf("done %v, err %v; want the message done", done, err)
+	}
+}
