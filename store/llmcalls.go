@@ -121,7 +121,10 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 				return &OverQuotaError{Check: i, Used: used}
 			}
 		}
-		return tx.Create(&row).Error
+		return tx.Raw(insertLLMCall, row.TurnID, row.Seq, row.Round, row.Model, row.Candidate, row.FallbackReason,
+			row.Status, row.TTFTMs, row.DurationMs, row.TokensIn, row.TokensOut, row.Error, row.StartedAt,
+			row.Platform, row.ChatID, row.UserID, row.Estimated, row.InstanceID, row.AudioMs, row.QuotaChatID).
+			Row().Scan(&row.ID)
 	})
 	if err != nil {
 		if _, ok := errors.AsType[*OverQuotaError](err); ok {
@@ -131,6 +134,11 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 	}
 	return row.ID, nil
 }
+
+// insertLLMCall is StartLLMCall's row, plain for the reason insertTurn is.
+const insertLLMCall = `INSERT INTO llm_calls (turn_id, seq, round, model, candidate, fallback_reason, status,
+	ttft_ms, duration_ms, tokens_in, tokens_out, error, started_at, platform, chat_id, user_id, estimated,
+	instance_id, audio_ms, quota_chat_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 
 // FinishLLMCall settles a call StartLLMCall opened with how it ended: its status, tokens
 // (reported or estimated), timings and error. A call Recover already settled is left as it is.
