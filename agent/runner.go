@@ -398,8 +398,17 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 		return Message{}, false, wrapErr(err)
 	}
 	defer stream.Close()
+	recv := stream.Recv
+	if wc.stream != nil {
+		// The answer's chunks are read from the transport's normaliser, without go-openai's
+		// copies (stream.Recv stays for a body that is not an event stream).
+		recv = func() (resp openai.ChatCompletionStreamResponse, err error) {
+			err = wc.stream.next(&resp)
+			return resp, err
+		}
+	}
 	for {
-		resp, err := stream.Recv()
+		resp, err := recv()
 		if err != nil {
 			if acc.finish != "" {
 				// The answer is complete; a missing [DONE] or usage chunk does not spoil it.
