@@ -180,8 +180,7 @@ func benchTurnWrites(b *testing.B, turns int) {
 	b.ReportAllocs()
 	b.SetParallelism(max(1, turns/runtime.GOMAXPROCS(0)))
 	if turns == 1 {
-		runtime.GOMAXPROCS(1)
-		defer runtime.GOMAXPROCS(runtime.NumCPU())
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
