@@ -307,21 +307,21 @@ func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 	return row.ID, nil
 }
 
-// insertTurn and insertMessage are the rows of every turn, written as plain statements: GORM
+// insertTurn and insertMessageRow write the rows of every turn as plain statements: GORM
 // building them from the structs (reflection, a cloned statement, its clauses) cost more CPU
 // and allocations than SQLite running them. The columns not named keep their defaults, as
-// GORM's inserts gave them (zero values).
+// GORM's inserts left them.
 const (
 	insertTurn = `INSERT INTO turns (conversation_id, user_id, user_name, inbound_message_id, model, status,
 	rounds, tokens_in, tokens_out, error, started_at, instance_id, trace_id, deliveries)
 	VALUES (?, ?, ?, ?, '', ?, 0, 0, 0, '', ?, ?, '', '') RETURNING id`
-	insertMessage1 = `INSERT INTO messages (conversation_id, turn_id, seq, role, content, name, reasoning,
+	insertMessageRow = `INSERT INTO messages (conversation_id, turn_id, seq, role, content, name, reasoning,
 	tool_calls, tool_call_id, images, extra, reasoning_field, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // insertMessage writes one message row.
 func insertMessage(tx *gorm.DB, m messageRow) error {
-	return tx.Exec(insertMessage1, m.ConversationID, m.TurnID, m.Seq, m.Role, m.Content, m.Name, m.Reasoning,
+	return tx.Exec(insertMessageRow, m.ConversationID, m.TurnID, m.Seq, m.Role, m.Content, m.Name, m.Reasoning,
 		m.ToolCalls, m.ToolCallID, m.Images, m.Extra, m.ReasoningField, m.CreatedAt).Error
 }
 
@@ -437,20 +437,22 @@ func turnTail(tx *gorm.DB, turnID int64) (conv int64, next int, err error) {
 	return turn.ConversationID, last.N + 1, nil
 }
 
-// addTurnMessages saves a turn's messages from seq next on.
+// addTurnMessages saves a turn's messages from seq next on, one statement each (a turn adds a
+// few: the kept statement runs cheaper than GORM building one multi-row insert).
 func addTurnMessages(tx *gorm.DB, conv, turnID int64, next int, ms []Message, at time.Time) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	msgs := make([]messageRow, 0, len(ms))
 	for i, m := range ms {
 		row, err := newMessageRow(conv, turnID, next+i, m, at)
 		if err != nil {
 			return err
 		}
-		msgs = append(msgs, row)
+		if err := insertMessage(tx, row); err != nil {
+			return err
+		}
 	}
-	return tx.CreateInBatches(&msgs, 100).Error
+	return nil
 }
 
 // addTurnCalls saves the calls a turn carries itself (those the ledger did not take), counted
