@@ -2,10 +2,13 @@ package agent_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
 
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
@@ -210,5 +213,25 @@ func TestWholeAnswerKeepsThoughtSignatures(t *testing.T) {
 	calls := rawToolCalls(t, assistantWithCalls(t, srv.Requests()[1]))
 	if got := fmt.Sprint(calls[0]["extra_content"]); got != "map[google:map[thought_signature:c2lnLTE=]]" {
 		t.Errorf("next round sent extra_content %s; Gemini rejects the round without the signature", got)
+	}
+}
+
+// A provider's error sent into the stream after some text ends the call with that error, as
+// go-openai's own stream reader reports it (an *openai.APIError with the provider's message);
+// the text shown so far is kept for the partial answer.
+func TestAnErrorEventInTheStreamEndsTheCallWithTheProvidersError(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.Reply{Events: []string{
+		`{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Half an an"}}]}`,
+		`{"error":{"message":"the model is overloaded","type":"server_error","code":"overloaded"}}`,
+	}, Cut: true})
+	r := newRunner(t, agent.Options{}, srv)
+	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, func(agent.Event) {})
+	var apiErr *openai.APIError
+	if res.Status != agent.StatusError || !errors.As(res.Err, &apiErr) || apiErr.Message != "the model is overloaded" {
+		t.Fatalf("run ended %s with %v, want an error naming the provider's message", res.Status, res.Err)
+	}
+	if res.PartialText != "Half an an" {
+		t.Errorf("partial answer = %q, want the text streamed before the error", res.PartialText)
 	}
 }

@@ -277,164 +277,215 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 // attempt calls one candidate. started reports that the stream delivered its first chunk (the
 // model is then fixed for the turn); errors before that allow a fallback.
 func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMode, reason string) (msg Message, started bool, err error) {
-	offerTools := mode == toolsOffered && c.SupportsTools
-	upstream, extras := toUpstream(t.history, c.SupportsVision)
-	creq := openai.ChatCompletionRequest{
-		Model:    c.Model.Model,
-		Messages: upstream,
+	mc := t.newModelCall(c, round, mode, reason)
+	end, err := t.meterStart(ctx, mc.rec, mc.prompt)
+	if err != nil {
+		return Message{}, false, err
 	}
-	wc := &wireCall{send: extras}
+	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, mc.wc))
+	defer cancel(nil)
+	if c.Timeout > 0 {
+		mc.deadline = time.AfterFunc(c.Timeout, func() {
+			cancel(fmt.Errorf("%w within %s", errNoData, c.Timeout))
+		})
+		defer mc.deadline.Stop()
+	}
+	defer func() { mc.finish(ctx, err, end) }()
+	mc.acc = newAccumulator(round, t.r.opts.FlushChunks, t.r.opts.RemoveThink)
+	t.acc = mc.acc
+	if !t.req.Stream {
+		msg, err = mc.whole(ctx, callCtx)
+	} else {
+		msg, err = mc.stream(ctx, callCtx)
+	}
+	return msg, mc.started, err
+}
+
+// modelCall is one attempt's state: its candidate and request, and what the answer gave so far.
+// It lives on the heap, so the turn's goroutine, which reads the whole stream under it, keeps a
+// small frame for it.
+type modelCall struct {
+	t          *turn
+	c          candidate
+	round      int
+	offerTools bool
+	creq       openai.ChatCompletionRequest
+	wc         *wireCall
+	rec        LLMCall
+	prompt     int
+	start      time.Time
+	deadline   *time.Timer // the candidate's Timeout without data; nil without one
+	acc        *accumulator
+	started    bool // the first chunk arrived
+	reported   bool // the provider reported the call's usage
+}
+
+// newModelCall builds the request of a call to candidate c and the record of the call.
+func (t *turn) newModelCall(c candidate, round int, mode toolMode, reason string) *modelCall {
+	upstream, extras := toUpstream(t.history, c.SupportsVision)
+	mc := &modelCall{t: t, c: c, round: round, offerTools: mode == toolsOffered && c.SupportsTools,
+		creq: openai.ChatCompletionRequest{Model: c.Model.Model, Messages: upstream}, wc: &wireCall{send: extras}}
 	if c.SupportsTools {
 		switch mode {
 		case toolsOffered:
-			creq.Tools = t.specs
+			mc.creq.Tools = t.specs
 		case toolsListedNotCallable:
-			creq.Tools = t.specs
-			creq.ToolChoice = "none"
+			mc.creq.Tools = t.specs
+			mc.creq.ToolChoice = "none"
 		}
 	}
 	t.shown = ""
 	t.cutID = ""
-	start := time.Now()
-	rec := LLMCall{Model: c.Name, RequestModel: c.Model.Model, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: start}
+	mc.start = time.Now()
+	mc.rec = LLMCall{Model: c.Name, RequestModel: c.Model.Model, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: mc.start}
 	var sent []tools.Spec
 	if c.SupportsTools && mode != toolsOmitted {
 		sent = t.req.Tools
 	}
-	prompt := t.estimatePrompt(c, sent)
-	end, err := t.meterStart(ctx, rec, prompt)
+	mc.prompt = t.estimatePrompt(c, sent)
+	return mc
+}
+
+// wrapErr names the model and prefers our own timeout over the context error it caused.
+func (mc *modelCall) wrapErr(ctx, callCtx context.Context, err error) error {
+	if ctx.Err() == nil {
+		if cause := context.Cause(callCtx); cause != nil && callCtx.Err() != nil {
+			err = cause
+		}
+	}
+	return fmt.Errorf("model %s (candidate %d): %w", mc.c.Name, mc.c.index, err)
+}
+
+// finish records how the call ended (err) and settles it with the meter (end).
+func (mc *modelCall) finish(ctx context.Context, err error, end func(LLMCall)) {
+	t, rec := mc.t, &mc.rec
+	rec.Duration = time.Since(mc.start)
+	rec.FinishReason = string(t.acc.finish)
+	rec.Status = StatusOK
 	if err != nil {
-		return Message{}, false, err
+		rec.Err = err
+		rec.Status = StatusError
+		if ctx.Err() != nil {
+			rec.Status = StatusCancelled
+		}
 	}
-	reported := false // the provider reported the call's usage
+	t.estimateUsage(rec, mc.c, mc.prompt, mc.reported, mc.started, t.acc)
+	t.res.Usage.TokensIn += rec.TokensIn
+	t.res.Usage.TokensOut += rec.TokensOut
+	t.res.LLMCalls = append(t.res.LLMCalls, *rec)
+	if t.r.opts.Observer != nil {
+		t.r.opts.Observer.ModelCallFinished(ctx, *rec)
+	}
+	end(*rec)
+}
 
-	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, wc))
-	defer cancel(nil)
-	var deadline *time.Timer
-	if c.Timeout > 0 {
-		deadline = time.AfterFunc(c.Timeout, func() {
-			cancel(fmt.Errorf("%w within %s", errNoData, c.Timeout))
-		})
-		defer deadline.Stop()
+// flush shows the answer so far.
+func (mc *modelCall) flush() {
+	acc := mc.acc
+	ev := Chunk{Round: mc.round, Text: acc.text(), Final: acc.finish != ""}
+	if ev.Final && mc.offerTools {
+		ev.ToolCalls = acc.toolCalls()
 	}
-	// wrapErr names the model and prefers our own timeout over the context error it caused.
-	wrapErr := func(err error) error {
-		if ctx.Err() == nil {
-			if cause := context.Cause(callCtx); cause != nil && callCtx.Err() != nil {
-				err = cause
-			}
-		}
-		return fmt.Errorf("model %s (candidate %d): %w", c.Name, c.index, err)
-	}
-	defer func() {
-		rec.Duration = time.Since(start)
-		rec.FinishReason = string(t.acc.finish)
-		rec.Status = StatusOK
-		if err != nil {
-			rec.Err = err
-			rec.Status = StatusError
-			if ctx.Err() != nil {
-				rec.Status = StatusCancelled
-			}
-		}
-		t.estimateUsage(&rec, c, prompt, reported, started, t.acc)
-		t.res.Usage.TokensIn += rec.TokensIn
-		t.res.Usage.TokensOut += rec.TokensOut
-		t.res.LLMCalls = append(t.res.LLMCalls, rec)
-		if t.r.opts.Observer != nil {
-			t.r.opts.Observer.ModelCallFinished(ctx, rec)
-		}
-		end(rec)
-	}()
+	mc.t.shown = ev.Text
+	mc.t.emit(ev)
+}
 
-	acc := newAccumulator(round, t.r.opts.FlushChunks, t.r.opts.RemoveThink)
-	t.acc = acc
-	flush := func() {
-		ev := Chunk{Round: round, Text: acc.text(), Final: acc.finish != ""}
-		if ev.Final && offerTools {
-			ev.ToolCalls = acc.toolCalls()
-		}
-		t.shown = ev.Text
-		t.emit(ev)
+// message is the answer's message once it is complete.
+func (mc *modelCall) message() Message {
+	m := mc.acc.message()
+	mc.acc.attachExtras(&m, mc.wc.got, mc.wc.gotReasoningContent)
+	if !mc.offerTools && len(m.ToolCalls) > 0 {
+		mc.t.r.log.Warn("agent: model called tools that were not offered; ignoring the calls",
+			slog.String("model", mc.c.Name), slog.Int("round", mc.round), slog.Int("calls", len(m.ToolCalls)))
+		m.ToolCalls = nil
 	}
-	finishMsg := func() Message {
-		m := acc.message()
-		acc.attachExtras(&m, wc.got, wc.gotReasoningContent)
-		if !offerTools && len(m.ToolCalls) > 0 {
-			t.r.log.Warn("agent: model called tools that were not offered; ignoring the calls",
-				slog.String("model", c.Name), slog.Int("round", round), slog.Int("calls", len(m.ToolCalls)))
-			m.ToolCalls = nil
-		}
-		if len(m.ToolCalls) > 0 {
-			t.cutID = acc.cutCall()
-		}
-		return m
+	if len(m.ToolCalls) > 0 {
+		mc.t.cutID = mc.acc.cutCall()
 	}
+	return m
+}
 
-	if !t.req.Stream {
-		resp, err := c.client.CreateChatCompletion(callCtx, creq)
-		rec.TimeToFirstToken = time.Since(start)
-		if err != nil {
-			return Message{}, false, wrapErr(err)
-		}
-		if len(resp.Choices) == 0 {
-			return Message{}, false, wrapErr(errors.New("response has no choices"))
-		}
-		rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
-		rec.ResponseModel = resp.Model
-		reported = resp.Usage.PromptTokens > 0 || resp.Usage.CompletionTokens > 0
-		acc.add(wholeChoice(&resp.Choices[0]))
-		flush()
-		if acc.finish == openai.FinishReasonContentFilter {
-			return Message{}, true, wrapErr(errContentFilter)
-		}
-		return finishMsg(), true, nil
-	}
-
-	creq.Stream = true
-	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-	stream, err := c.client.CreateChatCompletionStream(callCtx, creq)
+// whole asks for the answer in one piece.
+func (mc *modelCall) whole(ctx, callCtx context.Context) (Message, error) {
+	resp, err := mc.c.client.CreateChatCompletion(callCtx, mc.creq)
+	mc.rec.TimeToFirstToken = time.Since(mc.start)
 	if err != nil {
-		return Message{}, false, wrapErr(err)
+		return Message{}, mc.wrapErr(ctx, callCtx, err)
+	}
+	if len(resp.Choices) == 0 {
+		return Message{}, mc.wrapErr(ctx, callCtx, errors.New("response has no choices"))
+	}
+	mc.started = true
+	mc.rec.TokensIn, mc.rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+	mc.rec.ResponseModel = resp.Model
+	mc.reported = resp.Usage.PromptTokens > 0 || resp.Usage.CompletionTokens > 0
+	mc.acc.add(wholeChoice(&resp.Choices[0]))
+	mc.flush()
+	if mc.acc.finish == openai.FinishReasonContentFilter {
+		return Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
+	}
+	return mc.message(), nil
+}
+
+// stream reads the answer as it streams.
+func (mc *modelCall) stream(ctx, callCtx context.Context) (Message, error) {
+	mc.creq.Stream = true
+	mc.creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	stream, err := mc.c.client.CreateChatCompletionStream(callCtx, mc.creq)
+	if err != nil {
+		return Message{}, mc.wrapErr(ctx, callCtx, err)
 	}
 	defer stream.Close()
+	recv := stream.Recv
+	if mc.wc.stream != nil {
+		// The answer's chunks are read from the transport's normaliser, without go-openai's
+		// copies (stream.Recv stays for a body that is not an event stream).
+		recv = func() (resp openai.ChatCompletionStreamResponse, err error) {
+			err = mc.wc.stream.next(&resp)
+			return resp, err
+		}
+	}
 	for {
-		resp, err := stream.Recv()
+		resp, err := recv()
 		if err != nil {
-			if acc.finish != "" {
-				// The answer is complete; a missing [DONE] or usage chunk does not spoil it.
-				break
+			if mc.acc.finish != "" {
+				break // the answer is complete; a missing [DONE] or usage chunk does not spoil it
 			}
 			if errors.Is(err, io.EOF) {
 				err = errNoFinish
 			}
-			if started {
-				t.shown = acc.text()
+			if mc.started {
+				mc.t.shown = mc.acc.text()
 			}
-			return Message{}, started, wrapErr(err)
+			return Message{}, mc.wrapErr(ctx, callCtx, err)
 		}
-		if !started {
-			started = true
-			rec.TimeToFirstToken = time.Since(start)
-			rec.ResponseModel = resp.Model
-		}
-		if deadline != nil {
-			deadline.Reset(c.Timeout)
-		}
-		if resp.Usage != nil {
-			rec.TokensIn, rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
-			reported = true
-		}
-		for i := range resp.Choices {
-			if resp.Choices[i].Index == 0 && acc.add(&resp.Choices[i]) {
-				flush()
-			}
+		mc.chunk(&resp)
+	}
+	if mc.acc.finish == openai.FinishReasonContentFilter {
+		return Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
+	}
+	return mc.message(), nil
+}
+
+// chunk takes one streamed chunk.
+func (mc *modelCall) chunk(resp *openai.ChatCompletionStreamResponse) {
+	if !mc.started {
+		mc.started = true
+		mc.rec.TimeToFirstToken = time.Since(mc.start)
+		mc.rec.ResponseModel = resp.Model
+	}
+	if mc.deadline != nil {
+		mc.deadline.Reset(mc.c.Timeout)
+	}
+	if resp.Usage != nil {
+		mc.rec.TokensIn, mc.rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+		mc.reported = true
+	}
+	for i := range resp.Choices {
+		if resp.Choices[i].Index == 0 && mc.acc.add(&resp.Choices[i]) {
+			mc.flush()
 		}
 	}
-	if acc.finish == openai.FinishReasonContentFilter {
-		return Message{}, true, wrapErr(errContentFilter)
-	}
-	return finishMsg(), true, nil
 }
 
 // wholeChoice turns a non-streamed answer into one final stream choice, so both paths share the

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
 )
 
 // The runner talks to every provider through go-openai, whose types know OpenAI's wire shapes
@@ -43,6 +45,9 @@ type wireCall struct {
 	// gotReasoningContent records that choice 0 carried reasoning in a reasoning_content field
 	// (not Groq's "reasoning", Mistral's thinking parts or <think> tags).
 	gotReasoningContent bool
+	// stream is the streamed answer's normaliser, which the runner reads chunks from (next)
+	// instead of go-openai's stream reader; nil when the answer is not an event stream.
+	stream *sseNormaliser
 }
 
 // wireExtras are the raw fields of one assistant message beyond the ones the runner models.
@@ -108,7 +113,8 @@ func (t *wireTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "text/event-stream":
-		resp.Body = &sseNormaliser{src: resp.Body, r: bufio.NewReaderSize(resp.Body, sseLineBuffer), wc: wc}
+		wc.stream = &sseNormaliser{src: resp.Body, r: bufio.NewReaderSize(resp.Body, sseLineBuffer), wc: wc}
+		resp.Body = wc.stream
 	case "application/json":
 		body, err := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
@@ -198,18 +204,23 @@ func mergeFields(dst map[string]json.RawMessage, extra json.RawMessage) error {
 }
 
 // sseLineBuffer is the normaliser's read buffer: a chunk's line is a few hundred bytes (a longer
-// one is put together from several reads), and go-openai reads the stream through a buffer of
-// its own, so a larger one here only costs memory for every stream in flight.
+// one is put together from several reads), so a larger one only costs memory for every stream in
+// flight.
 const sseLineBuffer = 512
 
 // sseNormaliser rewrites a server-sent event stream line by line: each "data:" line holding a
-// JSON chunk is normalised, everything else passes unchanged.
+// JSON chunk is normalised, everything else passes unchanged. The runner reads its chunks
+// straight from it (next); Read serves go-openai's own reader when the runner uses that.
 type sseNormaliser struct {
 	src io.Closer
 	r   *bufio.Reader
 	wc  *wireCall
 	buf []byte // normalised bytes not yet read
 	err error
+	// errText collects the lines that are not events, as go-openai's error accumulator does: a
+	// provider's error sent into the stream as plain JSON.
+	errText []byte
+	done    bool // [DONE] was read
 }
 
 func (s *sseNormaliser) Read(p []byte) (int, error) {
@@ -217,23 +228,29 @@ func (s *sseNormaliser) Read(p []byte) (int, error) {
 		if s.err != nil {
 			return 0, s.err
 		}
-		// ReadSlice hands out the reader's own buffer, which stays untouched until the next
-		// ReadSlice, so a line is copied only when it is longer than the buffer.
-		line, err := s.r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			full := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = s.r.ReadSlice('\n')
-				full = append(full, line...)
-			}
-			line = full
-		}
-		s.err = err
+		var line []byte
+		line, s.err = s.readLine()
 		s.buf = s.normaliseLine(line)
 	}
 	n := copy(p, s.buf)
 	s.buf = s.buf[n:]
 	return n, nil
+}
+
+// readLine reads the next line with its newline. ReadSlice hands out the reader's own buffer,
+// which stays untouched until the next read, so a line is copied only when it is longer than
+// the buffer.
+func (s *sseNormaliser) readLine() ([]byte, error) {
+	line, err := s.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		full := append([]byte(nil), line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = s.r.ReadSlice('\n')
+			full = append(full, line...)
+		}
+		line = full
+	}
+	return line, err
 }
 
 func (s *sseNormaliser) Close() error { return s.src.Close() }
@@ -243,14 +260,7 @@ func (s *sseNormaliser) normaliseLine(line []byte) []byte {
 	if !ok {
 		return line
 	}
-	payload := bytes.TrimSpace(rest)
-	if len(payload) == 0 || payload[0] != '{' {
-		return line
-	}
-	if plainChunk(payload) {
-		return line
-	}
-	n, changed := normaliseObject(payload, "delta", s.wc)
+	n, changed := s.normalisePayload(bytes.TrimSpace(rest))
 	if !changed {
 		return line
 	}
@@ -258,6 +268,86 @@ func (s *sseNormaliser) normaliseLine(line []byte) []byte {
 	out = append(out, "data: "...)
 	out = append(out, n...)
 	return append(out, '\n')
+}
+
+// normalisePayload normalises the JSON of one event; false when it is left as it is.
+func (s *sseNormaliser) normalisePayload(payload []byte) ([]byte, bool) {
+	if len(payload) == 0 || payload[0] != '{' || plainChunk(payload) {
+		return nil, false
+	}
+	return normaliseObject(payload, "delta", s.wc)
+}
+
+// streamEmptyLimit is go-openai's default EmptyMessagesLimit: the lines other than events
+// (blank lines, comments, event names) a stream may send in a row before it is given up.
+const streamEmptyLimit = 300
+
+// errStreamErrorUnreadable: the stream sent an error event that is not an OpenAI error object.
+var errStreamErrorUnreadable = errors.New("the stream sent an error that could not be read")
+
+// next reads the stream's next chunk into resp, as go-openai's stream reader (Recv) reads it,
+// with the same errors: io.EOF after [DONE] (or at the end of the stream), a provider's error
+// event or plain JSON error as "error, " and its *openai.APIError, and
+// openai.ErrTooManyEmptyStreamMessages. It reads the lines in place, where go-openai copies
+// each line twice and runs two regular expressions on it: the model client's cost per chunk is
+// then little more than decoding the chunk's JSON.
+func (s *sseNormaliser) next(resp *openai.ChatCompletionStreamResponse) error {
+	var empty int
+	for {
+		if s.done {
+			return io.EOF
+		}
+		line, err := s.readLine()
+		if err != nil {
+			return s.streamErr(err)
+		}
+		line = bytes.TrimSpace(line)
+		payload, isData := bytes.CutPrefix(line, []byte("data:"))
+		payload = bytes.TrimLeft(payload, " \t\r\n")
+		if isData && bytes.HasPrefix(payload, []byte(`{"error":`)) {
+			s.keepErrText(payload)
+			return s.streamErr(nil)
+		}
+		if !isData {
+			s.keepErrText(line)
+			if empty++; empty > streamEmptyLimit {
+				return openai.ErrTooManyEmptyStreamMessages
+			}
+			continue
+		}
+		if string(payload) == "[DONE]" {
+			s.done = true
+			return io.EOF
+		}
+		if n, changed := s.normalisePayload(payload); changed {
+			payload = n
+		}
+		return json.Unmarshal(payload, resp)
+	}
+}
+
+// maxStreamErrText bounds the error text kept of a stream.
+const maxStreamErrText = 64 << 10
+
+func (s *sseNormaliser) keepErrText(b []byte) {
+	if len(s.errText)+len(b) <= maxStreamErrText {
+		s.errText = append(s.errText, b...)
+	}
+}
+
+// streamErr is the error that ends the stream: the provider's error it sent, if any, else
+// readErr.
+func (s *sseNormaliser) streamErr(readErr error) error {
+	if len(s.errText) > 0 {
+		var e openai.ErrorResponse
+		if json.Unmarshal(s.errText, &e) == nil && e.Error != nil {
+			return fmt.Errorf("error, %w", e.Error)
+		}
+	}
+	if readErr == nil {
+		return errStreamErrorUnreadable
+	}
+	return readErr
 }
 
 // normaliseObject rewrites a chunk (field "delta") or a whole completion (field "message") into

@@ -208,8 +208,12 @@ type meterState struct {
 	mu      sync.Mutex
 	seq     int
 	unsaved []agent.LLMCall
-	// settling counts the settles still being written: they run beside the answer's delivery
-	// (or the next tool round), not before it.
+	// settles are the ends of a turn's calls the ledger took and not settled yet: they go with
+	// the turn's next write (the next call's start, or the turn's end) rather than each in a
+	// commit of its own.
+	settles []store.LLMCallSettle
+	// settling counts the settles still being written on their own (the calls outside a turn):
+	// they run beside the answer's delivery, not before it.
 	settling sync.WaitGroup
 }
 
@@ -225,8 +229,8 @@ func (m *meter) forSummary() *meter {
 	return &s
 }
 
-// Start implements agent.Meter. The turn's earlier calls are settled first (a write each, made
-// while their tool round ran), so they count at what they cost, not at what they reserved.
+// Start implements agent.Meter. The turn's earlier calls are settled first, in the new call's
+// transaction, so they count at what they cost, not at what they reserved.
 func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func(agent.LLMCall), error) {
 	m.state.settling.Wait()
 	rules := m.g.rules(m.in)
@@ -234,6 +238,8 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 	seq := m.state.seq
 	m.state.seq++
 	pending := m.pendingLocked()
+	settles := m.state.settles
+	m.state.settles = nil
 	m.state.mu.Unlock()
 	if m.ledger == nil {
 		if text, over := m.g.overRules(ctx, rules, pending, m.log); over {
@@ -249,11 +255,16 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		ChatID: m.in.Chat.ChatID, QuotaChatID: quotaChat(m.in), UserID: m.in.UserID, Checks: checks, Prices: m.g.opts.Models.Prices,
 		Call: store.LLMCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
 			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
-			TokensIn: prompt, TokensOut: m.g.memory.budgetOf(call.Model).MaxOutputTokens}}
+			TokensIn: prompt, TokensOut: m.g.memory.budgetOf(call.Model).MaxOutputTokens},
+		Settle: settles}
 	// One try: a call the ledger did not take runs all the same and is saved with the turn.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.WriteAttempt)
 	id, err := m.ledger.StartLLMCall(sctx, start)
 	cancel()
+	if err != nil {
+		// Nothing of the transaction was written: the settles wait for the turn's next write.
+		m.deferSettles(settles)
+	}
 	if over, ok := errors.AsType[*store.OverQuotaError](err); ok && over.Check < len(rules) {
 		return nil, &quotaError{text: rules[over.Check].refusal(over.Used)}
 	}
@@ -262,21 +273,56 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		m.log.Error("pipeline: model call not reserved; it is saved with the turn", "err", err)
 		return m.keep, nil
 	}
-	return func(c agent.LLMCall) {
-		c.Round = m.round(c)
-		end := toStoreLLMCalls([]agent.LLMCall{c})[0]
-		m.state.settling.Go(func() {
-			// Settled by id, so it may land twice: tried again until the turn's limit.
-			sctx, cancel := store.Bound(ctx, store.WriteAttempt)
-			defer cancel()
-			err := store.Retry(sctx, store.Write{What: "a model call's usage", Idempotent: true, Log: m.log}, func(ctx context.Context) error {
-				return m.ledger.FinishLLMCall(ctx, id, end)
-			})
-			if err != nil {
-				m.log.Error("pipeline: model call not settled; it keeps its reservation", "call", id, "err", err)
-			}
+	return func(c agent.LLMCall) { m.settle(ctx, id, c) }, nil
+}
+
+// settle records how the call id ended. A turn's call is settled with the turn's next write; a
+// call outside a turn (/compact) has none, so it is written at once, beside the answer.
+func (m *meter) settle(ctx context.Context, id int64, c agent.LLMCall) {
+	c.Round = m.round(c)
+	end := store.LLMCallSettle{ID: id, Call: toStoreLLMCalls([]agent.LLMCall{c})[0]}
+	if m.turnID != 0 {
+		m.deferSettles([]store.LLMCallSettle{end})
+		return
+	}
+	m.state.settling.Go(func() {
+		sctx, cancel := store.Bound(ctx, store.WriteAttempt)
+		defer cancel()
+		m.writeSettles(sctx, []store.LLMCallSettle{end})
+	})
+}
+
+// deferSettles keeps settles for the turn's next write.
+func (m *meter) deferSettles(ss []store.LLMCallSettle) {
+	if len(ss) == 0 {
+		return
+	}
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.settles = append(ss, m.state.settles...)
+}
+
+// writeSettles writes settles each in a write of its own (the calls outside a turn, and a
+// turn's whose final write was refused), each tried again until ctx ends: a settle is by id,
+// so it may land twice.
+func (m *meter) writeSettles(ctx context.Context, ss []store.LLMCallSettle) {
+	for _, st := range ss {
+		err := store.Retry(ctx, store.Write{What: "a model call's usage", Idempotent: true, Log: m.log}, func(ctx context.Context) error {
+			return m.ledger.FinishLLMCall(ctx, st.ID, st.Call)
 		})
-	}, nil
+		if err != nil {
+			m.log.Error("pipeline: model call not settled; it keeps its reservation", "call", st.ID, "err", err)
+		}
+	}
+}
+
+// takeSettles returns the settles not written yet, for the turn's final write, and forgets them.
+func (m *meter) takeSettles() []store.LLMCallSettle {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	ss := m.state.settles
+	m.state.settles = nil
+	return ss
 }
 
 // quotaChat is the chat whose chat quota a message's model calls count toward: a Discord

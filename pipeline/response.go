@@ -33,18 +33,15 @@ type response struct {
 	roundShown string
 	// roundsDone is closed once the latest round message is delivered (non-streaming).
 	roundsDone chan struct{}
-	// feedDone stops the progress feed (watch); nil when there is none.
-	feedDone chan struct{}
+	// feed shows the tools' progress (watch); nil when there is none.
+	feed *progressFeed
 }
 
 // watch shows the progress of the turn's running calls on their status lines (streaming only):
 // a flood of progress only changes the text the next scheduled preview carries. The feed stops
 // when the answer is delivered.
 func (r *response) watch(tt *tools.Turn) {
-	feed := newProgressFeed()
-	r.feedDone = make(chan struct{})
-	tt.SetProgress(feed.report)
-	go feed.run(r.feedDone, func(ids []string, ps []tools.Progress) {
+	r.feed = newProgressFeed(func(ids []string, ps []tools.Progress) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for i, id := range ids {
@@ -52,6 +49,7 @@ func (r *response) watch(tt *tools.Turn) {
 		}
 		r.reply.Update(r.view.render())
 	})
+	tt.SetProgress(r.feed.report)
 }
 
 func newResponse(ctx context.Context, out adapters.Responder, reply adapters.Reply, stream bool, opts OutputOptions, p chat.Platform, ob *outbox, log *slog.Logger) *response {
@@ -124,8 +122,8 @@ func (r *response) sendRound(text string) {
 // answer waits for the platform (rate limits, a long queue of other finals) as long as the
 // pipeline runs; only the end of the shutdown's grace period bounds it.
 func (r *response) finish(res *agent.Result, note string, inline bool) (partial string, err error) {
-	if r.feedDone != nil {
-		close(r.feedDone)
+	if r.feed != nil {
+		r.feed.stop()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -304,6 +304,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		// The metered calls are saved already; the transcriptions (made before the turn's
 		// meter) and the spoken answer's call are saved with the turn.
 		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.hist.meter.unsaved(), t.spoken)),
+		Settle:   t.hist.meter.takeSettles(),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
@@ -319,6 +320,13 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 	}
 	if err := t.saving("end", func(ctx context.Context) error { return t.p.store.FinishTurn(ctx, end) }); err != nil {
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
+		// The calls' ends went with the refused write; each is tried on its own, so none keeps
+		// its reservation.
+		if len(end.Settle) > 0 && t.hist.meter.ledger != nil {
+			sctx, cancel := store.Bound(t.ctx, store.WriteAttempt)
+			t.hist.meter.writeSettles(sctx, end.Settle)
+			cancel()
+		}
 		return
 	}
 	attrs := []any{"status", status, "rounds", end.Rounds, "model", end.Model, "duration", time.Since(t.begun).Round(time.Millisecond)}

@@ -152,10 +152,19 @@ FROM n`)
 	})
 }
 
-// BenchmarkTurnWrites measures what a turn writes on SQLite with synchronous=FULL, 64 turns at
-// once as in a busy bot: the turn started with the user's message, then finished with an
-// assistant answer and its model call. Commits are shared by the turns waiting together.
+// BenchmarkTurnWrites measures what a turn writes on SQLite with synchronous=FULL: the turn
+// started with the user's message, its model call started in the ledger, then the turn
+// finished with an assistant answer and the call's end. With 64 turns at once, as in a busy
+// bot, commits are shared by the turns waiting together; one at a time, as at 100 chats, each
+// turn pays its own. It reports the commits and the writer's statements per turn (savepoints
+// included; BEGIN and COMMIT are not statements here).
 func BenchmarkTurnWrites(b *testing.B) {
+	for _, turns := range []int{64, 1} {
+		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) { benchTurnWrites(b, turns) })
+	}
+}
+
+func benchTurnWrites(b *testing.B, turns int) {
 	ctx := context.Background()
 	s := newStore(b, DriverSQLite)
 	convs := make([]int64, 64)
@@ -167,8 +176,12 @@ func BenchmarkTurnWrites(b *testing.B) {
 		convs[i] = c.ID
 	}
 	var n atomic.Int64
+	commits, stmts := s.turns.commits.Load(), writerRuns(b, s)
 	b.ReportAllocs()
-	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.SetParallelism(max(1, turns/runtime.GOMAXPROCS(0)))
+	if turns == 1 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -177,9 +190,14 @@ func BenchmarkTurnWrites(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			call, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: id, Platform: "telegram", ChatID: "c", UserID: "u",
+				Call: LLMCall{Model: "m", TokensIn: 10, TokensOut: 1000, StartedAt: time.Now()}})
+			if err != nil {
+				b.Fatal(err)
+			}
 			err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
 				Messages: []Message{{Role: RoleAssistant, Content: "an answer of a few words"}},
-				LLMCalls: []LLMCall{{Model: "m", Status: "ok", TokensIn: 10, TokensOut: 5}}})
+				Settle:   []LLMCallSettle{{ID: call, Call: LLMCall{Model: "m", Status: "ok", TokensIn: 10, TokensOut: 5}}}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -187,4 +205,20 @@ func BenchmarkTurnWrites(b *testing.B) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
+	b.ReportMetric(float64(s.turns.commits.Load()-commits)/float64(b.N), "commits/turn")
+	b.ReportMetric(float64(writerRuns(b, s)-stmts)/float64(b.N), "stmts/turn")
+}
+
+// writerRuns is the count of statements the writer connection ran.
+func writerRuns(b *testing.B, s *Store) int {
+	conn, err := s.wsql.Conn(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	var n int
+	if err := conn.Raw(func(dc any) error { n = dc.(*stmtCacheConn).runs; return nil }); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }

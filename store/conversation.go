@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"relaybot/chat"
@@ -128,16 +129,25 @@ func (s *Store) ResetConversation(ctx context.Context, key chat.Key) (Conversati
 }
 
 func (s *Store) activeConversation(ctx context.Context, db *gorm.DB, key chat.Key) (Conversation, error) {
-	var row conversationRow
-	err := db.WithContext(ctx).
-		Where("platform = ? AND chat_id = ? AND thread_id = ? AND user_id = ? AND active = ?",
-			key.Platform, key.ChatID, key.ThreadID, key.UserID, true).
-		Take(&row).Error
+	var c conversationRow
+	err := db.WithContext(ctx).Raw(activeConversationQuery, key.Platform, key.ChatID, key.ThreadID, key.UserID, true).
+		Row().Scan(&c.ID, &c.Platform, &c.ChatID, &c.ThreadID, &c.UserID, &c.Active, &c.CreatedAt,
+		&c.Model, &c.SystemPrompt, &c.Summary, &c.SummaryTurnID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Conversation{}, gorm.ErrRecordNotFound
+	}
 	if err != nil {
 		return Conversation{}, err
 	}
-	return row.public(), nil
+	return c.public(), nil
 }
+
+// activeConversationQuery finds the conversation of every turn: a plain statement for the
+// reason Rounds' are, with its columns named (a prepared "SELECT *" breaks on PostgreSQL once
+// a migration adds a column, see turnColumns).
+const activeConversationQuery = `SELECT id, platform, chat_id, thread_id, user_id, active, created_at, model,
+	system_prompt, summary, summary_turn_id FROM conversations
+	WHERE platform = ? AND chat_id = ? AND thread_id = ? AND user_id = ? AND active = ? LIMIT 1`
 
 func insertConversation(ctx context.Context, tx *gorm.DB, key chat.Key) (Conversation, error) {
 	row := conversationRow{Platform: string(key.Platform), ChatID: key.ChatID, ThreadID: key.ThreadID,

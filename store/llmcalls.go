@@ -38,6 +38,16 @@ type LLMCallStart struct {
 	// Checks are the quotas the call must be under to start; Prices price their cost.
 	Checks []QuotaCheck
 	Prices map[string]chat.Price
+	// Settle are the ends of the turn's earlier calls not settled yet: they are written first,
+	// in the same transaction, so the checks count them at what they cost.
+	Settle []LLMCallSettle
+}
+
+// LLMCallSettle is the end of a call StartLLMCall opened (ID), written with a later write of
+// its turn (the next call's start, or the turn's end) instead of in a commit of its own.
+type LLMCallSettle struct {
+	ID   int64
+	Call LLMCall
 }
 
 // QuotaCheck is one quota a model call must be under: the calls matching Filter (running calls
@@ -95,6 +105,9 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 				}
 			}
 		}
+		if err := settleLLMCalls(tx, c.Settle); err != nil {
+			return err
+		}
 		for i, q := range c.Checks {
 			rows, err := usageQuery(tx, q.Filter)
 			if err != nil {
@@ -108,7 +121,10 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 				return &OverQuotaError{Check: i, Used: used}
 			}
 		}
-		return tx.Create(&row).Error
+		return tx.Raw(insertLLMCall, row.TurnID, row.Seq, row.Round, row.Model, row.Candidate, row.FallbackReason,
+			row.Status, row.TTFTMs, row.DurationMs, row.TokensIn, row.TokensOut, row.Error, row.StartedAt,
+			row.Platform, row.ChatID, row.UserID, row.Estimated, row.InstanceID, row.AudioMs, row.QuotaChatID).
+			Row().Scan(&row.ID)
 	})
 	if err != nil {
 		if _, ok := errors.AsType[*OverQuotaError](err); ok {
@@ -119,18 +135,37 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 	return row.ID, nil
 }
 
+// insertLLMCall is StartLLMCall's row, plain for the reason insertTurn is.
+const insertLLMCall = `INSERT INTO llm_calls (turn_id, seq, round, model, candidate, fallback_reason, status,
+	ttft_ms, duration_ms, tokens_in, tokens_out, error, started_at, platform, chat_id, user_id, estimated,
+	instance_id, audio_ms, quota_chat_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+
 // FinishLLMCall settles a call StartLLMCall opened with how it ended: its status, tokens
 // (reported or estimated), timings and error. A call Recover already settled is left as it is.
 func (s *Store) FinishLLMCall(ctx context.Context, id int64, c LLMCall) error {
 	err := s.turns.do(ctx, func(tx *gorm.DB) error {
-		return tx.Model(&llmCallRow{}).Where("id = ? AND status = ?", id, LLMCallRunning).
-			Updates(map[string]any{"status": c.Status, "model": c.Model, "candidate": c.Candidate,
-				"ttft_ms": c.TimeToFirstToken.Milliseconds(), "duration_ms": c.Duration.Milliseconds(),
-				"tokens_in": c.TokensIn, "tokens_out": c.TokensOut, "estimated": c.Estimated,
-				"error": validText(c.Error)}).Error
+		return settleLLMCalls(tx, []LLMCallSettle{{ID: id, Call: c}})
 	})
 	if err != nil {
 		return fmt.Errorf("store: finish model call %d: %w", id, err)
+	}
+	return nil
+}
+
+// settleLLMCall is FinishLLMCall's statement: one plain UPDATE (no GORM statement to build),
+// which the statement cache keeps prepared.
+const settleLLMCall = `UPDATE llm_calls SET status = ?, model = ?, candidate = ?, ttft_ms = ?,
+	duration_ms = ?, tokens_in = ?, tokens_out = ?, estimated = ?, error = ? WHERE id = ? AND status = ?`
+
+// settleLLMCalls writes the ends of running calls in tx.
+func settleLLMCalls(tx *gorm.DB, ss []LLMCallSettle) error {
+	for _, st := range ss {
+		c := st.Call
+		if err := tx.Exec(settleLLMCall, c.Status, c.Model, c.Candidate, c.TimeToFirstToken.Milliseconds(),
+			c.Duration.Milliseconds(), c.TokensIn, c.TokensOut, c.Estimated, validText(c.Error),
+			st.ID, LLMCallRunning).Error; err != nil {
+			return fmt.Errorf("settle model call %d: %w", st.ID, err)
+		}
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"relaybot/chat"
 )
 
 // Many replicas reserving model calls of one user at once under a quota that fits three
@@ -162,5 +164,58 @@ func TestLedgerMigrationKeepsEarlierCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("after going down and up again")
+	})
+}
+
+// A turn's call is settled with the turn's next write, not in a commit of its own: the first
+// call's end goes with the second call's start (whose quota check counts it at what it cost),
+// the second's with the turn's end. A turn of two calls is four commits, not six.
+func TestACallIsSettledWithItsTurnsNextWrite(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		s := newStore(t, driver)
+		ctx := context.Background()
+		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := s.turns.commits.Load()
+		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "7", UserMessage: Message{Content: "hi"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		day := time.Now().UTC().Truncate(24 * time.Hour)
+		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Tokens: 1000}
+		first, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: turn, Platform: "telegram", ChatID: "c", UserID: "7",
+			Checks: []QuotaCheck{check}, Call: LLMCall{Model: "m", TokensIn: 100, TokensOut: 800, StartedAt: time.Now()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 900 reserved: a second reservation of 900 fits only once the first is settled at 120.
+		second, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: turn, Seq: 1, Platform: "telegram", ChatID: "c", UserID: "7",
+			Checks: []QuotaCheck{check}, Call: LLMCall{Model: "m", TokensIn: 100, TokensOut: 800, StartedAt: time.Now()},
+			Settle: []LLMCallSettle{{ID: first, Call: LLMCall{Model: "m", Status: "ok", TokensIn: 100, TokensOut: 20}}}})
+		if err != nil {
+			t.Fatalf("the second call was refused although the first cost 120 of its 900 tokens: %v", err)
+		}
+		err = s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "hello"}},
+			Settle: []LLMCallSettle{{ID: second, Call: LLMCall{Model: "m", Status: "ok", TokensIn: 130, TokensOut: 30}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, s, "llm_calls", "turn_id = ? AND status = 'ok' AND NOT estimated", turn); n != 2 {
+			t.Fatalf("%d of the turn's 2 calls settled", n)
+		}
+		rows, err := s.Usage(ctx, check.Filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := RollUp(rows, ByAll, nil); u[0].TokensIn+u[0].TokensOut != 280 {
+			t.Fatalf("usage after the turn = %+v, want the 280 tokens the calls cost", u[0])
+		}
+		// On PostgreSQL a call with quota checks commits apart from the group writer (its
+		// advisory locks), so only SQLite counts all four.
+		if n := s.turns.commits.Load() - before; driver == DriverSQLite && n != 4 {
+			t.Fatalf("a turn of two model calls took %d commits, want 4", n)
+		}
 	})
 }

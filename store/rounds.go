@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -27,43 +28,88 @@ func (s *Store) Rounds(ctx context.Context, conversationID, afterTurnID int64, l
 	if limit <= 0 || limit > MaxRounds {
 		limit = MaxRounds
 	}
-	var turns []turnRow
-	err := s.r.WithContext(ctx).
-		Where("conversation_id = ? AND id > ? AND status NOT IN ?", conversationID, afterTurnID, []string{string(TurnRunning), string(TurnRetried)}).
-		Order("id DESC").Limit(limit).Find(&turns).Error
-	if err != nil {
-		return nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
-	}
-	if len(turns) == 0 {
-		return nil, nil
-	}
-	ids := make([]int64, len(turns))
-	out := make([]Round, len(turns))
-	for i, t := range turns {
-		j := len(turns) - 1 - i
-		ids[i] = t.ID
-		out[j] = Round{TurnID: t.ID, StartedAt: t.StartedAt.UTC()}
-	}
-	var rows []messageRow
-	if err := s.r.WithContext(ctx).Where("turn_id IN ?", ids).Order("turn_id, seq").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+	out, ids, err := s.roundTurns(ctx, conversationID, afterTurnID, limit)
+	if err != nil || len(out) == 0 {
+		return nil, err
 	}
 	at := make(map[int64]int, len(out))
 	for i, r := range out {
 		at[r.TurnID] = i
 	}
-	for _, r := range rows {
-		m, err := r.public()
-		if err != nil {
-			return nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
-		}
-		i := at[r.TurnID]
+	err = s.roundMessages(ctx, conversationID, ids, func(turnID int64, m Message) {
+		i := at[turnID]
 		out[i].Messages = append(out[i].Messages, m)
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i := range out {
 		out[i].Messages = pairToolMessages(out[i].Messages)
 	}
 	return out, nil
+}
+
+// Every turn reads its history with these two statements; they are plain, and scanned into
+// plain values, because GORM's scanning (a struct per row built by reflection, its slice grown
+// by reflection) allocated more than the rows themselves: 50 KB a turn of a 10-round history.
+const (
+	roundTurnsQuery = `SELECT id, started_at FROM turns WHERE conversation_id = ? AND id > ?
+	AND status NOT IN (?, ?) ORDER BY id DESC LIMIT ?`
+	roundMessagesQuery = `SELECT id, turn_id, role, content, name, reasoning, tool_calls, tool_call_id, images,
+	extra, reasoning_field FROM messages WHERE turn_id IN ? ORDER BY turn_id, seq`
+)
+
+// roundTurns returns the rounds (without messages) of Rounds, oldest first, and their turn ids.
+func (s *Store) roundTurns(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, []int64, error) {
+	rows, err := s.r.WithContext(ctx).Raw(roundTurnsQuery, conversationID, afterTurnID,
+		string(TurnRunning), string(TurnRetried), limit).Rows()
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+	}
+	defer rows.Close()
+	var out []Round
+	for rows.Next() {
+		var r Round
+		if err := rows.Scan(&r.TurnID, &r.StartedAt); err != nil {
+			return nil, nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+		}
+		r.StartedAt = r.StartedAt.UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+	}
+	slices.Reverse(out)
+	ids := make([]int64, len(out))
+	for i, r := range out {
+		ids[i] = r.TurnID
+	}
+	return out, ids, nil
+}
+
+// roundMessages hands each message of the turns ids to add, in order.
+func (s *Store) roundMessages(ctx context.Context, conversationID int64, ids []int64, add func(turnID int64, m Message)) error {
+	rows, err := s.r.WithContext(ctx).Raw(roundMessagesQuery, ids).Rows()
+	if err != nil {
+		return fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r messageRow
+		if err := rows.Scan(&r.ID, &r.TurnID, &r.Role, &r.Content, &r.Name, &r.Reasoning, &r.ToolCalls,
+			&r.ToolCallID, &r.Images, &r.Extra, &r.ReasoningField); err != nil {
+			return fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+		}
+		m, err := r.public()
+		if err != nil {
+			return fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+		}
+		add(r.TurnID, m)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
+	}
+	return nil
 }
 
 // SaveSummary records the summary of a conversation's rounds up to and including turn

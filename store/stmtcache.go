@@ -44,6 +44,7 @@ type stmtCacheConn struct {
 	mu    sync.Mutex
 	stmts map[string]*cachedStmt
 	hits  int // statements run from the cache, for tests
+	runs  int // statements run, for benchmarks
 }
 
 type cachedStmt struct {
@@ -74,11 +75,12 @@ func cacheable(query string, exec bool) bool {
 // take returns the kept statement for query, preparing it when it is new, marked busy; nil when
 // query is not to be kept or its statement is busy (the caller then lets SQLite prepare anew).
 func (c *stmtCacheConn) take(ctx context.Context, query string, exec bool) (*cachedStmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runs++
 	if !cacheable(query, exec) {
 		return nil, nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if cs := c.stmts[query]; cs != nil {
 		if cs.busy {
 			return nil, nil

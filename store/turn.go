@@ -92,6 +92,9 @@ type TurnEnd struct {
 	Messages []Message
 	// LLMCalls are the model calls of the turn, fallbacks included, in order.
 	LLMCalls []LLMCall
+	// Settle are the ends of calls StartLLMCall opened that are not settled yet (the turn's
+	// last call, usually): they are written in the turn's transaction, not in one of their own.
+	Settle []LLMCallSettle
 	// TraceID is the turn's OpenTelemetry trace id (32 hex digits); empty when not traced.
 	TraceID string
 	// Deliveries are the platform requests of the turn's reply, in order (at most
@@ -290,17 +293,36 @@ func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
 	}
 	err = s.turns.do(ctx, func(tx *gorm.DB) error {
-		if err := tx.Create(&row).Error; err != nil {
+		if err := tx.Raw(insertTurn, row.ConversationID, row.UserID, row.UserName, row.InboundMessageID,
+			row.Status, row.StartedAt, row.InstanceID).Row().Scan(&row.ID); err != nil {
 			return err
 		}
 		msg.TurnID = row.ID
-		return tx.Create(&msg).Error
+		return insertMessage(tx, msg)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
 	}
 	s.started.add(row.ID, t.ConversationID)
 	return row.ID, nil
+}
+
+// insertTurn and insertMessageRow write the rows of every turn as plain statements: GORM
+// building them from the structs (reflection, a cloned statement, its clauses) cost more CPU
+// and allocations than SQLite running them. The columns not named keep their defaults, as
+// GORM's inserts left them.
+const (
+	insertTurn = `INSERT INTO turns (conversation_id, user_id, user_name, inbound_message_id, model, status,
+	rounds, tokens_in, tokens_out, error, started_at, instance_id, trace_id, deliveries)
+	VALUES (?, ?, ?, ?, '', ?, 0, 0, 0, '', ?, ?, '', '') RETURNING id`
+	insertMessageRow = `INSERT INTO messages (conversation_id, turn_id, seq, role, content, name, reasoning,
+	tool_calls, tool_call_id, images, extra, reasoning_field, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// insertMessage writes one message row.
+func insertMessage(tx *gorm.DB, m messageRow) error {
+	return tx.Exec(insertMessageRow, m.ConversationID, m.TurnID, m.Seq, m.Role, m.Content, m.Name, m.Reasoning,
+		m.ToolCalls, m.ToolCallID, m.Images, m.Extra, m.ReasoningField, m.CreatedAt).Error
 }
 
 // startedTurns remembers the conversation of each turn this Store started and has not
@@ -353,69 +375,103 @@ func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
 	}
 	conv, started := s.started.take(e.TurnID)
 	err = s.turns.do(ctx, func(tx *gorm.DB) error {
-		// Closing the turn first, only while it runs, is the check that it still runs (a
-		// replica's Recover may have ended it) without reading it; on any error the savepoint
-		// rolls the close back with the rest.
-		res := tx.Model(&turnRow{}).Where("id = ? AND status = ?", e.TurnID, TurnRunning).Updates(map[string]any{
-			"status": e.Status, "model": e.Model, "rounds": e.Rounds, "tokens_in": e.TokensIn,
-			"tokens_out": e.TokensOut, "error": e.Error, "finished_at": at,
-			"trace_id": e.TraceID, "deliveries": deliveries,
-		})
-		if res.Error != nil {
-			return res.Error
+		if err := closeTurn(tx, e, at, deliveries); err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
-			var turn turnRow
-			if err := tx.Select("id", "status").Take(&turn, e.TurnID).Error; err != nil {
-				return err
-			}
-			return fmt.Errorf("turn is already %s", turn.Status)
+		if err := settleLLMCalls(tx, e.Settle); err != nil {
+			return err
 		}
 		next := 1 // after the user's message
 		if !started {
-			var turn turnRow
-			if err := tx.Select("id", "conversation_id").Take(&turn, e.TurnID).Error; err != nil {
-				return err
-			}
-			var last struct{ N int }
-			if err := tx.Model(&messageRow{}).Select("COALESCE(MAX(seq), -1) AS n").
-				Where("turn_id = ?", e.TurnID).Scan(&last).Error; err != nil {
-				return err
-			}
-			conv, next = turn.ConversationID, last.N+1
-		}
-		msgs := make([]messageRow, 0, len(e.Messages))
-		for i, m := range e.Messages {
-			row, err := newMessageRow(conv, e.TurnID, next+i, m, at)
-			if err != nil {
-				return err
-			}
-			msgs = append(msgs, row)
-		}
-		if len(msgs) > 0 {
-			if err := tx.CreateInBatches(&msgs, 100).Error; err != nil {
+			var err error
+			if conv, next, err = turnTail(tx, e.TurnID); err != nil {
 				return err
 			}
 		}
-		if len(llm) > 0 {
-			var who struct{ Platform, ChatID, UserID string }
-			if err := tx.Table("turns t").Select("c.platform AS platform, c.chat_id AS chat_id, t.user_id AS user_id").
-				Joins("JOIN conversations c ON c.id = t.conversation_id").Where("t.id = ?", e.TurnID).
-				Take(&who).Error; err != nil {
-				return err
-			}
-			for i := range llm {
-				llm[i].Platform, llm[i].ChatID, llm[i].UserID = who.Platform, who.ChatID, who.UserID
-				llm[i].QuotaChatID = cmp.Or(e.QuotaChatID, who.ChatID)
-			}
-			return tx.CreateInBatches(&llm, 100).Error
+		if err := addTurnMessages(tx, conv, e.TurnID, next, e.Messages, at); err != nil {
+			return err
 		}
-		return nil
+		return addTurnCalls(tx, e, llm)
 	})
 	if err != nil {
 		return fmt.Errorf("store: finish turn %d: %w", e.TurnID, err)
 	}
 	return nil
+}
+
+// closeTurn ends a running turn. Closing the turn first, only while it runs, is the check that
+// it still runs (a replica's Recover may have ended it) without reading it; on any error the
+// savepoint rolls the close back with the rest of the turn's write.
+func closeTurn(tx *gorm.DB, e TurnEnd, at time.Time, deliveries string) error {
+	res := tx.Exec(closeTurnRow, e.Status, e.Model, e.Rounds, e.TokensIn, e.TokensOut, e.Error, at,
+		e.TraceID, deliveries, e.TurnID, TurnRunning)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		var turn turnRow
+		if err := tx.Select("id", "status").Take(&turn, e.TurnID).Error; err != nil {
+			return err
+		}
+		return fmt.Errorf("turn is already %s", turn.Status)
+	}
+	return nil
+}
+
+// closeTurnRow is closeTurn's statement, plain for the reason insertTurn is.
+const closeTurnRow = `UPDATE turns SET status = ?, model = ?, rounds = ?, tokens_in = ?, tokens_out = ?,
+	error = ?, finished_at = ?, trace_id = ?, deliveries = ? WHERE id = ? AND status = ?`
+
+// turnTail reads the conversation of a turn another Store started and the seq its next
+// message takes.
+func turnTail(tx *gorm.DB, turnID int64) (conv int64, next int, err error) {
+	var turn turnRow
+	if err := tx.Select("id", "conversation_id").Take(&turn, turnID).Error; err != nil {
+		return 0, 0, err
+	}
+	var last struct{ N int }
+	if err := tx.Model(&messageRow{}).Select("COALESCE(MAX(seq), -1) AS n").
+		Where("turn_id = ?", turnID).Scan(&last).Error; err != nil {
+		return 0, 0, err
+	}
+	return turn.ConversationID, last.N + 1, nil
+}
+
+// addTurnMessages saves a turn's messages from seq next on, one statement each (a turn adds a
+// few: the kept statement runs cheaper than GORM building one multi-row insert).
+func addTurnMessages(tx *gorm.DB, conv, turnID int64, next int, ms []Message, at time.Time) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	for i, m := range ms {
+		row, err := newMessageRow(conv, turnID, next+i, m, at)
+		if err != nil {
+			return err
+		}
+		if err := insertMessage(tx, row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addTurnCalls saves the calls a turn carries itself (those the ledger did not take), counted
+// against the turn's chat and user.
+func addTurnCalls(tx *gorm.DB, e TurnEnd, llm []llmCallRow) error {
+	if len(llm) == 0 {
+		return nil
+	}
+	var who struct{ Platform, ChatID, UserID string }
+	if err := tx.Table("turns t").Select("c.platform AS platform, c.chat_id AS chat_id, t.user_id AS user_id").
+		Joins("JOIN conversations c ON c.id = t.conversation_id").Where("t.id = ?", e.TurnID).
+		Take(&who).Error; err != nil {
+		return err
+	}
+	for i := range llm {
+		llm[i].Platform, llm[i].ChatID, llm[i].UserID = who.Platform, who.ChatID, who.UserID
+		llm[i].QuotaChatID = cmp.Or(e.QuotaChatID, who.ChatID)
+	}
+	return tx.CreateInBatches(&llm, 100).Error
 }
 
 // Turn returns one turn.
