@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"relaybot/adapters"
-	"relaybot/chat"
 )
 
 const (
@@ -483,40 +482,17 @@ func (q *Questions) writeVerdict(ctx context.Context, id int64, status, text str
 
 // ClosedQuestion is the message of a question whose replica was taken over before its turn
 // closed it.
-type ClosedQuestion struct {
-	Instance string
-	Message  adapters.MessageRef
-	// Text is the question's text.
-	Text string
-}
+type ClosedQuestion = LeftMessage
 
 // CloseGone closes up to limit open questions of bot whose replica no longer holds the epoch
 // they were asked under (taken over, or left), each for one survivor, once, and returns them:
 // their messages are to say they closed unanswered and lose their buttons.
 func CloseGone(ctx context.Context, db *sql.DB, bot Bot, limit int) ([]ClosedQuestion, error) {
-	rows, err := db.QueryContext(ctx, `UPDATE questions SET status = 'closed', closed_at = now() WHERE id IN (
+	return takeLeft(ctx, db, "close the questions of replicas that are gone ("+bot.String()+")", `UPDATE questions SET status = 'closed', closed_at = now() WHERE id IN (
 			SELECT q.id FROM questions q WHERE q.bot = $1 AND q.status = 'open'
 			AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = q.instance_id AND i.epoch = q.epoch)
 			ORDER BY q.created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
 		RETURNING instance_id, platform, chat_id, thread_id, message_id, text`, bot.String(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("coord: close the questions of replicas that are gone (%s): %w", bot, err)
-	}
-	defer rows.Close()
-	var out []ClosedQuestion
-	for rows.Next() {
-		var c ClosedQuestion
-		var platform string
-		if err := rows.Scan(&c.Instance, &platform, &c.Message.Chat.ChatID, &c.Message.Chat.ThreadID, &c.Message.ID, &c.Text); err != nil {
-			return nil, fmt.Errorf("coord: close the questions of replicas that are gone (%s): %w", bot, err)
-		}
-		c.Message.Chat.Platform = chat.Platform(platform)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("coord: close the questions of replicas that are gone (%s): %w", bot, err)
-	}
-	return out, nil
 }
 
 // PurgeQuestions deletes the questions that have been over for longer than keep, with their

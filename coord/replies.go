@@ -151,7 +151,11 @@ func (r *Replies) write(ctx context.Context, ended, keys, platforms, chats, thre
 }
 
 // InterruptedReply is the message a reply of a replica that is gone was streaming into.
-type InterruptedReply struct {
+type InterruptedReply = LeftMessage
+
+// LeftMessage is a message a replica that is gone left behind (a reply it was streaming, a
+// question it asked), taken by one survivor to end it.
+type LeftMessage struct {
 	Instance string
 	Message  adapters.MessageRef
 	// Text is what the message showed when last recorded.
@@ -161,27 +165,33 @@ type InterruptedReply struct {
 // Interrupted takes up to limit replies of bot that replicas which are gone (taken over, or left;
 // not merely expired: such a replica may come back and finish them) were streaming, and removes them, so that each goes to one survivor.
 func Interrupted(ctx context.Context, db *sql.DB, bot Bot, limit int) ([]InterruptedReply, error) {
-	rows, err := db.QueryContext(ctx, `DELETE FROM reply_messages WHERE (instance_id, reply_key) IN (
+	return takeLeft(ctx, db, "take interrupted replies of "+bot.String(), `DELETE FROM reply_messages WHERE (instance_id, reply_key) IN (
 			SELECT r.instance_id, r.reply_key FROM reply_messages r WHERE r.bot = $1
 			AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = r.instance_id)
 			ORDER BY r.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED)
 		RETURNING instance_id, platform, chat_id, thread_id, message_id, text`, bot.String(), limit)
+}
+
+// takeLeft runs query, which returns the instance, platform, chat, thread, message id and text
+// of each message it takes; what names the step in its errors.
+func takeLeft(ctx context.Context, db *sql.DB, what, query string, args ...any) ([]LeftMessage, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("coord: take interrupted replies of %s: %w", bot, err)
+		return nil, fmt.Errorf("coord: %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []InterruptedReply
+	var out []LeftMessage
 	for rows.Next() {
-		var ir InterruptedReply
+		var m LeftMessage
 		var platform string
-		if err := rows.Scan(&ir.Instance, &platform, &ir.Message.Chat.ChatID, &ir.Message.Chat.ThreadID, &ir.Message.ID, &ir.Text); err != nil {
-			return nil, fmt.Errorf("coord: take interrupted replies of %s: %w", bot, err)
+		if err := rows.Scan(&m.Instance, &platform, &m.Message.Chat.ChatID, &m.Message.Chat.ThreadID, &m.Message.ID, &m.Text); err != nil {
+			return nil, fmt.Errorf("coord: %s: %w", what, err)
 		}
-		ir.Message.Chat.Platform = chat.Platform(platform)
-		out = append(out, ir)
+		m.Message.Chat.Platform = chat.Platform(platform)
+		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("coord: take interrupted replies of %s: %w", bot, err)
+		return nil, fmt.Errorf("coord: %s: %w", what, err)
 	}
 	return out, nil
 }
