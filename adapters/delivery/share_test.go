@@ -20,7 +20,7 @@ func TestReplicasShareTheBotWideBudget(t *testing.T) {
 
 		granted := make(chan struct{})
 		go func() {
-			release, err := s.acquire(context.Background(), testChat, true)
+			release, err := s.acquire(context.Background(), testChat, true, poolFree)
 			if err == nil {
 				release()
 			}
