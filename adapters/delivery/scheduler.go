@@ -372,13 +372,13 @@ func (s *scheduler) block(chat chat.Ref, global bool, d time.Duration, p pool) {
 
 // tryGlobal takes a place in the bot-wide window for a request that is worth sending only now
 // (a typing indicator: the platform counts it against the bot's global limit, as Discord does),
-// at preview priority in the free pool, without waiting: ok is false when the window has no
+// at preview priority in typingPool, without waiting: ok is false when the window has no
 // place for it.
 func (s *scheduler) tryGlobal() (release func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	g := s.pools[poolFree]
+	g := s.pools[typingPool]
 	if s.closed || g.readyAt(now, false).After(now) {
 		return nil, false
 	}
@@ -396,12 +396,12 @@ func (s *scheduler) tryGlobal() (release func(), ok bool) {
 	}, true
 }
 
-// blocked reports whether a 429 currently holds chat's scope or the free pool.
+// blocked reports whether a 429 currently holds chat's scope or typingPool.
 func (s *scheduler) blocked(chat chat.Ref) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	if s.pools[poolFree].blockedUntil.After(now) {
+	if s.pools[typingPool].blockedUntil.After(now) {
 		return true
 	}
 	b := s.chats[chatKey(chat)]
@@ -427,7 +427,11 @@ func (s *scheduler) dispatchLocked() {
 				i++
 				continue
 			}
-			if g := gAt[t.pool]; g.After(now) {
+			g := gAt[t.pool]
+			if t.pool == poolPaid && !t.final && s.split() && gAt[poolFree].After(g) {
+				g = gAt[poolFree] // a message started as a preview: see pools.go
+			}
+			if g.After(now) {
 				if g != never && (next.IsZero() || g.Before(next)) {
 					next = g
 				}
