@@ -54,11 +54,42 @@ func (e *Engine) sendPool() pool {
 }
 
 // A preview that starts a new message (a paid send) also waits until the free pool has room for
-// a preview, though it takes no place there: the message's later text, its final one included,
-// can only come as edits, in the free pool. While the free pool is full (the finals of many
-// groups' answers at 30 a second), a reply that has shown nothing yet then waits, and its final
-// text goes out as a new message in the paid pool instead of one more edit queued in the free
-// one: at 1,000 group chats, starting every message early made the finals wait 30 s (p99).
+// a preview, though it takes no place there, and while as many such messages are open (their
+// replies not ended) as the free pool takes in one window: the message's later text, its final
+// one included, can only come as edits, in the free pool. While that pool is full or committed
+// (the finals of many groups' answers at 30 a second), a reply that has shown nothing yet
+// waits, and its final text goes out as a new message in the paid pool instead of one more edit
+// queued in the free one: at 1,000 group chats, starting every message early made the finals
+// wait 30 s (p99), and 100 groups answering at once 2.2 s.
+
+// openMax is how many messages started as previews may be open at once: the free pool's
+// budget of one window (this replica's share of it).
+func (s *scheduler) openMax() int { return max(s.pools[poolFree].rate.N, 1) }
+
+// opened counts a message the reply is starting as a preview in the paid pool. The count is
+// given back when the reply finishes, or when its context ends should it never finish.
+func (r *Reply) opened() {
+	if r.opens.Add(1) == 1 {
+		context.AfterFunc(r.ctx, r.closeOpens)
+	}
+	s := r.e.sched
+	s.mu.Lock()
+	s.open++
+	s.mu.Unlock()
+}
+
+// closeOpens gives back the messages the reply opened; later calls do nothing.
+func (r *Reply) closeOpens() {
+	n := r.opens.Swap(0)
+	if n == 0 {
+		return
+	}
+	s := r.e.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open -= int(n)
+	s.dispatchLocked()
+}
 
 // poolsReady works out, for each pool, the earliest time a request of the given priority may
 // go through it; with one pool both entries are the same.

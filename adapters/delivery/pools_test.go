@@ -18,6 +18,7 @@ import (
 // A request over its window is refused with a 429, as the platform does.
 type paidPlatform struct {
 	free, paid int
+	drafts     bool // the chats stream as drafts (private chats); else by a message and its edits
 
 	mu        sync.Mutex
 	freeTimes []time.Time // drafts and edits
@@ -25,8 +26,15 @@ type paidPlatform struct {
 	limited   int
 	maxFree   int // the most drafts and edits in any second
 	shown     int // drafts and edits made
-	sentAt    map[string]time.Time
+	sentAt    map[string]time.Time // each chat's latest message sent
+	firstAt   map[string]time.Time // each chat's first message
+	lastAt    map[string]time.Time // each chat's latest message sent or edited
 	next      int
+}
+
+func newPaidPlatform(drafts bool) *paidPlatform {
+	return &paidPlatform{free: 30, paid: 1000, drafts: drafts,
+		sentAt: map[string]time.Time{}, firstAt: map[string]time.Time{}, lastAt: map[string]time.Time{}}
 }
 
 func (p *paidPlatform) take(paid bool) error {
@@ -61,11 +69,23 @@ func (p *paidPlatform) Send(_ context.Context, c chat.Ref, text string, _ adapte
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.next++
-	p.sentAt[c.ChatID] = time.Now()
+	now := time.Now()
+	p.sentAt[c.ChatID], p.lastAt[c.ChatID] = now, now
+	if _, ok := p.firstAt[c.ChatID]; !ok {
+		p.firstAt[c.ChatID] = now
+	}
 	return adapters.MessageRef{Chat: c, ID: strconv.Itoa(p.next)}, nil
 }
 
-func (p *paidPlatform) Edit(context.Context, adapters.MessageRef, string) error { return p.take(false) }
+func (p *paidPlatform) Edit(_ context.Context, msg adapters.MessageRef, _ string) error {
+	if err := p.take(false); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastAt[msg.Chat.ChatID] = time.Now()
+	return nil
+}
 
 func (p *paidPlatform) SendFiles(context.Context, chat.Ref, []chat.File, string, adapters.SendOptions) (adapters.MessageRef, error) {
 	return adapters.MessageRef{}, fmt.Errorf("no files in this test")
@@ -73,7 +93,7 @@ func (p *paidPlatform) SendFiles(context.Context, chat.Ref, []chat.File, string,
 
 func (p *paidPlatform) Typing(context.Context, chat.Ref) error { return nil }
 
-func (p *paidPlatform) DraftsIn(chat.Ref) bool { return true }
+func (p *paidPlatform) DraftsIn(chat.Ref) bool { return p.drafts }
 
 func (p *paidPlatform) Draft(context.Context, chat.Ref, int64, string, bool) error {
 	return p.take(false)
@@ -86,31 +106,12 @@ func (p *paidPlatform) Draft(context.Context, chat.Ref, int64, string, bool) err
 // queued behind the previews' 30 a second.
 func TestPaidPoolLeavesTheFree30ToPreviews(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := &paidPlatform{free: 30, paid: 1000, sentAt: map[string]time.Time{}}
-		lim := adapters.Limits{MaxLen: 4096, Unit: adapters.UTF16,
-			PerChat: adapters.Rate{N: 3, Per: 3 * time.Second}, Global: adapters.Rate{N: 30, Per: time.Second}}
-		e := New(p, lim, Options{Paid: adapters.Rate{N: 1000, Per: time.Second}})
+		p := newPaidPlatform(true)
+		e := newPaidEngine(p)
 		defer e.Close()
 		const chats = 100
-		var wg sync.WaitGroup
-		for i := range chats {
-			r := e.NewReply(context.Background(), chat.Ref{Platform: "test", ChatID: strconv.Itoa(i + 1)}, adapters.SendOptions{})
-			wg.Go(func() {
-				text := ""
-				for tok := range 40 { // a 2-second answer, 20 tokens a second
-					text += fmt.Sprintf("tok%d ", tok)
-					r.Update(text)
-					time.Sleep(50 * time.Millisecond)
-				}
-				if err := r.Finish(context.Background(), text+"end", nil); err != nil {
-					t.Error(err)
-				}
-			})
-		}
 		start := time.Now()
-		time.Sleep(2 * time.Second)
-		ended := time.Now()
-		wg.Wait()
+		ended := streamAnswers(t, e, chats)
 
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -130,6 +131,76 @@ func TestPaidPoolLeavesTheFree30ToPreviews(t *testing.T) {
 		}
 		if n := p.shown; n < 25*2 { // 2 s of streaming at nearly the free 30 a second
 			t.Errorf("%d drafts in %v of streaming, want close to 30 a second: previews are held below the free budget", n, ended.Sub(start))
+		}
+	})
+}
+
+func newPaidEngine(p *paidPlatform) *Engine {
+	lim := adapters.Limits{MaxLen: 4096, Unit: adapters.UTF16,
+		PerChat: adapters.Rate{N: 3, Per: 3 * time.Second}, Global: adapters.Rate{N: 30, Per: time.Second}}
+	return New(p, lim, Options{Paid: adapters.Rate{N: 1000, Per: time.Second}})
+}
+
+// streamAnswers streams a 2-second answer into each of n chats at once, finishes them all, and
+// returns when the answers ended (the finals may come later).
+func streamAnswers(t *testing.T, e *Engine, n int) (ended time.Time) {
+	var wg sync.WaitGroup
+	for i := range n {
+		r := e.NewReply(context.Background(), chat.Ref{Platform: "test", ChatID: strconv.Itoa(i + 1)}, adapters.SendOptions{})
+		wg.Go(func() {
+			text := ""
+			for tok := range 40 { // 20 tokens a second
+				text += fmt.Sprintf("tok%d ", tok)
+				r.Update(text)
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := r.Finish(context.Background(), text+"end", nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	time.Sleep(2 * time.Second)
+	ended = time.Now()
+	wg.Wait()
+	return ended
+}
+
+// TestGroupsStartOnlyTheMessagesTheFreePoolCanFinish streams 100 group answers at once with
+// paid broadcast: each message a preview starts must get its final text by an edit, which only
+// the free 30 a second carry. As many groups as those 30 see text early; the others get their
+// answer as one paid message; every final arrives within about a second of the answers' end,
+// without a 429, instead of 100 final edits queued for over three seconds.
+func TestGroupsStartOnlyTheMessagesTheFreePoolCanFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPaidPlatform(false)
+		e := newPaidEngine(p)
+		defer e.Close()
+		const chats = 100
+		ended := streamAnswers(t, e, chats)
+
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.limited != 0 {
+			t.Errorf("%d requests were refused with 429", p.limited)
+		}
+		early := 0
+		for _, at := range p.firstAt {
+			if at.Before(ended) {
+				early++
+			}
+		}
+		if early < 25 {
+			t.Errorf("%d of %d groups saw text before the answer ended, want about as many as the free 30 a second finish", early, chats)
+		}
+		if len(p.lastAt) != chats {
+			t.Fatalf("%d of %d groups got their answer", len(p.lastAt), chats)
+		}
+		var latest time.Duration
+		for _, at := range p.lastAt {
+			latest = max(latest, at.Sub(ended))
+		}
+		if latest > 1500*time.Millisecond {
+			t.Errorf("the last group got its final text %v after the answer ended: final edits queued in the free 30 a second", latest)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relaybot/adapters"
@@ -66,6 +67,10 @@ type Reply struct {
 	msgs       []sent
 	previewMax int
 	roll       rolling
+
+	// opens counts the messages this reply started as previews in the paid pool, whose later
+	// text will be edits in the free pool (pools.go); given back when it ends.
+	opens atomic.Int32
 }
 
 // rolling is how a streamed reply has rolled over so far: its first frozen messages hold the
@@ -272,6 +277,9 @@ func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures
 		release()
 		r.previewNext(ctx, done, failures)
 		return
+	}
+	if p == poolPaid {
+		r.opened()
 	}
 	err = r.showPreview(st)
 	release()
@@ -538,6 +546,7 @@ func (r *Reply) Finish(ctx context.Context, text string, files []chat.File) erro
 		}
 	}
 	err := r.deliverFinal(ctx, text, files)
+	r.closeOpens()
 	r.ended()
 	r.mu.Lock()
 	r.finished = true

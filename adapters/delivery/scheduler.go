@@ -175,6 +175,7 @@ type scheduler struct {
 	// without a paid pool.
 	pools    [poolCount]*bucket
 	paidRate adapters.Rate // the paid pool's own rate, before ShareGlobal divides it
+	open     int           // messages started as previews in the paid pool, of replies not ended
 	chats    map[string]*bucket
 	groups   map[string]*bucket
 	waiting  []*ticket
@@ -428,8 +429,15 @@ func (s *scheduler) dispatchLocked() {
 				continue
 			}
 			g := gAt[t.pool]
-			if t.pool == poolPaid && !t.final && s.split() && gAt[poolFree].After(g) {
-				g = gAt[poolFree] // a message started as a preview: see pools.go
+			if t.pool == poolPaid && !t.final && s.split() {
+				// A message started as a preview: see pools.go.
+				if gAt[poolFree].After(g) {
+					g = gAt[poolFree]
+				}
+				if s.open >= s.openMax() {
+					i++ // until a reply with an open message ends (closeOpen)
+					continue
+				}
 			}
 			if g.After(now) {
 				if g != never && (next.IsZero() || g.Before(next)) {
