@@ -24,8 +24,8 @@ type paidPlatform struct {
 	freeTimes []time.Time // drafts and edits
 	paidTimes []time.Time // sends
 	limited   int
-	maxFree   int // the most drafts and edits in any second
-	shown     int // drafts and edits made
+	maxFree   int                  // the most drafts and edits in any second
+	shown     int                  // drafts and edits made
 	sentAt    map[string]time.Time // each chat's latest message sent
 	firstAt   map[string]time.Time // each chat's first message
 	lastAt    map[string]time.Time // each chat's latest message sent or edited
