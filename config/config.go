@@ -215,10 +215,12 @@ type Telegram struct {
 	// "off" keeps the offset on Telegram's server only. See OffsetPath.
 	OffsetFile string `toml:"offset_file"`
 	// GlobalPerSecond is the bot's budget of sends and edits a second across all chats
-	// (default 30, Telegram's broadcast limit); above 30 needs PaidBroadcast, at most 1,000.
+	// (default 30, Telegram's broadcast limit); above 30 needs PaidBroadcast, at most 1,000,
+	// and then budgets the sends only: edits and drafts keep the free 30.
 	GlobalPerSecond int `toml:"global_per_second"`
-	// PaidBroadcast sends allow_paid_broadcast with every message, which lifts Telegram's limit
-	// to up to 1,000 messages a second for a fee in Telegram Stars per message above 30.
+	// PaidBroadcast sends allow_paid_broadcast with every message sent, which lifts Telegram's
+	// limit for them to up to 1,000 a second for a fee in Telegram Stars per message above 30.
+	// Edits and drafts take no such parameter and stay within the free 30 a second.
 	PaidBroadcast bool `toml:"paid_broadcast"`
 }
 

@@ -40,6 +40,14 @@ type Options struct {
 	// Slack widens every budget window a little, so requests that arrive late at the platform
 	// still fit its windows; default 50ms.
 	Slack time.Duration
+	// Paid, when set, is the platform's paid broadcast: a bot-wide budget apart from
+	// Limits.Global for the requests that carry it, which the Messenger marks as paid on every
+	// new message it posts (Send, SendFiles, adapters.VoiceSender's SendVoice,
+	// adapters.RichMessenger's SendRich) and on nothing else. Those draw on Paid; drafts,
+	// edits, deletions, typing and Engine.Do's requests stay within Limits.Global (Telegram's
+	// free 30 a second). Each budget has its own spacing, finals first within it. Zero: one
+	// budget, Limits.Global, for everything.
+	Paid adapters.Rate
 	// IsGroup reports whether a chat is a group, which then also draws on Limits.PerGroup.
 	// Nil means no chat is a group.
 	IsGroup func(chat.Ref) bool
@@ -173,7 +181,7 @@ func New(m adapters.Messenger, limits adapters.Limits, opts Options) *Engine {
 		m:      m,
 		limits: limits,
 		opts:   opts,
-		sched:  newScheduler(limits, opts.IsGroup, opts.Slack),
+		sched:  newScheduler(limits, opts.IsGroup, opts.Slack).withPaid(opts.Paid),
 		log:    opts.Logger,
 		done:   make(chan struct{}),
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relaybot/adapters"
@@ -66,6 +67,10 @@ type Reply struct {
 	msgs       []sent
 	previewMax int
 	roll       rolling
+
+	// opens counts the messages this reply started as previews in the paid pool, whose later
+	// text will be edits in the free pool (pools.go); given back when it ends.
+	opens atomic.Int32
 }
 
 // rolling is how a streamed reply has rolled over so far: its first frozen messages hold the
@@ -244,18 +249,21 @@ func (r *Reply) nextStepLocked() (step, bool) {
 // newer to show. failures counts the temporary failures in a row so far.
 func (r *Reply) previewNext(ctx context.Context, done chan struct{}, failures int) {
 	r.mu.Lock()
-	if _, ok := r.nextStepLocked(); !ok || ctx.Err() != nil {
+	st, ok := r.nextStepLocked()
+	if !ok || ctx.Err() != nil {
 		r.endWorkerLocked(done)
 		return
 	}
 	r.mu.Unlock()
-	r.e.sched.acquireFunc(ctx, r.chat, false, func(release func(), err error) {
-		r.previewGranted(ctx, done, failures, release, err)
+	p := r.stepPool(st)
+	r.e.sched.acquireFunc(ctx, r.chat, false, p, func(release func(), err error) {
+		r.previewGranted(ctx, done, failures, p, release, err)
 	})
 }
 
-// previewGranted makes the preview request the slot was granted for, then asks for the next.
-func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures int, release func(), err error) {
+// previewGranted makes the preview request the slot in pool p was granted for, then asks for
+// the next.
+func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures int, p pool, release func(), err error) {
 	if err != nil {
 		r.mu.Lock()
 		r.endWorkerLocked(done)
@@ -265,10 +273,13 @@ func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures
 	r.mu.Lock()
 	st, ok := r.nextStepLocked()
 	r.mu.Unlock()
-	if !ok {
+	if !ok || r.stepPool(st) != p { // nothing to show, or a request of the other pool now
 		release()
 		r.previewNext(ctx, done, failures)
 		return
+	}
+	if p == poolPaid {
+		r.opened()
 	}
 	err = r.showPreview(st)
 	release()
@@ -278,7 +289,7 @@ func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures
 		failures = 0
 	case errors.As(err, &rl):
 		r.observe(Event{Kind: EventRateLimited, Chat: r.chat, RetryAfter: rl.RetryAfter})
-		r.e.sched.block(r.chat, rl.Global, rl.RetryAfter)
+		r.e.sched.block(r.chat, rl.Global, rl.RetryAfter, p)
 	case st.draft && errors.Is(err, adapters.ErrDraftsRefused):
 		// The next slot shows the same text by Send and edits; the draft text is not lost.
 		r.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})
@@ -535,6 +546,7 @@ func (r *Reply) Finish(ctx context.Context, text string, files []chat.File) erro
 		}
 	}
 	err := r.deliverFinal(ctx, text, files)
+	r.closeOpens()
 	r.ended()
 	r.mu.Lock()
 	r.finished = true
@@ -710,7 +722,7 @@ func (r *Reply) sendFiles(ctx context.Context, files []chat.File, batch int) err
 func (r *Reply) postFiles(ctx context.Context, files []chat.File, caption string, first bool) (adapters.MessageRef, error) {
 	opts := r.sendOptions(first)
 	var ref adapters.MessageRef
-	err := r.call(ctx, func(cctx context.Context) error {
+	err := r.post(ctx, func(cctx context.Context) error {
 		var err error
 		if vs, ok := r.e.m.(adapters.VoiceSender); ok && len(files) == 1 && files[0].IsVoice() && caption == "" {
 			ref, err = vs.SendVoice(cctx, r.chat, files[0], opts)
@@ -779,7 +791,7 @@ func (r *Reply) finalSend(ctx context.Context, part string) error {
 func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (adapters.MessageRef, error) {
 	opts := r.sendOptions(first)
 	var ref adapters.MessageRef
-	err := r.call(ctx, func(cctx context.Context) error {
+	err := r.post(ctx, func(cctx context.Context) error {
 		var err error
 		ref, err = r.e.m.Send(cctx, r.chat, part, opts)
 		return err
@@ -799,7 +811,7 @@ func (r *Reply) sendFinalPart(ctx context.Context, part string, first bool) (ada
 // and cancellation but the values of the context the reply was made with (the turn it answers,
 // and the epoch that turn began under), whatever context the caller finishes it with.
 func (r *Reply) call(ctx context.Context, fn func(context.Context) error) error {
-	return r.e.do(workContext{Context: ctx, work: r.ctx}, r.chat, ClassMessage, false, &r.took, fn)
+	return r.e.do(workContext{Context: ctx, work: r.ctx}, r.chat, ClassMessage, false, &r.took, poolFree, fn)
 }
 
 // workContext is a context with the deadline and cancellation of its Context and the values of

@@ -20,7 +20,8 @@ const (
 	// question with buttons, its edit when it is decided or closes. It draws on the chat's
 	// budgets (per chat, per group, global; shared with the other replicas delivering to the
 	// chat when Options.SharedChats is set) at final priority: ahead of every preview, in turn
-	// with the final messages of replies.
+	// with the final messages of replies. It carries no paid broadcast, so it draws on the
+	// free bot-wide budget (Limits.Global) even when the engine has Options.Paid.
 	ClassMessage Class = iota
 	// ClassInteraction is an answer to a user's press or command that the platform budgets
 	// apart from the chat's messages: Discord's interaction callbacks and interaction webhooks
@@ -62,7 +63,7 @@ func (e *Engine) Do(ctx context.Context, req Request) error {
 		return err
 	}
 	var took time.Duration
-	if err := e.do(ctx, req.Chat, req.Class, req.Detached, &took, req.Run); err != nil {
+	if err := e.do(ctx, req.Chat, req.Class, req.Detached, &took, poolFree, req.Run); err != nil {
 		return err
 	}
 	e.observe(ctx, Event{Kind: req.Kind, Chat: req.Chat, Final: true, Took: took})
@@ -72,15 +73,15 @@ func (e *Engine) Do(ctx context.Context, req Request) error {
 // do is Do without the event of success: the replies' final messages observe what they
 // delivered themselves. It takes Request's fields one by one: fn, only called, then stays off
 // the heap (a struct would carry it along with the chat, which the events keep). took is set
-// to how long the latest try ran.
-func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool, took *time.Duration, fn func(context.Context) error) error {
+// to how long the latest try ran; p is the bot-wide pool the request draws on.
+func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool, took *time.Duration, p pool, fn func(context.Context) error) error {
 	tryCtx := ctx
 	if detached {
 		tryCtx = context.WithoutCancel(ctx)
 	}
 	attempt := 0
 	for {
-		release, err := e.place(ctx, c, class)
+		release, err := e.place(ctx, c, class, p)
 		if err != nil {
 			return err
 		}
@@ -104,7 +105,7 @@ func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool,
 				return fmt.Errorf("%w (its wait outlasts the request's deadline)", err)
 			}
 			if class == ClassMessage || rl.Global {
-				e.sched.block(c, rl.Global, rl.RetryAfter)
+				e.sched.block(c, rl.Global, rl.RetryAfter, p)
 			}
 			if class == ClassInteraction {
 				// Its own limit, which no bucket of the engine holds: wait for it here.
@@ -130,9 +131,9 @@ func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool,
 
 // place waits for a request's place in the budgets of its class and returns the func that
 // gives it back once the request's answer has come.
-func (e *Engine) place(ctx context.Context, c chat.Ref, class Class) (func(), error) {
+func (e *Engine) place(ctx context.Context, c chat.Ref, class Class, p pool) (func(), error) {
 	if class == ClassMessage {
-		return e.sched.acquire(ctx, c, true)
+		return e.sched.acquire(ctx, c, true, p)
 	}
 	select {
 	case <-e.done:

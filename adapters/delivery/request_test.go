@@ -213,7 +213,7 @@ func TestAnInteractionIsNotQueuedBehindTheChatsMessages(t *testing.T) {
 		if err := e.Notice(context.Background(), other, "elsewhere", adapters.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		e.sched.block(busyChat, false, time.Hour)
+		e.sched.block(busyChat, false, time.Hour, poolFree)
 		r := e.NewReply(context.Background(), busyChat, adapters.SendOptions{})
 		r.Update("a preview waiting for its place")
 		synctest.Wait()

@@ -42,7 +42,7 @@ func (r *Reply) richFinal(ctx context.Context, text string) (done bool, err erro
 		}
 	}
 	if ref == (adapters.MessageRef{}) && err == nil {
-		err = r.call(ctx, func(cctx context.Context) error {
+		err = r.post(ctx, func(cctx context.Context) error {
 			var err error
 			ref, err = rm.SendRich(cctx, r.chat, text, r.sendOptions(true))
 			return err

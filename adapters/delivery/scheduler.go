@@ -27,6 +27,9 @@ type bucket struct {
 	hist         []*slot // requests in the current window, in grant order
 	blockedUntil time.Time
 	waiters      int
+	// even spreads the previews over the window widened by slack, (Per+slack)/(N-kept) apart,
+	// instead of Per/(N-kept)+slack: a bot-wide pool beside a paid one (pools.go).
+	even bool
 }
 
 // slot is one granted request in a bucket's window.
@@ -94,6 +97,9 @@ func (b *bucket) readyAt(now time.Time, final bool) time.Time {
 		// them, the text moves at a steady pace instead of two quick steps and a long stall
 		// while the window drains.
 		gap := b.rate.Per/time.Duration(max(b.rate.N-b.kept(), 1)) + b.slack
+		if b.even {
+			gap = (b.rate.Per + b.slack) / time.Duration(max(b.rate.N-b.kept(), 1))
+		}
 		for i := len(b.hist) - 1; i >= 0; i-- {
 			if b.hist[i].aside {
 				continue
@@ -140,6 +146,7 @@ func (b *bucket) idle(now time.Time) bool {
 // ticket is one request for a platform call slot.
 type ticket struct {
 	final bool
+	pool  pool // the bot-wide pool it draws on
 	// key is the ticket's chat; shared: the chat's own budgets are reserved with the other
 	// replicas (sharedchat.go), so the ticket waits on the global bucket only.
 	key     string
@@ -163,29 +170,35 @@ type scheduler struct {
 	isGroup func(chat.Ref) bool
 	slack   time.Duration
 
-	mu      sync.Mutex
-	global  *bucket
-	chats   map[string]*bucket
-	groups  map[string]*bucket
-	waiting []*ticket
-	seq     uint64
-	timer   *time.Timer
-	timerAt time.Time
-	closed  bool
-	sweeps  int
+	mu sync.Mutex
+	// pools are the bot-wide budgets, free and paid (pools.go); one bucket under both names
+	// without a paid pool.
+	pools    [poolCount]*bucket
+	paidRate adapters.Rate // the paid pool's own rate, before ShareGlobal divides it
+	open     int           // messages started as previews in the paid pool, of replies not ended
+	chats    map[string]*bucket
+	groups   map[string]*bucket
+	waiting  []*ticket
+	seq      uint64
+	timer    *time.Timer
+	timerAt  time.Time
+	closed   bool
+	sweeps   int
 	// shares are the chats entered with SharedChats (nil without it), under mu.
 	shares *chatShares
 }
 
 func newScheduler(limits adapters.Limits, isGroup func(chat.Ref) bool, slack time.Duration) *scheduler {
-	return &scheduler{
+	s := &scheduler{
 		limits:  limits,
 		isGroup: isGroup,
 		slack:   slack,
-		global:  &bucket{rate: limits.Global, slack: slack},
 		chats:   map[string]*bucket{},
 		groups:  map[string]*bucket{},
 	}
+	global := &bucket{rate: limits.Global, slack: slack}
+	s.pools = [poolCount]*bucket{global, global}
+	return s
 }
 
 func chatKey(c chat.Ref) string { return c.Chat().String() }
@@ -200,11 +213,11 @@ func (s *scheduler) chatBucket(c chat.Ref) *bucket {
 	return b
 }
 
-func (s *scheduler) bucketsFor(c chat.Ref, shared bool) []*bucket {
+func (s *scheduler) bucketsFor(c chat.Ref, shared bool, p pool) []*bucket {
 	if shared {
-		return []*bucket{s.global}
+		return []*bucket{s.pools[p]}
 	}
-	bs := []*bucket{s.chatBucket(c), s.global}
+	bs := []*bucket{s.chatBucket(c), s.pools[p]}
 	if s.limits.PerGroup.N > 0 && s.isGroup != nil && s.isGroup(c) {
 		k := chatKey(c)
 		g := s.groups[k]
@@ -217,26 +230,26 @@ func (s *scheduler) bucketsFor(c chat.Ref, shared bool) []*bucket {
 	return bs
 }
 
-// acquire waits for a call slot in chat at final or preview priority. It returns ctx's error,
-// ErrClosed, or, once the slot is granted, a release func to call when the request's answer
-// has come back (or it failed).
-func (s *scheduler) acquire(ctx context.Context, chat chat.Ref, final bool) (func(), error) {
+// acquire waits for a call slot in chat at final or preview priority, in bot-wide pool p. It
+// returns ctx's error, ErrClosed, or, once the slot is granted, a release func to call when
+// the request's answer has come back (or it failed).
+func (s *scheduler) acquire(ctx context.Context, chat chat.Ref, final bool, p pool) (func(), error) {
 	if s.shares == nil {
-		return s.acquireLocal(ctx, chat, final, false)
+		return s.acquireLocal(ctx, chat, final, false, p)
 	}
-	return s.shares.acquire(ctx, chat, final)
+	return s.shares.acquire(ctx, chat, final, p)
 }
 
 // acquireLocal is acquire on this process's buckets: all of them, or only the global one when
 // the chat's own budgets are shared (already reserved).
-func (s *scheduler) acquireLocal(ctx context.Context, chat chat.Ref, final, shared bool) (func(), error) {
+func (s *scheduler) acquireLocal(ctx context.Context, chat chat.Ref, final, shared bool, p pool) (func(), error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
 	s.seq++
-	t := &ticket{final: final, shared: shared, seq: s.seq, buckets: s.bucketsFor(chat, shared), granted: make(chan struct{})}
+	t := &ticket{final: final, pool: p, shared: shared, seq: s.seq, buckets: s.bucketsFor(chat, shared, p), granted: make(chan struct{})}
 	if s.shares != nil {
 		t.key = chatKey(chat)
 	}
@@ -275,15 +288,15 @@ func (s *scheduler) acquireLocal(ctx context.Context, chat chat.Ref, final, shar
 // its own, with the release func once the slot is granted, or with ctx's error or ErrClosed.
 // then runs exactly once. With chats shared among replicas it waits as acquire does, on a
 // goroutine.
-func (s *scheduler) acquireFunc(ctx context.Context, chat chat.Ref, final bool, then func(release func(), err error)) {
+func (s *scheduler) acquireFunc(ctx context.Context, chat chat.Ref, final bool, p pool, then func(release func(), err error)) {
 	s.mu.Lock()
 	if s.shares != nil || s.closed {
 		s.mu.Unlock()
-		go func() { then(s.acquire(ctx, chat, final)) }()
+		go func() { then(s.acquire(ctx, chat, final, p)) }()
 		return
 	}
 	s.seq++
-	t := &ticket{final: final, seq: s.seq, buckets: s.bucketsFor(chat, false), then: then}
+	t := &ticket{final: final, pool: p, seq: s.seq, buckets: s.bucketsFor(chat, false, p), then: then}
 	for _, b := range t.buckets {
 		b.waiters++
 	}
@@ -343,12 +356,12 @@ func (s *scheduler) removeLocked(t *ticket) {
 	}
 }
 
-// block stops every request in chat's scope (or all, when global) until d from now.
-func (s *scheduler) block(chat chat.Ref, global bool, d time.Duration) {
+// block stops every request in chat's scope (or all of pool p, when global) until d from now.
+func (s *scheduler) block(chat chat.Ref, global bool, d time.Duration, p pool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	until := time.Now().Add(d)
-	b := s.global
+	b := s.pools[p]
 	if !global {
 		b = s.chatBucket(chat)
 	}
@@ -360,15 +373,17 @@ func (s *scheduler) block(chat chat.Ref, global bool, d time.Duration) {
 
 // tryGlobal takes a place in the bot-wide window for a request that is worth sending only now
 // (a typing indicator: the platform counts it against the bot's global limit, as Discord does),
-// at preview priority, without waiting: ok is false when the window has no place for it.
+// at preview priority in typingPool, without waiting: ok is false when the window has no
+// place for it.
 func (s *scheduler) tryGlobal() (release func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	if s.closed || s.global.readyAt(now, false).After(now) {
+	g := s.pools[typingPool]
+	if s.closed || g.readyAt(now, false).After(now) {
 		return nil, false
 	}
-	sl := s.global.take(now)
+	sl := g.take(now)
 	if sl == nil {
 		return func() {}, true // no global limit
 	}
@@ -382,45 +397,62 @@ func (s *scheduler) tryGlobal() (release func(), ok bool) {
 	}, true
 }
 
-// blocked reports whether a 429 currently holds chat's scope.
+// blocked reports whether a 429 currently holds chat's scope or typingPool.
 func (s *scheduler) blocked(chat chat.Ref) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	if s.global.blockedUntil.After(now) {
+	if s.pools[typingPool].blockedUntil.After(now) {
 		return true
 	}
 	b := s.chats[chatKey(chat)]
 	return b != nil && b.blockedUntil.After(now)
 }
 
-// dispatchLocked grants every waiting ticket whose buckets allow it, finals first, and arms the
-// timer for the earliest moment the next one may go.
+// dispatchLocked grants every waiting ticket whose buckets allow it, finals first within each
+// pool, and arms the timer for the earliest moment the next one may go.
 func (s *scheduler) dispatchLocked() {
 	if s.closed {
 		return
 	}
 	now := time.Now()
 	var next time.Time
+	var gAt [poolCount]time.Time
 	for _, pass := range []bool{true, false} {
-		// Every ticket goes through the global bucket: work out its readiness once per grant,
-		// not once per waiting ticket, and stop the pass when it is closed.
-		gAt := s.global.readyAt(now, pass)
+		// Every ticket goes through one bot-wide pool: work out the pools' readiness once per
+		// grant, not once per waiting ticket, and stop the pass when every pool is closed.
+		s.poolsReady(now, pass, &gAt)
 		for i := 0; i < len(s.waiting); {
 			t := s.waiting[i]
 			if t.final != pass {
 				i++
 				continue
 			}
-			if gAt.After(now) {
-				if gAt != never && (next.IsZero() || gAt.Before(next)) {
-					next = gAt
+			g := gAt[t.pool]
+			if t.pool == poolPaid && !t.final && s.split() {
+				// A message started as a preview: see pools.go.
+				if gAt[poolFree].After(g) {
+					g = gAt[poolFree]
 				}
-				break
+				if s.open >= s.openMax() {
+					i++ // until a reply with an open message ends (closeOpen)
+					continue
+				}
 			}
+			if g.After(now) {
+				if g != never && (next.IsZero() || g.Before(next)) {
+					next = g
+				}
+				if gAt[poolFree].After(now) && gAt[poolPaid].After(now) {
+					break
+				}
+				i++
+				continue
+			}
+			global := s.pools[t.pool]
 			at := now
 			for _, b := range t.buckets {
-				if b == s.global {
+				if b == global {
 					continue
 				}
 				if r := b.readyAt(now, t.final); r.After(at) {
@@ -443,7 +475,7 @@ func (s *scheduler) dispatchLocked() {
 			t.done = true
 			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
 			s.grantLocked(t)
-			gAt = s.global.readyAt(now, pass)
+			s.poolsReady(now, pass, &gAt)
 		}
 	}
 	s.sweepLocked(now)

@@ -17,7 +17,7 @@ func grant(t *testing.T, s *scheduler, final bool) func() {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	release, err := s.acquire(ctx, testChat, final)
+	release, err := s.acquire(ctx, testChat, final, poolFree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestFinalGoesAheadOfWaitingPreview(t *testing.T) {
 
 		order := make(chan string, 2)
 		acquire := func(name string, final bool) {
-			release, err := s.acquire(context.Background(), testChat, final)
+			release, err := s.acquire(context.Background(), testChat, final, poolFree)
 			if err != nil {
 				order <- err.Error()
 				return
@@ -62,7 +62,7 @@ func TestPreviewsLeaveRoomForFinals(t *testing.T) {
 		// A preview would take the window's last place: it waits for the whole window...
 		ctx, cancel := context.WithTimeout(context.Background(), 59*time.Minute)
 		defer cancel()
-		if _, err := s.acquire(ctx, testChat, false); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := s.acquire(ctx, testChat, false, poolFree); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("preview: %v", err)
 		}
 		// ...while a final gets it at once.
@@ -79,13 +79,13 @@ func TestRateLimitBlocksTheChat(t *testing.T) {
 		s := newScheduler(adapters.Limits{}, nil, time.Millisecond)
 		defer s.close()
 		const retryAfter = 150 * time.Millisecond
-		s.block(testChat, false, retryAfter)
+		s.block(testChat, false, retryAfter, poolFree)
 		if !s.blocked(testChat) {
 			t.Fatal("chat not blocked")
 		}
 		other := chat.Ref{Platform: "test", ChatID: "2"}
 		start := time.Now()
-		release, err := s.acquire(context.Background(), other, false)
+		release, err := s.acquire(context.Background(), other, false, poolFree)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestCloseFailsWaiters(t *testing.T) {
 		grant(t, s, true)()
 		errc := make(chan error, 1)
 		go func() {
-			_, err := s.acquire(context.Background(), testChat, true)
+			_, err := s.acquire(context.Background(), testChat, true, poolFree)
 			errc <- err
 		}()
 		synctest.Wait() // the waiter is queued
@@ -127,7 +127,7 @@ func TestPreviewsAreSpacedEvenly(t *testing.T) {
 		defer s.close()
 		var times []time.Time
 		for range 8 {
-			release, err := s.acquire(context.Background(), testChat, false)
+			release, err := s.acquire(context.Background(), testChat, false, poolFree)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -68,7 +68,7 @@ type chatShares struct {
 const shareTimeout = 10 * time.Second
 
 // acquire is scheduler.acquire for an engine with SharedChats.
-func (c *chatShares) acquire(ctx context.Context, chat chat.Ref, final bool) (func(), error) {
+func (c *chatShares) acquire(ctx context.Context, chat chat.Ref, final bool, p pool) (func(), error) {
 	k := chatKey(chat)
 	for {
 		cs, err := c.enter(ctx, k, chat)
@@ -76,7 +76,7 @@ func (c *chatShares) acquire(ctx context.Context, chat chat.Ref, final bool) (fu
 			return nil, err
 		}
 		if cs == nil {
-			return c.s.acquireLocal(ctx, chat, final, false)
+			return c.s.acquireLocal(ctx, chat, final, false, p)
 		}
 		shared := cs.shared
 		if shared {
@@ -89,7 +89,7 @@ func (c *chatShares) acquire(ctx context.Context, chat chat.Ref, final bool) (fu
 				shared = false
 			}
 		}
-		rel, err := c.s.acquireLocal(ctx, chat, final, shared)
+		rel, err := c.s.acquireLocal(ctx, chat, final, shared, p)
 		if err != nil {
 			c.release(cs)
 			if errors.Is(err, errShared) {
@@ -177,10 +177,10 @@ func (c *chatShares) seedLocked(k string, chat chat.Ref, ago []time.Duration) {
 	now := time.Now()
 	bs := []*bucket{s.chatBucket(chat)}
 	if s.limits.PerGroup.N > 0 && c.isGroup != nil && c.isGroup(chat) {
-		bs = s.bucketsFor(chat, false)
+		bs = s.bucketsFor(chat, false, poolFree)
 	}
 	for _, b := range bs {
-		if b == s.global {
+		if b == s.pools[poolFree] {
 			continue
 		}
 		for _, a := range ago {

@@ -91,8 +91,10 @@ type Options struct {
 	// GlobalPerSecond is the budget of sends and edits a second across all chats; 0 means 30.
 	// Above 30 needs PaidBroadcast; at most 1,000.
 	GlobalPerSecond int
-	// PaidBroadcast sends allow_paid_broadcast with every send and edit (Telegram ignores it
-	// where a method does not take it), lifting Telegram's limit to 1,000 messages a second.
+	// PaidBroadcast sends allow_paid_broadcast with every message sent (the methods that take
+	// it), lifting Telegram's limit for them to GlobalPerSecond, at most 1,000 a second. Edits
+	// and drafts take no such parameter: they stay within Telegram's free 30 a second, which
+	// the delivery engine budgets apart (delivery.Options.Paid).
 	PaidBroadcast bool
 	// HTTPClient is used for every request; default a client without a global timeout (each
 	// request has its own deadline).
@@ -169,7 +171,12 @@ func New(opts Options) (*Adapter, error) {
 	dopts.Logger = log
 	dopts.IsGroup = func(c chat.Ref) bool { return strings.HasPrefix(c.ChatID, "-") }
 	lim := Limits()
-	lim.Global.N = opts.GlobalPerSecond
+	lim.Global.N = min(opts.GlobalPerSecond, freeGlobalPerSecond)
+	if opts.PaidBroadcast {
+		// Only the sends carry allow_paid_broadcast: they get the paid budget, drafts and
+		// edits keep the free one.
+		dopts.Paid = adapters.Rate{N: opts.GlobalPerSecond, Per: time.Second}
+	}
 	ad.engine = delivery.New(&messenger{api: a, drafts: opts.Drafts, paid: opts.PaidBroadcast, rich: opts.Rich}, lim, dopts)
 	if err := ad.openJournal(); err != nil {
 		return nil, err

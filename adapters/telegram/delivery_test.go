@@ -645,9 +645,8 @@ func TestPaidBroadcastLiftsTheGlobalBudgetWithout429s(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, tt.server, func(o *Options) { o.GlobalPerSecond, o.PaidBroadcast = tt.perSecond, tt.paid })
-			wantN := max(tt.perSecond, 30)
-			if got := e.ad.Limits().Global.N; got != wantN {
-				t.Fatalf("replies are paced at %d a second, want %d", got, wantN)
+			if got := e.ad.Limits().Global.N; got != 30 {
+				t.Fatalf("drafts and edits are paced at %d a second, want Telegram's free 30", got)
 			}
 			const n = 50
 			chats := make([]chat.Ref, n)
@@ -687,5 +686,49 @@ func TestGlobalBudgetAboveThirtyNeedsPaidBroadcast(t *testing.T) {
 	_, err = New(Options{Token: srv.Token(), APIEndpoint: srv.Endpoint(), GlobalPerSecond: 100})
 	if err == nil || !strings.Contains(err.Error(), "needs paid broadcast") {
 		t.Fatalf("New with 100 a second unpaid: err = %v, want it refused for lack of paid broadcast", err)
+	}
+}
+
+// TestPaidBroadcastMarksSendsOnly streams a reply in a supergroup (a message, its edits) and in
+// a private chat (drafts, then the message) with paid broadcast on, against a server that
+// refuses allow_paid_broadcast where the Bot API does not document it (editMessageText,
+// sendMessageDraft): every preview and final shows, nothing is refused, and only the sends
+// carry the flag.
+func TestPaidBroadcastMarksSendsOnly(t *testing.T) {
+	tests := []struct {
+		name    string
+		chatID  int64
+		preview string // the method that shows the streamed text
+	}{
+		{"group: a message and its edits", -1009001, "editMessageText"},
+		{"private: drafts", 9002, "sendMessageDraft"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, tk.Options{}, func(o *Options) { o.GlobalPerSecond, o.PaidBroadcast, o.Drafts = 1000, true, true })
+			ref := e.chat(tt.chatID, 0)
+			ctx := context.Background()
+			r := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{})
+			r.Update("first words")
+			wait.For(t, "the first preview", func() bool { return e.count(tt.preview, 200)+e.count("sendMessage", 200) >= 1 })
+			r.Update("first words, and more")
+			wait.For(t, "a preview by "+tt.preview, func() bool { return e.count(tt.preview, 200) >= 1 })
+			final := "first words, and more, and the end"
+			if err := r.Finish(ctx, final, nil); err != nil {
+				t.Fatal(err)
+			}
+			assertTexts(t, e.botTexts(tt.chatID), want(final))
+			for _, c := range e.srv.Calls() {
+				paid := c.Params["allow_paid_broadcast"] == "true"
+				switch {
+				case c.Code != 200:
+					t.Errorf("%s answered %d: the user would miss that text", c.Method, c.Code)
+				case c.Method == "sendMessage" && !paid:
+					t.Errorf("sendMessage without allow_paid_broadcast: it would count against the free 30 a second")
+				case c.Method != "sendMessage" && paid:
+					t.Errorf("%s carries allow_paid_broadcast, which it does not take", c.Method)
+				}
+			}
+		})
 	}
 }

@@ -185,7 +185,10 @@ type messenger struct {
 	richOff atomic.Bool
 }
 
-// budgetParams marks a send or an edit as paid broadcast when the bot is configured for it.
+// budgetParams marks a send as paid broadcast when the bot is configured for it. Only the
+// methods that send a message take allow_paid_broadcast (sendMessage, sendPhoto, sendDocument,
+// sendVoice, sendRichMessage); editMessageText and sendMessageDraft do not, and stay within
+// Telegram's free 30 a second (the delivery engine's free pool).
 func (m *messenger) budgetParams(p tgbotapi.Params) {
 	if m.paid {
 		p["allow_paid_broadcast"] = "true"
@@ -282,13 +285,13 @@ func (m *messenger) EditStreaming(ctx context.Context, msg adapters.MessageRef, 
 
 func (m *messenger) edit(ctx context.Context, msg adapters.MessageRef, text, keyboard string) error {
 	p := chatParams(msg.Chat)
+	delete(p, "message_thread_id") // editMessageText names the message, not its topic
 	if keyboard != "" {
 		p["reply_markup"] = keyboard
 	}
 	p["message_id"] = msg.ID
 	p["link_preview_options"] = `{"is_disabled":true}`
 	p["disable_web_page_preview"] = "true"
-	m.budgetParams(p)
 	textParams(p, text, false)
 	_, err := m.api.call(ctx, "editMessageText", p)
 	if errors.Is(err, errEntities) {

@@ -57,7 +57,6 @@ func (m *messenger) EditRich(ctx context.Context, msg adapters.MessageRef, text 
 	delete(p, "message_thread_id")
 	p["message_id"] = msg.ID
 	p["rich_message"] = richParam(text)
-	m.budgetParams(p)
 	_, err := m.api.call(ctx, "editMessageText", p)
 	if err != nil {
 		return m.richError(err)

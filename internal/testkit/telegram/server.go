@@ -874,6 +874,9 @@ func (s *Server) deleteMessageLocked(chatID int64, p map[string]string) (any, *a
 // answers before the budgets are spent (a 429), after them (refusals) or after the call was
 // applied (a 502 the bot cannot tell from a lost call, or "not modified").
 func (s *Server) countedLocked(method string, chatID int64, c *chatState, p map[string]string, files map[string]upload) (any, *apiError) {
+	if aerr := undocumentedParam(method, p); aerr != nil {
+		return nil, aerr
+	}
 	now := time.Now()
 	fault := s.takeFaultLocked(method, chatID, p)
 	if fault != nil && fault.Kind == Fault429 {
