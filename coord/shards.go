@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"relaybot/adapters"
 )
 
 // Shards shares the gateway shards of one bot among the replicas that run it. Each shard is a
@@ -35,11 +37,16 @@ func NewShards(db *sql.DB, name string) *Shards {
 	return &Shards{db: db, name: name}
 }
 
-// ShardLease is the lease of one shard of a Join. It implements adapters.Lease.
+// ShardLease is the lease of one shard of a Join. It implements adapters.HandOff: a shard given
+// up (the replica is over its share) ends its held context with an *adapters.GivenUp, whose
+// HandedOver waits (at most HandOffLimit) until the replica that took the shard serves it.
 type ShardLease struct {
 	g     *shardGroup
 	id    int
 	lease *Lease
+
+	mu    sync.Mutex
+	serve func(context.Context) error // the current term's, nil while not held
 }
 
 // shardGroup is this replica's part in sharing count shards: which it holds.
@@ -161,8 +168,14 @@ func (l *ShardLease) Acquire(ctx context.Context) (context.Context, func(), erro
 	g := l.g
 	for {
 		if conn, epoch, ok := g.claim(ctx, l); ok {
-			held, release := l.lease.hold(ctx, conn, epoch, g.every, l.keep, ShardBlip)
+			held, release, serve := l.lease.hold(ctx, conn, epoch, g.every, l.keep, ShardBlip)
+			l.mu.Lock()
+			l.serve = serve
+			l.mu.Unlock()
 			return held, func() {
+				l.mu.Lock()
+				l.serve = nil
+				l.mu.Unlock()
 				release()
 				g.mu.Lock()
 				delete(g.held, l.id)
@@ -201,26 +214,41 @@ func (g *shardGroup) claim(ctx context.Context, l *ShardLease) (*sql.Conn, int64
 	return conn, epoch, true
 }
 
-// keep reports whether the replica keeps holding the shard: not when it holds more than its
-// share and this is its highest shard (the shards it keeps are the low ones, so the replicas
-// settle on one split).
-func (l *ShardLease) keep(ctx context.Context) bool {
+// HandOffLimit is the longest a replica that gave a shard up keeps its gateway session open
+// waiting for the replica that took the shard to serve it.
+const HandOffLimit = 30 * time.Second
+
+// Serving implements adapters.HandOff: this replica's gateway session of the shard is READY.
+func (l *ShardLease) Serving(ctx context.Context) error {
+	l.mu.Lock()
+	serve := l.serve
+	l.mu.Unlock()
+	if serve == nil {
+		return fmt.Errorf("coord: shard %d is not held", l.id)
+	}
+	return serve(ctx)
+}
+
+// keep returns nil while the replica keeps holding the shard, and an *adapters.GivenUp when it
+// holds more than its share and this is its highest shard (the shards it keeps are the low ones,
+// so the replicas settle on one split).
+func (l *ShardLease) keep(ctx context.Context) error {
 	g := l.g
 	share := g.share(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.held) <= share {
-		return true
+		return nil
 	}
 	highest := -1
 	for id := range g.held {
 		highest = max(highest, id)
 	}
 	if highest != l.id {
-		return true
+		return nil
 	}
 	delete(g.held, l.id) // given up now, so another shard of this replica does not give up too
-	return false
+	return &adapters.GivenUp{HandedOver: func(ctx context.Context) error { return l.lease.handedOver(ctx, HandOffLimit) }}
 }
 
 // share is the most shards this replica holds: ceil(count / replicas taking part). A count that

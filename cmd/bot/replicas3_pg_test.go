@@ -332,7 +332,8 @@ func (p *discordPlatform) holders(reps []*childReplica) map[int][]int {
 				switch {
 				case strings.Contains(line, fmt.Sprintf(`msg="discord: this replica holds the shard" shard=%d `, shard)):
 					held[shard] = true
-				case strings.Contains(line, fmt.Sprintf(`msg="discord: shard lease lost or given up; its connection is closed" shard=%d`, shard)):
+				case strings.Contains(line, fmt.Sprintf(`msg="discord: shard lease lost; its connection is closed" shard=%d`, shard)),
+					strings.Contains(line, fmt.Sprintf(`msg="discord: shard given up; its connection stays open until the replica taking it over is connected" shard=%d`, shard)):
 					held[shard] = false
 				}
 			}
