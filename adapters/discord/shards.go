@@ -236,7 +236,6 @@ func (a *Adapter) holdShard(ctx context.Context, h adapters.Handler, lease adapt
 			if errors.As(context.Cause(held), &given) && ctx.Err() == nil {
 				release()
 				a.handOff(ctx, sh, given)
-				a.close(sh)
 				continue
 			}
 			a.close(sh)
@@ -250,22 +249,24 @@ func (a *Adapter) holdShard(ctx context.Context, h adapters.Handler, lease adapt
 }
 
 // handOff keeps the session of a shard this replica gave up connected until the replica that
-// took it over serves it (or the lease's hand-off limit passes, or ctx ends). Both sessions
-// receive the shard's events meanwhile; the ledger answers each once.
+// took it over serves it (or the lease's hand-off limit passes, or ctx ends), then closes it.
+// Both sessions receive the shard's events meanwhile; the ledger answers each once.
 func (a *Adapter) handOff(ctx context.Context, sh *shard, given *adapters.GivenUp) {
 	a.log.Info("discord: shard given up; its connection stays open until the replica taking it over is connected", "shard", sh.id)
 	hctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	go func() {
-		defer close(done)
-		if err := given.HandedOver(hctx); err != nil && ctx.Err() == nil {
-			a.log.Warn("discord: shard hand-off not confirmed; closing its connection anyway", "shard", sh.id, "err", err)
-		}
+		done <- given.HandedOver(hctx)
 		stop()
 	}()
 	a.keepConnected(hctx, sh)
-	<-done
-	if ctx.Err() == nil {
+	err := <-done
+	a.close(sh)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		a.log.Warn("discord: shard hand-off not confirmed; its connection is closed anyway", "shard", sh.id, "err", err)
+	default:
 		a.log.Info("discord: shard handed over; its connection is closed", "shard", sh.id)
 	}
 }
