@@ -85,7 +85,7 @@ func TestAShardGivenUpIsHandedOverOnceItsNewHolderServesIt(t *testing.T) {
 	}
 
 	releaseB()
-	err = b[1].lease.handedOver(ctx, 3*handOffCheck/2)
+	err = b[1].lease.handedOver(ctx, 0, 3*handOffCheck/2)
 	if err == nil || !strings.Contains(err.Error(), "did not serve it within") {
 		t.Errorf("a hand-off nobody serves returned %v, want it to give up after its limit", err)
 	}

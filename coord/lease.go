@@ -9,6 +9,8 @@ import (
 	"hash/fnv"
 	"sync"
 	"time"
+
+	"relaybot/adapters"
 )
 
 // Lease is a named role held by one replica at a time: a PostgreSQL session advisory lock on a
@@ -141,7 +143,7 @@ func (l *Lease) try(ctx context.Context, epoch int64) (*sql.Conn, bool, error) {
 
 // hold watches the pinned connection: the held context ends when a check fails (the database
 // may have dropped the session, and with it the lock), keep (when set, asked after each good
-// check) returns a cause to give the lease up with (an *adapters.GivenUp), or ctx ends. With
+// check) says to give the lease up (the cause is then an *adapters.GivenUp), or ctx ends. With
 // retake > 0 a failed check first tries, for up to retake, to take the lock again on a new
 // connection: a database blip shorter than that (a failover, a dropped connection) keeps the
 // lease, and whatever it guards, when nobody took the lock meanwhile.
@@ -153,7 +155,7 @@ func (l *Lease) try(ctx context.Context, epoch int64) (*sql.Conn, bool, error) {
 //
 // serve takes the served lock on the lease's connection (and again on a retaken one), so it
 // holds exactly as long as the lease does.
-func (l *Lease) hold(ctx context.Context, conn *sql.Conn, epoch int64, every time.Duration, keep func(context.Context) error, retake time.Duration) (context.Context, func(), func(context.Context) error) {
+func (l *Lease) hold(ctx context.Context, conn *sql.Conn, epoch int64, every time.Duration, keep func(context.Context) bool, retake time.Duration) (context.Context, func(), func(context.Context) error) {
 	held, end := context.WithCancelCause(ctx)
 	lost := func(why string) { end(fmt.Errorf("coord: lease %s lost: %s", l.name, why)) }
 	var mu sync.Mutex // guards conn (swapped by a retake) and serving against serve
@@ -200,11 +202,9 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, epoch int64, every tim
 				lost("its session failed a check: " + err.Error())
 				return
 			}
-			if keep != nil {
-				if cause := keep(held); cause != nil {
-					end(cause)
-					return
-				}
+			if keep != nil && !keep(held) {
+				end(&adapters.GivenUp{HandedOver: func(ctx context.Context) error { return l.handedOver(ctx, epoch, HandOffLimit) }})
+				return
 			}
 		}
 	}()
@@ -263,8 +263,10 @@ const handOffCheck = time.Second
 
 // handedOver waits until a session holds the lease's served lock (the replica that took the
 // lease over serves it), limit passes, or ctx ends. This replica's own served lock went with
-// its connection at release.
-func (l *Lease) handedOver(ctx context.Context, limit time.Duration) error {
+// its connection at release. A fenced lease given up under epoch stops waiting once its fence
+// closes or the epoch is taken over: such a replica stops serving at once, as one that lost
+// the lease.
+func (l *Lease) handedOver(ctx context.Context, epoch int64, limit time.Duration) error {
 	end := time.NewTimer(limit)
 	defer end.Stop()
 	t := time.NewTicker(handOffCheck)
@@ -279,6 +281,9 @@ func (l *Lease) handedOver(ctx context.Context, limit time.Duration) error {
 		cancel()
 		if err == nil && served {
 			return nil
+		}
+		if l.member != nil && (l.takenOver(epoch) || l.member.LiveFor() == 0) {
+			return fmt.Errorf("coord: lease %s: this replica was fenced or taken over during the hand-off", l.name)
 		}
 		select {
 		case <-ctx.Done():

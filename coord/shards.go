@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"relaybot/adapters"
 )
 
 // Shards shares the gateway shards of one bot among the replicas that run it. Each shard is a
@@ -229,26 +227,26 @@ func (l *ShardLease) Serving(ctx context.Context) error {
 	return serve(ctx)
 }
 
-// keep returns nil while the replica keeps holding the shard, and an *adapters.GivenUp when it
-// holds more than its share and this is its highest shard (the shards it keeps are the low ones,
-// so the replicas settle on one split).
-func (l *ShardLease) keep(ctx context.Context) error {
+// keep reports whether the replica keeps holding the shard: not when it holds more than its
+// share and this is its highest shard (the shards it keeps are the low ones, so the replicas
+// settle on one split). A shard not kept is given up (hold's cause is an *adapters.GivenUp).
+func (l *ShardLease) keep(ctx context.Context) bool {
 	g := l.g
 	share := g.share(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.held) <= share {
-		return nil
+		return true
 	}
 	highest := -1
 	for id := range g.held {
 		highest = max(highest, id)
 	}
 	if highest != l.id {
-		return nil
+		return true
 	}
 	delete(g.held, l.id) // given up now, so another shard of this replica does not give up too
-	return &adapters.GivenUp{HandedOver: func(ctx context.Context) error { return l.lease.handedOver(ctx, HandOffLimit) }}
+	return false
 }
 
 // share is the most shards this replica holds: ceil(count / replicas taking part). A count that
