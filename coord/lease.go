@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"time"
+
+	"relaybot/adapters"
 )
 
 // Lease is a named role held by one replica at a time: a PostgreSQL session advisory lock on a
@@ -18,6 +21,10 @@ type Lease struct {
 	db   *sql.DB
 	name string
 	key  int64
+	// servedKey is the lock a holder that serves the lease takes, shared, on the lease's
+	// connection (hold's serve): a replica that gave the lease up learns from pg_locks that the
+	// new holder serves it.
+	servedKey int64
 	// member, when set, fences the lease: it is taken only while the member's fence is open,
 	// its connection is named after the member and the epoch it was taken under (holderName) so
 	// that a survivor taking that epoch over ends it (TakeOver), and it is given up once that
@@ -32,7 +39,9 @@ type Lease struct {
 func NewLease(db *sql.DB, name string) *Lease {
 	h := fnv.New64a()
 	h.Write([]byte("relaybot lease " + name))
-	return &Lease{db: db, name: name, key: int64(h.Sum64())}
+	served := fnv.New64a()
+	served.Write([]byte("relaybot lease " + name + " served"))
+	return &Lease{db: db, name: name, key: int64(h.Sum64()), servedKey: int64(served.Sum64())}
 }
 
 // Acquire implements adapters.Lease.
@@ -46,7 +55,7 @@ func (l *Lease) Acquire(ctx context.Context) (context.Context, func(), error) {
 		if err == nil {
 			conn, ok, err := l.try(ctx, epoch)
 			if err == nil && ok {
-				held, release := l.hold(ctx, conn, epoch, every, nil, 0)
+				held, release, _ := l.hold(ctx, conn, epoch, every, nil, 0)
 				return held, release, nil
 			}
 		}
@@ -134,17 +143,23 @@ func (l *Lease) try(ctx context.Context, epoch int64) (*sql.Conn, bool, error) {
 
 // hold watches the pinned connection: the held context ends when a check fails (the database
 // may have dropped the session, and with it the lock), keep (when set, asked after each good
-// check) says to give the lease up, or ctx ends. With retake > 0 a failed check first tries, for
-// up to retake, to take the lock again on a new connection: a database blip shorter than that
-// (a failover, a dropped connection) keeps the lease, and whatever it guards, when nobody took
-// the lock meanwhile.
+// check) says to give the lease up (the cause is then an *adapters.GivenUp), or ctx ends. With
+// retake > 0 a failed check first tries, for up to retake, to take the lock again on a new
+// connection: a database blip shorter than that (a failover, a dropped connection) keeps the
+// lease, and whatever it guards, when nobody took the lock meanwhile.
 //
 // A fenced lease taken under epoch is also lost once that epoch is taken over (its connection
 // was ended by the survivor, or is about to be), and a retake waits for the fence: a replica
 // waking from a pause finds its session gone, learns at its renewal that it was taken over,
 // and gives the lease up instead of taking the lock again for work that is no longer its own.
-func (l *Lease) hold(ctx context.Context, conn *sql.Conn, epoch int64, every time.Duration, keep func(context.Context) bool, retake time.Duration) (context.Context, func()) {
-	held, lost := context.WithCancel(ctx)
+//
+// serve takes the served lock on the lease's connection (and again on a retaken one), so it
+// holds exactly as long as the lease does.
+func (l *Lease) hold(ctx context.Context, conn *sql.Conn, epoch int64, every time.Duration, keep func(context.Context) bool, retake time.Duration) (context.Context, func(), func(context.Context) error) {
+	held, end := context.WithCancelCause(ctx)
+	lost := func(why string) { end(fmt.Errorf("coord: lease %s lost: %s", l.name, why)) }
+	var mu sync.Mutex // guards conn (swapped by a retake) and serving against serve
+	serving := false
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -157,43 +172,127 @@ func (l *Lease) hold(ctx context.Context, conn *sql.Conn, epoch int64, every tim
 			case <-t.C:
 			}
 			if l.takenOver(epoch) {
-				lost()
+				lost("its epoch was taken over")
 				return
 			}
+			mu.Lock()
+			c := conn
+			mu.Unlock()
 			cctx, cancel := context.WithTimeout(held, every)
-			err := conn.PingContext(cctx)
+			err := c.PingContext(cctx)
 			cancel()
 			if err != nil && retake > 0 {
-				discard(conn)
-				var ok bool
-				if conn, ok = l.retake(held, epoch, every, retake); ok {
+				discard(c)
+				next, ok := l.retake(held, epoch, every, retake)
+				mu.Lock()
+				conn = next
+				if ok && serving {
+					if err := l.serve(held, next); err != nil {
+						lost("its served lock not taken again: " + err.Error())
+						mu.Unlock()
+						return
+					}
+				}
+				mu.Unlock()
+				if ok {
 					continue
 				}
-				conn = nil
 			}
-			if err != nil || (keep != nil && !keep(held)) {
-				lost()
+			if err != nil {
+				lost("its session failed a check: " + err.Error())
+				return
+			}
+			if keep != nil && !keep(held) {
+				end(&adapters.GivenUp{HandedOver: func(ctx context.Context) error { return l.handedOver(ctx, epoch, HandOffLimit) }})
 				return
 			}
 		}
 	}()
 	release := func() {
-		lost()
+		end(fmt.Errorf("coord: lease %s released", l.name))
 		<-done
+		mu.Lock()
+		conn, wasServing := conn, serving
+		mu.Unlock()
 		if conn == nil {
 			return // lost with its session
 		}
 		// A connection whose unlock failed may still hold the lock: it is closed, not pooled;
-		// so is a named one (a takeover would end it in the pool).
+		// so is a named one (a takeover would end it in the pool), and one holding the served
+		// lock.
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := conn.ExecContext(cctx, `SELECT pg_advisory_unlock($1)`, l.key); err != nil || l.member != nil {
+		if _, err := conn.ExecContext(cctx, `SELECT pg_advisory_unlock($1)`, l.key); err != nil || l.member != nil || wasServing {
 			discard(conn)
 			return
 		}
 		conn.Close()
 	}
-	return held, release
+	serve := func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if held.Err() != nil || conn == nil {
+			return fmt.Errorf("coord: lease %s is no longer held", l.name)
+		}
+		if err := l.serve(ctx, conn); err != nil {
+			return err
+		}
+		serving = true
+		return nil
+	}
+	return held, release, serve
+}
+
+// serve takes the lease's served lock, shared, on conn.
+func (l *Lease) serve(ctx context.Context, conn *sql.Conn) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var ok bool
+	if err := conn.QueryRowContext(cctx, `SELECT pg_try_advisory_lock_shared($1)`, l.servedKey).Scan(&ok); err != nil {
+		return fmt.Errorf("coord: lease %s: mark it served: %w", l.name, err)
+	}
+	if !ok {
+		return fmt.Errorf("coord: lease %s: mark it served: its served lock is held exclusively", l.name)
+	}
+	return nil
+}
+
+// handOffCheck is how often a replica that gave a lease up looks whether its new holder serves
+// it.
+const handOffCheck = time.Second
+
+// handedOver waits until a session holds the lease's served lock (the replica that took the
+// lease over serves it), limit passes, or ctx ends. This replica's own served lock went with
+// its connection at release. A fenced lease given up under epoch stops waiting once its fence
+// closes or the epoch is taken over: such a replica stops serving at once, as one that lost
+// the lease.
+func (l *Lease) handedOver(ctx context.Context, epoch int64, limit time.Duration) error {
+	end := time.NewTimer(limit)
+	defer end.Stop()
+	t := time.NewTicker(handOffCheck)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, handOffCheck)
+		var served bool
+		err := l.db.QueryRowContext(cctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND objsubid = 1
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			  AND ((classid::bigint << 32) | objid::bigint) = $1::bigint)`, l.servedKey).Scan(&served)
+		cancel()
+		if err == nil && served {
+			return nil
+		}
+		if l.member != nil && (l.takenOver(epoch) || l.member.LiveFor() == 0) {
+			return fmt.Errorf("coord: lease %s: this replica was fenced or taken over during the hand-off", l.name)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-end.C:
+			return fmt.Errorf("coord: lease %s: its new holder did not serve it within %s of the hand-off", l.name, limit)
+		case <-t.C:
+		}
+	}
 }
 
 // retake tries to take the lock again every every/2 for up to d, and gives up at once when

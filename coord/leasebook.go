@@ -53,6 +53,15 @@ func (l recordedLease) Acquire(ctx context.Context) (context.Context, func(), er
 	}, nil
 }
 
+// Serving implements adapters.HandOff: it passes on to a lease that can be handed off, and has
+// nothing to record for one that cannot (the poller's is never given up).
+func (l recordedLease) Serving(ctx context.Context) error {
+	if h, ok := l.Lease.(adapters.HandOff); ok {
+		return h.Serving(ctx)
+	}
+	return nil
+}
+
 // sharedShards is Shards as the adapters see it (adapters.Shards), each shard's holder written
 // down for the admin pages.
 type sharedShards struct {

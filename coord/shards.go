@@ -35,11 +35,16 @@ func NewShards(db *sql.DB, name string) *Shards {
 	return &Shards{db: db, name: name}
 }
 
-// ShardLease is the lease of one shard of a Join. It implements adapters.Lease.
+// ShardLease is the lease of one shard of a Join. It implements adapters.HandOff: a shard given
+// up (the replica is over its share) ends its held context with an *adapters.GivenUp, whose
+// HandedOver waits (at most HandOffLimit) until the replica that took the shard serves it.
 type ShardLease struct {
 	g     *shardGroup
 	id    int
 	lease *Lease
+
+	mu    sync.Mutex
+	serve func(context.Context) error // the current term's, nil while not held
 }
 
 // shardGroup is this replica's part in sharing count shards: which it holds.
@@ -161,8 +166,14 @@ func (l *ShardLease) Acquire(ctx context.Context) (context.Context, func(), erro
 	g := l.g
 	for {
 		if conn, epoch, ok := g.claim(ctx, l); ok {
-			held, release := l.lease.hold(ctx, conn, epoch, g.every, l.keep, ShardBlip)
+			held, release, serve := l.lease.hold(ctx, conn, epoch, g.every, l.keep, ShardBlip)
+			l.mu.Lock()
+			l.serve = serve
+			l.mu.Unlock()
 			return held, func() {
+				l.mu.Lock()
+				l.serve = nil
+				l.mu.Unlock()
 				release()
 				g.mu.Lock()
 				delete(g.held, l.id)
@@ -201,9 +212,24 @@ func (g *shardGroup) claim(ctx context.Context, l *ShardLease) (*sql.Conn, int64
 	return conn, epoch, true
 }
 
+// HandOffLimit is the longest a replica that gave a shard up keeps its gateway session open
+// waiting for the replica that took the shard to serve it.
+const HandOffLimit = 30 * time.Second
+
+// Serving implements adapters.HandOff: this replica's gateway session of the shard is READY.
+func (l *ShardLease) Serving(ctx context.Context) error {
+	l.mu.Lock()
+	serve := l.serve
+	l.mu.Unlock()
+	if serve == nil {
+		return fmt.Errorf("coord: shard %d is not held", l.id)
+	}
+	return serve(ctx)
+}
+
 // keep reports whether the replica keeps holding the shard: not when it holds more than its
 // share and this is its highest shard (the shards it keeps are the low ones, so the replicas
-// settle on one split).
+// settle on one split). A shard not kept is given up (hold's cause is an *adapters.GivenUp).
 func (l *ShardLease) keep(ctx context.Context) bool {
 	g := l.g
 	share := g.share(ctx)

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"relaybot/adapters"
 	"relaybot/internal/testkit/wait"
 )
 
@@ -217,6 +219,10 @@ func TestAShardHolderKeepsItsShardThroughADatabaseBlip(t *testing.T) {
 				})
 				db.SetMaxOpenConns(0)
 				wait.For(t, "the holder to give the shard up", func() bool { return held.Err() != nil })
+				var given *adapters.GivenUp
+				if errors.As(context.Cause(held), &given) {
+					t.Fatalf("a shard whose lock another replica took ended as given up (%v), want it lost: its gateway session closes at once", context.Cause(held))
+				}
 				return
 			}
 			wait.For(t, "the holder to take the lock again on a new session", func() bool {

@@ -206,8 +206,11 @@ func (a *Adapter) runShards(runCtx context.Context, h adapters.Handler, wg *sync
 	return nil
 }
 
-// holdShard connects shard id whenever this replica holds its lease, and closes it when the
-// lease is lost or given up (another replica then connects it), until ctx ends.
+// holdShard connects shard id whenever this replica holds its lease, until ctx ends. A lease
+// lost closes the shard's connection at once (another replica may hold it already); a lease
+// given up (another replica joined) is released at once and its connection kept open until the
+// replica that took the shard has a session of its own (handOff), so no event Discord sends the
+// shard meanwhile goes to nobody.
 func (a *Adapter) holdShard(ctx context.Context, h adapters.Handler, lease adapters.Lease, id int) {
 	for {
 		held, release, err := lease.Acquire(ctx)
@@ -215,19 +218,56 @@ func (a *Adapter) holdShard(ctx context.Context, h adapters.Handler, lease adapt
 			return // ctx ended
 		}
 		a.log.Info("discord: this replica holds the shard", "shard", id, "shards", a.gw.count)
-		if sh, err := a.newShard(ctx, h, id, a.gw.count); err != nil {
+		sh, err := a.newShard(ctx, h, id, a.gw.count)
+		if err != nil {
 			a.log.Error("discord: shard session not built", "shard", id, "err", err)
-		} else if a.connect(held, sh) {
-			a.keepConnected(held, sh)
+			release()
+		} else if !a.connect(held, sh) {
 			a.close(sh)
+			release()
 		} else {
+			if ho, ok := lease.(adapters.HandOff); ok {
+				if err := ho.Serving(held); err != nil && held.Err() == nil {
+					a.log.Warn("discord: shard session not marked served; a replica handing it over closes its own later", "shard", id, "err", err)
+				}
+			}
+			a.keepConnected(held, sh)
+			var given *adapters.GivenUp
+			if errors.As(context.Cause(held), &given) && ctx.Err() == nil {
+				release()
+				a.handOff(ctx, sh, given)
+				continue
+			}
 			a.close(sh)
+			release()
 		}
-		release()
 		if ctx.Err() != nil {
 			return
 		}
-		a.log.Warn("discord: shard lease lost or given up; its connection is closed", "shard", id)
+		a.log.Warn("discord: shard lease lost; its connection is closed", "shard", id)
+	}
+}
+
+// handOff keeps the session of a shard this replica gave up connected until the replica that
+// took it over serves it (or the lease's hand-off limit passes, or ctx ends), then closes it.
+// Both sessions receive the shard's events meanwhile; the ledger answers each once.
+func (a *Adapter) handOff(ctx context.Context, sh *shard, given *adapters.GivenUp) {
+	a.log.Info("discord: shard given up; its connection stays open until the replica taking it over is connected", "shard", sh.id)
+	hctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- given.HandedOver(hctx)
+		stop()
+	}()
+	a.keepConnected(hctx, sh)
+	err := <-done
+	a.close(sh)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		a.log.Warn("discord: shard hand-off not confirmed; its connection is closed anyway", "shard", sh.id, "err", err)
+	default:
+		a.log.Info("discord: shard handed over; its connection is closed", "shard", sh.id)
 	}
 }
 

@@ -2,6 +2,7 @@ package discord_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -62,7 +63,8 @@ func (s *testShards) Join(_ context.Context, count int) ([]adapters.Lease, error
 type testLease struct {
 	grant    chan struct{}
 	mu       sync.Mutex
-	lose     context.CancelFunc
+	lose     context.CancelCauseFunc
+	served   int // Serving calls
 	released chan struct{}
 }
 
@@ -76,18 +78,76 @@ func (l *testLease) Acquire(ctx context.Context) (context.Context, func(), error
 		return nil, nil, ctx.Err()
 	case <-l.grant:
 	}
-	held, lose := context.WithCancel(ctx)
+	held, lose := context.WithCancelCause(ctx)
 	l.mu.Lock()
 	l.lose = lose
 	l.mu.Unlock()
-	return held, func() { lose(); l.released <- struct{}{} }, nil
+	return held, func() { lose(nil); l.released <- struct{}{} }, nil
 }
 
-// take ends the holder's term, as a lease lost to the database or given up to another replica.
+// Serving implements adapters.HandOff.
+func (l *testLease) Serving(context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.served++
+	return nil
+}
+
+func (l *testLease) servedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.served
+}
+
+// take ends the holder's term, as a lease lost to the database or another replica.
 func (l *testLease) take() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lose()
+	l.lose(errors.New("lease lost"))
+}
+
+// giveUp ends the holder's term as given up; the new holder serves the lease once handed is
+// closed.
+func (l *testLease) giveUp(handed <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lose(&adapters.GivenUp{HandedOver: func(ctx context.Context) error {
+		select {
+		case <-handed:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+}
+
+// TestAShardGivenUpStaysConnectedUntilItIsHandedOver: a replica whose shard lease is given up
+// (not lost) releases the lease at once but keeps the shard's gateway session, and answers what
+// arrives on it, until the new holder serves the shard; then it closes the session.
+func TestAShardGivenUpStaysConnectedUntilItIsHandedOver(t *testing.T) {
+	t.Parallel()
+	shards := &testShards{leases: []*testLease{newTestLease(), newTestLease()}}
+	hs := launch(t, dtk.New(dtk.Config{Shards: 2, MaxConcurrency: 2}), func(o *discord.Options) { o.ShardLeases = shards }, nil)
+	l := shards.leases[1]
+	l.grant <- struct{}{}
+	wait.For(t, "shard 1 connected and marked served", func() bool { return hs.srv.LiveShards()[1] == 1 && l.servedCount() == 1 })
+
+	handed := make(chan struct{})
+	l.giveUp(handed)
+	select {
+	case <-l.released:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lease given up was not released")
+	}
+	if live := hs.srv.LiveShards()[1]; live != 1 {
+		t.Fatalf("shard 1 has %d live sessions right after it was given up, want its session kept", live)
+	}
+	g1 := dtk.GuildOnShard(1, 2, 0)
+	if _, got := hs.post(guildMessage(hs.srv, g1, "710000000000000003", "in the hand-off")); got.in.Text != "in the hand-off" {
+		t.Errorf("the handler got %q, want the message sent during the hand-off", got.in.Text)
+	}
+	close(handed)
+	hs.waitFor("shard 1's connection closed once handed over", func() bool { return hs.srv.LiveShards()[1] == 0 })
 }
 
 // TestAReplicaConnectsOnlyTheShardsItHoldsAndClosesOneItLoses runs the adapter with shard

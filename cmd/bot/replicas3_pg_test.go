@@ -322,7 +322,8 @@ func (p *discordPlatform) configure(t *testing.T, i int, c *tomlConfig) {
 }
 
 // holders returns, by shard, the replicas holding it now by their logs: the last word of each
-// replica on the shard is that it holds it, not that it lost it.
+// replica on the shard is that it holds it, not that it lost it or handed it over (a replica
+// that gave a shard up serves it until the one taking it over is connected: both hold it then).
 func (p *discordPlatform) holders(reps []*childReplica) map[int][]int {
 	out := map[int][]int{}
 	for i, r := range reps {
@@ -332,7 +333,9 @@ func (p *discordPlatform) holders(reps []*childReplica) map[int][]int {
 				switch {
 				case strings.Contains(line, fmt.Sprintf(`msg="discord: this replica holds the shard" shard=%d `, shard)):
 					held[shard] = true
-				case strings.Contains(line, fmt.Sprintf(`msg="discord: shard lease lost or given up; its connection is closed" shard=%d`, shard)):
+				case strings.Contains(line, fmt.Sprintf(`msg="discord: shard lease lost; its connection is closed" shard=%d`, shard)),
+					strings.Contains(line, fmt.Sprintf(`msg="discord: shard handed over; its connection is closed" shard=%d`, shard)),
+					strings.Contains(line, fmt.Sprintf(`msg="discord: shard hand-off not confirmed; its connection is closed anyway" shard=%d`, shard)):
 					held[shard] = false
 				}
 			}

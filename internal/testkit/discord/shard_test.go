@@ -146,3 +146,51 @@ func TestIdentifyingWithTooFewShardsIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoSessionsOfOneShardBothGetItsEvents identifies two sessions as the same shard [1, 2],
+// as two replicas do while one hands the shard to the other: Discord accepts both, both are
+// live, and each message of a guild on that shard reaches both of them; once one session
+// closes, the other still gets the next message.
+func TestTwoSessionsOfOneShardBothGetItsEvents(t *testing.T) {
+	s := New(Config{Shards: 2})
+	defer s.Close()
+	g1 := GuildOnShard(1, 2, 0)
+	s.AddChannel(Channel{ID: "11", GuildID: g1, Type: ChannelGuildText})
+	clients := []*gatewayClient{dialShard(t, s, []int{1, 2}), dialShard(t, s, []int{1, 2})}
+	for _, c := range clients {
+		c.until("READY")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitFor(ctx, func() bool { return s.LiveShards()[1] == 2 }); err != nil {
+		t.Fatalf("live shards %v: %v", s.LiveShards(), err)
+	}
+	content := func(e gwEvent) string {
+		var m struct {
+			Content string `json:"content"`
+		}
+		_ = json.Unmarshal(e.Data, &m)
+		return m.Content
+	}
+	if _, err := s.Post(UserMessage{ChannelID: "11", GuildID: g1, AuthorID: "7", Content: "to both"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range clients {
+		if got := content(c.until("MESSAGE_CREATE")); got != "to both" {
+			t.Errorf("session %d got %q, want the guild's message", i, got)
+		}
+	}
+	clients[0].ws.Close()
+	if err := s.WaitFor(ctx, func() bool { return s.LiveShards()[1] == 1 }); err != nil {
+		t.Fatalf("live shards %v after one session closed: %v", s.LiveShards(), err)
+	}
+	if _, err := s.Post(UserMessage{ChannelID: "11", GuildID: g1, AuthorID: "7", Content: "to the other"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := content(clients[1].until("MESSAGE_CREATE")); got != "to the other" {
+		t.Errorf("the remaining session got %q, want the next message", got)
+	}
+	if n := s.ShardIdentifies(1); n != 2 {
+		t.Errorf("shard 1 identified %d times, want 2", n)
+	}
+}
