@@ -137,7 +137,15 @@ func (w *webChat) post(path string, form url.Values) (int, string) {
 
 func (w *webChat) say(text string) {
 	w.t.Helper()
-	if code, body := w.post("/chat/send", url.Values{"text": {text}}); code != http.StatusAccepted {
+	// The admin listener (and the page) may be up a moment before the web chat takes messages:
+	// it answers 503 "try again in a moment" until then, and the user sends again.
+	var code int
+	var body string
+	wait.For(w.t, "the web chat taking the message", func() bool {
+		code, body = w.post("/chat/send", url.Values{"text": {text}})
+		return code != http.StatusServiceUnavailable
+	})
+	if code != http.StatusAccepted {
 		w.t.Fatalf("send: %d %s", code, body)
 	}
 }
