@@ -205,7 +205,11 @@ func (r *Reply) nextStepLocked() (step, bool) {
 		return step{}, false
 	}
 	src := r.latest
-	parts, cuts, base := r.parts(src, r.previewMax, true)
+	// A live part streamed as a draft is not finished early: a draft is no message that could
+	// overflow, and the final's parts go out as sends the chat's burst takes at once. Finishing
+	// it early would split an answer that fits one message (3,200 characters cut at 2,047
+	// once previews came every second).
+	parts, cuts, base := r.parts(src, r.previewMax, !r.draftsLocked())
 	for i, part := range parts {
 		last := i == len(parts)-1
 		var cut *rollPart
