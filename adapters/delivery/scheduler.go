@@ -417,6 +417,11 @@ func (s *scheduler) dispatchLocked() {
 	}
 	now := time.Now()
 	var next time.Time
+	later := func(at time.Time) {
+		if at != never && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
 	var gAt [poolCount]time.Time
 	for _, pass := range []bool{true, false} {
 		// Every ticket goes through one bot-wide pool: work out the pools' readiness once per
@@ -428,57 +433,79 @@ func (s *scheduler) dispatchLocked() {
 				i++
 				continue
 			}
-			g := gAt[t.pool]
-			if t.pool == poolPaid && !t.final && s.split() {
-				// A message started as a preview: see pools.go.
-				if gAt[poolFree].After(g) {
-					g = gAt[poolFree]
-				}
-				if s.open >= s.openMax() {
-					i++ // until a reply with an open message ends (closeOpen)
-					continue
-				}
+			g, held := s.poolAtLocked(t, &gAt)
+			if held {
+				i++ // until a reply with an open message ends (closeOpen)
+				continue
 			}
 			if g.After(now) {
-				if g != never && (next.IsZero() || g.Before(next)) {
-					next = g
-				}
+				later(g)
 				if gAt[poolFree].After(now) && gAt[poolPaid].After(now) {
 					break
 				}
 				i++
 				continue
 			}
-			global := s.pools[t.pool]
-			at := now
-			for _, b := range t.buckets {
-				if b == global {
-					continue
-				}
-				if r := b.readyAt(now, t.final); r.After(at) {
-					at = r
-				}
-			}
-			if at.After(now) {
-				if at != never && (next.IsZero() || at.Before(next)) {
-					next = at
-				}
+			if at := s.chatReadyAt(t, now); at.After(now) {
+				later(at)
 				i++
 				continue
 			}
-			for _, b := range t.buckets {
-				if sl := b.take(now); sl != nil {
-					t.slots = append(t.slots, sl)
-				}
-				b.waiters--
-			}
-			t.done = true
 			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
-			s.grantLocked(t)
+			s.takeLocked(t, now)
 			s.poolsReady(now, pass, &gAt)
 		}
 	}
 	s.sweepLocked(now)
+	s.armLocked(now, next)
+}
+
+// poolAtLocked is when ticket t's bot-wide pool has room (gAt: each pool's); held says the
+// ticket waits for an open message to end instead. A message started as a preview in the paid
+// pool waits for the free pool too, which is to carry its edits (see pools.go).
+func (s *scheduler) poolAtLocked(t *ticket, gAt *[poolCount]time.Time) (at time.Time, held bool) {
+	at = gAt[t.pool]
+	if t.pool == poolPaid && !t.final && s.split() {
+		if gAt[poolFree].After(at) {
+			at = gAt[poolFree]
+		}
+		if s.open >= s.openMax() {
+			return at, true
+		}
+	}
+	return at, false
+}
+
+// chatReadyAt is when ticket t's buckets other than its bot-wide pool (the chat's, the group's)
+// have room.
+func (s *scheduler) chatReadyAt(t *ticket, now time.Time) time.Time {
+	global := s.pools[t.pool]
+	at := now
+	for _, b := range t.buckets {
+		if b == global {
+			continue
+		}
+		if r := b.readyAt(now, t.final); r.After(at) {
+			at = r
+		}
+	}
+	return at
+}
+
+// takeLocked grants ticket t, taken off the waiting list: a slot from each of its buckets.
+func (s *scheduler) takeLocked(t *ticket, now time.Time) {
+	for _, b := range t.buckets {
+		if sl := b.take(now); sl != nil {
+			t.slots = append(t.slots, sl)
+		}
+		b.waiters--
+	}
+	t.done = true
+	s.grantLocked(t)
+}
+
+// armLocked sets the wake-up for next (zero: none), unless an earlier one is armed already.
+func (s *scheduler) armLocked(now, next time.Time) {
 	if next.IsZero() {
 		return
 	}
