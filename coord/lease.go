@@ -156,91 +156,130 @@ func (l *Lease) try(ctx context.Context, epoch int64) (*sql.Conn, bool, error) {
 // serve takes the served lock on the lease's connection (and again on a retaken one), so it
 // holds exactly as long as the lease does.
 func (l *Lease) hold(ctx context.Context, conn *sql.Conn, epoch int64, every time.Duration, keep func(context.Context) bool, retake time.Duration) (context.Context, func(), func(context.Context) error) {
-	held, end := context.WithCancelCause(ctx)
-	lost := func(why string) { end(fmt.Errorf("coord: lease %s lost: %s", l.name, why)) }
-	var mu sync.Mutex // guards conn (swapped by a retake) and serving against serve
-	serving := false
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every / 2)
-		defer t.Stop()
-		for {
-			select {
-			case <-held.Done():
-				return
-			case <-t.C:
-			}
-			if l.takenOver(epoch) {
-				lost("its epoch was taken over")
-				return
-			}
-			mu.Lock()
-			c := conn
-			mu.Unlock()
-			cctx, cancel := context.WithTimeout(held, every)
-			err := c.PingContext(cctx)
-			cancel()
-			if err != nil && retake > 0 {
-				discard(c)
-				next, ok := l.retake(held, epoch, every, retake)
-				mu.Lock()
-				conn = next
-				if ok && serving {
-					if err := l.serve(held, next); err != nil {
-						lost("its served lock not taken again: " + err.Error())
-						mu.Unlock()
-						return
-					}
-				}
-				mu.Unlock()
-				if ok {
-					continue
-				}
-			}
-			if err != nil {
-				lost("its session failed a check: " + err.Error())
-				return
-			}
-			if keep != nil && !keep(held) {
-				end(&adapters.GivenUp{HandedOver: func(ctx context.Context) error { return l.handedOver(ctx, epoch, HandOffLimit) }})
-				return
-			}
+	h := &holding{l: l, conn: conn, epoch: epoch, every: every, keep: keep, retake: retake, done: make(chan struct{})}
+	h.held, h.end = context.WithCancelCause(ctx)
+	go h.watch()
+	return h.held, h.release, h.serve
+}
+
+// holding is one hold of a lease: its pinned connection watched until the lease is lost, given
+// up or released.
+type holding struct {
+	l      *Lease
+	epoch  int64
+	every  time.Duration
+	keep   func(context.Context) bool
+	retake time.Duration
+	held   context.Context
+	end    context.CancelCauseFunc
+	done   chan struct{} // closed when watch returns
+
+	mu      sync.Mutex // guards conn (swapped by a retake) and serving against serve
+	conn    *sql.Conn
+	serving bool
+}
+
+func (h *holding) lost(why string) { h.end(fmt.Errorf("coord: lease %s lost: %s", h.l.name, why)) }
+
+// watch checks the lease every half period until it ends.
+func (h *holding) watch() {
+	defer close(h.done)
+	t := time.NewTicker(h.every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.held.Done():
+			return
+		case <-t.C:
 		}
-	}()
-	release := func() {
-		end(fmt.Errorf("coord: lease %s released", l.name))
-		<-done
-		mu.Lock()
-		conn, wasServing := conn, serving
-		mu.Unlock()
-		if conn == nil {
-			return // lost with its session
-		}
-		// A connection whose unlock failed may still hold the lock: it is closed, not pooled;
-		// so is a named one (a takeover would end it in the pool), and one holding the served
-		// lock.
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.ExecContext(cctx, `SELECT pg_advisory_unlock($1)`, l.key); err != nil || l.member != nil || wasServing {
-			discard(conn)
+		if !h.check() {
 			return
 		}
-		conn.Close()
 	}
-	serve := func(ctx context.Context) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if held.Err() != nil || conn == nil {
-			return fmt.Errorf("coord: lease %s is no longer held", l.name)
-		}
-		if err := l.serve(ctx, conn); err != nil {
-			return err
-		}
-		serving = true
-		return nil
+}
+
+// check is one look at the lease: its epoch, its session (retaken after a blip when allowed),
+// and whether to keep it. It reports whether the lease is still held.
+func (h *holding) check() bool {
+	if h.l.takenOver(h.epoch) {
+		h.lost("its epoch was taken over")
+		return false
 	}
-	return held, release, serve
+	h.mu.Lock()
+	c := h.conn
+	h.mu.Unlock()
+	cctx, cancel := context.WithTimeout(h.held, h.every)
+	err := c.PingContext(cctx)
+	cancel()
+	if err != nil && h.retake > 0 {
+		discard(c)
+		next, ok := h.l.retake(h.held, h.epoch, h.every, h.retake)
+		h.mu.Lock()
+		h.conn = next
+		if ok && h.serving {
+			if err := h.l.serve(h.held, next); err != nil {
+				h.mu.Unlock()
+				h.lost("its served lock not taken again: " + err.Error())
+				return false
+			}
+		}
+		h.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	if err != nil {
+		h.lost("its session failed a check: " + err.Error())
+		return false
+	}
+	if h.keep != nil && !h.keep(h.held) {
+		h.end(&adapters.GivenUp{HandedOver: func(ctx context.Context) error { return h.l.handedOver(ctx, h.epoch, HandOffLimit) }})
+		return false
+	}
+	return true
+}
+
+// release ends the hold and gives the lock back.
+func (h *holding) release() {
+	h.end(fmt.Errorf("coord: lease %s released", h.l.name))
+	<-h.done
+	h.mu.Lock()
+	conn, wasServing := h.conn, h.serving
+	h.mu.Unlock()
+	if conn == nil {
+		return // lost with its session
+	}
+	// A connection whose unlock failed may still hold the lock: it is closed, not pooled; so is
+	// a named one (a takeover would end it in the pool), and one that held the served lock. The
+	// served lock is given back here, not left to the session's end, so that a replica handing
+	// the lease over never sees it served by a holder that has let it go.
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if wasServing {
+		_, err = conn.ExecContext(cctx, `SELECT pg_advisory_unlock($1), pg_advisory_unlock_shared($2)`, h.l.key, h.l.servedKey)
+	} else {
+		_, err = conn.ExecContext(cctx, `SELECT pg_advisory_unlock($1)`, h.l.key)
+	}
+	if err != nil || h.l.member != nil || wasServing {
+		discard(conn)
+		return
+	}
+	conn.Close()
+}
+
+// serve takes the served lock on the lease's connection while it is held.
+func (h *holding) serve(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held.Err() != nil || h.conn == nil {
+		return fmt.Errorf("coord: lease %s is no longer held", h.l.name)
+	}
+	if err := h.l.serve(ctx, h.conn); err != nil {
+		return err
+	}
+	h.serving = true
+	return nil
 }
 
 // serve takes the lease's served lock, shared, on conn.
