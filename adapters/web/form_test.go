@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"relaybot/adapters"
 	"relaybot/adapters/adapterstest"
-	"relaybot/store"
 )
 
 // formHandler asks a form with a text and a number field; an age out of bounds asks the form
@@ -92,28 +89,11 @@ func TestAToolFormIsAnsweredFromThePage(t *testing.T) {
 		{"declined", []url.Values{{"choice": {"decline"}}}, "declined by the user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			if err := st.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			st := openStore(t)
 			hub, book := &relayHub{}, &adapterstest.Book{}
-			var srvs [2]*httptest.Server
-			for i := range srvs {
-				c, err := New(Options{Handler: formHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book})
-				if err != nil {
-					t.Fatal(err)
-				}
-				srvs[i] = httptest.NewServer(c.Handler())
-				t.Cleanup(func() {
-					srvs[i].Close()
-					c.Close()
-				})
-			}
+			srvs := twoReplicas(t, func() Options {
+				return Options{Handler: formHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book}
+			})
 			b := newBrowser(t, srvs[0])
 			other := newBrowser(t, srvs[0])
 			events := b.events(t.Context())

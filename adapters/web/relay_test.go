@@ -3,16 +3,13 @@ package web
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"relaybot/adapters"
 	"relaybot/adapters/adapterstest"
-	"relaybot/store"
 )
 
 // relayHub joins the Relays of web chats in one test, as coord.WebRelay joins replicas: an
@@ -112,28 +109,11 @@ func (h askingHandler) Handle(ctx context.Context, in adapters.Inbound, out adap
 // first is carried to the second, which settles it (the first answers the press with the
 // verdict), and the page shows the decision and the answer.
 func TestAnApprovalAskedOnOneReplicaIsAnsweredFromAPageOnAnother(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
 	hub, book := &relayHub{}, &adapterstest.Book{}
-	var srvs [2]*httptest.Server
-	for i := range srvs {
-		c, err := New(Options{Handler: askingHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srvs[i] = httptest.NewServer(c.Handler())
-		t.Cleanup(func() {
-			srvs[i].Close()
-			c.Close()
-		})
-	}
+	srvs := twoReplicas(t, func() Options {
+		return Options{Handler: askingHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book}
+	})
 	b := newBrowser(t, srvs[0])
 	events := b.events(t.Context())
 	b.srv = srvs[1]

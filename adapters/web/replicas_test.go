@@ -4,9 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -71,27 +69,11 @@ func (b *browser) pageCSRF(chatID string) string {
 // second, whose stream shows the answer; a page load on the first then shows that exchange.
 func TestABrowserIsRecognisedByEveryReplica(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var srvs [2]*httptest.Server
+	st := openStore(t)
 	finished := make(chan struct{}, 1)
-	for i := range srvs {
-		c, err := New(Options{Handler: storingHandler{t: t, st: st, answer: "**Paris**.", finished: finished}, Sessions: st})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srvs[i] = httptest.NewServer(c.Handler())
-		t.Cleanup(func() {
-			srvs[i].Close()
-			c.Close()
-		})
-	}
+	srvs := twoReplicas(t, func() Options {
+		return Options{Handler: storingHandler{t: t, st: st, answer: "**Paris**.", finished: finished}, Sessions: st}
+	})
 	// Cookies are per host, not per port: the browser's cookie goes to both replicas, as it
 	// would behind one load balancer.
 	b := newBrowser(t, srvs[0])
