@@ -221,6 +221,7 @@ type sseNormaliser struct {
 	// provider's error sent into the stream as plain JSON.
 	errText []byte
 	done    bool // [DONE] was read
+	dec     chunkDecoder
 }
 
 func (s *sseNormaliser) Read(p []byte) (int, error) {
@@ -290,7 +291,8 @@ var errStreamErrorUnreadable = errors.New("the stream sent an error that could n
 // event or plain JSON error as "error, " and its *openai.APIError, and
 // openai.ErrTooManyEmptyStreamMessages. It reads the lines in place, where go-openai copies
 // each line twice and runs two regular expressions on it: the model client's cost per chunk is
-// then little more than decoding the chunk's JSON.
+// then little more than decoding the chunk's JSON, which the lean decoder does where it can
+// vouch for giving what json.Unmarshal gives. resp must be the zero value.
 func (s *sseNormaliser) next(resp *openai.ChatCompletionStreamResponse) error {
 	var empty int
 	for {
@@ -321,6 +323,9 @@ func (s *sseNormaliser) next(resp *openai.ChatCompletionStreamResponse) error {
 		}
 		if n, changed := s.normalisePayload(payload); changed {
 			payload = n
+		}
+		if s.dec.decode(payload, resp) {
+			return nil
 		}
 		return json.Unmarshal(payload, resp)
 	}
