@@ -24,6 +24,9 @@ type chunkDecoder struct {
 	raw []byte // a value's JSON text, still escaped
 	// The strings every chunk of a stream repeats, kept so they are allocated once per stream.
 	id, object, model, fingerprint string
+	// choiceBuf holds the choices of the last chunk decoded: a response's Choices are valid until
+	// the next decode, so a stream's chunks need no new slice each (most have one choice).
+	choiceBuf []openai.ChatCompletionStreamChoice
 }
 
 // The JSON names of the fields of go-openai's types the decoder fills, in the order of the
@@ -48,7 +51,8 @@ var (
 )
 
 // decode fills resp, which must be the zero value, from the chunk's JSON as json.Unmarshal would,
-// and reports true; on false resp is the zero value again, for json.Unmarshal.
+// and reports true; on false resp is the zero value again, for json.Unmarshal. resp's Choices
+// are the decoder's own, valid until the next decode.
 func (d *chunkDecoder) decode(payload []byte, resp *openai.ChatCompletionStreamResponse) bool {
 	v, err := d.p.ParseBytes(payload)
 	// The parser is lenient where encoding/json is not (numbers, control characters, escapes);
@@ -75,7 +79,7 @@ func (d *chunkDecoder) response(v *fastjson.Value, r *openai.ChatCompletionStrea
 		case 3:
 			return d.repeated(v, &r.Model, &d.model)
 		case 4:
-			return slice(d, v, &r.Choices, (*chunkDecoder).choice)
+			return d.choices(v, &r.Choices)
 		case 5:
 			return d.repeated(v, &r.SystemFingerprint, &d.fingerprint)
 		case 6:
@@ -372,6 +376,30 @@ func slice[T any](d *chunkDecoder, v *fastjson.Value, dst *[]T, read func(*chunk
 	out := make([]T, len(items))
 	for i, item := range items {
 		if item.Type() != fastjson.TypeNull && !read(d, item, &out[i]) {
+			return false
+		}
+	}
+	*dst = out
+	return true
+}
+
+// choices reads a chunk's choices into the decoder's own slice, as slice would into a new one.
+func (d *chunkDecoder) choices(v *fastjson.Value, dst *[]openai.ChatCompletionStreamChoice) bool {
+	switch v.Type() {
+	case fastjson.TypeNull:
+		return true
+	case fastjson.TypeArray:
+	default:
+		return false
+	}
+	items := v.GetArray()
+	if cap(d.choiceBuf) < len(items) || d.choiceBuf == nil {
+		d.choiceBuf = make([]openai.ChatCompletionStreamChoice, 0, max(len(items), 1))
+	}
+	out := d.choiceBuf[:len(items)]
+	clear(out)
+	for i, item := range items {
+		if item.Type() != fastjson.TypeNull && !d.choice(item, &out[i]) {
 			return false
 		}
 	}

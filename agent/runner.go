@@ -436,17 +436,21 @@ func (mc *modelCall) stream(ctx, callCtx context.Context) (Message, error) {
 		return Message{}, mc.wrapErr(ctx, callCtx, err)
 	}
 	defer stream.Close()
-	recv := stream.Recv
+	recv := func(resp *openai.ChatCompletionStreamResponse) (err error) {
+		*resp, err = stream.Recv()
+		return err
+	}
 	if mc.wc.stream != nil {
 		// The answer's chunks are read from the transport's normaliser, without go-openai's
 		// copies (stream.Recv stays for a body that is not an event stream).
-		recv = func() (resp openai.ChatCompletionStreamResponse, err error) {
-			err = mc.wc.stream.next(&resp)
-			return resp, err
-		}
+		recv = mc.wc.stream.next
 	}
+	// One response for the whole stream, not one on the heap per chunk; what it holds is valid
+	// until the next recv (next reuses the choices), and chunk keeps none of it.
+	resp := new(openai.ChatCompletionStreamResponse)
 	for {
-		resp, err := recv()
+		*resp = openai.ChatCompletionStreamResponse{}
+		err := recv(resp)
 		if err != nil {
 			if mc.acc.finish != "" {
 				break // the answer is complete; a missing [DONE] or usage chunk does not spoil it
@@ -459,7 +463,7 @@ func (mc *modelCall) stream(ctx, callCtx context.Context) (Message, error) {
 			}
 			return Message{}, mc.wrapErr(ctx, callCtx, err)
 		}
-		mc.chunk(&resp)
+		mc.chunk(resp)
 	}
 	if mc.acc.finish == openai.FinishReasonContentFilter {
 		return Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)

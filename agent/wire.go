@@ -292,7 +292,8 @@ var errStreamErrorUnreadable = errors.New("the stream sent an error that could n
 // openai.ErrTooManyEmptyStreamMessages. It reads the lines in place, where go-openai copies
 // each line twice and runs two regular expressions on it: the model client's cost per chunk is
 // then little more than decoding the chunk's JSON, which the lean decoder does where it can
-// vouch for giving what json.Unmarshal gives. resp must be the zero value.
+// vouch for giving what json.Unmarshal gives. resp must be the zero value; its Choices are
+// valid until the next call.
 func (s *sseNormaliser) next(resp *openai.ChatCompletionStreamResponse) error {
 	var empty int
 	for {
