@@ -157,3 +157,39 @@ func FuzzChunkDecoder(f *testing.F) {
 		checkChunk(t, &d, first)
 	})
 }
+
+// BenchmarkChunkDecode reads one OpenAI text chunk (after the normaliser's check) with the lean
+// decoder and with json.Unmarshal, as next did before it.
+func BenchmarkChunkDecode(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1-2025-04-14","system_fingerprint":"fp_a1b2c3","service_tier":"default","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"k2"}`)
+	b.Run("lean", func(b *testing.B) {
+		b.ReportAllocs()
+		var d chunkDecoder
+		for b.Loop() {
+			var r openai.ChatCompletionStreamResponse
+			if !plainChunk(chunk) || !d.decode(chunk, &r) {
+				b.Fatal("declined")
+			}
+		}
+	})
+	b.Run("json.Unmarshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r openai.ChatCompletionStreamResponse
+			if !plainChunk(chunk) || json.Unmarshal(chunk, &r) != nil {
+				b.Fatal("refused")
+			}
+		}
+	})
+}
+
+// BenchmarkPlainChunk is the normaliser's check of every chunk, before the decoder.
+func BenchmarkPlainChunk(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1-2025-04-14","system_fingerprint":"fp_a1b2c3","service_tier":"default","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"k2"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !plainChunk(chunk) {
+			b.Fatal("not plain")
+		}
+	}
+}

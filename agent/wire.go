@@ -540,25 +540,30 @@ func isNull(v json.RawMessage) bool {
 	return len(v) == 0 || string(v) == "null"
 }
 
-// plainKeys are the object keys of OpenAI's own chunks (and Azure's filter results), at any
-// depth: a chunk holding only these needs neither rewriting nor capturing.
-var plainKeys = map[string]bool{
-	"id": true, "object": true, "created": true, "model": true, "system_fingerprint": true,
-	"service_tier": true, "choices": true, "index": true, "delta": true, "role": true,
-	"content": true, "tool_calls": true, "function": true, "name": true, "arguments": true,
-	"type": true, "refusal": true, "logprobs": true, "finish_reason": true, "usage": true,
-	"prompt_tokens": true, "completion_tokens": true, "total_tokens": true,
-	"prompt_tokens_details": true, "completion_tokens_details": true, "cached_tokens": true,
-	"reasoning_tokens": true, "audio_tokens": true, "accepted_prediction_tokens": true,
-	"rejected_prediction_tokens": true, "obfuscation": true, "annotations": true,
-	"content_filter_results": true, "prompt_filter_results": true, "prompt_index": true,
-	"hate": true, "self_harm": true, "sexual": true, "violence": true, "jailbreak": true,
-	"protected_material_text": true, "protected_material_code": true, "filtered": true,
-	"severity": true, "detected": true,
+// plainKey reports an object key of OpenAI's own chunks (and Azure's filter results), at any
+// depth: a chunk holding only these needs neither rewriting nor capturing. A switch, not a map:
+// it runs for every key of every chunk, and compiles to a few comparisons without hashing.
+func plainKey(k []byte) bool {
+	switch string(k) {
+	case "id", "object", "created", "model", "system_fingerprint",
+		"service_tier", "choices", "index", "delta", "role",
+		"content", "tool_calls", "function", "name", "arguments",
+		"type", "refusal", "logprobs", "finish_reason", "usage",
+		"prompt_tokens", "completion_tokens", "total_tokens",
+		"prompt_tokens_details", "completion_tokens_details", "cached_tokens",
+		"reasoning_tokens", "audio_tokens", "accepted_prediction_tokens",
+		"rejected_prediction_tokens", "obfuscation", "annotations",
+		"content_filter_results", "prompt_filter_results", "prompt_index",
+		"hate", "self_harm", "sexual", "violence", "jailbreak",
+		"protected_material_text", "protected_material_code", "filtered",
+		"severity", "detected":
+		return true
+	}
+	return false
 }
 
 // plainChunk reports, in one pass over the bytes and without allocating, that a stream chunk
-// is in OpenAI's own shape: every object key is one of plainKeys and no content is an array.
+// is in OpenAI's own shape: every object key is a plainKey and no content is an array.
 // Most chunks of most providers are; normaliseObject parses only the others. Anything it is
 // unsure of (an escaped key, broken JSON) counts as not plain.
 func plainChunk(b []byte) bool {
@@ -586,7 +591,7 @@ func plainChunk(b []byte) bool {
 		if k >= len(b) || b[k] != ':' {
 			continue // a string value, not a key
 		}
-		if bytes.IndexByte(str, '\\') >= 0 || !plainKeys[string(str)] {
+		if bytes.IndexByte(str, '\\') >= 0 || !plainKey(str) {
 			return false
 		}
 		if string(str) == "content" {
