@@ -3,7 +3,9 @@ package agent
 import (
 	"encoding/json"
 	"reflect"
+	"syscall"
 	"testing"
+	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -163,33 +165,51 @@ func FuzzChunkDecoder(f *testing.F) {
 func BenchmarkChunkDecode(b *testing.B) {
 	chunk := []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1-2025-04-14","system_fingerprint":"fp_a1b2c3","service_tier":"default","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"k2"}`)
 	b.Run("lean", func(b *testing.B) {
-		b.ReportAllocs()
 		var d chunkDecoder
-		for b.Loop() {
+		perOp(b, func() {
 			var r openai.ChatCompletionStreamResponse
 			if !plainChunk(chunk) || !d.decode(chunk, &r) {
 				b.Fatal("declined")
 			}
-		}
+		})
 	})
 	b.Run("json.Unmarshal", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
+		perOp(b, func() {
 			var r openai.ChatCompletionStreamResponse
 			if !plainChunk(chunk) || json.Unmarshal(chunk, &r) != nil {
 				b.Fatal("refused")
 			}
-		}
+		})
 	})
+}
+
+// perOp runs op b.N times and reports the process's CPU time per op beside the wall time:
+// on a shared machine the wall time swings with the neighbours, the CPU time much less.
+func perOp(b *testing.B, op func()) {
+	b.ReportAllocs()
+	start := processCPU(b)
+	n := 0
+	for b.Loop() {
+		op()
+		n++
+	}
+	b.ReportMetric(float64(processCPU(b)-start)/float64(n), "cpu-ns/op")
+}
+
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkPlainChunk is the normaliser's check of every chunk, before the decoder.
 func BenchmarkPlainChunk(b *testing.B) {
 	chunk := []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1-2025-04-14","system_fingerprint":"fp_a1b2c3","service_tier":"default","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"k2"}`)
-	b.ReportAllocs()
-	for b.Loop() {
+	perOp(b, func() {
 		if !plainChunk(chunk) {
 			b.Fatal("not plain")
 		}
-	}
+	})
 }

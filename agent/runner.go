@@ -285,10 +285,10 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, mc.wc))
 	defer cancel(nil)
 	if c.Timeout > 0 {
-		mc.deadline = time.AfterFunc(c.Timeout, func() {
+		mc.deadline = startDataDeadline(c.Timeout, func() {
 			cancel(fmt.Errorf("%w within %s", errNoData, c.Timeout))
 		})
-		defer mc.deadline.Stop()
+		defer mc.deadline.stop()
 	}
 	defer func() { mc.finish(ctx, err, end) }()
 	mc.acc = newAccumulator(round, t.r.opts.FlushChunks, t.r.opts.RemoveThink)
@@ -314,7 +314,7 @@ type modelCall struct {
 	rec        LLMCall
 	prompt     int
 	start      time.Time
-	deadline   *time.Timer // the candidate's Timeout without data; nil without one
+	deadline   *dataDeadline // the candidate's Timeout without data; nil without one
 	acc        *accumulator
 	started    bool // the first chunk arrived
 	reported   bool // the provider reported the call's usage
@@ -479,7 +479,7 @@ func (mc *modelCall) chunk(resp *openai.ChatCompletionStreamResponse) {
 		mc.rec.ResponseModel = resp.Model
 	}
 	if mc.deadline != nil {
-		mc.deadline.Reset(mc.c.Timeout)
+		mc.deadline.touch()
 	}
 	if resp.Usage != nil {
 		mc.rec.TokensIn, mc.rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
