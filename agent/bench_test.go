@@ -6,9 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -18,26 +16,17 @@ import (
 
 const benchTokens = 1000
 
-// cpuTime is the process's user+system CPU time.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // measure runs turn b.N times and reports the process CPU per streamed token (fake server
 // included: it is the same for both benchmarks).
 func measure(b *testing.B, turn func()) {
 	b.ReportAllocs()
-	start := cpuTime(b)
+	start := agent.CPUTime(b)
 	n := 0
 	for b.Loop() {
 		turn()
 		n++
 	}
-	b.ReportMetric(float64(cpuTime(b)-start)/float64(n*benchTokens), "cpu-ns/token")
+	b.ReportMetric(float64(agent.CPUTime(b)-start)/float64(n*benchTokens), "cpu-ns/token")
 }
 
 func benchServer(b *testing.B) *llm.Server {

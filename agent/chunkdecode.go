@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 
@@ -145,10 +146,7 @@ func (d *chunkDecoder) toolCall(v *fastjson.Value, c *openai.ToolCall) bool {
 
 func (d *chunkDecoder) function(v *fastjson.Value, f *openai.FunctionCall) bool {
 	return d.fields(v, functionNames, func(i int, v *fastjson.Value) bool {
-		if i == 0 {
-			return d.string(v, &f.Name)
-		}
-		return d.string(v, &f.Arguments)
+		return d.string(v, []*string{&f.Name, &f.Arguments}[i])
 	})
 }
 
@@ -171,25 +169,13 @@ func (d *chunkDecoder) usage(v *fastjson.Value, u *openai.Usage) bool {
 
 func (d *chunkDecoder) promptDetails(v *fastjson.Value, p *openai.PromptTokensDetails) bool {
 	return d.fields(v, promptDetailNames, func(i int, v *fastjson.Value) bool {
-		if i == 0 {
-			return d.int(v, &p.AudioTokens)
-		}
-		return d.int(v, &p.CachedTokens)
+		return d.int(v, []*int{&p.AudioTokens, &p.CachedTokens}[i])
 	})
 }
 
 func (d *chunkDecoder) outputDetails(v *fastjson.Value, c *openai.CompletionTokensDetails) bool {
 	return d.fields(v, outputDetailNames, func(i int, v *fastjson.Value) bool {
-		switch i {
-		case 0:
-			return d.int(v, &c.AudioTokens)
-		case 1:
-			return d.int(v, &c.ReasoningTokens)
-		case 2:
-			return d.int(v, &c.AcceptedPredictionTokens)
-		default:
-			return d.int(v, &c.RejectedPredictionTokens)
-		}
+		return d.int(v, []*int{&c.AudioTokens, &c.ReasoningTokens, &c.AcceptedPredictionTokens, &c.RejectedPredictionTokens}[i])
 	})
 }
 
@@ -224,28 +210,26 @@ func (d *chunkDecoder) severity(v *fastjson.Value, filtered *bool, severity *str
 
 func (d *chunkDecoder) detected(v *fastjson.Value, filtered, detected *bool) bool {
 	return d.fields(v, detectedNames, func(i int, v *fastjson.Value) bool {
-		if i == 0 {
-			return d.bool(v, filtered)
-		}
-		return d.bool(v, detected)
+		return d.bool(v, []*bool{filtered, detected}[i])
 	})
 }
 
 func (d *chunkDecoder) promptFilter(v *fastjson.Value, p *openai.PromptFilterResult) bool {
-	return d.fields(v, promptFilterNames, func(i int, v *fastjson.Value) bool {
-		if i == 0 {
-			return d.int(v, &p.Index)
-		}
-		return d.filters(v, &p.ContentFilterResults)
-	})
+	return d.promptFilters(v, promptFilterNames, &p.Index, &p.ContentFilterResults)
 }
 
 func (d *chunkDecoder) annotation(v *fastjson.Value, p *openai.PromptAnnotation) bool {
-	return d.fields(v, annotationNames, func(i int, v *fastjson.Value) bool {
+	return d.promptFilters(v, annotationNames, &p.PromptIndex, &p.ContentFilterResults)
+}
+
+// promptFilters reads a prompt's index and its filter results, the two fields (named names) of
+// both of go-openai's types for them.
+func (d *chunkDecoder) promptFilters(v *fastjson.Value, names []string, index *int, f *openai.ContentFilterResults) bool {
+	return d.fields(v, names, func(i int, v *fastjson.Value) bool {
 		if i == 0 {
-			return d.int(v, &p.PromptIndex)
+			return d.int(v, index)
 		}
-		return d.filters(v, &p.ContentFilterResults)
+		return d.filters(v, f)
 	})
 }
 
@@ -260,30 +244,28 @@ func (d *chunkDecoder) logprobs(v *fastjson.Value, l *openai.ChatCompletionStrea
 
 func (d *chunkDecoder) tokenLogprob(v *fastjson.Value, t *openai.ChatCompletionTokenLogprob) bool {
 	return d.fields(v, tokenLogprobNames, func(i int, v *fastjson.Value) bool {
-		switch i {
-		case 0:
-			return d.string(v, &t.Token)
-		case 1:
-			return slice(d, v, &t.Bytes, (*chunkDecoder).int64)
-		case 2:
-			return d.float64(v, &t.Logprob)
-		default:
+		if i == 3 {
 			return slice(d, v, &t.TopLogprobs, (*chunkDecoder).topLogprob)
 		}
+		return d.logprob(i, v, &t.Token, &t.Bytes, &t.Logprob)
 	})
 }
 
 func (d *chunkDecoder) topLogprob(v *fastjson.Value, t *openai.ChatCompletionTokenLogprobTopLogprob) bool {
 	return d.fields(v, topLogprobNames, func(i int, v *fastjson.Value) bool {
-		switch i {
-		case 0:
-			return d.string(v, &t.Token)
-		case 1:
-			return slice(d, v, &t.Bytes, (*chunkDecoder).int64)
-		default:
-			return d.float64(v, &t.Logprob)
-		}
+		return d.logprob(i, v, &t.Token, &t.Bytes, &t.Logprob)
 	})
+}
+
+// logprob reads field i of the three both logprob types begin with: token, bytes, logprob.
+func (d *chunkDecoder) logprob(i int, v *fastjson.Value, token *string, bytes *[]int64, logprob *float64) bool {
+	switch i {
+	case 0:
+		return d.string(v, token)
+	case 1:
+		return slice(d, v, bytes, (*chunkDecoder).int64)
+	}
+	return d.float64(v, logprob)
 }
 
 // fields calls set for each member of the object v whose name is names[i], as json.Unmarshal
@@ -434,7 +416,7 @@ func (d *chunkDecoder) text(v *fastjson.Value) (text []byte, isNull, ok bool) {
 		return nil, false, false
 	}
 	raw = raw[1 : len(raw)-1]
-	if escapes(raw) {
+	if bytes.IndexByte(raw, '\\') >= 0 {
 		if !pairedSurrogates(raw) {
 			return nil, false, false
 		}
@@ -444,16 +426,6 @@ func (d *chunkDecoder) text(v *fastjson.Value) (text []byte, isNull, ok bool) {
 		return nil, false, false
 	}
 	return raw, false, true
-}
-
-// escapes reports a backslash in b.
-func escapes(b []byte) bool {
-	for _, c := range b {
-		if c == '\\' {
-			return true
-		}
-	}
-	return false
 }
 
 // pairedSurrogates reports that every \u escape of a UTF-16 surrogate in the (valid) JSON string

@@ -187,19 +187,21 @@ func BenchmarkChunkDecode(b *testing.B) {
 // on a shared machine the wall time swings with the neighbours, the CPU time much less.
 func perOp(b *testing.B, op func()) {
 	b.ReportAllocs()
-	start := processCPU(b)
+	start := CPUTime(b)
 	n := 0
 	for b.Loop() {
 		op()
 		n++
 	}
-	b.ReportMetric(float64(processCPU(b)-start)/float64(n), "cpu-ns/op")
+	b.ReportMetric(float64(CPUTime(b)-start)/float64(n), "cpu-ns/op")
 }
 
-func processCPU(b *testing.B) time.Duration {
+// CPUTime is the process's user+system CPU time, for the benchmarks of this package and of
+// agent_test (exported to those only: it is in a test file).
+func CPUTime(tb testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
+		tb.Fatalf("getrusage: %v", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
