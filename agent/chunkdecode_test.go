@@ -57,6 +57,8 @@ var leanChunks = []struct {
 	{"a boolean as a string", `{"choices":[{"content_filter_results":{"hate":{"filtered":"no"}},"index":0}]}`, false},
 	{"a logprob out of range", `{"choices":[{"index":0,"logprobs":{"content":[{"token":"a","logprob":1e400}]}}]}`, false},
 	{"a control character", "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\tb\"}}]}", false},
+	{"a control character before an escape", "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\x10\\\\n\"}}]}", false},
+	{"a control character in an ignored key before an escape", "{\"x\x01\\n\":1,\"choices\":[]}", false},
 	{"a leading zero", `{"created":01,"choices":[]}`, false},
 	{"an invalid escape", `{"choices":[{"index":0,"delta":{"content":"\x41"}}]}`, false},
 	{"a trailing comma", `{"choices":[],}`, false},
