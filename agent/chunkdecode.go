@@ -13,10 +13,11 @@ import (
 // reflection: encoding/json's reflection over go-openai's types was the largest single cost of
 // reading a stream. It gives exactly what json.Unmarshal gives, or declines: the caller then hands
 // the chunk to json.Unmarshal. It declines whatever it cannot vouch for: JSON that fastjson's
-// strict validator refuses, a type the struct field would refuse, a name twice in one object, an
-// unknown name json.Unmarshal would match to a field case-insensitively (or any non-ASCII one),
-// text json.Unmarshal would repair (invalid UTF-8, a lone or mismatched surrogate escape), a
-// number that does not fit the field.
+// strict validator refuses (or a control byte in a chunk with escapes, which that validator can
+// miss), a type the struct field would refuse, a name twice in one object, an unknown name
+// json.Unmarshal would match to a field case-insensitively (or any non-ASCII one), text
+// json.Unmarshal would repair (invalid UTF-8, a lone or mismatched surrogate escape), a number
+// that does not fit the field.
 //
 // One decoder serves one stream, on the goroutine that reads it; its parser's memory is reused
 // from chunk to chunk.
