@@ -6,6 +6,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,7 +177,7 @@ func benchTurnWrites(b *testing.B, turns int) {
 		convs[i] = c.ID
 	}
 	var n atomic.Int64
-	commits, stmts := s.turns.commits.Load(), writerRuns(b, s)
+	commits, stmts, started := s.turns.commits.Load(), writerRuns(b, s), goroutinesCreated()
 	b.ReportAllocs()
 	b.SetParallelism(max(1, turns/runtime.GOMAXPROCS(0)))
 	if turns == 1 {
@@ -207,6 +208,16 @@ func benchTurnWrites(b *testing.B, turns int) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
 	b.ReportMetric(float64(s.turns.commits.Load()-commits)/float64(b.N), "commits/turn")
 	b.ReportMetric(float64(writerRuns(b, s)-stmts)/float64(b.N), "stmts/turn")
+	// The benchmark's own goroutines are started before the timer; what is left is the store's
+	// (go-sqlite3 starts one per statement run under a context that can end).
+	b.ReportMetric(float64(goroutinesCreated()-started)/float64(b.N), "goroutines/turn")
+}
+
+// goroutinesCreated is the count of goroutines the process has started.
+func goroutinesCreated() uint64 {
+	m := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }
 
 // writerRuns is the count of statements the writer connection ran.
