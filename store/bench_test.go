@@ -155,17 +155,25 @@ FROM n`)
 
 // BenchmarkTurnWrites measures what a turn writes on SQLite with synchronous=FULL: the turn
 // started with the user's message, its model call started in the ledger, then the turn
-// finished with an assistant answer and the call's end. With 64 turns at once, as in a busy
+// finished with an assistant answer and the call's end. The turn's start rides in its call's
+// reservation (start=carried, as the pipeline writes it: NewTurnID, then LLMCallStart.Turn) or
+// is written alone before it (start=alone, StartTurn). With 64 turns at once, as in a busy
 // bot, commits are shared by the turns waiting together; one at a time, as at 100 chats, each
 // turn pays its own. It reports the commits and the writer's statements per turn (savepoints
 // included; BEGIN and COMMIT are not statements here).
 func BenchmarkTurnWrites(b *testing.B) {
 	for _, turns := range []int{64, 1} {
-		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) { benchTurnWrites(b, turns) })
+		for _, carried := range []bool{true, false} {
+			name := fmt.Sprintf("turns=%d/start=alone", turns)
+			if carried {
+				name = fmt.Sprintf("turns=%d/start=carried", turns)
+			}
+			b.Run(name, func(b *testing.B) { benchTurnWrites(b, turns, carried) })
+		}
 	}
 }
 
-func benchTurnWrites(b *testing.B, turns int) {
+func benchTurnWrites(b *testing.B, turns int, carried bool) {
 	ctx := context.Background()
 	s := newStore(b, DriverSQLite)
 	convs := make([]int64, 64)
@@ -187,12 +195,22 @@ func benchTurnWrites(b *testing.B, turns int) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: convs[i%64], UserMessage: Message{Content: "a question"}})
+			ts := TurnStart{ConversationID: convs[i%64], UserMessage: Message{Content: "a question"}}
+			cs := LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "u",
+				Call: LLMCall{Model: "m", TokensIn: 10, TokensOut: 1000, StartedAt: time.Now()}}
+			var err error
+			if carried {
+				ts.ID, err = s.NewTurnID(ctx)
+				cs.Turn = &ts
+			} else {
+				ts.ID, err = s.StartTurn(ctx, ts)
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
-			call, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: id, Platform: "telegram", ChatID: "c", UserID: "u",
-				Call: LLMCall{Model: "m", TokensIn: 10, TokensOut: 1000, StartedAt: time.Now()}})
+			id := ts.ID
+			cs.TurnID = id
+			call, err := s.StartLLMCall(ctx, cs)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -77,6 +77,7 @@ type Store struct {
 	attempt    writerAttempt // the writers' bound on one transaction
 	turns      *groupWriter  // StartTurn, FinishTurn and new conversations, committed together
 	started    startedTurns
+	ids        turnIDs // SQLite: the turn ids reserved for NewTurnID
 	closeOnce  sync.Once
 	closeErr   error
 }
