@@ -185,7 +185,8 @@ func benchTurnWrites(b *testing.B, turns int, carried bool) {
 		convs[i] = c.ID
 	}
 	var n atomic.Int64
-	commits, stmts, started := s.turns.commits.Load(), writerRuns(b, s), goroutinesCreated()
+	commits, started := s.turns.commits.Load(), goroutinesCreated()
+	stmts, hits := writerRuns(b, s)
 	b.ReportAllocs()
 	b.SetParallelism(max(1, turns/runtime.GOMAXPROCS(0)))
 	if turns == 1 {
@@ -225,7 +226,10 @@ func benchTurnWrites(b *testing.B, turns int, carried bool) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
 	b.ReportMetric(float64(s.turns.commits.Load()-commits)/float64(b.N), "commits/turn")
-	b.ReportMetric(float64(writerRuns(b, s)-stmts)/float64(b.N), "stmts/turn")
+	runs, cached := writerRuns(b, s)
+	b.ReportMetric(float64(runs-stmts)/float64(b.N), "stmts/turn")
+	// Statements SQLite compiled anew (not run from the connection's cache).
+	b.ReportMetric(float64((runs-stmts)-(cached-hits))/float64(b.N), "prepared/turn")
 	// The benchmark's own goroutines are started before the timer; what is left is the store's
 	// (go-sqlite3 starts one per statement run under a context that can end).
 	b.ReportMetric(float64(goroutinesCreated()-started)/float64(b.N), "goroutines/turn")
@@ -238,16 +242,22 @@ func goroutinesCreated() uint64 {
 	return m[0].Value.Uint64()
 }
 
-// writerRuns is the count of statements the writer connection ran.
-func writerRuns(b *testing.B, s *Store) int {
+// writerRuns is the count of statements the writer connection ran, and of those run from its
+// statement cache.
+func writerRuns(b *testing.B, s *Store) (runs, hits int) {
 	conn, err := s.wsql.Conn(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	var n int
-	if err := conn.Raw(func(dc any) error { n = dc.(*stmtCacheConn).runs; return nil }); err != nil {
+	if err := conn.Raw(func(dc any) error {
+		c := dc.(*stmtCacheConn)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		runs, hits = c.runs, c.hits
+		return nil
+	}); err != nil {
 		b.Fatal(err)
 	}
-	return n
+	return runs, hits
 }
