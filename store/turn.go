@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"relaybot/audit"
 	"relaybot/chat"
@@ -289,11 +290,25 @@ func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
 	}
 	err = s.turns.do(ctx, func(tx *gorm.DB) error { return writeTurnStart(tx, &row, msg) })
+	if err != nil && t.ID != 0 && errors.Is(err, gorm.ErrDuplicatedKey) && s.startedAs(ctx, t) {
+		// The start of a turn given its id ahead landed already, by a write whose answer was
+		// lost (the model call that carried it): it is there once, as it should be.
+		err = nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
 	}
 	s.started.add(row.ID, t.ConversationID)
 	return row.ID, nil
+}
+
+// startedAs reports whether the turn of id t.ID is t's: its conversation, sender and message.
+func (s *Store) startedAs(ctx context.Context, t TurnStart) bool {
+	var conv int64
+	var user, inbound string
+	err := s.w.WithContext(ctx).Raw(`SELECT conversation_id, user_id, inbound_message_id FROM turns WHERE id = ?`, t.ID).
+		Row().Scan(&conv, &user, &inbound)
+	return err == nil && conv == t.ConversationID && user == t.UserID && inbound == t.InboundMessageID
 }
 
 // turnStartRows are the rows of a turn's start: the turn (running) and the user's message.

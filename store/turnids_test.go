@@ -148,3 +148,35 @@ func TestTurnIDsTakenAheadNeverMeetTheDatabasesOwn(t *testing.T) {
 		}
 	})
 }
+
+// TestATurnStartWrittenTwiceUnderItsIDIsSavedOnce: the start of a turn given its id ahead,
+// written again after a write whose answer was lost had saved it, is taken as done, and the
+// turn and the user's message are there once; another turn's start under that id is refused.
+func TestATurnStartWrittenTwiceUnderItsIDIsSavedOnce(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		conv, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "twice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := s.NewTurnID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := TurnStart{ID: id, ConversationID: conv.ID, UserID: "7", InboundMessageID: "5", UserMessage: Message{Content: "hi"}}
+		for try := range 2 {
+			if got, err := s.StartTurn(ctx, start); err != nil || got != id {
+				t.Fatalf("start %d of turn %d = %d, %v", try+1, id, got, err)
+			}
+		}
+		if n := count(t, s, "messages", "turn_id = ?", id); n != 1 {
+			t.Fatalf("the user's message saved %d times, want once", n)
+		}
+		other := start
+		other.InboundMessageID = "6"
+		if _, err := s.StartTurn(ctx, other); err == nil {
+			t.Fatal("another message's turn took the id of a turn saved already")
+		}
+	})
+}
