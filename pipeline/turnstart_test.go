@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -133,23 +132,8 @@ func (stoppedRunner) Run(context.Context, agent.Request, func(agent.Event)) *age
 // carry it, the turn's start is written on its own, and the turn's end after it.
 func TestATurnStoppedBeforeItsFirstModelCallStillSavesWhatTheUserSaid(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(stoppedRunner{}, st, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		p.Shutdown(ctx)
-	})
+	st := openStore(t)
+	p := newPipeline(t, stoppedRunner{}, st, nil, Options{})
 	p.Handle(ctx, privateMsg("7", "1", "hello"), &recResponder{stream: true})
 	turn, found, err := st.TurnByInbound(ctx, "telegram", "7", "1")
 	if err != nil || !found || turn.Status != store.TurnCancelled {
