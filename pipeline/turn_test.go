@@ -418,12 +418,12 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 // turnStatuses reads the statuses of a conversation's turns from the audit-free turn table.
 func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.TurnStatus {
 	t.Helper()
+	turns, err := h.store.ChatTurns(context.Background(), string(in.Chat.Platform), in.Chat.ChatID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []chat.TurnStatus
-	for id := int64(1); id < 50; id++ {
-		turn, err := h.store.Turn(context.Background(), id)
-		if err != nil {
-			break
-		}
+	for _, turn := range slices.Backward(turns) { // oldest first
 		out = append(out, turn.Status)
 	}
 	return out
