@@ -64,9 +64,10 @@ type Toolbox interface {
 // Observer is told about every turn (metrics, traces). Its methods are called from the turn's
 // goroutine and must not block.
 type Observer interface {
-	// TurnStarted is told that a turn begins, once its turn row exists; the turn runs (model
-	// calls, tools, its reply) in the context it returns, which may carry what the observer
-	// keeps for the turn (a trace span).
+	// TurnStarted is told that a turn begins, once it has its id (its row exists, or is
+	// written with the turn's first model call's reservation, before the call); the turn runs
+	// (model calls, tools, its reply) in the context it returns, which may carry what the
+	// observer keeps for the turn (a trace span).
 	TurnStarted(ctx context.Context, t TurnStart) context.Context
 	// TurnFinished is told how the turn ended, with the context TurnStarted returned, before
 	// end is saved: the observer may fill end's TraceID and Deliveries.

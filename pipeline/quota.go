@@ -215,6 +215,9 @@ type meterState struct {
 	// settling counts the settles still being written on their own (the calls outside a turn):
 	// they run beside the answer's delivery, not before it.
 	settling sync.WaitGroup
+	// start is the turn's start when it rides in the turn's first call's reservation; nil when
+	// the turn was started on its own (StartTurn).
+	start *turnStart
 }
 
 // meter returns the meter of a turn of in (turnID 0: calls outside a turn).
@@ -257,13 +260,18 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
 			TokensIn: prompt, TokensOut: m.g.memory.budgetOf(call.Model).MaxOutputTokens},
 		Settle: settles}
-	// One try: a call the ledger did not take runs all the same and is saved with the turn.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.WriteAttempt)
-	id, err := m.ledger.StartLLMCall(sctx, start)
-	cancel()
+	id, err := m.reserve(ctx, start)
 	if err != nil {
-		// Nothing of the transaction was written: the settles wait for the turn's next write.
+		// Nothing of the transaction was written but the turn's start: the settles wait for
+		// the turn's next write.
 		m.deferSettles(settles)
+	}
+	if err != nil && m.state.start != nil {
+		// The start did not ride in the call (a refusal writes it too): it is written alone,
+		// before the model is called, or the call is not made.
+		if serr := m.state.start.ensure(); serr != nil {
+			return nil, fmt.Errorf("the turn could not be saved: %w", serr)
+		}
 	}
 	if over, ok := errors.AsType[*store.OverQuotaError](err); ok && over.Check < len(rules) {
 		return nil, &quotaError{text: rules[over.Check].refusal(over.Used)}
@@ -274,6 +282,26 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		return m.keep, nil
 	}
 	return func(c agent.LLMCall) { m.settle(ctx, id, c) }, nil
+}
+
+// reserve writes the call's reservation in the ledger, one try (a call the ledger did not take
+// runs all the same and is saved with the turn), carrying the turn's start while it is not
+// written.
+func (m *meter) reserve(ctx context.Context, start store.LLMCallStart) (id int64, err error) {
+	write := func(turn *store.TurnStart) bool {
+		start.Turn = turn
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.WriteAttempt)
+		defer cancel()
+		id, err = m.ledger.StartLLMCall(sctx, start)
+		_, over := errors.AsType[*store.OverQuotaError](err)
+		return err == nil || over
+	}
+	if m.state.start == nil {
+		write(nil)
+	} else {
+		m.state.start.with(write)
+	}
+	return id, err
 }
 
 // settle records how the call id ended. A turn's call is settled with the turn's next write; a

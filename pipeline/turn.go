@@ -32,8 +32,11 @@ type turn struct {
 	in   adapters.Inbound
 	hist *history
 	id   int64
-	req  agent.Request
-	resp *response
+	// begin is the turn's start while it waits to ride in the first model call's reservation;
+	// nil when it was written on its own.
+	begin *turnStart
+	req   agent.Request
+	resp  *response
 	// media is what the message's attachments gave (media.go); spoken the call that spoke the
 	// answer, if any.
 	media  readMedia
@@ -58,9 +61,23 @@ func (p *Pipeline) runTurn(ctx context.Context, r *request) {
 	defer cancelReply()
 	t.prepare(replyCtx)
 	res := t.run()
+	saved := t.saveStart()
 	status, errText, partial := t.deliver(res)
 	t.speak(res, status)
-	t.record(res, status, errText, partial)
+	t.record(res, status, errText, partial, saved)
+}
+
+// saveStart writes the turn's start alone when no model call carried it (the turn was stopped
+// before its first call) and reports whether the turn's row exists, which its end needs.
+func (t *turn) saveStart() bool {
+	if t.begin == nil {
+		return true
+	}
+	if err := t.begin.ensure(); err != nil {
+		t.log.Error("pipeline: turn not started", "err", err)
+		return false
+	}
+	return true
 }
 
 // withinQuota refuses the turn when the sender or the chat has used up a quota.
@@ -74,7 +91,9 @@ func (t *turn) withinQuota() bool {
 }
 
 // start finds the conversation (a fresh one after IdleReset of quiet), reads the rounds after
-// its summary and saves the user's message, even when the turn is cancelled right away. A
+// its summary and saves the user's message, even when the turn is cancelled right away: with
+// TurnIDs and a CallLedger it takes the turn's id, and the message is saved with the turn's
+// first model call's reservation, before the call, or by saveStart after a run without one. A
 // /retry first takes the last turn out of history and answers its message again.
 func (t *turn) start() bool {
 	err := t.saving("start", t.open)
@@ -95,6 +114,15 @@ func (t *turn) start() bool {
 	}
 	t.log = t.log.With("conversation_id", t.hist.conv.ID, "turn", t.id)
 	t.hist.meter = t.p.quotas.meter(t.in, t.id, t.log)
+	if t.begin != nil {
+		t.begin.alone = func(st store.TurnStart) error {
+			return t.saving("start", func(ctx context.Context) error {
+				_, err := t.p.store.StartTurn(ctx, st)
+				return err
+			})
+		}
+		t.hist.meter.state.start = t.begin
+	}
 	if obs := t.p.opts.Observer; obs != nil {
 		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.conv.ID, Chat: t.in.Chat,
 			UserID: t.in.UserID, Text: t.in.Text, Begun: t.begun})
@@ -113,7 +141,8 @@ func (t *turn) saving(what string, fn func(ctx context.Context) error) error {
 	return store.Retry(lctx, store.Write{What: "the turn's " + what, Log: t.log}, fn)
 }
 
-// open reads the turn's history and saves the user's message: start's store work.
+// open reads the turn's history and saves the user's message, or takes the turn's id for its
+// first model call to save it with: start's store work.
 func (t *turn) open(ctx context.Context) error {
 	p, key := t.p, t.r.key
 	conv, err := p.store.Conversation(ctx, key)
@@ -131,13 +160,23 @@ func (t *turn) open(ctx context.Context) error {
 	if err := p.memory.resetIfIdle(ctx, t.hist); err != nil {
 		return err
 	}
-	t.id, err = p.store.StartTurn(ctx, store.TurnStart{
+	start := store.TurnStart{
 		ConversationID:   t.hist.conv.ID,
 		UserID:           t.in.UserID,
 		UserName:         t.in.UserName,
 		InboundMessageID: t.in.MessageID,
 		UserMessage:      store.Message{Role: store.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: len(p.memory.images(t.in))},
-	})
+	}
+	if ids, ok := p.store.(TurnIDs); ok && p.quotas.ledger != nil {
+		// The start rides in the first model call's reservation (or is written alone by then).
+		if start.ID, err = ids.NewTurnID(ctx); err != nil {
+			return fmt.Errorf("new turn in conversation %d: %w", t.hist.conv.ID, err)
+		}
+		start.StartedAt = time.Now()
+		t.id, t.begin = start.ID, &turnStart{start: start}
+		return nil
+	}
+	t.id, err = p.store.StartTurn(ctx, start)
 	if err != nil {
 		return fmt.Errorf("start turn in conversation %d: %w", t.hist.conv.ID, err)
 	}
@@ -289,8 +328,9 @@ func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, part
 	return status, errText, partial
 }
 
-// record saves the turn's end (its messages and model calls) and tells the observer.
-func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string) {
+// record saves the turn's end (its messages and model calls) and tells the observer; a turn
+// whose start was never saved has no row to end.
+func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string, saved bool) {
 	end := store.TurnEnd{
 		TurnID:      t.id,
 		QuotaChatID: quotaChat(t.in),
@@ -317,6 +357,10 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 	}
 	if obs := t.p.opts.Observer; obs != nil {
 		obs.TurnFinished(t.ctx, &end, time.Since(t.begun))
+	}
+	if !saved {
+		t.log.Error("pipeline: turn not saved: its start could not be written", "status", status)
+		return
 	}
 	if err := t.saving("end", func(ctx context.Context) error { return t.p.store.FinishTurn(ctx, end) }); err != nil {
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)

@@ -189,6 +189,12 @@ func newHarnessLoaders(t testing.TB, opts Options, mopts tools.ManagerOptions, w
 	t.Helper()
 	srv := llm.NewServer()
 	t.Cleanup(srv.Close)
+	return newHarnessOn(t, srv, openStore(t), opts, mopts, wrap, loaders...)
+}
+
+// openStore opens and migrates a SQLite store in the test's folder, closed when the test ends.
+func openStore(t testing.TB) *store.Store {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
 	if err != nil {
@@ -198,7 +204,7 @@ func newHarnessLoaders(t testing.TB, opts Options, mopts tools.ManagerOptions, w
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return newHarnessOn(t, srv, st, opts, mopts, wrap, loaders...)
+	return st
 }
 
 // newHarnessOn is a harness on a given model server and store (replicas sharing a database
@@ -237,7 +243,14 @@ func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, 
 	if wrap != nil {
 		pst = wrap(st)
 	}
-	p, err := New(runner, pst, mgr, opts)
+	h.p = newPipeline(t, runner, pst, mgr, opts)
+	return h
+}
+
+// newPipeline is New's pipeline, shut down when the test ends.
+func newPipeline(t testing.TB, runner Runner, st Store, toolbox Toolbox, opts Options) *Pipeline {
+	t.Helper()
+	p, err := New(runner, st, toolbox, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,8 +259,7 @@ func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, 
 		defer cancel()
 		p.Shutdown(ctx)
 	})
-	h.p = p
-	return h
+	return p
 }
 
 func privateMsg(user, id, text string) adapters.Inbound {
@@ -406,12 +418,12 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 // turnStatuses reads the statuses of a conversation's turns from the audit-free turn table.
 func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.TurnStatus {
 	t.Helper()
+	turns, err := h.store.ChatTurns(context.Background(), string(in.Chat.Platform), in.Chat.ChatID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []chat.TurnStatus
-	for id := int64(1); id < 50; id++ {
-		turn, err := h.store.Turn(context.Background(), id)
-		if err != nil {
-			break
-		}
+	for _, turn := range slices.Backward(turns) { // oldest first
 		out = append(out, turn.Status)
 	}
 	return out

@@ -174,8 +174,9 @@ func (w *auditWriter) run() {
 // write commits a batch in one transaction. If that fails, each request is retried in its own
 // transaction so one bad row does not take the others down.
 func (w *auditWriter) write(batch []*auditReq) {
-	// The writer outlives any caller's context; each transaction is bounded by WriteAttempt
-	// (and on SQLite by the busy timeout), so a database that does not answer holds no call.
+	// The writer outlives any caller's context; each transaction is bounded by WriteAttempt on
+	// PostgreSQL and by the busy timeout on SQLite (writerAttempt), so a database that does not
+	// answer holds no call.
 	if err := w.attempt(batch); err != nil {
 		for _, r := range batch {
 			if err := w.attempt([]*auditReq{r}); err != nil {
@@ -188,9 +189,9 @@ func (w *auditWriter) write(batch []*auditReq) {
 	}
 }
 
-// attempt is one writeTx of batch within WriteAttempt.
+// attempt is one writeTx of batch within the store's writer attempt (writerAttempt).
 func (w *auditWriter) attempt(batch []*auditReq) error {
-	ctx, cancel := context.WithTimeout(context.Background(), WriteAttempt)
+	ctx, cancel := w.s.attempt.context()
 	defer cancel()
 	return w.writeTx(ctx, batch)
 }

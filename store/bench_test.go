@@ -6,6 +6,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,17 +155,25 @@ FROM n`)
 
 // BenchmarkTurnWrites measures what a turn writes on SQLite with synchronous=FULL: the turn
 // started with the user's message, its model call started in the ledger, then the turn
-// finished with an assistant answer and the call's end. With 64 turns at once, as in a busy
+// finished with an assistant answer and the call's end. The turn's start rides in its call's
+// reservation (start=carried, as the pipeline writes it: NewTurnID, then LLMCallStart.Turn) or
+// is written alone before it (start=alone, StartTurn). With 64 turns at once, as in a busy
 // bot, commits are shared by the turns waiting together; one at a time, as at 100 chats, each
 // turn pays its own. It reports the commits and the writer's statements per turn (savepoints
 // included; BEGIN and COMMIT are not statements here).
 func BenchmarkTurnWrites(b *testing.B) {
 	for _, turns := range []int{64, 1} {
-		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) { benchTurnWrites(b, turns) })
+		for _, carried := range []bool{true, false} {
+			name := fmt.Sprintf("turns=%d/start=alone", turns)
+			if carried {
+				name = fmt.Sprintf("turns=%d/start=carried", turns)
+			}
+			b.Run(name, func(b *testing.B) { benchTurnWrites(b, turns, carried) })
+		}
 	}
 }
 
-func benchTurnWrites(b *testing.B, turns int) {
+func benchTurnWrites(b *testing.B, turns int, carried bool) {
 	ctx := context.Background()
 	s := newStore(b, DriverSQLite)
 	convs := make([]int64, 64)
@@ -176,7 +185,8 @@ func benchTurnWrites(b *testing.B, turns int) {
 		convs[i] = c.ID
 	}
 	var n atomic.Int64
-	commits, stmts := s.turns.commits.Load(), writerRuns(b, s)
+	commits, started := s.turns.commits.Load(), goroutinesCreated()
+	stmts, hits := writerRuns(b, s)
 	b.ReportAllocs()
 	b.SetParallelism(max(1, turns/runtime.GOMAXPROCS(0)))
 	if turns == 1 {
@@ -186,12 +196,22 @@ func benchTurnWrites(b *testing.B, turns int) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: convs[i%64], UserMessage: Message{Content: "a question"}})
+			ts := TurnStart{ConversationID: convs[i%64], UserMessage: Message{Content: "a question"}}
+			cs := LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "u",
+				Call: LLMCall{Model: "m", TokensIn: 10, TokensOut: 1000, StartedAt: time.Now()}}
+			var err error
+			if carried {
+				ts.ID, err = s.NewTurnID(ctx)
+				cs.Turn = &ts
+			} else {
+				ts.ID, err = s.StartTurn(ctx, ts)
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
-			call, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: id, Platform: "telegram", ChatID: "c", UserID: "u",
-				Call: LLMCall{Model: "m", TokensIn: 10, TokensOut: 1000, StartedAt: time.Now()}})
+			id := ts.ID
+			cs.TurnID = id
+			call, err := s.StartLLMCall(ctx, cs)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -206,19 +226,38 @@ func benchTurnWrites(b *testing.B, turns int) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
 	b.ReportMetric(float64(s.turns.commits.Load()-commits)/float64(b.N), "commits/turn")
-	b.ReportMetric(float64(writerRuns(b, s)-stmts)/float64(b.N), "stmts/turn")
+	runs, cached := writerRuns(b, s)
+	b.ReportMetric(float64(runs-stmts)/float64(b.N), "stmts/turn")
+	// Statements SQLite compiled anew (not run from the connection's cache).
+	b.ReportMetric(float64((runs-stmts)-(cached-hits))/float64(b.N), "prepared/turn")
+	// The benchmark's own goroutines are started before the timer; what is left is the store's
+	// (go-sqlite3 starts one per statement run under a context that can end).
+	b.ReportMetric(float64(goroutinesCreated()-started)/float64(b.N), "goroutines/turn")
 }
 
-// writerRuns is the count of statements the writer connection ran.
-func writerRuns(b *testing.B, s *Store) int {
+// goroutinesCreated is the count of goroutines the process has started.
+func goroutinesCreated() uint64 {
+	m := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
+}
+
+// writerRuns is the count of statements the writer connection ran, and of those run from its
+// statement cache.
+func writerRuns(b *testing.B, s *Store) (runs, hits int) {
 	conn, err := s.wsql.Conn(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	var n int
-	if err := conn.Raw(func(dc any) error { n = dc.(*stmtCacheConn).runs; return nil }); err != nil {
+	if err := conn.Raw(func(dc any) error {
+		c := dc.(*stmtCacheConn)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		runs, hits = c.runs, c.hits
+		return nil
+	}); err != nil {
 		b.Fatal(err)
 	}
-	return n
+	return runs, hits
 }

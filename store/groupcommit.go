@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -20,6 +21,7 @@ import (
 type groupWriter struct {
 	db      *gorm.DB // the writer
 	max     int      // writes per commit at most
+	attempt writerAttempt
 	jobs    chan *groupJob
 	mu      sync.RWMutex // guards closed against sends on a closed channel
 	closed  bool
@@ -33,8 +35,8 @@ type groupJob struct {
 	done chan struct{}
 }
 
-func newGroupWriter(db *gorm.DB, max int) *groupWriter {
-	g := &groupWriter{db: db, max: max, jobs: make(chan *groupJob, max)}
+func newGroupWriter(db *gorm.DB, max int, attempt writerAttempt) *groupWriter {
+	g := &groupWriter{db: db, max: max, attempt: attempt, jobs: make(chan *groupJob, max)}
 	g.wg.Add(1)
 	go g.run()
 	return g
@@ -98,12 +100,29 @@ func (g *groupWriter) run() {
 	}
 }
 
-// tx runs fn in a transaction within WriteAttempt: the writer outlives its callers' contexts,
-// and a database that does not answer must not hold every write behind it.
+// tx runs fn in a transaction within the writer's attempt: the writer outlives its callers'
+// contexts, and a database that does not answer must not hold every write behind it.
 func (g *groupWriter) tx(fn func(tx *gorm.DB) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), WriteAttempt)
+	ctx, cancel := g.attempt.context()
 	defer cancel()
 	return g.db.WithContext(ctx).Transaction(fn)
+}
+
+// writerAttempt bounds one transaction of the store's writers (the group writer, the audit
+// writer). On PostgreSQL it is WriteAttempt: a server that does not answer is away, and its
+// network stalls end only by a deadline. On SQLite it is zero, no deadline: there is no network,
+// a lock wait ends at the busy timeout (SQLITE_BUSY), and go-sqlite3 starts a goroutine for each
+// statement step run under a context that can end, to interrupt it then, which was a tenth of
+// the writer's CPU; the interrupt it pays for cannot end a stalled write(2) or fsync either.
+type writerAttempt time.Duration
+
+// context returns the context of one transaction: Background itself when there is no deadline,
+// so no statement of it can be cancelled.
+func (a writerAttempt) context() (context.Context, context.CancelFunc) {
+	if a <= 0 {
+		return context.Background(), func() {}
+	}
+	return context.WithTimeout(context.Background(), time.Duration(a))
 }
 
 // commit writes a batch in one transaction, each write under its own savepoint.

@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -173,5 +175,63 @@ func TestAWriteThatLosesADeadlockToAnotherReplicaRunsAgain(t *testing.T) {
 	var n int64
 	if err := a.w.Raw(`SELECT COUNT(*) FROM deadlock_keys`).Scan(&n).Error; err != nil || n != 2 {
 		t.Errorf("%d keys stored (%v), want 2", n, err)
+	}
+}
+
+// TestAWriteLockedOutBySQLiteFailsAtTheBusyTimeoutAndTheNextOneGoesThrough: the SQLite writer's
+// transactions run without a deadline (writerAttempt), so what bounds a write kept from the
+// database is the busy timeout. Another process holding the write lock makes a turn's start
+// fail, not hang, and once the lock is given back the writer writes again.
+func TestAWriteLockedOutBySQLiteFailsAtTheBusyTimeoutAndTheNextOneGoesThrough(t *testing.T) {
+	ctx := context.Background()
+	opts := testOptions(t, DriverSQLite)
+	opts.BusyTimeout = 200 * time.Millisecond
+	s := openTest(t, opts)
+	conv, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "locked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite3", "file:"+opts.DSN+"?_busy_timeout=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lock, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	start := func() <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: Message{Content: "hello"}})
+			done <- err
+		}()
+		return done
+	}
+	select {
+	case err := <-start():
+		if !errContains(err, "locked") && !errContains(err, "busy") {
+			t.Fatalf("a turn started while another process held the lock: err = %v, want database is locked", err)
+		}
+	case <-time.After(wait.Deadline):
+		t.Fatal("a turn's start kept from the database by a lock hung instead of failing at the busy timeout")
+	}
+	if _, err := lock.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-start():
+		if err != nil {
+			t.Fatalf("the writer did not write again once the lock was given back: %v", err)
+		}
+	case <-time.After(wait.Deadline):
+		t.Fatal("the writer hung after a lock wait ended")
+	}
+	if n := count(t, s, "turns", "conversation_id = ?", conv.ID); n != 1 {
+		t.Fatalf("%d turns saved, want the one started after the lock", n)
 	}
 }

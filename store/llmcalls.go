@@ -41,6 +41,10 @@ type LLMCallStart struct {
 	// Settle are the ends of the turn's earlier calls not settled yet: they are written first,
 	// in the same transaction, so the checks count them at what they cost.
 	Settle []LLMCallSettle
+	// Turn is the start of the call's turn when it is not written yet (its ID, from NewTurnID,
+	// is TurnID): the turn and the user's message are written first, in the same transaction,
+	// and stay written when a check refuses the call.
+	Turn *TurnStart
 }
 
 // LLMCallSettle is the end of a call StartLLMCall opened (ID), written with a later write of
@@ -72,7 +76,7 @@ func (e *OverQuotaError) Error() string {
 
 // StartLLMCall checks the call's quotas and writes its row (status running, with the tokens it
 // reserves) in one transaction, and returns the row's id; a used-up quota returns an
-// *OverQuotaError and writes nothing. The check and the write are atomic per subject of the
+// *OverQuotaError and writes nothing but c.Turn (and c.Settle with it). The check and the write are atomic per subject of the
 // checks across every replica: on PostgreSQL under a transaction advisory lock per user and per
 // chat checked, on SQLite (one process) through its single writer connection, whose
 // transactions run one at a time.
@@ -88,6 +92,20 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 		row.StartedAt = now()
 	}
 	row.StartedAt = dbTime(row.StartedAt)
+	var (
+		turn turnRow
+		msg  messageRow
+	)
+	if c.Turn != nil {
+		if c.Turn.ID == 0 || c.Turn.ID != c.TurnID {
+			return 0, fmt.Errorf("store: start model call of turn %d: its turn's start has id %d", c.TurnID, c.Turn.ID)
+		}
+		var err error
+		if turn, msg, err = s.turnStartRows(*c.Turn); err != nil {
+			return 0, fmt.Errorf("store: start model call of turn %d: %w", c.TurnID, err)
+		}
+	}
+	var over *OverQuotaError
 	// The writes of concurrent turns share a commit (and its fsync), except on PostgreSQL when
 	// advisory locks are taken: a shared transaction would hold the locks of several subjects
 	// in no single order, which two replicas could deadlock on.
@@ -98,11 +116,17 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 		}
 	}
 	err := run(ctx, func(tx *gorm.DB) error {
+		over = nil
 		if s.driver == DriverPostgres {
 			for _, k := range quotaLocks(c.Checks) {
 				if err := tx.Exec("SELECT pg_advisory_xact_lock(CAST(? AS integer), CAST(? AS integer))", quotaLockSpace, k).Error; err != nil {
 					return fmt.Errorf("lock quota: %w", err)
 				}
+			}
+		}
+		if c.Turn != nil {
+			if err := writeTurnStart(tx, &turn, msg); err != nil {
+				return fmt.Errorf("start turn: %w", err)
 			}
 		}
 		if err := settleLLMCalls(tx, c.Settle); err != nil {
@@ -118,7 +142,11 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 				used = t[0]
 			}
 			if q.Tokens > 0 && used.TokensIn+used.TokensOut >= q.Tokens || q.Cost > 0 && used.Cost >= q.Cost {
-				return &OverQuotaError{Check: i, Used: used}
+				over = &OverQuotaError{Check: i, Used: used}
+				if c.Turn != nil {
+					return nil // the turn's start is kept: commit it
+				}
+				return over
 			}
 		}
 		return tx.Raw(insertLLMCall, row.TurnID, row.Seq, row.Round, row.Model, row.Candidate, row.FallbackReason,
@@ -126,6 +154,12 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 			row.Platform, row.ChatID, row.UserID, row.Estimated, row.InstanceID, row.AudioMs, row.QuotaChatID).
 			Row().Scan(&row.ID)
 	})
+	if err == nil && c.Turn != nil {
+		s.started.add(c.TurnID, c.Turn.ConversationID)
+	}
+	if err == nil && over != nil {
+		return 0, over
+	}
 	if err != nil {
 		if _, ok := errors.AsType[*OverQuotaError](err); ok {
 			return 0, err

@@ -74,8 +74,10 @@ type Store struct {
 	w, r       *gorm.DB
 	wsql, rsql *sql.DB
 	audit      *auditWriter
-	turns      *groupWriter // StartTurn, FinishTurn and new conversations, committed together
+	attempt    writerAttempt // the writers' bound on one transaction
+	turns      *groupWriter  // StartTurn, FinishTurn and new conversations, committed together
 	started    startedTurns
+	ids        turnIDs // SQLite: the turn ids reserved for NewTurnID
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -116,8 +118,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.driver == DriverPostgres {
+		s.attempt = writerAttempt(WriteAttempt)
+	}
 	s.audit = newAuditWriter(s, opts.AuditBatch)
-	s.turns = newGroupWriter(s.w, turnBatch)
+	s.turns = newGroupWriter(s.w, turnBatch, s.attempt)
 	return s, nil
 }
 

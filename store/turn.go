@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"relaybot/audit"
 	"relaybot/chat"
@@ -66,12 +67,17 @@ type MessageToolCall struct {
 
 // TurnStart opens a turn.
 type TurnStart struct {
+	// ID is the turn's id when NewTurnID gave it one before its row is written; 0 lets the
+	// database choose.
+	ID               int64
 	ConversationID   int64
 	UserID           string
 	UserName         string
 	InboundMessageID string
 	// UserMessage is saved at once, so a crash never loses what the user said.
 	UserMessage Message
+	// StartedAt is when the turn began; zero means when it is written.
+	StartedAt time.Time
 }
 
 // TurnEnd closes a turn.
@@ -279,32 +285,63 @@ func (r messageRow) public() (Message, error) {
 
 // StartTurn opens a running turn in a conversation and saves the user's message with it.
 func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
-	if t.ConversationID <= 0 {
-		return 0, fmt.Errorf("store: start turn: no conversation id")
-	}
-	if t.UserMessage.Role == "" {
-		t.UserMessage.Role = RoleUser
-	}
-	at := now()
-	row := turnRow{ConversationID: t.ConversationID, UserID: t.UserID, UserName: t.UserName,
-		InboundMessageID: t.InboundMessageID, Status: TurnRunning, StartedAt: at, InstanceID: s.instance}
-	msg, err := newMessageRow(t.ConversationID, 0, 0, t.UserMessage, at)
+	row, msg, err := s.turnStartRows(t)
 	if err != nil {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
 	}
-	err = s.turns.do(ctx, func(tx *gorm.DB) error {
-		if err := tx.Raw(insertTurn, row.ConversationID, row.UserID, row.UserName, row.InboundMessageID,
-			row.Status, row.StartedAt, row.InstanceID).Row().Scan(&row.ID); err != nil {
-			return err
-		}
-		msg.TurnID = row.ID
-		return insertMessage(tx, msg)
-	})
+	err = s.turns.do(ctx, func(tx *gorm.DB) error { return writeTurnStart(tx, &row, msg) })
+	if err != nil && t.ID != 0 && errors.Is(err, gorm.ErrDuplicatedKey) && s.startedAs(ctx, t) {
+		// The start of a turn given its id ahead landed already, by a write whose answer was
+		// lost (the model call that carried it): it is there once, as it should be.
+		err = nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
 	}
 	s.started.add(row.ID, t.ConversationID)
 	return row.ID, nil
+}
+
+// startedAs reports whether the turn of id t.ID is t's: its conversation, sender and message.
+func (s *Store) startedAs(ctx context.Context, t TurnStart) bool {
+	var conv int64
+	var user, inbound string
+	err := s.w.WithContext(ctx).Raw(`SELECT conversation_id, user_id, inbound_message_id FROM turns WHERE id = ?`, t.ID).
+		Row().Scan(&conv, &user, &inbound)
+	return err == nil && conv == t.ConversationID && user == t.UserID && inbound == t.InboundMessageID
+}
+
+// turnStartRows are the rows of a turn's start: the turn (running) and the user's message.
+func (s *Store) turnStartRows(t TurnStart) (turnRow, messageRow, error) {
+	if t.ConversationID <= 0 {
+		return turnRow{}, messageRow{}, fmt.Errorf("no conversation id")
+	}
+	if t.UserMessage.Role == "" {
+		t.UserMessage.Role = RoleUser
+	}
+	at := now()
+	if !t.StartedAt.IsZero() {
+		at = dbTime(t.StartedAt)
+	}
+	row := turnRow{ID: t.ID, ConversationID: t.ConversationID, UserID: t.UserID, UserName: t.UserName,
+		InboundMessageID: t.InboundMessageID, Status: TurnRunning, StartedAt: at, InstanceID: s.instance}
+	msg, err := newMessageRow(t.ConversationID, 0, 0, t.UserMessage, at)
+	return row, msg, err
+}
+
+// writeTurnStart writes a turn's start in tx and sets row.ID when the database chose it.
+func writeTurnStart(tx *gorm.DB, row *turnRow, msg messageRow) error {
+	if row.ID != 0 {
+		if err := tx.Exec(insertTurnWithID, row.ID, row.ConversationID, row.UserID, row.UserName,
+			row.InboundMessageID, row.Status, row.StartedAt, row.InstanceID).Error; err != nil {
+			return err
+		}
+	} else if err := tx.Raw(insertTurn, row.ConversationID, row.UserID, row.UserName, row.InboundMessageID,
+		row.Status, row.StartedAt, row.InstanceID).Row().Scan(&row.ID); err != nil {
+		return err
+	}
+	msg.TurnID = row.ID
+	return insertMessage(tx, msg)
 }
 
 // insertTurn and insertMessageRow write the rows of every turn as plain statements: GORM
@@ -315,6 +352,9 @@ const (
 	insertTurn = `INSERT INTO turns (conversation_id, user_id, user_name, inbound_message_id, model, status,
 	rounds, tokens_in, tokens_out, error, started_at, instance_id, trace_id, deliveries)
 	VALUES (?, ?, ?, ?, '', ?, 0, 0, 0, '', ?, ?, '', '') RETURNING id`
+	insertTurnWithID = `INSERT INTO turns (id, conversation_id, user_id, user_name, inbound_message_id, model,
+	status, rounds, tokens_in, tokens_out, error, started_at, instance_id, trace_id, deliveries)
+	VALUES (?, ?, ?, ?, ?, '', ?, 0, 0, 0, '', ?, ?, '', '')`
 	insertMessageRow = `INSERT INTO messages (conversation_id, turn_id, seq, role, content, name, reasoning,
 	tool_calls, tool_call_id, images, extra, reasoning_field, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )

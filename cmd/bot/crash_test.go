@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,12 +77,12 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 
 	// The crashed turn was cut (interrupted), then retried when its message was answered again: ok.
 	st := e.openStore()
+	turns, err := st.ChatTurns(context.Background(), "telegram", "1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var statuses []string
-	for id := int64(1); ; id++ {
-		turn, err := st.Turn(context.Background(), id)
-		if err != nil {
-			break
-		}
+	for _, turn := range slices.Backward(turns) { // oldest first
 		if turn.InboundMessageID == strconv.Itoa(msgID) {
 			statuses = append(statuses, string(turn.Status))
 		}
