@@ -92,18 +92,9 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 		row.StartedAt = now()
 	}
 	row.StartedAt = dbTime(row.StartedAt)
-	var (
-		turn turnRow
-		msg  messageRow
-	)
-	if c.Turn != nil {
-		if c.Turn.ID == 0 || c.Turn.ID != c.TurnID {
-			return 0, fmt.Errorf("store: start model call of turn %d: its turn's start has id %d", c.TurnID, c.Turn.ID)
-		}
-		var err error
-		if turn, msg, err = s.turnStartRows(*c.Turn); err != nil {
-			return 0, fmt.Errorf("store: start model call of turn %d: %w", c.TurnID, err)
-		}
+	turn, msg, err := s.carriedTurnStart(c)
+	if err != nil {
+		return 0, fmt.Errorf("store: start model call of turn %d: %w", c.TurnID, err)
 	}
 	var over *OverQuotaError
 	// The writes of concurrent turns share a commit (and its fsync), except on PostgreSQL when
@@ -115,7 +106,7 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 			return s.w.WithContext(ctx).Transaction(fn)
 		}
 	}
-	err := run(ctx, func(tx *gorm.DB) error {
+	err = run(ctx, func(tx *gorm.DB) error {
 		over = nil
 		if s.driver == DriverPostgres {
 			for _, k := range quotaLocks(c.Checks) {
@@ -132,22 +123,15 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 		if err := settleLLMCalls(tx, c.Settle); err != nil {
 			return err
 		}
-		for i, q := range c.Checks {
-			rows, err := usageQuery(tx, q.Filter)
-			if err != nil {
-				return err
+		var err error
+		if over, err = checkQuotas(tx, c.Checks, c.Prices); err != nil {
+			return err
+		}
+		if over != nil {
+			if c.Turn != nil {
+				return nil // the turn's start is kept: commit it
 			}
-			var used UsageTotal
-			if t := RollUp(rows, ByAll, c.Prices); len(t) > 0 {
-				used = t[0]
-			}
-			if q.Tokens > 0 && used.TokensIn+used.TokensOut >= q.Tokens || q.Cost > 0 && used.Cost >= q.Cost {
-				over = &OverQuotaError{Check: i, Used: used}
-				if c.Turn != nil {
-					return nil // the turn's start is kept: commit it
-				}
-				return over
-			}
+			return over
 		}
 		return tx.Raw(insertLLMCall, row.TurnID, row.Seq, row.Round, row.Model, row.Candidate, row.FallbackReason,
 			row.Status, row.TTFTMs, row.DurationMs, row.TokensIn, row.TokensOut, row.Error, row.StartedAt,
@@ -167,6 +151,36 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 		return 0, fmt.Errorf("store: start model call of turn %d: %w", c.TurnID, err)
 	}
 	return row.ID, nil
+}
+
+// carriedTurnStart is the rows of the turn's start a call carries (none when it carries none).
+func (s *Store) carriedTurnStart(c LLMCallStart) (turnRow, messageRow, error) {
+	if c.Turn == nil {
+		return turnRow{}, messageRow{}, nil
+	}
+	if c.Turn.ID == 0 || c.Turn.ID != c.TurnID {
+		return turnRow{}, messageRow{}, fmt.Errorf("its turn's start has id %d", c.Turn.ID)
+	}
+	return s.turnStartRows(*c.Turn)
+}
+
+// checkQuotas runs a call's quota checks in tx and returns the first one used up (nil when none
+// is).
+func checkQuotas(tx *gorm.DB, checks []QuotaCheck, prices map[string]chat.Price) (*OverQuotaError, error) {
+	for i, q := range checks {
+		rows, err := usageQuery(tx, q.Filter)
+		if err != nil {
+			return nil, err
+		}
+		var used UsageTotal
+		if t := RollUp(rows, ByAll, prices); len(t) > 0 {
+			used = t[0]
+		}
+		if q.Tokens > 0 && used.TokensIn+used.TokensOut >= q.Tokens || q.Cost > 0 && used.Cost >= q.Cost {
+			return &OverQuotaError{Check: i, Used: used}, nil
+		}
+	}
+	return nil, nil
 }
 
 // insertLLMCall is StartLLMCall's row, plain for the reason insertTurn is.
