@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -66,19 +65,6 @@ func newHeldFiles(t *testing.T, to string) *heldFiles {
 	return h
 }
 
-// placeAwaited reports whether a webhook of this process is holding its answer to Telegram until
-// its message has its place in the deployment's turn queue.
-func placeAwaited() bool {
-	buf := make([]byte, 1<<22)
-	buf = buf[:runtime.Stack(buf, true)]
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "webhookHandler).ServeHTTP") && strings.Contains(g, "adapters.(*Placement).Wait") {
-			return true
-		}
-	}
-	return false
-}
-
 // TestAChatsSecondMessageOnAnotherReplicaWaitsForTheFirstHowEverSlowItsReplica: Telegram posts
 // a chat's second message only once the webhook answered the first, and the load balancer takes
 // the first to one replica and the second to another. The first is a photo whose download
@@ -122,7 +108,7 @@ func TestAChatsSecondMessageOnAnotherReplicaWaitsForTheFirstHowEverSlowItsReplic
 	e.say(chat, "second")
 	wait.For(t, "the first replica to fetch the photo", func() bool { return api.held.Load() > 0 })
 	wait.For(t, "the second message answered, or the first replica waiting for the first's place", func() bool {
-		return slices.Contains(e.botTexts(chat), "A: second") || placeAwaited()
+		return slices.Contains(e.botTexts(chat), "A: second") || wait.Inside("webhookHandler).ServeHTTP", "adapters.(*Placement).Wait")
 	})
 	api.letGo()
 	wait.For(t, "both messages answered", func() bool { return len(e.botTexts(chat)) >= 2 })
