@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -156,19 +155,7 @@ func TestAWebhookUpdateIsAnsweredOnceItsMessageHasItsPlace(t *testing.T) {
 // not after adapters.PlaceWait: Telegram posts the next update at once, and no answer is logged
 // as given before its place.
 func TestAWebhookWithReplicasAnswersAtOnceWhatTakesNoPlace(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	e := newEnv(t, tk.Options{}, func(o *Options) {
-		o.Mode = "webhook"
-		o.WebhookListen = addr
-		o.WebhookURL = "http://" + addr + "/tg"
-		o.WebhookSecret = "s3cret"
-		o.Ledger = &memLedger{}
-	})
+	e, _ := newWebhookEnv(t, func(o *Options) { o.Ledger = &memLedger{} })
 	col := newCollector() // never calls Placed
 	stop := startRun(t, e.ad, col)
 	defer stop()
