@@ -64,6 +64,15 @@ type Inbound struct {
 	// of the bot that stopped before the Handler finished with it (a crash). The Handler should
 	// not answer it again when it already has.
 	Redelivered bool
+	// Placed, when set, is called by the Handler once the message has its place in its
+	// conversation's order across the deployment (the turn queue holds it, or refused it), or
+	// once it knows the message takes no place there (a command, a message refused, dropped or
+	// answered before): at the latest when Handle returns. Calls after the first do nothing, and
+	// it never blocks. An adapter whose platform sends a chat's next message only once it hears
+	// of this one (a Telegram webhook's 2xx, the web chat's answer to a send) tells the platform
+	// after Placed (Placement), so the next message, whichever replica it reaches, queues behind
+	// this one.
+	Placed func() `json:"-"`
 }
 
 // RuleChats returns the chats whose rules apply to the message, most specific first: the thread

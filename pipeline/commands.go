@@ -11,6 +11,9 @@ import (
 type command struct {
 	spec adapters.CommandSpec
 	run  func(p *Pipeline, r *request)
+	// queued: run waits for the conversation's turn like a message (Pipeline.queue), which
+	// tells the adapter when the command has its place; the others take none.
+	queued bool
 }
 
 // commandTable is the one table of the commands the pipeline answers, in the order /help lists
@@ -21,33 +24,33 @@ func commandTable() []command {
 		return func(p *Pipeline, r *request) { f(p.cmds, r) }
 	}
 	return []command{
-		{adapters.CommandSpec{Name: "reset", Who: adapters.Anyone, Help: "start a new conversation"},
-			answer((*commands).reset)},
-		{adapters.CommandSpec{Name: "stop", Who: adapters.Anyone, Help: "cancel the answer in progress (the asker's, or any for admins)"},
-			(*Pipeline).stop},
-		{adapters.CommandSpec{Name: "retry", Who: adapters.Anyone, Help: "answer your last message again",
+		{spec: adapters.CommandSpec{Name: "reset", Who: adapters.Anyone, Help: "start a new conversation"},
+			run: answer((*commands).reset)},
+		{spec: adapters.CommandSpec{Name: "stop", Who: adapters.Anyone, Help: "cancel the answer in progress (the asker's, or any for admins)"},
+			run: (*Pipeline).stop},
+		{spec: adapters.CommandSpec{Name: "retry", Who: adapters.Anyone, Help: "answer your last message again",
 			Args: []adapters.CommandArg{{Name: "whose", Help: "last: the conversation's last message, whoever sent it, with their rights (bot admins only)", Choices: []string{retryAnyone}}}},
-			(*Pipeline).queue},
-		{adapters.CommandSpec{Name: "compact", Who: adapters.Anyone, Help: "summarise the conversation so far"},
-			(*Pipeline).queue},
-		{adapters.CommandSpec{Name: "model", Who: adapters.Anyone, Help: "list the models, or pick one for this conversation",
+			run: (*Pipeline).queue, queued: true},
+		{spec: adapters.CommandSpec{Name: "compact", Who: adapters.Anyone, Help: "summarise the conversation so far"},
+			run: (*Pipeline).queue, queued: true},
+		{spec: adapters.CommandSpec{Name: "model", Who: adapters.Anyone, Help: "list the models, or pick one for this conversation",
 			Args: []adapters.CommandArg{{Name: "name", Help: "the model to pick, or default for the configured one"}}},
-			answer((*commands).model)},
-		{adapters.CommandSpec{Name: "system", Who: adapters.Anyone, Help: "show the system prompt; admins set it",
+			run: answer((*commands).model)},
+		{spec: adapters.CommandSpec{Name: "system", Who: adapters.Anyone, Help: "show the system prompt; admins set it",
 			Args: []adapters.CommandArg{{Name: "prompt", Help: "the new system prompt (admins), or default for the configured one"}}},
-			answer((*commands).system)},
-		{adapters.CommandSpec{Name: "usage", Who: adapters.Anyone, Help: "your tokens and cost today and this month",
+			run: answer((*commands).system)},
+		{spec: adapters.CommandSpec{Name: "usage", Who: adapters.Anyone, Help: "your tokens and cost today and this month",
 			Args: []adapters.CommandArg{{Name: "scope", Help: "all: everyone's usage (bot admins only)", Choices: []string{"all"}}}},
-			answer((*commands).usage)},
-		{adapters.CommandSpec{Name: "audit", Who: adapters.Admins, Help: "the latest tool calls",
+			run: answer((*commands).usage)},
+		{spec: adapters.CommandSpec{Name: "audit", Who: adapters.Admins, Help: "the latest tool calls",
 			Args: []adapters.CommandArg{{Name: "filter", Help: "[tool] [status] [n], in any order"}}},
-			answer((*commands).audit)},
-		{adapters.CommandSpec{Name: "allowed", Who: adapters.Anyone,
+			run: answer((*commands).audit)},
+		{spec: adapters.CommandSpec{Name: "allowed", Who: adapters.Anyone,
 			Help: "the tools always allowed in this chat; revoke N ends one",
 			Args: []adapters.CommandArg{{Name: "revoke", Help: "the number /allowed shows of the one to revoke"}}},
-			answer((*commands).allowed)},
-		{adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
-			answer((*commands).help)},
+			run: answer((*commands).allowed)},
+		{spec: adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
+			run: answer((*commands).help)},
 	}
 }
 

@@ -231,8 +231,11 @@ func (p *Pipeline) Queued() int { return p.turns.depth() }
 // Handle implements adapters.Handler: it answers one message and returns when the turn (if any)
 // has been delivered and saved. A message passes the access rules and the user's rate limit
 // (commands count too: a flood of /stop is a flood like any other); a command of the table is
-// answered by it, any other message waits for its conversation's turn.
+// answered by it, any other message waits for its conversation's turn. The adapter hears that
+// the message has its place in that order (in.Placed) before anything it waits for: once the
+// deployment's queue holds it, before a command's answer or a refusal's notice.
 func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	defer placed(in) // the paths that wait for nothing
 	log := p.log.With("platform", in.Chat.Platform, "chat", in.Chat.ChatID, "user", in.UserID)
 	if ok, why := p.access.allowed(in); !ok {
 		log.Warn("pipeline: message refused by access rules", "reason", why, "message", in.MessageID)
@@ -241,6 +244,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	if !p.enter() {
 		// A message the adapter accepted just before it stopped receiving.
 		log.Info("pipeline: message refused: shutting down", "message", in.MessageID)
+		placed(in)
 		p.notice(out, p.opts.Texts.Shutdown, log)
 		return
 	}
@@ -249,6 +253,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		sender: chat.User{Platform: in.Chat.Platform, ID: in.UserID}.String()}
 	if ok, first := p.rate.allow(r.sender, p.opts.Now()); !ok {
 		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
+		placed(in)
 		if first {
 			p.notice(out, p.opts.Texts.RateLimited, log)
 		}
@@ -261,6 +266,9 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	// The adapter parsed the command (adapters.ParseCommand) and dropped commands naming another
 	// bot; text that merely starts with "/" is not one, nor is a command the table lacks.
 	if c, ok := p.commands[in.Command]; ok {
+		if !c.queued {
+			placed(in)
+		}
 		c.run(p, r)
 		return
 	}
@@ -268,6 +276,14 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		return
 	}
 	p.queue(r)
+}
+
+// placed tells the adapter that in has its place in its conversation's order, or takes none
+// (adapters.Inbound.Placed).
+func placed(in adapters.Inbound) {
+	if in.Placed != nil {
+		in.Placed()
+	}
 }
 
 // notice sends a short message, logging a failure. Like a final answer, it waits for the

@@ -54,17 +54,21 @@ type place struct {
 	ticket int64
 }
 
-// takePlace queues the message in its conversation, here and across the replicas; a full queue
-// tells the user the bot is busy.
+// takePlace queues the message in its conversation, here and across the replicas, and tells
+// the adapter once it is (or was refused); a full queue tells the user the bot is busy.
 func (p *Pipeline) takePlace(r *request) (*place, bool) {
 	k := r.key.String()
 	t, busy, err := p.turns.enqueue(k, r.in)
 	if err != nil {
 		r.log.Info("pipeline: message refused: conversation busy", "conversation", k, "message", r.in.MessageID)
+		placed(r.in)
 		p.notice(r.out, p.opts.Texts.Busy, r.log)
 		return nil, false
 	}
 	ticket, admitted := p.gateEnter(k, r.in, r.log)
+	// The deployment's queue holds the message now: the chat's next one, wherever it lands,
+	// queues behind it.
+	placed(r.in)
 	if !admitted {
 		p.turns.leave(k, t)
 		r.log.Info("pipeline: message refused: conversation busy on the replicas", "conversation", k, "message", r.in.MessageID)

@@ -301,16 +301,19 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 		}()
 	}
 	defer wg.Wait()
-	dispatch := func(id int64, m *message, redelivered bool) {
+	dispatch := func(id int64, m *message, redelivered bool, placed func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer a.finished(id)
+			if placed != nil {
+				defer placed() // not addressed to the bot, or a handler that never said
+			}
 			in, ok := a.inbound(ctx, m)
 			if !ok {
 				return
 			}
-			in.Redelivered = redelivered
+			in.Redelivered, in.Placed = redelivered, placed
 			resp := a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, a.opts.Stream)
 			h.Handle(ctx, in, askResponder{Responder: resp, a: a, chat: in.Chat})
 		}()
@@ -337,7 +340,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 				continue
 			}
 			a.log.Info("telegram: handing over again an update a previous run did not finish", "update", id)
-			dispatch(id, u.Message, true)
+			dispatch(id, u.Message, true, nil)
 		}
 	}
 	a.setCommands(ctx)
@@ -368,8 +371,6 @@ func (a *Adapter) take(ids []int64, raws []json.RawMessage, offset int64) {
 		a.log.Error("telegram: offset file not written; a crash before these turns end would lose them", "file", a.opts.OffsetFile, "updates", len(ids), "err", err)
 	}
 }
-
-// dispatcher hands one update's message to the handler on its own goroutine.
 
 // redactToken removes the bot token, raw and URL-escaped, from s.
 func redactToken(token, s string) string {

@@ -333,18 +333,7 @@ func TestPhotoReachesTheHandler(t *testing.T) {
 }
 
 func TestWebhook(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	e := newEnv(t, tk.Options{}, func(o *Options) {
-		o.Mode = "webhook"
-		o.WebhookListen = addr
-		o.WebhookURL = "http://" + addr + "/tg"
-		o.WebhookSecret = "s3cret"
-	})
+	e, addr := newWebhookEnv(t, nil)
 	col := newCollector()
 	stop := startRun(t, e.ad, col)
 	defer stop()
@@ -377,18 +366,7 @@ func TestWebhook(t *testing.T) {
 // later, so an older update can arrive after a newer one: it must still be answered, and an
 // update posted twice answered once.
 func TestWebhookOutOfOrder(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	e := newEnv(t, tk.Options{}, func(o *Options) {
-		o.Mode = "webhook"
-		o.WebhookListen = addr
-		o.WebhookURL = "http://" + addr + "/tg"
-		o.WebhookSecret = "s3cret"
-	})
+	e, addr := newWebhookEnv(t, nil)
 	col := newCollector()
 	stop := startRun(t, e.ad, col)
 	defer stop()

@@ -12,7 +12,10 @@ import (
 	"relaybot/adapters"
 )
 
-type dispatcher func(id int64, m *message, redelivered bool)
+// dispatcher hands one update's message to the handler on its own goroutine; placed, when not
+// nil, is called once the message has its place in its conversation's order, or takes none
+// (adapters.Inbound.Placed), at the latest when the handler returns.
+type dispatcher func(id int64, m *message, redelivered bool, placed func())
 
 // actor takes an update that is a user's action on what the bot sent (a pressed inline
 // button, a stopped draft) rather than a message. Actions are not journaled: after a crash
@@ -114,7 +117,7 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor
 				a.dropLocal(id) // another replica's: answered by it, or as its orphan
 				continue
 			}
-			dispatch(id, b.msgs[i], false)
+			dispatch(id, b.msgs[i], false, nil)
 		}
 		for _, u := range b.acts {
 			act(u)

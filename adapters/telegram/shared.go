@@ -67,7 +67,7 @@ func (a *Adapter) adoptOrphans(ctx context.Context, wg *sync.WaitGroup, dispatch
 		}
 		a.log.Info("telegram: answering an update a replica that died did not finish", "update", u.UpdateID)
 		a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
-		dispatch(u.UpdateID, u.Message, true)
+		dispatch(u.UpdateID, u.Message, true, nil)
 	})
 }
 

@@ -16,6 +16,8 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"golang.org/x/net/netutil"
+
+	"relaybot/adapters"
 )
 
 // WebhookLimits bound what a client of the webhook server may hold. The server faces the
@@ -137,7 +139,11 @@ type webhookHandler struct {
 
 // ServeHTTP takes one update: it refuses a request without the secret token, a body over the
 // limit and an update it cannot decode, answers 503 for one it could not record (Telegram sends
-// it again), and dispatches an update the first time it comes.
+// it again), and dispatches an update the first time it comes. Telegram posts a chat's next
+// update only once this one is answered, and a load balancer may take it to another replica:
+// with replicas sharing the bot, a message is answered once it has its place in the
+// deployment's turn queue (at most adapters.PlaceWait, and while the request lasts), so the
+// next one queues behind it wherever it lands.
 func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := h.a
 	got := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")
@@ -171,12 +177,29 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if fresh && u.Message != nil { // Telegram re-sends an update it got no answer to: take it once
 		// On disk before Telegram hears it arrived.
 		a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
-		h.dispatch(u.UpdateID, u.Message, false)
+		h.dispatchPlaced(r.Context(), u.UpdateID, u.Message)
 	}
 	if fresh && u.Message == nil && u.isAction() {
 		h.act(&u)
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// dispatchPlaced dispatches a message and, with replicas sharing the bot (a Ledger), returns
+// once it has its place in its conversation's order, or adapters.PlaceWait passed, or ctx ended.
+// A single process orders a chat's messages itself as they reach it.
+func (h *webhookHandler) dispatchPlaced(ctx context.Context, id int64, m *message) {
+	if h.a.opts.Ledger == nil {
+		h.dispatch(id, m, false, nil)
+		return
+	}
+	pl := adapters.NewPlacement()
+	began := time.Now()
+	h.dispatch(id, m, false, pl.Placed)
+	if !pl.Wait(ctx, adapters.PlaceWait) {
+		h.a.log.Warn("telegram: update answered before its message had its place in the turn queue; the chat's next message may run first",
+			"update", id, "waited", time.Since(began).Round(time.Millisecond), "request_ended", ctx.Err() != nil)
+	}
 }
 
 // claim reports whether update id is new: for the deployment, through the Ledger when replicas

@@ -20,6 +20,16 @@ import (
 // its server listens on.
 func startWebhook(t *testing.T, lim WebhookLimits) string {
 	t.Helper()
+	e, addr := newWebhookEnv(t, func(o *Options) { o.Webhook = lim })
+	stop := startRun(t, e.ad, newCollector())
+	t.Cleanup(stop)
+	return addr
+}
+
+// newWebhookEnv is newEnv with an adapter in webhook mode on a free loopback address (returned),
+// its secret "s3cret", and mod's changes to its options.
+func newWebhookEnv(t *testing.T, mod func(*Options)) (*env, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -31,11 +41,11 @@ func startWebhook(t *testing.T, lim WebhookLimits) string {
 		o.WebhookListen = addr
 		o.WebhookURL = "http://" + addr + "/tg"
 		o.WebhookSecret = "s3cret"
-		o.Webhook = lim
+		if mod != nil {
+			mod(o)
+		}
 	})
-	stop := startRun(t, e.ad, newCollector())
-	t.Cleanup(stop)
-	return addr
+	return e, addr
 }
 
 // dialWebhook connects to addr, retrying while the server is still starting.

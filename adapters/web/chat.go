@@ -802,7 +802,9 @@ func writeEvent(w http.ResponseWriter, name string, v any) error {
 	return err
 }
 
-// send takes a message from the browser and hands it to the Handler on its own goroutine.
+// send takes a message from the browser and hands it to the Handler on its own goroutine; with
+// a Relay it answers once the message has its place in its conversation's order across the
+// replicas (adapters.Inbound.Placed), at most adapters.PlaceWait.
 func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 	conv := c.conversationOf(r)
 	if conv == nil {
@@ -869,13 +871,28 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 		}
 		in.Command, in.Args = cmd.Name, cmd.Args
 	}
+	// The page sends the chat's next message once this one is answered, and with several
+	// replicas it may reach another one: this one is answered once it has its place in the
+	// deployment's turn queue, so the next queues behind it.
+	var pl *adapters.Placement
+	if c.opts.Relay != nil {
+		pl = adapters.NewPlacement()
+		in.Placed = pl.Placed
+	}
 	go func() {
 		defer c.turns.Done()
+		if pl != nil {
+			defer pl.Placed() // a handler that never said
+		}
 		// The browser shows every edit as it arrives: replies always stream.
 		resp := c.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, true)
 		h.Handle(c.ctx, in, askResponder{Responder: resp, chat: c, chatID: conv.id})
 		c.ranHere(conv)
 	}()
+	if pl != nil && !pl.Wait(r.Context(), adapters.PlaceWait) {
+		c.log.Warn("web chat: message answered before it had its place in the turn queue; the chat's next message may run first",
+			"chat", conv.id, "request_ended", r.Context().Err() != nil)
+	}
 	w.WriteHeader(http.StatusAccepted)
 }
 

@@ -70,3 +70,24 @@ func TestForNamesTheConditionThatNeverHeld(t *testing.T) {
 		}
 	})
 }
+
+// heldIn blocks until release closes: a function a test's goroutine waits in.
+func heldIn(release <-chan struct{}) { <-release }
+
+func TestInsideSeesAGoroutineWaitingInAFunctionAndOnlyThere(t *testing.T) {
+	release := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		heldIn(release)
+	}()
+	For(t, "the goroutine to wait in heldIn", func() bool { return Inside("wait.heldIn", "TestInsideSees") })
+	if Inside("wait.heldIn", "no.suchFunction") {
+		t.Error("Inside matched a goroutine that is not in every frame asked")
+	}
+	close(release)
+	<-done
+	if Inside("wait.heldIn") {
+		t.Error("Inside still sees the goroutine after it returned")
+	}
+}
