@@ -7,6 +7,11 @@
 // see "database is locked". Audit rows go through one writer goroutine that commits them in batches
 // (group commit), so many chats calling tools at once share a commit and a slow disk stalls nobody
 // else's stream.
+//
+// A program that links the store on glibc caps the C heap at two malloc arenas when it is
+// loaded (unless MALLOC_ARENA_MAX or a glibc.malloc tunable is set): SQLite is its C code, and
+// with glibc's arena per thread every thread that ever ran a query kept its own share of what the
+// queries grew.
 package store
 
 import (
