@@ -1,6 +1,7 @@
 package store
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"runtime"
@@ -52,5 +53,27 @@ func TestSQLiteOnManyThreadsKeepsTwoMallocArenas(t *testing.T) {
 	t.Logf("malloc arenas: %d before, %d after", before, after)
 	if limit := max(before, mallocArenaCap); after > limit {
 		t.Errorf("after queries on %d threads the C heap has %d malloc arenas (%d before): want at most %d, each holding what its thread's queries grew", threads, after, before, limit)
+	}
+}
+
+// TestSQLiteConnectionsCapTheirPageCaches checks the page caches that every SQLite connection
+// keeps at its high-water mark: SQLite's default is 2 MiB each, five connections in all.
+func TestSQLiteConnectionsCapTheirPageCaches(t *testing.T) {
+	s := newStore(t, DriverSQLite)
+	for _, c := range []struct {
+		name string
+		db   *sql.DB
+		kib  int
+	}{
+		{"writer", s.wsql, sqliteWriterCacheKiB},
+		{"reader", s.rsql, sqliteReaderCacheKiB},
+	} {
+		var n int
+		if err := c.db.QueryRow("PRAGMA cache_size").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != -c.kib {
+			t.Errorf("the %s's page cache holds up to %d (negative: KiB, positive: pages), want %d KiB", c.name, n, c.kib)
+		}
 	}
 }
