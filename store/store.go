@@ -7,6 +7,11 @@
 // see "database is locked". Audit rows go through one writer goroutine that commits them in batches
 // (group commit), so many chats calling tools at once share a commit and a slow disk stalls nobody
 // else's stream.
+//
+// A program that links the store on glibc caps the C heap at two malloc arenas when it is
+// loaded (unless MALLOC_ARENA_MAX or a glibc.malloc tunable is set): SQLite is its C code, and
+// with glibc's arena per thread every thread that ever ran a query kept its own share of what the
+// queries grew.
 package store
 
 import (
@@ -139,6 +144,19 @@ func gormConfig() *gorm.Config {
 	}
 }
 
+// The SQLite connections' page caches, in KiB (SQLite's default is 2 MiB each). A cache is C
+// memory that stays at its high-water mark. The writer's keeps the pages the writes touch (under
+// load it grew by 1.3 MB in 30 s, most of it index pages touched once); the hot ones, the tables'
+// and indexes' last pages and their parents, fit in a fraction of it. A reader's cache starts
+// empty whenever another connection committed since its last read, which under load is every
+// read, so it holds one query's pages; when the bot is quiet it would otherwise keep up to 2
+// MiB of an old database each. A page not cached is read again from the operating system's
+// cache of the file.
+const (
+	sqliteWriterCacheKiB = 512
+	sqliteReaderCacheKiB = 256
+)
+
 func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 	path := opts.DSN
 	if path == ":memory:" || strings.Contains(path, "mode=memory") {
@@ -161,7 +179,9 @@ func (s *Store) openSQLite(ctx context.Context, opts Options) error {
 		q.Set("_synchronous", "FULL")
 		if readonly {
 			q.Set("_query_only", "true")
+			q.Set("_cache_size", fmt.Sprint(-sqliteReaderCacheKiB))
 		} else {
+			q.Set("_cache_size", fmt.Sprint(-sqliteWriterCacheKiB))
 			// BEGIN IMMEDIATE takes the write lock up front instead of failing on upgrade.
 			q.Set("_txlock", "immediate")
 		}
