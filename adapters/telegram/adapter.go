@@ -146,12 +146,12 @@ func New(opts Options) (*Adapter, error) {
 	}
 	log := slog.New(logredact.NewHandler(opts.Logger.Handler(), func(s string) string { return redactToken(opts.Token, s) }))
 
-	a := &api{base: opts.HTTPClient, token: opts.Token, retryAfterUnit: opts.RetryAfterUnit, log: log}
+	a := &api{base: opts.HTTPClient, endpoint: opts.APIEndpoint, token: opts.Token, retryAfterUnit: opts.RetryAfterUnit, log: log}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	bot, err := tgbotapi.NewBotAPIWithClient(opts.Token, opts.APIEndpoint, ctxClient{ctx: ctx, base: opts.HTTPClient})
 	if err != nil {
-		return nil, a.classify(ctx, "getMe", nil, err)
+		return nil, a.classify(ctx, "getMe", err)
 	}
 	a.bot = bot
 

@@ -3,7 +3,6 @@ package telegram
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -110,12 +109,8 @@ func BenchmarkCall(b *testing.B) {
 		call func(i int) error
 	}{
 		{"getUpdates", func(int) error {
-			res, err := ad.getUpdates(ctx, offset)
+			ups, err := ad.getUpdates(ctx, offset)
 			if err != nil {
-				return err
-			}
-			var ups []json.RawMessage
-			if err := json.Unmarshal(res, &ups); err != nil {
 				return err
 			}
 			got, next := ad.sortUpdates(ups, offset)
