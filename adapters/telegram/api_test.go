@@ -3,6 +3,7 @@ package telegram
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -200,6 +201,11 @@ func TestCallsPutOnTheWireWhatMakeRequestSends(t *testing.T) {
 		want := ws.taken()
 		if len(want) != 1 || !bytes.Equal(got[0].raw, want[0].raw) {
 			t.Errorf("%s: Telegram would receive\n%q\nwhere tgbotapi sends\n%q", c.name, got[0].raw, want[0].raw)
+		}
+		// The Stop button is written once, as json.Marshal wrote it for every call before.
+		old, _ := json.Marshal(map[string]any{"inline_keyboard": [][]map[string]string{{{"text": "Stop", "callback_data": StopData}}}})
+		if k, ok := got[0].form["reply_markup"]; ok && k[0] != string(old) {
+			t.Errorf("%s: the Stop button goes out as %s, not as before (%s)", c.name, k[0], old)
 		}
 	}
 }

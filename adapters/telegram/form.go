@@ -33,9 +33,22 @@ func encodeForm(params tgbotapi.Params) []byte {
 	return b
 }
 
+// The bytes url.QueryEscape leaves as they are, letters, digits and "-._~", as bits: bytes
+// 0-63 in unescapedLow, 64-127 in unescapedHigh.
+const (
+	unescapedLow  uint64 = 1<<'-' | 1<<'.' | (1<<10-1)<<'0'
+	unescapedHigh uint64 = (1<<26-1)<<('A'-64) | 1<<('_'-64) | (1<<26-1)<<('a'-64) | 1<<('~'-64)
+)
+
 // unescaped reports whether url.QueryEscape leaves c as it is.
 func unescaped(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+	switch {
+	case c < 64:
+		return unescapedLow>>c&1 != 0
+	case c < 128:
+		return unescapedHigh>>(c-64)&1 != 0
+	}
+	return false
 }
 
 // escapedLen is the length of s escaped by appendEscaped.

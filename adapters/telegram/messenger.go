@@ -47,11 +47,10 @@ var (
 // starts with its feature's prefix ("stop:"); the adapter routes a pressed button by it.
 const StopData = "stop:"
 
-// stopKeyboard is the inline keyboard of a message still streaming: one Stop button.
-func stopKeyboard() string {
-	b, _ := json.Marshal(map[string]any{"inline_keyboard": [][]map[string]string{{{"text": "Stop", "callback_data": StopData}}}})
-	return string(b)
-}
+// stopKeyboard is the reply_markup of a message still streaming, an inline keyboard of one
+// Stop button, as json.Marshal writes it (keys sorted): every streaming send and edit carries
+// it.
+const stopKeyboard = `{"inline_keyboard":[[{"callback_data":"` + StopData + `","text":"Stop"}]]}`
 
 func chatParams(chat chat.Ref) tgbotapi.Params {
 	p := tgbotapi.Params{"chat_id": chat.ChatID}
@@ -91,7 +90,7 @@ func (m *messenger) Send(ctx context.Context, chat chat.Ref, text string, opts a
 		p["allow_sending_without_reply"] = "true"
 	}
 	if opts.Stoppable {
-		p["reply_markup"] = stopKeyboard()
+		p["reply_markup"] = stopKeyboard
 	}
 	m.budgetParams(p)
 	textParams(p, text, false)
@@ -126,7 +125,7 @@ func (m *messenger) Edit(ctx context.Context, msg adapters.MessageRef, text stri
 
 // EditStreaming replaces the text of a message still streaming and keeps its Stop button.
 func (m *messenger) EditStreaming(ctx context.Context, msg adapters.MessageRef, text string) error {
-	return m.edit(ctx, msg, text, stopKeyboard())
+	return m.edit(ctx, msg, text, stopKeyboard)
 }
 
 func (m *messenger) edit(ctx context.Context, msg adapters.MessageRef, text, keyboard string) error {

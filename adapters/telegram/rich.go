@@ -40,7 +40,7 @@ func (m *messenger) SendRich(ctx context.Context, chat chat.Ref, text string, op
 		p["reply_parameters"] = fmt.Sprintf(`{"message_id":%s,"allow_sending_without_reply":true}`, opts.ReplyTo)
 	}
 	if opts.Stoppable {
-		p["reply_markup"] = stopKeyboard()
+		p["reply_markup"] = stopKeyboard
 	}
 	m.budgetParams(p)
 	res, err := m.api.call(ctx, "sendRichMessage", p)
