@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/chat"
+	tk "relaybot/internal/testkit/telegram"
 )
 
 // wireToken is the token of the recording server; the tests look for it in errors.
@@ -276,4 +278,56 @@ func FuzzEncodeForm(f *testing.F) {
 			t.Fatalf("encodeForm(%q) = %q, want %q", p, got, want.Encode())
 		}
 	})
+}
+
+// A busy bot keeps its connections to Telegram: two waves of sends to 20 chats at once open 20
+// connections, the second wave reusing the first's, where Go's default transport kept 2 and
+// opened a new connection, a TCP and TLS handshake with Telegram, for almost every send.
+func TestABusyBotReusesItsConnectionsToTelegram(t *testing.T) {
+	const chats = 20
+	var gate sync.WaitGroup
+	release := make(chan struct{})
+	srv, err := tk.New(tk.Options{NoLimits: true, OnCall: func(c tk.Call) {
+		if c.Method == "sendMessage" {
+			gate.Done()
+			<-release // each send of the wave is in flight at once, on its own connection
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ad, err := New(Options{Token: srv.Token(), APIEndpoint: srv.Endpoint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ad.Engine().Close()
+	m := &messenger{api: ad.api}
+	refs := make([]chat.Ref, chats)
+	for i := range refs {
+		srv.Send(tk.Inbound{Chat: tk.Chat{ID: int64(600 + i), Type: "private"}, From: ann, Text: "hi"})
+		refs[i] = chat.Ref{Platform: chat.Telegram, ChatID: strconv.Itoa(600 + i)}
+	}
+	for wave := range 2 {
+		gate.Add(chats)
+		errs := make(chan error, chats)
+		for _, ref := range refs {
+			go func() {
+				_, err := m.Send(context.Background(), ref, "answer", adapters.SendOptions{})
+				errs <- err
+			}()
+		}
+		gate.Wait()
+		for range chats {
+			release <- struct{}{}
+		}
+		for range chats {
+			if err := <-errs; err != nil {
+				t.Fatalf("wave %d: %v", wave, err)
+			}
+		}
+	}
+	if got := srv.Connections(); got != chats {
+		t.Errorf("connections opened to Telegram for two waves of %d sends at once (and getMe) = %d, want %d: the second wave reuses the first's", chats, got, chats)
+	}
 }
