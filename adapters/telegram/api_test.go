@@ -69,6 +69,9 @@ type wireRequest struct {
 	form   url.Values
 }
 
+// closeConnection, as a wireServer's answer, closes the connection instead of answering.
+const closeConnection = "close"
+
 // wireServer is a Bot API server on loopback that keeps every request's bytes as they came
 // over the connection and answers each method with a fixed body (getMe and success by
 // default).
@@ -114,6 +117,11 @@ func (ws *wireServer) serve(w http.ResponseWriter, r *http.Request) {
 		reply = `{"ok":true,"result":[]}`
 	default:
 		reply = `{"ok":true,"result":{"message_id":5,"chat":{"id":42,"type":"private"},"date":1,"text":"ok"}}`
+	}
+	if reply == closeConnection {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+		return
 	}
 	if code, rest, ok := strings.Cut(reply, " "); ok && len(code) == 3 && code[0] >= '1' && code[0] <= '5' {
 		w.WriteHeader(int(code[0]-'0')*100 + int(code[1]-'0')*10 + int(code[2]-'0'))
@@ -231,6 +239,7 @@ func TestAnswersAreReadAsTgbotapiReadsThem(t *testing.T) {
 		{"502", `502 {"ok":false,"error_code":502,"description":"Bad Gateway"}`, 0, true, true},
 		{"a proxy's error page", "502 <html><body>Bad gateway</body></html>", 0, true, true},
 		{"an empty answer", "502 ", 0, true, true},
+		{"the connection closed before an answer", closeConnection, 0, true, true},
 		{"a refusal that names the token", `401 {"ok":false,"error_code":401,"description":"Unauthorized: ` + wireToken + `"}`, 0, false, true},
 		{"success with a result of another shape", `{"ok":true,"result":true}`, 0, false, true},
 	}
