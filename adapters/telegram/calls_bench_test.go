@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,12 +77,21 @@ func startFakeProcess(b *testing.B) (endpoint, token string) {
 	return endpoint, token
 }
 
+// processCPU is the CPU time this process has used so far (user and system), in nanoseconds.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
 // BenchmarkCall makes each Bot API call of a turn in a private chat once an iteration: the
 // poll that brings the user's message (getUpdates, its answer decoded and sorted), the typing
 // indicator, a draft of the answer, an edit of a message still streaming (the previews of a
 // group) and the final sendMessage, with a 100-token answer in Markdown. The testkit's Telegram
-// runs in a child process, so allocs/op and B/op are the bot's side alone (http.Transport's
-// included).
+// runs in a child process, so allocs/op, B/op and cpu-ns/op (the CPU time of this process) are
+// the bot's side alone (http.Transport's included).
 //
 //	go test ./adapters/telegram -run '^$' -bench 'Call/' -benchmem -benchtime 2000x
 func BenchmarkCall(b *testing.B) {
@@ -134,11 +144,13 @@ func BenchmarkCall(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := processCPU()
 			for i := range b.N {
 				if err := c.call(i); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
