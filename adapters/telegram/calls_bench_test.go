@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,8 +23,14 @@ import (
 // fakeProcessEnv names the environment that makes TestHelperFakeTelegram serve.
 const fakeProcessEnv = "RELAYBOT_TG_FAKE_PROCESS"
 
-// benchChat is the private chat the fake of BenchmarkCall knows from the start.
+// benchChat is the private chat the fake of BenchmarkCall knows from the start; so it knows
+// the turnChats private chats from turnChat0 on.
 var benchChat = tk.Chat{ID: 4242, Type: "private"}
+
+const (
+	turnChats = 100
+	turnChat0 = 5000
+)
 
 // TestHelperFakeTelegram is not a test: BenchmarkCall runs it in a child process, so that the
 // fake's own allocations stay out of the benchmark's counts. It serves the testkit's Telegram
@@ -43,6 +52,9 @@ func TestHelperFakeTelegram(t *testing.T) {
 	srv.Store(s)
 	defer s.Close()
 	s.Send(tk.Inbound{Chat: benchChat, From: ann, Text: "hi"})
+	for i := range turnChats {
+		s.Send(tk.Inbound{Chat: tk.Chat{ID: turnChat0 + int64(i), Type: "private"}, From: ann, Text: "hi"})
+	}
 	fmt.Printf("%s %s\n", s.Endpoint(), s.Token())
 	bufio.NewReader(os.Stdin).ReadString('\n') // until the benchmark closes stdin
 }
@@ -141,6 +153,7 @@ func BenchmarkCall(b *testing.B) {
 			return err
 		}},
 	}
+	b.Run("turns in 100 chats at once", func(b *testing.B) { benchTurns(b, m, text) })
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -153,4 +166,42 @@ func BenchmarkCall(b *testing.B) {
 			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// benchTurns makes b.N turns' calls in private chats, turnChats at once: the typing indicator,
+// a draft and the answer. An op is a turn; dials/op counts the connections opened for them.
+func benchTurns(b *testing.B, m *messenger, text string) {
+	var dials atomic.Int64
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) {
+		if !c.Reused {
+			dials.Add(1)
+		}
+	}})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	cpu := processCPU()
+	for i := range turnChats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ref := chat.Ref{Platform: chat.Telegram, ChatID: strconv.Itoa(turnChat0 + i)}
+			for next.Add(1) <= int64(b.N) {
+				err := m.Typing(ctx, ref)
+				if err == nil {
+					err = m.Draft(ctx, ref, 7, text, true)
+				}
+				if err == nil {
+					_, err = m.Send(ctx, ref, text, adapters.SendOptions{ReplyTo: "1", Stoppable: true})
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(dials.Load())/float64(b.N), "dials/op")
 }
