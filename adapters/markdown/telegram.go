@@ -126,10 +126,7 @@ func (w *tgWriter) lineBreak(k int) { w.breaks = max(w.breaks, k) }
 
 // mark is where an entity starts: after any owed line breaks, so they stay outside it.
 func (w *tgWriter) mark() pos {
-	if w.breaks > 0 && w.b.Len() > 0 {
-		w.raw(strings.Repeat("\n", w.breaks) + w.indent)
-	}
-	w.breaks = 0
+	w.owedBreaks()
 	return pos{w.b.Len(), w.n}
 }
 
