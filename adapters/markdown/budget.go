@@ -30,9 +30,12 @@ func (delimiterBudget) Trigger() []byte { return []byte{'*', '_', '~', '[', ']',
 
 func (delimiterBudget) Parse(parent ast.Node, block text.Reader, pc parser.Context) ast.Node {
 	b, _ := pc.Get(budgetKey).(*budget)
-	if b == nil || b.block != parent {
+	switch {
+	case b == nil:
 		b = &budget{block: parent}
 		pc.Set(budgetKey, b)
+	case b.block != parent: // the next paragraph: its own count, in the same budget
+		*b = budget{block: parent}
 	}
 	b.n++
 	if b.n <= maxDelimiters {

@@ -37,6 +37,7 @@ const (
 func Telegram(md string) (string, []Entity) {
 	src := []byte(md)
 	w := &tgWriter{src: src}
+	w.b.Grow(len(src)) // the text is about as long as its Markdown
 	w.blocks(parse(src))
 	return w.finish()
 }
@@ -61,13 +62,33 @@ func (w *tgWriter) write(s string) {
 	if s == "" {
 		return
 	}
-	if w.breaks > 0 {
-		if w.b.Len() > 0 {
-			w.raw(strings.Repeat("\n", w.breaks) + w.indent)
-		}
-		w.breaks = 0
-	}
+	w.owedBreaks()
 	w.raw(s)
+}
+
+// writeBytes writes v, as write writes string(v).
+func (w *tgWriter) writeBytes(v []byte) {
+	if len(v) == 0 {
+		return
+	}
+	w.owedBreaks()
+	w.b.Write(v)
+	w.n += utf16LenBytes(v)
+}
+
+// owedBreaks writes the line breaks owed, and the indent after them, before visible text.
+func (w *tgWriter) owedBreaks() {
+	if w.breaks == 0 {
+		return
+	}
+	if w.b.Len() > 0 {
+		for range w.breaks {
+			w.b.WriteByte('\n')
+		}
+		w.n += w.breaks
+		w.raw(w.indent)
+	}
+	w.breaks = 0
 }
 
 func (w *tgWriter) raw(s string) {
@@ -87,15 +108,25 @@ func utf16Len(s string) int {
 	return n
 }
 
+// utf16LenBytes is utf16Len(string(v)), without the copy.
+func utf16LenBytes(v []byte) int {
+	n := 0
+	for _, r := range string(v) {
+		if r > 0xFFFF {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
 // lineBreak owes k line breaks (at least) before the next text; none are written at the end.
 func (w *tgWriter) lineBreak(k int) { w.breaks = max(w.breaks, k) }
 
 // mark is where an entity starts: after any owed line breaks, so they stay outside it.
 func (w *tgWriter) mark() pos {
-	if w.breaks > 0 && w.b.Len() > 0 {
-		w.raw(strings.Repeat("\n", w.breaks) + w.indent)
-	}
-	w.breaks = 0
+	w.owedBreaks()
 	return pos{w.b.Len(), w.n}
 }
 
@@ -114,7 +145,7 @@ func (w *tgWriter) finish() (string, []Entity) {
 	s := w.b.String()
 	t := strings.TrimRight(s, " \t\n")
 	end := w.n - utf16Len(s[len(t):])
-	var ents []Entity
+	ents := w.ents[:0] // the writer is done with its entities: they are filtered in place
 	for _, e := range w.ents {
 		if e.Offset+e.Length > end {
 			e.Length = end - e.Offset
@@ -122,6 +153,9 @@ func (w *tgWriter) finish() (string, []Entity) {
 		if e.Length > 0 {
 			ents = append(ents, e)
 		}
+	}
+	if len(ents) == 0 {
+		return t, nil
 	}
 	return t, ents
 }
@@ -203,12 +237,13 @@ func (w *tgWriter) gap(n ast.Node) int {
 	if !ok1 || !ok2 || end > start {
 		return 1
 	}
-	lines := strings.Split(string(w.src[end:start]), "\n")
-	if len(lines) < 3 {
+	between := w.src[end:start]
+	first, last := bytes.IndexByte(between, '\n'), bytes.LastIndexByte(between, '\n')
+	if first == last {
 		return 1 // no whole line between the blocks
 	}
-	for _, l := range lines[1 : len(lines)-1] {
-		if strings.Trim(l, " \t>") == "" {
+	for l := range bytes.SplitSeq(between[first+1:last], []byte("\n")) {
+		if len(bytes.Trim(l, " \t>")) == 0 {
 			return 2
 		}
 	}
@@ -442,9 +477,9 @@ func (w *tgWriter) inline(n ast.Node) {
 	case *ast.Text:
 		v := n.Value(w.src)
 		if n.IsRaw() {
-			w.write(string(v))
+			w.writeBytes(v)
 		} else {
-			w.write(unescape(v))
+			w.writeBytes(unescape(v))
 		}
 		if n.SoftLineBreak() || n.HardLineBreak() {
 			w.lineBreak(1)
@@ -455,7 +490,7 @@ func (w *tgWriter) inline(n ast.Node) {
 		start := w.mark()
 		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 			if t, ok := c.(*ast.Text); ok {
-				w.write(string(t.Value(w.src)))
+				w.writeBytes(t.Value(w.src))
 			} else if s, ok := c.(*ast.String); ok {
 				w.write(string(s.Value))
 			}
@@ -511,10 +546,11 @@ func (w *tgWriter) link(n ast.Node, dest string) {
 	}
 }
 
-// unescape resolves backslash escapes and character references in text, as CommonMark reads them.
-func unescape(v []byte) string {
+// unescape resolves backslash escapes and character references in text, as CommonMark reads
+// them; text without either is returned as it is.
+func unescape(v []byte) []byte {
 	if bytes.IndexByte(v, '\\') < 0 && bytes.IndexByte(v, '&') < 0 {
-		return string(v)
+		return v
 	}
-	return string(util.UnescapePunctuations(util.ResolveNumericReferences(util.ResolveEntityNames(v))))
+	return util.UnescapePunctuations(util.ResolveNumericReferences(util.ResolveEntityNames(v)))
 }

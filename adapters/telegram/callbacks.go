@@ -58,7 +58,7 @@ func (a *Adapter) answerCallback(ctx context.Context, q *callbackQuery, text str
 	defer cancel()
 	err := a.engine.Do(cctx, delivery.Request{Chat: ref, Class: delivery.ClassInteraction, Kind: delivery.EventInteraction,
 		Run: func(ctx context.Context) error {
-			_, err := a.api.call(ctx, "answerCallbackQuery", p)
+			err := a.api.callInto(ctx, "answerCallbackQuery", p, nil)
 			return err
 		}})
 	if err != nil {
@@ -132,7 +132,7 @@ func (a *Adapter) editQuestion(ctx context.Context, ref chat.Ref, messageID, tex
 	p["text"] = text
 	err := a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
 		Run: func(ctx context.Context) error {
-			_, err := a.api.call(ctx, "editMessageText", p)
+			err := a.api.callInto(ctx, "editMessageText", p, nil)
 			return err
 		}})
 	if err != nil && !errors.Is(err, adapters.ErrNotModified) {

@@ -34,7 +34,7 @@ func (a *Adapter) setCommands(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, commandsTimeout)
 	defer cancel()
-	if _, err := a.api.call(ctx, "setMyCommands", tgbotapi.Params{"commands": string(b)}); err != nil {
+	if err := a.api.callInto(ctx, "setMyCommands", tgbotapi.Params{"commands": string(b)}, nil); err != nil {
 		a.log.Warn("telegram: command menu not set", "err", err)
 	}
 }

@@ -5,173 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"relaybot/adapters"
 	"relaybot/chat"
 )
-
-// ctxClient sends every request of one call with the call's context, which tgbotapi's
-// MakeRequest and UploadFiles do not take themselves.
-type ctxClient struct {
-	ctx  context.Context
-	base *http.Client
-}
-
-func (c ctxClient) Do(req *http.Request) (*http.Response, error) {
-	return c.base.Do(req.WithContext(c.ctx))
-}
-
-// api wraps tgbotapi with per-call contexts, token redaction, error classification and the
-// following of groups upgraded to supergroups.
-type api struct {
-	bot            *tgbotapi.BotAPI
-	base           *http.Client
-	token          string
-	retryAfterUnit time.Duration
-	log            *slog.Logger
-
-	mu       sync.Mutex
-	migrated map[string]string // group chat id → the supergroup it was upgraded to
-}
-
-// with returns a copy of the bot that sends with ctx.
-func (a *api) with(ctx context.Context) *tgbotapi.BotAPI {
-	b := *a.bot
-	b.Client = ctxClient{ctx: ctx, base: a.base}
-	return &b
-}
-
-// redact removes the token (plain or URL-escaped) from s.
-func (a *api) redact(s string) string { return redactToken(a.token, s) }
-
-// call makes one Bot API request and returns its result, classifying failures.
-func (a *api) call(ctx context.Context, method string, params tgbotapi.Params) (json.RawMessage, error) {
-	return a.do(ctx, method, params, func(b *tgbotapi.BotAPI) (*tgbotapi.APIResponse, error) {
-		return b.MakeRequest(method, params)
-	})
-}
-
-// upload makes one multipart Bot API request with a file.
-func (a *api) upload(ctx context.Context, method string, params tgbotapi.Params, files []tgbotapi.RequestFile) (json.RawMessage, error) {
-	return a.do(ctx, method, params, func(b *tgbotapi.BotAPI) (*tgbotapi.APIResponse, error) {
-		return b.UploadFiles(method, params, files)
-	})
-}
-
-// do sends a request built from params. A chat_id of a group known to have been upgraded to a
-// supergroup is replaced by the supergroup's id first. When Telegram answers that the group was
-// upgraded (400 with parameters.migrate_to_chat_id), the new id is remembered for every later
-// request to that chat and the request is sent once more to the supergroup; params keeps the
-// id it went out with, so a caller's own retry with the same params goes there too.
-func (a *api) do(ctx context.Context, method string, params tgbotapi.Params, send func(*tgbotapi.BotAPI) (*tgbotapi.APIResponse, error)) (json.RawMessage, error) {
-	chatID, hasChat := params["chat_id"]
-	if hasChat {
-		params["chat_id"] = a.chatID(chatID)
-	}
-	resp, err := send(a.with(ctx))
-	var terr *tgbotapi.Error
-	if hasChat && errors.As(err, &terr) && terr.MigrateToChatID != 0 {
-		from, to := params["chat_id"], strconv.FormatInt(terr.MigrateToChatID, 10)
-		a.migrate(from, to)
-		a.log.Info("telegram: group upgraded to a supergroup; sending there from now on", "chat", from, "supergroup", to, "method", method)
-		params["chat_id"] = to
-		resp, err = send(a.with(ctx))
-	}
-	if err != nil {
-		return nil, a.classify(ctx, method, resp, err)
-	}
-	return resp.Result, nil
-}
-
-// chatID is the chat to send to for id: the supergroup a group was upgraded to, or id itself.
-func (a *api) chatID(id string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	// An upgraded group cannot be upgraded again, but follow a chain all the same.
-	for range len(a.migrated) {
-		to, ok := a.migrated[id]
-		if !ok {
-			break
-		}
-		id = to
-	}
-	return id
-}
-
-// migrate records that the group from was upgraded to the supergroup to.
-func (a *api) migrate(from, to string) {
-	if from == to {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.migrated == nil {
-		a.migrated = map[string]string{}
-	}
-	a.migrated[from] = to
-}
-
-// apiError is a failure answer of the Bot API: the method, its error code and description.
-type apiError struct {
-	method string
-	code   int
-	desc   string
-}
-
-func (e *apiError) Error() string { return fmt.Sprintf("telegram %s: %d %s", e.method, e.code, e.desc) }
-
-// errEntities is Telegram refusing the formatting of a text; the text is then sent plain.
-var errEntities = errors.New("telegram rejected the formatting")
-
-// classify maps a tgbotapi failure onto the adapters error kinds. The returned error never
-// contains the token (tgbotapi's transport errors carry the request URL, token included).
-func (a *api) classify(ctx context.Context, method string, resp *tgbotapi.APIResponse, err error) error {
-	var terr *tgbotapi.Error
-	if !errors.As(err, &terr) {
-		msg := a.redact(err.Error())
-		if ctx.Err() != nil {
-			return fmt.Errorf("telegram %s: %s: %w", method, msg, ctx.Err())
-		}
-		// Transport failures and undecodable answers (a proxy's HTML error page) may pass later.
-		return fmt.Errorf("telegram %s: %s: %w", method, msg, adapters.ErrTemporary)
-	}
-	code := terr.Code
-	if code == 0 && resp != nil {
-		code = resp.ErrorCode
-	}
-	desc := a.redact(terr.Message)
-	lower := strings.ToLower(desc)
-	var base error = &apiError{method: method, code: code, desc: desc}
-	switch {
-	case code == http.StatusTooManyRequests || strings.HasPrefix(lower, "too many requests"):
-		wait := terr.RetryAfter
-		if wait <= 0 {
-			wait = 1
-		}
-		return &adapters.RateLimitError{RetryAfter: time.Duration(wait) * a.retryAfterUnit, Err: base}
-	case strings.Contains(lower, "message is not modified"):
-		return fmt.Errorf("%w: %w", base, adapters.ErrNotModified)
-	case strings.Contains(lower, "message to edit not found"), strings.Contains(lower, "message can't be edited"),
-		strings.Contains(lower, "message_id_invalid"):
-		return fmt.Errorf("%w: %w", base, adapters.ErrMessageGone)
-	case strings.Contains(lower, "message is too long"), strings.Contains(lower, "text is too long"):
-		return fmt.Errorf("%w: %w", base, adapters.ErrTooLong)
-	case strings.Contains(lower, "can't parse entities"), strings.Contains(lower, "can't find end of"):
-		return fmt.Errorf("%w: %w", base, errEntities)
-	case code >= 500:
-		return fmt.Errorf("%w: %w", base, adapters.ErrTemporary)
-	}
-	return base
-}
 
 // messenger implements adapters.Messenger for Telegram. Text is rendered from Markdown to
 // entities; when Telegram refuses the entities, the same text goes out plain.
@@ -205,11 +47,10 @@ var (
 // starts with its feature's prefix ("stop:"); the adapter routes a pressed button by it.
 const StopData = "stop:"
 
-// stopKeyboard is the inline keyboard of a message still streaming: one Stop button.
-func stopKeyboard() string {
-	b, _ := json.Marshal(map[string]any{"inline_keyboard": [][]map[string]string{{{"text": "Stop", "callback_data": StopData}}}})
-	return string(b)
-}
+// stopKeyboard is the reply_markup of a message still streaming, an inline keyboard of one
+// Stop button, as json.Marshal writes it (keys sorted): every streaming send and edit carries
+// it.
+const stopKeyboard = `{"inline_keyboard":[[{"callback_data":"` + StopData + `","text":"Stop"}]]}`
 
 func chatParams(chat chat.Ref) tgbotapi.Params {
 	p := tgbotapi.Params{"chat_id": chat.ChatID}
@@ -249,19 +90,23 @@ func (m *messenger) Send(ctx context.Context, chat chat.Ref, text string, opts a
 		p["allow_sending_without_reply"] = "true"
 	}
 	if opts.Stoppable {
-		p["reply_markup"] = stopKeyboard()
+		p["reply_markup"] = stopKeyboard
 	}
 	m.budgetParams(p)
 	textParams(p, text, false)
-	res, err := m.api.call(ctx, "sendMessage", p)
+	var sm sentMessage
+	err := m.api.callInto(ctx, "sendMessage", p, &sm)
 	if errors.Is(err, errEntities) {
 		textParams(p, text, true)
-		res, err = m.api.call(ctx, "sendMessage", p)
+		err = m.api.callInto(ctx, "sendMessage", p, &sm)
 	}
 	if err != nil {
 		return adapters.MessageRef{}, err
 	}
-	return messageRef(chat, res)
+	if sm.MessageID == 0 {
+		return adapters.MessageRef{}, errors.New("telegram sendMessage: answer without a message id")
+	}
+	return adapters.MessageRef{Chat: chat, ID: strconv.Itoa(sm.MessageID)}, nil
 }
 
 func messageRef(chat chat.Ref, res json.RawMessage) (adapters.MessageRef, error) {
@@ -280,7 +125,7 @@ func (m *messenger) Edit(ctx context.Context, msg adapters.MessageRef, text stri
 
 // EditStreaming replaces the text of a message still streaming and keeps its Stop button.
 func (m *messenger) EditStreaming(ctx context.Context, msg adapters.MessageRef, text string) error {
-	return m.edit(ctx, msg, text, stopKeyboard())
+	return m.edit(ctx, msg, text, stopKeyboard)
 }
 
 func (m *messenger) edit(ctx context.Context, msg adapters.MessageRef, text, keyboard string) error {
@@ -293,10 +138,10 @@ func (m *messenger) edit(ctx context.Context, msg adapters.MessageRef, text, key
 	p["link_preview_options"] = `{"is_disabled":true}`
 	p["disable_web_page_preview"] = "true"
 	textParams(p, text, false)
-	_, err := m.api.call(ctx, "editMessageText", p)
+	err := m.api.callInto(ctx, "editMessageText", p, nil)
 	if errors.Is(err, errEntities) {
 		textParams(p, text, true)
-		_, err = m.api.call(ctx, "editMessageText", p)
+		err = m.api.callInto(ctx, "editMessageText", p, nil)
 	}
 	return err
 }
@@ -317,10 +162,10 @@ func (m *messenger) Draft(ctx context.Context, chat chat.Ref, id int64, text str
 		p["can_stop"], p["keep_on_stop"] = "true", "true"
 	}
 	textParams(p, text, false)
-	_, err := m.api.call(ctx, "sendMessageDraft", p)
+	err := m.api.callInto(ctx, "sendMessageDraft", p, nil)
 	if errors.Is(err, errEntities) {
 		textParams(p, text, true)
-		_, err = m.api.call(ctx, "sendMessageDraft", p)
+		err = m.api.callInto(ctx, "sendMessageDraft", p, nil)
 	}
 	var rl *adapters.RateLimitError
 	if err != nil && !errors.As(err, &rl) && !errors.Is(err, adapters.ErrTemporary) && !errors.Is(err, adapters.ErrTooLong) &&
@@ -399,6 +244,6 @@ func (m *messenger) SendVoice(ctx context.Context, chat chat.Ref, voice chat.Fil
 func (m *messenger) Typing(ctx context.Context, chat chat.Ref) error {
 	p := chatParams(chat)
 	p["action"] = "typing"
-	_, err := m.api.call(ctx, "sendChatAction", p)
+	err := m.api.callInto(ctx, "sendChatAction", p, nil)
 	return err
 }

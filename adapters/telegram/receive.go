@@ -79,7 +79,7 @@ type photoSize struct {
 // at the end it confirms the updates taken to the server.
 func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor) error {
 	// A webhook left over from webhook mode would make getUpdates fail.
-	if _, err := a.api.call(ctx, "deleteWebhook", tgbotapi.Params{}); err != nil && ctx.Err() == nil {
+	if err := a.api.callInto(ctx, "deleteWebhook", tgbotapi.Params{}, nil); err != nil && ctx.Err() == nil {
 		a.log.Warn("telegram: deleteWebhook failed", "err", err)
 	}
 	failures := 0
@@ -87,7 +87,7 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor
 		a.mu.Lock()
 		offset := a.offset
 		a.mu.Unlock()
-		res, err := a.getUpdates(ctx, offset)
+		ups, err := a.getUpdates(ctx, offset)
 		if ctx.Err() != nil {
 			a.confirm()
 			return nil
@@ -101,11 +101,6 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor
 			continue
 		}
 		failures = 0
-		var ups []json.RawMessage
-		if err := json.Unmarshal(res, &ups); err != nil {
-			a.log.Warn("telegram: undecodable getUpdates answer", "err", err)
-			continue
-		}
 		b, next := a.sortUpdates(ups, offset)
 		// On disk before the next getUpdates confirms them to the server.
 		if next != offset {
@@ -126,7 +121,7 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor
 }
 
 // getUpdates long-polls for the updates from offset on (0: every update the server holds).
-func (a *Adapter) getUpdates(ctx context.Context, offset int64) (json.RawMessage, error) {
+func (a *Adapter) getUpdates(ctx context.Context, offset int64) ([]json.RawMessage, error) {
 	p := tgbotapi.Params{
 		"timeout":         strconv.Itoa(int(a.opts.PollTimeout / time.Second)),
 		"allowed_updates": allowedUpdates,
@@ -136,7 +131,9 @@ func (a *Adapter) getUpdates(ctx context.Context, offset int64) (json.RawMessage
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.opts.PollTimeout+15*time.Second)
 	defer cancel()
-	return a.api.call(cctx, "getUpdates", p)
+	var ups []json.RawMessage
+	err := a.api.callInto(cctx, "getUpdates", p, &ups)
+	return ups, err
 }
 
 // pollBackoff waits after the failures-th getUpdates in a row failed with err: as long as a 429
@@ -217,7 +214,7 @@ func (a *Adapter) confirm() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p := tgbotapi.Params{"offset": strconv.FormatInt(offset, 10), "timeout": "0", "limit": "1"}
-	if _, err := a.api.call(ctx, "getUpdates", p); err != nil {
+	if err := a.api.callInto(ctx, "getUpdates", p, nil); err != nil {
 		a.log.Warn("telegram: confirming taken updates failed", "err", err)
 	}
 }

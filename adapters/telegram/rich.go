@@ -40,7 +40,7 @@ func (m *messenger) SendRich(ctx context.Context, chat chat.Ref, text string, op
 		p["reply_parameters"] = fmt.Sprintf(`{"message_id":%s,"allow_sending_without_reply":true}`, opts.ReplyTo)
 	}
 	if opts.Stoppable {
-		p["reply_markup"] = stopKeyboard()
+		p["reply_markup"] = stopKeyboard
 	}
 	m.budgetParams(p)
 	res, err := m.api.call(ctx, "sendRichMessage", p)
@@ -57,7 +57,7 @@ func (m *messenger) EditRich(ctx context.Context, msg adapters.MessageRef, text 
 	delete(p, "message_thread_id")
 	p["message_id"] = msg.ID
 	p["rich_message"] = richParam(text)
-	_, err := m.api.call(ctx, "editMessageText", p)
+	err := m.api.callInto(ctx, "editMessageText", p, nil)
 	if err != nil {
 		return m.richError(err)
 	}
@@ -69,7 +69,7 @@ func (m *messenger) Delete(ctx context.Context, msg adapters.MessageRef) error {
 	p := chatParams(msg.Chat)
 	delete(p, "message_thread_id")
 	p["message_id"] = msg.ID
-	_, err := m.api.call(ctx, "deleteMessage", p)
+	err := m.api.callInto(ctx, "deleteMessage", p, nil)
 	var ae *apiError
 	if errors.As(err, &ae) && ae.code == 400 && strings.Contains(strings.ToLower(ae.desc), "message to delete not found") {
 		return fmt.Errorf("%w: %w", err, adapters.ErrMessageGone)

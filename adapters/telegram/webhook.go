@@ -116,7 +116,7 @@ func (a *Adapter) listenWebhook(ctx context.Context, maxConns int) (net.Listener
 	a.log.Info("telegram: webhook listening", "addr", ln.Addr().String())
 	ln = netutil.LimitListener(ln, maxConns)
 	p := tgbotapi.Params{"url": a.opts.WebhookURL, "secret_token": a.opts.WebhookSecret, "allowed_updates": allowedUpdates}
-	if _, err := a.api.call(ctx, "setWebhook", p); err != nil {
+	if err := a.api.callInto(ctx, "setWebhook", p, nil); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("telegram: setWebhook: %w", err)
 	}

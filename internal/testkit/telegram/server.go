@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf16"
 )
@@ -222,6 +223,8 @@ type Server struct {
 	cbSeq     int
 	answered  map[string]string // callback query id → the text answered (may be empty)
 
+	conns atomic.Int64 // connections accepted
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -260,7 +263,12 @@ func New(opts Options) (*Server, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 	}
-	s.srv = &http.Server{Handler: s, BaseContext: func(net.Listener) context.Context { return ctx }}
+	s.srv = &http.Server{Handler: s, BaseContext: func(net.Listener) context.Context { return ctx },
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				s.conns.Add(1)
+			}
+		}}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -288,6 +296,10 @@ func (s *Server) BaseURL() string { return "http://" + s.ln.Addr().String() }
 
 // Endpoint is the API endpoint format for clients: "http://127.0.0.1:port/bot%s/%s".
 func (s *Server) Endpoint() string { return s.BaseURL() + "/bot%s/%s" }
+
+// Connections is how many connections clients have opened to the server: each is a TCP (and
+// on Telegram a TLS) handshake.
+func (s *Server) Connections() int { return int(s.conns.Load()) }
 
 // Calls returns every call answered so far, in order.
 func (s *Server) Calls() []Call {
