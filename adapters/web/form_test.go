@@ -19,6 +19,9 @@ import (
 type formHandler struct{ t *testing.T }
 
 func (h formHandler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	if in.Placed != nil {
+		in.Placed() // as the pipeline says once the message has its place, before it asks
+	}
 	fa, ok := out.(adapters.FormAsker)
 	if !ok {
 		h.t.Error("the web chat's responder cannot ask forms")

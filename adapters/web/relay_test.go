@@ -87,6 +87,9 @@ func (r *hubRelay) Listen(ctx context.Context, fn func(string, []byte)) error {
 type askingHandler struct{ t *testing.T }
 
 func (h askingHandler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	if in.Placed != nil {
+		in.Placed() // as the pipeline says once the message has its place, before it asks
+	}
 	asker, ok := out.(adapters.Asker)
 	if !ok {
 		h.t.Error("the web chat's responder cannot ask")
