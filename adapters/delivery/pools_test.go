@@ -142,7 +142,8 @@ func newPaidEngine(p *paidPlatform) *Engine {
 }
 
 // streamAnswers streams a 2-second answer into each of n chats at once, finishes them all, and
-// returns when the answers ended (the finals may come later).
+// returns when the answers ended (the finals may come later). Its callers run it inside a
+// synctest bubble: its sleeps are the bubble's fake time, not the machine's.
 func streamAnswers(t *testing.T, e *Engine, n int) (ended time.Time) {
 	var wg sync.WaitGroup
 	for i := range n {

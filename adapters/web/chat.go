@@ -836,29 +836,7 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	shown := text
-	for _, a := range atts {
-		icon := "📎 "
-		if a.Kind == adapters.Voice {
-			icon = "🎤 "
-		}
-		shown = strings.TrimSpace(shown + "\n" + icon + a.Name)
-	}
-	conv.mu.Lock()
-	userMsg := conv.addLocked("user", shown, nil)
-	conv.running++
-	conv.mu.Unlock()
-
-	in := adapters.Inbound{
-		Chat:        chat.Ref{Platform: chat.Web, ChatID: conv.id},
-		Kind:        adapters.Private,
-		MessageID:   userMsg.ID,
-		UserID:      conv.id,
-		UserName:    c.opts.UserName,
-		Text:        text,
-		Attachments: atts,
-		Time:        c.now(),
-	}
+	in := c.inbound(conv, text, atts)
 	if cmd, ok := adapters.ParseCommand(text); ok && len(atts) == 0 {
 		if !cmd.For("") {
 			// "/reset@otherbot" names a bot, and the web chat's bot has no name: not ours to run.
@@ -894,6 +872,33 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 			"chat", conv.id, "request_ended", r.Context().Err() != nil)
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// inbound shows the user's message in conv (its attachments by name), counts a turn running
+// there, and returns the message for the Handler.
+func (c *Chat) inbound(conv *conversation, text string, atts []adapters.Attachment) adapters.Inbound {
+	shown := text
+	for _, a := range atts {
+		icon := "📎 "
+		if a.Kind == adapters.Voice {
+			icon = "🎤 "
+		}
+		shown = strings.TrimSpace(shown + "\n" + icon + a.Name)
+	}
+	conv.mu.Lock()
+	userMsg := conv.addLocked("user", shown, nil)
+	conv.running++
+	conv.mu.Unlock()
+	return adapters.Inbound{
+		Chat:        chat.Ref{Platform: chat.Web, ChatID: conv.id},
+		Kind:        adapters.Private,
+		MessageID:   userMsg.ID,
+		UserID:      conv.id,
+		UserName:    c.opts.UserName,
+		Text:        text,
+		Attachments: atts,
+		Time:        c.now(),
+	}
 }
 
 // ranHere notes that a turn of conv ended in this process: what the store now has of the chat
