@@ -118,9 +118,12 @@ const (
 	EventDraft                        // a draft was shown (adapters.Drafter)
 	// EventInteraction: a user's press or command was answered (Engine.Do, ClassInteraction).
 	EventInteraction
+	// EventLookup: a request the platform counts against the bot's global limit, no message
+	// in a chat, was answered (Engine.Do, ClassBotWide).
+	EventLookup
 )
 
-var eventNames = [...]string{"send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed", "typing", "draft", "interaction"}
+var eventNames = [...]string{"send", "edit", "files", "not_modified", "rate_limited", "retry", "fallback", "failed", "typing", "draft", "interaction", "lookup"}
 
 // String returns the event's metric name ("send", "edit", "rate_limited", ...).
 func (k EventKind) String() string {

@@ -32,6 +32,14 @@ const (
 	// own retry_after; one that says the whole bot is limited also blocks the global budget
 	// for the requests that draw on it.
 	ClassInteraction
+	// ClassBotWide is a request that is no message in a chat but that the platform counts
+	// against the bot's global limit: Discord's channel and member lookups, its gateway's
+	// address, the registration of commands. It waits for a place in the free bot-wide
+	// budget (Limits.Global, divided among the replicas by ShareGlobal) at final priority,
+	// ahead of every preview, and draws on no chat's budget: Request.Chat may be the zero Ref.
+	// A 429 for the request's own route waits its retry_after here; one that says the whole
+	// bot is limited blocks the global budget for every request that draws on it.
+	ClassBotWide
 )
 
 // Request is one platform request made with Engine.Do.
@@ -39,7 +47,8 @@ type Request struct {
 	Chat  chat.Ref
 	Class Class
 	// Kind is the Event observed when the request succeeds: EventSend for a new message,
-	// EventEdit for an edit, EventInteraction for an answer to an interaction.
+	// EventEdit for an edit, EventInteraction for an answer to an interaction, EventLookup
+	// for a request of ClassBotWide.
 	Kind EventKind
 	// Run makes the request: exactly one platform call, reporting failures with the error
 	// types of package adapters. Do calls it once per try.
@@ -68,6 +77,15 @@ func (e *Engine) Do(ctx context.Context, req Request) error {
 	}
 	e.observe(ctx, Event{Kind: req.Kind, Chat: req.Chat, Final: true, Took: took})
 	return nil
+}
+
+// Place waits for one request's place in the budgets of class, as Do does before each try, for
+// a request made outside Do: one a library makes on its own (discordgo asks Discord for the
+// gateway's address before each connection). It returns the func to call once the request's
+// answer has come back, or ctx's error or ErrClosed. It neither retries nor observes: the
+// caller owns the request and what its answer says.
+func (e *Engine) Place(ctx context.Context, c chat.Ref, class Class) (release func(), err error) {
+	return e.place(ctx, c, class, poolFree)
 }
 
 // do is Do without the event of success: the replies' final messages observe what they
@@ -107,7 +125,7 @@ func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool,
 			if class == ClassMessage || rl.Global {
 				e.sched.block(c, rl.Global, rl.RetryAfter, p)
 			}
-			if class == ClassInteraction {
+			if class == ClassInteraction || class == ClassBotWide && !rl.Global {
 				// Its own limit, which no bucket of the engine holds: wait for it here.
 				if err := e.sleep(ctx, rl.RetryAfter); err != nil {
 					return err
@@ -132,8 +150,11 @@ func (e *Engine) do(ctx context.Context, c chat.Ref, class Class, detached bool,
 // place waits for a request's place in the budgets of its class and returns the func that
 // gives it back once the request's answer has come.
 func (e *Engine) place(ctx context.Context, c chat.Ref, class Class, p pool) (func(), error) {
-	if class == ClassMessage {
+	switch class {
+	case ClassMessage:
 		return e.sched.acquire(ctx, c, true, p)
+	case ClassBotWide:
+		return e.sched.acquireLocal(ctx, c, true, true, p)
 	}
 	select {
 	case <-e.done:

@@ -241,7 +241,8 @@ func (s *scheduler) acquire(ctx context.Context, chat chat.Ref, final bool, p po
 }
 
 // acquireLocal is acquire on this process's buckets: all of them, or only the global one when
-// the chat's own budgets are shared (already reserved).
+// the chat's own budgets are shared (already reserved) or the request draws on none of a
+// chat's (ClassBotWide).
 func (s *scheduler) acquireLocal(ctx context.Context, chat chat.Ref, final, shared bool, p pool) (func(), error) {
 	s.mu.Lock()
 	if s.closed {

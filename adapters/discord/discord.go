@@ -266,6 +266,9 @@ func New(opts Options) (*Adapter, error) {
 		m = plainMessenger{a}
 	}
 	a.engine = delivery.New(m, limitsFor(opts), dopts)
+	rt.pace = func(ctx context.Context) (func(), error) {
+		return a.engine.Place(ctx, chat.Ref{Platform: chat.Discord}, delivery.ClassBotWide)
+	}
 	return a, nil
 }
 
@@ -410,15 +413,37 @@ func (a *Adapter) registerCommands(ctx context.Context) error {
 	a.mu.Lock()
 	appID := a.appID
 	a.mu.Unlock()
-	_, err := a.session.ApplicationCommandBulkOverwrite(appID, "", applicationCommands(a.opts.Commands), a.reqOpts(ctx)...)
-	return classify("registering application commands", err)
+	return a.botWide(ctx, "registering application commands", func(ctx context.Context) error {
+		_, err := a.session.ApplicationCommandBulkOverwrite(appID, "", applicationCommands(a.opts.Commands), a.reqOpts(ctx)...)
+		return err
+	})
 }
 
-// reqOpts are the per-request options of every REST call: the caller's context, no internal
-// retries of 429s or 5xx.
+// channel looks a channel up over REST.
+func (a *Adapter) channel(ctx context.Context, channelID string) (*discordgo.Channel, error) {
+	var c *discordgo.Channel
+	err := a.botWide(ctx, "looking up channel "+channelID, func(ctx context.Context) (err error) {
+		c, err = a.session.Channel(channelID, a.reqOpts(ctx)...)
+		return err
+	})
+	return c, err
+}
+
+// botWide makes run's one REST request, which Discord counts against the bot's global limit
+// though it is no message in a chat, through the delivery engine: paced within this replica's
+// share of that limit, at the priority of final messages, its 429s waited out and its temporary
+// failures retried. what names the request in its error.
+func (a *Adapter) botWide(ctx context.Context, what string, run func(ctx context.Context) error) error {
+	return a.engine.Do(ctx, delivery.Request{Class: delivery.ClassBotWide, Kind: delivery.EventLookup,
+		Run: func(ctx context.Context) error { return classify(what, run(ctx)) }})
+}
+
+// reqOpts are the per-request options of every REST call the adapter makes, each through the
+// delivery engine: the caller's context, marked as paced by the engine (the transport paces
+// the requests discordgo makes on its own), no internal retries of 429s or 5xx.
 func (a *Adapter) reqOpts(ctx context.Context) []discordgo.RequestOption {
 	return []discordgo.RequestOption{
-		discordgo.WithContext(ctx),
+		discordgo.WithContext(accounted(ctx)),
 		discordgo.WithRetryOnRatelimit(false),
 		discordgo.WithRestRetries(0),
 	}

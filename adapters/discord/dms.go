@@ -125,9 +125,9 @@ func (a *Adapter) channelGuild(ctx context.Context, channelID string) (string, e
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := a.session.Channel(channelID, a.reqOpts(cctx)...)
+	c, err := a.channel(cctx, channelID)
 	if err != nil {
-		return "", classify("looking up channel "+channelID, err)
+		return "", err
 	}
 	a.mu.Lock()
 	a.guildOf[channelID] = c.GuildID
@@ -142,13 +142,17 @@ func (a *Adapter) memberRoles(ctx context.Context, guildID, userID string) ([]st
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	m, err := a.session.GuildMember(guildID, userID, a.reqOpts(cctx)...)
+	var m *discordgo.Member
+	err := a.botWide(cctx, fmt.Sprintf("looking up member %s of guild %s", userID, guildID), func(ctx context.Context) (err error) {
+		m, err = a.session.GuildMember(guildID, userID, a.reqOpts(ctx)...)
+		return err
+	})
 	var re *discordgo.RESTError
 	if errors.As(err, &re) && re.Message != nil && re.Message.Code == discordgo.ErrCodeUnknownMember {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, classify(fmt.Sprintf("looking up member %s of guild %s", userID, guildID), err)
+		return nil, false, err
 	}
 	return m.Roles, true, nil
 }

@@ -202,9 +202,9 @@ func (a *Adapter) parentOf(ctx context.Context, channelID string) (string, error
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := a.session.Channel(channelID, a.reqOpts(cctx)...)
+	c, err := a.channel(cctx, channelID)
 	if err != nil {
-		return "", classify("looking up channel "+channelID, err)
+		return "", err
 	}
 	p = ""
 	if c.IsThread() {

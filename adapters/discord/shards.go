@@ -39,13 +39,17 @@ func (a *Adapter) plan(ctx context.Context) (gatewayPlan, error) {
 	p := gatewayPlan{count: a.opts.Shards, maxConcurrency: 1}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	gb, err := a.session.GatewayBot(a.reqOpts(cctx)...)
+	var gb *discordgo.GatewayBotResponse
+	err := a.botWide(cctx, "GET /gateway/bot", func(ctx context.Context) (err error) {
+		gb, err = a.session.GatewayBot(a.reqOpts(ctx)...)
+		return err
+	})
 	if err != nil {
 		if p.count > 0 {
 			a.log.Warn("discord: shard recommendation not read; identifying one shard at a time", "err", err)
 			return p, nil
 		}
-		return p, fmt.Errorf("discord: asking %s for the shard count (discord.shards = \"auto\"): %w", a.opts.APIBase, classify("GET /gateway/bot", err))
+		return p, fmt.Errorf("discord: asking %s for the shard count (discord.shards = \"auto\"): %w", a.opts.APIBase, err)
 	}
 	if p.count <= 0 {
 		p.count = max(gb.Shards, 1)

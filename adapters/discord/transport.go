@@ -34,10 +34,27 @@ func discordgoAPI() string { return strings.TrimSuffix(discordgo.EndpointAPI, "/
 // request, while pacing is owned by the delivery engine. 429 answers keep their body, so the
 // engine still learns retry_after (and, through globalBucket, whether the limit was global); a
 // 429 whose body is not Discord's JSON is given one (normalize429).
+//
+// Discord counts every request of the bot's token against its global limit. The adapter makes
+// its own requests through the delivery engine, which paces them (reqOpts marks their contexts:
+// accounted); a request to the API that discordgo makes on its own (GET /gateway before each
+// connection) waits for its place in the bot-wide budget here (pace), so that one replica's
+// reconnects cannot push the bot over its limit.
 type rewriter struct {
 	from string   // "https://discord.com/api/v9"
 	to   *url.URL // the configured base
 	next http.RoundTripper
+	// pace waits for a request's place in the bot-wide budget and returns the func giving it
+	// back; nil paces nothing. Set once, before the first request.
+	pace func(ctx context.Context) (release func(), err error)
+}
+
+// accountedKey marks the context of a request the delivery engine has given its place.
+type accountedKey struct{}
+
+// accounted returns ctx marked as the context of a request the delivery engine paces.
+func accounted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, accountedKey{}, true)
 }
 
 func newRewriter(apiBase string, next http.RoundTripper) (*rewriter, error) {
@@ -64,6 +81,13 @@ func (t *rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = req.Clone(req.Context())
 		req.URL = target
 		req.Host = target.Host
+		if t.pace != nil && req.Context().Value(accountedKey{}) == nil {
+			release, err := t.pace(req.Context())
+			if err != nil {
+				return nil, fmt.Errorf("discord: %s %s: waiting for a place in the bot's global budget: %w", req.Method, req.URL.Path, err)
+			}
+			defer release()
+		}
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
