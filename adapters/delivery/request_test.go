@@ -152,6 +152,7 @@ func TestA429IsRetriedAfterItsRetryAfter(t *testing.T) {
 	}{
 		{"a question", ClassMessage, true},
 		{"an interaction's answer", ClassInteraction, false},
+		{"a lookup", ClassBotWide, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -243,10 +244,55 @@ func TestAnInteractionIsNotQueuedBehindTheChatsMessages(t *testing.T) {
 	})
 }
 
+// A request the platform counts against the bot but that is no message in a chat (a Discord
+// channel lookup) waits for a place in the bot's global budget and in nothing else: with the
+// chat's window full and the chat held by a 429 it goes at once while the global window has
+// room, it takes a place there, and once the window is full the next one waits, as a request
+// made with Place does.
+func TestABotWideRequestWaitsForTheGlobalBudgetOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPlatform(adapters.Rate{})
+		lim := adapters.Limits{MaxLen: 1000, PerChat: adapters.Rate{N: 2, Per: time.Hour}, Global: adapters.Rate{N: 4, Per: time.Hour}}
+		e := New(&platformMessenger{p: p}, lim, Options{})
+		defer e.Close()
+		for i := range 2 {
+			if err := e.Notice(context.Background(), busyChat, fmt.Sprint("notice ", i), adapters.SendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.sched.block(busyChat, false, time.Hour, poolFree)
+		bot := chat.Ref{Platform: "test"}
+		start := time.Now()
+		for i := range 2 {
+			err := e.Do(context.Background(), Request{Chat: bot, Class: ClassBotWide, Kind: EventLookup,
+				Run: func(context.Context) error { return p.request(bot, fmt.Sprint("lookup ", i)) }})
+			if err != nil {
+				t.Fatalf("lookup %d: %v", i, err)
+			}
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("the lookups waited %s behind the chat's budget", waited)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := e.Do(ctx, Request{Chat: bot, Class: ClassBotWide, Kind: EventLookup,
+			Run: func(context.Context) error { return p.request(bot, "lookup over the budget") }})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a lookup with the global window full: %v, want it to wait (until its deadline)", err)
+		}
+		if _, err := e.Place(ctx, bot, ClassBotWide); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Place with the global window full: %v, want it to wait (until its deadline)", err)
+		}
+		if calls, _, _ := p.stats(); len(calls) != 4 {
+			t.Errorf("requests %q, want the two notices and the two lookups within the global budget", calls)
+		}
+	})
+}
+
 // A 429 whose wait outlasts the request's deadline (an interaction's 3 s) is returned at once:
 // no retry could follow it in time.
 func TestA429PastTheDeadlineIsReturnedAtOnce(t *testing.T) {
-	for _, class := range []Class{ClassMessage, ClassInteraction} {
+	for _, class := range []Class{ClassMessage, ClassInteraction, ClassBotWide} {
 		t.Run(fmt.Sprint("class ", class), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := newPlatform(adapters.Rate{})
@@ -298,9 +344,9 @@ func TestAGlobal429OnAnInteractionHoldsTheBotsMessages(t *testing.T) {
 	})
 }
 
-// A closed engine makes no request of either class.
+// A closed engine makes no request of any class.
 func TestDoOnAClosedEngineFails(t *testing.T) {
-	for _, class := range []Class{ClassMessage, ClassInteraction} {
+	for _, class := range []Class{ClassMessage, ClassInteraction, ClassBotWide} {
 		p := newPlatform(adapters.Rate{})
 		e := New(&platformMessenger{p: p}, adapters.Limits{MaxLen: 1000}, Options{})
 		e.Close()

@@ -434,7 +434,7 @@ func (a *Adapter) channel(ctx context.Context, channelID string) (*discordgo.Cha
 // share of that limit, at the priority of final messages, its 429s waited out and its temporary
 // failures retried. what names the request in its error.
 func (a *Adapter) botWide(ctx context.Context, what string, run func(ctx context.Context) error) error {
-	return a.engine.Do(ctx, delivery.Request{Class: delivery.ClassBotWide, Kind: delivery.EventLookup,
+	return a.engine.Do(ctx, delivery.Request{Chat: chat.Ref{Platform: chat.Discord}, Class: delivery.ClassBotWide, Kind: delivery.EventLookup,
 		Run: func(ctx context.Context) error { return classify(what, run(ctx)) }})
 }
 
