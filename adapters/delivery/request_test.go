@@ -196,20 +196,29 @@ func TestA429IsRetriedAfterItsRetryAfter(t *testing.T) {
 	}
 }
 
+// busyEngine returns a platform that never refuses and an engine delivering to it whose chat
+// busyChat has spent its window (two messages an hour) and half the bot's global window (four
+// an hour); the engine is closed when the test ends.
+func busyEngine(t *testing.T) (*platform, *Engine) {
+	t.Helper()
+	p := newPlatform(adapters.Rate{})
+	lim := adapters.Limits{MaxLen: 1000, PerChat: adapters.Rate{N: 2, Per: time.Hour}, Global: adapters.Rate{N: 4, Per: time.Hour}}
+	e := New(&platformMessenger{p: p}, lim, Options{})
+	t.Cleanup(e.Close)
+	for i := range 2 {
+		if err := e.Notice(context.Background(), busyChat, fmt.Sprint("notice ", i), adapters.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, e
+}
+
 // An answer to an interaction takes no place in the engine's windows: with the chat's window
 // full, the chat held by a 429 and the bot's global window full, it goes out at once (Discord
 // drops an interaction not answered within 3 s), and it leaves the windows as they were.
 func TestAnInteractionIsNotQueuedBehindTheChatsMessages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPlatform(adapters.Rate{})
-		lim := adapters.Limits{MaxLen: 1000, PerChat: adapters.Rate{N: 2, Per: time.Hour}, Global: adapters.Rate{N: 4, Per: time.Hour}}
-		e := New(&platformMessenger{p: p}, lim, Options{})
-		defer e.Close()
-		for i := range 2 {
-			if err := e.Notice(context.Background(), busyChat, fmt.Sprint("notice ", i), adapters.SendOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		p, e := busyEngine(t)
 		other := chat.Ref{Platform: "test", ChatID: "8"}
 		if err := e.Notice(context.Background(), other, "elsewhere", adapters.SendOptions{}); err != nil {
 			t.Fatal(err)
@@ -218,17 +227,7 @@ func TestAnInteractionIsNotQueuedBehindTheChatsMessages(t *testing.T) {
 		r := e.NewReply(context.Background(), busyChat, adapters.SendOptions{})
 		r.Update("a preview waiting for its place")
 		synctest.Wait()
-		start := time.Now()
-		for i := range 10 {
-			err := e.Do(context.Background(), Request{Chat: busyChat, Class: ClassInteraction, Kind: EventInteraction,
-				Run: func(context.Context) error { return p.request(busyChat, fmt.Sprint("answer ", i)) }})
-			if err != nil {
-				t.Fatalf("answer %d: %v", i, err)
-			}
-		}
-		if waited := time.Since(start); waited != 0 {
-			t.Fatalf("the answers waited %s behind the chat's messages", waited)
-		}
+		doAtOnce(t, e, p, busyChat, ClassInteraction, 10, "answer")
 		// The windows are as full as before: a final message in the other chat still finds
 		// the global window's last place.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -244,6 +243,24 @@ func TestAnInteractionIsNotQueuedBehindTheChatsMessages(t *testing.T) {
 	})
 }
 
+// doAtOnce makes n requests of class in chat c, one after another, named what and their
+// index, and fails the test unless each succeeds without waiting in the engine (in a synctest
+// bubble, where waiting moves the clock).
+func doAtOnce(t *testing.T, e *Engine, p *platform, c chat.Ref, class Class, n int, what string) {
+	t.Helper()
+	start := time.Now()
+	for i := range n {
+		err := e.Do(context.Background(), Request{Chat: c, Class: class,
+			Run: func(context.Context) error { return p.request(c, fmt.Sprint(what, " ", i)) }})
+		if err != nil {
+			t.Fatalf("%s %d: %v", what, i, err)
+		}
+	}
+	if waited := time.Since(start); waited != 0 {
+		t.Fatalf("the %d requests (%s) waited %s behind the chat's messages", n, what, waited)
+	}
+}
+
 // A request the platform counts against the bot but that is no message in a chat (a Discord
 // channel lookup) waits for a place in the bot's global budget and in nothing else: with the
 // chat's window full and the chat held by a 429 it goes at once while the global window has
@@ -251,28 +268,10 @@ func TestAnInteractionIsNotQueuedBehindTheChatsMessages(t *testing.T) {
 // made with Place does.
 func TestABotWideRequestWaitsForTheGlobalBudgetOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPlatform(adapters.Rate{})
-		lim := adapters.Limits{MaxLen: 1000, PerChat: adapters.Rate{N: 2, Per: time.Hour}, Global: adapters.Rate{N: 4, Per: time.Hour}}
-		e := New(&platformMessenger{p: p}, lim, Options{})
-		defer e.Close()
-		for i := range 2 {
-			if err := e.Notice(context.Background(), busyChat, fmt.Sprint("notice ", i), adapters.SendOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		p, e := busyEngine(t)
 		e.sched.block(busyChat, false, time.Hour, poolFree)
 		bot := chat.Ref{Platform: "test"}
-		start := time.Now()
-		for i := range 2 {
-			err := e.Do(context.Background(), Request{Chat: bot, Class: ClassBotWide, Kind: EventLookup,
-				Run: func(context.Context) error { return p.request(bot, fmt.Sprint("lookup ", i)) }})
-			if err != nil {
-				t.Fatalf("lookup %d: %v", i, err)
-			}
-		}
-		if waited := time.Since(start); waited != 0 {
-			t.Fatalf("the lookups waited %s behind the chat's budget", waited)
-		}
+		doAtOnce(t, e, p, bot, ClassBotWide, 2, "lookup")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		err := e.Do(ctx, Request{Chat: bot, Class: ClassBotWide, Kind: EventLookup,
