@@ -90,6 +90,8 @@ type Manager struct {
 
 	mu     sync.Mutex
 	warned map[string]bool // collisions already logged, so a warning appears once, not every turn
+
+	calls inflight // calls running, until their audit rows are finished (Wait)
 }
 
 // NewManager returns a Manager over loaders, sorted into the dispatch order of Sources (loaders of
@@ -263,6 +265,8 @@ func (t *Turn) Specs() []Spec {
 // failed ones included, is reported to the Recorder once: Start before it runs, Finish after. A
 // panicking tool is recovered here, so its audit row is finished like any other.
 func (t *Turn) Execute(ctx context.Context, call Call) Outcome {
+	t.m.calls.add()
+	defer t.m.calls.done()
 	p := t.prepare(ctx, call)
 	if p.out == nil {
 		out := t.invoke(p.ctx, p)
@@ -344,6 +348,8 @@ const progressMaxChars = 500
 // records it: an audit row with status cancelled and reason as its error, so the audit log knows
 // every call the model made. The outcome carries reason to the model; the tool never runs.
 func (t *Turn) Skip(ctx context.Context, call Call, reason error) Outcome {
+	t.m.calls.add()
+	defer t.m.calls.done()
 	rec, _ := t.record(call, time.Now())
 	if i, ok := t.index[call.Name]; ok {
 		rec.Source = t.all[i].loader.Source()

@@ -91,6 +91,8 @@ func (t *Turn) Parallel(calls []Call) bool {
 // fails, the ones still running are cancelled with ErrSiblingFailed as the cause (their servers
 // are told). RunParallel returns when every call has ended; the outcomes are in the model's order.
 func (t *Turn) RunParallel(ctx context.Context, calls []Call, done func(i int, out Outcome)) []Outcome {
+	t.m.calls.add()
+	defer t.m.calls.done()
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ps := make([]*prepared, len(calls))

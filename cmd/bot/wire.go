@@ -49,6 +49,8 @@ type bot struct {
 	instance string
 	store    *store.Store
 	pipe     *pipeline.Pipeline
+	// tools runs the turns' tool calls; shutdown waits for the calls still ending (toolsWait).
+	tools *tools.Manager
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
 	oauth *oauth.Manager
 	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
@@ -79,6 +81,24 @@ func (b *bot) close() {
 		b.cleanup[i]()
 	}
 	b.cleanup = nil
+}
+
+// toolsWait bounds how long shutdown waits for the tool calls of cancelled turns to end and
+// finish their audit rows.
+const toolsWait = 10 * time.Second
+
+// waitToolCalls waits, at most toolsWait, for the tool calls still ending after the turns were
+// cancelled: a cancelled turn stops waiting for its call at once, and the call finishes its
+// audit row on its own goroutine.
+func (b *bot) waitToolCalls() {
+	if b.tools == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), toolsWait)
+	defer cancel()
+	if err := b.tools.Wait(ctx); err != nil {
+		b.log.Warn("shutdown: tool calls still running; their audit rows stay running until the next start marks them interrupted", "err", err)
+	}
 }
 
 // build opens the store and builds every part from cfg. On error the returned bot (if any) holds
@@ -118,6 +138,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
+	b.tools = mgr
 	m.KnowTools(mgr.Has, mgr.Names)
 	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m); err != nil {
 		return b, err
@@ -199,6 +220,10 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 	if err := b.joinDeployment(ctx, st); err != nil {
 		return nil, err
 	}
+	// Registered here, it runs after every part built later has closed (the MCP servers, which
+	// end the calls that ignored their cancellation) and before the replica leaves and the
+	// store closes: the calls' audit rows are finished while the store is still open.
+	b.cleanup = append(b.cleanup, b.waitToolCalls)
 	turns, calls, err := st.Recover(ctx)
 	if err != nil {
 		return nil, err
