@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 const testToken = "test-admin-token-0123456789"
@@ -31,29 +31,26 @@ type seeded struct {
 }
 
 // openStore opens a migrated SQLite store in a temporary folder.
-func openStore(t *testing.T) *store.Store {
+func openStore(t *testing.T) *store.Database {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return st
+	return storetest.Open(t, storetest.SQLite)
+}
+
+// storeOf is the admin server's part of db, as cmd/bot hands it over.
+func storeOf(db *store.Database) Store {
+	return Store{ToolCalls: db.ToolCalls, Turns: db.Turns, Messages: db.Messages, Timelines: db.Timelines,
+		Usage: db.Usage, Consents: db.Consents, Health: db}
 }
 
 // seedStore writes one turn with messages and a set of tool calls through the store's write API.
-func seedStore(t *testing.T, st *store.Store) seeded {
+func seedStore(t *testing.T, st *store.Database) seeded {
 	t.Helper()
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "100"})
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "100"})
 	if err != nil {
 		t.Fatalf("conversation: %v", err)
 	}
-	turnID, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1", UserName: "alice",
+	turnID, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1", UserName: "alice",
 		UserMessage: store.Message{Role: store.RoleUser, Content: "what is the weather in Paris?"}})
 	if err != nil {
 		t.Fatalf("start turn: %v", err)
@@ -83,7 +80,7 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 		rec := audit.Record{TurnID: turnID, ConversationID: conv.ID, Platform: "telegram", ChatID: sp.chat,
 			UserID: sp.user, Round: 1, ToolCallID: fmt.Sprintf("call_%d", i), ToolName: sp.tool, Source: sp.source,
 			Server: sp.server, Arguments: fmt.Sprintf(`{"city":"Paris","n":%d}`, i), StartedAt: started}
-		if err := st.StartToolCall(ctx, &rec); err != nil {
+		if err := st.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 			t.Fatalf("start call %d: %v", i, err)
 		}
 		rec.Status, rec.Error = sp.status, sp.errText
@@ -96,12 +93,12 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 			rec.Progress = "reading station 3"
 			rec.Elicitation = `[{"message":"Which station?","mode":"form","action":"accept","answer":"{\"station\":3}","by":"alice","at":"2026-01-01T00:00:00Z"}]`
 		}
-		if err := st.FinishToolCall(ctx, &rec); err != nil {
+		if err := st.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 			t.Fatalf("finish call %d: %v", i, err)
 		}
 		out.calls = append(out.calls, rec)
 	}
-	err = st.FinishTurn(ctx, store.TurnEnd{TurnID: turnID, Status: store.TurnOK, Model: "test-model", Rounds: 2,
+	err = st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: turnID, Status: store.TurnOK, Model: "test-model", Rounds: 2,
 		Messages: []store.Message{
 			{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: "call_0", Name: "weather", Arguments: `{"city":"Paris","n":0}`}}},
 			{Role: store.RoleTool, Name: "weather", ToolCallID: "call_0", Content: `{"ok":true,"i":0}`},
@@ -113,9 +110,9 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 	return out
 }
 
-func newTestServer(t *testing.T, st Store, token string, mutate ...func(*Options)) (*Server, *httptest.Server) {
+func newTestServer(t *testing.T, st *store.Database, token string, mutate ...func(*Options)) (*Server, *httptest.Server) {
 	t.Helper()
-	opts := Options{Listen: "127.0.0.1:0", Token: token, Store: st, Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))}
+	opts := Options{Listen: "127.0.0.1:0", Token: token, Store: storeOf(st), Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))}
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -469,7 +466,7 @@ func TestNewRefusesOpenNonLoopback(t *testing.T) {
 		{"no-port", testToken, false},
 	}
 	for _, tc := range tests {
-		_, err := New(Options{Listen: tc.listen, Token: tc.token, Store: st})
+		_, err := New(Options{Listen: tc.listen, Token: tc.token, Store: storeOf(st)})
 		if (err == nil) != tc.ok {
 			t.Errorf("New(listen %q, token %q): err = %v, want ok=%v", tc.listen, tc.token, err, tc.ok)
 		}
@@ -501,7 +498,7 @@ func TestNoTokenLoopbackIsOpenButOnlyForLocalHosts(t *testing.T) {
 
 func TestRunShutsDownOnCancel(t *testing.T) {
 	st := openStore(t)
-	srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: st})
+	srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: storeOf(st)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +545,7 @@ func TestShutdownEndsOpenEventStreams(t *testing.T) {
 		close(streaming)
 		<-r.Context().Done() // like the web chat's event stream
 	})
-	srv, err := New(Options{Listen: "127.0.0.1:0", Store: st, WebChat: stream})
+	srv, err := New(Options{Listen: "127.0.0.1:0", Store: storeOf(st), WebChat: stream})
 	if err != nil {
 		t.Fatal(err)
 	}

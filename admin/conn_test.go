@@ -62,7 +62,7 @@ func closedWithin(t *testing.T, conn net.Conn, what string) string {
 
 func TestSlowAndIdleClientsAreCut(t *testing.T) {
 	addr := serveOnLoopback(t, func() Options {
-		o := Options{Listen: "127.0.0.1:0", Token: testToken, Store: openStore(t), Logger: slog.New(slog.DiscardHandler)}
+		o := Options{Listen: "127.0.0.1:0", Token: testToken, Store: storeOf(openStore(t)), Logger: slog.New(slog.DiscardHandler)}
 		shortLimits(&o)
 		return o
 	}())
@@ -148,7 +148,7 @@ func TestEventStreamsOutliveTheTimeoutsButNotAStalledReader(t *testing.T) {
 		}
 	})
 	addr := serveOnLoopback(t, func() Options {
-		o := Options{Listen: "127.0.0.1:0", Store: openStore(t), WebChat: chat, Logger: slog.New(slog.DiscardHandler)}
+		o := Options{Listen: "127.0.0.1:0", Store: storeOf(openStore(t)), WebChat: chat, Logger: slog.New(slog.DiscardHandler)}
 		shortLimits(&o)
 		return o
 	}())

@@ -19,12 +19,12 @@ func TestConsentsAreListedAndRevoked(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
 	now := time.Now()
-	mine, err := st.SaveConsent(ctx, audit.Consent{Platform: "discord", ChatID: "55", UserID: "600", Tool: "send_mail",
+	mine, err := st.Consents.SaveConsent(ctx, audit.Consent{Platform: "discord", ChatID: "55", UserID: "600", Tool: "send_mail",
 		Server: "mail", Rule: "tools.policy[0] (tool send_mail)", GivenBy: "Ann", GivenByID: "600", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := st.SaveConsent(ctx, audit.Consent{Platform: "telegram", ChatID: "-100", Tool: "deploy", Rule: "tools.policy[1]",
+	all, err := st.Consents.SaveConsent(ctx, audit.Consent{Platform: "telegram", ChatID: "-100", Tool: "deploy", Rule: "tools.policy[1]",
 		GivenBy: "Chief", GivenByID: "9", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -46,11 +46,11 @@ func TestConsentsAreListedAndRevoked(t *testing.T) {
 		resp.Body.Close()
 	}
 	post(all, "forged")
-	if list, _ := st.ListConsents(ctx, audit.ConsentFilter{}); len(list) != 2 {
+	if list, _ := st.Consents.ListConsents(ctx, audit.ConsentFilter{}); len(list) != 2 {
 		t.Fatalf("a forged CSRF token revoked a consent: %d left", len(list))
 	}
 	post(all, csrf)
-	if list, _ := st.ListConsents(ctx, audit.ConsentFilter{}); len(list) != 1 || list[0].ID != mine {
+	if list, _ := st.Consents.ListConsents(ctx, audit.ConsentFilter{}); len(list) != 1 || list[0].ID != mine {
 		t.Fatalf("after the revoke button: %+v", list)
 	}
 
@@ -90,11 +90,11 @@ func TestAPIToolCallNamesTheApproversID(t *testing.T) {
 	ctx := context.Background()
 	rec := audit.Record{Platform: "discord", ChatID: "55", UserID: "600", ToolName: "send_mail", Status: audit.StatusRunning,
 		StartedAt: time.Now().UTC(), ApprovalRequired: true}
-	if err := st.StartToolCall(ctx, &rec); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
 	rec.Status, rec.Decision, rec.Approver, rec.ApproverID, rec.DecidedAt = audit.StatusOK, audit.DecisionApproved, "Admin", "700", time.Now().UTC()
-	if err := st.FinishToolCall(ctx, &rec); err != nil {
+	if err := st.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
 	_, ts := newTestServer(t, st, testToken)

@@ -39,7 +39,7 @@ func TestCookiesAreSecureWheneverTheBrowserUsesHTTPS(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { chat.Close() })
-			srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: openStore(t), WebChat: chat.Handler(),
+			srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: storeOf(openStore(t)), WebChat: chat.Handler(),
 				Proxies: proxies, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)

@@ -10,17 +10,18 @@ import (
 	"github.com/chromedp/chromedp"
 
 	astest "relaybot/internal/testkit/oauth"
+	"relaybot/store"
 	"relaybot/tools/mcp/oauth"
 )
 
 // newLogins runs an authorization server protecting an MCP endpoint, and the bot's logins of
 // it as the server "tracker".
-func newLogins(t *testing.T, st Store) (*oauth.Manager, *astest.Server) {
+func newLogins(t *testing.T, st *store.Database) (*oauth.Manager, *astest.Server) {
 	t.Helper()
 	as := astest.Start(t, astest.Options{})
 	url := as.Protect(t, "/mcp", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
 	key := []byte(strings.Repeat("k", oauth.KeySize))
-	logins, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "tracker", URL: url}}, Store: st.(oauth.Store), Key: key})
+	logins, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "tracker", URL: url}}, Store: st.OAuth, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

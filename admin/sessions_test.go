@@ -38,7 +38,7 @@ func TestALoginHoldsOnEveryReplicaAndALogoutEndsItOnAll(t *testing.T) {
 	var servers [2]*httptest.Server
 	for i := range servers {
 		_, servers[i] = newTestServer(t, st, testToken, func(o *Options) {
-			o.Sessions = st
+			o.Sessions = st.AdminSessions
 			o.Now = clk.Now
 		})
 	}

@@ -17,14 +17,14 @@ import (
 // seedTimeline stores a finished turn of Telegram chat 42: a model call that asks for echo,
 // echo waiting 300 ms for its approval, a second model call that answers, the answer's send,
 // a 429 and the final edit. It returns the turn's id.
-func seedTimeline(t *testing.T, st *store.Store) int64 {
+func seedTimeline(t *testing.T, st *store.Database) int64 {
 	t.Helper()
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "42"})
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "42"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1",
+	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1",
 		UserMessage: store.Message{Role: store.RoleUser, Content: "echo hi"}})
 	if err != nil {
 		t.Fatal(err)
@@ -33,17 +33,17 @@ func seedTimeline(t *testing.T, st *store.Store) int64 {
 	rec := audit.Record{TurnID: id, ConversationID: conv.ID, Platform: "telegram", ChatID: "42", UserID: "u1",
 		Round: 1, ToolCallID: "call_1", ToolName: "echo", Source: audit.SourceMCP, Server: "kit",
 		Arguments: `{"text":"hi"}`, StartedAt: t0.Add(210 * time.Millisecond), ApprovalRequired: true, TraceID: "0af7651916cd43dd8448eb211c80319c"}
-	if err := st.StartToolCall(ctx, &rec); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
 	rec.Status, rec.Result, rec.Decision, rec.Approver = audit.StatusOK, "hi", "approved", "u1"
 	rec.DecidedAt = t0.Add(510 * time.Millisecond)
 	rec.FinishedAt = t0.Add(560 * time.Millisecond)
 	rec.Duration = rec.FinishedAt.Sub(rec.StartedAt)
-	if err := st.FinishToolCall(ctx, &rec); err != nil {
+	if err := st.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
-	err = st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Model: "main", Rounds: 2, TokensIn: 30, TokensOut: 9,
+	err = st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Model: "main", Rounds: 2, TokensIn: 30, TokensOut: 9,
 		TraceID:  "0af7651916cd43dd8448eb211c80319c",
 		Messages: []store.Message{{Role: store.RoleAssistant, Content: "hi"}},
 		LLMCalls: []store.LLMCall{

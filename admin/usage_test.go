@@ -26,29 +26,29 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 		chat, user string
 		in, out    int
 	}{{"1", "ann", 1_000_000, 200_000}, {"1", "bob", 100_000, 0}, {"2", "ann", 0, 100_000}} {
-		conv, err := st.Conversation(ctx, chat.Key{Platform: "discord", ChatID: u.chat})
+		conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "discord", ChatID: u.chat})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: u.user, UserMessage: store.Message{Role: store.RoleUser, Content: "q"}})
+		id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: u.user, UserMessage: store.Message{Role: store.RoleUser, Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []store.LLMCall{
+		if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []store.LLMCall{
 			{Model: "mini", Status: "ok", TokensIn: u.in, TokensOut: u.out, StartedAt: now}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	asked := audit.Record{ToolName: "send_mail", ApprovalRequired: true, StartedAt: now}
-	if err := st.StartToolCall(ctx, &asked); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &asked); err != nil {
 		t.Fatal(err)
 	}
 	asked.Status, asked.Decision, asked.Approver, asked.DecidedAt = audit.StatusDenied, "denied", "bob", now
-	if err := st.FinishToolCall(ctx, &asked); err != nil {
+	if err := st.ToolCalls.FinishToolCall(ctx, &asked); err != nil {
 		t.Fatal(err)
 	}
 	plain := audit.Record{ToolName: "current_time", StartedAt: now, Status: audit.StatusOK}
-	if err := st.StartToolCall(ctx, &plain); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &plain); err != nil {
 		t.Fatal(err)
 	}
 	_, ts := newTestServer(t, st, "usage-token-0123456789", func(o *Options) { o.Prices = map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}} })
@@ -113,15 +113,15 @@ func TestUsagePageShowsTables(t *testing.T) {
 func TestUsagePageMarksEstimatedCalls(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "ann", UserMessage: store.Message{Role: store.RoleUser, Content: "q"}})
+	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "ann", UserMessage: store.Message{Role: store.RoleUser, Content: "q"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnCancelled, LLMCalls: []store.LLMCall{
+	if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnCancelled, LLMCalls: []store.LLMCall{
 		{Model: "mini", Status: "cancelled", TokensIn: 412, TokensOut: 9, Estimated: true, StartedAt: time.Now()}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,15 +145,15 @@ func TestPagesShowApprovals(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	asked := audit.Record{ToolName: "files__write", Server: "files", ServerTool: "write", Source: "mcp", ApprovalRequired: true, StartedAt: now}
-	if err := st.StartToolCall(ctx, &asked); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &asked); err != nil {
 		t.Fatal(err)
 	}
 	asked.Status, asked.Decision, asked.Approver, asked.DecidedAt = audit.StatusDenied, "denied", "bob", now
-	if err := st.FinishToolCall(ctx, &asked); err != nil {
+	if err := st.ToolCalls.FinishToolCall(ctx, &asked); err != nil {
 		t.Fatal(err)
 	}
 	plain := audit.Record{ToolName: "current_time", StartedAt: now, Status: audit.StatusOK}
-	if err := st.StartToolCall(ctx, &plain); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &plain); err != nil {
 		t.Fatal(err)
 	}
 	_, ts := newTestServer(t, st, "")

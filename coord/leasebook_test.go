@@ -6,9 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
-	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // heldLease is a lease that is held at once, until lose is called or it is released.
@@ -24,12 +23,10 @@ func (l *heldLease) Acquire(ctx context.Context) (context.Context, func(), error
 // it releases the lease or loses it.
 func TestTheAdminPagesSeeWhoHoldsALease(t *testing.T) {
 	ctx := context.Background()
-	st := storetest.Open(t, func(ctx context.Context) (*store.Store, error) {
-		return store.Open(ctx, store.Options{DSN: storetest.SQLitePath(t)})
-	})
+	st := storetest.Open(t, storetest.SQLite)
 	holders := func() []string {
 		t.Helper()
-		got, err := st.LeaseHolders(ctx)
+		got, err := st.Leases.LeaseHolders(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +35,7 @@ func TestTheAdminPagesSeeWhoHoldsALease(t *testing.T) {
 	for _, end := range []string{"released", "lost"} {
 		t.Run(end, func(t *testing.T) {
 			inner := &heldLease{}
-			l := recordedLease{Lease: inner, name: "telegram poller 01", instance: "replica-a", book: st, log: slog.New(slog.DiscardHandler)}
+			l := recordedLease{Lease: inner, name: "telegram poller 01", instance: "replica-a", book: st.Leases, log: slog.New(slog.DiscardHandler)}
 			_, release, err := l.Acquire(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -176,7 +176,7 @@ func TestASurvivorClosesTheQuestionsOfAReplicaTakenOver(t *testing.T) {
 	st, _ := pgStore(t, "")
 	db := pool(t, st)
 	bot := BotOf(chat.Discord, "token")
-	dying, survivor := newTestReplica(t, db, st), newTestReplica(t, db, st)
+	dying, survivor := newTestReplica(t, db, storeOf(st)), newTestReplica(t, db, storeOf(st))
 	c := &closer{}
 	survivor.AddQuestionCloser(bot, c)
 	var ask asker
@@ -212,7 +212,7 @@ func TestATypedAnswerOnAnotherReplicaReachesThePrompt(t *testing.T) {
 	ctx := context.Background()
 	st, _ := pgStore(t, "")
 	db := pool(t, st)
-	asking, other := newTestReplica(t, db, st), newTestReplica(t, db, st)
+	asking, other := newTestReplica(t, db, storeOf(st)), newTestReplica(t, db, storeOf(st))
 	listenQuestions(t, asking.asks)
 	listenQuestions(t, other.asks)
 	ref := chat.Ref{Platform: chat.Telegram, ChatID: "7"}

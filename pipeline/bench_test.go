@@ -22,7 +22,7 @@ func BenchmarkTurn(b *testing.B) {
 // call checks both and reserves its tokens before its request.
 func BenchmarkTurnWithQuota(b *testing.B) {
 	h := newBenchHarness(b, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1 << 40}, Chat: Limits{TokensPerDay: 1 << 40}}})
-	h.p.opts.Usage = h.store
+	h.p.opts.Usage = h.store.Usage
 	benchTurns(b, h)
 }
 

@@ -29,7 +29,7 @@ func (h *harness) withModels(opts Options, models ...agent.Model) {
 	if opts.History.Rounds == 0 {
 		opts.History.Rounds = 10
 	}
-	p, err := New(runner, h.store, nil, opts)
+	p, err := New(runner, storeOf(h.store), nil, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func summaryOrText(summary, text string) llm.Handler {
 
 func TestCompactCommandSummarisesTheConversationOnDemand(t *testing.T) {
 	var rec *endsStore
-	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { rec = &endsStore{Store: st}; return rec })
+	h := newHarnessStore(t, Options{}, func(st Store) Store { rec = &endsStore{Turns: st.Turns}; st.Turns = rec; return st })
 	h.llm.SetHandler(summaryOrText("They talked about cats.", "an answer"))
 	out := &recResponder{}
 	<-h.handle(privateMsg("42", "1", "/compact"), out)
@@ -228,7 +228,7 @@ func TestIdleResetStartsAFreshConversationAfterAQuietPeriod(t *testing.T) {
 
 func TestContextTooLongCompactsAndRetriesOnce(t *testing.T) {
 	var rec *endsStore
-	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { rec = &endsStore{Store: st}; return rec })
+	h := newHarnessStore(t, Options{}, func(st Store) Store { rec = &endsStore{Turns: st.Turns}; st.Turns = rec; return st })
 	refused := false
 	h.llm.SetHandler(func(req llm.Request) llm.Reply {
 		if strings.HasPrefix(req.Messages[0].Content, "You write the memory") {
@@ -256,11 +256,12 @@ func TestContextTooLongCompactsAndRetriesOnce(t *testing.T) {
 		t.Errorf("the retry sent %d messages with system %q; want the summary and the new message", len(retry.Messages), retry.Messages[0].Content)
 	}
 	last := rec.ends[len(rec.ends)-1]
+	saved := savedCalls(t, h, last.TurnID)
 	var calls []string
-	for _, c := range last.LLMCalls {
+	for _, c := range saved {
 		calls = append(calls, c.Status)
 	}
-	if last.Status != store.TurnOK || strings.Join(calls, ",") != "error,ok,ok" || last.LLMCalls[1].Round != 0 {
-		t.Errorf("turn saved %s with calls %v (%+v), want ok with the refused call, the summary (round 0) and the answer", last.Status, calls, last.LLMCalls)
+	if last.Status != store.TurnOK || strings.Join(calls, ",") != "error,ok,ok" || saved[1].Round != 0 {
+		t.Errorf("turn saved %s with calls %v (%+v), want ok with the refused call, the summary (round 0) and the answer", last.Status, calls, saved)
 	}
 }

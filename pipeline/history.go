@@ -165,7 +165,7 @@ type memory struct {
 
 // read returns the conversation of key with the rounds after its summary.
 func (m *memory) read(ctx context.Context, key chat.Key) (*history, error) {
-	conv, err := m.store.Conversation(ctx, key)
+	conv, err := m.store.Conversations.Conversation(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("conversation %s: %w", key, err)
 	}
@@ -178,7 +178,7 @@ func (m *memory) rounds(ctx context.Context, h *history) (*history, error) {
 		return h, nil
 	}
 	var err error
-	if h.rounds, err = m.store.Rounds(ctx, h.conv.ID, h.conv.SummaryTurnID, m.opts.History.Rounds); err != nil {
+	if h.rounds, err = m.store.Messages.Rounds(ctx, h.conv.ID, h.conv.SummaryTurnID, m.opts.History.Rounds); err != nil {
 		return nil, fmt.Errorf("history of conversation %d: %w", h.conv.ID, err)
 	}
 	return h, nil
@@ -190,7 +190,7 @@ func (m *memory) resetIfIdle(ctx context.Context, h *history) error {
 	if idle <= 0 || len(h.rounds) == 0 || m.opts.Now().Sub(h.rounds[len(h.rounds)-1].StartedAt) <= idle {
 		return nil
 	}
-	conv, err := m.store.ResetConversation(ctx, h.key)
+	conv, err := m.store.Conversations.ResetConversation(ctx, h.key)
 	if err != nil {
 		return fmt.Errorf("idle reset of conversation %d: %w", h.conv.ID, err)
 	}
@@ -292,7 +292,7 @@ func (m *memory) compact(ctx context.Context, h *history, n int, log *slog.Logge
 		return fmt.Errorf("summary of %d rounds: the model answered with no text", n)
 	}
 	through := h.rounds[n-1].TurnID
-	if err := m.store.SaveSummary(ctx, h.conv.ID, summary, through); err != nil {
+	if err := m.store.Conversations.SaveSummary(ctx, h.conv.ID, summary, through); err != nil {
 		return err
 	}
 	h.conv.Summary, h.conv.SummaryTurnID = summary, through
@@ -340,8 +340,8 @@ func (m *memory) images(in adapters.Inbound) []agent.Image {
 	return out
 }
 
-// CutCalls is what a store adds to InboundTurns so that a message answered again does not run
-// again the tool calls that finished in its cut turn (*store.Store): their audit rows.
+// CutCalls reads the audit rows of the tool calls that finished in a cut turn, so that a
+// message answered again does not run them again.
 type CutCalls interface {
 	ToolCalls(ctx context.Context, f audit.Filter) ([]audit.Record, string, error)
 }

@@ -101,8 +101,7 @@ type quotaGuard struct {
 	opts   *Options
 	access *accessRules
 	memory *memory
-	// ledger keeps model calls from their start; nil when the Store is not a CallLedger (the
-	// calls are then saved with the turn, and the quotas checked without a reservation).
+	// ledger keeps model calls from their start.
 	ledger CallLedger
 }
 
@@ -179,7 +178,7 @@ func quotaUsed(t store.UsageTotal, tokens int64, cost float64) string {
 	return fmt.Sprintf("cost %.4f of %.4f", t.Cost, cost)
 }
 
-// CallLedger keeps model calls from the moment they start (store.Store): StartLLMCall checks
+// CallLedger keeps model calls from the moment they start (*store.ModelCallQuery): StartLLMCall checks
 // the quotas and reserves the call's tokens in one atomic step across replicas (an
 // *store.OverQuotaError when one is used up), FinishLLMCall settles the call with what it cost.
 // With it a turn's calls are saved as they happen, never with the turn's final write.
@@ -240,16 +239,9 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 	m.state.mu.Lock()
 	seq := m.state.seq
 	m.state.seq++
-	pending := m.pendingLocked()
 	settles := m.state.settles
 	m.state.settles = nil
 	m.state.mu.Unlock()
-	if m.ledger == nil {
-		if text, over := m.g.overRules(ctx, rules, pending, m.log); over {
-			return nil, &quotaError{text: text}
-		}
-		return m.keep, nil
-	}
 	checks := make([]store.QuotaCheck, len(rules))
 	for i, r := range rules {
 		checks[i] = r.check
@@ -373,16 +365,6 @@ func (m *meter) round(c agent.LLMCall) int {
 		return 0
 	}
 	return c.Round
-}
-
-// pendingLocked is the usage of the calls not saved yet, which count with what is stored.
-func (m *meter) pendingLocked() []store.UsageRow {
-	var rows []store.UsageRow
-	for _, c := range m.state.unsaved {
-		rows = append(rows, store.UsageRow{Platform: string(m.in.Chat.Platform), ChatID: m.in.Chat.ChatID,
-			UserID: m.in.UserID, Model: c.Model, Calls: 1, TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)})
-	}
-	return rows
 }
 
 // unsaved waits until the turn's calls are settled and returns those the ledger did not take,

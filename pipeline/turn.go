@@ -117,7 +117,7 @@ func (t *turn) start() bool {
 	if t.begin != nil {
 		t.begin.alone = func(st store.TurnStart) error {
 			return t.saving("start", func(ctx context.Context) error {
-				_, err := t.p.store.StartTurn(ctx, st)
+				_, err := t.p.store.Turns.StartTurn(ctx, st)
 				return err
 			})
 		}
@@ -145,7 +145,7 @@ func (t *turn) saving(what string, fn func(ctx context.Context) error) error {
 // first model call to save it with: start's store work.
 func (t *turn) open(ctx context.Context) error {
 	p, key := t.p, t.r.key
-	conv, err := p.store.Conversation(ctx, key)
+	conv, err := p.store.Conversations.Conversation(ctx, key)
 	if err != nil {
 		return fmt.Errorf("conversation %s: %w", key, err)
 	}
@@ -167,19 +167,12 @@ func (t *turn) open(ctx context.Context) error {
 		InboundMessageID: t.in.MessageID,
 		UserMessage:      store.Message{Role: store.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: len(p.memory.images(t.in))},
 	}
-	if ids, ok := p.store.(TurnIDs); ok && p.quotas.ledger != nil {
-		// The start rides in the first model call's reservation (or is written alone by then).
-		if start.ID, err = ids.NewTurnID(ctx); err != nil {
-			return fmt.Errorf("new turn in conversation %d: %w", t.hist.conv.ID, err)
-		}
-		start.StartedAt = time.Now()
-		t.id, t.begin = start.ID, &turnStart{start: start}
-		return nil
+	// The start rides in the first model call's reservation (or is written alone by then).
+	if start.ID, err = p.store.Turns.NewTurnID(ctx); err != nil {
+		return fmt.Errorf("new turn in conversation %d: %w", t.hist.conv.ID, err)
 	}
-	t.id, err = p.store.StartTurn(ctx, start)
-	if err != nil {
-		return fmt.Errorf("start turn in conversation %d: %w", t.hist.conv.ID, err)
-	}
+	start.StartedAt = time.Now()
+	t.id, t.begin = start.ID, &turnStart{start: start}
 	return nil
 }
 
@@ -203,7 +196,7 @@ func (t *turn) retried(ctx context.Context, convID int64) error {
 		}
 		by = ""
 	}
-	rt, err := t.p.store.RetryLastTurn(ctx, convID, by)
+	rt, err := t.p.store.Turns.RetryLastTurn(ctx, convID, by)
 	if err != nil {
 		return err
 	}
@@ -362,11 +355,11 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		t.log.Error("pipeline: turn not saved: its start could not be written", "status", status)
 		return
 	}
-	if err := t.saving("end", func(ctx context.Context) error { return t.p.store.FinishTurn(ctx, end) }); err != nil {
+	if err := t.saving("end", func(ctx context.Context) error { return t.p.store.Turns.FinishTurn(ctx, end) }); err != nil {
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
 		// The calls' ends went with the refused write; each is tried on its own, so none keeps
 		// its reservation.
-		if len(end.Settle) > 0 && t.hist.meter.ledger != nil {
+		if len(end.Settle) > 0 {
 			sctx, cancel := store.Bound(t.ctx, store.WriteAttempt)
 			t.hist.meter.writeSettles(sctx, end.Settle)
 			cancel()

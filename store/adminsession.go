@@ -30,7 +30,7 @@ func (adminSessionRow) TableName() string { return "admin_sessions" }
 // deletes the sessions expired at now and, when keep or more would remain, those closest to
 // expiry, so that at most keep sessions exist (keep <= 0: no cap). Replicas logging in at the same
 // moment may together pass the cap by a few until the next login.
-func (s *Store) StartAdminSession(ctx context.Context, idHash string, ss AdminSession, now time.Time, keep int) error {
+func (s *AdminSessionQuery) StartAdminSession(ctx context.Context, idHash string, ss AdminSession, now time.Time, keep int) error {
 	now = dbTime(now)
 	row := adminSessionRow{IDHash: idHash, CSRF: ss.CSRF, CreatedAt: now, ExpiresAt: dbTime(ss.ExpiresAt)}
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -54,7 +54,7 @@ func (s *Store) StartAdminSession(ctx context.Context, idHash string, ss AdminSe
 
 // AdminSession returns the login whose cookie hashes to idHash, and false when there is none or
 // it had expired at now.
-func (s *Store) AdminSession(ctx context.Context, idHash string, now time.Time) (AdminSession, bool, error) {
+func (s *AdminSessionQuery) AdminSession(ctx context.Context, idHash string, now time.Time) (AdminSession, bool, error) {
 	var row adminSessionRow
 	err := s.r.WithContext(ctx).Where("id_hash = ? AND expires_at > ?", idHash, dbTime(now)).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -68,7 +68,7 @@ func (s *Store) AdminSession(ctx context.Context, idHash string, now time.Time) 
 
 // EndAdminSession deletes the login whose cookie hashes to idHash (a logout): from then on no
 // replica accepts its cookie. Ending an unknown session is not an error.
-func (s *Store) EndAdminSession(ctx context.Context, idHash string) error {
+func (s *AdminSessionQuery) EndAdminSession(ctx context.Context, idHash string) error {
 	if err := s.w.WithContext(ctx).Exec(`DELETE FROM admin_sessions WHERE id_hash = ?`, idHash).Error; err != nil {
 		return fmt.Errorf("store: end admin session: %w", err)
 	}

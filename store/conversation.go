@@ -62,7 +62,7 @@ func validateKey(k chat.Key) error {
 }
 
 // Conversation returns the active conversation of key, creating it when there is none.
-func (s *Store) Conversation(ctx context.Context, key chat.Key) (Conversation, error) {
+func (s *ConversationQuery) Conversation(ctx context.Context, key chat.Key) (Conversation, error) {
 	if err := validateKey(key); err != nil {
 		return Conversation{}, err
 	}
@@ -97,7 +97,7 @@ func (s *Store) Conversation(ctx context.Context, key chat.Key) (Conversation, e
 
 // ResetConversation starts a new active conversation for key; the old one is kept, inactive. The
 // new one keeps the old one's model and system prompt (the chat's choices), not its summary.
-func (s *Store) ResetConversation(ctx context.Context, key chat.Key) (Conversation, error) {
+func (s *ConversationQuery) ResetConversation(ctx context.Context, key chat.Key) (Conversation, error) {
 	if err := validateKey(key); err != nil {
 		return Conversation{}, err
 	}
@@ -128,7 +128,7 @@ func (s *Store) ResetConversation(ctx context.Context, key chat.Key) (Conversati
 	return c, nil
 }
 
-func (s *Store) activeConversation(ctx context.Context, db *gorm.DB, key chat.Key) (Conversation, error) {
+func (s *conn) activeConversation(ctx context.Context, db *gorm.DB, key chat.Key) (Conversation, error) {
 	var c conversationRow
 	err := db.WithContext(ctx).Raw(activeConversationQuery, key.Platform, key.ChatID, key.ThreadID, key.UserID, true).
 		Row().Scan(&c.ID, &c.Platform, &c.ChatID, &c.ThreadID, &c.UserID, &c.Active, &c.CreatedAt,

@@ -15,7 +15,7 @@ import (
 
 // OAuthToken returns the sealed login record of an MCP server and its version; version 0 (and
 // "") when the server has none.
-func (s *Store) OAuthToken(ctx context.Context, server string) (sealed string, version int64, err error) {
+func (s *OAuthQuery) OAuthToken(ctx context.Context, server string) (sealed string, version int64, err error) {
 	var row struct {
 		Version int64
 		Sealed  string
@@ -33,7 +33,7 @@ func (s *Store) OAuthToken(ctx context.Context, server string) (sealed string, v
 // SwapOAuthToken replaces the login record of server with sealed if its version is still
 // version (0: the server has no record yet), making it version+1, and reports whether it did.
 // false means another replica wrote first: read the record again.
-func (s *Store) SwapOAuthToken(ctx context.Context, server string, version int64, sealed string, now time.Time) (bool, error) {
+func (s *OAuthQuery) SwapOAuthToken(ctx context.Context, server string, version int64, sealed string, now time.Time) (bool, error) {
 	db := s.w.WithContext(ctx)
 	var res *gorm.DB
 	if version == 0 {
@@ -51,7 +51,7 @@ func (s *Store) SwapOAuthToken(ctx context.Context, server string, version int64
 
 // PutOAuthState keeps a login under way until expires: the SHA-256 of its state parameter, the
 // server it is for and its sealed secrets. Logins that had expired at now are deleted.
-func (s *Store) PutOAuthState(ctx context.Context, stateHash, server, sealed string, expires, now time.Time) error {
+func (s *OAuthQuery) PutOAuthState(ctx context.Context, stateHash, server, sealed string, expires, now time.Time) error {
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec(`DELETE FROM mcp_oauth_states WHERE expires_ms <= ?`, now.UnixMilli()).Error; err != nil {
 			return err
@@ -68,7 +68,7 @@ func (s *Store) PutOAuthState(ctx context.Context, stateHash, server, sealed str
 // TakeOAuthState deletes the login under way whose state hashes to stateHash and returns it;
 // ok is false when there is none or it had expired at now. Of two callbacks with one state (a
 // replay), only one gets it.
-func (s *Store) TakeOAuthState(ctx context.Context, stateHash string, now time.Time) (server, sealed string, ok bool, err error) {
+func (s *OAuthQuery) TakeOAuthState(ctx context.Context, stateHash string, now time.Time) (server, sealed string, ok bool, err error) {
 	var row struct {
 		Server    string
 		Sealed    string

@@ -14,7 +14,7 @@ const retentionBatch = 500
 // RunRetention deletes turns (with their messages and LLM calls), audit rows and emptied inactive
 // conversations older than days, now and then every hour, until ctx ends. days <= 0 keeps
 // everything and returns at once. Failures are logged and retried at the next sweep.
-func (s *Store) RunRetention(ctx context.Context, days int) {
+func (s *RetentionQuery) RunRetention(ctx context.Context, days int) {
 	if days <= 0 {
 		return
 	}
@@ -39,7 +39,7 @@ func (s *Store) RunRetention(ctx context.Context, days int) {
 // Sweep deletes what started before cutoff, in small batches: finished turns (their messages and
 // LLM calls go with them), finished audit rows, and inactive conversations left without turns. It
 // returns how many rows it deleted (cascaded rows not counted).
-func (s *Store) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
+func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 	cutoff = dbTime(cutoff)
 	steps := []struct {
 		what string

@@ -284,7 +284,7 @@ func (r messageRow) public() (Message, error) {
 }
 
 // StartTurn opens a running turn in a conversation and saves the user's message with it.
-func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
+func (s *TurnQuery) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 	row, msg, err := s.turnStartRows(t)
 	if err != nil {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
@@ -303,7 +303,7 @@ func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 }
 
 // startedAs reports whether the turn of id t.ID is t's: its conversation, sender and message.
-func (s *Store) startedAs(ctx context.Context, t TurnStart) bool {
+func (s *conn) startedAs(ctx context.Context, t TurnStart) bool {
 	var conv int64
 	var user, inbound string
 	err := s.w.WithContext(ctx).Raw(`SELECT conversation_id, user_id, inbound_message_id FROM turns WHERE id = ?`, t.ID).
@@ -312,7 +312,7 @@ func (s *Store) startedAs(ctx context.Context, t TurnStart) bool {
 }
 
 // turnStartRows are the rows of a turn's start: the turn (running) and the user's message.
-func (s *Store) turnStartRows(t TurnStart) (turnRow, messageRow, error) {
+func (s *conn) turnStartRows(t TurnStart) (turnRow, messageRow, error) {
 	if t.ConversationID <= 0 {
 		return turnRow{}, messageRow{}, fmt.Errorf("no conversation id")
 	}
@@ -392,7 +392,7 @@ func (st *startedTurns) take(turnID int64) (int64, bool) {
 }
 
 // FinishTurn closes a turn and saves everything it produced, in one transaction.
-func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
+func (s *TurnQuery) FinishTurn(ctx context.Context, e TurnEnd) error {
 	switch e.Status {
 	case TurnOK, TurnError, TurnCancelled, TurnInterrupted:
 	default:
@@ -515,7 +515,7 @@ func addTurnCalls(tx *gorm.DB, e TurnEnd, llm []llmCallRow) error {
 }
 
 // Turn returns one turn.
-func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
+func (s *TurnQuery) Turn(ctx context.Context, id int64) (Turn, error) {
 	var row turnRow
 	err := s.r.WithContext(ctx).Select(tracedTurnColumns).Take(&row, id).Error
 	if err == gorm.ErrRecordNotFound {
@@ -546,7 +546,7 @@ func (row turnRow) public() Turn {
 // second replica starting up never ends the first one's turns. A single process registers no
 // instance, so every running turn it finds at start is a crash's leftover. Call it at start,
 // after Migrate and before the first turn; it is safe to call again at any time.
-func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
+func (s *TurnQuery) Recover(ctx context.Context) (turns, calls int, err error) {
 	at := now()
 	live := s.w.Table("instances").Select("id").Where("expires_at > ?", at)
 	if s.driver == DriverPostgres {
@@ -591,7 +591,7 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 // TurnByInbound returns the newest turn started by message inboundMessageID of one chat, in any
 // of the chat's conversations (those a reset ended included), and false when there is none. A
 // message handed over again after a crash is answered again only when this turn never ended.
-func (s *Store) TurnByInbound(ctx context.Context, platform, chatID, inboundMessageID string) (Turn, bool, error) {
+func (s *TurnQuery) TurnByInbound(ctx context.Context, platform, chatID, inboundMessageID string) (Turn, bool, error) {
 	if platform == "" || chatID == "" || inboundMessageID == "" {
 		return Turn{}, false, fmt.Errorf("store: turn of inbound message: need a platform, chat id and message id, got %q, %q, %q",
 			platform, chatID, inboundMessageID)
@@ -610,7 +610,7 @@ func (s *Store) TurnByInbound(ctx context.Context, platform, chatID, inboundMess
 // chat's conversations (a reset adds one), idx_turns_inbound each one's turns of the message (a
 // handful to sort). The subquery, rather than a join, keeps SQLite from starting at the message
 // id, which repeats across chats, when its tables have no statistics.
-func (s *Store) turnByInboundQuery(ctx context.Context, platform, chatID, inboundMessageID string) *gorm.DB {
+func (s *conn) turnByInboundQuery(ctx context.Context, platform, chatID, inboundMessageID string) *gorm.DB {
 	chat := s.r.WithContext(ctx).Table("conversations").Select("id").
 		Where("platform = ? AND chat_id = ?", platform, chatID)
 	return s.r.WithContext(ctx).Table("turns").Select(turnColumns).

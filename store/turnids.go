@@ -18,7 +18,7 @@ import (
 // comes from a block of turnIDBlock ids this Store reserves by moving the table's AUTOINCREMENT
 // counter (sqlite_sequence) past it in one commit: a turn inserted without an id, by this
 // process or another, is numbered after every reserved block.
-func (s *Store) NewTurnID(ctx context.Context) (int64, error) {
+func (s *TurnQuery) NewTurnID(ctx context.Context) (int64, error) {
 	if s.driver == DriverPostgres {
 		var id int64
 		if err := s.w.WithContext(ctx).Raw(nextTurnIDPostgres).Row().Scan(&id); err != nil {

@@ -95,7 +95,7 @@ func TestAToolFormIsAnsweredFromThePage(t *testing.T) {
 			st := openStore(t)
 			hub, book := &relayHub{}, &adapterstest.Book{}
 			srvs := twoReplicas(t, func() Options {
-				return Options{Handler: formHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book}
+				return Options{Handler: formHandler{t: t}, Sessions: st.WebChat, Relay: hub.relay(), Questions: book}
 			})
 			b := newBrowser(t, srvs[0])
 			other := newBrowser(t, srvs[0])

@@ -115,7 +115,7 @@ func TestAnApprovalAskedOnOneReplicaIsAnsweredFromAPageOnAnother(t *testing.T) {
 	st := openStore(t)
 	hub, book := &relayHub{}, &adapterstest.Book{}
 	srvs := twoReplicas(t, func() Options {
-		return Options{Handler: askingHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book}
+		return Options{Handler: askingHandler{t: t}, Sessions: st.WebChat, Relay: hub.relay(), Questions: book}
 	})
 	b := newBrowser(t, srvs[0])
 	events := b.events(t.Context())

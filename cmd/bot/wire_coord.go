@@ -33,13 +33,13 @@ func (b *bot) claimReplica(cfg *config.Config) (instance string, err error) {
 // joinDeployment takes this process's place among the processes serving the bot, after the
 // migrations: alone on SQLite; on PostgreSQL a replica among the others, which it leaves at
 // shutdown (a cleanup that runs before the store closes).
-func (b *bot) joinDeployment(ctx context.Context, st *store.Store) error {
+func (b *bot) joinDeployment(ctx context.Context, st *store.Database) error {
 	db, shared := st.Postgres()
 	if !shared {
 		b.dep = coord.NewLocal()
 		return nil
 	}
-	r, err := coord.NewReplica(ctx, db, coord.ReplicaOptions{ID: b.instance, Store: st, Logger: b.log})
+	r, err := coord.NewReplica(ctx, db, coord.ReplicaOptions{ID: b.instance, Store: replicaStore{st.Turns, st.Leases}, Logger: b.log})
 	if err != nil {
 		return err
 	}
@@ -71,4 +71,11 @@ func adminInstances(dep coord.Deployment) func(ctx context.Context) ([]admin.Ins
 		}
 		return out, nil
 	}
+}
+
+// replicaStore is what a replica needs of the database (coord.Store): the recovery of the turns
+// of replicas that are gone, and the book of who holds which lease.
+type replicaStore struct {
+	*store.TurnQuery
+	*store.LeaseQuery
 }

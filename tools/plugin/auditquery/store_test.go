@@ -46,12 +46,12 @@ func TestSlowestToolsAndCallsCoverTheWholeWindow(t *testing.T) {
 		}
 		status := c.Status
 		c.Status = ""
-		if err := st.StartToolCall(ctx, &c); err != nil {
+		if err := st.ToolCalls.StartToolCall(ctx, &c); err != nil {
 			t.Fatal(err)
 		}
 		if status != audit.StatusRunning {
 			c.Status = status
-			if err := st.FinishToolCall(ctx, &c); err != nil {
+			if err := st.ToolCalls.FinishToolCall(ctx, &c); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -77,7 +77,7 @@ FROM k`, n-1, at, at)
 		t.Fatalf("seeded %d rows, want %d", rows, n)
 	}
 
-	turn := newManager(t, st).ForTurn(tools.TurnInfo{Admin: true, Private: true}, nil)
+	turn := newManager(t, st.ToolCalls).ForTurn(tools.TurnInfo{Admin: true, Private: true}, nil)
 	out := turn.Execute(ctx, tools.Call{ID: "c", Name: auditquery.Name, Arguments: `{"view":"slowest_tools"}`})
 	want := fmt.Sprintf("Slowest tools in the last 1d (by average duration):\n"+
 		"- search [mcp]: 2 calls, 1 failed, avg 2s, max 3s\n"+
