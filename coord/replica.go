@@ -22,7 +22,7 @@ const ledgerKeep = 48 * time.Hour
 // ledger and the budgets are purged.
 const budgetsKeep = time.Hour
 
-// Store is what a replica needs of the bot's database (*store.Store).
+// Store is what a replica needs of the bot's database (*store.TurnQuery and *store.LeaseQuery).
 type Store interface {
 	// Recover ends the turns and tool calls of replicas that are gone, and reports how many.
 	Recover(ctx context.Context) (turns, calls int, err error)
@@ -30,7 +30,7 @@ type Store interface {
 }
 
 // LeaseBook writes down which replica holds which lease, for the admin pages: an advisory lock
-// names no holder (*store.Store).
+// names no holder (*store.LeaseQuery).
 type LeaseBook interface {
 	HoldLease(ctx context.Context, instance, name string) error
 	ReleaseLease(ctx context.Context, instance, name string) error

@@ -34,13 +34,12 @@ func (s *AdminSessionQuery) StartAdminSession(ctx context.Context, idHash string
 	now = dbTime(now)
 	row := adminSessionRow{IDHash: idHash, CSRF: ss.CSRF, CreatedAt: now, ExpiresAt: dbTime(ss.ExpiresAt)}
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(`DELETE FROM admin_sessions WHERE expires_at <= ?`, now).Error; err != nil {
+		if err := tx.Where("expires_at <= ?", now).Delete(&adminSessionRow{}).Error; err != nil {
 			return err
 		}
 		if keep > 0 {
-			err := tx.Exec(`DELETE FROM admin_sessions WHERE id_hash NOT IN
-				(SELECT id_hash FROM admin_sessions ORDER BY expires_at DESC, id_hash LIMIT ?)`, keep-1).Error
-			if err != nil {
+			newest := tx.Model(&adminSessionRow{}).Select("id_hash").Order("expires_at DESC, id_hash").Limit(keep - 1)
+			if err := tx.Where("id_hash NOT IN (?)", newest).Delete(&adminSessionRow{}).Error; err != nil {
 				return err
 			}
 		}
@@ -69,7 +68,7 @@ func (s *AdminSessionQuery) AdminSession(ctx context.Context, idHash string, now
 // EndAdminSession deletes the login whose cookie hashes to idHash (a logout): from then on no
 // replica accepts its cookie. Ending an unknown session is not an error.
 func (s *AdminSessionQuery) EndAdminSession(ctx context.Context, idHash string) error {
-	if err := s.w.WithContext(ctx).Exec(`DELETE FROM admin_sessions WHERE id_hash = ?`, idHash).Error; err != nil {
+	if err := s.w.WithContext(ctx).Where("id_hash = ?", idHash).Delete(&adminSessionRow{}).Error; err != nil {
 		return fmt.Errorf("store: end admin session: %w", err)
 	}
 	return nil

@@ -246,8 +246,3 @@ func newLLMCallRow(c LLMCall) llmCallRow {
 		TokensIn: c.TokensIn, TokensOut: c.TokensOut, Estimated: c.Estimated,
 		Error: validText(c.Error), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds()}
 }
-
-// llmCallsOutsideTurns deletes, for retention, the finished calls without a turn (/compact's)
-// that started before cutoff: a turn's calls go with the turn.
-const llmCallsOutsideTurns = `DELETE FROM llm_calls WHERE id IN (SELECT id FROM llm_calls
-	WHERE turn_id IS NULL AND started_at < ? AND status <> ? ORDER BY started_at LIMIT ?)`

@@ -304,11 +304,9 @@ func (s *TurnQuery) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 
 // startedAs reports whether the turn of id t.ID is t's: its conversation, sender and message.
 func (s *conn) startedAs(ctx context.Context, t TurnStart) bool {
-	var conv int64
-	var user, inbound string
-	err := s.w.WithContext(ctx).Raw(`SELECT conversation_id, user_id, inbound_message_id FROM turns WHERE id = ?`, t.ID).
-		Row().Scan(&conv, &user, &inbound)
-	return err == nil && conv == t.ConversationID && user == t.UserID && inbound == t.InboundMessageID
+	var row turnRow
+	err := s.w.WithContext(ctx).Select("conversation_id, user_id, inbound_message_id").Where("id = ?", t.ID).Take(&row).Error
+	return err == nil && row.ConversationID == t.ConversationID && row.UserID == t.UserID && row.InboundMessageID == t.InboundMessageID
 }
 
 // turnStartRows are the rows of a turn's start: the turn (running) and the user's message.
@@ -365,7 +363,7 @@ func insertMessage(tx *gorm.DB, m messageRow) error {
 		m.ToolCalls, m.ToolCallID, m.Images, m.Extra, m.ReasoningField, m.CreatedAt).Error
 }
 
-// startedTurns remembers the conversation of each turn this Store started and has not
+// startedTurns remembers the conversation of each turn this Database started and has not
 // finished, so FinishTurn need not read the turn back: a turn's only message before it
 // finishes is the user's, seq 0.
 type startedTurns struct {
@@ -382,7 +380,7 @@ func (st *startedTurns) add(turnID, conversationID int64) {
 	st.convs[turnID] = conversationID
 }
 
-// take forgets turnID and returns its conversation; false for a turn this Store did not start.
+// take forgets turnID and returns its conversation; false for a turn this Database did not start.
 func (st *startedTurns) take(turnID int64) (int64, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -462,7 +460,7 @@ func closeTurn(tx *gorm.DB, e TurnEnd, at time.Time, deliveries string) error {
 const closeTurnRow = `UPDATE turns SET status = ?, model = ?, rounds = ?, tokens_in = ?, tokens_out = ?,
 	error = ?, finished_at = ?, trace_id = ?, deliveries = ? WHERE id = ? AND status = ?`
 
-// turnTail reads the conversation of a turn another Store started and the seq its next
+// turnTail reads the conversation of a turn another Database (replica) started and the seq its next
 // message takes.
 func turnTail(tx *gorm.DB, turnID int64) (conv int64, next int, err error) {
 	var turn turnRow
@@ -568,10 +566,10 @@ func (s *TurnQuery) Recover(ctx context.Context) (turns, calls int, err error) {
 		turns = int(res.RowsAffected)
 		// A call still running belongs to a turn still running, on a live replica; any other is
 		// a leftover of a replica that is gone (a call outside a turn, turn id 0, among them).
-		res = tx.Exec(`UPDATE tool_calls SET status = ?, finished_at = ?,
-			error = CASE WHEN error = '' THEN ? ELSE error END
-			WHERE status = ? AND turn_id NOT IN (SELECT id FROM turns WHERE status = ?)`,
-			audit.StatusInterrupted, at, "the bot stopped before the call finished", audit.StatusRunning, TurnRunning)
+		res = tx.Model(&toolCallModel{}).
+			Where("status = ? AND turn_id NOT IN (?)", audit.StatusRunning, tx.Model(&turnRow{}).Select("id").Where("status = ?", TurnRunning)).
+			Updates(map[string]any{"status": audit.StatusInterrupted, "finished_at": at,
+				"error": gorm.Expr("CASE WHEN error = '' THEN ? ELSE error END", "the bot stopped before the call finished")})
 		if res.Error != nil {
 			return res.Error
 		}

@@ -54,6 +54,7 @@ func (s *WebChatQuery) ChatConversations(ctx context.Context, platform, chatID s
 		limit = 100
 	}
 	// One query: a list of earlier conversations must not cost two queries per conversation.
+	// Plain SQL: GORM has no way to say the two correlated subqueries in the select list.
 	var rows []struct {
 		ID        int64
 		Active    bool
