@@ -130,9 +130,7 @@ func (s *ConversationQuery) ResetConversation(ctx context.Context, key chat.Key)
 
 func (s *conn) activeConversation(ctx context.Context, db *gorm.DB, key chat.Key) (Conversation, error) {
 	var c conversationRow
-	err := db.WithContext(ctx).Raw(activeConversationQuery, key.Platform, key.ChatID, key.ThreadID, key.UserID, true).
-		Row().Scan(&c.ID, &c.Platform, &c.ChatID, &c.ThreadID, &c.UserID, &c.Active, &c.CreatedAt,
-		&c.Model, &c.SystemPrompt, &c.Summary, &c.SummaryTurnID)
+	err := c.scan(db.WithContext(ctx).Raw(activeConversationQuery, key.Platform, key.ChatID, key.ThreadID, key.UserID, true).Row())
 	if errors.Is(err, sql.ErrNoRows) {
 		return Conversation{}, gorm.ErrRecordNotFound
 	}
@@ -140,6 +138,12 @@ func (s *conn) activeConversation(ctx context.Context, db *gorm.DB, key chat.Key
 		return Conversation{}, err
 	}
 	return c.public(), nil
+}
+
+// scan reads a row of activeConversationQuery.
+func (c *conversationRow) scan(row scanner) error {
+	return row.Scan(&c.ID, &c.Platform, &c.ChatID, &c.ThreadID, &c.UserID, &c.Active, &c.CreatedAt,
+		&c.Model, &c.SystemPrompt, &c.Summary, &c.SummaryTurnID)
 }
 
 // activeConversationQuery finds the conversation of every turn: a plain statement for the

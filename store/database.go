@@ -84,6 +84,12 @@ type TimelineQuery struct{ *conn }
 // LeaseQuery reads and writes the lease_holders table.
 type LeaseQuery struct{ *conn }
 
+// scanner is a row of a plain query (*sql.Row, *sql.Rows): a row type's scan reads its columns
+// in the order its query names them.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
 func newDatabase(c *conn) *Database {
 	return &Database{
 		conn:          c,

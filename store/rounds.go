@@ -59,6 +59,12 @@ const (
 	extra, reasoning_field FROM messages WHERE turn_id IN ? ORDER BY turn_id, seq`
 )
 
+// scan reads a row of roundMessagesQuery.
+func (r *messageRow) scan(row scanner) error {
+	return row.Scan(&r.ID, &r.TurnID, &r.Role, &r.Content, &r.Name, &r.Reasoning, &r.ToolCalls,
+		&r.ToolCallID, &r.Images, &r.Extra, &r.ReasoningField)
+}
+
 // roundTurns returns the rounds (without messages) of Rounds, oldest first, and their turn ids.
 func (s *conn) roundTurns(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, []int64, error) {
 	rows, err := s.r.WithContext(ctx).Raw(roundTurnsQuery, conversationID, afterTurnID,
@@ -96,8 +102,7 @@ func (s *conn) roundMessages(ctx context.Context, conversationID int64, ids []in
 	defer rows.Close()
 	for rows.Next() {
 		var r messageRow
-		if err := rows.Scan(&r.ID, &r.TurnID, &r.Role, &r.Content, &r.Name, &r.Reasoning, &r.ToolCalls,
-			&r.ToolCallID, &r.Images, &r.Extra, &r.ReasoningField); err != nil {
+		if err := r.scan(rows); err != nil {
 			return fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
 		}
 		m, err := r.public()
