@@ -1,4 +1,4 @@
-package pipeline
+package history
 
 import (
 	"relaybot/adapters"
