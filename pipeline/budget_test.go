@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"relaybot/config"
 	"strings"
 	"sync"
 	"testing"
@@ -110,7 +109,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 		t.Fatal("the conversation was never summarised")
 	}
 
-	conv, err := h.store.Conversation(context.Background(), history.KeyOf(privateMsg("42", "x", "x"), config.ScopeChat))
+	conv, err := h.store.Conversation(context.Background(), history.KeyOf(privateMsg("42", "x", "x"), false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,7 +253,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		return
 	}
 	defer p.running.Done()
-	r := &request{ctx: ctx, in: in, key: history.KeyOf(in, p.opts.Scope), out: out, log: log,
+	r := &request{ctx: ctx, in: in, key: history.KeyOf(in, p.opts.Scope == config.ScopeUser), out: out, log: log,
 		sender: chat.User{Platform: in.Chat.Platform, ID: in.UserID}.String()}
 	if ok, first := p.rate.allow(r.sender, p.opts.Now()); !ok {
 		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)

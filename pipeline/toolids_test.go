@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"relaybot/config"
 	"strings"
 	"testing"
 
@@ -23,7 +22,7 @@ func TestHistoryKeepsEveryRoundOfIDLessToolCalls(t *testing.T) {
 	in := privateMsg("42", "1", "echo twice")
 	<-h.handle(in, &recResponder{stream: true})
 
-	hist := h.history(history.KeyOf(in, config.ScopeChat))
+	hist := h.history(history.KeyOf(in, false))
 	var roles, results []string
 	for _, m := range hist {
 		roles = append(roles, string(m.Role))

@@ -7,7 +7,6 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/chat"
-	"relaybot/config"
 	"relaybot/store"
 )
 
@@ -17,26 +16,26 @@ func inbound(platform chat.Platform, kind adapters.ChatKind, chatID, thread, use
 
 func TestKeyOf(t *testing.T) {
 	tests := []struct {
-		name  string
-		in    adapters.Inbound
-		scope config.Scope
-		want  string
+		name      string
+		in        adapters.Inbound
+		perMember bool
+		want      string
 	}{
-		{"private chat is the user's", inbound(chat.Telegram, adapters.Private, "42", "", "42"), config.ScopeChat, "telegram:42/u:42"},
-		{"group shared", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), config.ScopeChat, "telegram:-100"},
-		{"group per user", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), config.ScopeUser, "telegram:-100/u:7"},
-		{"forum topic its own", inbound(chat.Telegram, adapters.Group, "-100", "3", "7"), config.ScopeChat, "telegram:-100#3"},
-		{"discord thread per user", inbound(chat.Discord, adapters.Group, "9", "11", "5"), config.ScopeUser, "discord:9#11/u:5"},
+		{"private chat is the user's", inbound(chat.Telegram, adapters.Private, "42", "", "42"), false, "telegram:42/u:42"},
+		{"group shared", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), false, "telegram:-100"},
+		{"group per user", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), true, "telegram:-100/u:7"},
+		{"forum topic its own", inbound(chat.Telegram, adapters.Group, "-100", "3", "7"), false, "telegram:-100#3"},
+		{"discord thread per user", inbound(chat.Discord, adapters.Group, "9", "11", "5"), true, "discord:9#11/u:5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := KeyOf(tt.in, tt.scope).String(); got != tt.want {
+			if got := KeyOf(tt.in, tt.perMember).String(); got != tt.want {
 				t.Errorf("KeyOf = %q, want %q", got, tt.want)
 			}
 		})
 	}
-	a := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "7"), config.ScopeChat)
-	b := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "8"), config.ScopeChat)
+	a := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "7"), false)
+	b := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "8"), false)
 	if a != b {
 		t.Errorf("two members of a shared group got different conversations: %v, %v", a, b)
 	}
