@@ -26,6 +26,7 @@ import (
 	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
+	"relaybot/pipeline/history"
 	"relaybot/speech"
 	"relaybot/store"
 	"relaybot/tools"
@@ -186,7 +187,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 	if opts.Media.Transcriber, opts.Media.Speaker, err = newSpeech(cfg, modelHTTPClient(cfg.Chat.MaxTurnsInFlight), b.tracing.Models(m)); err != nil {
 		return nil, err
 	}
-	opts.SystemPromptExtra = skillPrompt
+	opts.History.SystemPromptExtra = skillPrompt
 	opts.Audit = b.store
 	opts.Usage = b.store
 	opts.Tools.Consents = b.store
@@ -517,7 +518,7 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			TurnWait:         cfg.Chat.TurnWait,
 			TurnTimeout:      cfg.Chat.TurnTimeout,
 		},
-		History: pipeline.HistoryOptions{
+		History: history.Options{
 			SystemPrompt:       cfg.Agent.SystemPrompt,
 			Rounds:             cfg.Agent.HistoryRounds,
 			CompactAt:          cfg.Agent.CompactAt,
@@ -561,10 +562,10 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 }
 
 // modelBudgets lists the token budget of every configured model.
-func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
-	out := make([]pipeline.ModelBudget, len(ms))
+func modelBudgets(ms []config.Model) []history.ModelBudget {
+	out := make([]history.ModelBudget, len(ms))
 	for i, m := range ms {
-		out[i] = pipeline.ModelBudget{Name: m.Name, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens}
+		out[i] = history.ModelBudget{Name: m.Name, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens}
 	}
 	return out
 }
