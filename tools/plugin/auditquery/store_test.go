@@ -11,6 +11,7 @@ import (
 
 	"relaybot/audit"
 	"relaybot/store"
+	"relaybot/store/storetest"
 	"relaybot/tools"
 	"relaybot/tools/plugin/auditquery"
 )
@@ -23,14 +24,7 @@ import (
 func TestSlowestToolsAndCallsCoverTheWholeWindow(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "bot.db")
-	st, err := store.Open(ctx, store.Options{DSN: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenWith(t, store.Options{DSN: path})
 	since := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
 	calls := []audit.Record{
 		{ToolName: "search", Source: audit.SourceMCP, Server: "s1", Status: audit.StatusOK, Duration: time.Second},
