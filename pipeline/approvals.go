@@ -11,6 +11,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/chat"
+	"relaybot/pipeline/access"
 	"relaybot/tools"
 )
 
@@ -34,7 +35,7 @@ type chatApprover struct {
 	out     adapters.Responder // posts the whole call of a question that cuts it
 	asker   adapters.Asker
 	reply   adapters.Reply
-	admins  idSet // the bot's admins
+	admins  access.IDSet // the bot's admins
 	timeout time.Duration
 	now     func() time.Time
 	// slot is the turn's place among the turns in flight, given back while a question waits;
@@ -139,7 +140,7 @@ func (a *chatApprover) mayAnswer(ans adapters.Answer, approvers []string) (may, 
 				may, forOthers = true, true
 			}
 		case tools.ApproverAdmins:
-			if a.admins.has(a.in.Chat.Platform, ans.UserID) {
+			if a.admins.Has(a.in.Chat.Platform, ans.UserID) {
 				may, forOthers = true, true
 			}
 		}

@@ -5,7 +5,9 @@ import (
 	"log/slog"
 
 	"relaybot/adapters"
+	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 )
 
 // command is one entry of the command table: what users see of it, and how the pipeline answers.
@@ -70,8 +72,8 @@ func Commands() adapters.Commands {
 type commands struct {
 	store   Store
 	history *history.Keeper
-	quotas  *quotaGuard
-	access  *accessRules
+	quotas  *quota.Guard
+	access  *access.Rules
 	opts    *Options
 	// say sends a notice (Pipeline.notice); fail is what the user sees of an error.
 	say  func(out adapters.Responder, text string, log *slog.Logger)
@@ -108,7 +110,7 @@ func (c *commands) reset(r *request) {
 // asked (or an admin) stops an answer, on this replica or, passed on, on another.
 func (p *Pipeline) stop(r *request) {
 	in, key, log := r.in, r.key, r.log
-	admin := p.access.isAdmin(in)
+	admin := p.access.IsAdmin(in)
 	handled, askOthers := p.stopAcrossReplicas(key, in, admin, r.out, log)
 	if handled {
 		return
@@ -121,7 +123,7 @@ func (p *Pipeline) stop(r *request) {
 		// Another replica may run it: passed on.
 	case !running:
 		// Said once a minute per user at most, even with the rate limit off.
-		if ok, _ := p.idleStops.allow(r.sender, p.opts.Now()); ok {
+		if ok, _ := p.idleStops.Allow(r.sender, p.opts.Now()); ok {
 			p.notice(r.out, "Nothing to stop.", log)
 		}
 	case !stopped:

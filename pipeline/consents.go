@@ -70,7 +70,7 @@ func (c *commands) allowed(r *request) {
 
 // mayRevoke reports whether the sender may end consent x.
 func (c *commands) mayRevoke(in adapters.Inbound, x audit.Consent) bool {
-	return in.UserID == x.UserID || in.UserID == x.GivenByID || in.ChatAdmin || c.access.isAdmin(in) ||
+	return in.UserID == x.UserID || in.UserID == x.GivenByID || in.ChatAdmin || c.access.IsAdmin(in) ||
 		in.Kind == adapters.Private
 }
 

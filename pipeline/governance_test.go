@@ -15,6 +15,7 @@ import (
 	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
@@ -49,7 +50,7 @@ func TestCommandFailuresShowTheHintNotTheDatabase(t *testing.T) {
 		{config.Hide, nil},
 	} {
 		t.Run(string(tt.mode), func(t *testing.T) {
-			h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}},
+			h := newHarness(t, Options{Access: access.Lists{Admins: []string{"telegram:1"}},
 				Output: OutputOptions{ExceptionHandling: tt.mode}})
 			h.p.opts.Usage = dbDown{}
 			h.p.opts.Audit = dbDown{}
@@ -73,7 +74,7 @@ func TestRetryAnswersYourOwnMessageAndAnothersWithTheirRights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarnessTools(t, Options{Access: Access{Admins: []string{"telegram:99"}}}, tools.ManagerOptions{Policy: policy}, nil)
+	h := newHarnessTools(t, Options{Access: access.Lists{Admins: []string{"telegram:99"}}}, tools.ManagerOptions{Policy: policy}, nil)
 	group := func(user, id, text string) adapters.Inbound {
 		in := adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-5"}, Kind: adapters.Group,
 			MessageID: id, UserID: user, UserName: "u" + user, Text: text}

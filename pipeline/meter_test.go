@@ -15,18 +15,22 @@ import (
 	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 	"relaybot/tools"
 )
 
 // usageOf sums what the store counts against a user today.
-func usageOf(t *testing.T, u UsageLog, user string) store.UsageTotal {
+func usageOf(t *testing.T, u quota.UsageLog, user string) store.UsageTotal {
 	t.Helper()
-	rows, err := u.Usage(context.Background(), store.UsageFilter{Platform: "telegram", UserID: user, Since: dayStart(time.Now())})
+	rows, err := u.Usage(context.Background(), store.UsageFilter{Platform: "telegram", UserID: user, Since: time.Now().UTC().Truncate(24 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return total(rows, nil)
+	if t := store.RollUp(rows, store.ByAll, nil); len(t) > 0 {
+		return t[0]
+	}
+	return store.UsageTotal{}
 }
 
 // stopAfterFirstWords sends a message whose answer holds after its first chunk, waits for the
@@ -60,7 +64,7 @@ func TestStoppedAnswerCountsWhatItCost(t *testing.T) {
 	usage := &recResponder{}
 	<-h.handle(privateMsg("7", "2", "/usage"), usage)
 	if n := usage.Notices(); len(n) != 1 || !strings.Contains(n[0], "Today: ≈") || !strings.Contains(n[0], "(1 estimated)") ||
-		!strings.Contains(n[0], EstimatedNote) {
+		!strings.Contains(n[0], quota.EstimatedNote) {
 		t.Fatalf("/usage = %q, want the estimated tokens marked ≈ with the note", n)
 	}
 }
@@ -83,7 +87,7 @@ func TestCutStreamCountsWhatItCost(t *testing.T) {
 
 // /compact's model call is counted against the user who asked and held to their quota.
 func TestCompactIsCountedAndQuotaChecked(t *testing.T) {
-	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 600}}})
+	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 600}}})
 	h.p.opts.Usage = h.store
 	h.llm.Push(usedTokens(100, 10, "first answer"), usedTokens(500, 50, "the summary"))
 	<-h.handle(privateMsg("7", "1", "hello"), &recResponder{stream: true})
@@ -171,7 +175,7 @@ var meterBudget = []history.ModelBudget{{Name: "primary", ContextWindow: 8192, M
 // (its prompt and max_output_tokens) fills: one reaches the model, the others are refused before
 // any model request.
 func TestConcurrentTurnsAreHeldToTheQuota(t *testing.T) {
-	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}})
+	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}})
 	h.p.opts.Usage = h.store
 	heldToOne(t, h.llm, []*harness{h}, quotaMsgs("7", 4))
 	if u := usageOf(t, h.store, "7"); u.Calls != 1 || u.Estimated != 0 {
@@ -195,7 +199,7 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 		if err := st.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		h := newHarnessOn(t, srv, st, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}}, tools.ManagerOptions{}, nil)
+		h := newHarnessOn(t, srv, st, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}}, tools.ManagerOptions{}, nil)
 		h.p.opts.Usage = st
 		hs = append(hs, h)
 	}
@@ -205,7 +209,7 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 // The walk-through: a quota of 1,000 tokens, three answers stopped after their first
 // words, and the fourth message is refused before any model request.
 func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
-	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}},
+	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}},
 		Models: ModelOptions{Budgets: []history.ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 100}}}})
 	h.p.opts.Usage = h.store
 	question := "Write me a long essay about " + strings.Repeat("the history of the steam engine, ", 12)

@@ -16,7 +16,9 @@ import (
 	"relaybot/agent"
 	"relaybot/chat"
 	"relaybot/config"
+	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -101,16 +103,16 @@ type Pipeline struct {
 	tools  Toolbox
 	opts   Options
 	log    *slog.Logger
-	access accessRules
-	rate   *rateLimiter
+	access access.Rules
+	rate   *quota.RateLimiter
 	// idleStops limits "Nothing to stop." to one a minute per user.
-	idleStops *rateLimiter
+	idleStops *quota.RateLimiter
 	commands  map[string]command
 	cmds      *commands
 	turns     *turnQueue
 	slots     slots
 	history   *history.Keeper
-	quotas    *quotaGuard
+	quotas    *quota.Guard
 	outbox    *outbox
 	questions *openQuestions // approval questions waiting, per user
 	// prompts are tools' questions waiting for a typed answer in a chat.
@@ -159,9 +161,9 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		tools:     toolbox,
 		opts:      opts,
 		log:       opts.Logger,
-		access:    compileAccess(opts.Access),
-		rate:      newRateLimiter(opts.RateLimitPerMinute, time.Minute),
-		idleStops: newRateLimiter(1, time.Minute),
+		access:    access.Compile(opts.Access),
+		rate:      quota.NewRateLimiter(opts.RateLimitPerMinute, time.Minute),
+		idleStops: quota.NewRateLimiter(1, time.Minute),
 		turns:     newTurnQueue(opts.Queue.Size, opts.Queue.interrupt(), opts.Queue.Settle),
 		slots:     slots{c: make(chan struct{}, opts.Queue.MaxTurnsInFlight), wait: opts.Queue.TurnWait},
 		outbox:    newOutbox(opts.ShutdownDeliverWait),
@@ -174,8 +176,10 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	if p.history, err = history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now); err != nil {
 		return nil, err
 	}
-	ledger, _ := st.(CallLedger)
-	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access, history: p.history, ledger: ledger}
+	ledger, _ := st.(quota.CallLedger)
+	p.quotas = quota.New(quota.Options{Policy: opts.Quotas, Usage: opts.Usage, Ledger: ledger, Prices: opts.Models.Prices,
+		Admins: p.access.Admins(), Now: opts.Now,
+		MaxOutput: func(model string) int { return p.history.Budget(model).MaxOutputTokens }})
 	p.cmds = &commands{store: st, history: p.history, quotas: p.quotas, access: &p.access, opts: &p.opts, say: p.notice, fail: p.failureText}
 	p.commands = map[string]command{}
 	for _, c := range commandTable() {
@@ -241,7 +245,7 @@ func (p *Pipeline) Queued() int { return p.turns.depth() }
 func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
 	defer placed(in) // the paths that wait for nothing
 	log := p.log.With("platform", in.Chat.Platform, "chat", in.Chat.ChatID, "user", in.UserID)
-	if ok, why := p.access.allowed(in); !ok {
+	if ok, why := p.access.Allowed(in); !ok {
 		log.Warn("pipeline: message refused by access rules", "reason", why, "message", in.MessageID)
 		return
 	}
@@ -255,7 +259,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 	defer p.running.Done()
 	r := &request{ctx: ctx, in: in, key: history.KeyOf(in, p.opts.Scope == config.ScopeUser), out: out, log: log,
 		sender: chat.User{Platform: in.Chat.Platform, ID: in.UserID}.String()}
-	if ok, first := p.rate.allow(r.sender, p.opts.Now()); !ok {
+	if ok, first := p.rate.Allow(r.sender, p.opts.Now()); !ok {
 		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
 		placed(in)
 		if first {

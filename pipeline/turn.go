@@ -13,6 +13,7 @@ import (
 	"relaybot/agent"
 	"relaybot/chat"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -33,7 +34,7 @@ type turn struct {
 	in   adapters.Inbound
 	hist *history.History
 	// meter holds the turn's model calls to the quotas and keeps them.
-	meter *meter
+	meter *quota.Meter
 	id    int64
 	// begin is the turn's start while it waits to ride in the first model call's reservation;
 	// nil when it was written on its own.
@@ -76,7 +77,7 @@ func (t *turn) saveStart() bool {
 	if t.begin == nil {
 		return true
 	}
-	if err := t.begin.ensure(); err != nil {
+	if err := t.begin.Ensure(); err != nil {
 		t.log.Error("pipeline: turn not started", "err", err)
 		return false
 	}
@@ -85,7 +86,7 @@ func (t *turn) saveStart() bool {
 
 // withinQuota refuses the turn when the sender or the chat has used up a quota.
 func (t *turn) withinQuota() bool {
-	text, over := t.p.quotas.over(t.ctx, t.in, nil, t.log)
+	text, over := t.p.quotas.Over(t.ctx, t.in, nil, t.log)
 	if over {
 		t.log.Info("pipeline: turn refused: over quota", "message", t.in.MessageID)
 		t.p.notice(t.r.out, text, t.log)
@@ -116,8 +117,8 @@ func (t *turn) start() bool {
 		return false
 	}
 	t.log = t.log.With("conversation_id", t.hist.Conv.ID, "turn", t.id)
-	t.meter = t.p.quotas.meter(t.in, t.id, t.log)
-	t.hist.Meter = t.meter.forSummary()
+	t.meter = t.p.quotas.Meter(t.in, t.id, t.log)
+	t.hist.Meter = t.meter.ForSummary()
 	if t.begin != nil {
 		t.begin.alone = func(st store.TurnStart) error {
 			return t.saving("start", func(ctx context.Context) error {
@@ -125,7 +126,7 @@ func (t *turn) start() bool {
 				return err
 			})
 		}
-		t.meter.state.start = t.begin
+		t.meter.Carry(t.begin)
 	}
 	if obs := t.p.opts.Observer; obs != nil {
 		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.Conv.ID, Chat: t.in.Chat,
@@ -171,7 +172,7 @@ func (t *turn) open(ctx context.Context) error {
 		InboundMessageID: t.in.MessageID,
 		UserMessage:      store.Message{Role: store.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: len(p.history.Images(t.in))},
 	}
-	if ids, ok := p.store.(TurnIDs); ok && p.quotas.ledger != nil {
+	if ids, ok := p.store.(TurnIDs); ok && p.quotas.Ledgered() {
 		// The start rides in the first model call's reservation (or is written alone by then).
 		if start.ID, err = ids.NewTurnID(ctx); err != nil {
 			return fmt.Errorf("new turn in conversation %d: %w", t.hist.Conv.ID, err)
@@ -202,7 +203,7 @@ var errRetryRefused = errors.New("only bot admins can answer another member's me
 func (t *turn) retried(ctx context.Context, convID int64) error {
 	by := t.in.UserID
 	if strings.EqualFold(strings.TrimSpace(t.in.Args), retryAnyone) {
-		if !t.p.access.isAdmin(t.in) {
+		if !t.p.access.IsAdmin(t.in) {
 			return errRetryRefused
 		}
 		by = ""
@@ -241,7 +242,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		Platform:       string(in.Chat.Platform),
 		ChatID:         in.Chat.ChatID,
 		UserID:         in.UserID,
-		Admin:          p.access.isAdmin(in),
+		Admin:          p.access.IsAdmin(in),
 		Private:        in.Kind == adapters.Private,
 		Roles:          in.Roles,
 		ChatAdmin:      in.ChatAdmin,
@@ -264,7 +265,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		// The turn's "ask" tool calls are approved in the chat, and its tools' questions
 		// answered there, when the platform can post buttons; without that, such calls are
 		// denied and such questions answered cancel.
-		ca := &chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.admins,
+		ca := &chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.Admins(),
 			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now, slot: t.r.slot, open: p.questions,
 			prompts: &p.prompts, notice: func(text string) { p.notice(out, text, t.log) }}
 		tt.SetApprover(ca)
@@ -337,7 +338,7 @@ func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, part
 func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string, saved bool) {
 	end := store.TurnEnd{
 		TurnID:      t.id,
-		QuotaChatID: quotaChat(t.in),
+		QuotaChatID: quota.ChatOf(t.in),
 		Status:      status,
 		Model:       modelOf(res.LLMCalls),
 		Rounds:      roundsOf(res.LLMCalls),
@@ -347,8 +348,8 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		Messages:    toStoreMessages(slices.Concat(t.r.resumed, res.Messages)),
 		// The metered calls are saved already; the transcriptions (made before the turn's
 		// meter) and the spoken answer's call are saved with the turn.
-		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.meter.unsaved(), t.spoken)),
-		Settle:   t.meter.takeSettles(),
+		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.meter.Unsaved(), t.spoken)),
+		Settle:   t.meter.TakeSettles(),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
@@ -370,9 +371,9 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
 		// The calls' ends went with the refused write; each is tried on its own, so none keeps
 		// its reservation.
-		if len(end.Settle) > 0 && t.meter.ledger != nil {
+		if len(end.Settle) > 0 {
 			sctx, cancel := store.Bound(t.ctx, store.WriteAttempt)
-			t.meter.writeSettles(sctx, end.Settle)
+			t.meter.WriteSettles(sctx, end.Settle)
 			cancel()
 		}
 		return
@@ -426,8 +427,8 @@ func (t *turn) outcome(res *agent.Result) (status chat.TurnStatus, note, errText
 	if err == nil {
 		err = fmt.Errorf("the model run ended with status %q", res.Status)
 	}
-	if q, ok := errors.AsType[*quotaError](err); ok {
-		return store.TurnError, q.text, err.Error()
+	if q, ok := errors.AsType[*quota.Error](err); ok {
+		return store.TurnError, q.Text, err.Error()
 	}
 	return store.TurnError, p.failureText(err), err.Error()
 }
