@@ -6,6 +6,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/pipeline/access"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
 )
@@ -130,4 +131,22 @@ func (p *Pipeline) stop(r *request) {
 		log.Info("pipeline: /stop refused: not the asker's turn")
 		p.notice(r.out, "Only the person who asked, or an admin, can stop this answer.", log)
 	}
+}
+
+// allowed answers /allowed (asking.Allowed): the "always allow" answers of this chat, and
+// "/allowed revoke N".
+func (c *commands) allowed(r *request) {
+	cs := c.opts.Tools.Consents
+	if cs == nil {
+		c.say(r.out, "Always-allow answers are not kept in this server.", r.log)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), saveTimeout)
+	defer cancel()
+	text, err := asking.Allowed(ctx, cs, r.in, c.access.IsAdmin(r.in), c.opts.Now(), r.log)
+	if err != nil {
+		c.failed(r, "/allowed", err)
+		return
+	}
+	c.say(r.out, text, r.log)
 }

@@ -16,6 +16,7 @@ import (
 	"relaybot/config"
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/access"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
@@ -151,7 +152,7 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 		return out
 	}
 
-	out := ask("7", "1", pressAs(choiceAlwaysChat, "7", "Ann", false), pressAs(choiceAlways, "7", "Ann", false))
+	out := ask("7", "1", pressAs(asking.ChoiceAlwaysChat, "7", "Ann", false), pressAs(asking.ChoiceAlways, "7", "Ann", false))
 	if len(out.told) != 2 || !strings.Contains(out.told[0], "Only bot admins or chat admins can allow this for everyone") ||
 		!strings.Contains(out.told[1], "always allowed for u7 in this chat") {
 		t.Fatalf("Ann's presses were told %q; want \"for everyone\" refused and \"for me\" taken", out.told)
@@ -159,7 +160,7 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 	if out = ask("7", "2"); len(out.questions) != 0 {
 		t.Fatalf("Ann was asked again after her own \"always\"")
 	}
-	out = ask("8", "3", pressAs(choiceAlwaysChat, "9", "Chief", true))
+	out = ask("8", "3", pressAs(asking.ChoiceAlwaysChat, "9", "Chief", true))
 	if len(out.questions) != 1 {
 		t.Fatalf("Bob's call rode on Ann's consent: %d questions", len(out.questions))
 	}
@@ -205,7 +206,7 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 	if n := revoke.Notices(); len(n) != 1 || !strings.Contains(n[0], "Revoked #"+id) {
 		t.Fatalf("the chat admin's revoke: %q", n)
 	}
-	if out = ask("10", "8", pressAs(choiceDeny, "9", "Chief", true)); len(out.questions) != 1 {
+	if out = ask("10", "8", pressAs(asking.ChoiceDeny, "9", "Chief", true)); len(out.questions) != 1 {
 		t.Fatalf("a member was not asked after the consent was revoked")
 	}
 }
@@ -272,7 +273,7 @@ func TestAWaitingQuestionGivesItsSlotBack(t *testing.T) {
 		t.Fatalf("the asker's second question: final %q; want the call denied for too many open questions", final)
 	}
 
-	waiting.answers <- adapters.Answer{Choice: choiceApprove, UserID: "7", UserName: "u7", ChatAdmin: true}
+	waiting.answers <- adapters.Answer{Choice: asking.ChoiceApprove, UserID: "7", UserName: "u7", ChatAdmin: true}
 	<-first
 	if final, _ := waiting.Reply(0).Final(); !strings.HasPrefix(final, "tool said: echo: hi") {
 		t.Fatalf("the approved turn ended with %q", final)
@@ -322,7 +323,7 @@ func TestApprovalQuestionShowsTheWholeCall(t *testing.T) {
 	long := `{"text":"` + strings.Repeat("lorem ipsum ", 100) + `","tail":"rm -rf /"}`
 	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "echo", Args: []string{short}}), llm.Text("one"),
 		llm.ToolCalls(llm.Call{ID: "c2", Name: "echo", Args: []string{long}}), llm.Text("two"))
-	press := []adapters.Answer{pressAs(choiceApprove, "7", "Ann", false)}
+	press := []adapters.Answer{pressAs(asking.ChoiceApprove, "7", "Ann", false)}
 
 	out := &askResponder{recResponder: &recResponder{stream: true}, presses: press}
 	<-h.handle(privateMsg("7", "1", "echo it"), out)

@@ -17,6 +17,7 @@ import (
 	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/pipeline/access"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
 	"relaybot/store"
@@ -114,9 +115,8 @@ type Pipeline struct {
 	history   *history.Keeper
 	quotas    *quota.Guard
 	outbox    *outbox
-	questions *openQuestions // approval questions waiting, per user
-	// prompts are tools' questions waiting for a typed answer in a chat.
-	prompts prompts
+	// asking holds the approval questions waiting and the tools' questions open in chats.
+	asking *asking.Questions
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
@@ -167,11 +167,12 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		turns:     newTurnQueue(opts.Queue.Size, opts.Queue.interrupt(), opts.Queue.Settle),
 		slots:     slots{c: make(chan struct{}, opts.Queue.MaxTurnsInFlight), wait: opts.Queue.TurnWait},
 		outbox:    newOutbox(opts.ShutdownDeliverWait),
-		questions: &openQuestions{max: opts.Tools.MaxOpenQuestions, n: map[string]int{}},
 		base:      base,
 		stopBase:  stop,
 	}
-	p.prompts.relay, _ = opts.Replicas.(PromptRelay)
+	relay, _ := opts.Replicas.(asking.PromptRelay)
+	p.asking = asking.New(asking.Options{Timeout: opts.Tools.ApprovalTimeout, MaxOpen: opts.Tools.MaxOpenQuestions,
+		Admins: p.access.Admins(), Relay: relay, Now: opts.Now})
 	var err error
 	if p.history, err = history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now); err != nil {
 		return nil, err
@@ -267,7 +268,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		}
 		return
 	}
-	if p.prompts.take(in) || p.prompts.carried(ctx, in) {
+	if p.asking.Take(ctx, in) {
 		// The answer to a tool's question the running turn asked here, or on another replica.
 		return
 	}

@@ -166,8 +166,8 @@ func (t *turnSlot) release() {
 	}
 }
 
-// leave gives the place back while a question waits.
-func (t *turnSlot) leave() {
+// Leave gives the place back while a question waits (asking.Slot).
+func (t *turnSlot) Leave() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.away++; t.away == 1 && t.held {
@@ -176,9 +176,9 @@ func (t *turnSlot) leave() {
 	}
 }
 
-// back takes a place again once no question of the turn waits; it waits for a free one as long
+// Back takes a place again once no question of the turn waits; it waits for a free one as long
 // as the turn lives, so an answered question goes on as soon as another turn finishes.
-func (t *turnSlot) back(ctx context.Context) error {
+func (t *turnSlot) Back(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.away--; t.away > 0 || t.held {

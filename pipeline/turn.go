@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
 	"relaybot/store"
@@ -216,20 +218,12 @@ func (t *turn) retried(ctx context.Context, convID int64) error {
 	if rt.UserID != "" && rt.UserID != t.in.UserID {
 		t.log.Info("pipeline: /retry answers another member's message with their rights", "member", rt.UserID)
 		t.in.UserID, t.in.UserName, t.in.Roles, t.in.ChatAdmin = rt.UserID, rt.UserName, nil, false
-		t.p.notice(t.r.out, "Answering "+nameOr(rt.UserName, rt.UserID)+"'s message again, with their rights.", t.log)
+		t.p.notice(t.r.out, "Answering "+cmp.Or(rt.UserName, rt.UserID)+"'s message again, with their rights.", t.log)
 	}
 	if rt.Message.Name != "" {
 		t.in.UserName = rt.Message.Name
 	}
 	return nil
-}
-
-// nameOr returns name, or id when name is empty.
-func nameOr(name, id string) string {
-	if name != "" {
-		return name
-	}
-	return id
 }
 
 // prepare builds the agent's request (the tools of the chat, the transcript within the model's
@@ -265,9 +259,11 @@ func (t *turn) prepare(replyCtx context.Context) {
 		// The turn's "ask" tool calls are approved in the chat, and its tools' questions
 		// answered there, when the platform can post buttons; without that, such calls are
 		// denied and such questions answered cancel.
-		ca := &chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.Admins(),
-			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now, slot: t.r.slot, open: p.questions,
-			prompts: &p.prompts, notice: func(text string) { p.notice(out, text, t.log) }}
+		qt := asking.Turn{In: in, Out: out, Asker: asker, Reply: reply, Notice: func(text string) { p.notice(out, text, t.log) }}
+		if t.r.slot != nil {
+			qt.Slot = t.r.slot
+		}
+		ca := p.asking.Approver(qt)
 		tt.SetApprover(ca)
 		tt.SetElicitor(ca)
 	}
