@@ -23,7 +23,6 @@ func BenchmarkTurn(b *testing.B) {
 // call checks both and reserves its tokens before its request.
 func BenchmarkTurnWithQuota(b *testing.B) {
 	h := newBenchHarness(b, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1 << 40}, Chat: quota.Limits{TokensPerDay: 1 << 40}}})
-	h.p.opts.Usage = h.store
 	benchTurns(b, h)
 }
 

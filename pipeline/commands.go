@@ -112,7 +112,7 @@ func (c *commands) reset(r *request) {
 func (p *Pipeline) stop(r *request) {
 	in, key, log := r.in, r.key, r.log
 	admin := p.access.IsAdmin(in)
-	handled, askOthers := p.stopAcrossReplicas(key, in, admin, r.out, log)
+	handled, askOthers := p.gate.stopAcrossReplicas(key, in, admin, r.out, log)
 	if handled {
 		return
 	}
@@ -120,16 +120,16 @@ func (p *Pipeline) stop(r *request) {
 		return admin || started.UserID == in.UserID
 	})
 	switch {
-	case !running && askOthers && p.stopElsewhere(key, in, admin, log):
+	case !running && askOthers && p.gate.stopElsewhere(key, in, admin, log):
 		// Another replica may run it: passed on.
 	case !running:
 		// Said once a minute per user at most, even with the rate limit off.
 		if ok, _ := p.idleStops.Allow(r.sender, p.opts.Now()); ok {
-			p.notice(r.out, "Nothing to stop.", log)
+			p.outbox.notice(r.out, "Nothing to stop.", log)
 		}
 	case !stopped:
 		log.Info("pipeline: /stop refused: not the asker's turn")
-		p.notice(r.out, "Only the person who asked, or an admin, can stop this answer.", log)
+		p.outbox.notice(r.out, "Only the person who asked, or an admin, can stop this answer.", log)
 	}
 }
 

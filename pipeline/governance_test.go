@@ -52,9 +52,7 @@ func TestCommandFailuresShowTheHintNotTheDatabase(t *testing.T) {
 	} {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			h := newHarness(t, Options{Access: access.Lists{Admins: []string{"telegram:1"}},
-				Output: OutputOptions{ExceptionHandling: tt.mode}})
-			h.p.opts.Usage = dbDown{}
-			h.p.opts.Audit = dbDown{}
+				Output: OutputOptions{ExceptionHandling: tt.mode}, Usage: dbDown{}, Audit: dbDown{}})
 			for i, cmd := range []string{"/usage", "/usage all", "/audit"} {
 				out := &recResponder{}
 				<-h.handle(privateMsg("1", string(rune('a'+i)), cmd), out)
@@ -295,7 +293,7 @@ func TestPerChatToolsHoldInThreads(t *testing.T) {
 		{"telegram topic named", adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100", ThreadID: "7"}}, "page"},
 	}
 	for _, tt := range tests {
-		allowed := h.p.allowedTools(tt.in)
+		allowed := h.p.parts.allowedTools(tt.in)
 		var got []string
 		for _, name := range []string{"echo", "fail", "block", "page"} {
 			if allowed == nil || allowed(name) {

@@ -52,7 +52,6 @@ func stopAfterFirstWords(t *testing.T, h *harness, in adapters.Inbound) *recResp
 // estimate plus the words generated, marked estimated, and /usage says so.
 func TestStoppedAnswerCountsWhatItCost(t *testing.T) {
 	h := newHarness(t, Options{})
-	h.p.opts.Usage = h.store
 	out := stopAfterFirstWords(t, h, privateMsg("7", "1", "tell me a long story about "+strings.Repeat("dragons ", 40)))
 	if final, _ := out.Reply(0).Final(); !strings.HasPrefix(final, "Once upon a time") {
 		t.Fatalf("final = %q, want the partial answer", final)
@@ -72,7 +71,6 @@ func TestStoppedAnswerCountsWhatItCost(t *testing.T) {
 // A call whose stream breaks (no finish, no usage) is counted at its estimate too.
 func TestCutStreamCountsWhatItCost(t *testing.T) {
 	h := newHarness(t, Options{})
-	h.p.opts.Usage = h.store
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "The answer"}, {Content: " is"}}, Cut: true})
 	out := &recResponder{stream: true}
 	<-h.handle(privateMsg("7", "1", "what is "+strings.Repeat("the question ", 30)), out)
@@ -88,7 +86,6 @@ func TestCutStreamCountsWhatItCost(t *testing.T) {
 // /compact's model call is counted against the user who asked and held to their quota.
 func TestCompactIsCountedAndQuotaChecked(t *testing.T) {
 	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 600}}})
-	h.p.opts.Usage = h.store
 	h.llm.Push(usedTokens(100, 10, "first answer"), usedTokens(500, 50, "the summary"))
 	<-h.handle(privateMsg("7", "1", "hello"), &recResponder{stream: true})
 	out := &recResponder{}
@@ -176,7 +173,6 @@ var meterBudget = []history.ModelBudget{{Name: "primary", ContextWindow: 8192, M
 // any model request.
 func TestConcurrentTurnsAreHeldToTheQuota(t *testing.T) {
 	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}})
-	h.p.opts.Usage = h.store
 	heldToOne(t, h.llm, []*harness{h}, quotaMsgs("7", 4))
 	if u := usageOf(t, h.store, "7"); u.Calls != 1 || u.Estimated != 0 {
 		t.Fatalf("usage = %+v, want the one answered call, settled at its reported usage", u)
@@ -200,7 +196,6 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := newHarnessOn(t, srv, st, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}}, tools.ManagerOptions{}, nil)
-		h.p.opts.Usage = st
 		hs = append(hs, h)
 	}
 	heldToOne(t, srv, hs, quotaMsgs("7", 4))
@@ -211,7 +206,6 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
 	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}},
 		Models: ModelOptions{Budgets: []history.ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 100}}}})
-	h.p.opts.Usage = h.store
 	question := "Write me a long essay about " + strings.Repeat("the history of the steam engine, ", 12)
 	for i := range 3 {
 		out := stopAfterFirstWords(t, h, privateMsg("7", strconv.Itoa(i+1), question))
@@ -242,7 +236,6 @@ func (refusingStore) FinishTurn(context.Context, store.TurnEnd) error {
 // they happened.
 func TestRefusedFinalWriteKeepsTheModelCalls(t *testing.T) {
 	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { return refusingStore{st} })
-	h.p.opts.Usage = h.store
 	h.llm.Push(usedTokens(700, 40, "an answer"))
 	out := &recResponder{stream: true}
 	<-h.handle(privateMsg("7", "1", "hello"), out)

@@ -249,3 +249,15 @@ func (t *Texts) fill() {
 	def(&t.Busy, DefaultBusyText)
 	def(&t.RateLimited, DefaultRateLimitedText)
 }
+
+// failureText is what the user sees of an error, by exception_handling.
+func (o *Options) failureText(err error) string {
+	switch o.Output.ExceptionHandling {
+	case config.ShowError:
+		return "Error: " + err.Error()
+	case config.Hide:
+		return ""
+	default:
+		return o.Texts.FailureHint
+	}
+}

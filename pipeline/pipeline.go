@@ -95,13 +95,15 @@ type TurnStart struct {
 // write of a turn, has store.WriteAttempt (store.Retry).
 const saveTimeout = 60 * time.Second
 
-// Pipeline handles the messages of every adapter. It implements adapters.Handler. Its parts:
-// access and the command table (Handle, commands), the queue (queue.go), the turn and its stages
-// (turn.go), what the user sees of it (view.go) and the history a turn is given (the history part).
+// Pipeline handles the messages of every adapter. It implements adapters.Handler. It checks
+// access and the rate limit, answers the command table (commands.go), and queues each message
+// for its conversation's turn (queue.go); a turn (turn.go) is run with the pipeline's parts,
+// each a package that knows nothing of the pipeline: the history a turn is given
+// (pipeline/history), the quotas its model calls are held to (pipeline/quota), the questions it
+// asks in the chat (pipeline/asking), and who may talk to the bot (pipeline/access). A new part
+// (memory, knowledge, scheduled tasks) is a package of the same kind that the turn or the
+// command table takes.
 type Pipeline struct {
-	runner Runner
-	store  Store
-	tools  Toolbox
 	opts   Options
 	log    *slog.Logger
 	access access.Rules
@@ -110,11 +112,13 @@ type Pipeline struct {
 	idleStops *quota.RateLimiter
 	commands  map[string]command
 	cmds      *commands
-	turns     *turnQueue
-	slots     slots
-	history   *history.Keeper
-	quotas    *quota.Guard
-	outbox    *outbox
+	// turns orders each conversation's turns here, gate across the replicas; slots bound the
+	// turns in flight; parts run each turn.
+	turns  *turnQueue
+	gate   *gate
+	slots  slots
+	parts  *turnParts
+	outbox *outbox
 	// asking holds the approval questions waiting and the tools' questions open in chats.
 	asking *asking.Questions
 
@@ -156,9 +160,6 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	}
 	base, stop := context.WithCancelCause(context.Background())
 	p := &Pipeline{
-		runner:    runner,
-		store:     st,
-		tools:     toolbox,
 		opts:      opts,
 		log:       opts.Logger,
 		access:    access.Compile(opts.Access),
@@ -170,18 +171,21 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		base:      base,
 		stopBase:  stop,
 	}
+	p.gate = &gate{replicas: opts.Replicas, base: base, size: opts.Queue.Size, interrupt: opts.Queue.interrupt(), outbox: p.outbox}
 	relay, _ := opts.Replicas.(asking.PromptRelay)
 	p.asking = asking.New(asking.Options{Timeout: opts.Tools.ApprovalTimeout, MaxOpen: opts.Tools.MaxOpenQuestions,
 		Admins: p.access.Admins(), Relay: relay, Now: opts.Now})
-	var err error
-	if p.history, err = history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now); err != nil {
+	hist, err := history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now)
+	if err != nil {
 		return nil, err
 	}
 	ledger, _ := st.(quota.CallLedger)
-	p.quotas = quota.New(quota.Options{Policy: opts.Quotas, Usage: opts.Usage, Ledger: ledger, Prices: opts.Models.Prices,
+	quotas := quota.New(quota.Options{Policy: opts.Quotas, Usage: opts.Usage, Ledger: ledger, Prices: opts.Models.Prices,
 		Admins: p.access.Admins(), Now: opts.Now,
-		MaxOutput: func(model string) int { return p.history.Budget(model).MaxOutputTokens }})
-	p.cmds = &commands{store: st, history: p.history, quotas: p.quotas, access: &p.access, opts: &p.opts, say: p.notice, fail: p.failureText}
+		MaxOutput: func(model string) int { return hist.Budget(model).MaxOutputTokens }})
+	p.parts = &turnParts{runner: runner, store: st, tools: toolbox, opts: &p.opts, access: &p.access, history: hist,
+		quotas: quotas, asking: p.asking, media: newMediaReader(&p.opts, p.outbox), outbox: p.outbox}
+	p.cmds = &commands{store: st, history: hist, quotas: quotas, access: &p.access, opts: &p.opts, say: p.outbox.notice, fail: p.opts.failureText}
 	p.commands = map[string]command{}
 	for _, c := range commandTable() {
 		p.commands[c.spec.Name] = c
@@ -254,7 +258,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		// A message the adapter accepted just before it stopped receiving.
 		log.Info("pipeline: message refused: shutting down", "message", in.MessageID)
 		placed(in)
-		p.notice(out, p.opts.Texts.Shutdown, log)
+		p.outbox.notice(out, p.opts.Texts.Shutdown, log)
 		return
 	}
 	defer p.running.Done()
@@ -264,7 +268,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
 		placed(in)
 		if first {
-			p.notice(out, p.opts.Texts.RateLimited, log)
+			p.outbox.notice(out, p.opts.Texts.RateLimited, log)
 		}
 		return
 	}
@@ -292,27 +296,5 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 func placed(in adapters.Inbound) {
 	if in.Placed != nil {
 		in.Placed()
-	}
-}
-
-// notice sends a short message, logging a failure. Like a final answer, it waits for the
-// platform's rate limits as long as the pipeline runs.
-func (p *Pipeline) notice(out adapters.Responder, text string, log *slog.Logger) {
-	ctx, cancel := p.outbox.context()
-	defer cancel()
-	if err := out.Notice(ctx, text); err != nil {
-		log.Warn("pipeline: notice not delivered", "err", err)
-	}
-}
-
-// failureText is what the user sees of an error, by exception_handling.
-func (p *Pipeline) failureText(err error) string {
-	switch p.opts.Output.ExceptionHandling {
-	case config.ShowError:
-		return "Error: " + err.Error()
-	case config.Hide:
-		return ""
-	default:
-		return p.opts.Texts.FailureHint
 	}
 }

@@ -27,7 +27,6 @@ func TestQuotaStopsTheNextTurnBeforeAnyModelRequest(t *testing.T) {
 		Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}},
 		Now:    func() time.Time { return now },
 	})
-	h.p.opts.Usage = h.store
 	h.llm.Push(usedTokens(900, 150, "first answer"))
 	out := &recResponder{stream: true}
 	<-h.handle(privateMsg("7", "1", "hello"), out)
@@ -64,7 +63,6 @@ func TestUsageCommand(t *testing.T) {
 		Models: ModelOptions{Prices: map[string]chat.Price{"primary": {In: 2.50, Out: 10.00}}},
 		Now:    func() time.Time { return now },
 	})
-	h.p.opts.Usage = h.store
 	h.llm.Push(usedTokens(400_000, 100_000, "a"), usedTokens(1000, 1000, "b"))
 	<-h.handle(privateMsg("7", "1", "hello"), &recResponder{stream: true})
 	<-h.handle(privateMsg("8", "2", "hello"), &recResponder{stream: true})
@@ -92,7 +90,6 @@ func TestUsageCommand(t *testing.T) {
 func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
 	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
-	h.p.opts.Usage = h.store
 	h.llm.Push(llm.Reply{
 		Chunks: []llm.Chunk{{Content: "Let me check."}, {ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "c1", Name: "echo", Arguments: `{"text":"x"}`}}}},
 		Usage:  &llm.Usage{PromptTokens: 1100, CompletionTokens: 100},
@@ -114,7 +111,6 @@ func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {
 func TestAThreadsUsageCountsTowardItsChannelsQuota(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
 	h := newHarness(t, Options{Quotas: quota.Policy{Chat: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
-	h.p.opts.Usage = h.store
 	msg := func(channel, parent, id string) adapters.Inbound {
 		return adapters.Inbound{Chat: chat.Ref{Platform: chat.Discord, ChatID: channel}, ParentChatID: parent,
 			Kind: adapters.Group, MessageID: id, UserID: "5", UserName: "Ann", Text: "hello", Time: now}

@@ -228,6 +228,9 @@ func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, 
 	if opts.Tools.Consents == nil {
 		opts.Tools.Consents = st
 	}
+	if opts.Usage == nil {
+		opts.Usage = st
+	}
 	mgr, err := tools.NewManager(loaders, h.rec, mopts)
 	if err != nil {
 		t.Fatal(err)
@@ -638,7 +641,7 @@ func TestNonStreamingSendsEachRoundWhenItEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.p.runner = runner
+	h.p.parts.runner = runner
 	call := llm.Reply{Chunks: []llm.Chunk{
 		{Content: "Looking."},
 		{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "c1", Name: "echo", Arguments: `{"text":"x"}`}}},
@@ -825,7 +828,7 @@ func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
 		{chat.Ref{Platform: chat.Telegram, ChatID: "7"}, "fail", true},
 	}
 	for _, tt := range tests {
-		allowed := h.p.allowedTools(adapters.Inbound{Chat: tt.chat})
+		allowed := h.p.parts.allowedTools(adapters.Inbound{Chat: tt.chat})
 		got := allowed == nil || allowed(tt.tool)
 		if got != tt.wantOffered {
 			t.Errorf("%s:%s offers %s = %v, want %v", tt.chat.Platform, tt.chat.ChatID, tt.tool, got, tt.wantOffered)
