@@ -14,12 +14,18 @@ import (
 	"relaybot/audit"
 )
 
+// Consents are the "always allow" answers kept (audit.Consents): what /allowed lists and revokes.
+type Consents interface {
+	ListConsents(ctx context.Context, f audit.ConsentFilter) ([]audit.Consent, error)
+	RevokeConsent(ctx context.Context, id int64) error
+}
+
 // Allowed is the answer to /allowed, the "always allow" answers of in's chat: whose calls
 // each covers, who gave it and when it ends; "/allowed revoke N" ends consent N. Anyone may list
 // them; a consent is revoked by the person it covers, its giver, the chat's admins or the bot's
 // admins (admin: the sender is one). err is a failure of cs, which the caller tells as it tells
 // a turn's (it names users, hosts and databases).
-func Allowed(ctx context.Context, cs audit.Consents, in adapters.Inbound, admin bool, now time.Time, log *slog.Logger) (string, error) {
+func Allowed(ctx context.Context, cs Consents, in adapters.Inbound, admin bool, now time.Time, log *slog.Logger) (string, error) {
 	platform := strings.ToLower(string(in.Chat.Platform))
 	list, err := cs.ListConsents(ctx, audit.ConsentFilter{Platform: platform, ChatID: in.Chat.ChatID, Now: now})
 	if err != nil {
