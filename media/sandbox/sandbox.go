@@ -183,7 +183,7 @@ func (r *Reader) run(ctx context.Context, j job, data []byte) (result, []byte, e
 		return result{}, nil, &media.LimitError{What: fmt.Sprintf("more than %s to read", r.limits.Wall)}
 	}
 	if err != nil || out.over {
-		return result{}, nil, &media.LimitError{What: died(err, out.over, r.limits)}
+		return result{}, nil, &media.LimitError{What: died(err, out.over, stderr.b.String(), r.limits)}
 	}
 	line, rest, ok := bytes.Cut(out.b.Bytes(), []byte("\n"))
 	var res result
@@ -196,12 +196,15 @@ func (r *Reader) run(ctx context.Context, j job, data []byte) (result, []byte, e
 	return res, rest, nil
 }
 
-// died names the limit a reader process that ended without a result most likely broke.
-func died(err error, over bool, lim Limits) string {
+// died names the limit a reader process that ended without a result most likely broke, from
+// how it ended and the start of what it wrote to stderr.
+func died(err error, over bool, stderr string, lim Limits) string {
 	var exit *exec.ExitError
 	switch {
 	case over:
 		return "too much text"
+	case strings.Contains(stderr, "out of memory"), strings.Contains(stderr, "cannot allocate memory"):
+		return fmt.Sprintf("more than %d MB of memory", lim.Memory>>20)
 	case errors.As(err, &exit) && exit.ProcessState != nil:
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
 			return fmt.Sprintf("more than %s of processor time", lim.CPU)
@@ -216,8 +219,8 @@ func firstLine(b []byte) string {
 	return s
 }
 
-// capped keeps at most max bytes written to it; past that it fails the write, which ends the
-// copy from the process, and remembers that it did.
+// capped keeps the first max bytes written to it; past that it fails the write, which ends
+// the copy from the process, and remembers that it did.
 type capped struct {
 	b    bytes.Buffer
 	max  int64
@@ -225,7 +228,8 @@ type capped struct {
 }
 
 func (c *capped) Write(p []byte) (int, error) {
-	if int64(c.b.Len()+len(p)) > c.max {
+	if room := c.max - int64(c.b.Len()); int64(len(p)) > room {
+		c.b.Write(p[:max(room, 0)])
 		c.over = true
 		return 0, errors.New("sandbox: the reader wrote more than its output cap")
 	}

@@ -58,6 +58,15 @@ func TestHostilePDFsAreRefusedAndTheCallerLivesOn(t *testing.T) {
 			t.Logf("%s: %v", name, err)
 		})
 	}
+	// 4 million glyphs (28 MB inflated, under this reader's inflate cap) grow the library's
+	// heap past the memory cap (a GB without it): the reader dies of it and says so (or of
+	// the processor time, under the race detector's slower heap).
+	roomy := tight
+	roomy.Inflated = 64 << 20
+	var lim *media.LimitError
+	if _, err := newReader(t, roomy).ReadDocument(ctx, "text.pdf", "application/pdf", files.TextBombPDF(4<<20)); !errors.As(err, &lim) || !strings.Contains(lim.What, "memory") && !strings.Contains(lim.What, "processor") {
+		t.Errorf("a text bomb: %v, want the memory cap named", err)
+	}
 	doc, err := r.ReadDocument(ctx, "report.pdf", "application/pdf", files.PDF([][]string{{"Page one says alpha."}, {"Page two says bravo."}}))
 	if err != nil || !strings.Contains(doc.Text, "bravo") || doc.Pages != 2 {
 		t.Fatalf("after the hostile files a real PDF read as %+v, %v", doc, err)

@@ -48,6 +48,25 @@ func FlateBombPDF(n int) []byte {
 		fmt.Sprintf("<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream", z.Len(), z.Bytes()))
 }
 
+// TextBombPDF is a PDF of one page whose compressed content stream shows glyphs one-letter
+// strings: a few hundred KB that a PDF library turns into GBs of glyph records.
+func TextBombPDF(glyphs int) []byte {
+	var z bytes.Buffer
+	w, _ := zlib.NewWriterLevel(&z, zlib.BestSpeed)
+	w.Write([]byte("BT /F1 12 Tf 10 10 Td "))
+	chunk := bytes.Repeat([]byte("(a) Tj "), 1<<14)
+	for left := glyphs; left > 0; left -= 1 << 14 {
+		w.Write(chunk[:7*min(left, 1<<14)])
+	}
+	w.Write([]byte(" ET"))
+	w.Close()
+	return objectsPDF("<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
+		fmt.Sprintf("<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream", z.Len(), z.Bytes()),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+}
+
 // XrefStreamPDF is a PDF whose cross-reference stream declares /Size 2^35 and a /Columns
 // count as large in its /DecodeParms: the second way to the same fatal allocation.
 func XrefStreamPDF() []byte {
