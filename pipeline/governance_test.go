@@ -15,6 +15,7 @@ import (
 	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
 	"slices"
@@ -171,7 +172,7 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := New(runner, h.store, mgr, Options{History: HistoryOptions{Rounds: 10}, Tools: ToolOptions{Consents: h.store}})
+	p2, err := New(runner, h.store, mgr, Options{History: history.Options{Rounds: 10}, Tools: ToolOptions{Consents: h.store}})
 	if err != nil {
 		t.Fatal(err)
 	}
