@@ -92,7 +92,6 @@ func TestVoiceNoteIsMeasuredNotBelieved(t *testing.T) {
 	}
 
 	h := newHarnessOn(t, srv, openStore(t), Options{Media: MediaOptions{Transcriber: sp, MaxAudio: time.Minute}}, tools.ManagerOptions{}, nil)
-	h.p.opts.Usage = h.store
 	out := &recResponder{}
 	<-h.handle(voice("1"), out)
 	if n := out.Notices(); len(n) != 1 || n[0] != "The voice note is 5:00 long; I transcribe at most 1:00." {
@@ -102,7 +101,7 @@ func TestVoiceNoteIsMeasuredNotBelieved(t *testing.T) {
 		t.Fatalf("%d transcription requests for a voice note over the limit", got)
 	}
 
-	h.p.opts.Media.MaxAudio = 10 * time.Minute
+	h = newHarnessOn(t, srv, openStore(t), Options{Media: MediaOptions{Transcriber: sp, MaxAudio: 10 * time.Minute}}, tools.ManagerOptions{}, nil)
 	h.llm.Push(llm.Text("Heard you."))
 	<-h.handle(voice("2"), &recResponder{})
 	if got := len(srv.AudioRequests()); got != 1 {
