@@ -44,6 +44,8 @@ type chatApprover struct {
 	// prompts take typed answers to a tool's question (elicit.go); notice posts a message.
 	prompts *prompts
 	notice  func(text string)
+	// strays records the presses of its questions' buttons made in other chats.
+	strays strayRecorder
 }
 
 // Approve posts the question and waits for an allowed press, the approval timeout, or the end of
@@ -67,7 +69,7 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	}
 	qctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errApprovalTimeout)
 	defer cancel()
-	q := adapters.Question{Text: questionText(req), Choices: a.choices(req)}
+	q := adapters.Question{Text: questionText(req), Choices: a.choices(req), Stray: a.strays.stray(req.Tool, req.Server)}
 	ans, err := a.asker.Ask(qctx, q, func(ans adapters.Answer) (bool, string) {
 		may, forOthers := a.mayAnswer(ans, req.Approvers)
 		if !may {

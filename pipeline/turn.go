@@ -262,7 +262,8 @@ func (t *turn) prepare(replyCtx context.Context) {
 		// denied and such questions answered cancel.
 		ca := &chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.admins,
 			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now, slot: t.r.slot, open: p.questions,
-			prompts: &p.prompts, notice: func(text string) { p.notice(out, text, t.log) }}
+			prompts: &p.prompts, notice: func(text string) { p.notice(out, text, t.log) },
+			strays: strayRecorder{rec: p.opts.Recorder, in: in, now: p.opts.Now, log: t.log}}
 		tt.SetApprover(ca)
 		tt.SetElicitor(ca)
 	}
