@@ -1,0 +1,212 @@
+package deps
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// module is the module path every rule below is relative to.
+const module = "relaybot"
+
+// mayImport says, for every package of the module, which packages of the module it may import
+// (its own tests excepted). A key ending in "/..." covers the packages below it that have no
+// key of their own. A package the map does not cover fails the test: a new package states its
+// place in the layers when it is added. The layers, bottom up: the nouns (chat, audit), the
+// contracts (adapters, tools), the parts (agent, store, coord, delivery, the platforms), the
+// pipeline and its observers, and cmd/bot, the only place that wires them together.
+var mayImport = map[string][]string{
+	// Nouns and leaves: they import nothing of the module.
+	"chat":               nil,
+	"audit":              nil,
+	"config":             nil, // the file's shape only; every part takes options of its own
+	"migrations":         nil,
+	"media":              nil,
+	"internal/deps":      nil,
+	"internal/ellipsis":  nil,
+	"internal/lifecycle": nil,
+	"internal/logredact": nil,
+
+	// The platforms: they know nothing of the agent, the store, the pipeline or the tools.
+	"adapters":                       {"chat"},
+	"adapters/markdown":              nil,
+	"adapters/adapterstest":          {"adapters", "chat"},
+	"adapters/delivery":              {"adapters", "chat", "internal/ellipsis"},
+	"adapters/delivery/deliverytest": {"adapters", "adapters/delivery", "chat"},
+	"adapters/telegram":              platform,
+	"adapters/discord":               platform,
+	"adapters/web":                   platform,
+
+	// The tools know no platform, no pipeline and no store: they report to an audit recorder.
+	"tools":           {"audit", "chat"},
+	"tools/...":       {"audit", "chat", "tools", "tools/...", "internal/logredact"},
+	"tools/toolstest": {"audit", "chat", "tools"},
+
+	// The agent and the store know no platform; the store knows no agent, pipeline or tools.
+	"agent":           {"audit", "chat", "tools"},
+	"speech":          {"audit", "chat"},
+	"store":           {"audit", "chat", "migrations"},
+	"store/storetest": {"audit", "chat", "migrations", "store"},
+
+	// The deployment: the platforms' contract (adapters) and the nouns, no platform and no
+	// delivery engine; its consumers own the roles it plays.
+	"coord": {"adapters", "chat", "migrations", "store"},
+
+	// The pipeline takes its own options (cmd/bot converts the config) and knows no platform
+	// but through the adapters' contract.
+	"pipeline":     pipeline,
+	"pipeline/...": append(slices.Clone(pipeline), "pipeline/..."),
+
+	// Observers of the pipeline: they take its events and the nouns, never the store.
+	"metrics": observer,
+	"tracing": observer,
+
+	// The audit log's pages and API read the store.
+	"admin": {"audit", "chat", "internal/ellipsis", "store"},
+
+	// Binaries wire everything.
+	"cmd/bot":      {"..."},
+	"cmd/loadtest": {"..."},
+
+	// The fakes speak the platforms' wire protocols; they import none of the bot.
+	"internal/testkit/...": {"internal/testkit/..."},
+}
+
+var (
+	platform = []string{"adapters", "adapters/delivery", "adapters/markdown", "chat", "internal/ellipsis", "internal/logredact"}
+	pipeline = []string{"adapters", "agent", "audit", "chat", "internal/ellipsis", "media", "speech", "store", "tools"}
+	observer = []string{"adapters", "adapters/delivery", "agent", "audit", "chat", "pipeline", "pipeline/...", "tools"}
+)
+
+// exceptions are imports that break a rule today, each with why it still stands. The test
+// fails when one of them is gone, so the list only shrinks.
+var exceptions = map[[2]string]string{
+	{"coord", "adapters/delivery"}: "coord.Deployment hands out delivery options; coord in roles removes it",
+	{"coord", "adapters/web"}:      "coord.Deployment hands out the web relay; coord in roles removes it",
+	{"pipeline", "config"}:         "the pipeline's options still use config's enums",
+	{"metrics", "store"}:           "the turn observer is told of a store.TurnEnd",
+	{"tracing", "store"}:           "the turn observer is told of a store.TurnEnd",
+	{"speech", "agent"}:            "speech calls agent's model client until a model-client noun exists",
+}
+
+// pkg is what go list tells of a package.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Error      *struct{ Err string }
+}
+
+// listModule lists the packages of the module with their imports.
+func listModule(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Error", module+"/...")
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list: %v", err)
+		}
+		if p.Error != nil {
+			t.Fatalf("go list %s: %s", p.ImportPath, p.Error.Err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no package")
+	}
+	return pkgs
+}
+
+// rel returns p relative to the module, and whether it is in the module.
+func rel(p string) (string, bool) {
+	if p == module {
+		return "", true
+	}
+	r, ok := strings.CutPrefix(p, module+"/")
+	return r, ok
+}
+
+// rule returns the allowed imports of pkg, and whether the map covers it: its own key, or
+// the longest "dir/..." above it.
+func rule(p string) ([]string, bool) {
+	if may, ok := mayImport[p]; ok {
+		return may, true
+	}
+	for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+		if may, ok := mayImport[dir+"/..."]; ok {
+			return may, true
+		}
+	}
+	return nil, false
+}
+
+// allowed reports whether imp matches one of may's entries: a package, "dir/..." (the
+// packages below dir) or "..." (any).
+func allowed(may []string, imp string) bool {
+	for _, m := range may {
+		switch {
+		case m == "..." || m == imp:
+			return true
+		case strings.HasSuffix(m, "/..."):
+			if strings.HasPrefix(imp, strings.TrimSuffix(m, "...")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestEveryPackageImportsOnlyWhatItsLayerMay(t *testing.T) {
+	seen := map[[2]string]bool{}
+	for _, p := range listModule(t) {
+		from, _ := rel(p.ImportPath)
+		may, ok := rule(from)
+		if !ok {
+			t.Errorf("package %s is not in the import rules (internal/deps/deps_test.go): say what it may import", from)
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, inModule := rel(imp)
+			if !inModule || allowed(may, to) {
+				continue
+			}
+			edge := [2]string{from, to}
+			if _, ok := exceptions[edge]; ok {
+				seen[edge] = true
+				continue
+			}
+			t.Errorf("%s imports %s, which its layer may not (it may import: %s)", from, to, list(may))
+		}
+	}
+	for edge, why := range exceptions {
+		if !seen[edge] {
+			t.Errorf("%s no longer imports %s: remove the exception (%s)", edge[0], edge[1], why)
+		}
+	}
+}
+
+func list(may []string) string {
+	if len(may) == 0 {
+		return "nothing of the module"
+	}
+	s := slices.Clone(may)
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}
