@@ -1,9 +1,8 @@
 package pipeline
 
 import (
-	"encoding/json"
-
 	"relaybot/agent"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 )
 
@@ -37,43 +36,11 @@ func toStoreMessages(ms []agent.Message) []store.Message {
 	return out
 }
 
-// rawOrNil is the stored JSON of a provider's extra fields, nil when none were stored.
-func rawOrNil(s string) json.RawMessage {
-	if s == "" {
-		return nil
-	}
-	return json.RawMessage(s)
-}
-
-func imagesNote(n int) string {
-	if n == 1 {
-		return "[the user sent an image, no longer available] "
-	}
-	return "[the user sent images, no longer available] "
-}
-
 // toStoreLLMCalls converts the model calls of a turn.
 func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
 	out := make([]store.LLMCall, 0, len(cs))
 	for _, c := range cs {
-		sc := store.LLMCall{
-			Round:            c.Round,
-			Model:            c.Model,
-			Candidate:        c.Candidate,
-			FallbackReason:   c.FallbackReason,
-			Status:           string(c.Status),
-			TimeToFirstToken: c.TimeToFirstToken,
-			Duration:         c.Duration,
-			TokensIn:         c.TokensIn,
-			TokensOut:        c.TokensOut,
-			Estimated:        c.Estimated,
-			StartedAt:        c.StartedAt,
-			Audio:            c.Audio,
-		}
-		if c.Err != nil {
-			sc.Error = c.Err.Error()
-		}
-		out = append(out, sc)
+		out = append(out, quota.StoreCall(c))
 	}
 	return out
 }

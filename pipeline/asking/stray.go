@@ -1,4 +1,4 @@
-package pipeline
+package asking
 
 import (
 	"context"
@@ -33,9 +33,12 @@ func (s strayRecorder) stray(tool, server string) func(adapters.Answer) {
 	}
 }
 
+// strayTimeout bounds the writing of a refused press's row.
+const strayTimeout = 60 * time.Second
+
 // record writes one refused press.
 func (s strayRecorder) record(tool, server string, ans adapters.Answer) {
-	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), strayTimeout)
 	defer cancel()
 	pressed := ans.Chat.String()
 	if ans.Chat == (chat.Ref{}) {
