@@ -12,6 +12,7 @@ import (
 
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
+	"relaybot/provider"
 )
 
 const benchTokens = 1000
@@ -39,7 +40,7 @@ func benchServer(b *testing.B) *llm.Server {
 // BenchmarkStreamRunner is a streamed turn of benchTokens tokens through agent.Runner.
 func BenchmarkStreamRunner(b *testing.B) {
 	srv := benchServer(b)
-	r, err := agent.NewRunner([]agent.Model{{BaseURL: srv.URL, Model: "bench", SupportsTools: true}}, agent.Options{})
+	r, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{BaseURL: srv.URL, Model: "bench"}, SupportsTools: true}}, agent.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

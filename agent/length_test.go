@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 )
 
@@ -97,7 +98,7 @@ func TestCancelledPartialKeepsReasoningApart(t *testing.T) {
 			cancel()
 		}
 	})
-	if res.Status != agent.StatusCancelled {
+	if res.Status != chat.StatusCancelled {
 		t.Fatalf("status %s err %v, want cancelled", res.Status, res.Err)
 	}
 	if !strings.Contains(res.PartialText, "<think>") {

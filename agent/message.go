@@ -15,9 +15,9 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"relaybot/chat"
+	"relaybot/provider"
 	"relaybot/tools"
 )
 
@@ -82,21 +82,15 @@ type Image struct {
 
 // Model is one candidate model. The runner tries candidates in the order given to NewRunner.
 type Model struct {
-	// Name identifies the candidate in logs and LLMCall records; defaults to Model.
-	Name string
-	// BaseURL is the OpenAI-compatible API root, e.g. "https://api.openai.com/v1".
-	BaseURL string
-	// APIKey is sent as a bearer token; it never appears in errors or logs.
-	APIKey string
-	// Model is the provider's model id.
-	Model string
+	// Endpoint is where the model is reached. Its Name identifies the candidate in logs and
+	// model calls (default: its Model id); its Timeout bounds the wait for the response
+	// (non-streaming), for the first chunk and between two chunks (streaming), zero meaning no
+	// limit beyond the turn's context.
+	provider.Endpoint
 	// SupportsTools says whether tool specs may be sent to this model.
 	SupportsTools bool
 	// SupportsVision says whether images may be sent to this model.
 	SupportsVision bool
-	// Timeout bounds the wait for the response (non-streaming), for the first chunk and between
-	// two chunks (streaming). Zero means no limit beyond the turn's context.
-	Timeout time.Duration
 }
 
 // Options tune a Runner. Zero values take the documented defaults.
@@ -117,7 +111,7 @@ type Options struct {
 	// HTTPClient makes the model calls; nil uses a client without its own timeout.
 	HTTPClient *http.Client
 	// Observer, when set, is told about every model call when it ends (metrics).
-	Observer Observer
+	Observer provider.Observer
 }
 
 // ToolExecutor runs one tool call. The runner calls it for the calls of a round one after another,
@@ -175,54 +169,10 @@ type Request struct {
 	Meter Meter
 }
 
-// Status is how a turn or a model call ended.
-type Status string
-
-// Outcomes of turns and model calls.
-const (
-	StatusOK        Status = "ok"
-	StatusError     Status = "error"
-	StatusCancelled Status = "cancelled"
-)
-
 // Usage counts tokens as the provider reported them (zero when it did not).
 type Usage struct {
 	TokensIn  int
 	TokensOut int
-}
-
-// LLMCall records one model call of a turn, failed fallback attempts included.
-type LLMCall struct {
-	// Model is the candidate's Name; Candidate its index in the runner's model list.
-	Model     string
-	Candidate int
-	// RequestModel is the model id the call asked for (the candidate's model); ResponseModel
-	// the one the provider said answered, empty when no answer came.
-	RequestModel, ResponseModel string
-	// Round is the turn's round (1-based) the call belongs to.
-	Round int
-	// StartedAt is when the call was made.
-	StartedAt time.Time
-	// FallbackReason says why the previous candidate was left for this one; empty for the first
-	// attempt of a round.
-	FallbackReason string
-	Status         Status
-	// TimeToFirstToken is the wait for the first stream chunk (the whole call when not streaming).
-	TimeToFirstToken time.Duration
-	Duration         time.Duration
-	TokensIn         int
-	TokensOut        int
-	// Estimated reports that TokensIn and TokensOut are Request.Estimate's, not the provider's:
-	// the call ended without a usage report.
-	Estimated bool
-	// FinishReason is the finish_reason the model ended its answer with ("stop", "tool_calls",
-	// "length", …); empty when the call failed before one arrived.
-	FinishReason string
-	// Err is why the call failed; nil on success.
-	Err error
-	// Audio is the length of the audio a speech call transcribed (zero for chat calls): usage
-	// prices it per minute.
-	Audio time.Duration
 }
 
 // Result is the outcome of a turn.
@@ -234,9 +184,9 @@ type Result struct {
 	// Usage sums the usage of the turn's model calls.
 	Usage Usage
 	// LLMCalls lists every model call in order, failed attempts included.
-	LLMCalls []LLMCall
+	LLMCalls []chat.ModelCall
 	// Status is ok, error or cancelled; Err says why when not ok.
-	Status Status
+	Status chat.Status
 	Err    error
 	// PartialText is the text shown of the round that was interrupted (error or cancel); empty on
 	// success. When reasoning is shown it starts with a <think> block: it is for display only.

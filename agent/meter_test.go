@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/tools"
 )
@@ -17,17 +18,17 @@ type recMeter struct {
 	mu      sync.Mutex
 	refuse  error
 	prompts []int
-	ended   []agent.LLMCall
+	ended   []chat.ModelCall
 }
 
-func (m *recMeter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func(agent.LLMCall), error) {
+func (m *recMeter) Start(ctx context.Context, call chat.ModelCall, prompt int) (func(chat.ModelCall), error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.refuse != nil {
 		return nil, m.refuse
 	}
 	m.prompts = append(m.prompts, prompt)
-	return func(c agent.LLMCall) {
+	return func(c chat.ModelCall) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.ended = append(m.ended, c)
@@ -58,7 +59,7 @@ func TestMeterRefusalSendsNothingAndTriesNoFallback(t *testing.T) {
 	over := errors.New("over quota")
 	res := r.Run(context.Background(), agent.Request{Stream: true, Meter: &recMeter{refuse: over},
 		Messages: []agent.Message{{Role: agent.RoleUser, Content: "hi"}}}, nil)
-	if !errors.Is(res.Err, over) || res.Status != agent.StatusError {
+	if !errors.Is(res.Err, over) || res.Status != chat.StatusError {
 		t.Fatalf("result = %v %v, want the Meter's refusal", res.Status, res.Err)
 	}
 	if n := srvs[0].RequestCount() + srvs[1].RequestCount(); n != 0 || len(res.LLMCalls) != 0 {

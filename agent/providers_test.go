@@ -11,6 +11,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 )
 
@@ -228,7 +229,7 @@ func TestAnErrorEventInTheStreamEndsTheCallWithTheProvidersError(t *testing.T) {
 	r := newRunner(t, agent.Options{}, srv)
 	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, func(agent.Event) {})
 	var apiErr *openai.APIError
-	if res.Status != agent.StatusError || !errors.As(res.Err, &apiErr) || apiErr.Message != "the model is overloaded" {
+	if res.Status != chat.StatusError || !errors.As(res.Err, &apiErr) || apiErr.Message != "the model is overloaded" {
 		t.Fatalf("run ended %s with %v, want an error naming the provider's message", res.Status, res.Err)
 	}
 	if res.PartialText != "Half an an" {

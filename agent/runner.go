@@ -12,6 +12,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"relaybot/audit"
+	"relaybot/chat"
+	"relaybot/provider"
 	"relaybot/tools"
 )
 
@@ -91,10 +93,7 @@ func NewRunner(models []Model, opts Options) (*Runner, error) {
 		case m.Timeout < 0:
 			return nil, fmt.Errorf("agent: model %d (%s): negative Timeout %s", i, m.Name, m.Timeout)
 		}
-		cfg := openai.DefaultConfig(m.APIKey)
-		cfg.BaseURL = m.BaseURL
-		cfg.HTTPClient = &hc
-		r.models = append(r.models, candidate{Model: m, index: i, client: openai.NewClientWithConfig(cfg)})
+		r.models = append(r.models, candidate{Model: m, index: i, client: m.Client(&hc)})
 	}
 	return r, nil
 }
@@ -194,7 +193,7 @@ func (t *turn) run(ctx context.Context) {
 		}
 		t.add(msg)
 		if len(msg.ToolCalls) == 0 {
-			t.res.Status = StatusOK
+			t.res.Status = chat.StatusOK
 			t.res.Truncated = t.acc != nil && t.acc.finish == openai.FinishReasonLength
 			return
 		}
@@ -212,9 +211,9 @@ func (t *turn) add(m Message) {
 
 func (t *turn) fail(ctx context.Context, err error) {
 	t.res.Err = err
-	t.res.Status = StatusError
+	t.res.Status = chat.StatusError
 	if ctx.Err() != nil {
-		t.res.Status = StatusCancelled
+		t.res.Status = chat.StatusCancelled
 	}
 	t.res.PartialText = t.shown
 	if t.shown != "" && t.acc != nil {
@@ -228,7 +227,7 @@ func (t *turn) fail(ctx context.Context, err error) {
 // the turn's model is fixed), or only the fixed model afterwards.
 //
 // A candidate that fails before its first chunk is left for the next only when the failure may
-// pass (ErrorKind.Transient, or an unclassified failure such as a stream cut before its first
+// pass (provider.ErrorKind.Transient, or an unclassified failure such as a stream cut before its first
 // chunk): an auth error or a bad request fails the turn at once, since a fallback would hide a
 // misconfiguration, and a context-length refusal is returned as ErrContextTooLong for the caller
 // to shorten the history.
@@ -250,7 +249,7 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 		if r, ok := errors.AsType[*refusedError](err); ok {
 			return Message{}, r.err
 		}
-		kind := ErrorKindOf(err)
+		kind := provider.ErrorKindOf(err)
 		if !started && ctx.Err() == nil && !movesOn(kind) {
 			return Message{}, &ModelError{Kind: kind, Err: err}
 		}
@@ -286,7 +285,7 @@ func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMod
 	defer cancel(nil)
 	if c.Timeout > 0 {
 		mc.deadline = startDataDeadline(c.Timeout, func() {
-			cancel(fmt.Errorf("%w within %s", errNoData, c.Timeout))
+			cancel(fmt.Errorf("%w within %s", provider.ErrNoData, c.Timeout))
 		})
 		defer mc.deadline.stop()
 	}
@@ -311,7 +310,7 @@ type modelCall struct {
 	offerTools bool
 	creq       openai.ChatCompletionRequest
 	wc         *wireCall
-	rec        LLMCall
+	rec        chat.ModelCall
 	prompt     int
 	start      time.Time
 	deadline   *dataDeadline // the candidate's Timeout without data; nil without one
@@ -337,7 +336,7 @@ func (t *turn) newModelCall(c candidate, round int, mode toolMode, reason string
 	t.shown = ""
 	t.cutID = ""
 	mc.start = time.Now()
-	mc.rec = LLMCall{Model: c.Name, RequestModel: c.Model.Model, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: mc.start}
+	mc.rec = chat.ModelCall{Model: c.Name, RequestModel: c.Model.Model, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: mc.start}
 	var sent []tools.Spec
 	if c.SupportsTools && mode != toolsOmitted {
 		sent = t.req.Tools
@@ -357,16 +356,16 @@ func (mc *modelCall) wrapErr(ctx, callCtx context.Context, err error) error {
 }
 
 // finish records how the call ended (err) and settles it with the meter (end).
-func (mc *modelCall) finish(ctx context.Context, err error, end func(LLMCall)) {
+func (mc *modelCall) finish(ctx context.Context, err error, end func(chat.ModelCall)) {
 	t, rec := mc.t, &mc.rec
 	rec.Duration = time.Since(mc.start)
 	rec.FinishReason = string(t.acc.finish)
-	rec.Status = StatusOK
+	rec.Status = chat.StatusOK
 	if err != nil {
 		rec.Err = err
-		rec.Status = StatusError
+		rec.Status = chat.StatusError
 		if ctx.Err() != nil {
-			rec.Status = StatusCancelled
+			rec.Status = chat.StatusCancelled
 		}
 	}
 	t.estimateUsage(rec, mc.c, mc.prompt, mc.reported, mc.started, t.acc)

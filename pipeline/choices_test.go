@@ -11,6 +11,7 @@ import (
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/history"
+	"relaybot/provider"
 	"relaybot/store"
 )
 
@@ -68,7 +69,7 @@ func TestModelCommandPicksAModelForThisConversation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, Options{})
 			h.withModels(Options{Models: ModelOptions{Budgets: budgets, Selectable: tt.selectable}},
-				agent.Model{Name: "primary", Model: "test-model"}, agent.Model{Name: "fast", Model: "fast-model"})
+				agent.Model{Endpoint: provider.Endpoint{Name: "primary", Model: "test-model"}}, agent.Model{Endpoint: provider.Endpoint{Name: "fast", Model: "fast-model"}})
 			out := &recResponder{}
 			<-h.handle(privateMsg("42", "1", "/model"), out)
 			want := "Models: primary (current), fast. Send /model NAME to pick one for this conversation, /model default for the configured one."

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -36,7 +37,7 @@ func toStoreMessages(ms []agent.Message) []store.Message {
 }
 
 // toStoreLLMCalls converts the model calls of a turn.
-func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
+func toStoreLLMCalls(cs []chat.ModelCall) []store.LLMCall {
 	out := make([]store.LLMCall, 0, len(cs))
 	for _, c := range cs {
 		sc := store.LLMCall{

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"relaybot/adapters"
-	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/tools"
@@ -351,7 +350,7 @@ func TestSchedulerStopBeforeTurnBegins(t *testing.T) {
 // them all with the turn's end).
 func TestToStoreLLMCallsKeepsStart(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	got := toStoreLLMCalls([]agent.LLMCall{{Model: "m", Round: 1, Status: agent.StatusOK, StartedAt: at}})
+	got := toStoreLLMCalls([]chat.ModelCall{{Model: "m", Round: 1, Status: chat.StatusOK, StartedAt: at}})
 	if len(got) != 1 || !got[0].StartedAt.Equal(at) {
 		t.Fatalf("stored calls = %+v, want StartedAt %v", got, at)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"relaybot/adapters"
-	"relaybot/agent"
 	"relaybot/chat"
 	"relaybot/pipeline/history"
 	"relaybot/store"
@@ -208,7 +207,7 @@ type meter struct {
 type meterState struct {
 	mu      sync.Mutex
 	seq     int
-	unsaved []agent.LLMCall
+	unsaved []chat.ModelCall
 	// settles are the ends of a turn's calls the ledger took and not settled yet: they go with
 	// the turn's next write (the next call's start, or the turn's end) rather than each in a
 	// commit of its own.
@@ -235,7 +234,7 @@ func (m *meter) forSummary() *meter {
 
 // Start implements agent.Meter. The turn's earlier calls are settled first, in the new call's
 // transaction, so they count at what they cost, not at what they reserved.
-func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func(agent.LLMCall), error) {
+func (m *meter) Start(ctx context.Context, call chat.ModelCall, prompt int) (func(chat.ModelCall), error) {
 	m.state.settling.Wait()
 	rules := m.g.rules(m.in)
 	m.state.mu.Lock()
@@ -282,7 +281,7 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		m.log.Error("pipeline: model call not reserved; it is saved with the turn", "err", err)
 		return m.keep, nil
 	}
-	return func(c agent.LLMCall) { m.settle(ctx, id, c) }, nil
+	return func(c chat.ModelCall) { m.settle(ctx, id, c) }, nil
 }
 
 // reserve writes the call's reservation in the ledger, one try (a call the ledger did not take
@@ -307,9 +306,9 @@ func (m *meter) reserve(ctx context.Context, start store.LLMCallStart) (id int64
 
 // settle records how the call id ended. A turn's call is settled with the turn's next write; a
 // call outside a turn (/compact) has none, so it is written at once, beside the answer.
-func (m *meter) settle(ctx context.Context, id int64, c agent.LLMCall) {
+func (m *meter) settle(ctx context.Context, id int64, c chat.ModelCall) {
 	c.Round = m.round(c)
-	end := store.LLMCallSettle{ID: id, Call: toStoreLLMCalls([]agent.LLMCall{c})[0]}
+	end := store.LLMCallSettle{ID: id, Call: toStoreLLMCalls([]chat.ModelCall{c})[0]}
 	if m.turnID != 0 {
 		m.deferSettles([]store.LLMCallSettle{end})
 		return
@@ -362,14 +361,14 @@ func quotaChat(in adapters.Inbound) string {
 }
 
 // keep records a call the ledger did not take, for the turn's final write.
-func (m *meter) keep(c agent.LLMCall) {
+func (m *meter) keep(c chat.ModelCall) {
 	c.Round = m.round(c)
 	m.state.mu.Lock()
 	defer m.state.mu.Unlock()
 	m.state.unsaved = append(m.state.unsaved, c)
 }
 
-func (m *meter) round(c agent.LLMCall) int {
+func (m *meter) round(c chat.ModelCall) int {
 	if m.summary {
 		return 0
 	}
@@ -388,9 +387,9 @@ func (m *meter) pendingLocked() []store.UsageRow {
 
 // unsaved waits until the turn's calls are settled and returns those the ledger did not take,
 // in order. The turn calls it at its end.
-func (m *meter) unsaved() []agent.LLMCall {
+func (m *meter) unsaved() []chat.ModelCall {
 	m.state.settling.Wait()
 	m.state.mu.Lock()
 	defer m.state.mu.Unlock()
-	return append([]agent.LLMCall(nil), m.state.unsaved...)
+	return append([]chat.ModelCall(nil), m.state.unsaved...)
 }

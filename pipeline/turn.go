@@ -43,7 +43,7 @@ type turn struct {
 	// media is what the message's attachments gave (media.go); spoken the call that spoke the
 	// answer, if any.
 	media  readMedia
-	spoken []agent.LLMCall
+	spoken []chat.ModelCall
 }
 
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
@@ -286,11 +286,11 @@ func (t *turn) transcript(all bool) []agent.Message {
 // estimate), every round is summarised and the turn tried once more.
 func (t *turn) run() *agent.Result {
 	p, ctx, h := t.p, t.ctx, t.hist
-	calls := append(append([]agent.LLMCall(nil), t.media.calls...), h.Calls...) // transcription and compaction first, as they happened
+	calls := append(append([]chat.ModelCall(nil), t.media.calls...), h.Calls...) // transcription and compaction first, as they happened
 	res := p.runner.Run(ctx, t.req, t.resp.emit)
 	p.history.Observe(res.LLMCalls, h.Estimate)
 	calls = append(calls, res.LLMCalls...)
-	if res.Status == agent.StatusError && errors.Is(res.Err, agent.ErrContextTooLong) && ctx.Err() == nil && len(h.Rounds) > 0 {
+	if res.Status == chat.StatusError && errors.Is(res.Err, agent.ErrContextTooLong) && ctx.Err() == nil && len(h.Rounds) > 0 {
 		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
 		first, n := res, len(h.Calls)
 		h.Compacted = false
@@ -316,7 +316,7 @@ func (t *turn) run() *agent.Result {
 // status, its error text and the partial answer of a cut round (not among the agent's messages).
 // An answer the platform did not take makes the turn an error: its record says the user did
 // not get it, whatever the model did.
-func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, partial string) {
+func (t *turn) deliver(res *agent.Result) (status chat.Status, errText, partial string) {
 	status, note, errText := t.outcome(res)
 	if status == store.TurnOK && res.Truncated {
 		note = LengthCutNote
@@ -334,7 +334,7 @@ func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, part
 
 // record saves the turn's end (its messages and model calls) and tells the observer; a turn
 // whose start was never saved has no row to end.
-func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string, saved bool) {
+func (t *turn) record(res *agent.Result, status chat.Status, errText, partial string, saved bool) {
 	end := store.TurnEnd{
 		TurnID:      t.id,
 		QuotaChatID: quotaChat(t.in),
@@ -398,13 +398,13 @@ func joinErr(text, more string) string {
 
 // outcome maps how the agent's run ended to the turn's status, the note the user sees after the
 // partial answer, and the error text saved with the turn.
-func (t *turn) outcome(res *agent.Result) (status chat.TurnStatus, note, errText string) {
+func (t *turn) outcome(res *agent.Result) (status chat.Status, note, errText string) {
 	p, ctx := t.p, t.ctx
-	if res.Status == agent.StatusOK {
+	if res.Status == chat.StatusOK {
 		return store.TurnOK, "", ""
 	}
 	cause := context.Cause(ctx)
-	if ctx.Err() != nil || res.Status == agent.StatusCancelled {
+	if ctx.Err() != nil || res.Status == chat.StatusCancelled {
 		switch {
 		case errors.Is(cause, ErrStopped):
 			return store.TurnCancelled, p.opts.Texts.Stopped, cause.Error()
@@ -437,7 +437,7 @@ func (t *turn) outcome(res *agent.Result) (status chat.TurnStatus, note, errText
 // cancelled while its tools ran). roundShown is the text shown of the latest round that ended with
 // tool calls; it differs from that round's stored content when reasoning is shown.
 func partialText(res *agent.Result, roundShown string) string {
-	if res.Status == agent.StatusOK || res.PartialText == "" {
+	if res.Status == chat.StatusOK || res.PartialText == "" {
 		return ""
 	}
 	if roundShown != "" && res.PartialText == roundShown && len(res.Messages) > 0 &&
@@ -482,9 +482,9 @@ func (p *Pipeline) allowedTools(in adapters.Inbound) func(string) bool {
 }
 
 // modelOf returns the model that answered: the last successful call's, else the last tried.
-func modelOf(calls []agent.LLMCall) string {
+func modelOf(calls []chat.ModelCall) string {
 	for i := len(calls) - 1; i >= 0; i-- {
-		if calls[i].Status == agent.StatusOK {
+		if calls[i].Status == chat.StatusOK {
 			return calls[i].Model
 		}
 	}
@@ -495,7 +495,7 @@ func modelOf(calls []agent.LLMCall) string {
 }
 
 // roundsOf returns the number of model rounds of a turn.
-func roundsOf(calls []agent.LLMCall) int {
+func roundsOf(calls []chat.ModelCall) int {
 	n := 0
 	for _, c := range calls {
 		n = max(n, c.Round)

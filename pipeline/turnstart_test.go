@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/history"
 	"relaybot/store"
@@ -125,7 +126,7 @@ func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *test
 type stoppedRunner struct{}
 
 func (stoppedRunner) Run(context.Context, agent.Request, func(agent.Event)) *agent.Result {
-	return &agent.Result{Status: agent.StatusCancelled, Err: context.Canceled}
+	return &agent.Result{Status: chat.StatusCancelled, Err: context.Canceled}
 }
 
 // TestATurnStoppedBeforeItsFirstModelCallStillSavesWhatTheUserSaid: with no model call to

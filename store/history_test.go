@@ -43,7 +43,7 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		turn := func(status chat.TurnStatus, user string, msgs ...Message) {
+		turn := func(status chat.Status, user string, msgs ...Message) {
 			t.Helper()
 			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: user, Name: "ann", Images: 1}})
 			if err != nil {

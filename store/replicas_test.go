@@ -32,7 +32,7 @@ func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
 	cases := []struct {
 		name      string
 		row       string // "live", "expired", or "" for none
-		wantAfter chat.TurnStatus
+		wantAfter chat.Status
 	}{
 		{"a live replica's turn keeps running and finishes", "live", TurnOK},
 		{"an expired replica nobody took over keeps its turn", "expired", TurnOK},

@@ -22,16 +22,16 @@ const (
 	RoleTool      = chat.RoleTool
 )
 
-// Turn statuses: chat.TurnStatuses, named here for the store's callers.
+// Turn statuses: chat.Statuses, named here for the store's callers.
 const (
-	TurnRunning     = chat.TurnRunning
-	TurnOK          = chat.TurnOK
-	TurnError       = chat.TurnError
-	TurnCancelled   = chat.TurnCancelled
-	TurnInterrupted = chat.TurnInterrupted
+	TurnRunning     = chat.StatusRunning
+	TurnOK          = chat.StatusOK
+	TurnError       = chat.StatusError
+	TurnCancelled   = chat.StatusCancelled
+	TurnInterrupted = chat.StatusInterrupted
 	// TurnRetried: the turn was answered again (/retry); it stays in the audit trail but leaves
 	// the history.
-	TurnRetried = chat.TurnRetried
+	TurnRetried = chat.StatusRetried
 )
 
 // Message is one message of a conversation as the model sees it.
@@ -87,7 +87,7 @@ type TurnEnd struct {
 	// the conversation's own (a Discord thread's parent channel).
 	QuotaChatID string
 	// Status is TurnOK, TurnError, TurnCancelled or TurnInterrupted.
-	Status    chat.TurnStatus
+	Status    chat.Status
 	Model     string
 	Rounds    int
 	TokensIn  int
@@ -158,7 +158,7 @@ type Turn struct {
 	UserName         string
 	InboundMessageID string
 	Model            string
-	Status           chat.TurnStatus
+	Status           chat.Status
 	Rounds           int
 	TokensIn         int
 	TokensOut        int
@@ -175,7 +175,7 @@ type turnRow struct {
 	UserName         string
 	InboundMessageID string
 	Model            string
-	Status           chat.TurnStatus
+	Status           chat.Status
 	Rounds           int
 	TokensIn         int
 	TokensOut        int

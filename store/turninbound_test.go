@@ -16,7 +16,7 @@ func TestTurnByInbound(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		turn := func(key chat.Key, msgID string, status chat.TurnStatus) int64 {
+		turn := func(key chat.Key, msgID string, status chat.Status) int64 {
 			t.Helper()
 			c, err := s.Conversation(ctx, key)
 			if err != nil {
@@ -50,7 +50,7 @@ func TestTurnByInbound(t *testing.T) {
 			platform, chat   string
 			msgID            string
 			wantID           int64 // 0: not found
-			wantStatus       chat.TurnStatus
+			wantStatus       chat.Status
 			wantFinishedZero bool
 		}{
 			{"newest wins across a reset", "telegram", "100", "7", newest, TurnRunning, true},

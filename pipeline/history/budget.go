@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -133,9 +134,9 @@ func (u *usageCorrection) observe(model string, estimated, reported int) {
 
 // observeTurn corrects the estimate with the first successful call of a turn, whose prompt was
 // the request as built (later rounds add the turn's own messages).
-func (u *usageCorrection) observeTurn(calls []agent.LLMCall, estimated int) {
+func (u *usageCorrection) observeTurn(calls []chat.ModelCall, estimated int) {
 	for _, c := range calls {
-		if c.Round == 1 && c.Status == agent.StatusOK && !c.Estimated {
+		if c.Round == 1 && c.Status == chat.StatusOK && !c.Estimated {
 			u.observe(c.Model, estimated, c.TokensIn)
 			return
 		}
@@ -202,4 +203,6 @@ func (k *Keeper) Estimate(model string, msgs []agent.Message, specs []tools.Spec
 
 // Observe corrects the estimate with the first successful call of a turn, whose prompt was
 // the request as built, estimated at estimated tokens (History.Estimate).
-func (k *Keeper) Observe(calls []agent.LLMCall, estimated int) { k.usage.observeTurn(calls, estimated) }
+func (k *Keeper) Observe(calls []chat.ModelCall, estimated int) {
+	k.usage.observeTurn(calls, estimated)
+}

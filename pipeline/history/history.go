@@ -29,7 +29,7 @@ type History struct {
 	// Rounds are the finished rounds after the conversation's summary, oldest first.
 	Rounds []store.Round
 	// Calls are the model calls compaction made (Round 0).
-	Calls []agent.LLMCall
+	Calls []chat.ModelCall
 	// Compacted reports that a summary replaced older rounds.
 	Compacted bool
 	elided    int
@@ -319,7 +319,7 @@ func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logge
 		c.Round = 0
 		h.Calls = append(h.Calls, c)
 	}
-	if res.Status != agent.StatusOK {
+	if res.Status != chat.StatusOK {
 		return fmt.Errorf("summary of %d rounds: %w", n, res.Err)
 	}
 	summary := ""
