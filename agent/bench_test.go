@@ -11,6 +11,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/provider"
 )
@@ -44,7 +45,7 @@ func BenchmarkStreamRunner(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := agent.Request{Messages: []agent.Message{{Role: agent.RoleUser, Content: "go"}}, Stream: true}
+	req := agent.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: "go"}}, Stream: true}
 	var shown int
 	measure(b, func() {
 		res := r.Run(context.Background(), req, func(e agent.Event) {

@@ -105,7 +105,7 @@ func TestCancelledPartialKeepsReasoningApart(t *testing.T) {
 		t.Errorf("partial text = %q, want the shown reasoning", res.PartialText)
 	}
 	p := res.Partial
-	if p.Role != agent.RoleAssistant || p.Content != "Once upon" || p.ReasoningContent != "let me think" || len(p.ToolCalls) != 0 {
+	if p.Role != chat.RoleAssistant || p.Content != "Once upon" || p.Reasoning != "let me think" || len(p.ToolCalls) != 0 {
 		t.Errorf("partial message = %+v, want content %q and reasoning %q apart", p, "Once upon", "let me think")
 	}
 }

@@ -12,7 +12,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 
@@ -20,65 +19,6 @@ import (
 	"relaybot/provider"
 	"relaybot/tools"
 )
-
-// Roles of the messages of a transcript: chat.Roles, named here for the agent's callers.
-const (
-	RoleSystem    = chat.RoleSystem
-	RoleUser      = chat.RoleUser
-	RoleAssistant = chat.RoleAssistant
-	RoleTool      = chat.RoleTool
-)
-
-// Message is one entry of a conversation transcript, as stored in history and sent upstream.
-type Message struct {
-	Role    chat.Role
-	Content string
-	// Name is the optional participant name of a user message.
-	Name string
-	// ReasoningContent is the model's separate reasoning (the reasoning_content field of
-	// DeepSeek-style providers, Groq's and Ollama's reasoning field, Mistral's thinking parts, or
-	// the text of <think> blocks removed with RemoveThink). It is kept in history. It is sent back
-	// upstream only when it arrived as reasoning_content (ReasoningField), and then on the
-	// assistant messages of a user turn in which the model called tools, as DeepSeek's thinking
-	// mode requires (it rejects such a history without them, and ignores the reasoning of turns
-	// without tool calls). Groq and Cerebras reject reasoning fields on assistant messages, so
-	// reasoning that came in another form never goes back.
-	ReasoningContent string
-	// ReasoningField is the wire field the reasoning arrived in: "reasoning_content", or empty
-	// (another field, <think> tags, or none).
-	ReasoningField string
-	// ToolCallID links a tool message to the call it answers.
-	ToolCallID string
-	// Images go upstream as data URLs when the model supports vision; otherwise the model is told
-	// how many images it cannot see.
-	Images []Image
-	// ToolCalls are the calls an assistant message asked for.
-	ToolCalls []ToolCall
-	// Extra is a JSON object of the fields the provider sent on an assistant message beyond the
-	// ones above (e.g. the reasoning_details some gateways send), kept raw and sent back unchanged with the
-	// message in later rounds and turns; nil when there were none.
-	Extra json.RawMessage
-}
-
-// ToolCall is one tool call the model asked for, fully assembled.
-type ToolCall struct {
-	// ID is the provider's call id, or "call_{round}_{index}" when the provider sent none
-	// (unique across the turn).
-	ID   string
-	Name string
-	// Arguments is the JSON text as the model sent it; "{}" when it sent nothing.
-	Arguments string
-	// Extra is a JSON object of the fields the provider sent on the call beyond id, type and
-	// function (e.g. Gemini's extra_content with its thought signature), kept raw and sent back
-	// unchanged on the call; nil when there were none.
-	Extra json.RawMessage
-}
-
-// Image is a picture attached to a user message.
-type Image struct {
-	MIME string
-	Data []byte
-}
 
 // Model is one candidate model. The runner tries candidates in the order given to NewRunner.
 type Model struct {
@@ -148,7 +88,7 @@ type ParallelExecutor interface {
 // Request is one turn.
 type Request struct {
 	// Messages is the whole transcript to send: system prompt, history and the new user message.
-	Messages []Message
+	Messages []chat.Message
 	// Tools are offered to models with SupportsTools.
 	Tools []tools.Spec
 	// Executor runs the calls the model makes; nil answers every call as a tool not found.
@@ -163,7 +103,7 @@ type Request struct {
 	// configured Name). The runner records the prompt's estimate plus that of the answer so far
 	// as the usage of a call the provider reported none for (a stopped, cut or failed stream),
 	// marked Estimated, and hands the prompt's estimate to Meter. Nil: such calls record zero.
-	Estimate func(model string, msgs []Message, specs []tools.Spec) int
+	Estimate func(model string, msgs []chat.Message, specs []tools.Spec) int
 	// Meter, when set, is asked before every model call of the turn (each candidate tried) and
 	// told when it ends: quotas that hold inside a long turn and across concurrent ones.
 	Meter Meter
@@ -180,7 +120,7 @@ type Result struct {
 	// Messages are the new history messages of the turn, in order: assistant messages (with tool
 	// calls), their tool messages, …, and the final assistant message. When the turn fails or is
 	// cancelled they hold the completed part; every assistant tool call has its tool message.
-	Messages []Message
+	Messages []chat.Message
 	// Usage sums the usage of the turn's model calls.
 	Usage Usage
 	// LLMCalls lists every model call in order, failed attempts included.
@@ -194,7 +134,7 @@ type Result struct {
 	// Partial is the interrupted round's answer so far as a history message (role assistant, no
 	// tool calls): its Content never holds the <think> block of the shown text, the reasoning is
 	// in ReasoningContent, as on a completed answer. Zero when PartialText is empty.
-	Partial Message
+	Partial chat.Message
 	// Truncated reports that the final answer was cut because the model reached its length limit
 	// (finish_reason "length"). The answer is kept and Status stays ok.
 	Truncated bool

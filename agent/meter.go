@@ -65,8 +65,8 @@ func (t *turn) estimateUsage(rec *chat.ModelCall, c candidate, prompt int, repor
 	if acc != nil {
 		m := acc.message()
 		m.ReasoningField = "reasoning_content" // reasoning is generated, and billed, whatever its field
-		if m.Content != "" || m.ReasoningContent != "" || len(m.ToolCalls) > 0 {
-			rec.TokensOut = t.req.Estimate(c.Name, []Message{m}, nil)
+		if m.Content != "" || m.Reasoning != "" || len(m.ToolCalls) > 0 {
+			rec.TokensOut = t.req.Estimate(c.Name, []chat.Message{m}, nil)
 		}
 	}
 }

@@ -121,7 +121,7 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(Event)) *Result
 		emit:      emit,
 		res:       &Result{},
 		committed: -1,
-		history:   append([]Message(nil), req.Messages...),
+		history:   append([]chat.Message(nil), req.Messages...),
 		specs:     toolSpecs(req.Tools),
 	}
 	t.run(ctx)
@@ -165,7 +165,7 @@ type turn struct {
 	emit      func(Event)
 	res       *Result
 	committed int // candidate index fixed by the first chunk; -1 before
-	history   []Message
+	history   []chat.Message
 	specs     []openai.Tool
 	shown     string       // text shown of the latest round
 	acc       *accumulator // the latest round's answer, for Result.Partial
@@ -204,7 +204,7 @@ func (t *turn) run(ctx context.Context) {
 	}
 }
 
-func (t *turn) add(m Message) {
+func (t *turn) add(m chat.Message) {
 	t.history = append(t.history, m)
 	t.res.Messages = append(t.res.Messages, m)
 }
@@ -231,7 +231,7 @@ func (t *turn) fail(ctx context.Context, err error) {
 // chunk): an auth error or a bad request fails the turn at once, since a fallback would hide a
 // misconfiguration, and a context-length refusal is returned as ErrContextTooLong for the caller
 // to shorten the history.
-func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message, error) {
+func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (chat.Message, error) {
 	cands := t.r.ordered(t.req.Model)
 	if t.committed >= 0 {
 		cands = t.r.models[t.committed : t.committed+1]
@@ -247,17 +247,17 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 			return msg, nil
 		}
 		if r, ok := errors.AsType[*refusedError](err); ok {
-			return Message{}, r.err
+			return chat.Message{}, r.err
 		}
 		kind := provider.ErrorKindOf(err)
 		if !started && ctx.Err() == nil && !movesOn(kind) {
-			return Message{}, &ModelError{Kind: kind, Err: err}
+			return chat.Message{}, &ModelError{Kind: kind, Err: err}
 		}
 		if started || t.committed >= 0 || ctx.Err() != nil {
 			if started {
 				t.committed = c.index
 			}
-			return Message{}, err
+			return chat.Message{}, err
 		}
 		lastErr = err
 		reason = err.Error()
@@ -268,18 +268,18 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 		}
 	}
 	if len(cands) > 1 {
-		return Message{}, fmt.Errorf("all %d model candidates failed, the last with: %w", len(cands), lastErr)
+		return chat.Message{}, fmt.Errorf("all %d model candidates failed, the last with: %w", len(cands), lastErr)
 	}
-	return Message{}, lastErr
+	return chat.Message{}, lastErr
 }
 
 // attempt calls one candidate. started reports that the stream delivered its first chunk (the
 // model is then fixed for the turn); errors before that allow a fallback.
-func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMode, reason string) (msg Message, started bool, err error) {
+func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMode, reason string) (msg chat.Message, started bool, err error) {
 	mc := t.newModelCall(c, round, mode, reason)
 	end, err := t.meterStart(ctx, mc.rec, mc.prompt)
 	if err != nil {
-		return Message{}, false, err
+		return chat.Message{}, false, err
 	}
 	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, mc.wc))
 	defer cancel(nil)
@@ -390,7 +390,7 @@ func (mc *modelCall) flush() {
 }
 
 // message is the answer's message once it is complete.
-func (mc *modelCall) message() Message {
+func (mc *modelCall) message() chat.Message {
 	m := mc.acc.message()
 	mc.acc.attachExtras(&m, mc.wc.got, mc.wc.gotReasoningContent)
 	if !mc.offerTools && len(m.ToolCalls) > 0 {
@@ -405,14 +405,14 @@ func (mc *modelCall) message() Message {
 }
 
 // whole asks for the answer in one piece.
-func (mc *modelCall) whole(ctx, callCtx context.Context) (Message, error) {
+func (mc *modelCall) whole(ctx, callCtx context.Context) (chat.Message, error) {
 	resp, err := mc.c.client.CreateChatCompletion(callCtx, mc.creq)
 	mc.rec.TimeToFirstToken = time.Since(mc.start)
 	if err != nil {
-		return Message{}, mc.wrapErr(ctx, callCtx, err)
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, err)
 	}
 	if len(resp.Choices) == 0 {
-		return Message{}, mc.wrapErr(ctx, callCtx, errors.New("response has no choices"))
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, errors.New("response has no choices"))
 	}
 	mc.started = true
 	mc.rec.TokensIn, mc.rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
@@ -421,18 +421,18 @@ func (mc *modelCall) whole(ctx, callCtx context.Context) (Message, error) {
 	mc.acc.add(wholeChoice(&resp.Choices[0]))
 	mc.flush()
 	if mc.acc.finish == openai.FinishReasonContentFilter {
-		return Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
 	}
 	return mc.message(), nil
 }
 
 // stream reads the answer as it streams.
-func (mc *modelCall) stream(ctx, callCtx context.Context) (Message, error) {
+func (mc *modelCall) stream(ctx, callCtx context.Context) (chat.Message, error) {
 	mc.creq.Stream = true
 	mc.creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	stream, err := mc.c.client.CreateChatCompletionStream(callCtx, mc.creq)
 	if err != nil {
-		return Message{}, mc.wrapErr(ctx, callCtx, err)
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, err)
 	}
 	defer stream.Close()
 	recv := func(resp *openai.ChatCompletionStreamResponse) (err error) {
@@ -460,12 +460,12 @@ func (mc *modelCall) stream(ctx, callCtx context.Context) (Message, error) {
 			if mc.started {
 				mc.t.shown = mc.acc.text()
 			}
-			return Message{}, mc.wrapErr(ctx, callCtx, err)
+			return chat.Message{}, mc.wrapErr(ctx, callCtx, err)
 		}
 		mc.chunk(resp)
 	}
 	if mc.acc.finish == openai.FinishReasonContentFilter {
-		return Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
 	}
 	return mc.message(), nil
 }
@@ -523,7 +523,7 @@ func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamCh
 // is not run: the executor never sees half-formed arguments. It is skipped with errCutByLength and
 // the turn goes on, so the model can retry with a shorter call or answer.
 // No ToolStart or ToolResult is emitted for a skipped call (it did not run).
-func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error {
+func (t *turn) runTools(ctx context.Context, round int, calls []chat.ToolCall) error {
 	var shown toolImages
 	if t.parallel(round, calls) {
 		t.runParallel(ctx, round, calls, &shown)
@@ -539,7 +539,7 @@ func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error 
 			t.r.log.Warn("agent: tool call cut off by the length limit; not running it",
 				slog.String("tool", call.Name), slog.String("tool_call_id", call.ID), slog.Int("round", round))
 			out := t.skip(ctx, round, call, errCutByLength)
-			t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
+			t.add(chat.Message{Role: chat.RoleTool, Content: out.Content, ToolCallID: call.ID})
 			continue
 		}
 		t.emit(ToolStart{Round: round, Call: call})
@@ -547,7 +547,7 @@ func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error 
 		if out.Content == "" && out.Err != nil {
 			out.Content = tools.ErrorText(out.Err)
 		}
-		t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
+		t.add(chat.Message{Role: chat.RoleTool, Content: out.Content, ToolCallID: call.ID})
 		t.emit(ToolResult{Round: round, Call: call, Outcome: out})
 		if !done {
 			t.skipTools(ctx, round, calls[i+1:])
@@ -571,7 +571,7 @@ func (t *turn) showImages(ctx context.Context, shown toolImages) {
 
 // parallel reports whether the round's calls run side by side: the executor can (a
 // ParallelExecutor) and says so for these calls, and none was cut by the length limit.
-func (t *turn) parallel(round int, calls []ToolCall) bool {
+func (t *turn) parallel(round int, calls []chat.ToolCall) bool {
 	px, ok := t.req.Executor.(ParallelExecutor)
 	if !ok || len(calls) < 2 || hasCall(t.cutID, calls) {
 		return false
@@ -579,7 +579,7 @@ func (t *turn) parallel(round int, calls []ToolCall) bool {
 	return px.Parallel(toolsCalls(round, calls))
 }
 
-func hasCall(id string, calls []ToolCall) bool {
+func hasCall(id string, calls []chat.ToolCall) bool {
 	for _, c := range calls {
 		if id != "" && c.ID == id {
 			return true
@@ -588,7 +588,7 @@ func hasCall(id string, calls []ToolCall) bool {
 	return false
 }
 
-func toolsCalls(round int, calls []ToolCall) []tools.Call {
+func toolsCalls(round int, calls []chat.ToolCall) []tools.Call {
 	out := make([]tools.Call, len(calls))
 	for i, c := range calls {
 		out[i] = tools.Call{Round: round, ID: c.ID, Name: c.Name, Arguments: c.Arguments}
@@ -600,7 +600,7 @@ func toolsCalls(round int, calls []ToolCall) []tools.Call {
 // first, then each ToolResult as its call ends; the tool messages go into the history in the
 // model's order. When ctx ends the runner stops waiting at once, as for one call: the calls not
 // ended yet are answered cancelled (the executor still ends and records them).
-func (t *turn) runParallel(ctx context.Context, round int, calls []ToolCall, shown *toolImages) {
+func (t *turn) runParallel(ctx context.Context, round int, calls []chat.ToolCall, shown *toolImages) {
 	px := t.req.Executor.(ParallelExecutor)
 	for _, call := range calls {
 		t.emit(ToolStart{Round: round, Call: call})
@@ -645,23 +645,23 @@ func (t *turn) runParallel(ctx context.Context, round int, calls []ToolCall, sho
 		}
 	}
 	for i, call := range calls {
-		t.add(Message{Role: RoleTool, Content: outs[i].Content, ToolCallID: call.ID})
+		t.add(chat.Message{Role: chat.RoleTool, Content: outs[i].Content, ToolCallID: call.ID})
 		shown.add(call.Name, outs[i].Files)
 	}
 }
 
 // skipTools answers the calls a cancelled turn never ran.
-func (t *turn) skipTools(ctx context.Context, round int, calls []ToolCall) {
+func (t *turn) skipTools(ctx context.Context, round int, calls []chat.ToolCall) {
 	reason := fmt.Errorf("not run: %w", context.Cause(ctx))
 	for _, call := range calls {
 		out := t.skip(ctx, round, call, reason)
-		t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
+		t.add(chat.Message{Role: chat.RoleTool, Content: out.Content, ToolCallID: call.ID})
 	}
 }
 
 // skip hands a call that will not run to the executor's Skip (which records it), or answers it
 // without one.
-func (t *turn) skip(ctx context.Context, round int, call ToolCall, reason error) tools.Outcome {
+func (t *turn) skip(ctx context.Context, round int, call chat.ToolCall, reason error) tools.Outcome {
 	if t.req.Executor == nil {
 		return tools.NotRun(reason)
 	}
@@ -670,7 +670,7 @@ func (t *turn) skip(ctx context.Context, round int, call ToolCall, reason error)
 
 // execute runs one call and waits for it or for ctx. done is false when ctx ended first; the
 // executor then still holds the cancelled context and is expected to return soon.
-func (t *turn) execute(ctx context.Context, round int, call ToolCall) (out tools.Outcome, done bool) {
+func (t *turn) execute(ctx context.Context, round int, call chat.ToolCall) (out tools.Outcome, done bool) {
 	if t.req.Executor == nil {
 		return tools.Failed(audit.StatusNotFound, tools.NotFoundError{Name: call.Name}), true
 	}

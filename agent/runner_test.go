@@ -111,11 +111,11 @@ func (r *recorder) chunks() []agent.Chunk {
 	return out
 }
 
-func userTurn(text string) []agent.Message {
-	return []agent.Message{{Role: agent.RoleSystem, Content: "be brief"}, {Role: agent.RoleUser, Content: text}}
+func userTurn(text string) []chat.Message {
+	return []chat.Message{{Role: chat.RoleSystem, Content: "be brief"}, {Role: chat.RoleUser, Content: text}}
 }
 
-func roles(msgs []agent.Message) []string {
+func roles(msgs []chat.Message) []string {
 	var out []string
 	for _, m := range msgs {
 		out = append(out, string(m.Role))
@@ -219,12 +219,12 @@ func TestToolCallAssembly(t *testing.T) {
 	cases := []struct {
 		name      string
 		reply     llm.Reply
-		wantCalls []agent.ToolCall
+		wantCalls []chat.ToolCall
 	}{
 		{
 			name:      "fragmented arguments merge",
 			reply:     llm.ToolCalls(llm.Call{ID: "call_x", Name: "shell", Args: []string{`{"command":`, `"pwd"}`}}),
-			wantCalls: []agent.ToolCall{{ID: "call_x", Name: "shell", Arguments: `{"command":"pwd"}`}},
+			wantCalls: []chat.ToolCall{{ID: "call_x", Name: "shell", Arguments: `{"command":"pwd"}`}},
 		},
 		{
 			name: "id-less parallel calls get call_round_index and run in order",
@@ -232,7 +232,7 @@ func TestToolCallAssembly(t *testing.T) {
 				llm.Call{Name: "shell", Args: []string{`{"command":"a"}`}},
 				llm.Call{Name: "shell", Args: []string{`{"comm`, `and":"b"}`}},
 			),
-			wantCalls: []agent.ToolCall{
+			wantCalls: []chat.ToolCall{
 				{ID: "call_1_0", Name: "shell", Arguments: `{"command":"a"}`},
 				{ID: "call_1_1", Name: "shell", Arguments: `{"command":"b"}`},
 			},
@@ -240,7 +240,7 @@ func TestToolCallAssembly(t *testing.T) {
 		{
 			name:      "empty arguments mean {}",
 			reply:     llm.ToolCalls(llm.Call{ID: "c1", Name: "shell"}),
-			wantCalls: []agent.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}"}},
+			wantCalls: []chat.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}"}},
 		},
 		{
 			name: "interleaved fragments by index, id only on the first",
@@ -249,7 +249,7 @@ func TestToolCallAssembly(t *testing.T) {
 				{ToolCalls: []llm.ToolCallDelta{{Index: 1, ID: "b", Name: "shell", Arguments: `{"command"`}}},
 				{ToolCalls: []llm.ToolCallDelta{{Index: 0, Arguments: `:"x"}`}, {Index: 1, Name: "ignored", Arguments: `:"y"}`}}},
 			}},
-			wantCalls: []agent.ToolCall{
+			wantCalls: []chat.ToolCall{
 				{ID: "a", Name: "shell", Arguments: `{"command":"x"}`},
 				{ID: "b", Name: "shell", Arguments: `{"command":"y"}`},
 			},
@@ -355,8 +355,8 @@ func TestThink(t *testing.T) {
 					}
 				}
 				m := res.Messages[0]
-				if m.Content != tc.wantContent || m.ReasoningContent != tc.wantReasoning {
-					t.Errorf("message content %q reasoning %q, want %q and %q", m.Content, m.ReasoningContent, tc.wantContent, tc.wantReasoning)
+				if m.Content != tc.wantContent || m.Reasoning != tc.wantReasoning {
+					t.Errorf("message content %q reasoning %q, want %q and %q", m.Content, m.Reasoning, tc.wantContent, tc.wantReasoning)
 				}
 			})
 		}
@@ -813,12 +813,12 @@ func TestUpstreamMessagesCarryOnlyWireFields(t *testing.T) {
 		llm.Text("done"),
 	)
 	r := newRunner(t, agent.Options{}, srv)
-	history := []agent.Message{
-		{Role: agent.RoleSystem, Content: "sys"},
-		{Role: agent.RoleUser, Content: "earlier", Name: "alice"},
-		{Role: agent.RoleAssistant, Content: "earlier answer", ReasoningContent: "old thoughts"},
-		{Role: agent.RoleAssistant}, // empty: must not go upstream
-		{Role: agent.RoleUser, Content: "now"},
+	history := []chat.Message{
+		{Role: chat.RoleSystem, Content: "sys"},
+		{Role: chat.RoleUser, Content: "earlier", Name: "alice"},
+		{Role: chat.RoleAssistant, Content: "earlier answer", Reasoning: "old thoughts"},
+		{Role: chat.RoleAssistant}, // empty: must not go upstream
+		{Role: chat.RoleUser, Content: "now"},
 	}
 	res := r.Run(t.Context(), agent.Request{Messages: history, Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
 	mustOK(t, res)
@@ -858,7 +858,7 @@ func TestImages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			msgs := []agent.Message{{Role: agent.RoleUser, Content: "what is this?", Images: []agent.Image{{MIME: "image/png", Data: png}}}}
+			msgs := []chat.Message{{Role: chat.RoleUser, Content: "what is this?", Images: []chat.Image{{MIME: "image/png", Data: png}}}}
 			mustOK(t, r.Run(t.Context(), agent.Request{Messages: msgs, Stream: true}, nil))
 			got := srv.Requests()[0].Messages[0]
 			if vision {
@@ -944,36 +944,36 @@ func TestConsecutiveUserMessagesGoUpstreamAsOne(t *testing.T) {
 	tests := []struct {
 		name     string
 		vision   bool
-		history  []agent.Message
+		history  []chat.Message
 		want     []string // role:content of each upstream message
 		wantImgs int      // images on the last upstream message
 	}{
 		{
 			name: "failed turn",
-			history: []agent.Message{
-				{Role: agent.RoleSystem, Content: "sys"},
-				{Role: agent.RoleUser, Content: "first, unanswered"},
-				{Role: agent.RoleUser, Content: "now"},
+			history: []chat.Message{
+				{Role: chat.RoleSystem, Content: "sys"},
+				{Role: chat.RoleUser, Content: "first, unanswered"},
+				{Role: chat.RoleUser, Content: "now"},
 			},
 			want: []string{"system:sys", "user:first, unanswered\n\nnow"},
 		},
 		{
 			name: "empty answer skipped",
-			history: []agent.Message{
-				{Role: agent.RoleUser, Content: "a"},
-				{Role: agent.RoleAssistant, Content: "b"},
-				{Role: agent.RoleUser, Content: "c"},
-				{Role: agent.RoleAssistant},
-				{Role: agent.RoleUser, Content: "d"},
+			history: []chat.Message{
+				{Role: chat.RoleUser, Content: "a"},
+				{Role: chat.RoleAssistant, Content: "b"},
+				{Role: chat.RoleUser, Content: "c"},
+				{Role: chat.RoleAssistant},
+				{Role: chat.RoleUser, Content: "d"},
 			},
 			want: []string{"user:a", "assistant:b", "user:c\n\nd"},
 		},
 		{
 			name:   "images on the new message",
 			vision: true,
-			history: []agent.Message{
-				{Role: agent.RoleUser, Content: "unanswered"},
-				{Role: agent.RoleUser, Content: "what is this?", Images: []agent.Image{{MIME: "image/png", Data: png}}},
+			history: []chat.Message{
+				{Role: chat.RoleUser, Content: "unanswered"},
+				{Role: chat.RoleUser, Content: "what is this?", Images: []chat.Image{{MIME: "image/png", Data: png}}},
 			},
 			want:     []string{"user:unanswered\nwhat is this?"},
 			wantImgs: 1,

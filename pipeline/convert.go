@@ -1,14 +1,13 @@
 package pipeline
 
 import (
-	"relaybot/agent"
 	"relaybot/chat"
 	"relaybot/store"
 )
 
 // toStoreMessages converts what a turn added to the transcript into stored messages; a tool
 // message is stored with the name of the tool that answered.
-func toStoreMessages(ms []agent.Message) []store.Message {
+func toStoreMessages(ms []chat.Message) []store.Message {
 	out := make([]store.Message, 0, len(ms))
 	names := map[string]string{} // tool call id → tool name, for the tool messages
 	for _, m := range ms {
@@ -20,12 +19,12 @@ func toStoreMessages(ms []agent.Message) []store.Message {
 			Content:        m.Content,
 			Name:           m.Name,
 			ToolCallID:     m.ToolCallID,
-			Reasoning:      m.ReasoningContent,
+			Reasoning:      m.Reasoning,
 			ReasoningField: m.ReasoningField,
 			Images:         len(m.Images),
 			Extra:          string(m.Extra),
 		}
-		if m.Role == agent.RoleTool && sm.Name == "" {
+		if m.Role == chat.RoleTool && sm.Name == "" {
 			sm.Name = names[m.ToolCallID]
 		}
 		for _, c := range m.ToolCalls {

@@ -2,18 +2,17 @@ package pipeline
 
 import (
 	"encoding/json"
+	"relaybot/chat"
 	"testing"
-
-	"relaybot/agent"
 )
 
 func TestProviderFieldsAndToolNamesAreStoredWithTheTurn(t *testing.T) {
 	sig := json.RawMessage(`{"extra_content":{"google":{"thought_signature":"CsQBAV"}}}`)
 	details := json.RawMessage(`{"reasoning_details":[{"type":"reasoning.encrypted","data":"abc"}]}`)
-	turn := []agent.Message{
-		{Role: agent.RoleAssistant, Extra: details, ReasoningContent: "run pwd", ReasoningField: "reasoning_content", ToolCalls: []agent.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}", Extra: sig}}},
-		{Role: agent.RoleTool, ToolCallID: "c1", Content: "/work"},
-		{Role: agent.RoleAssistant, Content: "You are in /work."},
+	turn := []chat.Message{
+		{Role: chat.RoleAssistant, Extra: details, Reasoning: "run pwd", ReasoningField: "reasoning_content", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}", Extra: sig}}},
+		{Role: chat.RoleTool, ToolCallID: "c1", Content: "/work"},
+		{Role: chat.RoleAssistant, Content: "You are in /work."},
 	}
 	stored := toStoreMessages(turn)
 	if stored[0].Extra != string(details) || stored[0].ToolCalls[0].Extra != string(sig) || stored[0].ReasoningField != "reasoning_content" {

@@ -84,7 +84,7 @@ func (t *turn) speak(res *agent.Result, status chat.Status) {
 	}
 	answer := ""
 	for i := len(res.Messages) - 1; i >= 0; i-- {
-		if m := res.Messages[i]; m.Role == agent.RoleAssistant && strings.TrimSpace(m.Content) != "" {
+		if m := res.Messages[i]; m.Role == chat.RoleAssistant && strings.TrimSpace(m.Content) != "" {
 			answer = m.Content
 			break
 		}

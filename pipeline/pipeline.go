@@ -138,7 +138,7 @@ type request struct {
 	// resumed are the tool calls (the assistant's messages asking for them, and their results)
 	// that finished in the cut turn of a message answered again: the turn's transcript goes on
 	// from them, and its record keeps them (finishedCalls).
-	resumed []agent.Message
+	resumed []chat.Message
 }
 
 // New returns a Pipeline. runner and st are required; toolbox may be nil (no tools).

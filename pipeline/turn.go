@@ -278,7 +278,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 
 // transcript is the turn's transcript (compacting every round with all): the history within the
 // model's budget, the user's message, and the tool calls a cut turn of the message finished.
-func (t *turn) transcript(all bool) []agent.Message {
+func (t *turn) transcript(all bool) []chat.Message {
 	return append(t.p.history.Transcript(t.ctx, t.hist, t.in, t.req.Tools, all, t.log), t.r.resumed...)
 }
 
@@ -353,7 +353,7 @@ func (t *turn) record(res *agent.Result, status chat.Status, errText, partial st
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
 		// from the content, as on a completed answer, so it never goes back to the model as text.
-		pm := store.Message{Role: store.RoleAssistant, Content: res.Partial.Content, Reasoning: res.Partial.ReasoningContent}
+		pm := store.Message{Role: store.RoleAssistant, Content: res.Partial.Content, Reasoning: res.Partial.Reasoning}
 		if pm.Content == "" && pm.Reasoning == "" {
 			pm.Content = partial
 		}
@@ -441,15 +441,15 @@ func partialText(res *agent.Result, roundShown string) string {
 		return ""
 	}
 	if roundShown != "" && res.PartialText == roundShown && len(res.Messages) > 0 &&
-		res.Messages[len(res.Messages)-1].Role == agent.RoleTool {
+		res.Messages[len(res.Messages)-1].Role == chat.RoleTool {
 		return ""
 	}
 	for i := len(res.Messages) - 1; i >= 0; i-- {
 		m := res.Messages[i]
-		if m.Role == agent.RoleTool {
+		if m.Role == chat.RoleTool {
 			continue
 		}
-		if m.Role == agent.RoleAssistant && m.Content == res.PartialText {
+		if m.Role == chat.RoleAssistant && m.Content == res.PartialText {
 			return ""
 		}
 		break

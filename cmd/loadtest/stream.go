@@ -148,7 +148,7 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	res := runner.Run(rctx, agent.Request{Messages: []agent.Message{{Role: "user", Content: "write"}}, Stream: true}, emit)
+	res := runner.Run(rctx, agent.Request{Messages: []chat.Message{{Role: "user", Content: "write"}}, Stream: true}, emit)
 	if res.Err != nil {
 		return streamResult{}, res.Err
 	}

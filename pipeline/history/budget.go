@@ -7,7 +7,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"relaybot/agent"
 	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/tools"
@@ -57,10 +56,10 @@ func EstimateText(s string) int {
 }
 
 // estimateMessage estimates the tokens one transcript message costs.
-func estimateMessage(m agent.Message) int {
+func estimateMessage(m chat.Message) int {
 	n := tokensPerMessage + EstimateText(m.Content) + EstimateText(m.Name) + len(m.Images)*tokensPerImage
 	if m.ReasoningField != "" {
-		n += EstimateText(m.ReasoningContent)
+		n += EstimateText(m.Reasoning)
 	}
 	for _, c := range m.ToolCalls {
 		n += tokensPerMessage + EstimateText(c.Name) + EstimateText(c.Arguments) + EstimateText(string(c.Extra))
@@ -69,7 +68,7 @@ func estimateMessage(m agent.Message) int {
 }
 
 // estimateMessages estimates the tokens of messages.
-func estimateMessages(ms []agent.Message) int {
+func estimateMessages(ms []chat.Message) int {
 	n := 0
 	for _, m := range ms {
 		n += estimateMessage(m)
@@ -151,7 +150,7 @@ func elisionNote(tool string, chars int) string {
 // selection is the history chosen for a turn.
 type selection struct {
 	// messages are the whole rounds sent, oldest first, older tool results elided.
-	messages []agent.Message
+	messages []chat.Message
 	// tokens is their corrected estimate.
 	tokens int
 	// from is the index of the first round sent.
@@ -197,7 +196,7 @@ func withSummary(prompt, summary string) string {
 
 // Estimate is the agent's Request.Estimate: the tokens msgs and specs cost with the model
 // named, corrected by what its provider reported for earlier requests.
-func (k *Keeper) Estimate(model string, msgs []agent.Message, specs []tools.Spec) int {
+func (k *Keeper) Estimate(model string, msgs []chat.Message, specs []tools.Spec) int {
 	return int(float64(estimateMessages(msgs)+estimateTools(specs)) * k.usage.of(model))
 }
 
