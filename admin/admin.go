@@ -39,7 +39,7 @@ type Store interface {
 // turnMessages is implemented by stores that can list the messages of one turn (*store.Store
 // does); the detail page shows them around the call when the store has it.
 type turnMessages interface {
-	TurnMessages(ctx context.Context, turnID int64) ([]store.Message, error)
+	TurnMessages(ctx context.Context, turnID int64) ([]chat.Message, error)
 }
 
 // pinger is implemented by stores that can check their connection; /healthz uses it.

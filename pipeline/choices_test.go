@@ -260,7 +260,7 @@ func TestContextTooLongCompactsAndRetriesOnce(t *testing.T) {
 	last := rec.ends[len(rec.ends)-1]
 	var calls []string
 	for _, c := range last.LLMCalls {
-		calls = append(calls, c.Status)
+		calls = append(calls, string(c.Status))
 	}
 	if last.Status != store.TurnOK || strings.Join(calls, ",") != "error,ok,ok" || last.LLMCalls[1].Round != 0 {
 		t.Errorf("turn saved %s with calls %v (%+v), want ok with the refused call, the summary (round 0) and the answer", last.Status, calls, last.LLMCalls)

@@ -346,16 +346,6 @@ func TestSchedulerStopBeforeTurnBegins(t *testing.T) {
 	s.leave("k", second)
 }
 
-// The model calls of a turn are saved with the time each was made (the store otherwise stamps
-// them all with the turn's end).
-func TestToStoreLLMCallsKeepsStart(t *testing.T) {
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	got := toStoreLLMCalls([]chat.ModelCall{{Model: "m", Round: 1, Status: chat.StatusOK, StartedAt: at}})
-	if len(got) != 1 || !got[0].StartedAt.Equal(at) {
-		t.Fatalf("stored calls = %+v, want StartedAt %v", got, at)
-	}
-}
-
 // Reasoning shows the way each surface shows it, in every mode and at every moment of the
 // stream (still thinking, done, a </think> without its opening tag), and never as raw tags.
 func TestReasoningNeverShowsRawTags(t *testing.T) {

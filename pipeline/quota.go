@@ -185,7 +185,7 @@ func quotaUsed(t store.UsageTotal, tokens int64, cost float64) string {
 // With it a turn's calls are saved as they happen, never with the turn's final write.
 type CallLedger interface {
 	StartLLMCall(ctx context.Context, c store.LLMCallStart) (int64, error)
-	FinishLLMCall(ctx context.Context, id int64, c store.LLMCall) error
+	FinishLLMCall(ctx context.Context, id int64, c chat.ModelCall) error
 }
 
 // meter is the agent.Meter of one turn (or /compact): before each model call it checks the
@@ -256,7 +256,7 @@ func (m *meter) Start(ctx context.Context, call chat.ModelCall, prompt int) (fun
 	}
 	start := store.LLMCallStart{TurnID: m.turnID, Seq: seq, Platform: string(m.in.Chat.Platform),
 		ChatID: m.in.Chat.ChatID, QuotaChatID: quotaChat(m.in), UserID: m.in.UserID, Checks: checks, Prices: m.g.opts.Models.Prices,
-		Call: store.LLMCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
+		Call: chat.ModelCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
 			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
 			TokensIn: prompt, TokensOut: m.g.history.Budget(call.Model).MaxOutputTokens},
 		Settle: settles}
@@ -308,7 +308,7 @@ func (m *meter) reserve(ctx context.Context, start store.LLMCallStart) (id int64
 // call outside a turn (/compact) has none, so it is written at once, beside the answer.
 func (m *meter) settle(ctx context.Context, id int64, c chat.ModelCall) {
 	c.Round = m.round(c)
-	end := store.LLMCallSettle{ID: id, Call: toStoreLLMCalls([]chat.ModelCall{c})[0]}
+	end := store.LLMCallSettle{ID: id, Call: c}
 	if m.turnID != 0 {
 		m.deferSettles([]store.LLMCallSettle{end})
 		return

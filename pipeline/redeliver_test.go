@@ -46,7 +46,7 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := h.store.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
-		UserMessage: store.Message{Role: store.RoleUser, Content: "second"}}); err != nil {
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "second"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := h.store.Recover(ctx); err != nil {
@@ -117,7 +117,7 @@ func TestARedeliveredMessageGoesOnFromTheToolCallsItsCutTurnFinished(t *testing.
 		t.Fatal(err)
 	}
 	cut, err := h.store.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
-		UserMessage: store.Message{Role: store.RoleUser, Content: "send the mail"}})
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "send the mail"}})
 	if err != nil {
 		t.Fatal(err)
 	}

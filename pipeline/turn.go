@@ -169,7 +169,7 @@ func (t *turn) open(ctx context.Context) error {
 		UserID:           t.in.UserID,
 		UserName:         t.in.UserName,
 		InboundMessageID: t.in.MessageID,
-		UserMessage:      store.Message{Role: store.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: len(p.history.Images(t.in))},
+		UserMessage:      chat.Message{Role: chat.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: p.history.Images(t.in)},
 	}
 	if ids, ok := p.store.(TurnIDs); ok && p.quotas.ledger != nil {
 		// The start rides in the first model call's reservation (or is written alone by then).
@@ -344,16 +344,16 @@ func (t *turn) record(res *agent.Result, status chat.Status, errText, partial st
 		TokensIn:    res.Usage.TokensIn,
 		TokensOut:   res.Usage.TokensOut,
 		Error:       errText,
-		Messages:    toStoreMessages(slices.Concat(t.r.resumed, res.Messages)),
+		Messages:    namedToolMessages(slices.Concat(t.r.resumed, res.Messages)),
 		// The metered calls are saved already; the transcriptions (made before the turn's
 		// meter) and the spoken answer's call are saved with the turn.
-		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.meter.unsaved(), t.spoken)),
+		LLMCalls: slices.Concat(t.media.calls, t.meter.unsaved(), t.spoken),
 		Settle:   t.meter.takeSettles(),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
 		// from the content, as on a completed answer, so it never goes back to the model as text.
-		pm := store.Message{Role: store.RoleAssistant, Content: res.Partial.Content, Reasoning: res.Partial.Reasoning}
+		pm := chat.Message{Role: chat.RoleAssistant, Content: res.Partial.Content, Reasoning: res.Partial.Reasoning}
 		if pm.Content == "" && pm.Reasoning == "" {
 			pm.Content = partial
 		}
@@ -501,4 +501,19 @@ func roundsOf(calls []chat.ModelCall) int {
 		n = max(n, c.Round)
 	}
 	return n
+}
+
+// namedToolMessages names each tool message of a turn after the tool that answered it, as the
+// history keeps them (the model is not sent the name: it knows its calls by id).
+func namedToolMessages(ms []chat.Message) []chat.Message {
+	names := map[string]string{} // tool call id → tool name
+	for i, m := range ms {
+		for _, c := range m.ToolCalls {
+			names[c.ID] = c.Name
+		}
+		if m.Role == chat.RoleTool && m.Name == "" {
+			ms[i].Name = names[m.ToolCallID]
+		}
+	}
+	return ms
 }

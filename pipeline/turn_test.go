@@ -285,7 +285,7 @@ func (h *harness) handle(in adapters.Inbound, out adapters.Responder) <-chan str
 	return done
 }
 
-func (h *harness) history(key chat.Key) []store.Message {
+func (h *harness) history(key chat.Key) []chat.Message {
 	h.t.Helper()
 	conv, err := h.store.Conversation(context.Background(), key)
 	if err != nil {

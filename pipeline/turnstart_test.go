@@ -38,7 +38,7 @@ func TestTheModelIsAskedOnlyOnceTheUsersMessageIsSavedWithItsReservation(t *test
 	type seen struct {
 		found    bool
 		status   string
-		messages []store.Message
+		messages []chat.Message
 		calls    int64
 		err      error
 	}
@@ -99,7 +99,7 @@ func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *test
 	h.p.opts.Usage = noUsage{}
 	ctx := context.Background()
 	if _, err := h.store.StartLLMCall(ctx, store.LLMCallStart{Platform: "telegram", ChatID: "7", UserID: "7",
-		Call: store.LLMCall{Model: "test-model", TokensIn: 900, TokensOut: 200, StartedAt: now}}); err != nil {
+		Call: chat.ModelCall{Model: "test-model", TokensIn: 900, TokensOut: 200, StartedAt: now}}); err != nil {
 		t.Fatal(err)
 	}
 	out := &recResponder{stream: true}

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"relaybot/chat"
 	"time"
 
 	"gorm.io/gorm"
@@ -13,7 +15,7 @@ import (
 // platform requests of its reply. Its tool calls are the audit log's (audit.Filter.TurnID).
 type Timeline struct {
 	Turn       Turn
-	LLMCalls   []LLMCall
+	LLMCalls   []chat.ModelCall
 	Deliveries []Delivery
 }
 
@@ -39,11 +41,15 @@ func (s *Store) TurnTimeline(ctx context.Context, id int64) (Timeline, error) {
 		return Timeline{}, fmt.Errorf("store: timeline of turn %d: model calls: %w", id, err)
 	}
 	for _, c := range calls {
-		tl.LLMCalls = append(tl.LLMCalls, LLMCall{Round: c.Round, Model: c.Model, Candidate: c.Candidate,
+		call := chat.ModelCall{Round: c.Round, Model: c.Model, Candidate: c.Candidate,
 			FallbackReason: c.FallbackReason, Status: c.Status,
 			TimeToFirstToken: time.Duration(c.TTFTMs) * time.Millisecond,
 			Duration:         time.Duration(c.DurationMs) * time.Millisecond,
-			TokensIn:         c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: c.StartedAt.UTC()})
+			TokensIn:         c.TokensIn, TokensOut: c.TokensOut, StartedAt: c.StartedAt.UTC()}
+		if c.Error != "" {
+			call.Err = errors.New(c.Error)
+		}
+		tl.LLMCalls = append(tl.LLMCalls, call)
 	}
 	return tl, nil
 }

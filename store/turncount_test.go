@@ -18,7 +18,7 @@ func TestCountTurns(t *testing.T) {
 		}
 		var ids []int64
 		for _, status := range []chat.Status{TurnOK, TurnOK, TurnError, TurnOK, TurnCancelled, TurnRunning} {
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "q"}})
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "q"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,7 @@ func TestTurnByInbound(t *testing.T) {
 				t.Fatal(err)
 			}
 			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "u", InboundMessageID: msgID,
-				UserMessage: Message{Role: RoleUser, Content: "message " + msgID}})
+				UserMessage: chat.Message{Role: RoleUser, Content: "message " + msgID}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +113,7 @@ func TestTurnByInboundPlanUsesIndex(t *testing.T) {
 			}
 			for m := range 10 {
 				if _, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: fmt.Sprintf("%s-%d", id, m),
-					UserMessage: Message{Role: RoleUser, Content: "q"}}); err != nil {
+					UserMessage: chat.Message{Role: RoleUser, Content: "q"}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -198,7 +198,7 @@ func TestTurnsInboundMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: "77", UserMessage: Message{Role: RoleUser, Content: "q"}})
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: "77", UserMessage: chat.Message{Role: RoleUser, Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +275,7 @@ SELECT x % 1000 + 1, 'u', CAST(x / 500 AS TEXT), 'ok', '2026-01-01 00:00:00+00:0
 		b.Fatal(err)
 	}
 	b.Logf("plan:\n%s", explain(b, s, s.turnByInboundQuery(ctx, "telegram", "chat7", "123")))
-	// Message 123 started turns x = 61500..61999; the one in chat7 is x = 61507 (conversation 508).
+	// chat.Message 123 started turns x = 61500..61999; the one in chat7 is x = 61507 (conversation 508).
 	if got, found, err := s.TurnByInbound(ctx, "telegram", "chat7", "123"); err != nil || !found || got.ID != 61508 {
 		b.Fatalf("TurnByInbound = %+v, %v, %v; want turn 61508", got, found, err)
 	}

@@ -158,7 +158,7 @@ func (o turnObserver) TurnFinished(ctx context.Context, end *store.TurnEnd, took
 }
 
 // lastAnswer is the text of the turn's last assistant message.
-func lastAnswer(msgs []store.Message) string {
+func lastAnswer(msgs []chat.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == store.RoleAssistant && msgs[i].Content != "" {
 			return msgs[i].Content

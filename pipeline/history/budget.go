@@ -160,7 +160,7 @@ type selection struct {
 }
 
 // toolName is the name of the tool that answered call id in a stored round.
-func toolName(ms []store.Message, id string) string {
+func toolName(ms []chat.Message, id string) string {
 	for _, m := range ms {
 		if m.Role == store.RoleTool && m.ToolCallID == id && m.Name != "" {
 			return m.Name

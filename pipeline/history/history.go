@@ -51,31 +51,21 @@ func (h *History) speaker(name, text string) string {
 	return "[" + name + "] " + text
 }
 
-// toAgent converts stored history into transcript messages. In a conversation shared by a
-// group, user messages carry their sender's name in the text, so the model knows who said what
-// (the name field of the API cannot hold arbitrary names). Images are not stored: a message that
-// had some says so.
-func (h *History) toAgent(ms []store.Message) []chat.Message {
+// toAgent readies stored history for the model. In a conversation shared by a group, user
+// messages carry their sender's name in the text, so the model knows who said what (the name
+// field of the API cannot hold arbitrary names). Images are not stored: a message that had some
+// says so instead.
+func (h *History) toAgent(ms []chat.Message) []chat.Message {
 	out := make([]chat.Message, 0, len(ms))
 	for _, m := range ms {
-		am := chat.Message{
-			Role:             m.Role,
-			Content:          m.Content,
-			ToolCallID:       m.ToolCallID,
-			Reasoning: m.Reasoning,
-			ReasoningField:   m.ReasoningField,
-		}
-		am.Extra = rawOrNil(m.Extra)
-		if m.Role == store.RoleUser {
-			am.Content = h.speaker(m.Name, m.Content)
-			if m.Images > 0 {
-				am.Content = imagesNote(m.Images) + am.Content
+		if m.Role == chat.RoleUser {
+			m.Content = h.speaker(m.Name, m.Content)
+			if n := len(m.Images); n > 0 {
+				m.Content = imagesNote(n) + m.Content
 			}
 		}
-		for _, c := range m.ToolCalls {
-			am.ToolCalls = append(am.ToolCalls, chat.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Extra: rawOrNil(c.Extra)})
-		}
-		out = append(out, am)
+		m.Name, m.Images = "", nil
+		out = append(out, m)
 	}
 	return out
 }
