@@ -420,7 +420,7 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 // turnStatuses reads the statuses of a conversation's turns from the audit-free turn table.
 func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.Status {
 	t.Helper()
-	turns, err := h.store.ChatTurns(context.Background(), string(in.Chat.Platform), in.Chat.ChatID, 0)
+	turns, err := h.store.ChatTurns(context.Background(), in.Chat, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func TestTheModelIsAskedOnlyOnceTheUsersMessageIsSavedWithItsReservation(t *test
 	h.llm.SetHandler(func(llm.Request) llm.Reply {
 		ctx := context.Background()
 		var s seen
-		turn, found, err := h.store.TurnByInbound(ctx, "telegram", "7", "1")
+		turn, found, err := h.store.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
 		s.found, s.status, s.err = found, string(turn.Status), err
 		if found && err == nil {
 			s.messages, s.err = h.store.TurnMessages(ctx, turn.ID)
@@ -111,7 +111,7 @@ func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *test
 	if !strings.Contains(final+strings.Join(out.Notices(), " "), "quota") {
 		t.Fatalf("the user saw %q and notices %q, want the quota's refusal", final, out.Notices())
 	}
-	turn, found, err := h.store.TurnByInbound(ctx, "telegram", "7", "1")
+	turn, found, err := h.store.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
 	if err != nil || !found || turn.Status != store.TurnError {
 		t.Fatalf("the refused turn: %+v, %v, %v; want it saved as an error", turn, found, err)
 	}
@@ -136,7 +136,7 @@ func TestATurnStoppedBeforeItsFirstModelCallStillSavesWhatTheUserSaid(t *testing
 	st := openStore(t)
 	p := newPipeline(t, stoppedRunner{}, st, nil, Options{})
 	p.Handle(ctx, privateMsg("7", "1", "hello"), &recResponder{stream: true})
-	turn, found, err := st.TurnByInbound(ctx, "telegram", "7", "1")
+	turn, found, err := st.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
 	if err != nil || !found || turn.Status != store.TurnCancelled {
 		t.Fatalf("the stopped turn: %+v, %v, %v; want it saved as cancelled", turn, found, err)
 	}

@@ -133,7 +133,7 @@ func TestWebSessionsAndTheConversationsOfAChat(t *testing.T) {
 		if _, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "other"}); err != nil {
 			t.Fatal(err)
 		}
-		list, err := s.ChatConversations(ctx, "web", "chat1", 0)
+		list, err := s.ChatConversations(ctx, chat.Ref{Platform: "web", ChatID: "chat1"}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

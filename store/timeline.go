@@ -73,19 +73,19 @@ func deliveriesJSON(ds []Delivery) (string, error) {
 	return string(b), nil
 }
 
-// ChatTurns returns the newest turns of one chat (every thread and user of it), newest first,
-// at most limit (50 when limit is not positive).
-func (s *Store) ChatTurns(ctx context.Context, platform, chatID string, limit int) ([]Turn, error) {
+// ChatTurns returns the newest turns of the chat of ref (every thread and user of it), newest
+// first, at most limit (50 when limit is not positive).
+func (s *Store) ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]Turn, error) {
 	if limit <= 0 {
 		limit = 50
 	}
 	convs := s.r.WithContext(ctx).Table("conversations").Select("id").
-		Where("platform = ? AND chat_id = ?", platform, chatID)
+		Where("platform = ? AND chat_id = ?", string(ref.Platform), ref.ChatID)
 	var rows []turnRow
 	err := s.r.WithContext(ctx).Table("turns").Select(tracedTurnColumns).
 		Where("conversation_id IN (?)", convs).Order("id DESC").Limit(limit).Find(&rows).Error
 	if err != nil {
-		return nil, fmt.Errorf("store: turns of %s chat %s: %w", platform, chatID, err)
+		return nil, fmt.Errorf("store: turns of %s: %w", ref.Chat(), err)
 	}
 	out := make([]Turn, len(rows))
 	for i, r := range rows {

@@ -561,17 +561,18 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 	return turns, calls, nil
 }
 
-// TurnByInbound returns the newest turn started by message inboundMessageID of one chat, in any
-// of the chat's conversations (those a reset ended included), and false when there is none. A
-// message handed over again after a crash is answered again only when this turn never ended.
-func (s *Store) TurnByInbound(ctx context.Context, platform, chatID, inboundMessageID string) (Turn, bool, error) {
-	if platform == "" || chatID == "" || inboundMessageID == "" {
+// TurnByInbound returns the newest turn started by message inboundMessageID of the chat of ref,
+// in any of its threads and conversations (those a reset ended included), and false when there
+// is none. A message handed over again after a crash is answered again only when this turn never
+// ended.
+func (s *Store) TurnByInbound(ctx context.Context, ref chat.Ref, inboundMessageID string) (Turn, bool, error) {
+	if ref.Platform == "" || ref.ChatID == "" || inboundMessageID == "" {
 		return Turn{}, false, fmt.Errorf("store: turn of inbound message: need a platform, chat id and message id, got %q, %q, %q",
-			platform, chatID, inboundMessageID)
+			ref.Platform, ref.ChatID, inboundMessageID)
 	}
 	var rows []turnRow
-	if err := s.turnByInboundQuery(ctx, platform, chatID, inboundMessageID).Find(&rows).Error; err != nil {
-		return Turn{}, false, fmt.Errorf("store: turn of message %s of %s chat %s: %w", inboundMessageID, platform, chatID, err)
+	if err := s.turnByInboundQuery(ctx, ref, inboundMessageID).Find(&rows).Error; err != nil {
+		return Turn{}, false, fmt.Errorf("store: turn of message %s of %s: %w", inboundMessageID, ref.Chat(), err)
 	}
 	if len(rows) == 0 {
 		return Turn{}, false, nil
@@ -583,10 +584,10 @@ func (s *Store) TurnByInbound(ctx context.Context, platform, chatID, inboundMess
 // chat's conversations (a reset adds one), idx_turns_inbound each one's turns of the message (a
 // handful to sort). The subquery, rather than a join, keeps SQLite from starting at the message
 // id, which repeats across chats, when its tables have no statistics.
-func (s *Store) turnByInboundQuery(ctx context.Context, platform, chatID, inboundMessageID string) *gorm.DB {
-	chat := s.r.WithContext(ctx).Table("conversations").Select("id").
-		Where("platform = ? AND chat_id = ?", platform, chatID)
+func (s *Store) turnByInboundQuery(ctx context.Context, ref chat.Ref, inboundMessageID string) *gorm.DB {
+	convs := s.r.WithContext(ctx).Table("conversations").Select("id").
+		Where("platform = ? AND chat_id = ?", string(ref.Platform), ref.ChatID)
 	return s.r.WithContext(ctx).Table("turns").Select(turnColumns).
-		Where("inbound_message_id = ? AND conversation_id IN (?)", inboundMessageID, chat).
+		Where("inbound_message_id = ? AND conversation_id IN (?)", inboundMessageID, convs).
 		Order("id DESC").Limit(1)
 }

@@ -38,7 +38,7 @@ func TestATurnStartedWithItsFirstCallIsSavedInOneCommit(t *testing.T) {
 		if got := s.turns.commits.Load() - commits; got != 1 {
 			t.Errorf("the turn's start and its first call took %d commits, want 1", got)
 		}
-		turn, found, err := s.TurnByInbound(ctx, "telegram", "one-commit", "41")
+		turn, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "one-commit"}, "41")
 		if err != nil || !found || turn.ID != id || turn.Status != TurnRunning {
 			t.Fatalf("TurnByInbound = %+v, %v, %v; want running turn %d", turn, found, err, id)
 		}

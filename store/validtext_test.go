@@ -80,7 +80,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 					turn.UserID != "u"+c || turn.UserName != "name"+c || turn.InboundMessageID != "in"+c {
 					t.Errorf("turn = %+v, want ok with clean texts", turn)
 				}
-				if got, found, err := s.TurnByInbound(ctx, "tg"+d, "chat"+d, "in"+d); err != nil || !found || got.ID != turnID {
+				if got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform("tg" + d), ChatID: "chat" + d}, "in"+d); err != nil || !found || got.ID != turnID {
 					t.Errorf("TurnByInbound = %d, %v, %v; want turn %d", got.ID, found, err, turnID)
 				}
 				saved, err := s.TurnMessages(ctx, turnID)
