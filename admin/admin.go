@@ -26,6 +26,7 @@ import (
 
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/coord"
 	"relaybot/store"
 )
 
@@ -110,7 +111,7 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Instances lists the live replicas when several share the database; nil lists none.
-	Instances func(ctx context.Context) ([]Instance, error)
+	Instances func(ctx context.Context) ([]coord.Instance, error)
 	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
 	OAuth OAuthLogins
 	// PublicURL is admin.public_url: the OAuth callback is on it when set, else on the host

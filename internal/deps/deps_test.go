@@ -72,8 +72,8 @@ var mayImport = map[string][]string{
 	"metrics": observer,
 	"tracing": observer,
 
-	// The audit log's pages and API read the store.
-	"admin": {"audit", "chat", "internal/ellipsis", "store"},
+	// The audit log's pages and API read the store, and list coord's replicas.
+	"admin": {"audit", "chat", "coord", "internal/ellipsis", "store"},
 
 	// Binaries wire everything.
 	"cmd/bot":      {"..."},
