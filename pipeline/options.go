@@ -9,7 +9,9 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/config"
+	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/tools"
 )
 
@@ -25,7 +27,7 @@ type Options struct {
 
 	// Access lists who may talk to the bot and who is an admin; RateLimitPerMinute is the
 	// messages one user may send per minute (0 turns the limit off).
-	Access             Access
+	Access             access.Lists
 	RateLimitPerMinute int
 	// Scope says who shares a group conversation (default config.ScopeChat).
 	Scope config.Scope
@@ -47,8 +49,8 @@ type Options struct {
 	// Usage answers /usage and feeds the quotas; Quotas cap what users and chats may spend,
 	// checked before each turn, and checked and reserved before each model call (atomically
 	// across replicas when the Store is a CallLedger).
-	Usage  UsageLog
-	Quotas Quotas
+	Usage  quota.UsageLog
+	Quotas quota.Policy
 	// Audit answers the /audit command (nil: /audit says it is unavailable); Recorder keeps
 	// refused /audit commands in the audit log (nil: only logged).
 	Audit    audit.Log
@@ -246,4 +248,16 @@ func (t *Texts) fill() {
 	def(&t.Help, Commands().Help(HelpIntro))
 	def(&t.Busy, DefaultBusyText)
 	def(&t.RateLimited, DefaultRateLimitedText)
+}
+
+// failureText is what the user sees of an error, by exception_handling.
+func (o *Options) failureText(err error) string {
+	switch o.Output.ExceptionHandling {
+	case config.ShowError:
+		return "Error: " + err.Error()
+	case config.Hide:
+		return ""
+	default:
+		return o.Texts.FailureHint
+	}
 }
