@@ -86,7 +86,7 @@ func TestLengthLimitCutToolCallIsNotRun(t *testing.T) {
 }
 
 // A stream cancelled while reasoning is shown keeps the <think> block out of the partial
-// message's content: the reasoning goes in ReasoningContent, as on a completed answer.
+// message's content: the reasoning goes in Reasoning, as on a completed answer.
 func TestCancelledPartialKeepsReasoningApart(t *testing.T) {
 	srv := newServers(t, 1)[0]
 	srv.Push(llm.Reply{Chunks: []llm.Chunk{{Reasoning: "let me think"}, {Content: "Once upon"}}, Hang: true})

@@ -44,7 +44,7 @@ type Options struct {
 	FlushChunks int
 	// RemoveThink strips <think>…</think> blocks (and a leading orphan </think>) from the text
 	// shown, and hides reasoning_content. The removed reasoning is kept in
-	// Message.ReasoningContent.
+	// chat.Message.Reasoning.
 	RemoveThink bool
 	// Logger receives warnings (fallbacks, the round cap); nil discards them.
 	Logger *slog.Logger
@@ -133,7 +133,7 @@ type Result struct {
 	PartialText string
 	// Partial is the interrupted round's answer so far as a history message (role assistant, no
 	// tool calls): its Content never holds the <think> block of the shown text, the reasoning is
-	// in ReasoningContent, as on a completed answer. Zero when PartialText is empty.
+	// in Reasoning, as on a completed answer. Zero when PartialText is empty.
 	Partial chat.Message
 	// Truncated reports that the final answer was cut because the model reached its length limit
 	// (finish_reason "length"). The answer is kept and Status stays ok.
