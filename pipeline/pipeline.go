@@ -174,7 +174,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	p.gate = &gate{replicas: opts.Replicas, base: base, size: opts.Queue.Size, interrupt: opts.Queue.interrupt(), outbox: p.outbox}
 	relay, _ := opts.Replicas.(asking.PromptRelay)
 	p.asking = asking.New(asking.Options{Timeout: opts.Tools.ApprovalTimeout, MaxOpen: opts.Tools.MaxOpenQuestions,
-		Admins: p.access.Admins(), Relay: relay, Now: opts.Now})
+		Admins: p.access.Admins(), Relay: relay, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger})
 	hist, err := history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,7 @@ var mayImport = map[string][]string{
 	"config":             nil, // the file's shape only; every part takes options of its own
 	"migrations":         nil,
 	"media":              nil,
+	"media/audio":        nil,
 	"internal/deps":      nil,
 	"internal/ellipsis":  nil,
 	"internal/lifecycle": nil,
@@ -43,6 +44,9 @@ var mayImport = map[string][]string{
 	"adapters/telegram":              platform,
 	"adapters/discord":               platform,
 	"adapters/web":                   platform,
+
+	// The reader process of untrusted bytes: the readers it runs, nothing else.
+	"media/sandbox": {"media", "media/audio"},
 
 	// The tools know no platform, no pipeline and no store: they report to an audit recorder.
 	"tools":           {"audit", "chat"},
@@ -82,7 +86,7 @@ var mayImport = map[string][]string{
 
 var (
 	platform = []string{"adapters", "adapters/delivery", "adapters/markdown", "chat", "internal/ellipsis", "internal/logredact"}
-	pipeline = []string{"adapters", "agent", "audit", "chat", "internal/ellipsis", "media", "speech", "store", "tools"}
+	pipeline = []string{"adapters", "agent", "audit", "chat", "internal/ellipsis", "media", "media/sandbox", "speech", "store", "tools"}
 	observer = []string{"adapters", "adapters/delivery", "agent", "audit", "chat", "pipeline", "pipeline/...", "tools"}
 )
 
