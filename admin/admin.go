@@ -26,6 +26,7 @@ import (
 
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/coord"
 	"relaybot/store"
 )
 
@@ -59,12 +60,12 @@ func (s Store) check() error {
 // Turns reads turns: one by id, and a chat's newest.
 type Turns interface {
 	Turn(ctx context.Context, id int64) (store.Turn, error)
-	ChatTurns(ctx context.Context, platform, chatID string, limit int) ([]store.Turn, error)
+	ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]store.Turn, error)
 }
 
 // TurnMessages lists the messages of one turn; the detail page shows them around the call.
 type TurnMessages interface {
-	TurnMessages(ctx context.Context, turnID int64) ([]store.Message, error)
+	TurnMessages(ctx context.Context, turnID int64) ([]chat.Message, error)
 }
 
 // Timelines reads what a turn's timeline is drawn from.
@@ -140,7 +141,7 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Instances lists the live replicas when several share the database; nil lists none.
-	Instances func(ctx context.Context) ([]Instance, error)
+	Instances func(ctx context.Context) ([]coord.Instance, error)
 	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
 	OAuth OAuthLogins
 	// PublicURL is admin.public_url: the OAuth callback is on it when set, else on the host

@@ -30,12 +30,6 @@ type seeded struct {
 	base   time.Time
 }
 
-// openStore opens a migrated SQLite store in a temporary folder.
-func openStore(t *testing.T) *store.Database {
-	t.Helper()
-	return storetest.Open(t, storetest.SQLite)
-}
-
 // storeOf is the admin server's part of db, as cmd/bot hands it over.
 func storeOf(db *store.Database) Store {
 	return Store{ToolCalls: db.ToolCalls, Turns: db.Turns, Messages: db.Messages, Timelines: db.Timelines,
@@ -51,7 +45,7 @@ func seedStore(t *testing.T, st *store.Database) seeded {
 		t.Fatalf("conversation: %v", err)
 	}
 	turnID, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1", UserName: "alice",
-		UserMessage: store.Message{Role: store.RoleUser, Content: "what is the weather in Paris?"}})
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "what is the weather in Paris?"}})
 	if err != nil {
 		t.Fatalf("start turn: %v", err)
 	}
@@ -99,8 +93,8 @@ func seedStore(t *testing.T, st *store.Database) seeded {
 		out.calls = append(out.calls, rec)
 	}
 	err = st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: turnID, Status: store.TurnOK, Model: "test-model", Rounds: 2,
-		Messages: []store.Message{
-			{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: "call_0", Name: "weather", Arguments: `{"city":"Paris","n":0}`}}},
+		Messages: []chat.Message{
+			{Role: store.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_0", Name: "weather", Arguments: `{"city":"Paris","n":0}`}}},
 			{Role: store.RoleTool, Name: "weather", ToolCallID: "call_0", Content: `{"ok":true,"i":0}`},
 			{Role: store.RoleAssistant, Content: "It is sunny in Paris."},
 		}})
@@ -159,7 +153,7 @@ func names(items []audit.Record) []string {
 }
 
 func TestAPIToolCallsFilters(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 
@@ -199,7 +193,7 @@ func TestAPIToolCallsFilters(t *testing.T) {
 }
 
 func TestAPIToolCallsJSONFields(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/tool-calls?tool=weather&status=error", nil)
@@ -239,7 +233,7 @@ func TestAPIToolCallsJSONFields(t *testing.T) {
 }
 
 func TestAPIPagination(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	var all []string
@@ -277,7 +271,7 @@ func TestAPIPagination(t *testing.T) {
 }
 
 func TestAPIBadInput(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	for _, path := range []string{
@@ -307,7 +301,7 @@ func TestAPIBadInput(t *testing.T) {
 }
 
 func TestAPIToolCallByID(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	want := seed.calls[3]
@@ -336,7 +330,7 @@ type toolStat struct {
 }
 
 func TestAPIToolStats(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	var got struct {
@@ -365,7 +359,7 @@ func TestAPIToolStats(t *testing.T) {
 }
 
 func TestAPIMCPServers(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	since := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.MCPHealth = func() []ServerHealth {
@@ -387,7 +381,7 @@ func TestAPIMCPServers(t *testing.T) {
 }
 
 func TestAPIRequiresToken(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	// Each try comes from its own client (through a trusted proxy on loopback), so the wrong
 	// tokens are refused for being wrong, not throttled for being many.
@@ -448,7 +442,7 @@ func TestAPIRequiresToken(t *testing.T) {
 }
 
 func TestNewRefusesOpenNonLoopback(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	tests := []struct {
 		listen, token string
 		ok            bool
@@ -477,7 +471,7 @@ func TestNewRefusesOpenNonLoopback(t *testing.T) {
 }
 
 func TestNoTokenLoopbackIsOpenButOnlyForLocalHosts(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, "")
 	if code := getJSON(t, ts, "/api/v1/tool-calls", "", nil); code != http.StatusOK {
@@ -497,7 +491,7 @@ func TestNoTokenLoopbackIsOpenButOnlyForLocalHosts(t *testing.T) {
 }
 
 func TestRunShutsDownOnCancel(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: storeOf(st)})
 	if err != nil {
 		t.Fatal(err)
@@ -536,7 +530,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 func TestShutdownEndsOpenEventStreams(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	streaming := make(chan struct{})
 	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/store/storetest"
 )
 
 // The Consents page lists the "always allow" answers in force with who gave them (name and
 // platform id) and whom they cover; its Revoke button, with the session's CSRF token, ends one
 // (a forged token does not); the JSON API lists and revokes them too.
 func TestConsentsAreListedAndRevoked(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
 	now := time.Now()
 	mine, err := st.Consents.SaveConsent(ctx, audit.Consent{Platform: "discord", ChatID: "55", UserID: "600", Tool: "send_mail",
@@ -86,7 +87,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // An approved call's audit row names the approver by display name and platform id in the API
 // (approver, approver_id): a display name alone can be made to look like anyone's.
 func TestAPIToolCallNamesTheApproversID(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
 	rec := audit.Record{Platform: "discord", ChatID: "55", UserID: "600", ToolName: "send_mail", Status: audit.StatusRunning,
 		StartedAt: time.Now().UTC(), ApprovalRequired: true}

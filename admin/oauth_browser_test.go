@@ -11,6 +11,7 @@ import (
 
 	astest "relaybot/internal/testkit/oauth"
 	"relaybot/store"
+	"relaybot/store/storetest"
 	"relaybot/tools/mcp/oauth"
 )
 
@@ -29,7 +30,7 @@ func newLogins(t *testing.T, st *store.Database) (*oauth.Manager, *astest.Server
 }
 
 func TestBrowserAdminConnectsAnOAuthMCPServer(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	logins, as := newLogins(t, st)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.OAuth = logins
@@ -78,7 +79,7 @@ func TestBrowserAdminConnectsAnOAuthMCPServer(t *testing.T) {
 }
 
 func TestConnectIsRefusedForAServerWithoutOAuth(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	logins, _ := newLogins(t, st)
 	_, ts := newTestServer(t, st, "", func(o *Options) { o.OAuth = logins })
 	resp, err := http.Get(ts.URL + "/admin/servers/files/connect")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/store/storetest"
 )
 
 // loggedIn returns a client that logged in through the form, and the page's logout CSRF token.
@@ -61,7 +62,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 }
 
 func TestLoginSessionCookie(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 
@@ -129,7 +130,7 @@ func TestLoginSessionCookie(t *testing.T) {
 }
 
 func TestPages(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.MCPHealth = func() []ServerHealth {
@@ -195,7 +196,7 @@ func TestPages(t *testing.T) {
 }
 
 func TestExport(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	c, _ := loggedIn(t, ts)
@@ -246,7 +247,7 @@ func TestExport(t *testing.T) {
 }
 
 func TestExportPagesThroughTheStore(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	ctx := t.Context()
 	// More rows than one export page.
@@ -279,7 +280,7 @@ func TestExportPagesThroughTheStore(t *testing.T) {
 func time1(i int) time.Duration { return time.Duration(i) * time.Second }
 
 func TestDetailShowsTheTurnsMessages(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	c, _ := loggedIn(t, ts)

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"relaybot/coord"
+	"relaybot/store/storetest"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +34,7 @@ func moveCookies(t *testing.T, c *http.Client, from, to string) {
 // the page there carries the same CSRF token, a logout on the second ends the login on the
 // first, and the login ends by itself after 12 hours.
 func TestALoginHoldsOnEveryReplicaAndALogoutEndsItOnAll(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	clk := newClock()
 	var servers [2]*httptest.Server
@@ -103,16 +105,16 @@ func TestALoginHoldsOnEveryReplicaAndALogoutEndsItOnAll(t *testing.T) {
 // TestTheReplicasPageListsEachReplicaOrSaysTheBotRunsAlone: with replicas the page has a row
 // per replica (this one marked, its leases named); a single process says it runs alone.
 func TestTheReplicasPageListsEachReplicaOrSaysTheBotRunsAlone(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	started := time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)
-	list := []Instance{
+	list := []coord.Instance{
 		{ID: "host-a-1-aaaa", Host: "host-a", PID: 101, StartedAt: started, HeartbeatAt: started.Add(time.Hour),
 			ExpiresAt: started.Add(time.Hour + 6*time.Second), TurnsRunning: 3, Leases: []string{"telegram poller 0123"}, Self: true},
 		{ID: "host-b-2-bbbb", Host: "host-b", PID: 202, StartedAt: started, HeartbeatAt: started.Add(time.Hour),
 			ExpiresAt: started.Add(time.Hour + 6*time.Second)},
 	}
 	_, ts := newTestServer(t, st, "", func(o *Options) {
-		o.Instances = func(context.Context) ([]Instance, error) { return list, nil }
+		o.Instances = func(context.Context) ([]coord.Instance, error) { return list, nil }
 	})
 	code, body := get(t, ts.Client(), ts.URL+"/admin/replicas")
 	if code != http.StatusOK {

@@ -48,7 +48,7 @@ func (b bar) Duration() time.Duration { return b.End.Sub(b.Start) }
 func bars(tl store.Timeline, calls []audit.Record) []bar {
 	var out []bar
 	for _, c := range tl.LLMCalls {
-		b := bar{Kind: barModel, Label: fmt.Sprintf("model %s · round %d", c.Model, c.Round), Status: c.Status,
+		b := bar{Kind: barModel, Label: fmt.Sprintf("model %s · round %d", c.Model, c.Round), Status: string(c.Status),
 			Start: c.StartedAt, End: c.StartedAt.Add(c.Duration),
 			Detail: fmt.Sprintf("first token %s · %d tokens in, %d out", fmtMS(c.TimeToFirstToken.Milliseconds()), c.TokensIn, c.TokensOut)}
 		if c.TimeToFirstToken > 0 {
@@ -217,7 +217,7 @@ func (s *Server) turnsPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "turns", data)
 		return
 	}
-	turns, err := s.opts.Store.Turns.ChatTurns(r.Context(), platform, chatID, 50)
+	turns, err := s.opts.Store.Turns.ChatTurns(r.Context(), chat.Ref{Platform: chat.Platform(platform), ChatID: chatID}, 50)
 	if err != nil {
 		s.pageStoreError(w, r, err)
 		return

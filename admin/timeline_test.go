@@ -12,6 +12,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // seedTimeline stores a finished turn of Telegram chat 42: a model call that asks for echo,
@@ -25,7 +26,7 @@ func seedTimeline(t *testing.T, st *store.Database) int64 {
 		t.Fatal(err)
 	}
 	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1",
-		UserMessage: store.Message{Role: store.RoleUser, Content: "echo hi"}})
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "echo hi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +46,8 @@ func seedTimeline(t *testing.T, st *store.Database) int64 {
 	}
 	err = st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Model: "main", Rounds: 2, TokensIn: 30, TokensOut: 9,
 		TraceID:  "0af7651916cd43dd8448eb211c80319c",
-		Messages: []store.Message{{Role: store.RoleAssistant, Content: "hi"}},
-		LLMCalls: []store.LLMCall{
+		Messages: []chat.Message{{Role: store.RoleAssistant, Content: "hi"}},
+		LLMCalls: []chat.ModelCall{
 			{Round: 1, Model: "main", Status: "ok", StartedAt: t0.Add(10 * time.Millisecond), TimeToFirstToken: 90 * time.Millisecond, Duration: 190 * time.Millisecond, TokensIn: 10, TokensOut: 4},
 			{Round: 2, Model: "main", Status: "ok", StartedAt: t0.Add(570 * time.Millisecond), TimeToFirstToken: 60 * time.Millisecond, Duration: 150 * time.Millisecond, TokensIn: 20, TokensOut: 5},
 		},
@@ -65,7 +66,7 @@ func seedTimeline(t *testing.T, st *store.Database) int64 {
 // wait, the deliveries and the 429 wait, in the order they began, in the browser.
 func TestBrowserTurnTimelineShowsTheBarsInOrder(t *testing.T) {
 	ctx := newBrowser(t)
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	id := seedTimeline(t, st)
 	_, ts := newTestServer(t, st, "")
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -106,7 +107,7 @@ func TestBrowserTurnTimelineShowsTheBarsInOrder(t *testing.T) {
 // Every audit row links to its turn's timeline, /usage's chats to their turns, and those to the
 // timeline; with otel.trace_url the rows and the turn link to the trace.
 func TestTimelineIsReachableFromAuditRowsAndUsage(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	id := seedTimeline(t, st)
 	_, ts := newTestServer(t, st, "", func(o *Options) { o.TraceURL = "https://tempo.example/trace/{trace_id}" })
 	get := func(path string) string { return getPage(t, ts, path) }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/history"
 	"relaybot/store"
@@ -27,7 +28,7 @@ func (s *endsStore) FinishTurn(ctx context.Context, e store.TurnEnd) error {
 }
 
 // savedCalls returns the model calls the store keeps of turn id, in order.
-func savedCalls(t *testing.T, h *harness, id int64) []store.LLMCall {
+func savedCalls(t *testing.T, h *harness, id int64) []chat.ModelCall {
 	t.Helper()
 	tl, err := h.store.Timelines.TurnTimeline(context.Background(), id)
 	if err != nil {

@@ -3,16 +3,7 @@ package web
 import (
 	"net/http/httptest"
 	"testing"
-
-	"relaybot/store"
-	"relaybot/store/storetest"
 )
-
-// openStore opens a migrated SQLite store in a temporary folder, closed when the test ends.
-func openStore(t *testing.T) *store.Database {
-	t.Helper()
-	return storetest.Open(t, storetest.SQLite)
-}
 
 // twoReplicas serves two web chats, each made with the options opts returns (a replica's own
 // relay, for one), as two replicas of one bot behind their own listeners, closed when the test

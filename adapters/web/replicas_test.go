@@ -12,6 +12,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/chat"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // storingHandler answers every message and keeps the turn in the store, as the pipeline does.
@@ -29,14 +30,14 @@ func (h storingHandler) Handle(ctx context.Context, in adapters.Inbound, out ada
 		h.t.Errorf("conversation: %v", err)
 		return
 	}
-	id, err := h.st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: store.Message{Role: store.RoleUser, Content: in.Text}})
+	id, err := h.st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Role: store.RoleUser, Content: in.Text}})
 	if err != nil {
 		h.t.Errorf("start turn: %v", err)
 		return
 	}
 	out.NewReply(ctx).Finish(ctx, h.answer, nil)
 	if err := h.st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK,
-		Messages: []store.Message{{Role: store.RoleAssistant, Content: h.answer}}}); err != nil {
+		Messages: []chat.Message{{Role: store.RoleAssistant, Content: h.answer}}}); err != nil {
 		h.t.Errorf("finish turn: %v", err)
 	}
 	if h.finished != nil {
@@ -69,7 +70,7 @@ func (b *browser) pageCSRF(chatID string) string {
 // second, whose stream shows the answer; a page load on the first then shows that exchange.
 func TestABrowserIsRecognisedByEveryReplica(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	finished := make(chan struct{}, 1)
 	srvs := twoReplicas(t, func() Options {
 		return Options{Handler: storingHandler{t: t, st: st, answer: "**Paris**.", finished: finished}, Sessions: st.WebChat}

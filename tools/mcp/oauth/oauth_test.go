@@ -108,12 +108,7 @@ func protected(t *testing.T, c *clock, o astest.Options) (*astest.Server, string
 
 func openSQLite(t *testing.T) (*store.Database, string) {
 	dir := t.TempDir()
-	return openStore(t, store.Options{Driver: store.DriverSQLite, DSN: filepath.Join(dir, "bot.db")}), dir
-}
-
-func openStore(t *testing.T, opts store.Options) *store.Database {
-	t.Helper()
-	return storetest.OpenWith(t, opts)
+	return storetest.OpenWith(t, store.Options{Driver: store.DriverSQLite, DSN: filepath.Join(dir, "bot.db")}), dir
 }
 
 var testKey = func() []byte {
@@ -502,8 +497,8 @@ func TestTwoReplicasOnPostgreSQLShareOneTokenAndRefreshItOnce(t *testing.T) {
 	opts := pgSchema(t)
 	c := &clock{t: time.Now()}
 	as, url := protected(t, c, astest.Options{AccessTTL: time.Hour})
-	a := newRig(t, c, as, url, openStore(t, opts), oauth.Server{})
-	b := newRig(t, c, as, url, openStore(t, opts), oauth.Server{})
+	a := newRig(t, c, as, url, storetest.OpenWith(t, opts), oauth.Server{})
+	b := newRig(t, c, as, url, storetest.OpenWith(t, opts), oauth.Server{})
 	a.connect() // on replica a; b learns of it from the database
 	a.waitUp()
 	b.waitUp()
