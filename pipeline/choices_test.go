@@ -261,7 +261,7 @@ func TestContextTooLongCompactsAndRetriesOnce(t *testing.T) {
 	last := rec.ends[len(rec.ends)-1]
 	saved := savedCalls(t, h, last.TurnID)
 	var calls []string
-	for _, c := range last.LLMCalls {
+	for _, c := range saved {
 		calls = append(calls, string(c.Status))
 	}
 	if last.Status != store.TurnOK || strings.Join(calls, ",") != "error,ok,ok" || saved[1].Round != 0 {
