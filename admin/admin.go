@@ -107,7 +107,7 @@ type Options struct {
 	// Token is the admin token. Empty is allowed only on a loopback Listen address, and then no
 	// login is asked for.
 	Token string
-	// Store is the database the audit log is read from. Required.
+	// Store is the part of the database the pages and the API read, every field required.
 	Store Store
 	// MCPHealth reports the MCP servers' health; nil shows no servers.
 	MCPHealth func() []ServerHealth
