@@ -74,7 +74,7 @@ func BenchmarkLoaderCall(b *testing.B) {
 // (the default, read_only). Run: go test -run '^$' -bench RoundOfThree -benchtime 3x ./tools/mcp/
 func BenchmarkRoundOfThreeReadOnlyCalls(b *testing.B) {
 	k := testmcp.New("kit")
-	l := mcp.NewLoader([]mcp.ServerConfig{{Name: "kit", Transport: "http", URL: testmcp.StartHTTP(b, k).URL}}, nil)
+	l := mcp.NewLoader([]mcp.ServerConfig{{Name: "kit", Transport: "http", Local: true, URL: testmcp.StartHTTP(b, k).URL}}, nil)
 	l.Start(context.Background())
 	b.Cleanup(l.Close)
 	for len(l.Tools(context.Background())) == 0 {

@@ -271,7 +271,7 @@ func TestStoppingACallClosesItsQuestion(t *testing.T) {
 // not declare elicitation, so a server that would ask is refused at once instead of waiting.
 func TestNoElicitationWhereTheTransportCannotCarryIt(t *testing.T) {
 	w := &watcher{}
-	tt, _ := liveTurn(t, mcp.ServerConfig{Name: "srv", Transport: "sse", URL: testmcp.StartSSE(t, testmcp.New("kit")).URL}, w, tools.ManagerOptions{})
+	tt, _ := liveTurn(t, mcp.ServerConfig{Name: "srv", Transport: "sse", Local: true, URL: testmcp.StartSSE(t, testmcp.New("kit")).URL}, w, tools.ManagerOptions{})
 	out := exec(tt, context.Background(), "c1", "ask", map[string]any{"form": "choice"})
 	if !strings.Contains(out.Content, "session does not support elicitation") || len(w.questions()) != 0 {
 		t.Fatalf("the tool saw %q (%s), questions %d; want the server refused elicitation", out.Content, out.Status, len(w.questions()))
@@ -284,7 +284,7 @@ func TestNoElicitationWhereTheTransportCannotCarryIt(t *testing.T) {
 func TestReadOnlyCallsOverlapOthersDoNot(t *testing.T) {
 	k := testmcp.New("kit")
 	w := &watcher{}
-	tt, rec := liveTurn(t, mcp.ServerConfig{Name: "srv", Transport: "http", URL: testmcp.StartHTTP(t, k).URL}, w, tools.ManagerOptions{})
+	tt, rec := liveTurn(t, mcp.ServerConfig{Name: "srv", Transport: "http", Local: true, URL: testmcp.StartHTTP(t, k).URL}, w, tools.ManagerOptions{})
 	for _, s := range tt.Specs() {
 		if (s.Name == "read_sleep") != s.ReadOnly {
 			t.Fatalf("tool %s: ReadOnly = %v", s.Name, s.ReadOnly)

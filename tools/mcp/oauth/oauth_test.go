@@ -134,14 +134,15 @@ func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Sto
 	t.Helper()
 	r := &rig{t: t, clock: c, as: as, url: url, logs: &logbuf.Buffer{}, audit: &recorder{}}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv.Name, srv.URL = "tracker", url
+	// The fakes run on loopback: the server is one the admin runs inside.
+	srv.Name, srv.URL, srv.Local = "tracker", url, true
 	var err error
 	r.logins, err = oauth.New(oauth.Options{Servers: []oauth.Server{srv}, Store: st, Key: testKey, Now: c.Now, Logger: log,
 		CheckEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := mcp.ServerConfig{Name: "tracker", Transport: mcp.TransportHTTP, URL: url,
+	sc := mcp.ServerConfig{Name: "tracker", Transport: mcp.TransportHTTP, URL: url, Local: true,
 		Auth: r.logins.Source("tracker"), ConnectTimeout: 20 * time.Second}
 	for _, f := range tune {
 		f(&sc)
@@ -434,11 +435,11 @@ func TestACallbackIsRefusedWithAWrongOrReusedState(t *testing.T) {
 	}
 	resp.Body.Close()
 	callback := resp.Header.Get("Location")
-	if !strings.HasPrefix(callback, r.admin.URL+"/admin/oauth/callback?") {
+	if !strings.HasPrefix(callback, r.admin.URL+"/admin/oauth/callback/tracker?") {
 		t.Fatalf("the authorization server sent the browser to %q", callback)
 	}
 	r.browser.CheckRedirect = nil
-	if status, body := r.get("/admin/oauth/callback?state=forged&code=x"); status != http.StatusBadRequest || !strings.Contains(body, "unknown, already used or expired") {
+	if status, body := r.get("/admin/oauth/callback/tracker?state=forged&code=x"); status != http.StatusBadRequest || !strings.Contains(body, "unknown, already used or expired") {
 		t.Fatalf("a forged state got %d:\n%s", status, body)
 	}
 	if status, _ := r.get(callback); status != http.StatusOK {
@@ -470,7 +471,7 @@ func TestTheBotRefusesAnAuthorizationServerWithoutS256(t *testing.T) {
 	t.Cleanup(res.Close)
 	resURL = res.URL + "/mcp"
 	st, _ := openSQLite(t)
-	m, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "x", URL: resURL}}, Store: st, Key: testKey, Now: c.Now})
+	m, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "x", URL: resURL, Local: true}}, Store: st, Key: testKey, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
