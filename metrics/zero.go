@@ -2,8 +2,8 @@ package metrics
 
 import (
 	"relaybot/adapters/delivery"
-	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 )
 
 // genAIChat is the gen_ai.operation.name of a model call.
@@ -24,7 +24,7 @@ var (
 var turnOutcomes = []string{"ok", "error", "cancelled", "interrupted"}
 
 // modelStatuses are the outcomes of a model call.
-var modelStatuses = []agent.Status{agent.StatusOK, agent.StatusError, agent.StatusCancelled}
+var modelStatuses = []chat.Status{chat.StatusOK, chat.StatusError, chat.StatusCancelled}
 
 // genAILabels are the provider and requested model of a configured model (Unknown for both
 // when the model is not configured).

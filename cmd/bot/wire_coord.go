@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"relaybot/admin"
 	"relaybot/config"
 	"relaybot/coord"
 	"relaybot/store"
@@ -54,21 +53,9 @@ func (b *bot) joinDeployment(ctx context.Context, st *store.Store) error {
 
 // adminInstances lists the replicas for the admin pages; nil for a single process, whose pages
 // say that it runs alone.
-func adminInstances(dep coord.Deployment) func(ctx context.Context) ([]admin.Instance, error) {
+func adminInstances(dep coord.Deployment) func(ctx context.Context) ([]coord.Instance, error) {
 	if !dep.Shared() {
 		return nil
 	}
-	return func(ctx context.Context) ([]admin.Instance, error) {
-		live, err := dep.Instances(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]admin.Instance, 0, len(live))
-		for _, in := range live {
-			out = append(out, admin.Instance{ID: in.ID, Host: in.Host, PID: in.PID, StartedAt: in.StartedAt,
-				HeartbeatAt: in.HeartbeatAt, ExpiresAt: in.ExpiresAt, TurnsRunning: in.TurnsRunning,
-				Leases: in.Leases, Self: in.Self})
-		}
-		return out, nil
-	}
+	return dep.Instances
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"relaybot/chat"
 	testmcp "relaybot/internal/testkit/mcp"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
@@ -81,9 +82,9 @@ func BenchmarkRoundOfThreeReadOnlyCalls(b *testing.B) {
 		runtime.Gosched()
 	}
 	calls := []tools.Call{
-		{Round: 1, ID: "a", Name: "read_sleep", Arguments: `{"seconds":1}`},
-		{Round: 1, ID: "b", Name: "read_sleep", Arguments: `{"seconds":1}`},
-		{Round: 1, ID: "c", Name: "read_sleep", Arguments: `{"seconds":1}`},
+		{ToolCall: chat.ToolCall{ID: "a", Name: "read_sleep", Arguments: `{"seconds":1}`}, Round: 1},
+		{ToolCall: chat.ToolCall{ID: "b", Name: "read_sleep", Arguments: `{"seconds":1}`}, Round: 1},
+		{ToolCall: chat.ToolCall{ID: "c", Name: "read_sleep", Arguments: `{"seconds":1}`}, Round: 1},
 	}
 	for _, mode := range []tools.ParallelMode{tools.ParallelOff, tools.ParallelReadOnly} {
 		b.Run(string(mode), func(b *testing.B) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	testmcp "relaybot/internal/testkit/mcp"
 	"relaybot/internal/testkit/wait"
 	"relaybot/tools"
@@ -80,7 +81,7 @@ func liveTurn(t *testing.T, cfg mcp.ServerConfig, w *watcher, opts tools.Manager
 
 func exec(tt *tools.Turn, ctx context.Context, id, name string, args any) tools.Outcome {
 	b, _ := json.Marshal(args)
-	return tt.Execute(ctx, tools.Call{Round: 1, ID: id, Name: name, Arguments: string(b)})
+	return tt.Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: id, Name: name, Arguments: string(b)}, Round: 1})
 }
 
 // Every call carries a progress token: the server's progress notifications for it reach the
@@ -293,7 +294,7 @@ func TestReadOnlyCallsOverlapOthersDoNot(t *testing.T) {
 	round := func(names ...string) []tools.Call {
 		var cs []tools.Call
 		for i, n := range names {
-			cs = append(cs, tools.Call{Round: 1, ID: "c" + strconv.Itoa(i), Name: n, Arguments: `{"seconds":0.3}`})
+			cs = append(cs, tools.Call{ToolCall: chat.ToolCall{ID: "c" + strconv.Itoa(i), Name: n, Arguments: `{"seconds":0.3}`}, Round: 1})
 		}
 		return cs
 	}

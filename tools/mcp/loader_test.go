@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools/toolstest"
 	"runtime"
 	"slices"
@@ -559,7 +560,7 @@ func TestToolPrefixOffersBothServersTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ID: "c", Name: "b__echo", Arguments: `{"text":"hi"}`})
+	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: "b__echo", Arguments: `{"text":"hi"}`}})
 	if out.Status != audit.StatusOK || out.Content != "hi" || b.Calls("echo") != 1 || a.Calls("echo") != 0 {
 		t.Fatalf("b__echo: %s %q; a ran echo %d times, b %d; want b once", out.Status, out.Content, a.Calls("echo"), b.Calls("echo"))
 	}

@@ -22,6 +22,7 @@ import (
 
 	"relaybot/admin"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/logbuf"
 	mcpkit "relaybot/internal/testkit/mcp"
 	astest "relaybot/internal/testkit/oauth"
@@ -234,7 +235,7 @@ func (r *rig) callIn(turn *tools.Turn, text string) tools.Outcome {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out := turn.Execute(ctx, tools.Call{Round: 1, ID: "call_1", Name: "echo", Arguments: `{"text":"` + text + `"}`})
+	out := turn.Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "call_1", Name: "echo", Arguments: `{"text":"` + text + `"}`}, Round: 1})
 	if ctx.Err() != nil {
 		r.t.Errorf("the tool call hung until the test's deadline: %q", out.Content)
 	}
