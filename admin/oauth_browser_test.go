@@ -22,7 +22,7 @@ func newLogins(t *testing.T, st *store.Database) (*oauth.Manager, *astest.Server
 	as := astest.Start(t, astest.Options{})
 	url := as.Protect(t, "/mcp", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
 	key := []byte(strings.Repeat("k", oauth.KeySize))
-	logins, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "tracker", URL: url}}, Store: st.OAuth, Key: key})
+	logins, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "tracker", URL: url, Local: true}}, Store: st.OAuth, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

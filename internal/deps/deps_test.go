@@ -34,6 +34,7 @@ var mayImport = map[string][]string{
 	"internal/ellipsis":  nil,
 	"internal/lifecycle": nil,
 	"internal/logredact": nil,
+	"internal/outbound":  nil,
 
 	// The platforms: they know nothing of the agent, the store, the pipeline or the tools.
 	"adapters":                       {"chat"},
@@ -50,7 +51,7 @@ var mayImport = map[string][]string{
 
 	// The tools know no platform, no pipeline and no store: they report to an audit recorder.
 	"tools":           {"audit", "chat"},
-	"tools/...":       {"audit", "chat", "tools", "tools/...", "internal/logredact"},
+	"tools/...":       {"audit", "chat", "tools", "tools/...", "internal/logredact", "internal/outbound"},
 	"tools/toolstest": {"audit", "chat", "tools"},
 
 	// The agent and the store know no platform; the store knows no agent, pipeline or tools.
