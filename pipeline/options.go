@@ -16,11 +16,17 @@ import (
 // documented defaults. The enums come checked from config; only their zero values take a
 // default here.
 type Options struct {
-	// Replicas is the deployment the bot runs in (coord.Deployment): one turn at a time per
+	// Replicas is the deployment the bot runs in (coord.Replica): one turn at a time per
 	// conversation across the replicas, with the queue limit and busy policy holding for the
 	// deployment, and /stop carried to the one running the turn. nil means this process alone,
 	// whose conversations are ordered in its memory.
 	Replicas Replicas
+	// Stamper, when replicas fence their work (coord.Replica), marks each turn's context with
+	// the epoch it begins under; nil: turns are not stamped.
+	Stamper Stamper
+	// Prompts, when several replicas serve the bot (coord.Replica), carries a typed answer to a
+	// tool's reply prompt to the replica whose turn asked; nil: every answer lands here.
+	Prompts PromptRelay
 
 	// Access lists who may talk to the bot and who is an admin; RateLimitPerMinute is the
 	// messages one user may send per minute (0 turns the limit off).

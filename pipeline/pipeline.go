@@ -168,7 +168,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		base:      base,
 		stopBase:  stop,
 	}
-	p.prompts.relay, _ = opts.Replicas.(PromptRelay)
+	p.prompts.relay = opts.Prompts
 	p.memory = &memory{runner: runner, store: st, opts: &p.opts, usage: &usageCorrection{}}
 	ledger, _ := st.(CallLedger)
 	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access, memory: p.memory, ledger: ledger}

@@ -46,8 +46,8 @@ type turn struct {
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
 // history, shows the answer as it grows, delivers the final text, and saves the turn.
 func (p *Pipeline) runTurn(ctx context.Context, r *request) {
-	if st, ok := p.opts.Replicas.(Stamper); ok {
-		ctx = st.Stamp(ctx)
+	if p.opts.Stamper != nil {
+		ctx = p.opts.Stamper.Stamp(ctx)
 	}
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.Queue.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
