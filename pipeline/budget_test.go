@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"relaybot/chat"
-	"relaybot/config"
 	"strings"
 	"sync"
 	"testing"
@@ -110,7 +109,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 		t.Fatal("the conversation was never summarised")
 	}
 
-	conv, err := h.store.Conversation(context.Background(), KeyOf(privateMsg("42", "x", "x"), config.ScopeChat))
+	conv, err := h.store.Conversation(context.Background(), KeyOf(privateMsg("42", "x", "x"), ScopeChat))
 	if err != nil {
 		t.Fatal(err)
 	}

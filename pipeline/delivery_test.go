@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"relaybot/config"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,7 +144,7 @@ func TestUndeliverableFinalIsRecorded(t *testing.T) {
 	}
 	// The model's answer is kept: the conversation's history has it.
 	id := strconv.Itoa(chatID)
-	msgs := h.history(KeyOf(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: id}, Kind: adapters.Private, UserID: id}, config.ScopeChat))
+	msgs := h.history(KeyOf(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: id}, Kind: adapters.Private, UserID: id}, ScopeChat))
 	if len(msgs) != 2 || msgs[1].Content != "Nobody will read this." {
 		t.Fatalf("history = %+v, want the question and the answer", msgs)
 	}

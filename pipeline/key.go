@@ -3,15 +3,14 @@ package pipeline
 import (
 	"relaybot/adapters"
 	"relaybot/chat"
-	"relaybot/config"
 )
 
 // KeyOf returns the conversation of a message: a private chat is its user's; a group chat (or a
 // forum topic or thread inside one, each its own) is shared by its members, or with
-// config.ScopeUser is one per member.
-func KeyOf(in adapters.Inbound, scope config.Scope) chat.Key {
+// ScopeUser is one per member.
+func KeyOf(in adapters.Inbound, scope Scope) chat.Key {
 	k := chat.Key{Platform: in.Chat.Platform, ChatID: in.Chat.ChatID, ThreadID: in.Chat.ThreadID}
-	if in.Kind == adapters.Private || scope == config.ScopeUser {
+	if in.Kind == adapters.Private || scope == ScopeUser {
 		k.UserID = in.UserID
 	}
 	return k

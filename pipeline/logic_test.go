@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"relaybot/config"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -26,14 +25,14 @@ func TestKeyOf(t *testing.T) {
 	tests := []struct {
 		name  string
 		in    adapters.Inbound
-		scope config.Scope
+		scope Scope
 		want  string
 	}{
-		{"private chat is the user's", inbound(chat.Telegram, adapters.Private, "42", "", "42"), config.ScopeChat, "telegram:42/u:42"},
-		{"group shared", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), config.ScopeChat, "telegram:-100"},
-		{"group per user", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), config.ScopeUser, "telegram:-100/u:7"},
-		{"forum topic its own", inbound(chat.Telegram, adapters.Group, "-100", "3", "7"), config.ScopeChat, "telegram:-100#3"},
-		{"discord thread per user", inbound(chat.Discord, adapters.Group, "9", "11", "5"), config.ScopeUser, "discord:9#11/u:5"},
+		{"private chat is the user's", inbound(chat.Telegram, adapters.Private, "42", "", "42"), ScopeChat, "telegram:42/u:42"},
+		{"group shared", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), ScopeChat, "telegram:-100"},
+		{"group per user", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), ScopeUser, "telegram:-100/u:7"},
+		{"forum topic its own", inbound(chat.Telegram, adapters.Group, "-100", "3", "7"), ScopeChat, "telegram:-100#3"},
+		{"discord thread per user", inbound(chat.Discord, adapters.Group, "9", "11", "5"), ScopeUser, "discord:9#11/u:5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,8 +41,8 @@ func TestKeyOf(t *testing.T) {
 			}
 		})
 	}
-	a := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "7"), config.ScopeChat)
-	b := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "8"), config.ScopeChat)
+	a := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "7"), ScopeChat)
+	b := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "8"), ScopeChat)
 	if a != b {
 		t.Errorf("two members of a shared group got different conversations: %v, %v", a, b)
 	}
@@ -421,27 +420,27 @@ func TestReasoningNeverShowsRawTags(t *testing.T) {
 	}
 	tests := []struct {
 		platform chat.Platform
-		mode     config.Reasoning
+		mode     Reasoning
 		want     map[string]string
 	}{
 		{chat.Telegram, "", map[string]string{
 			"thinking": "<details>\n<summary>💭 Thinking…</summary>\n\nweigh the options\n\n</details>",
 			"answered": "<details>\n<summary>💭 Thought</summary>\n\nweigh the options\n\n</details>\n\nTake the train.",
 		}},
-		{chat.Web, config.ReasoningCollapsed, map[string]string{
+		{chat.Web, ReasoningCollapsed, map[string]string{
 			"answered": "<details>\n<summary>💭 Thought</summary>\n\nweigh the options\n\n</details>\n\nTake the train.",
 		}},
-		{chat.Discord, config.ReasoningCollapsed, map[string]string{
+		{chat.Discord, ReasoningCollapsed, map[string]string{
 			"thinking": "-# 💭 Thinking…\n-# weigh the options",
 			"answered": "-# 💭 Thought\n-# weigh the options\n\nTake the train.",
 		}},
-		{chat.Telegram, config.ReasoningHidden, map[string]string{
+		{chat.Telegram, ReasoningHidden, map[string]string{
 			"thinking": "",
 			"answered": "Take the train.",
 			"orphan":   "Take the train.",
 			"inline":   "Sure.\n\nTake the train.",
 		}},
-		{chat.Discord, config.ReasoningInline, map[string]string{
+		{chat.Discord, ReasoningInline, map[string]string{
 			"answered": "> 💭 Thought\n> weigh the options\n\nTake the train.",
 		}},
 	}
@@ -455,7 +454,7 @@ func TestReasoningNeverShowsRawTags(t *testing.T) {
 			if want, ok := tt.want[name]; ok && got != want {
 				t.Errorf("%s/%s/%s:\n got %q\nwant %q", tt.platform, tt.mode, name, got, want)
 			}
-			if tt.mode != config.ReasoningHidden && !strings.Contains(got, "weigh the options") && name != "inline" {
+			if tt.mode != ReasoningHidden && !strings.Contains(got, "weigh the options") && name != "inline" {
 				t.Errorf("%s/%s/%s lost the reasoning: %q", tt.platform, tt.mode, name, got)
 			}
 		}

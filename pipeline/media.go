@@ -12,7 +12,6 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
-	"relaybot/config"
 	"relaybot/media"
 	"relaybot/speech"
 	"relaybot/store"
@@ -278,7 +277,7 @@ func (p *Pipeline) documentParts(docs []media.Document, names []string) []string
 func (p *Pipeline) showTranscript(out adapters.Responder, platform chat.Platform, text string, log *slog.Logger) {
 	ctx, cancel := p.outbox.context()
 	defer cancel()
-	body := newSurface(platform, config.ReasoningCollapsed).fold(transcriptFoldSummary, text)
+	body := newSurface(platform, ReasoningCollapsed).fold(transcriptFoldSummary, text)
 	if err := out.NewReply(ctx).Finish(ctx, body, nil); err != nil {
 		log.Warn("pipeline: transcript not shown", "err", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
-	"relaybot/config"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -299,9 +298,9 @@ func (p *Pipeline) notice(out adapters.Responder, text string, log *slog.Logger)
 // failureText is what the user sees of an error, by exception_handling.
 func (p *Pipeline) failureText(err error) string {
 	switch p.opts.Output.ExceptionHandling {
-	case config.ShowError:
+	case ShowError:
 		return "Error: " + err.Error()
-	case config.Hide:
+	case Hide:
 		return ""
 	default:
 		return p.opts.Texts.FailureHint

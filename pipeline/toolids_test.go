@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"relaybot/config"
 	"strings"
 	"testing"
 
@@ -22,7 +21,7 @@ func TestHistoryKeepsEveryRoundOfIDLessToolCalls(t *testing.T) {
 	in := privateMsg("42", "1", "echo twice")
 	<-h.handle(in, &recResponder{stream: true})
 
-	hist := h.history(KeyOf(in, config.ScopeChat))
+	hist := h.history(KeyOf(in, ScopeChat))
 	var roles, results []string
 	for _, m := range hist {
 		roles = append(roles, string(m.Role))

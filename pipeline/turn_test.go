@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
-	"relaybot/config"
 	"slices"
 	"strings"
 	"sync"
@@ -357,7 +356,7 @@ func TestTurnWithToolRound(t *testing.T) {
 	if len(recs) != 1 || recs[0].ToolCallID != "call_a" || recs[0].Round != 1 || recs[0].TurnID == 0 || recs[0].Status != audit.StatusOK {
 		t.Fatalf("audit records = %+v", recs)
 	}
-	hist := h.history(KeyOf(in, config.ScopeChat))
+	hist := h.history(KeyOf(in, ScopeChat))
 	roles := []string{}
 	for _, m := range hist {
 		roles = append(roles, string(m.Role))
@@ -402,7 +401,7 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 	if final != "Once upon [stopped]" {
 		t.Fatalf("final = %q, want the partial answer marked stopped", final)
 	}
-	hist := h.history(KeyOf(in, config.ScopeChat))
+	hist := h.history(KeyOf(in, ScopeChat))
 	if len(hist) != 2 || hist[1].Content != "Once upon" {
 		t.Fatalf("history = %+v, want the user message and the partial answer", hist)
 	}
@@ -460,7 +459,7 @@ func TestQueueInOrderAndBusy(t *testing.T) {
 }
 
 func TestInterrupt(t *testing.T) {
-	h := newHarness(t, Options{Queue: QueueOptions{Busy: config.BusyInterrupt}})
+	h := newHarness(t, Options{Queue: QueueOptions{Busy: BusyInterrupt}})
 	hold := make(chan struct{})
 	defer close(hold)
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Working on it"}, {Content: "...", Wait: hold}}}, llm.Text("New answer."))
@@ -505,7 +504,7 @@ func TestRefusals(t *testing.T) {
 
 func TestFailureHandling(t *testing.T) {
 	for _, tt := range []struct {
-		mode config.ExceptionHandling
+		mode ExceptionHandling
 		want string
 	}{
 		{"show-hint", "Partial\n\nRequest failed."},
@@ -753,7 +752,7 @@ func TestStopMidToolWithReasoningShowsTheTextOnce(t *testing.T) {
 	if n := strings.Count(final, "Let me check."); n != 1 {
 		t.Errorf("final = %q, want the round's text once", final)
 	}
-	hist := h.history(KeyOf(in, config.ScopeChat))
+	hist := h.history(KeyOf(in, ScopeChat))
 	var roles []string
 	for _, m := range hist {
 		roles = append(roles, string(m.Role))
@@ -802,7 +801,7 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 		r.UserID != "7" || r.Error == "" || strings.Contains(r.Arguments, "hunter2") {
 		t.Errorf("row of the call not run = %+v", r)
 	}
-	hist := h.history(KeyOf(in, config.ScopeChat))
+	hist := h.history(KeyOf(in, ScopeChat))
 	if len(hist) != 4 || hist[3].ToolCallID != "e2" || !strings.HasPrefix(hist[3].Content, "err: ") {
 		t.Errorf("history = %+v, want the call not run answered in the transcript", hist)
 	}

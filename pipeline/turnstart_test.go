@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"relaybot/agent"
-	"relaybot/config"
 	"relaybot/internal/testkit/llm"
 	"relaybot/store"
 )
@@ -78,7 +77,7 @@ func TestTheModelIsAskedOnlyOnceTheUsersMessageIsSavedWithItsReservation(t *test
 	if n := solo.n.Load(); n != 0 {
 		t.Fatalf("%d turns started in a write of their own, want the start with the call's reservation", n)
 	}
-	if msgs := h.history(KeyOf(privateMsg("7", "1", ""), config.ScopeChat)); len(msgs) != 2 {
+	if msgs := h.history(KeyOf(privateMsg("7", "1", ""), ScopeChat)); len(msgs) != 2 {
 		t.Fatalf("history = %+v, want the question and the answer", msgs)
 	}
 }

@@ -517,9 +517,9 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			Admins:     cfg.Access.Admins,
 		},
 		RateLimitPerMinute: cfg.Chat.RateLimitPerMin,
-		Scope:              cfg.Chat.Scope,
+		Scope:              pipeline.Scope(cfg.Chat.Scope),
 		Queue: pipeline.QueueOptions{
-			Busy:             cfg.Chat.Busy,
+			Busy:             pipeline.Busy(cfg.Chat.Busy),
 			Size:             cfg.Chat.QueueSize,
 			MaxTurnsInFlight: cfg.Chat.MaxTurnsInFlight,
 			TurnWait:         time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
@@ -541,8 +541,8 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		},
 		Output: pipeline.OutputOptions{
 			TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
-			Reasoning:          cfg.Output.Reasoning,
-			ExceptionHandling:  cfg.Output.ExceptionHandling,
+			Reasoning:          pipeline.Reasoning(cfg.Output.Reasoning),
+			ExceptionHandling:  pipeline.ExceptionHandling(cfg.Output.ExceptionHandling),
 		},
 		Texts: pipeline.Texts{
 			Help:        cfg.Chat.HelpText,
