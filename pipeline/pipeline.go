@@ -69,8 +69,28 @@ type Observer interface {
 	// observer keeps for the turn (a trace span).
 	TurnStarted(ctx context.Context, t TurnStart) context.Context
 	// TurnFinished is told how the turn ended, with the context TurnStarted returned, before
-	// end is saved: the observer may fill end's TraceID and Deliveries.
-	TurnFinished(ctx context.Context, end *store.TurnEnd, took time.Duration)
+	// the turn is saved: the observer may fill end's TraceID and Deliveries, saved with it.
+	TurnFinished(ctx context.Context, end *TurnFinish, took time.Duration)
+}
+
+// TurnFinish describes how a turn ended, as its observers see it.
+type TurnFinish struct {
+	TurnID int64
+	Status chat.TurnStatus
+	// Model is the model that answered; Rounds how many model calls the turn made.
+	Model               string
+	Rounds              int
+	TokensIn, TokensOut int
+	// Error is what went wrong, when Status is not chat.TurnOK.
+	Error string
+	// Answer is the text of the turn's last assistant message; empty when it has none.
+	Answer string
+
+	// TraceID is the turn's OpenTelemetry trace id (32 hex digits), filled by an observer that
+	// traces; Deliveries the platform requests of the turn's reply, in order (at most
+	// chat.MaxDeliveries), filled by an observer that keeps them.
+	TraceID    string
+	Deliveries []chat.Delivery
 }
 
 // TurnStart describes a turn that begins.

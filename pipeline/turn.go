@@ -356,7 +356,10 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		end.Messages = append(end.Messages, pm)
 	}
 	if obs := t.p.opts.Observer; obs != nil {
-		obs.TurnFinished(t.ctx, &end, time.Since(t.begun))
+		fin := TurnFinish{TurnID: end.TurnID, Status: end.Status, Model: end.Model, Rounds: end.Rounds,
+			TokensIn: end.TokensIn, TokensOut: end.TokensOut, Error: end.Error, Answer: lastAnswer(end.Messages)}
+		obs.TurnFinished(t.ctx, &fin, time.Since(t.begun))
+		end.TraceID, end.Deliveries = fin.TraceID, fin.Deliveries
 	}
 	if !saved {
 		t.log.Error("pipeline: turn not saved: its start could not be written", "status", status)
@@ -497,4 +500,14 @@ func roundsOf(calls []agent.LLMCall) int {
 		n = max(n, c.Round)
 	}
 	return n
+}
+
+// lastAnswer is the text of the last assistant message of msgs; empty when none has text.
+func lastAnswer(msgs []store.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == chat.RoleAssistant && msgs[i].Content != "" {
+			return msgs[i].Content
+		}
+	}
+	return ""
 }
