@@ -43,10 +43,10 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 		}
 	}
 	var err error
-	if f.Since, err = parseTime(q.Get("since"), now); err != nil {
+	if f.Since, err = audit.ParseSince(q.Get("since"), now); err != nil {
 		return f, fmt.Errorf("since: %w", err)
 	}
-	if f.Until, err = parseTime(q.Get("until"), now); err != nil {
+	if f.Until, err = audit.ParseSince(q.Get("until"), now); err != nil {
 		return f, fmt.Errorf("until: %w", err)
 	}
 	f.Tool = strings.TrimSpace(q.Get("tool"))
@@ -88,44 +88,6 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 	}
 	f.Cursor = strings.TrimSpace(q.Get("cursor"))
 	return f, nil
-}
-
-// parseTime reads an RFC 3339 time, a date (2006-01-02, UTC), or a duration back from now.
-func parseTime(v string, now time.Time) (time.Time, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t.UTC(), nil
-	}
-	if t, err := time.Parse("2006-01-02T15:04", v); err == nil { // what <input type=datetime-local> sends
-		return t.UTC(), nil
-	}
-	if t, err := time.Parse("2006-01-02", v); err == nil {
-		return t.UTC(), nil
-	}
-	d, err := parseAge(v)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time, a date nor a duration like 24h or 7d", v)
-	}
-	return now.Add(-d).UTC(), nil
-}
-
-// parseAge reads a Go duration, or a whole number of days ("7d").
-func parseAge(v string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("bad number of days %q", v)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("bad duration %q", v)
-	}
-	return d, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

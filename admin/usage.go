@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/store"
 )
 
@@ -39,14 +40,14 @@ func parseUsage(q url.Values, now time.Time) (usageQuery, error) {
 		}
 	}
 	var err error
-	if u.filter.Since, err = parseTime(q.Get("since"), now); err != nil {
+	if u.filter.Since, err = audit.ParseSince(q.Get("since"), now); err != nil {
 		return u, fmt.Errorf("since: %w", err)
 	}
 	if u.filter.Since.IsZero() {
 		n := now.UTC()
 		u.filter.Since = time.Date(n.Year(), n.Month(), 1, 0, 0, 0, 0, time.UTC)
 	}
-	if u.filter.Until, err = parseTime(q.Get("until"), now); err != nil {
+	if u.filter.Until, err = audit.ParseSince(q.Get("until"), now); err != nil {
 		return u, fmt.Errorf("until: %w", err)
 	}
 	u.filter.Platform = strings.TrimSpace(q.Get("platform"))

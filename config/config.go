@@ -49,20 +49,21 @@ type Config struct {
 
 // Storage selects the database.
 type Storage struct {
-	Driver        Driver `toml:"driver"`
-	DSN           string `toml:"dsn"`
-	RetentionDays int    `toml:"retention_days"`
+	Driver Driver `toml:"driver"`
+	DSN    string `toml:"dsn"`
+	// Retention is how long turns and audit rows are kept; 0 keeps them for ever.
+	Retention time.Duration `toml:"retention_days"`
 }
 
 // Model is one LLM candidate; the first is primary, the rest are fallbacks in order.
 type Model struct {
-	Name           string `toml:"name"`
-	BaseURL        string `toml:"base_url"`
-	APIKey         string `toml:"api_key"`
-	Model          string `toml:"model"`
-	SupportsTools  bool   `toml:"supports_tools"`
-	SupportsVision bool   `toml:"supports_vision"`
-	TimeoutSec     int    `toml:"timeout_sec"`
+	Name           string        `toml:"name"`
+	BaseURL        string        `toml:"base_url"`
+	APIKey         string        `toml:"api_key"`
+	Model          string        `toml:"model"`
+	SupportsTools  bool          `toml:"supports_tools"`
+	SupportsVision bool          `toml:"supports_vision"`
+	Timeout        time.Duration `toml:"timeout_sec"`
 	// ContextWindow is the tokens the model reads at most; MaxOutputTokens the room kept for its
 	// answer. Left out: KnownBudget of the model id.
 	ContextWindow   int `toml:"context_window"`
@@ -99,24 +100,24 @@ type Output struct {
 
 // Chat holds the conversation rules of the pipeline.
 type Chat struct {
-	Scope            Scope  `toml:"scope"`
-	Busy             Busy   `toml:"busy"`
-	QueueSize        int    `toml:"queue_size"`
-	MaxTurnsInFlight int    `toml:"max_turns_in_flight"`
-	TurnWaitSec      int    `toml:"turn_wait_sec"`
-	RateLimitPerMin  int    `toml:"rate_limit_per_minute"`
-	ShutdownGraceSec int    `toml:"shutdown_grace_sec"`
-	TriggerPrefix    string `toml:"trigger_prefix"`
-	MaxImageBytes    int    `toml:"max_image_bytes"`
-	TurnTimeoutSec   int    `toml:"turn_timeout_sec"`
+	Scope            Scope         `toml:"scope"`
+	Busy             Busy          `toml:"busy"`
+	QueueSize        int           `toml:"queue_size"`
+	MaxTurnsInFlight int           `toml:"max_turns_in_flight"`
+	TurnWait         time.Duration `toml:"turn_wait_sec"`
+	RateLimitPerMin  int           `toml:"rate_limit_per_minute"`
+	ShutdownGrace    time.Duration `toml:"shutdown_grace_sec"`
+	TriggerPrefix    string        `toml:"trigger_prefix"`
+	MaxImageBytes    int           `toml:"max_image_bytes"`
+	TurnTimeout      time.Duration `toml:"turn_timeout_sec"`
 	// HelpText answers /help; empty (the default) lists the bot's commands, from the same
 	// table as Discord's slash commands and Telegram's command menu.
 	HelpText          string `toml:"help_text"`
 	BusyText          string `toml:"busy_text"`
 	RateLimitedText   string `toml:"rate_limited_text"`
 	InterruptedMarker string `toml:"stopped_marker"`
-	// IdleResetMinutes starts a fresh conversation after this many quiet minutes; 0: never.
-	IdleResetMinutes int `toml:"idle_reset_minutes"`
+	// IdleReset starts a fresh conversation after this long without messages; 0: never.
+	IdleReset time.Duration `toml:"idle_reset_minutes"`
 	// SelectableModels are the [[models]] names /model may pick; empty: all.
 	SelectableModels []string `toml:"selectable_models"`
 }
@@ -160,11 +161,11 @@ type Tools struct {
 	Native []string `toml:"native"`
 	// Policy are the [[tools.policy]] rules: allow, ask or deny a tool for roles and chats.
 	Policy []ToolPolicy `toml:"policy"`
-	// ApprovalTimeoutSec is how long an "ask" call waits for an answer before it is denied.
-	ApprovalTimeoutSec int `toml:"approval_timeout_sec"`
-	// ElicitationTimeoutSec is how long a tool's question (MCP elicitation) waits for an answer
+	// ApprovalTimeout is how long an "ask" call waits for an answer before it is denied.
+	ApprovalTimeout time.Duration `toml:"approval_timeout_sec"`
+	// ElicitationTimeout is how long a tool's question (MCP elicitation) waits for an answer
 	// before the server is told cancel.
-	ElicitationTimeoutSec int `toml:"elicitation_timeout_sec"`
+	ElicitationTimeout time.Duration `toml:"elicitation_timeout_sec"`
 	// Parallel is "read_only" (a round whose calls are all safe runs them side by side) or "off".
 	Parallel ParallelMode `toml:"parallel"`
 	// MaxParallel bounds the calls of a round running at once.
@@ -175,8 +176,8 @@ type Tools struct {
 	MaxFileBytes int `toml:"max_file_bytes"`
 	// MaxFilesPerTurn caps the files the tools of one answer return, over all its rounds.
 	MaxFilesPerTurn int `toml:"max_files_per_turn"`
-	// AlwaysAllowDays is how long an "always allow" answer holds.
-	AlwaysAllowDays int `toml:"always_allow_days"`
+	// AlwaysAllow is how long an "always allow" answer holds.
+	AlwaysAllow time.Duration `toml:"always_allow_days"`
 	// MaxOpenQuestions is how many approval questions of one user may wait at once.
 	MaxOpenQuestions int `toml:"max_open_questions"`
 }
@@ -317,14 +318,14 @@ type MCP struct {
 
 // MCPServer is one MCP server.
 type MCPServer struct {
-	Name       string            `toml:"name"`
-	Transport  Transport         `toml:"transport"`
-	Command    string            `toml:"command"`
-	Args       []string          `toml:"args"`
-	Env        map[string]string `toml:"env"`
-	URL        string            `toml:"url"`
-	Headers    map[string]string `toml:"headers"`
-	ConnectSec int               `toml:"connect_timeout_sec"`
+	Name           string            `toml:"name"`
+	Transport      Transport         `toml:"transport"`
+	Command        string            `toml:"command"`
+	Args           []string          `toml:"args"`
+	Env            map[string]string `toml:"env"`
+	URL            string            `toml:"url"`
+	Headers        map[string]string `toml:"headers"`
+	ConnectTimeout time.Duration     `toml:"connect_timeout_sec"`
 	// ToolCallTimeoutRaw is the value as written; ToolCallTimeout is the checked duration
 	// (0 means no deadline).
 	ToolCallTimeoutRaw any           `toml:"tool_call_timeout_sec"`
@@ -412,13 +413,19 @@ type Log struct {
 	Format LogFormat `toml:"format"`
 }
 
+// day is the unit of the *_days keys.
+const day = 24 * time.Hour
+
+// defaultModelTimeout bounds a model call whose entry sets no timeout_sec.
+const defaultModelTimeout = 2 * time.Minute
+
 // DefaultMCPToolCallTimeout is used when tool_call_timeout_sec is absent or invalid.
 const DefaultMCPToolCallTimeout = 300 * time.Second
 
 // Default returns the configuration used for every key a file leaves out.
 func Default() Config {
 	return Config{
-		Storage: Storage{Driver: DriverSQLite, DSN: "data/bot.db", RetentionDays: 30},
+		Storage: Storage{Driver: DriverSQLite, DSN: "data/bot.db", Retention: 30 * day},
 		Agent: Agent{
 			SystemPrompt:       "You are a helpful assistant in a chat. Answer concisely.",
 			MaxToolRounds:      128,
@@ -434,18 +441,18 @@ func Default() Config {
 			Busy:              BusyQueue,
 			QueueSize:         8,
 			MaxTurnsInFlight:  64,
-			TurnWaitSec:       60,
+			TurnWait:          time.Minute,
 			RateLimitPerMin:   60,
-			ShutdownGraceSec:  30,
+			ShutdownGrace:     30 * time.Second,
 			MaxImageBytes:     5 << 20,
-			TurnTimeoutSec:    900,
+			TurnTimeout:       15 * time.Minute,
 			BusyText:          "I am still busy with earlier messages in this chat; please try again in a moment.",
 			RateLimitedText:   "You are sending messages too fast; please wait a minute.",
 			InterruptedMarker: "[stopped]",
 		},
-		Tools: Tools{Plugins: []string{"audit_query"}, ApprovalTimeoutSec: 300, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10,
-			ElicitationTimeoutSec: 300, Parallel: ParallelReadOnly, MaxParallel: 4,
-			AlwaysAllowDays: 30, MaxOpenQuestions: 3},
+		Tools: Tools{Plugins: []string{"audit_query"}, ApprovalTimeout: 5 * time.Minute, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10,
+			ElicitationTimeout: 5 * time.Minute, Parallel: ParallelReadOnly, MaxParallel: 4,
+			AlwaysAllow: 30 * day, MaxOpenQuestions: 3},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
 		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
@@ -489,11 +496,18 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		case errors.As(err, &perr) && perr.LastKey != "" && strings.HasPrefix(perr.Message, enumReason):
 			// A value an enum type refused (parseEnum): named by its key, like validate's errors.
 			return nil, fmt.Errorf("%s: %s", entryKey(data, perr.LastKey, perr.Position.Line), perr.Message)
+		case errors.As(err, &perr) && perr.LastKey != "" && strings.HasPrefix(perr.Message, "invalid duration"):
+			return nil, durationError(entryKey(data, perr.LastKey, perr.Position.Line), strings.TrimPrefix(perr.Message, "invalid duration: "))
 		case errors.As(err, &perr):
 			return nil, fmt.Errorf("line %d: %s", perr.Position.Line, perr.Message)
 		}
 		return nil, err
 	}
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		return nil, err
+	}
+	scaleDurations(reflect.ValueOf(&cfg).Elem(), raw)
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, 0, len(und))
 		for _, k := range und {
@@ -628,8 +642,8 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		if !modelHas(i, "supports_tools") {
 			m.SupportsTools = true
 		}
-		if m.TimeoutSec == 0 && !modelHas(i, "timeout_sec") {
-			m.TimeoutSec = 120
+		if m.Timeout == 0 && !modelHas(i, "timeout_sec") {
+			m.Timeout = defaultModelTimeout
 		}
 		if m.Name == "" {
 			m.Name = m.Model
@@ -646,8 +660,8 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 	for i := range c.MCP.Servers {
 		s := &c.MCP.Servers[i]
 		key := fmt.Sprintf("mcp.servers[%d]", i)
-		if s.ConnectSec == 0 {
-			s.ConnectSec = 30
+		if s.ConnectTimeout == 0 {
+			s.ConnectTimeout = 30 * time.Second
 		}
 		if s.Auth == "" {
 			s.Auth = AuthNone

@@ -58,6 +58,10 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"compact_at above one", minimal + "[agent]\ncompact_at = 1.5\n", "agent.compact_at: must be above 0 and at most 1, got 1.5"},
 		{"tool_result_share zero", minimal + "[agent]\ntool_result_share = 0.0\n", "agent.tool_result_share: must be above 0 and at most 1, got 0"},
 		{"idle reset negative", minimal + "[chat]\nidle_reset_minutes = -1\n", "chat.idle_reset_minutes: must be between 0 and 525600, got -1"},
+		{"duration not one", minimal + "[chat]\nturn_wait_sec = \"soon\"\n", `chat.turn_wait_sec: must be a number of seconds or a duration like "90s" or "2h", got "soon"`},
+		{"duration of an entry not one", minimal[:len(minimal)-1] + "\ntimeout_sec = \"2 minutes\"\n", `models[0].timeout_sec: must be a number of seconds or a duration like "90s" or "2h", got "2 minutes"`},
+		{"duration string out of range", minimal + "[tools]\nalways_allow_days = \"1h\"\n", "tools.always_allow_days: must be between 1 and 3650, got 1h0m0s"},
+		{"duration number overflows", minimal + "[storage]\nretention_days = 9223372036854775807\n", "storage.retention_days: must be between 0 and 36500, got 2562047h47m16.854775807s"},
 		{"selectable model unknown", minimal + "[chat]\nselectable_models = [\"n\"]\n", `chat.selectable_models: names no [[models]] entry: "n"`},
 		{"context window tiny", minimal[:len(minimal)-1] + "\ncontext_window = 100\n", "models[0].context_window: must be between 1024 and 100000000, got 100"},
 		{"output above half the window", minimal[:len(minimal)-1] + "\ncontext_window = 8000\nmax_output_tokens = 6000\n", "models[0].max_output_tokens: must be between 1 and half of context_window (4000), got 6000"},
@@ -110,7 +114,7 @@ func TestModelEntryDefaults(t *testing.T) {
 	if !cfg.Models[0].SupportsTools || cfg.Models[1].SupportsTools {
 		t.Errorf("supports_tools = %v, %v; want true (default), false (set)", cfg.Models[0].SupportsTools, cfg.Models[1].SupportsTools)
 	}
-	if cfg.Models[0].Name != "m" || cfg.Models[0].TimeoutSec != 120 {
+	if cfg.Models[0].Name != "m" || cfg.Models[0].Timeout != 2*time.Minute {
 		t.Errorf("defaults not applied: %+v", cfg.Models[0])
 	}
 }
@@ -271,8 +275,8 @@ func TestGovernanceKeysAreCheckedByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.MCP.Servers[0].ToolName("search"); got != "web__search" || cfg.Tools.ApprovalTimeoutSec != 300 {
-		t.Fatalf("tool name %q, approval timeout %d; want web__search and the default 300", got, cfg.Tools.ApprovalTimeoutSec)
+	if got := cfg.MCP.Servers[0].ToolName("search"); got != "web__search" || cfg.Tools.ApprovalTimeout != 5*time.Minute {
+		t.Fatalf("tool name %q, approval timeout %v; want web__search and the default 5m", got, cfg.Tools.ApprovalTimeout)
 	}
 }
 

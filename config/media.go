@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // Media limits the files users send: [media].
@@ -17,12 +18,12 @@ type Media struct {
 // SpeechModel is one transcription endpoint: [speech] itself is the first, [[speech.fallbacks]]
 // the others, tried in order with the chat models' fallback rules.
 type SpeechModel struct {
-	Name           string  `toml:"name"`
-	BaseURL        string  `toml:"base_url"`
-	APIKey         string  `toml:"api_key"`
-	Model          string  `toml:"model"`
-	TimeoutSec     int     `toml:"timeout_sec"`
-	PricePerMinute float64 `toml:"price_per_minute"`
+	Name           string        `toml:"name"`
+	BaseURL        string        `toml:"base_url"`
+	APIKey         string        `toml:"api_key"`
+	Model          string        `toml:"model"`
+	Timeout        time.Duration `toml:"timeout_sec"`
+	PricePerMinute float64       `toml:"price_per_minute"`
 }
 
 // Speech configures voice in and out: [speech].
@@ -31,8 +32,8 @@ type Speech struct {
 	SpeechModel
 
 	Fallbacks []SpeechModel `toml:"fallbacks"`
-	// MaxSeconds is the longest recording transcribed.
-	MaxSeconds int `toml:"max_seconds"`
+	// MaxAudio is the longest recording transcribed.
+	MaxAudio time.Duration `toml:"max_seconds"`
 	// Reply is when answers are also spoken: "off", "when_spoken_to" or "always".
 	Reply string `toml:"reply"`
 	// MaxReplyChars is how much of an answer is spoken; the rest is left to the text.
@@ -56,7 +57,7 @@ func (s Speech) Candidates() []SpeechModel {
 func defaultMedia() Media { return Media{MaxBytes: 20 << 20, DocumentShare: 0.25} }
 
 func defaultSpeech() Speech {
-	return Speech{SpeechModel: SpeechModel{TimeoutSec: 120}, MaxSeconds: 600, Reply: "off", MaxReplyChars: 1000, TTSModel: "tts-1", Voice: "alloy"}
+	return Speech{SpeechModel: SpeechModel{Timeout: defaultModelTimeout}, MaxAudio: 10 * time.Minute, Reply: "off", MaxReplyChars: 1000, TTSModel: "tts-1", Voice: "alloy"}
 }
 
 // fillSpeechDefaults names the candidates and gives fallbacks the default timeout and the
@@ -71,8 +72,8 @@ func (c *Config) fillSpeechDefaults() {
 		if f.Name == "" {
 			f.Name = f.Model
 		}
-		if f.TimeoutSec == 0 {
-			f.TimeoutSec = 120
+		if f.Timeout == 0 {
+			f.Timeout = defaultModelTimeout
 		}
 	}
 	if s.TTSBaseURL == "" {
@@ -106,8 +107,8 @@ func (c *Config) validateMedia(bad func(key, format string, args ...any), httpUR
 		if m.Model == "" {
 			bad(key+".model", "must be set")
 		}
-		if m.TimeoutSec < 1 || m.TimeoutSec > 3600 {
-			bad(key+".timeout_sec", "must be between 1 and 3600, got %d", m.TimeoutSec)
+		if m.Timeout < time.Second || m.Timeout > time.Hour {
+			bad(key+".timeout_sec", "must be between 1 and 3600, got %s", inUnit("timeout_sec", m.Timeout))
 		}
 		if m.PricePerMinute < 0 || math.IsNaN(m.PricePerMinute) {
 			bad(key+".price_per_minute", "must be 0 or more, got %v", m.PricePerMinute)
@@ -116,8 +117,8 @@ func (c *Config) validateMedia(bad func(key, format string, args ...any), httpUR
 	if s.Model == "" && len(s.Fallbacks) > 0 {
 		bad("speech.model", "must be set when [[speech.fallbacks]] are")
 	}
-	if s.MaxSeconds < 1 || s.MaxSeconds > 24*3600 {
-		bad("speech.max_seconds", "must be between 1 and 86400, got %d", s.MaxSeconds)
+	if s.MaxAudio < time.Second || s.MaxAudio > 24*time.Hour {
+		bad("speech.max_seconds", "must be between 1 and 86400, got %s", inUnit("max_seconds", s.MaxAudio))
 	}
 	switch s.Reply {
 	case "off":

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMediaAndSpeechKeysAreCheckedByName(t *testing.T) {
@@ -43,7 +44,7 @@ model = "whisper-large-v3"
 		t.Fatal(err)
 	}
 	c := cfg.Speech.Candidates()
-	if len(c) != 2 || c[0].Name != "whisper-1" || c[0].APIKey != "secret-KEY" || c[1].Name != "whisper-large-v3" || c[1].TimeoutSec != 120 {
+	if len(c) != 2 || c[0].Name != "whisper-1" || c[0].APIKey != "secret-KEY" || c[1].Name != "whisper-large-v3" || c[1].Timeout != 2*time.Minute {
 		t.Fatalf("candidates %+v", c)
 	}
 	if cfg.Speech.TTSBaseURL != "http://127.0.0.1:9/v1" || cfg.Speech.TTSAPIKey != "secret-KEY" || cfg.Media.MaxBytes != 20<<20 {

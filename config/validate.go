@@ -90,7 +90,7 @@ func (c *Config) validateOTel(p *problems) {
 // validateStorage checks [storage].
 func (c *Config) validateStorage(p *problems) {
 	p.required("storage.dsn", c.Storage.DSN)
-	p.between("storage.retention_days", c.Storage.RetentionDays, 0, 36500)
+	p.durationBetween("storage.retention_days", c.Storage.Retention, 0, 36500)
 }
 
 // validateModels checks the [[models]] entries and returns their names, which other sections
@@ -107,7 +107,7 @@ func (c *Config) validateModels(p *problems) map[string]bool {
 		if m.BaseURL != "" {
 			p.httpURL(key+".base_url", m.BaseURL)
 		}
-		p.between(key+".timeout_sec", m.TimeoutSec, 1, 3600)
+		p.durationBetween(key+".timeout_sec", m.Timeout, 1, 3600)
 		p.between(key+".context_window", m.ContextWindow, 1024, 100_000_000)
 		if m.MaxOutputTokens < 1 || m.MaxOutputTokens > m.ContextWindow/2 {
 			p.bad(key+".max_output_tokens", "must be between 1 and half of context_window (%d), got %d", m.ContextWindow/2, m.MaxOutputTokens)
@@ -142,7 +142,7 @@ func (c *Config) validateAgent(p *problems) {
 
 // validateChat checks [chat]; models holds the [[models]] names selectable_models may use.
 func (c *Config) validateChat(p *problems, models map[string]bool) {
-	p.between("chat.idle_reset_minutes", c.Chat.IdleResetMinutes, 0, 525_600)
+	p.durationBetween("chat.idle_reset_minutes", c.Chat.IdleReset, 0, 525_600)
 	for _, n := range c.Chat.SelectableModels {
 		if !models[n] {
 			p.bad("chat.selectable_models", "names no [[models]] entry: %q", n)
@@ -150,11 +150,11 @@ func (c *Config) validateChat(p *problems, models map[string]bool) {
 	}
 	p.between("chat.queue_size", c.Chat.QueueSize, 0, 1000)
 	p.between("chat.max_turns_in_flight", c.Chat.MaxTurnsInFlight, 1, 100000)
-	p.between("chat.turn_wait_sec", c.Chat.TurnWaitSec, 0, 3600)
+	p.durationBetween("chat.turn_wait_sec", c.Chat.TurnWait, 0, 3600)
 	p.between("chat.rate_limit_per_minute", c.Chat.RateLimitPerMin, 0, 100000)
-	p.between("chat.shutdown_grace_sec", c.Chat.ShutdownGraceSec, 0, 3600)
+	p.durationBetween("chat.shutdown_grace_sec", c.Chat.ShutdownGrace, 0, 3600)
 	p.between("chat.max_image_bytes", c.Chat.MaxImageBytes, 0, 50<<20)
-	p.between("chat.turn_timeout_sec", c.Chat.TurnTimeoutSec, 1, 86400)
+	p.durationBetween("chat.turn_timeout_sec", c.Chat.TurnTimeout, 1, 86400)
 }
 
 // validateAccess checks that every [access] list entry is a "platform:id" reference.
@@ -182,8 +182,8 @@ func (c *Config) validateTools(p *problems) {
 			p.bad("tools.per_chat", `keys must look like "platform:chat_id", got %q`, chat)
 		}
 	}
-	p.between("tools.approval_timeout_sec", c.Tools.ApprovalTimeoutSec, 1, 86400)
-	p.between("tools.elicitation_timeout_sec", c.Tools.ElicitationTimeoutSec, 1, 86400)
+	p.durationBetween("tools.approval_timeout_sec", c.Tools.ApprovalTimeout, 1, 86400)
+	p.durationBetween("tools.elicitation_timeout_sec", c.Tools.ElicitationTimeout, 1, 86400)
 	p.between("tools.max_parallel", c.Tools.MaxParallel, 1, 64)
 	for i, g := range c.Tools.ParallelTools {
 		if _, err := path.Match(g, ""); err != nil || strings.TrimSpace(g) == "" {
@@ -192,7 +192,7 @@ func (c *Config) validateTools(p *problems) {
 	}
 	p.between("tools.max_file_bytes", c.Tools.MaxFileBytes, 1, 2<<30)
 	p.between("tools.max_files_per_turn", c.Tools.MaxFilesPerTurn, 1, 1000)
-	p.between("tools.always_allow_days", c.Tools.AlwaysAllowDays, 1, 3650)
+	p.durationBetween("tools.always_allow_days", c.Tools.AlwaysAllow, 1, 3650)
 	p.between("tools.max_open_questions", c.Tools.MaxOpenQuestions, 1, 100)
 }
 
@@ -280,7 +280,7 @@ func (c *Config) validateMCP(p *problems) {
 				p.httpURL(key+".url", s.URL)
 			}
 		}
-		p.between(key+".connect_timeout_sec", s.ConnectSec, 1, 600)
+		p.durationBetween(key+".connect_timeout_sec", s.ConnectTimeout, 1, 600)
 		validateMCPAuth(p, key, s)
 		if pre := s.ToolPrefix; pre != "" && !validToolPrefix.MatchString(strings.ReplaceAll(pre, "{server}", "x")) {
 			p.bad(key+".tool_prefix", "may hold only letters, digits, _ and - (and {server}), got %q", pre)

@@ -44,7 +44,8 @@ func readPDF(data []byte) (doc Document, err error) {
 // pageText lays a page's glyphs out as lines: a glyph lower or higher than the one before by
 // half its font size starts a line, a gap wider than a tenth of the font size is a space. The
 // library's own GetPlainText joins words across lines and runs ("Section1echo"); measured
-// against pdftotext this finds 85-100% of the words instead of 67-80% (docs/design-changes.md).
+// against pdftotext this finds 85-100% of the words instead of 67-80%
+// (docs/decisions/026-voice-and-files.md).
 func pageText(glyphs []pdf.Text) string {
 	var b strings.Builder
 	for i, g := range glyphs {

@@ -3,12 +3,12 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"relaybot/chat"
 	"strings"
 	"sync"
 	"testing"
 
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 )
 
@@ -79,8 +79,8 @@ func (w *windowModel) reply(req llm.Request) llm.Reply {
 func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 	var rec *endsStore
 	h := newHarnessStore(t, Options{
-		Models:  ModelOptions{Budgets: []ModelBudget{{Name: "primary", ContextWindow: 8000, MaxOutputTokens: 1000}}},
-		History: HistoryOptions{ToolResultMaxChars: pageChars, Rounds: 1000},
+		Models:  ModelOptions{Budgets: []history.ModelBudget{{Name: "primary", ContextWindow: 8000, MaxOutputTokens: 1000}}},
+		History: history.Options{ToolResultMaxChars: pageChars, Rounds: 1000},
 	}, func(st *store.Store) Store { rec = &endsStore{Store: st}; return rec })
 	model := &windowModel{window: 8000}
 	h.llm.SetHandler(model.reply)
@@ -109,7 +109,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 		t.Fatal("the conversation was never summarised")
 	}
 
-	conv, err := h.store.Conversation(context.Background(), KeyOf(privateMsg("42", "x", "x"), ScopeChat))
+	conv, err := h.store.Conversation(context.Background(), history.KeyOf(privateMsg("42", "x", "x"), false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 	if compactions != model.summaries {
 		t.Errorf("the turns' model calls show %d summary calls, the model got %d", compactions, model.summaries)
 	}
-	if n := countNotice(out.Notices(), CompactedNotice); n != model.summaries {
+	if n := countNotice(out.Notices(), history.CompactedNotice); n != model.summaries {
 		t.Errorf("the user saw %d compaction notices for %d summaries", n, model.summaries)
 	}
 }
@@ -164,59 +164,13 @@ func countNotice(notices []string, text string) int {
 	return n
 }
 
-func TestHistoryIsChosenNewestFirstInWholeRoundsWithOlderToolResultsElided(t *testing.T) {
-	round := func(id int64, user string, result int) store.Round {
-		r := store.Round{TurnID: id, Messages: []store.Message{{Role: store.RoleUser, Content: user}}}
-		if result > 0 {
-			cid := fmt.Sprint("c", id)
-			r.Messages = append(r.Messages,
-				store.Message{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: cid, Name: "page", Arguments: "{}"}}},
-				store.Message{Role: store.RoleTool, ToolCallID: cid, Name: "page", Content: strings.Repeat("x", result)})
-		}
-		r.Messages = append(r.Messages, store.Message{Role: store.RoleAssistant, Content: "answer " + user})
-		return r
-	}
-	rounds := []store.Round{round(1, "one", 4000), round(2, "two", 0), round(3, "three", 400), round(4, "four", 0)}
-	tests := []struct {
-		name       string
-		limit      int
-		share      float64
-		wantFrom   int
-		wantElided int
-	}{
-		{"everything fits", 10_000, 1, 0, 0},
-		{"the oldest big result elided, all rounds sent", 10_000, 0.05, 0, 1},
-		{"both results elided past a tiny share", 10_000, 0.001, 0, 2},
-		{"only the newest rounds fit, none cut in half", 150, 1, 2, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			sel := (&history{key: chat.Key{Platform: chat.Telegram, ChatID: "1", UserID: "1"}, rounds: rounds}).choose(tt.limit, tt.share, 1, false)
-			if sel.from != tt.wantFrom || sel.elided != tt.wantElided {
-				t.Fatalf("from round %d with %d elided, want %d and %d", sel.from, sel.elided, tt.wantFrom, tt.wantElided)
-			}
-			if sel.tokens > tt.limit {
-				t.Errorf("%d tokens chosen for a limit of %d", sel.tokens, tt.limit)
-			}
-			if sel.messages[0].Role != "user" || sel.messages[len(sel.messages)-1].Content != "answer four" {
-				t.Errorf("history does not run from a user message to the newest answer: %+v", sel.messages)
-			}
-			for _, m := range sel.messages {
-				if m.Role == "tool" && strings.HasPrefix(m.Content, "[earlier result") && !strings.Contains(m.Content, "page") {
-					t.Errorf("the elision note does not name the tool: %q", m.Content)
-				}
-			}
-		})
-	}
-}
-
 func TestReportedUsageCorrectsTheEstimate(t *testing.T) {
 	// Two chats with the same model and messages; one provider counts three times the tokens
 	// the estimate does (another tokenizer). Its chat must get less history, so that what the
 	// provider counts still fits.
 	lastLen := map[float64]int{}
 	for _, scale := range []float64{1, 3} {
-		h := newHarness(t, Options{Models: ModelOptions{Budgets: []ModelBudget{{Name: "primary", ContextWindow: 6000, MaxOutputTokens: 500}}}, History: HistoryOptions{CompactAt: -1}})
+		h := newHarness(t, Options{Models: ModelOptions{Budgets: []history.ModelBudget{{Name: "primary", ContextWindow: 6000, MaxOutputTokens: 500}}}, History: history.Options{CompactAt: -1}})
 		h.llm.SetHandler(func(req llm.Request) llm.Reply {
 			n := 0
 			for _, m := range req.Messages {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"relaybot/pipeline/history"
 )
 
 // model answers /model: without an argument it lists the models this chat may pick, with
@@ -121,30 +123,31 @@ func (c *commands) compact(ctx context.Context, r *request) {
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-	h, err := c.memory.read(sctx, key)
+	h, err := c.history.Read(sctx, key)
 	cancel()
 	if err != nil {
 		c.failed(r, "/compact", err, "conversation", key.String())
 		return
 	}
-	h.meter = c.quotas.meter(r.in, 0, log)
-	n := len(h.rounds)
-	err = c.memory.compact(ctx, h, n, log)
-	for _, call := range h.calls {
+	m := c.quotas.meter(r.in, 0, log)
+	h.Meter = m.forSummary()
+	n := len(h.Rounds)
+	err = c.history.Compact(ctx, h, n, log)
+	for _, call := range h.Calls {
 		log.Info("pipeline: /compact model call", "model", call.Model, "status", call.Status, "tokens_in", call.TokensIn, "tokens_out", call.TokensOut)
 	}
-	if lost := h.meter.unsaved(); len(lost) > 0 {
+	if lost := m.unsaved(); len(lost) > 0 {
 		log.Error("pipeline: /compact model calls not saved", "calls", len(lost))
 	}
 	q, over := errors.AsType[*quotaError](err)
 	switch {
-	case errors.Is(err, errNothingToCompact):
+	case errors.Is(err, history.ErrNothingToCompact):
 		c.say(out, "Nothing to summarise yet.", log)
 	case over:
 		log.Info("pipeline: /compact refused: over quota")
 		c.say(out, q.text, log)
 	case err != nil:
-		c.failed(r, "/compact", err, "conversation_id", h.conv.ID)
+		c.failed(r, "/compact", err, "conversation_id", h.Conv.ID)
 	default:
 		c.say(out, fmt.Sprintf("Summarised %d earlier rounds; the conversation goes on from the summary.", n), log)
 	}

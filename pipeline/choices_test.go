@@ -10,6 +10,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 )
 
@@ -50,7 +51,7 @@ func lastNotice(out *recResponder) string {
 }
 
 func TestModelCommandPicksAModelForThisConversation(t *testing.T) {
-	budgets := []ModelBudget{{Name: "primary", ContextWindow: 8000, MaxOutputTokens: 1000}, {Name: "fast", ContextWindow: 8000, MaxOutputTokens: 1000}}
+	budgets := []history.ModelBudget{{Name: "primary", ContextWindow: 8000, MaxOutputTokens: 1000}, {Name: "fast", ContextWindow: 8000, MaxOutputTokens: 1000}}
 	tests := []struct {
 		name       string
 		selectable []string
@@ -209,7 +210,7 @@ func TestCompactCommandSummarisesTheConversationOnDemand(t *testing.T) {
 
 func TestIdleResetStartsAFreshConversationAfterAQuietPeriod(t *testing.T) {
 	clk := &clock{now: time.Now()}
-	h := newHarness(t, Options{History: HistoryOptions{IdleReset: 30 * time.Minute}, Now: clk.Now})
+	h := newHarness(t, Options{History: history.Options{IdleReset: 30 * time.Minute}, Now: clk.Now})
 	h.llm.SetHandler(summaryOrText("", "ok"))
 	out := &recResponder{}
 	<-h.handle(privateMsg("42", "1", "first"), out)
@@ -247,8 +248,8 @@ func TestContextTooLongCompactsAndRetriesOnce(t *testing.T) {
 	if got, _ := out.Reply(2).Final(); got != "fine" {
 		t.Fatalf("the user saw %q, want the answer after the retry", got)
 	}
-	if got := lastNotice(out); got != CompactedNotice {
-		t.Errorf("notice %q, want %q", got, CompactedNotice)
+	if got := lastNotice(out); got != history.CompactedNotice {
+		t.Errorf("notice %q, want %q", got, history.CompactedNotice)
 	}
 	reqs := h.llm.Requests()
 	retry := reqs[len(reqs)-1]

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"relaybot/adapters"
+	"relaybot/pipeline/history"
 )
 
 // command is one entry of the command table: what users see of it, and how the pipeline answers.
@@ -67,11 +68,11 @@ func Commands() adapters.Commands {
 
 // commands answers the commands that need no turn of their own.
 type commands struct {
-	store  Store
-	memory *memory
-	quotas *quotaGuard
-	access *accessRules
-	opts   *Options
+	store   Store
+	history *history.Keeper
+	quotas  *quotaGuard
+	access  *accessRules
+	opts    *Options
 	// say sends a notice (Pipeline.notice); fail is what the user sees of an error.
 	say  func(out adapters.Responder, text string, log *slog.Logger)
 	fail func(err error) string

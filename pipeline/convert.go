@@ -1,8 +1,6 @@
 package pipeline
 
 import (
-	"encoding/json"
-
 	"relaybot/agent"
 	"relaybot/store"
 )
@@ -35,21 +33,6 @@ func toStoreMessages(ms []agent.Message) []store.Message {
 		out = append(out, sm)
 	}
 	return out
-}
-
-// rawOrNil is the stored JSON of a provider's extra fields, nil when none were stored.
-func rawOrNil(s string) json.RawMessage {
-	if s == "" {
-		return nil
-	}
-	return json.RawMessage(s)
-}
-
-func imagesNote(n int) string {
-	if n == 1 {
-		return "[the user sent an image, no longer available] "
-	}
-	return "[the user sent images, no longer available] "
 }
 
 // toStoreLLMCalls converts the model calls of a turn.

@@ -17,6 +17,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	tk "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 )
 
@@ -144,7 +145,7 @@ func TestUndeliverableFinalIsRecorded(t *testing.T) {
 	}
 	// The model's answer is kept: the conversation's history has it.
 	id := strconv.Itoa(chatID)
-	msgs := h.history(KeyOf(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: id}, Kind: adapters.Private, UserID: id}, ScopeChat))
+	msgs := h.history(history.KeyOf(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: id}, Kind: adapters.Private, UserID: id}, false))
 	if len(msgs) != 2 || msgs[1].Content != "Nobody will read this." {
 		t.Fatalf("history = %+v, want the question and the answer", msgs)
 	}

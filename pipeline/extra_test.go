@@ -5,10 +5,9 @@ import (
 	"testing"
 
 	"relaybot/agent"
-	"relaybot/chat"
 )
 
-func TestProviderFieldsOfAnswersGoBackWithHistory(t *testing.T) {
+func TestProviderFieldsAndToolNamesAreStoredWithTheTurn(t *testing.T) {
 	sig := json.RawMessage(`{"extra_content":{"google":{"thought_signature":"CsQBAV"}}}`)
 	details := json.RawMessage(`{"reasoning_details":[{"type":"reasoning.encrypted","data":"abc"}]}`)
 	turn := []agent.Message{
@@ -16,11 +15,14 @@ func TestProviderFieldsOfAnswersGoBackWithHistory(t *testing.T) {
 		{Role: agent.RoleTool, ToolCallID: "c1", Content: "/work"},
 		{Role: agent.RoleAssistant, Content: "You are in /work."},
 	}
-	back := (&history{key: chat.Key{Platform: chat.Telegram, ChatID: "1", UserID: "1"}}).toAgent(toStoreMessages(turn))
-	if string(back[0].Extra) != string(details) || string(back[0].ToolCalls[0].Extra) != string(sig) || back[0].ReasoningField != "reasoning_content" {
-		t.Fatalf("history = %+v; the provider's fields must go back as it sent them", back)
+	stored := toStoreMessages(turn)
+	if stored[0].Extra != string(details) || stored[0].ToolCalls[0].Extra != string(sig) || stored[0].ReasoningField != "reasoning_content" {
+		t.Fatalf("stored = %+v; the provider's fields must be kept as it sent them", stored)
 	}
-	if back[2].Extra != nil {
-		t.Errorf("a message without extra fields got %s", back[2].Extra)
+	if stored[1].Name != "shell" || stored[1].ToolCallID != "c1" {
+		t.Errorf("the tool message was stored without the name of the tool that answered: %+v", stored[1])
+	}
+	if stored[2].Extra != "" {
+		t.Errorf("a message without extra fields got %q", stored[2].Extra)
 	}
 }

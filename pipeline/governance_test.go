@@ -14,6 +14,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
 	"slices"
@@ -170,7 +171,7 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := New(runner, h.store, mgr, Options{History: HistoryOptions{Rounds: 10}, Tools: ToolOptions{Consents: h.store}})
+	p2, err := New(runner, h.store, mgr, Options{History: history.Options{Rounds: 10}, Tools: ToolOptions{Consents: h.store}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"relaybot/audit"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/wait"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 )
 
@@ -29,7 +30,7 @@ func TestLengthCutAnswerIsDeliveredWithANote(t *testing.T) {
 			if turns := turnStatuses(t, h, in); len(turns) != 1 || turns[0] != store.TurnOK {
 				t.Errorf("turn statuses = %v, want ok", turns)
 			}
-			hist := h.history(KeyOf(in, ScopeChat))
+			hist := h.history(history.KeyOf(in, false))
 			if len(hist) != 2 || hist[1].Content != "Step one: open the" {
 				t.Errorf("history = %+v, want the answer without the note", hist)
 			}
@@ -68,7 +69,7 @@ func TestLengthCutToolCallIsAuditedNotRun(t *testing.T) {
 	if r.ToolCallID != "e1" || r.Status != audit.StatusCancelled || !strings.Contains(r.Error, "length limit") {
 		t.Errorf("audit row = %+v, want the call recorded as not run for the length limit", r)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(history.KeyOf(in, false))
 	if len(hist) != 4 || hist[2].ToolCallID != "e1" || hist[2].Content != "err: arguments cut off by the length limit" {
 		t.Errorf("history = %+v", hist)
 	}
@@ -93,7 +94,7 @@ func TestStopWithReasoningShownKeepsThinkOutOfHistory(t *testing.T) {
 	if final, _ := out.Reply(0).Final(); !strings.Contains(final, "plan the tale") || strings.Contains(final, "<think>") || !strings.HasSuffix(final, "Once upon [stopped]") {
 		t.Fatalf("final = %q, want the shown reasoning and the partial answer", final)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(history.KeyOf(in, false))
 	if len(hist) != 2 || hist[1].Content != "Once upon" || hist[1].Reasoning != "plan the tale" {
 		t.Fatalf("history = %+v, want content and reasoning apart", hist)
 	}

@@ -13,39 +13,11 @@ import (
 	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/chat"
-	"relaybot/store"
 	"relaybot/tools"
 )
 
 func inbound(platform chat.Platform, kind adapters.ChatKind, chatID, thread, user string) adapters.Inbound {
 	return adapters.Inbound{Chat: chat.Ref{Platform: platform, ChatID: chatID, ThreadID: thread}, Kind: kind, UserID: user}
-}
-
-func TestKeyOf(t *testing.T) {
-	tests := []struct {
-		name  string
-		in    adapters.Inbound
-		scope Scope
-		want  string
-	}{
-		{"private chat is the user's", inbound(chat.Telegram, adapters.Private, "42", "", "42"), ScopeChat, "telegram:42/u:42"},
-		{"group shared", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), ScopeChat, "telegram:-100"},
-		{"group per user", inbound(chat.Telegram, adapters.Group, "-100", "", "7"), ScopeUser, "telegram:-100/u:7"},
-		{"forum topic its own", inbound(chat.Telegram, adapters.Group, "-100", "3", "7"), ScopeChat, "telegram:-100#3"},
-		{"discord thread per user", inbound(chat.Discord, adapters.Group, "9", "11", "5"), ScopeUser, "discord:9#11/u:5"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := KeyOf(tt.in, tt.scope).String(); got != tt.want {
-				t.Errorf("KeyOf = %q, want %q", got, tt.want)
-			}
-		})
-	}
-	a := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "7"), ScopeChat)
-	b := KeyOf(inbound(chat.Telegram, adapters.Group, "-100", "", "8"), ScopeChat)
-	if a != b {
-		t.Errorf("two members of a shared group got different conversations: %v, %v", a, b)
-	}
 }
 
 func TestAccess(t *testing.T) {
@@ -338,31 +310,6 @@ func TestSchedulerSettleOrdersRacingMessages(t *testing.T) {
 			t.Fatal("session left behind")
 		}
 	})
-}
-
-func TestConvertKeepsSpeakersToolRoundsAndImageNotes(t *testing.T) {
-	hist := []store.Message{
-		{Role: store.RoleUser, Content: "one", Name: "Ann"},
-		{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: "c1", Name: "t", Arguments: "{}"}}},
-		{Role: store.RoleTool, ToolCallID: "c1", Content: "r", Name: "t"},
-		{Role: store.RoleAssistant, Content: "a1"},
-		{Role: store.RoleUser, Content: "two", Images: 1},
-		{Role: store.RoleAssistant, Content: "a2"},
-	}
-	msgs := (&history{key: chat.Key{Platform: chat.Telegram, ChatID: "-100"}}).toAgent(hist)
-	if msgs[0].Content != "[Ann] one" {
-		t.Errorf("shared conversation: user message = %q, want the speaker's name", msgs[0].Content)
-	}
-	if len(msgs[1].ToolCalls) != 1 || msgs[2].ToolCallID != "c1" {
-		t.Errorf("tool round lost: %+v", msgs[1:3])
-	}
-	if !strings.Contains(msgs[4].Content, "image") {
-		t.Errorf("a message that had an image must say so: %q", msgs[4].Content)
-	}
-	back := toStoreMessages(msgs[1:3])
-	if back[1].Name != "t" || back[0].ToolCalls[0].ID != "c1" {
-		t.Errorf("round trip lost the tool name or call: %+v", back)
-	}
 }
 
 // A /stop that arrives after a message was let run but before its turn began (it waited for a

@@ -13,6 +13,7 @@ import (
 	"relaybot/agent"
 	"relaybot/chat"
 	"relaybot/media"
+	"relaybot/pipeline/history"
 	"relaybot/speech"
 	"relaybot/store"
 )
@@ -256,14 +257,14 @@ func (p *Pipeline) documentParts(docs []media.Document, names []string) []string
 		return nil
 	}
 	o := p.mediaOptions()
-	window, answer := DefaultContextWindow, DefaultContextWindow/4
+	window, answer := history.DefaultContextWindow, history.DefaultContextWindow/4
 	if b := p.opts.Models.Budgets; len(b) > 0 {
 		window, answer = b[0].ContextWindow, b[0].MaxOutputTokens
 	}
 	each := int(float64(window-answer)*o.DocumentShare) / len(docs)
 	out := make([]string, 0, len(docs))
 	for i, d := range docs {
-		text, _ := media.Cut(d.Text, each, estimateText)
+		text, _ := media.Cut(d.Text, each, history.EstimateText)
 		kind := "text file"
 		if d.Format == media.FormatPDF {
 			kind = fmt.Sprintf("PDF, %d pages", d.Pages)

@@ -14,6 +14,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -164,7 +165,7 @@ func heldToOne(t *testing.T, srv *llm.Server, ps []*harness, ins []adapters.Inbo
 }
 
 // meterBudget makes one model call reserve more than the quota of the tests below.
-var meterBudget = []ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 1000}}
+var meterBudget = []history.ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 1000}}
 
 // Four turns of one user in four chats at once, under a daily quota that one call's reservation
 // (its prompt and max_output_tokens) fills: one reaches the model, the others are refused before
@@ -205,7 +206,7 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 // words, and the fourth message is refused before any model request.
 func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
 	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}},
-		Models: ModelOptions{Budgets: []ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 100}}}})
+		Models: ModelOptions{Budgets: []history.ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 100}}}})
 	h.p.opts.Usage = h.store
 	question := "Write me a long essay about " + strings.Repeat("the history of the steam engine, ", 12)
 	for i := range 3 {

@@ -8,6 +8,7 @@ import (
 
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/pipeline/history"
 	"relaybot/tools"
 )
 
@@ -35,10 +36,8 @@ type Options struct {
 	Scope Scope
 	// Queue orders each conversation's turns and bounds the turns running at once.
 	Queue QueueOptions
-	// History is how each turn's transcript is built; SystemPromptExtra, when set, returns text
-	// appended to the system prompt at each turn (the skill index).
-	History           HistoryOptions
-	SystemPromptExtra func() string
+	// History is how each turn's transcript is built (the history part).
+	History history.Options
 	// Models are the configured models' budgets, which of them /model may pick, and prices.
 	Models ModelOptions
 	// Output is what the user sees of a turn; Texts are the notices the bot sends.
@@ -98,35 +97,11 @@ type QueueOptions struct {
 // interrupt reports whether a new message cancels the running turn.
 func (q QueueOptions) interrupt() bool { return q.Busy == BusyInterrupt }
 
-// HistoryOptions say how a turn's transcript is built from the conversation's history.
-type HistoryOptions struct {
-	// SystemPrompt starts every transcript.
-	SystemPrompt string
-	// Rounds caps the whole user rounds of history considered for each message (0: none); the
-	// token budget usually binds first.
-	Rounds int
-	// CompactAt is the share of the history's room (the window less the answer, the system
-	// prompt, the new message, the tools' schemas and room for one tool result) past which older
-	// rounds are summarised (default DefaultCompactAt; negative: never, older rounds are left
-	// out instead).
-	CompactAt float64
-	// ToolResultShare is the share of the history's room older tool results may fill, newest
-	// first; the others are sent as a short elision note (default DefaultToolResultShare).
-	ToolResultShare float64
-	// ToolResultMaxChars is the cap of one tool result (agent.tool_result_max_chars): room for
-	// one is kept free for the turn's own tool calls.
-	ToolResultMaxChars int
-	// IdleReset starts a fresh conversation when the last turn is older than this (0: never).
-	IdleReset time.Duration
-	// MaxImageBytes drops larger images a user sent (0: no limit).
-	MaxImageBytes int
-}
-
 // ModelOptions describe the configured models as the pipeline sees them.
 type ModelOptions struct {
 	// Budgets are the models' token budgets, the primary first; empty: one model of
-	// DefaultContextWindow.
-	Budgets []ModelBudget
+	// history.DefaultContextWindow.
+	Budgets []history.ModelBudget
 	// Selectable are the models /model may pick (by name); empty: all of Budgets.
 	Selectable []string
 	// Prices are the models' prices per million tokens, by configured model name.
@@ -214,9 +189,6 @@ func (o *Options) fill() error {
 	if err := o.Queue.fill(o.Replicas.Shared()); err != nil {
 		return err
 	}
-	if err := o.History.fill(o.Models.Budgets); err != nil {
-		return err
-	}
 	if o.Tools.MaxOpenQuestions <= 0 {
 		o.Tools.MaxOpenQuestions = DefaultMaxOpenQuestions
 	}
@@ -263,27 +235,6 @@ func (q *QueueOptions) fill(replicas bool) error {
 	}
 	if q.TurnTimeout <= 0 {
 		q.TurnTimeout = DefaultTurnTimeout
-	}
-	return nil
-}
-
-func (h *HistoryOptions) fill(models []ModelBudget) error {
-	switch {
-	case h.CompactAt == 0:
-		h.CompactAt = DefaultCompactAt
-	case h.CompactAt > 1:
-		return fmt.Errorf("pipeline: CompactAt must be at most 1, got %v", h.CompactAt)
-	}
-	switch {
-	case h.ToolResultShare == 0:
-		h.ToolResultShare = DefaultToolResultShare
-	case h.ToolResultShare < 0 || h.ToolResultShare > 1:
-		return fmt.Errorf("pipeline: ToolResultShare must be between 0 and 1, got %v", h.ToolResultShare)
-	}
-	for i, m := range models {
-		if m.ContextWindow <= 0 || m.MaxOutputTokens < 0 || m.MaxOutputTokens >= m.ContextWindow {
-			return fmt.Errorf("pipeline: model %d (%s): context window %d and max output %d do not leave room for a prompt", i, m.Name, m.ContextWindow, m.MaxOutputTokens)
-		}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -112,7 +113,7 @@ const saveTimeout = 60 * time.Second
 
 // Pipeline handles the messages of every adapter. It implements adapters.Handler. Its parts:
 // access and the command table (Handle, commands), the queue (queue.go), the turn and its stages
-// (turn.go), what the user sees of it (view.go) and the history a turn is given (history.go).
+// (turn.go), what the user sees of it (view.go) and the history a turn is given (the history part).
 type Pipeline struct {
 	runner Runner
 	store  Store
@@ -127,7 +128,7 @@ type Pipeline struct {
 	cmds      *commands
 	turns     *turnQueue
 	slots     slots
-	memory    *memory
+	history   *history.Keeper
 	quotas    *quotaGuard
 	outbox    *outbox
 	questions *openQuestions // approval questions waiting, per user
@@ -188,10 +189,13 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		stopBase:  stop,
 	}
 	p.prompts.relay = opts.Prompts
-	p.memory = &memory{runner: runner, store: st, opts: &p.opts, usage: &usageCorrection{}}
+	var err error
+	if p.history, err = history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now); err != nil {
+		return nil, err
+	}
 	ledger, _ := st.(CallLedger)
-	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access, memory: p.memory, ledger: ledger}
-	p.cmds = &commands{store: st, memory: p.memory, quotas: p.quotas, access: &p.access, opts: &p.opts, say: p.notice, fail: p.failureText}
+	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access, history: p.history, ledger: ledger}
+	p.cmds = &commands{store: st, history: p.history, quotas: p.quotas, access: &p.access, opts: &p.opts, say: p.notice, fail: p.failureText}
 	p.commands = map[string]command{}
 	for _, c := range commandTable() {
 		p.commands[c.spec.Name] = c
@@ -268,7 +272,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		return
 	}
 	defer p.running.Done()
-	r := &request{ctx: ctx, in: in, key: KeyOf(in, p.opts.Scope), out: out, log: log,
+	r := &request{ctx: ctx, in: in, key: history.KeyOf(in, p.opts.Scope == ScopeUser), out: out, log: log,
 		sender: chat.User{Platform: in.Chat.Platform, ID: in.UserID}.String()}
 	if ok, first := p.rate.allow(r.sender, p.opts.Now()); !ok {
 		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)

@@ -13,6 +13,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 )
 
@@ -98,9 +99,9 @@ func (r quotaRule) over(used store.UsageTotal) bool {
 // quotaGuard holds the turns to the quotas: it checks them before a turn, and checks them and
 // reserves each model call's tokens before its request (meter).
 type quotaGuard struct {
-	opts   *Options
-	access *accessRules
-	memory *memory
+	opts    *Options
+	access  *accessRules
+	history *history.Keeper
 	// ledger keeps model calls from their start; nil when the Store is not a CallLedger (the
 	// calls are then saved with the turn, and the quotas checked without a reservation).
 	ledger CallLedger
@@ -258,7 +259,7 @@ func (m *meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		ChatID: m.in.Chat.ChatID, QuotaChatID: quotaChat(m.in), UserID: m.in.UserID, Checks: checks, Prices: m.g.opts.Models.Prices,
 		Call: store.LLMCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
 			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
-			TokensIn: prompt, TokensOut: m.g.memory.budgetOf(call.Model).MaxOutputTokens},
+			TokensIn: prompt, TokensOut: m.g.history.Budget(call.Model).MaxOutputTokens},
 		Settle: settles}
 	id, err := m.reserve(ctx, start)
 	if err != nil {

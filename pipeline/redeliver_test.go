@@ -9,6 +9,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 )
 
@@ -22,7 +23,7 @@ type lookupless struct {
 
 // A message handed over again after a crash is answered only when its turn never ended.
 func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
-	h := newHarness(t, Options{History: HistoryOptions{Rounds: 10}})
+	h := newHarness(t, Options{History: history.Options{Rounds: 10}})
 	ctx := context.Background()
 
 	// Answered before the crash, its "done" not recorded by the adapter: skipped.
@@ -109,7 +110,7 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 // finished call and its result, not the unfinished one, so it does not run the finished one
 // again; the new turn's history keeps the call.
 func TestARedeliveredMessageGoesOnFromTheToolCallsItsCutTurnFinished(t *testing.T) {
-	h := newHarness(t, Options{History: HistoryOptions{Rounds: 10}})
+	h := newHarness(t, Options{History: history.Options{Rounds: 10}})
 	ctx := context.Background()
 	conv, err := h.store.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "9", UserID: "9"})
 	if err != nil {

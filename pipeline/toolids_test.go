@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/history"
 )
 
 // TestHistoryKeepsEveryRoundOfIDLessToolCalls: a model that sends no tool-call ids used to get
@@ -21,7 +22,7 @@ func TestHistoryKeepsEveryRoundOfIDLessToolCalls(t *testing.T) {
 	in := privateMsg("42", "1", "echo twice")
 	<-h.handle(in, &recResponder{stream: true})
 
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(history.KeyOf(in, false))
 	var roles, results []string
 	for _, m := range hist {
 		roles = append(roles, string(m.Role))

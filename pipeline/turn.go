@@ -12,6 +12,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -30,8 +31,10 @@ type turn struct {
 	begun time.Time
 	// in is the message answered: a /retry's is the earlier message it answers again.
 	in   adapters.Inbound
-	hist *history
-	id   int64
+	hist *history.History
+	// meter holds the turn's model calls to the quotas and keeps them.
+	meter *meter
+	id    int64
 	// begin is the turn's start while it waits to ride in the first model call's reservation;
 	// nil when it was written on its own.
 	begin *turnStart
@@ -112,8 +115,9 @@ func (t *turn) start() bool {
 		}
 		return false
 	}
-	t.log = t.log.With("conversation_id", t.hist.conv.ID, "turn", t.id)
-	t.hist.meter = t.p.quotas.meter(t.in, t.id, t.log)
+	t.log = t.log.With("conversation_id", t.hist.Conv.ID, "turn", t.id)
+	t.meter = t.p.quotas.meter(t.in, t.id, t.log)
+	t.hist.Meter = t.meter.forSummary()
 	if t.begin != nil {
 		t.begin.alone = func(st store.TurnStart) error {
 			return t.saving("start", func(ctx context.Context) error {
@@ -121,10 +125,10 @@ func (t *turn) start() bool {
 				return err
 			})
 		}
-		t.hist.meter.state.start = t.begin
+		t.meter.state.start = t.begin
 	}
 	if obs := t.p.opts.Observer; obs != nil {
-		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.conv.ID, Chat: t.in.Chat,
+		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.Conv.ID, Chat: t.in.Chat,
 			UserID: t.in.UserID, Text: t.in.Text, Begun: t.begun})
 	}
 	return true
@@ -154,23 +158,23 @@ func (t *turn) open(ctx context.Context) error {
 			return err
 		}
 	}
-	if t.hist, err = p.memory.rounds(ctx, &history{key: key, conv: conv}); err != nil {
+	if t.hist, err = p.history.Load(ctx, key, conv); err != nil {
 		return err
 	}
-	if err := p.memory.resetIfIdle(ctx, t.hist); err != nil {
+	if err := p.history.ResetIfIdle(ctx, t.hist); err != nil {
 		return err
 	}
 	start := store.TurnStart{
-		ConversationID:   t.hist.conv.ID,
+		ConversationID:   t.hist.Conv.ID,
 		UserID:           t.in.UserID,
 		UserName:         t.in.UserName,
 		InboundMessageID: t.in.MessageID,
-		UserMessage:      store.Message{Role: store.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: len(p.memory.images(t.in))},
+		UserMessage:      store.Message{Role: store.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: len(p.history.Images(t.in))},
 	}
 	if ids, ok := p.store.(TurnIDs); ok && p.quotas.ledger != nil {
 		// The start rides in the first model call's reservation (or is written alone by then).
 		if start.ID, err = ids.NewTurnID(ctx); err != nil {
-			return fmt.Errorf("new turn in conversation %d: %w", t.hist.conv.ID, err)
+			return fmt.Errorf("new turn in conversation %d: %w", t.hist.Conv.ID, err)
 		}
 		start.StartedAt = time.Now()
 		t.id, t.begin = start.ID, &turnStart{start: start}
@@ -178,7 +182,7 @@ func (t *turn) open(ctx context.Context) error {
 	}
 	t.id, err = p.store.StartTurn(ctx, start)
 	if err != nil {
-		return fmt.Errorf("start turn in conversation %d: %w", t.hist.conv.ID, err)
+		return fmt.Errorf("start turn in conversation %d: %w", t.hist.Conv.ID, err)
 	}
 	return nil
 }
@@ -233,7 +237,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 	p, in, out := t.p, t.in, t.r.out
 	info := tools.TurnInfo{
 		TurnID:         t.id,
-		ConversationID: t.hist.conv.ID,
+		ConversationID: t.hist.Conv.ID,
 		Platform:       string(in.Chat.Platform),
 		ChatID:         in.Chat.ChatID,
 		UserID:         in.UserID,
@@ -243,7 +247,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		ChatAdmin:      in.ChatAdmin,
 		RuleChats:      in.RuleChats(),
 	}
-	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.conv.Model, Estimate: p.memory.estimate, Meter: t.hist.meter}
+	t.req = agent.Request{Stream: out.SupportsStreaming(), Model: t.hist.Conv.Model, Estimate: p.history.Estimate, Meter: t.meter}
 	var tt *tools.Turn
 	if p.tools != nil {
 		tt = p.tools.ForTurn(info, p.allowedTools(in))
@@ -251,8 +255,8 @@ func (t *turn) prepare(replyCtx context.Context) {
 		t.req.Executor = tt
 	}
 	t.req.Messages = t.transcript(false)
-	if t.hist.compacted {
-		p.notice(out, CompactedNotice, t.log)
+	if t.hist.Compacted {
+		p.notice(out, history.CompactedNotice, t.log)
 	}
 	reply := out.NewReply(replyCtx)
 	reply.Working(true)
@@ -275,32 +279,32 @@ func (t *turn) prepare(replyCtx context.Context) {
 // transcript is the turn's transcript (compacting every round with all): the history within the
 // model's budget, the user's message, and the tool calls a cut turn of the message finished.
 func (t *turn) transcript(all bool) []agent.Message {
-	return append(t.p.memory.transcript(t.ctx, t.hist, t.in, t.req.Tools, all, t.log), t.r.resumed...)
+	return append(t.p.history.Transcript(t.ctx, t.hist, t.in, t.req.Tools, all, t.log), t.r.resumed...)
 }
 
 // run runs the agent. When the model refuses the context as too long (it counts more than the
 // estimate), every round is summarised and the turn tried once more.
 func (t *turn) run() *agent.Result {
 	p, ctx, h := t.p, t.ctx, t.hist
-	calls := append(append([]agent.LLMCall(nil), t.media.calls...), h.calls...) // transcription and compaction first, as they happened
+	calls := append(append([]agent.LLMCall(nil), t.media.calls...), h.Calls...) // transcription and compaction first, as they happened
 	res := p.runner.Run(ctx, t.req, t.resp.emit)
-	p.memory.usage.observeTurn(res.LLMCalls, h.estimate)
+	p.history.Observe(res.LLMCalls, h.Estimate)
 	calls = append(calls, res.LLMCalls...)
-	if res.Status == agent.StatusError && errors.Is(res.Err, agent.ErrContextTooLong) && ctx.Err() == nil && len(h.rounds) > 0 {
+	if res.Status == agent.StatusError && errors.Is(res.Err, agent.ErrContextTooLong) && ctx.Err() == nil && len(h.Rounds) > 0 {
 		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
-		first, n := res, len(h.calls)
-		h.compacted = false
+		first, n := res, len(h.Calls)
+		h.Compacted = false
 		t.req.Messages = t.transcript(true)
-		calls = append(calls, h.calls[n:]...)
-		if h.compacted {
-			p.notice(t.r.out, CompactedNotice, t.log)
+		calls = append(calls, h.Calls[n:]...)
+		if h.Compacted {
+			p.notice(t.r.out, history.CompactedNotice, t.log)
 			res = p.runner.Run(ctx, t.req, t.resp.emit)
 			calls = append(calls, res.LLMCalls...)
 			res.Usage.TokensIn += first.Usage.TokensIn
 			res.Usage.TokensOut += first.Usage.TokensOut
 		}
 	}
-	for _, c := range h.calls {
+	for _, c := range h.Calls {
 		res.Usage.TokensIn += c.TokensIn
 		res.Usage.TokensOut += c.TokensOut
 	}
@@ -343,8 +347,8 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		Messages:    toStoreMessages(slices.Concat(t.r.resumed, res.Messages)),
 		// The metered calls are saved already; the transcriptions (made before the turn's
 		// meter) and the spoken answer's call are saved with the turn.
-		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.hist.meter.unsaved(), t.spoken)),
-		Settle:   t.hist.meter.takeSettles(),
+		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.meter.unsaved(), t.spoken)),
+		Settle:   t.meter.takeSettles(),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
@@ -369,9 +373,9 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
 		// The calls' ends went with the refused write; each is tried on its own, so none keeps
 		// its reservation.
-		if len(end.Settle) > 0 && t.hist.meter.ledger != nil {
+		if len(end.Settle) > 0 && t.meter.ledger != nil {
 			sctx, cancel := store.Bound(t.ctx, store.WriteAttempt)
-			t.hist.meter.writeSettles(sctx, end.Settle)
+			t.meter.writeSettles(sctx, end.Settle)
 			cancel()
 		}
 		return

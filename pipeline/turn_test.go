@@ -20,6 +20,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
 	"relaybot/internal/testkit/wait"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
 	"relaybot/tools/toolstest"
@@ -356,7 +357,7 @@ func TestTurnWithToolRound(t *testing.T) {
 	if len(recs) != 1 || recs[0].ToolCallID != "call_a" || recs[0].Round != 1 || recs[0].TurnID == 0 || recs[0].Status != audit.StatusOK {
 		t.Fatalf("audit records = %+v", recs)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(history.KeyOf(in, false))
 	roles := []string{}
 	for _, m := range hist {
 		roles = append(roles, string(m.Role))
@@ -401,7 +402,7 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 	if final != "Once upon [stopped]" {
 		t.Fatalf("final = %q, want the partial answer marked stopped", final)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(history.KeyOf(in, false))
 	if len(hist) != 2 || hist[1].Content != "Once upon" {
 		t.Fatalf("history = %+v, want the user message and the partial answer", hist)
 	}
@@ -752,7 +753,7 @@ func TestStopMidToolWithReasoningShowsTheTextOnce(t *testing.T) {
 	if n := strings.Count(final, "Let me check."); n != 1 {
 		t.Errorf("final = %q, want the round's text once", final)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(history.KeyOf(in, false))
 	var roles []string
 	for _, m := range hist {
 		roles = append(roles, string(m.Role))
@@ -801,7 +802,7 @@ func TestStopMidToolAuditsTheCallsNotRun(t *testing.T) {
 		r.UserID != "7" || r.Error == "" || strings.Contains(r.Arguments, "hunter2") {
 		t.Errorf("row of the call not run = %+v", r)
 	}
-	hist := h.history(KeyOf(in, ScopeChat))
+	hist := h.history(history.KeyOf(in, false))
 	if len(hist) != 4 || hist[3].ToolCallID != "e2" || !strings.HasPrefix(hist[3].Content, "err: ") {
 		t.Errorf("history = %+v, want the call not run answered in the transcript", hist)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/history"
 	"relaybot/store"
 )
 
@@ -77,7 +78,7 @@ func TestTheModelIsAskedOnlyOnceTheUsersMessageIsSavedWithItsReservation(t *test
 	if n := solo.n.Load(); n != 0 {
 		t.Fatalf("%d turns started in a write of their own, want the start with the call's reservation", n)
 	}
-	if msgs := h.history(KeyOf(privateMsg("7", "1", ""), ScopeChat)); len(msgs) != 2 {
+	if msgs := h.history(history.KeyOf(privateMsg("7", "1", ""), false)); len(msgs) != 2 {
 		t.Fatalf("history = %+v, want the question and the answer", msgs)
 	}
 }

@@ -332,7 +332,7 @@ func TestSweep(t *testing.T) {
 				t.Errorf("%s: %d rows left, want %d", table, c, want)
 			}
 		}
-		// RunRetention with 0 days keeps everything and returns.
+		// RunRetention keeping 0 keeps everything and returns.
 		s.RunRetention(ctx, 0)
 	})
 }

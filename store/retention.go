@@ -12,21 +12,21 @@ import (
 const retentionBatch = 500
 
 // RunRetention deletes turns (with their messages and LLM calls), audit rows and emptied inactive
-// conversations older than days, now and then every hour, until ctx ends. days <= 0 keeps
+// conversations older than keep, now and then every hour, until ctx ends. keep <= 0 keeps
 // everything and returns at once. Failures are logged and retried at the next sweep.
-func (s *Store) RunRetention(ctx context.Context, days int) {
-	if days <= 0 {
+func (s *Store) RunRetention(ctx context.Context, keep time.Duration) {
+	if keep <= 0 {
 		return
 	}
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		n, err := s.Sweep(ctx, time.Now().AddDate(0, 0, -days))
+		n, err := s.Sweep(ctx, time.Now().Add(-keep))
 		switch {
 		case err != nil && ctx.Err() == nil:
-			s.log.Warn("retention sweep failed", "days", days, "deleted", n, "err", err)
+			s.log.Warn("retention sweep failed", "keep", keep, "deleted", n, "err", err)
 		case n > 0:
-			s.log.Info("retention sweep", "days", days, "deleted", n)
+			s.log.Info("retention sweep", "keep", keep, "deleted", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -212,7 +212,7 @@ func startWebBotWith(t *testing.T, model func(llm.Request) llm.Reply, timeoutSec
 	}
 	cfg := c.parse(t)
 	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Server: "kit", Action: "ask"}}
-	cfg.Tools.ApprovalTimeoutSec = timeoutSec
+	cfg.Tools.ApprovalTimeout = time.Duration(timeoutSec) * time.Second
 	e.llm.SetHandler(model)
 	e.start(cfg)
 	e.waitLog("admin listening")

@@ -65,10 +65,10 @@ func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.
 	}
 	now := time.Now()
 	var err error
-	if f.Since, err = parseWhen(*since, now); err != nil {
+	if f.Since, err = audit.ParseSince(*since, now); err != nil {
 		return fmt.Errorf("%w: --since: %v", errUsage, err)
 	}
-	if f.Until, err = parseWhen(*until, now); err != nil {
+	if f.Until, err = audit.ParseSince(*until, now); err != nil {
 		return fmt.Errorf("%w: --until: %v", errUsage, err)
 	}
 	if st := audit.Status(*statusF); st != "" {
@@ -135,28 +135,6 @@ func readAudit(ctx context.Context, log audit.Log, f audit.Filter, limit int) ([
 		f.Cursor = n
 	}
 	return rows, next, nil
-}
-
-// parseWhen reads a time for --since/--until: empty (no bound), a duration ago ("24h", "90m",
-// "7d"), or an RFC 3339 time.
-func parseWhen(v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t, nil
-	}
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		var n int
-		if _, err := fmt.Sscanf(days, "%d", &n); err == nil && n >= 0 && fmt.Sprint(n) == days {
-			return now.AddDate(0, 0, -n), nil
-		}
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return time.Time{}, fmt.Errorf("%q is neither a duration like 24h or 7d nor an RFC 3339 time", v)
-	}
-	return now.Add(-d), nil
 }
 
 func writeAuditJSON(w io.Writer, rows []audit.Record) error {

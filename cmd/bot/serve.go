@@ -78,5 +78,5 @@ var errNothingToServe = errors.New("nothing to serve: enable [telegram], [discor
 
 // shutdownGrace is the grace period of the config (0: cancel running turns at once).
 func shutdownGrace(cfg *config.Config) time.Duration {
-	return time.Duration(cfg.Chat.ShutdownGraceSec) * time.Second
+	return cfg.Chat.ShutdownGrace
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"relaybot/audit"
 	dtk "relaybot/internal/testkit/discord"
@@ -128,7 +129,7 @@ func TestTelegramToolQuestionTimesOut(t *testing.T) {
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
 	cfg := e.config()
-	cfg.Tools.ElicitationTimeoutSec = 1
+	cfg.Tools.ElicitationTimeout = time.Second
 	e.start(cfg)
 	e.say(7, "ask choice")
 	e.waitBotText(7, "the question timing out", contains("tool said: cancel null"))

@@ -26,6 +26,7 @@ import (
 	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
+	"relaybot/pipeline/history"
 	"relaybot/speech"
 	"relaybot/store"
 	"relaybot/tools"
@@ -131,10 +132,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	mgr, err := tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
 		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
-		ElicitationTimeout: time.Duration(cfg.Tools.ElicitationTimeoutSec) * time.Second,
+		ElicitationTimeout: cfg.Tools.ElicitationTimeout,
 		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
 		ParallelTools: cfg.Tools.ParallelTools,
-		Consents:      st, AlwaysAllowFor: time.Duration(cfg.Tools.AlwaysAllowDays) * 24 * time.Hour,
+		Consents:      st, AlwaysAllowFor: cfg.Tools.AlwaysAllow,
 		Claim: b.claimToolCall()})
 	if err != nil {
 		return b, err
@@ -161,10 +162,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if len(b.connectors) == 0 {
 		return b, errNothingToServe
 	}
-	if days := cfg.Storage.RetentionDays; days > 0 {
-		log.Info("retention sweeper", "days", days, "every", "1h")
+	if keep := cfg.Storage.Retention; keep > 0 {
+		log.Info("retention sweeper", "keep", keep, "every", "1h")
 		b.background = append(b.background, lifecycle.Part{Name: "retention", Run: func(ctx context.Context) error {
-			st.RunRetention(ctx, days)
+			st.RunRetention(ctx, keep)
 			return nil
 		}})
 	}
@@ -189,7 +190,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 	if opts.Media.Transcriber, opts.Media.Speaker, err = newSpeech(cfg, modelHTTPClient(cfg.Chat.MaxTurnsInFlight), b.tracing.Models(m)); err != nil {
 		return nil, err
 	}
-	opts.SystemPromptExtra = skillPrompt
+	opts.History.SystemPromptExtra = skillPrompt
 	opts.Audit = b.store
 	opts.Usage = b.store
 	opts.Tools.Consents = b.store
@@ -299,7 +300,7 @@ func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loa
 	b.cleanup = append(b.cleanup, ml.Close)
 	wait := 5 * time.Second
 	for _, s := range servers {
-		wait = max(wait, time.Duration(s.ConnectSec)*time.Second+5*time.Second)
+		wait = max(wait, s.ConnectTimeout+5*time.Second)
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	if err := ml.WaitStarted(wctx); err != nil {
@@ -522,16 +523,16 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			Busy:             pipeline.Busy(cfg.Chat.Busy),
 			Size:             cfg.Chat.QueueSize,
 			MaxTurnsInFlight: cfg.Chat.MaxTurnsInFlight,
-			TurnWait:         time.Duration(cfg.Chat.TurnWaitSec) * time.Second,
-			TurnTimeout:      time.Duration(cfg.Chat.TurnTimeoutSec) * time.Second,
+			TurnWait:         cfg.Chat.TurnWait,
+			TurnTimeout:      cfg.Chat.TurnTimeout,
 		},
-		History: pipeline.HistoryOptions{
+		History: history.Options{
 			SystemPrompt:       cfg.Agent.SystemPrompt,
 			Rounds:             cfg.Agent.HistoryRounds,
 			CompactAt:          cfg.Agent.CompactAt,
 			ToolResultShare:    cfg.Agent.ToolResultShare,
 			ToolResultMaxChars: cfg.Agent.ToolResultMaxChars,
-			IdleReset:          time.Duration(cfg.Chat.IdleResetMinutes) * time.Minute,
+			IdleReset:          cfg.Chat.IdleReset,
 			MaxImageBytes:      cfg.Chat.MaxImageBytes, // models without vision are told of images instead
 		},
 		Models: pipeline.ModelOptions{
@@ -554,13 +555,13 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		Tools: pipeline.ToolOptions{
 			Allow:            cfg.Tools.Allow,
 			PerChat:          cfg.Tools.PerChat,
-			ApprovalTimeout:  time.Duration(cfg.Tools.ApprovalTimeoutSec) * time.Second,
+			ApprovalTimeout:  cfg.Tools.ApprovalTimeout,
 			MaxOpenQuestions: cfg.Tools.MaxOpenQuestions,
 		},
 		Quotas: quotas(cfg.Quotas),
 		Media: pipeline.MediaOptions{
 			MaxBytes:      cfg.Media.MaxBytes,
-			MaxAudio:      time.Duration(cfg.Speech.MaxSeconds) * time.Second,
+			MaxAudio:      cfg.Speech.MaxAudio,
 			DocumentShare: cfg.Media.DocumentShare,
 			Reply:         cfg.Speech.Reply,
 			MaxReplyChars: cfg.Speech.MaxReplyChars,
@@ -569,10 +570,10 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 }
 
 // modelBudgets lists the token budget of every configured model.
-func modelBudgets(ms []config.Model) []pipeline.ModelBudget {
-	out := make([]pipeline.ModelBudget, len(ms))
+func modelBudgets(ms []config.Model) []history.ModelBudget {
+	out := make([]history.ModelBudget, len(ms))
 	for i, m := range ms {
-		out[i] = pipeline.ModelBudget{Name: m.Name, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens}
+		out[i] = history.ModelBudget{Name: m.Name, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens}
 	}
 	return out
 }
@@ -611,11 +612,11 @@ func newSpeech(cfg *config.Config, hc *http.Client, obs agent.Observer) (pipelin
 	o := speech.Options{HTTPClient: hc, Observer: obs}
 	for _, m := range s.Candidates() {
 		o.Candidates = append(o.Candidates, speech.Candidate{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey,
-			Model: m.Model, Timeout: time.Duration(m.TimeoutSec) * time.Second})
+			Model: m.Model, Timeout: m.Timeout})
 	}
 	if s.Reply != pipeline.SpeakOff && s.TTSModel != "" {
 		o.Voice = speech.Voice{BaseURL: s.TTSBaseURL, APIKey: s.TTSAPIKey, Model: s.TTSModel, Voice: s.Voice,
-			Timeout: time.Duration(s.TimeoutSec) * time.Second}
+			Timeout: s.Timeout}
 	}
 	if len(o.Candidates) == 0 && o.Voice.Model == "" {
 		return nil, nil, nil
@@ -650,7 +651,7 @@ func agentModels(ms []config.Model) []agent.Model {
 			Model:          m.Model,
 			SupportsTools:  m.SupportsTools,
 			SupportsVision: m.SupportsVision,
-			Timeout:        time.Duration(m.TimeoutSec) * time.Second,
+			Timeout:        m.Timeout,
 		}
 	}
 	return out
@@ -689,7 +690,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			Env:             s.Env,
 			URL:             s.URL,
 			Headers:         s.Headers,
-			ConnectTimeout:  time.Duration(s.ConnectSec) * time.Second,
+			ConnectTimeout:  s.ConnectTimeout,
 			ToolCallTimeout: s.ToolCallTimeout,
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +25,7 @@ const (
 	defaultLimit = 10
 	maxLimit     = 50
 	defaultSince = 24 * time.Hour
+	maxSince     = 366 * 24 * time.Hour
 	errorChars   = 200
 	argsChars    = 160
 )
@@ -63,7 +63,7 @@ const schema = `{
     "tool": {"type": "string", "description": "Only calls of this tool."},
     "status": {"type": "string", "enum": ["running", "ok", "error", "timeout", "not_found", "bad_args", "cancelled", "denied", "interrupted"], "description": "Only calls with this status."},
     "chat_id": {"type": "string", "description": "Only calls made in this chat."},
-    "since": {"type": "string", "description": "How far back to look, e.g. 30m, 24h, 7d. Default 24h."},
+    "since": {"type": "string", "description": "How far back to look, e.g. 30m, 24h, 7d, or since a time (RFC 3339 or 2006-01-02). At most a year. Default 24h."},
     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "At most this many rows. Default 10."}
   },
   "additionalProperties": false
@@ -119,15 +119,17 @@ func (q *querier) run(ctx context.Context, inv tools.Invocation) (tools.Result, 
 	if !slices.Contains(views, a.View) {
 		return tools.Result{}, fmt.Errorf("audit_query: unknown view %q (one of %s)", a.View, strings.Join(views, ", "))
 	}
-	since := defaultSince
+	now := q.now()
+	since, from := defaultSince, now.Add(-defaultSince)
 	if a.Since != "" {
-		d, err := parseSince(a.Since)
-		if err != nil {
+		var err error
+		if from, err = audit.ParseSince(a.Since, now); err != nil {
 			return tools.Result{}, fmt.Errorf("audit_query: since: %w", err)
 		}
-		since = d
+		if since = now.Sub(from); since <= 0 || since > maxSince {
+			return tools.Result{}, fmt.Errorf("audit_query: since: %q must be in the last year", a.Since)
+		}
 	}
-	from := q.now().Add(-since)
 	limit := a.Limit
 	switch {
 	case limit == 0:
@@ -179,30 +181,6 @@ func (q *querier) run(ctx context.Context, inv tools.Invocation) (tools.Result, 
 		recs = recs[:limit]
 	}
 	return tools.Result{Text: formatRecords(a.View, recs, window)}, nil
-}
-
-// parseSince accepts Go durations (90m, 24h) and whole days (7d).
-func parseSince(s string) (time.Duration, error) {
-	var d time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil {
-			return 0, fmt.Errorf("%q is not a duration like 30m, 24h or 7d", s)
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("%q is not a duration like 30m, 24h or 7d", s)
-		}
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("%q must be positive", s)
-	}
-	if d > 366*24*time.Hour {
-		return 0, fmt.Errorf("%q is more than a year", s)
-	}
-	return d, nil
 }
 
 func formatSince(d time.Duration) string {

@@ -1,4 +1,4 @@
-package pipeline
+package history
 
 import (
 	"encoding/json"
@@ -39,8 +39,8 @@ const (
 	tokensPerImage   = 800
 )
 
-// estimateText estimates the tokens of a text.
-func estimateText(s string) int {
+// EstimateText estimates the tokens of a text.
+func EstimateText(s string) int {
 	ascii, other := 0, 0
 	for i := 0; i < len(s); {
 		if s[i] < utf8.RuneSelf {
@@ -57,14 +57,14 @@ func estimateText(s string) int {
 
 // estimateMessage estimates the tokens one transcript message costs.
 func estimateMessage(m agent.Message) int {
-	n := tokensPerMessage + estimateText(m.Content) + estimateText(m.Name) + len(m.Images)*tokensPerImage
+	n := tokensPerMessage + EstimateText(m.Content) + EstimateText(m.Name) + len(m.Images)*tokensPerImage
 	if m.ReasoningField != "" {
-		n += estimateText(m.ReasoningContent)
+		n += EstimateText(m.ReasoningContent)
 	}
 	for _, c := range m.ToolCalls {
-		n += tokensPerMessage + estimateText(c.Name) + estimateText(c.Arguments) + estimateText(string(c.Extra))
+		n += tokensPerMessage + EstimateText(c.Name) + EstimateText(c.Arguments) + EstimateText(string(c.Extra))
 	}
-	return n + estimateText(string(m.Extra))
+	return n + EstimateText(string(m.Extra))
 }
 
 // estimateMessages estimates the tokens of messages.
@@ -85,7 +85,7 @@ func estimateTools(specs []tools.Spec) int {
 			Description string          `json:"description"`
 			Parameters  json.RawMessage `json:"parameters,omitempty"`
 		}{s.Name, s.Description, s.Parameters})
-		n += tokensPerMessage + estimateText(string(b))
+		n += tokensPerMessage + EstimateText(string(b))
 	}
 	return n
 }
@@ -194,8 +194,12 @@ func withSummary(prompt, summary string) string {
 	return strings.TrimSpace(prompt + "\n\n" + summaryPrompt + "\n" + strings.TrimSpace(summary))
 }
 
-// estimate is the agent's Request.Estimate: the tokens msgs and specs cost with the model
+// Estimate is the agent's Request.Estimate: the tokens msgs and specs cost with the model
 // named, corrected by what its provider reported for earlier requests.
-func (m *memory) estimate(model string, msgs []agent.Message, specs []tools.Spec) int {
-	return int(float64(estimateMessages(msgs)+estimateTools(specs)) * m.usage.of(model))
+func (k *Keeper) Estimate(model string, msgs []agent.Message, specs []tools.Spec) int {
+	return int(float64(estimateMessages(msgs)+estimateTools(specs)) * k.usage.of(model))
 }
+
+// Observe corrects the estimate with the first successful call of a turn, whose prompt was
+// the request as built, estimated at estimated tokens (History.Estimate).
+func (k *Keeper) Observe(calls []agent.LLMCall, estimated int) { k.usage.observeTurn(calls, estimated) }

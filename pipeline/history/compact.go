@@ -1,4 +1,4 @@
-package pipeline
+package history
 
 import (
 	"errors"
@@ -22,8 +22,8 @@ const (
 	summaryArgsChars = 300
 )
 
-// errNothingToCompact: every round the conversation has fits what compaction would keep.
-var errNothingToCompact = errors.New("nothing to summarise yet")
+// ErrNothingToCompact: every round the conversation has fits what compaction would keep.
+var ErrNothingToCompact = errors.New("nothing to summarise yet")
 
 // cut shortens s to at most n characters, saying how much was left out.
 func cut(s string, n int) string {

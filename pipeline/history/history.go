@@ -1,0 +1,379 @@
+// Package history is the part of the pipeline that gives each turn its past: the conversation
+// a message belongs to (its key), the rounds read from the store within the model's token
+// budget, older rounds summarised (compaction) when they grow past it, and the transcript the
+// model is sent. It knows nothing of the queue, the turn's delivery or the quotas: the turn
+// hands it a meter for the compaction calls.
+package history
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"relaybot/adapters"
+	"relaybot/agent"
+	"relaybot/chat"
+	"relaybot/store"
+	"relaybot/tools"
+)
+
+// History is what a turn of one conversation is given of its past, and what building it cost.
+// It holds the conversation's key: whether a group shares the conversation, and so whether user
+// messages carry their sender's name for the model, follows from the key alone.
+type History struct {
+	Key  chat.Key
+	Conv store.Conversation
+	// Rounds are the finished rounds after the conversation's summary, oldest first.
+	Rounds []store.Round
+	// Calls are the model calls compaction made (Round 0).
+	Calls []agent.LLMCall
+	// Compacted reports that a summary replaced older rounds.
+	Compacted bool
+	elided    int
+	// Estimate is the corrected token estimate of the transcript built, tools included.
+	Estimate int
+	// Meter accounts for compaction's model calls (the turn's meter, its calls made round 0);
+	// nil: none.
+	Meter agent.Meter
+}
+
+// shared reports whether the members of a group share the conversation (its key names no user).
+func (h *History) shared() bool { return h.Key.UserID == "" }
+
+// speaker prefixes a group member's message with their name.
+func (h *History) speaker(name, text string) string {
+	if !h.shared() || name == "" {
+		return text
+	}
+	return "[" + name + "] " + text
+}
+
+// toAgent converts stored history into transcript messages. In a conversation shared by a
+// group, user messages carry their sender's name in the text, so the model knows who said what
+// (the name field of the API cannot hold arbitrary names). Images are not stored: a message that
+// had some says so.
+func (h *History) toAgent(ms []store.Message) []agent.Message {
+	out := make([]agent.Message, 0, len(ms))
+	for _, m := range ms {
+		am := agent.Message{
+			Role:             m.Role,
+			Content:          m.Content,
+			ToolCallID:       m.ToolCallID,
+			ReasoningContent: m.Reasoning,
+			ReasoningField:   m.ReasoningField,
+		}
+		am.Extra = rawOrNil(m.Extra)
+		if m.Role == store.RoleUser {
+			am.Content = h.speaker(m.Name, m.Content)
+			if m.Images > 0 {
+				am.Content = imagesNote(m.Images) + am.Content
+			}
+		}
+		for _, c := range m.ToolCalls {
+			am.ToolCalls = append(am.ToolCalls, agent.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Extra: rawOrNil(c.Extra)})
+		}
+		out = append(out, am)
+	}
+	return out
+}
+
+// choose picks rounds newest first, whole rounds only, while they fit limit tokens; tool
+// results beyond toolShare of limit (counted newest first) are replaced by an elision note.
+// With all set, every round is taken whatever limit says (to measure what a turn would need).
+func (h *History) choose(limit int, toolShare, factor float64, all bool) selection {
+	rounds := h.Rounds
+	sel := selection{from: len(rounds)}
+	toolRoom := int(float64(limit) * toolShare)
+	toolUsed := 0
+	var picked [][]agent.Message
+	for i := len(rounds) - 1; i >= 0; i-- {
+		ms := h.toAgent(rounds[i].Messages)
+		cost := 0
+		for j, m := range ms {
+			t := int(float64(estimateMessage(m)) * factor)
+			if m.Role == agent.RoleTool {
+				if toolUsed+t > toolRoom {
+					ms[j].Content = elisionNote(toolName(rounds[i].Messages, m.ToolCallID), utf8.RuneCountInString(m.Content))
+					sel.elided++
+					t = int(float64(estimateMessage(ms[j])) * factor)
+				} else {
+					toolUsed += t
+				}
+			}
+			cost += t
+		}
+		if !all && sel.tokens+cost > limit {
+			break
+		}
+		sel.tokens += cost
+		sel.from = i
+		picked = append(picked, ms)
+	}
+	for i := len(picked) - 1; i >= 0; i-- {
+		sel.messages = append(sel.messages, picked[i]...)
+	}
+	return sel
+}
+
+// summaryInput renders the earlier summary and the first n rounds as text for the summariser,
+// within room tokens: the newest messages are kept when they do not all fit, long tool results
+// and arguments are cut.
+func (h *History) summaryInput(n, room int) string {
+	var lines []string
+	for _, r := range h.Rounds[:n] {
+		for _, m := range r.Messages {
+			switch m.Role {
+			case store.RoleUser:
+				lines = append(lines, "User: "+h.speaker(m.Name, m.Content))
+			case store.RoleAssistant:
+				if strings.TrimSpace(m.Content) != "" {
+					lines = append(lines, "Assistant: "+m.Content)
+				}
+				for _, c := range m.ToolCalls {
+					lines = append(lines, fmt.Sprintf("Assistant called %s(%s)", c.Name, cut(c.Arguments, summaryArgsChars)))
+				}
+			case store.RoleTool:
+				lines = append(lines, fmt.Sprintf("Result of %s: %s", m.Name, cut(m.Content, summaryToolChars)))
+			}
+		}
+	}
+	head := ""
+	if earlier := h.Conv.Summary; strings.TrimSpace(earlier) != "" {
+		head = "Earlier summary:\n" + earlier + "\n\n"
+	}
+	room -= EstimateText(head)
+	start := len(lines)
+	for start > 0 && room-EstimateText(lines[start-1])-1 >= 0 {
+		room -= EstimateText(lines[start-1]) + 1
+		start--
+	}
+	body := strings.Join(lines[start:], "\n")
+	if start > 0 {
+		body = fmt.Sprintf("[%d older lines left out]\n", start) + body
+	}
+	return head + "Conversation:\n" + body
+}
+
+// Runner runs the model call that summarises older rounds (agent.Runner).
+type Runner interface {
+	Run(ctx context.Context, req agent.Request, emit func(agent.Event)) *agent.Result
+}
+
+// Store keeps the conversations, their rounds and summaries (store.Store).
+type Store interface {
+	Conversation(ctx context.Context, key chat.Key) (store.Conversation, error)
+	ResetConversation(ctx context.Context, key chat.Key) (store.Conversation, error)
+	// Rounds returns the finished rounds after turn afterTurnID, the newest limit of them,
+	// oldest first.
+	Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]store.Round, error)
+	// SaveSummary records the summary of the rounds up to throughTurnID.
+	SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error
+}
+
+// Keeper gives each turn its history: it reads it from the store, keeps it within the model's
+// budget (estimating tokens, corrected by what the providers report, and summarising older
+// rounds when they grow past CompactAt of it), and converts it for the model. It is safe for
+// concurrent use.
+type Keeper struct {
+	runner  Runner
+	store   Store
+	opts    Options
+	budgets []ModelBudget
+	now     func() time.Time
+	// usage corrects the token estimate by what providers report.
+	usage *usageCorrection
+}
+
+// New returns the Keeper of the conversations in st. budgets are the configured models', the
+// primary first (empty: one model of DefaultContextWindow); now is the clock (nil: time.Now).
+func New(runner Runner, st Store, o Options, budgets []ModelBudget, now func() time.Time) (*Keeper, error) {
+	if err := o.fill(budgets); err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Keeper{runner: runner, store: st, opts: o, budgets: budgets, now: now, usage: &usageCorrection{}}, nil
+}
+
+// Read returns the conversation of key with the rounds after its summary.
+func (k *Keeper) Read(ctx context.Context, key chat.Key) (*History, error) {
+	conv, err := k.store.Conversation(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("conversation %s: %w", key, err)
+	}
+	return k.Load(ctx, key, conv)
+}
+
+// Load returns conversation conv of key with the rounds after its summary, up to
+// Options.Rounds.
+func (k *Keeper) Load(ctx context.Context, key chat.Key, conv store.Conversation) (*History, error) {
+	h := &History{Key: key, Conv: conv}
+	if k.opts.Rounds <= 0 {
+		return h, nil
+	}
+	var err error
+	if h.Rounds, err = k.store.Rounds(ctx, conv.ID, conv.SummaryTurnID, k.opts.Rounds); err != nil {
+		return nil, fmt.Errorf("history of conversation %d: %w", conv.ID, err)
+	}
+	return h, nil
+}
+
+// ResetIfIdle starts a fresh conversation when h's last round is older than IdleReset.
+func (k *Keeper) ResetIfIdle(ctx context.Context, h *History) error {
+	idle := k.opts.IdleReset
+	if idle <= 0 || len(h.Rounds) == 0 || k.now().Sub(h.Rounds[len(h.Rounds)-1].StartedAt) <= idle {
+		return nil
+	}
+	conv, err := k.store.ResetConversation(ctx, h.Key)
+	if err != nil {
+		return fmt.Errorf("idle reset of conversation %d: %w", h.Conv.ID, err)
+	}
+	h.Conv, h.Rounds = conv, nil
+	return nil
+}
+
+// Transcript builds the messages of a turn within the model's budget: the system prompt (with
+// the summary of older rounds), whole rounds newest first, and the new message. When the history
+// needs more than CompactAt of its room (or force is set), the rounds that do not fit a quarter
+// of it (all of them with force) are summarised first.
+func (k *Keeper) Transcript(ctx context.Context, h *History, in adapters.Inbound, specs []tools.Spec, force bool, log *slog.Logger) []agent.Message {
+	mb := k.Budget(h.Conv.Model)
+	b := k.budget(mb, h, in, specs)
+	limit := b.historyLimit()
+	share, at := k.opts.ToolResultShare, k.opts.CompactAt
+	need := h.choose(limit, share, b.factor, true)
+	if force || (at > 0 && float64(need.tokens) > at*float64(limit)) {
+		keep := 0
+		if !force {
+			keep = len(h.Rounds) - h.choose(limit/4, share, b.factor, false).from
+		}
+		if err := k.Compact(ctx, h, len(h.Rounds)-keep, log); err != nil {
+			log.Warn("history: history not compacted; older rounds are left out instead", "err", err)
+		} else {
+			b = k.budget(mb, h, in, specs)
+			limit = b.historyLimit()
+		}
+	}
+	sel := h.choose(limit, share, b.factor, false)
+	h.elided = sel.elided
+	if sel.from > 0 {
+		log.Info("history: older rounds left out to fit the context window", "left_out", sel.from, "window", mb.ContextWindow)
+	}
+	msgs := make([]agent.Message, 0, len(sel.messages)+2)
+	msgs = append(msgs, k.systemMessage(h.Conv))
+	msgs = append(msgs, sel.messages...)
+	msgs = append(msgs, k.userMessage(h, in))
+	h.Estimate = estimateMessages(msgs) + estimateTools(specs)
+	return msgs
+}
+
+// budget measures what a turn of h spends besides its history.
+func (k *Keeper) budget(mb ModelBudget, h *History, in adapters.Inbound, specs []tools.Spec) budget {
+	factor := k.usage.of(mb.Name)
+	fixed := estimateMessage(k.systemMessage(h.Conv)) + estimateMessage(k.userMessage(h, in)) + estimateTools(specs)
+	if maxChars := k.opts.ToolResultMaxChars; len(specs) > 0 && maxChars > 0 {
+		// Room for one tool result of the turn, at most three quarters of what the answer leaves.
+		fixed += min((maxChars+3)/4, (mb.ContextWindow-mb.MaxOutputTokens)*3/4)
+	}
+	return budget{window: mb.ContextWindow, output: mb.MaxOutputTokens, fixed: int(float64(fixed) * factor), factor: factor}
+}
+
+// Budget returns the budget of a model by its configured name; the first configured model's
+// when name is empty or unknown.
+func (k *Keeper) Budget(name string) ModelBudget {
+	models := k.budgets
+	for _, mb := range models {
+		if mb.Name == name {
+			return mb
+		}
+	}
+	if len(models) > 0 {
+		return models[0]
+	}
+	return ModelBudget{ContextWindow: DefaultContextWindow, MaxOutputTokens: DefaultContextWindow / 4}
+}
+
+// Compact summarises the first n rounds of h (with the earlier summary) in one model call and
+// stores the summary with the conversation; h then holds the rounds after it.
+func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logger) error {
+	if n <= 0 || n > len(h.Rounds) {
+		return ErrNothingToCompact
+	}
+	mb := k.Budget(h.Conv.Model)
+	words := max(mb.ContextWindow/16, 100)
+	instruction := fmt.Sprintf(summaryInstruction, words)
+	room := int(float64(mb.ContextWindow-mb.MaxOutputTokens-EstimateText(instruction)-64) / k.usage.of(mb.Name))
+	req := agent.Request{Model: h.Conv.Model, Estimate: k.Estimate, Messages: []agent.Message{
+		{Role: agent.RoleSystem, Content: instruction},
+		{Role: agent.RoleUser, Content: h.summaryInput(n, room)},
+	}}
+	if h.Meter != nil {
+		req.Meter = h.Meter
+	}
+	res := k.runner.Run(ctx, req, nil)
+	for _, c := range res.LLMCalls {
+		c.Round = 0
+		h.Calls = append(h.Calls, c)
+	}
+	if res.Status != agent.StatusOK {
+		return fmt.Errorf("summary of %d rounds: %w", n, res.Err)
+	}
+	summary := ""
+	if len(res.Messages) > 0 {
+		summary = strings.TrimSpace(res.Messages[len(res.Messages)-1].Content)
+	}
+	if summary == "" {
+		return fmt.Errorf("summary of %d rounds: the model answered with no text", n)
+	}
+	through := h.Rounds[n-1].TurnID
+	if err := k.store.SaveSummary(ctx, h.Conv.ID, summary, through); err != nil {
+		return err
+	}
+	h.Conv.Summary, h.Conv.SummaryTurnID = summary, through
+	h.Rounds = h.Rounds[n:]
+	h.Compacted = true
+	log.Info("history: older rounds summarised", "rounds", n, "through_turn", through, "summary_chars", utf8.RuneCountInString(summary))
+	return nil
+}
+
+// systemMessage is the system prompt of a conversation's turn: its own prompt (/system) or the
+// configured one, the extra text, the date, and the summary of older rounds.
+func (k *Keeper) systemMessage(conv store.Conversation) agent.Message {
+	prompt := k.opts.SystemPrompt
+	if strings.TrimSpace(conv.SystemPrompt) != "" {
+		prompt = conv.SystemPrompt
+	}
+	if k.opts.SystemPromptExtra != nil {
+		if extra := strings.TrimSpace(k.opts.SystemPromptExtra()); extra != "" {
+			prompt = strings.TrimSpace(prompt + "\n\n" + extra)
+		}
+	}
+	now := k.now().UTC()
+	prompt = strings.TrimSpace(prompt + "\n\n" + fmt.Sprintf("Current date: %s (%s), UTC.", now.Format("2006-01-02"), now.Weekday()))
+	return agent.Message{Role: agent.RoleSystem, Content: withSummary(prompt, conv.Summary)}
+}
+
+// userMessage is the new message of a turn of h.
+func (k *Keeper) userMessage(h *History, in adapters.Inbound) agent.Message {
+	return agent.Message{
+		Role:    agent.RoleUser,
+		Content: h.speaker(in.UserName, in.Text),
+		Images:  k.Images(in),
+	}
+}
+
+// Images returns the user's images that fit MaxImageBytes.
+func (k *Keeper) Images(in adapters.Inbound) []agent.Image {
+	var out []agent.Image
+	for _, im := range in.Images {
+		if limit := k.opts.MaxImageBytes; limit > 0 && len(im.Data) > limit {
+			continue
+		}
+		out = append(out, agent.Image{MIME: im.MIME, Data: im.Data})
+	}
+	return out
+}
