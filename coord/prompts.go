@@ -53,7 +53,7 @@ func (m carriedMessage) inbound() adapters.Inbound {
 		ChatAdmin: m.ChatAdmin, Roles: m.Roles, Text: m.Text, Time: time.Now()}
 }
 
-// OpenPrompt implements pipeline.PromptRelay: once the fence is open, the prompt is recorded
+// OpenPrompt implements asking.PromptRelay: once the fence is open, the prompt is recorded
 // under the epoch of ctx (refused with ErrTakenOver when this replica no longer holds it) and
 // announced to the other replicas.
 func (r *Replica) OpenPrompt(ctx context.Context, ref chat.Ref, take func(adapters.Inbound) bool) (string, error) {
@@ -83,7 +83,7 @@ func (r *Replica) OpenPrompt(ctx context.Context, ref chat.Ref, take func(adapte
 	return id, nil
 }
 
-// ClosePrompt implements pipeline.PromptRelay.
+// ClosePrompt implements asking.PromptRelay.
 func (r *Replica) ClosePrompt(ctx context.Context, id string) {
 	q := r.asks
 	q.mu.Lock()
@@ -100,7 +100,7 @@ func (r *Replica) ClosePrompt(ctx context.Context, id string) {
 	}
 }
 
-// CarryAnswer implements pipeline.PromptRelay: a message in a chat where another replica has a
+// CarryAnswer implements asking.PromptRelay: a message in a chat where another replica has a
 // reply prompt open (as this replica's listener knows, or the table says while it does not
 // listen) is recorded as a press of that prompt, and the asker's verdict awaited.
 func (r *Replica) CarryAnswer(ctx context.Context, in adapters.Inbound) (bool, error) {

@@ -11,6 +11,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/asking"
 	"relaybot/tools"
 )
 
@@ -57,8 +58,8 @@ func TestApprovalRefusesABystander(t *testing.T) {
 	h := newHarnessTools(t, Options{}, tools.ManagerOptions{Policy: policy}, nil)
 	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "echo", Args: []string{`{"text":"hi"}`}}), llm.Text("done"))
 	out := &askResponder{recResponder: &recResponder{stream: true}, presses: []adapters.Answer{
-		{Choice: choiceApprove, UserID: "bystander", UserName: "Bob", ChatAdmin: true},
-		{Choice: choiceApprove, UserID: "7", UserName: "Ann"},
+		{Choice: asking.ChoiceApprove, UserID: "bystander", UserName: "Bob", ChatAdmin: true},
+		{Choice: asking.ChoiceApprove, UserID: "7", UserName: "Ann"},
 	}}
 	in := adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100"}, Kind: adapters.Group,
 		MessageID: "1", UserID: "7", UserName: "Ann", Text: "echo hi"}

@@ -49,7 +49,7 @@ func parseAuditArgs(args string) (audit.Filter, error) {
 // arguments of another chat.
 func (c *commands) audit(r *request) {
 	ctx, in, args, out, log := r.ctx, r.in, r.in.Args, r.out, r.log
-	if !c.access.isAdmin(in) {
+	if !c.access.IsAdmin(in) {
 		log.Warn("pipeline: /audit refused: not an admin")
 		c.recordRefusal(in, args, log)
 		c.say(out, "Only bot admins can use /audit.", log)

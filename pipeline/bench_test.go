@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/quota"
 )
 
 // BenchmarkTurn measures one whole turn through the pipeline: access, queue, history read, user
@@ -21,8 +22,7 @@ func BenchmarkTurn(b *testing.B) {
 // BenchmarkTurnWithQuota is BenchmarkTurn with a daily quota per user and per chat: every model
 // call checks both and reserves its tokens before its request.
 func BenchmarkTurnWithQuota(b *testing.B) {
-	h := newBenchHarness(b, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1 << 40}, Chat: Limits{TokensPerDay: 1 << 40}}})
-	h.p.opts.Usage = h.store
+	h := newBenchHarness(b, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1 << 40}, Chat: quota.Limits{TokensPerDay: 1 << 40}}})
 	benchTurns(b, h)
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 )
 
 // model answers /model: without an argument it lists the models this chat may pick, with
@@ -92,7 +93,7 @@ func (c *commands) system(r *request) {
 		}
 		return
 	}
-	if !c.access.isAdmin(in) {
+	if !c.access.IsAdmin(in) {
 		log.Info("pipeline: /system refused: not an admin")
 		c.say(out, "Only an admin can set the system prompt.", log)
 		return
@@ -117,7 +118,7 @@ func (c *commands) system(r *request) {
 // counted against them like a turn's.
 func (c *commands) compact(ctx context.Context, r *request) {
 	key, out, log := r.key, r.out, r.log
-	if text, over := c.quotas.over(ctx, r.in, nil, log); over {
+	if text, over := c.quotas.Over(ctx, r.in, nil, log); over {
 		log.Info("pipeline: /compact refused: over quota")
 		c.say(out, text, log)
 		return
@@ -129,23 +130,23 @@ func (c *commands) compact(ctx context.Context, r *request) {
 		c.failed(r, "/compact", err, "conversation", key.String())
 		return
 	}
-	m := c.quotas.meter(r.in, 0, log)
-	h.Meter = m.forSummary()
+	m := c.quotas.Meter(r.in, 0, log)
+	h.Meter = m.ForSummary()
 	n := len(h.Rounds)
 	err = c.history.Compact(ctx, h, n, log)
 	for _, call := range h.Calls {
 		log.Info("pipeline: /compact model call", "model", call.Model, "status", call.Status, "tokens_in", call.TokensIn, "tokens_out", call.TokensOut)
 	}
-	if lost := m.unsaved(); len(lost) > 0 {
+	if lost := m.Unsaved(); len(lost) > 0 {
 		log.Error("pipeline: /compact model calls not saved", "calls", len(lost))
 	}
-	q, over := errors.AsType[*quotaError](err)
+	q, over := errors.AsType[*quota.Error](err)
 	switch {
 	case errors.Is(err, history.ErrNothingToCompact):
 		c.say(out, "Nothing to summarise yet.", log)
 	case over:
 		log.Info("pipeline: /compact refused: over quota")
-		c.say(out, q.text, log)
+		c.say(out, q.Text, log)
 	case err != nil:
 		c.failed(r, "/compact", err, "conversation_id", h.Conv.ID)
 	default:

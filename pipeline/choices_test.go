@@ -10,6 +10,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
 	"relaybot/store"
 )
@@ -129,7 +130,7 @@ func TestRetryAnswersTheLastMessageAgainAndHistoryKeepsOnlyTheNewAnswer(t *testi
 }
 
 func TestSystemCommandSetsThePromptOfTheConversationForAdminsOnly(t *testing.T) {
-	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}})
+	h := newHarness(t, Options{Access: access.Lists{Admins: []string{"telegram:1"}}})
 	out := &recResponder{}
 	// A group shared by its members: user 1 is an admin, user 42 is not.
 	member := func(user, id, text string) adapters.Inbound {

@@ -5,7 +5,10 @@ import (
 	"log/slog"
 
 	"relaybot/adapters"
+	"relaybot/pipeline/access"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 )
 
 // command is one entry of the command table: what users see of it, and how the pipeline answers.
@@ -70,8 +73,8 @@ func Commands() adapters.Commands {
 type commands struct {
 	store   Store
 	history *history.Keeper
-	quotas  *quotaGuard
-	access  *accessRules
+	quotas  *quota.Guard
+	access  *access.Rules
 	opts    *Options
 	// say sends a notice (Pipeline.notice); fail is what the user sees of an error.
 	say  func(out adapters.Responder, text string, log *slog.Logger)
@@ -108,8 +111,8 @@ func (c *commands) reset(r *request) {
 // asked (or an admin) stops an answer, on this replica or, passed on, on another.
 func (p *Pipeline) stop(r *request) {
 	in, key, log := r.in, r.key, r.log
-	admin := p.access.isAdmin(in)
-	handled, askOthers := p.stopAcrossReplicas(key, in, admin, r.out, log)
+	admin := p.access.IsAdmin(in)
+	handled, askOthers := p.gate.stopAcrossReplicas(key, in, admin, r.out, log)
 	if handled {
 		return
 	}
@@ -117,15 +120,33 @@ func (p *Pipeline) stop(r *request) {
 		return admin || started.UserID == in.UserID
 	})
 	switch {
-	case !running && askOthers && p.stopElsewhere(key, in, admin, log):
+	case !running && askOthers && p.gate.stopElsewhere(key, in, admin, log):
 		// Another replica may run it: passed on.
 	case !running:
 		// Said once a minute per user at most, even with the rate limit off.
-		if ok, _ := p.idleStops.allow(r.sender, p.opts.Now()); ok {
-			p.notice(r.out, "Nothing to stop.", log)
+		if ok, _ := p.idleStops.Allow(r.sender, p.opts.Now()); ok {
+			p.outbox.notice(r.out, "Nothing to stop.", log)
 		}
 	case !stopped:
 		log.Info("pipeline: /stop refused: not the asker's turn")
-		p.notice(r.out, "Only the person who asked, or an admin, can stop this answer.", log)
+		p.outbox.notice(r.out, "Only the person who asked, or an admin, can stop this answer.", log)
 	}
+}
+
+// allowed answers /allowed (asking.Allowed): the "always allow" answers of this chat, and
+// "/allowed revoke N".
+func (c *commands) allowed(r *request) {
+	cs := c.opts.Tools.Consents
+	if cs == nil {
+		c.say(r.out, "Always-allow answers are not kept in this server.", r.log)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), saveTimeout)
+	defer cancel()
+	text, err := asking.Allowed(ctx, cs, r.in, c.access.IsAdmin(r.in), c.opts.Now(), r.log)
+	if err != nil {
+		c.failed(r, "/allowed", err)
+		return
+	}
+	c.say(r.out, text, r.log)
 }

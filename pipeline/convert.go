@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"relaybot/agent"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 )
 
@@ -39,24 +40,7 @@ func toStoreMessages(ms []agent.Message) []store.Message {
 func toStoreLLMCalls(cs []agent.LLMCall) []store.LLMCall {
 	out := make([]store.LLMCall, 0, len(cs))
 	for _, c := range cs {
-		sc := store.LLMCall{
-			Round:            c.Round,
-			Model:            c.Model,
-			Candidate:        c.Candidate,
-			FallbackReason:   c.FallbackReason,
-			Status:           string(c.Status),
-			TimeToFirstToken: c.TimeToFirstToken,
-			Duration:         c.Duration,
-			TokensIn:         c.TokensIn,
-			TokensOut:        c.TokensOut,
-			Estimated:        c.Estimated,
-			StartedAt:        c.StartedAt,
-			Audio:            c.Audio,
-		}
-		if c.Err != nil {
-			sc.Error = c.Err.Error()
-		}
-		out = append(out, sc)
+		out = append(out, quota.StoreCall(c))
 	}
 	return out
 }

@@ -14,6 +14,8 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/access"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
@@ -48,10 +50,8 @@ func TestCommandFailuresShowTheHintNotTheDatabase(t *testing.T) {
 		{Hide, nil},
 	} {
 		t.Run(string(tt.mode), func(t *testing.T) {
-			h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}},
-				Output: OutputOptions{ExceptionHandling: tt.mode}})
-			h.p.opts.Usage = dbDown{}
-			h.p.opts.Audit = dbDown{}
+			h := newHarness(t, Options{Access: access.Lists{Admins: []string{"telegram:1"}},
+				Output: OutputOptions{ExceptionHandling: tt.mode}, Usage: dbDown{}, Audit: dbDown{}})
 			for i, cmd := range []string{"/usage", "/usage all", "/audit"} {
 				out := &recResponder{}
 				<-h.handle(privateMsg("1", string(rune('a'+i)), cmd), out)
@@ -72,7 +72,7 @@ func TestRetryAnswersYourOwnMessageAndAnothersWithTheirRights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarnessTools(t, Options{Access: Access{Admins: []string{"telegram:99"}}}, tools.ManagerOptions{Policy: policy}, nil)
+	h := newHarnessTools(t, Options{Access: access.Lists{Admins: []string{"telegram:99"}}}, tools.ManagerOptions{Policy: policy}, nil)
 	group := func(user, id, text string) adapters.Inbound {
 		in := adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-5"}, Kind: adapters.Group,
 			MessageID: id, UserID: user, UserName: "u" + user, Text: text}
@@ -149,7 +149,7 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 		return out
 	}
 
-	out := ask("7", "1", pressAs(choiceAlwaysChat, "7", "Ann", false), pressAs(choiceAlways, "7", "Ann", false))
+	out := ask("7", "1", pressAs(asking.ChoiceAlwaysChat, "7", "Ann", false), pressAs(asking.ChoiceAlways, "7", "Ann", false))
 	if len(out.told) != 2 || !strings.Contains(out.told[0], "Only bot admins or chat admins can allow this for everyone") ||
 		!strings.Contains(out.told[1], "always allowed for u7 in this chat") {
 		t.Fatalf("Ann's presses were told %q; want \"for everyone\" refused and \"for me\" taken", out.told)
@@ -157,7 +157,7 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 	if out = ask("7", "2"); len(out.questions) != 0 {
 		t.Fatalf("Ann was asked again after her own \"always\"")
 	}
-	out = ask("8", "3", pressAs(choiceAlwaysChat, "9", "Chief", true))
+	out = ask("8", "3", pressAs(asking.ChoiceAlwaysChat, "9", "Chief", true))
 	if len(out.questions) != 1 {
 		t.Fatalf("Bob's call rode on Ann's consent: %d questions", len(out.questions))
 	}
@@ -203,7 +203,7 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 	if n := revoke.Notices(); len(n) != 1 || !strings.Contains(n[0], "Revoked #"+id) {
 		t.Fatalf("the chat admin's revoke: %q", n)
 	}
-	if out = ask("10", "8", pressAs(choiceDeny, "9", "Chief", true)); len(out.questions) != 1 {
+	if out = ask("10", "8", pressAs(asking.ChoiceDeny, "9", "Chief", true)); len(out.questions) != 1 {
 		t.Fatalf("a member was not asked after the consent was revoked")
 	}
 }
@@ -270,7 +270,7 @@ func TestAWaitingQuestionGivesItsSlotBack(t *testing.T) {
 		t.Fatalf("the asker's second question: final %q; want the call denied for too many open questions", final)
 	}
 
-	waiting.answers <- adapters.Answer{Choice: choiceApprove, UserID: "7", UserName: "u7", ChatAdmin: true}
+	waiting.answers <- adapters.Answer{Choice: asking.ChoiceApprove, UserID: "7", UserName: "u7", ChatAdmin: true}
 	<-first
 	if final, _ := waiting.Reply(0).Final(); !strings.HasPrefix(final, "tool said: echo: hi") {
 		t.Fatalf("the approved turn ended with %q", final)
@@ -292,7 +292,7 @@ func TestPerChatToolsHoldInThreads(t *testing.T) {
 		{"telegram topic named", adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100", ThreadID: "7"}}, "page"},
 	}
 	for _, tt := range tests {
-		allowed := h.p.allowedTools(tt.in)
+		allowed := h.p.parts.allowedTools(tt.in)
 		var got []string
 		for _, name := range []string{"echo", "fail", "block", "page"} {
 			if allowed == nil || allowed(name) {
@@ -320,7 +320,7 @@ func TestApprovalQuestionShowsTheWholeCall(t *testing.T) {
 	long := `{"text":"` + strings.Repeat("lorem ipsum ", 100) + `","tail":"rm -rf /"}`
 	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "echo", Args: []string{short}}), llm.Text("one"),
 		llm.ToolCalls(llm.Call{ID: "c2", Name: "echo", Args: []string{long}}), llm.Text("two"))
-	press := []adapters.Answer{pressAs(choiceApprove, "7", "Ann", false)}
+	press := []adapters.Answer{pressAs(asking.ChoiceApprove, "7", "Ann", false)}
 
 	out := &askResponder{recResponder: &recResponder{stream: true}, presses: press}
 	<-h.handle(privateMsg("7", "1", "echo it"), out)

@@ -69,7 +69,7 @@ const (
 // readMedia is the turn's stage before start: the message's attachments become its text. It
 // reports whether anything is left to answer (the user was told of what could not be read).
 func (t *turn) readMedia() bool {
-	t.media = t.p.readAttachments(t.ctx, t.in, t.r.out, t.log)
+	t.media = t.parts.media.readAttachments(t.ctx, t.in, t.r.out, t.log)
 	t.in = t.media.in
 	return t.in.Command != "" || strings.TrimSpace(t.in.Text) != "" || len(t.in.Images) > 0
 }
@@ -87,7 +87,7 @@ func (t *turn) speak(res *agent.Result, status chat.TurnStatus) {
 			break
 		}
 	}
-	if call, ok := t.p.speakAnswer(t.ctx, t.r.out, t.media.spoken, answer, t.log); ok {
+	if call, ok := t.parts.media.speakAnswer(t.ctx, t.r.out, t.media.spoken, answer, t.log); ok {
 		t.spoken = append(t.spoken, call)
 	}
 }
@@ -106,11 +106,11 @@ type readMedia struct {
 // their text within the budget, image files into images for a vision model. Whatever cannot be
 // read is told to the user in one line naming the limit or the type, and noted in the message,
 // so nothing is dropped without a word. The returned Inbound has no attachments left.
-func (p *Pipeline) readAttachments(ctx context.Context, in adapters.Inbound, out adapters.Responder, log *slog.Logger) readMedia {
+func (m *mediaReader) readAttachments(ctx context.Context, in adapters.Inbound, out adapters.Responder, log *slog.Logger) readMedia {
 	if len(in.Attachments) == 0 {
 		return readMedia{in: in}
 	}
-	ar := &attachmentReader{p: p, o: p.mediaOptions(), out: out, log: log, r: readMedia{in: in}}
+	ar := &attachmentReader{m: m, o: m.o, out: out, log: log, r: readMedia{in: in}}
 	if t := strings.TrimSpace(in.Text); t != "" {
 		ar.parts = append(ar.parts, t)
 	}
@@ -123,9 +123,9 @@ func (p *Pipeline) readAttachments(ctx context.Context, in adapters.Inbound, out
 			ar.read(ctx, a, name, data)
 		}
 	}
-	parts := append(ar.parts, p.documentParts(ar.docs, ar.docNames)...)
+	parts := append(ar.parts, m.documentParts(ar.docs, ar.docNames)...)
 	for _, n := range ar.notes {
-		p.notice(out, n, log)
+		m.outbox.notice(out, n, log)
 	}
 	if len(parts) > 0 && len(ar.notes) > 0 {
 		parts = append(parts, "[Not read: "+strings.Join(ar.notes, " ")+"]")
@@ -138,7 +138,7 @@ func (p *Pipeline) readAttachments(ctx context.Context, in adapters.Inbound, out
 // attachmentReader reads the attachments of one message, in order, into the message's text,
 // images and documents, and collects the lines that tell the user what could not be read.
 type attachmentReader struct {
-	p   *Pipeline
+	m   *mediaReader
 	o   MediaOptions
 	out adapters.Responder
 	log *slog.Logger
@@ -203,7 +203,7 @@ func (ar *attachmentReader) read(ctx context.Context, a adapters.Attachment, nam
 	case a.Kind.Spoken():
 		ar.transcribe(ctx, a, name, data)
 	case a.Kind == adapters.Picture || strings.HasPrefix(a.MIME, "image/") && !media.IsPDF(a.Name, a.MIME, data):
-		if max := ar.p.opts.History.MaxImageBytes; max > 0 && len(data) > max {
+		if max := ar.m.maxImageBytes; max > 0 && len(data) > max {
 			ar.tell(a, name, fmt.Sprintf("the image %s is %s; I pass images of at most %s to the model.", name, sizeText(int64(len(data))), sizeText(int64(max))))
 			return
 		}
@@ -247,21 +247,16 @@ func (ar *attachmentReader) transcribe(ctx context.Context, a adapters.Attachmen
 		ar.tell(a, name, fmt.Sprintf("%s has no speech I could make out.", describe(a, name)))
 		return
 	}
-	ar.p.showTranscript(ar.out, ar.r.in.Chat.Platform, text, ar.log)
+	ar.m.showTranscript(ar.out, ar.r.in.Chat.Platform, text, ar.log)
 	ar.parts = append(ar.parts, text)
 }
 
 // documentParts renders documents for the model, each cut to its share of the budget.
-func (p *Pipeline) documentParts(docs []media.Document, names []string) []string {
+func (m *mediaReader) documentParts(docs []media.Document, names []string) []string {
 	if len(docs) == 0 {
 		return nil
 	}
-	o := p.mediaOptions()
-	window, answer := history.DefaultContextWindow, history.DefaultContextWindow/4
-	if b := p.opts.Models.Budgets; len(b) > 0 {
-		window, answer = b[0].ContextWindow, b[0].MaxOutputTokens
-	}
-	each := int(float64(window-answer)*o.DocumentShare) / len(docs)
+	each := int(float64(m.primary.ContextWindow-m.primary.MaxOutputTokens)*m.o.DocumentShare) / len(docs)
 	out := make([]string, 0, len(docs))
 	for i, d := range docs {
 		text, _ := media.Cut(d.Text, each, history.EstimateText)
@@ -275,8 +270,8 @@ func (p *Pipeline) documentParts(docs []media.Document, names []string) []string
 }
 
 // showTranscript shows the user what the bot heard, folded the way reasoning is.
-func (p *Pipeline) showTranscript(out adapters.Responder, platform chat.Platform, text string, log *slog.Logger) {
-	ctx, cancel := p.outbox.context()
+func (m *mediaReader) showTranscript(out adapters.Responder, platform chat.Platform, text string, log *slog.Logger) {
+	ctx, cancel := m.outbox.context()
 	defer cancel()
 	body := newSurface(platform, ReasoningCollapsed).fold(transcriptFoldSummary, text)
 	if err := out.NewReply(ctx).Finish(ctx, body, nil); err != nil {
@@ -286,8 +281,8 @@ func (p *Pipeline) showTranscript(out adapters.Responder, platform chat.Platform
 
 // speakAnswer sends the answer as a voice message after its text, when Reply says so; the call
 // joins the turn's model calls.
-func (p *Pipeline) speakAnswer(ctx context.Context, out adapters.Responder, spoken bool, answer string, log *slog.Logger) (agent.LLMCall, bool) {
-	o := p.mediaOptions()
+func (m *mediaReader) speakAnswer(ctx context.Context, out adapters.Responder, spoken bool, answer string, log *slog.Logger) (agent.LLMCall, bool) {
+	o := m.o
 	if o.Speaker == nil || !o.Speaker.CanSpeak() || o.Reply == SpeakOff || o.Reply == "" || (o.Reply == SpeakWhenSpokenTo && !spoken) {
 		return agent.LLMCall{}, false
 	}
@@ -300,7 +295,7 @@ func (p *Pipeline) speakAnswer(ctx context.Context, out adapters.Responder, spok
 		log.Warn("pipeline: answer not spoken", "err", err)
 		return call, true
 	}
-	dctx, cancel := p.outbox.context()
+	dctx, cancel := m.outbox.context()
 	defer cancel()
 	voice := chat.File{Name: "answer.ogg", MIME: chat.VoiceMIME, Data: data}
 	if err := out.NewReply(dctx).Finish(dctx, "", []chat.File{voice}); err != nil {
@@ -336,8 +331,29 @@ func speakable(answer string, max int) string {
 	return strings.TrimSpace(cut)
 }
 
-func (p *Pipeline) mediaOptions() MediaOptions {
-	o := p.opts.Media
+// mediaReader reads the files of a message into its text, within the limits of MediaOptions,
+// and speaks answers.
+type mediaReader struct {
+	o MediaOptions // with its defaults
+	// maxImageBytes drops larger images (history.Options.MaxImageBytes); primary is the budget
+	// documents take their share of.
+	maxImageBytes int
+	primary       history.ModelBudget
+	outbox        *outbox
+}
+
+// newMediaReader returns the reader of o's media, delivering what it shows through ob.
+func newMediaReader(o *Options, ob *outbox) *mediaReader {
+	m := &mediaReader{o: o.Media.filled(), maxImageBytes: o.History.MaxImageBytes, outbox: ob,
+		primary: history.ModelBudget{ContextWindow: history.DefaultContextWindow, MaxOutputTokens: history.DefaultContextWindow / 4}}
+	if b := o.Models.Budgets; len(b) > 0 {
+		m.primary = b[0]
+	}
+	return m
+}
+
+// filled returns o with the defaults of the fields left zero.
+func (o MediaOptions) filled() MediaOptions {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMediaMaxBytes
 	}

@@ -15,18 +15,22 @@ import (
 	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 	"relaybot/tools"
 )
 
 // usageOf sums what the store counts against a user today.
-func usageOf(t *testing.T, u UsageLog, user string) store.UsageTotal {
+func usageOf(t *testing.T, u quota.UsageLog, user string) store.UsageTotal {
 	t.Helper()
-	rows, err := u.Usage(context.Background(), store.UsageFilter{Platform: "telegram", UserID: user, Since: dayStart(time.Now())})
+	rows, err := u.Usage(context.Background(), store.UsageFilter{Platform: "telegram", UserID: user, Since: time.Now().UTC().Truncate(24 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return total(rows, nil)
+	if t := store.RollUp(rows, store.ByAll, nil); len(t) > 0 {
+		return t[0]
+	}
+	return store.UsageTotal{}
 }
 
 // stopAfterFirstWords sends a message whose answer holds after its first chunk, waits for the
@@ -48,7 +52,6 @@ func stopAfterFirstWords(t *testing.T, h *harness, in adapters.Inbound) *recResp
 // estimate plus the words generated, marked estimated, and /usage says so.
 func TestStoppedAnswerCountsWhatItCost(t *testing.T) {
 	h := newHarness(t, Options{})
-	h.p.opts.Usage = h.store
 	out := stopAfterFirstWords(t, h, privateMsg("7", "1", "tell me a long story about "+strings.Repeat("dragons ", 40)))
 	if final, _ := out.Reply(0).Final(); !strings.HasPrefix(final, "Once upon a time") {
 		t.Fatalf("final = %q, want the partial answer", final)
@@ -60,7 +63,7 @@ func TestStoppedAnswerCountsWhatItCost(t *testing.T) {
 	usage := &recResponder{}
 	<-h.handle(privateMsg("7", "2", "/usage"), usage)
 	if n := usage.Notices(); len(n) != 1 || !strings.Contains(n[0], "Today: ≈") || !strings.Contains(n[0], "(1 estimated)") ||
-		!strings.Contains(n[0], EstimatedNote) {
+		!strings.Contains(n[0], quota.EstimatedNote) {
 		t.Fatalf("/usage = %q, want the estimated tokens marked ≈ with the note", n)
 	}
 }
@@ -68,7 +71,6 @@ func TestStoppedAnswerCountsWhatItCost(t *testing.T) {
 // A call whose stream breaks (no finish, no usage) is counted at its estimate too.
 func TestCutStreamCountsWhatItCost(t *testing.T) {
 	h := newHarness(t, Options{})
-	h.p.opts.Usage = h.store
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "The answer"}, {Content: " is"}}, Cut: true})
 	out := &recResponder{stream: true}
 	<-h.handle(privateMsg("7", "1", "what is "+strings.Repeat("the question ", 30)), out)
@@ -83,8 +85,7 @@ func TestCutStreamCountsWhatItCost(t *testing.T) {
 
 // /compact's model call is counted against the user who asked and held to their quota.
 func TestCompactIsCountedAndQuotaChecked(t *testing.T) {
-	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 600}}})
-	h.p.opts.Usage = h.store
+	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 600}}})
 	h.llm.Push(usedTokens(100, 10, "first answer"), usedTokens(500, 50, "the summary"))
 	<-h.handle(privateMsg("7", "1", "hello"), &recResponder{stream: true})
 	out := &recResponder{}
@@ -171,8 +172,7 @@ var meterBudget = []history.ModelBudget{{Name: "primary", ContextWindow: 8192, M
 // (its prompt and max_output_tokens) fills: one reaches the model, the others are refused before
 // any model request.
 func TestConcurrentTurnsAreHeldToTheQuota(t *testing.T) {
-	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}})
-	h.p.opts.Usage = h.store
+	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}})
 	heldToOne(t, h.llm, []*harness{h}, quotaMsgs("7", 4))
 	if u := usageOf(t, h.store, "7"); u.Calls != 1 || u.Estimated != 0 {
 		t.Fatalf("usage = %+v, want the one answered call, settled at its reported usage", u)
@@ -195,8 +195,7 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 		if err := st.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		h := newHarnessOn(t, srv, st, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}}, tools.ManagerOptions{}, nil)
-		h.p.opts.Usage = st
+		h := newHarnessOn(t, srv, st, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}}, tools.ManagerOptions{}, nil)
 		hs = append(hs, h)
 	}
 	heldToOne(t, srv, hs, quotaMsgs("7", 4))
@@ -205,9 +204,8 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 // The walk-through: a quota of 1,000 tokens, three answers stopped after their first
 // words, and the fourth message is refused before any model request.
 func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
-	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}},
+	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}},
 		Models: ModelOptions{Budgets: []history.ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 100}}}})
-	h.p.opts.Usage = h.store
 	question := "Write me a long essay about " + strings.Repeat("the history of the steam engine, ", 12)
 	for i := range 3 {
 		out := stopAfterFirstWords(t, h, privateMsg("7", strconv.Itoa(i+1), question))
@@ -238,7 +236,6 @@ func (refusingStore) FinishTurn(context.Context, store.TurnEnd) error {
 // they happened.
 func TestRefusedFinalWriteKeepsTheModelCalls(t *testing.T) {
 	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { return refusingStore{st} })
-	h.p.opts.Usage = h.store
 	h.llm.Push(usedTokens(700, 40, "an answer"))
 	out := &recResponder{stream: true}
 	<-h.handle(privateMsg("7", "1", "hello"), out)

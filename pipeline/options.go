@@ -8,7 +8,10 @@ import (
 
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/pipeline/access"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/tools"
 )
 
@@ -26,11 +29,11 @@ type Options struct {
 	Stamper Stamper
 	// Prompts, when several replicas serve the bot (coord.Replica), carries a typed answer to a
 	// tool's reply prompt to the replica whose turn asked; nil: every answer lands here.
-	Prompts PromptRelay
+	Prompts asking.PromptRelay
 
 	// Access lists who may talk to the bot and who is an admin; RateLimitPerMinute is the
 	// messages one user may send per minute (0 turns the limit off).
-	Access             Access
+	Access             access.Lists
 	RateLimitPerMinute int
 	// Scope says who shares a group conversation (default ScopeChat).
 	Scope Scope
@@ -52,8 +55,8 @@ type Options struct {
 	// Usage answers /usage and feeds the quotas; Quotas cap what users and chats may spend,
 	// checked before each turn, and checked and reserved before each model call (atomically
 	// across replicas when the Store is a CallLedger).
-	Usage  UsageLog
-	Quotas Quotas
+	Usage  quota.UsageLog
+	Quotas quota.Policy
 	// Audit answers the /audit command (nil: /audit says it is unavailable); Recorder keeps
 	// refused /audit commands in the audit log (nil: only logged).
 	Audit    audit.Log
@@ -251,4 +254,16 @@ func (t *Texts) fill() {
 	def(&t.Help, Commands().Help(HelpIntro))
 	def(&t.Busy, DefaultBusyText)
 	def(&t.RateLimited, DefaultRateLimitedText)
+}
+
+// failureText is what the user sees of an error, by exception_handling.
+func (o *Options) failureText(err error) string {
+	switch o.Output.ExceptionHandling {
+	case ShowError:
+		return "Error: " + err.Error()
+	case Hide:
+		return ""
+	default:
+		return o.Texts.FailureHint
+	}
 }

@@ -3,8 +3,11 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"relaybot/adapters"
 )
 
 // outbox bounds the delivery of answers and notices: while the pipeline runs, a delivery waits
@@ -55,4 +58,14 @@ func (o *outbox) drain(closeNow bool) {
 	o.mu.Lock()
 	o.drained = true
 	o.mu.Unlock()
+}
+
+// notice sends a short message, logging a failure. Like a final answer, it waits for the
+// platform's rate limits as long as the pipeline runs.
+func (o *outbox) notice(out adapters.Responder, text string, log *slog.Logger) {
+	ctx, cancel := o.context()
+	defer cancel()
+	if err := out.Notice(ctx, text); err != nil {
+		log.Warn("pipeline: notice not delivered", "err", err)
+	}
 }

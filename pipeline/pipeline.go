@@ -15,7 +15,10 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
+	"relaybot/pipeline/access"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -111,29 +114,32 @@ type TurnStart struct {
 // write of a turn, has store.WriteAttempt (store.Retry).
 const saveTimeout = 60 * time.Second
 
-// Pipeline handles the messages of every adapter. It implements adapters.Handler. Its parts:
-// access and the command table (Handle, commands), the queue (queue.go), the turn and its stages
-// (turn.go), what the user sees of it (view.go) and the history a turn is given (the history part).
+// Pipeline handles the messages of every adapter. It implements adapters.Handler. It checks
+// access and the rate limit, answers the command table (commands.go), and queues each message
+// for its conversation's turn (queue.go); a turn (turn.go) is run with the pipeline's parts,
+// each a package that knows nothing of the pipeline: the history a turn is given
+// (pipeline/history), the quotas its model calls are held to (pipeline/quota), the questions it
+// asks in the chat (pipeline/asking), and who may talk to the bot (pipeline/access). A new part
+// (memory, knowledge, scheduled tasks) is a package of the same kind that the turn or the
+// command table takes.
 type Pipeline struct {
-	runner Runner
-	store  Store
-	tools  Toolbox
 	opts   Options
 	log    *slog.Logger
-	access accessRules
-	rate   *rateLimiter
+	access access.Rules
+	rate   *quota.RateLimiter
 	// idleStops limits "Nothing to stop." to one a minute per user.
-	idleStops *rateLimiter
+	idleStops *quota.RateLimiter
 	commands  map[string]command
 	cmds      *commands
-	turns     *turnQueue
-	slots     slots
-	history   *history.Keeper
-	quotas    *quotaGuard
-	outbox    *outbox
-	questions *openQuestions // approval questions waiting, per user
-	// prompts are tools' questions waiting for a typed answer in a chat.
-	prompts prompts
+	// turns orders each conversation's turns here, gate across the replicas; slots bound the
+	// turns in flight; parts run each turn.
+	turns  *turnQueue
+	gate   *gate
+	slots  slots
+	parts  *turnParts
+	outbox *outbox
+	// asking holds the approval questions waiting and the tools' questions open in chats.
+	asking *asking.Questions
 
 	base     context.Context // parent of every turn; cancelled when the grace period ends
 	stopBase context.CancelCauseFunc
@@ -173,29 +179,31 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	}
 	base, stop := context.WithCancelCause(context.Background())
 	p := &Pipeline{
-		runner:    runner,
-		store:     st,
-		tools:     toolbox,
 		opts:      opts,
 		log:       opts.Logger,
-		access:    compileAccess(opts.Access),
-		rate:      newRateLimiter(opts.RateLimitPerMinute, time.Minute),
-		idleStops: newRateLimiter(1, time.Minute),
+		access:    access.Compile(opts.Access),
+		rate:      quota.NewRateLimiter(opts.RateLimitPerMinute, time.Minute),
+		idleStops: quota.NewRateLimiter(1, time.Minute),
 		turns:     newTurnQueue(opts.Queue.Size, opts.Queue.interrupt(), opts.Queue.Settle),
 		slots:     slots{c: make(chan struct{}, opts.Queue.MaxTurnsInFlight), wait: opts.Queue.TurnWait},
 		outbox:    newOutbox(opts.ShutdownDeliverWait),
-		questions: &openQuestions{max: opts.Tools.MaxOpenQuestions, n: map[string]int{}},
 		base:      base,
 		stopBase:  stop,
 	}
-	p.prompts.relay = opts.Prompts
-	var err error
-	if p.history, err = history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now); err != nil {
+	p.gate = &gate{replicas: opts.Replicas, base: base, size: opts.Queue.Size, interrupt: opts.Queue.interrupt(), outbox: p.outbox}
+	p.asking = asking.New(asking.Options{Timeout: opts.Tools.ApprovalTimeout, MaxOpen: opts.Tools.MaxOpenQuestions,
+		Admins: p.access.Admins(), Relay: opts.Prompts, Now: opts.Now})
+	hist, err := history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now)
+	if err != nil {
 		return nil, err
 	}
-	ledger, _ := st.(CallLedger)
-	p.quotas = &quotaGuard{opts: &p.opts, access: &p.access, history: p.history, ledger: ledger}
-	p.cmds = &commands{store: st, history: p.history, quotas: p.quotas, access: &p.access, opts: &p.opts, say: p.notice, fail: p.failureText}
+	ledger, _ := st.(quota.CallLedger)
+	quotas := quota.New(quota.Options{Policy: opts.Quotas, Usage: opts.Usage, Ledger: ledger, Prices: opts.Models.Prices,
+		Admins: p.access.Admins(), Now: opts.Now,
+		MaxOutput: func(model string) int { return hist.Budget(model).MaxOutputTokens }})
+	p.parts = &turnParts{runner: runner, store: st, tools: toolbox, opts: &p.opts, access: &p.access, history: hist,
+		quotas: quotas, asking: p.asking, media: newMediaReader(&p.opts, p.outbox), outbox: p.outbox}
+	p.cmds = &commands{store: st, history: hist, quotas: quotas, access: &p.access, opts: &p.opts, say: p.outbox.notice, fail: p.opts.failureText}
 	p.commands = map[string]command{}
 	for _, c := range commandTable() {
 		p.commands[c.spec.Name] = c
@@ -260,7 +268,7 @@ func (p *Pipeline) Queued() int { return p.turns.depth() }
 func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
 	defer placed(in) // the paths that wait for nothing
 	log := p.log.With("platform", in.Chat.Platform, "chat", in.Chat.ChatID, "user", in.UserID)
-	if ok, why := p.access.allowed(in); !ok {
+	if ok, why := p.access.Allowed(in); !ok {
 		log.Warn("pipeline: message refused by access rules", "reason", why, "message", in.MessageID)
 		return
 	}
@@ -268,21 +276,21 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		// A message the adapter accepted just before it stopped receiving.
 		log.Info("pipeline: message refused: shutting down", "message", in.MessageID)
 		placed(in)
-		p.notice(out, p.opts.Texts.Shutdown, log)
+		p.outbox.notice(out, p.opts.Texts.Shutdown, log)
 		return
 	}
 	defer p.running.Done()
 	r := &request{ctx: ctx, in: in, key: history.KeyOf(in, p.opts.Scope == ScopeUser), out: out, log: log,
 		sender: chat.User{Platform: in.Chat.Platform, ID: in.UserID}.String()}
-	if ok, first := p.rate.allow(r.sender, p.opts.Now()); !ok {
+	if ok, first := p.rate.Allow(r.sender, p.opts.Now()); !ok {
 		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
 		placed(in)
 		if first {
-			p.notice(out, p.opts.Texts.RateLimited, log)
+			p.outbox.notice(out, p.opts.Texts.RateLimited, log)
 		}
 		return
 	}
-	if p.prompts.take(in) || p.prompts.carried(ctx, in) {
+	if p.asking.Take(ctx, in) {
 		// The answer to a tool's question the running turn asked here, or on another replica.
 		return
 	}
@@ -306,27 +314,5 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 func placed(in adapters.Inbound) {
 	if in.Placed != nil {
 		in.Placed()
-	}
-}
-
-// notice sends a short message, logging a failure. Like a final answer, it waits for the
-// platform's rate limits as long as the pipeline runs.
-func (p *Pipeline) notice(out adapters.Responder, text string, log *slog.Logger) {
-	ctx, cancel := p.outbox.context()
-	defer cancel()
-	if err := out.Notice(ctx, text); err != nil {
-		log.Warn("pipeline: notice not delivered", "err", err)
-	}
-}
-
-// failureText is what the user sees of an error, by exception_handling.
-func (p *Pipeline) failureText(err error) string {
-	switch p.opts.Output.ExceptionHandling {
-	case ShowError:
-		return "Error: " + err.Error()
-	case Hide:
-		return ""
-	default:
-		return p.opts.Texts.FailureHint
 	}
 }

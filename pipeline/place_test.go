@@ -7,6 +7,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/access"
 )
 
 // entryGate is a deployment's turn queue held in memory: it admits every message (or none,
@@ -80,7 +81,7 @@ func TestTheAdapterHearsAMessageIsPlacedOnceTheDeploymentsQueueHoldsIt(t *testin
 		{name: "/help", text: "/help", notices: 1},
 		{name: "/reset", text: "/reset", notices: 1},
 		{name: "a message over the user's rate limit", opts: Options{RateLimitPerMinute: 1}, first: []string{"hello"}, text: "again", notices: 1},
-		{name: "a message the access rules refuse", opts: Options{Access: Access{DenyUsers: []string{"*:9"}}}, text: "hello"},
+		{name: "a message the access rules refuse", opts: Options{Access: access.Lists{DenyUsers: []string{"*:9"}}}, text: "hello"},
 		{name: "a message with nothing in it", text: "  "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // wait may end the message instead: a full queue or no free slot in time tells the user the bot
 // is busy; a newer message (busy = "interrupt") or the shutdown drops it.
 func (p *Pipeline) queue(r *request) {
-	if answeredBefore(p.store, r) {
+	if answeredBefore(p.parts.store, r) {
 		return
 	}
 	pl, ok := p.takePlace(r)
@@ -41,17 +41,23 @@ func (p *Pipeline) queue(r *request) {
 		p.cmds.compact(ctx, r)
 		return
 	}
-	p.runTurn(ctx, r)
+	p.parts.runTurn(ctx, r)
 }
 
 // place is a message's place in its conversation's queue, in this replica (t) and across the
 // replicas (ticket, 0 without a gate).
 type place struct {
-	p      *Pipeline
 	r      *request
 	key    string
 	t      *queuedTurn
 	ticket int64
+	// turns and gate are the queues the place is in, here and across the replicas; the
+	// others are what drop needs to tell the user.
+	turns  *turnQueue
+	gate   *gate
+	slots  int
+	texts  *Texts
+	outbox *outbox
 }
 
 // takePlace queues the message in its conversation, here and across the replicas, and tells
@@ -62,23 +68,23 @@ func (p *Pipeline) takePlace(r *request) (*place, bool) {
 	if err != nil {
 		r.log.Info("pipeline: message refused: conversation busy", "conversation", k, "message", r.in.MessageID)
 		placed(r.in)
-		p.notice(r.out, p.opts.Texts.Busy, r.log)
+		p.outbox.notice(r.out, p.opts.Texts.Busy, r.log)
 		return nil, false
 	}
-	ticket, admitted := p.gateEnter(k, r.in, r.log)
+	ticket, admitted := p.gate.enter(k, r.in, r.log)
 	// The deployment's queue holds the message now: the chat's next one, wherever it lands,
 	// queues behind it.
 	placed(r.in)
 	if !admitted {
 		p.turns.leave(k, t)
 		r.log.Info("pipeline: message refused: conversation busy on the replicas", "conversation", k, "message", r.in.MessageID)
-		p.notice(r.out, p.opts.Texts.Busy, r.log)
+		p.outbox.notice(r.out, p.opts.Texts.Busy, r.log)
 		return nil, false
 	}
 	if busy {
 		r.log.Debug("pipeline: message waits for its turn", "conversation", k, "message", r.in.MessageID)
 	}
-	return &place{p: p, r: r, key: k, t: t, ticket: ticket}, true
+	return &place{r: r, key: k, t: t, ticket: ticket, turns: p.turns, gate: p.gate, slots: cap(p.slots.c), texts: &p.opts.Texts, outbox: p.outbox}, true
 }
 
 // waitTurn waits until the message is first in its conversation here, then across the
@@ -88,22 +94,22 @@ func (p *Pipeline) takePlace(r *request) (*place, bool) {
 func (pl *place) waitTurn() error {
 	select {
 	case <-pl.t.ready:
-	case <-pl.p.base.Done():
+	case <-pl.gate.base.Done():
 		return ErrShutdown
 	}
 	switch {
 	case pl.t.dropped != nil:
 		return pl.t.dropped
-	case pl.p.base.Err() != nil:
+	case pl.gate.base.Err() != nil:
 		return ErrShutdown
 	}
-	return pl.p.gateWait(pl.key, pl.ticket, pl.r.log)
+	return pl.gate.wait(pl.key, pl.ticket, pl.r.log)
 }
 
 // leave takes the message out of its conversation's queue, across the replicas first.
 func (pl *place) leave() {
-	pl.p.gateLeave(pl.key, pl.ticket, pl.r.log)
-	pl.p.turns.leave(pl.key, pl.t)
+	pl.gate.leave(pl.key, pl.ticket, pl.r.log)
+	pl.turns.leave(pl.key, pl.t)
 }
 
 // drop tells the user (at shutdown, or when the bot is too busy) or the log (when superseded)
@@ -112,11 +118,11 @@ func (pl *place) drop(why error) {
 	r := pl.r
 	switch {
 	case errors.Is(why, errNoSlot):
-		r.log.Warn("pipeline: message refused: too many turns in flight", "limit", cap(pl.p.slots.c), "message", r.in.MessageID)
-		pl.p.notice(r.out, pl.p.opts.Texts.Busy, r.log)
+		r.log.Warn("pipeline: message refused: too many turns in flight", "limit", pl.slots, "message", r.in.MessageID)
+		pl.outbox.notice(r.out, pl.texts.Busy, r.log)
 	case errors.Is(why, ErrShutdown):
 		r.log.Info("pipeline: waiting message dropped", "reason", why, "message", r.in.MessageID)
-		pl.p.notice(r.out, pl.p.opts.Texts.Shutdown, r.log)
+		pl.outbox.notice(r.out, pl.texts.Shutdown, r.log)
 	default:
 		r.log.Info("pipeline: waiting message dropped", "reason", why, "message", r.in.MessageID)
 	}
@@ -166,8 +172,8 @@ func (t *turnSlot) release() {
 	}
 }
 
-// leave gives the place back while a question waits.
-func (t *turnSlot) leave() {
+// Leave gives the place back while a question waits (asking.Slot).
+func (t *turnSlot) Leave() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.away++; t.away == 1 && t.held {
@@ -176,9 +182,9 @@ func (t *turnSlot) leave() {
 	}
 }
 
-// back takes a place again once no question of the turn waits; it waits for a free one as long
+// Back takes a place again once no question of the turn waits; it waits for a free one as long
 // as the turn lives, so an answered question goes on as soon as another turn finishes.
-func (t *turnSlot) back(ctx context.Context) error {
+func (t *turnSlot) Back(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.away--; t.away > 0 || t.held {

@@ -8,6 +8,8 @@ import (
 	"relaybot/adapters"
 	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
+	"relaybot/pipeline/access"
+	"relaybot/pipeline/quota"
 )
 
 func usedTokens(in, out int, text string) llm.Reply {
@@ -21,11 +23,10 @@ func usedTokens(in, out int, text string) llm.Reply {
 func TestQuotaStopsTheNextTurnBeforeAnyModelRequest(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
 	h := newHarness(t, Options{
-		Access: Access{Admins: []string{"telegram:1"}},
-		Quotas: Quotas{User: Limits{TokensPerDay: 1000}},
+		Access: access.Lists{Admins: []string{"telegram:1"}},
+		Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}},
 		Now:    func() time.Time { return now },
 	})
-	h.p.opts.Usage = h.store
 	h.llm.Push(usedTokens(900, 150, "first answer"))
 	out := &recResponder{stream: true}
 	<-h.handle(privateMsg("7", "1", "hello"), out)
@@ -58,11 +59,10 @@ func TestQuotaStopsTheNextTurnBeforeAnyModelRequest(t *testing.T) {
 func TestUsageCommand(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
 	h := newHarness(t, Options{
-		Access: Access{Admins: []string{"telegram:1"}},
+		Access: access.Lists{Admins: []string{"telegram:1"}},
 		Models: ModelOptions{Prices: map[string]chat.Price{"primary": {In: 2.50, Out: 10.00}}},
 		Now:    func() time.Time { return now },
 	})
-	h.p.opts.Usage = h.store
 	h.llm.Push(usedTokens(400_000, 100_000, "a"), usedTokens(1000, 1000, "b"))
 	<-h.handle(privateMsg("7", "1", "hello"), &recResponder{stream: true})
 	<-h.handle(privateMsg("8", "2", "hello"), &recResponder{stream: true})
@@ -89,8 +89,7 @@ func TestUsageCommand(t *testing.T) {
 // next model call, with the quota message instead of the failure hint.
 func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
-	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
-	h.p.opts.Usage = h.store
+	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
 	h.llm.Push(llm.Reply{
 		Chunks: []llm.Chunk{{Content: "Let me check."}, {ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "c1", Name: "echo", Arguments: `{"text":"x"}`}}}},
 		Usage:  &llm.Usage{PromptTokens: 1100, CompletionTokens: 100},
@@ -111,8 +110,7 @@ func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {
 // refused before any model request.
 func TestAThreadsUsageCountsTowardItsChannelsQuota(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
-	h := newHarness(t, Options{Quotas: Quotas{Chat: Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
-	h.p.opts.Usage = h.store
+	h := newHarness(t, Options{Quotas: quota.Policy{Chat: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
 	msg := func(channel, parent, id string) adapters.Inbound {
 		return adapters.Inbound{Chat: chat.Ref{Platform: chat.Discord, ChatID: channel}, ParentChatID: parent,
 			Kind: adapters.Group, MessageID: id, UserID: "5", UserName: "Ann", Text: "hello", Time: now}

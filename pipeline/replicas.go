@@ -43,14 +43,25 @@ func (p *Pipeline) StopFromReplica(key, userID string, admin bool) bool {
 	return stopped
 }
 
+// gate orders the turns of each conversation across the replicas of the deployment
+// (Options.Replicas), and carries /stop to them, within the pipeline's life (base).
+type gate struct {
+	replicas Replicas
+	base     context.Context
+	// size and interrupt are the deployment's queue limit and busy policy per conversation.
+	size      int
+	interrupt bool
+	outbox    *outbox
+}
+
 // stopElsewhere hands a /stop for a turn this replica does not run to the other replicas, and
 // reports whether it did. The replica running the turn ends it, and its reply shows it stopped;
 // when none runs one, nothing is said.
-func (p *Pipeline) stopElsewhere(key chat.Key, in adapters.Inbound, admin bool, log *slog.Logger) bool {
+func (g *gate) stopElsewhere(key chat.Key, in adapters.Inbound, admin bool, log *slog.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
 	err := store.Retry(ctx, store.Write{What: "a /stop for another replica", Log: log}, func(ctx context.Context) error {
-		return p.opts.Replicas.PublishStop(ctx, key.String(), in.UserID, admin)
+		return g.replicas.PublishStop(ctx, key.String(), in.UserID, admin)
 	})
 	if err != nil {
 		log.Warn("pipeline: /stop not passed to the other replicas", "err", err)
@@ -82,15 +93,15 @@ func (p *Pipeline) InterruptFromReplica(key string) bool {
 	return stopped
 }
 
-// gateEnter enters a message in the deployment's queue of its conversation. A database failure
+// enter enters a message in the deployment's queue of its conversation. A database failure
 // admits the message (ticket 0): the reply matters more than the order across replicas, which
 // then holds within this one only.
-func (p *Pipeline) gateEnter(key string, in adapters.Inbound, log *slog.Logger) (ticket int64, admitted bool) {
-	ctx, cancel := context.WithTimeout(p.base, saveTimeout)
+func (g *gate) enter(key string, in adapters.Inbound, log *slog.Logger) (ticket int64, admitted bool) {
+	ctx, cancel := context.WithTimeout(g.base, saveTimeout)
 	defer cancel()
 	err := store.Retry(ctx, store.Write{What: "the message's place in its conversation's queue", Log: log}, func(ctx context.Context) error {
 		var err error
-		ticket, admitted, err = p.opts.Replicas.Enter(ctx, key, in, p.opts.Queue.Size, p.opts.Queue.interrupt())
+		ticket, admitted, err = g.replicas.Enter(ctx, key, in, g.size, g.interrupt)
 		return err
 	})
 	if err != nil {
@@ -100,15 +111,15 @@ func (p *Pipeline) gateEnter(key string, in adapters.Inbound, log *slog.Logger) 
 	return ticket, admitted
 }
 
-// gateWait waits for the conversation's turn across replicas; it returns why the message must
+// wait waits for the conversation's turn across replicas; it returns why the message must
 // not run (a newer message superseded it, or the shutdown), or nil.
-func (p *Pipeline) gateWait(key string, ticket int64, log *slog.Logger) error {
+func (g *gate) wait(key string, ticket int64, log *slog.Logger) error {
 	if ticket == 0 {
 		return nil
 	}
-	run, err := p.opts.Replicas.Wait(p.base, key, ticket)
+	run, err := g.replicas.Wait(g.base, key, ticket)
 	switch {
-	case p.base.Err() != nil:
+	case g.base.Err() != nil:
 		return ErrShutdown
 	case err != nil:
 		log.Warn("pipeline: turn not ordered across replicas; running it", "conversation", key, "err", err)
@@ -119,8 +130,8 @@ func (p *Pipeline) gateWait(key string, ticket int64, log *slog.Logger) error {
 	return nil
 }
 
-// gateLeave takes a message out of the deployment's queue of its conversation.
-func (p *Pipeline) gateLeave(key string, ticket int64, log *slog.Logger) {
+// leave takes a message out of the deployment's queue of its conversation.
+func (g *gate) leave(key string, ticket int64, log *slog.Logger) {
 	if ticket == 0 {
 		return
 	}
@@ -128,7 +139,7 @@ func (p *Pipeline) gateLeave(key string, ticket int64, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
 	err := store.Retry(ctx, store.Write{What: "the message's leaving its conversation's queue", Idempotent: true, Log: log}, func(ctx context.Context) error {
-		return p.opts.Replicas.Leave(ctx, key, ticket)
+		return g.replicas.Leave(ctx, key, ticket)
 	})
 	if err != nil {
 		log.Warn("pipeline: conversation not freed for the other replicas; they take it when this replica's lease expires", "conversation", key, "err", err)
@@ -139,10 +150,10 @@ func (p *Pipeline) gateLeave(key string, ticket int64, log *slog.Logger) {
 // passed on, or refused when the asker may not stop it (handled). Otherwise the local rules
 // answer it, and askOthers says whether they should pass it on when no turn runs here: when the
 // deployment could not say where the turn runs.
-func (p *Pipeline) stopAcrossReplicas(key chat.Key, in adapters.Inbound, admin bool, out adapters.Responder, log *slog.Logger) (handled, askOthers bool) {
+func (g *gate) stopAcrossReplicas(key chat.Key, in adapters.Inbound, admin bool, out adapters.Responder, log *slog.Logger) (handled, askOthers bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), store.WriteAttempt)
 	defer cancel()
-	userID, elsewhere, err := p.opts.Replicas.Elsewhere(ctx, key.String())
+	userID, elsewhere, err := g.replicas.Elsewhere(ctx, key.String())
 	switch {
 	case err != nil:
 		log.Warn("pipeline: /stop: which replica runs the turn not known; asking them all", "err", err)
@@ -151,10 +162,10 @@ func (p *Pipeline) stopAcrossReplicas(key chat.Key, in adapters.Inbound, admin b
 		return false, false
 	case !admin && userID != in.UserID:
 		log.Info("pipeline: /stop refused: not the asker's turn (on another replica)")
-		p.notice(out, "Only the person who asked, or an admin, can stop this answer.", log)
+		g.outbox.notice(out, "Only the person who asked, or an admin, can stop this answer.", log)
 		return true, false
 	}
-	return p.stopElsewhere(key, in, admin, log), false
+	return g.stopElsewhere(key, in, admin, log), false
 }
 
 // alone is the deployment of a process that serves the bot by itself (Options.Replicas nil):

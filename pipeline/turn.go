@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,10 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
+	"relaybot/pipeline/access"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -24,7 +28,7 @@ var errTurnTimeout = errors.New("the answer took too long")
 // them: the quota, the start (history read, the user's message saved), the transcript and the
 // response view, the agent's run, the delivery of the answer, and the turn's record.
 type turn struct {
-	p     *Pipeline
+	parts *turnParts
 	r     *request
 	ctx   context.Context // ends at /stop, an interrupt, the shutdown or TurnTimeout
 	log   *slog.Logger
@@ -33,7 +37,7 @@ type turn struct {
 	in   adapters.Inbound
 	hist *history.History
 	// meter holds the turn's model calls to the quotas and keeps them.
-	meter *meter
+	meter *quota.Meter
 	id    int64
 	// begin is the turn's start while it waits to ride in the first model call's reservation;
 	// nil when it was written on its own.
@@ -46,15 +50,30 @@ type turn struct {
 	spoken []agent.LLMCall
 }
 
+// turnParts are what a turn is run with: the agent, the store, the tools, and the pipeline's
+// parts (history, quota, asking, media), which the pipeline hands it.
+type turnParts struct {
+	runner  Runner
+	store   Store
+	tools   Toolbox
+	opts    *Options
+	access  *access.Rules
+	history *history.Keeper
+	quotas  *quota.Guard
+	asking  *asking.Questions
+	media   *mediaReader
+	outbox  *outbox
+}
+
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
 // history, shows the answer as it grows, delivers the final text, and saves the turn.
-func (p *Pipeline) runTurn(ctx context.Context, r *request) {
+func (p *turnParts) runTurn(ctx context.Context, r *request) {
 	if p.opts.Stamper != nil {
 		ctx = p.opts.Stamper.Stamp(ctx)
 	}
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.Queue.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
-	t := &turn{p: p, r: r, ctx: ctx, log: r.log, begun: time.Now(), in: r.in}
+	t := &turn{parts: p, r: r, ctx: ctx, log: r.log, begun: time.Now(), in: r.in}
 	if !t.withinQuota() || !t.readMedia() || !t.start() {
 		return
 	}
@@ -76,7 +95,7 @@ func (t *turn) saveStart() bool {
 	if t.begin == nil {
 		return true
 	}
-	if err := t.begin.ensure(); err != nil {
+	if err := t.begin.Ensure(); err != nil {
 		t.log.Error("pipeline: turn not started", "err", err)
 		return false
 	}
@@ -85,10 +104,10 @@ func (t *turn) saveStart() bool {
 
 // withinQuota refuses the turn when the sender or the chat has used up a quota.
 func (t *turn) withinQuota() bool {
-	text, over := t.p.quotas.over(t.ctx, t.in, nil, t.log)
+	text, over := t.parts.quotas.Over(t.ctx, t.in, nil, t.log)
 	if over {
 		t.log.Info("pipeline: turn refused: over quota", "message", t.in.MessageID)
-		t.p.notice(t.r.out, text, t.log)
+		t.parts.outbox.notice(t.r.out, text, t.log)
 	}
 	return !over
 }
@@ -102,32 +121,32 @@ func (t *turn) start() bool {
 	err := t.saving("start", t.open)
 	switch {
 	case errors.Is(err, store.ErrNothingToRetry):
-		t.p.notice(t.r.out, "There is no earlier message of yours to answer again.", t.log)
+		t.parts.outbox.notice(t.r.out, "There is no earlier message of yours to answer again.", t.log)
 		return false
 	case errors.Is(err, errRetryRefused):
-		t.p.notice(t.r.out, "Only bot admins can use /retry last; /retry answers your own last message again.", t.log)
+		t.parts.outbox.notice(t.r.out, "Only bot admins can use /retry last; /retry answers your own last message again.", t.log)
 		return false
 	}
 	if err != nil {
 		t.log.Error("pipeline: turn not started", "conversation", t.r.key.String(), "err", err)
-		if text := t.p.failureText(err); text != "" {
-			t.p.notice(t.r.out, text, t.log)
+		if text := t.parts.opts.failureText(err); text != "" {
+			t.parts.outbox.notice(t.r.out, text, t.log)
 		}
 		return false
 	}
 	t.log = t.log.With("conversation_id", t.hist.Conv.ID, "turn", t.id)
-	t.meter = t.p.quotas.meter(t.in, t.id, t.log)
-	t.hist.Meter = t.meter.forSummary()
+	t.meter = t.parts.quotas.Meter(t.in, t.id, t.log)
+	t.hist.Meter = t.meter.ForSummary()
 	if t.begin != nil {
 		t.begin.alone = func(st store.TurnStart) error {
 			return t.saving("start", func(ctx context.Context) error {
-				_, err := t.p.store.StartTurn(ctx, st)
+				_, err := t.parts.store.StartTurn(ctx, st)
 				return err
 			})
 		}
-		t.meter.state.start = t.begin
+		t.meter.Carry(t.begin)
 	}
-	if obs := t.p.opts.Observer; obs != nil {
+	if obs := t.parts.opts.Observer; obs != nil {
 		t.ctx = obs.TurnStarted(t.ctx, TurnStart{TurnID: t.id, ConversationID: t.hist.Conv.ID, Chat: t.in.Chat,
 			UserID: t.in.UserID, Text: t.in.Text, Begun: t.begun})
 	}
@@ -139,7 +158,7 @@ func (t *turn) start() bool {
 // until the turn's limit (Queue.TurnTimeout from the turn's start, and one try at least), so a
 // turn that ends during a database outage is saved once it is back, never dropped.
 func (t *turn) saving(what string, fn func(ctx context.Context) error) error {
-	limit := max(time.Until(t.begun.Add(t.p.opts.Queue.TurnTimeout)), store.WriteAttempt)
+	limit := max(time.Until(t.begun.Add(t.parts.opts.Queue.TurnTimeout)), store.WriteAttempt)
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), limit)
 	defer cancel()
 	return store.Retry(lctx, store.Write{What: "the turn's " + what, Log: t.log}, fn)
@@ -148,7 +167,7 @@ func (t *turn) saving(what string, fn func(ctx context.Context) error) error {
 // open reads the turn's history and saves the user's message, or takes the turn's id for its
 // first model call to save it with: start's store work.
 func (t *turn) open(ctx context.Context) error {
-	p, key := t.p, t.r.key
+	p, key := t.parts, t.r.key
 	conv, err := p.store.Conversation(ctx, key)
 	if err != nil {
 		return fmt.Errorf("conversation %s: %w", key, err)
@@ -171,7 +190,7 @@ func (t *turn) open(ctx context.Context) error {
 		InboundMessageID: t.in.MessageID,
 		UserMessage:      store.Message{Role: store.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: len(p.history.Images(t.in))},
 	}
-	if ids, ok := p.store.(TurnIDs); ok && p.quotas.ledger != nil {
+	if ids, ok := p.store.(TurnIDs); ok && p.quotas.Ledgered() {
 		// The start rides in the first model call's reservation (or is written alone by then).
 		if start.ID, err = ids.NewTurnID(ctx); err != nil {
 			return fmt.Errorf("new turn in conversation %d: %w", t.hist.Conv.ID, err)
@@ -202,12 +221,12 @@ var errRetryRefused = errors.New("only bot admins can answer another member's me
 func (t *turn) retried(ctx context.Context, convID int64) error {
 	by := t.in.UserID
 	if strings.EqualFold(strings.TrimSpace(t.in.Args), retryAnyone) {
-		if !t.p.access.isAdmin(t.in) {
+		if !t.parts.access.IsAdmin(t.in) {
 			return errRetryRefused
 		}
 		by = ""
 	}
-	rt, err := t.p.store.RetryLastTurn(ctx, convID, by)
+	rt, err := t.parts.store.RetryLastTurn(ctx, convID, by)
 	if err != nil {
 		return err
 	}
@@ -215,7 +234,7 @@ func (t *turn) retried(ctx context.Context, convID int64) error {
 	if rt.UserID != "" && rt.UserID != t.in.UserID {
 		t.log.Info("pipeline: /retry answers another member's message with their rights", "member", rt.UserID)
 		t.in.UserID, t.in.UserName, t.in.Roles, t.in.ChatAdmin = rt.UserID, rt.UserName, nil, false
-		t.p.notice(t.r.out, "Answering "+nameOr(rt.UserName, rt.UserID)+"'s message again, with their rights.", t.log)
+		t.parts.outbox.notice(t.r.out, "Answering "+cmp.Or(rt.UserName, rt.UserID)+"'s message again, with their rights.", t.log)
 	}
 	if rt.Message.Name != "" {
 		t.in.UserName = rt.Message.Name
@@ -223,25 +242,17 @@ func (t *turn) retried(ctx context.Context, convID int64) error {
 	return nil
 }
 
-// nameOr returns name, or id when name is empty.
-func nameOr(name, id string) string {
-	if name != "" {
-		return name
-	}
-	return id
-}
-
 // prepare builds the agent's request (the tools of the chat, the transcript within the model's
 // budget) and the response view that shows the answer in a reply made with replyCtx.
 func (t *turn) prepare(replyCtx context.Context) {
-	p, in, out := t.p, t.in, t.r.out
+	p, in, out := t.parts, t.in, t.r.out
 	info := tools.TurnInfo{
 		TurnID:         t.id,
 		ConversationID: t.hist.Conv.ID,
 		Platform:       string(in.Chat.Platform),
 		ChatID:         in.Chat.ChatID,
 		UserID:         in.UserID,
-		Admin:          p.access.isAdmin(in),
+		Admin:          p.access.IsAdmin(in),
 		Private:        in.Kind == adapters.Private,
 		Roles:          in.Roles,
 		ChatAdmin:      in.ChatAdmin,
@@ -256,7 +267,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 	}
 	t.req.Messages = t.transcript(false)
 	if t.hist.Compacted {
-		p.notice(out, history.CompactedNotice, t.log)
+		p.outbox.notice(out, history.CompactedNotice, t.log)
 	}
 	reply := out.NewReply(replyCtx)
 	reply.Working(true)
@@ -264,9 +275,11 @@ func (t *turn) prepare(replyCtx context.Context) {
 		// The turn's "ask" tool calls are approved in the chat, and its tools' questions
 		// answered there, when the platform can post buttons; without that, such calls are
 		// denied and such questions answered cancel.
-		ca := &chatApprover{in: in, out: out, asker: asker, reply: reply, admins: p.access.admins,
-			timeout: p.opts.Tools.ApprovalTimeout, now: p.opts.Now, slot: t.r.slot, open: p.questions,
-			prompts: &p.prompts, notice: func(text string) { p.notice(out, text, t.log) }}
+		qt := asking.Turn{In: in, Out: out, Asker: asker, Reply: reply, Notice: func(text string) { p.outbox.notice(out, text, t.log) }}
+		if t.r.slot != nil {
+			qt.Slot = t.r.slot
+		}
+		ca := p.asking.Approver(qt)
 		tt.SetApprover(ca)
 		tt.SetElicitor(ca)
 	}
@@ -279,13 +292,13 @@ func (t *turn) prepare(replyCtx context.Context) {
 // transcript is the turn's transcript (compacting every round with all): the history within the
 // model's budget, the user's message, and the tool calls a cut turn of the message finished.
 func (t *turn) transcript(all bool) []agent.Message {
-	return append(t.p.history.Transcript(t.ctx, t.hist, t.in, t.req.Tools, all, t.log), t.r.resumed...)
+	return append(t.parts.history.Transcript(t.ctx, t.hist, t.in, t.req.Tools, all, t.log), t.r.resumed...)
 }
 
 // run runs the agent. When the model refuses the context as too long (it counts more than the
 // estimate), every round is summarised and the turn tried once more.
 func (t *turn) run() *agent.Result {
-	p, ctx, h := t.p, t.ctx, t.hist
+	p, ctx, h := t.parts, t.ctx, t.hist
 	calls := append(append([]agent.LLMCall(nil), t.media.calls...), h.Calls...) // transcription and compaction first, as they happened
 	res := p.runner.Run(ctx, t.req, t.resp.emit)
 	p.history.Observe(res.LLMCalls, h.Estimate)
@@ -297,7 +310,7 @@ func (t *turn) run() *agent.Result {
 		t.req.Messages = t.transcript(true)
 		calls = append(calls, h.Calls[n:]...)
 		if h.Compacted {
-			p.notice(t.r.out, history.CompactedNotice, t.log)
+			p.outbox.notice(t.r.out, history.CompactedNotice, t.log)
 			res = p.runner.Run(ctx, t.req, t.resp.emit)
 			calls = append(calls, res.LLMCalls...)
 			res.Usage.TokensIn += first.Usage.TokensIn
@@ -337,7 +350,7 @@ func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, part
 func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string, saved bool) {
 	end := store.TurnEnd{
 		TurnID:      t.id,
-		QuotaChatID: quotaChat(t.in),
+		QuotaChatID: quota.ChatOf(t.in),
 		Status:      status,
 		Model:       modelOf(res.LLMCalls),
 		Rounds:      roundsOf(res.LLMCalls),
@@ -347,8 +360,8 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		Messages:    toStoreMessages(slices.Concat(t.r.resumed, res.Messages)),
 		// The metered calls are saved already; the transcriptions (made before the turn's
 		// meter) and the spoken answer's call are saved with the turn.
-		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.meter.unsaved(), t.spoken)),
-		Settle:   t.meter.takeSettles(),
+		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.meter.Unsaved(), t.spoken)),
+		Settle:   t.meter.TakeSettles(),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
@@ -359,7 +372,7 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		}
 		end.Messages = append(end.Messages, pm)
 	}
-	if obs := t.p.opts.Observer; obs != nil {
+	if obs := t.parts.opts.Observer; obs != nil {
 		fin := TurnFinish{TurnID: end.TurnID, Status: end.Status, Model: end.Model, Rounds: end.Rounds,
 			TokensIn: end.TokensIn, TokensOut: end.TokensOut, Error: end.Error, Answer: lastAnswer(end.Messages)}
 		obs.TurnFinished(t.ctx, &fin, time.Since(t.begun))
@@ -369,13 +382,13 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		t.log.Error("pipeline: turn not saved: its start could not be written", "status", status)
 		return
 	}
-	if err := t.saving("end", func(ctx context.Context) error { return t.p.store.FinishTurn(ctx, end) }); err != nil {
+	if err := t.saving("end", func(ctx context.Context) error { return t.parts.store.FinishTurn(ctx, end) }); err != nil {
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
 		// The calls' ends went with the refused write; each is tried on its own, so none keeps
 		// its reservation.
-		if len(end.Settle) > 0 && t.meter.ledger != nil {
+		if len(end.Settle) > 0 {
 			sctx, cancel := store.Bound(t.ctx, store.WriteAttempt)
-			t.meter.writeSettles(sctx, end.Settle)
+			t.meter.WriteSettles(sctx, end.Settle)
 			cancel()
 		}
 		return
@@ -402,7 +415,7 @@ func joinErr(text, more string) string {
 // outcome maps how the agent's run ended to the turn's status, the note the user sees after the
 // partial answer, and the error text saved with the turn.
 func (t *turn) outcome(res *agent.Result) (status chat.TurnStatus, note, errText string) {
-	p, ctx := t.p, t.ctx
+	p, ctx := t.parts, t.ctx
 	if res.Status == agent.StatusOK {
 		return store.TurnOK, "", ""
 	}
@@ -415,7 +428,7 @@ func (t *turn) outcome(res *agent.Result) (status chat.TurnStatus, note, errText
 			return store.TurnInterrupted, p.opts.Texts.Stopped, cause.Error()
 		case errors.Is(cause, errTurnTimeout):
 			err := fmt.Errorf("%w (limit %s)", errTurnTimeout, p.opts.Queue.TurnTimeout)
-			return store.TurnError, p.failureText(err), err.Error()
+			return store.TurnError, p.opts.failureText(err), err.Error()
 		}
 		if cause == nil {
 			cause = res.Err
@@ -429,10 +442,10 @@ func (t *turn) outcome(res *agent.Result) (status chat.TurnStatus, note, errText
 	if err == nil {
 		err = fmt.Errorf("the model run ended with status %q", res.Status)
 	}
-	if q, ok := errors.AsType[*quotaError](err); ok {
-		return store.TurnError, q.text, err.Error()
+	if q, ok := errors.AsType[*quota.Error](err); ok {
+		return store.TurnError, q.Text, err.Error()
 	}
-	return store.TurnError, p.failureText(err), err.Error()
+	return store.TurnError, p.opts.failureText(err), err.Error()
 }
 
 // partialText returns the text of the round a failed or cancelled turn was in the middle of, or
@@ -463,7 +476,7 @@ func partialText(res *agent.Result, roundShown string) string {
 // allowedTools returns the tool filter of a message's chat: the per-chat list of the most
 // specific of its rule chats that has one (a thread's or topic's own, else its chat's, else a
 // Discord thread's parent channel's), else the global list, else nil (all tools).
-func (p *Pipeline) allowedTools(in adapters.Inbound) func(string) bool {
+func (p *turnParts) allowedTools(in adapters.Inbound) func(string) bool {
 	var list []string
 	ok := false
 	for _, c := range in.RuleChats() {

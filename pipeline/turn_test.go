@@ -20,6 +20,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
 	"relaybot/internal/testkit/wait"
+	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
 	"relaybot/store"
 	"relaybot/tools"
@@ -225,6 +226,9 @@ func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, 
 	}
 	if opts.Tools.Consents == nil {
 		opts.Tools.Consents = st
+	}
+	if opts.Usage == nil {
+		opts.Usage = st
 	}
 	mgr, err := tools.NewManager(loaders, h.rec, mopts)
 	if err != nil {
@@ -481,7 +485,7 @@ func TestInterrupt(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	h := newHarness(t, Options{RateLimitPerMinute: 1, Access: Access{DenyUsers: []string{"*:666"}}})
+	h := newHarness(t, Options{RateLimitPerMinute: 1, Access: access.Lists{DenyUsers: []string{"*:666"}}})
 	out := &recResponder{stream: true}
 	<-h.handle(privateMsg("666", "1", "hello"), out)
 	if len(out.Notices()) != 0 || out.Reply(0) != nil || h.llm.RequestCount() != 0 {
@@ -581,7 +585,7 @@ func (f *fakeAudit) ToolStats(ctx context.Context, flt audit.Filter) ([]audit.St
 // private chat with the bot.
 func TestAuditCommandInAGroupShowsOnlyThatChat(t *testing.T) {
 	alog := &fakeAudit{}
-	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: alog})
+	h := newHarness(t, Options{Access: access.Lists{Admins: []string{"telegram:1"}}, Audit: alog})
 	tests := []struct {
 		name string
 		kind adapters.ChatKind
@@ -604,7 +608,7 @@ func TestAuditCommandInAGroupShowsOnlyThatChat(t *testing.T) {
 
 func TestAuditCommand(t *testing.T) {
 	log := &fakeAudit{}
-	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:1"}}, Audit: log})
+	h := newHarness(t, Options{Access: access.Lists{Admins: []string{"telegram:1"}}, Audit: log})
 	out := &recResponder{}
 	<-h.handle(adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "1"}, Kind: adapters.Private, UserID: "1", Command: "audit", Args: "fetch_url error 5"}, out)
 	n := out.Notices()
@@ -636,7 +640,7 @@ func TestNonStreamingSendsEachRoundWhenItEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.p.runner = runner
+	h.p.parts.runner = runner
 	call := llm.Reply{Chunks: []llm.Chunk{
 		{Content: "Looking."},
 		{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "c1", Name: "echo", Arguments: `{"text":"x"}`}}},
@@ -664,7 +668,7 @@ func TestNonStreamingSendsEachRoundWhenItEnds(t *testing.T) {
 }
 
 func TestStopInSharedGroupNeedsTheAsker(t *testing.T) {
-	h := newHarness(t, Options{Access: Access{Admins: []string{"telegram:99"}}})
+	h := newHarness(t, Options{Access: access.Lists{Admins: []string{"telegram:99"}}})
 	hold := make(chan struct{})
 	defer close(hold)
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Thinking"}, {Content: " hard", Wait: hold}}})
@@ -823,7 +827,7 @@ func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
 		{chat.Ref{Platform: chat.Telegram, ChatID: "7"}, "fail", true},
 	}
 	for _, tt := range tests {
-		allowed := h.p.allowedTools(adapters.Inbound{Chat: tt.chat})
+		allowed := h.p.parts.allowedTools(adapters.Inbound{Chat: tt.chat})
 		got := allowed == nil || allowed(tt.tool)
 		if got != tt.wantOffered {
 			t.Errorf("%s:%s offers %s = %v, want %v", tt.chat.Platform, tt.chat.ChatID, tt.tool, got, tt.wantOffered)

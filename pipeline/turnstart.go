@@ -26,9 +26,9 @@ type turnStart struct {
 	alone func(store.TurnStart) error
 }
 
-// with runs write with the start to carry (nil once it is written); write reports whether its
+// With runs write with the start to carry (nil once it is written); write reports whether its
 // write saved the start.
-func (s *turnStart) with(write func(start *store.TurnStart) (saved bool)) {
+func (s *turnStart) With(write func(start *store.TurnStart) (saved bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.written {
@@ -39,8 +39,8 @@ func (s *turnStart) with(write func(start *store.TurnStart) (saved bool)) {
 	s.written = write(&st)
 }
 
-// ensure writes the start alone unless a write saved it already.
-func (s *turnStart) ensure() error {
+// Ensure writes the start alone unless a write saved it already.
+func (s *turnStart) Ensure() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.written {

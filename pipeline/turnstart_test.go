@@ -10,6 +10,7 @@ import (
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 )
 
@@ -94,8 +95,7 @@ func (noUsage) Usage(context.Context, store.UsageFilter) ([]store.UsageRow, erro
 // is not asked, and the turn and the user's message are saved as when the turn started alone.
 func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *testing.T) {
 	now := time.Now().UTC()
-	h := newHarness(t, Options{Quotas: Quotas{User: Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
-	h.p.opts.Usage = noUsage{}
+	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }, Usage: noUsage{}})
 	ctx := context.Background()
 	if _, err := h.store.StartLLMCall(ctx, store.LLMCallStart{Platform: "telegram", ChatID: "7", UserID: "7",
 		Call: store.LLMCall{Model: "test-model", TokensIn: 900, TokensOut: 200, StartedAt: now}}); err != nil {

@@ -24,12 +24,18 @@ var (
 
 // Ask posts q with buttons and waits for an accepted press or the end of ctx.
 func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
-	return adapters.Ask(ctx, &r.a.questions, r, r.chat, q, decide)
+	return adapters.Ask(ctx, &r.x.questions, r, r.chat, q, decide)
 }
 
 // PostQuestion posts q with a button per choice (the first green, the second red), answering
 // the message the responder answers, through the channel's budgets in the delivery engine.
 func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string, q adapters.Question) (string, error) {
+	return r.x.postQuestion(ctx, ref, r.replyTo, id, q)
+}
+
+// postQuestion posts q with a button per choice (the first green, the second red), answering
+// message replyTo, through the channel's budgets in the delivery engine.
+func (x *interactions) postQuestion(ctx context.Context, ref chat.Ref, replyTo, id string, q adapters.Question) (string, error) {
 	// An action row holds at most 5 buttons, a message at most 5 rows.
 	var rows []discordgo.MessageComponent
 	var buttons []discordgo.MessageComponent
@@ -51,13 +57,13 @@ func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 		}
 	}
 	ch := channelOf(ref)
-	ms := &discordgo.MessageSend{Content: plainText(q.Text), AllowedMentions: noMentions(), Reference: reference(ch, r.replyTo),
+	ms := &discordgo.MessageSend{Content: plainText(q.Text), AllowedMentions: noMentions(), Reference: reference(ch, replyTo),
 		Components: rows[:min(len(rows), 5)]}
 	var m *discordgo.Message
-	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,
+	err := x.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,
 		Run: func(ctx context.Context) error {
 			var err error
-			m, err = r.a.session.ChannelMessageSendComplex(ch, ms, r.a.reqOpts(ctx)...)
+			m, err = x.session.ChannelMessageSendComplex(ch, ms, reqOpts(ctx)...)
 			return classify("post approval question in channel "+ch, err)
 		}})
 	if err != nil {
@@ -69,24 +75,23 @@ func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 // EditQuestion sets the question's text and takes its buttons off, through the channel's
 // budgets in the delivery engine; a failure is logged.
 func (r msgResponder) EditQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
-	r.a.CloseQuestion(ctx, ref, messageID, text)
+	r.x.closeQuestion(ctx, ref, messageID, text)
 }
 
-// CloseQuestion sets a question's text and takes its buttons off, through the channel's
-// budgets in the delivery engine; a failure is logged. It implements adapters.QuestionCloser:
-// a survivor closes the questions of a replica that was taken over with it.
-func (a *Adapter) CloseQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
+// closeQuestion sets a question's text and takes its buttons off, through the channel's
+// budgets in the delivery engine; a failure is logged.
+func (x *interactions) closeQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
 	ch := channelOf(ref)
 	none := []discordgo.MessageComponent{}
 	text = plainText(text)
 	me := &discordgo.MessageEdit{ID: messageID, Channel: ch, Content: &text, Components: &none, AllowedMentions: noMentions()}
-	err := a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
+	err := x.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
 		Run: func(ctx context.Context) error {
-			_, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ctx)...)
+			_, err := x.session.ChannelMessageEditComplex(me, reqOpts(ctx)...)
 			return classify("close approval question", err)
 		}})
 	if err != nil && !errors.Is(err, adapters.ErrNotModified) {
-		a.log.Warn("discord: approval question not closed", "err", err)
+		x.log.Warn("discord: approval question not closed", "err", err)
 	}
 }
 
@@ -96,7 +101,7 @@ const chatAdminPermissions = discordgo.PermissionAdministrator | discordgo.Permi
 // onApprovePress takes a press of an approval button; rest is "<id>:<choice>". A refused press
 // is told why in a message only the presser sees; an accepted one turns the question into the
 // decision, without buttons.
-func (a *Adapter) onApprovePress(ctx context.Context, i *discordgo.Interaction, user *discordgo.User, rest string) {
+func (x *interactions) onApprovePress(ctx context.Context, i *discordgo.Interaction, user *discordgo.User, rest string) {
 	id, choice, _ := strings.Cut(rest, ":")
 	ans := adapters.Answer{UserID: user.ID, UserName: user.Username,
 		ChatAdmin: i.Member != nil && i.Member.Permissions&chatAdminPermissions != 0}
@@ -104,22 +109,22 @@ func (a *Adapter) onApprovePress(ctx context.Context, i *discordgo.Interaction, 
 	if i.Message != nil {
 		msgID = i.Message.ID
 	}
-	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
+	oq, accepted, text := x.questions.Press(id, choice, msgID, ans)
 	switch {
-	case oq == nil && a.questions.Shared():
-		a.pressElsewhere(ctx, i, adapters.Press{Question: id, Chat: chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
+	case oq == nil && x.questions.Shared():
+		x.pressElsewhere(ctx, i, adapters.Press{Question: id, Chat: chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
 			Choice: choice, MessageID: msgID, Answer: ans})
 	case oq == nil:
-		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
+		x.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 			&discordgo.InteractionResponseData{Content: adapters.ClosedPress, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
 	case !accepted:
-		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
+		x.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 			&discordgo.InteractionResponseData{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
 	default:
 		none := []discordgo.MessageComponent{}
-		if !a.respond(ctx, i, discordgo.InteractionResponseUpdateMessage,
+		if !x.respond(ctx, i, discordgo.InteractionResponseUpdateMessage,
 			&discordgo.InteractionResponseData{Content: plainText(text), Components: none, AllowedMentions: noMentions()}) {
-			a.log.Warn("discord: approval question not updated", "question", a.questions.MessageOf(oq))
+			x.log.Warn("discord: approval question not updated", "question", x.questions.MessageOf(oq))
 		}
 	}
 }
@@ -129,15 +134,15 @@ func (a *Adapter) onApprovePress(ctx context.Context, i *discordgo.Interaction, 
 // within 3 s; the verdict may take longer); a refusal, or the question being closed, then
 // reaches the presser as an ephemeral follow-up. An accepted press needs nothing more here:
 // the replica that asked edits the question.
-func (a *Adapter) pressElsewhere(ctx context.Context, i *discordgo.Interaction, p adapters.Press) {
-	if !a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil) {
+func (x *interactions) pressElsewhere(ctx context.Context, i *discordgo.Interaction, p adapters.Press) {
+	if !x.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil) {
 		return // Discord shows the presser that the interaction failed; a verdict could not reach them
 	}
-	v, err := a.questions.Elsewhere(ctx, p)
+	v, err := x.questions.Elsewhere(ctx, p)
 	text := ""
 	switch {
 	case err != nil:
-		a.log.Warn("discord: press not carried to the replica that asked", "interaction", i.ID, "err", err)
+		x.log.Warn("discord: press not carried to the replica that asked", "interaction", i.ID, "err", err)
 		text = adapters.UnrelayedPress
 	case v.Closed:
 		text = adapters.ClosedPress
@@ -149,13 +154,13 @@ func (a *Adapter) pressElsewhere(ctx context.Context, i *discordgo.Interaction, 
 	}
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err = a.answer(fctx, i, "follow up button press", func(opts []discordgo.RequestOption) error {
-		_, err := a.session.FollowupMessageCreate(i, true, &discordgo.WebhookParams{Content: plainText(text),
+	err = x.answer(fctx, i, "follow up button press", func(opts []discordgo.RequestOption) error {
+		_, err := x.session.FollowupMessageCreate(i, true, &discordgo.WebhookParams{Content: plainText(text),
 			Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}, opts...)
 		return err
 	})
 	if err != nil {
-		a.log.Warn("discord: verdict on a press not sent to the presser", "interaction", i.ID, "err", err)
+		x.log.Warn("discord: verdict on a press not sent to the presser", "interaction", i.ID, "err", err)
 	}
 }
 

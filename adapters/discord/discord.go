@@ -21,15 +21,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"relaybot/chat"
 	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
-	"github.com/gorilla/websocket"
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
+	"relaybot/chat"
 )
 
 // Limits returns Discord's limits: 2,000 characters (code points) and 10 attachments per message, 5 creates or
@@ -127,97 +126,72 @@ func limitsFor(opts Options) adapters.Limits {
 	return l
 }
 
-// plainMessenger is the adapter without FileAttacher: a Components V2 message shows no
-// attachment that no component exposes, so files go in messages of their own.
-type plainMessenger struct{ a *Adapter }
-
-func (m plainMessenger) Send(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
-	return m.a.Send(ctx, chat, text, opts)
-}
-
-func (m plainMessenger) Edit(ctx context.Context, msg adapters.MessageRef, text string) error {
-	return m.a.Edit(ctx, msg, text)
-}
-
-func (m plainMessenger) EditStreaming(ctx context.Context, msg adapters.MessageRef, text string) error {
-	return m.a.EditStreaming(ctx, msg, text)
-}
-
-func (m plainMessenger) SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
-	return m.a.SendFiles(ctx, chat, files, caption, opts)
-}
-
-func (m plainMessenger) Typing(ctx context.Context, chat chat.Ref) error {
-	return m.a.Typing(ctx, chat)
-}
-
 // StopButtonID is the custom_id of the Stop button on a streaming reply.
 const StopButtonID = "relaybot:stop"
 
-// applicationCommands are the bot's commands as Discord's application commands: each argument an
-// optional string option, offering its choices when it has some.
-func applicationCommands(cs adapters.Commands) []*discordgo.ApplicationCommand {
-	out := make([]*discordgo.ApplicationCommand, 0, len(cs))
-	for _, c := range cs {
-		ac := &discordgo.ApplicationCommand{Name: c.Name, Description: c.Description()}
-		for _, a := range c.Args {
-			o := &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionString, Name: a.Name, Description: a.Help}
-			for _, ch := range a.Choices {
-				o.Choices = append(o.Choices, &discordgo.ApplicationCommandOptionChoice{Name: ch, Value: ch})
-			}
-			ac.Options = append(ac.Options, o)
-		}
-		out = append(out, ac)
-	}
-	return out
-}
-
-// Adapter is one bot connection to Discord. It implements adapters.Messenger for the delivery
-// engine; Run receives messages.
+// Adapter is one bot connection to Discord, composed of parts: the messenger the delivery
+// engine sends, edits and types through (messenger.go); the REST requests that are no message
+// in a chat (rest.go); the gateway and its shards (gateway.go, shards.go); the messages it
+// receives (inbound.go) under the guild rules (access.go); and the interactions: slash
+// commands, the Stop button and question presses (interactions.go, ask.go). Run receives.
 type Adapter struct {
-	opts Options
-	log  *slog.Logger
-	// session makes the REST requests; the gateway connections are sessions of their own, one
-	// per shard (shards.go).
-	session *discordgo.Session
-	rt      http.RoundTripper
-	gw      gatewayPlan  // set by Run before any shard connects
-	http    *http.Client // images users send
-	engine  *delivery.Engine
-	stops   *stopTracker
-	// questions are the open approval questions (buttons "relaybot:approve:…").
-	questions adapters.Questions
+	log          *slog.Logger
+	engine       *delivery.Engine
+	messenger    *messenger
+	gateway      *gateway
+	inbox        *inbox
+	interactions *interactions
+	work         *workers
 
 	mu      sync.Mutex
 	running bool
-	stopped bool // Run ended: no new handler goroutines
-	botID   string
-	botName string // the bot's username, which a text command may name ("/reset@name")
-	appID   string
-	parents map[string]string // channel id → parent id ("" for none), for AllowedChannels
-	guildOf map[string]string // channel id → guild id, for the DM rule with AllowedChannels
-	dmUsers map[string]dmVerdict
-	shards  map[int]*discordgo.Session // connected shards by id, for their state
-	// handedOver holds, per channel, a channel closed when the channel's latest message has been
-	// handed to the handler (or dropped): the next message waits for it, so a channel's messages
-	// reach the pipeline in the order the gateway sent them.
-	handedOver map[string]chan struct{}
-	handlers   sync.WaitGroup
-
-	identMu    sync.Mutex
-	identified map[int]time.Time // identify bucket → when its last identify went out
-	registered sync.Once
 }
 
-var (
-	_ adapters.Messenger    = (*Adapter)(nil)
-	_ adapters.FileAttacher = (*Adapter)(nil)
-)
+var _ adapters.QuestionCloser = (*Adapter)(nil)
 
 // New creates an adapter; it does not connect until Run.
 func New(opts Options) (*Adapter, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	rt, err := newRewriter(opts.APIBase, opts.HTTPTransport)
+	if err != nil {
+		return nil, err
+	}
+	session, err := newSession(opts.Token, rt)
+	if err != nil {
+		return nil, err
+	}
+	a := &Adapter{log: opts.Logger, work: &workers{}}
+	stops := newStopTracker()
+	a.messenger = &messenger{session: session, stops: stops, v2: opts.ComponentsV2}
+	var m adapters.Messenger = a.messenger
+	if opts.ComponentsV2 {
+		m = plainMessenger{a.messenger}
+	}
+	a.engine = delivery.New(m, limitsFor(opts), opts.Delivery)
+	rt.pace = func(ctx context.Context) (func(), error) {
+		return a.engine.Place(ctx, chat.Ref{Platform: chat.Discord}, delivery.ClassBotWide)
+	}
+	api := &rest{session: session, engine: a.engine}
+	bot := &botIdentity{}
+	state := &shardStates{shards: map[int]*discordgo.Session{}}
+	acc := newAccess(opts, api, state)
+	led := &ledger{l: opts.Ledger, log: opts.Logger}
+	replies := replies{engine: a.engine, stops: stops}
+	a.interactions = &interactions{log: opts.Logger, engine: a.engine, session: session, ledger: led, access: acc,
+		replies: replies, work: a.work}
+	a.interactions.questions.Book = opts.Questions
+	a.inbox = &inbox{opts: opts, log: opts.Logger, http: &http.Client{Transport: rt, Timeout: time.Minute},
+		bot: bot, access: acc, ledger: led, work: a.work, answer: a.interactions.responder}
+	a.gateway = newGateway(opts, rt, api, bot, state, receivers{message: a.inbox.onMessage, interaction: a.interactions.onInteraction})
+	return a, nil
+}
+
+// fill checks the options New needs and sets the defaults of those left zero.
+func (opts *Options) fill() error {
 	if opts.Token == "" {
-		return nil, errors.New("discord: token is required")
+		return errors.New("discord: token is required")
 	}
 	if opts.APIBase == "" {
 		opts.APIBase = defaultAPIBase
@@ -226,72 +200,21 @@ func New(opts Options) (*Adapter, error) {
 		opts.MaxImageBytes = 10 << 20
 	}
 	if opts.GlobalPerSecond < 0 {
-		return nil, fmt.Errorf("discord: global budget %d a second is negative", opts.GlobalPerSecond)
+		return fmt.Errorf("discord: global budget %d a second is negative", opts.GlobalPerSecond)
+	}
+	if opts.Shards < 0 {
+		return fmt.Errorf("discord: %d shards: want a positive count, or 0 for Discord's", opts.Shards)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	rt, err := newRewriter(opts.APIBase, opts.HTTPTransport)
-	if err != nil {
-		return nil, err
+	if opts.Delivery.Logger == nil {
+		opts.Delivery.Logger = opts.Logger
 	}
-	if opts.Shards < 0 {
-		return nil, fmt.Errorf("discord: %d shards: want a positive count, or 0 for Discord's", opts.Shards)
+	if opts.Delivery.TypingInterval <= 0 {
+		opts.Delivery.TypingInterval = 8 * time.Second // Discord shows typing for 10 s
 	}
-	a := &Adapter{
-		opts:       opts,
-		log:        opts.Logger,
-		rt:         rt,
-		http:       &http.Client{Transport: rt, Timeout: time.Minute},
-		stops:      newStopTracker(),
-		parents:    map[string]string{},
-		guildOf:    map[string]string{},
-		dmUsers:    map[string]dmVerdict{},
-		shards:     map[int]*discordgo.Session{},
-		identified: map[int]time.Time{},
-	}
-	a.questions.Book = opts.Questions
-	if a.session, err = a.newSession(); err != nil {
-		return nil, err
-	}
-	dopts := opts.Delivery
-	if dopts.Logger == nil {
-		dopts.Logger = opts.Logger
-	}
-	if dopts.TypingInterval <= 0 {
-		dopts.TypingInterval = 8 * time.Second // Discord shows typing for 10 s
-	}
-	var m adapters.Messenger = a
-	if opts.ComponentsV2 {
-		m = plainMessenger{a}
-	}
-	a.engine = delivery.New(m, limitsFor(opts), dopts)
-	rt.pace = func(ctx context.Context) (func(), error) {
-		return a.engine.Place(ctx, chat.Ref{Platform: chat.Discord}, delivery.ClassBotWide)
-	}
-	return a, nil
-}
-
-// newSession builds a discordgo session with the adapter's transport and gateway settings.
-func (a *Adapter) newSession() (*discordgo.Session, error) {
-	s, err := discordgo.New("Bot " + a.opts.Token)
-	if err != nil {
-		return nil, fmt.Errorf("discord: creating session: %w", err)
-	}
-	s.Client = &http.Client{Transport: a.rt}
-	// The delivery engine owns retries and rate limits: discordgo must hand 429s and 5xx back.
-	s.ShouldRetryOnRateLimit = false
-	s.MaxRestRetries = 0
-	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
-		discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
-	// Reconnecting is Run's job (keepConnected): discordgo's own loop cannot be cancelled and
-	// can reopen the gateway after Close. Open still resumes the session (session id and
-	// sequence are kept), so events sent meanwhile are replayed.
-	s.ShouldReconnectOnError = false
-	// Handlers only filter and spawn, so they run in gateway order on the reader goroutine.
-	s.SyncEvents = true
-	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
-	return s, nil
+	return nil
 }
 
 // Name is "discord", the platform's name in logs and conversation keys.
@@ -303,6 +226,13 @@ func (a *Adapter) Limits() adapters.Limits { return a.engine.Limits() }
 
 // Engine returns the delivery engine replies go through.
 func (a *Adapter) Engine() *delivery.Engine { return a.engine }
+
+// CloseQuestion sets a question's text and takes its buttons off, through the channel's
+// budgets in the delivery engine; a failure is logged. It implements adapters.QuestionCloser:
+// a survivor closes the questions of a replica that was taken over with it.
+func (a *Adapter) CloseQuestion(ctx context.Context, ref chat.Ref, messageID, text string) {
+	a.interactions.closeQuestion(ctx, ref, messageID, text)
+}
 
 // Run connects to the gateway and hands every addressed message and command to h, each on its
 // own goroutine, until ctx ends. It then disconnects, waits for the handlers to return and
@@ -322,129 +252,45 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var err error
-	if a.gw, err = a.plan(runCtx); err != nil {
-		a.shutdown()
+	var wg sync.WaitGroup
+	if err := a.gateway.run(runCtx, h, &wg); err != nil {
+		a.work.stop()
 		return err
 	}
-	var leases []adapters.Lease
-	if a.opts.ShardLeases != nil {
-		if leases, err = a.opts.ShardLeases.Join(runCtx, a.gw.count); err != nil {
-			a.shutdown()
-			return fmt.Errorf("discord: sharing %d shards with the other replicas: %w", a.gw.count, err)
-		}
-	}
-	var wg sync.WaitGroup
-	if leases == nil {
-		if err := a.runShards(runCtx, h, &wg); err != nil {
-			a.shutdown()
-			return err
-		}
-	} else {
-		a.log.Info("discord: sharing the gateway shards with the other replicas", "shards", a.gw.count)
-		for id, l := range leases {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				a.holdShard(runCtx, h, l, id)
-			}()
-		}
-	}
-	a.adoptOrphans(runCtx, h, &wg)
+	a.inbox.adoptOrphans(runCtx, h, &wg)
 	<-ctx.Done()
 	cancel()
 	wg.Wait()
-	a.shutdown()
+	a.work.stop()
 	return nil
 }
 
-// shutdown stops new handler goroutines and waits for the running ones.
-func (a *Adapter) shutdown() {
-	a.mu.Lock()
-	a.stopped = true
-	a.mu.Unlock()
-	a.handlers.Wait()
+// workers are the goroutines handling messages and interactions, each on its own.
+type workers struct {
+	mu      sync.Mutex
+	stopped bool // Run ended: no new handler goroutines
+	wg      sync.WaitGroup
+}
+
+// stop stops new handler goroutines and waits for the running ones.
+func (w *workers) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	w.wg.Wait()
 }
 
 // spawn runs fn on a tracked goroutine unless Run has ended.
-func (a *Adapter) spawn(fn func()) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.stopped {
+func (w *workers) spawn(fn func()) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
 		return false
 	}
-	a.handlers.Add(1)
+	w.wg.Add(1)
 	go func() {
-		defer a.handlers.Done()
+		defer w.wg.Done()
 		fn()
 	}()
 	return true
-}
-
-// onReady learns who the bot is from a shard's READY.
-func (a *Adapter) onReady(r *discordgo.Ready) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if r.User != nil {
-		a.botID = r.User.ID
-		a.botName = r.User.Username
-		if a.appID == "" {
-			a.appID = r.User.ID
-		}
-	}
-	if r.Application != nil && r.Application.ID != "" {
-		a.appID = r.Application.ID
-	}
-}
-
-func (a *Adapter) botUserID() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.botID
-}
-
-func (a *Adapter) botUserName() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.botName
-}
-
-func (a *Adapter) registerCommands(ctx context.Context) error {
-	a.mu.Lock()
-	appID := a.appID
-	a.mu.Unlock()
-	return a.botWide(ctx, "registering application commands", func(ctx context.Context) error {
-		_, err := a.session.ApplicationCommandBulkOverwrite(appID, "", applicationCommands(a.opts.Commands), a.reqOpts(ctx)...)
-		return err
-	})
-}
-
-// channel looks a channel up over REST.
-func (a *Adapter) channel(ctx context.Context, channelID string) (*discordgo.Channel, error) {
-	var c *discordgo.Channel
-	err := a.botWide(ctx, "looking up channel "+channelID, func(ctx context.Context) (err error) {
-		c, err = a.session.Channel(channelID, a.reqOpts(ctx)...)
-		return err
-	})
-	return c, err
-}
-
-// botWide makes run's one REST request, which Discord counts against the bot's global limit
-// though it is no message in a chat, through the delivery engine: paced within this replica's
-// share of that limit, at the priority of final messages, its 429s waited out and its temporary
-// failures retried. what names the request in its error.
-func (a *Adapter) botWide(ctx context.Context, what string, run func(ctx context.Context) error) error {
-	return a.engine.Do(ctx, delivery.Request{Chat: chat.Ref{Platform: chat.Discord}, Class: delivery.ClassBotWide, Kind: delivery.EventLookup,
-		Run: func(ctx context.Context) error { return classify(what, run(ctx)) }})
-}
-
-// reqOpts are the per-request options of every REST call the adapter makes, each through the
-// delivery engine: the caller's context, marked as paced by the engine (the transport paces
-// the requests discordgo makes on its own), no internal retries of 429s or 5xx.
-func (a *Adapter) reqOpts(ctx context.Context) []discordgo.RequestOption {
-	return []discordgo.RequestOption{
-		discordgo.WithContext(accounted(ctx)),
-		discordgo.WithRetryOnRatelimit(false),
-		discordgo.WithRestRetries(0),
-	}
 }

@@ -262,3 +262,13 @@ func testCommands() adapters.Commands {
 			Args: []adapters.CommandArg{{Name: "scope", Help: "all: everyone's usage", Choices: []string{"all"}}}},
 	}
 }
+
+// waitForServer polls cond with a generous deadline.
+func waitForServer(t *testing.T, hs *harness, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(hs.ctx, 20*time.Second)
+	defer cancel()
+	if err := hs.srv.WaitFor(ctx, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}

@@ -52,10 +52,11 @@ func FuzzInbound(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	a.botID, a.botName = botID, self
+	b := a.inbox
+	b.bot.id, b.bot.name = botID, self
 	// The channel is known not to be a thread: no lookup (to an API that is not there) decides
 	// whether a guild message is answered.
-	a.parents["510000000000000001"] = ""
+	b.access.parents["510000000000000001"] = ""
 	f.Fuzz(func(t *testing.T, content string, guild, mentionsUs, replyToBot bool) {
 		m := &discordgo.MessageCreate{Message: &discordgo.Message{
 			ID: "300000000000000001", ChannelID: "510000000000000001", Content: content,
@@ -74,8 +75,8 @@ func FuzzInbound(f *testing.F) {
 		in := adapters.Inbound{Chat: chat.Ref{Platform: chat.Discord, ChatID: m.ChannelID}, Kind: adapters.Private,
 			MessageID: m.ID, UserID: m.Author.ID}
 		var h capture
-		prev, mine := a.queueHandover(m.ChannelID)
-		a.handleMessage(context.Background(), &h, m, botID, in, prev, mine)
+		prev, mine := b.queueHandover(m.ChannelID)
+		b.handleMessage(context.Background(), &h, m, botID, in, prev, mine)
 		if !h.got {
 			rest, _ := strings.CutPrefix(strings.TrimSpace(stripMention(content, botID)), "!ai")
 			if c, ok := adapters.ParseCommand(strings.TrimSpace(rest)); !guild && (!ok || c.For(self)) {

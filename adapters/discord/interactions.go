@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -20,21 +21,37 @@ const ackTimeout = 3 * time.Second
 // notAllowed is the ephemeral answer to interactions where the bot does not answer.
 const notAllowed = "This bot does not answer here."
 
-func (a *Adapter) onInteraction(ctx context.Context, h adapters.Handler, ic *discordgo.InteractionCreate) {
+// interactions answers what users do with the bot's application: slash commands, the Stop
+// button of a streaming reply, and presses of question buttons, which it also posts and closes.
+// Every answer to an interaction goes through the delivery engine's retry stage.
+type interactions struct {
+	log     *slog.Logger
+	engine  *delivery.Engine
+	session *discordgo.Session
+	ledger  *ledger
+	access  *access
+	replies replies
+	work    *workers
+	// questions are the open approval questions (buttons "relaybot:approve:…").
+	questions adapters.Questions
+}
+
+// onInteraction hands an INTERACTION_CREATE to a goroutine of its own.
+func (x *interactions) onInteraction(ctx context.Context, h adapters.Handler, ic *discordgo.InteractionCreate) {
 	if ic.Interaction == nil {
 		return
 	}
-	a.spawn(func() { a.handleInteraction(ctx, h, ic.Interaction) })
+	x.work.spawn(func() { x.handleInteraction(ctx, h, ic.Interaction) })
 }
 
 // handleInteraction answers a slash command or a button press and hands it to h; it runs on the
 // interaction's own goroutine.
-func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *discordgo.Interaction) {
+func (x *interactions) handleInteraction(ctx context.Context, h adapters.Handler, i *discordgo.Interaction) {
 	user, roles := i.User, []string(nil)
 	if i.Member != nil {
 		user, roles = i.Member.User, i.Member.Roles
 	}
-	if user == nil || !a.taken(ctx, "interaction:"+i.ID) {
+	if user == nil || !x.ledger.taken(ctx, "interaction:"+i.ID) {
 		return
 	}
 	in := adapters.Inbound{
@@ -45,18 +62,18 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 		UserName:  user.Username,
 		Time:      time.Now(),
 	}
-	if i.GuildID == "" && !a.dmAllowed(ctx, user.ID) {
-		a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
+	if i.GuildID == "" && !x.access.dmAllowed(ctx, user.ID) {
+		x.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 			&discordgo.InteractionResponseData{Content: notAllowed, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
 		return
 	}
 	if i.GuildID != "" {
 		in.Kind = adapters.Group
 		in.Roles = roles
-		parent, ok := a.allowed(ctx, i.GuildID, i.ChannelID, roles)
+		parent, ok := x.access.allowed(ctx, i.GuildID, i.ChannelID, roles)
 		in.ParentChatID = parent
 		if !ok {
-			a.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
+			x.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 				&discordgo.InteractionResponseData{Content: notAllowed, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
 			return
 		}
@@ -71,17 +88,17 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 		}
 		in.Args = strings.Join(args, " ")
 		// Answer at once with "thinking…"; the handler's notices then fill that message in.
-		acked := a.respond(ctx, i, discordgo.InteractionResponseDeferredChannelMessageWithSource, nil)
-		out := &interactionResponder{a: a, i: i, chat: in.Chat, original: acked}
+		acked := x.respond(ctx, i, discordgo.InteractionResponseDeferredChannelMessageWithSource, nil)
+		out := &interactionResponder{x: x, i: i, chat: in.Chat, original: acked}
 		h.Handle(ctx, in, out)
 		out.done(ctx)
 	case discordgo.InteractionMessageComponent:
 		if rest, ok := strings.CutPrefix(i.MessageComponentData().CustomID, approvePrefix); ok {
-			a.onApprovePress(ctx, i, user, rest)
+			x.onApprovePress(ctx, i, user, rest)
 			return
 		}
 		if i.MessageComponentData().CustomID != StopButtonID {
-			a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
+			x.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
 			return
 		}
 		// The asker's press takes the button off the message right away; this answer does not
@@ -90,31 +107,31 @@ func (a *Adapter) handleInteraction(ctx context.Context, h adapters.Handler, i *
 		// still be able to press it. A stop that happens removes it with the final edit.
 		switch {
 		case i.Message == nil:
-			a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
-		case i.Message.MessageReference != nil && !a.stops.askedBy(in.Chat, i.Message.MessageReference.MessageID, user.ID):
-			a.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
+			x.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
+		case i.Message.MessageReference != nil && !x.replies.stops.askedBy(in.Chat, i.Message.MessageReference.MessageID, user.ID):
+			x.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
 		default:
-			if a.removeButtons(ctx, i) {
-				a.stops.buttonGone(i.Message.ID)
+			if x.removeButtons(ctx, i) {
+				x.replies.stops.buttonGone(i.Message.ID)
 			}
 		}
 		in.Command = "stop"
-		h.Handle(ctx, in, &interactionResponder{a: a, i: i, chat: in.Chat})
+		h.Handle(ctx, in, &interactionResponder{x: x, i: i, chat: in.Chat})
 	default:
 		return
 	}
 }
 
 // respond answers an interaction's callback; it reports whether Discord took the answer.
-func (a *Adapter) respond(ctx context.Context, i *discordgo.Interaction, typ discordgo.InteractionResponseType, data *discordgo.InteractionResponseData) bool {
+func (x *interactions) respond(ctx context.Context, i *discordgo.Interaction, typ discordgo.InteractionResponseType, data *discordgo.InteractionResponseData) bool {
 	cctx, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
 	resp := &discordgo.InteractionResponse{Type: typ, Data: data}
-	err := a.answer(cctx, i, "answer interaction", func(opts []discordgo.RequestOption) error {
-		return a.session.InteractionRespond(i, resp, opts...)
+	err := x.answer(cctx, i, "answer interaction", func(opts []discordgo.RequestOption) error {
+		return x.session.InteractionRespond(i, resp, opts...)
 	})
 	if err != nil {
-		a.log.Warn("discord: interaction not answered", "interaction", i.ID, "err", err)
+		x.log.Warn("discord: interaction not answered", "interaction", i.ID, "err", err)
 		return false
 	}
 	return true
@@ -126,10 +143,10 @@ func (a *Adapter) respond(ctx context.Context, i *discordgo.Interaction, typ dis
 // token, neither the channel's budget nor the bot's global one: they take no place in the
 // engine's windows, so no preview or message queued there delays them (ClassInteraction), and
 // the first answer makes Discord's 3-second deadline however busy the channel is.
-func (a *Adapter) answer(ctx context.Context, i *discordgo.Interaction, what string, fn func([]discordgo.RequestOption) error) error {
-	return a.engine.Do(ctx, delivery.Request{Chat: chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
+func (x *interactions) answer(ctx context.Context, i *discordgo.Interaction, what string, fn func([]discordgo.RequestOption) error) error {
+	return x.engine.Do(ctx, delivery.Request{Chat: chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
 		Class: delivery.ClassInteraction, Kind: delivery.EventInteraction,
-		Run: func(ctx context.Context) error { return classify(what, fn(a.reqOpts(ctx))) }})
+		Run: func(ctx context.Context) error { return classify(what, fn(reqOpts(ctx))) }})
 }
 
 // v2Text is the text of a Components V2 message (its container's text display).
@@ -153,7 +170,7 @@ func v2Text(m *discordgo.Message) (string, bool) {
 
 // removeButtons answers a button press by updating the pressed message to carry no
 // components, leaving its text alone.
-func (a *Adapter) removeButtons(ctx context.Context, i *discordgo.Interaction) bool {
+func (x *interactions) removeButtons(ctx context.Context, i *discordgo.Interaction) bool {
 	cctx, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
 	var comps any = []any{}
@@ -164,13 +181,13 @@ func (a *Adapter) removeButtons(ctx context.Context, i *discordgo.Interaction) b
 		"type": discordgo.InteractionResponseUpdateMessage,
 		"data": map[string]any{"components": comps},
 	}
-	err := a.answer(cctx, i, "answer button press", func(opts []discordgo.RequestOption) error {
-		_, err := a.session.RequestWithBucketID("POST", discordgo.EndpointInteractionResponse(i.ID, i.Token), body,
+	err := x.answer(cctx, i, "answer button press", func(opts []discordgo.RequestOption) error {
+		_, err := x.session.RequestWithBucketID("POST", discordgo.EndpointInteractionResponse(i.ID, i.Token), body,
 			discordgo.EndpointInteractionResponse(i.ID, ""), opts...)
 		return err
 	})
 	if err != nil {
-		a.log.Warn("discord: stop button not removed", "interaction", i.ID, "err", err)
+		x.log.Warn("discord: stop button not removed", "interaction", i.ID, "err", err)
 		return false
 	}
 	return true
@@ -180,7 +197,7 @@ func (a *Adapter) removeButtons(ctx context.Context, i *discordgo.Interaction) b
 // acknowledged with a deferred response: the first notice fills it in, later ones follow up.
 // Button presses (and commands whose acknowledgement failed) answer in the channel.
 type interactionResponder struct {
-	a        *Adapter
+	x        *interactions
 	i        *discordgo.Interaction
 	chat     chat.Ref
 	original bool // a deferred response waits to be filled in
@@ -190,14 +207,14 @@ type interactionResponder struct {
 }
 
 func (r *interactionResponder) NewReply(ctx context.Context) adapters.Reply {
-	return r.a.newReply(ctx, r.chat, "", "", false)
+	return r.x.replies.start(ctx, r.chat, "", "", false)
 }
 
 func (r *interactionResponder) SupportsStreaming() bool { return true }
 
 func (r *interactionResponder) Notice(ctx context.Context, text string) error {
 	if !r.original {
-		return r.a.engine.Notice(ctx, r.chat, text, adapters.SendOptions{})
+		return r.x.engine.Notice(ctx, r.chat, text, adapters.SendOptions{})
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -205,16 +222,16 @@ func (r *interactionResponder) Notice(ctx context.Context, text string) error {
 	for _, part := range delivery.Split(text, lim.MaxLen, lim.Unit) {
 		var err error
 		if !r.answered {
-			err = r.a.answer(ctx, r.i, "fill in interaction response", func(opts []discordgo.RequestOption) error {
-				_, err := r.a.session.InteractionResponseEdit(r.i, &discordgo.WebhookEdit{Content: &part, AllowedMentions: noMentions()}, opts...)
+			err = r.x.answer(ctx, r.i, "fill in interaction response", func(opts []discordgo.RequestOption) error {
+				_, err := r.x.session.InteractionResponseEdit(r.i, &discordgo.WebhookEdit{Content: &part, AllowedMentions: noMentions()}, opts...)
 				return err
 			})
 			if err == nil {
 				r.answered = true
 			}
 		} else {
-			err = r.a.answer(ctx, r.i, "follow up interaction", func(opts []discordgo.RequestOption) error {
-				_, err := r.a.session.FollowupMessageCreate(r.i, true, &discordgo.WebhookParams{Content: part, AllowedMentions: noMentions()}, opts...)
+			err = r.x.answer(ctx, r.i, "follow up interaction", func(opts []discordgo.RequestOption) error {
+				_, err := r.x.session.FollowupMessageCreate(r.i, true, &discordgo.WebhookParams{Content: part, AllowedMentions: noMentions()}, opts...)
 				return err
 			})
 		}
@@ -234,10 +251,10 @@ func (r *interactionResponder) done(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := r.a.answer(cctx, r.i, "delete interaction response", func(opts []discordgo.RequestOption) error {
-		return r.a.session.InteractionResponseDelete(r.i, opts...)
+	err := r.x.answer(cctx, r.i, "delete interaction response", func(opts []discordgo.RequestOption) error {
+		return r.x.session.InteractionResponseDelete(r.i, opts...)
 	})
 	if err != nil {
-		r.a.log.Debug("discord: unanswered command response not removed", "interaction", r.i.ID, "err", err)
+		r.x.log.Debug("discord: unanswered command response not removed", "interaction", r.i.ID, "err", err)
 	}
 }

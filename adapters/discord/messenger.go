@@ -55,9 +55,49 @@ func reference(channelID, messageID string) *discordgo.MessageReference {
 	return &discordgo.MessageReference{MessageID: messageID, ChannelID: channelID, FailIfNotExists: &no}
 }
 
+// messenger is the adapter's adapters.Messenger, which the delivery engine sends, edits,
+// attaches and types through: each method is one REST request, made when the engine gives it
+// its place (the engine owns pacing, 429s and retries). It keeps which messages of a streaming
+// reply carry a Stop button, so the final edit removes it.
+type messenger struct {
+	session *discordgo.Session
+	stops   *stopTracker
+	v2      bool // Options.ComponentsV2
+}
+
+var (
+	_ adapters.Messenger    = (*messenger)(nil)
+	_ adapters.FileAttacher = (*messenger)(nil)
+	_ adapters.StreamEditor = (*messenger)(nil)
+)
+
+// plainMessenger is the messenger without FileAttacher: a Components V2 message shows no
+// attachment that no component exposes, so files go in messages of their own.
+type plainMessenger struct{ m *messenger }
+
+func (p plainMessenger) Send(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	return p.m.Send(ctx, chat, text, opts)
+}
+
+func (p plainMessenger) Edit(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return p.m.Edit(ctx, msg, text)
+}
+
+func (p plainMessenger) EditStreaming(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return p.m.EditStreaming(ctx, msg, text)
+}
+
+func (p plainMessenger) SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+	return p.m.SendFiles(ctx, chat, files, caption, opts)
+}
+
+func (p plainMessenger) Typing(ctx context.Context, chat chat.Ref) error {
+	return p.m.Typing(ctx, chat)
+}
+
 // Send posts a new message (one REST request). With opts.Stoppable, a reply that is still
 // streaming gets a Stop button.
-func (a *Adapter) Send(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *messenger) Send(ctx context.Context, chat chat.Ref, text string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	text = markdown.Discord(text)
 	ch := channelOf(chat)
 	ms := &discordgo.MessageSend{Content: text, AllowedMentions: noMentions(), Reference: reference(ch, opts.ReplyTo)}
@@ -67,41 +107,37 @@ func (a *Adapter) Send(ctx context.Context, chat chat.Ref, text string, opts ada
 		if answers == "" {
 			answers = opts.Answers
 		}
-		if sr = a.stops.streaming(chat, answers); sr != nil {
+		if sr = m.stops.streaming(chat, answers); sr != nil {
 			ms.Components = stopButton()
 		}
 	}
-	if a.opts.ComponentsV2 {
+	if m.v2 {
 		ms.Components = v2Components(text, sr != nil)
 		ms.Content, ms.Flags = "", discordgo.MessageFlagsIsComponentsV2
 	}
-	if a.opts.ComponentsV2 {
-		ms.Components = v2Components(text, sr != nil)
-		ms.Content, ms.Flags = "", discordgo.MessageFlagsIsComponentsV2
-	}
-	m, err := a.session.ChannelMessageSendComplex(ch, ms, a.reqOpts(ctx)...)
+	sent, err := m.session.ChannelMessageSendComplex(ch, ms, reqOpts(ctx)...)
 	if err != nil {
 		return adapters.MessageRef{}, classify("send message in channel "+ch, err)
 	}
 	if sr != nil {
-		a.stops.addButton(sr, m.ID)
+		m.stops.addButton(sr, sent.ID)
 	}
-	return adapters.MessageRef{Chat: chat, ID: m.ID}, nil
+	return adapters.MessageRef{Chat: chat, ID: sent.ID}, nil
 }
 
 // Edit replaces a message's text (one REST request) and makes it final: a Stop button on it
 // goes.
-func (a *Adapter) Edit(ctx context.Context, msg adapters.MessageRef, text string) error {
-	return a.edit(ctx, msg, text, a.stops.shows(msg.ID))
+func (m *messenger) Edit(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return m.edit(ctx, msg, text, m.stops.shows(msg.ID))
 }
 
 // EditStreaming replaces the text of a message that is still streaming (one REST request); its
 // Stop button stays, unless the reply is already delivering its final text.
-func (a *Adapter) EditStreaming(ctx context.Context, msg adapters.MessageRef, text string) error {
-	return a.edit(ctx, msg, text, a.stops.finalEditOf(msg.ID))
+func (m *messenger) EditStreaming(ctx context.Context, msg adapters.MessageRef, text string) error {
+	return m.edit(ctx, msg, text, m.stops.finalEditOf(msg.ID))
 }
 
-func (a *Adapter) edit(ctx context.Context, msg adapters.MessageRef, text string, clear bool) error {
+func (m *messenger) edit(ctx context.Context, msg adapters.MessageRef, text string, clear bool) error {
 	text = markdown.Discord(text)
 	ch := channelOf(msg.Chat)
 	me := &discordgo.MessageEdit{ID: msg.ID, Channel: ch, Content: &text, AllowedMentions: noMentions()}
@@ -109,16 +145,16 @@ func (a *Adapter) edit(ctx context.Context, msg adapters.MessageRef, text string
 		none := []discordgo.MessageComponent{}
 		me.Components = &none
 	}
-	if a.opts.ComponentsV2 {
+	if m.v2 {
 		// The container is sent whole with every edit; the Stop button stays while it shows.
-		comps := v2Components(text, a.stops.shows(msg.ID) && !clear)
+		comps := v2Components(text, m.stops.shows(msg.ID) && !clear)
 		me.Content, me.Components, me.Flags = nil, &comps, discordgo.MessageFlagsIsComponentsV2
 	}
-	if _, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ctx)...); err != nil {
+	if _, err := m.session.ChannelMessageEditComplex(me, reqOpts(ctx)...); err != nil {
 		return classify(fmt.Sprintf("edit message %s in channel %s", msg.ID, ch), err)
 	}
 	if clear {
-		a.stops.buttonGone(msg.ID)
+		m.stops.buttonGone(msg.ID)
 	}
 	return nil
 }
@@ -126,7 +162,7 @@ func (a *Adapter) edit(ctx context.Context, msg adapters.MessageRef, text string
 // EditWithFiles sets a message's text and attaches files to it (one multipart REST request);
 // up to 10 files, the message's earlier attachments are kept. Like Edit, the final edit of a
 // reply also removes its Stop button.
-func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, text string, files []chat.File) error {
+func (m *messenger) EditWithFiles(ctx context.Context, msg adapters.MessageRef, text string, files []chat.File) error {
 	text = markdown.Discord(text)
 	ch := channelOf(msg.Chat)
 	if len(files) == 0 || len(files) > maxFilesPerMessage {
@@ -141,23 +177,23 @@ func (a *Adapter) EditWithFiles(ctx context.Context, msg adapters.MessageRef, te
 		atts = append(atts, &discordgo.MessageAttachment{ID: strconv.Itoa(i), Filename: f.Name})
 	}
 	me.Attachments = &atts
-	clear := a.stops.shows(msg.ID)
+	clear := m.stops.shows(msg.ID)
 	if clear {
 		none := []discordgo.MessageComponent{}
 		me.Components = &none
 	}
-	if _, err := a.session.ChannelMessageEditComplex(me, a.reqOpts(ctx)...); err != nil {
+	if _, err := m.session.ChannelMessageEditComplex(me, reqOpts(ctx)...); err != nil {
 		return classify(fmt.Sprintf("attach %d files to message %s in channel %s", len(files), msg.ID, ch), err)
 	}
 	if clear {
-		a.stops.buttonGone(msg.ID)
+		m.stops.buttonGone(msg.ID)
 	}
 	return nil
 }
 
 // SendFiles posts up to 10 files with an optional caption of up to 2,000 characters in one
 // message (one REST request).
-func (a *Adapter) SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
+func (m *messenger) SendFiles(ctx context.Context, chat chat.Ref, files []chat.File, caption string, opts adapters.SendOptions) (adapters.MessageRef, error) {
 	caption = markdown.Discord(caption)
 	ch := channelOf(chat)
 	if len(files) == 0 || len(files) > maxFilesPerMessage {
@@ -167,17 +203,17 @@ func (a *Adapter) SendFiles(ctx context.Context, chat chat.Ref, files []chat.Fil
 	for _, f := range files {
 		ms.Files = append(ms.Files, &discordgo.File{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)})
 	}
-	m, err := a.session.ChannelMessageSendComplex(ch, ms, a.reqOpts(ctx)...)
+	sent, err := m.session.ChannelMessageSendComplex(ch, ms, reqOpts(ctx)...)
 	if err != nil {
 		return adapters.MessageRef{}, classify(fmt.Sprintf("send %d files in channel %s", len(files), ch), err)
 	}
-	return adapters.MessageRef{Chat: chat, ID: m.ID}, nil
+	return adapters.MessageRef{Chat: chat, ID: sent.ID}, nil
 }
 
 // Typing shows "bot is typing…" in the chat for about 10 seconds (one REST request).
-func (a *Adapter) Typing(ctx context.Context, chat chat.Ref) error {
+func (m *messenger) Typing(ctx context.Context, chat chat.Ref) error {
 	ch := channelOf(chat)
-	return classify("typing in channel "+ch, a.session.ChannelTyping(ch, a.reqOpts(ctx)...))
+	return classify("typing in channel "+ch, m.session.ChannelTyping(ch, reqOpts(ctx)...))
 }
 
 // stopTracker remembers which messages of which streaming replies carry a Stop button, so the

@@ -16,22 +16,28 @@ const cursor = " ▌"
 
 // reply is a streamed answer: the delivery engine's reply plus the Stop button's lifecycle.
 type reply struct {
-	a     *Adapter
+	stops *stopTracker
 	inner *delivery.Reply
 	sr    *stopReply // nil when the reply has no Stop button
 }
 
-var (
-	_ adapters.Reply        = (*reply)(nil)
-	_ adapters.StreamEditor = (*Adapter)(nil)
-)
+var _ adapters.Reply = (*reply)(nil)
 
-func (a *Adapter) newReply(ctx context.Context, chat chat.Ref, replyTo, asker string, stoppable bool) *reply {
-	r := &reply{a: a}
+// replies start the adapter's replies: the delivery engine's, with the Stop button's lifecycle
+// kept in the messenger's stop tracker.
+type replies struct {
+	engine *delivery.Engine
+	stops  *stopTracker
+}
+
+// start begins a reply in chat to asker's message replyTo, with a Stop button while it streams
+// when stoppable.
+func (rs replies) start(ctx context.Context, chat chat.Ref, replyTo, asker string, stoppable bool) *reply {
+	r := &reply{stops: rs.stops}
 	if stoppable {
-		r.sr = a.stops.begin(chat, replyTo, asker)
+		r.sr = rs.stops.begin(chat, replyTo, asker)
 	}
-	r.inner = a.engine.NewReply(ctx, chat, adapters.SendOptions{ReplyTo: replyTo, Stoppable: stoppable})
+	r.inner = rs.engine.NewReply(ctx, chat, adapters.SendOptions{ReplyTo: replyTo, Stoppable: stoppable})
 	return r
 }
 
@@ -50,26 +56,31 @@ func (r *reply) Working(on bool) { r.inner.Working(on) }
 // button.
 func (r *reply) Finish(ctx context.Context, text string, files []chat.File) error {
 	if r.sr != nil {
-		r.a.stops.finish(r.sr)
-		defer r.a.stops.end(r.sr)
+		r.stops.finish(r.sr)
+		defer r.stops.end(r.sr)
 	}
 	return r.inner.Finish(ctx, text, files)
 }
 
 // msgResponder answers a message: replies reference it and stream with a Stop button.
 type msgResponder struct {
-	a       *Adapter
+	x       *interactions // posts and closes its questions
 	chat    chat.Ref
 	replyTo string
 	asker   string // the user who wrote replyTo
 }
 
+// responder is the responder of asker's message replyTo in ref.
+func (x *interactions) responder(ref chat.Ref, replyTo, asker string) adapters.Responder {
+	return msgResponder{x: x, chat: ref, replyTo: replyTo, asker: asker}
+}
+
 func (r msgResponder) NewReply(ctx context.Context) adapters.Reply {
-	return r.a.newReply(ctx, r.chat, r.replyTo, r.asker, true)
+	return r.x.replies.start(ctx, r.chat, r.replyTo, r.asker, true)
 }
 
 func (r msgResponder) Notice(ctx context.Context, text string) error {
-	return r.a.engine.Notice(ctx, r.chat, text, adapters.SendOptions{ReplyTo: r.replyTo})
+	return r.x.engine.Notice(ctx, r.chat, text, adapters.SendOptions{ReplyTo: r.replyTo})
 }
 
 func (r msgResponder) SupportsStreaming() bool { return true }

@@ -42,7 +42,7 @@ func TestRateLimitScopeAndRewrite(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 			defer cancel()
-			_, err = a.Send(ctx, chat.Ref{Platform: chat.Discord, ChatID: "42"}, "hi", adapters.SendOptions{})
+			_, err = a.messenger.Send(ctx, chat.Ref{Platform: chat.Discord, ChatID: "42"}, "hi", adapters.SendOptions{})
 			var rl *adapters.RateLimitError
 			if !errors.As(err, &rl) || rl.RetryAfter != 2500*time.Millisecond || rl.Global != tc.global {
 				t.Fatalf("Send: %v, want RateLimitError{2.5s, global=%v}", err, tc.global)
@@ -55,7 +55,7 @@ func TestRateLimitScopeAndRewrite(t *testing.T) {
 			// would outlast this context.
 			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 			defer scancel()
-			_, _ = a.Send(sctx, chat.Ref{Platform: chat.Discord, ChatID: "42"}, "hi", adapters.SendOptions{})
+			_, _ = a.messenger.Send(sctx, chat.Ref{Platform: chat.Discord, ChatID: "42"}, "hi", adapters.SendOptions{})
 			if n := requests.Load(); n != 2 {
 				t.Errorf("the server saw %d requests, want 2: the second was held back by discordgo's own rate limiter", n)
 			}
@@ -90,7 +90,7 @@ func TestNonJSONRateLimitBecomesRateLimitError(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_, err = a.Send(ctx, chat.Ref{Platform: chat.Discord, ChatID: "42"}, "hi", adapters.SendOptions{})
+			_, err = a.messenger.Send(ctx, chat.Ref{Platform: chat.Discord, ChatID: "42"}, "hi", adapters.SendOptions{})
 			var rl *adapters.RateLimitError
 			if !errors.As(err, &rl) || rl.RetryAfter != tc.want || rl.Global {
 				t.Fatalf("Send: %v, want RateLimitError{%s, global=false}", err, tc.want)

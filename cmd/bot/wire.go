@@ -26,7 +26,9 @@ import (
 	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
+	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/quota"
 	"relaybot/speech"
 	"relaybot/store"
 	"relaybot/tools"
@@ -510,7 +512,7 @@ const (
 // pipelineOptions maps the config onto the pipeline's options.
 func pipelineOptions(cfg *config.Config) pipeline.Options {
 	return pipeline.Options{
-		Access: pipeline.Access{
+		Access: access.Lists{
 			AllowUsers: cfg.Access.AllowUsers,
 			DenyUsers:  cfg.Access.DenyUsers,
 			AllowChats: cfg.Access.AllowChats,
@@ -628,15 +630,15 @@ func newSpeech(cfg *config.Config, hc *http.Client, obs agent.Observer) (pipelin
 	return c, c, nil
 }
 
-func quotaLimits(l config.QuotaLimits) pipeline.Limits {
-	return pipeline.Limits{TokensPerDay: l.TokensPerDay, TokensPerMonth: l.TokensPerMonth,
+func quotaLimits(l config.QuotaLimits) quota.Limits {
+	return quota.Limits{TokensPerDay: l.TokensPerDay, TokensPerMonth: l.TokensPerMonth,
 		CostPerDay: l.CostPerDay, CostPerMonth: l.CostPerMonth}
 }
 
-func quotas(q config.Quotas) pipeline.Quotas {
-	out := pipeline.Quotas{User: quotaLimits(q.User), Chat: quotaLimits(q.Chat), AdminsCounted: q.AdminsCounted}
+func quotas(q config.Quotas) quota.Policy {
+	out := quota.Policy{User: quotaLimits(q.User), Chat: quotaLimits(q.Chat), AdminsCounted: q.AdminsCounted}
 	for _, o := range q.Overrides {
-		out.Overrides = append(out.Overrides, pipeline.QuotaOverride{Users: o.Users, Roles: o.Roles, Limits: quotaLimits(o.QuotaLimits)})
+		out.Overrides = append(out.Overrides, quota.Override{Users: o.Users, Roles: o.Roles, Limits: quotaLimits(o.QuotaLimits)})
 	}
 	return out
 }

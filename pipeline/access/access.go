@@ -1,4 +1,7 @@
-package pipeline
+// Package access is the pipeline's noun of who may talk to the bot and who is an admin: lists of
+// "platform:id" entries, compiled for lookups. The pipeline checks every message against them;
+// its parts (quota overrides, approvals) match users with the same sets.
+package access
 
 import (
 	"strings"
@@ -7,11 +10,11 @@ import (
 	"relaybot/chat"
 )
 
-// Access decides who may talk to the bot and who is an admin. Every entry is "platform:id"
+// Lists decide who may talk to the bot and who is an admin. Every entry is "platform:id"
 // ("telegram:12345", the platform in any case) or "*:id" (any platform). A message passes when
 // its sender passes AllowUsers and its chat passes AllowChats; an empty allow list allows everyone. The deny lists win over
 // everything; admins pass the allow lists.
-type Access struct {
+type Lists struct {
 	AllowUsers []string
 	DenyUsers  []string
 	AllowChats []string
@@ -19,14 +22,15 @@ type Access struct {
 	Admins     []string
 }
 
-// idSet matches "platform:id" values against entries that may use "*" for the platform.
-type idSet struct {
+// IDSet matches "platform:id" values against entries that may use "*" for the platform.
+type IDSet struct {
 	exact map[string]bool // "platform:id"
 	any   map[string]bool // "id" from "*:id"
 }
 
-func newIDSet(entries []string) idSet {
-	s := idSet{exact: map[string]bool{}, any: map[string]bool{}}
+// NewIDSet compiles "platform:id" and "*:id" entries.
+func NewIDSet(entries []string) IDSet {
+	s := IDSet{exact: map[string]bool{}, any: map[string]bool{}}
 	for _, e := range entries {
 		p, id, ok := strings.Cut(e, ":")
 		// Platform names are matched without regard to case, and blanks around either part are
@@ -44,40 +48,45 @@ func newIDSet(entries []string) idSet {
 	return s
 }
 
-func (s idSet) empty() bool { return len(s.exact) == 0 && len(s.any) == 0 }
+func (s IDSet) empty() bool { return len(s.exact) == 0 && len(s.any) == 0 }
 
-func (s idSet) has(p chat.Platform, id string) bool {
+// Has reports whether user (or chat) id of platform p is in the set.
+func (s IDSet) Has(p chat.Platform, id string) bool {
 	if id == "" {
 		return false
 	}
 	return s.exact[strings.ToLower(string(p))+":"+id] || s.any[id]
 }
 
-// accessRules is Access compiled for lookups.
-type accessRules struct {
-	allowUsers, denyUsers, allowChats, denyChats, admins idSet
+// Rules are Lists compiled for lookups.
+type Rules struct {
+	allowUsers, denyUsers, allowChats, denyChats, admins IDSet
 }
 
-func compileAccess(a Access) accessRules {
-	return accessRules{
-		allowUsers: newIDSet(a.AllowUsers),
-		denyUsers:  newIDSet(a.DenyUsers),
-		allowChats: newIDSet(a.AllowChats),
-		denyChats:  newIDSet(a.DenyChats),
-		admins:     newIDSet(a.Admins),
+// Compile compiles l.
+func Compile(l Lists) Rules {
+	return Rules{
+		allowUsers: NewIDSet(l.AllowUsers),
+		denyUsers:  NewIDSet(l.DenyUsers),
+		allowChats: NewIDSet(l.AllowChats),
+		denyChats:  NewIDSet(l.DenyChats),
+		admins:     NewIDSet(l.Admins),
 	}
 }
 
-// isAdmin reports whether the sender is listed as an admin.
-func (r accessRules) isAdmin(in adapters.Inbound) bool {
-	return r.admins.has(in.Chat.Platform, in.UserID)
+// IsAdmin reports whether the sender is listed as an admin.
+func (r Rules) IsAdmin(in adapters.Inbound) bool {
+	return r.admins.Has(in.Chat.Platform, in.UserID)
 }
+
+// Admins are the bot's admins.
+func (r Rules) Admins() IDSet { return r.admins }
 
 // hasChat reports whether any of the chats whose rules apply to the message (the thread or
 // topic, its chat, a Discord thread's parent: adapters.Inbound.RuleChats) is in the set.
-func (s idSet) hasChat(in adapters.Inbound) bool {
+func (s IDSet) hasChat(in adapters.Inbound) bool {
 	for _, ref := range in.RuleChats() {
-		if s.has(ref.Platform, ruleChatID(ref)) {
+		if s.Has(ref.Platform, ruleChatID(ref)) {
 			return true
 		}
 	}
@@ -90,20 +99,20 @@ func ruleChatID(ref chat.Ref) string {
 	return strings.TrimPrefix(ref.String(), string(ref.Platform)+":")
 }
 
-// allowed reports whether the message may be handled, and if not, why (for the log). The chat
+// Allowed reports whether the message may be handled, and if not, why (for the log). The chat
 // lists match a thread or forum topic, its chat and a Discord thread's parent channel.
-func (r accessRules) allowed(in adapters.Inbound) (bool, string) {
+func (r Rules) Allowed(in adapters.Inbound) (bool, string) {
 	p := in.Chat.Platform
 	switch {
-	case r.denyUsers.has(p, in.UserID):
+	case r.denyUsers.Has(p, in.UserID):
 		return false, "user is on the deny list"
 	case r.denyChats.hasChat(in):
 		return false, "chat is on the deny list"
 	}
-	if r.isAdmin(in) {
+	if r.IsAdmin(in) {
 		return true, ""
 	}
-	if !r.allowUsers.empty() && !r.allowUsers.has(p, in.UserID) {
+	if !r.allowUsers.empty() && !r.allowUsers.Has(p, in.UserID) {
 		return false, "user is not on the allow list"
 	}
 	if !r.allowChats.empty() && !r.allowChats.hasChat(in) {

@@ -1,6 +1,13 @@
-package pipeline
+// Package asking is the part of the pipeline that asks people in the chat: whether a tool call
+// may run (approvals), a tool's questions (elicitation, as buttons, a form or a typed reply
+// prompt, carried across replicas), and the "always allow" answers kept as consents (/allowed).
+// A turn takes an Approver for its tools; the pipeline hands each message to the open prompts
+// first (Questions.Take). It knows nothing of the turn or the queue: the turn's place among the
+// turns in flight is a Slot it gives back while a question waits.
+package asking
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,35 +18,102 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/chat"
+	"relaybot/pipeline/access"
 	"relaybot/tools"
 )
 
-// Choices of an approval question.
+// Choices of an approval question: the ids of its buttons, which a press names.
 const (
-	choiceApprove = "approve"
-	choiceDeny    = "deny"
-	// choiceAlways remembers the answer for the asker's later calls; choiceAlwaysChat for
+	ChoiceApprove = "approve"
+	ChoiceDeny    = "deny"
+	// ChoiceAlways remembers the answer for the asker's later calls; ChoiceAlwaysChat for
 	// everyone's in the chat (approvers who answer for others only).
-	choiceAlways     = "always"
-	choiceAlwaysChat = "always_chat"
+	ChoiceAlways     = "always"
+	ChoiceAlwaysChat = "always_chat"
 )
 
 // errApprovalTimeout ends an approval question nobody answered in time.
 var errApprovalTimeout = errors.New("approval timed out")
 
-// chatApprover asks the chat of one turn whether a tool call may run, and the questions its
+// Options say how questions are asked.
+type Options struct {
+	// Timeout is how long an approval question waits for an answer before the call is denied.
+	Timeout time.Duration
+	// MaxOpen is how many approval questions of one user may wait at once (on this replica); a
+	// call past them is denied without a question.
+	MaxOpen int
+	// Admins are the bot's admins, who may answer for anyone.
+	Admins access.IDSet
+	// Relay carries typed answers to the replica whose prompt is open in their chat; nil: this
+	// process alone.
+	Relay PromptRelay
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Questions are the questions open on this replica: each user's approval questions waiting,
+// and the reply prompts open in chats. It is safe for concurrent use.
+type Questions struct {
+	opts    Options
+	open    *openQuestions
+	prompts *prompts
+}
+
+// New returns the Questions of o.
+func New(o Options) *Questions {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Questions{opts: o, open: &openQuestions{max: o.MaxOpen, n: map[string]int{}}, prompts: &prompts{relay: o.Relay}}
+}
+
+// Take hands in to the prompt open in its chat, on this replica or, carried, on another, when
+// its sender may answer it; false when no prompt takes it (the message goes on as usual).
+func (qs *Questions) Take(ctx context.Context, in adapters.Inbound) bool {
+	return qs.prompts.take(in) || qs.prompts.carried(ctx, in)
+}
+
+// Slot is a turn's place among the turns in flight: Leave gives it back while a question waits,
+// Back takes one again once the last is answered (waiting as long as ctx lives).
+type Slot interface {
+	Leave()
+	Back(ctx context.Context) error
+}
+
+// Turn is what the questions of one turn are asked with.
+type Turn struct {
+	// In is the message the turn answers: its asker and chat.
+	In adapters.Inbound
+	// Out posts the whole call of a question that cuts it; Asker posts the questions.
+	Out   adapters.Responder
+	Asker adapters.Asker
+	// Reply is the turn's answer, whose typing indicator is off while a question waits.
+	Reply adapters.Reply
+	// Slot is given back while a question waits; nil: none.
+	Slot Slot
+	// Notice posts a message into the chat.
+	Notice func(text string)
+}
+
+// Approver returns the tools.Approver and tools.Elicitor of one turn.
+func (qs *Questions) Approver(t Turn) *Approver {
+	return &Approver{in: t.In, out: t.Out, asker: t.Asker, reply: t.Reply, admins: qs.opts.Admins,
+		timeout: qs.opts.Timeout, now: qs.opts.Now, slot: t.Slot, open: qs.open, prompts: qs.prompts, notice: t.Notice}
+}
+
+// Approver asks the chat of one turn whether a tool call may run, and the questions its
 // tools ask (elicit.go).
-type chatApprover struct {
+type Approver struct {
 	in      adapters.Inbound
 	out     adapters.Responder // posts the whole call of a question that cuts it
 	asker   adapters.Asker
 	reply   adapters.Reply
-	admins  idSet // the bot's admins
+	admins  access.IDSet // the bot's admins
 	timeout time.Duration
 	now     func() time.Time
 	// slot is the turn's place among the turns in flight, given back while a question waits;
-	// open counts the asker's questions waiting, against Tools.MaxOpenQuestions.
-	slot *turnSlot
+	// open counts the asker's questions waiting, against Options.MaxOpen.
+	slot Slot
 	open *openQuestions
 	// prompts take typed answers to a tool's question (elicit.go); notice posts a message.
 	prompts *prompts
@@ -49,12 +123,12 @@ type chatApprover struct {
 // Approve posts the question and waits for an allowed press, the approval timeout, or the end of
 // the turn (/stop, shutdown). The typing indicator is off while it waits: the bot is not working,
 // and its place among the turns in flight goes to another chat until the answer comes. A user
-// with Tools.MaxOpenQuestions questions waiting already is not asked: the call is denied.
-func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+// with Options.MaxOpen questions waiting already is not asked: the call is denied.
+func (a *Approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
 	asker := chat.User{Platform: a.in.Chat.Platform, ID: a.in.UserID}.String()
 	if !a.open.add(asker) {
 		return tools.Approval{}, fmt.Errorf("%w: %s already has %d approval questions waiting (tools.max_open_questions)",
-			tools.ErrNotAsked, nameOr(a.in.UserName, a.in.UserID), a.open.max)
+			tools.ErrNotAsked, cmp.Or(a.in.UserName, a.in.UserID), a.open.max)
 	}
 	defer a.open.done(asker)
 	if req.Cut && !a.postWholeCall(ctx, req) {
@@ -63,7 +137,7 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	a.reply.Working(false)
 	defer a.reply.Working(true)
 	if a.slot != nil {
-		a.slot.leave()
+		a.slot.Leave()
 	}
 	qctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errApprovalTimeout)
 	defer cancel()
@@ -73,13 +147,13 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 		if !may {
 			return false, "You may not answer this: " + approversText(req.Approvers) + "."
 		}
-		if ans.Choice == choiceAlwaysChat && !forOthers {
+		if ans.Choice == ChoiceAlwaysChat && !forOthers {
 			return false, "Only bot admins or chat admins can allow this for everyone in the chat."
 		}
 		return true, q.Text + "\n\n" + a.decisionText(ans)
 	})
 	if a.slot != nil {
-		if serr := a.slot.back(ctx); serr != nil && err == nil {
+		if serr := a.slot.Back(ctx); serr != nil && err == nil {
 			err = serr
 		}
 	}
@@ -94,39 +168,39 @@ func (a *chatApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (
 	}
 	d := tools.DecisionDenied
 	switch ans.Choice {
-	case choiceApprove:
+	case ChoiceApprove:
 		d = tools.DecisionApproved
-	case choiceAlways, choiceAlwaysChat:
+	case ChoiceAlways, ChoiceAlwaysChat:
 		d = tools.DecisionAlways
 	}
-	return tools.Approval{Decision: d, By: who(ans), ByID: ans.UserID, ForEveryone: ans.Choice == choiceAlwaysChat, At: a.now()}, nil
+	return tools.Approval{Decision: d, By: who(ans), ByID: ans.UserID, ForEveryone: ans.Choice == ChoiceAlwaysChat, At: a.now()}, nil
 }
 
 // choices are the buttons of a question: approve and deny, and when an "always" answer is kept,
 // "always" for the asker; where approvers may answer for others (a group whose rule names more
 // than the asker), also "always" for everyone in the chat.
-func (a *chatApprover) choices(req tools.ApprovalRequest) []adapters.Choice {
-	cs := []adapters.Choice{{ID: choiceApprove, Label: "Approve"}, {ID: choiceDeny, Label: "Deny"}}
+func (a *Approver) choices(req tools.ApprovalRequest) []adapters.Choice {
+	cs := []adapters.Choice{{ID: ChoiceApprove, Label: "Approve"}, {ID: ChoiceDeny, Label: "Deny"}}
 	switch {
 	case !req.Remember:
 	case a.in.Kind == adapters.Private:
-		cs = append(cs, adapters.Choice{ID: choiceAlways, Label: "Always allow"})
+		cs = append(cs, adapters.Choice{ID: ChoiceAlways, Label: "Always allow"})
 	case slices.Equal(req.Approvers, []string{tools.ApproverAsker}):
-		cs = append(cs, adapters.Choice{ID: choiceAlways, Label: "Always allow for " + a.askerName()})
+		cs = append(cs, adapters.Choice{ID: ChoiceAlways, Label: "Always allow for " + a.askerName()})
 	default:
-		cs = append(cs, adapters.Choice{ID: choiceAlways, Label: "Always, for " + a.askerName()},
-			adapters.Choice{ID: choiceAlwaysChat, Label: "Always, for everyone in this chat"})
+		cs = append(cs, adapters.Choice{ID: ChoiceAlways, Label: "Always, for " + a.askerName()},
+			adapters.Choice{ID: ChoiceAlwaysChat, Label: "Always, for everyone in this chat"})
 	}
 	return cs
 }
 
-func (a *chatApprover) askerName() string { return nameOr(a.in.UserName, a.in.UserID) }
+func (a *Approver) askerName() string { return cmp.Or(a.in.UserName, a.in.UserID) }
 
 // mayAnswer reports whether the presser is one of the approvers, and whether they answer for
 // others too: the asker (the user whose message started the turn) answers for themself only; a
 // chat admin (as the platform reports it; in a private chat its one user) or a bot admin answers
 // for everyone.
-func (a *chatApprover) mayAnswer(ans adapters.Answer, approvers []string) (may, forOthers bool) {
+func (a *Approver) mayAnswer(ans adapters.Answer, approvers []string) (may, forOthers bool) {
 	if ans.UserID == "" {
 		return false, false
 	}
@@ -139,7 +213,7 @@ func (a *chatApprover) mayAnswer(ans adapters.Answer, approvers []string) (may, 
 				may, forOthers = true, true
 			}
 		case tools.ApproverAdmins:
-			if a.admins.has(a.in.Chat.Platform, ans.UserID) {
+			if a.admins.Has(a.in.Chat.Platform, ans.UserID) {
 				may, forOthers = true, true
 			}
 		}
@@ -189,7 +263,7 @@ func wholeCallName(req tools.ApprovalRequest) string {
 
 // postWholeCall posts the whole arguments of a call whose question had to cut them, as a file,
 // before the question: the approver reads everything they approve. It reports whether it did.
-func (a *chatApprover) postWholeCall(ctx context.Context, req tools.ApprovalRequest) bool {
+func (a *Approver) postWholeCall(ctx context.Context, req tools.ApprovalRequest) bool {
 	if a.out == nil {
 		return false
 	}
@@ -213,16 +287,16 @@ func approversText(approvers []string) string {
 	return "only " + strings.Join(names, ", ") + " can answer"
 }
 
-func (a *chatApprover) decisionText(ans adapters.Answer) string {
+func (a *Approver) decisionText(ans adapters.Answer) string {
 	switch ans.Choice {
-	case choiceApprove:
+	case ChoiceApprove:
 		return "Approved by " + who(ans) + "."
-	case choiceAlways:
+	case ChoiceAlways:
 		if a.in.Kind == adapters.Private {
 			return "Approved by " + who(ans) + ", and always allowed here."
 		}
 		return "Approved by " + who(ans) + ", and always allowed for " + a.askerName() + " in this chat."
-	case choiceAlwaysChat:
+	case ChoiceAlwaysChat:
 		return "Approved by " + who(ans) + ", and always allowed for everyone in this chat."
 	default:
 		return "Denied by " + who(ans) + "."

@@ -1,13 +1,13 @@
-package pipeline
+package quota
 
 import (
 	"sync"
 	"time"
 )
 
-// rateLimiter is a fixed-window counter per key (a user): at most limit events per window.
+// RateLimiter is a fixed-window counter per key (a user): at most limit events per window.
 // Windows start at a key's first event, so a quiet user gets a full window.
-type rateLimiter struct {
+type RateLimiter struct {
 	limit  int
 	window time.Duration
 
@@ -22,14 +22,15 @@ type rateWindow struct {
 	notified bool // the user was told about this window's limit
 }
 
-func newRateLimiter(limit int, window time.Duration) *rateLimiter {
-	return &rateLimiter{limit: limit, window: window, windows: map[string]*rateWindow{}}
+// NewRateLimiter returns a limiter of limit events per window (limit 0: no limit).
+func NewRateLimiter(limit int, window time.Duration) *RateLimiter {
+	return &RateLimiter{limit: limit, window: window, windows: map[string]*rateWindow{}}
 }
 
-// allow counts one event of key at now. It returns whether the event is within the limit and,
+// Allow counts one event of key at now. It returns whether the event is within the limit and,
 // when it is not, whether this is the first refusal of the window (the one the user is told of:
 // later refusals in the same window stay quiet so a flood is not answered by a flood).
-func (r *rateLimiter) allow(key string, now time.Time) (ok, first bool) {
+func (r *RateLimiter) Allow(key string, now time.Time) (ok, first bool) {
 	if r == nil || r.limit <= 0 {
 		return true, false
 	}

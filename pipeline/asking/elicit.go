@@ -1,4 +1,4 @@
-package pipeline
+package asking
 
 import (
 	"context"
@@ -33,7 +33,7 @@ const (
 // link (URL mode) is shown as a link button the user opens themselves; Done accepts. Only the
 // question's answerers may answer; anyone else's press is refused and told why, and their
 // messages are not taken as answers.
-func (a *chatApprover) Elicit(ctx context.Context, q tools.Elicitation) (tools.ElicitAnswer, error) {
+func (a *Approver) Elicit(ctx context.Context, q tools.Elicitation) (tools.ElicitAnswer, error) {
 	a.reply.Working(false)
 	defer a.reply.Working(true)
 	head := elicitHead(q)
@@ -86,7 +86,7 @@ func (a *chatApprover) Elicit(ctx context.Context, q tools.Elicitation) (tools.E
 
 // elicitForm asks the whole form at once. Values are read as their fields' types; one that
 // cannot be read is handed on as typed, so that the schema check names it and asks again.
-func (a *chatApprover) elicitForm(ctx context.Context, fa adapters.FormAsker, head string, q tools.Elicitation) (tools.ElicitAnswer, error) {
+func (a *Approver) elicitForm(ctx context.Context, fa adapters.FormAsker, head string, q tools.Elicitation) (tools.ElicitAnswer, error) {
 	form := adapters.Form{Text: head}
 	for _, f := range q.Fields {
 		form.Fields = append(form.Fields, formField(f))
@@ -164,7 +164,7 @@ func formLabel(f adapters.FormField) string {
 }
 
 // field asks for one field's value; set is false when an optional field was skipped.
-func (a *chatApprover) field(ctx context.Context, head string, q tools.Elicitation, f tools.Field) (v any, set, decline bool, by string, err error) {
+func (a *Approver) field(ctx context.Context, head string, q tools.Elicitation, f tools.Field) (v any, set, decline bool, by string, err error) {
 	text := head + "\n\n" + fieldText(f)
 	if !f.Choice() {
 		return a.prompt(ctx, text, q.Answerers, f)
@@ -199,7 +199,7 @@ func (a *chatApprover) field(ctx context.Context, head string, q tools.Elicitati
 }
 
 // ask posts a question with buttons and waits for an answerer's press.
-func (a *chatApprover) ask(ctx context.Context, text string, answerers []string, choices []adapters.Choice) (adapters.Answer, error) {
+func (a *Approver) ask(ctx context.Context, text string, answerers []string, choices []adapters.Choice) (adapters.Answer, error) {
 	q := adapters.Question{Text: text, Choices: choices}
 	return a.asker.Ask(ctx, q, func(ans adapters.Answer) (bool, string) {
 		if may, _ := a.mayAnswer(ans, answerers); !may {
@@ -218,7 +218,7 @@ func (a *chatApprover) ask(ctx context.Context, text string, answerers []string,
 // prompt asks for a typed value: the question goes out as a message and the next message of an
 // answerer in the chat is the answer ("decline" declines, "skip" skips an optional field). A
 // value that cannot be read is asked for again.
-func (a *chatApprover) prompt(ctx context.Context, text string, answerers []string, f tools.Field) (v any, set, decline bool, by string, err error) {
+func (a *Approver) prompt(ctx context.Context, text string, answerers []string, f tools.Field) (v any, set, decline bool, by string, err error) {
 	hint := "Reply to this message with your answer, or \"" + wordDecline + "\" to refuse."
 	if !f.Required {
 		hint = "Reply to this message with your answer, \"" + wordSkip + "\" to leave it out, or \"" + wordDecline + "\" to refuse."
@@ -262,7 +262,7 @@ func (a *chatApprover) prompt(ctx context.Context, text string, answerers []stri
 }
 
 // say posts a message of the question into the chat.
-func (a *chatApprover) say(text string) {
+func (a *Approver) say(text string) {
 	a.notice(text)
 }
 
