@@ -20,19 +20,12 @@ const ledgerKeep = 48 * time.Hour
 // ledger and the budgets are purged.
 const budgetsKeep = time.Hour
 
-// Store is what a replica needs of the bot's database (*store.Store).
+// Store is what a replica needs of the store's turns (*store.Store): the turns and tool calls
+// of replicas that are gone end interrupted. The replicas' own tables are coord's.
 type Store interface {
 	// Recover ends the turns and tool calls of replicas that are gone, and reports how many.
 	Recover(ctx context.Context) (turns, calls int, err error)
-	LeaseBook
-}
-
-// LeaseBook writes down which replica holds which lease, for the admin pages: an advisory lock
-// names no holder (*store.Store).
-type LeaseBook interface {
-	HoldLease(ctx context.Context, instance, name string) error
-	ReleaseLease(ctx context.Context, instance, name string) error
-	LeaseHolders(ctx context.Context) (map[string][]string, error)
+	TurnEnder
 }
 
 // ReplicaOptions configure NewReplica.
@@ -60,6 +53,7 @@ type Replica struct {
 	turns  *Turns
 	ledger *Ledger
 	stops  *Signals
+	book   *LeaseBook
 	relay  *WebRelay
 	asks   *Questions
 	share  share
@@ -89,7 +83,7 @@ func NewReplica(ctx context.Context, db *sql.DB, opts ReplicaOptions) (*Replica,
 	}
 	markCtx, stopMarks := context.WithCancel(context.WithoutCancel(ctx))
 	r := &Replica{db: db, st: opts.Store, log: log, turns: NewTurns(db, opts.ID, log), ledger: &Ledger{db: db, instance: opts.ID, log: log},
-		stops: NewSignals(db, log), relay: NewWebRelay(db, opts.ID, log), share: share{log: log},
+		stops: NewSignals(db, log), book: NewLeaseBook(db), relay: NewWebRelay(db, opts.ID, log), share: share{log: log},
 		engines: map[Bot]Engine{}, closers: map[Bot]adapters.QuestionCloser{}, markCtx: markCtx, stopMarks: stopMarks}
 	m, err := Join(ctx, db, Options{ID: opts.ID, TTL: opts.TTL, Logger: log, Members: r.share.set, Sweep: r.sweep})
 	if err != nil {
@@ -138,7 +132,7 @@ func (r *Replica) sweep(ctx context.Context) error {
 	}
 	grace := TakeoverGrace(r.member.TTL())
 	if r.member.LiveFor() >= grace {
-		gone, err := TakeOver(ctx, r.db, r.member.ID(), grace)
+		gone, err := TakeOver(ctx, r.db, r.member.ID(), grace, r.st)
 		if len(gone) > 0 {
 			r.log.Warn("took over the work of replicas whose lease stayed expired", "replicas", gone)
 		}
@@ -388,7 +382,7 @@ func (r *Replica) Instances(ctx context.Context) ([]Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	held, err := r.st.LeaseHolders(ctx)
+	held, err := r.book.Holders(ctx)
 	if err != nil {
 		return nil, err
 	}

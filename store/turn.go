@@ -548,7 +548,7 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 		res := tx.Model(&turnRow{}).Where("status = ? AND instance_id NOT IN (?)", TurnRunning, live).
 			Updates(map[string]any{
 				"status": TurnInterrupted, "finished_at": at,
-				"error": "the bot stopped before the turn finished",
+				"error": interruptedError,
 			})
 		if res.Error != nil {
 			return res.Error

@@ -95,6 +95,8 @@ var exceptions = map[[2]string]string{
 // pkg is what go list tells of a package.
 type pkg struct {
 	ImportPath string
+	Dir        string
+	GoFiles    []string
 	Imports    []string
 	Error      *struct{ Err string }
 }
@@ -102,7 +104,7 @@ type pkg struct {
 // listModule lists the packages of the module with their imports.
 func listModule(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Error", module+"/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Dir,GoFiles,Imports,Error", module+"/...")
 	cmd.Dir = "../.."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
