@@ -64,6 +64,11 @@ type Inbound struct {
 	// of the bot that stopped before the Handler finished with it (a crash). The Handler should
 	// not answer it again when it already has.
 	Redelivered bool
+	// Redeliveries counts the handovers of this message after a run of the bot stopped before
+	// the Handler finished with it (1 on the first redelivery), as far as the adapter knows.
+	// A Handler answers a message once more after a crash, and one handed over a second time
+	// (it took the bot down again) with a notice: never replayed into another crash.
+	Redeliveries int
 	// Placed, when set, is called by the Handler once the message has its place in its
 	// conversation's order across the deployment (the turn queue holds it, or refused it), or
 	// once it knows the message takes no place there (a command, a message refused, dropped or

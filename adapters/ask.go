@@ -28,6 +28,11 @@ type Choice struct {
 type Question struct {
 	Text    string
 	Choices []Choice
+	// Stray, when set, is told of each press of the question's buttons made outside its chat
+	// (another chat, another thread, or a chat the platform does not name): such a press is
+	// refused (StrayPress) without reaching decide, and Stray records who tried (the audit
+	// log). It must not block.
+	Stray func(Answer) `json:"-"`
 }
 
 // Answer is one press of a Question's button.
@@ -35,9 +40,14 @@ type Answer struct {
 	Choice   string
 	UserID   string
 	UserName string
-	// ChatAdmin says the platform reports the presser as an administrator of the chat (a
-	// Telegram group's administrators); false where the platform says nothing.
+	// ChatAdmin says the platform reports the presser as an administrator of Chat (a Telegram
+	// group's administrators); false where the platform says nothing. A press is taken only
+	// in its question's chat, so the rights decide sees are always the question chat's.
 	ChatAdmin bool
+	// Chat is the chat, and thread, the press was made in, as the platform reports it (zero when
+	// it does not say). A question takes only the presses made in its own chat and thread: a
+	// button's data can be replayed from any message the bot posted.
+	Chat chat.Ref
 }
 
 // Asker is an optional capability of a Responder whose platform can post a question with
@@ -127,12 +137,11 @@ func closeBooked(ctx context.Context, book QuestionBook, id string, answered boo
 // Press is one press of a question's button as it travels from the replica that received it
 // to the replica whose turn asked (QuestionBook).
 type Press struct {
-	// Question is the question's id, from the button's data.
+	// Question is the question's id, from the button's data. Where the press was made is
+	// Answer.Chat: the book carries the press only to an open question of that chat, and the
+	// question's replica checks it again.
 	Question string
-	// Chat is the chat the press was made in, when the platform says: a press is taken only
-	// by a question of that chat (its ChatID names the chat or, on Discord, the thread).
-	Chat   chat.Ref
-	Choice string
+	Choice   string
 	// MessageID is the pressed message, when the platform says.
 	MessageID string
 	Answer    Answer
@@ -153,6 +162,9 @@ type Verdict struct {
 
 // ClosedPress is the answer to a press of a question that no turn waits for any more.
 const ClosedPress = "This question is closed."
+
+// StrayPress is the answer to a press of a question's button made outside the question's chat.
+const StrayPress = "This button belongs to a question in another chat: it was not taken."
 
 // UnrelayedPress is the answer to a press the replica that asked could not be reached for.
 const UnrelayedPress = "The answer could not be passed on: press again."
@@ -206,6 +218,7 @@ type OpenQuestion struct {
 	Text      string
 	choices   []Choice
 	decide    func(Answer) (bool, string)
+	stray     func(Answer)
 	done      chan Answer // buffered: the accepted answer
 	settled   bool
 	// elsewhere says the accepted press was carried here from another replica, which answered
@@ -232,7 +245,8 @@ func (qs *Questions) Open(chat chat.Ref, q Question, decide func(Answer) (bool, 
 	b := make([]byte, 8)
 	rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	id := hex.EncodeToString(b)
-	oq := &OpenQuestion{Chat: chat, Text: q.Text, choices: slices.Clone(q.Choices), decide: decide, done: make(chan Answer, 1)}
+	oq := &OpenQuestion{Chat: chat, Text: q.Text, choices: slices.Clone(q.Choices), decide: decide, stray: q.Stray,
+		done: make(chan Answer, 1)}
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	if qs.open == nil {
@@ -265,9 +279,11 @@ func (qs *Questions) MessageOf(oq *OpenQuestion) string {
 
 // Press hands a press of choice on question id to its decide function. It returns the question
 // (nil when there is no such open question or choice here: closed, or asked on another replica,
-// see Elsewhere), whether the press settled it, and the text decide gave. An accepted answer is
-// delivered to Wait. messageID, when not empty, is the pressed message, recorded if the post's
-// answer has not come yet.
+// see Elsewhere), whether the press settled it, and the text decide gave. A press made outside
+// the question's chat (ans.Chat, see PressedIn) never reaches decide: it is refused with
+// StrayPress and told to the question's Stray. An accepted answer is delivered to Wait.
+// messageID, when not empty, is the pressed message, recorded if the post's answer has not
+// come yet.
 func (qs *Questions) Press(id, choice, messageID string, ans Answer) (oq *OpenQuestion, accepted bool, text string) {
 	return qs.press(id, choice, messageID, ans, false)
 }
@@ -280,6 +296,12 @@ func (qs *Questions) press(id, choice, messageID string, ans Answer, elsewhere b
 		return nil, false, ""
 	}
 	ans.Choice = choice
+	if !PressedIn(oq.Chat, ans.Chat) {
+		if oq.stray != nil {
+			oq.stray(ans)
+		}
+		return oq, false, StrayPress
+	}
 	accepted, text = oq.decide(ans)
 	if !accepted {
 		return oq, false, text
@@ -292,6 +314,21 @@ func (qs *Questions) press(id, choice, messageID string, ans Answer, elsewhere b
 	}
 	oq.done <- ans
 	return oq, true, text
+}
+
+// PressedIn reports whether a press made in chat pressed (Answer.Chat) may answer a question
+// asked in chat asked: the same platform, chat and thread, and a chat the platform named.
+func PressedIn(asked, pressed chat.Ref) bool {
+	return pressed.ChatID != "" && pressed == asked
+}
+
+// Stray reports whether question id is open here and was asked outside chat pressed: a press
+// made there is refused (Press), so nothing about the presser needs asking.
+func (qs *Questions) Stray(id string, pressed chat.Ref) bool {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	oq := qs.open[id]
+	return oq != nil && !PressedIn(oq.Chat, pressed)
 }
 
 // settle takes a press another replica received (QuestionBook's settle).

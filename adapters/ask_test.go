@@ -24,8 +24,9 @@ var yesNo = Question{Text: "Run fetch_url?", Choices: []Choice{{ID: "approve", L
 // open from before it is posted, and the pressed message becomes its message.
 func TestAPressBeforeThePostIsAnsweredCounts(t *testing.T) {
 	var qs Questions
-	id, oq := qs.Open(chat.Ref{Platform: chat.Telegram, ChatID: "5"}, yesNo, approveOnly)
-	if got, accepted, _ := qs.Press(id, "approve", "77", Answer{UserID: "admin"}); got == nil || !accepted {
+	ref := chat.Ref{Platform: chat.Telegram, ChatID: "5"}
+	id, oq := qs.Open(ref, yesNo, approveOnly)
+	if got, accepted, _ := qs.Press(id, "approve", "77", Answer{UserID: "admin", Chat: ref}); got == nil || !accepted {
 		t.Fatalf("a press before the post's answer was refused")
 	}
 	qs.Posted(oq, "77")
@@ -54,7 +55,8 @@ func TestPressesAreRefusedOrClosedAsTheUserWouldSee(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var qs Questions
-			id, oq := qs.Open(chat.Ref{Platform: chat.Discord, ChatID: "9"}, yesNo, approveOnly)
+			ref := chat.Ref{Platform: chat.Discord, ChatID: "9"}
+			id, oq := qs.Open(ref, yesNo, approveOnly)
 			qs.Posted(oq, "m1")
 			if tc.cancelFirst {
 				ctx, cancel := context.WithCancel(context.Background())
@@ -63,9 +65,53 @@ func TestPressesAreRefusedOrClosedAsTheUserWouldSee(t *testing.T) {
 					t.Fatalf("Wait after the end of the turn: closed=%v err=%v, want closed with the context's error", closed, err)
 				}
 			}
-			got, accepted, text := qs.Press(id, tc.choice, "m1", Answer{UserID: tc.user})
+			got, accepted, text := qs.Press(id, tc.choice, "m1", Answer{UserID: tc.user, Chat: ref})
 			if (got != nil) != tc.wantOpen || accepted != tc.wantAccepted || text != tc.wantText {
 				t.Fatalf("Press = open %v, accepted %v, %q; want open %v, accepted %v, %q", got != nil, accepted, text, tc.wantOpen, tc.wantAccepted, tc.wantText)
+			}
+		})
+	}
+}
+
+// A question takes presses made in its own chat and thread only: its button's data replayed
+// from a bot message in another chat, another forum topic, or a message the platform names no
+// chat of is refused without reaching decide, even from someone decide would accept (an admin
+// of the other chat), and the question's Stray is told who tried. The question stays open.
+func TestAPressFromOutsideTheQuestionsChatIsRefused(t *testing.T) {
+	asked := chat.Ref{Platform: chat.Telegram, ChatID: "-100", ThreadID: "7"}
+	for _, tc := range []struct {
+		name    string
+		pressed chat.Ref
+	}{
+		{"another group", chat.Ref{Platform: chat.Telegram, ChatID: "-200"}},
+		{"another topic of the group", chat.Ref{Platform: chat.Telegram, ChatID: "-100", ThreadID: "8"}},
+		{"the group outside its topics", chat.Ref{Platform: chat.Telegram, ChatID: "-100"}},
+		{"another platform", chat.Ref{Platform: chat.Discord, ChatID: "-100", ThreadID: "7"}},
+		{"no chat named", chat.Ref{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var qs Questions
+			var strays []Answer
+			q := yesNo
+			q.Stray = func(a Answer) { strays = append(strays, a) }
+			decided := false
+			id, oq := qs.Open(asked, q, func(a Answer) (bool, string) { decided = true; return approveOnly(a) })
+			qs.Posted(oq, "m1")
+			if !qs.Stray(id, tc.pressed) {
+				t.Errorf("Stray(%v) = false: the adapter would ask the other chat about the presser's rights", tc.pressed)
+			}
+			got, accepted, text := qs.Press(id, "approve", "m9", Answer{UserID: "admin", ChatAdmin: true, Chat: tc.pressed})
+			if got == nil || accepted || text != StrayPress {
+				t.Fatalf("Press from %v = open %v, accepted %v, %q; want refused with %q", tc.pressed, got != nil, accepted, text, StrayPress)
+			}
+			if decided {
+				t.Error("the stray press reached decide")
+			}
+			if len(strays) != 1 || strays[0].UserID != "admin" || strays[0].Chat != tc.pressed || strays[0].Choice != "approve" {
+				t.Errorf("Stray told %+v, want the admin's press from %v", strays, tc.pressed)
+			}
+			if got, accepted, _ := qs.Press(id, "approve", "m1", Answer{UserID: "admin", Chat: asked}); got == nil || !accepted {
+				t.Error("the question did not stay open for a press in its own chat")
 			}
 		})
 	}
@@ -150,7 +196,7 @@ func TestAskPostsWaitsAndClosesTheQuestion(t *testing.T) {
 			}()
 			id := <-p.ids
 			if tc.press {
-				if oq, accepted, _ := qs.Press(id, "approve", "", Answer{UserID: "admin"}); oq == nil || !accepted {
+				if oq, accepted, _ := qs.Press(id, "approve", "", Answer{UserID: "admin", Chat: ref}); oq == nil || !accepted {
 					t.Fatal("the admin's press was not taken")
 				}
 			} else if tc.post == nil {

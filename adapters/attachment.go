@@ -36,7 +36,8 @@ type Attachment struct {
 	// Size is the size in bytes the platform reports; 0 when it reports none.
 	Size int64 `json:"size,omitempty"`
 	// Duration is the length of a voice note, audio or video note the platform reports; 0 when
-	// unknown.
+	// unknown. It is the sender's word: a longer one refuses the file before it is downloaded,
+	// but what is transcribed, limited and billed is the length measured from the bytes.
 	Duration time.Duration `json:"duration,omitempty"`
 	// Limit is the most the platform lets a bot download (Telegram's 20 MB); 0 when none.
 	Limit int64 `json:"limit,omitempty"`

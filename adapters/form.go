@@ -36,6 +36,8 @@ type FormField struct {
 type Form struct {
 	Text   string
 	Fields []FormField
+	// Stray is Question.Stray for the form's submissions.
+	Stray func(Answer) `json:"-"`
 }
 
 // FormAnswer is one submission of a Form.

@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"relaybot/internal/testkit/memnet"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -25,17 +27,16 @@ func shortLimits(o *Options) {
 	o.MaxBodyBytes = 2 << 10
 }
 
-// serveOnLoopback runs the admin server on a real loopback listener until the test ends.
-func serveOnLoopback(t *testing.T, opts Options) string {
+// serveInMemory runs the admin server on a memnet listener until the test ends, for a test in a
+// testing/synctest bubble: its timeouts act on the bubble's clock, so a test watches them act
+// without waiting for them. Clients connect with the listener's Dial.
+func serveInMemory(t *testing.T, opts Options) *memnet.Listener {
 	t.Helper()
 	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := memnet.Listen("admin.test:80")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
@@ -45,7 +46,15 @@ func serveOnLoopback(t *testing.T, opts Options) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return ln.Addr().String()
+	return ln
+}
+
+// shortLimitsOptions are the options of an admin server with shortLimits, its login token and
+// web chat.
+func shortLimitsOptions(t *testing.T, token string, chat http.Handler) Options {
+	o := Options{Listen: "127.0.0.1:0", Token: token, Store: openStore(t), WebChat: chat, Logger: slog.New(slog.DiscardHandler)}
+	shortLimits(&o)
+	return o
 }
 
 // closedWithin reads from conn until the server closes it and returns what the server sent; it
@@ -61,11 +70,6 @@ func closedWithin(t *testing.T, conn net.Conn, what string) string {
 }
 
 func TestSlowAndIdleClientsAreCut(t *testing.T) {
-	addr := serveOnLoopback(t, func() Options {
-		o := Options{Listen: "127.0.0.1:0", Token: testToken, Store: openStore(t), Logger: slog.New(slog.DiscardHandler)}
-		shortLimits(&o)
-		return o
-	}())
 	const login = "POST /admin/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
 	tests := []struct {
 		name string
@@ -83,18 +87,22 @@ func TestSlowAndIdleClientsAreCut(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			if _, err := io.WriteString(conn, tc.send); err != nil {
-				t.Fatal(err)
-			}
-			stop := make(chan struct{})
-			defer close(stop)
-			if tc.drip != "" {
+			synctest.Test(t, func(t *testing.T) {
+				ln := serveInMemory(t, shortLimitsOptions(t, testToken, nil))
+				conn, err := ln.Dial(t.Context(), "tcp", "admin.test:80")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				// The client writes on its own goroutine: a pipe holds no bytes, and a server
+				// that answers before reading everything (431, 413) leaves the write blocked
+				// until it closes the connection.
+				stop := make(chan struct{})
+				defer close(stop)
 				go func() {
+					if _, err := io.WriteString(conn, tc.send); err != nil {
+						return
+					}
 					tick := time.NewTicker(50 * time.Millisecond)
 					defer tick.Stop()
 					for i := range len(tc.drip) {
@@ -108,81 +116,83 @@ func TestSlowAndIdleClientsAreCut(t *testing.T) {
 						}
 					}
 				}()
-			}
-			got := closedWithin(t, conn, "a client that "+tc.name)
-			if !strings.HasPrefix(got, tc.want) {
-				t.Errorf("the server answered %q, want it to start with %q", got, tc.want)
-			}
+				got := closedWithin(t, conn, "a client that "+tc.name)
+				if !strings.HasPrefix(got, tc.want) {
+					t.Errorf("the server answered %q, want it to start with %q", got, tc.want)
+				}
+			})
 		})
 	}
 }
 
+// TestEventStreamsOutliveTheTimeoutsButNotAStalledReader runs in a synctest bubble: the 2-second
+// stream, the timeouts it outlives and the cut of a stalled reader all pass on the bubble's clock.
 func TestEventStreamsOutliveTheTimeoutsButNotAStalledReader(t *testing.T) {
-	cut := make(chan error, 1)
-	chat := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		w.Header().Set("Content-Type", "text/event-stream")
-		switch r.URL.Path {
-		case "/chat/events": // a live stream: an event every 50 ms for well past every timeout
-			for i := range 40 {
-				fmt.Fprintf(w, "data: %d\n\n", i)
-				if err := rc.Flush(); err != nil {
-					return
+	synctest.Test(t, func(t *testing.T) {
+		cut := make(chan error, 1)
+		chat := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rc := http.NewResponseController(w)
+			w.Header().Set("Content-Type", "text/event-stream")
+			switch r.URL.Path {
+			case "/chat/events": // a live stream: an event every 50 ms for well past every timeout
+				for i := range 40 {
+					fmt.Fprintf(w, "data: %d\n\n", i)
+					if err := rc.Flush(); err != nil {
+						return
+					}
+					select {
+					case <-time.After(50 * time.Millisecond):
+					case <-r.Context().Done():
+						return
+					}
 				}
-				select {
-				case <-time.After(50 * time.Millisecond):
-				case <-r.Context().Done():
-					return
+				fmt.Fprint(w, "data: end\n\n")
+			case "/chat/flood": // writes as fast as it can to a client that does not read
+				chunk := []byte("data: " + strings.Repeat("x", 64<<10) + "\n\n")
+				for range 8192 {
+					if _, err := w.Write(chunk); err != nil {
+						cut <- err
+						return
+					}
 				}
+				cut <- nil
 			}
-			fmt.Fprint(w, "data: end\n\n")
-		case "/chat/flood": // writes as fast as it can to a client that does not read
-			chunk := []byte("data: " + strings.Repeat("x", 64<<10) + "\n\n")
-			for range 8192 {
-				if _, err := w.Write(chunk); err != nil {
-					cut <- err
-					return
-				}
+		})
+		ln := serveInMemory(t, shortLimitsOptions(t, "", chat))
+		tr := &http.Transport{DialContext: ln.Dial}
+		defer tr.CloseIdleConnections()
+
+		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1/chat/events", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		var events []string
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events = append(events, v)
 			}
-			cut <- nil
+		}
+		resp.Body.Close()
+		if len(events) != 41 || events[40] != "end" {
+			t.Errorf("a live event stream lasting past the read and write timeouts got %d events (last %q), want all 40 and the end: it was cut", len(events), events[max(0, len(events)-1)])
+		}
+
+		conn, err := ln.Dial(t.Context(), "tcp", "admin.test:80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprint(conn, "GET /chat/flood HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
+		select {
+		case err := <-cut:
+			if err == nil {
+				t.Fatal("512 MiB went to a client that reads nothing: its stream was never cut")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("an event stream whose reader stalled is still being written to after 30 s")
 		}
 	})
-	addr := serveOnLoopback(t, func() Options {
-		o := Options{Listen: "127.0.0.1:0", Store: openStore(t), WebChat: chat, Logger: slog.New(slog.DiscardHandler)}
-		shortLimits(&o)
-		return o
-	}())
-
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/chat/events", nil)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	var events []string
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			events = append(events, v)
-		}
-	}
-	resp.Body.Close()
-	if len(events) != 41 || events[40] != "end" {
-		t.Errorf("a live event stream lasting past the read and write timeouts got %d events (last %q), want all 40 and the end: it was cut", len(events), events[max(0, len(events)-1)])
-	}
-
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprint(conn, "GET /chat/flood HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
-	select {
-	case err := <-cut:
-		if err == nil {
-			t.Fatal("512 MiB went to a client that reads nothing: its stream was never cut")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("an event stream whose reader stalled is still being written to after 30 s")
-	}
 }

@@ -172,8 +172,10 @@ func (b questionBook) Close(ctx context.Context, id string, answered bool) {
 }
 
 // Press implements adapters.QuestionBook: the press is recorded only while its question is open
-// (in the press's chat, when it names one) and the replica that asked still holds the epoch it
-// asked under (else it is closed), the asker is notified, and the verdict is awaited.
+// and the replica that asked still holds the epoch it asked under (else it is closed), the
+// asker is notified, and the verdict is awaited. Where the press was made (p.Answer.Chat) is
+// checked by the asker (adapters.PressedIn), which refuses a press from another chat and
+// records who tried.
 func (b questionBook) Press(ctx context.Context, p adapters.Press) (adapters.Verdict, error) {
 	q := b.q
 	ans, err := json.Marshal(p.Answer)
@@ -183,9 +185,9 @@ func (b questionBook) Press(ctx context.Context, p adapters.Press) (adapters.Ver
 	var id int64
 	err = q.db.QueryRowContext(ctx, `WITH p AS (INSERT INTO question_presses (question_id, received_by, choice, message_id, answer)
 			SELECT q.id, $2, $3, $4, $5 FROM questions q JOIN instances i ON i.id = q.instance_id AND i.epoch = q.epoch
-			WHERE q.id = $1 AND q.bot = $6 AND q.status = 'open' AND ($9 = '' OR q.chat_id = $9 OR q.thread_id = $9) RETURNING id, question_id)
+			WHERE q.id = $1 AND q.bot = $6 AND q.status = 'open' RETURNING id, question_id)
 		SELECT p.id FROM p, pg_notify($7, json_build_object('k', $8::text, 'q', p.question_id, 'p', p.id)::text)`,
-		p.Question, q.member.ID(), p.Choice, p.MessageID, string(ans), b.bot.String(), questionChannel, notePress, p.Chat.ChatID).Scan(&id)
+		p.Question, q.member.ID(), p.Choice, p.MessageID, string(ans), b.bot.String(), questionChannel, notePress).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return adapters.Verdict{Closed: true}, nil
 	}

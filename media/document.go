@@ -46,15 +46,53 @@ func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("cannot read %s files", e.Type)
 }
 
+// Limits bound what reading one PDF may cost beyond its own bytes.
+type Limits struct {
+	// Pages is the most pages a PDF may declare (default DefaultMaxPages).
+	Pages int
+	// Inflated is the most bytes its compressed streams may hold together once decompressed
+	// (default DefaultMaxInflated).
+	Inflated int64
+}
+
+// Defaults of Limits.
+const (
+	DefaultMaxPages    = 2000
+	DefaultMaxInflated = 256 << 20
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.Pages <= 0 {
+		l.Pages = DefaultMaxPages
+	}
+	if l.Inflated <= 0 {
+		l.Inflated = DefaultMaxInflated
+	}
+	return l
+}
+
+// LimitError is the error of a file that breaks a limit of the reader: too many pages, too
+// many bytes once decompressed, too much memory or time.
+type LimitError struct {
+	// What names the limit in words a user reads: "more than 2000 pages", "the reader's memory".
+	What string
+}
+
+func (e *LimitError) Error() string {
+	return "it breaks the reader's limits (" + e.What + ")"
+}
+
 // ErrNoText is the error of a PDF without a text layer (a scan).
 var ErrNoText = errors.New("the PDF has no text layer (a scanned document?)")
 
 // Read reads a document's bytes as text: a PDF (by its magic bytes, MIME type or name) by its
 // text layer, anything else as text when its bytes are text in a charset it can tell. A
-// declared charset (mimeType's charset parameter) is used when the bytes are not UTF-8.
-func Read(name, mimeType string, data []byte) (Document, error) {
+// declared charset (mimeType's charset parameter) is used when the bytes are not UTF-8. A PDF
+// over lim's pages or decompressed bytes is a *LimitError. Read holds no limit of memory or
+// time of its own: the bytes users send are read in a reader process (media/sandbox) that does.
+func Read(name, mimeType string, data []byte, lim Limits) (Document, error) {
 	if IsPDF(name, mimeType, data) {
-		return readPDF(data)
+		return readPDF(data, lim.withDefaults())
 	}
 	text, cs, ok := decodeText(data, mimeType)
 	if !ok {

@@ -37,7 +37,7 @@ func TestReadTellsTextPDFAndBinaryApart(t *testing.T) {
 		{name: "zip", file: "a.zip", mime: "application/zip", data: []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00"), unsupported: "application/zip"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			doc, err := media.Read(tc.file, tc.mime, tc.data)
+			doc, err := media.Read(tc.file, tc.mime, tc.data, media.Limits{})
 			if tc.unsupported != "" {
 				var u *media.UnsupportedError
 				if !errors.As(err, &u) || u.Type != tc.unsupported {
@@ -59,7 +59,7 @@ func TestReadTellsTextPDFAndBinaryApart(t *testing.T) {
 }
 
 func TestPDFKeepsWordsApartAcrossLines(t *testing.T) {
-	doc, err := media.Read("a.pdf", "", files.PDF([][]string{{"first line ends", "second line starts"}}))
+	doc, err := media.Read("a.pdf", "", files.PDF([][]string{{"first line ends", "second line starts"}}), media.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,9 @@ package media
 
 import (
 	"bytes"
+	"compress/zlib"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 
@@ -10,19 +12,27 @@ import (
 )
 
 // readPDF extracts the text layer of a PDF, page by page, pages separated by a blank line. The
-// library panics on some malformed files; that is an error here, never a crash of the turn.
-func readPDF(data []byte) (doc Document, err error) {
+// library panics on some malformed files; that is an error here. It can also loop, allocate
+// without bound or kill the process (a fatal error recover cannot catch): the reader process
+// bounds those; the pages and decompressed bytes are bounded here, before the library starts.
+func readPDF(data []byte, lim Limits) (doc Document, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the PDF could not be read: %v", r)
 		}
 	}()
+	if err := checkInflated(data, lim.Inflated); err != nil {
+		return Document{}, err
+	}
 	r, err := pdf.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return Document{}, fmt.Errorf("the PDF could not be read: %w", err)
 	}
 	var b strings.Builder
 	n := r.NumPage()
+	if n > lim.Pages {
+		return Document{}, &LimitError{What: fmt.Sprintf("more than %d pages", lim.Pages)}
+	}
 	for i := 1; i <= n; i++ {
 		p := r.Page(i)
 		if p.V.IsNull() {
@@ -61,4 +71,37 @@ func pageText(glyphs []pdf.Text) string {
 		b.WriteString(g.S)
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// checkInflated decompresses every zlib (FlateDecode) stream of a PDF, discarding the bytes,
+// and returns a *LimitError when they hold more than max bytes together. Streams never nest
+// (an object stream holds no streams), so every stream the library could inflate starts at a
+// "stream" keyword of the file itself; a stream in another filter fails zlib's header check
+// at once.
+func checkInflated(data []byte, max int64) error {
+	total := int64(0)
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte("stream"))
+		if j < 0 {
+			return nil
+		}
+		start := i + j + len("stream")
+		i = start
+		switch {
+		case bytes.HasPrefix(data[start:], []byte("\r\n")):
+			start += 2
+		case bytes.HasPrefix(data[start:], []byte("\n")), bytes.HasPrefix(data[start:], []byte("\r")):
+			start++
+		default:
+			continue
+		}
+		zr, err := zlib.NewReader(bytes.NewReader(data[start:]))
+		if err != nil {
+			continue
+		}
+		n, _ := io.Copy(io.Discard, io.LimitReader(zr, max-total+1))
+		if total += n; total > max {
+			return &LimitError{What: fmt.Sprintf("more than %d MB once decompressed", max>>20)}
+		}
+	}
 }

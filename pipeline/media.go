@@ -30,6 +30,18 @@ type Speaker interface {
 	Speak(ctx context.Context, text string) ([]byte, agent.LLMCall, error)
 }
 
+// Reader reads the bytes users send under limits of memory, time, pages and decompressed
+// bytes, away from the bot's own process (*sandbox.Reader): a file that breaks a limit is an
+// error (*media.LimitError), never a crash or a hang of the bot; a cancelled context ends the
+// read at once.
+type Reader interface {
+	// ReadDocument reads a document as media.Read does.
+	ReadDocument(ctx context.Context, name, mimeType string, data []byte) (media.Document, error)
+	// AudioDuration measures a recording from its container; an error wrapping
+	// audio.ErrUnmeasured when it cannot.
+	AudioDuration(ctx context.Context, name, mimeType string, data []byte) (time.Duration, error)
+}
+
 // When answers are also spoken (MediaOptions.Reply).
 const (
 	SpeakOff          = "off"
@@ -44,6 +56,9 @@ type MediaOptions struct {
 	Transcriber Transcriber
 	// Speaker speaks answers when Reply says so.
 	Speaker Speaker
+	// Reader reads documents and measures recordings (default: a *sandbox.Reader running this
+	// binary, which must call sandbox.Main first thing).
+	Reader Reader
 	// MaxBytes is the largest file read (default DefaultMediaMaxBytes).
 	MaxBytes int64
 	// MaxAudio is the longest recording transcribed (default DefaultMaxAudio).
@@ -209,9 +224,11 @@ func (ar *attachmentReader) read(ctx context.Context, a adapters.Attachment, nam
 		}
 		ar.r.in.Images = append(ar.r.in.Images, adapters.Image{MIME: a.MIME, Data: data})
 	default:
-		doc, err := media.Read(a.Name, a.MIME, data)
+		doc, err := ar.o.Reader.ReadDocument(ctx, a.Name, a.MIME, data)
 		var unsup *media.UnsupportedError
 		switch {
+		case ctx.Err() != nil:
+			return // stopped: the turn says so
 		case errors.As(err, &unsup):
 			ar.tell(a, name, fmt.Sprintf("I cannot read %s (%s files): I read text, Markdown, code, CSV, JSON, logs and PDFs.", name, unsup.Type))
 			return
@@ -228,9 +245,19 @@ func (ar *attachmentReader) read(ctx context.Context, a adapters.Attachment, nam
 // folded.
 func (ar *attachmentReader) transcribe(ctx context.Context, a adapters.Attachment, name string, data []byte) {
 	o := ar.o
-	d := a.Duration
-	if d == 0 {
-		d = speech.OggDuration(data)
+	// The length the sender declares is not believed: what is measured is limited and billed.
+	d, err := o.Reader.AudioDuration(ctx, a.Name, a.MIME, data)
+	var limit *media.LimitError
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.As(err, &limit):
+		ar.tell(a, name, fmt.Sprintf("%s could not be read: %v.", describe(a, name), err))
+		return
+	case err != nil:
+		ar.log.Info("pipeline: recording not measured", "file", name, "declared", a.Duration, "err", err)
+		ar.tell(a, name, fmt.Sprintf("%s was not transcribed: I cannot tell how long it is (I measure OGG, MP3, WAV, M4A and WebM recordings).", describe(a, name)))
+		return
 	}
 	if d > o.MaxAudio {
 		ar.tell(a, name, fmt.Sprintf("%s is %s long; I transcribe at most %s.", describe(a, name), audioClock(d), audioClock(o.MaxAudio)))

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"log/slog"
+	"relaybot/media/sandbox"
 	"strings"
 	"time"
 
@@ -216,6 +217,13 @@ func (o *Options) fill() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Media.Reader == nil {
+		r, err := sandbox.New(sandbox.Limits{})
+		if err != nil {
+			return err
+		}
+		o.Media.Reader = r
 	}
 	return nil
 }

@@ -192,7 +192,7 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	}
 	p.gate = &gate{replicas: opts.Replicas, base: base, size: opts.Queue.Size, interrupt: opts.Queue.interrupt(), outbox: p.outbox}
 	p.asking = asking.New(asking.Options{Timeout: opts.Tools.ApprovalTimeout, MaxOpen: opts.Tools.MaxOpenQuestions,
-		Admins: p.access.Admins(), Relay: opts.Prompts, Now: opts.Now})
+		Admins: p.access.Admins(), Relay: opts.Prompts, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger})
 	hist, err := history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now)
 	if err != nil {
 		return nil, err

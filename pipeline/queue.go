@@ -14,7 +14,7 @@ import (
 // wait may end the message instead: a full queue or no free slot in time tells the user the bot
 // is busy; a newer message (busy = "interrupt") or the shutdown drops it.
 func (p *Pipeline) queue(r *request) {
-	if answeredBefore(p.parts.store, r) {
+	if answeredBefore(p.parts.store, r) || crashedTwice(r, p.outbox) {
 		return
 	}
 	pl, ok := p.takePlace(r)
@@ -197,6 +197,24 @@ func (t *turnSlot) Back(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// CrashedTwiceText answers a message handed over a second time after the bot stopped while
+// answering it: it may be what takes the bot down, so it is not tried a third time.
+const CrashedTwiceText = "The bot stopped twice while answering this message, so it will not try again. Send it again in other words, or without its file."
+
+// crashedTwice answers with CrashedTwiceText, and reports true for, a message the adapter
+// hands over a second time after a run stopped before finishing it: once more is a retry (a
+// deploy, a killed replica), twice is a message that may take the bot down, and a third try
+// could be the third crash of a loop. The adapter marks it finished once Handle returns.
+func crashedTwice(r *request, o *outbox) bool {
+	if !r.in.Redelivered || r.in.Redeliveries < 2 {
+		return false
+	}
+	r.log.Warn("pipeline: message handed over again after two stops while answering it; not answered again",
+		"message", r.in.MessageID, "handovers", r.in.Redeliveries)
+	o.notice(r.out, CrashedTwiceText, r.log)
+	return true
 }
 
 // answeredBefore reports whether a message handed over again after a crash was already

@@ -4,7 +4,9 @@ package adapterstest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 
 	"relaybot/adapters"
@@ -19,7 +21,6 @@ var ErrUnreachable = errors.New("adapterstest: the replica that asked does not a
 type Book struct {
 	mu     sync.Mutex
 	settle map[string]func(adapters.Press) adapters.Verdict
-	chats  map[string]string // question id → its chat id
 	down   bool
 }
 
@@ -30,9 +31,9 @@ func (b *Book) Open(_ context.Context, q adapters.BookedQuestion, settle func(ad
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.settle == nil {
-		b.settle, b.chats = map[string]func(adapters.Press) adapters.Verdict{}, map[string]string{}
+		b.settle = map[string]func(adapters.Press) adapters.Verdict{}
 	}
-	b.settle[q.ID], b.chats[q.ID] = settle, q.Chat.ChatID
+	b.settle[q.ID] = settle
 	return nil
 }
 
@@ -44,20 +45,28 @@ func (b *Book) Close(_ context.Context, id string, _ bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.settle, id)
-	delete(b.chats, id)
 }
 
-// Press implements adapters.QuestionBook: the question's settle decides; closed when no adapter
-// holds the question open in the press's chat; ErrUnreachable while the book is down.
+// Press implements adapters.QuestionBook: the question's settle decides (it checks where the
+// press was made); closed when no adapter holds the question open; ErrUnreachable while the
+// book is down. The answer travels as JSON, as coord.Questions stores it.
 func (b *Book) Press(_ context.Context, p adapters.Press) (adapters.Verdict, error) {
 	b.mu.Lock()
-	settle, chatID, down := b.settle[p.Question], b.chats[p.Question], b.down
+	settle, down := b.settle[p.Question], b.down
 	b.mu.Unlock()
 	switch {
 	case down:
 		return adapters.Verdict{}, ErrUnreachable
-	case settle == nil || p.Chat.ChatID != "" && p.Chat.ChatID != chatID:
+	case settle == nil:
 		return adapters.Verdict{Closed: true}, nil
+	}
+	raw, err := json.Marshal(p.Answer)
+	if err != nil {
+		return adapters.Verdict{}, fmt.Errorf("adapterstest: encode press: %w", err)
+	}
+	p.Answer = adapters.Answer{}
+	if err := json.Unmarshal(raw, &p.Answer); err != nil {
+		return adapters.Verdict{}, fmt.Errorf("adapterstest: decode press: %w", err)
 	}
 	return settle(p), nil
 }

@@ -3,6 +3,7 @@ package discord_test
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"relaybot/adapters/discord"
 	dtk "relaybot/internal/testkit/discord"
@@ -40,56 +41,58 @@ func TestDirectMessagesFollowTheGuildRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			hs := start(t, func(o *discord.Options) {
-				o.RegisterCommands = true
-				if tt.tweak != nil {
-					tt.tweak(o)
+			synctest.Test(t, func(t *testing.T) {
+				hs := startInBubble(t, func(o *discord.Options) {
+					o.RegisterCommands = true
+					if tt.tweak != nil {
+						tt.tweak(o)
+					}
+				}, nil)
+				hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) == 4 })
+				hs.srv.AddChannel(dtk.Channel{ID: "510000000000000031", GuildID: guildID, Type: dtk.ChannelGuildText})
+				hs.srv.AddMember(guildID, withRole, []string{role})
+				hs.srv.AddMember(guildID, noRole, nil)
+				ch := "520000000000000031"
+				m, err := hs.srv.Post(dtk.UserMessage{ChannelID: ch, AuthorID: tt.author, Content: "hello"})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}, nil)
-			hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) == 4 })
-			hs.srv.AddChannel(dtk.Channel{ID: "510000000000000031", GuildID: guildID, Type: dtk.ChannelGuildText})
-			hs.srv.AddMember(guildID, withRole, []string{role})
-			hs.srv.AddMember(guildID, noRole, nil)
-			ch := "520000000000000031"
-			m, err := hs.srv.Post(dtk.UserMessage{ChannelID: ch, AuthorID: tt.author, Content: "hello"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Slash commands in a direct message follow the same rule.
-			it, err := hs.srv.SlashCommand(ch, "", "help", tt.author, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !tt.want {
-				hs.waitFor("the slash command to be refused", func() bool {
-					r, ok := hs.srv.InteractionResponse(it)
-					return ok && r.Content != ""
-				})
-				if r, _ := hs.srv.InteractionResponse(it); !strings.Contains(r.Content, "does not answer") {
-					t.Fatalf("a refused /help in a DM was answered %q", r.Content)
+				// Slash commands in a direct message follow the same rule.
+				it, err := hs.srv.SlashCommand(ch, "", "help", tt.author, nil)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			// A guild message every case answers: when it arrives, the case was decided.
-			sentinel, err := hs.srv.Post(dtk.UserMessage{ChannelID: "510000000000000031", GuildID: guildID, AuthorID: withRole,
-				RoleIDs: []string{role}, Content: "<@" + hs.srv.BotID() + "> sentinel", MentionBot: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var gotMsg, gotCmd bool
-			for seen := false; !seen || tt.want && (!gotMsg || !gotCmd); {
-				rc := hs.next()
-				switch {
-				case rc.in.MessageID == sentinel.ID:
-					seen = true
-				case rc.in.MessageID == m.ID:
-					gotMsg = true
-				case rc.in.Command == "help":
-					gotCmd = true
+				if !tt.want {
+					hs.waitFor("the slash command to be refused", func() bool {
+						r, ok := hs.srv.InteractionResponse(it)
+						return ok && r.Content != ""
+					})
+					if r, _ := hs.srv.InteractionResponse(it); !strings.Contains(r.Content, "does not answer") {
+						t.Fatalf("a refused /help in a DM was answered %q", r.Content)
+					}
 				}
-			}
-			if gotMsg != tt.want || gotCmd != tt.want {
-				t.Fatalf("direct message answered %v, slash command answered %v; want %v (a user refused in the guild was answered by DM)", gotMsg, gotCmd, tt.want)
-			}
+				// A guild message every case answers: when it arrives, the case was decided.
+				sentinel, err := hs.srv.Post(dtk.UserMessage{ChannelID: "510000000000000031", GuildID: guildID, AuthorID: withRole,
+					RoleIDs: []string{role}, Content: "<@" + hs.srv.BotID() + "> sentinel", MentionBot: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var gotMsg, gotCmd bool
+				for seen := false; !seen || tt.want && (!gotMsg || !gotCmd); {
+					rc := hs.next()
+					switch {
+					case rc.in.MessageID == sentinel.ID:
+						seen = true
+					case rc.in.MessageID == m.ID:
+						gotMsg = true
+					case rc.in.Command == "help":
+						gotCmd = true
+					}
+				}
+				if gotMsg != tt.want || gotCmd != tt.want {
+					t.Fatalf("direct message answered %v, slash command answered %v; want %v (a user refused in the guild was answered by DM)", gotMsg, gotCmd, tt.want)
+				}
+			})
 		})
 	}
 }

@@ -103,7 +103,9 @@ const chatAdminPermissions = discordgo.PermissionAdministrator | discordgo.Permi
 // decision, without buttons.
 func (x *interactions) onApprovePress(ctx context.Context, i *discordgo.Interaction, user *discordgo.User, rest string) {
 	id, choice, _ := strings.Cut(rest, ":")
-	ans := adapters.Answer{UserID: user.ID, UserName: user.Username,
+	// The member's permissions are the ones of the channel the press was made in, which a
+	// question takes a press from only when it is its own (adapters.PressedIn).
+	ans := adapters.Answer{UserID: user.ID, UserName: user.Username, Chat: chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
 		ChatAdmin: i.Member != nil && i.Member.Permissions&chatAdminPermissions != 0}
 	msgID := ""
 	if i.Message != nil {
@@ -112,8 +114,7 @@ func (x *interactions) onApprovePress(ctx context.Context, i *discordgo.Interact
 	oq, accepted, text := x.questions.Press(id, choice, msgID, ans)
 	switch {
 	case oq == nil && x.questions.Shared():
-		x.pressElsewhere(ctx, i, adapters.Press{Question: id, Chat: chat.Ref{Platform: chat.Discord, ChatID: i.ChannelID},
-			Choice: choice, MessageID: msgID, Answer: ans})
+		x.pressElsewhere(ctx, i, adapters.Press{Question: id, Choice: choice, MessageID: msgID, Answer: ans})
 	case oq == nil:
 		x.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 			&discordgo.InteractionResponseData{Content: adapters.ClosedPress, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"relaybot/adapters"
@@ -89,22 +90,24 @@ func (hs *harness) shows(id, text string) {
 // fails when the question goes past the engine, as it did through a loop of its own.
 func TestAQuestionWaitsForTheChannelsBudget(t *testing.T) {
 	t.Parallel()
-	hs := start(t, nil, nil)
-	ch := "500000000000000101"
-	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
-	for _, text := range []string{"one", "two", "three", "four", "five"} {
-		if err := rc.out.Notice(hs.ctx, text); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		hs := startInBubble(t, nil, nil)
+		ch := "500000000000000101"
+		_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
+		for _, text := range []string{"one", "two", "three", "four", "five"} {
+			if err := rc.out.Notice(hs.ctx, text); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	done := ask(hs.ctx, t, rc.out)
-	q := hs.question(ch)
-	checkBudget(t, hs.srv, ch)
-	if ans := hs.approve(q, done); ans.Choice != "approve" || ans.UserID != userID {
-		t.Fatalf("Ask = %+v, want the asker's approval", ans)
-	}
-	hs.shows(q.ID, "Run echo? approved by user"+userID)
-	checkBudget(t, hs.srv, ch)
+		done := ask(hs.ctx, t, rc.out)
+		q := hs.question(ch)
+		checkBudget(t, hs.srv, ch)
+		if ans := hs.approve(q, done); ans.Choice != "approve" || ans.UserID != userID {
+			t.Fatalf("Ask = %+v, want the asker's approval", ans)
+		}
+		hs.shows(q.ID, "Run echo? approved by user"+userID)
+		checkBudget(t, hs.srv, ch)
+	})
 }
 
 // A 429 on the question's post, or on the edit that closes it unanswered, is retried once its
@@ -120,34 +123,36 @@ func TestA429OnAQuestionIsRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			hs := start(t, nil, nil)
-			ch := "500000000000000102"
-			_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
-			if !tc.close {
-				hs.srv.Storm(ch, 1, 300*time.Millisecond)
-			}
-			ctx, cancel := context.WithCancel(hs.ctx)
-			defer cancel()
-			done := ask(ctx, t, rc.out)
-			q := hs.question(ch)
-			want := "Run echo? approved by user" + userID
-			if tc.close {
-				want = "Run echo?" + adapters.ClosedText
-				hs.srv.Storm(ch, 1, 300*time.Millisecond)
-				cancel()
-				if r := <-done; r.err == nil {
-					t.Fatalf("Ask = %+v after the turn ended, want the context's error", r.ans)
+			synctest.Test(t, func(t *testing.T) {
+				hs := startInBubble(t, nil, nil)
+				ch := "500000000000000102"
+				_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
+				if !tc.close {
+					hs.srv.Storm(ch, 1, 300*time.Millisecond)
 				}
-			} else if ans := hs.approve(q, done); ans.Choice != "approve" {
-				t.Fatalf("Ask = %+v, want the asker's approval", ans)
-			}
-			hs.shows(q.ID, want)
-			if n := len(hs.srv.BotMessages(ch)); n != 1 {
-				t.Errorf("%d bot messages in the channel, want the one question", n)
-			}
-			if limited := limitedCalls(hs.srv, dtk.RouteCreateMessage, dtk.RouteEditMessage); limited != 1 {
-				t.Errorf("%d 429s answered, want the one injected", limited)
-			}
+				ctx, cancel := context.WithCancel(hs.ctx)
+				defer cancel()
+				done := ask(ctx, t, rc.out)
+				q := hs.question(ch)
+				want := "Run echo? approved by user" + userID
+				if tc.close {
+					want = "Run echo?" + adapters.ClosedText
+					hs.srv.Storm(ch, 1, 300*time.Millisecond)
+					cancel()
+					if r := <-done; r.err == nil {
+						t.Fatalf("Ask = %+v after the turn ended, want the context's error", r.ans)
+					}
+				} else if ans := hs.approve(q, done); ans.Choice != "approve" {
+					t.Fatalf("Ask = %+v, want the asker's approval", ans)
+				}
+				hs.shows(q.ID, want)
+				if n := len(hs.srv.BotMessages(ch)); n != 1 {
+					t.Errorf("%d bot messages in the channel, want the one question", n)
+				}
+				if limited := limitedCalls(hs.srv, dtk.RouteCreateMessage, dtk.RouteEditMessage); limited != 1 {
+					t.Errorf("%d 429s answered, want the one injected", limited)
+				}
+			})
 		})
 	}
 }
@@ -206,12 +211,14 @@ func TestA429OnAnInteractionAnswerIsRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			hs := start(t, func(o *discord.Options) { o.RegisterCommands = true }, resetAnswers)
-			ch := "500000000000000103"
-			tc.run(hs, ch)
-			if limited := limitedCalls(hs.srv, tc.route); limited != 1 {
-				t.Errorf("%d 429s answered on %s, want the one injected", limited, tc.route)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				hs := startInBubble(t, func(o *discord.Options) { o.RegisterCommands = true }, resetAnswers)
+				ch := "500000000000000103"
+				tc.run(hs, ch)
+				if limited := limitedCalls(hs.srv, tc.route); limited != 1 {
+					t.Errorf("%d 429s answered on %s, want the one injected", limited, tc.route)
+				}
+			})
 		})
 	}
 }
@@ -229,56 +236,60 @@ func resetAnswers(ctx context.Context, in adapters.Inbound, out adapters.Respond
 // test fails when interaction answers queue behind the channel's messages.
 func TestInteractionAnswersDoNotWaitForABusyChannel(t *testing.T) {
 	t.Parallel()
-	hs := start(t, func(o *discord.Options) { o.RegisterCommands = true }, resetAnswers)
-	ch := "500000000000000104"
-	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
-	done := ask(hs.ctx, t, rc.out)
-	q := hs.question(ch)
+	synctest.Test(t, func(t *testing.T) {
+		hs := startInBubble(t, func(o *discord.Options) { o.RegisterCommands = true }, resetAnswers)
+		ch := "500000000000000104"
+		_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
+		done := ask(hs.ctx, t, rc.out)
+		q := hs.question(ch)
 
-	hs.srv.Storm(ch, 1, 10*time.Minute)
-	r := rc.out.NewReply(hs.ctx)
-	r.Update("an answer the channel has no room for")
-	hs.waitFor("the reply's 429", func() bool { return limitedCalls(hs.srv, dtk.RouteCreateMessage) > 0 })
+		hs.srv.Storm(ch, 1, 10*time.Minute)
+		r := rc.out.NewReply(hs.ctx)
+		r.Update("an answer the channel has no room for")
+		hs.waitFor("the reply's 429", func() bool { return limitedCalls(hs.srv, dtk.RouteCreateMessage) > 0 })
 
-	if ans := hs.approve(q, done); ans.Choice != "approve" {
-		t.Fatalf("Ask = %+v, want the asker's approval", ans)
-	}
-	hs.shows(q.ID, "Run echo? approved by user"+userID)
-	hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) > 0 })
-	it, err := hs.srv.SlashCommand(ch, guildID, "reset", userID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.next()
-	hs.waitFor("the command's answer", func() bool {
-		m, ok := hs.srv.InteractionResponse(it)
-		return ok && m.Content == "Conversation reset."
+		if ans := hs.approve(q, done); ans.Choice != "approve" {
+			t.Fatalf("Ask = %+v, want the asker's approval", ans)
+		}
+		hs.shows(q.ID, "Run echo? approved by user"+userID)
+		hs.waitFor("command registration", func() bool { return len(hs.srv.Commands()) > 0 })
+		it, err := hs.srv.SlashCommand(ch, guildID, "reset", userID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs.next()
+		hs.waitFor("the command's answer", func() bool {
+			m, ok := hs.srv.InteractionResponse(it)
+			return ok && m.Content == "Conversation reset."
+		})
+		ctx, cancel := context.WithTimeout(hs.ctx, 100*time.Millisecond)
+		defer cancel()
+		if err := r.Finish(ctx, "the end", nil); err == nil {
+			t.Error("the reply's final went out while the channel was held")
+		}
 	})
-	ctx, cancel := context.WithTimeout(hs.ctx, 100*time.Millisecond)
-	defer cancel()
-	if err := r.Finish(ctx, "the end", nil); err == nil {
-		t.Error("the reply's final went out while the channel was held")
-	}
 }
 
 // A question's text is shown as written: the model's arguments in it cannot make Discord
 // render a masked link, bold text, a heading or a spoiler; the answered question stays escaped.
 func TestAQuestionsMarkdownIsShownAsWritten(t *testing.T) {
 	t.Parallel()
-	hs := start(t, nil, nil)
-	ch := "500000000000000141"
-	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
-	q := adapters.Question{Text: "Run echo? path: [safe.txt](https://evil.example) **ok** ||x||",
-		Choices: approveOrDeny.Choices}
-	done := make(chan asked, 1)
-	go func() {
-		ans, err := rc.out.(adapters.Asker).Ask(hs.ctx, q, askerDecides)
-		done <- asked{ans, err}
-	}()
-	m := hs.question(ch)
-	want := `Run echo? path\: \[safe.txt\]\(https\://evil.example\) \*\*ok\*\* \|\|x\|\|`
-	if m.Content != want {
-		t.Fatalf("question content %q, want %q", m.Content, want)
-	}
-	hs.approve(m, done)
+	synctest.Test(t, func(t *testing.T) {
+		hs := startInBubble(t, nil, nil)
+		ch := "500000000000000141"
+		_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
+		q := adapters.Question{Text: "Run echo? path: [safe.txt](https://evil.example) **ok** ||x||",
+			Choices: approveOrDeny.Choices}
+		done := make(chan asked, 1)
+		go func() {
+			ans, err := rc.out.(adapters.Asker).Ask(hs.ctx, q, askerDecides)
+			done <- asked{ans, err}
+		}()
+		m := hs.question(ch)
+		want := `Run echo? path\: \[safe.txt\]\(https\://evil.example\) \*\*ok\*\* \|\|x\|\|`
+		if m.Content != want {
+			t.Fatalf("question content %q, want %q", m.Content, want)
+		}
+		hs.approve(m, done)
+	})
 }

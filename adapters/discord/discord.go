@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -76,6 +77,9 @@ type Options struct {
 	Delivery delivery.Options
 	// HTTPTransport is the transport under the API rewriting; nil means http.DefaultTransport.
 	HTTPTransport http.RoundTripper
+	// GatewayDial, when set, opens the gateway's connections instead of the network (tests
+	// connect them in memory, as HTTPTransport does the REST requests).
+	GatewayDial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// ComponentsV2 sends replies as Components V2 messages: a container with a text display
 	// (4,000 characters instead of 2,000) and the Stop button in the same container. Files then
 	// go in messages of their own.
@@ -158,7 +162,7 @@ func New(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	session, err := newSession(opts.Token, rt)
+	session, err := newSession(opts, rt)
 	if err != nil {
 		return nil, err
 	}

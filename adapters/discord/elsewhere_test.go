@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"relaybot/adapters"
@@ -27,61 +28,64 @@ func (l splitLedger) Claim(_ context.Context, _, key string) (bool, error) {
 // there, and the asker edits the question to the decision.
 func TestAPressOnAnotherShardHolderIsAcknowledgedAndSettledByTheAsker(t *testing.T) {
 	t.Parallel()
-	book := &adapterstest.Book{}
-	hs := start(t, func(o *discord.Options) { o.Ledger, o.Questions = splitLedger{}, book }, nil)
-	other, err := discord.New(discord.Options{Token: hs.srv.Token(), APIBase: hs.srv.APIBase(), Commands: testCommands(),
-		Ledger: splitLedger{interactions: true}, Questions: book})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- other.Run(ctx, &handler{got: make(chan received, 64)}) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run of the other replica: %v", err)
-		}
-	}()
-	hs.waitFor("the other replica's gateway session", func() bool { return hs.srv.LiveShards()[0] == 2 })
-	ch := "500000000000000151"
-	_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
-	asking := ask(hs.ctx, t, rc.out)
-	q := hs.question(ch)
-	click := func(user string) dtk.Interaction {
-		t.Helper()
-		in, err := hs.srv.ClickButton(q.ID, q.Buttons[0].CustomID, user, nil)
+	synctest.Test(t, func(t *testing.T) {
+		book := &adapterstest.Book{}
+		hs := startInBubble(t, func(o *discord.Options) { o.Ledger, o.Questions = splitLedger{}, book }, nil)
+		opts := optionsFor(t, hs.srv)
+		opts.Ledger, opts.Questions = splitLedger{interactions: true}, book
+		other, err := discord.New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs.waitFor("the press acknowledged", func() bool { return hs.srv.Acknowledged(in) })
-		return in
-	}
-	followup := func(in dtk.Interaction, want string) {
-		t.Helper()
-		hs.waitFor("the ephemeral follow-up "+want, func() bool {
-			fs := hs.srv.Followups(in)
-			return len(fs) == 1 && fs[0].Content == discordPlain(want) && fs[0].Flags&64 != 0
-		})
-	}
-
-	followup(click("400000000000000009"), "Only the asker may answer.")
-	book.Down(true)
-	followup(click(userID), adapters.UnrelayedPress)
-	book.Down(false)
-	in := click(userID)
-	select {
-	case r := <-asking:
-		if r.err != nil || r.ans.UserID != userID || r.ans.Choice != "approve" {
-			t.Fatalf("Ask = %+v, %v; want the asker's approval", r.ans, r.err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- other.Run(ctx, &handler{got: make(chan received, 64)}) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run of the other replica: %v", err)
+			}
+		}()
+		hs.waitFor("the other replica's gateway session", func() bool { return hs.srv.LiveShards()[0] == 2 })
+		ch := "500000000000000151"
+		_, rc := hs.post(dtk.UserMessage{ChannelID: ch, GuildID: guildID, Content: "<@" + hs.srv.BotID() + "> run echo", MentionBot: true})
+		asking := ask(hs.ctx, t, rc.out)
+		q := hs.question(ch)
+		click := func(user string) dtk.Interaction {
+			t.Helper()
+			in, err := hs.srv.ClickButton(q.ID, q.Buttons[0].CustomID, user, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs.waitFor("the press acknowledged", func() bool { return hs.srv.Acknowledged(in) })
+			return in
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the asker's approval on the other replica never reached Ask")
-	}
-	hs.shows(q.ID, "Run echo? approved by user"+userID)
-	if fs := hs.srv.Followups(in); len(fs) != 0 {
-		t.Errorf("the accepted press got follow-ups %+v, want none", fs)
-	}
+		followup := func(in dtk.Interaction, want string) {
+			t.Helper()
+			hs.waitFor("the ephemeral follow-up "+want, func() bool {
+				fs := hs.srv.Followups(in)
+				return len(fs) == 1 && fs[0].Content == discordPlain(want) && fs[0].Flags&64 != 0
+			})
+		}
+
+		followup(click("400000000000000009"), "Only the asker may answer.")
+		book.Down(true)
+		followup(click(userID), adapters.UnrelayedPress)
+		book.Down(false)
+		in := click(userID)
+		select {
+		case r := <-asking:
+			if r.err != nil || r.ans.UserID != userID || r.ans.Choice != "approve" {
+				t.Fatalf("Ask = %+v, %v; want the asker's approval", r.ans, r.err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the asker's approval on the other replica never reached Ask")
+		}
+		hs.shows(q.ID, "Run echo? approved by user"+userID)
+		if fs := hs.srv.Followups(in); len(fs) != 0 {
+			t.Errorf("the accepted press got follow-ups %+v, want none", fs)
+		}
+	})
 }
 
 // discordPlain is text as the adapter escapes it for Discord's Markdown.

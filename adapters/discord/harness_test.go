@@ -3,6 +3,7 @@ package discord_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -51,6 +52,13 @@ func start(t testing.TB, tweak func(*discord.Options), fn func(context.Context, 
 	return startWith(t, dtk.Config{}, tweak, fn)
 }
 
+// startInBubble is start against a server in memory: call it inside a testing/synctest
+// bubble, where every wait of the adapter and the server is on the bubble's clock.
+func startInBubble(t testing.TB, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
+	t.Helper()
+	return startWith(t, dtk.Config{InMemory: true}, tweak, fn)
+}
+
 // startWith is start against a test server configured by cfg.
 func startWith(t testing.TB, cfg dtk.Config, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
 	t.Helper()
@@ -67,13 +75,22 @@ func startWith(t testing.TB, cfg dtk.Config, tweak func(*discord.Options), fn fu
 // for the gateway.
 func launch(t testing.TB, srv *dtk.Server, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
 	t.Helper()
-	opts := discord.Options{Token: srv.Token(), APIBase: srv.APIBase(), Commands: testCommands()}
+	t.Cleanup(srv.Close) // after the adapter's Run has returned (cleanups run last first)
+	return join(t, srv, tweak, fn)
+}
+
+// join runs another adapter (another replica) against srv, which launch started, until the
+// test ends. Its Run returns before srv closes: a server dropping the gateway of an adapter
+// that is closing it too would leave two discordgo goroutines waiting on one lock, which a
+// synctest bubble cannot see past.
+func join(t testing.TB, srv *dtk.Server, tweak func(*discord.Options), fn func(context.Context, adapters.Inbound, adapters.Responder)) *harness {
+	t.Helper()
+	opts := optionsFor(t, srv)
 	if tweak != nil {
 		tweak(&opts)
 	}
 	a, err := discord.New(opts)
 	if err != nil {
-		srv.Close()
 		t.Fatalf("New: %v", err)
 	}
 	h := &handler{got: make(chan received, 64), fn: fn}
@@ -92,9 +109,20 @@ func launch(t testing.TB, srv *dtk.Server, tweak func(*discord.Options), fn func
 			_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
 			t.Errorf("Run did not return after cancel; goroutines:\n%s", buf.String())
 		}
-		srv.Close()
 	})
 	return &harness{t: t, srv: srv, a: a, h: h, ctx: ctx}
+}
+
+// optionsFor are an adapter's options against srv; when srv is in memory (in a synctest
+// bubble), REST and the gateway reach it through memory.
+func optionsFor(t testing.TB, srv *dtk.Server) discord.Options {
+	opts := discord.Options{Token: srv.Token(), APIBase: srv.APIBase(), Commands: testCommands()}
+	if srv.InMemory() {
+		tr := &http.Transport{DialContext: srv.Dial}
+		t.Cleanup(tr.CloseIdleConnections) // after the adapter's Run has returned and the server closed
+		opts.HTTPTransport, opts.GatewayDial = tr, srv.Dial
+	}
+	return opts
 }
 
 // next returns the next Inbound the handler got.

@@ -23,8 +23,8 @@ type rest struct {
 }
 
 // newSession builds a discordgo session with the adapter's transport and gateway settings.
-func newSession(token string, rt http.RoundTripper) (*discordgo.Session, error) {
-	s, err := discordgo.New("Bot " + token)
+func newSession(opts Options, rt http.RoundTripper) (*discordgo.Session, error) {
+	s, err := discordgo.New("Bot " + opts.Token)
 	if err != nil {
 		return nil, fmt.Errorf("discord: creating session: %w", err)
 	}
@@ -41,6 +41,9 @@ func newSession(token string, rt http.RoundTripper) (*discordgo.Session, error) 
 	// Handlers only filter and spawn, so they run in gateway order on the reader goroutine.
 	s.SyncEvents = true
 	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
+	if opts.GatewayDial != nil {
+		s.Dialer.Proxy, s.Dialer.NetDialContext = nil, opts.GatewayDial // no proxy between a test and its server
+	}
 	return s, nil
 }
 

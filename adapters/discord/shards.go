@@ -56,7 +56,7 @@ func (g *gateway) planShards(ctx context.Context) (gatewayPlan, error) {
 
 // newShard builds the session of shard id of count; it connects in connect.
 func (g *gateway) newShard(ctx context.Context, h adapters.Handler, id, count int) (*shard, error) {
-	s, err := newSession(g.opts.Token, g.rt)
+	s, err := newSession(g.opts, g.rt)
 	if err != nil {
 		return nil, err
 	}

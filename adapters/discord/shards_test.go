@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"relaybot/adapters"
@@ -24,27 +25,29 @@ func guildMessage(srv *dtk.Server, guild, channel, text string) dtk.UserMessage 
 // both and in direct messages (which arrive on shard 0).
 func TestOneProcessConnectsEveryShardDiscordRecommends(t *testing.T) {
 	t.Parallel()
-	hs := launch(t, dtk.New(dtk.Config{Shards: 2, MaxConcurrency: 2}), nil, nil)
-	hs.waitFor("both shards connected once", func() bool {
-		l := hs.srv.LiveShards()
-		return l[0] == 1 && l[1] == 1
-	})
-	g0, g1 := dtk.GuildOnShard(0, 2, 0), dtk.GuildOnShard(1, 2, 0)
-	for _, c := range []struct{ um dtk.UserMessage }{
-		{guildMessage(hs.srv, g0, "700000000000000001", "on shard zero")},
-		{guildMessage(hs.srv, g1, "700000000000000002", "on shard one")},
-		{dtk.UserMessage{ChannelID: "700000000000000003", Content: "a direct message"}},
-	} {
-		_, got := hs.post(c.um)
-		if got.in.Chat.ChatID != c.um.ChannelID {
-			t.Errorf("a message in %s reached the handler as one in %s", c.um.ChannelID, got.in.Chat.ChatID)
+	synctest.Test(t, func(t *testing.T) {
+		hs := launch(t, dtk.New(dtk.Config{InMemory: true, Shards: 2, MaxConcurrency: 2}), nil, nil)
+		hs.waitFor("both shards connected once", func() bool {
+			l := hs.srv.LiveShards()
+			return l[0] == 1 && l[1] == 1
+		})
+		g0, g1 := dtk.GuildOnShard(0, 2, 0), dtk.GuildOnShard(1, 2, 0)
+		for _, c := range []struct{ um dtk.UserMessage }{
+			{guildMessage(hs.srv, g0, "700000000000000001", "on shard zero")},
+			{guildMessage(hs.srv, g1, "700000000000000002", "on shard one")},
+			{dtk.UserMessage{ChannelID: "700000000000000003", Content: "a direct message"}},
+		} {
+			_, got := hs.post(c.um)
+			if got.in.Chat.ChatID != c.um.ChannelID {
+				t.Errorf("a message in %s reached the handler as one in %s", c.um.ChannelID, got.in.Chat.ChatID)
+			}
 		}
-	}
-	select {
-	case extra := <-hs.h.got:
-		t.Errorf("a message reached the handler twice: %q", extra.in.Text)
-	default:
-	}
+		select {
+		case extra := <-hs.h.got:
+			t.Errorf("a message reached the handler twice: %q", extra.in.Text)
+		default:
+		}
+	})
 }
 
 // testShards hands out leases the test grants and takes back.
@@ -126,28 +129,30 @@ func (l *testLease) giveUp(handed <-chan struct{}) {
 // arrives on it, until the new holder serves the shard; then it closes the session.
 func TestAShardGivenUpStaysConnectedUntilItIsHandedOver(t *testing.T) {
 	t.Parallel()
-	shards := &testShards{leases: []*testLease{newTestLease(), newTestLease()}}
-	hs := launch(t, dtk.New(dtk.Config{Shards: 2, MaxConcurrency: 2}), func(o *discord.Options) { o.ShardLeases = shards }, nil)
-	l := shards.leases[1]
-	l.grant <- struct{}{}
-	wait.For(t, "shard 1 connected and marked served", func() bool { return hs.srv.LiveShards()[1] == 1 && l.servedCount() == 1 })
+	synctest.Test(t, func(t *testing.T) {
+		shards := &testShards{leases: []*testLease{newTestLease(), newTestLease()}}
+		hs := launch(t, dtk.New(dtk.Config{InMemory: true, Shards: 2, MaxConcurrency: 2}), func(o *discord.Options) { o.ShardLeases = shards }, nil)
+		l := shards.leases[1]
+		l.grant <- struct{}{}
+		wait.For(t, "shard 1 connected and marked served", func() bool { return hs.srv.LiveShards()[1] == 1 && l.servedCount() == 1 })
 
-	handed := make(chan struct{})
-	l.giveUp(handed)
-	select {
-	case <-l.released:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the lease given up was not released")
-	}
-	if live := hs.srv.LiveShards()[1]; live != 1 {
-		t.Fatalf("shard 1 has %d live sessions right after it was given up, want its session kept", live)
-	}
-	g1 := dtk.GuildOnShard(1, 2, 0)
-	if _, got := hs.post(guildMessage(hs.srv, g1, "710000000000000003", "in the hand-off")); got.in.Text != "in the hand-off" {
-		t.Errorf("the handler got %q, want the message sent during the hand-off", got.in.Text)
-	}
-	close(handed)
-	hs.waitFor("shard 1's connection closed once handed over", func() bool { return hs.srv.LiveShards()[1] == 0 })
+		handed := make(chan struct{})
+		l.giveUp(handed)
+		select {
+		case <-l.released:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the lease given up was not released")
+		}
+		if live := hs.srv.LiveShards()[1]; live != 1 {
+			t.Fatalf("shard 1 has %d live sessions right after it was given up, want its session kept", live)
+		}
+		g1 := dtk.GuildOnShard(1, 2, 0)
+		if _, got := hs.post(guildMessage(hs.srv, g1, "710000000000000003", "in the hand-off")); got.in.Text != "in the hand-off" {
+			t.Errorf("the handler got %q, want the message sent during the hand-off", got.in.Text)
+		}
+		close(handed)
+		hs.waitFor("shard 1's connection closed once handed over", func() bool { return hs.srv.LiveShards()[1] == 0 })
+	})
 }
 
 // TestAReplicaConnectsOnlyTheShardsItHoldsAndClosesOneItLoses runs the adapter with shard
@@ -156,31 +161,33 @@ func TestAShardGivenUpStaysConnectedUntilItIsHandedOver(t *testing.T) {
 // connects shard 0 (direct messages) when that lease comes.
 func TestAReplicaConnectsOnlyTheShardsItHoldsAndClosesOneItLoses(t *testing.T) {
 	t.Parallel()
-	shards := &testShards{leases: []*testLease{newTestLease(), newTestLease()}}
-	hs := launch(t, dtk.New(dtk.Config{Shards: 2, MaxConcurrency: 2}), func(o *discord.Options) { o.ShardLeases = shards }, nil)
-	shards.leases[1].grant <- struct{}{}
-	hs.waitFor("shard 1 connected, shard 0 not", func() bool {
-		l := hs.srv.LiveShards()
-		return l[0] == 0 && l[1] == 1
+	synctest.Test(t, func(t *testing.T) {
+		shards := &testShards{leases: []*testLease{newTestLease(), newTestLease()}}
+		hs := launch(t, dtk.New(dtk.Config{InMemory: true, Shards: 2, MaxConcurrency: 2}), func(o *discord.Options) { o.ShardLeases = shards }, nil)
+		shards.leases[1].grant <- struct{}{}
+		hs.waitFor("shard 1 connected, shard 0 not", func() bool {
+			l := hs.srv.LiveShards()
+			return l[0] == 0 && l[1] == 1
+		})
+		g1 := dtk.GuildOnShard(1, 2, 0)
+		if _, got := hs.post(guildMessage(hs.srv, g1, "710000000000000001", "hello")); got.in.Text != "hello" {
+			t.Errorf("the handler got %q, want the guild message on the held shard", got.in.Text)
+		}
+
+		shards.leases[1].take()
+		hs.waitFor("shard 1's connection closed", func() bool { return hs.srv.LiveShards()[1] == 0 })
+		select {
+		case <-shards.leases[1].released:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the lost lease was never released")
+		}
+
+		shards.leases[0].grant <- struct{}{}
+		hs.waitFor("shard 0 connected", func() bool { return hs.srv.LiveShards()[0] == 1 })
+		if _, got := hs.dm("710000000000000002", "direct"); got.in.Text != "direct" {
+			t.Errorf("the handler got %q, want the direct message on shard 0", got.in.Text)
+		}
 	})
-	g1 := dtk.GuildOnShard(1, 2, 0)
-	if _, got := hs.post(guildMessage(hs.srv, g1, "710000000000000001", "hello")); got.in.Text != "hello" {
-		t.Errorf("the handler got %q, want the guild message on the held shard", got.in.Text)
-	}
-
-	shards.leases[1].take()
-	hs.waitFor("shard 1's connection closed", func() bool { return hs.srv.LiveShards()[1] == 0 })
-	select {
-	case <-shards.leases[1].released:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the lost lease was never released")
-	}
-
-	shards.leases[0].grant <- struct{}{}
-	hs.waitFor("shard 0 connected", func() bool { return hs.srv.LiveShards()[0] == 1 })
-	if _, got := hs.dm("710000000000000002", "direct"); got.in.Text != "direct" {
-		t.Errorf("the handler got %q, want the direct message on shard 0", got.in.Text)
-	}
 }
 
 // memLedger is a deployment's inbound ledger in memory: each replica sees it through a
@@ -251,54 +258,56 @@ func cutPrefix(s, p string) (string, bool) {
 // redelivered, with its text, author and chat, and its reply answers the user's message.
 func TestAMessageOfAReplicaThatDiedIsAnsweredByAnother(t *testing.T) {
 	t.Parallel()
-	srv := dtk.New(dtk.Config{})
-	ledger := &memLedger{rows: map[string]*memRow{}, dead: map[string]bool{}}
-	stuck := make(chan struct{})
-	defer close(stuck)
-	launch(t, srv, func(o *discord.Options) { o.Ledger = memJournal{ledger, "a"} },
-		func(context.Context, adapters.Inbound, adapters.Responder) { <-stuck })
-	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.WaitReady(wctx); err != nil {
-		t.Fatal(err)
-	}
-	um := guildMessage(srv, guildID, "720000000000000001", "what time is it?")
-	um.RoleIDs = []string{"900"}
-	posted, err := srv.Post(um)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wait.For(t, "the first replica to take the message", func() bool {
-		ledger.mu.Lock()
-		defer ledger.mu.Unlock()
-		return len(ledger.rows) == 1
-	})
-
-	second := launch(t, srv, func(o *discord.Options) { o.Ledger = memJournal{ledger, "b"} },
-		func(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
-			r := out.NewReply(ctx)
-			_ = r.Finish(ctx, "It is noon.", nil)
-		})
-	ledger.mu.Lock()
-	ledger.dead["a"] = true
-	ledger.mu.Unlock()
-
-	got := second.next()
-	if !got.in.Redelivered || got.in.Text != "what time is it?" || got.in.MessageID != posted.ID ||
-		got.in.UserID != userID || got.in.Chat.ChatID != um.ChannelID || got.in.Kind != adapters.Group ||
-		len(got.in.Roles) != 1 || got.in.Roles[0] != "900" {
-		t.Errorf("the survivor got %+v, want the message again, marked redelivered", got.in)
-	}
-	msgs := srv.BotMessages(um.ChannelID)
-	if len(msgs) != 1 || msgs[0].Content != "It is noon." || msgs[0].ReferenceID != posted.ID {
-		t.Errorf("bot messages %+v, want one answer referencing the user's message", msgs)
-	}
-	wait.For(t, "the message recorded done", func() bool {
-		ledger.mu.Lock()
-		defer ledger.mu.Unlock()
-		for _, r := range ledger.rows {
-			return r.done
+	synctest.Test(t, func(t *testing.T) {
+		srv := dtk.New(dtk.Config{InMemory: true})
+		ledger := &memLedger{rows: map[string]*memRow{}, dead: map[string]bool{}}
+		stuck := make(chan struct{})
+		defer close(stuck)
+		launch(t, srv, func(o *discord.Options) { o.Ledger = memJournal{ledger, "a"} },
+			func(context.Context, adapters.Inbound, adapters.Responder) { <-stuck })
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.WaitReady(wctx); err != nil {
+			t.Fatal(err)
 		}
-		return false
+		um := guildMessage(srv, guildID, "720000000000000001", "what time is it?")
+		um.RoleIDs = []string{"900"}
+		posted, err := srv.Post(um)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait.For(t, "the first replica to take the message", func() bool {
+			ledger.mu.Lock()
+			defer ledger.mu.Unlock()
+			return len(ledger.rows) == 1
+		})
+
+		second := join(t, srv, func(o *discord.Options) { o.Ledger = memJournal{ledger, "b"} },
+			func(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+				r := out.NewReply(ctx)
+				_ = r.Finish(ctx, "It is noon.", nil)
+			})
+		ledger.mu.Lock()
+		ledger.dead["a"] = true
+		ledger.mu.Unlock()
+
+		got := second.next()
+		if !got.in.Redelivered || got.in.Text != "what time is it?" || got.in.MessageID != posted.ID ||
+			got.in.UserID != userID || got.in.Chat.ChatID != um.ChannelID || got.in.Kind != adapters.Group ||
+			len(got.in.Roles) != 1 || got.in.Roles[0] != "900" {
+			t.Errorf("the survivor got %+v, want the message again, marked redelivered", got.in)
+		}
+		msgs := srv.BotMessages(um.ChannelID)
+		if len(msgs) != 1 || msgs[0].Content != "It is noon." || msgs[0].ReferenceID != posted.ID {
+			t.Errorf("bot messages %+v, want one answer referencing the user's message", msgs)
+		}
+		wait.For(t, "the message recorded done", func() bool {
+			ledger.mu.Lock()
+			defer ledger.mu.Unlock()
+			for _, r := range ledger.rows {
+				return r.done
+			}
+			return false
+		})
 	})
 }

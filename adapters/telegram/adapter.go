@@ -328,6 +328,9 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 				return
 			}
 			in.Redelivered, in.Placed = redelivered, placed
+			if redelivered {
+				in.Redeliveries = a.handOver(id)
+			}
 			resp := a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, a.opts.Stream)
 			h.Handle(ctx, in, askResponder{Responder: resp, a: a, chat: in.Chat})
 		}()
@@ -363,6 +366,19 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 		return a.runWebhook(ctx, dispatch, act)
 	}
 	return a.runPollingLeased(ctx, dispatch, act)
+}
+
+// handOver counts a handover of update id after a run stopped before finishing it: 1 without
+// an offset file (nothing survives the run to count with).
+func (a *Adapter) handOver(id int64) int {
+	if a.journal == nil {
+		return 1
+	}
+	n, err := a.journal.handOver(id)
+	if err != nil {
+		a.log.Warn("telegram: the handover of an unfinished update not counted in the offset file", "update", id, "err", err)
+	}
+	return n
 }
 
 // finished records that the handler is done with update id.

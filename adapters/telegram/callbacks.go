@@ -147,20 +147,19 @@ func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest str
 		a.answerCallback(ctx, q, adapters.ClosedPress, false)
 		return
 	}
-	ref, msgID := chat.Ref{}, ""
-	if q.Message != nil {
-		msgID = strconv.Itoa(q.Message.MessageID)
-		ref = chat.Ref{Platform: chat.Telegram, ChatID: strconv.FormatInt(q.Message.Chat.ID, 10)}
-	}
-	ans := adapters.Answer{UserID: strconv.FormatInt(q.From.ID, 10), UserName: q.From.UserName,
-		ChatAdmin: ref.ChatID != "" && a.chatAdmin(ctx, ref, q.From.ID)}
+	ref, msgID := pressedIn(q.Message)
+	ans := adapters.Answer{UserID: strconv.FormatInt(q.From.ID, 10), UserName: q.From.UserName, Chat: ref}
+	// Rights are asked of the chat the press was made in, which a question takes a press from
+	// only when it is its own chat (adapters.PressedIn): an admin of one group is no admin of
+	// another group's questions. A press the question here refuses as stray asks nothing.
+	ans.ChatAdmin = ref.ChatID != "" && !a.questions.Stray(id, ref) && a.chatAdmin(ctx, ref, q.From.ID)
 	if ans.UserName == "" {
 		ans.UserName = strings.TrimSpace(q.From.FirstName + " " + q.From.LastName)
 	}
 	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
 	switch {
 	case oq == nil && a.questions.Shared():
-		a.pressElsewhere(ctx, q, adapters.Press{Question: id, Chat: ref, Choice: choice, MessageID: msgID, Answer: ans})
+		a.pressElsewhere(ctx, q, adapters.Press{Question: id, Choice: choice, MessageID: msgID, Answer: ans})
 	case oq == nil:
 		a.answerCallback(ctx, q, adapters.ClosedPress, false)
 	case !accepted:
@@ -169,6 +168,19 @@ func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest str
 		a.answerCallback(ctx, q, "", false)
 		a.editQuestion(ctx, oq.Chat, a.questions.MessageOf(oq), text)
 	}
+}
+
+// pressedIn is the chat, forum topic included, and the message a press was made on; zero when
+// Telegram does not say (a press of an inline message, or of one too old to be sent).
+func pressedIn(m *message) (chat.Ref, string) {
+	if m == nil || m.Chat.ID == 0 {
+		return chat.Ref{}, ""
+	}
+	ref := chat.Ref{Platform: chat.Telegram, ChatID: strconv.FormatInt(m.Chat.ID, 10)}
+	if m.MessageThreadID != 0 && m.IsTopicMessage { // as inbound names a message's topic
+		ref.ThreadID = strconv.Itoa(m.MessageThreadID)
+	}
+	return ref, strconv.Itoa(m.MessageID)
 }
 
 // pressElsewhere carries press p of a question another replica's turn asked to that replica and

@@ -29,6 +29,7 @@ import (
 //	offset <n>                             the next update to fetch
 //	take <update id> <update as JSON>      an update handed to the handler
 //	done <update id>                       the handler has finished with that update
+//	again <update id> <n>                  an unfinished update handed over again, the nth time
 //
 // The file is rewritten (compacted) at start, at a clean stop and when finished records pile
 // up. A file holding only a number (written by earlier versions) is read as the offset.
@@ -43,7 +44,8 @@ type journal struct {
 	f        *os.File // open for appending between open and close
 	offset   int64
 	pending  map[int64]json.RawMessage
-	appended int // records appended since the file was last rewritten
+	again    map[int64]int // how many times a run handed a pending update over again
+	appended int           // records appended since the file was last rewritten
 }
 
 const (
@@ -57,7 +59,7 @@ const (
 // A journal of another bot (the token changed) is started over: its offset and updates mean
 // nothing to this bot; dropped says how many unfinished updates were given up.
 func loadJournal(path string, botID int64) (j *journal, dropped int, err error) {
-	j = &journal{path: path, botID: botID, pending: map[int64]json.RawMessage{}}
+	j = &journal{path: path, botID: botID, pending: map[int64]json.RawMessage{}, again: map[int64]int{}}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return j, 0, nil
@@ -80,7 +82,7 @@ func loadJournal(path string, botID int64) (j *journal, dropped int, err error) 
 		}
 	}
 	if j.foreign() {
-		fresh := &journal{path: path, botID: botID, foreignBot: j.fileBot, pending: map[int64]json.RawMessage{}}
+		fresh := &journal{path: path, botID: botID, foreignBot: j.fileBot, pending: map[int64]json.RawMessage{}, again: map[int64]int{}}
 		return fresh, len(j.pending), nil
 	}
 	return j, 0, nil
@@ -124,6 +126,15 @@ func (j *journal) apply(line string, first bool) error {
 			return fmt.Errorf("bad done record %q", line)
 		}
 		delete(j.pending, id)
+		delete(j.again, id)
+	case "again":
+		idText, nText, _ := strings.Cut(rest, " ")
+		id, err := strconv.ParseInt(idText, 10, 64)
+		n, nerr := strconv.Atoi(nText)
+		if err != nil || nerr != nil || n < 1 {
+			return fmt.Errorf("bad again record %q", line)
+		}
+		j.again[id] = n
 	default:
 		n, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 		if !first || err != nil || n < 0 {
@@ -171,6 +182,9 @@ func (j *journal) rewriteLocked() error {
 	slices.Sort(ids)
 	for _, id := range ids {
 		fmt.Fprintf(&b, "take %d %s\n", id, j.pending[id])
+		if n := j.again[id]; n > 0 {
+			fmt.Fprintf(&b, "again %d %d\n", id, n)
+		}
 	}
 	tmp := j.path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -243,6 +257,26 @@ func (j *journal) take(ids []int64, raws []json.RawMessage, offset int64) error 
 	return nil
 }
 
+// handOver records (synced) that update id is handed over again, and returns how many times
+// it has been: a run that dies of the update before it finishes leaves the count for the next.
+func (j *journal) handOver(id int64) (int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.again[id]++
+	n := j.again[id]
+	if j.f == nil {
+		return n, errors.New("offset file is not open")
+	}
+	if _, err := fmt.Fprintf(j.f, "again %d %d\n", id, n); err != nil {
+		return n, fmt.Errorf("append to offset file: %w", err)
+	}
+	j.appended++
+	if err := j.f.Sync(); err != nil {
+		return n, fmt.Errorf("sync offset file: %w", err)
+	}
+	return n, nil
+}
+
 // done records that the handler has finished with update id. It is not synced: losing it to a
 // power cut only hands the update over again, which the handler recognises as Redelivered.
 func (j *journal) done(id int64) error {
@@ -252,6 +286,7 @@ func (j *journal) done(id int64) error {
 		return nil
 	}
 	delete(j.pending, id)
+	delete(j.again, id)
 	if j.f == nil {
 		return errors.New("offset file is not open")
 	}

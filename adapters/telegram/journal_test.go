@@ -369,3 +369,42 @@ func TestOffsetFileIsDroppedOnlyWhenItsDatabaseIsNew(t *testing.T) {
 		})
 	}
 }
+
+// An update handed over again after a crash is counted in the offset file, so the run after a
+// second crash knows it is the second handover (and the pipeline answers it with a notice
+// rather than a third try); the count survives compaction and goes with the update's done.
+func TestJournalCountsHandoversAcrossCrashes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tg.offset")
+	raw := json.RawMessage(`{"update_id":7,"message":{"message_id":7}}`)
+	run := func() *journal { // a run starting on the file a killed run left
+		t.Helper()
+		j, _, err := loadJournal(path, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.open(); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	j := run()
+	if err := j.take([]int64{7}, []json.RawMessage{raw}, 8); err != nil {
+		t.Fatal(err)
+	}
+	for want := 1; want <= 2; want++ { // the run dies while answering, twice
+		j = run()
+		if n, err := j.handOver(7); err != nil || n != want {
+			t.Fatalf("handover after crash %d counted %d (%v), want %d", want, n, err, want)
+		}
+	}
+	j = run()
+	if err := j.done(7); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.take([]int64{7}, []json.RawMessage{raw}, 8); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := j.handOver(7); n != 1 {
+		t.Fatalf("an update finished and taken anew counted %d handovers, want 1", n)
+	}
+}

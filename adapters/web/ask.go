@@ -22,6 +22,8 @@ type question struct {
 	choices []adapters.Choice
 	decide  func(adapters.Answer) (bool, string)
 	done    chan adapters.Answer // receives the accepted answer; buffered
+	// stray is told of a press made in another chat (Question.Stray, Form.Stray).
+	stray func(adapters.Answer)
 	// form, decideForm and formDone are a form's fields, decide hook and accepted answer.
 	form       []adapters.FormField
 	decideForm func(adapters.FormAnswer) (bool, string)
@@ -49,7 +51,7 @@ var (
 
 // Ask shows q as a bot message with buttons; a press reaches POST /chat/answer.
 func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
-	pq := &question{choices: slices.Clone(q.Choices), decide: decide, done: make(chan adapters.Answer, 1)}
+	pq := &question{choices: slices.Clone(q.Choices), decide: decide, stray: q.Stray, done: make(chan adapters.Answer, 1)}
 	conv, id, err := r.open(ctx, q.Text, pq)
 	if err != nil {
 		return adapters.Answer{}, err
@@ -71,7 +73,7 @@ func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 // AskForm shows f as a bot message with a form; a submission (or decline) reaches POST
 // /chat/answer with choice "submit" (the values as fields "v.NAME") or "decline".
 func (r askResponder) AskForm(ctx context.Context, f adapters.Form, decide func(adapters.FormAnswer) (bool, string)) (adapters.FormAnswer, error) {
-	pq := &question{form: slices.Clone(f.Fields), decideForm: decide, formDone: make(chan adapters.FormAnswer, 1)}
+	pq := &question{form: slices.Clone(f.Fields), decideForm: decide, stray: f.Stray, formDone: make(chan adapters.FormAnswer, 1)}
 	conv, id, err := r.open(ctx, f.Text, pq)
 	if err != nil {
 		return adapters.FormAnswer{}, err
@@ -147,6 +149,9 @@ func (c *conversation) settle(p adapters.Press) adapters.Verdict {
 	}
 }
 
+// ref names the conversation as a chat: questions asked in it take presses made in it only.
+func (c *conversation) ref() chat.Ref { return chat.Ref{Platform: chat.Web, ChatID: c.id} }
+
 // closeUnanswered closes question id after its asker stopped waiting, unless an answer settled
 // it meanwhile (false: that answer stands and is waiting in the question's channel).
 func (c *conversation) closeUnanswered(id string, pq *question) bool {
@@ -188,12 +193,12 @@ func (c *Chat) answer(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "web"
 	}
-	ans := adapters.Answer{Choice: r.PostForm.Get("choice"), UserID: conv.id, UserName: name}
+	ans := adapters.Answer{Choice: r.PostForm.Get("choice"), UserID: conv.id, UserName: name, Chat: conv.ref()}
 	if q := r.PostForm.Get("q"); c.opts.Questions != nil && !conv.holds(q) {
 		// Not asked here (or closed): the press goes to the replica whose turn asked, and the
 		// question's message shows the decision when that replica settles it.
-		c.pressElsewhere(r.Context(), w, conv.id, adapters.Press{Question: q, Chat: chat.Ref{Platform: chat.Web, ChatID: conv.id},
-			Choice: ans.Choice, Answer: ans, Values: formValues(r.PostForm)})
+		c.pressElsewhere(r.Context(), w, conv.id, adapters.Press{Question: q, Choice: ans.Choice, Answer: ans,
+			Values: formValues(r.PostForm)})
 		return
 	}
 	err := conv.press(r.PostForm.Get("q"), ans, formValues(r.PostForm))
@@ -233,13 +238,20 @@ func formValues(form url.Values) map[string]string {
 }
 
 // press hands a press to its question (values are a form's submitted values); an accepted one
-// settles it and shows the decision.
+// settles it and shows the decision. A press made in another chat (one carried from another
+// replica's page) is refused and told to the question's stray.
 func (c *conversation) press(id string, ans adapters.Answer, values map[string]string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pq := c.questions[id]
 	if pq == nil || pq.settled {
 		return errors.New("this question is closed")
+	}
+	if !adapters.PressedIn(c.ref(), ans.Chat) {
+		if pq.stray != nil {
+			pq.stray(ans)
+		}
+		return refusedError{text: adapters.StrayPress}
 	}
 	if pq.form != nil {
 		return c.submitLocked(id, pq, ans, values)

@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"relaybot/config"
+	"relaybot/media/sandbox"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -40,6 +41,8 @@ Every command but version takes -config PATH (default $BOT_CONFIG, then ./config
 `
 
 func main() {
+	// Started as a reader of untrusted bytes (media/sandbox), the binary reads and exits.
+	sandbox.Main()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

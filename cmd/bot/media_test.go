@@ -121,7 +121,7 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 		sendFile(tgkit.File{Kind: "audio", Name: "memo.ogg", MIME: "audio/ogg", Data: files.OggOpus(2 * time.Second), Duration: 2}, "")
 		e.waitBotText(alice, "the audio file's answer", contains("from the to hello"))
 		sp.text.Store("the video note says goodbye")
-		sendFile(tgkit.File{Kind: "video_note", Data: []byte("\x00\x00\x00\x18ftypmp42 a round video"), Duration: 2}, "")
+		sendFile(tgkit.File{Kind: "video_note", Data: files.MP4(2 * time.Second), Duration: 2}, "")
 		e.waitBotText(alice, "the video note's answer", contains("from the to goodbye"))
 		reqs := sp.primary.AudioRequests()
 		if last := reqs[len(reqs)-1]; last.FileName != "video_note.mp4" {

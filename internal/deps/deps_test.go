@@ -29,10 +29,12 @@ var mayImport = map[string][]string{
 	"config":             nil, // the file's shape only; every part takes options of its own
 	"migrations":         nil,
 	"media":              nil,
+	"media/audio":        nil,
 	"internal/deps":      nil,
 	"internal/ellipsis":  nil,
 	"internal/lifecycle": nil,
 	"internal/logredact": nil,
+	"internal/outbound":  nil, // the guarded client for HTTP to servers we do not control
 
 	// The platforms: they know nothing of the agent, the store, the pipeline or the tools.
 	"adapters":                       {"chat"},
@@ -44,9 +46,12 @@ var mayImport = map[string][]string{
 	"adapters/discord":               platform,
 	"adapters/web":                   platform,
 
+	// The reader process of untrusted bytes: the readers it runs, nothing else.
+	"media/sandbox": {"media", "media/audio"},
+
 	// The tools know no platform, no pipeline and no store: they report to an audit recorder.
 	"tools":           {"audit", "chat"},
-	"tools/...":       {"audit", "chat", "tools", "tools/...", "internal/logredact"},
+	"tools/...":       {"audit", "chat", "tools", "tools/...", "internal/logredact", "internal/outbound"},
 	"tools/toolstest": {"audit", "chat", "tools"},
 
 	// The agent and the store know no platform; the store knows no agent, pipeline or tools.
@@ -82,7 +87,7 @@ var mayImport = map[string][]string{
 
 var (
 	platform = []string{"adapters", "adapters/delivery", "adapters/markdown", "chat", "internal/ellipsis", "internal/logredact"}
-	pipeline = []string{"adapters", "agent", "audit", "chat", "internal/ellipsis", "media", "speech", "store", "tools"}
+	pipeline = []string{"adapters", "agent", "audit", "chat", "internal/ellipsis", "media", "media/sandbox", "speech", "store", "tools"}
 	observer = []string{"adapters", "adapters/delivery", "agent", "audit", "chat", "pipeline", "pipeline/...", "tools"}
 )
 

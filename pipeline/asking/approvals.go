@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -49,6 +50,10 @@ type Options struct {
 	Relay PromptRelay
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Recorder keeps a press of a question's button made outside the question's chat in the
+	// audit log (nil: only refused); Logger tells of a row it could not write (nil: discarded).
+	Recorder tools.Recorder
+	Logger   *slog.Logger
 }
 
 // Questions are the questions open on this replica: each user's approval questions waiting,
@@ -63,6 +68,9 @@ type Questions struct {
 func New(o Options) *Questions {
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Questions{opts: o, open: &openQuestions{max: o.MaxOpen, n: map[string]int{}}, prompts: &prompts{relay: o.Relay}}
 }
@@ -98,7 +106,8 @@ type Turn struct {
 // Approver returns the tools.Approver and tools.Elicitor of one turn.
 func (qs *Questions) Approver(t Turn) *Approver {
 	return &Approver{in: t.In, out: t.Out, asker: t.Asker, reply: t.Reply, admins: qs.opts.Admins,
-		timeout: qs.opts.Timeout, now: qs.opts.Now, slot: t.Slot, open: qs.open, prompts: qs.prompts, notice: t.Notice}
+		timeout: qs.opts.Timeout, now: qs.opts.Now, slot: t.Slot, open: qs.open, prompts: qs.prompts, notice: t.Notice,
+		strays: strayRecorder{rec: qs.opts.Recorder, in: t.In, now: qs.opts.Now, log: qs.opts.Logger}}
 }
 
 // Approver asks the chat of one turn whether a tool call may run, and the questions its
@@ -118,6 +127,8 @@ type Approver struct {
 	// prompts take typed answers to a tool's question (elicit.go); notice posts a message.
 	prompts *prompts
 	notice  func(text string)
+	// strays records the presses of its questions' buttons made in other chats.
+	strays strayRecorder
 }
 
 // Approve posts the question and waits for an allowed press, the approval timeout, or the end of
@@ -141,7 +152,7 @@ func (a *Approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tool
 	}
 	qctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errApprovalTimeout)
 	defer cancel()
-	q := adapters.Question{Text: questionText(req), Choices: a.choices(req)}
+	q := adapters.Question{Text: questionText(req), Choices: a.choices(req), Stray: a.strays.stray(req.Tool, req.Server)}
 	ans, err := a.asker.Ask(qctx, q, func(ans adapters.Answer) (bool, string) {
 		may, forOthers := a.mayAnswer(ans, req.Approvers)
 		if !may {

@@ -43,7 +43,7 @@ func (a *Approver) Elicit(ctx context.Context, q tools.Elicitation) (tools.Elici
 			// Only http and https become a button; any other link is shown as its text.
 			choices = append([]adapters.Choice{{ID: "open", Label: "Open " + linkHost(q.URL), URL: q.URL}}, choices...)
 		}
-		ans, err := a.ask(ctx, head+"\n\nOpen the link, then press Done.", q.Answerers, choices)
+		ans, err := a.ask(ctx, head+"\n\nOpen the link, then press Done.", q, choices)
 		if err != nil {
 			return tools.ElicitAnswer{}, err
 		}
@@ -72,7 +72,7 @@ func (a *Approver) Elicit(ctx context.Context, q tools.Elicitation) (tools.Elici
 		}
 	}
 	if len(q.Fields) == 0 { // a form without fields is a confirmation
-		ans, err := a.ask(ctx, head, q.Answerers, []adapters.Choice{{ID: choiceDone, Label: "OK"}, {ID: choiceDecline, Label: "Decline"}})
+		ans, err := a.ask(ctx, head, q, []adapters.Choice{{ID: choiceDone, Label: "OK"}, {ID: choiceDecline, Label: "Decline"}})
 		if err != nil {
 			return tools.ElicitAnswer{}, err
 		}
@@ -87,7 +87,7 @@ func (a *Approver) Elicit(ctx context.Context, q tools.Elicitation) (tools.Elici
 // elicitForm asks the whole form at once. Values are read as their fields' types; one that
 // cannot be read is handed on as typed, so that the schema check names it and asks again.
 func (a *Approver) elicitForm(ctx context.Context, fa adapters.FormAsker, head string, q tools.Elicitation) (tools.ElicitAnswer, error) {
-	form := adapters.Form{Text: head}
+	form := adapters.Form{Text: head, Stray: a.strays.stray(q.Tool, q.Server)}
 	for _, f := range q.Fields {
 		form.Fields = append(form.Fields, formField(f))
 	}
@@ -180,7 +180,7 @@ func (a *Approver) field(ctx context.Context, head string, q tools.Elicitation, 
 		choices = append(choices, adapters.Choice{ID: choiceSkip, Label: "Skip"})
 	}
 	choices = append(choices, adapters.Choice{ID: choiceDecline, Label: "Decline"})
-	ans, err := a.ask(ctx, text, q.Answerers, choices)
+	ans, err := a.ask(ctx, text, q, choices)
 	if err != nil {
 		return nil, false, false, "", err
 	}
@@ -198,9 +198,10 @@ func (a *Approver) field(ctx context.Context, head string, q tools.Elicitation, 
 	}
 }
 
-// ask posts a question with buttons and waits for an answerer's press.
-func (a *Approver) ask(ctx context.Context, text string, answerers []string, choices []adapters.Choice) (adapters.Answer, error) {
-	q := adapters.Question{Text: text, Choices: choices}
+// ask posts a question of el's tool with buttons and waits for an answerer's press.
+func (a *Approver) ask(ctx context.Context, text string, el tools.Elicitation, choices []adapters.Choice) (adapters.Answer, error) {
+	answerers := el.Answerers
+	q := adapters.Question{Text: text, Choices: choices, Stray: a.strays.stray(el.Tool, el.Server)}
 	return a.asker.Ask(ctx, q, func(ans adapters.Answer) (bool, string) {
 		if may, _ := a.mayAnswer(ans, answerers); !may {
 			return false, "You may not answer this: " + approversText(answerers) + "."

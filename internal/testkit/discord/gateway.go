@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -76,6 +78,7 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &gwConn{ws: ws}
 	defer ws.Close()
+	ws.SetCloseHandler(func(int, string) error { return nil }) // see awaitClientClose
 	if err := c.write(map[string]any{"op": opHello, "d": map[string]any{"heartbeat_interval": s.cfg.HeartbeatInterval.Milliseconds()}}); err != nil {
 		return
 	}
@@ -97,6 +100,9 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 			Data json.RawMessage `json:"d"`
 		}
 		if err := ws.ReadJSON(&p); err != nil {
+			if _, ok := errors.AsType[*websocket.CloseError](err); ok {
+				awaitClientClose(ws)
+			}
 			return
 		}
 		switch p.Op {
@@ -145,6 +151,18 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// awaitClientClose waits, a few seconds at most, for a client that sent a close frame to close
+// the connection, instead of echoing the frame and closing it first. discordgo's Close sends
+// the frame, then sleeps a second holding its session's lock before it closes the connection;
+// its reader, woken meanwhile by an echo or a closed connection, would block on that lock. A
+// goroutine blocked on a mutex is not durably blocked, so in a testing/synctest bubble the
+// clock would stop and that second never pass.
+func awaitClientClose(ws *websocket.Conn) {
+	c := ws.NetConn()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.Copy(io.Discard, c)
 }
 
 func closeWith(c *gwConn, code int, text string) {
@@ -380,7 +398,7 @@ func (s *Server) Post(um UserMessage) (Message, error) {
 	}
 	for _, a := range um.Attachments {
 		a.ID = s.newIDLocked()
-		a.URL = fmt.Sprintf("%s/attachments/%s/%s/%s", s.http.URL, m.ChannelID, a.ID, a.Filename)
+		a.URL = fmt.Sprintf("%s/attachments/%s/%s/%s", s.url, m.ChannelID, a.ID, a.Filename)
 		m.Attachments = append(m.Attachments, a)
 	}
 	s.computePings(m, nil)

@@ -505,7 +505,7 @@ func (s *Server) applyAttachments(m *message, req *request, create bool) (int, a
 			a.Filename = name
 		}
 		a.ID = s.newIDLocked()
-		a.URL = fmt.Sprintf("%s/attachments/%s/%s/%s", s.http.URL, m.ChannelID, a.ID, a.Filename)
+		a.URL = fmt.Sprintf("%s/attachments/%s/%s/%s", s.url, m.ChannelID, a.ID, a.Filename)
 		return a
 	}
 	raw, listed := req.fields["attachments"]

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -23,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"relaybot/internal/testkit/memnet"
 )
 
 // Route names the kind of REST request a Call was.
@@ -87,6 +90,11 @@ type Config struct {
 	// Discord invalidates the token of an interaction not answered within 3 seconds. Default
 	// 3 s; negative takes a callback at any time.
 	InteractionDeadline time.Duration
+	// InMemory serves on a memnet listener instead of a loopback port, for tests in a
+	// testing/synctest bubble (make the server inside it): the client dials it with Dial, for
+	// REST (an http.Transport's DialContext) and the gateway alike, and every wait, the
+	// server's rate-limit windows included, is on the bubble's clock.
+	InMemory bool
 }
 
 // Attachment is a file on a message.
@@ -196,7 +204,10 @@ type CommandOption struct {
 // Server is a running loopback Discord. Create it with New and stop it with Close.
 type Server struct {
 	cfg  Config
-	http *httptest.Server
+	url  string           // "http://127.0.0.1:port", or "http://discord.test" in memory
+	http *httptest.Server // nil in memory
+	mem  *memnet.Listener // nil on loopback
+	srv  *http.Server     // serves mem
 
 	mu           sync.Mutex
 	nextID       uint64
@@ -304,23 +315,48 @@ func New(cfg Config) *Server {
 		shardIdentifies: map[int]int{},
 		changed:         make(chan struct{}),
 	}
+	if cfg.InMemory {
+		s.mem = memnet.Listen("discord.test:80")
+		s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP)}
+		s.url = "http://discord.test"
+		go func() { _ = s.srv.Serve(s.mem) }()
+		return s
+	}
 	s.http = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.url = s.http.URL
 	return s
 }
 
 // Close drops every gateway connection and stops the server.
 func (s *Server) Close() {
 	s.DropGateway()
+	if s.srv != nil {
+		_ = s.srv.Close()
+		return
+	}
 	s.http.CloseClientConnections()
 	s.http.Close()
 }
 
+// Dial connects to a server made InMemory, whatever the address; on loopback it dials the
+// network. Its signature is that of http.Transport.DialContext and websocket.Dialer.NetDialContext.
+func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if s.mem != nil {
+		return s.mem.Dial(ctx, network, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// InMemory reports whether the server serves in memory (Config.InMemory).
+func (s *Server) InMemory() bool { return s.mem != nil }
+
 // APIBase is the REST base to give the adapter ("http://127.0.0.1:port/api/v10").
-func (s *Server) APIBase() string { return s.http.URL + "/api/v10" }
+func (s *Server) APIBase() string { return s.url + "/api/v10" }
 
 // GatewayURL is the WebSocket address GET /gateway returns.
 func (s *Server) GatewayURL() string {
-	return "ws" + strings.TrimPrefix(s.http.URL, "http") + "/gateway"
+	return "ws" + strings.TrimPrefix(s.url, "http") + "/gateway"
 }
 
 // Token is the bot token the server accepts (without "Bot ").
