@@ -26,6 +26,7 @@ import (
 
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/coord"
 	"relaybot/store"
 )
 
@@ -39,7 +40,7 @@ type Store interface {
 // turnMessages is implemented by stores that can list the messages of one turn (*store.Store
 // does); the detail page shows them around the call when the store has it.
 type turnMessages interface {
-	TurnMessages(ctx context.Context, turnID int64) ([]store.Message, error)
+	TurnMessages(ctx context.Context, turnID int64) ([]chat.Message, error)
 }
 
 // pinger is implemented by stores that can check their connection; /healthz uses it.
@@ -110,7 +111,7 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Instances lists the live replicas when several share the database; nil lists none.
-	Instances func(ctx context.Context) ([]Instance, error)
+	Instances func(ctx context.Context) ([]coord.Instance, error)
 	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
 	OAuth OAuthLogins
 	// PublicURL is admin.public_url: the OAuth callback is on it when set, else on the host

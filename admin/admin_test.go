@@ -54,7 +54,7 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 		t.Fatalf("conversation: %v", err)
 	}
 	turnID, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1", UserName: "alice",
-		UserMessage: store.Message{Role: store.RoleUser, Content: "what is the weather in Paris?"}})
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "what is the weather in Paris?"}})
 	if err != nil {
 		t.Fatalf("start turn: %v", err)
 	}
@@ -102,8 +102,8 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 		out.calls = append(out.calls, rec)
 	}
 	err = st.FinishTurn(ctx, store.TurnEnd{TurnID: turnID, Status: store.TurnOK, Model: "test-model", Rounds: 2,
-		Messages: []store.Message{
-			{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: "call_0", Name: "weather", Arguments: `{"city":"Paris","n":0}`}}},
+		Messages: []chat.Message{
+			{Role: store.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_0", Name: "weather", Arguments: `{"city":"Paris","n":0}`}}},
 			{Role: store.RoleTool, Name: "weather", ToolCallID: "call_0", Content: `{"ok":true,"i":0}`},
 			{Role: store.RoleAssistant, Content: "It is sunny in Paris."},
 		}})

@@ -3,29 +3,13 @@ package admin
 import (
 	"context"
 	"net/http"
+	"relaybot/coord"
 	"time"
 )
 
-// Instance is one replica of the deployment as /api/v1/instances lists it.
-type Instance struct {
-	ID          string    `json:"id"`
-	Host        string    `json:"host"`
-	PID         int       `json:"pid"`
-	StartedAt   time.Time `json:"started_at"`
-	HeartbeatAt time.Time `json:"heartbeat_at"`
-	ExpiresAt   time.Time `json:"lease_expires_at"`
-	// TurnsRunning counts the turns the replica is running.
-	TurnsRunning int `json:"turns_running"`
-	// Leases are the named leases the replica holds (the Telegram poller, Discord shards),
-	// by name; empty when it holds none.
-	Leases []string `json:"leases"`
-	// Self marks the replica that answered the request.
-	Self bool `json:"self"`
-}
-
 // instances lists the live replicas; a single process (Options.Instances nil) lists none.
-func (s *Server) instances(ctx context.Context) ([]Instance, error) {
-	items := []Instance{}
+func (s *Server) instances(ctx context.Context) ([]coord.Instance, error) {
+	items := []coord.Instance{}
 	if s.opts.Instances == nil {
 		return items, nil
 	}
@@ -59,7 +43,7 @@ type replicasData struct {
 	pageData
 	// Alone: the bot runs as a single process (no replicas share its database).
 	Alone    bool
-	Replicas []Instance
+	Replicas []coord.Instance
 }
 
 // replicasPage lists the live replicas (GET /admin/replicas): a single process says it runs

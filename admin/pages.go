@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/ellipsis"
 	"relaybot/store"
 )
@@ -240,7 +241,7 @@ type callData struct {
 
 // shownMessage is one message of the call's turn on the detail page.
 type shownMessage struct {
-	store.Message
+	chat.Message
 	Seq  int
 	Hit  bool // the message asks for or answers this call
 	Long bool

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"relaybot/coord"
 	"strings"
 	"testing"
 	"time"
@@ -105,14 +106,14 @@ func TestALoginHoldsOnEveryReplicaAndALogoutEndsItOnAll(t *testing.T) {
 func TestTheReplicasPageListsEachReplicaOrSaysTheBotRunsAlone(t *testing.T) {
 	st := openStore(t)
 	started := time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)
-	list := []Instance{
+	list := []coord.Instance{
 		{ID: "host-a-1-aaaa", Host: "host-a", PID: 101, StartedAt: started, HeartbeatAt: started.Add(time.Hour),
 			ExpiresAt: started.Add(time.Hour + 6*time.Second), TurnsRunning: 3, Leases: []string{"telegram poller 0123"}, Self: true},
 		{ID: "host-b-2-bbbb", Host: "host-b", PID: 202, StartedAt: started, HeartbeatAt: started.Add(time.Hour),
 			ExpiresAt: started.Add(time.Hour + 6*time.Second)},
 	}
 	_, ts := newTestServer(t, st, "", func(o *Options) {
-		o.Instances = func(context.Context) ([]Instance, error) { return list, nil }
+		o.Instances = func(context.Context) ([]coord.Instance, error) { return list, nil }
 	})
 	code, body := get(t, ts.Client(), ts.URL+"/admin/replicas")
 	if code != http.StatusOK {

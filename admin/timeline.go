@@ -21,7 +21,7 @@ import (
 // (*store.Store does); without it the timeline pages answer 404.
 type turnTimelines interface {
 	TurnTimeline(ctx context.Context, id int64) (store.Timeline, error)
-	ChatTurns(ctx context.Context, platform, chatID string, limit int) ([]store.Turn, error)
+	ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]store.Turn, error)
 }
 
 // Kinds of timeline bars.
@@ -56,7 +56,7 @@ func (b bar) Duration() time.Duration { return b.End.Sub(b.Start) }
 func bars(tl store.Timeline, calls []audit.Record) []bar {
 	var out []bar
 	for _, c := range tl.LLMCalls {
-		b := bar{Kind: barModel, Label: fmt.Sprintf("model %s · round %d", c.Model, c.Round), Status: c.Status,
+		b := bar{Kind: barModel, Label: fmt.Sprintf("model %s · round %d", c.Model, c.Round), Status: string(c.Status),
 			Start: c.StartedAt, End: c.StartedAt.Add(c.Duration),
 			Detail: fmt.Sprintf("first token %s · %d tokens in, %d out", fmtMS(c.TimeToFirstToken.Milliseconds()), c.TokensIn, c.TokensOut)}
 		if c.TimeToFirstToken > 0 {
@@ -235,7 +235,7 @@ func (s *Server) turnsPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "turns", data)
 		return
 	}
-	turns, err := ts.ChatTurns(r.Context(), platform, chatID, 50)
+	turns, err := ts.ChatTurns(r.Context(), chat.Ref{Platform: chat.Platform(platform), ChatID: chatID}, 50)
 	if err != nil {
 		s.pageStoreError(w, r, err)
 		return

@@ -25,7 +25,7 @@ func seedTimeline(t *testing.T, st *store.Store) int64 {
 		t.Fatal(err)
 	}
 	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1",
-		UserMessage: store.Message{Role: store.RoleUser, Content: "echo hi"}})
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "echo hi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +45,8 @@ func seedTimeline(t *testing.T, st *store.Store) int64 {
 	}
 	err = st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Model: "main", Rounds: 2, TokensIn: 30, TokensOut: 9,
 		TraceID:  "0af7651916cd43dd8448eb211c80319c",
-		Messages: []store.Message{{Role: store.RoleAssistant, Content: "hi"}},
-		LLMCalls: []store.LLMCall{
+		Messages: []chat.Message{{Role: store.RoleAssistant, Content: "hi"}},
+		LLMCalls: []chat.ModelCall{
 			{Round: 1, Model: "main", Status: "ok", StartedAt: t0.Add(10 * time.Millisecond), TimeToFirstToken: 90 * time.Millisecond, Duration: 190 * time.Millisecond, TokensIn: 10, TokensOut: 4},
 			{Round: 2, Model: "main", Status: "ok", StartedAt: t0.Add(570 * time.Millisecond), TimeToFirstToken: 60 * time.Millisecond, Duration: 150 * time.Millisecond, TokensIn: 20, TokensOut: 5},
 		},

@@ -30,11 +30,11 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: u.user, UserMessage: store.Message{Role: store.RoleUser, Content: "q"}})
+		id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: u.user, UserMessage: chat.Message{Role: store.RoleUser, Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []store.LLMCall{
+		if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []chat.ModelCall{
 			{Model: "mini", Status: "ok", TokensIn: u.in, TokensOut: u.out, StartedAt: now}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -117,11 +117,11 @@ func TestUsagePageMarksEstimatedCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "ann", UserMessage: store.Message{Role: store.RoleUser, Content: "q"}})
+	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "ann", UserMessage: chat.Message{Role: store.RoleUser, Content: "q"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnCancelled, LLMCalls: []store.LLMCall{
+	if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnCancelled, LLMCalls: []chat.ModelCall{
 		{Model: "mini", Status: "cancelled", TokensIn: 412, TokensOut: 9, Estimated: true, StartedAt: time.Now()}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"relaybot/chat"
 	"strconv"
 	"strings"
 
@@ -124,7 +125,7 @@ func mergeName(name, frag string) string {
 
 // attachExtras gives the message's tool calls, and the message, the raw fields the provider sent
 // with them (m.ToolCalls must be toolCalls()'s result, in order).
-func (a *accumulator) attachExtras(m *Message, got wireExtras, reasoningContent bool) {
+func (a *accumulator) attachExtras(m *chat.Message, got wireExtras, reasoningContent bool) {
 	m.Extra = got.Message
 	if reasoningContent && a.reasoning.Len() > 0 {
 		m.ReasoningField = reasoningContentField
@@ -186,14 +187,14 @@ func (a *accumulator) text() string {
 // toolCalls returns the assembled calls; a call without id gets "call_{round}_{index}", unique
 // across the turn (the model is sent every round's calls, and history pairs results by id), and
 // empty arguments become "{}".
-func (a *accumulator) toolCalls() []ToolCall {
+func (a *accumulator) toolCalls() []chat.ToolCall {
 	if len(a.calls) == 0 {
 		return nil
 	}
-	out := make([]ToolCall, len(a.calls))
+	out := make([]chat.ToolCall, len(a.calls))
 	for i := range a.calls {
 		c := &a.calls[i]
-		out[i] = ToolCall{ID: a.callID(c), Name: c.name, Arguments: normalizeArgs(string(c.args))}
+		out[i] = chat.ToolCall{ID: a.callID(c), Name: c.name, Arguments: normalizeArgs(string(c.args))}
 	}
 	return out
 }
@@ -222,14 +223,14 @@ func (a *accumulator) callID(c *callState) string {
 }
 
 // message is the round's answer for the history.
-func (a *accumulator) message() Message {
-	m := Message{Role: RoleAssistant, ToolCalls: a.toolCalls()}
+func (a *accumulator) message() chat.Message {
+	m := chat.Message{Role: chat.RoleAssistant, ToolCalls: a.toolCalls()}
 	if a.removeThink {
 		m.Content = strings.TrimSpace(a.strip.shown.String())
-		m.ReasoningContent = joinReasoning(a.reasoning.String(), a.strip.reasoning.String())
+		m.Reasoning = joinReasoning(a.reasoning.String(), a.strip.reasoning.String())
 	} else {
 		m.Content = a.content.String()
-		m.ReasoningContent = a.reasoning.String()
+		m.Reasoning = a.reasoning.String()
 	}
 	return m
 }

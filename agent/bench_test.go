@@ -11,7 +11,9 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
+	"relaybot/provider"
 )
 
 const benchTokens = 1000
@@ -39,11 +41,11 @@ func benchServer(b *testing.B) *llm.Server {
 // BenchmarkStreamRunner is a streamed turn of benchTokens tokens through agent.Runner.
 func BenchmarkStreamRunner(b *testing.B) {
 	srv := benchServer(b)
-	r, err := agent.NewRunner([]agent.Model{{BaseURL: srv.URL, Model: "bench", SupportsTools: true}}, agent.Options{})
+	r, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{BaseURL: srv.URL, Model: "bench"}, SupportsTools: true}}, agent.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := agent.Request{Messages: []agent.Message{{Role: agent.RoleUser, Content: "go"}}, Stream: true}
+	req := agent.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: "go"}}, Stream: true}
 	var shown int
 	measure(b, func() {
 		res := r.Run(context.Background(), req, func(e agent.Event) {

@@ -8,6 +8,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -48,13 +49,13 @@ func toolSpecs(specs []tools.Spec) []openai.Tool {
 // with neither text nor tool calls are skipped, since providers reject them. Two user messages in
 // a row (a turn that failed before the model answered, or whose answer was empty) are joined into
 // one, since providers whose chat templates require alternating roles reject them.
-func toUpstream(msgs []Message, vision bool) ([]openai.ChatCompletionMessage, []wireExtras) {
+func toUpstream(msgs []chat.Message, vision bool) ([]openai.ChatCompletionMessage, []wireExtras) {
 	out := make([]openai.ChatCompletionMessage, 0, len(msgs))
 	extras := make([]wireExtras, 0, len(msgs))
 	withReasoning := turnsWithToolCalls(msgs)
 	for i := range msgs {
 		m := &msgs[i]
-		if m.Role == RoleAssistant && m.Content == "" && len(m.ToolCalls) == 0 {
+		if m.Role == chat.RoleAssistant && m.Content == "" && len(m.ToolCalls) == 0 {
 			continue
 		}
 		om := openai.ChatCompletionMessage{
@@ -63,7 +64,7 @@ func toUpstream(msgs []Message, vision bool) ([]openai.ChatCompletionMessage, []
 			Name:       m.Name,
 			ToolCallID: m.ToolCallID,
 		}
-		if m.Role == RoleTool && om.Content == "" {
+		if m.Role == chat.RoleTool && om.Content == "" {
 			om.Content = emptyToolResult
 		}
 		if len(m.Images) > 0 {
@@ -91,10 +92,10 @@ func toUpstream(msgs []Message, vision bool) ([]openai.ChatCompletionMessage, []
 				}
 			}
 		}
-		if m.Role == RoleAssistant && withReasoning[i] && m.ReasoningField == reasoningContentField {
-			om.ReasoningContent = m.ReasoningContent
+		if m.Role == chat.RoleAssistant && withReasoning[i] && m.ReasoningField == reasoningContentField {
+			om.ReasoningContent = m.Reasoning
 		}
-		if n := len(out); n > 0 && om.Role == string(RoleUser) && out[n-1].Role == string(RoleUser) {
+		if n := len(out); n > 0 && om.Role == string(chat.RoleUser) && out[n-1].Role == string(chat.RoleUser) {
 			joinUser(&out[n-1], om)
 			continue
 		}
@@ -110,11 +111,11 @@ const reasoningContentField = "reasoning_content"
 
 // turnsWithToolCalls marks the messages of the user turns (from one user message to the next)
 // in which the model called a tool.
-func turnsWithToolCalls(msgs []Message) []bool {
+func turnsWithToolCalls(msgs []chat.Message) []bool {
 	marks := make([]bool, len(msgs))
 	start := 0
 	for i := 0; i <= len(msgs); i++ {
-		if i < len(msgs) && msgs[i].Role != RoleUser {
+		if i < len(msgs) && msgs[i].Role != chat.RoleUser {
 			continue
 		}
 		called := false
@@ -157,7 +158,7 @@ func joinUser(prev *openai.ChatCompletionMessage, next openai.ChatCompletionMess
 	prev.MultiContent = parts
 }
 
-func imageParts(m *Message) []openai.ChatMessagePart {
+func imageParts(m *chat.Message) []openai.ChatMessagePart {
 	parts := make([]openai.ChatMessagePart, 0, len(m.Images)+1)
 	if m.Content != "" {
 		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Content})
@@ -171,7 +172,7 @@ func imageParts(m *Message) []openai.ChatMessagePart {
 	return parts
 }
 
-func dataURL(img Image) string {
+func dataURL(img chat.Image) string {
 	mime := img.MIME
 	if mime == "" {
 		mime = http.DetectContentType(img.Data)

@@ -1,6 +1,9 @@
 package agent
 
-import "relaybot/tools"
+import (
+	"relaybot/chat"
+	"relaybot/tools"
+)
 
 // Event is something the runner reports while a turn runs: a Chunk, ToolStart, ToolResult or
 // RoundCapHit. Consumers switch on the concrete type.
@@ -16,19 +19,19 @@ type Chunk struct {
 	Round     int
 	Text      string
 	Final     bool
-	ToolCalls []ToolCall
+	ToolCalls []chat.ToolCall
 }
 
 // ToolStart is emitted before a tool call runs.
 type ToolStart struct {
 	Round int
-	Call  ToolCall
+	Call  chat.ToolCall
 }
 
 // ToolResult is emitted after a tool call ran; Outcome.Content is what the model receives.
 type ToolResult struct {
 	Round   int
-	Call    ToolCall
+	Call    chat.ToolCall
 	Outcome tools.Outcome
 }
 

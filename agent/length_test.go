@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 )
 
@@ -85,7 +86,7 @@ func TestLengthLimitCutToolCallIsNotRun(t *testing.T) {
 }
 
 // A stream cancelled while reasoning is shown keeps the <think> block out of the partial
-// message's content: the reasoning goes in ReasoningContent, as on a completed answer.
+// message's content: the reasoning goes in Reasoning, as on a completed answer.
 func TestCancelledPartialKeepsReasoningApart(t *testing.T) {
 	srv := newServers(t, 1)[0]
 	srv.Push(llm.Reply{Chunks: []llm.Chunk{{Reasoning: "let me think"}, {Content: "Once upon"}}, Hang: true})
@@ -97,14 +98,14 @@ func TestCancelledPartialKeepsReasoningApart(t *testing.T) {
 			cancel()
 		}
 	})
-	if res.Status != agent.StatusCancelled {
+	if res.Status != chat.StatusCancelled {
 		t.Fatalf("status %s err %v, want cancelled", res.Status, res.Err)
 	}
 	if !strings.Contains(res.PartialText, "<think>") {
 		t.Errorf("partial text = %q, want the shown reasoning", res.PartialText)
 	}
 	p := res.Partial
-	if p.Role != agent.RoleAssistant || p.Content != "Once upon" || p.ReasoningContent != "let me think" || len(p.ToolCalls) != 0 {
+	if p.Role != chat.RoleAssistant || p.Content != "Once upon" || p.Reasoning != "let me think" || len(p.ToolCalls) != 0 {
 		t.Errorf("partial message = %+v, want content %q and reasoning %q apart", p, "Once upon", "let me think")
 	}
 }

@@ -12,91 +12,25 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"relaybot/chat"
+	"relaybot/provider"
 	"relaybot/tools"
 )
 
-// Roles of the messages of a transcript: chat.Roles, named here for the agent's callers.
-const (
-	RoleSystem    = chat.RoleSystem
-	RoleUser      = chat.RoleUser
-	RoleAssistant = chat.RoleAssistant
-	RoleTool      = chat.RoleTool
-)
-
-// Message is one entry of a conversation transcript, as stored in history and sent upstream.
-type Message struct {
-	Role    chat.Role
-	Content string
-	// Name is the optional participant name of a user message.
-	Name string
-	// ReasoningContent is the model's separate reasoning (the reasoning_content field of
-	// DeepSeek-style providers, Groq's and Ollama's reasoning field, Mistral's thinking parts, or
-	// the text of <think> blocks removed with RemoveThink). It is kept in history. It is sent back
-	// upstream only when it arrived as reasoning_content (ReasoningField), and then on the
-	// assistant messages of a user turn in which the model called tools, as DeepSeek's thinking
-	// mode requires (it rejects such a history without them, and ignores the reasoning of turns
-	// without tool calls). Groq and Cerebras reject reasoning fields on assistant messages, so
-	// reasoning that came in another form never goes back.
-	ReasoningContent string
-	// ReasoningField is the wire field the reasoning arrived in: "reasoning_content", or empty
-	// (another field, <think> tags, or none).
-	ReasoningField string
-	// ToolCallID links a tool message to the call it answers.
-	ToolCallID string
-	// Images go upstream as data URLs when the model supports vision; otherwise the model is told
-	// how many images it cannot see.
-	Images []Image
-	// ToolCalls are the calls an assistant message asked for.
-	ToolCalls []ToolCall
-	// Extra is a JSON object of the fields the provider sent on an assistant message beyond the
-	// ones above (e.g. the reasoning_details some gateways send), kept raw and sent back unchanged with the
-	// message in later rounds and turns; nil when there were none.
-	Extra json.RawMessage
-}
-
-// ToolCall is one tool call the model asked for, fully assembled.
-type ToolCall struct {
-	// ID is the provider's call id, or "call_{round}_{index}" when the provider sent none
-	// (unique across the turn).
-	ID   string
-	Name string
-	// Arguments is the JSON text as the model sent it; "{}" when it sent nothing.
-	Arguments string
-	// Extra is a JSON object of the fields the provider sent on the call beyond id, type and
-	// function (e.g. Gemini's extra_content with its thought signature), kept raw and sent back
-	// unchanged on the call; nil when there were none.
-	Extra json.RawMessage
-}
-
-// Image is a picture attached to a user message.
-type Image struct {
-	MIME string
-	Data []byte
-}
-
 // Model is one candidate model. The runner tries candidates in the order given to NewRunner.
 type Model struct {
-	// Name identifies the candidate in logs and LLMCall records; defaults to Model.
-	Name string
-	// BaseURL is the OpenAI-compatible API root, e.g. "https://api.openai.com/v1".
-	BaseURL string
-	// APIKey is sent as a bearer token; it never appears in errors or logs.
-	APIKey string
-	// Model is the provider's model id.
-	Model string
+	// Endpoint is where the model is reached. Its Name identifies the candidate in logs and
+	// model calls (default: its Model id); its Timeout bounds the wait for the response
+	// (non-streaming), for the first chunk and between two chunks (streaming), zero meaning no
+	// limit beyond the turn's context.
+	provider.Endpoint
 	// SupportsTools says whether tool specs may be sent to this model.
 	SupportsTools bool
 	// SupportsVision says whether images may be sent to this model.
 	SupportsVision bool
-	// Timeout bounds the wait for the response (non-streaming), for the first chunk and between
-	// two chunks (streaming). Zero means no limit beyond the turn's context.
-	Timeout time.Duration
 }
 
 // Options tune a Runner. Zero values take the documented defaults.
@@ -110,14 +44,14 @@ type Options struct {
 	FlushChunks int
 	// RemoveThink strips <think>…</think> blocks (and a leading orphan </think>) from the text
 	// shown, and hides reasoning_content. The removed reasoning is kept in
-	// Message.ReasoningContent.
+	// chat.Message.Reasoning.
 	RemoveThink bool
 	// Logger receives warnings (fallbacks, the round cap); nil discards them.
 	Logger *slog.Logger
 	// HTTPClient makes the model calls; nil uses a client without its own timeout.
 	HTTPClient *http.Client
 	// Observer, when set, is told about every model call when it ends (metrics).
-	Observer Observer
+	Observer provider.Observer
 }
 
 // ToolExecutor runs one tool call. The runner calls it for the calls of a round one after another,
@@ -154,7 +88,7 @@ type ParallelExecutor interface {
 // Request is one turn.
 type Request struct {
 	// Messages is the whole transcript to send: system prompt, history and the new user message.
-	Messages []Message
+	Messages []chat.Message
 	// Tools are offered to models with SupportsTools.
 	Tools []tools.Spec
 	// Executor runs the calls the model makes; nil answers every call as a tool not found.
@@ -169,21 +103,11 @@ type Request struct {
 	// configured Name). The runner records the prompt's estimate plus that of the answer so far
 	// as the usage of a call the provider reported none for (a stopped, cut or failed stream),
 	// marked Estimated, and hands the prompt's estimate to Meter. Nil: such calls record zero.
-	Estimate func(model string, msgs []Message, specs []tools.Spec) int
+	Estimate func(model string, msgs []chat.Message, specs []tools.Spec) int
 	// Meter, when set, is asked before every model call of the turn (each candidate tried) and
 	// told when it ends: quotas that hold inside a long turn and across concurrent ones.
 	Meter Meter
 }
-
-// Status is how a turn or a model call ended.
-type Status string
-
-// Outcomes of turns and model calls.
-const (
-	StatusOK        Status = "ok"
-	StatusError     Status = "error"
-	StatusCancelled Status = "cancelled"
-)
 
 // Usage counts tokens as the provider reported them (zero when it did not).
 type Usage struct {
@@ -191,60 +115,26 @@ type Usage struct {
 	TokensOut int
 }
 
-// LLMCall records one model call of a turn, failed fallback attempts included.
-type LLMCall struct {
-	// Model is the candidate's Name; Candidate its index in the runner's model list.
-	Model     string
-	Candidate int
-	// RequestModel is the model id the call asked for (the candidate's model); ResponseModel
-	// the one the provider said answered, empty when no answer came.
-	RequestModel, ResponseModel string
-	// Round is the turn's round (1-based) the call belongs to.
-	Round int
-	// StartedAt is when the call was made.
-	StartedAt time.Time
-	// FallbackReason says why the previous candidate was left for this one; empty for the first
-	// attempt of a round.
-	FallbackReason string
-	Status         Status
-	// TimeToFirstToken is the wait for the first stream chunk (the whole call when not streaming).
-	TimeToFirstToken time.Duration
-	Duration         time.Duration
-	TokensIn         int
-	TokensOut        int
-	// Estimated reports that TokensIn and TokensOut are Request.Estimate's, not the provider's:
-	// the call ended without a usage report.
-	Estimated bool
-	// FinishReason is the finish_reason the model ended its answer with ("stop", "tool_calls",
-	// "length", …); empty when the call failed before one arrived.
-	FinishReason string
-	// Err is why the call failed; nil on success.
-	Err error
-	// Audio is the length of the audio a speech call transcribed (zero for chat calls): usage
-	// prices it per minute.
-	Audio time.Duration
-}
-
 // Result is the outcome of a turn.
 type Result struct {
 	// Messages are the new history messages of the turn, in order: assistant messages (with tool
 	// calls), their tool messages, …, and the final assistant message. When the turn fails or is
 	// cancelled they hold the completed part; every assistant tool call has its tool message.
-	Messages []Message
+	Messages []chat.Message
 	// Usage sums the usage of the turn's model calls.
 	Usage Usage
 	// LLMCalls lists every model call in order, failed attempts included.
-	LLMCalls []LLMCall
+	LLMCalls []chat.ModelCall
 	// Status is ok, error or cancelled; Err says why when not ok.
-	Status Status
+	Status chat.Status
 	Err    error
 	// PartialText is the text shown of the round that was interrupted (error or cancel); empty on
 	// success. When reasoning is shown it starts with a <think> block: it is for display only.
 	PartialText string
 	// Partial is the interrupted round's answer so far as a history message (role assistant, no
 	// tool calls): its Content never holds the <think> block of the shown text, the reasoning is
-	// in ReasoningContent, as on a completed answer. Zero when PartialText is empty.
-	Partial Message
+	// in Reasoning, as on a completed answer. Zero when PartialText is empty.
+	Partial chat.Message
 	// Truncated reports that the final answer was cut because the model reached its length limit
 	// (finish_reason "length"). The answer is kept and Status stays ok.
 	Truncated bool

@@ -6,6 +6,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -16,7 +17,7 @@ type Meter interface {
 	// without Request.Estimate). An error refuses the call: no request is made, no other
 	// candidate is tried, and the turn ends with that error. Otherwise end is called once, from
 	// the goroutine that called Run, when the call ended, with its record.
-	Start(ctx context.Context, call LLMCall, prompt int) (end func(LLMCall), err error)
+	Start(ctx context.Context, call chat.ModelCall, prompt int) (end func(chat.ModelCall), err error)
 }
 
 // refusedError is a call the Meter refused.
@@ -26,16 +27,16 @@ func (e *refusedError) Error() string { return e.err.Error() }
 func (e *refusedError) Unwrap() error { return e.err }
 
 // meterStart asks the request's Meter for a call; end is never nil.
-func (t *turn) meterStart(ctx context.Context, rec LLMCall, prompt int) (func(LLMCall), error) {
+func (t *turn) meterStart(ctx context.Context, rec chat.ModelCall, prompt int) (func(chat.ModelCall), error) {
 	if t.req.Meter == nil {
-		return func(LLMCall) {}, nil
+		return func(chat.ModelCall) {}, nil
 	}
 	end, err := t.req.Meter.Start(ctx, rec, prompt)
 	if err != nil {
 		return nil, &refusedError{err: err}
 	}
 	if end == nil {
-		end = func(LLMCall) {}
+		end = func(chat.ModelCall) {}
 	}
 	return end, nil
 }
@@ -51,7 +52,7 @@ func (t *turn) estimatePrompt(c candidate, specs []tools.Spec) int {
 // estimateUsage fills in the usage of a call that ended without a usage report: the prompt's
 // estimate plus that of what was generated so far (text, reasoning and tool-call arguments). A
 // call the provider refused with an HTTP error before any answer cost nothing and stays at zero.
-func (t *turn) estimateUsage(rec *LLMCall, c candidate, prompt int, reported, started bool, acc *accumulator) {
+func (t *turn) estimateUsage(rec *chat.ModelCall, c candidate, prompt int, reported, started bool, acc *accumulator) {
 	if reported || t.req.Estimate == nil {
 		return
 	}
@@ -64,8 +65,8 @@ func (t *turn) estimateUsage(rec *LLMCall, c candidate, prompt int, reported, st
 	if acc != nil {
 		m := acc.message()
 		m.ReasoningField = "reasoning_content" // reasoning is generated, and billed, whatever its field
-		if m.Content != "" || m.ReasoningContent != "" || len(m.ToolCalls) > 0 {
-			rec.TokensOut = t.req.Estimate(c.Name, []Message{m}, nil)
+		if m.Content != "" || m.Reasoning != "" || len(m.ToolCalls) > 0 {
+			rec.TokensOut = t.req.Estimate(c.Name, []chat.Message{m}, nil)
 		}
 	}
 }

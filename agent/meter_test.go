@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/tools"
 )
@@ -17,17 +18,17 @@ type recMeter struct {
 	mu      sync.Mutex
 	refuse  error
 	prompts []int
-	ended   []agent.LLMCall
+	ended   []chat.ModelCall
 }
 
-func (m *recMeter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func(agent.LLMCall), error) {
+func (m *recMeter) Start(ctx context.Context, call chat.ModelCall, prompt int) (func(chat.ModelCall), error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.refuse != nil {
 		return nil, m.refuse
 	}
 	m.prompts = append(m.prompts, prompt)
-	return func(c agent.LLMCall) {
+	return func(c chat.ModelCall) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.ended = append(m.ended, c)
@@ -35,10 +36,10 @@ func (m *recMeter) Start(ctx context.Context, call agent.LLMCall, prompt int) (f
 }
 
 // wordsEstimate counts a token per word of the messages' text, so the tests know the numbers.
-func wordsEstimate(model string, msgs []agent.Message, specs []tools.Spec) int {
+func wordsEstimate(model string, msgs []chat.Message, specs []tools.Spec) int {
 	n := 0
 	for _, m := range msgs {
-		for _, s := range []string{m.Content, m.ReasoningContent} {
+		for _, s := range []string{m.Content, m.Reasoning} {
 			if s != "" {
 				n += len(strings.Fields(s))
 			}
@@ -57,8 +58,8 @@ func TestMeterRefusalSendsNothingAndTriesNoFallback(t *testing.T) {
 	r := newRunner(t, agent.Options{}, srvs...)
 	over := errors.New("over quota")
 	res := r.Run(context.Background(), agent.Request{Stream: true, Meter: &recMeter{refuse: over},
-		Messages: []agent.Message{{Role: agent.RoleUser, Content: "hi"}}}, nil)
-	if !errors.Is(res.Err, over) || res.Status != agent.StatusError {
+		Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}}, nil)
+	if !errors.Is(res.Err, over) || res.Status != chat.StatusError {
 		t.Fatalf("result = %v %v, want the Meter's refusal", res.Status, res.Err)
 	}
 	if n := srvs[0].RequestCount() + srvs[1].RequestCount(); n != 0 || len(res.LLMCalls) != 0 {
@@ -89,7 +90,7 @@ func TestCallsWithoutUsageRecordAnEstimate(t *testing.T) {
 			r := newRunner(t, agent.Options{}, srv)
 			m := &recMeter{}
 			req := agent.Request{Stream: true, Meter: m, Estimate: wordsEstimate,
-				Messages: []agent.Message{{Role: agent.RoleSystem, Content: "be brief"}, {Role: agent.RoleUser, Content: "count to three"}}}
+				Messages: []chat.Message{{Role: chat.RoleSystem, Content: "be brief"}, {Role: chat.RoleUser, Content: "count to three"}}}
 			if tc.name == "cut in a tool call" {
 				req.Tools = shellSpec
 			}

@@ -7,6 +7,7 @@ import (
 
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/tools"
 )
@@ -99,7 +100,7 @@ func TestParallelRoundStops(t *testing.T) {
 			}
 		}
 	})
-	if res.Status != agent.StatusCancelled {
+	if res.Status != chat.StatusCancelled {
 		t.Fatalf("turn ended %s, want cancelled", res.Status)
 	}
 	<-exec.stopped

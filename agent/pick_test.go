@@ -5,6 +5,7 @@ import (
 
 	"relaybot/agent"
 	"relaybot/internal/testkit/llm"
+	"relaybot/provider"
 )
 
 func TestRequestModelIsTriedFirstAndTheOthersStayFallbacks(t *testing.T) {
@@ -28,8 +29,8 @@ func TestRequestModelIsTriedFirstAndTheOthersStayFallbacks(t *testing.T) {
 			srvs[0].Push(llm.Text("from primary"))
 			srvs[1].Push(llm.Text("from backup"))
 			r, err := agent.NewRunner([]agent.Model{
-				{Name: "primary", BaseURL: srvs[0].URL, Model: "a"},
-				{Name: "backup", BaseURL: srvs[1].URL, Model: "b"},
+				{Endpoint: provider.Endpoint{Name: "primary", BaseURL: srvs[0].URL, Model: "a"}},
+				{Endpoint: provider.Endpoint{Name: "backup", BaseURL: srvs[1].URL, Model: "b"}},
 			}, agent.Options{})
 			if err != nil {
 				t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 )
 
@@ -83,7 +84,7 @@ func TestRecordedProviderStreamsRunAToolRoundAndAnswer(t *testing.T) {
 				if last := res.Messages[len(res.Messages)-1]; last.Content != rec.AnswerText {
 					t.Errorf("answer = %q, want %q", last.Content, rec.AnswerText)
 				}
-				if got := res.Messages[0].ReasoningContent; got != rec.Reasoning {
+				if got := res.Messages[0].Reasoning; got != rec.Reasoning {
 					t.Errorf("reasoning kept = %q, want %q", got, rec.Reasoning)
 				}
 				var roundOne string
@@ -116,7 +117,7 @@ func TestRecordedProviderStreamsRunAToolRoundAndAnswer(t *testing.T) {
 
 				// The next turn sends the stored turn back as history.
 				next := append(userTurn("where am I?"), res.Messages...)
-				next = append(next, agent.Message{Role: agent.RoleUser, Content: "and now?"})
+				next = append(next, chat.Message{Role: chat.RoleUser, Content: "and now?"})
 				res2 := r.Run(t.Context(), agent.Request{Messages: next, Tools: shellSpec, Executor: exec, Stream: true}, nil)
 				mustOK(t, res2)
 				history := assistantWithCalls(t, srv.Requests()[2])
@@ -147,18 +148,18 @@ func TestReasoningGoesBackOnlyForTurnsWithToolCallsAndOnlyAsItCame(t *testing.T)
 	srv := newServers(t, 1)[0]
 	srv.Push(llm.Text("ok"))
 	r := newRunner(t, agent.Options{}, srv)
-	msgs := []agent.Message{
-		{Role: agent.RoleUser, Content: "hi"},
-		{Role: agent.RoleAssistant, Content: "hello", ReasoningContent: "greet back", ReasoningField: "reasoning_content"},
-		{Role: agent.RoleUser, Content: "pwd?"},
-		{Role: agent.RoleAssistant, ReasoningContent: "run it", ReasoningField: "reasoning_content", ToolCalls: []agent.ToolCall{{ID: "c1", Name: "shell", Arguments: `{"command":"pwd"}`}}},
-		{Role: agent.RoleTool, ToolCallID: "c1", Content: "/work"},
-		{Role: agent.RoleAssistant, Content: "You are in /work.", ReasoningContent: "it said /work", ReasoningField: "reasoning_content"},
-		{Role: agent.RoleUser, Content: "how about now?"},
-		{Role: agent.RoleAssistant, ReasoningContent: "groq thoughts", ToolCalls: []agent.ToolCall{{ID: "c2", Name: "shell", Arguments: `{"command":"pwd"}`}}},
-		{Role: agent.RoleTool, ToolCallID: "c2", Content: "/work"},
-		{Role: agent.RoleAssistant, Content: "Still /work.", ReasoningContent: "groq again"},
-		{Role: agent.RoleUser, Content: "thanks"},
+	msgs := []chat.Message{
+		{Role: chat.RoleUser, Content: "hi"},
+		{Role: chat.RoleAssistant, Content: "hello", Reasoning: "greet back", ReasoningField: "reasoning_content"},
+		{Role: chat.RoleUser, Content: "pwd?"},
+		{Role: chat.RoleAssistant, Reasoning: "run it", ReasoningField: "reasoning_content", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "shell", Arguments: `{"command":"pwd"}`}}},
+		{Role: chat.RoleTool, ToolCallID: "c1", Content: "/work"},
+		{Role: chat.RoleAssistant, Content: "You are in /work.", Reasoning: "it said /work", ReasoningField: "reasoning_content"},
+		{Role: chat.RoleUser, Content: "how about now?"},
+		{Role: chat.RoleAssistant, Reasoning: "groq thoughts", ToolCalls: []chat.ToolCall{{ID: "c2", Name: "shell", Arguments: `{"command":"pwd"}`}}},
+		{Role: chat.RoleTool, ToolCallID: "c2", Content: "/work"},
+		{Role: chat.RoleAssistant, Content: "Still /work.", Reasoning: "groq again"},
+		{Role: chat.RoleUser, Content: "thanks"},
 	}
 	mustOK(t, r.Run(t.Context(), agent.Request{Messages: msgs, Tools: shellSpec, Stream: true}, nil))
 	var got []string
@@ -228,7 +229,7 @@ func TestAnErrorEventInTheStreamEndsTheCallWithTheProvidersError(t *testing.T) {
 	r := newRunner(t, agent.Options{}, srv)
 	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, func(agent.Event) {})
 	var apiErr *openai.APIError
-	if res.Status != agent.StatusError || !errors.As(res.Err, &apiErr) || apiErr.Message != "the model is overloaded" {
+	if res.Status != chat.StatusError || !errors.As(res.Err, &apiErr) || apiErr.Message != "the model is overloaded" {
 		t.Fatalf("run ended %s with %v, want an error naming the provider's message", res.Status, res.Err)
 	}
 	if res.PartialText != "Half an an" {

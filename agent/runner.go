@@ -12,6 +12,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"relaybot/audit"
+	"relaybot/chat"
+	"relaybot/provider"
 	"relaybot/tools"
 )
 
@@ -91,10 +93,7 @@ func NewRunner(models []Model, opts Options) (*Runner, error) {
 		case m.Timeout < 0:
 			return nil, fmt.Errorf("agent: model %d (%s): negative Timeout %s", i, m.Name, m.Timeout)
 		}
-		cfg := openai.DefaultConfig(m.APIKey)
-		cfg.BaseURL = m.BaseURL
-		cfg.HTTPClient = &hc
-		r.models = append(r.models, candidate{Model: m, index: i, client: openai.NewClientWithConfig(cfg)})
+		r.models = append(r.models, candidate{Model: m, index: i, client: m.Client(&hc)})
 	}
 	return r, nil
 }
@@ -122,7 +121,7 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(Event)) *Result
 		emit:      emit,
 		res:       &Result{},
 		committed: -1,
-		history:   append([]Message(nil), req.Messages...),
+		history:   append([]chat.Message(nil), req.Messages...),
 		specs:     toolSpecs(req.Tools),
 	}
 	t.run(ctx)
@@ -166,7 +165,7 @@ type turn struct {
 	emit      func(Event)
 	res       *Result
 	committed int // candidate index fixed by the first chunk; -1 before
-	history   []Message
+	history   []chat.Message
 	specs     []openai.Tool
 	shown     string       // text shown of the latest round
 	acc       *accumulator // the latest round's answer, for Result.Partial
@@ -194,7 +193,7 @@ func (t *turn) run(ctx context.Context) {
 		}
 		t.add(msg)
 		if len(msg.ToolCalls) == 0 {
-			t.res.Status = StatusOK
+			t.res.Status = chat.StatusOK
 			t.res.Truncated = t.acc != nil && t.acc.finish == openai.FinishReasonLength
 			return
 		}
@@ -205,16 +204,16 @@ func (t *turn) run(ctx context.Context) {
 	}
 }
 
-func (t *turn) add(m Message) {
+func (t *turn) add(m chat.Message) {
 	t.history = append(t.history, m)
 	t.res.Messages = append(t.res.Messages, m)
 }
 
 func (t *turn) fail(ctx context.Context, err error) {
 	t.res.Err = err
-	t.res.Status = StatusError
+	t.res.Status = chat.StatusError
 	if ctx.Err() != nil {
-		t.res.Status = StatusCancelled
+		t.res.Status = chat.StatusCancelled
 	}
 	t.res.PartialText = t.shown
 	if t.shown != "" && t.acc != nil {
@@ -228,11 +227,11 @@ func (t *turn) fail(ctx context.Context, err error) {
 // the turn's model is fixed), or only the fixed model afterwards.
 //
 // A candidate that fails before its first chunk is left for the next only when the failure may
-// pass (ErrorKind.Transient, or an unclassified failure such as a stream cut before its first
+// pass (provider.ErrorKind.Transient, or an unclassified failure such as a stream cut before its first
 // chunk): an auth error or a bad request fails the turn at once, since a fallback would hide a
 // misconfiguration, and a context-length refusal is returned as ErrContextTooLong for the caller
 // to shorten the history.
-func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message, error) {
+func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (chat.Message, error) {
 	cands := t.r.ordered(t.req.Model)
 	if t.committed >= 0 {
 		cands = t.r.models[t.committed : t.committed+1]
@@ -248,17 +247,17 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 			return msg, nil
 		}
 		if r, ok := errors.AsType[*refusedError](err); ok {
-			return Message{}, r.err
+			return chat.Message{}, r.err
 		}
-		kind := ErrorKindOf(err)
+		kind := provider.ErrorKindOf(err)
 		if !started && ctx.Err() == nil && !movesOn(kind) {
-			return Message{}, &ModelError{Kind: kind, Err: err}
+			return chat.Message{}, &ModelError{Kind: kind, Err: err}
 		}
 		if started || t.committed >= 0 || ctx.Err() != nil {
 			if started {
 				t.committed = c.index
 			}
-			return Message{}, err
+			return chat.Message{}, err
 		}
 		lastErr = err
 		reason = err.Error()
@@ -269,24 +268,24 @@ func (t *turn) callModel(ctx context.Context, round int, mode toolMode) (Message
 		}
 	}
 	if len(cands) > 1 {
-		return Message{}, fmt.Errorf("all %d model candidates failed, the last with: %w", len(cands), lastErr)
+		return chat.Message{}, fmt.Errorf("all %d model candidates failed, the last with: %w", len(cands), lastErr)
 	}
-	return Message{}, lastErr
+	return chat.Message{}, lastErr
 }
 
 // attempt calls one candidate. started reports that the stream delivered its first chunk (the
 // model is then fixed for the turn); errors before that allow a fallback.
-func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMode, reason string) (msg Message, started bool, err error) {
+func (t *turn) attempt(ctx context.Context, c candidate, round int, mode toolMode, reason string) (msg chat.Message, started bool, err error) {
 	mc := t.newModelCall(c, round, mode, reason)
 	end, err := t.meterStart(ctx, mc.rec, mc.prompt)
 	if err != nil {
-		return Message{}, false, err
+		return chat.Message{}, false, err
 	}
 	callCtx, cancel := context.WithCancelCause(withWireCall(ctx, mc.wc))
 	defer cancel(nil)
 	if c.Timeout > 0 {
 		mc.deadline = startDataDeadline(c.Timeout, func() {
-			cancel(fmt.Errorf("%w within %s", errNoData, c.Timeout))
+			cancel(fmt.Errorf("%w within %s", provider.ErrNoData, c.Timeout))
 		})
 		defer mc.deadline.stop()
 	}
@@ -311,7 +310,7 @@ type modelCall struct {
 	offerTools bool
 	creq       openai.ChatCompletionRequest
 	wc         *wireCall
-	rec        LLMCall
+	rec        chat.ModelCall
 	prompt     int
 	start      time.Time
 	deadline   *dataDeadline // the candidate's Timeout without data; nil without one
@@ -337,7 +336,7 @@ func (t *turn) newModelCall(c candidate, round int, mode toolMode, reason string
 	t.shown = ""
 	t.cutID = ""
 	mc.start = time.Now()
-	mc.rec = LLMCall{Model: c.Name, RequestModel: c.Model.Model, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: mc.start}
+	mc.rec = chat.ModelCall{Model: c.Name, RequestModel: c.Model.Model, Candidate: c.index, Round: round, FallbackReason: reason, StartedAt: mc.start}
 	var sent []tools.Spec
 	if c.SupportsTools && mode != toolsOmitted {
 		sent = t.req.Tools
@@ -357,16 +356,16 @@ func (mc *modelCall) wrapErr(ctx, callCtx context.Context, err error) error {
 }
 
 // finish records how the call ended (err) and settles it with the meter (end).
-func (mc *modelCall) finish(ctx context.Context, err error, end func(LLMCall)) {
+func (mc *modelCall) finish(ctx context.Context, err error, end func(chat.ModelCall)) {
 	t, rec := mc.t, &mc.rec
 	rec.Duration = time.Since(mc.start)
 	rec.FinishReason = string(t.acc.finish)
-	rec.Status = StatusOK
+	rec.Status = chat.StatusOK
 	if err != nil {
 		rec.Err = err
-		rec.Status = StatusError
+		rec.Status = chat.StatusError
 		if ctx.Err() != nil {
-			rec.Status = StatusCancelled
+			rec.Status = chat.StatusCancelled
 		}
 	}
 	t.estimateUsage(rec, mc.c, mc.prompt, mc.reported, mc.started, t.acc)
@@ -391,7 +390,7 @@ func (mc *modelCall) flush() {
 }
 
 // message is the answer's message once it is complete.
-func (mc *modelCall) message() Message {
+func (mc *modelCall) message() chat.Message {
 	m := mc.acc.message()
 	mc.acc.attachExtras(&m, mc.wc.got, mc.wc.gotReasoningContent)
 	if !mc.offerTools && len(m.ToolCalls) > 0 {
@@ -406,14 +405,14 @@ func (mc *modelCall) message() Message {
 }
 
 // whole asks for the answer in one piece.
-func (mc *modelCall) whole(ctx, callCtx context.Context) (Message, error) {
+func (mc *modelCall) whole(ctx, callCtx context.Context) (chat.Message, error) {
 	resp, err := mc.c.client.CreateChatCompletion(callCtx, mc.creq)
 	mc.rec.TimeToFirstToken = time.Since(mc.start)
 	if err != nil {
-		return Message{}, mc.wrapErr(ctx, callCtx, err)
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, err)
 	}
 	if len(resp.Choices) == 0 {
-		return Message{}, mc.wrapErr(ctx, callCtx, errors.New("response has no choices"))
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, errors.New("response has no choices"))
 	}
 	mc.started = true
 	mc.rec.TokensIn, mc.rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
@@ -422,18 +421,18 @@ func (mc *modelCall) whole(ctx, callCtx context.Context) (Message, error) {
 	mc.acc.add(wholeChoice(&resp.Choices[0]))
 	mc.flush()
 	if mc.acc.finish == openai.FinishReasonContentFilter {
-		return Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
 	}
 	return mc.message(), nil
 }
 
 // stream reads the answer as it streams.
-func (mc *modelCall) stream(ctx, callCtx context.Context) (Message, error) {
+func (mc *modelCall) stream(ctx, callCtx context.Context) (chat.Message, error) {
 	mc.creq.Stream = true
 	mc.creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	stream, err := mc.c.client.CreateChatCompletionStream(callCtx, mc.creq)
 	if err != nil {
-		return Message{}, mc.wrapErr(ctx, callCtx, err)
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, err)
 	}
 	defer stream.Close()
 	recv := func(resp *openai.ChatCompletionStreamResponse) (err error) {
@@ -461,12 +460,12 @@ func (mc *modelCall) stream(ctx, callCtx context.Context) (Message, error) {
 			if mc.started {
 				mc.t.shown = mc.acc.text()
 			}
-			return Message{}, mc.wrapErr(ctx, callCtx, err)
+			return chat.Message{}, mc.wrapErr(ctx, callCtx, err)
 		}
 		mc.chunk(resp)
 	}
 	if mc.acc.finish == openai.FinishReasonContentFilter {
-		return Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
+		return chat.Message{}, mc.wrapErr(ctx, callCtx, errContentFilter)
 	}
 	return mc.message(), nil
 }
@@ -524,7 +523,7 @@ func wholeChoice(ch *openai.ChatCompletionChoice) *openai.ChatCompletionStreamCh
 // is not run: the executor never sees half-formed arguments. It is skipped with errCutByLength and
 // the turn goes on, so the model can retry with a shorter call or answer.
 // No ToolStart or ToolResult is emitted for a skipped call (it did not run).
-func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error {
+func (t *turn) runTools(ctx context.Context, round int, calls []chat.ToolCall) error {
 	var shown toolImages
 	if t.parallel(round, calls) {
 		t.runParallel(ctx, round, calls, &shown)
@@ -540,7 +539,7 @@ func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error 
 			t.r.log.Warn("agent: tool call cut off by the length limit; not running it",
 				slog.String("tool", call.Name), slog.String("tool_call_id", call.ID), slog.Int("round", round))
 			out := t.skip(ctx, round, call, errCutByLength)
-			t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
+			t.add(chat.Message{Role: chat.RoleTool, Content: out.Content, ToolCallID: call.ID})
 			continue
 		}
 		t.emit(ToolStart{Round: round, Call: call})
@@ -548,7 +547,7 @@ func (t *turn) runTools(ctx context.Context, round int, calls []ToolCall) error 
 		if out.Content == "" && out.Err != nil {
 			out.Content = tools.ErrorText(out.Err)
 		}
-		t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
+		t.add(chat.Message{Role: chat.RoleTool, Content: out.Content, ToolCallID: call.ID})
 		t.emit(ToolResult{Round: round, Call: call, Outcome: out})
 		if !done {
 			t.skipTools(ctx, round, calls[i+1:])
@@ -572,7 +571,7 @@ func (t *turn) showImages(ctx context.Context, shown toolImages) {
 
 // parallel reports whether the round's calls run side by side: the executor can (a
 // ParallelExecutor) and says so for these calls, and none was cut by the length limit.
-func (t *turn) parallel(round int, calls []ToolCall) bool {
+func (t *turn) parallel(round int, calls []chat.ToolCall) bool {
 	px, ok := t.req.Executor.(ParallelExecutor)
 	if !ok || len(calls) < 2 || hasCall(t.cutID, calls) {
 		return false
@@ -580,7 +579,7 @@ func (t *turn) parallel(round int, calls []ToolCall) bool {
 	return px.Parallel(toolsCalls(round, calls))
 }
 
-func hasCall(id string, calls []ToolCall) bool {
+func hasCall(id string, calls []chat.ToolCall) bool {
 	for _, c := range calls {
 		if id != "" && c.ID == id {
 			return true
@@ -589,7 +588,7 @@ func hasCall(id string, calls []ToolCall) bool {
 	return false
 }
 
-func toolsCalls(round int, calls []ToolCall) []tools.Call {
+func toolsCalls(round int, calls []chat.ToolCall) []tools.Call {
 	out := make([]tools.Call, len(calls))
 	for i, c := range calls {
 		out[i] = tools.Call{Round: round, ID: c.ID, Name: c.Name, Arguments: c.Arguments}
@@ -601,7 +600,7 @@ func toolsCalls(round int, calls []ToolCall) []tools.Call {
 // first, then each ToolResult as its call ends; the tool messages go into the history in the
 // model's order. When ctx ends the runner stops waiting at once, as for one call: the calls not
 // ended yet are answered cancelled (the executor still ends and records them).
-func (t *turn) runParallel(ctx context.Context, round int, calls []ToolCall, shown *toolImages) {
+func (t *turn) runParallel(ctx context.Context, round int, calls []chat.ToolCall, shown *toolImages) {
 	px := t.req.Executor.(ParallelExecutor)
 	for _, call := range calls {
 		t.emit(ToolStart{Round: round, Call: call})
@@ -646,23 +645,23 @@ func (t *turn) runParallel(ctx context.Context, round int, calls []ToolCall, sho
 		}
 	}
 	for i, call := range calls {
-		t.add(Message{Role: RoleTool, Content: outs[i].Content, ToolCallID: call.ID})
+		t.add(chat.Message{Role: chat.RoleTool, Content: outs[i].Content, ToolCallID: call.ID})
 		shown.add(call.Name, outs[i].Files)
 	}
 }
 
 // skipTools answers the calls a cancelled turn never ran.
-func (t *turn) skipTools(ctx context.Context, round int, calls []ToolCall) {
+func (t *turn) skipTools(ctx context.Context, round int, calls []chat.ToolCall) {
 	reason := fmt.Errorf("not run: %w", context.Cause(ctx))
 	for _, call := range calls {
 		out := t.skip(ctx, round, call, reason)
-		t.add(Message{Role: RoleTool, Content: out.Content, ToolCallID: call.ID})
+		t.add(chat.Message{Role: chat.RoleTool, Content: out.Content, ToolCallID: call.ID})
 	}
 }
 
 // skip hands a call that will not run to the executor's Skip (which records it), or answers it
 // without one.
-func (t *turn) skip(ctx context.Context, round int, call ToolCall, reason error) tools.Outcome {
+func (t *turn) skip(ctx context.Context, round int, call chat.ToolCall, reason error) tools.Outcome {
 	if t.req.Executor == nil {
 		return tools.NotRun(reason)
 	}
@@ -671,7 +670,7 @@ func (t *turn) skip(ctx context.Context, round int, call ToolCall, reason error)
 
 // execute runs one call and waits for it or for ctx. done is false when ctx ended first; the
 // executor then still holds the cancelled context and is expected to return soon.
-func (t *turn) execute(ctx context.Context, round int, call ToolCall) (out tools.Outcome, done bool) {
+func (t *turn) execute(ctx context.Context, round int, call chat.ToolCall) (out tools.Outcome, done bool) {
 	if t.req.Executor == nil {
 		return tools.Failed(audit.StatusNotFound, tools.NotFoundError{Name: call.Name}), true
 	}

@@ -15,7 +15,9 @@ import (
 
 	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
+	"relaybot/provider"
 	"relaybot/tools"
 )
 
@@ -35,10 +37,7 @@ func newRunner(t *testing.T, opts agent.Options, servers ...*llm.Server) *agent.
 	t.Helper()
 	models := make([]agent.Model, len(servers))
 	for i, s := range servers {
-		models[i] = agent.Model{
-			Name: fmt.Sprintf("m%d", i+1), BaseURL: s.URL, APIKey: "sk-test", Model: "fake-model",
-			SupportsTools: true, Timeout: 10 * time.Second,
-		}
+		models[i] = agent.Model{Endpoint: provider.Endpoint{Name: fmt.Sprintf("m%d", i+1), BaseURL: s.URL, APIKey: "sk-test", Model: "fake-model", Timeout: 10 * time.Second}, SupportsTools: true}
 	}
 	transport := &http.Transport{}
 	t.Cleanup(transport.CloseIdleConnections)
@@ -112,11 +111,11 @@ func (r *recorder) chunks() []agent.Chunk {
 	return out
 }
 
-func userTurn(text string) []agent.Message {
-	return []agent.Message{{Role: agent.RoleSystem, Content: "be brief"}, {Role: agent.RoleUser, Content: text}}
+func userTurn(text string) []chat.Message {
+	return []chat.Message{{Role: chat.RoleSystem, Content: "be brief"}, {Role: chat.RoleUser, Content: text}}
 }
 
-func roles(msgs []agent.Message) []string {
+func roles(msgs []chat.Message) []string {
 	var out []string
 	for _, m := range msgs {
 		out = append(out, string(m.Role))
@@ -126,7 +125,7 @@ func roles(msgs []agent.Message) []string {
 
 func mustOK(t *testing.T, res *agent.Result) {
 	t.Helper()
-	if res.Status != agent.StatusOK || res.Err != nil {
+	if res.Status != chat.StatusOK || res.Err != nil {
 		t.Fatalf("turn: status %s, err %v", res.Status, res.Err)
 	}
 }
@@ -182,7 +181,7 @@ func TestToolRound(t *testing.T) {
 			if len(got) != 4 || got[2].Role != "assistant" || got[3].Role != "tool" || got[3].ToolCallID != "call_a" || got[3].Content != "ran pwd" {
 				t.Errorf("round-2 request messages = %+v", got)
 			}
-			if len(res.LLMCalls) != 2 || res.LLMCalls[0].Status != agent.StatusOK || res.Usage.TokensOut == 0 || res.Usage.TokensIn == 0 {
+			if len(res.LLMCalls) != 2 || res.LLMCalls[0].Status != chat.StatusOK || res.Usage.TokensOut == 0 || res.Usage.TokensIn == 0 {
 				t.Errorf("LLM calls %+v, usage %+v", res.LLMCalls, res.Usage)
 			}
 		})
@@ -220,12 +219,12 @@ func TestToolCallAssembly(t *testing.T) {
 	cases := []struct {
 		name      string
 		reply     llm.Reply
-		wantCalls []agent.ToolCall
+		wantCalls []chat.ToolCall
 	}{
 		{
 			name:      "fragmented arguments merge",
 			reply:     llm.ToolCalls(llm.Call{ID: "call_x", Name: "shell", Args: []string{`{"command":`, `"pwd"}`}}),
-			wantCalls: []agent.ToolCall{{ID: "call_x", Name: "shell", Arguments: `{"command":"pwd"}`}},
+			wantCalls: []chat.ToolCall{{ID: "call_x", Name: "shell", Arguments: `{"command":"pwd"}`}},
 		},
 		{
 			name: "id-less parallel calls get call_round_index and run in order",
@@ -233,7 +232,7 @@ func TestToolCallAssembly(t *testing.T) {
 				llm.Call{Name: "shell", Args: []string{`{"command":"a"}`}},
 				llm.Call{Name: "shell", Args: []string{`{"comm`, `and":"b"}`}},
 			),
-			wantCalls: []agent.ToolCall{
+			wantCalls: []chat.ToolCall{
 				{ID: "call_1_0", Name: "shell", Arguments: `{"command":"a"}`},
 				{ID: "call_1_1", Name: "shell", Arguments: `{"command":"b"}`},
 			},
@@ -241,7 +240,7 @@ func TestToolCallAssembly(t *testing.T) {
 		{
 			name:      "empty arguments mean {}",
 			reply:     llm.ToolCalls(llm.Call{ID: "c1", Name: "shell"}),
-			wantCalls: []agent.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}"}},
+			wantCalls: []chat.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}"}},
 		},
 		{
 			name: "interleaved fragments by index, id only on the first",
@@ -250,7 +249,7 @@ func TestToolCallAssembly(t *testing.T) {
 				{ToolCalls: []llm.ToolCallDelta{{Index: 1, ID: "b", Name: "shell", Arguments: `{"command"`}}},
 				{ToolCalls: []llm.ToolCallDelta{{Index: 0, Arguments: `:"x"}`}, {Index: 1, Name: "ignored", Arguments: `:"y"}`}}},
 			}},
-			wantCalls: []agent.ToolCall{
+			wantCalls: []chat.ToolCall{
 				{ID: "a", Name: "shell", Arguments: `{"command":"x"}`},
 				{ID: "b", Name: "shell", Arguments: `{"command":"y"}`},
 			},
@@ -356,8 +355,8 @@ func TestThink(t *testing.T) {
 					}
 				}
 				m := res.Messages[0]
-				if m.Content != tc.wantContent || m.ReasoningContent != tc.wantReasoning {
-					t.Errorf("message content %q reasoning %q, want %q and %q", m.Content, m.ReasoningContent, tc.wantContent, tc.wantReasoning)
+				if m.Content != tc.wantContent || m.Reasoning != tc.wantReasoning {
+					t.Errorf("message content %q reasoning %q, want %q and %q", m.Content, m.Reasoning, tc.wantContent, tc.wantReasoning)
 				}
 			})
 		}
@@ -432,8 +431,8 @@ func TestFallback(t *testing.T) {
 				srvs[0].Push(tc.first)
 				srvs[1].Push(llm.Text("from ", "backup"))
 				models := []agent.Model{
-					{Name: "primary", BaseURL: srvs[0].URL, Model: "a", Timeout: tc.timeout},
-					{Name: "backup", BaseURL: srvs[1].URL, Model: "b"},
+					{Endpoint: provider.Endpoint{Name: "primary", BaseURL: srvs[0].URL, Model: "a", Timeout: tc.timeout}},
+					{Endpoint: provider.Endpoint{Name: "backup", BaseURL: srvs[1].URL, Model: "b"}},
 				}
 				r, err := agent.NewRunner(models, agent.Options{})
 				if err != nil {
@@ -448,10 +447,10 @@ func TestFallback(t *testing.T) {
 					t.Fatalf("LLM calls = %+v", res.LLMCalls)
 				}
 				failed, ok := res.LLMCalls[0], res.LLMCalls[1]
-				if failed.Model != "primary" || failed.Status != agent.StatusError || failed.Err == nil {
+				if failed.Model != "primary" || failed.Status != chat.StatusError || failed.Err == nil {
 					t.Errorf("failed call = %+v", failed)
 				}
-				if ok.Model != "backup" || ok.Candidate != 1 || ok.Status != agent.StatusOK || ok.FallbackReason == "" {
+				if ok.Model != "backup" || ok.Candidate != 1 || ok.Status != chat.StatusOK || ok.FallbackReason == "" {
 					t.Errorf("fallback call = %+v", ok)
 				}
 				if !strings.Contains(ok.FallbackReason, "primary") {
@@ -494,7 +493,7 @@ func TestOnlyTransientErrorsMoveToTheNextModel(t *testing.T) {
 				}
 				return
 			}
-			if res.Status != agent.StatusError {
+			if res.Status != chat.StatusError {
 				t.Fatalf("status %s (answer %+v): a %s must fail the turn, not fall back", res.Status, res.Messages, tc.name)
 			}
 			if n := srvs[1].RequestCount(); n != 0 {
@@ -520,7 +519,7 @@ func TestContextTooLongInALaterRoundIsTyped(t *testing.T) {
 		llm.Fault(400, "prompt is too long: 210000 tokens > 200000 maximum"))
 	r := newRunner(t, agent.Options{}, srv)
 	res := r.Run(t.Context(), agent.Request{Messages: userTurn("read it"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
-	if res.Status != agent.StatusError || !errors.Is(res.Err, agent.ErrContextTooLong) {
+	if res.Status != chat.StatusError || !errors.Is(res.Err, agent.ErrContextTooLong) {
 		t.Fatalf("status %s err %v, want ErrContextTooLong so the pipeline can compact and retry", res.Status, res.Err)
 	}
 	if got := roles(res.Messages); !slices.Equal(got, []string{"assistant", "tool"}) {
@@ -534,7 +533,7 @@ func TestAllCandidatesFail(t *testing.T) {
 	srvs[1].Push(llm.Fault(503, "two down"))
 	r := newRunner(t, agent.Options{}, srvs...)
 	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, nil)
-	if res.Status != agent.StatusError || res.Err == nil || !strings.Contains(res.Err.Error(), "two down") {
+	if res.Status != chat.StatusError || res.Err == nil || !strings.Contains(res.Err.Error(), "two down") {
 		t.Fatalf("result = %+v, want the last candidate's error", res)
 	}
 	if strings.Contains(res.Err.Error(), "sk-test") {
@@ -549,7 +548,7 @@ func TestNoFallbackAfterFirstChunk(t *testing.T) {
 	r := newRunner(t, agent.Options{}, srvs...)
 	var rec recorder
 	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, rec.emit)
-	if res.Status != agent.StatusError || res.Err == nil || !strings.Contains(res.Err.Error(), "finish_reason") {
+	if res.Status != chat.StatusError || res.Err == nil || !strings.Contains(res.Err.Error(), "finish_reason") {
 		t.Fatalf("status %s err %v, want an error about the missing finish_reason", res.Status, res.Err)
 	}
 	if res.PartialText != "Half an answer" {
@@ -568,15 +567,15 @@ func TestHangAfterFirstChunkIsTheTurnsError(t *testing.T) {
 	srvs[0].Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Thinking about"}}, Hang: true})
 	srvs[1].Push(llm.Text("should never be asked"))
 	models := []agent.Model{
-		{Name: "slow", BaseURL: srvs[0].URL, Model: "a", Timeout: 200 * time.Millisecond},
-		{Name: "backup", BaseURL: srvs[1].URL, Model: "b"},
+		{Endpoint: provider.Endpoint{Name: "slow", BaseURL: srvs[0].URL, Model: "a", Timeout: 200 * time.Millisecond}},
+		{Endpoint: provider.Endpoint{Name: "backup", BaseURL: srvs[1].URL, Model: "b"}},
 	}
 	r, err := agent.NewRunner(models, agent.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: true}, nil)
-	if res.Status != agent.StatusError || !strings.Contains(res.Err.Error(), "no data within 200ms") {
+	if res.Status != chat.StatusError || !strings.Contains(res.Err.Error(), "no data within 200ms") {
 		t.Fatalf("status %s err %v", res.Status, res.Err)
 	}
 	if res.PartialText != "Thinking about" || srvs[1].RequestCount() != 0 {
@@ -611,7 +610,7 @@ func TestToolRoundsNeverSwitchModel(t *testing.T) {
 	srvs[2].Push(llm.Text("not me either"))
 	r := newRunner(t, agent.Options{}, srvs...)
 	res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
-	if res.Status != agent.StatusError || !strings.Contains(res.Err.Error(), "round two broke") {
+	if res.Status != chat.StatusError || !strings.Contains(res.Err.Error(), "round two broke") {
 		t.Fatalf("status %s err %v", res.Status, res.Err)
 	}
 	if a, b, c := srvs[0].RequestCount(), srvs[1].RequestCount(), srvs[2].RequestCount(); a != 1 || b != 2 || c != 0 {
@@ -718,13 +717,13 @@ func TestCancelMidStream(t *testing.T) {
 			cancel()
 		}
 	})
-	if res.Status != agent.StatusCancelled || !errors.Is(res.Err, context.Canceled) {
+	if res.Status != chat.StatusCancelled || !errors.Is(res.Err, context.Canceled) {
 		t.Fatalf("status %s err %v, want cancelled", res.Status, res.Err)
 	}
 	if res.PartialText != "Once upon" {
 		t.Errorf("partial text = %q", res.PartialText)
 	}
-	if len(res.LLMCalls) != 1 || res.LLMCalls[0].Status != agent.StatusCancelled {
+	if len(res.LLMCalls) != 1 || res.LLMCalls[0].Status != chat.StatusCancelled {
 		t.Errorf("LLM calls = %+v", res.LLMCalls)
 	}
 }
@@ -747,7 +746,7 @@ func TestCancelMidTool(t *testing.T) {
 		cancel()
 	}()
 	res := r.Run(ctx, agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: exec, Stream: true}, nil)
-	if res.Status != agent.StatusCancelled {
+	if res.Status != chat.StatusCancelled {
 		t.Fatalf("status %s err %v, want cancelled", res.Status, res.Err)
 	}
 	if res.PartialText != "Working on it." {
@@ -799,7 +798,7 @@ func TestCancelDoesNotWaitForAStubbornTool(t *testing.T) {
 		cancel()
 	}()
 	res := r.Run(ctx, agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: exec, Stream: true}, nil)
-	if res.Status != agent.StatusCancelled {
+	if res.Status != chat.StatusCancelled {
 		t.Fatalf("status %s err %v", res.Status, res.Err)
 	}
 	if got := res.Messages[len(res.Messages)-1]; got.Role != "tool" || got.Content == "too late" || !strings.HasPrefix(got.Content, "err: ") {
@@ -814,12 +813,12 @@ func TestUpstreamMessagesCarryOnlyWireFields(t *testing.T) {
 		llm.Text("done"),
 	)
 	r := newRunner(t, agent.Options{}, srv)
-	history := []agent.Message{
-		{Role: agent.RoleSystem, Content: "sys"},
-		{Role: agent.RoleUser, Content: "earlier", Name: "alice"},
-		{Role: agent.RoleAssistant, Content: "earlier answer", ReasoningContent: "old thoughts"},
-		{Role: agent.RoleAssistant}, // empty: must not go upstream
-		{Role: agent.RoleUser, Content: "now"},
+	history := []chat.Message{
+		{Role: chat.RoleSystem, Content: "sys"},
+		{Role: chat.RoleUser, Content: "earlier", Name: "alice"},
+		{Role: chat.RoleAssistant, Content: "earlier answer", Reasoning: "old thoughts"},
+		{Role: chat.RoleAssistant}, // empty: must not go upstream
+		{Role: chat.RoleUser, Content: "now"},
 	}
 	res := r.Run(t.Context(), agent.Request{Messages: history, Tools: shellSpec, Executor: &testExecutor{}, Stream: true}, nil)
 	mustOK(t, res)
@@ -855,11 +854,11 @@ func TestImages(t *testing.T) {
 		t.Run(fmt.Sprintf("vision=%v", vision), func(t *testing.T) {
 			srv := newServers(t, 1)[0]
 			srv.Push(llm.Text("a cat"))
-			r, err := agent.NewRunner([]agent.Model{{BaseURL: srv.URL, Model: "v", SupportsVision: vision}}, agent.Options{})
+			r, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{BaseURL: srv.URL, Model: "v"}, SupportsVision: vision}}, agent.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			msgs := []agent.Message{{Role: agent.RoleUser, Content: "what is this?", Images: []agent.Image{{MIME: "image/png", Data: png}}}}
+			msgs := []chat.Message{{Role: chat.RoleUser, Content: "what is this?", Images: []chat.Image{{MIME: "image/png", Data: png}}}}
 			mustOK(t, r.Run(t.Context(), agent.Request{Messages: msgs, Stream: true}, nil))
 			got := srv.Requests()[0].Messages[0]
 			if vision {
@@ -876,7 +875,7 @@ func TestImages(t *testing.T) {
 func TestToolsOnlyForCapableModels(t *testing.T) {
 	srv := newServers(t, 1)[0]
 	srv.Push(llm.Text("plain"))
-	r, err := agent.NewRunner([]agent.Model{{BaseURL: srv.URL, Model: "no-tools"}}, agent.Options{})
+	r, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{BaseURL: srv.URL, Model: "no-tools"}}}, agent.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -894,10 +893,10 @@ func TestNewRunnerRejectsBadInput(t *testing.T) {
 		want   string
 	}{
 		{"no models", nil, agent.Options{}, "no models"},
-		{"no base url", []agent.Model{{Name: "x", Model: "m"}}, agent.Options{}, "empty BaseURL"},
-		{"no model id", []agent.Model{{BaseURL: "http://127.0.0.1:1/v1"}}, agent.Options{}, "empty Model"},
-		{"negative rounds", []agent.Model{{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}}, agent.Options{MaxToolRounds: -1}, "MaxToolRounds"},
-		{"negative flush", []agent.Model{{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}}, agent.Options{FlushChunks: -1}, "FlushChunks"},
+		{"no base url", []agent.Model{{Endpoint: provider.Endpoint{Name: "x", Model: "m"}}}, agent.Options{}, "empty BaseURL"},
+		{"no model id", []agent.Model{{Endpoint: provider.Endpoint{BaseURL: "http://127.0.0.1:1/v1"}}}, agent.Options{}, "empty Model"},
+		{"negative rounds", []agent.Model{{Endpoint: provider.Endpoint{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}}}, agent.Options{MaxToolRounds: -1}, "MaxToolRounds"},
+		{"negative flush", []agent.Model{{Endpoint: provider.Endpoint{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}}}, agent.Options{FlushChunks: -1}, "FlushChunks"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -920,7 +919,7 @@ func TestContentFilterEndsTheTurnWithAnError(t *testing.T) {
 			srvs[1].Push(llm.Text("should never be asked"))
 			r := newRunner(t, agent.Options{}, srvs...)
 			res := r.Run(t.Context(), agent.Request{Messages: userTurn("hi"), Stream: stream}, nil)
-			if res.Status != agent.StatusError || res.Err == nil || !strings.Contains(res.Err.Error(), "content filter") {
+			if res.Status != chat.StatusError || res.Err == nil || !strings.Contains(res.Err.Error(), "content filter") {
 				t.Fatalf("status %s err %v, want an error naming the content filter", res.Status, res.Err)
 			}
 			if res.PartialText != "Sure, here is how" {
@@ -929,7 +928,7 @@ func TestContentFilterEndsTheTurnWithAnError(t *testing.T) {
 			if n := srvs[1].RequestCount(); n != 0 {
 				t.Errorf("candidate 2 got %d requests, want none", n)
 			}
-			if len(res.LLMCalls) != 1 || res.LLMCalls[0].Status != agent.StatusError {
+			if len(res.LLMCalls) != 1 || res.LLMCalls[0].Status != chat.StatusError {
 				t.Errorf("llm calls = %+v, want one failed call", res.LLMCalls)
 			}
 		})
@@ -945,36 +944,36 @@ func TestConsecutiveUserMessagesGoUpstreamAsOne(t *testing.T) {
 	tests := []struct {
 		name     string
 		vision   bool
-		history  []agent.Message
+		history  []chat.Message
 		want     []string // role:content of each upstream message
 		wantImgs int      // images on the last upstream message
 	}{
 		{
 			name: "failed turn",
-			history: []agent.Message{
-				{Role: agent.RoleSystem, Content: "sys"},
-				{Role: agent.RoleUser, Content: "first, unanswered"},
-				{Role: agent.RoleUser, Content: "now"},
+			history: []chat.Message{
+				{Role: chat.RoleSystem, Content: "sys"},
+				{Role: chat.RoleUser, Content: "first, unanswered"},
+				{Role: chat.RoleUser, Content: "now"},
 			},
 			want: []string{"system:sys", "user:first, unanswered\n\nnow"},
 		},
 		{
 			name: "empty answer skipped",
-			history: []agent.Message{
-				{Role: agent.RoleUser, Content: "a"},
-				{Role: agent.RoleAssistant, Content: "b"},
-				{Role: agent.RoleUser, Content: "c"},
-				{Role: agent.RoleAssistant},
-				{Role: agent.RoleUser, Content: "d"},
+			history: []chat.Message{
+				{Role: chat.RoleUser, Content: "a"},
+				{Role: chat.RoleAssistant, Content: "b"},
+				{Role: chat.RoleUser, Content: "c"},
+				{Role: chat.RoleAssistant},
+				{Role: chat.RoleUser, Content: "d"},
 			},
 			want: []string{"user:a", "assistant:b", "user:c\n\nd"},
 		},
 		{
 			name:   "images on the new message",
 			vision: true,
-			history: []agent.Message{
-				{Role: agent.RoleUser, Content: "unanswered"},
-				{Role: agent.RoleUser, Content: "what is this?", Images: []agent.Image{{MIME: "image/png", Data: png}}},
+			history: []chat.Message{
+				{Role: chat.RoleUser, Content: "unanswered"},
+				{Role: chat.RoleUser, Content: "what is this?", Images: []chat.Image{{MIME: "image/png", Data: png}}},
 			},
 			want:     []string{"user:unanswered\nwhat is this?"},
 			wantImgs: 1,
@@ -984,7 +983,7 @@ func TestConsecutiveUserMessagesGoUpstreamAsOne(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServers(t, 1)[0]
 			srv.Push(llm.Text("ok"))
-			r, err := agent.NewRunner([]agent.Model{{BaseURL: srv.URL, Model: "m", SupportsVision: tt.vision}}, agent.Options{})
+			r, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{BaseURL: srv.URL, Model: "m"}, SupportsVision: tt.vision}}, agent.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1041,7 +1040,7 @@ func TestIDLessToolCallsGetIDsUniqueAcrossTheTurn(t *testing.T) {
 			)
 			r := newRunner(t, agent.Options{}, srv)
 			res := r.Run(t.Context(), agent.Request{Messages: userTurn("go"), Tools: shellSpec, Executor: &testExecutor{}, Stream: stream}, nil)
-			if res.Status != agent.StatusOK {
+			if res.Status != chat.StatusOK {
 				t.Fatalf("turn ended %s: %v", res.Status, res.Err)
 			}
 			reqs := srv.Requests()

@@ -21,7 +21,7 @@ var toolImageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "ima
 // messages can only hold text, so the images follow them in a user message that says where they
 // came from.
 type toolImages struct {
-	images  []Image
+	images  []chat.Image
 	sources []string // tool name per image
 	left    int      // images over the limits
 }
@@ -36,15 +36,15 @@ func (ti *toolImages) add(tool string, files []chat.File) {
 			ti.left++
 			continue
 		}
-		ti.images = append(ti.images, Image{MIME: mime, Data: f.Data})
+		ti.images = append(ti.images, chat.Image{MIME: mime, Data: f.Data})
 		ti.sources = append(ti.sources, tool)
 	}
 }
 
 // message is the user message that shows the images to the model; ok is false when there are none.
-func (ti *toolImages) message() (Message, bool) {
+func (ti *toolImages) message() (chat.Message, bool) {
 	if len(ti.images) == 0 {
-		return Message{}, false
+		return chat.Message{}, false
 	}
 	var b strings.Builder
 	b.WriteString("[Images returned by the tool calls above, in order: ")
@@ -59,5 +59,5 @@ func (ti *toolImages) message() (Message, bool) {
 		fmt.Fprintf(&b, " %d more left out (at most %d images of %d MB each).", ti.left, maxToolImages, maxToolImageBytes>>20)
 	}
 	b.WriteString(" This message is from the system, not the user.]")
-	return Message{Role: RoleUser, Content: b.String(), Images: ti.images}, true
+	return chat.Message{Role: chat.RoleUser, Content: b.String(), Images: ti.images}, true
 }

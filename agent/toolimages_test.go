@@ -12,6 +12,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
+	"relaybot/provider"
 	"relaybot/tools"
 )
 
@@ -49,7 +50,7 @@ func TestToolImagesReachAVisionModel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServers(t, 1)[0]
 			srv.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "screenshot", Args: []string{`{}`}}), llm.Text("I see a login page."))
-			r, err := agent.NewRunner([]agent.Model{{Name: "m", BaseURL: srv.URL, Model: "fake", SupportsTools: true, SupportsVision: tc.vision, Timeout: 10 * time.Second}}, agent.Options{})
+			r, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{Name: "m", BaseURL: srv.URL, Model: "fake", Timeout: 10 * time.Second}, SupportsTools: true, SupportsVision: tc.vision}}, agent.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

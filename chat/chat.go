@@ -72,30 +72,33 @@ func (k Key) String() string {
 // Ref is the chat the conversation is in.
 func (k Key) Ref() Ref { return Ref{Platform: k.Platform, ChatID: k.ChatID, ThreadID: k.ThreadID} }
 
-// TurnStatus is how a turn of a conversation ended, or running while it has not.
-type TurnStatus string
+// Status is how a turn of a conversation or one model call ended, or running while it has not.
+// The agent's runner ends a turn and each model call ok, error or cancelled; the pipeline and
+// the ledger add the others.
+type Status string
 
-// The turn statuses.
+// The statuses of turns and model calls.
 const (
-	TurnRunning     TurnStatus = "running"
-	TurnOK          TurnStatus = "ok"
-	TurnError       TurnStatus = "error"
-	TurnCancelled   TurnStatus = "cancelled"
-	TurnInterrupted TurnStatus = "interrupted"
-	// TurnRetried: the turn was answered again (/retry, a redelivered message); it stays in the
-	// audit trail but leaves the history.
-	TurnRetried TurnStatus = "retried"
+	StatusRunning   Status = "running"
+	StatusOK        Status = "ok"
+	StatusError     Status = "error"
+	StatusCancelled Status = "cancelled"
+	// StatusInterrupted: the process ended (a crash, a replica lost) while it ran.
+	StatusInterrupted Status = "interrupted"
+	// StatusRetried: the turn was answered again (/retry, a redelivered message); it stays in
+	// the audit trail but leaves the history.
+	StatusRetried Status = "retried"
 )
 
-// TurnStatuses lists every turn status, running and ok first.
-var TurnStatuses = []TurnStatus{TurnRunning, TurnOK, TurnError, TurnCancelled, TurnInterrupted, TurnRetried}
+// Statuses lists every status, running and ok first.
+var Statuses = []Status{StatusRunning, StatusOK, StatusError, StatusCancelled, StatusInterrupted, StatusRetried}
 
-// Valid reports whether s is one of TurnStatuses.
-func (s TurnStatus) Valid() bool { return slices.Contains(TurnStatuses, s) }
+// Valid reports whether s is one of Statuses.
+func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
 
 // Ended reports whether s is how a turn ends (neither running nor retried later).
-func (s TurnStatus) Ended() bool {
-	return s == TurnOK || s == TurnError || s == TurnCancelled || s == TurnInterrupted
+func (s Status) Ended() bool {
+	return s == StatusOK || s == StatusError || s == StatusCancelled || s == StatusInterrupted
 }
 
 // Role is who wrote a message of a conversation's transcript, as the chat-completions API names it.

@@ -49,20 +49,22 @@ type Options struct {
 	Members func(n int)
 }
 
-// Instance is one replica as the instances table shows it.
+// Instance is one replica as the instances table shows it, and as the admin API lists it
+// (GET /api/v1/instances, in this JSON shape).
 type Instance struct {
-	ID          string
-	Host        string
-	PID         int
-	StartedAt   time.Time
-	HeartbeatAt time.Time
-	ExpiresAt   time.Time
+	ID          string    `json:"id"`
+	Host        string    `json:"host"`
+	PID         int       `json:"pid"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	ExpiresAt   time.Time `json:"lease_expires_at"`
 	// TurnsRunning counts the turns the replica is running.
-	TurnsRunning int
-	// Leases are the names of the leases the replica holds (Replica.Instances fills them in).
-	Leases []string
+	TurnsRunning int `json:"turns_running"`
+	// Leases are the names of the leases the replica holds (the Telegram poller, Discord
+	// shards; Replica.Instances fills them in).
+	Leases []string `json:"leases"`
 	// Self marks the replica that listed the instances (Replica.Instances fills it in).
-	Self bool
+	Self bool `json:"self"`
 }
 
 // Member is this replica's membership: its row and epoch in the instances table, and the fence

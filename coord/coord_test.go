@@ -51,7 +51,7 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn, err := deadStore.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: store.Message{Content: "hi"}})
+	turn, err := deadStore.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "hi"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // on a registry of its own, and serves them in the exposition format every scraper reads.
 //
 // It is fed through the small observer interfaces the other packages declare for themselves:
-// delivery.Observer (platform requests), pipeline.Observer (turns), agent.Observer (model calls),
+// delivery.Observer (platform requests), pipeline.Observer (turns), provider.Observer (model calls),
 // and a tools.Recorder wrapper (tool calls). Labels are bounded: a tool label is the name of a
 // tool that exists, a model label the name of a configured model; anything else is "unknown", so
 // a model that invents names cannot grow the exposition.
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"relaybot/chat"
+	"relaybot/provider"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,7 +23,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"relaybot/adapters/delivery"
-	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/pipeline"
 	"relaybot/tools"
@@ -264,8 +264,8 @@ func (m *Metrics) Observe(_ context.Context, e delivery.Event) {
 }
 
 // ModelCallFinished counts one model call: its outcome, time to first token, tokens, whether it
-// was a fallback, and the kind of error that failed it. It implements agent.Observer.
-func (m *Metrics) ModelCallFinished(_ context.Context, c agent.LLMCall) {
+// was a fallback, and the kind of error that failed it. It implements provider.Observer.
+func (m *Metrics) ModelCallFinished(_ context.Context, c chat.ModelCall) {
 	if m == nil {
 		return
 	}
@@ -274,17 +274,17 @@ func (m *Metrics) ModelCallFinished(_ context.Context, c agent.LLMCall) {
 		model = Unknown
 	}
 	m.modelCalls.WithLabelValues(model, string(c.Status)).Inc()
-	provider, requested := m.genAILabels(model)
+	system, requested := m.genAILabels(model)
 	errType := ""
 	if c.Err != nil {
-		errType = string(agent.ErrorKindOf(c.Err))
+		errType = string(provider.ErrorKindOf(c.Err))
 	}
-	m.genAIDuration.WithLabelValues(genAIChat, provider, requested, errType).Observe(c.Duration.Seconds())
+	m.genAIDuration.WithLabelValues(genAIChat, system, requested, errType).Observe(c.Duration.Seconds())
 	if c.FallbackReason != "" {
 		m.modelFallbacks.WithLabelValues(model).Inc()
 	}
 	if c.Err != nil {
-		if kind := agent.ErrorKindOf(c.Err); kind != agent.ErrCanceled {
+		if kind := provider.ErrorKindOf(c.Err); kind != provider.ErrCanceled {
 			m.modelErrors.WithLabelValues(model, string(kind)).Inc()
 		}
 		return
@@ -292,8 +292,8 @@ func (m *Metrics) ModelCallFinished(_ context.Context, c agent.LLMCall) {
 	m.modelFirstToken.WithLabelValues(model).Observe(c.TimeToFirstToken.Seconds())
 	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
 	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
-	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "input").Observe(float64(c.TokensIn))
-	m.genAITokens.WithLabelValues(genAIChat, provider, requested, "output").Observe(float64(c.TokensOut))
+	m.genAITokens.WithLabelValues(genAIChat, system, requested, "input").Observe(float64(c.TokensIn))
+	m.genAITokens.WithLabelValues(genAIChat, system, requested, "output").Observe(float64(c.TokensOut))
 	if p, ok := m.prices[c.Model]; ok {
 		m.modelCost.WithLabelValues(model).Add(p.Cost(int64(c.TokensIn), int64(c.TokensOut)) + p.AudioCost(c.Audio.Milliseconds()))
 	}

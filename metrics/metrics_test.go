@@ -19,7 +19,6 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"relaybot/adapters/delivery"
-	"relaybot/agent"
 	"relaybot/audit"
 )
 
@@ -89,9 +88,9 @@ func TestScrapeShowsWhatTheBotDid(t *testing.T) {
 	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventRateLimited, Chat: tg})
 	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventFailed, Chat: tg, Final: true, Err: errors.New("gone")})
 	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventSend, Chat: chat.Ref{Platform: chat.Discord, ChatID: "9"}})
-	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "main", Status: agent.StatusError,
+	m.ModelCallFinished(context.Background(), chat.ModelCall{Model: "main", Status: chat.StatusError,
 		Err: fmt.Errorf("model main: %w", &openai.APIError{HTTPStatusCode: 429, Message: "slow down"})})
-	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "backup", Status: agent.StatusOK, FallbackReason: "rate limited",
+	m.ModelCallFinished(context.Background(), chat.ModelCall{Model: "backup", Status: chat.StatusOK, FallbackReason: "rate limited",
 		TimeToFirstToken: 400 * time.Millisecond, TokensIn: 120, TokensOut: 30})
 
 	srv := httptest.NewServer(m.Handler())
@@ -147,7 +146,7 @@ func TestNamesTheModelMadeUpCreateNoSeries(t *testing.T) {
 	for i := range 20 {
 		name := fmt.Sprintf("made_up_%d_%s", i, strings.Repeat("x", 3000))
 		m.ToolCallFinished(name, "not_found", time.Millisecond)
-		m.ModelCallFinished(context.Background(), agent.LLMCall{Model: name, Status: agent.StatusOK})
+		m.ModelCallFinished(context.Background(), chat.ModelCall{Model: name, Status: chat.StatusOK})
 	}
 	m.ToolCallFinished("current_time", "ok", time.Millisecond)
 
@@ -208,7 +207,7 @@ func TestNilMetricsIgnoresEveryCall(t *testing.T) {
 	m.TurnFinished(context.Background(), &pipeline.TurnFinish{Status: "ok"}, time.Second)
 	m.ToolCallFinished("x", "ok", time.Second)
 	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventSend})
-	m.ModelCallFinished(context.Background(), agent.LLMCall{})
+	m.ModelCallFinished(context.Background(), chat.ModelCall{})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	scrape(t, srv.URL)
@@ -217,9 +216,9 @@ func TestNilMetricsIgnoresEveryCall(t *testing.T) {
 // The cost counter prices each model call's tokens with the model's configured price per million.
 func TestModelCostFollowsThePrices(t *testing.T) {
 	m := New(Options{Models: []string{"mini", "free"}, Prices: map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}}})
-	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 2_000_000, TokensOut: 500_000})
-	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "mini", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 0})
-	m.ModelCallFinished(context.Background(), agent.LLMCall{Model: "free", Status: agent.StatusOK, TokensIn: 1_000_000, TokensOut: 1_000_000})
+	m.ModelCallFinished(context.Background(), chat.ModelCall{Model: "mini", Status: chat.StatusOK, TokensIn: 2_000_000, TokensOut: 500_000})
+	m.ModelCallFinished(context.Background(), chat.ModelCall{Model: "mini", Status: chat.StatusOK, TokensIn: 1_000_000, TokensOut: 0})
+	m.ModelCallFinished(context.Background(), chat.ModelCall{Model: "free", Status: chat.StatusOK, TokensIn: 1_000_000, TokensOut: 1_000_000})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	fams := scrape(t, srv.URL)

@@ -2,8 +2,8 @@ package metrics
 
 import (
 	"relaybot/adapters/delivery"
-	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 )
 
 // genAIChat is the gen_ai.operation.name of a model call.
@@ -20,11 +20,11 @@ var (
 	genAIDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
 )
 
-// turnOutcomes are the statuses a turn ends with (chat.TurnOK, ...).
+// turnOutcomes are the statuses a turn ends with (chat.StatusOK, ...).
 var turnOutcomes = []string{"ok", "error", "cancelled", "interrupted"}
 
 // modelStatuses are the outcomes of a model call.
-var modelStatuses = []agent.Status{agent.StatusOK, agent.StatusError, agent.StatusCancelled}
+var modelStatuses = []chat.Status{chat.StatusOK, chat.StatusError, chat.StatusCancelled}
 
 // genAILabels are the provider and requested model of a configured model (Unknown for both
 // when the model is not configured).

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/quota"
+	"relaybot/store"
 )
 
 // BenchmarkTurn measures one whole turn through the pipeline: access, queue, history read, user
@@ -22,8 +24,27 @@ func BenchmarkTurn(b *testing.B) {
 // BenchmarkTurnWithQuota is BenchmarkTurn with a daily quota per user and per chat: every model
 // call checks both and reserves its tokens before its request.
 func BenchmarkTurnWithQuota(b *testing.B) {
-	h := newBenchHarness(b, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1 << 40}, Chat: quota.Limits{TokensPerDay: 1 << 40}}})
+	checks := &countedUsage{}
+	h := newBenchHarness(b, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1 << 40}, Chat: quota.Limits{TokensPerDay: 1 << 40}},
+		Usage: checks})
+	checks.log = h.store
 	benchTurns(b, h)
+	// Each turn checks the user's and the chat's quota before it begins (its calls check them in
+	// the ledger's reservation).
+	if n := checks.n.Load(); n < int64(2*b.N) {
+		b.Fatalf("%d usage queries for %d turns: the quotas were not checked before each turn", n, b.N)
+	}
+}
+
+// countedUsage counts the usage queries made of log.
+type countedUsage struct {
+	log quota.UsageLog
+	n   atomic.Int64
+}
+
+func (c *countedUsage) Usage(ctx context.Context, f store.UsageFilter) ([]store.UsageRow, error) {
+	c.n.Add(1)
+	return c.log.Usage(ctx, f)
 }
 
 func benchTurns(b *testing.B, h *harness) {

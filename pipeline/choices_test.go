@@ -12,6 +12,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
+	"relaybot/provider"
 	"relaybot/store"
 )
 
@@ -69,7 +70,7 @@ func TestModelCommandPicksAModelForThisConversation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, Options{})
 			h.withModels(Options{Models: ModelOptions{Budgets: budgets, Selectable: tt.selectable}},
-				agent.Model{Name: "primary", Model: "test-model"}, agent.Model{Name: "fast", Model: "fast-model"})
+				agent.Model{Endpoint: provider.Endpoint{Name: "primary", Model: "test-model"}}, agent.Model{Endpoint: provider.Endpoint{Name: "fast", Model: "fast-model"}})
 			out := &recResponder{}
 			<-h.handle(privateMsg("42", "1", "/model"), out)
 			want := "Models: primary (current), fast. Send /model NAME to pick one for this conversation, /model default for the configured one."
@@ -260,7 +261,7 @@ func TestContextTooLongCompactsAndRetriesOnce(t *testing.T) {
 	last := rec.ends[len(rec.ends)-1]
 	var calls []string
 	for _, c := range last.LLMCalls {
-		calls = append(calls, c.Status)
+		calls = append(calls, string(c.Status))
 	}
 	if last.Status != store.TurnOK || strings.Join(calls, ",") != "error,ok,ok" || last.LLMCalls[1].Round != 0 {
 		t.Errorf("turn saved %s with calls %v (%+v), want ok with the refused call, the summary (round 0) and the answer", last.Status, calls, last.LLMCalls)

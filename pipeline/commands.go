@@ -76,7 +76,7 @@ type commands struct {
 	quotas  *quota.Guard
 	access  *access.Rules
 	opts    *Options
-	// say sends a notice (Pipeline.notice); fail is what the user sees of an error.
+	// say sends a notice (outbox.notice); fail is what the user sees of an error.
 	say  func(out adapters.Responder, text string, log *slog.Logger)
 	fail func(err error) string
 }

@@ -188,7 +188,7 @@ func TestShutdownBoundsHeldFinal(t *testing.T) {
 // turnCounter is a pipeline Observer that keeps the statuses of finished turns.
 type turnCounter struct {
 	mu   sync.Mutex
-	seen []chat.TurnStatus
+	seen []chat.Status
 }
 
 func (c *turnCounter) TurnStarted(ctx context.Context, _ TurnStart) context.Context { return ctx }
@@ -199,7 +199,7 @@ func (c *turnCounter) TurnFinished(_ context.Context, end *TurnFinish, _ time.Du
 	c.mu.Unlock()
 }
 
-func (c *turnCounter) statuses() []chat.TurnStatus {
+func (c *turnCounter) statuses() []chat.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.seen)

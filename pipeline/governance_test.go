@@ -17,6 +17,7 @@ import (
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
+	"relaybot/provider"
 	"relaybot/store"
 	"relaybot/tools"
 	"slices"
@@ -163,7 +164,7 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 	}
 
 	// A new pipeline and tool manager over the same database: the consent for everyone holds.
-	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "test-model", SupportsTools: true}}, agent.Options{})
+	runner, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{Name: "primary", BaseURL: h.llm.URL, Model: "test-model"}, SupportsTools: true}}, agent.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"relaybot/adapters"
-	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/tools"
@@ -277,16 +276,6 @@ func TestSchedulerStopBeforeTurnBegins(t *testing.T) {
 		t.Fatal("a refused stop cancelled the turn when it began")
 	}
 	s.leave("k", second)
-}
-
-// The model calls of a turn are saved with the time each was made (the store otherwise stamps
-// them all with the turn's end).
-func TestToStoreLLMCallsKeepsStart(t *testing.T) {
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	got := toStoreLLMCalls([]agent.LLMCall{{Model: "m", Round: 1, Status: agent.StatusOK, StartedAt: at}})
-	if len(got) != 1 || !got[0].StartedAt.Equal(at) {
-		t.Fatalf("stored calls = %+v, want StartedAt %v", got, at)
-	}
 }
 
 // Reasoning shows the way each surface shows it, in every mode and at every moment of the

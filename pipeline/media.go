@@ -14,6 +14,7 @@ import (
 	"relaybot/chat"
 	"relaybot/media"
 	"relaybot/pipeline/history"
+	"relaybot/provider"
 	"relaybot/speech"
 	"relaybot/store"
 )
@@ -21,13 +22,13 @@ import (
 // Transcriber turns a recording into text (*speech.Client).
 type Transcriber interface {
 	CanTranscribe() bool
-	Transcribe(ctx context.Context, a speech.Audio) (string, []agent.LLMCall, error)
+	Transcribe(ctx context.Context, a speech.Audio) (string, []chat.ModelCall, error)
 }
 
 // Speaker speaks an answer as OGG/Opus (*speech.Client).
 type Speaker interface {
 	CanSpeak() bool
-	Speak(ctx context.Context, text string) ([]byte, agent.LLMCall, error)
+	Speak(ctx context.Context, text string) ([]byte, chat.ModelCall, error)
 }
 
 // Reader reads the bytes users send under limits of memory, time, pages and decompressed
@@ -91,13 +92,13 @@ func (t *turn) readMedia() bool {
 
 // speak is the turn's stage after its delivery: a delivered answer is also spoken when
 // MediaOptions.Reply says so.
-func (t *turn) speak(res *agent.Result, status chat.TurnStatus) {
+func (t *turn) speak(res *agent.Result, status chat.Status) {
 	if status != store.TurnOK {
 		return
 	}
 	answer := ""
 	for i := len(res.Messages) - 1; i >= 0; i-- {
-		if m := res.Messages[i]; m.Role == agent.RoleAssistant && strings.TrimSpace(m.Content) != "" {
+		if m := res.Messages[i]; m.Role == chat.RoleAssistant && strings.TrimSpace(m.Content) != "" {
 			answer = m.Content
 			break
 		}
@@ -112,7 +113,7 @@ func (t *turn) speak(res *agent.Result, status chat.TurnStatus) {
 // is left to answer.
 type readMedia struct {
 	in     adapters.Inbound
-	calls  []agent.LLMCall
+	calls  []chat.ModelCall
 	spoken bool
 }
 
@@ -267,7 +268,7 @@ func (ar *attachmentReader) transcribe(ctx context.Context, a adapters.Attachmen
 	ar.r.calls = append(ar.r.calls, calls...)
 	if err != nil {
 		ar.log.Warn("pipeline: transcription failed", "file", name, "err", err)
-		ar.tell(a, name, fmt.Sprintf("%s could not be transcribed: the speech service failed (%s).", describe(a, name), agent.ErrorKindOf(err)))
+		ar.tell(a, name, fmt.Sprintf("%s could not be transcribed: the speech service failed (%s).", describe(a, name), provider.ErrorKindOf(err)))
 		return
 	}
 	if text == "" {
@@ -308,14 +309,14 @@ func (m *mediaReader) showTranscript(out adapters.Responder, platform chat.Platf
 
 // speakAnswer sends the answer as a voice message after its text, when Reply says so; the call
 // joins the turn's model calls.
-func (m *mediaReader) speakAnswer(ctx context.Context, out adapters.Responder, spoken bool, answer string, log *slog.Logger) (agent.LLMCall, bool) {
+func (m *mediaReader) speakAnswer(ctx context.Context, out adapters.Responder, spoken bool, answer string, log *slog.Logger) (chat.ModelCall, bool) {
 	o := m.o
 	if o.Speaker == nil || !o.Speaker.CanSpeak() || o.Reply == SpeakOff || o.Reply == "" || (o.Reply == SpeakWhenSpokenTo && !spoken) {
-		return agent.LLMCall{}, false
+		return chat.ModelCall{}, false
 	}
 	text := speakable(answer, o.MaxReplyChars)
 	if text == "" {
-		return agent.LLMCall{}, false
+		return chat.ModelCall{}, false
 	}
 	data, call, err := o.Speaker.Speak(ctx, text)
 	if err != nil {

@@ -53,7 +53,7 @@ type Store interface {
 type InboundTurns interface {
 	// TurnByInbound returns the newest turn started by message inboundMessageID of the chat
 	// (any of its conversations), and false when there is none.
-	TurnByInbound(ctx context.Context, platform, chatID, inboundMessageID string) (store.Turn, bool, error)
+	TurnByInbound(ctx context.Context, ref chat.Ref, inboundMessageID string) (store.Turn, bool, error)
 	// SupersedeTurn takes the cut turn of a message answered again out of the history (status
 	// retried), so the message is in the model's context once.
 	SupersedeTurn(ctx context.Context, turnID int64) (bool, error)
@@ -80,12 +80,12 @@ type Observer interface {
 // TurnFinish describes how a turn ended, as its observers see it.
 type TurnFinish struct {
 	TurnID int64
-	Status chat.TurnStatus
+	Status chat.Status
 	// Model is the model that answered; Rounds how many model calls the turn made.
 	Model               string
 	Rounds              int
 	TokensIn, TokensOut int
-	// Error is what went wrong, when Status is not chat.TurnOK.
+	// Error is what went wrong, when Status is not chat.StatusOK.
 	Error string
 	// Answer is the text of the turn's last assistant message; empty when it has none.
 	Answer string
@@ -163,7 +163,7 @@ type request struct {
 	// resumed are the tool calls (the assistant's messages asking for them, and their results)
 	// that finished in the cut turn of a message answered again: the turn's transcript goes on
 	// from them, and its record keeps them (finishedCalls).
-	resumed []agent.Message
+	resumed []chat.Message
 }
 
 // New returns a Pipeline. runner and st are required; toolbox may be nil (no tools).

@@ -229,7 +229,7 @@ func answeredBefore(st Store, r *request) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
 	lctx, cancelLookup := context.WithTimeout(ctx, store.WriteAttempt)
-	t, found, err := finder.TurnByInbound(lctx, string(in.Chat.Platform), in.Chat.ChatID, in.MessageID)
+	t, found, err := finder.TurnByInbound(lctx, in.Chat, in.MessageID)
 	cancelLookup()
 	if err != nil {
 		log.Warn("pipeline: redelivered message not checked against earlier turns; answering it", "message", in.MessageID, "err", err)

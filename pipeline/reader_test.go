@@ -13,6 +13,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/wait"
 	"relaybot/media/sandbox"
+	"relaybot/provider"
 	"relaybot/speech"
 	"relaybot/tools"
 )
@@ -79,7 +80,7 @@ func TestStopEndsADocumentThatReadsForever(t *testing.T) {
 func TestVoiceNoteIsMeasuredNotBelieved(t *testing.T) {
 	srv := llm.NewServer()
 	t.Cleanup(srv.Close)
-	sp, err := speech.New(speech.Options{Candidates: []speech.Candidate{{BaseURL: srv.URL, Model: "whisper-1"}}})
+	sp, err := speech.New(speech.Options{Candidates: []provider.Endpoint{{BaseURL: srv.URL, Model: "whisper-1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestVoiceNoteIsMeasuredNotBelieved(t *testing.T) {
 func TestUnmeasurableAudioIsRefused(t *testing.T) {
 	srv := llm.NewServer()
 	t.Cleanup(srv.Close)
-	sp, err := speech.New(speech.Options{Candidates: []speech.Candidate{{BaseURL: srv.URL, Model: "whisper-1"}}})
+	sp, err := speech.New(speech.Options{Candidates: []provider.Endpoint{{BaseURL: srv.URL, Model: "whisper-1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"relaybot/agent"
 	"relaybot/audit"
+	"relaybot/chat"
 )
 
 // CutCalls is what a store adds to InboundTurns so that a message answered again does not run
@@ -21,26 +21,26 @@ type CutCalls interface {
 // message with each one's result (the audit row's, redacted and capped). A call that never
 // finished (running, interrupted, cancelled, denied, timed out) is left out: it may not have
 // happened, so the model may ask for it again.
-func finishedCalls(ctx context.Context, st CutCalls, turnID int64) ([]agent.Message, error) {
+func finishedCalls(ctx context.Context, st CutCalls, turnID int64) ([]chat.Message, error) {
 	recs, _, err := st.ToolCalls(ctx, audit.Filter{TurnID: turnID, Statuses: []audit.Status{audit.StatusOK, audit.StatusError},
 		Order: audit.Newest, Limit: audit.MaxLimit})
 	if err != nil {
 		return nil, fmt.Errorf("the finished tool calls of turn %d: %w", turnID, err)
 	}
 	slices.SortFunc(recs, func(a, b audit.Record) int { return cmp.Or(cmp.Compare(a.Round, b.Round), cmp.Compare(a.ID, b.ID)) })
-	var out []agent.Message
+	var out []chat.Message
 	for i := 0; i < len(recs); {
 		j := i
-		ask := agent.Message{Role: agent.RoleAssistant}
-		var results []agent.Message
+		ask := chat.Message{Role: chat.RoleAssistant}
+		var results []chat.Message
 		for ; j < len(recs) && recs[j].Round == recs[i].Round; j++ {
 			r := recs[j]
-			ask.ToolCalls = append(ask.ToolCalls, agent.ToolCall{ID: r.ToolCallID, Name: r.ToolName, Arguments: r.Arguments})
+			ask.ToolCalls = append(ask.ToolCalls, chat.ToolCall{ID: r.ToolCallID, Name: r.ToolName, Arguments: r.Arguments})
 			content := r.Result
 			if r.Status == audit.StatusError && content == "" {
 				content = "error: " + r.Error
 			}
-			results = append(results, agent.Message{Role: agent.RoleTool, Content: content, ToolCallID: r.ToolCallID})
+			results = append(results, chat.Message{Role: chat.RoleTool, Content: content, ToolCallID: r.ToolCallID})
 		}
 		out = append(append(out, ask), results...)
 		i = j

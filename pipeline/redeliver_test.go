@@ -46,7 +46,7 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := h.store.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
-		UserMessage: store.Message{Role: store.RoleUser, Content: "second"}}); err != nil {
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "second"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := h.store.Recover(ctx); err != nil {
@@ -117,7 +117,7 @@ func TestARedeliveredMessageGoesOnFromTheToolCallsItsCutTurnFinished(t *testing.
 		t.Fatal(err)
 	}
 	cut, err := h.store.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
-		UserMessage: store.Message{Role: store.RoleUser, Content: "send the mail"}})
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "send the mail"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestARedeliveredMessageGoesOnFromTheToolCallsItsCutTurnFinished(t *testing.
 		ask.ToolCalls[0].Name != "send_mail" || result.Role != "tool" || result.ToolCallID != "call_sent" || result.Content != "mail sent" {
 		t.Fatalf("the model was not shown the finished call and its result after the message (and not the cut one); its last messages: %+v", ms[len(ms)-3:])
 	}
-	turn, found, err := h.store.TurnByInbound(ctx, "telegram", "9", "2")
+	turn, found, err := h.store.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "9"}, "2")
 	if err != nil || !found || turn.ID == cut {
 		t.Fatalf("the new turn of the message: %+v, found %v, err %v", turn, found, err)
 	}

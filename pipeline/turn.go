@@ -47,7 +47,7 @@ type turn struct {
 	// media is what the message's attachments gave (media.go); spoken the call that spoke the
 	// answer, if any.
 	media  readMedia
-	spoken []agent.LLMCall
+	spoken []chat.ModelCall
 }
 
 // turnParts are what a turn is run with: the agent, the store, the tools, and the pipeline's
@@ -188,7 +188,7 @@ func (t *turn) open(ctx context.Context) error {
 		UserID:           t.in.UserID,
 		UserName:         t.in.UserName,
 		InboundMessageID: t.in.MessageID,
-		UserMessage:      store.Message{Role: store.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: len(p.history.Images(t.in))},
+		UserMessage:      chat.Message{Role: chat.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: p.history.Images(t.in)},
 	}
 	if ids, ok := p.store.(TurnIDs); ok && p.quotas.Ledgered() {
 		// The start rides in the first model call's reservation (or is written alone by then).
@@ -291,7 +291,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 
 // transcript is the turn's transcript (compacting every round with all): the history within the
 // model's budget, the user's message, and the tool calls a cut turn of the message finished.
-func (t *turn) transcript(all bool) []agent.Message {
+func (t *turn) transcript(all bool) []chat.Message {
 	return append(t.parts.history.Transcript(t.ctx, t.hist, t.in, t.req.Tools, all, t.log), t.r.resumed...)
 }
 
@@ -299,11 +299,11 @@ func (t *turn) transcript(all bool) []agent.Message {
 // estimate), every round is summarised and the turn tried once more.
 func (t *turn) run() *agent.Result {
 	p, ctx, h := t.parts, t.ctx, t.hist
-	calls := append(append([]agent.LLMCall(nil), t.media.calls...), h.Calls...) // transcription and compaction first, as they happened
+	calls := append(append([]chat.ModelCall(nil), t.media.calls...), h.Calls...) // transcription and compaction first, as they happened
 	res := p.runner.Run(ctx, t.req, t.resp.emit)
 	p.history.Observe(res.LLMCalls, h.Estimate)
 	calls = append(calls, res.LLMCalls...)
-	if res.Status == agent.StatusError && errors.Is(res.Err, agent.ErrContextTooLong) && ctx.Err() == nil && len(h.Rounds) > 0 {
+	if res.Status == chat.StatusError && errors.Is(res.Err, agent.ErrContextTooLong) && ctx.Err() == nil && len(h.Rounds) > 0 {
 		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
 		first, n := res, len(h.Calls)
 		h.Compacted = false
@@ -329,7 +329,7 @@ func (t *turn) run() *agent.Result {
 // status, its error text and the partial answer of a cut round (not among the agent's messages).
 // An answer the platform did not take makes the turn an error: its record says the user did
 // not get it, whatever the model did.
-func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, partial string) {
+func (t *turn) deliver(res *agent.Result) (status chat.Status, errText, partial string) {
 	status, note, errText := t.outcome(res)
 	if status == store.TurnOK && res.Truncated {
 		note = LengthCutNote
@@ -347,7 +347,7 @@ func (t *turn) deliver(res *agent.Result) (status chat.TurnStatus, errText, part
 
 // record saves the turn's end (its messages and model calls) and tells the observer; a turn
 // whose start was never saved has no row to end.
-func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partial string, saved bool) {
+func (t *turn) record(res *agent.Result, status chat.Status, errText, partial string, saved bool) {
 	end := store.TurnEnd{
 		TurnID:      t.id,
 		QuotaChatID: quota.ChatOf(t.in),
@@ -357,16 +357,16 @@ func (t *turn) record(res *agent.Result, status chat.TurnStatus, errText, partia
 		TokensIn:    res.Usage.TokensIn,
 		TokensOut:   res.Usage.TokensOut,
 		Error:       errText,
-		Messages:    toStoreMessages(slices.Concat(t.r.resumed, res.Messages)),
+		Messages:    namedToolMessages(slices.Concat(t.r.resumed, res.Messages)),
 		// The metered calls are saved already; the transcriptions (made before the turn's
 		// meter) and the spoken answer's call are saved with the turn.
-		LLMCalls: toStoreLLMCalls(slices.Concat(t.media.calls, t.meter.Unsaved(), t.spoken)),
+		LLMCalls: slices.Concat(t.media.calls, t.meter.Unsaved(), t.spoken),
 		Settle:   t.meter.TakeSettles(),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart
 		// from the content, as on a completed answer, so it never goes back to the model as text.
-		pm := store.Message{Role: store.RoleAssistant, Content: res.Partial.Content, Reasoning: res.Partial.ReasoningContent}
+		pm := chat.Message{Role: chat.RoleAssistant, Content: res.Partial.Content, Reasoning: res.Partial.Reasoning}
 		if pm.Content == "" && pm.Reasoning == "" {
 			pm.Content = partial
 		}
@@ -414,13 +414,13 @@ func joinErr(text, more string) string {
 
 // outcome maps how the agent's run ended to the turn's status, the note the user sees after the
 // partial answer, and the error text saved with the turn.
-func (t *turn) outcome(res *agent.Result) (status chat.TurnStatus, note, errText string) {
+func (t *turn) outcome(res *agent.Result) (status chat.Status, note, errText string) {
 	p, ctx := t.parts, t.ctx
-	if res.Status == agent.StatusOK {
+	if res.Status == chat.StatusOK {
 		return store.TurnOK, "", ""
 	}
 	cause := context.Cause(ctx)
-	if ctx.Err() != nil || res.Status == agent.StatusCancelled {
+	if ctx.Err() != nil || res.Status == chat.StatusCancelled {
 		switch {
 		case errors.Is(cause, ErrStopped):
 			return store.TurnCancelled, p.opts.Texts.Stopped, cause.Error()
@@ -453,19 +453,19 @@ func (t *turn) outcome(res *agent.Result) (status chat.TurnStatus, note, errText
 // cancelled while its tools ran). roundShown is the text shown of the latest round that ended with
 // tool calls; it differs from that round's stored content when reasoning is shown.
 func partialText(res *agent.Result, roundShown string) string {
-	if res.Status == agent.StatusOK || res.PartialText == "" {
+	if res.Status == chat.StatusOK || res.PartialText == "" {
 		return ""
 	}
 	if roundShown != "" && res.PartialText == roundShown && len(res.Messages) > 0 &&
-		res.Messages[len(res.Messages)-1].Role == agent.RoleTool {
+		res.Messages[len(res.Messages)-1].Role == chat.RoleTool {
 		return ""
 	}
 	for i := len(res.Messages) - 1; i >= 0; i-- {
 		m := res.Messages[i]
-		if m.Role == agent.RoleTool {
+		if m.Role == chat.RoleTool {
 			continue
 		}
-		if m.Role == agent.RoleAssistant && m.Content == res.PartialText {
+		if m.Role == chat.RoleAssistant && m.Content == res.PartialText {
 			return ""
 		}
 		break
@@ -498,9 +498,9 @@ func (p *turnParts) allowedTools(in adapters.Inbound) func(string) bool {
 }
 
 // modelOf returns the model that answered: the last successful call's, else the last tried.
-func modelOf(calls []agent.LLMCall) string {
+func modelOf(calls []chat.ModelCall) string {
 	for i := len(calls) - 1; i >= 0; i-- {
-		if calls[i].Status == agent.StatusOK {
+		if calls[i].Status == chat.StatusOK {
 			return calls[i].Model
 		}
 	}
@@ -511,7 +511,7 @@ func modelOf(calls []agent.LLMCall) string {
 }
 
 // roundsOf returns the number of model rounds of a turn.
-func roundsOf(calls []agent.LLMCall) int {
+func roundsOf(calls []chat.ModelCall) int {
 	n := 0
 	for _, c := range calls {
 		n = max(n, c.Round)
@@ -520,11 +520,26 @@ func roundsOf(calls []agent.LLMCall) int {
 }
 
 // lastAnswer is the text of the last assistant message of msgs; empty when none has text.
-func lastAnswer(msgs []store.Message) string {
+func lastAnswer(msgs []chat.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == chat.RoleAssistant && msgs[i].Content != "" {
 			return msgs[i].Content
 		}
 	}
 	return ""
+}
+
+// namedToolMessages names each tool message of a turn after the tool that answered it, as the
+// history keeps them (the model is not sent the name: it knows its calls by id).
+func namedToolMessages(ms []chat.Message) []chat.Message {
+	names := map[string]string{} // tool call id → tool name
+	for i, m := range ms {
+		for _, c := range m.ToolCalls {
+			names[c.ID] = c.Name
+		}
+		if m.Role == chat.RoleTool && m.Name == "" {
+			ms[i].Name = names[m.ToolCallID]
+		}
+	}
+	return ms
 }

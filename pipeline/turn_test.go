@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"relaybot/provider"
 	"slices"
 	"strings"
 	"sync"
@@ -216,7 +217,7 @@ func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, 
 		loaders = []tools.Loader{echoLoader{}}
 	}
 	h := &harness{t: t, llm: srv, store: st, rec: toolstest.NewRecorder(), logs: &logbuf.Buffer{}}
-	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "test-model", SupportsTools: true}},
+	runner, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{Name: "primary", BaseURL: h.llm.URL, Model: "test-model"}, SupportsTools: true}},
 		agent.Options{FlushChunks: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +288,7 @@ func (h *harness) handle(in adapters.Inbound, out adapters.Responder) <-chan str
 	return done
 }
 
-func (h *harness) history(key chat.Key) []store.Message {
+func (h *harness) history(key chat.Key) []chat.Message {
 	h.t.Helper()
 	conv, err := h.store.Conversation(context.Background(), key)
 	if err != nil {
@@ -420,13 +421,13 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 }
 
 // turnStatuses reads the statuses of a conversation's turns from the audit-free turn table.
-func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.TurnStatus {
+func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.Status {
 	t.Helper()
-	turns, err := h.store.ChatTurns(context.Background(), string(in.Chat.Platform), in.Chat.ChatID, 0)
+	turns, err := h.store.ChatTurns(context.Background(), in.Chat, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []chat.TurnStatus
+	var out []chat.Status
 	for _, turn := range slices.Backward(turns) { // oldest first
 		out = append(out, turn.Status)
 	}
@@ -635,7 +636,7 @@ func TestAuditCommand(t *testing.T) {
 func TestNonStreamingSendsEachRoundWhenItEnds(t *testing.T) {
 	h := newHarness(t, Options{})
 	// newHarness's runner allows 128 rounds; this test needs a runner with a cap of 1.
-	runner, err := agent.NewRunner([]agent.Model{{Name: "primary", BaseURL: h.llm.URL, Model: "m", SupportsTools: true}},
+	runner, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{Name: "primary", BaseURL: h.llm.URL, Model: "m"}, SupportsTools: true}},
 		agent.Options{MaxToolRounds: 1})
 	if err != nil {
 		t.Fatal(err)

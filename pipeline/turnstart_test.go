@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
@@ -38,7 +39,7 @@ func TestTheModelIsAskedOnlyOnceTheUsersMessageIsSavedWithItsReservation(t *test
 	type seen struct {
 		found    bool
 		status   string
-		messages []store.Message
+		messages []chat.Message
 		calls    int64
 		err      error
 	}
@@ -46,7 +47,7 @@ func TestTheModelIsAskedOnlyOnceTheUsersMessageIsSavedWithItsReservation(t *test
 	h.llm.SetHandler(func(llm.Request) llm.Reply {
 		ctx := context.Background()
 		var s seen
-		turn, found, err := h.store.TurnByInbound(ctx, "telegram", "7", "1")
+		turn, found, err := h.store.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
 		s.found, s.status, s.err = found, string(turn.Status), err
 		if found && err == nil {
 			s.messages, s.err = h.store.TurnMessages(ctx, turn.ID)
@@ -98,7 +99,7 @@ func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *test
 	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }, Usage: noUsage{}})
 	ctx := context.Background()
 	if _, err := h.store.StartLLMCall(ctx, store.LLMCallStart{Platform: "telegram", ChatID: "7", UserID: "7",
-		Call: store.LLMCall{Model: "test-model", TokensIn: 900, TokensOut: 200, StartedAt: now}}); err != nil {
+		Call: chat.ModelCall{Model: "test-model", TokensIn: 900, TokensOut: 200, StartedAt: now}}); err != nil {
 		t.Fatal(err)
 	}
 	out := &recResponder{stream: true}
@@ -110,7 +111,7 @@ func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *test
 	if !strings.Contains(final+strings.Join(out.Notices(), " "), "quota") {
 		t.Fatalf("the user saw %q and notices %q, want the quota's refusal", final, out.Notices())
 	}
-	turn, found, err := h.store.TurnByInbound(ctx, "telegram", "7", "1")
+	turn, found, err := h.store.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
 	if err != nil || !found || turn.Status != store.TurnError {
 		t.Fatalf("the refused turn: %+v, %v, %v; want it saved as an error", turn, found, err)
 	}
@@ -125,7 +126,7 @@ func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *test
 type stoppedRunner struct{}
 
 func (stoppedRunner) Run(context.Context, agent.Request, func(agent.Event)) *agent.Result {
-	return &agent.Result{Status: agent.StatusCancelled, Err: context.Canceled}
+	return &agent.Result{Status: chat.StatusCancelled, Err: context.Canceled}
 }
 
 // TestATurnStoppedBeforeItsFirstModelCallStillSavesWhatTheUserSaid: with no model call to
@@ -135,7 +136,7 @@ func TestATurnStoppedBeforeItsFirstModelCallStillSavesWhatTheUserSaid(t *testing
 	st := openStore(t)
 	p := newPipeline(t, stoppedRunner{}, st, nil, Options{})
 	p.Handle(ctx, privateMsg("7", "1", "hello"), &recResponder{stream: true})
-	turn, found, err := st.TurnByInbound(ctx, "telegram", "7", "1")
+	turn, found, err := st.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
 	if err != nil || !found || turn.Status != store.TurnCancelled {
 		t.Fatalf("the stopped turn: %+v, %v, %v; want it saved as cancelled", turn, found, err)
 	}

@@ -1,9 +1,10 @@
 // Package speech turns voice into text and text into voice through OpenAI-compatible endpoints
 // (POST /v1/audio/transcriptions and /v1/audio/speech): OpenAI, Groq, a local whisper.cpp or
 // speaches server. Transcription tries its candidates in order with the chat models' fallback
-// rules and error classification (agent.ErrorKindOf, ErrorKind.MovesOn); every attempt is
-// reported as an agent.LLMCall, so it reaches the audit trail, metrics and usage like a chat
-// model's call.
+// rules and error classification (provider.ErrorKindOf, ErrorKind.MovesOn); every attempt is
+// reported as a chat.ModelCall, so it reaches the audit trail, metrics and usage like a chat
+// model's call. It speaks to its endpoints as the agent's runner does, through provider's
+// Endpoint, and knows nothing of the runner.
 package speech
 
 import (
@@ -13,33 +14,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"relaybot/chat"
+	"relaybot/provider"
 	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
-
-	"relaybot/agent"
 )
 
-// Candidate is one transcription endpoint.
-type Candidate struct {
-	// Name labels the candidate in the audit trail and usage (default: Model).
-	Name    string
-	BaseURL string // the API root, e.g. "https://api.openai.com/v1"
-	APIKey  string
-	Model   string // "whisper-1", "gpt-4o-transcribe", "whisper-large-v3", ...
-	// Timeout bounds one request (default DefaultTimeout).
-	Timeout time.Duration
-}
-
-// Voice is the text-to-speech endpoint.
+// Voice is the text-to-speech endpoint: Model is the speech model ("tts-1", "gpt-4o-mini-tts",
+// ...), Voice the voice it speaks with ("alloy", ...).
 type Voice struct {
-	Name    string
-	BaseURL string
-	APIKey  string
-	Model   string // "tts-1", "gpt-4o-mini-tts", ...
-	Voice   string // "alloy", ...
-	Timeout time.Duration
+	provider.Endpoint
+	Voice string
 }
 
 // DefaultTimeout bounds one speech request when its candidate sets none.
@@ -47,26 +34,27 @@ const DefaultTimeout = 120 * time.Second
 
 // Options configure a Client.
 type Options struct {
-	// Candidates are the transcription endpoints in order: the first is primary.
-	Candidates []Candidate
+	// Candidates are the transcription endpoints in order ("whisper-1", "gpt-4o-transcribe",
+	// "whisper-large-v3", ...): the first is primary. A zero Timeout is DefaultTimeout.
+	Candidates []provider.Endpoint
 	// Voice, when its Model is set, speaks answers.
 	Voice Voice
 	// HTTPClient makes the requests (default http.DefaultClient).
 	HTTPClient *http.Client
 	// Observer, when set, hears of every call as it ends, failed attempts included (metrics),
 	// as the agent's model calls are reported.
-	Observer agent.Observer
+	Observer provider.Observer
 	// Now returns the current time (tests); nil means time.Now.
 	Now func() time.Time
 }
 
 // Client talks to the speech endpoints. It is safe for concurrent use.
 type Client struct {
-	cands   []Candidate
+	cands   []provider.Endpoint
 	clients []*openai.Client
 	voice   Voice
 	tts     *openai.Client
-	obs     agent.Observer
+	obs     provider.Observer
 	now     func() time.Time
 }
 
@@ -80,39 +68,29 @@ func New(o Options) (*Client, error) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	client := func(base, key string) *openai.Client {
-		cfg := openai.DefaultConfig(key)
-		cfg.BaseURL = strings.TrimRight(base, "/")
-		cfg.HTTPClient = hc
-		return openai.NewClientWithConfig(cfg)
-	}
 	for i, cand := range o.Candidates {
 		if cand.BaseURL == "" || cand.Model == "" {
 			return nil, fmt.Errorf("speech: candidate %d: base_url and model are required", i)
 		}
-		if cand.Name == "" {
-			cand.Name = cand.Model
-		}
+		cand.Name = cand.Label()
 		if cand.Timeout <= 0 {
 			cand.Timeout = DefaultTimeout
 		}
 		c.cands = append(c.cands, cand)
-		c.clients = append(c.clients, client(cand.BaseURL, cand.APIKey))
+		c.clients = append(c.clients, cand.Client(hc))
 	}
 	if o.Voice.Model != "" {
 		if o.Voice.BaseURL == "" {
 			return nil, errors.New("speech: the voice needs a base_url")
 		}
-		if c.voice.Name == "" {
-			c.voice.Name = c.voice.Model
-		}
+		c.voice.Name = c.voice.Label()
 		if c.voice.Voice == "" {
 			c.voice.Voice = "alloy"
 		}
 		if c.voice.Timeout <= 0 {
 			c.voice.Timeout = DefaultTimeout
 		}
-		c.tts = client(o.Voice.BaseURL, o.Voice.APIKey)
+		c.tts = c.voice.Client(hc)
 	}
 	return c, nil
 }
@@ -135,13 +113,13 @@ type Audio struct {
 // Transcribe returns the text of a recording, trying the candidates in order: a failure that
 // MovesOn leaves a candidate for the next, any other ends the attempt. calls holds one entry
 // per attempt (fallbacks included). The error of the last candidate tried is the error.
-func (c *Client) Transcribe(ctx context.Context, a Audio) (text string, calls []agent.LLMCall, err error) {
+func (c *Client) Transcribe(ctx context.Context, a Audio) (text string, calls []chat.ModelCall, err error) {
 	if !c.CanTranscribe() {
 		return "", nil, errors.New("speech: no transcription endpoint is configured")
 	}
 	reason := ""
 	for i, cand := range c.cands {
-		call := agent.LLMCall{Model: cand.Name, Candidate: i, FallbackReason: reason, StartedAt: c.now(), Audio: a.Duration}
+		call := chat.ModelCall{Model: cand.Name, Candidate: i, FallbackReason: reason, StartedAt: c.now(), Audio: a.Duration}
 		cctx, cancel := context.WithTimeout(ctx, cand.Timeout)
 		res, err := c.clients[i].CreateTranscription(cctx, openai.AudioRequest{
 			Model:    cand.Model,
@@ -153,16 +131,16 @@ func (c *Client) Transcribe(ctx context.Context, a Audio) (text string, calls []
 		call.Duration = c.now().Sub(call.StartedAt)
 		call.TimeToFirstToken = call.Duration
 		if err == nil {
-			call.Status = agent.StatusOK
+			call.Status = chat.StatusOK
 			call.FinishReason = "stop"
 			c.observe(ctx, call)
 			return strings.TrimSpace(res.Text), append(calls, call), nil
 		}
-		kind := agent.ErrorKindOf(err)
+		kind := provider.ErrorKindOf(err)
 		err = fmt.Errorf("transcription by %s (%s): %w", cand.Name, kind, err)
-		call.Status, call.Err = agent.StatusError, err
-		if kind == agent.ErrCanceled || ctx.Err() != nil {
-			call.Status = agent.StatusCancelled
+		call.Status, call.Err = chat.StatusError, err
+		if kind == provider.ErrCanceled || ctx.Err() != nil {
+			call.Status = chat.StatusCancelled
 		}
 		calls = append(calls, call)
 		c.observe(ctx, call)
@@ -204,8 +182,8 @@ var oggMagic = []byte("OggS")
 
 // Speak returns text spoken as OGG/Opus (response_format "opus"), with the call for the audit
 // trail. An answer that is not OGG is an error: platforms show only OGG/Opus as voice.
-func (c *Client) Speak(ctx context.Context, text string) ([]byte, agent.LLMCall, error) {
-	call := agent.LLMCall{Model: c.voice.Name, StartedAt: c.now()}
+func (c *Client) Speak(ctx context.Context, text string) ([]byte, chat.ModelCall, error) {
+	call := chat.ModelCall{Model: c.voice.Name, StartedAt: c.now()}
 	if !c.CanSpeak() {
 		return nil, call, errors.New("speech: no voice is configured")
 	}
@@ -215,20 +193,20 @@ func (c *Client) Speak(ctx context.Context, text string) ([]byte, agent.LLMCall,
 	call.Duration = c.now().Sub(call.StartedAt)
 	call.TimeToFirstToken = call.Duration
 	if err != nil {
-		call.Status, call.Err = agent.StatusError, fmt.Errorf("speech by %s (%s): %w", c.voice.Name, agent.ErrorKindOf(err), err)
+		call.Status, call.Err = chat.StatusError, fmt.Errorf("speech by %s (%s): %w", c.voice.Name, provider.ErrorKindOf(err), err)
 		if ctx.Err() != nil {
-			call.Status = agent.StatusCancelled
+			call.Status = chat.StatusCancelled
 		}
 		c.observe(ctx, call)
 		return nil, call, call.Err
 	}
-	call.Status, call.FinishReason = agent.StatusOK, "stop"
+	call.Status, call.FinishReason = chat.StatusOK, "stop"
 	c.observe(ctx, call)
 	// The spoken answer's length is not transcribed audio: it is not priced per minute.
 	return data, call, nil
 }
 
-func (c *Client) observe(ctx context.Context, call agent.LLMCall) {
+func (c *Client) observe(ctx context.Context, call chat.ModelCall) {
 	if c.obs != nil {
 		c.obs.ModelCallFinished(ctx, call)
 	}

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/internal/testkit/files"
 	"relaybot/internal/testkit/llm"
+	"relaybot/provider"
 	"relaybot/speech"
 )
 
@@ -36,7 +37,7 @@ func TestTranscribeFallsBackLikeTheChatModels(t *testing.T) {
 			})
 			fallback.SetAudio(func(llm.AudioRequest) llm.AudioReply { return llm.AudioReply{Text: "hello from the fallback"} })
 			var seen observed
-			c, err := speech.New(speech.Options{Observer: &seen, Candidates: []speech.Candidate{
+			c, err := speech.New(speech.Options{Observer: &seen, Candidates: []provider.Endpoint{
 				{Name: "primary", BaseURL: primary.URL, Model: "whisper-1"},
 				{Name: "fallback", BaseURL: fallback.URL, Model: "whisper-large-v3"},
 			}})
@@ -72,7 +73,7 @@ func TestTranscribeFallsBackLikeTheChatModels(t *testing.T) {
 func TestSpeakReturnsOggOpus(t *testing.T) {
 	srv := llm.NewServer()
 	defer srv.Close()
-	c, err := speech.New(speech.Options{Voice: speech.Voice{BaseURL: srv.URL, Model: "tts-1"}})
+	c, err := speech.New(speech.Options{Voice: speech.Voice{Endpoint: provider.Endpoint{BaseURL: srv.URL, Model: "tts-1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestSpeakReturnsOggOpus(t *testing.T) {
 	if err := files.CheckOgg(data); err != nil {
 		t.Fatalf("spoken answer is not OGG: %v", err)
 	}
-	if call.Status != agent.StatusOK || call.Audio != 0 {
+	if call.Status != chat.StatusOK || call.Audio != 0 {
 		t.Fatalf("call %+v: want ok, with no transcribed audio to price", call)
 	}
 	req := srv.AudioRequests()[0]
@@ -92,9 +93,9 @@ func TestSpeakReturnsOggOpus(t *testing.T) {
 	}
 }
 
-// observed is an agent.Observer that keeps the calls it hears of.
-type observed struct{ calls []agent.LLMCall }
+// observed is a provider.Observer that keeps the calls it hears of.
+type observed struct{ calls []chat.ModelCall }
 
-func (o *observed) ModelCallFinished(_ context.Context, c agent.LLMCall) {
+func (o *observed) ModelCallFinished(_ context.Context, c chat.ModelCall) {
 	o.calls = append(o.calls, c)
 }

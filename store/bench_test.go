@@ -53,13 +53,13 @@ func BenchmarkHistory10Rounds(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := range 30 { // more rounds than loaded
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: fmt.Sprint("question ", i)}})
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("question ", i)}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		a, z := fmt.Sprint("a", i), fmt.Sprint("z", i)
-		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []Message{
-			{Role: RoleAssistant, ToolCalls: []MessageToolCall{call(a), call(z)}},
+		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{
+			{Role: RoleAssistant, ToolCalls: []chat.ToolCall{call(a), call(z)}},
 			{Role: RoleTool, ToolCallID: a, Content: "result a"},
 			{Role: RoleTool, ToolCallID: z, Content: "result z"},
 			{Role: RoleAssistant, Content: "an answer of a few words"},
@@ -196,9 +196,9 @@ func benchTurnWrites(b *testing.B, turns int, carried bool) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			ts := TurnStart{ConversationID: convs[i%64], UserMessage: Message{Content: "a question"}}
+			ts := TurnStart{ConversationID: convs[i%64], UserMessage: chat.Message{Content: "a question"}}
 			cs := LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "u",
-				Call: LLMCall{Model: "m", TokensIn: 10, TokensOut: 1000, StartedAt: time.Now()}}
+				Call: chat.ModelCall{Model: "m", TokensIn: 10, TokensOut: 1000, StartedAt: time.Now()}}
 			var err error
 			if carried {
 				ts.ID, err = s.NewTurnID(ctx)
@@ -216,8 +216,8 @@ func benchTurnWrites(b *testing.B, turns int, carried bool) {
 				b.Fatal(err)
 			}
 			err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
-				Messages: []Message{{Role: RoleAssistant, Content: "an answer of a few words"}},
-				Settle:   []LLMCallSettle{{ID: call, Call: LLMCall{Model: "m", Status: "ok", TokensIn: 10, TokensOut: 5}}}})
+				Messages: []chat.Message{{Role: RoleAssistant, Content: "an answer of a few words"}},
+				Settle:   []LLMCallSettle{{ID: call, Call: chat.ModelCall{Model: "m", Status: "ok", TokensIn: 10, TokensOut: 5}}}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"relaybot/chat"
 	"testing"
 )
@@ -14,14 +15,14 @@ func TestProviderExtraFieldsSurviveTheStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "where?"}})
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "where?"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sig := `{"extra_content":{"google":{"thought_signature":"CsQBAV"}}}`
-		details := `{"reasoning_details":[{"type":"reasoning.encrypted","data":"abc"}]}`
-		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []Message{
-			{Role: RoleAssistant, Extra: details, Reasoning: "run pwd", ReasoningField: "reasoning_content", ToolCalls: []MessageToolCall{{ID: "c1", Name: "shell", Arguments: "{}", Extra: sig}}},
+		sig := json.RawMessage(`{"extra_content":{"google":{"thought_signature":"CsQBAV"}}}`)
+		details := json.RawMessage(`{"reasoning_details":[{"type":"reasoning.encrypted","data":"abc"}]}`)
+		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{
+			{Role: RoleAssistant, Extra: details, Reasoning: "run pwd", ReasoningField: "reasoning_content", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}", Extra: sig}}},
 			{Role: RoleTool, ToolCallID: "c1", Name: "shell", Content: "/work"},
 			{Role: RoleAssistant, Content: "You are in /work."},
 		}})
@@ -32,10 +33,10 @@ func TestProviderExtraFieldsSurviveTheStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(h) != 4 || h[1].Extra != details || len(h[1].ToolCalls) != 1 || h[1].ToolCalls[0].Extra != sig || h[1].ReasoningField != "reasoning_content" {
+		if len(h) != 4 || string(h[1].Extra) != string(details) || len(h[1].ToolCalls) != 1 || string(h[1].ToolCalls[0].Extra) != string(sig) || h[1].ReasoningField != "reasoning_content" {
 			t.Fatalf("history = %+v; the provider's fields must come back as stored (Gemini rejects a history without its signatures)", h)
 		}
-		if h[3].Extra != "" {
+		if h[3].Extra != nil {
 			t.Errorf("a message without extra fields came back with %q", h[3].Extra)
 		}
 	})

@@ -30,7 +30,7 @@ func TestSQLiteFilesArePrivateWhateverTheUmask(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "secret"}})
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "secret"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -52,7 +52,7 @@ func TestTurnsWaitingTogetherShareOneCommitAndAllPersist(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				ids[i], errs[i] = s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: fmt.Sprint("question ", i)}})
+				ids[i], errs[i] = s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("question ", i)}})
 			})
 		}
 		wait.For(t, "ten turns queued behind the held commit", func() bool { return len(s.turns.jobs) == n })
@@ -80,11 +80,11 @@ func TestAFailingTurnWriteDoesNotUndoTheOthersInItsCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "q"}})
+		done, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		end := TurnEnd{TurnID: done, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "a"}}}
+		end := TurnEnd{TurnID: done, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "a"}}}
 		if err := s.FinishTurn(ctx, end); err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestAFailingTurnWriteDoesNotUndoTheOthersInItsCommit(t *testing.T) {
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
-				ids[i], errs[i] = s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: fmt.Sprint("next ", i)}})
+				ids[i], errs[i] = s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("next ", i)}})
 			})
 		}
 		wait.For(t, "five writes queued", func() bool { return len(s.turns.jobs) == n+1 })
@@ -207,7 +207,7 @@ func TestAWriteLockedOutBySQLiteFailsAtTheBusyTimeoutAndTheNextOneGoesThrough(t 
 	start := func() <-chan error {
 		done := make(chan error, 1)
 		go func() {
-			_, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: Message{Content: "hello"}})
+			_, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "hello"}})
 			done <- err
 		}()
 		return done

@@ -3,13 +3,14 @@ package store
 import (
 	"context"
 	"fmt"
+	"relaybot/chat"
 )
 
 // History returns the messages of the last rounds finished user rounds (turns) of a conversation,
 // oldest first; rounds <= 0 returns none. The running turn is not included. Whole rounds only:
 // an assistant tool call whose result is missing is dropped, and so is a tool result whose call is
 // missing, so the history handed to a model never holds one without the other.
-func (s *Store) History(ctx context.Context, conversationID int64, rounds int) ([]Message, error) {
+func (s *Store) History(ctx context.Context, conversationID int64, rounds int) ([]chat.Message, error) {
 	if rounds <= 0 {
 		return nil, nil
 	}
@@ -21,13 +22,13 @@ func (s *Store) History(ctx context.Context, conversationID int64, rounds int) (
 	if err != nil {
 		return nil, fmt.Errorf("store: history of conversation %d: %w", conversationID, err)
 	}
-	out := make([]Message, 0, len(rows))
+	out := make([]chat.Message, 0, len(rows))
 	for start := 0; start < len(rows); {
 		end := start
 		for end < len(rows) && rows[end].TurnID == rows[start].TurnID {
 			end++
 		}
-		turn := make([]Message, 0, end-start)
+		turn := make([]chat.Message, 0, end-start)
 		for _, r := range rows[start:end] {
 			m, err := r.public()
 			if err != nil {
@@ -44,7 +45,7 @@ func (s *Store) History(ctx context.Context, conversationID int64, rounds int) (
 // pairToolMessages drops, within one turn, assistant tool calls that have no tool result after
 // them and tool results that answer no earlier call. An assistant message left with neither text
 // nor calls is dropped too.
-func pairToolMessages(msgs []Message) []Message {
+func pairToolMessages(msgs []chat.Message) []chat.Message {
 	answered := map[string]bool{}
 	called := map[string]bool{}
 	for _, m := range msgs {
@@ -63,7 +64,7 @@ func pairToolMessages(msgs []Message) []Message {
 		switch m.Role {
 		case RoleAssistant:
 			if len(m.ToolCalls) > 0 {
-				calls := make([]MessageToolCall, 0, len(m.ToolCalls))
+				calls := make([]chat.ToolCall, 0, len(m.ToolCalls))
 				for _, c := range m.ToolCalls {
 					if answered[c.ID] && !kept[c.ID] {
 						kept[c.ID] = true

@@ -3,14 +3,15 @@ package store
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"relaybot/chat"
 	"testing"
 )
 
-func call(id string) MessageToolCall { return MessageToolCall{ID: id, Name: "t", Arguments: "{}"} }
+func call(id string) chat.ToolCall { return chat.ToolCall{ID: id, Name: "t", Arguments: "{}"} }
 
 // checkPaired fails when a tool message has no earlier call or a call has no result.
-func checkPaired(t *testing.T, msgs []Message) {
+func checkPaired(t *testing.T, msgs []chat.Message) {
 	t.Helper()
 	open := map[string]bool{}
 	for i, m := range msgs {
@@ -43,9 +44,9 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		turn := func(status chat.TurnStatus, user string, msgs ...Message) {
+		turn := func(status chat.Status, user string, msgs ...chat.Message) {
 			t.Helper()
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: user, Name: "ann", Images: 1}})
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: user, Name: "ann", Images: []chat.Image{{MIME: "image/png", Data: []byte("png")}}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,10 +58,10 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 		for i := range 12 {
 			a, b := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
 			turn(TurnOK, fmt.Sprint("q", i),
-				Message{Role: RoleAssistant, Content: "let me look", ToolCalls: []MessageToolCall{call(a), call(b)}},
-				Message{Role: RoleTool, ToolCallID: a, Name: "t", Content: "ra"},
-				Message{Role: RoleTool, ToolCallID: b, Name: "t", Content: "rb"},
-				Message{Role: RoleAssistant, Content: fmt.Sprint("answer", i), Reasoning: "because"})
+				chat.Message{Role: RoleAssistant, Content: "let me look", ToolCalls: []chat.ToolCall{call(a), call(b)}},
+				chat.Message{Role: RoleTool, ToolCallID: a, Name: "t", Content: "ra"},
+				chat.Message{Role: RoleTool, ToolCallID: b, Name: "t", Content: "rb"},
+				chat.Message{Role: RoleAssistant, Content: fmt.Sprint("answer", i), Reasoning: "because"})
 		}
 		h, err := s.History(ctx, c.ID, 10)
 		if err != nil {
@@ -69,13 +70,13 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 		if len(h) != 10*5 {
 			t.Fatalf("10 rounds gave %d messages, want 50", len(h))
 		}
-		if h[0].Role != RoleUser || h[0].Content != "q2" || h[0].Name != "ann" || h[0].Images != 1 {
+		if h[0].Role != RoleUser || h[0].Content != "q2" || h[0].Name != "ann" || len(h[0].Images) != 1 || h[0].Images[0].Data != nil {
 			t.Errorf("history starts with %+v, want the user message of round 3", h[0])
 		}
 		if last := h[len(h)-1]; last.Content != "answer11" || last.Reasoning != "because" {
 			t.Errorf("history ends with %+v, want the last answer", last)
 		}
-		if got := h[1].ToolCalls; len(got) != 2 || got[0] != call("a2") {
+		if got := h[1].ToolCalls; len(got) != 2 || !reflect.DeepEqual(got[0], call("a2")) {
 			t.Errorf("tool calls not kept: %+v", h[1])
 		}
 		checkPaired(t, h)
@@ -95,11 +96,11 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 
 		// A turn cut short: a call without result, a result without call, a duplicate result.
 		turn(TurnCancelled, "broken",
-			Message{Role: RoleTool, ToolCallID: "ghost", Content: "orphan result"},
-			Message{Role: RoleAssistant, ToolCalls: []MessageToolCall{call("x"), call("y")}},
-			Message{Role: RoleTool, ToolCallID: "x", Content: "rx"},
-			Message{Role: RoleTool, ToolCallID: "x", Content: "rx again"},
-			Message{Role: RoleAssistant, ToolCalls: []MessageToolCall{call("z")}})
+			chat.Message{Role: RoleTool, ToolCallID: "ghost", Content: "orphan result"},
+			chat.Message{Role: RoleAssistant, ToolCalls: []chat.ToolCall{call("x"), call("y")}},
+			chat.Message{Role: RoleTool, ToolCallID: "x", Content: "rx"},
+			chat.Message{Role: RoleTool, ToolCallID: "x", Content: "rx again"},
+			chat.Message{Role: RoleAssistant, ToolCalls: []chat.ToolCall{call("z")}})
 		h, err = s.History(ctx, c.ID, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -109,7 +110,7 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 			t.Errorf("cut turn history = %+v, want user, the call x, its one result", h)
 		}
 		// The running turn is not history yet.
-		if _, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "now"}}); err != nil {
+		if _, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "now"}}); err != nil {
 			t.Fatal(err)
 		}
 		h, _ = s.History(ctx, c.ID, 1)
@@ -122,13 +123,13 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 func TestPairToolMessages(t *testing.T) {
 	tests := []struct {
 		name string
-		in   []Message
+		in   []chat.Message
 		want int
 	}{
-		{"complete", []Message{{Role: RoleUser}, {Role: RoleAssistant, ToolCalls: []MessageToolCall{call("1")}}, {Role: RoleTool, ToolCallID: "1"}, {Role: RoleAssistant, Content: "done"}}, 4},
-		{"result before call", []Message{{Role: RoleUser}, {Role: RoleTool, ToolCallID: "1"}, {Role: RoleAssistant, ToolCalls: []MessageToolCall{call("1")}}}, 1},
-		{"call without result, text kept", []Message{{Role: RoleUser}, {Role: RoleAssistant, Content: "hm", ToolCalls: []MessageToolCall{call("1")}}}, 2},
-		{"empty id", []Message{{Role: RoleUser}, {Role: RoleTool}}, 1},
+		{"complete", []chat.Message{{Role: RoleUser}, {Role: RoleAssistant, ToolCalls: []chat.ToolCall{call("1")}}, {Role: RoleTool, ToolCallID: "1"}, {Role: RoleAssistant, Content: "done"}}, 4},
+		{"result before call", []chat.Message{{Role: RoleUser}, {Role: RoleTool, ToolCallID: "1"}, {Role: RoleAssistant, ToolCalls: []chat.ToolCall{call("1")}}}, 1},
+		{"call without result, text kept", []chat.Message{{Role: RoleUser}, {Role: RoleAssistant, Content: "hm", ToolCalls: []chat.ToolCall{call("1")}}}, 2},
+		{"empty id", []chat.Message{{Role: RoleUser}, {Role: RoleTool}}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,7 +31,7 @@ func killHelper(dsn, driver string) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "run the slow tool"}})
+	turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "run the slow tool"}})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)

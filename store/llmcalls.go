@@ -13,12 +13,12 @@ import (
 	"gorm.io/gorm"
 )
 
-// Statuses of a model call row besides the agent's ok, error and cancelled.
+// Statuses of a model call row besides the runner's ok, error and cancelled.
 const (
 	// LLMCallRunning: the call was started and has not ended; its tokens are what it reserved.
-	LLMCallRunning = "running"
+	LLMCallRunning = chat.StatusRunning
 	// LLMCallInterrupted: the replica that made the call stopped before it ended (Recover).
-	LLMCallInterrupted = "interrupted"
+	LLMCallInterrupted = chat.StatusInterrupted
 )
 
 // LLMCallStart opens the row of a model call before its request is sent.
@@ -34,7 +34,7 @@ type LLMCallStart struct {
 	// Call is the call as far as known when it starts: Round, Model, Candidate, FallbackReason,
 	// StartedAt, and in TokensIn and TokensOut the tokens it reserves (its prompt's estimate and
 	// the most it may answer) until FinishLLMCall settles it.
-	Call LLMCall
+	Call chat.ModelCall
 	// Checks are the quotas the call must be under to start; Prices price their cost.
 	Checks []QuotaCheck
 	Prices map[string]chat.Price
@@ -51,7 +51,7 @@ type LLMCallStart struct {
 // its turn (the next call's start, or the turn's end) instead of in a commit of its own.
 type LLMCallSettle struct {
 	ID   int64
-	Call LLMCall
+	Call chat.ModelCall
 }
 
 // QuotaCheck is one quota a model call must be under: the calls matching Filter (running calls
@@ -190,7 +190,7 @@ const insertLLMCall = `INSERT INTO llm_calls (turn_id, seq, round, model, candid
 
 // FinishLLMCall settles a call StartLLMCall opened with how it ended: its status, tokens
 // (reported or estimated), timings and error. A call Recover already settled is left as it is.
-func (s *Store) FinishLLMCall(ctx context.Context, id int64, c LLMCall) error {
+func (s *Store) FinishLLMCall(ctx context.Context, id int64, c chat.ModelCall) error {
 	err := s.turns.do(ctx, func(tx *gorm.DB) error {
 		return settleLLMCalls(tx, []LLMCallSettle{{ID: id, Call: c}})
 	})
@@ -209,8 +209,8 @@ const settleLLMCall = `UPDATE llm_calls SET status = ?, model = ?, candidate = ?
 func settleLLMCalls(tx *gorm.DB, ss []LLMCallSettle) error {
 	for _, st := range ss {
 		c := st.Call
-		if err := tx.Exec(settleLLMCall, c.Status, c.Model, c.Candidate, c.TimeToFirstToken.Milliseconds(),
-			c.Duration.Milliseconds(), c.TokensIn, c.TokensOut, c.Estimated, validText(c.Error),
+		if err := tx.Exec(settleLLMCall, string(c.Status), c.Model, c.Candidate, c.TimeToFirstToken.Milliseconds(),
+			c.Duration.Milliseconds(), c.TokensIn, c.TokensOut, c.Estimated, validText(c.ErrorText()),
 			st.ID, LLMCallRunning).Error; err != nil {
 			return fmt.Errorf("settle model call %d: %w", st.ID, err)
 		}
@@ -239,12 +239,12 @@ func quotaLocks(checks []QuotaCheck) []int32 {
 }
 
 // newLLMCallRow is the row of a finished call (the caller sets the turn, seq and subject).
-func newLLMCallRow(c LLMCall) llmCallRow {
+func newLLMCallRow(c chat.ModelCall) llmCallRow {
 	return llmCallRow{Round: c.Round, Model: c.Model, Candidate: c.Candidate,
 		FallbackReason: validText(c.FallbackReason), Status: c.Status,
 		TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
 		TokensIn: c.TokensIn, TokensOut: c.TokensOut, Estimated: c.Estimated,
-		Error: validText(c.Error), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds()}
+		Error: validText(c.ErrorText()), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds()}
 }
 
 // llmCallsOutsideTurns deletes, for retention, the finished calls without a turn (/compact's)

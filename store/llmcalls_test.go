@@ -28,7 +28,7 @@ func TestStartLLMCallReservesAtomically(t *testing.T) {
 		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Tokens: 1000}
 		start := func(s *Store, in, out int) (int64, error) {
 			return s.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7", Checks: []QuotaCheck{check},
-				Call: LLMCall{Model: "m", TokensIn: in, TokensOut: out, StartedAt: time.Now()}})
+				Call: chat.ModelCall{Model: "m", TokensIn: in, TokensOut: out, StartedAt: time.Now()}})
 		}
 		var (
 			wg      sync.WaitGroup
@@ -66,7 +66,7 @@ func TestStartLLMCallReservesAtomically(t *testing.T) {
 			t.Fatalf("usage while running = %+v, want the three reservations, estimated", u[0])
 		}
 		for _, id := range started {
-			if err := first.FinishLLMCall(ctx, id, LLMCall{Model: "m", Status: "ok", TokensIn: 100, TokensOut: 20}); err != nil {
+			if err := first.FinishLLMCall(ctx, id, chat.ModelCall{Model: "m", Status: "ok", TokensIn: 100, TokensOut: 20}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -87,7 +87,7 @@ func TestRecoverSettlesRunningModelCalls(t *testing.T) {
 		s := newStore(t, driver)
 		ctx := context.Background()
 		id, err := s.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7",
-			Call: LLMCall{Model: "m", TokensIn: 300, TokensOut: 2048, StartedAt: time.Now()}})
+			Call: chat.ModelCall{Model: "m", TokensIn: 300, TokensOut: 2048, StartedAt: time.Now()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestRecoverSettlesRunningModelCalls(t *testing.T) {
 		if n := count(t, s, "llm_calls", "id = ? AND status = ? AND estimated AND tokens_in = 300 AND tokens_out = 2048", id, LLMCallInterrupted); n != 1 {
 			t.Fatalf("the crashed call was not settled interrupted at its reservation")
 		}
-		if err := s.FinishLLMCall(ctx, id, LLMCall{Model: "m", Status: "ok", TokensIn: 1, TokensOut: 1}); err != nil {
+		if err := s.FinishLLMCall(ctx, id, chat.ModelCall{Model: "m", Status: "ok", TokensIn: 1, TokensOut: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if n := count(t, s, "llm_calls", "id = ? AND status = ?", id, LLMCallInterrupted); n != 1 {
@@ -179,26 +179,26 @@ func TestACallIsSettledWithItsTurnsNextWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := s.turns.commits.Load()
-		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "7", UserMessage: Message{Content: "hi"}})
+		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "7", UserMessage: chat.Message{Content: "hi"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		day := time.Now().UTC().Truncate(24 * time.Hour)
 		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Tokens: 1000}
 		first, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: turn, Platform: "telegram", ChatID: "c", UserID: "7",
-			Checks: []QuotaCheck{check}, Call: LLMCall{Model: "m", TokensIn: 100, TokensOut: 800, StartedAt: time.Now()}})
+			Checks: []QuotaCheck{check}, Call: chat.ModelCall{Model: "m", TokensIn: 100, TokensOut: 800, StartedAt: time.Now()}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// 900 reserved: a second reservation of 900 fits only once the first is settled at 120.
 		second, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: turn, Seq: 1, Platform: "telegram", ChatID: "c", UserID: "7",
-			Checks: []QuotaCheck{check}, Call: LLMCall{Model: "m", TokensIn: 100, TokensOut: 800, StartedAt: time.Now()},
-			Settle: []LLMCallSettle{{ID: first, Call: LLMCall{Model: "m", Status: "ok", TokensIn: 100, TokensOut: 20}}}})
+			Checks: []QuotaCheck{check}, Call: chat.ModelCall{Model: "m", TokensIn: 100, TokensOut: 800, StartedAt: time.Now()},
+			Settle: []LLMCallSettle{{ID: first, Call: chat.ModelCall{Model: "m", Status: "ok", TokensIn: 100, TokensOut: 20}}}})
 		if err != nil {
 			t.Fatalf("the second call was refused although the first cost 120 of its 900 tokens: %v", err)
 		}
-		err = s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "hello"}},
-			Settle: []LLMCallSettle{{ID: second, Call: LLMCall{Model: "m", Status: "ok", TokensIn: 130, TokensOut: 30}}}})
+		err = s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "hello"}},
+			Settle: []LLMCallSettle{{ID: second, Call: chat.ModelCall{Model: "m", Status: "ok", TokensIn: 130, TokensOut: 30}}}})
 		if err != nil {
 			t.Fatal(err)
 		}

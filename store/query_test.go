@@ -302,8 +302,8 @@ func TestSweep(t *testing.T) {
 		s := newStore(t, driver)
 		seedLog(t, s, 30) // started in March 2026
 		old, _ := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "x"})
-		turn, _ := s.StartTurn(ctx, TurnStart{ConversationID: old.ID, UserMessage: Message{Content: "old"}})
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "a"}}, LLMCalls: []LLMCall{{Model: "m", Status: "ok"}}}); err != nil {
+		turn, _ := s.StartTurn(ctx, TurnStart{ConversationID: old.ID, UserMessage: chat.Message{Content: "old"}})
+		if err := s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "a"}}, LLMCalls: []chat.ModelCall{{Model: "m", Status: "ok"}}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.ResetConversation(ctx, chat.Key{Platform: "web", ChatID: "x"}); err != nil {

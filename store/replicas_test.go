@@ -32,7 +32,7 @@ func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
 	cases := []struct {
 		name      string
 		row       string // "live", "expired", or "" for none
-		wantAfter chat.TurnStatus
+		wantAfter chat.Status
 	}{
 		{"a live replica's turn keeps running and finishes", "live", TurnOK},
 		{"an expired replica nobody took over keeps its turn", "expired", TurnOK},
@@ -51,7 +51,7 @@ func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			turn, err := a.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: Message{Content: "a slow question"}})
+			turn, err := a.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "a slow question"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
 			if got.Status != TurnRunning {
 				t.Fatalf("the first replica's running turn is %q after a second replica started, want it still running", got.Status)
 			}
-			if err := a.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "the answer"}}}); err != nil {
+			if err := a.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "the answer"}}}); err != nil {
 				t.Fatalf("the first replica could not finish its turn: %v", err)
 			}
 			if got, _ := b.Turn(ctx, turn); got.Status != tc.wantAfter {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"relaybot/chat"
 	"slices"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 type Round struct {
 	TurnID    int64
 	StartedAt time.Time
-	Messages  []Message
+	Messages  []chat.Message
 }
 
 // MaxRounds bounds the rounds Rounds reads at once.
@@ -36,7 +37,7 @@ func (s *Store) Rounds(ctx context.Context, conversationID, afterTurnID int64, l
 	for i, r := range out {
 		at[r.TurnID] = i
 	}
-	err = s.roundMessages(ctx, conversationID, ids, func(turnID int64, m Message) {
+	err = s.roundMessages(ctx, conversationID, ids, func(turnID int64, m chat.Message) {
 		i := at[turnID]
 		out[i].Messages = append(out[i].Messages, m)
 	})
@@ -88,7 +89,7 @@ func (s *Store) roundTurns(ctx context.Context, conversationID, afterTurnID int6
 }
 
 // roundMessages hands each message of the turns ids to add, in order.
-func (s *Store) roundMessages(ctx context.Context, conversationID int64, ids []int64, add func(turnID int64, m Message)) error {
+func (s *Store) roundMessages(ctx context.Context, conversationID int64, ids []int64, add func(turnID int64, m chat.Message)) error {
 	rows, err := s.r.WithContext(ctx).Raw(roundMessagesQuery, ids).Rows()
 	if err != nil {
 		return fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
@@ -153,7 +154,7 @@ var ErrNothingToRetry = errors.New("store: no earlier message to answer again")
 
 // Retried is the turn RetryLastTurn took out of history: its user message and who sent it.
 type Retried struct {
-	Message  Message
+	Message  chat.Message
 	UserID   string
 	UserName string
 }

@@ -22,12 +22,12 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 		}
 		var ids []int64
 		for i := range 5 {
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Role: RoleUser, Content: fmt.Sprint("q", i)}})
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Role: RoleUser, Content: fmt.Sprint("q", i)}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []Message{
-				{Role: RoleAssistant, Content: "look", ToolCalls: []MessageToolCall{call(fmt.Sprint("c", i))}},
+			if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{
+				{Role: RoleAssistant, Content: "look", ToolCalls: []chat.ToolCall{call(fmt.Sprint("c", i))}},
 				{Role: RoleTool, ToolCallID: fmt.Sprint("c", i), Content: "result"},
 				{Role: RoleAssistant, Content: fmt.Sprint("a", i)},
 			}}); err != nil {
@@ -119,7 +119,7 @@ func TestWebSessionsAndTheConversationsOfAChat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c1.ID, UserMessage: Message{Role: RoleUser, Content: "hello there"}})
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c1.ID, UserMessage: chat.Message{Role: RoleUser, Content: "hello there"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func TestWebSessionsAndTheConversationsOfAChat(t *testing.T) {
 		if _, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "other"}); err != nil {
 			t.Fatal(err)
 		}
-		list, err := s.ChatConversations(ctx, "web", "chat1", 0)
+		list, err := s.ChatConversations(ctx, chat.Ref{Platform: "web", ChatID: "chat1"}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,11 +32,11 @@ func TestTurnStatementsAreCompiledOnceAndTextIsStillCleaned(t *testing.T) {
 	writerConn(t, s, func(c *stmtCacheConn) { kept, hits = len(c.stmts), c.hits })
 	const n = 20
 	for i := range n {
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: fmt.Sprint("question\x00 ", i, "\xff")}})
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("question\x00 ", i, "\xff")}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "answer"}}}); err != nil {
+		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "answer"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

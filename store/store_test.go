@@ -60,13 +60,13 @@ func TestMigrateFromEmpty(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "hi"}})
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "hi"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
-			Messages: []Message{{Role: RoleAssistant, Content: "hello"}},
-			LLMCalls: []LLMCall{{Model: "m", Status: "ok", Duration: time.Second}}}); err != nil {
+			Messages: []chat.Message{{Role: RoleAssistant, Content: "hello"}},
+			LLMCalls: []chat.ModelCall{{Model: "m", Status: "ok", Duration: time.Second}}}); err != nil {
 			t.Fatal(err)
 		}
 		if n := count(t, s, "llm_calls", "turn_id = ?", id); n != 1 {
@@ -106,11 +106,11 @@ func TestConversationReset(t *testing.T) {
 		if err != nil || other.ID == a.ID {
 			t.Fatalf("other user's conversation = %d (%v), want a new one", other.ID, err)
 		}
-		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: a.ID, UserMessage: Message{Content: "remember 42"}})
+		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: a.ID, UserMessage: chat.Message{Content: "remember 42"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "ok"}}}); err != nil {
+		if err := s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "ok"}}}); err != nil {
 			t.Fatal(err)
 		}
 		b, err := s.ResetConversation(ctx, key)
@@ -145,7 +145,7 @@ func TestFinishTurnTwiceFails(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, DriverSQLite)
 	c, _ := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
-	id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "x"}})
+	id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestFinishTurnTwiceFails(t *testing.T) {
 	if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []Message{{Role: RoleAssistant, Content: "dup"}}}); !errContains(err, "already ok") {
+	if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "dup"}}}); !errContains(err, "already ok") {
 		t.Errorf("second FinishTurn = %v, want an 'already ok' error", err)
 	}
 	if n := count(t, s, "messages", "turn_id = ?", id); n != 1 {
@@ -214,12 +214,12 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 		return err
 	}
 	turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: key.UserID,
-		UserMessage: Message{Content: fmt.Sprint("question ", i)}})
+		UserMessage: chat.Message{Content: fmt.Sprint("question ", i)}})
 	if err != nil {
 		return err
 	}
-	var msgs []Message
-	var llm []LLMCall
+	var msgs []chat.Message
+	var llm []chat.ModelCall
 	for r := range calls {
 		callID := fmt.Sprintf("call_%d_%d", i, r)
 		rec := &audit.Record{TurnID: turn, ConversationID: c.ID, Platform: string(key.Platform),
@@ -237,12 +237,12 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 			return err
 		}
 		msgs = append(msgs,
-			Message{Role: RoleAssistant, ToolCalls: []MessageToolCall{{ID: callID, Name: "web_search", Arguments: `{"q":"x"}`}}},
-			Message{Role: RoleTool, ToolCallID: callID, Name: "web_search", Content: "found"})
-		llm = append(llm, LLMCall{Round: r + 1, Model: "m", Status: "ok"})
+			chat.Message{Role: RoleAssistant, ToolCalls: []chat.ToolCall{{ID: callID, Name: "web_search", Arguments: `{"q":"x"}`}}},
+			chat.Message{Role: RoleTool, ToolCallID: callID, Name: "web_search", Content: "found"})
+		llm = append(llm, chat.ModelCall{Round: r + 1, Model: "m", Status: "ok"})
 	}
-	msgs = append(msgs, Message{Role: RoleAssistant, Content: fmt.Sprint("answer ", i)})
-	llm = append(llm, LLMCall{Round: calls + 1, Model: "m", Status: "ok"})
+	msgs = append(msgs, chat.Message{Role: RoleAssistant, Content: fmt.Sprint("answer ", i)})
+	llm = append(llm, chat.ModelCall{Round: calls + 1, Model: "m", Status: "ok"})
 	return s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Model: "m", Rounds: calls + 1,
 		Messages: msgs, LLMCalls: llm})
 }
@@ -256,7 +256,7 @@ func TestRecoverMarksRunningInterrupted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "what is 2+2?"}})
+		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "what is 2+2?"}})
 		if err != nil {
 			t.Fatal(err)
 		}

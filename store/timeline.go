@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"relaybot/chat"
 	"time"
 
 	"gorm.io/gorm"
@@ -13,7 +15,7 @@ import (
 // platform requests of its reply. Its tool calls are the audit log's (audit.Filter.TurnID).
 type Timeline struct {
 	Turn       Turn
-	LLMCalls   []LLMCall
+	LLMCalls   []chat.ModelCall
 	Deliveries []Delivery
 }
 
@@ -39,11 +41,15 @@ func (s *Store) TurnTimeline(ctx context.Context, id int64) (Timeline, error) {
 		return Timeline{}, fmt.Errorf("store: timeline of turn %d: model calls: %w", id, err)
 	}
 	for _, c := range calls {
-		tl.LLMCalls = append(tl.LLMCalls, LLMCall{Round: c.Round, Model: c.Model, Candidate: c.Candidate,
+		call := chat.ModelCall{Round: c.Round, Model: c.Model, Candidate: c.Candidate,
 			FallbackReason: c.FallbackReason, Status: c.Status,
 			TimeToFirstToken: time.Duration(c.TTFTMs) * time.Millisecond,
 			Duration:         time.Duration(c.DurationMs) * time.Millisecond,
-			TokensIn:         c.TokensIn, TokensOut: c.TokensOut, Error: c.Error, StartedAt: c.StartedAt.UTC()})
+			TokensIn:         c.TokensIn, TokensOut: c.TokensOut, StartedAt: c.StartedAt.UTC()}
+		if c.Error != "" {
+			call.Err = errors.New(c.Error)
+		}
+		tl.LLMCalls = append(tl.LLMCalls, call)
 	}
 	return tl, nil
 }
@@ -67,19 +73,19 @@ func deliveriesJSON(ds []Delivery) (string, error) {
 	return string(b), nil
 }
 
-// ChatTurns returns the newest turns of one chat (every thread and user of it), newest first,
-// at most limit (50 when limit is not positive).
-func (s *Store) ChatTurns(ctx context.Context, platform, chatID string, limit int) ([]Turn, error) {
+// ChatTurns returns the newest turns of the chat of ref (every thread and user of it), newest
+// first, at most limit (50 when limit is not positive).
+func (s *Store) ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]Turn, error) {
 	if limit <= 0 {
 		limit = 50
 	}
 	convs := s.r.WithContext(ctx).Table("conversations").Select("id").
-		Where("platform = ? AND chat_id = ?", platform, chatID)
+		Where("platform = ? AND chat_id = ?", string(ref.Platform), ref.ChatID)
 	var rows []turnRow
 	err := s.r.WithContext(ctx).Table("turns").Select(tracedTurnColumns).
 		Where("conversation_id IN (?)", convs).Order("id DESC").Limit(limit).Find(&rows).Error
 	if err != nil {
-		return nil, fmt.Errorf("store: turns of %s chat %s: %w", platform, chatID, err)
+		return nil, fmt.Errorf("store: turns of %s: %w", ref.Chat(), err)
 	}
 	out := make([]Turn, len(rows))
 	for i, r := range rows {

@@ -22,46 +22,24 @@ const (
 	RoleTool      = chat.RoleTool
 )
 
-// Turn statuses: chat.TurnStatuses, named here for the store's callers.
+// Turn statuses: chat.Statuses, named here for the store's callers.
 const (
-	TurnRunning     = chat.TurnRunning
-	TurnOK          = chat.TurnOK
-	TurnError       = chat.TurnError
-	TurnCancelled   = chat.TurnCancelled
-	TurnInterrupted = chat.TurnInterrupted
+	TurnRunning     = chat.StatusRunning
+	TurnOK          = chat.StatusOK
+	TurnError       = chat.StatusError
+	TurnCancelled   = chat.StatusCancelled
+	TurnInterrupted = chat.StatusInterrupted
 	// TurnRetried: the turn was answered again (/retry); it stays in the audit trail but leaves
 	// the history.
-	TurnRetried = chat.TurnRetried
+	TurnRetried = chat.StatusRetried
 )
 
-// Message is one message of a conversation as the model sees it.
-type Message struct {
-	Role    chat.Role // RoleUser, RoleAssistant, RoleTool (RoleSystem is not stored by the pipeline)
-	Content string
-	// Name is the sender's name for user messages, the tool's name for tool messages.
-	Name string
-	// ToolCallID links a tool message to the assistant call it answers.
-	ToolCallID string
-	// Reasoning is the model's thinking text, when kept.
-	Reasoning string
-	// ReasoningField is the wire field the reasoning arrived in ("reasoning_content" or empty).
-	ReasoningField string
-	// ToolCalls are the calls an assistant message asked for.
-	ToolCalls []MessageToolCall
-	// Images counts images that came with a user message; their bytes are not stored.
-	Images int
-	// Extra is a JSON object of the provider's fields on an assistant message beyond these,
-	// stored raw so history can send them back; empty when none.
-	Extra string
-}
-
-// MessageToolCall is one tool call of an assistant message.
-type MessageToolCall struct {
+// toolCallJSON is a tool call as the messages.tool_calls column keeps it (a JSON list).
+type toolCallJSON struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
-	// Extra is a JSON object of the provider's fields on the call beyond these (e.g. a thought
-	// signature), stored raw so history can send them back; empty when none.
+	// Extra is the provider's JSON object of the call, kept as a string in the column.
 	Extra string `json:"extra,omitempty"`
 }
 
@@ -75,7 +53,7 @@ type TurnStart struct {
 	UserName         string
 	InboundMessageID string
 	// UserMessage is saved at once, so a crash never loses what the user said.
-	UserMessage Message
+	UserMessage chat.Message
 	// StartedAt is when the turn began; zero means when it is written.
 	StartedAt time.Time
 }
@@ -87,7 +65,7 @@ type TurnEnd struct {
 	// the conversation's own (a Discord thread's parent channel).
 	QuotaChatID string
 	// Status is TurnOK, TurnError, TurnCancelled or TurnInterrupted.
-	Status    chat.TurnStatus
+	Status    chat.Status
 	Model     string
 	Rounds    int
 	TokensIn  int
@@ -95,9 +73,9 @@ type TurnEnd struct {
 	Error     string
 	// Messages are what the turn added after the user message, in order: assistant messages with
 	// their tool calls, tool results, the final answer.
-	Messages []Message
+	Messages []chat.Message
 	// LLMCalls are the model calls of the turn, fallbacks included, in order.
-	LLMCalls []LLMCall
+	LLMCalls []chat.ModelCall
 	// Settle are the ends of calls StartLLMCall opened that are not settled yet (the turn's
 	// last call, usually): they are written in the turn's transaction, not in one of their own.
 	Settle []LLMCallSettle
@@ -114,30 +92,6 @@ const MaxDeliveries = chat.MaxDeliveries
 // Delivery is one platform request of a turn's reply (chat.Delivery).
 type Delivery = chat.Delivery
 
-// LLMCall is one call to a model candidate.
-type LLMCall struct {
-	Round int
-	Model string
-	// Candidate is the index of the model in the candidate list (0 = primary).
-	Candidate int
-	// FallbackReason says why this candidate was tried: empty for the first, else the error of the
-	// one before.
-	FallbackReason string
-	Status         string // "ok", "error", "cancelled"; LLMCallRunning and LLMCallInterrupted in the ledger
-	// TimeToFirstToken is zero when no token arrived.
-	TimeToFirstToken time.Duration
-	Duration         time.Duration
-	TokensIn         int
-	TokensOut        int
-	// Estimated marks tokens the bot estimated because the provider reported none (a stopped,
-	// cut or failed stream): the prompt's estimate and what was generated so far.
-	Estimated bool
-	Error     string
-	StartedAt time.Time
-	// Audio is the length of the audio a speech call transcribed (zero for chat calls).
-	Audio time.Duration
-}
-
 // Turn is one turn row.
 type Turn struct {
 	ID               int64
@@ -146,7 +100,7 @@ type Turn struct {
 	UserName         string
 	InboundMessageID string
 	Model            string
-	Status           chat.TurnStatus
+	Status           chat.Status
 	Rounds           int
 	TokensIn         int
 	TokensOut        int
@@ -163,7 +117,7 @@ type turnRow struct {
 	UserName         string
 	InboundMessageID string
 	Model            string
-	Status           chat.TurnStatus
+	Status           chat.Status
 	Rounds           int
 	TokensIn         int
 	TokensOut        int
@@ -214,7 +168,7 @@ type llmCallRow struct {
 	Model          string
 	Candidate      int
 	FallbackReason string
-	Status         string
+	Status         chat.Status
 	TTFTMs         int64 `gorm:"column:ttft_ms"`
 	DurationMs     int64 `gorm:"column:duration_ms"`
 	TokensIn       int
@@ -235,16 +189,17 @@ type llmCallRow struct {
 
 func (llmCallRow) TableName() string { return "llm_calls" }
 
-func newMessageRow(conversationID, turnID int64, seq int, m Message, at time.Time) (messageRow, error) {
+// newMessageRow is the row of m: its images are kept as their number, not their bytes.
+func newMessageRow(conversationID, turnID int64, seq int, m chat.Message, at time.Time) (messageRow, error) {
 	row := messageRow{ConversationID: conversationID, TurnID: turnID, Seq: seq, Role: m.Role,
 		Content: m.Content, Name: m.Name, Reasoning: m.Reasoning, ToolCallID: m.ToolCallID,
-		Images: m.Images, Extra: m.Extra, ReasoningField: m.ReasoningField, CreatedAt: at}
+		Images: len(m.Images), Extra: string(m.Extra), ReasoningField: m.ReasoningField, CreatedAt: at}
 	if len(m.ToolCalls) > 0 {
 		// JSON carries a NUL as the escape \u0000, which the connection pool does not see as a
 		// NUL: clean the values first, so a call's id still matches its result's ToolCallID.
-		calls := make([]MessageToolCall, len(m.ToolCalls))
+		calls := make([]toolCallJSON, len(m.ToolCalls))
 		for i, c := range m.ToolCalls {
-			calls[i] = MessageToolCall{ID: validText(c.ID), Name: validText(c.Name), Arguments: validText(c.Arguments), Extra: validText(c.Extra)}
+			calls[i] = toolCallJSON{ID: validText(c.ID), Name: validText(c.Name), Arguments: validText(c.Arguments), Extra: validText(string(c.Extra))}
 		}
 		b, err := json.Marshal(calls)
 		if err != nil {
@@ -260,15 +215,33 @@ func newMessageRow(conversationID, turnID int64, seq int, m Message, at time.Tim
 	return row, nil
 }
 
-func (r messageRow) public() (Message, error) {
-	m := Message{Role: r.Role, Content: r.Content, Name: r.Name, ToolCallID: r.ToolCallID,
-		Reasoning: r.Reasoning, Images: r.Images, Extra: r.Extra, ReasoningField: r.ReasoningField}
+// public is the message of the row: its images, whose bytes are not kept, come back without
+// Data.
+func (r messageRow) public() (chat.Message, error) {
+	m := chat.Message{Role: r.Role, Content: r.Content, Name: r.Name, ToolCallID: r.ToolCallID,
+		Reasoning: r.Reasoning, Extra: rawOrNil(r.Extra), ReasoningField: r.ReasoningField}
+	if r.Images > 0 {
+		m.Images = make([]chat.Image, r.Images)
+	}
 	if r.ToolCalls != "" {
-		if err := json.Unmarshal([]byte(r.ToolCalls), &m.ToolCalls); err != nil {
-			return Message{}, fmt.Errorf("decode tool calls of message %d: %w", r.ID, err)
+		var calls []toolCallJSON
+		if err := json.Unmarshal([]byte(r.ToolCalls), &calls); err != nil {
+			return chat.Message{}, fmt.Errorf("decode tool calls of message %d: %w", r.ID, err)
+		}
+		m.ToolCalls = make([]chat.ToolCall, len(calls))
+		for i, c := range calls {
+			m.ToolCalls[i] = chat.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Extra: rawOrNil(c.Extra)}
 		}
 	}
 	return m, nil
+}
+
+// rawOrNil is a stored JSON text as raw JSON, nil when none was stored.
+func rawOrNil(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }
 
 // StartTurn opens a running turn in a conversation and saves the user's message with it.
@@ -467,7 +440,7 @@ func turnTail(tx *gorm.DB, turnID int64) (conv int64, next int, err error) {
 
 // addTurnMessages saves a turn's messages from seq next on, one statement each (a turn adds a
 // few: the kept statement runs cheaper than GORM building one multi-row insert).
-func addTurnMessages(tx *gorm.DB, conv, turnID int64, next int, ms []Message, at time.Time) error {
+func addTurnMessages(tx *gorm.DB, conv, turnID int64, next int, ms []chat.Message, at time.Time) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -576,17 +549,18 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 	return turns, calls, nil
 }
 
-// TurnByInbound returns the newest turn started by message inboundMessageID of one chat, in any
-// of the chat's conversations (those a reset ended included), and false when there is none. A
-// message handed over again after a crash is answered again only when this turn never ended.
-func (s *Store) TurnByInbound(ctx context.Context, platform, chatID, inboundMessageID string) (Turn, bool, error) {
-	if platform == "" || chatID == "" || inboundMessageID == "" {
+// TurnByInbound returns the newest turn started by message inboundMessageID of the chat of ref,
+// in any of its threads and conversations (those a reset ended included), and false when there
+// is none. A message handed over again after a crash is answered again only when this turn never
+// ended.
+func (s *Store) TurnByInbound(ctx context.Context, ref chat.Ref, inboundMessageID string) (Turn, bool, error) {
+	if ref.Platform == "" || ref.ChatID == "" || inboundMessageID == "" {
 		return Turn{}, false, fmt.Errorf("store: turn of inbound message: need a platform, chat id and message id, got %q, %q, %q",
-			platform, chatID, inboundMessageID)
+			ref.Platform, ref.ChatID, inboundMessageID)
 	}
 	var rows []turnRow
-	if err := s.turnByInboundQuery(ctx, platform, chatID, inboundMessageID).Find(&rows).Error; err != nil {
-		return Turn{}, false, fmt.Errorf("store: turn of message %s of %s chat %s: %w", inboundMessageID, platform, chatID, err)
+	if err := s.turnByInboundQuery(ctx, ref, inboundMessageID).Find(&rows).Error; err != nil {
+		return Turn{}, false, fmt.Errorf("store: turn of message %s of %s: %w", inboundMessageID, ref.Chat(), err)
 	}
 	if len(rows) == 0 {
 		return Turn{}, false, nil
@@ -598,10 +572,10 @@ func (s *Store) TurnByInbound(ctx context.Context, platform, chatID, inboundMess
 // chat's conversations (a reset adds one), idx_turns_inbound each one's turns of the message (a
 // handful to sort). The subquery, rather than a join, keeps SQLite from starting at the message
 // id, which repeats across chats, when its tables have no statistics.
-func (s *Store) turnByInboundQuery(ctx context.Context, platform, chatID, inboundMessageID string) *gorm.DB {
-	chat := s.r.WithContext(ctx).Table("conversations").Select("id").
-		Where("platform = ? AND chat_id = ?", platform, chatID)
+func (s *Store) turnByInboundQuery(ctx context.Context, ref chat.Ref, inboundMessageID string) *gorm.DB {
+	convs := s.r.WithContext(ctx).Table("conversations").Select("id").
+		Where("platform = ? AND chat_id = ?", string(ref.Platform), ref.ChatID)
 	return s.r.WithContext(ctx).Table("turns").Select(turnColumns).
-		Where("inbound_message_id = ? AND conversation_id IN (?)", inboundMessageID, chat).
+		Where("inbound_message_id = ? AND conversation_id IN (?)", inboundMessageID, convs).
 		Order("id DESC").Limit(1)
 }

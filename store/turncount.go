@@ -13,12 +13,12 @@ import (
 type TurnFilter struct {
 	Since, Until time.Time // started_at >= Since and < Until
 	// Status is TurnRunning, TurnOK, TurnError, TurnCancelled or TurnInterrupted.
-	Status chat.TurnStatus
+	Status chat.Status
 }
 
 func (f TurnFilter) validate() error {
 	if f.Status != "" && !f.Status.Valid() {
-		return fmt.Errorf("unknown turn status %q (want one of %v)", f.Status, chat.TurnStatuses)
+		return fmt.Errorf("unknown turn status %q (want one of %v)", f.Status, chat.Statuses)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return fmt.Errorf("since %s is not before until %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))

@@ -17,8 +17,8 @@ func TestCountTurns(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ids []int64
-		for _, status := range []chat.TurnStatus{TurnOK, TurnOK, TurnError, TurnOK, TurnCancelled, TurnRunning} {
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: "q"}})
+		for _, status := range []chat.Status{TurnOK, TurnOK, TurnError, TurnOK, TurnCancelled, TurnRunning} {
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "q"}})
 			if err != nil {
 				t.Fatal(err)
 			}

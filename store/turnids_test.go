@@ -29,16 +29,16 @@ func TestATurnStartedWithItsFirstCallIsSavedInOneCommit(t *testing.T) {
 		}
 		commits := s.turns.commits.Load()
 		call, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: id, Platform: "telegram", ChatID: "one-commit", UserID: "7",
-			Call: LLMCall{Model: "m", TokensIn: 10, TokensOut: 100, StartedAt: time.Now()},
+			Call: chat.ModelCall{Model: "m", TokensIn: 10, TokensOut: 100, StartedAt: time.Now()},
 			Turn: &TurnStart{ID: id, ConversationID: conv.ID, UserID: "7", InboundMessageID: "41",
-				UserMessage: Message{Content: "what time is it?"}}})
+				UserMessage: chat.Message{Content: "what time is it?"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := s.turns.commits.Load() - commits; got != 1 {
 			t.Errorf("the turn's start and its first call took %d commits, want 1", got)
 		}
-		turn, found, err := s.TurnByInbound(ctx, "telegram", "one-commit", "41")
+		turn, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "one-commit"}, "41")
 		if err != nil || !found || turn.ID != id || turn.Status != TurnRunning {
 			t.Fatalf("TurnByInbound = %+v, %v, %v; want running turn %d", turn, found, err, id)
 		}
@@ -49,8 +49,8 @@ func TestATurnStartedWithItsFirstCallIsSavedInOneCommit(t *testing.T) {
 			t.Fatalf("the call's reservation saved %d times, want once", n)
 		}
 		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
-			Messages: []Message{{Role: RoleAssistant, Content: "noon"}},
-			Settle:   []LLMCallSettle{{ID: call, Call: LLMCall{Model: "m", Status: "ok", TokensIn: 10, TokensOut: 2}}}})
+			Messages: []chat.Message{{Role: RoleAssistant, Content: "noon"}},
+			Settle:   []LLMCallSettle{{ID: call, Call: chat.ModelCall{Model: "m", Status: "ok", TokensIn: 10, TokensOut: 2}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestAFirstCallOverQuotaStillSavesItsTurnAndTheUsersMessage(t *testing.T) {
 		day := time.Now().UTC().Truncate(24 * time.Hour)
 		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Tokens: 100}
 		if _, err := s.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "over", UserID: "7",
-			Checks: []QuotaCheck{check}, Call: LLMCall{Model: "m", TokensIn: 60, TokensOut: 60, StartedAt: time.Now()}}); err != nil {
+			Checks: []QuotaCheck{check}, Call: chat.ModelCall{Model: "m", TokensIn: 60, TokensOut: 60, StartedAt: time.Now()}}); err != nil {
 			t.Fatal(err)
 		}
 		id, err := s.NewTurnID(ctx)
@@ -83,8 +83,8 @@ func TestAFirstCallOverQuotaStillSavesItsTurnAndTheUsersMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = s.StartLLMCall(ctx, LLMCallStart{TurnID: id, Platform: "telegram", ChatID: "over", UserID: "7",
-			Checks: []QuotaCheck{check}, Call: LLMCall{Model: "m", TokensIn: 10, TokensOut: 10, StartedAt: time.Now()},
-			Turn: &TurnStart{ID: id, ConversationID: conv.ID, UserID: "7", UserMessage: Message{Content: "one more"}}})
+			Checks: []QuotaCheck{check}, Call: chat.ModelCall{Model: "m", TokensIn: 10, TokensOut: 10, StartedAt: time.Now()},
+			Turn: &TurnStart{ID: id, ConversationID: conv.ID, UserID: "7", UserMessage: chat.Message{Content: "one more"}}})
 		if over, ok := errors.AsType[*OverQuotaError](err); !ok || over.Check != 0 {
 			t.Fatalf("StartLLMCall over quota = %v, want an *OverQuotaError of check 0", err)
 		}
@@ -116,7 +116,7 @@ func TestTurnIDsTakenAheadNeverMeetTheDatabasesOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 		plain := func(s *Store) int64 {
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: Message{Content: "q"}})
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "q"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +139,7 @@ func TestTurnIDsTakenAheadNeverMeetTheDatabasesOwn(t *testing.T) {
 			t.Fatalf("turn ids: before %d, taken ahead %d and %d, the database's own %d, a later store's %d: want them apart and growing", before, a, b, own, c)
 		}
 		for _, id := range []int64{b, a, c} { // in any order: each id is the turn's own
-			if _, err := s.StartTurn(ctx, TurnStart{ID: id, ConversationID: conv.ID, UserMessage: Message{Content: "q"}}); err != nil {
+			if _, err := s.StartTurn(ctx, TurnStart{ID: id, ConversationID: conv.ID, UserMessage: chat.Message{Content: "q"}}); err != nil {
 				t.Fatalf("the turn of id %d taken ahead not written: %v", id, err)
 			}
 		}
@@ -164,7 +164,7 @@ func TestATurnStartWrittenTwiceUnderItsIDIsSavedOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		start := TurnStart{ID: id, ConversationID: conv.ID, UserID: "7", InboundMessageID: "5", UserMessage: Message{Content: "hi"}}
+		start := TurnStart{ID: id, ConversationID: conv.ID, UserID: "7", InboundMessageID: "5", UserMessage: chat.Message{Content: "hi"}}
 		for try := range 2 {
 			if got, err := s.StartTurn(ctx, start); err != nil || got != id {
 				t.Fatalf("start %d of turn %d = %d, %v", try+1, id, got, err)

@@ -16,14 +16,14 @@ func TestTurnByInbound(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		turn := func(key chat.Key, msgID string, status chat.TurnStatus) int64 {
+		turn := func(key chat.Key, msgID string, status chat.Status) int64 {
 			t.Helper()
 			c, err := s.Conversation(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
 			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "u", InboundMessageID: msgID,
-				UserMessage: Message{Role: RoleUser, Content: "message " + msgID}})
+				UserMessage: chat.Message{Role: RoleUser, Content: "message " + msgID}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +50,7 @@ func TestTurnByInbound(t *testing.T) {
 			platform, chat   string
 			msgID            string
 			wantID           int64 // 0: not found
-			wantStatus       chat.TurnStatus
+			wantStatus       chat.Status
 			wantFinishedZero bool
 		}{
 			{"newest wins across a reset", "telegram", "100", "7", newest, TurnRunning, true},
@@ -62,7 +62,7 @@ func TestTurnByInbound(t *testing.T) {
 			{"unknown message", "telegram", "100", "404", 0, "", false},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				got, found, err := s.TurnByInbound(ctx, tc.platform, tc.chat, tc.msgID)
+				got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform(tc.platform), ChatID: tc.chat}, tc.msgID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,13 +86,13 @@ func TestTurnByInbound(t *testing.T) {
 		if _, _, err := s.Recover(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got, found, err := s.TurnByInbound(ctx, "telegram", "100", "7")
+		got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "100"}, "7")
 		if err != nil || !found || got.ID != newest || got.Status != TurnInterrupted {
 			t.Fatalf("after Recover: turn %+v found %v (%v), want %d interrupted", got, found, err, newest)
 		}
 
 		for _, args := range [][3]string{{"", "100", "7"}, {"telegram", "", "7"}, {"telegram", "100", ""}} {
-			if _, _, err := s.TurnByInbound(ctx, args[0], args[1], args[2]); err == nil {
+			if _, _, err := s.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform(args[0]), ChatID: args[1]}, args[2]); err == nil {
 				t.Errorf("TurnByInbound%q succeeded, want an error", args)
 			}
 		}
@@ -113,12 +113,12 @@ func TestTurnByInboundPlanUsesIndex(t *testing.T) {
 			}
 			for m := range 10 {
 				if _, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: fmt.Sprintf("%s-%d", id, m),
-					UserMessage: Message{Role: RoleUser, Content: "q"}}); err != nil {
+					UserMessage: chat.Message{Role: RoleUser, Content: "q"}}); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		plan := explain(t, s, s.turnByInboundQuery(ctx, "telegram", "1", "1-3"))
+		plan := explain(t, s, s.turnByInboundQuery(ctx, chat.Ref{Platform: "telegram", ChatID: "1"}, "1-3"))
 		switch driver {
 		case DriverSQLite:
 			// The sort that remains is of the message's turns in the chat: one per redelivery.
@@ -198,7 +198,7 @@ func TestTurnsInboundMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: "77", UserMessage: Message{Role: RoleUser, Content: "q"}})
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: "77", UserMessage: chat.Message{Role: RoleUser, Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestTurnsInboundMigration(t *testing.T) {
 		}
 		lookup := func() {
 			t.Helper()
-			got, found, err := s.TurnByInbound(ctx, "telegram", "5", "77")
+			got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "5"}, "77")
 			if err != nil || !found || got.ID != id {
 				t.Fatalf("TurnByInbound = %d, %v, %v; want turn %d", got.ID, found, err, id)
 			}
@@ -274,13 +274,13 @@ SELECT x % 1000 + 1, 'u', CAST(x / 500 AS TEXT), 'ok', '2026-01-01 00:00:00+00:0
 	if err := s.w.Exec("ANALYZE").Error; err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("plan:\n%s", explain(b, s, s.turnByInboundQuery(ctx, "telegram", "chat7", "123")))
-	// Message 123 started turns x = 61500..61999; the one in chat7 is x = 61507 (conversation 508).
-	if got, found, err := s.TurnByInbound(ctx, "telegram", "chat7", "123"); err != nil || !found || got.ID != 61508 {
+	b.Logf("plan:\n%s", explain(b, s, s.turnByInboundQuery(ctx, chat.Ref{Platform: "telegram", ChatID: "chat7"}, "123")))
+	// chat.Message 123 started turns x = 61500..61999; the one in chat7 is x = 61507 (conversation 508).
+	if got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "chat7"}, "123"); err != nil || !found || got.ID != 61508 {
 		b.Fatalf("TurnByInbound = %+v, %v, %v; want turn 61508", got, found, err)
 	}
 	for b.Loop() {
-		if _, found, err := s.TurnByInbound(ctx, "telegram", "chat7", "123"); err != nil || !found {
+		if _, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "chat7"}, "123"); err != nil || !found {
 			b.Fatal(found, err)
 		}
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"relaybot/chat"
 )
 
 // TurnMessages returns every stored message of one turn in the order the turn produced them: the
@@ -10,7 +11,7 @@ import (
 // Unlike History it keeps a tool call whose result never came (a turn cut short), since the audit
 // log shows what happened, not what a model may be sent. A running turn has only its user message
 // so far. It returns ErrNotFound (wrapped) when the turn does not exist.
-func (s *Store) TurnMessages(ctx context.Context, turnID int64) ([]Message, error) {
+func (s *Store) TurnMessages(ctx context.Context, turnID int64) ([]chat.Message, error) {
 	var rows []messageRow
 	if err := s.r.WithContext(ctx).Where("turn_id = ?", turnID).Order("seq").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: messages of turn %d: %w", turnID, err)
@@ -23,9 +24,9 @@ func (s *Store) TurnMessages(ctx context.Context, turnID int64) ([]Message, erro
 		if n == 0 {
 			return nil, fmt.Errorf("store: messages of turn %d: %w", turnID, ErrNotFound)
 		}
-		return []Message{}, nil
+		return []chat.Message{}, nil
 	}
-	out := make([]Message, 0, len(rows))
+	out := make([]chat.Message, 0, len(rows))
 	for _, r := range rows {
 		m, err := r.public()
 		if err != nil {

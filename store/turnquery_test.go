@@ -18,7 +18,7 @@ func TestTurnMessages(t *testing.T) {
 		}
 		start := func(text string) int64 {
 			t.Helper()
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: Message{Content: text, Name: "ann"}})
+			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: text, Name: "ann"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -27,15 +27,15 @@ func TestTurnMessages(t *testing.T) {
 		// An earlier turn of the same conversation must not leak into the one asked for.
 		before := start("hello")
 		if err := s.FinishTurn(ctx, TurnEnd{TurnID: before, Status: TurnOK,
-			Messages: []Message{{Role: RoleAssistant, Content: "hi"}}}); err != nil {
+			Messages: []chat.Message{{Role: RoleAssistant, Content: "hi"}}}); err != nil {
 			t.Fatal(err)
 		}
 		id := start("weather in Paris and Rome?")
 		if got, err := s.TurnMessages(ctx, id); err != nil || len(got) != 1 || got[0].Content != "weather in Paris and Rome?" {
 			t.Fatalf("running turn: messages %+v, %v; want only the user message", got, err)
 		}
-		added := []Message{
-			{Role: RoleAssistant, Reasoning: "two cities", ToolCalls: []MessageToolCall{
+		added := []chat.Message{
+			{Role: RoleAssistant, Reasoning: "two cities", ToolCalls: []chat.ToolCall{
 				{ID: "c1", Name: "weather", Arguments: `{"city":"Paris"}`},
 				{ID: "c2", Name: "weather", Arguments: `{"city":"Rome"}`}}},
 			{Role: RoleTool, ToolCallID: "c1", Name: "weather", Content: "sunny"},
@@ -49,7 +49,7 @@ func TestTurnMessages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := append([]Message{{Role: RoleUser, Content: "weather in Paris and Rome?", Name: "ann"}}, added...)
+		want := append([]chat.Message{{Role: RoleUser, Content: "weather in Paris and Rome?", Name: "ann"}}, added...)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("TurnMessages =\n%+v\nwant\n%+v", got, want)
 		}

@@ -17,13 +17,13 @@ func seedUsage(t *testing.T, s *Store, at time.Time, turns []usageTurn) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: u.user, UserMessage: Message{Role: "user", Content: "q"}})
+		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: u.user, UserMessage: chat.Message{Role: "user", Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var calls []LLMCall
+		var calls []chat.ModelCall
 		for i, m := range u.models {
-			calls = append(calls, LLMCall{Model: m, Status: "ok", TokensIn: u.in, TokensOut: u.out, StartedAt: at.Add(time.Duration(i) * time.Second)})
+			calls = append(calls, chat.ModelCall{Model: m, Status: "ok", TokensIn: u.in, TokensOut: u.out, StartedAt: at.Add(time.Duration(i) * time.Second)})
 		}
 		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, LLMCalls: calls}); err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"relaybot/audit"
 	"relaybot/chat"
@@ -42,7 +43,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				}
 				turnID, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserID: "u" + d,
 					UserName: "name" + d, InboundMessageID: "in" + d,
-					UserMessage: Message{Role: RoleUser, Content: "ask" + d, Name: "name" + d}})
+					UserMessage: chat.Message{Role: RoleUser, Content: "ask" + d, Name: "name" + d}})
 				if err != nil {
 					t.Fatalf("StartTurn: %v", err)
 				}
@@ -57,16 +58,16 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				if err := s.FinishToolCall(ctx, &rec); err != nil {
 					t.Fatalf("FinishToolCall: %v", err)
 				}
-				msgs := []Message{
+				msgs := []chat.Message{
 					{Role: RoleAssistant, Content: "calling" + d, Reasoning: "think" + d,
-						ToolCalls: []MessageToolCall{{ID: "id" + d, Name: "fetch_url" + d, Arguments: "{}" + d}}},
+						ToolCalls: []chat.ToolCall{{ID: "id" + d, Name: "fetch_url" + d, Arguments: "{}" + d}}},
 					{Role: RoleTool, Content: "page" + d, Name: "fetch_url" + d, ToolCallID: "id" + d},
 					{Role: RoleAssistant, Content: "answer" + d},
 				}
 				err = s.FinishTurn(ctx, TurnEnd{TurnID: turnID, Status: TurnOK, Model: "model" + d,
 					Rounds: 2, Error: "note" + d, Messages: msgs,
-					LLMCalls: []LLMCall{{Round: 1, Model: "model" + d, FallbackReason: "why" + d,
-						Status: "ok" + d, Error: "e" + d, Duration: time.Second}}})
+					LLMCalls: []chat.ModelCall{{Round: 1, Model: "model" + d, FallbackReason: "why" + d,
+						Status: chat.Status("ok" + d), Err: errors.New("e" + d), Duration: time.Second}}})
 				if err != nil {
 					t.Fatalf("FinishTurn: %v (the answer, tool calls and model calls are lost)", err)
 				}
@@ -79,17 +80,17 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 					turn.UserID != "u"+c || turn.UserName != "name"+c || turn.InboundMessageID != "in"+c {
 					t.Errorf("turn = %+v, want ok with clean texts", turn)
 				}
-				if got, found, err := s.TurnByInbound(ctx, "tg"+d, "chat"+d, "in"+d); err != nil || !found || got.ID != turnID {
+				if got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform("tg" + d), ChatID: "chat" + d}, "in"+d); err != nil || !found || got.ID != turnID {
 					t.Errorf("TurnByInbound = %d, %v, %v; want turn %d", got.ID, found, err, turnID)
 				}
 				saved, err := s.TurnMessages(ctx, turnID)
 				if err != nil {
 					t.Fatal(err)
 				}
-				wantMsgs := []Message{
+				wantMsgs := []chat.Message{
 					{Role: RoleUser, Content: "ask" + c, Name: "name" + c},
 					{Role: RoleAssistant, Content: "calling" + c, Reasoning: "think" + c,
-						ToolCalls: []MessageToolCall{{ID: "id" + c, Name: "fetch_url" + c, Arguments: "{}" + c}}},
+						ToolCalls: []chat.ToolCall{{ID: "id" + c, Name: "fetch_url" + c, Arguments: "{}" + c}}},
 					{Role: RoleTool, Content: "page" + c, Name: "fetch_url" + c, ToolCallID: "id" + c},
 					{Role: RoleAssistant, Content: "answer" + c},
 				}
@@ -110,7 +111,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				if err := s.r.Where("turn_id = ?", turnID).Find(&llm).Error; err != nil || len(llm) != 1 {
 					t.Fatalf("llm calls = %d, %v; want 1", len(llm), err)
 				}
-				if l := llm[0]; l.Model != "model"+c || l.FallbackReason != "why"+c || l.Status != "ok"+c || l.Error != "e"+c {
+				if l := llm[0]; l.Model != "model"+c || l.FallbackReason != "why"+c || l.Status != chat.Status("ok"+c) || l.Error != "e"+c {
 					t.Errorf("llm call = %+v, want clean texts", l)
 				}
 			})

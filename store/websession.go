@@ -47,9 +47,9 @@ func (s *Store) WebSession(ctx context.Context, secretHash string) (string, bool
 // previewChars is the length of a chat.Summary's Preview.
 const previewChars = 80
 
-// ChatConversations returns the conversations of a chat (every thread and user), newest first,
-// at most limit of them (limit <= 0: 100).
-func (s *Store) ChatConversations(ctx context.Context, platform, chatID string, limit int) ([]chat.Summary, error) {
+// ChatConversations returns the conversations of the chat of ref (every thread and user), newest
+// first, at most limit of them (limit <= 0: 100).
+func (s *Store) ChatConversations(ctx context.Context, ref chat.Ref, limit int) ([]chat.Summary, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -66,9 +66,9 @@ func (s *Store) ChatConversations(ctx context.Context, platform, chatID string, 
 		COALESCE((SELECT m.content FROM messages m WHERE m.conversation_id = c.id AND m.role = ?
 			ORDER BY m.id LIMIT 1), '') AS preview
 		FROM conversations c WHERE c.platform = ? AND c.chat_id = ? ORDER BY c.id DESC LIMIT ?`,
-		RoleUser, platform, chatID, limit).Scan(&rows).Error
+		RoleUser, string(ref.Platform), ref.ChatID, limit).Scan(&rows).Error
 	if err != nil {
-		return nil, fmt.Errorf("store: conversations of %s:%s: %w", platform, chatID, err)
+		return nil, fmt.Errorf("store: conversations of %s: %w", ref.Chat(), err)
 	}
 	out := make([]chat.Summary, 0, len(rows))
 	for _, r := range rows {

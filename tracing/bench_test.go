@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"relaybot/adapters/delivery"
-	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/internal/testkit/otlp"
@@ -56,19 +55,19 @@ func BenchmarkTurnObservers(b *testing.B) {
 			for i := range b.N {
 				now := time.Now()
 				ctx := turns.TurnStarted(context.Background(), pipeline.TurnStart{TurnID: int64(i), ConversationID: 7, Chat: ref, UserID: "u", Text: "hi", Begun: now})
-				models.ModelCallFinished(ctx, agent.LLMCall{Model: "main", RequestModel: "gpt-test", ResponseModel: "gpt-test-1", Round: 1,
-					StartedAt: now, TimeToFirstToken: time.Millisecond, Duration: 2 * time.Millisecond, TokensIn: 100, TokensOut: 20, FinishReason: "tool_calls", Status: agent.StatusOK})
+				models.ModelCallFinished(ctx, chat.ModelCall{Model: "main", RequestModel: "gpt-test", ResponseModel: "gpt-test-1", Round: 1,
+					StartedAt: now, TimeToFirstToken: time.Millisecond, Duration: 2 * time.Millisecond, TokensIn: 100, TokensOut: 20, FinishReason: "tool_calls", Status: chat.StatusOK})
 				r := &audit.Record{TurnID: int64(i), ToolName: "echo", ToolCallID: "call_1", Source: audit.SourceMCP, Server: "kit", Round: 1, StartedAt: now, ApprovalRequired: true}
 				_ = rec.Start(ctx, r)
 				_ = rec.(tools.CallContexter).CallContext(ctx, r)
 				r.Status, r.Decision, r.DecidedAt, r.FinishedAt = audit.StatusOK, "approved", now, now
 				_ = rec.Finish(ctx, r)
-				models.ModelCallFinished(ctx, agent.LLMCall{Model: "main", RequestModel: "gpt-test", Round: 2,
-					StartedAt: now, TimeToFirstToken: time.Millisecond, Duration: 2 * time.Millisecond, TokensIn: 130, TokensOut: 100, FinishReason: "stop", Status: agent.StatusOK})
+				models.ModelCallFinished(ctx, chat.ModelCall{Model: "main", RequestModel: "gpt-test", Round: 2,
+					StartedAt: now, TimeToFirstToken: time.Millisecond, Duration: 2 * time.Millisecond, TokensIn: 130, TokensOut: 100, FinishReason: "stop", Status: chat.StatusOK})
 				deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventSend, Chat: ref, At: now, Took: time.Millisecond})
 				deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventEdit, Chat: ref, At: now, Took: time.Millisecond})
 				deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventEdit, Chat: ref, At: now, Took: time.Millisecond, Final: true})
-				turns.TurnFinished(ctx, &pipeline.TurnFinish{TurnID: int64(i), Status: chat.TurnOK, Model: "main", Rounds: 2}, time.Second)
+				turns.TurnFinished(ctx, &pipeline.TurnFinish{TurnID: int64(i), Status: chat.StatusOK, Model: "main", Rounds: 2}, time.Second)
 			}
 		})
 	}

@@ -13,10 +13,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"relaybot/adapters/delivery"
-	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/pipeline"
+	"relaybot/provider"
 	"relaybot/tools"
 )
 
@@ -144,7 +144,7 @@ func (o turnObserver) TurnFinished(ctx context.Context, end *pipeline.TurnFinish
 					tu.span.SetAttributes(keyOutputMsgs.String(messagesJSON("assistant", redact(end.Answer))))
 				}
 			}
-			if end.Status != chat.TurnOK {
+			if end.Status != chat.StatusOK {
 				tu.span.SetStatus(codes.Error, redact(end.Error))
 				tu.span.SetAttributes(keyErrorType.String(string(end.Status)))
 			}
@@ -170,19 +170,19 @@ func messagesJSON(role, text string) string {
 	return string(b)
 }
 
-// Models returns an agent.Observer that records a chat span for every model call under the
+// Models returns an provider.Observer that records a chat span for every model call under the
 // turn's span, and passes every call on to next.
-func (t *Tracing) Models(next agent.Observer) agent.Observer {
+func (t *Tracing) Models(next provider.Observer) provider.Observer {
 	return modelObserver{t: t, next: next}
 }
 
 type modelObserver struct {
 	t    *Tracing
-	next agent.Observer
+	next provider.Observer
 }
 
 // ModelCallFinished records the call's span, from its start to its end.
-func (o modelObserver) ModelCallFinished(ctx context.Context, c agent.LLMCall) {
+func (o modelObserver) ModelCallFinished(ctx context.Context, c chat.ModelCall) {
 	if o.next != nil {
 		o.next.ModelCallFinished(ctx, c)
 	}
@@ -190,15 +190,15 @@ func (o modelObserver) ModelCallFinished(ctx context.Context, c agent.LLMCall) {
 		return
 	}
 	m := o.t.models[c.Model]
-	provider, model := m.Provider, c.RequestModel
-	if provider == "" {
-		provider = "openai"
+	system, model := m.Provider, c.RequestModel
+	if system == "" {
+		system = "openai"
 	}
 	if model == "" {
 		model = m.Model
 	}
 	attrs := []attribute.KeyValue{
-		keyOperation.String("chat"), keyProvider.String(provider), keyRequestModel.String(model),
+		keyOperation.String("chat"), keyProvider.String(system), keyRequestModel.String(model),
 		keyModelName.String(c.Model), keyCandidate.Int(c.Candidate), keyRound.Int(c.Round),
 		keyInputTokens.Int(c.TokensIn), keyOutputTokens.Int(c.TokensOut),
 	}
@@ -225,7 +225,7 @@ func (o modelObserver) ModelCallFinished(ctx context.Context, c agent.LLMCall) {
 	}
 	if c.Err != nil {
 		span.SetStatus(codes.Error, redact(c.Err.Error()))
-		span.SetAttributes(keyErrorType.String(string(agent.ErrorKindOf(c.Err))))
+		span.SetAttributes(keyErrorType.String(string(provider.ErrorKindOf(c.Err))))
 	}
 	span.End(trace.WithTimestamp(start.Add(c.Duration)))
 }

@@ -4,7 +4,7 @@
 //
 // Like package metrics it is fed through the observers the other packages declare: it wraps a
 // pipeline.Observer (one invoke_agent span per turn, parent of everything the turn does), an
-// agent.Observer (a chat span per model call), a delivery.Observer (a span per platform
+// provider.Observer (a chat span per model call), a delivery.Observer (a span per platform
 // request and 429 wait) and a tools.Recorder (an execute_tool span per tool call, with its
 // approval wait as a child span), and it is the tools/mcp CallTracer (a tools/call client span
 // whose W3C trace context goes to the MCP server in params._meta). Names and attributes follow

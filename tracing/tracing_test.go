@@ -89,7 +89,7 @@ func TestATurnKeepsItsDeliveriesWithoutExport(t *testing.T) {
 	deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventTyping, Chat: ref, At: at})
 	deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventRateLimited, Chat: ref, At: at, RetryAfter: 2 * time.Second, Final: true})
 	deliveries.Observe(context.Background(), delivery.Event{Kind: delivery.EventEdit, Chat: ref, At: at}) // no turn
-	end := &pipeline.TurnFinish{TurnID: 1, Status: chat.TurnOK}
+	end := &pipeline.TurnFinish{TurnID: 1, Status: chat.StatusOK}
 	turns.TurnFinished(ctx, end, time.Second)
 	want := []chat.Delivery{{Kind: "send", At: at, TookMS: 20}, {Kind: "rate_limited", At: at, WaitMS: 2000, Final: true}}
 	if len(end.Deliveries) != len(want) || end.Deliveries[0] != want[0] || end.Deliveries[1] != want[1] {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -54,6 +55,9 @@ type Options struct {
 	WebhookListen, WebhookURL, WebhookSecret string
 	// Webhook bounds the webhook server's connections (timeouts, sizes, how many at once).
 	Webhook WebhookLimits
+	// WebhookListener, when set, is served instead of a listener on WebhookListen (tests serve
+	// the webhook in memory); Webhook.MaxConns still caps its connections.
+	WebhookListener net.Listener
 	// AllowedChats and AllowedUsers restrict who is answered (chat ids; user ids or usernames);
 	// empty means everyone. A private chat is a chat: it passes AllowedChats when its id (the
 	// user's id) is listed, or when the user is in AccessUsers.

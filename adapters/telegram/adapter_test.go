@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"relaybot/adapters"
@@ -333,78 +334,89 @@ func TestPhotoReachesTheHandler(t *testing.T) {
 }
 
 func TestWebhook(t *testing.T) {
-	e, addr := newWebhookEnv(t, nil)
-	col := newCollector()
-	stop := startRun(t, e.ad, col)
-	defer stop()
-	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 70}, From: ann, Text: "via webhook"})
-	if got := col.next(t); got.Text != "via webhook" {
-		t.Fatalf("got %q", got.Text)
-	}
-	wait.For(t, "the answer", func() bool {
-		m := e.srv.BotMessages(70)
-		return len(m) == 1 && m[0].Text == "ok: via webhook"
+	synctest.Test(t, func(t *testing.T) {
+		e, hook := newWebhookEnv(t, nil)
+		col := newCollector()
+		stop := startRun(t, e.ad, col)
+		defer stop()
+		e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 70}, From: ann, Text: "via webhook"})
+		if got := col.next(t); got.Text != "via webhook" {
+			t.Fatalf("got %q", got.Text)
+		}
+		wait.For(t, "the answer", func() bool {
+			m := e.srv.BotMessages(70)
+			return len(m) == 1 && m[0].Text == "ok: via webhook"
+		})
+		// A forged update without the secret is refused and never handled.
+		resp, err := hookClient(t, hook).Post("http://"+hook.Addr().String()+"/tg", "application/json",
+			strings.NewReader(`{"update_id":999,"message":{"message_id":1,"from":{"id":9,"first_name":"X"},"chat":{"id":70,"type":"private"},"date":1,"text":"forged"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("forged update answered %s", resp.Status)
+		}
+		// Ten seconds of the bubble's clock, everything that could run having run: enough for
+		// any handler to have answered (on a real clock this was a 100 ms guess).
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		select {
+		case in := <-col.ch:
+			t.Fatalf("forged update handled: %q", in.Text)
+		default:
+		}
 	})
-	// A forged update without the secret is refused and never handled.
-	resp, err := http.Post("http://"+addr+"/tg", "application/json",
-		strings.NewReader(`{"update_id":999,"message":{"message_id":1,"from":{"id":9,"first_name":"X"},"chat":{"id":70,"type":"private"},"date":1,"text":"forged"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("forged update answered %s", resp.Status)
-	}
-	select {
-	case in := <-col.ch:
-		t.Fatalf("forged update handled: %q", in.Text)
-	case <-time.After(100 * time.Millisecond):
-	}
 }
 
 // Telegram posts to a webhook over several connections at once and retries unanswered updates
 // later, so an older update can arrive after a newer one: it must still be answered, and an
 // update posted twice answered once.
 func TestWebhookOutOfOrder(t *testing.T) {
-	e, addr := newWebhookEnv(t, nil)
-	col := newCollector()
-	stop := startRun(t, e.ad, col)
-	defer stop()
-	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 70}, From: ann, Text: "hook is up"})
-	col.next(t)
-	post := func(id int, chat int, text string) {
-		t.Helper()
-		body := fmt.Sprintf(`{"update_id":%d,"message":{"message_id":%d,"from":{"id":%d,"first_name":"U"},"chat":{"id":%d,"type":"private"},"date":1,"text":%q}}`, id, id, chat, chat, text)
-		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/tg", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		e, hook := newWebhookEnv(t, nil)
+		client := hookClient(t, hook)
+		col := newCollector()
+		stop := startRun(t, e.ad, col)
+		defer stop()
+		e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 70}, From: ann, Text: "hook is up"})
+		col.next(t)
+		post := func(id int, chat int, text string) {
+			t.Helper()
+			body := fmt.Sprintf(`{"update_id":%d,"message":{"message_id":%d,"from":{"id":%d,"first_name":"U"},"chat":{"id":%d,"type":"private"},"date":1,"text":%q}}`, id, id, chat, chat, text)
+			req, err := http.NewRequest(http.MethodPost, "http://"+hook.Addr().String()+"/tg", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "s3cret")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("update %d answered %s", id, resp.Status)
+			}
 		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "s3cret")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		post(900002, 81, "newer")
+		post(900001, 82, "older")
+		post(900002, 81, "newer")
+		got := map[string]int{}
+		for range 2 {
+			got[col.next(t).Text]++
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("update %d answered %s", id, resp.Status)
+		if got["newer"] != 1 || got["older"] != 1 {
+			t.Fatalf("handled %v, want newer and older once each", got)
 		}
-	}
-	post(900002, 81, "newer")
-	post(900001, 82, "older")
-	post(900002, 81, "newer")
-	got := map[string]int{}
-	for range 2 {
-		got[col.next(t).Text]++
-	}
-	if got["newer"] != 1 || got["older"] != 1 {
-		t.Fatalf("handled %v, want newer and older once each", got)
-	}
-	select {
-	case in := <-col.ch:
-		t.Fatalf("update handled twice: %q", in.Text)
-	case <-time.After(100 * time.Millisecond):
-	}
+		time.Sleep(10 * time.Second) // of the bubble's clock; see TestWebhook
+		synctest.Wait()
+		select {
+		case in := <-col.ch:
+			t.Fatalf("update handled twice: %q", in.Text)
+		default:
+		}
+	})
 }
 
 func TestTokenNeverInErrorsOrLogs(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"image"
 	pngpkg "image/png"
 	"log/slog"
+	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
@@ -53,6 +54,12 @@ func newEnv(t testing.TB, sopts tk.Options, mod func(*Options)) *env {
 			Observer: counters,
 			Retry:    delivery.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
 		},
+	}
+	if sopts.InMemory {
+		// In a synctest bubble: the adapter reaches the server through memory.
+		tr := &http.Transport{DialContext: srv.Dial}
+		t.Cleanup(tr.CloseIdleConnections) // after the server closed (below)
+		opts.HTTPClient = &http.Client{Transport: tr}
 	}
 	if mod != nil {
 		mod(&opts)

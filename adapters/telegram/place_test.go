@@ -155,20 +155,22 @@ func TestAWebhookUpdateIsAnsweredOnceItsMessageHasItsPlace(t *testing.T) {
 // not after adapters.PlaceWait: Telegram posts the next update at once, and no answer is logged
 // as given before its place.
 func TestAWebhookWithReplicasAnswersAtOnceWhatTakesNoPlace(t *testing.T) {
-	e, _ := newWebhookEnv(t, func(o *Options) { o.Ledger = &memLedger{} })
-	col := newCollector() // never calls Placed
-	stop := startRun(t, e.ad, col)
-	defer stop()
-	e.srv.Send(tk.Inbound{Chat: group, From: ann, Text: "chatting among ourselves"})
-	for i := range 3 {
-		e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 71}, From: ann, Text: fmt.Sprintf("question %d", i)})
-	}
-	for i := range 3 {
-		if got := col.next(t); got.Text != fmt.Sprintf("question %d", i) {
-			t.Fatalf("handler got %q, want question %d", got.Text, i)
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := newWebhookEnv(t, func(o *Options) { o.Ledger = &memLedger{} })
+		col := newCollector() // never calls Placed
+		stop := startRun(t, e.ad, col)
+		defer stop()
+		e.srv.Send(tk.Inbound{Chat: group, From: ann, Text: "chatting among ourselves"})
+		for i := range 3 {
+			e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 71}, From: ann, Text: fmt.Sprintf("question %d", i)})
 		}
-	}
-	if strings.Contains(e.logs.String(), "before its message had its place") {
-		t.Errorf("an update was held for a place it never takes:\n%s", e.logs)
-	}
+		for i := range 3 {
+			if got := col.next(t); got.Text != fmt.Sprintf("question %d", i) {
+				t.Fatalf("handler got %q, want question %d", got.Text, i)
+			}
+		}
+		if strings.Contains(e.logs.String(), "before its message had its place") {
+			t.Errorf("an update was held for a place it never takes:\n%s", e.logs)
+		}
+	})
 }

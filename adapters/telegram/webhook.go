@@ -107,9 +107,12 @@ func (a *Adapter) runWebhook(ctx context.Context, dispatch dispatcher, act actor
 // listenWebhook listens on webhook_listen, holding at most maxConns connections open, and tells
 // Telegram where to post (setWebhook).
 func (a *Adapter) listenWebhook(ctx context.Context, maxConns int) (net.Listener, error) {
-	ln, err := net.Listen("tcp", a.opts.WebhookListen)
-	if err != nil {
-		return nil, fmt.Errorf("telegram: webhook listen on %s: %w", a.opts.WebhookListen, err)
+	ln := a.opts.WebhookListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", a.opts.WebhookListen); err != nil {
+			return nil, fmt.Errorf("telegram: webhook listen on %s: %w", a.opts.WebhookListen, err)
+		}
 	}
 	// The address taken, which differs from webhook_listen's when that asks for port 0: a test or
 	// a load tool starting replicas lets each pick a free port and reads it here.

@@ -10,55 +10,59 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"relaybot/internal/testkit/memnet"
 	tk "relaybot/internal/testkit/telegram"
-	"relaybot/internal/testkit/wait"
 )
 
-// startWebhook runs an adapter in webhook mode with the given limits and returns the address
-// its server listens on.
-func startWebhook(t *testing.T, lim WebhookLimits) string {
+// startWebhook runs an adapter in webhook mode with the given limits, in memory (call it in a
+// testing/synctest bubble), and returns the listener its server serves.
+func startWebhook(t *testing.T, lim WebhookLimits) *memnet.Listener {
 	t.Helper()
-	e, addr := newWebhookEnv(t, func(o *Options) { o.Webhook = lim })
+	e, hook := newWebhookEnv(t, func(o *Options) { o.Webhook = lim })
 	stop := startRun(t, e.ad, newCollector())
 	t.Cleanup(stop)
-	return addr
+	return hook
 }
 
-// newWebhookEnv is newEnv with an adapter in webhook mode on a free loopback address (returned),
-// its secret "s3cret", and mod's changes to its options.
-func newWebhookEnv(t *testing.T, mod func(*Options)) (*env, string) {
+// newWebhookEnv is newEnv with an adapter in webhook mode, its secret "s3cret", and mod's
+// changes to its options, all in memory: call it in a testing/synctest bubble, where every
+// timeout acts on the bubble's clock. Telegram (the test server) and the test's own clients
+// reach the webhook through the returned listener.
+func newWebhookEnv(t *testing.T, mod func(*Options)) (*env, *memnet.Listener) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	e := newEnv(t, tk.Options{}, func(o *Options) {
+	hook := memnet.Listen("127.0.0.1:8443")
+	e := newEnv(t, tk.Options{InMemory: true, WebhookDial: hook.Dial}, func(o *Options) {
 		o.Mode = "webhook"
-		o.WebhookListen = addr
-		o.WebhookURL = "http://" + addr + "/tg"
+		o.WebhookListen = hook.Addr().String()
+		o.WebhookListener = hook
+		o.WebhookURL = "http://" + hook.Addr().String() + "/tg"
 		o.WebhookSecret = "s3cret"
 		if mod != nil {
 			mod(o)
 		}
 	})
-	return e, addr
+	return e, hook
 }
 
-// dialWebhook connects to addr, retrying while the server is still starting.
-func dialWebhook(t *testing.T, addr string) net.Conn {
+// dialWebhook connects to the webhook server, waiting while it is still starting.
+func dialWebhook(t *testing.T, hook *memnet.Listener) net.Conn {
 	t.Helper()
-	var c net.Conn
-	wait.For(t, "the webhook server to listen", func() bool {
-		var err error
-		c, err = net.Dial("tcp", addr)
-		return err == nil
-	})
+	c, err := hook.Dial(t.Context(), "tcp", hook.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// hookClient is an HTTP client that reaches the webhook server through hook.
+func hookClient(t *testing.T, hook *memnet.Listener) *http.Client {
+	tr := &http.Transport{DialContext: hook.Dial}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 // request is a raw HTTP/1.1 request to the webhook path.
@@ -88,13 +92,15 @@ func readStatus(t *testing.T, c net.Conn, r *bufio.Reader) int {
 	return resp.StatusCode
 }
 
+// TestWebhookCutsIdleAndStalledClients runs each client in a synctest bubble: the server's
+// 200-400 ms timeouts act on the bubble's clock, so no real deadline races a busy machine.
 func TestWebhookCutsIdleAndStalledClients(t *testing.T) {
-	addr := startWebhook(t, WebhookLimits{
+	lim := WebhookLimits{
 		ReadHeaderTimeout: 200 * time.Millisecond,
 		ReadTimeout:       400 * time.Millisecond,
 		WriteTimeout:      2 * time.Second,
 		IdleTimeout:       200 * time.Millisecond,
-	})
+	}
 	update := `{"update_id":1,"message":{"message_id":1,"from":{"id":9,"first_name":"X"},"chat":{"id":70,"type":"private"},"date":1,"text":"hi"}}`
 	tests := []struct {
 		name string
@@ -108,23 +114,22 @@ func TestWebhookCutsIdleAndStalledClients(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := dialWebhook(t, addr)
-			if _, err := io.WriteString(c, tt.send); err != nil {
-				t.Fatal(err)
-			}
-			// Whatever the server answers, it must then close the connection; a generous
-			// deadline tells "closed" from "held open for ever".
-			c.SetReadDeadline(time.Now().Add(20 * time.Second))
-			_, err := io.Copy(io.Discard, c)
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatal("the webhook server still held the connection open after 20 s: idle clients pile up")
-			}
+			synctest.Test(t, func(t *testing.T) {
+				c := dialWebhook(t, startWebhook(t, lim))
+				go io.WriteString(c, tt.send) // a pipe holds no bytes: the server reads them as it goes
+				// Whatever the server answers, it must then close the connection; a generous
+				// deadline tells "closed" from "held open for ever".
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				_, err := io.Copy(io.Discard, c)
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatal("the webhook server still held the connection open after 20 s: idle clients pile up")
+				}
+			})
 		})
 	}
 }
 
 func TestWebhookCapsHeaderAndBodySizes(t *testing.T) {
-	addr := startWebhook(t, WebhookLimits{MaxHeaderBytes: 1 << 10, MaxBodyBytes: 1 << 10})
 	big := `{"update_id":2,"message":{"message_id":2,"from":{"id":9,"first_name":"X"},"chat":{"id":70,"type":"private"},"date":1,"text":"` +
 		strings.Repeat("a", 8<<10) + `"}}`
 	tests := []struct {
@@ -137,42 +142,46 @@ func TestWebhookCapsHeaderAndBodySizes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := dialWebhook(t, addr)
-			if _, err := io.WriteString(c, tt.req); err != nil {
-				t.Fatal(err)
-			}
-			if got := readStatus(t, c, bufio.NewReader(c)); got != tt.want {
-				t.Fatalf("answered %d, want %d", got, tt.want)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				c := dialWebhook(t, startWebhook(t, WebhookLimits{MaxHeaderBytes: 1 << 10, MaxBodyBytes: 1 << 10}))
+				// The server answers before it reads everything: the rest of the write fails
+				// when it closes the connection.
+				go io.WriteString(c, tt.req)
+				if got := readStatus(t, c, bufio.NewReader(c)); got != tt.want {
+					t.Fatalf("answered %d, want %d", got, tt.want)
+				}
+			})
 		})
 	}
 }
 
+// TestWebhookCapsConcurrentConnections runs in a synctest bubble: "not served within 300 ms"
+// is 300 ms of the bubble's clock, during which everything else that could run has run.
 func TestWebhookCapsConcurrentConnections(t *testing.T) {
-	addr := startWebhook(t, WebhookLimits{MaxConns: 2})
-	// Two clients hold the two connections (answered, then kept alive).
-	var held []net.Conn
-	for range 2 {
-		c := dialWebhook(t, addr)
-		if _, err := io.WriteString(c, request("", "{}")); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		hook := startWebhook(t, WebhookLimits{MaxConns: 2})
+		// Two clients hold the two connections (answered, then kept alive).
+		var held []net.Conn
+		for range 2 {
+			c := dialWebhook(t, hook)
+			if _, err := io.WriteString(c, request("", "{}")); err != nil {
+				t.Fatal(err)
+			}
+			if got := readStatus(t, c, bufio.NewReader(c)); got != http.StatusForbidden {
+				t.Fatalf("forged request answered %d", got)
+			}
+			held = append(held, c)
 		}
-		if got := readStatus(t, c, bufio.NewReader(c)); got != http.StatusForbidden {
-			t.Fatalf("forged request answered %d", got)
+		third := dialWebhook(t, hook)
+		go io.WriteString(third, request("", "{}")) // read once the server accepts the connection
+		r := bufio.NewReader(third)
+		third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := r.Peek(1); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a third connection was served while two were open (err %v): connections are not capped", err)
 		}
-		held = append(held, c)
-	}
-	third := dialWebhook(t, addr)
-	if _, err := io.WriteString(third, request("", "{}")); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(third)
-	third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if _, err := r.Peek(1); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("a third connection was served while two were open (err %v): connections are not capped", err)
-	}
-	held[0].Close()
-	if got := readStatus(t, third, r); got != http.StatusForbidden {
-		t.Fatalf("the waiting connection was answered %d once a slot freed", got)
-	}
+		held[0].Close()
+		if got := readStatus(t, third, r); got != http.StatusForbidden {
+			t.Fatalf("the waiting connection was answered %d once a slot freed", got)
+		}
+	})
 }

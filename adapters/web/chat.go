@@ -97,7 +97,7 @@ type Sessions interface {
 	// WebSession returns the chat id of a session, and false when it is unknown.
 	WebSession(ctx context.Context, secretHash string) (chatID string, ok bool, err error)
 	// ChatConversations lists a chat's conversations, newest first.
-	ChatConversations(ctx context.Context, platform, chatID string, limit int) ([]chat.Summary, error)
+	ChatConversations(ctx context.Context, ref chat.Ref, limit int) ([]chat.Summary, error)
 	// Transcript returns what the user saw of a conversation's newest limit rounds, oldest first.
 	Transcript(ctx context.Context, conversationID int64, limit int) ([]chat.Line, error)
 }
@@ -356,7 +356,7 @@ type storedMark struct {
 
 // storedMarkOf reads how far the store has the chat of conv.
 func (c *Chat) storedMarkOf(ctx context.Context, conv *conversation) (storedMark, error) {
-	list, err := c.opts.Sessions.ChatConversations(ctx, string(chat.Web), conv.id, 1)
+	list, err := c.opts.Sessions.ChatConversations(ctx, chat.Ref{Platform: chat.Web, ChatID: conv.id}, 1)
 	if err != nil || len(list) == 0 || !list[0].Active {
 		return storedMark{}, err
 	}
@@ -509,7 +509,7 @@ func (c *Chat) conversations(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []earlierConversation{}
 	if c.opts.Sessions != nil {
-		list, err := c.opts.Sessions.ChatConversations(r.Context(), string(chat.Web), conv.id, maxEarlier)
+		list, err := c.opts.Sessions.ChatConversations(r.Context(), chat.Ref{Platform: chat.Web, ChatID: conv.id}, maxEarlier)
 		if err != nil {
 			c.log.Warn("web chat: conversations not listed", "chat", conv.id, "err", err)
 			http.Error(w, "the conversations cannot be read now", http.StatusServiceUnavailable)
@@ -534,7 +534,7 @@ func (c *Chat) transcript(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	list, err := c.opts.Sessions.ChatConversations(r.Context(), string(chat.Web), conv.id, maxEarlier)
+	list, err := c.opts.Sessions.ChatConversations(r.Context(), chat.Ref{Platform: chat.Web, ChatID: conv.id}, maxEarlier)
 	if err != nil {
 		c.log.Warn("web chat: conversations not listed", "chat", conv.id, "err", err)
 		http.Error(w, "the conversation cannot be read now", http.StatusServiceUnavailable)

@@ -26,12 +26,12 @@ func storedTurn(t *testing.T, st *store.Store, chatID, user, answer string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: store.Message{Role: store.RoleUser, Content: user}})
+	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Role: store.RoleUser, Content: user}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Messages: []store.Message{
-		{Role: store.RoleAssistant, Content: "", ToolCalls: []store.MessageToolCall{{ID: "c1", Name: "search", Arguments: "{}"}}},
+	if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Messages: []chat.Message{
+		{Role: store.RoleAssistant, Content: "", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "search", Arguments: "{}"}}},
 		{Role: store.RoleTool, ToolCallID: "c1", Name: "search", Content: "tool output the user never saw"},
 		{Role: store.RoleAssistant, Content: answer},
 	}}); err != nil {

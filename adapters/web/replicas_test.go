@@ -29,14 +29,14 @@ func (h storingHandler) Handle(ctx context.Context, in adapters.Inbound, out ada
 		h.t.Errorf("conversation: %v", err)
 		return
 	}
-	id, err := h.st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: store.Message{Role: store.RoleUser, Content: in.Text}})
+	id, err := h.st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Role: store.RoleUser, Content: in.Text}})
 	if err != nil {
 		h.t.Errorf("start turn: %v", err)
 		return
 	}
 	out.NewReply(ctx).Finish(ctx, h.answer, nil)
 	if err := h.st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK,
-		Messages: []store.Message{{Role: store.RoleAssistant, Content: h.answer}}}); err != nil {
+		Messages: []chat.Message{{Role: store.RoleAssistant, Content: h.answer}}}); err != nil {
 		h.t.Errorf("finish turn: %v", err)
 	}
 	if h.finished != nil {

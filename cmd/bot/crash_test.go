@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
@@ -77,7 +78,7 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 
 	// The crashed turn was cut (interrupted), then retried when its message was answered again: ok.
 	st := e.openStore()
-	turns, err := st.ChatTurns(context.Background(), "telegram", "1", 0)
+	turns, err := st.ChatTurns(context.Background(), chat.Ref{Platform: "telegram", ChatID: "1"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestServeRedeliveredAnsweredMessageSkipped(t *testing.T) {
 		t.Fatalf("model asked %d times, want 2", n)
 	}
 	st := e.openStore()
-	turn, found, err := st.TurnByInbound(context.Background(), "telegram", "1", strconv.Itoa(msgID))
+	turn, found, err := st.TurnByInbound(context.Background(), chat.Ref{Platform: "telegram", ChatID: "1"}, strconv.Itoa(msgID))
 	if err != nil || !found || turn.Status != store.TurnOK {
 		t.Fatalf("turn of the question: %+v found %v (%v), want ok", turn, found, err)
 	}

@@ -179,6 +179,26 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 		}
 	})
 
+	t.Run("the 187-byte PDF that killed the bot gets one line, and another chat is answered", func(t *testing.T) {
+		n := e.llm.RequestCount()
+		sendFile(tgkit.File{Kind: "document", Name: "crash.pdf", MIME: "application/pdf", Data: files.CrashPDF()}, "what does it say?")
+		e.waitBotText(alice, "the crash PDF's line", contains("crash.pdf could not be read: it breaks the reader's limits"))
+		const bob = 4101
+		e.say(bob, "are you still there?")
+		e.waitBotText(bob, "the next chat's answer", contains("from are to there"))
+		// The caption is answered too, the model told what was not read.
+		if e.llm.RequestCount() != n+2 || !slices.ContainsFunc(e.llm.Requests()[n:], func(r llm.Request) bool {
+			return strings.Contains(lastUser(r), "[Not read: crash.pdf could not be read")
+		}) {
+			t.Fatalf("the model was asked %d times, want twice (the caption with a note of the PDF, the next chat)", e.llm.RequestCount()-n)
+		}
+	})
+
+	t.Run("a voice note declared 1 s but 3:00 long is measured and refused", func(t *testing.T) {
+		sendFile(tgkit.File{Kind: "voice", MIME: "audio/ogg", Data: files.OggOpus(3 * time.Minute), Duration: 1}, "")
+		e.waitBotText(alice, "the measured-length answer", contains("The voice note is 3:00 long; I transcribe at most 2:00."))
+	})
+
 	t.Run("a voice note over speech.max_seconds gets one line", func(t *testing.T) {
 		sendFile(tgkit.File{Kind: "voice", MIME: "audio/ogg", Data: files.OggOpus(time.Second), Duration: 200}, "")
 		e.waitBotText(alice, "the too-long answer", contains("The voice note is 3:20 long; I transcribe at most 2:00."))

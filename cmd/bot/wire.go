@@ -29,6 +29,7 @@ import (
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
+	"relaybot/provider"
 	"relaybot/speech"
 	"relaybot/store"
 	"relaybot/tools"
@@ -609,16 +610,14 @@ func speechNames(cfg *config.Config) []string {
 
 // newSpeech builds the speech client of [speech]: nil interfaces when it transcribes nothing
 // and speaks nothing.
-func newSpeech(cfg *config.Config, hc *http.Client, obs agent.Observer) (pipeline.Transcriber, pipeline.Speaker, error) {
+func newSpeech(cfg *config.Config, hc *http.Client, obs provider.Observer) (pipeline.Transcriber, pipeline.Speaker, error) {
 	s := cfg.Speech
 	o := speech.Options{HTTPClient: hc, Observer: obs}
 	for _, m := range s.Candidates() {
-		o.Candidates = append(o.Candidates, speech.Candidate{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey,
-			Model: m.Model, Timeout: m.Timeout})
+		o.Candidates = append(o.Candidates, provider.Endpoint{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model, Timeout: m.Timeout})
 	}
 	if s.Reply != pipeline.SpeakOff && s.TTSModel != "" {
-		o.Voice = speech.Voice{BaseURL: s.TTSBaseURL, APIKey: s.TTSAPIKey, Model: s.TTSModel, Voice: s.Voice,
-			Timeout: s.Timeout}
+		o.Voice = speech.Voice{Endpoint: provider.Endpoint{BaseURL: s.TTSBaseURL, APIKey: s.TTSAPIKey, Model: s.TTSModel, Timeout: s.Timeout}, Voice: s.Voice}
 	}
 	if len(o.Candidates) == 0 && o.Voice.Model == "" {
 		return nil, nil, nil
@@ -646,15 +645,7 @@ func quotas(q config.Quotas) quota.Policy {
 func agentModels(ms []config.Model) []agent.Model {
 	out := make([]agent.Model, len(ms))
 	for i, m := range ms {
-		out[i] = agent.Model{
-			Name:           m.Name,
-			BaseURL:        m.BaseURL,
-			APIKey:         m.APIKey,
-			Model:          m.Model,
-			SupportsTools:  m.SupportsTools,
-			SupportsVision: m.SupportsVision,
-			Timeout:        m.Timeout,
-		}
+		out[i] = agent.Model{Endpoint: provider.Endpoint{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model, Timeout: m.Timeout}, SupportsTools: m.SupportsTools, SupportsVision: m.SupportsVision}
 	}
 	return out
 }

@@ -6,7 +6,6 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/delivery"
-	"relaybot/admin"
 	"relaybot/config"
 	"relaybot/coord"
 	"relaybot/store"
@@ -113,21 +112,9 @@ func (b *bot) engineBuilt(bot coord.Bot, e coord.Engine, closer adapters.Questio
 
 // adminInstances lists the replicas for the admin pages; nil for a single process, whose pages
 // say that it runs alone.
-func adminInstances(r *coord.Replica) func(ctx context.Context) ([]admin.Instance, error) {
+func adminInstances(r *coord.Replica) func(ctx context.Context) ([]coord.Instance, error) {
 	if r == nil {
 		return nil
 	}
-	return func(ctx context.Context) ([]admin.Instance, error) {
-		live, err := r.Instances(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]admin.Instance, 0, len(live))
-		for _, in := range live {
-			out = append(out, admin.Instance{ID: in.ID, Host: in.Host, PID: in.PID, StartedAt: in.StartedAt,
-				HeartbeatAt: in.HeartbeatAt, ExpiresAt: in.ExpiresAt, TurnsRunning: in.TurnsRunning,
-				Leases: in.Leases, Self: in.Self})
-		}
-		return out, nil
-	}
+	return r.Instances
 }

@@ -19,6 +19,7 @@ import (
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
+	"relaybot/provider"
 )
 
 // streamResult is what one answer streamed through one platform mode showed its user.
@@ -115,7 +116,7 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 	model := llm.NewServer()
 	defer model.Close()
 	model.Push(llm.Reply{Chunks: answerChunks(chars), TokenDelay: every})
-	runner, err := agent.NewRunner([]agent.Model{{Name: "m", BaseURL: model.URL, Model: "m"}}, agent.Options{FlushChunks: 8})
+	runner, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{Name: "m", BaseURL: model.URL, Model: "m"}}}, agent.Options{FlushChunks: 8})
 	if err != nil {
 		return streamResult{}, err
 	}
@@ -147,7 +148,7 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	res := runner.Run(rctx, agent.Request{Messages: []agent.Message{{Role: "user", Content: "write"}}, Stream: true}, emit)
+	res := runner.Run(rctx, agent.Request{Messages: []chat.Message{{Role: "user", Content: "write"}}, Stream: true}, emit)
 	if res.Err != nil {
 		return streamResult{}, res.Err
 	}

@@ -24,7 +24,7 @@ func confine(lim Limits) error {
 	softLimit(lim)
 	base, err := dataSize()
 	if err != nil {
-		return err
+		base = unknownBase // no /proc: a generous guess at what the runtime holds at start
 	}
 	mem := uint64(base) + uint64(lim.Memory)*raceFactor
 	if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: mem, Max: mem}); err != nil {
@@ -36,6 +36,9 @@ func confine(lim Limits) error {
 	}
 	return nil
 }
+
+// unknownBase stands for the data segment at start when /proc cannot tell it.
+const unknownBase = 128 << 20
 
 // dataSize is this process's data segment now (VmData), in bytes.
 func dataSize() (int64, error) {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/tools"
 )
@@ -56,10 +56,10 @@ func EstimateText(s string) int {
 }
 
 // estimateMessage estimates the tokens one transcript message costs.
-func estimateMessage(m agent.Message) int {
+func estimateMessage(m chat.Message) int {
 	n := tokensPerMessage + EstimateText(m.Content) + EstimateText(m.Name) + len(m.Images)*tokensPerImage
 	if m.ReasoningField != "" {
-		n += EstimateText(m.ReasoningContent)
+		n += EstimateText(m.Reasoning)
 	}
 	for _, c := range m.ToolCalls {
 		n += tokensPerMessage + EstimateText(c.Name) + EstimateText(c.Arguments) + EstimateText(string(c.Extra))
@@ -68,7 +68,7 @@ func estimateMessage(m agent.Message) int {
 }
 
 // estimateMessages estimates the tokens of messages.
-func estimateMessages(ms []agent.Message) int {
+func estimateMessages(ms []chat.Message) int {
 	n := 0
 	for _, m := range ms {
 		n += estimateMessage(m)
@@ -133,9 +133,9 @@ func (u *usageCorrection) observe(model string, estimated, reported int) {
 
 // observeTurn corrects the estimate with the first successful call of a turn, whose prompt was
 // the request as built (later rounds add the turn's own messages).
-func (u *usageCorrection) observeTurn(calls []agent.LLMCall, estimated int) {
+func (u *usageCorrection) observeTurn(calls []chat.ModelCall, estimated int) {
 	for _, c := range calls {
-		if c.Round == 1 && c.Status == agent.StatusOK && !c.Estimated {
+		if c.Round == 1 && c.Status == chat.StatusOK && !c.Estimated {
 			u.observe(c.Model, estimated, c.TokensIn)
 			return
 		}
@@ -150,7 +150,7 @@ func elisionNote(tool string, chars int) string {
 // selection is the history chosen for a turn.
 type selection struct {
 	// messages are the whole rounds sent, oldest first, older tool results elided.
-	messages []agent.Message
+	messages []chat.Message
 	// tokens is their corrected estimate.
 	tokens int
 	// from is the index of the first round sent.
@@ -160,7 +160,7 @@ type selection struct {
 }
 
 // toolName is the name of the tool that answered call id in a stored round.
-func toolName(ms []store.Message, id string) string {
+func toolName(ms []chat.Message, id string) string {
 	for _, m := range ms {
 		if m.Role == store.RoleTool && m.ToolCallID == id && m.Name != "" {
 			return m.Name
@@ -196,10 +196,12 @@ func withSummary(prompt, summary string) string {
 
 // Estimate is the agent's Request.Estimate: the tokens msgs and specs cost with the model
 // named, corrected by what its provider reported for earlier requests.
-func (k *Keeper) Estimate(model string, msgs []agent.Message, specs []tools.Spec) int {
+func (k *Keeper) Estimate(model string, msgs []chat.Message, specs []tools.Spec) int {
 	return int(float64(estimateMessages(msgs)+estimateTools(specs)) * k.usage.of(model))
 }
 
 // Observe corrects the estimate with the first successful call of a turn, whose prompt was
 // the request as built, estimated at estimated tokens (History.Estimate).
-func (k *Keeper) Observe(calls []agent.LLMCall, estimated int) { k.usage.observeTurn(calls, estimated) }
+func (k *Keeper) Observe(calls []chat.ModelCall, estimated int) {
+	k.usage.observeTurn(calls, estimated)
+}

@@ -29,7 +29,7 @@ type History struct {
 	// Rounds are the finished rounds after the conversation's summary, oldest first.
 	Rounds []store.Round
 	// Calls are the model calls compaction made (Round 0).
-	Calls []agent.LLMCall
+	Calls []chat.ModelCall
 	// Compacted reports that a summary replaced older rounds.
 	Compacted bool
 	elided    int
@@ -51,31 +51,21 @@ func (h *History) speaker(name, text string) string {
 	return "[" + name + "] " + text
 }
 
-// toAgent converts stored history into transcript messages. In a conversation shared by a
-// group, user messages carry their sender's name in the text, so the model knows who said what
-// (the name field of the API cannot hold arbitrary names). Images are not stored: a message that
-// had some says so.
-func (h *History) toAgent(ms []store.Message) []agent.Message {
-	out := make([]agent.Message, 0, len(ms))
+// toAgent readies stored history for the model. In a conversation shared by a group, user
+// messages carry their sender's name in the text, so the model knows who said what (the name
+// field of the API cannot hold arbitrary names). Images are not stored: a message that had some
+// says so instead.
+func (h *History) toAgent(ms []chat.Message) []chat.Message {
+	out := make([]chat.Message, 0, len(ms))
 	for _, m := range ms {
-		am := agent.Message{
-			Role:             m.Role,
-			Content:          m.Content,
-			ToolCallID:       m.ToolCallID,
-			ReasoningContent: m.Reasoning,
-			ReasoningField:   m.ReasoningField,
-		}
-		am.Extra = rawOrNil(m.Extra)
-		if m.Role == store.RoleUser {
-			am.Content = h.speaker(m.Name, m.Content)
-			if m.Images > 0 {
-				am.Content = imagesNote(m.Images) + am.Content
+		if m.Role == chat.RoleUser {
+			m.Content = h.speaker(m.Name, m.Content)
+			if n := len(m.Images); n > 0 {
+				m.Content = imagesNote(n) + m.Content
 			}
 		}
-		for _, c := range m.ToolCalls {
-			am.ToolCalls = append(am.ToolCalls, agent.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Extra: rawOrNil(c.Extra)})
-		}
-		out = append(out, am)
+		m.Name, m.Images = "", nil
+		out = append(out, m)
 	}
 	return out
 }
@@ -88,13 +78,13 @@ func (h *History) choose(limit int, toolShare, factor float64, all bool) selecti
 	sel := selection{from: len(rounds)}
 	toolRoom := int(float64(limit) * toolShare)
 	toolUsed := 0
-	var picked [][]agent.Message
+	var picked [][]chat.Message
 	for i := len(rounds) - 1; i >= 0; i-- {
 		ms := h.toAgent(rounds[i].Messages)
 		cost := 0
 		for j, m := range ms {
 			t := int(float64(estimateMessage(m)) * factor)
-			if m.Role == agent.RoleTool {
+			if m.Role == chat.RoleTool {
 				if toolUsed+t > toolRoom {
 					ms[j].Content = elisionNote(toolName(rounds[i].Messages, m.ToolCallID), utf8.RuneCountInString(m.Content))
 					sel.elided++
@@ -240,7 +230,7 @@ func (k *Keeper) ResetIfIdle(ctx context.Context, h *History) error {
 // the summary of older rounds), whole rounds newest first, and the new message. When the history
 // needs more than CompactAt of its room (or force is set), the rounds that do not fit a quarter
 // of it (all of them with force) are summarised first.
-func (k *Keeper) Transcript(ctx context.Context, h *History, in adapters.Inbound, specs []tools.Spec, force bool, log *slog.Logger) []agent.Message {
+func (k *Keeper) Transcript(ctx context.Context, h *History, in adapters.Inbound, specs []tools.Spec, force bool, log *slog.Logger) []chat.Message {
 	mb := k.Budget(h.Conv.Model)
 	b := k.budget(mb, h, in, specs)
 	limit := b.historyLimit()
@@ -263,7 +253,7 @@ func (k *Keeper) Transcript(ctx context.Context, h *History, in adapters.Inbound
 	if sel.from > 0 {
 		log.Info("history: older rounds left out to fit the context window", "left_out", sel.from, "window", mb.ContextWindow)
 	}
-	msgs := make([]agent.Message, 0, len(sel.messages)+2)
+	msgs := make([]chat.Message, 0, len(sel.messages)+2)
 	msgs = append(msgs, k.systemMessage(h.Conv))
 	msgs = append(msgs, sel.messages...)
 	msgs = append(msgs, k.userMessage(h, in))
@@ -307,9 +297,9 @@ func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logge
 	words := max(mb.ContextWindow/16, 100)
 	instruction := fmt.Sprintf(summaryInstruction, words)
 	room := int(float64(mb.ContextWindow-mb.MaxOutputTokens-EstimateText(instruction)-64) / k.usage.of(mb.Name))
-	req := agent.Request{Model: h.Conv.Model, Estimate: k.Estimate, Messages: []agent.Message{
-		{Role: agent.RoleSystem, Content: instruction},
-		{Role: agent.RoleUser, Content: h.summaryInput(n, room)},
+	req := agent.Request{Model: h.Conv.Model, Estimate: k.Estimate, Messages: []chat.Message{
+		{Role: chat.RoleSystem, Content: instruction},
+		{Role: chat.RoleUser, Content: h.summaryInput(n, room)},
 	}}
 	if h.Meter != nil {
 		req.Meter = h.Meter
@@ -319,7 +309,7 @@ func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logge
 		c.Round = 0
 		h.Calls = append(h.Calls, c)
 	}
-	if res.Status != agent.StatusOK {
+	if res.Status != chat.StatusOK {
 		return fmt.Errorf("summary of %d rounds: %w", n, res.Err)
 	}
 	summary := ""
@@ -342,7 +332,7 @@ func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logge
 
 // systemMessage is the system prompt of a conversation's turn: its own prompt (/system) or the
 // configured one, the extra text, the date, and the summary of older rounds.
-func (k *Keeper) systemMessage(conv store.Conversation) agent.Message {
+func (k *Keeper) systemMessage(conv store.Conversation) chat.Message {
 	prompt := k.opts.SystemPrompt
 	if strings.TrimSpace(conv.SystemPrompt) != "" {
 		prompt = conv.SystemPrompt
@@ -354,26 +344,26 @@ func (k *Keeper) systemMessage(conv store.Conversation) agent.Message {
 	}
 	now := k.now().UTC()
 	prompt = strings.TrimSpace(prompt + "\n\n" + fmt.Sprintf("Current date: %s (%s), UTC.", now.Format("2006-01-02"), now.Weekday()))
-	return agent.Message{Role: agent.RoleSystem, Content: withSummary(prompt, conv.Summary)}
+	return chat.Message{Role: chat.RoleSystem, Content: withSummary(prompt, conv.Summary)}
 }
 
 // userMessage is the new message of a turn of h.
-func (k *Keeper) userMessage(h *History, in adapters.Inbound) agent.Message {
-	return agent.Message{
-		Role:    agent.RoleUser,
+func (k *Keeper) userMessage(h *History, in adapters.Inbound) chat.Message {
+	return chat.Message{
+		Role:    chat.RoleUser,
 		Content: h.speaker(in.UserName, in.Text),
 		Images:  k.Images(in),
 	}
 }
 
 // Images returns the user's images that fit MaxImageBytes.
-func (k *Keeper) Images(in adapters.Inbound) []agent.Image {
-	var out []agent.Image
+func (k *Keeper) Images(in adapters.Inbound) []chat.Image {
+	var out []chat.Image
 	for _, im := range in.Images {
 		if limit := k.opts.MaxImageBytes; limit > 0 && len(im.Data) > limit {
 			continue
 		}
-		out = append(out, agent.Image{MIME: im.MIME, Data: im.Data})
+		out = append(out, chat.Image{MIME: im.MIME, Data: im.Data})
 	}
 	return out
 }

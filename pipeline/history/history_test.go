@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -42,12 +43,12 @@ func TestKeyOf(t *testing.T) {
 }
 
 func TestConvertKeepsSpeakersToolRoundsAndImageNotes(t *testing.T) {
-	hist := []store.Message{
+	hist := []chat.Message{
 		{Role: store.RoleUser, Content: "one", Name: "Ann"},
-		{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: "c1", Name: "t", Arguments: "{}"}}},
+		{Role: store.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "c1", Name: "t", Arguments: "{}"}}},
 		{Role: store.RoleTool, ToolCallID: "c1", Content: "r", Name: "t"},
 		{Role: store.RoleAssistant, Content: "a1"},
-		{Role: store.RoleUser, Content: "two", Images: 1},
+		{Role: store.RoleUser, Content: "two", Images: make([]chat.Image, 1)},
 		{Role: store.RoleAssistant, Content: "a2"},
 	}
 	msgs := (&History{Key: chat.Key{Platform: chat.Telegram, ChatID: "-100"}}).toAgent(hist)
@@ -64,14 +65,14 @@ func TestConvertKeepsSpeakersToolRoundsAndImageNotes(t *testing.T) {
 
 func TestHistoryIsChosenNewestFirstInWholeRoundsWithOlderToolResultsElided(t *testing.T) {
 	round := func(id int64, user string, result int) store.Round {
-		r := store.Round{TurnID: id, Messages: []store.Message{{Role: store.RoleUser, Content: user}}}
+		r := store.Round{TurnID: id, Messages: []chat.Message{{Role: store.RoleUser, Content: user}}}
 		if result > 0 {
 			cid := fmt.Sprint("c", id)
 			r.Messages = append(r.Messages,
-				store.Message{Role: store.RoleAssistant, ToolCalls: []store.MessageToolCall{{ID: cid, Name: "page", Arguments: "{}"}}},
-				store.Message{Role: store.RoleTool, ToolCallID: cid, Name: "page", Content: strings.Repeat("x", result)})
+				chat.Message{Role: store.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: cid, Name: "page", Arguments: "{}"}}},
+				chat.Message{Role: store.RoleTool, ToolCallID: cid, Name: "page", Content: strings.Repeat("x", result)})
 		}
-		r.Messages = append(r.Messages, store.Message{Role: store.RoleAssistant, Content: "answer " + user})
+		r.Messages = append(r.Messages, chat.Message{Role: store.RoleAssistant, Content: "answer " + user})
 		return r
 	}
 	rounds := []store.Round{round(1, "one", 4000), round(2, "two", 0), round(3, "three", 400), round(4, "four", 0)}
@@ -111,9 +112,9 @@ func TestHistoryIsChosenNewestFirstInWholeRoundsWithOlderToolResultsElided(t *te
 func TestProviderFieldsOfAnswersGoBackWithHistory(t *testing.T) {
 	sig := `{"extra_content":{"google":{"thought_signature":"CsQBAV"}}}`
 	details := `{"reasoning_details":[{"type":"reasoning.encrypted","data":"abc"}]}`
-	stored := []store.Message{
-		{Role: store.RoleAssistant, Extra: details, Reasoning: "run pwd", ReasoningField: "reasoning_content",
-			ToolCalls: []store.MessageToolCall{{ID: "c1", Name: "shell", Arguments: "{}", Extra: sig}}},
+	stored := []chat.Message{
+		{Role: store.RoleAssistant, Extra: json.RawMessage(details), Reasoning: "run pwd", ReasoningField: "reasoning_content",
+			ToolCalls: []chat.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}", Extra: json.RawMessage(sig)}}},
 		{Role: store.RoleTool, ToolCallID: "c1", Name: "shell", Content: "/work"},
 		{Role: store.RoleAssistant, Content: "You are in /work."},
 	}

@@ -1,7 +1,6 @@
 package history
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -53,14 +52,7 @@ func (h *Options) fill(models []ModelBudget) error {
 	return nil
 }
 
-// rawOrNil is the stored JSON of a provider's extra fields, nil when none were stored.
-func rawOrNil(s string) json.RawMessage {
-	if s == "" {
-		return nil
-	}
-	return json.RawMessage(s)
-}
-
+// imagesNote tells the model of n images it can no longer see.
 func imagesNote(n int) string {
 	if n == 1 {
 		return "[the user sent an image, no longer available] "

@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"relaybot/adapters"
-	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -19,7 +19,7 @@ import (
 // With it a turn's calls are saved as they happen, never with the turn's final write.
 type CallLedger interface {
 	StartLLMCall(ctx context.Context, c store.LLMCallStart) (int64, error)
-	FinishLLMCall(ctx context.Context, id int64, c store.LLMCall) error
+	FinishLLMCall(ctx context.Context, id int64, c chat.ModelCall) error
 }
 
 // Meter is the agent.Meter of one turn (or /compact): before each model call it checks the
@@ -41,7 +41,7 @@ type Meter struct {
 type meterState struct {
 	mu      sync.Mutex
 	seq     int
-	unsaved []agent.LLMCall
+	unsaved []chat.ModelCall
 	// settles are the ends of a turn's calls the ledger took and not settled yet: they go with
 	// the turn's next write (the next call's start, or the turn's end) rather than each in a
 	// commit of its own.
@@ -82,7 +82,7 @@ func (m *Meter) ForSummary() *Meter {
 
 // Start implements agent.Meter. The turn's earlier calls are settled first, in the new call's
 // transaction, so they count at what they cost, not at what they reserved.
-func (m *Meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func(agent.LLMCall), error) {
+func (m *Meter) Start(ctx context.Context, call chat.ModelCall, prompt int) (func(chat.ModelCall), error) {
 	m.state.settling.Wait()
 	rules := m.g.rules(m.in)
 	m.state.mu.Lock()
@@ -104,7 +104,7 @@ func (m *Meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 	}
 	start := store.LLMCallStart{TurnID: m.turnID, Seq: seq, Platform: string(m.in.Chat.Platform),
 		ChatID: m.in.Chat.ChatID, QuotaChatID: ChatOf(m.in), UserID: m.in.UserID, Checks: checks, Prices: m.g.opts.Prices,
-		Call: store.LLMCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
+		Call: chat.ModelCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
 			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
 			TokensIn: prompt, TokensOut: m.g.opts.MaxOutput(call.Model)},
 		Settle: settles}
@@ -129,7 +129,7 @@ func (m *Meter) Start(ctx context.Context, call agent.LLMCall, prompt int) (func
 		m.log.Error("quota: model call not reserved; it is saved with the turn", "err", err)
 		return m.keep, nil
 	}
-	return func(c agent.LLMCall) { m.settle(ctx, id, c) }, nil
+	return func(c chat.ModelCall) { m.settle(ctx, id, c) }, nil
 }
 
 // reserve writes the call's reservation in the ledger, one try (a call the ledger did not take
@@ -154,9 +154,9 @@ func (m *Meter) reserve(ctx context.Context, start store.LLMCallStart) (id int64
 
 // settle records how the call id ended. A turn's call is settled with the turn's next write; a
 // call outside a turn (/compact) has none, so it is written at once, beside the answer.
-func (m *Meter) settle(ctx context.Context, id int64, c agent.LLMCall) {
+func (m *Meter) settle(ctx context.Context, id int64, c chat.ModelCall) {
 	c.Round = m.round(c)
-	end := store.LLMCallSettle{ID: id, Call: StoreCall(c)}
+	end := store.LLMCallSettle{ID: id, Call: c}
 	if m.turnID != 0 {
 		m.deferSettles([]store.LLMCallSettle{end})
 		return
@@ -212,14 +212,14 @@ func ChatOf(in adapters.Inbound) string {
 }
 
 // keep records a call the ledger did not take, for the turn's final write.
-func (m *Meter) keep(c agent.LLMCall) {
+func (m *Meter) keep(c chat.ModelCall) {
 	c.Round = m.round(c)
 	m.state.mu.Lock()
 	defer m.state.mu.Unlock()
 	m.state.unsaved = append(m.state.unsaved, c)
 }
 
-func (m *Meter) round(c agent.LLMCall) int {
+func (m *Meter) round(c chat.ModelCall) int {
 	if m.summary {
 		return 0
 	}
@@ -238,31 +238,9 @@ func (m *Meter) pendingLocked() []store.UsageRow {
 
 // Unsaved waits until the turn's calls are settled and returns those the ledger did not take,
 // in order. The turn calls it at its end.
-func (m *Meter) Unsaved() []agent.LLMCall {
+func (m *Meter) Unsaved() []chat.ModelCall {
 	m.state.settling.Wait()
 	m.state.mu.Lock()
 	defer m.state.mu.Unlock()
-	return append([]agent.LLMCall(nil), m.state.unsaved...)
-}
-
-// StoreCall is a model call as the store keeps it.
-func StoreCall(c agent.LLMCall) store.LLMCall {
-	sc := store.LLMCall{
-		Round:            c.Round,
-		Model:            c.Model,
-		Candidate:        c.Candidate,
-		FallbackReason:   c.FallbackReason,
-		Status:           string(c.Status),
-		TimeToFirstToken: c.TimeToFirstToken,
-		Duration:         c.Duration,
-		TokensIn:         c.TokensIn,
-		TokensOut:        c.TokensOut,
-		Estimated:        c.Estimated,
-		StartedAt:        c.StartedAt,
-		Audio:            c.Audio,
-	}
-	if c.Err != nil {
-		sc.Error = c.Err.Error()
-	}
-	return sc
+	return append([]chat.ModelCall(nil), m.state.unsaved...)
 }

@@ -14,6 +14,10 @@ import (
 	"sync"
 )
 
+// backlog is how many connections Dial opens that Accept has not taken yet, as a TCP
+// listener's backlog holds connections the kernel completed before the server accepts them.
+const backlog = 128
+
 // Listener is a net.Listener whose connections are opened by its Dial. Make it inside the
 // bubble that uses it.
 type Listener struct {
@@ -21,13 +25,14 @@ type Listener struct {
 	conns  chan net.Conn
 	closed chan struct{}
 	once   sync.Once
+	mu     sync.Mutex // orders Close's drain after every Dial's send
 }
 
 var _ net.Listener = (*Listener)(nil)
 
 // Listen returns a listener named name ("host:port"), the address it reports.
 func Listen(name string) *Listener {
-	return &Listener{addr: addr(name), conns: make(chan net.Conn), closed: make(chan struct{})}
+	return &Listener{addr: addr(name), conns: make(chan net.Conn, backlog), closed: make(chan struct{})}
 }
 
 // Accept waits for the next connection a Dial opens, or for Close.
@@ -40,9 +45,22 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// Close stops Accept and Dial; connections already open stay open.
+// Close stops Accept and Dial and closes the connections Accept has not taken; connections
+// already accepted stay open.
 func (l *Listener) Close() error {
-	l.once.Do(func() { close(l.closed) })
+	l.once.Do(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		close(l.closed)
+		for {
+			select {
+			case c := <-l.conns:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
 	return nil
 }
 
@@ -52,20 +70,33 @@ func (l *Listener) Addr() net.Addr { return l.addr }
 // ErrRefused is what Dial returns once the listener is closed.
 var ErrRefused = errors.New("memnet: connection refused (listener closed)")
 
-// Dial opens a connection to the listener, whatever address is asked for: it waits for Accept
-// to take the other end, for ctx to end, or for Close. Its signature is that of
-// net.Dialer.DialContext, for http.Transport.DialContext and websocket.Dialer.NetDialContext.
+// Dial opens a connection to the listener, whatever address is asked for, and returns at once:
+// the server reads what the client writes once Accept takes the other end. It fails when the
+// listener is closed or its backlog is full. Its signature is that of net.Dialer.DialContext,
+// for http.Transport.DialContext and websocket.Dialer.NetDialContext.
 func (l *Listener) Dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock() // no Close between the check and the send, which would strand the server's end
+	defer l.mu.Unlock()
+	select {
+	case <-l.closed:
+		return nil, ErrRefused
+	default:
+	}
 	client, server := net.Pipe()
 	select {
 	case l.conns <- server:
 		return client, nil
-	case <-l.closed:
-		return nil, ErrRefused
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	default:
+		return nil, ErrBacklogFull
 	}
 }
+
+// ErrBacklogFull is what Dial returns when Accept has not taken the listener's last 128
+// connections.
+var ErrBacklogFull = errors.New("memnet: connection refused (backlog full)")
 
 // addr is a listener's name as a net.Addr.
 type addr string

@@ -26,6 +26,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf16"
+
+	"relaybot/internal/testkit/memnet"
 )
 
 // Options configure a Server. The zero value gives Telegram's limits and a fixed token.
@@ -59,6 +61,13 @@ type Options struct {
 	// written, on the request's goroutine; it may be called concurrently. The load tool times
 	// deliveries with it instead of polling Calls.
 	OnCall func(Call)
+	// InMemory serves on a memnet listener instead of a loopback port, for tests in a
+	// testing/synctest bubble (make the server inside it): clients dial it with Dial, and every
+	// wait, the server's rate limits included, is on the bubble's clock.
+	InMemory bool
+	// WebhookDial, when set, opens the connections the server posts webhook updates over (to a
+	// bot serving its webhook in memory); nil dials the network.
+	WebhookDial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func (o *Options) defaults() {
@@ -243,9 +252,12 @@ type chatState struct {
 // New starts a server on 127.0.0.1 and returns it; Close stops it.
 func New(opts Options) (*Server, error) {
 	opts.defaults()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("telegram testkit: listen: %w", err)
+	var ln net.Listener = memnet.Listen("telegram.test:80")
+	if !opts.InMemory {
+		var err error
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("telegram testkit: listen: %w", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
@@ -283,6 +295,16 @@ func (s *Server) Close() {
 	s.cancel()
 	_ = s.srv.Close()
 	s.wg.Wait()
+}
+
+// Dial connects to a server made InMemory, whatever the address; on loopback it dials the
+// network. Its signature is that of http.Transport.DialContext.
+func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if l, ok := s.ln.(*memnet.Listener); ok {
+		return l.Dial(ctx, network, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
 }
 
 // Token is the bot token the server accepts.
@@ -1209,6 +1231,11 @@ func sameEntities(a, b []Entity) bool {
 func (s *Server) webhookLoop() {
 	defer s.wg.Done()
 	client := &http.Client{Timeout: 10 * time.Second}
+	if s.opts.WebhookDial != nil {
+		tr := &http.Transport{DialContext: s.opts.WebhookDial}
+		defer tr.CloseIdleConnections()
+		client.Transport = tr
+	}
 	for {
 		s.mu.Lock()
 		hook, secret := s.hook, s.secret

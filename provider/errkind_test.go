@@ -1,4 +1,4 @@
-package agent
+package provider
 
 import (
 	"context"
@@ -31,11 +31,11 @@ func TestModelErrorsAreClassifiedByStatusAndCode(t *testing.T) {
 		{"unknown model", api(404, "model_not_found", "no such model"), ErrBadRequest, false},
 		{"server error", api(500, nil, "oops"), ErrServer, true},
 		{"request error with status", &openai.RequestError{HTTPStatusCode: 502, Err: errors.New("bad gateway")}, ErrServer, true},
-		{"no data within the timeout", fmt.Errorf("model main: %w", fmt.Errorf("%w within 30s", errNoData)), ErrTimeout, true},
+		{"no data within the timeout", fmt.Errorf("model main: %w", fmt.Errorf("%w within 30s", ErrNoData)), ErrTimeout, true},
 		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), ErrTimeout, true},
 		{"cancelled turn", fmt.Errorf("x: %w", context.Canceled), ErrCanceled, false},
 		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, ErrNetwork, true},
-		{"stream without finish", errNoFinish, ErrOther, false},
+		{"stream without finish", errors.New("stream ended without a finish_reason"), ErrOther, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := ErrorKindOf(c.err)

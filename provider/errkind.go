@@ -1,4 +1,4 @@
-package agent
+package provider
 
 import (
 	"context"
@@ -28,8 +28,8 @@ const (
 	ErrOther         ErrorKind = "other"          // anything else (a stream without finish_reason, a content filter, ...)
 )
 
-// errNoData is the cause of a model call that sent nothing within the candidate's timeout.
-var errNoData = errors.New("no data")
+// ErrNoData is the cause of a model call that sent nothing within its endpoint's Timeout.
+var ErrNoData = errors.New("no data")
 
 // ErrorKindOf classifies err, an error of a model call, by the provider's HTTP status and error
 // code where it has one, then by the transport's failure.
@@ -47,7 +47,7 @@ func ErrorKindOf(err error) ErrorKind {
 	}
 	var netErr net.Error
 	switch {
-	case errors.Is(err, errNoData), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrNoData), errors.Is(err, context.DeadlineExceeded):
 		return ErrTimeout
 	case errors.Is(err, context.Canceled):
 		return ErrCanceled
@@ -113,56 +113,9 @@ func (k ErrorKind) Transient() bool {
 	return false
 }
 
-// ErrContextTooLong matches (errors.Is) a turn's error when the model refused the request as
-// longer than its context window: the caller may shorten the history and ask again.
-var ErrContextTooLong = errors.New("the conversation is longer than the model's context window")
-
-// ModelError is the error of a turn that a model refused for a reason another candidate would not
-// fix (a wrong key, a bad request, a context that is too long): the fallback chain stops at it.
-type ModelError struct {
-	Kind ErrorKind
-	Err  error
-}
-
-// Error names the kind and the model's error.
-func (e *ModelError) Error() string {
-	switch e.Kind {
-	case ErrAuth:
-		return "the model refused the credentials (check the model's api_key and access), no fallback tried: " + e.Err.Error()
-	case ErrContextLength:
-		return ErrContextTooLong.Error() + ": " + e.Err.Error()
-	case ErrBadRequest:
-		return "the model rejected the request as invalid, no fallback tried: " + e.Err.Error()
-	}
-	return string(e.Kind) + ": " + e.Err.Error()
-}
-
-// Unwrap returns the model's error.
-func (e *ModelError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, ErrContextTooLong) true for a context-length refusal.
-func (e *ModelError) Is(target error) bool {
-	return target == ErrContextTooLong && e.Kind == ErrContextLength
-}
-
-// movesOn reports whether a candidate that failed with this kind before its first chunk is left
-// for the next one: transient kinds, and unclassified failures (a stream cut before any chunk, a
-// body that is not JSON), which say nothing against the request itself. Auth errors, bad
-// requests, context-length refusals and cancellation end the turn.
-func movesOn(k ErrorKind) bool {
-	return k.MovesOn()
-}
-
 // MovesOn reports whether a failure of this kind leaves a candidate for the next one under the
 // models' fallback rules (transient kinds and unclassified failures); other callers of
 // OpenAI-compatible endpoints (speech) follow the same rules with it.
 func (k ErrorKind) MovesOn() bool {
 	return k.Transient() || k == ErrOther
-}
-
-// Observer is told about every model call of every turn when it ends, failed fallback attempts
-// included. ModelCallFinished is called synchronously from the turn's goroutine and must not
-// block; ctx is the turn's context (it carries the turn's trace span, if any).
-type Observer interface {
-	ModelCallFinished(ctx context.Context, c LLMCall)
 }
