@@ -16,25 +16,29 @@ type OAuthLogins interface {
 	// Begin starts a login and returns the authorization server's URL to send the browser to;
 	// the browser comes back to redirectURI.
 	Begin(ctx context.Context, server, redirectURI string) (string, error)
-	// Finish completes a login with the callback's state and code (or error and description),
-	// and returns the server it was for.
-	Finish(ctx context.Context, state, code, errCode, errDesc string) (server string, err error)
+	// Finish completes a login with what the browser came back with: the server whose
+	// redirect URI it reached and the query (state, code or error and error_description,
+	// iss); it returns the server the login was for.
+	Finish(ctx context.Context, server string, answer url.Values) (string, error)
 }
 
-// oauthCallbackPath is where authorization servers send the admin's browser back.
-const oauthCallbackPath = "/admin/oauth/callback"
+// oauthCallbackPath is where authorization servers send the admin's browser back, followed by
+// the server's name: each server has its own redirect URI, so an authorization server cannot
+// answer for a login meant for another server's.
+const oauthCallbackPath = "/admin/oauth/callback/"
 
-// callbackURL is the redirect URI of a login begun by r: on admin.public_url when set, else
-// on the host the browser asked for.
-func (s *Server) callbackURL(r *http.Request) string {
+// callbackURL is the redirect URI of server's login begun by r: on admin.public_url when set,
+// else on the host the browser asked for.
+func (s *Server) callbackURL(r *http.Request, server string) string {
+	path := oauthCallbackPath + url.PathEscape(server)
 	if s.opts.PublicURL != "" {
-		return strings.TrimSuffix(s.opts.PublicURL, "/") + oauthCallbackPath
+		return strings.TrimSuffix(s.opts.PublicURL, "/") + path
 	}
 	scheme := "http"
 	if r.TLS != nil || s.proxies.Secure(r) {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host + oauthCallbackPath
+	return scheme + "://" + r.Host + path
 }
 
 // oauthConnect sends a logged-in admin to the authorization server of a server.
@@ -49,7 +53,7 @@ func (s *Server) oauthConnect(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "MCP server "+name+" does not log in with OAuth (set auth = \"oauth\" in its [[mcp.servers]] entry).")
 		return
 	}
-	authURL, err := s.opts.OAuth.Begin(r.Context(), name, s.callbackURL(r))
+	authURL, err := s.opts.OAuth.Begin(r.Context(), name, s.callbackURL(r, name))
 	if err != nil {
 		s.log.Warn("admin: MCP OAuth login could not start", "mcp_server", name, "err", err)
 		s.errorPage(w, r, http.StatusBadGateway, "The login of "+name+" could not start: "+err.Error())
@@ -73,8 +77,7 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "No MCP server logs in with OAuth.")
 		return
 	}
-	q := r.URL.Query()
-	server, err := s.opts.OAuth.Finish(r.Context(), q.Get("state"), q.Get("code"), q.Get("error"), q.Get("error_description"))
+	server, err := s.opts.OAuth.Finish(r.Context(), r.PathValue("name"), r.URL.Query())
 	data := oauthDoneData{pageData: s.page(r, "MCP server login"), Server: server}
 	data.Nav = "servers"
 	status := http.StatusOK

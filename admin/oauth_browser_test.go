@@ -20,7 +20,7 @@ func newLogins(t *testing.T, st Store) (*oauth.Manager, *astest.Server) {
 	as := astest.Start(t, astest.Options{})
 	url := as.Protect(t, "/mcp", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
 	key := []byte(strings.Repeat("k", oauth.KeySize))
-	logins, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "tracker", URL: url}}, Store: st.(oauth.Store), Key: key})
+	logins, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "tracker", URL: url, Local: true}}, Store: st.(oauth.Store), Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -591,7 +591,7 @@ func hasCall(id string, calls []chat.ToolCall) bool {
 func toolsCalls(round int, calls []chat.ToolCall) []tools.Call {
 	out := make([]tools.Call, len(calls))
 	for i, c := range calls {
-		out[i] = tools.Call{Round: round, ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+		out[i] = tools.Call{ToolCall: c, Round: round}
 	}
 	return out
 }
@@ -665,7 +665,7 @@ func (t *turn) skip(ctx context.Context, round int, call chat.ToolCall, reason e
 	if t.req.Executor == nil {
 		return tools.NotRun(reason)
 	}
-	return t.req.Executor.Skip(ctx, tools.Call{Round: round, ID: call.ID, Name: call.Name, Arguments: call.Arguments}, reason)
+	return t.req.Executor.Skip(ctx, tools.Call{ToolCall: call, Round: round}, reason)
 }
 
 // execute runs one call and waits for it or for ctx. done is false when ctx ended first; the
@@ -674,7 +674,7 @@ func (t *turn) execute(ctx context.Context, round int, call chat.ToolCall) (out 
 	if t.req.Executor == nil {
 		return tools.Failed(audit.StatusNotFound, tools.NotFoundError{Name: call.Name}), true
 	}
-	tc := tools.Call{Round: round, ID: call.ID, Name: call.Name, Arguments: call.Arguments}
+	tc := tools.Call{ToolCall: call, Round: round}
 	ch := make(chan tools.Outcome, 1)
 	go func() {
 		// tools.Manager recovers its tools' panics itself (and finishes their audit rows); this

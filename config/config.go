@@ -345,6 +345,10 @@ type MCPServer struct {
 	ClientSecret string `toml:"client_secret"`
 	// Scopes (auth = "oauth") are asked for; empty: those the server asks for.
 	Scopes []string `toml:"scopes"`
+	// Local says the admin runs this (sse, http) server inside: it may be on loopback, a
+	// private network or link-local, and its OAuth metadata may use plain http. Without it
+	// the bot refuses such addresses, as fetch_url does.
+	Local bool `toml:"local"`
 }
 
 // ToolName returns the name the model sees for the server's tool name.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -32,17 +33,17 @@ func TestAProgressFloodWhileTheViewIsBusyReachesItMerged(t *testing.T) {
 				<-release // the view's lock held elsewhere
 			}
 		})
-		f.report(tools.Call{ID: "a"}, tools.Progress{Message: "a1"})
+		f.report(tools.Call{ToolCall: chat.ToolCall{ID: "a"}}, tools.Progress{Message: "a1"})
 		synctest.Wait()
 		for _, m := range []string{"a2", "a3", "a4"} {
-			f.report(tools.Call{ID: "a"}, tools.Progress{Message: m})
+			f.report(tools.Call{ToolCall: chat.ToolCall{ID: "a"}}, tools.Progress{Message: m})
 		}
-		f.report(tools.Call{ID: "b"}, tools.Progress{Message: "b1"})
-		f.report(tools.Call{ID: "a"}, tools.Progress{Done: 5, Total: 10})
+		f.report(tools.Call{ToolCall: chat.ToolCall{ID: "b"}}, tools.Progress{Message: "b1"})
+		f.report(tools.Call{ToolCall: chat.ToolCall{ID: "a"}}, tools.Progress{Done: 5, Total: 10})
 		close(release)
 		synctest.Wait()
 		f.stop()
-		f.report(tools.Call{ID: "a"}, tools.Progress{Message: "late"})
+		f.report(tools.Call{ToolCall: chat.ToolCall{ID: "a"}}, tools.Progress{Message: "late"})
 		synctest.Wait()
 		mu.Lock()
 		defer mu.Unlock()

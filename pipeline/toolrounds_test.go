@@ -21,7 +21,7 @@ import (
 func mcpHarness(t *testing.T, mopts tools.ManagerOptions) (*harness, *testmcp.Kit) {
 	t.Helper()
 	k := testmcp.New("kit")
-	l := mcp.NewLoader([]mcp.ServerConfig{{Name: "kit", Transport: "http", URL: testmcp.StartHTTP(t, k).URL}}, nil)
+	l := mcp.NewLoader([]mcp.ServerConfig{{Name: "kit", Transport: "http", Local: true, URL: testmcp.StartHTTP(t, k).URL}}, nil)
 	l.Start(context.Background())
 	t.Cleanup(l.Close)
 	wait.For(t, "the MCP server", func() bool { return len(l.Tools(context.Background())) > 0 })

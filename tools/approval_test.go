@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools/toolstest"
 	"strings"
 	"testing"
@@ -82,7 +83,7 @@ func TestAskRuleWaitsForTheChatsAnswer(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			ap.cancel = cancel
-			out := turn.Execute(ctx, tools.Call{ID: "c", Name: "send_mail", Arguments: `{"to":"x@example.com","api_key":"sk-secret-123456"}`})
+			out := turn.Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: "send_mail", Arguments: `{"to":"x@example.com","api_key":"sk-secret-123456"}`}})
 			if (*runs == 1) != tc.wantRun || out.Status != tc.wantStatus || !strings.HasPrefix(out.Content, tc.wantContent) {
 				t.Fatalf("ran=%d status=%s content=%q; want run=%v %s %q", *runs, out.Status, out.Content, tc.wantRun, tc.wantStatus, tc.wantContent)
 			}
@@ -117,7 +118,7 @@ func TestAlwaysAllowCoversWhomItWasGivenFor(t *testing.T) {
 	call := func(chatID, user string) audit.Status {
 		turn := m.ForTurn(tools.TurnInfo{Platform: "discord", ChatID: chatID, UserID: user}, nil)
 		turn.SetApprover(ap)
-		return turn.Execute(context.Background(), tools.Call{ID: "c", Name: "send_mail", Arguments: `{}`}).Status
+		return turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: "send_mail", Arguments: `{}`}}).Status
 	}
 	now := time.Now()
 	ap.answers = []tools.Approval{{Decision: tools.DecisionAlways, By: "alice", ByID: "1", At: now}}
@@ -158,7 +159,7 @@ func TestNoConsentStoreOffersNoAlways(t *testing.T) {
 	ap := &scriptedApprover{answers: []tools.Approval{{Decision: tools.DecisionApproved, By: "alice"}}}
 	turn := m.ForTurn(tools.TurnInfo{Platform: "discord", ChatID: "9", UserID: "u"}, nil)
 	turn.SetApprover(ap)
-	turn.Execute(context.Background(), tools.Call{ID: "c", Name: "send_mail", Arguments: `{}`})
+	turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: "send_mail", Arguments: `{}`}})
 	if len(ap.asked) != 1 || ap.asked[0].Remember {
 		t.Fatalf("questions %+v; want one, without remembering", ap.asked)
 	}

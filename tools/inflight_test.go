@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -56,11 +57,14 @@ func TestWaitOutlastsTheCallsStillEnding(t *testing.T) {
 				case 0:
 					close(ended)
 				case 1:
-					go func() { defer close(ended); turn.Execute(ctx, tools.Call{ID: "c1", Name: "slow", Arguments: `{}`}) }()
+					go func() {
+						defer close(ended)
+						turn.Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "c1", Name: "slow", Arguments: `{}`}})
+					}()
 				default:
 					go func() {
 						defer close(ended)
-						turn.RunParallel(ctx, []tools.Call{{ID: "c1", Name: "slow", Arguments: `{}`}, {ID: "c2", Name: "slow", Arguments: `{}`}}, nil)
+						turn.RunParallel(ctx, []tools.Call{{ToolCall: chat.ToolCall{ID: "c1", Name: "slow", Arguments: `{}`}}, {ToolCall: chat.ToolCall{ID: "c2", Name: "slow", Arguments: `{}`}}}, nil)
 					}()
 				}
 				for range tt.calls {

@@ -203,7 +203,7 @@ func TestDispatchOrderAndCollisions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.tool, func(t *testing.T) {
 			f.rec.Reset()
-			out := turn.Execute(context.Background(), tools.Call{ID: "c1", Name: tc.tool, Arguments: tc.args})
+			out := turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c1", Name: tc.tool, Arguments: tc.args}})
 			if out.Status != audit.StatusOK || !strings.Contains(out.Content, tc.want) {
 				t.Fatalf("got %s %q, want ok with %q", out.Status, out.Content, tc.want)
 			}
@@ -232,7 +232,7 @@ func TestDispatchOrderAndCollisions(t *testing.T) {
 
 	// Without the MCP tool of that name, the skill loader's activate_skill runs.
 	mcp.remove("activate_skill")
-	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "activate_skill", Arguments: `{"name":"weather"}`})
+	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "activate_skill", Arguments: `{"name":"weather"}`}})
 	if out.Status != audit.StatusOK || !strings.Contains(out.Content, "Give the forecast in Celsius") {
 		t.Fatalf("skill activate_skill: %s %q", out.Status, out.Content)
 	}
@@ -250,12 +250,12 @@ func TestToolListChangesBetweenTurns(t *testing.T) {
 		t.Fatalf("search not offered after it appeared: %s", names(after.Specs()))
 	}
 	// The earlier turn did not offer it.
-	if out := before.Execute(context.Background(), tools.Call{Name: "search"}); out.Status != audit.StatusNotFound {
+	if out := before.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "search"}}); out.Status != audit.StatusNotFound {
 		t.Fatalf("old turn: %s %q", out.Status, out.Content)
 	}
 	// A tool that vanished after the turn started (its server went away) is not found.
 	f.mcp.remove("search")
-	out := after.Execute(context.Background(), tools.Call{Name: "search"})
+	out := after.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "search"}})
 	if out.Status != audit.StatusNotFound || out.Content != "err: Tool not found: search" {
 		t.Fatalf("vanished tool: %s %q", out.Status, out.Content)
 	}
@@ -306,36 +306,36 @@ func TestExecuteStatuses(t *testing.T) {
 		content string // exact, or a prefix ending in "…"
 		source  audit.Source
 	}{
-		{name: "ok, empty arguments are {}", call: tools.Call{Name: "echo"}, status: audit.StatusOK, content: "{}", source: audit.SourcePlugin},
-		{name: "unknown tool", call: tools.Call{Name: "rm_rf", Arguments: `{}`}, status: audit.StatusNotFound, content: "err: Tool not found: rm_rf"},
-		{name: "arguments not JSON", call: tools.Call{Name: "echo", Arguments: `{"a":`}, status: audit.StatusBadArgs,
+		{name: "ok, empty arguments are {}", call: tools.Call{ToolCall: chat.ToolCall{Name: "echo"}}, status: audit.StatusOK, content: "{}", source: audit.SourcePlugin},
+		{name: "unknown tool", call: tools.Call{ToolCall: chat.ToolCall{Name: "rm_rf", Arguments: `{}`}}, status: audit.StatusNotFound, content: "err: Tool not found: rm_rf"},
+		{name: "arguments not JSON", call: tools.Call{ToolCall: chat.ToolCall{Name: "echo", Arguments: `{"a":`}}, status: audit.StatusBadArgs,
 			content: "err: arguments of echo are not a JSON object: unexpected end of JSON input", source: audit.SourcePlugin},
-		{name: "arguments an array", call: tools.Call{Name: "echo", Arguments: `[1]`}, status: audit.StatusBadArgs,
+		{name: "arguments an array", call: tools.Call{ToolCall: chat.ToolCall{Name: "echo", Arguments: `[1]`}}, status: audit.StatusBadArgs,
 			content: "err: arguments of echo are not a JSON object: json: cannot unmarshal array…", source: audit.SourcePlugin},
-		{name: "arguments null", call: tools.Call{Name: "echo", Arguments: `null`}, status: audit.StatusBadArgs,
+		{name: "arguments null", call: tools.Call{ToolCall: chat.ToolCall{Name: "echo", Arguments: `null`}}, status: audit.StatusBadArgs,
 			content: "err: arguments of echo are not a JSON object: got null", source: audit.SourcePlugin},
-		{name: "not offered", allowed: notFetch, call: tools.Call{Name: "fetch_url", Arguments: `{"url":"http://example.com"}`},
+		{name: "not offered", allowed: notFetch, call: tools.Call{ToolCall: chat.ToolCall{Name: "fetch_url", Arguments: `{"url":"http://example.com"}`}},
 			status: audit.StatusDenied, content: "err: tool fetch_url is not available in this chat", source: audit.SourceNative},
-		{name: "admin-only, not admin", call: tools.Call{Name: "admin_tool"}, status: audit.StatusDenied,
+		{name: "admin-only, not admin", call: tools.Call{ToolCall: chat.ToolCall{Name: "admin_tool"}}, status: audit.StatusDenied,
 			content: "err: tool admin_tool is not available in this chat", source: audit.SourcePlugin},
-		{name: "admin-only, admin", admin: true, call: tools.Call{Name: "admin_tool"}, status: audit.StatusOK, content: "admin=true", source: audit.SourcePlugin},
-		{name: "loader error", call: tools.Call{Name: "fail"}, status: audit.StatusError, content: "err: disk full", source: audit.SourceMCP},
-		{name: "timeout", call: tools.Call{Name: "slow"}, status: audit.StatusTimeout,
+		{name: "admin-only, admin", admin: true, call: tools.Call{ToolCall: chat.ToolCall{Name: "admin_tool"}}, status: audit.StatusOK, content: "admin=true", source: audit.SourcePlugin},
+		{name: "loader error", call: tools.Call{ToolCall: chat.ToolCall{Name: "fail"}}, status: audit.StatusError, content: "err: disk full", source: audit.SourceMCP},
+		{name: "timeout", call: tools.Call{ToolCall: chat.ToolCall{Name: "slow"}}, status: audit.StatusTimeout,
 			content: "err: MCP tool 'slow' on server 'srv' timed out after 1 seconds: tool call timed out", source: audit.SourceMCP},
-		{name: "a transport's timer is a timeout", call: tools.Call{Name: "header_timer"}, status: audit.StatusTimeout,
+		{name: "a transport's timer is a timeout", call: tools.Call{ToolCall: chat.ToolCall{Name: "header_timer"}}, status: audit.StatusTimeout,
 			content: "err: Get \"http://a.example\": net/http: timeout awaiting response headers (tool call timed out)", source: audit.SourceMCP},
-		{name: "the tool's own deadline is a timeout", call: tools.Call{Name: "own_deadline"}, status: audit.StatusTimeout,
+		{name: "the tool's own deadline is a timeout", call: tools.Call{ToolCall: chat.ToolCall{Name: "own_deadline"}}, status: audit.StatusTimeout,
 			content: "err: skill run: context deadline exceeded (tool call timed out)", source: audit.SourceMCP},
-		{name: "a connection deadline is a timeout", call: tools.Call{Name: "conn_deadline"}, status: audit.StatusTimeout,
+		{name: "a connection deadline is a timeout", call: tools.Call{ToolCall: chat.ToolCall{Name: "conn_deadline"}}, status: audit.StatusTimeout,
 			content: "err: read: i/o timeout (tool call timed out)", source: audit.SourceMCP},
-		{name: "panic", call: tools.Call{Name: "crash"}, status: audit.StatusError, content: "err: tool crash panicked: assignment to entry in nil map", source: audit.SourceMCP},
-		{name: "cancelled before it ran", ctx: func() context.Context { return cancelled }, call: tools.Call{Name: "echo"},
+		{name: "panic", call: tools.Call{ToolCall: chat.ToolCall{Name: "crash"}}, status: audit.StatusError, content: "err: tool crash panicked: assignment to entry in nil map", source: audit.SourceMCP},
+		{name: "cancelled before it ran", ctx: func() context.Context { return cancelled }, call: tools.Call{ToolCall: chat.ToolCall{Name: "echo"}},
 			status: audit.StatusCancelled, content: "err: tool echo was not run: context canceled", source: audit.SourcePlugin},
 		{name: "cancelled while running", ctx: func() context.Context {
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() { <-block; cancel() }()
 			return ctx
-		}, call: tools.Call{Name: "hang"}, status: audit.StatusCancelled, content: "err: tool hang was cancelled: context canceled", source: audit.SourceMCP},
+		}, call: tools.Call{ToolCall: chat.ToolCall{Name: "hang"}}, status: audit.StatusCancelled, content: "err: tool hang was cancelled: context canceled", source: audit.SourceMCP},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -397,11 +397,11 @@ func TestAuditOneRecordPerCall(t *testing.T) {
 	})
 	turn := f.m.ForTurn(tools.TurnInfo{TurnID: 1}, func(n string) bool { return n != "noop" })
 	calls := []tools.Call{
-		{Round: 1, ID: "a", Name: "echo", Arguments: `{"x":1}`},
-		{Round: 1, ID: "b", Name: "nope"},
-		{Round: 2, ID: "c", Name: "echo", Arguments: `not json`},
-		{Round: 2, ID: "d", Name: "noop"},
-		{Round: 3, ID: "e", Name: "peek"},
+		{ToolCall: chat.ToolCall{ID: "a", Name: "echo", Arguments: `{"x":1}`}, Round: 1},
+		{ToolCall: chat.ToolCall{ID: "b", Name: "nope"}, Round: 1},
+		{ToolCall: chat.ToolCall{ID: "c", Name: "echo", Arguments: `not json`}, Round: 2},
+		{ToolCall: chat.ToolCall{ID: "d", Name: "noop"}, Round: 2},
+		{ToolCall: chat.ToolCall{ID: "e", Name: "peek"}, Round: 3},
 	}
 	for _, c := range calls {
 		turn.Execute(context.Background(), c)
@@ -445,7 +445,7 @@ func TestRedaction(t *testing.T) {
 	f := newFixture(t, tools.ManagerOptions{}, nil)
 	args := `{"query":"weather","max_tokens":5,"headers":{"X-Api-Key":"k-111","Authorization":"Bearer t-222","Accept":"text/html"},` +
 		`"list":[{"access_token":"t-333","nested":{"PASSWORD":"p-444","user":"ann"}},"plain"],"Cookie":["c-555"],"client_secret":{"a":"s-666"}}`
-	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "echo", Arguments: args})
+	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "echo", Arguments: args}})
 	if out.Status != audit.StatusOK || out.Content != args {
 		t.Fatalf("the model must get the tool's real result: %s %q", out.Status, out.Content)
 	}
@@ -467,14 +467,14 @@ func TestRedaction(t *testing.T) {
 		return tools.Result{}, errors.New(`upstream answered 401: {"error":"denied","access_token":"t-999"}`)
 	})
 	f.rec.Reset()
-	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "leaky"})
+	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "leaky"}})
 	if r := f.rec.Records()[0]; r.Error != `upstream answered 401: {"error":"denied","access_token":"[redacted]"}` {
 		t.Fatalf("audited error %q", r.Error)
 	}
 
 	// Arguments that are not valid JSON are redacted too.
 	f.rec.Reset()
-	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "echo", Arguments: `{"q":"x","api_key": "k-777", "auth":{"Token":"t-\"888"`})
+	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "echo", Arguments: `{"q":"x","api_key": "k-777", "auth":{"Token":"t-\"888"`}})
 	r = f.rec.Records()[0]
 	if r.Status != audit.StatusBadArgs || strings.Contains(r.Arguments, "777") || strings.Contains(r.Arguments, "888") || !strings.Contains(r.Arguments, `"q":"x"`) {
 		t.Fatalf("malformed arguments audited as %s %q", r.Status, r.Arguments)
@@ -485,7 +485,7 @@ func TestTruncation(t *testing.T) {
 	f := newFixture(t, tools.ManagerOptions{ResultMaxChars: 100}, nil)
 	turn := f.m.ForTurn(tools.TurnInfo{}, nil)
 
-	out := turn.Execute(context.Background(), tools.Call{Name: "big"})
+	out := turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "big"}})
 	if want := strings.Repeat("é", 100) + "… [truncated 29900 chars]"; out.Content != want {
 		t.Fatalf("content to the model is %d chars: %.60q…", len([]rune(out.Content)), out.Content)
 	}
@@ -496,7 +496,7 @@ func TestTruncation(t *testing.T) {
 
 	f.rec.Reset()
 	long := `{"text":"` + strings.Repeat("a", 25000) + `"}`
-	turn.Execute(context.Background(), tools.Call{Name: "noop", Arguments: long})
+	turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "noop", Arguments: long}})
 	r = f.rec.Records()[0]
 	if want := long[:tools.AuditMaxChars] + "… [truncated 5011 chars]"; r.Arguments != want || r.ArgumentsSize != len(long) {
 		t.Fatalf("audited arguments %d chars (size %d): …%q", len(r.Arguments), r.ArgumentsSize, r.Arguments[len(r.Arguments)-40:])
@@ -506,14 +506,14 @@ func TestTruncation(t *testing.T) {
 	f.mcp.add("loud", func(context.Context, tools.Invocation) (tools.Result, error) {
 		return tools.Result{}, errors.New(strings.Repeat("x", 300))
 	})
-	out = f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "loud"})
+	out = f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "loud"}})
 	if want := "err: " + strings.Repeat("x", 95) + "… [truncated 205 chars]"; out.Status != audit.StatusError || out.Content != want {
 		t.Fatalf("error content %s %q", out.Status, out.Content)
 	}
 
 	// The default cap is 20,000 characters.
 	d := newFixture(t, tools.ManagerOptions{}, nil)
-	out = d.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "big"})
+	out = d.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "big"}})
 	if want := strings.Repeat("é", 20000) + "… [truncated 10000 chars]"; out.Content != want {
 		t.Fatalf("default cap: %d chars", len([]rune(out.Content)))
 	}
@@ -531,12 +531,12 @@ func TestFiles(t *testing.T) {
 		{"export", "[2 files attached to the reply: data.csv, chart.png]", 2},
 	}
 	for _, tc := range tests {
-		out := turn.Execute(context.Background(), tools.Call{Name: tc.tool})
+		out := turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: tc.tool}})
 		if out.Content != tc.content || len(out.Files) != tc.files {
 			t.Fatalf("%s: content %q, %d files", tc.tool, out.Content, len(out.Files))
 		}
 	}
-	if got := turn.Execute(context.Background(), tools.Call{Name: "chart"}).Files[0]; got.Name != "chart.png" || string(got.Data) != "\x89PNG" {
+	if got := turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "chart"}}).Files[0]; got.Name != "chart.png" || string(got.Data) != "\x89PNG" {
 		t.Fatalf("file %+v", got)
 	}
 }
@@ -564,7 +564,7 @@ func TestFilesOverTheCapsAreLeftOutAndSaidSo(t *testing.T) {
 	turn := f.m.ForTurn(tools.TurnInfo{}, nil)
 	for i, tc := range tests {
 		f.rec.Reset()
-		out := turn.Execute(context.Background(), tools.Call{ID: fmt.Sprint(i), Name: tc.tool})
+		out := turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: fmt.Sprint(i), Name: tc.tool}})
 		if len(out.Files) != tc.kept || out.FilesLeftOut != tc.leftOut {
 			t.Errorf("call %d (%s): %d files kept, left out %q; want %d and %q", i, tc.tool, len(out.Files), out.FilesLeftOut, tc.kept, tc.leftOut)
 		}
@@ -597,7 +597,7 @@ func TestRecorderFailureKeepsTheCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ID: "c1", Name: "echo", Arguments: `{"a":1}`})
+	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c1", Name: "echo", Arguments: `{"a":1}`}})
 	if out.Status != audit.StatusOK || out.Content != `{"a":1}` {
 		t.Fatalf("got %s %q", out.Status, out.Content)
 	}
@@ -633,7 +633,7 @@ func TestConcurrentExecute(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			turn.Execute(context.Background(), tools.Call{ID: fmt.Sprint(i), Name: "echo"})
+			turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: fmt.Sprint(i), Name: "echo"}})
 		})
 	}
 	wg.Wait()
@@ -646,7 +646,7 @@ func TestConcurrentExecute(t *testing.T) {
 // and Execute (parse, dispatch, redaction, two recorder calls) around a tool that does nothing.
 func BenchmarkManagerCall(b *testing.B) {
 	f := newFixture(b, tools.ManagerOptions{}, nil)
-	call := tools.Call{Round: 1, ID: "call_1", Name: "noop", Arguments: `{"q":"x"}`}
+	call := tools.Call{ToolCall: chat.ToolCall{ID: "call_1", Name: "noop", Arguments: `{"q":"x"}`}, Round: 1}
 	info := tools.TurnInfo{TurnID: 1, ConversationID: 1, Platform: "telegram", ChatID: "1", UserID: "1"}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -664,7 +664,7 @@ func BenchmarkManagerCall(b *testing.B) {
 // BenchmarkExecute is Execute alone, in a turn that is already listed.
 func BenchmarkExecute(b *testing.B) {
 	f := newFixture(b, tools.ManagerOptions{}, nil)
-	call := tools.Call{Round: 1, ID: "call_1", Name: "noop", Arguments: `{"q":"x"}`}
+	call := tools.Call{ToolCall: chat.ToolCall{ID: "call_1", Name: "noop", Arguments: `{"q":"x"}`}, Round: 1}
 	turn := f.m.ForTurn(tools.TurnInfo{TurnID: 1}, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -684,7 +684,7 @@ func TestRedactionOfPlainTextSecrets(t *testing.T) {
 	f.mcp.add("leaky_err", func(context.Context, tools.Invocation) (tools.Result, error) {
 		return tools.Result{}, errors.New(`Get "https://api.test/v1?lang=en&api_key=K-111": 401 (sent Authorization: Bearer T-222, password=P-333)`)
 	})
-	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "leaky_err"})
+	f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "leaky_err"}})
 	want := `Get "https://api.test/v1?lang=en&api_key=[redacted]": 401 (sent Authorization: Bearer [redacted], password=[redacted])`
 	if r := f.rec.Records()[0]; r.Error != want {
 		t.Fatalf("audited error\n%q\nwant\n%q", r.Error, want)
@@ -692,7 +692,7 @@ func TestRedactionOfPlainTextSecrets(t *testing.T) {
 
 	f.rec.Reset()
 	text := "fetched https://x.test/feed?token=S-444 ok; the token expired yesterday"
-	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{Name: "echo", Arguments: `{"text":"` + text + `"}`})
+	out := f.m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: "echo", Arguments: `{"text":"` + text + `"}`}})
 	if !strings.Contains(out.Content, "S-444") {
 		t.Fatalf("the model must get the real result: %q", out.Content)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 	"relaybot/tools/toolstest"
 )
@@ -47,7 +48,7 @@ func (b *barrier) tool(fail bool) func(context.Context, tools.Invocation) (tools
 func roundOf(names ...string) []tools.Call {
 	cs := make([]tools.Call, len(names))
 	for i, n := range names {
-		cs[i] = tools.Call{Round: 2, ID: "c" + strconv.Itoa(i), Name: n, Arguments: "{}"}
+		cs[i] = tools.Call{ToolCall: chat.ToolCall{ID: "c" + strconv.Itoa(i), Name: n, Arguments: "{}"}, Round: 2}
 	}
 	return cs
 }
@@ -177,7 +178,7 @@ func TestStaleProgressIsDropped(t *testing.T) {
 	tt := m.ForTurn(tools.TurnInfo{}, nil)
 	var seen []string
 	tt.SetProgress(func(_ tools.Call, p tools.Progress) { seen = append(seen, p.Message) })
-	tt.Execute(context.Background(), tools.Call{ID: "c", Name: "work"})
+	tt.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: "work"}})
 	if len(seen) != 2 || seen[0] != "step 2" || seen[1] != "reading" {
 		t.Fatalf("progress shown %q, want step 2 then the log message", seen)
 	}

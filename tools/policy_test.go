@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools/toolstest"
 	"slices"
 	"strconv"
@@ -135,7 +136,7 @@ func TestDeniedToolIsNotOfferedAndACallIsAuditedWithTheRule(t *testing.T) {
 	if !slices.Equal(names, []string{"files__read"}) {
 		t.Fatalf("offered %v, want only files__read", names)
 	}
-	out := turn.Execute(context.Background(), tools.Call{ID: "c1", Name: "files__delete", Arguments: `{"path":"/"}`})
+	out := turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c1", Name: "files__delete", Arguments: `{"path":"/"}`}})
 	if ran || out.Status != audit.StatusDenied || !strings.Contains(out.Content, "denied by tools.policy[0]") {
 		t.Fatalf("call to a denied tool: ran=%v status=%s content=%q", ran, out.Status, out.Content)
 	}

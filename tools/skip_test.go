@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -34,11 +35,11 @@ func TestSkipRecordsACallThatNeverRan(t *testing.T) {
 		audit   string
 		source  audit.Source
 	}{
-		{"the turn was stopped", stopped, tools.Call{Round: 2, ID: "c1", Name: "charge", Arguments: `{"card":"4111","password":"hunter2"}`},
+		{"the turn was stopped", stopped, tools.Call{ToolCall: chat.ToolCall{ID: "c1", Name: "charge", Arguments: `{"card":"4111","password":"hunter2"}`}, Round: 2},
 			fmt.Errorf("not run: %w", context.Cause(stopped)), "err: not run: stopped by the user", "not run: stopped by the user", audit.SourceMCP},
-		{"arguments cut off", context.Background(), tools.Call{Round: 1, ID: "c2", Name: "charge", Arguments: `{"card":"41`},
+		{"arguments cut off", context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c2", Name: "charge", Arguments: `{"card":"41`}, Round: 1},
 			errors.New("arguments cut off by the length limit"), "err: arguments cut off by the length limit", "arguments cut off by the length limit", audit.SourceMCP},
-		{"a tool nobody has", context.Background(), tools.Call{Round: 1, ID: "c3", Name: "nope"},
+		{"a tool nobody has", context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c3", Name: "nope"}, Round: 1},
 			errors.New("the turn ended first"), "err: the turn ended first", "the turn ended first", ""},
 	}
 	for _, tc := range tests {

@@ -100,12 +100,11 @@ type TurnInfo struct {
 	Private bool
 }
 
-// Call is one tool call the model asked for in a round.
+// Call is one tool call the model asked for, in the round it asked in. Its ID is the model's
+// tool_call_id; its Arguments the JSON text as the model sent it, empty meaning {}.
 type Call struct {
-	Round     int
-	ID        string // the model's tool_call_id
-	Name      string
-	Arguments string // raw JSON text as the model sent it; empty means {}
+	chat.ToolCall
+	Round int
 }
 
 // Outcome is what a call produced. Status and Err say how it ended and are what callers branch

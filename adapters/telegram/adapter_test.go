@@ -77,85 +77,87 @@ var (
 )
 
 func TestInboundAddressingAndCommands(t *testing.T) {
-	e := newEnv(t, tk.Options{}, func(o *Options) { o.TriggerPrefix = "!ai" })
-	col := newCollector()
-	stop := startRun(t, e.ad, col)
-	defer stop()
-	bot := "@" + e.srv.BotUsername()
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, func(o *Options) { o.TriggerPrefix = "!ai" })
+		col := newCollector()
+		stop := startRun(t, e.ad, col)
+		defer stop()
+		bot := "@" + e.srv.BotUsername()
 
-	dm := tk.Chat{ID: 42, Type: "private"}
-	cases := []struct {
-		name    string
-		in      tk.Inbound
-		want    bool
-		text    string
-		command string
-		args    string
-	}{
-		{"private always", tk.Inbound{Chat: dm, From: ann, Text: "hello"}, true, "hello", "", ""},
-		{"start", tk.Inbound{Chat: dm, From: ann, Text: "/start"}, true, "", "start", ""},
-		{"audit with args", tk.Inbound{Chat: dm, From: ann, Text: "/audit last 20"}, true, "", "audit", "last 20"},
-		{"group silent", tk.Inbound{Chat: group, From: ann, Text: "just chatting"}, false, "", "", ""},
-		{"group mention", tk.Inbound{Chat: group, From: ann, Text: bot + " what time is it"}, true, "what time is it", "", ""},
-		{"group prefix", tk.Inbound{Chat: group, From: bob, Text: "!ai summarize"}, true, "summarize", "", ""},
-		{"command for us", tk.Inbound{Chat: group, From: ann, Text: "/reset" + bot}, true, "", "reset", ""},
-		{"command for another bot", tk.Inbound{Chat: group, From: ann, Text: "/reset@other_bot"}, false, "", "", ""},
-		{"stop", tk.Inbound{Chat: group, From: ann, Text: "/stop"}, true, "", "stop", ""},
-		{"any command for another bot", tk.Inbound{Chat: group, From: ann, Text: "/audit@other_bot last 20"}, false, "", "", ""},
-		{"command for another bot in a DM", tk.Inbound{Chat: dm, From: ann, Text: "/reset@other_bot"}, false, "", "", ""},
-		{"command for another bot then a comma", tk.Inbound{Chat: dm, From: ann, Text: "/reset@other_bot, please"}, false, "", "", ""},
-		{"command for another bot after our mention", tk.Inbound{Chat: group, From: ann, Text: bot + " /reset@other_bot"}, false, "", "", ""},
-		{"command for another bot after the prefix", tk.Inbound{Chat: group, From: bob, Text: "!ai /reset@other_bot"}, false, "", "", ""},
-		{"command for us then a comma", tk.Inbound{Chat: dm, From: ann, Text: "/reset" + bot + ", please"}, true, "", "reset", ", please"},
-		{"command then a newline", tk.Inbound{Chat: dm, From: ann, Text: "/audit\nfetch_url"}, true, "", "audit", "fetch_url"},
-		{"command for us then a newline", tk.Inbound{Chat: group, From: ann, Text: "/audit" + bot + "\nfetch_url"}, true, "", "audit", "fetch_url"},
-		{"command after our mention", tk.Inbound{Chat: group, From: ann, Text: bot + " /audit\nfetch_url"}, true, "", "audit", "fetch_url"},
-		{"command after the prefix", tk.Inbound{Chat: group, From: bob, Text: "!ai /reset"}, true, "", "reset", ""},
-		{"command for another bot then an at sign", tk.Inbound{Chat: dm, From: ann, Text: "/reset@other_bot@x"}, false, "", "", ""},
-		{"a path is not a command", tk.Inbound{Chat: dm, From: ann, Text: "/etc/hosts is broken"}, true, "/etc/hosts is broken", "", ""},
-		// Letters whose lower case has another UTF-8 length must not shift the mention.
-		{"mention after dotted capital I", tk.Inbound{Chat: group, From: ann, Text: "İstanbul " + bot + " weather"}, true, "İstanbul  weather", "", ""},
-		{"mention after Kelvin sign", tk.Inbound{Chat: group, From: ann, Text: "300 \u212a " + bot + " is hot?"}, true, "300 \u212a  is hot?", "", ""},
-		{"mention at the end after dotted capital I", tk.Inbound{Chat: group, From: ann, Text: "İİ " + bot}, true, "İİ", "", ""},
-	}
-	for _, c := range cases {
-		e.srv.Send(c.in)
-		if !c.want {
-			continue
+		dm := tk.Chat{ID: 42, Type: "private"}
+		cases := []struct {
+			name    string
+			in      tk.Inbound
+			want    bool
+			text    string
+			command string
+			args    string
+		}{
+			{"private always", tk.Inbound{Chat: dm, From: ann, Text: "hello"}, true, "hello", "", ""},
+			{"start", tk.Inbound{Chat: dm, From: ann, Text: "/start"}, true, "", "start", ""},
+			{"audit with args", tk.Inbound{Chat: dm, From: ann, Text: "/audit last 20"}, true, "", "audit", "last 20"},
+			{"group silent", tk.Inbound{Chat: group, From: ann, Text: "just chatting"}, false, "", "", ""},
+			{"group mention", tk.Inbound{Chat: group, From: ann, Text: bot + " what time is it"}, true, "what time is it", "", ""},
+			{"group prefix", tk.Inbound{Chat: group, From: bob, Text: "!ai summarize"}, true, "summarize", "", ""},
+			{"command for us", tk.Inbound{Chat: group, From: ann, Text: "/reset" + bot}, true, "", "reset", ""},
+			{"command for another bot", tk.Inbound{Chat: group, From: ann, Text: "/reset@other_bot"}, false, "", "", ""},
+			{"stop", tk.Inbound{Chat: group, From: ann, Text: "/stop"}, true, "", "stop", ""},
+			{"any command for another bot", tk.Inbound{Chat: group, From: ann, Text: "/audit@other_bot last 20"}, false, "", "", ""},
+			{"command for another bot in a DM", tk.Inbound{Chat: dm, From: ann, Text: "/reset@other_bot"}, false, "", "", ""},
+			{"command for another bot then a comma", tk.Inbound{Chat: dm, From: ann, Text: "/reset@other_bot, please"}, false, "", "", ""},
+			{"command for another bot after our mention", tk.Inbound{Chat: group, From: ann, Text: bot + " /reset@other_bot"}, false, "", "", ""},
+			{"command for another bot after the prefix", tk.Inbound{Chat: group, From: bob, Text: "!ai /reset@other_bot"}, false, "", "", ""},
+			{"command for us then a comma", tk.Inbound{Chat: dm, From: ann, Text: "/reset" + bot + ", please"}, true, "", "reset", ", please"},
+			{"command then a newline", tk.Inbound{Chat: dm, From: ann, Text: "/audit\nfetch_url"}, true, "", "audit", "fetch_url"},
+			{"command for us then a newline", tk.Inbound{Chat: group, From: ann, Text: "/audit" + bot + "\nfetch_url"}, true, "", "audit", "fetch_url"},
+			{"command after our mention", tk.Inbound{Chat: group, From: ann, Text: bot + " /audit\nfetch_url"}, true, "", "audit", "fetch_url"},
+			{"command after the prefix", tk.Inbound{Chat: group, From: bob, Text: "!ai /reset"}, true, "", "reset", ""},
+			{"command for another bot then an at sign", tk.Inbound{Chat: dm, From: ann, Text: "/reset@other_bot@x"}, false, "", "", ""},
+			{"a path is not a command", tk.Inbound{Chat: dm, From: ann, Text: "/etc/hosts is broken"}, true, "/etc/hosts is broken", "", ""},
+			// Letters whose lower case has another UTF-8 length must not shift the mention.
+			{"mention after dotted capital I", tk.Inbound{Chat: group, From: ann, Text: "İstanbul " + bot + " weather"}, true, "İstanbul  weather", "", ""},
+			{"mention after Kelvin sign", tk.Inbound{Chat: group, From: ann, Text: "300 \u212a " + bot + " is hot?"}, true, "300 \u212a  is hot?", "", ""},
+			{"mention at the end after dotted capital I", tk.Inbound{Chat: group, From: ann, Text: "İİ " + bot}, true, "İİ", "", ""},
 		}
-		got := col.next(t)
-		if got.Text != c.text || got.Command != c.command || got.Args != c.args {
-			t.Errorf("%s: got text %q command %q args %q", c.name, got.Text, got.Command, got.Args)
+		for _, c := range cases {
+			e.srv.Send(c.in)
+			if !c.want {
+				continue
+			}
+			got := col.next(t)
+			if got.Text != c.text || got.Command != c.command || got.Args != c.args {
+				t.Errorf("%s: got text %q command %q args %q", c.name, got.Text, got.Command, got.Args)
+			}
 		}
-	}
-	// A reply to the bot's message addresses it without a mention.
-	var botMsg int
-	for _, m := range e.srv.BotMessages(group.ID) {
-		botMsg = m.ID
-	}
-	e.srv.Send(tk.Inbound{Chat: group, From: bob, Text: "and tomorrow?", ReplyTo: botMsg})
-	if got := col.next(t); got.Text != "and tomorrow?" || got.Kind != adapters.Group || got.UserID != "8" {
-		t.Errorf("reply to the bot: %+v", got)
-	}
-	// The silent group messages never reached the handler: exactly the addressed ones did.
-	col.mu.Lock()
-	n := len(col.got)
-	col.mu.Unlock()
-	want := 1 // the reply to the bot
-	for _, c := range cases {
-		if c.want {
-			want++
+		// A reply to the bot's message addresses it without a mention.
+		var botMsg int
+		for _, m := range e.srv.BotMessages(group.ID) {
+			botMsg = m.ID
 		}
-	}
-	if n != want {
-		t.Errorf("handler got %d messages, want %d", n, want)
-	}
-	// Replies answer the user's message.
-	for _, c := range e.srv.Calls() {
-		if c.Method == "sendMessage" && c.Code == 200 && c.Params["reply_to_message_id"] == "" {
-			t.Errorf("a reply was not threaded to the user's message: %+v", c.Params)
+		e.srv.Send(tk.Inbound{Chat: group, From: bob, Text: "and tomorrow?", ReplyTo: botMsg})
+		if got := col.next(t); got.Text != "and tomorrow?" || got.Kind != adapters.Group || got.UserID != "8" {
+			t.Errorf("reply to the bot: %+v", got)
 		}
-	}
+		// The silent group messages never reached the handler: exactly the addressed ones did.
+		col.mu.Lock()
+		n := len(col.got)
+		col.mu.Unlock()
+		want := 1 // the reply to the bot
+		for _, c := range cases {
+			if c.want {
+				want++
+			}
+		}
+		if n != want {
+			t.Errorf("handler got %d messages, want %d", n, want)
+		}
+		// Replies answer the user's message.
+		for _, c := range e.srv.Calls() {
+			if c.Method == "sendMessage" && c.Code == 200 && c.Params["reply_to_message_id"] == "" {
+				t.Errorf("a reply was not threaded to the user's message: %+v", c.Params)
+			}
+		}
+	})
 }
 
 func TestAllowedChatsAndUsers(t *testing.T) {

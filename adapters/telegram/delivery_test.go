@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"relaybot/adapters"
@@ -173,38 +174,40 @@ func stream(r adapters.Reply, toks []string, tick time.Duration) string {
 }
 
 func TestStreamedAnswerArrivesExactly(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	chat := e.chat(101, 0)
-	ctx := context.Background()
-	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
-	final := stream(r, answer(3000), time.Millisecond)
-	finishing := time.Now()
-	if err := r.Finish(ctx, final, nil); err != nil {
-		t.Fatal(err)
-	}
-	assertWhole(t, e.botTexts(101), final, 2)
-	if n := e.count("", 429); n != 0 {
-		t.Fatalf("%d requests got 429", n)
-	}
-	// While streaming past the limit, the answer rolled over into a second message (it did
-	// not stand still as a cut head until the end).
-	sends := 0
-	for _, c := range e.srv.Calls() {
-		if c.Method == "sendMessage" && c.Code == 200 && c.Time.Before(finishing) {
-			sends++
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		chat := e.chat(101, 0)
+		ctx := context.Background()
+		r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+		final := stream(r, answer(3000), 2*time.Millisecond) // 6 s of the bubble's clock, as long as a 1 ms tick lasted on a busy real one
+		finishing := time.Now()
+		if err := r.Finish(ctx, final, nil); err != nil {
+			t.Fatal(err)
 		}
-		if c.Method == "editMessageText" && strings.HasSuffix(c.Params["text"], ellipsis.Mark) {
-			t.Errorf("a preview was cut with an ellipsis: %q", c.Params["text"][max(0, len(c.Params["text"])-40):])
+		assertWhole(t, e.botTexts(101), final, 2)
+		if n := e.count("", 429); n != 0 {
+			t.Fatalf("%d requests got 429", n)
 		}
-	}
-	if sends < 2 {
-		t.Fatalf("%d messages posted while streaming a %d-character answer: it did not roll over", sends, len(final))
-	}
-	st := e.counters.Snapshot()
-	if st.Sends+st.Edits < 3 {
-		t.Fatalf("only %d sends and %d edits: the answer was not streamed", st.Sends, st.Edits)
-	}
-	checkBudget(t, e.srv.Calls())
+		// While streaming past the limit, the answer rolled over into a second message (it did
+		// not stand still as a cut head until the end).
+		sends := 0
+		for _, c := range e.srv.Calls() {
+			if c.Method == "sendMessage" && c.Code == 200 && c.Time.Before(finishing) {
+				sends++
+			}
+			if c.Method == "editMessageText" && strings.HasSuffix(c.Params["text"], ellipsis.Mark) {
+				t.Errorf("a preview was cut with an ellipsis: %q", c.Params["text"][max(0, len(c.Params["text"])-40):])
+			}
+		}
+		if sends < 2 {
+			t.Fatalf("%d messages posted while streaming a %d-character answer: it did not roll over", sends, len(final))
+		}
+		st := e.counters.Snapshot()
+		if st.Sends+st.Edits < 3 {
+			t.Fatalf("only %d sends and %d edits: the answer was not streamed", st.Sends, st.Edits)
+		}
+		checkBudget(t, e.srv.Calls())
+	})
 }
 
 // checkBudget asserts the calls kept Telegram's budgets: at most 30 a second overall and,
@@ -245,27 +248,29 @@ func checkBudget(t *testing.T, calls []tk.Call) {
 }
 
 func TestRateLimitStormEndsExact(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	chat := e.chat(102, 0)
-	ctx := context.Background()
-	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
-	r.Update("Working on it")
-	wait.For(t, "the first message", func() bool { return len(e.srv.BotMessages(102)) == 1 })
-	const storm = 4
-	e.srv.AddFault(tk.Fault{Kind: tk.Fault429, ChatID: 102, RetryAfter: 3, Times: storm})
-	final := stream(r, answer(400), 100*time.Microsecond)
-	if err := r.Finish(ctx, final, nil); err != nil {
-		t.Fatalf("the turn failed on 429s: %v", err)
-	}
-	assertTexts(t, e.botTexts(102), want(final))
-	// Each injected 429 is answered once: the engine waited retry_after before trying again
-	// (a client that ignored it would collect extra 429s while the chat is blocked).
-	if n := e.count("", 429); n != storm {
-		t.Fatalf("%d answers were 429, want exactly the %d injected", n, storm)
-	}
-	if got := e.counters.Snapshot().RateLimited; got != storm {
-		t.Fatalf("observer saw %d rate limits, want %d", got, storm)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		chat := e.chat(102, 0)
+		ctx := context.Background()
+		r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+		r.Update("Working on it")
+		wait.For(t, "the first message", func() bool { return len(e.srv.BotMessages(102)) == 1 })
+		const storm = 4
+		e.srv.AddFault(tk.Fault{Kind: tk.Fault429, ChatID: 102, RetryAfter: 3, Times: storm})
+		final := stream(r, answer(400), 100*time.Microsecond)
+		if err := r.Finish(ctx, final, nil); err != nil {
+			t.Fatalf("the turn failed on 429s: %v", err)
+		}
+		assertTexts(t, e.botTexts(102), want(final))
+		// Each injected 429 is answered once: the engine waited retry_after before trying again
+		// (a client that ignored it would collect extra 429s while the chat is blocked).
+		if n := e.count("", 429); n != storm {
+			t.Fatalf("%d answers were 429, want exactly the %d injected", n, storm)
+		}
+		if got := e.counters.Snapshot().RateLimited; got != storm {
+			t.Fatalf("observer saw %d rate limits, want %d", got, storm)
+		}
+	})
 }
 
 // longFinal is about 9,000 characters of Markdown where code blocks, emoji and CJK sit at
@@ -299,44 +304,46 @@ func longFinal() string {
 func utf8Len(s string) int { return len([]rune(s)) }
 
 func TestLongFinalIsSplit(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	chat := e.chat(103, 0)
-	final := longFinal()
-	if n := utf8Len(final); n < 9000 {
-		t.Fatalf("fixture is only %d characters", n)
-	}
-	ctx := context.Background()
-	if err := e.ad.Engine().Notice(ctx, chat, final, adapters.SendOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	msgs := e.srv.BotMessages(103)
-	if len(msgs) < 3 {
-		t.Fatalf("%d messages for a 9,000-character text", len(msgs))
-	}
-	var all strings.Builder
-	preGo := 0
-	for i, m := range msgs {
-		if n := delivery.Length(m.Text, adapters.UTF16); n > 4096 {
-			t.Fatalf("message %d is %d UTF-16 units", i, n)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		chat := e.chat(103, 0)
+		final := longFinal()
+		if n := utf8Len(final); n < 9000 {
+			t.Fatalf("fixture is only %d characters", n)
 		}
-		for _, en := range m.Entities {
-			if en.Type == "pre" && en.Language == "go" {
-				preGo++
+		ctx := context.Background()
+		if err := e.ad.Engine().Notice(ctx, chat, final, adapters.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		msgs := e.srv.BotMessages(103)
+		if len(msgs) < 3 {
+			t.Fatalf("%d messages for a 9,000-character text", len(msgs))
+		}
+		var all strings.Builder
+		preGo := 0
+		for i, m := range msgs {
+			if n := delivery.Length(m.Text, adapters.UTF16); n > 4096 {
+				t.Fatalf("message %d is %d UTF-16 units", i, n)
 			}
+			for _, en := range m.Entities {
+				if en.Type == "pre" && en.Language == "go" {
+					preGo++
+				}
+			}
+			if strings.Contains(m.Text, "```") {
+				t.Fatalf("message %d shows a raw fence: a code block was split without closing it", i)
+			}
+			all.WriteString(m.Text)
 		}
-		if strings.Contains(m.Text, "```") {
-			t.Fatalf("message %d shows a raw fence: a code block was split without closing it", i)
+		if preGo < 2 {
+			t.Fatalf("the Go block should span two messages, each with a closed and reopened fence; saw %d pre(go) entities", preGo)
 		}
-		all.WriteString(m.Text)
-	}
-	if preGo < 2 {
-		t.Fatalf("the Go block should span two messages, each with a closed and reopened fence; saw %d pre(go) entities", preGo)
-	}
-	whole, _ := Render(final)
-	if strip(all.String()) != strip(whole) {
-		t.Fatal("text was lost or reordered across the split")
-	}
-	assertTexts(t, e.botTexts(103), want(final))
+		whole, _ := Render(final)
+		if strip(all.String()) != strip(whole) {
+			t.Fatal("text was lost or reordered across the split")
+		}
+		assertTexts(t, e.botTexts(103), want(final))
+	})
 }
 
 func strip(s string) string {
@@ -344,217 +351,235 @@ func strip(s string) string {
 }
 
 func TestNotModifiedCountsAsDelivered(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	chat := e.chat(104, 0)
-	ctx := context.Background()
-	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
-	r.Update("first part")
-	wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(104)) == 1 })
-	// The final edit is applied but its answer is lost (502); the retry then meets
-	// "message is not modified", which must count as delivered.
-	e.srv.AddFault(tk.Fault{Kind: tk.FaultAppliedThen5xx, Method: "editMessageText", ChatID: 104})
-	final := "first part, and the rest"
-	if err := r.Finish(ctx, final, nil); err != nil {
-		t.Fatal(err)
-	}
-	assertTexts(t, e.botTexts(104), want(final))
-	if e.count("editMessageText", 400) != 1 {
-		t.Fatalf("expected one \"not modified\" answer, calls: %+v", e.srv.Calls())
-	}
-	if e.counters.Snapshot().NotModified != 1 {
-		t.Fatal("not modified was not observed")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		chat := e.chat(104, 0)
+		ctx := context.Background()
+		r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+		r.Update("first part")
+		wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(104)) == 1 })
+		// The final edit is applied but its answer is lost (502); the retry then meets
+		// "message is not modified", which must count as delivered.
+		e.srv.AddFault(tk.Fault{Kind: tk.FaultAppliedThen5xx, Method: "editMessageText", ChatID: 104})
+		final := "first part, and the rest"
+		if err := r.Finish(ctx, final, nil); err != nil {
+			t.Fatal(err)
+		}
+		assertTexts(t, e.botTexts(104), want(final))
+		if e.count("editMessageText", 400) != 1 {
+			t.Fatalf("expected one \"not modified\" answer, calls: %+v", e.srv.Calls())
+		}
+		if e.counters.Snapshot().NotModified != 1 {
+			t.Fatal("not modified was not observed")
+		}
+	})
 }
 
 func TestDeletedMessageFallsBack(t *testing.T) {
 	for _, how := range []string{"user deleted", "edit not found"} {
 		t.Run(how, func(t *testing.T) {
-			e := newEnv(t, tk.Options{}, nil)
-			chat := e.chat(105, 0)
-			ctx := context.Background()
-			r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
-			r.Update("streaming the answer")
-			wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(105)) == 1 })
-			if how == "user deleted" {
-				e.srv.DeleteMessage(105, e.srv.BotMessages(105)[0].ID)
-			} else {
-				e.srv.AddFault(tk.Fault{Kind: tk.FaultMessageGone, ChatID: 105})
-			}
-			final := "streaming the answer, complete."
-			if err := r.Finish(ctx, final, nil); err != nil {
-				t.Fatal(err)
-			}
-			assertTexts(t, e.botTexts(105), want(final))
-			if e.counters.Snapshot().Fallbacks != 1 {
-				t.Fatal("fallback not observed")
-			}
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, tk.Options{InMemory: true}, nil)
+				chat := e.chat(105, 0)
+				ctx := context.Background()
+				r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+				r.Update("streaming the answer")
+				wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(105)) == 1 })
+				if how == "user deleted" {
+					e.srv.DeleteMessage(105, e.srv.BotMessages(105)[0].ID)
+				} else {
+					e.srv.AddFault(tk.Fault{Kind: tk.FaultMessageGone, ChatID: 105})
+				}
+				final := "streaming the answer, complete."
+				if err := r.Finish(ctx, final, nil); err != nil {
+					t.Fatal(err)
+				}
+				assertTexts(t, e.botTexts(105), want(final))
+				if e.counters.Snapshot().Fallbacks != 1 {
+					t.Fatal("fallback not observed")
+				}
+			})
 		})
 	}
 }
 
 func TestRejectedFormattingGoesPlain(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	chat := e.chat(106, 0)
-	e.srv.AddFault(tk.Fault{Kind: tk.FaultEntitiesRejected, ChatID: 106, Times: 100})
-	final := "a **bold** claim with `code`"
-	ctx := context.Background()
-	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
-	r.Update("a **bold** claim")
-	if err := r.Finish(ctx, final, nil); err != nil {
-		t.Fatal(err)
-	}
-	msgs := e.srv.BotMessages(106)
-	if len(msgs) != 1 || msgs[0].Text != final || len(msgs[0].Entities) != 0 {
-		t.Fatalf("want the same text plain, got %+v", msgs)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		chat := e.chat(106, 0)
+		e.srv.AddFault(tk.Fault{Kind: tk.FaultEntitiesRejected, ChatID: 106, Times: 100})
+		final := "a **bold** claim with `code`"
+		ctx := context.Background()
+		r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+		r.Update("a **bold** claim")
+		if err := r.Finish(ctx, final, nil); err != nil {
+			t.Fatal(err)
+		}
+		msgs := e.srv.BotMessages(106)
+		if len(msgs) != 1 || msgs[0].Text != final || len(msgs[0].Entities) != 0 {
+			t.Fatalf("want the same text plain, got %+v", msgs)
+		}
+	})
 }
 
 func TestToolRoundKeepsEarlierTextAndTypes(t *testing.T) {
-	e := newEnv(t, tk.Options{}, func(o *Options) { o.Delivery.TypingInterval = 30 * time.Millisecond })
-	chat := e.chat(107, 0)
-	ctx := context.Background()
-	r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
-	r.Working(true) // the model thinks
-	round1 := "Let me look that up."
-	r.Update(round1)
-	status := round1 + "\n\n⏳ web_search…"
-	r.Update(status)
-	wait.For(t, "the tool status on screen", func() bool {
-		m := e.srv.BotMessages(107)
-		return len(m) == 1 && strings.HasSuffix(m[0].Text, "web_search…")
-	})
-	wait.For(t, "typing while the tool runs", func() bool { return e.count("sendChatAction", 200) >= 2 })
-	r.Working(false)
-	done := round1 + "\n\n✓ web_search 1.2 s\n\nThe answer is **42**."
-	r.Update(done)
-	if err := r.Finish(ctx, done, nil); err != nil {
-		t.Fatal(err)
-	}
-	msgs := e.srv.BotMessages(107)
-	if len(msgs) != 1 {
-		t.Fatalf("the tool round should continue in the same message, got %d", len(msgs))
-	}
-	if !strings.HasPrefix(msgs[0].Text, round1) {
-		t.Fatalf("text from before the tool round is gone: %q", msgs[0].Text)
-	}
-	assertTexts(t, e.botTexts(107), want(done))
-	for _, c := range e.srv.Calls() {
-		if c.Method == "sendChatAction" && c.Params["action"] != "typing" {
-			t.Fatalf("chat action %q", c.Params["action"])
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, func(o *Options) { o.Delivery.TypingInterval = 30 * time.Millisecond })
+		chat := e.chat(107, 0)
+		ctx := context.Background()
+		r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+		r.Working(true) // the model thinks
+		round1 := "Let me look that up."
+		r.Update(round1)
+		status := round1 + "\n\n⏳ web_search…"
+		r.Update(status)
+		wait.For(t, "the tool status on screen", func() bool {
+			m := e.srv.BotMessages(107)
+			return len(m) == 1 && strings.HasSuffix(m[0].Text, "web_search…")
+		})
+		wait.For(t, "typing while the tool runs", func() bool { return e.count("sendChatAction", 200) >= 2 })
+		r.Working(false)
+		done := round1 + "\n\n✓ web_search 1.2 s\n\nThe answer is **42**."
+		r.Update(done)
+		if err := r.Finish(ctx, done, nil); err != nil {
+			t.Fatal(err)
 		}
-	}
+		msgs := e.srv.BotMessages(107)
+		if len(msgs) != 1 {
+			t.Fatalf("the tool round should continue in the same message, got %d", len(msgs))
+		}
+		if !strings.HasPrefix(msgs[0].Text, round1) {
+			t.Fatalf("text from before the tool round is gone: %q", msgs[0].Text)
+		}
+		assertTexts(t, e.botTexts(107), want(done))
+		for _, c := range e.srv.Calls() {
+			if c.Method == "sendChatAction" && c.Params["action"] != "typing" {
+				t.Fatalf("chat action %q", c.Params["action"])
+			}
+		}
+	})
 }
 
 func TestHundredChatsStayInsideGlobalBudget(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	const n = 100
-	ctx := context.Background()
-	finals := make([]string, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		chat := e.chat(int64(1000+i), 0)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
-			finals[i] = stream(r, answer(200), 2*time.Millisecond)
-			if err := r.Finish(ctx, finals[i], nil); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if n := e.count("", 429); n != 0 {
-		for _, c := range e.srv.Calls() {
-			if c.Code == 429 {
-				t.Logf("%s %s chat %d: %s", c.Time.Format("05.000"), c.Method, c.ChatID, c.Description)
-			}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		const n = 100
+		ctx := context.Background()
+		finals := make([]string, n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			chat := e.chat(int64(1000+i), 0)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+				finals[i] = stream(r, answer(200), 2*time.Millisecond)
+				if err := r.Finish(ctx, finals[i], nil); err != nil {
+					t.Error(err)
+				}
+			}()
 		}
-		t.Fatalf("%d requests got 429", n)
-	}
-	checkBudget(t, e.srv.Calls())
-	for i := 0; i < n; i++ {
-		assertTexts(t, e.botTexts(int64(1000+i)), want(finals[i]))
-	}
+		wg.Wait()
+		if n := e.count("", 429); n != 0 {
+			for _, c := range e.srv.Calls() {
+				if c.Code == 429 {
+					t.Logf("%s %s chat %d: %s", c.Time.Format("05.000"), c.Method, c.ChatID, c.Description)
+				}
+			}
+			t.Fatalf("%d requests got 429", n)
+		}
+		checkBudget(t, e.srv.Calls())
+		for i := 0; i < n; i++ {
+			assertTexts(t, e.botTexts(int64(1000+i)), want(finals[i]))
+		}
+	})
 }
 
 func TestFilesGoWithTheFinal(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	ref := e.chat(108, 0)
-	ctx := context.Background()
-	r := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{})
-	r.Update("drawing")
-	wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(108)) == 1 })
-	files := []chat.File{
-		{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG fake")},
-		{Name: "data.csv", MIME: "text/csv", Data: []byte("a,b\n1,2\n")},
-	}
-	if err := r.Finish(ctx, "Here is the chart.", files); err != nil {
-		t.Fatal(err)
-	}
-	msgs := e.srv.BotMessages(108)
-	if len(msgs) != 3 || msgs[0].Text != "Here is the chart." || msgs[1].Kind != "photo" || msgs[2].Kind != "document" ||
-		msgs[2].FileName != "data.csv" || string(msgs[2].Data) != "a,b\n1,2\n" {
-		t.Fatalf("unexpected ref: %+v", msgs)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		ref := e.chat(108, 0)
+		ctx := context.Background()
+		r := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{})
+		r.Update("drawing")
+		wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(108)) == 1 })
+		files := []chat.File{
+			{Name: "chart.png", MIME: "image/png", Data: []byte("\x89PNG fake")},
+			{Name: "data.csv", MIME: "text/csv", Data: []byte("a,b\n1,2\n")},
+		}
+		if err := r.Finish(ctx, "Here is the chart.", files); err != nil {
+			t.Fatal(err)
+		}
+		msgs := e.srv.BotMessages(108)
+		if len(msgs) != 3 || msgs[0].Text != "Here is the chart." || msgs[1].Kind != "photo" || msgs[2].Kind != "document" ||
+			msgs[2].FileName != "data.csv" || string(msgs[2].Data) != "a,b\n1,2\n" {
+			t.Fatalf("unexpected ref: %+v", msgs)
+		}
+	})
 }
 
 // An image Telegram refuses as a photo (here: sides of ratio 1:210) still arrives, as a document.
 func TestRefusedPhotoGoesAsDocument(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	ref := e.chat(111, 0)
-	var png bytes.Buffer
-	if err := pngpkg.Encode(&png, image.NewGray(image.Rect(0, 0, 2100, 10))); err != nil {
-		t.Fatal(err)
-	}
-	files := []chat.File{{Name: "strip.png", MIME: "image/png", Data: png.Bytes()}}
-	ctx := context.Background()
-	if err := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{}).Finish(ctx, "A very wide chart.", files); err != nil {
-		t.Fatal(err)
-	}
-	msgs := e.srv.BotMessages(111)
-	if len(msgs) != 2 || msgs[1].Kind != "document" || msgs[1].FileName != "strip.png" || !bytes.Equal(msgs[1].Data, png.Bytes()) {
-		t.Fatalf("unexpected ref: %+v", msgs)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		ref := e.chat(111, 0)
+		var png bytes.Buffer
+		if err := pngpkg.Encode(&png, image.NewGray(image.Rect(0, 0, 2100, 10))); err != nil {
+			t.Fatal(err)
+		}
+		files := []chat.File{{Name: "strip.png", MIME: "image/png", Data: png.Bytes()}}
+		ctx := context.Background()
+		if err := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{}).Finish(ctx, "A very wide chart.", files); err != nil {
+			t.Fatal(err)
+		}
+		msgs := e.srv.BotMessages(111)
+		if len(msgs) != 2 || msgs[1].Kind != "document" || msgs[1].FileName != "strip.png" || !bytes.Equal(msgs[1].Data, png.Bytes()) {
+			t.Fatalf("unexpected ref: %+v", msgs)
+		}
+	})
 }
 
 func TestTooLongIsSplitFurther(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	chat := e.chat(110, 0)
-	// Telegram counts differently than we thought once: the part is split smaller.
-	e.srv.AddFault(tk.Fault{Kind: tk.FaultTooLong, ChatID: 110})
-	final := strings.Repeat("A line of the final answer.\n", 100)
-	if err := e.ad.Engine().Notice(context.Background(), chat, final, adapters.SendOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var all strings.Builder
-	msgs := e.srv.BotMessages(110)
-	for _, m := range msgs {
-		all.WriteString(m.Text)
-	}
-	if len(msgs) < 2 || strip(all.String()) != strip(final) {
-		t.Fatalf("%d messages; text lost: %v", len(msgs), strip(all.String()) != strip(final))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		chat := e.chat(110, 0)
+		// Telegram counts differently than we thought once: the part is split smaller.
+		e.srv.AddFault(tk.Fault{Kind: tk.FaultTooLong, ChatID: 110})
+		final := strings.Repeat("A line of the final answer.\n", 100)
+		if err := e.ad.Engine().Notice(context.Background(), chat, final, adapters.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var all strings.Builder
+		msgs := e.srv.BotMessages(110)
+		for _, m := range msgs {
+			all.WriteString(m.Text)
+		}
+		if len(msgs) < 2 || strip(all.String()) != strip(final) {
+			t.Fatalf("%d messages; text lost: %v", len(msgs), strip(all.String()) != strip(final))
+		}
+	})
 }
 
 func TestTemporaryFailuresAreRetried(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	chat := e.chat(109, 0)
-	e.srv.AddFault(tk.Fault{Kind: tk.Fault5xx, ChatID: 109, Times: 2})
-	ctx := context.Background()
-	if err := e.ad.Engine().Notice(ctx, chat, "survives two 502s", adapters.SendOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	assertTexts(t, e.botTexts(109), []string{"survives two 502s"})
-	// Bounded: a server that keeps failing ends the delivery with an error, token-free.
-	e.srv.AddFault(tk.Fault{Kind: tk.Fault5xx, ChatID: 109, Times: 100})
-	err := e.ad.Engine().Notice(ctx, chat, "never arrives", adapters.SendOptions{})
-	if err == nil {
-		t.Fatal("a permanently failing server should fail the delivery")
-	}
-	if strings.Contains(err.Error(), e.srv.Token()) {
-		t.Fatalf("token in error: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		chat := e.chat(109, 0)
+		e.srv.AddFault(tk.Fault{Kind: tk.Fault5xx, ChatID: 109, Times: 2})
+		ctx := context.Background()
+		if err := e.ad.Engine().Notice(ctx, chat, "survives two 502s", adapters.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		assertTexts(t, e.botTexts(109), []string{"survives two 502s"})
+		// Bounded: a server that keeps failing ends the delivery with an error, token-free.
+		e.srv.AddFault(tk.Fault{Kind: tk.Fault5xx, ChatID: 109, Times: 100})
+		err := e.ad.Engine().Notice(ctx, chat, "never arrives", adapters.SendOptions{})
+		if err == nil {
+			t.Fatal("a permanently failing server should fail the delivery")
+		}
+		if strings.Contains(err.Error(), e.srv.Token()) {
+			t.Fatalf("token in error: %v", err)
+		}
+	})
 }
 
 func TestNoGoroutinesLeft(t *testing.T) {
@@ -599,41 +624,43 @@ func (f handlerFunc) Handle(ctx context.Context, in adapters.Inbound, out adapte
 func TestReplyFollowsGroupUpgradedToSupergroup(t *testing.T) {
 	for _, when := range []string{"before the reply", "during the reply"} {
 		t.Run(when, func(t *testing.T) {
-			e := newEnv(t, tk.Options{}, nil)
-			const oldID, newID = -4242, -1004242
-			userMsg := e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: oldID, Type: "group", Title: "team"}, From: ann, Text: "hi"})
-			chat := chat.Ref{Platform: chat.Telegram, ChatID: strconv.Itoa(oldID)}
-			ctx := context.Background()
-			r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{ReplyTo: strconv.Itoa(userMsg)})
-			if when == "before the reply" {
-				e.srv.MigrateChat(oldID, tk.Chat{ID: newID, Title: "team"})
-			}
-			r.Update("streaming the answer")
-			wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(oldID))+len(e.srv.BotMessages(newID)) == 1 })
-			if when == "during the reply" {
-				e.srv.MigrateChat(oldID, tk.Chat{ID: newID, Title: "team"})
-			}
-			final := "streaming the answer, complete."
-			if err := r.Finish(ctx, final, nil); err != nil {
-				t.Fatalf("Finish after the upgrade: %v", err)
-			}
-			assertTexts(t, e.botTexts(newID), want(final))
-			upgraded := e.count("", 400)
-			if upgraded == 0 {
-				t.Fatal("the server never answered that the group was upgraded")
-			}
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, tk.Options{InMemory: true}, nil)
+				const oldID, newID = -4242, -1004242
+				userMsg := e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: oldID, Type: "group", Title: "team"}, From: ann, Text: "hi"})
+				chat := chat.Ref{Platform: chat.Telegram, ChatID: strconv.Itoa(oldID)}
+				ctx := context.Background()
+				r := e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{ReplyTo: strconv.Itoa(userMsg)})
+				if when == "before the reply" {
+					e.srv.MigrateChat(oldID, tk.Chat{ID: newID, Title: "team"})
+				}
+				r.Update("streaming the answer")
+				wait.For(t, "the preview", func() bool { return len(e.srv.BotMessages(oldID))+len(e.srv.BotMessages(newID)) == 1 })
+				if when == "during the reply" {
+					e.srv.MigrateChat(oldID, tk.Chat{ID: newID, Title: "team"})
+				}
+				final := "streaming the answer, complete."
+				if err := r.Finish(ctx, final, nil); err != nil {
+					t.Fatalf("Finish after the upgrade: %v", err)
+				}
+				assertTexts(t, e.botTexts(newID), want(final))
+				upgraded := e.count("", 400)
+				if upgraded == 0 {
+					t.Fatal("the server never answered that the group was upgraded")
+				}
 
-			// A later reply to the old chat id goes straight to the supergroup.
-			r = e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
-			if err := r.Finish(ctx, "second answer", nil); err != nil {
-				t.Fatalf("second reply: %v", err)
-			}
-			if got := e.botTexts(newID); len(got) != 2 || got[1] != "second answer" {
-				t.Errorf("supergroup shows %q, want the second answer after the first", got)
-			}
-			if n := e.count("", 400); n != upgraded {
-				t.Errorf("the second reply was sent to the old group again (%d more 400s)", n-upgraded)
-			}
+				// A later reply to the old chat id goes straight to the supergroup.
+				r = e.ad.Engine().NewReply(ctx, chat, adapters.SendOptions{})
+				if err := r.Finish(ctx, "second answer", nil); err != nil {
+					t.Fatalf("second reply: %v", err)
+				}
+				if got := e.botTexts(newID); len(got) != 2 || got[1] != "second answer" {
+					t.Errorf("supergroup shows %q, want the second answer after the first", got)
+				}
+				if n := e.count("", 400); n != upgraded {
+					t.Errorf("the second reply was sent to the old group again (%d more 400s)", n-upgraded)
+				}
+			})
 		})
 	}
 }
@@ -651,35 +678,37 @@ func TestPaidBroadcastLiftsTheGlobalBudgetWithout429s(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, tt.server, func(o *Options) { o.GlobalPerSecond, o.PaidBroadcast = tt.perSecond, tt.paid })
-			if got := e.ad.Limits().Global.N; got != 30 {
-				t.Fatalf("drafts and edits are paced at %d a second, want Telegram's free 30", got)
-			}
-			const n = 50
-			chats := make([]chat.Ref, n)
-			for i := range chats {
-				chats[i] = e.chat(int64(5000+i), 0)
-			}
-			var wg sync.WaitGroup
-			for i, c := range chats {
-				wg.Go(func() {
-					if err := e.ad.Engine().Notice(context.Background(), c, fmt.Sprintf("notice %d", i), adapters.SendOptions{}); err != nil {
-						t.Error(err)
-					}
-				})
-			}
-			wg.Wait()
-			if got := e.count("", 429); got != 0 {
-				t.Errorf("%d sends were refused with 429", got)
-			}
-			for _, c := range e.srv.Calls() {
-				if c.Method == "sendMessage" && (c.Params["allow_paid_broadcast"] == "true") != tt.paid {
-					t.Errorf("sendMessage to chat %d: allow_paid_broadcast = %q, want paid %v", c.ChatID, c.Params["allow_paid_broadcast"], tt.paid)
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, inMemory(tt.server), func(o *Options) { o.GlobalPerSecond, o.PaidBroadcast = tt.perSecond, tt.paid })
+				if got := e.ad.Limits().Global.N; got != 30 {
+					t.Fatalf("drafts and edits are paced at %d a second, want Telegram's free 30", got)
 				}
-			}
-			for i := range n {
-				assertTexts(t, e.botTexts(int64(5000+i)), []string{fmt.Sprintf("notice %d", i)})
-			}
+				const n = 50
+				chats := make([]chat.Ref, n)
+				for i := range chats {
+					chats[i] = e.chat(int64(5000+i), 0)
+				}
+				var wg sync.WaitGroup
+				for i, c := range chats {
+					wg.Go(func() {
+						if err := e.ad.Engine().Notice(context.Background(), c, fmt.Sprintf("notice %d", i), adapters.SendOptions{}); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				if got := e.count("", 429); got != 0 {
+					t.Errorf("%d sends were refused with 429", got)
+				}
+				for _, c := range e.srv.Calls() {
+					if c.Method == "sendMessage" && (c.Params["allow_paid_broadcast"] == "true") != tt.paid {
+						t.Errorf("sendMessage to chat %d: allow_paid_broadcast = %q, want paid %v", c.ChatID, c.Params["allow_paid_broadcast"], tt.paid)
+					}
+				}
+				for i := range n {
+					assertTexts(t, e.botTexts(int64(5000+i)), []string{fmt.Sprintf("notice %d", i)})
+				}
+			})
 		})
 	}
 }
@@ -712,30 +741,38 @@ func TestPaidBroadcastMarksSendsOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, tk.Options{}, func(o *Options) { o.GlobalPerSecond, o.PaidBroadcast, o.Drafts = 1000, true, true })
-			ref := e.chat(tt.chatID, 0)
-			ctx := context.Background()
-			r := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{})
-			r.Update("first words")
-			wait.For(t, "the first preview", func() bool { return e.count(tt.preview, 200)+e.count("sendMessage", 200) >= 1 })
-			r.Update("first words, and more")
-			wait.For(t, "a preview by "+tt.preview, func() bool { return e.count(tt.preview, 200) >= 1 })
-			final := "first words, and more, and the end"
-			if err := r.Finish(ctx, final, nil); err != nil {
-				t.Fatal(err)
-			}
-			assertTexts(t, e.botTexts(tt.chatID), want(final))
-			for _, c := range e.srv.Calls() {
-				paid := c.Params["allow_paid_broadcast"] == "true"
-				switch {
-				case c.Code != 200:
-					t.Errorf("%s answered %d: the user would miss that text", c.Method, c.Code)
-				case c.Method == "sendMessage" && !paid:
-					t.Errorf("sendMessage without allow_paid_broadcast: it would count against the free 30 a second")
-				case c.Method != "sendMessage" && paid:
-					t.Errorf("%s carries allow_paid_broadcast, which it does not take", c.Method)
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, tk.Options{InMemory: true}, func(o *Options) { o.GlobalPerSecond, o.PaidBroadcast, o.Drafts = 1000, true, true })
+				ref := e.chat(tt.chatID, 0)
+				ctx := context.Background()
+				r := e.ad.Engine().NewReply(ctx, ref, adapters.SendOptions{})
+				r.Update("first words")
+				wait.For(t, "the first preview", func() bool { return e.count(tt.preview, 200)+e.count("sendMessage", 200) >= 1 })
+				r.Update("first words, and more")
+				wait.For(t, "a preview by "+tt.preview, func() bool { return e.count(tt.preview, 200) >= 1 })
+				final := "first words, and more, and the end"
+				if err := r.Finish(ctx, final, nil); err != nil {
+					t.Fatal(err)
 				}
-			}
+				assertTexts(t, e.botTexts(tt.chatID), want(final))
+				for _, c := range e.srv.Calls() {
+					paid := c.Params["allow_paid_broadcast"] == "true"
+					switch {
+					case c.Code != 200:
+						t.Errorf("%s answered %d: the user would miss that text", c.Method, c.Code)
+					case c.Method == "sendMessage" && !paid:
+						t.Errorf("sendMessage without allow_paid_broadcast: it would count against the free 30 a second")
+					case c.Method != "sendMessage" && paid:
+						t.Errorf("%s carries allow_paid_broadcast, which it does not take", c.Method)
+					}
+				}
+			})
 		})
 	}
+}
+
+// inMemory is o serving in memory, for a test in a testing/synctest bubble.
+func inMemory(o tk.Options) tk.Options {
+	o.InMemory = true
+	return o
 }

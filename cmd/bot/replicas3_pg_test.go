@@ -848,7 +848,7 @@ func threeReplicaConfig(dsn string, e *env) *tomlConfig {
 		set("agent", "system_prompt", "You are a test bot.").
 		set("chat", "max_turns_in_flight", 512, "rate_limit_per_minute", 0).
 		set("tools", "plugins", []string{}, "native", []string{}).
-		set("mcp.servers", "name", "kit", "transport", "http", "url", e.mcp.URL).
+		set("mcp.servers", "name", "kit", "transport", "http", "url", e.mcp.URL, "local", true).
 		set("admin", "enabled", false)
 }
 

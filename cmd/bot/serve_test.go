@@ -79,7 +79,7 @@ func (e *env) toml() *tomlConfig {
 	if e.discord != nil {
 		c.set("discord", e.discord...)
 	}
-	return c.set("mcp.servers", "name", "kit", "transport", "http", "url", e.mcp.URL).set("admin", "enabled", false)
+	return c.set("mcp.servers", "name", "kit", "transport", "http", "url", e.mcp.URL, "local", true).set("admin", "enabled", false)
 }
 
 // config is toml's config with the keys of [chat] given, as pairs.

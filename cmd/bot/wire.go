@@ -655,7 +655,8 @@ func (b *bot) newOAuth(cfg *config.Config) error {
 	var servers []oauth.Server
 	for _, s := range cfg.MCP.Servers {
 		if s.Auth == "oauth" {
-			servers = append(servers, oauth.Server{Name: s.Name, URL: s.URL, ClientID: s.ClientID, ClientSecret: s.ClientSecret, Scopes: s.Scopes})
+			servers = append(servers, oauth.Server{Name: s.Name, URL: s.URL, ClientID: s.ClientID, ClientSecret: s.ClientSecret, Scopes: s.Scopes,
+				Local: s.Local})
 		}
 	}
 	if len(servers) == 0 {
@@ -687,6 +688,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			ToolCallTimeout: s.ToolCallTimeout,
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,
+			Local:           s.Local,
 		}
 		if s.Auth == "oauth" {
 			out[i].Auth = logins.Source(s.Name)

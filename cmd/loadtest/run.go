@@ -636,6 +636,7 @@ level = "info"
 name = "load"
 transport = "http"
 url = %q
+local = true
 tool_call_timeout_sec = 300
 `, mcpURL)
 	}

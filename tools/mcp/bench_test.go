@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"relaybot/chat"
 	testmcp "relaybot/internal/testkit/mcp"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
@@ -74,16 +75,16 @@ func BenchmarkLoaderCall(b *testing.B) {
 // (the default, read_only). Run: go test -run '^$' -bench RoundOfThree -benchtime 3x ./tools/mcp/
 func BenchmarkRoundOfThreeReadOnlyCalls(b *testing.B) {
 	k := testmcp.New("kit")
-	l := mcp.NewLoader([]mcp.ServerConfig{{Name: "kit", Transport: "http", URL: testmcp.StartHTTP(b, k).URL}}, nil)
+	l := mcp.NewLoader([]mcp.ServerConfig{{Name: "kit", Transport: "http", Local: true, URL: testmcp.StartHTTP(b, k).URL}}, nil)
 	l.Start(context.Background())
 	b.Cleanup(l.Close)
 	for len(l.Tools(context.Background())) == 0 {
 		runtime.Gosched()
 	}
 	calls := []tools.Call{
-		{Round: 1, ID: "a", Name: "read_sleep", Arguments: `{"seconds":1}`},
-		{Round: 1, ID: "b", Name: "read_sleep", Arguments: `{"seconds":1}`},
-		{Round: 1, ID: "c", Name: "read_sleep", Arguments: `{"seconds":1}`},
+		{ToolCall: chat.ToolCall{ID: "a", Name: "read_sleep", Arguments: `{"seconds":1}`}, Round: 1},
+		{ToolCall: chat.ToolCall{ID: "b", Name: "read_sleep", Arguments: `{"seconds":1}`}, Round: 1},
+		{ToolCall: chat.ToolCall{ID: "c", Name: "read_sleep", Arguments: `{"seconds":1}`}, Round: 1},
 	}
 	for _, mode := range []tools.ParallelMode{tools.ParallelOff, tools.ParallelReadOnly} {
 		b.Run(string(mode), func(b *testing.B) {

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"relaybot/internal/outbound"
 	"relaybot/tools"
 )
 
@@ -86,13 +87,18 @@ func (s *serverConn) connectStdio(ctx, cctx context.Context) (*session, []tools.
 // connectRemote connects over streamable HTTP or SSE. status is the HTTP status the handshake's
 // first POST got (0 when none arrived).
 func (s *serverConn) connectRemote(ctx, cctx context.Context, kind string) (*session, []tools.Spec, int, error) {
-	base := http.DefaultTransport.(*http.Transport).Clone()
+	// A server we do not control reaches no inner address (unless the admin says it runs
+	// inside) and redirects only within its origin: the headers and the token stay with it.
+	base := outbound.Transport(outbound.Options{Local: s.cfg.Local})
 	rec := &statusRecorder{base: base}
-	hc := &http.Client{Transport: rec}
+	hc := &http.Client{Transport: rec, CheckRedirect: outbound.SameOrigin}
 	var login *loginWatch
 	if s.cfg.Auth != nil {
 		login = &loginWatch{next: s.cfg.Auth.Transport(rec)}
 		hc.Transport = login
+	}
+	if u, err := url.Parse(s.cfg.URL); err == nil {
+		hc.Transport = outbound.PinOrigin(outbound.Origin(u), hc.Transport)
 	}
 	logger := s.logger.With("component", "mcp-go")
 	var (

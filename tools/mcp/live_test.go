@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	testmcp "relaybot/internal/testkit/mcp"
 	"relaybot/internal/testkit/wait"
 	"relaybot/tools"
@@ -80,7 +81,7 @@ func liveTurn(t *testing.T, cfg mcp.ServerConfig, w *watcher, opts tools.Manager
 
 func exec(tt *tools.Turn, ctx context.Context, id, name string, args any) tools.Outcome {
 	b, _ := json.Marshal(args)
-	return tt.Execute(ctx, tools.Call{Round: 1, ID: id, Name: name, Arguments: string(b)})
+	return tt.Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: id, Name: name, Arguments: string(b)}, Round: 1})
 }
 
 // Every call carries a progress token: the server's progress notifications for it reach the
@@ -271,7 +272,7 @@ func TestStoppingACallClosesItsQuestion(t *testing.T) {
 // not declare elicitation, so a server that would ask is refused at once instead of waiting.
 func TestNoElicitationWhereTheTransportCannotCarryIt(t *testing.T) {
 	w := &watcher{}
-	tt, _ := liveTurn(t, mcp.ServerConfig{Name: "srv", Transport: "sse", URL: testmcp.StartSSE(t, testmcp.New("kit")).URL}, w, tools.ManagerOptions{})
+	tt, _ := liveTurn(t, mcp.ServerConfig{Name: "srv", Transport: "sse", Local: true, URL: testmcp.StartSSE(t, testmcp.New("kit")).URL}, w, tools.ManagerOptions{})
 	out := exec(tt, context.Background(), "c1", "ask", map[string]any{"form": "choice"})
 	if !strings.Contains(out.Content, "session does not support elicitation") || len(w.questions()) != 0 {
 		t.Fatalf("the tool saw %q (%s), questions %d; want the server refused elicitation", out.Content, out.Status, len(w.questions()))
@@ -284,7 +285,7 @@ func TestNoElicitationWhereTheTransportCannotCarryIt(t *testing.T) {
 func TestReadOnlyCallsOverlapOthersDoNot(t *testing.T) {
 	k := testmcp.New("kit")
 	w := &watcher{}
-	tt, rec := liveTurn(t, mcp.ServerConfig{Name: "srv", Transport: "http", URL: testmcp.StartHTTP(t, k).URL}, w, tools.ManagerOptions{})
+	tt, rec := liveTurn(t, mcp.ServerConfig{Name: "srv", Transport: "http", Local: true, URL: testmcp.StartHTTP(t, k).URL}, w, tools.ManagerOptions{})
 	for _, s := range tt.Specs() {
 		if (s.Name == "read_sleep") != s.ReadOnly {
 			t.Fatalf("tool %s: ReadOnly = %v", s.Name, s.ReadOnly)
@@ -293,7 +294,7 @@ func TestReadOnlyCallsOverlapOthersDoNot(t *testing.T) {
 	round := func(names ...string) []tools.Call {
 		var cs []tools.Call
 		for i, n := range names {
-			cs = append(cs, tools.Call{Round: 1, ID: "c" + strconv.Itoa(i), Name: n, Arguments: `{"seconds":0.3}`})
+			cs = append(cs, tools.Call{ToolCall: chat.ToolCall{ID: "c" + strconv.Itoa(i), Name: n, Arguments: `{"seconds":0.3}`}, Round: 1})
 		}
 		return cs
 	}

@@ -69,6 +69,10 @@ type ServerConfig struct {
 	// Parallel lets calls to the server's tools run side by side with the other safe calls of
 	// their round, whatever the tools declare (readOnlyHint).
 	Parallel bool
+	// Local says the admin runs the remote server inside: its connections may reach loopback,
+	// private and link-local addresses (internal/outbound); without it they are refused.
+	// Redirects stay within the URL's origin either way.
+	Local bool
 
 	// dial, set by tests, replaces the transport with an in-process one.
 	dial func() transport.Interface

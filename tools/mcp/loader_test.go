@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools/toolstest"
 	"runtime"
 	"slices"
@@ -103,10 +104,10 @@ var transports = []struct {
 		return mcp.ServerConfig{Name: "srv", Transport: "stdio", Command: stdioServer, ToolCallTimeout: timeout}
 	}},
 	{"http", func(t *testing.T, k *testmcp.Kit, timeout time.Duration) mcp.ServerConfig {
-		return mcp.ServerConfig{Name: "srv", Transport: "http", URL: testmcp.StartHTTP(t, k).URL, ToolCallTimeout: timeout}
+		return mcp.ServerConfig{Name: "srv", Transport: "http", Local: true, URL: testmcp.StartHTTP(t, k).URL, ToolCallTimeout: timeout}
 	}},
 	{"sse", func(t *testing.T, k *testmcp.Kit, timeout time.Duration) mcp.ServerConfig {
-		return mcp.ServerConfig{Name: "srv", Transport: "sse", URL: testmcp.StartSSE(t, k).URL, ToolCallTimeout: timeout}
+		return mcp.ServerConfig{Name: "srv", Transport: "sse", Local: true, URL: testmcp.StartSSE(t, k).URL, ToolCallTimeout: timeout}
 	}},
 }
 
@@ -225,7 +226,7 @@ func TestZeroTimeoutMeansNoDeadline(t *testing.T) {
 func TestSessionEndedReconnectsOnceAndRetriesOnce(t *testing.T) {
 	k := testmcp.New("kit")
 	srv := testmcp.StartHTTP(t, k)
-	l := startLoader(t, mcp.ServerConfig{Name: "srv", Transport: "http", URL: srv.URL})
+	l := startLoader(t, mcp.ServerConfig{Name: "srv", Transport: "http", Local: true, URL: srv.URL})
 	waitUp(t, l, "srv")
 	if _, err := call(l, "echo", map[string]string{"text": "a"}); err != nil {
 		t.Fatal(err)
@@ -327,7 +328,7 @@ func TestRemoteFallback(t *testing.T) {
 			k := testmcp.New("kit")
 			srv := testmcp.StartSSEOnly(t, k, tc.status)
 			l := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Minute, time.Minute)},
-				mcp.ServerConfig{Name: "srv", Transport: "http", URL: srv.URL})
+				mcp.ServerConfig{Name: "srv", Transport: "http", Local: true, URL: srv.URL})
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			if err := l.WaitStarted(ctx); err != nil {
@@ -376,7 +377,7 @@ func TestBrokenServersDoNotStopOthers(t *testing.T) {
 	var logs logbuf.Buffer
 	l := mcp.NewLoader([]mcp.ServerConfig{
 		{Name: "missing", Transport: "stdio", Command: "/nonexistent/mcp-server"},
-		{Name: "secret", Transport: "http", URL: "http://user:pa55@127.0.0.1:1/mcp?api_key=hunter2"},
+		{Name: "secret", Transport: "http", Local: true, URL: "http://user:pa55@127.0.0.1:1/mcp?api_key=hunter2"},
 		{Name: "bad", Transport: "carrier-pigeon"},
 		mcp.InProcess("good", k.Server, 0),
 	}, slog.New(slog.NewTextHandler(&logs, nil)), mcp.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
@@ -490,7 +491,7 @@ func TestUnreachableRemoteGoesDown(t *testing.T) {
 	k := testmcp.New("kit")
 	srv := testmcp.StartHTTP(t, k)
 	l := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Minute, time.Minute)},
-		mcp.ServerConfig{Name: "srv", Transport: "http", URL: srv.URL})
+		mcp.ServerConfig{Name: "srv", Transport: "http", Local: true, URL: srv.URL})
 	waitUp(t, l, "srv")
 	srv.Close()
 	_, err := call(l, "echo", map[string]string{"text": "x"})
@@ -513,7 +514,7 @@ func TestConnectTimeout(t *testing.T) {
 	}))
 	t.Cleanup(func() { close(hang); ts.Close() })
 	l := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Minute, time.Minute)},
-		mcp.ServerConfig{Name: "srv", Transport: "http", URL: ts.URL, ConnectTimeout: 200 * time.Millisecond})
+		mcp.ServerConfig{Name: "srv", Transport: "http", Local: true, URL: ts.URL, ConnectTimeout: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := l.WaitStarted(ctx); err != nil {
@@ -559,7 +560,7 @@ func TestToolPrefixOffersBothServersTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ID: "c", Name: "b__echo", Arguments: `{"text":"hi"}`})
+	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: "b__echo", Arguments: `{"text":"hi"}`}})
 	if out.Status != audit.StatusOK || out.Content != "hi" || b.Calls("echo") != 1 || a.Calls("echo") != 0 {
 		t.Fatalf("b__echo: %s %q; a ran echo %d times, b %d; want b once", out.Status, out.Content, a.Calls("echo"), b.Calls("echo"))
 	}

@@ -34,7 +34,7 @@ func TestToolErrorSayingSessionNotFoundIsNotRetried(t *testing.T) {
 			return mcpgo.NewToolResultText("charged"), nil
 		})
 	srv := testmcp.StartHTTP(t, k)
-	l := startLoader(t, mcp.ServerConfig{Name: "srv", Transport: "http", URL: srv.URL})
+	l := startLoader(t, mcp.ServerConfig{Name: "srv", Transport: "http", Local: true, URL: srv.URL})
 	waitUp(t, l, "srv")
 
 	for _, m := range []string{"rpc error", "tool error"} {

@@ -7,21 +7,15 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
-	"time"
 
 	"golang.org/x/net/html/charset"
 
+	"relaybot/internal/outbound"
 	"relaybot/tools"
 )
-
-// maxRedirects caps the redirects fetch_url follows.
-const maxRedirects = 5
 
 var fetchURLSpec = tools.Spec{
 	Name: FetchURL,
@@ -33,86 +27,17 @@ var fetchURLSpec = tools.Spec{
 	ReadOnly: true,
 }
 
-// refusedError is returned by the dialer for an address fetch_url may not reach.
-type refusedError struct {
-	addr   netip.AddrPort
-	reason string
-}
-
-func (e *refusedError) Error() string {
-	return fmt.Sprintf("refusing to connect to %s: %s address", e.addr.Addr(), e.reason)
-}
-
-// nonPublic names the kind of a non-public address, or "" for a public one.
-func nonPublic(a netip.Addr) string {
-	a = a.Unmap()
-	if nat64.Contains(a) { // 64:ff9b::a.b.c.d reaches a.b.c.d
-		b := a.As16()
-		return nonPublic(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
-	}
-	switch {
-	case a.IsLoopback():
-		return "loopback"
-	case a.IsPrivate():
-		return "private"
-	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
-		return "link-local"
-	case a.IsUnspecified():
-		return "unspecified"
-	case a.IsMulticast(), a.IsInterfaceLocalMulticast():
-		return "multicast"
-	}
-	for _, p := range otherNonPublic {
-		if p.Contains(a) {
-			return "non-public"
-		}
-	}
-	return ""
-}
-
-var (
-	nat64          = netip.MustParsePrefix("64:ff9b::/96")
-	otherNonPublic = []netip.Prefix{
-		netip.MustParsePrefix("0.0.0.0/8"),     // "this network"
-		netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT, also cloud metadata services
-		netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
-		netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
-		netip.MustParsePrefix("240.0.0.0/4"),   // reserved, broadcast
-	}
-)
-
-// newClient returns the HTTP client of fetch_url. Every connection, the first and each redirect's,
-// is checked at dial time against the resolved address, so DNS names that point inside cannot
-// get around the rule.
+// newClient returns the HTTP client of fetch_url: the guarded transport (every connection, the
+// first and each redirect's, is checked at dial time against the resolved address, so DNS names
+// that point inside cannot get around the rule). fetch_url carries no credentials, so it follows
+// redirects to other origins too, http and https only.
 func newClient(opts Options) *http.Client {
-	d := &net.Dialer{
-		Timeout: 10 * time.Second,
-		Control: func(network, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("refusing to connect to %q: not an IP address and port", address)
-			}
-			if opts.AllowPrivate {
-				return nil
-			}
-			if reason := nonPublic(ap.Addr()); reason != "" && (opts.Permit == nil || !opts.Permit(ap)) {
-				return &refusedError{addr: ap, reason: reason}
-			}
-			return nil
-		},
-	}
 	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 nil, // a proxy would connect on our behalf, past the address check
-			DialContext:           d.DialContext,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: opts.Timeout,
-			DisableKeepAlives:     true, // no idle connections outlive a call
-			ForceAttemptHTTP2:     true,
-		},
+		Transport: outbound.Transport(outbound.Options{Local: opts.AllowPrivate, Permit: opts.Permit,
+			ResponseHeaderTimeout: opts.Timeout, DisableKeepAlives: true}), // no idle connections outlive a call
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) > maxRedirects {
-				return fmt.Errorf("more than %d redirects", maxRedirects)
+			if len(via) > outbound.MaxRedirects {
+				return fmt.Errorf("more than %d redirects", outbound.MaxRedirects)
 			}
 			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 				return fmt.Errorf("redirect to a %s URL", req.URL.Scheme)
@@ -238,7 +163,7 @@ func isText(mediaType string) bool {
 // fetchError turns a client error into the tool's error: a refused address, a timeout (wrapping
 // tools.ErrTimeout) or the failure as it is.
 func (l *Loader) fetchError(parent, cctx context.Context, shown string, err error) error {
-	var refused *refusedError
+	var refused *outbound.RefusedError
 	switch {
 	case errors.As(err, &refused):
 		return fmt.Errorf("fetch_url: %s: %w (loopback, private and link-local addresses are not allowed)", shown, refused)

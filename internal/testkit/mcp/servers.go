@@ -24,6 +24,7 @@ type HTTPServer struct {
 	URL         string
 	sessions    *sessions
 	expireCalls atomic.Int64
+	redirect    atomic.Pointer[string]
 	close       func()
 	closeOnce   sync.Once
 }
@@ -49,6 +50,10 @@ func StartHTTP(t testing.TB, k *Kit) *HTTPServer {
 			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && hs.expireCalls.Load() > 0 && hs.expireCalls.Add(-1) >= 0 {
 				_, _ = s.Terminate(r.Header.Get(server.HeaderKeySessionID))
 			}
+			if to := hs.redirect.Load(); to != nil && msg.Method == "tools/call" {
+				http.Redirect(w, r, *to, http.StatusTemporaryRedirect) // 307: the client is to POST the call there
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -65,6 +70,10 @@ func StartHTTP(t testing.TB, k *Kit) *HTTPServer {
 	hs.URL = ts.URL + "/mcp"
 	return hs
 }
+
+// RedirectCallsTo makes the server answer every tools/call with a 307 to url, as a hostile or
+// compromised server could, to send the bot (and whatever it carries) somewhere else.
+func (h *HTTPServer) RedirectCallsTo(url string) { h.redirect.Store(&url) }
 
 // ExpireOnNextCalls ends the session of each of the next n tool calls just before the call
 // arrives, so the server answers it 404 "Session terminated".

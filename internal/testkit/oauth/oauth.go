@@ -4,7 +4,8 @@
 // token rotation (a refresh token reused after rotation revokes its whole grant, as OAuth 2.1
 // advises) and revocation (RFC 7009). It refuses what a real server refuses: an unknown client
 // or redirect URI, a missing or wrong code_verifier, a code used twice, a token for another
-// resource. Protect puts an MCP endpoint behind it as a resource server (RFC 9728 metadata, a
+// resource. Its answers to authorization requests name it (iss, RFC 9207), as its metadata
+// says. Protect puts an MCP endpoint behind it as a resource server (RFC 9728 metadata, a
 // Bearer challenge on 401). The authorize endpoint approves at once, as for a signed-in user.
 package oauth
 
@@ -37,6 +38,9 @@ type Options struct {
 	Now func() time.Time
 	// Scope is the scope the protected resource asks for in its challenge.
 	Scope string
+	// ExpiresIn, when not 0, is what the token answers say of expires_in (seconds), whatever
+	// AccessTTL: a hostile or broken server's huge value, for a client's clamp.
+	ExpiresIn int64
 }
 
 // Server is a running authorization server.
@@ -199,14 +203,16 @@ func (s *Server) Valid(tok, resource string) bool {
 
 func (s *Server) metadata(w http.ResponseWriter, _ *http.Request) {
 	m := map[string]any{
-		"issuer":                                s.URL,
-		"authorization_endpoint":                s.URL + "/authorize",
-		"token_endpoint":                        s.URL + "/token",
-		"revocation_endpoint":                   s.URL + "/revoke",
-		"response_types_supported":              []string{"code"},
-		"grant_types_supported":                 []string{"authorization_code", "refresh_token"},
-		"code_challenge_methods_supported":      []string{"S256"},
-		"token_endpoint_auth_methods_supported": []string{"none", "client_secret_basic", "client_secret_post"},
+		"issuer":                           s.URL,
+		"authorization_endpoint":           s.URL + "/authorize",
+		"token_endpoint":                   s.URL + "/token",
+		"revocation_endpoint":              s.URL + "/revoke",
+		"response_types_supported":         []string{"code"},
+		"grant_types_supported":            []string{"authorization_code", "refresh_token"},
+		"code_challenge_methods_supported": []string{"S256"},
+		// RFC 9207: every answer to an authorization request names the server (iss).
+		"authorization_response_iss_parameter_supported": true,
+		"token_endpoint_auth_methods_supported":          []string{"none", "client_secret_basic", "client_secret_post"},
 	}
 	if !s.opts.NoRegistration {
 		m["registration_endpoint"] = s.URL + "/register"
@@ -277,6 +283,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	back := func(params url.Values) {
 		params.Set("state", q.Get("state"))
+		params.Set("iss", s.URL)
 		sep := "?"
 		if strings.Contains(redirect, "?") {
 			sep = "&"
@@ -397,8 +404,12 @@ func (s *Server) issue(w http.ResponseWriter, g *grant) {
 	s.access[g.access] = g
 	s.refresh[g.refresh] = g
 	w.Header().Set("Cache-Control", "no-store")
+	expiresIn := int64(s.opts.AccessTTL / time.Second)
+	if s.opts.ExpiresIn != 0 {
+		expiresIn = s.opts.ExpiresIn
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": g.access, "token_type": "Bearer",
-		"expires_in": int64(s.opts.AccessTTL / time.Second), "refresh_token": g.refresh, "scope": g.scope})
+		"expires_in": expiresIn, "refresh_token": g.refresh, "scope": g.scope})
 }
 
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {

@@ -25,7 +25,9 @@ type resourceMeta struct {
 
 // serverMeta is the authorization server metadata (RFC 8414 / OpenID Connect Discovery) the bot reads.
 type serverMeta struct {
-	Issuer                        string   `json:"issuer"`
+	Issuer string `json:"issuer"`
+	// IssuerInAnswer says the server adds iss to its authorization answers (RFC 9207).
+	IssuerInAnswer                bool     `json:"authorization_response_iss_parameter_supported"`
 	AuthorizationEndpoint         string   `json:"authorization_endpoint"`
 	TokenEndpoint                 string   `json:"token_endpoint"`
 	RegistrationEndpoint          string   `json:"registration_endpoint"`
@@ -43,10 +45,15 @@ type discovery struct {
 // discover finds the server's authorization server: it asks the MCP endpoint without a token
 // and reads the 401's challenge (resource_metadata, scope), then the protected resource
 // metadata (from the challenge, else the well-known URLs), then the authorization server's
-// metadata, which must offer PKCE with S256.
-func (m *Manager) discover(ctx context.Context, srv Server) (discovery, error) {
+// metadata, which must offer PKCE with S256. Every URL on the way must be https, unless the
+// admin configured the server as local.
+func (s *Source) discover(ctx context.Context) (discovery, error) {
 	var d discovery
-	metaURL, scope, err := m.challenge(ctx, srv.URL)
+	srv := s.srv
+	if err := s.secureURL(srv.URL); err != nil {
+		return d, fmt.Errorf("the MCP server's url: %w", err)
+	}
+	metaURL, scope, err := s.challenge(ctx, srv.URL)
 	if err != nil {
 		return d, err
 	}
@@ -62,7 +69,7 @@ func (m *Manager) discover(ctx context.Context, srv Server) (discovery, error) {
 	var rm resourceMeta
 	var found bool
 	for _, u := range candidates {
-		if found, err = m.getJSON(ctx, u, &rm); err != nil {
+		if found, err = s.getJSON(ctx, u, &rm); err != nil {
 			return d, fmt.Errorf("protected resource metadata %s: %w", u, err)
 		}
 		if found {
@@ -88,12 +95,15 @@ func (m *Manager) discover(ctx context.Context, srv Server) (discovery, error) {
 		d.scopes = rm.ScopesSupported
 	}
 	issuer := rm.AuthorizationServers[0]
+	if err := s.secureURL(issuer); err != nil {
+		return d, fmt.Errorf("the authorization server: %w", err)
+	}
 	urls, err := serverMetaURLs(issuer)
 	if err != nil {
 		return d, err
 	}
 	for _, u := range urls {
-		if found, err = m.getJSON(ctx, u, &d.as); err != nil {
+		if found, err = s.getJSON(ctx, u, &d.as); err != nil {
 			return d, fmt.Errorf("authorization server metadata %s: %w", u, err)
 		}
 		if found {
@@ -112,16 +122,29 @@ func (m *Manager) discover(ctx context.Context, srv Server) (discovery, error) {
 		return d, errors.New("the authorization server does not offer PKCE with S256 (code_challenge_methods_supported), which MCP requires")
 	}
 	for _, u := range []string{d.as.AuthorizationEndpoint, d.as.TokenEndpoint, d.as.RegistrationEndpoint} {
-		if err := httpURL(u); u != "" && err != nil {
+		if err := s.secureURL(u); u != "" && err != nil {
 			return d, fmt.Errorf("the authorization server's metadata: %w", err)
 		}
 	}
 	return d, nil
 }
 
+// secureURL checks a URL of the login: absolute, and https unless the server is local (MCP's
+// authorization spec: every authorization server endpoint is served over HTTPS). Where it
+// may connect is the guard's to check, at dial time.
+func (s *Source) secureURL(raw string) error {
+	if err := httpURL(raw); err != nil {
+		return err
+	}
+	if u, _ := url.Parse(raw); !s.srv.Local && !strings.EqualFold(u.Scheme, "https") {
+		return fmt.Errorf("%q is not https (set local = true on a server the admin runs inside)", raw)
+	}
+	return nil
+}
+
 // challenge asks the MCP endpoint for an initialize without a token and returns the
 // resource_metadata and scope of the Bearer challenge of its 401 (both "" when it names none).
-func (m *Manager) challenge(ctx context.Context, endpoint string) (metaURL, scope string, err error) {
+func (s *Source) challenge(ctx context.Context, endpoint string) (metaURL, scope string, err error) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"relaybot","version":"1.0.0"}}}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewBufferString(body))
 	if err != nil {
@@ -129,7 +152,7 @@ func (m *Manager) challenge(ctx context.Context, endpoint string) (metaURL, scop
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := m.hc.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		return "", "", fmt.Errorf("reach the MCP server: %w", err)
 	}
@@ -226,13 +249,13 @@ func serverMetaURLs(issuer string) ([]string, error) {
 
 // getJSON reads a metadata document into v; found is false on 404 (and other 4xx), so the next
 // candidate URL is tried.
-func (m *Manager) getJSON(ctx context.Context, u string, v any) (found bool, err error) {
+func (s *Source) getJSON(ctx context.Context, u string, v any) (found bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return false, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := m.hc.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		return false, err
 	}

@@ -21,21 +21,24 @@ import (
 // Begin starts a login of server for the admin page: it discovers the authorization server,
 // registers the bot as a client unless a client_id is configured, keeps the PKCE verifier and
 // state in the database (the callback may reach another replica) and returns the URL to send
-// the admin's browser to. redirectURI is the admin page's callback.
+// the admin's browser to. redirectURI is the admin page's callback for this server alone (one
+// per server, so that one server's authorization server cannot take a login meant for
+// another's).
 func (m *Manager) Begin(ctx context.Context, server, redirectURI string) (string, error) {
 	src := m.sources[server]
 	if src == nil {
 		return "", fmt.Errorf("MCP server %q does not log in with OAuth", server)
 	}
-	d, err := m.discover(ctx, src.srv)
+	d, err := src.discover(ctx)
 	if err != nil {
 		return "", fmt.Errorf("connect %s: %w", server, err)
 	}
-	cl, err := m.client(ctx, src.srv, d, redirectURI)
+	cl, err := src.client(ctx, d, redirectURI)
 	if err != nil {
 		return "", fmt.Errorf("connect %s: %w", server, err)
 	}
-	p := pending{Client: cl, Verifier: randomString(32), RedirectURI: redirectURI}
+	p := pending{Client: cl, Verifier: randomString(32), RedirectURI: redirectURI,
+		Issuer: d.as.Issuer, IssuerAnswers: d.as.IssuerInAnswer}
 	state := randomString(32)
 	sealed, err := m.seal.seal("state:"+server, p)
 	if err != nil {
@@ -68,15 +71,20 @@ func (m *Manager) Begin(ctx context.Context, server, redirectURI string) (string
 	return authURL, nil
 }
 
-// Finish completes a login with what the authorization server sent to the callback: the state,
-// and the code or an error code (errCode, with its description). It returns the server the
-// login was for, also when it failed, once the state is known.
-func (m *Manager) Finish(ctx context.Context, state, code, errCode, errDesc string) (server string, err error) {
-	if state == "" {
+// Finish completes a login with what the authorization server sent the admin's browser back
+// with to the redirect URI of server (at): the query's state, its code or error (with
+// error_description), and iss. The state must be one this bot issued for that server, and the
+// answer must come from the authorization server the admin was sent to: its iss when it sends
+// one (and it must when its metadata says it does, RFC 9207). It returns the server the login
+// was for, also when it failed, once the state is known.
+func (m *Manager) Finish(ctx context.Context, at string, answer url.Values) (server string, err error) {
+	cb := struct{ State, Code, Error, ErrorDescription, Issuer string }{answer.Get("state"), answer.Get("code"),
+		answer.Get("error"), answer.Get("error_description"), answer.Get("iss")}
+	if cb.State == "" {
 		return "", errors.New("the authorization server's answer carries no state")
 	}
 	now := m.opts.Now()
-	server, sealed, ok, err := m.opts.Store.TakeOAuthState(ctx, hashState(state), now)
+	server, sealed, ok, err := m.opts.Store.TakeOAuthState(ctx, hashState(cb.State), now)
 	if err != nil {
 		return "", err
 	}
@@ -87,23 +95,30 @@ func (m *Manager) Finish(ctx context.Context, state, code, errCode, errDesc stri
 	if src == nil {
 		return server, fmt.Errorf("MCP server %q no longer logs in with OAuth", server)
 	}
-	if errCode != "" {
-		return server, fmt.Errorf("the authorization server refused: %s", oauthErrorText(errCode, errDesc))
-	}
-	if code == "" {
-		return server, errors.New("the authorization server's answer carries no code")
+	if at != server {
+		return server, fmt.Errorf("the answer for the login of %s came back to the address of %q: refused, start it again from the Servers page", server, at)
 	}
 	var p pending
 	if err := m.seal.open("state:"+server, sealed, &p); err != nil {
 		return server, err
 	}
+	switch {
+	case cb.Issuer == "" && p.IssuerAnswers:
+		return server, fmt.Errorf("the answer carries no iss, which the authorization server %s promises (RFC 9207): refused", p.Issuer)
+	case cb.Issuer != "" && cb.Issuer != p.Issuer:
+		return server, fmt.Errorf("the answer comes from the authorization server %q, not from %s where the login began (RFC 9207): refused", cb.Issuer, p.Issuer)
+	case cb.Error != "":
+		return server, fmt.Errorf("the authorization server refused: %s", oauthErrorText(cb.Error, cb.ErrorDescription))
+	case cb.Code == "":
+		return server, errors.New("the authorization server's answer carries no code")
+	}
 	form := url.Values{
 		"grant_type":    {"authorization_code"},
-		"code":          {code},
+		"code":          {cb.Code},
 		"redirect_uri":  {p.RedirectURI},
 		"code_verifier": {p.Verifier},
 	}
-	tok, err := m.token(ctx, p.Client, form)
+	tok, err := src.token(ctx, p.Client, form)
 	if err != nil {
 		return server, fmt.Errorf("exchange the code: %w", err)
 	}
@@ -124,7 +139,8 @@ func hashState(state string) string {
 
 // client returns the client the bot logs in as: the configured client_id, else one registered
 // now (RFC 7591) for redirectURI.
-func (m *Manager) client(ctx context.Context, srv Server, d discovery, redirectURI string) (client, error) {
+func (s *Source) client(ctx context.Context, d discovery, redirectURI string) (client, error) {
+	srv := s.srv
 	cl := client{TokenEndpoint: d.as.TokenEndpoint, Resource: d.resource}
 	if srv.ClientID != "" {
 		cl.ID, cl.Secret = srv.ClientID, srv.ClientSecret
@@ -147,7 +163,7 @@ func (m *Manager) client(ctx context.Context, srv Server, d discovery, redirectU
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := m.hc.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		return cl, fmt.Errorf("register the client: %w", err)
 	}
@@ -184,6 +200,9 @@ func authMethod(secret string, supported []string) string {
 	return "client_secret_basic"
 }
 
+// maxExpiresIn caps a token's lifetime as the bot counts it (seconds): a year.
+const maxExpiresIn = 365 * 24 * 60 * 60
+
 // tokenResponse is a token endpoint's answer (RFC 6749 §5.1).
 type tokenResponse struct {
 	AccessToken  string `json:"access_token"`
@@ -201,7 +220,9 @@ func (r *record) apply(t tokenResponse, now time.Time) {
 	}
 	r.Expires = time.Time{}
 	if t.ExpiresIn > 0 {
-		r.Expires = now.Add(time.Duration(t.ExpiresIn) * time.Second)
+		// Clamped: a huge expires_in would overflow into a time in the past, and every use of
+		// the token would refresh it.
+		r.Expires = now.Add(time.Duration(min(t.ExpiresIn, maxExpiresIn)) * time.Second)
 	}
 	r.NeedsLogin, r.ClaimedUntil = "", time.Time{}
 }
@@ -222,7 +243,7 @@ func (e *tokenError) refused() bool {
 }
 
 // token posts a grant to the token endpoint, with the client's authentication and the resource.
-func (m *Manager) token(ctx context.Context, cl client, form url.Values) (tokenResponse, error) {
+func (s *Source) token(ctx context.Context, cl client, form url.Values) (tokenResponse, error) {
 	var t tokenResponse
 	form.Set("resource", cl.Resource)
 	if cl.AuthMethod != "client_secret_basic" {
@@ -240,7 +261,7 @@ func (m *Manager) token(ctx context.Context, cl client, form url.Values) (tokenR
 	if cl.AuthMethod == "client_secret_basic" {
 		req.SetBasicAuth(url.QueryEscape(cl.ID), url.QueryEscape(cl.Secret))
 	}
-	resp, err := m.hc.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		return t, fmt.Errorf("reach the token endpoint: %w", err)
 	}

@@ -22,8 +22,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
+
+	"relaybot/internal/outbound"
 )
 
 // ErrNeedsLogin is wrapped by the errors of requests to a server whose login is missing or can
@@ -57,6 +60,11 @@ type Server struct {
 	ClientSecret string
 	// Scopes are asked for; empty: those of the server's challenge or metadata.
 	Scopes []string
+	// Local says the admin runs the server inside: its login may reach loopback, private and
+	// link-local addresses and use plain http. Without it every URL of the login (the
+	// server's, its metadata's, the authorization server's endpoints) must be https on a
+	// public address.
+	Local bool
 }
 
 // Defaults of Options left at zero.
@@ -80,9 +88,6 @@ type Options struct {
 	Store Store
 	// Key is the 32-byte AES-256 key (BOT_SECRET_KEY). Required.
 	Key []byte
-	// HTTPClient reaches the servers' metadata and the authorization servers; nil means a
-	// client with a 30 s timeout.
-	HTTPClient *http.Client
 	// Now is the clock tokens expire by; nil means time.Now.
 	Now func() time.Time
 	// RefreshBefore is how long before expiry a token is refreshed; 0 means
@@ -98,7 +103,6 @@ type Options struct {
 type Manager struct {
 	opts    Options
 	seal    *sealer
-	hc      *http.Client
 	log     *slog.Logger
 	sources map[string]*Source
 }
@@ -112,9 +116,6 @@ func New(o Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -124,18 +125,24 @@ func New(o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{opts: o, seal: seal, hc: o.HTTPClient, log: o.Logger, sources: map[string]*Source{}}
+	m := &Manager{opts: o, seal: seal, log: o.Logger, sources: map[string]*Source{}}
 	for _, s := range o.Servers {
-		if s.Name == "" || s.URL == "" {
-			return nil, errors.New("oauth: a server needs a name and a url")
+		u, err := url.Parse(s.URL)
+		if s.Name == "" || err != nil || u.Host == "" {
+			return nil, errors.New("oauth: a server needs a name and an absolute url")
 		}
 		if _, dup := m.sources[s.Name]; dup {
 			return nil, fmt.Errorf("oauth: two servers are named %q", s.Name)
 		}
-		m.sources[s.Name] = &Source{m: m, srv: s, turn: make(chan struct{}, 1), loggedIn: make(chan struct{}), log: o.Logger.With("mcp_server", s.Name)}
+		m.sources[s.Name] = &Source{m: m, srv: s, origin: outbound.Origin(u),
+			hc:   outbound.Client(outbound.Options{Local: s.Local}, requestTimeout),
+			turn: make(chan struct{}, 1), loggedIn: make(chan struct{}), log: o.Logger.With("mcp_server", s.Name)}
 	}
 	return m, nil
 }
+
+// requestTimeout bounds each request of a login: metadata, registration, token.
+const requestTimeout = 30 * time.Second
 
 // Source returns the authorizer of a server, or nil when the server is not an OAuth one.
 func (m *Manager) Source(server string) *Source { return m.sources[server] }
@@ -181,10 +188,14 @@ func randomString(n int) string {
 
 // Source authorizes one server's requests; tools/mcp uses it as the server's Authorizer.
 type Source struct {
-	m    *Manager
-	srv  Server
-	log  *slog.Logger
-	turn chan struct{} // held while reading or refreshing the token: one at a time per process
+	m   *Manager
+	srv Server
+	// origin is the server's (outbound.Origin): its token goes nowhere else. hc reaches the
+	// server, its metadata and its authorization server through the guard (internal/outbound).
+	origin string
+	hc     *http.Client
+	log    *slog.Logger
+	turn   chan struct{} // held while reading or refreshing the token: one at a time per process
 
 	mu       sync.Mutex
 	rejected string        // an access token the server refused: refresh it even if not expired

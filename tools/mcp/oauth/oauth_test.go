@@ -22,6 +22,7 @@ import (
 
 	"relaybot/admin"
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/logbuf"
 	mcpkit "relaybot/internal/testkit/mcp"
 	astest "relaybot/internal/testkit/oauth"
@@ -134,14 +135,15 @@ func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Sto
 	t.Helper()
 	r := &rig{t: t, clock: c, as: as, url: url, logs: &logbuf.Buffer{}, audit: &recorder{}}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv.Name, srv.URL = "tracker", url
+	// The fakes run on loopback: the server is one the admin runs inside.
+	srv.Name, srv.URL, srv.Local = "tracker", url, true
 	var err error
 	r.logins, err = oauth.New(oauth.Options{Servers: []oauth.Server{srv}, Store: st, Key: testKey, Now: c.Now, Logger: log,
 		CheckEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := mcp.ServerConfig{Name: "tracker", Transport: mcp.TransportHTTP, URL: url,
+	sc := mcp.ServerConfig{Name: "tracker", Transport: mcp.TransportHTTP, URL: url, Local: true,
 		Auth: r.logins.Source("tracker"), ConnectTimeout: 20 * time.Second}
 	for _, f := range tune {
 		f(&sc)
@@ -234,7 +236,7 @@ func (r *rig) callIn(turn *tools.Turn, text string) tools.Outcome {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out := turn.Execute(ctx, tools.Call{Round: 1, ID: "call_1", Name: "echo", Arguments: `{"text":"` + text + `"}`})
+	out := turn.Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "call_1", Name: "echo", Arguments: `{"text":"` + text + `"}`}, Round: 1})
 	if ctx.Err() != nil {
 		r.t.Errorf("the tool call hung until the test's deadline: %q", out.Content)
 	}
@@ -434,11 +436,11 @@ func TestACallbackIsRefusedWithAWrongOrReusedState(t *testing.T) {
 	}
 	resp.Body.Close()
 	callback := resp.Header.Get("Location")
-	if !strings.HasPrefix(callback, r.admin.URL+"/admin/oauth/callback?") {
+	if !strings.HasPrefix(callback, r.admin.URL+"/admin/oauth/callback/tracker?") {
 		t.Fatalf("the authorization server sent the browser to %q", callback)
 	}
 	r.browser.CheckRedirect = nil
-	if status, body := r.get("/admin/oauth/callback?state=forged&code=x"); status != http.StatusBadRequest || !strings.Contains(body, "unknown, already used or expired") {
+	if status, body := r.get("/admin/oauth/callback/tracker?state=forged&code=x"); status != http.StatusBadRequest || !strings.Contains(body, "unknown, already used or expired") {
 		t.Fatalf("a forged state got %d:\n%s", status, body)
 	}
 	if status, _ := r.get(callback); status != http.StatusOK {
@@ -470,7 +472,7 @@ func TestTheBotRefusesAnAuthorizationServerWithoutS256(t *testing.T) {
 	t.Cleanup(res.Close)
 	resURL = res.URL + "/mcp"
 	st, _ := openSQLite(t)
-	m, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "x", URL: resURL}}, Store: st, Key: testKey, Now: c.Now})
+	m, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "x", URL: resURL, Local: true}}, Store: st, Key: testKey, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

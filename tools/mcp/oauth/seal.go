@@ -93,4 +93,8 @@ type pending struct {
 	Client      client `json:"client"`
 	Verifier    string `json:"verifier"`
 	RedirectURI string `json:"redirect_uri"`
+	// Issuer is the authorization server the admin was sent to; IssuerAnswers says its
+	// metadata promises the iss parameter in its answer (RFC 9207).
+	Issuer        string `json:"issuer"`
+	IssuerAnswers bool   `json:"issuer_answers,omitempty"`
 }

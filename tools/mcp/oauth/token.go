@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"relaybot/internal/outbound"
 )
 
 // load reads and opens the server's record; ver is 0 when there is none.
@@ -133,7 +135,7 @@ func (s *Source) refresh(ctx context.Context, rec record, ver int64) error {
 	// and giving up mid-way would lose the new one.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTTL)
 	defer cancel()
-	tok, err := s.m.token(rctx, rec.Client, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rec.Refresh}})
+	tok, err := s.token(rctx, rec.Client, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rec.Refresh}})
 	now := s.m.opts.Now()
 	var te *tokenError
 	switch {
@@ -191,7 +193,9 @@ func (s *Source) clearRejected() {
 // Transport returns base with every request authorized by the server's login. A 401 answer
 // makes the token due for a refresh and, when the request can be sent again, sends it once
 // more with the refreshed token; a login that is missing or spent fails the request with an
-// error wrapping ErrNeedsLogin before anything is sent.
+// error wrapping ErrNeedsLogin before anything is sent. The token goes to the server's origin
+// only: a request elsewhere (a redirect, an endpoint the server names) fails with an error
+// wrapping outbound.ErrCrossOrigin, and nothing is sent.
 func (s *Source) Transport(base http.RoundTripper) http.RoundTripper {
 	return &transport{src: s, base: base}
 }
@@ -202,6 +206,12 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if o := outbound.Origin(req.URL); o != t.src.origin {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("%w: the OAuth token of %s is not sent to %s", outbound.ErrCrossOrigin, t.src.srv.Name, o)
+	}
 	for attempt := 0; ; attempt++ {
 		header, err := t.src.Authorization(req.Context())
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 	"relaybot/tools/plugin"
 	"relaybot/tools/plugin/auditquery"
@@ -161,7 +162,7 @@ func TestAuditQuery(t *testing.T) {
 	m := newManager(t, fixture())
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := m.ForTurn(admin, nil).Execute(context.Background(), tools.Call{ID: "c", Name: auditquery.Name, Arguments: tc.args})
+			out := m.ForTurn(admin, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: auditquery.Name, Arguments: tc.args}})
 			if out.Status != tc.status {
 				t.Fatalf("status %s, want %s; content %q", out.Status, tc.status, out.Content)
 			}
@@ -187,7 +188,7 @@ func TestAuditQueryAdminsOnly(t *testing.T) {
 	if len(turn.Specs()) != 0 {
 		t.Fatalf("non-admin turn offers %v", turn.Specs())
 	}
-	out := turn.Execute(context.Background(), tools.Call{Name: auditquery.Name, Arguments: `{}`})
+	out := turn.Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: auditquery.Name, Arguments: `{}`}})
 	if out.Status != audit.StatusDenied {
 		t.Fatalf("status %s, want denied", out.Status)
 	}
@@ -235,7 +236,7 @@ func TestAuditQueryInAGroupShowsOnlyThatChat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := m.ForTurn(tc.turn, nil).Execute(context.Background(), tools.Call{ID: "c", Name: auditquery.Name, Arguments: tc.args})
+			out := m.ForTurn(tc.turn, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: auditquery.Name, Arguments: tc.args}})
 			if out.Status != tc.status || !strings.Contains(out.Content, tc.want) {
 				t.Fatalf("got %s %q, want %s containing %q", out.Status, out.Content, tc.status, tc.want)
 			}
@@ -250,7 +251,7 @@ func TestAuditQueryStoreError(t *testing.T) {
 	log := fixture()
 	log.err = errors.New("database is locked")
 	m := newManager(t, log)
-	out := m.ForTurn(tools.TurnInfo{Admin: true}, nil).Execute(context.Background(), tools.Call{Name: auditquery.Name})
+	out := m.ForTurn(tools.TurnInfo{Admin: true}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{Name: auditquery.Name}})
 	if out.Status != audit.StatusError || !strings.Contains(out.Content, "reading the audit log: database is locked") {
 		t.Fatalf("got %s %q", out.Status, out.Content)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/tools"
 	"relaybot/tools/plugin/auditquery"
@@ -78,14 +79,14 @@ FROM k`, n-1, at, at)
 	}
 
 	turn := newManager(t, st).ForTurn(tools.TurnInfo{Admin: true, Private: true}, nil)
-	out := turn.Execute(ctx, tools.Call{ID: "c", Name: auditquery.Name, Arguments: `{"view":"slowest_tools"}`})
+	out := turn.Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: auditquery.Name, Arguments: `{"view":"slowest_tools"}`}})
 	want := fmt.Sprintf("Slowest tools in the last 1d (by average duration):\n"+
 		"- search [mcp]: 2 calls, 1 failed, avg 2s, max 3s\n"+
 		"- fetch_url [native]: %d calls, %d failed, avg 5ms, max 9ms", n, n/10)
 	if out.Status != audit.StatusOK || !strings.Contains(out.Content, want) {
 		t.Errorf("audit_query slowest_tools = %s %q\nwant %q", out.Status, out.Content, want)
 	}
-	out = turn.Execute(ctx, tools.Call{ID: "c2", Name: auditquery.Name, Arguments: `{"view":"slowest_calls","limit":2}`})
+	out = turn.Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "c2", Name: auditquery.Name, Arguments: `{"view":"slowest_calls","limit":2}`}})
 	first, second := strings.Index(out.Content, " search [mcp:s2] error 3s,"), strings.Index(out.Content, " search [mcp:s1] ok 1s,")
 	if out.Status != audit.StatusOK || first < 0 || second < first {
 		t.Errorf("audit_query slowest_calls = %s %q\nwant the 3s and then the 1s search call", out.Status, out.Content)
