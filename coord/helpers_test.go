@@ -22,13 +22,8 @@ func openPG(t testing.TB, dsn, instance string) *store.Database {
 	return storetest.OpenWith(t, store.Options{Driver: store.DriverPostgres, DSN: dsn, Instance: instance})
 }
 
-// replicaStore is a replica's part of the database, as cmd/bot hands it over.
-type replicaStore struct {
-	*store.TurnQuery
-	*store.LeaseQuery
-}
-
-func storeOf(st *store.Database) Store { return replicaStore{st.Turns, st.Leases} }
+// storeOf is a replica's part of the database, as cmd/bot hands it over.
+func storeOf(st *store.Database) Store { return st.Turns }
 
 func pool(t testing.TB, st *store.Database) *sql.DB {
 	t.Helper()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"relaybot/config"
 	"relaybot/provider"
 	"relaybot/store/storetest"
 	"slices"
@@ -457,7 +456,7 @@ func TestQueueInOrderAndBusy(t *testing.T) {
 }
 
 func TestInterrupt(t *testing.T) {
-	h := newHarness(t, Options{Queue: QueueOptions{Busy: config.BusyInterrupt}})
+	h := newHarness(t, Options{Queue: QueueOptions{Busy: BusyInterrupt}})
 	hold := make(chan struct{})
 	defer close(hold)
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Working on it"}, {Content: "...", Wait: hold}}}, llm.Text("New answer."))
@@ -502,7 +501,7 @@ func TestRefusals(t *testing.T) {
 
 func TestFailureHandling(t *testing.T) {
 	for _, tt := range []struct {
-		mode config.ExceptionHandling
+		mode ExceptionHandling
 		want string
 	}{
 		{"show-hint", "Partial\n\nRequest failed."},

@@ -40,8 +40,6 @@ type Database struct {
 	Usage *UsageQuery
 	// Timelines reads one turn's events in order for the admin pages.
 	Timelines *TimelineQuery
-	// Leases writes down which replica holds which named lease.
-	Leases *LeaseQuery
 }
 
 // ConversationQuery reads and writes the conversations table.
@@ -81,9 +79,6 @@ type UsageQuery struct{ *conn }
 // TimelineQuery reads one turn's model calls, tool calls and deliveries.
 type TimelineQuery struct{ *conn }
 
-// LeaseQuery reads and writes the lease_holders table.
-type LeaseQuery struct{ *conn }
-
 // scanner is a row of a plain query (*sql.Row, *sql.Rows): a row type's scan reads its columns
 // in the order its query names them.
 type scanner interface {
@@ -105,7 +100,6 @@ func newDatabase(c *conn) *Database {
 		Retention:     &RetentionQuery{c},
 		Usage:         &UsageQuery{c},
 		Timelines:     &TimelineQuery{c},
-		Leases:        &LeaseQuery{c},
 	}
 }
 
