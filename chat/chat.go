@@ -170,3 +170,21 @@ func (p Price) AudioCost(audioMs int64) float64 { return float64(audioMs) / 6000
 func (p Price) Cost(tokensIn, tokensOut int64) float64 {
 	return (float64(tokensIn)*p.In + float64(tokensOut)*p.Out) / 1e6
 }
+
+// Delivery is one platform request of a turn's reply, for the turn's timeline.
+type Delivery struct {
+	// Kind is the delivery engine's event: send, edit, files, draft, not_modified,
+	// rate_limited, retry, fallback or failed.
+	Kind string `json:"kind"`
+	// At is when the request ended; TookMS how long it ran (0 when not measured); WaitMS the
+	// wait a 429 asked for, from At on.
+	At     time.Time `json:"at"`
+	TookMS int64     `json:"took_ms,omitempty"`
+	WaitMS int64     `json:"wait_ms,omitempty"`
+	// Final is set on the requests that carried the final text.
+	Final bool `json:"final,omitempty"`
+}
+
+// MaxDeliveries is the most deliveries a turn keeps; a reply streamed by more edits keeps its
+// first ones and the last (the final text).
+const MaxDeliveries = 256

@@ -9,9 +9,10 @@
 //
 // On SQLite there is one process: FileLock refuses a second one on the same database file.
 //
-// A Deployment (Local or Replica) is what the rest of the bot sees of all this. Adapters and the
-// pipeline never import this package: they declare the small interfaces they need (a lease, the
-// conversation gate) and cmd/bot hands them the Deployment's.
+// A Replica is what the rest of the bot sees of all this, one role at a time (roles.go). Adapters
+// and the pipeline never import this package: they declare the small interfaces they need (a
+// lease, the conversation gate) and cmd/bot hands each of them the Replica's. This package
+// imports no platform and no delivery engine.
 package coord
 
 import (

@@ -65,7 +65,7 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 	var joined atomic.Bool
 	survivor, err = Join(ctx, db, Options{ID: survivorID, TTL: 600 * time.Millisecond, Members: func(n int) { members.Store(int64(n)) }, Sweep: func(ctx context.Context) error {
 		if joined.Load() && survivor.LiveFor() >= TakeoverGrace(600*time.Millisecond) {
-			if _, err := TakeOver(ctx, db, survivorID, TakeoverGrace(600*time.Millisecond)); err != nil {
+			if _, err := TakeOver(ctx, db, survivorID, TakeoverGrace(600*time.Millisecond), survivorStore); err != nil {
 				return err
 			}
 		}

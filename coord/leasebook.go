@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,10 +11,64 @@ import (
 	"relaybot/adapters"
 )
 
+// LeaseBook writes down which replica holds which lease, for the admin pages: an advisory lock
+// names no holder. Its table is lease_holders (migration 00011). Its methods are safe for
+// concurrent use.
+type LeaseBook struct {
+	db *sql.DB
+}
+
+// NewLeaseBook returns the lease book of the replicas on db.
+func NewLeaseBook(db *sql.DB) *LeaseBook { return &LeaseBook{db: db} }
+
+// Hold records that replica instance now holds the named lease, replacing the record of an
+// earlier holder.
+func (b *LeaseBook) Hold(ctx context.Context, instance, name string) error {
+	_, err := b.db.ExecContext(ctx, `INSERT INTO lease_holders (name, instance_id) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET instance_id = excluded.instance_id`, name, instance)
+	if err != nil {
+		return fmt.Errorf("coord: record lease %s: %w", name, err)
+	}
+	return nil
+}
+
+// Release deletes the record that instance holds the named lease; a record naming another
+// holder (who took the lease since) stays.
+func (b *LeaseBook) Release(ctx context.Context, instance, name string) error {
+	_, err := b.db.ExecContext(ctx, `DELETE FROM lease_holders WHERE name = $1 AND instance_id = $2`, name, instance)
+	if err != nil {
+		return fmt.Errorf("coord: record release of lease %s: %w", name, err)
+	}
+	return nil
+}
+
+// Holders returns the names of the leases each replica is recorded to hold, by replica id,
+// names in order. Records of replicas that died stay until the next holder replaces them: read
+// them for the live replicas only.
+func (b *LeaseBook) Holders(ctx context.Context) (map[string][]string, error) {
+	rows, err := b.db.QueryContext(ctx, `SELECT name, instance_id FROM lease_holders ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("coord: lease holders: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var name, instance string
+		if err := rows.Scan(&name, &instance); err != nil {
+			return nil, fmt.Errorf("coord: lease holders: %w", err)
+		}
+		out[instance] = append(out[instance], name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("coord: lease holders: %w", err)
+	}
+	return out, nil
+}
+
 // recorded is lease l, called name, whose holder is written down in the lease book while this
 // replica holds it, so the admin pages of every replica show who holds what.
 func (r *Replica) recorded(name string, l adapters.Lease) adapters.Lease {
-	return recordedLease{Lease: l, name: name, instance: r.member.ID(), book: r.st, log: r.log}
+	return recordedLease{Lease: l, name: name, instance: r.member.ID(), book: r.book, log: r.log}
 }
 
 // recordedLease is a lease whose holder is written down while it holds it. A record that
@@ -21,7 +76,7 @@ func (r *Replica) recorded(name string, l adapters.Lease) adapters.Lease {
 type recordedLease struct {
 	adapters.Lease
 	name, instance string
-	book           LeaseBook
+	book           *LeaseBook
 	log            *slog.Logger
 }
 
@@ -32,7 +87,7 @@ func (l recordedLease) Acquire(ctx context.Context) (context.Context, func(), er
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := l.book.HoldLease(ctx, l.instance, l.name); err != nil {
+	if err := l.book.Hold(ctx, l.instance, l.name); err != nil {
 		l.log.Warn("lease holder not recorded for the admin pages", "lease", l.name, "err", err)
 	}
 	var once sync.Once
@@ -40,7 +95,7 @@ func (l recordedLease) Acquire(ctx context.Context) (context.Context, func(), er
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := l.book.ReleaseLease(ctx, l.instance, l.name); err != nil {
+			if err := l.book.Release(ctx, l.instance, l.name); err != nil {
 				l.log.Warn("lease release not recorded for the admin pages", "lease", l.name, "err", err)
 			}
 		})

@@ -129,7 +129,7 @@ func TestAPressOnAnotherReplicaIsSettledByTheAsker(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `UPDATE instances SET expires_at = now() - interval '1 minute' WHERE id = $1`, ma.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if gone, err := TakeOver(ctx, db, mb.ID(), 0); err != nil || len(gone) != 1 {
+	if gone, err := TakeOver(ctx, db, mb.ID(), 0, st); err != nil || len(gone) != 1 {
 		t.Fatalf("takeover: %v, %v", gone, err)
 	}
 	if v, err := press("q2", "ann"); err != nil || !v.Closed {

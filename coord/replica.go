@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"relaybot/adapters"
-	"relaybot/adapters/delivery"
-	"relaybot/adapters/web"
 )
 
 // ledgerKeep is how long the inbound ledger remembers a message: well past the 24 hours
@@ -22,19 +20,12 @@ const ledgerKeep = 48 * time.Hour
 // ledger and the budgets are purged.
 const budgetsKeep = time.Hour
 
-// Store is what a replica needs of the bot's database (*store.Store).
+// Store is what a replica needs of the store's turns (*store.Store): the turns and tool calls
+// of replicas that are gone end interrupted. The replicas' own tables are coord's.
 type Store interface {
 	// Recover ends the turns and tool calls of replicas that are gone, and reports how many.
 	Recover(ctx context.Context) (turns, calls int, err error)
-	LeaseBook
-}
-
-// LeaseBook writes down which replica holds which lease, for the admin pages: an advisory lock
-// names no holder (*store.Store).
-type LeaseBook interface {
-	HoldLease(ctx context.Context, instance, name string) error
-	ReleaseLease(ctx context.Context, instance, name string) error
-	LeaseHolders(ctx context.Context) (map[string][]string, error)
+	TurnEnder
 }
 
 // ReplicaOptions configure NewReplica.
@@ -62,6 +53,7 @@ type Replica struct {
 	turns  *Turns
 	ledger *Ledger
 	stops  *Signals
+	book   *LeaseBook
 	relay  *WebRelay
 	asks   *Questions
 	share  share
@@ -91,7 +83,7 @@ func NewReplica(ctx context.Context, db *sql.DB, opts ReplicaOptions) (*Replica,
 	}
 	markCtx, stopMarks := context.WithCancel(context.WithoutCancel(ctx))
 	r := &Replica{db: db, st: opts.Store, log: log, turns: NewTurns(db, opts.ID, log), ledger: &Ledger{db: db, instance: opts.ID, log: log},
-		stops: NewSignals(db, log), relay: NewWebRelay(db, opts.ID, log), share: share{log: log},
+		stops: NewSignals(db, log), book: NewLeaseBook(db), relay: NewWebRelay(db, opts.ID, log), share: share{log: log},
 		engines: map[Bot]Engine{}, closers: map[Bot]adapters.QuestionCloser{}, markCtx: markCtx, stopMarks: stopMarks}
 	m, err := Join(ctx, db, Options{ID: opts.ID, TTL: opts.TTL, Logger: log, Members: r.share.set, Sweep: r.sweep})
 	if err != nil {
@@ -140,7 +132,7 @@ func (r *Replica) sweep(ctx context.Context) error {
 	}
 	grace := TakeoverGrace(r.member.TTL())
 	if r.member.LiveFor() >= grace {
-		gone, err := TakeOver(ctx, r.db, r.member.ID(), grace)
+		gone, err := TakeOver(ctx, r.db, r.member.ID(), grace, r.st)
 		if len(gone) > 0 {
 			r.log.Warn("took over the work of replicas whose lease stayed expired", "replicas", gone)
 		}
@@ -219,14 +211,14 @@ func (r *Replica) mark(e Engine, ir InterruptedReply) {
 // ID is this replica's id, the one its turns carry (store.Options.Instance).
 func (r *Replica) ID() string { return r.member.ID() }
 
-// Fence implements Deployment: it waits while this replica's lease is not confirmed
+// Fence is the fence of the delivery engines and the ledger: it waits while this replica's lease is not confirmed
 // (Member.Fence), and refuses work stamped with an epoch that was taken over.
 func (r *Replica) Fence(ctx context.Context) error { return r.member.Fence(ctx) }
 
-// Stamp implements Deployment (Member.Stamp).
+// Stamp marks ctx with the epoch the turn begins under (pipeline.Stamper; Member.Stamp).
 func (r *Replica) Stamp(ctx context.Context) context.Context { return r.member.Stamp(ctx) }
 
-// ClaimToolCall implements Deployment: the call of turn may start only when this replica's
+// ClaimToolCall is the tools manager's claim (tools.ManagerOptions.Claim): the call of turn may start only when this replica's
 // fence is open, the turn is still running here under the epoch ctx was stamped with, and the
 // lease covering it is unexpired on the database's clock (the instance row is locked for share,
 // so a takeover of it waits for the claim or is seen by it); the fence is asked again after the
@@ -292,39 +284,40 @@ func (r *Replica) claim(ctx context.Context, turnID, epoch int64) error {
 	return nil
 }
 
-// Shared implements Deployment: other replicas may join at any time.
+// Shared reports that other replicas may serve the bot too (pipeline.Replicas).
 func (*Replica) Shared() bool { return true }
 
-// Enter implements Deployment (pipeline.Replicas).
+// Enter enters a message in its conversation's queue across the replicas (pipeline.TurnGate).
 func (r *Replica) Enter(ctx context.Context, key string, in adapters.Inbound, limit int, interrupt bool) (int64, bool, error) {
 	return r.turns.Enter(ctx, Entry{Key: key, UserID: in.UserID, MessageID: in.MessageID, Sent: in.Time}, limit, interrupt)
 }
 
-// Wait implements Deployment (pipeline.Replicas).
+// Wait waits for the conversation's turn across the replicas (pipeline.TurnGate).
 func (r *Replica) Wait(ctx context.Context, key string, ticket int64) (bool, error) {
 	return r.turns.Wait(ctx, key, ticket)
 }
 
-// Leave implements Deployment (pipeline.Replicas).
+// Leave takes a message out of its conversation's queue (pipeline.TurnGate).
 func (r *Replica) Leave(ctx context.Context, key string, ticket int64) error {
 	return r.turns.Leave(ctx, key, ticket)
 }
 
-// Elsewhere implements Deployment (pipeline.Replicas).
+// Elsewhere says whether another replica runs the conversation's turn, and for whom
+// (pipeline.TurnGate).
 func (r *Replica) Elsewhere(ctx context.Context, key string) (string, bool, error) {
 	userID, here, running, err := r.turns.Running(ctx, key)
 	return userID, running && !here, err
 }
 
-// PublishStop implements Deployment (pipeline.Replicas).
+// PublishStop carries a /stop to the replica running the turn (pipeline.StopPublisher).
 func (r *Replica) PublishStop(ctx context.Context, key, userID string, admin bool) error {
 	return r.stops.PublishStop(ctx, key, userID, admin)
 }
 
-// Ledger implements Deployment.
+// Ledger takes each inbound message once for all replicas (adapters.Ledger).
 func (r *Replica) Ledger() adapters.Ledger { return r.ledger }
 
-// PollLease implements Deployment; its holder is written down for the admin pages.
+// PollLease is the lease of bot's Telegram poller (adapters.Lease); its holder is written down for the admin pages.
 func (r *Replica) PollLease(bot Bot) adapters.Lease {
 	name := bot.lease("poller")
 	l := NewLease(r.db, name)
@@ -332,42 +325,50 @@ func (r *Replica) PollLease(bot Bot) adapters.Lease {
 	return r.recorded(name, l)
 }
 
-// Shards implements Deployment; each shard's holder is written down for the admin pages.
+// Shards shares bot's gateway shards among the replicas (adapters.Shards); each shard's holder is written down for the admin pages.
 func (r *Replica) Shards(bot Bot) adapters.Shards {
 	s := NewShards(r.db, bot.lease("shards"))
 	s.member = r.member // fenced: a takeover of this replica ends its shards' sessions (TakeOver)
 	return sharedShards{s: s, bot: bot, r: r}
 }
 
-// Questions implements Deployment.
+// Questions records bot's questions with buttons, so that a press another replica receives
+// is carried to the turn that asked (adapters.QuestionBook).
 func (r *Replica) Questions(bot Bot) adapters.QuestionBook { return r.asks.Book(bot) }
 
-// AddQuestionCloser implements Deployment.
+// AddQuestionCloser hands the replica bot's adapter, which then closes the questions that
+// replicas taken over left open (their messages say so and lose their buttons). Call it
+// before Run.
 func (r *Replica) AddQuestionCloser(bot Bot, c adapters.QuestionCloser) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closers[bot] = c
 }
 
-// WebRelay implements Deployment.
-func (r *Replica) WebRelay() web.Relay { return r.relay }
+// WebRelay shows every open page of a web chat what the turns of other replicas stream
+// (web.Relay).
+func (r *Replica) WebRelay() *WebRelay { return r.relay }
 
-// Delivery implements Deployment: the engine shares each chat's own budgets with the replicas
-// that deliver to it too, records the replies it streams for a survivor to end, and asks the
-// fence before every platform request.
-func (r *Replica) Delivery(bot Bot, lim adapters.Limits, opts delivery.Options) delivery.Options {
-	opts.SharedChats = NewChatBudgets(r.db, r.member.ID(), ChatBudgetOptions{Bot: bot,
+// SharedChats shares each chat's own budgets of bot (whose platform limits are lim) with the
+// other replicas that deliver to it (delivery.SharedChats).
+func (r *Replica) SharedChats(bot Bot, lim adapters.Limits) *ChatBudgets {
+	return NewChatBudgets(r.db, r.member.ID(), ChatBudgetOptions{Bot: bot,
 		Chat: Window{N: lim.PerChat.N, Per: lim.PerChat.Per}, Group: Window{N: lim.PerGroup.N, Per: lim.PerGroup.Per}})
+}
+
+// InFlight records the replies bot's delivery engine streams, for a survivor to end should this
+// replica die (delivery.InFlight); Run writes them down. Call it before Run.
+func (r *Replica) InFlight(bot Bot) *Replies {
 	rep := NewReplies(r.db, r.member.ID(), bot, r.log)
-	opts.InFlight = rep
-	opts.Fence = r.member.Fence
 	r.mu.Lock()
 	r.replies = append(r.replies, rep)
 	r.mu.Unlock()
-	return opts
+	return rep
 }
 
-// AddEngine implements Deployment.
+// AddEngine hands the replica bot's delivery engine, which then takes its share of the
+// bot-wide budgets and ends the replies the replicas that died left behind. Call it before
+// Run.
 func (r *Replica) AddEngine(bot Bot, e Engine) {
 	r.share.add(e)
 	r.mu.Lock()
@@ -375,13 +376,13 @@ func (r *Replica) AddEngine(bot Bot, e Engine) {
 	r.mu.Unlock()
 }
 
-// Instances implements Deployment.
+// Instances lists the live replicas, oldest first, each with the leases it holds.
 func (r *Replica) Instances(ctx context.Context) ([]Instance, error) {
 	live, err := Instances(ctx, r.db)
 	if err != nil {
 		return nil, err
 	}
-	held, err := r.st.LeaseHolders(ctx)
+	held, err := r.book.Holders(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +393,7 @@ func (r *Replica) Instances(ctx context.Context) ([]Instance, error) {
 	return live, nil
 }
 
-// Run implements Deployment: the stop requests of other replicas, the conversations they free
+// Run serves, until ctx ends, the stop requests of other replicas, the conversations they free
 // and the writers of the replies in flight, until ctx ends.
 func (r *Replica) Run(ctx context.Context, turns Stopper) error {
 	r.mu.Lock()
@@ -429,7 +430,8 @@ func (r *Replica) stop(turns Stopper, st Stop) {
 	}
 }
 
-// Close implements Deployment: the heartbeat stops, the replies being marked interrupted are
+// Close leaves the replicas at once, so the others take over what this one left without
+// waiting for its lease to expire: the heartbeat stops, the replies being marked interrupted are
 // given up, and this replica's row goes at once.
 func (r *Replica) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {

@@ -8,6 +8,12 @@ import (
 	"time"
 )
 
+// TurnEnder ends the turns a replica taken over left running, within the takeover's transaction
+// (the store's turns, *store.Store).
+type TurnEnder interface {
+	InterruptTurnsOf(ctx context.Context, tx *sql.Tx, instance string) error
+}
+
 // TakeOver takes over the work of the replicas whose lease has been expired for longer than
 // grace, in one transaction that holds their rows' locks: their running turns end interrupted,
 // the messages they were answering and the replies they were streaming are handed to the
@@ -23,9 +29,11 @@ import (
 // to PostgreSQL until TCP gives up, and its locks with them, so nobody would poll Telegram or
 // connect its shards meanwhile. An error ending them is reported with the replicas taken over.
 //
+// The replicas' turns are the store's: turns ends them, in the same transaction.
+//
 // Call it only once this replica has itself been back for grace (Member.LiveFor): after an
 // outage every lease has expired, and a live replica needs that long to renew.
-func TakeOver(ctx context.Context, db *sql.DB, self string, grace time.Duration) ([]string, error) {
+func TakeOver(ctx context.Context, db *sql.DB, self string, grace time.Duration, turns TurnEnder) ([]string, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("coord: take over replicas that are gone: %w", err)
@@ -62,12 +70,13 @@ func TakeOver(ctx context.Context, db *sql.DB, self string, grace time.Duration)
 		// The work is renamed rather than kept under the replica's id: should the replica
 		// register again under the same id, none of it is its own any more.
 		was := fmt.Sprintf("gone:%s:%d", g.id, g.epoch)
+		if err := turns.InterruptTurnsOf(ctx, tx, g.id); err != nil {
+			return nil, fmt.Errorf("coord: take over the work of %s: %w", g.id, err)
+		}
 		for _, st := range []struct {
 			q    string
 			args []any
 		}{
-			{`UPDATE turns SET status = 'interrupted', finished_at = now(),
-				error = 'the bot stopped before the turn finished' WHERE status = 'running' AND instance_id = $1`, []any{g.id}},
 			{`UPDATE inbound_ledger SET instance_id = $2 WHERE instance_id = $1 AND NOT done`, []any{g.id, was}},
 			{`UPDATE reply_messages SET instance_id = $2 WHERE instance_id = $1`, []any{g.id, was}},
 			{`DELETE FROM turn_queue WHERE instance_id = $1`, []any{g.id}},

@@ -3,10 +3,9 @@ package metrics
 import (
 	"context"
 	"net/http/httptest"
+	"relaybot/pipeline"
 	"strings"
 	"testing"
-
-	"relaybot/store"
 )
 
 // TestEverySeriesOfAReplicaCarriesItsInstance scrapes the metrics of a replica: every series,
@@ -14,7 +13,7 @@ import (
 func TestEverySeriesOfAReplicaCarriesItsInstance(t *testing.T) {
 	m := New(Options{Instance: "replica-a"})
 	m.CountQueue("pipeline", func() int { return 0 })
-	m.TurnFinished(context.Background(), &store.TurnEnd{Status: "ok"}, 0)
+	m.TurnFinished(context.Background(), &pipeline.TurnFinish{Status: "ok"}, 0)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	var series int

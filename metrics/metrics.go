@@ -16,7 +16,6 @@ import (
 
 	"relaybot/chat"
 	"relaybot/provider"
-	"relaybot/store"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -218,7 +217,7 @@ func (m *Metrics) TurnStarted(ctx context.Context, _ pipeline.TurnStart) context
 
 // TurnFinished counts a finished turn with its outcome ("ok", "error", "cancelled", ...) and how
 // long it took. It implements pipeline.Observer.
-func (m *Metrics) TurnFinished(_ context.Context, end *store.TurnEnd, took time.Duration) {
+func (m *Metrics) TurnFinished(_ context.Context, end *pipeline.TurnFinish, took time.Duration) {
 	if m == nil {
 		return
 	}

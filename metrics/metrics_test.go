@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"relaybot/chat"
-	"relaybot/store"
+	"relaybot/pipeline"
 	"strings"
 	"testing"
 	"time"
@@ -78,8 +78,8 @@ func TestScrapeShowsWhatTheBotDid(t *testing.T) {
 	})
 	m.KnowTools(func(name string) bool { return name == "fetch_url" }, nil)
 	m.CountQueue("turns", func() int { return 3 })
-	m.TurnFinished(context.Background(), &store.TurnEnd{Status: "ok"}, 1500*time.Millisecond)
-	m.TurnFinished(context.Background(), &store.TurnEnd{Status: "error"}, 200*time.Millisecond)
+	m.TurnFinished(context.Background(), &pipeline.TurnFinish{Status: "ok"}, 1500*time.Millisecond)
+	m.TurnFinished(context.Background(), &pipeline.TurnFinish{Status: "error"}, 200*time.Millisecond)
 	m.ToolCallFinished("fetch_url", "ok", 300*time.Millisecond)
 	m.ToolCallFinished("fetch_url", "timeout", 31*time.Second)
 	tg := chat.Ref{Platform: chat.Telegram, ChatID: "5"}
@@ -204,7 +204,7 @@ func (f recorderFunc) Finish(_ context.Context, r *audit.Record) error { f(r); r
 
 func TestNilMetricsIgnoresEveryCall(t *testing.T) {
 	var m *Metrics
-	m.TurnFinished(context.Background(), &store.TurnEnd{Status: "ok"}, time.Second)
+	m.TurnFinished(context.Background(), &pipeline.TurnFinish{Status: "ok"}, time.Second)
 	m.ToolCallFinished("x", "ok", time.Second)
 	m.Observe(context.Background(), delivery.Event{Kind: delivery.EventSend})
 	m.ModelCallFinished(context.Background(), chat.ModelCall{})

@@ -20,7 +20,7 @@ var (
 	genAIDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
 )
 
-// turnOutcomes are the statuses a turn ends with (store.TurnOK, ...).
+// turnOutcomes are the statuses a turn ends with (chat.StatusOK, ...).
 var turnOutcomes = []string{"ok", "error", "cancelled", "interrupted"}
 
 // modelStatuses are the outcomes of a model call.

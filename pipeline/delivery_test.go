@@ -193,7 +193,7 @@ type turnCounter struct {
 
 func (c *turnCounter) TurnStarted(ctx context.Context, _ TurnStart) context.Context { return ctx }
 
-func (c *turnCounter) TurnFinished(_ context.Context, end *store.TurnEnd, _ time.Duration) {
+func (c *turnCounter) TurnFinished(_ context.Context, end *TurnFinish, _ time.Duration) {
 	c.mu.Lock()
 	c.seen = append(c.seen, end.Status)
 	c.mu.Unlock()

@@ -13,7 +13,6 @@ import (
 	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/chat"
-	"relaybot/config"
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/asking"
@@ -45,11 +44,11 @@ func (dbDown) ToolStats(context.Context, audit.Filter) ([]audit.Stat, error) { r
 // failure hint, or nothing with "hide"), never the driver's error naming the database.
 func TestCommandFailuresShowTheHintNotTheDatabase(t *testing.T) {
 	for _, tt := range []struct {
-		mode config.ExceptionHandling
+		mode ExceptionHandling
 		want []string
 	}{
-		{config.ShowHint, []string{"Request failed."}},
-		{config.Hide, nil},
+		{ShowHint, []string{"Request failed."}},
+		{Hide, nil},
 	} {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			h := newHarness(t, Options{Access: access.Lists{Admins: []string{"telegram:1"}},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"relaybot/config"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -290,27 +289,27 @@ func TestReasoningNeverShowsRawTags(t *testing.T) {
 	}
 	tests := []struct {
 		platform chat.Platform
-		mode     config.Reasoning
+		mode     Reasoning
 		want     map[string]string
 	}{
 		{chat.Telegram, "", map[string]string{
 			"thinking": "<details>\n<summary>💭 Thinking…</summary>\n\nweigh the options\n\n</details>",
 			"answered": "<details>\n<summary>💭 Thought</summary>\n\nweigh the options\n\n</details>\n\nTake the train.",
 		}},
-		{chat.Web, config.ReasoningCollapsed, map[string]string{
+		{chat.Web, ReasoningCollapsed, map[string]string{
 			"answered": "<details>\n<summary>💭 Thought</summary>\n\nweigh the options\n\n</details>\n\nTake the train.",
 		}},
-		{chat.Discord, config.ReasoningCollapsed, map[string]string{
+		{chat.Discord, ReasoningCollapsed, map[string]string{
 			"thinking": "-# 💭 Thinking…\n-# weigh the options",
 			"answered": "-# 💭 Thought\n-# weigh the options\n\nTake the train.",
 		}},
-		{chat.Telegram, config.ReasoningHidden, map[string]string{
+		{chat.Telegram, ReasoningHidden, map[string]string{
 			"thinking": "",
 			"answered": "Take the train.",
 			"orphan":   "Take the train.",
 			"inline":   "Sure.\n\nTake the train.",
 		}},
-		{chat.Discord, config.ReasoningInline, map[string]string{
+		{chat.Discord, ReasoningInline, map[string]string{
 			"answered": "> 💭 Thought\n> weigh the options\n\nTake the train.",
 		}},
 	}
@@ -324,7 +323,7 @@ func TestReasoningNeverShowsRawTags(t *testing.T) {
 			if want, ok := tt.want[name]; ok && got != want {
 				t.Errorf("%s/%s/%s:\n got %q\nwant %q", tt.platform, tt.mode, name, got, want)
 			}
-			if tt.mode != config.ReasoningHidden && !strings.Contains(got, "weigh the options") && name != "inline" {
+			if tt.mode != ReasoningHidden && !strings.Contains(got, "weigh the options") && name != "inline" {
 				t.Errorf("%s/%s/%s lost the reasoning: %q", tt.platform, tt.mode, name, got)
 			}
 		}

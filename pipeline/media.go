@@ -13,7 +13,6 @@ import (
 	"relaybot/adapters/markdown"
 	"relaybot/agent"
 	"relaybot/chat"
-	"relaybot/config"
 	"relaybot/media"
 	"relaybot/pipeline/history"
 	"relaybot/provider"
@@ -303,7 +302,7 @@ func (m *mediaReader) documentParts(docs []media.Document, names []string) []str
 func (m *mediaReader) showTranscript(out adapters.Responder, platform chat.Platform, text string, log *slog.Logger) {
 	ctx, cancel := m.outbox.context()
 	defer cancel()
-	body := newSurface(platform, config.ReasoningCollapsed).fold(transcriptFoldSummary, text)
+	body := newSurface(platform, ReasoningCollapsed).fold(transcriptFoldSummary, text)
 	if err := out.NewReply(ctx).Finish(ctx, body, nil); err != nil {
 		log.Warn("pipeline: transcript not shown", "err", err)
 	}

@@ -9,29 +9,35 @@ import (
 
 	"relaybot/audit"
 	"relaybot/chat"
-	"relaybot/config"
 	"relaybot/pipeline/access"
+	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
 	"relaybot/tools"
 )
 
 // Options configure a Pipeline, grouped by the part that reads them. Zero values take the
-// documented defaults. The enums come checked from config; only their zero values take a
-// default here.
+// documented defaults. The enums come checked (cmd/bot converts them from the config); only
+// their zero values take a default here.
 type Options struct {
-	// Replicas is the deployment the bot runs in (coord.Deployment): one turn at a time per
+	// Replicas is the deployment the bot runs in (coord.Replica): one turn at a time per
 	// conversation across the replicas, with the queue limit and busy policy holding for the
 	// deployment, and /stop carried to the one running the turn. nil means this process alone,
 	// whose conversations are ordered in its memory.
 	Replicas Replicas
+	// Stamper, when replicas fence their work (coord.Replica), marks each turn's context with
+	// the epoch it begins under; nil: turns are not stamped.
+	Stamper Stamper
+	// Prompts, when several replicas serve the bot (coord.Replica), carries a typed answer to a
+	// tool's reply prompt to the replica whose turn asked; nil: every answer lands here.
+	Prompts asking.PromptRelay
 
 	// Access lists who may talk to the bot and who is an admin; RateLimitPerMinute is the
 	// messages one user may send per minute (0 turns the limit off).
 	Access             access.Lists
 	RateLimitPerMinute int
-	// Scope says who shares a group conversation (default config.ScopeChat).
-	Scope config.Scope
+	// Scope says who shares a group conversation (default ScopeChat).
+	Scope Scope
 	// Queue orders each conversation's turns and bounds the turns running at once.
 	Queue QueueOptions
 	// History is how each turn's transcript is built (the history part).
@@ -73,8 +79,8 @@ type Options struct {
 // QueueOptions order the turns of each conversation (one at a time) and bound those in flight.
 type QueueOptions struct {
 	// Busy is what a message does to a conversation answering an earlier one (default
-	// config.BusyQueue: it waits; config.BusyInterrupt cancels the running turn instead).
-	Busy config.Busy
+	// BusyQueue: it waits; BusyInterrupt cancels the running turn instead).
+	Busy Busy
 	// Size is how many messages may wait per conversation; past it the user is told the bot is
 	// busy. Unlike the other fields, 0 is taken as given (nothing waits); the config's default
 	// is DefaultQueueSize.
@@ -93,7 +99,7 @@ type QueueOptions struct {
 }
 
 // interrupt reports whether a new message cancels the running turn.
-func (q QueueOptions) interrupt() bool { return q.Busy == config.BusyInterrupt }
+func (q QueueOptions) interrupt() bool { return q.Busy == BusyInterrupt }
 
 // ModelOptions describe the configured models as the pipeline sees them.
 type ModelOptions struct {
@@ -110,13 +116,13 @@ type ModelOptions struct {
 type OutputOptions struct {
 	// TrackFunctionCalls shows one status line per tool call.
 	TrackFunctionCalls bool
-	// Reasoning is how the model's reasoning is shown (default config.ReasoningCollapsed:
+	// Reasoning is how the model's reasoning is shown (default ReasoningCollapsed:
 	// folded under "Thinking", the way each surface folds). The agent's RemoveThink removes it
 	// before it gets here.
-	Reasoning config.Reasoning
-	// ExceptionHandling is what a user sees of a failure (default config.ShowHint:
+	Reasoning Reasoning
+	// ExceptionHandling is what a user sees of a failure (default ShowHint:
 	// Texts.FailureHint).
-	ExceptionHandling config.ExceptionHandling
+	ExceptionHandling ExceptionHandling
 }
 
 // Texts are the notices the bot sends.
@@ -176,10 +182,10 @@ const DefaultShutdownDeliverWait = 10 * time.Second
 // fill sets the defaults of the fields left zero and checks the numbers config does not bound.
 func (o *Options) fill() error {
 	if o.Output.ExceptionHandling == "" {
-		o.Output.ExceptionHandling = config.ShowHint
+		o.Output.ExceptionHandling = ShowHint
 	}
 	if o.Scope == "" {
-		o.Scope = config.ScopeChat
+		o.Scope = ScopeChat
 	}
 	if o.Replicas == nil {
 		o.Replicas = alone{}
@@ -261,9 +267,9 @@ func (t *Texts) fill() {
 // failureText is what the user sees of an error, by exception_handling.
 func (o *Options) failureText(err error) string {
 	switch o.Output.ExceptionHandling {
-	case config.ShowError:
+	case ShowError:
 		return "Error: " + err.Error()
-	case config.Hide:
+	case Hide:
 		return ""
 	default:
 		return o.Texts.FailureHint

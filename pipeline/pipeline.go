@@ -15,7 +15,6 @@ import (
 	"relaybot/adapters"
 	"relaybot/agent"
 	"relaybot/chat"
-	"relaybot/config"
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
@@ -74,8 +73,28 @@ type Observer interface {
 	// observer keeps for the turn (a trace span).
 	TurnStarted(ctx context.Context, t TurnStart) context.Context
 	// TurnFinished is told how the turn ended, with the context TurnStarted returned, before
-	// end is saved: the observer may fill end's TraceID and Deliveries.
-	TurnFinished(ctx context.Context, end *store.TurnEnd, took time.Duration)
+	// the turn is saved: the observer may fill end's TraceID and Deliveries, saved with it.
+	TurnFinished(ctx context.Context, end *TurnFinish, took time.Duration)
+}
+
+// TurnFinish describes how a turn ended, as its observers see it.
+type TurnFinish struct {
+	TurnID int64
+	Status chat.Status
+	// Model is the model that answered; Rounds how many model calls the turn made.
+	Model               string
+	Rounds              int
+	TokensIn, TokensOut int
+	// Error is what went wrong, when Status is not chat.StatusOK.
+	Error string
+	// Answer is the text of the turn's last assistant message; empty when it has none.
+	Answer string
+
+	// TraceID is the turn's OpenTelemetry trace id (32 hex digits), filled by an observer that
+	// traces; Deliveries the platform requests of the turn's reply, in order (at most
+	// chat.MaxDeliveries), filled by an observer that keeps them.
+	TraceID    string
+	Deliveries []chat.Delivery
 }
 
 // TurnStart describes a turn that begins.
@@ -172,9 +191,8 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 		stopBase:  stop,
 	}
 	p.gate = &gate{replicas: opts.Replicas, base: base, size: opts.Queue.Size, interrupt: opts.Queue.interrupt(), outbox: p.outbox}
-	relay, _ := opts.Replicas.(asking.PromptRelay)
 	p.asking = asking.New(asking.Options{Timeout: opts.Tools.ApprovalTimeout, MaxOpen: opts.Tools.MaxOpenQuestions,
-		Admins: p.access.Admins(), Relay: relay, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger})
+		Admins: p.access.Admins(), Relay: opts.Prompts, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger})
 	hist, err := history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now)
 	if err != nil {
 		return nil, err
@@ -262,7 +280,7 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		return
 	}
 	defer p.running.Done()
-	r := &request{ctx: ctx, in: in, key: history.KeyOf(in, p.opts.Scope == config.ScopeUser), out: out, log: log,
+	r := &request{ctx: ctx, in: in, key: history.KeyOf(in, p.opts.Scope == ScopeUser), out: out, log: log,
 		sender: chat.User{Platform: in.Chat.Platform, ID: in.UserID}.String()}
 	if ok, first := p.rate.Allow(r.sender, p.opts.Now()); !ok {
 		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)

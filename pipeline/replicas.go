@@ -10,8 +10,8 @@ import (
 )
 
 // Replicas is the deployment the pipeline serves the bot in: this process alone, or one replica
-// of several on one database (coord.Deployment gives either). Its methods may block on the
-// database; the pipeline bounds each call.
+// of several on one database (coord.Replica). Its methods may block on the database; the
+// pipeline bounds each call.
 type Replicas interface {
 	TurnGate
 	StopPublisher
@@ -20,7 +20,7 @@ type Replicas interface {
 	Shared() bool
 }
 
-// Stamper is what a deployment that fences its replicas adds to Replicas (coord.Replica): Stamp
+// Stamper is what a deployment that fences its replicas gives the pipeline (coord.Replica): Stamp
 // marks a turn's context with the epoch the turn begins under, so the deployment refuses its
 // platform requests and tool calls for good once another replica took the turn over.
 type Stamper interface {

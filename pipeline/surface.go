@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"relaybot/chat"
-	"relaybot/config"
 )
 
 // surface is how a platform shows what the view folds away: Telegram and the web chat render
@@ -13,12 +12,12 @@ import (
 // for finished tools.
 type surface struct {
 	discord   bool
-	reasoning config.Reasoning
+	reasoning Reasoning
 }
 
-func newSurface(p chat.Platform, reasoning config.Reasoning) surface {
+func newSurface(p chat.Platform, reasoning Reasoning) surface {
 	if reasoning == "" {
-		reasoning = config.ReasoningCollapsed
+		reasoning = ReasoningCollapsed
 	}
 	return surface{discord: p == chat.Discord, reasoning: reasoning}
 }
@@ -103,14 +102,14 @@ func (s surface) showReasoning(text string) string {
 // model is still in it.
 func (s surface) reasoningBlock(r string, done bool) string {
 	r = strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(r, thinkOpen, ""), thinkClose, ""))
-	if r == "" || s.reasoning == config.ReasoningHidden {
+	if r == "" || s.reasoning == ReasoningHidden {
 		return ""
 	}
 	summary := "💭 Thinking…"
 	if done {
 		summary = "💭 Thought"
 	}
-	if s.reasoning == config.ReasoningInline {
+	if s.reasoning == ReasoningInline {
 		return quote(summary + "\n" + r)
 	}
 	return s.fold(summary, r)

@@ -68,8 +68,8 @@ type turnParts struct {
 // runTurn runs one turn of a conversation: it saves the user's message, runs the agent with the
 // history, shows the answer as it grows, delivers the final text, and saves the turn.
 func (p *turnParts) runTurn(ctx context.Context, r *request) {
-	if st, ok := p.opts.Replicas.(Stamper); ok {
-		ctx = st.Stamp(ctx)
+	if p.opts.Stamper != nil {
+		ctx = p.opts.Stamper.Stamp(ctx)
 	}
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, p.opts.Queue.TurnTimeout, errTurnTimeout)
 	defer cancelTimeout()
@@ -373,7 +373,10 @@ func (t *turn) record(res *agent.Result, status chat.Status, errText, partial st
 		end.Messages = append(end.Messages, pm)
 	}
 	if obs := t.parts.opts.Observer; obs != nil {
-		obs.TurnFinished(t.ctx, &end, time.Since(t.begun))
+		fin := TurnFinish{TurnID: end.TurnID, Status: end.Status, Model: end.Model, Rounds: end.Rounds,
+			TokensIn: end.TokensIn, TokensOut: end.TokensOut, Error: end.Error, Answer: lastAnswer(end.Messages)}
+		obs.TurnFinished(t.ctx, &fin, time.Since(t.begun))
+		end.TraceID, end.Deliveries = fin.TraceID, fin.Deliveries
 	}
 	if !saved {
 		t.log.Error("pipeline: turn not saved: its start could not be written", "status", status)
@@ -514,6 +517,16 @@ func roundsOf(calls []chat.ModelCall) int {
 		n = max(n, c.Round)
 	}
 	return n
+}
+
+// lastAnswer is the text of the last assistant message of msgs; empty when none has text.
+func lastAnswer(msgs []chat.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == chat.RoleAssistant && msgs[i].Content != "" {
+			return msgs[i].Content
+		}
+	}
+	return ""
 }
 
 // namedToolMessages names each tool message of a turn after the tool that answered it, as the

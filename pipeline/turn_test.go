@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
-	"relaybot/config"
 	"relaybot/provider"
 	"slices"
 	"strings"
@@ -480,7 +479,7 @@ func TestQueueInOrderAndBusy(t *testing.T) {
 }
 
 func TestInterrupt(t *testing.T) {
-	h := newHarness(t, Options{Queue: QueueOptions{Busy: config.BusyInterrupt}})
+	h := newHarness(t, Options{Queue: QueueOptions{Busy: BusyInterrupt}})
 	hold := make(chan struct{})
 	defer close(hold)
 	h.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Working on it"}, {Content: "...", Wait: hold}}}, llm.Text("New answer."))
@@ -525,7 +524,7 @@ func TestRefusals(t *testing.T) {
 
 func TestFailureHandling(t *testing.T) {
 	for _, tt := range []struct {
-		mode config.ExceptionHandling
+		mode ExceptionHandling
 		want string
 	}{
 		{"show-hint", "Partial\n\nRequest failed."},

@@ -69,27 +69,3 @@ func TestAdminSessionsLastTheirTimeEndOnLogoutAndAreCapped(t *testing.T) {
 		}
 	})
 }
-
-// TestLeaseHoldersNameTheLatestHolder: a lease taken over is recorded under its new holder, and
-// the old holder's late release leaves that record alone.
-func TestLeaseHoldersNameTheLatestHolder(t *testing.T) {
-	forEachDriver(t, func(t *testing.T, driver string) {
-		ctx := context.Background()
-		s := newStore(t, driver)
-		for _, step := range []struct{ instance, name string }{{"a", "telegram poller"}, {"a", "discord shard 0"}, {"b", "telegram poller"}} {
-			if err := s.HoldLease(ctx, step.instance, step.name); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.ReleaseLease(ctx, "a", "telegram poller"); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.LeaseHolders(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(got["a"], []string{"discord shard 0"}) || !slices.Equal(got["b"], []string{"telegram poller"}) {
-			t.Errorf("lease holders = %v, want a: discord shard 0, b: telegram poller", got)
-		}
-	})
-}

@@ -86,23 +86,11 @@ type TurnEnd struct {
 	Deliveries []Delivery
 }
 
-// MaxDeliveries is the most deliveries a turn row keeps; a reply streamed by more edits keeps
-// its first ones and the last (the final text).
-const MaxDeliveries = 256
+// MaxDeliveries is the most deliveries a turn row keeps (chat.MaxDeliveries).
+const MaxDeliveries = chat.MaxDeliveries
 
-// Delivery is one platform request of a turn's reply, for the turn's timeline.
-type Delivery struct {
-	// Kind is the delivery engine's event: send, edit, files, draft, not_modified,
-	// rate_limited, retry, fallback or failed.
-	Kind string `json:"kind"`
-	// At is when the request ended; TookMS how long it ran (0 when not measured); WaitMS the
-	// wait a 429 asked for, from At on.
-	At     time.Time `json:"at"`
-	TookMS int64     `json:"took_ms,omitempty"`
-	WaitMS int64     `json:"wait_ms,omitempty"`
-	// Final is set on the requests that carried the final text.
-	Final bool `json:"final,omitempty"`
-}
+// Delivery is one platform request of a turn's reply (chat.Delivery).
+type Delivery = chat.Delivery
 
 // Turn is one turn row.
 type Turn struct {
@@ -533,7 +521,7 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 		res := tx.Model(&turnRow{}).Where("status = ? AND instance_id NOT IN (?)", TurnRunning, live).
 			Updates(map[string]any{
 				"status": TurnInterrupted, "finished_at": at,
-				"error": "the bot stopped before the turn finished",
+				"error": interruptedError,
 			})
 		if res.Error != nil {
 			return res.Error

@@ -55,7 +55,7 @@ type ManagerOptions struct {
 	// ones are left out likewise. 0 means DefaultMaxFilesPerTurn.
 	MaxFilesPerTurn int
 	// Claim, when several replicas serve the bot, claims each call of turn turnID (0: outside a
-	// turn) for this replica right before it runs (coord.Deployment.ClaimToolCall); an error
+	// turn) for this replica right before it runs (coord.Replica.ClaimToolCall); an error
 	// keeps the call from running (ErrNotClaimed). It may wait for the database, within ctx.
 	// Nil runs every call.
 	Claim func(ctx context.Context, turnID int64) error

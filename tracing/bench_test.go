@@ -11,7 +11,6 @@ import (
 	"relaybot/chat"
 	"relaybot/internal/testkit/otlp"
 	"relaybot/pipeline"
-	"relaybot/store"
 	"relaybot/tools"
 )
 
@@ -68,7 +67,7 @@ func BenchmarkTurnObservers(b *testing.B) {
 				deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventSend, Chat: ref, At: now, Took: time.Millisecond})
 				deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventEdit, Chat: ref, At: now, Took: time.Millisecond})
 				deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventEdit, Chat: ref, At: now, Took: time.Millisecond, Final: true})
-				turns.TurnFinished(ctx, &store.TurnEnd{TurnID: int64(i), Status: store.TurnOK, Model: "main", Rounds: 2}, time.Second)
+				turns.TurnFinished(ctx, &pipeline.TurnFinish{TurnID: int64(i), Status: chat.StatusOK, Model: "main", Rounds: 2}, time.Second)
 			}
 		})
 	}

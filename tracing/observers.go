@@ -17,7 +17,6 @@ import (
 	"relaybot/chat"
 	"relaybot/pipeline"
 	"relaybot/provider"
-	"relaybot/store"
 	"relaybot/tools"
 )
 
@@ -72,7 +71,7 @@ type turn struct {
 	span trace.Span // nil when not exported
 
 	mu         sync.Mutex
-	deliveries []store.Delivery
+	deliveries []chat.Delivery
 }
 
 func turnOf(ctx context.Context) *turn {
@@ -131,7 +130,7 @@ func (o turnObserver) TurnStarted(ctx context.Context, s pipeline.TurnStart) con
 }
 
 // TurnFinished fills end's trace id and deliveries and ends the turn's span.
-func (o turnObserver) TurnFinished(ctx context.Context, end *store.TurnEnd, took time.Duration) {
+func (o turnObserver) TurnFinished(ctx context.Context, end *pipeline.TurnFinish, took time.Duration) {
 	if tu := turnOf(ctx); tu != nil {
 		tu.mu.Lock()
 		end.Deliveries = append(end.Deliveries, tu.deliveries...)
@@ -141,11 +140,11 @@ func (o turnObserver) TurnFinished(ctx context.Context, end *store.TurnEnd, took
 			tu.span.SetAttributes(keyTurnStatus.String(string(end.Status)), keyModelName.String(end.Model),
 				keyInputTokens.Int(end.TokensIn), keyOutputTokens.Int(end.TokensOut), keyRound.Int(end.Rounds))
 			if o.t.capture {
-				if text := lastAnswer(end.Messages); text != "" {
-					tu.span.SetAttributes(keyOutputMsgs.String(messagesJSON("assistant", redact(text))))
+				if end.Answer != "" {
+					tu.span.SetAttributes(keyOutputMsgs.String(messagesJSON("assistant", redact(end.Answer))))
 				}
 			}
-			if end.Status != store.TurnOK {
+			if end.Status != chat.StatusOK {
 				tu.span.SetStatus(codes.Error, redact(end.Error))
 				tu.span.SetAttributes(keyErrorType.String(string(end.Status)))
 			}
@@ -155,16 +154,6 @@ func (o turnObserver) TurnFinished(ctx context.Context, end *store.TurnEnd, took
 	if o.next != nil {
 		o.next.TurnFinished(ctx, end, took)
 	}
-}
-
-// lastAnswer is the text of the turn's last assistant message.
-func lastAnswer(msgs []chat.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == store.RoleAssistant && msgs[i].Content != "" {
-			return msgs[i].Content
-		}
-	}
-	return ""
 }
 
 // messagesJSON is one message in the GenAI conventions' JSON form of gen_ai.*.messages.
@@ -262,9 +251,9 @@ func (o deliveryObserver) Observe(ctx context.Context, e delivery.Event) {
 	}
 	tu := turnOf(ctx)
 	if tu != nil {
-		d := store.Delivery{Kind: e.Kind.String(), At: e.At, TookMS: e.Took.Milliseconds(), WaitMS: e.RetryAfter.Milliseconds(), Final: e.Final}
+		d := chat.Delivery{Kind: e.Kind.String(), At: e.At, TookMS: e.Took.Milliseconds(), WaitMS: e.RetryAfter.Milliseconds(), Final: e.Final}
 		tu.mu.Lock()
-		if len(tu.deliveries) < store.MaxDeliveries {
+		if len(tu.deliveries) < chat.MaxDeliveries {
 			tu.deliveries = append(tu.deliveries, d)
 		} else {
 			tu.deliveries[len(tu.deliveries)-1] = d // the latest (the final text) is kept

@@ -71,7 +71,7 @@ type Options struct {
 }
 
 // Tracing observes turns, model calls, tool calls and deliveries. Without export it still
-// keeps each turn's deliveries for the store. Every method is safe for concurrent use.
+// keeps each turn's deliveries for the pipeline to save. Every method is safe for concurrent use.
 type Tracing struct {
 	tp      *sdktrace.TracerProvider // nil when not exporting
 	tracer  trace.Tracer

@@ -15,7 +15,6 @@ import (
 	"relaybot/adapters/delivery"
 	"relaybot/chat"
 	"relaybot/pipeline"
-	"relaybot/store"
 )
 
 // failingExporter is a collector that is down.
@@ -90,9 +89,9 @@ func TestATurnKeepsItsDeliveriesWithoutExport(t *testing.T) {
 	deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventTyping, Chat: ref, At: at})
 	deliveries.Observe(ctx, delivery.Event{Kind: delivery.EventRateLimited, Chat: ref, At: at, RetryAfter: 2 * time.Second, Final: true})
 	deliveries.Observe(context.Background(), delivery.Event{Kind: delivery.EventEdit, Chat: ref, At: at}) // no turn
-	end := &store.TurnEnd{TurnID: 1, Status: store.TurnOK}
+	end := &pipeline.TurnFinish{TurnID: 1, Status: chat.StatusOK}
 	turns.TurnFinished(ctx, end, time.Second)
-	want := []store.Delivery{{Kind: "send", At: at, TookMS: 20}, {Kind: "rate_limited", At: at, WaitMS: 2000, Final: true}}
+	want := []chat.Delivery{{Kind: "send", At: at, TookMS: 20}, {Kind: "rate_limited", At: at, WaitMS: 2000, Final: true}}
 	if len(end.Deliveries) != len(want) || end.Deliveries[0] != want[0] || end.Deliveries[1] != want[1] {
 		t.Fatalf("deliveries %+v, want %+v", end.Deliveries, want)
 	}

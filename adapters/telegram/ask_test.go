@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"relaybot/adapters"
 	tk "relaybot/internal/testkit/telegram"
@@ -118,32 +119,34 @@ func (e *env) approve(t *testing.T, q tk.Message, done chan asked) adapters.Answ
 // press approves it and the question shows the decision without its buttons. The test fails
 // when the question goes past the engine, as it did through a loop of its own.
 func TestAQuestionWaitsForTheChatsBudget(t *testing.T) {
-	e := newEnv(t, tk.Options{}, nil)
-	h := asking{outs: make(chan adapters.Responder, 1)}
-	defer startRun(t, e.ad, h)()
-	e.srv.Send(tk.Inbound{Chat: group, From: ann, Text: "@" + e.srv.BotUsername() + " run echo"})
-	asker := h.next(t)
-	for _, text := range []string{"one", "two", "three"} {
-		if err := asker.(adapters.Responder).Notice(t.Context(), text); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, tk.Options{InMemory: true}, nil)
+		h := asking{outs: make(chan adapters.Responder, 1)}
+		defer startRun(t, e.ad, h)()
+		e.srv.Send(tk.Inbound{Chat: group, From: ann, Text: "@" + e.srv.BotUsername() + " run echo"})
+		asker := h.next(t)
+		for _, text := range []string{"one", "two", "three"} {
+			if err := asker.(adapters.Responder).Notice(t.Context(), text); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	done := ask(t.Context(), asker)
-	q := e.question(t, group.ID)
-	if n := e.limited(group.ID); n != 0 {
-		t.Fatalf("the server answered %d requests in the group with 429: the question did not wait for the chat's budget", n)
-	}
-	if ans := e.approve(t, q, done); ans.Choice != "approve" || ans.UserID != "7" {
-		t.Fatalf("Ask = %+v, want Ann's approval", ans)
-	}
-	wait.For(t, "the decided question", func() bool {
-		m := e.srv.BotMessages(group.ID)[3]
-		return m.Text == "Run echo? approved by ann" && len(m.Buttons) == 0
+		done := ask(t.Context(), asker)
+		q := e.question(t, group.ID)
+		if n := e.limited(group.ID); n != 0 {
+			t.Fatalf("the server answered %d requests in the group with 429: the question did not wait for the chat's budget", n)
+		}
+		if ans := e.approve(t, q, done); ans.Choice != "approve" || ans.UserID != "7" {
+			t.Fatalf("Ask = %+v, want Ann's approval", ans)
+		}
+		wait.For(t, "the decided question", func() bool {
+			m := e.srv.BotMessages(group.ID)[3]
+			return m.Text == "Run echo? approved by ann" && len(m.Buttons) == 0
+		})
+		if n := e.limited(group.ID); n != 0 {
+			t.Errorf("the server answered %d requests in the group with 429", n)
+		}
+		wait.For(t, "the press answered through the delivery engine", func() bool { return e.counters.Snapshot().Interactions == 1 })
 	})
-	if n := e.limited(group.ID); n != 0 {
-		t.Errorf("the server answered %d requests in the group with 429", n)
-	}
-	wait.For(t, "the press answered through the delivery engine", func() bool { return e.counters.Snapshot().Interactions == 1 })
 }
 
 // A 429 on the question's post, or on the edit that closes it unanswered, is retried once its
@@ -159,43 +162,45 @@ func TestA429OnAQuestionIsRetried(t *testing.T) {
 		{"on the closing edit", "editMessageText", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, tk.Options{}, nil)
-			h := asking{outs: make(chan adapters.Responder, 1)}
-			defer startRun(t, e.ad, h)()
-			e.srv.Send(tk.Inbound{Chat: group, From: ann, Text: "@" + e.srv.BotUsername() + " run echo"})
-			asker := h.next(t)
-			e.srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: tc.method, ChatID: group.ID, RetryAfter: 2})
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			done := ask(ctx, asker)
-			q := e.question(t, group.ID)
-			if !tc.close {
-				if ans := e.approve(t, q, done); ans.Choice != "approve" {
-					t.Fatalf("Ask = %+v, want Ann's approval", ans)
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, tk.Options{InMemory: true}, nil)
+				h := asking{outs: make(chan adapters.Responder, 1)}
+				defer startRun(t, e.ad, h)()
+				e.srv.Send(tk.Inbound{Chat: group, From: ann, Text: "@" + e.srv.BotUsername() + " run echo"})
+				asker := h.next(t)
+				e.srv.AddFault(tk.Fault{Kind: tk.Fault429, Method: tc.method, ChatID: group.ID, RetryAfter: 2})
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				done := ask(ctx, asker)
+				q := e.question(t, group.ID)
+				if !tc.close {
+					if ans := e.approve(t, q, done); ans.Choice != "approve" {
+						t.Fatalf("Ask = %+v, want Ann's approval", ans)
+					}
+				} else {
+					cancel()
+					if r := <-done; r.err == nil {
+						t.Fatalf("Ask = %+v after the turn ended, want the context's error", r.ans)
+					}
 				}
-			} else {
-				cancel()
-				if r := <-done; r.err == nil {
-					t.Fatalf("Ask = %+v after the turn ended, want the context's error", r.ans)
+				want := "Run echo? approved by ann"
+				if tc.close {
+					want = "Run echo?" + adapters.ClosedText
 				}
-			}
-			want := "Run echo? approved by ann"
-			if tc.close {
-				want = "Run echo?" + adapters.ClosedText
-			}
-			wait.For(t, "the question's last text without buttons", func() bool {
-				m := e.srv.BotMessages(group.ID)[0]
-				return m.Text == want && len(m.Buttons) == 0
+				wait.For(t, "the question's last text without buttons", func() bool {
+					m := e.srv.BotMessages(group.ID)[0]
+					return m.Text == want && len(m.Buttons) == 0
+				})
+				if n := e.questions(group.ID); n != 1 {
+					t.Errorf("%d questions posted, want 1", n)
+				}
+				if n := e.count(tc.method, 429); n != 1 {
+					t.Errorf("%d 429s answered to %s, want the one injected", n, tc.method)
+				}
+				if st := e.counters.Snapshot(); st.RateLimited != 1 {
+					t.Errorf("the engine saw %d 429s, want 1", st.RateLimited)
+				}
 			})
-			if n := e.questions(group.ID); n != 1 {
-				t.Errorf("%d questions posted, want 1", n)
-			}
-			if n := e.count(tc.method, 429); n != 1 {
-				t.Errorf("%d 429s answered to %s, want the one injected", n, tc.method)
-			}
-			if st := e.counters.Snapshot(); st.RateLimited != 1 {
-				t.Errorf("the engine saw %d 429s, want 1", st.RateLimited)
-			}
 		})
 	}
 }

@@ -47,8 +47,9 @@ type bot struct {
 	log   *slog.Logger
 	grace time.Duration
 	hurry <-chan os.Signal // a second signal ends the grace period; nil in tests
-	// dep is this process's place in the deployment: alone on SQLite, a replica on PostgreSQL.
-	dep coord.Deployment
+	// replica is this process's place among the replicas on PostgreSQL; nil alone on SQLite,
+	// where every role it plays is the consumer's zero value.
+	replica *coord.Replica
 	// instance is this replica's id (host and pid, and a random part).
 	instance string
 	store    *store.Store
@@ -138,7 +139,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
 		ParallelTools: cfg.Tools.ParallelTools,
 		Consents:      st, AlwaysAllowFor: cfg.Tools.AlwaysAllow,
-		Claim: b.dep.ClaimToolCall})
+		Claim: b.claimToolCall()})
 	if err != nil {
 		return b, err
 	}
@@ -148,7 +149,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	m.CountQueue("pipeline", b.pipe.Queued)
-	b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return b.dep.Run(ctx, b.pipe) }})
+	if r := b.replica; r != nil {
+		b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return r.Run(ctx, b.pipe) }})
+	}
 
 	deliver := delivery.Options{Logger: log, Observer: b.tracing.Deliveries(m)}
 	if b.connectors, err = b.platforms(cfg, deliver); err != nil {
@@ -197,7 +200,9 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 	opts.Recorder = rec
 	opts.Logger = b.log
 	opts.Observer = b.tracing.Turns(m)
-	opts.Replicas = b.dep
+	if r := b.replica; r != nil {
+		opts.Replicas, opts.Stamper, opts.Prompts = r, r, r
+	}
 	return pipeline.New(runner, b.store, mgr, opts)
 }
 
@@ -343,11 +348,12 @@ func (b *bot) platforms(cfg *config.Config, deliver delivery.Options) ([]connect
 func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord.Adapter, error) {
 	log := b.log
 	bot := coord.BotOf(chat.Discord, cfg.Discord.Token)
+	roles := b.platformRoles(bot, discord.Limits(), deliver)
 	dc, err := discord.New(discord.Options{
-		Ledger:           b.dep.Ledger(),
+		Ledger:           roles.ledger,
 		Shards:           cfg.Discord.Shards,
-		ShardLeases:      b.dep.Shards(bot),
-		Questions:        b.dep.Questions(bot),
+		ShardLeases:      b.shardLeases(bot),
+		Questions:        roles.questions,
 		Token:            cfg.Discord.Token,
 		APIBase:          cfg.Discord.APIBase,
 		AllowedGuilds:    cfg.Discord.AllowedGuilds,
@@ -363,13 +369,12 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		GlobalPerSecond:  cfg.Discord.GlobalPerSecond,
 		MaxImageBytes:    cfg.Chat.MaxImageBytes,
 		Logger:           log,
-		Delivery:         b.dep.Delivery(bot, discord.Limits(), deliver),
+		Delivery:         roles.deliver,
 	})
 	if err != nil {
 		return nil, err
 	}
-	b.dep.AddEngine(bot, dc.Engine())
-	b.dep.AddQuestionCloser(bot, dc)
+	b.engineBuilt(bot, dc.Engine(), dc)
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
 	return dc, nil
 }
@@ -380,10 +385,11 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 	log := b.log
 	offsetFile := cfg.OffsetPath()
 	bot := coord.BotOf(chat.Telegram, cfg.Telegram.Token)
+	roles := b.platformRoles(bot, telegram.Limits(), deliver)
 	tg, err := telegram.New(telegram.Options{
-		Ledger:          b.dep.Ledger(),
-		PollLease:       b.dep.PollLease(bot),
-		Questions:       b.dep.Questions(bot),
+		Ledger:          roles.ledger,
+		PollLease:       b.pollLease(bot),
+		Questions:       roles.questions,
 		Token:           cfg.Telegram.Token,
 		APIEndpoint:     cfg.Telegram.APIEndpoint,
 		Mode:            string(cfg.Telegram.Mode),
@@ -404,13 +410,12 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		OffsetFile:      offsetFile,
 		Commands:        pipeline.Commands(),
 		Logger:          log,
-		Delivery:        b.dep.Delivery(bot, telegram.Limits(), deliver),
+		Delivery:        roles.deliver,
 	})
 	if err != nil {
 		return nil, err
 	}
-	b.dep.AddEngine(bot, tg.Engine())
-	b.dep.AddQuestionCloser(bot, tg)
+	b.engineBuilt(bot, tg.Engine(), tg)
 	if offsetFile == "" {
 		offsetFile = "off"
 	}
@@ -439,7 +444,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		TraceURL:  cfg.OTel.TraceURL,
 		Logger:    b.log,
 		Proxies:   proxies,
-		Instances: adminInstances(b.dep),
+		Instances: adminInstances(b.replica),
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store,
 		PublicURL: cfg.Admin.PublicURL,
@@ -450,9 +455,12 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
-		chat, err := web.New(web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Relay: b.dep.WebRelay(),
-			Questions: b.dep.Questions(coord.BotOf(chat.Web, "")), Logger: b.log,
-			MaxUploadBytes: cfg.Media.MaxBytes})
+		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log,
+			MaxUploadBytes: cfg.Media.MaxBytes}
+		if r := b.replica; r != nil {
+			wopts.Relay, wopts.Questions = r.WebRelay(), r.Questions(coord.BotOf(chat.Web, ""))
+		}
+		chat, err := web.New(wopts)
 		if err != nil {
 			return err
 		}
@@ -513,9 +521,9 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			Admins:     cfg.Access.Admins,
 		},
 		RateLimitPerMinute: cfg.Chat.RateLimitPerMin,
-		Scope:              cfg.Chat.Scope,
+		Scope:              pipeline.Scope(cfg.Chat.Scope),
 		Queue: pipeline.QueueOptions{
-			Busy:             cfg.Chat.Busy,
+			Busy:             pipeline.Busy(cfg.Chat.Busy),
 			Size:             cfg.Chat.QueueSize,
 			MaxTurnsInFlight: cfg.Chat.MaxTurnsInFlight,
 			TurnWait:         cfg.Chat.TurnWait,
@@ -537,8 +545,8 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 		},
 		Output: pipeline.OutputOptions{
 			TrackFunctionCalls: cfg.Output.TrackFunctionCalls,
-			Reasoning:          cfg.Output.Reasoning,
-			ExceptionHandling:  cfg.Output.ExceptionHandling,
+			Reasoning:          pipeline.Reasoning(cfg.Output.Reasoning),
+			ExceptionHandling:  pipeline.ExceptionHandling(cfg.Output.ExceptionHandling),
 		},
 		Texts: pipeline.Texts{
 			Help:        cfg.Chat.HelpText,

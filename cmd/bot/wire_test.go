@@ -5,8 +5,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"relaybot/config"
+	"relaybot/pipeline"
 	"testing"
 )
 
@@ -73,4 +77,27 @@ func TestModelHTTPClientReusesConnections(t *testing.T) {
 	if got := dials.Load(); got != turns {
 		t.Errorf("connections dialled over two waves of %d streams = %d, want %d (the second wave reuses the first's)", turns, got, turns)
 	}
+}
+
+// TestEveryConfiguredPolicyIsOneThePipelineKnows: the config's enums reach the pipeline as its
+// own types by conversion, so each value the config accepts must be spelled as the pipeline's.
+func TestEveryConfiguredPolicyIsOneThePipelineKnows(t *testing.T) {
+	for _, tc := range []struct{ config, pipeline []string }{
+		{strs(config.Scopes), strs([]pipeline.Scope{pipeline.ScopeChat, pipeline.ScopeUser})},
+		{strs(config.Busies), strs([]pipeline.Busy{pipeline.BusyQueue, pipeline.BusyInterrupt})},
+		{strs(config.Reasonings), strs([]pipeline.Reasoning{pipeline.ReasoningCollapsed, pipeline.ReasoningHidden, pipeline.ReasoningInline})},
+		{strs(config.ExceptionHandlings), strs([]pipeline.ExceptionHandling{pipeline.ShowHint, pipeline.ShowError, pipeline.Hide})},
+	} {
+		if !slices.Equal(tc.config, tc.pipeline) {
+			t.Errorf("the config accepts %q, the pipeline knows %q: a configured value would take the pipeline's default", tc.config, tc.pipeline)
+		}
+	}
+}
+
+func strs[S ~string](vs []S) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
 }

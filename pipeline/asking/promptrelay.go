@@ -9,7 +9,7 @@ import (
 	"relaybot/chat"
 )
 
-// PromptRelay is what a deployment of several replicas adds to Replicas (coord.Replica) so that
+// PromptRelay is what a deployment of several replicas gives the pipeline (coord.Replica) so that
 // a typed answer to a tool's reply prompt reaches the turn that asked, whichever replica the
 // message lands on (a webhook behind a load balancer, the poller moved).
 type PromptRelay interface {

@@ -7,7 +7,7 @@ import (
 
 // KeyOf returns the conversation of a message: a private chat is its user's; a group chat (or a
 // forum topic or thread inside one, each its own) is shared by its members, or with perMember
-// (config.ScopeUser) is one per member.
+// (ScopeUser) is one per member.
 func KeyOf(in adapters.Inbound, perMember bool) chat.Key {
 	k := chat.Key{Platform: in.Chat.Platform, ChatID: in.Chat.ChatID, ThreadID: in.Chat.ThreadID}
 	if in.Kind == adapters.Private || perMember {

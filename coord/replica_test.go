@@ -16,7 +16,7 @@ import (
 	"relaybot/internal/testkit/wait"
 )
 
-// engine is a delivery engine as a Deployment drives it: it records the budget shares it is
+// engine is a delivery engine as a Replica drives it: it records the budget shares it is
 // given and the replies it is asked to end.
 type engine struct {
 	mu     sync.Mutex
@@ -131,56 +131,6 @@ func TestReplicasShareTheBotWideBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, "the first replica to take the whole budget back", func() bool { return first.share() == 1 })
-}
-
-// stopper records the stops a deployment hands its turns.
-type stopper struct {
-	mu    sync.Mutex
-	stops []string
-}
-
-func (s *stopper) StopFromReplica(key, userID string, admin bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stops = append(s.stops, key+" by "+userID)
-	return true
-}
-
-func (s *stopper) InterruptFromReplica(string) bool { return false }
-
-func (s *stopper) got() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.stops)
-}
-
-// TestASingleProcessAdmitsEveryMessageAndStopsItsOwnTurns: alone, a message is admitted at once
-// and queued nowhere else, no turn runs elsewhere, and a stop it publishes reaches its own turns.
-func TestASingleProcessAdmitsEveryMessageAndStopsItsOwnTurns(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	l := NewLocal()
-	if ticket, admitted, err := l.Enter(ctx, "telegram:1", adapters.Inbound{}, 0, false); err != nil || !admitted || ticket != 0 {
-		t.Fatalf("Enter = %d, %v, %v; want admitted, queued nowhere (0)", ticket, admitted, err)
-	}
-	if _, elsewhere, err := l.Elsewhere(ctx, "telegram:1"); err != nil || elsewhere {
-		t.Fatalf("Elsewhere = %v, %v; want no turn on another replica", elsewhere, err)
-	}
-	turns := &stopper{}
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx, turns) }()
-	wait.For(t, "the stop to reach the process's turns", func() bool {
-		if err := l.PublishStop(ctx, "telegram:1", "5", false); err != nil {
-			t.Fatal(err)
-		}
-		return len(turns.got()) > 0
-	})
-	if got := turns.got()[0]; got != "telegram:1 by 5" {
-		t.Errorf("the turns were asked to stop %q", got)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run after its context ended: %v", err)
-	}
 }
 
 // TestABotIsNamedByADigestOfItsToken: the names replicas share for a bot carry a digest of its
