@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"relaybot/adapters"
+	"relaybot/adapters/markdown"
 	"relaybot/audit"
 	"relaybot/internal/ellipsis"
 )
@@ -77,7 +78,8 @@ func (c *commands) audit(r *request) {
 	c.say(out, formatAudit(f, entries), log)
 }
 
-// formatAudit renders tool calls as a compact list, newest first.
+// formatAudit renders tool calls as a compact list, newest first, escaped as Markdown: tool
+// names and arguments are the model's words and show as written.
 func formatAudit(f audit.Filter, entries []audit.Record) string {
 	var b strings.Builder
 	what := []string{}
@@ -95,14 +97,14 @@ func formatAudit(f audit.Filter, entries []audit.Record) string {
 		suffix = " (" + strings.Join(what, ", ") + ")"
 	}
 	if len(entries) == 0 {
-		return "No tool calls" + suffix + "."
+		return markdown.Escape("No tool calls" + suffix + ".")
 	}
 	fmt.Fprintf(&b, "Latest tool calls%s, newest first, UTC:", suffix)
 	for _, e := range entries {
 		fmt.Fprintf(&b, "\n%s %s %s %s %s", e.StartedAt.UTC().Format("01-02 15:04:05"), e.ToolName, e.Status,
 			tookText(e.Duration), preview(e.Arguments, 40))
 	}
-	return b.String()
+	return markdown.Escape(b.String())
 }
 
 // preview flattens s to one line of at most n characters.

@@ -50,7 +50,7 @@ func TestView(t *testing.T) {
 	v.setText("Let me look that up.")
 	v.endRound()
 	v.startTool("c1", "fetch_url")
-	if got, want := v.render(), "Let me look that up.\n\n⏳ fetch_url…"; got != want {
+	if got, want := v.render(), "Let me look that up.\n\n⏳ fetch\\_url…"; got != want {
 		t.Fatalf("while the tool runs:\n%q\nwant\n%q", got, want)
 	}
 	v.finishTool("c1", "fetch_url", tools.Outcome{Status: audit.StatusOK, Duration: 1200 * time.Millisecond})
@@ -58,12 +58,12 @@ func TestView(t *testing.T) {
 	v.finishTool("c2", "current_time", tools.Failed(audit.StatusError, errors.New("boom\nstack")))
 	v.startTool("c3", "echo")
 	v.finishTool("c3", "echo", tools.Outcome{Status: audit.StatusOK, Duration: 35 * time.Millisecond})
-	if got, want := v.render(), "Let me look that up.\n\n✓ fetch_url 1.2 s\n✗ current_time: boom\n✓ echo 35 ms"; got != want {
+	if got, want := v.render(), "Let me look that up.\n\n✓ fetch\\_url 1.2 s\n✗ current\\_time: boom\n✓ echo 35 ms"; got != want {
 		t.Fatalf("tools done, no text yet:\n%q\nwant\n%q", got, want)
 	}
 	// Once the answer continues, the finished lines fold away, the way each surface folds.
 	v.setText("It is noon.")
-	want := "Let me look that up.\n\n<details>\n<summary>✗ 3 tools, 1 failed · 1.2 s</summary>\n\n✓ fetch_url 1.2 s\n✗ current_time: boom\n✓ echo 35 ms\n\n</details>\n\nIt is noon."
+	want := "Let me look that up.\n\n<details>\n<summary>✗ 3 tools, 1 failed · 1.2 s</summary>\n\n✓ fetch\\_url 1.2 s\n✗ current\\_time: boom\n✓ echo 35 ms\n\n</details>\n\nIt is noon."
 	if got := v.render(); got != want {
 		t.Fatalf("final:\n%q\nwant\n%q", got, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/adapters/markdown"
 	"relaybot/agent"
 	"relaybot/chat"
 	"relaybot/media"
@@ -141,7 +142,7 @@ func (m *mediaReader) readAttachments(ctx context.Context, in adapters.Inbound, 
 	}
 	parts := append(ar.parts, m.documentParts(ar.docs, ar.docNames)...)
 	for _, n := range ar.notes {
-		m.outbox.notice(out, n, log)
+		m.outbox.notice(out, markdown.Escape(n), log) // a note names the file as its sender named it
 	}
 	if len(parts) > 0 && len(ar.notes) > 0 {
 		parts = append(parts, "[Not read: "+strings.Join(ar.notes, " ")+"]")

@@ -79,7 +79,7 @@ func TestUsageCommand(t *testing.T) {
 		out := &recResponder{}
 		in := privateMsg(tc.user, "9", "/usage "+tc.args)
 		<-h.handle(in, out)
-		if n := out.Notices(); len(n) != 1 || !strings.Contains(n[0], tc.want) {
+		if n := out.RawNotices(); len(n) != 1 || !strings.Contains(n[0], tc.want) {
 			t.Errorf("/usage %s by %s = %q, want %q", tc.args, tc.user, n, tc.want)
 		}
 	}

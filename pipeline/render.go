@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/adapters/markdown"
 	"relaybot/audit"
 	"relaybot/internal/ellipsis"
 	"relaybot/tools"
@@ -42,23 +43,27 @@ type toolLine struct {
 	msg    string
 }
 
+// String renders the status line as Markdown: the tool's name (the model's words), its progress
+// message and its error (the tool's or its server's words) are escaped, so none of them
+// becomes a link or formatting in the answer.
 func (l toolLine) String() string {
+	name := markdown.Escape(l.name)
 	switch {
 	case !l.done && (l.hasPct || l.msg != ""):
-		s := "⏳ " + l.name
+		s := "⏳ " + name
 		if l.hasPct {
 			s += fmt.Sprintf(" %d%%", l.pct)
 		}
 		if l.msg != "" {
-			s += " — " + l.msg
+			s += " — " + markdown.Escape(l.msg)
 		}
 		return s
 	case !l.done:
-		return "⏳ " + l.name + "…"
+		return "⏳ " + name + "…"
 	case l.err != "":
-		return "✗ " + l.name + ": " + l.err
+		return "✗ " + name + ": " + markdown.Escape(l.err)
 	default:
-		return "✓ " + l.name + " " + tookText(l.took)
+		return "✓ " + name + " " + tookText(l.took)
 	}
 }
 

@@ -69,7 +69,7 @@ func TestReadOnlyRoundRunsSideBySide(t *testing.T) {
 		llm.Call{ID: "c", Name: "read_sleep", Args: args}), llm.Text("read"))
 	out := &recResponder{stream: true}
 	<-h.handle(privateMsg("7", "1", "read"), out)
-	if !out.Reply(0).sawUpdate("⏳ read_sleep…\n⏳ read_sleep…\n⏳ read_sleep…") {
+	if !out.Reply(0).sawUpdate(`⏳ read\_sleep…` + "\n" + `⏳ read\_sleep…` + "\n" + `⏳ read\_sleep…`) {
 		t.Fatalf("the status lines never showed three calls running at once: %q", out.Reply(0).updates)
 	}
 	recs := h.rec.Records()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/adapters/markdown"
 	"relaybot/agent"
 	"relaybot/audit"
 	"relaybot/chat"
@@ -64,7 +65,20 @@ func (r *recResponder) Notice(ctx context.Context, text string) error {
 
 func (r *recResponder) SupportsStreaming() bool { return r.stream }
 
+// Notices returns the notices as a chat shows them: Markdown rendered to its text (the escapes
+// of untrusted words gone, markup the bot meant shown as its text).
 func (r *recResponder) Notices() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(r.notices))
+	for i, n := range r.notices {
+		out[i], _ = markdown.Telegram(n)
+	}
+	return out
+}
+
+// RawNotices returns the notices as the pipeline wrote them (Markdown).
+func (r *recResponder) RawNotices() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.notices...)

@@ -92,7 +92,7 @@ var mayImport = map[string][]string{
 
 var (
 	platform = []string{"adapters", "adapters/delivery", "adapters/markdown", "chat", "internal/ellipsis", "internal/logredact"}
-	pipeline = []string{"adapters", "agent", "audit", "chat", "internal/ellipsis", "media", "media/sandbox", "provider", "speech", "store", "tools"}
+	pipeline = []string{"adapters", "adapters/markdown", "agent", "audit", "chat", "internal/ellipsis", "media", "media/sandbox", "provider", "speech", "store", "tools"}
 	observer = []string{"adapters", "adapters/delivery", "agent", "audit", "chat", "pipeline", "pipeline/...", "provider", "tools"}
 )
 

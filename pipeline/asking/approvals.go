@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/adapters/markdown"
 	"relaybot/chat"
 	"relaybot/pipeline/access"
 	"relaybot/tools"
@@ -279,7 +280,7 @@ func (a *Approver) postWholeCall(ctx context.Context, req tools.ApprovalRequest)
 		return false
 	}
 	r := a.out.NewReply(ctx)
-	err := r.Finish(ctx, "The whole call to "+tools.Visible(req.Tool)+", for the question below:",
+	err := r.Finish(ctx, "The whole call to "+markdown.Escape(tools.Visible(req.Tool))+", for the question below:",
 		[]chat.File{{Name: wholeCallName(req), MIME: "application/json", Data: []byte(req.Arguments)}})
 	return err == nil
 }

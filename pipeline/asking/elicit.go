@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"relaybot/adapters"
+	"relaybot/adapters/markdown"
 	"relaybot/chat"
 	"relaybot/tools"
 )
@@ -262,9 +263,10 @@ func (a *Approver) prompt(ctx context.Context, text string, answerers []string, 
 	}
 }
 
-// say posts a message of the question into the chat.
+// say posts a message of the question into the chat, escaped: it carries the tool's words (its
+// question, its fields, the problem with an answer), which must show as written.
 func (a *Approver) say(text string) {
-	a.notice(text)
+	a.notice(markdown.Escape(text))
 }
 
 func elicitHead(q tools.Elicitation) string {
