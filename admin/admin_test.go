@@ -562,3 +562,31 @@ func TestShutdownEndsOpenEventStreams(t *testing.T) {
 		t.Fatalf("Serve with an open event stream: %v", err)
 	}
 }
+
+// TestNewRefusesAStoreMissingAQueryType: every part of the database the pages read is required,
+// and the error names the one missing, so no page finds out at its first request.
+func TestNewRefusesAStoreMissingAQueryType(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	for _, tc := range []struct {
+		field string
+		drop  func(*Store)
+	}{
+		{"ToolCalls", func(s *Store) { s.ToolCalls = nil }},
+		{"Turns", func(s *Store) { s.Turns = nil }},
+		{"Messages", func(s *Store) { s.Messages = nil }},
+		{"Timelines", func(s *Store) { s.Timelines = nil }},
+		{"Usage", func(s *Store) { s.Usage = nil }},
+		{"Consents", func(s *Store) { s.Consents = nil }},
+		{"Health", func(s *Store) { s.Health = nil }},
+	} {
+		s := storeOf(st)
+		tc.drop(&s)
+		_, err := New(Options{Listen: "127.0.0.1:0", Store: s})
+		if err == nil || !strings.Contains(err.Error(), "Store."+tc.field) {
+			t.Errorf("without %s: err = %v, want it named", tc.field, err)
+		}
+	}
+	if _, err := New(Options{Listen: "127.0.0.1:0", Store: storeOf(st)}); err != nil {
+		t.Errorf("the whole store refused: %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"relaybot/pipeline/history"
 	"relaybot/provider"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // withModels replaces the harness's pipeline by one whose runner has the given candidates, all
@@ -266,5 +267,27 @@ func TestContextTooLongCompactsAndRetriesOnce(t *testing.T) {
 	}
 	if last.Status != store.TurnOK || strings.Join(calls, ",") != "error,ok,ok" || saved[1].Round != 0 {
 		t.Errorf("turn saved %s with calls %v (%+v), want ok with the refused call, the summary (round 0) and the answer", last.Status, calls, saved)
+	}
+}
+
+// TestNewRefusesAStoreMissingAQueryType: every part of the database a turn uses is required, and
+// the error names the one missing, so no turn finds out halfway.
+func TestNewRefusesAStoreMissingAQueryType(t *testing.T) {
+	st := storeOf(storetest.Open(t, storetest.SQLite))
+	for _, tc := range []struct {
+		field string
+		drop  func(*Store)
+	}{
+		{"Conversations", func(s *Store) { s.Conversations = nil }},
+		{"Turns", func(s *Store) { s.Turns = nil }},
+		{"Messages", func(s *Store) { s.Messages = nil }},
+		{"ModelCalls", func(s *Store) { s.ModelCalls = nil }},
+		{"ToolCalls", func(s *Store) { s.ToolCalls = nil }},
+	} {
+		s := st
+		tc.drop(&s)
+		if _, err := New(stoppedRunner{}, s, nil, Options{}); err == nil || !strings.Contains(err.Error(), "Store."+tc.field) {
+			t.Errorf("without %s: err = %v, want it named", tc.field, err)
+		}
 	}
 }
