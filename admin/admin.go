@@ -30,21 +30,51 @@ import (
 	"relaybot/store"
 )
 
-// Store is what the admin server reads from the database: the audit log and turns;
-// *store.Store implements it.
-type Store interface {
-	audit.Log
-	Turn(ctx context.Context, id int64) (store.Turn, error)
+// Store is what the admin server reads from the database: one query type a field, as
+// *store.Database has them. Every field is required.
+type Store struct {
+	ToolCalls audit.Log      // *store.ToolCallQuery
+	Turns     Turns          // *store.TurnQuery
+	Messages  TurnMessages   // *store.MessageQuery
+	Timelines Timelines      // *store.TimelineQuery
+	Usage     UsageStore     // *store.UsageQuery
+	Consents  audit.Consents // *store.ConsentQuery
+	Health    Pinger         // *store.Database
 }
 
-// turnMessages is implemented by stores that can list the messages of one turn (*store.Store
-// does); the detail page shows them around the call when the store has it.
-type turnMessages interface {
+// check reports the first field of s that is missing.
+func (s Store) check() error {
+	for _, f := range []struct {
+		name    string
+		missing bool
+	}{{"ToolCalls", s.ToolCalls == nil}, {"Turns", s.Turns == nil}, {"Messages", s.Messages == nil},
+		{"Timelines", s.Timelines == nil}, {"Usage", s.Usage == nil}, {"Consents", s.Consents == nil},
+		{"Health", s.Health == nil}} {
+		if f.missing {
+			return fmt.Errorf("admin: Options.Store.%s is required", f.name)
+		}
+	}
+	return nil
+}
+
+// Turns reads turns: one by id, and a chat's newest.
+type Turns interface {
+	Turn(ctx context.Context, id int64) (store.Turn, error)
+	ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]store.Turn, error)
+}
+
+// TurnMessages lists the messages of one turn; the detail page shows them around the call.
+type TurnMessages interface {
 	TurnMessages(ctx context.Context, turnID int64) ([]chat.Message, error)
 }
 
-// pinger is implemented by stores that can check their connection; /healthz uses it.
-type pinger interface {
+// Timelines reads what a turn's timeline is drawn from.
+type Timelines interface {
+	TurnTimeline(ctx context.Context, id int64) (store.Timeline, error)
+}
+
+// Pinger checks the database's connection; /healthz uses it.
+type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
@@ -77,7 +107,7 @@ type Options struct {
 	// Token is the admin token. Empty is allowed only on a loopback Listen address, and then no
 	// login is asked for.
 	Token string
-	// Store is the database the audit log is read from. Required.
+	// Store is the part of the database the pages and the API read, every field required.
 	Store Store
 	// MCPHealth reports the MCP servers' health; nil shows no servers.
 	MCPHealth func() []ServerHealth
@@ -117,7 +147,7 @@ type Options struct {
 	// PublicURL is admin.public_url: the OAuth callback is on it when set, else on the host
 	// the browser asked for.
 	PublicURL string
-	// Sessions keeps the login sessions (*store.Store, so that every replica knows them); nil
+	// Sessions keeps the login sessions (*store.AdminSessionQuery, so that every replica knows them); nil
 	// keeps them in this process's memory.
 	Sessions Sessions
 }
@@ -139,8 +169,8 @@ type Server struct {
 
 // New checks the options and builds the server; it does not listen yet.
 func New(opts Options) (*Server, error) {
-	if opts.Store == nil {
-		return nil, errors.New("admin: Options.Store is required")
+	if err := opts.Store.check(); err != nil {
+		return nil, err
 	}
 	if opts.Listen == "" {
 		return nil, errors.New("admin: Options.Listen is empty (want host:port, e.g. 127.0.0.1:8080)")
@@ -445,13 +475,11 @@ func sessionOf(r *http.Request) session {
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if p, ok := s.opts.Store.(pinger); ok {
-		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		if err := p.Ping(ctx); err != nil {
-			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
-			return
-		}
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	if err := s.opts.Store.Health.Ping(ctx); err != nil {
+		http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
 }

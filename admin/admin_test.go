@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 const testToken = "test-admin-token-0123456789"
@@ -30,30 +30,21 @@ type seeded struct {
 	base   time.Time
 }
 
-// openStore opens a migrated SQLite store in a temporary folder.
-func openStore(t *testing.T) *store.Store {
-	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return st
+// storeOf is the admin server's part of db, as cmd/bot hands it over.
+func storeOf(db *store.Database) Store {
+	return Store{ToolCalls: db.ToolCalls, Turns: db.Turns, Messages: db.Messages, Timelines: db.Timelines,
+		Usage: db.Usage, Consents: db.Consents, Health: db}
 }
 
 // seedStore writes one turn with messages and a set of tool calls through the store's write API.
-func seedStore(t *testing.T, st *store.Store) seeded {
+func seedStore(t *testing.T, st *store.Database) seeded {
 	t.Helper()
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "100"})
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "100"})
 	if err != nil {
 		t.Fatalf("conversation: %v", err)
 	}
-	turnID, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1", UserName: "alice",
+	turnID, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1", UserName: "alice",
 		UserMessage: chat.Message{Role: store.RoleUser, Content: "what is the weather in Paris?"}})
 	if err != nil {
 		t.Fatalf("start turn: %v", err)
@@ -83,7 +74,7 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 		rec := audit.Record{TurnID: turnID, ConversationID: conv.ID, Platform: "telegram", ChatID: sp.chat,
 			UserID: sp.user, Round: 1, ToolCallID: fmt.Sprintf("call_%d", i), ToolName: sp.tool, Source: sp.source,
 			Server: sp.server, Arguments: fmt.Sprintf(`{"city":"Paris","n":%d}`, i), StartedAt: started}
-		if err := st.StartToolCall(ctx, &rec); err != nil {
+		if err := st.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 			t.Fatalf("start call %d: %v", i, err)
 		}
 		rec.Status, rec.Error = sp.status, sp.errText
@@ -96,12 +87,12 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 			rec.Progress = "reading station 3"
 			rec.Elicitation = `[{"message":"Which station?","mode":"form","action":"accept","answer":"{\"station\":3}","by":"alice","at":"2026-01-01T00:00:00Z"}]`
 		}
-		if err := st.FinishToolCall(ctx, &rec); err != nil {
+		if err := st.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 			t.Fatalf("finish call %d: %v", i, err)
 		}
 		out.calls = append(out.calls, rec)
 	}
-	err = st.FinishTurn(ctx, store.TurnEnd{TurnID: turnID, Status: store.TurnOK, Model: "test-model", Rounds: 2,
+	err = st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: turnID, Status: store.TurnOK, Model: "test-model", Rounds: 2,
 		Messages: []chat.Message{
 			{Role: store.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_0", Name: "weather", Arguments: `{"city":"Paris","n":0}`}}},
 			{Role: store.RoleTool, Name: "weather", ToolCallID: "call_0", Content: `{"ok":true,"i":0}`},
@@ -113,9 +104,9 @@ func seedStore(t *testing.T, st *store.Store) seeded {
 	return out
 }
 
-func newTestServer(t *testing.T, st Store, token string, mutate ...func(*Options)) (*Server, *httptest.Server) {
+func newTestServer(t *testing.T, st *store.Database, token string, mutate ...func(*Options)) (*Server, *httptest.Server) {
 	t.Helper()
-	opts := Options{Listen: "127.0.0.1:0", Token: token, Store: st, Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))}
+	opts := Options{Listen: "127.0.0.1:0", Token: token, Store: storeOf(st), Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))}
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -162,7 +153,7 @@ func names(items []audit.Record) []string {
 }
 
 func TestAPIToolCallsFilters(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 
@@ -202,7 +193,7 @@ func TestAPIToolCallsFilters(t *testing.T) {
 }
 
 func TestAPIToolCallsJSONFields(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/tool-calls?tool=weather&status=error", nil)
@@ -242,7 +233,7 @@ func TestAPIToolCallsJSONFields(t *testing.T) {
 }
 
 func TestAPIPagination(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	var all []string
@@ -280,7 +271,7 @@ func TestAPIPagination(t *testing.T) {
 }
 
 func TestAPIBadInput(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	for _, path := range []string{
@@ -310,7 +301,7 @@ func TestAPIBadInput(t *testing.T) {
 }
 
 func TestAPIToolCallByID(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	want := seed.calls[3]
@@ -339,7 +330,7 @@ type toolStat struct {
 }
 
 func TestAPIToolStats(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	var got struct {
@@ -368,7 +359,7 @@ func TestAPIToolStats(t *testing.T) {
 }
 
 func TestAPIMCPServers(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	since := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.MCPHealth = func() []ServerHealth {
@@ -390,7 +381,7 @@ func TestAPIMCPServers(t *testing.T) {
 }
 
 func TestAPIRequiresToken(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	// Each try comes from its own client (through a trusted proxy on loopback), so the wrong
 	// tokens are refused for being wrong, not throttled for being many.
@@ -451,7 +442,7 @@ func TestAPIRequiresToken(t *testing.T) {
 }
 
 func TestNewRefusesOpenNonLoopback(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	tests := []struct {
 		listen, token string
 		ok            bool
@@ -469,7 +460,7 @@ func TestNewRefusesOpenNonLoopback(t *testing.T) {
 		{"no-port", testToken, false},
 	}
 	for _, tc := range tests {
-		_, err := New(Options{Listen: tc.listen, Token: tc.token, Store: st})
+		_, err := New(Options{Listen: tc.listen, Token: tc.token, Store: storeOf(st)})
 		if (err == nil) != tc.ok {
 			t.Errorf("New(listen %q, token %q): err = %v, want ok=%v", tc.listen, tc.token, err, tc.ok)
 		}
@@ -480,7 +471,7 @@ func TestNewRefusesOpenNonLoopback(t *testing.T) {
 }
 
 func TestNoTokenLoopbackIsOpenButOnlyForLocalHosts(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, "")
 	if code := getJSON(t, ts, "/api/v1/tool-calls", "", nil); code != http.StatusOK {
@@ -500,8 +491,8 @@ func TestNoTokenLoopbackIsOpenButOnlyForLocalHosts(t *testing.T) {
 }
 
 func TestRunShutsDownOnCancel(t *testing.T) {
-	st := openStore(t)
-	srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: st})
+	st := storetest.Open(t, storetest.SQLite)
+	srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: storeOf(st)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +530,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 func TestShutdownEndsOpenEventStreams(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	streaming := make(chan struct{})
 	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -548,7 +539,7 @@ func TestShutdownEndsOpenEventStreams(t *testing.T) {
 		close(streaming)
 		<-r.Context().Done() // like the web chat's event stream
 	})
-	srv, err := New(Options{Listen: "127.0.0.1:0", Store: st, WebChat: stream})
+	srv, err := New(Options{Listen: "127.0.0.1:0", Store: storeOf(st), WebChat: stream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,5 +560,33 @@ func TestShutdownEndsOpenEventStreams(t *testing.T) {
 	// Shutdown gives up with an error after 5 s when a request does not end.
 	if err := <-done; err != nil {
 		t.Fatalf("Serve with an open event stream: %v", err)
+	}
+}
+
+// TestNewRefusesAStoreMissingAQueryType: every part of the database the pages read is required,
+// and the error names the one missing, so no page finds out at its first request.
+func TestNewRefusesAStoreMissingAQueryType(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	for _, tc := range []struct {
+		field string
+		drop  func(*Store)
+	}{
+		{"ToolCalls", func(s *Store) { s.ToolCalls = nil }},
+		{"Turns", func(s *Store) { s.Turns = nil }},
+		{"Messages", func(s *Store) { s.Messages = nil }},
+		{"Timelines", func(s *Store) { s.Timelines = nil }},
+		{"Usage", func(s *Store) { s.Usage = nil }},
+		{"Consents", func(s *Store) { s.Consents = nil }},
+		{"Health", func(s *Store) { s.Health = nil }},
+	} {
+		s := storeOf(st)
+		tc.drop(&s)
+		_, err := New(Options{Listen: "127.0.0.1:0", Store: s})
+		if err == nil || !strings.Contains(err.Error(), "Store."+tc.field) {
+			t.Errorf("without %s: err = %v, want it named", tc.field, err)
+		}
+	}
+	if _, err := New(Options{Listen: "127.0.0.1:0", Store: storeOf(st)}); err != nil {
+		t.Errorf("the whole store refused: %v", err)
 	}
 }

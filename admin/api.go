@@ -129,7 +129,7 @@ func (s *Server) apiToolCalls(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	items, next, err := s.opts.Store.ToolCalls(r.Context(), f)
+	items, next, err := s.opts.Store.ToolCalls.ToolCalls(r.Context(), f)
 	if err != nil {
 		s.storeError(w, r, err)
 		return
@@ -154,7 +154,7 @@ func (s *Server) apiToolCall(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	row, err := s.opts.Store.ToolCall(r.Context(), id)
+	row, err := s.opts.Store.ToolCalls.ToolCall(r.Context(), id)
 	if err != nil {
 		s.storeError(w, r, err)
 		return
@@ -168,7 +168,7 @@ func (s *Server) apiToolStats(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	stats, err := s.opts.Store.ToolStats(r.Context(), f)
+	stats, err := s.opts.Store.ToolCalls.ToolStats(r.Context(), f)
 	if err != nil {
 		s.storeError(w, r, err)
 		return

@@ -32,7 +32,7 @@ type session struct {
 }
 
 // Sessions keeps the admins' login sessions by the SHA-256 of the session cookie (the cookie
-// itself is never handed over). *store.Store implements it: a login is then valid on every
+// itself is never handed over). *store.AdminSessionQuery implements it: a login is then valid on every
 // replica that shares the database, and a logout ends it on all of them. Without it
 // (Options.Sessions nil) the server keeps its sessions in its own memory. Methods are called
 // from request handlers with the request's context.

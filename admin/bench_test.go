@@ -6,45 +6,38 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"relaybot/audit"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // benchStore returns a migrated SQLite store holding n audit rows over a few tools and chats.
-func benchStore(b *testing.B, n int) *store.Store {
+func benchStore(b *testing.B, n int) *store.Database {
 	b.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(b.TempDir(), "bench.db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
+	st := storetest.Open(b, storetest.SQLite)
 	base := time.Now().Add(-time.Duration(n) * time.Second)
 	statuses := []audit.Status{audit.StatusOK, audit.StatusOK, audit.StatusOK, audit.StatusError}
 	for i := range n {
 		rec := audit.Record{TurnID: int64(i/4 + 1), Platform: "telegram", ChatID: fmt.Sprint(i % 50),
 			UserID: fmt.Sprint(i % 20), ToolName: fmt.Sprintf("tool_%d", i%8), Source: "native",
 			ToolCallID: fmt.Sprint(i), Arguments: `{"q":"benchmark"}`, StartedAt: base.Add(time.Duration(i) * time.Second)}
-		if err := st.StartToolCall(ctx, &rec); err != nil {
+		if err := st.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 			b.Fatal(err)
 		}
 		rec.Status, rec.Duration = statuses[i%4], time.Duration(i%1000)*time.Millisecond
-		if err := st.FinishToolCall(ctx, &rec); err != nil {
+		if err := st.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 			b.Fatal(err)
 		}
 	}
 	return st
 }
 
-func benchServer(b *testing.B, st Store) *httptest.Server {
-	srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: st})
+func benchServer(b *testing.B, st *store.Database) *httptest.Server {
+	srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: storeOf(st)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/web"
+	"relaybot/store/storetest"
 )
 
 // fileReader is a pipeline stand-in that answers a message with what its files hold.
@@ -35,7 +36,7 @@ func (fileReader) Handle(ctx context.Context, in adapters.Inbound, out adapters.
 // A file picked in the web chat's page goes with the message and reaches the bot as an
 // attachment; the page shows the file's name on the user's message and the bot's answer.
 func TestBrowserWebChatUploadsAFile(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	chat, err := web.New(web.Options{Handler: fileReader{}})
 	if err != nil {
 		t.Fatal(err)

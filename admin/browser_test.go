@@ -16,6 +16,7 @@ import (
 	"relaybot/adapters"
 	"relaybot/adapters/web"
 	"relaybot/internal/testkit/headless"
+	"relaybot/store/storetest"
 )
 
 // newBrowser starts a headless Chromium with a fresh profile; it ends with the test.
@@ -92,7 +93,7 @@ func shoot(t *testing.T, ctx context.Context, name string) {
 }
 
 func TestBrowserAdminAndWebChat(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 
 	h := &gatedReply{

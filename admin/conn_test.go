@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"relaybot/internal/testkit/memnet"
+	"relaybot/store/storetest"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -52,7 +53,7 @@ func serveInMemory(t *testing.T, opts Options) *memnet.Listener {
 // shortLimitsOptions are the options of an admin server with shortLimits, its login token and
 // web chat.
 func shortLimitsOptions(t *testing.T, token string, chat http.Handler) Options {
-	o := Options{Listen: "127.0.0.1:0", Token: token, Store: openStore(t), WebChat: chat, Logger: slog.New(slog.DiscardHandler)}
+	o := Options{Listen: "127.0.0.1:0", Token: token, Store: storeOf(storetest.Open(t, storetest.SQLite)), WebChat: chat, Logger: slog.New(slog.DiscardHandler)}
 	shortLimits(&o)
 	return o
 }

@@ -9,12 +9,6 @@ import (
 	"relaybot/audit"
 )
 
-// consents returns the store's "always allow" answers when it keeps them (*store.Store does).
-func (s *Server) consents() (audit.Consents, bool) {
-	cs, ok := s.opts.Store.(audit.Consents)
-	return cs, ok
-}
-
 // consentJSON is the wire form of an audit.Consent; user_id is empty for a consent that covers
 // everyone in its chat.
 type consentJSON struct {
@@ -41,12 +35,7 @@ func toConsentJSON(c audit.Consent) consentJSON {
 // apiConsents lists the live "always allow" answers (GET /api/v1/consents), filtered by the
 // platform and chat_id query parameters.
 func (s *Server) apiConsents(w http.ResponseWriter, r *http.Request) {
-	cs, ok := s.consents()
-	if !ok {
-		writeJSON(w, http.StatusOK, map[string]any{"items": []consentJSON{}})
-		return
-	}
-	list, err := cs.ListConsents(r.Context(), audit.ConsentFilter{Platform: r.URL.Query().Get("platform"), ChatID: r.URL.Query().Get("chat_id")})
+	list, err := s.opts.Store.Consents.ListConsents(r.Context(), audit.ConsentFilter{Platform: r.URL.Query().Get("platform"), ChatID: r.URL.Query().Get("chat_id")})
 	if err != nil {
 		s.log.Error("admin: list consents", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, "the consents could not be listed; see the bot's log")
@@ -73,10 +62,7 @@ func (s *Server) apiRevokeConsent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeConsent(r *http.Request) error {
-	cs, ok := s.consents()
-	if !ok {
-		return audit.ErrConsentNotFound
-	}
+	cs := s.opts.Store.Consents
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
 		return audit.ErrConsentNotFound
@@ -90,7 +76,6 @@ func (s *Server) revokeConsent(r *http.Request) error {
 
 type consentsData struct {
 	pageData
-	Kept     bool // the store keeps consents
 	Consents []audit.Consent
 }
 
@@ -99,17 +84,13 @@ type consentsData struct {
 func (s *Server) consentsPage(w http.ResponseWriter, r *http.Request) {
 	data := consentsData{pageData: s.page(r, "Consents")}
 	data.Nav = "consents"
-	cs, ok := s.consents()
-	data.Kept = ok
-	if ok {
-		list, err := cs.ListConsents(r.Context(), audit.ConsentFilter{})
-		if err != nil {
-			s.log.Error("admin: list consents", "err", err)
-			s.errorPage(w, r, http.StatusInternalServerError, "The consents could not be listed; see the bot's log.")
-			return
-		}
-		data.Consents = list
+	list, err := s.opts.Store.Consents.ListConsents(r.Context(), audit.ConsentFilter{})
+	if err != nil {
+		s.log.Error("admin: list consents", "err", err)
+		s.errorPage(w, r, http.StatusInternalServerError, "The consents could not be listed; see the bot's log.")
+		return
 	}
+	data.Consents = list
 	s.render(w, r, http.StatusOK, "consents", data)
 }
 

@@ -10,21 +10,22 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/store/storetest"
 )
 
 // The Consents page lists the "always allow" answers in force with who gave them (name and
 // platform id) and whom they cover; its Revoke button, with the session's CSRF token, ends one
 // (a forged token does not); the JSON API lists and revokes them too.
 func TestConsentsAreListedAndRevoked(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
 	now := time.Now()
-	mine, err := st.SaveConsent(ctx, audit.Consent{Platform: "discord", ChatID: "55", UserID: "600", Tool: "send_mail",
+	mine, err := st.Consents.SaveConsent(ctx, audit.Consent{Platform: "discord", ChatID: "55", UserID: "600", Tool: "send_mail",
 		Server: "mail", Rule: "tools.policy[0] (tool send_mail)", GivenBy: "Ann", GivenByID: "600", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := st.SaveConsent(ctx, audit.Consent{Platform: "telegram", ChatID: "-100", Tool: "deploy", Rule: "tools.policy[1]",
+	all, err := st.Consents.SaveConsent(ctx, audit.Consent{Platform: "telegram", ChatID: "-100", Tool: "deploy", Rule: "tools.policy[1]",
 		GivenBy: "Chief", GivenByID: "9", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -46,11 +47,11 @@ func TestConsentsAreListedAndRevoked(t *testing.T) {
 		resp.Body.Close()
 	}
 	post(all, "forged")
-	if list, _ := st.ListConsents(ctx, audit.ConsentFilter{}); len(list) != 2 {
+	if list, _ := st.Consents.ListConsents(ctx, audit.ConsentFilter{}); len(list) != 2 {
 		t.Fatalf("a forged CSRF token revoked a consent: %d left", len(list))
 	}
 	post(all, csrf)
-	if list, _ := st.ListConsents(ctx, audit.ConsentFilter{}); len(list) != 1 || list[0].ID != mine {
+	if list, _ := st.Consents.ListConsents(ctx, audit.ConsentFilter{}); len(list) != 1 || list[0].ID != mine {
 		t.Fatalf("after the revoke button: %+v", list)
 	}
 
@@ -86,15 +87,15 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // An approved call's audit row names the approver by display name and platform id in the API
 // (approver, approver_id): a display name alone can be made to look like anyone's.
 func TestAPIToolCallNamesTheApproversID(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
 	rec := audit.Record{Platform: "discord", ChatID: "55", UserID: "600", ToolName: "send_mail", Status: audit.StatusRunning,
 		StartedAt: time.Now().UTC(), ApprovalRequired: true}
-	if err := st.StartToolCall(ctx, &rec); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
 	rec.Status, rec.Decision, rec.Approver, rec.ApproverID, rec.DecidedAt = audit.StatusOK, audit.DecisionApproved, "Admin", "700", time.Now().UTC()
-	if err := st.FinishToolCall(ctx, &rec); err != nil {
+	if err := st.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
 	_, ts := newTestServer(t, st, testToken)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"relaybot/adapters/web"
+	"relaybot/store/storetest"
 )
 
 func TestCookiesAreSecureWheneverTheBrowserUsesHTTPS(t *testing.T) {
@@ -39,7 +40,7 @@ func TestCookiesAreSecureWheneverTheBrowserUsesHTTPS(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { chat.Close() })
-			srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: openStore(t), WebChat: chat.Handler(),
+			srv, err := New(Options{Listen: "127.0.0.1:0", Token: testToken, Store: storeOf(storetest.Open(t, storetest.SQLite)), WebChat: chat.Handler(),
 				Proxies: proxies, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)

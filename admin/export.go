@@ -36,7 +36,7 @@ func (s *Server) exportFilter(w http.ResponseWriter, r *http.Request) (audit.Fil
 func (s *Server) eachPage(w http.ResponseWriter, r *http.Request, f audit.Filter, fn func([]audit.Record) error) {
 	rc := http.NewResponseController(w)
 	for {
-		items, next, err := s.opts.Store.ToolCalls(r.Context(), f)
+		items, next, err := s.opts.Store.ToolCalls.ToolCalls(r.Context(), f)
 		if err != nil {
 			s.log.Error("admin: export stopped early: store query failed", "err", err)
 			return

@@ -10,17 +10,19 @@ import (
 	"github.com/chromedp/chromedp"
 
 	astest "relaybot/internal/testkit/oauth"
+	"relaybot/store"
+	"relaybot/store/storetest"
 	"relaybot/tools/mcp/oauth"
 )
 
 // newLogins runs an authorization server protecting an MCP endpoint, and the bot's logins of
 // it as the server "tracker".
-func newLogins(t *testing.T, st Store) (*oauth.Manager, *astest.Server) {
+func newLogins(t *testing.T, st *store.Database) (*oauth.Manager, *astest.Server) {
 	t.Helper()
 	as := astest.Start(t, astest.Options{})
 	url := as.Protect(t, "/mcp", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
 	key := []byte(strings.Repeat("k", oauth.KeySize))
-	logins, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "tracker", URL: url, Local: true}}, Store: st.(oauth.Store), Key: key})
+	logins, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "tracker", URL: url, Local: true}}, Store: st.OAuth, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func newLogins(t *testing.T, st Store) (*oauth.Manager, *astest.Server) {
 }
 
 func TestBrowserAdminConnectsAnOAuthMCPServer(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	logins, as := newLogins(t, st)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.OAuth = logins
@@ -77,7 +79,7 @@ func TestBrowserAdminConnectsAnOAuthMCPServer(t *testing.T) {
 }
 
 func TestConnectIsRefusedForAServerWithoutOAuth(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	logins, _ := newLogins(t, st)
 	_, ts := newTestServer(t, st, "", func(o *Options) { o.OAuth = logins })
 	resp, err := http.Get(ts.URL + "/admin/servers/files/connect")

@@ -212,7 +212,7 @@ func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "calls", data)
 		return
 	}
-	items, next, err := s.opts.Store.ToolCalls(r.Context(), f)
+	items, next, err := s.opts.Store.ToolCalls.ToolCalls(r.Context(), f)
 	if err != nil {
 		s.pageStoreError(w, r, err)
 		return
@@ -255,7 +255,7 @@ func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	row, err := s.opts.Store.ToolCall(ctx, id)
+	row, err := s.opts.Store.ToolCalls.ToolCall(ctx, id)
 	if err != nil {
 		s.pageStoreError(w, r, err)
 		return
@@ -264,30 +264,28 @@ func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 	data.Nav = "calls"
 	if row.TurnID != 0 {
 		data.TurnURL = "/admin/?turn=" + strconv.FormatInt(row.TurnID, 10)
-		if t, err := s.opts.Store.Turn(ctx, row.TurnID); err == nil {
+		if t, err := s.opts.Store.Turns.Turn(ctx, row.TurnID); err == nil {
 			data.Turn = &t
 		} else if !errors.Is(err, store.ErrNotFound) {
 			s.log.Warn("admin: read turn", "turn", row.TurnID, "err", err)
 		}
-		calls, _, err := s.opts.Store.ToolCalls(ctx, audit.Filter{TurnID: row.TurnID, Limit: 200})
+		calls, _, err := s.opts.Store.ToolCalls.ToolCalls(ctx, audit.Filter{TurnID: row.TurnID, Limit: 200})
 		if err != nil {
 			s.log.Warn("admin: read calls of turn", "turn", row.TurnID, "err", err)
 		}
 		data.TurnCalls = calls
-		if tm, ok := s.opts.Store.(turnMessages); ok {
-			data.HasMessages = true
-			msgs, err := tm.TurnMessages(ctx, row.TurnID)
-			if err != nil {
-				s.log.Warn("admin: read messages of turn", "turn", row.TurnID, "err", err)
+		data.HasMessages = true
+		msgs, err := s.opts.Store.Messages.TurnMessages(ctx, row.TurnID)
+		if err != nil {
+			s.log.Warn("admin: read messages of turn", "turn", row.TurnID, "err", err)
+		}
+		for i, m := range msgs {
+			hit := m.Role == store.RoleTool && m.ToolCallID == row.ToolCallID && row.ToolCallID != ""
+			for _, c := range m.ToolCalls {
+				hit = hit || (c.ID == row.ToolCallID && row.ToolCallID != "")
 			}
-			for i, m := range msgs {
-				hit := m.Role == store.RoleTool && m.ToolCallID == row.ToolCallID && row.ToolCallID != ""
-				for _, c := range m.ToolCalls {
-					hit = hit || (c.ID == row.ToolCallID && row.ToolCallID != "")
-				}
-				data.Messages = append(data.Messages, shownMessage{Message: m, Seq: i + 1, Hit: hit,
-					Long: len(m.Content) > 600})
-			}
+			data.Messages = append(data.Messages, shownMessage{Message: m, Seq: i + 1, Hit: hit,
+				Long: len(m.Content) > 600})
 		}
 	}
 	s.render(w, r, http.StatusOK, "call", data)
@@ -320,7 +318,7 @@ func (s *Server) statsPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "stats", data)
 		return
 	}
-	stats, err := s.opts.Store.ToolStats(r.Context(), f)
+	stats, err := s.opts.Store.ToolCalls.ToolStats(r.Context(), f)
 	if err != nil {
 		s.pageStoreError(w, r, err)
 		return

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"relaybot/audit"
-	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // loggedIn returns a client that logged in through the form, and the page's logout CSRF token.
@@ -62,7 +62,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 }
 
 func TestLoginSessionCookie(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 
@@ -130,7 +130,7 @@ func TestLoginSessionCookie(t *testing.T) {
 }
 
 func TestPages(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.MCPHealth = func() []ServerHealth {
@@ -196,7 +196,7 @@ func TestPages(t *testing.T) {
 }
 
 func TestExport(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	c, _ := loggedIn(t, ts)
@@ -247,14 +247,14 @@ func TestExport(t *testing.T) {
 }
 
 func TestExportPagesThroughTheStore(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	ctx := t.Context()
 	// More rows than one export page.
 	for i := range exportPage + 20 {
 		rec := audit.Record{TurnID: seed.turnID, Platform: "web", ChatID: "bulk", ToolName: "bulk", ToolCallID: fmt.Sprint(i),
 			Arguments: `{"formula":"=1+1"}`, StartedAt: seed.base.Add(-time1(i))}
-		if err := st.StartToolCall(ctx, &rec); err != nil {
+		if err := st.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,15 +279,8 @@ func TestExportPagesThroughTheStore(t *testing.T) {
 
 func time1(i int) time.Duration { return time.Duration(i) * time.Second }
 
-// *store.Store lists a turn's messages, so the detail page shows them in the running bot.
-var _ turnMessages = (*store.Store)(nil)
-
-// plainStore hides every method of the real store beyond the Store interface, as a store that
-// cannot list a turn's messages would.
-type plainStore struct{ Store }
-
 func TestDetailShowsTheTurnsMessages(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	c, _ := loggedIn(t, ts)
@@ -314,12 +307,6 @@ func TestDetailShowsTheTurnsMessages(t *testing.T) {
 	// Another call of the same turn that no message mentions: same messages, none marked.
 	if _, body := get(t, c, fmt.Sprintf("%s/admin/calls/%d", ts.URL, seed.calls[2].ID)); !strings.Contains(body, "It is sunny in Paris.") || strings.Contains(body, `badge here`) {
 		t.Errorf("detail of call_2: want the turn's messages with none marked")
-	}
-	// Without TurnMessages the section is left out.
-	_, plain := newTestServer(t, plainStore{st}, testToken)
-	c2, _ := loggedIn(t, plain)
-	if _, body := get(t, c2, fmt.Sprintf("%s/admin/calls/%d", plain.URL, seed.calls[0].ID)); strings.Contains(body, "Messages of the turn") {
-		t.Error("messages section shown for a store that cannot list them")
 	}
 }
 

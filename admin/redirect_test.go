@@ -3,6 +3,7 @@ package admin
 import (
 	"net/http"
 	"net/url"
+	"relaybot/store/storetest"
 	"testing"
 )
 
@@ -10,7 +11,7 @@ import (
 // only ever sent to a path on this server. Each hostile value is one a browser would resolve to
 // another host (or a script) if it were put into the Location header as given.
 func TestLoginNeverRedirectsOffSite(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	_, ts := newTestServer(t, st, testToken)
 	tests := []struct {
 		next, want string

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"relaybot/coord"
+	"relaybot/store/storetest"
 	"strings"
 	"testing"
 	"time"
@@ -33,13 +34,13 @@ func moveCookies(t *testing.T, c *http.Client, from, to string) {
 // the page there carries the same CSRF token, a logout on the second ends the login on the
 // first, and the login ends by itself after 12 hours.
 func TestALoginHoldsOnEveryReplicaAndALogoutEndsItOnAll(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	clk := newClock()
 	var servers [2]*httptest.Server
 	for i := range servers {
 		_, servers[i] = newTestServer(t, st, testToken, func(o *Options) {
-			o.Sessions = st
+			o.Sessions = st.AdminSessions
 			o.Now = clk.Now
 		})
 	}
@@ -104,7 +105,7 @@ func TestALoginHoldsOnEveryReplicaAndALogoutEndsItOnAll(t *testing.T) {
 // TestTheReplicasPageListsEachReplicaOrSaysTheBotRunsAlone: with replicas the page has a row
 // per replica (this one marked, its leases named); a single process says it runs alone.
 func TestTheReplicasPageListsEachReplicaOrSaysTheBotRunsAlone(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	started := time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)
 	list := []coord.Instance{
 		{ID: "host-a-1-aaaa", Host: "host-a", PID: 101, StartedAt: started, HeartbeatAt: started.Add(time.Hour),

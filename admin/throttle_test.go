@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"relaybot/store/storetest"
 	"strings"
 	"sync"
 	"testing"
@@ -76,7 +77,7 @@ func behindProxy(t *testing.T) (*httptest.Server, *clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ts := newTestServer(t, openStore(t), testToken, func(o *Options) {
+	_, ts := newTestServer(t, storetest.Open(t, storetest.SQLite), testToken, func(o *Options) {
 		o.Proxies = proxies
 		o.Now = clk.Now
 	})
@@ -153,7 +154,7 @@ func TestWrongTokensBackOffExponentiallyPerAddress(t *testing.T) {
 func TestForwardedForIsBelievedOnlyFromTrustedProxies(t *testing.T) {
 	// No trusted proxy: a guesser cannot escape its throttle by making up X-Forwarded-For.
 	clk := newClock()
-	_, ts := newTestServer(t, openStore(t), testToken, func(o *Options) { o.Now = clk.Now })
+	_, ts := newTestServer(t, storetest.Open(t, storetest.SQLite), testToken, func(o *Options) { o.Now = clk.Now })
 	statuses := map[int]int{}
 	for i := range 50 {
 		status, _ := authPaths[1].try(t, ts, "198.51.100."+string(rune('0'+i%10)), "wrong-token-wrong-token")

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -16,13 +15,6 @@ import (
 	"relaybot/chat"
 	"relaybot/store"
 )
-
-// turnTimelines is implemented by stores that keep what a turn's timeline is drawn from
-// (*store.Store does); without it the timeline pages answer 404.
-type turnTimelines interface {
-	TurnTimeline(ctx context.Context, id int64) (store.Timeline, error)
-	ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]store.Turn, error)
-}
 
 // Kinds of timeline bars.
 const (
@@ -176,23 +168,18 @@ func (d timelineData) Offset(b bar) string {
 
 // turnPage draws one turn's timeline from the store.
 func (s *Server) turnPage(w http.ResponseWriter, r *http.Request) {
-	ts, ok := s.opts.Store.(turnTimelines)
-	if !ok {
-		s.errorPage(w, r, http.StatusNotFound, "this store keeps no turn timelines")
-		return
-	}
 	id, err := parseID(r.PathValue("id"))
 	if err != nil {
 		s.errorPage(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	ctx := r.Context()
-	tl, err := ts.TurnTimeline(ctx, id)
+	tl, err := s.opts.Store.Timelines.TurnTimeline(ctx, id)
 	if err != nil {
 		s.pageStoreError(w, r, err)
 		return
 	}
-	calls, _, err := s.opts.Store.ToolCalls(ctx, audit.Filter{TurnID: id, Limit: audit.MaxLimit})
+	calls, _, err := s.opts.Store.ToolCalls.ToolCalls(ctx, audit.Filter{TurnID: id, Limit: audit.MaxLimit})
 	if err != nil {
 		s.pageStoreError(w, r, err)
 		return
@@ -221,11 +208,6 @@ type turnsData struct {
 
 // turnsPage lists a chat's newest turns (?chat=platform:chat_id), each linking to its timeline.
 func (s *Server) turnsPage(w http.ResponseWriter, r *http.Request) {
-	ts, ok := s.opts.Store.(turnTimelines)
-	if !ok {
-		s.errorPage(w, r, http.StatusNotFound, "this store keeps no turn timelines")
-		return
-	}
 	key := r.URL.Query().Get("chat")
 	data := turnsData{pageData: s.page(r, "Turns of "+key), Chat: key}
 	data.Nav = "usage"
@@ -235,7 +217,7 @@ func (s *Server) turnsPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "turns", data)
 		return
 	}
-	turns, err := ts.ChatTurns(r.Context(), chat.Ref{Platform: chat.Platform(platform), ChatID: chatID}, 50)
+	turns, err := s.opts.Store.Turns.ChatTurns(r.Context(), chat.Ref{Platform: chat.Platform(platform), ChatID: chatID}, 50)
 	if err != nil {
 		s.pageStoreError(w, r, err)
 		return

@@ -12,19 +12,20 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // seedTimeline stores a finished turn of Telegram chat 42: a model call that asks for echo,
 // echo waiting 300 ms for its approval, a second model call that answers, the answer's send,
 // a 429 and the final edit. It returns the turn's id.
-func seedTimeline(t *testing.T, st *store.Store) int64 {
+func seedTimeline(t *testing.T, st *store.Database) int64 {
 	t.Helper()
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "42"})
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "42"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1",
+	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1",
 		UserMessage: chat.Message{Role: store.RoleUser, Content: "echo hi"}})
 	if err != nil {
 		t.Fatal(err)
@@ -33,17 +34,17 @@ func seedTimeline(t *testing.T, st *store.Store) int64 {
 	rec := audit.Record{TurnID: id, ConversationID: conv.ID, Platform: "telegram", ChatID: "42", UserID: "u1",
 		Round: 1, ToolCallID: "call_1", ToolName: "echo", Source: audit.SourceMCP, Server: "kit",
 		Arguments: `{"text":"hi"}`, StartedAt: t0.Add(210 * time.Millisecond), ApprovalRequired: true, TraceID: "0af7651916cd43dd8448eb211c80319c"}
-	if err := st.StartToolCall(ctx, &rec); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
 	rec.Status, rec.Result, rec.Decision, rec.Approver = audit.StatusOK, "hi", "approved", "u1"
 	rec.DecidedAt = t0.Add(510 * time.Millisecond)
 	rec.FinishedAt = t0.Add(560 * time.Millisecond)
 	rec.Duration = rec.FinishedAt.Sub(rec.StartedAt)
-	if err := st.FinishToolCall(ctx, &rec); err != nil {
+	if err := st.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
-	err = st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Model: "main", Rounds: 2, TokensIn: 30, TokensOut: 9,
+	err = st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Model: "main", Rounds: 2, TokensIn: 30, TokensOut: 9,
 		TraceID:  "0af7651916cd43dd8448eb211c80319c",
 		Messages: []chat.Message{{Role: store.RoleAssistant, Content: "hi"}},
 		LLMCalls: []chat.ModelCall{
@@ -65,7 +66,7 @@ func seedTimeline(t *testing.T, st *store.Store) int64 {
 // wait, the deliveries and the 429 wait, in the order they began, in the browser.
 func TestBrowserTurnTimelineShowsTheBarsInOrder(t *testing.T) {
 	ctx := newBrowser(t)
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	id := seedTimeline(t, st)
 	_, ts := newTestServer(t, st, "")
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -106,7 +107,7 @@ func TestBrowserTurnTimelineShowsTheBarsInOrder(t *testing.T) {
 // Every audit row links to its turn's timeline, /usage's chats to their turns, and those to the
 // timeline; with otel.trace_url the rows and the turn link to the trace.
 func TestTimelineIsReachableFromAuditRowsAndUsage(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	id := seedTimeline(t, st)
 	_, ts := newTestServer(t, st, "", func(o *Options) { o.TraceURL = "https://tempo.example/trace/{trace_id}" })
 	get := func(path string) string { return getPage(t, ts, path) }

@@ -14,8 +14,7 @@ import (
 	"relaybot/store"
 )
 
-// UsageStore sums the tokens of model calls (*store.Store does). The usage page and API are
-// offered when Options.Store implements it.
+// UsageStore sums the tokens of model calls (*store.UsageQuery).
 type UsageStore interface {
 	Usage(ctx context.Context, f store.UsageFilter) ([]store.UsageRow, error)
 }
@@ -87,10 +86,7 @@ type usageReport struct {
 }
 
 func (s *Server) usageReport(r *http.Request) (usageReport, usageQuery, int, error) {
-	us, ok := s.opts.Store.(UsageStore)
-	if !ok {
-		return usageReport{}, usageQuery{}, http.StatusNotFound, fmt.Errorf("usage is not available with this store")
-	}
+	us := s.opts.Store.Usage
 	q, err := parseUsage(r.URL.Query(), s.now())
 	if err != nil {
 		return usageReport{}, q, http.StatusBadRequest, err

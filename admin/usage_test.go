@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/store/storetest"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,36 +20,36 @@ import (
 // GET /api/v1/usage totals the model calls per user, chat and model with their cost, and gives a
 // table as CSV; the tool-call API filters on approval fields.
 func TestAPIUsageAndApprovalFilters(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
 	now := time.Now().UTC()
 	for _, u := range []struct {
 		chat, user string
 		in, out    int
 	}{{"1", "ann", 1_000_000, 200_000}, {"1", "bob", 100_000, 0}, {"2", "ann", 0, 100_000}} {
-		conv, err := st.Conversation(ctx, chat.Key{Platform: "discord", ChatID: u.chat})
+		conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "discord", ChatID: u.chat})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: u.user, UserMessage: chat.Message{Role: store.RoleUser, Content: "q"}})
+		id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: u.user, UserMessage: chat.Message{Role: store.RoleUser, Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []chat.ModelCall{
+		if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []chat.ModelCall{
 			{Model: "mini", Status: "ok", TokensIn: u.in, TokensOut: u.out, StartedAt: now}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	asked := audit.Record{ToolName: "send_mail", ApprovalRequired: true, StartedAt: now}
-	if err := st.StartToolCall(ctx, &asked); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &asked); err != nil {
 		t.Fatal(err)
 	}
 	asked.Status, asked.Decision, asked.Approver, asked.DecidedAt = audit.StatusDenied, "denied", "bob", now
-	if err := st.FinishToolCall(ctx, &asked); err != nil {
+	if err := st.ToolCalls.FinishToolCall(ctx, &asked); err != nil {
 		t.Fatal(err)
 	}
 	plain := audit.Record{ToolName: "current_time", StartedAt: now, Status: audit.StatusOK}
-	if err := st.StartToolCall(ctx, &plain); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &plain); err != nil {
 		t.Fatal(err)
 	}
 	_, ts := newTestServer(t, st, "usage-token-0123456789", func(o *Options) { o.Prices = map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}} })
@@ -92,7 +93,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 
 // The usage page shows a table per user, chat and model, with the cost.
 func TestUsagePageShowsTables(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	seedStore(t, st)
 	_, ts := newTestServer(t, st, "", func(o *Options) { o.Prices = map[string]chat.Price{"test-model": {In: 1, Out: 1}} })
 	resp, err := ts.Client().Get(ts.URL + "/admin/usage?since=7d")
@@ -111,17 +112,17 @@ func TestUsagePageShowsTables(t *testing.T) {
 // A model call whose tokens the bot estimated (a stopped answer) is marked on the usage page:
 // the totals carry "≈" and a note says why.
 func TestUsagePageMarksEstimatedCalls(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "ann", UserMessage: chat.Message{Role: store.RoleUser, Content: "q"}})
+	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "ann", UserMessage: chat.Message{Role: store.RoleUser, Content: "q"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnCancelled, LLMCalls: []chat.ModelCall{
+	if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnCancelled, LLMCalls: []chat.ModelCall{
 		{Model: "mini", Status: "cancelled", TokensIn: 412, TokensOut: 9, Estimated: true, StartedAt: time.Now()}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -141,19 +142,19 @@ func TestUsagePageMarksEstimatedCalls(t *testing.T) {
 
 // The calls page filters on the approval fields and the call page shows the decision.
 func TestPagesShowApprovals(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
 	now := time.Now().UTC()
 	asked := audit.Record{ToolName: "files__write", Server: "files", ServerTool: "write", Source: "mcp", ApprovalRequired: true, StartedAt: now}
-	if err := st.StartToolCall(ctx, &asked); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &asked); err != nil {
 		t.Fatal(err)
 	}
 	asked.Status, asked.Decision, asked.Approver, asked.DecidedAt = audit.StatusDenied, "denied", "bob", now
-	if err := st.FinishToolCall(ctx, &asked); err != nil {
+	if err := st.ToolCalls.FinishToolCall(ctx, &asked); err != nil {
 		t.Fatal(err)
 	}
 	plain := audit.Record{ToolName: "current_time", StartedAt: now, Status: audit.StatusOK}
-	if err := st.StartToolCall(ctx, &plain); err != nil {
+	if err := st.ToolCalls.StartToolCall(ctx, &plain); err != nil {
 		t.Fatal(err)
 	}
 	_, ts := newTestServer(t, st, "")

@@ -19,7 +19,7 @@ import (
 	"relaybot/store"
 )
 
-func ids(t *testing.T, st *store.Store) []string {
+func ids(t *testing.T, st *store.Database) []string {
 	t.Helper()
 	ins, err := Instances(context.Background(), pool(t, st))
 	if err != nil {
@@ -47,11 +47,11 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 		t.Fatal(err)
 	}
 	deadStore := openPG(t, dsn, dead.ID())
-	conv, err := deadStore.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+	conv, err := deadStore.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn, err := deadStore.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "hi"}})
+	turn, err := deadStore.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "hi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +65,11 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 	var joined atomic.Bool
 	survivor, err = Join(ctx, db, Options{ID: survivorID, TTL: 600 * time.Millisecond, Members: func(n int) { members.Store(int64(n)) }, Sweep: func(ctx context.Context) error {
 		if joined.Load() && survivor.LiveFor() >= TakeoverGrace(600*time.Millisecond) {
-			if _, err := TakeOver(ctx, db, survivorID, TakeoverGrace(600*time.Millisecond), survivorStore); err != nil {
+			if _, err := TakeOver(ctx, db, survivorID, TakeoverGrace(600*time.Millisecond), survivorStore.Turns); err != nil {
 				return err
 			}
 		}
-		_, _, err := survivorStore.Recover(ctx)
+		_, _, err := survivorStore.Turns.Recover(ctx)
 		return err
 	}})
 	joined.Store(true)
@@ -81,10 +81,10 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 		t.Fatalf("live instances = %v, want both replicas", got)
 	}
 	wait.For(t, "the survivor to count two replicas", func() bool { return members.Load() == 2 })
-	if _, _, err := survivorStore.Recover(ctx); err != nil {
+	if _, _, err := survivorStore.Turns.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if tr, _ := st.Turn(ctx, turn); tr.Status != store.TurnRunning {
+	if tr, _ := st.Turns.Turn(ctx, turn); tr.Status != store.TurnRunning {
 		t.Fatalf("a live replica's turn is %q after another's recovery, want running", tr.Status)
 	}
 
@@ -94,7 +94,7 @@ func TestAReplicaThatStopsHeartbeatingIsGoneAndItsTurnsAreReclaimed(t *testing.T
 	wait.For(t, "the stopped replica's lease to expire", func() bool { return !slices.Contains(ids(t, st), dead.ID()) })
 	wait.For(t, "the survivor to count itself alone", func() bool { return members.Load() == 1 })
 	wait.For(t, "the survivor to reclaim the dead replica's turn", func() bool {
-		tr, err := st.Turn(ctx, turn)
+		tr, err := st.Turns.Turn(ctx, turn)
 		return err == nil && tr.Status == store.TurnInterrupted
 	})
 

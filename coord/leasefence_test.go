@@ -46,7 +46,7 @@ func TestTheLeasesOfAReplicaTakenOverAreFreedAtOnce(t *testing.T) {
 	<-paused.done
 	survivor := joinReplica(t, db, 6*time.Second)
 	wait.For(t, "the survivor to take the paused replica over", func() bool {
-		gone, err := TakeOver(ctx, db, survivor.m.ID(), 0, st)
+		gone, err := TakeOver(ctx, db, survivor.m.ID(), 0, st.Turns)
 		return err == nil && slices.Contains(gone, paused.ID())
 	})
 	holders := func(key int64) int {

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
+	"relaybot/store/storetest"
 )
 
 // freezer is a loopback TCP proxy to a PostgreSQL server whose open connections can be frozen:

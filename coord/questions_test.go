@@ -129,7 +129,7 @@ func TestAPressOnAnotherReplicaIsSettledByTheAsker(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `UPDATE instances SET expires_at = now() - interval '1 minute' WHERE id = $1`, ma.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if gone, err := TakeOver(ctx, db, mb.ID(), 0, st); err != nil || len(gone) != 1 {
+	if gone, err := TakeOver(ctx, db, mb.ID(), 0, st.Turns); err != nil || len(gone) != 1 {
 		t.Fatalf("takeover: %v, %v", gone, err)
 	}
 	if v, err := press("q2", "ann"); err != nil || !v.Closed {
@@ -176,7 +176,7 @@ func TestASurvivorClosesTheQuestionsOfAReplicaTakenOver(t *testing.T) {
 	st, _ := pgStore(t, "")
 	db := pool(t, st)
 	bot := BotOf(chat.Discord, "token")
-	dying, survivor := newTestReplica(t, db, st), newTestReplica(t, db, st)
+	dying, survivor := newTestReplica(t, db, storeOf(st)), newTestReplica(t, db, storeOf(st))
 	c := &closer{}
 	survivor.AddQuestionCloser(bot, c)
 	var ask asker
@@ -212,7 +212,7 @@ func TestATypedAnswerOnAnotherReplicaReachesThePrompt(t *testing.T) {
 	ctx := context.Background()
 	st, _ := pgStore(t, "")
 	db := pool(t, st)
-	asking, other := newTestReplica(t, db, st), newTestReplica(t, db, st)
+	asking, other := newTestReplica(t, db, storeOf(st)), newTestReplica(t, db, storeOf(st))
 	listenQuestions(t, asking.asks)
 	listenQuestions(t, other.asks)
 	ref := chat.Ref{Platform: chat.Telegram, ChatID: "7"}

@@ -20,7 +20,7 @@ const ledgerKeep = 48 * time.Hour
 // ledger and the budgets are purged.
 const budgetsKeep = time.Hour
 
-// Store is what a replica needs of the store's turns (*store.Store): the turns and tool calls
+// Store is what a replica needs of the store's turns (*store.TurnQuery): the turns and tool calls
 // of replicas that are gone end interrupted. The replicas' own tables are coord's.
 type Store interface {
 	// Recover ends the turns and tool calls of replicas that are gone, and reports how many.

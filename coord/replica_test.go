@@ -84,7 +84,7 @@ func TestASurvivorEndsTheReplyADeadReplicaWasStreaming(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	survivor := newTestReplica(t, db, st)
+	survivor := newTestReplica(t, db, storeOf(st))
 	e := &engine{}
 	survivor.AddEngine(ours, e)
 	wait.For(t, "the survivor to end the dead replica's reply", func() bool { return len(e.marks()) > 0 })
@@ -113,7 +113,7 @@ func TestReplicasShareTheBotWideBudgets(t *testing.T) {
 	bot := BotOf(chat.Discord, "token")
 	join := func() (*Replica, *engine) {
 		t.Helper()
-		r := newTestReplica(t, db, st)
+		r := newTestReplica(t, db, storeOf(st))
 		e := &engine{}
 		r.AddEngine(bot, e)
 		return r, e

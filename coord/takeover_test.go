@@ -49,7 +49,7 @@ func TestAReplicaBackFromAPauseKeepsItsWorkUnlessItWasTakenOver(t *testing.T) {
 			if !errors.Is(err, ErrFenced) {
 				t.Fatalf("fence of a replica whose lease expired: %v, want ErrFenced", err)
 			}
-			gone, err := TakeOver(ctx, db, "survivor", tc.grace, st)
+			gone, err := TakeOver(ctx, db, "survivor", tc.grace, st.Turns)
 			if err != nil {
 				t.Fatal(err)
 			}

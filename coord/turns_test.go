@@ -229,7 +229,7 @@ func TestAConversationHeldByADeadReplicaIsFreedWhenItIsTakenOver(t *testing.T) {
 		t.Fatal("survivor's message ran while the holder's lease had merely expired: nobody took it over")
 	}
 	wait.For(t, "the survivor to take the dead replica over", func() bool {
-		gone, err := TakeOver(ctx, db, survivor.m.ID(), 0, st)
+		gone, err := TakeOver(ctx, db, survivor.m.ID(), 0, st.Turns)
 		return err == nil && slices.Contains(gone, dead.ID())
 	})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -27,7 +27,7 @@ func BenchmarkTurnWithQuota(b *testing.B) {
 	checks := &countedUsage{}
 	h := newBenchHarness(b, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1 << 40}, Chat: quota.Limits{TokensPerDay: 1 << 40}},
 		Usage: checks})
-	checks.log = h.store
+	checks.log = h.store.Usage
 	benchTurns(b, h)
 	// Each turn checks the user's and the chat's quota before it begins (its calls check them in
 	// the ledger's reservation).

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/history"
 	"relaybot/store"
@@ -14,7 +15,7 @@ import (
 
 // endsStore records the turn ends the pipeline saves.
 type endsStore struct {
-	Store
+	Turns
 	mu   sync.Mutex
 	ends []store.TurnEnd
 }
@@ -23,7 +24,17 @@ func (s *endsStore) FinishTurn(ctx context.Context, e store.TurnEnd) error {
 	s.mu.Lock()
 	s.ends = append(s.ends, e)
 	s.mu.Unlock()
-	return s.Store.FinishTurn(ctx, e)
+	return s.Turns.FinishTurn(ctx, e)
+}
+
+// savedCalls returns the model calls the store keeps of turn id, in order.
+func savedCalls(t *testing.T, h *harness, id int64) []chat.ModelCall {
+	t.Helper()
+	tl, err := h.store.Timelines.TurnTimeline(context.Background(), id)
+	if err != nil {
+		t.Fatalf("timeline of turn %d: %v", id, err)
+	}
+	return tl.LLMCalls
 }
 
 // windowModel plays a model with a context window of window tokens, counted as a quarter of each
@@ -81,7 +92,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 	h := newHarnessStore(t, Options{
 		Models:  ModelOptions{Budgets: []history.ModelBudget{{Name: "primary", ContextWindow: 8000, MaxOutputTokens: 1000}}},
 		History: history.Options{ToolResultMaxChars: pageChars, Rounds: 1000},
-	}, func(st *store.Store) Store { rec = &endsStore{Store: st}; return rec })
+	}, func(st Store) Store { rec = &endsStore{Turns: st.Turns}; st.Turns = rec; return st })
 	model := &windowModel{window: 8000}
 	h.llm.SetHandler(model.reply)
 	out := &recResponder{stream: true}
@@ -109,7 +120,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 		t.Fatal("the conversation was never summarised")
 	}
 
-	conv, err := h.store.Conversation(context.Background(), history.KeyOf(privateMsg("42", "x", "x"), false))
+	conv, err := h.store.Conversations.Conversation(context.Background(), history.KeyOf(privateMsg("42", "x", "x"), false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +128,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 		t.Errorf("stored conversation %+v, want the model's summary with it", conv)
 	}
 	// The tool results stay whole in the store; what the model was sent elided the older ones.
-	msgs, err := h.store.TurnMessages(context.Background(), 3)
+	msgs, err := h.store.Messages.TurnMessages(context.Background(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +151,7 @@ func TestLongConversationWithBigToolResultsStaysWithinTheWindow(t *testing.T) {
 	}
 	compactions := 0
 	for _, e := range rec.ends {
-		for _, c := range e.LLMCalls {
+		for _, c := range savedCalls(t, h, e.TurnID) {
 			if c.Round == 0 {
 				compactions++
 			}

@@ -17,7 +17,7 @@ func (c *commands) model(r *request) {
 	key, args, out, log := r.key, r.in.Args, r.out, r.log
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	conv, err := c.store.Conversation(ctx, key)
+	conv, err := c.store.Conversations.Conversation(ctx, key)
 	if err != nil {
 		c.failed(r, "/model", err, "conversation", key.String())
 		return
@@ -49,7 +49,7 @@ func (c *commands) model(r *request) {
 		c.say(out, fmt.Sprintf("There is no model %q to pick here. Send /model to list them.", want), log)
 		return
 	}
-	if err := c.store.SetConversationModel(ctx, conv.ID, want); err != nil {
+	if err := c.store.Conversations.SetConversationModel(ctx, conv.ID, want); err != nil {
 		c.failed(r, "/model", err, "conversation_id", conv.ID)
 		return
 	}
@@ -78,7 +78,7 @@ func (c *commands) system(r *request) {
 	in, key, args, out, log := r.in, r.key, r.in.Args, r.out, r.log
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	conv, err := c.store.Conversation(ctx, key)
+	conv, err := c.store.Conversations.Conversation(ctx, key)
 	if err != nil {
 		c.failed(r, "/system", err, "conversation", key.String())
 		return
@@ -101,7 +101,7 @@ func (c *commands) system(r *request) {
 	if text == "default" {
 		text = ""
 	}
-	if err := c.store.SetConversationSystemPrompt(ctx, conv.ID, text); err != nil {
+	if err := c.store.Conversations.SetConversationSystemPrompt(ctx, conv.ID, text); err != nil {
 		c.failed(r, "/system", err, "conversation_id", conv.ID)
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"relaybot/pipeline/history"
 	"relaybot/provider"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // withModels replaces the harness's pipeline by one whose runner has the given candidates, all
@@ -32,7 +33,7 @@ func (h *harness) withModels(opts Options, models ...agent.Model) {
 	if opts.History.Rounds == 0 {
 		opts.History.Rounds = 10
 	}
-	p, err := New(runner, h.store, nil, opts)
+	p, err := New(runner, storeOf(h.store), nil, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func summaryOrText(summary, text string) llm.Handler {
 
 func TestCompactCommandSummarisesTheConversationOnDemand(t *testing.T) {
 	var rec *endsStore
-	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { rec = &endsStore{Store: st}; return rec })
+	h := newHarnessStore(t, Options{}, func(st Store) Store { rec = &endsStore{Turns: st.Turns}; st.Turns = rec; return st })
 	h.llm.SetHandler(summaryOrText("They talked about cats.", "an answer"))
 	out := &recResponder{}
 	<-h.handle(privateMsg("42", "1", "/compact"), out)
@@ -231,7 +232,7 @@ func TestIdleResetStartsAFreshConversationAfterAQuietPeriod(t *testing.T) {
 
 func TestContextTooLongCompactsAndRetriesOnce(t *testing.T) {
 	var rec *endsStore
-	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { rec = &endsStore{Store: st}; return rec })
+	h := newHarnessStore(t, Options{}, func(st Store) Store { rec = &endsStore{Turns: st.Turns}; st.Turns = rec; return st })
 	refused := false
 	h.llm.SetHandler(func(req llm.Request) llm.Reply {
 		if strings.HasPrefix(req.Messages[0].Content, "You write the memory") {
@@ -259,11 +260,34 @@ func TestContextTooLongCompactsAndRetriesOnce(t *testing.T) {
 		t.Errorf("the retry sent %d messages with system %q; want the summary and the new message", len(retry.Messages), retry.Messages[0].Content)
 	}
 	last := rec.ends[len(rec.ends)-1]
+	saved := savedCalls(t, h, last.TurnID)
 	var calls []string
-	for _, c := range last.LLMCalls {
+	for _, c := range saved {
 		calls = append(calls, string(c.Status))
 	}
-	if last.Status != store.TurnOK || strings.Join(calls, ",") != "error,ok,ok" || last.LLMCalls[1].Round != 0 {
-		t.Errorf("turn saved %s with calls %v (%+v), want ok with the refused call, the summary (round 0) and the answer", last.Status, calls, last.LLMCalls)
+	if last.Status != store.TurnOK || strings.Join(calls, ",") != "error,ok,ok" || saved[1].Round != 0 {
+		t.Errorf("turn saved %s with calls %v (%+v), want ok with the refused call, the summary (round 0) and the answer", last.Status, calls, saved)
+	}
+}
+
+// TestNewRefusesAStoreMissingAQueryType: every part of the database a turn uses is required, and
+// the error names the one missing, so no turn finds out halfway.
+func TestNewRefusesAStoreMissingAQueryType(t *testing.T) {
+	st := storeOf(storetest.Open(t, storetest.SQLite))
+	for _, tc := range []struct {
+		field string
+		drop  func(*Store)
+	}{
+		{"Conversations", func(s *Store) { s.Conversations = nil }},
+		{"Turns", func(s *Store) { s.Turns = nil }},
+		{"Messages", func(s *Store) { s.Messages = nil }},
+		{"ModelCalls", func(s *Store) { s.ModelCalls = nil }},
+		{"ToolCalls", func(s *Store) { s.ToolCalls = nil }},
+	} {
+		s := st
+		tc.drop(&s)
+		if _, err := New(stoppedRunner{}, s, nil, Options{}); err == nil || !strings.Contains(err.Error(), "Store."+tc.field) {
+			t.Errorf("without %s: err = %v, want it named", tc.field, err)
+		}
 	}
 }

@@ -98,7 +98,7 @@ func (c *commands) help(r *request) { c.say(r.out, c.opts.Texts.Help, r.log) }
 func (c *commands) reset(r *request) {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	conv, err := c.store.ResetConversation(ctx, r.key)
+	conv, err := c.store.Conversations.ResetConversation(ctx, r.key)
 	if err != nil {
 		c.failed(r, "/reset", err, "conversation", r.key.String())
 		return

@@ -59,7 +59,7 @@ func waitTurn(t *testing.T, h *harness) store.Turn {
 	var turn store.Turn
 	wait.For(t, "the turn to be saved", func() bool {
 		var err error
-		turn, err = h.store.Turn(context.Background(), 1)
+		turn, err = h.store.Turns.Turn(context.Background(), 1)
 		return err == nil && turn.Status != store.TurnRunning
 	})
 	return turn

@@ -168,11 +168,11 @@ func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, tools.ManagerOptions{Policy: policy, Consents: h.store})
+	mgr, err := tools.NewManager([]tools.Loader{echoLoader{}}, h.rec, tools.ManagerOptions{Policy: policy, Consents: h.store.Consents})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := New(runner, h.store, mgr, Options{History: history.Options{Rounds: 10}, Tools: ToolOptions{Consents: h.store}})
+	p2, err := New(runner, storeOf(h.store), mgr, Options{History: history.Options{Rounds: 10}, Tools: ToolOptions{Consents: h.store.Consents}})
 	if err != nil {
 		t.Fatal(err)
 	}

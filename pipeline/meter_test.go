@@ -12,11 +12,11 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/internal/testkit/llm"
-	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
 	"relaybot/store"
+	"relaybot/store/storetest"
 	"relaybot/tools"
 )
 
@@ -56,7 +56,7 @@ func TestStoppedAnswerCountsWhatItCost(t *testing.T) {
 	if final, _ := out.Reply(0).Final(); !strings.HasPrefix(final, "Once upon a time") {
 		t.Fatalf("final = %q, want the partial answer", final)
 	}
-	u := usageOf(t, h.store, "7")
+	u := usageOf(t, h.store.Usage, "7")
 	if u.Calls != 1 || u.Estimated != 1 || u.TokensIn < 80 || u.TokensOut < 4 {
 		t.Fatalf("usage of the stopped answer = %+v, want 1 estimated call with the prompt (80+ tokens) and the words so far", u)
 	}
@@ -77,7 +77,7 @@ func TestCutStreamCountsWhatItCost(t *testing.T) {
 	if n := out.Notices(); len(n) != 0 {
 		t.Fatalf("notices = %q", n)
 	}
-	u := usageOf(t, h.store, "7")
+	u := usageOf(t, h.store.Usage, "7")
 	if u.Calls != 1 || u.Estimated != 1 || u.TokensIn < 80 || u.TokensOut < 2 {
 		t.Fatalf("usage of the cut call = %+v, want 1 estimated call with the prompt (80+ tokens) and the words so far", u)
 	}
@@ -93,7 +93,7 @@ func TestCompactIsCountedAndQuotaChecked(t *testing.T) {
 	if n := out.Notices(); len(n) != 1 || !strings.HasPrefix(n[0], "Summarised 1 earlier rounds") {
 		t.Fatalf("/compact = %q", n)
 	}
-	if u := usageOf(t, h.store, "7"); u.Calls != 2 || u.TokensIn != 600 || u.TokensOut != 60 {
+	if u := usageOf(t, h.store.Usage, "7"); u.Calls != 2 || u.TokensIn != 600 || u.TokensOut != 60 {
 		t.Fatalf("usage = %+v, want the answer's and the summary's calls (600 in, 60 out)", u)
 	}
 	before := h.llm.RequestCount()
@@ -174,7 +174,7 @@ var meterBudget = []history.ModelBudget{{Name: "primary", ContextWindow: 8192, M
 func TestConcurrentTurnsAreHeldToTheQuota(t *testing.T) {
 	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}})
 	heldToOne(t, h.llm, []*harness{h}, quotaMsgs("7", 4))
-	if u := usageOf(t, h.store, "7"); u.Calls != 1 || u.Estimated != 0 {
+	if u := usageOf(t, h.store.Usage, "7"); u.Calls != 1 || u.Estimated != 0 {
 		t.Fatalf("usage = %+v, want the one answered call, settled at its reported usage", u)
 	}
 }
@@ -187,14 +187,7 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 	t.Cleanup(srv.Close)
 	var hs []*harness
 	for i := range 2 {
-		st, err := store.Open(context.Background(), store.Options{Driver: store.DriverPostgres, DSN: dsn, Instance: fmt.Sprintf("replica-%d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		if err := st.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		st := storetest.OpenWith(t, store.Options{Driver: store.DriverPostgres, DSN: dsn, Instance: fmt.Sprintf("replica-%d", i)})
 		h := newHarnessOn(t, srv, st, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}}, tools.ManagerOptions{}, nil)
 		hs = append(hs, h)
 	}
@@ -212,7 +205,7 @@ func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
 		if final, _ := out.Reply(0).Final(); !strings.HasPrefix(final, "Once upon a time") {
 			t.Fatalf("answer %d: final = %q, notices %q", i+1, final, out.Notices())
 		}
-		t.Logf("after answer %d: %+v", i+1, usageOf(t, h.store, "7"))
+		t.Logf("after answer %d: %+v", i+1, usageOf(t, h.store.Usage, "7"))
 	}
 	before := h.llm.RequestCount()
 	out := &recResponder{stream: true}
@@ -226,7 +219,7 @@ func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
 }
 
 // refusingStore refuses every turn's final write, as a database that went away would.
-type refusingStore struct{ *store.Store }
+type refusingStore struct{ Turns }
 
 func (refusingStore) FinishTurn(context.Context, store.TurnEnd) error {
 	return fmt.Errorf("the database refused the write")
@@ -235,14 +228,14 @@ func (refusingStore) FinishTurn(context.Context, store.TurnEnd) error {
 // A turn whose final write is refused still has its model calls counted: they were saved as
 // they happened.
 func TestRefusedFinalWriteKeepsTheModelCalls(t *testing.T) {
-	h := newHarnessStore(t, Options{}, func(st *store.Store) Store { return refusingStore{st} })
+	h := newHarnessStore(t, Options{}, func(st Store) Store { st.Turns = refusingStore{st.Turns}; return st })
 	h.llm.Push(usedTokens(700, 40, "an answer"))
 	out := &recResponder{stream: true}
 	<-h.handle(privateMsg("7", "1", "hello"), out)
 	if final, _ := out.Reply(0).Final(); final != "an answer" {
 		t.Fatalf("final = %q", final)
 	}
-	if u := usageOf(t, h.store, "7"); u.Calls != 1 || u.TokensIn != 700 || u.TokensOut != 40 {
+	if u := usageOf(t, h.store.Usage, "7"); u.Calls != 1 || u.TokensIn != 700 || u.TokensOut != 40 {
 		t.Fatalf("usage = %+v, want the answer's call at its reported 700 in, 40 out", u)
 	}
 }

@@ -55,7 +55,7 @@ type Options struct {
 
 	// Usage answers /usage and feeds the quotas; Quotas cap what users and chats may spend,
 	// checked before each turn, and checked and reserved before each model call (atomically
-	// across replicas when the Store is a CallLedger).
+	// across replicas: Store.ModelCalls).
 	Usage  quota.UsageLog
 	Quotas quota.Policy
 	// Audit answers the /audit command (nil: /audit says it is unavailable); Recorder keeps

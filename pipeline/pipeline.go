@@ -28,35 +28,70 @@ type Runner interface {
 	Run(ctx context.Context, req agent.Request, emit func(agent.Event)) *agent.Result
 }
 
-// Store keeps conversations and turns (store.Store).
-type Store interface {
+// Store is the part of the bot's database the pipeline keeps its conversations and turns in:
+// one query type a field, as *store.Database has them. Every field is required.
+type Store struct {
+	Conversations Conversations    // *store.ConversationQuery
+	Turns         Turns            // *store.TurnQuery
+	Messages      HistoryRounds    // *store.MessageQuery
+	ModelCalls    quota.CallLedger // *store.ModelCallQuery
+	ToolCalls     CutCalls         // *store.ToolCallQuery
+}
+
+// check reports the first field of s that is missing.
+func (s Store) check() error {
+	switch {
+	case s.Conversations == nil:
+		return errors.New("pipeline: Store.Conversations is required")
+	case s.Turns == nil:
+		return errors.New("pipeline: Store.Turns is required")
+	case s.Messages == nil:
+		return errors.New("pipeline: Store.Messages is required")
+	case s.ModelCalls == nil:
+		return errors.New("pipeline: Store.ModelCalls is required")
+	case s.ToolCalls == nil:
+		return errors.New("pipeline: Store.ToolCalls is required")
+	}
+	return nil
+}
+
+// Conversations keeps the conversations of each chat and their choices (model, system prompt,
+// summary).
+type Conversations interface {
 	Conversation(ctx context.Context, key chat.Key) (store.Conversation, error)
 	ResetConversation(ctx context.Context, key chat.Key) (store.Conversation, error)
-	StartTurn(ctx context.Context, t store.TurnStart) (int64, error)
-	FinishTurn(ctx context.Context, e store.TurnEnd) error
-	// Rounds returns the finished rounds after turn afterTurnID, the newest limit of them,
-	// oldest first.
-	Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]store.Round, error)
 	// SaveSummary records the summary of the rounds up to throughTurnID.
 	SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error
 	SetConversationModel(ctx context.Context, conversationID int64, model string) error
 	SetConversationSystemPrompt(ctx context.Context, conversationID int64, prompt string) error
+}
+
+// Turns keeps the turns. A turn's id is taken ahead (NewTurnID), so that its start (its row and
+// the user's message) rides in its first model call's reservation, one commit for both; the
+// message is still saved before the model is called, and a turn that makes no call (stopped
+// before it) has its start written alone (StartTurn). A message an adapter hands over again
+// after a crash (adapters.Inbound.Redelivered) is answered again only when its earlier turn
+// never ended (TurnByInbound), and its cut turn then leaves the history (SupersedeTurn).
+type Turns interface {
+	NewTurnID(ctx context.Context) (int64, error)
+	StartTurn(ctx context.Context, t store.TurnStart) (int64, error)
+	FinishTurn(ctx context.Context, e store.TurnEnd) error
 	// RetryLastTurn takes the newest finished turn (of userID, or of anyone when empty) out of
 	// history and returns its user message and sender.
 	RetryLastTurn(ctx context.Context, conversationID int64, userID string) (store.Retried, error)
-}
-
-// InboundTurns is implemented by stores that can find the turn a user's message started. With
-// it, a message an adapter hands over again after a crash (adapters.Inbound.Redelivered) is
-// answered only when its earlier turn never ended (it was still running, so the crash
-// recovery marked it interrupted); without it, such a message is answered again.
-type InboundTurns interface {
 	// TurnByInbound returns the newest turn started by message inboundMessageID of the chat
 	// (any of its conversations), and false when there is none.
 	TurnByInbound(ctx context.Context, ref chat.Ref, inboundMessageID string) (store.Turn, bool, error)
 	// SupersedeTurn takes the cut turn of a message answered again out of the history (status
 	// retried), so the message is in the model's context once.
 	SupersedeTurn(ctx context.Context, turnID int64) (bool, error)
+}
+
+// HistoryRounds reads a conversation's history.
+type HistoryRounds interface {
+	// Rounds returns the finished rounds after turn afterTurnID, the newest limit of them,
+	// oldest first.
+	Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]store.Round, error)
 }
 
 // Toolbox offers the tools of a turn (tools.Manager).
@@ -171,8 +206,8 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	if runner == nil {
 		return nil, errors.New("pipeline: a Runner is required")
 	}
-	if st == nil {
-		return nil, errors.New("pipeline: a Store is required")
+	if err := st.check(); err != nil {
+		return nil, err
 	}
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -193,12 +228,12 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	p.gate = &gate{replicas: opts.Replicas, base: base, size: opts.Queue.Size, interrupt: opts.Queue.interrupt(), outbox: p.outbox}
 	p.asking = asking.New(asking.Options{Timeout: opts.Tools.ApprovalTimeout, MaxOpen: opts.Tools.MaxOpenQuestions,
 		Admins: p.access.Admins(), Relay: opts.Prompts, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger})
-	hist, err := history.New(runner, st, opts.History, opts.Models.Budgets, opts.Now)
+	hst := history.Store{Conversations: st.Conversations, Messages: st.Messages}
+	hist, err := history.New(runner, hst, opts.History, opts.Models.Budgets, opts.Now)
 	if err != nil {
 		return nil, err
 	}
-	ledger, _ := st.(quota.CallLedger)
-	quotas := quota.New(quota.Options{Policy: opts.Quotas, Usage: opts.Usage, Ledger: ledger, Prices: opts.Models.Prices,
+	quotas := quota.New(quota.Options{Policy: opts.Quotas, Usage: opts.Usage, Ledger: st.ModelCalls, Prices: opts.Models.Prices,
 		Admins: p.access.Admins(), Now: opts.Now,
 		MaxOutput: func(model string) int { return hist.Budget(model).MaxOutputTokens }})
 	p.parts = &turnParts{runner: runner, store: st, tools: toolbox, opts: &p.opts, access: &p.access, history: hist,

@@ -221,9 +221,9 @@ func crashedTwice(r *request, o *outbox) bool {
 // answered: a turn it started ended with a status other than interrupted. A failed lookup
 // answers again. A message answered again takes its cut turn out of the history (retried).
 func answeredBefore(st Store, r *request) bool {
-	finder, ok := st.(InboundTurns)
+	finder := st.Turns
 	in, log := r.in, r.log
-	if !in.Redelivered || !ok || in.MessageID == "" {
+	if !in.Redelivered || in.MessageID == "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
@@ -250,15 +250,13 @@ func answeredBefore(st Store, r *request) bool {
 		}
 		// The calls that finished in the cut turn happened: the new turn carries them on
 		// rather than have the model ask for them again.
-		if calls, ok := st.(CutCalls); ok {
-			rctx, cancelRead := context.WithTimeout(ctx, store.WriteAttempt)
-			done, err := finishedCalls(rctx, calls, t.ID)
-			cancelRead()
-			if err != nil {
-				log.Warn("pipeline: the tool calls the cut turn finished not read; the model may ask for them again", "turn", t.ID, "err", err)
-			}
-			r.resumed = done
+		rctx, cancelRead := context.WithTimeout(ctx, store.WriteAttempt)
+		done, err := finishedCalls(rctx, st.ToolCalls, t.ID)
+		cancelRead()
+		if err != nil {
+			log.Warn("pipeline: the tool calls the cut turn finished not read; the model may ask for them again", "turn", t.ID, "err", err)
 		}
+		r.resumed = done
 		return false
 	}
 	log.Info("pipeline: redelivered message already answered; skipped", "message", in.MessageID, "turn", t.ID, "status", t.Status)

@@ -15,6 +15,7 @@ import (
 	"relaybot/media/sandbox"
 	"relaybot/provider"
 	"relaybot/speech"
+	"relaybot/store/storetest"
 	"relaybot/tools"
 )
 
@@ -92,7 +93,7 @@ func TestVoiceNoteIsMeasuredNotBelieved(t *testing.T) {
 		return in
 	}
 
-	h := newHarnessOn(t, srv, openStore(t), Options{Media: MediaOptions{Transcriber: sp, MaxAudio: time.Minute}}, tools.ManagerOptions{}, nil)
+	h := newHarnessOn(t, srv, storetest.Open(t, storetest.SQLite), Options{Media: MediaOptions{Transcriber: sp, MaxAudio: time.Minute}}, tools.ManagerOptions{}, nil)
 	out := &recResponder{}
 	<-h.handle(voice("1"), out)
 	if n := out.Notices(); len(n) != 1 || n[0] != "The voice note is 5:00 long; I transcribe at most 1:00." {
@@ -102,13 +103,13 @@ func TestVoiceNoteIsMeasuredNotBelieved(t *testing.T) {
 		t.Fatalf("%d transcription requests for a voice note over the limit", got)
 	}
 
-	h = newHarnessOn(t, srv, openStore(t), Options{Media: MediaOptions{Transcriber: sp, MaxAudio: 10 * time.Minute}}, tools.ManagerOptions{}, nil)
+	h = newHarnessOn(t, srv, storetest.Open(t, storetest.SQLite), Options{Media: MediaOptions{Transcriber: sp, MaxAudio: 10 * time.Minute}}, tools.ManagerOptions{}, nil)
 	h.llm.Push(llm.Text("Heard you."))
 	<-h.handle(voice("2"), &recResponder{})
 	if got := len(srv.AudioRequests()); got != 1 {
 		t.Fatalf("%d transcription requests, want the 5-minute note transcribed once", got)
 	}
-	if u := usageOf(t, h.store, "64"); u.AudioSeconds != 300 {
+	if u := usageOf(t, h.store.Usage, "64"); u.AudioSeconds != 300 {
 		t.Fatalf("usage bills %v s of audio, want the measured 300", u.AudioSeconds)
 	}
 }
@@ -121,7 +122,7 @@ func TestUnmeasurableAudioIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarnessOn(t, srv, openStore(t), Options{Media: MediaOptions{Transcriber: sp}}, tools.ManagerOptions{}, nil)
+	h := newHarnessOn(t, srv, storetest.Open(t, storetest.SQLite), Options{Media: MediaOptions{Transcriber: sp}}, tools.ManagerOptions{}, nil)
 	in := privateMsg("65", "1", "")
 	junk := []byte(strings.Repeat("no audio frames here ", 1000))
 	in.Attachments = []adapters.Attachment{{Kind: adapters.Audio, Name: "song.mp3", MIME: "audio/mpeg", Size: int64(len(junk)), Fetch: adapters.BytesAttachment(junk)}}

@@ -10,8 +10,8 @@ import (
 	"relaybot/chat"
 )
 
-// CutCalls is what a store adds to InboundTurns so that a message answered again does not run
-// again the tool calls that finished in its cut turn (*store.Store): their audit rows.
+// CutCalls reads the audit rows of the tool calls that finished in a cut turn, so that a
+// message answered again does not run them again.
 type CutCalls interface {
 	ToolCalls(ctx context.Context, f audit.Filter) ([]audit.Record, string, error)
 }

@@ -13,14 +13,6 @@ import (
 	"relaybot/store"
 )
 
-// The store finds turns by inbound message, so the bot's pipeline checks redeliveries.
-var _ InboundTurns = (*store.Store)(nil)
-
-// lookupless hides the store's TurnByInbound from the pipeline.
-type lookupless struct {
-	Store
-}
-
 // A message handed over again after a crash is answered only when its turn never ended.
 func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 	h := newHarness(t, Options{History: history.Options{Rounds: 10}})
@@ -41,15 +33,15 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 	}
 
 	// Cut by the crash (the turn was running; recovery marked it interrupted): answered again.
-	conv, err := h.store.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "9", UserID: "9"})
+	conv, err := h.store.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "9", UserID: "9"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.store.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
+	if _, err := h.store.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
 		UserMessage: chat.Message{Role: store.RoleUser, Content: "second"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := h.store.Recover(ctx); err != nil {
+	if _, _, err := h.store.Turns.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// And one the crashed run never started a turn for: answered too.
@@ -93,15 +85,6 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 	if n := h.llm.RequestCount(); n != 3 {
 		t.Fatalf("model asked %d times, want 3 (one per message)", n)
 	}
-	// Without the lookup (a store that cannot find turns by message), it is answered again.
-	plain := newHarnessStore(t, Options{}, func(st *store.Store) Store { return lookupless{st} })
-	plain.llm.Push(llm.Reply{Chunks: []llm.Chunk{{Content: "Once."}}}, llm.Reply{Chunks: []llm.Chunk{{Content: "Twice."}}})
-	pout := &recResponder{}
-	<-plain.handle(privateMsg("9", "1", "first"), pout)
-	<-plain.handle(again, pout)
-	if pout.Reply(1) == nil {
-		t.Fatal("without TurnByInbound the redelivered message must still be answered (never lost)")
-	}
 }
 
 // TestARedeliveredMessageGoesOnFromTheToolCallsItsCutTurnFinished: a message whose turn was cut
@@ -112,30 +95,30 @@ func TestRedeliveredMessageAnsweredOnce(t *testing.T) {
 func TestARedeliveredMessageGoesOnFromTheToolCallsItsCutTurnFinished(t *testing.T) {
 	h := newHarness(t, Options{History: history.Options{Rounds: 10}})
 	ctx := context.Background()
-	conv, err := h.store.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "9", UserID: "9"})
+	conv, err := h.store.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "9", UserID: "9"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut, err := h.store.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
+	cut, err := h.store.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "9", InboundMessageID: "2",
 		UserMessage: chat.Message{Role: store.RoleUser, Content: "send the mail"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := &audit.Record{TurnID: cut, ConversationID: conv.ID, Platform: "telegram", ChatID: "9", UserID: "9", Round: 1,
 		ToolCallID: "call_sent", ToolName: "send_mail", Arguments: `{"to":"a@example.org"}`}
-	if err := h.store.StartToolCall(ctx, done); err != nil {
+	if err := h.store.ToolCalls.StartToolCall(ctx, done); err != nil {
 		t.Fatal(err)
 	}
 	done.Status, done.Result = audit.StatusOK, "mail sent"
-	if err := h.store.FinishToolCall(ctx, done); err != nil {
+	if err := h.store.ToolCalls.FinishToolCall(ctx, done); err != nil {
 		t.Fatal(err)
 	}
 	unfinished := &audit.Record{TurnID: cut, ConversationID: conv.ID, Platform: "telegram", ChatID: "9", UserID: "9", Round: 1,
 		ToolCallID: "call_cut", ToolName: "open_ticket", Arguments: `{}`}
-	if err := h.store.StartToolCall(ctx, unfinished); err != nil {
+	if err := h.store.ToolCalls.StartToolCall(ctx, unfinished); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := h.store.Recover(ctx); err != nil {
+	if _, _, err := h.store.Turns.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -162,11 +145,11 @@ func TestARedeliveredMessageGoesOnFromTheToolCallsItsCutTurnFinished(t *testing.
 		ask.ToolCalls[0].Name != "send_mail" || result.Role != "tool" || result.ToolCallID != "call_sent" || result.Content != "mail sent" {
 		t.Fatalf("the model was not shown the finished call and its result after the message (and not the cut one); its last messages: %+v", ms[len(ms)-3:])
 	}
-	turn, found, err := h.store.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "9"}, "2")
+	turn, found, err := h.store.Turns.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "9"}, "2")
 	if err != nil || !found || turn.ID == cut {
 		t.Fatalf("the new turn of the message: %+v, found %v, err %v", turn, found, err)
 	}
-	saved, err := h.store.TurnMessages(ctx, turn.ID)
+	saved, err := h.store.Messages.TurnMessages(ctx, turn.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,9 +113,9 @@ func (t *turn) withinQuota() bool {
 }
 
 // start finds the conversation (a fresh one after IdleReset of quiet), reads the rounds after
-// its summary and saves the user's message, even when the turn is cancelled right away: with
-// TurnIDs and a CallLedger it takes the turn's id, and the message is saved with the turn's
-// first model call's reservation, before the call, or by saveStart after a run without one. A
+// its summary and saves the user's message, even when the turn is cancelled right away: it takes
+// the turn's id ahead, and the message is saved with the turn's first model call's
+// reservation, before the call, or by saveStart after a run without one. A
 // /retry first takes the last turn out of history and answers its message again.
 func (t *turn) start() bool {
 	err := t.saving("start", t.open)
@@ -140,7 +140,7 @@ func (t *turn) start() bool {
 	if t.begin != nil {
 		t.begin.alone = func(st store.TurnStart) error {
 			return t.saving("start", func(ctx context.Context) error {
-				_, err := t.parts.store.StartTurn(ctx, st)
+				_, err := t.parts.store.Turns.StartTurn(ctx, st)
 				return err
 			})
 		}
@@ -168,7 +168,7 @@ func (t *turn) saving(what string, fn func(ctx context.Context) error) error {
 // first model call to save it with: start's store work.
 func (t *turn) open(ctx context.Context) error {
 	p, key := t.parts, t.r.key
-	conv, err := p.store.Conversation(ctx, key)
+	conv, err := p.store.Conversations.Conversation(ctx, key)
 	if err != nil {
 		return fmt.Errorf("conversation %s: %w", key, err)
 	}
@@ -190,19 +190,12 @@ func (t *turn) open(ctx context.Context) error {
 		InboundMessageID: t.in.MessageID,
 		UserMessage:      chat.Message{Role: chat.RoleUser, Content: t.in.Text, Name: t.in.UserName, Images: p.history.Images(t.in)},
 	}
-	if ids, ok := p.store.(TurnIDs); ok && p.quotas.Ledgered() {
-		// The start rides in the first model call's reservation (or is written alone by then).
-		if start.ID, err = ids.NewTurnID(ctx); err != nil {
-			return fmt.Errorf("new turn in conversation %d: %w", t.hist.Conv.ID, err)
-		}
-		start.StartedAt = time.Now()
-		t.id, t.begin = start.ID, &turnStart{start: start}
-		return nil
+	// The start rides in the first model call's reservation (or is written alone by then).
+	if start.ID, err = p.store.Turns.NewTurnID(ctx); err != nil {
+		return fmt.Errorf("new turn in conversation %d: %w", t.hist.Conv.ID, err)
 	}
-	t.id, err = p.store.StartTurn(ctx, start)
-	if err != nil {
-		return fmt.Errorf("start turn in conversation %d: %w", t.hist.Conv.ID, err)
-	}
+	start.StartedAt = time.Now()
+	t.id, t.begin = start.ID, &turnStart{start: start}
 	return nil
 }
 
@@ -226,7 +219,7 @@ func (t *turn) retried(ctx context.Context, convID int64) error {
 		}
 		by = ""
 	}
-	rt, err := t.parts.store.RetryLastTurn(ctx, convID, by)
+	rt, err := t.parts.store.Turns.RetryLastTurn(ctx, convID, by)
 	if err != nil {
 		return err
 	}
@@ -382,7 +375,7 @@ func (t *turn) record(res *agent.Result, status chat.Status, errText, partial st
 		t.log.Error("pipeline: turn not saved: its start could not be written", "status", status)
 		return
 	}
-	if err := t.saving("end", func(ctx context.Context) error { return t.parts.store.FinishTurn(ctx, end) }); err != nil {
+	if err := t.saving("end", func(ctx context.Context) error { return t.parts.store.Turns.FinishTurn(ctx, end) }); err != nil {
 		t.log.Error("pipeline: turn not saved", "status", status, "err", err)
 		// The calls' ends went with the refused write; each is tried on its own, so none keeps
 		// its reservation.

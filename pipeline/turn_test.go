@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"reflect"
 	"relaybot/provider"
+	"relaybot/store/storetest"
 	"slices"
 	"strings"
 	"sync"
@@ -177,7 +177,7 @@ func (echoLoader) Call(ctx context.Context, inv tools.Invocation) (tools.Result,
 type harness struct {
 	t     testing.TB
 	llm   *llm.Server
-	store *store.Store
+	store *store.Database
 	rec   *toolstest.Recorder
 	p     *Pipeline
 	logs  *logbuf.Buffer
@@ -189,43 +189,34 @@ func newHarness(t testing.TB, opts Options) *harness {
 }
 
 // newHarnessStore is newHarness with the pipeline's store wrapped by wrap (when not nil).
-func newHarnessStore(t testing.TB, opts Options, wrap func(*store.Store) Store) *harness {
+func newHarnessStore(t testing.TB, opts Options, wrap func(Store) Store) *harness {
 	t.Helper()
 	return newHarnessTools(t, opts, tools.ManagerOptions{}, wrap)
 }
 
 // newHarnessTools is newHarnessStore with the tool manager's options (a policy).
-func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store) *harness {
+func newHarnessTools(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(Store) Store) *harness {
 	t.Helper()
 	return newHarnessLoaders(t, opts, mopts, wrap, echoLoader{})
 }
 
 // newHarnessLoaders is newHarnessTools with the tool manager's loaders (an MCP server's).
-func newHarnessLoaders(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store, loaders ...tools.Loader) *harness {
+func newHarnessLoaders(t testing.TB, opts Options, mopts tools.ManagerOptions, wrap func(Store) Store, loaders ...tools.Loader) *harness {
 	t.Helper()
 	srv := llm.NewServer()
 	t.Cleanup(srv.Close)
-	return newHarnessOn(t, srv, openStore(t), opts, mopts, wrap, loaders...)
+	return newHarnessOn(t, srv, storetest.Open(t, storetest.SQLite), opts, mopts, wrap, loaders...)
 }
 
-// openStore opens and migrates a SQLite store in the test's folder, closed when the test ends.
-func openStore(t testing.TB) *store.Store {
-	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return st
+// storeOf is the pipeline's part of db, as cmd/bot hands it over.
+func storeOf(db *store.Database) Store {
+	return Store{Conversations: db.Conversations, Turns: db.Turns, Messages: db.Messages,
+		ModelCalls: db.ModelCalls, ToolCalls: db.ToolCalls}
 }
 
 // newHarnessOn is a harness on a given model server and store (replicas sharing a database
 // share both), with the tool manager's loaders (echoLoader when none are given).
-func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, mopts tools.ManagerOptions, wrap func(*store.Store) Store, loaders ...tools.Loader) *harness {
+func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Database, opts Options, mopts tools.ManagerOptions, wrap func(Store) Store, loaders ...tools.Loader) *harness {
 	t.Helper()
 	if len(loaders) == 0 {
 		loaders = []tools.Loader{echoLoader{}}
@@ -237,13 +228,13 @@ func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, 
 		t.Fatal(err)
 	}
 	if mopts.Consents == nil {
-		mopts.Consents = st
+		mopts.Consents = st.Consents
 	}
 	if opts.Tools.Consents == nil {
-		opts.Tools.Consents = st
+		opts.Tools.Consents = st.Consents
 	}
 	if opts.Usage == nil {
-		opts.Usage = st
+		opts.Usage = st.Usage
 	}
 	mgr, err := tools.NewManager(loaders, h.rec, mopts)
 	if err != nil {
@@ -258,9 +249,9 @@ func newHarnessOn(t testing.TB, srv *llm.Server, st *store.Store, opts Options, 
 	opts.History.SystemPrompt = "You are a test bot."
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	opts.Recorder = h.rec
-	var pst Store = st
+	pst := storeOf(st)
 	if wrap != nil {
-		pst = wrap(st)
+		pst = wrap(pst)
 	}
 	h.p = newPipeline(t, runner, pst, mgr, opts)
 	return h
@@ -304,11 +295,11 @@ func (h *harness) handle(in adapters.Inbound, out adapters.Responder) <-chan str
 
 func (h *harness) history(key chat.Key) []chat.Message {
 	h.t.Helper()
-	conv, err := h.store.Conversation(context.Background(), key)
+	conv, err := h.store.Conversations.Conversation(context.Background(), key)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	msgs, err := h.store.History(context.Background(), conv.ID, 10)
+	msgs, err := h.store.Messages.History(context.Background(), conv.ID, 10)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -387,7 +378,7 @@ func TestTurnWithToolRound(t *testing.T) {
 	if hist[2].Name != "echo" || hist[3].Content != "The tool said hi." {
 		t.Errorf("history = %+v", hist)
 	}
-	turn, err := h.store.Turn(context.Background(), recs[0].TurnID)
+	turn, err := h.store.Turns.Turn(context.Background(), recs[0].TurnID)
 	if err != nil || turn.Status != store.TurnOK || turn.Rounds != 2 {
 		t.Errorf("turn = %+v, %v; want ok with 2 rounds", turn, err)
 	}
@@ -437,7 +428,7 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 // turnStatuses reads the statuses of a conversation's turns from the audit-free turn table.
 func turnStatuses(t *testing.T, h *harness, in adapters.Inbound) []chat.Status {
 	t.Helper()
-	turns, err := h.store.ChatTurns(context.Background(), in.Chat, 0)
+	turns, err := h.store.Turns.ChatTurns(context.Background(), in.Chat, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

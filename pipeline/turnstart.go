@@ -1,21 +1,12 @@
 package pipeline
 
 import (
-	"context"
 	"sync"
 
 	"relaybot/store"
 )
 
-// TurnIDs gives a turn its id before its row is written (store.Store). With it and a
-// CallLedger, a turn's start (its row and the user's message) rides in its first model call's
-// reservation, one commit for both instead of two; the message is still saved before the model
-// is called, and a turn that makes no call (stopped before it) has its start written alone.
-type TurnIDs interface {
-	NewTurnID(ctx context.Context) (int64, error)
-}
-
-// turnStart is the start of a turn whose id was taken ahead (TurnIDs), until it is written.
+// turnStart is the start of a turn whose id was taken ahead (Turns.NewTurnID), until it is written.
 // The turn's writes use it one at a time (the runner's meter, then the turn after the run); its
 // lock keeps a write of it from overlapping another all the same.
 type turnStart struct {

@@ -13,18 +13,19 @@ import (
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // soloStarts counts the turns started on their own (StartTurn) rather than with their first
 // model call's reservation.
 type soloStarts struct {
-	*store.Store
+	Turns
 	n atomic.Int32
 }
 
 func (s *soloStarts) StartTurn(ctx context.Context, t store.TurnStart) (int64, error) {
 	s.n.Add(1)
-	return s.Store.StartTurn(ctx, t)
+	return s.Turns.StartTurn(ctx, t)
 }
 
 // TestTheModelIsAskedOnlyOnceTheUsersMessageIsSavedWithItsReservation: a turn's start rides in
@@ -32,9 +33,10 @@ func (s *soloStarts) StartTurn(ctx context.Context, t store.TurnStart) (int64, e
 // user said and the call's reservation are already in the database.
 func TestTheModelIsAskedOnlyOnceTheUsersMessageIsSavedWithItsReservation(t *testing.T) {
 	var solo *soloStarts
-	h := newHarnessStore(t, Options{}, func(st *store.Store) Store {
-		solo = &soloStarts{Store: st}
-		return solo
+	h := newHarnessStore(t, Options{}, func(st Store) Store {
+		solo = &soloStarts{Turns: st.Turns}
+		st.Turns = solo
+		return st
 	})
 	type seen struct {
 		found    bool
@@ -47,14 +49,14 @@ func TestTheModelIsAskedOnlyOnceTheUsersMessageIsSavedWithItsReservation(t *test
 	h.llm.SetHandler(func(llm.Request) llm.Reply {
 		ctx := context.Background()
 		var s seen
-		turn, found, err := h.store.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
+		turn, found, err := h.store.Turns.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
 		s.found, s.status, s.err = found, string(turn.Status), err
 		if found && err == nil {
-			s.messages, s.err = h.store.TurnMessages(ctx, turn.ID)
+			s.messages, s.err = h.store.Messages.TurnMessages(ctx, turn.ID)
 		}
 		if s.err == nil {
 			var rows []store.UsageRow
-			rows, s.err = h.store.Usage(ctx, store.UsageFilter{Platform: "telegram", UserID: "7"})
+			rows, s.err = h.store.Usage.Usage(ctx, store.UsageFilter{Platform: "telegram", UserID: "7"})
 			for _, r := range rows {
 				s.calls += r.Calls
 			}
@@ -98,7 +100,7 @@ func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *test
 	now := time.Now().UTC()
 	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }, Usage: noUsage{}})
 	ctx := context.Background()
-	if _, err := h.store.StartLLMCall(ctx, store.LLMCallStart{Platform: "telegram", ChatID: "7", UserID: "7",
+	if _, err := h.store.ModelCalls.StartLLMCall(ctx, store.LLMCallStart{Platform: "telegram", ChatID: "7", UserID: "7",
 		Call: chat.ModelCall{Model: "test-model", TokensIn: 900, TokensOut: 200, StartedAt: now}}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +113,11 @@ func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *test
 	if !strings.Contains(final+strings.Join(out.Notices(), " "), "quota") {
 		t.Fatalf("the user saw %q and notices %q, want the quota's refusal", final, out.Notices())
 	}
-	turn, found, err := h.store.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
+	turn, found, err := h.store.Turns.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
 	if err != nil || !found || turn.Status != store.TurnError {
 		t.Fatalf("the refused turn: %+v, %v, %v; want it saved as an error", turn, found, err)
 	}
-	msgs, err := h.store.TurnMessages(ctx, turn.ID)
+	msgs, err := h.store.Messages.TurnMessages(ctx, turn.ID)
 	if err != nil || len(msgs) == 0 || msgs[0].Content != "one more" {
 		t.Fatalf("the refused turn's messages: %+v, %v; want the user's message", msgs, err)
 	}
@@ -133,14 +135,14 @@ func (stoppedRunner) Run(context.Context, agent.Request, func(agent.Event)) *age
 // carry it, the turn's start is written on its own, and the turn's end after it.
 func TestATurnStoppedBeforeItsFirstModelCallStillSavesWhatTheUserSaid(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
-	p := newPipeline(t, stoppedRunner{}, st, nil, Options{})
+	st := storetest.Open(t, storetest.SQLite)
+	p := newPipeline(t, stoppedRunner{}, storeOf(st), nil, Options{})
 	p.Handle(ctx, privateMsg("7", "1", "hello"), &recResponder{stream: true})
-	turn, found, err := st.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
+	turn, found, err := st.Turns.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "7"}, "1")
 	if err != nil || !found || turn.Status != store.TurnCancelled {
 		t.Fatalf("the stopped turn: %+v, %v, %v; want it saved as cancelled", turn, found, err)
 	}
-	msgs, err := st.TurnMessages(ctx, turn.ID)
+	msgs, err := st.Messages.TurnMessages(ctx, turn.ID)
 	if err != nil || len(msgs) != 1 || msgs[0].Content != "hello" {
 		t.Fatalf("the stopped turn's messages: %+v, %v; want the user's message", msgs, err)
 	}

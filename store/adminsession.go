@@ -30,17 +30,16 @@ func (adminSessionRow) TableName() string { return "admin_sessions" }
 // deletes the sessions expired at now and, when keep or more would remain, those closest to
 // expiry, so that at most keep sessions exist (keep <= 0: no cap). Replicas logging in at the same
 // moment may together pass the cap by a few until the next login.
-func (s *Store) StartAdminSession(ctx context.Context, idHash string, ss AdminSession, now time.Time, keep int) error {
+func (s *AdminSessionQuery) StartAdminSession(ctx context.Context, idHash string, ss AdminSession, now time.Time, keep int) error {
 	now = dbTime(now)
 	row := adminSessionRow{IDHash: idHash, CSRF: ss.CSRF, CreatedAt: now, ExpiresAt: dbTime(ss.ExpiresAt)}
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(`DELETE FROM admin_sessions WHERE expires_at <= ?`, now).Error; err != nil {
+		if err := tx.Where("expires_at <= ?", now).Delete(&adminSessionRow{}).Error; err != nil {
 			return err
 		}
 		if keep > 0 {
-			err := tx.Exec(`DELETE FROM admin_sessions WHERE id_hash NOT IN
-				(SELECT id_hash FROM admin_sessions ORDER BY expires_at DESC, id_hash LIMIT ?)`, keep-1).Error
-			if err != nil {
+			newest := tx.Model(&adminSessionRow{}).Select("id_hash").Order("expires_at DESC, id_hash").Limit(keep - 1)
+			if err := tx.Where("id_hash NOT IN (?)", newest).Delete(&adminSessionRow{}).Error; err != nil {
 				return err
 			}
 		}
@@ -54,7 +53,7 @@ func (s *Store) StartAdminSession(ctx context.Context, idHash string, ss AdminSe
 
 // AdminSession returns the login whose cookie hashes to idHash, and false when there is none or
 // it had expired at now.
-func (s *Store) AdminSession(ctx context.Context, idHash string, now time.Time) (AdminSession, bool, error) {
+func (s *AdminSessionQuery) AdminSession(ctx context.Context, idHash string, now time.Time) (AdminSession, bool, error) {
 	var row adminSessionRow
 	err := s.r.WithContext(ctx).Where("id_hash = ? AND expires_at > ?", idHash, dbTime(now)).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -68,8 +67,8 @@ func (s *Store) AdminSession(ctx context.Context, idHash string, now time.Time) 
 
 // EndAdminSession deletes the login whose cookie hashes to idHash (a logout): from then on no
 // replica accepts its cookie. Ending an unknown session is not an error.
-func (s *Store) EndAdminSession(ctx context.Context, idHash string) error {
-	if err := s.w.WithContext(ctx).Exec(`DELETE FROM admin_sessions WHERE id_hash = ?`, idHash).Error; err != nil {
+func (s *AdminSessionQuery) EndAdminSession(ctx context.Context, idHash string) error {
+	if err := s.w.WithContext(ctx).Where("id_hash = ?", idHash).Delete(&adminSessionRow{}).Error; err != nil {
 		return fmt.Errorf("store: end admin session: %w", err)
 	}
 	return nil

@@ -16,19 +16,19 @@ func TestApprovalColumnsAreKeptAndFiltered(t *testing.T) {
 		at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 		asked := &audit.Record{ToolName: "files__write", ServerTool: "write", Source: "mcp", Server: "files",
 			Platform: "discord", ChatID: "5", ApprovalRequired: true, StartedAt: at}
-		if err := s.StartToolCall(ctx, asked); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, asked); err != nil {
 			t.Fatal(err)
 		}
 		asked.Status, asked.Decision, asked.Approver, asked.DecidedAt = audit.StatusDenied, "denied", "bob", at.Add(time.Minute)
-		if err := s.FinishToolCall(ctx, asked); err != nil {
+		if err := s.ToolCalls.FinishToolCall(ctx, asked); err != nil {
 			t.Fatal(err)
 		}
 		plain := &audit.Record{ToolName: "current_time", Source: "native", StartedAt: at.Add(time.Second), Status: audit.StatusOK}
-		if err := s.StartToolCall(ctx, plain); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, plain); err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range []audit.Filter{{Decision: "denied"}, {ApprovalRequired: true}} {
-			rows, _, err := s.ToolCalls(ctx, f)
+			rows, _, err := s.ToolCalls.ToolCalls(ctx, f)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,7 @@ import (
 // the write is tried again (Retry) until ctx ends. Many concurrent callers share
 // one commit. Once the row is handed to the writer the call waits for the commit even if ctx ends,
 // so the row and r.ID stay consistent.
-func (s *Store) StartToolCall(ctx context.Context, r *audit.Record) error {
+func (s *ToolCallQuery) StartToolCall(ctx context.Context, r *audit.Record) error {
 	if r == nil {
 		return errors.New("store: start tool call: nil record")
 	}
@@ -51,7 +51,7 @@ func (s *Store) StartToolCall(ctx context.Context, r *audit.Record) error {
 // written (ID 0) is written whole, so no call goes unrecorded. Cancellation of ctx does not stop
 // the write (a cancelled call must be recorded too), its deadline does: while the database is
 // away it is tried again (Retry) until then, or for WriteAttempt at least.
-func (s *Store) FinishToolCall(ctx context.Context, r *audit.Record) error {
+func (s *ToolCallQuery) FinishToolCall(ctx context.Context, r *audit.Record) error {
 	if r == nil {
 		return errors.New("store: finish tool call: nil record")
 	}
@@ -106,7 +106,7 @@ type auditReq struct {
 // auditWriter is the one goroutine that writes audit rows. It takes whatever requests are
 // waiting (up to batch) and commits them in one transaction.
 type auditWriter struct {
-	s      *Store
+	s      *conn
 	batch  int
 	reqs   chan *auditReq
 	mu     sync.RWMutex // guards closed against sends on a closed channel
@@ -114,7 +114,7 @@ type auditWriter struct {
 	wg     sync.WaitGroup
 }
 
-func newAuditWriter(s *Store, batch int) *auditWriter {
+func newAuditWriter(s *conn, batch int) *auditWriter {
 	w := &auditWriter{s: s, batch: batch, reqs: make(chan *auditReq, batch)}
 	w.wg.Add(1)
 	go w.run()

@@ -17,17 +17,17 @@ func TestAFinishedCallWhoseRowIsGoneIsRecordedWhole(t *testing.T) {
 		long := &audit.Record{TurnID: 7, Platform: "telegram", ChatID: "c", UserID: "u", Round: 1,
 			ToolCallID: "call_1", ToolName: "crawl", Source: "native", Arguments: "{}",
 			StartedAt: seedBase}
-		if err := s.StartToolCall(ctx, long); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, long); err != nil {
 			t.Fatal(err)
 		}
 		if res := s.w.Exec("DELETE FROM tool_calls WHERE id = ?", long.ID); res.Error != nil || res.RowsAffected != 1 {
 			t.Fatalf("delete the long call's row: %d, %v", res.RowsAffected, res.Error)
 		}
 		long.Status, long.Result, long.Duration = audit.StatusOK, "done", 90*time.Second
-		if err := s.FinishToolCall(ctx, long); err != nil {
+		if err := s.ToolCalls.FinishToolCall(ctx, long); err != nil {
 			t.Fatalf("FinishToolCall: %v", err)
 		}
-		row, err := s.ToolCall(ctx, long.ID)
+		row, err := s.ToolCalls.ToolCall(ctx, long.ID)
 		if err != nil {
 			t.Fatalf("the finished call is not in the audit log: %v", err)
 		}
@@ -36,7 +36,7 @@ func TestAFinishedCallWhoseRowIsGoneIsRecordedWhole(t *testing.T) {
 			t.Errorf("row = %+v, want the whole finished call", row)
 		}
 		next := &audit.Record{ToolName: "search", ToolCallID: "call_2"}
-		if err := s.StartToolCall(ctx, next); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, next); err != nil {
 			t.Fatalf("a later call: %v", err)
 		}
 		if next.ID == long.ID {

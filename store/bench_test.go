@@ -28,11 +28,11 @@ func BenchmarkAuditRows(b *testing.B) {
 					rec := &audit.Record{TurnID: i, Platform: "telegram", ChatID: "c", UserID: "u",
 						ToolCallID: fmt.Sprint("call_", i), ToolName: "web_search", Source: "native",
 						Arguments: `{"query":"benchmark"}`, ArgumentsSize: 21}
-					if err := s.StartToolCall(ctx, rec); err != nil {
+					if err := s.ToolCalls.StartToolCall(ctx, rec); err != nil {
 						b.Fatal(err)
 					}
 					rec.Status, rec.Result, rec.ResultSize = audit.StatusOK, "result text", 11
-					if err := s.FinishToolCall(ctx, rec); err != nil {
+					if err := s.ToolCalls.FinishToolCall(ctx, rec); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -48,17 +48,17 @@ func BenchmarkAuditRows(b *testing.B) {
 func BenchmarkHistory10Rounds(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b, DriverSQLite)
-	c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "bench"})
+	c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range 30 { // more rounds than loaded
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("question ", i)}})
+		id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("question ", i)}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		a, z := fmt.Sprint("a", i), fmt.Sprint("z", i)
-		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{
+		err = s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{
 			{Role: RoleAssistant, ToolCalls: []chat.ToolCall{call(a), call(z)}},
 			{Role: RoleTool, ToolCallID: a, Content: "result a"},
 			{Role: RoleTool, ToolCallID: z, Content: "result z"},
@@ -70,7 +70,7 @@ func BenchmarkHistory10Rounds(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		h, err := s.History(ctx, c.ID, 10)
+		h, err := s.Messages.History(ctx, c.ID, 10)
 		if err != nil || len(h) != 50 {
 			b.Fatalf("History = %d messages, %v", len(h), err)
 		}
@@ -123,13 +123,13 @@ FROM n`)
 	b.Logf("seeded 1,000,000 rows in %v", time.Since(start).Round(time.Millisecond))
 	f := audit.Filter{Tool: "tool7", Statuses: []audit.Status{audit.StatusError}, Limit: 50}
 	b.Logf("plan:\n%s", queryPlan(b, s, f))
-	items, next, err := s.ToolCalls(ctx, f)
+	items, next, err := s.ToolCalls.ToolCalls(ctx, f)
 	if err != nil || len(items) != 50 || next == "" {
 		b.Fatalf("ToolCalls = %d rows, next %q, %v", len(items), next, err)
 	}
 	b.Run("tool+status/first-page", func(b *testing.B) {
 		for b.Loop() {
-			if items, _, err := s.ToolCalls(ctx, f); err != nil || len(items) != 50 {
+			if items, _, err := s.ToolCalls.ToolCalls(ctx, f); err != nil || len(items) != 50 {
 				b.Fatal(len(items), err)
 			}
 		}
@@ -138,7 +138,7 @@ FROM n`)
 		g := f
 		g.Cursor = next
 		for b.Loop() {
-			if items, _, err := s.ToolCalls(ctx, g); err != nil || len(items) != 50 {
+			if items, _, err := s.ToolCalls.ToolCalls(ctx, g); err != nil || len(items) != 50 {
 				b.Fatal(len(items), err)
 			}
 		}
@@ -146,7 +146,7 @@ FROM n`)
 	b.Run("tool+status+since/stats", func(b *testing.B) {
 		g := audit.Filter{Tool: "tool7", Statuses: []audit.Status{audit.StatusError}, Since: time.Unix(1767225600+900_000, 0)}
 		for b.Loop() {
-			if st, err := s.ToolStats(ctx, g); err != nil || len(st) != 1 {
+			if st, err := s.ToolCalls.ToolStats(ctx, g); err != nil || len(st) != 1 {
 				b.Fatal(st, err)
 			}
 		}
@@ -178,7 +178,7 @@ func benchTurnWrites(b *testing.B, turns int, carried bool) {
 	s := newStore(b, DriverSQLite)
 	convs := make([]int64, 64)
 	for i := range convs {
-		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: fmt.Sprint("bench", i)})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: fmt.Sprint("bench", i)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -201,21 +201,21 @@ func benchTurnWrites(b *testing.B, turns int, carried bool) {
 				Call: chat.ModelCall{Model: "m", TokensIn: 10, TokensOut: 1000, StartedAt: time.Now()}}
 			var err error
 			if carried {
-				ts.ID, err = s.NewTurnID(ctx)
+				ts.ID, err = s.Turns.NewTurnID(ctx)
 				cs.Turn = &ts
 			} else {
-				ts.ID, err = s.StartTurn(ctx, ts)
+				ts.ID, err = s.Turns.StartTurn(ctx, ts)
 			}
 			if err != nil {
 				b.Fatal(err)
 			}
 			id := ts.ID
 			cs.TurnID = id
-			call, err := s.StartLLMCall(ctx, cs)
+			call, err := s.ModelCalls.StartLLMCall(ctx, cs)
 			if err != nil {
 				b.Fatal(err)
 			}
-			err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
+			err = s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
 				Messages: []chat.Message{{Role: RoleAssistant, Content: "an answer of a few words"}},
 				Settle:   []LLMCallSettle{{ID: call, Call: chat.ModelCall{Model: "m", Status: "ok", TokensIn: 10, TokensOut: 5}}}})
 			if err != nil {
@@ -244,7 +244,7 @@ func goroutinesCreated() uint64 {
 
 // writerRuns is the count of statements the writer connection ran, and of those run from its
 // statement cache.
-func writerRuns(b *testing.B, s *Store) (runs, hits int) {
+func writerRuns(b *testing.B, s *Database) (runs, hits int) {
 	conn, err := s.wsql.Conn(context.Background())
 	if err != nil {
 		b.Fatal(err)

@@ -24,11 +24,11 @@ func (r consentRow) public() audit.Consent {
 	return c
 }
 
-var _ audit.Consents = (*Store)(nil)
+var _ audit.Consents = (*ConsentQuery)(nil)
 
 // SaveConsent implements audit.Consents: a consent replaces the one of the same chat, person,
 // tool, server and rule, so a renewed "always" starts a new term instead of adding a row.
-func (s *Store) SaveConsent(ctx context.Context, c audit.Consent) (int64, error) {
+func (s *ConsentQuery) SaveConsent(ctx context.Context, c audit.Consent) (int64, error) {
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = time.Now()
 	}
@@ -49,7 +49,7 @@ func (s *Store) SaveConsent(ctx context.Context, c audit.Consent) (int64, error)
 }
 
 // FindConsent implements audit.Consents; a consent for the person wins over one for everyone.
-func (s *Store) FindConsent(ctx context.Context, platform, chatID, userID, tool, server, rule string, now time.Time) (audit.Consent, bool, error) {
+func (s *ConsentQuery) FindConsent(ctx context.Context, platform, chatID, userID, tool, server, rule string, now time.Time) (audit.Consent, bool, error) {
 	var row consentRow
 	err := s.r.WithContext(ctx).Select(consentColumns).
 		Where("platform = ? AND chat_id = ? AND tool = ? AND server = ? AND rule = ? AND expires_at > ? AND (user_id = ? OR user_id = '')",
@@ -65,7 +65,7 @@ func (s *Store) FindConsent(ctx context.Context, platform, chatID, userID, tool,
 }
 
 // ListConsents implements audit.Consents.
-func (s *Store) ListConsents(ctx context.Context, f audit.ConsentFilter) ([]audit.Consent, error) {
+func (s *ConsentQuery) ListConsents(ctx context.Context, f audit.ConsentFilter) ([]audit.Consent, error) {
 	now := f.Now
 	if now.IsZero() {
 		now = time.Now()
@@ -89,7 +89,7 @@ func (s *Store) ListConsents(ctx context.Context, f audit.ConsentFilter) ([]audi
 }
 
 // RevokeConsent implements audit.Consents.
-func (s *Store) RevokeConsent(ctx context.Context, id int64) error {
+func (s *ConsentQuery) RevokeConsent(ctx context.Context, id int64) error {
 	res := s.w.WithContext(ctx).Where("id = ?", id).Delete(&consentRow{})
 	if res.Error != nil {
 		return fmt.Errorf("store: revoke consent %d: %w", id, res.Error)

@@ -24,7 +24,7 @@ func TestConsentsAreFoundForWhomTheyCover(t *testing.T) {
 			if c.ExpiresAt.IsZero() {
 				c.ExpiresAt = now.Add(time.Hour)
 			}
-			id, err := s.SaveConsent(ctx, c)
+			id, err := s.Consents.SaveConsent(ctx, c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -35,7 +35,7 @@ func TestConsentsAreFoundForWhomTheyCover(t *testing.T) {
 		save(audit.Consent{UserID: "601", GivenBy: "Bob", GivenByID: "601", ExpiresAt: now.Add(-time.Minute)})
 		find := func(user, server, rule string) (audit.Consent, bool) {
 			t.Helper()
-			c, ok, err := s.FindConsent(ctx, "discord", "5", user, "send_mail", server, rule, now)
+			c, ok, err := s.Consents.FindConsent(ctx, "discord", "5", user, "send_mail", server, rule, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,14 +54,14 @@ func TestConsentsAreFoundForWhomTheyCover(t *testing.T) {
 			t.Fatal("a consent for one rule covered another")
 		}
 		renewed := save(audit.Consent{UserID: "600", GivenBy: "Ann", GivenByID: "600", ExpiresAt: now.Add(2 * time.Hour)})
-		list, err := s.ListConsents(ctx, audit.ConsentFilter{Platform: "discord", ChatID: "5", Now: now})
+		list, err := s.Consents.ListConsents(ctx, audit.ConsentFilter{Platform: "discord", ChatID: "5", Now: now})
 		if err != nil || len(list) != 2 || list[0].ID != renewed || !list[0].ExpiresAt.Equal(now.Add(2*time.Hour)) || list[1].ID != everyone {
 			t.Fatalf("list = %+v, %v; want the renewed consent and the one for everyone", list, err)
 		}
-		if err := s.RevokeConsent(ctx, everyone); err != nil {
+		if err := s.Consents.RevokeConsent(ctx, everyone); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RevokeConsent(ctx, everyone); !errors.Is(err, audit.ErrConsentNotFound) {
+		if err := s.Consents.RevokeConsent(ctx, everyone); !errors.Is(err, audit.ErrConsentNotFound) {
 			t.Fatalf("revoke twice: %v, want ErrConsentNotFound", err)
 		}
 		if _, ok := find("601", "mail", "tools.policy[0]"); ok {

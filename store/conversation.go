@@ -62,7 +62,7 @@ func validateKey(k chat.Key) error {
 }
 
 // Conversation returns the active conversation of key, creating it when there is none.
-func (s *Store) Conversation(ctx context.Context, key chat.Key) (Conversation, error) {
+func (s *ConversationQuery) Conversation(ctx context.Context, key chat.Key) (Conversation, error) {
 	if err := validateKey(key); err != nil {
 		return Conversation{}, err
 	}
@@ -97,7 +97,7 @@ func (s *Store) Conversation(ctx context.Context, key chat.Key) (Conversation, e
 
 // ResetConversation starts a new active conversation for key; the old one is kept, inactive. The
 // new one keeps the old one's model and system prompt (the chat's choices), not its summary.
-func (s *Store) ResetConversation(ctx context.Context, key chat.Key) (Conversation, error) {
+func (s *ConversationQuery) ResetConversation(ctx context.Context, key chat.Key) (Conversation, error) {
 	if err := validateKey(key); err != nil {
 		return Conversation{}, err
 	}
@@ -128,11 +128,9 @@ func (s *Store) ResetConversation(ctx context.Context, key chat.Key) (Conversati
 	return c, nil
 }
 
-func (s *Store) activeConversation(ctx context.Context, db *gorm.DB, key chat.Key) (Conversation, error) {
+func (s *conn) activeConversation(ctx context.Context, db *gorm.DB, key chat.Key) (Conversation, error) {
 	var c conversationRow
-	err := db.WithContext(ctx).Raw(activeConversationQuery, key.Platform, key.ChatID, key.ThreadID, key.UserID, true).
-		Row().Scan(&c.ID, &c.Platform, &c.ChatID, &c.ThreadID, &c.UserID, &c.Active, &c.CreatedAt,
-		&c.Model, &c.SystemPrompt, &c.Summary, &c.SummaryTurnID)
+	err := c.scan(db.WithContext(ctx).Raw(activeConversationQuery, key.Platform, key.ChatID, key.ThreadID, key.UserID, true).Row())
 	if errors.Is(err, sql.ErrNoRows) {
 		return Conversation{}, gorm.ErrRecordNotFound
 	}
@@ -140,6 +138,12 @@ func (s *Store) activeConversation(ctx context.Context, db *gorm.DB, key chat.Ke
 		return Conversation{}, err
 	}
 	return c.public(), nil
+}
+
+// scan reads a row of activeConversationQuery.
+func (c *conversationRow) scan(row scanner) error {
+	return row.Scan(&c.ID, &c.Platform, &c.ChatID, &c.ThreadID, &c.UserID, &c.Active, &c.CreatedAt,
+		&c.Model, &c.SystemPrompt, &c.Summary, &c.SummaryTurnID)
 }
 
 // activeConversationQuery finds the conversation of every turn: a plain statement for the

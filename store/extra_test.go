@@ -11,17 +11,17 @@ func TestProviderExtraFieldsSurviveTheStore(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "extra"})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "web", ChatID: "extra"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "where?"}})
+		id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "where?"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		sig := json.RawMessage(`{"extra_content":{"google":{"thought_signature":"CsQBAV"}}}`)
 		details := json.RawMessage(`{"reasoning_details":[{"type":"reasoning.encrypted","data":"abc"}]}`)
-		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{
+		err = s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{
 			{Role: RoleAssistant, Extra: details, Reasoning: "run pwd", ReasoningField: "reasoning_content", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "shell", Arguments: "{}", Extra: sig}}},
 			{Role: RoleTool, ToolCallID: "c1", Name: "shell", Content: "/work"},
 			{Role: RoleAssistant, Content: "You are in /work."},
@@ -29,7 +29,7 @@ func TestProviderExtraFieldsSurviveTheStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := s.History(ctx, c.ID, 10)
+		h, err := s.Messages.History(ctx, c.ID, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,18 +26,18 @@ func TestSQLiteFilesArePrivateWhateverTheUmask(t *testing.T) {
 			path := filepath.Join(dir, "bot.db")
 			s := openTest(t, Options{Driver: DriverSQLite, DSN: path})
 			ctx := context.Background()
-			c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+			c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "secret"}})
+			id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "secret"}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.StartToolCall(ctx, &audit.Record{TurnID: id, ToolName: "t", Arguments: "{}"}); err != nil {
+			if err := s.ToolCalls.StartToolCall(ctx, &audit.Record{TurnID: id, ToolName: "t", Arguments: "{}"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {
+			if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {
 				t.Fatal(err)
 			}
 			want := map[string]os.FileMode{dir: 0o700, path: 0o600, path + "-wal": 0o600, path + "-shm": 0o600}

@@ -16,7 +16,7 @@ import (
 
 // holdWriter occupies the turn writer with a write that waits for release, so the writes made
 // meanwhile queue up behind it as they do while a commit is on its way to the disk.
-func holdWriter(t *testing.T, s *Store) (release func()) {
+func holdWriter(t *testing.T, s *Database) (release func()) {
 	t.Helper()
 	hold, held := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
@@ -40,7 +40,7 @@ func TestTurnsWaitingTogetherShareOneCommitAndAllPersist(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestTurnsWaitingTogetherShareOneCommitAndAllPersist(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				ids[i], errs[i] = s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("question ", i)}})
+				ids[i], errs[i] = s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("question ", i)}})
 			})
 		}
 		wait.For(t, "ten turns queued behind the held commit", func() bool { return len(s.turns.jobs) == n })
@@ -65,7 +65,7 @@ func TestTurnsWaitingTogetherShareOneCommitAndAllPersist(t *testing.T) {
 			if errs[i] != nil {
 				t.Fatalf("turn %d: %v", i, errs[i])
 			}
-			if tr, err := s.Turn(ctx, id); err != nil || tr.Status != TurnRunning {
+			if tr, err := s.Turns.Turn(ctx, id); err != nil || tr.Status != TurnRunning {
 				t.Errorf("turn %d after its commit: %+v, %v; want it stored, running", i, tr, err)
 			}
 		}
@@ -76,29 +76,29 @@ func TestAFailingTurnWriteDoesNotUndoTheOthersInItsCommit(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		done, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "q"}})
+		done, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		end := TurnEnd{TurnID: done, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "a"}}}
-		if err := s.FinishTurn(ctx, end); err != nil {
+		if err := s.Turns.FinishTurn(ctx, end); err != nil {
 			t.Fatal(err)
 		}
 		release := holdWriter(t, s)
 		var wg sync.WaitGroup
 		var finishAgain error
-		wg.Go(func() { finishAgain = s.FinishTurn(ctx, end) })
+		wg.Go(func() { finishAgain = s.Turns.FinishTurn(ctx, end) })
 		wait.For(t, "the second finish queued", func() bool { return len(s.turns.jobs) == 1 })
 		const n = 4
 		ids := make([]int64, n)
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
-				ids[i], errs[i] = s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("next ", i)}})
+				ids[i], errs[i] = s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("next ", i)}})
 			})
 		}
 		wait.For(t, "five writes queued", func() bool { return len(s.turns.jobs) == n+1 })
@@ -111,11 +111,11 @@ func TestAFailingTurnWriteDoesNotUndoTheOthersInItsCommit(t *testing.T) {
 			if errs[i] != nil {
 				t.Fatalf("turn %d committed with a failing write: %v", i, errs[i])
 			}
-			if _, err := s.Turn(ctx, id); err != nil {
+			if _, err := s.Turns.Turn(ctx, id); err != nil {
 				t.Errorf("turn %d missing after its commit: %v", i, err)
 			}
 		}
-		if tr, err := s.Turn(ctx, done); err != nil || tr.Status != TurnOK {
+		if tr, err := s.Turns.Turn(ctx, done); err != nil || tr.Status != TurnOK {
 			t.Errorf("the finished turn after the failed second finish: %+v, %v; want it ok", tr, err)
 		}
 	})
@@ -153,7 +153,7 @@ func TestAWriteThatLosesADeadlockToAnotherReplicaRunsAgain(t *testing.T) {
 	var wg sync.WaitGroup
 	var releases []func()
 	for i, r := range []struct {
-		s           *Store
+		s           *Database
 		one, second string
 	}{{a, "x", "y"}, {b, "y", "x"}} {
 		releases = append(releases, holdWriter(t, r.s))
@@ -187,7 +187,7 @@ func TestAWriteLockedOutBySQLiteFailsAtTheBusyTimeoutAndTheNextOneGoesThrough(t 
 	opts := testOptions(t, DriverSQLite)
 	opts.BusyTimeout = 200 * time.Millisecond
 	s := openTest(t, opts)
-	conv, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "locked"})
+	conv, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "locked"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestAWriteLockedOutBySQLiteFailsAtTheBusyTimeoutAndTheNextOneGoesThrough(t 
 	start := func() <-chan error {
 		done := make(chan error, 1)
 		go func() {
-			_, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "hello"}})
+			_, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "hello"}})
 			done <- err
 		}()
 		return done

@@ -3,38 +3,47 @@ package store
 import (
 	"context"
 	"fmt"
-	"relaybot/internal/testkit/storetest"
+	"relaybot/store/internal/testdb"
 	"strings"
 	"testing"
 )
 
 // forEachDriver runs fn as a subtest per driver; the PostgreSQL one is skipped with a note when
-// storetest.Env is not set.
+// testdb.Env is not set.
 func forEachDriver(t *testing.T, fn func(t *testing.T, driver string)) {
 	t.Helper()
-	storetest.Drivers(t, fn)
+	testdb.Drivers(t, fn)
 }
 
 // testOptions returns options for a fresh, empty database of driver. On PostgreSQL each test
 // gets its own schema, dropped at the end.
 func testOptions(t testing.TB, driver string) Options {
 	t.Helper()
-	return Options{Driver: driver, DSN: storetest.DSN(t, driver)}
+	return Options{Driver: driver, DSN: testdb.DSN(t, driver)}
 }
 
 // openTest opens and migrates a store; it is closed when the test ends.
-func openTest(t testing.TB, opts Options) *Store {
+func openTest(t testing.TB, opts Options) *Database {
 	t.Helper()
-	return storetest.Open(t, func(ctx context.Context) (*Store, error) { return Open(ctx, opts) })
+	ctx := context.Background()
+	s, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatalf("open the store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate the store: %v", err)
+	}
+	return s
 }
 
-func newStore(t testing.TB, driver string) *Store {
+func newStore(t testing.TB, driver string) *Database {
 	t.Helper()
 	return openTest(t, testOptions(t, driver))
 }
 
 // count returns the rows of table matching where.
-func count(t testing.TB, s *Store, table, where string, args ...any) int {
+func count(t testing.TB, s *Database, table, where string, args ...any) int {
 	t.Helper()
 	q := "SELECT COUNT(*) FROM " + table
 	if where != "" {
@@ -50,7 +59,7 @@ func count(t testing.TB, s *Store, table, where string, args ...any) int {
 func errContains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
 
 // rebind turns ? placeholders into $n for PostgreSQL.
-func (s *Store) rebind(q string) string {
+func (s *Database) rebind(q string) string {
 	if s.driver != DriverPostgres {
 		return q
 	}

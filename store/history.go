@@ -10,7 +10,7 @@ import (
 // oldest first; rounds <= 0 returns none. The running turn is not included. Whole rounds only:
 // an assistant tool call whose result is missing is dropped, and so is a tool result whose call is
 // missing, so the history handed to a model never holds one without the other.
-func (s *Store) History(ctx context.Context, conversationID int64, rounds int) ([]chat.Message, error) {
+func (s *MessageQuery) History(ctx context.Context, conversationID int64, rounds int) ([]chat.Message, error) {
 	if rounds <= 0 {
 		return nil, nil
 	}

@@ -40,17 +40,17 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "h"})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "web", ChatID: "h"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		turn := func(status chat.Status, user string, msgs ...chat.Message) {
 			t.Helper()
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: user, Name: "ann", Images: []chat.Image{{MIME: "image/png", Data: []byte("png")}}}})
+			id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: user, Name: "ann", Images: []chat.Image{{MIME: "image/png", Data: []byte("png")}}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: status, Messages: msgs}); err != nil {
+			if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: status, Messages: msgs}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -63,7 +63,7 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 				chat.Message{Role: RoleTool, ToolCallID: b, Name: "t", Content: "rb"},
 				chat.Message{Role: RoleAssistant, Content: fmt.Sprint("answer", i), Reasoning: "because"})
 		}
-		h, err := s.History(ctx, c.ID, 10)
+		h, err := s.Messages.History(ctx, c.ID, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 		}
 		checkPaired(t, h)
 		for _, n := range []int{1, 2, 3, 7} {
-			h, err := s.History(ctx, c.ID, n)
+			h, err := s.Messages.History(ctx, c.ID, n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 			}
 			checkPaired(t, h)
 		}
-		if h, _ := s.History(ctx, c.ID, 0); len(h) != 0 {
+		if h, _ := s.Messages.History(ctx, c.ID, 0); len(h) != 0 {
 			t.Errorf("History(0) = %d messages, want none", len(h))
 		}
 
@@ -101,7 +101,7 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 			chat.Message{Role: RoleTool, ToolCallID: "x", Content: "rx"},
 			chat.Message{Role: RoleTool, ToolCallID: "x", Content: "rx again"},
 			chat.Message{Role: RoleAssistant, ToolCalls: []chat.ToolCall{call("z")}})
-		h, err = s.History(ctx, c.ID, 1)
+		h, err = s.Messages.History(ctx, c.ID, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,10 +110,10 @@ func TestHistoryWholeRoundsOnly(t *testing.T) {
 			t.Errorf("cut turn history = %+v, want user, the call x, its one result", h)
 		}
 		// The running turn is not history yet.
-		if _, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "now"}}); err != nil {
+		if _, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "now"}}); err != nil {
 			t.Fatal(err)
 		}
-		h, _ = s.History(ctx, c.ID, 1)
+		h, _ = s.Messages.History(ctx, c.ID, 1)
 		if len(h) == 0 || h[0].Content != "broken" {
 			t.Errorf("History includes the running turn: %+v", h)
 		}

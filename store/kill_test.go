@@ -26,18 +26,18 @@ func killHelper(dsn, driver string) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "k"})
+	c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "k"})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "run the slow tool"}})
+	turn, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "run the slow tool"}})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
 	rec := &audit.Record{TurnID: turn, ConversationID: c.ID, ToolName: "slow", Source: "mcp", Server: "srv", ToolCallID: "call_k"}
-	if err := s.StartToolCall(ctx, rec); err != nil {
+	if err := s.ToolCalls.StartToolCall(ctx, rec); err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
@@ -99,19 +99,19 @@ func TestKillMidCall(t *testing.T) {
 		turnID, _ := strconv.ParseInt(f[2], 10, 64)
 
 		s2 := openTest(t, opts)
-		row, err := s2.ToolCall(ctx, id)
+		row, err := s2.ToolCalls.ToolCall(ctx, id)
 		if err != nil {
 			t.Fatalf("the killed call left no row: %v", err)
 		}
 		if row.Status != audit.StatusRunning || row.ToolName != "slow" || row.Server != "srv" {
 			t.Fatalf("row after kill = %+v, want the running call", row)
 		}
-		turns, calls, err := s2.Recover(ctx)
+		turns, calls, err := s2.Turns.Recover(ctx)
 		if err != nil || turns != 1 || calls != 1 {
 			t.Fatalf("Recover = %d, %d, %v; want 1 turn and 1 call", turns, calls, err)
 		}
-		row, _ = s2.ToolCall(ctx, id)
-		tr, _ := s2.Turn(ctx, turnID)
+		row, _ = s2.ToolCalls.ToolCall(ctx, id)
+		tr, _ := s2.Turns.Turn(ctx, turnID)
 		if row.Status != audit.StatusInterrupted || tr.Status != TurnInterrupted {
 			t.Errorf("after Recover: call %s, turn %s; want both interrupted", row.Status, tr.Status)
 		}

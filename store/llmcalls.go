@@ -80,7 +80,7 @@ func (e *OverQuotaError) Error() string {
 // checks across every replica: on PostgreSQL under a transaction advisory lock per user and per
 // chat checked, on SQLite (one process) through its single writer connection, whose
 // transactions run one at a time.
-func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error) {
+func (s *ModelCallQuery) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error) {
 	row := newLLMCallRow(c.Call)
 	row.Status, row.Estimated, row.InstanceID = LLMCallRunning, true, s.instance
 	row.Platform, row.ChatID, row.UserID, row.Seq = c.Platform, c.ChatID, c.UserID, c.Seq
@@ -154,7 +154,7 @@ func (s *Store) StartLLMCall(ctx context.Context, c LLMCallStart) (int64, error)
 }
 
 // carriedTurnStart is the rows of the turn's start a call carries (none when it carries none).
-func (s *Store) carriedTurnStart(c LLMCallStart) (turnRow, messageRow, error) {
+func (s *conn) carriedTurnStart(c LLMCallStart) (turnRow, messageRow, error) {
 	if c.Turn == nil {
 		return turnRow{}, messageRow{}, nil
 	}
@@ -190,7 +190,7 @@ const insertLLMCall = `INSERT INTO llm_calls (turn_id, seq, round, model, candid
 
 // FinishLLMCall settles a call StartLLMCall opened with how it ended: its status, tokens
 // (reported or estimated), timings and error. A call Recover already settled is left as it is.
-func (s *Store) FinishLLMCall(ctx context.Context, id int64, c chat.ModelCall) error {
+func (s *ModelCallQuery) FinishLLMCall(ctx context.Context, id int64, c chat.ModelCall) error {
 	err := s.turns.do(ctx, func(tx *gorm.DB) error {
 		return settleLLMCalls(tx, []LLMCallSettle{{ID: id, Call: c}})
 	})
@@ -246,8 +246,3 @@ func newLLMCallRow(c chat.ModelCall) llmCallRow {
 		TokensIn: c.TokensIn, TokensOut: c.TokensOut, Estimated: c.Estimated,
 		Error: validText(c.ErrorText()), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds()}
 }
-
-// llmCallsOutsideTurns deletes, for retention, the finished calls without a turn (/compact's)
-// that started before cutoff: a turn's calls go with the turn.
-const llmCallsOutsideTurns = `DELETE FROM llm_calls WHERE id IN (SELECT id FROM llm_calls
-	WHERE turn_id IS NULL AND started_at < ? AND status <> ? ORDER BY started_at LIMIT ?)`

@@ -17,7 +17,7 @@ func TestStartLLMCallReservesAtomically(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		opts := testOptions(t, driver)
 		first := openTest(t, opts)
-		stores := []*Store{first}
+		stores := []*Database{first}
 		if driver == DriverPostgres {
 			// Two replicas on one database.
 			opts.Instance = "other"
@@ -26,8 +26,8 @@ func TestStartLLMCallReservesAtomically(t *testing.T) {
 		ctx := context.Background()
 		day := time.Now().UTC().Truncate(24 * time.Hour)
 		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Tokens: 1000}
-		start := func(s *Store, in, out int) (int64, error) {
-			return s.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7", Checks: []QuotaCheck{check},
+		start := func(s *Database, in, out int) (int64, error) {
+			return s.ModelCalls.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7", Checks: []QuotaCheck{check},
 				Call: chat.ModelCall{Model: "m", TokensIn: in, TokensOut: out, StartedAt: time.Now()}})
 		}
 		var (
@@ -58,7 +58,7 @@ func TestStartLLMCallReservesAtomically(t *testing.T) {
 		if len(started) != 3 || refused != 9 {
 			t.Fatalf("%d calls started and %d refused, want 3 and 9", len(started), refused)
 		}
-		rows, err := first.Usage(ctx, check.Filter)
+		rows, err := first.Usage.Usage(ctx, check.Filter)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,14 +66,14 @@ func TestStartLLMCallReservesAtomically(t *testing.T) {
 			t.Fatalf("usage while running = %+v, want the three reservations, estimated", u[0])
 		}
 		for _, id := range started {
-			if err := first.FinishLLMCall(ctx, id, chat.ModelCall{Model: "m", Status: "ok", TokensIn: 100, TokensOut: 20}); err != nil {
+			if err := first.ModelCalls.FinishLLMCall(ctx, id, chat.ModelCall{Model: "m", Status: "ok", TokensIn: 100, TokensOut: 20}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if _, err := start(first, 100, 250); err != nil {
 			t.Fatalf("a call after the others settled at 360 tokens: %v", err)
 		}
-		rows, _ = first.Usage(ctx, check.Filter)
+		rows, _ = first.Usage.Usage(ctx, check.Filter)
 		if u := RollUp(rows, ByAll, nil); u[0].TokensIn+u[0].TokensOut != 360+350 || u[0].Estimated != 1 {
 			t.Fatalf("usage after settling = %+v, want 360 settled and one reservation of 350", u[0])
 		}
@@ -86,25 +86,25 @@ func TestRecoverSettlesRunningModelCalls(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := newStore(t, driver)
 		ctx := context.Background()
-		id, err := s.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7",
+		id, err := s.ModelCalls.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7",
 			Call: chat.ModelCall{Model: "m", TokensIn: 300, TokensOut: 2048, StartedAt: time.Now()}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.Recover(ctx); err != nil {
+		if _, _, err := s.Turns.Recover(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if n := count(t, s, "llm_calls", "id = ? AND status = ? AND estimated AND tokens_in = 300 AND tokens_out = 2048", id, LLMCallInterrupted); n != 1 {
 			t.Fatalf("the crashed call was not settled interrupted at its reservation")
 		}
-		if err := s.FinishLLMCall(ctx, id, chat.ModelCall{Model: "m", Status: "ok", TokensIn: 1, TokensOut: 1}); err != nil {
+		if err := s.ModelCalls.FinishLLMCall(ctx, id, chat.ModelCall{Model: "m", Status: "ok", TokensIn: 1, TokensOut: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if n := count(t, s, "llm_calls", "id = ? AND status = ?", id, LLMCallInterrupted); n != 1 {
 			t.Fatalf("a late finish changed a recovered call")
 		}
 		// Retention removes calls outside turns too.
-		if _, err := s.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
+		if _, err := s.Retention.Sweep(ctx, time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		if n := count(t, s, "llm_calls", ""); n != 0 {
@@ -145,7 +145,7 @@ func TestLedgerMigrationKeepsEarlierCalls(t *testing.T) {
 		}
 		check := func(when string) {
 			t.Helper()
-			rows, err := s.Usage(ctx, UsageFilter{Platform: "telegram", UserID: "ann"})
+			rows, err := s.Usage.Usage(ctx, UsageFilter{Platform: "telegram", UserID: "ann"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,30 +174,30 @@ func TestACallIsSettledWithItsTurnsNextWrite(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := newStore(t, driver)
 		ctx := context.Background()
-		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "c"})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "c"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := s.turns.commits.Load()
-		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "7", UserMessage: chat.Message{Content: "hi"}})
+		turn, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "7", UserMessage: chat.Message{Content: "hi"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		day := time.Now().UTC().Truncate(24 * time.Hour)
 		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Tokens: 1000}
-		first, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: turn, Platform: "telegram", ChatID: "c", UserID: "7",
+		first, err := s.ModelCalls.StartLLMCall(ctx, LLMCallStart{TurnID: turn, Platform: "telegram", ChatID: "c", UserID: "7",
 			Checks: []QuotaCheck{check}, Call: chat.ModelCall{Model: "m", TokensIn: 100, TokensOut: 800, StartedAt: time.Now()}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// 900 reserved: a second reservation of 900 fits only once the first is settled at 120.
-		second, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: turn, Seq: 1, Platform: "telegram", ChatID: "c", UserID: "7",
+		second, err := s.ModelCalls.StartLLMCall(ctx, LLMCallStart{TurnID: turn, Seq: 1, Platform: "telegram", ChatID: "c", UserID: "7",
 			Checks: []QuotaCheck{check}, Call: chat.ModelCall{Model: "m", TokensIn: 100, TokensOut: 800, StartedAt: time.Now()},
 			Settle: []LLMCallSettle{{ID: first, Call: chat.ModelCall{Model: "m", Status: "ok", TokensIn: 100, TokensOut: 20}}}})
 		if err != nil {
 			t.Fatalf("the second call was refused although the first cost 120 of its 900 tokens: %v", err)
 		}
-		err = s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "hello"}},
+		err = s.Turns.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "hello"}},
 			Settle: []LLMCallSettle{{ID: second, Call: chat.ModelCall{Model: "m", Status: "ok", TokensIn: 130, TokensOut: 30}}}})
 		if err != nil {
 			t.Fatal(err)
@@ -205,7 +205,7 @@ func TestACallIsSettledWithItsTurnsNextWrite(t *testing.T) {
 		if n := count(t, s, "llm_calls", "turn_id = ? AND status = 'ok' AND NOT estimated", turn); n != 2 {
 			t.Fatalf("%d of the turn's 2 calls settled", n)
 		}
-		rows, err := s.Usage(ctx, check.Filter)
+		rows, err := s.Usage.Usage(ctx, check.Filter)
 		if err != nil {
 			t.Fatal(err)
 		}

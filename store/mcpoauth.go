@@ -7,20 +7,38 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // The OAuth logins of remote MCP servers (migration 00015). The store keeps them as opaque
 // sealed text: sealing and what is inside belong to the OAuth client (tools/mcp/oauth), so the
 // database never sees a token in clear and the store never needs the key.
 
+// oauthTokenRow is a row of mcp_oauth_tokens: a server's sealed login record and its version.
+type oauthTokenRow struct {
+	Server    string `gorm:"primaryKey"`
+	Version   int64
+	Sealed    string
+	UpdatedMs int64 `gorm:"column:updated_ms"`
+}
+
+func (oauthTokenRow) TableName() string { return "mcp_oauth_tokens" }
+
+// oauthStateRow is a row of mcp_oauth_states: a login under way.
+type oauthStateRow struct {
+	StateHash string `gorm:"primaryKey"`
+	Server    string
+	Sealed    string
+	ExpiresMs int64 `gorm:"column:expires_ms"`
+}
+
+func (oauthStateRow) TableName() string { return "mcp_oauth_states" }
+
 // OAuthToken returns the sealed login record of an MCP server and its version; version 0 (and
 // "") when the server has none.
-func (s *Store) OAuthToken(ctx context.Context, server string) (sealed string, version int64, err error) {
-	var row struct {
-		Version int64
-		Sealed  string
-	}
-	err = s.w.WithContext(ctx).Raw(`SELECT version, sealed FROM mcp_oauth_tokens WHERE server = ?`, server).Take(&row).Error
+func (s *OAuthQuery) OAuthToken(ctx context.Context, server string) (sealed string, version int64, err error) {
+	var row oauthTokenRow
+	err = s.w.WithContext(ctx).Where("server = ?", server).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return "", 0, nil
 	}
@@ -33,15 +51,15 @@ func (s *Store) OAuthToken(ctx context.Context, server string) (sealed string, v
 // SwapOAuthToken replaces the login record of server with sealed if its version is still
 // version (0: the server has no record yet), making it version+1, and reports whether it did.
 // false means another replica wrote first: read the record again.
-func (s *Store) SwapOAuthToken(ctx context.Context, server string, version int64, sealed string, now time.Time) (bool, error) {
+func (s *OAuthQuery) SwapOAuthToken(ctx context.Context, server string, version int64, sealed string, now time.Time) (bool, error) {
 	db := s.w.WithContext(ctx)
 	var res *gorm.DB
 	if version == 0 {
-		res = db.Exec(`INSERT INTO mcp_oauth_tokens (server, version, sealed, updated_ms) VALUES (?, 1, ?, ?)
-			ON CONFLICT (server) DO NOTHING`, server, sealed, now.UnixMilli())
+		res = db.Clauses(clause.OnConflict{DoNothing: true}).
+			Create(&oauthTokenRow{Server: server, Version: 1, Sealed: sealed, UpdatedMs: now.UnixMilli()})
 	} else {
-		res = db.Exec(`UPDATE mcp_oauth_tokens SET version = version + 1, sealed = ?, updated_ms = ?
-			WHERE server = ? AND version = ?`, sealed, now.UnixMilli(), server, version)
+		res = db.Model(&oauthTokenRow{}).Where("server = ? AND version = ?", server, version).
+			Updates(map[string]any{"version": gorm.Expr("version + 1"), "sealed": sealed, "updated_ms": now.UnixMilli()})
 	}
 	if res.Error != nil {
 		return false, fmt.Errorf("store: save OAuth token of %q: %w", server, res.Error)
@@ -51,13 +69,12 @@ func (s *Store) SwapOAuthToken(ctx context.Context, server string, version int64
 
 // PutOAuthState keeps a login under way until expires: the SHA-256 of its state parameter, the
 // server it is for and its sealed secrets. Logins that had expired at now are deleted.
-func (s *Store) PutOAuthState(ctx context.Context, stateHash, server, sealed string, expires, now time.Time) error {
+func (s *OAuthQuery) PutOAuthState(ctx context.Context, stateHash, server, sealed string, expires, now time.Time) error {
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(`DELETE FROM mcp_oauth_states WHERE expires_ms <= ?`, now.UnixMilli()).Error; err != nil {
+		if err := tx.Where("expires_ms <= ?", now.UnixMilli()).Delete(&oauthStateRow{}).Error; err != nil {
 			return err
 		}
-		return tx.Exec(`INSERT INTO mcp_oauth_states (state_hash, server, sealed, expires_ms) VALUES (?, ?, ?, ?)`,
-			stateHash, server, sealed, expires.UnixMilli()).Error
+		return tx.Create(&oauthStateRow{StateHash: stateHash, Server: server, Sealed: sealed, ExpiresMs: expires.UnixMilli()}).Error
 	})
 	if err != nil {
 		return fmt.Errorf("store: save OAuth login of %q: %w", server, err)
@@ -68,21 +85,17 @@ func (s *Store) PutOAuthState(ctx context.Context, stateHash, server, sealed str
 // TakeOAuthState deletes the login under way whose state hashes to stateHash and returns it;
 // ok is false when there is none or it had expired at now. Of two callbacks with one state (a
 // replay), only one gets it.
-func (s *Store) TakeOAuthState(ctx context.Context, stateHash string, now time.Time) (server, sealed string, ok bool, err error) {
-	var row struct {
-		Server    string
-		Sealed    string
-		ExpiresMs int64
-	}
+func (s *OAuthQuery) TakeOAuthState(ctx context.Context, stateHash string, now time.Time) (server, sealed string, ok bool, err error) {
+	var row oauthStateRow
 	err = s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		err := tx.Raw(`SELECT server, sealed, expires_ms FROM mcp_oauth_states WHERE state_hash = ?`, stateHash).Take(&row).Error
+		err := tx.Where("state_hash = ?", stateHash).Take(&row).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		res := tx.Exec(`DELETE FROM mcp_oauth_states WHERE state_hash = ?`, stateHash)
+		res := tx.Where("state_hash = ?", stateHash).Delete(&oauthStateRow{})
 		if res.Error != nil {
 			return res.Error
 		}

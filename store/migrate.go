@@ -10,7 +10,7 @@ import (
 	"relaybot/migrations"
 )
 
-func (s *Store) provider() (*goose.Provider, error) {
+func (s *conn) provider() (*goose.Provider, error) {
 	fsys, err := migrations.For(s.driver)
 	if err != nil {
 		return nil, fmt.Errorf("store: migrations: %w", err)
@@ -34,7 +34,7 @@ func (s *Store) provider() (*goose.Provider, error) {
 }
 
 // Migrate applies every migration not yet applied, in order.
-func (s *Store) Migrate(ctx context.Context) error {
+func (s *Database) Migrate(ctx context.Context) error {
 	p, err := s.provider()
 	if err != nil {
 		return err
@@ -47,7 +47,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // SchemaVersion reports the version of the last migration applied and the newest one the binary
 // carries.
-func (s *Store) SchemaVersion(ctx context.Context) (current, latest int64, err error) {
+func (s *Database) SchemaVersion(ctx context.Context) (current, latest int64, err error) {
 	p, err := s.provider()
 	if err != nil {
 		return 0, 0, err

@@ -108,7 +108,7 @@ func where(db *gorm.DB, f audit.Filter) *gorm.DB {
 
 // toolCallsQuery builds the ToolCalls query (limit+1 rows, so the caller knows whether a next
 // page exists).
-func (s *Store) toolCallsQuery(ctx context.Context, f audit.Filter) (*gorm.DB, int, error) {
+func (s *conn) toolCallsQuery(ctx context.Context, f audit.Filter) (*gorm.DB, int, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = audit.DefaultLimit
@@ -133,7 +133,7 @@ func (s *Store) toolCallsQuery(ctx context.Context, f audit.Filter) (*gorm.DB, i
 
 // ToolCalls implements audit.Log: the rows matching f in f.Order, and the cursor of the next page
 // (empty on the last page, and always with audit.Slowest).
-func (s *Store) ToolCalls(ctx context.Context, f audit.Filter) (items []audit.Record, next string, err error) {
+func (s *ToolCallQuery) ToolCalls(ctx context.Context, f audit.Filter) (items []audit.Record, next string, err error) {
 	q, limit, err := s.toolCallsQuery(ctx, f)
 	if err != nil {
 		return nil, "", err
@@ -156,7 +156,7 @@ func (s *Store) ToolCalls(ctx context.Context, f audit.Filter) (items []audit.Re
 
 // ToolCall implements audit.Log: one audit row; an error wrapping both ErrNotFound and
 // audit.ErrNotFound when there is none.
-func (s *Store) ToolCall(ctx context.Context, id int64) (audit.Record, error) {
+func (s *ToolCallQuery) ToolCall(ctx context.Context, id int64) (audit.Record, error) {
 	var m toolCallModel
 	err := s.r.WithContext(ctx).Take(&m, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -180,7 +180,7 @@ type toolStatRow struct {
 
 // ToolStats implements audit.Log: the calls matching f summarised per tool (source and server),
 // busiest first. Order, Limit and Cursor are ignored. Everything is computed by the database, however many rows match.
-func (s *Store) ToolStats(ctx context.Context, f audit.Filter) ([]audit.Stat, error) {
+func (s *ToolCallQuery) ToolStats(ctx context.Context, f audit.Filter) ([]audit.Stat, error) {
 	var rows []toolStatRow
 	var err error
 	if s.driver == DriverPostgres {
@@ -219,7 +219,7 @@ var statusAggregateArgs = []any{audit.StatusRunning, audit.StatusRunning, audit.
 
 // toolStatsPostgres computes every column in one aggregate query; percentile_disc is the
 // nearest-rank percentile.
-func (s *Store) toolStatsPostgres(ctx context.Context, f audit.Filter) ([]toolStatRow, error) {
+func (s *conn) toolStatsPostgres(ctx context.Context, f audit.Filter) ([]toolStatRow, error) {
 	var rows []toolStatRow
 	args := append(append([]any(nil), statusAggregateArgs...), audit.StatusRunning, audit.StatusRunning)
 	err := where(s.r.WithContext(ctx).Model(&toolCallModel{}), f).
@@ -234,7 +234,7 @@ func (s *Store) toolStatsPostgres(ctx context.Context, f audit.Filter) ([]toolSt
 
 // toolStatsSQLite computes the aggregates in one query and the nearest-rank percentiles in a
 // second one with window functions (SQLite has no percentile aggregate).
-func (s *Store) toolStatsSQLite(ctx context.Context, f audit.Filter) ([]toolStatRow, error) {
+func (s *conn) toolStatsSQLite(ctx context.Context, f audit.Filter) ([]toolStatRow, error) {
 	var rows []toolStatRow
 	err := where(s.r.WithContext(ctx).Model(&toolCallModel{}), f).
 		Select(toolStatsAggregates, statusAggregateArgs...).

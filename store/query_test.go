@@ -20,7 +20,7 @@ var seedBase = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // seedLog writes n finished calls: tool tN%3, status ok except every 4th (error) and every 10th
 // (timeout), chat c(N%2), duration (N%10+1)*100ms, two calls per second so that start times tie.
-func seedLog(t testing.TB, s *Store, n int) []audit.Record {
+func seedLog(t testing.TB, s *Database, n int) []audit.Record {
 	t.Helper()
 	ctx := context.Background()
 	var out []audit.Record
@@ -40,13 +40,13 @@ func seedLog(t testing.TB, s *Store, n int) []audit.Record {
 			UserID: fmt.Sprint("u", i%5), Round: 1, ToolCallID: fmt.Sprint("call_", i),
 			ToolName: fmt.Sprint("t", i%3), Source: source, Server: server,
 			Arguments: fmt.Sprintf(`{"i":%d}`, i), StartedAt: seedBase.Add(time.Duration(i/2) * time.Second)}
-		if err := s.StartToolCall(ctx, &rec); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 			t.Fatal(err)
 		}
 		rec.Status = status
 		rec.Duration = time.Duration(i%10+1) * 100 * time.Millisecond
 		rec.FinishedAt = rec.StartedAt.Add(rec.Duration)
-		if err := s.FinishToolCall(ctx, &rec); err != nil {
+		if err := s.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, rec)
@@ -61,7 +61,7 @@ func TestSlowestCallsComeFirstFromTheWholeLog(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		recs := seedLog(t, s, 120)
-		items, next, err := s.ToolCalls(ctx, audit.Filter{Tool: "t1", Order: audit.Slowest, Limit: 5})
+		items, next, err := s.ToolCalls.ToolCalls(ctx, audit.Filter{Tool: "t1", Order: audit.Slowest, Limit: 5})
 		if err != nil || next != "" {
 			t.Fatalf("ToolCalls = %d items, next %q, err %v; want one page", len(items), next, err)
 		}
@@ -85,7 +85,7 @@ func TestSlowestCallsComeFirstFromTheWholeLog(t *testing.T) {
 				t.Errorf("slowest #%d = call %d (%s), want call %d (%s)", i+1, it.ID, it.Duration, want[i].ID, want[i].Duration)
 			}
 		}
-		if _, _, err := s.ToolCalls(ctx, audit.Filter{Order: audit.Slowest, Cursor: next + "x"}); !errors.Is(err, audit.ErrBadCursor) {
+		if _, _, err := s.ToolCalls.ToolCalls(ctx, audit.Filter{Order: audit.Slowest, Cursor: next + "x"}); !errors.Is(err, audit.ErrBadCursor) {
 			t.Errorf("slowest with a cursor: err %v, want ErrBadCursor", err)
 		}
 	})
@@ -98,7 +98,7 @@ func TestToolCallsFiltersAndPages(t *testing.T) {
 		recs := seedLog(t, s, 120)
 		running := &audit.Record{ToolName: "t0", Source: "native", ChatID: "c0", Platform: "telegram",
 			StartedAt: seedBase.Add(time.Hour)}
-		if err := s.StartToolCall(ctx, running); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, running); err != nil {
 			t.Fatal(err)
 		}
 
@@ -138,7 +138,7 @@ func TestToolCallsFiltersAndPages(t *testing.T) {
 					f.Limit = limit
 					var got []int64
 					for pages := 0; ; pages++ {
-						items, next, err := s.ToolCalls(ctx, f)
+						items, next, err := s.ToolCalls.ToolCalls(ctx, f)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -163,7 +163,7 @@ func TestToolCallsFiltersAndPages(t *testing.T) {
 			})
 		}
 
-		row, err := s.ToolCall(ctx, recs[7].ID)
+		row, err := s.ToolCalls.ToolCall(ctx, recs[7].ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,13 +171,13 @@ func TestToolCallsFiltersAndPages(t *testing.T) {
 			!row.StartedAt.Equal(recs[7].StartedAt) || row.StartedAt.Location() != time.UTC || row.Arguments != `{"i":7}` {
 			t.Errorf("ToolCall = %+v", row)
 		}
-		if _, err := s.ToolCall(ctx, 999999); !errors.Is(err, ErrNotFound) {
+		if _, err := s.ToolCalls.ToolCall(ctx, 999999); !errors.Is(err, ErrNotFound) {
 			t.Errorf("ToolCall of a missing id = %v, want ErrNotFound", err)
 		}
-		if _, _, err := s.ToolCalls(ctx, audit.Filter{Cursor: "garbage!"}); !errors.Is(err, audit.ErrBadCursor) {
+		if _, _, err := s.ToolCalls.ToolCalls(ctx, audit.Filter{Cursor: "garbage!"}); !errors.Is(err, audit.ErrBadCursor) {
 			t.Errorf("bad cursor = %v, want audit.ErrBadCursor", err)
 		}
-		items, _, _ := s.ToolCalls(ctx, audit.Filter{Limit: 5000})
+		items, _, _ := s.ToolCalls.ToolCalls(ctx, audit.Filter{Limit: 5000})
 		if len(items) != 121 {
 			t.Errorf("limit above audit.MaxLimit returned %d rows, want all 121", len(items))
 		}
@@ -189,10 +189,10 @@ func TestToolStats(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		recs := seedLog(t, s, 120)
-		if err := s.StartToolCall(ctx, &audit.Record{ToolName: "t0", Source: "native", StartedAt: seedBase}); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, &audit.Record{ToolName: "t0", Source: "native", StartedAt: seedBase}); err != nil {
 			t.Fatal(err)
 		}
-		stats, err := s.ToolStats(ctx, audit.Filter{})
+		stats, err := s.ToolCalls.ToolStats(ctx, audit.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +235,7 @@ func TestToolStats(t *testing.T) {
 				t.Errorf("%s: p50 %v p95 %v, want %v %v", st.Tool, st.P50, st.P95, p50, p95)
 			}
 		}
-		only, err := s.ToolStats(ctx, audit.Filter{Tool: "t2", Statuses: []audit.Status{audit.StatusOK}})
+		only, err := s.ToolCalls.ToolStats(ctx, audit.Filter{Tool: "t2", Statuses: []audit.Status{audit.StatusOK}})
 		if err != nil || len(only) != 1 || only[0].Errors != 0 || only[0].Source != "mcp" || only[0].Server != "web" {
 			t.Errorf("filtered stats = %+v (%v)", only, err)
 		}
@@ -263,7 +263,7 @@ func TestToolCallsPlanUsesIndex(t *testing.T) {
 	if !strings.Contains(plan, "USING INDEX idx_tool_calls_tool_status") || strings.Contains(plan, "TEMP B-TREE") {
 		t.Errorf("plan does not use idx_tool_calls_tool_status for both filter and order:\n%s", plan)
 	}
-	items, next, _ := s.ToolCalls(context.Background(), audit.Filter{Tool: "t1", Statuses: []audit.Status{audit.StatusOK}, Limit: 2})
+	items, next, _ := s.ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "t1", Statuses: []audit.Status{audit.StatusOK}, Limit: 2})
 	plan = queryPlan(t, s, audit.Filter{Tool: "t1", Statuses: []audit.Status{audit.StatusOK}, Limit: 2, Cursor: next})
 	if len(items) != 2 || !strings.Contains(plan, "USING INDEX idx_tool_calls_tool_status") {
 		t.Errorf("next page plan does not use the index:\n%s", plan)
@@ -271,7 +271,7 @@ func TestToolCallsPlanUsesIndex(t *testing.T) {
 }
 
 // queryPlan returns SQLite's EXPLAIN QUERY PLAN of the ToolCalls query for f.
-func queryPlan(t testing.TB, s *Store, f audit.Filter) string {
+func queryPlan(t testing.TB, s *Database, f audit.Filter) string {
 	t.Helper()
 	q, _, err := s.toolCallsQuery(context.Background(), f)
 	if err != nil {
@@ -301,20 +301,20 @@ func TestSweep(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		seedLog(t, s, 30) // started in March 2026
-		old, _ := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "x"})
-		turn, _ := s.StartTurn(ctx, TurnStart{ConversationID: old.ID, UserMessage: chat.Message{Content: "old"}})
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "a"}}, LLMCalls: []chat.ModelCall{{Model: "m", Status: "ok"}}}); err != nil {
+		old, _ := s.Conversations.Conversation(ctx, chat.Key{Platform: "web", ChatID: "x"})
+		turn, _ := s.Turns.StartTurn(ctx, TurnStart{ConversationID: old.ID, UserMessage: chat.Message{Content: "old"}})
+		if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "a"}}, LLMCalls: []chat.ModelCall{{Model: "m", Status: "ok"}}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.ResetConversation(ctx, chat.Key{Platform: "web", ChatID: "x"}); err != nil {
+		if _, err := s.Conversations.ResetConversation(ctx, chat.Key{Platform: "web", ChatID: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		running := &audit.Record{ToolName: "long", StartedAt: seedBase.Add(-time.Hour)}
-		if err := s.StartToolCall(ctx, running); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, running); err != nil {
 			t.Fatal(err)
 		}
 		// A cutoff between the log and now deletes the log but keeps the turn.
-		n, err := s.Sweep(ctx, seedBase.Add(time.Hour))
+		n, err := s.Retention.Sweep(ctx, seedBase.Add(time.Hour))
 		if err != nil || n != 30 {
 			t.Fatalf("Sweep = %d, %v; want 30 audit rows", n, err)
 		}
@@ -323,7 +323,7 @@ func TestSweep(t *testing.T) {
 		}
 		// A cutoff in the future deletes the turn with its messages and LLM calls, and the
 		// emptied old conversation; the active one stays.
-		n, err = s.Sweep(ctx, time.Now().Add(time.Hour))
+		n, err = s.Retention.Sweep(ctx, time.Now().Add(time.Hour))
 		if err != nil || n != 2 {
 			t.Fatalf("second Sweep = %d, %v; want the turn and the old conversation", n, err)
 		}
@@ -333,7 +333,7 @@ func TestSweep(t *testing.T) {
 			}
 		}
 		// RunRetention keeping 0 keeps everything and returns.
-		s.RunRetention(ctx, 0)
+		s.Retention.RunRetention(ctx, 0)
 	})
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // register puts a replica's lease row in the instances table, live or already expired.
-func register(t *testing.T, s *Store, id string, live bool) {
+func register(t *testing.T, s *Database, id string, live bool) {
 	t.Helper()
 	expires := "now() + interval '1 hour'"
 	if !live {
@@ -47,26 +47,26 @@ func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
 				register(t, a, first.Instance, tc.row == "live")
 			}
 			live := tc.row != ""
-			conv, err := a.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: first.Instance})
+			conv, err := a.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: first.Instance})
 			if err != nil {
 				t.Fatal(err)
 			}
-			turn, err := a.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "a slow question"}})
+			turn, err := a.Turns.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "a slow question"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := &audit.Record{TurnID: turn, ConversationID: conv.ID, ToolName: "slow", ToolCallID: "call_1"}
-			if err := a.StartToolCall(ctx, rec); err != nil {
+			if err := a.ToolCalls.StartToolCall(ctx, rec); err != nil {
 				t.Fatal(err)
 			}
 
 			second := opts
 			second.Instance = "replica-b"
 			b := openTest(t, second)
-			if _, _, err := b.Recover(ctx); err != nil {
+			if _, _, err := b.Turns.Recover(ctx); err != nil {
 				t.Fatalf("second replica's Recover: %v", err)
 			}
-			got, err := b.Turn(ctx, turn)
+			got, err := b.Turns.Turn(ctx, turn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,10 +86,10 @@ func TestASecondReplicaStartingUpLeavesTheFirstOnesTurnsRunning(t *testing.T) {
 			if got.Status != TurnRunning {
 				t.Fatalf("the first replica's running turn is %q after a second replica started, want it still running", got.Status)
 			}
-			if err := a.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "the answer"}}}); err != nil {
+			if err := a.Turns.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "the answer"}}}); err != nil {
 				t.Fatalf("the first replica could not finish its turn: %v", err)
 			}
-			if got, _ := b.Turn(ctx, turn); got.Status != tc.wantAfter {
+			if got, _ := b.Turns.Turn(ctx, turn); got.Status != tc.wantAfter {
 				t.Errorf("turn ended %q, want %q", got.Status, tc.wantAfter)
 			}
 		})

@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"relaybot/audit"
 	"time"
+
+	"gorm.io/gorm"
+
+	"relaybot/audit"
 )
 
 // retentionBatch is how many rows one sweep transaction deletes, so a sweep never holds the
@@ -14,7 +17,7 @@ const retentionBatch = 500
 // RunRetention deletes turns (with their messages and LLM calls), audit rows and emptied inactive
 // conversations older than keep, now and then every hour, until ctx ends. keep <= 0 keeps
 // everything and returns at once. Failures are logged and retried at the next sweep.
-func (s *Store) RunRetention(ctx context.Context, keep time.Duration) {
+func (s *RetentionQuery) RunRetention(ctx context.Context, keep time.Duration) {
 	if keep <= 0 {
 		return
 	}
@@ -39,29 +42,30 @@ func (s *Store) RunRetention(ctx context.Context, keep time.Duration) {
 // Sweep deletes what started before cutoff, in small batches: finished turns (their messages and
 // LLM calls go with them), finished audit rows, and inactive conversations left without turns. It
 // returns how many rows it deleted (cascaded rows not counted).
-func (s *Store) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
+func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 	cutoff = dbTime(cutoff)
+	db := s.w.WithContext(ctx)
+	// Each step deletes a batch chosen by a subquery: a DELETE takes no ORDER BY or LIMIT on
+	// PostgreSQL.
 	steps := []struct {
-		what string
-		sql  string
-		args []any
+		what  string
+		model any
+		batch *gorm.DB
 	}{
-		{"tool calls", `DELETE FROM tool_calls WHERE id IN (SELECT id FROM tool_calls
-			WHERE started_at < ? AND status <> ? ORDER BY started_at LIMIT ?)`,
-			[]any{cutoff, audit.StatusRunning, retentionBatch}},
-		{"turns", `DELETE FROM turns WHERE id IN (SELECT id FROM turns
-			WHERE started_at < ? AND status <> ? ORDER BY started_at LIMIT ?)`,
-			[]any{cutoff, TurnRunning, retentionBatch}},
-		{"model calls outside turns", llmCallsOutsideTurns, []any{cutoff, LLMCallRunning, retentionBatch}},
-		{"conversations", `DELETE FROM conversations WHERE id IN (SELECT c.id FROM conversations c
-			WHERE c.created_at < ? AND c.active = ? AND NOT EXISTS
-			(SELECT 1 FROM turns t WHERE t.conversation_id = c.id) LIMIT ?)`,
-			[]any{cutoff, false, retentionBatch}},
+		{"tool calls", &toolCallModel{}, db.Model(&toolCallModel{}).Select("id").
+			Where("started_at < ? AND status <> ?", cutoff, audit.StatusRunning).Order("started_at").Limit(retentionBatch)},
+		{"turns", &turnRow{}, db.Model(&turnRow{}).Select("id").
+			Where("started_at < ? AND status <> ?", cutoff, TurnRunning).Order("started_at").Limit(retentionBatch)},
+		{"model calls outside turns", &llmCallRow{}, db.Model(&llmCallRow{}).Select("id").
+			Where("turn_id IS NULL AND started_at < ? AND status <> ?", cutoff, LLMCallRunning).Order("started_at").Limit(retentionBatch)},
+		{"conversations", &conversationRow{}, db.Table("conversations c").Select("c.id").
+			Where("c.created_at < ? AND c.active = ? AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.conversation_id = c.id)", cutoff, false).
+			Limit(retentionBatch)},
 	}
 	total := 0
 	for _, st := range steps {
 		for {
-			res := s.w.WithContext(ctx).Exec(st.sql, st.args...)
+			res := s.w.WithContext(ctx).Where("id IN (?)", st.batch).Delete(st.model)
 			if res.Error != nil {
 				return total, fmt.Errorf("store: retention: delete %s before %s: %w", st.what, cutoff.Format(time.RFC3339), res.Error)
 			}

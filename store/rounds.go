@@ -25,7 +25,7 @@ const MaxRounds = 1000
 // Rounds returns the finished rounds of a conversation after turn afterTurnID (0: from the
 // start), oldest first: the newest limit of them (limit <= 0 or above MaxRounds: MaxRounds). The
 // running turn and retried turns (TurnRetried) are left out.
-func (s *Store) Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, error) {
+func (s *MessageQuery) Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, error) {
 	if limit <= 0 || limit > MaxRounds {
 		limit = MaxRounds
 	}
@@ -60,8 +60,14 @@ const (
 	extra, reasoning_field FROM messages WHERE turn_id IN ? ORDER BY turn_id, seq`
 )
 
+// scan reads a row of roundMessagesQuery.
+func (r *messageRow) scan(row scanner) error {
+	return row.Scan(&r.ID, &r.TurnID, &r.Role, &r.Content, &r.Name, &r.Reasoning, &r.ToolCalls,
+		&r.ToolCallID, &r.Images, &r.Extra, &r.ReasoningField)
+}
+
 // roundTurns returns the rounds (without messages) of Rounds, oldest first, and their turn ids.
-func (s *Store) roundTurns(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, []int64, error) {
+func (s *conn) roundTurns(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, []int64, error) {
 	rows, err := s.r.WithContext(ctx).Raw(roundTurnsQuery, conversationID, afterTurnID,
 		string(TurnRunning), string(TurnRetried), limit).Rows()
 	if err != nil {
@@ -89,7 +95,7 @@ func (s *Store) roundTurns(ctx context.Context, conversationID, afterTurnID int6
 }
 
 // roundMessages hands each message of the turns ids to add, in order.
-func (s *Store) roundMessages(ctx context.Context, conversationID int64, ids []int64, add func(turnID int64, m chat.Message)) error {
+func (s *conn) roundMessages(ctx context.Context, conversationID int64, ids []int64, add func(turnID int64, m chat.Message)) error {
 	rows, err := s.r.WithContext(ctx).Raw(roundMessagesQuery, ids).Rows()
 	if err != nil {
 		return fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
@@ -97,8 +103,7 @@ func (s *Store) roundMessages(ctx context.Context, conversationID int64, ids []i
 	defer rows.Close()
 	for rows.Next() {
 		var r messageRow
-		if err := rows.Scan(&r.ID, &r.TurnID, &r.Role, &r.Content, &r.Name, &r.Reasoning, &r.ToolCalls,
-			&r.ToolCallID, &r.Images, &r.Extra, &r.ReasoningField); err != nil {
+		if err := r.scan(rows); err != nil {
 			return fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
 		}
 		m, err := r.public()
@@ -116,7 +121,7 @@ func (s *Store) roundMessages(ctx context.Context, conversationID int64, ids []i
 // SaveSummary records the summary of a conversation's rounds up to and including turn
 // throughTurnID. A summary never moves back: an older one (a compaction that raced a newer one)
 // is not saved.
-func (s *Store) SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error {
+func (s *ConversationQuery) SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error {
 	err := s.w.WithContext(ctx).Model(&conversationRow{}).
 		Where("id = ? AND summary_turn_id <= ?", conversationID, throughTurnID).
 		Updates(map[string]any{"summary": validText(summary), "summary_turn_id": throughTurnID}).Error
@@ -127,17 +132,17 @@ func (s *Store) SaveSummary(ctx context.Context, conversationID int64, summary s
 }
 
 // SetConversationModel records the model picked for a conversation ("" for the configured order).
-func (s *Store) SetConversationModel(ctx context.Context, conversationID int64, model string) error {
+func (s *ConversationQuery) SetConversationModel(ctx context.Context, conversationID int64, model string) error {
 	return s.setConversation(ctx, conversationID, "model", validText(model))
 }
 
 // SetConversationSystemPrompt records the system prompt of a conversation ("" for the configured
 // one).
-func (s *Store) SetConversationSystemPrompt(ctx context.Context, conversationID int64, prompt string) error {
+func (s *ConversationQuery) SetConversationSystemPrompt(ctx context.Context, conversationID int64, prompt string) error {
 	return s.setConversation(ctx, conversationID, "system_prompt", validText(prompt))
 }
 
-func (s *Store) setConversation(ctx context.Context, conversationID int64, column string, value any) error {
+func (s *conn) setConversation(ctx context.Context, conversationID int64, column string, value any) error {
 	res := s.w.WithContext(ctx).Model(&conversationRow{}).Where("id = ?", conversationID).Update(column, value)
 	if res.Error != nil {
 		return fmt.Errorf("store: set %s of conversation %d: %w", column, conversationID, res.Error)
@@ -163,7 +168,7 @@ type Retried struct {
 // becomes TurnRetried; its rows stay for the audit trail) and returns its user message, to be
 // answered again. With userID set it is the newest turn that user started (their last message,
 // whoever spoke after it); empty, the newest turn of anyone.
-func (s *Store) RetryLastTurn(ctx context.Context, conversationID int64, userID string) (Retried, error) {
+func (s *TurnQuery) RetryLastTurn(ctx context.Context, conversationID int64, userID string) (Retried, error) {
 	var out Retried
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var t turnRow
@@ -203,7 +208,7 @@ func (s *Store) RetryLastTurn(ctx context.Context, conversationID int64, userID 
 // be answered again by a new turn: its status becomes TurnRetried and its rows stay for the
 // audit trail. It reports whether the turn was changed; a turn that ended otherwise is left as
 // it is.
-func (s *Store) SupersedeTurn(ctx context.Context, turnID int64) (bool, error) {
+func (s *TurnQuery) SupersedeTurn(ctx context.Context, turnID int64) (bool, error) {
 	res := s.w.WithContext(ctx).Model(&turnRow{}).
 		Where("id = ? AND status IN ?", turnID, []string{string(TurnInterrupted), string(TurnRunning)}).
 		Update("status", TurnRetried)

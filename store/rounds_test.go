@@ -13,20 +13,20 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		key := chat.Key{Platform: "web", ChatID: "c"}
-		c, err := s.Conversation(ctx, key)
+		c, err := s.Conversations.Conversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.RetryLastTurn(ctx, c.ID, ""); !errors.Is(err, ErrNothingToRetry) {
+		if _, err := s.Turns.RetryLastTurn(ctx, c.ID, ""); !errors.Is(err, ErrNothingToRetry) {
 			t.Fatalf("retry in an empty conversation: %v, want ErrNothingToRetry", err)
 		}
 		var ids []int64
 		for i := range 5 {
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Role: RoleUser, Content: fmt.Sprint("q", i)}})
+			id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Role: RoleUser, Content: fmt.Sprint("q", i)}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{
+			if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{
 				{Role: RoleAssistant, Content: "look", ToolCalls: []chat.ToolCall{call(fmt.Sprint("c", i))}},
 				{Role: RoleTool, ToolCallID: fmt.Sprint("c", i), Content: "result"},
 				{Role: RoleAssistant, Content: fmt.Sprint("a", i)},
@@ -35,19 +35,19 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 			}
 			ids = append(ids, id)
 		}
-		if err := s.SetConversationModel(ctx, c.ID, "fast"); err != nil {
+		if err := s.Conversations.SetConversationModel(ctx, c.ID, "fast"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetConversationSystemPrompt(ctx, c.ID, "Answer in French."); err != nil {
+		if err := s.Conversations.SetConversationSystemPrompt(ctx, c.ID, "Answer in French."); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SaveSummary(ctx, c.ID, "They asked q0 and q1.", ids[1]); err != nil {
+		if err := s.Conversations.SaveSummary(ctx, c.ID, "They asked q0 and q1.", ids[1]); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SaveSummary(ctx, c.ID, "an older summary", ids[0]); err != nil {
+		if err := s.Conversations.SaveSummary(ctx, c.ID, "an older summary", ids[0]); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.Conversation(ctx, key)
+		got, err := s.Conversations.Conversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,14 +55,14 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 			t.Fatalf("conversation after the choices: %+v", got)
 		}
 
-		user, err := s.RetryLastTurn(ctx, c.ID, "")
+		user, err := s.Turns.RetryLastTurn(ctx, c.ID, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if user.Message.Content != "q4" {
 			t.Errorf("retry returned %q, want the last user message q4", user.Message.Content)
 		}
-		rounds, err := s.Rounds(ctx, c.ID, got.SummaryTurnID, 0)
+		rounds, err := s.Messages.Rounds(ctx, c.ID, got.SummaryTurnID, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,24 +72,24 @@ func TestConversationChoicesSummaryAndRetryAreStored(t *testing.T) {
 		if m := rounds[0].Messages; len(m) != 4 || m[0].Content != "q2" || m[3].Content != "a2" {
 			t.Errorf("round messages: %+v", m)
 		}
-		hist, err := s.History(ctx, c.ID, 10)
+		hist, err := s.Messages.History(ctx, c.ID, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if last := hist[len(hist)-1]; last.Content != "a3" {
 			t.Errorf("history ends with %q, want a3: the retried turn left it", last.Content)
 		}
-		fresh, err := s.ResetConversation(ctx, key)
+		fresh, err := s.Conversations.ResetConversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if fresh.ID == c.ID || fresh.Model != "fast" || fresh.SystemPrompt != "Answer in French." || fresh.Summary != "" {
 			t.Errorf("after a reset: %+v, want a new conversation with the chat's choices and no summary", fresh)
 		}
-		if again, err := s.Conversation(ctx, key); err != nil || again.Model != "fast" {
+		if again, err := s.Conversations.Conversation(ctx, key); err != nil || again.Model != "fast" {
 			t.Errorf("the reset conversation read back: %+v, %v", again, err)
 		}
-		newest, err := s.Rounds(ctx, c.ID, 0, 1)
+		newest, err := s.Messages.Rounds(ctx, c.ID, 0, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,37 +103,37 @@ func TestWebSessionsAndTheConversationsOfAChat(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		if _, ok, err := s.WebSession(ctx, "h1"); err != nil || ok {
+		if _, ok, err := s.WebChat.WebSession(ctx, "h1"); err != nil || ok {
 			t.Fatalf("unknown session: %v, %v", ok, err)
 		}
 		for range 2 {
-			if err := s.SaveWebSession(ctx, "h1", "chat1"); err != nil {
+			if err := s.WebChat.SaveWebSession(ctx, "h1", "chat1"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if id, ok, err := s.WebSession(ctx, "h1"); err != nil || !ok || id != "chat1" {
+		if id, ok, err := s.WebChat.WebSession(ctx, "h1"); err != nil || !ok || id != "chat1" {
 			t.Fatalf("session h1: %q, %v, %v", id, ok, err)
 		}
 		key := chat.Key{Platform: "web", ChatID: "chat1", UserID: "chat1"}
-		c1, err := s.Conversation(ctx, key)
+		c1, err := s.Conversations.Conversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c1.ID, UserMessage: chat.Message{Role: RoleUser, Content: "hello there"}})
+		id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c1.ID, UserMessage: chat.Message{Role: RoleUser, Content: "hello there"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {
+		if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {
 			t.Fatal(err)
 		}
-		c2, err := s.ResetConversation(ctx, key)
+		c2, err := s.Conversations.ResetConversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "other"}); err != nil {
+		if _, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "web", ChatID: "other"}); err != nil {
 			t.Fatal(err)
 		}
-		list, err := s.ChatConversations(ctx, chat.Ref{Platform: "web", ChatID: "chat1"}, 0)
+		list, err := s.WebChat.ChatConversations(ctx, chat.Ref{Platform: "web", ChatID: "chat1"}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

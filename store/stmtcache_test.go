@@ -9,7 +9,7 @@ import (
 )
 
 // writerConn runs fn on the writer's SQLite connection.
-func writerConn(t *testing.T, s *Store, fn func(c *stmtCacheConn)) {
+func writerConn(t *testing.T, s *Database, fn func(c *stmtCacheConn)) {
 	t.Helper()
 	conn, err := s.wsql.Conn(context.Background())
 	if err != nil {
@@ -24,7 +24,7 @@ func writerConn(t *testing.T, s *Store, fn func(c *stmtCacheConn)) {
 func TestTurnStatementsAreCompiledOnceAndTextIsStillCleaned(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, DriverSQLite)
-	c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+	c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,11 +32,11 @@ func TestTurnStatementsAreCompiledOnceAndTextIsStillCleaned(t *testing.T) {
 	writerConn(t, s, func(c *stmtCacheConn) { kept, hits = len(c.stmts), c.hits })
 	const n = 20
 	for i := range n {
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("question\x00 ", i, "\xff")}})
+		id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: fmt.Sprint("question\x00 ", i, "\xff")}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "answer"}}}); err != nil {
+		if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "answer"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,7 +49,7 @@ func TestTurnStatementsAreCompiledOnceAndTextIsStillCleaned(t *testing.T) {
 			t.Errorf("%d statements of %d turns ran from the cache, want at least %d", c.hits-hits, n, want)
 		}
 	})
-	h, err := s.History(ctx, c.ID, n)
+	h, err := s.Messages.History(ctx, c.ID, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestAStatementRunsAgainWhileItsRowsAreOpen(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, DriverSQLite)
 	for i := range 3 {
-		if _, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: fmt.Sprint(i)}); err != nil {
+		if _, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

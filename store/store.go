@@ -70,8 +70,9 @@ var ErrClosed = errors.New("store: closed")
 // ErrNotFound is returned when a row asked for by id does not exist.
 var ErrNotFound = errors.New("store: not found")
 
-// Store is the database. It is safe for concurrent use.
-type Store struct {
+// conn is what every query type shares: the connections, the writers that batch the turn and
+// audit writes, and the store's settings.
+type conn struct {
 	driver   string
 	instance string
 	log      *slog.Logger
@@ -88,7 +89,7 @@ type Store struct {
 }
 
 // Open opens the database and starts the audit writer. It does not migrate: call Migrate.
-func Open(ctx context.Context, opts Options) (*Store, error) {
+func Open(ctx context.Context, opts Options) (*Database, error) {
 	if opts.Driver == "" {
 		opts.Driver = DriverSQLite
 	}
@@ -110,7 +111,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if strings.TrimSpace(opts.DSN) == "" {
 		return nil, fmt.Errorf("store: open %s: empty dsn", opts.Driver)
 	}
-	s := &Store{driver: opts.Driver, log: opts.Logger, instance: opts.Instance}
+	s := &conn{driver: opts.Driver, log: opts.Logger, instance: opts.Instance}
 	var err error
 	switch opts.Driver {
 	case DriverSQLite:
@@ -128,7 +129,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.audit = newAuditWriter(s, opts.AuditBatch)
 	s.turns = newGroupWriter(s.w, turnBatch, s.attempt)
-	return s, nil
+	return newDatabase(s), nil
 }
 
 // turnBatch caps the turn writes committed in one transaction.
@@ -157,7 +158,7 @@ const (
 	sqliteReaderCacheKiB = 256
 )
 
-func (s *Store) openSQLite(ctx context.Context, opts Options) error {
+func (s *conn) openSQLite(ctx context.Context, opts Options) error {
 	path := opts.DSN
 	if path == ":memory:" || strings.Contains(path, "mode=memory") {
 		return fmt.Errorf("store: open sqlite: an in-memory database cannot be shared by the writer and the readers; give a file path")
@@ -249,7 +250,7 @@ func createPrivate(path string) error {
 	return nil
 }
 
-func (s *Store) openPostgres(ctx context.Context, opts Options) error {
+func (s *conn) openPostgres(ctx context.Context, opts Options) error {
 	db, err := sql.Open("pgx", opts.DSN)
 	if err != nil {
 		return fmt.Errorf("store: open postgres: %w", redactDSN(err, opts.DSN))
@@ -284,7 +285,7 @@ func redactDSN(err error, dsn string) error {
 
 // Postgres returns the PostgreSQL connection pool, and false on SQLite. Package coord keeps the
 // replicas' leases, locks and signals over it; nothing else should write through it.
-func (s *Store) Postgres() (*sql.DB, bool) {
+func (s *Database) Postgres() (*sql.DB, bool) {
 	if s.driver != DriverPostgres {
 		return nil, false
 	}
@@ -292,11 +293,11 @@ func (s *Store) Postgres() (*sql.DB, bool) {
 }
 
 // Driver reports the driver in use: "sqlite" or "postgres".
-func (s *Store) Driver() string { return s.driver }
+func (s *Database) Driver() string { return s.driver }
 
 // Close stops accepting audit writes, writes every audit row already handed in, and closes the
 // database. It is safe to call more than once.
-func (s *Store) Close() error {
+func (s *Database) Close() error {
 	s.closeOnce.Do(func() {
 		s.turns.close()
 		s.audit.close()

@@ -56,15 +56,15 @@ func TestMigrateFromEmpty(t *testing.T) {
 			t.Fatalf("Migrate after down: %v", err)
 		}
 		// The schema works end to end.
-		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "hi"}})
+		id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "hi"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
+		if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
 			Messages: []chat.Message{{Role: RoleAssistant, Content: "hello"}},
 			LLMCalls: []chat.ModelCall{{Model: "m", Status: "ok", Duration: time.Second}}}); err != nil {
 			t.Fatal(err)
@@ -94,48 +94,48 @@ func TestConversationReset(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		key := chat.Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "u"}
-		a, err := s.Conversation(ctx, key)
+		a, err := s.Conversations.Conversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := s.Conversation(ctx, key)
+		again, err := s.Conversations.Conversation(ctx, key)
 		if err != nil || again.ID != a.ID {
 			t.Fatalf("second Conversation = %d (%v), want the same %d", again.ID, err, a.ID)
 		}
-		other, err := s.Conversation(ctx, chat.Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "v"})
+		other, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "discord", ChatID: "c1", ThreadID: "t", UserID: "v"})
 		if err != nil || other.ID == a.ID {
 			t.Fatalf("other user's conversation = %d (%v), want a new one", other.ID, err)
 		}
-		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: a.ID, UserMessage: chat.Message{Content: "remember 42"}})
+		turn, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: a.ID, UserMessage: chat.Message{Content: "remember 42"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "ok"}}}); err != nil {
+		if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "ok"}}}); err != nil {
 			t.Fatal(err)
 		}
-		b, err := s.ResetConversation(ctx, key)
+		b, err := s.Conversations.ResetConversation(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if b.ID == a.ID || !b.Active {
 			t.Fatalf("reset gave %+v, want a new active conversation", b)
 		}
-		cur, err := s.Conversation(ctx, key)
+		cur, err := s.Conversations.Conversation(ctx, key)
 		if err != nil || cur.ID != b.ID {
 			t.Fatalf("after reset Conversation = %d (%v), want %d", cur.ID, err, b.ID)
 		}
-		h, err := s.History(ctx, b.ID, 10)
+		h, err := s.Messages.History(ctx, b.ID, 10)
 		if err != nil || len(h) != 0 {
 			t.Fatalf("history after reset = %v (%v), want empty", h, err)
 		}
-		old, err := s.History(ctx, a.ID, 10)
+		old, err := s.Messages.History(ctx, a.ID, 10)
 		if err != nil || len(old) != 2 {
 			t.Fatalf("old conversation history = %v (%v), want its 2 messages kept", old, err)
 		}
 		if n := count(t, s, "conversations", "active = ?", false); n != 1 {
 			t.Errorf("inactive conversations = %d, want 1", n)
 		}
-		if _, err := s.Conversation(ctx, chat.Key{Platform: "discord"}); err == nil {
+		if _, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "discord"}); err == nil {
 			t.Error("Conversation without a chat id succeeded")
 		}
 	})
@@ -144,18 +144,18 @@ func TestConversationReset(t *testing.T) {
 func TestFinishTurnTwiceFails(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, DriverSQLite)
-	c, _ := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
-	id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "x"}})
+	c, _ := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+	id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: "weird"}); err == nil {
+	if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: "weird"}); err == nil {
 		t.Error("FinishTurn with a bad status succeeded")
 	}
-	if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {
+	if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "dup"}}}); !errContains(err, "already ok") {
+	if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "dup"}}}); !errContains(err, "already ok") {
 		t.Errorf("second FinishTurn = %v, want an 'already ok' error", err)
 	}
 	if n := count(t, s, "messages", "turn_id = ?", id); n != 1 {
@@ -204,16 +204,16 @@ func TestConcurrentTurns(t *testing.T) {
 
 // oneTurn plays a turn the way the pipeline does: conversation, history, start, tool calls with
 // their audit rows, finish.
-func oneTurn(ctx context.Context, s *Store, i, calls int) error {
+func oneTurn(ctx context.Context, s *Database, i, calls int) error {
 	key := chat.Key{Platform: "telegram", ChatID: fmt.Sprint("chat-", i%20), UserID: fmt.Sprint("u", i)}
-	c, err := s.Conversation(ctx, key)
+	c, err := s.Conversations.Conversation(ctx, key)
 	if err != nil {
 		return err
 	}
-	if _, err := s.History(ctx, c.ID, 10); err != nil {
+	if _, err := s.Messages.History(ctx, c.ID, 10); err != nil {
 		return err
 	}
-	turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: key.UserID,
+	turn, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: key.UserID,
 		UserMessage: chat.Message{Content: fmt.Sprint("question ", i)}})
 	if err != nil {
 		return err
@@ -225,15 +225,15 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 		rec := &audit.Record{TurnID: turn, ConversationID: c.ID, Platform: string(key.Platform),
 			ChatID: key.ChatID, UserID: key.UserID, Round: r + 1, ToolCallID: callID,
 			ToolName: "web_search", Source: "native", Arguments: `{"q":"x"}`, ArgumentsSize: 9}
-		if err := s.StartToolCall(ctx, rec); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, rec); err != nil {
 			return err
 		}
 		// Rows started together share one INSERT: each caller must get its own row's id.
-		if row, err := s.ToolCall(ctx, rec.ID); err != nil || row.ToolCallID != callID {
+		if row, err := s.ToolCalls.ToolCall(ctx, rec.ID); err != nil || row.ToolCallID != callID {
 			return fmt.Errorf("row %d of %s is %q (%v): the audit row ids are mixed up", rec.ID, callID, row.ToolCallID, err)
 		}
 		rec.Status, rec.Result, rec.ResultSize = audit.StatusOK, "found", 5
-		if err := s.FinishToolCall(ctx, rec); err != nil {
+		if err := s.ToolCalls.FinishToolCall(ctx, rec); err != nil {
 			return err
 		}
 		msgs = append(msgs,
@@ -243,7 +243,7 @@ func oneTurn(ctx context.Context, s *Store, i, calls int) error {
 	}
 	msgs = append(msgs, chat.Message{Role: RoleAssistant, Content: fmt.Sprint("answer ", i)})
 	llm = append(llm, chat.ModelCall{Round: calls + 1, Model: "m", Status: "ok"})
-	return s.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Model: "m", Rounds: calls + 1,
+	return s.Turns.FinishTurn(ctx, TurnEnd{TurnID: turn, Status: TurnOK, Model: "m", Rounds: calls + 1,
 		Messages: msgs, LLMCalls: llm})
 }
 
@@ -252,16 +252,16 @@ func TestRecoverMarksRunningInterrupted(t *testing.T) {
 		ctx := context.Background()
 		opts := testOptions(t, driver)
 		s := openTest(t, opts)
-		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		turn, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "what is 2+2?"}})
+		turn, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "what is 2+2?"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rec := &audit.Record{TurnID: turn, ToolName: "calc", ToolCallID: "call_1", Source: "native"}
-		if err := s.StartToolCall(ctx, rec); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(); err != nil {
@@ -269,24 +269,24 @@ func TestRecoverMarksRunningInterrupted(t *testing.T) {
 		}
 
 		s2 := openTest(t, opts)
-		turns, calls, err := s2.Recover(ctx)
+		turns, calls, err := s2.Turns.Recover(ctx)
 		if err != nil || turns != 1 || calls != 1 {
 			t.Fatalf("Recover = %d turns, %d calls, %v; want 1, 1", turns, calls, err)
 		}
-		tr, err := s2.Turn(ctx, turn)
+		tr, err := s2.Turns.Turn(ctx, turn)
 		if err != nil || tr.Status != TurnInterrupted || tr.FinishedAt.IsZero() {
 			t.Fatalf("turn after recover = %+v (%v), want interrupted with a finish time", tr, err)
 		}
-		row, err := s2.ToolCall(ctx, rec.ID)
+		row, err := s2.ToolCalls.ToolCall(ctx, rec.ID)
 		if err != nil || row.Status != audit.StatusInterrupted || row.FinishedAt.IsZero() || row.Error == "" {
 			t.Fatalf("tool call after recover = %+v (%v), want interrupted with an error", row, err)
 		}
 		// What the user said survives the crash and is in the next turn's history.
-		h, err := s2.History(ctx, c.ID, 10)
+		h, err := s2.Messages.History(ctx, c.ID, 10)
 		if err != nil || len(h) != 1 || h[0].Content != "what is 2+2?" {
 			t.Fatalf("history = %+v (%v), want the user's message", h, err)
 		}
-		if turns, calls, _ := s2.Recover(ctx); turns != 0 || calls != 0 {
+		if turns, calls, _ := s2.Turns.Recover(ctx); turns != 0 || calls != 0 {
 			t.Errorf("second Recover = %d, %d; want nothing left", turns, calls)
 		}
 	})
@@ -315,7 +315,7 @@ func TestCloseDuringBurst(t *testing.T) {
 				defer wg.Done()
 				for i := 0; ; i++ {
 					rec := &audit.Record{ToolName: "t", ToolCallID: fmt.Sprint(w, "-", i), Source: "mcp", Server: "s"}
-					if err := s.StartToolCall(ctx, rec); err != nil {
+					if err := s.ToolCalls.StartToolCall(ctx, rec); err != nil {
 						if !errors.Is(err, ErrClosed) {
 							mu.Lock()
 							unexpect = append(unexpect, err)
@@ -331,7 +331,7 @@ func TestCloseDuringBurst(t *testing.T) {
 					}
 					mu.Unlock()
 					rec.Status = audit.StatusOK
-					if err := s.FinishToolCall(ctx, rec); err != nil {
+					if err := s.ToolCalls.FinishToolCall(ctx, rec); err != nil {
 						if !errors.Is(err, ErrClosed) {
 							mu.Lock()
 							unexpect = append(unexpect, err)
@@ -361,7 +361,7 @@ func TestCloseDuringBurst(t *testing.T) {
 		}
 		s2 := openTest(t, opts)
 		for id, finished := range started {
-			row, err := s2.ToolCall(ctx, id)
+			row, err := s2.ToolCalls.ToolCall(ctx, id)
 			if err != nil {
 				t.Fatalf("acknowledged row %d is missing: %v", id, err)
 			}

@@ -11,7 +11,7 @@ import (
 // the replica's row, so that replica either renewed first and keeps its turns, or finds its row
 // gone and its turns ended, never both. Plain SQL: it joins a database/sql transaction GORM did
 // not open. PostgreSQL only (only replicas are taken over).
-func (s *Store) InterruptTurnsOf(ctx context.Context, tx *sql.Tx, instance string) error {
+func (s *TurnQuery) InterruptTurnsOf(ctx context.Context, tx *sql.Tx, instance string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE turns SET status = $1, finished_at = now(), error = $2
 		WHERE status = $3 AND instance_id = $4`, TurnInterrupted, interruptedError, TurnRunning, instance)
 	if err != nil {

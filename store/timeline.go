@@ -21,7 +21,7 @@ type Timeline struct {
 
 // TurnTimeline returns the timeline of one turn; an error wrapping ErrNotFound when there is
 // no such turn. A running turn has no model calls or deliveries yet: they are saved at its end.
-func (s *Store) TurnTimeline(ctx context.Context, id int64) (Timeline, error) {
+func (s *TimelineQuery) TurnTimeline(ctx context.Context, id int64) (Timeline, error) {
 	var row turnRow
 	err := s.r.WithContext(ctx).Select(tracedTurnColumns+", deliveries").Take(&row, id).Error
 	if err == gorm.ErrRecordNotFound {
@@ -75,7 +75,7 @@ func deliveriesJSON(ds []Delivery) (string, error) {
 
 // ChatTurns returns the newest turns of the chat of ref (every thread and user of it), newest
 // first, at most limit (50 when limit is not positive).
-func (s *Store) ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]Turn, error) {
+func (s *TurnQuery) ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]Turn, error) {
 	if limit <= 0 {
 		limit = 50
 	}

@@ -245,7 +245,7 @@ func rawOrNil(s string) json.RawMessage {
 }
 
 // StartTurn opens a running turn in a conversation and saves the user's message with it.
-func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
+func (s *TurnQuery) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 	row, msg, err := s.turnStartRows(t)
 	if err != nil {
 		return 0, fmt.Errorf("store: start turn in conversation %d: %w", t.ConversationID, err)
@@ -264,16 +264,14 @@ func (s *Store) StartTurn(ctx context.Context, t TurnStart) (int64, error) {
 }
 
 // startedAs reports whether the turn of id t.ID is t's: its conversation, sender and message.
-func (s *Store) startedAs(ctx context.Context, t TurnStart) bool {
-	var conv int64
-	var user, inbound string
-	err := s.w.WithContext(ctx).Raw(`SELECT conversation_id, user_id, inbound_message_id FROM turns WHERE id = ?`, t.ID).
-		Row().Scan(&conv, &user, &inbound)
-	return err == nil && conv == t.ConversationID && user == t.UserID && inbound == t.InboundMessageID
+func (s *conn) startedAs(ctx context.Context, t TurnStart) bool {
+	var row turnRow
+	err := s.w.WithContext(ctx).Select("conversation_id, user_id, inbound_message_id").Where("id = ?", t.ID).Take(&row).Error
+	return err == nil && row.ConversationID == t.ConversationID && row.UserID == t.UserID && row.InboundMessageID == t.InboundMessageID
 }
 
 // turnStartRows are the rows of a turn's start: the turn (running) and the user's message.
-func (s *Store) turnStartRows(t TurnStart) (turnRow, messageRow, error) {
+func (s *conn) turnStartRows(t TurnStart) (turnRow, messageRow, error) {
 	if t.ConversationID <= 0 {
 		return turnRow{}, messageRow{}, fmt.Errorf("no conversation id")
 	}
@@ -326,7 +324,7 @@ func insertMessage(tx *gorm.DB, m messageRow) error {
 		m.ToolCalls, m.ToolCallID, m.Images, m.Extra, m.ReasoningField, m.CreatedAt).Error
 }
 
-// startedTurns remembers the conversation of each turn this Store started and has not
+// startedTurns remembers the conversation of each turn this Database started and has not
 // finished, so FinishTurn need not read the turn back: a turn's only message before it
 // finishes is the user's, seq 0.
 type startedTurns struct {
@@ -343,7 +341,7 @@ func (st *startedTurns) add(turnID, conversationID int64) {
 	st.convs[turnID] = conversationID
 }
 
-// take forgets turnID and returns its conversation; false for a turn this Store did not start.
+// take forgets turnID and returns its conversation; false for a turn this Database did not start.
 func (st *startedTurns) take(turnID int64) (int64, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -353,7 +351,7 @@ func (st *startedTurns) take(turnID int64) (int64, bool) {
 }
 
 // FinishTurn closes a turn and saves everything it produced, in one transaction.
-func (s *Store) FinishTurn(ctx context.Context, e TurnEnd) error {
+func (s *TurnQuery) FinishTurn(ctx context.Context, e TurnEnd) error {
 	switch e.Status {
 	case TurnOK, TurnError, TurnCancelled, TurnInterrupted:
 	default:
@@ -423,7 +421,7 @@ func closeTurn(tx *gorm.DB, e TurnEnd, at time.Time, deliveries string) error {
 const closeTurnRow = `UPDATE turns SET status = ?, model = ?, rounds = ?, tokens_in = ?, tokens_out = ?,
 	error = ?, finished_at = ?, trace_id = ?, deliveries = ? WHERE id = ? AND status = ?`
 
-// turnTail reads the conversation of a turn another Store started and the seq its next
+// turnTail reads the conversation of a turn another Database (replica) started and the seq its next
 // message takes.
 func turnTail(tx *gorm.DB, turnID int64) (conv int64, next int, err error) {
 	var turn turnRow
@@ -476,7 +474,7 @@ func addTurnCalls(tx *gorm.DB, e TurnEnd, llm []llmCallRow) error {
 }
 
 // Turn returns one turn.
-func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
+func (s *TurnQuery) Turn(ctx context.Context, id int64) (Turn, error) {
 	var row turnRow
 	err := s.r.WithContext(ctx).Select(tracedTurnColumns).Take(&row, id).Error
 	if err == gorm.ErrRecordNotFound {
@@ -507,7 +505,7 @@ func (row turnRow) public() Turn {
 // second replica starting up never ends the first one's turns. A single process registers no
 // instance, so every running turn it finds at start is a crash's leftover. Call it at start,
 // after Migrate and before the first turn; it is safe to call again at any time.
-func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
+func (s *TurnQuery) Recover(ctx context.Context) (turns, calls int, err error) {
 	at := now()
 	live := s.w.Table("instances").Select("id").Where("expires_at > ?", at)
 	if s.driver == DriverPostgres {
@@ -529,10 +527,10 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 		turns = int(res.RowsAffected)
 		// A call still running belongs to a turn still running, on a live replica; any other is
 		// a leftover of a replica that is gone (a call outside a turn, turn id 0, among them).
-		res = tx.Exec(`UPDATE tool_calls SET status = ?, finished_at = ?,
-			error = CASE WHEN error = '' THEN ? ELSE error END
-			WHERE status = ? AND turn_id NOT IN (SELECT id FROM turns WHERE status = ?)`,
-			audit.StatusInterrupted, at, "the bot stopped before the call finished", audit.StatusRunning, TurnRunning)
+		res = tx.Model(&toolCallModel{}).
+			Where("status = ? AND turn_id NOT IN (?)", audit.StatusRunning, tx.Model(&turnRow{}).Select("id").Where("status = ?", TurnRunning)).
+			Updates(map[string]any{"status": audit.StatusInterrupted, "finished_at": at,
+				"error": gorm.Expr("CASE WHEN error = '' THEN ? ELSE error END", "the bot stopped before the call finished")})
 		if res.Error != nil {
 			return res.Error
 		}
@@ -553,7 +551,7 @@ func (s *Store) Recover(ctx context.Context) (turns, calls int, err error) {
 // in any of its threads and conversations (those a reset ended included), and false when there
 // is none. A message handed over again after a crash is answered again only when this turn never
 // ended.
-func (s *Store) TurnByInbound(ctx context.Context, ref chat.Ref, inboundMessageID string) (Turn, bool, error) {
+func (s *TurnQuery) TurnByInbound(ctx context.Context, ref chat.Ref, inboundMessageID string) (Turn, bool, error) {
 	if ref.Platform == "" || ref.ChatID == "" || inboundMessageID == "" {
 		return Turn{}, false, fmt.Errorf("store: turn of inbound message: need a platform, chat id and message id, got %q, %q, %q",
 			ref.Platform, ref.ChatID, inboundMessageID)
@@ -572,7 +570,7 @@ func (s *Store) TurnByInbound(ctx context.Context, ref chat.Ref, inboundMessageI
 // chat's conversations (a reset adds one), idx_turns_inbound each one's turns of the message (a
 // handful to sort). The subquery, rather than a join, keeps SQLite from starting at the message
 // id, which repeats across chats, when its tables have no statistics.
-func (s *Store) turnByInboundQuery(ctx context.Context, ref chat.Ref, inboundMessageID string) *gorm.DB {
+func (s *conn) turnByInboundQuery(ctx context.Context, ref chat.Ref, inboundMessageID string) *gorm.DB {
 	convs := s.r.WithContext(ctx).Table("conversations").Select("id").
 		Where("platform = ? AND chat_id = ?", string(ref.Platform), ref.ChatID)
 	return s.r.WithContext(ctx).Table("turns").Select(turnColumns).

@@ -40,7 +40,7 @@ func (f TurnFilter) where(db *gorm.DB) *gorm.DB {
 }
 
 // CountTurns returns how many turns match f.
-func (s *Store) CountTurns(ctx context.Context, f TurnFilter) (int, error) {
+func (s *TurnQuery) CountTurns(ctx context.Context, f TurnFilter) (int, error) {
 	if err := f.validate(); err != nil {
 		return 0, fmt.Errorf("store: count turns: %w", err)
 	}
@@ -52,7 +52,7 @@ func (s *Store) CountTurns(ctx context.Context, f TurnFilter) (int, error) {
 }
 
 // TurnStatusCounts returns how many turns match f, by status; statuses with no turn are absent.
-func (s *Store) TurnStatusCounts(ctx context.Context, f TurnFilter) (map[string]int, error) {
+func (s *TurnQuery) TurnStatusCounts(ctx context.Context, f TurnFilter) (map[string]int, error) {
 	if err := f.validate(); err != nil {
 		return nil, fmt.Errorf("store: count turns by status: %w", err)
 	}

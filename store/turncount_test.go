@@ -12,29 +12,29 @@ func TestCountTurns(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, chat.Key{Platform: "web", ChatID: "count"})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "web", ChatID: "count"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ids []int64
 		for _, status := range []chat.Status{TurnOK, TurnOK, TurnError, TurnOK, TurnCancelled, TurnRunning} {
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "q"}})
+			id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserMessage: chat.Message{Content: "q"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, id)
 			if status != TurnRunning {
-				if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: status}); err != nil {
+				if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: status}); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
 		// The fourth turn's start splits the turns in two: three before, three from it on.
-		mid, err := s.Turn(ctx, ids[3])
+		mid, err := s.Turns.Turn(ctx, ids[3])
 		if err != nil {
 			t.Fatal(err)
 		}
-		third, err := s.Turn(ctx, ids[2])
+		third, err := s.Turns.Turn(ctx, ids[2])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,11 +57,11 @@ func TestCountTurns(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				n, err := s.CountTurns(ctx, tc.f)
+				n, err := s.Turns.CountTurns(ctx, tc.f)
 				if err != nil || n != tc.want {
 					t.Errorf("CountTurns = %d, %v; want %d", n, err, tc.want)
 				}
-				counts, err := s.TurnStatusCounts(ctx, tc.f)
+				counts, err := s.Turns.TurnStatusCounts(ctx, tc.f)
 				if err != nil || !maps.Equal(counts, tc.counts) {
 					t.Errorf("TurnStatusCounts = %v, %v; want %v", counts, err, tc.counts)
 				}
@@ -72,10 +72,10 @@ func TestCountTurns(t *testing.T) {
 			{Since: mid.StartedAt, Until: third.StartedAt},
 		}
 		for _, f := range bad {
-			if _, err := s.CountTurns(ctx, f); err == nil {
+			if _, err := s.Turns.CountTurns(ctx, f); err == nil {
 				t.Errorf("CountTurns(%+v) accepted a bad filter", f)
 			}
-			if _, err := s.TurnStatusCounts(ctx, f); err == nil {
+			if _, err := s.Turns.TurnStatusCounts(ctx, f); err == nil {
 				t.Errorf("TurnStatusCounts(%+v) accepted a bad filter", f)
 			}
 		}

@@ -15,10 +15,10 @@ import (
 //
 // On PostgreSQL it is the next value of the turns' identity sequence (no commit), so the ids of
 // the turns of every replica still grow in the order they were taken. On SQLite (one process) it
-// comes from a block of turnIDBlock ids this Store reserves by moving the table's AUTOINCREMENT
+// comes from a block of turnIDBlock ids this Database reserves by moving the table's AUTOINCREMENT
 // counter (sqlite_sequence) past it in one commit: a turn inserted without an id, by this
 // process or another, is numbered after every reserved block.
-func (s *Store) NewTurnID(ctx context.Context) (int64, error) {
+func (s *TurnQuery) NewTurnID(ctx context.Context) (int64, error) {
 	if s.driver == DriverPostgres {
 		var id int64
 		if err := s.w.WithContext(ctx).Raw(nextTurnIDPostgres).Row().Scan(&id); err != nil {
@@ -33,7 +33,8 @@ func (s *Store) NewTurnID(ctx context.Context) (int64, error) {
 	return id, nil
 }
 
-// nextTurnIDPostgres takes an id of the turns' identity column.
+// nextTurnIDPostgres takes an id of the turns' identity column. Plain SQL: a sequence is no
+// table GORM has a model of.
 const nextTurnIDPostgres = `SELECT nextval(pg_get_serial_sequence('turns', 'id'))`
 
 // turnIDBlock is how many turn ids one reservation takes on SQLite: a commit per 64 turns.
@@ -66,7 +67,8 @@ func (b *turnIDs) take(ctx context.Context, w *groupWriter) (int64, error) {
 }
 
 // reserveTurnIDs moves the turns' AUTOINCREMENT counter n past the highest id SQLite has given
-// or would give and returns the new counter: the ids up to it are this Store's to hand out.
+// or would give and returns the new counter: the ids up to it are this Database's to hand out.
+// Plain SQL: sqlite_sequence is SQLite's own table, of which GORM has no model.
 func reserveTurnIDs(tx *gorm.DB, n int64) (int64, error) {
 	var high int64
 	if err := tx.Raw(`SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'turns'), 0),

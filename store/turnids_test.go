@@ -16,11 +16,11 @@ func TestATurnStartedWithItsFirstCallIsSavedInOneCommit(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		conv, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "one-commit"})
+		conv, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "one-commit"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.NewTurnID(ctx)
+		id, err := s.Turns.NewTurnID(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +28,7 @@ func TestATurnStartedWithItsFirstCallIsSavedInOneCommit(t *testing.T) {
 			t.Fatalf("a turn id taken wrote the turn already (%d rows)", n)
 		}
 		commits := s.turns.commits.Load()
-		call, err := s.StartLLMCall(ctx, LLMCallStart{TurnID: id, Platform: "telegram", ChatID: "one-commit", UserID: "7",
+		call, err := s.ModelCalls.StartLLMCall(ctx, LLMCallStart{TurnID: id, Platform: "telegram", ChatID: "one-commit", UserID: "7",
 			Call: chat.ModelCall{Model: "m", TokensIn: 10, TokensOut: 100, StartedAt: time.Now()},
 			Turn: &TurnStart{ID: id, ConversationID: conv.ID, UserID: "7", InboundMessageID: "41",
 				UserMessage: chat.Message{Content: "what time is it?"}}})
@@ -38,7 +38,7 @@ func TestATurnStartedWithItsFirstCallIsSavedInOneCommit(t *testing.T) {
 		if got := s.turns.commits.Load() - commits; got != 1 {
 			t.Errorf("the turn's start and its first call took %d commits, want 1", got)
 		}
-		turn, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "one-commit"}, "41")
+		turn, found, err := s.Turns.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "one-commit"}, "41")
 		if err != nil || !found || turn.ID != id || turn.Status != TurnRunning {
 			t.Fatalf("TurnByInbound = %+v, %v, %v; want running turn %d", turn, found, err, id)
 		}
@@ -48,13 +48,13 @@ func TestATurnStartedWithItsFirstCallIsSavedInOneCommit(t *testing.T) {
 		if n := count(t, s, "llm_calls", "id = ? AND turn_id = ? AND status = ?", call, id, LLMCallRunning); n != 1 {
 			t.Fatalf("the call's reservation saved %d times, want once", n)
 		}
-		err = s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
+		err = s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, Model: "m",
 			Messages: []chat.Message{{Role: RoleAssistant, Content: "noon"}},
 			Settle:   []LLMCallSettle{{ID: call, Call: chat.ModelCall{Model: "m", Status: "ok", TokensIn: 10, TokensOut: 2}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := s.History(ctx, conv.ID, 10)
+		h, err := s.Messages.History(ctx, conv.ID, 10)
 		if err != nil || len(h) != 2 || h[0].Content != "what time is it?" || h[1].Content != "noon" {
 			t.Fatalf("history = %+v, %v; want the question and its answer", h, err)
 		}
@@ -68,21 +68,21 @@ func TestAFirstCallOverQuotaStillSavesItsTurnAndTheUsersMessage(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		conv, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "over"})
+		conv, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "over"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		day := time.Now().UTC().Truncate(24 * time.Hour)
 		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Tokens: 100}
-		if _, err := s.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "over", UserID: "7",
+		if _, err := s.ModelCalls.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "over", UserID: "7",
 			Checks: []QuotaCheck{check}, Call: chat.ModelCall{Model: "m", TokensIn: 60, TokensOut: 60, StartedAt: time.Now()}}); err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.NewTurnID(ctx)
+		id, err := s.Turns.NewTurnID(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.StartLLMCall(ctx, LLMCallStart{TurnID: id, Platform: "telegram", ChatID: "over", UserID: "7",
+		_, err = s.ModelCalls.StartLLMCall(ctx, LLMCallStart{TurnID: id, Platform: "telegram", ChatID: "over", UserID: "7",
 			Checks: []QuotaCheck{check}, Call: chat.ModelCall{Model: "m", TokensIn: 10, TokensOut: 10, StartedAt: time.Now()},
 			Turn: &TurnStart{ID: id, ConversationID: conv.ID, UserID: "7", UserMessage: chat.Message{Content: "one more"}}})
 		if over, ok := errors.AsType[*OverQuotaError](err); !ok || over.Check != 0 {
@@ -97,7 +97,7 @@ func TestAFirstCallOverQuotaStillSavesItsTurnAndTheUsersMessage(t *testing.T) {
 		if n := count(t, s, "llm_calls", "turn_id = ?", id); n != 0 {
 			t.Fatalf("a refused call reserved %d rows", n)
 		}
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnError, Error: "over quota"}); err != nil {
+		if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnError, Error: "over quota"}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -111,19 +111,19 @@ func TestTurnIDsTakenAheadNeverMeetTheDatabasesOwn(t *testing.T) {
 		ctx := context.Background()
 		opts := testOptions(t, driver)
 		s := openTest(t, opts)
-		conv, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "ids"})
+		conv, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "ids"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		plain := func(s *Store) int64 {
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "q"}})
+		plain := func(s *Database) int64 {
+			id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Content: "q"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return id
 		}
-		ahead := func(s *Store) int64 {
-			id, err := s.NewTurnID(ctx)
+		ahead := func(s *Database) int64 {
+			id, err := s.Turns.NewTurnID(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +139,7 @@ func TestTurnIDsTakenAheadNeverMeetTheDatabasesOwn(t *testing.T) {
 			t.Fatalf("turn ids: before %d, taken ahead %d and %d, the database's own %d, a later store's %d: want them apart and growing", before, a, b, own, c)
 		}
 		for _, id := range []int64{b, a, c} { // in any order: each id is the turn's own
-			if _, err := s.StartTurn(ctx, TurnStart{ID: id, ConversationID: conv.ID, UserMessage: chat.Message{Content: "q"}}); err != nil {
+			if _, err := s.Turns.StartTurn(ctx, TurnStart{ID: id, ConversationID: conv.ID, UserMessage: chat.Message{Content: "q"}}); err != nil {
 				t.Fatalf("the turn of id %d taken ahead not written: %v", id, err)
 			}
 		}
@@ -156,17 +156,17 @@ func TestATurnStartWrittenTwiceUnderItsIDIsSavedOnce(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		conv, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "twice"})
+		conv, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "twice"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.NewTurnID(ctx)
+		id, err := s.Turns.NewTurnID(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := TurnStart{ID: id, ConversationID: conv.ID, UserID: "7", InboundMessageID: "5", UserMessage: chat.Message{Content: "hi"}}
 		for try := range 2 {
-			if got, err := s.StartTurn(ctx, start); err != nil || got != id {
+			if got, err := s.Turns.StartTurn(ctx, start); err != nil || got != id {
 				t.Fatalf("start %d of turn %d = %d, %v", try+1, id, got, err)
 			}
 		}
@@ -175,7 +175,7 @@ func TestATurnStartWrittenTwiceUnderItsIDIsSavedOnce(t *testing.T) {
 		}
 		other := start
 		other.InboundMessageID = "6"
-		if _, err := s.StartTurn(ctx, other); err == nil {
+		if _, err := s.Turns.StartTurn(ctx, other); err == nil {
 			t.Fatal("another message's turn took the id of a turn saved already")
 		}
 	})

@@ -18,17 +18,17 @@ func TestTurnByInbound(t *testing.T) {
 		s := newStore(t, driver)
 		turn := func(key chat.Key, msgID string, status chat.Status) int64 {
 			t.Helper()
-			c, err := s.Conversation(ctx, key)
+			c, err := s.Conversations.Conversation(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "u", InboundMessageID: msgID,
+			id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "u", InboundMessageID: msgID,
 				UserMessage: chat.Message{Role: RoleUser, Content: "message " + msgID}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if status != TurnRunning {
-				if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: status}); err != nil {
+				if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: status}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -36,7 +36,7 @@ func TestTurnByInbound(t *testing.T) {
 		}
 		shared := chat.Key{Platform: "telegram", ChatID: "100"}
 		turn(shared, "7", TurnOK)
-		if _, err := s.ResetConversation(ctx, shared); err != nil {
+		if _, err := s.Conversations.ResetConversation(ctx, shared); err != nil {
 			t.Fatal(err)
 		}
 		// The same message again after /reset (a redelivery answered in the new conversation).
@@ -62,7 +62,7 @@ func TestTurnByInbound(t *testing.T) {
 			{"unknown message", "telegram", "100", "404", 0, "", false},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform(tc.platform), ChatID: tc.chat}, tc.msgID)
+				got, found, err := s.Turns.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform(tc.platform), ChatID: tc.chat}, tc.msgID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -83,16 +83,16 @@ func TestTurnByInbound(t *testing.T) {
 		}
 
 		// After a crash the running turn is interrupted, and that is what the lookup reports.
-		if _, _, err := s.Recover(ctx); err != nil {
+		if _, _, err := s.Turns.Recover(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "100"}, "7")
+		got, found, err := s.Turns.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "100"}, "7")
 		if err != nil || !found || got.ID != newest || got.Status != TurnInterrupted {
 			t.Fatalf("after Recover: turn %+v found %v (%v), want %d interrupted", got, found, err, newest)
 		}
 
 		for _, args := range [][3]string{{"", "100", "7"}, {"telegram", "", "7"}, {"telegram", "100", ""}} {
-			if _, _, err := s.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform(args[0]), ChatID: args[1]}, args[2]); err == nil {
+			if _, _, err := s.Turns.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform(args[0]), ChatID: args[1]}, args[2]); err == nil {
 				t.Errorf("TurnByInbound%q succeeded, want an error", args)
 			}
 		}
@@ -107,12 +107,12 @@ func TestTurnByInboundPlanUsesIndex(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, driver)
 		for _, id := range []string{"1", "2", "3", "4"} {
-			c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: id})
+			c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: id})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for m := range 10 {
-				if _, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: fmt.Sprintf("%s-%d", id, m),
+				if _, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: fmt.Sprintf("%s-%d", id, m),
 					UserMessage: chat.Message{Role: RoleUser, Content: "q"}}); err != nil {
 					t.Fatal(err)
 				}
@@ -138,7 +138,7 @@ func TestTurnByInboundPlanUsesIndex(t *testing.T) {
 // explain returns the database's plan of q. On PostgreSQL sequential scans are turned off for
 // the statement's connection: a test table is small enough to scan, and the question is whether
 // the index can answer the query.
-func explain(t testing.TB, s *Store, q *gorm.DB) string {
+func explain(t testing.TB, s *Database, q *gorm.DB) string {
 	t.Helper()
 	var rows []turnRow
 	stmt := q.Session(&gorm.Session{DryRun: true}).Find(&rows).Statement
@@ -194,11 +194,11 @@ func TestTurnsInboundMigration(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		ctx := context.Background()
 		s := newStore(t, driver)
-		c, err := s.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: "77", UserMessage: chat.Message{Role: RoleUser, Content: "q"}})
+		id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, InboundMessageID: "77", UserMessage: chat.Message{Role: RoleUser, Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestTurnsInboundMigration(t *testing.T) {
 		}
 		lookup := func() {
 			t.Helper()
-			got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "5"}, "77")
+			got, found, err := s.Turns.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "5"}, "77")
 			if err != nil || !found || got.ID != id {
 				t.Fatalf("TurnByInbound = %d, %v, %v; want turn %d", got.ID, found, err, id)
 			}
@@ -276,11 +276,11 @@ SELECT x % 1000 + 1, 'u', CAST(x / 500 AS TEXT), 'ok', '2026-01-01 00:00:00+00:0
 	}
 	b.Logf("plan:\n%s", explain(b, s, s.turnByInboundQuery(ctx, chat.Ref{Platform: "telegram", ChatID: "chat7"}, "123")))
 	// chat.Message 123 started turns x = 61500..61999; the one in chat7 is x = 61507 (conversation 508).
-	if got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "chat7"}, "123"); err != nil || !found || got.ID != 61508 {
+	if got, found, err := s.Turns.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "chat7"}, "123"); err != nil || !found || got.ID != 61508 {
 		b.Fatalf("TurnByInbound = %+v, %v, %v; want turn 61508", got, found, err)
 	}
 	for b.Loop() {
-		if _, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "chat7"}, "123"); err != nil || !found {
+		if _, found, err := s.Turns.TurnByInbound(ctx, chat.Ref{Platform: "telegram", ChatID: "chat7"}, "123"); err != nil || !found {
 			b.Fatal(found, err)
 		}
 	}

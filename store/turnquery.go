@@ -11,7 +11,7 @@ import (
 // Unlike History it keeps a tool call whose result never came (a turn cut short), since the audit
 // log shows what happened, not what a model may be sent. A running turn has only its user message
 // so far. It returns ErrNotFound (wrapped) when the turn does not exist.
-func (s *Store) TurnMessages(ctx context.Context, turnID int64) ([]chat.Message, error) {
+func (s *MessageQuery) TurnMessages(ctx context.Context, turnID int64) ([]chat.Message, error) {
 	var rows []messageRow
 	if err := s.r.WithContext(ctx).Where("turn_id = ?", turnID).Order("seq").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: messages of turn %d: %w", turnID, err)

@@ -46,7 +46,7 @@ func (r UsageRow) Cost(p chat.Price) float64 {
 // Usage sums the tokens of the model calls matching f per platform, chat, user and model (the
 // user is the one whose message started the turn, or who asked for /compact), ordered by
 // platform, chat, user, model. A call still running counts with the tokens it reserved.
-func (s *Store) Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error) {
+func (s *UsageQuery) Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error) {
 	rows, err := usageQuery(s.r.WithContext(ctx), f)
 	if err != nil {
 		return nil, fmt.Errorf("store: usage: %w", err)

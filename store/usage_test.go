@@ -9,15 +9,15 @@ import (
 )
 
 // seedUsage writes turns with model calls: each entry is one turn of a user in a chat.
-func seedUsage(t *testing.T, s *Store, at time.Time, turns []usageTurn) {
+func seedUsage(t *testing.T, s *Database, at time.Time, turns []usageTurn) {
 	t.Helper()
 	ctx := context.Background()
 	for _, u := range turns {
-		c, err := s.Conversation(ctx, chat.Key{Platform: "discord", ChatID: u.chat})
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "discord", ChatID: u.chat})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := s.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: u.user, UserMessage: chat.Message{Role: "user", Content: "q"}})
+		id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: u.user, UserMessage: chat.Message{Role: "user", Content: "q"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -25,7 +25,7 @@ func seedUsage(t *testing.T, s *Store, at time.Time, turns []usageTurn) {
 		for i, m := range u.models {
 			calls = append(calls, chat.ModelCall{Model: m, Status: "ok", TokensIn: u.in, TokensOut: u.out, StartedAt: at.Add(time.Duration(i) * time.Second)})
 		}
-		if err := s.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, LLMCalls: calls}); err != nil {
+		if err := s.Turns.FinishTurn(ctx, TurnEnd{TurnID: id, Status: TurnOK, LLMCalls: calls}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,7 +51,7 @@ func TestUsageSumsModelCallsAndPricesThem(t *testing.T) {
 		})
 		seedUsage(t, s, today.AddDate(0, -1, 0), []usageTurn{{"g1", "ann", []string{"mini"}, 999, 999}})
 
-		rows, err := s.Usage(ctx, UsageFilter{Since: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)})
+		rows, err := s.Usage.Usage(ctx, UsageFilter{Since: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestUsageSumsModelCallsAndPricesThem(t *testing.T) {
 		if byModel := RollUp(rows, ByModel, prices); len(byModel) != 2 || byModel[0].Key != "big" || byModel[1].Calls != 2 {
 			t.Errorf("by model = %+v", byModel)
 		}
-		mine, err := s.Usage(ctx, UsageFilter{Platform: "discord", UserID: "bob"})
+		mine, err := s.Usage.Usage(ctx, UsageFilter{Platform: "discord", UserID: "bob"})
 		if err != nil || len(mine) != 1 || mine[0].ChatID != "g1" || mine[0].TokensIn != 10_000 {
 			t.Errorf("bob's usage = %+v, %v", mine, err)
 		}

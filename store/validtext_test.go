@@ -30,18 +30,18 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				ctx := context.Background()
 				d, c := tc.dirty, tc.clean
 				key := chat.Key{Platform: chat.Platform("tg" + d), ChatID: "chat" + d, ThreadID: "th" + d, UserID: "u" + d}
-				conv, err := s.Conversation(ctx, key)
+				conv, err := s.Conversations.Conversation(ctx, key)
 				if err != nil {
 					t.Fatalf("Conversation: %v", err)
 				}
-				again, err := s.Conversation(ctx, key)
+				again, err := s.Conversations.Conversation(ctx, key)
 				if err != nil || again.ID != conv.ID {
 					t.Fatalf("Conversation again = %d, %v; want the same conversation %d", again.ID, err, conv.ID)
 				}
 				if want := (chat.Key{Platform: chat.Platform("tg" + c), ChatID: "chat" + c, ThreadID: "th" + c, UserID: "u" + c}); (chat.Key{Platform: chat.Platform(again.Platform), ChatID: again.ChatID, ThreadID: again.ThreadID, UserID: again.UserID}) != want {
 					t.Errorf("stored conversation key = %+v, want %+v", again, want)
 				}
-				turnID, err := s.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserID: "u" + d,
+				turnID, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: conv.ID, UserID: "u" + d,
 					UserName: "name" + d, InboundMessageID: "in" + d,
 					UserMessage: chat.Message{Role: RoleUser, Content: "ask" + d, Name: "name" + d}})
 				if err != nil {
@@ -51,11 +51,11 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 					ChatID: "chat" + d, UserID: "u" + d, Round: 1, ToolCallID: "id" + d,
 					ToolName: "fetch_url" + d, Source: audit.Source("native" + d), Server: "srv" + d,
 					Arguments: `{"url":"` + d + `"}`}
-				if err := s.StartToolCall(ctx, &rec); err != nil {
+				if err := s.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 					t.Fatalf("StartToolCall: %v", err)
 				}
 				rec.Status, rec.Result, rec.Error, rec.Duration = audit.StatusError, "page"+d, "boom"+d, time.Second
-				if err := s.FinishToolCall(ctx, &rec); err != nil {
+				if err := s.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 					t.Fatalf("FinishToolCall: %v", err)
 				}
 				msgs := []chat.Message{
@@ -64,7 +64,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 					{Role: RoleTool, Content: "page" + d, Name: "fetch_url" + d, ToolCallID: "id" + d},
 					{Role: RoleAssistant, Content: "answer" + d},
 				}
-				err = s.FinishTurn(ctx, TurnEnd{TurnID: turnID, Status: TurnOK, Model: "model" + d,
+				err = s.Turns.FinishTurn(ctx, TurnEnd{TurnID: turnID, Status: TurnOK, Model: "model" + d,
 					Rounds: 2, Error: "note" + d, Messages: msgs,
 					LLMCalls: []chat.ModelCall{{Round: 1, Model: "model" + d, FallbackReason: "why" + d,
 						Status: chat.Status("ok" + d), Err: errors.New("e" + d), Duration: time.Second}}})
@@ -72,7 +72,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 					t.Fatalf("FinishTurn: %v (the answer, tool calls and model calls are lost)", err)
 				}
 
-				turn, err := s.Turn(ctx, turnID)
+				turn, err := s.Turns.Turn(ctx, turnID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -80,10 +80,10 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 					turn.UserID != "u"+c || turn.UserName != "name"+c || turn.InboundMessageID != "in"+c {
 					t.Errorf("turn = %+v, want ok with clean texts", turn)
 				}
-				if got, found, err := s.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform("tg" + d), ChatID: "chat" + d}, "in"+d); err != nil || !found || got.ID != turnID {
+				if got, found, err := s.Turns.TurnByInbound(ctx, chat.Ref{Platform: chat.Platform("tg" + d), ChatID: "chat" + d}, "in"+d); err != nil || !found || got.ID != turnID {
 					t.Errorf("TurnByInbound = %d, %v, %v; want turn %d", got.ID, found, err, turnID)
 				}
-				saved, err := s.TurnMessages(ctx, turnID)
+				saved, err := s.Messages.TurnMessages(ctx, turnID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -97,7 +97,7 @@ func TestTurnWithNULAndBrokenUTF8IsSavedWhole(t *testing.T) {
 				if !reflect.DeepEqual(saved, wantMsgs) {
 					t.Errorf("messages =\n%#v\nwant\n%#v", saved, wantMsgs)
 				}
-				rows, _, err := s.ToolCalls(ctx, audit.Filter{TurnID: turnID, Tool: "fetch_url" + d})
+				rows, _, err := s.ToolCalls.ToolCalls(ctx, audit.Filter{TurnID: turnID, Tool: "fetch_url" + d})
 				if err != nil || len(rows) != 1 {
 					t.Fatalf("ToolCalls = %d rows, %v; want the one call", len(rows), err)
 				}

@@ -21,7 +21,7 @@ func (webSessionRow) TableName() string { return "web_sessions" }
 
 // SaveWebSession records that the web chat session whose cookie hashes to secretHash keeps its
 // conversations under chatID. Saving a known session again changes nothing.
-func (s *Store) SaveWebSession(ctx context.Context, secretHash, chatID string) error {
+func (s *WebChatQuery) SaveWebSession(ctx context.Context, secretHash, chatID string) error {
 	err := s.w.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).
 		Create(&webSessionRow{SecretHash: secretHash, ChatID: chatID}).Error
 	if err != nil {
@@ -32,7 +32,7 @@ func (s *Store) SaveWebSession(ctx context.Context, secretHash, chatID string) e
 
 // WebSession returns the chat id of the web chat session whose cookie hashes to secretHash, and
 // false when there is none.
-func (s *Store) WebSession(ctx context.Context, secretHash string) (string, bool, error) {
+func (s *WebChatQuery) WebSession(ctx context.Context, secretHash string) (string, bool, error) {
 	var row webSessionRow
 	err := s.r.WithContext(ctx).Where("secret_hash = ?", secretHash).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -49,11 +49,12 @@ const previewChars = 80
 
 // ChatConversations returns the conversations of the chat of ref (every thread and user), newest
 // first, at most limit of them (limit <= 0: 100).
-func (s *Store) ChatConversations(ctx context.Context, ref chat.Ref, limit int) ([]chat.Summary, error) {
+func (s *WebChatQuery) ChatConversations(ctx context.Context, ref chat.Ref, limit int) ([]chat.Summary, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	// One query: a list of earlier conversations must not cost two queries per conversation.
+	// Plain SQL: GORM has no way to say the two correlated subqueries in the select list.
 	var rows []struct {
 		ID        int64
 		Active    bool
@@ -83,8 +84,8 @@ func (s *Store) ChatConversations(ctx context.Context, ref chat.Ref, limit int) 
 
 // Transcript returns what the user of a conversation saw of its newest limit rounds, oldest
 // first: their messages and the answers shown (assistant text without tool calls).
-func (s *Store) Transcript(ctx context.Context, conversationID int64, limit int) ([]chat.Line, error) {
-	rounds, err := s.Rounds(ctx, conversationID, 0, limit)
+func (s *WebChatQuery) Transcript(ctx context.Context, conversationID int64, limit int) ([]chat.Line, error) {
+	rounds, err := (&MessageQuery{s.conn}).Rounds(ctx, conversationID, 0, limit)
 	if err != nil {
 		return nil, err
 	}

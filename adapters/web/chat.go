@@ -89,7 +89,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Sessions keeps web chat sessions and reads their stored conversations (store.Store). Its
+// Sessions keeps web chat sessions and reads their stored conversations (*store.WebChatQuery). Its
 // methods are called from HTTP handlers with the request's context.
 type Sessions interface {
 	// SaveWebSession records the chat id of a session (by the SHA-256 of its cookie).

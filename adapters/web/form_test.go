@@ -12,6 +12,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/adapterstest"
+	"relaybot/store/storetest"
 )
 
 // formHandler asks a form with a text and a number field; an age out of bounds asks the form
@@ -92,10 +93,10 @@ func TestAToolFormIsAnsweredFromThePage(t *testing.T) {
 		{"declined", []url.Values{{"choice": {"decline"}}}, "declined by the user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := openStore(t)
+			st := storetest.Open(t, storetest.SQLite)
 			hub, book := &relayHub{}, &adapterstest.Book{}
 			srvs := twoReplicas(t, func() Options {
-				return Options{Handler: formHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book}
+				return Options{Handler: formHandler{t: t}, Sessions: st.WebChat, Relay: hub.relay(), Questions: book}
 			})
 			b := newBrowser(t, srvs[0])
 			other := newBrowser(t, srvs[0])

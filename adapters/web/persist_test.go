@@ -6,9 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"relaybot/chat"
+	"relaybot/store/storetest"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,18 +19,18 @@ import (
 )
 
 // storedTurn saves a round of the browser's chat as the pipeline would.
-func storedTurn(t *testing.T, st *store.Store, chatID, user, answer string) {
+func storedTurn(t *testing.T, st *store.Database, chatID, user, answer string) {
 	t.Helper()
 	ctx := context.Background()
-	conv, err := st.Conversation(ctx, chat.Key{Platform: chat.Web, ChatID: chatID, UserID: chatID})
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: chat.Web, ChatID: chatID, UserID: chatID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Role: store.RoleUser, Content: user}})
+	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Role: store.RoleUser, Content: user}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Messages: []chat.Message{
+	if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, Messages: []chat.Message{
 		{Role: store.RoleAssistant, Content: "", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "search", Arguments: "{}"}}},
 		{Role: store.RoleTool, ToolCallID: "c1", Name: "search", Content: "tool output the user never saw"},
 		{Role: store.RoleAssistant, Content: answer},
@@ -58,17 +58,10 @@ func (b *browser) getJSON(path string, v any) int {
 
 func TestWebChatKeepsItsConversationAcrossARestartAndListsEarlierOnes(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "bot.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t, storetest.SQLite)
 	// One handler serves both processes: the listener below moves from the first to the second.
 	h := &scriptedHandler{steps: []string{"yes"}, got: make(chan adapters.Inbound, 4)}
-	first, err := New(Options{Handler: h, Sessions: st})
+	first, err := New(Options{Handler: h, Sessions: st.WebChat})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +75,7 @@ func TestWebChatKeepsItsConversationAcrossARestartAndListsEarlierOnes(t *testing
 
 	// The server restarts: a new Chat with the same store; the browser keeps its cookie.
 	first.Close()
-	second, err := New(Options{Handler: h, Sessions: st})
+	second, err := New(Options{Handler: h, Sessions: st.WebChat})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +107,7 @@ func TestWebChatKeepsItsConversationAcrossARestartAndListsEarlierOnes(t *testing
 	}
 
 	// A reset closes the conversation; the browser lists it and reads it back.
-	if _, err := st.ResetConversation(ctx, chat.Key{Platform: "web", ChatID: chatID, UserID: chatID}); err != nil {
+	if _, err := st.Conversations.ResetConversation(ctx, chat.Key{Platform: "web", ChatID: chatID, UserID: chatID}); err != nil {
 		t.Fatal(err)
 	}
 	var list []earlierConversation

@@ -10,6 +10,7 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/adapters/adapterstest"
+	"relaybot/store/storetest"
 )
 
 // relayHub joins the Relays of web chats in one test, as coord.WebRelay joins replicas: an
@@ -112,10 +113,10 @@ func (h askingHandler) Handle(ctx context.Context, in adapters.Inbound, out adap
 // first is carried to the second, which settles it (the first answers the press with the
 // verdict), and the page shows the decision and the answer.
 func TestAnApprovalAskedOnOneReplicaIsAnsweredFromAPageOnAnother(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	hub, book := &relayHub{}, &adapterstest.Book{}
 	srvs := twoReplicas(t, func() Options {
-		return Options{Handler: askingHandler{t: t}, Sessions: st, Relay: hub.relay(), Questions: book}
+		return Options{Handler: askingHandler{t: t}, Sessions: st.WebChat, Relay: hub.relay(), Questions: book}
 	})
 	b := newBrowser(t, srvs[0])
 	events := b.events(t.Context())

@@ -12,30 +12,31 @@ import (
 	"relaybot/adapters"
 	"relaybot/chat"
 	"relaybot/store"
+	"relaybot/store/storetest"
 )
 
 // storingHandler answers every message and keeps the turn in the store, as the pipeline does.
 type storingHandler struct {
 	t      *testing.T
-	st     *store.Store
+	st     *store.Database
 	answer string
 	// finished, when set, receives once the turn is stored whole.
 	finished chan<- struct{}
 }
 
 func (h storingHandler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
-	conv, err := h.st.Conversation(ctx, chat.Key{Platform: chat.Web, ChatID: in.Chat.ChatID, UserID: in.UserID})
+	conv, err := h.st.Conversations.Conversation(ctx, chat.Key{Platform: chat.Web, ChatID: in.Chat.ChatID, UserID: in.UserID})
 	if err != nil {
 		h.t.Errorf("conversation: %v", err)
 		return
 	}
-	id, err := h.st.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Role: store.RoleUser, Content: in.Text}})
+	id, err := h.st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserMessage: chat.Message{Role: store.RoleUser, Content: in.Text}})
 	if err != nil {
 		h.t.Errorf("start turn: %v", err)
 		return
 	}
 	out.NewReply(ctx).Finish(ctx, h.answer, nil)
-	if err := h.st.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK,
+	if err := h.st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK,
 		Messages: []chat.Message{{Role: store.RoleAssistant, Content: h.answer}}}); err != nil {
 		h.t.Errorf("finish turn: %v", err)
 	}
@@ -69,10 +70,10 @@ func (b *browser) pageCSRF(chatID string) string {
 // second, whose stream shows the answer; a page load on the first then shows that exchange.
 func TestABrowserIsRecognisedByEveryReplica(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st := storetest.Open(t, storetest.SQLite)
 	finished := make(chan struct{}, 1)
 	srvs := twoReplicas(t, func() Options {
-		return Options{Handler: storingHandler{t: t, st: st, answer: "**Paris**.", finished: finished}, Sessions: st}
+		return Options{Handler: storingHandler{t: t, st: st, answer: "**Paris**.", finished: finished}, Sessions: st.WebChat}
 	})
 	// Cookies are per host, not per port: the browser's cookie goes to both replicas, as it
 	// would behind one load balancer.
@@ -81,7 +82,7 @@ func TestABrowserIsRecognisedByEveryReplica(t *testing.T) {
 	var chatID string
 	for _, ck := range b.client.Jar.Cookies(mustURL(t, srvs[0].URL+"/chat")) {
 		if ck.Name == chatCookie {
-			chatID, _, _ = st.WebSession(ctx, hashSecret(ck.Value))
+			chatID, _, _ = st.WebChat.WebSession(ctx, hashSecret(ck.Value))
 		}
 	}
 	if !m.MatchString(chatID) {

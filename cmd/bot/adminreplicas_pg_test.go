@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"relaybot/internal/testkit/llm"
-	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
+	"relaybot/store/storetest"
 )
 
 const replicaAdminToken = "replica-admin-token-0123456789"

@@ -258,7 +258,7 @@ func TestWebChatApprovals(t *testing.T) {
 		t.Fatalf("asked again after 'always allow in this chat'")
 	}
 	st := e.openStore()
-	rows, _, err := st.ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
+	rows, _, err := st.ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestWebChatApprovalTimesOut(t *testing.T) {
 	if code, _ := w.post("/chat/answer", url.Values{"q": {q.Question}, "choice": {"approve"}}); code == http.StatusNoContent {
 		t.Fatalf("a press after the timeout was taken")
 	}
-	rows, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
+	rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
 	if err != nil || len(rows) != 1 || rows[0].Decision != "timeout" || rows[0].Status != audit.StatusDenied {
 		t.Fatalf("audit rows = %+v, %v; want one denied by timeout", rows, err)
 	}
@@ -310,14 +310,14 @@ func TestRestartWhileWaitingForApprovalClosesTheTurnAndTheRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := e.openStore()
-	rows, _, err := st.ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
+	rows, _, err := st.ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("audit rows = %+v, %v", rows, err)
 	}
 	if r := rows[0]; r.Status != audit.StatusDenied || r.Decision != "cancelled" || r.FinishedAt.IsZero() {
 		t.Fatalf("row after the restart: status %s, decision %q, finished %v; want denied, cancelled, finished", r.Status, r.Decision, r.FinishedAt)
 	}
-	tr, err := st.Turn(context.Background(), rows[0].TurnID)
+	tr, err := st.Turns.Turn(context.Background(), rows[0].TurnID)
 	if err != nil || tr.Status == "running" || tr.FinishedAt.IsZero() {
 		t.Fatalf("turn after the restart = %+v, %v; want it finished", tr, err)
 	}
@@ -421,7 +421,7 @@ func TestTelegramApprovals(t *testing.T) {
 		}
 		return nil
 	})
-	rows, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
+	rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
 	if err != nil || len(rows) != 4 {
 		t.Fatalf("audit rows = %d, %v", len(rows), err)
 	}
@@ -515,7 +515,7 @@ func TestDiscordApprovals(t *testing.T) {
 	}
 	ask("fourth")
 	wait.For(t, "four audit rows finished", func() bool {
-		rows, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
+		rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
 		return err == nil && len(rows) == 4 && !rows[0].FinishedAt.IsZero()
 	})
 	qs := questions()
@@ -527,7 +527,7 @@ func TestDiscordApprovals(t *testing.T) {
 			t.Errorf("a decided question still has buttons: %q", q.Content)
 		}
 	}
-	rows, _, _ := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
+	rows, _, _ := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "echo"})
 	want := []audit.Decision{"approved", "denied", "always", "always"}
 	for i, w := range want {
 		if r := rows[len(rows)-1-i]; r.Decision != w || r.Approver != "user700" {

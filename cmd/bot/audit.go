@@ -102,7 +102,7 @@ func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.
 		return fmt.Errorf("database schema is at version %d, this bot needs %d: run bot migrate", cur, latest)
 	}
 
-	rows, next, err := readAudit(ctx, s, f, *limit)
+	rows, next, err := readAudit(ctx, s.ToolCalls, f, *limit)
 	if err != nil {
 		return err
 	}

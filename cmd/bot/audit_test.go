@@ -56,13 +56,13 @@ func seedAudit(t *testing.T) *config.Config {
 		status := rec.Status
 		rec.Status = ""
 		rec.StartedAt = base.Add(time.Duration(i) * time.Minute)
-		if err := s.StartToolCall(ctx, &rec); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 			t.Fatal(err)
 		}
 		if r.finish {
 			rec.Status = status
 			rec.FinishedAt = rec.StartedAt.Add(rec.Duration)
-			if err := s.FinishToolCall(ctx, &rec); err != nil {
+			if err := s.ToolCalls.FinishToolCall(ctx, &rec); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -222,7 +222,7 @@ func TestAuditTableEscapesTerminalControls(t *testing.T) {
 		}
 		rec.ToolCallID = fmt.Sprintf("call_%d", i)
 		rec.StartedAt = base.Add(time.Duration(i) * time.Second)
-		if err := s.StartToolCall(ctx, &rec); err != nil {
+		if err := s.ToolCalls.StartToolCall(ctx, &rec); err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
 	}

@@ -13,9 +13,9 @@ import (
 	"relaybot/adapters/discord"
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
-	"relaybot/internal/testkit/storetest"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
+	"relaybot/store/storetest"
 )
 
 // holdingToolModel is toolModel, but a message starting "hold" streams an answer that waits

@@ -78,7 +78,7 @@ func TestServeCrashMidTurnAnsweredOnce(t *testing.T) {
 
 	// The crashed turn was cut (interrupted), then retried when its message was answered again: ok.
 	st := e.openStore()
-	turns, err := st.ChatTurns(context.Background(), chat.Ref{Platform: "telegram", ChatID: "1"}, 0)
+	turns, err := st.Turns.ChatTurns(context.Background(), chat.Ref{Platform: "telegram", ChatID: "1"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,11 +146,11 @@ func TestServeRedeliveredAnsweredMessageSkipped(t *testing.T) {
 		t.Fatalf("model asked %d times, want 2", n)
 	}
 	st := e.openStore()
-	turn, found, err := st.TurnByInbound(context.Background(), chat.Ref{Platform: "telegram", ChatID: "1"}, strconv.Itoa(msgID))
+	turn, found, err := st.Turns.TurnByInbound(context.Background(), chat.Ref{Platform: "telegram", ChatID: "1"}, strconv.Itoa(msgID))
 	if err != nil || !found || turn.Status != store.TurnOK {
 		t.Fatalf("turn of the question: %+v found %v (%v), want ok", turn, found, err)
 	}
-	if n, err := st.CountTurns(context.Background(), store.TurnFilter{}); err != nil || n != 2 {
+	if n, err := st.Turns.CountTurns(context.Background(), store.TurnFilter{}); err != nil || n != 2 {
 		t.Fatalf("turns = %d (%v), want 2: one per message", n, err)
 	}
 }

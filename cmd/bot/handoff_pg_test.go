@@ -9,8 +9,8 @@ import (
 
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
-	"relaybot/internal/testkit/storetest"
 	"relaybot/internal/testkit/wait"
+	"relaybot/store/storetest"
 )
 
 // TestAShardChangingHandsToAJoiningReplicaLosesNoMessage runs one replica holding both of two

@@ -224,7 +224,7 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 	}
 	st := e.openStore()
 	ctx := context.Background()
-	rows, err := st.Usage(ctx, store.UsageFilter{Platform: "telegram"})
+	rows, err := st.Usage.Usage(ctx, store.UsageFilter{Platform: "telegram"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,11 +239,11 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 	if audio < 5000 || !models["whisper-primary"] || !models["whisper-fallback"] {
 		t.Fatalf("usage rows %+v: want the transcriptions by both endpoints with their audio", rows)
 	}
-	conv, err := st.Conversation(ctx, chat.Key{Platform: chat.Telegram, ChatID: fmt.Sprint(alice), UserID: fmt.Sprint(alice)})
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: chat.Telegram, ChatID: fmt.Sprint(alice), UserID: fmt.Sprint(alice)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rounds, err := st.Rounds(ctx, conv.ID, 0, 100)
+	rounds, err := st.Messages.Rounds(ctx, conv.ID, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func runMigrate(ctx context.Context, cfg *config.Config, args []string, stdout i
 }
 
 // openStore opens the database the config names (without migrating it).
-func openStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+func openStore(ctx context.Context, cfg *config.Config) (*store.Database, error) {
 	return store.Open(ctx, store.Options{
 		Driver: string(cfg.Storage.Driver),
 		DSN:    cfg.Storage.DSN,

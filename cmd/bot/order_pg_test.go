@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"relaybot/internal/testkit/llm"
-	"relaybot/internal/testkit/storetest"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
+	"relaybot/store/storetest"
 )
 
 // heldFiles is the replicas' way to the testkit Telegram: it passes every request on, except

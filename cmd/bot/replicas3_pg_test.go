@@ -24,9 +24,9 @@ import (
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
-	"relaybot/internal/testkit/storetest"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
+	"relaybot/store/storetest"
 )
 
 // helperReplicaConfig names the config file of a TestHelperReplica child.

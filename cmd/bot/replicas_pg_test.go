@@ -24,7 +24,7 @@ import (
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
-	"relaybot/internal/testkit/storetest"
+	"relaybot/store/storetest"
 )
 
 // freeAddr returns a loopback address nothing listens on.

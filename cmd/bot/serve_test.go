@@ -168,7 +168,7 @@ func contains(sub string) func(string) bool {
 }
 
 // openStore opens the bot's database after serve returned.
-func (e *env) openStore() *store.Store {
+func (e *env) openStore() *store.Database {
 	e.t.Helper()
 	st, err := store.Open(context.Background(), store.Options{DSN: e.db})
 	if err != nil {
@@ -302,7 +302,7 @@ func TestServeEndToEnd(t *testing.T) {
 
 	st := e.openStore()
 	ctx := context.Background()
-	rows, _, err := st.ToolCalls(ctx, audit.Filter{Limit: 100})
+	rows, _, err := st.ToolCalls.ToolCalls(ctx, audit.Filter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,15 +330,15 @@ func TestServeEndToEnd(t *testing.T) {
 	if refused != 1 {
 		t.Errorf("refused /audit rows = %d, want 1", refused)
 	}
-	turn, err := st.Turn(ctx, echo.TurnID)
+	turn, err := st.Turns.Turn(ctx, echo.TurnID)
 	if err != nil || turn.Status != store.TurnOK || turn.Rounds != 2 {
 		t.Errorf("the tool round's turn = %+v, %v", turn, err)
 	}
-	sleepTurn, err := st.Turn(ctx, sleep.TurnID)
+	sleepTurn, err := st.Turns.Turn(ctx, sleep.TurnID)
 	if err != nil || sleepTurn.Status != store.TurnInterrupted {
 		t.Errorf("the interrupted turn = %+v, %v", sleepTurn, err)
 	}
-	hist, err := st.History(ctx, sleep.ConversationID, 10)
+	hist, err := st.Messages.History(ctx, sleep.ConversationID, 10)
 	if err != nil || len(hist) != 3 || hist[1].Content != "Let me wait." || hist[2].Role != store.RoleTool {
 		t.Errorf("the interrupted turn's history = %+v, %v", hist, err)
 	}
@@ -387,7 +387,7 @@ func TestServeGraceLetsTurnsFinish(t *testing.T) {
 		t.Fatalf("answer = %q; a turn within the grace period must finish", got)
 	}
 	st := e.openStore()
-	turn, err := st.Turn(context.Background(), 1)
+	turn, err := st.Turns.Turn(context.Background(), 1)
 	if err != nil || turn.Status != store.TurnOK {
 		t.Fatalf("turn = %+v, %v", turn, err)
 	}

@@ -60,7 +60,7 @@ func TestAnAdminOfAnotherGroupCannotAnswerAGroupsQuestion(t *testing.T) {
 	}
 	var refused audit.Record
 	wait.For(t, "the refused press in the audit log", func() bool {
-		rows, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "echo", Statuses: []audit.Status{audit.StatusDenied}})
+		rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "echo", Statuses: []audit.Status{audit.StatusDenied}})
 		if err == nil && len(rows) == 1 {
 			refused = rows[0]
 		}
@@ -72,7 +72,7 @@ func TestAnAdminOfAnotherGroupCannotAnswerAGroupsQuestion(t *testing.T) {
 	if n := e.kit.Calls("echo"); n != 0 {
 		t.Fatalf("the tool ran %d times after a press from another group", n)
 	}
-	consents, err := e.openStore().ListConsents(context.Background(), audit.ConsentFilter{})
+	consents, err := e.openStore().Consents.ListConsents(context.Background(), audit.ConsentFilter{})
 	if err != nil || len(consents) != 0 {
 		t.Fatalf("consents after a press from another group = %+v, %v; want none", consents, err)
 	}

@@ -58,7 +58,7 @@ func TestTelegramProgressAndStopAtTheServer(t *testing.T) {
 	e.say(7, "/stop")
 	wait.For(t, "the server to be told the call was cancelled", func() bool { return e.kit.CancelNotices() >= 1 })
 	wait.For(t, "the audit row", func() bool {
-		rows, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "progress"})
+		rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "progress"})
 		return err == nil && len(rows) == 1 && rows[0].Status == audit.StatusCancelled && rows[0].Progress == "step 4 of 4"
 	})
 }
@@ -112,7 +112,7 @@ func TestTelegramToolQuestions(t *testing.T) {
 	e.tg.Press(private(7), user(7), q.ID, pressData(t, q, "done"))
 	e.waitBotText(7, "the URL answer", contains("tool said: accept null"))
 
-	rows, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "ask"})
+	rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "ask"})
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("audit rows %d, %v", len(rows), err)
 	}
@@ -134,7 +134,7 @@ func TestTelegramToolQuestionTimesOut(t *testing.T) {
 	e.say(7, "ask choice")
 	e.waitBotText(7, "the question timing out", contains("tool said: cancel null"))
 	e.waitBotText(7, "the closed question", contains("Closed without an answer"))
-	rows, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{Tool: "ask"})
+	rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "ask"})
 	if err != nil || len(rows) != 1 || !strings.Contains(rows[0].Elicitation, `"note":"timeout"`) {
 		t.Fatalf("audit rows %+v, %v; want one whose question timed out", rows, err)
 	}
@@ -218,7 +218,7 @@ func TestWebChatToolQuestionAndParallelRound(t *testing.T) {
 	})
 	var rows []audit.Record
 	wait.For(t, "six finished audit rows", func() bool {
-		all, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{})
+		all, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{})
 		rows = rows[:0]
 		for _, r := range all {
 			if r.ToolName == "read_sleep" || r.ToolName == "sleep" {

@@ -86,7 +86,7 @@ func TestATurnIsOneTraceWithTheMCPServersSpanInIt(t *testing.T) {
 	approveAndWait(t, w, 1)
 
 	st := e.openStore()
-	rows, _, err := st.ToolCalls(context.Background(), audit.Filter{})
+	rows, _, err := st.ToolCalls.ToolCalls(context.Background(), audit.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestASlowCollectorDoesNotHoldUpTurns(t *testing.T) {
 		approveAndWait(t, w, i+1)
 	}
 	wait.For(t, "an export held by the collector", func() bool { return rcv.Exports() > 0 })
-	rows, _, err := e.openStore().ToolCalls(context.Background(), audit.Filter{})
+	rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{})
 	if err != nil || len(rows) != 6 {
 		t.Fatalf("%d audit rows (%v), want 6", len(rows), err)
 	}
@@ -233,7 +233,7 @@ func TestTheTurnPageLinksToItsTrace(t *testing.T) {
 	w.say("hi")
 	approveAndWait(t, w, 1)
 	st := e.openStore()
-	rows, _, err := st.ToolCalls(context.Background(), audit.Filter{})
+	rows, _, err := st.ToolCalls.ToolCalls(context.Background(), audit.Filter{})
 	if err != nil || len(rows) == 0 {
 		t.Fatalf("audit rows: %d, %v", len(rows), err)
 	}
@@ -250,12 +250,12 @@ func TestTheTurnPageLinksToItsTrace(t *testing.T) {
 }
 
 // finishedTurn waits until turn id is saved as finished (its answer is out a moment before).
-func finishedTurn(t *testing.T, st *store.Store, id int64) store.Turn {
+func finishedTurn(t *testing.T, st *store.Database, id int64) store.Turn {
 	t.Helper()
 	var turn store.Turn
 	wait.Until(t, fmt.Sprintf("turn %d saved", id), func() error {
 		var err error
-		turn, err = st.Turn(context.Background(), id)
+		turn, err = st.Turns.Turn(context.Background(), id)
 		if err == nil && turn.FinishedAt.IsZero() {
 			err = fmt.Errorf("status %s", turn.Status)
 		}

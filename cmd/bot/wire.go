@@ -52,7 +52,7 @@ type bot struct {
 	replica *coord.Replica
 	// instance is this replica's id (host and pid, and a random part).
 	instance string
-	store    *store.Store
+	store    *store.Database
 	pipe     *pipeline.Pipeline
 	// tools runs the turns' tool calls; shutdown waits for the calls still ending (toolsWait).
 	tools *tools.Manager
@@ -122,13 +122,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err := b.startTracing(ctx, cfg); err != nil {
 		return b, err
 	}
-	tl, err := b.loadTools(ctx, cfg, st)
+	tl, err := b.loadTools(ctx, cfg, st.ToolCalls)
 	if err != nil {
 		return b, err
 	}
 	m := metrics.New(metrics.Options{Models: append(modelNames(cfg.Models), speechNames(cfg)...), Prices: prices(cfg), MCPUp: tl.mcpUp, Instance: b.instance,
 		Platforms: platformNames(cfg), RequestModels: requestModels(cfg)})
-	rec := b.tracing.Recorder(m.Recorder(auditRecorder{st: st}))
+	rec := b.tracing.Recorder(m.Recorder(auditRecorder{calls: st.ToolCalls}))
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
 	if err != nil {
 		return b, err
@@ -138,7 +138,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		ElicitationTimeout: cfg.Tools.ElicitationTimeout,
 		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
 		ParallelTools: cfg.Tools.ParallelTools,
-		Consents:      st, AlwaysAllowFor: cfg.Tools.AlwaysAllow,
+		Consents:      st.Consents, AlwaysAllowFor: cfg.Tools.AlwaysAllow,
 		Claim: b.claimToolCall()})
 	if err != nil {
 		return b, err
@@ -168,7 +168,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if keep := cfg.Storage.Retention; keep > 0 {
 		log.Info("retention sweeper", "keep", keep, "every", "1h")
 		b.background = append(b.background, lifecycle.Part{Name: "retention", Run: func(ctx context.Context) error {
-			st.RunRetention(ctx, keep)
+			st.Retention.RunRetention(ctx, keep)
 			return nil
 		}})
 	}
@@ -194,20 +194,22 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 		return nil, err
 	}
 	opts.History.SystemPromptExtra = skillPrompt
-	opts.Audit = b.store
-	opts.Usage = b.store
-	opts.Tools.Consents = b.store
+	opts.Audit = b.store.ToolCalls
+	opts.Usage = b.store.Usage
+	opts.Tools.Consents = b.store.Consents
 	opts.Recorder = rec
 	opts.Logger = b.log
 	opts.Observer = b.tracing.Turns(m)
 	if r := b.replica; r != nil {
 		opts.Replicas, opts.Stamper, opts.Prompts = r, r, r
 	}
-	return pipeline.New(runner, b.store, mgr, opts)
+	db := b.store
+	return pipeline.New(runner, pipeline.Store{Conversations: db.Conversations, Turns: db.Turns, Messages: db.Messages,
+		ModelCalls: db.ModelCalls, ToolCalls: db.ToolCalls}, mgr, opts)
 }
 
 // openStore opens and migrates the database and recovers what a previous run left running.
-func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Database, error) {
 	instance, err := b.claimReplica(cfg)
 	if err != nil {
 		return nil, err
@@ -233,7 +235,7 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 	// end the calls that ignored their cancellation) and before the replica leaves and the
 	// store closes: the calls' audit rows are finished while the store is still open.
 	b.cleanup = append(b.cleanup, b.waitToolCalls)
-	turns, calls, err := st.Recover(ctx)
+	turns, calls, err := st.Turns.Recover(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -435,9 +437,10 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		return err
 	}
 	aopts := admin.Options{
-		Listen:    cfg.Admin.Listen,
-		Token:     cfg.Admin.Token,
-		Store:     b.store,
+		Listen: cfg.Admin.Listen,
+		Token:  cfg.Admin.Token,
+		Store: admin.Store{ToolCalls: b.store.ToolCalls, Turns: b.store.Turns, Messages: b.store.Messages,
+			Timelines: b.store.Timelines, Usage: b.store.Usage, Consents: b.store.Consents, Health: b.store},
 		MCPHealth: health,
 		Metrics:   metricsHandler,
 		Prices:    prices(cfg),
@@ -446,7 +449,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Proxies:   proxies,
 		Instances: adminInstances(b.replica),
 		// In the database, so that a login holds on every replica and a logout on all of them.
-		Sessions:  b.store,
+		Sessions:  b.store.AdminSessions,
 		PublicURL: cfg.Admin.PublicURL,
 		// A message of the web chat may carry files of up to media.max_bytes each.
 		ChatUploadBytes: web.MaxSendBytes(cfg.Media.MaxBytes),
@@ -455,7 +458,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		aopts.OAuth = b.oauth
 	}
 	if cfg.Admin.WebChat {
-		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store, Logger: b.log,
+		wopts := web.Options{Delivery: deliver, SecureCookies: proxies.Secure, Sessions: b.store.WebChat, Logger: b.log,
 			MaxUploadBytes: cfg.Media.MaxBytes}
 		if r := b.replica; r != nil {
 			wopts.Relay, wopts.Questions = r.WebRelay(), r.Questions(coord.BotOf(chat.Web, ""))
@@ -662,7 +665,7 @@ func (b *bot) newOAuth(cfg *config.Config) error {
 	if len(servers) == 0 {
 		return nil
 	}
-	m, err := oauth.New(oauth.Options{Servers: servers, Store: b.store, Key: cfg.SecretKey, Logger: b.log})
+	m, err := oauth.New(oauth.Options{Servers: servers, Store: b.store.OAuth, Key: cfg.SecretKey, Logger: b.log})
 	if err != nil {
 		return err
 	}

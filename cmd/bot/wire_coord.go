@@ -34,12 +34,12 @@ func (b *bot) claimReplica(cfg *config.Config) (instance string, err error) {
 // joinDeployment takes this process's place among the processes serving the bot, after the
 // migrations: alone on SQLite (no replica); on PostgreSQL a replica among the others, which it
 // leaves at shutdown (a cleanup that runs before the store closes).
-func (b *bot) joinDeployment(ctx context.Context, st *store.Store) error {
+func (b *bot) joinDeployment(ctx context.Context, st *store.Database) error {
 	db, shared := st.Postgres()
 	if !shared {
 		return nil
 	}
-	r, err := coord.NewReplica(ctx, db, coord.ReplicaOptions{ID: b.instance, Store: st, Logger: b.log})
+	r, err := coord.NewReplica(ctx, db, coord.ReplicaOptions{ID: b.instance, Store: st.Turns, Logger: b.log})
 	if err != nil {
 		return err
 	}

@@ -362,7 +362,7 @@ func (r *Report) countDB(ctx context.Context, driver, dsn string, turns, toolCal
 		return fmt.Errorf("opening the bot's database: %w", err)
 	}
 	defer st.Close()
-	stats, err := st.ToolStats(ctx, audit.Filter{})
+	stats, err := st.ToolCalls.ToolStats(ctx, audit.Filter{})
 	if err != nil {
 		return fmt.Errorf("counting audit rows: %w", err)
 	}
@@ -370,7 +370,7 @@ func (r *Report) countDB(ctx context.Context, driver, dsn string, turns, toolCal
 		r.DB.AuditRows += int64(s.Count)
 		r.DB.AuditOK += int64(s.Count - s.Errors)
 	}
-	byStatus, err := st.TurnStatusCounts(ctx, store.TurnFilter{})
+	byStatus, err := st.Turns.TurnStatusCounts(ctx, store.TurnFilter{})
 	if err != nil {
 		return fmt.Errorf("counting turns: %w", err)
 	}

@@ -61,7 +61,9 @@ var mayImport = map[string][]string{
 	"agent":           {"audit", "chat", "provider", "tools"},
 	"speech":          {"audit", "chat", "provider"},
 	"store":           {"audit", "chat", "migrations"},
-	"store/storetest": {"audit", "chat", "migrations", "store"},
+	"store/storetest": {"audit", "chat", "migrations", "store", "store/internal/testdb"},
+	// A test's own database (a file or a PostgreSQL schema), for store's tests and storetest.
+	"store/internal/testdb": {},
 
 	// The deployment: the platforms' contract (adapters) and the nouns, no platform and no
 	// delivery engine; its consumers own the roles it plays.

@@ -152,15 +152,26 @@ type Runner interface {
 	Run(ctx context.Context, req agent.Request, emit func(agent.Event)) *agent.Result
 }
 
-// Store keeps the conversations, their rounds and summaries (store.Store).
-type Store interface {
+// Store is what the history reads and writes of the database: one query type a field, as
+// *store.Database has them. Both are required.
+type Store struct {
+	Conversations Conversations // *store.ConversationQuery
+	Messages      Rounds        // *store.MessageQuery
+}
+
+// Conversations keeps the conversations and their summaries.
+type Conversations interface {
 	Conversation(ctx context.Context, key chat.Key) (store.Conversation, error)
 	ResetConversation(ctx context.Context, key chat.Key) (store.Conversation, error)
+	// SaveSummary records the summary of the rounds up to throughTurnID.
+	SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error
+}
+
+// Rounds reads a conversation's finished rounds.
+type Rounds interface {
 	// Rounds returns the finished rounds after turn afterTurnID, the newest limit of them,
 	// oldest first.
 	Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]store.Round, error)
-	// SaveSummary records the summary of the rounds up to throughTurnID.
-	SaveSummary(ctx context.Context, conversationID int64, summary string, throughTurnID int64) error
 }
 
 // Keeper gives each turn its history: it reads it from the store, keeps it within the model's
@@ -180,6 +191,9 @@ type Keeper struct {
 // New returns the Keeper of the conversations in st. budgets are the configured models', the
 // primary first (empty: one model of DefaultContextWindow); now is the clock (nil: time.Now).
 func New(runner Runner, st Store, o Options, budgets []ModelBudget, now func() time.Time) (*Keeper, error) {
+	if st.Conversations == nil || st.Messages == nil {
+		return nil, fmt.Errorf("history: Store.Conversations and Store.Messages are required")
+	}
 	if err := o.fill(budgets); err != nil {
 		return nil, err
 	}
@@ -191,7 +205,7 @@ func New(runner Runner, st Store, o Options, budgets []ModelBudget, now func() t
 
 // Read returns the conversation of key with the rounds after its summary.
 func (k *Keeper) Read(ctx context.Context, key chat.Key) (*History, error) {
-	conv, err := k.store.Conversation(ctx, key)
+	conv, err := k.store.Conversations.Conversation(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("conversation %s: %w", key, err)
 	}
@@ -206,7 +220,7 @@ func (k *Keeper) Load(ctx context.Context, key chat.Key, conv store.Conversation
 		return h, nil
 	}
 	var err error
-	if h.Rounds, err = k.store.Rounds(ctx, conv.ID, conv.SummaryTurnID, k.opts.Rounds); err != nil {
+	if h.Rounds, err = k.store.Messages.Rounds(ctx, conv.ID, conv.SummaryTurnID, k.opts.Rounds); err != nil {
 		return nil, fmt.Errorf("history of conversation %d: %w", conv.ID, err)
 	}
 	return h, nil
@@ -218,7 +232,7 @@ func (k *Keeper) ResetIfIdle(ctx context.Context, h *History) error {
 	if idle <= 0 || len(h.Rounds) == 0 || k.now().Sub(h.Rounds[len(h.Rounds)-1].StartedAt) <= idle {
 		return nil
 	}
-	conv, err := k.store.ResetConversation(ctx, h.Key)
+	conv, err := k.store.Conversations.ResetConversation(ctx, h.Key)
 	if err != nil {
 		return fmt.Errorf("idle reset of conversation %d: %w", h.Conv.ID, err)
 	}
@@ -320,7 +334,7 @@ func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logge
 		return fmt.Errorf("summary of %d rounds: the model answered with no text", n)
 	}
 	through := h.Rounds[n-1].TurnID
-	if err := k.store.SaveSummary(ctx, h.Conv.ID, summary, through); err != nil {
+	if err := k.store.Conversations.SaveSummary(ctx, h.Conv.ID, summary, through); err != nil {
 		return err
 	}
 	h.Conv.Summary, h.Conv.SummaryTurnID = summary, through

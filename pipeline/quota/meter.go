@@ -13,7 +13,7 @@ import (
 	"relaybot/store"
 )
 
-// CallLedger keeps model calls from the moment they start (store.Store): StartLLMCall checks
+// CallLedger keeps model calls from the moment they start (*store.ModelCallQuery): StartLLMCall checks
 // the quotas and reserves the call's tokens in one atomic step across replicas (an
 // *store.OverQuotaError when one is used up), FinishLLMCall settles the call with what it cost.
 // With it a turn's calls are saved as they happen, never with the turn's final write.

@@ -11,7 +11,7 @@ import (
 	"relaybot/store"
 )
 
-// UsageLog sums the tokens of model calls (store.Store).
+// UsageLog sums the tokens of model calls (*store.UsageQuery).
 type UsageLog interface {
 	Usage(ctx context.Context, f store.UsageFilter) ([]store.UsageRow, error)
 }

@@ -146,7 +146,7 @@ func TestDiscoveryRefusesPlainHTTPAndInnerAddressesUnlessLocal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, _ := openSQLite(t)
-			m, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "x", URL: tc.url}}, Store: st, Key: testKey})
+			m, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "x", URL: tc.url}}, Store: st.OAuth, Key: testKey})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -33,7 +33,7 @@ import (
 // no longer be refreshed: an admin has to connect it again on the admin page.
 var ErrNeedsLogin = errors.New("the MCP server needs an admin to log in")
 
-// Store keeps the sealed login records and the logins under way; *store.Store implements it.
+// Store keeps the sealed login records and the logins under way; *store.OAuthQuery implements it.
 // Records are opaque text to the store.
 type Store interface {
 	// OAuthToken returns the sealed record of server and its version (0 and "" when none).

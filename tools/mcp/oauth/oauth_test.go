@@ -29,6 +29,7 @@ import (
 	"relaybot/internal/testkit/wait"
 	"relaybot/metrics"
 	"relaybot/store"
+	"relaybot/store/storetest"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
 	"relaybot/tools/mcp/oauth"
@@ -106,22 +107,9 @@ func protected(t *testing.T, c *clock, o astest.Options) (*astest.Server, string
 	return as, as.Protect(t, "/mcp", h)
 }
 
-func openSQLite(t *testing.T) (*store.Store, string) {
+func openSQLite(t *testing.T) (*store.Database, string) {
 	dir := t.TempDir()
-	return openStore(t, store.Options{Driver: store.DriverSQLite, DSN: filepath.Join(dir, "bot.db")}), dir
-}
-
-func openStore(t *testing.T, opts store.Options) *store.Store {
-	t.Helper()
-	st, err := store.Open(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return st
+	return storetest.OpenWith(t, store.Options{Driver: store.DriverSQLite, DSN: filepath.Join(dir, "bot.db")}), dir
 }
 
 var testKey = func() []byte {
@@ -131,14 +119,14 @@ var testKey = func() []byte {
 }()
 
 // newRig builds a replica on st for the server at url (streamable HTTP unless tune says otherwise).
-func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Store, srv oauth.Server, tune ...func(*mcp.ServerConfig)) *rig {
+func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Database, srv oauth.Server, tune ...func(*mcp.ServerConfig)) *rig {
 	t.Helper()
 	r := &rig{t: t, clock: c, as: as, url: url, logs: &logbuf.Buffer{}, audit: &recorder{}}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// The fakes run on loopback: the server is one the admin runs inside.
 	srv.Name, srv.URL, srv.Local = "tracker", url, true
 	var err error
-	r.logins, err = oauth.New(oauth.Options{Servers: []oauth.Server{srv}, Store: st, Key: testKey, Now: c.Now, Logger: log,
+	r.logins, err = oauth.New(oauth.Options{Servers: []oauth.Server{srv}, Store: st.OAuth, Key: testKey, Now: c.Now, Logger: log,
 		CheckEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +146,7 @@ func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvAdmin, err := admin.New(admin.Options{Listen: "127.0.0.1:0", Store: st, OAuth: r.logins, Logger: log,
+	srvAdmin, err := admin.New(admin.Options{Listen: "127.0.0.1:0", Store: admin.Store{ToolCalls: st.ToolCalls, Turns: st.Turns, Messages: st.Messages, Timelines: st.Timelines, Usage: st.Usage, Consents: st.Consents, Health: st}, OAuth: r.logins, Logger: log,
 		Metrics: r.metrics.Handler(),
 		MCPHealth: func() []admin.ServerHealth {
 			h := r.loader.Health()[0]
@@ -329,7 +317,7 @@ func TestAnAdminConnectsAnOAuthServerFromTheServersPageAndItsToolsWork(t *testin
 			if len(reqs) != 1 || reqs[0].Get("resource") != url || reqs[0].Get("code_verifier") == "" {
 				t.Errorf("the code exchange did not name the resource %s with a verifier: %v", url, reqs)
 			}
-			sealed, _, err := st.OAuthToken(context.Background(), "tracker")
+			sealed, _, err := st.OAuth.OAuthToken(context.Background(), "tracker")
 			if err != nil || sealed == "" {
 				t.Fatalf("no token record in the database: %v", err)
 			}
@@ -472,7 +460,7 @@ func TestTheBotRefusesAnAuthorizationServerWithoutS256(t *testing.T) {
 	t.Cleanup(res.Close)
 	resURL = res.URL + "/mcp"
 	st, _ := openSQLite(t)
-	m, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "x", URL: resURL, Local: true}}, Store: st, Key: testKey, Now: c.Now})
+	m, err := oauth.New(oauth.Options{Servers: []oauth.Server{{Name: "x", URL: resURL, Local: true}}, Store: st.OAuth, Key: testKey, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,8 +499,8 @@ func TestTwoReplicasOnPostgreSQLShareOneTokenAndRefreshItOnce(t *testing.T) {
 	opts := pgSchema(t)
 	c := &clock{t: time.Now()}
 	as, url := protected(t, c, astest.Options{AccessTTL: time.Hour})
-	a := newRig(t, c, as, url, openStore(t, opts), oauth.Server{})
-	b := newRig(t, c, as, url, openStore(t, opts), oauth.Server{})
+	a := newRig(t, c, as, url, storetest.OpenWith(t, opts), oauth.Server{})
+	b := newRig(t, c, as, url, storetest.OpenWith(t, opts), oauth.Server{})
 	a.connect() // on replica a; b learns of it from the database
 	a.waitUp()
 	b.waitUp()

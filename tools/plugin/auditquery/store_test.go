@@ -12,6 +12,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/store"
+	"relaybot/store/storetest"
 	"relaybot/tools"
 	"relaybot/tools/plugin/auditquery"
 )
@@ -24,14 +25,7 @@ import (
 func TestSlowestToolsAndCallsCoverTheWholeWindow(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "bot.db")
-	st, err := store.Open(ctx, store.Options{DSN: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenWith(t, store.Options{DSN: path})
 	since := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
 	calls := []audit.Record{
 		{ToolName: "search", Source: audit.SourceMCP, Server: "s1", Status: audit.StatusOK, Duration: time.Second},
@@ -47,12 +41,12 @@ func TestSlowestToolsAndCallsCoverTheWholeWindow(t *testing.T) {
 		}
 		status := c.Status
 		c.Status = ""
-		if err := st.StartToolCall(ctx, &c); err != nil {
+		if err := st.ToolCalls.StartToolCall(ctx, &c); err != nil {
 			t.Fatal(err)
 		}
 		if status != audit.StatusRunning {
 			c.Status = status
-			if err := st.FinishToolCall(ctx, &c); err != nil {
+			if err := st.ToolCalls.FinishToolCall(ctx, &c); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -78,7 +72,7 @@ FROM k`, n-1, at, at)
 		t.Fatalf("seeded %d rows, want %d", rows, n)
 	}
 
-	turn := newManager(t, st).ForTurn(tools.TurnInfo{Admin: true, Private: true}, nil)
+	turn := newManager(t, st.ToolCalls).ForTurn(tools.TurnInfo{Admin: true, Private: true}, nil)
 	out := turn.Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: auditquery.Name, Arguments: `{"view":"slowest_tools"}`}})
 	want := fmt.Sprintf("Slowest tools in the last 1d (by average duration):\n"+
 		"- search [mcp]: 2 calls, 1 failed, avg 2s, max 3s\n"+

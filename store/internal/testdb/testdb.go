@@ -1,12 +1,11 @@
-// Package storetest gives each test a database of its own: a SQLite file in the test's
+// Package testdb gives each test a database of its own: a SQLite file in the test's
 // t.TempDir(), or a PostgreSQL schema of its own on the server BOT_TEST_POSTGRES_DSN names,
 // dropped when the test ends (a test that needs PostgreSQL is skipped, with the reason, when the
-// variable is not set). It imports nothing of this module, so store's own tests use it as well
-// as the packages that open a store.
-package storetest
+// variable is not set). It does not import package store, so store's own tests use it; other
+// packages use package store/storetest, which opens a store on it.
+package testdb
 
 import (
-	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -96,25 +95,4 @@ func Drivers(t *testing.T, fn func(t *testing.T, driver string)) {
 			fn(t, d)
 		})
 	}
-}
-
-// Migrator is a store that brings its schema up to date and closes (*store.Store).
-type Migrator interface {
-	Migrate(ctx context.Context) error
-	Close() error
-}
-
-// Open opens a store with open, migrates it, and closes it when the test ends.
-func Open[S Migrator](t testing.TB, open func(ctx context.Context) (S, error)) S {
-	t.Helper()
-	ctx := context.Background()
-	s, err := open(ctx)
-	if err != nil {
-		t.Fatalf("open the store: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatalf("migrate the store: %v", err)
-	}
-	return s
 }

@@ -1,4 +1,4 @@
-package storetest
+package testdb
 
 import (
 	"database/sql"
