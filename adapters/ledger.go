@@ -30,15 +30,18 @@ type Journal interface {
 	// Done records that the message's turn has ended.
 	Done(ctx context.Context, platform, key string) error
 	// Orphans takes over the unanswered messages of platform whose replica is gone, and returns
-	// their payloads by key. Each orphan goes to one caller.
-	Orphans(ctx context.Context, platform string) (map[string][]byte, error)
+	// their payloads by key, and by key how many times a caller of the deployment has taken each
+	// over, this time included (1 the first time). Each orphan goes to one caller.
+	Orphans(ctx context.Context, platform string) (payloads map[string][]byte, adoptions map[string]int, err error)
 }
 
 // AdoptOrphans, when ledger is a Journal, takes over every OrphanEvery the messages of platform
 // that replicas which died took and did not finish, and hands each to adopt (key and payload as
-// claimed), until ctx ends; wg waits for the goroutine it starts. A failed look is logged and
-// tried again at the next tick. Without a Journal it does nothing.
-func AdoptOrphans(ctx context.Context, wg *sync.WaitGroup, ledger Ledger, platform string, log *slog.Logger, adopt func(key string, payload []byte)) {
+// claimed; adoptions, how many times a survivor took it over, this time included, is what the
+// adapter passes on as Inbound.Redeliveries), until ctx ends; wg waits for the goroutine it
+// starts. A failed look is logged and tried again at the next tick. Without a Journal it does
+// nothing.
+func AdoptOrphans(ctx context.Context, wg *sync.WaitGroup, ledger Ledger, platform string, log *slog.Logger, adopt func(key string, payload []byte, adoptions int)) {
 	j, ok := ledger.(Journal)
 	if !ok {
 		return
@@ -54,7 +57,7 @@ func AdoptOrphans(ctx context.Context, wg *sync.WaitGroup, ledger Ledger, platfo
 				return
 			case <-t.C:
 			}
-			orphans, err := j.Orphans(ctx, platform)
+			orphans, adoptions, err := j.Orphans(ctx, platform)
 			if err != nil {
 				if ctx.Err() == nil {
 					log.Warn(platform+": messages of replicas that are gone not checked", "err", err)
@@ -62,7 +65,7 @@ func AdoptOrphans(ctx context.Context, wg *sync.WaitGroup, ledger Ledger, platfo
 				continue
 			}
 			for key, payload := range orphans {
-				adopt(key, payload)
+				adopt(key, payload, max(adoptions[key], 1))
 			}
 		}
 	}()

@@ -107,31 +107,35 @@ func (l *Ledger) Done(ctx context.Context, platform, key string) error {
 // never ended and whose replica is gone: it left, or a survivor took its work over (TakeOver
 // renames the rows, so a replica registering again under its id does not own them again). A
 // replica whose lease merely expired still owns its messages: it may be paused, or coming back
-// from an outage. It returns their payloads by key. Replicas asking at once each get different ones (FOR UPDATE SKIP LOCKED).
-func (l *Ledger) Orphans(ctx context.Context, platform string) (map[string][]byte, error) {
-	rows, err := l.db.QueryContext(ctx, `UPDATE inbound_ledger SET instance_id = $2
+// from an outage. It returns their payloads by key, and by key how many times a survivor has
+// taken each over, this time included (1 the first time): the count is the deployment's, so a
+// message that killed its first adopter too is known as such by the next. Replicas asking at
+// once each get different ones (FOR UPDATE SKIP LOCKED).
+func (l *Ledger) Orphans(ctx context.Context, platform string) (payloads map[string][]byte, adoptions map[string]int, err error) {
+	rows, err := l.db.QueryContext(ctx, `UPDATE inbound_ledger SET instance_id = $2, adoptions = adoptions + 1
 		WHERE (platform, inbound_key) IN (
 			SELECT platform, inbound_key FROM inbound_ledger
 			WHERE platform = $1 AND NOT done AND payload <> ''
 			  AND instance_id NOT IN (SELECT id FROM instances)
 			ORDER BY taken_at LIMIT 100 FOR UPDATE SKIP LOCKED)
-		RETURNING inbound_key, payload`, platform, l.instance)
+		RETURNING inbound_key, payload, adoptions`, platform, l.instance)
 	if err != nil {
-		return nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
+		return nil, nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
 	}
 	defer rows.Close()
-	out := map[string][]byte{}
+	payloads, adoptions = map[string][]byte{}, map[string]int{}
 	for rows.Next() {
 		var key, payload string
-		if err := rows.Scan(&key, &payload); err != nil {
-			return nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
+		var n int
+		if err := rows.Scan(&key, &payload, &n); err != nil {
+			return nil, nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
 		}
-		out[key] = []byte(payload)
+		payloads[key], adoptions[key] = []byte(payload), n
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
+		return nil, nil, fmt.Errorf("coord: take over %s messages of replicas that are gone: %w", platform, err)
 	}
-	return out, nil
+	return payloads, adoptions, nil
 }
 
 // Purge drops entries taken more than age ago, which no platform sends again (Telegram keeps

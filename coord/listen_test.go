@@ -149,7 +149,7 @@ func TestAListenerWhoseConnectionDropsSilentlyListensAgain(t *testing.T) {
 		return lost >= 1 && l >= 2
 	})
 	wait.For(t, "the notification sent after the reconnection to be heard", func() bool {
-		if _, err := direct.Exec(`SELECT pg_notify('relaybot_test_frozen', 'after')`); err != nil {
+		if _, err := direct.Exec(`SELECT pg_notify(` + channelSQL("'relaybot_test_frozen'") + `, 'after')`); err != nil {
 			t.Fatal(err)
 		}
 		_, _, h := state()

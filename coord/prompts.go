@@ -71,7 +71,7 @@ func (r *Replica) OpenPrompt(ctx context.Context, ref chat.Ref, take func(adapte
 	var n int
 	err := q.db.QueryRowContext(ctx, `WITH i AS (INSERT INTO questions (id, kind, instance_id, epoch, bot, platform, chat_id, thread_id, text)
 			SELECT $1, 'prompt', $2, $3, '', $4, $5, $6, '' WHERE EXISTS (SELECT 1 FROM instances WHERE id = $2 AND epoch = $3) RETURNING id)
-		SELECT count(pg_notify($7, json_build_object('k', $8::text, 'q', i.id, 'c', $9::text, 'o', $2::text)::text)) FROM i`,
+		SELECT count(pg_notify(`+channelSQL("$7")+`, json_build_object('k', $8::text, 'q', i.id, 'c', $9::text, 'o', $2::text)::text)) FROM i`,
 		id, q.member.ID(), epoch, string(ref.Platform), ref.ChatID, ref.ThreadID, questionChannel, notePromptOpen, key).Scan(&n)
 	if err == nil && n == 0 {
 		err = ErrTakenOver
@@ -94,7 +94,7 @@ func (r *Replica) ClosePrompt(ctx context.Context, id string) {
 		return
 	}
 	if _, err := q.db.ExecContext(ctx, `WITH u AS (UPDATE questions SET status = 'closed', closed_at = now() WHERE id = $1 AND status = 'open' RETURNING id)
-		SELECT count(pg_notify($2, json_build_object('k', $3::text, 'q', u.id, 'c', $4::text, 'o', $5::text)::text)) FROM u`,
+		SELECT count(pg_notify(`+channelSQL("$2")+`, json_build_object('k', $3::text, 'q', u.id, 'c', $4::text, 'o', $5::text)::text)) FROM u`,
 		id, questionChannel, notePromptClosed, asked.chat, q.member.ID()); err != nil {
 		q.log.Warn("reply prompt's end not recorded; messages in its chat are carried to it until it is purged", "prompt", id, "err", err)
 	}
@@ -122,7 +122,7 @@ func (r *Replica) CarryAnswer(ctx context.Context, in adapters.Inbound) (bool, e
 			WHERE q.kind = 'prompt' AND q.status = 'open' AND q.platform = $1 AND q.chat_id = $2 AND q.thread_id = $3
 				AND q.instance_id <> $4
 			ORDER BY q.created_at DESC LIMIT 1 RETURNING id, question_id)
-		SELECT p.id FROM p, pg_notify($7, json_build_object('k', $8::text, 'q', p.question_id, 'p', p.id)::text)`,
+		SELECT p.id FROM p, pg_notify(`+channelSQL("$7")+`, json_build_object('k', $8::text, 'q', p.question_id, 'p', p.id)::text)`,
 		string(in.Chat.Platform), in.Chat.ChatID, in.Chat.ThreadID, q.member.ID(), in.MessageID, string(ans),
 		questionChannel, notePress).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -186,7 +186,7 @@ func (b questionBook) Press(ctx context.Context, p adapters.Press) (adapters.Ver
 	err = q.db.QueryRowContext(ctx, `WITH p AS (INSERT INTO question_presses (question_id, received_by, choice, message_id, answer)
 			SELECT q.id, $2, $3, $4, $5 FROM questions q JOIN instances i ON i.id = q.instance_id AND i.epoch = q.epoch
 			WHERE q.id = $1 AND q.bot = $6 AND q.status = 'open' RETURNING id, question_id)
-		SELECT p.id FROM p, pg_notify($7, json_build_object('k', $8::text, 'q', p.question_id, 'p', p.id)::text)`,
+		SELECT p.id FROM p, pg_notify(`+channelSQL("$7")+`, json_build_object('k', $8::text, 'q', p.question_id, 'p', p.id)::text)`,
 		p.Question, q.member.ID(), p.Choice, p.MessageID, string(ans), b.bot.String(), questionChannel, notePress).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return adapters.Verdict{Closed: true}, nil
@@ -471,7 +471,7 @@ func (q *Questions) writeVerdict(ctx context.Context, id int64, status, text str
 	var n int
 	err := q.db.QueryRowContext(ctx, `WITH u AS (UPDATE question_presses SET status = $2, verdict = $3, decided_at = now()
 			WHERE id = $1 AND status = 'deciding' AND EXISTS (SELECT 1 FROM instances WHERE id = $4 AND epoch = $5) RETURNING id, question_id)
-		SELECT count(pg_notify($6, json_build_object('k', $7::text, 'q', u.question_id, 'p', u.id)::text)) FROM u`,
+		SELECT count(pg_notify(`+channelSQL("$6")+`, json_build_object('k', $7::text, 'q', u.question_id, 'p', u.id)::text)) FROM u`,
 		id, status, text, q.member.ID(), epoch, questionChannel, noteVerdict).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("coord: write verdict on press %d: %w", id, err)

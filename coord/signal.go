@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -62,7 +63,7 @@ func (s *Signals) PublishStop(ctx context.Context, key, userID string, admin boo
 	if _, err := s.db.ExecContext(ctx, `WITH kept AS (
 			INSERT INTO stop_requests (ticket, conv_key, user_id, admin)
 			SELECT seq, conv_key, $3, $4 FROM turn_queue WHERE conv_key = $1 AND state = 'running')
-		SELECT pg_notify($2, $5)`, key, stopChannel, userID, admin, string(b)); err != nil {
+		SELECT pg_notify(`+channelSQL("$2")+`, $5)`, key, stopChannel, userID, admin, string(b)); err != nil {
 		return fmt.Errorf("coord: publish stop: %w", err)
 	}
 	return nil
@@ -132,6 +133,15 @@ const (
 	listenPing  = 2 * time.Second
 )
 
+// channelSQL is the SQL naming the NOTIFY channel param (a statement's text parameter, such as
+// "$2") in the schema the statement runs in. LISTEN/NOTIFY channels belong to the database, not to
+// a schema: deployments (or tests) sharing one database in schemas of their own would otherwise
+// hear each other, and a /stop for a conversation in one would stop the turn of the conversation
+// with the same key in another. A hash of the schema keeps the name within PostgreSQL's 63 bytes.
+func channelSQL(param string) string {
+	return "(" + param + "::text || '_' || left(md5(coalesce(current_schema(), '')), 12))"
+}
+
 // listenLoop hands the payload of every notification on channel (what it carries, for the log)
 // to fn until ctx ends, listening
 // again a second after a lost connection (notifications sent meanwhile are missed).
@@ -176,7 +186,11 @@ func listen(ctx context.Context, db *sql.DB, channel, what string, log *slog.Log
 			return fmt.Errorf("coord: listen on %s: not a pgx connection", channel)
 		}
 		pc := c.Conn()
-		if _, err := pc.Exec(ctx, "LISTEN "+channel); err != nil {
+		var scoped string
+		if err := pc.QueryRow(ctx, "SELECT "+channelSQL("$1"), channel).Scan(&scoped); err != nil {
+			return fmt.Errorf("coord: listen on %s: %w", channel, err)
+		}
+		if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{scoped}.Sanitize()); err != nil {
 			return fmt.Errorf("coord: listen on %s: %w", channel, err)
 		}
 		log.Info("listening for "+what+" from other replicas", "channel", channel)

@@ -129,7 +129,7 @@ func (t *Turns) Enter(ctx context.Context, e Entry, limit int, interrupt bool) (
 				INSERT INTO stop_requests (ticket, conv_key, interrupt)
 				SELECT q.seq, q.conv_key, TRUE FROM turn_queue q WHERE q.conv_key = $1
 				  AND q.state = 'running' AND q.instance_id <> $2 AND `+live+`)
-			SELECT pg_notify($3, $4)`, e.Key, t.instance, stopChannel, string(b))
+			SELECT pg_notify(`+channelSQL("$3")+`, $4)`, e.Key, t.instance, stopChannel, string(b))
 		return err
 	})
 	if err != nil {
@@ -225,7 +225,7 @@ func (t *Turns) try(ctx context.Context, key string, ticket int64) (gone, got bo
 // replicas waiting for the conversation.
 func (t *Turns) Leave(ctx context.Context, key string, ticket int64) error {
 	if _, err := t.db.ExecContext(ctx, `WITH gone AS (DELETE FROM turn_queue WHERE seq = $1)
-		SELECT pg_notify($2, $3)`, ticket, turnsChannel, key); err != nil {
+		SELECT pg_notify(`+channelSQL("$2")+`, $3)`, ticket, turnsChannel, key); err != nil {
 		return fmt.Errorf("coord: leave conversation %s: %w", key, err)
 	}
 	return nil

@@ -133,10 +133,10 @@ func (r *WebRelay) writeWatcher(ctx context.Context, chatID string, open bool) e
 	defer cancel()
 	kind, q := webOpened, `WITH w AS (INSERT INTO web_watchers (chat_id, instance_id) VALUES ($1, $2)
 				ON CONFLICT (chat_id, instance_id) DO UPDATE SET since = now())
-				SELECT pg_notify($3, $4)`
+				SELECT pg_notify(`+channelSQL("$3")+`, $4)`
 	if !open {
 		kind, q = webClosed, `WITH w AS (DELETE FROM web_watchers WHERE chat_id = $1 AND instance_id = $2)
-			SELECT pg_notify($3, $4)`
+			SELECT pg_notify(`+channelSQL("$3")+`, $4)`
 	}
 	note, err := r.note(kind, chatID, nil)
 	if err != nil {
@@ -330,13 +330,13 @@ func (r *WebRelay) send(ctx context.Context, kind, chatID string, event []byte) 
 		return err
 	}
 	if len(note) <= maxNotify {
-		if _, err := r.db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, webChannel, note); err != nil {
+		if _, err := r.db.ExecContext(ctx, `SELECT pg_notify(`+channelSQL("$1")+`, $2)`, webChannel, note); err != nil {
 			return fmt.Errorf("coord: relay web chat %s event: %w", chatID, err)
 		}
 		return nil
 	}
 	if _, err := r.db.ExecContext(ctx, `WITH ev AS (INSERT INTO web_relay_events (payload) VALUES ($1) RETURNING id)
-		SELECT pg_notify($2, json_build_object('o', $3::text, 'c', $4::text, 'k', $5::text, 'r', ev.id)::text) FROM ev`,
+		SELECT pg_notify(`+channelSQL("$2")+`, json_build_object('o', $3::text, 'c', $4::text, 'k', $5::text, 'r', ev.id)::text) FROM ev`,
 		string(event), webChannel, r.instance, chatID, kind); err != nil {
 		return fmt.Errorf("coord: relay web chat %s event of %d bytes: %w", chatID, len(event), err)
 	}

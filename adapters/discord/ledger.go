@@ -87,10 +87,11 @@ func (b *inbox) doneMessage(id string) {
 }
 
 // adoptOrphans, with a Journal, answers the messages that replicas which died took and did not
-// finish (marked Redelivered: the pipeline answers one whose turn never ended ok). It stops with
+// finish (marked Redelivered: the pipeline answers one whose turn never ended ok; with the
+// deployment's count of adoptions as Redeliveries: a second adoption gets a notice). It stops with
 // ctx; wg waits for it.
 func (b *inbox) adoptOrphans(ctx context.Context, h adapters.Handler, wg *sync.WaitGroup) {
-	adapters.AdoptOrphans(ctx, wg, b.ledger.l, "discord", b.log, func(key string, raw []byte) {
+	adapters.AdoptOrphans(ctx, wg, b.ledger.l, "discord", b.log, func(key string, raw []byte, adoptions int) {
 		id, ok := strings.CutPrefix(key, "message:")
 		var k keptMessage
 		if !ok || json.Unmarshal(raw, &k) != nil || k.V != 1 {
@@ -100,7 +101,7 @@ func (b *inbox) adoptOrphans(ctx context.Context, h adapters.Handler, wg *sync.W
 		}
 		b.log.Info("discord: answering a message a replica that died did not finish", "message", id)
 		in := k.In
-		in.Redelivered = true
+		in.Redelivered, in.Redeliveries = true, adoptions
 		b.work.spawn(func() {
 			defer b.doneMessage(id)
 			in.Images = b.images(ctx, k.Attachments)

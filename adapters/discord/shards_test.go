@@ -199,9 +199,10 @@ type memLedger struct {
 }
 
 type memRow struct {
-	owner   string
-	payload []byte
-	done    bool
+	owner     string
+	payload   []byte
+	done      bool
+	adoptions int
 }
 
 type memJournal struct {
@@ -232,17 +233,18 @@ func (j memJournal) Done(_ context.Context, platform, key string) error {
 	return nil
 }
 
-func (j memJournal) Orphans(_ context.Context, platform string) (map[string][]byte, error) {
+func (j memJournal) Orphans(_ context.Context, platform string) (map[string][]byte, map[string]int, error) {
 	j.l.mu.Lock()
 	defer j.l.mu.Unlock()
-	out := map[string][]byte{}
+	out, adoptions := map[string][]byte{}, map[string]int{}
 	for k, r := range j.l.rows {
 		if key, ok := cutPrefix(k, platform); ok && !r.done && len(r.payload) > 0 && j.l.dead[r.owner] {
 			r.owner = j.me
-			out[key] = r.payload
+			r.adoptions++
+			out[key], adoptions[key] = r.payload, r.adoptions
 		}
 	}
-	return out, nil
+	return out, adoptions, nil
 }
 
 func cutPrefix(s, p string) (string, bool) {

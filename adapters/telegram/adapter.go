@@ -319,7 +319,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 		}()
 	}
 	defer wg.Wait()
-	dispatch := func(id int64, m *message, redelivered bool, placed func()) {
+	dispatch := func(id int64, m *message, handedOver int, placed func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -331,9 +331,9 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 			if !ok {
 				return
 			}
-			in.Redelivered, in.Placed = redelivered, placed
-			if redelivered {
-				in.Redeliveries = a.handOver(id)
+			in.Redelivered, in.Placed = handedOver > 0, placed
+			if in.Redelivered {
+				in.Redeliveries = a.handOver(id, handedOver)
 			}
 			resp := a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, a.opts.Stream)
 			h.Handle(ctx, in, askResponder{Responder: resp, a: a, chat: in.Chat})
@@ -361,7 +361,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 				continue
 			}
 			a.log.Info("telegram: handing over again an update a previous run did not finish", "update", id)
-			dispatch(id, u.Message, true, nil)
+			dispatch(id, u.Message, 1, nil)
 		}
 	}
 	a.setCommands(ctx)
@@ -372,13 +372,14 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 	return a.runPollingLeased(ctx, dispatch, act)
 }
 
-// handOver counts a handover of update id after a run stopped before finishing it: 1 without
+// handOver counts a handover of update id after a run stopped before finishing it, at least
+// atLeast (the count known elsewhere, such as the shared ledger's adoptions): atLeast without
 // an offset file (nothing survives the run to count with).
-func (a *Adapter) handOver(id int64) int {
+func (a *Adapter) handOver(id int64, atLeast int) int {
 	if a.journal == nil {
-		return 1
+		return max(atLeast, 1)
 	}
-	n, err := a.journal.handOver(id)
+	n, err := a.journal.handOver(id, atLeast)
 	if err != nil {
 		a.log.Warn("telegram: the handover of an unfinished update not counted in the offset file", "update", id, "err", err)
 	}

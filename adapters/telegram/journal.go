@@ -258,11 +258,12 @@ func (j *journal) take(ids []int64, raws []json.RawMessage, offset int64) error 
 }
 
 // handOver records (synced) that update id is handed over again, and returns how many times
-// it has been: a run that dies of the update before it finishes leaves the count for the next.
-func (j *journal) handOver(id int64) (int, error) {
+// it has been, at least atLeast (a count known elsewhere: the shared ledger's adoptions): a run
+// that dies of the update before it finishes leaves the count for the next.
+func (j *journal) handOver(id int64, atLeast int) (int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.again[id]++
+	j.again[id] = max(j.again[id]+1, atLeast)
 	n := j.again[id]
 	if j.f == nil {
 		return n, errors.New("offset file is not open")

@@ -393,7 +393,7 @@ func TestJournalCountsHandoversAcrossCrashes(t *testing.T) {
 	}
 	for want := 1; want <= 2; want++ { // the run dies while answering, twice
 		j = run()
-		if n, err := j.handOver(7); err != nil || n != want {
+		if n, err := j.handOver(7, 0); err != nil || n != want {
 			t.Fatalf("handover after crash %d counted %d (%v), want %d", want, n, err, want)
 		}
 	}
@@ -404,7 +404,7 @@ func TestJournalCountsHandoversAcrossCrashes(t *testing.T) {
 	if err := j.take([]int64{7}, []json.RawMessage{raw}, 8); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := j.handOver(7); n != 1 {
+	if n, _ := j.handOver(7, 0); n != 1 {
 		t.Fatalf("an update finished and taken anew counted %d handovers, want 1", n)
 	}
 }

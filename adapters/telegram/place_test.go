@@ -80,7 +80,7 @@ func TestAWebhookUpdateIsAnsweredOnceItsMessageHasItsPlace(t *testing.T) {
 				}
 				places := make(chan func(), 2)
 				h := &webhookHandler{a: a, maxBody: 1 << 20, seen: newRecentIDs(16),
-					dispatch: func(_ int64, _ *message, _ bool, placed func()) { places <- placed },
+					dispatch: func(_ int64, _ *message, _ int, placed func()) { places <- placed },
 					act:      func(*update) {}}
 				if tt.before != "" {
 					rec := httptest.NewRecorder()

@@ -14,8 +14,11 @@ import (
 
 // dispatcher hands one update's message to the handler on its own goroutine; placed, when not
 // nil, is called once the message has its place in its conversation's order, or takes none
-// (adapters.Inbound.Placed), at the latest when the handler returns.
-type dispatcher func(id int64, m *message, redelivered bool, placed func())
+// (adapters.Inbound.Placed), at the latest when the handler returns. handedOver is 0 for an
+// update's first delivery; for one handed over again after a run stopped before finishing it, it
+// is the least count of such handovers known (1 from the offset file; the deployment's count of
+// adoptions for a dead replica's update).
+type dispatcher func(id int64, m *message, handedOver int, placed func())
 
 // actor takes an update that is a user's action on what the bot sent (a pressed inline
 // button, a stopped draft) rather than a message. Actions are not journaled: after a crash
@@ -112,7 +115,7 @@ func (a *Adapter) runPolling(ctx context.Context, dispatch dispatcher, act actor
 				a.dropLocal(id) // another replica's: answered by it, or as its orphan
 				continue
 			}
-			dispatch(id, b.msgs[i], false, nil)
+			dispatch(id, b.msgs[i], 0, nil)
 		}
 		for _, u := range b.acts {
 			act(u)

@@ -56,18 +56,19 @@ func (a *Adapter) doneShared(id int64) {
 }
 
 // adoptOrphans, with a Journal, hands over again the updates that replicas which died took and
-// did not finish (marked redelivered: the pipeline answers one whose turn never ended). It stops
-// with ctx; wg waits for it.
+// did not finish (marked redelivered: the pipeline answers one whose turn never ended; counted
+// as handed over at least as many times as survivors took it over, so the second adoption gets
+// a notice). It stops with ctx; wg waits for it.
 func (a *Adapter) adoptOrphans(ctx context.Context, wg *sync.WaitGroup, dispatch dispatcher) {
 	prefix := strconv.FormatInt(a.self.ID, 10) + ":"
-	adapters.AdoptOrphans(ctx, wg, a.opts.Ledger, "telegram", a.log, func(key string, raw []byte) {
+	adapters.AdoptOrphans(ctx, wg, a.opts.Ledger, "telegram", a.log, func(key string, raw []byte, adoptions int) {
 		var u update
 		if !strings.HasPrefix(key, prefix) || json.Unmarshal(raw, &u) != nil || u.Message == nil {
 			return
 		}
 		a.log.Info("telegram: answering an update a replica that died did not finish", "update", u.UpdateID)
 		a.take([]int64{u.UpdateID}, []json.RawMessage{raw}, 0)
-		dispatch(u.UpdateID, u.Message, true, nil)
+		dispatch(u.UpdateID, u.Message, adoptions, nil)
 	})
 }
 

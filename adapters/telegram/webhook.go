@@ -193,12 +193,12 @@ func (h *webhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // A single process orders a chat's messages itself as they reach it.
 func (h *webhookHandler) dispatchPlaced(ctx context.Context, id int64, m *message) {
 	if h.a.opts.Ledger == nil {
-		h.dispatch(id, m, false, nil)
+		h.dispatch(id, m, 0, nil)
 		return
 	}
 	pl := adapters.NewPlacement()
 	began := time.Now()
-	h.dispatch(id, m, false, pl.Placed)
+	h.dispatch(id, m, 0, pl.Placed)
 	if !pl.Wait(ctx, adapters.PlaceWait) {
 		h.a.log.Warn("telegram: update answered before its message had its place in the turn queue; the chat's next message may run first",
 			"update", id, "waited", time.Since(began).Round(time.Millisecond), "request_ended", ctx.Err() != nil)

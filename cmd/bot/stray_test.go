@@ -79,4 +79,17 @@ func TestAnAdminOfAnotherGroupCannotAnswerAGroupsQuestion(t *testing.T) {
 
 	e.tg.Press(groupA, user(9), q.ID, pressData(t, q, "approve"))
 	e.waitBotText(groupA.ID, "the approved result", contains("tool said: [user7] in A"))
+	// B's own question is answered in B by its asker, so its turn ends before shutdown.
+	var qB tgkit.Message
+	wait.For(t, "the question in B", func() bool {
+		for _, m := range e.tg.BotMessages(groupB.ID) {
+			if strings.Contains(m.Text, "echo (MCP server kit)") && m.ReplyMarkup != "" {
+				qB = m
+				return true
+			}
+		}
+		return false
+	})
+	e.tg.Press(groupB, user(12), qB.ID, pressData(t, qB, "deny"))
+	e.waitBotText(groupB.ID, "B's denial", contains("tool said: err: denied by user12"))
 }
