@@ -150,7 +150,9 @@ func pageText(final, ctype string, body []byte) (string, error) {
 	default:
 		return "", fmt.Errorf("fetch_url: %s is %s, not text", final, mediaType)
 	}
-	return b.String(), nil
+	// A page may declare a charset its bytes break (or none the decoder knows, which passes
+	// them through): what reaches the model is valid UTF-8 all the same.
+	return strings.ToValidUTF8(b.String(), "\uFFFD"), nil
 }
 
 func isText(mediaType string) bool {
