@@ -7,6 +7,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -98,6 +99,12 @@ func join(t testing.TB, srv *dtk.Server, tweak func(*discord.Options), fn func(c
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, h) }()
 	t.Cleanup(func() {
+		if srv.InMemory() {
+			// In a bubble, let discordgo's goroutines settle before Run closes the sessions:
+			// Close sleeps holding the session lock, and a heartbeat not yet started would
+			// wait on that lock, which the bubble cannot see past.
+			synctest.Wait()
+		}
 		cancel()
 		select {
 		case err := <-done:

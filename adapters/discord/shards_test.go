@@ -137,6 +137,7 @@ func TestAShardGivenUpStaysConnectedUntilItIsHandedOver(t *testing.T) {
 		wait.For(t, "shard 1 connected and marked served", func() bool { return hs.srv.LiveShards()[1] == 1 && l.servedCount() == 1 })
 
 		handed := make(chan struct{})
+		synctest.Wait() // as before take in TestAReplicaConnectsOnlyTheShardsItHoldsAndClosesOneItLoses
 		l.giveUp(handed)
 		select {
 		case <-l.released:
@@ -174,6 +175,10 @@ func TestAReplicaConnectsOnlyTheShardsItHoldsAndClosesOneItLoses(t *testing.T) {
 			t.Errorf("the handler got %q, want the guild message on the held shard", got.in.Text)
 		}
 
+		// Let the shard's discordgo goroutines settle first: its Close sleeps holding the session
+		// lock, and a heartbeat not yet started would wait on that lock, which the bubble
+		// cannot see past.
+		synctest.Wait()
 		shards.leases[1].take()
 		hs.waitFor("shard 1's connection closed", func() bool { return hs.srv.LiveShards()[1] == 0 })
 		select {
