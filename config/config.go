@@ -40,6 +40,9 @@ type Config struct {
 	Speech   Speech   `toml:"speech"`
 	OTel     OTel     `toml:"otel"`
 
+	Embeddings Embeddings `toml:"embeddings"`
+	Memory     Memory     `toml:"memory"`
+
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
 	// SecretKey is BOT_SECRET_KEY decoded (32 bytes), read when an MCP server has
@@ -463,6 +466,7 @@ func Default() Config {
 		Log:      Log{Level: "info", Format: "text"},
 		Media:    defaultMedia(),
 		Speech:   defaultSpeech(),
+		Memory:   defaultMemory(),
 	}
 }
 
@@ -661,6 +665,7 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		}
 	}
 	c.fillSpeechDefaults()
+	c.fillEmbeddingDefaults()
 	for i := range c.MCP.Servers {
 		s := &c.MCP.Servers[i]
 		key := fmt.Sprintf("mcp.servers[%d]", i)

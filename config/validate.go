@@ -31,6 +31,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	c.validateMCP(p)
 	c.validateAdmin(p)
 	c.validateMedia(p.bad, p.httpURL)
+	c.validateMemory(p, names)
 	return errors.Join(p.errs...)
 }
 
