@@ -67,7 +67,7 @@ type extraction struct {
 // existing facts in one structured-output call and applies what it returns: facts added (each
 // with its message), updated, deleted; an addition that repeats a kept fact is merged into it.
 // The call goes through meter: a person whose quota is used up gets no extraction.
-func (m *Memory) Extract(ctx context.Context, who Person, p Place, said []Said, meter Meter) (Changes, error) {
+func (m *Memory) Extract(ctx context.Context, who chat.User, p Place, said []Said, meter Meter) (Changes, error) {
 	if m.client == nil || len(said) == 0 {
 		return Changes{}, nil
 	}
@@ -179,7 +179,7 @@ func decodeExtraction(res openai.ChatCompletionResponse, out *extraction) error 
 
 // apply carries out an extraction's changes: ids outside the facts shown and messages out of
 // range are ignored, and at most maxChanges of each kind are taken.
-func (m *Memory) apply(ctx context.Context, who Person, p Place, said []Said, existing []Fact, out extraction, meter Meter) (Changes, error) {
+func (m *Memory) apply(ctx context.Context, who chat.User, p Place, said []Said, existing []Fact, out extraction, meter Meter) (Changes, error) {
 	var ch Changes
 	shown := map[int64]Fact{}
 	known := map[string]int64{}

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"relaybot/chat"
 )
 
 // Fact is one thing remembered about one person.
 type Fact struct {
-	ID int64
-	Person
+	ID  int64
+	Who chat.User
 	// Scope is where it may be recalled: "private", or the group chat's reference.
 	Scope string
 	// Chat is the chat it was learned in ("telegram:-100", "web:abc").
@@ -43,8 +45,8 @@ const (
 // AuditEntry is one memory write or delete: who, which fact, from which message, by which path.
 // It keeps no text of the fact.
 type AuditEntry struct {
-	At time.Time
-	Person
+	At            time.Time
+	Who           chat.User
 	FactID        int64
 	Action        string // add, update or delete
 	Path          Path
@@ -67,7 +69,7 @@ const factColumns = `id, platform, user_id, scope, chat, body, COALESCE(source_t
 func scanFact(s interface{ Scan(...any) error }) (Fact, error) {
 	var f Fact
 	var path string
-	err := s.Scan(&f.ID, &f.Platform, &f.UserID, &f.Scope, &f.Chat, &f.Text, &f.SourceTurn, &f.SourceMessage,
+	err := s.Scan(&f.ID, &f.Who.Platform, &f.Who.ID, &f.Scope, &f.Chat, &f.Text, &f.SourceTurn, &f.SourceMessage,
 		&f.WrittenBy, &path, &f.CreatedAt, &f.UpdatedAt)
 	f.Path = Path(path)
 	return f, err
@@ -83,7 +85,7 @@ func (q facts) insert(ctx context.Context, f Fact, actor string) (int64, error) 
 	var id int64
 	err = tx.QueryRowContext(ctx, `INSERT INTO memory_facts (platform, user_id, scope, chat, body, source_turn_id,
 		source_message, written_by, path, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING id`,
-		f.Platform, f.UserID, f.Scope, f.Chat, f.Text, nullID(f.SourceTurn), f.SourceMessage, f.WrittenBy, string(f.Path), f.CreatedAt).Scan(&id)
+		f.Who.Platform, f.Who.ID, f.Scope, f.Chat, f.Text, nullID(f.SourceTurn), f.SourceMessage, f.WrittenBy, string(f.Path), f.CreatedAt).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("memory: add a fact: %w", err)
 	}
@@ -102,7 +104,7 @@ func (q facts) update(ctx context.Context, f Fact, actor string) error {
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE memory_facts SET body = $1, source_turn_id = $2, source_message = $3,
 		written_by = $4, updated_at = $5 WHERE id = $6 AND platform = $7 AND user_id = $8`,
-		f.Text, nullID(f.SourceTurn), f.SourceMessage, f.WrittenBy, f.UpdatedAt, f.ID, f.Platform, f.UserID)
+		f.Text, nullID(f.SourceTurn), f.SourceMessage, f.WrittenBy, f.UpdatedAt, f.ID, f.Who.Platform, f.Who.ID)
 	if err != nil {
 		return fmt.Errorf("memory: update fact %d: %w", f.ID, err)
 	}
@@ -117,7 +119,7 @@ func (q facts) update(ctx context.Context, f Fact, actor string) error {
 
 // remove deletes facts (the person's own only; a zero Person: anyone's, for admins) and records
 // each delete; it returns the ids deleted.
-func (q facts) remove(ctx context.Context, who Person, ids []int64, path Path, actor string, at time.Time) ([]int64, error) {
+func (q facts) remove(ctx context.Context, who chat.User, ids []int64, path Path, actor string, at time.Time) ([]int64, error) {
 	tx, err := q.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("memory: delete facts: %w", err)
@@ -126,7 +128,7 @@ func (q facts) remove(ctx context.Context, who Person, ids []int64, path Path, a
 	var gone []int64
 	for _, id := range ids {
 		f, err := scanFact(tx.QueryRowContext(ctx, `SELECT `+factColumns+` FROM memory_facts WHERE id = $1`, id))
-		if errors.Is(err, sql.ErrNoRows) || err == nil && who != (Person{}) && f.Person != who {
+		if errors.Is(err, sql.ErrNoRows) || err == nil && who != (chat.User{}) && f.Who != who {
 			continue
 		}
 		if err != nil {
@@ -151,7 +153,7 @@ func audit(ctx context.Context, tx *sql.Tx, f Fact, id int64, action, actor stri
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO memory_audit (at, platform, user_id, fact_id, action, path, actor,
 		source_turn_id, source_message) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		at, f.Platform, f.UserID, id, action, string(f.Path), actor, nullID(f.SourceTurn), f.SourceMessage)
+		at, f.Who.Platform, f.Who.ID, id, action, string(f.Path), actor, nullID(f.SourceTurn), f.SourceMessage)
 	if err != nil {
 		return fmt.Errorf("memory: audit %s of fact %d: %w", action, id, err)
 	}
@@ -159,9 +161,9 @@ func audit(ctx context.Context, tx *sql.Tx, f Fact, id int64, action, actor stri
 }
 
 // list returns a person's facts, oldest first.
-func (q facts) list(ctx context.Context, who Person) ([]Fact, error) {
+func (q facts) list(ctx context.Context, who chat.User) ([]Fact, error) {
 	rows, err := q.r.QueryContext(ctx, `SELECT `+factColumns+` FROM memory_facts WHERE platform = $1 AND user_id = $2 ORDER BY id`,
-		who.Platform, who.UserID)
+		who.Platform, who.ID)
 	if err != nil {
 		return nil, fmt.Errorf("memory: list facts: %w", err)
 	}
@@ -169,11 +171,11 @@ func (q facts) list(ctx context.Context, who Person) ([]Fact, error) {
 }
 
 // get returns the facts of ids that are the person's, in the order of ids.
-func (q facts) get(ctx context.Context, who Person, ids []int64) ([]Fact, error) {
+func (q facts) get(ctx context.Context, who chat.User, ids []int64) ([]Fact, error) {
 	out := make([]Fact, 0, len(ids))
 	for _, id := range ids {
 		f, err := scanFact(q.r.QueryRowContext(ctx, `SELECT `+factColumns+` FROM memory_facts
-			WHERE id = $1 AND platform = $2 AND user_id = $3`, id, who.Platform, who.UserID))
+			WHERE id = $1 AND platform = $2 AND user_id = $3`, id, who.Platform, who.ID))
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -195,9 +197,9 @@ func (q facts) byID(ctx context.Context, id int64) (Fact, error) {
 }
 
 // auditOf returns a person's audit entries, newest first (at most limit).
-func (q facts) auditOf(ctx context.Context, who Person, limit int) ([]AuditEntry, error) {
+func (q facts) auditOf(ctx context.Context, who chat.User, limit int) ([]AuditEntry, error) {
 	rows, err := q.r.QueryContext(ctx, `SELECT at, platform, user_id, fact_id, action, path, actor, COALESCE(source_turn_id, 0), source_message
-		FROM memory_audit WHERE platform = $1 AND user_id = $2 ORDER BY id DESC LIMIT $3`, who.Platform, who.UserID, limit)
+		FROM memory_audit WHERE platform = $1 AND user_id = $2 ORDER BY id DESC LIMIT $3`, who.Platform, who.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("memory: read the audit: %w", err)
 	}
@@ -206,7 +208,7 @@ func (q facts) auditOf(ctx context.Context, who Person, limit int) ([]AuditEntry
 	for rows.Next() {
 		var e AuditEntry
 		var path string
-		if err := rows.Scan(&e.At, &e.Platform, &e.UserID, &e.FactID, &e.Action, &path, &e.Actor, &e.SourceTurn, &e.SourceMessage); err != nil {
+		if err := rows.Scan(&e.At, &e.Who.Platform, &e.Who.ID, &e.FactID, &e.Action, &path, &e.Actor, &e.SourceTurn, &e.SourceMessage); err != nil {
 			return nil, fmt.Errorf("memory: read the audit: %w", err)
 		}
 		e.Path = Path(path)

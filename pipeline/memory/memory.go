@@ -31,19 +31,10 @@ const Collection = "memory"
 // maxFactChars bounds one fact's text; a longer one is cut.
 const maxFactChars = 500
 
-// Person is whose a fact is.
-type Person struct {
-	Platform string
-	UserID   string
-}
-
-// String is "platform:id", the chat reference form.
-func (p Person) String() string { return p.Platform + ":" + p.UserID }
-
 // Place is where a turn happens.
 type Place struct {
-	// Chat is the chat's reference ("telegram:-100123", "web:abc").
-	Chat    string
+	// Chat is the chat (its thread left out: a group's facts are the whole group's).
+	Chat    chat.Ref
 	Private bool
 }
 
@@ -115,7 +106,7 @@ func scopeOf(p Place) string {
 	if p.Private {
 		return "private"
 	}
-	return p.Chat
+	return p.Chat.Chat().String()
 }
 
 // scopesAt are the scopes recalled at p: with PrivateOnlyInPrivate, the place's own; else all.
@@ -128,7 +119,7 @@ func (m *Memory) scopesAt(p Place) []string {
 
 // Search returns up to limit of the person's facts recallable at p that best answer query.
 // Embedding calls go through meter (nil: not metered).
-func (m *Memory) Search(ctx context.Context, who Person, p Place, query string, limit int, meter Meter) ([]Fact, error) {
+func (m *Memory) Search(ctx context.Context, who chat.User, p Place, query string, limit int, meter Meter) ([]Fact, error) {
 	q := retrieval.Query{Owner: who.String(), Scopes: m.scopesAt(p), Text: query, Limit: limit}
 	if m.opts.Embedder.Enabled() && strings.TrimSpace(query) != "" {
 		emb, err := m.embed(ctx, meter, []string{query})
@@ -147,7 +138,7 @@ func (m *Memory) Search(ctx context.Context, who Person, p Place, query string, 
 
 // Recall is the block of remembered facts for a turn of who at p about text: up to MaxFacts of
 // the person's facts, or "" when none is found.
-func (m *Memory) Recall(ctx context.Context, who Person, p Place, text string, meter Meter) (string, error) {
+func (m *Memory) Recall(ctx context.Context, who chat.User, p Place, text string, meter Meter) (string, error) {
 	found, err := m.Search(ctx, who, p, text, m.opts.MaxFacts, meter)
 	if err != nil || len(found) == 0 {
 		return "", err
@@ -179,19 +170,21 @@ func Block(facts []Fact) string {
 }
 
 // List returns the person's facts, oldest first (every scope: they are theirs to see).
-func (m *Memory) List(ctx context.Context, who Person) ([]Fact, error) { return m.facts.list(ctx, who) }
+func (m *Memory) List(ctx context.Context, who chat.User) ([]Fact, error) {
+	return m.facts.list(ctx, who)
+}
 
 // Fact returns one fact, whoever's (admins).
 func (m *Memory) Fact(ctx context.Context, id int64) (Fact, error) { return m.facts.byID(ctx, id) }
 
 // Audit returns the person's latest memory audit entries, newest first.
-func (m *Memory) Audit(ctx context.Context, who Person, limit int) ([]AuditEntry, error) {
+func (m *Memory) Audit(ctx context.Context, who chat.User, limit int) ([]AuditEntry, error) {
 	return m.facts.auditOf(ctx, who, limit)
 }
 
 // Remember stores text as a fact of who learned at p by path (a tool, a command, an admin), and
 // returns it.
-func (m *Memory) Remember(ctx context.Context, who Person, p Place, text string, src Source, path Path, meter Meter) (Fact, error) {
+func (m *Memory) Remember(ctx context.Context, who chat.User, p Place, text string, src Source, path Path, meter Meter) (Fact, error) {
 	text = clean(text)
 	if text == "" {
 		return Fact{}, errors.New("memory: an empty fact")
@@ -208,9 +201,9 @@ type Source struct {
 	Actor string
 }
 
-func (m *Memory) newFact(who Person, p Place, text string, src Source, path Path, writtenBy string) Fact {
+func (m *Memory) newFact(who chat.User, p Place, text string, src Source, path Path, writtenBy string) Fact {
 	now := m.now().UTC()
-	return Fact{Person: who, Scope: scopeOf(p), Chat: p.Chat, Text: text, SourceTurn: src.Turn,
+	return Fact{Who: who, Scope: scopeOf(p), Chat: p.Chat.Chat().String(), Text: text, SourceTurn: src.Turn,
 		SourceMessage: src.Message, WrittenBy: writtenBy, Path: path, CreatedAt: now, UpdatedAt: now}
 }
 
@@ -222,7 +215,7 @@ func (m *Memory) add(ctx context.Context, f Fact, actor string, meter Meter) (Fa
 	}
 	f.ID = id
 	if err := m.indexFact(ctx, f, meter); err != nil {
-		if _, derr := m.facts.remove(ctx, f.Person, []int64{id}, f.Path, actor, m.now().UTC()); derr != nil {
+		if _, derr := m.facts.remove(ctx, f.Who, []int64{id}, f.Path, actor, m.now().UTC()); derr != nil {
 			m.log.Error("memory: a fact not indexed could not be removed", "fact", id, "err", derr)
 		}
 		return Fact{}, err
@@ -243,11 +236,11 @@ func (m *Memory) indexFact(ctx context.Context, f Fact, meter Meter) error {
 			vec, space = emb.Vectors[0], emb.Space
 		}
 	}
-	return m.index.Put(ctx, retrieval.Doc{Item: f.ID, Owner: f.Person.String(), Scope: f.Scope, Text: f.Text}, vec, space)
+	return m.index.Put(ctx, retrieval.Doc{Item: f.ID, Owner: f.Who.String(), Scope: f.Scope, Text: f.Text}, vec, space)
 }
 
 // Forget deletes one of who's facts (ErrNotFound when it is not theirs).
-func (m *Memory) Forget(ctx context.Context, who Person, id int64, path Path, actor string) error {
+func (m *Memory) Forget(ctx context.Context, who chat.User, id int64, path Path, actor string) error {
 	gone, err := m.facts.remove(ctx, who, []int64{id}, path, actor, m.now().UTC())
 	if err != nil {
 		return err
@@ -259,7 +252,7 @@ func (m *Memory) Forget(ctx context.Context, who Person, id int64, path Path, ac
 }
 
 // ForgetAll deletes every fact of who and returns how many there were.
-func (m *Memory) ForgetAll(ctx context.Context, who Person, path Path, actor string) (int, error) {
+func (m *Memory) ForgetAll(ctx context.Context, who chat.User, path Path, actor string) (int, error) {
 	all, err := m.facts.list(ctx, who)
 	if err != nil {
 		return 0, err
@@ -281,7 +274,7 @@ func (m *Memory) ForgetByAdmin(ctx context.Context, id int64, admin string) (Fac
 	if err != nil {
 		return Fact{}, err
 	}
-	return f, m.Forget(ctx, f.Person, id, PathAdmin, admin)
+	return f, m.Forget(ctx, f.Who, id, PathAdmin, admin)
 }
 
 func (m *Memory) unindex(ctx context.Context, ids []int64) error {

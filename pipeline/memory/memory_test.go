@@ -20,11 +20,11 @@ import (
 )
 
 var (
-	alice   = memory.Person{Platform: "telegram", UserID: "1"}
-	bob     = memory.Person{Platform: "telegram", UserID: "2"}
-	dm      = memory.Place{Chat: "telegram:1", Private: true}
-	group   = memory.Place{Chat: "telegram:-100"}
-	another = memory.Place{Chat: "telegram:-200"}
+	alice   = chat.User{Platform: chat.Telegram, ID: "1"}
+	bob     = chat.User{Platform: chat.Telegram, ID: "2"}
+	dm      = memory.Place{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "1"}, Private: true}
+	group   = memory.Place{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100", ThreadID: "5"}}
+	another = memory.Place{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-200"}}
 )
 
 func open(t *testing.T, db *store.Database, fake *llm.Server, embed bool) *memory.Memory {
@@ -141,7 +141,7 @@ func TestRecallIsThePersonsOwnAndStaysWhereItWasLearned(t *testing.T) {
 		defer fake.Close()
 		m := open(t, storetest.Open(t, driver), fake, true)
 		for _, tc := range []struct {
-			who  memory.Person
+			who  chat.User
 			at   memory.Place
 			text string
 		}{
@@ -155,7 +155,7 @@ func TestRecallIsThePersonsOwnAndStaysWhereItWasLearned(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			name string
-			who  memory.Person
+			who  chat.User
 			at   memory.Place
 			want []string
 		}{
@@ -163,7 +163,7 @@ func TestRecallIsThePersonsOwnAndStaysWhereItWasLearned(t *testing.T) {
 			{"alice in the group", alice, group, []string{"Alice brings cake to the group on Fridays"}},
 			{"alice in another group", alice, another, nil},
 			{"bob in the group", bob, group, []string{"Bob's cat is called Felix"}},
-			{"bob in private", bob, memory.Place{Chat: "telegram:2", Private: true}, nil},
+			{"bob in private", bob, memory.Place{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "2"}, Private: true}, nil},
 		} {
 			found, err := m.Search(ctx, tc.who, tc.at, "cat cake Fridays", 8, nil)
 			if err != nil {
