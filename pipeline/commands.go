@@ -53,6 +53,11 @@ func commandTable() []command {
 			Help: "the tools always allowed in this chat; revoke N ends one",
 			Args: []adapters.CommandArg{{Name: "revoke", Help: "the number /allowed shows of the one to revoke"}}},
 			run: answer((*commands).allowed)},
+		{spec: adapters.CommandSpec{Name: "memory", Who: adapters.Anyone, Help: "what I remember about you, numbered"},
+			run: answer((*commands).memory)},
+		{spec: adapters.CommandSpec{Name: "forget", Who: adapters.Anyone, Help: "forget what I remember about you: one (N from /memory) or all",
+			Args: []adapters.CommandArg{{Name: "which", Help: "the number /memory shows, or all"}}},
+			run: answer((*commands).forget)},
 		{spec: adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
 			run: answer((*commands).help)},
 	}

@@ -48,6 +48,10 @@ type turn struct {
 	// answer, if any.
 	media  readMedia
 	spoken []chat.ModelCall
+	// remembered is the block of the speaker's facts the request carries (remember.go);
+	// recalled says it was looked up.
+	remembered string
+	recalled   bool
 }
 
 // turnParts are what a turn is run with: the agent, the store, the tools, and the pipeline's
@@ -87,6 +91,7 @@ func (p *turnParts) runTurn(ctx context.Context, r *request) {
 	status, errText, partial := t.deliver(res)
 	t.speak(res, status)
 	t.record(res, status, errText, partial, saved)
+	t.learn(status)
 }
 
 // saveStart writes the turn's start alone when no model call carried it (the turn was stopped
@@ -258,7 +263,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		t.req.Tools = tt.Specs()
 		t.req.Executor = tt
 	}
-	t.req.Messages = t.transcript(false)
+	t.req.Messages = t.withMemory(t.transcript(false))
 	if t.hist.Compacted {
 		p.outbox.notice(out, history.CompactedNotice, t.log)
 	}
@@ -300,7 +305,7 @@ func (t *turn) run() *agent.Result {
 		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
 		first, n := res, len(h.Calls)
 		h.Compacted = false
-		t.req.Messages = t.transcript(true)
+		t.req.Messages = t.withMemory(t.transcript(true))
 		calls = append(calls, h.Calls[n:]...)
 		if h.Compacted {
 			p.outbox.notice(t.r.out, history.CompactedNotice, t.log)

@@ -28,6 +28,7 @@ import (
 	"relaybot/pipeline"
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/memory"
 	"relaybot/pipeline/quota"
 	"relaybot/provider"
 	"relaybot/speech"
@@ -126,12 +127,19 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	m := metrics.New(metrics.Options{Models: append(modelNames(cfg.Models), speechNames(cfg)...), Prices: prices(cfg), MCPUp: tl.mcpUp, Instance: b.instance,
+	m := metrics.New(metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg)), Prices: prices(cfg), MCPUp: tl.mcpUp, Instance: b.instance,
 		Platforms: platformNames(cfg), RequestModels: requestModels(cfg)})
 	rec := b.tracing.Recorder(m.Recorder(auditRecorder{calls: st.ToolCalls}))
 	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
 	if err != nil {
 		return b, err
+	}
+	mem, err := b.newMemory(ctx, cfg, b.tracing.Models(m))
+	if err != nil {
+		return b, err
+	}
+	if mem != nil {
+		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(mem.Tools()))
 	}
 	mgr, err := tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
 		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
@@ -145,7 +153,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	b.tools = mgr
 	m.KnowTools(mgr.Has, mgr.Names)
-	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m); err != nil {
+	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m, mem); err != nil {
 		return b, err
 	}
 	m.CountQueue("pipeline", b.pipe.Queued)
@@ -177,7 +185,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 
 // newPipeline builds the agent runner and the pipeline that answers every message with it;
 // the metrics and the traces observe both.
-func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Recorder, skillPrompt func() string, m *metrics.Metrics) (*pipeline.Pipeline, error) {
+func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Recorder, skillPrompt func() string, m *metrics.Metrics, mem *memory.Memory) (*pipeline.Pipeline, error) {
 	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
 		MaxToolRounds: cfg.Agent.MaxToolRounds,
 		FlushChunks:   cfg.Agent.StreamFlushChunks,
@@ -194,6 +202,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 		return nil, err
 	}
 	opts.History.SystemPromptExtra = skillPrompt
+	opts.Memory = mem
 	opts.Audit = b.store.ToolCalls
 	opts.Usage = b.store.Usage
 	opts.Tools.Consents = b.store.Consents
@@ -594,6 +603,11 @@ func prices(cfg *config.Config) map[string]chat.Price {
 	for _, m := range cfg.Speech.Candidates() {
 		p := out[m.Name]
 		p.PerMinute = m.PricePerMinute
+		out[m.Name] = p
+	}
+	for _, m := range cfg.Embeddings.Candidates() {
+		p := out[m.Name]
+		p.In = m.PriceIn
 		out[m.Name] = p
 	}
 	return out

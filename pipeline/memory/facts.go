@@ -89,7 +89,7 @@ func (q facts) insert(ctx context.Context, f Fact, actor string) (int64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("memory: add a fact: %w", err)
 	}
-	if err := audit(ctx, tx, f, id, "add", actor); err != nil {
+	if err := writeAudit(ctx, tx, f, id, "add", actor); err != nil {
 		return 0, err
 	}
 	return id, tx.Commit()
@@ -111,7 +111,7 @@ func (q facts) update(ctx context.Context, f Fact, actor string) error {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
-	if err := audit(ctx, tx, f, f.ID, "update", actor); err != nil {
+	if err := writeAudit(ctx, tx, f, f.ID, "update", actor); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -138,7 +138,7 @@ func (q facts) remove(ctx context.Context, who chat.User, ids []int64, path Path
 			return nil, fmt.Errorf("memory: delete fact %d: %w", id, err)
 		}
 		f.Path, f.UpdatedAt = path, at
-		if err := audit(ctx, tx, f, id, "delete", actor); err != nil {
+		if err := writeAudit(ctx, tx, f, id, "delete", actor); err != nil {
 			return nil, err
 		}
 		gone = append(gone, id)
@@ -146,7 +146,7 @@ func (q facts) remove(ctx context.Context, who chat.User, ids []int64, path Path
 	return gone, tx.Commit()
 }
 
-func audit(ctx context.Context, tx *sql.Tx, f Fact, id int64, action, actor string) error {
+func writeAudit(ctx context.Context, tx *sql.Tx, f Fact, id int64, action, actor string) error {
 	at := f.UpdatedAt
 	if at.IsZero() {
 		at = f.CreatedAt
