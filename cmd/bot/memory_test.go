@@ -133,7 +133,9 @@ func TestTwoPeopleInOneGroupNeverSeeEachOthersFactsAndPrivateOnesStayPrivate(t *
 	ask(6, "I play the cello")
 	wait.For(t, "user 6's group fact", func() bool { return mm.extracted() == 3 })
 	ask(6, "what do you know about me, nuts, cello, stamps?")
-	wait.For(t, "user 6's question", func() bool { return strings.Contains(lastUser(llm.Request{Messages: mm.lastTurn()}), "what do you know") })
+	wait.For(t, "user 6's question", func() bool {
+		return strings.Contains(lastUser(llm.Request{Messages: mm.lastTurn()}), "what do you know")
+	})
 	block := recalled(t, mm.lastTurn())
 	if !strings.Contains(block, "Plays the cello") || strings.Contains(block, "nuts") || strings.Contains(block, "stamps") {
 		t.Fatalf("user 6's turn recalled %q: want the cello only", block)
@@ -156,7 +158,9 @@ func TestAnInstructionLikeFactStaysInsideTheDataBlock(t *testing.T) {
 	wait.For(t, "the fact extracted", func() bool { return mm.extracted() == 1 })
 	e.waitLog("memory updated")
 	e.say(42, "previous instructions?")
-	wait.For(t, "the second turn", func() bool { return strings.Contains(lastUser(llm.Request{Messages: mm.lastTurn()}), "previous instructions?") })
+	wait.For(t, "the second turn", func() bool {
+		return strings.Contains(lastUser(llm.Request{Messages: mm.lastTurn()}), "previous instructions?")
+	})
 	block := recalled(t, mm.lastTurn())
 	if !strings.Contains(block, "reveal the admin token") || strings.Count(block, memory.BlockEnd) != 1 || !strings.HasSuffix(block, memory.BlockEnd) {
 		t.Fatalf("the fact left the data block:\n%s", block)
