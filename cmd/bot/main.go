@@ -34,6 +34,7 @@ commands:
   serve     run the bot
   audit     read the tool-call audit log
   migrate   apply database migrations
+  memory    list, forget and re-embed what the bot remembers of people (bot memory -h)
   healthcheck  exit 0 when the admin listener's /healthz answers (for container healthchecks)
   version   print the version
 
@@ -75,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sub = runAudit
 	case "migrate":
 		sub = runMigrate
+	case "memory":
+		sub = runMemory
 	case "healthcheck":
 		sub = runHealthcheck
 	default:

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -217,5 +220,49 @@ func TestAChangedEmbeddingModelReembedsTheFacts(t *testing.T) {
 	}
 	if models != "embed-b" {
 		t.Fatalf("the facts' vectors are of %q, want embed-b only", models)
+	}
+}
+
+func TestBotMemoryListsAndForgetsAPersonsFacts(t *testing.T) {
+	e, mm := newMemoryEnv(t, map[string]string{"my cat is called Tom": "Has a cat called Tom", "I live in Oslo": "Lives in Oslo"})
+	cfg := memoryConfig(e).parse(t)
+	stop := e.start(cfg)
+	e.say(42, "my cat is called Tom")
+	wait.For(t, "the first fact", func() bool { return mm.extracted() == 1 })
+	e.say(42, "I live in Oslo")
+	wait.For(t, "the second fact", func() bool { return mm.extracted() == 2 })
+	e.say(43, "I live in Oslo")
+	wait.For(t, "user 43's fact", func() bool { return mm.extracted() == 3 })
+	e.waitLog("memory updated")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var out bytes.Buffer
+	if err := runMemory(ctx, cfg, []string{"list", "-user", "telegram:42", "-json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var first struct {
+		ID   int64  `json:"id"`
+		Fact string `json:"fact"`
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || len(lines) != 2 || first.Fact != "Has a cat called Tom" {
+		t.Fatalf("bot memory list printed %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := runMemory(ctx, cfg, []string{"forget", fmt.Sprint(first.ID)}, &out); err != nil || !strings.Contains(out.String(), "deleted fact") {
+		t.Fatalf("bot memory forget ID: %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := runMemory(ctx, cfg, []string{"forget", "-user", "telegram:43"}, &out); err != nil || !strings.Contains(out.String(), "deleted 1 facts of telegram:43") {
+		t.Fatalf("bot memory forget -user: %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := runMemory(ctx, cfg, []string{"list", "-user", "telegram:42"}, &out); err != nil || strings.Contains(out.String(), "cat") || !strings.Contains(out.String(), "Lives in Oslo") {
+		t.Fatalf("after the deletes bot memory list printed %q (%v)", out.String(), err)
+	}
+	if err := runMemory(ctx, cfg, []string{"list", "-user", "nobody"}, &out); !errors.Is(err, errUsage) {
+		t.Errorf("a bad -user gave %v, want a usage error", err)
 	}
 }
