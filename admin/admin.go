@@ -27,6 +27,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/coord"
+	"relaybot/pipeline/memory"
 	"relaybot/store"
 )
 
@@ -140,6 +141,9 @@ type Options struct {
 	Proxies *Proxies
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Memory is what the bot remembers of people (the memories page and API); nil: memory is
+	// off, and they say so.
+	Memory *memory.Memory
 	// Instances lists the live replicas when several share the database; nil lists none.
 	Instances func(ctx context.Context) ([]coord.Instance, error)
 	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
@@ -292,6 +296,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/turns", s.requireBearer(http.HandlerFunc(s.apiTurns)))
 	mux.Handle("GET /api/v1/consents", s.requireBearer(http.HandlerFunc(s.apiConsents)))
 	mux.Handle("DELETE /api/v1/consents/{id}", s.requireBearer(http.HandlerFunc(s.apiRevokeConsent)))
+	mux.Handle("GET /api/v1/memories", s.requireBearer(http.HandlerFunc(s.apiMemories)))
+	mux.Handle("DELETE /api/v1/memories/{id}", s.requireBearer(http.HandlerFunc(s.apiForgetMemory)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})))
@@ -312,6 +318,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/usage", s.requireLogin(http.HandlerFunc(s.usagePage)))
 	mux.Handle("GET /admin/consents", s.requireLogin(http.HandlerFunc(s.consentsPage)))
 	mux.Handle("POST /admin/consents/{id}/revoke", s.requireLogin(http.HandlerFunc(s.consentRevokePage)))
+	mux.Handle("GET /admin/memories", s.requireLogin(http.HandlerFunc(s.memoriesPage)))
+	mux.Handle("POST /admin/memories/{id}/forget", s.requireLogin(http.HandlerFunc(s.memoryForgetPage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /admin/export.csv", s.requireLogin(http.HandlerFunc(s.exportCSV)))
 	mux.Handle("GET /admin/export.jsonl", s.requireLogin(http.HandlerFunc(s.exportJSONL)))

@@ -102,13 +102,15 @@ func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, 
 		}
 		return scanIDs(rows)
 	}
+	// CROSS JOIN keeps SQLite's loops in this order: the full-text query once, then each hit's
+	// doc. The other order runs the whole query again for every doc of the owner.
 	match := make([]string, len(terms))
 	for i, t := range terms {
 		match[i] = "body:" + t
 	}
 	cond, args := x.where(q, 2)
 	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, matchinfo(retrieval_docs_fts, 'pcnx')
-		FROM retrieval_docs_fts JOIN retrieval_docs d ON d.id = retrieval_docs_fts.docid
+		FROM retrieval_docs_fts CROSS JOIN retrieval_docs d ON d.id = retrieval_docs_fts.docid
 		WHERE retrieval_docs_fts MATCH $1 AND `+cond,
 		append([]any{"owner_key:" + x.ownerKey(q.Owner) + " (" + strings.Join(match, " OR ") + ")"}, args...)...)
 	if err != nil {
@@ -189,7 +191,8 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 		}
 		return scanIDs(rows)
 	}
-	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, v.embedding FROM retrieval_docs d `+join+` WHERE `+cond, args...)
+	// CROSS JOIN keeps SQLite's loops in this order: the owner's docs, then each one's vector.
+	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, v.embedding FROM retrieval_docs d CROSS `+join+` WHERE `+cond, args...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: vector search: %w", err)
 	}

@@ -55,6 +55,8 @@ type bot struct {
 	instance string
 	store    *store.Database
 	pipe     *pipeline.Pipeline
+	// memory is what the bot remembers of people; nil when [memory] is off.
+	memory *memory.Memory
 	// tools runs the turns' tool calls; shutdown waits for the calls still ending (toolsWait).
 	tools *tools.Manager
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
@@ -138,6 +140,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
+	b.memory = mem
 	if mem != nil {
 		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(mem.Tools()))
 	}
@@ -457,6 +460,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Logger:    b.log,
 		Proxies:   proxies,
 		Instances: adminInstances(b.replica),
+		Memory:    b.memory,
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store.AdminSessions,
 		PublicURL: cfg.Admin.PublicURL,

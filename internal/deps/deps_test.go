@@ -82,8 +82,9 @@ var mayImport = map[string][]string{
 	"metrics": observer,
 	"tracing": observer,
 
-	// The audit log's pages and API read the store, and list coord's replicas.
-	"admin": {"audit", "chat", "coord", "internal/ellipsis", "store"},
+	// The audit log's pages and API read the store, and list coord's replicas; the memory
+	// pages read and delete memory's facts.
+	"admin": {"audit", "chat", "coord", "internal/ellipsis", "pipeline/memory", "store"},
 
 	// Binaries wire everything.
 	"cmd/bot":      {"..."},
