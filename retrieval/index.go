@@ -68,11 +68,22 @@ func Open(ctx context.Context, w, r *sql.DB, dialect, collection string) (*Index
 // Pgvector reports whether vectors are compared by pgvector (else in Go).
 func (x *Index) Pgvector() bool { return x.vecSchema != "" }
 
-// ownerKey is the keyword index's token for (collection, owner): letters and digits only, so the
-// tokenizer keeps it whole.
+// ownerKey is the keyword index's prefix for (collection, owner): letters and digits only, so the
+// tokenizer keeps a prefixed word whole.
 func (x *Index) ownerKey(owner string) string {
 	sum := sha256.Sum256([]byte(x.collection + "\x00" + owner))
 	return "k" + hex.EncodeToString(sum[:12])
+}
+
+// ownedWords is text as SQLite's keyword index stores it: each word prefixed with the owner's
+// key, so a word's postings are one owner's and a search reads only its owner's (an unprefixed
+// common word has postings in every owner's texts, all read by every search).
+func ownedWords(key, text string) string {
+	words := words(text)
+	for i, w := range words {
+		words[i] = key + w
+	}
+	return strings.Join(words, " ")
 }
 
 // Put stores d (replacing the text of the same item) with its vector in space s; a nil vec
@@ -124,8 +135,9 @@ func (x *Index) put(ctx context.Context, tx *sql.Tx, d Doc, vec []float32, s Spa
 		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_docs_fts WHERE docid = $1`, id); err != nil {
 			return err
 		}
+		key := x.ownerKey(d.Owner)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_docs_fts (docid, owner_key, body) VALUES ($1, $2, $3)`,
-			id, x.ownerKey(d.Owner), d.Text); err != nil {
+			id, key, ownedWords(key, d.Text)); err != nil {
 			return err
 		}
 	}

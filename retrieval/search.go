@@ -59,9 +59,7 @@ func (x *Index) Search(ctx context.Context, q Query) ([]int64, error) {
 func Terms(text string) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}) {
+	for _, w := range words(text) {
 		if seen[w] || len(out) == maxTerms {
 			continue
 		}
@@ -69,6 +67,13 @@ func Terms(text string) []string {
 		out = append(out, w)
 	}
 	return out
+}
+
+// words are text's runs of letters and digits, lower case.
+func words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
 }
 
 // where is the condition on retrieval_docs d for q, its arguments starting at $n.
@@ -104,15 +109,16 @@ func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, 
 	}
 	// CROSS JOIN keeps SQLite's loops in this order: the full-text query once, then each hit's
 	// doc. The other order runs the whole query again for every doc of the owner.
+	key := x.ownerKey(q.Owner)
 	match := make([]string, len(terms))
 	for i, t := range terms {
-		match[i] = "body:" + t
+		match[i] = key + t
 	}
 	cond, args := x.where(q, 2)
 	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, matchinfo(retrieval_docs_fts, 'pcnx')
 		FROM retrieval_docs_fts CROSS JOIN retrieval_docs d ON d.id = retrieval_docs_fts.docid
 		WHERE retrieval_docs_fts MATCH $1 AND `+cond,
-		append([]any{"owner_key:" + x.ownerKey(q.Owner) + " (" + strings.Join(match, " OR ") + ")"}, args...)...)
+		append([]any{strings.Join(match, " OR ")}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
 	}
@@ -149,7 +155,7 @@ func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, 
 
 // matchScore weighs a row from matchinfo 'pcnx' (phrases, columns, rows, then per phrase and
 // column: hits in this row, hits in all rows, rows with hits): the body column's hits of each
-// word times its inverse document frequency. Phrase 0 is the owner's token.
+// word times its inverse document frequency.
 func matchScore(info []byte) float64 {
 	u := func(i int) float64 {
 		if 4*i+4 > len(info) {
@@ -159,7 +165,7 @@ func matchScore(info []byte) float64 {
 	}
 	p, c, n := int(u(0)), int(u(1)), u(2)
 	score := 0.0
-	for ph := 1; ph < p; ph++ {
+	for ph := 0; ph < p; ph++ {
 		base := 3 + 3*(ph*c+1) // column 1: body
 		hits, docs := u(base), u(base+2)
 		if hits > 0 && docs > 0 {
@@ -191,8 +197,12 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 		}
 		return scanIDs(rows)
 	}
-	// CROSS JOIN keeps SQLite's loops in this order: the owner's docs, then each one's vector.
-	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, v.embedding FROM retrieval_docs d CROSS `+join+` WHERE `+cond, args...)
+	// CROSS JOIN keeps SQLite's loops in this order: the owner's docs, then each one's vector
+	// (PostgreSQL's planner needs no such hint, nor takes it with ON).
+	if x.dialect == SQLite {
+		join = "CROSS " + join
+	}
+	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, v.embedding FROM retrieval_docs d `+join+` WHERE `+cond, args...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: vector search: %w", err)
 	}
