@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"relaybot/chat"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/memory"
+	"relaybot/pipeline/quota"
 	"relaybot/store"
 )
 
@@ -77,6 +79,50 @@ func (t *turn) learn(status chat.Status) {
 	}
 	if n := len(ch.Added) + len(ch.Updated) + len(ch.Deleted); n > 0 {
 		t.log.Info("pipeline: memory updated", "added", len(ch.Added), "updated", len(ch.Updated), "deleted", len(ch.Deleted))
+	}
+}
+
+// learnRounds returns compaction's BeforeCompact for a conversation of in (nil when memory is
+// off): the facts of each person's messages in the rounds about to be summarised are extracted
+// first, each on that person's quotas, so nothing said is lost to the summary.
+func (p *turnParts) learnRounds(in adapters.Inbound, log *slog.Logger) func(context.Context, []store.Round) {
+	return learnRoundsWith(p.opts.Memory, p.quotas, in, log)
+}
+
+func (c *commands) learnRounds(in adapters.Inbound, log *slog.Logger) func(context.Context, []store.Round) {
+	return learnRoundsWith(c.opts.Memory, c.quotas, in, log)
+}
+
+func learnRoundsWith(m *memory.Memory, quotas *quota.Guard, in adapters.Inbound, log *slog.Logger) func(context.Context, []store.Round) {
+	if m == nil {
+		return nil
+	}
+	return func(ctx context.Context, rounds []store.Round) {
+		said := map[string][]memory.Said{}
+		var order []string
+		for _, r := range rounds {
+			if r.UserID == "" {
+				continue
+			}
+			for _, msg := range r.Messages {
+				if msg.Role == chat.RoleUser && strings.TrimSpace(msg.Content) != "" {
+					if _, ok := said[r.UserID]; !ok {
+						order = append(order, r.UserID)
+					}
+					said[r.UserID] = append(said[r.UserID], memory.Said{Text: msg.Content, Turn: r.TurnID})
+				}
+			}
+		}
+		for _, user := range order {
+			whose := in
+			whose.UserID, whose.UserName = user, ""
+			ch, err := m.Extract(ctx, speakerOf(whose), placeOf(whose), said[user], quotas.Meter(whose, 0, log))
+			if err != nil {
+				log.Warn("pipeline: facts of compacted rounds not extracted", "user", user, "err", err)
+				continue
+			}
+			log.Info("pipeline: facts extracted before compaction", "user", user, "rounds", len(said[user]), "added", len(ch.Added))
+		}
 	}
 }
 

@@ -142,6 +142,7 @@ func (t *turn) start() bool {
 	t.log = t.log.With("conversation_id", t.hist.Conv.ID, "turn", t.id)
 	t.meter = t.parts.quotas.Meter(t.in, t.id, t.log)
 	t.hist.Meter = t.meter.ForSummary()
+	t.hist.BeforeCompact = t.parts.learnRounds(t.in, t.log)
 	if t.begin != nil {
 		t.begin.alone = func(st store.TurnStart) error {
 			return t.saving("start", func(ctx context.Context) error {

@@ -25,8 +25,11 @@ type memoryModel struct {
 	mu    sync.Mutex
 	facts map[string]string
 	turns []llm.Request
-	// extractions counts the extraction requests answered.
+	// extractions counts the extraction requests answered; failFirst fails that many first.
 	extractions int
+	failFirst   int
+	// order is the kind of every request in order: "extract" or "answer".
+	order []string
 }
 
 func (m *memoryModel) handle(req llm.Request) llm.Reply {
@@ -34,9 +37,14 @@ func (m *memoryModel) handle(req llm.Request) llm.Reply {
 	defer m.mu.Unlock()
 	if req.SchemaName != "memory_changes" {
 		m.turns = append(m.turns, req)
+		m.order = append(m.order, "answer")
 		return llm.Text("ok")
 	}
+	m.order = append(m.order, "extract")
 	m.extractions++
+	if m.extractions <= m.failFirst {
+		return llm.Fault(500, "extraction down")
+	}
 	var data struct {
 		Messages []struct {
 			Text string `json:"text"`
@@ -264,5 +272,26 @@ func TestBotMemoryListsAndForgetsAPersonsFacts(t *testing.T) {
 	}
 	if err := runMemory(ctx, cfg, []string{"list", "-user", "nobody"}, &out); !errors.Is(err, errUsage) {
 		t.Errorf("a bad -user gave %v, want a usage error", err)
+	}
+}
+
+func TestFactsAreExtractedBeforeCompactionSummarisesTheirRounds(t *testing.T) {
+	e, mm := newMemoryEnv(t, map[string]string{"my cat is called Tom": "Has a cat called Tom"})
+	mm.failFirst = 1 // the extraction after the turn fails: only compaction's can keep the fact
+	stop := e.start(memoryConfig(e).parse(t))
+	e.say(42, "my cat is called Tom")
+	e.waitLog("nothing learned from the message")
+	e.say(42, "/compact")
+	e.waitLog("facts extracted before compaction")
+	e.say(42, "/memory")
+	e.waitBotText(42, "/memory", contains("1. Has a cat called Tom"))
+	mm.mu.Lock()
+	order := strings.Join(mm.order, " ")
+	mm.mu.Unlock()
+	if order != "answer extract extract answer" {
+		t.Errorf("requests were %q, want the answer, the failed extraction, compaction's extraction, then the summary", order)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
