@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -28,6 +29,10 @@ type Query struct {
 	Space  Space
 	// Limit is the most items returned (default 10).
 	Limit int
+	// Approximate searches pgvector's HNSW graph of the space (built on first use) instead of
+	// comparing every vector of the owner: for owners of tens of thousands of texts (a
+	// knowledge base), not a person's facts. Without pgvector it changes nothing.
+	Approximate bool
 }
 
 // Search returns the items that best answer q, best first: keyword and vector results merged by
@@ -99,8 +104,11 @@ func (x *Index) where(q Query, n int) (string, []any) {
 func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, error) {
 	if x.dialect == Postgres {
 		cond, args := x.where(q, 2)
-		rows, err := x.r.QueryContext(ctx, `SELECT d.item_id FROM retrieval_docs d, to_tsquery('simple', $1) q
-			WHERE `+cond+` AND d.body_tsv @@ q ORDER BY ts_rank(d.body_tsv, q) DESC, d.item_id LIMIT `+fmt.Sprint(candidates),
+		// The owner's docs first (MATERIALIZED): the GIN index's postings of a common word span
+		// every owner's texts.
+		rows, err := x.r.QueryContext(ctx, `WITH o AS MATERIALIZED (SELECT d.item_id, d.body_tsv FROM retrieval_docs d WHERE `+cond+`)
+			SELECT o.item_id FROM o, to_tsquery('simple', $1) q
+			WHERE o.body_tsv @@ q ORDER BY ts_rank(o.body_tsv, q) DESC, o.item_id LIMIT `+fmt.Sprint(candidates),
 			append([]any{strings.Join(terms, " | ")}, args...)...)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval: keyword search: %w", err)
@@ -183,26 +191,32 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 	join := "JOIN retrieval_vectors v ON v.doc_id = d.id AND v.model = $1 AND v.dims = $2"
 	cond, args := x.where(q, 3)
 	args = append([]any{q.Space.Model, q.Space.Dims}, args...)
-	n := len(args)
+	if x.Pgvector() && q.Approximate {
+		return x.approximate(ctx, q, v, join, cond, args)
+	}
+	// The owner's docs first, then each one's vector: on SQLite CROSS JOIN keeps the loops in
+	// this order, on PostgreSQL a MATERIALIZED list of them (a scan of the space's vectors, or
+	// an HNSW graph filtered afterwards, would read, or miss, other owners' vectors).
+	from := "retrieval_docs d CROSS " + join
+	if x.dialect == Postgres {
+		from = "(SELECT * FROM o) d " + join
+	}
+	with := ""
+	if x.dialect == Postgres {
+		with = "WITH o AS MATERIALIZED (SELECT d.id, d.item_id FROM retrieval_docs d WHERE " + cond + ") "
+		cond = "TRUE"
+	}
 	if x.Pgvector() {
-		if err := x.ensureHNSW(ctx, q.Space); err != nil {
-			return nil, err
-		}
 		t := x.vecType(q.Space.Dims)
-		rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`SELECT d.item_id FROM retrieval_docs d %s WHERE %s
-			ORDER BY v.embedding::%s OPERATOR(%s.<=>) $%d::%s LIMIT %d`,
-			join, cond, t, quoteIdent(x.vecSchema), n+1, t, candidates), append(args, pgvectorText(v))...)
+		rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`%sSELECT d.item_id FROM %s WHERE %s
+			ORDER BY v.embedding::%s OPERATOR(%s.<=>) $%d::%s, d.item_id LIMIT %d`,
+			with, from, cond, t, quoteIdent(x.vecSchema), len(args)+1, t, candidates), append(args, pgvectorText(v))...)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval: vector search: %w", err)
 		}
 		return scanIDs(rows)
 	}
-	// CROSS JOIN keeps SQLite's loops in this order: the owner's docs, then each one's vector
-	// (PostgreSQL's planner needs no such hint, nor takes it with ON).
-	if x.dialect == SQLite {
-		join = "CROSS " + join
-	}
-	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, v.embedding FROM retrieval_docs d `+join+` WHERE `+cond, args...)
+	rows, err := x.r.QueryContext(ctx, with+`SELECT d.item_id, v.embedding FROM `+from+` WHERE `+cond, args...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: vector search: %w", err)
 	}
@@ -235,6 +249,30 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 		out = append(out, s.id)
 	}
 	return out, nil
+}
+
+// approximate is the vector search through the space's HNSW graph, its index scan continued
+// (pgvector's iterative scan) until enough of the owner's texts are found.
+func (x *Index) approximate(ctx context.Context, q Query, v []float32, join, cond string, args []any) ([]int64, error) {
+	if err := x.ensureHNSW(ctx, q.Space); err != nil {
+		return nil, err
+	}
+	tx, err := x.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: vector search: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL hnsw.iterative_scan = relaxed_order`); err != nil {
+		return nil, fmt.Errorf("retrieval: vector search: %w", err)
+	}
+	t := x.vecType(q.Space.Dims)
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT d.item_id FROM retrieval_docs d %s WHERE %s
+		ORDER BY v.embedding::%s OPERATOR(%s.<=>) $%d::%s LIMIT %d`,
+		join, cond, t, quoteIdent(x.vecSchema), len(args)+1, t, candidates), append(args, pgvectorText(v))...)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: vector search: %w", err)
+	}
+	return scanIDs(rows)
 }
 
 // hnswMaxDims is the longest vector pgvector's HNSW index takes; longer ones are searched
