@@ -295,3 +295,34 @@ func TestFactsAreExtractedBeforeCompactionSummarisesTheirRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestAPersonOverTheirQuotaGetsNoExtractionAndItIsCounted(t *testing.T) {
+	e, mm := newMemoryEnv(t, map[string]string{"my cat is called Tom": "Has a cat called Tom"})
+	// The turn's own call uses up the day's 50 tokens: the extraction after it is refused.
+	stop := e.start(memoryConfig(e).set("quotas.user", "tokens_per_day", 50).parse(t))
+	e.say(42, "my cat is called Tom, and this sentence is long enough to use up a tiny quota")
+	e.waitLog("nothing learned from the message")
+	if n := mm.extracted(); n != 0 {
+		t.Fatalf("%d extraction requests for a person over quota", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	e2, mm2 := newMemoryEnv(t, map[string]string{"my cat is called Tom": "Has a cat called Tom"})
+	stop = e2.start(memoryConfig(e2).parse(t))
+	e2.say(42, "my cat is called Tom")
+	wait.For(t, "the extraction", func() bool { return mm2.extracted() == 1 })
+	e2.waitLog("memory updated")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := e2.openStore()
+	_, r := st.Pools()
+	var calls int
+	if err := r.QueryRow(`SELECT COUNT(*) FROM llm_calls WHERE user_id = '42' AND turn_id IS NULL AND model IN ('primary', 'embed-a')`).Scan(&calls); err != nil {
+		t.Fatal(err)
+	}
+	if calls < 2 {
+		t.Fatalf("%d of the person's memory calls (extraction, embeddings) are in the ledger, want them all", calls)
+	}
+}
