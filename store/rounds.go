@@ -24,7 +24,9 @@ const MaxRounds = 1000
 
 // Rounds returns the finished rounds of a conversation after turn afterTurnID (0: from the
 // start), oldest first: the newest limit of them (limit <= 0 or above MaxRounds: MaxRounds). The
-// running turn and retried turns (TurnRetried) are left out.
+// running turn, retried turns (TurnRetried) and turns the model did not answer (a Failure) are
+// left out: a message the provider refused is never sent again, and the next message is never
+// joined to one that failed.
 func (s *MessageQuery) Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, error) {
 	if limit <= 0 || limit > MaxRounds {
 		limit = MaxRounds
@@ -55,7 +57,7 @@ func (s *MessageQuery) Rounds(ctx context.Context, conversationID, afterTurnID i
 // by reflection) allocated more than the rows themselves: 50 KB a turn of a 10-round history.
 const (
 	roundTurnsQuery = `SELECT id, started_at FROM turns WHERE conversation_id = ? AND id > ?
-	AND status NOT IN (?, ?) ORDER BY id DESC LIMIT ?`
+	AND status NOT IN (?, ?) AND failure = '' ORDER BY id DESC LIMIT ?`
 	roundMessagesQuery = `SELECT id, turn_id, role, content, name, reasoning, tool_calls, tool_call_id, images,
 	extra, reasoning_field FROM messages WHERE turn_id IN ? ORDER BY turn_id, seq`
 )
