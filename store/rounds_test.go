@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"relaybot/chat"
+	"slices"
 	"testing"
 )
 
@@ -199,6 +200,13 @@ func TestATurnTheModelDidNotAnswerLeavesTheHistoryButNotTheAuditTrail(t *testing
 		}
 		if len(msgs) != 1 || msgs[0].Content != "forbidden words" {
 			t.Errorf("the refused turn's messages = %+v, want its user message kept", msgs)
+		}
+		lines, err := s.WebChat.Transcript(ctx, c.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(lines, func(l chat.Line) bool { return l.FromUser && l.Text == "forbidden words" }) {
+			t.Errorf("the web chat's transcript lost the message the user sent and saw fail: %+v", lines)
 		}
 	})
 }
