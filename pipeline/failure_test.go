@@ -171,7 +171,9 @@ func TestExceptionHandlingModesTellAFailure(t *testing.T) {
 		want func(string) bool
 	}{
 		{ShowHint, func(s string) bool { return s == DefaultRefusedText }},
-		{ShowError, func(s string) bool { return strings.HasPrefix(s, DefaultRefusedText+"\nError: ") && strings.Contains(s, raw) }},
+		{ShowError, func(s string) bool {
+			return strings.HasPrefix(s, DefaultRefusedText+"\nError: ") && strings.Contains(s, raw)
+		}},
 		{Hide, func(s string) bool { return s == "" }},
 	} {
 		t.Run(string(c.mode), func(t *testing.T) {

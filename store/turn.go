@@ -142,10 +142,11 @@ func (turnRow) TableName() string { return "turns" }
 // prepared "SELECT *" fails ("cached plan must not change result type") once another replica's
 // migration adds a column, so a replica running the older binary would stop reading turns.
 const turnColumns = "id, conversation_id, user_id, user_name, inbound_message_id, model, status, " +
-	"rounds, tokens_in, tokens_out, error, failure, started_at, finished_at"
+	"rounds, tokens_in, tokens_out, error, started_at, finished_at"
 
-// tracedTurnColumns add the trace id (migration 16) to turnColumns, for the readers of one turn.
-const tracedTurnColumns = turnColumns + ", trace_id"
+// tracedTurnColumns add the trace id (migration 16) and the failure (migration 26) to
+// turnColumns, for the readers of one turn and of a chat's turns.
+const tracedTurnColumns = turnColumns + ", trace_id, failure"
 
 type messageRow struct {
 	ID             int64 `gorm:"primaryKey"`
