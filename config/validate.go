@@ -10,8 +10,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 )
 

@@ -34,7 +34,7 @@ type access struct {
 
 	mu      sync.Mutex
 	parents map[string]threadInfo // channel id → its parent and owner (zero for no thread), for AllowedChannels
-	guildOf map[string]string // channel id → guild id, for the DM rule with AllowedChannels
+	guildOf map[string]string     // channel id → guild id, for the DM rule with AllowedChannels
 	dmUsers map[string]dmVerdict
 }
 
