@@ -476,12 +476,11 @@ func Default() Config {
 			ElicitationTimeout: 5 * time.Minute, Parallel: ParallelReadOnly, MaxParallel: 4,
 			AlwaysAllow: 30 * day, MaxOpenQuestions: 3},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
-		Discord: Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto",
-			Threads: ThreadsOff, AutoArchive: 1440},
-		Admin:  Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
-		Log:    Log{Level: "info", Format: "text"},
-		Media:  defaultMedia(),
-		Speech: defaultSpeech(),
+		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto", Threads: ThreadsOff, AutoArchive: 1440},
+		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
+		Log:      Log{Level: "info", Format: "text"},
+		Media:    defaultMedia(),
+		Speech:   defaultSpeech(),
 	}
 }
 
