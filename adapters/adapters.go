@@ -272,10 +272,14 @@ type Responder interface {
 }
 
 // ThreadTitler is implemented by the Responder of a message that opened a thread or topic
-// (Inbound.OpensThread). TitleThread renames it to title (cut to what the platform takes), in
-// one paced request; it reports ErrNoThread when the thread was not opened (the answer went to
-// the chat instead). The pipeline calls it at most once, with a short title the model gave.
+// (Inbound.OpensThread). The pipeline renames it at most once, with a short title the model
+// gave, after the answer.
 type ThreadTitler interface {
+	// ThreadOpened reports whether the thread was opened (false before the first answer, and
+	// when the platform refused it and the answer went to the chat).
+	ThreadOpened() bool
+	// TitleThread renames the thread to title (cut to what the platform takes), in one paced
+	// request; ErrNoThread when it was not opened.
 	TitleThread(ctx context.Context, title string) error
 }
 

@@ -147,8 +147,9 @@ func (b *inbox) handleMessage(ctx context.Context, h adapters.Handler, m *discor
 		}
 		in.Command, in.Args = c.Name, c.Args
 	}
-	if m.GuildID != "" && in.ParentChatID == "" && in.Command == "" && b.threads != nil && b.threads.opens(m.ChannelID) {
-		// A conversation started in a channel: the thread opened on the message is its chat.
+	if m.GuildID != "" && in.ParentChatID == "" && (in.Command == "" || in.Command == "new") && b.threads != nil && b.threads.opens(m.ChannelID) {
+		// A conversation started in a channel (a question, or /new): the thread opened on the
+		// message is its chat.
 		in.Chat.ChatID, in.ParentChatID, in.OpensThread = m.ID, m.ChannelID, true
 	}
 	if !b.takeMessage(ctx, in, m.Message) {

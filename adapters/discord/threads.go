@@ -184,13 +184,17 @@ func (r *threadResponder) Notice(ctx context.Context, text string) error {
 
 func (r *threadResponder) SupportsStreaming() bool { return true }
 
+// ThreadOpened reports whether the message's thread was opened (or found already there).
+func (r *threadResponder) ThreadOpened() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.opened
+}
+
 // TitleThread renames the thread the message opened to title, cut to Discord's 100 characters.
 func (r *threadResponder) TitleThread(ctx context.Context, title string) error {
-	r.mu.Lock()
-	opened := r.opened
-	r.mu.Unlock()
 	title = strings.Join(strings.Fields(title), " ")
-	if !opened {
+	if !r.ThreadOpened() {
 		return adapters.ErrNoThread
 	}
 	if title == "" {
