@@ -108,6 +108,7 @@ func TestDiscordAutoThreadsKeepEachConversationInItsThread(t *testing.T) {
 	if n := len(dc.BotMessages(autoCh)); n != 0 {
 		t.Errorf("the bot wrote %d messages in the channel itself", n)
 	}
+	wait.For(t, "the second thread's title", func() bool { c, _ := dc.Channel(q2.ID); return c.Name == "Tides explained" })
 	if renames := len(dc.CallsTo(dtk.RouteModifyChannel)); renames != 2 {
 		t.Errorf("%d renames, want one per thread", renames)
 	}
