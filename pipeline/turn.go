@@ -86,6 +86,7 @@ func (p *turnParts) runTurn(ctx context.Context, r *request) {
 	saved := t.saveStart()
 	end := t.deliver(res)
 	t.speak(res, end.status)
+	t.title(res, end.status)
 	t.record(res, end, saved)
 }
 
