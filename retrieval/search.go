@@ -195,28 +195,29 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 		return x.approximate(ctx, q, v, join, cond, args)
 	}
 	// The owner's docs first, then each one's vector: on SQLite CROSS JOIN keeps the loops in
-	// this order, on PostgreSQL a MATERIALIZED list of them (a scan of the space's vectors, or
-	// an HNSW graph filtered afterwards, would read, or miss, other owners' vectors).
-	from := "retrieval_docs d CROSS " + join
+	// this order; on PostgreSQL the owner's vectors are a MATERIALIZED list ordered afterwards (a
+	// scan of the space's vectors reads every owner's, and an HNSW graph filtered afterwards
+	// misses the owner's: the planner takes the graph when the ORDER BY matches it).
 	if x.dialect == Postgres {
-		from = "(SELECT * FROM o) d " + join
-	}
-	with := ""
-	if x.dialect == Postgres {
-		with = "WITH o AS MATERIALIZED (SELECT d.id, d.item_id FROM retrieval_docs d WHERE " + cond + ") "
-		cond = "TRUE"
-	}
-	if x.Pgvector() {
-		t := x.vecType(q.Space.Dims)
-		rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`%sSELECT d.item_id FROM %s WHERE %s
-			ORDER BY v.embedding::%s OPERATOR(%s.<=>) $%d::%s, d.item_id LIMIT %d`,
-			with, from, cond, t, quoteIdent(x.vecSchema), len(args)+1, t, candidates), append(args, pgvectorText(v))...)
-		if err != nil {
-			return nil, fmt.Errorf("retrieval: vector search: %w", err)
+		owned := "WITH o AS MATERIALIZED (SELECT d.item_id, v.embedding FROM retrieval_docs d " + join + " WHERE " + cond + ") "
+		if x.Pgvector() {
+			t := x.vecType(q.Space.Dims)
+			rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`%sSELECT o.item_id FROM o
+				ORDER BY o.embedding::%s OPERATOR(%s.<=>) $%d::%s, o.item_id LIMIT %d`,
+				owned, t, quoteIdent(x.vecSchema), len(args)+1, t, candidates), append(args, pgvectorText(v))...)
+			if err != nil {
+				return nil, fmt.Errorf("retrieval: vector search: %w", err)
+			}
+			return scanIDs(rows)
 		}
-		return scanIDs(rows)
+		return x.scanVectors(ctx, v, owned+"SELECT o.item_id, o.embedding FROM o", args)
 	}
-	rows, err := x.r.QueryContext(ctx, with+`SELECT d.item_id, v.embedding FROM `+from+` WHERE `+cond, args...)
+	return x.scanVectors(ctx, v, `SELECT d.item_id, v.embedding FROM retrieval_docs d CROSS `+join+` WHERE `+cond, args)
+}
+
+// scanVectors ranks the rows of query (item id, float32s) by their dot product with v, in Go.
+func (x *Index) scanVectors(ctx context.Context, v []float32, query string, args []any) ([]int64, error) {
+	rows, err := x.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: vector search: %w", err)
 	}
