@@ -185,10 +185,7 @@ func (c *conversation) applyLocked(rm *relayMessage, again bool) {
 	if m == nil {
 		c.rev++
 		m = &message{ID: rm.ID, rev: c.rev}
-		c.msgs = append(c.msgs, m)
-		if len(c.msgs) > maxMessages {
-			c.msgs = append(c.msgs[:0:0], c.msgs[len(c.msgs)-maxMessages:]...)
-		}
+		c.appendLocked(m)
 	} else if m.Text == rm.Text && m.HTML == rm.HTML && m.Stop == rm.Stop && m.Question == rm.Question &&
 		len(m.Choices) == len(rm.Choices) && len(m.Files) == len(rm.Files) && (m.Form == nil) == (rm.Form == nil) {
 		return
@@ -198,7 +195,8 @@ func (c *conversation) applyLocked(rm *relayMessage, again bool) {
 	}
 	m.Role, m.Text, m.HTML, m.Files, m.Stop = rm.Role, rm.Text, rm.HTML, rm.Files, rm.Stop
 	m.Question, m.Choices, m.Form = rm.Question, rm.Choices, rm.Form
-	m.pub = m.rev // another replica's change: not sent on again from here
+	m.pub = m.rev  // another replica's change: not sent on again from here,
+	m.kept = m.rev // and kept in the store by that replica
 	c.notifyLocked()
 }
 

@@ -53,12 +53,12 @@
     }
     let stop = el.querySelector(".stop");
     if (m.stop && !stop) {
-      // The answer still streams: its Stop button sends /stop, like typing it.
+      // The answer still streams: its Stop button stops it, a control rather than a message.
       stop = document.createElement("button");
       stop.type = "button";
       stop.className = "stop";
       stop.textContent = "Stop";
-      stop.addEventListener("click", function () { stop.disabled = true; post("/stop"); });
+      stop.addEventListener("click", function () { stop.disabled = true; stopAnswer(stop); });
       el.appendChild(stop);
     } else if (!m.stop && stop) {
       stop.remove();
@@ -214,6 +214,23 @@
       headers: { "X-CSRF-Token": csrf },
       body: new URLSearchParams({ text: text, csrf: csrf }),
       credentials: "same-origin",
+    });
+  }
+
+  // stopAnswer presses Stop: the server stops the answer without a message of the user's.
+  function stopAnswer(button) {
+    fetch("/chat/stop", {
+      method: "POST",
+      headers: { "X-CSRF-Token": csrf },
+      body: new URLSearchParams({ csrf: csrf }),
+      credentials: "same-origin",
+    }).then(function (resp) {
+      if (resp.ok) return;
+      button.disabled = false;
+      return resp.text().then(function (t) { showError(t.trim() || resp.statusText); });
+    }).catch(function (err) {
+      button.disabled = false;
+      showError("Could not stop: " + err);
     });
   }
 
