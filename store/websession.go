@@ -133,7 +133,7 @@ type keptFile struct {
 }
 
 // KeepWebMessages keeps the lines of the web chat chatID as they are shown now, each whole: a
-// line kept before (by its ID) is replaced, its place (Pos) kept.
+// line kept before (by its ID) is replaced, its place (Pos) too.
 func (s *WebChatQuery) KeepWebMessages(ctx context.Context, chatID string, lines []chat.Line) error {
 	if len(lines) == 0 {
 		return nil
@@ -165,7 +165,7 @@ func (s *WebChatQuery) KeepWebMessages(ctx context.Context, chatID string, lines
 	}
 	err := s.w.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "chat_id"}, {Name: "id"}},
-		DoUpdates: clause.AssignmentColumns([]string{"role", "text", "state", "files"}),
+		DoUpdates: clause.AssignmentColumns([]string{"pos", "role", "text", "state", "files"}),
 	}).Create(&rows).Error
 	if err != nil {
 		return fmt.Errorf("store: keep web chat %s messages: %w", chatID, err)

@@ -646,6 +646,8 @@ type eventMessage struct {
 	Text  string      `json:"text"`
 	HTML  string      `json:"html,omitempty"` // sanitised rendering of a bot message's Markdown
 	Files []eventFile `json:"files,omitempty"`
+	// Pos orders the chat's messages: the page shows them by it.
+	Pos int64 `json:"pos,omitempty"`
 	// Stop: the reply still streams; the page shows a Stop button that posts /stop.
 	Stop bool `json:"stop,omitempty"`
 	// Question and Choices are an open approval question's id and buttons.
@@ -799,7 +801,7 @@ func (conv *conversation) changesSince(seen uint64) (pageChanges, uint64) {
 }
 
 func toEvent(m *message) eventMessage {
-	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question, Stop: m.Stop}
+	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question, Stop: m.Stop, Pos: m.Pos}
 	for _, ch := range m.Choices {
 		e.Choices = append(e.Choices, eventChoice{ID: ch.ID, Label: ch.Label, URL: ch.URL})
 	}

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,13 +95,17 @@ func (w *webChat) reopen(base string) *webChat {
 	return again
 }
 
-// shown is what the page shows of each message, in order.
+// shown is what the page shows of each message, in the order it shows them (by pos).
 func (w *webChat) shown() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []string
+	msgs := make([]webMsg, 0, len(w.ids))
 	for _, id := range w.ids {
-		m := w.msgs[id]
+		msgs = append(msgs, w.msgs[id])
+	}
+	slices.SortStableFunc(msgs, func(a, b webMsg) int { return cmp.Compare(a.Pos, b.Pos) })
+	var out []string
+	for _, m := range msgs {
 		body := m.HTML
 		if body == "" {
 			body = m.Text

@@ -43,6 +43,7 @@
       el.appendChild(body);
       log.appendChild(el);
     }
+    place(el, m.pos);
     const body = el.querySelector(".body");
     if (m.html) {
       // The server renders the bot's Markdown and sanitises it (bluemonday's UGC policy).
@@ -123,6 +124,18 @@
     }
     if (m.role === "bot") setTyping(0);
     if (stick) window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  // place keeps the messages in the order of their pos: a question goes above the answer it
+  // holds up, which was already streaming when it was asked.
+  function place(el, pos) {
+    if (!pos || el.dataset.pos === String(pos)) return;
+    el.dataset.pos = String(pos);
+    const next = Array.from(log.querySelectorAll("article.msg")).find(function (o) {
+      return o !== el && Number(o.dataset.pos) > pos;
+    });
+    if (next) log.insertBefore(el, next);
+    else if (el.nextElementSibling) log.appendChild(el);
   }
 
   // buildForm renders a tool's form: an input per field (the schema's bounds as the input's
