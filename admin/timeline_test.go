@@ -49,7 +49,7 @@ func seedTimeline(t *testing.T, st *store.Database) int64 {
 		Messages: []chat.Message{{Role: store.RoleAssistant, Content: "hi"}},
 		LLMCalls: []chat.ModelCall{
 			{Round: 1, Model: "main", Status: "ok", StartedAt: t0.Add(10 * time.Millisecond), TimeToFirstToken: 90 * time.Millisecond, Duration: 190 * time.Millisecond, TokensIn: 10, TokensOut: 4},
-			{Round: 2, Model: "main", Status: "ok", StartedAt: t0.Add(570 * time.Millisecond), TimeToFirstToken: 60 * time.Millisecond, Duration: 150 * time.Millisecond, TokensIn: 20, TokensOut: 5},
+			{Round: 2, Model: "main", Status: "ok", StartedAt: t0.Add(570 * time.Millisecond), TimeToFirstToken: 60 * time.Millisecond, Duration: 150 * time.Millisecond, TokensIn: 20, CachedIn: 12, TokensOut: 5},
 		},
 		Deliveries: []store.Delivery{
 			{Kind: "send", At: t0.Add(700 * time.Millisecond), TookMS: 20},
@@ -123,12 +123,42 @@ func TestTimelineIsReachableFromAuditRowsAndUsage(t *testing.T) {
 		t.Errorf("the chat's turns do not link to the timeline")
 	}
 	page := get(fmt.Sprintf("/admin/turns/%d", id))
-	for _, want := range []string{trace, "approval approved", "retry after 1.0 s", "<svg class=\"timeline\""} {
+	for _, want := range []string{trace, "approval approved", "retry after 1.0 s", "<svg class=\"timeline\"", "20 tokens in, 5 out · 12 in from the cache"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the turn page lacks %q", want)
 		}
 	}
 	if strings.Contains(page, "<script") {
 		t.Errorf("the turn page needs a script")
+	}
+}
+
+// A turn the model did not answer is marked so on its page and in its chat's turns, with the
+// provider's cause: the admin sees why a message was left out of the conversation.
+func TestATurnTheModelDidNotAnswerIsMarkedWithItsCause(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	ctx := context.Background()
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1",
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "forbidden words"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cause = "status code: 400, message: Your request was rejected as a result of our safety system."
+	if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnError, Error: cause, Failure: chat.FailureRefused}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, "")
+	page := getPage(t, ts, fmt.Sprintf("/admin/turns/%d", id))
+	for _, want := range []string{"not answered: refused", "safety system"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the turn page lacks %q", want)
+		}
+	}
+	if list := getPage(t, ts, "/admin/turns?chat=telegram:42"); !strings.Contains(list, "not answered: refused") {
+		t.Errorf("the chat's turns do not mark the turn not answered")
 	}
 }

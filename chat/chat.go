@@ -101,6 +101,30 @@ func (s Status) Ended() bool {
 	return s == StatusOK || s == StatusError || s == StatusCancelled || s == StatusInterrupted
 }
 
+// Failure is why a failed turn got no answer from the model, as its user was told. A turn with a
+// Failure is not answered: its message stays in the store and the audit trail, but leaves every
+// later request of its conversation (/retry answers it again). Empty for every other turn (an
+// answer, a stop, an answer the platform did not take).
+type Failure string
+
+// The kinds of failed turns.
+const (
+	// FailureRefused: the provider refused the request itself (a 4xx other than 408 and 429: an
+	// invalid request, a content policy, an image a text model rejects, a context still too long
+	// after compaction). Sending it again would be refused again: rephrase it, or /reset.
+	FailureRefused Failure = "refused"
+	// FailureUnavailable: the model did not answer for a reason that passes (a timeout, a 5xx, a
+	// 429 after every candidate, a broken connection, the turn's time limit): /retry.
+	FailureUnavailable Failure = "unavailable"
+	// FailureMisconfigured: the bot's key or endpoint is wrong (401, 403, 404): the admin must fix it.
+	FailureMisconfigured Failure = "misconfigured"
+	// FailureQuota: a quota is used up, the bot's own (per user or chat) or the provider account's.
+	FailureQuota Failure = "quota"
+)
+
+// Failures lists every kind of failure.
+var Failures = []Failure{FailureRefused, FailureUnavailable, FailureMisconfigured, FailureQuota}
+
 // Role is who wrote a message of a conversation's transcript, as the chat-completions API names it.
 type Role string
 
@@ -170,6 +194,10 @@ type Line struct {
 // configured currency: the store totals usage with it, the metrics count cost with it.
 type Price struct {
 	In, Out float64
+	// CachedIn is what a million prompt tokens served from the provider's cache cost, and
+	// CacheWrite what a million written to it cost (Anthropic's cache writes); the
+	// configuration fills them with In when it names no price of their own.
+	CachedIn, CacheWrite float64
 	// PerMinute is what a minute of audio a speech model transcribes costs.
 	PerMinute float64
 }
@@ -177,9 +205,19 @@ type Price struct {
 // AudioCost is what audioMs milliseconds of transcribed audio cost at p.
 func (p Price) AudioCost(audioMs int64) float64 { return float64(audioMs) / 60000 * p.PerMinute }
 
-// Cost is what tokensIn prompt and tokensOut completion tokens cost at p.
+// Cost is what tokensIn prompt and tokensOut completion tokens cost at p, none of them cached.
 func (p Price) Cost(tokensIn, tokensOut int64) float64 {
-	return (float64(tokensIn)*p.In + float64(tokensOut)*p.Out) / 1e6
+	return p.Bill(tokensIn, 0, 0, tokensOut)
+}
+
+// Bill is what a provider bills at p for tokensIn prompt tokens, of which cached were served
+// from its cache and written were written to it, and tokensOut completion tokens. Cached and
+// written tokens beyond tokensIn (a provider's inconsistent report) are not billed twice.
+func (p Price) Bill(tokensIn, cached, written, tokensOut int64) float64 {
+	cached = max(min(cached, tokensIn), 0)
+	written = max(min(written, tokensIn-cached), 0)
+	plain := tokensIn - cached - written
+	return (float64(plain)*p.In + float64(cached)*p.CachedIn + float64(written)*p.CacheWrite + float64(tokensOut)*p.Out) / 1e6
 }
 
 // Delivery is one platform request of a turn's reply, for the turn's timeline.

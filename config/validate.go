@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -118,6 +119,9 @@ func (c *Config) validateModels(p *problems) map[string]bool {
 		names[m.Name] = true
 		if m.PriceIn < 0 || m.PriceOut < 0 || math.IsNaN(m.PriceIn) || math.IsNaN(m.PriceOut) {
 			p.bad(key+".price_in", "prices must be 0 or more, got price_in %v, price_out %v", m.PriceIn, m.PriceOut)
+		}
+		if m.PriceCachedIn < 0 || m.PriceCacheWrite < 0 || math.IsNaN(m.PriceCachedIn) || math.IsNaN(m.PriceCacheWrite) {
+			p.bad(key+".price_cached_in", "prices must be 0 or more, got price_cached_in %v, price_cache_write %v", m.PriceCachedIn, m.PriceCacheWrite)
 		}
 		if vars := p.missing[key+".api_key"]; len(vars) > 0 {
 			p.bad(key+".api_key", "empty: environment variable %s is not set", strings.Join(vars, ", "))
@@ -237,6 +241,9 @@ func (c *Config) validateDiscord(p *problems) {
 	p.httpURL("discord.api_base", c.Discord.APIBase)
 	p.between("discord.max_lines", c.Discord.MaxLines, 3, 1000)
 	p.between("discord.global_per_second", c.Discord.GlobalPerSecond, 1, 100000)
+	if !slices.Contains(DiscordAutoArchive, c.Discord.AutoArchive) {
+		p.bad("discord.auto_archive", "must be one of %v minutes (Discord's archive durations), got %d", DiscordAutoArchive, c.Discord.AutoArchive)
+	}
 	if n, err := ParseDiscordShards(c.Discord.ShardsRaw); err != nil {
 		p.bad("discord.shards", "%v", err)
 	} else {
@@ -251,6 +258,7 @@ func (c *Config) validateDiscord(p *problems) {
 		{"discord.allowed_guilds", c.Discord.AllowedGuilds},
 		{"discord.allowed_channels", c.Discord.AllowedChannels},
 		{"discord.allowed_roles", c.Discord.AllowedRoles},
+		{"discord.thread_channels", c.Discord.ThreadChannels},
 	} {
 		for _, id := range l.ids {
 			if !snowflake(id) {

@@ -369,6 +369,9 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		ComponentsV2:     cfg.Discord.ComponentsV2,
 		MaxLines:         cfg.Discord.MaxLines,
 		GlobalPerSecond:  cfg.Discord.GlobalPerSecond,
+		Threads:          cfg.Discord.Threads == config.ThreadsAuto,
+		ThreadChannels:   cfg.Discord.ThreadChannels,
+		AutoArchive:      cfg.Discord.AutoArchive,
 		MaxImageBytes:    cfg.Chat.MaxImageBytes,
 		Logger:           log,
 		Delivery:         roles.deliver,
@@ -589,7 +592,7 @@ func modelBudgets(ms []config.Model) []history.ModelBudget {
 func prices(cfg *config.Config) map[string]chat.Price {
 	out := make(map[string]chat.Price, len(cfg.Models))
 	for _, m := range cfg.Models {
-		out[m.Name] = chat.Price{In: m.PriceIn, Out: m.PriceOut}
+		out[m.Name] = chat.Price{In: m.PriceIn, Out: m.PriceOut, CachedIn: m.PriceCachedIn, CacheWrite: m.PriceCacheWrite}
 	}
 	for _, m := range cfg.Speech.Candidates() {
 		p := out[m.Name]
