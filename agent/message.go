@@ -91,6 +91,10 @@ type Request struct {
 	Messages []chat.Message
 	// Tools are offered to models with SupportsTools.
 	Tools []tools.Spec
+	// ToolsListedOnly lists Tools without letting the model call them (tool_choice "none"): a
+	// request that must share the prompt's prefix with the conversation's (its tools' schemas
+	// come first), such as the summary of a conversation asked for at its end.
+	ToolsListedOnly bool
 	// Executor runs the calls the model makes; nil answers every call as a tool not found.
 	Executor ToolExecutor
 	// Stream asks for a streamed answer (the adapter's capability). Without it each round's answer

@@ -176,8 +176,11 @@ func (t *turn) run(ctx context.Context) {
 	maxRounds := t.r.opts.MaxToolRounds
 	for round := 1; ; round++ {
 		mode := toolsOffered
-		if len(t.specs) == 0 {
+		switch {
+		case len(t.specs) == 0:
 			mode = toolsOmitted
+		case t.req.ToolsListedOnly:
+			mode = toolsListedNotCallable
 		}
 		if round > maxRounds && mode == toolsOffered {
 			mode = toolsListedNotCallable
