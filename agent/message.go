@@ -31,6 +31,11 @@ type Model struct {
 	SupportsTools bool
 	// SupportsVision says whether images may be sent to this model.
 	SupportsVision bool
+	// CacheBreakpoints marks Anthropic-style cache_control breakpoints in this model's requests
+	// (Claude through OpenRouter or another gateway that takes them): on the system prompt's
+	// stable part, on the last message of the history and on the last message sent. Other
+	// models cache a repeated prefix by themselves and get no such field.
+	CacheBreakpoints bool
 }
 
 // Options tune a Runner. Zero values take the documented defaults.

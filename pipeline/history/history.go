@@ -377,10 +377,15 @@ func (k *Keeper) systemMessage(conv store.Conversation) chat.Message {
 			prompt = strings.TrimSpace(prompt + "\n\n" + extra)
 		}
 	}
+	stable := strings.TrimSpace(prompt)
 	now := k.now().UTC()
-	prompt = withSummary(prompt, conv.Summary)
+	prompt = withSummary(stable, conv.Summary)
 	prompt = strings.TrimSpace(prompt + "\n\n" + fmt.Sprintf("Current date: %s (%s), UTC.", now.Format("2006-01-02"), now.Weekday()))
-	return chat.Message{Role: chat.RoleSystem, Content: prompt}
+	m := chat.Message{Role: chat.RoleSystem, Content: prompt}
+	if strings.HasPrefix(prompt, stable) {
+		m.Stable = len(stable)
+	}
+	return m
 }
 
 // userMessage is the new message of a turn of h.
