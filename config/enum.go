@@ -149,6 +149,21 @@ func (s *Switch) UnmarshalText(b []byte) error { return parseEnum(s, b, Switches
 // On reports whether the feature may be used.
 func (s Switch) On() bool { return s != Off }
 
+// ThreadMode is discord.threads: whether the bot opens a thread for each conversation.
+type ThreadMode string
+
+// The thread modes.
+const (
+	ThreadsOff  ThreadMode = "off"  // answers in the channel (the default)
+	ThreadsAuto ThreadMode = "auto" // a conversation started in a channel gets a thread of its own
+)
+
+// ThreadModes lists discord.threads' values.
+var ThreadModes = []ThreadMode{ThreadsOff, ThreadsAuto}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (t *ThreadMode) UnmarshalText(b []byte) error { return parseEnum(t, b, ThreadModes) }
+
 // Transport is mcp.servers[].transport: how an MCP server is reached.
 type Transport string
 

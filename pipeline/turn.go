@@ -86,6 +86,7 @@ func (p *turnParts) runTurn(ctx context.Context, r *request) {
 	saved := t.saveStart()
 	status, errText, partial := t.deliver(res)
 	t.speak(res, status)
+	t.title(res, status)
 	t.record(res, status, errText, partial, saved)
 }
 
