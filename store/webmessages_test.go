@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -60,6 +61,63 @@ func TestWebChatMessagesAreKeptAsShownAndSweptWithTheirAge(t *testing.T) {
 		}
 		if other, err := s.WebChat.WebMessages(ctx, "c2", 0); err != nil || len(other) != 1 || other[0].Text != "another chat" {
 			t.Fatalf("the other chat: %+v, %v", other, err)
+		}
+	})
+}
+
+// An earlier conversation of a web chat reads back as the page showed it: from the message that
+// started its first turn up to the one that started the next conversation's, commands and
+// their answers in between included; a conversation of which nothing was kept has none.
+func TestAWebChatConversationReadsBackWhatThePageShowed(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		key := chat.Key{Platform: chat.Web, ChatID: "c1", UserID: "c1"}
+		turn := func(inbound string) int64 {
+			t.Helper()
+			conv, err := s.Conversations.Conversation(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: conv.ID, InboundMessageID: inbound,
+				UserMessage: chat.Message{Role: RoleUser, Content: inbound}}); err != nil {
+				t.Fatal(err)
+			}
+			return conv.ID
+		}
+		pos := time.Now().UnixMicro()
+		var lines []chat.Line
+		for i, text := range []string{"hello", "Hi!", "/reset", "Started a new conversation.", "again", "Hi again!"} {
+			lines = append(lines, chat.Line{ID: fmt.Sprintf("m%d", i+1), Pos: pos + int64(i), FromUser: i%2 == 0, Text: text})
+		}
+		if err := s.WebChat.KeepWebMessages(ctx, "c1", lines); err != nil {
+			t.Fatal(err)
+		}
+		first := turn("m1")
+		if _, err := s.Conversations.ResetConversation(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		second := turn("m5")
+		texts := func(id int64) []string {
+			t.Helper()
+			got, err := s.WebChat.WebConversationMessages(ctx, "c1", id, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, l := range got {
+				out = append(out, l.Text)
+			}
+			return out
+		}
+		if got, want := texts(first), []string{"hello", "Hi!", "/reset", "Started a new conversation."}; !reflect.DeepEqual(got, want) {
+			t.Errorf("the first conversation reads %q, want %q", got, want)
+		}
+		if got, want := texts(second), []string{"again", "Hi again!"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("the second conversation reads %q, want %q", got, want)
+		}
+		if got := texts(second + 100); got != nil {
+			t.Errorf("a conversation with nothing kept reads %q, want nothing", got)
 		}
 	})
 }
