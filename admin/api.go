@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -34,7 +35,9 @@ func valuesOf[T ~string](vs []T) []string {
 var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "decision", "approval", "limit", "cursor"}
 
 // parseFilter reads the audit filter from query parameters: since and until are RFC 3339 times
-// or durations back from now ("24h", "90m", "7d"); turn and limit are numbers.
+// or durations back from now ("24h", "90m", "7d"); chat is a chat as the pages print it
+// ("telegram:-100123", "web:ID", with "#thread" for one thread) or a bare chat id beside
+// platform; turn and limit are numbers.
 func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 	var f audit.Filter
 	for key := range q {
@@ -61,8 +64,11 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 		return f, fmt.Errorf("source %q is not one of %s", f.Source, strings.Join(sources, ", "))
 	}
 	f.Server = strings.TrimSpace(q.Get("server"))
-	f.Platform = strings.TrimSpace(q.Get("platform"))
-	f.ChatID = strings.TrimSpace(q.Get("chat"))
+	ref, err := chat.FilterRef(q.Get("platform"), q.Get("chat"))
+	if err != nil {
+		return f, fmt.Errorf("chat: %w", err)
+	}
+	f.Platform, f.ChatID, f.ThreadID = string(ref.Platform), ref.ChatID, ref.ThreadID
 	f.UserID = strings.TrimSpace(q.Get("user"))
 	if v := strings.TrimSpace(q.Get("turn")); v != "" {
 		if f.TurnID, err = strconv.ParseInt(v, 10, 64); err != nil || f.TurnID <= 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -30,7 +31,8 @@ type usageQuery struct {
 }
 
 // parseUsage reads since/until (as the audit filter: times, dates or durations back from now;
-// default the start of this UTC month), platform, chat, user, by and format (json or csv).
+// default the start of this UTC month), platform, chat (a chat as the pages print it, or a bare
+// id), user, by and format (json or csv).
 func parseUsage(q url.Values, now time.Time) (usageQuery, error) {
 	var u usageQuery
 	for key := range q {
@@ -49,8 +51,11 @@ func parseUsage(q url.Values, now time.Time) (usageQuery, error) {
 	if u.filter.Until, err = audit.ParseSince(q.Get("until"), now); err != nil {
 		return u, fmt.Errorf("until: %w", err)
 	}
-	u.filter.Platform = strings.TrimSpace(q.Get("platform"))
-	u.filter.ChatID = strings.TrimSpace(q.Get("chat"))
+	ref, err := chat.FilterRef(q.Get("platform"), q.Get("chat"))
+	if err != nil {
+		return u, fmt.Errorf("chat: %w", err)
+	}
+	u.filter.Platform, u.filter.ChatID, u.filter.ThreadID = string(ref.Platform), ref.ChatID, ref.ThreadID
 	u.filter.UserID = strings.TrimSpace(q.Get("user"))
 	switch u.by = q.Get("by"); u.by {
 	case "", store.ByUser, store.ByChat, store.ByModel:
@@ -133,10 +138,11 @@ func (s *Server) apiUsage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-by-%s.csv"`, by))
 	w.Header().Set("Cache-Control", "no-store")
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{by, "calls", "tokens_in", "tokens_out", "cost", "estimated_calls"})
+	_ = cw.Write([]string{by, "calls", "tokens_in", "tokens_out", "cost", "estimated_calls", "cached_tokens", "cache_write_tokens"})
 	for _, t := range rep.Tables[by] {
 		_ = cw.Write([]string{cell(t.Key), strconv.FormatInt(t.Calls, 10), strconv.FormatInt(t.TokensIn, 10),
-			strconv.FormatInt(t.TokensOut, 10), strconv.FormatFloat(t.Cost, 'f', 6, 64), strconv.FormatInt(t.Estimated, 10)})
+			strconv.FormatInt(t.TokensOut, 10), strconv.FormatFloat(t.Cost, 'f', 6, 64), strconv.FormatInt(t.Estimated, 10),
+			strconv.FormatInt(t.CachedTokens, 10), strconv.FormatInt(t.CacheWriteTokens, 10)})
 	}
 	cw.Flush()
 }

@@ -227,6 +227,9 @@ type Filter struct {
 	Server   string
 	Platform string
 	ChatID   string
+	// ThreadID keeps the calls of one thread or forum topic of the chat (chat.Ref's ThreadID);
+	// the log's rows name the chat only, so it is matched through their conversation.
+	ThreadID string
 	UserID   string
 	TurnID   int64
 	// Decision keeps records whose approval ended so (approved, always, denied, timeout,

@@ -87,6 +87,10 @@ func where(db *gorm.DB, f audit.Filter) *gorm.DB {
 			db = db.Where(e.col+" = ?", e.v)
 		}
 	}
+	if f.ThreadID != "" {
+		db = db.Where("conversation_id IN (?)", db.Session(&gorm.Session{NewDB: true}).Table("conversations").
+			Select("id").Where("thread_id = ?", f.ThreadID))
+	}
 	if len(f.Statuses) > 0 {
 		in := make([]string, len(f.Statuses))
 		for i, st := range f.Statuses {

@@ -32,6 +32,10 @@ var tableOwner = map[string]string{
 	"task_runs":      "store",
 	"user_timezones": "store",
 
+	// The retrieval layer: texts, keyword postings and vectors of every collection.
+	"retrieval_docs":    "retrieval",
+	"retrieval_vectors": "retrieval",
+
 	// The deployment of replicas.
 	"instances":        "coord",
 	"inbound_ledger":   "coord",

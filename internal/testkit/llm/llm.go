@@ -1,5 +1,6 @@
 // Package llm is a fake OpenAI-compatible chat completions API for tests and benchmarks. It
-// serves POST /v1/chat/completions on a loopback httptest server, streamed (server-sent events,
+// serves POST /v1/chat/completions (structured output included: a response_format the real API
+// would refuse is refused), POST /v1/embeddings (deterministic vectors) and the audio endpoints on a loopback httptest server, streamed (server-sent events,
 // "data: {...}" lines ended by "data: [DONE]") or whole, from replies the test scripts: a queue of
 // Reply values, or a Handler that decides from the request. It can inject the faults real
 // providers show (HTTP errors before the stream, a stream cut without finish_reason, a hang, slow
@@ -87,6 +88,10 @@ type ToolCallDelta struct {
 type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
+	// CachedTokens is the part of PromptTokens served from the provider's prompt cache
+	// (prompt_tokens_details.cached_tokens, sent when not zero); CacheWriteTokens the part written
+	// to it (a recording's shape only).
+	CachedTokens, CacheWriteTokens int
 }
 
 // Handler decides the reply to a request. It may be called from several goroutines at once.
@@ -104,6 +109,10 @@ type Request struct {
 	// Tools are the names of the function tools offered.
 	Tools      []string
 	ToolChoice json.RawMessage
+	// ResponseFormat is the request's response_format as sent (nil when none); SchemaName the
+	// name of its json_schema, when it asks for structured output.
+	ResponseFormat json.RawMessage
+	SchemaName     string
 }
 
 // Message is a message of a recorded request.
@@ -144,6 +153,11 @@ type Server struct {
 
 	audio    AudioHandler
 	audioReq []AudioRequest
+
+	embedDims       map[string]int
+	embedReq        []EmbeddingRequest
+	embedFail       int
+	embedFailStatus int
 }
 
 // Streamed describes a stream whose scripted chunks were all sent.
@@ -254,6 +268,10 @@ func Fault(status int, message string) Reply {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/audio/") {
 		s.serveAudio(w, r)
+		return
+	}
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/embeddings" {
+		s.serveEmbeddings(w, r)
 		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {

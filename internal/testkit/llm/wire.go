@@ -55,11 +55,20 @@ type wireUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	Details          *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details,omitempty"`
 }
 
 func wireUsageOf(u *Usage) *wireUsage {
-	return &wireUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+	w := &wireUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		TotalTokens: u.PromptTokens + u.CompletionTokens}
+	if u.CachedTokens > 0 {
+		w.Details = &struct {
+			CachedTokens int `json:"cached_tokens"`
+		}{u.CachedTokens}
+	}
+	return w
 }
 
 func wireToolCallDelta(d ToolCallDelta) wireToolCall {
@@ -85,7 +94,8 @@ type wireRequest struct {
 			Name string `json:"name"`
 		} `json:"function"`
 	} `json:"tools"`
-	ToolChoice json.RawMessage `json:"tool_choice"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 type wireRequestMessage struct {
@@ -119,6 +129,9 @@ func decodeRequest(body []byte) (Request, error) {
 		Stream:     wr.Stream,
 		ToolChoice: wr.ToolChoice,
 	}
+	if len(wr.ResponseFormat) > 0 && string(wr.ResponseFormat) != "null" {
+		req.ResponseFormat = wr.ResponseFormat
+	}
 	if wr.StreamOptions != nil {
 		req.IncludeUsage = wr.StreamOptions.IncludeUsage
 	}
@@ -138,7 +151,9 @@ func decodeRequest(body []byte) (Request, error) {
 	if req.Model == "" {
 		return req, fmt.Errorf("model: must not be empty")
 	}
-	return req, nil
+	name, err := checkResponseFormat(req.ResponseFormat, req.Messages)
+	req.SchemaName = name
+	return req, err
 }
 
 // decodeContent reads a message content: null, a string, or an array of text and image_url parts.
