@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"relaybot/config"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
@@ -100,4 +105,56 @@ func TestAMemberCannotCancelAnothersTaskInAGroup(t *testing.T) {
 	})
 	say(11, "/tasks")
 	wait.For(t, "the owner's list", func() bool { return strings.Contains(strings.Join(e.botTexts(group), "\n"), "#1 next ") })
+}
+
+// bot tasks prints the live tasks as a table, and with -json one object per line with the
+// fields of GET /api/v1/tasks; -all adds the cancelled ones.
+func TestBotTasksListsTheScheduledTasks(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.Storage.DSN = filepath.Join(t.TempDir(), "bot.db")
+	if err := runMigrate(ctx, &cfg, nil, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openStore(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2030, 1, 2, 9, 0, 0, 0, time.UTC)
+	for _, text := range []string{"water the plants", "post the standup"} {
+		if _, err := s.Tasks.CreateTask(ctx, store.Task{Platform: "telegram", ChatID: "-100", UserID: "7", Kind: "message", Text: text,
+			Schedule: "every 24h0m0s from 2030-01-02T09:00:00Z", Timezone: "Asia/Tokyo", State: store.TaskActive, NextRunAt: &at}, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Tasks.CancelTask(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	var out bytes.Buffer
+	if err := runTasks(ctx, &cfg, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "NEXT RUN (UTC)") || !strings.Contains(lines[1], "2030-01-02 09:00:00") ||
+		!strings.Contains(lines[1], "post the standup") || !strings.Contains(lines[1], "telegram:-100") {
+		t.Fatalf("bot tasks printed:\n%s\nwant a header and the live task", out.String())
+	}
+	out.Reset()
+	if err := runTasks(ctx, &cfg, []string{"-json", "-all"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var items []map[string]any
+	for line := range strings.Lines(out.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		items = append(items, m)
+	}
+	if len(items) != 2 || items[0]["text"] != "post the standup" || items[0]["next_run_at"] != "2030-01-02T09:00:00Z" ||
+		items[1]["next_run_at"] != nil || items[0]["timezone"] != "Asia/Tokyo" {
+		t.Errorf("bot tasks -json -all printed:\n%s", out.String())
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"relaybot/admin"
 	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/coord"
@@ -57,6 +58,14 @@ func (b *bot) taskCommands() pipeline.TaskCommands {
 		return nil
 	}
 	return b.tasks
+}
+
+// adminTasks is what the admin pages and API read of the tasks; nil when they are off.
+func (b *bot) adminTasks() admin.Tasks {
+	if b.tasks == nil {
+		return nil
+	}
+	return b.store.Tasks
 }
 
 // taskPlatform lets the scheduled tasks deliver through platform p's adapter.
