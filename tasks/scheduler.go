@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -65,9 +66,12 @@ func (s *Service) claimant(ctx context.Context) (context.Context, store.Claimant
 	return ctx, c, nil
 }
 
-// tick runs one due-query and claims and fires what it found, while slots are free.
+// tick runs one due-query and claims and fires what it found, while slots are free. It reads
+// three times as much as it has free slots for and tries them in a random order, so replicas
+// ticking at once mostly claim different runs instead of racing for the same first ones.
 func (s *Service) tick(ctx context.Context, wg *sync.WaitGroup, slots chan struct{}) {
-	if len(slots) == cap(slots) {
+	free := cap(slots) - len(slots)
+	if free == 0 {
 		return // busy: the due work waits for the next tick
 	}
 	wctx, c, err := s.claimant(ctx)
@@ -75,18 +79,19 @@ func (s *Service) tick(ctx context.Context, wg *sync.WaitGroup, slots chan struc
 		return // fenced: nothing is claimed until the lease is confirmed
 	}
 	now := s.opts.Now()
-	due, err := s.opts.Store.DueWork(ctx, now, c, min(s.opts.Batch, cap(slots)-len(slots)))
+	due, err := s.opts.Store.DueWork(ctx, now, c, min(s.opts.Batch, 3*free))
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("tasks: due work not read", "err", err)
 		}
 		return
 	}
+	rand.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
 	for _, d := range due {
 		select {
 		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
+		default:
+			return // every slot taken: the rest waits for the next tick
 		}
 		r, ok := s.claim(wctx, d, c, now)
 		if !ok {
