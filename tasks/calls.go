@@ -71,11 +71,17 @@ func (s *Service) ScheduleTask(ctx context.Context, turn tools.TurnInfo, raw jso
 		return "", err
 	}
 	s.log.Info("tasks: task scheduled", "task", t.ID, "user", c.UserID, "chat", c.Chat.String(), "kind", t.Kind, "schedule", t.Schedule)
+	// The next run in the owner's zone, and in the task's when tz named another.
+	owner := s.zoneOf(ctx, string(c.Chat.Platform), c.UserID)
+	when := FormatWhen(*t.NextRunAt, owner)
+	if loc.String() != owner.String() {
+		when += " (" + FormatWhen(*t.NextRunAt, loc) + ")"
+	}
 	every := ""
 	if sch.Recurring() {
 		every = ", then " + sch.human(loc.String())
 	}
-	return fmt.Sprintf("Task %d scheduled: next %s%s.", t.ID, FormatWhen(*t.NextRunAt, loc), every), nil
+	return fmt.Sprintf("Task %d scheduled: next %s%s.", t.ID, when, every), nil
 }
 
 // build checks a's arguments and returns the task they make, its schedule and zone.
@@ -209,6 +215,10 @@ func (s *Service) Command(ctx context.Context, in adapters.Inbound, admin bool) 
 	case "tasks":
 		if len(args) == 0 {
 			return s.list(ctx, c)
+		}
+		if len(args) == 1 && args[0] != "cancel" {
+			// Discord's slash command gives the cancel option's value alone.
+			args = []string{"cancel", args[0]}
 		}
 		if len(args) == 2 && args[0] == "cancel" {
 			id, err := strconv.ParseInt(strings.TrimPrefix(args[1], "#"), 10, 64)

@@ -170,6 +170,11 @@ func TestAReminderFiresOnceAtItsTimeInTheOwnersZone(t *testing.T) {
 		if want := time.Date(2000, 1, 1, 1, 30, 0, 0, time.UTC); posts[0].at.Sub(want) > 2*time.Second || posts[0].at.Before(want) {
 			t.Errorf("delivered at %s, want within a tick of %s", posts[0].at.UTC(), want)
 		}
+		res, err = w.schedule(alice, `{"message":"call Berlin","at":"2000-01-02 09:00","tz":"Europe/Berlin"}`)
+		if want := "Task 2 scheduled: next Sun 2 Jan 17:00 Asia/Tokyo (Sun 2 Jan 09:00 Europe/Berlin)."; err != nil || res != want {
+			t.Errorf("schedule_task with tz = %q, %v; want %q", res, err, want)
+		}
+		w.command("alice", "tasks", "cancel 2", false)
 		if got := w.command("alice", "tasks", "", false); !strings.Contains(got, "no scheduled tasks") {
 			t.Errorf("/tasks after the one run = %q, want none left", got)
 		}
@@ -241,7 +246,7 @@ func TestAMemberCannotCancelAnothersTask(t *testing.T) {
 		if got := w.command("carol", "tasks", "cancel 2", true); got != "Task 2 cancelled." {
 			t.Errorf("a chat admin's /tasks cancel 2 = %q", got)
 		}
-		if got := w.command("alice", "tasks", "cancel 1", false); got != "Task 1 cancelled." {
+		if got := w.command("alice", "tasks", "1", false); got != "Task 1 cancelled." { // Discord's slash option
 			t.Errorf("alice's /tasks cancel 1 = %q", got)
 		}
 		if _, err := w.svc.CancelTask(context.Background(), tools.TurnInfo{Platform: "telegram", ChatID: "999", UserID: "bob", Admin: true}, 3); err == nil {
