@@ -33,14 +33,14 @@ type access struct {
 	state *shardStates
 
 	mu      sync.Mutex
-	parents map[string]string // channel id → parent id ("" for none), for AllowedChannels
-	guildOf map[string]string // channel id → guild id, for the DM rule with AllowedChannels
+	parents map[string]threadInfo // channel id → its parent and owner (zero for no thread), for AllowedChannels
+	guildOf map[string]string     // channel id → guild id, for the DM rule with AllowedChannels
 	dmUsers map[string]dmVerdict
 }
 
 func newAccess(opts Options, api *rest, state *shardStates) *access {
 	return &access{opts: opts, log: opts.Logger, rest: api, state: state,
-		parents: map[string]string{}, guildOf: map[string]string{}, dmUsers: map[string]dmVerdict{}}
+		parents: map[string]threadInfo{}, guildOf: map[string]string{}, dmUsers: map[string]dmVerdict{}}
 }
 
 // guildRules reports whether any of AllowedGuilds, AllowedChannels and AllowedRoles is set.
@@ -198,33 +198,51 @@ func (x *access) allowed(ctx context.Context, guildID, channelID string, roles [
 	return parent, true
 }
 
+// threadInfo is what the adapter keeps of a channel that may be a thread: its parent channel
+// and the user who opened it ("" for a channel that is no thread).
+type threadInfo struct {
+	parent, owner string
+}
+
 // parentOf returns a thread's parent channel id ("" for other channels): from the gateway's
 // state when known, else asked once over REST and remembered.
 func (x *access) parentOf(ctx context.Context, channelID string) (string, error) {
+	info, err := x.threadOf(ctx, channelID)
+	return info.parent, err
+}
+
+// threadOf returns a channel's parent and, for a thread, who opened it: from the gateway's
+// state when known, else asked once over REST and remembered.
+func (x *access) threadOf(ctx context.Context, channelID string) (threadInfo, error) {
 	if c := x.state.channel(channelID); c != nil {
 		if c.IsThread() {
-			return c.ParentID, nil
+			return threadInfo{parent: c.ParentID, owner: c.OwnerID}, nil
 		}
-		return "", nil
+		return threadInfo{}, nil
 	}
 	x.mu.Lock()
-	p, ok := x.parents[channelID]
+	info, ok := x.parents[channelID]
 	x.mu.Unlock()
 	if ok {
-		return p, nil
+		return info, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := x.rest.channel(cctx, channelID)
 	if err != nil {
-		return "", err
+		return threadInfo{}, err
 	}
-	p = ""
 	if c.IsThread() {
-		p = c.ParentID
+		info = threadInfo{parent: c.ParentID, owner: c.OwnerID}
 	}
+	x.noteThread(channelID, info)
+	return info, nil
+}
+
+// noteThread remembers a channel's thread info: a thread the bot opened is known without
+// asking Discord.
+func (x *access) noteThread(channelID string, info threadInfo) {
 	x.mu.Lock()
-	x.parents[channelID] = p
+	x.parents[channelID] = info
 	x.mu.Unlock()
-	return p, nil
 }
