@@ -33,7 +33,7 @@ import (
 // Store is what the admin server reads from the database: one query type a field, as
 // *store.Database has them. Every field is required.
 type Store struct {
-	ToolCalls audit.Log      // *store.ToolCallQuery
+	ToolCalls CallLog        // *store.ToolCallQuery
 	Turns     Turns          // *store.TurnQuery
 	Messages  TurnMessages   // *store.MessageQuery
 	Timelines Timelines      // *store.TimelineQuery
@@ -55,6 +55,15 @@ func (s Store) check() error {
 		}
 	}
 	return nil
+}
+
+// CallLog is the audit log as the pages read it: paged both ways and counted.
+type CallLog interface {
+	audit.Log
+	// ToolCallPage is ToolCalls with the cursor of the newer page too.
+	ToolCallPage(ctx context.Context, f audit.Filter) (audit.Page, error)
+	// CountToolCalls counts the records matching f.
+	CountToolCalls(ctx context.Context, f audit.Filter) (int, error)
 }
 
 // Turns reads turns: one by id, and the newest across chats with their chats.

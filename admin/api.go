@@ -32,7 +32,7 @@ func valuesOf[T ~string](vs []T) []string {
 }
 
 // filterParams are the query parameters that select audit rows, in the order forms show them.
-var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "decision", "approval", "limit", "cursor"}
+var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "decision", "approval", "limit", "cursor", "after"}
 
 // parseFilter reads the audit filter from query parameters: since and until are RFC 3339 times
 // or durations back from now ("24h", "90m", "7d"); chat is a chat as the pages print it
@@ -93,6 +93,7 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 		return f, fmt.Errorf("approval %q must be \"required\" or empty", v)
 	}
 	f.Cursor = strings.TrimSpace(q.Get("cursor"))
+	f.After = strings.TrimSpace(q.Get("after"))
 	return f, nil
 }
 
@@ -123,10 +124,12 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// toolCallPage is the answer of GET /api/v1/tool-calls.
+// toolCallPage is the answer of GET /api/v1/tool-calls: next continues with older calls
+// (cursor=), prev with newer ones (after=).
 type toolCallPage struct {
 	Items []audit.Record `json:"items"`
 	Next  string         `json:"next"`
+	Prev  string         `json:"prev"`
 }
 
 func (s *Server) apiToolCalls(w http.ResponseWriter, r *http.Request) {
@@ -135,15 +138,15 @@ func (s *Server) apiToolCalls(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	items, next, err := s.opts.Store.ToolCalls.ToolCalls(r.Context(), f)
+	p, err := s.opts.Store.ToolCalls.ToolCallPage(r.Context(), f)
 	if err != nil {
 		s.storeError(w, r, err)
 		return
 	}
-	if items == nil {
-		items = []audit.Record{}
+	if p.Items == nil {
+		p.Items = []audit.Record{}
 	}
-	writeJSON(w, http.StatusOK, toolCallPage{Items: items, Next: next})
+	writeJSON(w, http.StatusOK, toolCallPage{Items: p.Items, Next: p.Next, Prev: p.Prev})
 }
 
 func parseID(v string) (int64, error) {

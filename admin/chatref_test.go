@@ -231,10 +231,16 @@ func TestTheTurnsPageListsTheLatestAcrossChats(t *testing.T) {
 	if !strings.Contains(body, `<a href="/admin/turns" aria-current="page">Turns</a>`) {
 		t.Errorf("the turns page does not mark Turns in the navigation:\n%s", body)
 	}
-	// Every timeline it links to opens.
-	for _, id := range listed {
-		if code, page := get(t, c, fmt.Sprintf("%s/admin/turns/%d", ts.URL, id)); code != http.StatusOK || !strings.Contains(page, fmt.Sprintf("Turn %d", id)) {
+	// Every timeline it links to opens, and links back to its chat's (or thread's) turns, a turn
+	// without tool calls too.
+	for i, id := range ids {
+		code, page := get(t, c, fmt.Sprintf("%s/admin/turns/%d", ts.URL, id))
+		if code != http.StatusOK || !strings.Contains(page, fmt.Sprintf("Turn %d", id)) {
 			t.Errorf("the timeline of turn %d = %d", id, code)
+		}
+		back := fmt.Sprintf(`href="%s">turns of %s</a>`, strings.ReplaceAll(turnsOf(seededChats[i].key.Ref()), "&", "&amp;"), seededChats[i].key.Ref())
+		if !strings.Contains(page, back) {
+			t.Errorf("the timeline of turn %d does not link back with %s:\n%s", id, back, page)
 		}
 	}
 
@@ -285,4 +291,102 @@ func listedTurns(body string) []int64 {
 		out = append(out, id)
 	}
 	return out
+}
+
+// TestTheCallsListCountsAndPagesBothWays: the calls list says how many calls match, and its
+// pager goes to older pages and back to newer ones, page by page, to the newest (which has no
+// Newer); the API gives the same cursors.
+func TestTheCallsListCountsAndPagesBothWays(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	seed := seedStore(t, st)
+	_, ts := newTestServer(t, st, testToken)
+	c, _ := loggedIn(t, ts)
+	tools := func(body string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`<a href="/admin/calls/\d+" class="tool">([^<]+)</a>`).FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	link := func(body, rel string) string {
+		m := regexp.MustCompile(`rel="` + rel + `" href="([^"]+)"`).FindStringSubmatch(body)
+		if m == nil {
+			return ""
+		}
+		return strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	pages := [][]string{{"no_such_tool", "search", "current_time"}, {"fetch_url", "fetch_url", "weather"}, {"weather"}}
+
+	_, body := get(t, c, ts.URL+"/admin/?limit=3")
+	if !strings.Contains(body, fmt.Sprintf(`id="total">%d calls<`, len(seed.calls))) {
+		t.Errorf("the calls list does not say it holds %d calls:\n%s", len(seed.calls), body)
+	}
+	for i, want := range pages { // older, page by page
+		if got := tools(body); !slices.Equal(got, want) {
+			t.Fatalf("older page %d lists %v, want %v", i+1, got, want)
+		}
+		if (link(body, "prev") == "") != (i == 0) {
+			t.Errorf("page %d: Newer link %q; want one on every page but the newest", i+1, link(body, "prev"))
+		}
+		if next := link(body, "next"); next != "" {
+			_, body = get(t, c, ts.URL+next)
+		} else if i != len(pages)-1 {
+			t.Fatalf("page %d has no Older link", i+1)
+		}
+	}
+	for i := len(pages) - 2; i >= 0; i-- { // and back, newer page by page
+		prev := link(body, "prev")
+		if prev == "" {
+			t.Fatalf("page %d has no Newer link", i+2)
+		}
+		_, body = get(t, c, ts.URL+prev)
+		if got := tools(body); !slices.Equal(got, pages[i]) {
+			t.Fatalf("newer page %d lists %v, want %v", i+1, got, pages[i])
+		}
+	}
+	if link(body, "prev") != "" || link(body, "next") == "" {
+		t.Errorf("back on the newest page: Newer %q, Older %q; want no Newer and an Older", link(body, "prev"), link(body, "next"))
+	}
+
+	_, body = get(t, c, ts.URL+"/admin/?status=error&limit=1")
+	if !strings.Contains(body, `id="total">2 calls<`) {
+		t.Errorf("the filtered list does not say 2 calls match it:\n%s", body)
+	}
+
+	var first, second page2
+	getJSON(t, ts, "/api/v1/tool-calls?limit=3", testToken, &first)
+	getJSON(t, ts, "/api/v1/tool-calls?limit=3&cursor="+url.QueryEscape(first.Next), testToken, &second)
+	var back page2
+	getJSON(t, ts, "/api/v1/tool-calls?limit=3&after="+url.QueryEscape(second.Prev), testToken, &back)
+	if first.Prev != "" || second.Prev == "" || !slices.Equal(names(back.Items), names(first.Items)) {
+		t.Errorf("API: first prev %q, second prev %q, after= gives %v; want %v", first.Prev, second.Prev, names(back.Items), names(first.Items))
+	}
+	var e struct{ Error string }
+	if code := getJSONAny(t, ts, "/api/v1/tool-calls?cursor="+url.QueryEscape(first.Next)+"&after="+url.QueryEscape(second.Prev), &e); code != http.StatusBadRequest {
+		t.Errorf("cursor and after together = %d %q, want 400", code, e.Error)
+	}
+}
+
+// page2 is a page of the tool-calls API with both cursors.
+type page2 struct {
+	Items      []audit.Record `json:"items"`
+	Next, Prev string
+}
+
+// TestTheCallsListLinksEachChatToItsCalls: the chat a row prints links to the calls of that chat,
+// through the same reference a filter takes.
+func TestTheCallsListLinksEachChatToItsCalls(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	seedChats(t, st)
+	_, ts := newTestServer(t, st, testToken)
+	c, _ := loggedIn(t, ts)
+	_, body := get(t, c, ts.URL+"/admin/")
+	m := regexp.MustCompile(`<a class="mono chat" href="([^"]+)"[^>]*>web:5f2a9c</a>`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("the web call's chat links nowhere:\n%s", body)
+	}
+	code, page := get(t, c, ts.URL+strings.ReplaceAll(m[1], "&amp;", "&"))
+	if code != http.StatusOK || !strings.Contains(page, "web_tool") || strings.Contains(page, "topic_seven") {
+		t.Errorf("the chat's link %s = %d; want the web chat's calls only:\n%s", m[1], code, page)
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"relaybot/audit"
-	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -192,9 +191,8 @@ func (s *Server) turnPage(w http.ResponseWriter, r *http.Request) {
 	data := timelineData{pageData: s.page(r, "Turn "+strconv.FormatInt(id, 10)), Turn: tl.Turn,
 		Bars: bars(tl, calls), TraceURL: s.traceURL(tl.Turn.TraceID)}
 	data.Nav = "turns"
-	if len(calls) > 0 {
-		ref := chat.Ref{Platform: chat.Platform(calls[0].Platform), ChatID: calls[0].ChatID}
-		data.Chat, data.ChatURL = ref.String(), "/admin/turns?chat="+url.QueryEscape(ref.String())
+	if tl.Chat.ChatID != "" {
+		data.Chat, data.ChatURL = tl.Chat.String(), turnsOf(tl.Chat)
 	}
 	end := tl.Turn.FinishedAt
 	if end.IsZero() {

@@ -156,7 +156,10 @@ type turnsData struct {
 }
 
 // ChatURL is the turns page of one chat.
-func (turnsData) ChatURL(ref chat.Ref) string {
+func (turnsData) ChatURL(ref chat.Ref) string { return turnsOf(ref) }
+
+// turnsOf is the turns page of one chat (or thread).
+func turnsOf(ref chat.Ref) string {
 	return "/admin/turns?" + url.Values{"chat": {ref.String()}}.Encode()
 }
 
