@@ -66,10 +66,13 @@ type CallLog interface {
 	CountToolCalls(ctx context.Context, f audit.Filter) (int, error)
 }
 
-// Turns reads turns: one by id, and the newest across chats with their chats.
+// Turns reads turns: one by id, and the newest across chats with their chats; and the chats of
+// conversations, so a page prints a thread's calls with their thread.
 type Turns interface {
 	Turn(ctx context.Context, id int64) (store.Turn, error)
 	LatestTurns(ctx context.Context, f store.TurnFilter, before int64, limit int) ([]store.ListedTurn, error)
+	// ConversationChats names the chat and thread of conversations, by id.
+	ConversationChats(ctx context.Context, ids []int64) (map[int64]chat.Ref, error)
 }
 
 // TurnMessages lists the messages of one turn; the detail page shows them around the call.

@@ -177,19 +177,46 @@ func (f filterForm) query() url.Values {
 
 type callsData struct {
 	pageData
-	Form      filterForm
-	Statuses  []string
-	Sources   []string
-	Items     []audit.Record
-	Error     string
-	NextURL   string // the next (older) page, empty on the last
-	PrevURL   string // the previous (newer) page, empty on the newest
-	FirstURL  string // the newest page of the same filter, when not on it
-	Total     int    // the calls matching the filter, on every page
+	Form     filterForm
+	Statuses []string
+	Sources  []string
+	Items    []audit.Record
+	Error    string
+	NextURL  string // the next (older) page, empty on the last
+	PrevURL  string // the previous (newer) page, empty on the newest
+	FirstURL string // the newest page of the same filter, when not on it
+	Total    int    // the calls matching the filter, on every page
+	// chats are the chats and threads of the listed calls' conversations.
+	chats     map[int64]chat.Ref
 	CSVURL    string
 	JSONLURL  string
 	StatsURL  string
 	Filtering bool // any filter is set
+}
+
+// ChatOf is the chat a call was made in, with its thread: the audit row names the chat only,
+// its conversation the thread.
+func (d callsData) ChatOf(c audit.Record) chat.Ref {
+	if ref, ok := d.chats[c.ConversationID]; ok && ref.Platform == chat.Platform(c.Platform) && ref.ChatID == c.ChatID {
+		return ref
+	}
+	return chat.Ref{Platform: chat.Platform(c.Platform), ChatID: c.ChatID}
+}
+
+// chatsOf reads the chats of the calls' conversations; without them (logged) the page prints
+// each call's chat without its thread.
+func (s *Server) chatsOf(r *http.Request, calls []audit.Record) map[int64]chat.Ref {
+	ids := make([]int64, 0, len(calls))
+	for _, c := range calls {
+		if c.ConversationID != 0 {
+			ids = append(ids, c.ConversationID)
+		}
+	}
+	chats, err := s.opts.Store.Turns.ConversationChats(r.Context(), ids)
+	if err != nil {
+		s.log.Warn("admin: read the chats of calls", "err", err)
+	}
+	return chats
 }
 
 func withQuery(path string, q url.Values) string {
@@ -223,6 +250,7 @@ func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.Items = p.Items
+	data.chats = s.chatsOf(r, p.Items)
 	if p.Next != "" {
 		nq := form.query()
 		nq.Set("cursor", p.Next)

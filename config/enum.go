@@ -31,7 +31,7 @@ type ExceptionHandling string
 
 // The ways of showing a failure.
 const (
-	ShowHint  ExceptionHandling = "show-hint"  // the failure hint (output.failure_hint)
+	ShowHint  ExceptionHandling = "show-hint"  // the failure's kind and what to do (output.failure_hint when the bot itself failed)
 	ShowError ExceptionHandling = "show-error" // the error itself
 	Hide      ExceptionHandling = "hide"       // nothing
 )

@@ -90,7 +90,7 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fail {
-		writeError(w, status, errorType(status), "llm fake: embeddings unavailable")
+		writeError(w, status, errorType(status, ""), "llm fake: embeddings unavailable")
 		return
 	}
 	if wr.Dimensions > 0 {

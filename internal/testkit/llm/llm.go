@@ -32,6 +32,10 @@ type Reply struct {
 	// stream begins (401, 429, 500, ...). Error is its message.
 	Status int
 	Error  string
+	// Code is the error body's code (OpenAI's "content_policy_violation",
+	// "context_length_exceeded", "insufficient_quota", ...); empty sends null, as OpenAI does for
+	// most errors. "insufficient_quota" is also the body's type, as OpenAI sends it.
+	Code string
 	// RetryAfter, when set with a 429, goes out as the Retry-After header (seconds).
 	RetryAfter int
 
@@ -264,6 +268,30 @@ func Fault(status int, message string) Reply {
 	return Reply{Status: status, Error: message}
 }
 
+// Refusal is a reply failing as a provider refuses a request it will not take: the HTTP status
+// and an OpenAI error body with code (see Reply.Code).
+func Refusal(status int, code, message string) Reply {
+	return Reply{Status: status, Code: code, Error: message}
+}
+
+// ContentPolicyMessage is the message of OpenAI's refusal of content its safety system rejects.
+const ContentPolicyMessage = "Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system."
+
+// RefuseContaining is a Handler that refuses, as OpenAI's safety system does (400,
+// content_policy_violation), every request one of whose messages contains text, wherever in the
+// transcript it is; the other requests get next's reply. A client that sends a refused message
+// again in a later request is refused again, as it would be by the real API.
+func RefuseContaining(text string, next Handler) Handler {
+	return func(req Request) Reply {
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, text) {
+				return Refusal(http.StatusBadRequest, "content_policy_violation", ContentPolicyMessage)
+			}
+		}
+		return next(req)
+	}
+}
+
 // serve answers one request: the audio endpoints, or a chat completion with the next reply.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/audio/") {
@@ -346,7 +374,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req Request, rep
 		if msg == "" {
 			msg = http.StatusText(reply.Status)
 		}
-		writeError(w, reply.Status, errorType(reply.Status), msg)
+		writeCodedError(w, reply.Status, errorType(reply.Status, reply.Code), reply.Code, msg)
 		return
 	}
 	if reply.Usage == nil {
@@ -583,7 +611,10 @@ func estimateTokens(msgs []Message) int {
 	return n
 }
 
-func errorType(status int) string {
+func errorType(status int, code string) string {
+	if code == "insufficient_quota" {
+		return code
+	}
 	switch status {
 	case http.StatusUnauthorized:
 		return "authentication_error"
@@ -596,7 +627,16 @@ func errorType(status int) string {
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": nil}})
+	writeCodedError(w, status, typ, "", msg)
+}
+
+// writeCodedError writes OpenAI's error body: message, type, param and code (null when empty).
+func writeCodedError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var c any
+	if code != "" {
+		c = code
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
