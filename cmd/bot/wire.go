@@ -411,6 +411,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		Rich:            cfg.Telegram.Rich.On(),
 		GlobalPerSecond: cfg.Telegram.GlobalPerSecond,
 		PaidBroadcast:   cfg.Telegram.PaidBroadcast,
+		PrivateTopics:   cfg.Telegram.PrivateTopics,
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,
 		OffsetFile:      offsetFile,
 		Commands:        pipeline.Commands(),
@@ -651,7 +652,8 @@ func quotas(q config.Quotas) quota.Policy {
 func agentModels(ms []config.Model) []agent.Model {
 	out := make([]agent.Model, len(ms))
 	for i, m := range ms {
-		out[i] = agent.Model{Endpoint: provider.Endpoint{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model, Timeout: m.Timeout}, SupportsTools: m.SupportsTools, SupportsVision: m.SupportsVision}
+		out[i] = agent.Model{Endpoint: provider.Endpoint{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model, Timeout: m.Timeout}, SupportsTools: m.SupportsTools, SupportsVision: m.SupportsVision,
+			CacheBreakpoints: m.Cache == config.CacheAnthropic}
 	}
 	return out
 }
