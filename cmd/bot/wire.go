@@ -411,6 +411,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		Rich:            cfg.Telegram.Rich.On(),
 		GlobalPerSecond: cfg.Telegram.GlobalPerSecond,
 		PaidBroadcast:   cfg.Telegram.PaidBroadcast,
+		PrivateTopics:   cfg.Telegram.PrivateTopics,
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,
 		OffsetFile:      offsetFile,
 		Commands:        pipeline.Commands(),
