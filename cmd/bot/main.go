@@ -33,6 +33,7 @@ const usage = `usage: bot <command> [flags]
 commands:
   serve     run the bot
   audit     read the tool-call audit log
+  tasks     list the scheduled tasks (-json for one object per line)
   migrate   apply database migrations
   memory    list, forget and re-embed what the bot remembers of people (bot memory -h)
   healthcheck  exit 0 when the admin listener's /healthz answers (for container healthchecks)
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sub = runServe
 	case "audit":
 		sub = runAudit
+	case "tasks":
+		sub = runTasks
 	case "migrate":
 		sub = runMigrate
 	case "memory":
