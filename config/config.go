@@ -77,6 +77,9 @@ type Model struct {
 	// writes); left out, PriceIn.
 	PriceCachedIn   float64 `toml:"price_cached_in"`
 	PriceCacheWrite float64 `toml:"price_cache_write"`
+	// Cache is how requests help the provider's prompt cache: "auto" (nothing extra: the
+	// provider caches prefixes by itself), "anthropic" (cache_control breakpoints) or "off".
+	Cache Cache `toml:"cache"`
 }
 
 // Agent tunes the agent runner.
@@ -680,6 +683,9 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		}
 		if !modelHas(i, "price_cache_write") {
 			m.PriceCacheWrite = m.PriceIn
+		}
+		if m.Cache == "" {
+			m.Cache = CacheAuto
 		}
 		known := KnownBudget(m.Model)
 		if m.ContextWindow == 0 {

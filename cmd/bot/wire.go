@@ -651,7 +651,8 @@ func quotas(q config.Quotas) quota.Policy {
 func agentModels(ms []config.Model) []agent.Model {
 	out := make([]agent.Model, len(ms))
 	for i, m := range ms {
-		out[i] = agent.Model{Endpoint: provider.Endpoint{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model, Timeout: m.Timeout}, SupportsTools: m.SupportsTools, SupportsVision: m.SupportsVision}
+		out[i] = agent.Model{Endpoint: provider.Endpoint{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model, Timeout: m.Timeout}, SupportsTools: m.SupportsTools, SupportsVision: m.SupportsVision,
+			CacheBreakpoints: m.Cache == config.CacheAnthropic}
 	}
 	return out
 }
