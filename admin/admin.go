@@ -309,6 +309,7 @@ func (s *Server) routes() http.Handler {
 	})))
 
 	mux.Handle("GET /admin/static/", http.StripPrefix("/admin/static/", staticHandler()))
+	mux.HandleFunc("GET /favicon.ico", favicon)
 	mux.HandleFunc("GET /admin/login", s.loginPage)
 	mux.HandleFunc("POST /admin/login", s.login)
 	mux.Handle("POST /admin/logout", s.requireLogin(http.HandlerFunc(s.logout)))

@@ -76,6 +76,20 @@ func staticHandler() http.Handler {
 	})
 }
 
+// favicon serves the pages' icon (an SVG; the admin pages and the web chat link it) at the address
+// browsers ask for when a page names none. It needs no login: browsers fetch it without cookies.
+func favicon(w http.ResponseWriter, r *http.Request) {
+	b, err := embedded.ReadFile("static/favicon.svg")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	h := w.Header()
+	h.Set("Content-Type", "image/svg+xml")
+	h.Set("Cache-Control", "public, max-age=86400")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	_, _ = w.Write(b)
+}
+
 // pageData is what every page's layout needs.
 type pageData struct {
 	Title   string

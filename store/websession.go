@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"relaybot/chat"
@@ -100,6 +101,105 @@ func (s *WebChatQuery) Transcript(ctx context.Context, conversationID int64, lim
 				out = append(out, chat.Line{Text: m.Content})
 			}
 		}
+	}
+	return out, nil
+}
+
+// webMessageRow is one message the web chat showed, as it last showed it.
+type webMessageRow struct {
+	ChatID string `gorm:"primaryKey"`
+	ID     string `gorm:"primaryKey"`
+	Pos    int64
+	Role   string
+	Text   string
+	State  string
+	Files  string
+}
+
+func (webMessageRow) TableName() string { return "web_messages" }
+
+// The roles and states of web_messages rows.
+const (
+	webRoleUser      = "user"
+	webRoleBot       = "bot"
+	webStateQuestion = "question"
+	webStateAsking   = "asking"
+)
+
+// keptFile is a file of a web chat message in the files column (JSON; Data in base64).
+type keptFile struct {
+	Name string `json:"name"`
+	MIME string `json:"mime,omitempty"`
+	Data []byte `json:"data,omitempty"`
+}
+
+// KeepWebMessages keeps the lines of the web chat chatID as they are shown now, each whole: a
+// line kept before (by its ID) is replaced, its place (Pos) too.
+func (s *WebChatQuery) KeepWebMessages(ctx context.Context, chatID string, lines []chat.Line) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	rows := make([]webMessageRow, 0, len(lines))
+	for _, l := range lines {
+		row := webMessageRow{ChatID: chatID, ID: l.ID, Pos: l.Pos, Role: webRoleBot, Text: l.Text}
+		if l.FromUser {
+			row.Role = webRoleUser
+		}
+		switch {
+		case l.Asking:
+			row.State = webStateAsking
+		case l.Question:
+			row.State = webStateQuestion
+		}
+		if len(l.Files) > 0 {
+			files := make([]keptFile, len(l.Files))
+			for i, f := range l.Files {
+				files[i] = keptFile{Name: f.Name, MIME: f.MIME, Data: f.Data}
+			}
+			b, err := json.Marshal(files)
+			if err != nil {
+				return fmt.Errorf("store: keep web chat %s messages: %w", chatID, err)
+			}
+			row.Files = string(b)
+		}
+		rows = append(rows, row)
+	}
+	err := s.w.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "chat_id"}, {Name: "id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"pos", "role", "text", "state", "files"}),
+	}).Create(&rows).Error
+	if err != nil {
+		return fmt.Errorf("store: keep web chat %s messages: %w", chatID, err)
+	}
+	return nil
+}
+
+// WebMessages returns the newest limit messages the web chat chatID showed, oldest first, as
+// KeepWebMessages kept them (limit <= 0: 200); none when it kept none.
+func (s *WebChatQuery) WebMessages(ctx context.Context, chatID string, limit int) ([]chat.Line, error) {
+	if limit <= 0 {
+		limit = 200
+	}
+	var rows []webMessageRow
+	err := s.r.WithContext(ctx).Where("chat_id = ?", chatID).Order("pos DESC").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: web chat %s messages: %w", chatID, err)
+	}
+	out := make([]chat.Line, 0, len(rows))
+	for i := len(rows) - 1; i >= 0; i-- {
+		r := rows[i]
+		l := chat.Line{ID: r.ID, Pos: r.Pos, FromUser: r.Role == webRoleUser, Text: r.Text,
+			Question: r.State != "", Asking: r.State == webStateAsking}
+		if r.Files != "" {
+			var files []keptFile
+			if err := json.Unmarshal([]byte(r.Files), &files); err != nil {
+				return nil, fmt.Errorf("store: web chat %s message %s: files: %w", chatID, r.ID, err)
+			}
+			for _, f := range files {
+				l.Files = append(l.Files, chat.File{Name: f.Name, MIME: f.MIME, Data: f.Data})
+			}
+		}
+		out = append(out, l)
 	}
 	return out, nil
 }

@@ -24,6 +24,7 @@ var tableOwner = map[string]string{
 	"llm_calls_old":    "store",
 	"tool_consents":    "store",
 	"web_sessions":     "store",
+	"web_messages":     "store",
 	"admin_sessions":   "store",
 	"mcp_oauth_tokens": "store",
 	"mcp_oauth_states": "store",
