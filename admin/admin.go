@@ -40,6 +40,8 @@ type Store struct {
 	Usage     UsageStore     // *store.UsageQuery
 	Consents  audit.Consents // *store.ConsentQuery
 	Health    Pinger         // *store.Database
+	// Tasks are the scheduled tasks (*store.TaskQuery); nil when [tasks] is off.
+	Tasks Tasks
 }
 
 // check reports the first field of s that is missing.
@@ -304,6 +306,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/turns", s.requireBearer(http.HandlerFunc(s.apiTurns)))
 	mux.Handle("GET /api/v1/consents", s.requireBearer(http.HandlerFunc(s.apiConsents)))
 	mux.Handle("DELETE /api/v1/consents/{id}", s.requireBearer(http.HandlerFunc(s.apiRevokeConsent)))
+	mux.Handle("GET /api/v1/tasks", s.requireBearer(http.HandlerFunc(s.apiTasks)))
+	mux.Handle("DELETE /api/v1/tasks/{id}", s.requireBearer(http.HandlerFunc(s.apiCancelTask)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})))
@@ -325,6 +329,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/usage", s.requireLogin(http.HandlerFunc(s.usagePage)))
 	mux.Handle("GET /admin/consents", s.requireLogin(http.HandlerFunc(s.consentsPage)))
 	mux.Handle("POST /admin/consents/{id}/revoke", s.requireLogin(http.HandlerFunc(s.consentRevokePage)))
+	mux.Handle("GET /admin/tasks", s.requireLogin(http.HandlerFunc(s.tasksPage)))
+	mux.Handle("POST /admin/tasks/{id}/cancel", s.requireLogin(http.HandlerFunc(s.taskCancelPage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /admin/export.csv", s.requireLogin(http.HandlerFunc(s.exportCSV)))
 	mux.Handle("GET /admin/export.jsonl", s.requireLogin(http.HandlerFunc(s.exportJSONL)))

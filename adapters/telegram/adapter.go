@@ -426,3 +426,15 @@ func redactToken(token, s string) string {
 	s = strings.ReplaceAll(s, token, "<redacted>")
 	return strings.ReplaceAll(s, url.PathEscape(token), "<redacted>")
 }
+
+// Post sends text to ref through the delivery engine, for a message nobody sent (a scheduled
+// task's reminder), and returns once Telegram confirmed it or it failed for good.
+func (a *Adapter) Post(ctx context.Context, ref chat.Ref, text string) error {
+	return a.engine.Notice(ctx, ref, text, adapters.SendOptions{})
+}
+
+// ChatResponder answers in ref a message nobody sent (a scheduled task's prompt): replies
+// stream as this adapter's do, with a Stop button, and its questions (approvals) can be asked.
+func (a *Adapter) ChatResponder(ref chat.Ref) adapters.Responder {
+	return askResponder{Responder: a.engine.Responder(ref, adapters.SendOptions{Stoppable: true}, a.opts.Stream), a: a, chat: ref}
+}

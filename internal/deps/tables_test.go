@@ -28,6 +28,10 @@ var tableOwner = map[string]string{
 	"admin_sessions":   "store",
 	"mcp_oauth_tokens": "store",
 	"mcp_oauth_states": "store",
+	// Reminders and scheduled tasks (package tasks asks store.TaskQuery).
+	"tasks":          "store",
+	"task_runs":      "store",
+	"user_timezones": "store",
 
 	// The retrieval layer: texts, keyword postings and vectors of every collection.
 	"retrieval_docs":    "retrieval",
