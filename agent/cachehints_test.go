@@ -105,3 +105,21 @@ func TestCacheBreakpointsGoOnlyToTheModelsConfiguredForThem(t *testing.T) {
 		}
 	}
 }
+
+// An answer asked for whole (not streamed) carries its usage in the body: the cache's tokens are
+// read from it as from a stream's last chunk (DeepSeek's fields here).
+func TestAWholeAnswersCachedTokensAreRead(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	srv.Push(llm.Reply{Body: `{"id":"ds-9","object":"chat.completion","created":1767225600,"model":"deepseek-chat","choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2000,"completion_tokens":3,"total_tokens":2003,"prompt_tokens_details":{"cached_tokens":1920},"prompt_cache_hit_tokens":1920,"prompt_cache_miss_tokens":80},"system_fingerprint":"fp_ds"}`})
+	res := newRunner(t, agent.Options{}, srv).Run(t.Context(), agent.Request{Messages: userTurn("hi")}, nil)
+	mustOK(t, res)
+	if c := res.LLMCalls[0]; c.TokensIn != 2000 || c.CachedIn != 1920 {
+		t.Fatalf("call = %d in, %d cached; want 2000 and 1920", c.TokensIn, c.CachedIn)
+	}
+	srv.Push(llm.Reply{Body: `{"id":"an-9","object":"chat.completion","created":1767225600,"model":"claude","choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":3,"cache_read_input_tokens":1500,"cache_creation_input_tokens":480}}`})
+	res = newRunner(t, agent.Options{}, srv).Run(t.Context(), agent.Request{Messages: userTurn("hi")}, nil)
+	mustOK(t, res)
+	if c := res.LLMCalls[0]; c.TokensIn != 2000 || c.CachedIn != 1500 || c.CacheWriteIn != 480 {
+		t.Fatalf("call = %d in, %d cached, %d written; want 2000, 1500 and 480 (Anthropic's count leaves the cache out of prompt_tokens)", c.TokensIn, c.CachedIn, c.CacheWriteIn)
+	}
+}

@@ -187,19 +187,86 @@ func (s *WebChatQuery) WebMessages(ctx context.Context, chatID string, limit int
 	}
 	out := make([]chat.Line, 0, len(rows))
 	for i := len(rows) - 1; i >= 0; i-- {
-		r := rows[i]
-		l := chat.Line{ID: r.ID, Pos: r.Pos, FromUser: r.Role == webRoleUser, Text: r.Text,
-			Question: r.State != "", Asking: r.State == webStateAsking}
-		if r.Files != "" {
-			var files []keptFile
-			if err := json.Unmarshal([]byte(r.Files), &files); err != nil {
-				return nil, fmt.Errorf("store: web chat %s message %s: files: %w", chatID, r.ID, err)
-			}
-			for _, f := range files {
-				l.Files = append(l.Files, chat.File{Name: f.Name, MIME: f.MIME, Data: f.Data})
-			}
+		l, err := rows[i].line()
+		if err != nil {
+			return nil, fmt.Errorf("store: web chat %s: %w", chatID, err)
 		}
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// line is the kept message r.
+func (r webMessageRow) line() (chat.Line, error) {
+	l := chat.Line{ID: r.ID, Pos: r.Pos, FromUser: r.Role == webRoleUser, Text: r.Text,
+		Question: r.State != "", Asking: r.State == webStateAsking}
+	if r.Files != "" {
+		var files []keptFile
+		if err := json.Unmarshal([]byte(r.Files), &files); err != nil {
+			return chat.Line{}, fmt.Errorf("message %s: files: %w", r.ID, err)
+		}
+		for _, f := range files {
+			l.Files = append(l.Files, chat.File{Name: f.Name, MIME: f.MIME, Data: f.Data})
+		}
+	}
+	return l, nil
+}
+
+// WebConversationMessages returns what the web chat chatID showed of its conversation
+// conversationID, oldest first, at most limit messages (limit <= 0: 200): the kept messages from
+// the user's message that started the conversation's first turn up to the one that started the
+// first turn of a later conversation of the chat. None when nothing of it was kept (its turns
+// are older than the keeping).
+func (s *WebChatQuery) WebConversationMessages(ctx context.Context, chatID string, conversationID int64, limit int) ([]chat.Line, error) {
+	if limit <= 0 {
+		limit = 200
+	}
+	db := s.r.WithContext(ctx)
+	startOf := func(conversations *gorm.DB) (int64, bool, error) {
+		var start *int64
+		err := db.Model(&webMessageRow{}).Select("MIN(pos)").
+			Where("chat_id = ? AND id IN (?)", chatID, db.Model(&turnRow{}).Select("inbound_message_id").Where("conversation_id IN (?)", conversations)).
+			Scan(&start).Error
+		return ptrValue(start), start != nil, err
+	}
+	start, ok, err := startOf(db.Model(&conversationRow{}).Select("id").Where("id = ?", conversationID))
+	if err != nil || !ok {
+		return nil, wrapWebConversation(chatID, conversationID, err)
+	}
+	next, bounded, err := startOf(db.Model(&conversationRow{}).Select("id").
+		Where("platform = ? AND chat_id = ? AND id > ?", string(chat.Web), chatID, conversationID))
+	if err != nil {
+		return nil, wrapWebConversation(chatID, conversationID, err)
+	}
+	q := db.Where("chat_id = ? AND pos >= ?", chatID, start)
+	if bounded {
+		q = q.Where("pos < ?", next)
+	}
+	var rows []webMessageRow
+	if err := q.Order("pos").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, wrapWebConversation(chatID, conversationID, err)
+	}
+	out := make([]chat.Line, 0, len(rows))
+	for _, r := range rows {
+		l, err := r.line()
+		if err != nil {
+			return nil, wrapWebConversation(chatID, conversationID, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func wrapWebConversation(chatID string, conversationID int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("store: web chat %s conversation %d: %w", chatID, conversationID, err)
+}
+
+func ptrValue(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

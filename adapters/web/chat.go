@@ -108,6 +108,9 @@ type Sessions interface {
 	KeepWebMessages(ctx context.Context, chatID string, lines []chat.Line) error
 	// WebMessages returns the newest limit messages kept of a chat, oldest first.
 	WebMessages(ctx context.Context, chatID string, limit int) ([]chat.Line, error)
+	// WebConversationMessages returns the messages kept of one conversation of a chat, oldest
+	// first; none when none were kept.
+	WebConversationMessages(ctx context.Context, chatID string, conversationID int64, limit int) ([]chat.Line, error)
 }
 
 // Chat is the web chat. Its Handler serves the page, the event stream and the message posts.
@@ -446,6 +449,24 @@ func (c *Chat) refresh(ctx context.Context, conv *conversation) {
 	}
 }
 
+// conversationMessages returns what the page showed of a conversation of the chat chatID, oldest
+// first: its kept messages, or, when none were kept, what the conversation's messages say.
+func (c *Chat) conversationMessages(ctx context.Context, chatID string, conversationID int64) ([]eventMessage, error) {
+	lines, err := c.opts.Sessions.WebConversationMessages(ctx, chatID, conversationID, maxMessages)
+	if err != nil || len(lines) == 0 {
+		if err == nil {
+			return c.storedMessages(ctx, conversationID)
+		}
+		return nil, err
+	}
+	out := make([]eventMessage, 0, len(lines))
+	for _, l := range lines {
+		m := restoredMessage(l)
+		out = append(out, eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Pos: m.Pos})
+	}
+	return out, nil
+}
+
 // storedMessages returns what the user saw of a stored conversation, oldest first.
 func (c *Chat) storedMessages(ctx context.Context, conversationID int64) ([]eventMessage, error) {
 	lines, err := c.opts.Sessions.Transcript(ctx, conversationID, maxMessages)
@@ -579,7 +600,7 @@ func (c *Chat) transcript(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	msgs, err := c.storedMessages(r.Context(), id)
+	msgs, err := c.conversationMessages(r.Context(), conv.id, id)
 	if err != nil {
 		c.log.Warn("web chat: conversation not read", "chat", conv.id, "conversation", id, "err", err)
 		http.Error(w, "the conversation cannot be read now", http.StatusServiceUnavailable)

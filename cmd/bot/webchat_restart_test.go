@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,13 +107,18 @@ func (w *webChat) shown() []string {
 	slices.SortStableFunc(msgs, func(a, b webMsg) int { return cmp.Compare(a.Pos, b.Pos) })
 	var out []string
 	for _, m := range msgs {
-		body := m.HTML
-		if body == "" {
-			body = m.Text
-		}
-		out = append(out, fmt.Sprintf("%s %s: %s", m.ID, m.Role, body))
+		out = append(out, shownLine(m))
 	}
 	return out
+}
+
+// shownLine is what the page shows of m.
+func shownLine(m webMsg) string {
+	body := m.HTML
+	if body == "" {
+		body = m.Text
+	}
+	return fmt.Sprintf("%s %s: %s", m.ID, m.Role, body)
 }
 
 // Through the real pipeline: folded reasoning, a tool's approval question and its answer, a
@@ -198,6 +204,43 @@ func TestWebChatShowsTheSameTranscriptAfterARestart(t *testing.T) {
 	}
 	if strings.Contains(joined, "[Not read") {
 		t.Errorf("a note of the pipeline's shows in the chat:\n%s", joined)
+	}
+
+	// /reset closes the conversation; read back as an earlier one, it shows the same.
+	after.say("/reset")
+	after.waitMsg("the reset", func(m webMsg) bool { return m.Role == "bot" && strings.Contains(m.Text, "new conversation") })
+	var list []struct {
+		ID     int64 `json:"id"`
+		Active bool  `json:"active"`
+	}
+	after.getJSON("/chat/conversations", &list)
+	if len(list) != 2 || list[1].Active {
+		t.Fatalf("the chat's conversations after /reset: %+v, want the new one and the earlier one", list)
+	}
+	var earlier []webMsg
+	after.getJSON(fmt.Sprintf("/chat/conversations/%d", list[1].ID), &earlier)
+	var read []string
+	for _, m := range earlier {
+		read = append(read, shownLine(m))
+	}
+	if len(read) < len(before) || strings.Join(read[:len(before)], "\n") != strings.Join(before, "\n") {
+		t.Errorf("the earlier conversation reads:\n%s\nwant it to start with:\n%s", strings.Join(read, "\n"), strings.Join(before, "\n"))
+	}
+}
+
+// getJSON reads path as JSON into v.
+func (w *webChat) getJSON(path string, v any) {
+	w.t.Helper()
+	resp, err := w.client.Get(w.base + path)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		w.t.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		w.t.Fatalf("GET %s: %v", path, err)
 	}
 }
 
