@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/config"
+	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
@@ -156,5 +159,63 @@ func TestBotTasksListsTheScheduledTasks(t *testing.T) {
 	if len(items) != 2 || items[0]["text"] != "post the standup" || items[0]["next_run_at"] != "2030-01-02T09:00:00Z" ||
 		items[1]["next_run_at"] != nil || items[0]["timezone"] != "Asia/Tokyo" {
 		t.Errorf("bot tasks -json -all printed:\n%s", out.String())
+	}
+}
+
+// A reminder made in a Discord channel arrives there once, through the Discord adapter's
+// delivery engine.
+func TestAReminderArrivesOnceInItsDiscordChannel(t *testing.T) {
+	e := newEnv(t)
+	dc := startDiscordBot(t, e, func(cfg *config.Config) {
+		cfg.Tools.Native = []string{"schedule_task", "list_tasks", "cancel_task"}
+	})
+	const guild, channel = "900000000000000001", "800000000000000002"
+	e.llm.Push(llm.ToolCalls(llm.Call{ID: "call_1", Name: "schedule_task", Args: []string{`{"message":"Deploy window opens now.","in":"2s"}`}}),
+		llm.Text("Noted."))
+	if _, err := dc.Post(dtk.UserMessage{ChannelID: channel, GuildID: guild, AuthorID: "600", MentionBot: true,
+		Content: "<@100000000000000001> tell us in two seconds that the deploy window opens"}); err != nil {
+		t.Fatal(err)
+	}
+	texts := func() []string {
+		var out []string
+		for _, m := range dc.BotMessages(channel) {
+			out = append(out, m.Content)
+		}
+		return out
+	}
+	wait.For(t, "the reminder in the channel", func() bool { return slices.Contains(texts(), "Deploy window opens now.") })
+	e.waitLog(`msg="tasks: run delivered" run=1`)
+	if n := len(slices.DeleteFunc(texts(), func(s string) bool { return s != "Deploy window opens now." })); n != 1 {
+		t.Errorf("the reminder arrived %d times: %q", n, texts())
+	}
+}
+
+// schedule_task answers to the tool policies as any tool: denied in a chat, the model reads the
+// refusal, no task is made, and the call is in the audit log as a native tool's, denied.
+func TestScheduleTaskIsDeniedByAToolPolicyAndAudited(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.toml().set("tools", taskTools...).parse(t)
+	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "schedule_task", Chats: []string{"telegram:4343"}, Action: "deny"}}
+	stop := e.start(cfg)
+	e.llm.Push(llm.ToolCalls(llm.Call{ID: "call_1", Name: "schedule_task", Args: []string{`{"message":"x","in":"1h"}`}}),
+		llm.Text("I may not."))
+	e.say(4343, "remind me in an hour")
+	e.waitBotText(4343, "the model's answer", contains("I may not."))
+	reqs := e.llm.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if tool := last[len(last)-1]; tool.Role != "tool" || !strings.HasPrefix(tool.Content, "err:") {
+		t.Errorf("the model read %q, want the policy's refusal", tool.Content)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.openStore()
+	defer st.Close()
+	if ts, _ := st.Tasks.ListTasks(context.Background(), store.TaskFilter{}); len(ts) != 0 {
+		t.Errorf("a denied schedule_task made %d tasks", len(ts))
+	}
+	rows, _, err := st.ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "schedule_task"})
+	if err != nil || len(rows) != 1 || rows[0].Status != audit.StatusDenied || rows[0].Source != audit.SourceNative {
+		t.Errorf("audit rows = %+v (%v), want one native call, denied", rows, err)
 	}
 }
