@@ -132,28 +132,9 @@ func (x *access) dmGuilds(ctx context.Context) ([]string, error) {
 	return x.state.guilds(), nil
 }
 
-// channelGuild returns the guild a channel belongs to: from the gateway's state when known,
-// else asked once over REST and remembered.
+// channelGuild returns the guild a channel belongs to.
 func (x *access) channelGuild(ctx context.Context, channelID string) (string, error) {
-	if c := x.state.channel(channelID); c != nil {
-		return c.GuildID, nil
-	}
-	x.mu.Lock()
-	g, ok := x.guildOf[channelID]
-	x.mu.Unlock()
-	if ok {
-		return g, nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := x.rest.channel(cctx, channelID)
-	if err != nil {
-		return "", err
-	}
-	x.mu.Lock()
-	x.guildOf[channelID] = c.GuildID
-	x.mu.Unlock()
-	return c.GuildID, nil
+	return x.channelFact(ctx, channelID, x.guildOf, func(c *discordgo.Channel) string { return c.GuildID })
 }
 
 // memberRoles returns the roles userID holds in guildID, and false when they are not a member.
@@ -198,20 +179,27 @@ func (x *access) allowed(ctx context.Context, guildID, channelID string, roles [
 	return parent, true
 }
 
-// parentOf returns a thread's parent channel id ("" for other channels): from the gateway's
-// state when known, else asked once over REST and remembered.
+// parentOf returns a thread's parent channel id ("" for other channels).
 func (x *access) parentOf(ctx context.Context, channelID string) (string, error) {
-	if c := x.state.channel(channelID); c != nil {
+	return x.channelFact(ctx, channelID, x.parents, func(c *discordgo.Channel) string {
 		if c.IsThread() {
-			return c.ParentID, nil
+			return c.ParentID
 		}
-		return "", nil
+		return ""
+	})
+}
+
+// channelFact returns what fact reads of a channel: from the gateway's state when known, else
+// asked once over REST and remembered in seen (guarded by x.mu).
+func (x *access) channelFact(ctx context.Context, channelID string, seen map[string]string, fact func(*discordgo.Channel) string) (string, error) {
+	if c := x.state.channel(channelID); c != nil {
+		return fact(c), nil
 	}
 	x.mu.Lock()
-	p, ok := x.parents[channelID]
+	v, ok := seen[channelID]
 	x.mu.Unlock()
 	if ok {
-		return p, nil
+		return v, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -219,12 +207,9 @@ func (x *access) parentOf(ctx context.Context, channelID string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	p = ""
-	if c.IsThread() {
-		p = c.ParentID
-	}
+	v = fact(c)
 	x.mu.Lock()
-	x.parents[channelID] = p
+	seen[channelID] = v
 	x.mu.Unlock()
-	return p, nil
+	return v, nil
 }
