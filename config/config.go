@@ -488,11 +488,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	}
 	scaleDurations(reflect.ValueOf(&cfg).Elem(), raw)
 	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, 0, len(und))
-		for _, k := range und {
-			keys = append(keys, k.String())
-		}
-		return nil, fmt.Errorf("%s: unknown key", strings.Join(keys, ", "))
+		return nil, unknownKeys(und)
 	}
 	missing := map[string][]string{}
 	var refused []error
