@@ -110,6 +110,7 @@ func (b *bot) waitToolCalls() {
 // what must be closed.
 func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, error) {
 	b := &bot{log: log, grace: shutdownGrace(cfg)}
+	announceModels(log, cfg)
 	if cfg.Telegram.Enabled {
 		if err := telegram.DropOffsetOfNewDatabase(cfg.SQLitePath(), cfg.OffsetPath(), log); err != nil {
 			return nil, err
@@ -379,6 +380,15 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 	offsetFile := cfg.OffsetPath()
 	bot := coord.BotOf(chat.Telegram, cfg.Telegram.Token)
 	roles := b.platformRoles(bot, telegram.Limits(), deliver)
+	var hook net.Listener
+	if cfg.Telegram.Mode == config.ModeWebhook {
+		ln, err := listen("[telegram] webhook_listen", cfg.Telegram.WebhookListen)
+		if err != nil {
+			return nil, err
+		}
+		b.cleanup = append(b.cleanup, func() { ln.Close() })
+		hook = ln
+	}
 	tg, err := telegram.New(telegram.Options{
 		Ledger:          roles.ledger,
 		PollLease:       b.pollLease(bot),
@@ -389,6 +399,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		WebhookListen:   cfg.Telegram.WebhookListen,
 		WebhookURL:      cfg.Telegram.WebhookURL,
 		WebhookSecret:   cfg.Telegram.WebhookSecret,
+		WebhookListener: hook,
 		AllowedChats:    cfg.Telegram.AllowedChats,
 		AllowedUsers:    cfg.Telegram.AllowedUsers,
 		AccessUsers:     cfg.Access.UsersOn("telegram"),
@@ -465,11 +476,13 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 	if err != nil {
 		return err
 	}
-	// The admin package logs the address it listens on once listening.
-	if cfg.Admin.WebChat {
-		b.log.Info("web chat", "path", "/chat", "on", "the admin listener")
+	ln, err := listen("[admin] listen", cfg.Admin.Listen)
+	if err != nil {
+		return err
 	}
-	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: srv.Run})
+	b.cleanup = append(b.cleanup, func() { ln.Close() }) // Serve closes it too; a failed start does not reach Serve
+	announceAdmin(b.log, cfg, ln.Addr())
+	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: func(ctx context.Context) error { return srv.Serve(ctx, ln) }})
 	return nil
 }
 
