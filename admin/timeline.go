@@ -54,6 +54,12 @@ func bars(tl store.Timeline, calls []audit.Record) []bar {
 		if c.TimeToFirstToken > 0 {
 			b.Wait = c.StartedAt.Add(c.TimeToFirstToken)
 		}
+		if c.CachedIn > 0 || c.CacheWriteIn > 0 {
+			b.Detail += fmt.Sprintf(" · %d in from the cache", c.CachedIn)
+			if c.CacheWriteIn > 0 {
+				b.Detail += fmt.Sprintf(", %d written to it", c.CacheWriteIn)
+			}
+		}
 		if c.FallbackReason != "" {
 			b.Detail += " · fallback"
 		}

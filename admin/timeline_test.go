@@ -49,7 +49,7 @@ func seedTimeline(t *testing.T, st *store.Database) int64 {
 		Messages: []chat.Message{{Role: store.RoleAssistant, Content: "hi"}},
 		LLMCalls: []chat.ModelCall{
 			{Round: 1, Model: "main", Status: "ok", StartedAt: t0.Add(10 * time.Millisecond), TimeToFirstToken: 90 * time.Millisecond, Duration: 190 * time.Millisecond, TokensIn: 10, TokensOut: 4},
-			{Round: 2, Model: "main", Status: "ok", StartedAt: t0.Add(570 * time.Millisecond), TimeToFirstToken: 60 * time.Millisecond, Duration: 150 * time.Millisecond, TokensIn: 20, TokensOut: 5},
+			{Round: 2, Model: "main", Status: "ok", StartedAt: t0.Add(570 * time.Millisecond), TimeToFirstToken: 60 * time.Millisecond, Duration: 150 * time.Millisecond, TokensIn: 20, CachedIn: 12, TokensOut: 5},
 		},
 		Deliveries: []store.Delivery{
 			{Kind: "send", At: t0.Add(700 * time.Millisecond), TookMS: 20},
@@ -123,7 +123,7 @@ func TestTimelineIsReachableFromAuditRowsAndUsage(t *testing.T) {
 		t.Errorf("the chat's turns do not link to the timeline")
 	}
 	page := get(fmt.Sprintf("/admin/turns/%d", id))
-	for _, want := range []string{trace, "approval approved", "retry after 1.0 s", "<svg class=\"timeline\""} {
+	for _, want := range []string{trace, "approval approved", "retry after 1.0 s", "<svg class=\"timeline\"", "20 tokens in, 5 out · 12 in from the cache"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the turn page lacks %q", want)
 		}

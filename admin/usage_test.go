@@ -24,9 +24,9 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	for _, u := range []struct {
-		chat, user string
-		in, out    int
-	}{{"1", "ann", 1_000_000, 200_000}, {"1", "bob", 100_000, 0}, {"2", "ann", 0, 100_000}} {
+		chat, user      string
+		in, cached, out int
+	}{{"1", "ann", 1_000_000, 600_000, 200_000}, {"1", "bob", 100_000, 0, 0}, {"2", "ann", 0, 0, 100_000}} {
 		conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "discord", ChatID: u.chat})
 		if err != nil {
 			t.Fatal(err)
@@ -36,7 +36,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []chat.ModelCall{
-			{Model: "mini", Status: "ok", TokensIn: u.in, TokensOut: u.out, StartedAt: now}}}); err != nil {
+			{Model: "mini", Status: "ok", TokensIn: u.in, CachedIn: u.cached, TokensOut: u.out, StartedAt: now}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,14 +52,20 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 	if err := st.ToolCalls.StartToolCall(ctx, &plain); err != nil {
 		t.Fatal(err)
 	}
-	_, ts := newTestServer(t, st, "usage-token-0123456789", func(o *Options) { o.Prices = map[string]chat.Price{"mini": {In: 0.15, Out: 0.60}} })
+	_, ts := newTestServer(t, st, "usage-token-0123456789", func(o *Options) { o.Prices = map[string]chat.Price{"mini": {In: 0.15, CachedIn: 0.075, Out: 0.60}} })
 
 	var rep usageReport
 	if code := getJSON(t, ts, "/api/v1/usage?since=24h", "usage-token-0123456789", &rep); code != http.StatusOK {
 		t.Fatalf("usage: %d", code)
 	}
-	if rep.Total.TokensIn != 1_100_000 || rep.Total.TokensOut != 300_000 || math.Abs(rep.Total.Cost-(1.1*0.15+0.3*0.60)) > 1e-9 {
-		t.Fatalf("total = %+v, want 1.1M in, 0.3M out, cost 0.345", rep.Total)
+	if rep.Total.TokensIn != 1_100_000 || rep.Total.TokensOut != 300_000 || math.Abs(rep.Total.Cost-(0.5*0.15+0.6*0.075+0.3*0.60)) > 1e-9 {
+		t.Fatalf("total = %+v, want 1.1M in (0.6M of them cached, at half the price), 0.3M out, cost 0.3", rep.Total)
+	}
+	var raw struct {
+		Total map[string]any `json:"total"`
+	}
+	if getJSON(t, ts, "/api/v1/usage?since=24h", "usage-token-0123456789", &raw); raw.Total["cached_tokens"] != float64(600_000) {
+		t.Fatalf("total = %v, want cached_tokens 600000", raw.Total)
 	}
 	if u := rep.Tables["user"]; len(u) != 2 || u[0].Key != "discord:ann" || len(rep.Tables["chat"]) != 2 || len(rep.Tables["model"]) != 1 {
 		t.Fatalf("tables = %+v", rep.Tables)
@@ -72,7 +78,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.HasPrefix(string(body), "chat,calls,tokens_in,tokens_out,cost,estimated_calls\ndiscord:1,2,1100000,200000,0.285000,0\n") {
+	if !strings.HasPrefix(string(body), "chat,calls,tokens_in,tokens_out,cost,estimated_calls,cached_tokens,cache_write_tokens\ndiscord:1,2,1100000,200000,0.240000,0,600000,0\n") {
 		t.Fatalf("CSV = %q", body)
 	}
 	if code := getJSON(t, ts, "/api/v1/usage?by=everything", "usage-token-0123456789", nil); code != http.StatusBadRequest {

@@ -100,6 +100,10 @@ func TestRecordedProviderStreamsRunAToolRoundAndAnswer(t *testing.T) {
 				if got := res.LLMCalls[1]; got.TokensIn != rec.AnswerUsage.PromptTokens || got.TokensOut != rec.AnswerUsage.CompletionTokens {
 					t.Errorf("answer usage = %d in / %d out, want %+v", got.TokensIn, got.TokensOut, rec.AnswerUsage)
 				}
+				if got := res.LLMCalls[1]; got.CachedIn != rec.AnswerUsage.CachedTokens || got.CacheWriteIn != rec.AnswerUsage.CacheWriteTokens {
+					t.Errorf("answer's prompt cache = %d read / %d written, want %d / %d: the bill would be wrong",
+						got.CachedIn, got.CacheWriteIn, rec.AnswerUsage.CachedTokens, rec.AnswerUsage.CacheWriteTokens)
+				}
 
 				reqs := srv.Requests()
 				round2 := assistantWithCalls(t, reqs[1])

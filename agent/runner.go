@@ -415,7 +415,7 @@ func (mc *modelCall) whole(ctx, callCtx context.Context) (chat.Message, error) {
 		return chat.Message{}, mc.wrapErr(ctx, callCtx, errors.New("response has no choices"))
 	}
 	mc.started = true
-	mc.rec.TokensIn, mc.rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+	setUsage(&mc.rec, &resp.Usage, mc.wc.cache)
 	mc.rec.ResponseModel = resp.Model
 	mc.reported = resp.Usage.PromptTokens > 0 || resp.Usage.CompletionTokens > 0
 	mc.acc.add(wholeChoice(&resp.Choices[0]))
@@ -481,9 +481,10 @@ func (mc *modelCall) chunk(resp *openai.ChatCompletionStreamResponse) {
 		mc.deadline.touch()
 	}
 	if resp.Usage != nil {
-		mc.rec.TokensIn, mc.rec.TokensOut = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+		setUsage(&mc.rec, resp.Usage, mc.wc.cache)
 		mc.reported = true
 	}
+	mc.wc.cache = cacheReport{} // what one chunk's usage said is not the next one's
 	for i := range resp.Choices {
 		if resp.Choices[i].Index == 0 && mc.acc.add(&resp.Choices[i]) {
 			mc.flush()

@@ -48,6 +48,9 @@ type wireCall struct {
 	// stream is the streamed answer's normaliser, which the runner reads chunks from (next)
 	// instead of go-openai's stream reader; nil when the answer is not an event stream.
 	stream *sseNormaliser
+	// cache is what the answer's usage said of the provider's prompt cache in fields go-openai
+	// does not decode (DeepSeek's, Anthropic-compatible gateways', OpenRouter's cache writes).
+	cache cacheReport
 }
 
 // wireExtras are the raw fields of one assistant message beyond the ones the runner models.
@@ -368,8 +371,15 @@ func normaliseObject(body []byte, field string, wc *wireCall) ([]byte, bool) {
 			Delta   map[string]json.RawMessage `json:"delta"`
 			Message map[string]json.RawMessage `json:"message"`
 		} `json:"choices"`
+		Usage json.RawMessage `json:"usage"`
 	}
-	if err := json.Unmarshal(body, &obj); err != nil || len(obj.Choices) == 0 {
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, false
+	}
+	if !isNull(obj.Usage) {
+		wc.cache.take(obj.Usage)
+	}
+	if len(obj.Choices) == 0 {
 		return nil, false
 	}
 	changed := make([]map[string]json.RawMessage, len(obj.Choices))

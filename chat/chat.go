@@ -159,6 +159,10 @@ type Line struct {
 // configured currency: the store totals usage with it, the metrics count cost with it.
 type Price struct {
 	In, Out float64
+	// CachedIn is what a million prompt tokens served from the provider's cache cost, and
+	// CacheWrite what a million written to it cost (Anthropic's cache writes); the
+	// configuration fills them with In when it names no price of their own.
+	CachedIn, CacheWrite float64
 	// PerMinute is what a minute of audio a speech model transcribes costs.
 	PerMinute float64
 }
@@ -166,9 +170,19 @@ type Price struct {
 // AudioCost is what audioMs milliseconds of transcribed audio cost at p.
 func (p Price) AudioCost(audioMs int64) float64 { return float64(audioMs) / 60000 * p.PerMinute }
 
-// Cost is what tokensIn prompt and tokensOut completion tokens cost at p.
+// Cost is what tokensIn prompt and tokensOut completion tokens cost at p, none of them cached.
 func (p Price) Cost(tokensIn, tokensOut int64) float64 {
-	return (float64(tokensIn)*p.In + float64(tokensOut)*p.Out) / 1e6
+	return p.Bill(tokensIn, 0, 0, tokensOut)
+}
+
+// Bill is what a provider bills at p for tokensIn prompt tokens, of which cached were served
+// from its cache and written were written to it, and tokensOut completion tokens. Cached and
+// written tokens beyond tokensIn (a provider's inconsistent report) are not billed twice.
+func (p Price) Bill(tokensIn, cached, written, tokensOut int64) float64 {
+	cached = max(min(cached, tokensIn), 0)
+	written = max(min(written, tokensIn-cached), 0)
+	plain := tokensIn - cached - written
+	return (float64(plain)*p.In + float64(cached)*p.CachedIn + float64(written)*p.CacheWrite + float64(tokensOut)*p.Out) / 1e6
 }
 
 // Delivery is one platform request of a turn's reply, for the turn's timeline.

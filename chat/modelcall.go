@@ -25,8 +25,13 @@ type ModelCall struct {
 	// streaming); zero when no token arrived.
 	TimeToFirstToken time.Duration
 	Duration         time.Duration
-	TokensIn         int
-	TokensOut        int
+	// TokensIn is every prompt token the provider counted, CachedIn and CacheWriteIn included.
+	TokensIn  int
+	TokensOut int
+	// CachedIn is the part of TokensIn the provider served from its prompt cache (billed at
+	// Price.CachedIn); CacheWriteIn the part it wrote to the cache (billed at Price.CacheWrite,
+	// by the providers that charge for it). Zero when the provider reported none.
+	CachedIn, CacheWriteIn int
 	// Estimated reports that TokensIn and TokensOut are the bot's estimate, not the provider's:
 	// the call ended without a usage report (a stopped, cut or failed stream).
 	Estimated bool

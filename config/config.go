@@ -73,6 +73,11 @@ type Model struct {
 	// currency, the same for every model); 0 counts the model as free.
 	PriceIn  float64 `toml:"price_in"`
 	PriceOut float64 `toml:"price_out"`
+	// PriceCachedIn is what a million prompt tokens the provider served from its prompt cache
+	// cost, PriceCacheWrite what a million it wrote to the cache cost (Anthropic's cache
+	// writes); left out, PriceIn.
+	PriceCachedIn   float64 `toml:"price_cached_in"`
+	PriceCacheWrite float64 `toml:"price_cache_write"`
 }
 
 // Agent tunes the agent runner.
@@ -622,6 +627,12 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		}
 		if m.Name == "" {
 			m.Name = m.Model
+		}
+		if !modelHas(i, "price_cached_in") {
+			m.PriceCachedIn = m.PriceIn
+		}
+		if !modelHas(i, "price_cache_write") {
+			m.PriceCacheWrite = m.PriceIn
 		}
 		known := KnownBudget(m.Model)
 		if m.ContextWindow == 0 {

@@ -121,6 +121,9 @@ func (c *Config) validateModels(p *problems) map[string]bool {
 		if m.PriceIn < 0 || m.PriceOut < 0 || math.IsNaN(m.PriceIn) || math.IsNaN(m.PriceOut) {
 			p.bad(key+".price_in", "prices must be 0 or more, got price_in %v, price_out %v", m.PriceIn, m.PriceOut)
 		}
+		if m.PriceCachedIn < 0 || m.PriceCacheWrite < 0 || math.IsNaN(m.PriceCachedIn) || math.IsNaN(m.PriceCacheWrite) {
+			p.bad(key+".price_cached_in", "prices must be 0 or more, got price_cached_in %v, price_cache_write %v", m.PriceCachedIn, m.PriceCacheWrite)
+		}
 		if vars := p.missing[key+".api_key"]; len(vars) > 0 {
 			p.bad(key+".api_key", "empty: environment variable %s is not set", strings.Join(vars, ", "))
 		}

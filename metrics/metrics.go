@@ -87,6 +87,7 @@ type Metrics struct {
 	modelFirstToken *prometheus.HistogramVec
 	modelTokens     *prometheus.CounterVec
 	modelCost       *prometheus.CounterVec
+	modelCached     *prometheus.CounterVec
 	modelFallbacks  *prometheus.CounterVec
 	modelErrors     *prometheus.CounterVec
 
@@ -124,7 +125,8 @@ func New(opts Options) *Metrics {
 	m.modelCalls = f.counter("relaybot_model_calls_total", "Model calls made, by model and outcome (ok, error, cancelled, ...).", "model", "status")
 	m.modelFirstToken = f.histogram("relaybot_model_time_to_first_token_seconds", "Wait for a model's first streamed chunk (the whole call when not streaming), by model.", firstTokenBuckets, "model")
 	m.modelTokens = f.counter("relaybot_model_tokens_total", "Tokens the models reported, by model and direction (in = prompt, out = completion).", "model", "direction")
-	m.modelCost = f.counter("relaybot_model_cost_total", "What the models' tokens cost at the configured [[models]] prices (per million tokens), by model.", "model")
+	m.modelCached = f.counter("relaybot_model_cached_tokens_total", "Prompt tokens the providers served from their prompt cache (cache = read) or wrote to it (cache = write), by model; part of relaybot_model_tokens_total's in.", "model", "cache")
+	m.modelCost = f.counter("relaybot_model_cost_total", "What the models' tokens cost at the configured [[models]] prices (per million tokens; cached prompt tokens at price_cached_in, cache writes at price_cache_write), by model.", "model")
 	m.modelFallbacks = f.counter("relaybot_model_fallbacks_total", "Model calls made to a fallback candidate because the one before it failed, by the model fallen back to.", "model")
 	m.modelErrors = f.counter("relaybot_model_errors_total", "Failed model calls, by model and kind of error (auth, rate_limit, overloaded, context_length, bad_request, server, timeout, network, other).", "model", "kind")
 
@@ -292,10 +294,12 @@ func (m *Metrics) ModelCallFinished(_ context.Context, c chat.ModelCall) {
 	m.modelFirstToken.WithLabelValues(model).Observe(c.TimeToFirstToken.Seconds())
 	m.modelTokens.WithLabelValues(model, "in").Add(float64(c.TokensIn))
 	m.modelTokens.WithLabelValues(model, "out").Add(float64(c.TokensOut))
+	m.modelCached.WithLabelValues(model, "read").Add(float64(c.CachedIn))
+	m.modelCached.WithLabelValues(model, "write").Add(float64(c.CacheWriteIn))
 	m.genAITokens.WithLabelValues(genAIChat, system, requested, "input").Observe(float64(c.TokensIn))
 	m.genAITokens.WithLabelValues(genAIChat, system, requested, "output").Observe(float64(c.TokensOut))
 	if p, ok := m.prices[c.Model]; ok {
-		m.modelCost.WithLabelValues(model).Add(p.Cost(int64(c.TokensIn), int64(c.TokensOut)) + p.AudioCost(c.Audio.Milliseconds()))
+		m.modelCost.WithLabelValues(model).Add(p.Bill(int64(c.TokensIn), int64(c.CachedIn), int64(c.CacheWriteIn), int64(c.TokensOut)) + p.AudioCost(c.Audio.Milliseconds()))
 	}
 }
 

@@ -229,3 +229,20 @@ func TestModelCostFollowsThePrices(t *testing.T) {
 		t.Fatalf("an unpriced model has a cost series")
 	}
 }
+
+// Cached prompt tokens are counted apart and priced at the cache's price.
+func TestCachedTokensAreCountedAndPricedAtTheCachesPrice(t *testing.T) {
+	m := New(Options{Models: []string{"mini"}, Prices: map[string]chat.Price{"mini": {In: 0.15, CachedIn: 0.075, CacheWrite: 0.2, Out: 0.60}}})
+	m.ModelCallFinished(context.Background(), chat.ModelCall{Model: "mini", Status: chat.StatusOK, TokensIn: 2_000_000, CachedIn: 1_500_000, CacheWriteIn: 100_000, TokensOut: 0})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	fams := scrape(t, srv.URL)
+	for cache, want := range map[string]float64{"read": 1_500_000, "write": 100_000} {
+		if got, ok := value(fams, "relaybot_model_cached_tokens_total", map[string]string{"model": "mini", "cache": cache}); !ok || got != want {
+			t.Errorf("relaybot_model_cached_tokens_total{cache=%s} = %v (%v), want %v", cache, got, ok, want)
+		}
+	}
+	if got, ok := value(fams, "relaybot_model_cost_total", map[string]string{"model": "mini"}); !ok || math.Abs(got-(0.4*0.15+1.5*0.075+0.1*0.2)) > 1e-9 {
+		t.Fatalf("relaybot_model_cost_total = %v, want 0.1925: cached tokens at full price", got)
+	}
+}

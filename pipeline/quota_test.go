@@ -86,6 +86,27 @@ func TestUsageCommand(t *testing.T) {
 	}
 }
 
+// /usage says how many of the tokens in the provider served from its prompt cache, and bills
+// them at the cache's price.
+func TestUsageCommandShowsCachedTokensAtTheirPrice(t *testing.T) {
+	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
+	h := newHarness(t, Options{
+		Models: ModelOptions{Prices: map[string]chat.Price{"primary": {In: 2.50, CachedIn: 0.25, Out: 10.00}}},
+		Now:    func() time.Time { return now },
+	})
+	r := llm.Text("a")
+	r.Usage = &llm.Usage{PromptTokens: 400_000, CachedTokens: 300_000, CompletionTokens: 100_000}
+	h.llm.Push(r)
+	<-h.handle(privateMsg("7", "1", "hello"), &recResponder{stream: true})
+	out := &recResponder{}
+	<-h.handle(privateMsg("7", "9", "/usage"), out)
+	// 100,000 × 2.50 + 300,000 × 0.25 + 100,000 × 10.00 per million.
+	want := "Today: 400000 tokens in (300000 cached), 100000 out, 1 model calls, cost 1.3250"
+	if n := out.RawNotices(); len(n) != 1 || !strings.Contains(n[0], want) || !strings.Contains(n[0], quota.CachedNote) {
+		t.Errorf("/usage = %q, want %q and what cached tokens are", n, want)
+	}
+}
+
 // A quota reached inside a turn (a tool round's model call used it up) stops the turn before its
 // next model call, with the quota message instead of the failure hint.
 func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {

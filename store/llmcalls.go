@@ -203,14 +203,15 @@ func (s *ModelCallQuery) FinishLLMCall(ctx context.Context, id int64, c chat.Mod
 // settleLLMCall is FinishLLMCall's statement: one plain UPDATE (no GORM statement to build),
 // which the statement cache keeps prepared.
 const settleLLMCall = `UPDATE llm_calls SET status = ?, model = ?, candidate = ?, ttft_ms = ?,
-	duration_ms = ?, tokens_in = ?, tokens_out = ?, estimated = ?, error = ? WHERE id = ? AND status = ?`
+	duration_ms = ?, tokens_in = ?, tokens_out = ?, cached_in = ?, cache_write_in = ?, estimated = ?, error = ?
+	WHERE id = ? AND status = ?`
 
 // settleLLMCalls writes the ends of running calls in tx.
 func settleLLMCalls(tx *gorm.DB, ss []LLMCallSettle) error {
 	for _, st := range ss {
 		c := st.Call
 		if err := tx.Exec(settleLLMCall, string(c.Status), c.Model, c.Candidate, c.TimeToFirstToken.Milliseconds(),
-			c.Duration.Milliseconds(), c.TokensIn, c.TokensOut, c.Estimated, validText(c.ErrorText()),
+			c.Duration.Milliseconds(), c.TokensIn, c.TokensOut, c.CachedIn, c.CacheWriteIn, c.Estimated, validText(c.ErrorText()),
 			st.ID, LLMCallRunning).Error; err != nil {
 			return fmt.Errorf("settle model call %d: %w", st.ID, err)
 		}
@@ -243,6 +244,6 @@ func newLLMCallRow(c chat.ModelCall) llmCallRow {
 	return llmCallRow{Round: c.Round, Model: c.Model, Candidate: c.Candidate,
 		FallbackReason: validText(c.FallbackReason), Status: c.Status,
 		TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
-		TokensIn: c.TokensIn, TokensOut: c.TokensOut, Estimated: c.Estimated,
+		TokensIn: c.TokensIn, TokensOut: c.TokensOut, CachedIn: c.CachedIn, CacheWriteIn: c.CacheWriteIn, Estimated: c.Estimated,
 		Error: validText(c.ErrorText()), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds()}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -216,6 +217,55 @@ func TestACallIsSettledWithItsTurnsNextWrite(t *testing.T) {
 		// advisory locks), so only SQLite counts all four.
 		if n := s.turns.commits.Load() - before; driver == DriverSQLite && n != 4 {
 			t.Fatalf("a turn of two model calls took %d commits, want 4", n)
+		}
+	})
+}
+
+// A call's cached prompt tokens are kept with it, shown in usage and its timeline, and priced at
+// the cache's price: a cost quota counts what the provider bills, not the full price.
+func TestCachedTokensAreStoredAndBilledAtTheCachesPrice(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		day := time.Now().UTC().Truncate(24 * time.Hour)
+		prices := map[string]chat.Price{"m": {In: 2, CachedIn: 0.2, CacheWrite: 2.5, Out: 8}}
+		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Cost: 0.01}
+		start := func() (int64, error) {
+			return s.ModelCalls.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7",
+				Checks: []QuotaCheck{check}, Prices: prices, Call: chat.ModelCall{Model: "m", TokensIn: 10, StartedAt: time.Now()}})
+		}
+		id, err := start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 4,000 prompt tokens, 3,000 from the cache and 500 written to it, 100 out:
+		// 500×2 + 3000×0.2 + 500×2.5 + 100×8 = 3,650 per million = 0.00365, under the 0.01 quota
+		// (at full price, 4000×2 + 100×8 = 0.0088, it would be too).
+		call := chat.ModelCall{Model: "m", Status: "ok", TokensIn: 4000, CachedIn: 3000, CacheWriteIn: 500, TokensOut: 100}
+		if err := s.ModelCalls.FinishLLMCall(ctx, id, call); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s.Usage.Usage(ctx, check.Filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := RollUp(rows, ByAll, prices)[0]
+		if u.TokensIn != 4000 || u.CachedTokens != 3000 || u.CacheWriteTokens != 500 || math.Abs(u.Cost-0.00365) > 1e-12 {
+			t.Fatalf("usage = %+v, want 4000 in of which 3000 cached and 500 written, costing 0.00365", u)
+		}
+		// Two more such calls start (0.00365 and 0.0073 used before them), a fourth does not
+		// (0.01095). At full price (0.0088 a call) the third would have been refused.
+		for range 2 {
+			id, err := start()
+			if err != nil {
+				t.Fatalf("a call under the billed cost was refused: %v", err)
+			}
+			if err := s.ModelCalls.FinishLLMCall(ctx, id, call); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := start(); !errors.As(err, new(*OverQuotaError)) {
+			t.Fatalf("a call over the billed cost started: %v", err)
 		}
 	})
 }

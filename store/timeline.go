@@ -45,7 +45,8 @@ func (s *TimelineQuery) TurnTimeline(ctx context.Context, id int64) (Timeline, e
 			FallbackReason: c.FallbackReason, Status: c.Status,
 			TimeToFirstToken: time.Duration(c.TTFTMs) * time.Millisecond,
 			Duration:         time.Duration(c.DurationMs) * time.Millisecond,
-			TokensIn:         c.TokensIn, TokensOut: c.TokensOut, StartedAt: c.StartedAt.UTC()}
+			TokensIn:         c.TokensIn, TokensOut: c.TokensOut, CachedIn: c.CachedIn, CacheWriteIn: c.CacheWriteIn,
+			StartedAt: c.StartedAt.UTC()}
 		if c.Error != "" {
 			call.Err = errors.New(c.Error)
 		}

@@ -173,8 +173,12 @@ type llmCallRow struct {
 	DurationMs     int64 `gorm:"column:duration_ms"`
 	TokensIn       int
 	TokensOut      int
-	Error          string
-	StartedAt      time.Time
+	// CachedIn and CacheWriteIn are the parts of TokensIn the provider read from and wrote to
+	// its prompt cache.
+	CachedIn     int `gorm:"column:cached_in"`
+	CacheWriteIn int `gorm:"column:cache_write_in"`
+	Error        string
+	StartedAt    time.Time
 	// Platform, ChatID and UserID are whom the call is counted against.
 	Platform   string
 	ChatID     string

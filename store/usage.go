@@ -31,6 +31,10 @@ type UsageRow struct {
 	Calls     int64  `json:"calls"`
 	TokensIn  int64  `json:"tokens_in"`
 	TokensOut int64  `json:"tokens_out"`
+	// CachedTokens is the part of TokensIn the provider served from its prompt cache,
+	// CacheWriteTokens the part it wrote to it.
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
 	// Estimated counts the calls whose tokens the bot estimated (the provider reported none: a
 	// stopped, cut or failed stream, or a call still running).
 	Estimated int64 `json:"estimated"`
@@ -38,9 +42,9 @@ type UsageRow struct {
 	AudioMs int64 `json:"audio_ms"`
 }
 
-// Cost is what the row's tokens and audio cost at p.
+// Cost is what the row's tokens and audio cost at p, its cached tokens at the cache's price.
 func (r UsageRow) Cost(p chat.Price) float64 {
-	return p.Cost(r.TokensIn, r.TokensOut) + p.AudioCost(r.AudioMs)
+	return p.Bill(r.TokensIn, r.CachedTokens, r.CacheWriteTokens, r.TokensOut) + p.AudioCost(r.AudioMs)
 }
 
 // Usage sums the tokens of the model calls matching f per platform, chat, user and model (the
@@ -59,6 +63,7 @@ func usageQuery(db *gorm.DB, f UsageFilter) ([]UsageRow, error) {
 	q := db.Table("llm_calls").
 		Select("platform, chat_id, user_id, model, COUNT(*) AS calls, " +
 			"COALESCE(SUM(tokens_in), 0) AS tokens_in, COALESCE(SUM(tokens_out), 0) AS tokens_out, " +
+			"COALESCE(SUM(cached_in), 0) AS cached_tokens, COALESCE(SUM(cache_write_in), 0) AS cache_write_tokens, " +
 			"COALESCE(SUM(CASE WHEN estimated THEN 1 ELSE 0 END), 0) AS estimated, " +
 			"COALESCE(SUM(audio_ms), 0) AS audio_ms")
 	if !f.Since.IsZero() {
@@ -80,11 +85,16 @@ func usageQuery(db *gorm.DB, f UsageFilter) ([]UsageRow, error) {
 
 // UsageTotal is the sum of usage rows under one key, with their cost.
 type UsageTotal struct {
-	Key       string  `json:"key"`
-	Calls     int64   `json:"calls"`
-	TokensIn  int64   `json:"tokens_in"`
-	TokensOut int64   `json:"tokens_out"`
-	Cost      float64 `json:"cost"`
+	Key       string `json:"key"`
+	Calls     int64  `json:"calls"`
+	TokensIn  int64  `json:"tokens_in"`
+	TokensOut int64  `json:"tokens_out"`
+	// CachedTokens is the part of TokensIn served from the providers' prompt caches (billed at
+	// the models' price_cached_in), CacheWriteTokens the part written to them.
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	// Cost is what the providers bill: cached and written prompt tokens at their own prices.
+	Cost float64 `json:"cost"`
 	// Estimated counts the calls among Calls whose tokens are the bot's estimate.
 	Estimated int64 `json:"estimated"`
 	// AudioSeconds is the audio transcribed, in seconds.
@@ -125,6 +135,8 @@ func RollUp(rows []UsageRow, by string, prices map[string]chat.Price) []UsageTot
 		t.Calls += r.Calls
 		t.TokensIn += r.TokensIn
 		t.TokensOut += r.TokensOut
+		t.CachedTokens += r.CachedTokens
+		t.CacheWriteTokens += r.CacheWriteTokens
 		t.Estimated += r.Estimated
 		t.AudioSeconds += float64(r.AudioMs) / 1000
 		t.Cost += r.Cost(prices[r.Model])

@@ -31,17 +31,21 @@ const (
 	keyResponseModel = attribute.Key("gen_ai.response.model")
 	keyInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
 	keyOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
-	keyFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
-	keyInputMessages = attribute.Key("gen_ai.input.messages")
-	keyOutputMsgs    = attribute.Key("gen_ai.output.messages")
-	keyToolName      = attribute.Key("gen_ai.tool.name")
-	keyToolCallID    = attribute.Key("gen_ai.tool.call.id")
-	keyToolType      = attribute.Key("gen_ai.tool.type")
-	keyToolArgs      = attribute.Key("gen_ai.tool.call.arguments")
-	keyToolResult    = attribute.Key("gen_ai.tool.call.result")
-	keyMCPMethod     = attribute.Key("mcp.method.name")
-	keyServerAddress = attribute.Key("server.address")
-	keyErrorType     = attribute.Key("error.type")
+	// The semantic conventions' names of the prompt tokens read from and written to the
+	// provider's prompt cache (both part of gen_ai.usage.input_tokens).
+	keyCacheReadTokens  = attribute.Key("gen_ai.usage.cache_read.input_tokens")
+	keyCacheWriteTokens = attribute.Key("gen_ai.usage.cache_creation.input_tokens")
+	keyFinishReasons    = attribute.Key("gen_ai.response.finish_reasons")
+	keyInputMessages    = attribute.Key("gen_ai.input.messages")
+	keyOutputMsgs       = attribute.Key("gen_ai.output.messages")
+	keyToolName         = attribute.Key("gen_ai.tool.name")
+	keyToolCallID       = attribute.Key("gen_ai.tool.call.id")
+	keyToolType         = attribute.Key("gen_ai.tool.type")
+	keyToolArgs         = attribute.Key("gen_ai.tool.call.arguments")
+	keyToolResult       = attribute.Key("gen_ai.tool.call.result")
+	keyMCPMethod        = attribute.Key("mcp.method.name")
+	keyServerAddress    = attribute.Key("server.address")
+	keyErrorType        = attribute.Key("error.type")
 
 	keyPlatform      = attribute.Key("relaybot.platform")
 	keyChat          = attribute.Key("relaybot.chat.id")
@@ -204,6 +208,9 @@ func (o modelObserver) ModelCallFinished(ctx context.Context, c chat.ModelCall) 
 	}
 	if m.ServerAddress != "" {
 		attrs = append(attrs, keyServerAddress.String(m.ServerAddress))
+	}
+	if c.CachedIn > 0 || c.CacheWriteIn > 0 {
+		attrs = append(attrs, keyCacheReadTokens.Int(c.CachedIn), keyCacheWriteTokens.Int(c.CacheWriteIn))
 	}
 	if c.ResponseModel != "" {
 		attrs = append(attrs, keyResponseModel.String(c.ResponseModel))

@@ -593,7 +593,7 @@ func modelBudgets(ms []config.Model) []history.ModelBudget {
 func prices(cfg *config.Config) map[string]chat.Price {
 	out := make(map[string]chat.Price, len(cfg.Models))
 	for _, m := range cfg.Models {
-		out[m.Name] = chat.Price{In: m.PriceIn, Out: m.PriceOut}
+		out[m.Name] = chat.Price{In: m.PriceIn, Out: m.PriceOut, CachedIn: m.PriceCachedIn, CacheWrite: m.PriceCacheWrite}
 	}
 	for _, m := range cfg.Speech.Candidates() {
 		p := out[m.Name]

@@ -231,7 +231,8 @@ func (m *Meter) pendingLocked() []store.UsageRow {
 	var rows []store.UsageRow
 	for _, c := range m.state.unsaved {
 		rows = append(rows, store.UsageRow{Platform: string(m.in.Chat.Platform), ChatID: m.in.Chat.ChatID,
-			UserID: m.in.UserID, Model: c.Model, Calls: 1, TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut)})
+			UserID: m.in.UserID, Model: c.Model, Calls: 1, TokensIn: int64(c.TokensIn), TokensOut: int64(c.TokensOut),
+			CachedTokens: int64(c.CachedIn), CacheWriteTokens: int64(c.CacheWriteIn)})
 	}
 	return rows
 }

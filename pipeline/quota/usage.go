@@ -73,11 +73,17 @@ func formatUsage(day, month []store.UsageRow, all bool, prices map[string]chat.P
 			}
 		}
 	}
+	if mt.CachedTokens > 0 {
+		b.WriteString("\n" + CachedNote)
+	}
 	if mt.Estimated > 0 {
 		b.WriteString("\n" + EstimatedNote)
 	}
 	return b.String()
 }
+
+// CachedNote explains the cached tokens of a /usage answer.
+const CachedNote = "Cached tokens are prompt tokens the provider served from its prompt cache; they are part of the tokens in and cost what the provider bills for them."
 
 // EstimatedNote ends a /usage answer that counts estimated calls.
 const EstimatedNote = "≈ includes estimates: the provider reports no usage for an answer stopped or cut off, a failed call or one still running, so the bot counts the prompt's estimate and what was generated."
@@ -94,8 +100,12 @@ func usageLine(t store.UsageTotal) string {
 	if t.AudioSeconds > 0 {
 		audio = fmt.Sprintf(", %.0f s of audio", t.AudioSeconds)
 	}
-	if t.Estimated > 0 {
-		return fmt.Sprintf("≈%d tokens in, ≈%d out%s, %d model calls (%d estimated), cost ≈%.4f", t.TokensIn, t.TokensOut, audio, t.Calls, t.Estimated, t.Cost)
+	cached := ""
+	if t.CachedTokens > 0 {
+		cached = fmt.Sprintf(" (%d cached)", t.CachedTokens)
 	}
-	return fmt.Sprintf("%d tokens in, %d out%s, %d model calls, cost %.4f", t.TokensIn, t.TokensOut, audio, t.Calls, t.Cost)
+	if t.Estimated > 0 {
+		return fmt.Sprintf("≈%d tokens in%s, ≈%d out%s, %d model calls (%d estimated), cost ≈%.4f", t.TokensIn, cached, t.TokensOut, audio, t.Calls, t.Estimated, t.Cost)
+	}
+	return fmt.Sprintf("%d tokens in%s, %d out%s, %d model calls, cost %.4f", t.TokensIn, cached, t.TokensOut, audio, t.Calls, t.Cost)
 }

@@ -87,6 +87,10 @@ type ToolCallDelta struct {
 type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
+	// CachedTokens is the part of PromptTokens served from the provider's prompt cache
+	// (prompt_tokens_details.cached_tokens, sent when not zero); CacheWriteTokens the part written
+	// to it (a recording's shape only).
+	CachedTokens, CacheWriteTokens int
 }
 
 // Handler decides the reply to a request. It may be called from several goroutines at once.

@@ -27,7 +27,8 @@ type Recording struct {
 }
 
 // Recordings returns the recorded shapes of OpenAI, Azure OpenAI, Gemini's OpenAI-compatible
-// API, DeepSeek, Groq, Mistral, xAI, Ollama and vLLM, and one stream of quirks several of them
+// API, DeepSeek, Groq, Mistral, xAI, Ollama and vLLM, Claude through OpenRouter and through an
+// Anthropic-compatible gateway (their prompt cache's usage fields), and one stream of quirks several of them
 // show (an empty first chunk, a role repeated on every chunk, "tool_calls": [] on text chunks, a
 // tool name split over chunks, usage in a chunk with empty choices).
 func Recordings() []Recording {
@@ -42,13 +43,16 @@ func Recordings() []Recording {
 		xAIRecording(usage),
 		ollamaRecording(usage),
 		vLLMRecording(usage),
+		openRouterClaudeRecording(usage),
+		anthropicGatewayRecording(usage),
 		quirksRecording(usage),
 	}
 }
 
 // openAIRecording is OpenAI's chat completions streaming: the role and the call's id and name
 // come first, the arguments in fragments by index, finish_reason in a chunk with an empty delta,
-// usage (stream_options.include_usage) in a last chunk whose choices are empty.
+// usage (stream_options.include_usage) in a last chunk whose choices are empty; the answer's
+// prompt was served in part from the prompt cache (prompt_tokens_details.cached_tokens).
 func openAIRecording(usage Usage) Recording {
 	return Recording{
 		Provider: "openai",
@@ -66,9 +70,9 @@ func openAIRecording(usage Usage) Recording {
 			`{"id":"chatcmpl-2","object":"chat.completion.chunk","created":1767225601,"model":"gpt-4.1","choices":[{"index":0,"delta":{"content":"You are in "},"logprobs":null,"finish_reason":null}],"usage":null}`,
 			`{"id":"chatcmpl-2","object":"chat.completion.chunk","created":1767225601,"model":"gpt-4.1","choices":[{"index":0,"delta":{"content":"/work."},"logprobs":null,"finish_reason":null}],"usage":null}`,
 			`{"id":"chatcmpl-2","object":"chat.completion.chunk","created":1767225601,"model":"gpt-4.1","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}`,
-			`{"id":"chatcmpl-2","object":"chat.completion.chunk","created":1767225601,"model":"gpt-4.1","choices":[],"usage":{"prompt_tokens":52,"completion_tokens":7,"total_tokens":59}}`,
+			`{"id":"chatcmpl-2","object":"chat.completion.chunk","created":1767225601,"model":"gpt-4.1","choices":[],"usage":{"prompt_tokens":52,"completion_tokens":7,"total_tokens":59,"prompt_tokens_details":{"cached_tokens":32,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`,
 		}},
-		AnswerUsage: usage,
+		AnswerUsage: Usage{PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, CachedTokens: 32},
 	}
 }
 
@@ -117,7 +121,9 @@ func geminiRecording(usage Usage) Recording {
 }
 
 // deepSeekRecording is DeepSeek's thinking mode: reasoning_content deltas with content null,
-// then the call; usage (with cache fields) on the finish chunk.
+// then the call; usage on the finish chunk with its cache fields (prompt_cache_hit_tokens and
+// prompt_cache_miss_tokens, which add up to prompt_tokens; no prompt_tokens_details in the
+// answer).
 func deepSeekRecording(usage Usage) Recording {
 	return Recording{
 		Provider:          "deepseek",
@@ -138,7 +144,7 @@ func deepSeekRecording(usage Usage) Recording {
 			`{"id":"ds-2","object":"chat.completion.chunk","created":1767225601,"model":"deepseek-reasoner","system_fingerprint":"fp_ds","choices":[{"index":0,"delta":{"content":"You are in /work.","reasoning_content":null},"logprobs":null,"finish_reason":null}]}`,
 			`{"id":"ds-2","object":"chat.completion.chunk","created":1767225601,"model":"deepseek-reasoner","system_fingerprint":"fp_ds","choices":[{"index":0,"delta":{"content":"","reasoning_content":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":52,"completion_tokens":7,"total_tokens":59,"prompt_cache_hit_tokens":40,"prompt_cache_miss_tokens":12}}`,
 		}},
-		AnswerUsage: usage,
+		AnswerUsage: Usage{PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, CachedTokens: 40},
 	}
 }
 
@@ -263,6 +269,54 @@ func vLLMRecording(usage Usage) Recording {
 			`{"id":"chatcmpl-v2","object":"chat.completion.chunk","created":1767225601,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":52,"total_tokens":59,"completion_tokens":7}}`,
 		}},
 		AnswerUsage: usage,
+	}
+}
+
+// openRouterClaudeRecording is an Anthropic Claude model through OpenRouter's OpenAI-compatible
+// API: the call streamed in fragments, usage (always sent) in a last chunk with empty choices,
+// the prompt cache's read and write under prompt_tokens_details (cached_tokens,
+// cache_write_tokens), and the cost OpenRouter charged.
+func openRouterClaudeRecording(usage Usage) Recording {
+	return Recording{
+		Provider: "openrouter-claude",
+		CallID:   "toolu_01A9q",
+		ToolRound: Reply{Events: []string{
+			`{"id":"gen-1","provider":"Anthropic","model":"anthropic/claude-sonnet-4.5","object":"chat.completion.chunk","created":1767225600,"choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"id":"toolu_01A9q","type":"function","function":{"name":"shell","arguments":""}}]},"finish_reason":null,"native_finish_reason":null,"logprobs":null}]}`,
+			`{"id":"gen-1","provider":"Anthropic","model":"anthropic/claude-sonnet-4.5","object":"chat.completion.chunk","created":1767225600,"choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"function":{"arguments":"{\"command\": \"pwd\"}"}}]},"finish_reason":null,"native_finish_reason":null,"logprobs":null}]}`,
+			`{"id":"gen-1","provider":"Anthropic","model":"anthropic/claude-sonnet-4.5","object":"chat.completion.chunk","created":1767225600,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls","native_finish_reason":"tool_use","logprobs":null}]}`,
+			`{"id":"gen-1","provider":"Anthropic","model":"anthropic/claude-sonnet-4.5","object":"chat.completion.chunk","created":1767225600,"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":20,"total_tokens":60,"cost":0.00042,"is_byok":false,"prompt_tokens_details":{"cached_tokens":0,"cache_write_tokens":32,"audio_tokens":0},"cost_details":{"upstream_inference_cost":null},"completion_tokens_details":{"reasoning_tokens":0,"image_tokens":0}}}`,
+		}},
+		AnswerText: "You are in /work.",
+		Answer: Reply{Events: []string{
+			`{"id":"gen-2","provider":"Anthropic","model":"anthropic/claude-sonnet-4.5","object":"chat.completion.chunk","created":1767225601,"choices":[{"index":0,"delta":{"role":"assistant","content":"You are in /work."},"finish_reason":null,"native_finish_reason":null,"logprobs":null}]}`,
+			`{"id":"gen-2","provider":"Anthropic","model":"anthropic/claude-sonnet-4.5","object":"chat.completion.chunk","created":1767225601,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop","native_finish_reason":"end_turn","logprobs":null}]}`,
+			`{"id":"gen-2","provider":"Anthropic","model":"anthropic/claude-sonnet-4.5","object":"chat.completion.chunk","created":1767225601,"choices":[],"usage":{"prompt_tokens":52,"completion_tokens":7,"total_tokens":59,"cost":0.00011,"is_byok":false,"prompt_tokens_details":{"cached_tokens":32,"cache_write_tokens":12,"audio_tokens":0},"cost_details":{"upstream_inference_cost":null},"completion_tokens_details":{"reasoning_tokens":0,"image_tokens":0}}}`,
+		}},
+		AnswerUsage: Usage{PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, CachedTokens: 32, CacheWriteTokens: 12},
+	}
+}
+
+// anthropicGatewayRecording is Claude through an Anthropic-compatible gateway that speaks
+// OpenAI's chat completions (LiteLLM's shape): the call whole in one chunk, usage on a last
+// chunk with empty choices carrying Anthropic's own cache counters (cache_read_input_tokens,
+// cache_creation_input_tokens) beside prompt_tokens, which counts them too.
+func anthropicGatewayRecording(usage Usage) Recording {
+	return Recording{
+		Provider: "anthropic-gateway",
+		CallID:   "toolu_01Bx7",
+		ToolRound: Reply{Events: []string{
+			`{"id":"chatcmpl-an1","created":1767225600,"model":"claude-sonnet-4-5","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"toolu_01Bx7","type":"function","function":{"name":"shell","arguments":"{\"command\": \"pwd\"}"}}]},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-an1","created":1767225600,"model":"claude-sonnet-4-5","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+			`{"id":"chatcmpl-an1","created":1767225600,"model":"claude-sonnet-4-5","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":40,"completion_tokens":20,"total_tokens":60,"cache_creation_input_tokens":36,"cache_read_input_tokens":0}}`,
+		}},
+		AnswerText: "You are in /work.",
+		Answer: Reply{Events: []string{
+			`{"id":"chatcmpl-an2","created":1767225601,"model":"claude-sonnet-4-5","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"You are in "},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-an2","created":1767225601,"model":"claude-sonnet-4-5","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"/work."},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-an2","created":1767225601,"model":"claude-sonnet-4-5","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			`{"id":"chatcmpl-an2","created":1767225601,"model":"claude-sonnet-4-5","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":52,"completion_tokens":7,"total_tokens":59,"prompt_tokens_details":{"cached_tokens":36},"cache_creation_input_tokens":10,"cache_read_input_tokens":36}}`,
+		}},
+		AnswerUsage: Usage{PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, CachedTokens: 36, CacheWriteTokens: 10},
 	}
 }
 

@@ -55,11 +55,20 @@ type wireUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	Details          *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details,omitempty"`
 }
 
 func wireUsageOf(u *Usage) *wireUsage {
-	return &wireUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+	w := &wireUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		TotalTokens: u.PromptTokens + u.CompletionTokens}
+	if u.CachedTokens > 0 {
+		w.Details = &struct {
+			CachedTokens int `json:"cached_tokens"`
+		}{u.CachedTokens}
+	}
+	return w
 }
 
 func wireToolCallDelta(d ToolCallDelta) wireToolCall {
