@@ -2,16 +2,6 @@ package tools
 
 import "time"
 
-// ServerState is a tool server's connection state.
-type ServerState string
-
-// Connection states of a tool server.
-const (
-	ServerConnecting ServerState = "connecting"
-	ServerUp         ServerState = "up"
-	ServerDown       ServerState = "down"
-)
-
 // ServerHealth is one tool server's state (an MCP server's), as its loader reports it and the
 // admin pages and API show it: the JSON names are the admin API's.
 type ServerHealth struct {
@@ -27,3 +17,13 @@ type ServerHealth struct {
 	// Since is when the server entered State.
 	Since time.Time `json:"since,omitzero"`
 }
+
+// ServerState is a tool server's connection state.
+type ServerState string
+
+// Connection states of a tool server.
+const (
+	ServerConnecting ServerState = "connecting"
+	ServerUp         ServerState = "up"
+	ServerDown       ServerState = "down"
+)
