@@ -60,6 +60,11 @@ type Inbound struct {
 	// thread's own channel); empty elsewhere. A Telegram forum topic needs none: its Chat.ChatID
 	// is the group's and its ThreadID the topic's. See RuleChats.
 	ParentChatID string
+	// OpensThread is true when the adapter opens a thread or topic for this message (Discord's
+	// threads = "auto", Telegram's private topics): Chat names it, it is named from the
+	// question, and the answer goes there (or, should the platform refuse it, where it would
+	// have gone without threads). Its Responder is then a ThreadTitler.
+	OpensThread bool `json:",omitempty"`
 	// Redelivered is true when the adapter may have handed this message over before, to a run
 	// of the bot that stopped before the Handler finished with it (a crash). The Handler should
 	// not answer it again when it already has.
@@ -265,6 +270,21 @@ type Responder interface {
 	// SupportsStreaming reports whether the reply should be streamed by edits.
 	SupportsStreaming() bool
 }
+
+// ThreadTitler is implemented by the Responder of a message that opened a thread or topic
+// (Inbound.OpensThread). The pipeline renames it at most once, with a short title the model
+// gave, after the answer.
+type ThreadTitler interface {
+	// ThreadOpened reports whether the thread was opened (false before the first answer, and
+	// when the platform refused it and the answer went to the chat).
+	ThreadOpened() bool
+	// TitleThread renames the thread to title (cut to what the platform takes), in one paced
+	// request; ErrNoThread when it was not opened.
+	TitleThread(ctx context.Context, title string) error
+}
+
+// ErrNoThread: the message's thread or topic was not opened, so there is nothing to rename.
+var ErrNoThread = errors.New("no thread was opened for this message")
 
 // Reply is one answer, streamed into the chat. The text given to Update and Finish is always the
 // whole visible answer so far, never a delta.

@@ -34,7 +34,7 @@ import (
 // Store is what the admin server reads from the database: one query type a field, as
 // *store.Database has them. Every field is required.
 type Store struct {
-	ToolCalls audit.Log      // *store.ToolCallQuery
+	ToolCalls CallLog        // *store.ToolCallQuery
 	Turns     Turns          // *store.TurnQuery
 	Messages  TurnMessages   // *store.MessageQuery
 	Timelines Timelines      // *store.TimelineQuery
@@ -58,10 +58,19 @@ func (s Store) check() error {
 	return nil
 }
 
-// Turns reads turns: one by id, and a chat's newest.
+// CallLog is the audit log as the pages read it: paged both ways and counted.
+type CallLog interface {
+	audit.Log
+	// ToolCallPage is ToolCalls with the cursor of the newer page too.
+	ToolCallPage(ctx context.Context, f audit.Filter) (audit.Page, error)
+	// CountToolCalls counts the records matching f.
+	CountToolCalls(ctx context.Context, f audit.Filter) (int, error)
+}
+
+// Turns reads turns: one by id, and the newest across chats with their chats.
 type Turns interface {
 	Turn(ctx context.Context, id int64) (store.Turn, error)
-	ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]store.Turn, error)
+	LatestTurns(ctx context.Context, f store.TurnFilter, before int64, limit int) ([]store.ListedTurn, error)
 }
 
 // TurnMessages lists the messages of one turn; the detail page shows them around the call.
@@ -284,6 +293,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/mcp-servers", s.requireBearer(http.HandlerFunc(s.apiMCPServers)))
 	mux.Handle("GET /api/v1/usage", s.requireBearer(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /api/v1/instances", s.requireBearer(http.HandlerFunc(s.apiInstances)))
+	mux.Handle("GET /api/v1/turns", s.requireBearer(http.HandlerFunc(s.apiTurns)))
 	mux.Handle("GET /api/v1/consents", s.requireBearer(http.HandlerFunc(s.apiConsents)))
 	mux.Handle("DELETE /api/v1/consents/{id}", s.requireBearer(http.HandlerFunc(s.apiRevokeConsent)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

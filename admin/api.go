@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -31,10 +32,12 @@ func valuesOf[T ~string](vs []T) []string {
 }
 
 // filterParams are the query parameters that select audit rows, in the order forms show them.
-var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "decision", "approval", "limit", "cursor"}
+var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "decision", "approval", "limit", "cursor", "after"}
 
 // parseFilter reads the audit filter from query parameters: since and until are RFC 3339 times
-// or durations back from now ("24h", "90m", "7d"); turn and limit are numbers.
+// or durations back from now ("24h", "90m", "7d"); chat is a chat as the pages print it
+// ("telegram:-100123", "web:ID", with "#thread" for one thread) or a bare chat id beside
+// platform; turn and limit are numbers.
 func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 	var f audit.Filter
 	for key := range q {
@@ -61,8 +64,11 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 		return f, fmt.Errorf("source %q is not one of %s", f.Source, strings.Join(sources, ", "))
 	}
 	f.Server = strings.TrimSpace(q.Get("server"))
-	f.Platform = strings.TrimSpace(q.Get("platform"))
-	f.ChatID = strings.TrimSpace(q.Get("chat"))
+	ref, err := chat.FilterRef(q.Get("platform"), q.Get("chat"))
+	if err != nil {
+		return f, fmt.Errorf("chat: %w", err)
+	}
+	f.Platform, f.ChatID, f.ThreadID = string(ref.Platform), ref.ChatID, ref.ThreadID
 	f.UserID = strings.TrimSpace(q.Get("user"))
 	if v := strings.TrimSpace(q.Get("turn")); v != "" {
 		if f.TurnID, err = strconv.ParseInt(v, 10, 64); err != nil || f.TurnID <= 0 {
@@ -87,6 +93,7 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 		return f, fmt.Errorf("approval %q must be \"required\" or empty", v)
 	}
 	f.Cursor = strings.TrimSpace(q.Get("cursor"))
+	f.After = strings.TrimSpace(q.Get("after"))
 	return f, nil
 }
 
@@ -117,10 +124,12 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// toolCallPage is the answer of GET /api/v1/tool-calls.
+// toolCallPage is the answer of GET /api/v1/tool-calls: next continues with older calls
+// (cursor=), prev with newer ones (after=).
 type toolCallPage struct {
 	Items []audit.Record `json:"items"`
 	Next  string         `json:"next"`
+	Prev  string         `json:"prev"`
 }
 
 func (s *Server) apiToolCalls(w http.ResponseWriter, r *http.Request) {
@@ -129,15 +138,15 @@ func (s *Server) apiToolCalls(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	items, next, err := s.opts.Store.ToolCalls.ToolCalls(r.Context(), f)
+	p, err := s.opts.Store.ToolCalls.ToolCallPage(r.Context(), f)
 	if err != nil {
 		s.storeError(w, r, err)
 		return
 	}
-	if items == nil {
-		items = []audit.Record{}
+	if p.Items == nil {
+		p.Items = []audit.Record{}
 	}
-	writeJSON(w, http.StatusOK, toolCallPage{Items: items, Next: next})
+	writeJSON(w, http.StatusOK, toolCallPage{Items: p.Items, Next: p.Next, Prev: p.Prev})
 }
 
 func parseID(v string) (int64, error) {

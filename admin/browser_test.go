@@ -234,6 +234,16 @@ func TestBrowserAdminAndWebChat(t *testing.T) {
 	shoot(t, ctx, "stats")
 	step("servers", chromedp.Navigate(ts.URL+"/admin/servers"), chromedp.WaitVisible(chromedp.CSS("table.servers")))
 	shoot(t, ctx, "servers")
+	// Turns is in the navigation: the latest turns across chats, each opening its timeline.
+	step("turns from the navigation",
+		chromedp.Click(chromedp.CSS(`header nav a[href="/admin/turns"]`)),
+		chromedp.WaitVisible(chromedp.CSS("table.turns")),
+	)
+	shoot(t, ctx, "turns")
+	step("a turn's timeline from the turns page",
+		chromedp.Click(chromedp.CSS(`table.turns a.timeline`)),
+		chromedp.WaitVisible(chromedp.CSS("svg.timeline")),
+	)
 
 	// The web chat, behind the same login: the reply streams in, edited in place.
 	step("open the chat", chromedp.Navigate(ts.URL+"/chat"), chromedp.WaitVisible(chromedp.ID("text")))

@@ -2,11 +2,13 @@ package admin
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 )
 
 // consentJSON is the wire form of an audit.Consent; user_id is empty for a consent that covers
@@ -33,9 +35,18 @@ func toConsentJSON(c audit.Consent) consentJSON {
 }
 
 // apiConsents lists the live "always allow" answers (GET /api/v1/consents), filtered by the
-// platform and chat_id query parameters.
+// platform and chat_id query parameters; chat_id takes a chat as the pages print it
+// ("telegram:-100123") or the bare id. Consents are per chat, so a thread is refused.
 func (s *Server) apiConsents(w http.ResponseWriter, r *http.Request) {
-	list, err := s.opts.Store.Consents.ListConsents(r.Context(), audit.ConsentFilter{Platform: r.URL.Query().Get("platform"), ChatID: r.URL.Query().Get("chat_id")})
+	ref, err := chat.FilterRef(r.URL.Query().Get("platform"), r.URL.Query().Get("chat_id"))
+	if err == nil && ref.ThreadID != "" {
+		err = fmt.Errorf("consents are given per chat, not per thread: use %s", ref.Chat())
+	}
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, "chat_id: "+err.Error())
+		return
+	}
+	list, err := s.opts.Store.Consents.ListConsents(r.Context(), audit.ConsentFilter{Platform: string(ref.Platform), ChatID: ref.ChatID})
 	if err != nil {
 		s.log.Error("admin: list consents", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, "the consents could not be listed; see the bot's log")

@@ -183,7 +183,9 @@ type callsData struct {
 	Items     []audit.Record
 	Error     string
 	NextURL   string // the next (older) page, empty on the last
+	PrevURL   string // the previous (newer) page, empty on the newest
 	FirstURL  string // the newest page of the same filter, when not on it
+	Total     int    // the calls matching the filter, on every page
 	CSVURL    string
 	JSONLURL  string
 	StatsURL  string
@@ -212,18 +214,24 @@ func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "calls", data)
 		return
 	}
-	items, next, err := s.opts.Store.ToolCalls.ToolCalls(r.Context(), f)
+	p, err := s.opts.Store.ToolCalls.ToolCallPage(r.Context(), f)
+	if err == nil {
+		data.Total, err = s.opts.Store.ToolCalls.CountToolCalls(r.Context(), f)
+	}
 	if err != nil {
 		s.pageStoreError(w, r, err)
 		return
 	}
-	data.Items = items
-	if next != "" {
+	data.Items = p.Items
+	if p.Next != "" {
 		nq := form.query()
-		nq.Set("cursor", next)
+		nq.Set("cursor", p.Next)
 		data.NextURL = withQuery("/admin/", nq)
 	}
-	if f.Cursor != "" {
+	if p.Prev != "" {
+		pq := form.query()
+		pq.Set("after", p.Prev)
+		data.PrevURL = withQuery("/admin/", pq)
 		data.FirstURL = withQuery("/admin/", base)
 	}
 	s.render(w, r, http.StatusOK, "calls", data)

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"cmp"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"relaybot/audit"
-	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -192,10 +190,9 @@ func (s *Server) turnPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data := timelineData{pageData: s.page(r, "Turn "+strconv.FormatInt(id, 10)), Turn: tl.Turn,
 		Bars: bars(tl, calls), TraceURL: s.traceURL(tl.Turn.TraceID)}
-	data.Nav = "calls"
-	if len(calls) > 0 {
-		ref := chat.Ref{Platform: chat.Platform(calls[0].Platform), ChatID: calls[0].ChatID}
-		data.Chat, data.ChatURL = ref.String(), "/admin/turns?chat="+url.QueryEscape(ref.String())
+	data.Nav = "turns"
+	if tl.Chat.ChatID != "" {
+		data.Chat, data.ChatURL = tl.Chat.String(), turnsOf(tl.Chat)
 	}
 	end := tl.Turn.FinishedAt
 	if end.IsZero() {
@@ -203,34 +200,6 @@ func (s *Server) turnPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data.Chart = timelineSVG(data.Bars, tl.Turn.StartedAt, end)
 	s.render(w, r, http.StatusOK, "turn", data)
-}
-
-type turnsData struct {
-	pageData
-	Chat  string
-	Turns []store.Turn
-	Error string
-}
-
-// turnsPage lists a chat's newest turns (?chat=platform:chat_id), each linking to its timeline.
-func (s *Server) turnsPage(w http.ResponseWriter, r *http.Request) {
-	key := r.URL.Query().Get("chat")
-	data := turnsData{pageData: s.page(r, "Turns of "+key), Chat: key}
-	data.Nav = "usage"
-	platform, chatID, ok := strings.Cut(key, ":")
-	if !ok || platform == "" || chatID == "" {
-		data.Error = `chat must be "platform:chat_id", got "` + key + `"`
-		s.render(w, r, http.StatusBadRequest, "turns", data)
-		return
-	}
-	turns, err := s.opts.Store.Turns.ChatTurns(r.Context(), chat.Ref{Platform: chat.Platform(platform), ChatID: chatID}, 50)
-	if err != nil {
-		s.pageStoreError(w, r, err)
-		return
-	}
-	slices.SortStableFunc(turns, func(a, b store.Turn) int { return cmp.Compare(b.ID, a.ID) })
-	data.Turns = turns
-	s.render(w, r, http.StatusOK, "turns", data)
 }
 
 // traceURL links a trace id to the configured tracing UI; empty without either.

@@ -132,3 +132,33 @@ func TestTimelineIsReachableFromAuditRowsAndUsage(t *testing.T) {
 		t.Errorf("the turn page needs a script")
 	}
 }
+
+// A turn the model did not answer is marked so on its page and in its chat's turns, with the
+// provider's cause: the admin sees why a message was left out of the conversation.
+func TestATurnTheModelDidNotAnswerIsMarkedWithItsCause(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	ctx := context.Background()
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "u1",
+		UserMessage: chat.Message{Role: store.RoleUser, Content: "forbidden words"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cause = "status code: 400, message: Your request was rejected as a result of our safety system."
+	if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnError, Error: cause, Failure: chat.FailureRefused}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, "")
+	page := getPage(t, ts, fmt.Sprintf("/admin/turns/%d", id))
+	for _, want := range []string{"not answered: refused", "safety system"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the turn page lacks %q", want)
+		}
+	}
+	if list := getPage(t, ts, "/admin/turns?chat=telegram:42"); !strings.Contains(list, "not answered: refused") {
+		t.Errorf("the chat's turns do not mark the turn not answered")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/store"
 )
 
@@ -30,7 +31,8 @@ type usageQuery struct {
 }
 
 // parseUsage reads since/until (as the audit filter: times, dates or durations back from now;
-// default the start of this UTC month), platform, chat, user, by and format (json or csv).
+// default the start of this UTC month), platform, chat (a chat as the pages print it, or a bare
+// id), user, by and format (json or csv).
 func parseUsage(q url.Values, now time.Time) (usageQuery, error) {
 	var u usageQuery
 	for key := range q {
@@ -49,8 +51,11 @@ func parseUsage(q url.Values, now time.Time) (usageQuery, error) {
 	if u.filter.Until, err = audit.ParseSince(q.Get("until"), now); err != nil {
 		return u, fmt.Errorf("until: %w", err)
 	}
-	u.filter.Platform = strings.TrimSpace(q.Get("platform"))
-	u.filter.ChatID = strings.TrimSpace(q.Get("chat"))
+	ref, err := chat.FilterRef(q.Get("platform"), q.Get("chat"))
+	if err != nil {
+		return u, fmt.Errorf("chat: %w", err)
+	}
+	u.filter.Platform, u.filter.ChatID, u.filter.ThreadID = string(ref.Platform), ref.ChatID, ref.ThreadID
 	u.filter.UserID = strings.TrimSpace(q.Get("user"))
 	switch u.by = q.Get("by"); u.by {
 	case "", store.ByUser, store.ByChat, store.ByModel:

@@ -22,6 +22,8 @@ func (e *ModelError) Error() string {
 	switch e.Kind {
 	case provider.ErrAuth:
 		return "the model refused the credentials (check the model's api_key and access), no fallback tried: " + e.Err.Error()
+	case provider.ErrNotFound:
+		return "the model's endpoint has no such model or path (check the model's base_url and model), no fallback tried: " + e.Err.Error()
 	case provider.ErrContextLength:
 		return ErrContextTooLong.Error() + ": " + e.Err.Error()
 	case provider.ErrBadRequest:

@@ -476,7 +476,7 @@ func TestOnlyTransientErrorsMoveToTheNextModel(t *testing.T) {
 		{name: "wrong key", first: llm.Fault(401, "Incorrect API key provided"), inError: "api_key"},
 		{name: "no access", first: llm.Fault(403, "forbidden"), inError: "credentials"},
 		{name: "bad request", first: llm.Fault(400, "messages: roles must alternate"), inError: "roles must alternate"},
-		{name: "unknown model", first: llm.Fault(404, "model_not_found"), inError: "invalid"},
+		{name: "unknown model", first: llm.Fault(404, "model_not_found"), inError: "base_url and model"},
 		{name: "context too long", first: llm.Fault(400, "This model's maximum context length is 8192 tokens"), contextLimit: true, inError: "context"},
 	}
 	for _, tc := range cases {

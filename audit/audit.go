@@ -227,6 +227,9 @@ type Filter struct {
 	Server   string
 	Platform string
 	ChatID   string
+	// ThreadID keeps the calls of one thread or forum topic of the chat (chat.Ref's ThreadID);
+	// the log's rows name the chat only, so it is matched through their conversation.
+	ThreadID string
 	UserID   string
 	TurnID   int64
 	// Decision keeps records whose approval ended so (approved, always, denied, timeout,
@@ -239,6 +242,16 @@ type Filter struct {
 	Limit int
 	// Cursor is the next value of the previous page; empty starts at the first record.
 	Cursor string
+	// After is a page's Prev (Page): the page holds the Limit records just newer than it, still
+	// newest first, and its next value continues with older ones. Not with Cursor or Slowest.
+	After string
+}
+
+// Page is one page of the log with the cursors on both sides: Next continues with older
+// records (Filter.Cursor), Prev with newer ones (Filter.After); each is empty when there are none.
+type Page struct {
+	Items      []Record
+	Next, Prev string
 }
 
 // Stat summarises the calls of one tool (of one source and server).
@@ -275,7 +288,8 @@ func (s Stat) MarshalJSON() ([]byte, error) {
 
 // Errors a Log returns.
 var (
-	// ErrBadCursor is returned for a cursor that ToolCalls did not make, or a cursor with Slowest.
+	// ErrBadCursor is returned for a cursor that ToolCalls did not make, a cursor with Slowest,
+	// or Cursor and After together.
 	ErrBadCursor = errors.New("audit: bad cursor")
 	// ErrNotFound is returned (wrapped) by ToolCall for an id that has no record.
 	ErrNotFound = errors.New("audit: no such tool call")

@@ -101,6 +101,30 @@ func (s Status) Ended() bool {
 	return s == StatusOK || s == StatusError || s == StatusCancelled || s == StatusInterrupted
 }
 
+// Failure is why a failed turn got no answer from the model, as its user was told. A turn with a
+// Failure is not answered: its message stays in the store and the audit trail, but leaves every
+// later request of its conversation (/retry answers it again). Empty for every other turn (an
+// answer, a stop, an answer the platform did not take).
+type Failure string
+
+// The kinds of failed turns.
+const (
+	// FailureRefused: the provider refused the request itself (a 4xx other than 408 and 429: an
+	// invalid request, a content policy, an image a text model rejects, a context still too long
+	// after compaction). Sending it again would be refused again: rephrase it, or /reset.
+	FailureRefused Failure = "refused"
+	// FailureUnavailable: the model did not answer for a reason that passes (a timeout, a 5xx, a
+	// 429 after every candidate, a broken connection, the turn's time limit): /retry.
+	FailureUnavailable Failure = "unavailable"
+	// FailureMisconfigured: the bot's key or endpoint is wrong (401, 403, 404): the admin must fix it.
+	FailureMisconfigured Failure = "misconfigured"
+	// FailureQuota: a quota is used up, the bot's own (per user or chat) or the provider account's.
+	FailureQuota Failure = "quota"
+)
+
+// Failures lists every kind of failure.
+var Failures = []Failure{FailureRefused, FailureUnavailable, FailureMisconfigured, FailureQuota}
+
 // Role is who wrote a message of a conversation's transcript, as the chat-completions API names it.
 type Role string
 

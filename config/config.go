@@ -218,6 +218,10 @@ type Telegram struct {
 	// limit for them to up to 1,000 a second for a fee in Telegram Stars per message above 30.
 	// Edits and drafts take no such parameter and stay within the free 30 a second.
 	PaidBroadcast bool `toml:"paid_broadcast"`
+	// PrivateTopics opens a topic for each conversation in a private chat, where the bot has
+	// topics enabled (Bot API: has_topics_enabled, createForumTopic): a message in the main
+	// chat starts a new topic named from it, a message in a topic continues that topic.
+	PrivateTopics bool `toml:"private_topics"`
 }
 
 // OffsetFileOff turns the Telegram offset file off.
@@ -275,7 +279,21 @@ type Discord struct {
 	// the checked count, 0 for "auto" (the count Discord recommends in GET /gateway/bot).
 	ShardsRaw any `toml:"shards"`
 	Shards    int `toml:"-"`
+	// Threads is "auto" (a message that starts a conversation in a channel opens a thread on
+	// it, where the answer and the rest of the conversation go) or "off" (the default:
+	// answers in the channel).
+	Threads ThreadMode `toml:"threads"`
+	// ThreadChannels are the channels whose conversations get threads with threads = "auto";
+	// empty means every channel the bot answers in.
+	ThreadChannels []string `toml:"thread_channels"`
+	// AutoArchive is the minutes of inactivity after which Discord archives a thread the bot
+	// opened: 60, 1440, 4320 or 10080.
+	AutoArchive int `toml:"auto_archive"`
 }
+
+// DiscordAutoArchive lists the thread archive durations Discord takes, in minutes (an hour, a
+// day, three days, a week): discord.auto_archive's values.
+var DiscordAutoArchive = []int{60, 1440, 4320, 10080}
 
 // MaxDiscordShards bounds discord.shards: far more than any bot needs (Discord recommends one
 // shard per 1,000 guilds), small enough that a typo is caught.
@@ -438,7 +456,7 @@ func Default() Config {
 			ElicitationTimeout: 5 * time.Minute, Parallel: ParallelReadOnly, MaxParallel: 4,
 			AlwaysAllow: 30 * day, MaxOpenQuestions: 3},
 		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
-		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto"},
+		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto", Threads: ThreadsOff, AutoArchive: 1440},
 		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
 		Log:      Log{Level: "info", Format: "text"},
 		Media:    defaultMedia(),

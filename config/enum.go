@@ -31,7 +31,7 @@ type ExceptionHandling string
 
 // The ways of showing a failure.
 const (
-	ShowHint  ExceptionHandling = "show-hint"  // the failure hint (output.failure_hint)
+	ShowHint  ExceptionHandling = "show-hint"  // the failure's kind and what to do (output.failure_hint when the bot itself failed)
 	ShowError ExceptionHandling = "show-error" // the error itself
 	Hide      ExceptionHandling = "hide"       // nothing
 )
@@ -127,6 +127,21 @@ func (s *Switch) UnmarshalText(b []byte) error { return parseEnum(s, b, Switches
 
 // On reports whether the feature may be used.
 func (s Switch) On() bool { return s != Off }
+
+// ThreadMode is discord.threads: whether the bot opens a thread for each conversation.
+type ThreadMode string
+
+// The thread modes.
+const (
+	ThreadsOff  ThreadMode = "off"  // answers in the channel (the default)
+	ThreadsAuto ThreadMode = "auto" // a conversation started in a channel gets a thread of its own
+)
+
+// ThreadModes lists discord.threads' values.
+var ThreadModes = []ThreadMode{ThreadsOff, ThreadsAuto}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (t *ThreadMode) UnmarshalText(b []byte) error { return parseEnum(t, b, ThreadModes) }
 
 // Transport is mcp.servers[].transport: how an MCP server is reached.
 type Transport string

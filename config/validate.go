@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"relaybot/policy"
@@ -242,6 +243,9 @@ func (c *Config) validateDiscord(p *problems) {
 	p.httpURL("discord.api_base", c.Discord.APIBase)
 	p.between("discord.max_lines", c.Discord.MaxLines, 3, 1000)
 	p.between("discord.global_per_second", c.Discord.GlobalPerSecond, 1, 100000)
+	if !slices.Contains(DiscordAutoArchive, c.Discord.AutoArchive) {
+		p.bad("discord.auto_archive", "must be one of %v minutes (Discord's archive durations), got %d", DiscordAutoArchive, c.Discord.AutoArchive)
+	}
 	if n, err := ParseDiscordShards(c.Discord.ShardsRaw); err != nil {
 		p.bad("discord.shards", "%v", err)
 	} else {
@@ -256,6 +260,7 @@ func (c *Config) validateDiscord(p *problems) {
 		{"discord.allowed_guilds", c.Discord.AllowedGuilds},
 		{"discord.allowed_channels", c.Discord.AllowedChannels},
 		{"discord.allowed_roles", c.Discord.AllowedRoles},
+		{"discord.thread_channels", c.Discord.ThreadChannels},
 	} {
 		for _, id := range l.ids {
 			if !snowflake(id) {

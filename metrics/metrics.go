@@ -128,7 +128,7 @@ func New(opts Options) *Metrics {
 	m.modelCached = f.counter("relaybot_model_cached_tokens_total", "Prompt tokens the providers served from their prompt cache (cache = read) or wrote to it (cache = write), by model; part of relaybot_model_tokens_total's in.", "model", "cache")
 	m.modelCost = f.counter("relaybot_model_cost_total", "What the models' tokens cost at the configured [[models]] prices (per million tokens; cached prompt tokens at price_cached_in, cache writes at price_cache_write), by model.", "model")
 	m.modelFallbacks = f.counter("relaybot_model_fallbacks_total", "Model calls made to a fallback candidate because the one before it failed, by the model fallen back to.", "model")
-	m.modelErrors = f.counter("relaybot_model_errors_total", "Failed model calls, by model and kind of error (auth, rate_limit, overloaded, context_length, bad_request, server, timeout, network, other).", "model", "kind")
+	m.modelErrors = f.counter("relaybot_model_errors_total", "Failed model calls, by model and kind of error (auth, not_found, rate_limit, quota, overloaded, context_length, bad_request, server, timeout, network, other).", "model", "kind")
 
 	genAI := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
 	m.genAITokens = f.histogram("gen_ai_client_token_usage", "Tokens used per model call (OpenTelemetry gen_ai.client.token.usage), by token type (input, output).", genAITokenBuckets, append(genAI, "gen_ai_token_type")...)

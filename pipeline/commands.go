@@ -30,6 +30,8 @@ func commandTable() []command {
 	return []command{
 		{spec: adapters.CommandSpec{Name: "reset", Who: adapters.Anyone, Help: "start a new conversation"},
 			run: answer((*commands).reset)},
+		{spec: adapters.CommandSpec{Name: "new", Who: adapters.Anyone, Help: "start a new conversation, in a new thread or topic where the bot opens them"},
+			run: answer((*commands).reset)},
 		{spec: adapters.CommandSpec{Name: "stop", Who: adapters.Anyone, Help: "cancel the answer in progress (the asker's, or any for admins)"},
 			run: (*Pipeline).stop},
 		{spec: adapters.CommandSpec{Name: "retry", Who: adapters.Anyone, Help: "answer your last message again",
@@ -94,7 +96,8 @@ func (c *commands) failed(r *request, what string, err error, attrs ...any) {
 // help answers /help (and /start) with the help text.
 func (c *commands) help(r *request) { c.say(r.out, c.opts.Texts.Help, r.log) }
 
-// reset starts a new conversation for the message's key.
+// reset starts a new conversation for the message's key (/reset, and /new: where the bot opens
+// threads or topics, the adapter hands /new over in a new one, whose conversation this starts).
 func (c *commands) reset(r *request) {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()

@@ -133,7 +133,14 @@ type Texts struct {
 	RateLimited string
 	Stopped     string
 	Shutdown    string
-	FailureHint string
+	// FailureHint is told of a failure of the bot itself (its database, a command); a turn the
+	// model did not answer is told by its kind instead: Refused, Unavailable, Misconfigured, Quota
+	// (chat.Failure; defaults DefaultRefusedText, ...).
+	FailureHint   string
+	Refused       string
+	Unavailable   string
+	Misconfigured string
+	Quota         string
 }
 
 // ToolOptions say which tools each chat is offered and how approvals wait.
@@ -257,6 +264,10 @@ func (t *Texts) fill() {
 		}
 	}
 	def(&t.FailureHint, DefaultFailureHint)
+	def(&t.Refused, DefaultRefusedText)
+	def(&t.Unavailable, DefaultUnavailableText)
+	def(&t.Misconfigured, DefaultMisconfiguredText)
+	def(&t.Quota, DefaultQuotaText)
 	def(&t.Stopped, DefaultStoppedMarker)
 	def(&t.Shutdown, DefaultShutdownText)
 	def(&t.Help, Commands().Help(HelpIntro))
@@ -264,7 +275,8 @@ func (t *Texts) fill() {
 	def(&t.RateLimited, DefaultRateLimitedText)
 }
 
-// failureText is what the user sees of an error, by exception_handling.
+// failureText is what the user sees of a failure of the bot itself (no chat.Failure), by
+// exception_handling.
 func (o *Options) failureText(err error) string {
 	switch o.Output.ExceptionHandling {
 	case ShowError:

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,13 @@ func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {
 	final, _ := out.Reply(0).Final()
 	if !strings.Contains(final, "You have used up today's quota (1200 of 1000 tokens)") || strings.Contains(final, "never asked for") {
 		t.Fatalf("final = %q, want the quota message after the first round", final)
+	}
+	turns, err := h.store.Turns.ChatTurns(context.Background(), privateMsg("7", "", "").Chat, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != 1 || turns[0].Failure != chat.FailureQuota {
+		t.Errorf("turns %+v, want the one turn saved as not answered for a quota: it would be sent again with the next message", turns)
 	}
 }
 

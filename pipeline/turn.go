@@ -84,9 +84,21 @@ func (p *turnParts) runTurn(ctx context.Context, r *request) {
 	t.prepare(replyCtx)
 	res := t.run()
 	saved := t.saveStart()
-	status, errText, partial := t.deliver(res)
-	t.speak(res, status)
-	t.record(res, status, errText, partial, saved)
+	end := t.deliver(res)
+	t.speak(res, end.status)
+	t.title(res, end.status)
+	t.record(res, end, saved)
+}
+
+// ending is how a turn ended, as deliver found it and record saves it.
+type ending struct {
+	status chat.Status
+	// errText is the error saved with the turn (the real cause, for the audit trail).
+	errText string
+	// failure is why the model did not answer a failed turn; such a turn leaves the history.
+	failure chat.Failure
+	// partial is the answer of a cut round, not among the agent's messages.
+	partial string
 }
 
 // saveStart writes the turn's start alone when no model call carried it (the turn was stopped
@@ -318,29 +330,30 @@ func (t *turn) run() *agent.Result {
 	return res
 }
 
-// deliver delivers the final answer, with the note of how the turn ended, and returns the turn's
-// status, its error text and the partial answer of a cut round (not among the agent's messages).
-// An answer the platform did not take makes the turn an error: its record says the user did
-// not get it, whatever the model did.
-func (t *turn) deliver(res *agent.Result) (status chat.Status, errText, partial string) {
-	status, note, errText := t.outcome(res)
-	if status == store.TurnOK && res.Truncated {
+// deliver delivers the final answer, with the note of how the turn ended, and returns how the
+// turn ended. An answer the platform did not take makes the turn an error: its record says the
+// user did not get it, whatever the model did.
+func (t *turn) deliver(res *agent.Result) ending {
+	e, note := t.outcome(res)
+	if e.status == store.TurnOK && res.Truncated {
 		note = LengthCutNote
 	}
-	partial, err := t.resp.finish(res, note, status == store.TurnCancelled || status == store.TurnInterrupted)
+	var err error
+	e.partial, err = t.resp.finish(res, note, e.status == store.TurnCancelled || e.status == store.TurnInterrupted)
 	if err != nil {
-		t.log.Error("pipeline: answer not delivered", "status", status, "err", err)
-		if status == store.TurnOK {
-			status = store.TurnError
+		t.log.Error("pipeline: answer not delivered", "status", e.status, "err", err)
+		if e.status == store.TurnOK {
+			e.status = store.TurnError
 		}
-		errText = joinErr(errText, "delivery failed: "+err.Error())
+		e.errText = joinErr(e.errText, "delivery failed: "+err.Error())
 	}
-	return status, errText, partial
+	return e
 }
 
 // record saves the turn's end (its messages and model calls) and tells the observer; a turn
 // whose start was never saved has no row to end.
-func (t *turn) record(res *agent.Result, status chat.Status, errText, partial string, saved bool) {
+func (t *turn) record(res *agent.Result, e ending, saved bool) {
+	status, errText, partial := e.status, e.errText, e.partial
 	end := store.TurnEnd{
 		TurnID:      t.id,
 		QuotaChatID: quota.ChatOf(t.in),
@@ -350,6 +363,7 @@ func (t *turn) record(res *agent.Result, status chat.Status, errText, partial st
 		TokensIn:    res.Usage.TokensIn,
 		TokensOut:   res.Usage.TokensOut,
 		Error:       errText,
+		Failure:     e.failure,
 		Messages:    namedToolMessages(slices.Concat(t.r.resumed, res.Messages)),
 		// The metered calls are saved already; the transcriptions (made before the turn's
 		// meter) and the spoken answer's call are saved with the turn.
@@ -390,6 +404,9 @@ func (t *turn) record(res *agent.Result, status chat.Status, errText, partial st
 	if errText != "" {
 		attrs = append(attrs, "err", errText)
 	}
+	if e.failure != "" {
+		attrs = append(attrs, "failure", e.failure)
+	}
 	t.log.Info("pipeline: turn done", attrs...)
 }
 
@@ -405,23 +422,23 @@ func joinErr(text, more string) string {
 	return text + "; " + more
 }
 
-// outcome maps how the agent's run ended to the turn's status, the note the user sees after the
-// partial answer, and the error text saved with the turn.
-func (t *turn) outcome(res *agent.Result) (status chat.Status, note, errText string) {
+// outcome maps how the agent's run ended to how the turn ended (its status, the error saved
+// with it, why the model did not answer) and the note the user sees after the partial answer.
+func (t *turn) outcome(res *agent.Result) (ending, string) {
 	p, ctx := t.parts, t.ctx
 	if res.Status == chat.StatusOK {
-		return store.TurnOK, "", ""
+		return ending{status: store.TurnOK}, ""
 	}
 	cause := context.Cause(ctx)
 	if ctx.Err() != nil || res.Status == chat.StatusCancelled {
 		switch {
 		case errors.Is(cause, ErrStopped):
-			return store.TurnCancelled, p.opts.Texts.Stopped, cause.Error()
+			return ending{status: store.TurnCancelled, errText: cause.Error()}, p.opts.Texts.Stopped
 		case errors.Is(cause, ErrInterrupted), errors.Is(cause, ErrShutdown):
-			return store.TurnInterrupted, p.opts.Texts.Stopped, cause.Error()
+			return ending{status: store.TurnInterrupted, errText: cause.Error()}, p.opts.Texts.Stopped
 		case errors.Is(cause, errTurnTimeout):
 			err := fmt.Errorf("%w (limit %s)", errTurnTimeout, p.opts.Queue.TurnTimeout)
-			return store.TurnError, p.opts.failureText(err), err.Error()
+			return t.failed(err, chat.FailureUnavailable)
 		}
 		if cause == nil {
 			cause = res.Err
@@ -429,16 +446,18 @@ func (t *turn) outcome(res *agent.Result) (status chat.Status, note, errText str
 		if cause == nil {
 			cause = context.Canceled
 		}
-		return store.TurnCancelled, p.opts.Texts.Stopped, cause.Error()
+		return ending{status: store.TurnCancelled, errText: cause.Error()}, p.opts.Texts.Stopped
 	}
 	err := res.Err
 	if err == nil {
 		err = fmt.Errorf("the model run ended with status %q", res.Status)
 	}
-	if q, ok := errors.AsType[*quota.Error](err); ok {
-		return store.TurnError, q.Text, err.Error()
-	}
-	return store.TurnError, p.opts.failureText(err), err.Error()
+	return t.failed(err, failureOf(err))
+}
+
+// failed is the ending of a turn the model did not answer, and the line its user is told.
+func (t *turn) failed(err error, f chat.Failure) (ending, string) {
+	return ending{status: store.TurnError, errText: err.Error(), failure: f}, t.parts.opts.failureNote(f, err)
 }
 
 // partialText returns the text of the round a failed or cancelled turn was in the middle of, or

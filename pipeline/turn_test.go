@@ -518,8 +518,8 @@ func TestFailureHandling(t *testing.T) {
 		mode ExceptionHandling
 		want string
 	}{
-		{"show-hint", "Partial\n\nRequest failed."},
-		{"show-error", "Partial\n\nError: "},
+		{"show-hint", "Partial\n\n" + DefaultUnavailableText},
+		{"show-error", "Partial\n\n" + DefaultUnavailableText + "\nError: "},
 		{"hide", "Partial"},
 	} {
 		t.Run(string(tt.mode), func(t *testing.T) {

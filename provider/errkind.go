@@ -17,7 +17,9 @@ type ErrorKind string
 // Kinds of model errors.
 const (
 	ErrAuth          ErrorKind = "auth"           // 401/403: a wrong or revoked key, no access to the model
+	ErrNotFound      ErrorKind = "not_found"      // 404: no such model, or the base URL is not an API's
 	ErrRateLimit     ErrorKind = "rate_limit"     // 429
+	ErrQuota         ErrorKind = "quota"          // 402, or 429 insufficient_quota: the account's credit or plan is used up
 	ErrOverloaded    ErrorKind = "overloaded"     // 503, 529: the provider is shedding load
 	ErrContextLength ErrorKind = "context_length" // the request does not fit the model's context window
 	ErrBadRequest    ErrorKind = "bad_request"    // other 4xx: the request itself is wrong
@@ -68,13 +70,21 @@ func codeString(code any) string {
 }
 
 // kindOfStatus classifies an HTTP error answer; detail is the provider's error code, type and
-// message, read only to tell a context-length refusal from other 400s.
+// message, read only to tell a context-length refusal from other 400s and a used-up account
+// (OpenAI's code insufficient_quota) from other 429s.
 func kindOfStatus(status int, detail string) ErrorKind {
 	switch {
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return ErrAuth
+	case status == http.StatusNotFound:
+		return ErrNotFound
+	case status == http.StatusPaymentRequired,
+		status == http.StatusTooManyRequests && strings.Contains(detail, "insufficient_quota"):
+		return ErrQuota
 	case status == http.StatusTooManyRequests:
 		return ErrRateLimit
+	case status == http.StatusRequestTimeout:
+		return ErrTimeout
 	case status == http.StatusServiceUnavailable, status == 529:
 		return ErrOverloaded
 	case status == http.StatusRequestEntityTooLarge:
@@ -114,8 +124,9 @@ func (k ErrorKind) Transient() bool {
 }
 
 // MovesOn reports whether a failure of this kind leaves a candidate for the next one under the
-// models' fallback rules (transient kinds and unclassified failures); other callers of
-// OpenAI-compatible endpoints (speech) follow the same rules with it.
+// models' fallback rules (transient kinds, a used-up account, which another provider's does not
+// share, and unclassified failures); other callers of OpenAI-compatible endpoints (speech) follow
+// the same rules with it.
 func (k ErrorKind) MovesOn() bool {
-	return k.Transient() || k == ErrOther
+	return k.Transient() || k == ErrQuota || k == ErrOther
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // History returns the messages of the last rounds finished user rounds (turns) of a conversation,
-// oldest first; rounds <= 0 returns none. The running turn is not included. Whole rounds only:
+// oldest first; rounds <= 0 returns none. The running turn, retried turns and turns the model
+// did not answer (a Failure) are not included, as in Rounds. Whole rounds only:
 // an assistant tool call whose result is missing is dropped, and so is a tool result whose call is
 // missing, so the history handed to a model never holds one without the other.
 func (s *MessageQuery) History(ctx context.Context, conversationID int64, rounds int) ([]chat.Message, error) {
@@ -15,7 +16,7 @@ func (s *MessageQuery) History(ctx context.Context, conversationID int64, rounds
 		return nil, nil
 	}
 	last := s.r.Model(&turnRow{}).Select("id").
-		Where("conversation_id = ? AND status NOT IN ?", conversationID, []string{string(TurnRunning), string(TurnRetried)}).
+		Where("conversation_id = ? AND status NOT IN ? AND failure = ''", conversationID, []string{string(TurnRunning), string(TurnRetried)}).
 		Order("id DESC").Limit(rounds)
 	var rows []messageRow
 	err := s.r.WithContext(ctx).Where("turn_id IN (?)", last).Order("turn_id, seq").Find(&rows).Error

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +88,10 @@ func where(db *gorm.DB, f audit.Filter) *gorm.DB {
 			db = db.Where(e.col+" = ?", e.v)
 		}
 	}
+	if f.ThreadID != "" {
+		db = db.Where("conversation_id IN (?)", db.Session(&gorm.Session{NewDB: true}).Table("conversations").
+			Select("id").Where("thread_id = ?", f.ThreadID))
+	}
 	if len(f.Statuses) > 0 {
 		in := make([]string, len(f.Statuses))
 		for i, st := range f.Statuses {
@@ -116,12 +121,23 @@ func (s *conn) toolCallsQuery(ctx context.Context, f audit.Filter) (*gorm.DB, in
 	limit = min(limit, audit.MaxLimit)
 	q := where(s.r.WithContext(ctx).Model(&toolCallModel{}), f)
 	if f.Order == audit.Slowest {
-		if f.Cursor != "" {
+		if f.Cursor != "" || f.After != "" {
 			return nil, 0, fmt.Errorf("%w: slowest-first has one page only", audit.ErrBadCursor)
 		}
 		return q.Order("duration_ms DESC, started_at DESC, id DESC").Limit(limit), limit, nil
 	}
-	if f.Cursor != "" {
+	switch {
+	case f.Cursor != "" && f.After != "":
+		return nil, 0, fmt.Errorf("%w: a page is either older (cursor) or newer (after) than another", audit.ErrBadCursor)
+	case f.After != "":
+		t, id, err := decodeCursor(f.After)
+		if err != nil {
+			return nil, 0, err
+		}
+		// The rows just newer than the cursor: oldest first here, turned around by the caller.
+		q = q.Where("(started_at > ? OR (started_at = ? AND id > ?))", t, t, id)
+		return q.Order("started_at, id").Limit(limit), limit, nil
+	case f.Cursor != "":
 		t, id, err := decodeCursor(f.Cursor)
 		if err != nil {
 			return nil, 0, err
@@ -142,7 +158,14 @@ func (s *ToolCallQuery) ToolCalls(ctx context.Context, f audit.Filter) (items []
 	if err := q.Find(&rows).Error; err != nil {
 		return nil, "", fmt.Errorf("store: tool calls: %w", err)
 	}
-	if len(rows) > limit && f.Order != audit.Slowest {
+	switch {
+	case f.After != "":
+		// A page newer than another: the page it came from holds older rows.
+		slices.Reverse(rows)
+		if len(rows) > 0 {
+			next = encodeCursor(rows[len(rows)-1].StartedAt, rows[len(rows)-1].ID)
+		}
+	case len(rows) > limit && f.Order != audit.Slowest:
 		rows = rows[:limit]
 		last := rows[limit-1]
 		next = encodeCursor(last.StartedAt, last.ID)
@@ -152,6 +175,39 @@ func (s *ToolCallQuery) ToolCalls(ctx context.Context, f audit.Filter) (items []
 		items[i] = r.record()
 	}
 	return items, next, nil
+}
+
+// ToolCallPage is ToolCalls with the cursor of the newer page too (Prev, for Filter.After),
+// set when the page is not the newest and newer records match f.
+func (s *ToolCallQuery) ToolCallPage(ctx context.Context, f audit.Filter) (audit.Page, error) {
+	items, next, err := s.ToolCalls(ctx, f)
+	if err != nil {
+		return audit.Page{}, err
+	}
+	p := audit.Page{Items: items, Next: next}
+	if (f.Cursor == "" && f.After == "") || len(items) == 0 || f.Order == audit.Slowest {
+		return p, nil
+	}
+	first := encodeCursor(items[0].StartedAt, items[0].ID)
+	probe := f
+	probe.Cursor, probe.After, probe.Limit = "", first, 1
+	newer, _, err := s.ToolCalls(ctx, probe)
+	if err != nil {
+		return audit.Page{}, err
+	}
+	if len(newer) > 0 {
+		p.Prev = first
+	}
+	return p, nil
+}
+
+// CountToolCalls returns how many records match f (its order and page ignored).
+func (s *ToolCallQuery) CountToolCalls(ctx context.Context, f audit.Filter) (int, error) {
+	var n int64
+	if err := where(s.r.WithContext(ctx).Model(&toolCallModel{}), f).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("store: count tool calls: %w", err)
+	}
+	return int(n), nil
 }
 
 // ToolCall implements audit.Log: one audit row; an error wrapping both ErrNotFound and

@@ -24,12 +24,20 @@ const MaxRounds = 1000
 
 // Rounds returns the finished rounds of a conversation after turn afterTurnID (0: from the
 // start), oldest first: the newest limit of them (limit <= 0 or above MaxRounds: MaxRounds). The
-// running turn and retried turns (TurnRetried) are left out.
+// running turn, retried turns (TurnRetried) and turns the model did not answer (a Failure) are
+// left out: a message the provider refused is never sent again, and the next message is never
+// joined to one that failed.
 func (s *MessageQuery) Rounds(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, error) {
+	return s.rounds(ctx, conversationID, afterTurnID, limit, roundTurnsQuery)
+}
+
+// rounds is Rounds with the query that picks the turns: roundTurnsQuery (the model's history),
+// or shownTurnsQuery (what the user saw, unanswered messages included).
+func (s *MessageQuery) rounds(ctx context.Context, conversationID, afterTurnID int64, limit int, turnsQuery string) ([]Round, error) {
 	if limit <= 0 || limit > MaxRounds {
 		limit = MaxRounds
 	}
-	out, ids, err := s.roundTurns(ctx, conversationID, afterTurnID, limit)
+	out, ids, err := s.roundTurns(ctx, conversationID, afterTurnID, limit, turnsQuery)
 	if err != nil || len(out) == 0 {
 		return nil, err
 	}
@@ -55,6 +63,10 @@ func (s *MessageQuery) Rounds(ctx context.Context, conversationID, afterTurnID i
 // by reflection) allocated more than the rows themselves: 50 KB a turn of a 10-round history.
 const (
 	roundTurnsQuery = `SELECT id, started_at FROM turns WHERE conversation_id = ? AND id > ?
+	AND status NOT IN (?, ?) AND failure = '' ORDER BY id DESC LIMIT ?`
+	// shownTurnsQuery is roundTurnsQuery with the turns the model did not answer: the user sent
+	// them and saw them fail.
+	shownTurnsQuery = `SELECT id, started_at FROM turns WHERE conversation_id = ? AND id > ?
 	AND status NOT IN (?, ?) ORDER BY id DESC LIMIT ?`
 	roundMessagesQuery = `SELECT id, turn_id, role, content, name, reasoning, tool_calls, tool_call_id, images,
 	extra, reasoning_field FROM messages WHERE turn_id IN ? ORDER BY turn_id, seq`
@@ -66,9 +78,10 @@ func (r *messageRow) scan(row scanner) error {
 		&r.ToolCallID, &r.Images, &r.Extra, &r.ReasoningField)
 }
 
-// roundTurns returns the rounds (without messages) of Rounds, oldest first, and their turn ids.
-func (s *conn) roundTurns(ctx context.Context, conversationID, afterTurnID int64, limit int) ([]Round, []int64, error) {
-	rows, err := s.r.WithContext(ctx).Raw(roundTurnsQuery, conversationID, afterTurnID,
+// roundTurns returns the rounds (without messages) that turnsQuery picks, oldest first, and
+// their turn ids.
+func (s *conn) roundTurns(ctx context.Context, conversationID, afterTurnID int64, limit int, turnsQuery string) ([]Round, []int64, error) {
+	rows, err := s.r.WithContext(ctx).Raw(turnsQuery, conversationID, afterTurnID,
 		string(TurnRunning), string(TurnRetried), limit).Rows()
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)

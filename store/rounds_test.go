@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"relaybot/chat"
+	"slices"
 	"testing"
 )
 
@@ -140,6 +141,72 @@ func TestWebSessionsAndTheConversationsOfAChat(t *testing.T) {
 		if len(list) != 2 || list[0].ID != c2.ID || !list[0].Active || list[1].ID != c1.ID || list[1].Active ||
 			list[1].Preview != "hello there" || list[1].Turns != 1 || list[0].Turns != 0 {
 			t.Errorf("conversations of chat1: %+v", list)
+		}
+	})
+}
+
+func TestATurnTheModelDidNotAnswerLeavesTheHistoryButNotTheAuditTrail(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		c, err := s.Conversations.Conversation(ctx, chat.Key{Platform: "web", ChatID: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		turn := func(user string, end TurnEnd) int64 {
+			t.Helper()
+			id, err := s.Turns.StartTurn(ctx, TurnStart{ConversationID: c.ID, UserID: "u", UserMessage: chat.Message{Role: RoleUser, Content: user}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			end.TurnID = id
+			if err := s.Turns.FinishTurn(ctx, end); err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		turn("hello", TurnEnd{Status: TurnOK, Messages: []chat.Message{{Role: RoleAssistant, Content: "hi"}}})
+		refused := turn("forbidden words", TurnEnd{Status: TurnError, Failure: chat.FailureRefused,
+			Error: "the model rejected the request as invalid: content_policy_violation"})
+		turn("delivery failed", TurnEnd{Status: TurnError, Error: "delivery failed: 400",
+			Messages: []chat.Message{{Role: RoleAssistant, Content: "an answer the platform refused"}}})
+
+		rounds, err := s.Messages.Rounds(ctx, c.ID, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, err := s.Messages.History(ctx, c.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rounds {
+			if r.TurnID == refused {
+				t.Errorf("Rounds holds the refused turn %d: its message would be sent to the model again", refused)
+			}
+		}
+		if len(rounds) != 2 || len(hist) != 4 {
+			t.Errorf("%d rounds, %d history messages, want 2 and 4 (the answered turns, the delivery failure kept): %+v", len(rounds), len(hist), hist)
+		}
+		got, err := s.Turns.Turn(ctx, refused)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Failure != chat.FailureRefused || got.Status != TurnError || got.Error == "" {
+			t.Errorf("the refused turn reads back as %+v: the audit trail lost why it was not answered", got)
+		}
+		msgs, err := s.Messages.TurnMessages(ctx, refused)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 1 || msgs[0].Content != "forbidden words" {
+			t.Errorf("the refused turn's messages = %+v, want its user message kept", msgs)
+		}
+		lines, err := s.WebChat.Transcript(ctx, c.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(lines, func(l chat.Line) bool { return l.FromUser && l.Text == "forbidden words" }) {
+			t.Errorf("the web chat's transcript lost the message the user sent and saw fail: %+v", lines)
 		}
 	})
 }

@@ -178,6 +178,9 @@ func (s *conn) openSQLite(ctx context.Context, opts Options) error {
 		q.Set("_loc", "UTC")
 		// FULL: a commit survives a power cut too, not only a crash of the process.
 		q.Set("_synchronous", "FULL")
+		// A deleted row's bytes are overwritten, not left in free space: a forgotten memory
+		// or a retention delete leaves no copy in the file (decision 047).
+		q.Set("_secure_delete", "on")
 		if readonly {
 			q.Set("_query_only", "true")
 			q.Set("_cache_size", fmt.Sprint(-sqliteReaderCacheKiB))
@@ -291,6 +294,11 @@ func (s *Database) Postgres() (*sql.DB, bool) {
 	}
 	return s.wsql, true
 }
+
+// Pools returns the connection pools for the packages that own tables of their own beside the
+// store's (retrieval, memory): w writes (on SQLite the store's single writer connection, so
+// their writes queue with the store's), r reads.
+func (s *Database) Pools() (w, r *sql.DB) { return s.wsql, s.rsql }
 
 // Driver reports the driver in use: "sqlite" or "postgres".
 func (s *Database) Driver() string { return s.driver }

@@ -14,7 +14,9 @@ import (
 // Timeline is what a turn's timeline is drawn from: the turn, its model calls in order and the
 // platform requests of its reply. Its tool calls are the audit log's (audit.Filter.TurnID).
 type Timeline struct {
-	Turn       Turn
+	Turn Turn
+	// Chat is the chat (and thread) of the turn's conversation.
+	Chat       chat.Ref
 	LLMCalls   []chat.ModelCall
 	Deliveries []Delivery
 }
@@ -31,6 +33,11 @@ func (s *TimelineQuery) TurnTimeline(ctx context.Context, id int64) (Timeline, e
 		return Timeline{}, fmt.Errorf("store: timeline of turn %d: %w", id, err)
 	}
 	tl := Timeline{Turn: row.public()}
+	var conv conversationRow
+	if err := s.r.WithContext(ctx).Select("id, platform, chat_id, thread_id").Take(&conv, row.ConversationID).Error; err != nil {
+		return Timeline{}, fmt.Errorf("store: timeline of turn %d: its conversation: %w", id, err)
+	}
+	tl.Chat = chat.Ref{Platform: chat.Platform(conv.Platform), ChatID: conv.ChatID, ThreadID: conv.ThreadID}
 	if row.Deliveries != "" {
 		if err := json.Unmarshal([]byte(row.Deliveries), &tl.Deliveries); err != nil {
 			return Timeline{}, fmt.Errorf("store: timeline of turn %d: deliveries: %w", id, err)

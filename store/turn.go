@@ -71,6 +71,9 @@ type TurnEnd struct {
 	TokensIn  int
 	TokensOut int
 	Error     string
+	// Failure is why a failed turn got no answer from the model (a TurnError only); a turn with
+	// one leaves the conversation's history (Rounds) but stays in the audit trail.
+	Failure chat.Failure
 	// Messages are what the turn added after the user message, in order: assistant messages with
 	// their tool calls, tool results, the final answer.
 	Messages []chat.Message
@@ -105,9 +108,12 @@ type Turn struct {
 	TokensIn         int
 	TokensOut        int
 	Error            string
-	StartedAt        time.Time
-	FinishedAt       time.Time // zero while running
-	TraceID          string    // empty when the turn was not traced
+	// Failure is why the turn got no answer from the model, as its user was told; empty for a
+	// turn that was answered or ended otherwise. Such a turn is not in later turns' history.
+	Failure    chat.Failure
+	StartedAt  time.Time
+	FinishedAt time.Time // zero while running
+	TraceID    string    // empty when the turn was not traced
 }
 
 type turnRow struct {
@@ -122,6 +128,7 @@ type turnRow struct {
 	TokensIn         int
 	TokensOut        int
 	Error            string
+	Failure          chat.Failure
 	StartedAt        time.Time
 	FinishedAt       *time.Time
 	InstanceID       string
@@ -137,8 +144,9 @@ func (turnRow) TableName() string { return "turns" }
 const turnColumns = "id, conversation_id, user_id, user_name, inbound_message_id, model, status, " +
 	"rounds, tokens_in, tokens_out, error, started_at, finished_at"
 
-// tracedTurnColumns add the trace id (migration 16) to turnColumns, for the readers of one turn.
-const tracedTurnColumns = turnColumns + ", trace_id"
+// tracedTurnColumns add the trace id (migration 16) and the failure (migration 26) to
+// turnColumns, for the readers of one turn and of a chat's turns.
+const tracedTurnColumns = turnColumns + ", trace_id, failure"
 
 type messageRow struct {
 	ID             int64 `gorm:"primaryKey"`
@@ -406,7 +414,7 @@ func (s *TurnQuery) FinishTurn(ctx context.Context, e TurnEnd) error {
 // it still runs (a replica's Recover may have ended it) without reading it; on any error the
 // savepoint rolls the close back with the rest of the turn's write.
 func closeTurn(tx *gorm.DB, e TurnEnd, at time.Time, deliveries string) error {
-	res := tx.Exec(closeTurnRow, e.Status, e.Model, e.Rounds, e.TokensIn, e.TokensOut, e.Error, at,
+	res := tx.Exec(closeTurnRow, e.Status, e.Model, e.Rounds, e.TokensIn, e.TokensOut, e.Error, string(e.Failure), at,
 		e.TraceID, deliveries, e.TurnID, TurnRunning)
 	if res.Error != nil {
 		return res.Error
@@ -423,7 +431,7 @@ func closeTurn(tx *gorm.DB, e TurnEnd, at time.Time, deliveries string) error {
 
 // closeTurnRow is closeTurn's statement, plain for the reason insertTurn is.
 const closeTurnRow = `UPDATE turns SET status = ?, model = ?, rounds = ?, tokens_in = ?, tokens_out = ?,
-	error = ?, finished_at = ?, trace_id = ?, deliveries = ? WHERE id = ? AND status = ?`
+	error = ?, failure = ?, finished_at = ?, trace_id = ?, deliveries = ? WHERE id = ? AND status = ?`
 
 // turnTail reads the conversation of a turn another Database (replica) started and the seq its next
 // message takes.
@@ -494,7 +502,7 @@ func (row turnRow) public() Turn {
 	t := Turn{ID: row.ID, ConversationID: row.ConversationID, UserID: row.UserID,
 		UserName: row.UserName, InboundMessageID: row.InboundMessageID, Model: row.Model,
 		Status: row.Status, Rounds: row.Rounds, TokensIn: row.TokensIn, TokensOut: row.TokensOut,
-		Error: row.Error, StartedAt: row.StartedAt.UTC(), TraceID: row.TraceID}
+		Error: row.Error, Failure: row.Failure, StartedAt: row.StartedAt.UTC(), TraceID: row.TraceID}
 	if row.FinishedAt != nil {
 		t.FinishedAt = row.FinishedAt.UTC()
 	}

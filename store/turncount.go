@@ -14,6 +14,10 @@ type TurnFilter struct {
 	Since, Until time.Time // started_at >= Since and < Until
 	// Status is TurnRunning, TurnOK, TurnError, TurnCancelled or TurnInterrupted.
 	Status chat.Status
+	// Chat keeps the turns of conversations in one chat: its empty fields do not filter, so
+	// {Platform: "telegram"} is every Telegram chat and a Ref without ThreadID every thread and
+	// user of the chat.
+	Chat chat.Ref
 }
 
 func (f TurnFilter) validate() error {
@@ -35,6 +39,16 @@ func (f TurnFilter) where(db *gorm.DB) *gorm.DB {
 	}
 	if f.Status != "" {
 		db = db.Where("status = ?", f.Status)
+	}
+	if f.Chat != (chat.Ref{}) {
+		convs := db.Session(&gorm.Session{NewDB: true}).Table("conversations").Select("id")
+		for _, e := range []struct{ col, v string }{{"platform", string(f.Chat.Platform)},
+			{"chat_id", f.Chat.ChatID}, {"thread_id", f.Chat.ThreadID}} {
+			if e.v != "" {
+				convs = convs.Where(e.col+" = ?", e.v)
+			}
+		}
+		db = db.Where("conversation_id IN (?)", convs)
 	}
 	return db
 }

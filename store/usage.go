@@ -18,6 +18,9 @@ type UsageFilter struct {
 	Platform     string
 	ChatID       string
 	UserID       string
+	// ThreadID keeps the calls of turns in one thread or forum topic of the chat (chat.Ref's
+	// ThreadID); calls of no turn (a /compact) are left out then.
+	ThreadID string
 	// QuotaChatID matches the calls counted toward a chat's quota: its own and its threads'.
 	QuotaChatID string
 }
@@ -76,6 +79,11 @@ func usageQuery(db *gorm.DB, f UsageFilter) ([]UsageRow, error) {
 		if e.v != "" {
 			q = q.Where(e.col+" = ?", e.v)
 		}
+	}
+	if f.ThreadID != "" {
+		fresh := db.Session(&gorm.Session{NewDB: true})
+		convs := fresh.Table("conversations").Select("id").Where("thread_id = ?", f.ThreadID)
+		q = q.Where("turn_id IN (?)", fresh.Table("turns").Select("id").Where("conversation_id IN (?)", convs))
 	}
 	var rows []UsageRow
 	err := q.Group("platform, chat_id, user_id, model").

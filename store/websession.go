@@ -83,9 +83,10 @@ func (s *WebChatQuery) ChatConversations(ctx context.Context, ref chat.Ref, limi
 }
 
 // Transcript returns what the user of a conversation saw of its newest limit rounds, oldest
-// first: their messages and the answers shown (assistant text without tool calls).
+// first: their messages and the answers shown (assistant text without tool calls). A message the
+// model did not answer is there: it left the model's history, not the user's screen.
 func (s *WebChatQuery) Transcript(ctx context.Context, conversationID int64, limit int) ([]chat.Line, error) {
-	rounds, err := (&MessageQuery{s.conn}).Rounds(ctx, conversationID, 0, limit)
+	rounds, err := (&MessageQuery{s.conn}).rounds(ctx, conversationID, 0, limit, shownTurnsQuery)
 	if err != nil {
 		return nil, err
 	}

@@ -33,14 +33,14 @@ type access struct {
 	state *shardStates
 
 	mu      sync.Mutex
-	parents map[string]string // channel id → parent id ("" for none), for AllowedChannels
-	guildOf map[string]string // channel id → guild id, for the DM rule with AllowedChannels
+	parents map[string]threadInfo // channel id → its parent and owner (zero for no thread), for AllowedChannels
+	guildOf map[string]string     // channel id → guild id, for the DM rule with AllowedChannels
 	dmUsers map[string]dmVerdict
 }
 
 func newAccess(opts Options, api *rest, state *shardStates) *access {
 	return &access{opts: opts, log: opts.Logger, rest: api, state: state,
-		parents: map[string]string{}, guildOf: map[string]string{}, dmUsers: map[string]dmVerdict{}}
+		parents: map[string]threadInfo{}, guildOf: map[string]string{}, dmUsers: map[string]dmVerdict{}}
 }
 
 // guildRules reports whether any of AllowedGuilds, AllowedChannels and AllowedRoles is set.
@@ -134,7 +134,7 @@ func (x *access) dmGuilds(ctx context.Context) ([]string, error) {
 
 // channelGuild returns the guild a channel belongs to.
 func (x *access) channelGuild(ctx context.Context, channelID string) (string, error) {
-	return x.channelFact(ctx, channelID, x.guildOf, func(c *discordgo.Channel) string { return c.GuildID })
+	return channelFact(ctx, x, channelID, x.guildOf, func(c *discordgo.Channel) string { return c.GuildID })
 }
 
 // memberRoles returns the roles userID holds in guildID, and false when they are not a member.
@@ -179,19 +179,31 @@ func (x *access) allowed(ctx context.Context, guildID, channelID string, roles [
 	return parent, true
 }
 
+// threadInfo is what the adapter keeps of a channel that may be a thread: its parent channel
+// and the user who opened it ("" for a channel that is no thread).
+type threadInfo struct {
+	parent, owner string
+}
+
 // parentOf returns a thread's parent channel id ("" for other channels).
 func (x *access) parentOf(ctx context.Context, channelID string) (string, error) {
-	return x.channelFact(ctx, channelID, x.parents, func(c *discordgo.Channel) string {
+	info, err := x.threadOf(ctx, channelID)
+	return info.parent, err
+}
+
+// threadOf returns a channel's parent and, for a thread, who opened it.
+func (x *access) threadOf(ctx context.Context, channelID string) (threadInfo, error) {
+	return channelFact(ctx, x, channelID, x.parents, func(c *discordgo.Channel) threadInfo {
 		if c.IsThread() {
-			return c.ParentID
+			return threadInfo{parent: c.ParentID, owner: c.OwnerID}
 		}
-		return ""
+		return threadInfo{}
 	})
 }
 
 // channelFact returns what fact reads of a channel: from the gateway's state when known, else
 // asked once over REST and remembered in seen (guarded by x.mu).
-func (x *access) channelFact(ctx context.Context, channelID string, seen map[string]string, fact func(*discordgo.Channel) string) (string, error) {
+func channelFact[T any](ctx context.Context, x *access, channelID string, seen map[string]T, fact func(*discordgo.Channel) T) (T, error) {
 	if c := x.state.channel(channelID); c != nil {
 		return fact(c), nil
 	}
@@ -205,11 +217,20 @@ func (x *access) channelFact(ctx context.Context, channelID string, seen map[str
 	defer cancel()
 	c, err := x.rest.channel(cctx, channelID)
 	if err != nil {
-		return "", err
+		var zero T
+		return zero, err
 	}
 	v = fact(c)
 	x.mu.Lock()
 	seen[channelID] = v
 	x.mu.Unlock()
 	return v, nil
+}
+
+// noteThread remembers a channel's thread info: a thread the bot opened is known without
+// asking Discord.
+func (x *access) noteThread(channelID string, info threadInfo) {
+	x.mu.Lock()
+	x.parents[channelID] = info
+	x.mu.Unlock()
 }

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -109,6 +110,16 @@ type Options struct {
 	// GlobalPerSecond is the bot's budget of REST requests a second; 0 means Discord's default
 	// of 50 (Discord grants large bots more).
 	GlobalPerSecond int
+	// Threads opens a public thread on each guild message that starts a conversation in a
+	// channel (one addressed to the bot outside a thread, no command), in ThreadChannels or
+	// every channel when that is empty; the thread is the conversation's chat (its id is the
+	// message's; Inbound.ParentChatID is the channel) and is opened when the answer begins. In
+	// a thread the bot opened, every message is for the bot without a mention.
+	Threads        bool
+	ThreadChannels []string
+	// AutoArchive is the minutes of inactivity after which Discord archives a thread the bot
+	// opened: 60, 1440, 4320 or 10080; 0 means 1440.
+	AutoArchive int
 }
 
 // componentsV2Len is what one Components V2 message holds: 4,000 characters of text across
@@ -188,6 +199,10 @@ func New(opts Options) (*Adapter, error) {
 	a.interactions.questions.Book = opts.Questions
 	a.inbox = &inbox{opts: opts, log: opts.Logger, http: &http.Client{Transport: rt, Timeout: time.Minute},
 		bot: bot, access: acc, ledger: led, work: a.work, answer: a.interactions.responder}
+	if opts.Threads {
+		a.inbox.threads = &threads{opts: opts, log: opts.Logger, session: session, engine: a.engine, access: acc,
+			replies: replies, bot: bot}
+	}
 	a.gateway = newGateway(opts, rt, api, bot, state, receivers{message: a.inbox.onMessage, interaction: a.interactions.onInteraction})
 	return a, nil
 }
@@ -205,6 +220,9 @@ func (opts *Options) fill() error {
 	}
 	if opts.GlobalPerSecond < 0 {
 		return fmt.Errorf("discord: global budget %d a second is negative", opts.GlobalPerSecond)
+	}
+	if opts.AutoArchive != 0 && !slices.Contains(archiveDurations, opts.AutoArchive) {
+		return fmt.Errorf("discord: auto-archive after %d minutes: Discord takes %v", opts.AutoArchive, archiveDurations)
 	}
 	if opts.Shards < 0 {
 		return fmt.Errorf("discord: %d shards: want a positive count, or 0 for Discord's", opts.Shards)

@@ -30,6 +30,9 @@ type inbox struct {
 	work   *workers
 	// answer is the responder of a message: replies reference it and stream with a Stop button.
 	answer func(ref chat.Ref, replyTo, asker string) adapters.Responder
+	// threads opens a thread for each conversation started in a channel (Options.Threads) and
+	// answers in the threads the bot opened.
+	threads *threads
 
 	mu sync.Mutex
 	// handedOver holds, per channel, a channel closed when the channel's latest message has been
@@ -120,6 +123,10 @@ func (b *inbox) handleMessage(ctx context.Context, h adapters.Handler, m *discor
 		in.Roles = roles // tool policies and quota overrides match them
 		var addressed bool
 		text, addressed = b.addressed(m.Message, botID)
+		// In a thread the bot opened, every message is for it while the thread is open.
+		if !addressed && parent != "" && b.threads != nil && b.ownThread(ctx, m.ChannelID, botID) {
+			text, addressed = stripMention(text, botID), true
+		}
 		if !addressed {
 			return
 		}
@@ -140,6 +147,11 @@ func (b *inbox) handleMessage(ctx context.Context, h adapters.Handler, m *discor
 		}
 		in.Command, in.Args = c.Name, c.Args
 	}
+	if m.GuildID != "" && in.ParentChatID == "" && (in.Command == "" || in.Command == "new") && b.threads != nil && b.threads.opens(m.ChannelID) {
+		// A conversation started in a channel (a question, or /new): the thread opened on the
+		// message is its chat.
+		in.Chat.ChatID, in.ParentChatID, in.OpensThread = m.ID, m.ChannelID, true
+	}
 	if !b.takeMessage(ctx, in, m.Message) {
 		return // another replica answers it
 	}
@@ -150,7 +162,13 @@ func (b *inbox) handleMessage(ctx context.Context, h adapters.Handler, m *discor
 	// time; handed over in the gateway's order, a channel's messages reach it that way.
 	handed = true
 	b.handOver(m.ChannelID, mine)
-	h.Handle(ctx, in, b.answer(in.Chat, m.ID, in.UserID))
+	h.Handle(ctx, in, b.responderFor(in, m.ID))
+}
+
+// ownThread reports whether channelID is a thread the bot opened.
+func (b *inbox) ownThread(ctx context.Context, channelID, botID string) bool {
+	info, err := b.access.threadOf(ctx, channelID)
+	return err == nil && info.owner == botID
 }
 
 // addressed reports whether a guild message is meant for the bot (it mentions the bot, replies

@@ -56,7 +56,7 @@ func FuzzInbound(f *testing.F) {
 	b.bot.id, b.bot.name = botID, self
 	// The channel is known not to be a thread: no lookup (to an API that is not there) decides
 	// whether a guild message is answered.
-	b.access.parents["510000000000000001"] = ""
+	b.access.parents["510000000000000001"] = threadInfo{}
 	f.Fuzz(func(t *testing.T, content string, guild, mentionsUs, replyToBot bool) {
 		m := &discordgo.MessageCreate{Message: &discordgo.Message{
 			ID: "300000000000000001", ChannelID: "510000000000000001", Content: content,

@@ -106,7 +106,7 @@ func (b *inbox) adoptOrphans(ctx context.Context, h adapters.Handler, wg *sync.W
 			defer b.doneMessage(id)
 			in.Images = b.images(ctx, k.Attachments)
 			in.Attachments = b.attachments(&discordgo.Message{Flags: k.Flags, Attachments: k.Attachments})
-			h.Handle(ctx, in, b.answer(in.Chat, id, in.UserID))
+			h.Handle(ctx, in, b.responderFor(in, id))
 		})
 	})
 }

@@ -48,7 +48,9 @@ func stopButton() []discordgo.MessageComponent {
 }
 
 func reference(channelID, messageID string) *discordgo.MessageReference {
-	if messageID == "" {
+	// A thread started from a message has the message's id, and the message stays in the
+	// parent channel: an answer in that thread cannot reply to it.
+	if messageID == "" || messageID == channelID {
 		return nil
 	}
 	no := false // the user may have deleted their message: reply without the reference then

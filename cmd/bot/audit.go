@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/internal/ellipsis"
 	"relaybot/store"
@@ -49,12 +50,12 @@ func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.
 		sourceF = fs.String("source", "", "only calls of tools from this source: native, plugin, mcp, skill")
 	)
 	fs.StringVar(&f.Tool, "tool", "", "only calls of this tool")
-	fs.StringVar(&f.ChatID, "chat", "", "only calls in this chat id")
-	fs.StringVar(&f.Platform, "platform", "", "only calls on this platform (telegram, discord, web)")
+	chatF := fs.String("chat", "", "only calls in this chat, as the admin pages and this table print it (telegram:-100123, web:ID, telegram:-100123#7 for a topic), or a bare chat id")
+	platformF := fs.String("platform", "", "only calls on this platform (telegram, discord, web)")
 	fs.StringVar(&f.UserID, "user", "", "only calls by this user id")
 	fs.StringVar(&f.Server, "server", "", "only calls to this MCP server")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: bot audit [-config PATH] [--json] [--since 24h] [--tool NAME] [--status STATUS] [--chat ID] [--limit N] ...\n\nPrints tool calls, newest first.")
+		fmt.Fprintln(fs.Output(), "usage: bot audit [-config PATH] [--json] [--since 24h] [--tool NAME] [--status STATUS] [--chat PLATFORM:ID] [--limit N] ...\n\nPrints tool calls, newest first.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +82,11 @@ func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.
 		return fmt.Errorf("%w: --limit %d: want a positive number", errUsage, *limit)
 	}
 	f.Source, f.TurnID, f.Cursor = audit.Source(*sourceF), *turn, *cursor
+	ref, err := chat.FilterRef(*platformF, *chatF)
+	if err != nil {
+		return fmt.Errorf("%w: --chat: %v", errUsage, err)
+	}
+	f.Platform, f.ChatID, f.ThreadID = string(ref.Platform), ref.ChatID, ref.ThreadID
 
 	if cfg.Storage.Driver == store.DriverSQLite || cfg.Storage.Driver == "" {
 		// Reading must not create an empty database where the bot's one was expected.

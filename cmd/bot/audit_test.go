@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/config"
 )
 
@@ -249,5 +250,81 @@ func TestAuditTableEscapesTerminalControls(t *testing.T) {
 	}
 	if lines := strings.Count(table, "\n"); lines != len(fields)+1 {
 		t.Errorf("table has %d lines, want a header and one line per call:\n%s", lines, table)
+	}
+}
+
+// TestAuditFindsAChatAsTheAdminPagesPrintIt: bot audit --chat takes the chat as the admin pages
+// and the audit table print it (web:ID, telegram:ID#topic), the bare id beside --platform keeps
+// working, and a reference that is not a chat is a usage error that says why.
+func TestAuditFindsAChatAsTheAdminPagesPrintIt(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.Storage.DSN = filepath.Join(t.TempDir(), "bot.db")
+	if err := runMigrate(ctx, &cfg, nil, &bytes.Buffer{}); err != nil {
+		t.Fatalf("runMigrate: %v", err)
+	}
+	s, err := openStore(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	for i, k := range []chat.Key{
+		{Platform: chat.Web, ChatID: "5f2a9c"}, {Platform: chat.Web, ChatID: "77b0e1"},
+		{Platform: chat.Telegram, ChatID: "-100123", ThreadID: "7"}, {Platform: chat.Telegram, ChatID: "-100123", ThreadID: "8"},
+	} {
+		conv, err := s.Conversations.Conversation(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := audit.Record{ConversationID: conv.ID, Platform: string(k.Platform), ChatID: k.ChatID, UserID: "u",
+			ToolCallID: fmt.Sprintf("call_%d", i), ToolName: fmt.Sprintf("tool_of_%s", strings.ReplaceAll(k.Ref().String(), ":", "_")),
+			Source: audit.SourceNative, Arguments: "{}", StartedAt: base.Add(time.Duration(i) * time.Minute)}
+		if err := s.ToolCalls.StartToolCall(ctx, &rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string // tool names, newest first
+	}{
+		{[]string{"--chat", "web:5f2a9c"}, []string{"tool_of_web_5f2a9c"}},
+		{[]string{"--chat", " Web:77b0e1 "}, []string{"tool_of_web_77b0e1"}},
+		{[]string{"--chat", "telegram:-100123#7"}, []string{"tool_of_telegram_-100123#7"}},
+		{[]string{"--chat", "telegram:-100123"}, []string{"tool_of_telegram_-100123#8", "tool_of_telegram_-100123#7"}},
+		{[]string{"--chat", "-100123", "--platform", "telegram"}, []string{"tool_of_telegram_-100123#8", "tool_of_telegram_-100123#7"}},
+		{[]string{"--chat", "5f2a9c"}, []string{"tool_of_web_5f2a9c"}},
+	} {
+		var out bytes.Buffer
+		if err := runAudit(ctx, &cfg, append([]string{"--json"}, tc.args...), &out); err != nil {
+			t.Errorf("bot audit %q: %v", tc.args, err)
+			continue
+		}
+		var got []string
+		for line := range strings.Lines(out.String()) {
+			var r audit.Record
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("bot audit %q printed %q: %v", tc.args, line, err)
+			}
+			got = append(got, r.ToolName)
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("bot audit %q found %q, want %q", tc.args, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--chat", "slack:C1"}, `"slack" names no platform`},
+		{[]string{"--chat", "web:5f2a9c", "--platform", "discord"}, "is on web, but the platform filter says"},
+		{[]string{"--chat", "telegram:-100123#"}, "empty thread id"},
+	} {
+		err := runAudit(ctx, &cfg, tc.args, &bytes.Buffer{})
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bot audit %q = %v, want a usage error saying %q", tc.args, err, tc.want)
+		}
 	}
 }

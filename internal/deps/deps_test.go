@@ -64,9 +64,12 @@ var mayImport = map[string][]string{
 	// The agent and the store know no platform; the store knows no agent, pipeline or tools.
 	// provider is the model client noun: every caller of a model (the agent's runner, speech)
 	// speaks to its endpoint through it, and none of them through another's loop.
-	"provider":        {"chat"},
-	"agent":           {"audit", "chat", "provider", "tools"},
-	"speech":          {"audit", "chat", "provider"},
+	"provider": {"chat"},
+	"agent":    {"audit", "chat", "provider", "tools"},
+	"speech":   {"audit", "chat", "provider"},
+	// The retrieval layer (embeddings, vectors, keyword search) that memory and knowledge
+	// bases share; it owns its tables and takes the store's pools from its caller.
+	"retrieval":       {"chat", "provider"},
 	"store":           {"audit", "chat", "migrations"},
 	"store/storetest": {"audit", "chat", "migrations", "store", "store/internal/testdb"},
 	// A test's own database (a file or a PostgreSQL schema), for store's tests and storetest.
@@ -100,7 +103,7 @@ var mayImport = map[string][]string{
 
 var (
 	platform = []string{"adapters", "adapters/delivery", "adapters/markdown", "chat", "internal/ellipsis", "internal/logredact"}
-	pipeline = []string{"adapters", "adapters/markdown", "agent", "audit", "chat", "internal/ellipsis", "media", "media/sandbox", "policy", "provider", "speech", "store", "tools"}
+	pipeline = []string{"adapters", "adapters/markdown", "agent", "audit", "chat", "internal/ellipsis", "media", "media/sandbox", "policy", "provider", "retrieval", "speech", "store", "tools"}
 	observer = []string{"adapters", "adapters/delivery", "agent", "audit", "chat", "pipeline", "pipeline/...", "provider", "tools"}
 )
 

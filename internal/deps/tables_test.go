@@ -28,6 +28,10 @@ var tableOwner = map[string]string{
 	"mcp_oauth_tokens": "store",
 	"mcp_oauth_states": "store",
 
+	// The retrieval layer: texts, keyword postings and vectors of every collection.
+	"retrieval_docs":    "retrieval",
+	"retrieval_vectors": "retrieval",
+
 	// The deployment of replicas.
 	"instances":        "coord",
 	"inbound_ledger":   "coord",

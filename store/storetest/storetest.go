@@ -64,6 +64,16 @@ func PostgresDSN(t testing.TB) string {
 	return testdb.PostgresDSN(t)
 }
 
+// PgvectorEnv names a PostgreSQL server with pgvector available (.ci/pgvector starts one).
+const PgvectorEnv = testdb.PgvectorEnv
+
+// OpenPgvector opens and migrates a fresh schema on the server PgvectorEnv names, where vectors
+// are pgvector's; without the variable the test is skipped, saying so.
+func OpenPgvector(t testing.TB) *store.Database {
+	t.Helper()
+	return OpenWith(t, store.Options{Driver: Postgres, DSN: testdb.PgvectorDSN(t)})
+}
+
 // Drivers runs fn as a subtest per driver; the PostgreSQL one is skipped without Env.
 func Drivers(t *testing.T, fn func(t *testing.T, driver string)) {
 	t.Helper()

@@ -386,6 +386,13 @@ func (s *Server) Post(um UserMessage) (Message, error) {
 		}
 		s.addChannelLocked(Channel{ID: um.ChannelID, GuildID: um.GuildID, Type: typ, Name: "channel-" + um.ChannelID})
 	}
+	if c := s.channels[um.ChannelID]; c.Archived {
+		if c.Locked {
+			s.mu.Unlock()
+			return Message{}, fmt.Errorf("post message in %s: the thread is archived and locked", um.ChannelID)
+		}
+		c.Archived = false // a member's message reopens an archived thread that is not locked
+	}
 	m := &message{Message: Message{ID: s.newIDLocked(), ChannelID: um.ChannelID, GuildID: um.GuildID,
 		AuthorID: um.AuthorID, Content: um.Content, ReferenceID: um.ReplyTo, CreatedAt: time.Now()}}
 	if um.Voice {

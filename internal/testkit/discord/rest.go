@@ -30,6 +30,9 @@ const (
 	codeInvalidFormBody    = 50035
 	codeAlreadyAcked       = 40060
 	codeEntityTooLarge     = 40005
+	codeMissingPermissions = 50013
+	codeArchivedThread     = 50083
+	codeThreadExists       = 160004
 )
 
 // request is a parsed REST request.
@@ -83,6 +86,10 @@ func classify(method string, p []string) (Route, string, string) {
 		return RouteGateway, "", ""
 	case len(p) == 2 && p[0] == "channels" && method == http.MethodGet:
 		return RouteGetChannel, p[1], ""
+	case len(p) == 2 && p[0] == "channels" && method == http.MethodPatch:
+		return RouteModifyChannel, p[1], ""
+	case len(p) == 5 && p[0] == "channels" && p[2] == "messages" && p[4] == "threads" && method == http.MethodPost:
+		return RouteStartThread, p[1], p[3]
 	case len(p) == 4 && p[0] == "guilds" && p[2] == "members" && method == http.MethodGet:
 		return RouteGetMember, p[1], p[3] // guild id and user id
 	case len(p) == 3 && p[0] == "channels" && p[2] == "messages" && method == http.MethodPost:
@@ -229,7 +236,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, req *request) {
 		}
 	}
 	var hdr http.Header
-	if req.route == RouteCreateMessage || req.route == RouteEditMessage {
+	if req.route == RouteCreateMessage || req.route == RouteEditMessage || req.route == RouteStartThread || req.route == RouteModifyChannel {
 		var retry time.Duration
 		var limited bool
 		hdr, retry, limited = s.spendLocked(req.channelID)
@@ -361,10 +368,19 @@ func (s *Server) apply(r *http.Request, req *request) (int, any) {
 			"roles":     append([]string{}, roles...),
 			"joined_at": time.Now().UTC().Format(time.RFC3339),
 		}
+	case RouteStartThread:
+		return s.startThread(req)
+	case RouteModifyChannel:
+		return s.modifyChannel(req)
 	case RouteCreateMessage:
-		if _, ok := s.channels[req.channelID]; !ok {
+		c, ok := s.channels[req.channelID]
+		if !ok {
 			return http.StatusNotFound, errorBody(codeUnknownChannel, "Unknown Channel")
 		}
+		if c.Archived && c.Locked {
+			return http.StatusBadRequest, errorBody(codeArchivedThread, "Thread is archived")
+		}
+		c.Archived = false // a message sent to an archived thread that is not locked reopens it
 		m := &message{Message: Message{
 			ID: s.newIDLocked(), ChannelID: req.channelID, GuildID: s.channels[req.channelID].GuildID,
 			AuthorID: s.cfg.BotID, AuthorBot: true, CreatedAt: time.Now(),
@@ -378,6 +394,9 @@ func (s *Server) apply(r *http.Request, req *request) (int, any) {
 		m, ok := s.messages[req.messageID]
 		if !ok || m.deleted || m.ChannelID != req.channelID {
 			return http.StatusNotFound, errorBody(codeUnknownMessage, "Unknown Message")
+		}
+		if c := s.channels[req.channelID]; c != nil && c.Archived {
+			return http.StatusBadRequest, errorBody(codeArchivedThread, "Thread is archived")
 		}
 		edited := *m
 		edited.Message = copyMessage(m.Message)
@@ -706,6 +725,11 @@ func (s *Server) computePings(m *message, raw json.RawMessage) {
 
 func channelJSON(c *Channel) map[string]any {
 	out := map[string]any{"id": c.ID, "type": c.Type, "name": c.Name}
+	if c.Type == ChannelPublicThread {
+		out["owner_id"] = c.OwnerID
+		out["thread_metadata"] = map[string]any{"archived": c.Archived, "locked": c.Locked,
+			"auto_archive_duration": c.AutoArchive, "archive_timestamp": time.Now().UTC().Format(time.RFC3339)}
+	}
 	if c.GuildID != "" {
 		out["guild_id"] = c.GuildID
 	}
@@ -943,4 +967,115 @@ func (s *Server) serveAttachment(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.NotFound(w, r)
+}
+
+// maxThreadName is the longest thread name Discord takes, in characters.
+const maxThreadName = 100
+
+// archiveDurations are the auto_archive_duration values Discord takes, in minutes.
+var archiveDurations = []int{60, 1440, 4320, 10080}
+
+// threadName checks a thread name as Discord does: 1 to 100 characters.
+func threadName(raw json.RawMessage) (string, error) {
+	var name string
+	if err := json.Unmarshal(raw, &name); err != nil {
+		return "", fmt.Errorf("name: %w", err)
+	}
+	if n := utf8.RuneCountInString(name); n < 1 || n > maxThreadName {
+		return "", fmt.Errorf("name: BASE_TYPE_BAD_LENGTH: must be between 1 and %d in length, got %d", maxThreadName, n)
+	}
+	return name, nil
+}
+
+// archiveDuration checks an auto_archive_duration as Discord does: one of 60, 1440, 4320, 10080.
+func archiveDuration(raw json.RawMessage) (int, error) {
+	var d int
+	if err := json.Unmarshal(raw, &d); err != nil || !slices.Contains(archiveDurations, d) {
+		return 0, fmt.Errorf("auto_archive_duration: BASE_TYPE_CHOICES: value must be one of %v", archiveDurations)
+	}
+	return d, nil
+}
+
+// startThread is Start Thread from Message: a public thread whose id is the message's, so one
+// message has at most one thread (a second is refused with 160004), opened in a guild text
+// channel on one of its messages, named 1-100 characters, archived after one of Discord's
+// durations.
+func (s *Server) startThread(req *request) (int, any) {
+	parent, ok := s.channels[req.channelID]
+	if !ok {
+		return http.StatusNotFound, errorBody(codeUnknownChannel, "Unknown Channel")
+	}
+	m, ok := s.messages[req.messageID]
+	if !ok || m.deleted || m.ChannelID != req.channelID {
+		return http.StatusNotFound, errorBody(codeUnknownMessage, "Unknown Message")
+	}
+	if parent.Type != ChannelGuildText {
+		return http.StatusBadRequest, errorBody(codeInvalidFormBody, "Cannot execute action on this channel type")
+	}
+	if _, exists := s.channels[req.messageID]; exists {
+		return http.StatusBadRequest, errorBody(codeThreadExists, "A thread has already been created for this message")
+	}
+	name, err := threadName(req.fields["name"])
+	if err != nil {
+		return http.StatusBadRequest, errorBody(codeInvalidFormBody, "Invalid Form Body: "+err.Error())
+	}
+	archive := 4320
+	if raw, ok := req.fields["auto_archive_duration"]; ok && string(raw) != "null" {
+		if archive, err = archiveDuration(raw); err != nil {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "Invalid Form Body: "+err.Error())
+		}
+	}
+	c := &Channel{ID: req.messageID, GuildID: parent.GuildID, ParentID: parent.ID, Type: ChannelPublicThread,
+		Name: name, OwnerID: s.cfg.BotID, AutoArchive: archive}
+	s.channels[c.ID] = c
+	return http.StatusCreated, channelJSON(c)
+}
+
+// modifyChannel is Modify Channel for a thread: its name (1-100 characters), archived,
+// locked and auto_archive_duration. An archived thread takes only a request that reopens it
+// (50083 otherwise); reopening a locked one needs MANAGE_THREADS (Config.ManageThreads).
+func (s *Server) modifyChannel(req *request) (int, any) {
+	c, ok := s.channels[req.channelID]
+	if !ok {
+		return http.StatusNotFound, errorBody(codeUnknownChannel, "Unknown Channel")
+	}
+	if c.Type != ChannelPublicThread {
+		return http.StatusForbidden, errorBody(codeMissingPermissions, "Missing Permissions")
+	}
+	next := *c
+	if raw, ok := req.fields["archived"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &next.Archived); err != nil {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "Invalid Form Body: archived: "+err.Error())
+		}
+	}
+	if c.Archived && next.Archived {
+		return http.StatusBadRequest, errorBody(codeArchivedThread, "Thread is archived")
+	}
+	if c.Archived && c.Locked && !s.cfg.ManageThreads {
+		return http.StatusForbidden, errorBody(codeMissingPermissions, "Missing Permissions")
+	}
+	if raw, ok := req.fields["locked"]; ok && string(raw) != "null" {
+		if !s.cfg.ManageThreads {
+			return http.StatusForbidden, errorBody(codeMissingPermissions, "Missing Permissions")
+		}
+		if err := json.Unmarshal(raw, &next.Locked); err != nil {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "Invalid Form Body: locked: "+err.Error())
+		}
+	}
+	if raw, ok := req.fields["name"]; ok && string(raw) != "null" {
+		name, err := threadName(raw)
+		if err != nil {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "Invalid Form Body: "+err.Error())
+		}
+		next.Name = name
+	}
+	if raw, ok := req.fields["auto_archive_duration"]; ok && string(raw) != "null" {
+		d, err := archiveDuration(raw)
+		if err != nil {
+			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "Invalid Form Body: "+err.Error())
+		}
+		next.AutoArchive = d
+	}
+	*c = next
+	return http.StatusOK, channelJSON(c)
 }

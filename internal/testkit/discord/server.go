@@ -35,6 +35,8 @@ type Route string
 const (
 	RouteGateway             Route = "gateway"
 	RouteGetChannel          Route = "get_channel"
+	RouteStartThread         Route = "start_thread"
+	RouteModifyChannel       Route = "modify_channel"
 	RouteGetMember           Route = "get_member"
 	RouteCreateMessage       Route = "create_message"
 	RouteEditMessage         Route = "edit_message"
@@ -95,6 +97,9 @@ type Config struct {
 	// REST (an http.Transport's DialContext) and the gateway alike, and every wait, the
 	// server's rate-limit windows included, is on the bubble's clock.
 	InMemory bool
+	// ManageThreads grants the bot MANAGE_THREADS: it may reopen a thread a moderator locked.
+	// Without it, unarchiving a locked thread is refused 403 Missing Permissions (50013).
+	ManageThreads bool
 }
 
 // Attachment is a file on a message.
@@ -175,6 +180,12 @@ type Channel struct {
 	ParentID string
 	Type     int
 	Name     string
+	// OwnerID is who opened a thread; Archived, Locked and AutoArchive (minutes) are its
+	// thread_metadata.
+	OwnerID     string
+	Archived    bool
+	Locked      bool
+	AutoArchive int
 }
 
 // Command is an application command registered by the bot.
@@ -415,6 +426,45 @@ func (s *Server) AddMember(guildID, userID string, roleIDs []string) {
 	if !slices.Contains(s.guilds, guildID) {
 		s.guilds = append(s.guilds, guildID)
 	}
+}
+
+// Channel returns a channel the server knows (threads the bot opened included), and whether it
+// exists.
+func (s *Server) Channel(id string) (Channel, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.channels[id]
+	if !ok {
+		return Channel{}, false
+	}
+	return *c, true
+}
+
+// Threads returns the threads opened in a channel, in no particular order.
+func (s *Server) Threads(parentID string) []Channel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Channel
+	for _, c := range s.channels {
+		if c.Type == ChannelPublicThread && c.ParentID == parentID {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
+// ArchiveThread archives a thread as Discord does after its inactivity or a moderator does,
+// locked when locked (then only members with MANAGE_THREADS may reopen it).
+func (s *Server) ArchiveThread(id string, locked bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.channels[id]
+	if !ok || c.Type != ChannelPublicThread {
+		return fmt.Errorf("archive thread %s: unknown thread", id)
+	}
+	c.Archived, c.Locked = true, locked
+	s.notifyLocked()
+	return nil
 }
 
 // Messages returns the visible messages of a channel, oldest first, as users see them now.

@@ -1,5 +1,6 @@
 // Package llm is a fake OpenAI-compatible chat completions API for tests and benchmarks. It
-// serves POST /v1/chat/completions on a loopback httptest server, streamed (server-sent events,
+// serves POST /v1/chat/completions (structured output included: a response_format the real API
+// would refuse is refused), POST /v1/embeddings (deterministic vectors) and the audio endpoints on a loopback httptest server, streamed (server-sent events,
 // "data: {...}" lines ended by "data: [DONE]") or whole, from replies the test scripts: a queue of
 // Reply values, or a Handler that decides from the request. It can inject the faults real
 // providers show (HTTP errors before the stream, a stream cut without finish_reason, a hang, slow
@@ -31,6 +32,10 @@ type Reply struct {
 	// stream begins (401, 429, 500, ...). Error is its message.
 	Status int
 	Error  string
+	// Code is the error body's code (OpenAI's "content_policy_violation",
+	// "context_length_exceeded", "insufficient_quota", ...); empty sends null, as OpenAI does for
+	// most errors. "insufficient_quota" is also the body's type, as OpenAI sends it.
+	Code string
 	// RetryAfter, when set with a 429, goes out as the Retry-After header (seconds).
 	RetryAfter int
 
@@ -108,6 +113,10 @@ type Request struct {
 	// Tools are the names of the function tools offered.
 	Tools      []string
 	ToolChoice json.RawMessage
+	// ResponseFormat is the request's response_format as sent (nil when none); SchemaName the
+	// name of its json_schema, when it asks for structured output.
+	ResponseFormat json.RawMessage
+	SchemaName     string
 }
 
 // Message is a message of a recorded request.
@@ -148,6 +157,11 @@ type Server struct {
 
 	audio    AudioHandler
 	audioReq []AudioRequest
+
+	embedDims       map[string]int
+	embedReq        []EmbeddingRequest
+	embedFail       int
+	embedFailStatus int
 }
 
 // Streamed describes a stream whose scripted chunks were all sent.
@@ -254,10 +268,38 @@ func Fault(status int, message string) Reply {
 	return Reply{Status: status, Error: message}
 }
 
+// Refusal is a reply failing as a provider refuses a request it will not take: the HTTP status
+// and an OpenAI error body with code (see Reply.Code).
+func Refusal(status int, code, message string) Reply {
+	return Reply{Status: status, Code: code, Error: message}
+}
+
+// ContentPolicyMessage is the message of OpenAI's refusal of content its safety system rejects.
+const ContentPolicyMessage = "Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system."
+
+// RefuseContaining is a Handler that refuses, as OpenAI's safety system does (400,
+// content_policy_violation), every request one of whose messages contains text, wherever in the
+// transcript it is; the other requests get next's reply. A client that sends a refused message
+// again in a later request is refused again, as it would be by the real API.
+func RefuseContaining(text string, next Handler) Handler {
+	return func(req Request) Reply {
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, text) {
+				return Refusal(http.StatusBadRequest, "content_policy_violation", ContentPolicyMessage)
+			}
+		}
+		return next(req)
+	}
+}
+
 // serve answers one request: the audio endpoints, or a chat completion with the next reply.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/audio/") {
 		s.serveAudio(w, r)
+		return
+	}
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/embeddings" {
+		s.serveEmbeddings(w, r)
 		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
@@ -332,7 +374,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req Request, rep
 		if msg == "" {
 			msg = http.StatusText(reply.Status)
 		}
-		writeError(w, reply.Status, errorType(reply.Status), msg)
+		writeCodedError(w, reply.Status, errorType(reply.Status, reply.Code), reply.Code, msg)
 		return
 	}
 	if reply.Usage == nil {
@@ -569,7 +611,10 @@ func estimateTokens(msgs []Message) int {
 	return n
 }
 
-func errorType(status int) string {
+func errorType(status int, code string) string {
+	if code == "insufficient_quota" {
+		return code
+	}
 	switch status {
 	case http.StatusUnauthorized:
 		return "authentication_error"
@@ -582,7 +627,16 @@ func errorType(status int) string {
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": nil}})
+	writeCodedError(w, status, typ, "", msg)
+}
+
+// writeCodedError writes OpenAI's error body: message, type, param and code (null when empty).
+func writeCodedError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var c any
+	if code != "" {
+		c = code
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

@@ -295,3 +295,50 @@ func TestRecordedEventsGoOutVerbatim(t *testing.T) {
 		t.Errorf("recorded raw message = %s, want the client's fields kept", raw)
 	}
 }
+
+func TestARefusedMessageIsRefusedWhereverItIsInTheTranscript(t *testing.T) {
+	s := llm.NewServer()
+	defer s.Close()
+	s.SetHandler(llm.RefuseContaining("forbidden words", func(llm.Request) llm.Reply { return llm.Text("fine") }))
+	for _, c := range []struct {
+		name, messages string
+		status         int
+	}{
+		{"the new message", `[{"role":"user","content":"some forbidden words"}]`, http.StatusBadRequest},
+		{"an earlier message", `[{"role":"user","content":"some forbidden words"},{"role":"user","content":"hello"}]`, http.StatusBadRequest},
+		{"neither", `[{"role":"user","content":"hello"}]`, http.StatusOK},
+	} {
+		resp := post(t, t.Context(), s, `{"model":"m","messages":`+c.messages+`}`)
+		if resp.StatusCode != c.status {
+			t.Fatalf("%s: status %d, want %d", c.name, resp.StatusCode, c.status)
+		}
+		if c.status == http.StatusOK {
+			continue
+		}
+		var body struct {
+			Error struct {
+				Message string  `json:"message"`
+				Type    string  `json:"type"`
+				Param   *string `json:"param"`
+				Code    string  `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Error.Type != "invalid_request_error" || body.Error.Code != "content_policy_violation" || body.Error.Message != llm.ContentPolicyMessage {
+			t.Errorf("%s: error body %+v, want OpenAI's content-policy refusal", c.name, body.Error)
+		}
+	}
+}
+
+func TestAUsedUpAccountIsRefusedAsOpenAIRefusesIt(t *testing.T) {
+	s := llm.NewServer()
+	defer s.Close()
+	s.Push(llm.Refusal(http.StatusTooManyRequests, "insufficient_quota", "You exceeded your current quota."))
+	resp := post(t, t.Context(), s, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"type":"insufficient_quota"`) || !strings.Contains(string(b), `"code":"insufficient_quota"`) {
+		t.Errorf("answer %d %s, want 429 with type and code insufficient_quota", resp.StatusCode, b)
+	}
+}

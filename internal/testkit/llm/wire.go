@@ -94,7 +94,8 @@ type wireRequest struct {
 			Name string `json:"name"`
 		} `json:"function"`
 	} `json:"tools"`
-	ToolChoice json.RawMessage `json:"tool_choice"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 type wireRequestMessage struct {
@@ -128,6 +129,9 @@ func decodeRequest(body []byte) (Request, error) {
 		Stream:     wr.Stream,
 		ToolChoice: wr.ToolChoice,
 	}
+	if len(wr.ResponseFormat) > 0 && string(wr.ResponseFormat) != "null" {
+		req.ResponseFormat = wr.ResponseFormat
+	}
 	if wr.StreamOptions != nil {
 		req.IncludeUsage = wr.StreamOptions.IncludeUsage
 	}
@@ -147,7 +151,9 @@ func decodeRequest(body []byte) (Request, error) {
 	if req.Model == "" {
 		return req, fmt.Errorf("model: must not be empty")
 	}
-	return req, nil
+	name, err := checkResponseFormat(req.ResponseFormat, req.Messages)
+	req.SchemaName = name
+	return req, err
 }
 
 // decodeContent reads a message content: null, a string, or an array of text and image_url parts.

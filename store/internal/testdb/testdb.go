@@ -33,17 +33,36 @@ func SQLitePath(t testing.TB) string {
 	return filepath.Join(t.TempDir(), "bot.db")
 }
 
+// PgvectorEnv names a PostgreSQL server that has pgvector (.ci/pgvector starts one), for the
+// tests of vectors compared by pgvector.
+const PgvectorEnv = "BOT_TEST_PGVECTOR_DSN"
+
 // PostgresDSN returns the URL of a fresh, empty schema on the server Env names, dropped with all
 // it holds when the test ends. Without Env the test is skipped.
 func PostgresDSN(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv(Env)
-	if base == "" {
+	if os.Getenv(Env) == "" {
 		t.Skipf("PostgreSQL not tested: set %s to a database URL (e.g. postgres://postgres@127.0.0.1:5432/relaybot_test?sslmode=disable)", Env)
 	}
+	return schemaOn(t, Env)
+}
+
+// PgvectorDSN is PostgresDSN on the server PgvectorEnv names; without it the test is skipped.
+func PgvectorDSN(t testing.TB) string {
+	t.Helper()
+	if os.Getenv(PgvectorEnv) == "" {
+		t.Skipf("pgvector not tested: set %s to the URL of a PostgreSQL database with the pgvector extension available (.ci/pgvector start prints one)", PgvectorEnv)
+	}
+	return schemaOn(t, PgvectorEnv)
+}
+
+// schemaOn makes a fresh schema on the server the variable env names and returns its URL.
+func schemaOn(t testing.TB, env string) string {
+	t.Helper()
+	base := os.Getenv(env)
 	u, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("%s is not a URL: %v", Env, err)
+		t.Fatalf("%s is not a URL: %v", env, err)
 	}
 	tail := make([]byte, 6)
 	if _, err := rand.Read(tail); err != nil {

@@ -1,0 +1,230 @@
+package retrieval
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// The dialects, as the store names its drivers.
+const (
+	SQLite   = "sqlite"
+	Postgres = "postgres"
+)
+
+// Doc is one text of a collection.
+type Doc struct {
+	// Item is the collection owner's id of the text (a fact's id, a chunk's id).
+	Item int64
+	// Owner is whose it is (a person "telegram:42", a base's name); searches read one owner's.
+	Owner string
+	// Scope narrows where it may be found within the owner's ("private", a chat); "" is none.
+	Scope string
+	Text  string
+}
+
+// Index is one collection's texts, keyword index and vectors. It is safe for concurrent use.
+//
+// Its queries name parameters $1, $2, ... in the order they first appear: SQLite numbers $N
+// parameters by appearance, PostgreSQL by N.
+type Index struct {
+	w, r       *sql.DB
+	dialect    string
+	collection string
+	// vecSchema is pgvector's schema when the vectors are pgvector's type; "" when they are
+	// float32s compared in Go.
+	vecSchema string
+
+	mu   sync.Mutex
+	hnsw map[Space]bool // the spaces whose HNSW index exists
+}
+
+// Open returns the index of collection over the migrated database: w is where it writes (on
+// SQLite the store's single writer connection), r where it reads.
+func Open(ctx context.Context, w, r *sql.DB, dialect, collection string) (*Index, error) {
+	if dialect != SQLite && dialect != Postgres {
+		return nil, fmt.Errorf("retrieval: unknown dialect %q", dialect)
+	}
+	if collection == "" {
+		return nil, errors.New("retrieval: a collection needs a name")
+	}
+	x := &Index{w: w, r: r, dialect: dialect, collection: collection, hnsw: map[Space]bool{}}
+	if dialect == Postgres {
+		err := r.QueryRowContext(ctx, `SELECT CASE WHEN t.typname = 'vector' THEN n.nspname ELSE '' END
+			FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
+			WHERE a.attrelid = 'retrieval_vectors'::regclass AND a.attname = 'embedding'`).Scan(&x.vecSchema)
+		if err != nil {
+			return nil, fmt.Errorf("retrieval: read the vectors' column type: %w", err)
+		}
+	}
+	return x, nil
+}
+
+// Pgvector reports whether vectors are compared by pgvector (else in Go).
+func (x *Index) Pgvector() bool { return x.vecSchema != "" }
+
+// ownerKey is the keyword index's token for (collection, owner): letters and digits only, so the
+// tokenizer keeps it whole.
+func (x *Index) ownerKey(owner string) string {
+	sum := sha256.Sum256([]byte(x.collection + "\x00" + owner))
+	return "k" + hex.EncodeToString(sum[:12])
+}
+
+// Put stores d (replacing the text of the same item) with its vector in space s; a nil vec
+// stores none, and a replaced text loses the vectors of its old words.
+func (x *Index) Put(ctx context.Context, d Doc, vec []float32, s Space) error {
+	tx, err := x.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
+	}
+	defer tx.Rollback()
+	var id int64
+	err = tx.QueryRowContext(ctx, `INSERT INTO retrieval_docs (collection, item_id, owner, scope, body)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (collection, item_id) DO UPDATE SET owner = excluded.owner, scope = excluded.scope, body = excluded.body
+		RETURNING id`, x.collection, d.Item, d.Owner, d.Scope, d.Text).Scan(&id)
+	if err != nil {
+		return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_vectors WHERE doc_id = $1`, id); err != nil {
+		return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
+	}
+	if x.dialect == SQLite {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_docs_fts WHERE docid = $1`, id); err != nil {
+			return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_docs_fts (docid, owner_key, body) VALUES ($1, $2, $3)`,
+			id, x.ownerKey(d.Owner), d.Text); err != nil {
+			return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
+		}
+	}
+	if vec != nil {
+		if err := x.putVector(ctx, tx, id, vec, s); err != nil {
+			return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
+		}
+	}
+	return tx.Commit()
+}
+
+// SetVectors stores the vectors of items (in space s) beside the texts already put; an item no
+// longer there is skipped.
+func (x *Index) SetVectors(ctx context.Context, s Space, items []int64, vecs [][]float32) error {
+	if len(items) != len(vecs) {
+		return fmt.Errorf("retrieval: %d vectors for %d items", len(vecs), len(items))
+	}
+	tx, err := x.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("retrieval: set vectors: %w", err)
+	}
+	defer tx.Rollback()
+	for i, item := range items {
+		var id int64
+		err := tx.QueryRowContext(ctx, `SELECT id FROM retrieval_docs WHERE collection = $1 AND item_id = $2`, x.collection, item).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("retrieval: set vectors: %w", err)
+		}
+		if err := x.putVector(ctx, tx, id, vecs[i], s); err != nil {
+			return fmt.Errorf("retrieval: set vectors: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+func (x *Index) putVector(ctx context.Context, tx *sql.Tx, id int64, vec []float32, s Space) error {
+	if !s.Valid() || len(vec) != s.Dims {
+		return fmt.Errorf("a vector of %d numbers in space %s", len(vec), s)
+	}
+	v := append([]float32(nil), vec...)
+	normalize(v)
+	var arg any = encode(v)
+	q := `INSERT INTO retrieval_vectors (doc_id, model, dims, embedding) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (doc_id, model, dims) DO UPDATE SET embedding = excluded.embedding`
+	if x.Pgvector() {
+		arg = pgvectorText(v)
+		q = strings.Replace(q, "$4)", "$4::"+x.vecType(0)+")", 1)
+	}
+	_, err := tx.ExecContext(ctx, q, id, s.Model, s.Dims, arg)
+	return err
+}
+
+// vecType is pgvector's type, of dims numbers when dims > 0.
+func (x *Index) vecType(dims int) string {
+	t := quoteIdent(x.vecSchema) + ".vector"
+	if dims > 0 {
+		t += fmt.Sprintf("(%d)", dims)
+	}
+	return t
+}
+
+// Delete removes items' texts, keyword postings and vectors (rows deleted, not marked).
+func (x *Index) Delete(ctx context.Context, items ...int64) error {
+	if len(items) == 0 {
+		return nil
+	}
+	tx, err := x.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("retrieval: delete: %w", err)
+	}
+	defer tx.Rollback()
+	for _, item := range items {
+		var id int64
+		err := tx.QueryRowContext(ctx, `SELECT id FROM retrieval_docs WHERE collection = $1 AND item_id = $2`, x.collection, item).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("retrieval: delete: %w", err)
+		}
+		if err := x.deleteDoc(ctx, tx, id); err != nil {
+			return fmt.Errorf("retrieval: delete: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+func (x *Index) deleteDoc(ctx context.Context, tx *sql.Tx, id int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_vectors WHERE doc_id = $1`, id); err != nil {
+		return err
+	}
+	if x.dialect == SQLite {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_docs_fts WHERE docid = $1`, id); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM retrieval_docs WHERE id = $1`, id)
+	return err
+}
+
+// Scrub leaves no copy of deleted texts in the database files SQLite keeps: the keyword index's
+// segments are merged (dropping deleted postings) and the write-ahead log is checkpointed and
+// truncated. Freed pages are zeroed as they are freed (the store opens SQLite with
+// secure_delete). On PostgreSQL it does nothing: the rows are gone, and VACUUM reclaims their
+// space.
+func (x *Index) Scrub(ctx context.Context) error {
+	if x.dialect != SQLite {
+		return nil
+	}
+	if _, err := x.w.ExecContext(ctx, `INSERT INTO retrieval_docs_fts (retrieval_docs_fts) VALUES ('optimize')`); err != nil {
+		return fmt.Errorf("retrieval: merge the keyword index: %w", err)
+	}
+	var busy, frames, done int
+	if err := x.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil {
+		return fmt.Errorf("retrieval: checkpoint: %w", err)
+	}
+	if busy != 0 {
+		return errors.New("retrieval: checkpoint: a reader held the log; the deleted pages are zeroed but the log keeps old frames until the next checkpoint")
+	}
+	return nil
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }

@@ -1,0 +1,242 @@
+package retrieval_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+
+	"relaybot/chat"
+	"relaybot/internal/testkit/llm"
+	"relaybot/provider"
+	"relaybot/retrieval"
+	"relaybot/store"
+	"relaybot/store/storetest"
+)
+
+// databases runs fn on every database the retrieval layer runs on: SQLite, PostgreSQL without
+// pgvector (vectors compared in Go) and PostgreSQL with it; each PostgreSQL one is skipped,
+// saying why, when its server is not given.
+func databases(t *testing.T, fn func(t *testing.T, db *store.Database, dialect string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, storetest.Open(t, storetest.SQLite), retrieval.SQLite) })
+	t.Run("postgres", func(t *testing.T) { fn(t, storetest.Open(t, storetest.Postgres), retrieval.Postgres) })
+	t.Run("pgvector", func(t *testing.T) { fn(t, storetest.OpenPgvector(t), retrieval.Postgres) })
+}
+
+func open(t *testing.T, db *store.Database, dialect, collection string) *retrieval.Index {
+	t.Helper()
+	w, r := db.Pools()
+	x, err := retrieval.Open(context.Background(), w, r, dialect, collection)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+type observer struct {
+	mu    sync.Mutex
+	calls []chat.ModelCall
+}
+
+func (o *observer) ModelCallFinished(_ context.Context, c chat.ModelCall) {
+	o.mu.Lock()
+	o.calls = append(o.calls, c)
+	o.mu.Unlock()
+}
+
+func embedder(t *testing.T, fake *llm.Server, obs provider.Observer, models ...string) *retrieval.Embedder {
+	t.Helper()
+	var cands []retrieval.Candidate
+	for _, m := range models {
+		cands = append(cands, retrieval.Candidate{Endpoint: provider.Endpoint{BaseURL: fake.URL, APIKey: "k", Model: m}})
+	}
+	e, err := retrieval.NewEmbedder(retrieval.EmbedderOptions{Candidates: cands, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestSearchFindsAnOwnersTextsByWordsAndMeaningOnly(t *testing.T) {
+	databases(t, func(t *testing.T, db *store.Database, dialect string) {
+		ctx := context.Background()
+		fake := llm.NewServer()
+		defer fake.Close()
+		e := embedder(t, fake, nil, "embed-a")
+		x := open(t, db, dialect, "memory")
+		other := open(t, db, dialect, "knowledge")
+		docs := []retrieval.Doc{
+			{Item: 1, Owner: "telegram:1", Scope: "private", Text: "My cat is called Tom"},
+			{Item: 2, Owner: "telegram:1", Scope: "private", Text: "I live in Oslo near the fjord"},
+			{Item: 3, Owner: "telegram:1", Scope: "telegram:-100", Text: "Prefers tea over coffee"},
+			{Item: 4, Owner: "telegram:2", Scope: "private", Text: "My cat is called Felix"},
+		}
+		texts := make([]string, len(docs))
+		for i, d := range docs {
+			texts[i] = d.Text
+		}
+		emb, err := e.Embed(ctx, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range docs {
+			if err := x.Put(ctx, d, emb.Vectors[i], emb.Space); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := other.Put(ctx, retrieval.Doc{Item: 1, Owner: "telegram:1", Text: "cat handbook"}, nil, retrieval.Space{}); err != nil {
+			t.Fatal(err)
+		}
+		q, err := e.Embed(ctx, []string{"what is my cat called"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name string
+			q    retrieval.Query
+			want []int64
+		}{
+			{"words and vector", retrieval.Query{Owner: "telegram:1", Text: "what is my cat called", Vector: q.Vectors[0], Space: q.Space, Limit: 1}, []int64{1}},
+			{"words only", retrieval.Query{Owner: "telegram:1", Text: "cat", Limit: 5}, []int64{1}},
+			{"another person's", retrieval.Query{Owner: "telegram:2", Text: "cat", Limit: 5}, []int64{4}},
+			{"scope of a group", retrieval.Query{Owner: "telegram:1", Scopes: []string{"telegram:-100"}, Text: "cat tea", Limit: 5}, []int64{3}},
+			{"no scope", retrieval.Query{Owner: "telegram:1", Scopes: []string{}, Text: "cat", Limit: 5}, nil},
+			{"a vector of another space", retrieval.Query{Owner: "telegram:1", Vector: q.Vectors[0], Space: retrieval.Space{Model: "embed-b", Dims: q.Space.Dims}, Limit: 5}, nil},
+		} {
+			got, err := x.Search(ctx, tc.q)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s: found %v, want %v", tc.name, got, tc.want)
+			}
+		}
+		if err := x.Delete(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		got, err := x.Search(ctx, retrieval.Query{Owner: "telegram:1", Text: "cat", Vector: q.Vectors[0], Space: q.Space})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(got, 1) {
+			t.Errorf("a deleted text is still found: %v", got)
+		}
+		if err := x.Scrub(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestPgvectorIsUsedWhereTheServerHasIt(t *testing.T) {
+	db := storetest.OpenPgvector(t)
+	if x := open(t, db, retrieval.Postgres, "memory"); !x.Pgvector() {
+		t.Fatal("the server has pgvector but the vectors are compared in Go")
+	}
+}
+
+func TestAChangedModelIsReembeddedWithoutMixingSpaces(t *testing.T) {
+	databases(t, func(t *testing.T, db *store.Database, dialect string) {
+		ctx := context.Background()
+		fake := llm.NewServer()
+		defer fake.Close()
+		fake.SetEmbeddingDims("embed-b", 32)
+		x := open(t, db, dialect, "memory")
+		old := embedder(t, fake, nil, "embed-a")
+		texts := []string{"my cat is called Tom", "I live in Oslo", "tea over coffee"}
+		emb, err := old.Embed(ctx, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, text := range texts {
+			if err := x.Put(ctx, retrieval.Doc{Item: int64(i + 1), Owner: "p", Text: text}, emb.Vectors[i], emb.Space); err != nil {
+				t.Fatal(err)
+			}
+		}
+		obs := &observer{}
+		newer := embedder(t, fake, obs, "embed-b")
+		q, err := newer.Embed(ctx, []string{"Oslo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := x.Search(ctx, retrieval.Query{Owner: "p", Vector: q.Vectors[0], Space: q.Space}); err != nil || len(got) != 0 {
+			t.Fatalf("before reindexing a new model's query found %v (%v): spaces mixed", got, err)
+		}
+		var progress [][2]int
+		space, err := retrieval.Reindex(ctx, x, newer, retrieval.ReindexOptions{Batch: 2, Progress: func(done, total int) {
+			progress = append(progress, [2]int{done, total})
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if space != (retrieval.Space{Model: "embed-b", Dims: 32}) {
+			t.Fatalf("reindexed into %v", space)
+		}
+		if !slices.Equal(progress, [][2]int{{2, 3}, {3, 3}}) {
+			t.Errorf("progress %v, want 2 then 3 of 3", progress)
+		}
+		got, err := x.Search(ctx, retrieval.Query{Owner: "p", Vector: q.Vectors[0], Space: q.Space, Limit: 1})
+		if err != nil || !slices.Equal(got, []int64{2}) {
+			t.Fatalf("after reindexing found %v (%v), want the Oslo text", got, err)
+		}
+		if done, total, _ := x.Progress(ctx, emb.Space); done != 0 || total != 3 {
+			t.Errorf("the old model's vectors are kept: %d of %d", done, total)
+		}
+		if len(obs.calls) == 0 || obs.calls[len(obs.calls)-1].TokensIn == 0 {
+			t.Errorf("embedding calls not reported with their tokens: %+v", obs.calls)
+		}
+	})
+}
+
+func TestEmbedderFallsBackAndReportsEveryAttempt(t *testing.T) {
+	down := llm.NewServer()
+	defer down.Close()
+	down.FailEmbeddings(1, http.StatusServiceUnavailable)
+	up := llm.NewServer()
+	defer up.Close()
+	obs := &observer{}
+	e, err := retrieval.NewEmbedder(retrieval.EmbedderOptions{Observer: obs, Candidates: []retrieval.Candidate{
+		{Endpoint: provider.Endpoint{Name: "first", BaseURL: down.URL, Model: "text-embedding-3-small"}, Dimensions: 16},
+		{Endpoint: provider.Endpoint{Name: "second", BaseURL: up.URL, Model: "text-embedding-3-small"}, Dimensions: 16},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb, err := e.Embed(context.Background(), []string{"hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if emb.Space != (retrieval.Space{Model: "text-embedding-3-small", Dims: 16}) || len(emb.Vectors[0]) != 16 {
+		t.Fatalf("space %v", emb.Space)
+	}
+	if len(emb.Calls) != 2 || emb.Calls[0].Status != chat.StatusError || emb.Calls[1].Model != "second" || emb.Calls[1].FallbackReason == "" {
+		t.Fatalf("calls %+v", emb.Calls)
+	}
+	if len(obs.calls) != 2 {
+		t.Errorf("observer heard %d calls, want 2", len(obs.calls))
+	}
+
+	refused, err := retrieval.NewEmbedder(retrieval.EmbedderOptions{Candidates: []retrieval.Candidate{
+		{Endpoint: provider.Endpoint{BaseURL: up.URL, Model: "nomic-embed-text"}, Dimensions: 8},
+		{Endpoint: provider.Endpoint{BaseURL: up.URL, Model: "text-embedding-3-small"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = refused.Embed(context.Background(), []string{"hello"})
+	var apiErr interface{ Error() string }
+	if err == nil || errors.As(err, &apiErr) && provider.ErrorKindOf(err).MovesOn() {
+		t.Fatalf("a refused request (400) moved on to the fallback or succeeded: %v", err)
+	}
+}
+
+func TestFuseRanksWhatBothListsAgreeOnFirst(t *testing.T) {
+	got := retrieval.Fuse(3, []int64{1, 2, 3, 4}, []int64{3, 5, 1})
+	if !slices.Equal(got, []int64{1, 3, 2}) {
+		t.Fatalf("fused %v, want [1 3 2]", got)
+	}
+	if got := retrieval.Fuse(10); len(got) != 0 {
+		t.Fatalf("nothing fused to %v", got)
+	}
+}

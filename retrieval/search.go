@@ -1,0 +1,248 @@
+package retrieval
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// candidates is how many results each of keyword and vector search hands to the fusion.
+const candidates = 50
+
+// maxTerms bounds the words of a keyword query.
+const maxTerms = 24
+
+// Query is one search of an owner's texts.
+type Query struct {
+	Owner string
+	// Scopes, when not nil, keeps only texts of these scopes.
+	Scopes []string
+	// Text is searched by its words; empty skips keyword search.
+	Text string
+	// Vector, when set, is compared with the stored vectors of Space only.
+	Vector []float32
+	Space  Space
+	// Limit is the most items returned (default 10).
+	Limit int
+}
+
+// Search returns the items that best answer q, best first: keyword and vector results merged by
+// reciprocal rank fusion.
+func (x *Index) Search(ctx context.Context, q Query) ([]int64, error) {
+	if q.Limit <= 0 {
+		q.Limit = 10
+	}
+	var lists [][]int64
+	if terms := Terms(q.Text); len(terms) > 0 {
+		kw, err := x.keyword(ctx, q, terms)
+		if err != nil {
+			return nil, err
+		}
+		lists = append(lists, kw)
+	}
+	if len(q.Vector) > 0 && q.Space.Valid() && len(q.Vector) == q.Space.Dims {
+		vs, err := x.vector(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		lists = append(lists, vs)
+	}
+	return Fuse(q.Limit, lists...), nil
+}
+
+// Terms are the words of text a keyword search looks for: runs of letters and digits, lower
+// case, each once, at most 24.
+func Terms(text string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}) {
+		if seen[w] || len(out) == maxTerms {
+			continue
+		}
+		seen[w] = true
+		out = append(out, w)
+	}
+	return out
+}
+
+// where is the condition on retrieval_docs d for q, its arguments starting at $n.
+func (x *Index) where(q Query, n int) (string, []any) {
+	cond := fmt.Sprintf("d.collection = $%d AND d.owner = $%d", n, n+1)
+	args := []any{x.collection, q.Owner}
+	if q.Scopes != nil {
+		if len(q.Scopes) == 0 {
+			return cond + " AND 1 = 0", args
+		}
+		ph := make([]string, len(q.Scopes))
+		for i, s := range q.Scopes {
+			ph[i] = fmt.Sprintf("$%d", n+2+i)
+			args = append(args, s)
+		}
+		cond += " AND d.scope IN (" + strings.Join(ph, ", ") + ")"
+	}
+	return cond, args
+}
+
+// keyword ranks the owner's texts holding any of terms: BM25-like weights from FTS4's matchinfo
+// on SQLite, ts_rank on PostgreSQL.
+func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, error) {
+	if x.dialect == Postgres {
+		cond, args := x.where(q, 2)
+		rows, err := x.r.QueryContext(ctx, `SELECT d.item_id FROM retrieval_docs d, to_tsquery('simple', $1) q
+			WHERE `+cond+` AND d.body_tsv @@ q ORDER BY ts_rank(d.body_tsv, q) DESC, d.item_id LIMIT `+fmt.Sprint(candidates),
+			append([]any{strings.Join(terms, " | ")}, args...)...)
+		if err != nil {
+			return nil, fmt.Errorf("retrieval: keyword search: %w", err)
+		}
+		return scanIDs(rows)
+	}
+	match := make([]string, len(terms))
+	for i, t := range terms {
+		match[i] = "body:" + t
+	}
+	cond, args := x.where(q, 2)
+	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, matchinfo(retrieval_docs_fts, 'pcnx')
+		FROM retrieval_docs_fts JOIN retrieval_docs d ON d.id = retrieval_docs_fts.docid
+		WHERE retrieval_docs_fts MATCH $1 AND `+cond,
+		append([]any{"owner_key:" + x.ownerKey(q.Owner) + " (" + strings.Join(match, " OR ") + ")"}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
+	}
+	defer rows.Close()
+	type scored struct {
+		id    int64
+		score float64
+	}
+	var all []scored
+	for rows.Next() {
+		var s scored
+		var info []byte
+		if err := rows.Scan(&s.id, &info); err != nil {
+			return nil, fmt.Errorf("retrieval: keyword search: %w", err)
+		}
+		s.score = matchScore(info)
+		all = append(all, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].score != all[j].score {
+			return all[i].score > all[j].score
+		}
+		return all[i].id < all[j].id
+	})
+	out := make([]int64, 0, min(len(all), candidates))
+	for _, s := range all[:min(len(all), candidates)] {
+		out = append(out, s.id)
+	}
+	return out, nil
+}
+
+// matchScore weighs a row from matchinfo 'pcnx' (phrases, columns, rows, then per phrase and
+// column: hits in this row, hits in all rows, rows with hits): the body column's hits of each
+// word times its inverse document frequency. Phrase 0 is the owner's token.
+func matchScore(info []byte) float64 {
+	u := func(i int) float64 {
+		if 4*i+4 > len(info) {
+			return 0
+		}
+		return float64(binary.NativeEndian.Uint32(info[4*i:]))
+	}
+	p, c, n := int(u(0)), int(u(1)), u(2)
+	score := 0.0
+	for ph := 1; ph < p; ph++ {
+		base := 3 + 3*(ph*c+1) // column 1: body
+		hits, docs := u(base), u(base+2)
+		if hits > 0 && docs > 0 {
+			score += hits / (hits + 1.2) * math.Log(1+(n-docs+0.5)/(docs+0.5))
+		}
+	}
+	return score
+}
+
+// vector ranks the owner's texts that have a vector in q's space by cosine similarity.
+func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
+	v := append([]float32(nil), q.Vector...)
+	normalize(v)
+	// SQLite numbers $N parameters in the order they first appear: the join's come first.
+	join := "JOIN retrieval_vectors v ON v.doc_id = d.id AND v.model = $1 AND v.dims = $2"
+	cond, args := x.where(q, 3)
+	args = append([]any{q.Space.Model, q.Space.Dims}, args...)
+	n := len(args)
+	if x.Pgvector() {
+		if err := x.ensureHNSW(ctx, q.Space); err != nil {
+			return nil, err
+		}
+		t := x.vecType(q.Space.Dims)
+		rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`SELECT d.item_id FROM retrieval_docs d %s WHERE %s
+			ORDER BY v.embedding::%s OPERATOR(%s.<=>) $%d::%s LIMIT %d`,
+			join, cond, t, quoteIdent(x.vecSchema), n+1, t, candidates), append(args, pgvectorText(v))...)
+		if err != nil {
+			return nil, fmt.Errorf("retrieval: vector search: %w", err)
+		}
+		return scanIDs(rows)
+	}
+	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, v.embedding FROM retrieval_docs d `+join+` WHERE `+cond, args...)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: vector search: %w", err)
+	}
+	defer rows.Close()
+	type scored struct {
+		id  int64
+		sim float32
+	}
+	var all []scored
+	var blob []byte
+	for rows.Next() {
+		var s scored
+		if err := rows.Scan(&s.id, &blob); err != nil {
+			return nil, fmt.Errorf("retrieval: vector search: %w", err)
+		}
+		s.sim = dotEncoded(v, blob)
+		all = append(all, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("retrieval: vector search: %w", err)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].sim != all[j].sim {
+			return all[i].sim > all[j].sim
+		}
+		return all[i].id < all[j].id
+	})
+	out := make([]int64, 0, min(len(all), candidates))
+	for _, s := range all[:min(len(all), candidates)] {
+		out = append(out, s.id)
+	}
+	return out, nil
+}
+
+// hnswMaxDims is the longest vector pgvector's HNSW index takes; longer ones are searched
+// exactly.
+const hnswMaxDims = 2000
+
+// ensureHNSW creates the HNSW index of space s once (an expression index on the vectors of that
+// model and length, cosine distance): a space's vectors are found through their own graph.
+func (x *Index) ensureHNSW(ctx context.Context, s Space) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.hnsw[s] || s.Dims > hnswMaxDims {
+		return nil
+	}
+	sum := sha256Hex(s.String())
+	_, err := x.w.ExecContext(ctx, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS idx_retrieval_vectors_hnsw_%s ON retrieval_vectors
+		USING hnsw ((embedding::%s) %s.vector_cosine_ops) WHERE model = %s AND dims = %d`,
+		sum, x.vecType(s.Dims), quoteIdent(x.vecSchema), quoteLiteral(s.Model), s.Dims))
+	if err != nil {
+		return fmt.Errorf("retrieval: create the HNSW index of %s: %w", s, err)
+	}
+	x.hnsw[s] = true
+	return nil
+}
