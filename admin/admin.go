@@ -41,6 +41,8 @@ type Store struct {
 	Usage     UsageStore     // *store.UsageQuery
 	Consents  audit.Consents // *store.ConsentQuery
 	Health    Pinger         // *store.Database
+	// Tasks are the scheduled tasks (*store.TaskQuery); nil when [tasks] is off.
+	Tasks Tasks
 }
 
 // check reports the first field of s that is missing.
@@ -67,10 +69,13 @@ type CallLog interface {
 	CountToolCalls(ctx context.Context, f audit.Filter) (int, error)
 }
 
-// Turns reads turns: one by id, and the newest across chats with their chats.
+// Turns reads turns: one by id, and the newest across chats with their chats; and the chats of
+// conversations, so a page prints a thread's calls with their thread.
 type Turns interface {
 	Turn(ctx context.Context, id int64) (store.Turn, error)
 	LatestTurns(ctx context.Context, f store.TurnFilter, before int64, limit int) ([]store.ListedTurn, error)
+	// ConversationChats names the chat and thread of conversations, by id.
+	ConversationChats(ctx context.Context, ids []int64) (map[int64]chat.Ref, error)
 }
 
 // TurnMessages lists the messages of one turn; the detail page shows them around the call.
@@ -296,11 +301,14 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/turns", s.requireBearer(http.HandlerFunc(s.apiTurns)))
 	mux.Handle("GET /api/v1/consents", s.requireBearer(http.HandlerFunc(s.apiConsents)))
 	mux.Handle("DELETE /api/v1/consents/{id}", s.requireBearer(http.HandlerFunc(s.apiRevokeConsent)))
+	mux.Handle("GET /api/v1/tasks", s.requireBearer(http.HandlerFunc(s.apiTasks)))
+	mux.Handle("DELETE /api/v1/tasks/{id}", s.requireBearer(http.HandlerFunc(s.apiCancelTask)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})))
 
 	mux.Handle("GET /admin/static/", http.StripPrefix("/admin/static/", staticHandler()))
+	mux.HandleFunc("GET /favicon.ico", favicon)
 	mux.HandleFunc("GET /admin/login", s.loginPage)
 	mux.HandleFunc("POST /admin/login", s.login)
 	mux.Handle("POST /admin/logout", s.requireLogin(http.HandlerFunc(s.logout)))
@@ -316,6 +324,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/usage", s.requireLogin(http.HandlerFunc(s.usagePage)))
 	mux.Handle("GET /admin/consents", s.requireLogin(http.HandlerFunc(s.consentsPage)))
 	mux.Handle("POST /admin/consents/{id}/revoke", s.requireLogin(http.HandlerFunc(s.consentRevokePage)))
+	mux.Handle("GET /admin/tasks", s.requireLogin(http.HandlerFunc(s.tasksPage)))
+	mux.Handle("POST /admin/tasks/{id}/cancel", s.requireLogin(http.HandlerFunc(s.taskCancelPage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /admin/export.csv", s.requireLogin(http.HandlerFunc(s.exportCSV)))
 	mux.Handle("GET /admin/export.jsonl", s.requireLogin(http.HandlerFunc(s.exportJSONL)))

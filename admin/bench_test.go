@@ -77,3 +77,13 @@ func BenchmarkExportCSV(b *testing.B) {
 		benchGet(b, ts, "/admin/export.csv")
 	}
 }
+
+// BenchmarkCallsPage measures the calls page of a filter matching 1250 of 5000 rows: one page of
+// 50, the total and the chats of the page's conversations.
+func BenchmarkCallsPage(b *testing.B) {
+	ts := benchServer(b, benchStore(b, 5000))
+	b.ResetTimer()
+	for b.Loop() {
+		benchGet(b, ts, "/admin/?status=error")
+	}
+}

@@ -373,20 +373,27 @@ type page2 struct {
 	Next, Prev string
 }
 
-// TestTheCallsListLinksEachChatToItsCalls: the chat a row prints links to the calls of that chat,
-// through the same reference a filter takes.
+// TestTheCallsListLinksEachChatToItsCalls: the chat a row prints, a forum topic with its thread
+// as the turns page prints it, links to the calls of that chat or topic, through the same
+// reference a filter takes.
 func TestTheCallsListLinksEachChatToItsCalls(t *testing.T) {
 	st := storetest.Open(t, storetest.SQLite)
 	seedChats(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	c, _ := loggedIn(t, ts)
 	_, body := get(t, c, ts.URL+"/admin/")
-	m := regexp.MustCompile(`<a class="mono chat" href="([^"]+)"[^>]*>web:5f2a9c</a>`).FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("the web call's chat links nowhere:\n%s", body)
-	}
-	code, page := get(t, c, ts.URL+strings.ReplaceAll(m[1], "&amp;", "&"))
-	if code != http.StatusOK || !strings.Contains(page, "web_tool") || strings.Contains(page, "topic_seven") {
-		t.Errorf("the chat's link %s = %d; want the web chat's calls only:\n%s", m[1], code, page)
+	for _, tc := range []struct{ chat, has, hasNot string }{
+		{"web:5f2a9c", "web_tool", "topic_seven"},
+		{"telegram:-100123#7", "topic_seven", "topic_eight"},
+	} {
+		m := regexp.MustCompile(`<a class="mono chat" href="([^"]+)"[^>]*>` + regexp.QuoteMeta(tc.chat) + `</a>`).FindStringSubmatch(body)
+		if m == nil {
+			t.Errorf("the calls list prints no link for %s:\n%s", tc.chat, body)
+			continue
+		}
+		code, page := get(t, c, ts.URL+strings.ReplaceAll(m[1], "&amp;", "&"))
+		if code != http.StatusOK || !strings.Contains(page, tc.has) || strings.Contains(page, tc.hasNot) {
+			t.Errorf("the link of %s (%s) = %d; want %s and not %s:\n%s", tc.chat, m[1], code, tc.has, tc.hasNot, page)
+		}
 	}
 }

@@ -33,7 +33,7 @@ type pageSet map[string]func() (*template.Template, error)
 // newPages is the page set of a server.
 func newPages() pageSet {
 	out := pageSet{}
-	for _, name := range [...]string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents"} {
+	for _, name := range [...]string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents", "tasks"} {
 		out[name] = sync.OnceValues(func() (*template.Template, error) { return parsePage(name) })
 	}
 	return out
@@ -74,6 +74,20 @@ func staticHandler() http.Handler {
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
 	})
+}
+
+// favicon serves the pages' icon (an SVG; the admin pages and the web chat link it) at the address
+// browsers ask for when a page names none. It needs no login: browsers fetch it without cookies.
+func favicon(w http.ResponseWriter, r *http.Request) {
+	b, err := embedded.ReadFile("static/favicon.svg")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	h := w.Header()
+	h.Set("Content-Type", "image/svg+xml")
+	h.Set("Cache-Control", "public, max-age=86400")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	_, _ = w.Write(b)
 }
 
 // pageData is what every page's layout needs.
@@ -177,19 +191,46 @@ func (f filterForm) query() url.Values {
 
 type callsData struct {
 	pageData
-	Form      filterForm
-	Statuses  []string
-	Sources   []string
-	Items     []audit.Record
-	Error     string
-	NextURL   string // the next (older) page, empty on the last
-	PrevURL   string // the previous (newer) page, empty on the newest
-	FirstURL  string // the newest page of the same filter, when not on it
-	Total     int    // the calls matching the filter, on every page
+	Form     filterForm
+	Statuses []string
+	Sources  []string
+	Items    []audit.Record
+	Error    string
+	NextURL  string // the next (older) page, empty on the last
+	PrevURL  string // the previous (newer) page, empty on the newest
+	FirstURL string // the newest page of the same filter, when not on it
+	Total    int    // the calls matching the filter, on every page
+	// chats are the chats and threads of the listed calls' conversations.
+	chats     map[int64]chat.Ref
 	CSVURL    string
 	JSONLURL  string
 	StatsURL  string
 	Filtering bool // any filter is set
+}
+
+// ChatOf is the chat a call was made in, with its thread: the audit row names the chat only,
+// its conversation the thread.
+func (d callsData) ChatOf(c audit.Record) chat.Ref {
+	if ref, ok := d.chats[c.ConversationID]; ok && ref.Platform == chat.Platform(c.Platform) && ref.ChatID == c.ChatID {
+		return ref
+	}
+	return chat.Ref{Platform: chat.Platform(c.Platform), ChatID: c.ChatID}
+}
+
+// chatsOf reads the chats of the calls' conversations; without them (logged) the page prints
+// each call's chat without its thread.
+func (s *Server) chatsOf(r *http.Request, calls []audit.Record) map[int64]chat.Ref {
+	ids := make([]int64, 0, len(calls))
+	for _, c := range calls {
+		if c.ConversationID != 0 {
+			ids = append(ids, c.ConversationID)
+		}
+	}
+	chats, err := s.opts.Store.Turns.ConversationChats(r.Context(), ids)
+	if err != nil {
+		s.log.Warn("admin: read the chats of calls", "err", err)
+	}
+	return chats
 }
 
 func withQuery(path string, q url.Values) string {
@@ -223,6 +264,7 @@ func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.Items = p.Items
+	data.chats = s.chatsOf(r, p.Items)
 	if p.Next != "" {
 		nq := form.query()
 		nq.Set("cursor", p.Next)

@@ -316,8 +316,8 @@ func TestDetailShowsTheTurnsMessages(t *testing.T) {
 // parsed once.
 func TestEveryPageParses(t *testing.T) {
 	pages := newPages()
-	if len(pages) != 12 {
-		t.Errorf("%d pages, want the 12 the handlers render", len(pages))
+	if len(pages) != 13 {
+		t.Errorf("%d pages, want the 13 the handlers render", len(pages))
 	}
 	for name, parse := range pages {
 		first, err := parse()

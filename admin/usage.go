@@ -138,11 +138,11 @@ func (s *Server) apiUsage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-by-%s.csv"`, by))
 	w.Header().Set("Cache-Control", "no-store")
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{by, "calls", "tokens_in", "tokens_out", "cost", "estimated_calls", "cached_tokens", "cache_write_tokens"})
+	_ = cw.Write([]string{by, "calls", "tokens_in", "tokens_out", "cost", "estimated_calls", "cached_tokens", "cache_write_tokens", "cache_saved"})
 	for _, t := range rep.Tables[by] {
 		_ = cw.Write([]string{cell(t.Key), strconv.FormatInt(t.Calls, 10), strconv.FormatInt(t.TokensIn, 10),
 			strconv.FormatInt(t.TokensOut, 10), strconv.FormatFloat(t.Cost, 'f', 6, 64), strconv.FormatInt(t.Estimated, 10),
-			strconv.FormatInt(t.CachedTokens, 10), strconv.FormatInt(t.CacheWriteTokens, 10)})
+			strconv.FormatInt(t.CachedTokens, 10), strconv.FormatInt(t.CacheWriteTokens, 10), strconv.FormatFloat(t.CacheSaved, 'f', 6, 64)})
 	}
 	cw.Flush()
 }

@@ -64,8 +64,9 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 	var raw struct {
 		Total map[string]any `json:"total"`
 	}
-	if getJSON(t, ts, "/api/v1/usage?since=24h", "usage-token-0123456789", &raw); raw.Total["cached_tokens"] != float64(600_000) {
-		t.Fatalf("total = %v, want cached_tokens 600000", raw.Total)
+	if getJSON(t, ts, "/api/v1/usage?since=24h", "usage-token-0123456789", &raw); raw.Total["cached_tokens"] != float64(600_000) ||
+		math.Abs(raw.Total["cache_saved"].(float64)-0.6*0.075) > 1e-9 {
+		t.Fatalf("total = %v, want cached_tokens 600000 and cache_saved 0.045", raw.Total)
 	}
 	if u := rep.Tables["user"]; len(u) != 2 || u[0].Key != "discord:ann" || len(rep.Tables["chat"]) != 2 || len(rep.Tables["model"]) != 1 {
 		t.Fatalf("tables = %+v", rep.Tables)
@@ -78,7 +79,7 @@ func TestAPIUsageAndApprovalFilters(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.HasPrefix(string(body), "chat,calls,tokens_in,tokens_out,cost,estimated_calls,cached_tokens,cache_write_tokens\ndiscord:1,2,1100000,200000,0.240000,0,600000,0\n") {
+	if !strings.HasPrefix(string(body), "chat,calls,tokens_in,tokens_out,cost,estimated_calls,cached_tokens,cache_write_tokens,cache_saved\ndiscord:1,2,1100000,200000,0.240000,0,600000,0,0.045000\n") {
 		t.Fatalf("CSV = %q", body)
 	}
 	if code := getJSON(t, ts, "/api/v1/usage?by=everything", "usage-token-0123456789", nil); code != http.StatusBadRequest {
@@ -111,6 +112,31 @@ func TestUsagePageShowsTables(t *testing.T) {
 	for _, want := range []string{"Per user", "Per chat", "Per model", "CSV by user", `href="/admin/usage"`} {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
 			t.Fatalf("usage page (%d) lacks %q:\n%.2000s", resp.StatusCode, want, body)
+		}
+	}
+}
+
+// The usage page shows the prompt tokens served from the providers' caches and what that saved.
+func TestUsagePageShowsCachedTokensAndWhatTheySaved(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	ctx := context.Background()
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "telegram", ChatID: "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "7", UserMessage: chat.Message{Role: store.RoleUser, Content: "q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []chat.ModelCall{
+		{Model: "mini", Status: "ok", TokensIn: 1_000_000, CachedIn: 600_000, TokensOut: 0, StartedAt: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, "", func(o *Options) { o.Prices = map[string]chat.Price{"mini": {In: 0.15, CachedIn: 0.075}} })
+	page := getPage(t, ts, "/admin/usage?since=24h")
+	for _, want := range []string{"600000 from the providers' caches", "Saved by cache", "saved by the cache", "0.0450"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the usage page lacks %q", want)
 		}
 	}
 }

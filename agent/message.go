@@ -31,6 +31,11 @@ type Model struct {
 	SupportsTools bool
 	// SupportsVision says whether images may be sent to this model.
 	SupportsVision bool
+	// CacheBreakpoints marks Anthropic-style cache_control breakpoints in this model's requests
+	// (Claude through OpenRouter or another gateway that takes them): on the system prompt's
+	// stable part, on the last message of the history and on the last message sent. Other
+	// models cache a repeated prefix by themselves and get no such field.
+	CacheBreakpoints bool
 }
 
 // Options tune a Runner. Zero values take the documented defaults.
@@ -91,6 +96,10 @@ type Request struct {
 	Messages []chat.Message
 	// Tools are offered to models with SupportsTools.
 	Tools []tools.Spec
+	// ToolsListedOnly lists Tools without letting the model call them (tool_choice "none"): a
+	// request that must share the prompt's prefix with the conversation's (its tools' schemas
+	// come first), such as the summary of a conversation asked for at its end.
+	ToolsListedOnly bool
 	// Executor runs the calls the model makes; nil answers every call as a tool not found.
 	Executor ToolExecutor
 	// Stream asks for a streamed answer (the adapter's capability). Without it each round's answer

@@ -176,8 +176,11 @@ func (t *turn) run(ctx context.Context) {
 	maxRounds := t.r.opts.MaxToolRounds
 	for round := 1; ; round++ {
 		mode := toolsOffered
-		if len(t.specs) == 0 {
+		switch {
+		case len(t.specs) == 0:
 			mode = toolsOmitted
+		case t.req.ToolsListedOnly:
+			mode = toolsListedNotCallable
 		}
 		if round > maxRounds && mode == toolsOffered {
 			mode = toolsListedNotCallable
@@ -324,6 +327,9 @@ func (t *turn) newModelCall(c candidate, round int, mode toolMode, reason string
 	upstream, extras := toUpstream(t.history, c.SupportsVision)
 	mc := &modelCall{t: t, c: c, round: round, offerTools: mode == toolsOffered && c.SupportsTools,
 		creq: openai.ChatCompletionRequest{Model: c.Model.Model, Messages: upstream}, wc: &wireCall{send: extras}}
+	if c.CacheBreakpoints {
+		mc.wc.breakpoints = breakpoints(upstream, t.history)
+	}
 	if c.SupportsTools {
 		switch mode {
 		case toolsOffered:

@@ -48,6 +48,9 @@ type wireCall struct {
 	// stream is the streamed answer's normaliser, which the runner reads chunks from (next)
 	// instead of go-openai's stream reader; nil when the answer is not an event stream.
 	stream *sseNormaliser
+	// breakpoints are the messages of the request that get a cache_control breakpoint (the
+	// models configured for them only); nil: none.
+	breakpoints []breakpoint
 	// cache is what the answer's usage said of the provider's prompt cache in fields go-openai
 	// does not decode (DeepSeek's, Anthropic-compatible gateways', OpenRouter's cache writes).
 	cache cacheReport
@@ -95,13 +98,13 @@ func (t *wireTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if wc == nil {
 		return t.base.RoundTrip(req)
 	}
-	if hasExtras(wc.send) && req.Body != nil {
+	if (hasExtras(wc.send) || len(wc.breakpoints) > 0) && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		_ = req.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("reading the request body: %w", err)
 		}
-		if patched, err := addExtras(body, wc.send); err == nil {
+		if patched, err := addExtras(body, wc.send, wc.breakpoints); err == nil {
 			body = patched
 		}
 		req = req.Clone(req.Context())
@@ -143,9 +146,9 @@ func hasExtras(send []wireExtras) bool {
 	return false
 }
 
-// addExtras merges the raw fields into the messages of a chat completions request body. A field
-// go-openai already wrote is left as it is.
-func addExtras(body []byte, send []wireExtras) ([]byte, error) {
+// addExtras merges the raw fields into the messages of a chat completions request body (a field
+// go-openai already wrote is left as it is) and marks the cache breakpoints.
+func addExtras(body []byte, send []wireExtras, marks []breakpoint) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, err
@@ -153,6 +156,13 @@ func addExtras(body []byte, send []wireExtras) ([]byte, error) {
 	var msgs []map[string]json.RawMessage
 	if err := json.Unmarshal(top["messages"], &msgs); err != nil {
 		return nil, err
+	}
+	for _, b := range marks {
+		if b.index < len(msgs) {
+			if err := markBreakpoint(msgs[b.index], b.split); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for i := range msgs {
 		if i >= len(send) || send[i].empty() {

@@ -177,6 +177,17 @@ type Summary struct {
 type Line struct {
 	FromUser bool
 	Text     string
+	// ID names the line in its chat where the platform keeps each message it showed (the web
+	// chat); empty for a line read back from a conversation's messages.
+	ID string
+	// Pos orders a chat's kept lines: when the line appeared, in microseconds since 1970, made to
+	// grow within the chat.
+	Pos int64
+	// Question: the line is a question the bot asked, shown as plain text (not Markdown);
+	// Asking: it was still waiting for its answer when it was last kept.
+	Question, Asking bool
+	// Files are the files the line showed; a file kept without its bytes (too large) has none.
+	Files []File
 }
 
 // Price is what a million prompt (In) and completion (Out) tokens of a model cost, in the

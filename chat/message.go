@@ -33,6 +33,10 @@ type Message struct {
 	// ones above (e.g. the reasoning_details some gateways send), kept raw and sent back
 	// unchanged with the message in later rounds and turns; nil when there were none.
 	Extra json.RawMessage
+	// Stable is the length in bytes of the beginning of Content that stays the same from turn to
+	// turn (the configured part of a system prompt, before its summary and date): a model that
+	// takes explicit cache breakpoints gets one there. 0: none; not stored.
+	Stable int
 }
 
 // ToolCall is one tool call the model asked for, fully assembled.

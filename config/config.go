@@ -42,12 +42,29 @@ type Config struct {
 	Media    Media    `toml:"media"`
 	Speech   Speech   `toml:"speech"`
 	OTel     OTel     `toml:"otel"`
+	Tasks    Tasks    `toml:"tasks"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
 	// SecretKey is BOT_SECRET_KEY decoded (32 bytes), read when an MCP server has
 	// auth = "oauth"; nil otherwise.
 	SecretKey []byte `toml:"-"`
+}
+
+// Tasks configures reminders and scheduled tasks (package tasks): the schedule_task, list_tasks
+// and cancel_task tools and the /tasks and /timezone commands.
+type Tasks struct {
+	// Enabled offers the tools and runs the scheduler.
+	Enabled bool `toml:"enabled"`
+	// MaxPerUser caps the tasks one person keeps that still have runs to come.
+	MaxPerUser int `toml:"max_per_user"`
+	// MinEvery is the shortest recurrence an "every" task may have.
+	MinEvery Span `toml:"min_every"`
+	// MisfireGrace is how late a run may fire after downtime; an older run is skipped and its
+	// owner told.
+	MisfireGrace Span `toml:"misfire_grace"`
+	// DefaultTimezone is the zone of a person who never set one with /timezone (IANA name).
+	DefaultTimezone string `toml:"default_timezone"`
 }
 
 // Storage selects the database.
@@ -78,6 +95,9 @@ type Model struct {
 	// writes); left out, PriceIn.
 	PriceCachedIn   float64 `toml:"price_cached_in"`
 	PriceCacheWrite float64 `toml:"price_cache_write"`
+	// Cache is how requests help the provider's prompt cache: "auto" (nothing extra: the
+	// provider caches prefixes by itself), "anthropic" (cache_control breakpoints) or "off".
+	Cache Cache `toml:"cache"`
 }
 
 // Agent tunes the agent runner.
@@ -428,6 +448,7 @@ const DefaultMCPToolCallTimeout = 300 * time.Second
 func Default() Config {
 	return Config{
 		Storage: Storage{Driver: DriverSQLite, DSN: "data/bot.db", Retention: 30 * day},
+		Tasks:   Tasks{Enabled: true, MaxPerUser: 20, MinEvery: Span(5 * time.Minute), MisfireGrace: Span(time.Hour), DefaultTimezone: "UTC"},
 		Agent: Agent{
 			SystemPrompt:       "You are a helpful assistant in a chat. Answer concisely.",
 			MaxToolRounds:      128,
@@ -651,6 +672,9 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		}
 		if !modelHas(i, "price_cache_write") {
 			m.PriceCacheWrite = m.PriceIn
+		}
+		if m.Cache == "" {
+			m.Cache = CacheAuto
 		}
 		known := KnownBudget(m.Model)
 		if m.ContextWindow == 0 {

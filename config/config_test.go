@@ -48,6 +48,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"key in the wrong table", minimal + "[agent]\nqueue_size = 3\n", "agent.queue_size: unknown key; did you mean chat.queue_size?"},
 		{"misspelt table", minimal + "[chats]\nqueue_size = 3\n", "[chats]: unknown table; did you mean [chat]?"},
 		{"misspelt array table", minimal + "[[mcp.server]]\nname = \"a\"\n", "[mcp.server]: unknown table; did you mean [mcp.servers]?"},
+		{"bad cache", minimal + "[[models]]\nbase_url=\"http://127.0.0.1:2/v1\"\nmodel=\"m2\"\ncache = \"always\"\n", `models[1].cache: must be one of "auto", "anthropic", "off", got "always"`},
 		{"negative cache price", minimal + "[[models]]\nbase_url=\"http://127.0.0.1:2/v1\"\nmodel=\"m2\"\nprice_cached_in = -1.0\n", "models[1].price_cached_in: prices must be 0 or more"},
 		{"bad enum", minimal + "[output]\nexception_handling = \"loud\"\n", `output.exception_handling: must be one of "show-hint", "show-error", "hide", got "loud"`},
 		{"telegram token env", minimal + "[telegram]\nenabled = true\ntoken = \"${TG_TOKEN}\"\n", "telegram.token: empty: environment variable TG_TOKEN is not set"},
@@ -133,6 +134,7 @@ name = "priced"
 base_url = "http://127.0.0.1:2/v1"
 model = "m2"
 price_in = 2.0
+cache = "anthropic"
 [[models]]
 name = "cache free"
 base_url = "http://127.0.0.1:2/v1"
@@ -143,6 +145,9 @@ price_cache_write = 2.5
 `), env(nil))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m := cfg.Models[1]; m.Cache != CacheAnthropic || cfg.Models[2].Cache != CacheAuto {
+		t.Errorf("cache = %q and %q, want anthropic as set and auto by default", m.Cache, cfg.Models[2].Cache)
 	}
 	if m := cfg.Models[1]; m.PriceCachedIn != 2 || m.PriceCacheWrite != 2 {
 		t.Errorf("left out, the cache's prices = %v / %v, want price_in (2): a cached token would be billed at a price nobody set", m.PriceCachedIn, m.PriceCacheWrite)

@@ -104,3 +104,23 @@ func durationError(key, got string) error {
 	}
 	return fmt.Errorf("%s: must be a number of %s or a duration like \"90s\" or \"2h\", got %s", key, unit, got)
 }
+
+// Span is a duration key whose name has no unit ([tasks] min_every, misfire_grace): it is written
+// as a Go duration string ("5m", "1h") and a bare number, which would name no unit, is refused.
+type Span time.Duration
+
+// UnmarshalText reads a Go duration string.
+func (s *Span) UnmarshalText(b []byte) error {
+	d, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: write it as a Go duration such as \"5m\" or \"1h\"", b)
+	}
+	*s = Span(d)
+	return nil
+}
+
+// MarshalText writes the Go duration string.
+func (s Span) MarshalText() ([]byte, error) { return []byte(time.Duration(s).String()), nil }
+
+// D is the span as a time.Duration.
+func (s Span) D() time.Duration { return time.Duration(s) }

@@ -26,6 +26,27 @@ var Drivers = []Driver{DriverSQLite, DriverPostgres}
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (d *Driver) UnmarshalText(b []byte) error { return parseEnum(d, b, Drivers) }
 
+// Cache is [[models]] cache: how requests help the provider's prompt cache.
+type Cache string
+
+// The ways of helping a prompt cache.
+const (
+	// CacheAuto sends nothing extra: OpenAI, DeepSeek, Gemini and most hosted models cache a
+	// repeated prefix by themselves (the default).
+	CacheAuto Cache = "auto"
+	// CacheAnthropic marks cache_control breakpoints on the stable prefix and the last history
+	// block, as Anthropic's and OpenRouter's OpenAI-compatible endpoints take them.
+	CacheAnthropic Cache = "anthropic"
+	// CacheOff sends nothing extra either; it says the provider caches nothing.
+	CacheOff Cache = "off"
+)
+
+// Caches lists [[models]] cache's values.
+var Caches = []Cache{CacheAuto, CacheAnthropic, CacheOff}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (c *Cache) UnmarshalText(b []byte) error { return parseEnum(c, b, Caches) }
+
 // ExceptionHandling is output.exception_handling: what a user sees of a failed turn.
 type ExceptionHandling string
 

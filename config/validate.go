@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
+	_ "time/tzdata" // default_timezone is checked on hosts without a zoneinfo database
 
 	"relaybot/policy"
 )
@@ -34,6 +36,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	c.validateMCP(p)
 	c.validateAdmin(p)
 	c.validateMedia(p.bad, p.httpURL)
+	c.validateTasks(p)
 	return errors.Join(p.errs...)
 }
 
@@ -454,5 +457,22 @@ func (c *Config) validateQuotas(bad func(key, format string, args ...any)) {
 				bad(key+".roles", `%q must be "discord_role:ID" or "chat_admins"`, r)
 			}
 		}
+	}
+}
+
+// validateTasks checks [tasks].
+func (c *Config) validateTasks(p *problems) {
+	t := c.Tasks
+	if t.MaxPerUser < 1 || t.MaxPerUser > 10000 {
+		p.bad("tasks.max_per_user", "must be between 1 and 10000, got %d", t.MaxPerUser)
+	}
+	if t.MinEvery.D() < time.Minute {
+		p.bad("tasks.min_every", "must be at least 1m, got %s", t.MinEvery.D())
+	}
+	if t.MisfireGrace.D() < 0 || t.MisfireGrace.D() > 7*24*time.Hour {
+		p.bad("tasks.misfire_grace", "must be between 0s and 168h, got %s", t.MisfireGrace.D())
+	}
+	if loc, err := time.LoadLocation(t.DefaultTimezone); err != nil || loc == nil || t.DefaultTimezone == "" || t.DefaultTimezone == "Local" {
+		p.bad("tasks.default_timezone", "unknown time zone %q; use an IANA name such as Europe/Berlin", t.DefaultTimezone)
 	}
 }

@@ -218,6 +218,15 @@ func (r *Replica) Fence(ctx context.Context) error { return r.member.Fence(ctx) 
 // Stamp marks ctx with the epoch the turn begins under (pipeline.Stamper; Member.Stamp).
 func (r *Replica) Stamp(ctx context.Context) context.Context { return r.member.Stamp(ctx) }
 
+// StampedEpoch is the epoch of the registration Stamp marked ctx with; 0 when it carries none.
+func (r *Replica) StampedEpoch(ctx context.Context) int64 {
+	epoch, _ := ctx.Value(epochKey{}).(int64)
+	return epoch
+}
+
+// TakenOver reports whether err refuses work a survivor took over (ErrTakenOver).
+func (r *Replica) TakenOver(err error) bool { return errors.Is(err, ErrTakenOver) }
+
 // ClaimToolCall is the tools manager's claim (tools.ManagerOptions.Claim): the call of turn may start only when this replica's
 // fence is open, the turn is still running here under the epoch ctx was stamped with, and the
 // lease covering it is unexpired on the database's clock (the instance row is locked for share,

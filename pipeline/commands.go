@@ -55,6 +55,12 @@ func commandTable() []command {
 			Help: "the tools always allowed in this chat; revoke N ends one",
 			Args: []adapters.CommandArg{{Name: "revoke", Help: "the number /allowed shows of the one to revoke"}}},
 			run: answer((*commands).allowed)},
+		{spec: adapters.CommandSpec{Name: "tasks", Who: adapters.Anyone, Help: "your scheduled tasks in this chat; cancel N cancels one",
+			Args: []adapters.CommandArg{{Name: "cancel", Help: "cancel N: the number /tasks shows of the task to cancel"}}},
+			run: answer((*commands).tasks)},
+		{spec: adapters.CommandSpec{Name: "timezone", Who: adapters.Anyone, Help: "show your time zone, or set it (an IANA name such as Europe/Berlin)",
+			Args: []adapters.CommandArg{{Name: "zone", Help: "the IANA time zone to set, such as Europe/Berlin"}}},
+			run: answer((*commands).tasks)},
 		{spec: adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
 			run: answer((*commands).help)},
 	}
@@ -149,6 +155,29 @@ func (c *commands) allowed(r *request) {
 	text, err := asking.Allowed(ctx, cs, r.in, c.access.IsAdmin(r.in), c.opts.Now(), r.log)
 	if err != nil {
 		c.failed(r, "/allowed", err)
+		return
+	}
+	c.say(r.out, text, r.log)
+}
+
+// TaskCommands answers the scheduled tasks' commands (package tasks): in.Command is "tasks" or
+// "timezone", in.Args the rest of the line; admin says the sender is a bot admin. An error is
+// a failure the user is told the way a turn's error is.
+type TaskCommands interface {
+	Command(ctx context.Context, in adapters.Inbound, admin bool) (string, error)
+}
+
+// tasks answers /tasks and /timezone.
+func (c *commands) tasks(r *request) {
+	if c.opts.Tasks == nil {
+		c.say(r.out, "Scheduled tasks are off in this server.", r.log)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), saveTimeout)
+	defer cancel()
+	text, err := c.opts.Tasks.Command(ctx, r.in, c.access.IsAdmin(r.in))
+	if err != nil {
+		c.failed(r, "/"+r.in.Command, err)
 		return
 	}
 	c.say(r.out, text, r.log)

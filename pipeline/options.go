@@ -53,6 +53,10 @@ type Options struct {
 	// answers are spoken too (media.go).
 	Media MediaOptions
 
+	// Tasks answers /tasks and /timezone (package tasks); nil: the commands say scheduled tasks
+	// are off.
+	Tasks TaskCommands
+
 	// Usage answers /usage and feeds the quotas; Quotas cap what users and chats may spend,
 	// checked before each turn, and checked and reserved before each model call (atomically
 	// across replicas: Store.ModelCalls).

@@ -102,7 +102,8 @@ func TestUsageCommandShowsCachedTokensAtTheirPrice(t *testing.T) {
 	out := &recResponder{}
 	<-h.handle(privateMsg("7", "9", "/usage"), out)
 	// 100,000 × 2.50 + 300,000 × 0.25 + 100,000 × 10.00 per million.
-	want := "Today: 400000 tokens in (300000 cached), 100000 out, 1 model calls, cost 1.3250"
+	// At full price: 400,000 × 2.50 + 100,000 × 10.00 = 2.0000, so the cache saved 0.6750.
+	want := "Today: 400000 tokens in (300000 cached), 100000 out, 1 model calls, cost 1.3250 (0.6750 saved by the cache)"
 	if n := out.RawNotices(); len(n) != 1 || !strings.Contains(n[0], want) || !strings.Contains(n[0], quota.CachedNote) {
 		t.Errorf("/usage = %q, want %q and what cached tokens are", n, want)
 	}

@@ -40,6 +40,8 @@ type Database struct {
 	Usage *UsageQuery
 	// Timelines reads one turn's events in order for the admin pages.
 	Timelines *TimelineQuery
+	// Tasks keeps the reminders and scheduled tasks, their runs and the people's time zones.
+	Tasks *TaskQuery
 }
 
 // ConversationQuery reads and writes the conversations table.
@@ -100,6 +102,7 @@ func newDatabase(c *conn) *Database {
 		Retention:     &RetentionQuery{c},
 		Usage:         &UsageQuery{c},
 		Timelines:     &TimelineQuery{c},
+		Tasks:         &TaskQuery{c},
 	}
 }
 

@@ -40,7 +40,8 @@ func (s *RetentionQuery) RunRetention(ctx context.Context, keep time.Duration) {
 }
 
 // Sweep deletes what started before cutoff, in small batches: finished turns (their messages and
-// LLM calls go with them), finished audit rows, and inactive conversations left without turns. It
+// LLM calls go with them), finished audit rows, inactive conversations left without turns, and
+// the messages the web chat showed. It
 // returns how many rows it deleted (cascaded rows not counted).
 func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 	cutoff = dbTime(cutoff)
@@ -51,21 +52,30 @@ func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, erro
 		what  string
 		model any
 		batch *gorm.DB
+		key   string // the column batch selects; "id" when empty
 	}{
 		{"tool calls", &toolCallModel{}, db.Model(&toolCallModel{}).Select("id").
-			Where("started_at < ? AND status <> ?", cutoff, audit.StatusRunning).Order("started_at").Limit(retentionBatch)},
+			Where("started_at < ? AND status <> ?", cutoff, audit.StatusRunning).Order("started_at").Limit(retentionBatch), ""},
 		{"turns", &turnRow{}, db.Model(&turnRow{}).Select("id").
-			Where("started_at < ? AND status <> ?", cutoff, TurnRunning).Order("started_at").Limit(retentionBatch)},
+			Where("started_at < ? AND status <> ?", cutoff, TurnRunning).Order("started_at").Limit(retentionBatch), ""},
 		{"model calls outside turns", &llmCallRow{}, db.Model(&llmCallRow{}).Select("id").
-			Where("turn_id IS NULL AND started_at < ? AND status <> ?", cutoff, LLMCallRunning).Order("started_at").Limit(retentionBatch)},
+			Where("turn_id IS NULL AND started_at < ? AND status <> ?", cutoff, LLMCallRunning).Order("started_at").Limit(retentionBatch), ""},
 		{"conversations", &conversationRow{}, db.Table("conversations c").Select("c.id").
 			Where("c.created_at < ? AND c.active = ? AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.conversation_id = c.id)", cutoff, false).
-			Limit(retentionBatch)},
+			Limit(retentionBatch), ""},
+		// A batch of positions may name a few more rows than the batch (two chats' messages at
+		// the same microsecond): all of them are older than the cutoff.
+		{"web chat messages", &webMessageRow{}, db.Model(&webMessageRow{}).Select("pos").
+			Where("pos < ?", cutoff.UnixMicro()).Order("pos").Limit(retentionBatch), "pos"},
 	}
 	total := 0
 	for _, st := range steps {
 		for {
-			res := s.w.WithContext(ctx).Where("id IN (?)", st.batch).Delete(st.model)
+			key := st.key
+			if key == "" {
+				key = "id"
+			}
+			res := s.w.WithContext(ctx).Where(key+" IN (?)", st.batch).Delete(st.model)
 			if res.Error != nil {
 				return total, fmt.Errorf("store: retention: delete %s before %s: %w", st.what, cutoff.Format(time.RFC3339), res.Error)
 			}

@@ -43,20 +43,30 @@ func (s *TurnQuery) LatestTurns(ctx context.Context, f TurnFilter, before int64,
 	for _, r := range rows {
 		ids = append(ids, r.ConversationID)
 	}
-	chats := map[int64]chat.Ref{}
-	if len(ids) > 0 {
-		var convs []conversationRow
-		err := s.r.WithContext(ctx).Select("id, platform, chat_id, thread_id").Where("id IN ?", ids).Find(&convs).Error
-		if err != nil {
-			return nil, fmt.Errorf("store: latest turns: their chats: %w", err)
-		}
-		for _, c := range convs {
-			chats[c.ID] = chat.Ref{Platform: chat.Platform(c.Platform), ChatID: c.ChatID, ThreadID: c.ThreadID}
-		}
+	chats, err := s.ConversationChats(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: latest turns: %w", err)
 	}
 	out := make([]ListedTurn, len(rows))
 	for i, r := range rows {
 		out[i] = ListedTurn{Turn: r.public(), Chat: chats[r.ConversationID]}
 	}
 	return out, nil
+}
+
+// ConversationChats returns the chat (and thread) of each of the conversations ids names that
+// exists, by conversation id.
+func (s *TurnQuery) ConversationChats(ctx context.Context, ids []int64) (map[int64]chat.Ref, error) {
+	chats := map[int64]chat.Ref{}
+	if len(ids) == 0 {
+		return chats, nil
+	}
+	var convs []conversationRow
+	if err := s.r.WithContext(ctx).Select("id, platform, chat_id, thread_id").Where("id IN ?", ids).Find(&convs).Error; err != nil {
+		return nil, fmt.Errorf("chats of conversations: %w", err)
+	}
+	for _, c := range convs {
+		chats[c.ID] = chat.Ref{Platform: chat.Platform(c.Platform), ChatID: c.ChatID, ThreadID: c.ThreadID}
+	}
+	return chats, nil
 }

@@ -103,6 +103,9 @@ type UsageTotal struct {
 	CacheWriteTokens int64 `json:"cache_write_tokens"`
 	// Cost is what the providers bill: cached and written prompt tokens at their own prices.
 	Cost float64 `json:"cost"`
+	// CacheSaved is what the same tokens would have cost with nothing cached, less Cost: what
+	// the providers' caches saved, net of what cache writes cost more.
+	CacheSaved float64 `json:"cache_saved"`
 	// Estimated counts the calls among Calls whose tokens are the bot's estimate.
 	Estimated int64 `json:"estimated"`
 	// AudioSeconds is the audio transcribed, in seconds.
@@ -147,7 +150,10 @@ func RollUp(rows []UsageRow, by string, prices map[string]chat.Price) []UsageTot
 		t.CacheWriteTokens += r.CacheWriteTokens
 		t.Estimated += r.Estimated
 		t.AudioSeconds += float64(r.AudioMs) / 1000
-		t.Cost += r.Cost(prices[r.Model])
+		p := prices[r.Model]
+		cost := r.Cost(p)
+		t.Cost += cost
+		t.CacheSaved += p.Cost(r.TokensIn, r.TokensOut) + p.AudioCost(r.AudioMs) - cost
 	}
 	slices.SortFunc(out, func(a, b UsageTotal) int {
 		if c := cmp.Compare(b.Cost, a.Cost); c != 0 {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"relaybot/chat"
@@ -102,4 +103,170 @@ func (s *WebChatQuery) Transcript(ctx context.Context, conversationID int64, lim
 		}
 	}
 	return out, nil
+}
+
+// webMessageRow is one message the web chat showed, as it last showed it.
+type webMessageRow struct {
+	ChatID string `gorm:"primaryKey"`
+	ID     string `gorm:"primaryKey"`
+	Pos    int64
+	Role   string
+	Text   string
+	State  string
+	Files  string
+}
+
+func (webMessageRow) TableName() string { return "web_messages" }
+
+// The roles and states of web_messages rows.
+const (
+	webRoleUser      = "user"
+	webRoleBot       = "bot"
+	webStateQuestion = "question"
+	webStateAsking   = "asking"
+)
+
+// keptFile is a file of a web chat message in the files column (JSON; Data in base64).
+type keptFile struct {
+	Name string `json:"name"`
+	MIME string `json:"mime,omitempty"`
+	Data []byte `json:"data,omitempty"`
+}
+
+// KeepWebMessages keeps the lines of the web chat chatID as they are shown now, each whole: a
+// line kept before (by its ID) is replaced, its place (Pos) too.
+func (s *WebChatQuery) KeepWebMessages(ctx context.Context, chatID string, lines []chat.Line) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	rows := make([]webMessageRow, 0, len(lines))
+	for _, l := range lines {
+		row := webMessageRow{ChatID: chatID, ID: l.ID, Pos: l.Pos, Role: webRoleBot, Text: l.Text}
+		if l.FromUser {
+			row.Role = webRoleUser
+		}
+		switch {
+		case l.Asking:
+			row.State = webStateAsking
+		case l.Question:
+			row.State = webStateQuestion
+		}
+		if len(l.Files) > 0 {
+			files := make([]keptFile, len(l.Files))
+			for i, f := range l.Files {
+				files[i] = keptFile{Name: f.Name, MIME: f.MIME, Data: f.Data}
+			}
+			b, err := json.Marshal(files)
+			if err != nil {
+				return fmt.Errorf("store: keep web chat %s messages: %w", chatID, err)
+			}
+			row.Files = string(b)
+		}
+		rows = append(rows, row)
+	}
+	err := s.w.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "chat_id"}, {Name: "id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"pos", "role", "text", "state", "files"}),
+	}).Create(&rows).Error
+	if err != nil {
+		return fmt.Errorf("store: keep web chat %s messages: %w", chatID, err)
+	}
+	return nil
+}
+
+// WebMessages returns the newest limit messages the web chat chatID showed, oldest first, as
+// KeepWebMessages kept them (limit <= 0: 200); none when it kept none.
+func (s *WebChatQuery) WebMessages(ctx context.Context, chatID string, limit int) ([]chat.Line, error) {
+	if limit <= 0 {
+		limit = 200
+	}
+	var rows []webMessageRow
+	err := s.r.WithContext(ctx).Where("chat_id = ?", chatID).Order("pos DESC").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: web chat %s messages: %w", chatID, err)
+	}
+	out := make([]chat.Line, 0, len(rows))
+	for i := len(rows) - 1; i >= 0; i-- {
+		l, err := rows[i].line()
+		if err != nil {
+			return nil, fmt.Errorf("store: web chat %s: %w", chatID, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// line is the kept message r.
+func (r webMessageRow) line() (chat.Line, error) {
+	l := chat.Line{ID: r.ID, Pos: r.Pos, FromUser: r.Role == webRoleUser, Text: r.Text,
+		Question: r.State != "", Asking: r.State == webStateAsking}
+	if r.Files != "" {
+		var files []keptFile
+		if err := json.Unmarshal([]byte(r.Files), &files); err != nil {
+			return chat.Line{}, fmt.Errorf("message %s: files: %w", r.ID, err)
+		}
+		for _, f := range files {
+			l.Files = append(l.Files, chat.File{Name: f.Name, MIME: f.MIME, Data: f.Data})
+		}
+	}
+	return l, nil
+}
+
+// WebConversationMessages returns what the web chat chatID showed of its conversation
+// conversationID, oldest first, at most limit messages (limit <= 0: 200): the kept messages from
+// the user's message that started the conversation's first turn up to the one that started the
+// first turn of a later conversation of the chat. None when nothing of it was kept (its turns
+// are older than the keeping).
+func (s *WebChatQuery) WebConversationMessages(ctx context.Context, chatID string, conversationID int64, limit int) ([]chat.Line, error) {
+	if limit <= 0 {
+		limit = 200
+	}
+	db := s.r.WithContext(ctx)
+	startOf := func(conversations *gorm.DB) (int64, bool, error) {
+		var start *int64
+		err := db.Model(&webMessageRow{}).Select("MIN(pos)").
+			Where("chat_id = ? AND id IN (?)", chatID, db.Model(&turnRow{}).Select("inbound_message_id").Where("conversation_id IN (?)", conversations)).
+			Scan(&start).Error
+		return ptrValue(start), start != nil, err
+	}
+	start, ok, err := startOf(db.Model(&conversationRow{}).Select("id").Where("id = ?", conversationID))
+	if err != nil || !ok {
+		return nil, wrapWebConversation(chatID, conversationID, err)
+	}
+	next, bounded, err := startOf(db.Model(&conversationRow{}).Select("id").
+		Where("platform = ? AND chat_id = ? AND id > ?", string(chat.Web), chatID, conversationID))
+	if err != nil {
+		return nil, wrapWebConversation(chatID, conversationID, err)
+	}
+	q := db.Where("chat_id = ? AND pos >= ?", chatID, start)
+	if bounded {
+		q = q.Where("pos < ?", next)
+	}
+	var rows []webMessageRow
+	if err := q.Order("pos").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, wrapWebConversation(chatID, conversationID, err)
+	}
+	out := make([]chat.Line, 0, len(rows))
+	for _, r := range rows {
+		l, err := r.line()
+		if err != nil {
+			return nil, wrapWebConversation(chatID, conversationID, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func wrapWebConversation(chatID string, conversationID int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("store: web chat %s conversation %d: %w", chatID, conversationID, err)
+}
+
+func ptrValue(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

@@ -316,3 +316,15 @@ func (w *workers) spawn(fn func()) bool {
 	}()
 	return true
 }
+
+// Post sends text to ref through the delivery engine, for a message nobody sent (a scheduled
+// task's reminder), and returns once Discord confirmed it or it failed for good.
+func (a *Adapter) Post(ctx context.Context, ref chat.Ref, text string) error {
+	return a.engine.Notice(ctx, ref, text, adapters.SendOptions{})
+}
+
+// ChatResponder answers in ref a message nobody sent (a scheduled task's prompt), as a message's
+// replies are: streamed with a Stop button, its questions (approvals) asked with buttons.
+func (a *Adapter) ChatResponder(ref chat.Ref) adapters.Responder {
+	return a.interactions.responder(ref, "", "")
+}

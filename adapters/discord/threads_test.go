@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"relaybot/adapters"
 	"relaybot/adapters/discord"
@@ -272,4 +273,32 @@ func TestAnArchiveDurationDiscordRefusesIsRefusedAtStart(t *testing.T) {
 	if _, err := discord.New(discord.Options{Token: "x", Threads: true, AutoArchive: 90}); err == nil {
 		t.Error("an archive duration Discord does not take was accepted")
 	}
+}
+
+// Opening a thread is paced like every request: a 429 on it is waited out, and the thread is
+// opened and answered in after it.
+func TestAThreadOpeningRateLimitedIsWaitedOut(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		hs := startInBubble(t, threadsOn, answerIt)
+		hs.srv.AddChannel(dtk.Channel{ID: threadsCh, GuildID: guildID, Type: dtk.ChannelGuildText})
+		hs.srv.Storm(threadsCh, 1, 2*time.Second)
+		q, _ := hs.mention(threadsCh, "hello")
+		hs.waitFor("the answer in the thread", func() bool { return hs.botText(q.ID) == "answer: hello" })
+		calls := hs.srv.CallsTo(dtk.RouteStartThread)
+		if len(calls) != 2 || calls[0].Status != http.StatusTooManyRequests || calls[1].Status != http.StatusCreated {
+			t.Fatalf("thread openings answered %v, want a 429 then the thread", statuses(calls))
+		}
+		if waited := calls[1].Time.Sub(calls[0].Time); waited < 2*time.Second {
+			t.Errorf("the opening was tried again %v after the 429, want its retry_after (2 s)", waited)
+		}
+	})
+}
+
+func statuses(calls []dtk.Call) []int {
+	var out []int
+	for _, c := range calls {
+		out = append(out, c.Status)
+	}
+	return out
 }

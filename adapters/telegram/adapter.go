@@ -118,6 +118,10 @@ type Options struct {
 	// Commands, when set, are the bot's commands (the pipeline's table): Run sets them as the
 	// bot's command menu (setMyCommands) before it receives.
 	Commands adapters.Commands
+	// PrivateTopics opens a topic for each conversation in private chats (topics.go): Run
+	// turns the bot's topics in private chats on (setMySettings) when getMe says they are off;
+	// where that fails, private chats are answered as before and the log says so once.
+	PrivateTopics bool
 }
 
 // Adapter is one Telegram bot connection.
@@ -139,6 +143,7 @@ type Adapter struct {
 	callbackRoutes map[string]callbackRoute
 	questions      adapters.Questions
 	admins         adminCache
+	topics         topics
 
 	mu     sync.Mutex
 	offset int64
@@ -171,6 +176,7 @@ func New(opts Options) (*Adapter, error) {
 		admins:       adminCache{m: map[adminKey]adminVerdict{}},
 	}
 	ad.questions.Book = opts.Questions
+	ad.topics.a = ad
 	ad.callbackRoutes = map[string]callbackRoute{approvePrefix: ad.onApprovePress}
 	dopts := opts.Delivery
 	dopts.Logger = log
@@ -335,8 +341,10 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 			if in.Redelivered {
 				in.Redeliveries = a.handOver(id, handedOver)
 			}
-			resp := a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, a.opts.Stream)
-			h.Handle(ctx, in, askResponder{Responder: resp, a: a, chat: in.Chat})
+			if a.topics.opens(in) {
+				in, _ = a.topics.open(ctx, in)
+			}
+			h.Handle(ctx, in, a.responderFor(in))
 		}()
 	}
 	act := func(u *update) {
@@ -365,6 +373,7 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 		}
 	}
 	a.setCommands(ctx)
+	a.topics.start(ctx)
 	a.adoptOrphans(ctx, &wg, dispatch)
 	if a.opts.Mode == "webhook" {
 		return a.runWebhook(ctx, dispatch, act)
@@ -414,4 +423,16 @@ func redactToken(token, s string) string {
 	}
 	s = strings.ReplaceAll(s, token, "<redacted>")
 	return strings.ReplaceAll(s, url.PathEscape(token), "<redacted>")
+}
+
+// Post sends text to ref through the delivery engine, for a message nobody sent (a scheduled
+// task's reminder), and returns once Telegram confirmed it or it failed for good.
+func (a *Adapter) Post(ctx context.Context, ref chat.Ref, text string) error {
+	return a.engine.Notice(ctx, ref, text, adapters.SendOptions{})
+}
+
+// ChatResponder answers in ref a message nobody sent (a scheduled task's prompt): replies
+// stream as this adapter's do, with a Stop button, and its questions (approvals) can be asked.
+func (a *Adapter) ChatResponder(ref chat.Ref) adapters.Responder {
+	return askResponder{Responder: a.engine.Responder(ref, adapters.SendOptions{Stoppable: true}, a.opts.Stream), a: a, chat: ref}
 }

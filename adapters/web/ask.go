@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -114,11 +115,34 @@ func (r askResponder) open(ctx context.Context, text string, pq *question) (*con
 	}
 	pq.msg = conv.addLocked("bot", text, nil)
 	pq.msg.Question, pq.msg.Choices = id, pq.choices
+	conv.placeAboveStreamingLocked(pq.msg)
 	if pq.form != nil {
 		pq.msg.Form = &adapters.Form{Text: text, Fields: pq.form}
 	}
 	conv.questions[id] = pq
 	return conv, id, nil
+}
+
+// placeAboveStreamingLocked moves q, the message just added, above the reply still streaming in
+// the chat since its user's message (the last with a Stop button), which waits for q's answer: the
+// user reads the question before what it unblocks, and the answer goes on below it. c.mu must be
+// held.
+func (c *conversation) placeAboveStreamingLocked(q *message) {
+	for i := len(c.msgs) - 2; i >= 0; i-- {
+		m := c.msgs[i]
+		if m.Role == "user" {
+			return
+		}
+		if !m.Stop {
+			continue
+		}
+		q.Pos, m.Pos = m.Pos, q.Pos
+		slices.SortStableFunc(c.msgs, func(a, b *message) int { return cmp.Compare(a.Pos, b.Pos) })
+		c.rev++
+		m.rev = c.rev
+		c.notifyLocked()
+		return
+	}
 }
 
 // closeBooked records in the question book (where there is one) that question id is over,

@@ -12,9 +12,10 @@
 // dropped to make room for a new one.
 //
 // With Options.Sessions the chat outlives the process: the session (the cookie's SHA-256, never
-// the cookie) maps to the chat id its conversations are stored under, so after a restart the
-// browser finds its conversation again, with its messages, and can read its earlier ones (those
-// /reset or the idle reset closed) at /chat/conversations.
+// the cookie) maps to the chat id its conversations are stored under, and every message the page
+// showed is kept as it was last shown (the user's as they typed it, the bot's as rendered), so
+// after a restart the browser finds its chat again with the same transcript, and can read its
+// earlier conversations (those /reset or the idle reset closed) at /chat/conversations.
 package web
 
 import (
@@ -22,6 +23,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"embed"
 	"encoding/base64"
 	"encoding/hex"
@@ -98,8 +100,17 @@ type Sessions interface {
 	WebSession(ctx context.Context, secretHash string) (chatID string, ok bool, err error)
 	// ChatConversations lists a chat's conversations, newest first.
 	ChatConversations(ctx context.Context, ref chat.Ref, limit int) ([]chat.Summary, error)
-	// Transcript returns what the user saw of a conversation's newest limit rounds, oldest first.
+	// Transcript returns what the user saw of a conversation's newest limit rounds, oldest first,
+	// read back from the conversation's messages (for chats with no kept messages).
 	Transcript(ctx context.Context, conversationID int64, limit int) ([]chat.Line, error)
+	// KeepWebMessages keeps messages of a chat as the page shows them now, each whole, replacing
+	// the ones kept before under the same ID.
+	KeepWebMessages(ctx context.Context, chatID string, lines []chat.Line) error
+	// WebMessages returns the newest limit messages kept of a chat, oldest first.
+	WebMessages(ctx context.Context, chatID string, limit int) ([]chat.Line, error)
+	// WebConversationMessages returns the messages kept of one conversation of a chat, oldest
+	// first; none when none were kept.
+	WebConversationMessages(ctx context.Context, chatID string, conversationID int64, limit int) ([]chat.Line, error)
 }
 
 // Chat is the web chat. Its Handler serves the page, the event stream and the message posts.
@@ -128,6 +139,8 @@ type Chat struct {
 	out       *outbox
 	tag       string
 	listening sync.WaitGroup
+	// keep, with Sessions, writes the conversations' changed messages to the store.
+	keep *outbox
 }
 
 // New builds the web chat.
@@ -157,6 +170,10 @@ func New(opts Options) (*Chat, error) {
 		opts.Delivery.Logger = c.log
 	}
 	c.engine = delivery.New(messenger{chat: c}, Limits(), opts.Delivery)
+	if opts.Sessions != nil {
+		c.keep = newOutbox()
+		go c.keepChanges(context.WithoutCancel(c.ctx))
+	}
 	if opts.Relay != nil {
 		c.out = newOutbox()
 		c.tag = randomString(4) + "-"
@@ -178,6 +195,7 @@ func New(opts Options) (*Chat, error) {
 	mux.HandleFunc("POST /chat/session", c.session)
 	mux.HandleFunc("GET /chat/events", c.events)
 	mux.HandleFunc("POST /chat/send", c.send)
+	mux.HandleFunc("POST /chat/stop", c.stopTurn)
 	mux.HandleFunc("POST /chat/answer", c.answer)
 	mux.HandleFunc("GET /chat/files/{msg}/{n}", c.file)
 	mux.HandleFunc("GET /chat/conversations", c.conversations)
@@ -188,7 +206,8 @@ func New(opts Options) (*Chat, error) {
 }
 
 // Handler serves /chat (the page), /chat/session (starts a conversation), /chat/events (the
-// event stream), /chat/send (posts) and /chat/static/ and /chat/files/. Mount it at "/chat" and "/chat/" behind the login.
+// event stream), /chat/send (posts), /chat/stop (the Stop button) and /chat/static/ and
+// /chat/files/. Mount it at "/chat" and "/chat/" behind the login.
 func (c *Chat) Handler() http.Handler { return c.mux }
 
 // SetHandler sets the Handler that receives the browsers' messages (the pipeline).
@@ -233,16 +252,18 @@ func (c *Chat) stop(cancelTurns bool) {
 	c.turns.Wait()
 	c.cancel() // no turn runs any more: release the turns' context
 	c.engine.Close()
-	if c.out != nil {
+	for _, o := range []*outbox{c.out, c.keep} {
+		if o == nil {
+			continue
+		}
 		c.mu.Lock()
-		quit := c.out.quit
 		select {
-		case <-quit:
+		case <-o.quit:
 		default:
-			close(quit)
+			close(o.quit)
 		}
 		c.mu.Unlock()
-		<-c.out.done
+		<-o.done
 	}
 	c.listening.Wait()
 }
@@ -257,6 +278,8 @@ func (c *Chat) newConv(id, secret string) *conversation {
 		watchers: map[chan struct{}]struct{}{},
 		tag:      c.tag,
 		out:      c.out,
+		keep:     c.keep,
+		now:      c.now,
 	}
 }
 
@@ -363,15 +386,20 @@ func (c *Chat) storedMarkOf(ctx context.Context, conv *conversation) (storedMark
 	return storedMark{conversation: list[0].ID, turns: list[0].Turns}, nil
 }
 
-// loadMessages fills conv with what the user saw of its active stored conversation: the user's
-// messages and the bot's answers.
+// loadMessages fills conv with what the user saw of its chat: the messages kept as the page
+// showed them, or, for a chat that has none kept (its messages are older than the keeping),
+// the user's messages and the bot's answers of its active stored conversation.
 func (c *Chat) loadMessages(ctx context.Context, conv *conversation) error {
 	mark, err := c.storedMarkOf(ctx, conv)
 	if err != nil {
 		return err
 	}
+	lines, err := c.opts.Sessions.WebMessages(ctx, conv.id, maxMessages)
+	if err != nil {
+		return err
+	}
 	var msgs []eventMessage
-	if mark.conversation != 0 {
+	if len(lines) == 0 && mark.conversation != 0 {
 		if msgs, err = c.storedMessages(ctx, mark.conversation); err != nil {
 			return err
 		}
@@ -379,11 +407,20 @@ func (c *Chat) loadMessages(ctx context.Context, conv *conversation) error {
 	conv.mu.Lock()
 	defer conv.mu.Unlock()
 	conv.msgs, conv.aliases = nil, nil
+	for _, l := range lines {
+		m := restoredMessage(l)
+		conv.rev++
+		// The other replicas' pages show these already, or load them as well; the store has them.
+		m.rev, m.pub, m.kept = conv.rev, conv.rev, conv.rev
+		conv.appendLocked(m)
+		conv.lastPos = max(conv.lastPos, m.Pos)
+	}
 	for _, m := range msgs {
 		added := conv.addLocked(m.Role, m.Text, nil)
-		// The other replicas' pages show these already, or load them as well.
+		// Read back from the conversation: kept from now on as the page shows it.
 		added.HTML, added.pub, added.stored = m.HTML, added.rev, true
 	}
+	conv.notifyLocked()
 	conv.stored = mark
 	return nil
 }
@@ -410,6 +447,24 @@ func (c *Chat) refresh(ctx context.Context, conv *conversation) {
 	if err := c.loadMessages(ctx, conv); err != nil {
 		c.log.Warn("web chat: stored conversation not read", "chat", conv.id, "err", err)
 	}
+}
+
+// conversationMessages returns what the page showed of a conversation of the chat chatID, oldest
+// first: its kept messages, or, when none were kept, what the conversation's messages say.
+func (c *Chat) conversationMessages(ctx context.Context, chatID string, conversationID int64) ([]eventMessage, error) {
+	lines, err := c.opts.Sessions.WebConversationMessages(ctx, chatID, conversationID, maxMessages)
+	if err != nil || len(lines) == 0 {
+		if err == nil {
+			return c.storedMessages(ctx, conversationID)
+		}
+		return nil, err
+	}
+	out := make([]eventMessage, 0, len(lines))
+	for _, l := range lines {
+		m := restoredMessage(l)
+		out = append(out, eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Pos: m.Pos})
+	}
+	return out, nil
 }
 
 // storedMessages returns what the user saw of a stored conversation, oldest first.
@@ -545,7 +600,7 @@ func (c *Chat) transcript(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	msgs, err := c.storedMessages(r.Context(), id)
+	msgs, err := c.conversationMessages(r.Context(), conv.id, id)
 	if err != nil {
 		c.log.Warn("web chat: conversation not read", "chat", conv.id, "conversation", id, "err", err)
 		http.Error(w, "the conversation cannot be read now", http.StatusServiceUnavailable)
@@ -612,6 +667,8 @@ type eventMessage struct {
 	Text  string      `json:"text"`
 	HTML  string      `json:"html,omitempty"` // sanitised rendering of a bot message's Markdown
 	Files []eventFile `json:"files,omitempty"`
+	// Pos orders the chat's messages: the page shows them by it.
+	Pos int64 `json:"pos,omitempty"`
 	// Stop: the reply still streams; the page shows a Stop button that posts /stop.
 	Stop bool `json:"stop,omitempty"`
 	// Question and Choices are an open approval question's id and buttons.
@@ -765,7 +822,7 @@ func (conv *conversation) changesSince(seen uint64) (pageChanges, uint64) {
 }
 
 func toEvent(m *message) eventMessage {
-	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question, Stop: m.Stop}
+	e := eventMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML, Question: m.Question, Stop: m.Stop, Pos: m.Pos}
 	for _, ch := range m.Choices {
 		e.Choices = append(e.Choices, eventChoice{ID: ch.ID, Label: ch.Label, URL: ch.URL})
 	}
@@ -816,26 +873,10 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	c.handler.RLock()
-	h := c.handler.h
-	c.handler.RUnlock()
-	if h == nil {
-		http.Error(w, "the bot is not ready yet: try again in a moment", http.StatusServiceUnavailable)
+	h, ok := c.begin(w)
+	if !ok {
 		return
 	}
-	// A turn counts for Close from here; once Close has begun, none starts (and none is
-	// added to the WaitGroup Close waits on).
-	c.mu.Lock()
-	closed := c.closed
-	if !closed {
-		c.turns.Add(1)
-	}
-	c.mu.Unlock()
-	if closed {
-		http.Error(w, "the bot is shutting down: try again later", http.StatusServiceUnavailable)
-		return
-	}
-
 	in := c.inbound(conv, text, atts)
 	if cmd, ok := adapters.ParseCommand(text); ok && len(atts) == 0 {
 		if !cmd.For("") {
@@ -872,6 +913,78 @@ func (c *Chat) send(w http.ResponseWriter, r *http.Request) {
 			"chat", conv.id, "request_ended", r.Context().Err() != nil)
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// begin returns the Handler and counts a turn for Close, which waits for it to end (c.turns.Done),
+// or answers why none can start and returns false.
+func (c *Chat) begin(w http.ResponseWriter) (adapters.Handler, bool) {
+	c.handler.RLock()
+	h := c.handler.h
+	c.handler.RUnlock()
+	if h == nil {
+		http.Error(w, "the bot is not ready yet: try again in a moment", http.StatusServiceUnavailable)
+		return nil, false
+	}
+	// Once Close has begun, no turn starts (and none is added to the WaitGroup Close waits on).
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.turns.Add(1)
+	}
+	c.mu.Unlock()
+	if closed {
+		http.Error(w, "the bot is shutting down: try again later", http.StatusServiceUnavailable)
+		return nil, false
+	}
+	return h, true
+}
+
+// stopTurn takes a press of the Stop button: the chat's /stop, as a control rather than a
+// message. The page shows no message of the user's for it and the chat keeps none; what the
+// pipeline answers (nothing to stop, not theirs to stop) shows as the bot's message.
+func (c *Chat) stopTurn(w http.ResponseWriter, r *http.Request) {
+	conv := c.conversationOf(r)
+	if conv == nil {
+		http.Error(w, "no chat session: reload /chat", http.StatusUnauthorized)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxAnswerBytes)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !csrfOK(r, conv) {
+		http.Error(w, "missing or wrong CSRF token: reload /chat", http.StatusForbidden)
+		return
+	}
+	h, ok := c.begin(w)
+	if !ok {
+		return
+	}
+	in := adapters.Inbound{
+		Chat:      chat.Ref{Platform: chat.Web, ChatID: conv.id},
+		Kind:      adapters.Private,
+		MessageID: "stop-" + randomString(6),
+		UserID:    conv.id,
+		UserName:  c.opts.UserName,
+		Command:   "stop",
+		Time:      c.now(),
+	}
+	go func() {
+		defer c.turns.Done()
+		resp := c.engine.Responder(in.Chat, adapters.SendOptions{}, true)
+		h.Handle(c.ctx, in, askResponder{Responder: resp, chat: c, chatID: conv.id})
+	}()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// csrfOK reports whether a post carries the page's CSRF token (header or form field).
+func csrfOK(r *http.Request, conv *conversation) bool {
+	token := r.Header.Get("X-CSRF-Token")
+	if token == "" {
+		token = r.PostForm.Get("csrf")
+	}
+	return subtle.ConstantTimeCompare([]byte(token), []byte(conv.csrf)) == 1
 }
 
 // inbound shows the user's message in conv (its attachments by name), counts a turn running

@@ -50,6 +50,11 @@ type message struct {
 	pub    uint64
 	again  bool
 	stored bool
+	// Pos orders the chat's messages in the store (chat.Line.Pos); kept is the revision last
+	// written there (Sessions), or the revision it had when read from there or taken from
+	// another replica, which keeps it itself.
+	Pos  int64
+	kept uint64
 }
 
 // conversation is one browser's chat: its messages and the streams watching them.
@@ -79,6 +84,11 @@ type conversation struct {
 	out       *outbox
 	typingPub uint64
 	aliases   map[string]string
+	// keep, when set, writes the conversation's changed messages to Sessions; lastPos is the
+	// Pos of its newest message; now is the chat's clock.
+	keep    *outbox
+	lastPos int64
+	now     func() time.Time
 }
 
 // idle reports whether no page of c is open here and no turn of it runs here.
@@ -94,6 +104,9 @@ func (c *conversation) notifyLocked() {
 	if c.out != nil {
 		c.out.mark(c)
 	}
+	if c.keep != nil {
+		c.keep.mark(c)
+	}
 	for ch := range c.watchers {
 		select {
 		case ch <- struct{}{}:
@@ -106,13 +119,30 @@ func (c *conversation) notifyLocked() {
 func (c *conversation) addLocked(role, text string, files []chat.File) *message {
 	c.nextID++
 	c.rev++
-	m := &message{ID: "m" + c.tag + strconv.Itoa(c.nextID), Role: role, Text: text, Files: files, rev: c.rev}
+	m := &message{ID: "m" + c.tag + strconv.Itoa(c.nextID), Role: role, Text: text, Files: files, rev: c.rev, Pos: c.nextPosLocked()}
+	c.appendLocked(m)
+	c.notifyLocked()
+	return m
+}
+
+// appendLocked adds m after the conversation's messages, dropping the oldest beyond
+// maxMessages. c.mu must be held.
+func (c *conversation) appendLocked(m *message) {
 	c.msgs = append(c.msgs, m)
 	if len(c.msgs) > maxMessages {
 		c.msgs = append(c.msgs[:0:0], c.msgs[len(c.msgs)-maxMessages:]...)
 	}
-	c.notifyLocked()
-	return m
+}
+
+// nextPosLocked is the Pos of a message appearing now: the time in microseconds, or one more
+// than the last message's when the clock has not moved past it. c.mu must be held.
+func (c *conversation) nextPosLocked() int64 {
+	p := c.now().UnixMicro()
+	if p <= c.lastPos {
+		p = c.lastPos + 1
+	}
+	c.lastPos = p
+	return p
 }
 
 func (c *conversation) find(id string) *message {

@@ -1,20 +1,25 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"relaybot/chat"
 	"relaybot/store/storetest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"relaybot/adapters"
+	"relaybot/internal/testkit/wait"
 	"relaybot/store"
 )
 
@@ -56,6 +61,22 @@ func (b *browser) getJSON(path string, v any) int {
 	return resp.StatusCode
 }
 
+// chatID reads the browser's chat id from its page.
+func (b *browser) chatID() string {
+	b.t.Helper()
+	resp, err := b.client.Get(b.srv.URL + "/chat")
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`>web:([0-9a-f]+)<`).FindSubmatch(body)
+	if m == nil {
+		b.t.Fatalf("no chat id on the page: %s", body)
+	}
+	return string(m[1])
+}
+
 func TestWebChatKeepsItsConversationAcrossARestartAndListsEarlierOnes(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.Open(t, storetest.SQLite)
@@ -69,8 +90,9 @@ func TestWebChatKeepsItsConversationAcrossARestartAndListsEarlierOnes(t *testing
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	b := newBrowser(t, srv)
-	b.send("hello")
-	chatID := (<-h.got).Chat.ChatID
+	// A chat whose turns were stored before the web chat kept what it showed: after the restart
+	// it is read back from the conversation's messages.
+	chatID := b.chatID()
 	storedTurn(t, st, chatID, "what is the capital of France?", "**Paris**.")
 
 	// The server restarts: a new Chat with the same store; the browser keeps its cookie.
@@ -143,4 +165,178 @@ func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := s.h
 	s.mu.Unlock()
 	h.ServeHTTP(w, r)
+}
+
+// keptHandler plays the pipeline for TestWhatThePageShowedComesBackAfterACrash: "ask" streams a
+// tool's line, asks a question while it streams and answers once approved; "file" answers with
+// a picture; "pending" asks a question nobody answers.
+type keptHandler struct {
+	seen chan struct{}
+	got  chan adapters.Inbound
+}
+
+func (h keptHandler) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+	h.got <- in
+	ask := func(text string) (adapters.Answer, error) {
+		return out.(adapters.Asker).Ask(ctx, adapters.Question{Text: text, Choices: []adapters.Choice{{ID: "approve", Label: "Approve"}}},
+			func(a adapters.Answer) (bool, string) { return true, text + "\n\nApproved." })
+	}
+	switch in.Text {
+	case "ask":
+		reply := out.NewReply(ctx)
+		reply.Update("⏳ echo")
+		select {
+		case <-h.seen:
+		case <-ctx.Done():
+			return
+		}
+		if _, err := ask("Run echo?"); err != nil {
+			return
+		}
+		reply.Finish(ctx, "✓ echo\n\ntool said: **hi**", nil)
+	case "file":
+		out.NewReply(ctx).Finish(ctx, "a picture", []chat.File{{Name: "dot.png", MIME: "image/png", Data: []byte("\x89PNG dot")}})
+	case "pending":
+		ask("Run rm?")
+	}
+}
+
+// shownNow is what conv shows, message by message in the page's order.
+func shownNow(conv *conversation) []string {
+	conv.mu.Lock()
+	defer conv.mu.Unlock()
+	msgs := slices.Clone(conv.msgs)
+	slices.SortStableFunc(msgs, func(a, b *message) int { return cmp.Compare(a.Pos, b.Pos) })
+	var out []string
+	for _, m := range msgs {
+		e := toEvent(m)
+		out = append(out, fmt.Sprintf("%s %s %q html=%q files=%d", e.ID, e.Role, e.Text, e.HTML, len(e.Files)))
+	}
+	return out
+}
+
+// The process dies (no Close) with a question open: the next one shows every message as the page
+// showed it, by the same ids and in the same order (the question above the answer it held up),
+// the picture with its bytes, and the open question closed; the Stop button left no message.
+func TestWhatThePageShowedComesBackAfterACrash(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t, storetest.SQLite)
+	h := keptHandler{seen: make(chan struct{}), got: make(chan adapters.Inbound, 8)}
+	first, err := New(Options{Handler: h, Sessions: st.WebChat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.Close() })
+	mux := &switchHandler{h: first.Handler()}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	b := newBrowser(t, srv)
+	chatID := b.chatID()
+	conv := first.byID(chatID)
+	find := func(what string, ok func(*message) bool) *message {
+		t.Helper()
+		var found *message
+		wait.For(t, what, func() bool {
+			conv.mu.Lock()
+			defer conv.mu.Unlock()
+			for _, m := range conv.msgs {
+				if ok(m) {
+					found = m
+					return true
+				}
+			}
+			return false
+		})
+		return found
+	}
+
+	b.send("ask")
+	<-h.got
+	find("the tool's line streaming", func(m *message) bool { return m.Stop && m.Text == "⏳ echo" })
+	h.seen <- struct{}{}
+	q := find("the question", func(m *message) bool { return len(m.Choices) > 0 })
+	if code := b.postForm("/chat/answer", url.Values{"q": {q.Question}, "choice": {"approve"}}); code != http.StatusNoContent {
+		t.Fatalf("approve: %d", code)
+	}
+	find("the answer", func(m *message) bool { return !m.Stop && strings.Contains(m.Text, "tool said") })
+	b.send("file")
+	<-h.got
+	find("the picture", func(m *message) bool { return len(m.Files) == 1 })
+	if code := b.postForm("/chat/stop", url.Values{}); code != http.StatusAccepted {
+		t.Fatalf("the Stop button: %d", code)
+	}
+	if in := <-h.got; in.Command != "stop" || in.Text != "" {
+		t.Fatalf("the Stop button reached the pipeline as %+v, want the stop command", in)
+	}
+	b.send("pending")
+	<-h.got
+	find("the open question", func(m *message) bool { return len(m.Choices) > 0 && m.Text == "Run rm?" })
+	before := shownNow(conv)
+	wait.For(t, "the open question kept", func() bool {
+		lines, err := st.WebChat.WebMessages(ctx, chatID, 0)
+		return err == nil && len(lines) == len(before) && lines[len(lines)-1].Asking
+	})
+
+	// The first process is gone without a word; the browser reaches a new one.
+	second, err := New(Options{Handler: h, Sessions: st.WebChat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.Close() })
+	mux.set(second.Handler())
+	b.chatID()
+	after := shownNow(second.byID(chatID))
+
+	want := slices.Clone(before)
+	want[len(want)-1] = strings.Replace(want[len(want)-1], `"Run rm?"`, strconv.Quote("Run rm?"+adapters.ClosedText), 1)
+	if strings.Join(after, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("after the crash the chat shows:\n%s\nwant:\n%s", strings.Join(after, "\n"), strings.Join(want, "\n"))
+	}
+	for _, s := range after {
+		if strings.Contains(s, "/stop") {
+			t.Errorf("the Stop button left a message: %s", s)
+		}
+	}
+	qi := slices.IndexFunc(after, func(s string) bool { return strings.Contains(s, "Run echo?") })
+	ai := slices.IndexFunc(after, func(s string) bool { return strings.Contains(s, "tool said") })
+	if qi < 0 || ai < qi {
+		t.Errorf("the question is at %d and the answer it held up at %d, want the question first", qi, ai)
+	}
+	pic := withFiles(t, second.byID(chatID))
+	resp, err := b.client.Get(srv.URL + "/chat/files/" + pic + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(data) != "\x89PNG dot" {
+		t.Errorf("the picture %s after the crash: %d %q\n%s", pic, resp.StatusCode, data, strings.Join(after, "\n"))
+	}
+}
+
+// withFiles returns the id of conv's message with files.
+func withFiles(t *testing.T, conv *conversation) string {
+	t.Helper()
+	conv.mu.Lock()
+	defer conv.mu.Unlock()
+	for _, m := range conv.msgs {
+		if len(m.Files) > 0 {
+			return m.ID
+		}
+	}
+	t.Fatal("no message with files")
+	return ""
+}
+
+// postForm posts form (with the page's CSRF token) to path and returns the status.
+func (b *browser) postForm(path string, form url.Values) int {
+	b.t.Helper()
+	form.Set("csrf", b.csrf)
+	resp, err := b.client.PostForm(b.srv.URL+path, form)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -47,6 +47,7 @@ type relayMessage struct {
 	Question string            `json:"question,omitempty"`
 	Choices  []adapters.Choice `json:"choices,omitempty"`
 	Form     *adapters.Form    `json:"form,omitempty"`
+	Pos      int64             `json:"pos,omitempty"`
 }
 
 // outbox holds the conversations changed since their changes were last published. Changes that
@@ -117,7 +118,7 @@ func (c *Chat) publishConversation(ctx context.Context, conv *conversation) {
 		}
 		m.pub = m.rev
 		events = append(events, relayEvent{Again: m.again, Msg: &relayMessage{ID: m.ID, Role: m.Role, Text: m.Text, HTML: m.HTML,
-			Files: m.Files, Stop: m.Stop, Question: m.Question, Choices: m.Choices, Form: m.Form}})
+			Files: m.Files, Stop: m.Stop, Question: m.Question, Choices: m.Choices, Form: m.Form, Pos: m.Pos}})
 		m.again = false
 	}
 	if conv.typingRv > conv.typingPub {
@@ -185,11 +186,8 @@ func (c *conversation) applyLocked(rm *relayMessage, again bool) {
 	if m == nil {
 		c.rev++
 		m = &message{ID: rm.ID, rev: c.rev}
-		c.msgs = append(c.msgs, m)
-		if len(c.msgs) > maxMessages {
-			c.msgs = append(c.msgs[:0:0], c.msgs[len(c.msgs)-maxMessages:]...)
-		}
-	} else if m.Text == rm.Text && m.HTML == rm.HTML && m.Stop == rm.Stop && m.Question == rm.Question &&
+		c.appendLocked(m)
+	} else if m.Text == rm.Text && m.HTML == rm.HTML && m.Stop == rm.Stop && m.Question == rm.Question && m.Pos == rm.Pos &&
 		len(m.Choices) == len(rm.Choices) && len(m.Files) == len(rm.Files) && (m.Form == nil) == (rm.Form == nil) {
 		return
 	} else {
@@ -198,7 +196,12 @@ func (c *conversation) applyLocked(rm *relayMessage, again bool) {
 	}
 	m.Role, m.Text, m.HTML, m.Files, m.Stop = rm.Role, rm.Text, rm.HTML, rm.Files, rm.Stop
 	m.Question, m.Choices, m.Form = rm.Question, rm.Choices, rm.Form
-	m.pub = m.rev // another replica's change: not sent on again from here
+	if rm.Pos != 0 {
+		m.Pos = rm.Pos
+		c.lastPos = max(c.lastPos, m.Pos)
+	}
+	m.pub = m.rev  // another replica's change: not sent on again from here,
+	m.kept = m.rev // and kept in the store by that replica
 	c.notifyLocked()
 }
 

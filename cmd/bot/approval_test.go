@@ -50,7 +50,9 @@ type webMsg struct {
 		Name, Kind string
 		Options    []struct{ ID, Label string }
 	} `json:"form"`
-	HTML  string `json:"html"`
+	HTML string `json:"html"`
+	// Pos orders the messages on the page.
+	Pos   int64 `json:"pos"`
 	Files []struct {
 		Name  string `json:"name"`
 		URL   string `json:"url"`

@@ -115,7 +115,15 @@ func runAudit(ctx context.Context, cfg *config.Config, args []string, stdout io.
 	if *asJSON {
 		return writeAuditJSON(stdout, rows)
 	}
-	return writeAuditTable(stdout, rows, next)
+	ids := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		ids = append(ids, r.ConversationID)
+	}
+	chats, err := s.Turns.ConversationChats(ctx, ids)
+	if err != nil {
+		return err
+	}
+	return writeAuditTable(stdout, rows, chats, next)
 }
 
 // readAudit reads up to limit records matching f from log, page by page, and the cursor after
@@ -154,7 +162,9 @@ func writeAuditJSON(w io.Writer, rows []audit.Record) error {
 	return nil
 }
 
-func writeAuditTable(w io.Writer, rows []audit.Record, next string) error {
+// writeAuditTable prints rows as a table; chats are their conversations' chats, so a forum
+// topic's call prints with its thread as the admin pages print it (and --chat reads it back).
+func writeAuditTable(w io.Writer, rows []audit.Record, chats map[int64]chat.Ref, next string) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no tool calls match")
 		return err
@@ -173,8 +183,12 @@ func writeAuditTable(w io.Writer, rows []audit.Record, next string) error {
 		if !r.FinishedAt.IsZero() {
 			dur = formatDuration(r.Duration)
 		}
+		where := chat.Ref{Platform: chat.Platform(r.Platform), ChatID: r.ChatID}
+		if ref, ok := chats[r.ConversationID]; ok && ref.Chat() == where {
+			where = ref
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.StartedAt.UTC().Format("2006-01-02 15:04:05"), cell(r.Platform+":"+r.ChatID),
+			r.StartedAt.UTC().Format("2006-01-02 15:04:05"), cell(where.String()),
 			cell(r.UserID), cell(r.ToolName), cell(source), cell(string(r.Status)), dur, preview(r.Arguments))
 	}
 	if err := tw.Flush(); err != nil {

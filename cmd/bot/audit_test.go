@@ -314,6 +314,17 @@ func TestAuditFindsAChatAsTheAdminPagesPrintIt(t *testing.T) {
 			t.Errorf("bot audit %q found %q, want %q", tc.args, got, tc.want)
 		}
 	}
+	// The table prints a topic's calls with their thread, as the admin pages do, so what it
+	// prints reads back with --chat.
+	var table bytes.Buffer
+	if err := runAudit(ctx, &cfg, []string{"--chat", "telegram:-100123"}, &table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"telegram:-100123#7 ", "telegram:-100123#8 "} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("the audit table does not print the topic %q:\n%s", want, table.String())
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -9,6 +9,7 @@ import (
 
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
+	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
 )
 
@@ -135,4 +136,60 @@ func TestDiscordWithoutThreadsOrWhenRefusedAnswersInTheChannel(t *testing.T) {
 			t.Errorf("%d threads", n)
 		}
 	})
+}
+
+// With private_topics, a message in a private chat's main chat opens a topic where it is
+// answered (renamed once to the model's title); a message in the topic continues its
+// conversation; /new opens another topic with a conversation of its own.
+func TestTelegramPrivateTopicsKeepEachConversationInItsTopic(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Telegram.PrivateTopics = true
+	e.llm.SetHandler(threadModel)
+	e.start(cfg)
+	const ann = 42
+	inTopic := func(topic int, what string, ok func(string) bool) {
+		t.Helper()
+		wait.For(t, what, func() bool {
+			for _, m := range e.tg.BotMessages(ann) {
+				if m.ThreadID == topic && ok(m.Text) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	topicNamed := func(name string) int {
+		t.Helper()
+		var id int
+		wait.For(t, "a topic named "+name, func() bool {
+			for tid, n := range e.tg.Topics(ann) {
+				if n == name {
+					id = tid
+					return true
+				}
+			}
+			return false
+		})
+		return id
+	}
+
+	e.say(ann, "why tides")
+	first := topicNamed("Tides explained") // named from the question, then by the model
+	inTopic(first, "the answer in the topic", func(s string) bool { return s == "seen: why tides" })
+
+	e.tg.Send(tgkit.Inbound{Chat: private(ann), From: user(ann), ThreadID: first, Text: "and the moon"})
+	inTopic(first, "the follow-up's answer, with the topic's history", func(s string) bool { return s == "seen: why tides | and the moon" })
+
+	e.tg.Send(tgkit.Inbound{Chat: private(ann), From: user(ann), ThreadID: first, Text: "/new"})
+	second := topicNamed("New conversation")
+	inTopic(second, "/new's notice in the new topic", func(s string) bool { return s == "Started a new conversation." })
+	e.tg.Send(tgkit.Inbound{Chat: private(ann), From: user(ann), ThreadID: second, Text: "what is rust"})
+	inTopic(second, "the new topic's answer, with a history of its own", func(s string) bool { return s == "seen: what is rust" })
+
+	for _, m := range e.tg.BotMessages(ann) {
+		if m.ThreadID == 0 {
+			t.Errorf("the bot answered in the main chat: %q", m.Text)
+		}
+	}
 }

@@ -33,6 +33,7 @@ const usage = `usage: bot <command> [flags]
 commands:
   serve     run the bot
   audit     read the tool-call audit log
+  tasks     list the scheduled tasks (-json for one object per line)
   migrate   apply database migrations
   healthcheck  exit 0 when the admin listener's /healthz answers (for container healthchecks)
   version   print the version
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sub = runServe
 	case "audit":
 		sub = runAudit
+	case "tasks":
+		sub = runTasks
 	case "migrate":
 		sub = runMigrate
 	case "healthcheck":

@@ -66,6 +66,11 @@ func (b *bot) run(ctx context.Context) error {
 		b.log.Info("receiving", "platform", c.Name(), "max_len", lim.MaxLen, "per_chat", lim.PerChat.N, "per", lim.PerChat.Per)
 		receivers = append(receivers, lifecycle.Part{Name: c.Name(), Run: func(ctx context.Context) error { return c.Run(ctx, b.pipe) }})
 	}
+	if t := b.tasks; t != nil {
+		// The scheduler takes new work like a platform: it stops first, and its runs drain.
+		t.Answer(b.pipe)
+		receivers = append(receivers, lifecycle.Part{Name: "tasks", Run: t.Run})
+	}
 	b.log.Info("bot running", "adapters", len(b.connectors), "grace", b.grace)
 	return lifecycle.Run(ctx, lifecycle.Plan{
 		Receivers: receivers, Background: b.background, Drain: b.pipe.Shutdown,

@@ -32,6 +32,7 @@ import (
 	"relaybot/provider"
 	"relaybot/speech"
 	"relaybot/store"
+	"relaybot/tasks"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
 	"relaybot/tools/mcp/oauth"
@@ -60,6 +61,8 @@ type bot struct {
 	oauth *oauth.Manager
 	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
 	tracing *tracing.Tracing
+	// tasks are the reminders and scheduled tasks; nil when [tasks] is off.
+	tasks *tasks.Service
 
 	connectors []connector      // the enabled platforms: stop receiving first at shutdown
 	background []lifecycle.Part // admin listener, retention: stop last
@@ -121,6 +124,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	if err := b.startTracing(ctx, cfg); err != nil {
+		return b, err
+	}
+	if err := b.newTasks(cfg); err != nil {
 		return b, err
 	}
 	tl, err := b.loadTools(ctx, cfg, st.ToolCalls)
@@ -190,6 +196,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 	opts.Usage = b.store.Usage
 	opts.Tools.Consents = b.store.Consents
 	opts.Recorder = rec
+	opts.Tasks = b.taskCommands()
 	opts.Logger = b.log
 	opts.Observer = b.tracing.Turns(m)
 	if r := b.replica; r != nil {
@@ -251,7 +258,7 @@ type toolSet struct {
 // loadTools builds the tool loaders in dispatch order: native, plugins, MCP, skills.
 func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Log) (toolSet, error) {
 	var ts toolSet
-	nat, err := native.NewLoader(native.Options{Enabled: cfg.Tools.Native, AllowPrivate: cfg.Tools.FetchAllowPrivate})
+	nat, err := native.NewLoader(native.Options{Enabled: cfg.Tools.Native, AllowPrivate: cfg.Tools.FetchAllowPrivate, Tasks: b.taskTools()})
 	if err != nil {
 		return ts, fmt.Errorf("tools.native: %w", err)
 	}
@@ -372,6 +379,7 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		return nil, err
 	}
 	b.engineBuilt(bot, dc.Engine(), dc)
+	b.taskPlatform(chat.Discord, dc)
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
 	return dc, nil
 }
@@ -413,6 +421,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		Rich:            cfg.Telegram.Rich.On(),
 		GlobalPerSecond: cfg.Telegram.GlobalPerSecond,
 		PaidBroadcast:   cfg.Telegram.PaidBroadcast,
+		PrivateTopics:   cfg.Telegram.PrivateTopics,
 		MaxImageBytes:   cfg.Chat.MaxImageBytes,
 		OffsetFile:      offsetFile,
 		Commands:        pipeline.Commands(),
@@ -423,6 +432,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		return nil, err
 	}
 	b.engineBuilt(bot, tg.Engine(), tg)
+	b.taskPlatform(chat.Telegram, tg)
 	if offsetFile == "" {
 		offsetFile = "off"
 	}
@@ -445,7 +455,8 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 		Listen: cfg.Admin.Listen,
 		Token:  cfg.Admin.Token,
 		Store: admin.Store{ToolCalls: b.store.ToolCalls, Turns: b.store.Turns, Messages: b.store.Messages,
-			Timelines: b.store.Timelines, Usage: b.store.Usage, Consents: b.store.Consents, Health: b.store},
+			Timelines: b.store.Timelines, Usage: b.store.Usage, Consents: b.store.Consents, Health: b.store,
+			Tasks: b.adminTasks()},
 		MCPHealth: health,
 		Metrics:   metricsHandler,
 		Prices:    prices(cfg),
@@ -671,7 +682,8 @@ func quotas(q config.Quotas) quota.Policy {
 func agentModels(ms []config.Model) []agent.Model {
 	out := make([]agent.Model, len(ms))
 	for i, m := range ms {
-		out[i] = agent.Model{Endpoint: m.Endpoint, SupportsTools: m.SupportsTools, SupportsVision: m.SupportsVision}
+		out[i] = agent.Model{Endpoint: m.Endpoint, SupportsTools: m.SupportsTools, SupportsVision: m.SupportsVision,
+			CacheBreakpoints: m.Cache == config.CacheAnthropic}
 	}
 	return out
 }

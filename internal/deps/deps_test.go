@@ -79,6 +79,11 @@ var mayImport = map[string][]string{
 	// delivery engine; its consumers own the roles it plays.
 	"coord": {"adapters", "chat", "migrations", "store"},
 
+	// Reminders and scheduled tasks: their rows (store), the tools' turn info (tools), and the
+	// adapters' contract to deliver a run or hand a prompt to the pipeline's Handler; no
+	// platform, no delivery engine and no pipeline of their own.
+	"tasks": {"adapters", "chat", "store", "tools"},
+
 	// The pipeline takes its own options (cmd/bot converts the config) and knows no platform
 	// but through the adapters' contract. Its parts (history, quota, asking) may use each
 	// other, never the pipeline package itself.

@@ -24,9 +24,14 @@ var tableOwner = map[string]string{
 	"llm_calls_old":    "store",
 	"tool_consents":    "store",
 	"web_sessions":     "store",
+	"web_messages":     "store",
 	"admin_sessions":   "store",
 	"mcp_oauth_tokens": "store",
 	"mcp_oauth_states": "store",
+	// Reminders and scheduled tasks (package tasks asks store.TaskQuery).
+	"tasks":          "store",
+	"task_runs":      "store",
+	"user_timezones": "store",
 
 	// The retrieval layer: texts, keyword postings and vectors of every collection.
 	"retrieval_docs":    "retrieval",

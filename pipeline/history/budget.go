@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -176,12 +177,26 @@ type budget struct {
 	// fixed is what every call of the turn sends besides the history: the system prompt with
 	// the summary, the new message, the tools' schemas, and the room kept for the turn's own
 	// tool results.
-	fixed  int
+	fixed int
+	// user is the part of fixed the new message takes.
+	user   int
 	factor float64
 }
 
 // historyLimit is the room left for history.
 func (b budget) historyLimit() int { return max(b.window-b.output-b.fixed, 0) }
+
+// stableRoom is the room the history's window is replayed into (window.go): the room left
+// besides a sixteenth of the window for the new message instead of the message itself, in steps
+// of 256 tokens, so that a longer or shorter message does not move where the rounds were cut.
+func (b budget) stableRoom() int {
+	room := b.window - b.output - (b.fixed - b.user) - (b.window-b.output)/16
+	return max(room/256*256, 0)
+}
+
+// quantised is a usage correction in steps of 1/32: the correction moves a little with every
+// report, and the history's window should not move with it.
+func quantised(f float64) float64 { return max(math.Round(f*32)/32, minCorrection) }
 
 // summaryPrompt opens the system prompt's part that carries the summary of older rounds.
 const summaryPrompt = "Summary of the earlier conversation (older messages are not shown):"

@@ -16,6 +16,15 @@ const summaryInstruction = "You write the memory of a chat assistant. Summarise 
 	"there is one. Write at most %d words, in the conversation's language, and reply with the " +
 	"summary only."
 
+// summaryRequest ends a conversation, as its turns send it, with the request for its summary
+// (compactAtEnd): the summary replaces its older rounds.
+const summaryRequest = "[Summary request] This conversation is about to be shortened: its older messages " +
+	"will be replaced by a summary. Write that summary now, of the whole conversation above: who " +
+	"asked for what, the answers and facts found (tool results included), decisions, names, " +
+	"numbers and open questions, with the earlier summary merged in if there is one. Write at " +
+	"most %d words, in the conversation's language, and reply with the summary only: do not " +
+	"answer or continue the conversation."
+
 // Caps of what the summariser reads of one message.
 const (
 	summaryToolChars = 2000

@@ -32,7 +32,8 @@ type History struct {
 	Calls []chat.ModelCall
 	// Compacted reports that a summary replaced older rounds.
 	Compacted bool
-	elided    int
+	// elided counts the tool results sent as an elision note, from the first round sent.
+	elided, from int
 	// Estimate is the corrected token estimate of the transcript built, tools included.
 	Estimate int
 	// Meter accounts for compaction's model calls (the turn's meter, its calls made round 0);
@@ -68,44 +69,6 @@ func (h *History) toAgent(ms []chat.Message) []chat.Message {
 		out = append(out, m)
 	}
 	return out
-}
-
-// choose picks rounds newest first, whole rounds only, while they fit limit tokens; tool
-// results beyond toolShare of limit (counted newest first) are replaced by an elision note.
-// With all set, every round is taken whatever limit says (to measure what a turn would need).
-func (h *History) choose(limit int, toolShare, factor float64, all bool) selection {
-	rounds := h.Rounds
-	sel := selection{from: len(rounds)}
-	toolRoom := int(float64(limit) * toolShare)
-	toolUsed := 0
-	var picked [][]chat.Message
-	for i := len(rounds) - 1; i >= 0; i-- {
-		ms := h.toAgent(rounds[i].Messages)
-		cost := 0
-		for j, m := range ms {
-			t := int(float64(estimateMessage(m)) * factor)
-			if m.Role == chat.RoleTool {
-				if toolUsed+t > toolRoom {
-					ms[j].Content = elisionNote(toolName(rounds[i].Messages, m.ToolCallID), utf8.RuneCountInString(m.Content))
-					sel.elided++
-					t = int(float64(estimateMessage(ms[j])) * factor)
-				} else {
-					toolUsed += t
-				}
-			}
-			cost += t
-		}
-		if !all && sel.tokens+cost > limit {
-			break
-		}
-		sel.tokens += cost
-		sel.from = i
-		picked = append(picked, ms)
-	}
-	for i := len(picked) - 1; i >= 0; i-- {
-		sel.messages = append(sel.messages, picked[i]...)
-	}
-	return sel
 }
 
 // summaryInput renders the earlier summary and the first n rounds as text for the summariser,
@@ -241,29 +204,28 @@ func (k *Keeper) ResetIfIdle(ctx context.Context, h *History) error {
 }
 
 // Transcript builds the messages of a turn within the model's budget: the system prompt (with
-// the summary of older rounds), whole rounds newest first, and the new message. When the history
-// needs more than CompactAt of its room (or force is set), the rounds that do not fit a quarter
-// of it (all of them with force) are summarised first.
+// the summary of older rounds), the rounds of the history's window (window.go), and the new
+// message. When the history passes CompactAt of its room or the rounds cap (or force is set), its
+// older rounds are summarised first, down to keepShare of the room (all of them with force).
 func (k *Keeper) Transcript(ctx context.Context, h *History, in adapters.Inbound, specs []tools.Spec, force bool, log *slog.Logger) []chat.Message {
 	mb := k.Budget(h.Conv.Model)
 	b := k.budget(mb, h, in, specs)
-	limit := b.historyLimit()
-	share, at := k.opts.ToolResultShare, k.opts.CompactAt
-	need := h.choose(limit, share, b.factor, true)
-	if force || (at > 0 && float64(need.tokens) > at*float64(limit)) {
-		keep := 0
-		if !force {
-			keep = len(h.Rounds) - h.choose(limit/4, share, b.factor, false).from
-		}
-		if err := k.Compact(ctx, h, len(h.Rounds)-keep, log); err != nil {
+	cs := h.costs(b.factor)
+	if k.compacts(h, b, cs, force) {
+		if err := k.compactFor(ctx, h, b, cs, specs, force, log); err != nil {
 			log.Warn("history: history not compacted; older rounds are left out instead", "err", err)
 		} else {
 			b = k.budget(mb, h, in, specs)
-			limit = b.historyLimit()
+			cs = h.costs(b.factor)
 		}
 	}
-	sel := h.choose(limit, share, b.factor, false)
-	h.elided = sel.elided
+	limit := b.historyLimit()
+	var w window
+	if k.opts.CompactAt <= 0 || (window{}).cost(cs, len(cs)) > limit {
+		w = replay(cs, b.stableRoom(), k.opts.ToolResultShare)
+	}
+	sel := h.sendWindow(cs, w, limit)
+	h.elided, h.from = sel.elided, sel.from
 	if sel.from > 0 {
 		log.Info("history: older rounds left out to fit the context window", "left_out", sel.from, "window", mb.ContextWindow)
 	}
@@ -275,15 +237,44 @@ func (k *Keeper) Transcript(ctx context.Context, h *History, in adapters.Inbound
 	return msgs
 }
 
+// compacts reports whether h's older rounds are to be summarised before this turn: with force,
+// or with compaction on when the rounds pass CompactAt of their room or fill the rounds cap.
+func (k *Keeper) compacts(h *History, b budget, cs []roundCost, force bool) bool {
+	if force {
+		return true
+	}
+	at := k.opts.CompactAt
+	if at <= 0 || len(h.Rounds) == 0 {
+		return false
+	}
+	need := (window{}).cost(cs, len(cs))
+	return float64(need) > at*float64(b.historyLimit()) || k.opts.Rounds > 0 && len(h.Rounds) >= k.opts.Rounds
+}
+
+// compactFor summarises h's older rounds for a turn: every round with force (the model refused
+// the context), else all but the newest that fit keepShare of the room (and half the rounds cap).
+func (k *Keeper) compactFor(ctx context.Context, h *History, b budget, cs []roundCost, specs []tools.Spec, force bool, log *slog.Logger) error {
+	if force {
+		return k.Compact(ctx, h, len(h.Rounds), log)
+	}
+	keep := newestFitting(cs, int(keepShare*float64(b.historyLimit())))
+	if k.opts.Rounds > 0 {
+		keep = min(keep, k.opts.Rounds/2)
+	}
+	return k.compactAtEnd(ctx, h, len(h.Rounds)-keep, specs, b, log)
+}
+
 // budget measures what a turn of h spends besides its history.
 func (k *Keeper) budget(mb ModelBudget, h *History, in adapters.Inbound, specs []tools.Spec) budget {
-	factor := k.usage.of(mb.Name)
-	fixed := estimateMessage(k.systemMessage(h.Conv)) + estimateMessage(k.userMessage(h, in)) + estimateTools(specs)
+	factor := quantised(k.usage.of(mb.Name))
+	user := estimateMessage(k.userMessage(h, in))
+	fixed := estimateMessage(k.systemMessage(h.Conv)) + user + estimateTools(specs)
 	if maxChars := k.opts.ToolResultMaxChars; len(specs) > 0 && maxChars > 0 {
 		// Room for one tool result of the turn, at most three quarters of what the answer leaves.
 		fixed += min((maxChars+3)/4, (mb.ContextWindow-mb.MaxOutputTokens)*3/4)
 	}
-	return budget{window: mb.ContextWindow, output: mb.MaxOutputTokens, fixed: int(float64(fixed) * factor), factor: factor}
+	return budget{window: mb.ContextWindow, output: mb.MaxOutputTokens, fixed: int(float64(fixed) * factor),
+		user: int(float64(user) * factor), factor: factor}
 }
 
 // Budget returns the budget of a model by its configured name; the first configured model's
@@ -302,7 +293,8 @@ func (k *Keeper) Budget(name string) ModelBudget {
 }
 
 // Compact summarises the first n rounds of h (with the earlier summary) in one model call and
-// stores the summary with the conversation; h then holds the rounds after it.
+// stores the summary with the conversation; h then holds the rounds after it. The rounds are
+// given to the summariser as text, cut to fit its window.
 func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logger) error {
 	if n <= 0 || n > len(h.Rounds) {
 		return ErrNothingToCompact
@@ -311,10 +303,36 @@ func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logge
 	words := max(mb.ContextWindow/16, 100)
 	instruction := fmt.Sprintf(summaryInstruction, words)
 	room := int(float64(mb.ContextWindow-mb.MaxOutputTokens-EstimateText(instruction)-64) / k.usage.of(mb.Name))
-	req := agent.Request{Model: h.Conv.Model, Estimate: k.Estimate, Messages: []chat.Message{
+	return k.summarise(ctx, h, n, agent.Request{Model: h.Conv.Model, Estimate: k.Estimate, Messages: []chat.Message{
 		{Role: chat.RoleSystem, Content: instruction},
 		{Role: chat.RoleUser, Content: h.summaryInput(n, room)},
-	}}
+	}}, log)
+}
+
+// compactAtEnd summarises the first n rounds of h as Compact does, but asks for the summary at
+// the end of the conversation as the turns send it (its system prompt, tools and rounds, then
+// the request), so that the provider's cache serves all of it but the newest round; the summary
+// covers every round, the n summarised and the newer ones kept. A conversation the summariser's
+// window cannot hold that way is summarised as text (Compact).
+func (k *Keeper) compactAtEnd(ctx context.Context, h *History, n int, specs []tools.Spec, b budget, log *slog.Logger) error {
+	if n <= 0 || n > len(h.Rounds) {
+		return ErrNothingToCompact
+	}
+	words := max(b.window/16, 100)
+	msgs := []chat.Message{k.systemMessage(h.Conv)}
+	for _, r := range h.Rounds {
+		msgs = append(msgs, h.toAgent(r.Messages)...)
+	}
+	msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf(summaryRequest, words)})
+	if float64(estimateMessages(msgs)+estimateTools(specs))*b.factor > float64(b.window-b.output) {
+		return k.Compact(ctx, h, n, log)
+	}
+	return k.summarise(ctx, h, n, agent.Request{Model: h.Conv.Model, Estimate: k.Estimate, Messages: msgs,
+		Tools: specs, ToolsListedOnly: true}, log)
+}
+
+// summarise runs req, whose answer summarises the first n rounds of h, and stores the summary.
+func (k *Keeper) summarise(ctx context.Context, h *History, n int, req agent.Request, log *slog.Logger) error {
 	if h.Meter != nil {
 		req.Meter = h.Meter
 	}
@@ -344,8 +362,11 @@ func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logge
 	return nil
 }
 
-// systemMessage is the system prompt of a conversation's turn: its own prompt (/system) or the
-// configured one, the extra text, the date, and the summary of older rounds.
+// systemMessage is the system prompt of a conversation's turn, the parts that change least
+// first, so that the provider's cache serves as much of it as it can: its own prompt (/system)
+// or the configured one and the extra text (the skill index), which stay the same from turn to
+// turn; the summary of older rounds, which changes when rounds are summarised; the date, which
+// changes once a day. What changes every turn goes in the newest message, never here.
 func (k *Keeper) systemMessage(conv store.Conversation) chat.Message {
 	prompt := k.opts.SystemPrompt
 	if strings.TrimSpace(conv.SystemPrompt) != "" {
@@ -356,9 +377,15 @@ func (k *Keeper) systemMessage(conv store.Conversation) chat.Message {
 			prompt = strings.TrimSpace(prompt + "\n\n" + extra)
 		}
 	}
+	stable := strings.TrimSpace(prompt)
 	now := k.now().UTC()
+	prompt = withSummary(stable, conv.Summary)
 	prompt = strings.TrimSpace(prompt + "\n\n" + fmt.Sprintf("Current date: %s (%s), UTC.", now.Format("2006-01-02"), now.Weekday()))
-	return chat.Message{Role: chat.RoleSystem, Content: withSummary(prompt, conv.Summary)}
+	m := chat.Message{Role: chat.RoleSystem, Content: prompt}
+	if strings.HasPrefix(prompt, stable) {
+		m.Stable = len(stable)
+	}
+	return m
 }
 
 // userMessage is the new message of a turn of h.

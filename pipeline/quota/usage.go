@@ -100,12 +100,15 @@ func usageLine(t store.UsageTotal) string {
 	if t.AudioSeconds > 0 {
 		audio = fmt.Sprintf(", %.0f s of audio", t.AudioSeconds)
 	}
-	cached := ""
+	cached, saved := "", ""
 	if t.CachedTokens > 0 {
 		cached = fmt.Sprintf(" (%d cached)", t.CachedTokens)
 	}
-	if t.Estimated > 0 {
-		return fmt.Sprintf("≈%d tokens in%s, ≈%d out%s, %d model calls (%d estimated), cost ≈%.4f", t.TokensIn, cached, t.TokensOut, audio, t.Calls, t.Estimated, t.Cost)
+	if t.CacheSaved > 0.00005 {
+		saved = fmt.Sprintf(" (%.4f saved by the cache)", t.CacheSaved)
 	}
-	return fmt.Sprintf("%d tokens in%s, %d out%s, %d model calls, cost %.4f", t.TokensIn, cached, t.TokensOut, audio, t.Calls, t.Cost)
+	if t.Estimated > 0 {
+		return fmt.Sprintf("≈%d tokens in%s, ≈%d out%s, %d model calls (%d estimated), cost ≈%.4f%s", t.TokensIn, cached, t.TokensOut, audio, t.Calls, t.Estimated, t.Cost, saved)
+	}
+	return fmt.Sprintf("%d tokens in%s, %d out%s, %d model calls, cost %.4f%s", t.TokensIn, cached, t.TokensOut, audio, t.Calls, t.Cost, saved)
 }

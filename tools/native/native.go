@@ -1,4 +1,5 @@
-// Package native holds the tools built into the bot: current_time and fetch_url.
+// Package native holds the tools built into the bot: current_time, fetch_url, and the
+// scheduled tasks' schedule_task, list_tasks and cancel_task (answered by Options.Tasks).
 package native
 
 import (
@@ -17,8 +18,11 @@ import (
 
 // Tool names.
 const (
-	CurrentTime = "current_time"
-	FetchURL    = "fetch_url"
+	CurrentTime  = "current_time"
+	FetchURL     = "fetch_url"
+	ScheduleTask = "schedule_task"
+	ListTasks    = "list_tasks"
+	CancelTask   = "cancel_task"
 )
 
 // Defaults of Options.
@@ -29,7 +33,9 @@ const (
 )
 
 // Names lists the native tools.
-func Names() []string { return []string{CurrentTime, FetchURL} }
+func Names() []string {
+	return []string{CurrentTime, FetchURL, ScheduleTask, ListTasks, CancelTask}
+}
 
 // Options configures the native tools.
 type Options struct {
@@ -50,6 +56,17 @@ type Options struct {
 	UserAgent string
 	// Now is the clock of current_time; nil means time.Now.
 	Now func() time.Time
+	// Tasks answers schedule_task, list_tasks and cancel_task (package tasks); nil leaves them
+	// out.
+	Tasks Tasks
+}
+
+// Tasks is what the scheduled-task tools ask of the scheduler. The caller is the turn's: its
+// chat (thread or topic), user and rights. An error is a refusal the model reads ("err: ...").
+type Tasks interface {
+	ScheduleTask(ctx context.Context, turn tools.TurnInfo, args json.RawMessage) (string, error)
+	ListTasks(ctx context.Context, turn tools.TurnInfo) (string, error)
+	CancelTask(ctx context.Context, turn tools.TurnInfo, id int64) (string, error)
 }
 
 // Loader is the tools.Loader of the native tools.
@@ -86,7 +103,10 @@ func NewLoader(opts Options) (*Loader, error) {
 			l.enabled[n] = true
 		}
 	}
-	for _, s := range []tools.Spec{currentTimeSpec, fetchURLSpec} {
+	for _, s := range []tools.Spec{currentTimeSpec, fetchURLSpec, scheduleTaskSpec, listTasksSpec, cancelTaskSpec} {
+		if opts.Tasks == nil && isTaskTool(s.Name) {
+			l.enabled[s.Name] = false
+		}
 		if l.enabled[s.Name] {
 			l.specs = append(l.specs, s)
 		}
@@ -109,6 +129,8 @@ func (l *Loader) Call(ctx context.Context, inv tools.Invocation) (tools.Result, 
 	switch inv.Name {
 	case CurrentTime:
 		return l.currentTime(inv.Arguments)
+	case ScheduleTask, ListTasks, CancelTask:
+		return l.task(ctx, inv)
 	default:
 		return l.fetchURL(ctx, inv.Arguments, inv.Running)
 	}

@@ -43,6 +43,7 @@
       el.appendChild(body);
       log.appendChild(el);
     }
+    place(el, m.pos);
     const body = el.querySelector(".body");
     if (m.html) {
       // The server renders the bot's Markdown and sanitises it (bluemonday's UGC policy).
@@ -53,12 +54,12 @@
     }
     let stop = el.querySelector(".stop");
     if (m.stop && !stop) {
-      // The answer still streams: its Stop button sends /stop, like typing it.
+      // The answer still streams: its Stop button stops it, a control rather than a message.
       stop = document.createElement("button");
       stop.type = "button";
       stop.className = "stop";
       stop.textContent = "Stop";
-      stop.addEventListener("click", function () { stop.disabled = true; post("/stop"); });
+      stop.addEventListener("click", function () { stop.disabled = true; stopAnswer(stop); });
       el.appendChild(stop);
     } else if (!m.stop && stop) {
       stop.remove();
@@ -123,6 +124,18 @@
     }
     if (m.role === "bot") setTyping(0);
     if (stick) window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  // place keeps the messages in the order of their pos: a question goes above the answer it
+  // holds up, which was already streaming when it was asked.
+  function place(el, pos) {
+    if (!pos || el.dataset.pos === String(pos)) return;
+    el.dataset.pos = String(pos);
+    const next = Array.from(log.querySelectorAll("article.msg")).find(function (o) {
+      return o !== el && Number(o.dataset.pos) > pos;
+    });
+    if (next) log.insertBefore(el, next);
+    else if (el.nextElementSibling) log.appendChild(el);
   }
 
   // buildForm renders a tool's form: an input per field (the schema's bounds as the input's
@@ -214,6 +227,23 @@
       headers: { "X-CSRF-Token": csrf },
       body: new URLSearchParams({ text: text, csrf: csrf }),
       credentials: "same-origin",
+    });
+  }
+
+  // stopAnswer presses Stop: the server stops the answer without a message of the user's.
+  function stopAnswer(button) {
+    fetch("/chat/stop", {
+      method: "POST",
+      headers: { "X-CSRF-Token": csrf },
+      body: new URLSearchParams({ csrf: csrf }),
+      credentials: "same-origin",
+    }).then(function (resp) {
+      if (resp.ok) return;
+      button.disabled = false;
+      return resp.text().then(function (t) { showError(t.trim() || resp.statusText); });
+    }).catch(function (err) {
+      button.disabled = false;
+      showError("Could not stop: " + err);
     });
   }
 

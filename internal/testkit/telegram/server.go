@@ -57,6 +57,12 @@ type Options struct {
 	// WithoutRich answers sendRichMessage and sendRichMessageDraft with 404 Not Found and takes
 	// no rich_message on edits, as a Bot API server older than 10.1 does.
 	WithoutRich bool
+	// PrivateTopics gives the bot topics in private chats from the start (getMe's
+	// has_topics_enabled); setMySettings turns them on or off.
+	PrivateTopics bool
+	// WithoutSettings answers setMySettings with 404 Not Found, as a Bot API server older than
+	// 10.5 does.
+	WithoutSettings bool
 	// OnCall, when set, hears of every call (getUpdates included) right after its answer was
 	// written, on the request's goroutine; it may be called concurrently. The load tool times
 	// deliveries with it instead of polling Calls.
@@ -231,6 +237,8 @@ type Server struct {
 	draftLog  []Draft          // every draft shown, in order
 	cbSeq     int
 	answered  map[string]string // callback query id → the text answered (may be empty)
+	// privateTopics: the bot has topics in private chats (getMe's has_topics_enabled).
+	privateTopics bool
 
 	conns atomic.Int64 // connections accepted
 
@@ -246,7 +254,10 @@ type chatState struct {
 	refilled  time.Time
 	groupHist []time.Time
 	blocked   time.Time
-	topics    map[int]bool // forum topics (thread ids) users wrote in
+	topics    map[int]bool // forum topics (thread ids) users wrote in or the bot opened
+
+	// topicNames are the names of the topics the bot opened (createForumTopic, editForumTopic).
+	topicNames map[int]string
 }
 
 // New starts a server on 127.0.0.1 and returns it; Close stops it.
@@ -275,6 +286,7 @@ func New(opts Options) (*Server, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 	}
+	s.privateTopics = opts.PrivateTopics
 	s.srv = &http.Server{Handler: s, BaseContext: func(net.Listener) context.Context { return ctx },
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			if st == http.StateNew {
@@ -574,7 +586,7 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 	}
 	if m.ThreadID != 0 {
 		obj["message_thread_id"] = m.ThreadID
-		if m.Chat.IsForum && !m.GeneralTopic {
+		if (m.Chat.IsForum || m.Chat.Type == "private") && !m.GeneralTopic {
 			obj["is_topic_message"] = true
 		}
 	}
@@ -820,6 +832,9 @@ func (s *Server) dispatchLocked(method string, p map[string]string, files map[st
 	case "deleteMessage":
 		return s.deleteMessageLocked(chatID, p)
 	}
+	if res, aerr, ok := s.topicMethodLocked(method, c, p); ok {
+		return res, aerr
+	}
 	if !counted[method] || s.opts.WithoutRich && strings.HasPrefix(method, "sendRich") {
 		return nil, &apiError{code: 404, desc: "Not Found"}
 	}
@@ -831,7 +846,11 @@ func (s *Server) botMethodLocked(method string, p map[string]string) (res any, a
 	switch method {
 	case "getMe":
 		return map[string]any{"id": s.opts.BotID, "is_bot": true, "first_name": "Relay", "username": s.opts.BotUsername,
-			"can_join_groups": true, "can_read_all_group_messages": false, "supports_inline_queries": false}, nil, true
+			"can_join_groups": true, "can_read_all_group_messages": false, "supports_inline_queries": false,
+			"has_topics_enabled": s.privateTopics, "allows_users_to_create_topics": true}, nil, true
+	case "setMySettings":
+		res, aerr = s.setMySettingsLocked(p)
+		return res, aerr, true
 	case "setWebhook":
 		s.hook, s.secret = p["url"], p["secret_token"]
 		select {
@@ -888,7 +907,8 @@ func (s *Server) addressedChatLocked(method string, p map[string]string) (int64,
 	if c == nil {
 		return 0, nil, badRequest("chat not found")
 	}
-	if thread := atoi(p["message_thread_id"]); thread != 0 && c.chat.IsForum && !c.topics[thread] && method != "editMessageText" {
+	if thread := atoi(p["message_thread_id"]); thread != 0 && (c.chat.IsForum || c.chat.Type == "private") && !c.topics[thread] &&
+		method != "editMessageText" && method != "editForumTopic" {
 		return 0, nil, badRequest("message thread not found")
 	}
 	return chatID, c, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/tools"
 	"relaybot/tools/plugin"
 )
@@ -62,7 +63,7 @@ const schema = `{
       "description": "recent: latest calls; failures: latest failed calls; slowest_calls: longest calls; slowest_tools: per-tool call counts, failures and durations. Default recent."},
     "tool": {"type": "string", "description": "Only calls of this tool."},
     "status": {"type": "string", "enum": ["running", "ok", "error", "timeout", "not_found", "bad_args", "cancelled", "denied", "interrupted"], "description": "Only calls with this status."},
-    "chat_id": {"type": "string", "description": "Only calls made in this chat."},
+    "chat_id": {"type": "string", "description": "Only calls made in this chat: PLATFORM:ID as the admin pages print it (telegram:-100123, web:ID; telegram:-100123#7 for one forum topic), or the bare chat id."},
     "since": {"type": "string", "description": "How far back to look, e.g. 30m, 24h, 7d, or since a time (RFC 3339 or 2006-01-02). At most a year. Default 24h."},
     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "At most this many rows. Default 10."}
   },
@@ -139,11 +140,16 @@ func (q *querier) run(ctx context.Context, inv tools.Invocation) (tools.Result, 
 	case limit > maxLimit:
 		limit = maxLimit
 	}
-	query := audit.Filter{Tool: a.Tool, Since: from, ChatID: a.ChatID, Limit: limit}
+	ref, err := chat.FilterRef("", a.ChatID)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("audit_query: chat_id: %w", err)
+	}
+	query := audit.Filter{Tool: a.Tool, Since: from, Platform: string(ref.Platform), ChatID: ref.ChatID,
+		ThreadID: ref.ThreadID, Limit: limit}
 	if !inv.Turn.Private {
 		// Outside a private chat with an admin the log shows only the chat it is asked from:
 		// the group reads the answer too.
-		if a.ChatID != "" && a.ChatID != inv.Turn.ChatID {
+		if ref.ChatID != "" && (ref.ChatID != inv.Turn.ChatID || ref.Platform != "" && string(ref.Platform) != inv.Turn.Platform) {
 			return tools.Result{}, errors.New("audit_query: other chats' calls are shown only in a private chat with the bot")
 		}
 		if a.View == viewSlowestTools {

@@ -233,6 +233,10 @@ func TestAuditQueryInAGroupShowsOnlyThatChat(t *testing.T) {
 		{"group cannot name another chat", group, `{"chat_id":"99"}`, audit.StatusError, "only in a private chat", "send_mail"},
 		{"group gets no all-chat statistics", group, `{"view":"slowest_tools"}`, audit.StatusError, "only in a private chat", "send_mail"},
 		{"private chat with an admin sees every chat", private, `{}`, audit.StatusOK, "send_mail", ""},
+		{"a chat named as the pages print it", private, `{"chat_id":"telegram:99"}`, audit.StatusOK, "send_mail", "#4 "},
+		{"group names itself as the pages print it", group, `{"chat_id":"telegram:42"}`, audit.StatusOK, "#4 ", "send_mail"},
+		{"group cannot name another platform's chat", group, `{"chat_id":"discord:42"}`, audit.StatusError, "only in a private chat", "#4 "},
+		{"a chat that is not one says why", private, `{"chat_id":"slack:99"}`, audit.StatusError, `"slack" names no platform`, "send_mail"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
