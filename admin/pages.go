@@ -191,21 +191,21 @@ func (f filterForm) query() url.Values {
 
 type callsData struct {
 	pageData
-	Form     filterForm
-	Statuses []string
-	Sources  []string
-	Items    []audit.Record
-	Error    string
-	NextURL  string // the next (older) page, empty on the last
-	PrevURL  string // the previous (newer) page, empty on the newest
-	FirstURL string // the newest page of the same filter, when not on it
-	Total    int    // the calls matching the filter, on every page
-	// chats are the chats and threads of the listed calls' conversations.
-	chats     map[int64]chat.Ref
+	Form      filterForm
+	Statuses  []string
+	Sources   []string
+	Items     []audit.Record
+	Error     string
+	NextURL   string // the next (older) page, empty on the last
+	PrevURL   string // the previous (newer) page, empty on the newest
+	FirstURL  string // the newest page of the same filter, when not on it
+	Total     int    // the calls matching the filter, on every page
 	CSVURL    string
 	JSONLURL  string
 	StatsURL  string
 	Filtering bool // any filter is set
+	// chats are the chats and threads of the listed calls' conversations.
+	chats map[int64]chat.Ref
 }
 
 // ChatOf is the chat a call was made in, with its thread: the audit row names the chat only,

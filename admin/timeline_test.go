@@ -161,4 +161,9 @@ func TestATurnTheModelDidNotAnswerIsMarkedWithItsCause(t *testing.T) {
 	if list := getPage(t, ts, "/admin/turns?chat=telegram:42"); !strings.Contains(list, "not answered: refused") {
 		t.Errorf("the chat's turns do not mark the turn not answered")
 	}
+	var turns struct{ Items []turnJSON }
+	if code := getJSONAny(t, ts, "/api/v1/turns?chat=telegram:42", &turns); code != 200 || len(turns.Items) != 1 ||
+		turns.Items[0].Failure != chat.FailureRefused || turns.Items[0].Error != cause {
+		t.Errorf("GET /api/v1/turns = %d %+v, want the turn with failure refused and its cause", code, turns.Items)
+	}
 }

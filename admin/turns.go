@@ -101,16 +101,18 @@ type turnJSON struct {
 	TokensIn       int         `json:"tokens_in"`
 	TokensOut      int         `json:"tokens_out"`
 	Error          string      `json:"error"`
-	StartedAt      time.Time   `json:"started_at"`
-	FinishedAt     *time.Time  `json:"finished_at"`
-	TraceID        string      `json:"trace_id"`
+	// Failure is why the model did not answer the turn (chat.Failure); empty for the others.
+	Failure    chat.Failure `json:"failure"`
+	StartedAt  time.Time    `json:"started_at"`
+	FinishedAt *time.Time   `json:"finished_at"`
+	TraceID    string       `json:"trace_id"`
 }
 
 func toTurnJSON(t store.ListedTurn) turnJSON {
 	j := turnJSON{ID: t.ID, ConversationID: t.ConversationID, Chat: t.Chat.String(), Platform: string(t.Chat.Platform),
 		ChatID: t.Chat.ChatID, ThreadID: t.Chat.ThreadID, UserID: t.UserID, UserName: t.UserName, Model: t.Model,
 		Status: t.Status, Rounds: t.Rounds, TokensIn: t.TokensIn, TokensOut: t.TokensOut, Error: t.Error,
-		StartedAt: t.StartedAt.UTC(), TraceID: t.TraceID}
+		Failure: t.Failure, StartedAt: t.StartedAt.UTC(), TraceID: t.TraceID}
 	if !t.FinishedAt.IsZero() {
 		f := t.FinishedAt.UTC()
 		j.FinishedAt = &f

@@ -54,7 +54,7 @@ func (c *cacheReport) take(raw json.RawMessage) {
 // cache's tokens out (fewer than it read and wrote): they are added then, since the provider
 // bills them.
 func setUsage(rec *chat.ModelCall, u *openai.Usage, c cacheReport) {
-	in := u.PromptTokens
+	in := max(u.PromptTokens, 0) // a negative count is no count
 	cached := 0
 	if u.PromptTokensDetails != nil {
 		cached = u.PromptTokensDetails.CachedTokens

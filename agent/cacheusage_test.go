@@ -42,3 +42,26 @@ func TestCachedTokensAreReadFromEveryProvidersUsageShape(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCacheReport: whatever a provider puts in its usage report, the bill stays sane: the cached
+// and written tokens are parts of the prompt's, none negative.
+func FuzzCacheReport(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":2000,"prompt_cache_hit_tokens":1900,"prompt_cache_miss_tokens":100}`,
+		`{"prompt_tokens":50,"cache_read_input_tokens":1500,"cache_creation_input_tokens":300}`,
+		`{"prompt_tokens_details":{"cached_tokens":1000,"cache_write_tokens":800}}`,
+		`{"cache_read_input_tokens":-5,"prompt_cache_hit_tokens":1e300}`,
+	} {
+		f.Add([]byte(s), 2000, 1000)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, prompt, cached int) {
+		var c cacheReport
+		c.take(raw)
+		u := &openai.Usage{PromptTokens: prompt, PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: cached}}
+		var rec chat.ModelCall
+		setUsage(&rec, u, c)
+		if rec.CachedIn < 0 || rec.CacheWriteIn < 0 || rec.CachedIn+rec.CacheWriteIn > rec.TokensIn || rec.TokensIn < max(u.PromptTokens, 0) {
+			t.Fatalf("usage %s billed %d in, %d cached, %d written", raw, rec.TokensIn, rec.CachedIn, rec.CacheWriteIn)
+		}
+	})
+}

@@ -414,3 +414,63 @@ func TestDaylightSavingDaysInTwoZones(t *testing.T) {
 		}
 	}
 }
+
+// fakeTurns finds the turn of one run's message, as the store would after a turn ended.
+type fakeTurns map[string]store.Turn
+
+func (f fakeTurns) TurnByInbound(ctx context.Context, ref chat.Ref, id string) (store.Turn, bool, error) {
+	t, ok := f[id]
+	return t, ok, nil
+}
+
+// TestARunAPreviousProcessLeftClaimedIsFinishedOnce: a process that stopped while firing (alone
+// on SQLite) leaves its runs claimed; the next process takes them over. A reminder is sent
+// once; a prompt run whose turn had already ended is not answered again, and is recorded
+// delivered with that turn.
+func TestARunAPreviousProcessLeftClaimedIsFinishedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var handled int
+		h := handlerFunc(func(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+			handled++
+			out.NewReply(ctx).Finish(ctx, "answered", nil)
+		})
+		w := newWorld(t, Options{Handler: h})
+		for _, args := range []string{`{"message":"stretch","in":"1m"}`, `{"prompt":"summarise the day","in":"1m"}`} {
+			if _, err := w.schedule(alice, args); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Minute)
+		ctx := context.Background()
+		gone := store.Claimant{Instance: "the previous process"}
+		due, err := w.db.Tasks.DueWork(ctx, time.Now(), gone, 10)
+		if err != nil || len(due) != 2 {
+			t.Fatalf("due = %+v, %v", due, err)
+		}
+		for _, d := range due {
+			if id, err := w.db.Tasks.ClaimTaskRun(ctx, d.Task, d.Seq, d.At, nil, store.RunClaimed, gone); id == 0 || err != nil {
+				t.Fatalf("claim: %d, %v", id, err)
+			}
+		}
+		// The previous process answered the prompt (turn 77 ended) and then stopped.
+		w.svc.opts.Turns = fakeTurns{RunMessageID(2): {ID: 77, Status: chat.StatusOK}}
+		w.run()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := w.tg.count("stretch"); n != 1 {
+			t.Errorf("the reminder left claimed was sent %d times, want once", n)
+		}
+		if handled != 0 {
+			t.Errorf("the prompt whose turn had ended was answered %d more times", handled)
+		}
+		runs, _ := w.db.Tasks.TaskRuns(ctx, 2, 5)
+		if len(runs) != 1 || runs[0].Status != store.RunDelivered || runs[0].TurnID != 77 {
+			t.Errorf("the prompt's runs = %+v, want one delivered with turn 77", runs)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if n := w.tg.count("stretch"); n != 1 || handled != 0 {
+			t.Errorf("an hour later: %d reminders, %d prompt answers; want 1 and 0", n, handled)
+		}
+	})
+}

@@ -64,7 +64,7 @@ func onceEach(t *testing.T, e *env, db *store.Database, base int64, n int) {
 			t.Errorf("chat %d got %q, want %q once", base+int64(i), got, want)
 		}
 	}
-	ts, err := db.Tasks.ListTasks(context.Background(), store.TaskFilter{Platform: "telegram"})
+	ts, err := db.Tasks.ListTasks(context.Background(), store.TaskFilter{Platform: "telegram", Limit: 2 * n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,5 +187,41 @@ func TestRunsOfAKilledAndAPausedReplicaArriveOnceBySurvivor(t *testing.T) {
 	onceEach(t, e, db, base, n)
 	if byPID[reps[0].cmd.Process.Pid]+byPID[reps[1].cmd.Process.Pid] > 0 && !reps[2].logged("tasks: run taken over from a replica that is gone") {
 		t.Error("the survivor logged no run taken over")
+	}
+}
+
+// TestAThousandRemindersOnThreeReplicasQueueBehindTelegramsBudget: 1,000 reminders in 1,000
+// groups fall due in the same second on three replicas; every one arrives once, and Telegram
+// (the testkit, with its real 30 messages a second) answers none of the sends with 429: the
+// runs queue in the delivery engines behind the bot-wide budget the replicas share. The time
+// it took is logged (docs/performance/2026-12-07-tasks.md).
+func TestAThousandRemindersOnThreeReplicasQueueBehindTelegramsBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of Telegram's budget")
+	}
+	dsn := storetest.PostgresDSN(t)
+	e := newEnv(t)
+	db := storetest.OpenWith(t, store.Options{Driver: store.DriverPostgres, DSN: dsn})
+	for range 3 {
+		startReplica(t, telegramReplica(t, dsn, e, polling...).parse(t))
+	}
+	const base, n = -30000, 1000
+	// The groups exist for Telegram once someone wrote there; the bot, not addressed, is silent.
+	for i := range n {
+		e.tg.Send(tgkit.Inbound{Chat: tgkit.Chat{ID: base + int64(i), Type: "group", Title: "team"}, From: user(42), Text: "morning all"})
+	}
+	wait.For(t, "the groups' messages to be read", func() bool { return e.tg.PendingUpdates() == 0 })
+	due := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	dueTasks(t, db, base, n, due, 0)
+	for deadline := due.Add(3 * time.Minute); !delivered(e, base, n); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("3 minutes after they fell due, some of the 1,000 reminders never arrived")
+		}
+	}
+	t.Logf("1,000 reminders delivered %s after they fell due", time.Since(due).Round(100*time.Millisecond))
+	onceEach(t, e, db, base, n)
+	p := &telegramPlatform{e: e}
+	if limited := p.rateLimited(); len(limited) > 0 {
+		t.Errorf("Telegram answered %d requests with 429:\n%s", len(limited), strings.Join(limited[:min(5, len(limited))], "\n"))
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"relaybot/config"
+	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
@@ -156,5 +158,33 @@ func TestBotTasksListsTheScheduledTasks(t *testing.T) {
 	if len(items) != 2 || items[0]["text"] != "post the standup" || items[0]["next_run_at"] != "2030-01-02T09:00:00Z" ||
 		items[1]["next_run_at"] != nil || items[0]["timezone"] != "Asia/Tokyo" {
 		t.Errorf("bot tasks -json -all printed:\n%s", out.String())
+	}
+}
+
+// A reminder made in a Discord channel arrives there once, through the Discord adapter's
+// delivery engine.
+func TestAReminderArrivesOnceInItsDiscordChannel(t *testing.T) {
+	e := newEnv(t)
+	dc := startDiscordBot(t, e, func(cfg *config.Config) {
+		cfg.Tools.Native = []string{"schedule_task", "list_tasks", "cancel_task"}
+	})
+	const guild, channel = "900000000000000001", "800000000000000002"
+	e.llm.Push(llm.ToolCalls(llm.Call{ID: "call_1", Name: "schedule_task", Args: []string{`{"message":"Deploy window opens now.","in":"2s"}`}}),
+		llm.Text("Noted."))
+	if _, err := dc.Post(dtk.UserMessage{ChannelID: channel, GuildID: guild, AuthorID: "600", MentionBot: true,
+		Content: "<@100000000000000001> tell us in two seconds that the deploy window opens"}); err != nil {
+		t.Fatal(err)
+	}
+	texts := func() []string {
+		var out []string
+		for _, m := range dc.BotMessages(channel) {
+			out = append(out, m.Content)
+		}
+		return out
+	}
+	wait.For(t, "the reminder in the channel", func() bool { return slices.Contains(texts(), "Deploy window opens now.") })
+	e.waitLog(`msg="tasks: run delivered" run=1`)
+	if n := len(slices.DeleteFunc(texts(), func(s string) bool { return s != "Deploy window opens now." })); n != 1 {
+		t.Errorf("the reminder arrived %d times: %q", n, texts())
 	}
 }
