@@ -65,6 +65,10 @@ type Inbound struct {
 	// question, and the answer goes there (or, should the platform refuse it, where it would
 	// have gone without threads). Its Responder is then a ThreadTitler.
 	OpensThread bool `json:",omitempty"`
+	// TitlesThread is true when the answer to this message gives its thread or topic, one the
+	// bot opened, its title: the question that opened it, or the first question in one /new
+	// opened. Its Responder is then a ThreadTitler.
+	TitlesThread bool `json:",omitempty"`
 	// Redelivered is true when the adapter may have handed this message over before, to a run
 	// of the bot that stopped before the Handler finished with it (a crash). The Handler should
 	// not answer it again when it already has.
@@ -271,9 +275,9 @@ type Responder interface {
 	SupportsStreaming() bool
 }
 
-// ThreadTitler is implemented by the Responder of a message that opened a thread or topic
-// (Inbound.OpensThread). The pipeline renames it at most once, with a short title the model
-// gave, after the answer.
+// ThreadTitler is implemented by the Responder of a message whose answer titles the thread or
+// topic the bot opened (Inbound.TitlesThread). The pipeline renames it at most once, with a
+// short title the model gave, after the answer.
 type ThreadTitler interface {
 	// ThreadOpened reports whether the thread was opened (false before the first answer, and
 	// when the platform refused it and the answer went to the chat).

@@ -22,14 +22,14 @@ const (
 	maxTitleChars      = 100
 )
 
-// title renames the thread or topic the turn's message opened (Inbound.OpensThread) to a short
+// title renames the thread or topic the turn's message titles (Inbound.TitlesThread) to a short
 // title the model gives, once, after the answer is delivered: one short completion on the
 // default model, metered and saved with the turn's other model calls (round 0, as compaction's),
 // its tokens counted in the turn's usage. A failure is logged and the thread keeps the name of
 // the question.
 func (t *turn) title(res *agent.Result, status chat.Status) {
 	titler, ok := t.r.out.(adapters.ThreadTitler)
-	if !ok || !t.in.OpensThread || status != store.TurnOK || !titler.ThreadOpened() || t.ctx.Err() != nil {
+	if !ok || !t.in.TitlesThread || status != store.TurnOK || !titler.ThreadOpened() || t.ctx.Err() != nil {
 		return
 	}
 	answer := lastAnswer(res.Messages)

@@ -47,7 +47,7 @@ func TestAThreadTheBotOpenedIsTitledOnceByTheModel(t *testing.T) {
 			h.llm.Push(llm.Text("Tides ", "come from the moon."), llm.Text(`"Tides and the Moon."`))
 			out := &titlingResponder{recResponder: recResponder{stream: true}, opened: tc.opened}
 			in := privateMsg("42", "1", "why are there tides?")
-			in.OpensThread = tc.opens
+			in.OpensThread, in.TitlesThread = tc.opens, tc.opens
 			<-h.handle(in, out)
 
 			if final, _ := out.Reply(0).Final(); final != "Tides come from the moon." {

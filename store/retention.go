@@ -40,8 +40,8 @@ func (s *RetentionQuery) RunRetention(ctx context.Context, keep time.Duration) {
 }
 
 // Sweep deletes what started before cutoff, in small batches: finished turns (their messages and
-// LLM calls go with them), finished audit rows, inactive conversations left without turns, and
-// the messages the web chat showed. It
+// LLM calls go with them), finished audit rows, inactive conversations left without turns, the
+// scheduled tasks' finished runs and ended tasks, and the messages the web chat showed. It
 // returns how many rows it deleted (cascaded rows not counted).
 func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 	cutoff = dbTime(cutoff)
@@ -65,6 +65,12 @@ func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, erro
 			Limit(retentionBatch), ""},
 		// A batch of positions may name a few more rows than the batch (two chats' messages at
 		// the same microsecond): all of them are older than the cutoff.
+		// A scheduled task's finished runs, and the tasks that ended (their runs go with them).
+		{"task runs", &TaskRun{}, db.Model(&TaskRun{}).Select("id").
+			Where("finished_at < ? AND status IN ?", cutoff, []string{RunDelivered, RunFailed, RunSkipped}).Order("id").Limit(retentionBatch), ""},
+		{"ended tasks", &Task{}, db.Model(&Task{}).Select("id").
+			Where("state IN ? AND created_at < ? AND (last_run_at IS NULL OR last_run_at < ?)", []string{TaskDone, TaskCancelled}, cutoff, cutoff).
+			Order("id").Limit(retentionBatch), ""},
 		{"web chat messages", &webMessageRow{}, db.Model(&webMessageRow{}).Select("pos").
 			Where("pos < ?", cutoff.UnixMicro()).Order("pos").Limit(retentionBatch), "pos"},
 	}

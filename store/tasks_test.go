@@ -206,3 +206,36 @@ func TestMaxPerUserRefusesAnotherTask(t *testing.T) {
 		}
 	})
 }
+
+// TestRetentionDeletesFinishedRunsAndEndedTasks: the sweep deletes a task's finished runs and
+// the tasks that ended before the cutoff, and keeps an active task and a run under way.
+func TestRetentionDeletesFinishedRunsAndEndedTasks(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		s := newStore(t, driver)
+		ctx := context.Background()
+		c := Claimant{Instance: "me"}
+		at := time.Now().Add(-time.Hour).Truncate(time.Second)
+		active, _ := s.Tasks.CreateTask(ctx, newTask("u", at), 5)
+		ended, _ := s.Tasks.CreateTask(ctx, newTask("v", at), 5)
+		next := at.Add(time.Hour * 24)
+		done, _ := s.Tasks.ClaimTaskRun(ctx, active.ID, 0, at, &next, RunClaimed, c)
+		s.Tasks.EndTaskRun(ctx, done, c, RunEnd{Status: RunDelivered})
+		open, _ := s.Tasks.ClaimTaskRun(ctx, active.ID, 1, next, &next, RunClaimed, c)
+		if _, err := s.Tasks.CancelTask(ctx, ended.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Retention.Sweep(ctx, time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		runs, _ := s.Tasks.TaskRuns(ctx, active.ID, 10)
+		if len(runs) != 1 || runs[0].ID != open {
+			t.Errorf("runs after the sweep = %+v, want only the one under way", runs)
+		}
+		if _, err := s.Tasks.Task(ctx, active.ID); err != nil {
+			t.Errorf("the active task was deleted: %v", err)
+		}
+		if _, err := s.Tasks.Task(ctx, ended.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the cancelled task outlived the sweep: %v", err)
+		}
+	})
+}

@@ -474,3 +474,33 @@ func TestARunAPreviousProcessLeftClaimedIsFinishedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestAPromptRunTheBotRefusesFailsWithoutRetries: a prompt whose turn the bot refused at fire
+// time (the owner's quota, their access) is a failed run, tried once: the owner was told why
+// by the refusal itself.
+func TestAPromptRunTheBotRefusesFailsWithoutRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var tries int
+		h := handlerFunc(func(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+			tries++
+			out.Notice(ctx, "You have used your quota for today.")
+		})
+		w := newWorld(t, Options{Handler: h})
+		if _, err := w.schedule(alice, `{"prompt":"write the weekly report","in":"1h"}`); err != nil {
+			t.Fatal(err)
+		}
+		w.run()
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if tries != 1 {
+			t.Errorf("the refused prompt was tried %d times, want once", tries)
+		}
+		runs, _ := w.db.Tasks.TaskRuns(context.Background(), 1, 5)
+		if len(runs) != 1 || runs[0].Status != store.RunFailed || !strings.Contains(runs[0].Error, "refused") {
+			t.Errorf("runs = %+v, want one failed as refused", runs)
+		}
+		if n := w.tg.count("could not be delivered: the turn was refused"); n != 1 {
+			t.Errorf("the owner was told %d times, want once: %q", n, w.tg.texts())
+		}
+	})
+}

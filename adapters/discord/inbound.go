@@ -151,11 +151,15 @@ func (b *inbox) handleMessage(ctx context.Context, h adapters.Handler, m *discor
 		// A conversation started in a channel (a question, or /new): the thread opened on the
 		// message is its chat.
 		in.Chat.ChatID, in.ParentChatID, in.OpensThread = m.ID, m.ChannelID, true
+		in.TitlesThread = in.Command == ""
 	}
 	if !b.takeMessage(ctx, in, m.Message) {
 		return // another replica answers it
 	}
 	defer b.doneMessage(m.ID)
+	if b.threads != nil && in.ParentChatID != "" && !in.OpensThread && in.Command == "" {
+		in.TitlesThread = b.threads.takeUntitled(in.Chat.ChatID) // the first question in a thread /new opened
+	}
 	in.Images = b.images(ctx, m.Attachments)
 	in.Attachments = b.attachments(m.Message)
 	// The pipeline orders messages that reach it within a moment (its settle delay) by their

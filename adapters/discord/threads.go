@@ -41,6 +41,16 @@ type threads struct {
 	access  *access
 	replies replies
 	bot     *botIdentity
+	// untitled are the threads /new opened whose first question has not come yet (here): its
+	// answer titles them.
+	untitled sync.Map
+}
+
+// takeUntitled reports whether thread is one /new opened that has no title yet, and forgets it:
+// only its first question titles it.
+func (t *threads) takeUntitled(thread string) bool {
+	_, ok := t.untitled.LoadAndDelete(thread)
+	return ok
 }
 
 // opens reports whether a guild message that starts a conversation in channelID (no thread,
@@ -52,9 +62,19 @@ func (t *threads) opens(channelID string) bool {
 	return len(t.opts.ThreadChannels) == 0 || slices.Contains(t.opts.ThreadChannels, channelID)
 }
 
-// threadName names a thread after the question that opened it: its first line, cut to what
-// Discord takes; a message without text is named after its sender.
-func threadName(text, userName string) string {
+// newThreadName names a thread that /new opens without words of its own.
+const newThreadName = "New conversation"
+
+// threadName names the thread message in opens after its question: its first line, cut to what
+// Discord takes; /new's thread after /new's words, else newThreadName; a message without text
+// after its sender.
+func threadName(in adapters.Inbound) string {
+	text, userName := in.Text, in.UserName
+	if in.Command == "new" {
+		if text = in.Args; strings.TrimSpace(text) == "" {
+			return newThreadName
+		}
+	}
 	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
 	line = strings.Join(strings.Fields(line), " ")
 	if line == "" {
@@ -152,6 +172,7 @@ type threadResponder struct {
 	messageID string
 	asker     string
 	name      string
+	command   string // the message's command: "new", or "" for a question
 
 	mu     sync.Mutex
 	tried  bool
@@ -167,6 +188,9 @@ func (r *threadResponder) target(ctx context.Context) chat.Ref {
 	if !r.tried {
 		r.tried = true
 		r.opened = r.t.open(ctx, r.parent, r.messageID, r.name)
+		if r.opened && r.command == "new" {
+			r.t.untitled.Store(r.thread.ChatID, struct{}{})
+		}
 	}
 	if r.opened {
 		return r.thread
@@ -232,6 +256,21 @@ func (r inThreadResponder) Notice(ctx context.Context, text string) error {
 
 func (r inThreadResponder) SupportsStreaming() bool { return true }
 
+var _ adapters.ThreadTitler = inThreadResponder{}
+
+// ThreadOpened is true: the message is in a thread the bot opened.
+func (r inThreadResponder) ThreadOpened() bool { return true }
+
+// TitleThread renames the thread, cut to Discord's 100 characters; the pipeline calls it only
+// for the first question in a thread /new opened (Inbound.TitlesThread).
+func (r inThreadResponder) TitleThread(ctx context.Context, title string) error {
+	title = strings.Join(strings.Fields(title), " ")
+	if title == "" {
+		return errors.New("discord: empty thread title")
+	}
+	return r.t.rename(ctx, r.thread, ellipsis.Cut(title, maxThreadName))
+}
+
 // recover delivers text and files once the thread refused them as archived: in the thread
 // reopened, else in the parent channel under a note.
 func (r inThreadResponder) recover(ctx context.Context, cause error, text string, files []chat.File) error {
@@ -271,7 +310,7 @@ func (b *inbox) responderFor(in adapters.Inbound, messageID string) adapters.Res
 	switch {
 	case t != nil && in.OpensThread:
 		return &threadResponder{t: t, parent: parent, thread: in.Chat, messageID: messageID, asker: in.UserID,
-			name: threadName(in.Text, in.UserName)}
+			name: threadName(in), command: in.Command}
 	case t != nil && in.ParentChatID != "" && b.botThread(in.Chat.ChatID):
 		return inThreadResponder{t: t, thread: in.Chat, parent: parent, messageID: messageID, asker: in.UserID}
 	}

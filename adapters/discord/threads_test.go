@@ -302,3 +302,38 @@ func statuses(calls []dtk.Call) []int {
 	}
 	return out
 }
+
+// @bot /new in a channel opens a new thread, named after /new's words or "New conversation",
+// and the command is handed over in it.
+func TestNewInAChannelOpensANewThread(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		hs := startInBubble(t, threadsOn, func(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
+			_ = out.Notice(ctx, "Started a new conversation.")
+		})
+		hs.srv.AddChannel(dtk.Channel{ID: threadsCh, GuildID: guildID, Type: dtk.ChannelGuildText})
+		for _, tc := range []struct{ text, name string }{{"/new", "New conversation"}, {"/new tides and moons", "tides and moons"}} {
+			m, got := hs.mention(threadsCh, tc.text)
+			if got.in.Command != "new" || !got.in.OpensThread || got.in.Chat.ChatID != m.ID {
+				t.Fatalf("%s handed over as %+v, want in the thread it opens", tc.text, got.in)
+			}
+			hs.waitFor("the notice in the thread", func() bool { return hs.botText(m.ID) == "Started a new conversation." })
+			if th, _ := hs.srv.Channel(m.ID); th.Name != tc.name {
+				t.Errorf("%s opened a thread named %q, want %q", tc.text, th.Name, tc.name)
+			}
+			if got.in.TitlesThread {
+				t.Errorf("%s's notice would title its thread", tc.text)
+			}
+			// The first question in the thread titles it; the next one does not.
+			for i, want := range []bool{true, false} {
+				_, q := hs.post(dtk.UserMessage{ChannelID: m.ID, GuildID: guildID, Content: "question"})
+				if q.in.TitlesThread != want {
+					t.Errorf("question %d in /new's thread titles it: %v, want %v", i, q.in.TitlesThread, want)
+				}
+				if _, ok := q.out.(adapters.ThreadTitler); !ok {
+					t.Errorf("question %d's responder cannot title the thread", i)
+				}
+			}
+		}
+	})
+}

@@ -343,6 +343,8 @@ func (a *Adapter) Run(ctx context.Context, h adapters.Handler) error {
 			}
 			if a.topics.opens(in) {
 				in, _ = a.topics.open(ctx, in)
+			} else {
+				in.TitlesThread = a.topics.takeUntitled(in)
 			}
 			h.Handle(ctx, in, a.responderFor(in))
 		}()

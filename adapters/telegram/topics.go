@@ -33,6 +33,19 @@ type topics struct {
 	a      *Adapter
 	on     atomic.Bool
 	warned sync.Once
+	// untitled are the topics /new opened whose first question has not come yet: its answer
+	// titles them.
+	untitled sync.Map
+}
+
+// takeUntitled reports whether message in is the first question in a topic /new opened, and
+// forgets the topic: only that question titles it.
+func (t *topics) takeUntitled(in adapters.Inbound) bool {
+	if in.Kind != adapters.Private || in.Chat.ThreadID == "" || in.Command != "" {
+		return false
+	}
+	_, ok := t.untitled.LoadAndDelete(in.Chat.String())
+	return ok
 }
 
 // getMeTopics is what getMe says of topics in private chats.
@@ -124,6 +137,9 @@ func (t *topics) open(ctx context.Context, in adapters.Inbound) (adapters.Inboun
 		return in, false
 	}
 	in.Chat.ThreadID, in.OpensThread = strconv.Itoa(ft.MessageThreadID), true
+	if in.TitlesThread = in.Command == ""; !in.TitlesThread {
+		t.untitled.Store(in.Chat.String(), struct{}{})
+	}
 	t.a.log.Info("telegram: topic opened for a conversation", "chat", ref.ChatID, "topic", in.Chat.ThreadID)
 	return in, true
 }
@@ -136,7 +152,8 @@ type topicResponder struct {
 
 var _ adapters.ThreadTitler = topicResponder{}
 
-// ThreadOpened is true: the topic is opened before the message is handed over.
+// ThreadOpened is true: the topic is opened before the message is handed over, or the message
+// is in a topic the bot opened.
 func (r topicResponder) ThreadOpened() bool { return true }
 
 // TitleThread renames the topic to title, cut to the Bot API's 128 characters
@@ -158,7 +175,7 @@ func (r topicResponder) TitleThread(ctx context.Context, title string) error {
 func (a *Adapter) responderFor(in adapters.Inbound) adapters.Responder {
 	resp := askResponder{Responder: a.engine.Responder(in.Chat, adapters.SendOptions{ReplyTo: in.MessageID, Stoppable: true}, a.opts.Stream),
 		a: a, chat: in.Chat}
-	if in.OpensThread {
+	if in.OpensThread || in.TitlesThread {
 		return topicResponder{askResponder: resp, t: &a.topics}
 	}
 	return resp

@@ -56,7 +56,7 @@ func TestPrivateTopicsGiveEachConversationATopic(t *testing.T) {
 		e.srv.Send(tk.Inbound{Chat: dm, From: ann, Text: "why are there tides\nand why twice"})
 		in, out := k.next(t)
 		topic, _ := strconv.Atoi(in.Chat.ThreadID)
-		if topic == 0 || !in.OpensThread || in.Chat.ChatID != "42" {
+		if topic == 0 || !in.OpensThread || !in.TitlesThread || in.Chat.ChatID != "42" {
 			t.Fatalf("the question was handed over as %+v, want it in a topic it opened", in)
 		}
 		if name := e.srv.Topics(42)[topic]; name != "why are there tides" {
@@ -96,7 +96,7 @@ func TestPrivateTopicsGiveEachConversationATopic(t *testing.T) {
 		// A message in the topic continues it.
 		e.srv.Send(tk.Inbound{Chat: dm, From: ann, ThreadID: topic, Text: "and the moon?"})
 		in, _ = k.next(t)
-		if in.Chat.ThreadID != strconv.Itoa(topic) || in.OpensThread {
+		if in.Chat.ThreadID != strconv.Itoa(topic) || in.OpensThread || in.TitlesThread {
 			t.Fatalf("the follow-up was handed over as %+v, want the same topic", in)
 		}
 
@@ -109,8 +109,20 @@ func TestPrivateTopicsGiveEachConversationATopic(t *testing.T) {
 		if n := len(e.srv.Topics(42)); n != 2 {
 			t.Errorf("%d topics, want 2", n)
 		}
-		if name := e.srv.Topics(42)[atoiT(in.Chat.ThreadID)]; name != newTopicName {
-			t.Errorf("/new's topic named %q", name)
+		if name := e.srv.Topics(42)[atoiT(in.Chat.ThreadID)]; name != newTopicName || in.TitlesThread {
+			t.Errorf("/new's topic named %q (its notice titling it: %v)", name, in.TitlesThread)
+		}
+		// The first question in /new's topic titles it; the next one does not.
+		fresh := atoiT(in.Chat.ThreadID)
+		for i, want := range []bool{true, false} {
+			e.srv.Send(tk.Inbound{Chat: dm, From: ann, ThreadID: fresh, Text: "question"})
+			q, qout := k.next(t)
+			if q.TitlesThread != want || q.OpensThread {
+				t.Errorf("question %d in /new's topic: titles %v opens %v, want titles %v", i, q.TitlesThread, q.OpensThread, want)
+			}
+			if _, ok := qout.(adapters.ThreadTitler); ok != want {
+				t.Errorf("question %d's responder titles: %v, want %v", i, ok, want)
+			}
 		}
 		// A command other than /new in the main chat opens none.
 		e.srv.Send(tk.Inbound{Chat: dm, From: ann, Text: "/usage"})

@@ -186,6 +186,7 @@ func TestTelegramPrivateTopicsKeepEachConversationInItsTopic(t *testing.T) {
 	inTopic(second, "/new's notice in the new topic", func(s string) bool { return s == "Started a new conversation." })
 	e.tg.Send(tgkit.Inbound{Chat: private(ann), From: user(ann), ThreadID: second, Text: "what is rust"})
 	inTopic(second, "the new topic's answer, with a history of its own", func(s string) bool { return s == "seen: what is rust" })
+	wait.For(t, "the new topic titled by its first question's answer", func() bool { return e.tg.Topics(ann)[second] == "Tides explained" })
 
 	for _, m := range e.tg.BotMessages(ann) {
 		if m.ThreadID == 0 {
