@@ -4,19 +4,17 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"relaybot/provider"
 )
 
 // EmbeddingModel is one embeddings endpoint: [embeddings] itself is the first,
 // [[embeddings.fallbacks]] the others, tried in order with the chat models' fallback rules.
 type EmbeddingModel struct {
-	Name    string `toml:"name"`
-	BaseURL string `toml:"base_url"`
-	APIKey  string `toml:"api_key"`
-	Model   string `toml:"model"`
+	provider.Endpoint
 	// Dimensions, when set, asks the endpoint for vectors this long (text-embedding-3-* can
 	// shorten theirs); 0 takes the model's own length.
-	Dimensions int           `toml:"dimensions"`
-	Timeout    time.Duration `toml:"timeout_sec"`
+	Dimensions int `toml:"dimensions"`
 	// PriceIn is what a million input tokens cost, in the currency of the [[models]] prices.
 	PriceIn float64 `toml:"price_in"`
 }

@@ -19,29 +19,26 @@ func (b *bot) newMemory(ctx context.Context, cfg *config.Config, obs provider.Ob
 	if !cfg.Memory.Enabled {
 		return nil, nil
 	}
-	emb, err := newEmbedder(cfg, obs)
+	eo := embedderOptions(cfg)
+	eo.HTTPClient, eo.Observer = modelHTTPClient(cfg.Chat.MaxTurnsInFlight), obs
+	emb, err := retrieval.NewEmbedder(eo)
 	if err != nil {
 		return nil, err
 	}
-	model := cfg.Models[0]
-	for _, m := range cfg.Models {
-		if m.Name == cfg.Memory.Model {
-			model = m
-		}
-	}
 	w, r := b.store.Pools()
-	mem, err := memory.New(ctx, memory.Options{Dialect: b.store.Driver(), W: w, R: r,
-		Model:    provider.Endpoint{Name: model.Name, BaseURL: model.BaseURL, APIKey: model.APIKey, Model: model.Model, Timeout: model.Timeout},
-		Embedder: emb, MaxFacts: cfg.Memory.MaxFacts, PrivateOnlyInPrivate: cfg.Memory.PrivateOnlyInPrivate,
-		HTTPClient: modelHTTPClient(cfg.Chat.MaxTurnsInFlight), Observer: obs, Log: b.log})
+	mo := memoryOptions(cfg)
+	mo.Dialect, mo.W, mo.R, mo.Embedder = b.store.Driver(), w, r, emb
+	mo.HTTPClient, mo.Observer, mo.Log = modelHTTPClient(cfg.Chat.MaxTurnsInFlight), obs, b.log
+	mem, err := memory.New(ctx, mo)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
+	model := mo.Model
 	if !emb.Enabled() {
-		b.log.Info("memory: on, recall by keywords only (no [embeddings] model)", "extraction_model", model.Name)
+		b.log.Info("memory: on, recall by keywords only (no [embeddings] model)", "extraction_model", model.Label())
 		return mem, nil
 	}
-	b.log.Info("memory: on", "extraction_model", model.Name, "embeddings", emb.Model())
+	b.log.Info("memory: on", "extraction_model", model.Label(), "embeddings", emb.Model())
 	b.background = append(b.background, lifecycle.Part{Name: "memory reindex", Run: func(ctx context.Context) error {
 		reindexMemory(ctx, mem, b.log)
 		return nil
@@ -68,14 +65,36 @@ func reindexMemory(ctx context.Context, mem *memory.Memory, log *slog.Logger) {
 	}
 }
 
+// memoryOptions are [memory]'s keys the memory reads (the extraction model: memory.model's
+// [[models]] entry, default the first); the caller adds the database, the embedder, its client,
+// observer and log.
+func memoryOptions(cfg *config.Config) memory.Options {
+	o := memory.Options{MaxFacts: cfg.Memory.MaxFacts, PrivateOnlyInPrivate: cfg.Memory.PrivateOnlyInPrivate}
+	if len(cfg.Models) > 0 {
+		o.Model = cfg.Models[0].Endpoint
+	}
+	for _, m := range cfg.Models {
+		if m.Name == cfg.Memory.Model {
+			o.Model = m.Endpoint
+		}
+	}
+	return o
+}
+
+// embedderOptions are [embeddings]' endpoints; the caller adds the client and the observer.
+func embedderOptions(cfg *config.Config) retrieval.EmbedderOptions {
+	var o retrieval.EmbedderOptions
+	for _, m := range cfg.Embeddings.Candidates() {
+		o.Candidates = append(o.Candidates, retrieval.Candidate{Endpoint: m.Endpoint, Dimensions: m.Dimensions})
+	}
+	return o
+}
+
 // newEmbedder builds the embeddings client of [embeddings]: nil when no model is set.
 func newEmbedder(cfg *config.Config, obs provider.Observer) (*retrieval.Embedder, error) {
-	var cands []retrieval.Candidate
-	for _, m := range cfg.Embeddings.Candidates() {
-		cands = append(cands, retrieval.Candidate{Dimensions: m.Dimensions,
-			Endpoint: provider.Endpoint{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model, Timeout: m.Timeout}})
-	}
-	return retrieval.NewEmbedder(retrieval.EmbedderOptions{Candidates: cands, HTTPClient: modelHTTPClient(cfg.Chat.MaxTurnsInFlight), Observer: obs})
+	o := embedderOptions(cfg)
+	o.HTTPClient, o.Observer = modelHTTPClient(cfg.Chat.MaxTurnsInFlight), obs
+	return retrieval.NewEmbedder(o)
 }
 
 // embeddingNames are the embedding endpoints' names, which the metrics label their calls with.
