@@ -28,6 +28,7 @@ import (
 	"relaybot/chat"
 	"relaybot/coord"
 	"relaybot/store"
+	"relaybot/tools"
 )
 
 // Store is what the admin server reads from the database: one query type a field, as
@@ -92,16 +93,10 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// ServerHealth is the state of one MCP server, as the health function reports it. cmd/bot maps
-// the MCP loader's health (tools/mcp.ServerHealth) onto it, so admin does not depend on the MCP
-// package.
+// ServerHealth is one MCP server as the servers page and API show it: its health as the MCP
+// loader reports it, and its OAuth login.
 type ServerHealth struct {
-	Name      string    `json:"name"`
-	Transport string    `json:"transport"`
-	State     string    `json:"state"` // "up", "connecting" or "down"
-	Tools     int       `json:"tools"`
-	Error     string    `json:"error,omitempty"` // the latest connection failure, if any
-	Since     time.Time `json:"since,omitzero"`  // when the server entered State
+	tools.ServerHealth
 	// Login is the OAuth login of a server with auth = "oauth" ("connected", "needs login",
 	// "not connected"), "" for others; LoginDetail says why or until when.
 	Login       string `json:"login,omitempty"`
@@ -112,7 +107,7 @@ type ServerHealth struct {
 func (h ServerHealth) Connect() string { return connectURL(h.Name) }
 
 // Up reports whether the server is connected and answering.
-func (h ServerHealth) Up() bool { return h.State == "up" }
+func (h ServerHealth) Up() bool { return h.State == tools.ServerUp }
 
 // Options configure New.
 type Options struct {
@@ -124,7 +119,7 @@ type Options struct {
 	// Store is the part of the database the pages and the API read, every field required.
 	Store Store
 	// MCPHealth reports the MCP servers' health; nil shows no servers.
-	MCPHealth func() []ServerHealth
+	MCPHealth func() []tools.ServerHealth
 	// WebChat is the local web chat (adapters/web), mounted at /chat behind the login; nil
 	// leaves /chat out.
 	WebChat http.Handler

@@ -37,7 +37,7 @@ func breakpoints(up []openai.ChatCompletionMessage, history []chat.Message) []br
 	}
 	if len(up) > 0 && up[0].Role == string(chat.RoleSystem) && up[0].Content != "" {
 		split := 0
-		if len(history) > 0 && history[0].Role == chat.RoleSystem && history[0].Stable < len(up[0].Content) {
+		if len(history) > 0 && history[0].Content == up[0].Content && history[0].Stable < len(up[0].Content) {
 			split = history[0].Stable
 		}
 		out = append(out, breakpoint{index: 0, split: split})

@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"relaybot/audit"
 	"relaybot/config"
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
+	"relaybot/policy"
 	"relaybot/store"
 )
 
@@ -186,5 +188,35 @@ func TestAReminderArrivesOnceInItsDiscordChannel(t *testing.T) {
 	e.waitLog(`msg="tasks: run delivered" run=1`)
 	if n := len(slices.DeleteFunc(texts(), func(s string) bool { return s != "Deploy window opens now." })); n != 1 {
 		t.Errorf("the reminder arrived %d times: %q", n, texts())
+	}
+}
+
+// schedule_task answers to the tool policies as any tool: denied in a chat, the model reads the
+// refusal, no task is made, and the call is in the audit log as a native tool's, denied.
+func TestScheduleTaskIsDeniedByAToolPolicyAndAudited(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.toml().set("tools", taskTools...).parse(t)
+	cfg.Tools.Policy = []policy.Rule{{Tool: "schedule_task", Chats: []string{"telegram:4343"}, Action: "deny"}}
+	stop := e.start(cfg)
+	e.llm.Push(llm.ToolCalls(llm.Call{ID: "call_1", Name: "schedule_task", Args: []string{`{"message":"x","in":"1h"}`}}),
+		llm.Text("I may not."))
+	e.say(4343, "remind me in an hour")
+	e.waitBotText(4343, "the model's answer", contains("I may not."))
+	reqs := e.llm.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if tool := last[len(last)-1]; tool.Role != "tool" || !strings.HasPrefix(tool.Content, "err:") {
+		t.Errorf("the model read %q, want the policy's refusal", tool.Content)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.openStore()
+	defer st.Close()
+	if ts, _ := st.Tasks.ListTasks(context.Background(), store.TaskFilter{}); len(ts) != 0 {
+		t.Errorf("a denied schedule_task made %d tasks", len(ts))
+	}
+	rows, _, err := st.ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "schedule_task"})
+	if err != nil || len(rows) != 1 || rows[0].Status != audit.StatusDenied || rows[0].Source != audit.SourceNative {
+		t.Errorf("audit rows = %+v (%v), want one native call, denied", rows, err)
 	}
 }
