@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -78,16 +79,9 @@ func threadName(in adapters.Inbound) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
 	line = strings.Join(strings.Fields(line), " ")
 	if line == "" {
-		line = "Question from " + cmpOr(userName, "a member")
+		line = "Question from " + cmp.Or(userName, "a member")
 	}
 	return ellipsis.Cut(line, maxThreadName)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // archiveMinutes is Options.AutoArchive, or a day when unset.
