@@ -27,7 +27,9 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/coord"
+	"relaybot/pipeline/memory"
 	"relaybot/store"
+	"relaybot/tools"
 )
 
 // Store is what the admin server reads from the database: one query type a field, as
@@ -92,16 +94,10 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// ServerHealth is the state of one MCP server, as the health function reports it. cmd/bot maps
-// the MCP loader's health (tools/mcp.ServerHealth) onto it, so admin does not depend on the MCP
-// package.
+// ServerHealth is one MCP server as the servers page and API show it: its health as the MCP
+// loader reports it, and its OAuth login.
 type ServerHealth struct {
-	Name      string    `json:"name"`
-	Transport string    `json:"transport"`
-	State     string    `json:"state"` // "up", "connecting" or "down"
-	Tools     int       `json:"tools"`
-	Error     string    `json:"error,omitempty"` // the latest connection failure, if any
-	Since     time.Time `json:"since,omitzero"`  // when the server entered State
+	tools.ServerHealth
 	// Login is the OAuth login of a server with auth = "oauth" ("connected", "needs login",
 	// "not connected"), "" for others; LoginDetail says why or until when.
 	Login       string `json:"login,omitempty"`
@@ -112,7 +108,7 @@ type ServerHealth struct {
 func (h ServerHealth) Connect() string { return connectURL(h.Name) }
 
 // Up reports whether the server is connected and answering.
-func (h ServerHealth) Up() bool { return h.State == "up" }
+func (h ServerHealth) Up() bool { return h.State == tools.ServerUp }
 
 // Options configure New.
 type Options struct {
@@ -124,7 +120,7 @@ type Options struct {
 	// Store is the part of the database the pages and the API read, every field required.
 	Store Store
 	// MCPHealth reports the MCP servers' health; nil shows no servers.
-	MCPHealth func() []ServerHealth
+	MCPHealth func() []tools.ServerHealth
 	// WebChat is the local web chat (adapters/web), mounted at /chat behind the login; nil
 	// leaves /chat out.
 	WebChat http.Handler
@@ -154,6 +150,9 @@ type Options struct {
 	Proxies *Proxies
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Memory is what the bot remembers of people (the memories page and API); nil: memory is
+	// off, and they say so.
+	Memory *memory.Memory
 	// Instances lists the live replicas when several share the database; nil lists none.
 	Instances func(ctx context.Context) ([]coord.Instance, error)
 	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
@@ -306,6 +305,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/turns", s.requireBearer(http.HandlerFunc(s.apiTurns)))
 	mux.Handle("GET /api/v1/consents", s.requireBearer(http.HandlerFunc(s.apiConsents)))
 	mux.Handle("DELETE /api/v1/consents/{id}", s.requireBearer(http.HandlerFunc(s.apiRevokeConsent)))
+	mux.Handle("GET /api/v1/memories", s.requireBearer(http.HandlerFunc(s.apiMemories)))
+	mux.Handle("DELETE /api/v1/memories/{id}", s.requireBearer(http.HandlerFunc(s.apiForgetMemory)))
 	mux.Handle("GET /api/v1/tasks", s.requireBearer(http.HandlerFunc(s.apiTasks)))
 	mux.Handle("DELETE /api/v1/tasks/{id}", s.requireBearer(http.HandlerFunc(s.apiCancelTask)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -329,6 +330,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/usage", s.requireLogin(http.HandlerFunc(s.usagePage)))
 	mux.Handle("GET /admin/consents", s.requireLogin(http.HandlerFunc(s.consentsPage)))
 	mux.Handle("POST /admin/consents/{id}/revoke", s.requireLogin(http.HandlerFunc(s.consentRevokePage)))
+	mux.Handle("GET /admin/memories", s.requireLogin(http.HandlerFunc(s.memoriesPage)))
+	mux.Handle("POST /admin/memories/{id}/forget", s.requireLogin(http.HandlerFunc(s.memoryForgetPage)))
 	mux.Handle("GET /admin/tasks", s.requireLogin(http.HandlerFunc(s.tasksPage)))
 	mux.Handle("POST /admin/tasks/{id}/cancel", s.requireLogin(http.HandlerFunc(s.taskCancelPage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))

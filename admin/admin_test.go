@@ -19,6 +19,7 @@ import (
 	"relaybot/chat"
 	"relaybot/store"
 	"relaybot/store/storetest"
+	"relaybot/tools"
 )
 
 const testToken = "test-admin-token-0123456789"
@@ -362,9 +363,9 @@ func TestAPIMCPServers(t *testing.T) {
 	st := storetest.Open(t, storetest.SQLite)
 	since := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
-		o.MCPHealth = func() []ServerHealth {
-			return []ServerHealth{
-				{Name: "wx", Transport: "stdio", State: "down", Error: "process exited: status 1", Since: since},
+		o.MCPHealth = func() []tools.ServerHealth {
+			return []tools.ServerHealth{
+				{Name: "wx", Transport: "stdio", State: "down", LastError: "process exited: status 1", Since: since},
 				{Name: "docs", Transport: "http", State: "up", Tools: 4, Since: since},
 			}
 		}
@@ -375,7 +376,7 @@ func TestAPIMCPServers(t *testing.T) {
 	if code := getJSON(t, ts, "/api/v1/mcp-servers", testToken, &got); code != http.StatusOK {
 		t.Fatalf("status %d", code)
 	}
-	if len(got.Items) != 2 || got.Items[0].Name != "docs" || !got.Items[0].Up() || got.Items[1].Up() || got.Items[1].Error == "" {
+	if len(got.Items) != 2 || got.Items[0].Name != "docs" || !got.Items[0].Up() || got.Items[1].Up() || got.Items[1].LastError == "" {
 		t.Errorf("servers = %+v, want docs up then wx down with its error", got.Items)
 	}
 }

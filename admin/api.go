@@ -190,12 +190,13 @@ func (s *Server) mcpHealth() []ServerHealth {
 	if s.opts.MCPHealth == nil {
 		return []ServerHealth{}
 	}
-	h := slices.Clone(s.opts.MCPHealth())
-	slices.SortFunc(h, func(a, b ServerHealth) int { return strings.Compare(a.Name, b.Name) })
-	if h == nil {
-		h = []ServerHealth{}
+	hs := s.opts.MCPHealth()
+	out := make([]ServerHealth, len(hs))
+	for i, h := range hs {
+		out[i] = ServerHealth{ServerHealth: h}
 	}
-	return h
+	slices.SortFunc(out, func(a, b ServerHealth) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func (s *Server) apiMCPServers(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,7 @@ import (
 	"relaybot/adapters/web"
 	"relaybot/internal/testkit/headless"
 	"relaybot/store/storetest"
+	"relaybot/tools"
 )
 
 // newBrowser starts a headless Chromium with a fresh profile; it ends with the test.
@@ -107,10 +108,10 @@ func TestBrowserAdminAndWebChat(t *testing.T) {
 	}
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.WebChat = chat.Handler()
-		o.MCPHealth = func() []ServerHealth {
-			return []ServerHealth{
+		o.MCPHealth = func() []tools.ServerHealth {
+			return []tools.ServerHealth{
 				{Name: "wx", Transport: "stdio", State: "up", Tools: 3, Since: seed.base},
-				{Name: "web", Transport: "http", State: "down", Error: "dial tcp 127.0.0.1:9: connection refused", Since: seed.base},
+				{Name: "web", Transport: "http", State: "down", LastError: "dial tcp 127.0.0.1:9: connection refused", Since: seed.base},
 			}
 		}
 	})

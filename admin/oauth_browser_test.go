@@ -12,6 +12,7 @@ import (
 	astest "relaybot/internal/testkit/oauth"
 	"relaybot/store"
 	"relaybot/store/storetest"
+	"relaybot/tools"
 	"relaybot/tools/mcp/oauth"
 )
 
@@ -34,8 +35,8 @@ func TestBrowserAdminConnectsAnOAuthMCPServer(t *testing.T) {
 	logins, as := newLogins(t, st)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.OAuth = logins
-		o.MCPHealth = func() []ServerHealth {
-			return []ServerHealth{{Name: "tracker", Transport: "http", State: "down", Error: "needs an admin to log in"}}
+		o.MCPHealth = func() []tools.ServerHealth {
+			return []tools.ServerHealth{{Name: "tracker", Transport: "http", State: "down", LastError: "needs an admin to log in"}}
 		}
 	})
 	bctx := newBrowser(t)

@@ -17,6 +17,7 @@ import (
 
 	"relaybot/audit"
 	"relaybot/store/storetest"
+	"relaybot/tools"
 )
 
 // loggedIn returns a client that logged in through the form, and the page's logout CSRF token.
@@ -133,8 +134,8 @@ func TestPages(t *testing.T) {
 	st := storetest.Open(t, storetest.SQLite)
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
-		o.MCPHealth = func() []ServerHealth {
-			return []ServerHealth{{Name: "wx", Transport: "stdio", State: "down", Error: "exec: wx-server: not found"}}
+		o.MCPHealth = func() []tools.ServerHealth {
+			return []tools.ServerHealth{{Name: "wx", Transport: "stdio", State: "down", LastError: "exec: wx-server: not found"}}
 		}
 		o.WebChat = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "chat here") })
 	})
@@ -315,8 +316,8 @@ func TestDetailShowsTheTurnsMessages(t *testing.T) {
 // parsed once.
 func TestEveryPageParses(t *testing.T) {
 	pages := newPages()
-	if len(pages) != 13 {
-		t.Errorf("%d pages, want the 13 the handlers render", len(pages))
+	if len(pages) != 14 {
+		t.Errorf("%d pages, want the 14 the handlers render", len(pages))
 	}
 	for name, parse := range pages {
 		first, err := parse()

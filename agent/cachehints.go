@@ -23,7 +23,7 @@ var cacheControl = json.RawMessage(`{"type":"ephemeral"}`)
 
 // breakpoints places the request's markers (Anthropic takes four at most; three are used): the
 // system prompt's stable part, the last message of the history (before the newest user
-// message), and the last message sent, whose prefix the next round or turn reads back. A
+// message and any system message the turn put before it), and the last message sent, whose prefix the next round or turn reads back. A
 // message without text (an assistant's tool calls) passes its marker to the one before.
 func breakpoints(up []openai.ChatCompletionMessage, history []chat.Message) []breakpoint {
 	var out []breakpoint
@@ -48,8 +48,15 @@ func breakpoints(up []openai.ChatCompletionMessage, history []chat.Message) []br
 			newest = i
 		}
 	}
-	if newest > 0 {
-		add(newest - 1)
+	// The history ends before the system messages the turn puts right before its user message
+	// (the speaker's remembered facts): they change every turn, and a marker on them would cache
+	// nothing the next turn sends again.
+	last := newest - 1
+	for last > 0 && up[last].Role == string(chat.RoleSystem) {
+		last--
+	}
+	if last > 0 {
+		add(last)
 	}
 	add(len(up) - 1)
 	return out

@@ -106,6 +106,32 @@ func TestCacheBreakpointsGoOnlyToTheModelsConfiguredForThem(t *testing.T) {
 	}
 }
 
+// The speaker's remembered facts, a system message right before the newest user message, change
+// every turn: the history's marker stays on the history's last message, not on them.
+func TestTheHistoryMarkerSkipsTheTurnsMemoryBlock(t *testing.T) {
+	srv := newServers(t, 1)[0]
+	r, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{Name: "claude", BaseURL: srv.URL, Model: "anthropic/claude-sonnet-4.5", Timeout: 10 * time.Second}, CacheBreakpoints: true}}, agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []chat.Message{
+		{Role: chat.RoleSystem, Content: "You are the club's assistant."},
+		{Role: chat.RoleUser, Content: "hello"},
+		{Role: chat.RoleAssistant, Content: "Hi."},
+		{Role: chat.RoleSystem, Content: "<remembered_facts>\n- Has a cat called Tom\n</remembered_facts>"},
+		{Role: chat.RoleUser, Content: "what is my cat called?"},
+	}
+	srv.Push(llm.Text("Tom."))
+	mustOK(t, r.Run(t.Context(), agent.Request{Messages: msgs, Stream: true}, nil))
+	sent := srv.Requests()[0].Messages
+	if _, n := marked(t, sent[2].Raw); n != 1 {
+		t.Errorf("the history's last message %s is not marked", sent[2].Raw)
+	}
+	if _, n := marked(t, sent[3].Raw); n != 0 {
+		t.Errorf("the memory block %s is marked: the cache would keep what the next turn does not send", sent[3].Raw)
+	}
+}
+
 // An answer asked for whole (not streamed) carries its usage in the body: the cache's tokens are
 // read from it as from a stream's last chunk (DeepSeek's fields here).
 func TestAWholeAnswersCachedTokensAreRead(t *testing.T) {

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"relaybot/policy"
+	"relaybot/provider"
 )
 
 // Config is the whole config.toml.
@@ -40,6 +43,9 @@ type Config struct {
 	Speech   Speech   `toml:"speech"`
 	OTel     OTel     `toml:"otel"`
 	Tasks    Tasks    `toml:"tasks"`
+
+	Embeddings Embeddings `toml:"embeddings"`
+	Memory     Memory     `toml:"memory"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
@@ -72,15 +78,13 @@ type Storage struct {
 	Retention time.Duration `toml:"retention_days"`
 }
 
-// Model is one LLM candidate; the first is primary, the rest are fallbacks in order.
+// Model is one LLM candidate; the first is primary, the rest are fallbacks in order. Its
+// endpoint (name, base_url, api_key, model, timeout_sec) is the provider's noun, as the runner
+// takes it.
 type Model struct {
-	Name           string        `toml:"name"`
-	BaseURL        string        `toml:"base_url"`
-	APIKey         string        `toml:"api_key"`
-	Model          string        `toml:"model"`
-	SupportsTools  bool          `toml:"supports_tools"`
-	SupportsVision bool          `toml:"supports_vision"`
-	Timeout        time.Duration `toml:"timeout_sec"`
+	provider.Endpoint
+	SupportsTools  bool `toml:"supports_tools"`
+	SupportsVision bool `toml:"supports_vision"`
 	// ContextWindow is the tokens the model reads at most; MaxOutputTokens the room kept for its
 	// answer. Left out: KnownBudget of the model id.
 	ContextWindow   int `toml:"context_window"`
@@ -185,7 +189,7 @@ type Tools struct {
 	// Native enables built-in tools by name; empty means all.
 	Native []string `toml:"native"`
 	// Policy are the [[tools.policy]] rules: allow, ask or deny a tool for roles and chats.
-	Policy []ToolPolicy `toml:"policy"`
+	Policy []policy.Rule `toml:"policy"`
 	// ApprovalTimeout is how long an "ask" call waits for an answer before it is denied.
 	ApprovalTimeout time.Duration `toml:"approval_timeout_sec"`
 	// ElicitationTimeout is how long a tool's question (MCP elicitation) waits for an answer
@@ -205,17 +209,6 @@ type Tools struct {
 	AlwaysAllow time.Duration `toml:"always_allow_days"`
 	// MaxOpenQuestions is how many approval questions of one user may wait at once.
 	MaxOpenQuestions int `toml:"max_open_questions"`
-}
-
-// ToolPolicy is one [[tools.policy]] rule (tools.Rule).
-type ToolPolicy struct {
-	Tool      string   `toml:"tool"`   // name or glob as the model sees it
-	Source    string   `toml:"source"` // native | plugin | mcp | skill
-	Server    string   `toml:"server"` // MCP server name
-	Roles     []string `toml:"roles"`  // admins | users | chat_admins | discord_role:ID
-	Chats     []string `toml:"chats"`  // "platform:chat_id"
-	Action    string   `toml:"action"` // allow | ask | deny
-	Approvers []string `toml:"approvers"`
 }
 
 // Telegram configures the Telegram adapter.
@@ -430,26 +423,11 @@ type OTel struct {
 	TraceURL string `toml:"trace_url"`
 }
 
-// QuotaLimits caps tokens (in and out together) and cost per UTC day and month; 0 is no cap.
-type QuotaLimits struct {
-	TokensPerDay   int64   `toml:"tokens_per_day"`
-	TokensPerMonth int64   `toml:"tokens_per_month"`
-	CostPerDay     float64 `toml:"cost_per_day"`
-	CostPerMonth   float64 `toml:"cost_per_month"`
-}
-
-// QuotaOverride gives the users and roles it lists their own per-user limits.
-type QuotaOverride struct {
-	Users []string `toml:"users"` // "platform:user_id" or "*:user_id"
-	Roles []string `toml:"roles"` // "discord_role:ID" | "chat_admins"
-	QuotaLimits
-}
-
 // Quotas caps what each user and each chat may spend on the models.
 type Quotas struct {
-	User      QuotaLimits     `toml:"user"`
-	Chat      QuotaLimits     `toml:"chat"`
-	Overrides []QuotaOverride `toml:"overrides"`
+	User      policy.Limits     `toml:"user"`
+	Chat      policy.Limits     `toml:"chat"`
+	Overrides []policy.Override `toml:"overrides"`
 	// AdminsCounted holds bot admins to the quotas too (default: admins are exempt).
 	AdminsCounted bool `toml:"admins_counted"`
 }
@@ -507,6 +485,7 @@ func Default() Config {
 		Log:      Log{Level: "info", Format: "text"},
 		Media:    defaultMedia(),
 		Speech:   defaultSpeech(),
+		Memory:   defaultMemory(),
 	}
 }
 
@@ -557,11 +536,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	}
 	scaleDurations(reflect.ValueOf(&cfg).Elem(), raw)
 	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, 0, len(und))
-		for _, k := range und {
-			keys = append(keys, k.String())
-		}
-		return nil, fmt.Errorf("%s: unknown key", strings.Join(keys, ", "))
+		return nil, unknownKeys(und)
 	}
 	missing := map[string][]string{}
 	var refused []error
@@ -714,6 +689,7 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		}
 	}
 	c.fillSpeechDefaults()
+	c.fillEmbeddingDefaults()
 	for i := range c.MCP.Servers {
 		s := &c.MCP.Servers[i]
 		key := fmt.Sprintf("mcp.servers[%d]", i)

@@ -40,7 +40,14 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 	}{
 		{"rounds zero", minimal + "[agent]\nmax_tool_rounds = 0\n", "agent.max_tool_rounds: must be between 1 and 1024, got 0"},
 		{"no models", "", "models: at least one [[models]] entry is required"},
-		{"unknown key", minimal + "[agent]\nmax_rounds = 3\n", "agent.max_rounds: unknown key"},
+		{"unknown key", minimal + "[agent]\nmax_rounds = 3\n", "agent.max_rounds: unknown key; did you mean agent.max_tool_rounds?"},
+		{"misspelt key", minimal + "[chat]\nqueue_sise = 3\n", "chat.queue_sise: unknown key; did you mean chat.queue_size?"},
+		{"key with its unit left out", minimal + "[chat]\nturn_timeout = 60\n", "chat.turn_timeout: unknown key; did you mean chat.turn_timeout_sec?"},
+		{"misspelt key of an entry", minimal[:len(minimal)-1] + "\napi_kye = \"k\"\n", "models.api_kye: unknown key; did you mean models.api_key?"},
+		{"dash for underscore", minimal + "[admin]\nweb-chat = true\n", "admin.web-chat: unknown key; did you mean admin.web_chat?"},
+		{"key in the wrong table", minimal + "[agent]\nqueue_size = 3\n", "agent.queue_size: unknown key; did you mean chat.queue_size?"},
+		{"misspelt table", minimal + "[chats]\nqueue_size = 3\n", "[chats]: unknown table; did you mean [chat]?"},
+		{"misspelt array table", minimal + "[[mcp.server]]\nname = \"a\"\n", "[mcp.server]: unknown table; did you mean [mcp.servers]?"},
 		{"bad cache", minimal + "[[models]]\nbase_url=\"http://127.0.0.1:2/v1\"\nmodel=\"m2\"\ncache = \"always\"\n", `models[1].cache: must be one of "auto", "anthropic", "off", got "always"`},
 		{"negative cache price", minimal + "[[models]]\nbase_url=\"http://127.0.0.1:2/v1\"\nmodel=\"m2\"\nprice_cached_in = -1.0\n", "models[1].price_cached_in: prices must be 0 or more"},
 		{"bad enum", minimal + "[output]\nexception_handling = \"loud\"\n", `output.exception_handling: must be one of "show-hint", "show-error", "hide", got "loud"`},
@@ -402,5 +409,15 @@ func TestOAuthServersNeedTheSecretKey(t *testing.T) {
 				t.Errorf("the error repeats the key: %v", err)
 			}
 		})
+	}
+}
+
+// TestUnknownKeysAreNamedOnceAndGuessedOnlyWhenNear: a key far from every known one gets no
+// guess, and the keys inside an unknown table are not listed after it.
+func TestUnknownKeysAreNamedOnceAndGuessedOnlyWhenNear(t *testing.T) {
+	_, err := Parse([]byte(minimal+"[chat]\nxyzzy = 1\n[chats]\nqueue_size = 3\nbusy = \"queue\"\n"), env(nil))
+	want := "chat.xyzzy: unknown key\n[chats]: unknown table; did you mean [chat]?"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v, want %q", err, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"relaybot/provider"
 )
 
 // Media limits the files users send: [media].
@@ -18,12 +20,8 @@ type Media struct {
 // SpeechModel is one transcription endpoint: [speech] itself is the first, [[speech.fallbacks]]
 // the others, tried in order with the chat models' fallback rules.
 type SpeechModel struct {
-	Name           string        `toml:"name"`
-	BaseURL        string        `toml:"base_url"`
-	APIKey         string        `toml:"api_key"`
-	Model          string        `toml:"model"`
-	Timeout        time.Duration `toml:"timeout_sec"`
-	PricePerMinute float64       `toml:"price_per_minute"`
+	provider.Endpoint
+	PricePerMinute float64 `toml:"price_per_minute"`
 }
 
 // Speech configures voice in and out: [speech].
@@ -57,7 +55,7 @@ func (s Speech) Candidates() []SpeechModel {
 func defaultMedia() Media { return Media{MaxBytes: 20 << 20, DocumentShare: 0.25} }
 
 func defaultSpeech() Speech {
-	return Speech{SpeechModel: SpeechModel{Timeout: defaultModelTimeout}, MaxAudio: 10 * time.Minute, Reply: "off", MaxReplyChars: 1000, TTSModel: "tts-1", Voice: "alloy"}
+	return Speech{SpeechModel: SpeechModel{Endpoint: provider.Endpoint{Timeout: defaultModelTimeout}}, MaxAudio: 10 * time.Minute, Reply: "off", MaxReplyChars: 1000, TTSModel: "tts-1", Voice: "alloy"}
 }
 
 // fillSpeechDefaults names the candidates and gives fallbacks the default timeout and the

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // default_timezone is checked on hosts without a zoneinfo database
+
+	"relaybot/policy"
 )
 
 // validate checks every key and returns all problems at once, each naming its key.
@@ -34,6 +36,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	c.validateMCP(p)
 	c.validateAdmin(p)
 	c.validateMedia(p.bad, p.httpURL)
+	c.validateMemory(p, names)
 	c.validateTasks(p)
 	return errors.Join(p.errs...)
 }
@@ -431,7 +434,7 @@ func (c *Config) validatePolicy(bad func(key, format string, args ...any)) {
 
 // validateQuotas checks that no limit is negative and that overrides name users and roles.
 func (c *Config) validateQuotas(bad func(key, format string, args ...any)) {
-	limits := func(key string, l QuotaLimits) {
+	limits := func(key string, l policy.Limits) {
 		if l.TokensPerDay < 0 || l.TokensPerMonth < 0 || l.CostPerDay < 0 || l.CostPerMonth < 0 ||
 			math.IsNaN(l.CostPerDay) || math.IsNaN(l.CostPerMonth) {
 			bad(key, "limits must be 0 (no limit) or more")
@@ -441,7 +444,7 @@ func (c *Config) validateQuotas(bad func(key, format string, args ...any)) {
 	limits("quotas.chat", c.Quotas.Chat)
 	for i, o := range c.Quotas.Overrides {
 		key := fmt.Sprintf("quotas.overrides[%d]", i)
-		limits(key, o.QuotaLimits)
+		limits(key, o.Limits)
 		if len(o.Users) == 0 && len(o.Roles) == 0 {
 			bad(key, "must list users or roles")
 		}

@@ -62,12 +62,8 @@ const (
 )
 
 func (l Limits) withDefaults() Limits {
-	if l.Pages <= 0 {
-		l.Pages = DefaultMaxPages
-	}
-	if l.Inflated <= 0 {
-		l.Inflated = DefaultMaxInflated
-	}
+	l.Pages = OrDefault(l.Pages, DefaultMaxPages)
+	l.Inflated = OrDefault(l.Inflated, DefaultMaxInflated)
 	return l
 }
 

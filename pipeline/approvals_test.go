@@ -5,6 +5,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/internal/testkit/wait"
+	"relaybot/policy"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +52,7 @@ func (a *askResponder) Ask(ctx context.Context, q adapters.Question, decide func
 // In a group, only the approvers the rule names may answer: a bystander's press is refused and
 // told why, and the question waits for the asker.
 func TestApprovalRefusesABystander(t *testing.T) {
-	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk, Approvers: []string{tools.ApproverAsker}}})
+	policy, err := tools.NewPolicy([]policy.Rule{{Tool: "echo", Action: policy.ActionAsk, Approvers: []string{tools.ApproverAsker}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestApprovalRefusesABystander(t *testing.T) {
 
 // A platform without buttons cannot approve: the call is denied and the model is told so.
 func TestAskWithoutButtonsIsDenied(t *testing.T) {
-	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk}})
+	policy, err := tools.NewPolicy([]policy.Rule{{Tool: "echo", Action: policy.ActionAsk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestAskWithoutButtonsIsDenied(t *testing.T) {
 
 // /stop while a question waits ends the turn: the call is denied as cancelled, the tool never runs.
 func TestStopWhileWaitingForApproval(t *testing.T) {
-	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk}})
+	policy, err := tools.NewPolicy([]policy.Rule{{Tool: "echo", Action: policy.ActionAsk}})
 	if err != nil {
 		t.Fatal(err)
 	}

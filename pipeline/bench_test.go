@@ -10,6 +10,7 @@ import (
 
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/quota"
+	"relaybot/policy"
 	"relaybot/store"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkTurn(b *testing.B) {
 // call checks both and reserves its tokens before its request.
 func BenchmarkTurnWithQuota(b *testing.B) {
 	checks := &countedUsage{}
-	h := newBenchHarness(b, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1 << 40}, Chat: quota.Limits{TokensPerDay: 1 << 40}},
+	h := newBenchHarness(b, Options{Quotas: quota.Policy{User: policy.Limits{TokensPerDay: 1 << 40}, Chat: policy.Limits{TokensPerDay: 1 << 40}},
 		Usage: checks})
 	checks.log = h.store.Usage
 	benchTurns(b, h)

@@ -132,6 +132,7 @@ func (c *commands) compact(ctx context.Context, r *request) {
 	}
 	m := c.quotas.Meter(r.in, 0, log)
 	h.Meter = m.ForSummary()
+	h.BeforeCompact = c.learnRounds(r.in, log)
 	n := len(h.Rounds)
 	err = c.history.Compact(ctx, h, n, log)
 	for _, call := range h.Calls {

@@ -17,6 +17,7 @@ import (
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
+	"relaybot/policy"
 	"relaybot/provider"
 	"relaybot/store"
 	"relaybot/tools"
@@ -69,7 +70,7 @@ func TestCommandFailuresShowTheHintNotTheDatabase(t *testing.T) {
 // answers another member's message with that member's rights: a tool denied to members is not
 // offered, though the admin may use it.
 func TestRetryAnswersYourOwnMessageAndAnothersWithTheirRights(t *testing.T) {
-	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Roles: []string{tools.RoleUsers}, Action: tools.ActionDeny}})
+	policy, err := tools.NewPolicy([]policy.Rule{{Tool: "echo", Roles: []string{tools.RoleUsers}, Action: policy.ActionDeny}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func groupMsg(user, id, text string) adapters.Inbound {
 // (a new pipeline over the same database); the asker cannot give that one. /allowed lists the
 // consents and /allowed revoke ends one, for those who may.
 func TestAlwaysAllowBelongsToWhomItCovers(t *testing.T) {
-	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk,
+	policy, err := tools.NewPolicy([]policy.Rule{{Tool: "echo", Action: policy.ActionAsk,
 		Approvers: []string{tools.ApproverAsker, tools.ApproverChatAdmins}}})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +236,7 @@ func (a *heldAsker) Ask(ctx context.Context, q adapters.Question, decide func(ad
 // meanwhile, and goes on once approved; a user with tools.max_open_questions questions waiting
 // is not asked another: the call is denied and the model told why.
 func TestAWaitingQuestionGivesItsSlotBack(t *testing.T) {
-	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk}})
+	policy, err := tools.NewPolicy([]policy.Rule{{Tool: "echo", Action: policy.ActionAsk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestPerChatToolsHoldInThreads(t *testing.T) {
 // told which values look like secrets and are hidden, and a call too long for the question goes
 // along whole as a file posted before it.
 func TestApprovalQuestionShowsTheWholeCall(t *testing.T) {
-	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "echo", Action: tools.ActionAsk}})
+	policy, err := tools.NewPolicy([]policy.Rule{{Tool: "echo", Action: policy.ActionAsk}})
 	if err != nil {
 		t.Fatal(err)
 	}

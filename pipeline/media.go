@@ -383,15 +383,9 @@ func newMediaReader(o *Options, ob *outbox) *mediaReader {
 
 // filled returns o with the defaults of the fields left zero.
 func (o MediaOptions) filled() MediaOptions {
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultMediaMaxBytes
-	}
-	if o.MaxAudio <= 0 {
-		o.MaxAudio = DefaultMaxAudio
-	}
-	if o.DocumentShare <= 0 {
-		o.DocumentShare = DefaultDocumentShare
-	}
+	o.MaxBytes = media.OrDefault(o.MaxBytes, DefaultMediaMaxBytes)
+	o.MaxAudio = media.OrDefault(o.MaxAudio, DefaultMaxAudio)
+	o.DocumentShare = media.OrDefault(o.DocumentShare, DefaultDocumentShare)
 	return o
 }
 

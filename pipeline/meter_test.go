@@ -15,6 +15,7 @@ import (
 	"relaybot/internal/testkit/wait"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
+	"relaybot/policy"
 	"relaybot/store"
 	"relaybot/store/storetest"
 	"relaybot/tools"
@@ -85,7 +86,7 @@ func TestCutStreamCountsWhatItCost(t *testing.T) {
 
 // /compact's model call is counted against the user who asked and held to their quota.
 func TestCompactIsCountedAndQuotaChecked(t *testing.T) {
-	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 600}}})
+	h := newHarness(t, Options{Quotas: quota.Policy{User: policy.Limits{TokensPerDay: 600}}})
 	h.llm.Push(usedTokens(100, 10, "first answer"), usedTokens(500, 50, "the summary"))
 	<-h.handle(privateMsg("7", "1", "hello"), &recResponder{stream: true})
 	out := &recResponder{}
@@ -172,7 +173,7 @@ var meterBudget = []history.ModelBudget{{Name: "primary", ContextWindow: 8192, M
 // (its prompt and max_output_tokens) fills: one reaches the model, the others are refused before
 // any model request.
 func TestConcurrentTurnsAreHeldToTheQuota(t *testing.T) {
-	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}})
+	h := newHarness(t, Options{Quotas: quota.Policy{User: policy.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}})
 	heldToOne(t, h.llm, []*harness{h}, quotaMsgs("7", 4))
 	if u := usageOf(t, h.store.Usage, "7"); u.Calls != 1 || u.Estimated != 0 {
 		t.Fatalf("usage = %+v, want the one answered call, settled at its reported usage", u)
@@ -188,7 +189,7 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 	var hs []*harness
 	for i := range 2 {
 		st := storetest.OpenWith(t, store.Options{Driver: store.DriverPostgres, DSN: dsn, Instance: fmt.Sprintf("replica-%d", i)})
-		h := newHarnessOn(t, srv, st, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}}, tools.ManagerOptions{}, nil)
+		h := newHarnessOn(t, srv, st, Options{Quotas: quota.Policy{User: policy.Limits{TokensPerDay: 1000}}, Models: ModelOptions{Budgets: meterBudget}}, tools.ManagerOptions{}, nil)
 		hs = append(hs, h)
 	}
 	heldToOne(t, srv, hs, quotaMsgs("7", 4))
@@ -197,7 +198,7 @@ func TestConcurrentTurnsAreHeldToTheQuotaAcrossReplicas(t *testing.T) {
 // The walk-through: a quota of 1,000 tokens, three answers stopped after their first
 // words, and the fourth message is refused before any model request.
 func TestStoppedAnswersUseUpTheQuota(t *testing.T) {
-	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}},
+	h := newHarness(t, Options{Quotas: quota.Policy{User: policy.Limits{TokensPerDay: 1000}},
 		Models: ModelOptions{Budgets: []history.ModelBudget{{Name: "primary", ContextWindow: 8192, MaxOutputTokens: 100}}}})
 	question := "Write me a long essay about " + strings.Repeat("the history of the steam engine, ", 12)
 	for i := range 3 {

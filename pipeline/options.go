@@ -12,6 +12,7 @@ import (
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/memory"
 	"relaybot/pipeline/quota"
 	"relaybot/tools"
 )
@@ -52,6 +53,9 @@ type Options struct {
 	// Media says how voice notes, audio, documents and image files are read, and whether
 	// answers are spoken too (media.go).
 	Media MediaOptions
+	// Memory, when set, recalls the speaker's facts into each turn, learns from their messages
+	// after the answer is delivered, and answers /memory and /forget (memory.go); nil: off.
+	Memory *memory.Memory
 
 	// Tasks answers /tasks and /timezone (package tasks); nil: the commands say scheduled tasks
 	// are off.

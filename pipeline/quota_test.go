@@ -11,6 +11,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/quota"
+	"relaybot/policy"
 )
 
 func usedTokens(in, out int, text string) llm.Reply {
@@ -25,7 +26,7 @@ func TestQuotaStopsTheNextTurnBeforeAnyModelRequest(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
 	h := newHarness(t, Options{
 		Access: access.Lists{Admins: []string{"telegram:1"}},
-		Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}},
+		Quotas: quota.Policy{User: policy.Limits{TokensPerDay: 1000}},
 		Now:    func() time.Time { return now },
 	})
 	h.llm.Push(usedTokens(900, 150, "first answer"))
@@ -112,7 +113,7 @@ func TestUsageCommandShowsCachedTokensAtTheirPrice(t *testing.T) {
 // next model call, with the quota message instead of the failure hint.
 func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
-	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
+	h := newHarness(t, Options{Quotas: quota.Policy{User: policy.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
 	h.llm.Push(llm.Reply{
 		Chunks: []llm.Chunk{{Content: "Let me check."}, {ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "c1", Name: "echo", Arguments: `{"text":"x"}`}}}},
 		Usage:  &llm.Usage{PromptTokens: 1100, CompletionTokens: 100},
@@ -140,7 +141,7 @@ func TestQuotaStopsATurnBetweenItsModelCalls(t *testing.T) {
 // refused before any model request.
 func TestAThreadsUsageCountsTowardItsChannelsQuota(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
-	h := newHarness(t, Options{Quotas: quota.Policy{Chat: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
+	h := newHarness(t, Options{Quotas: quota.Policy{Chat: policy.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }})
 	msg := func(channel, parent, id string) adapters.Inbound {
 		return adapters.Inbound{Chat: chat.Ref{Platform: chat.Discord, ChatID: channel}, ParentChatID: parent,
 			Kind: adapters.Group, MessageID: id, UserID: "5", UserName: "Ann", Text: "hello", Time: now}

@@ -48,6 +48,10 @@ type turn struct {
 	// answer, if any.
 	media  readMedia
 	spoken []chat.ModelCall
+	// remembered is the block of the speaker's facts the request carries (remember.go);
+	// recalled says it was looked up.
+	remembered string
+	recalled   bool
 }
 
 // turnParts are what a turn is run with: the agent, the store, the tools, and the pipeline's
@@ -88,6 +92,7 @@ func (p *turnParts) runTurn(ctx context.Context, r *request) {
 	t.speak(res, end.status)
 	t.title(res, end.status)
 	t.record(res, end, saved)
+	t.learn(end.status)
 }
 
 // ending is how a turn ended, as deliver found it and record saves it.
@@ -149,6 +154,7 @@ func (t *turn) start() bool {
 	t.log = t.log.With("conversation_id", t.hist.Conv.ID, "turn", t.id)
 	t.meter = t.parts.quotas.Meter(t.in, t.id, t.log)
 	t.hist.Meter = t.meter.ForSummary()
+	t.hist.BeforeCompact = t.parts.learnRounds(t.in, t.log)
 	if t.begin != nil {
 		t.begin.alone = func(st store.TurnStart) error {
 			return t.saving("start", func(ctx context.Context) error {
@@ -270,7 +276,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		t.req.Tools = tt.Specs()
 		t.req.Executor = tt
 	}
-	t.req.Messages = t.transcript(false)
+	t.req.Messages = t.withMemory(t.transcript(false))
 	if t.hist.Compacted {
 		p.outbox.notice(out, history.CompactedNotice, t.log)
 	}
@@ -312,7 +318,7 @@ func (t *turn) run() *agent.Result {
 		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
 		first, n := res, len(h.Calls)
 		h.Compacted = false
-		t.req.Messages = t.transcript(true)
+		t.req.Messages = t.withMemory(t.transcript(true))
 		calls = append(calls, h.Calls[n:]...)
 		if h.Compacted {
 			p.outbox.notice(t.r.out, history.CompactedNotice, t.log)

@@ -12,6 +12,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	"relaybot/pipeline/history"
 	"relaybot/pipeline/quota"
+	"relaybot/policy"
 	"relaybot/store"
 	"relaybot/store/storetest"
 )
@@ -98,7 +99,7 @@ func (noUsage) Usage(context.Context, store.UsageFilter) ([]store.UsageRow, erro
 // is not asked, and the turn and the user's message are saved as when the turn started alone.
 func TestAFirstCallRefusedByTheLedgerStillSavesTheTurnAndWhatTheUserSaid(t *testing.T) {
 	now := time.Now().UTC()
-	h := newHarness(t, Options{Quotas: quota.Policy{User: quota.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }, Usage: noUsage{}})
+	h := newHarness(t, Options{Quotas: quota.Policy{User: policy.Limits{TokensPerDay: 1000}}, Now: func() time.Time { return now }, Usage: noUsage{}})
 	ctx := context.Background()
 	if _, err := h.store.ModelCalls.StartLLMCall(ctx, store.LLMCallStart{Platform: "telegram", ChatID: "7", UserID: "7",
 		Call: chat.ModelCall{Model: "test-model", TokensIn: 900, TokensOut: 200, StartedAt: now}}); err != nil {

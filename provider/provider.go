@@ -16,20 +16,22 @@ import (
 	"relaybot/chat"
 )
 
-// Endpoint is one model at one provider.
+// Endpoint is one model at one provider. Its toml tags are the keys config.toml writes it
+// with ([[models]], [speech]): config decodes the file into it, so the runner and speech take
+// the value the file named, with no copy between.
 type Endpoint struct {
 	// Name labels the endpoint in logs, the audit trail, usage and metrics; Label falls back
 	// to Model when it is empty.
-	Name string
+	Name string `toml:"name"`
 	// BaseURL is the OpenAI-compatible API root, e.g. "https://api.openai.com/v1".
-	BaseURL string
+	BaseURL string `toml:"base_url"`
 	// APIKey is sent as a bearer token; it never appears in errors or logs.
-	APIKey string
+	APIKey string `toml:"api_key"`
 	// Model is the provider's model id ("gpt-4o-mini", "whisper-1", "tts-1", ...).
-	Model string
+	Model string `toml:"model"`
 	// Timeout bounds the wait for an answer: a whole request, or each chunk of a stream. Its
 	// callers say what zero means for them.
-	Timeout time.Duration
+	Timeout time.Duration `toml:"timeout_sec"`
 }
 
 // Label is the endpoint's Name, or its Model when it has none.

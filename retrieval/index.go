@@ -68,47 +68,83 @@ func Open(ctx context.Context, w, r *sql.DB, dialect, collection string) (*Index
 // Pgvector reports whether vectors are compared by pgvector (else in Go).
 func (x *Index) Pgvector() bool { return x.vecSchema != "" }
 
-// ownerKey is the keyword index's token for (collection, owner): letters and digits only, so the
-// tokenizer keeps it whole.
+// ownerKey is the keyword index's prefix for (collection, owner): letters and digits only, so the
+// tokenizer keeps a prefixed word whole.
 func (x *Index) ownerKey(owner string) string {
 	sum := sha256.Sum256([]byte(x.collection + "\x00" + owner))
 	return "k" + hex.EncodeToString(sum[:12])
 }
 
+// ownedWords is text as SQLite's keyword index stores it: each word prefixed with the owner's
+// key, so a word's postings are one owner's and a search reads only its owner's (an unprefixed
+// common word has postings in every owner's texts, all read by every search).
+func ownedWords(key, text string) string {
+	words := words(text)
+	for i, w := range words {
+		words[i] = key + w
+	}
+	return strings.Join(words, " ")
+}
+
 // Put stores d (replacing the text of the same item) with its vector in space s; a nil vec
 // stores none, and a replaced text loses the vectors of its old words.
 func (x *Index) Put(ctx context.Context, d Doc, vec []float32, s Space) error {
+	var vecs [][]float32
+	if vec != nil {
+		vecs = [][]float32{vec}
+	}
+	return x.PutMany(ctx, []Doc{d}, vecs, s)
+}
+
+// PutMany is Put of many docs in one transaction (an import): vecs is nil or holds one vector
+// (or nil) per doc.
+func (x *Index) PutMany(ctx context.Context, docs []Doc, vecs [][]float32, s Space) error {
+	if vecs != nil && len(vecs) != len(docs) {
+		return fmt.Errorf("retrieval: %d vectors for %d texts", len(vecs), len(docs))
+	}
 	tx, err := x.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
+		return fmt.Errorf("retrieval: put: %w", err)
 	}
 	defer tx.Rollback()
-	var id int64
-	err = tx.QueryRowContext(ctx, `INSERT INTO retrieval_docs (collection, item_id, owner, scope, body)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (collection, item_id) DO UPDATE SET owner = excluded.owner, scope = excluded.scope, body = excluded.body
-		RETURNING id`, x.collection, d.Item, d.Owner, d.Scope, d.Text).Scan(&id)
-	if err != nil {
-		return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_vectors WHERE doc_id = $1`, id); err != nil {
-		return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
-	}
-	if x.dialect == SQLite {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_docs_fts WHERE docid = $1`, id); err != nil {
-			return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
+	for i, d := range docs {
+		var vec []float32
+		if vecs != nil {
+			vec = vecs[i]
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_docs_fts (docid, owner_key, body) VALUES ($1, $2, $3)`,
-			id, x.ownerKey(d.Owner), d.Text); err != nil {
-			return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
-		}
-	}
-	if vec != nil {
-		if err := x.putVector(ctx, tx, id, vec, s); err != nil {
+		if err := x.put(ctx, tx, d, vec, s); err != nil {
 			return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
 		}
 	}
 	return tx.Commit()
+}
+
+func (x *Index) put(ctx context.Context, tx *sql.Tx, d Doc, vec []float32, s Space) error {
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO retrieval_docs (collection, item_id, owner, scope, body)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (collection, item_id) DO UPDATE SET owner = excluded.owner, scope = excluded.scope, body = excluded.body
+		RETURNING id`, x.collection, d.Item, d.Owner, d.Scope, d.Text).Scan(&id)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_vectors WHERE doc_id = $1`, id); err != nil {
+		return err
+	}
+	if x.dialect == SQLite {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_docs_fts WHERE docid = $1`, id); err != nil {
+			return err
+		}
+		key := x.ownerKey(d.Owner)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_docs_fts (docid, owner_key, body) VALUES ($1, $2, $3)`,
+			id, key, ownedWords(key, d.Text)); err != nil {
+			return err
+		}
+	}
+	if vec == nil {
+		return nil
+	}
+	return x.putVector(ctx, tx, id, vec, s)
 }
 
 // SetVectors stores the vectors of items (in space s) beside the texts already put; an item no

@@ -3,6 +3,7 @@ package retrieval_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -129,10 +130,50 @@ func TestSearchFindsAnOwnersTextsByWordsAndMeaningOnly(t *testing.T) {
 	})
 }
 
-func TestPgvectorIsUsedWhereTheServerHasIt(t *testing.T) {
+func TestPgvectorIsUsedWhereTheServerHasItAndItsGraphFindsAnOwnersTexts(t *testing.T) {
+	ctx := context.Background()
 	db := storetest.OpenPgvector(t)
-	if x := open(t, db, retrieval.Postgres, "memory"); !x.Pgvector() {
+	x := open(t, db, retrieval.Postgres, "knowledge")
+	if !x.Pgvector() {
 		t.Fatal("the server has pgvector but the vectors are compared in Go")
+	}
+	fake := llm.NewServer()
+	defer fake.Close()
+	e := embedder(t, fake, nil, "embed-a")
+	var docs []retrieval.Doc
+	var texts []string
+	for i := range 300 {
+		owner := "handbook"
+		if i%3 != 0 {
+			owner = fmt.Sprint("other-", i%7)
+		}
+		text := fmt.Sprintf("chapter %d about topic %d and theme %d", i, i%11, i%13)
+		docs, texts = append(docs, retrieval.Doc{Item: int64(i + 1), Owner: owner, Text: text}), append(texts, text)
+	}
+	emb, err := e.Embed(ctx, texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.PutMany(ctx, docs, emb.Vectors, emb.Space); err != nil {
+		t.Fatal(err)
+	}
+	q, err := e.Embed(ctx, []string{texts[30]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, approximate := range []bool{false, true} {
+		got, err := x.Search(ctx, retrieval.Query{Owner: "handbook", Vector: q.Vectors[0], Space: q.Space, Limit: 5, Approximate: approximate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 5 || got[0] != 31 {
+			t.Errorf("approximate %v: found %v, want 5 of the handbook's texts, chapter 30 first", approximate, got)
+		}
+		for _, id := range got {
+			if (id-1)%3 != 0 {
+				t.Errorf("approximate %v: found text %d of another owner", approximate, id)
+			}
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -28,6 +29,10 @@ type Query struct {
 	Space  Space
 	// Limit is the most items returned (default 10).
 	Limit int
+	// Approximate searches pgvector's HNSW graph of the space (built on first use) instead of
+	// comparing every vector of the owner: for owners of tens of thousands of texts (a
+	// knowledge base), not a person's facts. Without pgvector it changes nothing.
+	Approximate bool
 }
 
 // Search returns the items that best answer q, best first: keyword and vector results merged by
@@ -59,9 +64,7 @@ func (x *Index) Search(ctx context.Context, q Query) ([]int64, error) {
 func Terms(text string) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}) {
+	for _, w := range words(text) {
 		if seen[w] || len(out) == maxTerms {
 			continue
 		}
@@ -69,6 +72,13 @@ func Terms(text string) []string {
 		out = append(out, w)
 	}
 	return out
+}
+
+// words are text's runs of letters and digits, lower case.
+func words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
 }
 
 // where is the condition on retrieval_docs d for q, its arguments starting at $n.
@@ -94,23 +104,29 @@ func (x *Index) where(q Query, n int) (string, []any) {
 func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, error) {
 	if x.dialect == Postgres {
 		cond, args := x.where(q, 2)
-		rows, err := x.r.QueryContext(ctx, `SELECT d.item_id FROM retrieval_docs d, to_tsquery('simple', $1) q
-			WHERE `+cond+` AND d.body_tsv @@ q ORDER BY ts_rank(d.body_tsv, q) DESC, d.item_id LIMIT `+fmt.Sprint(candidates),
+		// The owner's docs first (MATERIALIZED): the GIN index's postings of a common word span
+		// every owner's texts.
+		rows, err := x.r.QueryContext(ctx, `WITH o AS MATERIALIZED (SELECT d.item_id, d.body_tsv FROM retrieval_docs d WHERE `+cond+`)
+			SELECT o.item_id FROM o, to_tsquery('simple', $1) q
+			WHERE o.body_tsv @@ q ORDER BY ts_rank(o.body_tsv, q) DESC, o.item_id LIMIT `+fmt.Sprint(candidates),
 			append([]any{strings.Join(terms, " | ")}, args...)...)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval: keyword search: %w", err)
 		}
 		return scanIDs(rows)
 	}
+	// CROSS JOIN keeps SQLite's loops in this order: the full-text query once, then each hit's
+	// doc. The other order runs the whole query again for every doc of the owner.
+	key := x.ownerKey(q.Owner)
 	match := make([]string, len(terms))
 	for i, t := range terms {
-		match[i] = "body:" + t
+		match[i] = key + t
 	}
 	cond, args := x.where(q, 2)
 	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, matchinfo(retrieval_docs_fts, 'pcnx')
-		FROM retrieval_docs_fts JOIN retrieval_docs d ON d.id = retrieval_docs_fts.docid
+		FROM retrieval_docs_fts CROSS JOIN retrieval_docs d ON d.id = retrieval_docs_fts.docid
 		WHERE retrieval_docs_fts MATCH $1 AND `+cond,
-		append([]any{"owner_key:" + x.ownerKey(q.Owner) + " (" + strings.Join(match, " OR ") + ")"}, args...)...)
+		append([]any{strings.Join(match, " OR ")}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
 	}
@@ -147,7 +163,7 @@ func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, 
 
 // matchScore weighs a row from matchinfo 'pcnx' (phrases, columns, rows, then per phrase and
 // column: hits in this row, hits in all rows, rows with hits): the body column's hits of each
-// word times its inverse document frequency. Phrase 0 is the owner's token.
+// word times its inverse document frequency.
 func matchScore(info []byte) float64 {
 	u := func(i int) float64 {
 		if 4*i+4 > len(info) {
@@ -157,7 +173,7 @@ func matchScore(info []byte) float64 {
 	}
 	p, c, n := int(u(0)), int(u(1)), u(2)
 	score := 0.0
-	for ph := 1; ph < p; ph++ {
+	for ph := 0; ph < p; ph++ {
 		base := 3 + 3*(ph*c+1) // column 1: body
 		hits, docs := u(base), u(base+2)
 		if hits > 0 && docs > 0 {
@@ -175,21 +191,33 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 	join := "JOIN retrieval_vectors v ON v.doc_id = d.id AND v.model = $1 AND v.dims = $2"
 	cond, args := x.where(q, 3)
 	args = append([]any{q.Space.Model, q.Space.Dims}, args...)
-	n := len(args)
-	if x.Pgvector() {
-		if err := x.ensureHNSW(ctx, q.Space); err != nil {
-			return nil, err
-		}
-		t := x.vecType(q.Space.Dims)
-		rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`SELECT d.item_id FROM retrieval_docs d %s WHERE %s
-			ORDER BY v.embedding::%s OPERATOR(%s.<=>) $%d::%s LIMIT %d`,
-			join, cond, t, quoteIdent(x.vecSchema), n+1, t, candidates), append(args, pgvectorText(v))...)
-		if err != nil {
-			return nil, fmt.Errorf("retrieval: vector search: %w", err)
-		}
-		return scanIDs(rows)
+	if x.Pgvector() && q.Approximate {
+		return x.approximate(ctx, q, v, join, cond, args)
 	}
-	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, v.embedding FROM retrieval_docs d `+join+` WHERE `+cond, args...)
+	// The owner's docs first, then each one's vector: on SQLite CROSS JOIN keeps the loops in
+	// this order; on PostgreSQL the owner's vectors are a MATERIALIZED list ordered afterwards (a
+	// scan of the space's vectors reads every owner's, and an HNSW graph filtered afterwards
+	// misses the owner's: the planner takes the graph when the ORDER BY matches it).
+	if x.dialect == Postgres {
+		owned := "WITH o AS MATERIALIZED (SELECT d.item_id, v.embedding FROM retrieval_docs d " + join + " WHERE " + cond + ") "
+		if x.Pgvector() {
+			t := x.vecType(q.Space.Dims)
+			rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`%sSELECT o.item_id FROM o
+				ORDER BY o.embedding::%s OPERATOR(%s.<=>) $%d::%s, o.item_id LIMIT %d`,
+				owned, t, quoteIdent(x.vecSchema), len(args)+1, t, candidates), append(args, pgvectorText(v))...)
+			if err != nil {
+				return nil, fmt.Errorf("retrieval: vector search: %w", err)
+			}
+			return scanIDs(rows)
+		}
+		return x.scanVectors(ctx, v, owned+"SELECT o.item_id, o.embedding FROM o", args)
+	}
+	return x.scanVectors(ctx, v, `SELECT d.item_id, v.embedding FROM retrieval_docs d CROSS `+join+` WHERE `+cond, args)
+}
+
+// scanVectors ranks the rows of query (item id, float32s) by their dot product with v, in Go.
+func (x *Index) scanVectors(ctx context.Context, v []float32, query string, args []any) ([]int64, error) {
+	rows, err := x.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: vector search: %w", err)
 	}
@@ -222,6 +250,30 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 		out = append(out, s.id)
 	}
 	return out, nil
+}
+
+// approximate is the vector search through the space's HNSW graph, its index scan continued
+// (pgvector's iterative scan) until enough of the owner's texts are found.
+func (x *Index) approximate(ctx context.Context, q Query, v []float32, join, cond string, args []any) ([]int64, error) {
+	if err := x.ensureHNSW(ctx, q.Space); err != nil {
+		return nil, err
+	}
+	tx, err := x.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: vector search: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL hnsw.iterative_scan = relaxed_order`); err != nil {
+		return nil, fmt.Errorf("retrieval: vector search: %w", err)
+	}
+	t := x.vecType(q.Space.Dims)
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT d.item_id FROM retrieval_docs d %s WHERE %s
+		ORDER BY v.embedding::%s OPERATOR(%s.<=>) $%d::%s LIMIT %d`,
+		join, cond, t, quoteIdent(x.vecSchema), len(args)+1, t, candidates), append(args, pgvectorText(v))...)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: vector search: %w", err)
+	}
+	return scanIDs(rows)
 }
 
 // hnswMaxDims is the longest vector pgvector's HNSW index takes; longer ones are searched

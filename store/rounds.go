@@ -16,7 +16,9 @@ import (
 type Round struct {
 	TurnID    int64
 	StartedAt time.Time
-	Messages  []chat.Message
+	// UserID is who sent the round's message (a group's rounds are several people's).
+	UserID   string
+	Messages []chat.Message
 }
 
 // MaxRounds bounds the rounds Rounds reads at once.
@@ -62,11 +64,11 @@ func (s *MessageQuery) rounds(ctx context.Context, conversationID, afterTurnID i
 // plain values, because GORM's scanning (a struct per row built by reflection, its slice grown
 // by reflection) allocated more than the rows themselves: 50 KB a turn of a 10-round history.
 const (
-	roundTurnsQuery = `SELECT id, started_at FROM turns WHERE conversation_id = ? AND id > ?
+	roundTurnsQuery = `SELECT id, started_at, user_id FROM turns WHERE conversation_id = ? AND id > ?
 	AND status NOT IN (?, ?) AND failure = '' ORDER BY id DESC LIMIT ?`
 	// shownTurnsQuery is roundTurnsQuery with the turns the model did not answer: the user sent
 	// them and saw them fail.
-	shownTurnsQuery = `SELECT id, started_at FROM turns WHERE conversation_id = ? AND id > ?
+	shownTurnsQuery = `SELECT id, started_at, user_id FROM turns WHERE conversation_id = ? AND id > ?
 	AND status NOT IN (?, ?) ORDER BY id DESC LIMIT ?`
 	roundMessagesQuery = `SELECT id, turn_id, role, content, name, reasoning, tool_calls, tool_call_id, images,
 	extra, reasoning_field FROM messages WHERE turn_id IN ? ORDER BY turn_id, seq`
@@ -90,7 +92,7 @@ func (s *conn) roundTurns(ctx context.Context, conversationID, afterTurnID int64
 	var out []Round
 	for rows.Next() {
 		var r Round
-		if err := rows.Scan(&r.TurnID, &r.StartedAt); err != nil {
+		if err := rows.Scan(&r.TurnID, &r.StartedAt, &r.UserID); err != nil {
 			return nil, nil, fmt.Errorf("store: rounds of conversation %d: %w", conversationID, err)
 		}
 		r.StartedAt = r.StartedAt.UTC()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/policy"
 	"relaybot/tools/toolstest"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func askManager(t *testing.T) (*tools.Manager, *toolstest.Recorder, *int) {
 		runs++
 		return tools.Result{Text: "sent"}, nil
 	})
-	p, err := tools.NewPolicy([]tools.Rule{{Tool: "send_mail", Action: tools.ActionAsk}})
+	p, err := tools.NewPolicy([]policy.Rule{{Tool: "send_mail", Action: policy.ActionAsk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestAlwaysAllowCoversWhomItWasGivenFor(t *testing.T) {
 	l := newStub(audit.SourceMCP, "mail").add("send_mail", func(context.Context, tools.Invocation) (tools.Result, error) {
 		return tools.Result{Text: "sent"}, nil
 	})
-	p, err := tools.NewPolicy([]tools.Rule{{Tool: "send_mail", Action: tools.ActionAsk}})
+	p, err := tools.NewPolicy([]policy.Rule{{Tool: "send_mail", Action: policy.ActionAsk}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/mail"
 	"net/url"
+	"relaybot/policy"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,7 +224,7 @@ func (r *running) ask(ctx context.Context, q Elicitation) ElicitAnswer {
 // covering the tool.
 func (t *Turn) answerers(tool string) []string {
 	out := []string{ApproverAsker}
-	if d := t.decisions[tool]; d.Action == ActionAsk {
+	if d := t.decisions[tool]; d.Action == policy.ActionAsk {
 		for _, a := range d.Approvers {
 			if !slices.Contains(out, a) {
 				out = append(out, a)

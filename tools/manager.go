@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/policy"
 	"slices"
 	"strconv"
 	"strings"
@@ -238,7 +239,7 @@ func (m *Manager) ForTurn(info TurnInfo, allowed func(name string) bool) *Turn {
 		decisions: make(map[string]Decision)}
 	for _, e := range all {
 		d := m.policy.Decide(e.spec, e.loader.Source(), info)
-		if d.Action != ActionAllow {
+		if d.Action != policy.ActionAllow {
 			t.decisions[e.spec.Name] = d
 		}
 		if e.spec.AdminOnly && !info.Admin {
@@ -247,7 +248,7 @@ func (m *Manager) ForTurn(info TurnInfo, allowed func(name string) bool) *Turn {
 		if allowed != nil && !allowed(e.spec.Name) {
 			continue
 		}
-		if d.Action == ActionDeny {
+		if d.Action == policy.ActionDeny {
 			continue
 		}
 		t.offered[e.spec.Name] = true
@@ -299,7 +300,7 @@ func (t *Turn) prepare(ctx context.Context, call Call) *prepared {
 		rec.Source = p.e.loader.Source()
 		rec.Server = p.e.spec.Server
 		rec.ServerTool = p.e.spec.ServerTool
-		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == ActionAsk
+		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == policy.ActionAsk
 	}
 	t.m.start(ctx, rec)
 	// The call's own context (a tracing span) carries the call from here on.
@@ -395,7 +396,7 @@ func (t *Turn) check(ctx context.Context, rec *audit.Record, name, args string, 
 		return Failed(audit.StatusNotFound, NotFoundError{Name: name}), true
 	}
 	if !t.offered[name] {
-		if d := t.decisions[name]; d.Action == ActionDeny {
+		if d := t.decisions[name]; d.Action == policy.ActionDeny {
 			return Failed(audit.StatusDenied, fmt.Errorf("tool %s is denied by %s", name, d.Rule)), true
 		}
 		return Failed(audit.StatusDenied, fmt.Errorf("tool %s is not available in this chat", name)), true

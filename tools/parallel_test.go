@@ -9,6 +9,7 @@ import (
 
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/policy"
 	"relaybot/tools"
 	"relaybot/tools/toolstest"
 )
@@ -132,7 +133,7 @@ func TestParallelRoundAsksApprovalsFirst(t *testing.T) {
 		note("ran")
 		return tools.Result{Text: "ok"}, nil
 	})
-	policy, err := tools.NewPolicy([]tools.Rule{{Tool: "read", Action: tools.ActionAsk}})
+	policy, err := tools.NewPolicy([]policy.Rule{{Tool: "read", Action: policy.ActionAsk}})
 	if err != nil {
 		t.Fatal(err)
 	}

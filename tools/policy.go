@@ -5,19 +5,9 @@ import (
 	"path"
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/policy"
 	"slices"
 	"strings"
-)
-
-// Action is what a policy says about calling a tool.
-type Action string
-
-// Policy actions. Allow runs the call; Ask runs it once someone allowed to approve it said yes in
-// the chat; Deny neither offers the tool to the model nor runs a call to it.
-const (
-	ActionAllow Action = "allow"
-	ActionAsk   Action = "ask"
-	ActionDeny  Action = "deny"
 )
 
 // Roles a policy rule may name. A Discord role is "discord_role:ID"; anything else is a role id
@@ -40,28 +30,12 @@ const (
 // DefaultApprovers answer an ask rule that names none: bot admins and the chat's own admins.
 var DefaultApprovers = []string{ApproverAdmins, ApproverChatAdmins}
 
-// Rule is one [[tools.policy]] entry. Empty selectors match everything.
-type Rule struct {
-	// Tool is a tool name as the model sees it, or a glob of them (path.Match syntax: "files__*").
-	Tool string
-	// audit.Source and Server narrow the rule to one loader or one MCP server.
-	Source audit.Source
-	Server string
-	// Roles are the users the rule is for (RoleAdmins, RoleUsers, RoleChatAdmins, Discord role ids
-	// as "discord_role:ID"); empty: everyone.
-	Roles []string
-	// Chats are "platform:chat_id" entries (the platform in any case); empty: every chat.
-	Chats []string
-	// Action is allow, ask or deny.
-	Action Action
-	// Approvers are who may answer an ask: ApproverAsker, ApproverChatAdmins, ApproverAdmins;
-	// empty means DefaultApprovers.
-	Approvers []string
-}
+// rule is one compiled policy.Rule: its chats normalised, its approvers filled in.
+type rule struct{ policy.Rule }
 
 // Decision is what the policy says about one tool in one turn.
 type Decision struct {
-	Action    Action
+	Action    policy.Action
 	Approvers []string
 	// Rule names the rule that decided, "tools.policy[2] (tool files__*)"; empty when no rule
 	// matched (the default: allow).
@@ -75,12 +49,12 @@ type Decision struct {
 // ask, then allow). With no matching rule a tool is allowed, as without any policy. A nil *Policy
 // allows everything.
 type Policy struct {
-	rules []Rule
+	rules []rule
 }
 
 // NewPolicy checks rules and returns their Policy. Errors name the rule by its position.
-func NewPolicy(rules []Rule) (*Policy, error) {
-	p := &Policy{rules: make([]Rule, len(rules))}
+func NewPolicy(rules []policy.Rule) (*Policy, error) {
+	p := &Policy{rules: make([]rule, len(rules))}
 	for i, r := range rules {
 		if err := checkRule(r); err != nil {
 			return nil, fmt.Errorf("tools.policy[%d]: %w", i, err)
@@ -90,17 +64,17 @@ func NewPolicy(rules []Rule) (*Policy, error) {
 			plat, id, _ := strings.Cut(c, ":")
 			r.Chats[j] = chat.Ref{Platform: chat.Platform(strings.ToLower(strings.TrimSpace(plat))), ChatID: strings.TrimSpace(id)}.String()
 		}
-		if r.Action == ActionAsk && len(r.Approvers) == 0 {
+		if r.Action == policy.ActionAsk && len(r.Approvers) == 0 {
 			r.Approvers = DefaultApprovers
 		}
-		p.rules[i] = r
+		p.rules[i] = rule{r}
 	}
 	return p, nil
 }
 
-func checkRule(r Rule) error {
+func checkRule(r policy.Rule) error {
 	switch r.Action {
-	case ActionAllow, ActionAsk, ActionDeny:
+	case policy.ActionAllow, policy.ActionAsk, policy.ActionDeny:
 	default:
 		return fmt.Errorf("action must be allow, ask or deny, got %q", r.Action)
 	}
@@ -127,7 +101,7 @@ func checkRule(r Rule) error {
 			return fmt.Errorf("role %q must be admins, users, chat_admins or discord_role:ID", role)
 		}
 	}
-	if len(r.Approvers) > 0 && r.Action != ActionAsk {
+	if len(r.Approvers) > 0 && r.Action != policy.ActionAsk {
 		return fmt.Errorf("approvers are only for action = \"ask\"")
 	}
 	for _, a := range r.Approvers {
@@ -143,7 +117,7 @@ func checkRule(r Rule) error {
 // Decide returns the decision for the tool spec of source src in the turn described by info.
 func (p *Policy) Decide(spec Spec, src audit.Source, info TurnInfo) Decision {
 	if p == nil {
-		return Decision{Action: ActionAllow}
+		return Decision{Action: policy.ActionAllow}
 	}
 	best, bestScore := -1, specificity{}
 	for i, r := range p.rules {
@@ -156,13 +130,13 @@ func (p *Policy) Decide(spec Spec, src audit.Source, info TurnInfo) Decision {
 		}
 	}
 	if best < 0 {
-		return Decision{Action: ActionAllow}
+		return Decision{Action: policy.ActionAllow}
 	}
 	r := p.rules[best]
 	return Decision{Action: r.Action, Approvers: r.Approvers, Rule: r.label(best)}
 }
 
-func (r Rule) matches(spec Spec, src audit.Source, info TurnInfo) bool {
+func (r rule) matches(spec Spec, src audit.Source, info TurnInfo) bool {
 	if r.Tool != "" {
 		if ok, _ := path.Match(r.Tool, spec.Name); !ok {
 			return false
@@ -184,7 +158,7 @@ func (r Rule) matches(spec Spec, src audit.Source, info TurnInfo) bool {
 }
 
 // ruleChats are the chats whose rules apply to the turn, as "platform:chat_id" with the
-// platform in lower case (the form Rule.Chats is normalised to).
+// platform in lower case (the form a rule's Chats are normalised to).
 func (info TurnInfo) ruleChats() []string {
 	refs := info.RuleChats
 	if len(refs) == 0 {
@@ -233,7 +207,7 @@ func (a specificity) less(b specificity) bool {
 	}
 }
 
-func (r Rule) specificity() specificity {
+func (r rule) specificity() specificity {
 	s := specificity{chats: len(r.Chats) > 0, roles: len(r.Roles) > 0, source: r.Source != ""}
 	switch {
 	case r.Tool != "" && !strings.ContainsAny(r.Tool, `*?[\`):
@@ -268,18 +242,18 @@ func literalChars(glob string) int {
 	return n
 }
 
-func strictness(a Action) int {
+func strictness(a policy.Action) int {
 	switch a {
-	case ActionDeny:
+	case policy.ActionDeny:
 		return 2
-	case ActionAsk:
+	case policy.ActionAsk:
 		return 1
 	default:
 		return 0
 	}
 }
 
-func (r Rule) label(i int) string {
+func (r rule) label(i int) string {
 	var what []string
 	if r.Tool != "" {
 		what = append(what, "tool "+r.Tool)

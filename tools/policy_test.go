@@ -4,6 +4,7 @@ import (
 	"context"
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/policy"
 	"relaybot/tools/toolstest"
 	"slices"
 	"strconv"
@@ -14,20 +15,20 @@ import (
 )
 
 func TestPolicyMostSpecificRuleDecides(t *testing.T) {
-	rules := []tools.Rule{
-		/*0*/ {Source: audit.SourceMCP, Action: tools.ActionAsk},
-		/*1*/ {Server: "files", Action: tools.ActionDeny},
-		/*2*/ {Tool: "files__*", Roles: []string{tools.RoleAdmins}, Action: tools.ActionAllow},
-		/*3*/ {Tool: "files__read", Action: tools.ActionAllow},
-		/*4*/ {Tool: "files__re*", Action: tools.ActionAsk},
-		/*5*/ {Tool: "send_mail", Chats: []string{"Discord:42"}, Action: tools.ActionAllow},
-		/*6*/ {Tool: "send_mail", Action: tools.ActionDeny},
-		/*7*/ {Tool: "shell", Roles: []string{"discord_role:777"}, Action: tools.ActionAsk, Approvers: []string{tools.ApproverAsker}},
-		/*8*/ {Tool: "shell", Action: tools.ActionDeny},
-		/*9*/ {Tool: "topic", Roles: []string{tools.RoleChatAdmins}, Action: tools.ActionAllow},
-		/*10*/ {Tool: "topic", Action: tools.ActionAsk},
-		/*11*/ {Tool: "topic", Action: tools.ActionAllow},
-		/*12*/ {Tool: "wiki", Roles: []string{tools.RoleUsers}, Action: tools.ActionDeny},
+	rules := []policy.Rule{
+		/*0*/ {Source: audit.SourceMCP, Action: policy.ActionAsk},
+		/*1*/ {Server: "files", Action: policy.ActionDeny},
+		/*2*/ {Tool: "files__*", Roles: []string{tools.RoleAdmins}, Action: policy.ActionAllow},
+		/*3*/ {Tool: "files__read", Action: policy.ActionAllow},
+		/*4*/ {Tool: "files__re*", Action: policy.ActionAsk},
+		/*5*/ {Tool: "send_mail", Chats: []string{"Discord:42"}, Action: policy.ActionAllow},
+		/*6*/ {Tool: "send_mail", Action: policy.ActionDeny},
+		/*7*/ {Tool: "shell", Roles: []string{"discord_role:777"}, Action: policy.ActionAsk, Approvers: []string{tools.ApproverAsker}},
+		/*8*/ {Tool: "shell", Action: policy.ActionDeny},
+		/*9*/ {Tool: "topic", Roles: []string{tools.RoleChatAdmins}, Action: policy.ActionAllow},
+		/*10*/ {Tool: "topic", Action: policy.ActionAsk},
+		/*11*/ {Tool: "topic", Action: policy.ActionAllow},
+		/*12*/ {Tool: "wiki", Roles: []string{tools.RoleUsers}, Action: policy.ActionDeny},
 	}
 	p, err := tools.NewPolicy(rules)
 	if err != nil {
@@ -49,23 +50,23 @@ func TestPolicyMostSpecificRuleDecides(t *testing.T) {
 		spec     tools.Spec
 		src      audit.Source
 		info     tools.TurnInfo
-		want     tools.Action
+		want     policy.Action
 		wantRule int // -1: no rule, the default
 	}{
-		{"no rule names a native tool: allowed as before", tools.Spec{Name: "fetch_url"}, audit.SourceNative, user, tools.ActionAllow, -1},
-		{"source rule covers any MCP tool", tools.Spec{Name: "search", Server: "web"}, audit.SourceMCP, user, tools.ActionAsk, 0},
-		{"server beats source", tools.Spec{Name: "files__write", Server: "files"}, audit.SourceMCP, user, tools.ActionDeny, 1},
-		{"glob with roles beats server for admins", tools.Spec{Name: "files__write", Server: "files"}, audit.SourceMCP, admin, tools.ActionAllow, 2},
-		{"exact name beats every glob", tools.Spec{Name: "files__read", Server: "files"}, audit.SourceMCP, user, tools.ActionAllow, 3},
-		{"longer glob beats shorter glob", tools.Spec{Name: "files__rename", Server: "files"}, audit.SourceMCP, admin, tools.ActionAsk, 4},
-		{"chat rule beats the same tool without chats", tools.Spec{Name: "send_mail"}, audit.SourceNative, inChat42, tools.ActionAllow, 5},
-		{"chat rule does not reach other chats", tools.Spec{Name: "send_mail"}, audit.SourceNative, user, tools.ActionDeny, 6},
-		{"discord role matches", tools.Spec{Name: "shell"}, audit.SourcePlugin, withRole, tools.ActionAsk, 7},
-		{"discord role means nothing on telegram", tools.Spec{Name: "shell"}, audit.SourcePlugin, telegramWithRole, tools.ActionDeny, 8},
-		{"chat admins role", tools.Spec{Name: "topic"}, audit.SourceNative, chatAdmin, tools.ActionAllow, 9},
-		{"equally specific: the stricter wins", tools.Spec{Name: "topic"}, audit.SourceNative, user, tools.ActionAsk, 10},
-		{"users role is everyone but bot admins", tools.Spec{Name: "wiki"}, audit.SourceNative, user, tools.ActionDeny, 12},
-		{"users role skips bot admins", tools.Spec{Name: "wiki"}, audit.SourceNative, admin, tools.ActionAllow, -1},
+		{"no rule names a native tool: allowed as before", tools.Spec{Name: "fetch_url"}, audit.SourceNative, user, policy.ActionAllow, -1},
+		{"source rule covers any MCP tool", tools.Spec{Name: "search", Server: "web"}, audit.SourceMCP, user, policy.ActionAsk, 0},
+		{"server beats source", tools.Spec{Name: "files__write", Server: "files"}, audit.SourceMCP, user, policy.ActionDeny, 1},
+		{"glob with roles beats server for admins", tools.Spec{Name: "files__write", Server: "files"}, audit.SourceMCP, admin, policy.ActionAllow, 2},
+		{"exact name beats every glob", tools.Spec{Name: "files__read", Server: "files"}, audit.SourceMCP, user, policy.ActionAllow, 3},
+		{"longer glob beats shorter glob", tools.Spec{Name: "files__rename", Server: "files"}, audit.SourceMCP, admin, policy.ActionAsk, 4},
+		{"chat rule beats the same tool without chats", tools.Spec{Name: "send_mail"}, audit.SourceNative, inChat42, policy.ActionAllow, 5},
+		{"chat rule does not reach other chats", tools.Spec{Name: "send_mail"}, audit.SourceNative, user, policy.ActionDeny, 6},
+		{"discord role matches", tools.Spec{Name: "shell"}, audit.SourcePlugin, withRole, policy.ActionAsk, 7},
+		{"discord role means nothing on telegram", tools.Spec{Name: "shell"}, audit.SourcePlugin, telegramWithRole, policy.ActionDeny, 8},
+		{"chat admins role", tools.Spec{Name: "topic"}, audit.SourceNative, chatAdmin, policy.ActionAllow, 9},
+		{"equally specific: the stricter wins", tools.Spec{Name: "topic"}, audit.SourceNative, user, policy.ActionAsk, 10},
+		{"users role is everyone but bot admins", tools.Spec{Name: "wiki"}, audit.SourceNative, user, policy.ActionDeny, 12},
+		{"users role skips bot admins", tools.Spec{Name: "wiki"}, audit.SourceNative, admin, policy.ActionAllow, -1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,20 +90,20 @@ func TestPolicyMostSpecificRuleDecides(t *testing.T) {
 
 func TestPolicyRejectsBadRules(t *testing.T) {
 	tests := []struct {
-		rule tools.Rule
+		rule policy.Rule
 		want string
 	}{
-		{tools.Rule{Tool: "x", Action: "maybe"}, `tools.policy[0]: action must be allow, ask or deny, got "maybe"`},
-		{tools.Rule{Tool: "[x", Action: tools.ActionDeny}, "not a valid glob"},
-		{tools.Rule{Source: "cloud", Action: tools.ActionDeny}, "source must be"},
-		{tools.Rule{Server: "files", Source: audit.SourceNative, Action: tools.ActionDeny}, "names an MCP server"},
-		{tools.Rule{Chats: []string{"42"}, Action: tools.ActionDeny}, `chat "42" must be platform:chat_id`},
-		{tools.Rule{Roles: []string{"mods"}, Action: tools.ActionDeny}, `role "mods" must be`},
-		{tools.Rule{Tool: "x", Action: tools.ActionAllow, Approvers: []string{"admins"}}, "only for action"},
-		{tools.Rule{Tool: "x", Action: tools.ActionAsk, Approvers: []string{"anyone"}}, `approver "anyone"`},
+		{policy.Rule{Tool: "x", Action: "maybe"}, `tools.policy[0]: action must be allow, ask or deny, got "maybe"`},
+		{policy.Rule{Tool: "[x", Action: policy.ActionDeny}, "not a valid glob"},
+		{policy.Rule{Source: "cloud", Action: policy.ActionDeny}, "source must be"},
+		{policy.Rule{Server: "files", Source: audit.SourceNative, Action: policy.ActionDeny}, "names an MCP server"},
+		{policy.Rule{Chats: []string{"42"}, Action: policy.ActionDeny}, `chat "42" must be platform:chat_id`},
+		{policy.Rule{Roles: []string{"mods"}, Action: policy.ActionDeny}, `role "mods" must be`},
+		{policy.Rule{Tool: "x", Action: policy.ActionAllow, Approvers: []string{"admins"}}, "only for action"},
+		{policy.Rule{Tool: "x", Action: policy.ActionAsk, Approvers: []string{"anyone"}}, `approver "anyone"`},
 	}
 	for _, tc := range tests {
-		_, err := tools.NewPolicy([]tools.Rule{tc.rule})
+		_, err := tools.NewPolicy([]policy.Rule{tc.rule})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewPolicy(%+v) = %v, want an error containing %q", tc.rule, err, tc.want)
 		}
@@ -119,7 +120,7 @@ func TestDeniedToolIsNotOfferedAndACallIsAuditedWithTheRule(t *testing.T) {
 			return tools.Result{Text: "gone"}, nil
 		}).
 		add("files__read", func(context.Context, tools.Invocation) (tools.Result, error) { return tools.Result{Text: "data"}, nil })
-	p, err := tools.NewPolicy([]tools.Rule{{Tool: "files__delete", Roles: []string{tools.RoleUsers}, Action: tools.ActionDeny}})
+	p, err := tools.NewPolicy([]policy.Rule{{Tool: "files__delete", Roles: []string{tools.RoleUsers}, Action: policy.ActionDeny}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,28 +132,9 @@ func (x *access) dmGuilds(ctx context.Context) ([]string, error) {
 	return x.state.guilds(), nil
 }
 
-// channelGuild returns the guild a channel belongs to: from the gateway's state when known,
-// else asked once over REST and remembered.
+// channelGuild returns the guild a channel belongs to.
 func (x *access) channelGuild(ctx context.Context, channelID string) (string, error) {
-	if c := x.state.channel(channelID); c != nil {
-		return c.GuildID, nil
-	}
-	x.mu.Lock()
-	g, ok := x.guildOf[channelID]
-	x.mu.Unlock()
-	if ok {
-		return g, nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := x.rest.channel(cctx, channelID)
-	if err != nil {
-		return "", err
-	}
-	x.mu.Lock()
-	x.guildOf[channelID] = c.GuildID
-	x.mu.Unlock()
-	return c.GuildID, nil
+	return channelFact(ctx, x, channelID, x.guildOf, func(c *discordgo.Channel) string { return c.GuildID })
 }
 
 // memberRoles returns the roles userID holds in guildID, and false when they are not a member.
@@ -204,39 +185,46 @@ type threadInfo struct {
 	parent, owner string
 }
 
-// parentOf returns a thread's parent channel id ("" for other channels): from the gateway's
-// state when known, else asked once over REST and remembered.
+// parentOf returns a thread's parent channel id ("" for other channels).
 func (x *access) parentOf(ctx context.Context, channelID string) (string, error) {
 	info, err := x.threadOf(ctx, channelID)
 	return info.parent, err
 }
 
-// threadOf returns a channel's parent and, for a thread, who opened it: from the gateway's
-// state when known, else asked once over REST and remembered.
+// threadOf returns a channel's parent and, for a thread, who opened it.
 func (x *access) threadOf(ctx context.Context, channelID string) (threadInfo, error) {
-	if c := x.state.channel(channelID); c != nil {
+	return channelFact(ctx, x, channelID, x.parents, func(c *discordgo.Channel) threadInfo {
 		if c.IsThread() {
-			return threadInfo{parent: c.ParentID, owner: c.OwnerID}, nil
+			return threadInfo{parent: c.ParentID, owner: c.OwnerID}
 		}
-		return threadInfo{}, nil
+		return threadInfo{}
+	})
+}
+
+// channelFact returns what fact reads of a channel: from the gateway's state when known, else
+// asked once over REST and remembered in seen (guarded by x.mu).
+func channelFact[T any](ctx context.Context, x *access, channelID string, seen map[string]T, fact func(*discordgo.Channel) T) (T, error) {
+	if c := x.state.channel(channelID); c != nil {
+		return fact(c), nil
 	}
 	x.mu.Lock()
-	info, ok := x.parents[channelID]
+	v, ok := seen[channelID]
 	x.mu.Unlock()
 	if ok {
-		return info, nil
+		return v, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := x.rest.channel(cctx, channelID)
 	if err != nil {
-		return threadInfo{}, err
+		var zero T
+		return zero, err
 	}
-	if c.IsThread() {
-		info = threadInfo{parent: c.ParentID, owner: c.OwnerID}
-	}
-	x.noteThread(channelID, info)
-	return info, nil
+	v = fact(c)
+	x.mu.Lock()
+	seen[channelID] = v
+	x.mu.Unlock()
+	return v, nil
 }
 
 // noteThread remembers a channel's thread info: a thread the bot opened is known without

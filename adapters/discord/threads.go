@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -78,16 +79,9 @@ func threadName(in adapters.Inbound) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
 	line = strings.Join(strings.Fields(line), " ")
 	if line == "" {
-		line = "Question from " + cmpOr(userName, "a member")
+		line = "Question from " + cmp.Or(userName, "a member")
 	}
 	return ellipsis.Cut(line, maxThreadName)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // archiveMinutes is Options.AutoArchive, or a day when unset.
@@ -158,9 +152,11 @@ func restCode(err error) int {
 }
 
 // archived reports whether a request failed because its thread is archived (and, for the
-// bot's own messages, locked: Discord unarchives an unlocked thread a message is sent to).
+// bot's own messages, locked: Discord unarchives an unlocked thread a message is sent to) or
+// gone (deleted by a moderator: Unknown Channel).
 func archived(err error) bool {
-	return restCode(err) == discordgo.ErrCodePerformedOperationOnArchivedThread
+	code := restCode(err)
+	return code == discordgo.ErrCodePerformedOperationOnArchivedThread || code == discordgo.ErrCodeUnknownChannel
 }
 
 // threadResponder answers a message that opens a thread: the thread is opened with the first
@@ -228,12 +224,13 @@ func (r *threadResponder) TitleThread(ctx context.Context, title string) error {
 }
 
 // closedNote heads an answer that goes to the channel because its thread is archived and the
-// bot may not reopen it. (A channel mention would not survive the reply's inert rendering.)
+// bot may not reopen it, or was deleted. (A channel mention would not survive the reply's inert rendering.)
 const closedNote = "*This conversation's thread is closed, so the answer is here.*\n\n"
 
 // inThreadResponder answers a message in a thread the bot opened: when the thread turns out to
 // be archived and locked (Discord refuses the answer with 50083), the bot reopens it where it
-// may and answers there, else answers in the parent channel with a note. Nothing is dropped.
+// may and answers there, else (or when the thread was deleted meanwhile) answers in the parent
+// channel with a note. Nothing is dropped.
 type inThreadResponder struct {
 	t         *threads
 	thread    chat.Ref

@@ -225,7 +225,8 @@ func TestAMessageInALockedThreadIsNotDropped(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		manageThreads bool
-	}{{"reopened where the bot may", true}, {"answered in the channel", false}} {
+		deleted       bool
+	}{{"reopened where the bot may", true, false}, {"answered in the channel", false, false}, {"deleted: answered in the channel", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
@@ -237,7 +238,10 @@ func TestAMessageInALockedThreadIsNotDropped(t *testing.T) {
 						mu.Lock()
 						lock := lockNext
 						mu.Unlock()
-						if lock { // a moderator archives and locks the thread while the bot thinks
+						switch {
+						case lock && tc.deleted: // a moderator deletes the thread while the bot thinks
+							_ = srv.DeleteChannel(in.Chat.ChatID)
+						case lock: // a moderator archives and locks the thread while the bot thinks
 							_ = srv.ArchiveThread(in.Chat.ChatID, true)
 						}
 						answerIt(ctx, in, out)
@@ -253,7 +257,7 @@ func TestAMessageInALockedThreadIsNotDropped(t *testing.T) {
 				hs.post(dtk.UserMessage{ChannelID: q.ID, GuildID: guildID, Content: "second"})
 				synctest.Wait()
 				th, _ := hs.srv.Channel(q.ID)
-				if tc.manageThreads {
+				if tc.manageThreads && !tc.deleted {
 					if th.Archived || !strings.Contains(hs.botText(q.ID), "answer: second") {
 						t.Errorf("thread archived %v, showing %q: want it reopened with the answer", th.Archived, hs.botText(q.ID))
 					}

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"relaybot/audit"
 	"relaybot/internal/testkit/wait"
+	"relaybot/policy"
 	"strings"
 	"sync"
 	"testing"
@@ -213,7 +214,7 @@ func startWebBotWith(t *testing.T, model func(llm.Request) llm.Reply, timeoutSec
 		more(c)
 	}
 	cfg := c.parse(t)
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Server: "kit", Action: "ask"}}
+	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Server: "kit", Action: "ask"}}
 	cfg.Tools.ApprovalTimeout = time.Duration(timeoutSec) * time.Second
 	e.llm.SetHandler(model)
 	e.start(cfg)
@@ -300,7 +301,7 @@ func TestWebChatApprovalTimesOut(t *testing.T) {
 func TestRestartWhileWaitingForApprovalClosesTheTurnAndTheRow(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.toml().set("chat", "shutdown_grace_sec", 1).set("admin", webChatAdmin...).parse(t)
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
+	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
 	stop := e.start(cfg)
 	e.waitLog("admin listening")
@@ -354,7 +355,7 @@ func pressData(t *testing.T, m tgkit.Message, choice string) string {
 func TestTelegramApprovals(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
+	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
 	e.start(cfg)
 	group := tgkit.Chat{ID: -500, Type: "group", Title: "team"}
@@ -445,7 +446,7 @@ func TestDiscordApprovals(t *testing.T) {
 	e := newEnv(t)
 	e.llm.SetHandler(toolModel)
 	dc := startDiscordBot(t, e, func(cfg *config.Config) {
-		cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
+		cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Action: "ask"}}
 	})
 	const guild, channel, asker, bystander, admin = "900000000000000001", "800000000000000001", "600", "601", "700"
 	ask := func(text string) {
@@ -543,7 +544,7 @@ func TestDiscordApprovals(t *testing.T) {
 func TestTelegramChatAdminsRole(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
-	cfg.Tools.Policy = []config.ToolPolicy{
+	cfg.Tools.Policy = []policy.Rule{
 		{Tool: "echo", Action: "deny"},
 		{Tool: "echo", Roles: []string{"chat_admins"}, Action: "allow"},
 	}

@@ -35,6 +35,7 @@ commands:
   audit     read the tool-call audit log
   tasks     list the scheduled tasks (-json for one object per line)
   migrate   apply database migrations
+  memory    list, forget and re-embed what the bot remembers of people (bot memory -h)
   healthcheck  exit 0 when the admin listener's /healthz answers (for container healthchecks)
   version   print the version
 
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sub = runTasks
 	case "migrate":
 		sub = runMigrate
+	case "memory":
+		sub = runMemory
 	case "healthcheck":
 		sub = runHealthcheck
 	default:

@@ -7,9 +7,9 @@ import (
 
 	"relaybot/adapters"
 	"relaybot/audit"
-	"relaybot/config"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
+	"relaybot/policy"
 )
 
 // A member of group A who administers group B replays A's "always, for everyone in this chat"
@@ -19,7 +19,7 @@ import (
 func TestAnAdminOfAnotherGroupCannotAnswerAGroupsQuestion(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Action: "ask"}}
+	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Action: "ask"}}
 	e.llm.SetHandler(toolModel)
 	e.start(cfg)
 	groupA := tgkit.Chat{ID: -500, Type: "group", Title: "team"}

@@ -16,6 +16,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
+	"relaybot/policy"
 	"relaybot/store"
 )
 
@@ -195,7 +196,7 @@ func TestAReminderArrivesOnceInItsDiscordChannel(t *testing.T) {
 func TestScheduleTaskIsDeniedByAToolPolicyAndAudited(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.toml().set("tools", taskTools...).parse(t)
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "schedule_task", Chats: []string{"telegram:4343"}, Action: "deny"}}
+	cfg.Tools.Policy = []policy.Rule{{Tool: "schedule_task", Chats: []string{"telegram:4343"}, Action: "deny"}}
 	stop := e.start(cfg)
 	e.llm.Push(llm.ToolCalls(llm.Call{ID: "call_1", Name: "schedule_task", Args: []string{`{"message":"x","in":"1h"}`}}),
 		llm.Text("I may not."))

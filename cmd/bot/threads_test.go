@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"relaybot/config"
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
+	"relaybot/policy"
 )
 
 // offeredModel answers every message with the names of the tools it was offered.
@@ -24,7 +24,7 @@ func offeredModel(r llm.Request) llm.Reply {
 func TestTelegramForumTopicsFollowTheirGroupsRules(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Chats: []string{"telegram:-700"}, Action: "deny"}}
+	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Chats: []string{"telegram:-700"}, Action: "deny"}}
 	cfg.Access.DenyChats = []string{"telegram:-700#9"}
 	e.llm.SetHandler(offeredModel)
 	e.start(cfg)
@@ -59,7 +59,7 @@ func TestDiscordThreadsFollowTheirParentsRules(t *testing.T) {
 	dc.AddChannel(dtk.Channel{ID: deniedThread, GuildID: guild, ParentID: deniedCh, Type: dtk.ChannelPublicThread})
 	e.discord = []any{"enabled", true, "token", dc.Token(), "api_base", dc.APIBase()}
 	cfg := e.config()
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Chats: []string{"discord:" + channel}, Action: "deny"}}
+	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Chats: []string{"discord:" + channel}, Action: "deny"}}
 	cfg.Access.DenyChats = []string{"discord:" + deniedCh}
 	e.llm.SetHandler(offeredModel)
 	e.start(cfg)

@@ -17,6 +17,7 @@ import (
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
 	"relaybot/internal/testkit/wait"
+	"relaybot/policy"
 )
 
 // transcriptModel answers the web chat's restart tests by what the user says: "think" with
@@ -46,7 +47,7 @@ func transcriptModel(hang <-chan struct{}) func(r llm.Request) llm.Reply {
 func startTranscriptBot(t *testing.T, e *env, hang <-chan struct{}) (cfg *config.Config, base string, stop func() error) {
 	t.Helper()
 	cfg = e.toml().set("admin", webChatAdmin...).parse(t)
-	cfg.Tools.Policy = []config.ToolPolicy{{Tool: "echo", Server: "kit", Action: "ask"}}
+	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Server: "kit", Action: "ask"}}
 	e.llm.SetHandler(transcriptModel(hang))
 	stop = e.start(cfg)
 	return cfg, adminBase(t, e), stop

@@ -28,6 +28,7 @@ import (
 	"relaybot/pipeline"
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/memory"
 	"relaybot/pipeline/quota"
 	"relaybot/provider"
 	"relaybot/speech"
@@ -55,6 +56,8 @@ type bot struct {
 	instance string
 	store    *store.Database
 	pipe     *pipeline.Pipeline
+	// memory is what the bot remembers of people; nil when [memory] is off.
+	memory *memory.Memory
 	// tools runs the turns' tool calls; shutdown waits for the calls still ending (toolsWait).
 	tools *tools.Manager
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
@@ -113,6 +116,7 @@ func (b *bot) waitToolCalls() {
 // what must be closed.
 func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, error) {
 	b := &bot{log: log, grace: shutdownGrace(cfg)}
+	announceModels(log, cfg)
 	if cfg.Telegram.Enabled {
 		if err := telegram.DropOffsetOfNewDatabase(cfg.SQLitePath(), cfg.OffsetPath(), log); err != nil {
 			return nil, err
@@ -132,26 +136,30 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	m := metrics.New(metrics.Options{Models: append(modelNames(cfg.Models), speechNames(cfg)...), Prices: prices(cfg), MCPUp: tl.mcpUp, Instance: b.instance,
+	m := metrics.New(metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg)), Prices: prices(cfg), MCPUp: tl.mcpUp, Instance: b.instance,
 		Platforms: platformNames(cfg), RequestModels: requestModels(cfg)})
 	rec := b.tracing.Recorder(m.Recorder(auditRecorder{calls: st.ToolCalls}))
-	policy, err := tools.NewPolicy(policyRules(cfg.Tools.Policy))
+	policy, err := tools.NewPolicy(cfg.Tools.Policy)
 	if err != nil {
 		return b, err
 	}
-	mgr, err := tools.NewManager(tl.loaders, rec, tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars, Logger: log, Policy: policy,
-		MaxFileBytes: int64(cfg.Tools.MaxFileBytes), MaxFilesPerTurn: cfg.Tools.MaxFilesPerTurn,
-		ElicitationTimeout: cfg.Tools.ElicitationTimeout,
-		Parallel:           tools.ParallelMode(cfg.Tools.Parallel), MaxParallel: cfg.Tools.MaxParallel,
-		ParallelTools: cfg.Tools.ParallelTools,
-		Consents:      st.Consents, AlwaysAllowFor: cfg.Tools.AlwaysAllow,
-		Claim: b.claimToolCall()})
+	mem, err := b.newMemory(ctx, cfg, b.tracing.Models(m))
+	if err != nil {
+		return b, err
+	}
+	b.memory = mem
+	if mem != nil {
+		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(mem.Tools()))
+	}
+	mopts := managerOptions(cfg)
+	mopts.Logger, mopts.Policy, mopts.Consents, mopts.Claim = log, policy, st.Consents, b.claimToolCall()
+	mgr, err := tools.NewManager(tl.loaders, rec, mopts)
 	if err != nil {
 		return b, err
 	}
 	b.tools = mgr
 	m.KnowTools(mgr.Has, mgr.Names)
-	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m); err != nil {
+	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m, mem); err != nil {
 		return b, err
 	}
 	m.CountQueue("pipeline", b.pipe.Queued)
@@ -183,15 +191,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 
 // newPipeline builds the agent runner and the pipeline that answers every message with it;
 // the metrics and the traces observe both.
-func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Recorder, skillPrompt func() string, m *metrics.Metrics) (*pipeline.Pipeline, error) {
-	runner, err := agent.NewRunner(agentModels(cfg.Models), agent.Options{
-		MaxToolRounds: cfg.Agent.MaxToolRounds,
-		FlushChunks:   cfg.Agent.StreamFlushChunks,
-		RemoveThink:   cfg.Agent.RemoveThink,
-		HTTPClient:    modelHTTPClient(cfg.Chat.MaxTurnsInFlight),
-		Logger:        b.log,
-		Observer:      b.tracing.Models(m),
-	})
+func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Recorder, skillPrompt func() string, m *metrics.Metrics, mem *memory.Memory) (*pipeline.Pipeline, error) {
+	ropts := runnerOptions(cfg)
+	ropts.HTTPClient, ropts.Logger, ropts.Observer = modelHTTPClient(cfg.Chat.MaxTurnsInFlight), b.log, b.tracing.Models(m)
+	runner, err := agent.NewRunner(agentModels(cfg.Models), ropts)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +203,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 		return nil, err
 	}
 	opts.History.SystemPromptExtra = skillPrompt
+	opts.Memory = mem
 	opts.Audit = b.store.ToolCalls
 	opts.Usage = b.store.Usage
 	opts.Tools.Consents = b.store.Consents
@@ -258,7 +262,7 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Databas
 // skills add to the metrics, the admin page and the system prompt (nil when not configured).
 type toolSet struct {
 	loaders     []tools.Loader
-	health      func() []admin.ServerHealth
+	health      func() []tools.ServerHealth
 	mcpUp       func() map[string]bool
 	skillPrompt func() string
 }
@@ -284,11 +288,11 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 		}
 		ml := b.startMCP(ctx, cfg.MCP.Servers)
 		ts.loaders = append(ts.loaders, ml)
-		ts.health = func() []admin.ServerHealth { return adminHealth(ml.Health()) }
+		ts.health = ml.Health
 		ts.mcpUp = func() map[string]bool {
 			up := map[string]bool{}
 			for _, h := range ml.Health() {
-				up[h.Name] = h.State == mcp.StateUp
+				up[h.Name] = h.State == tools.ServerUp
 			}
 			return up
 		}
@@ -399,6 +403,15 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 	offsetFile := cfg.OffsetPath()
 	bot := coord.BotOf(chat.Telegram, cfg.Telegram.Token)
 	roles := b.platformRoles(bot, telegram.Limits(), deliver)
+	var hook net.Listener
+	if cfg.Telegram.Mode == config.ModeWebhook {
+		ln, err := listen("[telegram] webhook_listen", cfg.Telegram.WebhookListen)
+		if err != nil {
+			return nil, err
+		}
+		b.cleanup = append(b.cleanup, func() { ln.Close() })
+		hook = ln
+	}
 	tg, err := telegram.New(telegram.Options{
 		Ledger:          roles.ledger,
 		PollLease:       b.pollLease(bot),
@@ -409,6 +422,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		WebhookListen:   cfg.Telegram.WebhookListen,
 		WebhookURL:      cfg.Telegram.WebhookURL,
 		WebhookSecret:   cfg.Telegram.WebhookSecret,
+		WebhookListener: hook,
 		AllowedChats:    cfg.Telegram.AllowedChats,
 		AllowedUsers:    cfg.Telegram.AllowedUsers,
 		AccessUsers:     cfg.Access.UsersOn("telegram"),
@@ -444,7 +458,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 
 // addAdmin builds the admin listener and, when configured, the web chat it serves (a
 // connector like the others).
-func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, metricsHandler http.Handler, deliver delivery.Options) error {
+func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, metricsHandler http.Handler, deliver delivery.Options) error {
 	proxies, err := admin.NewProxies(cfg.Admin.TrustedProxies, cfg.Admin.PublicURL)
 	if err != nil {
 		return err
@@ -462,6 +476,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 		Logger:    b.log,
 		Proxies:   proxies,
 		Instances: adminInstances(b.replica),
+		Memory:    b.memory,
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store.AdminSessions,
 		PublicURL: cfg.Admin.PublicURL,
@@ -488,11 +503,13 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []admin.ServerHealth, m
 	if err != nil {
 		return err
 	}
-	// The admin package logs the address it listens on once listening.
-	if cfg.Admin.WebChat {
-		b.log.Info("web chat", "path", "/chat", "on", "the admin listener")
+	ln, err := listen("[admin] listen", cfg.Admin.Listen)
+	if err != nil {
+		return err
 	}
-	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: srv.Run})
+	b.cleanup = append(b.cleanup, func() { ln.Close() }) // Serve closes it too; a failed start does not reach Serve
+	announceAdmin(b.log, cfg, ln.Addr())
+	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: func(ctx context.Context) error { return srv.Serve(ctx, ln) }})
 	return nil
 }
 
@@ -610,6 +627,11 @@ func prices(cfg *config.Config) map[string]chat.Price {
 		p.PerMinute = m.PricePerMinute
 		out[m.Name] = p
 	}
+	for _, m := range cfg.Embeddings.Candidates() {
+		p := out[m.Name]
+		p.In = m.PriceIn
+		out[m.Name] = p
+	}
 	return out
 }
 
@@ -628,17 +650,11 @@ func speechNames(cfg *config.Config) []string {
 // newSpeech builds the speech client of [speech]: nil interfaces when it transcribes nothing
 // and speaks nothing.
 func newSpeech(cfg *config.Config, hc *http.Client, obs provider.Observer) (pipeline.Transcriber, pipeline.Speaker, error) {
-	s := cfg.Speech
-	o := speech.Options{HTTPClient: hc, Observer: obs}
-	for _, m := range s.Candidates() {
-		o.Candidates = append(o.Candidates, provider.Endpoint{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model, Timeout: m.Timeout})
-	}
-	if s.Reply != pipeline.SpeakOff && s.TTSModel != "" {
-		o.Voice = speech.Voice{Endpoint: provider.Endpoint{BaseURL: s.TTSBaseURL, APIKey: s.TTSAPIKey, Model: s.TTSModel, Timeout: s.Timeout}, Voice: s.Voice}
-	}
+	o := speechOptions(cfg)
 	if len(o.Candidates) == 0 && o.Voice.Model == "" {
 		return nil, nil, nil
 	}
+	o.HTTPClient, o.Observer = hc, obs
 	c, err := speech.New(o)
 	if err != nil {
 		return nil, nil, err
@@ -646,23 +662,45 @@ func newSpeech(cfg *config.Config, hc *http.Client, obs provider.Observer) (pipe
 	return c, c, nil
 }
 
-func quotaLimits(l config.QuotaLimits) quota.Limits {
-	return quota.Limits{TokensPerDay: l.TokensPerDay, TokensPerMonth: l.TokensPerMonth,
-		CostPerDay: l.CostPerDay, CostPerMonth: l.CostPerMonth}
-}
-
-func quotas(q config.Quotas) quota.Policy {
-	out := quota.Policy{User: quotaLimits(q.User), Chat: quotaLimits(q.Chat), AdminsCounted: q.AdminsCounted}
-	for _, o := range q.Overrides {
-		out.Overrides = append(out.Overrides, quota.Override{Users: o.Users, Roles: o.Roles, Limits: quotaLimits(o.QuotaLimits)})
+// speechOptions are [speech]'s endpoints as the speech client takes them: the transcription
+// endpoints are the file's own, the voice is assembled from its tts_* keys.
+func speechOptions(cfg *config.Config) speech.Options {
+	s := cfg.Speech
+	var o speech.Options
+	for _, m := range s.Candidates() {
+		o.Candidates = append(o.Candidates, m.Endpoint)
 	}
-	return out
+	if s.Reply != pipeline.SpeakOff && s.TTSModel != "" {
+		o.Voice = speech.Voice{Endpoint: provider.Endpoint{BaseURL: s.TTSBaseURL, APIKey: s.TTSAPIKey, Model: s.TTSModel, Timeout: s.Timeout}, Voice: s.Voice}
+	}
+	return o
 }
 
+// runnerOptions are [agent]'s keys the runner reads; the caller adds its client, log and observer.
+func runnerOptions(cfg *config.Config) agent.Options {
+	return agent.Options{MaxToolRounds: cfg.Agent.MaxToolRounds, FlushChunks: cfg.Agent.StreamFlushChunks, RemoveThink: cfg.Agent.RemoveThink}
+}
+
+// managerOptions are [tools]' keys the tool manager reads; the caller adds its log, policy,
+// consents and claims.
+func managerOptions(cfg *config.Config) tools.ManagerOptions {
+	t := cfg.Tools
+	return tools.ManagerOptions{ResultMaxChars: cfg.Agent.ToolResultMaxChars,
+		MaxFileBytes: int64(t.MaxFileBytes), MaxFilesPerTurn: t.MaxFilesPerTurn, ElicitationTimeout: t.ElicitationTimeout,
+		Parallel: tools.ParallelMode(t.Parallel), MaxParallel: t.MaxParallel, ParallelTools: t.ParallelTools,
+		AlwaysAllowFor: t.AlwaysAllow}
+}
+
+// quotas is [quotas] as the quota part takes it: the limits and overrides are the file's.
+func quotas(q config.Quotas) quota.Policy {
+	return quota.Policy{User: q.User, Chat: q.Chat, Overrides: q.Overrides, AdminsCounted: q.AdminsCounted}
+}
+
+// agentModels are the [[models]] as the runner takes them: each entry's endpoint is the file's.
 func agentModels(ms []config.Model) []agent.Model {
 	out := make([]agent.Model, len(ms))
 	for i, m := range ms {
-		out[i] = agent.Model{Endpoint: provider.Endpoint{Name: m.Name, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model, Timeout: m.Timeout}, SupportsTools: m.SupportsTools, SupportsVision: m.SupportsVision,
+		out[i] = agent.Model{Endpoint: m.Endpoint, SupportsTools: m.SupportsTools, SupportsVision: m.SupportsVision,
 			CacheBreakpoints: m.Cache == config.CacheAnthropic}
 	}
 	return out
@@ -670,13 +708,7 @@ func agentModels(ms []config.Model) []agent.Model {
 
 // newOAuth builds the logins of the MCP servers with auth = "oauth", kept in the store.
 func (b *bot) newOAuth(cfg *config.Config) error {
-	var servers []oauth.Server
-	for _, s := range cfg.MCP.Servers {
-		if s.Auth == "oauth" {
-			servers = append(servers, oauth.Server{Name: s.Name, URL: s.URL, ClientID: s.ClientID, ClientSecret: s.ClientSecret, Scopes: s.Scopes,
-				Local: s.Local})
-		}
-	}
+	servers := oauthServers(cfg.MCP.Servers)
 	if len(servers) == 0 {
 		return nil
 	}
@@ -687,6 +719,17 @@ func (b *bot) newOAuth(cfg *config.Config) error {
 	b.oauth = m
 	b.background = append(b.background, lifecycle.Part{Name: "mcp oauth", Run: m.Run})
 	return nil
+}
+
+// oauthServers are the MCP servers with auth = "oauth", as their logins take them.
+func oauthServers(ss []config.MCPServer) []oauth.Server {
+	var out []oauth.Server
+	for _, s := range ss {
+		if s.Auth == config.AuthOAuth {
+			out = append(out, oauth.Server{Name: s.Name, URL: s.URL, ClientID: s.ClientID, ClientSecret: s.ClientSecret, Scopes: s.Scopes, Local: s.Local})
+		}
+	}
+	return out
 }
 
 // mcpServers turns the configured servers into the loader's; logins authorizes those with
@@ -715,21 +758,6 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 	return out
 }
 
-func adminHealth(hs []mcp.ServerHealth) []admin.ServerHealth {
-	out := make([]admin.ServerHealth, len(hs))
-	for i, h := range hs {
-		out[i] = admin.ServerHealth{
-			Name:      h.Name,
-			Transport: h.Transport,
-			State:     string(h.State),
-			Tools:     h.Tools,
-			Error:     h.LastError,
-			Since:     h.Since,
-		}
-	}
-	return out
-}
-
 // endpointHost returns the scheme and host of a Bot API endpoint format, without the token.
 func endpointHost(format string) string {
 	u, err := url.Parse(strings.ReplaceAll(format, "%s", "x"))
@@ -750,16 +778,6 @@ func modelNames(ms []config.Model) []string {
 		names = append(names, name)
 	}
 	return names
-}
-
-// policyRules turns the [[tools.policy]] entries into the tools package's rules.
-func policyRules(ps []config.ToolPolicy) []tools.Rule {
-	out := make([]tools.Rule, len(ps))
-	for i, p := range ps {
-		out[i] = tools.Rule{Tool: p.Tool, Source: audit.Source(p.Source), Server: p.Server, Roles: p.Roles,
-			Chats: p.Chats, Action: tools.Action(p.Action), Approvers: p.Approvers}
-	}
-	return out
 }
 
 // namesChatAdmins reports whether a tool policy or a quota override names the chat_admins role,

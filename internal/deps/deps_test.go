@@ -26,7 +26,6 @@ var mayImport = map[string][]string{
 	// Nouns and leaves: they import nothing of the module.
 	"chat":               nil,
 	"audit":              nil,
-	"config":             nil, // the file's shape only; every part takes options of its own
 	"migrations":         nil,
 	"media":              nil,
 	"media/audio":        nil,
@@ -35,6 +34,14 @@ var mayImport = map[string][]string{
 	"internal/lifecycle": nil,
 	"internal/logredact": nil,
 	"internal/outbound":  nil, // the guarded client for HTTP to servers we do not control
+
+	// The admin's rules as one value each (a tool policy rule, a quota's limits): written in
+	// config.toml, obeyed by tools and pipeline/quota.
+	"policy": {"audit"},
+	// The file's shape: the values that are one thing in the file and in a part are the nouns'
+	// own types (a model endpoint, a policy rule, a quota's limits), so config sits on the noun
+	// leaves; what is a part's options stays the part's, copied in cmd/bot.
+	"config": {"policy", "provider"},
 
 	// The platforms: they know nothing of the agent, the store, the pipeline or the tools.
 	"adapters":                       {"chat"},
@@ -50,9 +57,9 @@ var mayImport = map[string][]string{
 	"media/sandbox": {"media", "media/audio"},
 
 	// The tools know no platform, no pipeline and no store: they report to an audit recorder.
-	"tools":           {"audit", "chat"},
-	"tools/...":       {"audit", "chat", "tools", "tools/...", "internal/logredact", "internal/outbound"},
-	"tools/toolstest": {"audit", "chat", "tools"},
+	"tools":           {"audit", "chat", "policy"},
+	"tools/...":       {"audit", "chat", "policy", "tools", "tools/...", "internal/logredact", "internal/outbound"},
+	"tools/toolstest": {"audit", "chat", "policy", "tools"},
 
 	// The agent and the store know no platform; the store knows no agent, pipeline or tools.
 	// provider is the model client noun: every caller of a model (the agent's runner, speech)
@@ -87,8 +94,10 @@ var mayImport = map[string][]string{
 	"metrics": observer,
 	"tracing": observer,
 
-	// The audit log's pages and API read the store, and list coord's replicas.
-	"admin": {"audit", "chat", "coord", "internal/ellipsis", "store"},
+	// The audit log's pages and API read the store, list coord's replicas and show the tool
+	// servers' health (tools.ServerHealth, as the MCP loader reports it); the memory pages read
+	// and delete memory's facts.
+	"admin": {"audit", "chat", "coord", "internal/ellipsis", "pipeline/memory", "store", "tools"},
 
 	// Binaries wire everything.
 	"cmd/bot":      {"..."},
@@ -100,7 +109,7 @@ var mayImport = map[string][]string{
 
 var (
 	platform = []string{"adapters", "adapters/delivery", "adapters/markdown", "chat", "internal/ellipsis", "internal/logredact"}
-	pipeline = []string{"adapters", "adapters/markdown", "agent", "audit", "chat", "internal/ellipsis", "media", "media/sandbox", "provider", "retrieval", "speech", "store", "tools"}
+	pipeline = []string{"adapters", "adapters/markdown", "agent", "audit", "chat", "internal/ellipsis", "media", "media/sandbox", "policy", "provider", "retrieval", "speech", "store", "tools"}
 	observer = []string{"adapters", "adapters/delivery", "agent", "audit", "chat", "pipeline", "pipeline/...", "provider", "tools"}
 )
 

@@ -37,6 +37,10 @@ var tableOwner = map[string]string{
 	"retrieval_docs":    "retrieval",
 	"retrieval_vectors": "retrieval",
 
+	// Memory: each person's facts and the audit of their writes and deletes.
+	"memory_facts": "pipeline/memory",
+	"memory_audit": "pipeline/memory",
+
 	// The deployment of replicas.
 	"instances":        "coord",
 	"inbound_ledger":   "coord",

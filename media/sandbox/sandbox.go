@@ -52,21 +52,11 @@ const (
 )
 
 func (l Limits) withDefaults() Limits {
-	if l.Memory <= 0 {
-		l.Memory = DefaultMemory
-	}
-	if l.CPU <= 0 {
-		l.CPU = DefaultCPU
-	}
-	if l.Wall <= 0 {
-		l.Wall = DefaultWall
-	}
-	if l.Output <= 0 {
-		l.Output = DefaultOutput
-	}
-	if l.Concurrent <= 0 {
-		l.Concurrent = runtime.NumCPU()
-	}
+	l.Memory = media.OrDefault(l.Memory, DefaultMemory)
+	l.CPU = media.OrDefault(l.CPU, DefaultCPU)
+	l.Wall = media.OrDefault(l.Wall, DefaultWall)
+	l.Output = media.OrDefault(l.Output, DefaultOutput)
+	l.Concurrent = media.OrDefault(l.Concurrent, runtime.NumCPU())
 	return l
 }
 

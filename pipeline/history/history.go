@@ -39,6 +39,9 @@ type History struct {
 	// Meter accounts for compaction's model calls (the turn's meter, its calls made round 0);
 	// nil: none.
 	Meter agent.Meter
+	// BeforeCompact, when set, is handed the rounds compaction is about to summarise, before
+	// their words leave the transcript (memory extracts their facts first).
+	BeforeCompact func(ctx context.Context, rounds []store.Round)
 }
 
 // shared reports whether the members of a group share the conversation (its key names no user).
@@ -298,6 +301,9 @@ func (k *Keeper) Budget(name string) ModelBudget {
 func (k *Keeper) Compact(ctx context.Context, h *History, n int, log *slog.Logger) error {
 	if n <= 0 || n > len(h.Rounds) {
 		return ErrNothingToCompact
+	}
+	if h.BeforeCompact != nil {
+		h.BeforeCompact(ctx, h.Rounds[:n])
 	}
 	mb := k.Budget(h.Conv.Model)
 	words := max(mb.ContextWindow/16, 100)

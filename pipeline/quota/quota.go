@@ -15,39 +15,20 @@ import (
 	"relaybot/adapters"
 	"relaybot/chat"
 	"relaybot/pipeline/access"
+	"relaybot/policy"
 	"relaybot/store"
 )
 
-// Limits caps tokens (prompt and completion together) and cost per UTC day and month; zero means
-// no cap of that kind.
-type Limits struct {
-	TokensPerDay   int64
-	TokensPerMonth int64
-	CostPerDay     float64
-	CostPerMonth   float64
-}
-
-func (l Limits) empty() bool { return l == Limits{} }
-
-// Override replaces the per-user limits for the users and roles it lists.
-type Override struct {
-	// Users are "platform:user_id" entries ("*:id" for any platform).
-	Users []string
-	// Roles are platform role ids ("discord_role:ID") or "chat_admins".
-	Roles  []string
-	Limits Limits
-}
-
 // Policy caps what each user and each chat may spend. Admins are exempt unless AdminsCounted.
 type Policy struct {
-	User          Limits
-	Chat          Limits
-	Overrides     []Override
+	User          policy.Limits
+	Chat          policy.Limits
+	Overrides     []policy.Override
 	AdminsCounted bool
 }
 
 // userLimits returns the limits of the sender: the first override listing them, else User.
-func (q Policy) userLimits(in adapters.Inbound) Limits {
+func (q Policy) userLimits(in adapters.Inbound) policy.Limits {
 	for _, o := range q.Overrides {
 		if access.NewIDSet(o.Users).Has(in.Chat.Platform, in.UserID) {
 			return o.Limits
@@ -142,7 +123,7 @@ func (g *Guard) rules(in adapters.Inbound) []quotaRule {
 	var rules []quotaRule
 	for _, c := range []struct {
 		who    string
-		limits Limits
+		limits policy.Limits
 		f      store.UsageFilter
 	}{
 		{"You have", q.userLimits(in), store.UsageFilter{Platform: string(in.Chat.Platform), UserID: in.UserID}},

@@ -11,6 +11,7 @@ import (
 	"relaybot/internal/outbound"
 	testmcp "relaybot/internal/testkit/mcp"
 	"relaybot/internal/testkit/wait"
+	"relaybot/tools"
 	"relaybot/tools/mcp"
 )
 
@@ -62,7 +63,7 @@ func TestAServerOnAnInnerAddressIsReachedOnlyWhenConfiguredLocal(t *testing.T) {
 	waitUp(t, l, "inside")
 	wait.For(t, "the server not configured local to be refused", func() bool {
 		h := health(l, "outside")
-		return h.State == mcp.StateDown && strings.Contains(h.LastError, "refusing to connect to 127.0.0.1: loopback address")
+		return h.State == tools.ServerDown && strings.Contains(h.LastError, "refusing to connect to 127.0.0.1: loopback address")
 	})
 	if n := k.Calls("echo"); n != 0 {
 		t.Errorf("echo ran %d times", n)

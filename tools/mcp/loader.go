@@ -78,31 +78,6 @@ type ServerConfig struct {
 	dial func() transport.Interface
 }
 
-// State is a server's connection state.
-type State string
-
-// Connection states.
-const (
-	StateConnecting State = "connecting"
-	StateUp         State = "up"
-	StateDown       State = "down"
-)
-
-// ServerHealth is one server's state for the admin page.
-type ServerHealth struct {
-	Name string
-	// Transport is the configured transport, "http→sse" after a fallback to SSE.
-	Transport string
-	State     State
-	// LastError is the latest connection failure ("" when none); URLs have their query and
-	// credentials redacted.
-	LastError string
-	// Tools counts the tools the server offers (while up) or last offered.
-	Tools int
-	// Since is when the server entered State.
-	Since time.Time
-}
-
 // ErrUnavailable is wrapped by the error of a call to a server that is down or reconnecting;
 // such calls fail at once instead of waiting out a timeout.
 var ErrUnavailable = errors.New("MCP server unavailable")
@@ -324,8 +299,8 @@ func (l *Loader) server(name string) *serverConn {
 }
 
 // Health reports every server's state, in configuration order.
-func (l *Loader) Health() []ServerHealth {
-	out := make([]ServerHealth, 0, len(l.servers))
+func (l *Loader) Health() []tools.ServerHealth {
+	out := make([]tools.ServerHealth, 0, len(l.servers))
 	for _, s := range l.servers {
 		out = append(out, s.health())
 	}

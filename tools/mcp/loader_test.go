@@ -65,18 +65,18 @@ func startLoaderOpts(t *testing.T, opts []mcp.Option, cfgs ...mcp.ServerConfig) 
 	return l
 }
 
-func health(l *mcp.Loader, name string) mcp.ServerHealth {
+func health(l *mcp.Loader, name string) tools.ServerHealth {
 	for _, h := range l.Health() {
 		if h.Name == name {
 			return h
 		}
 	}
-	return mcp.ServerHealth{}
+	return tools.ServerHealth{}
 }
 
 func waitUp(t *testing.T, l *mcp.Loader, name string) {
 	t.Helper()
-	wait.For(t, name+" up", func() bool { return health(l, name).State == mcp.StateUp })
+	wait.For(t, name+" up", func() bool { return health(l, name).State == tools.ServerUp })
 }
 
 func call(l *mcp.Loader, name string, args any) (tools.Result, error) {
@@ -206,7 +206,7 @@ func TestToolCallTimeout(t *testing.T) {
 				res, err := call(l, "cancelled", nil)
 				return err == nil && res.Text == "1"
 			})
-			if h := health(l, "srv"); h.State != mcp.StateUp {
+			if h := health(l, "srv"); h.State != tools.ServerUp {
 				t.Errorf("after a timeout the server is %s", h.State)
 			}
 		})
@@ -290,14 +290,14 @@ func TestStdioServerRestarted(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, "the server to be down", func() bool { return health(l, "srv").State == mcp.StateDown })
+	wait.For(t, "the server to be down", func() bool { return health(l, "srv").State == tools.ServerDown })
 
 	_, err = call(l, "echo", map[string]string{"text": "x"})
 	if !errors.Is(err, mcp.ErrUnavailable) {
 		t.Errorf("call while down: err = %v, want ErrUnavailable", err)
 	}
 	h := health(l, "srv")
-	if h.State != mcp.StateDown {
+	if h.State != tools.ServerDown {
 		t.Errorf("the call waited for the restart instead of failing at once (state %s)", h.State)
 	}
 	if !strings.Contains(h.LastError, "killed") {
@@ -336,7 +336,7 @@ func TestRemoteFallback(t *testing.T) {
 			}
 			h := health(l, "srv")
 			if !tc.fallback {
-				if h.State != mcp.StateDown || !strings.Contains(h.LastError, strconv.Itoa(tc.status)) {
+				if h.State != tools.ServerDown || !strings.Contains(h.LastError, strconv.Itoa(tc.status)) {
 					t.Errorf("health = %+v, want down naming %d", h, tc.status)
 				}
 				if srv.Streams() != 0 {
@@ -344,7 +344,7 @@ func TestRemoteFallback(t *testing.T) {
 				}
 				return
 			}
-			if h.State != mcp.StateUp || h.Transport != "http→sse" {
+			if h.State != tools.ServerUp || h.Transport != "http→sse" {
 				t.Fatalf("health = %+v, want up over SSE", h)
 			}
 			if res, err := call(l, "echo", map[string]string{"text": "via sse"}); err != nil || res.Text != "via sse" {
@@ -399,7 +399,7 @@ func TestBrokenServersDoNotStopOthers(t *testing.T) {
 	}
 	for _, name := range []string{"missing", "secret", "bad"} {
 		h := health(l, name)
-		if h.State == mcp.StateUp || h.LastError == "" {
+		if h.State == tools.ServerUp || h.LastError == "" {
 			t.Errorf("%s: health = %+v, want down with an error", name, h)
 		}
 		if strings.Contains(h.LastError, "hunter2") || strings.Contains(h.LastError, "pa55") {
@@ -455,7 +455,7 @@ func TestACallRunsOnlyOnTheServerWhoseToolWasJudged(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, "the judged server to be down", func() bool { return health(l, "judged").State == mcp.StateDown })
+	wait.For(t, "the judged server to be down", func() bool { return health(l, "judged").State == tools.ServerDown })
 
 	b, _ := json.Marshal(map[string]string{"text": "x"})
 	_, err = l.Call(context.Background(), tools.Invocation{Name: "echo", Arguments: b, Server: judged})
@@ -481,7 +481,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	if h := health(l, "stdio"); h.State != mcp.StateDown {
+	if h := health(l, "stdio"); h.State != tools.ServerDown {
 		t.Errorf("after Close: %+v", h)
 	}
 	wait.For(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
@@ -498,7 +498,7 @@ func TestUnreachableRemoteGoesDown(t *testing.T) {
 	if !errors.Is(err, mcp.ErrUnavailable) {
 		t.Errorf("call to a closed server: err = %v, want ErrUnavailable", err)
 	}
-	wait.For(t, "the server to be down", func() bool { return health(l, "srv").State == mcp.StateDown })
+	wait.For(t, "the server to be down", func() bool { return health(l, "srv").State == tools.ServerDown })
 	if len(l.Tools(context.Background())) != 0 {
 		t.Errorf("tools of an unreachable server offered: %v", toolNames(l))
 	}
@@ -520,7 +520,7 @@ func TestConnectTimeout(t *testing.T) {
 	if err := l.WaitStarted(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if h := health(l, "srv"); h.State != mcp.StateDown || !strings.Contains(h.LastError, "connect timeout") {
+	if h := health(l, "srv"); h.State != tools.ServerDown || !strings.Contains(h.LastError, "connect timeout") {
 		t.Errorf("health = %+v, want down after the connect timeout", h)
 	}
 }

@@ -36,7 +36,7 @@ type serverConn struct {
 	firstOnce sync.Once
 
 	mu            sync.Mutex
-	state         State
+	state         tools.ServerState
 	lastErr       string
 	needsLogin    bool // the last failure was for want of an OAuth login
 	since         time.Time
@@ -56,7 +56,7 @@ func newServerConn(l *Loader, cfg ServerConfig, o options) *serverConn {
 		refresh:   make(chan struct{}, 1),
 		reconnect: make(chan struct{}, 1),
 		firstDone: make(chan struct{}),
-		state:     StateConnecting,
+		state:     tools.ServerConnecting,
 		since:     time.Now(),
 		transport: cfg.Transport,
 	}
@@ -250,15 +250,15 @@ func (s *serverConn) markFirstDone() { s.firstOnce.Do(func() { close(s.firstDone
 func (s *serverConn) setConnecting() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != StateConnecting {
-		s.state, s.since = StateConnecting, time.Now()
+	if s.state != tools.ServerConnecting {
+		s.state, s.since = tools.ServerConnecting, time.Now()
 	}
 }
 
 func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.mu.Lock()
 	s.sess = sess
-	s.state, s.since, s.lastErr, s.needsLogin = StateUp, time.Now(), "", false
+	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
 	s.mu.Unlock()
@@ -269,8 +269,8 @@ func (s *serverConn) setDown(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sess = nil
-	if s.state != StateDown {
-		s.state, s.since = StateDown, time.Now()
+	if s.state != tools.ServerDown {
+		s.state, s.since = tools.ServerDown, time.Now()
 	}
 	s.lastErr = err.Error()
 	s.needsLogin = needsLogin(err)
@@ -297,7 +297,7 @@ func (s *serverConn) detach() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sess = nil
-	s.state, s.since = StateConnecting, time.Now()
+	s.state, s.since = tools.ServerConnecting, time.Now()
 	select {
 	case <-s.reconnect:
 	default:
@@ -330,20 +330,20 @@ func (s *serverConn) transportName() string {
 func (s *serverConn) toolSpecs() ([]tools.Spec, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.specs, s.state == StateUp
+	return s.specs, s.state == tools.ServerUp
 }
 
 func (s *serverConn) offers(name string) (up, known bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	known = s.names[name]
-	return known && s.state == StateUp, known
+	return known && s.state == tools.ServerUp, known
 }
 
-func (s *serverConn) health() ServerHealth {
+func (s *serverConn) health() tools.ServerHealth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ServerHealth{
+	return tools.ServerHealth{
 		Name: s.cfg.Name, Transport: s.transport, State: s.state,
 		LastError: s.lastErr, Tools: len(s.specs), Since: s.since,
 	}
@@ -485,7 +485,7 @@ func (s *serverConn) renew(ctx context.Context, failed *session) error {
 	}
 	done := s.reconnectDone
 	if done == nil {
-		if s.sess == nil && s.state == StateDown {
+		if s.sess == nil && s.state == tools.ServerDown {
 			s.mu.Unlock()
 			return s.unavailable()
 		}
@@ -530,7 +530,7 @@ func (s *serverConn) unavailable() error {
 	switch {
 	case s.needsLogin:
 		return &needsLoginError{server: s.cfg.Name}
-	case s.state == StateDown:
+	case s.state == tools.ServerDown:
 		return fmt.Errorf("MCP server '%s' is down (%s): %w", s.cfg.Name, s.lastErr, ErrUnavailable)
 	case s.lastErr != "":
 		return fmt.Errorf("MCP server '%s' is reconnecting (last error: %s): %w", s.cfg.Name, s.lastErr, ErrUnavailable)

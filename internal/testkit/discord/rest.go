@@ -391,6 +391,9 @@ func (s *Server) apply(r *http.Request, req *request) (int, any) {
 		s.storeLocked(m)
 		return http.StatusOK, s.messageJSON(m)
 	case RouteEditMessage:
+		if _, ok := s.channels[req.channelID]; !ok {
+			return http.StatusNotFound, errorBody(codeUnknownChannel, "Unknown Channel")
+		}
 		m, ok := s.messages[req.messageID]
 		if !ok || m.deleted || m.ChannelID != req.channelID {
 			return http.StatusNotFound, errorBody(codeUnknownMessage, "Unknown Message")

@@ -467,6 +467,22 @@ func (s *Server) ArchiveThread(id string, locked bool) error {
 	return nil
 }
 
+// DeleteChannel deletes a channel (a thread) as a moderator does: requests naming it answer
+// 404 Unknown Channel (10003).
+func (s *Server) DeleteChannel(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.channels[id]; !ok {
+		return fmt.Errorf("delete channel %s: unknown channel", id)
+	}
+	delete(s.channels, id)
+	for _, mid := range s.order[id] {
+		s.messages[mid].deleted = true
+	}
+	s.notifyLocked()
+	return nil
+}
+
 // Messages returns the visible messages of a channel, oldest first, as users see them now.
 func (s *Server) Messages(channelID string) []Message {
 	s.mu.Lock()

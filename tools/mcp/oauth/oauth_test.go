@@ -140,18 +140,15 @@ func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Dat
 	r.loader.Start(context.Background())
 	t.Cleanup(r.loader.Close)
 	r.metrics = metrics.New(metrics.Options{MCPUp: func() map[string]bool {
-		return map[string]bool{"tracker": r.loader.Health()[0].State == mcp.StateUp}
+		return map[string]bool{"tracker": r.loader.Health()[0].State == tools.ServerUp}
 	}})
 	r.tools, err = tools.NewManager([]tools.Loader{r.loader}, r.metrics.Recorder(r.audit), tools.ManagerOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srvAdmin, err := admin.New(admin.Options{Listen: "127.0.0.1:0", Store: admin.Store{ToolCalls: st.ToolCalls, Turns: st.Turns, Messages: st.Messages, Timelines: st.Timelines, Usage: st.Usage, Consents: st.Consents, Health: st}, OAuth: r.logins, Logger: log,
-		Metrics: r.metrics.Handler(),
-		MCPHealth: func() []admin.ServerHealth {
-			h := r.loader.Health()[0]
-			return []admin.ServerHealth{{Name: h.Name, Transport: h.Transport, State: string(h.State), Tools: h.Tools, Error: h.LastError, Since: h.Since}}
-		}})
+		Metrics:   r.metrics.Handler(),
+		MCPHealth: func() []tools.ServerHealth { return r.loader.Health()[:1] }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +205,7 @@ func (r *rig) connect() {
 
 func (r *rig) waitUp() {
 	r.t.Helper()
-	wait.For(r.t, "the MCP server is up after the login", func() bool { return r.loader.Health()[0].State == mcp.StateUp })
+	wait.For(r.t, "the MCP server is up after the login", func() bool { return r.loader.Health()[0].State == tools.ServerUp })
 }
 
 // turn starts a turn: it is offered the tools of the servers up now.
@@ -300,7 +297,7 @@ func TestAnAdminConnectsAnOAuthServerFromTheServersPageAndItsToolsWork(t *testin
 			}
 			wait.For(t, "the server is down for want of a login", func() bool {
 				h := r.loader.Health()[0]
-				return h.State == mcp.StateDown && strings.Contains(h.LastError, "needs an admin to log in")
+				return h.State == tools.ServerDown && strings.Contains(h.LastError, "needs an admin to log in")
 			})
 			r.connect()
 			r.waitUp()
@@ -387,7 +384,7 @@ func TestARevokedLoginShowsNeedsLoginAndTheToolFailsWithAClearError(t *testing.T
 	}
 	wait.For(t, "the server is marked down for want of a login", func() bool {
 		h := r.loader.Health()[0]
-		return h.State == mcp.StateDown && strings.Contains(h.LastError, "log in")
+		return h.State == tools.ServerDown && strings.Contains(h.LastError, "log in")
 	})
 	if out := r.callIn(turn, "y"); out.Content != want {
 		t.Fatalf("while the server is down for want of a login the tool answered %q", out.Content)

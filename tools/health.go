@@ -1,0 +1,29 @@
+package tools
+
+import "time"
+
+// ServerHealth is one tool server's state (an MCP server's), as its loader reports it and the
+// admin pages and API show it: the JSON names are the admin API's.
+type ServerHealth struct {
+	Name string `json:"name"`
+	// Transport is the configured transport, "http→sse" after a fallback to SSE.
+	Transport string      `json:"transport"`
+	State     ServerState `json:"state"`
+	// Tools counts the tools the server offers (while up) or last offered.
+	Tools int `json:"tools"`
+	// LastError is the latest connection failure ("" when none); URLs have their query and
+	// credentials redacted.
+	LastError string `json:"error,omitempty"`
+	// Since is when the server entered State.
+	Since time.Time `json:"since,omitzero"`
+}
+
+// ServerState is a tool server's connection state.
+type ServerState string
+
+// Connection states of a tool server.
+const (
+	ServerConnecting ServerState = "connecting"
+	ServerUp         ServerState = "up"
+	ServerDown       ServerState = "down"
+)
