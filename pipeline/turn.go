@@ -275,6 +275,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		tt = p.tools.ForTurn(info, p.allowedTools(in))
 		t.req.Tools = tt.Specs()
 		t.req.Executor = tt
+		tt.SetMeter(t.meter)
 	}
 	t.req.Messages = t.withMemory(t.transcript(false))
 	if t.hist.Compacted {

@@ -224,11 +224,18 @@ type Turn struct {
 	approver  Approver
 	elicitor  Elicitor
 	progress  ProgressFunc
+	meter     Meter
 	// askMu puts the turn's tool questions to the chat one at a time.
 	askMu sync.Mutex
 
 	filesMu sync.Mutex
 	files   int // files kept for the reply so far, against MaxFilesPerTurn
+}
+
+// SetMeter makes the turn's tools account for their own model calls (an embedding) with m, the
+// turn's meter, so they count for the person who asked. Call it before the turn's calls run.
+func (t *Turn) SetMeter(m Meter) {
+	t.meter = m
 }
 
 // ForTurn lists the tools available now and returns the ones offered in a turn: those allowed
@@ -431,7 +438,7 @@ func (t *Turn) invoke(ctx context.Context, p *prepared) Outcome {
 			return NotRun(fmt.Errorf("%w: %w", ErrNotClaimed, err))
 		}
 	}
-	res, err := callLoader(ctx, p.e.loader, Invocation{Name: name, Arguments: json.RawMessage(p.args), Turn: t.info, Server: p.e.spec.Server, Running: p.run})
+	res, err := callLoader(ctx, p.e.loader, Invocation{Name: name, Arguments: json.RawMessage(p.args), Turn: t.info, Server: p.e.spec.Server, Running: p.run, Meter: t.meter})
 	switch {
 	case err == nil:
 		return Outcome{Content: res.Text, Files: res.Files, Status: audit.StatusOK}

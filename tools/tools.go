@@ -65,6 +65,15 @@ type Invocation struct {
 	// Server is the MCP server whose tool the turn offered and its policy judged (Spec.Server);
 	// the call runs there or not at all. Empty for the other sources.
 	Server string
+	// Meter accounts for the model calls the tool makes for the turn (Turn.SetMeter); nil when
+	// the turn has none.
+	Meter Meter
+}
+
+// Meter accounts for a turn's model calls, attributed to the person of the turn (the turn's
+// quota meter): Start refuses when a quota is used up; the function it returns settles the call.
+type Meter interface {
+	Start(ctx context.Context, call chat.ModelCall, prompt int) (func(chat.ModelCall), error)
 }
 
 // Errors loaders report.

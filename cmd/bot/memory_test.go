@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
 	"relaybot/pipeline/memory"
+	"relaybot/store"
 )
 
 // memoryModel is the fake model of the memory tests: an extraction request (structured output
@@ -30,6 +32,9 @@ type memoryModel struct {
 	failFirst   int
 	// order is the kind of every request in order: "extract" or "answer".
 	order []string
+	// remember maps words of a person's message to the fact the model stores with the remember
+	// tool in answer to it; search, to the query it searches with search_memory.
+	remember, search map[string]string
 }
 
 func (m *memoryModel) handle(req llm.Request) llm.Reply {
@@ -38,6 +43,20 @@ func (m *memoryModel) handle(req llm.Request) llm.Reply {
 	if req.SchemaName != "memory_changes" {
 		m.turns = append(m.turns, req)
 		m.order = append(m.order, "answer")
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "user" && slices.Contains(req.Tools, memory.ToolRemember) {
+			for words, fact := range m.remember {
+				if strings.Contains(last.Content, words) {
+					args, _ := json.Marshal(map[string]string{"fact": fact})
+					return llm.ToolCalls(llm.Call{ID: "call_1", Name: memory.ToolRemember, Args: []string{string(args)}})
+				}
+			}
+			for words, query := range m.search {
+				if strings.Contains(last.Content, words) {
+					args, _ := json.Marshal(map[string]string{"query": query})
+					return llm.ToolCalls(llm.Call{ID: "call_1", Name: memory.ToolSearch, Args: []string{string(args)}})
+				}
+			}
+		}
 		return llm.Text("ok")
 	}
 	m.order = append(m.order, "extract")
@@ -182,26 +201,78 @@ func TestAnInstructionLikeFactStaysInsideTheDataBlock(t *testing.T) {
 }
 
 func TestForgetAllLeavesNoByteOfTheFactInTheDatabase(t *testing.T) {
-	const marker = "Quokkazanzibar"
-	e, mm := newMemoryEnv(t, map[string]string{"my locker": "Locker code is " + marker})
+	for _, how := range []string{"extraction", "the remember tool"} {
+		t.Run(how, func(t *testing.T) {
+			const marker = "Quokkazanzibar"
+			e, mm := newMemoryEnv(t, nil)
+			if how == "extraction" {
+				mm.facts = map[string]string{"my locker": "Locker code is " + marker}
+			} else {
+				mm.remember = map[string]string{"my locker": "Locker code is " + marker}
+				mm.search = map[string]string{"which locker": "locker code"}
+			}
+			stop := e.start(memoryConfig(e).parse(t))
+			e.say(42, "please remember my locker code, it is in the usual place")
+			wait.For(t, "the extraction after the turn", func() bool { return mm.extracted() == 1 })
+			e.waitLog("memory")
+			e.say(42, "/memory")
+			e.waitBotText(42, "/memory", contains("1. Locker code is "+marker))
+			if how != "extraction" {
+				e.say(42, "which locker is mine?") // search_memory's result names the fact
+				wait.For(t, "the second extraction", func() bool { return mm.extracted() == 2 })
+			}
+			e.say(42, "/forget all")
+			e.waitBotText(42, "/forget all", contains("Forgotten: 1 facts"))
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			files, _ := filepath.Glob(e.db + "*")
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bytes.Contains(bytes.ToLower(b), bytes.ToLower([]byte(marker))) {
+					t.Errorf("%s still holds the forgotten fact's bytes", filepath.Base(f))
+				}
+			}
+			if how == "extraction" {
+				return
+			}
+			st := e.openStore()
+			_, r := st.Pools()
+			var status, result string
+			if err := r.QueryRow(`SELECT status, result FROM tool_calls WHERE tool_name = 'remember' AND user_id = '42'`).Scan(&status, &result); err != nil {
+				t.Fatalf("the remember call's audit row: %v", err)
+			}
+			if status != "ok" || result != store.Forgotten {
+				t.Errorf("the remember call's audit row is %s with result %q, want ok and %q: the trail stays, the words go", status, result, store.Forgotten)
+			}
+		})
+	}
+}
+
+func TestTheMemoryToolsEmbeddingCallsCountForThePerson(t *testing.T) {
+	e, mm := newMemoryEnv(t, nil)
+	mm.remember = map[string]string{"my locker": "Locker code is 4417"}
 	stop := e.start(memoryConfig(e).parse(t))
-	e.say(42, "my locker code is in the usual place")
-	wait.For(t, "the fact extracted", func() bool { return mm.extracted() == 1 })
-	e.waitLog("memory updated")
-	e.say(42, "/forget all")
-	e.waitBotText(42, "/forget all", contains("Forgotten: 1 facts"))
+	e.say(42, "please remember my locker code")
+	wait.For(t, "the extraction after the turn", func() bool { return mm.extracted() == 1 })
+	e.say(42, "/memory")
+	e.waitBotText(42, "/memory", contains("1. Locker code is 4417"))
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	files, _ := filepath.Glob(e.db + "*")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Contains(bytes.ToLower(b), bytes.ToLower([]byte(marker))) {
-			t.Errorf("%s still holds the forgotten fact's bytes", filepath.Base(f))
-		}
+	st := e.openStore()
+	_, r := st.Pools()
+	// The turn embeds twice: recall's query (the message) and remember's fact.
+	var calls int
+	if err := r.QueryRow(`SELECT COUNT(*) FROM llm_calls c JOIN tool_calls t ON t.turn_id = c.turn_id
+		WHERE t.tool_name = 'remember' AND c.user_id = '42' AND c.model = 'embed-a'`).Scan(&calls); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 {
+		t.Fatalf("the person's turn that called remember has %d embedding calls in the ledger, want 2 (recall's and the tool's)", calls)
 	}
 }
 

@@ -49,7 +49,7 @@ func runMemory(ctx context.Context, cfg *config.Config, args []string, stdout io
 		return err
 	}
 	w, r := st.Pools()
-	mem, err := memory.New(ctx, memory.Options{Dialect: st.Driver(), W: w, R: r, Embedder: emb})
+	mem, err := memory.New(ctx, memory.Options{Dialect: st.Driver(), W: w, R: r, Embedder: emb, Calls: st.ToolCalls})
 	if err != nil {
 		return err
 	}

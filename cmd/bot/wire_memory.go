@@ -27,7 +27,7 @@ func (b *bot) newMemory(ctx context.Context, cfg *config.Config, obs provider.Ob
 	}
 	w, r := b.store.Pools()
 	mo := memoryOptions(cfg)
-	mo.Dialect, mo.W, mo.R, mo.Embedder = b.store.Driver(), w, r, emb
+	mo.Dialect, mo.W, mo.R, mo.Embedder, mo.Calls = b.store.Driver(), w, r, emb, b.store.ToolCalls
 	mo.HTTPClient, mo.Observer, mo.Log = modelHTTPClient(cfg.Chat.MaxTurnsInFlight), obs, b.log
 	mem, err := memory.New(ctx, mo)
 	if err != nil {

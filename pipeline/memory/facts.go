@@ -217,6 +217,34 @@ func (q facts) auditOf(ctx context.Context, who chat.User, limit int) ([]AuditEn
 	return out, rows.Err()
 }
 
+// turnsOf returns the turns that wrote or changed the facts ids, as their audit entries say.
+func (q facts) turnsOf(ctx context.Context, ids []int64) ([]int64, error) {
+	var turns []int64
+	seen := map[int64]bool{}
+	for _, id := range ids {
+		rows, err := q.w.QueryContext(ctx, `SELECT DISTINCT source_turn_id FROM memory_audit WHERE fact_id = $1 AND source_turn_id IS NOT NULL`, id)
+		if err != nil {
+			return nil, fmt.Errorf("memory: the turns of fact %d: %w", id, err)
+		}
+		for rows.Next() {
+			var t int64
+			if err := rows.Scan(&t); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("memory: the turns of fact %d: %w", id, err)
+			}
+			if !seen[t] {
+				seen[t] = true
+				turns = append(turns, t)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("memory: the turns of fact %d: %w", id, err)
+		}
+	}
+	return turns, nil
+}
+
 func scanFacts(rows *sql.Rows) ([]Fact, error) {
 	defer rows.Close()
 	var out []Fact

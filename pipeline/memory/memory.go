@@ -23,6 +23,7 @@ import (
 	"relaybot/chat"
 	"relaybot/provider"
 	"relaybot/retrieval"
+	"relaybot/store"
 )
 
 // Collection is the retrieval collection of the facts.
@@ -44,6 +45,12 @@ type Meter interface {
 	Start(ctx context.Context, call chat.ModelCall, prompt int) (func(chat.ModelCall), error)
 }
 
+// CallEraser redacts, in the tool-call audit log and the saved history, the memory tools' calls
+// that carried a person's forgotten facts (store.ToolCallQuery).
+type CallEraser interface {
+	ForgetCalls(ctx context.Context, f store.ForgottenCalls) (int64, error)
+}
+
 // Options configure a Memory.
 type Options struct {
 	// Dialect is "sqlite" or "postgres"; W and R the pools (store.Database.Pools).
@@ -61,7 +68,10 @@ type Options struct {
 	HTTPClient *http.Client
 	// Observer hears of every model call (metrics).
 	Observer provider.Observer
-	Log      *slog.Logger
+	// Calls redacts the tool calls that carried forgotten facts (the store's ToolCalls); nil
+	// leaves them.
+	Calls CallEraser
+	Log   *slog.Logger
 	// Now returns the current time (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -248,7 +258,7 @@ func (m *Memory) Forget(ctx context.Context, who chat.User, id int64, path Path,
 	if len(gone) == 0 {
 		return ErrNotFound
 	}
-	return m.unindex(ctx, gone)
+	return m.erase(ctx, who, gone)
 }
 
 // ForgetAll deletes every fact of who and returns how many there were.
@@ -265,7 +275,7 @@ func (m *Memory) ForgetAll(ctx context.Context, who chat.User, path Path, actor 
 	if err != nil {
 		return 0, err
 	}
-	return len(gone), m.unindex(ctx, gone)
+	return len(gone), m.erase(ctx, who, gone)
 }
 
 // ForgetByAdmin deletes a fact whoever's it is.
@@ -277,9 +287,23 @@ func (m *Memory) ForgetByAdmin(ctx context.Context, id int64, admin string) (Fac
 	return f, m.Forget(ctx, f.Who, id, PathAdmin, admin)
 }
 
-func (m *Memory) unindex(ctx context.Context, ids []int64) error {
+// erase removes the deleted facts' words from the index and from the tool calls that carried
+// them (remember's calls in the turns that wrote them, search_memory's that found them), then
+// scrubs the freed bytes.
+func (m *Memory) erase(ctx context.Context, who chat.User, ids []int64) error {
 	if err := m.index.Delete(ctx, ids...); err != nil {
 		return err
+	}
+	if m.opts.Calls != nil && len(ids) > 0 {
+		turns, err := m.facts.turnsOf(ctx, ids)
+		if err != nil {
+			return err
+		}
+		_, err = m.opts.Calls.ForgetCalls(ctx, store.ForgottenCalls{Platform: string(who.Platform), UserID: who.ID,
+			Carriers: []string{ToolRemember}, Turns: turns, Finders: []string{ToolSearch}, FactIDs: ids})
+		if err != nil {
+			return err
+		}
 	}
 	if err := m.index.Scrub(ctx); err != nil {
 		m.log.Warn("memory: deleted facts may linger in the write-ahead log until the next checkpoint", "err", err)

@@ -66,13 +66,13 @@ func (t *Tools) Call(ctx context.Context, inv tools.Invocation) (tools.Result, e
 	}
 	switch inv.Name {
 	case ToolRemember:
-		f, err := t.m.Remember(ctx, who, at, a.Fact, Source{Turn: inv.Turn.TurnID, Actor: who.String()}, PathTool, nil)
+		f, err := t.m.Remember(ctx, who, at, a.Fact, Source{Turn: inv.Turn.TurnID, Actor: who.String()}, PathTool, meterOf(inv))
 		if err != nil {
 			return tools.Result{}, err
 		}
 		return tools.Result{Text: fmt.Sprintf("Remembered (id %d).", f.ID)}, nil
 	case ToolSearch:
-		found, err := t.m.Search(ctx, who, at, a.Query, searchLimit, nil)
+		found, err := t.m.Search(ctx, who, at, a.Query, searchLimit, meterOf(inv))
 		if err != nil {
 			return tools.Result{}, err
 		}
@@ -95,4 +95,13 @@ func (t *Tools) Call(ctx context.Context, inv tools.Invocation) (tools.Result, e
 		return tools.Result{Text: fmt.Sprintf("Forgotten (id %d).", a.ID)}, nil
 	}
 	return tools.Result{}, fmt.Errorf("memory: %s: %w", inv.Name, tools.ErrNotFound)
+}
+
+// meterOf is the turn's meter of a call, or nil: the tools' embedding calls count for the person
+// who asked, as recall's and extraction's do.
+func meterOf(inv tools.Invocation) Meter {
+	if inv.Meter == nil {
+		return nil
+	}
+	return inv.Meter
 }

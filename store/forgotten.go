@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"gorm.io/gorm"
+)
+
+// Forgotten is what replaces the words of a forgotten memory in the audit log and the history.
+const Forgotten = "[forgotten]"
+
+// ForgottenCalls names the tool calls that carried a person's forgotten facts: the person's
+// calls of Carriers in Turns (the turns that wrote the facts), and the person's calls of Finders
+// whose result names one of the facts ("id N:").
+type ForgottenCalls struct {
+	Platform, UserID string
+	Carriers         []string
+	Turns            []int64
+	Finders          []string
+	FactIDs          []int64
+}
+
+// ForgetCalls replaces the arguments, result, error and progress of the calls f names with
+// Forgotten, keeping each row (its tool, status and times: the trail that something was
+// remembered and forgotten), and the arguments of the same calls in the turns' saved assistant
+// messages and the finders' results in the saved tool messages. It returns how many audit rows it redacted.
+func (q *ToolCallQuery) ForgetCalls(ctx context.Context, f ForgottenCalls) (int64, error) {
+	var n int64
+	err := q.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, turn := range f.Turns {
+			for _, tool := range f.Carriers {
+				res := tx.Exec(`UPDATE tool_calls SET arguments = ?, result = ?, error = '', progress = ''
+					WHERE turn_id = ? AND platform = ? AND user_id = ? AND tool_name = ?`,
+					`{"forgotten":true}`, Forgotten, turn, f.Platform, f.UserID, tool)
+				if res.Error != nil {
+					return res.Error
+				}
+				n += res.RowsAffected
+				if err := forgetInMessages(tx, turn, tool); err != nil {
+					return err
+				}
+			}
+		}
+		for _, id := range f.FactIDs {
+			for _, tool := range f.Finders {
+				res := tx.Exec(`UPDATE tool_calls SET result = ?, error = '', progress = ''
+					WHERE platform = ? AND user_id = ? AND tool_name = ? AND result LIKE ?`,
+					Forgotten, f.Platform, f.UserID, tool, fmt.Sprintf("%%id %d:%%", id))
+				if res.Error != nil {
+					return res.Error
+				}
+				n += res.RowsAffected
+				err := tx.Exec(`UPDATE messages SET content = ? WHERE role = 'tool' AND content LIKE ? AND EXISTS (
+					SELECT 1 FROM tool_calls t WHERE t.turn_id = messages.turn_id AND t.tool_call_id = messages.tool_call_id
+					AND t.platform = ? AND t.user_id = ? AND t.tool_name = ?)`,
+					Forgotten, fmt.Sprintf("%%id %d:%%", id), f.Platform, f.UserID, tool).Error
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: redact the calls of forgotten facts: %w", err)
+	}
+	return n, nil
+}
+
+// forgetInMessages replaces the arguments of turn's saved calls of tool with Forgotten's.
+func forgetInMessages(tx *gorm.DB, turn int64, tool string) error {
+	rows, err := tx.Raw(`SELECT id, tool_calls FROM messages WHERE turn_id = ? AND tool_calls <> ''`, turn).Rows()
+	if err != nil {
+		return err
+	}
+	type saved struct {
+		id    int64
+		calls string
+	}
+	var all []saved
+	for rows.Next() {
+		var s saved
+		if err := rows.Scan(&s.id, &s.calls); err != nil {
+			rows.Close()
+			return err
+		}
+		all = append(all, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, s := range all {
+		var calls []toolCallJSON
+		if json.Unmarshal([]byte(s.calls), &calls) != nil || !strings.Contains(s.calls, tool) {
+			continue
+		}
+		changed := false
+		for i := range calls {
+			if calls[i].Name == tool {
+				calls[i].Arguments, calls[i].Extra, changed = `{"forgotten":true}`, "", true
+			}
+		}
+		if !changed {
+			continue
+		}
+		b, err := json.Marshal(calls)
+		if err != nil {
+			return err
+		}
+		if err := tx.Exec(`UPDATE messages SET tool_calls = ? WHERE id = ?`, string(b), s.id).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
