@@ -27,9 +27,9 @@ type ForgottenCalls struct {
 // Forgotten, keeping each row (its tool, status and times: the trail that something was
 // remembered and forgotten), and the arguments of the same calls in the turns' saved assistant
 // messages and the finders' results in the saved tool messages. It returns how many audit rows it redacted.
-func (q *ToolCallQuery) ForgetCalls(ctx context.Context, f ForgottenCalls) (int64, error) {
+func (s *ToolCallQuery) ForgetCalls(ctx context.Context, f ForgottenCalls) (int64, error) {
 	var n int64
-	err := q.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for _, turn := range f.Turns {
 			for _, tool := range f.Carriers {
 				res := tx.Exec(`UPDATE tool_calls SET arguments = ?, result = ?, error = '', progress = ''
