@@ -41,19 +41,33 @@ func (x *Index) Search(ctx context.Context, q Query) ([]int64, error) {
 	if q.Limit <= 0 {
 		q.Limit = 10
 	}
-	var lists [][]int64
-	if terms := Terms(q.Text); len(terms) > 0 {
-		kw, err := x.keyword(ctx, q, terms)
-		if err != nil {
-			return nil, err
+	// The two legs read different rows and run at once: a recall waits for the slower of the
+	// two, not their sum.
+	var kw, vs []int64
+	var kwErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if terms := Terms(q.Text); len(terms) > 0 {
+			kw, kwErr = x.keyword(ctx, q, terms)
 		}
+	}()
+	var vsErr error
+	if len(q.Vector) > 0 && q.Space.Valid() && len(q.Vector) == q.Space.Dims {
+		vs, vsErr = x.vector(ctx, q)
+	}
+	<-done
+	if kwErr != nil {
+		return nil, kwErr
+	}
+	if vsErr != nil {
+		return nil, vsErr
+	}
+	var lists [][]int64
+	if kw != nil {
 		lists = append(lists, kw)
 	}
-	if len(q.Vector) > 0 && q.Space.Valid() && len(q.Vector) == q.Space.Dims {
-		vs, err := x.vector(ctx, q)
-		if err != nil {
-			return nil, err
-		}
+	if vs != nil {
 		lists = append(lists, vs)
 	}
 	return Fuse(q.Limit, lists...), nil
@@ -227,7 +241,9 @@ func (x *Index) scanVectors(ctx context.Context, v []float32, query string, args
 		sim float32
 	}
 	var all []scored
-	var blob []byte
+	// RawBytes is the driver's buffer, valid until the next row: each vector is compared where
+	// it lies instead of copied first.
+	var blob sql.RawBytes
 	for rows.Next() {
 		var s scored
 		if err := rows.Scan(&s.id, &blob); err != nil {
