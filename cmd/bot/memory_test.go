@@ -214,7 +214,9 @@ func TestForgetAllLeavesNoByteOfTheFactInTheDatabase(t *testing.T) {
 			stop := e.start(memoryConfig(e).parse(t))
 			e.say(42, "please remember my locker code, it is in the usual place")
 			wait.For(t, "the extraction after the turn", func() bool { return mm.extracted() == 1 })
-			e.waitLog("memory")
+			if how == "extraction" {
+				e.waitLog("memory updated") // the fact is stored after the extraction call answers
+			}
 			e.say(42, "/memory")
 			e.waitBotText(42, "/memory", contains("1. Locker code is "+marker))
 			if how != "extraction" {
