@@ -37,6 +37,7 @@ var tableOwner = map[string]string{
 	"retrieval_docs":    "retrieval",
 	"retrieval_vectors": "retrieval",
 	"retrieval_codes":   "retrieval",
+	"retrieval_owners":  "retrieval",
 
 	// Memory: each person's facts and the audit of their writes and deletes.
 	"memory_facts": "pipeline/memory",
