@@ -11,6 +11,8 @@ import (
 	"relaybot/knowledge/extract"
 	"relaybot/pipeline/knowledge"
 	"relaybot/provider"
+	"relaybot/retrieval"
+	"relaybot/store"
 )
 
 // newKnowledge builds [knowledge]'s bases over the store (nil when none is configured), with
@@ -24,14 +26,11 @@ func (b *bot) newKnowledge(ctx context.Context, cfg *config.Config, obs provider
 	if err != nil {
 		return nil, err
 	}
-	w, r := b.store.Pools()
-	ko := knowledgeOptions(cfg)
-	ko.Dialect, ko.W, ko.R, ko.Embedder, ko.Log = b.store.Driver(), w, r, emb, b.log
-	ko.HTTPClient = modelHTTPClient(cfg.Chat.MaxTurnsInFlight)
-	k, err := knowledge.New(ctx, ko)
+	k, err := openKnowledge(ctx, cfg, b.store, emb, b.log)
 	if err != nil {
-		return nil, fmt.Errorf("knowledge: %w", err)
+		return nil, err
 	}
+	ko := knowledgeOptions(cfg)
 	if !emb.Enabled() {
 		b.log.Info("knowledge: on, search by keywords only (no [embeddings] model)", "bases", len(ko.Bases))
 		return k, nil
@@ -41,6 +40,20 @@ func (b *bot) newKnowledge(ctx context.Context, cfg *config.Config, obs provider
 		reindexKnowledge(ctx, k, b.log)
 		return nil
 	}})
+	return k, nil
+}
+
+// openKnowledge opens [knowledge]'s bases over st, with emb (nil or none configured: keywords
+// only): the server's and the CLI's.
+func openKnowledge(ctx context.Context, cfg *config.Config, st *store.Database, emb *retrieval.Embedder, log *slog.Logger) (*knowledge.Knowledge, error) {
+	w, r := st.Pools()
+	ko := knowledgeOptions(cfg)
+	ko.Dialect, ko.W, ko.R, ko.Embedder, ko.Log = st.Driver(), w, r, emb, log
+	ko.HTTPClient = modelHTTPClient(cfg.Chat.MaxTurnsInFlight)
+	k, err := knowledge.New(ctx, ko)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge: %w", err)
+	}
 	return k, nil
 }
 
