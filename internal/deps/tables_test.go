@@ -37,6 +37,7 @@ var tableOwner = map[string]string{
 	// The retrieval layer: texts, keyword postings and vectors of every collection.
 	"retrieval_docs":     "retrieval",
 	"retrieval_vectors":  "retrieval",
+	"retrieval_codes":    "retrieval",
 	"retrieval_docs_fts": "retrieval", // SQLite's keyword index (FTS4)
 
 	// Memory: each person's facts and the audit of their writes and deletes.
