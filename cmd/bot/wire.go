@@ -468,7 +468,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 		Token:  cfg.Admin.Token,
 		Store: admin.Store{ToolCalls: b.store.ToolCalls, Turns: b.store.Turns, Messages: b.store.Messages,
 			Timelines: b.store.Timelines, Usage: b.store.Usage, Consents: b.store.Consents, Health: b.store,
-			Tasks: b.adminTasks()},
+			Tasks: b.adminTasks(), Transcripts: b.store.Transcripts},
 		MCPHealth: health,
 		Metrics:   metricsHandler,
 		Prices:    prices(cfg),
