@@ -44,6 +44,10 @@ var tableOwner = map[string]string{
 	"memory_facts": "pipeline/memory",
 	"memory_audit": "pipeline/memory",
 
+	// Knowledge bases: the documents added to each base and where each chunk stands.
+	"knowledge_documents": "pipeline/knowledge",
+	"knowledge_chunks":    "pipeline/knowledge",
+
 	// The deployment of replicas.
 	"instances":        "coord",
 	"inbound_ledger":   "coord",
