@@ -50,6 +50,8 @@ func TestDetectNamesTheFormatOrRefusesIt(t *testing.T) {
 		{"archive.zip", "PK\x03\x04", ""},
 		{"noextension", "just words", ""},
 		{"index.HTM", "", extract.HTML},
+		{"prices.csv", "a,b\n1,2", extract.CSV},
+		{"export.TSV", "a\tb", extract.CSV},
 		{"page", "\n  <!DOCTYPE html><html>", extract.HTML},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,6 +118,7 @@ Under the setext heading.
 // A fact is found in a chunk that says where it is: its heading path, its page.
 func TestReadFindsAFactWithItsPlace(t *testing.T) {
 	latin1, _ := charmap.Windows1252.NewEncoder().String("Première ligne.\n\nLe mot secret est héliotrope.")
+	cyrillic, _ := charmap.Windows1251.NewEncoder().String(`<html><head><meta charset="windows-1251"></head><body><h1>Справка</h1><p>Пароль: гелиотроп.</p></body></html>`)
 	for _, tc := range []struct {
 		name     string
 		file     string
@@ -132,6 +135,7 @@ func TestReadFindsAFactWithItsPlace(t *testing.T) {
 		{"html heading path", "page.html", page, extract.HTML, "The Linux port is 8443.", []string{"Handbook", "Install", "Linux"}, 0},
 		{"html table as text", "page.html", page, extract.HTML, "web | 8080", []string{"Handbook", "Ports"}, 0},
 		{"html list items", "page.html", page, extract.HTML, "- first step\n- second step", []string{"Handbook", "Install"}, 0},
+		{"html in the charset its meta tag names", "ru.html", cyrillic, extract.HTML, "Пароль: гелиотроп.", []string{"Справка"}, 0},
 		{"text in windows-1252", "notes.txt", latin1, extract.Text, "héliotrope", nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,6 +176,70 @@ func TestHTMLTextIsTheVisibleText(t *testing.T) {
 			t.Errorf("the text lacks %q: %q", kept, doc.Text)
 		}
 	}
+}
+
+// A CSV is chunked by whole rows, the header line at the top of every chunk; a row with a
+// line end in a quoted field stays whole; a row longer than the target is a chunk of its own.
+func TestCSVRowsStayWholeUnderTheirHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name, sep string
+	}{{"rows.csv", ","}, {"rows.csv", ";"}, {"rows.tsv", "\t"}} {
+		t.Run(tc.name+" "+tc.sep, func(t *testing.T) {
+			var b strings.Builder
+			header := strings.Join([]string{"sku", "name", "price"}, tc.sep)
+			rows := []string{header}
+			for i := range 60 {
+				row := strings.Join([]string{fmt.Sprintf("SKU-%03d", i), fmt.Sprintf("widget number %d", i), fmt.Sprintf("%d.99", i)}, tc.sep)
+				switch i {
+				case 17:
+					row = strings.Join([]string{"SKU-017", "\"a widget\nover two lines\"", "17.99"}, tc.sep)
+				case 40:
+					row = strings.Join([]string{"SKU-040", strings.Repeat("long ", 100), "40.99"}, tc.sep)
+				}
+				rows = append(rows, row)
+			}
+			b.WriteString(strings.Join(rows, "\r\n"))
+			o := extract.ChunkOptions{TargetChars: 200, OverlapChars: 40}
+			doc, err := read(t, tc.name, []byte(b.String()), extract.Limits{}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkChunks(t, doc, o)
+			seen := map[string]bool{}
+			for i, c := range doc.Chunks {
+				body, ok := strings.CutPrefix(c.Text, header+"\n")
+				if !ok {
+					t.Fatalf("chunk %d does not start with the header: %q", i, c.Text)
+				}
+				if i == 0 {
+					body = c.Text
+				}
+				n := 0
+				for _, row := range rows {
+					if strings.Contains("\n"+body+"\n", "\n"+row+"\n") {
+						seen[row] = true
+						n++
+					}
+				}
+				if strings.Count(body, "SKU-")+strings.Count(body, "sku") != n {
+					t.Fatalf("chunk %d holds a part of a row: %q", i, body)
+				}
+				if utf8.RuneCountInString(c.Text) > o.TargetChars && n > 1+boolInt(i == 0) {
+					t.Fatalf("chunk %d is %d characters with %d rows, over the target", i, utf8.RuneCountInString(c.Text), n)
+				}
+			}
+			if len(seen) != len(rows) {
+				t.Fatalf("%d of %d rows are whole in a chunk", len(seen), len(rows))
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Each section of a Markdown file is its own chunk, its heading's line first, even when the
