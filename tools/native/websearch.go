@@ -293,6 +293,9 @@ func cleanResult(r searchResult) (searchResult, bool) {
 		return searchResult{}, false
 	}
 	link = strings.NewReplacer("(", "%28", ")", "%29", "<", "%3C", ">", "%3E").Replace(link)
+	if again, err := url.Parse(link); err != nil || again.Host == "" || again.Scheme != u.Scheme {
+		return searchResult{}, false // such characters in the host: no URL to cite
+	}
 	title := plainLine(r.Title, titleRunes)
 	if title == "" {
 		title = u.Host
