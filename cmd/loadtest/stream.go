@@ -34,6 +34,8 @@ type streamResult struct {
 	// LongestStallMs: the longest time the visible text stood still while the model produced
 	// (the model's first token to the first text counts).
 	LongestStallMs float64 `json:"longest_stall_ms"`
+	// LongestStallAtMs: when that stall began, from the model's first token.
+	LongestStallAtMs float64 `json:"longest_stall_at_ms"`
 	// FinalLagMs: the model's last chunk → the final text delivered (Finish returned).
 	FinalLagMs float64 `json:"final_lag_ms"`
 	// Messages the answer ended in; Requests the sends, edits and drafts it took.
@@ -179,11 +181,18 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 		if t.After(modelEnd) {
 			break
 		}
-		out.LongestStallMs = max(out.LongestStallMs, ms(t.Sub(last)))
+		out.stall(last, t, firstToken)
 		last = t
 	}
-	out.LongestStallMs = max(out.LongestStallMs, ms(modelEnd.Sub(last)))
+	out.stall(last, modelEnd, firstToken)
 	return out, nil
+}
+
+// stall counts the time from one visible update to the next (or the model's end) as a stall.
+func (r *streamResult) stall(from, to, firstToken time.Time) {
+	if d := ms(to.Sub(from)); d > r.LongestStallMs {
+		r.LongestStallMs, r.LongestStallAtMs = d, ms(from.Sub(firstToken))
+	}
 }
 
 // newStreamTarget starts the platform server and adapter of mode and opens the reply.
