@@ -22,6 +22,20 @@ var (
 	sources  = valuesOf(audit.Sources)
 )
 
+// statusFailed, as a status filter, keeps every call that failed (audit.Status.Failed).
+const statusFailed = "failed"
+
+// failedStatuses are the statuses of the calls that failed.
+func failedStatuses() []audit.Status {
+	var out []audit.Status
+	for _, st := range audit.Statuses {
+		if st.Failed() {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // valuesOf returns the values of a list of statuses or sources as strings.
 func valuesOf[T ~string](vs []T) []string {
 	out := make([]string, len(vs))
@@ -53,9 +67,12 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 		return f, fmt.Errorf("until: %w", err)
 	}
 	f.Tool = strings.TrimSpace(q.Get("tool"))
-	if v := audit.Status(strings.TrimSpace(q.Get("status"))); v != "" {
+	switch v := audit.Status(strings.TrimSpace(q.Get("status"))); {
+	case v == statusFailed:
+		f.Statuses = failedStatuses()
+	case v != "":
 		if !v.Valid() {
-			return f, fmt.Errorf("status %q is not one of %s", v, strings.Join(statuses, ", "))
+			return f, fmt.Errorf("status %q is not one of %s, %s", v, strings.Join(statuses, ", "), statusFailed)
 		}
 		f.Statuses = []audit.Status{v}
 	}

@@ -381,7 +381,7 @@ func TestTheCallsListLinksEachChatToItsCalls(t *testing.T) {
 	seedChats(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	c, _ := loggedIn(t, ts)
-	_, body := get(t, c, ts.URL+"/admin/")
+	_, body := get(t, c, ts.URL+"/admin/calls")
 	for _, tc := range []struct{ chat, has, hasNot string }{
 		{"web:5f2a9c", "web_tool", "topic_seven"},
 		{"telegram:-100123#7", "topic_seven", "topic_eight"},

@@ -33,7 +33,7 @@ type pageSet map[string]func() (*template.Template, error)
 // newPages is the page set of a server.
 func newPages() pageSet {
 	out := pageSet{}
-	for _, name := range [...]string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents", "memories", "tasks"} {
+	for _, name := range [...]string{"login", "overview", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents", "memories", "tasks"} {
 		out[name] = sync.OnceValues(func() (*template.Template, error) { return parsePage(name) })
 	}
 	return out
@@ -268,13 +268,13 @@ func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
 	if p.Next != "" {
 		nq := form.query()
 		nq.Set("cursor", p.Next)
-		data.NextURL = withQuery("/admin/", nq)
+		data.NextURL = withQuery("/admin/calls", nq)
 	}
 	if p.Prev != "" {
 		pq := form.query()
 		pq.Set("after", p.Prev)
-		data.PrevURL = withQuery("/admin/", pq)
-		data.FirstURL = withQuery("/admin/", base)
+		data.PrevURL = withQuery("/admin/calls", pq)
+		data.FirstURL = withQuery("/admin/calls", base)
 	}
 	s.render(w, r, http.StatusOK, "calls", data)
 }
@@ -313,7 +313,7 @@ func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 	data := callData{pageData: s.page(r, "Tool call "+strconv.FormatInt(id, 10)), Call: row}
 	data.Nav = "calls"
 	if row.TurnID != 0 {
-		data.TurnURL = "/admin/?turn=" + strconv.FormatInt(row.TurnID, 10)
+		data.TurnURL = "/admin/calls?turn=" + strconv.FormatInt(row.TurnID, 10)
 		if t, err := s.opts.Store.Turns.Turn(ctx, row.TurnID); err == nil {
 			data.Turn = &t
 		} else if !errors.Is(err, store.ErrNotFound) {
@@ -360,7 +360,7 @@ func (s *Server) statsPage(w http.ResponseWriter, r *http.Request) {
 	q.Del("limit")
 	form := formOf(q)
 	data := statsData{pageData: s.page(r, "Tool stats"), Form: form, Statuses: statuses, Sources: sources,
-		CallsURL: withQuery("/admin/", form.query()), Filtering: len(form.query()) > 0}
+		CallsURL: withQuery("/admin/calls", form.query()), Filtering: len(form.query()) > 0}
 	data.Nav = "stats"
 	f, err := parseFilter(q, s.now())
 	if err != nil {
