@@ -34,7 +34,7 @@ type seeded struct {
 // storeOf is the admin server's part of db, as cmd/bot hands it over.
 func storeOf(db *store.Database) Store {
 	return Store{ToolCalls: db.ToolCalls, Turns: db.Turns, Messages: db.Messages, Timelines: db.Timelines,
-		Usage: db.Usage, Consents: db.Consents, Health: db}
+		Usage: db.Usage, Consents: db.Consents, Health: db, Transcripts: db.Transcripts}
 }
 
 // seedStore writes one turn with messages and a set of tool calls through the store's write API.
@@ -579,6 +579,7 @@ func TestNewRefusesAStoreMissingAQueryType(t *testing.T) {
 		{"Usage", func(s *Store) { s.Usage = nil }},
 		{"Consents", func(s *Store) { s.Consents = nil }},
 		{"Health", func(s *Store) { s.Health = nil }},
+		{"Transcripts", func(s *Store) { s.Transcripts = nil }},
 	} {
 		s := storeOf(st)
 		tc.drop(&s)
