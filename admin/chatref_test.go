@@ -318,8 +318,8 @@ func TestTheCallsListCountsAndPagesBothWays(t *testing.T) {
 	pages := [][]string{{"no_such_tool", "search", "current_time"}, {"fetch_url", "fetch_url", "weather"}, {"weather"}}
 
 	_, body := get(t, c, ts.URL+"/admin/?limit=3")
-	if !strings.Contains(body, fmt.Sprintf(`id="total">%d calls<`, len(seed.calls))) {
-		t.Errorf("the calls list does not say it holds %d calls:\n%s", len(seed.calls), body)
+	if !strings.Contains(body, fmt.Sprintf(`id="total">%d calls, <a href="/admin/calls?limit=3&amp;status=failed">4 failed</a><`, len(seed.calls))) {
+		t.Errorf("the calls list does not say it holds %d calls, 4 of them failed:\n%s", len(seed.calls), body)
 	}
 	for i, want := range pages { // older, page by page
 		if got := tools(body); !slices.Equal(got, want) {
