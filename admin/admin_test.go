@@ -366,10 +366,17 @@ func TestAPIMCPServers(t *testing.T) {
 		o.MCPHealth = func() []tools.ServerHealth {
 			return []tools.ServerHealth{
 				{Name: "wx", Transport: "stdio", State: "down", LastError: "process exited: status 1", Since: since},
-				{Name: "docs", Transport: "http", State: "up", Tools: 4, Since: since},
+				{Name: "docs", Transport: "http", ProtocolVersion: "2026-07-28", State: "up", Tools: 4, Since: since},
 			}
 		}
 	})
+	var raw map[string][]map[string]any
+	if code := getJSON(t, ts, "/api/v1/mcp-servers", testToken, &raw); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if v := raw["items"][0]["protocol_version"]; v != "2026-07-28" {
+		t.Errorf("docs' protocol_version = %v, want the negotiated 2026-07-28", v)
+	}
 	var got struct {
 		Items []ServerHealth `json:"items"`
 	}
