@@ -296,6 +296,7 @@ func (c *Config) validateMCP(p *problems) {
 			}
 		}
 		p.durationBetween(key+".connect_timeout_sec", s.ConnectTimeout, 1, 600)
+		p.durationBetween(key+".task_timeout_sec", s.TaskTimeout, 1, 7*24*3600)
 		validateMCPAuth(p, key, s)
 		if pre := s.ToolPrefix; pre != "" && !validToolPrefix.MatchString(strings.ReplaceAll(pre, "{server}", "x")) {
 			p.bad(key+".tool_prefix", "may hold only letters, digits, _ and - (and {server}), got %q", pre)

@@ -757,6 +757,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			Headers:         s.Headers,
 			ConnectTimeout:  s.ConnectTimeout,
 			ToolCallTimeout: s.ToolCallTimeout,
+			TaskTimeout:     s.TaskTimeout,
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,
 			Local:           s.Local,

@@ -181,7 +181,10 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 	}
 	c.OnNotification(func(n mcpgo.JSONRPCNotification) {
 		inflight.notified(n)
-		if n.Method == string(mcpgo.MethodNotificationToolsListChanged) {
+		// On 2026-07-28 the list is read again once the subscription stands, so a change made
+		// between the first listing and the subscription is not missed.
+		if n.Method == string(mcpgo.MethodNotificationToolsListChanged) ||
+			n.Method == string(mcpgo.MethodNotificationSubscriptionsAcknowledged) {
 			select {
 			case s.refresh <- struct{}{}:
 			default:
@@ -244,6 +247,7 @@ func (s *serverConn) list(ctx context.Context, sess *session) ([]tools.Spec, err
 	if err != nil {
 		return nil, err
 	}
+	sess.noteTasks(res.Tools)
 	specs := make([]tools.Spec, 0, len(res.Tools))
 	seen := map[string]bool{}
 	prefix := s.cfg.prefix()

@@ -62,6 +62,9 @@ type ServerConfig struct {
 	// ToolCallTimeout bounds each tool call; 0 means no deadline, a negative value
 	// DefaultToolCallTimeout (with a warning).
 	ToolCallTimeout time.Duration
+	// TaskTimeout bounds a task-augmented call (a tool that runs as an MCP task), instead of
+	// ToolCallTimeout; 0 means DefaultTaskTimeout.
+	TaskTimeout time.Duration
 	// ToolPrefix goes before every tool name of the server as the model and the audit log see
 	// it ("web_" offers "search" as "web_search"); "{server}" in it stands for Name. The
 	// server is always called with its own name. Empty: the server's names as they are.

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,6 +104,9 @@ type session struct {
 	// version is the negotiated protocol version; caps what the server said it offers.
 	version string
 	caps    mcpgo.ServerCapabilities
+	// taskTools are the tools that take tasks, by the server's name, as last listed.
+	taskMu    sync.Mutex
+	taskTools map[string]mcpgo.TaskSupport
 }
 
 // modern reports whether the session speaks the stateless protocol (2026-07-28 and later).
@@ -208,8 +213,8 @@ func (s *serverConn) serve(ctx context.Context, sess *session) (sessionEnd, erro
 			cancel()
 			switch {
 			case err == nil:
-				s.setSpecs(specs)
-				s.logger.Info("MCP server's tool list changed", "tools", len(specs))
+				changed := s.setSpecs(specs)
+				s.logger.Info("MCP server's tool list read again", "tools", len(specs), "changed", changed)
 			case ctx.Err() != nil:
 				return endClosed, nil
 			case sessionEnded(err):
@@ -285,11 +290,16 @@ func (s *serverConn) setDown(err error) {
 	s.wakeLocked()
 }
 
-func (s *serverConn) setSpecs(specs []tools.Spec) {
+// setSpecs replaces the tool list and reports whether it changed.
+func (s *serverConn) setSpecs(specs []tools.Spec) bool {
 	s.mu.Lock()
+	changed := !slices.EqualFunc(s.specs, specs, func(a, b tools.Spec) bool {
+		return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
+	})
 	s.setSpecsLocked(specs)
 	s.mu.Unlock()
 	s.l.noteCollisions()
+	return changed
 }
 
 func (s *serverConn) setSpecsLocked(specs []tools.Spec) {
@@ -403,6 +413,9 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 			req.Params.Meta.AdditionalFields = meta
 		}
 	}
+	if sess.asTask(name) {
+		return s.callTask(ctx, sess, name, args, req.Params.Meta.AdditionalFields, r)
+	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if t := s.cfg.ToolCallTimeout; t > 0 {
 		cctx, cancel = context.WithTimeoutCause(ctx, t, fmt.Errorf("the call timeout of %s passed", t))
@@ -415,25 +428,32 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 	req.Params.Name = name
 	req.Params.Arguments = args
 	res, err := sess.client.CallTool(cctx, req)
+	if err != nil {
+		return nil, s.callErr(ctx, cctx, sess, name, err, s.cfg.ToolCallTimeout)
+	}
+	return res, nil
+}
+
+// callErr says why a call on sess failed: stopped (ctx ended), out of time (cctx, the call's own
+// deadline of limit, ended), the server gone, or the server's own error.
+func (s *serverConn) callErr(ctx, cctx context.Context, sess *session, name string, err error, limit time.Duration) error {
 	switch {
-	case err == nil:
-		return res, nil
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("MCP tool '%s' on server '%s' was cancelled: %w", name, s.cfg.Name, ctx.Err())
+		return fmt.Errorf("MCP tool '%s' on server '%s' was cancelled: %w", name, s.cfg.Name, ctx.Err())
 	case errors.Is(cctx.Err(), context.DeadlineExceeded) || pastDeadline(cctx):
 		// The SSE transport's own response timer, set to the deadline, can fire first.
-		return nil, &timeoutError{tool: name, server: s.cfg.Name, after: s.cfg.ToolCallTimeout}
+		return &timeoutError{tool: name, server: s.cfg.Name, after: limit}
 	case errors.Is(err, transport.ErrTransportClosed) || isClosed(sess):
-		return nil, fmt.Errorf("MCP server '%s' went away during the call of '%s': %w: %w", s.cfg.Name, name, ErrUnavailable, s.redact.err(err))
+		return fmt.Errorf("MCP server '%s' went away during the call of '%s': %w: %w", s.cfg.Name, name, ErrUnavailable, s.redact.err(err))
 	}
 	if s.cfg.URL != "" && s.cfg.dial == nil && unreachable(err) {
 		// The remote is gone (the bot holds no connection to notice it otherwise): the
 		// lifecycle marks it down and reconnects with backoff.
 		err = s.redact.err(err)
 		sess.markLost(fmt.Errorf("tool call failed: %w", err))
-		return nil, fmt.Errorf("MCP server '%s' cannot be reached: %w: %w", s.cfg.Name, ErrUnavailable, err)
+		return fmt.Errorf("MCP server '%s' cannot be reached: %w: %w", s.cfg.Name, ErrUnavailable, err)
 	}
-	return nil, fmt.Errorf("MCP tool '%s' on server '%s': %w", name, s.cfg.Name, s.redact.err(err))
+	return fmt.Errorf("MCP tool '%s' on server '%s': %w", name, s.cfg.Name, s.redact.err(err))
 }
 
 // unreachable reports whether err is a network failure rather than an answer: a request that
