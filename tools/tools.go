@@ -29,6 +29,10 @@ type Spec struct {
 	// ReadOnly says the tool changes nothing (MCP's readOnlyHint, a native tool declared so):
 	// calls to it may run side by side with other safe calls of their round.
 	ReadOnly bool
+	// AskInGroups is the tool's own default where no policy rule matches it: a call in a chat
+	// that is not private asks for approval first (a tool that costs money, generate_image).
+	// Any matching [[tools.policy]] rule decides instead.
+	AskInGroups bool
 	// Parallel says the configuration allows the tool to run side by side with other safe
 	// calls of its round (an MCP server's parallel = true) whatever it declares.
 	Parallel bool

@@ -170,18 +170,11 @@ var formats = []struct {
 	name   string
 	exts   []string
 }{
+	{PDF, "PDF (.pdf)", []string{".pdf"}},
 	{Markdown, "Markdown (.md)", []string{".md", ".markdown", ".mdown", ".mkd"}},
 	{Text, "plain text (.txt)", []string{".txt", ".text"}},
-}
-
-// reads reports whether Read reads format f.
-func reads(f Format) bool {
-	for _, g := range formats {
-		if g.format == f {
-			return true
-		}
-	}
-	return false
+	{HTML, "HTML (.html)", []string{".html", ".htm", ".xhtml"}},
+	{CSV, "CSV (.csv, .tsv)", []string{".csv", ".tsv"}},
 }
 
 // ErrUnknownFormat is the error of a file that is none of the formats Read reads.
@@ -205,9 +198,6 @@ const sniffBytes = 1024
 func Detect(name string, head []byte) (Format, error) {
 	head = head[:min(len(head), sniffBytes)]
 	if bytes.Contains(head, []byte("%PDF-")) {
-		if !reads(PDF) {
-			return "", fmt.Errorf("cannot read a PDF: %w", ErrUnknownFormat)
-		}
 		return PDF, nil
 	}
 	ext := strings.ToLower(path.Ext(strings.ReplaceAll(name, `\`, "/")))
@@ -222,7 +212,7 @@ func Detect(name string, head []byte) (Format, error) {
 			return f.format, nil
 		}
 	}
-	if reads(HTML) && looksHTML(head) {
+	if looksHTML(head) {
 		return HTML, nil
 	}
 	what := ext
@@ -268,7 +258,12 @@ func Read(ctx context.Context, name string, r io.Reader, l Limits, o ChunkOption
 	}
 	doc := Document{Name: name, Format: format}
 	var blocks []block
-	doc.Text, blocks, err = readText(name, format, data, l)
+	switch format {
+	case PDF:
+		doc.Text, doc.Pages, blocks, err = readPDF(ctx, name, data, l, p)
+	default:
+		doc.Text, blocks, err = readText(ctx, name, format, data, l)
+	}
 	if err != nil {
 		return Document{}, err
 	}

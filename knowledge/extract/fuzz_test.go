@@ -38,3 +38,36 @@ func FuzzChunk(f *testing.F) {
 }
 
 func abs(n int) int { return max(n, -n) }
+
+// FuzzHTML reads any bytes as an HTML page: a document whose chunks keep the contract, or an
+// error; never a panic.
+func FuzzHTML(f *testing.F) {
+	f.Add([]byte(page))
+	f.Add([]byte("<h2>open heading <p>para</p><nav>never closed"))
+	f.Add([]byte("<pre>\r\n  a\r\n</pre><table><td>x<td>y<tr><th>z"))
+	f.Add([]byte("<h1></h1><h3>deep</h3>text<script>x</script></h3>"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o := extract.ChunkOptions{TargetChars: 60, OverlapChars: 20}
+		doc, err := read(t, "f.html", data, extract.Limits{}, o)
+		if err != nil {
+			return
+		}
+		checkChunks(t, doc, o)
+	})
+}
+
+// FuzzCSV reads any bytes as a CSV file: a document whose chunks keep the contract (each
+// after the first under the header line), or an error; never a panic.
+func FuzzCSV(f *testing.F) {
+	f.Add([]byte("sku,name\nA,\"x\ny\"\nB,b\nC,c\n"))
+	f.Add([]byte("a;b;c\n1;2;3\n\"open quote;4\n5;6"))
+	f.Add([]byte("\n\n  ,\n\"\"\"\",\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o := extract.ChunkOptions{TargetChars: 40, OverlapChars: 15}
+		doc, err := read(t, "f.csv", data, extract.Limits{}, o)
+		if err != nil {
+			return
+		}
+		checkChunks(t, doc, o)
+	})
+}
