@@ -374,6 +374,12 @@ type MCPServer struct {
 	// TaskTimeout bounds a call that runs as an MCP task (a tool the server runs as a task),
 	// instead of the call timeout; absent: DefaultMCPTaskTimeout.
 	TaskTimeout time.Duration `toml:"task_timeout_sec"`
+	// ReadResource offers the model the server's read_resource tool (a resource by URI).
+	ReadResource bool `toml:"read_resource"`
+	// AttachResources are resource URIs of the server put into every turn of AttachChats (chat
+	// references as in [access]) as data.
+	AttachResources []string `toml:"attach_resources"`
+	AttachChats     []string `toml:"attach_chats"`
 	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
 	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
 	ToolPrefix string `toml:"tool_prefix"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -219,7 +220,7 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 			s.logger.Info("MCP server refused logging/setLevel; its log messages stay at its level", "err", s.redact.err(err))
 		}
 	}
-	specs, err := s.list(cctx, sess)
+	specs, err := s.catalog(cctx, sess)
 	if err != nil {
 		return fail("list tools", err)
 	}
@@ -238,6 +239,31 @@ func (s *serverConn) listen(ctx context.Context, sess *session) {
 		s.logger.Warn("MCP server's subscriptions/listen ended; tool list changes are not seen until it reconnects",
 			"err", s.redact.err(err))
 	}
+}
+
+// catalog lists the server's tools and resources, and adds its read_resource tool where the
+// admin offers it (unless the server has a tool of that name itself). A server whose resources
+// cannot be listed keeps its tools.
+func (s *serverConn) catalog(ctx context.Context, sess *session) ([]tools.Spec, error) {
+	specs, err := s.list(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	listed, err := s.listResources(ctx, sess)
+	if err != nil {
+		s.logger.Warn("MCP server's resources could not be listed", "err", s.redact.err(err))
+	}
+	sess.setResources(listed, false)
+	spec, ok := s.resourceSpec(sess, listed)
+	if !ok {
+		return specs, nil
+	}
+	if slices.ContainsFunc(specs, func(sp tools.Spec) bool { return sp.Name == spec.Name }) {
+		s.logger.Warn("MCP server has a tool called read_resource itself; the bot's is not offered")
+		return specs, nil
+	}
+	sess.setResources(listed, true)
+	return append(specs, spec), nil
 }
 
 // list asks the server for its tools and turns them into specs. Tools whose names a model API

@@ -72,6 +72,14 @@ type ServerConfig struct {
 	// Parallel lets calls to the server's tools run side by side with the other safe calls of
 	// their round, whatever the tools declare (readOnlyHint).
 	Parallel bool
+	// ReadResource offers the model the server's read_resource tool (named with ToolPrefix):
+	// one of the server's resources by URI, audited and judged like any tool.
+	ReadResource bool
+	// AttachResources are resource URIs of the server put into every turn of AttachChats (chat
+	// references as chat.ParseRef reads them, matched as chat rules are: a thread's chat and a
+	// Discord thread's channel too; one that does not parse is left out with a warning).
+	AttachResources []string
+	AttachChats     []string
 	// Local says the admin runs the remote server inside: its connections may reach loopback,
 	// private and link-local addresses (internal/outbound); without it they are refused.
 	// Redirects stay within the URL's origin either way.

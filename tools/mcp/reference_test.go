@@ -8,11 +8,14 @@ import (
 	"net"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/logbuf"
 	"relaybot/internal/testkit/wait"
 	"relaybot/tools"
@@ -187,4 +190,33 @@ func ellipsis(s string) string {
 		return s[:200] + "…"
 	}
 	return s
+}
+
+// The reference server's resources are listed, and one attached to a chat is read into its
+// turns (its document's text, as the package ships it); its read_resource tool reads it too.
+func TestReferenceServerResources(t *testing.T) {
+	entry := everything(t)
+	doc, err := os.ReadFile(filepath.Join(filepath.Dir(entry), "docs", "features.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstLine, _, _ := strings.Cut(strings.TrimSpace(string(doc)), "\n")
+	const uri = "demo://resource/static/document/features.md"
+	group := chat.Ref{Platform: chat.Telegram, ChatID: "-100"}
+	for tr, cfg := range everythingServers(t) {
+		t.Run(tr, func(t *testing.T) {
+			cfg.ReadResource, cfg.AttachResources, cfg.AttachChats = true, []string{uri}, []string{"telegram:-100"}
+			l, _ := startLogged(t, cfg)
+			if !slices.ContainsFunc(health(l, "everything").Resources, func(r tools.ServerResource) bool { return r.URI == uri }) {
+				t.Fatalf("%s not listed: %+v", uri, health(l, "everything").Resources)
+			}
+			if got := l.AttachedContext(context.Background(), []chat.Ref{group}); !strings.Contains(got, firstLine) {
+				t.Fatalf("the chat's turn carries %q, want the document's %q", ellipsis(got), firstLine)
+			}
+			res, err := call(l, "read_resource", map[string]string{"uri": uri})
+			if err != nil || !strings.Contains(res.Text, firstLine) {
+				t.Fatalf("read_resource = %q, %v", ellipsis(res.Text), err)
+			}
+		})
+	}
 }

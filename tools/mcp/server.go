@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -31,6 +32,8 @@ type serverConn struct {
 	logger  *slog.Logger
 	invalid error // a config error: the server is never connected
 	redact  *redactor
+	// attachChats are cfg.AttachChats parsed.
+	attachChats []chat.Ref
 
 	refresh   chan struct{} // notifications/tools/list_changed arrived
 	reconnect chan struct{} // a caller found the session ended
@@ -43,7 +46,8 @@ type serverConn struct {
 	needsLogin    bool // the last failure was for want of an OAuth login
 	since         time.Time
 	transport     string
-	version       string       // the protocol version of the current or last session
+	version       string // the protocol version of the current or last session
+	resources     []tools.ServerResource
 	specs         []tools.Spec // while up: current; while down: as last listed
 	names         map[string]bool
 	sess          *session      // nil unless up
@@ -64,6 +68,14 @@ func newServerConn(l *Loader, cfg ServerConfig, o options) *serverConn {
 		transport: cfg.Transport,
 	}
 	s.invalid = validate(cfg)
+	for _, c := range cfg.AttachChats {
+		ref, err := chat.ParseRef(c)
+		if err != nil {
+			s.logger.Warn("MCP server's attach_chats entry left out", "chat", c, "err", err)
+			continue
+		}
+		s.attachChats = append(s.attachChats, ref)
+	}
 	return s
 }
 
@@ -107,6 +119,22 @@ type session struct {
 	// taskTools are the tools that take tasks, by the server's name, as last listed.
 	taskMu    sync.Mutex
 	taskTools map[string]mcpgo.TaskSupport
+	// resources are the server's, as last listed; resourceTool says the bot's read_resource
+	// tool is offered on this session.
+	resources    []tools.ServerResource
+	resourceTool bool
+}
+
+func (ss *session) setResources(listed []tools.ServerResource, tool bool) {
+	ss.taskMu.Lock()
+	defer ss.taskMu.Unlock()
+	ss.resources, ss.resourceTool = listed, tool
+}
+
+func (ss *session) listed() ([]tools.ServerResource, bool) {
+	ss.taskMu.Lock()
+	defer ss.taskMu.Unlock()
+	return ss.resources, ss.resourceTool
 }
 
 // modern reports whether the session speaks the stateless protocol (2026-07-28 and later).
@@ -209,10 +237,11 @@ func (s *serverConn) serve(ctx context.Context, sess *session) (sessionEnd, erro
 			return endReconnect, nil
 		case <-s.refresh:
 			lctx, cancel := context.WithTimeout(ctx, s.connectTimeout())
-			specs, err := s.list(lctx, sess)
+			specs, err := s.catalog(lctx, sess)
 			cancel()
 			switch {
 			case err == nil:
+				s.setResources(sess)
 				changed := s.setSpecs(specs)
 				s.logger.Info("MCP server's tool list read again", "tools", len(specs), "changed", changed)
 			case ctx.Err() != nil:
@@ -271,6 +300,7 @@ func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.mu.Lock()
 	s.sess = sess
 	s.version = sess.version
+	s.resources, _ = sess.listed()
 	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
@@ -288,6 +318,14 @@ func (s *serverConn) setDown(err error) {
 	s.lastErr = err.Error()
 	s.needsLogin = needsLogin(err)
 	s.wakeLocked()
+}
+
+// setResources keeps the resources sess listed last.
+func (s *serverConn) setResources(sess *session) {
+	listed, _ := sess.listed()
+	s.mu.Lock()
+	s.resources = listed
+	s.mu.Unlock()
 }
 
 // setSpecs replaces the tool list and reports whether it changed.
@@ -363,7 +401,7 @@ func (s *serverConn) health() tools.ServerHealth {
 	defer s.mu.Unlock()
 	return tools.ServerHealth{
 		Name: s.cfg.Name, Transport: s.transport, ProtocolVersion: s.version, State: s.state,
-		LastError: s.lastErr, Tools: len(s.specs), Since: s.since,
+		LastError: s.lastErr, Tools: len(s.specs), Since: s.since, Resources: s.resources,
 	}
 }
 
@@ -412,6 +450,10 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 		if len(meta) > 0 {
 			req.Params.Meta.AdditionalFields = meta
 		}
+	}
+	if _, tool := sess.listed(); tool && name == readResourceTool {
+		uri, _ := args["uri"].(string)
+		return s.readResource(ctx, sess, uri)
 	}
 	if sess.asTask(name) {
 		return s.callTask(ctx, sess, name, args, req.Params.Meta.AdditionalFields, r)

@@ -40,7 +40,8 @@ var PNG = []byte{
 //   - env(name): the server's environment variable name.
 //   - pid(): the process id of the server.
 //
-// and the tools that talk while they run (live.go) and the task tool (tasks.go).
+// and the tools that talk while they run (live.go), the task tool (tasks.go) and two resources
+// (resources.go).
 type Kit struct {
 	// Server is the mcp-go server; serve it with any transport.
 	Server *server.MCPServer
@@ -55,6 +56,7 @@ type Kit struct {
 	notices   atomic.Int64
 	legacy    atomic.Bool
 	discovers atomic.Int64
+	reads     atomic.Int64
 	tasks     map[int]context.CancelFunc // running tasks' work, by a number of the kit's
 	nextTask  int
 }
@@ -76,6 +78,7 @@ func New(name string) *Kit {
 	hooks.AddBeforeCancelTask(k.cancelTasks)
 	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true),
 		server.WithLogging(), server.WithElicitation(), server.WithTaskCapabilities(true, true, true),
+		server.WithResourceCapabilities(false, true),
 		server.WithHooks(hooks))
 	k.Server.AddTools(
 		server.ServerTool{
@@ -149,6 +152,7 @@ func New(name string) *Kit {
 	)
 	k.addLiveTools()
 	k.addTaskTools()
+	k.addResources()
 	return k
 }
 
