@@ -130,6 +130,8 @@ func TestReadFindsAFactWithItsPlace(t *testing.T) {
 	}{
 		{"pdf page", "report.pdf", string(report), extract.PDF, "the code is 7041", nil, 3},
 		{"markdown heading path", "guide.md", guide, extract.Markdown, "heliotrope", []string{"Relaybot guide", "Install", "Linux"}, 0},
+		{"markdown without a title", "install.md", "Intro.\n\n## Install\n\n### Linux\n\nUse apt; the key is 0xBEEF.\n", extract.Markdown, "0xBEEF", []string{"Install", "Linux"}, 0},
+		{"markdown front matter is no heading", "post.md", "---\ntitle: Post\ntags: [a]\n---\nThe body has 42 words.\n", extract.Markdown, "42 words", nil, 0},
 		{"markdown setext heading", "guide.md", guide, extract.Markdown, "Under the setext", []string{"Setext heading"}, 0},
 		{"a hash in a code block is code", "guide.md", guide, extract.Markdown, "# not a heading", []string{"Setext heading"}, 0},
 		{"html heading path", "page.html", page, extract.HTML, "The Linux port is 8443.", []string{"Handbook", "Install", "Linux"}, 0},
