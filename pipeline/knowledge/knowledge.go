@@ -207,7 +207,7 @@ func (k *Knowledge) Add(ctx context.Context, base, name string, r io.Reader, add
 	if err != nil {
 		return Document{}, err
 	}
-	if max := k.opts.Limits.MaxDocuments; max > 0 && n >= max {
+	if limit := k.opts.Limits.MaxDocuments; limit > 0 && n >= limit {
 		return Document{}, &RefusedError{Key: "knowledge.max_documents", Limit: int64(k.opts.Limits.MaxDocuments), Got: int64(n + 1),
 			Reason: fmt.Sprintf("base %q holds %d documents, knowledge.max_documents", base, n)}
 	}
