@@ -27,6 +27,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/coord"
+	"relaybot/pipeline/knowledge"
 	"relaybot/pipeline/memory"
 	"relaybot/store"
 	"relaybot/tools"
@@ -155,6 +156,10 @@ type Options struct {
 	// Memory is what the bot remembers of people (the memories page and API); nil: memory is
 	// off, and they say so.
 	Memory *memory.Memory
+	// Knowledge is the knowledge bases (the knowledge page and API); nil: none is configured,
+	// and they say so. KnowledgeUploadBytes caps an upload's body (zero: MaxBodyBytes).
+	Knowledge            *knowledge.Knowledge
+	KnowledgeUploadBytes int64
 	// Instances lists the live replicas when several share the database; nil lists none.
 	Instances func(ctx context.Context) ([]coord.Instance, error)
 	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
@@ -300,6 +305,7 @@ func (s *Server) routes() http.Handler {
 
 	mux.Handle("GET /api/v1/tool-calls", s.requireBearer(http.HandlerFunc(s.apiToolCalls)))
 	mux.Handle("GET /api/v1/tool-calls/{id}", s.requireBearer(http.HandlerFunc(s.apiToolCall)))
+	mux.Handle("GET /api/v1/overview", s.requireBearer(http.HandlerFunc(s.apiOverview)))
 	mux.Handle("GET /api/v1/tool-stats", s.requireBearer(http.HandlerFunc(s.apiToolStats)))
 	mux.Handle("GET /api/v1/mcp-servers", s.requireBearer(http.HandlerFunc(s.apiMCPServers)))
 	mux.Handle("GET /api/v1/usage", s.requireBearer(http.HandlerFunc(s.apiUsage)))
@@ -312,6 +318,10 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("DELETE /api/v1/consents/{id}", s.requireBearer(http.HandlerFunc(s.apiRevokeConsent)))
 	mux.Handle("GET /api/v1/memories", s.requireBearer(http.HandlerFunc(s.apiMemories)))
 	mux.Handle("DELETE /api/v1/memories/{id}", s.requireBearer(http.HandlerFunc(s.apiForgetMemory)))
+	mux.Handle("GET /api/v1/knowledge/{base}/documents", s.requireBearer(http.HandlerFunc(s.apiKnowledgeDocuments)))
+	mux.Handle("POST /api/v1/knowledge/{base}/documents", s.requireBearer(http.HandlerFunc(s.apiKnowledgeUpload)))
+	mux.Handle("DELETE /api/v1/knowledge/{base}/documents/{id}", s.requireBearer(http.HandlerFunc(s.apiKnowledgeRemove)))
+	mux.Handle("GET /api/v1/knowledge/{base}/search", s.requireBearer(http.HandlerFunc(s.apiKnowledgeSearch)))
 	mux.Handle("GET /api/v1/tasks", s.requireBearer(http.HandlerFunc(s.apiTasks)))
 	mux.Handle("DELETE /api/v1/tasks/{id}", s.requireBearer(http.HandlerFunc(s.apiCancelTask)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -323,7 +333,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /admin/login", s.loginPage)
 	mux.HandleFunc("POST /admin/login", s.login)
 	mux.Handle("POST /admin/logout", s.requireLogin(http.HandlerFunc(s.logout)))
-	mux.Handle("GET /admin/{$}", s.requireLogin(http.HandlerFunc(s.callsPage)))
+	mux.Handle("GET /admin/{$}", s.requireLogin(http.HandlerFunc(s.landingPage)))
+	mux.Handle("GET /admin/calls", s.requireLogin(http.HandlerFunc(s.callsPage)))
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
 	mux.Handle("GET /admin/turns/{id}", s.requireLogin(http.HandlerFunc(s.turnPage)))
 	mux.Handle("GET /admin/turns", s.requireLogin(http.HandlerFunc(s.turnsPage)))
@@ -339,6 +350,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /admin/consents/{id}/revoke", s.requireLogin(http.HandlerFunc(s.consentRevokePage)))
 	mux.Handle("GET /admin/memories", s.requireLogin(http.HandlerFunc(s.memoriesPage)))
 	mux.Handle("POST /admin/memories/{id}/forget", s.requireLogin(http.HandlerFunc(s.memoryForgetPage)))
+	mux.Handle("GET /admin/knowledge", s.requireLogin(http.HandlerFunc(s.knowledgePage)))
+	mux.Handle("POST /admin/knowledge/{base}/documents", s.requireLogin(http.HandlerFunc(s.knowledgeUploadPage)))
+	mux.Handle("POST /admin/knowledge/{base}/documents/{id}/delete", s.requireLogin(http.HandlerFunc(s.knowledgeRemovePage)))
 	mux.Handle("GET /admin/tasks", s.requireLogin(http.HandlerFunc(s.tasksPage)))
 	mux.Handle("POST /admin/tasks/{id}/cancel", s.requireLogin(http.HandlerFunc(s.taskCancelPage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))

@@ -44,6 +44,9 @@ type Result struct {
 	Text string
 	// Files are kept for the final reply; the model gets a short note about them.
 	Files []chat.File
+	// Sources are the places the result's numbered passages come from, [1] first ("guide.pdf,
+	// page 3"): the final reply shows them as its Sources, which answers cite by number.
+	Sources []string
 }
 
 // Loader offers the tools of one source and runs them.
@@ -127,6 +130,8 @@ type Outcome struct {
 	// Content is sent to the model verbatim as the tool message.
 	Content string
 	Files   []chat.File
+	// Sources are the result's numbered sources (Result.Sources), for the answer's Sources.
+	Sources []string
 	Status  audit.Status
 	// Err is why the call failed; nil when Status is ok.
 	Err error

@@ -489,6 +489,9 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 		Proxies:   proxies,
 		Instances: adminInstances(b.replica),
 		Memory:    b.memory,
+		Knowledge: b.knowledge,
+		// An upload's body: the file and the form around it.
+		KnowledgeUploadBytes: cfg.Knowledge.MaxFileBytes + 64<<10,
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store.AdminSessions,
 		PublicURL: cfg.Admin.PublicURL,

@@ -100,8 +100,9 @@ var mayImport = map[string][]string{
 
 	// The audit log's pages and API read the store, list coord's replicas and show the tool
 	// servers' health (tools.ServerHealth, as the MCP loader reports it); the memory pages read
-	// and delete memory's facts.
-	"admin": {"audit", "chat", "coord", "internal/ellipsis", "pipeline/memory", "store", "tools"},
+	// and delete memory's facts; the knowledge pages and API add, list, delete and search the
+	// knowledge bases' documents.
+	"admin": {"audit", "chat", "coord", "internal/ellipsis", "pipeline/knowledge", "pipeline/memory", "store", "tools"},
 
 	// Binaries wire everything.
 	"cmd/bot":      {"..."},
