@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,13 @@ func (d *timedDrafter) Send(ctx context.Context, c chat.Ref, text string, o adap
 	d.sends = append(d.sends, timedDraft{time.Now(), text})
 	d.mu.Unlock()
 	return d.recorder.Send(ctx, c, text, o)
+}
+
+// sent returns the messages sent so far.
+func (d *timedDrafter) sent() []timedDraft {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.sends)
 }
 
 // streamWords updates r with one more word every every, for n words, and returns the text.
@@ -179,18 +187,22 @@ func TestTheFirstWordsGoAtOnceOnlyWhereTheBudgetHasRoom(t *testing.T) {
 					}
 				}
 				r := e.NewReply(context.Background(), c, adapters.SendOptions{})
-				before := len(m.sends)
+				before := len(m.sent())
 				start := time.Now()
 				r.Update("The first words")
 				synctest.Wait()
-				sentNow := len(m.sends) > before
+				sentNow := len(m.sent()) > before
 				if sentNow == full {
 					t.Fatalf("with %s in the chat's budget the first words went out at once: %v", name, sentNow)
 				}
 				if full {
 					time.Sleep(4 * time.Second)
-					if len(m.sends) == before || m.sends[before].at.Sub(start) < 3*time.Second {
-						t.Errorf("the first words went out %v after they came, want once the budget had room (3 s)", m.sends[len(m.sends)-1].at.Sub(start))
+					sends := m.sent()
+					if len(sends) == before {
+						t.Fatal("the first words never went out")
+					}
+					if d := sends[before].at.Sub(start); d < 3*time.Second {
+						t.Errorf("the first words went out %v after they came, want once the budget had room (3 s)", d)
 					}
 				}
 				if err := r.Finish(context.Background(), "The first words and the rest", nil); err != nil {
