@@ -256,7 +256,7 @@ func (s *UsageQuery) overviewToolCalls(ctx context.Context, f OverviewFilter, ou
 
 // overviewLatency ranks the times to the first text and to the final message per bucket and
 // over the whole window, nearest rank. The database reads the turns' times (one number each,
-// parsed once); Go sorts them: SQLite's window functions cost five times as much CPU for the
+// parsed once); Go sorts them: SQLite's window functions cost several times the CPU for the
 // same ranks (docs/performance/2026-12-07-overview.md).
 func (s *UsageQuery) overviewLatency(ctx context.Context, f OverviewFilter, out []OverviewBucket, total *OverviewBucket) error {
 	q := `SELECT ` + s.seconds("started_at") + `, ` + s.seconds("first_text_at") + `, ` + s.seconds("final_at") + `
