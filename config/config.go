@@ -53,6 +53,10 @@ type Config struct {
 	// auth = "oauth"; nil otherwise.
 	SecretKey []byte `toml:"-"`
 
+	// File is the file Load read, which a reload reads again; empty when the config was parsed
+	// from bytes.
+	File string `toml:"-"`
+
 	// sources are where each key the file or the environment set came from (Settings).
 	sources map[string]source
 }
@@ -513,6 +517,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	cfg.File = path
 	return cfg, nil
 }
 
