@@ -137,8 +137,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	m := metrics.New(metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg)), Prices: prices(cfg), MCPUp: b.live.mcpUp, Instance: b.instance,
-		Platforms: platformNames(cfg), RequestModels: requestModels(cfg)})
+	mo := metricsModels(cfg)
+	mo.MCPUp, mo.Instance, mo.Platforms = b.live.mcpUp, b.instance, platformNames(cfg)
+	m := metrics.New(mo)
 	rec := b.tracing.Recorder(m.Recorder(auditRecorder{calls: st.ToolCalls}))
 	mem, err := b.newMemory(ctx, cfg, b.tracing.Models(m))
 	if err != nil {
@@ -601,6 +602,13 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			MaxReplyChars: cfg.Speech.MaxReplyChars,
 		},
 	}
+}
+
+// metricsModels are the models the metrics label their calls with (the chat models, speech's
+// and the embeddings'), their prices and the model ids they ask for.
+func metricsModels(cfg *config.Config) metrics.Options {
+	return metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg)), Prices: prices(cfg),
+		RequestModels: requestModels(cfg)}
 }
 
 // modelBudgets lists the token budget of every configured model.

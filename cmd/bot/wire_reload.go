@@ -186,6 +186,7 @@ func (b *bot) apply(ctx context.Context, cfg *config.Config, ch config.Changes) 
 		return err
 	}
 	l.use(mgr, ml)
+	l.metrics.KnowModels(metricsModels(cfg))
 	return nil
 }
 
