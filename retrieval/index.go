@@ -62,6 +62,11 @@ func Open(ctx context.Context, w, r *sql.DB, dialect, collection string) (*Index
 			return nil, fmt.Errorf("retrieval: read the vectors' column type: %w", err)
 		}
 	}
+	// Vectors stored before codes existed (migration 00042) get theirs: a vector search reads
+	// codes first and would not see them.
+	if err := x.backfillCodes(ctx); err != nil {
+		return nil, err
+	}
 	return x, nil
 }
 
@@ -128,7 +133,7 @@ func (x *Index) put(ctx context.Context, tx *sql.Tx, d Doc, vec []float32, s Spa
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_vectors WHERE doc_id = $1`, id); err != nil {
+	if err := deleteVectors(ctx, tx, id); err != nil {
 		return err
 	}
 	if x.dialect == SQLite {
@@ -144,7 +149,7 @@ func (x *Index) put(ctx context.Context, tx *sql.Tx, d Doc, vec []float32, s Spa
 	if vec == nil {
 		return nil
 	}
-	return x.putVector(ctx, tx, id, vec, s)
+	return x.putVector(ctx, tx, coded{id: id, item: d.Item, owner: d.Owner, scope: d.Scope}, vec, s)
 }
 
 // SetVectors stores the vectors of items (in space s) beside the texts already put; an item no
@@ -159,22 +164,23 @@ func (x *Index) SetVectors(ctx context.Context, s Space, items []int64, vecs [][
 	}
 	defer tx.Rollback()
 	for i, item := range items {
-		var id int64
-		err := tx.QueryRowContext(ctx, `SELECT id FROM retrieval_docs WHERE collection = $1 AND item_id = $2`, x.collection, item).Scan(&id)
+		d := coded{item: item}
+		err := tx.QueryRowContext(ctx, `SELECT id, owner, scope FROM retrieval_docs WHERE collection = $1 AND item_id = $2`,
+			x.collection, item).Scan(&d.id, &d.owner, &d.scope)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("retrieval: set vectors: %w", err)
 		}
-		if err := x.putVector(ctx, tx, id, vecs[i], s); err != nil {
+		if err := x.putVector(ctx, tx, d, vecs[i], s); err != nil {
 			return fmt.Errorf("retrieval: set vectors: %w", err)
 		}
 	}
 	return tx.Commit()
 }
 
-func (x *Index) putVector(ctx context.Context, tx *sql.Tx, id int64, vec []float32, s Space) error {
+func (x *Index) putVector(ctx context.Context, tx *sql.Tx, d coded, vec []float32, s Space) error {
 	if !s.Valid() || len(vec) != s.Dims {
 		return fmt.Errorf("a vector of %d numbers in space %s", len(vec), s)
 	}
@@ -187,7 +193,18 @@ func (x *Index) putVector(ctx context.Context, tx *sql.Tx, id int64, vec []float
 		arg = pgvectorText(v)
 		q = strings.Replace(q, "$4)", "$4::"+x.vecType(0)+")", 1)
 	}
-	_, err := tx.ExecContext(ctx, q, id, s.Model, s.Dims, arg)
+	if _, err := tx.ExecContext(ctx, q, d.id, s.Model, s.Dims, arg); err != nil {
+		return err
+	}
+	return x.putCode(ctx, tx, d, s, v)
+}
+
+// deleteVectors removes the vectors of doc id and their codes.
+func deleteVectors(ctx context.Context, tx *sql.Tx, id int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_codes WHERE doc_id = $1`, id); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM retrieval_vectors WHERE doc_id = $1`, id)
 	return err
 }
 
@@ -227,7 +244,7 @@ func (x *Index) Delete(ctx context.Context, items ...int64) error {
 }
 
 func (x *Index) deleteDoc(ctx context.Context, tx *sql.Tx, id int64) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_vectors WHERE doc_id = $1`, id); err != nil {
+	if err := deleteVectors(ctx, tx, id); err != nil {
 		return err
 	}
 	if x.dialect == SQLite {

@@ -40,8 +40,13 @@ func (x *Index) Progress(ctx context.Context, s Space) (done, total int, err err
 	return done, total, nil
 }
 
-// DropOtherSpaces deletes the collection's vectors of every space but s.
+// DropOtherSpaces deletes the collection's vectors (and their codes) of every space but s.
 func (x *Index) DropOtherSpaces(ctx context.Context, s Space) (int64, error) {
+	if _, err := x.w.ExecContext(ctx, `DELETE FROM retrieval_codes
+		WHERE doc_id IN (SELECT id FROM retrieval_docs WHERE collection = $1) AND NOT (model = $2 AND dims = $3)`,
+		x.collection, s.Model, s.Dims); err != nil {
+		return 0, fmt.Errorf("retrieval: drop old codes: %w", err)
+	}
 	res, err := x.w.ExecContext(ctx, `DELETE FROM retrieval_vectors
 		WHERE doc_id IN (SELECT id FROM retrieval_docs WHERE collection = $1) AND NOT (model = $2 AND dims = $3)`,
 		x.collection, s.Model, s.Dims)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -280,4 +281,83 @@ func TestFuseRanksWhatBothListsAgreeOnFirst(t *testing.T) {
 	if got := retrieval.Fuse(10); len(got) != 0 {
 		t.Fatalf("nothing fused to %v", got)
 	}
+}
+
+// TestALargeOwnersVectorSearchFindsWhatAnExactComparisonFinds stores more of one owner's texts
+// than a search compares exactly (it reads their codes first): the texts nearest a query are
+// still found, and texts stored before codes existed are found once the index is opened again.
+func TestALargeOwnersVectorSearchFindsWhatAnExactComparisonFinds(t *testing.T) {
+	words := strings.Fields("cat dog tea coffee oslo berlin cello piano allergic nuts runs swims reads novels " +
+		"works nurse teacher engineer sister brother garden bikes vegan spicy jazz opera hiking chess march tennis")
+	space := retrieval.Space{Model: "embed-a", Dims: 256}
+	const n = 2000
+	docs := make([]retrieval.Doc, n)
+	vecs := make([][]float32, n)
+	for i := range docs {
+		text := fmt.Sprintf("%s %s %s %s w%d", words[i%len(words)], words[(i/7)%len(words)], words[(i*13)%len(words)], words[(i/31)%len(words)], i%97)
+		docs[i] = retrieval.Doc{Item: int64(i + 1), Owner: "telegram:1", Text: text}
+		vecs[i] = llm.FakeEmbedding(space.Model, text, space.Dims)
+	}
+	cos := func(a, b []float32) float32 {
+		var s float32
+		for i := range a {
+			s += a[i] * b[i]
+		}
+		return s
+	}
+	databases(t, func(t *testing.T, db *store.Database, dialect string) {
+		ctx := context.Background()
+		x := open(t, db, dialect, "knowledge")
+		if err := x.PutMany(ctx, docs, vecs, space); err != nil {
+			t.Fatal(err)
+		}
+		for _, query := range []string{"tea and jazz in oslo", "a nurse who swims", docs[1234].Text} {
+			q := llm.FakeEmbedding(space.Model, query, space.Dims)
+			sims := make([]float32, n)
+			for i := range vecs {
+				sims[i] = cos(q, vecs[i])
+			}
+			sorted := slices.Clone(sims)
+			slices.Sort(sorted)
+			tenth := sorted[n-10]
+			got, err := x.Search(ctx, retrieval.Query{Owner: "telegram:1", Vector: q, Space: space, Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			near := 0
+			for _, item := range got {
+				if sims[item-1] >= tenth-1e-6 {
+					near++
+				}
+			}
+			if len(got) != 10 || near < 9 {
+				t.Errorf("%q: %d of the %d found are among the 10 nearest (the 10th is %.3f): %v", query, near, len(got), tenth, got)
+			}
+			if query == docs[1234].Text && (len(got) == 0 || sims[got[0]-1] < 1-1e-5) {
+				t.Errorf("the text itself is not found first: %v", got)
+			}
+		}
+		// Vectors stored before codes existed: not seen until the index is opened again.
+		w, _ := db.Pools()
+		if _, err := w.ExecContext(ctx, `DELETE FROM retrieval_codes`); err != nil {
+			t.Fatal(err)
+		}
+		q := llm.FakeEmbedding(space.Model, docs[42].Text, space.Dims)
+		x = open(t, db, dialect, "knowledge")
+		got, err := x.Search(ctx, retrieval.Query{Owner: "telegram:1", Vector: q, Space: space, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || sims(q, vecs, got[0]) < 1-1e-5 {
+			t.Errorf("after reopening, the text's own vector finds %v, want item 43 or its twin", got)
+		}
+	})
+}
+
+func sims(q []float32, vecs [][]float32, item int64) float32 {
+	var s float32
+	for i, x := range vecs[item-1] {
+		s += q[i] * x
+	}
+	return s
 }

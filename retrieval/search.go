@@ -197,73 +197,66 @@ func matchScore(info []byte) float64 {
 	return score
 }
 
-// vector ranks the owner's texts that have a vector in q's space by cosine similarity.
+// vector ranks the owner's texts that have a vector in q's space by cosine similarity: the
+// owner's codes first, then the vectors of the best rescore of them compared exactly.
 func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 	v := append([]float32(nil), q.Vector...)
 	normalize(v)
-	// SQLite numbers $N parameters in the order they first appear: the join's come first.
-	join := "JOIN retrieval_vectors v ON v.doc_id = d.id AND v.model = $1 AND v.dims = $2"
-	cond, args := x.where(q, 3)
-	args = append([]any{q.Space.Model, q.Space.Dims}, args...)
 	if x.Pgvector() && q.Approximate {
-		return x.approximate(ctx, q, v, join, cond, args)
+		// SQLite numbers $N parameters in the order they first appear: the join's come first.
+		cond, args := x.where(q, 3)
+		join := "JOIN retrieval_vectors v ON v.doc_id = d.id AND v.model = $1 AND v.dims = $2"
+		return x.approximate(ctx, q, v, join, cond, append([]any{q.Space.Model, q.Space.Dims}, args...))
 	}
-	// The owner's docs first, then each one's vector: on SQLite CROSS JOIN keeps the loops in
-	// this order; on PostgreSQL the owner's vectors are a MATERIALIZED list ordered afterwards (a
-	// scan of the space's vectors reads every owner's, and an HNSW graph filtered afterwards
-	// misses the owner's: the planner takes the graph when the ORDER BY matches it).
-	if x.dialect == Postgres {
-		owned := "WITH o AS MATERIALIZED (SELECT d.item_id, v.embedding FROM retrieval_docs d " + join + " WHERE " + cond + ") "
-		if x.Pgvector() {
-			t := x.vecType(q.Space.Dims)
-			rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`%sSELECT o.item_id FROM o
-				ORDER BY o.embedding::%s OPERATOR(%s.<=>) $%d::%s, o.item_id LIMIT %d`,
-				owned, t, quoteIdent(x.vecSchema), len(args)+1, t, candidates), append(args, pgvectorText(v))...)
-			if err != nil {
-				return nil, fmt.Errorf("retrieval: vector search: %w", err)
-			}
-			return scanIDs(rows)
-		}
-		return x.scanVectors(ctx, v, owned+"SELECT o.item_id, o.embedding FROM o", args)
+	// The owner's codes in the space are one range of the codes' primary key (d stands for the
+	// codes here: they repeat the doc's owner and scope).
+	cond, args := x.where(q, 1)
+	query := `SELECT d.doc_id, d.item_id, d.code FROM retrieval_codes d WHERE ` + cond +
+		fmt.Sprintf(` AND d.model = $%d AND d.dims = $%d`, len(args)+1, len(args)+2)
+	args = append(args, q.Space.Model, q.Space.Dims)
+	best, err := x.bestByCode(ctx, newCode(v), query, args)
+	if err != nil || len(best) == 0 {
+		return nil, err
 	}
-	return x.scanVectors(ctx, v, `SELECT d.item_id, v.embedding FROM retrieval_docs d CROSS `+join+` WHERE `+cond, args)
+	return x.rerank(ctx, q.Space, v, best)
 }
 
-// scanVectors ranks the rows of query (item id, float32s) by their dot product with v, in Go.
-func (x *Index) scanVectors(ctx context.Context, v []float32, query string, args []any) ([]int64, error) {
-	rows, err := x.r.QueryContext(ctx, query, args...)
+// rerank orders the texts best by their codes by the exact cosine similarity of their vectors,
+// ties by item id, and keeps the best candidates.
+func (x *Index) rerank(ctx context.Context, s Space, v []float32, best []scored) ([]int64, error) {
+	from := `FROM retrieval_vectors v JOIN retrieval_docs d ON d.id = v.doc_id
+		WHERE v.model = $1 AND v.dims = $2 AND v.doc_id IN (` + docList(best) + `)`
+	if x.Pgvector() {
+		t := x.vecType(s.Dims)
+		rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`SELECT d.item_id %s
+			ORDER BY v.embedding::%s OPERATOR(%s.<=>) $3::%s, d.item_id LIMIT %d`,
+			from, t, quoteIdent(x.vecSchema), t, candidates), s.Model, s.Dims, pgvectorText(v))
+		if err != nil {
+			return nil, fmt.Errorf("retrieval: vector search: %w", err)
+		}
+		return scanIDs(rows)
+	}
+	rows, err := x.r.QueryContext(ctx, `SELECT v.doc_id, d.item_id, v.embedding `+from, s.Model, s.Dims)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: vector search: %w", err)
 	}
 	defer rows.Close()
-	type scored struct {
-		id  int64
-		sim float32
-	}
-	var all []scored
-	// RawBytes is the driver's buffer, valid until the next row: each vector is compared where
-	// it lies instead of copied first.
+	all := make([]scored, 0, len(best))
 	var blob sql.RawBytes
 	for rows.Next() {
-		var s scored
-		if err := rows.Scan(&s.id, &blob); err != nil {
+		var r scored
+		if err := rows.Scan(&r.doc, &r.item, &blob); err != nil {
 			return nil, fmt.Errorf("retrieval: vector search: %w", err)
 		}
-		s.sim = dotEncoded(v, blob)
-		all = append(all, s)
+		r.score = dotEncoded(v, blob)
+		all = append(all, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("retrieval: vector search: %w", err)
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].sim != all[j].sim {
-			return all[i].sim > all[j].sim
-		}
-		return all[i].id < all[j].id
-	})
-	out := make([]int64, 0, min(len(all), candidates))
-	for _, s := range all[:min(len(all), candidates)] {
-		out = append(out, s.id)
+	out := make([]int64, 0, candidates)
+	for _, r := range top(all, candidates, func(a, b scored) bool { return a.item < b.item }) {
+		out = append(out, r.item)
 	}
 	return out, nil
 }

@@ -55,6 +55,8 @@ var mayImport = map[string][]string{
 
 	// The reader process of untrusted bytes: the readers it runs, nothing else.
 	"media/sandbox": {"media", "media/audio"},
+	// A knowledge base's documents into chunks: a leaf over the readers of untrusted bytes.
+	"knowledge/extract": {"media", "media/sandbox"},
 
 	// The tools know no platform, no pipeline and no store: they report to an audit recorder.
 	"tools":           {"audit", "chat", "policy"},

@@ -36,6 +36,7 @@ var tableOwner = map[string]string{
 	// The retrieval layer: texts, keyword postings and vectors of every collection.
 	"retrieval_docs":    "retrieval",
 	"retrieval_vectors": "retrieval",
+	"retrieval_codes":   "retrieval",
 
 	// Memory: each person's facts and the audit of their writes and deletes.
 	"memory_facts": "pipeline/memory",

@@ -1,0 +1,325 @@
+package extract_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/encoding/charmap"
+
+	"relaybot/knowledge/extract"
+	"relaybot/media/sandbox"
+)
+
+// TestMain lets the test binary be the reader process PDFs are parsed in, as the bot's is.
+func TestMain(m *testing.M) {
+	sandbox.Main()
+	os.Exit(m.Run())
+}
+
+func read(t testing.TB, name string, data []byte, l extract.Limits, o extract.ChunkOptions) (extract.Document, error) {
+	t.Helper()
+	return extract.Read(context.Background(), name, bytes.NewReader(data), l, o, nil)
+}
+
+func TestDetectNamesTheFormatOrRefusesIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		head string
+		want extract.Format
+	}{
+		{"Guide.MD", "# Guide", extract.Markdown},
+		{"notes.markdown", "", extract.Markdown},
+		{"readme.txt", "hello", extract.Text},
+		{`C:\docs\faq.text`, "", extract.Text},
+		{"report.docx", "PK\x03\x04", ""},
+		{"archive.zip", "PK\x03\x04", ""},
+		{"noextension", "just words", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := extract.Detect(tc.name, []byte(tc.head))
+			if tc.want == "" {
+				if !errors.Is(err, extract.ErrUnknownFormat) {
+					t.Fatalf("Detect = %q, %v; want the file refused as an unknown format", got, err)
+				}
+				if !strings.Contains(err.Error(), "Markdown (.md)") {
+					t.Fatalf("the refusal %q does not name the formats accepted", err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Detect = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+const guide = `# Relaybot guide
+
+Relaybot answers in your chats.
+
+## Install
+
+Pick your system below.
+
+### Linux
+
+Run the installer with sudo; the secret word is heliotrope.
+
+### Windows
+
+Double-click the installer.
+
+Setext heading
+==============
+
+Under the setext heading.
+
+` + "```sh\n# not a heading, a comment\necho hi\n```\n"
+
+// A fact is found in a chunk that says where it is: its heading path, its page.
+func TestReadFindsAFactWithItsPlace(t *testing.T) {
+	latin1, _ := charmap.Windows1252.NewEncoder().String("Première ligne.\n\nLe mot secret est héliotrope.")
+	for _, tc := range []struct {
+		name     string
+		file     string
+		data     string
+		format   extract.Format
+		fact     string
+		headings []string
+	}{
+		{"markdown heading path", "guide.md", guide, extract.Markdown, "heliotrope", []string{"Relaybot guide", "Install", "Linux"}},
+		{"markdown setext heading", "guide.md", guide, extract.Markdown, "Under the setext", []string{"Setext heading"}},
+		{"a hash in a code block is code", "guide.md", guide, extract.Markdown, "# not a heading", []string{"Setext heading"}},
+		{"text in windows-1252", "notes.txt", latin1, extract.Text, "héliotrope", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc, err := read(t, tc.file, []byte(tc.data), extract.Limits{}, extract.ChunkOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if doc.Format != tc.format || doc.Name != tc.file {
+				t.Fatalf("read as %q named %q, want %q", doc.Format, doc.Name, tc.format)
+			}
+			checkChunks(t, doc, extract.ChunkOptions{})
+			i := slices.IndexFunc(doc.Chunks, func(c extract.Chunk) bool { return strings.Contains(c.Text, tc.fact) })
+			if i < 0 {
+				t.Fatalf("no chunk says %q: %+v", tc.fact, doc.Chunks)
+			}
+			if c := doc.Chunks[i]; !slices.Equal(c.Headings, tc.headings) || c.Page != 0 {
+				t.Fatalf("the chunk saying %q is under %q page %d, want %q", tc.fact, c.Headings, c.Page, tc.headings)
+			}
+		})
+	}
+}
+
+// Each section of a Markdown file is its own chunk, its heading's line first, even when the
+// whole file would fit in one.
+func TestMarkdownChunksStopAtHeadings(t *testing.T) {
+	doc, err := read(t, "guide.md", []byte(guide), extract.Limits{}, extract.ChunkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range doc.Chunks {
+		got = append(got, strings.Join(c.Headings, " > ")+": "+strings.SplitN(c.Text, "\n", 2)[0])
+	}
+	want := []string{
+		"Relaybot guide: # Relaybot guide",
+		"Relaybot guide > Install: ## Install",
+		"Relaybot guide > Install > Linux: ### Linux",
+		"Relaybot guide > Install > Windows: ### Windows",
+		"Setext heading: Setext heading",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("chunks:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A long section is cut near the target size at sentence ends, each chunk repeating the end
+// of the one before from a sentence start, within the overlap.
+func TestLongTextIsCutAtSentencesWithOverlap(t *testing.T) {
+	var b strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&b, "Sentence number %d tells a small thing about the bot. ", i)
+		if i%3 == 2 {
+			b.WriteString("\n\n")
+		}
+	}
+	o := extract.ChunkOptions{TargetChars: 400, OverlapChars: 120}
+	doc, err := read(t, "long.txt", []byte(b.String()), extract.Limits{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChunks(t, doc, o)
+	if len(doc.Chunks) < 20 {
+		t.Fatalf("%d chunks of about 400 characters from %d characters", len(doc.Chunks), len(doc.Text))
+	}
+	overlapped := 0
+	for i, c := range doc.Chunks {
+		if !strings.HasPrefix(c.Text, "Sentence number ") || !strings.HasSuffix(c.Text, "bot.") {
+			t.Fatalf("chunk %d is cut mid-sentence: %q", i, c.Text)
+		}
+		if i > 0 && c.Start < doc.Chunks[i-1].End {
+			overlapped++
+		}
+		if utf8.RuneCountInString(c.Text) < 200 && i < len(doc.Chunks)-1 {
+			t.Fatalf("chunk %d is %d characters, far under the 400 target", i, utf8.RuneCountInString(c.Text))
+		}
+	}
+	if overlapped < len(doc.Chunks)/2 {
+		t.Fatalf("only %d of %d chunks repeat the end of the one before", overlapped, len(doc.Chunks))
+	}
+}
+
+// Text without spaces or sentence ends (a long line of Cyrillic) is cut at rune boundaries,
+// never inside a character.
+func TestTextWithoutBreaksIsCutBetweenRunes(t *testing.T) {
+	text := strings.Repeat("привет", 500) + " и всё"
+	o := extract.ChunkOptions{TargetChars: 100, OverlapChars: 30}
+	doc, err := read(t, "ru.txt", []byte(text), extract.Limits{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChunks(t, doc, o)
+	if len(doc.Chunks) < 30 {
+		t.Fatalf("%d chunks of 100 characters from %d characters", len(doc.Chunks), utf8.RuneCountInString(text))
+	}
+}
+
+// A file over a limit is refused before anything is chunked, saying which limit, its value
+// and what the file had.
+func TestLimitsRefuseTheFileNamingTheLimit(t *testing.T) {
+	big := []byte(strings.Repeat("A line of the handbook.\n", 2000)) // 48,000 bytes
+	for _, tc := range []struct {
+		name   string
+		limits extract.Limits
+		key    string
+		says   string
+	}{
+		{"file bytes", extract.Limits{MaxFileBytes: 10 << 10}, "max_file_bytes", "the file has 46 KB, more than knowledge.max_file_bytes (10 KB)"},
+		{"text bytes", extract.Limits{MaxTextBytes: 20 << 10}, "max_text_bytes", "more than knowledge.max_text_bytes (20 KB)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc, err := read(t, "handbook.txt", big, tc.limits, extract.ChunkOptions{})
+			var lim *extract.LimitError
+			if !errors.As(err, &lim) || lim.Key != tc.key {
+				t.Fatalf("Read = %d chunks, %v; want the %s limit broken", len(doc.Chunks), err, tc.key)
+			}
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("the refusal says %q, want %q", err, tc.says)
+			}
+			if len(doc.Chunks) != 0 {
+				t.Fatalf("a refused file yielded %d chunks", len(doc.Chunks))
+			}
+		})
+	}
+}
+
+func TestUnknownAndBinaryFilesAreRefused(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"slides.pptx": []byte("PK\x03\x04\x14\x00\x00\x00"),
+		"binary.txt":  {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 3, 0},
+	} {
+		doc, err := read(t, name, data, extract.Limits{}, extract.ChunkOptions{})
+		if !errors.Is(err, extract.ErrUnknownFormat) || len(doc.Chunks) != 0 {
+			t.Errorf("%s: %d chunks, %v; want it refused as an unknown format", name, len(doc.Chunks), err)
+		}
+	}
+}
+
+// A read whose context is cancelled (the upload abandoned) ends with the context's error.
+func TestCancelledReadEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := extract.Read(ctx, "a.md", strings.NewReader("# A\n\nbody"), extract.Limits{}, extract.ChunkOptions{}, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled read returned %v", err)
+	}
+}
+
+// The reader stops reading an endless upload at the file limit (and counts what follows only
+// up to a bound, saying "at least").
+func TestEndlessUploadIsCutAtTheLimit(t *testing.T) {
+	_, err := extract.Read(context.Background(), "a.txt", endless{}, extract.Limits{MaxFileBytes: 1 << 20}, extract.ChunkOptions{}, nil)
+	var lim *extract.LimitError
+	if !errors.As(err, &lim) || lim.Key != "max_file_bytes" || !lim.AtLeast || !strings.Contains(err.Error(), "at least") {
+		t.Fatalf("an endless upload: %v", err)
+	}
+}
+
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+var _ io.Reader = endless{}
+
+// checkChunks fails t unless doc's chunks keep the package's contract: each indexes Text (the
+// span trimmed, on rune boundaries, its Text the span or a CSV header then the span), within
+// the target size (but a CSV row), each starting after the one before, repeating at most the
+// overlap of it, and together covering every non-space character of Text.
+func checkChunks(t testing.TB, doc extract.Document, o extract.ChunkOptions) {
+	t.Helper()
+	if o.TargetChars <= 0 {
+		o.TargetChars = extract.DefaultTargetChars
+	}
+	if o.OverlapChars <= 0 {
+		o.OverlapChars = extract.DefaultOverlapChars
+	}
+	o.OverlapChars = min(o.OverlapChars, o.TargetChars/2)
+	covered := 0
+	for i, c := range doc.Chunks {
+		if c.Start < 0 || c.End > len(doc.Text) || c.Start >= c.End {
+			t.Fatalf("chunk %d spans [%d:%d] of %d bytes", i, c.Start, c.End, len(doc.Text))
+		}
+		span := doc.Text[c.Start:c.End]
+		if !utf8.RuneStart(doc.Text[c.Start]) || c.End < len(doc.Text) && !utf8.RuneStart(doc.Text[c.End]) {
+			t.Fatalf("chunk %d [%d:%d] cuts a character", i, c.Start, c.End)
+		}
+		if strings.TrimSpace(span) != span {
+			t.Fatalf("chunk %d's span %q has white space at an end", i, span)
+		}
+		if c.Text != span && !(doc.Format == extract.CSV && strings.HasSuffix(c.Text, "\n"+span)) {
+			t.Fatalf("chunk %d's text %q is not Text[%d:%d] = %q", i, c.Text, c.Start, c.End, span)
+		}
+		if n := utf8.RuneCountInString(c.Text); n > o.TargetChars && doc.Format != extract.CSV {
+			t.Fatalf("chunk %d has %d characters, over the target %d", i, n, o.TargetChars)
+		}
+		if i > 0 {
+			prev := doc.Chunks[i-1]
+			if c.Start <= prev.Start {
+				t.Fatalf("chunk %d starts at %d, not after chunk %d at %d", i, c.Start, i-1, prev.Start)
+			}
+			if c.Start < prev.End {
+				if n := utf8.RuneCountInString(doc.Text[c.Start:prev.End]); n > o.OverlapChars {
+					t.Fatalf("chunk %d repeats %d characters of the one before, over the overlap %d", i, n, o.OverlapChars)
+				}
+				if c.Page != prev.Page || !slices.Equal(c.Headings, prev.Headings) {
+					t.Fatalf("chunk %d overlaps the one before across a section", i)
+				}
+			}
+		}
+		for p, r := range doc.Text[min(covered, c.Start):c.Start] {
+			if !unicode.IsSpace(r) {
+				t.Fatalf("%q at %d is in no chunk", doc.Text[covered+p:min(len(doc.Text), covered+p+40)], covered+p)
+			}
+		}
+		covered = max(covered, c.End)
+	}
+	if rest := doc.Text[covered:]; strings.TrimSpace(rest) != "" {
+		t.Fatalf("the end of the text %q is in no chunk", rest[:min(len(rest), 80)])
+	}
+}
