@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"relaybot/config"
 	"relaybot/internal/testkit/llm"
 	"relaybot/internal/testkit/logbuf"
 	"relaybot/internal/testkit/wait"
@@ -97,5 +99,77 @@ func TestSIGHUPReloadsThePromptWithoutCuttingTheAnswerInFlight(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("bot serve did not return 30 s after the stop")
+	}
+}
+
+// without is a copy of c without the sections named.
+func (c *tomlConfig) without(names ...string) *tomlConfig {
+	out := c.clone()
+	out.sections = slices.DeleteFunc(out.sections, func(s *tomlSection) bool { return slices.Contains(names, s.name) })
+	return out
+}
+
+// echoCall is a model reply that says text and then, once hold is closed (nil: at once), calls
+// the MCP kit's echo tool.
+func echoCall(id, text string, hold chan struct{}) llm.Reply {
+	return llm.Reply{Chunks: []llm.Chunk{{Content: text},
+		{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: id, Name: "echo", Arguments: `{"text":"hi"}`}}, Wait: hold}}}
+}
+
+// TestAReloadRemovesAndAddsMCPServersWithoutCuttingATurnThatUsesThem removes the MCP server from
+// the file while a turn that called its tool streams on: that turn's next call to the tool still
+// runs (the server it began with stays open until it ends), the next turn is not offered the
+// tool, and putting the server back offers it again.
+func TestAReloadRemovesAndAddsMCPServersWithoutCuttingATurnThatUsesThem(t *testing.T) {
+	e := newEnv(t)
+	c := e.toml().set("chat", "shutdown_grace_sec", 0)
+	cfg, err := config.Load(c.write(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hup := make(chan os.Signal, 1)
+	e.startSignals(cfg, nil, hup)
+	reload := func(want string) {
+		t.Helper()
+		n := strings.Count(e.logs.String(), `msg="config reloaded"`)
+		hup <- syscall.SIGHUP
+		wait.For(t, "the reload", func() bool { return strings.Count(e.logs.String(), `msg="config reloaded"`) > n })
+		if !strings.Contains(e.logs.String(), `msg="config reloaded" applied=[`+want+`]`) {
+			t.Fatalf("the reload did not apply %s", want)
+		}
+	}
+	hold := make(chan struct{})
+	e.llm.Push(echoCall("call_1", "Echo.", nil), echoCall("call_2", "Once more.", hold), llm.Text("Both echoed."))
+	e.say(5, "echo twice")
+	e.waitBotText(5, "the answer between the calls", contains("Once more."))
+
+	if err := os.WriteFile(cfg.File, []byte(c.without("mcp.servers").String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload("mcp.servers")
+	close(hold)
+	e.waitBotText(5, "the answer after both calls", contains("Both echoed."))
+	if n := e.kit.Calls("echo"); n != 2 {
+		t.Fatalf("the MCP server ran %d echo calls, want 2: the turn's second call did not reach it", n)
+	}
+
+	e.llm.Push(llm.Text("No tools now."))
+	e.say(6, "what can you do?")
+	e.waitBotText(6, "the answer without the server", contains("No tools now."))
+	reqs := e.llm.Requests()
+	if tools := reqs[len(reqs)-1].Tools; slices.Contains(tools, "echo") {
+		t.Fatalf("the turn after the server was removed was offered %q", tools)
+	}
+
+	if err := os.WriteFile(cfg.File, []byte(c.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload("mcp.servers")
+	e.llm.Push(llm.Text("Tools again."))
+	e.say(7, "and now?")
+	e.waitBotText(7, "the answer with the server back", contains("Tools again."))
+	reqs = e.llm.Requests()
+	if tools := reqs[len(reqs)-1].Tools; !slices.Contains(tools, "echo") {
+		t.Fatalf("the turn after the server was put back was offered %q, not echo", tools)
 	}
 }
