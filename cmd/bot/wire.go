@@ -477,6 +477,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 		Memory:    b.memory,
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store.AdminSessions,
+		Settings:  botSettings{b},
 		PublicURL: cfg.Admin.PublicURL,
 		// A message of the web chat may carry files of up to media.max_bytes each.
 		ChatUploadBytes: web.MaxSendBytes(cfg.Media.MaxBytes),

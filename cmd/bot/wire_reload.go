@@ -204,3 +204,12 @@ func (b *bot) reloadOnSignal(hup <-chan os.Signal) lifecycle.Part {
 		}
 	}}
 }
+
+// botSettings is the bot's running config and its reload as the admin's Settings page takes them.
+type botSettings struct{ b *bot }
+
+// Running returns the config the bot runs with.
+func (s botSettings) Running() *config.Config { return s.b.live.cfg.Load() }
+
+// Reload reloads the config file as SIGHUP does.
+func (s botSettings) Reload(ctx context.Context) (config.Changes, error) { return s.b.reload(ctx) }
