@@ -165,7 +165,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	m.CountQueue("pipeline", b.pipe.Queued)
 	if r := b.replica; r != nil {
-		b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return r.Run(ctx, b.pipe) }})
+		b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return r.Run(ctx, b.pipe) }},
+			b.reloadOnAnnouncement(r))
+		b.recordDigest(ctx, cfg)
 	}
 
 	deliver := delivery.Options{Logger: log, Observer: b.tracing.Deliveries(m)}

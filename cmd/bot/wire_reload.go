@@ -11,6 +11,7 @@ import (
 
 	"relaybot/agent"
 	"relaybot/config"
+	"relaybot/coord"
 	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
@@ -153,7 +154,41 @@ func (b *bot) reload(ctx context.Context) (config.Changes, error) {
 	}
 	l.cfg.Store(cfg)
 	b.log.Info("config reloaded", "applied", ch.Applied, "digest", cfg.Digest())
+	b.recordDigest(ctx, cfg)
 	return ch, nil
+}
+
+// reloadAll reloads the config (reload) and announces it to the other replicas, which read
+// their own files again; alone, it is reload.
+func (b *bot) reloadAll(ctx context.Context) (config.Changes, error) {
+	ch, err := b.reload(ctx)
+	if r := b.replica; r != nil {
+		if perr := r.PublishReload(ctx); perr != nil {
+			b.log.Error("config reload: the other replicas were not told", "err", perr)
+		}
+	}
+	return ch, err
+}
+
+// recordDigest writes the digest of the config this replica runs with where the Replicas page
+// reads it; alone, nothing.
+func (b *bot) recordDigest(ctx context.Context, cfg *config.Config) {
+	if r := b.replica; r != nil {
+		if err := r.SetConfigDigest(ctx, cfg.Digest()); err != nil {
+			b.log.Warn("config digest not recorded; the next heartbeat writes it", "err", err)
+		}
+	}
+}
+
+// reloadOnAnnouncement is the part that reloads the config when another replica announces a
+// reload (coord.Replica.ListenReloads).
+func (b *bot) reloadOnAnnouncement(r *coord.Replica) lifecycle.Part {
+	return lifecycle.Part{Name: "reload announcements", Run: func(ctx context.Context) error {
+		return r.ListenReloads(ctx, func(from string) {
+			b.log.Info("another replica reloaded its config; reading this one's again", "from", from)
+			_, _ = b.reload(ctx) // logged by reload
+		})
+	}}
 }
 
 // apply builds the turns' parts of cfg and hands them to the pipeline: a change of
@@ -199,7 +234,7 @@ func (b *bot) reloadOnSignal(hup <-chan os.Signal) lifecycle.Part {
 				return nil
 			case <-hup:
 				b.log.Info("SIGHUP: reloading the config")
-				_, _ = b.reload(ctx) // logged by reload
+				_, _ = b.reloadAll(ctx) // logged by reload
 			}
 		}
 	}}
@@ -212,4 +247,4 @@ type botSettings struct{ b *bot }
 func (s botSettings) Running() *config.Config { return s.b.live.cfg.Load() }
 
 // Reload reloads the config file as SIGHUP does.
-func (s botSettings) Reload(ctx context.Context) (config.Changes, error) { return s.b.reload(ctx) }
+func (s botSettings) Reload(ctx context.Context) (config.Changes, error) { return s.b.reloadAll(ctx) }
