@@ -42,6 +42,8 @@ type Store struct {
 	Usage     UsageStore     // *store.UsageQuery
 	Consents  audit.Consents // *store.ConsentQuery
 	Health    Pinger         // *store.Database
+	// Transcripts are the conversations across chats and their search (*store.TranscriptQuery).
+	Transcripts Transcripts
 	// Tasks are the scheduled tasks (*store.TaskQuery); nil when [tasks] is off.
 	Tasks Tasks
 }
@@ -53,7 +55,7 @@ func (s Store) check() error {
 		missing bool
 	}{{"ToolCalls", s.ToolCalls == nil}, {"Turns", s.Turns == nil}, {"Messages", s.Messages == nil},
 		{"Timelines", s.Timelines == nil}, {"Usage", s.Usage == nil}, {"Consents", s.Consents == nil},
-		{"Health", s.Health == nil}} {
+		{"Health", s.Health == nil}, {"Transcripts", s.Transcripts == nil}} {
 		if f.missing {
 			return fmt.Errorf("admin: Options.Store.%s is required", f.name)
 		}
@@ -308,6 +310,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/usage", s.requireBearer(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /api/v1/instances", s.requireBearer(http.HandlerFunc(s.apiInstances)))
 	mux.Handle("GET /api/v1/turns", s.requireBearer(http.HandlerFunc(s.apiTurns)))
+	mux.Handle("GET /api/v1/conversations", s.requireBearer(http.HandlerFunc(s.apiConversations)))
+	mux.Handle("GET /api/v1/conversations/search", s.requireBearer(http.HandlerFunc(s.apiSearchConversations)))
+	mux.Handle("GET /api/v1/conversations/{id}", s.requireBearer(http.HandlerFunc(s.apiConversation)))
 	mux.Handle("GET /api/v1/consents", s.requireBearer(http.HandlerFunc(s.apiConsents)))
 	mux.Handle("DELETE /api/v1/consents/{id}", s.requireBearer(http.HandlerFunc(s.apiRevokeConsent)))
 	mux.Handle("GET /api/v1/memories", s.requireBearer(http.HandlerFunc(s.apiMemories)))
@@ -329,6 +334,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
 	mux.Handle("GET /admin/turns/{id}", s.requireLogin(http.HandlerFunc(s.turnPage)))
 	mux.Handle("GET /admin/turns", s.requireLogin(http.HandlerFunc(s.turnsPage)))
+	mux.Handle("GET /admin/conversations", s.requireLogin(http.HandlerFunc(s.conversationsPage)))
+	mux.Handle("GET /admin/conversations/{id}", s.requireLogin(http.HandlerFunc(s.conversationPage)))
 	mux.Handle("GET /admin/stats", s.requireLogin(http.HandlerFunc(s.statsPage)))
 	mux.Handle("GET /admin/servers", s.requireLogin(http.HandlerFunc(s.serversPage)))
 	mux.Handle("GET /admin/servers/{name}/connect", s.requireLogin(http.HandlerFunc(s.oauthConnect)))

@@ -34,7 +34,7 @@ type seeded struct {
 // storeOf is the admin server's part of db, as cmd/bot hands it over.
 func storeOf(db *store.Database) Store {
 	return Store{ToolCalls: db.ToolCalls, Turns: db.Turns, Messages: db.Messages, Timelines: db.Timelines,
-		Usage: db.Usage, Consents: db.Consents, Health: db}
+		Usage: db.Usage, Consents: db.Consents, Health: db, Transcripts: db.Transcripts}
 }
 
 // seedStore writes one turn with messages and a set of tool calls through the store's write API.
@@ -366,10 +366,17 @@ func TestAPIMCPServers(t *testing.T) {
 		o.MCPHealth = func() []tools.ServerHealth {
 			return []tools.ServerHealth{
 				{Name: "wx", Transport: "stdio", State: "down", LastError: "process exited: status 1", Since: since},
-				{Name: "docs", Transport: "http", State: "up", Tools: 4, Since: since},
+				{Name: "docs", Transport: "http", ProtocolVersion: "2026-07-28", State: "up", Tools: 4, Since: since},
 			}
 		}
 	})
+	var raw map[string][]map[string]any
+	if code := getJSON(t, ts, "/api/v1/mcp-servers", testToken, &raw); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if v := raw["items"][0]["protocol_version"]; v != "2026-07-28" {
+		t.Errorf("docs' protocol_version = %v, want the negotiated 2026-07-28", v)
+	}
 	var got struct {
 		Items []ServerHealth `json:"items"`
 	}
@@ -579,6 +586,7 @@ func TestNewRefusesAStoreMissingAQueryType(t *testing.T) {
 		{"Usage", func(s *Store) { s.Usage = nil }},
 		{"Consents", func(s *Store) { s.Consents = nil }},
 		{"Health", func(s *Store) { s.Health = nil }},
+		{"Transcripts", func(s *Store) { s.Transcripts = nil }},
 	} {
 		s := storeOf(st)
 		tc.drop(&s)

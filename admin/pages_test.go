@@ -135,7 +135,8 @@ func TestPages(t *testing.T) {
 	seed := seedStore(t, st)
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.MCPHealth = func() []tools.ServerHealth {
-			return []tools.ServerHealth{{Name: "wx", Transport: "stdio", State: "down", LastError: "exec: wx-server: not found"}}
+			return []tools.ServerHealth{{Name: "wx", Transport: "stdio", State: "down", LastError: "exec: wx-server: not found"},
+				{Name: "docs", Transport: "http", ProtocolVersion: "2025-11-25", State: "up", Tools: 2}}
 		}
 		o.WebChat = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "chat here") })
 	})
@@ -183,6 +184,9 @@ func TestPages(t *testing.T) {
 	code, body = get(t, c, ts.URL+"/admin/servers")
 	if code != http.StatusOK || !strings.Contains(body, "wx-server: not found") || !strings.Contains(body, "down") {
 		t.Errorf("servers: %d", code)
+	}
+	if !strings.Contains(body, `<td data-label="Protocol">2025-11-25</td>`) {
+		t.Errorf("the servers page does not show the protocol negotiated with docs")
 	}
 	if code, body := get(t, c, ts.URL+"/chat"); code != http.StatusOK || body != "chat here" {
 		t.Errorf("web chat behind login: %d %q", code, body)
@@ -316,8 +320,8 @@ func TestDetailShowsTheTurnsMessages(t *testing.T) {
 // parsed once.
 func TestEveryPageParses(t *testing.T) {
 	pages := newPages()
-	if len(pages) != 14 {
-		t.Errorf("%d pages, want the 14 the handlers render", len(pages))
+	if len(pages) != 16 {
+		t.Errorf("%d pages, want the 16 the handlers render", len(pages))
 	}
 	for name, parse := range pages {
 		first, err := parse()

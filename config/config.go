@@ -46,6 +46,7 @@ type Config struct {
 
 	Embeddings Embeddings `toml:"embeddings"`
 	Memory     Memory     `toml:"memory"`
+	Knowledge  Knowledge  `toml:"knowledge"`
 
 	// Warnings are problems that did not stop loading (a value replaced by its default).
 	Warnings []string `toml:"-"`
@@ -486,13 +487,14 @@ func Default() Config {
 		Tools: Tools{Plugins: []string{"audit_query"}, ApprovalTimeout: 5 * time.Minute, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10,
 			ElicitationTimeout: 5 * time.Minute, Parallel: ParallelReadOnly, MaxParallel: 4,
 			AlwaysAllow: 30 * day, MaxOpenQuestions: 3},
-		Telegram: Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
-		Discord:  Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto", Threads: ThreadsOff, AutoArchive: 1440},
-		Admin:    Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
-		Log:      Log{Level: "info", Format: "text"},
-		Media:    defaultMedia(),
-		Speech:   defaultSpeech(),
-		Memory:   defaultMemory(),
+		Telegram:  Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
+		Discord:   Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto", Threads: ThreadsOff, AutoArchive: 1440},
+		Admin:     Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},
+		Log:       Log{Level: "info", Format: "text"},
+		Media:     defaultMedia(),
+		Speech:    defaultSpeech(),
+		Memory:    defaultMemory(),
+		Knowledge: defaultKnowledge(),
 	}
 }
 
@@ -703,6 +705,7 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 	}
 	c.fillSpeechDefaults()
 	c.fillEmbeddingDefaults()
+	c.fillKnowledgeDefaults()
 	for i := range c.MCP.Servers {
 		s := &c.MCP.Servers[i]
 		key := fmt.Sprintf("mcp.servers[%d]", i)

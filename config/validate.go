@@ -37,6 +37,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	c.validateAdmin(p)
 	c.validateMedia(p.bad, p.httpURL)
 	c.validateMemory(p, names)
+	c.validateKnowledge(p)
 	c.validateTasks(p)
 	return errors.Join(p.errs...)
 }

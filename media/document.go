@@ -72,6 +72,8 @@ func (l Limits) withDefaults() Limits {
 type LimitError struct {
 	// What names the limit in words a user reads: "more than 2000 pages", "the reader's memory".
 	What string
+	// Pages is the page count of a PDF that broke the pages limit, 0 otherwise.
+	Pages int
 }
 
 func (e *LimitError) Error() string {
@@ -88,7 +90,7 @@ var ErrNoText = errors.New("the PDF has no text layer (a scanned document?)")
 // time of its own: the bytes users send are read in a reader process (media/sandbox) that does.
 func Read(name, mimeType string, data []byte, lim Limits) (Document, error) {
 	if IsPDF(name, mimeType, data) {
-		return readPDF(data, lim.withDefaults())
+		return readPDF(data, lim)
 	}
 	text, cs, ok := decodeText(data, mimeType)
 	if !ok {

@@ -15,40 +15,60 @@ import (
 // library panics on some malformed files; that is an error here. It can also loop, allocate
 // without bound or kill the process (a fatal error recover cannot catch): the reader process
 // bounds those; the pages and decompressed bytes are bounded here, before the library starts.
-func readPDF(data []byte, lim Limits) (doc Document, err error) {
+func readPDF(data []byte, lim Limits) (Document, error) {
+	var b strings.Builder
+	n, err := ReadPDFPages(data, lim, func(_, _ int, page string) error {
+		if page != "" {
+			if b.Len() > 0 {
+				b.WriteString("\n\n")
+			}
+			b.WriteString(page)
+		}
+		return nil
+	})
+	if err != nil {
+		return Document{}, err
+	}
+	if b.Len() == 0 {
+		return Document{}, ErrNoText
+	}
+	return Document{Text: b.String(), Format: FormatPDF, Pages: n}, nil
+}
+
+// ReadPDFPages reads the text layer of a PDF page by page, calling page with each page's
+// number (from 1), the page count and its text ("" for a page without text), in order, and
+// returns the page count. An error page returns ends the read with that error. The limits are
+// checked before the library starts: a PDF over them is a *LimitError (its Pages set when the
+// page count broke the limit). Like Read it holds no limit of memory or time: run it in a
+// reader process (media/sandbox).
+func ReadPDFPages(data []byte, lim Limits, page func(n, of int, text string) error) (n int, err error) {
+	lim = lim.withDefaults()
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the PDF could not be read: %v", r)
 		}
 	}()
 	if err := checkInflated(data, lim.Inflated); err != nil {
-		return Document{}, err
+		return 0, err
 	}
 	r, err := pdf.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
-		return Document{}, fmt.Errorf("the PDF could not be read: %w", err)
+		return 0, fmt.Errorf("the PDF could not be read: %w", err)
 	}
-	var b strings.Builder
-	n := r.NumPage()
+	n = r.NumPage()
 	if n > lim.Pages {
-		return Document{}, &LimitError{What: fmt.Sprintf("more than %d pages", lim.Pages)}
+		return 0, &LimitError{What: fmt.Sprintf("more than %d pages", lim.Pages), Pages: n}
 	}
 	for i := 1; i <= n; i++ {
-		p := r.Page(i)
-		if p.V.IsNull() {
-			continue
+		text := ""
+		if p := r.Page(i); !p.V.IsNull() {
+			text = pageText(p.Content().Text)
 		}
-		if page := pageText(p.Content().Text); page != "" {
-			if b.Len() > 0 {
-				b.WriteString("\n\n")
-			}
-			b.WriteString(page)
+		if err := page(i, n, text); err != nil {
+			return 0, err
 		}
 	}
-	if b.Len() == 0 {
-		return Document{}, ErrNoText
-	}
-	return Document{Text: b.String(), Format: FormatPDF, Pages: n}, nil
+	return n, nil
 }
 
 // pageText lays a page's glyphs out as lines: a glyph lower or higher than the one before by

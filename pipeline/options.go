@@ -12,6 +12,7 @@ import (
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/asking"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/knowledge"
 	"relaybot/pipeline/memory"
 	"relaybot/pipeline/quota"
 	"relaybot/tools"
@@ -56,6 +57,10 @@ type Options struct {
 	// Memory, when set, recalls the speaker's facts into each turn, learns from their messages
 	// after the answer is delivered, and answers /memory and /forget (memory.go); nil: off.
 	Memory *memory.Memory
+	// Knowledge, when set, puts the best chunks of the "auto" knowledge bases that serve a chat
+	// into each turn there (knowledge.go); nil: none. Its search_knowledge tool is a loader of
+	// the tool manager.
+	Knowledge *knowledge.Knowledge
 
 	// Tasks answers /tasks and /timezone (package tasks); nil: the commands say scheduled tasks
 	// are off.

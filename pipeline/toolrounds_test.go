@@ -21,6 +21,7 @@ import (
 func mcpHarness(t *testing.T, mopts tools.ManagerOptions) (*harness, *testmcp.Kit) {
 	t.Helper()
 	k := testmcp.New("kit")
+	k.Legacy() // its "ask" tool's question is a server request: 2025-11-25 only (decision 056)
 	l := mcp.NewLoader([]mcp.ServerConfig{{Name: "kit", Transport: "http", Local: true, URL: testmcp.StartHTTP(t, k).URL}}, nil)
 	l.Start(context.Background())
 	t.Cleanup(l.Close)

@@ -52,6 +52,10 @@ type turn struct {
 	// recalled says it was looked up.
 	remembered string
 	recalled   bool
+	// known is the block of the "auto" knowledge bases' chunks the request carries
+	// (knowledge.go); looked says it was looked up.
+	known  string
+	looked bool
 }
 
 // turnParts are what a turn is run with: the agent, the store, the tools, and the pipeline's
@@ -277,7 +281,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		t.req.Executor = tt
 		tt.SetMeter(t.meter)
 	}
-	t.req.Messages = t.withMemory(t.transcript(false))
+	t.req.Messages = t.withKnowledge(t.withMemory(t.transcript(false)))
 	if t.hist.Compacted {
 		p.outbox.notice(out, history.CompactedNotice, t.log)
 	}
@@ -321,7 +325,7 @@ func (t *turn) run() *agent.Result {
 		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
 		first, n := res, len(h.Calls)
 		h.Compacted = false
-		t.req.Messages = t.withMemory(t.transcript(true))
+		t.req.Messages = t.withKnowledge(t.withMemory(t.transcript(true)))
 		calls = append(calls, h.Calls[n:]...)
 		if h.Compacted {
 			p.outbox.notice(t.r.out, history.CompactedNotice, t.log)

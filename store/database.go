@@ -40,6 +40,9 @@ type Database struct {
 	Usage *UsageQuery
 	// Timelines reads one turn's events in order for the admin pages.
 	Timelines *TimelineQuery
+	// Transcripts reads conversations across chats as their members saw them, and searches
+	// their messages' text.
+	Transcripts *TranscriptQuery
 	// Tasks keeps the reminders and scheduled tasks, their runs and the people's time zones.
 	Tasks *TaskQuery
 }
@@ -103,6 +106,7 @@ func newDatabase(c *conn) *Database {
 		Usage:         &UsageQuery{c},
 		Timelines:     &TimelineQuery{c},
 		Tasks:         &TaskQuery{c},
+		Transcripts:   &TranscriptQuery{c},
 	}
 }
 

@@ -7,8 +7,11 @@ import "time"
 type ServerHealth struct {
 	Name string `json:"name"`
 	// Transport is the configured transport, "http→sse" after a fallback to SSE.
-	Transport string      `json:"transport"`
-	State     ServerState `json:"state"`
+	Transport string `json:"transport"`
+	// ProtocolVersion is the MCP revision negotiated with the server ("2026-07-28",
+	// "2025-11-25", ...) on its current or last connection; "" before the first.
+	ProtocolVersion string      `json:"protocol_version,omitempty"`
+	State           ServerState `json:"state"`
 	// Tools counts the tools the server offers (while up) or last offered.
 	Tools int `json:"tools"`
 	// LastError is the latest connection failure ("" when none); URLs have their query and

@@ -238,6 +238,14 @@ func (t *Turn) SetMeter(m Meter) {
 	t.meter = m
 }
 
+// TurnScoped is a Loader whose tools depend on where a turn happens (a knowledge base serves
+// the chats it names): ForTurn offers each of its tools as the spec it returns (a description
+// naming what this chat may use), or not at all when it returns false. A call of a tool left
+// out is refused like that of any tool not offered. It must not block.
+type TurnScoped interface {
+	ForTurn(spec Spec, info TurnInfo) (Spec, bool)
+}
+
 // ForTurn lists the tools available now and returns the ones offered in a turn: those allowed
 // (nil allowed means all), not denied by the policy and, unless info.Admin, not AdminOnly.
 func (m *Manager) ForTurn(info TurnInfo, allowed func(name string) bool) *Turn {
@@ -258,8 +266,14 @@ func (m *Manager) ForTurn(info TurnInfo, allowed func(name string) bool) *Turn {
 		if d.Action == policy.ActionDeny {
 			continue
 		}
+		spec := e.spec
+		if sc, ok := e.loader.(TurnScoped); ok {
+			if spec, ok = sc.ForTurn(spec, info); !ok {
+				continue
+			}
+		}
 		t.offered[e.spec.Name] = true
-		t.specs = append(t.specs, e.spec)
+		t.specs = append(t.specs, spec)
 	}
 	return t
 }

@@ -36,6 +36,7 @@ commands:
   tasks     list the scheduled tasks (-json for one object per line)
   migrate   apply database migrations
   memory    list, forget and re-embed what the bot remembers of people (bot memory -h)
+  knowledge add, list, remove and search the knowledge bases' documents (bot knowledge -h)
   healthcheck  exit 0 when the admin listener's /healthz answers (for container healthchecks)
   version   print the version
 
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sub = runMigrate
 	case "memory":
 		sub = runMemory
+	case "knowledge":
+		sub = runKnowledge
 	case "healthcheck":
 		sub = runHealthcheck
 	default:

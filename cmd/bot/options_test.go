@@ -33,7 +33,7 @@ var keysReadElsewhere = map[string]string{
 func builtOptions(cfg *config.Config) []any {
 	return []any{pipelineOptions(cfg), agentModels(cfg.Models), runnerOptions(cfg), managerOptions(cfg),
 		speechOptions(cfg), mcpServers(cfg.MCP.Servers, &oauth.Manager{}), oauthServers(cfg.MCP.Servers),
-		memoryOptions(cfg), embedderOptions(cfg)}
+		memoryOptions(cfg), embedderOptions(cfg), knowledgeOptions(cfg)}
 }
 
 // TestEveryKeyReachesThePartThatReadsIt changes one key of the shipped config.toml at a time
@@ -62,9 +62,11 @@ func TestEveryKeyReachesThePartThatReadsIt(t *testing.T) {
 		cfg.Embeddings.Model, cfg.Embeddings.BaseURL = "text-embedding-3-small", "http://127.0.0.1:1/v1"
 		cfg.Embeddings.Fallbacks = []config.EmbeddingModel{cfg.Embeddings.EmbeddingModel}
 		cfg.Embeddings.Fallbacks[0].Name = "embed-2"
+		cfg.Knowledge.Bases = []config.KnowledgeBase{{Name: "handbook", Description: "the handbook", Chats: []string{"telegram:-100"},
+			Mode: config.KnowledgeTool, MaxTokens: 1500}}
 		return cfg
 	}
-	parts := []string{"models", "agent", "output", "chat", "access", "tools", "mcp", "quotas", "media", "speech", "memory", "embeddings"}
+	parts := []string{"models", "agent", "output", "chat", "access", "tools", "mcp", "quotas", "media", "speech", "memory", "embeddings", "knowledge"}
 	want := builtOptions(fresh())
 	var keys []string
 	eachKey(reflect.ValueOf(fresh()).Elem(), "", func(key string, _ reflect.Value) { keys = append(keys, key) })
@@ -152,6 +154,7 @@ var enumValues = map[reflect.Type][]string{
 	reflect.TypeFor[config.Transport]():         strs(config.Transports),
 	reflect.TypeFor[config.MCPAuth]():           strs(config.MCPAuths),
 	reflect.TypeFor[config.ParallelMode]():      strs(config.ParallelModes),
+	reflect.TypeFor[config.KnowledgeMode]():     strs(config.KnowledgeModes),
 }
 
 // change sets v to the try-th value other than the one it holds, and reports whether there was

@@ -51,6 +51,9 @@ func newEnv(t *testing.T) *env {
 	model := llm.NewServer()
 	t.Cleanup(model.Close)
 	kit := mcpkit.New("kit")
+	// A 2025-11-25 server: the kit's "ask" tool sends its question as a server request, which a
+	// 2026-07-28 session does not carry (decision 056).
+	kit.Legacy()
 	e := &env{
 		t: t, tg: tg, llm: model, kit: kit, mcp: mcpkit.StartHTTP(t, kit),
 		db: filepath.Join(t.TempDir(), "bot.db"), logs: &logbuf.Buffer{},

@@ -29,7 +29,7 @@ type tomlSection struct {
 
 // arrayTables are the tables config.toml lists as arrays ([[models]]); these tests configure
 // one of each.
-var arrayTables = []string{"models", "mcp.servers", "speech.fallbacks", "tools.policy"}
+var arrayTables = []string{"models", "mcp.servers", "speech.fallbacks", "tools.policy", "knowledge.bases"}
 
 // set sets keys of section, given as pairs: set("chat", "queue_size", 1, "busy", "queue").
 // A value is a string, an int, a float64, a bool or a []string.

@@ -28,6 +28,7 @@ import (
 	"relaybot/pipeline"
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/knowledge"
 	"relaybot/pipeline/memory"
 	"relaybot/pipeline/quota"
 	"relaybot/provider"
@@ -58,6 +59,8 @@ type bot struct {
 	pipe     *pipeline.Pipeline
 	// memory is what the bot remembers of people; nil when [memory] is off.
 	memory *memory.Memory
+	// knowledge is the admins' documents the bot answers from; nil without [[knowledge.bases]].
+	knowledge *knowledge.Knowledge
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
 	oauth *oauth.Manager
 	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
@@ -149,6 +152,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if mem != nil {
 		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(mem.Tools()))
 	}
+	if b.knowledge, err = b.newKnowledge(ctx, cfg, b.tracing.Models(m)); err != nil {
+		return b, err
+	}
+	if b.knowledge != nil {
+		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(b.knowledge.Tools()))
+	}
 	b.live.start(cfg, tl, rec, m)
 	mgr, err := b.newManager(cfg, tl.mcp)
 	if err != nil {
@@ -208,6 +217,7 @@ func (b *bot) turnOptions(cfg *config.Config) (*agent.Runner, pipeline.Options, 
 	}
 	opts.History.SystemPromptExtra = l.skillPrompt
 	opts.Memory = b.memory
+	opts.Knowledge = b.knowledge
 	opts.Audit = b.store.ToolCalls
 	opts.Usage = b.store.Usage
 	opts.Tools.Consents = b.store.Consents
@@ -468,7 +478,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 		Token:  cfg.Admin.Token,
 		Store: admin.Store{ToolCalls: b.store.ToolCalls, Turns: b.store.Turns, Messages: b.store.Messages,
 			Timelines: b.store.Timelines, Usage: b.store.Usage, Consents: b.store.Consents, Health: b.store,
-			Tasks: b.adminTasks()},
+			Tasks: b.adminTasks(), Transcripts: b.store.Transcripts},
 		MCPHealth: health,
 		Metrics:   metricsHandler,
 		Prices:    prices(cfg),

@@ -41,7 +41,7 @@ var mayImport = map[string][]string{
 	// The file's shape: the values that are one thing in the file and in a part are the nouns'
 	// own types (a model endpoint, a policy rule, a quota's limits), so config sits on the noun
 	// leaves; what is a part's options stays the part's, copied in cmd/bot.
-	"config": {"policy", "provider"},
+	"config": {"chat", "policy", "provider"},
 
 	// The platforms: they know nothing of the agent, the store, the pipeline or the tools.
 	"adapters":                       {"chat"},
@@ -91,6 +91,8 @@ var mayImport = map[string][]string{
 	// other, never the pipeline package itself.
 	"pipeline":     append(slices.Clone(pipeline), "pipeline/..."),
 	"pipeline/...": append(slices.Clone(pipeline), "pipeline/..."),
+	// Knowledge bases read the admins' documents through the reader of untrusted documents.
+	"pipeline/knowledge": append(slices.Clone(pipeline), "pipeline/...", "knowledge/extract"),
 
 	// Observers of the pipeline: they take its events and the nouns, never the store.
 	"metrics": observer,

@@ -18,6 +18,7 @@ var tableOwner = map[string]string{
 	"conversations":    "store",
 	"turns":            "store",
 	"messages":         "store",
+	"messages_fts":     "store", // SQLite's keyword index of messages, kept by triggers (migration 00037)
 	"tool_calls":       "store",
 	"llm_calls":        "store",
 	"llm_calls_new":    "store", // a SQLite table rebuild's (migration 00018)
@@ -34,13 +35,18 @@ var tableOwner = map[string]string{
 	"user_timezones": "store",
 
 	// The retrieval layer: texts, keyword postings and vectors of every collection.
-	"retrieval_docs":    "retrieval",
-	"retrieval_vectors": "retrieval",
-	"retrieval_codes":   "retrieval",
+	"retrieval_docs":     "retrieval",
+	"retrieval_vectors":  "retrieval",
+	"retrieval_codes":    "retrieval",
+	"retrieval_docs_fts": "retrieval", // SQLite's keyword index (FTS4)
 
 	// Memory: each person's facts and the audit of their writes and deletes.
 	"memory_facts": "pipeline/memory",
 	"memory_audit": "pipeline/memory",
+
+	// Knowledge bases: the documents added to each base and where each chunk stands.
+	"knowledge_documents": "pipeline/knowledge",
+	"knowledge_chunks":    "pipeline/knowledge",
 
 	// The deployment of replicas.
 	"instances":        "coord",
@@ -58,7 +64,7 @@ var tableOwner = map[string]string{
 }
 
 var (
-	createTable = regexp.MustCompile(`(?i)\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)`)
+	createTable = regexp.MustCompile(`(?i)\bCREATE\s+(?:VIRTUAL\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)`)
 	// writeSQL finds the statements that write a table, in the upper case the module writes
 	// SQL in ("ON CONFLICT ... DO UPDATE SET" names no table).
 	writeSQL = regexp.MustCompile(`\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+([a-z_][a-z0-9_]*)`)

@@ -170,8 +170,10 @@ var formats = []struct {
 	name   string
 	exts   []string
 }{
+	{PDF, "PDF (.pdf)", []string{".pdf"}},
 	{Markdown, "Markdown (.md)", []string{".md", ".markdown", ".mdown", ".mkd"}},
 	{Text, "plain text (.txt)", []string{".txt", ".text"}},
+	{HTML, "HTML (.html)", []string{".html", ".htm", ".xhtml"}},
 }
 
 // reads reports whether Read reads format f.
@@ -268,7 +270,12 @@ func Read(ctx context.Context, name string, r io.Reader, l Limits, o ChunkOption
 	}
 	doc := Document{Name: name, Format: format}
 	var blocks []block
-	doc.Text, blocks, err = readText(name, format, data, l)
+	switch format {
+	case PDF:
+		doc.Text, doc.Pages, blocks, err = readPDF(ctx, name, data, l, p)
+	default:
+		doc.Text, blocks, err = readText(ctx, name, format, data, l)
+	}
 	if err != nil {
 		return Document{}, err
 	}

@@ -10,11 +10,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/encoding/charmap"
 
+	"relaybot/internal/testkit/files"
 	"relaybot/knowledge/extract"
 	"relaybot/media/sandbox"
 )
@@ -39,10 +41,16 @@ func TestDetectNamesTheFormatOrRefusesIt(t *testing.T) {
 		{"Guide.MD", "# Guide", extract.Markdown},
 		{"notes.markdown", "", extract.Markdown},
 		{"readme.txt", "hello", extract.Text},
+		{"scan.PDF", "%PDF-1.7\n", extract.PDF},
+		{"renamed.txt", "%PDF-1.4\n", extract.PDF},
+		{"upload.pdf", "", extract.PDF},
+		{"fake.pdf", "<html>", ""},
 		{`C:\docs\faq.text`, "", extract.Text},
 		{"report.docx", "PK\x03\x04", ""},
 		{"archive.zip", "PK\x03\x04", ""},
 		{"noextension", "just words", ""},
+		{"index.HTM", "", extract.HTML},
+		{"page", "\n  <!DOCTYPE html><html>", extract.HTML},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := extract.Detect(tc.name, []byte(tc.head))
@@ -61,6 +69,26 @@ func TestDetectNamesTheFormatOrRefusesIt(t *testing.T) {
 		})
 	}
 }
+
+// report is a PDF of five pages, a fact on page 3 and no text on page 4.
+var report = files.PDF([][]string{
+	{"Quarterly report", "Page one is the summary."},
+	{"Page two lists the offices."},
+	{"Page three holds the secret:", "the code is 7041 for the vault."},
+	{},
+	{"Page five ends it."},
+})
+
+const page = `<!DOCTYPE html><html><head><title>Ignored title</title>
+<style>body { color: red }</style><script>var secret = "in a script";</script></head>
+<body><nav><a href="/">Home</a> <a href="/x">Menu link</a></nav>
+<h1>Handbook</h1><p>Welcome   to
+ the <b>handbook</b> &amp; guide.</p>
+<h2>Install</h2><ul><li>first step</li><li>second <i>step</i></li></ul>
+<h3>Linux</h3><div><p>The Linux port is 8443.</p></div>
+<h2>Ports</h2><table><tr><th>service</th><th>port</th></tr><tr><td>web</td><td>8080</td></tr></table>
+<pre>  indented
+    code</pre></body></html>`
 
 const guide = `# Relaybot guide
 
@@ -95,11 +123,16 @@ func TestReadFindsAFactWithItsPlace(t *testing.T) {
 		format   extract.Format
 		fact     string
 		headings []string
+		page     int
 	}{
-		{"markdown heading path", "guide.md", guide, extract.Markdown, "heliotrope", []string{"Relaybot guide", "Install", "Linux"}},
-		{"markdown setext heading", "guide.md", guide, extract.Markdown, "Under the setext", []string{"Setext heading"}},
-		{"a hash in a code block is code", "guide.md", guide, extract.Markdown, "# not a heading", []string{"Setext heading"}},
-		{"text in windows-1252", "notes.txt", latin1, extract.Text, "héliotrope", nil},
+		{"pdf page", "report.pdf", string(report), extract.PDF, "the code is 7041", nil, 3},
+		{"markdown heading path", "guide.md", guide, extract.Markdown, "heliotrope", []string{"Relaybot guide", "Install", "Linux"}, 0},
+		{"markdown setext heading", "guide.md", guide, extract.Markdown, "Under the setext", []string{"Setext heading"}, 0},
+		{"a hash in a code block is code", "guide.md", guide, extract.Markdown, "# not a heading", []string{"Setext heading"}, 0},
+		{"html heading path", "page.html", page, extract.HTML, "The Linux port is 8443.", []string{"Handbook", "Install", "Linux"}, 0},
+		{"html table as text", "page.html", page, extract.HTML, "web | 8080", []string{"Handbook", "Ports"}, 0},
+		{"html list items", "page.html", page, extract.HTML, "- first step\n- second step", []string{"Handbook", "Install"}, 0},
+		{"text in windows-1252", "notes.txt", latin1, extract.Text, "héliotrope", nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc, err := read(t, tc.file, []byte(tc.data), extract.Limits{}, extract.ChunkOptions{})
@@ -114,10 +147,30 @@ func TestReadFindsAFactWithItsPlace(t *testing.T) {
 			if i < 0 {
 				t.Fatalf("no chunk says %q: %+v", tc.fact, doc.Chunks)
 			}
-			if c := doc.Chunks[i]; !slices.Equal(c.Headings, tc.headings) || c.Page != 0 {
-				t.Fatalf("the chunk saying %q is under %q page %d, want %q", tc.fact, c.Headings, c.Page, tc.headings)
+			if c := doc.Chunks[i]; !slices.Equal(c.Headings, tc.headings) || c.Page != tc.page {
+				t.Fatalf("the chunk saying %q is under %q page %d, want %q page %d", tc.fact, c.Headings, c.Page, tc.headings, tc.page)
 			}
 		})
+	}
+}
+
+// An HTML page's text is what a reader sees: no script, style, navigation or title; white
+// space collapsed but in a pre; entities decoded.
+func TestHTMLTextIsTheVisibleText(t *testing.T) {
+	doc, err := read(t, "page.html", []byte(page), extract.Limits{}, extract.ChunkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChunks(t, doc, extract.ChunkOptions{})
+	for _, gone := range []string{"Ignored title", "color: red", "in a script", "Menu link"} {
+		if strings.Contains(doc.Text, gone) {
+			t.Errorf("the text has %q: %q", gone, doc.Text)
+		}
+	}
+	for _, kept := range []string{"Handbook\n\nWelcome to the handbook & guide.", "service | port\nweb | 8080", "  indented\n    code"} {
+		if !strings.Contains(doc.Text, kept) {
+			t.Errorf("the text lacks %q: %q", kept, doc.Text)
+		}
 	}
 }
 
@@ -207,9 +260,15 @@ func TestLimitsRefuseTheFileNamingTheLimit(t *testing.T) {
 	}{
 		{"file bytes", extract.Limits{MaxFileBytes: 10 << 10}, "max_file_bytes", "the file has 46 KB, more than knowledge.max_file_bytes (10 KB)"},
 		{"text bytes", extract.Limits{MaxTextBytes: 20 << 10}, "max_text_bytes", "more than knowledge.max_text_bytes (20 KB)"},
+		{"pdf pages", extract.Limits{MaxPages: 4}, "max_pages", "the PDF has 5 pages, more than knowledge.max_pages (4)"},
+		{"pdf text bytes", extract.Limits{MaxTextBytes: 60}, "max_text_bytes", "more than knowledge.max_text_bytes (60 bytes)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			doc, err := read(t, "handbook.txt", big, tc.limits, extract.ChunkOptions{})
+			name, data := "handbook.txt", big
+			if strings.HasPrefix(tc.name, "pdf") {
+				name, data = "report.pdf", report
+			}
+			doc, err := read(t, name, data, tc.limits, extract.ChunkOptions{})
 			var lim *extract.LimitError
 			if !errors.As(err, &lim) || lim.Key != tc.key {
 				t.Fatalf("Read = %d chunks, %v; want the %s limit broken", len(doc.Chunks), err, tc.key)
@@ -233,6 +292,57 @@ func TestUnknownAndBinaryFilesAreRefused(t *testing.T) {
 		if !errors.Is(err, extract.ErrUnknownFormat) || len(doc.Chunks) != 0 {
 			t.Errorf("%s: %d chunks, %v; want it refused as an unknown format", name, len(doc.Chunks), err)
 		}
+	}
+}
+
+// Every chunk of a PDF is of one page, knows it, and a 300-page PDF reads within the limits
+// telling its progress page by page.
+func TestPDFChunksKeepToTheirPageAndProgressIsTold(t *testing.T) {
+	pages := make([][]string, 300)
+	for i := range pages {
+		for j := range 12 {
+			pages[i] = append(pages[i], fmt.Sprintf("Page %d line %d of the handbook, with some words to fill it.", i+1, j+1))
+		}
+	}
+	var told []int
+	doc, err := extract.Read(context.Background(), "handbook.pdf", bytes.NewReader(files.PDF(pages)), extract.Limits{MaxPages: 300}, extract.ChunkOptions{TargetChars: 500},
+		func(stage string, done, total int) {
+			if stage == "pages" && total == 300 {
+				told = append(told, done)
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Pages != 300 || len(told) != 300 || told[0] != 1 || told[299] != 300 {
+		t.Fatalf("read %d pages, progress told %d times (%v...)", doc.Pages, len(told), told[:min(len(told), 3)])
+	}
+	checkChunks(t, doc, extract.ChunkOptions{TargetChars: 500})
+	for i, c := range doc.Chunks {
+		if c.Page < 1 || !strings.HasPrefix(c.Text, fmt.Sprintf("Page %d line", c.Page)) && !strings.Contains(c.Text, fmt.Sprintf("Page %d line", c.Page)) {
+			t.Fatalf("chunk %d says page %d: %q", i, c.Page, c.Text)
+		}
+		if strings.Count(c.Text, "Page ") != strings.Count(c.Text, fmt.Sprintf("Page %d line", c.Page)) {
+			t.Fatalf("chunk %d on page %d holds another page's lines: %q", i, c.Page, c.Text)
+		}
+	}
+}
+
+// A hostile PDF is a refused document and the caller lives on: one that kills the reader is
+// an error, one that declares two billion pages breaks max_pages, saying so.
+func TestHostilePDFsAreRefused(t *testing.T) {
+	for name, data := range files.HostilePDFs() {
+		t.Run(name, func(t *testing.T) {
+			doc, err := read(t, name+".pdf", data, extract.Limits{Timeout: 10 * time.Second}, extract.ChunkOptions{})
+			if err == nil {
+				t.Fatalf("a hostile PDF read as %d chunks", len(doc.Chunks))
+			}
+			var lim *extract.LimitError
+			if name == "huge count" && (!errors.As(err, &lim) || lim.Key != "max_pages" || lim.Got != 2147483647) {
+				t.Fatalf("a PDF of 2^31 pages: %v, want max_pages broken", err)
+			}
+			t.Log(err)
+		})
 	}
 }
 

@@ -38,3 +38,20 @@ func FuzzChunk(f *testing.F) {
 }
 
 func abs(n int) int { return max(n, -n) }
+
+// FuzzHTML reads any bytes as an HTML page: a document whose chunks keep the contract, or an
+// error; never a panic.
+func FuzzHTML(f *testing.F) {
+	f.Add([]byte(page))
+	f.Add([]byte("<h2>open heading <p>para</p><nav>never closed"))
+	f.Add([]byte("<pre>\r\n  a\r\n</pre><table><td>x<td>y<tr><th>z"))
+	f.Add([]byte("<h1></h1><h3>deep</h3>text<script>x</script></h3>"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o := extract.ChunkOptions{TargetChars: 60, OverlapChars: 20}
+		doc, err := read(t, "f.html", data, extract.Limits{}, o)
+		if err != nil {
+			return
+		}
+		checkChunks(t, doc, o)
+	})
+}

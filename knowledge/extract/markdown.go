@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -9,7 +10,7 @@ import (
 
 // readText decodes a text format's bytes as media does (a byte-order mark, UTF-8, UTF-16,
 // else an 8-bit charset it can tell) and cuts the text into blocks by the format's structure.
-func readText(name string, format Format, data []byte, l Limits) (string, []block, error) {
+func readText(ctx context.Context, name string, format Format, data []byte, l Limits) (string, []block, error) {
 	// The name given to media is a text file's: a text format's bytes never start a PDF
 	// (Detect would have named it one), and media must not take it for one by its name.
 	doc, err := media.Read("document.txt", "", data, media.Limits{})
@@ -23,6 +24,8 @@ func readText(name string, format Format, data []byte, l Limits) (string, []bloc
 	switch format {
 	case Markdown:
 		return text, markdownBlocks(text), nil
+	case HTML:
+		return readHTML(ctx, text, l)
 	}
 	return text, paragraphs(nil, text, 0, len(text), block{}), nil
 }

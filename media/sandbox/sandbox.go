@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -67,6 +68,7 @@ const jobEnv = "RELAYBOT_READER_JOB"
 const (
 	kindDocument = "document"
 	kindAudio    = "audio"
+	kindPages    = "pages" // a PDF page by page, each page a line as it is read
 )
 
 // job is what the reader process is asked to do; the bytes come on its stdin.
@@ -87,6 +89,7 @@ type result struct {
 	Unsupported string        `json:"unsupported,omitempty"` // the type of a file that is not a document
 	Limit       string        `json:"limit,omitempty"`       // the limit a file broke
 	NoText      bool          `json:"no_text,omitempty"`
+	OverPages   int           `json:"over_pages,omitempty"` // the page count of a PDF over the pages limit
 }
 
 // Reader starts reader processes. It is safe for concurrent use.
@@ -141,39 +144,9 @@ func (r *Reader) AudioDuration(ctx context.Context, name, mimeType string, data 
 // run starts one reader process for j with data on its stdin and returns its result and the
 // bytes after it.
 func (r *Reader) run(ctx context.Context, j job, data []byte) (result, []byte, error) {
-	select {
-	case r.slots <- struct{}{}:
-		defer func() { <-r.slots }()
-	case <-ctx.Done():
-		return result{}, nil, context.Cause(ctx)
-	}
-	j.Limits = r.limits
-	spec, err := json.Marshal(j)
-	if err != nil {
-		return result{}, nil, fmt.Errorf("sandbox: the job: %w", err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, r.limits.Wall)
-	defer cancel()
-	// -test.run=^$ makes a test binary that forgot to call Main run no tests rather than all
-	// of them; the bot's binary never reads its arguments in reader mode.
-	cmd := exec.CommandContext(wctx, r.path, "-test.run=^$")
-	cmd.Env = append(os.Environ(), jobEnv+"="+string(spec))
-	cmd.Stdin = bytes.NewReader(data)
 	out := &capped{max: r.limits.Output + 64<<10}
-	var stderr capped
-	stderr.max = 4 << 10
-	cmd.Stdout, cmd.Stderr = out, &stderr
-	isolate(cmd)
-	cmd.WaitDelay = time.Second
-	err = cmd.Run()
-	if ctx.Err() != nil {
-		return result{}, nil, context.Cause(ctx)
-	}
-	if wctx.Err() != nil {
-		return result{}, nil, &media.LimitError{What: fmt.Sprintf("more than %s to read", r.limits.Wall)}
-	}
-	if err != nil || out.over {
-		return result{}, nil, &media.LimitError{What: died(err, out.over, stderr.b.String(), r.limits)}
+	if err := r.exec(ctx, j, data, out, func() bool { return out.over }); err != nil {
+		return result{}, nil, err
 	}
 	line, rest, ok := bytes.Cut(out.b.Bytes(), []byte("\n"))
 	var res result
@@ -184,6 +157,45 @@ func (r *Reader) run(ctx context.Context, j job, data []byte) (result, []byte, e
 		return result{}, nil, &media.LimitError{What: res.Limit}
 	}
 	return res, rest, nil
+}
+
+// exec runs one reader process for j with data on its stdin and its stdout written to stdout,
+// which reports through over whether it stopped the process's output for being too long.
+func (r *Reader) exec(ctx context.Context, j job, data []byte, stdout io.Writer, over func() bool) error {
+	select {
+	case r.slots <- struct{}{}:
+		defer func() { <-r.slots }()
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	j.Limits = r.limits
+	spec, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("sandbox: the job: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, r.limits.Wall)
+	defer cancel()
+	// -test.run=^$ makes a test binary that forgot to call Main run no tests rather than all
+	// of them; the bot's binary never reads its arguments in reader mode.
+	cmd := exec.CommandContext(wctx, r.path, "-test.run=^$")
+	cmd.Env = append(os.Environ(), jobEnv+"="+string(spec))
+	cmd.Stdin = bytes.NewReader(data)
+	var stderr capped
+	stderr.max = 4 << 10
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
+	isolate(cmd)
+	cmd.WaitDelay = time.Second
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if wctx.Err() != nil {
+		return &media.LimitError{What: fmt.Sprintf("more than %s to read", r.limits.Wall)}
+	}
+	if err != nil || over() {
+		return &media.LimitError{What: died(err, over(), stderr.b.String(), r.limits)}
+	}
+	return nil
 }
 
 // died names the limit a reader process that ended without a result most likely broke, from

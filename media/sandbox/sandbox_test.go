@@ -153,3 +153,33 @@ func childPID(t testing.TB) int {
 	}
 	return 0
 }
+
+// A PDF read page by page comes page after page as the reader gets to them, each with its
+// number; one over the pages limit is refused with its page count; an error of the caller's
+// stops the reader and is the read's error.
+func TestReaderReadsAPDFPageByPage(t *testing.T) {
+	ctx := context.Background()
+	pdf := files.PDF([][]string{{"Page one says alpha."}, {}, {"Page three says charlie."}})
+	var got []string
+	n, err := newReader(t, tight).ReadPages(ctx, "r.pdf", pdf, func(n, of int, text string) error {
+		got = append(got, strconv.Itoa(n)+"/"+strconv.Itoa(of)+" "+text)
+		return nil
+	})
+	want := []string{"1/3 Page one says alpha.", "2/3 ", "3/3 Page three says charlie."}
+	if err != nil || n != 3 || strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("ReadPages = %d, %v, pages %q; want 3 pages %q", n, err, got, want)
+	}
+	few := tight
+	few.Pages = 2
+	var lim *media.LimitError
+	if _, err := newReader(t, few).ReadPages(ctx, "r.pdf", pdf, func(int, int, string) error { return nil }); !errors.As(err, &lim) || lim.Pages != 3 {
+		t.Fatalf("a 3-page PDF under a 2-page limit: %v, want the limit with its 3 pages", err)
+	}
+	stop := errors.New("enough")
+	if _, err := newReader(t, tight).ReadPages(ctx, "r.pdf", pdf, func(int, int, string) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("a read its caller stopped: %v, want the caller's error", err)
+	}
+	if _, err := newReader(t, tight).ReadPages(ctx, "scan.pdf", files.PDF([][]string{{}, {}}), func(int, int, string) error { return nil }); !errors.Is(err, media.ErrNoText) {
+		t.Fatalf("a PDF without text: %v, want ErrNoText", err)
+	}
+}

@@ -45,6 +45,12 @@ func serve(spec string, in io.Reader, out io.Writer) int {
 		fmt.Fprintf(os.Stderr, "reader: the input: %v\n", err)
 		return 3
 	}
+	if j.Kind == kindPages {
+		if err := servePages(j, data, out); err != nil {
+			return 3
+		}
+		return 0
+	}
 	res, text := read(j, data)
 	w := bufio.NewWriter(out)
 	line, _ := json.Marshal(res)

@@ -33,7 +33,7 @@ func (s *serverConn) connect(ctx context.Context) (*session, []tools.Spec, error
 	defer cancel()
 	switch {
 	case s.cfg.dial != nil:
-		return s.handshake(ctx, cctx, s.cfg.dial(), nil)
+		return s.handshake(ctx, cctx, s.cfg.dial(), nil, false)
 	case s.cfg.Transport == TransportStdio:
 		return s.connectStdio(ctx, cctx)
 	case s.cfg.Transport == TransportSSE:
@@ -67,7 +67,7 @@ func (s *serverConn) connectStdio(ctx, cctx context.Context) (*session, []tools.
 		return nil, nil, err
 	}
 	t := transport.NewIO(p.stdout, p.stdin, nil)
-	sess, specs, err := s.handshake(ctx, cctx, t, p.stop)
+	sess, specs, err := s.handshake(ctx, cctx, t, p.stop, false)
 	if err != nil {
 		if perr := p.exitErr(); perr != nil {
 			return nil, nil, fmt.Errorf("%w (%w)", err, perr)
@@ -87,6 +87,13 @@ func (s *serverConn) connectStdio(ctx, cctx context.Context) (*session, []tools.
 // connectRemote connects over streamable HTTP or SSE. status is the HTTP status the handshake's
 // first POST got (0 when none arrived).
 func (s *serverConn) connectRemote(ctx, cctx context.Context, kind string) (*session, []tools.Spec, int, error) {
+	// The legacy SSE transport is of the initialize handshake; streamable HTTP tries the newest
+	// protocol first.
+	return s.dialRemote(ctx, cctx, kind, kind == TransportSSE)
+}
+
+// dialRemote opens one remote session; legacy pins the initialize handshake.
+func (s *serverConn) dialRemote(ctx, cctx context.Context, kind string, legacy bool) (*session, []tools.Spec, int, error) {
 	// A server we do not control reaches no inner address (unless the admin says it runs
 	// inside) and redirects only within its origin: the headers and the token stay with it.
 	base := outbound.Transport(outbound.Options{Local: s.cfg.Local})
@@ -128,7 +135,7 @@ func (s *serverConn) connectRemote(ctx, cctx context.Context, kind string) (*ses
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("MCP server url: %w", err)
 	}
-	sess, specs, err := s.handshake(ctx, cctx, t, base.CloseIdleConnections)
+	sess, specs, err := s.handshake(ctx, cctx, t, base.CloseIdleConnections, legacy)
 	if err != nil {
 		return nil, nil, rec.first(), fmt.Errorf("%s: %w", kind, err)
 	}
@@ -138,18 +145,20 @@ func (s *serverConn) connectRemote(ctx, cctx context.Context, kind string) (*ses
 	return sess, specs, 0, nil
 }
 
-// handshake starts the client on t, initializes and lists the tools. onClose runs after the
-// client is closed.
-func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface, onClose func()) (*session, []tools.Spec, error) {
+// handshake starts the client on t, negotiates the protocol and lists the tools. onClose runs
+// after the client is closed. legacy pins the newest revision with the initialize handshake (the
+// legacy SSE transport); otherwise mcp-go asks server/discover for the newest it speaks (2026-07-28) and falls back to
+// initialize when the server does not know it.
+func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface, onClose func(), legacy bool) (*session, []tools.Spec, error) {
 	sctx, scancel := context.WithCancel(ctx)
-	// The protocol is pinned to the newest revision with the initialize handshake: it has
-	// sessions (which the reconnect rules are about) and server-sent notifications on every
-	// transport, and every server speaks it.
 	if sh, ok := t.(*transport.StreamableHTTP); ok {
 		t = cancellingHTTP{sh}
 	}
 	inflight := &calls{}
-	opts := []client.ClientOption{client.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION)}
+	var opts []client.ClientOption
+	if legacy {
+		opts = append(opts, client.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION))
+	}
 	if _, ok := t.(transport.BidirectionalInterface); ok {
 		// The elicitation handler makes the client declare the capability in initialize;
 		// servers that never ask see nothing else of it. A transport that cannot carry the
@@ -191,12 +200,16 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 		return fail("connect", err)
 	}
 	init := mcpgo.InitializeRequest{}
-	init.Params.ProtocolVersion = mcpgo.LATEST_LEGACY_PROTOCOL_VERSION
+	if legacy {
+		init.Params.ProtocolVersion = mcpgo.LATEST_LEGACY_PROTOCOL_VERSION
+	}
 	init.Params.ClientInfo = mcpgo.Implementation{Name: "relaybot", Version: clientVersion}
 	ires, err := c.Initialize(cctx, init)
 	if err != nil {
 		return fail("initialize", err)
 	}
+	sess.version = ires.ProtocolVersion
+	sess.caps = ires.Capabilities
 	if ires.Capabilities.Logging != nil {
 		// Log messages about a call show in its status line; servers start at "error".
 		if err := c.SetLevel(cctx, mcpgo.SetLevelRequest{Params: mcpgo.SetLevelParams{Level: mcpgo.LoggingLevelInfo}}); err != nil {
@@ -207,7 +220,21 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 	if err != nil {
 		return fail("list tools", err)
 	}
+	if sess.modern() && ires.Capabilities.Tools != nil && ires.Capabilities.Tools.ListChanged {
+		go s.listen(sctx, sess)
+	}
 	return sess, specs, nil
+}
+
+// listen opts in to the server's tool list changes on a session of the newest protocol, which
+// sends no notification it was not asked for (subscriptions/listen); the stream lives as long
+// as the session.
+func (s *serverConn) listen(ctx context.Context, sess *session) {
+	err := sess.client.Listen(ctx, mcpgo.SubscriptionFilter{ToolsListChanged: true})
+	if err != nil && ctx.Err() == nil {
+		s.logger.Warn("MCP server's subscriptions/listen ended; tool list changes are not seen until it reconnects",
+			"err", s.redact.err(err))
+	}
 }
 
 // list asks the server for its tools and turns them into specs. Tools whose names a model API

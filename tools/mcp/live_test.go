@@ -214,7 +214,9 @@ func TestElicitationAnswersReachTheServer(t *testing.T) {
 		for _, c := range cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
 				w := &watcher{answers: c.answers}
-				tt, rec := liveTurn(t, tr.serve(t, testmcp.New("kit"), 0), w, tools.ManagerOptions{ElicitationTimeout: c.timeout})
+				// Questions during a call are server requests on the 2025-11-25 session; on
+				// 2026-07-28 they ride in the result (multi round-trip), which the kit does not do.
+				tt, rec := liveTurn(t, serveLegacy(t, tr.name, testmcp.New("kit")), w, tools.ManagerOptions{ElicitationTimeout: c.timeout})
 				out := exec(tt, context.Background(), "c1", "ask", map[string]any{"form": c.form})
 				if out.Status != audit.StatusOK || out.Content != c.want {
 					t.Fatalf("the tool saw %q (%s %v), want %q", out.Content, out.Status, out.Err, c.want)
@@ -250,7 +252,7 @@ func TestStoppingACallClosesItsQuestion(t *testing.T) {
 		}
 		t.Run(tr.name, func(t *testing.T) {
 			w := &watcher{block: true}
-			tt, _ := liveTurn(t, tr.serve(t, testmcp.New("kit"), 0), w, tools.ManagerOptions{})
+			tt, _ := liveTurn(t, serveLegacy(t, tr.name, testmcp.New("kit")), w, tools.ManagerOptions{})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan tools.Outcome, 1)
 			go func() { done <- exec(tt, ctx, "c1", "ask", map[string]any{"form": "choice"}) }()

@@ -93,6 +93,30 @@ func toolNames(l *mcp.Loader) []string {
 }
 
 // transports serves a fresh Kit on each transport.
+// serve serves k over the transport named tr.
+func serve(t *testing.T, tr string, k *testmcp.Kit) mcp.ServerConfig {
+	t.Helper()
+	for _, c := range transports {
+		if c.name == tr {
+			return c.serve(t, k, 0)
+		}
+	}
+	t.Fatalf("no transport %q", tr)
+	return mcp.ServerConfig{}
+}
+
+// serveLegacy serves k as a server of protocol 2025-11-25 over tr: one that refuses
+// server/discover, so the session is of the initialize handshake.
+func serveLegacy(t *testing.T, tr string, k *testmcp.Kit) mcp.ServerConfig {
+	t.Helper()
+	k.Legacy()
+	cfg := serve(t, tr, k)
+	if tr == "stdio" {
+		cfg.Args = append(cfg.Args, "-legacy")
+	}
+	return cfg
+}
+
 var transports = []struct {
 	name  string
 	serve func(t *testing.T, k *testmcp.Kit, timeout time.Duration) mcp.ServerConfig
@@ -225,6 +249,7 @@ func TestZeroTimeoutMeansNoDeadline(t *testing.T) {
 
 func TestSessionEndedReconnectsOnceAndRetriesOnce(t *testing.T) {
 	k := testmcp.New("kit")
+	k.Legacy() // sessions are of the initialize handshake; 2026-07-28 has none
 	srv := testmcp.StartHTTP(t, k)
 	l := startLoader(t, mcp.ServerConfig{Name: "srv", Transport: "http", Local: true, URL: srv.URL})
 	waitUp(t, l, "srv")

@@ -41,6 +41,7 @@ type serverConn struct {
 	needsLogin    bool // the last failure was for want of an OAuth login
 	since         time.Time
 	transport     string
+	version       string       // the protocol version of the current or last session
 	specs         []tools.Spec // while up: current; while down: as last listed
 	names         map[string]bool
 	sess          *session      // nil unless up
@@ -98,7 +99,13 @@ type session struct {
 	renewed atomic.Bool
 	// calls are the tool calls in flight, for their progress and questions.
 	calls *calls
+	// version is the negotiated protocol version; caps what the server said it offers.
+	version string
+	caps    mcpgo.ServerCapabilities
 }
+
+// modern reports whether the session speaks the stateless protocol (2026-07-28 and later).
+func (ss *session) modern() bool { return mcpgo.IsModernProtocol(ss.version) }
 
 func (ss *session) markLost(err error) {
 	ss.lostOnce.Do(func() {
@@ -258,6 +265,7 @@ func (s *serverConn) setConnecting() {
 func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.mu.Lock()
 	s.sess = sess
+	s.version = sess.version
 	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
@@ -344,7 +352,7 @@ func (s *serverConn) health() tools.ServerHealth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return tools.ServerHealth{
-		Name: s.cfg.Name, Transport: s.transport, State: s.state,
+		Name: s.cfg.Name, Transport: s.transport, ProtocolVersion: s.version, State: s.state,
 		LastError: s.lastErr, Tools: len(s.specs), Since: s.since,
 	}
 }

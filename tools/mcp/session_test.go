@@ -19,6 +19,7 @@ import (
 // session still reconnects and retries once.
 func TestToolErrorSayingSessionNotFoundIsNotRetried(t *testing.T) {
 	k := testmcp.New("kit")
+	k.Legacy() // sessions are of the initialize handshake; 2026-07-28 has none
 	var charges atomic.Int64
 	mode := atomic.Value{}
 	mode.Store("ok")

@@ -230,6 +230,12 @@ func sendCancelled(ctx context.Context, t transport.Interface, req transport.JSO
 // closed response stream for a cancellation.
 type cancellingHTTP struct{ *transport.StreamableHTTP }
 
+// RequiresLegacyProtocol is false although the transport listens on the standalone GET stream:
+// mcp-go's transport opens that stream only once a session of the initialize handshake exists,
+// so the client may still try server/discover, and a server of 2025-11-25 gets its one session
+// with the stream its notifications need.
+func (t cancellingHTTP) RequiresLegacyProtocol() bool { return false }
+
 func (t cancellingHTTP) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	resp, err := t.StreamableHTTP.SendRequest(ctx, req)
 	sendCancelled(ctx, t.StreamableHTTP, req, err)

@@ -53,6 +53,8 @@ type Kit struct {
 	traceTo   string // OTLP/HTTP receiver of the server's own spans; empty: none
 	cancelled atomic.Int64
 	notices   atomic.Int64
+	legacy    atomic.Bool
+	discovers atomic.Int64
 }
 
 // TraceTo makes the server record a span of every tool call whose request carries a W3C

@@ -145,7 +145,7 @@ func (k *Kit) ask(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResu
 }
 
 // CancelNotices reports how many notifications/cancelled messages reached the server (counted
-// on the wire by StartHTTP and cmd/mcptestserver's CountCancels).
+// on the wire by StartHTTP and cmd/mcptestserver through Kit.Stdio).
 func (k *Kit) CancelNotices() int64 { return k.notices.Load() }
 
 // Spans returns when the waiting tools ran, in the order they ended.
@@ -177,9 +177,15 @@ func (k *Kit) noteMessage(body []byte) {
 	}
 }
 
-// CountCancels returns r as the server's input, counting the notifications/cancelled lines that
-// pass through it (a stdio server's stdin).
-func (k *Kit) CountCancels(r io.Reader) io.Reader {
+// Stdio returns r as the server's input and w as its output: the notifications/cancelled lines
+// that pass through are counted, and a Legacy server's refusals of server/discover are written
+// to w beside the server's own lines (a stdio server's stdin and stdout).
+func (k *Kit) Stdio(r io.Reader, w io.Writer) (io.Reader, io.Writer) {
+	out := &stdioOut{w: w}
+	return k.countCancels(r, out), out
+}
+
+func (k *Kit) countCancels(r io.Reader, out io.Writer) io.Reader {
 	pr, pw := io.Pipe()
 	go func() {
 		sc := bufio.NewScanner(r)
@@ -188,6 +194,13 @@ func (k *Kit) CountCancels(r io.Reader) io.Reader {
 			line := sc.Bytes()
 			if bytes.Contains(line, []byte(mcp.MethodNotificationCancelled)) {
 				k.noteMessage(line)
+			}
+			if refusal, refused := k.refuseDiscover(line); refused {
+				if _, err := out.Write(append(refusal, '\n')); err != nil {
+					pw.CloseWithError(err)
+					return
+				}
+				continue
 			}
 			if _, err := pw.Write(append(line, '\n')); err != nil {
 				return

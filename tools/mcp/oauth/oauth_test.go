@@ -146,7 +146,7 @@ func newRig(t *testing.T, c *clock, as *astest.Server, url string, st *store.Dat
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvAdmin, err := admin.New(admin.Options{Listen: "127.0.0.1:0", Store: admin.Store{ToolCalls: st.ToolCalls, Turns: st.Turns, Messages: st.Messages, Timelines: st.Timelines, Usage: st.Usage, Consents: st.Consents, Health: st}, OAuth: r.logins, Logger: log,
+	srvAdmin, err := admin.New(admin.Options{Listen: "127.0.0.1:0", Store: admin.Store{ToolCalls: st.ToolCalls, Turns: st.Turns, Messages: st.Messages, Timelines: st.Timelines, Usage: st.Usage, Consents: st.Consents, Health: st, Transcripts: st.Transcripts}, OAuth: r.logins, Logger: log,
 		Metrics:   r.metrics.Handler(),
 		MCPHealth: func() []tools.ServerHealth { return r.loader.Health()[:1] }})
 	if err != nil {

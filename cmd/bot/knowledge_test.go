@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"relaybot/internal/testkit/llm"
+	"relaybot/internal/testkit/wait"
+	"relaybot/pipeline/knowledge"
+)
+
+// knowledgeModel is the fake model of the knowledge tests: it calls search_knowledge with query
+// when a turn offers it (or always, with force), answers a tool result with an answer citing [1],
+// and keeps every request, so a test reads what each carried.
+type knowledgeModel struct {
+	mu    sync.Mutex
+	query string
+	force bool
+	turns []llm.Request
+}
+
+func (m *knowledgeModel) handle(req llm.Request) llm.Reply {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.turns = append(m.turns, req)
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == "tool" {
+		return llm.Text("Sixteen weeks at full pay [1].")
+	}
+	if m.query != "" && (m.force || slices.Contains(req.Tools, knowledge.ToolSearch)) {
+		args, _ := json.Marshal(map[string]string{"query": m.query})
+		return llm.ToolCalls(llm.Call{ID: "call_1", Name: knowledge.ToolSearch, Args: []string{string(args)}})
+	}
+	return llm.Text("ok")
+}
+
+func (m *knowledgeModel) requests() []llm.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.turns)
+}
+
+const handbookMD = `# Handbook
+
+Welcome to the company.
+
+## Leave
+
+### Parental leave
+
+Parents get sixteen weeks of parental leave at full pay.
+
+## Expenses
+
+Receipts are filed within thirty days through the expenses portal.
+`
+
+// knowledgeEnv is a bot with one base, "handbook", of mode and chats as given, holding
+// handbook.md (added with bot knowledge add).
+func knowledgeEnv(t *testing.T, mode string, chats []string, query string) (*env, *knowledgeModel, *tomlConfig) {
+	e := newEnv(t)
+	km := &knowledgeModel{query: query}
+	e.llm.SetHandler(km.handle)
+	c := e.toml().set("embeddings", "base_url", e.llm.URL, "model", "embed-a").
+		set("knowledge.bases", "name", "handbook", "description", "the staff handbook", "chats", chats, "mode", mode, "max_tokens", 400)
+	path := filepath.Join(t.TempDir(), "handbook.md")
+	if err := os.WriteFile(path, []byte(handbookMD), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runMigrate(context.Background(), c.parse(t), nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := runKnowledge(context.Background(), c.parse(t), []string{"add", "-base", "handbook", path}, &out); err != nil {
+		t.Fatalf("bot knowledge add: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "added as document 1 of handbook (markdown") {
+		t.Fatalf("bot knowledge add printed %q", out.String())
+	}
+	return e, km, c
+}
+
+func TestAMarkdownFactIsFoundWithItsHeadingAndTheSearchIsAudited(t *testing.T) {
+	e, km, c := knowledgeEnv(t, "tool", []string{"telegram:42"}, "parental leave weeks")
+	stop := e.start(c.parse(t))
+	e.say(42, "how long is parental leave?")
+	e.waitBotText(42, "the cited answer", contains("Sixteen weeks at full pay [1]."))
+	var tool string
+	for _, r := range km.requests() {
+		if m := r.Messages[len(r.Messages)-1]; m.Role == "tool" {
+			tool = m.Content
+		}
+	}
+	if !strings.HasPrefix(tool, "[1] handbook.md › Handbook › Leave › Parental leave (chunk ") || !strings.Contains(tool, "sixteen weeks") {
+		t.Fatalf("search_knowledge returned %q, want the passage numbered with its heading path", tool)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, r := e.openStore().Pools()
+	var status, args, result string
+	if err := r.QueryRow(`SELECT status, arguments, result FROM tool_calls WHERE tool_name = 'search_knowledge'`).Scan(&status, &args, &result); err != nil {
+		t.Fatalf("the search's audit row: %v", err)
+	}
+	if status != "ok" || !strings.Contains(args, "parental leave weeks") || !strings.Contains(result, "(chunk ") {
+		t.Fatalf("the audit row is %s, arguments %s, result %q: want the query and the chunk ids", status, args, result)
+	}
+}
+
+func TestAChatOutsideEveryBaseIsNeitherOfferedTheToolNorServedWhenItCallsIt(t *testing.T) {
+	e, km, c := knowledgeEnv(t, "tool", []string{"telegram:-100123"}, "parental leave")
+	km.force = true
+	stop := e.start(c.parse(t))
+	e.say(42, "how long is parental leave?")
+	wait.For(t, "the tool's answer", func() bool {
+		for _, r := range km.requests() {
+			if m := r.Messages[len(r.Messages)-1]; m.Role == "tool" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, r := range km.requests() {
+		if slices.Contains(r.Tools, knowledge.ToolSearch) {
+			t.Fatal("search_knowledge was offered in a chat no base serves")
+		}
+		if m := r.Messages[len(r.Messages)-1]; m.Role == "tool" && strings.Contains(m.Content, "sixteen") {
+			t.Fatalf("a chat outside the base's scope read its chunk: %q", m.Content)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, r := e.openStore().Pools()
+	var status string
+	if err := r.QueryRow(`SELECT status FROM tool_calls WHERE tool_name = 'search_knowledge'`).Scan(&status); err != nil {
+		t.Fatalf("the refused call's audit row: %v", err)
+	}
+	if status == "ok" {
+		t.Fatal("the call of a tool not offered in the chat ran")
+	}
+}
+
+func TestAnAutoBasePutsItsChunksIntoTheTurnWithoutAToolCall(t *testing.T) {
+	e, km, c := knowledgeEnv(t, "auto", nil, "")
+	stop := e.start(c.parse(t))
+	e.say(42, "how long is parental leave?")
+	e.waitBotText(42, "the answer", contains("ok"))
+	reqs := km.requests()
+	msgs := reqs[len(reqs)-1].Messages
+	n := len(msgs)
+	if n < 3 || msgs[n-1].Role != "user" || msgs[n-2].Role != "system" || !strings.HasPrefix(msgs[n-2].Content, knowledge.BlockStart) {
+		t.Fatalf("the turn's request does not end with the knowledge block before the user's message: %+v", msgs)
+	}
+	if !strings.Contains(msgs[n-2].Content, "[1] handbook.md › Handbook › Leave › Parental leave") {
+		t.Fatalf("the block holds %q, want the parental leave passage numbered", msgs[n-2].Content)
+	}
+	if slices.Contains(reqs[0].Tools, knowledge.ToolSearch) {
+		t.Fatal("an auto base offered search_knowledge too")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBotKnowledgeRefusesWhatIsOverALimitAndRemovesDocuments(t *testing.T) {
+	e, _, c := knowledgeEnv(t, "tool", nil, "")
+	c.set("knowledge", "max_file_bytes", 400)
+	cfg := c.parse(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.md")
+	odd := filepath.Join(dir, "tool.exe")
+	os.WriteFile(big, bytes.Repeat([]byte("sixteen weeks "), 100), 0o600)
+	os.WriteFile(odd, []byte("MZ\x90\x00\x03\x00\x00\x00\x04\x00binary"), 0o600)
+	var out bytes.Buffer
+	err := runKnowledge(ctx, cfg, []string{"add", "-base", "handbook", big, odd}, &out)
+	if err == nil || !strings.Contains(out.String(), "knowledge.max_file_bytes") || !strings.Contains(out.String(), "tool.exe: refused") {
+		t.Fatalf("bot knowledge add of an oversized and an unknown file: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := runKnowledge(ctx, cfg, []string{"list", "-json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], `"name":"handbook.md"`) {
+		t.Fatalf("after the refusals bot knowledge list printed %q, want handbook.md alone", out.String())
+	}
+	out.Reset()
+	if err := runKnowledge(ctx, cfg, []string{"search", "-base", "handbook", "parental", "leave"}, &out); err != nil || !strings.Contains(out.String(), "[1] handbook.md › Handbook › Leave › Parental leave") {
+		t.Fatalf("bot knowledge search: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := runKnowledge(ctx, cfg, []string{"remove", "-base", "handbook", "1"}, &out); err != nil || !strings.Contains(out.String(), "removed document 1 (handbook.md") {
+		t.Fatalf("bot knowledge remove: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := runKnowledge(ctx, cfg, []string{"search", "-base", "handbook", "parental", "leave"}, &out); err != nil || strings.TrimSpace(out.String()) != "nothing found" {
+		t.Fatalf("after the remove bot knowledge search: %v\n%s", err, out.String())
+	}
+	_ = e
+}
+
+func TestAChangedEmbeddingModelReembedsTheChunks(t *testing.T) {
+	e, _, c := knowledgeEnv(t, "tool", nil, "")
+	e.llm.SetEmbeddingDims("embed-b", 24)
+	stop := e.start(c.set("embeddings", "model", "embed-b").parse(t))
+	e.waitLog(`knowledge: every chunk has a vector" space=embed-b/24`)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, r := e.openStore().Pools()
+	var models string
+	if err := r.QueryRow(`SELECT group_concat(DISTINCT model) FROM retrieval_vectors`).Scan(&models); err != nil {
+		t.Fatal(err)
+	}
+	if models != "embed-b" {
+		t.Fatalf("the chunks' vectors are of %q, want embed-b only", models)
+	}
+}
