@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -135,5 +136,18 @@ system_prompt = "Be brief."
 	}
 	if s := got["models[0].api_key"]; !slices.Equal(s.Env, []string{"MODEL_KEY"}) {
 		t.Errorf("models[0].api_key names variables %q, want MODEL_KEY", s.Env)
+	}
+}
+
+// TestEveryLiveKeyIsAKey: a key renamed in the file and left in liveKeys would quietly need a
+// restart again; each entry names a key (or a section) the config has.
+func TestEveryLiveKeyIsAKey(t *testing.T) {
+	cfg := Default()
+	var keys []string
+	eachLeaf(reflect.ValueOf(&cfg).Elem(), "", func(key string, _ reflect.Value) { keys = append(keys, key) })
+	for _, k := range liveKeys {
+		if !slices.ContainsFunc(keys, func(key string) bool { return key == k || strings.HasSuffix(k, ".") && strings.HasPrefix(key, k) }) {
+			t.Errorf("liveKeys lists %q, which is no key of config.toml", k)
+		}
 	}
 }
