@@ -2,7 +2,6 @@ package retrieval
 
 import (
 	"context"
-	"database/sql"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -66,17 +65,12 @@ func newCode(v []float32) code {
 	return c
 }
 
-// codeScore is the code's estimate of the dot product with the stored code b: numbers of the
-// same sign count one, of opposite signs minus one. A code of another length scores lowest.
-func (c code) codeScore(b []byte) int {
-	n := len(c.pos)
-	if len(b) != 16*n {
-		return math.MinInt32
-	}
+// wordScore is the code's estimate of the dot product with a stored code's planes: numbers of
+// the same sign count one, of opposite signs minus one.
+func (c code) wordScore(pos, neg []uint64) int {
 	s := 0
-	for i := range n {
-		p := binary.LittleEndian.Uint64(b[8*i:])
-		q := binary.LittleEndian.Uint64(b[8*(n+i):])
+	for i := range c.pos {
+		p, q := pos[i], neg[i]
 		s += bits.OnesCount64(c.pos[i]&p) + bits.OnesCount64(c.neg[i]&q) -
 			bits.OnesCount64(c.pos[i]&q) - bits.OnesCount64(c.neg[i]&p)
 	}
@@ -87,32 +81,6 @@ func (c code) codeScore(b []byte) int {
 type scored struct {
 	doc, item int64
 	score     float32
-}
-
-// bestByCode reads the rows of query (doc id, item id, code) and keeps the rescore best by their
-// code's score, ties by doc id.
-func (x *Index) bestByCode(ctx context.Context, c code, query string, args []any) ([]scored, error) {
-	rows, err := x.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("retrieval: vector search: %w", err)
-	}
-	defer rows.Close()
-	var all []scored
-	// RawBytes is the driver's buffer, valid until the next row: each code is scored where it
-	// lies.
-	var blob sql.RawBytes
-	for rows.Next() {
-		var s scored
-		if err := rows.Scan(&s.doc, &s.item, &blob); err != nil {
-			return nil, fmt.Errorf("retrieval: vector search: %w", err)
-		}
-		s.score = float32(c.codeScore(blob))
-		all = append(all, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("retrieval: vector search: %w", err)
-	}
-	return top(all, rescore, func(a, b scored) bool { return a.doc < b.doc }), nil
 }
 
 // top keeps the n best of all by score (ties by less), best first.
@@ -174,7 +142,7 @@ func (x *Index) backfillCodes(ctx context.Context) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		tx, err := x.w.BeginTx(ctx, nil)
+		tx, err := x.begin(ctx)
 		if err != nil {
 			return fmt.Errorf("retrieval: codes: %w", err)
 		}
@@ -184,7 +152,7 @@ func (x *Index) backfillCodes(ctx context.Context) error {
 				return fmt.Errorf("retrieval: codes: %w", err)
 			}
 		}
-		if err := tx.Commit(); err != nil {
+		if err := tx.commit(ctx); err != nil {
 			return fmt.Errorf("retrieval: codes: %w", err)
 		}
 	}
@@ -227,7 +195,8 @@ type coded struct {
 }
 
 // putCode stores the code of the unit vector v of doc d in space s.
-func (x *Index) putCode(ctx context.Context, tx *sql.Tx, d coded, s Space, v []float32) error {
+func (x *Index) putCode(ctx context.Context, tx *writeTx, d coded, s Space, v []float32) error {
+	tx.owners[d.owner] = true
 	_, err := tx.ExecContext(ctx, `INSERT INTO retrieval_codes (collection, owner, model, dims, doc_id, item_id, scope, code)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (collection, owner, model, dims, doc_id) DO UPDATE SET item_id = excluded.item_id, scope = excluded.scope, code = excluded.code`,

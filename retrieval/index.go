@@ -42,6 +42,8 @@ type Index struct {
 
 	mu   sync.Mutex
 	hnsw map[Space]bool // the spaces whose HNSW index exists
+
+	cache *codeCache
 }
 
 // Open returns the index of collection over the migrated database: w is where it writes (on
@@ -53,7 +55,8 @@ func Open(ctx context.Context, w, r *sql.DB, dialect, collection string) (*Index
 	if collection == "" {
 		return nil, errors.New("retrieval: a collection needs a name")
 	}
-	x := &Index{w: w, r: r, dialect: dialect, collection: collection, hnsw: map[Space]bool{}}
+	x := &Index{w: w, r: r, dialect: dialect, collection: collection, hnsw: map[Space]bool{},
+		cache: &codeCache{max: DefaultCodeCacheBytes, entries: map[cacheKey]*ownerCodes{}}}
 	if dialect == Postgres {
 		err := r.QueryRowContext(ctx, `SELECT CASE WHEN t.typname = 'vector' THEN n.nspname ELSE '' END
 			FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -107,7 +110,7 @@ func (x *Index) PutMany(ctx context.Context, docs []Doc, vecs [][]float32, s Spa
 	if vecs != nil && len(vecs) != len(docs) {
 		return fmt.Errorf("retrieval: %d vectors for %d texts", len(vecs), len(docs))
 	}
-	tx, err := x.w.BeginTx(ctx, nil)
+	tx, err := x.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("retrieval: put: %w", err)
 	}
@@ -121,10 +124,10 @@ func (x *Index) PutMany(ctx context.Context, docs []Doc, vecs [][]float32, s Spa
 			return fmt.Errorf("retrieval: put %s %d: %w", x.collection, d.Item, err)
 		}
 	}
-	return tx.Commit()
+	return tx.commit(ctx)
 }
 
-func (x *Index) put(ctx context.Context, tx *sql.Tx, d Doc, vec []float32, s Space) error {
+func (x *Index) put(ctx context.Context, tx *writeTx, d Doc, vec []float32, s Space) error {
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO retrieval_docs (collection, item_id, owner, scope, body)
 		VALUES ($1, $2, $3, $4, $5)
@@ -158,7 +161,7 @@ func (x *Index) SetVectors(ctx context.Context, s Space, items []int64, vecs [][
 	if len(items) != len(vecs) {
 		return fmt.Errorf("retrieval: %d vectors for %d items", len(vecs), len(items))
 	}
-	tx, err := x.w.BeginTx(ctx, nil)
+	tx, err := x.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("retrieval: set vectors: %w", err)
 	}
@@ -177,10 +180,10 @@ func (x *Index) SetVectors(ctx context.Context, s Space, items []int64, vecs [][
 			return fmt.Errorf("retrieval: set vectors: %w", err)
 		}
 	}
-	return tx.Commit()
+	return tx.commit(ctx)
 }
 
-func (x *Index) putVector(ctx context.Context, tx *sql.Tx, d coded, vec []float32, s Space) error {
+func (x *Index) putVector(ctx context.Context, tx *writeTx, d coded, vec []float32, s Space) error {
 	if !s.Valid() || len(vec) != s.Dims {
 		return fmt.Errorf("a vector of %d numbers in space %s", len(vec), s)
 	}
@@ -200,11 +203,24 @@ func (x *Index) putVector(ctx context.Context, tx *sql.Tx, d coded, vec []float3
 }
 
 // deleteVectors removes the vectors of doc id and their codes.
-func deleteVectors(ctx context.Context, tx *sql.Tx, id int64) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_codes WHERE doc_id = $1`, id); err != nil {
+func deleteVectors(ctx context.Context, tx *writeTx, id int64) error {
+	rows, err := tx.QueryContext(ctx, `DELETE FROM retrieval_codes WHERE doc_id = $1 RETURNING owner`, id)
+	if err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `DELETE FROM retrieval_vectors WHERE doc_id = $1`, id)
+	for rows.Next() {
+		var owner string
+		if err := rows.Scan(&owner); err != nil {
+			rows.Close()
+			return err
+		}
+		tx.owners[owner] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM retrieval_vectors WHERE doc_id = $1`, id)
 	return err
 }
 
@@ -222,7 +238,7 @@ func (x *Index) Delete(ctx context.Context, items ...int64) error {
 	if len(items) == 0 {
 		return nil
 	}
-	tx, err := x.w.BeginTx(ctx, nil)
+	tx, err := x.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("retrieval: delete: %w", err)
 	}
@@ -240,10 +256,10 @@ func (x *Index) Delete(ctx context.Context, items ...int64) error {
 			return fmt.Errorf("retrieval: delete: %w", err)
 		}
 	}
-	return tx.Commit()
+	return tx.commit(ctx)
 }
 
-func (x *Index) deleteDoc(ctx context.Context, tx *sql.Tx, id int64) error {
+func (x *Index) deleteDoc(ctx context.Context, tx *writeTx, id int64) error {
 	if err := deleteVectors(ctx, tx, id); err != nil {
 		return err
 	}

@@ -42,18 +42,30 @@ func (x *Index) Progress(ctx context.Context, s Space) (done, total int, err err
 
 // DropOtherSpaces deletes the collection's vectors (and their codes) of every space but s.
 func (x *Index) DropOtherSpaces(ctx context.Context, s Space) (int64, error) {
-	if _, err := x.w.ExecContext(ctx, `DELETE FROM retrieval_codes
-		WHERE doc_id IN (SELECT id FROM retrieval_docs WHERE collection = $1) AND NOT (model = $2 AND dims = $3)`,
+	tx, err := x.begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("retrieval: drop old vectors: %w", err)
+	}
+	defer tx.Rollback()
+	tx.all = true
+	if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_codes WHERE collection = $1 AND NOT (model = $2 AND dims = $3)`,
 		x.collection, s.Model, s.Dims); err != nil {
 		return 0, fmt.Errorf("retrieval: drop old codes: %w", err)
 	}
-	res, err := x.w.ExecContext(ctx, `DELETE FROM retrieval_vectors
+	res, err := tx.ExecContext(ctx, `DELETE FROM retrieval_vectors
 		WHERE doc_id IN (SELECT id FROM retrieval_docs WHERE collection = $1) AND NOT (model = $2 AND dims = $3)`,
 		x.collection, s.Model, s.Dims)
 	if err != nil {
 		return 0, fmt.Errorf("retrieval: drop old vectors: %w", err)
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("retrieval: drop old vectors: %w", err)
+	}
+	if err := tx.commit(ctx); err != nil {
+		return 0, fmt.Errorf("retrieval: drop old vectors: %w", err)
+	}
+	return n, nil
 }
 
 // ErrFallbackAnswered stops a reindex when a fallback, not the primary endpoint, answered: its

@@ -361,3 +361,57 @@ func sims(q []float32, vecs [][]float32, item int64) float32 {
 	}
 	return s
 }
+
+// TestAWriteOnOneReplicaIsSeenByAnothersNextSearch opens the index twice on one database, as
+// two replicas do: what one writes, deletes or moves to another scope, the other's next vector
+// search sees, although it keeps the owner's codes in memory between searches.
+func TestAWriteOnOneReplicaIsSeenByAnothersNextSearch(t *testing.T) {
+	space := retrieval.Space{Model: "embed-a", Dims: 128}
+	vec := func(text string) []float32 { return llm.FakeEmbedding(space.Model, text, space.Dims) }
+	databases(t, func(t *testing.T, db *store.Database, dialect string) {
+		ctx := context.Background()
+		a := open(t, db, dialect, "memory")
+		b := open(t, db, dialect, "memory")
+		for i, text := range []string{"my cat is called Tom", "I live in Oslo", "tea over coffee"} {
+			d := retrieval.Doc{Item: int64(i + 1), Owner: "telegram:1", Scope: "private", Text: text}
+			if err := a.Put(ctx, d, vec(text), space); err != nil {
+				t.Fatal(err)
+			}
+		}
+		search := func(text string, scopes []string) []int64 {
+			t.Helper()
+			got, err := a.Search(ctx, retrieval.Query{Owner: "telegram:1", Scopes: scopes, Vector: vec(text), Space: space, Limit: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if got := search("my cat is called Tom", nil); len(got) == 0 || got[0] != 1 {
+			t.Fatalf("before any other write: %v, want item 1 first", got)
+		}
+		if err := b.Put(ctx, retrieval.Doc{Item: 9, Owner: "telegram:1", Scope: "private", Text: "plays the cello"}, vec("plays the cello"), space); err != nil {
+			t.Fatal(err)
+		}
+		if got := search("plays the cello", nil); len(got) == 0 || got[0] != 9 {
+			t.Errorf("a text the other replica added: %v, want item 9 first", got)
+		}
+		if err := b.Delete(ctx, 9); err != nil {
+			t.Fatal(err)
+		}
+		if got := search("plays the cello", nil); slices.Contains(got, 9) {
+			t.Errorf("a text the other replica deleted is still found: %v", got)
+		}
+		if err := b.Put(ctx, retrieval.Doc{Item: 1, Owner: "telegram:1", Scope: "telegram:-100", Text: "my cat is called Tom"}, vec("my cat is called Tom"), space); err != nil {
+			t.Fatal(err)
+		}
+		if got := search("my cat is called Tom", []string{"private"}); slices.Contains(got, 1) {
+			t.Errorf("a text the other replica moved to a group is still found in private: %v", got)
+		}
+		if err := b.Put(ctx, retrieval.Doc{Item: 1, Owner: "telegram:2", Scope: "private", Text: "my cat is called Tom"}, vec("my cat is called Tom"), space); err != nil {
+			t.Fatal(err)
+		}
+		if got := search("my cat is called Tom", nil); slices.Contains(got, 1) {
+			t.Errorf("a text the other replica gave to another person is still found: %v", got)
+		}
+	})
+}

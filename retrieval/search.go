@@ -136,6 +136,10 @@ func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, 
 	for i, t := range terms {
 		match[i] = key + t
 	}
+	match, err := x.rareTerms(ctx, q, match)
+	if err != nil {
+		return nil, err
+	}
 	cond, args := x.where(q, 2)
 	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, matchinfo(retrieval_docs_fts, 'pcnx')
 		FROM retrieval_docs_fts CROSS JOIN retrieval_docs d ON d.id = retrieval_docs_fts.docid
@@ -175,6 +179,63 @@ func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, 
 	return out, nil
 }
 
+// commonOwner is how many texts an owner has before a search of theirs leaves out words most of
+// their texts hold: below it every word is searched.
+const commonOwner = 200
+
+// rareTerms leaves out of a heavy owner's keyword query the words more than half of the owner's
+// texts hold, when a rarer word remains: such a word weighs almost nothing in the ranking
+// (its inverse document frequency is near zero), but every text holding it would be read and
+// weighed.
+func (x *Index) rareTerms(ctx context.Context, q Query, match []string) ([]string, error) {
+	if len(match) < 2 {
+		return match, nil
+	}
+	var owned int
+	if err := x.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM retrieval_docs WHERE collection = $1 AND owner = $2`,
+		x.collection, q.Owner).Scan(&owned); err != nil {
+		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
+	}
+	if owned < commonOwner {
+		return match, nil
+	}
+	parts := make([]string, len(match))
+	args := make([]any, len(match))
+	for i, m := range match {
+		parts[i] = fmt.Sprintf(`SELECT term, documents FROM retrieval_docs_terms WHERE col = '*' AND term = $%d`, i+1)
+		args[i] = m
+	}
+	rows, err := x.r.QueryContext(ctx, strings.Join(parts, " UNION ALL "), args...)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
+	}
+	defer rows.Close()
+	common := map[string]bool{}
+	for rows.Next() {
+		var term string
+		var docs int
+		if err := rows.Scan(&term, &docs); err != nil {
+			return nil, fmt.Errorf("retrieval: keyword search: %w", err)
+		}
+		if 2*docs > owned {
+			common[term] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
+	}
+	var rare []string
+	for _, m := range match {
+		if !common[m] {
+			rare = append(rare, m)
+		}
+	}
+	if len(rare) == 0 {
+		return match, nil
+	}
+	return rare, nil
+}
+
 // matchScore weighs a row from matchinfo 'pcnx' (phrases, columns, rows, then per phrase and
 // column: hits in this row, hits in all rows, rows with hits): the body column's hits of each
 // word times its inverse document frequency.
@@ -208,15 +269,13 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 		join := "JOIN retrieval_vectors v ON v.doc_id = d.id AND v.model = $1 AND v.dims = $2"
 		return x.approximate(ctx, q, v, join, cond, append([]any{q.Space.Model, q.Space.Dims}, args...))
 	}
-	// The owner's codes in the space are one range of the codes' primary key (d stands for the
-	// codes here: they repeat the doc's owner and scope).
-	cond, args := x.where(q, 1)
-	query := `SELECT d.doc_id, d.item_id, d.code FROM retrieval_codes d WHERE ` + cond +
-		fmt.Sprintf(` AND d.model = $%d AND d.dims = $%d`, len(args)+1, len(args)+2)
-	args = append(args, q.Space.Model, q.Space.Dims)
-	best, err := x.bestByCode(ctx, newCode(v), query, args)
-	if err != nil || len(best) == 0 {
+	e, err := x.ownerCodes(ctx, q.Owner, q.Space)
+	if err != nil {
 		return nil, err
+	}
+	best := e.best(newCode(v), q.Space.Dims, q.Scopes)
+	if len(best) == 0 {
+		return nil, nil
 	}
 	return x.rerank(ctx, q.Space, v, best)
 }

@@ -35,10 +35,12 @@ var tableOwner = map[string]string{
 	"user_timezones": "store",
 
 	// The retrieval layer: texts, keyword postings and vectors of every collection.
-	"retrieval_docs":     "retrieval",
-	"retrieval_vectors":  "retrieval",
-	"retrieval_codes":    "retrieval",
-	"retrieval_docs_fts": "retrieval", // SQLite's keyword index (FTS4)
+	"retrieval_docs":       "retrieval",
+	"retrieval_vectors":    "retrieval",
+	"retrieval_codes":      "retrieval",
+	"retrieval_owners":     "retrieval",
+	"retrieval_docs_fts":   "retrieval", // SQLite's keyword index (FTS4)
+	"retrieval_docs_terms": "retrieval", // its words' counts (fts4aux)
 
 	// Memory: each person's facts and the audit of their writes and deletes.
 	"memory_facts": "pipeline/memory",

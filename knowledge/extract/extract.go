@@ -174,6 +174,7 @@ var formats = []struct {
 	{Markdown, "Markdown (.md)", []string{".md", ".markdown", ".mdown", ".mkd"}},
 	{Text, "plain text (.txt)", []string{".txt", ".text"}},
 	{HTML, "HTML (.html)", []string{".html", ".htm", ".xhtml"}},
+	{CSV, "CSV (.csv, .tsv)", []string{".csv", ".tsv"}},
 }
 
 // reads reports whether Read reads format f.

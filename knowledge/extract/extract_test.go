@@ -50,6 +50,8 @@ func TestDetectNamesTheFormatOrRefusesIt(t *testing.T) {
 		{"archive.zip", "PK\x03\x04", ""},
 		{"noextension", "just words", ""},
 		{"index.HTM", "", extract.HTML},
+		{"prices.csv", "a,b\n1,2", extract.CSV},
+		{"export.TSV", "a\tb", extract.CSV},
 		{"page", "\n  <!DOCTYPE html><html>", extract.HTML},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,6 +174,70 @@ func TestHTMLTextIsTheVisibleText(t *testing.T) {
 			t.Errorf("the text lacks %q: %q", kept, doc.Text)
 		}
 	}
+}
+
+// A CSV is chunked by whole rows, the header line at the top of every chunk; a row with a
+// line end in a quoted field stays whole; a row longer than the target is a chunk of its own.
+func TestCSVRowsStayWholeUnderTheirHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name, sep string
+	}{{"rows.csv", ","}, {"rows.csv", ";"}, {"rows.tsv", "\t"}} {
+		t.Run(tc.name+" "+tc.sep, func(t *testing.T) {
+			var b strings.Builder
+			header := strings.Join([]string{"sku", "name", "price"}, tc.sep)
+			rows := []string{header}
+			for i := range 60 {
+				row := strings.Join([]string{fmt.Sprintf("SKU-%03d", i), fmt.Sprintf("widget number %d", i), fmt.Sprintf("%d.99", i)}, tc.sep)
+				switch i {
+				case 17:
+					row = strings.Join([]string{"SKU-017", "\"a widget\nover two lines\"", "17.99"}, tc.sep)
+				case 40:
+					row = strings.Join([]string{"SKU-040", strings.Repeat("long ", 100), "40.99"}, tc.sep)
+				}
+				rows = append(rows, row)
+			}
+			b.WriteString(strings.Join(rows, "\r\n"))
+			o := extract.ChunkOptions{TargetChars: 200, OverlapChars: 40}
+			doc, err := read(t, tc.name, []byte(b.String()), extract.Limits{}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkChunks(t, doc, o)
+			seen := map[string]bool{}
+			for i, c := range doc.Chunks {
+				body, ok := strings.CutPrefix(c.Text, header+"\n")
+				if !ok {
+					t.Fatalf("chunk %d does not start with the header: %q", i, c.Text)
+				}
+				if i == 0 {
+					body = c.Text
+				}
+				n := 0
+				for _, row := range rows {
+					if strings.Contains("\n"+body+"\n", "\n"+row+"\n") {
+						seen[row] = true
+						n++
+					}
+				}
+				if strings.Count(body, "SKU-")+strings.Count(body, "sku") != n {
+					t.Fatalf("chunk %d holds a part of a row: %q", i, body)
+				}
+				if utf8.RuneCountInString(c.Text) > o.TargetChars && n > 1+boolInt(i == 0) {
+					t.Fatalf("chunk %d is %d characters with %d rows, over the target", i, utf8.RuneCountInString(c.Text), n)
+				}
+			}
+			if len(seen) != len(rows) {
+				t.Fatalf("%d of %d rows are whole in a chunk", len(seen), len(rows))
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Each section of a Markdown file is its own chunk, its heading's line first, even when the

@@ -55,3 +55,19 @@ func FuzzHTML(f *testing.F) {
 		checkChunks(t, doc, o)
 	})
 }
+
+// FuzzCSV reads any bytes as a CSV file: a document whose chunks keep the contract (each
+// after the first under the header line), or an error; never a panic.
+func FuzzCSV(f *testing.F) {
+	f.Add([]byte("sku,name\nA,\"x\ny\"\nB,b\nC,c\n"))
+	f.Add([]byte("a;b;c\n1;2;3\n\"open quote;4\n5;6"))
+	f.Add([]byte("\n\n  ,\n\"\"\"\",\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o := extract.ChunkOptions{TargetChars: 40, OverlapChars: 15}
+		doc, err := read(t, "f.csv", data, extract.Limits{}, o)
+		if err != nil {
+			return
+		}
+		checkChunks(t, doc, o)
+	})
+}

@@ -26,6 +26,9 @@ func readText(ctx context.Context, name string, format Format, data []byte, l Li
 		return text, markdownBlocks(text), nil
 	case HTML:
 		return readHTML(ctx, text, l)
+	case CSV:
+		blocks, err := csvBlocks(ctx, name, text)
+		return text, blocks, err
 	}
 	return text, paragraphs(nil, text, 0, len(text), block{}), nil
 }
