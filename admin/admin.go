@@ -27,6 +27,7 @@ import (
 	"relaybot/audit"
 	"relaybot/chat"
 	"relaybot/coord"
+	"relaybot/pipeline/knowledge"
 	"relaybot/pipeline/memory"
 	"relaybot/store"
 	"relaybot/tools"
@@ -155,6 +156,10 @@ type Options struct {
 	// Memory is what the bot remembers of people (the memories page and API); nil: memory is
 	// off, and they say so.
 	Memory *memory.Memory
+	// Knowledge is the knowledge bases (the knowledge page and API); nil: none is configured,
+	// and they say so. KnowledgeUploadBytes caps an upload's body (zero: MaxBodyBytes).
+	Knowledge            *knowledge.Knowledge
+	KnowledgeUploadBytes int64
 	// Instances lists the live replicas when several share the database; nil lists none.
 	Instances func(ctx context.Context) ([]coord.Instance, error)
 	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
@@ -317,6 +322,10 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("DELETE /api/v1/consents/{id}", s.requireBearer(http.HandlerFunc(s.apiRevokeConsent)))
 	mux.Handle("GET /api/v1/memories", s.requireBearer(http.HandlerFunc(s.apiMemories)))
 	mux.Handle("DELETE /api/v1/memories/{id}", s.requireBearer(http.HandlerFunc(s.apiForgetMemory)))
+	mux.Handle("GET /api/v1/knowledge/{base}/documents", s.requireBearer(http.HandlerFunc(s.apiKnowledgeDocuments)))
+	mux.Handle("POST /api/v1/knowledge/{base}/documents", s.requireBearer(http.HandlerFunc(s.apiKnowledgeUpload)))
+	mux.Handle("DELETE /api/v1/knowledge/{base}/documents/{id}", s.requireBearer(http.HandlerFunc(s.apiKnowledgeRemove)))
+	mux.Handle("GET /api/v1/knowledge/{base}/search", s.requireBearer(http.HandlerFunc(s.apiKnowledgeSearch)))
 	mux.Handle("GET /api/v1/tasks", s.requireBearer(http.HandlerFunc(s.apiTasks)))
 	mux.Handle("GET /api/v1/settings", s.requireBearer(http.HandlerFunc(s.apiSettings)))
 	mux.Handle("POST /api/v1/settings/reload", s.requireBearer(http.HandlerFunc(s.apiReload)))
@@ -346,6 +355,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /admin/consents/{id}/revoke", s.requireLogin(http.HandlerFunc(s.consentRevokePage)))
 	mux.Handle("GET /admin/memories", s.requireLogin(http.HandlerFunc(s.memoriesPage)))
 	mux.Handle("POST /admin/memories/{id}/forget", s.requireLogin(http.HandlerFunc(s.memoryForgetPage)))
+	mux.Handle("GET /admin/knowledge", s.requireLogin(http.HandlerFunc(s.knowledgePage)))
+	mux.Handle("POST /admin/knowledge/{base}/documents", s.requireLogin(http.HandlerFunc(s.knowledgeUploadPage)))
+	mux.Handle("POST /admin/knowledge/{base}/documents/{id}/delete", s.requireLogin(http.HandlerFunc(s.knowledgeRemovePage)))
 	mux.Handle("GET /admin/tasks", s.requireLogin(http.HandlerFunc(s.tasksPage)))
 	mux.Handle("GET /admin/settings", s.requireLogin(http.HandlerFunc(s.settingsPage)))
 	mux.Handle("POST /admin/settings/reload", s.requireLogin(http.HandlerFunc(s.settingsReloadPage)))

@@ -50,6 +50,9 @@ func (s *Server) limits(next http.Handler) http.Handler {
 		if r.Method == http.MethodPost && r.URL.Path == "/chat/send" && s.opts.ChatUploadBytes > limit {
 			limit = s.opts.ChatUploadBytes
 		}
+		if knowledgeUpload(r) && s.opts.KnowledgeUploadBytes > limit {
+			limit = s.opts.KnowledgeUploadBytes
+		}
 		if r.ContentLength > limit {
 			w.Header().Set("Connection", "close")
 			http.Error(w, fmt.Sprintf("request body too large (at most %.1f MB)", float64(limit)/(1<<20)), http.StatusRequestEntityTooLarge)

@@ -99,6 +99,7 @@ func besideURLs(path string, q url.Values, older, newer string) (olderURL, newer
 		nq := withoutEmpty(q)
 		nq.Del("before")
 		nq.Del("after")
+		nq.Del("from")
 		nq.Set(e.key, e.val)
 		*e.to = withQuery(path, nq)
 	}
@@ -128,7 +129,7 @@ type conversationData struct {
 }
 
 // conversationPage shows one conversation as its members saw it, a page of turns at a time
-// (the newest by default; before and after page through them).
+// (the newest by default; before and after page through them, from starts at a turn).
 func (s *Server) conversationPage(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
@@ -139,8 +140,8 @@ func (s *Server) conversationPage(w http.ResponseWriter, r *http.Request) {
 	p, err := parsePaging(q)
 	if err == nil {
 		for key := range q {
-			if key != "before" && key != "after" && key != "limit" {
-				err = errors.New("unknown parameter " + strconv.Quote(key) + " (want before, after or limit)")
+			if key != "before" && key != "after" && key != "from" && key != "limit" {
+				err = errors.New("unknown parameter " + strconv.Quote(key) + " (want before, after, from or limit)")
 			}
 		}
 	}

@@ -83,7 +83,7 @@ func parseConversations(q url.Values, now time.Time) (conversationsQuery, error)
 	return c, err
 }
 
-// parsePaging reads limit, before and after.
+// parsePaging reads limit, before, after and from (a conversation's page starting at a turn).
 func parsePaging(q url.Values) (store.Paging, error) {
 	var p store.Paging
 	if v := strings.TrimSpace(q.Get("limit")); v != "" {
@@ -96,7 +96,7 @@ func parsePaging(q url.Values) (store.Paging, error) {
 	for _, e := range []struct {
 		name string
 		to   *int64
-	}{{"before", &p.Before}, {"after", &p.After}} {
+	}{{"before", &p.Before}, {"after", &p.After}, {"from", &p.From}} {
 		if v := strings.TrimSpace(q.Get(e.name)); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 {
@@ -105,8 +105,8 @@ func parsePaging(q url.Values) (store.Paging, error) {
 			*e.to = n
 		}
 	}
-	if p.Before > 0 && p.After > 0 {
-		return p, errors.New("before and after: a page continues one way only")
+	if (p.Before > 0 && p.After > 0) || (p.From > 0 && p.Before+p.After > 0) {
+		return p, errors.New("before, after and from: a page continues one way only")
 	}
 	return p, nil
 }
@@ -170,10 +170,10 @@ func toHitJSON(h store.MessageHit, words []string) hitJSON {
 // conversationURL is the page of one conversation.
 func conversationURL(id int64) string { return "/admin/conversations/" + strconv.FormatInt(id, 10) }
 
-// hitURL is the conversation page at a found message: the page of turns starting with its turn,
-// scrolled to the message.
+// hitURL is the conversation page at a found message: the page of turns starting with its turn
+// (from), scrolled to the message.
 func hitURL(h store.MessageHit) string {
-	return conversationURL(h.ConversationID) + "?" + url.Values{"after": {strconv.FormatInt(h.TurnID-1, 10)}}.Encode() +
+	return conversationURL(h.ConversationID) + "?" + url.Values{"from": {strconv.FormatInt(h.TurnID, 10)}}.Encode() +
 		"#m" + strconv.FormatInt(h.ID, 10)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,7 +133,7 @@ func TestTheConversationsAPIListsFiltersAndSearches(t *testing.T) {
 		t.Fatalf("search = %d", code)
 	}
 	if len(hits.Items) != 1 || hits.Items[0].Role != chat.RoleAssistant || hits.Items[0].Text != "It is sunny in Paris." ||
-		!strings.HasPrefix(hits.Items[0].URL, "/admin/conversations/"+strconv.FormatInt(ids[0], 10)+"?after=") {
+		!strings.HasPrefix(hits.Items[0].URL, "/admin/conversations/"+strconv.FormatInt(ids[0], 10)+"?from=") {
 		t.Errorf("search for the bot's words = %+v", hits.Items)
 	}
 	if code := getJSON(t, ts, "/api/v1/conversations/search?q=abc123secret", testToken, &hits); code != http.StatusOK {
@@ -195,6 +196,14 @@ func TestTheConversationPageShowsItAsTheMemberSawIt(t *testing.T) {
 	_, body = get(t, c, ts.URL+"/admin/conversations?"+url.Values{"q": {"sunny"}}.Encode())
 	if !strings.Contains(body, "<mark>sunny</mark>") || !strings.Contains(body, "#m") {
 		t.Errorf("the search page does not mark the word found or link to the message")
+	}
+	hit := regexp.MustCompile(`class="hitlink" href="([^"]+)#m(\d+)"`).FindStringSubmatch(body)
+	if hit == nil {
+		t.Fatalf("no link to the hit on the search page")
+	}
+	code, body = get(t, c, ts.URL+strings.ReplaceAll(hit[1], "&amp;", "&"))
+	if code != http.StatusOK || !strings.Contains(body, `id="m`+hit[2]+`"`) {
+		t.Errorf("the hit's link %s = %d, without the message it points at", hit[1], code)
 	}
 	if code, _ := get(t, c, ts.URL+"/admin/conversations?status=lost"); code != http.StatusBadRequest {
 		t.Errorf("a bad status on the page = %d, want 400", code)

@@ -11,13 +11,16 @@ import (
 )
 
 // accumulator assembles one round's streamed answer. It counts raw chunks and tells the caller
-// when to emit: every flushEvery chunks and on the chunk that carries the finish_reason.
+// when to emit: on the first chunk that gives the round visible text (so the user sees the
+// answer begin with the model's first words, not eight chunks later), then every flushEvery
+// chunks, and on the chunk that carries the finish_reason.
 type accumulator struct {
 	round       int // the turn's round, for the ids of calls the provider sent without one
 	flushEvery  int
 	removeThink bool
 
 	chunks    int
+	visible   bool // the round's text has shown something other than white space
 	finish    openai.FinishReason
 	content   strings.Builder // raw content (without RemoveThink)
 	reasoning strings.Builder // reasoning_content deltas
@@ -62,7 +65,20 @@ func (a *accumulator) add(c *openai.ChatCompletionStreamChoice) (flush bool) {
 		a.strip.finish()
 		return true
 	}
+	if !a.visible && a.hasVisibleText() {
+		a.visible = true
+		return true
+	}
 	return a.chunks%a.flushEvery == 0
+}
+
+// hasVisibleText reports whether text() would show the user anything but white space. It is
+// asked only until the first time it holds, over text that is all white space until then.
+func (a *accumulator) hasVisibleText() bool {
+	if a.removeThink {
+		return strings.TrimSpace(a.strip.shown.String()) != ""
+	}
+	return strings.TrimSpace(a.reasoning.String()) != "" || strings.TrimSpace(a.content.String()) != ""
 }
 
 // mergeCall folds one tool-call fragment into its call: by index when the provider sends one,

@@ -201,12 +201,13 @@ func TestFlushCadence(t *testing.T) {
 	mustOK(t, res)
 	chunks := rec.chunks()
 	want := []agent.Chunk{
+		{Round: 1, Text: parts[0]},
 		{Round: 1, Text: strings.Join(parts[:8], "")},
 		{Round: 1, Text: strings.Join(parts[:16], "")},
 		{Round: 1, Text: strings.Join(parts, ""), Final: true},
 	}
 	if len(chunks) != len(want) {
-		t.Fatalf("chunks = %+v, want flushes at raw chunks 8, 16 and the final", chunks)
+		t.Fatalf("chunks = %+v, want flushes at the first words, raw chunks 8, 16 and the final", chunks)
 	}
 	for i := range want {
 		if chunks[i].Text != want[i].Text || chunks[i].Final != want[i].Final || chunks[i].Round != 1 {

@@ -200,7 +200,12 @@ type Price struct {
 	CachedIn, CacheWrite float64
 	// PerMinute is what a minute of audio a speech model transcribes costs.
 	PerMinute float64
+	// PerImage is what one image an image model generates costs.
+	PerImage float64
 }
+
+// ImageCost is what n generated images cost at p.
+func (p Price) ImageCost(n int64) float64 { return float64(n) * p.PerImage }
 
 // AudioCost is what audioMs milliseconds of transcribed audio cost at p.
 func (p Price) AudioCost(audioMs int64) float64 { return float64(audioMs) / 60000 * p.PerMinute }

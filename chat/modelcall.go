@@ -43,6 +43,9 @@ type ModelCall struct {
 	// Audio is the length of the audio a speech call transcribed (zero for other calls): usage
 	// prices it per minute.
 	Audio time.Duration
+	// Images is how many images an image call delivered (reserved: how many it asked for);
+	// usage prices them per image.
+	Images int
 }
 
 // ErrorText is the text of Err, empty on success: what the ledger keeps of it.

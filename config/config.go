@@ -217,6 +217,10 @@ type Tools struct {
 	AlwaysAllow time.Duration `toml:"always_allow_days"`
 	// MaxOpenQuestions is how many approval questions of one user may wait at once.
 	MaxOpenQuestions int `toml:"max_open_questions"`
+	// WebSearch is [tools.web_search]: the web_search tool.
+	WebSearch WebSearch `toml:"web_search"`
+	// Images is [tools.images]: the generate_image tool.
+	Images Images `toml:"images"`
 }
 
 // Telegram configures the Telegram adapter.
@@ -486,7 +490,7 @@ func Default() Config {
 		},
 		Tools: Tools{Plugins: []string{"audit_query"}, ApprovalTimeout: 5 * time.Minute, MaxFileBytes: 10 << 20, MaxFilesPerTurn: 10,
 			ElicitationTimeout: 5 * time.Minute, Parallel: ParallelReadOnly, MaxParallel: 4,
-			AlwaysAllow: 30 * day, MaxOpenQuestions: 3},
+			AlwaysAllow: 30 * day, MaxOpenQuestions: 3, WebSearch: defaultWebSearch(), Images: defaultImages()},
 		Telegram:  Telegram{APIEndpoint: "https://api.telegram.org/bot%s/%s", Mode: ModePolling, Stream: true, Drafts: Auto, Rich: Auto, GlobalPerSecond: 30},
 		Discord:   Discord{APIBase: "https://discord.com/api/v10", RegisterCommands: true, AllowDMs: true, MaxLines: 17, GlobalPerSecond: 50, ShardsRaw: "auto", Threads: ThreadsOff, AutoArchive: 1440},
 		Admin:     Admin{Enabled: true, Listen: "127.0.0.1:8080", WebChat: true},

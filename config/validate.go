@@ -29,6 +29,7 @@ func (c *Config) validate(missing map[string][]string) error {
 	c.validateChat(p, names)
 	c.validateAccess(p)
 	c.validateTools(p)
+	c.validateWebTools(p)
 	c.validatePolicy(p.bad)
 	c.validateQuotas(p.bad)
 	c.validateTelegram(p)

@@ -289,7 +289,7 @@ func (m *Metrics) ModelCallFinished(_ context.Context, c chat.ModelCall) {
 	m.genAITokens.WithLabelValues(genAIChat, system, requested, "input").Observe(float64(c.TokensIn))
 	m.genAITokens.WithLabelValues(genAIChat, system, requested, "output").Observe(float64(c.TokensOut))
 	if p, ok := m.catalog.Load().prices[c.Model]; ok {
-		m.modelCost.WithLabelValues(model).Add(p.Bill(int64(c.TokensIn), int64(c.CachedIn), int64(c.CacheWriteIn), int64(c.TokensOut)) + p.AudioCost(c.Audio.Milliseconds()))
+		m.modelCost.WithLabelValues(model).Add(p.Bill(int64(c.TokensIn), int64(c.CachedIn), int64(c.CacheWriteIn), int64(c.TokensOut)) + p.AudioCost(c.Audio.Milliseconds()) + p.ImageCost(int64(c.Images)))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"relaybot/chat"
 	"relaybot/pipeline/history"
+	"relaybot/pipeline/knowledge"
 )
 
 // withKnowledge returns msgs with the chunks of the "auto" knowledge bases that serve the chat
@@ -29,7 +30,7 @@ func (t *turn) withKnowledge(msgs []chat.Message) []chat.Message {
 		if len(hits) > 0 {
 			t.log.Info("pipeline: knowledge put into the turn", "chunks", len(hits))
 		}
-		t.known = block
+		t.known, t.knownSources = block, knowledge.Sources(hits)
 	}
 	if t.known == "" {
 		return msgs

@@ -23,6 +23,9 @@ type view struct {
 	// sent is how many blocks went out in messages of their own (non-streaming rounds); the
 	// view shows only the blocks after them.
 	sent int
+	// sources are the numbered places the answer may cite (sources.go), shown under the final
+	// answer.
+	sources []source
 }
 
 // block is a paragraph of the answer: model text, or the status lines of one tool round.

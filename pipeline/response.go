@@ -83,6 +83,7 @@ func (r *response) emit(e agent.Event) {
 		r.reply.Working(true)
 	case agent.ToolResult:
 		v.finishTool(e.Call.ID, e.Call.Name, e.Outcome)
+		v.addSources(e.Outcome.Sources)
 		r.files = append(r.files, e.Outcome.Files...)
 		if e.Outcome.FilesLeftOut != "" {
 			v.note("(" + e.Outcome.FilesLeftOut + ")")
@@ -132,6 +133,9 @@ func (r *response) finish(res *agent.Result, note string, inline bool) (partial 
 		r.view.setText(partial)
 	}
 	text := r.view.withNote(note, inline)
+	if src := r.view.sourcesBlock(text); src != "" {
+		text += "\n\n" + src
+	}
 	r.reply.Working(false)
 	if r.roundsDone != nil {
 		<-r.roundsDone // the rounds' messages come first

@@ -56,6 +56,8 @@ type turn struct {
 	// (knowledge.go); looked says it was looked up.
 	known  string
 	looked bool
+	// knownSources are the places of the block's passages, [1] first.
+	knownSources []string
 }
 
 // turnParts are what a turn is run with: the agent, the store, the tools, and the pipeline's
@@ -302,6 +304,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		tt.SetElicitor(ca)
 	}
 	t.resp = newResponse(replyCtx, out, reply, t.req.Stream, p.opts.Output, in.Chat.Platform, p.outbox, t.log)
+	t.resp.view.addSources(t.knownSources)
 	if tt != nil && t.req.Stream {
 		t.resp.watch(tt)
 	}

@@ -272,13 +272,18 @@ func (x *Index) deleteDoc(ctx context.Context, tx *writeTx, id int64) error {
 	return err
 }
 
-// Scrub leaves no copy of deleted texts in the database files SQLite keeps: the keyword index's
-// segments are merged (dropping deleted postings) and the write-ahead log is checkpointed and
-// truncated. Freed pages are zeroed as they are freed (the store opens SQLite with
-// secure_delete). On PostgreSQL it does nothing: the rows are gone, and VACUUM reclaims their
-// space.
+// Scrub leaves no copy of deleted texts where the database keeps them after a delete. On SQLite
+// the keyword index's segments are merged (dropping deleted postings) and the write-ahead log is
+// checkpointed and truncated; freed pages are zeroed as they are freed (the store opens SQLite
+// with secure_delete). On PostgreSQL the index's tables are vacuumed: the deleted rows leave
+// their pages' line pointers and the keyword and vector indexes now, not at autovacuum's next
+// pass (PostgreSQL has no secure_delete: freed space keeps its bytes until reused, and the
+// write-ahead log until its segments are recycled).
 func (x *Index) Scrub(ctx context.Context) error {
 	if x.dialect != SQLite {
+		if _, err := x.w.ExecContext(ctx, `VACUUM retrieval_docs, retrieval_vectors, retrieval_codes`); err != nil {
+			return fmt.Errorf("retrieval: vacuum: %w", err)
+		}
 		return nil
 	}
 	if _, err := x.w.ExecContext(ctx, `INSERT INTO retrieval_docs_fts (retrieval_docs_fts) VALUES ('optimize')`); err != nil {

@@ -15,12 +15,18 @@ const Forgotten = "[forgotten]"
 // ForgottenCalls names the tool calls that carried a person's forgotten facts: the person's
 // calls of Carriers in Turns (the turns that wrote the facts), and the person's calls of Finders
 // whose result names one of the facts ("id N:").
+//
+// On the web chat, where the bot keeps what the page showed (web_messages) and a person's chat is
+// their id, Texts (the facts' words, in every form they were shown) are replaced by Forgotten in
+// the bot's messages of that transcript: the /memory list and any answer that quoted a fact word
+// for word. The person's own messages stay, as in the history.
 type ForgottenCalls struct {
 	Platform, UserID string
 	Carriers         []string
 	Turns            []int64
 	Finders          []string
 	FactIDs          []int64
+	Texts            []string
 }
 
 // ForgetCalls replaces the arguments, result, error and progress of the calls f names with
@@ -62,12 +68,45 @@ func (s *ToolCallQuery) ForgetCalls(ctx context.Context, f ForgottenCalls) (int6
 				}
 			}
 		}
-		return nil
+		return forgetInWebChat(tx, f)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: redact the calls of forgotten facts: %w", err)
 	}
 	return n, nil
+}
+
+// VacuumForgotten, on PostgreSQL, vacuums the tables ForgetCalls rewrites (tool_calls, messages,
+// web_messages): the rows' old versions, which still held the forgotten words, leave the tables'
+// pages and indexes instead of waiting for autovacuum. On SQLite it does nothing: the store opens
+// it with secure_delete, which zeroes what an update frees.
+func (s *ToolCallQuery) VacuumForgotten(ctx context.Context) error {
+	if s.driver != DriverPostgres {
+		return nil
+	}
+	if _, err := s.wsql.ExecContext(ctx, `VACUUM tool_calls, messages, web_messages`); err != nil {
+		return fmt.Errorf("store: vacuum the redacted tables: %w", err)
+	}
+	return nil
+}
+
+// forgetInWebChat replaces f's texts in the bot's messages of the person's web chat transcript.
+func forgetInWebChat(tx *gorm.DB, f ForgottenCalls) error {
+	if f.Platform != "web" {
+		return nil
+	}
+	for _, text := range f.Texts {
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		err := tx.Exec(`UPDATE web_messages SET text = REPLACE(text, ?, ?)
+			WHERE chat_id = ? AND role <> ? AND REPLACE(text, ?, '') <> text`,
+			text, Forgotten, f.UserID, webRoleUser, text).Error
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // forgetInMessages replaces the arguments of turn's saved calls of tool with Forgotten's.

@@ -73,3 +73,41 @@ func TestForgetCallsRedactsTheFactsWordsAndKeepsTheRows(t *testing.T) {
 		}
 	})
 }
+
+// On the web chat, a forgotten fact's words leave the bot's messages the page kept (the /memory
+// list, an answer quoting it) in the person's own chat; their own messages and other chats stay.
+func TestForgetCallsRedactsTheFactFromThePersonsWebTranscript(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		keep := func(chatID string, lines ...chat.Line) {
+			t.Helper()
+			if err := s.WebChat.KeepWebMessages(ctx, chatID, lines); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keep("w42",
+			chat.Line{ID: "1", Pos: 1, FromUser: true, Text: "remember: locker code is Quokka"},
+			chat.Line{ID: "2", Pos: 2, Text: "What I remember about you:\n1. Locker code is Quokka (learned in a private chat)"},
+			chat.Line{ID: "3", Pos: 3, Text: "Your cat is called Tom."})
+		keep("w43", chat.Line{ID: "1", Pos: 1, Text: "1. Locker code is Quokka"})
+		_, err := s.ToolCalls.ForgetCalls(ctx, ForgottenCalls{Platform: "web", UserID: "w42", Texts: []string{"Locker code is Quokka"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := s.WebChat.WebMessages(ctx, "w42", 0)
+		if err != nil || len(lines) != 3 {
+			t.Fatalf("the transcript after forgetting: %d lines (%v), want 3", len(lines), err)
+		}
+		if want := "What I remember about you:\n1. " + Forgotten + " (learned in a private chat)"; lines[1].Text != want {
+			t.Errorf("the /memory list now reads %q, want %q", lines[1].Text, want)
+		}
+		if lines[0].Text != "remember: locker code is Quokka" || lines[2].Text != "Your cat is called Tom." {
+			t.Errorf("the person's own message or another answer changed: %q, %q", lines[0].Text, lines[2].Text)
+		}
+		other, err := s.WebChat.WebMessages(ctx, "w43", 0)
+		if err != nil || len(other) != 1 || !strings.Contains(other[0].Text, "Quokka") {
+			t.Errorf("another person's web chat changed: %v %v", other, err)
+		}
+	})
+}

@@ -135,7 +135,7 @@ func (s *ModelCallQuery) StartLLMCall(ctx context.Context, c LLMCallStart) (int6
 		}
 		return tx.Raw(insertLLMCall, row.TurnID, row.Seq, row.Round, row.Model, row.Candidate, row.FallbackReason,
 			row.Status, row.TTFTMs, row.DurationMs, row.TokensIn, row.TokensOut, row.Error, row.StartedAt,
-			row.Platform, row.ChatID, row.UserID, row.Estimated, row.InstanceID, row.AudioMs, row.QuotaChatID).
+			row.Platform, row.ChatID, row.UserID, row.Estimated, row.InstanceID, row.AudioMs, row.QuotaChatID, row.Images).
 			Row().Scan(&row.ID)
 	})
 	if err == nil && c.Turn != nil {
@@ -186,7 +186,7 @@ func checkQuotas(tx *gorm.DB, checks []QuotaCheck, prices map[string]chat.Price)
 // insertLLMCall is StartLLMCall's row, plain for the reason insertTurn is.
 const insertLLMCall = `INSERT INTO llm_calls (turn_id, seq, round, model, candidate, fallback_reason, status,
 	ttft_ms, duration_ms, tokens_in, tokens_out, error, started_at, platform, chat_id, user_id, estimated,
-	instance_id, audio_ms, quota_chat_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	instance_id, audio_ms, quota_chat_id, images) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 
 // FinishLLMCall settles a call StartLLMCall opened with how it ended: its status, tokens
 // (reported or estimated), timings and error. A call Recover already settled is left as it is.
@@ -203,7 +203,7 @@ func (s *ModelCallQuery) FinishLLMCall(ctx context.Context, id int64, c chat.Mod
 // settleLLMCall is FinishLLMCall's statement: one plain UPDATE (no GORM statement to build),
 // which the statement cache keeps prepared.
 const settleLLMCall = `UPDATE llm_calls SET status = ?, model = ?, candidate = ?, ttft_ms = ?,
-	duration_ms = ?, tokens_in = ?, tokens_out = ?, cached_in = ?, cache_write_in = ?, estimated = ?, error = ?
+	duration_ms = ?, tokens_in = ?, tokens_out = ?, cached_in = ?, cache_write_in = ?, estimated = ?, error = ?, images = ?
 	WHERE id = ? AND status = ?`
 
 // settleLLMCalls writes the ends of running calls in tx.
@@ -212,7 +212,7 @@ func settleLLMCalls(tx *gorm.DB, ss []LLMCallSettle) error {
 		c := st.Call
 		if err := tx.Exec(settleLLMCall, string(c.Status), c.Model, c.Candidate, c.TimeToFirstToken.Milliseconds(),
 			c.Duration.Milliseconds(), c.TokensIn, c.TokensOut, c.CachedIn, c.CacheWriteIn, c.Estimated, validText(c.ErrorText()),
-			st.ID, LLMCallRunning).Error; err != nil {
+			c.Images, st.ID, LLMCallRunning).Error; err != nil {
 			return fmt.Errorf("settle model call %d: %w", st.ID, err)
 		}
 	}
@@ -245,5 +245,5 @@ func newLLMCallRow(c chat.ModelCall) llmCallRow {
 		FallbackReason: validText(c.FallbackReason), Status: c.Status,
 		TTFTMs: c.TimeToFirstToken.Milliseconds(), DurationMs: c.Duration.Milliseconds(),
 		TokensIn: c.TokensIn, TokensOut: c.TokensOut, CachedIn: c.CachedIn, CacheWriteIn: c.CacheWriteIn, Estimated: c.Estimated,
-		Error: validText(c.ErrorText()), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds()}
+		Error: validText(c.ErrorText()), StartedAt: c.StartedAt, AudioMs: c.Audio.Milliseconds(), Images: c.Images}
 }

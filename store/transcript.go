@@ -119,12 +119,16 @@ const (
 )
 
 // Paging is a page of a list ordered newest first by a key (a turn or message id): Before keeps
-// keys below it (an older page), After keys above it (a newer page; the page is still newest
-// first). Limit is DefaultTranscriptPage when not positive, MaxTranscriptPage at most.
+// keys below it (an older page), After keys above it and From keys from it on (a newer page; the
+// page is still newest first). Limit is DefaultTranscriptPage when not positive,
+// MaxTranscriptPage at most.
 type Paging struct {
-	Before, After int64
-	Limit         int
+	Before, After, From int64
+	Limit               int
 }
+
+// forward reports whether the page is read upwards from its cursor (After or From).
+func (p Paging) forward() bool { return p.After > 0 || p.From > 0 }
 
 func (p Paging) limit() int {
 	if p.Limit <= 0 {
@@ -141,6 +145,8 @@ func (p Paging) page(db *gorm.DB, key string, having bool) *gorm.DB {
 		cond = db.Having
 	}
 	switch {
+	case p.From > 0:
+		return cond(key+" >= ?", p.From).Order(key + " ASC").Limit(p.limit() + 1)
 	case p.After > 0:
 		return cond(key+" > ?", p.After).Order(key + " ASC").Limit(p.limit() + 1)
 	case p.Before > 0:
@@ -156,7 +162,7 @@ func trim[T any](rows []T, p Paging) ([]T, bool) {
 	if more {
 		rows = rows[:p.limit()]
 	}
-	if p.After > 0 {
+	if p.forward() {
 		slices.Reverse(rows)
 	}
 	return rows, more
@@ -169,10 +175,11 @@ type Page[T any] struct {
 	Older, Newer int64
 }
 
-// pageOf makes the page of rows read with p, key giving each row's key. newer probes whether a
-// row newer than a key exists, for a page read with Before. A page read with After always has
-// an older one: the page its cursor came from.
-func pageOf[T any](rows []T, p Paging, key func(T) int64, newer func(int64) (bool, error)) (Page[T], error) {
+// pageOf makes the page of rows read with p, key giving each row's key. exists probes whether a
+// row's key compares with k as op ("<" or ">") says: a newer page than one read with Before, an
+// older one than one read with From (a page read with After has one: the row its cursor came
+// from).
+func pageOf[T any](rows []T, p Paging, key func(T) int64, exists func(op string, k int64) (bool, error)) (Page[T], error) {
 	rows, more := trim(rows, p)
 	out := Page[T]{Items: rows}
 	if len(rows) == 0 {
@@ -180,17 +187,26 @@ func pageOf[T any](rows []T, p Paging, key func(T) int64, newer func(int64) (boo
 	}
 	first, last := key(rows[0]), key(rows[len(rows)-1])
 	switch {
-	case p.After > 0:
-		out.Older = last
+	case p.forward():
 		if more {
 			out.Newer = first
+		}
+		out.Older = last
+		if p.From > 0 {
+			ok, err := exists("<", last)
+			if err != nil {
+				return Page[T]{}, err
+			}
+			if !ok {
+				out.Older = 0
+			}
 		}
 	default:
 		if more {
 			out.Older = last
 		}
 		if p.Before > 0 {
-			ok, err := newer(first)
+			ok, err := exists(">", first)
 			if err != nil {
 				return Page[T]{}, err
 			}
@@ -244,9 +260,9 @@ func (s *TranscriptQuery) Transcript(ctx context.Context, id int64, p Paging) (T
 	if err := p.page(q, "id", false).Find(&rows).Error; err != nil {
 		return Transcript{}, fmt.Errorf("store: conversation %d: %w", id, err)
 	}
-	page, err := pageOf(rows, p, func(r turnRow) int64 { return r.ID }, func(first int64) (bool, error) {
+	page, err := pageOf(rows, p, func(r turnRow) int64 { return r.ID }, func(op string, k int64) (bool, error) {
 		var n int64
-		err := db.Model(&turnRow{}).Where("conversation_id = ? AND id > ?", id, first).Limit(1).Count(&n).Error
+		err := db.Model(&turnRow{}).Where("conversation_id = ? AND id "+op+" ?", id, k).Limit(1).Count(&n).Error
 		return n > 0, err
 	})
 	if err != nil {

@@ -299,12 +299,21 @@ func TestTranscriptReadsTurnsWithTheirMessagesAndCalls(t *testing.T) {
 		if len(earlier.Turns) != 1 || earlier.Turns[0].ID != ids[0] || earlier.Earlier != 0 || earlier.Later == 0 {
 			t.Errorf("the earlier page holds %+v (earlier %d, later %d), want turn 1 and a later page", earlier.Turns, earlier.Earlier, earlier.Later)
 		}
-		from, err := s.Transcripts.Transcript(ctx, convs[0], Paging{After: ids[0], Limit: 2})
+		after, err := s.Transcripts.Transcript(ctx, convs[0], Paging{After: ids[0], Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(from.Turns) != 2 || from.Turns[0].ID != ids[1] {
-			t.Errorf("the page after turn 1 holds %d turns, want turns 2 and 3", len(from.Turns))
+		if len(after.Turns) != 2 || after.Turns[0].ID != ids[1] || after.Earlier == 0 || after.Later != 0 {
+			t.Errorf("the page after turn 1 holds %d turns (earlier %d, later %d), want turns 2 and 3 and an earlier page",
+				len(after.Turns), after.Earlier, after.Later)
+		}
+		from, err := s.Transcripts.Transcript(ctx, convs[0], Paging{From: ids[0], Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(from.Turns) != 2 || from.Turns[0].ID != ids[0] || from.Earlier != 0 || from.Later == 0 {
+			t.Errorf("the page from turn 1 holds %d turns (earlier %d, later %d), want turns 1 and 2 and a later page only",
+				len(from.Turns), from.Earlier, from.Later)
 		}
 		if _, err := s.Transcripts.Transcript(ctx, convs[0]+100, Paging{}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("an unknown conversation: err = %v, want ErrNotFound", err)

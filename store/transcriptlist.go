@@ -50,10 +50,10 @@ func (s *TranscriptQuery) Conversations(ctx context.Context, f ConversationFilte
 	if err := p.page(base(), "MAX(t.id)", true).Scan(&keys).Error; err != nil {
 		return Page[ListedConversation]{}, fmt.Errorf("store: conversations: %w", err)
 	}
-	page, err := pageOf(keys, p, func(k struct{ C, K int64 }) int64 { return k.K }, func(first int64) (bool, error) {
-		var n int64
-		err := f.where(s.r.WithContext(ctx).Table("turns t")).Where("t.id > ?", first).Limit(1).Count(&n).Error
-		return n > 0, err
+	page, err := pageOf(keys, p, func(k struct{ C, K int64 }) int64 { return k.K }, func(op string, k int64) (bool, error) {
+		var found []struct{ C, K int64 }
+		err := base().Having("MAX(t.id) "+op+" ?", k).Limit(1).Scan(&found).Error
+		return len(found) > 0, err
 	})
 	if err != nil {
 		return Page[ListedConversation]{}, fmt.Errorf("store: conversations: %w", err)

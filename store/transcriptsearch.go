@@ -121,9 +121,9 @@ func (s *TranscriptQuery) SearchMessages(ctx context.Context, q string, f Conver
 	if err := p.page(q2, "m.id", false).Scan(&rows).Error; err != nil {
 		return Page[MessageHit]{}, fmt.Errorf("store: search messages: %w", err)
 	}
-	page, err := pageOf(rows, p, func(r hitRow) int64 { return r.K }, func(first int64) (bool, error) {
+	page, err := pageOf(rows, p, func(r hitRow) int64 { return r.K }, func(op string, k int64) (bool, error) {
 		var n int64
-		err := base().Where("m.id > ?", first).Limit(1).Count(&n).Error
+		err := base().Where("m.id "+op+" ?", k).Limit(1).Count(&n).Error
 		return n > 0, err
 	})
 	if err != nil {

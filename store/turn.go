@@ -194,6 +194,8 @@ type llmCallRow struct {
 	Estimated  bool
 	InstanceID string
 	AudioMs    int64 `gorm:"column:audio_ms"`
+	// Images is how many images an image call delivered (reserved while it runs).
+	Images int `gorm:"column:images"`
 	// QuotaChatID is the chat whose chat quota the call counts against (a Discord thread's
 	// parent channel; else ChatID).
 	QuotaChatID string

@@ -43,11 +43,14 @@ type UsageRow struct {
 	Estimated int64 `json:"estimated"`
 	// AudioMs is the audio the row's speech calls transcribed, in milliseconds.
 	AudioMs int64 `json:"audio_ms"`
+	// Images is how many images the row's image calls delivered.
+	Images int64 `json:"images"`
 }
 
-// Cost is what the row's tokens and audio cost at p, its cached tokens at the cache's price.
+// Cost is what the row's tokens, audio and images cost at p, its cached tokens at the cache's
+// price.
 func (r UsageRow) Cost(p chat.Price) float64 {
-	return p.Bill(r.TokensIn, r.CachedTokens, r.CacheWriteTokens, r.TokensOut) + p.AudioCost(r.AudioMs)
+	return p.Bill(r.TokensIn, r.CachedTokens, r.CacheWriteTokens, r.TokensOut) + p.AudioCost(r.AudioMs) + p.ImageCost(r.Images)
 }
 
 // Usage sums the tokens of the model calls matching f per platform, chat, user and model (the
@@ -68,7 +71,7 @@ func usageQuery(db *gorm.DB, f UsageFilter) ([]UsageRow, error) {
 			"COALESCE(SUM(tokens_in), 0) AS tokens_in, COALESCE(SUM(tokens_out), 0) AS tokens_out, " +
 			"COALESCE(SUM(cached_in), 0) AS cached_tokens, COALESCE(SUM(cache_write_in), 0) AS cache_write_tokens, " +
 			"COALESCE(SUM(CASE WHEN estimated THEN 1 ELSE 0 END), 0) AS estimated, " +
-			"COALESCE(SUM(audio_ms), 0) AS audio_ms")
+			"COALESCE(SUM(audio_ms), 0) AS audio_ms, COALESCE(SUM(images), 0) AS images")
 	if !f.Since.IsZero() {
 		q = q.Where("started_at >= ?", dbTime(f.Since))
 	}
@@ -110,6 +113,8 @@ type UsageTotal struct {
 	Estimated int64 `json:"estimated"`
 	// AudioSeconds is the audio transcribed, in seconds.
 	AudioSeconds float64 `json:"audio_seconds"`
+	// Images is how many images were generated.
+	Images int64 `json:"images"`
 }
 
 // Ways to roll usage up.
@@ -150,10 +155,11 @@ func RollUp(rows []UsageRow, by string, prices map[string]chat.Price) []UsageTot
 		t.CacheWriteTokens += r.CacheWriteTokens
 		t.Estimated += r.Estimated
 		t.AudioSeconds += float64(r.AudioMs) / 1000
+		t.Images += r.Images
 		p := prices[r.Model]
 		cost := r.Cost(p)
 		t.Cost += cost
-		t.CacheSaved += p.Cost(r.TokensIn, r.TokensOut) + p.AudioCost(r.AudioMs) - cost
+		t.CacheSaved += p.Cost(r.TokensIn, r.TokensOut) + p.AudioCost(r.AudioMs) + p.ImageCost(r.Images) - cost
 	}
 	slices.SortFunc(out, func(a, b UsageTotal) int {
 		if c := cmp.Compare(b.Cost, a.Cost); c != 0 {

@@ -455,7 +455,7 @@ func (t *Turn) invoke(ctx context.Context, p *prepared) Outcome {
 	res, err := callLoader(ctx, p.e.loader, Invocation{Name: name, Arguments: json.RawMessage(p.args), Turn: t.info, Server: p.e.spec.Server, Running: p.run, Meter: t.meter})
 	switch {
 	case err == nil:
-		return Outcome{Content: res.Text, Files: res.Files, Status: audit.StatusOK}
+		return Outcome{Content: res.Text, Files: res.Files, Sources: res.Sources, Status: audit.StatusOK}
 	case ctx.Err() != nil:
 		return Failed(audit.StatusCancelled, fmt.Errorf("tool %s was cancelled: %w", name, cancelCause(ctx, err)))
 	case IsTimeout(err):

@@ -117,7 +117,7 @@ func checkRule(r policy.Rule) error {
 // Decide returns the decision for the tool spec of source src in the turn described by info.
 func (p *Policy) Decide(spec Spec, src audit.Source, info TurnInfo) Decision {
 	if p == nil {
-		return Decision{Action: policy.ActionAllow}
+		return toolDefault(spec, info)
 	}
 	best, bestScore := -1, specificity{}
 	for i, r := range p.rules {
@@ -130,10 +130,19 @@ func (p *Policy) Decide(spec Spec, src audit.Source, info TurnInfo) Decision {
 		}
 	}
 	if best < 0 {
-		return Decision{Action: policy.ActionAllow}
+		return toolDefault(spec, info)
 	}
 	r := p.rules[best]
 	return Decision{Action: r.Action, Approvers: r.Approvers, Rule: r.label(best)}
+}
+
+// toolDefault is the decision where no rule matches: allow, except a tool that asks in groups
+// (Spec.AskInGroups) in a chat that is not private.
+func toolDefault(spec Spec, info TurnInfo) Decision {
+	if spec.AskInGroups && !info.Private {
+		return Decision{Action: policy.ActionAsk, Approvers: DefaultApprovers, Rule: "the default of " + spec.Name + " in groups"}
+	}
+	return Decision{Action: policy.ActionAllow}
 }
 
 func (r rule) matches(spec Spec, src audit.Source, info TurnInfo) bool {

@@ -150,3 +150,48 @@ func TestDeniedToolIsNotOfferedAndACallIsAuditedWithTheRule(t *testing.T) {
 		t.Fatalf("an admin is offered %v, want both tools", admin.Specs())
 	}
 }
+
+// TestATollToolAsksInGroupsUnlessARuleSaysOtherwise: generate_image (Spec.AskInGroups) asks
+// for approval in a group where no rule names it, runs in a private chat, and any matching
+// rule decides instead.
+func TestATollToolAsksInGroupsUnlessARuleSaysOtherwise(t *testing.T) {
+	img := tools.Spec{Name: "generate_image", AskInGroups: true}
+	group := tools.TurnInfo{Platform: "telegram", ChatID: "-100", UserID: "1"}
+	private := group
+	private.Private = true
+	none, err := tools.NewPolicy(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowHere, err := tools.NewPolicy([]policy.Rule{{Tool: "generate_image", Chats: []string{"telegram:-100"}, Action: policy.ActionAllow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denyAll, err := tools.NewPolicy([]policy.Rule{{Source: audit.SourceNative, Action: policy.ActionDeny}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		p    *tools.Policy
+		info tools.TurnInfo
+		want policy.Action
+	}{
+		{"group, no rules", none, group, policy.ActionAsk},
+		{"group, nil policy", nil, group, policy.ActionAsk},
+		{"private, no rules", none, private, policy.ActionAllow},
+		{"group, a rule allows it there", allowHere, group, policy.ActionAllow},
+		{"private, a rule denies native tools", denyAll, private, policy.ActionDeny},
+	} {
+		d := c.p.Decide(img, audit.SourceNative, c.info)
+		if d.Action != c.want {
+			t.Errorf("%s: %s, want %s", c.name, d.Action, c.want)
+		}
+		if d.Action == policy.ActionAsk && !slices.Equal(d.Approvers, tools.DefaultApprovers) {
+			t.Errorf("%s: approvers %v, want the default ones", c.name, d.Approvers)
+		}
+	}
+	if d := none.Decide(tools.Spec{Name: "web_search"}, audit.SourceNative, group); d.Action != policy.ActionAllow {
+		t.Errorf("a tool without AskInGroups: %s in a group, want allow", d.Action)
+	}
+}

@@ -29,6 +29,10 @@ type Spec struct {
 	// ReadOnly says the tool changes nothing (MCP's readOnlyHint, a native tool declared so):
 	// calls to it may run side by side with other safe calls of their round.
 	ReadOnly bool
+	// AskInGroups is the tool's own default where no policy rule matches it: a call in a chat
+	// that is not private asks for approval first (a tool that costs money, generate_image).
+	// Any matching [[tools.policy]] rule decides instead.
+	AskInGroups bool
 	// Parallel says the configuration allows the tool to run side by side with other safe
 	// calls of its round (an MCP server's parallel = true) whatever it declares.
 	Parallel bool
@@ -40,6 +44,9 @@ type Result struct {
 	Text string
 	// Files are kept for the final reply; the model gets a short note about them.
 	Files []chat.File
+	// Sources are the places the result's numbered passages come from, [1] first ("guide.pdf,
+	// page 3"): the final reply shows them as its Sources, which answers cite by number.
+	Sources []string
 }
 
 // Loader offers the tools of one source and runs them.
@@ -123,6 +130,8 @@ type Outcome struct {
 	// Content is sent to the model verbatim as the tool message.
 	Content string
 	Files   []chat.File
+	// Sources are the result's numbered sources (Result.Sources), for the answer's Sources.
+	Sources []string
 	Status  audit.Status
 	// Err is why the call failed; nil when Status is ok.
 	Err error

@@ -40,6 +40,10 @@ type Options struct {
 	// Slack widens every budget window a little, so requests that arrive late at the platform
 	// still fit its windows; default 50ms.
 	Slack time.Duration
+	// DraftInterval is the shortest time between two drafts in a chat (adapters.Drafter): the
+	// next draft goes once the previous one was answered and at least this long after it was
+	// made; 429s on drafts widen it (drafts.go). Default 250ms.
+	DraftInterval time.Duration
 	// Paid, when set, is the platform's paid broadcast: a bot-wide budget apart from
 	// Limits.Global for the requests that carry it, which the Messenger marks as paid on every
 	// new message it posts (Send, SendFiles, adapters.VoiceSender's SendVoice,
@@ -92,6 +96,9 @@ func (o *Options) defaults() {
 	}
 	if o.Slack <= 0 {
 		o.Slack = 50 * time.Millisecond
+	}
+	if o.DraftInterval <= 0 {
+		o.DraftInterval = 250 * time.Millisecond
 	}
 	if o.ShareCheck <= 0 {
 		o.ShareCheck = 2 * time.Second
@@ -188,6 +195,7 @@ func New(m adapters.Messenger, limits adapters.Limits, opts Options) *Engine {
 		log:    opts.Logger,
 		done:   make(chan struct{}),
 	}
+	e.sched.draftEvery = opts.DraftInterval
 	if opts.SharedChats != nil {
 		c := &chatShares{s: e.sched, sc: opts.SharedChats, log: opts.Logger, isGroup: opts.IsGroup,
 			linger: opts.ShareLinger, done: e.done, chats: map[string]*chatShare{}}

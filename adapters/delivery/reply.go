@@ -259,15 +259,20 @@ func (r *Reply) previewNext(ctx context.Context, done chan struct{}, failures in
 		return
 	}
 	r.mu.Unlock()
-	p := r.stepPool(st)
-	r.e.sched.acquireFunc(ctx, r.chat, false, p, func(release func(), err error) {
-		r.previewGranted(ctx, done, failures, p, release, err)
-	})
+	p, draft := r.stepPool(st), st.draft
+	then := func(release func(), err error) {
+		r.previewGranted(ctx, done, failures, p, draft, release, err)
+	}
+	if draft {
+		r.e.sched.acquireDraftFunc(ctx, r.chat, then)
+		return
+	}
+	r.e.sched.acquireFunc(ctx, r.chat, false, p, then)
 }
 
-// previewGranted makes the preview request the slot in pool p was granted for, then asks for
-// the next.
-func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures int, p pool, release func(), err error) {
+// previewGranted makes the preview request the slot in pool p (a draft's slot when draft) was
+// granted for, then asks for the next.
+func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures int, p pool, draft bool, release func(), err error) {
 	if err != nil {
 		r.mu.Lock()
 		r.endWorkerLocked(done)
@@ -277,7 +282,7 @@ func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures
 	r.mu.Lock()
 	st, ok := r.nextStepLocked()
 	r.mu.Unlock()
-	if !ok || r.stepPool(st) != p { // nothing to show, or a request of the other pool now
+	if !ok || r.stepPool(st) != p || st.draft != draft { // nothing to show, or another kind of request now
 		release()
 		r.previewNext(ctx, done, failures)
 		return
@@ -293,7 +298,11 @@ func (r *Reply) previewGranted(ctx context.Context, done chan struct{}, failures
 		failures = 0
 	case errors.As(err, &rl):
 		r.observe(Event{Kind: EventRateLimited, Chat: r.chat, RetryAfter: rl.RetryAfter})
-		r.e.sched.block(r.chat, rl.Global, rl.RetryAfter, p)
+		if st.draft && !rl.Global {
+			r.e.sched.blockDrafts(r.chat, rl.RetryAfter)
+		} else {
+			r.e.sched.block(r.chat, rl.Global, rl.RetryAfter, p)
+		}
 	case st.draft && errors.Is(err, adapters.ErrDraftsRefused):
 		// The next slot shows the same text by Send and edits; the draft text is not lost.
 		r.observe(Event{Kind: EventFallback, Chat: r.chat, Err: err})

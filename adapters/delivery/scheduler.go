@@ -30,6 +30,9 @@ type bucket struct {
 	// even spreads the previews over the window widened by slack, (Per+slack)/(N-kept) apart,
 	// instead of Per/(N-kept)+slack: a bot-wide pool beside a paid one (pools.go).
 	even bool
+	// paced: a chat's drafts (drafts.go). No window: a request waits for the previous one's
+	// answer and goes no sooner than rate.Per after it was granted; a 429 widens rate.Per.
+	paced bool
 }
 
 // slot is one granted request in a bucket's window.
@@ -69,6 +72,9 @@ func (b *bucket) readyAt(now time.Time, final bool) time.Time {
 		return t
 	}
 	b.trim(now)
+	if b.paced {
+		return b.pacedAt(t)
+	}
 	win := b.rate.Per + b.slack
 	need := 1
 	if !final {
@@ -178,12 +184,15 @@ type scheduler struct {
 	open     int           // messages started as previews in the paid pool, of replies not ended
 	chats    map[string]*bucket
 	groups   map[string]*bucket
-	waiting  []*ticket
-	seq      uint64
-	timer    *time.Timer
-	timerAt  time.Time
-	closed   bool
-	sweeps   int
+	drafts   map[string]*bucket // each chat's draft pace (drafts.go)
+	// draftEvery is the shortest time between two drafts in a chat (Options.DraftInterval).
+	draftEvery time.Duration
+	waiting    []*ticket
+	seq        uint64
+	timer      *time.Timer
+	timerAt    time.Time
+	closed     bool
+	sweeps     int
 	// shares are the chats entered with SharedChats (nil without it), under mu.
 	shares *chatShares
 }
@@ -195,6 +204,7 @@ func newScheduler(limits adapters.Limits, isGroup func(chat.Ref) bool, slack tim
 		slack:   slack,
 		chats:   map[string]*bucket{},
 		groups:  map[string]*bucket{},
+		drafts:  map[string]*bucket{},
 	}
 	global := &bucket{rate: limits.Global, slack: slack}
 	s.pools = [poolCount]*bucket{global, global}
@@ -296,8 +306,16 @@ func (s *scheduler) acquireFunc(ctx context.Context, chat chat.Ref, final bool, 
 		go func() { then(s.acquire(ctx, chat, final, p)) }()
 		return
 	}
+	s.enqueueFuncLocked(ctx, &ticket{final: final, pool: p, buckets: s.bucketsFor(chat, false, p), then: then})
+	s.mu.Unlock()
+}
+
+// enqueueFuncLocked puts ticket t, whose then is set, in the queue and watches ctx for it; with
+// s.mu held.
+func (s *scheduler) enqueueFuncLocked(ctx context.Context, t *ticket) {
 	s.seq++
-	t := &ticket{final: final, pool: p, seq: s.seq, buckets: s.bucketsFor(chat, false, p), then: then}
+	t.seq = s.seq
+	then := t.then
 	for _, b := range t.buckets {
 		b.waiters++
 	}
@@ -314,7 +332,6 @@ func (s *scheduler) acquireFunc(ctx context.Context, chat chat.Ref, final bool, 
 		}
 	})
 	s.dispatchLocked()
-	s.mu.Unlock()
 }
 
 // grantLocked tells t's owner that the wait is over (t.err set when refused); with s.mu held.
@@ -365,6 +382,9 @@ func (s *scheduler) block(chat chat.Ref, global bool, d time.Duration, p pool) {
 	b := s.pools[p]
 	if !global {
 		b = s.chatBucket(chat)
+		if d := s.drafts[chatKey(chat)]; d != nil && until.After(d.blockedUntil) {
+			d.blockedUntil = until // the chat's drafts wait too
+		}
 	}
 	if until.After(b.blockedUntil) {
 		b.blockedUntil = until
@@ -543,6 +563,11 @@ func (s *scheduler) sweepLocked(now time.Time) {
 	for k, b := range s.groups {
 		if b.idle(now) {
 			delete(s.groups, k)
+		}
+	}
+	for k, b := range s.drafts {
+		if b.idle(now) {
+			delete(s.drafts, k) // a widened pace is forgotten with it
 		}
 	}
 }

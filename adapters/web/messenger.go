@@ -13,10 +13,13 @@ import (
 	"relaybot/chat"
 )
 
-// Limits are the web chat's length and pacing rules: a browser takes long messages and frequent
-// edits, so they are generous; the per-chat rate only keeps a runaway stream from flooding the page.
+// Limits are the web chat's length and pacing rules: a browser takes long messages, and an
+// edit costs no platform budget (it changes the conversation in memory and wakes the page's
+// event stream), so previews have no rate: each goes once the one before it is applied, and a
+// page that reads slower than the answer grows gets everything new in one event (the stream
+// sends the conversation's changes since it last wrote, not one event per edit).
 func Limits() adapters.Limits {
-	return adapters.Limits{MaxLen: 32000, Unit: adapters.Runes, PerChat: adapters.Rate{N: 20, Per: time.Second}}
+	return adapters.Limits{MaxLen: 32000, Unit: adapters.Runes}
 }
 
 const (

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"relaybot/internal/testkit/llm"
+	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
 	"relaybot/pipeline/knowledge"
 )
@@ -93,6 +94,18 @@ func TestAMarkdownFactIsFoundWithItsHeadingAndTheSearchIsAudited(t *testing.T) {
 	stop := e.start(c.parse(t))
 	e.say(42, "how long is parental leave?")
 	e.waitBotText(42, "the cited answer", contains("Sixteen weeks at full pay [1]."))
+	// The final answer ends with its Sources, folded in an expandable quote.
+	wait.For(t, "the answer's folded Sources", func() bool {
+		for _, m := range e.tg.BotMessages(42) {
+			i := strings.Index(m.Text, "📚 Sources\n[1] handbook.md › Handbook › Leave › Parental leave")
+			if i > 0 && slices.ContainsFunc(m.Entities, func(en tgkit.Entity) bool {
+				return en.Type == "expandable_blockquote" && en.Offset >= utf16Len(m.Text[:i])-1
+			}) {
+				return true
+			}
+		}
+		return false
+	})
 	var tool string
 	for _, r := range km.requests() {
 		if m := r.Messages[len(r.Messages)-1]; m.Role == "tool" {
@@ -224,4 +237,16 @@ func TestAChangedEmbeddingModelReembedsTheChunks(t *testing.T) {
 	if models != "embed-b" {
 		t.Fatalf("the chunks' vectors are of %q, want embed-b only", models)
 	}
+}
+
+// utf16Len is the length of s in UTF-16 units, as Telegram's entity offsets count.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r > 0xFFFF {
+			n++
+		}
+	}
+	return n
 }

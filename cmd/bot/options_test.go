@@ -18,22 +18,20 @@ import (
 // (decision 042). These keys are read elsewhere, whole or by a part that takes the file's own
 // type, so no copy of them is expected among the built options.
 var keysReadElsewhere = map[string]string{
-	"chat.shutdown_grace_sec":   "serve's shutdown grace (shutdownGrace)",
-	"chat.trigger_prefix":       "the platform adapters' options",
-	"tools.native":              "native.Options, as the list",
-	"tools.plugins":             "plugin.NewLoader, as the list",
-	"tools.skill_dirs":          "skill.Options, as the list",
-	"tools.fetch_allow_private": "native.Options",
-	"tools.policy.":             "tools.NewPolicy takes the file's policy.Rule as it is",
-	"memory.enabled":            "newMemory: whether memory is built at all",
-	"memory.model":              "memoryOptions, as the name of a [[models]] entry (a changed name finds none: the first)",
+	"chat.shutdown_grace_sec": "serve's shutdown grace (shutdownGrace)",
+	"chat.trigger_prefix":     "the platform adapters' options",
+	"tools.plugins":           "plugin.NewLoader, as the list",
+	"tools.skill_dirs":        "skill.Options, as the list",
+	"tools.policy.":           "tools.NewPolicy takes the file's policy.Rule as it is",
+	"memory.enabled":          "newMemory: whether memory is built at all",
+	"memory.model":            "memoryOptions, as the name of a [[models]] entry (a changed name finds none: the first)",
 }
 
 // builtOptions are the parts' options wire.go builds from cfg, as far as they come from the file.
 func builtOptions(cfg *config.Config) []any {
 	return []any{pipelineOptions(cfg), agentModels(cfg.Models), runnerOptions(cfg), managerOptions(cfg),
 		speechOptions(cfg), mcpServers(cfg.MCP.Servers, &oauth.Manager{}), oauthServers(cfg.MCP.Servers),
-		memoryOptions(cfg), embedderOptions(cfg), knowledgeOptions(cfg)}
+		memoryOptions(cfg), embedderOptions(cfg), knowledgeOptions(cfg), nativeOptions(cfg)}
 }
 
 // TestEveryKeyReachesThePartThatReadsIt changes one key of the shipped config.toml at a time
@@ -62,6 +60,7 @@ func TestEveryKeyReachesThePartThatReadsIt(t *testing.T) {
 		cfg.Embeddings.Model, cfg.Embeddings.BaseURL = "text-embedding-3-small", "http://127.0.0.1:1/v1"
 		cfg.Embeddings.Fallbacks = []config.EmbeddingModel{cfg.Embeddings.EmbeddingModel}
 		cfg.Embeddings.Fallbacks[0].Name = "embed-2"
+		cfg.Tools.Images.BaseURL, cfg.Tools.Images.Model = "http://127.0.0.1:1/v1", "gpt-image-1"
 		cfg.Knowledge.Bases = []config.KnowledgeBase{{Name: "handbook", Description: "the handbook", Chats: []string{"telegram:-100"},
 			Mode: config.KnowledgeTool, MaxTokens: 1500}}
 		return cfg
@@ -154,6 +153,7 @@ var enumValues = map[reflect.Type][]string{
 	reflect.TypeFor[config.Transport]():         strs(config.Transports),
 	reflect.TypeFor[config.MCPAuth]():           strs(config.MCPAuths),
 	reflect.TypeFor[config.ParallelMode]():      strs(config.ParallelModes),
+	reflect.TypeFor[config.SearchProvider]():    strs(config.SearchProviders),
 	reflect.TypeFor[config.KnowledgeMode]():     strs(config.KnowledgeModes),
 }
 

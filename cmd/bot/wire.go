@@ -289,7 +289,9 @@ type toolSet struct {
 // loadTools builds the tool loaders: native, plugins, MCP, skills.
 func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Log) (toolSet, error) {
 	var ts toolSet
-	nat, err := native.NewLoader(native.Options{Enabled: cfg.Tools.Native, AllowPrivate: cfg.Tools.FetchAllowPrivate, Tasks: b.taskTools()})
+	opts := nativeOptions(cfg)
+	opts.Tasks = b.taskTools()
+	nat, err := native.NewLoader(opts)
 	if err != nil {
 		return ts, fmt.Errorf("tools.native: %w", err)
 	}
@@ -487,6 +489,9 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 		Proxies:   proxies,
 		Instances: adminInstances(b.replica),
 		Memory:    b.memory,
+		Knowledge: b.knowledge,
+		// An upload's body: the file and the form around it.
+		KnowledgeUploadBytes: cfg.Knowledge.MaxFileBytes + 64<<10,
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store.AdminSessions,
 		Settings:  botSettings{b},
@@ -633,6 +638,32 @@ func modelBudgets(ms []config.Model) []history.ModelBudget {
 	return out
 }
 
+// nativeOptions are the native tools' options: the list, fetch_url's rule, [tools.web_search]
+// and [tools.images].
+func nativeOptions(cfg *config.Config) native.Options {
+	s, m := cfg.Tools.WebSearch, cfg.Tools.Images
+	return native.Options{
+		Enabled:      cfg.Tools.Native,
+		AllowPrivate: cfg.Tools.FetchAllowPrivate,
+		Search: native.SearchOptions{
+			Provider: string(s.Provider),
+			BaseURL:  s.BaseURL,
+			APIKey:   s.APIKey,
+			Results:  s.Results,
+			CacheTTL: s.CacheTTL,
+			Timeout:  s.Timeout,
+		},
+		Images: native.ImageOptions{
+			BaseURL: m.BaseURL,
+			APIKey:  m.APIKey,
+			Model:   m.Model,
+			Size:    m.Size,
+			Quality: m.Quality,
+			Timeout: m.Timeout,
+		},
+	}
+}
+
 // prices are the models' prices per million tokens and the speech endpoints' per minute of
 // audio, by configured name.
 func prices(cfg *config.Config) map[string]chat.Price {
@@ -649,6 +680,12 @@ func prices(cfg *config.Config) map[string]chat.Price {
 		p := out[m.Name]
 		p.In = m.PriceIn
 		out[m.Name] = p
+	}
+	if m := cfg.Tools.Images; m.BaseURL != "" {
+		// generate_image's calls are kept under the model's name (native.ImageOptions.Name).
+		p := out[m.Model]
+		p.PerImage = m.PricePerImage
+		out[m.Model] = p
 	}
 	return out
 }

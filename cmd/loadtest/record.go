@@ -52,7 +52,7 @@ type chatRun struct {
 	sends     int
 	late      int // drafts, sends and edits after the final text, before the next message
 	done      chan struct{}
-	calls     []time.Time // successful drafts, sends and edits in this chat, every turn
+	calls     []time.Time // successful sends and edits in this chat, every turn
 }
 
 // turnResult is one finished (or abandoned) turn.
@@ -129,8 +129,9 @@ func (r *recorder) chatOf(id int64) *chatRun {
 	return r.chats[i]
 }
 
-// counted are the methods Telegram's limits count (drafts draw on the same budget as edits);
-// draft reports whether one of them is a draft, which shows text without sending a message.
+// counted are the methods Telegram's limits count (drafts on a per-chat budget of their own,
+// and in the global one); draft reports whether one of them is a draft, which shows text
+// without sending a message.
 func counted(method string) (ok, draft bool) {
 	switch method {
 	case "sendMessage", "editMessageText", "sendPhoto", "sendDocument":
@@ -169,7 +170,9 @@ func (r *recorder) onCall(call tgkit.Call) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls = append(c.calls, call.Time)
+	if !draft { // a chat's drafts do not draw on its budget for messages
+		c.calls = append(c.calls, call.Time)
+	}
 	if !c.active || !c.final.IsZero() {
 		c.late++
 		r.late.Add(1)

@@ -27,10 +27,15 @@ type streamResult struct {
 	Mode        string  `json:"mode"`
 	Chars       int     `json:"chars"`
 	ChunkMillis float64 `json:"chunk_ms"`
-	// FirstVisibleMs: first token → the first request that showed text.
+	// FirstVisibleMs: the model's first token (the fake model wrote and flushed its first
+	// chunk) → the first request that showed text (the web chat: the first event the page
+	// read with the bot's text).
 	FirstVisibleMs float64 `json:"first_visible_ms"`
-	// LongestStallMs: the longest time the visible text stood still while the model produced.
+	// LongestStallMs: the longest time the visible text stood still while the model produced
+	// (the model's first token to the first text counts).
 	LongestStallMs float64 `json:"longest_stall_ms"`
+	// LongestStallAtMs: when that stall began, from the model's first token.
+	LongestStallAtMs float64 `json:"longest_stall_at_ms"`
 	// FinalLagMs: the model's last chunk → the final text delivered (Finish returned).
 	FinalLagMs float64 `json:"final_lag_ms"`
 	// Messages the answer ended in; Requests the sends, edits and drafts it took.
@@ -41,14 +46,15 @@ type streamResult struct {
 }
 
 // streamMain measures the streaming surfaces one answer at a time, in this process: the fake
-// model streams an answer through the agent runner (8 chunks per update) into the real
-// Telegram and Discord adapters talking to the testkit servers, which enforce the platforms'
-// budgets with real 429s.
+// model streams an answer through the agent runner (the first words at once, then 8 chunks per
+// update) into the real Telegram and Discord adapters talking to the testkit servers, which
+// enforce the platforms' budgets with real 429s, and into the web chat, read by a page's event
+// stream, all on loopback.
 func streamMain(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("loadtest stream", flag.ContinueOnError)
 	chars := fs.Int("chars", 9000, "answer length in characters")
 	chunkList := fs.String("chunk", "5ms,20ms", "time between model chunks, comma-separated")
-	modeList := fs.String("modes", "telegram-edits,telegram-drafts,telegram-rich,telegram-group,discord-edits", "platform modes, comma-separated")
+	modeList := fs.String("modes", "telegram-drafts,telegram-edits,telegram-rich,telegram-group,web-chat,discord-edits", "platform modes, comma-separated")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -106,8 +112,9 @@ func answerChunks(chars int) []llm.Chunk {
 
 // streamTarget is one platform mode's reply and what its server saw.
 type streamTarget struct {
-	reply    adapters.Reply
-	visible  func() (times []time.Time, requests, limited int) // successful text-showing requests
+	reply adapters.Reply
+	// visible returns the successful text-showing requests once the final text was delivered.
+	visible  func(final string) (times []time.Time, requests, limited int)
 	messages func() int
 	close    func()
 }
@@ -116,6 +123,13 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 	model := llm.NewServer()
 	defer model.Close()
 	model.Push(llm.Reply{Chunks: answerChunks(chars), TokenDelay: every})
+	var mu sync.Mutex
+	var firstToken, modelEnd time.Time
+	model.OnStreamed(func(st llm.Streamed) {
+		mu.Lock()
+		firstToken = st.FirstChunk
+		mu.Unlock()
+	})
 	runner, err := agent.NewRunner([]agent.Model{{Endpoint: provider.Endpoint{Name: "m", BaseURL: model.URL, Model: "m"}}}, agent.Options{FlushChunks: 8})
 	if err != nil {
 		return streamResult{}, err
@@ -126,8 +140,6 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 	}
 	defer target.close()
 
-	var mu sync.Mutex
-	var firstToken, modelEnd time.Time
 	var text string
 	emit := func(e agent.Event) {
 		c, ok := e.(agent.Chunk)
@@ -136,9 +148,6 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 		}
 		mu.Lock()
 		now := time.Now()
-		if firstToken.IsZero() {
-			firstToken = now
-		}
 		if c.Final {
 			modelEnd = now
 		}
@@ -156,7 +165,9 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 		return streamResult{}, err
 	}
 	done := time.Now()
-	times, requests, limited := target.visible()
+	times, requests, limited := target.visible(text)
+	mu.Lock()
+	defer mu.Unlock()
 	out := streamResult{
 		Mode: mode, Chars: len(text), ChunkMillis: ms(every), FinalLagMs: ms(done.Sub(modelEnd)),
 		Messages: target.messages(), Requests: requests, RateLimited: limited,
@@ -170,11 +181,18 @@ func streamOnce(ctx context.Context, mode string, chars int, every time.Duration
 		if t.After(modelEnd) {
 			break
 		}
-		out.LongestStallMs = max(out.LongestStallMs, ms(t.Sub(last)))
+		out.stall(last, t, firstToken)
 		last = t
 	}
-	out.LongestStallMs = max(out.LongestStallMs, ms(modelEnd.Sub(last)))
+	out.stall(last, modelEnd, firstToken)
 	return out, nil
+}
+
+// stall counts the time from one visible update to the next (or the model's end) as a stall.
+func (r *streamResult) stall(from, to, firstToken time.Time) {
+	if d := ms(to.Sub(from)); d > r.LongestStallMs {
+		r.LongestStallMs, r.LongestStallAtMs = d, ms(from.Sub(firstToken))
+	}
 }
 
 // newStreamTarget starts the platform server and adapter of mode and opens the reply.
@@ -184,8 +202,10 @@ func newStreamTarget(ctx context.Context, mode string) (*streamTarget, error) {
 		return newTelegramTarget(ctx, mode)
 	case "discord-edits":
 		return newDiscordTarget(ctx)
+	case "web-chat":
+		return newWebTarget(ctx)
 	}
-	return nil, fmt.Errorf("unknown mode %q (telegram-edits, telegram-drafts, telegram-rich, telegram-group, discord-edits)", mode)
+	return nil, fmt.Errorf("unknown mode %q (telegram-edits, telegram-drafts, telegram-rich, telegram-group, web-chat, discord-edits)", mode)
 }
 
 // newTelegramTarget is a reply of the Telegram adapter on the testkit's Telegram: in a private
@@ -215,7 +235,7 @@ func newTelegramTarget(ctx context.Context, mode string) (*streamTarget, error) 
 	ref := chat.Ref{Platform: chat.Telegram, ChatID: fmt.Sprint(tc.ID)}
 	return &streamTarget{
 		reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{ReplyTo: "1", Stoppable: true}),
-		visible: func() ([]time.Time, int, int) {
+		visible: func(string) ([]time.Time, int, int) {
 			mu.Lock()
 			defer mu.Unlock()
 			var ts []time.Time
@@ -252,7 +272,7 @@ func newDiscordTarget(ctx context.Context) (*streamTarget, error) {
 	ref := chat.Ref{Platform: chat.Discord, ChatID: ch}
 	return &streamTarget{
 		reply: ad.Engine().NewReply(ctx, ref, adapters.SendOptions{}),
-		visible: func() ([]time.Time, int, int) {
+		visible: func(string) ([]time.Time, int, int) {
 			var ts []time.Time
 			n, limited := 0, 0
 			for _, c := range srv.CallsTo(dtk.RouteCreateMessage, dtk.RouteEditMessage) {

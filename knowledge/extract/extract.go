@@ -177,16 +177,6 @@ var formats = []struct {
 	{CSV, "CSV (.csv, .tsv)", []string{".csv", ".tsv"}},
 }
 
-// reads reports whether Read reads format f.
-func reads(f Format) bool {
-	for _, g := range formats {
-		if g.format == f {
-			return true
-		}
-	}
-	return false
-}
-
 // ErrUnknownFormat is the error of a file that is none of the formats Read reads.
 var ErrUnknownFormat = errors.New("knowledge bases read " + formatNames() + " files")
 
@@ -208,9 +198,6 @@ const sniffBytes = 1024
 func Detect(name string, head []byte) (Format, error) {
 	head = head[:min(len(head), sniffBytes)]
 	if bytes.Contains(head, []byte("%PDF-")) {
-		if !reads(PDF) {
-			return "", fmt.Errorf("cannot read a PDF: %w", ErrUnknownFormat)
-		}
 		return PDF, nil
 	}
 	ext := strings.ToLower(path.Ext(strings.ReplaceAll(name, `\`, "/")))
@@ -225,7 +212,7 @@ func Detect(name string, head []byte) (Format, error) {
 			return f.format, nil
 		}
 	}
-	if reads(HTML) && looksHTML(head) {
+	if looksHTML(head) {
 		return HTML, nil
 	}
 	what := ext

@@ -118,6 +118,7 @@ Under the setext heading.
 // A fact is found in a chunk that says where it is: its heading path, its page.
 func TestReadFindsAFactWithItsPlace(t *testing.T) {
 	latin1, _ := charmap.Windows1252.NewEncoder().String("Première ligne.\n\nLe mot secret est héliotrope.")
+	cyrillic, _ := charmap.Windows1251.NewEncoder().String(`<html><head><meta charset="windows-1251"></head><body><h1>Справка</h1><p>Пароль: гелиотроп.</p></body></html>`)
 	for _, tc := range []struct {
 		name     string
 		file     string
@@ -129,11 +130,14 @@ func TestReadFindsAFactWithItsPlace(t *testing.T) {
 	}{
 		{"pdf page", "report.pdf", string(report), extract.PDF, "the code is 7041", nil, 3},
 		{"markdown heading path", "guide.md", guide, extract.Markdown, "heliotrope", []string{"Relaybot guide", "Install", "Linux"}, 0},
+		{"markdown without a title", "install.md", "Intro.\n\n## Install\n\n### Linux\n\nUse apt; the key is 0xBEEF.\n", extract.Markdown, "0xBEEF", []string{"Install", "Linux"}, 0},
+		{"markdown front matter is no heading", "post.md", "---\ntitle: Post\ntags: [a]\n---\nThe body has 42 words.\n", extract.Markdown, "42 words", nil, 0},
 		{"markdown setext heading", "guide.md", guide, extract.Markdown, "Under the setext", []string{"Setext heading"}, 0},
 		{"a hash in a code block is code", "guide.md", guide, extract.Markdown, "# not a heading", []string{"Setext heading"}, 0},
 		{"html heading path", "page.html", page, extract.HTML, "The Linux port is 8443.", []string{"Handbook", "Install", "Linux"}, 0},
 		{"html table as text", "page.html", page, extract.HTML, "web | 8080", []string{"Handbook", "Ports"}, 0},
 		{"html list items", "page.html", page, extract.HTML, "- first step\n- second step", []string{"Handbook", "Install"}, 0},
+		{"html in the charset its meta tag names", "ru.html", cyrillic, extract.HTML, "Пароль: гелиотроп.", []string{"Справка"}, 0},
 		{"text in windows-1252", "notes.txt", latin1, extract.Text, "héliotrope", nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ func FuzzMarkdown(f *testing.F) {
 	f.Add([]byte("```\n# open fence\n"))
 	f.Add([]byte("title\n===\n\n## a ##\n- x\n- y\n\n    # indented code\n"))
 	f.Add([]byte("\xef\xbb\xbf# bom\r\n\r\nline"))
+	f.Add([]byte("---\ntitle: x\n---\n# After\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc, err := read(t, "f.md", data, extract.Limits{}, extract.ChunkOptions{TargetChars: 60, OverlapChars: 20})
 		if err != nil {

@@ -56,7 +56,15 @@ func paragraphs(blocks []block, text string, a, b int, proto block) []block {
 // a "#" inside a fenced code block is code).
 func markdownBlocks(text string) []block {
 	m := mdState{text: text, para: -1}
-	for ls := 0; ls < len(text); {
+	ls := 0
+	// YAML front matter (between "---" lines at the top) is one block, not a setext heading.
+	if rest, ok := strings.CutPrefix(text, "---\n"); ok {
+		if i := strings.Index(rest, "\n---"); i >= 0 && (len(rest) == i+4 || rest[i+4] == '\n') {
+			ls = len("---\n") + i + len("\n---")
+			m.blocks = append(m.blocks, block{start: 0, end: ls})
+		}
+	}
+	for ls < len(text) {
 		le := strings.IndexByte(text[ls:], '\n')
 		if le < 0 {
 			le = len(text)

@@ -37,7 +37,8 @@ func (r *Reader) ReadPages(ctx context.Context, name string, data []byte, page f
 	case err != nil:
 		return 0, err
 	case sink.res == nil:
-		return 0, fmt.Errorf("sandbox: the reader ended without a result")
+		// The binary ran without serving the job: it does not call Main first thing.
+		return 0, fmt.Errorf("sandbox: the reader ended without a result (does the binary call sandbox.Main first thing?)")
 	}
 	res := sink.res
 	switch {

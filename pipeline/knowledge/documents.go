@@ -25,9 +25,9 @@ type Document struct {
 	Name   string `json:"name"`
 	Format string `json:"format"`
 	// Pages is a PDF's page count (0 for the other formats).
-	Pages  int   `json:"pages"`
-	Bytes  int64 `json:"bytes"`
-	Chunks int   `json:"chunks"`
+	Pages  int `json:"pages"`
+	Bytes  int `json:"bytes"`
+	Chunks int `json:"chunks"`
 	// AddedBy is who added it ("cli", "admin:NAME", "api").
 	AddedBy string    `json:"added_by"`
 	AddedAt time.Time `json:"added_at"`

@@ -235,7 +235,7 @@ func (k *Knowledge) store(ctx context.Context, base, name string, doc extract.Do
 	for i, c := range doc.Chunks {
 		rows[i] = chunkRow{Ordinal: i, Page: c.Page, Headings: c.Headings, Start: c.Start, End: c.End}
 	}
-	d := Document{Base: base, Name: name, Format: string(doc.Format), Pages: doc.Pages, Bytes: size, Chunks: len(rows),
+	d := Document{Base: base, Name: name, Format: string(doc.Format), Pages: doc.Pages, Bytes: int(size), Chunks: len(rows),
 		AddedBy: addedBy, AddedAt: k.opts.Now().UTC()}
 	d, ids, err := k.docs.insert(ctx, d, rows)
 	if err != nil {

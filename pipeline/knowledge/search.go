@@ -154,6 +154,15 @@ func Numbered(hits []Hit) string {
 	return b.String()
 }
 
+// Sources are the hits' places, [1] first: the answer's Sources block.
+func Sources(hits []Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.Where()
+	}
+	return out
+}
+
 // Recall is the block of the "auto" bases' best chunks for a turn whose rule chats are refs
 // about text, within each base's MaxTokens (estimate counts a text's tokens); "" when no auto
 // base covers the chat or nothing is found.

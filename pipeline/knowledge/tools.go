@@ -117,5 +117,5 @@ func (t *Tools) Call(ctx context.Context, inv tools.Invocation) (tools.Result, e
 	if len(hits) == 0 {
 		return tools.Result{Text: "Nothing in the knowledge bases matches."}, nil
 	}
-	return tools.Result{Text: Numbered(hits)}, nil
+	return tools.Result{Text: Numbered(hits), Sources: Sources(hits)}, nil
 }

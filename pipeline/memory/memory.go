@@ -20,6 +20,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"relaybot/adapters/markdown"
 	"relaybot/chat"
 	"relaybot/provider"
 	"relaybot/retrieval"
@@ -49,6 +50,9 @@ type Meter interface {
 // that carried a person's forgotten facts (store.ToolCallQuery).
 type CallEraser interface {
 	ForgetCalls(ctx context.Context, f store.ForgottenCalls) (int64, error)
+	// VacuumForgotten leaves no old version of the redacted rows in the database's pages
+	// (PostgreSQL's VACUUM).
+	VacuumForgotten(ctx context.Context) error
 }
 
 // Options configure a Memory.
@@ -251,6 +255,10 @@ func (m *Memory) indexFact(ctx context.Context, f Fact, meter Meter) error {
 
 // Forget deletes one of who's facts (ErrNotFound when it is not theirs).
 func (m *Memory) Forget(ctx context.Context, who chat.User, id int64, path Path, actor string) error {
+	var texts []string
+	if f, err := m.facts.byID(ctx, id); err == nil && f.Who == who {
+		texts = []string{f.Text}
+	}
 	gone, err := m.facts.remove(ctx, who, []int64{id}, path, actor, m.now().UTC())
 	if err != nil {
 		return err
@@ -258,7 +266,7 @@ func (m *Memory) Forget(ctx context.Context, who chat.User, id int64, path Path,
 	if len(gone) == 0 {
 		return ErrNotFound
 	}
-	return m.erase(ctx, who, gone)
+	return m.erase(ctx, who, gone, texts)
 }
 
 // ForgetAll deletes every fact of who and returns how many there were.
@@ -268,14 +276,15 @@ func (m *Memory) ForgetAll(ctx context.Context, who chat.User, path Path, actor 
 		return 0, err
 	}
 	ids := make([]int64, len(all))
+	texts := make([]string, len(all))
 	for i, f := range all {
-		ids[i] = f.ID
+		ids[i], texts[i] = f.ID, f.Text
 	}
 	gone, err := m.facts.remove(ctx, who, ids, path, actor, m.now().UTC())
 	if err != nil {
 		return 0, err
 	}
-	return len(gone), m.erase(ctx, who, gone)
+	return len(gone), m.erase(ctx, who, gone, texts)
 }
 
 // ForgetByAdmin deletes a fact whoever's it is.
@@ -289,8 +298,9 @@ func (m *Memory) ForgetByAdmin(ctx context.Context, id int64, admin string) (Fac
 
 // erase removes the deleted facts' words from the index and from the tool calls that carried
 // them (remember's calls in the turns that wrote them, search_memory's that found them), then
-// scrubs the freed bytes.
-func (m *Memory) erase(ctx context.Context, who chat.User, ids []int64) error {
+// scrubs the freed bytes. texts are the facts' words, which leave the person's web chat
+// transcript as they were shown (plain and as Markdown escapes them).
+func (m *Memory) erase(ctx context.Context, who chat.User, ids []int64, texts []string) error {
 	if err := m.index.Delete(ctx, ids...); err != nil {
 		return err
 	}
@@ -300,15 +310,35 @@ func (m *Memory) erase(ctx context.Context, who chat.User, ids []int64) error {
 			return err
 		}
 		_, err = m.opts.Calls.ForgetCalls(ctx, store.ForgottenCalls{Platform: string(who.Platform), UserID: who.ID,
-			Carriers: []string{ToolRemember}, Turns: turns, Finders: []string{ToolSearch}, FactIDs: ids})
+			Carriers: []string{ToolRemember}, Turns: turns, Finders: []string{ToolSearch}, FactIDs: ids,
+			Texts: shownForms(texts)})
 		if err != nil {
 			return err
 		}
 	}
 	if err := m.index.Scrub(ctx); err != nil {
-		m.log.Warn("memory: deleted facts may linger in the write-ahead log until the next checkpoint", "err", err)
+		m.log.Warn("memory: deleted facts' bytes may linger until the next checkpoint or vacuum", "err", err)
 	}
+	m.vacuum(ctx)
 	return nil
+}
+
+// vacuum, on PostgreSQL, removes the deleted facts' rows and the redacted calls' old versions
+// from the tables' pages now rather than at autovacuum's next pass. It is best effort: the
+// facts are already gone from every query; a failure (a role that does not own the tables) is
+// logged.
+func (m *Memory) vacuum(ctx context.Context) {
+	if m.opts.Dialect != retrieval.Postgres {
+		return
+	}
+	if _, err := m.opts.W.ExecContext(ctx, `VACUUM memory_facts`); err != nil {
+		m.log.Warn("memory: deleted facts' rows wait for autovacuum", "err", err)
+	}
+	if m.opts.Calls != nil {
+		if err := m.opts.Calls.VacuumForgotten(ctx); err != nil {
+			m.log.Warn("memory: redacted calls' old row versions wait for autovacuum", "err", err)
+		}
+	}
 }
 
 // embed embeds texts, each call metered (after it is made: an embedding costs little, and its
@@ -337,4 +367,16 @@ func clean(text string) string {
 		text = string(r[:maxFactChars])
 	}
 	return text
+}
+
+// shownForms are texts as a transcript may show them: as written, and escaped as Markdown.
+func shownForms(texts []string) []string {
+	var out []string
+	for _, t := range texts {
+		out = append(out, t)
+		if e := markdown.Escape(t); e != t {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -106,7 +106,7 @@ func (m *Meter) Start(ctx context.Context, call chat.ModelCall, prompt int) (fun
 		ChatID: m.in.Chat.ChatID, QuotaChatID: ChatOf(m.in), UserID: m.in.UserID, Checks: checks, Prices: m.g.opts.Prices,
 		Call: chat.ModelCall{Round: m.round(call), Model: call.Model, Candidate: call.Candidate,
 			FallbackReason: call.FallbackReason, StartedAt: call.StartedAt,
-			TokensIn: prompt, TokensOut: m.g.opts.MaxOutput(call.Model)},
+			TokensIn: prompt, TokensOut: m.g.opts.MaxOutput(call.Model), Images: call.Images},
 		Settle: settles}
 	id, err := m.reserve(ctx, start)
 	if err != nil {

@@ -100,6 +100,9 @@ func usageLine(t store.UsageTotal) string {
 	if t.AudioSeconds > 0 {
 		audio = fmt.Sprintf(", %.0f s of audio", t.AudioSeconds)
 	}
+	if t.Images > 0 {
+		audio += fmt.Sprintf(", %d images", t.Images)
+	}
 	cached, saved := "", ""
 	if t.CachedTokens > 0 {
 		cached = fmt.Sprintf(" (%d cached)", t.CachedTokens)

@@ -1,5 +1,6 @@
-// Package native holds the tools built into the bot: current_time, fetch_url, and the
-// scheduled tasks' schedule_task, list_tasks and cancel_task (answered by Options.Tasks).
+// Package native holds the tools built into the bot: current_time, fetch_url, web_search and
+// generate_image (offered only when configured), and the scheduled tasks' schedule_task,
+// list_tasks and cancel_task (answered by Options.Tasks).
 package native
 
 import (
@@ -23,6 +24,9 @@ const (
 	ScheduleTask = "schedule_task"
 	ListTasks    = "list_tasks"
 	CancelTask   = "cancel_task"
+	// WebSearch and GenerateImage are offered only when Options configures them.
+	WebSearch     = "web_search"
+	GenerateImage = "generate_image"
 )
 
 // Defaults of Options.
@@ -34,7 +38,7 @@ const (
 
 // Names lists the native tools.
 func Names() []string {
-	return []string{CurrentTime, FetchURL, ScheduleTask, ListTasks, CancelTask}
+	return []string{CurrentTime, FetchURL, WebSearch, GenerateImage, ScheduleTask, ListTasks, CancelTask}
 }
 
 // Options configures the native tools.
@@ -59,6 +63,10 @@ type Options struct {
 	// Tasks answers schedule_task, list_tasks and cancel_task (package tasks); nil leaves them
 	// out.
 	Tasks Tasks
+	// Search configures web_search; a zero Provider leaves it out.
+	Search SearchOptions
+	// Images configures generate_image; an empty BaseURL leaves it out.
+	Images ImageOptions
 }
 
 // Tasks is what the scheduled-task tools ask of the scheduler. The caller is the turn's: its
@@ -75,6 +83,8 @@ type Loader struct {
 	enabled map[string]bool
 	specs   []tools.Spec
 	client  *http.Client
+	search  *searcher
+	images  *imager
 }
 
 // NewLoader returns the native tools; it fails on an unknown name in opts.Enabled.
@@ -103,8 +113,12 @@ func NewLoader(opts Options) (*Loader, error) {
 			l.enabled[n] = true
 		}
 	}
-	for _, s := range []tools.Spec{currentTimeSpec, fetchURLSpec, scheduleTaskSpec, listTasksSpec, cancelTaskSpec} {
-		if opts.Tasks == nil && isTaskTool(s.Name) {
+	if opts.Search.Provider != "" && !slices.Contains(SearchProviders(), opts.Search.Provider) {
+		return nil, fmt.Errorf("native: unknown web search provider %q (providers: %v)", opts.Search.Provider, SearchProviders())
+	}
+	for _, s := range []tools.Spec{currentTimeSpec, fetchURLSpec, webSearchSpec, generateImageSpec, scheduleTaskSpec, listTasksSpec, cancelTaskSpec} {
+		if opts.Tasks == nil && isTaskTool(s.Name) || s.Name == WebSearch && opts.Search.Provider == "" ||
+			s.Name == GenerateImage && opts.Images.BaseURL == "" {
 			l.enabled[s.Name] = false
 		}
 		if l.enabled[s.Name] {
@@ -112,6 +126,12 @@ func NewLoader(opts Options) (*Loader, error) {
 		}
 	}
 	l.client = newClient(opts)
+	if l.enabled[WebSearch] {
+		l.search = newSearcher(opts.Search, opts.Now)
+	}
+	if l.enabled[GenerateImage] {
+		l.images = newImager(opts.Images, l.client, opts.Now)
+	}
 	return l, nil
 }
 
@@ -131,6 +151,10 @@ func (l *Loader) Call(ctx context.Context, inv tools.Invocation) (tools.Result, 
 		return l.currentTime(inv.Arguments)
 	case ScheduleTask, ListTasks, CancelTask:
 		return l.task(ctx, inv)
+	case WebSearch:
+		return l.webSearch(ctx, inv.Arguments, inv.Running)
+	case GenerateImage:
+		return l.generateImage(ctx, inv)
 	default:
 		return l.fetchURL(ctx, inv.Arguments, inv.Running)
 	}

@@ -170,8 +170,9 @@ type Streamed struct {
 	// Chunks is the number of delta chunks sent (content and tool-call fragments), not counting
 	// the finish and usage chunks.
 	Chunks int
-	// LastChunk is when the last delta chunk was written and flushed: the model's last token.
-	LastChunk time.Time
+	// FirstChunk is when the first delta chunk was about to be written: the model's first
+	// token. LastChunk is when the last one was: the model's last token.
+	FirstChunk, LastChunk time.Time
 }
 
 // OnStreamed makes f hear of every streamed reply once its last scripted chunk went out (before
@@ -456,6 +457,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 		}
 		return true
 	}
+	var first time.Time
 	for i, ch := range reply.Chunks {
 		if (reply.TokenDelay > 0 || ch.Wait != nil) && !s.wait(r, reply.TokenDelay, ch.Wait) {
 			return
@@ -467,6 +469,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 		for _, tc := range ch.ToolCalls {
 			d.ToolCalls = append(d.ToolCalls, wireToolCallDelta(tc))
 		}
+		if i == 0 {
+			first = time.Now() // before the write: a client may read it before Flush returns
+		}
 		if !send(wireChunk{Choices: []wireChoice{{Delta: d}}}) {
 			return
 		}
@@ -475,7 +480,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 	observe := s.streamed
 	s.mu.Unlock()
 	if observe != nil {
-		observe(Streamed{Request: req, Chunks: len(reply.Chunks), LastChunk: time.Now()})
+		observe(Streamed{Request: req, Chunks: len(reply.Chunks), FirstChunk: first, LastChunk: time.Now()})
 	}
 	if reply.Hang {
 		s.hang(r)

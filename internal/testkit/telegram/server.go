@@ -40,6 +40,13 @@ type Options struct {
 	PerChatInterval time.Duration // default 1s
 	GroupPerMinute  int           // per group chat (negative id): at most this many per minute; default 20
 	GlobalPerSecond int           // across all chats: at most this many per second; default 30
+	// Drafts (sendMessageDraft, sendRichMessageDraft) draw on a bucket of their own per chat,
+	// not on PerChatBurst: Telegram publishes no budget for drafts, and bots that update them
+	// every 300 ms (Memoh) or by round trip (AstrBot) report no flood errors. A bucket of
+	// DraftBurst refilled one per DraftInterval; default 5 and 200ms (5 a second). They still
+	// count in the global window.
+	DraftBurst    int
+	DraftInterval time.Duration
 	// PaidPerSecond replaces GlobalPerSecond for sends and edits that carry
 	// allow_paid_broadcast=true (Telegram's paid broadcast); default 1000.
 	PaidPerSecond int
@@ -91,6 +98,12 @@ func (o *Options) defaults() {
 	}
 	if o.PerChatInterval <= 0 {
 		o.PerChatInterval = time.Second
+	}
+	if o.DraftBurst <= 0 {
+		o.DraftBurst = 5
+	}
+	if o.DraftInterval <= 0 {
+		o.DraftInterval = 200 * time.Millisecond
 	}
 	if o.GroupPerMinute <= 0 {
 		o.GroupPerMinute = 20
@@ -248,13 +261,16 @@ type Server struct {
 }
 
 type chatState struct {
-	chat      Chat
-	msgs      []*Message
-	tokens    float64
-	refilled  time.Time
-	groupHist []time.Time
-	blocked   time.Time
-	topics    map[int]bool // forum topics (thread ids) users wrote in or the bot opened
+	chat     Chat
+	msgs     []*Message
+	tokens   float64
+	refilled time.Time
+	// The chat's draft bucket (Options.DraftBurst).
+	draftTokens   float64
+	draftRefilled time.Time
+	groupHist     []time.Time
+	blocked       time.Time
+	topics        map[int]bool // forum topics (thread ids) users wrote in or the bot opened
 
 	// topicNames are the names of the topics the bot opened (createForumTopic, editForumTopic).
 	topicNames map[int]string
@@ -544,7 +560,8 @@ func (s *Server) chatLocked(c Chat) *chatState {
 				c.Type = "supergroup"
 			}
 		}
-		st = &chatState{chat: c, tokens: float64(s.opts.PerChatBurst), refilled: time.Now()}
+		st = &chatState{chat: c, tokens: float64(s.opts.PerChatBurst), refilled: time.Now(),
+			draftTokens: float64(s.opts.DraftBurst), draftRefilled: time.Now()}
 		s.chats[c.ID] = st
 	}
 	return st
@@ -809,8 +826,8 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 }
 
 // counted methods draw on the rate budgets.
-// sendMessageDraft is counted like an edit: Telegram does not publish a separate budget for
-// drafts, so the server holds them to the one a streaming bot would otherwise spend on edits.
+// Drafts are counted on a budget of their own per chat (Options.DraftBurst) and in the global
+// window.
 var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true, "sendVoice": true, "sendMessageDraft": true,
 	"sendRichMessage": true, "sendRichMessageDraft": true}
 
@@ -937,7 +954,7 @@ func (s *Server) countedLocked(method string, chatID int64, c *chatState, p map[
 		c.blocked = now.Add(time.Duration(fault.RetryAfter) * s.opts.RetryAfterUnit)
 		return nil, s.tooManyLocked(fault.RetryAfter)
 	}
-	if aerr := s.paceLocked(c, now, p["allow_paid_broadcast"] == "true"); aerr != nil {
+	if aerr := s.paceLocked(c, now, p["allow_paid_broadcast"] == "true", isDraft(method)); aerr != nil {
 		return nil, aerr
 	}
 	if aerr := s.faultBeforeLocked(fault, chatID, p); aerr != nil {
@@ -1038,19 +1055,24 @@ func (s *Server) tooManyLocked(retryAfter int) *apiError {
 // paceLocked applies the chat's block, the per-chat bucket, the group window and the global
 // window (the paid one for a paid broadcast); a request over any of them gets a 429 saying how
 // long to wait.
-func (s *Server) paceLocked(c *chatState, now time.Time, paid bool) *apiError {
+func (s *Server) paceLocked(c *chatState, now time.Time, paid, draft bool) *apiError {
 	if c.blocked.After(now) {
 		return s.tooManyLocked(s.units(c.blocked.Sub(now)))
 	}
 	if s.opts.NoLimits {
 		return nil
 	}
-	// Per chat: a bucket of PerChatBurst tokens refilled one per PerChatInterval.
-	elapsed := now.Sub(c.refilled)
-	c.tokens = math.Min(float64(s.opts.PerChatBurst), c.tokens+float64(elapsed)/float64(s.opts.PerChatInterval))
-	c.refilled = now
-	if c.tokens < 1 {
-		wait := time.Duration((1 - c.tokens) * float64(s.opts.PerChatInterval))
+	// Per chat: a bucket of PerChatBurst tokens refilled one per PerChatInterval; a draft's
+	// bucket of DraftBurst refilled one per DraftInterval.
+	tokens, refilled, burst, every := &c.tokens, &c.refilled, s.opts.PerChatBurst, s.opts.PerChatInterval
+	if draft {
+		tokens, refilled, burst, every = &c.draftTokens, &c.draftRefilled, s.opts.DraftBurst, s.opts.DraftInterval
+	}
+	elapsed := now.Sub(*refilled)
+	*tokens = math.Min(float64(burst), *tokens+float64(elapsed)/float64(every))
+	*refilled = now
+	if *tokens < 1 {
+		wait := time.Duration((1 - *tokens) * float64(every))
 		return s.tooManyLocked(s.units(wait))
 	}
 	// Per group: GroupPerMinute in any minute.
@@ -1068,12 +1090,17 @@ func (s *Server) paceLocked(c *chatState, now time.Time, paid bool) *apiError {
 	if len(*window) >= limit {
 		return s.tooManyLocked(1)
 	}
-	c.tokens--
+	*tokens--
 	if c.chat.ID < 0 {
 		c.groupHist = append(c.groupHist, now)
 	}
 	*window = append(*window, now)
 	return nil
+}
+
+// isDraft reports whether method shows a draft, which draws on the chat's draft bucket.
+func isDraft(method string) bool {
+	return method == "sendMessageDraft" || method == "sendRichMessageDraft"
 }
 
 // units converts a wait into whole retry_after seconds, rounded up.

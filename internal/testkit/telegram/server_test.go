@@ -289,3 +289,30 @@ func TestSendMessageDraftAsDocumented(t *testing.T) {
 		t.Errorf("%d sendMessageDraft calls recorded, want %d", n, len(tests))
 	}
 }
+
+// A private chat's drafts draw on a budget of their own: a chat whose three messages spent its
+// budget still shows drafts, up to DraftBurst at once; the next draft gets a 429.
+func TestDraftsHaveABudgetOfTheirOwn(t *testing.T) {
+	s, err := New(Options{DraftBurst: 4, DraftInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Send(Inbound{Chat: Chat{ID: 5, Type: "private"}, From: User{ID: 5, FirstName: "U"}, Text: "hi"})
+	for i := range 3 {
+		if a := post(t, s, s.Token(), "sendMessage", url.Values{"chat_id": {"5"}, "text": {"m"}}); !a.OK {
+			t.Fatalf("message %d: %+v", i+1, a)
+		}
+	}
+	if a := post(t, s, s.Token(), "sendMessage", url.Values{"chat_id": {"5"}, "text": {"m"}}); a.ErrorCode != 429 {
+		t.Fatalf("a fourth message at once: %+v, want 429 (the chat's budget is spent)", a)
+	}
+	for i := range 4 {
+		if a := post(t, s, s.Token(), "sendMessageDraft", url.Values{"chat_id": {"5"}, "draft_id": {"1"}, "text": {"d"}}); !a.OK {
+			t.Fatalf("draft %d after the messages: %+v, want it shown", i+1, a)
+		}
+	}
+	if a := post(t, s, s.Token(), "sendMessageDraft", url.Values{"chat_id": {"5"}, "draft_id": {"1"}, "text": {"d"}}); a.ErrorCode != 429 {
+		t.Fatalf("a fifth draft at once: %+v, want 429", a)
+	}
+}
