@@ -310,6 +310,7 @@ func (s *Server) routes() http.Handler {
 
 	mux.Handle("GET /api/v1/tool-calls", s.requireBearer(http.HandlerFunc(s.apiToolCalls)))
 	mux.Handle("GET /api/v1/tool-calls/{id}", s.requireBearer(http.HandlerFunc(s.apiToolCall)))
+	mux.Handle("GET /api/v1/overview", s.requireBearer(http.HandlerFunc(s.apiOverview)))
 	mux.Handle("GET /api/v1/tool-stats", s.requireBearer(http.HandlerFunc(s.apiToolStats)))
 	mux.Handle("GET /api/v1/mcp-servers", s.requireBearer(http.HandlerFunc(s.apiMCPServers)))
 	mux.Handle("GET /api/v1/usage", s.requireBearer(http.HandlerFunc(s.apiUsage)))
@@ -339,7 +340,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /admin/login", s.loginPage)
 	mux.HandleFunc("POST /admin/login", s.login)
 	mux.Handle("POST /admin/logout", s.requireLogin(http.HandlerFunc(s.logout)))
-	mux.Handle("GET /admin/{$}", s.requireLogin(http.HandlerFunc(s.callsPage)))
+	mux.Handle("GET /admin/{$}", s.requireLogin(http.HandlerFunc(s.landingPage)))
+	mux.Handle("GET /admin/calls", s.requireLogin(http.HandlerFunc(s.callsPage)))
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
 	mux.Handle("GET /admin/turns/{id}", s.requireLogin(http.HandlerFunc(s.turnPage)))
 	mux.Handle("GET /admin/turns", s.requireLogin(http.HandlerFunc(s.turnsPage)))

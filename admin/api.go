@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"relaybot/audit"
 	"relaybot/chat"
@@ -22,6 +23,20 @@ var (
 	sources  = valuesOf(audit.Sources)
 )
 
+// statusFailed, as a status filter, keeps every call that failed (audit.Status.Failed).
+const statusFailed = "failed"
+
+// failedStatuses are the statuses of the calls that failed.
+func failedStatuses() []audit.Status {
+	var out []audit.Status
+	for _, st := range audit.Statuses {
+		if st.Failed() {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // valuesOf returns the values of a list of statuses or sources as strings.
 func valuesOf[T ~string](vs []T) []string {
 	out := make([]string, len(vs))
@@ -32,7 +47,10 @@ func valuesOf[T ~string](vs []T) []string {
 }
 
 // filterParams are the query parameters that select audit rows, in the order forms show them.
-var filterParams = []string{"since", "until", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "decision", "approval", "limit", "cursor", "after"}
+var filterParams = []string{"since", "until", "q", "tool", "status", "source", "server", "platform", "chat", "user", "turn", "decision", "approval", "limit", "cursor", "after"}
+
+// maxSearch caps the text of a calls search (q=).
+const maxSearch = 200
 
 // parseFilter reads the audit filter from query parameters: since and until are RFC 3339 times
 // or durations back from now ("24h", "90m", "7d"); chat is a chat as the pages print it
@@ -53,9 +71,12 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 		return f, fmt.Errorf("until: %w", err)
 	}
 	f.Tool = strings.TrimSpace(q.Get("tool"))
-	if v := audit.Status(strings.TrimSpace(q.Get("status"))); v != "" {
+	switch v := audit.Status(strings.TrimSpace(q.Get("status"))); {
+	case v == statusFailed:
+		f.Statuses = failedStatuses()
+	case v != "":
 		if !v.Valid() {
-			return f, fmt.Errorf("status %q is not one of %s", v, strings.Join(statuses, ", "))
+			return f, fmt.Errorf("status %q is not one of %s, %s", v, strings.Join(statuses, ", "), statusFailed)
 		}
 		f.Statuses = []audit.Status{v}
 	}
@@ -91,6 +112,10 @@ func parseFilter(q url.Values, now time.Time) (audit.Filter, error) {
 		f.ApprovalRequired = true
 	default:
 		return f, fmt.Errorf("approval %q must be \"required\" or empty", v)
+	}
+	f.Text = strings.TrimSpace(q.Get("q"))
+	if n := utf8.RuneCountInString(f.Text); n > maxSearch {
+		return f, fmt.Errorf("q is %d characters long, at most %d", n, maxSearch)
 	}
 	f.Cursor = strings.TrimSpace(q.Get("cursor"))
 	f.After = strings.TrimSpace(q.Get("after"))

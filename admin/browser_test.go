@@ -141,7 +141,7 @@ func TestBrowserAdminAndWebChat(t *testing.T) {
 	}
 
 	// Log in: the page sends the browser to the login form first.
-	step("open the admin page", chromedp.Navigate(ts.URL+"/admin/"), chromedp.WaitVisible(chromedp.ID("token")))
+	step("open the admin page", chromedp.Navigate(ts.URL+"/admin/calls"), chromedp.WaitVisible(chromedp.ID("token")))
 	shoot(t, ctx, "login")
 	step("log in",
 		chromedp.SendKeys(chromedp.ID("token"), testToken),

@@ -318,8 +318,8 @@ func TestTheCallsListCountsAndPagesBothWays(t *testing.T) {
 	pages := [][]string{{"no_such_tool", "search", "current_time"}, {"fetch_url", "fetch_url", "weather"}, {"weather"}}
 
 	_, body := get(t, c, ts.URL+"/admin/?limit=3")
-	if !strings.Contains(body, fmt.Sprintf(`id="total">%d calls<`, len(seed.calls))) {
-		t.Errorf("the calls list does not say it holds %d calls:\n%s", len(seed.calls), body)
+	if !strings.Contains(body, fmt.Sprintf(`id="total">%d calls, <a href="/admin/calls?limit=3&amp;status=failed">4 failed</a><`, len(seed.calls))) {
+		t.Errorf("the calls list does not say it holds %d calls, 4 of them failed:\n%s", len(seed.calls), body)
 	}
 	for i, want := range pages { // older, page by page
 		if got := tools(body); !slices.Equal(got, want) {
@@ -381,7 +381,7 @@ func TestTheCallsListLinksEachChatToItsCalls(t *testing.T) {
 	seedChats(t, st)
 	_, ts := newTestServer(t, st, testToken)
 	c, _ := loggedIn(t, ts)
-	_, body := get(t, c, ts.URL+"/admin/")
+	_, body := get(t, c, ts.URL+"/admin/calls")
 	for _, tc := range []struct{ chat, has, hasNot string }{
 		{"web:5f2a9c", "web_tool", "topic_seven"},
 		{"telegram:-100123#7", "topic_seven", "topic_eight"},

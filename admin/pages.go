@@ -33,7 +33,7 @@ type pageSet map[string]func() (*template.Template, error)
 // newPages is the page set of a server.
 func newPages() pageSet {
 	out := pageSet{}
-	for _, name := range [...]string{"login", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents", "memories", "knowledge", "tasks", "conversations", "conversation", "settings"} {
+	for _, name := range [...]string{"login", "overview", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents", "memories", "knowledge", "tasks", "conversations", "conversation", "settings"} {
 		out[name] = sync.OnceValues(func() (*template.Template, error) { return parsePage(name) })
 	}
 	return out
@@ -52,6 +52,7 @@ func parsePage(name string) (*template.Template, error) {
 		"bytes":     fmtBytes,
 		"list":      func(v ...string) []string { return v },
 		"money":     func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
+		"callRow":   func(p callsData, c audit.Record) callRow { return callRow{Page: p, Call: c} },
 	}
 	t, err := template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/filters.html", "templates/"+name+".html")
 	if err != nil {
@@ -166,13 +167,16 @@ type filterForm struct {
 	Since, Until, Tool, Status, Source, Server, Platform, Chat, User, Turn, Limit string
 	// Decision and Approval filter on the approval of calls a tool policy asked about.
 	Decision, Approval string
+	// Q searches the tool names, arguments and results; Group is "turn" to group the list by turn.
+	Q, Group string
 }
 
 func formOf(q url.Values) filterForm {
 	return filterForm{Since: q.Get("since"), Until: q.Get("until"), Tool: q.Get("tool"),
 		Status: q.Get("status"), Source: q.Get("source"), Server: q.Get("server"),
 		Platform: q.Get("platform"), Chat: q.Get("chat"), User: q.Get("user"), Turn: q.Get("turn"),
-		Limit: q.Get("limit"), Decision: q.Get("decision"), Approval: q.Get("approval")}
+		Limit: q.Get("limit"), Decision: q.Get("decision"), Approval: q.Get("approval"), Q: q.Get("q"),
+		Group: q.Get("group")}
 }
 
 // query renders the filter as query parameters, leaving out empty ones.
@@ -181,7 +185,7 @@ func (f filterForm) query() url.Values {
 	for k, v := range map[string]string{"since": f.Since, "until": f.Until, "tool": f.Tool,
 		"status": f.Status, "source": f.Source, "server": f.Server, "platform": f.Platform,
 		"chat": f.Chat, "user": f.User, "turn": f.Turn, "limit": f.Limit, "decision": f.Decision,
-		"approval": f.Approval} {
+		"approval": f.Approval, "q": f.Q, "group": f.Group} {
 		if strings.TrimSpace(v) != "" {
 			q.Set(k, strings.TrimSpace(v))
 		}
@@ -204,6 +208,15 @@ type callsData struct {
 	JSONLURL  string
 	StatsURL  string
 	Filtering bool // any filter is set
+	// Failed is how many of Total failed, counted when the filter keeps every status (else -1).
+	Failed int
+	// Groups are the page's calls by turn, in the order the page lists them, when grouped.
+	Groups []callGroup
+	// Keep are the filter's values beside the search box, so a search stays within the filter.
+	Keep url.Values
+	// FailedURL lists the failed calls among these; GroupURL and UngroupURL the same page
+	// grouped by turn and not.
+	FailedURL, GroupURL, UngroupURL string
 	// chats are the chats and threads of the listed calls' conversations.
 	chats map[int64]chat.Ref
 }
@@ -245,11 +258,19 @@ func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	form := formOf(q)
 	base := form.query()
+	rows := form.query() // the same calls, for the exports and the stats
+	rows.Del("group")
 	data := callsData{pageData: s.page(r, "Tool calls"), Form: form, Statuses: statuses, Sources: sources,
-		CSVURL: withQuery("/admin/export.csv", base), JSONLURL: withQuery("/admin/export.jsonl", base),
-		StatsURL: withQuery("/admin/stats", base), Filtering: len(base) > 0}
+		CSVURL: withQuery("/admin/export.csv", rows), JSONLURL: withQuery("/admin/export.jsonl", rows),
+		StatsURL: withQuery("/admin/stats", rows), Filtering: len(rows) > 0}
 	data.Nav = "calls"
+	data.Keep = form.query()
+	data.Keep.Del("q")
+	q.Del("group")
 	f, err := parseFilter(q, s.now())
+	if err == nil {
+		err = checkGroup(form.Group)
+	}
 	if err != nil {
 		data.Error = err.Error()
 		s.render(w, r, http.StatusBadRequest, "calls", data)
@@ -257,7 +278,7 @@ func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.opts.Store.ToolCalls.ToolCallPage(r.Context(), f)
 	if err == nil {
-		data.Total, err = s.opts.Store.ToolCalls.CountToolCalls(r.Context(), f)
+		data.Total, data.Failed, err = s.countCalls(r.Context(), f)
 	}
 	if err != nil {
 		s.pageStoreError(w, r, err)
@@ -265,16 +286,20 @@ func (s *Server) callsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data.Items = p.Items
 	data.chats = s.chatsOf(r, p.Items)
+	if form.Group == groupByTurn {
+		data.Groups = groupByTurns(p.Items)
+	}
+	data.FailedURL, data.GroupURL, data.UngroupURL = s.callsLinks(form, q)
 	if p.Next != "" {
 		nq := form.query()
 		nq.Set("cursor", p.Next)
-		data.NextURL = withQuery("/admin/", nq)
+		data.NextURL = withQuery("/admin/calls", nq)
 	}
 	if p.Prev != "" {
 		pq := form.query()
 		pq.Set("after", p.Prev)
-		data.PrevURL = withQuery("/admin/", pq)
-		data.FirstURL = withQuery("/admin/", base)
+		data.PrevURL = withQuery("/admin/calls", pq)
+		data.FirstURL = withQuery("/admin/calls", base)
 	}
 	s.render(w, r, http.StatusOK, "calls", data)
 }
@@ -313,7 +338,7 @@ func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 	data := callData{pageData: s.page(r, "Tool call "+strconv.FormatInt(id, 10)), Call: row}
 	data.Nav = "calls"
 	if row.TurnID != 0 {
-		data.TurnURL = "/admin/?turn=" + strconv.FormatInt(row.TurnID, 10)
+		data.TurnURL = "/admin/calls?turn=" + strconv.FormatInt(row.TurnID, 10)
 		if t, err := s.opts.Store.Turns.Turn(ctx, row.TurnID); err == nil {
 			data.Turn = &t
 		} else if !errors.Is(err, store.ErrNotFound) {
@@ -360,7 +385,7 @@ func (s *Server) statsPage(w http.ResponseWriter, r *http.Request) {
 	q.Del("limit")
 	form := formOf(q)
 	data := statsData{pageData: s.page(r, "Tool stats"), Form: form, Statuses: statuses, Sources: sources,
-		CallsURL: withQuery("/admin/", form.query()), Filtering: len(form.query()) > 0}
+		CallsURL: withQuery("/admin/calls", form.query()), Filtering: len(form.query()) > 0}
 	data.Nav = "stats"
 	f, err := parseFilter(q, s.now())
 	if err != nil {

@@ -153,7 +153,7 @@ func TestPages(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "Older →") || strings.Count(body, `class="rowlink"`) != 2 {
 		t.Errorf("paged list: %d, rows %d", code, strings.Count(body, `class="rowlink"`))
 	}
-	next := regexp.MustCompile(`href="(/admin/\?[^"]*cursor=[^"]+)"`).FindStringSubmatch(body)
+	next := regexp.MustCompile(`href="(/admin/calls\?[^"]*cursor=[^"]+)"`).FindStringSubmatch(body)
 	if next == nil {
 		t.Fatal("no link to the older page")
 	}
@@ -320,8 +320,8 @@ func TestDetailShowsTheTurnsMessages(t *testing.T) {
 // parsed once.
 func TestEveryPageParses(t *testing.T) {
 	pages := newPages()
-	if len(pages) != 18 {
-		t.Errorf("%d pages, want the 18 the handlers render", len(pages))
+	if len(pages) != 19 {
+		t.Errorf("%d pages, want the 19 the handlers render", len(pages))
 	}
 	for name, parse := range pages {
 		first, err := parse()

@@ -77,6 +77,9 @@ func bars(tl store.Timeline, calls []audit.Record) []bar {
 				b.Detail += " by " + c.Approver
 			}
 		}
+		if c.Error != "" {
+			b.Detail = strings.TrimPrefix(b.Detail+" · ", " · ") + "failed: " + cutLabel(c.Error, 200)
+		}
 		out = append(out, b)
 	}
 	for _, d := range tl.Deliveries {
@@ -157,6 +160,7 @@ func cutLabel(s string, n int) string {
 
 type timelineData struct {
 	pageData
+	Story    turnStory
 	Turn     store.Turn
 	Chat     string
 	ChatURL  string
@@ -189,7 +193,7 @@ func (s *Server) turnPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := timelineData{pageData: s.page(r, "Turn "+strconv.FormatInt(id, 10)), Turn: tl.Turn,
-		Bars: bars(tl, calls), TraceURL: s.traceURL(tl.Turn.TraceID)}
+		Bars: bars(tl, calls), TraceURL: s.traceURL(tl.Turn.TraceID), Story: s.turnStoryOf(ctx, tl, calls)}
 	data.Nav = "turns"
 	if tl.Chat.ChatID != "" {
 		data.Chat, data.ChatURL = tl.Chat.String(), turnsOf(tl.Chat)

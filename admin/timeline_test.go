@@ -113,7 +113,7 @@ func TestTimelineIsReachableFromAuditRowsAndUsage(t *testing.T) {
 	get := func(path string) string { return getPage(t, ts, path) }
 	timeline := fmt.Sprintf(`href="/admin/turns/%d"`, id)
 	trace := `href="https://tempo.example/trace/0af7651916cd43dd8448eb211c80319c"`
-	if page := get("/admin/"); !strings.Contains(page, timeline) || !strings.Contains(page, trace) {
+	if page := get("/admin/calls"); !strings.Contains(page, timeline) || !strings.Contains(page, trace) {
 		t.Errorf("the audit log's rows do not link to the timeline (%s) and the trace", timeline)
 	}
 	if page := get("/admin/usage?since=24h"); !strings.Contains(page, `href="/admin/turns?chat=telegram%3a42"`) {

@@ -15,9 +15,11 @@ import (
 	"relaybot/store"
 )
 
-// UsageStore sums the tokens of model calls (*store.UsageQuery).
+// UsageStore sums the tokens of model calls, and turns, model and tool calls per hour or day
+// for the overview (*store.UsageQuery).
 type UsageStore interface {
 	Usage(ctx context.Context, f store.UsageFilter) ([]store.UsageRow, error)
+	Overview(ctx context.Context, f store.OverviewFilter) ([]store.OverviewBucket, error)
 }
 
 // usageParams are the query parameters of the usage page and API.

@@ -236,6 +236,9 @@ type Filter struct {
 	// cancelled); ApprovalRequired keeps the records a tool policy asked about.
 	Decision         Decision
 	ApprovalRequired bool
+	// Text keeps the records whose tool name, arguments or result contain it, case aside
+	// (as stored: redacted, and capped).
+	Text string
 	// Order of the page; Newest when zero. Log.ToolStats ignores it.
 	Order Order
 	// Limit is the page size: 0 means DefaultLimit; more than MaxLimit is cut to MaxLimit.

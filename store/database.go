@@ -78,7 +78,7 @@ type WebChatQuery struct{ *conn }
 // RetentionQuery deletes old turns, messages, model and tool calls.
 type RetentionQuery struct{ *conn }
 
-// UsageQuery sums the llm_calls table.
+// UsageQuery sums the llm_calls table, and the admin overview of turns, model and tool calls.
 type UsageQuery struct{ *conn }
 
 // TimelineQuery reads one turn's model calls, tool calls and deliveries.

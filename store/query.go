@@ -108,8 +108,15 @@ func where(db *gorm.DB, f audit.Filter) *gorm.DB {
 	if f.ApprovalRequired {
 		db = db.Where("approval_required = ?", true)
 	}
+	if f.Text != "" {
+		like := "%" + likeEscaper.Replace(strings.ToLower(f.Text)) + "%"
+		db = db.Where(`(LOWER(tool_name) LIKE ? ESCAPE '\' OR LOWER(arguments) LIKE ? ESCAPE '\' OR LOWER(result) LIKE ? ESCAPE '\')`, like, like, like)
+	}
 	return db
 }
+
+// likeEscaper makes a text match itself in a LIKE pattern: its %, _ and \ are escaped.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
 
 // toolCallsQuery builds the ToolCalls query (limit+1 rows, so the caller knows whether a next
 // page exists).

@@ -359,3 +359,32 @@ func TestChatFilterPlanUsesIndex(t *testing.T) {
 		t.Errorf("chat filter plan:\n%s", plan)
 	}
 }
+
+// A text search keeps the calls whose tool name, arguments or result contain the text, case
+// aside, and reads % and _ as themselves, not as patterns.
+func TestToolCallsSearchTheirNamesArgumentsAndResults(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		s := newStore(t, driver)
+		seedLog(t, s, 20)
+		ctx := context.Background()
+		for _, tc := range []struct {
+			text string
+			want int
+		}{
+			{"T1", 7},     // tool t1 (i%3 == 1), whatever the case
+			{`"i":7}`, 1}, // the arguments of call 7 only
+			{`"I":1`, 11}, // 1 and 10–19
+			{"%", 0},      // no call holds a percent sign
+			{"_", 0},      // nor an underscore
+			{"nowhere", 0},
+		} {
+			n, err := s.ToolCalls.CountToolCalls(ctx, audit.Filter{Text: tc.text})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.want {
+				t.Errorf("search %q finds %d calls, want %d", tc.text, n, tc.want)
+			}
+		}
+	})
+}

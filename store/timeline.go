@@ -101,3 +101,35 @@ func (s *TurnQuery) ChatTurns(ctx context.Context, ref chat.Ref, limit int) ([]T
 	}
 	return out, nil
 }
+
+// replyTimes are what the overview charts of a turn's reply, taken from its deliveries when the
+// turn ends: when it first showed text, when its final text was delivered (nil when it did not),
+// and the 429s it waited out.
+type replyTimes struct {
+	firstText, final *time.Time
+	waits            int
+	waitedMS         int64
+}
+
+// replyTimesOf reads a reply's times from its deliveries, in order: the first send, draft or
+// edit showed text; the last request carrying the final text delivered it.
+func replyTimesOf(ds []Delivery) replyTimes {
+	var rt replyTimes
+	for _, d := range ds {
+		switch d.Kind {
+		case "send", "draft", "edit", "files", "not_modified":
+			if rt.firstText == nil && d.Kind != "files" && d.Kind != "not_modified" {
+				t := dbTime(d.At)
+				rt.firstText = &t
+			}
+			if d.Final {
+				t := dbTime(d.At)
+				rt.final = &t
+			}
+		case "rate_limited":
+			rt.waits++
+			rt.waitedMS += d.WaitMS
+		}
+	}
+	return rt
+}

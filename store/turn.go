@@ -382,13 +382,14 @@ func (s *TurnQuery) FinishTurn(ctx context.Context, e TurnEnd) error {
 		row.TurnID, row.Seq, row.StartedAt, row.InstanceID = &e.TurnID, i, dbTime(started), s.instance
 		llm = append(llm, row)
 	}
+	times := replyTimesOf(e.Deliveries)
 	deliveries, err := deliveriesJSON(e.Deliveries)
 	if err != nil {
 		return fmt.Errorf("store: finish turn %d: %w", e.TurnID, err)
 	}
 	conv, started := s.started.take(e.TurnID)
 	err = s.turns.do(ctx, func(tx *gorm.DB) error {
-		if err := closeTurn(tx, e, at, deliveries); err != nil {
+		if err := closeTurn(tx, e, at, deliveries, times); err != nil {
 			return err
 		}
 		if err := settleLLMCalls(tx, e.Settle); err != nil {
@@ -415,9 +416,9 @@ func (s *TurnQuery) FinishTurn(ctx context.Context, e TurnEnd) error {
 // closeTurn ends a running turn. Closing the turn first, only while it runs, is the check that
 // it still runs (a replica's Recover may have ended it) without reading it; on any error the
 // savepoint rolls the close back with the rest of the turn's write.
-func closeTurn(tx *gorm.DB, e TurnEnd, at time.Time, deliveries string) error {
+func closeTurn(tx *gorm.DB, e TurnEnd, at time.Time, deliveries string, rt replyTimes) error {
 	res := tx.Exec(closeTurnRow, e.Status, e.Model, e.Rounds, e.TokensIn, e.TokensOut, e.Error, string(e.Failure), at,
-		e.TraceID, deliveries, e.TurnID, TurnRunning)
+		e.TraceID, deliveries, rt.firstText, rt.final, rt.waits, rt.waitedMS, e.TurnID, TurnRunning)
 	if res.Error != nil {
 		return res.Error
 	}
@@ -433,7 +434,8 @@ func closeTurn(tx *gorm.DB, e TurnEnd, at time.Time, deliveries string) error {
 
 // closeTurnRow is closeTurn's statement, plain for the reason insertTurn is.
 const closeTurnRow = `UPDATE turns SET status = ?, model = ?, rounds = ?, tokens_in = ?, tokens_out = ?,
-	error = ?, failure = ?, finished_at = ?, trace_id = ?, deliveries = ? WHERE id = ? AND status = ?`
+	error = ?, failure = ?, finished_at = ?, trace_id = ?, deliveries = ?, first_text_at = ?, final_at = ?,
+	waits_429 = ?, waited_429_ms = ? WHERE id = ? AND status = ?`
 
 // turnTail reads the conversation of a turn another Database (replica) started and the seq its next
 // message takes.

@@ -290,3 +290,42 @@ func TestGenerateImageInAGroupAsksForApprovalFirst(t *testing.T) {
 		return false
 	})
 }
+
+// TestImagesUseUpTheCostQuota: an image is a cost like tokens. With a daily cost quota of one
+// image's price, the first image is made, billed and delivered, the model's next round is refused
+// with the quota's line, and the person's next message is refused before the model or the
+// images endpoint is asked.
+func TestImagesUseUpTheCostQuota(t *testing.T) {
+	fake := imagekit.New("img-key-7")
+	t.Cleanup(fake.Close)
+	e := newEnv(t)
+	e.llm.SetHandler(imageModel)
+	e.start(imageTools(e.toml(), fake).set("quotas.user", "cost_per_day", 0.04).parse(t))
+	e.say(4500, "draw a fox")
+	e.waitBotText(4500, "the quota's line after the image", contains("You have used up today's quota (cost 0.0400 of 0.0400)"))
+	wait.For(t, "the paid image delivered all the same", func() bool {
+		for _, m := range e.tg.BotMessages(4500) {
+			if m.Kind == "photo" && bytes.Equal(m.Data, imagekit.PNG()) {
+				return true
+			}
+		}
+		return false
+	})
+	calls := e.llm.RequestCount()
+	e.say(4500, "draw another")
+	wait.For(t, "the second refusal", func() bool {
+		n := 0
+		for _, s := range e.botTexts(4500) {
+			if strings.Contains(s, "You have used up today's quota") {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if n := len(fake.Requests()); n != 1 {
+		t.Errorf("the images endpoint was asked %d times, want 1", n)
+	}
+	if n := e.llm.RequestCount(); n != calls {
+		t.Errorf("the model was asked %d more times after the quota was used up", n-calls)
+	}
+}
