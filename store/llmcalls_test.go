@@ -269,3 +269,60 @@ func TestCachedTokensAreStoredAndBilledAtTheCachesPrice(t *testing.T) {
 		}
 	})
 }
+
+// TestAnImageCallIsReservedBilledAndCountedPerImage: an image call reserves its images (a quota
+// sees them while it runs), settles with the images delivered, and usage prices them per image;
+// a failed one settles with none and costs nothing.
+func TestAnImageCallIsReservedBilledAndCountedPerImage(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		s := newStore(t, driver)
+		day := time.Now().UTC().Truncate(24 * time.Hour)
+		prices := map[string]chat.Price{"gpt-image-1": {PerImage: 0.04}}
+		check := QuotaCheck{Filter: UsageFilter{Platform: "telegram", UserID: "7", Since: day}, Cost: 0.1}
+		start := func() (int64, error) {
+			return s.ModelCalls.StartLLMCall(ctx, LLMCallStart{Platform: "telegram", ChatID: "c", UserID: "7",
+				Checks: []QuotaCheck{check}, Prices: prices, Call: chat.ModelCall{Model: "gpt-image-1", Images: 1, StartedAt: time.Now()}})
+		}
+		usage := func() UsageTotal {
+			rows, err := s.Usage.Usage(ctx, check.Filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return RollUp(rows, ByAll, prices)[0]
+		}
+		id, err := start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := usage(); u.Images != 1 || math.Abs(u.Cost-0.04) > 1e-12 {
+			t.Fatalf("while it runs: %+v, want one image reserved at 0.04", u)
+		}
+		if err := s.ModelCalls.FinishLLMCall(ctx, id, chat.ModelCall{Model: "gpt-image-1", Status: "ok", Images: 1}); err != nil {
+			t.Fatal(err)
+		}
+		failed, err := start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ModelCalls.FinishLLMCall(ctx, failed, chat.ModelCall{Model: "gpt-image-1", Status: "error", Images: 0}); err != nil {
+			t.Fatal(err)
+		}
+		if u := usage(); u.Images != 1 || u.Calls != 2 || math.Abs(u.Cost-0.04) > 1e-12 {
+			t.Fatalf("after one image and one failure: %+v, want 1 image over 2 calls at 0.04", u)
+		}
+		// Two more images (0.04 and 0.08 used before them) start, a third (0.12) does not.
+		for range 2 {
+			id, err := start()
+			if err != nil {
+				t.Fatalf("an image under the quota was refused: %v", err)
+			}
+			if err := s.ModelCalls.FinishLLMCall(ctx, id, chat.ModelCall{Model: "gpt-image-1", Status: "ok", Images: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := start(); !errors.As(err, new(*OverQuotaError)) {
+			t.Fatalf("an image over the cost quota started: %v", err)
+		}
+	})
+}

@@ -154,12 +154,13 @@ func (s *UsageQuery) overviewModelCalls(ctx context.Context, f OverviewFilter, o
 		N, Errors                          int64
 		TokensIn, TokensOut, Cached, Wrote int64
 		AudioMs                            int64
+		Images                             int64
 	}
 	q := `SELECT ` + s.bucketOf("started_at", f) + ` AS b, model, COUNT(*) AS n,
 		SUM(CASE WHEN status = ? THEN 1 ELSE 0 END) AS errors,
 		COALESCE(SUM(tokens_in), 0) AS tokens_in, COALESCE(SUM(tokens_out), 0) AS tokens_out,
 		COALESCE(SUM(cached_in), 0) AS cached, COALESCE(SUM(cache_write_in), 0) AS wrote,
-		COALESCE(SUM(audio_ms), 0) AS audio_ms
+		COALESCE(SUM(audio_ms), 0) AS audio_ms, COALESCE(SUM(images), 0) AS images
 		FROM llm_calls WHERE started_at >= ? AND started_at < ? GROUP BY 1, model`
 	if err := s.r.WithContext(ctx).Raw(q, chat.StatusError, dbTime(f.Since), dbTime(f.Until)).Scan(&rows).Error; err != nil {
 		return fmt.Errorf("model calls: %w", err)
@@ -176,7 +177,7 @@ func (s *UsageQuery) overviewModelCalls(ctx context.Context, f OverviewFilter, o
 		b.CachedIn += r.Cached
 		b.CacheWriteIn += r.Wrote
 		p := f.Prices[r.Model]
-		b.Cost += p.Bill(r.TokensIn, r.Cached, r.Wrote, r.TokensOut) + p.AudioCost(r.AudioMs)
+		b.Cost += p.Bill(r.TokensIn, r.Cached, r.Wrote, r.TokensOut) + p.AudioCost(r.AudioMs) + p.ImageCost(r.Images)
 	}
 	return nil
 }

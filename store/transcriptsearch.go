@@ -111,8 +111,11 @@ func (s *TranscriptQuery) SearchMessages(ctx context.Context, q string, f Conver
 		db := f.where(s.r.WithContext(ctx).Table("messages m").Joins("JOIN turns t ON t.id = m.turn_id"))
 		if s.driver == DriverPostgres {
 			// The expression and the role condition are the index's (migration 00037), so the
-			// planner can use it.
-			return db.Where("m.role IN ('user', 'assistant') AND to_tsvector('simple', m.content) @@ to_tsquery('simple', ?)", tsQuery(words))
+			// planner can use it; OFFSET 0 keeps the subquery apart, so the hits come from the
+			// index instead of a walk down the messages newest first testing each row's text (a
+			// rare word took 3.8 s at 50,000 messages that way).
+			return db.Where(`m.id IN (SELECT id FROM messages WHERE role IN ('user', 'assistant')
+				AND to_tsvector('simple', content) @@ to_tsquery('simple', ?) OFFSET 0)`, tsQuery(words))
 		}
 		return db.Where("m.id IN (SELECT docid FROM messages_fts WHERE messages_fts MATCH ?)", ftsQuery(words))
 	}

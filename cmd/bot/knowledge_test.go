@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"relaybot/internal/testkit/files"
 	"relaybot/internal/testkit/llm"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
@@ -125,6 +126,39 @@ func TestAMarkdownFactIsFoundWithItsHeadingAndTheSearchIsAudited(t *testing.T) {
 	}
 	if status != "ok" || !strings.Contains(args, "parental leave weeks") || !strings.Contains(result, "(chunk ") {
 		t.Fatalf("the audit row is %s, arguments %s, result %q: want the query and the chunk ids", status, args, result)
+	}
+}
+
+func TestAPDFFactIsFoundWithItsPage(t *testing.T) {
+	e, km, c := knowledgeEnv(t, "tool", nil, "visitor badges office")
+	path := filepath.Join(t.TempDir(), "policies.pdf")
+	pdf := files.PDF([][]string{
+		{"Travel policy", "Book trains for journeys under four hours."},
+		{"Security policy", "Visitor badges are worn at all times in the office."},
+		{"Printing policy", "Print on both sides of the paper."},
+	})
+	if err := os.WriteFile(path, pdf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runKnowledge(context.Background(), c.parse(t), []string{"add", "-base", "handbook", path}, &out); err != nil ||
+		!strings.Contains(out.String(), "added as document 2 of handbook (pdf, 3 pages") {
+		t.Fatalf("bot knowledge add of a PDF: %v\n%s", err, out.String())
+	}
+	stop := e.start(c.parse(t))
+	e.say(42, "do visitors wear badges?")
+	e.waitBotText(42, "the answer's Sources", contains("[1] policies.pdf, page 2"))
+	var tool string
+	for _, r := range km.requests() {
+		if m := r.Messages[len(r.Messages)-1]; m.Role == "tool" {
+			tool = m.Content
+		}
+	}
+	if !strings.HasPrefix(tool, "[1] policies.pdf, page 2 (chunk ") || !strings.Contains(tool, "Visitor badges are worn") {
+		t.Fatalf("search_knowledge returned %q, want the security page first, cited by its page", tool)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -165,7 +165,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	}
 	b.live.use(mgr, tl.mcp)
 	m.KnowTools(b.live.hasTool, b.live.toolNames)
-	runner, opts, err := b.turnOptions(cfg)
+	runner, opts, err := b.turnOptions(cfg, tl.mcp)
 	if err != nil {
 		return b, err
 	}
@@ -202,8 +202,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 }
 
 // turnOptions builds from cfg the agent runner and the pipeline's options a turn runs with (the
-// metrics and the traces observe both): at the start and at each reload.
-func (b *bot) turnOptions(cfg *config.Config) (*agent.Runner, pipeline.Options, error) {
+// metrics and the traces observe both): at the start and at each reload. ml is the MCP servers'
+// loader the turns use (nil: none), which reads the resources attached to chats.
+func (b *bot) turnOptions(cfg *config.Config, ml *mcp.Loader) (*agent.Runner, pipeline.Options, error) {
 	m, l := b.live.metrics, &b.live
 	ropts := runnerOptions(cfg)
 	ropts.HTTPClient, ropts.Logger, ropts.Observer = l.modelClient, b.log, b.tracing.Models(m)
@@ -218,6 +219,9 @@ func (b *bot) turnOptions(cfg *config.Config) (*agent.Runner, pipeline.Options, 
 	opts.History.SystemPromptExtra = l.skillPrompt
 	opts.Memory = b.memory
 	opts.Knowledge = b.knowledge
+	if ml != nil && slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return len(s.AttachResources) > 0 }) {
+		opts.Resources = ml
+	}
 	opts.Audit = b.store.ToolCalls
 	opts.Usage = b.store.Usage
 	opts.Tools.Consents = b.store.Consents
@@ -802,6 +806,10 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			Headers:         s.Headers,
 			ConnectTimeout:  s.ConnectTimeout,
 			ToolCallTimeout: s.ToolCallTimeout,
+			TaskTimeout:     s.TaskTimeout,
+			ReadResource:    s.ReadResource,
+			AttachResources: s.AttachResources,
+			AttachChats:     s.AttachChats,
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,
 			Local:           s.Local,

@@ -210,7 +210,7 @@ func (b *bot) apply(ctx context.Context, cfg *config.Config, ch config.Changes) 
 	if err == nil {
 		var runner *agent.Runner
 		var opts pipeline.Options
-		if runner, opts, err = b.turnOptions(cfg); err == nil {
+		if runner, opts, err = b.turnOptions(cfg, ml); err == nil {
 			err = b.pipe.Reconfigure(runner, mgr, opts, retire)
 		}
 	}

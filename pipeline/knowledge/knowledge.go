@@ -67,7 +67,7 @@ type Limits struct {
 	MaxFileBytes int64
 	MaxPages     int
 	MaxTextBytes int64
-	// MaxDocuments is the most documents one base holds.
+	// MaxDocuments is the most documents one base holds (0: no limit).
 	MaxDocuments int
 	// Timeout bounds reading one file (default 2 minutes).
 	Timeout time.Duration
@@ -207,7 +207,7 @@ func (k *Knowledge) Add(ctx context.Context, base, name string, r io.Reader, add
 	if err != nil {
 		return Document{}, err
 	}
-	if n >= k.opts.Limits.MaxDocuments {
+	if limit := k.opts.Limits.MaxDocuments; limit > 0 && n >= limit {
 		return Document{}, &RefusedError{Key: "knowledge.max_documents", Limit: int64(k.opts.Limits.MaxDocuments), Got: int64(n + 1),
 			Reason: fmt.Sprintf("base %q holds %d documents, knowledge.max_documents", base, n)}
 	}

@@ -31,7 +31,7 @@ var (
 	lobby     = chat.Ref{Platform: chat.Discord, ChatID: "555"}
 )
 
-func embedder(t *testing.T, url, model string) *retrieval.Embedder {
+func embedder(t testing.TB, url, model string) *retrieval.Embedder {
 	t.Helper()
 	e, err := retrieval.NewEmbedder(retrieval.EmbedderOptions{Candidates: []retrieval.Candidate{
 		{Endpoint: provider.Endpoint{BaseURL: url, Model: model}}}})

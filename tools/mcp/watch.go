@@ -214,6 +214,9 @@ func sendCancelled(ctx context.Context, t transport.Interface, req transport.JSO
 	if err == nil || req.Method != string(mcpgo.MethodToolsCall) || (ctx.Err() == nil && !pastDeadline(ctx)) {
 		return
 	}
+	if p, ok := req.Params.(map[string]any); ok && p["task"] != nil {
+		return // a task is stopped with tasks/cancel, not by cancelling the request that made it
+	}
 	reason := "the client stopped waiting"
 	if cause := context.Cause(ctx); cause != nil {
 		reason = cause.Error()

@@ -158,10 +158,13 @@ type Server struct {
 	audio    AudioHandler
 	audioReq []AudioRequest
 
-	embedDims       map[string]int
-	embedReq        []EmbeddingRequest
-	embedFail       int
-	embedFailStatus int
+	embedDims        map[string]int
+	embedReq         []EmbeddingRequest
+	embedFail        int
+	embedFailStatus  int
+	rerankReq        []RerankRequest
+	rerankFail       int
+	rerankFailStatus int
 }
 
 // Streamed describes a stream whose scripted chunks were all sent.
@@ -301,6 +304,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodPost && r.URL.Path == "/v1/embeddings" {
 		s.serveEmbeddings(w, r)
+		return
+	}
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/rerank" {
+		s.serveRerank(w, r)
 		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
