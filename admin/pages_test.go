@@ -136,7 +136,8 @@ func TestPages(t *testing.T) {
 	_, ts := newTestServer(t, st, testToken, func(o *Options) {
 		o.MCPHealth = func() []tools.ServerHealth {
 			return []tools.ServerHealth{{Name: "wx", Transport: "stdio", State: "down", LastError: "exec: wx-server: not found"},
-				{Name: "docs", Transport: "http", ProtocolVersion: "2025-11-25", State: "up", Tools: 2}}
+				{Name: "docs", Transport: "http", ProtocolVersion: "2025-11-25", State: "up", Tools: 2,
+					Resources: []tools.ServerResource{{URI: "docs://guide", Name: "Guide", MIMEType: "text/markdown"}}}}
 		}
 		o.WebChat = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "chat here") })
 	})
@@ -187,6 +188,9 @@ func TestPages(t *testing.T) {
 	}
 	if !strings.Contains(body, `<td data-label="Protocol">2025-11-25</td>`) {
 		t.Errorf("the servers page does not show the protocol negotiated with docs")
+	}
+	if !strings.Contains(body, `<code>docs://guide</code> Guide`) || !strings.Contains(body, "1 resource</summary>") {
+		t.Errorf("the servers page does not list docs' resource")
 	}
 	if code, body := get(t, c, ts.URL+"/chat"); code != http.StatusOK || body != "chat here" {
 		t.Errorf("web chat behind login: %d %q", code, body)

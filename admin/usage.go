@@ -19,7 +19,7 @@ import (
 // for the overview (*store.UsageQuery).
 type UsageStore interface {
 	Usage(ctx context.Context, f store.UsageFilter) ([]store.UsageRow, error)
-	Overview(ctx context.Context, f store.OverviewFilter) ([]store.OverviewBucket, error)
+	Overview(ctx context.Context, f store.OverviewFilter) (store.Overview, error)
 }
 
 // usageParams are the query parameters of the usage page and API.

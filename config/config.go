@@ -371,6 +371,15 @@ type MCPServer struct {
 	// (0 means no deadline).
 	ToolCallTimeoutRaw any           `toml:"tool_call_timeout_sec"`
 	ToolCallTimeout    time.Duration `toml:"-"`
+	// TaskTimeout bounds a call that runs as an MCP task (a tool the server runs as a task),
+	// instead of the call timeout; absent: DefaultMCPTaskTimeout.
+	TaskTimeout time.Duration `toml:"task_timeout_sec"`
+	// ReadResource offers the model the server's read_resource tool (a resource by URI).
+	ReadResource bool `toml:"read_resource"`
+	// AttachResources are resource URIs of the server put into every turn of AttachChats (chat
+	// references as in [access]) as data.
+	AttachResources []string `toml:"attach_resources"`
+	AttachChats     []string `toml:"attach_chats"`
 	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
 	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
 	ToolPrefix string `toml:"tool_prefix"`
@@ -448,6 +457,9 @@ const day = 24 * time.Hour
 
 // defaultModelTimeout bounds a model call whose entry sets no timeout_sec.
 const defaultModelTimeout = 2 * time.Minute
+
+// DefaultMCPTaskTimeout is used when task_timeout_sec is absent.
+const DefaultMCPTaskTimeout = time.Hour
 
 // DefaultMCPToolCallTimeout is used when tool_call_timeout_sec is absent or invalid.
 const DefaultMCPToolCallTimeout = 300 * time.Second
@@ -702,6 +714,9 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		if s.ConnectTimeout == 0 {
 			s.ConnectTimeout = 30 * time.Second
+		}
+		if s.TaskTimeout == 0 {
+			s.TaskTimeout = DefaultMCPTaskTimeout
 		}
 		if s.Auth == "" {
 			s.Auth = AuthNone

@@ -16,6 +16,7 @@ import (
 	"time"
 	_ "time/tzdata" // default_timezone is checked on hosts without a zoneinfo database
 
+	"relaybot/chat"
 	"relaybot/policy"
 )
 
@@ -297,6 +298,8 @@ func (c *Config) validateMCP(p *problems) {
 			}
 		}
 		p.durationBetween(key+".connect_timeout_sec", s.ConnectTimeout, 1, 600)
+		p.durationBetween(key+".task_timeout_sec", s.TaskTimeout, 1, 7*24*3600)
+		validateMCPAttach(p, key, s)
 		validateMCPAuth(p, key, s)
 		if pre := s.ToolPrefix; pre != "" && !validToolPrefix.MatchString(strings.ReplaceAll(pre, "{server}", "x")) {
 			p.bad(key+".tool_prefix", "may hold only letters, digits, _ and - (and {server}), got %q", pre)
@@ -477,5 +480,26 @@ func (c *Config) validateTasks(p *problems) {
 	}
 	if loc, err := time.LoadLocation(t.DefaultTimezone); err != nil || loc == nil || t.DefaultTimezone == "" || t.DefaultTimezone == "Local" {
 		p.bad("tasks.default_timezone", "unknown time zone %q; use an IANA name such as Europe/Berlin", t.DefaultTimezone)
+	}
+}
+
+// validateMCPAttach checks a server's attached resources: chat references as in [access], and
+// resources and chats given together.
+func validateMCPAttach(p *problems, key string, s MCPServer) {
+	for j, ref := range s.AttachChats {
+		if _, err := chat.ParseRef(ref); err != nil {
+			p.bad(fmt.Sprintf("%s.attach_chats[%d]", key, j), `must look like "platform:chat" or "platform:chat#thread", got %q`, ref)
+		}
+	}
+	for j, uri := range s.AttachResources {
+		if strings.TrimSpace(uri) == "" {
+			p.bad(fmt.Sprintf("%s.attach_resources[%d]", key, j), "must be a resource URI, got an empty one")
+		}
+	}
+	switch {
+	case len(s.AttachResources) > 0 && len(s.AttachChats) == 0:
+		p.bad(key+".attach_chats", "must name the chats attach_resources go to")
+	case len(s.AttachChats) > 0 && len(s.AttachResources) == 0:
+		p.bad(key+".attach_resources", "must name the resources for attach_chats")
 	}
 }

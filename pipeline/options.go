@@ -61,6 +61,9 @@ type Options struct {
 	// into each turn there (knowledge.go); nil: none. Its search_knowledge tool is a loader of
 	// the tool manager.
 	Knowledge *knowledge.Knowledge
+	// Resources, when set, puts the MCP resources an admin attached to a chat into each turn
+	// there (attached.go); nil: none.
+	Resources AttachedResources
 
 	// Tasks answers /tasks and /timezone (package tasks); nil: the commands say scheduled tasks
 	// are off.

@@ -58,6 +58,10 @@ type turn struct {
 	looked bool
 	// knownSources are the places of the block's passages, [1] first.
 	knownSources []string
+	// attached is the block of the MCP resources attached to the chat (attached.go);
+	// attachedRead says they were read.
+	attached     string
+	attachedRead bool
 }
 
 // turnParts are what a turn is run with: the agent, the store, the tools, and the pipeline's
@@ -283,7 +287,7 @@ func (t *turn) prepare(replyCtx context.Context) {
 		t.req.Executor = tt
 		tt.SetMeter(t.meter)
 	}
-	t.req.Messages = t.withKnowledge(t.withMemory(t.transcript(false)))
+	t.req.Messages = t.withAttached(t.withKnowledge(t.withMemory(t.transcript(false))))
 	if t.hist.Compacted {
 		p.outbox.notice(out, history.CompactedNotice, t.log)
 	}
@@ -326,7 +330,7 @@ func (t *turn) run() *agent.Result {
 		t.log.Warn("pipeline: the model refused the context as too long; compacting and retrying", "err", res.Err)
 		first, n := res, len(h.Calls)
 		h.Compacted = false
-		t.req.Messages = t.withKnowledge(t.withMemory(t.transcript(true)))
+		t.req.Messages = t.withAttached(t.withKnowledge(t.withMemory(t.transcript(true))))
 		calls = append(calls, h.Calls[n:]...)
 		if h.Compacted {
 			p.outbox.notice(t.r.out, history.CompactedNotice, t.log)

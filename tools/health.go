@@ -19,6 +19,16 @@ type ServerHealth struct {
 	LastError string `json:"error,omitempty"`
 	// Since is when the server entered State.
 	Since time.Time `json:"since,omitzero"`
+	// Resources are the resources the server listed when it last connected.
+	Resources []ServerResource `json:"resources,omitempty"`
+}
+
+// ServerResource is one resource an MCP server offers (resources/list).
+type ServerResource struct {
+	URI         string `json:"uri"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	MIMEType    string `json:"mime_type,omitempty"`
 }
 
 // ServerState is a tool server's connection state.

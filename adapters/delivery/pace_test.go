@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,13 @@ func (d *timedDrafter) Send(ctx context.Context, c chat.Ref, text string, o adap
 	d.sends = append(d.sends, timedDraft{time.Now(), text})
 	d.mu.Unlock()
 	return d.recorder.Send(ctx, c, text, o)
+}
+
+// sent returns the messages sent so far.
+func (d *timedDrafter) sent() []timedDraft {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.sends)
 }
 
 // streamWords updates r with one more word every every, for n words, and returns the text.
@@ -157,3 +165,55 @@ func TestA429OnADraftWidensThePaceAndLosesNothing(t *testing.T) {
 		}
 	})
 }
+
+// In a chat that streams by edits the first words go out as a message the moment they come when
+// the chat's budget has room; when it has none (three messages just sent in a chat of three in
+// three seconds), they wait for the budget as before: the first text costs no request the
+// budget could not take.
+func TestTheFirstWordsGoAtOnceOnlyWhereTheBudgetHasRoom(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		name := map[bool]string{false: "room", true: "no room"}[full]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &timedDrafter{recorder: recorder{first: make(chan struct{})}}
+				e := New(edits{m}, adapters.Limits{MaxLen: 4096, Unit: adapters.UTF16, PerChat: adapters.Rate{N: 3, Per: 3 * time.Second}}, Options{})
+				defer e.Close()
+				c := chat.Ref{Platform: "test", ChatID: "1"}
+				if full {
+					for range 3 {
+						if err := e.NewReply(context.Background(), c, adapters.SendOptions{}).Finish(context.Background(), "earlier", nil); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				r := e.NewReply(context.Background(), c, adapters.SendOptions{})
+				before := len(m.sent())
+				start := time.Now()
+				r.Update("The first words")
+				synctest.Wait()
+				sentNow := len(m.sent()) > before
+				if sentNow == full {
+					t.Fatalf("with %s in the chat's budget the first words went out at once: %v", name, sentNow)
+				}
+				if full {
+					time.Sleep(4 * time.Second)
+					sends := m.sent()
+					if len(sends) == before {
+						t.Fatal("the first words never went out")
+					}
+					if d := sends[before].at.Sub(start); d < 3*time.Second {
+						t.Errorf("the first words went out %v after they came, want once the budget had room (3 s)", d)
+					}
+				}
+				if err := r.Finish(context.Background(), "The first words and the rest", nil); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// edits is a chat that streams by edits (no drafts).
+type edits struct{ *timedDrafter }
+
+func (edits) DraftsIn(chat.Ref) bool { return false }

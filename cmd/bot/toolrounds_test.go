@@ -32,6 +32,8 @@ func roundModel(r llm.Request) llm.Reply {
 	switch {
 	case text == "progress":
 		return llm.ToolCalls(llm.Call{ID: "p1", Name: "progress", Args: []string{`{"steps":4,"seconds":60}`}})
+	case text == "research":
+		return llm.ToolCalls(llm.Call{ID: "t1", Name: "research", Args: []string{`{"steps":3,"seconds":600}`}})
 	case strings.HasPrefix(text, "ask "):
 		return llm.ToolCalls(llm.Call{ID: "q_" + strings.TrimPrefix(text, "ask "), Name: "ask",
 			Args: []string{fmt.Sprintf(`{"form":%q}`, strings.TrimPrefix(text, "ask "))}})
@@ -60,6 +62,23 @@ func TestTelegramProgressAndStopAtTheServer(t *testing.T) {
 	wait.For(t, "the audit row", func() bool {
 		rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "progress"})
 		return err == nil && len(rows) == 1 && rows[0].Status == audit.StatusCancelled && rows[0].Progress == "step 4 of 4"
+	})
+}
+
+// On Telegram: a tool that runs as an MCP task shows its progress in the status line while the
+// bot polls it, past the server's call timeout; /stop cancels the task on the server
+// (tasks/cancel), and the audit row says cancelled with the last message.
+func TestTelegramTaskProgressAndStop(t *testing.T) {
+	e := newEnv(t)
+	e.llm.SetHandler(roundModel)
+	e.start(e.toml().set("mcp.servers", "tool_call_timeout_sec", 1, "task_timeout_sec", 3600).parse(t))
+	e.say(7, "research")
+	e.waitBotText(7, "the task's progress in the status line", contains("⏳ research 100% — step 3 of 3"))
+	e.say(7, "/stop")
+	wait.For(t, "the server's task to be cancelled", func() bool { return e.kit.Cancelled() == 1 })
+	wait.For(t, "the audit row", func() bool {
+		rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "research"})
+		return err == nil && len(rows) == 1 && rows[0].Status == audit.StatusCancelled && rows[0].Progress == "step 3 of 3"
 	})
 }
 

@@ -61,6 +61,8 @@ type bot struct {
 	memory *memory.Memory
 	// knowledge is the admins' documents the bot answers from; nil without [[knowledge.bases]].
 	knowledge *knowledge.Knowledge
+	// resources are the MCP resources attached to chats; nil when none is.
+	resources pipeline.AttachedResources
 	// tools runs the turns' tool calls; shutdown waits for the calls still ending (toolsWait).
 	tools *tools.Manager
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
@@ -214,6 +216,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 	opts.History.SystemPromptExtra = skillPrompt
 	opts.Memory = mem
 	opts.Knowledge = b.knowledge
+	opts.Resources = b.resources
 	opts.Audit = b.store.ToolCalls
 	opts.Usage = b.store.Usage
 	opts.Tools.Consents = b.store.Consents
@@ -300,6 +303,9 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 		}
 		ml := b.startMCP(ctx, cfg.MCP.Servers)
 		ts.loaders = append(ts.loaders, ml)
+		if slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return len(s.AttachResources) > 0 }) {
+			b.resources = ml
+		}
 		ts.health = ml.Health
 		ts.mcpUp = func() map[string]bool {
 			up := map[string]bool{}
@@ -794,6 +800,10 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			Headers:         s.Headers,
 			ConnectTimeout:  s.ConnectTimeout,
 			ToolCallTimeout: s.ToolCallTimeout,
+			TaskTimeout:     s.TaskTimeout,
+			ReadResource:    s.ReadResource,
+			AttachResources: s.AttachResources,
+			AttachChats:     s.AttachChats,
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,
 			Local:           s.Local,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -181,7 +182,10 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 	}
 	c.OnNotification(func(n mcpgo.JSONRPCNotification) {
 		inflight.notified(n)
-		if n.Method == string(mcpgo.MethodNotificationToolsListChanged) {
+		// On 2026-07-28 the list is read again once the subscription stands, so a change made
+		// between the first listing and the subscription is not missed.
+		if n.Method == string(mcpgo.MethodNotificationToolsListChanged) ||
+			n.Method == string(mcpgo.MethodNotificationSubscriptionsAcknowledged) {
 			select {
 			case s.refresh <- struct{}{}:
 			default:
@@ -216,7 +220,7 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 			s.logger.Info("MCP server refused logging/setLevel; its log messages stay at its level", "err", s.redact.err(err))
 		}
 	}
-	specs, err := s.list(cctx, sess)
+	specs, err := s.catalog(cctx, sess)
 	if err != nil {
 		return fail("list tools", err)
 	}
@@ -237,6 +241,31 @@ func (s *serverConn) listen(ctx context.Context, sess *session) {
 	}
 }
 
+// catalog lists the server's tools and resources, and adds its read_resource tool where the
+// admin offers it (unless the server has a tool of that name itself). A server whose resources
+// cannot be listed keeps its tools.
+func (s *serverConn) catalog(ctx context.Context, sess *session) ([]tools.Spec, error) {
+	specs, err := s.list(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	listed, err := s.listResources(ctx, sess)
+	if err != nil {
+		s.logger.Warn("MCP server's resources could not be listed", "err", s.redact.err(err))
+	}
+	sess.setResources(listed, false)
+	spec, ok := s.resourceSpec(sess, listed)
+	if !ok {
+		return specs, nil
+	}
+	if slices.ContainsFunc(specs, func(sp tools.Spec) bool { return sp.Name == spec.Name }) {
+		s.logger.Warn("MCP server has a tool called read_resource itself; the bot's is not offered")
+		return specs, nil
+	}
+	sess.setResources(listed, true)
+	return append(specs, spec), nil
+}
+
 // list asks the server for its tools and turns them into specs. Tools whose names a model API
 // would reject are left out with a warning.
 func (s *serverConn) list(ctx context.Context, sess *session) ([]tools.Spec, error) {
@@ -244,6 +273,7 @@ func (s *serverConn) list(ctx context.Context, sess *session) ([]tools.Spec, err
 	if err != nil {
 		return nil, err
 	}
+	sess.noteTasks(res.Tools)
 	specs := make([]tools.Spec, 0, len(res.Tools))
 	seen := map[string]bool{}
 	prefix := s.cfg.prefix()

@@ -62,6 +62,9 @@ type ServerConfig struct {
 	// ToolCallTimeout bounds each tool call; 0 means no deadline, a negative value
 	// DefaultToolCallTimeout (with a warning).
 	ToolCallTimeout time.Duration
+	// TaskTimeout bounds a task-augmented call (a tool that runs as an MCP task), instead of
+	// ToolCallTimeout; 0 means DefaultTaskTimeout.
+	TaskTimeout time.Duration
 	// ToolPrefix goes before every tool name of the server as the model and the audit log see
 	// it ("web_" offers "search" as "web_search"); "{server}" in it stands for Name. The
 	// server is always called with its own name. Empty: the server's names as they are.
@@ -69,6 +72,14 @@ type ServerConfig struct {
 	// Parallel lets calls to the server's tools run side by side with the other safe calls of
 	// their round, whatever the tools declare (readOnlyHint).
 	Parallel bool
+	// ReadResource offers the model the server's read_resource tool (named with ToolPrefix):
+	// one of the server's resources by URI, audited and judged like any tool.
+	ReadResource bool
+	// AttachResources are resource URIs of the server put into every turn of AttachChats (chat
+	// references as chat.ParseRef reads them, matched as chat rules are: a thread's chat and a
+	// Discord thread's channel too; one that does not parse is left out with a warning).
+	AttachResources []string
+	AttachChats     []string
 	// Local says the admin runs the remote server inside: its connections may reach loopback,
 	// private and link-local addresses (internal/outbound); without it they are refused.
 	// Redirects stay within the URL's origin either way.

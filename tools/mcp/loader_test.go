@@ -166,7 +166,7 @@ func TestListAndCall(t *testing.T) {
 				!bytes.Equal(res.Files[0].Data, testmcp.PNG) || res.Files[0].Name != "image-2.png" {
 				t.Errorf("image result = %q, files %+v", res.Text, res.Files)
 			}
-			if got := health(l, "srv"); got.Tools != 13 || got.LastError != "" {
+			if got := health(l, "srv"); got.Tools != 14 || got.LastError != "" {
 				t.Errorf("health = %+v", got)
 			}
 		})
@@ -442,8 +442,8 @@ func TestCollidingNamesFirstServerWins(t *testing.T) {
 	waitUp(t, l, "a")
 	waitUp(t, l, "b")
 	specs := l.Tools(context.Background())
-	if len(specs) != 13 {
-		t.Errorf("%d tools listed, want 13 (no duplicates)", len(specs))
+	if len(specs) != 14 {
+		t.Errorf("%d tools listed, want 14 (no duplicates)", len(specs))
 	}
 	if _, err := call(l, "echo", map[string]string{"text": "x"}); err != nil {
 		t.Fatal(err)
@@ -577,8 +577,8 @@ func TestToolPrefixOffersBothServersTools(t *testing.T) {
 	waitUp(t, l, "a")
 	waitUp(t, l, "b")
 	names := toolNames(l)
-	if !slices.Contains(names, "echo") || !slices.Contains(names, "b__echo") || len(names) != 26 {
-		t.Fatalf("tools = %v, want a's 13 and b's 13 as b__*", names)
+	if !slices.Contains(names, "echo") || !slices.Contains(names, "b__echo") || len(names) != 28 {
+		t.Fatalf("tools = %v, want a's 14 and b's 14 as b__*", names)
 	}
 	rec := toolstest.NewRecorder()
 	m, err := tools.NewManager([]tools.Loader{l}, rec, tools.ManagerOptions{})

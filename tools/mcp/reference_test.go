@@ -8,13 +8,19 @@ import (
 	"net"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"relaybot/audit"
+	"relaybot/chat"
 	"relaybot/internal/testkit/logbuf"
 	"relaybot/internal/testkit/wait"
+	"relaybot/tools"
 	"relaybot/tools/mcp"
+	"relaybot/tools/toolstest"
 )
 
 // The MCP reference server, @modelcontextprotocol/server-everything (the version pinned in
@@ -111,11 +117,105 @@ func TestReferenceServerNegotiatesAndListsChanges(t *testing.T) {
 				t.Fatalf("negotiated %q with the reference server, want 2025-11-25", got)
 			}
 			wait.For(t, "the tool list change", func() bool {
-				return strings.Contains(logs.String(), "MCP server's tool list changed")
+				return strings.Contains(logs.String(), "MCP server's tool list read again")
 			})
 			res, err := call(l, "echo", map[string]string{"message": "héllo"})
 			if err != nil || !strings.Contains(res.Text, "héllo") {
 				t.Fatalf("echo = %q, %v", res.Text, err)
+			}
+		})
+	}
+}
+
+// turnOn is a Manager turn over the loader l, watched by w.
+func turnOn(t *testing.T, l *mcp.Loader, w *watcher) *tools.Turn {
+	t.Helper()
+	m, err := tools.NewManager([]tools.Loader{l}, toolstest.NewRecorder(), tools.ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := m.ForTurn(tools.TurnInfo{Platform: "telegram", ChatID: "1", UserID: "7"}, nil)
+	tt.SetProgress(w.report)
+	tt.SetElicitor(w)
+	return tt
+}
+
+// The reference server's task-only tool (simulate-research-query, taskSupport "required") runs
+// as a task: its stages show in the status line as the bot polls, its report is the result;
+// stopped, the task is cancelled on the server (tasks/cancel answered).
+func TestReferenceServerTask(t *testing.T) {
+	for tr, cfg := range everythingServers(t) {
+		t.Run(tr, func(t *testing.T) {
+			l, logs := startLogged(t, cfg)
+			w := &watcher{}
+			tt := turnOn(t, l, w)
+			out := exec(tt, context.Background(), "c1", "simulate-research-query", map[string]any{"topic": "otters"})
+			if out.Status != audit.StatusOK || !strings.Contains(out.Content, "Research Report: otters") {
+				t.Fatalf("the task call ended %s %q (%v), want the report", out.Status, ellipsis(out.Content), out.Err)
+			}
+			if !sawProgress(w, "Generating report...") {
+				t.Fatalf("the status line never showed the last stage; it showed %+v", w.reports())
+			}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan tools.Outcome, 1)
+			w2 := &watcher{}
+			tt2 := turnOn(t, l, w2)
+			go func() {
+				done <- exec(tt2, ctx, "c2", "simulate-research-query", map[string]any{"topic": "stoats"})
+			}()
+			wait.For(t, "the first stage", func() bool { return sawProgress(w2, "Gathering sources...") })
+			cancel()
+			if out := <-done; out.Status != audit.StatusCancelled {
+				t.Fatalf("the stopped task call ended %s (%v)", out.Status, out.Err)
+			}
+			if strings.Contains(logs.String(), "could not be cancelled") {
+				t.Fatalf("tasks/cancel was refused: %s", logs.String())
+			}
+		})
+	}
+}
+
+func sawProgress(w *watcher, msg string) bool {
+	for _, p := range w.reports() {
+		if p.Message == msg {
+			return true
+		}
+	}
+	return false
+}
+
+func ellipsis(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+// The reference server's resources are listed, and one attached to a chat is read into its
+// turns (its document's text, as the package ships it); its read_resource tool reads it too.
+func TestReferenceServerResources(t *testing.T) {
+	entry := everything(t)
+	doc, err := os.ReadFile(filepath.Join(filepath.Dir(entry), "docs", "features.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstLine, _, _ := strings.Cut(strings.TrimSpace(string(doc)), "\n")
+	const uri = "demo://resource/static/document/features.md"
+	group := chat.Ref{Platform: chat.Telegram, ChatID: "-100"}
+	for tr, cfg := range everythingServers(t) {
+		t.Run(tr, func(t *testing.T) {
+			cfg.ReadResource, cfg.AttachResources, cfg.AttachChats = true, []string{uri}, []string{"telegram:-100"}
+			l, _ := startLogged(t, cfg)
+			if !slices.ContainsFunc(health(l, "everything").Resources, func(r tools.ServerResource) bool { return r.URI == uri }) {
+				t.Fatalf("%s not listed: %+v", uri, health(l, "everything").Resources)
+			}
+			if got := l.AttachedContext(context.Background(), []chat.Ref{group}); !strings.Contains(got, firstLine) {
+				t.Fatalf("the chat's turn carries %q, want the document's %q", ellipsis(got), firstLine)
+			}
+			res, err := call(l, "read_resource", map[string]string{"uri": uri})
+			if err != nil || !strings.Contains(res.Text, firstLine) {
+				t.Fatalf("read_resource = %q, %v", ellipsis(res.Text), err)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"relaybot/chat"
 	"relaybot/tools"
 )
 
@@ -29,6 +32,8 @@ type serverConn struct {
 	logger  *slog.Logger
 	invalid error // a config error: the server is never connected
 	redact  *redactor
+	// attachChats are cfg.AttachChats parsed.
+	attachChats []chat.Ref
 
 	refresh   chan struct{} // notifications/tools/list_changed arrived
 	reconnect chan struct{} // a caller found the session ended
@@ -41,7 +46,8 @@ type serverConn struct {
 	needsLogin    bool // the last failure was for want of an OAuth login
 	since         time.Time
 	transport     string
-	version       string       // the protocol version of the current or last session
+	version       string // the protocol version of the current or last session
+	resources     []tools.ServerResource
 	specs         []tools.Spec // while up: current; while down: as last listed
 	names         map[string]bool
 	sess          *session      // nil unless up
@@ -62,6 +68,14 @@ func newServerConn(l *Loader, cfg ServerConfig, o options) *serverConn {
 		transport: cfg.Transport,
 	}
 	s.invalid = validate(cfg)
+	for _, c := range cfg.AttachChats {
+		ref, err := chat.ParseRef(c)
+		if err != nil {
+			s.logger.Warn("MCP server's attach_chats entry left out", "chat", c, "err", err)
+			continue
+		}
+		s.attachChats = append(s.attachChats, ref)
+	}
 	return s
 }
 
@@ -102,6 +116,25 @@ type session struct {
 	// version is the negotiated protocol version; caps what the server said it offers.
 	version string
 	caps    mcpgo.ServerCapabilities
+	// taskTools are the tools that take tasks, by the server's name, as last listed.
+	taskMu    sync.Mutex
+	taskTools map[string]mcpgo.TaskSupport
+	// resources are the server's, as last listed; resourceTool says the bot's read_resource
+	// tool is offered on this session.
+	resources    []tools.ServerResource
+	resourceTool bool
+}
+
+func (ss *session) setResources(listed []tools.ServerResource, tool bool) {
+	ss.taskMu.Lock()
+	defer ss.taskMu.Unlock()
+	ss.resources, ss.resourceTool = listed, tool
+}
+
+func (ss *session) listed() ([]tools.ServerResource, bool) {
+	ss.taskMu.Lock()
+	defer ss.taskMu.Unlock()
+	return ss.resources, ss.resourceTool
 }
 
 // modern reports whether the session speaks the stateless protocol (2026-07-28 and later).
@@ -204,12 +237,13 @@ func (s *serverConn) serve(ctx context.Context, sess *session) (sessionEnd, erro
 			return endReconnect, nil
 		case <-s.refresh:
 			lctx, cancel := context.WithTimeout(ctx, s.connectTimeout())
-			specs, err := s.list(lctx, sess)
+			specs, err := s.catalog(lctx, sess)
 			cancel()
 			switch {
 			case err == nil:
-				s.setSpecs(specs)
-				s.logger.Info("MCP server's tool list changed", "tools", len(specs))
+				s.setResources(sess)
+				changed := s.setSpecs(specs)
+				s.logger.Info("MCP server's tool list read again", "tools", len(specs), "changed", changed)
 			case ctx.Err() != nil:
 				return endClosed, nil
 			case sessionEnded(err):
@@ -266,6 +300,7 @@ func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.mu.Lock()
 	s.sess = sess
 	s.version = sess.version
+	s.resources, _ = sess.listed()
 	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
@@ -285,11 +320,24 @@ func (s *serverConn) setDown(err error) {
 	s.wakeLocked()
 }
 
-func (s *serverConn) setSpecs(specs []tools.Spec) {
+// setResources keeps the resources sess listed last.
+func (s *serverConn) setResources(sess *session) {
+	listed, _ := sess.listed()
 	s.mu.Lock()
+	s.resources = listed
+	s.mu.Unlock()
+}
+
+// setSpecs replaces the tool list and reports whether it changed.
+func (s *serverConn) setSpecs(specs []tools.Spec) bool {
+	s.mu.Lock()
+	changed := !slices.EqualFunc(s.specs, specs, func(a, b tools.Spec) bool {
+		return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
+	})
 	s.setSpecsLocked(specs)
 	s.mu.Unlock()
 	s.l.noteCollisions()
+	return changed
 }
 
 func (s *serverConn) setSpecsLocked(specs []tools.Spec) {
@@ -353,7 +401,7 @@ func (s *serverConn) health() tools.ServerHealth {
 	defer s.mu.Unlock()
 	return tools.ServerHealth{
 		Name: s.cfg.Name, Transport: s.transport, ProtocolVersion: s.version, State: s.state,
-		LastError: s.lastErr, Tools: len(s.specs), Since: s.since,
+		LastError: s.lastErr, Tools: len(s.specs), Since: s.since, Resources: s.resources,
 	}
 }
 
@@ -403,6 +451,13 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 			req.Params.Meta.AdditionalFields = meta
 		}
 	}
+	if _, tool := sess.listed(); tool && name == readResourceTool {
+		uri, _ := args["uri"].(string)
+		return s.readResource(ctx, sess, uri)
+	}
+	if sess.asTask(name) {
+		return s.callTask(ctx, sess, name, args, req.Params.Meta.AdditionalFields, r)
+	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if t := s.cfg.ToolCallTimeout; t > 0 {
 		cctx, cancel = context.WithTimeoutCause(ctx, t, fmt.Errorf("the call timeout of %s passed", t))
@@ -415,25 +470,32 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 	req.Params.Name = name
 	req.Params.Arguments = args
 	res, err := sess.client.CallTool(cctx, req)
+	if err != nil {
+		return nil, s.callErr(ctx, cctx, sess, name, err, s.cfg.ToolCallTimeout)
+	}
+	return res, nil
+}
+
+// callErr says why a call on sess failed: stopped (ctx ended), out of time (cctx, the call's own
+// deadline of limit, ended), the server gone, or the server's own error.
+func (s *serverConn) callErr(ctx, cctx context.Context, sess *session, name string, err error, limit time.Duration) error {
 	switch {
-	case err == nil:
-		return res, nil
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("MCP tool '%s' on server '%s' was cancelled: %w", name, s.cfg.Name, ctx.Err())
+		return fmt.Errorf("MCP tool '%s' on server '%s' was cancelled: %w", name, s.cfg.Name, ctx.Err())
 	case errors.Is(cctx.Err(), context.DeadlineExceeded) || pastDeadline(cctx):
 		// The SSE transport's own response timer, set to the deadline, can fire first.
-		return nil, &timeoutError{tool: name, server: s.cfg.Name, after: s.cfg.ToolCallTimeout}
+		return &timeoutError{tool: name, server: s.cfg.Name, after: limit}
 	case errors.Is(err, transport.ErrTransportClosed) || isClosed(sess):
-		return nil, fmt.Errorf("MCP server '%s' went away during the call of '%s': %w: %w", s.cfg.Name, name, ErrUnavailable, s.redact.err(err))
+		return fmt.Errorf("MCP server '%s' went away during the call of '%s': %w: %w", s.cfg.Name, name, ErrUnavailable, s.redact.err(err))
 	}
 	if s.cfg.URL != "" && s.cfg.dial == nil && unreachable(err) {
 		// The remote is gone (the bot holds no connection to notice it otherwise): the
 		// lifecycle marks it down and reconnects with backoff.
 		err = s.redact.err(err)
 		sess.markLost(fmt.Errorf("tool call failed: %w", err))
-		return nil, fmt.Errorf("MCP server '%s' cannot be reached: %w: %w", s.cfg.Name, ErrUnavailable, err)
+		return fmt.Errorf("MCP server '%s' cannot be reached: %w: %w", s.cfg.Name, ErrUnavailable, err)
 	}
-	return nil, fmt.Errorf("MCP tool '%s' on server '%s': %w", name, s.cfg.Name, s.redact.err(err))
+	return fmt.Errorf("MCP tool '%s' on server '%s': %w", name, s.cfg.Name, s.redact.err(err))
 }
 
 // unreachable reports whether err is a network failure rather than an answer: a request that

@@ -175,8 +175,9 @@ func (e *elicitor) Elicit(ctx context.Context, req mcpgo.ElicitationRequest) (*m
 			q.Fields, err = tools.ParseForm(raw)
 		}
 		if err != nil {
-			// A form the chat cannot show is refused; the spec's decline lets the tool go on.
-			return elicitResult(mcpgo.ElicitationResponseActionDecline, nil), nil
+			// A form the chat cannot show is declined (the spec's decline lets the tool go on),
+			// and the chat and the audit are told why.
+			q.Fields, q.Unshowable = nil, err.Error()
 		}
 	}
 	// The question ends with the call (stopped, timed out) as well as with the transport's
@@ -213,6 +214,9 @@ const cancelNotifyTimeout = time.Second
 func sendCancelled(ctx context.Context, t transport.Interface, req transport.JSONRPCRequest, err error) {
 	if err == nil || req.Method != string(mcpgo.MethodToolsCall) || (ctx.Err() == nil && !pastDeadline(ctx)) {
 		return
+	}
+	if p, ok := req.Params.(map[string]any); ok && p["task"] != nil {
+		return // a task is stopped with tasks/cancel, not by cancelling the request that made it
 	}
 	reason := "the client stopped waiting"
 	if cause := context.Cause(ctx); cause != nil {

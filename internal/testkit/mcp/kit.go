@@ -40,7 +40,8 @@ var PNG = []byte{
 //   - env(name): the server's environment variable name.
 //   - pid(): the process id of the server.
 //
-// and the tools that talk while they run (live.go).
+// and the tools that talk while they run (live.go), the task tool (tasks.go) and two resources
+// (resources.go).
 type Kit struct {
 	// Server is the mcp-go server; serve it with any transport.
 	Server *server.MCPServer
@@ -55,6 +56,9 @@ type Kit struct {
 	notices   atomic.Int64
 	legacy    atomic.Bool
 	discovers atomic.Int64
+	reads     atomic.Int64
+	tasks     map[int]context.CancelFunc // running tasks' work, by a number of the kit's
+	nextTask  int
 }
 
 // TraceTo makes the server record a span of every tool call whose request carries a W3C
@@ -70,8 +74,12 @@ func (k *Kit) TraceTo(endpoint string) {
 // New builds a Kit whose server is called name. It announces tools list changes.
 func New(name string) *Kit {
 	k := &Kit{calls: map[string]int{}, records: map[string]int{}, name: name}
+	hooks := &server.Hooks{}
+	hooks.AddBeforeCancelTask(k.cancelTasks)
 	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true),
-		server.WithLogging(), server.WithElicitation())
+		server.WithLogging(), server.WithElicitation(), server.WithTaskCapabilities(true, true, true),
+		server.WithResourceCapabilities(false, true),
+		server.WithHooks(hooks))
 	k.Server.AddTools(
 		server.ServerTool{
 			Tool: mcp.NewTool("echo", mcp.WithDescription("Echoes its text."),
@@ -143,6 +151,8 @@ func New(name string) *Kit {
 		},
 	)
 	k.addLiveTools()
+	k.addTaskTools()
+	k.addResources()
 	return k
 }
 

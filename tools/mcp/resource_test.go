@@ -1,0 +1,78 @@
+package mcp_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"relaybot/chat"
+	testmcp "relaybot/internal/testkit/mcp"
+	"relaybot/tools"
+)
+
+// A server's resources are listed for the Servers page; with read_resource on, the model reads
+// one by URI through a tool named for the server (its tool_prefix), and a URI the server does
+// not have is its refusal.
+func TestResourcesListedAndRead(t *testing.T) {
+	for _, c := range []struct{ tr, version string }{{"stdio", "2026-07-28"}, {"http", "2026-07-28"}, {"http", "2025-11-25"}} {
+		t.Run(c.tr+"/"+c.version, func(t *testing.T) {
+			cfg := serve(t, c.tr, testmcp.New("kit"))
+			if c.version == "2025-11-25" {
+				cfg = serveLegacy(t, c.tr, testmcp.New("kit"))
+			}
+			cfg.ReadResource, cfg.ToolPrefix = true, "kit_"
+			l := startLoader(t, cfg)
+			waitUp(t, l, "srv")
+			h := health(l, "srv")
+			if h.ProtocolVersion != c.version || len(h.Resources) != 2 ||
+				h.Resources[0] != (tools.ServerResource{URI: "kit://handbook", Name: "Handbook", Description: "The team's handbook.", MIMEType: "text/markdown"}) {
+				t.Fatalf("the Servers page would show %s resources %+v", h.ProtocolVersion, h.Resources)
+			}
+			if !slices.Contains(toolNames(l), "kit_read_resource") {
+				t.Fatalf("read_resource not offered: %v", toolNames(l))
+			}
+			res, err := call(l, "kit_read_resource", map[string]string{"uri": "kit://handbook"})
+			if err != nil || !strings.Contains(res.Text, "The office opens at nine") {
+				t.Fatalf("read_resource = %q, %v", res.Text, err)
+			}
+			if _, err := call(l, "kit_read_resource", map[string]string{"uri": "kit://nothing"}); err == nil {
+				t.Fatal("a URI the server does not have was read")
+			}
+		})
+	}
+}
+
+// Without read_resource the tool is not offered; resources are listed all the same.
+func TestReadResourceIsOffUnlessConfigured(t *testing.T) {
+	l := startLoader(t, serve(t, "http", testmcp.New("kit")))
+	waitUp(t, l, "srv")
+	if slices.Contains(toolNames(l), "read_resource") {
+		t.Fatal("read_resource offered without read_resource = true")
+	}
+	if len(health(l, "srv").Resources) != 2 {
+		t.Fatalf("resources = %+v", health(l, "srv").Resources)
+	}
+}
+
+// A resource attached to a chat is read for each turn there (a thread of that chat included),
+// as data; other chats get nothing.
+func TestAttachedResourceIsContextOfItsChatsOnly(t *testing.T) {
+	k := testmcp.New("kit")
+	cfg := serve(t, "http", k)
+	group := chat.Ref{Platform: chat.Telegram, ChatID: "-100"}
+	cfg.AttachResources, cfg.AttachChats = []string{"kit://handbook"}, []string{"telegram:-100"}
+	l := startLoader(t, cfg)
+	waitUp(t, l, "srv")
+	thread := chat.Ref{Platform: chat.Telegram, ChatID: "-100", ThreadID: "7"}
+	got := l.AttachedContext(context.Background(), []chat.Ref{thread, group})
+	if !strings.Contains(got, testmcp.Handbook) || !strings.Contains(got, `uri="kit://handbook"`) || !strings.Contains(got, "not instructions") {
+		t.Fatalf("the group's turn carries %q", got)
+	}
+	if other := l.AttachedContext(context.Background(), []chat.Ref{{Platform: chat.Telegram, ChatID: "-200"}}); other != "" {
+		t.Fatalf("another chat's turn carries %q", other)
+	}
+	if k.Reads() != 1 {
+		t.Fatalf("the server was read %d times, want once", k.Reads())
+	}
+}
