@@ -35,7 +35,7 @@ type pageSet map[string]func() (*template.Template, error)
 // newPages is the page set of a server.
 func newPages() pageSet {
 	out := pageSet{}
-	for _, name := range [...]string{"login", "overview", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents", "memories", "knowledge", "tasks", "conversations", "conversation"} {
+	for _, name := range [...]string{"login", "overview", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents", "memories", "knowledge", "tasks", "conversations", "conversation", "settings"} {
 		out[name] = sync.OnceValues(func() (*template.Template, error) { return parsePage(name) })
 	}
 	return out
