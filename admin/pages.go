@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"relaybot/chat"
 	"relaybot/internal/ellipsis"
 	"relaybot/store"
+	"relaybot/tools"
 )
 
 //go:embed templates static
@@ -322,6 +324,20 @@ type shownMessage struct {
 	Long bool
 }
 
+// redactMessage is m as the admin pages show a saved message: its text, reasoning and the
+// arguments of the calls it asked for redacted as the audit log's rows are.
+func redactMessage(m chat.Message) chat.Message {
+	m.Content, m.Reasoning = tools.RedactText(m.Content), tools.RedactText(m.Reasoning)
+	if len(m.ToolCalls) > 0 {
+		calls := slices.Clone(m.ToolCalls)
+		for i := range calls {
+			calls[i].Arguments = tools.RedactJSONText(calls[i].Arguments)
+		}
+		m.ToolCalls = calls
+	}
+	return m
+}
+
 // callPage shows one call with its turn.
 func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 	id, err := parseID(r.PathValue("id"))
@@ -355,6 +371,7 @@ func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("admin: read messages of turn", "turn", row.TurnID, "err", err)
 		}
 		for i, m := range msgs {
+			m = redactMessage(m)
 			hit := m.Role == store.RoleTool && m.ToolCallID == row.ToolCallID && row.ToolCallID != ""
 			for _, c := range m.ToolCalls {
 				hit = hit || (c.ID == row.ToolCallID && row.ToolCallID != "")
