@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -151,6 +152,45 @@ func TestToolQuestionAnsweredWithText(t *testing.T) {
 	msgs := reqs[1].Messages
 	if got := msgs[len(msgs)-1].Content; got != `accept {"age":33,"name":"Ann"}` {
 		t.Fatalf("the server saw %q", got)
+	}
+}
+
+// Defaults asked field by field: a typed field says its default and takes the word "default"
+// for it; a boolean's and a single-select's default button says so.
+func TestToolQuestionOffersItsDefaults(t *testing.T) {
+	h, _ := mcpHarness(t, tools.ManagerOptions{})
+	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "ask", Args: []string{`{"form":"defaults"}`}}), llm.Text("ok"))
+	var labels []string
+	out := &askResponder{recResponder: &recResponder{stream: true}, pressFor: func(q adapters.Question) []adapters.Answer {
+		choice := ""
+		for _, c := range q.Choices {
+			labels = append(labels, c.Label)
+			if strings.HasSuffix(c.Label, " (default)") {
+				choice = c.ID
+			}
+		}
+		return []adapters.Answer{{Choice: choice, UserID: "7", UserName: "Ann"}}
+	}}
+	done := h.handle(privateMsg("7", "1", "ask me"), out)
+	wait.For(t, "the greeting prompt", func() bool {
+		out.recResponder.mu.Lock()
+		defer out.recResponder.mu.Unlock()
+		n := out.recResponder.notices
+		if len(n) != 1 {
+			return false
+		}
+		text := strings.ReplaceAll(n[0], `\`, "") // the prompt is escaped Markdown
+		return strings.Contains(text, "default: hello") && strings.Contains(text, `"default" answers hello`)
+	})
+	<-h.handle(privateMsg("7", "2", "default"), out)
+	<-done
+	if !slices.Contains(labels, "No (default)") || !slices.Contains(labels, "m (default)") {
+		t.Fatalf("buttons %q; want the defaults marked", labels)
+	}
+	reqs := h.llm.Requests()
+	msgs := reqs[len(reqs)-1].Messages
+	if got := msgs[len(msgs)-1].Content; got != `accept {"greeting":"hello","loud":false,"size":"m"}` {
+		t.Fatalf("the server saw %q, want the defaults", got)
 	}
 }
 

@@ -141,6 +141,16 @@ func (k *Kit) ask(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResu
 			},
 			"required": []string{"fish"},
 		}}
+	case "defaults": // a default for a text, a boolean and a single-select
+		req.Params = mcp.ElicitationParams{Message: "Settings?", RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"greeting": map[string]any{"type": "string", "default": "hello"},
+				"loud":     map[string]any{"type": "boolean", "default": false},
+				"size":     map[string]any{"type": "string", "enum": []string{"s", "m", "l"}, "default": "m"},
+			},
+			"required": []string{"greeting", "loud", "size"},
+		}}
 	case "nested": // a nested object, which the spec forbids in a form
 		req.Params = mcp.ElicitationParams{Message: "Where do you live?", RequestedSchema: map[string]any{
 			"type": "object",
