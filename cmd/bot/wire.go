@@ -63,6 +63,8 @@ type bot struct {
 	knowledge *knowledge.Knowledge
 	// resources are the MCP resources attached to chats; nil when none is.
 	resources pipeline.AttachedResources
+	// prompts are the MCP prompts enabled as /prompt; nil when no server enables them.
+	prompts pipeline.MCPPrompts
 	// tools runs the turns' tool calls; shutdown waits for the calls still ending (toolsWait).
 	tools *tools.Manager
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
@@ -217,6 +219,7 @@ func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Reco
 	opts.Memory = mem
 	opts.Knowledge = b.knowledge
 	opts.Resources = b.resources
+	opts.MCPPrompts = b.prompts
 	opts.Audit = b.store.ToolCalls
 	opts.Usage = b.store.Usage
 	opts.Tools.Consents = b.store.Consents
@@ -305,6 +308,9 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 		ts.loaders = append(ts.loaders, ml)
 		if slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return len(s.AttachResources) > 0 }) {
 			b.resources = ml
+		}
+		if slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return s.Prompts }) {
+			b.prompts = ml
 		}
 		ts.health = ml.Health
 		ts.mcpUp = func() map[string]bool {
@@ -804,6 +810,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			ReadResource:    s.ReadResource,
 			AttachResources: s.AttachResources,
 			AttachChats:     s.AttachChats,
+			Prompts:         s.Prompts,
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,
 			Local:           s.Local,

@@ -241,7 +241,7 @@ func (s *serverConn) listen(ctx context.Context, sess *session) {
 	}
 }
 
-// catalog lists the server's tools and resources, and adds its read_resource tool where the
+// catalog lists the server's tools, resources and enabled prompts, and adds its read_resource tool where the
 // admin offers it (unless the server has a tool of that name itself). A server whose resources
 // cannot be listed keeps its tools.
 func (s *serverConn) catalog(ctx context.Context, sess *session) ([]tools.Spec, error) {
@@ -254,6 +254,11 @@ func (s *serverConn) catalog(ctx context.Context, sess *session) ([]tools.Spec, 
 		s.logger.Warn("MCP server's resources could not be listed", "err", s.redact.err(err))
 	}
 	sess.setResources(listed, false)
+	prompts, err := s.listPrompts(ctx, sess)
+	if err != nil {
+		s.logger.Warn("MCP server's prompts could not be listed", "err", s.redact.err(err))
+	}
+	sess.setPrompts(prompts)
 	spec, ok := s.resourceSpec(sess, listed)
 	if !ok {
 		return specs, nil
