@@ -12,6 +12,8 @@ const (
 	FieldInteger FieldKind = "integer"
 	FieldBoolean FieldKind = "boolean"
 	FieldEnum    FieldKind = "enum"
+	// FieldMulti is a multi-select: any number of Options, shown as checkboxes.
+	FieldMulti FieldKind = "multi"
 )
 
 // FormField is one input of a Form, with the bounds the asker's schema sets (the platform may
@@ -29,6 +31,11 @@ type FormField struct {
 	Min, Max             *float64
 	MinLength, MaxLength int
 	Format               string
+	// MinItems and MaxItems (0: none) bound how many options a multi-select takes.
+	MinItems, MaxItems int
+	// Default is what the field starts with, as FormAnswer.Values holds it (a multi-select's
+	// chosen option IDs, several); empty: nothing.
+	Default []string
 }
 
 // Form is a question with several fields the bot shows in the chat as one form (a tool's
@@ -45,7 +52,8 @@ type FormAnswer struct {
 	// Decline says the form was refused; Values is then empty.
 	Decline bool
 	// Values are the fields' values as typed, by field name: a boolean is "yes" or "no", an
-	// enum its option's ID; a field left empty is absent.
+	// enum its option's ID, a multi-select its chosen option IDs as a JSON array of strings; a
+	// field left empty is absent.
 	Values    map[string]string
 	UserID    string
 	UserName  string

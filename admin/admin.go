@@ -128,7 +128,8 @@ type Options struct {
 	// leaves /chat out.
 	WebChat http.Handler
 	// Prices are the models' prices per million tokens, by configured model name, for the
-	// usage page and API.
+	// usage page and API; when Settings is set, its Prices (the running config's) are used
+	// instead.
 	Prices map[string]chat.Price
 	// TraceURL links turns and tool calls to a tracing UI: {trace_id} is replaced by the trace
 	// id ("https://tempo.example/trace/{trace_id}"); empty shows no links.
@@ -167,6 +168,9 @@ type Options struct {
 	// PublicURL is admin.public_url: the OAuth callback is on it when set, else on the host
 	// the browser asked for.
 	PublicURL string
+	// Settings is the configuration the bot runs with and its reload (the Settings page); nil
+	// shows none.
+	Settings Settings
 	// Sessions keeps the login sessions (*store.AdminSessionQuery, so that every replica knows them); nil
 	// keeps them in this process's memory.
 	Sessions Sessions
@@ -185,6 +189,8 @@ type Server struct {
 	// Set by Serve: the listener's address, once listening.
 	mu   sync.Mutex
 	addr net.Addr
+	// reloaded is the outcome of this process's last reload from the page or the API.
+	reloaded *Reloaded
 }
 
 // New checks the options and builds the server; it does not listen yet.
@@ -323,6 +329,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("DELETE /api/v1/knowledge/{base}/documents/{id}", s.requireBearer(http.HandlerFunc(s.apiKnowledgeRemove)))
 	mux.Handle("GET /api/v1/knowledge/{base}/search", s.requireBearer(http.HandlerFunc(s.apiKnowledgeSearch)))
 	mux.Handle("GET /api/v1/tasks", s.requireBearer(http.HandlerFunc(s.apiTasks)))
+	mux.Handle("GET /api/v1/settings", s.requireBearer(http.HandlerFunc(s.apiSettings)))
+	mux.Handle("POST /api/v1/settings/reload", s.requireBearer(http.HandlerFunc(s.apiReload)))
 	mux.Handle("DELETE /api/v1/tasks/{id}", s.requireBearer(http.HandlerFunc(s.apiCancelTask)))
 	mux.Handle("/api/", s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
@@ -354,6 +362,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /admin/knowledge/{base}/documents", s.requireLogin(http.HandlerFunc(s.knowledgeUploadPage)))
 	mux.Handle("POST /admin/knowledge/{base}/documents/{id}/delete", s.requireLogin(http.HandlerFunc(s.knowledgeRemovePage)))
 	mux.Handle("GET /admin/tasks", s.requireLogin(http.HandlerFunc(s.tasksPage)))
+	mux.Handle("GET /admin/settings", s.requireLogin(http.HandlerFunc(s.settingsPage)))
+	mux.Handle("POST /admin/settings/reload", s.requireLogin(http.HandlerFunc(s.settingsReloadPage)))
 	mux.Handle("POST /admin/tasks/{id}/cancel", s.requireLogin(http.HandlerFunc(s.taskCancelPage)))
 	mux.Handle("GET /admin/usage.csv", s.requireLogin(http.HandlerFunc(s.apiUsage)))
 	mux.Handle("GET /admin/export.csv", s.requireLogin(http.HandlerFunc(s.exportCSV)))

@@ -44,6 +44,8 @@ type replicasData struct {
 	// Alone: the bot runs as a single process (no replicas share its database).
 	Alone    bool
 	Replicas []coord.Instance
+	// Digest is the config digest this replica runs with; empty without Options.Settings.
+	Digest string
 }
 
 // replicasPage lists the live replicas (GET /admin/replicas): a single process says it runs
@@ -58,5 +60,8 @@ func (s *Server) replicasPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.Replicas = items
+	if s.opts.Settings != nil {
+		data.Digest = s.opts.Settings.Running().Digest()
+	}
 	s.render(w, r, http.StatusOK, "replicas", data)
 }

@@ -62,20 +62,15 @@ type overview struct {
 	Buckets []store.OverviewBucket `json:"buckets"`
 }
 
-// readOverview asks the store for the range's buckets and its total.
+// readOverview asks the store for the range's buckets and their total.
 func (s *Server) readOverview(r *http.Request, o overviewRange) (overview, error) {
 	since, until := o.window(s.now())
-	f := store.OverviewFilter{Since: since, Until: until, Step: o.Step, Prices: s.opts.Prices}
-	buckets, err := s.opts.Store.Usage.Overview(r.Context(), f)
+	f := store.OverviewFilter{Since: since, Until: until, Step: o.Step, Prices: s.prices()}
+	ov, err := s.opts.Store.Usage.Overview(r.Context(), f)
 	if err != nil {
 		return overview{}, err
 	}
-	f.Step = until.Sub(since)
-	total, err := s.opts.Store.Usage.Overview(r.Context(), f)
-	if err != nil {
-		return overview{}, err
-	}
-	return overview{Range: o.Name, Step: o.Step.String(), Since: since, Until: until, Total: total[0], Buckets: buckets}, nil
+	return overview{Range: o.Name, Step: o.Step.String(), Since: since, Until: until, Total: ov.Total, Buckets: ov.Buckets}, nil
 }
 
 // apiOverview answers GET /api/v1/overview: the overview's series as the page draws them.

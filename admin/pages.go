@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"relaybot/chat"
 	"relaybot/internal/ellipsis"
 	"relaybot/store"
+	"relaybot/tools"
 )
 
 //go:embed templates static
@@ -33,7 +35,7 @@ type pageSet map[string]func() (*template.Template, error)
 // newPages is the page set of a server.
 func newPages() pageSet {
 	out := pageSet{}
-	for _, name := range [...]string{"login", "overview", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents", "memories", "knowledge", "tasks", "conversations", "conversation"} {
+	for _, name := range [...]string{"login", "overview", "calls", "call", "stats", "servers", "replicas", "usage", "error", "oauth", "turn", "turns", "consents", "memories", "knowledge", "tasks", "conversations", "conversation", "settings"} {
 		out[name] = sync.OnceValues(func() (*template.Template, error) { return parsePage(name) })
 	}
 	return out
@@ -322,6 +324,20 @@ type shownMessage struct {
 	Long bool
 }
 
+// redactMessage is m as the admin pages show a saved message: its text, reasoning and the
+// arguments of the calls it asked for redacted as the audit log's rows are.
+func redactMessage(m chat.Message) chat.Message {
+	m.Content, m.Reasoning = tools.RedactText(m.Content), tools.RedactText(m.Reasoning)
+	if len(m.ToolCalls) > 0 {
+		calls := slices.Clone(m.ToolCalls)
+		for i := range calls {
+			calls[i].Arguments = tools.RedactJSONText(calls[i].Arguments)
+		}
+		m.ToolCalls = calls
+	}
+	return m
+}
+
 // callPage shows one call with its turn.
 func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 	id, err := parseID(r.PathValue("id"))
@@ -355,6 +371,7 @@ func (s *Server) callPage(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("admin: read messages of turn", "turn", row.TurnID, "err", err)
 		}
 		for i, m := range msgs {
+			m = redactMessage(m)
 			hit := m.Role == store.RoleTool && m.ToolCallID == row.ToolCallID && row.ToolCallID != ""
 			for _, c := range m.ToolCalls {
 				hit = hit || (c.ID == row.ToolCallID && row.ToolCallID != "")

@@ -328,8 +328,8 @@ func TestDetailShowsTheTurnsMessages(t *testing.T) {
 // parsed once.
 func TestEveryPageParses(t *testing.T) {
 	pages := newPages()
-	if len(pages) != 18 {
-		t.Errorf("%d pages, want the 18 the handlers render", len(pages))
+	if len(pages) != 19 {
+		t.Errorf("%d pages, want the 19 the handlers render", len(pages))
 	}
 	for name, parse := range pages {
 		first, err := parse()

@@ -111,3 +111,15 @@ func TestTheTurnPageTellsTheStory(t *testing.T) {
 		t.Errorf("the page does not show the cost %s", want)
 	}
 }
+
+// A call's page shows its turn's messages redacted as the audit log's rows are: the key the
+// member pasted into their question is not on it.
+func TestTheCallPageShowsItsTurnsMessagesRedacted(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	seedStory(t, st)
+	_, ts := newTestServer(t, st, "")
+	page := getPage(t, ts, "/admin/calls/1")
+	if !strings.Contains(page, "Check the weather with api_key=[redacted]") || strings.Contains(page, "sk-live-abcdef1234567890") {
+		t.Errorf("the call's page shows the question unredacted, or not at all:\n%s", page)
+	}
+}

@@ -53,6 +53,13 @@ type Config struct {
 	// SecretKey is BOT_SECRET_KEY decoded (32 bytes), read when an MCP server has
 	// auth = "oauth"; nil otherwise.
 	SecretKey []byte `toml:"-"`
+
+	// File is the file Load read, which a reload reads again; empty when the config was parsed
+	// from bytes.
+	File string `toml:"-"`
+
+	// sources are where each key the file or the environment set came from (Settings).
+	sources map[string]source
 }
 
 // Tasks configures reminders and scheduled tasks (package tasks): the schedule_task, list_tasks
@@ -530,6 +537,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	cfg.File = path
 	return cfg, nil
 }
 
@@ -558,16 +566,17 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if und := md.Undecoded(); len(und) > 0 {
 		return nil, unknownKeys(und)
 	}
-	missing := map[string][]string{}
+	seen := envSeen{missing: map[string][]string{}, set: map[string][]string{}}
 	var refused []error
-	expandEnv(reflect.ValueOf(&cfg).Elem(), "", lookup, missing, &refused)
+	expandEnv(reflect.ValueOf(&cfg).Elem(), "", lookup, seen, &refused)
 	if len(refused) > 0 {
 		return nil, errors.Join(refused...)
 	}
 	if err := cfg.fillEntryDefaults(md); err != nil {
 		return nil, err
 	}
-	if err := cfg.validate(missing); err != nil {
+	cfg.sources = sourcesOf(md, seen.set)
+	if err := cfg.validate(seen.missing); err != nil {
 		return nil, err
 	}
 	if err := cfg.loadSecretKey(lookup); err != nil {
@@ -600,10 +609,13 @@ func entryKey(data []byte, key string, line int) string {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
+// envSeen are the variables ${NAME} references read, by key: those not set, and those set.
+type envSeen struct{ missing, set map[string][]string }
+
 // expandEnv replaces ${NAME} and ${NAME:-default} in every string reachable from v, recording
-// under the key path the variables that were not set. An expanded value of an enum type is
+// under the key path the variables that were not set and those that were. An expanded value of an enum type is
 // checked by its UnmarshalText, which decoding could not do; what it refuses goes to refused.
-func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), missing map[string][]string, refused *[]error) {
+func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), seen envSeen, refused *[]error) {
 	switch v.Kind() {
 	case reflect.String:
 		s := v.String()
@@ -613,12 +625,13 @@ func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), 
 		v.SetString(envRef.ReplaceAllStringFunc(s, func(ref string) string {
 			m := envRef.FindStringSubmatch(ref)
 			if val, ok := lookup(m[1]); ok && val != "" {
+				seen.set[key] = append(seen.set[key], m[1])
 				return val
 			}
 			if m[2] != "" {
 				return m[3]
 			}
-			missing[key] = append(missing[key], m[1])
+			seen.missing[key] = append(seen.missing[key], m[1])
 			return ""
 		}))
 		if !v.CanAddr() {
@@ -635,18 +648,18 @@ func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), 
 			f := t.Field(i)
 			if f.Anonymous && f.Type.Kind() == reflect.Struct {
 				// An embedded struct's keys stand in the table itself ([speech]).
-				expandEnv(v.Field(i), key, lookup, missing, refused)
+				expandEnv(v.Field(i), key, lookup, seen, refused)
 				continue
 			}
 			name := f.Tag.Get("toml")
 			if name == "" || name == "-" || !f.IsExported() {
 				continue
 			}
-			expandEnv(v.Field(i), join(key, name), lookup, missing, refused)
+			expandEnv(v.Field(i), join(key, name), lookup, seen, refused)
 		}
 	case reflect.Slice:
 		for i := 0; i < v.Len(); i++ {
-			expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", key, i), lookup, missing, refused)
+			expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", key, i), lookup, seen, refused)
 		}
 	case reflect.Map:
 		if v.Type().Elem().Kind() != reflect.String {
@@ -655,14 +668,14 @@ func expandEnv(v reflect.Value, key string, lookup func(string) (string, bool), 
 		for _, k := range v.MapKeys() {
 			e := reflect.New(v.Type().Elem()).Elem()
 			e.Set(v.MapIndex(k))
-			expandEnv(e, join(key, fmt.Sprint(k.Interface())), lookup, missing, refused)
+			expandEnv(e, join(key, fmt.Sprint(k.Interface())), lookup, seen, refused)
 			v.SetMapIndex(k, e)
 		}
 	case reflect.Interface:
 		if s, ok := v.Interface().(string); ok {
 			e := reflect.New(reflect.TypeOf("")).Elem()
 			e.SetString(s)
-			expandEnv(e, key, lookup, missing, refused)
+			expandEnv(e, key, lookup, seen, refused)
 			v.Set(e)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -65,6 +66,9 @@ type Instance struct {
 	Leases []string `json:"leases"`
 	// Self marks the replica that listed the instances (Replica.Instances fills it in).
 	Self bool `json:"self"`
+	// ConfigDigest names the configuration the replica runs with (config.Config.Digest); empty
+	// until it says.
+	ConfigDigest string `json:"config_digest"`
 }
 
 // Member is this replica's membership: its row and epoch in the instances table, and the fence
@@ -79,6 +83,8 @@ type Member struct {
 	stop  context.CancelFunc
 	done  chan struct{}
 	once  sync.Once
+	// digest is the configuration's digest the heartbeat writes (SetConfigDigest).
+	digest atomic.Pointer[string]
 }
 
 // FenceDeadline is how long after the last renewal the database confirmed (as sent, on this
@@ -209,8 +215,8 @@ func (m *Member) renew(ctx context.Context) error {
 	defer cancel()
 	sent := time.Now()
 	epoch := m.Epoch()
-	res, err := m.db.ExecContext(ctx, `UPDATE instances SET heartbeat_at = now(), expires_at = now() + make_interval(secs => $3)
-		WHERE id = $1 AND epoch = $2`, m.id, epoch, m.ttl.Seconds())
+	res, err := m.db.ExecContext(ctx, `UPDATE instances SET heartbeat_at = now(), expires_at = now() + make_interval(secs => $3),
+		config_digest = $4 WHERE id = $1 AND epoch = $2`, m.id, epoch, m.ttl.Seconds(), m.configDigest())
 	if err != nil {
 		return fmt.Errorf("coord: renew lease of %s: %w", m.id, err)
 	}
@@ -222,14 +228,32 @@ func (m *Member) renew(ctx context.Context) error {
 	}
 	host, _ := os.Hostname()
 	var next int64
-	if err := m.db.QueryRowContext(ctx, `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, expires_at)
-		VALUES ($1, $2, $3, now(), now(), now() + make_interval(secs => $4)) RETURNING epoch`,
-		m.id, host, os.Getpid(), m.ttl.Seconds()).Scan(&next); err != nil {
+	if err := m.db.QueryRowContext(ctx, `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, expires_at, config_digest)
+		VALUES ($1, $2, $3, now(), now(), now() + make_interval(secs => $4), $5) RETURNING epoch`,
+		m.id, host, os.Getpid(), m.ttl.Seconds(), m.configDigest()).Scan(&next); err != nil {
 		return fmt.Errorf("coord: register %s again: %w", m.id, err)
 	}
 	m.fence.confirm(sent, next)
 	m.log.Warn("this replica's work was taken over while it was cut off: it drops what it held and takes new work",
 		"instance", m.id, "epoch", epoch, "new_epoch", next)
+	return nil
+}
+
+// configDigest is the digest SetConfigDigest last set; empty before.
+func (m *Member) configDigest() string {
+	if d := m.digest.Load(); d != nil {
+		return *d
+	}
+	return ""
+}
+
+// SetConfigDigest records the digest of the configuration this replica runs with, in its row
+// at once and with every heartbeat after.
+func (m *Member) SetConfigDigest(ctx context.Context, digest string) error {
+	m.digest.Store(&digest)
+	if _, err := m.db.ExecContext(ctx, `UPDATE instances SET config_digest = $2 WHERE id = $1`, m.id, digest); err != nil {
+		return fmt.Errorf("coord: record the config digest of %s: %w", m.id, err)
+	}
 	return nil
 }
 
@@ -250,7 +274,7 @@ func (m *Member) Leave(ctx context.Context) error {
 
 // Instances lists the live replicas (lease not expired), oldest first.
 func Instances(ctx context.Context, db *sql.DB) ([]Instance, error) {
-	rows, err := db.QueryContext(ctx, `SELECT i.id, i.host, i.pid, i.started_at, i.heartbeat_at, i.expires_at,
+	rows, err := db.QueryContext(ctx, `SELECT i.id, i.host, i.pid, i.started_at, i.heartbeat_at, i.expires_at, i.config_digest,
 		(SELECT COUNT(*) FROM turns t WHERE t.status = 'running' AND t.instance_id = i.id)
 		FROM instances i WHERE i.expires_at > now() ORDER BY i.started_at, i.id`)
 	if err != nil {
@@ -260,7 +284,7 @@ func Instances(ctx context.Context, db *sql.DB) ([]Instance, error) {
 	var out []Instance
 	for rows.Next() {
 		var in Instance
-		if err := rows.Scan(&in.ID, &in.Host, &in.PID, &in.StartedAt, &in.HeartbeatAt, &in.ExpiresAt, &in.TurnsRunning); err != nil {
+		if err := rows.Scan(&in.ID, &in.Host, &in.PID, &in.StartedAt, &in.HeartbeatAt, &in.ExpiresAt, &in.ConfigDigest, &in.TurnsRunning); err != nil {
 			return nil, fmt.Errorf("coord: list instances: %w", err)
 		}
 		out = append(out, in)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relaybot/chat"
@@ -61,12 +62,9 @@ type Options struct {
 // Metrics holds the bot's collectors. Every method is safe for concurrent use; a nil *Metrics
 // ignores every call.
 type Metrics struct {
-	reg       *prometheus.Registry
-	models    map[string]bool
-	prices    map[string]chat.Price
-	providers map[string]string
-	requested map[string]string
-	queues    *queueCollector
+	reg     *prometheus.Registry
+	catalog atomic.Pointer[catalog]
+	queues  *queueCollector
 
 	mu        sync.RWMutex
 	knownTool func(string) bool // nil: every tool counts under Unknown
@@ -99,16 +97,8 @@ type Metrics struct {
 // New returns a Metrics with every family of the bot registered, next to the Go runtime and
 // process collectors, so a scrape shows each family's HELP and TYPE before its first event.
 func New(opts Options) *Metrics {
-	m := &Metrics{
-		reg:       prometheus.NewRegistry(),
-		models:    make(map[string]bool, len(opts.Models)),
-		prices:    opts.Prices,
-		providers: opts.Providers,
-		requested: opts.RequestModels,
-	}
-	for _, name := range opts.Models {
-		m.models[name] = true
-	}
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.catalog.Store(newCatalog(opts))
 	var reg prometheus.Registerer = m.reg
 	if opts.Instance != "" {
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"instance": opts.Instance}, m.reg)
@@ -272,7 +262,7 @@ func (m *Metrics) ModelCallFinished(_ context.Context, c chat.ModelCall) {
 		return
 	}
 	model := c.Model
-	if !m.models[model] {
+	if !m.catalog.Load().models[model] {
 		model = Unknown
 	}
 	m.modelCalls.WithLabelValues(model, string(c.Status)).Inc()
@@ -298,7 +288,7 @@ func (m *Metrics) ModelCallFinished(_ context.Context, c chat.ModelCall) {
 	m.modelCached.WithLabelValues(model, "write").Add(float64(c.CacheWriteIn))
 	m.genAITokens.WithLabelValues(genAIChat, system, requested, "input").Observe(float64(c.TokensIn))
 	m.genAITokens.WithLabelValues(genAIChat, system, requested, "output").Observe(float64(c.TokensOut))
-	if p, ok := m.prices[c.Model]; ok {
+	if p, ok := m.catalog.Load().prices[c.Model]; ok {
 		m.modelCost.WithLabelValues(model).Add(p.Bill(int64(c.TokensIn), int64(c.CachedIn), int64(c.CacheWriteIn), int64(c.TokensOut)) + p.AudioCost(c.Audio.Milliseconds()) + p.ImageCost(int64(c.Images)))
 	}
 }
@@ -363,4 +353,32 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, depth := range c.depths {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(depth()), name)
 	}
+}
+
+// catalog is what the metrics know of the configured models: their names (others count as
+// Unknown), prices, providers and the model ids they ask for.
+type catalog struct {
+	models    map[string]bool
+	prices    map[string]chat.Price
+	providers map[string]string
+	requested map[string]string
+}
+
+func newCatalog(opts Options) *catalog {
+	c := &catalog{models: make(map[string]bool, len(opts.Models)), prices: opts.Prices,
+		providers: opts.Providers, requested: opts.RequestModels}
+	for _, name := range opts.Models {
+		c.models[name] = true
+	}
+	return c
+}
+
+// KnowModels replaces what the metrics know of the models by opts' Models, Prices, Providers and
+// RequestModels (a reloaded config's); the new models' series exist at zero from now on.
+func (m *Metrics) KnowModels(opts Options) {
+	if m == nil {
+		return
+	}
+	m.catalog.Store(newCatalog(opts))
+	m.zeroModels(opts.Models)
 }

@@ -32,7 +32,8 @@ func (m *Metrics) genAILabels(model string) (provider, requested string) {
 	if model == Unknown {
 		return Unknown, Unknown
 	}
-	provider, requested = m.providers[model], m.requested[model]
+	c := m.catalog.Load()
+	provider, requested = c.providers[model], c.requested[model]
 	if provider == "" {
 		provider = DefaultProvider
 	}
@@ -52,7 +53,7 @@ func (m *Metrics) zeroModels(models []string) {
 		m.modelTokens.WithLabelValues(model, "in")
 		m.modelTokens.WithLabelValues(model, "out")
 		m.modelFallbacks.WithLabelValues(model)
-		if _, ok := m.prices[model]; ok {
+		if _, ok := m.catalog.Load().prices[model]; ok {
 			m.modelCost.WithLabelValues(model)
 		}
 		provider, requested := m.genAILabels(model)

@@ -25,7 +25,7 @@ type command struct {
 // change its history; /prompt runs as a message whose text is the prompt's.
 func commandTable() []command {
 	answer := func(f func(c *commands, r *request)) func(p *Pipeline, r *request) {
-		return func(p *Pipeline, r *request) { f(p.cmds, r) }
+		return func(p *Pipeline, r *request) { f(r.live.cmds, r) }
 	}
 	return []command{
 		{spec: adapters.CommandSpec{Name: "reset", Who: adapters.Anyone, Help: "start a new conversation"},
@@ -128,7 +128,7 @@ func (c *commands) reset(r *request) {
 // asked (or an admin) stops an answer, on this replica or, passed on, on another.
 func (p *Pipeline) stop(r *request) {
 	in, key, log := r.in, r.key, r.log
-	admin := p.access.IsAdmin(in)
+	admin := r.live.access.IsAdmin(in)
 	handled, askOthers := p.gate.stopAcrossReplicas(key, in, admin, r.out, log)
 	if handled {
 		return
@@ -141,7 +141,7 @@ func (p *Pipeline) stop(r *request) {
 		// Another replica may run it: passed on.
 	case !running:
 		// Said once a minute per user at most, even with the rate limit off.
-		if ok, _ := p.idleStops.Allow(r.sender, p.opts.Now()); ok {
+		if ok, _ := p.idleStops.Allow(r.sender, r.live.opts.Now()); ok {
 			p.outbox.notice(r.out, "Nothing to stop.", log)
 		}
 	case !stopped:

@@ -294,7 +294,7 @@ func TestPerChatToolsHoldInThreads(t *testing.T) {
 		{"telegram topic named", adapters.Inbound{Chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100", ThreadID: "7"}}, "page"},
 	}
 	for _, tt := range tests {
-		allowed := h.p.parts.allowedTools(tt.in)
+		allowed := h.p.now().parts.allowedTools(tt.in)
 		var got []string
 		for _, name := range []string{"echo", "fail", "block", "page"} {
 			if allowed == nil || allowed(name) {

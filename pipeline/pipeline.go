@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"relaybot/adapters"
@@ -158,20 +159,22 @@ const saveTimeout = 60 * time.Second
 // (memory, knowledge, scheduled tasks) is a package of the same kind that the turn or the
 // command table takes.
 type Pipeline struct {
-	opts   Options
-	log    *slog.Logger
-	access access.Rules
-	rate   *quota.RateLimiter
+	// first are the options New took: their queue, scope, rate limit, approval and shutdown
+	// fields hold for the pipeline's life. The rest is live: what a message is answered with
+	// now, replaced whole by Reconfigure.
+	first Options
+	live  atomic.Pointer[live]
+	store Store
+	log   *slog.Logger
+	rate  *quota.RateLimiter
 	// idleStops limits "Nothing to stop." to one a minute per user.
 	idleStops *quota.RateLimiter
 	commands  map[string]command
-	cmds      *commands
 	// turns orders each conversation's turns here, gate across the replicas; slots bound the
-	// turns in flight; parts run each turn.
+	// turns in flight.
 	turns  *turnQueue
 	gate   *gate
 	slots  slots
-	parts  *turnParts
 	outbox *outbox
 	// asking holds the approval questions waiting and the tools' questions open in chats.
 	asking *asking.Questions
@@ -193,6 +196,9 @@ type request struct {
 	log *slog.Logger
 	// sender names the user across platforms ("telegram:42").
 	sender string
+	// live is the configuration the message is answered with: the one of its arrival for a
+	// command, the one of its turn's start for a turn (queue).
+	live *live
 	// slot is the message's place among the turns in flight, once it has one (queue).
 	slot *turnSlot
 	// resumed are the tool calls (the assistant's messages asking for them, and their results)
@@ -214,9 +220,9 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	}
 	base, stop := context.WithCancelCause(context.Background())
 	p := &Pipeline{
-		opts:      opts,
+		first:     opts,
+		store:     st,
 		log:       opts.Logger,
-		access:    access.Compile(opts.Access),
 		rate:      quota.NewRateLimiter(opts.RateLimitPerMinute, time.Minute),
 		idleStops: quota.NewRateLimiter(1, time.Minute),
 		turns:     newTurnQueue(opts.Queue.Size, opts.Queue.interrupt(), opts.Queue.Settle),
@@ -227,18 +233,12 @@ func New(runner Runner, st Store, toolbox Toolbox, opts Options) (*Pipeline, err
 	}
 	p.gate = &gate{replicas: opts.Replicas, base: base, size: opts.Queue.Size, interrupt: opts.Queue.interrupt(), outbox: p.outbox}
 	p.asking = asking.New(asking.Options{Timeout: opts.Tools.ApprovalTimeout, MaxOpen: opts.Tools.MaxOpenQuestions,
-		Admins: p.access.Admins(), Relay: opts.Prompts, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger})
-	hst := history.Store{Conversations: st.Conversations, Messages: st.Messages}
-	hist, err := history.New(runner, hst, opts.History, opts.Models.Budgets, opts.Now)
+		Admins: access.Compile(opts.Access).Admins(), Relay: opts.Prompts, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger})
+	l, err := p.build(runner, toolbox, opts)
 	if err != nil {
 		return nil, err
 	}
-	quotas := quota.New(quota.Options{Policy: opts.Quotas, Usage: opts.Usage, Ledger: st.ModelCalls, Prices: opts.Models.Prices,
-		Admins: p.access.Admins(), Now: opts.Now,
-		MaxOutput: func(model string) int { return hist.Budget(model).MaxOutputTokens }})
-	p.parts = &turnParts{runner: runner, store: st, tools: toolbox, opts: &p.opts, access: &p.access, history: hist,
-		quotas: quotas, asking: p.asking, media: newMediaReader(&p.opts, p.outbox), outbox: p.outbox}
-	p.cmds = &commands{store: st, history: hist, quotas: quotas, access: &p.access, opts: &p.opts, say: p.outbox.notice, fail: p.opts.failureText}
+	p.live.Store(l)
 	p.commands = map[string]command{}
 	for _, c := range commandTable() {
 		p.commands[c.spec.Name] = c
@@ -279,7 +279,7 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	p.log.Info("pipeline: grace period over; cancelling running turns", "deliver_wait", p.opts.ShutdownDeliverWait)
+	p.log.Info("pipeline: grace period over; cancelling running turns", "deliver_wait", p.first.ShutdownDeliverWait)
 	p.stopBase(ErrShutdown)
 	p.turns.cancelAll(ErrShutdown)
 	// The cancelled turns deliver their partial answers; answers the platform still holds back
@@ -303,7 +303,8 @@ func (p *Pipeline) Queued() int { return p.turns.depth() }
 func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters.Responder) {
 	defer placed(in) // the paths that wait for nothing
 	log := p.log.With("platform", in.Chat.Platform, "chat", in.Chat.ChatID, "user", in.UserID)
-	if ok, why := p.access.Allowed(in); !ok {
+	l := p.now()
+	if ok, why := l.access.Allowed(in); !ok {
 		log.Warn("pipeline: message refused by access rules", "reason", why, "message", in.MessageID)
 		return
 	}
@@ -311,17 +312,17 @@ func (p *Pipeline) Handle(ctx context.Context, in adapters.Inbound, out adapters
 		// A message the adapter accepted just before it stopped receiving.
 		log.Info("pipeline: message refused: shutting down", "message", in.MessageID)
 		placed(in)
-		p.outbox.notice(out, p.opts.Texts.Shutdown, log)
+		p.outbox.notice(out, l.opts.Texts.Shutdown, log)
 		return
 	}
 	defer p.running.Done()
-	r := &request{ctx: ctx, in: in, key: history.KeyOf(in, p.opts.Scope == ScopeUser), out: out, log: log,
+	r := &request{ctx: ctx, in: in, key: history.KeyOf(in, p.first.Scope == ScopeUser), out: out, log: log, live: l,
 		sender: chat.User{Platform: in.Chat.Platform, ID: in.UserID}.String()}
-	if ok, first := p.rate.Allow(r.sender, p.opts.Now()); !ok {
+	if ok, first := p.rate.Allow(r.sender, l.opts.Now()); !ok {
 		log.Info("pipeline: message refused: rate limit", "message", in.MessageID)
 		placed(in)
 		if first {
-			p.outbox.notice(out, p.opts.Texts.RateLimited, log)
+			p.outbox.notice(out, l.opts.Texts.RateLimited, log)
 		}
 		return
 	}

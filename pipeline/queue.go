@@ -14,7 +14,7 @@ import (
 // wait may end the message instead: a full queue or no free slot in time tells the user the bot
 // is busy; a newer message (busy = "interrupt") or the shutdown drops it.
 func (p *Pipeline) queue(r *request) {
-	if answeredBefore(p.parts.store, r) || crashedTwice(r, p.outbox) {
+	if answeredBefore(p.store, r) || crashedTwice(r, p.outbox) {
 		return
 	}
 	pl, ok := p.takePlace(r)
@@ -37,11 +37,14 @@ func (p *Pipeline) queue(r *request) {
 	ctx, cancel := context.WithCancelCause(p.base)
 	defer cancel(nil)
 	p.turns.started(pl.key, pl.t, cancel)
+	// The turn runs with the configuration of its start, kept to its end (Reconfigure).
+	r.live = p.begin()
+	defer r.live.end()
 	if r.in.Command == "compact" {
-		p.cmds.compact(ctx, r)
+		r.live.cmds.compact(ctx, r)
 		return
 	}
-	p.parts.runTurn(ctx, r)
+	r.live.parts.runTurn(ctx, r)
 }
 
 // place is a message's place in its conversation's queue, in this replica (t) and across the
@@ -68,7 +71,7 @@ func (p *Pipeline) takePlace(r *request) (*place, bool) {
 	if err != nil {
 		r.log.Info("pipeline: message refused: conversation busy", "conversation", k, "message", r.in.MessageID)
 		placed(r.in)
-		p.outbox.notice(r.out, p.opts.Texts.Busy, r.log)
+		p.outbox.notice(r.out, r.live.opts.Texts.Busy, r.log)
 		return nil, false
 	}
 	ticket, admitted := p.gate.enter(k, r.in, r.log)
@@ -78,13 +81,13 @@ func (p *Pipeline) takePlace(r *request) (*place, bool) {
 	if !admitted {
 		p.turns.leave(k, t)
 		r.log.Info("pipeline: message refused: conversation busy on the replicas", "conversation", k, "message", r.in.MessageID)
-		p.outbox.notice(r.out, p.opts.Texts.Busy, r.log)
+		p.outbox.notice(r.out, r.live.opts.Texts.Busy, r.log)
 		return nil, false
 	}
 	if busy {
 		r.log.Debug("pipeline: message waits for its turn", "conversation", k, "message", r.in.MessageID)
 	}
-	return &place{r: r, key: k, t: t, ticket: ticket, turns: p.turns, gate: p.gate, slots: cap(p.slots.c), texts: &p.opts.Texts, outbox: p.outbox}, true
+	return &place{r: r, key: k, t: t, ticket: ticket, turns: p.turns, gate: p.gate, slots: cap(p.slots.c), texts: &r.live.opts.Texts, outbox: p.outbox}, true
 }
 
 // waitTurn waits until the message is first in its conversation here, then across the

@@ -304,7 +304,9 @@ func (t *turn) prepare(replyCtx context.Context) {
 		// The turn's "ask" tool calls are approved in the chat, and its tools' questions
 		// answered there, when the platform can post buttons; without that, such calls are
 		// denied and such questions answered cancel.
-		qt := asking.Turn{In: in, Out: out, Asker: asker, Reply: reply, Notice: func(text string) { p.outbox.notice(out, text, t.log) }}
+		admins := p.access.Admins()
+		qt := asking.Turn{In: in, Out: out, Asker: asker, Reply: reply, Notice: func(text string) { p.outbox.notice(out, text, t.log) },
+			Admins: &admins}
 		if t.r.slot != nil {
 			qt.Slot = t.r.slot
 		}

@@ -646,7 +646,7 @@ func TestNonStreamingSendsEachRoundWhenItEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.p.parts.runner = runner
+	h.p.now().parts.runner = runner
 	call := llm.Reply{Chunks: []llm.Chunk{
 		{Content: "Looking."},
 		{ToolCalls: []llm.ToolCallDelta{{Index: 0, ID: "c1", Name: "echo", Arguments: `{"text":"x"}`}}},
@@ -833,7 +833,7 @@ func TestToolsPerChatKeyMatchesPlatformInAnyCase(t *testing.T) {
 		{chat.Ref{Platform: chat.Telegram, ChatID: "7"}, "fail", true},
 	}
 	for _, tt := range tests {
-		allowed := h.p.parts.allowedTools(adapters.Inbound{Chat: tt.chat})
+		allowed := h.p.now().parts.allowedTools(adapters.Inbound{Chat: tt.chat})
 		got := allowed == nil || allowed(tt.tool)
 		if got != tt.wantOffered {
 			t.Errorf("%s:%s offers %s = %v, want %v", tt.chat.Platform, tt.chat.ChatID, tt.tool, got, tt.wantOffered)

@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"relaybot/audit"
@@ -62,15 +65,22 @@ type OverviewBucket struct {
 	Waited429MS int64 `json:"waited_429_ms"`
 }
 
+// Overview is the overview of a window: its buckets, and their total, whose percentiles are
+// ranked over the whole window (not an average of the buckets').
+type Overview struct {
+	Buckets []OverviewBucket
+	Total   OverviewBucket
+}
+
 // Overview sums turns, model calls, tool calls and the replies' timings per bucket, computed by
 // the database from the rows themselves, so every replica shows the same.
-func (s *UsageQuery) Overview(ctx context.Context, f OverviewFilter) ([]OverviewBucket, error) {
+func (s *UsageQuery) Overview(ctx context.Context, f OverviewFilter) (Overview, error) {
 	if f.Step <= 0 || !f.Since.Before(f.Until) {
-		return nil, errors.New("store: overview: want Since before Until and a positive Step")
+		return Overview{}, errors.New("store: overview: want Since before Until and a positive Step")
 	}
 	n := int((f.Until.Sub(f.Since) + f.Step - 1) / f.Step)
 	if n > maxOverviewBuckets {
-		return nil, fmt.Errorf("store: overview: %d buckets, at most %d", n, maxOverviewBuckets)
+		return Overview{}, fmt.Errorf("store: overview: %d buckets, at most %d", n, maxOverviewBuckets)
 	}
 	out := make([]OverviewBucket, n)
 	for i := range out {
@@ -80,13 +90,48 @@ func (s *UsageQuery) Overview(ctx context.Context, f OverviewFilter) ([]Overview
 			out[i].End = f.Until.UTC()
 		}
 	}
+	total := OverviewBucket{Start: f.Since.UTC(), End: f.Until.UTC()}
 	for _, part := range []func(context.Context, OverviewFilter, []OverviewBucket) error{
-		s.overviewTurns, s.overviewModelCalls, s.overviewToolCalls, s.overviewLatency} {
+		s.overviewTurns, s.overviewModelCalls, s.overviewToolCalls} {
 		if err := part(ctx, f, out); err != nil {
-			return nil, fmt.Errorf("store: overview: %w", err)
+			return Overview{}, fmt.Errorf("store: overview: %w", err)
 		}
 	}
-	return out, nil
+	if err := s.overviewLatency(ctx, f, out, &total); err != nil {
+		return Overview{}, fmt.Errorf("store: overview: %w", err)
+	}
+	for _, b := range out {
+		total.add(b)
+	}
+	return Overview{Buckets: out, Total: total}, nil
+}
+
+// add counts b's turns, calls, tokens, cost, errors and waits into t (not its percentiles).
+func (t *OverviewBucket) add(b OverviewBucket) {
+	t.Turns += b.Turns
+	t.TurnErrors += b.TurnErrors
+	for k, v := range b.Failures {
+		if t.Failures == nil {
+			t.Failures = map[chat.Failure]int64{}
+		}
+		t.Failures[k] += v
+	}
+	t.ModelCalls += b.ModelCalls
+	t.ModelErrors += b.ModelErrors
+	t.TokensIn += b.TokensIn
+	t.TokensOut += b.TokensOut
+	t.CachedIn += b.CachedIn
+	t.CacheWriteIn += b.CacheWriteIn
+	t.Cost += b.Cost
+	for k, v := range b.ToolCalls {
+		if t.ToolCalls == nil {
+			t.ToolCalls = map[audit.Status]int64{}
+		}
+		t.ToolCalls[k] += v
+	}
+	t.ToolErrors += b.ToolErrors
+	t.Waits429 += b.Waits429
+	t.Waited429MS += b.Waited429MS
 }
 
 // bucketOf is the SQL of the bucket index of a row by its column col: whole seconds since
@@ -99,12 +144,13 @@ func (s *conn) bucketOf(col string, f OverviewFilter) string {
 	return fmt.Sprintf("((%s - %d) / %d)", epoch, f.Since.Unix(), int64(f.Step/time.Second))
 }
 
-// msBetween is the SQL of the milliseconds from column a to column b.
-func (s *conn) msBetween(a, b string) string {
+// seconds is the SQL of a time column as seconds since 1970, with their fraction: each time is
+// parsed once (on SQLite, from its text, the bulk of an overview's cost).
+func (s *conn) seconds(col string) string {
 	if s.driver == DriverPostgres {
-		return "CAST(FLOOR(EXTRACT(EPOCH FROM (" + b + " - " + a + ")) * 1000) AS BIGINT)"
+		return "CAST(EXTRACT(EPOCH FROM " + col + ") AS DOUBLE PRECISION)"
 	}
-	return "CAST(ROUND((unixepoch(" + b + ", 'subsec') - unixepoch(" + a + ", 'subsec')) * 1000) AS INTEGER)"
+	return "unixepoch(" + col + ", 'subsec')"
 }
 
 // at returns the bucket of index i, nil outside the window.
@@ -209,39 +255,57 @@ func (s *UsageQuery) overviewToolCalls(ctx context.Context, f OverviewFilter, ou
 	return nil
 }
 
-// overviewLatency ranks each bucket's times to the first text and to the final message with
-// window functions (SQLite has no percentile aggregate) and keeps the nearest-rank p50 and p95.
-func (s *UsageQuery) overviewLatency(ctx context.Context, f OverviewFilter, out []OverviewBucket) error {
-	for _, m := range []struct {
-		col string
-		get func(*OverviewBucket) *Percentiles
-	}{
-		{"first_text_at", func(b *OverviewBucket) *Percentiles { return &b.FirstText }},
-		{"final_at", func(b *OverviewBucket) *Percentiles { return &b.Final }},
-	} {
-		var rows []struct{ B, Ms, Rn, Cnt int64 }
-		q := `SELECT b, ms, rn, cnt FROM (SELECT b, ms,
-				ROW_NUMBER() OVER (PARTITION BY b ORDER BY ms) AS rn, COUNT(*) OVER (PARTITION BY b) AS cnt
-			FROM (SELECT ` + s.bucketOf("started_at", f) + ` AS b, ` + s.msBetween("started_at", m.col) + ` AS ms
-				FROM turns WHERE started_at >= ? AND started_at < ? AND ` + m.col + ` IS NOT NULL) AS timed) AS ranked
-			WHERE rn = (cnt * 50 + 99) / 100 OR rn = (cnt * 95 + 99) / 100`
-		if err := s.r.WithContext(ctx).Raw(q, dbTime(f.Since), dbTime(f.Until)).Scan(&rows).Error; err != nil {
-			return fmt.Errorf("%s: %w", m.col, err)
+// overviewLatency ranks the times to the first text and to the final message per bucket and
+// over the whole window, nearest rank. The database reads the turns' times (one number each,
+// parsed once); Go sorts them: SQLite's window functions cost several times the CPU for the
+// same ranks (docs/performance/2026-12-07-overview.md).
+func (s *UsageQuery) overviewLatency(ctx context.Context, f OverviewFilter, out []OverviewBucket, total *OverviewBucket) error {
+	q := `SELECT ` + s.seconds("started_at") + `, ` + s.seconds("first_text_at") + `, ` + s.seconds("final_at") + `
+		FROM turns WHERE started_at >= ? AND started_at < ? AND (first_text_at IS NOT NULL OR final_at IS NOT NULL)`
+	rows, err := s.r.WithContext(ctx).Raw(q, dbTime(f.Since), dbTime(f.Until)).Rows()
+	if err != nil {
+		return fmt.Errorf("reply times: %w", err)
+	}
+	defer rows.Close()
+	since, step := float64(f.Since.UnixNano())/1e9, f.Step.Seconds()
+	first, final := make([][]int64, len(out)), make([][]int64, len(out))
+	var allFirst, allFinal []int64
+	for rows.Next() {
+		var st float64
+		var ft, fi sql.NullFloat64
+		if err := rows.Scan(&st, &ft, &fi); err != nil {
+			return fmt.Errorf("reply times: %w", err)
 		}
-		for _, r := range rows {
-			b := at(out, r.B)
-			if b == nil {
-				continue
-			}
-			p := m.get(b)
-			p.N = r.Cnt
-			if r.Rn == (r.Cnt*50+99)/100 {
-				p.P50 = r.Ms
-			}
-			if r.Rn == (r.Cnt*95+99)/100 {
-				p.P95 = r.Ms
-			}
+		b := int((st - since) / step)
+		if b < 0 || b >= len(out) {
+			continue
+		}
+		if ft.Valid {
+			ms := int64(math.Round((ft.Float64 - st) * 1000))
+			first[b], allFirst = append(first[b], ms), append(allFirst, ms)
+		}
+		if fi.Valid {
+			ms := int64(math.Round((fi.Float64 - st) * 1000))
+			final[b], allFinal = append(final[b], ms), append(allFinal, ms)
 		}
 	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reply times: %w", err)
+	}
+	for i := range out {
+		out[i].FirstText, out[i].Final = percentiles(first[i]), percentiles(final[i])
+	}
+	total.FirstText, total.Final = percentiles(allFirst), percentiles(allFinal)
 	return nil
+}
+
+// percentiles are the nearest-rank p50 and p95 of ms (sorted in place).
+func percentiles(ms []int64) Percentiles {
+	n := len(ms)
+	if n == 0 {
+		return Percentiles{}
+	}
+	slices.Sort(ms)
+	rank := func(p int) int64 { return ms[(n*p+99)/100-1] }
+	return Percentiles{N: int64(n), P50: rank(50), P95: rank(95)}
 }

@@ -85,9 +85,14 @@ func TestOverviewSumsEachHourFromTheRows(t *testing.T) {
 		)
 		seedOverview(t, s, turns)
 		prices := map[string]chat.Price{"mini": {In: 1, CachedIn: 0.1, Out: 4}}
-		got, err := s.Usage.Overview(context.Background(), OverviewFilter{Since: base, Until: base.Add(3 * time.Hour), Step: time.Hour, Prices: prices})
+		ov, err := s.Usage.Overview(context.Background(), OverviewFilter{Since: base, Until: base.Add(3 * time.Hour), Step: time.Hour, Prices: prices})
 		if err != nil {
 			t.Fatal(err)
+		}
+		got, all := ov.Buckets, ov.Total
+		if all.Turns != 22 || all.TurnErrors != 1 || all.ToolErrors != 2 || all.CachedIn != 12_000 || all.Waits429 != 2 ||
+			all.FirstText != (Percentiles{N: 21, P50: 1000, P95: 1900}) || all.Final != (Percentiles{N: 21, P50: 2200, P95: 3800}) {
+			t.Errorf("the three hours' total = %+v, want 22 turns, 1 failed, 2 tool errors, 12000 cached, 2 waits, first text 1000/1900 and final 2200/3800 of 21", all)
 		}
 		if len(got) != 3 || !got[1].Start.Equal(base.Add(time.Hour)) || !got[2].End.Equal(base.Add(3*time.Hour)) {
 			t.Fatalf("buckets = %+v, want three hours from %s", got, base)

@@ -52,6 +52,8 @@ const (
 	FieldNumber  FieldType = "number"
 	FieldInteger FieldType = "integer"
 	FieldBoolean FieldType = "boolean"
+	// FieldArray is a multi-select: a list of the field's Enum values (MCP 2025-11-25).
+	FieldArray FieldType = "array"
 )
 
 // Field is one property of a form's schema.
@@ -60,8 +62,8 @@ type Field struct {
 	Title       string
 	Description string
 	Type        FieldType
-	// Enum, when not empty, are the only values a string field takes; EnumNames, when as long,
-	// are their labels.
+	// Enum, when not empty, are the only values a string field takes (a multi-select's items);
+	// EnumNames, when as long, are their labels.
 	Enum      []string
 	EnumNames []string
 	Required  bool
@@ -70,6 +72,16 @@ type Field struct {
 	Minimum, Maximum     *float64
 	MinLength, MaxLength int
 	Format               string
+	// MinItems and MaxItems (0: none) bound how many values a multi-select takes.
+	MinItems, MaxItems int
+	// Default is the value the form starts with (nil: none), of the field's type: a string,
+	// a float64, a bool, or a multi-select's []string.
+	Default any
+}
+
+// Multi reports whether the field is a multi-select.
+func (f Field) Multi() bool {
+	return f.Type == FieldArray
 }
 
 // Label is how the field is named to the user.
@@ -80,7 +92,8 @@ func (f Field) Label() string {
 	return f.Name
 }
 
-// Choice reports whether the field is answered by a button: a boolean or an enum.
+// Choice reports whether the field is answered by buttons: a boolean or an enum (single- or
+// multi-select).
 func (f Field) Choice() bool {
 	return f.Type == FieldBoolean || len(f.Enum) > 0
 }
@@ -110,6 +123,9 @@ type Elicitation struct {
 	Answerers []string
 	// Problem says what was wrong with the first answer when the question is asked again.
 	Problem string
+	// Unshowable, when set, says why the bot cannot show the form (a schema it does not take):
+	// the elicitor only tells the chat so, without waiting, and the answer is decline.
+	Unshowable string
 }
 
 // ElicitAnswer is the answer to an Elicitation.
@@ -185,6 +201,15 @@ func (r *running) ask(ctx context.Context, q Elicitation) ElicitAnswer {
 		return ElicitAnswer{Action: ElicitCancel, Note: "the call had ended"}
 	}
 	el := r.t.elicitor
+	if q.Unshowable != "" {
+		// Declined, never silently: the chat is told, and the audit keeps the reason.
+		if el != nil {
+			r.t.askMu.Lock()
+			_, _ = el.Elicit(ctx, q)
+			r.t.askMu.Unlock()
+		}
+		return ElicitAnswer{Action: ElicitDecline, Note: "the form cannot be shown: " + q.Unshowable}
+	}
 	if el == nil {
 		return ElicitAnswer{Action: ElicitCancel, Note: "nobody can answer in this chat"}
 	}
@@ -234,9 +259,18 @@ func (t *Turn) answerers(tool string) []string {
 	return out
 }
 
-// ParseForm reads an elicitation's requested schema: an object whose properties are strings,
-// numbers, integers, booleans or string enums (MCP allows nothing nested). Fields keep the
-// schema's order.
+// Limits of a form ParseForm takes: no platform shows more, and the schema comes from a server.
+const (
+	MaxFormFields  = 64
+	MaxEnumOptions = 100
+)
+
+// ParseForm reads an elicitation's requested schema as MCP's current revision defines it: an
+// object whose properties are strings (formats email, uri, date, date-time), numbers,
+// integers, booleans, single-select enums (enum, titled oneOf, legacy enumNames) and
+// multi-select enums (type array, items with enum or titled anyOf), each with an optional
+// default. Anything else (a nested object, an array of free values, an unknown type) is
+// refused, with the field named. Fields keep the schema's order.
 func ParseForm(schema json.RawMessage) ([]Field, error) {
 	var top struct {
 		Type       string          `json:"type"`
@@ -253,6 +287,9 @@ func ParseForm(schema json.RawMessage) ([]Field, error) {
 	if err != nil {
 		return nil, fmt.Errorf("requested schema's properties: %w", err)
 	}
+	if len(names) > MaxFormFields {
+		return nil, fmt.Errorf("requested schema has %d fields; a form takes at most %d", len(names), MaxFormFields)
+	}
 	fields := make([]Field, 0, len(names))
 	for _, name := range names {
 		f, err := parseField(name, props[name])
@@ -265,41 +302,104 @@ func ParseForm(schema json.RawMessage) ([]Field, error) {
 	return fields, nil
 }
 
-func parseField(name string, raw json.RawMessage) (Field, error) {
-	var p struct {
-		Type        string    `json:"type"`
-		Title       string    `json:"title"`
-		Description string    `json:"description"`
-		Enum        []string  `json:"enum"`
-		EnumNames   []string  `json:"enumNames"`
-		Minimum     *float64  `json:"minimum"`
-		Maximum     *float64  `json:"maximum"`
-		MinLength   int       `json:"minLength"`
-		MaxLength   int       `json:"maxLength"`
-		Format      string    `json:"format"`
-		OneOf       []titled  `json:"oneOf"`
-		AnyOf       []titled  `json:"anyOf"`
-		Items       *struct{} `json:"items"`
+// fieldSchema is one property of a requested schema, as far as a form reads it.
+type fieldSchema struct {
+	Type        string          `json:"type"`
+	Title       string          `json:"title"`
+	Description string          `json:"description"`
+	Enum        []string        `json:"enum"`
+	EnumNames   []string        `json:"enumNames"`
+	Minimum     *float64        `json:"minimum"`
+	Maximum     *float64        `json:"maximum"`
+	MinLength   int             `json:"minLength"`
+	MaxLength   int             `json:"maxLength"`
+	MinItems    int             `json:"minItems"`
+	MaxItems    int             `json:"maxItems"`
+	Format      string          `json:"format"`
+	OneOf       []titled        `json:"oneOf"`
+	AnyOf       []titled        `json:"anyOf"`
+	Items       *fieldSchema    `json:"items"`
+	Properties  json.RawMessage `json:"properties"`
+	Default     json.RawMessage `json:"default"`
+}
+
+// options are the schema's enum values and labels: enum (with enumNames), or titled oneOf or
+// anyOf.
+func (p *fieldSchema) options() (vals, labels []string) {
+	vals, labels = p.Enum, p.EnumNames
+	for _, o := range append(p.OneOf, p.AnyOf...) { // titled enums: [{const, title}]
+		vals = append(vals, o.Const)
+		labels = append(labels, o.Title)
 	}
+	if len(labels) != len(vals) {
+		labels = nil
+	}
+	return vals, labels
+}
+
+func parseField(name string, raw json.RawMessage) (Field, error) {
+	var p fieldSchema
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return Field{}, fmt.Errorf("field %q is not a primitive schema: %w", name, err)
+		return Field{}, fmt.Errorf("field %q is not a primitive or enum schema: %w", name, err)
 	}
 	f := Field{Name: name, Title: p.Title, Description: p.Description, Type: FieldType(p.Type),
-		Enum: p.Enum, EnumNames: p.EnumNames, Minimum: p.Minimum, Maximum: p.Maximum,
-		MinLength: p.MinLength, MaxLength: p.MaxLength, Format: p.Format}
-	for _, o := range append(p.OneOf, p.AnyOf...) { // titled enums: [{const, title}]
-		f.Enum = append(f.Enum, o.Const)
-		f.EnumNames = append(f.EnumNames, o.Title)
-	}
+		Minimum: p.Minimum, Maximum: p.Maximum, MinLength: p.MinLength, MaxLength: p.MaxLength,
+		Format: p.Format}
+	f.Enum, f.EnumNames = p.options()
 	switch f.Type {
 	case FieldString, FieldNumber, FieldInteger, FieldBoolean:
+		if len(f.Enum) > 0 && f.Type != FieldString {
+			return Field{}, fmt.Errorf("field %q: an enum must be of strings", name)
+		}
+	case FieldArray:
+		if p.Items == nil || (p.Items.Type != "" && p.Items.Type != "string") || p.Items.Items != nil {
+			return Field{}, fmt.Errorf("field %q: a list must be of string options (items with enum or anyOf)", name)
+		}
+		if len(f.Enum) > 0 {
+			return Field{}, fmt.Errorf("field %q: a multi-select's options belong in items", name)
+		}
+		f.Enum, f.EnumNames = p.Items.options()
+		if len(f.Enum) == 0 {
+			return Field{}, fmt.Errorf("field %q: a list of free text is not a form field; a multi-select needs options", name)
+		}
+		f.MinItems, f.MaxItems = p.MinItems, p.MaxItems
+	case "object":
+		return Field{}, fmt.Errorf("field %q is a nested object; a form is flat", name)
 	default:
-		return Field{}, fmt.Errorf("field %q has type %q; a form takes string, number, integer or boolean", name, p.Type)
+		return Field{}, fmt.Errorf("field %q has type %q; a form takes string, number, integer, boolean or a multi-select", name, p.Type)
 	}
-	if len(f.Enum) > 0 && f.Type != FieldString {
-		return Field{}, fmt.Errorf("field %q: an enum must be of strings", name)
+	if len(f.Enum) > MaxEnumOptions {
+		return Field{}, fmt.Errorf("field %q has %d options; a form shows at most %d", name, len(f.Enum), MaxEnumOptions)
 	}
+	f.Default = parseDefault(f, p.Default)
 	return f, nil
+}
+
+// parseDefault reads a field's default; one that does not fit the field is left out (the form
+// then starts empty) rather than refusing the form.
+func parseDefault(f Field, raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil || v == nil {
+		return nil
+	}
+	if list, ok := v.([]any); ok {
+		strs := make([]string, 0, len(list))
+		for _, e := range list {
+			s, isStr := e.(string)
+			if !isStr {
+				return nil
+			}
+			strs = append(strs, s)
+		}
+		v = strs
+	}
+	if checkValue(f, v) != nil {
+		return nil
+	}
+	return v
 }
 
 type titled struct {
@@ -379,6 +479,8 @@ func checkValue(f Field, v any) error {
 		if f.Maximum != nil && n > *f.Maximum {
 			return fmt.Errorf("must be at most %v", *f.Maximum)
 		}
+	case FieldArray:
+		return checkList(f, v)
 	case FieldString:
 		s, ok := v.(string)
 		if !ok {
@@ -395,6 +497,40 @@ func checkValue(f Field, v any) error {
 			return fmt.Errorf("must have at most %d characters", f.MaxLength)
 		}
 		return checkFormat(f.Format, s)
+	}
+	return nil
+}
+
+// checkList checks a multi-select's value: a list of distinct options within its bounds.
+func checkList(f Field, v any) error {
+	var list []string
+	switch vs := v.(type) {
+	case []string:
+		list = vs
+	case []any:
+		for _, e := range vs {
+			s, ok := e.(string)
+			if !ok {
+				return errors.New("must be a list of options")
+			}
+			list = append(list, s)
+		}
+	default:
+		return errors.New("must be a list of options")
+	}
+	for i, s := range list {
+		if !slices.Contains(f.Enum, s) {
+			return fmt.Errorf("%q is not one of %s", s, strings.Join(f.Enum, ", "))
+		}
+		if slices.Contains(list[:i], s) {
+			return fmt.Errorf("%q is chosen twice", s)
+		}
+	}
+	if f.MinItems > 0 && len(list) < f.MinItems {
+		return fmt.Errorf("choose at least %d", f.MinItems)
+	}
+	if f.MaxItems > 0 && len(list) > f.MaxItems {
+		return fmt.Errorf("choose at most %d", f.MaxItems)
 	}
 	return nil
 }
@@ -439,8 +575,8 @@ func checkFormat(format, s string) error {
 }
 
 // ParseValue reads a typed reply as the value of field f: a number for number and integer
-// fields, yes/no (true/false) for booleans, the text itself for strings. It does not check
-// bounds (CheckAnswer does).
+// fields, yes/no (true/false) for booleans, a JSON array of strings for a multi-select, the
+// text itself for strings. It does not check bounds (CheckAnswer does).
 func ParseValue(f Field, text string) (any, error) {
 	text = strings.TrimSpace(text)
 	switch f.Type {
@@ -458,6 +594,12 @@ func ParseValue(f Field, text string) (any, error) {
 			return false, nil
 		}
 		return nil, fmt.Errorf("%s must be yes or no", f.Label())
+	case FieldArray:
+		var list []string
+		if err := json.Unmarshal([]byte(text), &list); err != nil {
+			return nil, fmt.Errorf("%s must be a list of options", f.Label())
+		}
+		return list, nil
 	}
 	return text, nil
 }

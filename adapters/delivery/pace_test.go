@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +52,13 @@ func (d *timedDrafter) Send(ctx context.Context, c chat.Ref, text string, o adap
 	d.sends = append(d.sends, timedDraft{time.Now(), text})
 	d.mu.Unlock()
 	return d.recorder.Send(ctx, c, text, o)
+}
+
+// sent returns the messages sent so far.
+func (d *timedDrafter) sent() []timedDraft {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.sends)
 }
 
 // streamWords updates r with one more word every every, for n words, and returns the text.
@@ -154,6 +163,121 @@ func TestA429OnADraftWidensThePaceAndLosesNothing(t *testing.T) {
 		}
 		if len(m.sends) != 1 || m.sends[0].text != strings.TrimSpace(b.String()) {
 			t.Errorf("the answer arrived as %d messages (%d of %d characters first), want it whole and once", len(m.sends), len(m.sends[0].text), b.Len())
+		}
+	})
+}
+
+// In a chat that streams by edits the first words go out as a message the moment they come when
+// the chat's budget has room; when it has none (three messages just sent in a chat of three in
+// three seconds), they wait for the budget as before: the first text costs no request the
+// budget could not take.
+func TestTheFirstWordsGoAtOnceOnlyWhereTheBudgetHasRoom(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		name := map[bool]string{false: "room", true: "no room"}[full]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &timedDrafter{recorder: recorder{first: make(chan struct{})}}
+				e := New(edits{m}, adapters.Limits{MaxLen: 4096, Unit: adapters.UTF16, PerChat: adapters.Rate{N: 3, Per: 3 * time.Second}}, Options{})
+				defer e.Close()
+				c := chat.Ref{Platform: "test", ChatID: "1"}
+				if full {
+					for range 3 {
+						if err := e.NewReply(context.Background(), c, adapters.SendOptions{}).Finish(context.Background(), "earlier", nil); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				r := e.NewReply(context.Background(), c, adapters.SendOptions{})
+				before := len(m.sent())
+				start := time.Now()
+				r.Update("The first words")
+				synctest.Wait()
+				sentNow := len(m.sent()) > before
+				if sentNow == full {
+					t.Fatalf("with %s in the chat's budget the first words went out at once: %v", name, sentNow)
+				}
+				if full {
+					time.Sleep(4 * time.Second)
+					sends := m.sent()
+					if len(sends) == before {
+						t.Fatal("the first words never went out")
+					}
+					if d := sends[before].at.Sub(start); d < 3*time.Second {
+						t.Errorf("the first words went out %v after they came, want once the budget had room (3 s)", d)
+					}
+				}
+				if err := r.Finish(context.Background(), "The first words and the rest", nil); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// edits is a chat that streams by edits (no drafts).
+type edits struct{ *timedDrafter }
+
+func (edits) DraftsIn(chat.Ref) bool { return false }
+
+// chatDrafter records which chat each draft went to.
+type chatDrafter struct {
+	recorder
+	mu    sync.Mutex
+	chats []string
+}
+
+func (d *chatDrafter) DraftsIn(chat.Ref) bool { return true }
+
+func (d *chatDrafter) Draft(_ context.Context, c chat.Ref, _ int64, _ string, _ bool) error {
+	d.mu.Lock()
+	d.chats = append(d.chats, c.ChatID)
+	d.mu.Unlock()
+	return nil
+}
+
+// When the bot-wide pool is busy with the drafts of answers under way, a new answer's first
+// words go next, before the drafts that were waiting longer: at 50 private chats, drafts in
+// arrival order held a new answer's first text behind one draft of every other chat.
+func TestANewAnswersFirstWordsGoBeforeTheDraftsOfOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &chatDrafter{recorder: recorder{first: make(chan struct{})}}
+		e := New(m, adapters.Limits{MaxLen: 4096, Unit: adapters.UTF16, Global: adapters.Rate{N: 3, Per: time.Second}}, Options{})
+		defer e.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var replies []adapters.Reply
+		for i := range 4 {
+			replies = append(replies, e.NewReply(ctx, chat.Ref{Platform: "test", ChatID: fmt.Sprint(i)}, adapters.SendOptions{}))
+		}
+		text := "word"
+		more := func(n int) {
+			for range n {
+				text += " word"
+				for _, r := range replies {
+					r.Update(text)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		more(40) // every chat has shown its first words and waits with more
+		m.mu.Lock()
+		before := len(m.chats)
+		shown := map[string]bool{}
+		for _, c := range m.chats {
+			shown[c] = true
+		}
+		m.mu.Unlock()
+		if len(shown) != len(replies) {
+			t.Fatalf("only chats %v showed drafts: the test needs every answer under way", shown)
+		}
+		late := e.NewReply(ctx, chat.Ref{Platform: "test", ChatID: "new"}, adapters.SendOptions{})
+		late.Update("The first words")
+		more(20)
+		m.mu.Lock()
+		next := slices.Clone(m.chats[before:])
+		m.mu.Unlock()
+		if len(next) == 0 || next[0] != "new" {
+			t.Errorf("drafts after the new answer began went to chats %v; want its first words first", next)
 		}
 	})
 }

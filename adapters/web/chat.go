@@ -691,6 +691,9 @@ type eventField struct {
 	MinLength   int           `json:"minlength,omitempty"`
 	MaxLength   int           `json:"maxlength,omitempty"`
 	Format      string        `json:"format,omitempty"`
+	MinItems    int           `json:"minitems,omitempty"`
+	MaxItems    int           `json:"maxitems,omitempty"`
+	Default     []string      `json:"default,omitempty"`
 }
 
 type eventChoice struct {
@@ -829,7 +832,8 @@ func toEvent(m *message) eventMessage {
 	if m.Form != nil {
 		for _, f := range m.Form.Fields {
 			ef := eventField{Name: f.Name, Label: f.Title, Description: f.Description, Kind: string(f.Kind), Required: f.Required,
-				Min: f.Min, Max: f.Max, MinLength: f.MinLength, MaxLength: f.MaxLength, Format: f.Format}
+				Min: f.Min, Max: f.Max, MinLength: f.MinLength, MaxLength: f.MaxLength, Format: f.Format,
+				MinItems: f.MinItems, MaxItems: f.MaxItems, Default: f.Default}
 			if ef.Label == "" {
 				ef.Label = f.Name
 			}

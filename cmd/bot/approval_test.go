@@ -49,6 +49,7 @@ type webMsg struct {
 	Form []struct {
 		Name, Kind string
 		Options    []struct{ ID, Label string }
+		Default    []string `json:"default"`
 	} `json:"form"`
 	HTML string `json:"html"`
 	// Pos orders the messages on the page.

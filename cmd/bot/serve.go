@@ -26,7 +26,7 @@ func runServe(ctx context.Context, cfg *config.Config, args []string, stdout io.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprintln(stdout, "usage: bot serve [-config PATH]\n\nRuns the bot until SIGTERM or Ctrl-C.")
+		fmt.Fprintln(stdout, "usage: bot serve [-config PATH]\n\nRuns the bot until SIGTERM or Ctrl-C; SIGHUP reloads the config file.")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -38,12 +38,22 @@ func runServe(ctx context.Context, cfg *config.Config, args []string, stdout io.
 	hurry := make(chan os.Signal, 1)
 	signal.Notify(hurry, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(hurry)
-	return serve(ctx, cfg, slog.Default(), hurry)
+	// SIGHUP (systemctl reload, a closed terminal) reloads the config instead of ending the bot.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return serveSignals(ctx, cfg, slog.Default(), hurry, hup)
 }
 
 // serve builds the bot from cfg, runs it until ctx ends and shuts it down. A value on hurry
 // (which may be nil) after ctx ended ends the grace period early.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, hurry <-chan os.Signal) error {
+	return serveSignals(ctx, cfg, log, hurry, nil)
+}
+
+// serveSignals is serve with a channel of SIGHUPs (nil: none), each of which reloads the config
+// file (reload).
+func serveSignals(ctx context.Context, cfg *config.Config, log *slog.Logger, hurry, hup <-chan os.Signal) error {
 	b, err := build(ctx, cfg, log)
 	if err != nil {
 		if b != nil {
@@ -52,6 +62,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, hurry <-ch
 		return err
 	}
 	b.hurry = hurry
+	if hup != nil {
+		b.background = append(b.background, b.reloadOnSignal(hup))
+	}
 	return b.run(ctx)
 }
 

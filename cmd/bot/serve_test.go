@@ -101,10 +101,16 @@ func (e *env) start(cfg *config.Config) (stop func() error) {
 // startHurry is start with a channel standing for the second SIGTERM.
 func (e *env) startHurry(cfg *config.Config, hurry <-chan os.Signal) (stop func() error) {
 	e.t.Helper()
+	return e.startSignals(cfg, hurry, nil)
+}
+
+// startSignals is startHurry with a channel standing for SIGHUP (a reload of cfg.File).
+func (e *env) startSignals(cfg *config.Config, hurry, hup <-chan os.Signal) (stop func() error) {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	go func() { errc <- serve(ctx, cfg, log, hurry) }()
+	go func() { errc <- serveSignals(ctx, cfg, log, hurry, hup) }()
 	var once sync.Once
 	var err error
 	stop = func() error {

@@ -61,18 +61,15 @@ type bot struct {
 	memory *memory.Memory
 	// knowledge is the admins' documents the bot answers from; nil without [[knowledge.bases]].
 	knowledge *knowledge.Knowledge
-	// resources are the MCP resources attached to chats; nil when none is.
-	resources pipeline.AttachedResources
-	// prompts are the MCP prompts enabled as /prompt; nil when no server enables them.
-	prompts pipeline.MCPPrompts
-	// tools runs the turns' tool calls; shutdown waits for the calls still ending (toolsWait).
-	tools *tools.Manager
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
 	oauth *oauth.Manager
 	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
 	tracing *tracing.Tracing
 	// tasks are the reminders and scheduled tasks; nil when [tasks] is off.
 	tasks *tasks.Service
+	// live is what a reload rebuilds the turns' parts from, and the config they run with
+	// (wire_reload.go).
+	live liveParts
 
 	connectors []connector      // the enabled platforms: stop receiving first at shutdown
 	background []lifecycle.Part // admin listener, retention: stop last
@@ -109,13 +106,13 @@ const toolsWait = 10 * time.Second
 // cancelled: a cancelled turn stops waiting for its call at once, and the call finishes its
 // audit row on its own goroutine.
 func (b *bot) waitToolCalls() {
-	if b.tools == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), toolsWait)
 	defer cancel()
-	if err := b.tools.Wait(ctx); err != nil {
-		b.log.Warn("shutdown: tool calls still running; their audit rows stay running until the next start marks them interrupted", "err", err)
+	for _, m := range b.live.allManagers() {
+		if err := m.Wait(ctx); err != nil {
+			b.log.Warn("shutdown: tool calls still running; their audit rows stay running until the next start marks them interrupted", "err", err)
+			return
+		}
 	}
 }
 
@@ -143,13 +140,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err != nil {
 		return b, err
 	}
-	m := metrics.New(metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg)), Prices: prices(cfg), MCPUp: tl.mcpUp, Instance: b.instance,
-		Platforms: platformNames(cfg), RequestModels: requestModels(cfg)})
+	mo := metricsModels(cfg)
+	mo.MCPUp, mo.Instance, mo.Platforms = b.live.mcpUp, b.instance, platformNames(cfg)
+	m := metrics.New(mo)
 	rec := b.tracing.Recorder(m.Recorder(auditRecorder{calls: st.ToolCalls}))
-	policy, err := tools.NewPolicy(cfg.Tools.Policy)
-	if err != nil {
-		return b, err
-	}
 	mem, err := b.newMemory(ctx, cfg, b.tracing.Models(m))
 	if err != nil {
 		return b, err
@@ -164,20 +158,25 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if b.knowledge != nil {
 		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(b.knowledge.Tools()))
 	}
-	mopts := managerOptions(cfg)
-	mopts.Logger, mopts.Policy, mopts.Consents, mopts.Claim = log, policy, st.Consents, b.claimToolCall()
-	mgr, err := tools.NewManager(tl.loaders, rec, mopts)
+	b.live.start(cfg, tl, rec, m)
+	mgr, err := b.newManager(cfg, tl.mcp)
 	if err != nil {
 		return b, err
 	}
-	b.tools = mgr
-	m.KnowTools(mgr.Has, mgr.Names)
-	if b.pipe, err = b.newPipeline(cfg, mgr, rec, tl.skillPrompt, m, mem); err != nil {
+	b.live.use(mgr, tl.mcp)
+	m.KnowTools(b.live.hasTool, b.live.toolNames)
+	runner, opts, err := b.turnOptions(cfg, tl.mcp)
+	if err != nil {
+		return b, err
+	}
+	if b.pipe, err = pipeline.New(runner, b.pipelineStore(), mgr, opts); err != nil {
 		return b, err
 	}
 	m.CountQueue("pipeline", b.pipe.Queued)
 	if r := b.replica; r != nil {
-		b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return r.Run(ctx, b.pipe) }})
+		b.background = append(b.background, lifecycle.Part{Name: "deployment", Run: func(ctx context.Context) error { return r.Run(ctx, b.pipe) }},
+			b.reloadOnAnnouncement(r))
+		b.recordDigest(ctx, cfg)
 	}
 
 	deliver := delivery.Options{Logger: log, Observer: b.tracing.Deliveries(m)}
@@ -185,7 +184,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		return b, err
 	}
 	if cfg.Admin.Enabled {
-		if err := b.addAdmin(cfg, tl.health, m.Handler(), deliver); err != nil {
+		if err := b.addAdmin(cfg, b.live.health, m.Handler(), deliver); err != nil {
 			return b, err
 		}
 	}
@@ -202,37 +201,48 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	return b, nil
 }
 
-// newPipeline builds the agent runner and the pipeline that answers every message with it;
-// the metrics and the traces observe both.
-func (b *bot) newPipeline(cfg *config.Config, mgr *tools.Manager, rec tools.Recorder, skillPrompt func() string, m *metrics.Metrics, mem *memory.Memory) (*pipeline.Pipeline, error) {
+// turnOptions builds from cfg the agent runner and the pipeline's options a turn runs with (the
+// metrics and the traces observe both): at the start and at each reload. ml is the MCP servers'
+// loader the turns use (nil: none), which reads the resources attached to chats.
+func (b *bot) turnOptions(cfg *config.Config, ml *mcp.Loader) (*agent.Runner, pipeline.Options, error) {
+	m, l := b.live.metrics, &b.live
 	ropts := runnerOptions(cfg)
-	ropts.HTTPClient, ropts.Logger, ropts.Observer = modelHTTPClient(cfg.Chat.MaxTurnsInFlight), b.log, b.tracing.Models(m)
+	ropts.HTTPClient, ropts.Logger, ropts.Observer = l.modelClient, b.log, b.tracing.Models(m)
 	runner, err := agent.NewRunner(agentModels(cfg.Models), ropts)
 	if err != nil {
-		return nil, err
+		return nil, pipeline.Options{}, err
 	}
 	opts := pipelineOptions(cfg)
-	if opts.Media.Transcriber, opts.Media.Speaker, err = newSpeech(cfg, modelHTTPClient(cfg.Chat.MaxTurnsInFlight), b.tracing.Models(m)); err != nil {
-		return nil, err
+	if opts.Media.Transcriber, opts.Media.Speaker, err = newSpeech(cfg, l.speechClient, b.tracing.Models(m)); err != nil {
+		return nil, pipeline.Options{}, err
 	}
-	opts.History.SystemPromptExtra = skillPrompt
-	opts.Memory = mem
+	opts.History.SystemPromptExtra = l.skillPrompt
+	opts.Memory = b.memory
 	opts.Knowledge = b.knowledge
-	opts.Resources = b.resources
-	opts.MCPPrompts = b.prompts
+	if ml != nil && slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return len(s.AttachResources) > 0 }) {
+		opts.Resources = ml
+	}
+	if ml != nil && slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return s.Prompts }) {
+		opts.MCPPrompts = ml
+	}
 	opts.Audit = b.store.ToolCalls
 	opts.Usage = b.store.Usage
 	opts.Tools.Consents = b.store.Consents
-	opts.Recorder = rec
+	opts.Recorder = l.rec
 	opts.Tasks = b.taskCommands()
 	opts.Logger = b.log
 	opts.Observer = b.tracing.Turns(m)
 	if r := b.replica; r != nil {
 		opts.Replicas, opts.Stamper, opts.Prompts = r, r, r
 	}
+	return runner, opts, nil
+}
+
+// pipelineStore is the pipeline's part of the database.
+func (b *bot) pipelineStore() pipeline.Store {
 	db := b.store
-	return pipeline.New(runner, pipeline.Store{Conversations: db.Conversations, Turns: db.Turns, Messages: db.Messages,
-		ModelCalls: db.ModelCalls, ToolCalls: db.ToolCalls}, mgr, opts)
+	return pipeline.Store{Conversations: db.Conversations, Turns: db.Turns, Messages: db.Messages,
+		ModelCalls: db.ModelCalls, ToolCalls: db.ToolCalls}
 }
 
 // openStore opens and migrates the database and recovers what a previous run left running.
@@ -274,16 +284,16 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Databas
 	return st, nil
 }
 
-// toolSet is what loadTools found: the loaders in dispatch order, and what the MCP servers and
-// skills add to the metrics, the admin page and the system prompt (nil when not configured).
+// toolSet is what loadTools found: the loaders in dispatch order but MCP's, the MCP servers'
+// loader (nil when none is configured), and what the skills add to the system prompt (nil when
+// none).
 type toolSet struct {
 	loaders     []tools.Loader
-	health      func() []tools.ServerHealth
-	mcpUp       func() map[string]bool
+	mcp         *mcp.Loader
 	skillPrompt func() string
 }
 
-// loadTools builds the tool loaders in dispatch order: native, plugins, MCP, skills.
+// loadTools builds the tool loaders: native, plugins, MCP, skills.
 func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Log) (toolSet, error) {
 	var ts toolSet
 	opts := nativeOptions(cfg)
@@ -304,22 +314,8 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 		if err := b.newOAuth(cfg); err != nil {
 			return ts, err
 		}
-		ml := b.startMCP(ctx, cfg.MCP.Servers)
-		ts.loaders = append(ts.loaders, ml)
-		if slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return len(s.AttachResources) > 0 }) {
-			b.resources = ml
-		}
-		if slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return s.Prompts }) {
-			b.prompts = ml
-		}
-		ts.health = ml.Health
-		ts.mcpUp = func() map[string]bool {
-			up := map[string]bool{}
-			for _, h := range ml.Health() {
-				up[h.Name] = h.State == tools.ServerUp
-			}
-			return up
-		}
+		ts.mcp = b.startMCP(ctx, cfg.MCP.Servers)
+		b.cleanup = append(b.cleanup, b.live.closeMCP)
 	}
 	if len(cfg.Tools.SkillDirs) > 0 {
 		sk, err := skill.NewLoader(skill.Options{Dirs: cfg.Tools.SkillDirs, Logger: b.log})
@@ -333,11 +329,10 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 }
 
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
-// add their tools once up.
+// add their tools once up. The caller closes the loader.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
 	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
 	ml.Start(context.WithoutCancel(ctx))
-	b.cleanup = append(b.cleanup, ml.Close)
 	wait := 5 * time.Second
 	for _, s := range servers {
 		wait = max(wait, s.ConnectTimeout+5*time.Second)
@@ -506,6 +501,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 		KnowledgeUploadBytes: cfg.Knowledge.MaxFileBytes + 64<<10,
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store.AdminSessions,
+		Settings:  botSettings{b},
 		PublicURL: cfg.Admin.PublicURL,
 		// A message of the web chat may carry files of up to media.max_bytes each.
 		ChatUploadBytes: web.MaxSendBytes(cfg.Media.MaxBytes),
@@ -631,6 +627,13 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 			MaxReplyChars: cfg.Speech.MaxReplyChars,
 		},
 	}
+}
+
+// metricsModels are the models the metrics label their calls with (the chat models, speech's
+// and the embeddings'), their prices and the model ids they ask for.
+func metricsModels(cfg *config.Config) metrics.Options {
+	return metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg)), Prices: prices(cfg),
+		RequestModels: requestModels(cfg)}
 }
 
 // modelBudgets lists the token budget of every configured model.

@@ -101,8 +101,9 @@ var mayImport = map[string][]string{
 	// The audit log's pages and API read the store, list coord's replicas and show the tool
 	// servers' health (tools.ServerHealth, as the MCP loader reports it); the memory pages read
 	// and delete memory's facts; the knowledge pages and API add, list, delete and search the
-	// knowledge bases' documents.
-	"admin": {"audit", "chat", "coord", "internal/ellipsis", "pipeline/knowledge", "pipeline/memory", "store", "tools"},
+	// knowledge bases' documents; the Settings page shows config's settings of the running config
+	// (config.Setting, decision 054).
+	"admin": {"audit", "chat", "config", "coord", "internal/ellipsis", "pipeline/knowledge", "pipeline/memory", "store", "tools"},
 
 	// Binaries wire everything.
 	"cmd/bot":      {"..."},

@@ -102,11 +102,18 @@ type Turn struct {
 	Slot Slot
 	// Notice posts a message into the chat.
 	Notice func(text string)
+	// Admins are the bot's admins as the turn's configuration lists them, who may answer for
+	// anyone; nil: Options.Admins.
+	Admins *access.IDSet
 }
 
 // Approver returns the tools.Approver and tools.Elicitor of one turn.
 func (qs *Questions) Approver(t Turn) *Approver {
-	return &Approver{in: t.In, out: t.Out, asker: t.Asker, reply: t.Reply, admins: qs.opts.Admins,
+	admins := qs.opts.Admins
+	if t.Admins != nil {
+		admins = *t.Admins
+	}
+	return &Approver{in: t.In, out: t.Out, asker: t.Asker, reply: t.Reply, admins: admins,
 		timeout: qs.opts.Timeout, now: qs.opts.Now, slot: t.Slot, open: qs.open, prompts: qs.prompts, notice: t.Notice,
 		strays: strayRecorder{rec: qs.opts.Recorder, in: t.In, now: qs.opts.Now, log: qs.opts.Logger}}
 }

@@ -2,7 +2,9 @@ package asking
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +28,7 @@ const (
 const (
 	wordDecline = "decline"
 	wordSkip    = "skip"
+	wordDefault = "default"
 )
 
 // Elicit asks a tool's question in the chat: as one form where the platform shows forms
@@ -38,6 +41,10 @@ func (a *Approver) Elicit(ctx context.Context, q tools.Elicitation) (tools.Elici
 	a.reply.Working(false)
 	defer a.reply.Working(true)
 	head := elicitHead(q)
+	if q.Unshowable != "" {
+		a.say(head + "\n\nThe bot cannot show this form (" + q.Unshowable + "), so it answered decline.")
+		return tools.ElicitAnswer{Action: tools.ElicitDecline, At: a.now(), Note: "the form cannot be shown: " + q.Unshowable}, nil
+	}
 	if q.Mode == tools.ElicitURL {
 		choices := []adapters.Choice{{ID: choiceDone, Label: "Done"}, {ID: choiceDecline, Label: "Decline"}}
 		if webLink(q.URL) {
@@ -103,12 +110,7 @@ func (a *Approver) elicitForm(ctx context.Context, fa adapters.FormAsker, head s
 		var lines []string
 		for _, f := range form.Fields {
 			if v, ok := ans.Values[f.Name]; ok {
-				for _, o := range f.Options { // an enum shows its option's label
-					if o.ID == v {
-						v = o.Label
-					}
-				}
-				lines = append(lines, formLabel(f)+": "+v)
+				lines = append(lines, formLabel(f)+": "+shownValue(f, v))
 			}
 		}
 		return true, head + "\n\n" + strings.Join(lines, "\n") + "\n(" + who(pa) + ")"
@@ -135,11 +137,41 @@ func (a *Approver) elicitForm(ctx context.Context, fa adapters.FormAsker, head s
 	return tools.ElicitAnswer{Action: tools.ElicitAccept, Content: content, By: by, At: a.now()}, nil
 }
 
+// shownValue is a submitted value as the answered form shows it: an option's label for an
+// enum, the labels of a multi-select's options.
+func shownValue(f adapters.FormField, v string) string {
+	label := func(id string) string {
+		for _, o := range f.Options {
+			if o.ID == id {
+				return o.Label
+			}
+		}
+		return id
+	}
+	if f.Kind != adapters.FieldMulti {
+		return label(v)
+	}
+	var ids []string
+	if json.Unmarshal([]byte(v), &ids) != nil {
+		return v
+	}
+	for i, id := range ids {
+		ids[i] = label(id)
+	}
+	return strings.Join(ids, ", ")
+}
+
 // formField is f as a platform's form shows it.
 func formField(f tools.Field) adapters.FormField {
 	ff := adapters.FormField{Name: f.Name, Title: f.Title, Description: f.Description, Required: f.Required,
-		Min: f.Minimum, Max: f.Maximum, MinLength: f.MinLength, MaxLength: f.MaxLength, Format: f.Format}
+		Min: f.Minimum, Max: f.Maximum, MinLength: f.MinLength, MaxLength: f.MaxLength, Format: f.Format,
+		MinItems: f.MinItems, MaxItems: f.MaxItems, Default: defaultValues(f)}
 	switch {
+	case f.Multi():
+		ff.Kind = adapters.FieldMulti
+		for i, v := range f.Enum {
+			ff.Options = append(ff.Options, adapters.Choice{ID: v, Label: f.EnumLabel(i)})
+		}
 	case len(f.Enum) > 0:
 		ff.Kind = adapters.FieldEnum
 		for i, v := range f.Enum {
@@ -157,6 +189,25 @@ func formField(f tools.Field) adapters.FormField {
 	return ff
 }
 
+// defaultValues is f's default as a form's values hold it (FormAnswer.Values): a boolean as
+// yes or no, a number as written, a multi-select's options one each.
+func defaultValues(f tools.Field) []string {
+	switch d := f.Default.(type) {
+	case string:
+		return []string{d}
+	case bool:
+		if d {
+			return []string{choiceYes}
+		}
+		return []string{choiceNo}
+	case float64:
+		return []string{strconv.FormatFloat(d, 'f', -1, 64)}
+	case []string:
+		return d
+	}
+	return nil
+}
+
 func formLabel(f adapters.FormField) string {
 	if f.Title != "" {
 		return f.Title
@@ -170,12 +221,22 @@ func (a *Approver) field(ctx context.Context, head string, q tools.Elicitation, 
 	if !f.Choice() {
 		return a.prompt(ctx, text, q.Answerers, f)
 	}
+	if f.Multi() {
+		return a.multi(ctx, text, q, f)
+	}
 	var choices []adapters.Choice
 	if f.Type == tools.FieldBoolean {
 		choices = []adapters.Choice{{ID: choiceYes, Label: "Yes"}, {ID: choiceNo, Label: "No"}}
 	}
 	for i := range f.Enum {
-		choices = append(choices, adapters.Choice{ID: "v" + strconv.Itoa(i), Label: f.EnumLabel(i)})
+		label := f.EnumLabel(i)
+		if f.Default == f.Enum[i] {
+			label += " (default)"
+		}
+		choices = append(choices, adapters.Choice{ID: "v" + strconv.Itoa(i), Label: label})
+	}
+	if d, ok := f.Default.(bool); ok {
+		choices[map[bool]int{true: 0, false: 1}[d]].Label += " (default)"
 	}
 	if !f.Required {
 		choices = append(choices, adapters.Choice{ID: choiceSkip, Label: "Skip"})
@@ -197,6 +258,107 @@ func (a *Approver) field(ctx context.Context, head string, q tools.Elicitation, 
 		i, _ := strconv.Atoi(strings.TrimPrefix(c, "v"))
 		return f.Enum[i], true, false, by, nil
 	}
+}
+
+// multi asks for a multi-select with a button per option that toggles it (✓ marks the chosen
+// ones, the default's options at first) and Done, Skip (optional fields) and Decline. Each
+// toggle settles that message, which then says what was chosen so far, and the buttons are
+// asked again with the new marks; Done with a choice the field's bounds refuse is refused and
+// told to the presser.
+func (a *Approver) multi(ctx context.Context, text string, q tools.Elicitation, f tools.Field) (v any, set, decline bool, by string, err error) {
+	chosen := map[int]bool{}
+	if d, ok := f.Default.([]string); ok {
+		for i, e := range f.Enum {
+			chosen[i] = slices.Contains(d, e)
+		}
+	}
+	list := func() []string {
+		var out []string
+		for i, e := range f.Enum {
+			if chosen[i] {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	for {
+		choices := make([]adapters.Choice, 0, len(f.Enum)+3)
+		for i := range f.Enum {
+			label := f.EnumLabel(i)
+			if chosen[i] {
+				label = "✓ " + label
+			}
+			choices = append(choices, adapters.Choice{ID: "v" + strconv.Itoa(i), Label: label})
+		}
+		choices = append(choices, adapters.Choice{ID: choiceDone, Label: "Done"})
+		if !f.Required {
+			choices = append(choices, adapters.Choice{ID: choiceSkip, Label: "Skip"})
+		}
+		choices = append(choices, adapters.Choice{ID: choiceDecline, Label: "Decline"})
+		ans, err := a.askMulti(ctx, text+"\n\nPress options to choose them, then Done.", q, choices, f, list())
+		if err != nil {
+			return nil, false, false, "", err
+		}
+		by = who(ans)
+		switch c := ans.Choice; c {
+		case choiceDecline:
+			return nil, false, true, by, nil
+		case choiceSkip:
+			return nil, false, false, by, nil
+		case choiceDone:
+			l := list()
+			if len(l) == 0 && !f.Required {
+				return nil, false, false, by, nil
+			}
+			if l == nil {
+				l = []string{}
+			}
+			return l, true, false, by, nil
+		default:
+			i, _ := strconv.Atoi(strings.TrimPrefix(c, "v"))
+			chosen[i] = !chosen[i]
+		}
+	}
+}
+
+// askMulti is ask for one round of a multi-select: Done is refused while the choice breaks
+// the field's bounds, and a toggle's message says what is chosen after it.
+func (a *Approver) askMulti(ctx context.Context, text string, el tools.Elicitation, choices []adapters.Choice, f tools.Field, chosen []string) (adapters.Answer, error) {
+	answerers := el.Answerers
+	q := adapters.Question{Text: text, Choices: choices, Stray: a.strays.stray(el.Tool, el.Server)}
+	return a.asker.Ask(ctx, q, func(ans adapters.Answer) (bool, string) {
+		if may, _ := a.mayAnswer(ans, answerers); !may {
+			return false, "You may not answer this: " + approversText(answerers) + "."
+		}
+		now := slices.Clone(chosen)
+		switch c := ans.Choice; c {
+		case choiceDone:
+			if err := tools.CheckAnswer([]tools.Field{f}, map[string]any{f.Name: chosen}); err != nil && (len(chosen) > 0 || f.Required) {
+				return false, err.Error()
+			}
+		case choiceSkip, choiceDecline:
+			return true, text + "\n\n" + map[string]string{choiceSkip: "Skipped", choiceDecline: "Declined"}[c] + " (" + who(ans) + ")"
+		default:
+			i, _ := strconv.Atoi(strings.TrimPrefix(c, "v"))
+			if i < 0 || i >= len(f.Enum) {
+				return false, "unknown option"
+			}
+			if j := slices.Index(now, f.Enum[i]); j >= 0 {
+				now = slices.Delete(now, j, j+1)
+			} else {
+				now = append(now, f.Enum[i])
+			}
+		}
+		labels := make([]string, 0, len(now))
+		for _, v := range now {
+			labels = append(labels, f.EnumLabel(slices.Index(f.Enum, v)))
+		}
+		shown := "nothing"
+		if len(labels) > 0 {
+			shown = strings.Join(labels, ", ")
+		}
+		return true, text + "\n\nChosen: " + shown + " (" + who(ans) + ")"
+	})
 }
 
 // ask posts a question of el's tool with buttons and waits for an answerer's press.
@@ -225,6 +387,9 @@ func (a *Approver) prompt(ctx context.Context, text string, answerers []string, 
 	if !f.Required {
 		hint = "Reply to this message with your answer, \"" + wordSkip + "\" to leave it out, or \"" + wordDecline + "\" to refuse."
 	}
+	if d := defaultValues(f); len(d) == 1 {
+		hint += " \"" + wordDefault + "\" answers " + d[0] + "."
+	}
 	ch := a.prompts.openPrompt(a.in.Chat, func(in adapters.Inbound) bool {
 		may, _ := a.mayAnswer(adapters.Answer{UserID: in.UserID, UserName: in.UserName, ChatAdmin: in.ChatAdmin}, answerers)
 		return may
@@ -246,6 +411,9 @@ func (a *Approver) prompt(ctx context.Context, text string, answerers []string, 
 				by = in.UserID
 			}
 			reply := strings.TrimSpace(in.Text)
+			if d := defaultValues(f); len(d) == 1 && strings.EqualFold(reply, wordDefault) {
+				reply = d[0]
+			}
 			switch strings.ToLower(reply) {
 			case wordDecline:
 				return nil, false, true, by, nil
@@ -294,11 +462,28 @@ func fieldText(f tools.Field) string {
 		s += " (a number)"
 	case tools.FieldInteger:
 		s += " (a whole number)"
+	case tools.FieldArray:
+		s += " (any of the options" + itemBounds(f) + ")"
+	}
+	if d := defaultValues(f); len(d) == 1 && !f.Choice() {
+		s += " (default: " + d[0] + ")"
 	}
 	if f.Required {
 		s += " (required)"
 	}
 	return s
+}
+
+func itemBounds(f tools.Field) string {
+	switch {
+	case f.MinItems > 0 && f.MaxItems > 0:
+		return ", " + strconv.Itoa(f.MinItems) + " to " + strconv.Itoa(f.MaxItems)
+	case f.MinItems > 0:
+		return ", at least " + strconv.Itoa(f.MinItems)
+	case f.MaxItems > 0:
+		return ", at most " + strconv.Itoa(f.MaxItems)
+	}
+	return ""
 }
 
 // webLink reports whether raw is an absolute http or https URL.

@@ -59,8 +59,8 @@ func benchChunk(i int) string {
 }
 
 // BenchmarkSearch times search_knowledge's search of one base of BOT_BENCH_CHUNKS chunks (keywords
-// and vectors fused, every chunk with a vector), and reports its p95. The query's embedding comes
-// from the testkit's model on loopback.
+// and vectors fused, every chunk with a vector; beside a small base), and each retrieval leg
+// alone, and reports their p95. The query's embedding comes from the testkit's model on loopback.
 func BenchmarkSearch(b *testing.B) {
 	n := benchChunks(b)
 	for _, tc := range []struct {
@@ -89,26 +89,46 @@ func BenchmarkSearch(b *testing.B) {
 			}
 			fillBase(b, db, k, "big", n)
 			fillBase(b, db, k, "small", 500)
-			benchQueries(b, k)
+			if _, err := k.Search(context.Background(), []string{"big"}, "parental leave policy", 5, nil); err != nil { // the HNSW index is built here
+				b.Fatal(err)
+			}
+			for _, leg := range []string{"fused", "keyword", "vector"} {
+				b.Run(leg, func(b *testing.B) { benchQueries(b, k, leg) })
+			}
 		})
 	}
 }
 
-func benchQueries(b *testing.B, k *Knowledge) {
+// benchQueries times searches of the big base and reports their p95: the whole search
+// ("fused": the query embedded, both legs, the chunks read), or one retrieval leg alone.
+func benchQueries(b *testing.B, k *Knowledge, leg string) {
 	ctx := context.Background()
-	if _, err := k.Search(ctx, []string{"big"}, "parental leave policy", 5, nil); err != nil { // the HNSW index is built here
-		b.Fatal(err)
-	}
 	times := make([]time.Duration, 0, 1024)
 	n := len(benchVocabulary)
+	space := retrieval.Space{Model: "embed-bench", Dims: benchDims}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		q := fmt.Sprintf("how does the %s %s work for %s", benchVocabulary[i%40], benchVocabulary[(i*7)%n], benchVocabulary[(i*13)%n])
+		var found int
+		var err error
 		start := time.Now()
-		hits, err := k.Search(ctx, []string{"big"}, q, 5, nil)
+		switch leg {
+		case "fused":
+			var hits []Hit
+			hits, err = k.Search(ctx, []string{"big"}, q, 5, nil)
+			found = len(hits)
+		case "keyword":
+			var ids []int64
+			ids, err = k.index.Search(ctx, retrieval.Query{Owner: "big", Text: q, Limit: 5, Approximate: true})
+			found = len(ids)
+		case "vector":
+			var ids []int64
+			ids, err = k.index.Search(ctx, retrieval.Query{Owner: "big", Vector: llm.FakeEmbedding("embed-bench", q, benchDims), Space: space, Limit: 5, Approximate: true})
+			found = len(ids)
+		}
 		times = append(times, time.Since(start))
-		if err != nil || len(hits) == 0 {
-			b.Fatalf("search found %d chunks: %v", len(hits), err)
+		if err != nil || found == 0 {
+			b.Fatalf("%s search found %d chunks: %v", leg, found, err)
 		}
 	}
 	slices.Sort(times)

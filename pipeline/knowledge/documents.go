@@ -191,25 +191,34 @@ type place struct {
 	DocName string
 }
 
-// places returns the rows of chunks ids (those still there), by id.
+// places returns the rows of chunks ids (those still there), by id, in one query.
 func (q documents) places(ctx context.Context, ids []int64) (map[int64]place, error) {
 	out := make(map[int64]place, len(ids))
-	for _, id := range ids {
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ph := make([]string, len(ids))
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		ph[i] = fmt.Sprintf("$%d", i+1)
+		args[i] = id
+	}
+	rows, err := q.r.QueryContext(ctx, `SELECT c.id, c.document_id, c.ordinal, c.page, c.headings, c.start_offset, c.end_offset, c.base, d.name
+		FROM knowledge_chunks c JOIN knowledge_documents d ON d.id = c.document_id WHERE c.id IN (`+strings.Join(ph, ", ")+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge: read chunks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
 		var p place
 		var heads string
-		err := q.r.QueryRowContext(ctx, `SELECT c.id, c.document_id, c.ordinal, c.page, c.headings, c.start_offset, c.end_offset, c.base, d.name
-			FROM knowledge_chunks c JOIN knowledge_documents d ON d.id = c.document_id WHERE c.id = $1`, id).
-			Scan(&p.ID, &p.Document, &p.Ordinal, &p.Page, &heads, &p.Start, &p.End, &p.Base, &p.DocName)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("knowledge: read chunk %d: %w", id, err)
+		if err := rows.Scan(&p.ID, &p.Document, &p.Ordinal, &p.Page, &heads, &p.Start, &p.End, &p.Base, &p.DocName); err != nil {
+			return nil, fmt.Errorf("knowledge: read chunks: %w", err)
 		}
 		if heads != "" {
 			p.Headings = strings.Split(heads, headingSep)
 		}
-		out[id] = p
+		out[p.ID] = p
 	}
-	return out, nil
+	return out, rows.Err()
 }

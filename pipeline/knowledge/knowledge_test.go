@@ -205,3 +205,66 @@ func TestAutoBasesComeIntoTurnsWithinTheirBudget(t *testing.T) {
 		t.Fatalf("a tool base's chunk came into a turn by itself: %+v", hits)
 	}
 }
+
+func TestAChangedEmbeddingModelIsReembeddedWithProgressAndNeverMixed(t *testing.T) {
+	databases(t, func(t *testing.T, db *store.Database) {
+		fake := llm.NewServer()
+		defer fake.Close()
+		add(t, open(t, db, embedder(t, fake.URL, "embed-a"), knowledge.Limits{}), "handbook", "handbook.md", handbook)
+		fake.SetEmbeddingDims("embed-b", 24)
+		k := open(t, db, embedder(t, fake.URL, "embed-b"), knowledge.Limits{})
+		if done, total, space, err := k.VectorProgress(context.Background()); err != nil || done != 0 || total == 0 || space.String() != "embed-b/24" {
+			t.Fatalf("before the reindex: %d of %d in %s (%v), want none of the chunks in embed-b/24", done, total, space, err)
+		}
+		// Until the reindex, a query of the new space finds the chunks by their words.
+		if hits, err := k.Search(context.Background(), []string{"handbook"}, "parental leave", 5, nil); err != nil || len(hits) == 0 {
+			t.Fatalf("search between the model change and the reindex: %d hits, %v", len(hits), err)
+		}
+		var seen []int
+		space, err := k.Reindex(context.Background(), func(done, total int) { seen = append(seen, done) })
+		if err != nil || space.String() != "embed-b/24" || len(seen) == 0 {
+			t.Fatalf("reindex: %s %v, progress %v", space, err, seen)
+		}
+		done, total, _, err := k.VectorProgress(context.Background())
+		if err != nil || done != total {
+			t.Fatalf("after the reindex %d of %d chunks have a vector of embed-b (%v)", done, total, err)
+		}
+		w, _ := db.Pools()
+		var other int
+		if err := w.QueryRow(`SELECT COUNT(*) FROM retrieval_vectors WHERE model <> 'embed-b'`).Scan(&other); err != nil || other != 0 {
+			t.Fatalf("%d vectors of the old model remain (%v)", other, err)
+		}
+		hits, err := k.Search(context.Background(), []string{"handbook"}, "sixteen weeks parental leave", 5, nil)
+		if err != nil || len(hits) == 0 || !strings.Contains(hits[0].Text, "sixteen weeks") {
+			t.Fatalf("after the reindex: %+v, %v", hits, err)
+		}
+	})
+}
+
+func TestTheRerankerOrdersTheFoundChunksAndAFailedOneLeavesTheFusedOrder(t *testing.T) {
+	db := storetest.Open(t, storetest.SQLite)
+	fake := llm.NewServer()
+	defer fake.Close()
+	w, r := db.Pools()
+	k, err := knowledge.New(context.Background(), knowledge.Options{Dialect: db.Driver(), W: w, R: r,
+		Limits: knowledge.Limits{MaxFileBytes: 1 << 20, MaxPages: 10, MaxDocuments: 10}, Chunks: extract.ChunkOptions{TargetChars: 200},
+		Rerank: provider.Endpoint{BaseURL: fake.URL, Model: "rerank-test", APIKey: "k"},
+		Bases:  []knowledge.Base{{Name: "handbook", Mode: knowledge.ModeTool}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(t, k, "handbook", "handbook.md", handbook)
+	hits, err := k.Search(context.Background(), []string{"handbook"}, "parental leave at full pay", 3, nil)
+	if err != nil || len(hits) == 0 || !strings.Contains(hits[0].Text, "sixteen weeks") {
+		t.Fatalf("reranked: %+v %v", hits, err)
+	}
+	reqs := fake.RerankRequests()
+	if len(reqs) != 1 || reqs[0].Model != "rerank-test" || reqs[0].Query != "parental leave at full pay" || len(reqs[0].Documents) < 2 {
+		t.Fatalf("rerank requests %+v, want one with the query and the fused candidates", reqs)
+	}
+	fake.FailRerank(1, 503)
+	again, err := k.Search(context.Background(), []string{"handbook"}, "parental leave at full pay", 3, nil)
+	if err != nil || len(again) == 0 {
+		t.Fatalf("with the reranker down the search failed: %v", err)
+	}
+}

@@ -48,7 +48,10 @@ func (k *Knowledge) Search(ctx context.Context, bases []string, query string, li
 	if strings.TrimSpace(query) == "" || len(bases) == 0 {
 		return nil, nil
 	}
-	q := retrieval.Query{Text: query, Limit: max(limit, rerankPool), Approximate: true}
+	q := retrieval.Query{Text: query, Limit: limit, Approximate: true}
+	if k.reranker != nil {
+		q.Limit = max(limit, rerankPool)
+	}
 	if k.opts.Embedder.Enabled() {
 		emb, err := k.opts.Embedder.Embed(ctx, []string{query})
 		if meter != nil {

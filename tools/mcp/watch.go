@@ -175,8 +175,9 @@ func (e *elicitor) Elicit(ctx context.Context, req mcpgo.ElicitationRequest) (*m
 			q.Fields, err = tools.ParseForm(raw)
 		}
 		if err != nil {
-			// A form the chat cannot show is refused; the spec's decline lets the tool go on.
-			return elicitResult(mcpgo.ElicitationResponseActionDecline, nil), nil
+			// A form the chat cannot show is declined (the spec's decline lets the tool go on),
+			// and the chat and the audit are told why.
+			q.Fields, q.Unshowable = nil, err.Error()
 		}
 	}
 	// The question ends with the call (stopped, timed out) as well as with the transport's

@@ -153,7 +153,27 @@
       label.textContent = fd.label + (fd.required ? " *" : "");
       row.appendChild(label);
       let inp;
-      if (fd.kind === "enum" || fd.kind === "boolean") {
+      const dflt = fd.default || [];
+      if (fd.kind === "multi") {
+        // A multi-select: a checkbox per option, the default's options ticked; submitted as
+        // one value, the chosen IDs as a JSON array.
+        inp = document.createElement("fieldset");
+        inp.className = "multi";
+        inp.dataset.multi = "v." + fd.name;
+        (fd.options || []).forEach(function (o, j) {
+          const l = document.createElement("label");
+          const cb = document.createElement("input");
+          cb.type = "checkbox";
+          cb.value = o.id;
+          cb.id = id + "-" + j;
+          cb.checked = dflt.indexOf(o.id) >= 0;
+          l.appendChild(cb);
+          l.appendChild(document.createTextNode(" " + o.label));
+          inp.appendChild(l);
+        });
+        inp.id = id;
+        row.appendChild(inp);
+      } else if (fd.kind === "enum" || fd.kind === "boolean") {
         inp = document.createElement("select");
         const opts = fd.kind === "boolean" ? [{ id: "yes", label: "Yes" }, { id: "no", label: "No" }] : (fd.options || []);
         const none = document.createElement("option");
@@ -179,10 +199,13 @@
           if (fd.maxlength) inp.maxLength = fd.maxlength;
         }
       }
-      inp.id = id;
-      inp.name = "v." + fd.name;
-      inp.required = !!fd.required;
-      row.appendChild(inp);
+      if (fd.kind !== "multi") {
+        inp.id = id;
+        inp.name = "v." + fd.name;
+        inp.required = !!fd.required;
+        if (dflt.length) inp.value = dflt[0];
+        row.appendChild(inp);
+      }
       if (fd.description) {
         const d = document.createElement("small");
         d.textContent = fd.description;
@@ -206,7 +229,12 @@
     f.addEventListener("submit", function (e) {
       e.preventDefault();
       const values = {};
-      f.querySelectorAll("input, select").forEach(function (inp) { values[inp.name] = inp.value; });
+      f.querySelectorAll("input[name], select").forEach(function (inp) { values[inp.name] = inp.value; });
+      f.querySelectorAll("fieldset.multi").forEach(function (fs) {
+        const ids = [];
+        fs.querySelectorAll("input[type=checkbox]").forEach(function (cb) { if (cb.checked) ids.push(cb.value); });
+        values[fs.dataset.multi] = ids.length ? JSON.stringify(ids) : "";
+      });
       answer(question, "submit", f, values);
     });
     decline.addEventListener("click", function () { answer(question, "decline", f, {}); });

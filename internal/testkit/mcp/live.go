@@ -130,6 +130,24 @@ func (k *Kit) ask(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResu
 		req.Params = mcp.ElicitationParams{Message: "Anything to add?", RequestedSchema: map[string]any{
 			"type": "object", "properties": map[string]any{"note": map[string]any{"type": "string"}},
 		}}
+	case "multi": // a titled multi-select (MCP 2025-11-25) with a default
+		req.Params = mcp.ElicitationParams{Message: "Pick your fish", RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"fish": map[string]any{"type": "array", "title": "Fish", "minItems": 1, "maxItems": 2,
+					"items": map[string]any{"anyOf": []map[string]any{
+						{"const": "f1", "title": "Tuna"}, {"const": "f2", "title": "Salmon"}, {"const": "f3", "title": "Trout"}}},
+					"default": []string{"f1"}},
+			},
+			"required": []string{"fish"},
+		}}
+	case "nested": // a nested object, which the spec forbids in a form
+		req.Params = mcp.ElicitationParams{Message: "Where do you live?", RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"address": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
+			},
+		}}
 	case "url":
 		req.Params = mcp.ElicitationParams{Mode: mcp.ElicitationModeURL, Message: "Sign in to the library",
 			URL: "https://library.example/login?state=abc", ElicitationID: "el-1"}
