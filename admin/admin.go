@@ -128,7 +128,8 @@ type Options struct {
 	// leaves /chat out.
 	WebChat http.Handler
 	// Prices are the models' prices per million tokens, by configured model name, for the
-	// usage page and API.
+	// usage page and API; when Settings is set, its Prices (the running config's) are used
+	// instead.
 	Prices map[string]chat.Price
 	// TraceURL links turns and tool calls to a tracing UI: {trace_id} is replaced by the trace
 	// id ("https://tempo.example/trace/{trace_id}"); empty shows no links.

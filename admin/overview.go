@@ -65,7 +65,7 @@ type overview struct {
 // readOverview asks the store for the range's buckets and their total.
 func (s *Server) readOverview(r *http.Request, o overviewRange) (overview, error) {
 	since, until := o.window(s.now())
-	f := store.OverviewFilter{Since: since, Until: until, Step: o.Step, Prices: s.opts.Prices}
+	f := store.OverviewFilter{Since: since, Until: until, Step: o.Step, Prices: s.prices()}
 	ov, err := s.opts.Store.Usage.Overview(r.Context(), f)
 	if err != nil {
 		return overview{}, err

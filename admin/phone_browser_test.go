@@ -31,7 +31,7 @@ func TestBrowserEveryPageFitsAPhone(t *testing.T) {
 	pages := []string{"/admin/", "/admin/?range=month", "/admin/calls", fmt.Sprintf("/admin/calls/%d", seed.calls[1].ID),
 		"/admin/turns", fmt.Sprintf("/admin/turns/%d", turn), fmt.Sprintf("/admin/turns/%d", timeline),
 		"/admin/stats", "/admin/servers", "/admin/replicas", "/admin/usage", "/admin/consents", "/admin/memories",
-		"/admin/tasks", "/admin/conversations"}
+		"/admin/tasks", "/admin/conversations", "/admin/conversations/1", "/admin/knowledge", "/admin/settings"}
 	for _, path := range pages {
 		if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+path), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 			t.Fatalf("open %s: %v", path, err)

@@ -6,14 +6,27 @@ import (
 	"strings"
 	"time"
 
+	"relaybot/chat"
 	"relaybot/config"
 )
+
+// prices are the models' prices the pages and the API bill with: the running configuration's
+// when Options.Settings is set, else Options.Prices.
+func (s *Server) prices() map[string]chat.Price {
+	if s.opts.Settings != nil {
+		return s.opts.Settings.Prices()
+	}
+	return s.opts.Prices
+}
 
 // Settings is the configuration the bot runs with, and its reload (cmd/bot): the Settings page
 // and /api/v1/settings show the first, the Reload button does the second, as SIGHUP does.
 type Settings interface {
 	// Running returns the configuration the bot runs with now.
 	Running() *config.Config
+	// Prices are the running configuration's prices by configured model name (a model a reload
+	// added is priced at once).
+	Prices() map[string]chat.Price
 	// Reload reads the config file again: a file config refuses is refused (the error names the
 	// key and why) and nothing changes; otherwise the live keys are taken by the next turns and
 	// those that need a restart are named.

@@ -10,8 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"relaybot/chat"
 	"relaybot/config"
+	"relaybot/store"
 	"relaybot/store/storetest"
 )
 
@@ -22,6 +25,13 @@ type fakeSettings struct {
 	changes config.Changes
 	err     error
 	reloads int
+	prices  map[string]chat.Price
+}
+
+func (f *fakeSettings) Prices() map[string]chat.Price {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.prices
 }
 
 func (f *fakeSettings) Running() *config.Config { f.mu.Lock(); defer f.mu.Unlock(); return f.cfg }
@@ -108,5 +118,46 @@ system_prompt = "Be brief."
 	}
 	if _, body := get(t, cl, ts.URL+"/admin/settings"); !strings.Contains(body, "Refused") || !strings.Contains(body, "agent.max_tool_rounds: must be between 1 and 1024") {
 		t.Fatalf("the page does not show the refusal:\n%s", body)
+	}
+}
+
+// The usage page bills with the running config's prices: a model priced (or repriced) by a
+// reload is billed at its new price without a restart.
+func TestUsageBillsWithTheRunningConfigsPrices(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	ctx := context.Background()
+	conv, err := st.Conversations.Conversation(ctx, chat.Key{Platform: "discord", ChatID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := st.Turns.StartTurn(ctx, store.TurnStart{ConversationID: conv.ID, UserID: "ann", UserMessage: chat.Message{Role: store.RoleUser, Content: "q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Turns.FinishTurn(ctx, store.TurnEnd{TurnID: id, Status: store.TurnOK, LLMCalls: []chat.ModelCall{
+		{Model: "added-live", Status: "ok", TokensIn: 1_000_000, StartedAt: time.Now().UTC()}}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte("[[models]]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &fakeSettings{cfg: cfg, prices: map[string]chat.Price{"added-live": {In: 2}}}
+	_, ts := newTestServer(t, st, testToken, func(o *Options) { o.Settings, o.Prices = fs, map[string]chat.Price{} })
+	cost := func() float64 {
+		var rep usageReport
+		if code := getJSON(t, ts, "/api/v1/usage?since=24h", testToken, &rep); code != http.StatusOK {
+			t.Fatalf("usage: %d", code)
+		}
+		return rep.Total.Cost
+	}
+	if got := cost(); got != 2 {
+		t.Fatalf("cost %v, want 2 at the running config's price", got)
+	}
+	fs.mu.Lock()
+	fs.prices = map[string]chat.Price{"added-live": {In: 3}}
+	fs.mu.Unlock()
+	if got := cost(); got != 3 {
+		t.Fatalf("cost %v after a reload repriced the model, want 3", got)
 	}
 }

@@ -97,5 +97,5 @@ func (s *Server) turnStoryOf(ctx context.Context, tl store.Timeline, calls []aud
 	if err != nil {
 		s.log.Warn("admin: read messages of turn", "turn", tl.Turn.ID, "err", err)
 	}
-	return storyOf(msgs, tl.LLMCalls, calls, s.opts.Prices)
+	return storyOf(msgs, tl.LLMCalls, calls, s.prices())
 }

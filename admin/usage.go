@@ -106,12 +106,12 @@ func (s *Server) usageReport(r *http.Request) (usageReport, usageQuery, int, err
 	if !q.filter.Until.IsZero() {
 		rep.Until = &q.filter.Until
 	}
-	if t := store.RollUp(rows, store.ByAll, s.opts.Prices); len(t) > 0 {
+	if t := store.RollUp(rows, store.ByAll, s.prices()); len(t) > 0 {
 		rep.Total = t[0]
 	}
 	for _, by := range []string{store.ByUser, store.ByChat, store.ByModel} {
 		if q.by == "" || q.by == by {
-			rep.Tables[by] = store.RollUp(rows, by, s.opts.Prices)
+			rep.Tables[by] = store.RollUp(rows, by, s.prices())
 		}
 	}
 	return rep, q, http.StatusOK, nil

@@ -323,6 +323,10 @@ func (t *Turn) prepare(ctx context.Context, call Call) *prepared {
 		rec.ServerTool = p.e.spec.ServerTool
 		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == policy.ActionAsk
 	}
+	var gone error // why a tool the turn does not list is unavailable, when a loader knows it
+	if !known {
+		rec.Source, rec.Server, gone = t.m.unavailable(call.Name)
+	}
 	t.m.start(ctx, rec)
 	// The call's own context (a tracing span) carries the call from here on.
 	p.ctx = ctx
@@ -330,7 +334,10 @@ func (t *Turn) prepare(ctx context.Context, call Call) *prepared {
 		p.ctx = cc.CallContext(ctx, rec)
 	}
 	p.run = newRunning(t, call, p.e.spec.Server)
-	if out, refused := t.check(p.ctx, rec, call.Name, args, known, p.e); refused {
+	if gone != nil {
+		out := Failed(audit.StatusError, gone)
+		p.out = &out
+	} else if out, refused := t.check(p.ctx, rec, call.Name, args, known, p.e); refused {
 		p.out = &out
 	}
 	return p
@@ -491,6 +498,19 @@ func callLoader(ctx context.Context, l Loader, inv Invocation) (res Result, err 
 		}
 	}()
 	return l.Call(ctx, inv)
+}
+
+// unavailable asks the loaders that can tell (UnavailableTeller) why a tool no loader lists
+// now is unavailable: its source, server and reason, or a nil reason when none knows it.
+func (m *Manager) unavailable(name string) (audit.Source, string, error) {
+	for _, l := range m.loaders {
+		if ut, ok := l.(UnavailableTeller); ok {
+			if server, why := ut.Unavailable(name); why != nil {
+				return l.Source(), server, why
+			}
+		}
+	}
+	return "", "", nil
 }
 
 // NotFoundError is the error of a call to a tool no loader has; its text is "Tool not found: NAME"

@@ -60,6 +60,15 @@ type Loader interface {
 	Call(ctx context.Context, call Invocation) (Result, error)
 }
 
+// UnavailableTeller is an optional capability of a Loader whose tools leave its list for a
+// while (an MCP server down, restarting or waiting for an admin's login): for a tool name of
+// its own that it does not list now, it names the server and says why the tool is unavailable,
+// so that a call the model makes to it is answered with that reason instead of "not found".
+// It reports nil for a name it does not know. It must not block.
+type UnavailableTeller interface {
+	Unavailable(name string) (server string, why error)
+}
+
 // Invocation is one call as a loader sees it.
 type Invocation struct {
 	Name      string

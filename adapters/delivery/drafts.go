@@ -57,14 +57,14 @@ func (b *bucket) pacedAt(t time.Time) time.Time {
 // acquireDraftFunc is acquireFunc for a draft in chat: paced by the chat's draft bucket and
 // the bot-wide free pool, in this process's memory alone (a private chat's answer streams from
 // the one replica running its turn).
-func (s *scheduler) acquireDraftFunc(ctx context.Context, c chat.Ref, then func(release func(), err error)) {
+func (s *scheduler) acquireDraftFunc(ctx context.Context, c chat.Ref, first bool, then func(release func(), err error)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		go then(nil, ErrClosed)
 		return
 	}
-	s.enqueueFuncLocked(ctx, &ticket{pool: poolFree, buckets: []*bucket{s.draftBucket(c), s.pools[poolFree]}, then: then})
+	s.enqueueFuncLocked(ctx, &ticket{first: first, pool: poolFree, buckets: []*bucket{s.draftBucket(c), s.pools[poolFree]}, then: then})
 }
 
 // blockDrafts holds chat's drafts for d after a 429 on one of them and widens their interval.

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -217,3 +218,66 @@ func TestTheFirstWordsGoAtOnceOnlyWhereTheBudgetHasRoom(t *testing.T) {
 type edits struct{ *timedDrafter }
 
 func (edits) DraftsIn(chat.Ref) bool { return false }
+
+// chatDrafter records which chat each draft went to.
+type chatDrafter struct {
+	recorder
+	mu    sync.Mutex
+	chats []string
+}
+
+func (d *chatDrafter) DraftsIn(chat.Ref) bool { return true }
+
+func (d *chatDrafter) Draft(_ context.Context, c chat.Ref, _ int64, _ string, _ bool) error {
+	d.mu.Lock()
+	d.chats = append(d.chats, c.ChatID)
+	d.mu.Unlock()
+	return nil
+}
+
+// When the bot-wide pool is busy with the drafts of answers under way, a new answer's first
+// words go next, before the drafts that were waiting longer: at 50 private chats, drafts in
+// arrival order held a new answer's first text behind one draft of every other chat.
+func TestANewAnswersFirstWordsGoBeforeTheDraftsOfOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &chatDrafter{recorder: recorder{first: make(chan struct{})}}
+		e := New(m, adapters.Limits{MaxLen: 4096, Unit: adapters.UTF16, Global: adapters.Rate{N: 3, Per: time.Second}}, Options{})
+		defer e.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var replies []adapters.Reply
+		for i := range 4 {
+			replies = append(replies, e.NewReply(ctx, chat.Ref{Platform: "test", ChatID: fmt.Sprint(i)}, adapters.SendOptions{}))
+		}
+		text := "word"
+		more := func(n int) {
+			for range n {
+				text += " word"
+				for _, r := range replies {
+					r.Update(text)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		more(40) // every chat has shown its first words and waits with more
+		m.mu.Lock()
+		before := len(m.chats)
+		shown := map[string]bool{}
+		for _, c := range m.chats {
+			shown[c] = true
+		}
+		m.mu.Unlock()
+		if len(shown) != len(replies) {
+			t.Fatalf("only chats %v showed drafts: the test needs every answer under way", shown)
+		}
+		late := e.NewReply(ctx, chat.Ref{Platform: "test", ChatID: "new"}, adapters.SendOptions{})
+		late.Update("The first words")
+		more(20)
+		m.mu.Lock()
+		next := slices.Clone(m.chats[before:])
+		m.mu.Unlock()
+		if len(next) == 0 || next[0] != "new" {
+			t.Errorf("drafts after the new answer began went to chats %v; want its first words first", next)
+		}
+	})
+}

@@ -258,16 +258,17 @@ func (r *Reply) previewNext(ctx context.Context, done chan struct{}, failures in
 		r.endWorkerLocked(done)
 		return
 	}
+	first := len(r.msgs) == 0 && r.draftText == "" // the reply shows nothing yet
 	r.mu.Unlock()
 	p, draft := r.stepPool(st), st.draft
 	then := func(release func(), err error) {
 		r.previewGranted(ctx, done, failures, p, draft, release, err)
 	}
 	if draft {
-		r.e.sched.acquireDraftFunc(ctx, r.chat, then)
+		r.e.sched.acquireDraftFunc(ctx, r.chat, first, then)
 		return
 	}
-	r.e.sched.acquireFunc(ctx, r.chat, false, p, then)
+	r.e.sched.acquireFunc(ctx, r.chat, false, first, p, then)
 }
 
 // previewGranted makes the preview request the slot in pool p (a draft's slot when draft) was

@@ -152,6 +152,9 @@ func (b *bucket) idle(now time.Time) bool {
 // ticket is one request for a platform call slot.
 type ticket struct {
 	final bool
+	// first: a preview that shows a reply's first words (the reply shows nothing yet); it goes
+	// before the other previews.
+	first bool
 	pool  pool // the bot-wide pool it draws on
 	// key is the ticket's chat; shared: the chat's own budgets are reserved with the other
 	// replicas (sharedchat.go), so the ticket waits on the global bucket only.
@@ -299,14 +302,14 @@ func (s *scheduler) acquireLocal(ctx context.Context, chat chat.Ref, final, shar
 // its own, with the release func once the slot is granted, or with ctx's error or ErrClosed.
 // then runs exactly once. With chats shared among replicas it waits as acquire does, on a
 // goroutine.
-func (s *scheduler) acquireFunc(ctx context.Context, chat chat.Ref, final bool, p pool, then func(release func(), err error)) {
+func (s *scheduler) acquireFunc(ctx context.Context, chat chat.Ref, final, first bool, p pool, then func(release func(), err error)) {
 	s.mu.Lock()
 	if s.shares != nil || s.closed {
 		s.mu.Unlock()
 		go func() { then(s.acquire(ctx, chat, final, p)) }()
 		return
 	}
-	s.enqueueFuncLocked(ctx, &ticket{final: final, pool: p, buckets: s.bucketsFor(chat, false, p), then: then})
+	s.enqueueFuncLocked(ctx, &ticket{final: final, first: first, pool: p, buckets: s.bucketsFor(chat, false, p), then: then})
 	s.mu.Unlock()
 }
 
@@ -444,13 +447,17 @@ func (s *scheduler) dispatchLocked() {
 		}
 	}
 	var gAt [poolCount]time.Time
-	for _, pass := range []bool{true, false} {
+	// Finals first, then the first preview of a reply that shows nothing yet (its first words),
+	// then the other previews, each in arrival order: a pool busy with the drafts of answers
+	// under way still shows a new answer's first words next.
+	for _, tier := range [...]struct{ final, first bool }{{true, false}, {false, true}, {false, false}} {
+		pass := tier.final
 		// Every ticket goes through one bot-wide pool: work out the pools' readiness once per
 		// grant, not once per waiting ticket, and stop the pass when every pool is closed.
 		s.poolsReady(now, pass, &gAt)
 		for i := 0; i < len(s.waiting); {
 			t := s.waiting[i]
-			if t.final != pass {
+			if t.final != pass || !pass && t.first != tier.first {
 				i++
 				continue
 			}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"relaybot/agent"
+	"relaybot/chat"
 	"relaybot/config"
 	"relaybot/coord"
 	"relaybot/internal/lifecycle"
@@ -245,6 +246,9 @@ type botSettings struct{ b *bot }
 
 // Running returns the config the bot runs with.
 func (s botSettings) Running() *config.Config { return s.b.live.cfg.Load() }
+
+// Prices are the running config's prices.
+func (s botSettings) Prices() map[string]chat.Price { return prices(s.Running()) }
 
 // Reload reloads the config file as SIGHUP does.
 func (s botSettings) Reload(ctx context.Context) (config.Changes, error) { return s.b.reloadAll(ctx) }

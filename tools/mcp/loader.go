@@ -299,6 +299,20 @@ func (l *Loader) route(name string) *serverConn {
 	return fallback
 }
 
+// Unavailable names the server of a tool it does not list now and says why
+// (tools.UnavailableTeller): a server down, reconnecting or waiting for a login that offered
+// the tool when it was last up, or, for a server never up yet (before its first login), one
+// whose tool_prefix the name carries. The reason wraps ErrUnavailable, or oauth.ErrNeedsLogin
+// ("needs an admin to log in again"). A name no server can be told by is nil.
+func (l *Loader) Unavailable(name string) (server string, why error) {
+	for _, s := range l.servers {
+		if s.mayOffer(name) {
+			return s.cfg.Name, s.unavailable()
+		}
+	}
+	return "", nil
+}
+
 // server returns the configured server called name, or nil.
 func (l *Loader) server(name string) *serverConn {
 	for _, s := range l.servers {

@@ -331,7 +331,6 @@ func TestStdioServerRestarted(t *testing.T) {
 	if len(l.Tools(context.Background())) != 0 {
 		t.Errorf("tools offered while down: %v", toolNames(l))
 	}
-
 	waitUp(t, l, "srv")
 	if !slices.Contains(toolNames(l), "echo") {
 		t.Errorf("tools after restart: %v", toolNames(l))
@@ -339,6 +338,39 @@ func TestStdioServerRestarted(t *testing.T) {
 	res, err = call(l, "pid", nil)
 	if err != nil || res.Text == strconv.Itoa(pid) {
 		t.Errorf("pid after restart = %q, %v (was %d)", res.Text, err, pid)
+	}
+}
+
+// A turn started while a server is down (its process killed; no restart within the test) was
+// not offered the server's tools; the model's call of one is answered that the server is down,
+// and its audit row names the server, instead of "Tool not found".
+func TestACallToAToolOfADownServerSaysItIsDown(t *testing.T) {
+	l := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Hour, time.Hour)},
+		mcp.ServerConfig{Name: "srv", Transport: "stdio", Command: stdioServer, ToolCallTimeout: time.Minute})
+	waitUp(t, l, "srv")
+	res, err := call(l, "pid", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(res.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the server to be down", func() bool { return health(l, "srv").State == tools.ServerDown })
+	rec := toolstest.NewRecorder()
+	m, err := tools.NewManager([]tools.Loader{l}, rec, tools.ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: "echo", Arguments: `{"text":"x"}`}})
+	if out.Status != audit.StatusError || !strings.Contains(out.Content, "MCP server 'srv' is down") {
+		t.Errorf("a new turn's call while the server is down answered %q (%s), want that srv is down", out.Content, out.Status)
+	}
+	if r := rec.Records()[0]; r.Server != "srv" || r.Source != audit.SourceMCP || r.Status != audit.StatusError {
+		t.Errorf("audit row %+v; want the call of server srv, an error", r)
 	}
 }
 

@@ -396,6 +396,21 @@ func (s *serverConn) offers(name string) (up, known bool) {
 	return known && s.state == tools.ServerUp, known
 }
 
+// mayOffer reports whether name is a tool of this server while it is not up: one it offered
+// when last up, or, before it ever listed tools, a name with its tool_prefix.
+func (s *serverConn) mayOffer(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == tools.ServerUp {
+		return false
+	}
+	if s.names[name] {
+		return true
+	}
+	p := s.cfg.prefix()
+	return s.names == nil && p != "" && strings.HasPrefix(name, p)
+}
+
 func (s *serverConn) health() tools.ServerHealth {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -41,6 +41,9 @@ type Options struct {
 	// ExpiresIn, when not 0, is what the token answers say of expires_in (seconds), whatever
 	// AccessTTL: a hostile or broken server's huge value, for a client's clamp.
 	ExpiresIn int64
+	// NoRefresh issues no refresh token, as some authorization servers do: a login then lasts
+	// as long as its access token.
+	NoRefresh bool
 }
 
 // Server is a running authorization server.
@@ -408,8 +411,11 @@ func (s *Server) issue(w http.ResponseWriter, g *grant) {
 	if s.opts.ExpiresIn != 0 {
 		expiresIn = s.opts.ExpiresIn
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": g.access, "token_type": "Bearer",
-		"expires_in": expiresIn, "refresh_token": g.refresh, "scope": g.scope})
+	answer := map[string]any{"access_token": g.access, "token_type": "Bearer", "expires_in": expiresIn, "scope": g.scope}
+	if !s.opts.NoRefresh {
+		answer["refresh_token"] = g.refresh
+	}
+	writeJSON(w, http.StatusOK, answer)
 }
 
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {

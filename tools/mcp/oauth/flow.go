@@ -170,7 +170,8 @@ func (s *Source) client(ctx context.Context, d discovery, redirectURI string) (c
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxDocument))
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		return cl, fmt.Errorf("register the client: HTTP %d%s", resp.StatusCode, errorOf(raw))
+		text, _ := errorOf(raw)
+		return cl, fmt.Errorf("register the client: HTTP %d%s", resp.StatusCode, text)
 	}
 	var reg struct {
 		ClientID     string `json:"client_id"`
@@ -232,6 +233,8 @@ func (r *record) apply(t tokenResponse, now time.Time) {
 type tokenError struct {
 	status int
 	text   string
+	// code is the OAuth error code the endpoint gave ("invalid_grant"), "" when none.
+	code string
 }
 
 func (e *tokenError) Error() string { return e.text }
@@ -268,7 +271,8 @@ func (s *Source) token(ctx context.Context, cl client, form url.Values) (tokenRe
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxDocument))
 	if resp.StatusCode != http.StatusOK {
-		return t, &tokenError{status: resp.StatusCode, text: "the token endpoint answered HTTP " + strconv.Itoa(resp.StatusCode) + errorOf(raw)}
+		text, code := errorOf(raw)
+		return t, &tokenError{status: resp.StatusCode, text: "the token endpoint answered HTTP " + strconv.Itoa(resp.StatusCode) + text, code: code}
 	}
 	if err := json.Unmarshal(raw, &t); err != nil || t.AccessToken == "" {
 		return t, &tokenError{status: resp.StatusCode, text: "the token endpoint's answer carries no access_token"}
@@ -281,15 +285,16 @@ func (s *Source) token(ctx context.Context, cl client, form url.Values) (tokenRe
 
 // errorOf returns ": error (description)" of an OAuth error body, or "" for any other body: a
 // body is never quoted whole, since it might echo a secret.
-func errorOf(raw []byte) string {
+// errorOf is the text of an OAuth error answer (": code: description") and its code.
+func errorOf(raw []byte) (text, code string) {
 	var e struct {
 		Error       string `json:"error"`
 		Description string `json:"error_description"`
 	}
 	if json.Unmarshal(raw, &e) != nil || e.Error == "" {
-		return ""
+		return "", ""
 	}
-	return ": " + oauthErrorText(e.Error, e.Description)
+	return ": " + oauthErrorText(e.Error, e.Description), e.Error
 }
 
 func oauthErrorText(code, desc string) string {

@@ -590,3 +590,79 @@ func TestAnSSEServerBehindOAuthIsConnectedAndItsTokenRefreshed(t *testing.T) {
 	}
 	r.assertNoSecrets()
 }
+
+// A server whose login was revoked goes down and leaves the tool list; a call the model then
+// makes to its tool in a new turn (which was never offered it) is answered that an admin must
+// log in again, with an audit row naming the server, not "Tool not found"; the Servers page
+// says the login was revoked rather than that the token expired.
+func TestACallToAToolOfAServerThatLostItsLoginSaysWhyAndNamesTheServer(t *testing.T) {
+	r, _, as := connected(t)
+	turn := r.turn()
+	as.RevokeAll()
+	r.callIn(turn, "x") // the server refuses the token; the refresh is refused: the login is spent
+	wait.For(t, "the server is marked down for want of a login", func() bool {
+		h := r.loader.Health()[0]
+		return h.State == tools.ServerDown && strings.Contains(h.LastError, "log in")
+	})
+	out := r.call("y") // a new turn: the tool is not in its list
+	const want = "err: MCP server tracker needs an admin to log in again at /admin/servers"
+	if out.Content != want || out.Status != audit.StatusError {
+		t.Fatalf("a call to the tool of a server without a login answered %q (%s), want %q", out.Content, out.Status, want)
+	}
+	r.audit.mu.Lock()
+	last := r.audit.recs[len(r.audit.recs)-1]
+	r.audit.mu.Unlock()
+	if last.ToolName != "echo" || last.Server != "tracker" || last.Source != audit.SourceMCP || last.Status != audit.StatusError ||
+		!strings.Contains(last.Error, "log in again") {
+		t.Fatalf("audit row %+v; want echo of server tracker, an error saying to log in again", last)
+	}
+	_, page := r.get("/admin/servers")
+	if !strings.Contains(page, "the login was revoked or expired at the authorization server") || strings.Contains(page, "the token expired") {
+		t.Fatalf("the Servers page does not say the login was revoked:\n%s", page)
+	}
+}
+
+// Before the first login a server's tools were never listed; a call to a name with its
+// tool_prefix is answered that an admin must log in, naming the server.
+func TestACallBeforeTheFirstLoginSaysAnAdminMustLogIn(t *testing.T) {
+	c := &clock{t: time.Now()}
+	as, url := protected(t, c, astest.Options{})
+	st, _ := openSQLite(t)
+	r := newRig(t, c, as, url, st, oauth.Server{}, func(sc *mcp.ServerConfig) { sc.ToolPrefix = "trk_" })
+	wait.For(t, "the server is down for want of a login", func() bool {
+		h := r.loader.Health()[0]
+		return h.State == tools.ServerDown && strings.Contains(h.LastError, "log in")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := r.turn().Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "c1", Name: "trk_echo", Arguments: `{"text":"x"}`}, Round: 1})
+	if !strings.Contains(out.Content, "MCP server tracker needs an admin to log in") || out.Status != audit.StatusError {
+		t.Fatalf("a call before the first login answered %q (%s); want that an admin must log in", out.Content, out.Status)
+	}
+	out = r.turn().Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "c2", Name: "other_echo", Arguments: `{}`}, Round: 1})
+	if out.Status != audit.StatusNotFound {
+		t.Fatalf("a name no server carries answered %q (%s); want not found", out.Content, out.Status)
+	}
+}
+
+// Without a refresh token, a token the server refuses before it expires (revoked, or the
+// server restarted and forgot it) spends the login, and the Servers page says the server
+// refused it, not that it expired.
+func TestATokenRefusedBeforeItExpiresIsNotCalledExpired(t *testing.T) {
+	c := &clock{t: time.Now()}
+	as, url := protected(t, c, astest.Options{NoRefresh: true, AccessTTL: time.Hour})
+	st, _ := openSQLite(t)
+	r := newRig(t, c, as, url, st, oauth.Server{})
+	r.connect()
+	r.waitUp()
+	turn := r.turn()
+	as.RevokeAll()
+	const want = "err: MCP server tracker needs an admin to log in again at /admin/servers"
+	if out := r.callIn(turn, "x"); out.Content != want {
+		t.Fatalf("with its token refused the tool answered %q, want %q", out.Content, want)
+	}
+	_, page := r.get("/admin/servers")
+	if !strings.Contains(page, "the server refused the token before it expired") || strings.Contains(page, "the token expired") {
+		t.Fatalf("the Servers page does not say the server refused the token:\n%s", page)
+	}
+}

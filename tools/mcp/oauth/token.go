@@ -83,7 +83,7 @@ func (s *Source) Authorization(ctx context.Context) (string, error) {
 			if !expired && !s.isRejected(rec.Access) {
 				return "Bearer " + rec.Access, nil // good until it expires; nothing to refresh it with
 			}
-			rec.NeedsLogin = "the token expired and the authorization server gave no refresh token"
+			rec.NeedsLogin = spentWithoutRefresh(expired)
 			if _, err := s.swap(ctx, ver, rec); err != nil {
 				return "", err
 			}
@@ -144,7 +144,7 @@ func (s *Source) refresh(ctx context.Context, rec record, ver int64) error {
 		s.clearRejected()
 		s.log.Info("MCP OAuth token refreshed", "expires", rec.Expires)
 	case errors.As(err, &te) && te.refused():
-		rec.NeedsLogin = "the authorization server refused to refresh the token: " + te.text
+		rec.NeedsLogin = refusedRefresh(te)
 		rec.ClaimedUntil = time.Time{}
 		s.log.Warn("MCP OAuth token cannot be refreshed; an admin must connect the server again at /admin/servers", "err", te.text)
 	default:
@@ -159,6 +159,26 @@ func (s *Source) refresh(ctx context.Context, rec record, ver int64) error {
 		return err
 	}
 	return nil
+}
+
+// spentWithoutRefresh says why a login without a refresh token is spent: its token expired, or
+// the server refused it before then (revoked, or the server forgot its logins in a restart).
+func spentWithoutRefresh(expired bool) string {
+	if expired {
+		return "the token expired and the authorization server gave no refresh token"
+	}
+	return "the server refused the token before it expired (revoked, or the server restarted and forgot it), " +
+		"and the authorization server gave no refresh token"
+}
+
+// refusedRefresh says why a refresh the authorization server refused spent the login: an
+// invalid_grant is a refresh token revoked, expired or already used (RFC 6749 §5.2); anything
+// else is a refusal of the client.
+func refusedRefresh(te *tokenError) string {
+	if te.code == "invalid_grant" {
+		return "the login was revoked or expired at the authorization server (it refused to refresh the token: " + te.text + ")"
+	}
+	return "the authorization server refused to refresh the token: " + te.text
 }
 
 func pause(ctx context.Context) error {
