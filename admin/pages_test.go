@@ -137,7 +137,8 @@ func TestPages(t *testing.T) {
 		o.MCPHealth = func() []tools.ServerHealth {
 			return []tools.ServerHealth{{Name: "wx", Transport: "stdio", State: "down", LastError: "exec: wx-server: not found"},
 				{Name: "docs", Transport: "http", ProtocolVersion: "2025-11-25", State: "up", Tools: 2,
-					Resources: []tools.ServerResource{{URI: "docs://guide", Name: "Guide", MIMEType: "text/markdown"}}}}
+					Resources: []tools.ServerResource{{URI: "docs://guide", Name: "Guide", MIMEType: "text/markdown"}},
+					Prompts:   []tools.ServerPrompt{{Name: "brief", Arguments: []tools.PromptArgument{{Name: "topic", Required: true}, {Name: "days"}}}}}}
 		}
 		o.WebChat = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "chat here") })
 	})
@@ -191,6 +192,9 @@ func TestPages(t *testing.T) {
 	}
 	if !strings.Contains(body, `<code>docs://guide</code> Guide`) || !strings.Contains(body, "1 resource</summary>") {
 		t.Errorf("the servers page does not list docs' resource")
+	}
+	if !strings.Contains(body, `<code>/prompt brief topic=… [days=…]</code>`) {
+		t.Errorf("the servers page does not show docs' prompt as the command")
 	}
 	if code, body := get(t, c, ts.URL+"/chat"); code != http.StatusOK || body != "chat here" {
 		t.Errorf("web chat behind login: %d %q", code, body)

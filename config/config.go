@@ -387,6 +387,8 @@ type MCPServer struct {
 	// references as in [access]) as data.
 	AttachResources []string `toml:"attach_resources"`
 	AttachChats     []string `toml:"attach_chats"`
+	// Prompts offers the server's prompts as /prompt NAME args in every chat.
+	Prompts bool `toml:"prompts"`
 	// ToolPrefix names the server's tools for the model: "web_" offers "search" as
 	// "web_search"; "{server}" in it stands for the server's name ("{server}__").
 	ToolPrefix string `toml:"tool_prefix"`

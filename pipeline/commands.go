@@ -22,7 +22,7 @@ type command struct {
 
 // commandTable is the one table of the commands the pipeline answers, in the order /help lists
 // them. /retry and /compact wait for the conversation's turn like a message: they read and
-// change its history.
+// change its history; /prompt runs as a message whose text is the prompt's.
 func commandTable() []command {
 	answer := func(f func(c *commands, r *request)) func(p *Pipeline, r *request) {
 		return func(p *Pipeline, r *request) { f(r.live.cmds, r) }
@@ -66,6 +66,9 @@ func commandTable() []command {
 		{spec: adapters.CommandSpec{Name: "timezone", Who: adapters.Anyone, Help: "show your time zone, or set it (an IANA name such as Europe/Berlin)",
 			Args: []adapters.CommandArg{{Name: "zone", Help: "the IANA time zone to set, such as Europe/Berlin"}}},
 			run: answer((*commands).tasks)},
+		{spec: adapters.CommandSpec{Name: "prompt", Who: adapters.Anyone, Help: "run a prompt of an MCP server an admin enabled",
+			Args: []adapters.CommandArg{{Name: "prompt", Help: "the prompt's name, then its arguments (key=value, or the text for a prompt of one)"}}},
+			run: (*Pipeline).queue, queued: true},
 		{spec: adapters.CommandSpec{Name: "help", Aliases: []string{"start"}, Who: adapters.Anyone, Help: "show this"},
 			run: answer((*commands).help)},
 	}

@@ -64,6 +64,9 @@ type Options struct {
 	// Resources, when set, puts the MCP resources an admin attached to a chat into each turn
 	// there (attached.go); nil: none.
 	Resources AttachedResources
+	// MCPPrompts, when set, runs /prompt NAME args: an MCP prompt an admin enabled, whose
+	// messages are the turn's input (prompt.go); nil: /prompt says none are enabled.
+	MCPPrompts MCPPrompts
 
 	// Tasks answers /tasks and /timezone (package tasks); nil: the commands say scheduled tasks
 	// are off.

@@ -143,8 +143,15 @@ func (t *turn) withinQuota() bool {
 // its summary and saves the user's message, even when the turn is cancelled right away: it takes
 // the turn's id ahead, and the message is saved with the turn's first model call's
 // reservation, before the call, or by saveStart after a run without one. A
-// /retry first takes the last turn out of history and answers its message again.
+// /retry first takes the last turn out of history and answers its message again; a /prompt
+// first gets its prompt, whose messages are the turn's input.
 func (t *turn) start() bool {
+	if t.in.Command == "prompt" {
+		if refused := t.prompted(); refused != "" {
+			t.parts.outbox.notice(t.r.out, refused, t.log)
+			return false
+		}
+	}
 	err := t.saving("start", t.open)
 	switch {
 	case errors.Is(err, store.ErrNothingToRetry):

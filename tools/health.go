@@ -21,6 +21,22 @@ type ServerHealth struct {
 	Since time.Time `json:"since,omitzero"`
 	// Resources are the resources the server listed when it last connected.
 	Resources []ServerResource `json:"resources,omitempty"`
+	// Prompts are the prompts the admin enabled as /prompt commands, as the server listed them.
+	Prompts []ServerPrompt `json:"prompts,omitempty"`
+}
+
+// ServerPrompt is one prompt an MCP server offers (prompts/list).
+type ServerPrompt struct {
+	Name        string           `json:"name"`
+	Description string           `json:"description,omitempty"`
+	Arguments   []PromptArgument `json:"arguments,omitempty"`
+}
+
+// PromptArgument is one argument a prompt takes.
+type PromptArgument struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
 }
 
 // ServerResource is one resource an MCP server offers (resources/list).

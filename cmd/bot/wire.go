@@ -222,6 +222,9 @@ func (b *bot) turnOptions(cfg *config.Config, ml *mcp.Loader) (*agent.Runner, pi
 	if ml != nil && slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return len(s.AttachResources) > 0 }) {
 		opts.Resources = ml
 	}
+	if ml != nil && slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return s.Prompts }) {
+		opts.MCPPrompts = ml
+	}
 	opts.Audit = b.store.ToolCalls
 	opts.Usage = b.store.Usage
 	opts.Tools.Consents = b.store.Consents
@@ -810,6 +813,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			ReadResource:    s.ReadResource,
 			AttachResources: s.AttachResources,
 			AttachChats:     s.AttachChats,
+			Prompts:         s.Prompts,
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,
 			Local:           s.Local,

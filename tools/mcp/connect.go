@@ -241,7 +241,7 @@ func (s *serverConn) listen(ctx context.Context, sess *session) {
 	}
 }
 
-// catalog lists the server's tools and resources, and adds its read_resource tool where the
+// catalog lists the server's tools, resources and enabled prompts, and adds its read_resource tool where the
 // admin offers it (unless the server has a tool of that name itself). A server whose resources
 // cannot be listed keeps its tools.
 func (s *serverConn) catalog(ctx context.Context, sess *session) ([]tools.Spec, error) {
@@ -253,16 +253,21 @@ func (s *serverConn) catalog(ctx context.Context, sess *session) ([]tools.Spec, 
 	if err != nil {
 		s.logger.Warn("MCP server's resources could not be listed", "err", s.redact.err(err))
 	}
-	sess.setResources(listed, false)
+	prompts, err := s.listPrompts(ctx, sess)
+	if err != nil {
+		s.logger.Warn("MCP server's prompts could not be listed", "err", s.redact.err(err))
+	}
+	sess.setPrompts(prompts)
 	spec, ok := s.resourceSpec(sess, listed)
+	if ok && slices.ContainsFunc(specs, func(sp tools.Spec) bool { return sp.Name == spec.Name }) {
+		s.logger.Warn("MCP server has a tool called read_resource itself; the bot's is not offered")
+		ok = false
+	}
+	// Set once: a call in flight during a refresh sees the old or the new state, never neither.
+	sess.setResources(listed, ok)
 	if !ok {
 		return specs, nil
 	}
-	if slices.ContainsFunc(specs, func(sp tools.Spec) bool { return sp.Name == spec.Name }) {
-		s.logger.Warn("MCP server has a tool called read_resource itself; the bot's is not offered")
-		return specs, nil
-	}
-	sess.setResources(listed, true)
 	return append(specs, spec), nil
 }
 

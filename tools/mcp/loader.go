@@ -80,6 +80,8 @@ type ServerConfig struct {
 	// Discord thread's channel too; one that does not parse is left out with a warning).
 	AttachResources []string
 	AttachChats     []string
+	// Prompts offers the server's prompts as /prompt commands.
+	Prompts bool
 	// Local says the admin runs the remote server inside: its connections may reach loopback,
 	// private and link-local addresses (internal/outbound); without it they are refused.
 	// Redirects stay within the URL's origin either way.

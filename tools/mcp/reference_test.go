@@ -220,3 +220,23 @@ func TestReferenceServerResources(t *testing.T) {
 		})
 	}
 }
+
+// The reference server's prompts, enabled, run with their arguments as /prompt does.
+func TestReferenceServerPrompts(t *testing.T) {
+	for tr, cfg := range everythingServers(t) {
+		t.Run(tr, func(t *testing.T) {
+			cfg.Prompts = true
+			l, _ := startLogged(t, cfg)
+			got, err := l.RunPrompt(context.Background(), "args-prompt", "city=Lisbon state=Lx")
+			if err != nil || got != "What's weather in Lisbon, Lx?" {
+				t.Fatalf("/prompt args-prompt = %q, %v", got, err)
+			}
+			if _, err := l.RunPrompt(context.Background(), "args-prompt", ""); err == nil || !strings.Contains(err.Error(), "needs city") {
+				t.Fatalf("/prompt args-prompt without its city: %v", err)
+			}
+			if got, err := l.RunPrompt(context.Background(), "simple-prompt", ""); err != nil || !strings.Contains(got, "simple prompt") {
+				t.Fatalf("/prompt simple-prompt = %q, %v", got, err)
+			}
+		})
+	}
+}

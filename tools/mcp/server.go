@@ -48,6 +48,7 @@ type serverConn struct {
 	transport     string
 	version       string // the protocol version of the current or last session
 	resources     []tools.ServerResource
+	promptList    []tools.ServerPrompt
 	specs         []tools.Spec // while up: current; while down: as last listed
 	names         map[string]bool
 	sess          *session      // nil unless up
@@ -123,12 +124,25 @@ type session struct {
 	// tool is offered on this session.
 	resources    []tools.ServerResource
 	resourceTool bool
+	prompts      []tools.ServerPrompt
 }
 
 func (ss *session) setResources(listed []tools.ServerResource, tool bool) {
 	ss.taskMu.Lock()
 	defer ss.taskMu.Unlock()
 	ss.resources, ss.resourceTool = listed, tool
+}
+
+func (ss *session) setPrompts(listed []tools.ServerPrompt) {
+	ss.taskMu.Lock()
+	defer ss.taskMu.Unlock()
+	ss.prompts = listed
+}
+
+func (ss *session) listedPrompts() []tools.ServerPrompt {
+	ss.taskMu.Lock()
+	defer ss.taskMu.Unlock()
+	return ss.prompts
 }
 
 func (ss *session) listed() ([]tools.ServerResource, bool) {
@@ -301,6 +315,7 @@ func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.sess = sess
 	s.version = sess.version
 	s.resources, _ = sess.listed()
+	s.promptList = sess.listedPrompts()
 	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
@@ -323,8 +338,9 @@ func (s *serverConn) setDown(err error) {
 // setResources keeps the resources sess listed last.
 func (s *serverConn) setResources(sess *session) {
 	listed, _ := sess.listed()
+	prompts := sess.listedPrompts()
 	s.mu.Lock()
-	s.resources = listed
+	s.resources, s.promptList = listed, prompts
 	s.mu.Unlock()
 }
 
@@ -417,6 +433,7 @@ func (s *serverConn) health() tools.ServerHealth {
 	return tools.ServerHealth{
 		Name: s.cfg.Name, Transport: s.transport, ProtocolVersion: s.version, State: s.state,
 		LastError: s.lastErr, Tools: len(s.specs), Since: s.since, Resources: s.resources,
+		Prompts: s.promptList,
 	}
 }
 

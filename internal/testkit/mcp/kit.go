@@ -40,8 +40,8 @@ var PNG = []byte{
 //   - env(name): the server's environment variable name.
 //   - pid(): the process id of the server.
 //
-// and the tools that talk while they run (live.go), the task tool (tasks.go) and two resources
-// (resources.go).
+// and the tools that talk while they run (live.go), the task tool (tasks.go), two resources
+// (resources.go) and two prompts (prompts.go).
 type Kit struct {
 	// Server is the mcp-go server; serve it with any transport.
 	Server *server.MCPServer
@@ -78,7 +78,7 @@ func New(name string) *Kit {
 	hooks.AddBeforeCancelTask(k.cancelTasks)
 	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true),
 		server.WithLogging(), server.WithElicitation(), server.WithTaskCapabilities(true, true, true),
-		server.WithResourceCapabilities(false, true),
+		server.WithResourceCapabilities(false, true), server.WithPromptCapabilities(true),
 		server.WithHooks(hooks))
 	k.Server.AddTools(
 		server.ServerTool{
@@ -153,6 +153,7 @@ func New(name string) *Kit {
 	k.addLiveTools()
 	k.addTaskTools()
 	k.addResources()
+	k.addPrompts()
 	return k
 }
 

@@ -59,3 +59,17 @@ func (o *stdioOut) Write(p []byte) (int, error) {
 	defer o.mu.Unlock()
 	return o.w.Write(p)
 }
+
+// Serve wraps h, a streamable HTTP handler of the Kit's server, so that a Legacy Kit refuses
+// server/discover there too (for tests that serve the Kit behind handlers of their own).
+func (k *Kit) Serve(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, ok := k.readMessage(w, r)
+			if !ok || k.answerDiscover(w, body) {
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
