@@ -104,8 +104,7 @@ func protected(t *testing.T, c *clock, o astest.Options) (*astest.Server, string
 	as := astest.Start(t, o)
 	kit := mcpkit.New("tracker")
 	// A 2025-11-25 server, as these tests were written for: its session's standalone stream is
-	// what notices a login lost while no call runs. On 2026-07-28 the turn then refuses the
-	// hidden tool as "Tool not found" before the loader can say why (issue 43's lost-login item).
+	// what notices a login lost while no call runs (2026-07-28 has no such stream).
 	kit.Legacy()
 	h := kit.Serve(server.NewStreamableHTTPServer(kit.Server))
 	return as, as.Protect(t, "/mcp", h)
