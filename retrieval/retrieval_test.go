@@ -301,7 +301,7 @@ func TestALargeOwnersVectorSearchFindsWhatAnExactComparisonFinds(t *testing.T) {
 	words := strings.Fields("cat dog tea coffee oslo berlin cello piano allergic nuts runs swims reads novels " +
 		"works nurse teacher engineer sister brother garden bikes vegan spicy jazz opera hiking chess march tennis")
 	space := retrieval.Space{Model: "embed-a", Dims: 256}
-	const n = 2000
+	const n = 5000 // past retrieval's manyTexts: PostgreSQL's keyword search starts from the index's postings
 	docs := make([]retrieval.Doc, n)
 	vecs := make([][]float32, n)
 	for i := range docs {
@@ -346,6 +346,21 @@ func TestALargeOwnersVectorSearchFindsWhatAnExactComparisonFinds(t *testing.T) {
 			}
 			if query == docs[1234].Text && (len(got) == 0 || sims[got[0]-1] < 1-1e-5) {
 				t.Errorf("the text itself is not found first: %v", got)
+			}
+		}
+		// Words only: every text found holds a word of the query, the first holds both.
+		found, err := x.Search(ctx, retrieval.Query{Owner: "telegram:1", Text: "cello opera", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(found) != 10 {
+			t.Fatalf("the words found %d texts, want 10", len(found))
+		}
+		for i, item := range found {
+			text := docs[item-1].Text
+			both := strings.Contains(text, "cello") && strings.Contains(text, "opera")
+			if !strings.Contains(text, "cello") && !strings.Contains(text, "opera") || i == 0 && !both {
+				t.Errorf("found %d %q at %d for \"cello opera\"", item, text, i)
 			}
 		}
 		// Vectors stored before codes existed: not seen until the index is opened again.

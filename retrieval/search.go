@@ -118,12 +118,22 @@ func (x *Index) where(q Query, n int) (string, []any) {
 func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, error) {
 	if x.dialect == Postgres {
 		cond, args := x.where(q, 2)
-		// The owner's docs first (MATERIALIZED): the GIN index's postings of a common word span
-		// every owner's texts.
-		rows, err := x.r.QueryContext(ctx, `WITH o AS MATERIALIZED (SELECT d.item_id, d.body_tsv FROM retrieval_docs d WHERE `+cond+`)
+		owned, err := x.ownerSize(ctx, q.Owner)
+		if err != nil {
+			return nil, err
+		}
+		// A person's few texts first (MATERIALIZED): the GIN index's postings of a common word
+		// span every owner's texts. An owner of many texts (a knowledge base) the other way: the
+		// postings of the query's words first, then the owner's filter, instead of ranking every
+		// one of its texts.
+		query := `WITH o AS MATERIALIZED (SELECT d.item_id, d.body_tsv FROM retrieval_docs d WHERE ` + cond + `)
 			SELECT o.item_id FROM o, to_tsquery('simple', $1) q
-			WHERE o.body_tsv @@ q ORDER BY ts_rank(o.body_tsv, q) DESC, o.item_id LIMIT `+fmt.Sprint(candidates),
-			append([]any{strings.Join(terms, " | ")}, args...)...)
+			WHERE o.body_tsv @@ q ORDER BY ts_rank(o.body_tsv, q) DESC, o.item_id LIMIT ` + fmt.Sprint(candidates)
+		if owned >= manyTexts {
+			query = `SELECT d.item_id FROM retrieval_docs d, to_tsquery('simple', $1) q
+			WHERE d.body_tsv @@ q AND ` + cond + ` ORDER BY ts_rank(d.body_tsv, q) DESC, d.item_id LIMIT ` + fmt.Sprint(candidates)
+		}
+		rows, err := x.r.QueryContext(ctx, query, append([]any{strings.Join(terms, " | ")}, args...)...)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval: keyword search: %w", err)
 		}
@@ -183,6 +193,20 @@ func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, 
 // their texts hold: below it every word is searched.
 const commonOwner = 200
 
+// manyTexts is how many texts make an owner's keyword search on PostgreSQL start from the
+// index's postings rather than from the owner's texts.
+const manyTexts = 5000
+
+// ownerSize counts the owner's texts in the collection.
+func (x *Index) ownerSize(ctx context.Context, owner string) (int, error) {
+	var n int
+	if err := x.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM retrieval_docs WHERE collection = $1 AND owner = $2`,
+		x.collection, owner).Scan(&n); err != nil {
+		return 0, fmt.Errorf("retrieval: keyword search: %w", err)
+	}
+	return n, nil
+}
+
 // rareTerms leaves out of a heavy owner's keyword query the words more than half of the owner's
 // texts hold, when a rarer word remains: such a word weighs almost nothing in the ranking
 // (its inverse document frequency is near zero), but every text holding it would be read and
@@ -191,10 +215,9 @@ func (x *Index) rareTerms(ctx context.Context, q Query, match []string) ([]strin
 	if len(match) < 2 {
 		return match, nil
 	}
-	var owned int
-	if err := x.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM retrieval_docs WHERE collection = $1 AND owner = $2`,
-		x.collection, q.Owner).Scan(&owned); err != nil {
-		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
+	owned, err := x.ownerSize(ctx, q.Owner)
+	if err != nil {
+		return nil, err
 	}
 	if owned < commonOwner {
 		return match, nil
