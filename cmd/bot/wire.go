@@ -144,19 +144,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	mo.MCPUp, mo.Instance, mo.Platforms = b.live.mcpUp, b.instance, platformNames(cfg)
 	m := metrics.New(mo)
 	rec := b.tracing.Recorder(m.Recorder(auditRecorder{calls: st.ToolCalls}))
-	mem, err := b.newMemory(ctx, cfg, b.tracing.Models(m))
-	if err != nil {
+	if err := b.addRecall(ctx, cfg, b.tracing.Models(m), &tl); err != nil {
 		return b, err
-	}
-	b.memory = mem
-	if mem != nil {
-		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(mem.Tools()))
-	}
-	if b.knowledge, err = b.newKnowledge(ctx, cfg, b.tracing.Models(m)); err != nil {
-		return b, err
-	}
-	if b.knowledge != nil {
-		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(b.knowledge.Tools()))
 	}
 	b.live.start(cfg, tl, rec, m)
 	mgr, err := b.newManager(cfg, tl.mcp)
@@ -199,6 +188,26 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 		}})
 	}
 	return b, nil
+}
+
+// addRecall builds memory and the knowledge bases (each nil when off) and puts their tools right
+// after the native ones in tl.
+func (b *bot) addRecall(ctx context.Context, cfg *config.Config, obs provider.Observer, tl *toolSet) error {
+	mem, err := b.newMemory(ctx, cfg, obs)
+	if err != nil {
+		return err
+	}
+	b.memory = mem
+	if mem != nil {
+		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(mem.Tools()))
+	}
+	if b.knowledge, err = b.newKnowledge(ctx, cfg, obs); err != nil {
+		return err
+	}
+	if b.knowledge != nil {
+		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(b.knowledge.Tools()))
+	}
+	return nil
 }
 
 // turnOptions builds from cfg the agent runner and the pipeline's options a turn runs with (the
