@@ -117,6 +117,9 @@ func New(ctx context.Context, o Options) (*Knowledge, error) {
 	if o.Limits.Timeout <= 0 {
 		o.Limits.Timeout = 2 * time.Minute
 	}
+	if o.Limits.MaxFileBytes <= 0 {
+		o.Limits.MaxFileBytes = extract.DefaultMaxFileBytes
+	}
 	seen := map[string]bool{}
 	for _, b := range o.Bases {
 		if b.Name == "" || seen[b.Name] {
@@ -187,6 +190,19 @@ func refusal(name string, err error) *RefusedError {
 		return &RefusedError{Reason: fmt.Sprintf("%s: %v", name, err)}
 	}
 	return nil
+}
+
+// MaxFileBytes is the largest file a base takes (knowledge.max_file_bytes).
+func (k *Knowledge) MaxFileBytes() int64 { return k.opts.Limits.MaxFileBytes }
+
+// CheckSize refuses, before a byte of it is read, a file whose size is known beforehand (a file
+// on disk, a request's declared length) when it is over knowledge.max_file_bytes; nil when it
+// fits.
+func (k *Knowledge) CheckSize(name string, size int64) *RefusedError {
+	if size <= k.opts.Limits.MaxFileBytes {
+		return nil
+	}
+	return refusal(name, &extract.LimitError{Key: "max_file_bytes", Limit: k.opts.Limits.MaxFileBytes, Got: size})
 }
 
 // full is the refusal of a document into a base that holds n documents, the most it may.
