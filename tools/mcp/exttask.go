@@ -303,15 +303,13 @@ func isTaskAnswer(raw json.RawMessage) bool {
 func (x *extTasks) follow(ctx context.Context, call *extCall, t extTask, next sendFunc) (_ *transport.JSONRPCResponse, done bool, _ error) {
 	said := ""
 	answered := map[string]bool{}
-	start, ttl := time.Now(), t.TTL
+	start := time.Now()
 	for {
 		if t.Message != "" && t.Message != said && call.running != nil {
 			said = t.Message
 			call.running.Progress(tools.Progress{Message: t.Message})
 		}
-		if t.TTL > 0 {
-			ttl = t.TTL
-		}
+		ttl := t.TTL // the latest the server said; it may change, 0 is unlimited
 		switch t.Status {
 		case taskCompleted:
 			resp, err := finalResult(t.Result)

@@ -29,8 +29,7 @@ import (
 //   - tasks/cancel stops a running task (status cancelled; counted in Cancelled).
 //   - tasks/get, tasks/update and tasks/cancel are refused with -32021 without the extension in
 //     the request's capabilities, with -32602 for a task the server does not know, and over
-//     HTTP with -32020 (400) when the Mcp-Name header is not the task's id. There is no
-//     tasks/result or tasks/list (mcp-go's "Method not found" answers them).
+//     HTTP with -32020 (400) when the Mcp-Name header is not the task's id.
 //
 // A Legacy Kit (2025-11-25) does none of this: research is mcp-go's task tool of that revision.
 
