@@ -226,12 +226,19 @@ func TestBotKnowledgeRefusesWhatIsOverALimitAndRemovesDocuments(t *testing.T) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.md")
 	odd := filepath.Join(dir, "tool.exe")
+	huge := filepath.Join(dir, "huge.md")
 	os.WriteFile(big, bytes.Repeat([]byte("sixteen weeks "), 100), 0o600)
 	os.WriteFile(odd, []byte("MZ\x90\x00\x03\x00\x00\x00\x04\x00binary"), 0o600)
+	// 1 GB that takes no disk (a sparse file): refused from its size, none of it read.
+	if err := os.WriteFile(huge, nil, 0o600); err != nil || os.Truncate(huge, 1<<30) != nil {
+		t.Fatal("cannot make a sparse file of 1 GB")
+	}
 	var out bytes.Buffer
-	err := runKnowledge(ctx, cfg, []string{"add", "-base", "handbook", big, odd}, &out)
-	if err == nil || !strings.Contains(out.String(), "knowledge.max_file_bytes") || !strings.Contains(out.String(), "tool.exe: refused") {
-		t.Fatalf("bot knowledge add of an oversized and an unknown file: %v\n%s", err, out.String())
+	err := runKnowledge(ctx, cfg, []string{"add", "-base", "handbook", big, odd, huge}, &out)
+	if err == nil || !strings.Contains(out.String(), "big.md: the file has 1400 bytes, more than knowledge.max_file_bytes (400 bytes)") ||
+		!strings.Contains(out.String(), "tool.exe: refused") ||
+		!strings.Contains(out.String(), "huge.md: refused: huge.md: the file has 1024 MB, more than knowledge.max_file_bytes (400 bytes)") {
+		t.Fatalf("bot knowledge add of an oversized, an unknown and a 1 GB file: %v\n%s", err, out.String())
 	}
 	out.Reset()
 	if err := runKnowledge(ctx, cfg, []string{"list", "-json"}, &out); err != nil {

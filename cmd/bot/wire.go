@@ -130,13 +130,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err := b.newTasks(cfg); err != nil {
 		return b, err
 	}
+	mo := metricsModels(cfg)
+	mo.MCPUp, mo.Instance, mo.Platforms = b.live.mcpUp, b.instance, platformNames(cfg)
+	m := metrics.New(mo)
 	tl, err := b.loadTools(ctx, cfg, st.ToolCalls)
 	if err != nil {
 		return b, err
 	}
-	mo := metricsModels(cfg)
-	mo.MCPUp, mo.Instance, mo.Platforms = b.live.mcpUp, b.instance, platformNames(cfg)
-	m := metrics.New(mo)
 	rec := b.tracing.Recorder(m.Recorder(auditRecorder{calls: st.ToolCalls}))
 	b.live.start(cfg, tl, rec, m)
 	parts, err := b.firstParts(ctx, cfg, tl)
@@ -323,10 +323,11 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 	return ts, nil
 }
 
-// newNative builds the native tools of cfg.
+// newNative builds the native tools of cfg; the models' observer hears of generate_image's calls
+// (the metrics count their cost).
 func (b *bot) newNative(cfg *config.Config) (tools.Loader, error) {
 	opts := nativeOptions(cfg)
-	opts.Tasks = b.taskTools()
+	opts.Tasks, opts.Images.Observer = b.taskTools(), b.tracing.Models(b.live.metrics)
 	nat, err := native.NewLoader(opts)
 	if err != nil {
 		return nil, fmt.Errorf("tools.native: %w", err)
@@ -632,11 +633,11 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 	}
 }
 
-// metricsModels are the models the metrics label their calls with (the chat models, speech's
-// and the embeddings'), their prices and the model ids they ask for.
+// metricsModels are the models the metrics label their calls with (the chat models, speech's,
+// the embeddings' and generate_image's), their prices and the model ids they ask for.
 func metricsModels(cfg *config.Config) metrics.Options {
-	return metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg)), Prices: prices(cfg),
-		RequestModels: requestModels(cfg)}
+	return metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg), imageNames(cfg)),
+		Prices: prices(cfg), RequestModels: requestModels(cfg)}
 }
 
 // modelBudgets lists the token budget of every configured model.
@@ -698,6 +699,15 @@ func prices(cfg *config.Config) map[string]chat.Price {
 		out[m.Model] = p
 	}
 	return out
+}
+
+// imageNames is generate_image's model, which the metrics label its calls with; none when the
+// tool is off.
+func imageNames(cfg *config.Config) []string {
+	if m := cfg.Tools.Images; m.BaseURL != "" {
+		return []string{m.Model}
+	}
+	return nil
 }
 
 // speechNames are the speech endpoints' names, which the metrics label their calls with.
