@@ -24,12 +24,12 @@ const importTimeout = 10 * time.Minute
 // With orphans, a base config.toml no longer names that still holds documents is one too (its
 // documents are listed and deleted like any base's).
 func (s *Server) knowledgeBase(w http.ResponseWriter, r *http.Request, orphans bool) (string, bool) {
-	if s.opts.Knowledge == nil {
+	if s.recall(r.Context()).Knowledge == nil {
 		writeJSONError(w, http.StatusNotFound, "no knowledge base is configured ([[knowledge.bases]])")
 		return "", false
 	}
 	name := r.PathValue("base")
-	if _, ok := s.opts.Knowledge.Base(name); ok {
+	if _, ok := s.recall(r.Context()).Knowledge.Base(name); ok {
 		return name, true
 	}
 	if orphans {
@@ -43,7 +43,7 @@ func (s *Server) knowledgeBase(w http.ResponseWriter, r *http.Request, orphans b
 
 // orphan returns the documents of name when it is a base config.toml no longer names.
 func (s *Server) orphan(ctx context.Context, name string) (knowledge.Orphan, bool) {
-	orphans, err := s.opts.Knowledge.Orphans(ctx)
+	orphans, err := s.recall(ctx).Knowledge.Orphans(ctx)
 	if err != nil {
 		s.log.Warn("admin: list orphaned knowledge documents", "err", err)
 		return knowledge.Orphan{}, false
@@ -63,16 +63,16 @@ func (s *Server) apiKnowledgeDocuments(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, configured := s.opts.Knowledge.Base(base); !configured {
+	if _, configured := s.recall(r.Context()).Knowledge.Base(base); !configured {
 		o, _ := s.orphan(r.Context(), base)
 		if o.Documents == nil {
 			o.Documents = []knowledge.Document{}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"items": o.Documents, "keywords_only": s.opts.Knowledge.Keywords(), "orphan": true,
+		writeJSON(w, http.StatusOK, map[string]any{"items": o.Documents, "keywords_only": s.recall(r.Context()).Knowledge.Keywords(), "orphan": true,
 			"fix": fmt.Sprintf("bot knowledge rename -from %s -to NEW_NAME moves them to the base's new name", base)})
 		return
 	}
-	docs, err := s.opts.Knowledge.Documents(r.Context(), base)
+	docs, err := s.recall(r.Context()).Knowledge.Documents(r.Context(), base)
 	if err != nil {
 		s.log.Error("admin: list knowledge documents", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, "the documents could not be listed; see the bot's log")
@@ -81,7 +81,7 @@ func (s *Server) apiKnowledgeDocuments(w http.ResponseWriter, r *http.Request) {
 	if docs == nil {
 		docs = []knowledge.Document{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": docs, "keywords_only": s.opts.Knowledge.Keywords()})
+	writeJSON(w, http.StatusOK, map[string]any{"items": docs, "keywords_only": s.recall(r.Context()).Knowledge.Keywords()})
 }
 
 // apiKnowledgeUpload reads the multipart field "file" into a base (POST
@@ -131,10 +131,10 @@ func writeRefusal(w http.ResponseWriter, ref *knowledge.RefusedError) {
 // knowledge.max_file_bytes, before a byte of its body is read: the API's refusal, or the page
 // saying so. It reports false (nothing written) when the length is not over that limit.
 func (s *Server) knowledgeTooLarge(w http.ResponseWriter, r *http.Request) bool {
-	if s.opts.Knowledge == nil {
+	if s.recall(r.Context()).Knowledge == nil {
 		return false
 	}
-	ref := s.opts.Knowledge.CheckSize("the upload", r.ContentLength)
+	ref := s.recall(r.Context()).Knowledge.CheckSize("the upload", r.ContentLength)
 	if ref == nil {
 		return false
 	}
@@ -183,7 +183,7 @@ func (s *Server) importPart(ctx context.Context, mr *multipart.Reader, base, by 
 		}
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), importTimeout)
 		defer cancel()
-		return s.opts.Knowledge.Add(ictx, base, name, p, by, nil)
+		return s.recall(ctx).Knowledge.Add(ictx, base, name, p, by, nil)
 	}
 }
 
@@ -195,7 +195,7 @@ func (s *Server) apiKnowledgeRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	d, err := s.opts.Knowledge.Remove(r.Context(), base, id)
+	d, err := s.recall(r.Context()).Knowledge.Remove(r.Context(), base, id)
 	switch {
 	case err == nil:
 		s.log.Info("admin: knowledge document removed", "base", base, "document", id, "name", d.Name)
@@ -219,7 +219,7 @@ func (s *Server) apiKnowledgeSearch(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "q must be set")
 		return
 	}
-	hits, err := s.opts.Knowledge.Search(r.Context(), []string{base}, q, 5, nil)
+	hits, err := s.recall(r.Context()).Knowledge.Search(r.Context(), []string{base}, q, 5, nil)
 	if err != nil {
 		s.log.Error("admin: knowledge search", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, "the search failed; see the bot's log")
@@ -228,7 +228,7 @@ func (s *Server) apiKnowledgeSearch(w http.ResponseWriter, r *http.Request) {
 	if hits == nil {
 		hits = []knowledge.Hit{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": hits, "keywords_only": s.opts.Knowledge.Keywords()})
+	writeJSON(w, http.StatusOK, map[string]any{"items": hits, "keywords_only": s.recall(r.Context()).Knowledge.Keywords()})
 }
 
 type knowledgeData struct {
@@ -261,14 +261,14 @@ type knowledgeOrphanData struct {
 // knowledgePage lists every base with its documents, an upload form and a delete button per
 // document, and tries a search (GET /admin/knowledge?base=&q=).
 func (s *Server) knowledgePage(w http.ResponseWriter, r *http.Request) {
-	data := knowledgeData{pageData: s.page(r, "Knowledge"), Off: s.opts.Knowledge == nil,
+	data := knowledgeData{pageData: s.page(r, "Knowledge"), Off: s.recall(r.Context()).Knowledge == nil,
 		Base: r.URL.Query().Get("base"), Query: r.URL.Query().Get("q"), Error: r.URL.Query().Get("error"), Notice: r.URL.Query().Get("added")}
 	data.Nav = "knowledge"
 	if data.Off {
 		s.render(w, r, http.StatusOK, "knowledge", data)
 		return
 	}
-	k := s.opts.Knowledge
+	k := s.recall(r.Context()).Knowledge
 	ctx := r.Context()
 	data.Keywords = k.Keywords()
 	for _, b := range k.Bases() {
@@ -309,7 +309,7 @@ func (s *Server) knowledgePage(w http.ResponseWriter, r *http.Request) {
 // knowledgeUploadPage imports the page's upload form (POST /admin/knowledge/{base}/documents),
 // whose CSRF token comes before the file, and goes back to the page saying what became of it.
 func (s *Server) knowledgeUploadPage(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Knowledge == nil {
+	if s.recall(r.Context()).Knowledge == nil {
 		s.errorPage(w, r, http.StatusNotFound, "No knowledge base is configured.")
 		return
 	}
@@ -356,13 +356,13 @@ func (s *Server) knowledgeRemovePage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or wrong CSRF token: reload the page and try again", http.StatusForbidden)
 		return
 	}
-	if s.opts.Knowledge == nil {
+	if s.recall(r.Context()).Knowledge == nil {
 		s.errorPage(w, r, http.StatusNotFound, "No knowledge base is configured.")
 		return
 	}
 	base := r.PathValue("base")
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if _, err := s.opts.Knowledge.Remove(r.Context(), base, id); err != nil && !errors.Is(err, knowledge.ErrNotFound) {
+	if _, err := s.recall(r.Context()).Knowledge.Remove(r.Context(), base, id); err != nil && !errors.Is(err, knowledge.ErrNotFound) {
 		s.log.Error("admin: knowledge remove", "err", err)
 		s.errorPage(w, r, http.StatusInternalServerError, "The document could not be removed; see the bot's log.")
 		return
