@@ -55,6 +55,7 @@ func searchTools(c *tomlConfig, fake *websearch.Server, provider, key string) *t
 // clean results, and its answer's citation becomes a link on Telegram and in the web chat while
 // a tg:// or javascript: link it writes stays text.
 func TestASearchIsCitedAndItsLinksRenderSafelyOnTelegramAndTheWebChat(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := websearch.New(websearch.SearXNG, websearch.Options{})
 	t.Cleanup(fake.Close)
 	fake.SetResults(hostileResults)
@@ -105,6 +106,7 @@ func TestASearchIsCitedAndItsLinksRenderSafelyOnTelegramAndTheWebChat(t *testing
 
 // TestACitationRendersAsALinkOnDiscordAndAnUnsafeOneStaysText.
 func TestACitationRendersAsALinkOnDiscordAndAnUnsafeOneStaysText(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := websearch.New(websearch.Brave, websearch.Options{Key: "brave-key-1"})
 	t.Cleanup(fake.Close)
 	fake.SetResults(hostileResults)
@@ -146,6 +148,7 @@ func TestACitationRendersAsALinkOnDiscordAndAnUnsafeOneStaysText(t *testing.T) {
 // TestASearchProvidersRefusalReachesTheModelAndTheAudit: each provider's refusal is one clear
 // sentence for the model and an error row in the audit, without the key anywhere.
 func TestASearchProvidersRefusalReachesTheModelAndTheAudit(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	const key = "live-search-key-42"
 	for _, c := range []struct {
 		name, provider, key string
@@ -206,6 +209,7 @@ func imageTools(c *tomlConfig, fake *imagekit.Server) *tomlConfig {
 // TestAGeneratedImageGoesWithTheFinalAnswerAndIsBilled: on Telegram and in the web chat the
 // image arrives with the answer, and /usage counts it at its price.
 func TestAGeneratedImageGoesWithTheFinalAnswerAndIsBilled(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := imagekit.New("img-key-7")
 	t.Cleanup(fake.Close)
 	e, w := startWebBotWith(t, imageModel, 60, func(c *tomlConfig) { imageTools(c, fake) })
@@ -258,6 +262,7 @@ func TestAGeneratedImageGoesWithTheFinalAnswerAndIsBilled(t *testing.T) {
 // TestGenerateImageInAGroupAsksForApprovalFirst: no policy rule names generate_image, so in a
 // group it asks; the chat admin's approval runs it and the image reaches the group.
 func TestGenerateImageInAGroupAsksForApprovalFirst(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := imagekit.New("img-key-7")
 	t.Cleanup(fake.Close)
 	e := newEnv(t)
@@ -296,6 +301,7 @@ func TestGenerateImageInAGroupAsksForApprovalFirst(t *testing.T) {
 // with the quota's line, and the person's next message is refused before the model or the
 // images endpoint is asked.
 func TestImagesUseUpTheCostQuota(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := imagekit.New("img-key-7")
 	t.Cleanup(fake.Close)
 	e := newEnv(t)
