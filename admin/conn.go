@@ -37,7 +37,8 @@ func (o *Options) withDefaults() {
 }
 
 // limits caps request bodies and adjusts the connection's deadlines to the request:
-//   - a body longer than MaxBodyBytes is refused (413) before it is read;
+//   - a body longer than MaxBodyBytes is refused (413) before it is read (a knowledge upload's
+//     refusal names knowledge.max_file_bytes, in JSON on the API);
 //   - a request without a body has been read whole once its headers are in, so its handler is
 //     not held to ReadTimeout (the server's read of the idle connection beneath would otherwise
 //     cancel a long export or profile when ReadTimeout ends);
@@ -52,6 +53,9 @@ func (s *Server) limits(next http.Handler) http.Handler {
 		}
 		if knowledgeUpload(r) && s.opts.KnowledgeUploadBytes > limit {
 			limit = s.opts.KnowledgeUploadBytes
+		}
+		if knowledgeUpload(r) && r.ContentLength > limit && s.knowledgeTooLarge(w, r) {
+			return
 		}
 		if r.ContentLength > limit {
 			w.Header().Set("Connection", "close")

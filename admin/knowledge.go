@@ -53,8 +53,8 @@ func (s *Server) apiKnowledgeDocuments(w http.ResponseWriter, r *http.Request) {
 }
 
 // apiKnowledgeUpload reads the multipart field "file" into a base (POST
-// /api/v1/knowledge/{base}/documents): 201 with the document, or 422 naming the limit (or the
-// format) that refused it, with nothing stored.
+// /api/v1/knowledge/{base}/documents): 201 with the document, or the refusal (writeRefusal),
+// with nothing stored.
 func (s *Server) apiKnowledgeUpload(w http.ResponseWriter, r *http.Request) {
 	base, ok := s.knowledgeBase(w, r)
 	if !ok {
@@ -71,13 +71,51 @@ func (s *Server) apiKnowledgeUpload(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		writeJSON(w, http.StatusCreated, d)
 	case errors.As(err, &ref):
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": ref.Error(), "limit": ref.Key})
+		writeRefusal(w, ref)
 	case errors.Is(err, errNoFile):
 		writeJSONError(w, http.StatusBadRequest, err.Error())
 	default:
 		s.log.Error("admin: knowledge upload", "base", base, "err", err)
 		writeJSONError(w, http.StatusInternalServerError, "the document could not be stored; see the bot's log")
 	}
+}
+
+// writeRefusal answers an upload refused with nothing stored: 413 when the file is over
+// knowledge.max_file_bytes, 422 for the other limits and for a format the bases do not read;
+// the body names the limit ("limit", as config.toml names it) and its value ("limit_value").
+func writeRefusal(w http.ResponseWriter, ref *knowledge.RefusedError) {
+	status := http.StatusUnprocessableEntity
+	if ref.Key == "knowledge.max_file_bytes" {
+		status = http.StatusRequestEntityTooLarge
+	}
+	body := map[string]any{"error": ref.Error(), "limit": ref.Key}
+	if ref.Key != "" {
+		body["limit_value"] = ref.Limit
+	}
+	writeJSON(w, status, body)
+}
+
+// knowledgeTooLarge refuses an upload whose declared length is already over
+// knowledge.max_file_bytes, before a byte of its body is read: the API's refusal, or the page
+// saying so. It reports false (nothing written) when the length is not over that limit.
+func (s *Server) knowledgeTooLarge(w http.ResponseWriter, r *http.Request) bool {
+	if s.opts.Knowledge == nil {
+		return false
+	}
+	ref := s.opts.Knowledge.CheckSize("the upload", r.ContentLength)
+	if ref == nil {
+		return false
+	}
+	w.Header().Set("Connection", "close")
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeRefusal(w, ref)
+		return true
+	}
+	// The router has not run yet: the base is the path's.
+	base := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/admin/knowledge/"), "/documents")
+	q := url.Values{"base": {base}, "error": {ref.Error()}}
+	http.Redirect(w, r, "/admin/knowledge?"+q.Encode(), http.StatusSeeOther)
+	return true
 }
 
 var (

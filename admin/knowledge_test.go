@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"relaybot/chat"
 	"relaybot/knowledge/extract"
@@ -67,8 +69,8 @@ func TestKnowledgeDocumentsAreUploadedListedSearchedAndDeleted(t *testing.T) {
 	if code != http.StatusCreated || doc["name"] != "leave.md" || doc["state"] != "ready" {
 		t.Fatalf("POST a document: %d %v", code, doc)
 	}
-	if code, out := upload("big.md", strings.Repeat("word ", 500)); code != http.StatusUnprocessableEntity || out["limit"] != "knowledge.max_file_bytes" {
-		t.Fatalf("POST an oversized document: %d %v, want 422 naming knowledge.max_file_bytes", code, out)
+	if code, out := upload("big.md", strings.Repeat("word ", 500)); code != http.StatusRequestEntityTooLarge || out["limit"] != "knowledge.max_file_bytes" || out["limit_value"] != 2000.0 {
+		t.Fatalf("POST an oversized document: %d %v, want 413 naming knowledge.max_file_bytes and its value", code, out)
 	}
 	var list struct {
 		Items        []knowledge.Document `json:"items"`
@@ -123,5 +125,110 @@ func TestKnowledgeDocumentsAreUploadedListedSearchedAndDeleted(t *testing.T) {
 	}
 	if code := getJSON(t, ts, "/api/v1/knowledge/handbook/search?q=parental+leave", testToken, &found); code != http.StatusOK || len(found.Items) != 0 {
 		t.Fatalf("a deleted document is still found: %+v", found)
+	}
+}
+
+// countingBody is an upload's body made as it is sent (none of it held in memory), counting what
+// the client was asked for.
+type countingBody struct {
+	r    io.Reader
+	sent atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.sent.Add(int64(n))
+	return n, err
+}
+
+// zeros is an endless run of a byte.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+// hugeUpload is a multipart form whose file "huge.md" has size bytes, made as it is read.
+func hugeUpload(size int64) (string, *countingBody) {
+	const boundary = "b0undary"
+	head := "--" + boundary + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"huge.md\"\r\nContent-Type: text/markdown\r\n\r\n"
+	tail := "\r\n--" + boundary + "--\r\n"
+	return "multipart/form-data; boundary=" + boundary,
+		&countingBody{r: io.MultiReader(strings.NewReader(head), io.LimitReader(zeros{}, size), strings.NewReader(tail))}
+}
+
+// An upload far over knowledge.max_file_bytes is refused naming the limit and its value, in the
+// API's JSON, before its body is read when its length is declared and after the limit's worth
+// when it is not; the page says the same; nothing is stored.
+func TestAnUploadFarOverTheLimitIsRefusedNamingItWithoutReadingItsBody(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	w, r := st.Pools()
+	const maxFile = 2000
+	k, err := knowledge.New(context.Background(), knowledge.Options{Dialect: st.Driver(), W: w, R: r,
+		Limits: knowledge.Limits{MaxFileBytes: maxFile, MaxPages: 10, MaxTextBytes: 1 << 20, MaxDocuments: 10},
+		Bases:  []knowledge.Base{{Name: "handbook", Mode: knowledge.ModeTool}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, st, testToken, func(o *Options) { o.Knowledge = k; o.KnowledgeUploadBytes = maxFile + 64<<10 })
+	// A client that waits for "100 Continue" before it sends a body, as curl does for a large
+	// one: a server that refuses from the headers never receives it.
+	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	for _, tc := range []struct {
+		name     string
+		declared bool
+		size     int64
+	}{
+		{"declared length of 1 GB", true, 1 << 30},
+		{"chunked, 8 MB", false, 8 << 20},
+	} {
+		ct, body := hugeUpload(tc.size)
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/api/v1/knowledge/handbook/documents", body)
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		if tc.declared {
+			req.ContentLength = tc.size + 200
+			req.Header.Set("Expect", "100-continue")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var out struct {
+			Error      string `json:"error"`
+			Limit      string `json:"limit"`
+			LimitValue int64  `json:"limit_value"`
+		}
+		decodeErr := json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || decodeErr != nil || out.Limit != "knowledge.max_file_bytes" ||
+			out.LimitValue != maxFile || !strings.Contains(out.Error, "knowledge.max_file_bytes (2000 bytes)") {
+			t.Fatalf("%s: %d %+v (%v), want 413 in JSON naming knowledge.max_file_bytes and its value", tc.name, resp.StatusCode, out, decodeErr)
+		}
+		if tc.declared && body.sent.Load() > 0 {
+			t.Errorf("%s: the client was asked for %d bytes of a body the headers already refused", tc.name, body.sent.Load())
+		}
+	}
+	c, _ := loggedIn(t, ts)
+	c.Transport = &http.Transport{ExpectContinueTimeout: time.Minute}
+	ct, body := hugeUpload(1 << 30)
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/admin/knowledge/handbook/documents", body)
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("Expect", "100-continue")
+	req.ContentLength = 1<<30 + 200
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "knowledge.max_file_bytes (2000 bytes)") {
+		t.Fatalf("the page's upload of 1 GB: %d\n%s", resp.StatusCode, page)
+	}
+	if docs, _ := k.Documents(context.Background(), "handbook"); len(docs) != 0 {
+		t.Fatalf("refused uploads stored %+v", docs)
 	}
 }

@@ -19,11 +19,13 @@ import (
 )
 
 // knowledgeModel is the fake model of the knowledge tests: it calls search_knowledge with query
-// when a turn offers it (or always, with force), answers a tool result with an answer citing [1],
-// and keeps every request, so a test reads what each carried.
+// (and base, when set) when a turn offers it (or always, with force), answers a tool result of
+// passages with an answer citing [1] (and any other with "No passage: " and what it said), and
+// keeps every request, so a test reads what each carried.
 type knowledgeModel struct {
 	mu    sync.Mutex
 	query string
+	base  string
 	force bool
 	turns []llm.Request
 }
@@ -34,13 +36,27 @@ func (m *knowledgeModel) handle(req llm.Request) llm.Reply {
 	m.turns = append(m.turns, req)
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == "tool" {
-		return llm.Text("Sixteen weeks at full pay [1].")
+		if strings.HasPrefix(last.Content, "[1] ") {
+			return llm.Text("Sixteen weeks at full pay [1].")
+		}
+		return llm.Text("No passage: " + last.Content)
 	}
 	if m.query != "" && (m.force || slices.Contains(req.Tools, knowledge.ToolSearch)) {
-		args, _ := json.Marshal(map[string]string{"query": m.query})
+		a := map[string]string{"query": m.query}
+		if m.base != "" {
+			a["base"] = m.base
+		}
+		args, _ := json.Marshal(a)
 		return llm.ToolCalls(llm.Call{ID: "call_1", Name: knowledge.ToolSearch, Args: []string{string(args)}})
 	}
 	return llm.Text("ok")
+}
+
+// setBase makes the model's calls name base.
+func (m *knowledgeModel) setBase(base string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.base = base
 }
 
 func (m *knowledgeModel) requests() []llm.Request {
@@ -226,12 +242,19 @@ func TestBotKnowledgeRefusesWhatIsOverALimitAndRemovesDocuments(t *testing.T) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.md")
 	odd := filepath.Join(dir, "tool.exe")
+	huge := filepath.Join(dir, "huge.md")
 	os.WriteFile(big, bytes.Repeat([]byte("sixteen weeks "), 100), 0o600)
 	os.WriteFile(odd, []byte("MZ\x90\x00\x03\x00\x00\x00\x04\x00binary"), 0o600)
+	// 1 GB that takes no disk (a sparse file): refused from its size, none of it read.
+	if err := os.WriteFile(huge, nil, 0o600); err != nil || os.Truncate(huge, 1<<30) != nil {
+		t.Fatal("cannot make a sparse file of 1 GB")
+	}
 	var out bytes.Buffer
-	err := runKnowledge(ctx, cfg, []string{"add", "-base", "handbook", big, odd}, &out)
-	if err == nil || !strings.Contains(out.String(), "knowledge.max_file_bytes") || !strings.Contains(out.String(), "tool.exe: refused") {
-		t.Fatalf("bot knowledge add of an oversized and an unknown file: %v\n%s", err, out.String())
+	err := runKnowledge(ctx, cfg, []string{"add", "-base", "handbook", big, odd, huge}, &out)
+	if err == nil || !strings.Contains(out.String(), "big.md: the file has 1400 bytes, more than knowledge.max_file_bytes (400 bytes)") ||
+		!strings.Contains(out.String(), "tool.exe: refused") ||
+		!strings.Contains(out.String(), "huge.md: refused: huge.md: the file has 1024 MB, more than knowledge.max_file_bytes (400 bytes)") {
+		t.Fatalf("bot knowledge add of an oversized, an unknown and a 1 GB file: %v\n%s", err, out.String())
 	}
 	out.Reset()
 	if err := runKnowledge(ctx, cfg, []string{"list", "-json"}, &out); err != nil {

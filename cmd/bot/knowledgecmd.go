@@ -149,6 +149,12 @@ func addFile(ctx context.Context, k *knowledge.Knowledge, base, path string, std
 		return knowledge.Document{}, err
 	}
 	defer f.Close()
+	// A file already known to be too large is refused before a byte of it is read.
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		if ref := k.CheckSize(filepath.Base(path), fi.Size()); ref != nil {
+			return knowledge.Document{}, ref
+		}
+	}
 	last := ""
 	return k.Add(ctx, base, filepath.Base(path), f, "cli", func(stage string, done, total int) {
 		line := fmt.Sprintf("%s: %s %d", path, stage, done)

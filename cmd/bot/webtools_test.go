@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"relaybot/audit"
 	dtk "relaybot/internal/testkit/discord"
@@ -206,13 +209,18 @@ func imageTools(c *tomlConfig, fake *imagekit.Server) *tomlConfig {
 		set("tools.images", "base_url", fake.URL, "api_key", "img-key-7", "model", "gpt-image-1", "size", "1024x1024", "price_per_image", 0.04)
 }
 
-// TestAGeneratedImageGoesWithTheFinalAnswerAndIsBilled: on Telegram and in the web chat the
-// image arrives with the answer, and /usage counts it at its price.
+// TestAGeneratedImageGoesWithTheFinalAnswerAndIsBilled: on Telegram, in the web chat and on
+// Discord the image arrives with the answer, /usage counts it at its price, and so does the
+// model cost in the metrics.
 func TestAGeneratedImageGoesWithTheFinalAnswerAndIsBilled(t *testing.T) {
 	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := imagekit.New("img-key-7")
 	t.Cleanup(fake.Close)
-	e, w := startWebBotWith(t, imageModel, 60, func(c *tomlConfig) { imageTools(c, fake) })
+	dc := dtk.New(dtk.Config{})
+	t.Cleanup(dc.Close)
+	e, w := startWebBotWith(t, imageModel, 60, func(c *tomlConfig) {
+		imageTools(c, fake).set("discord", "enabled", true, "token", dc.Token(), "api_base", dc.APIBase())
+	})
 
 	e.say(4400, "draw a fox")
 	e.waitBotText(4400, "the answer", contains("Here it is."))
@@ -254,9 +262,43 @@ func TestAGeneratedImageGoesWithTheFinalAnswerAndIsBilled(t *testing.T) {
 	if !strings.Contains(usage, "1 images") || !strings.Contains(usage, "cost 0.0400") {
 		t.Errorf("/usage said %q, want one image at 0.04", usage)
 	}
-	if reqs := fake.Requests(); len(reqs) != 2 || reqs[0].Model != "gpt-image-1" || reqs[0].Size != "1024x1024" {
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := dc.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const channel = "500000000000000107" // a direct message: in a guild the image would be asked for first
+	if _, err := dc.Post(dtk.UserMessage{ChannelID: channel, AuthorID: "600", Content: "draw a fox"}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the answer on Discord with the image attached to it", func() bool {
+		for _, m := range dc.BotMessages(channel) {
+			if strings.Contains(m.Content, "Here it is.") && len(m.Attachments) == 1 &&
+				m.Attachments[0].Filename == "image.png" && bytes.Equal(m.Attachments[0].Data, imagekit.PNG()) {
+				return true
+			}
+		}
+		return false
+	})
+	if reqs := fake.Requests(); len(reqs) != 3 || reqs[0].Model != "gpt-image-1" || reqs[0].Size != "1024x1024" {
 		t.Errorf("the images endpoint got %+v", reqs)
 	}
+	cost := regexp.MustCompile(`relaybot_model_cost_total\{model="gpt-image-1"\} (\S+)`)
+	wait.For(t, "three images at 0.04 in the metrics' model cost", func() bool {
+		resp, err := w.client.Get(w.base + "/metrics")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := cost.FindSubmatch(body)
+		if m == nil {
+			return false
+		}
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		return err == nil && math.Abs(v-0.12) < 1e-9
+	})
 }
 
 // TestGenerateImageInAGroupAsksForApprovalFirst: no policy rule names generate_image, so in a

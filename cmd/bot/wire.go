@@ -136,13 +136,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	if err := b.newTasks(cfg); err != nil {
 		return b, err
 	}
-	tl, err := b.loadTools(ctx, cfg, st.ToolCalls)
-	if err != nil {
-		return b, err
-	}
 	mo := metricsModels(cfg)
 	mo.MCPUp, mo.Instance, mo.Platforms = b.live.mcpUp, b.instance, platformNames(cfg)
 	m := metrics.New(mo)
+	tl, err := b.loadTools(ctx, cfg, st.ToolCalls, b.tracing.Models(m))
+	if err != nil {
+		return b, err
+	}
 	rec := b.tracing.Recorder(m.Recorder(auditRecorder{calls: st.ToolCalls}))
 	if err := b.addRecall(ctx, cfg, b.tracing.Models(m), &tl); err != nil {
 		return b, err
@@ -302,11 +302,12 @@ type toolSet struct {
 	skillPrompt func() string
 }
 
-// loadTools builds the tool loaders: native, plugins, MCP, skills.
-func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Log) (toolSet, error) {
+// loadTools builds the tool loaders: native, plugins, MCP, skills. obs hears of generate_image's
+// calls as of the models' (the metrics count their cost).
+func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Log, obs provider.Observer) (toolSet, error) {
 	var ts toolSet
 	opts := nativeOptions(cfg)
-	opts.Tasks = b.taskTools()
+	opts.Tasks, opts.Images.Observer = b.taskTools(), obs
 	nat, err := native.NewLoader(opts)
 	if err != nil {
 		return ts, fmt.Errorf("tools.native: %w", err)
@@ -638,11 +639,11 @@ func pipelineOptions(cfg *config.Config) pipeline.Options {
 	}
 }
 
-// metricsModels are the models the metrics label their calls with (the chat models, speech's
-// and the embeddings'), their prices and the model ids they ask for.
+// metricsModels are the models the metrics label their calls with (the chat models, speech's,
+// the embeddings' and generate_image's), their prices and the model ids they ask for.
 func metricsModels(cfg *config.Config) metrics.Options {
-	return metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg)), Prices: prices(cfg),
-		RequestModels: requestModels(cfg)}
+	return metrics.Options{Models: slices.Concat(modelNames(cfg.Models), speechNames(cfg), embeddingNames(cfg), imageNames(cfg)),
+		Prices: prices(cfg), RequestModels: requestModels(cfg)}
 }
 
 // modelBudgets lists the token budget of every configured model.
@@ -704,6 +705,15 @@ func prices(cfg *config.Config) map[string]chat.Price {
 		out[m.Model] = p
 	}
 	return out
+}
+
+// imageNames is generate_image's model, which the metrics label its calls with; none when the
+// tool is off.
+func imageNames(cfg *config.Config) []string {
+	if m := cfg.Tools.Images; m.BaseURL != "" {
+		return []string{m.Model}
+	}
+	return nil
 }
 
 // speechNames are the speech endpoints' names, which the metrics label their calls with.

@@ -58,7 +58,10 @@ const headingSep = "\x1f"
 // documents reads and writes knowledge_documents and knowledge_chunks. Its queries name
 // parameters $1, $2, ... in the order they first appear (SQLite numbers $N by appearance).
 type documents struct {
-	w, r *sql.DB
+	w, r    *sql.DB
+	dialect string
+	// maxDocs is the most documents a base holds (0: no limit).
+	maxDocs int
 }
 
 const docColumns = `id, base, name, format, pages, bytes, chunks, added_by, added_at, state, progress_done, progress_total`
@@ -81,13 +84,32 @@ func (q documents) count(ctx context.Context, base string) (int, error) {
 }
 
 // insert writes d (importing) with its chunks' rows and returns it with its id and the
-// chunks' ids, in order.
+// chunks' ids, in order. When the base already holds maxDocs documents it writes
+// nothing and returns a *RefusedError naming knowledge.max_documents. The count and the insert
+// are one step however many uploads run at once, on however many replicas: on SQLite the
+// transaction holds the database's write lock from its start (the store begins them
+// IMMEDIATE, on its one writer connection); on PostgreSQL it holds a transaction-level
+// advisory lock on the base, which every replica's insert into that base takes first.
 func (q documents) insert(ctx context.Context, d Document, chunks []chunkRow) (Document, []int64, error) {
 	tx, err := q.w.BeginTx(ctx, nil)
 	if err != nil {
 		return d, nil, fmt.Errorf("knowledge: add a document: %w", err)
 	}
 	defer tx.Rollback()
+	if q.maxDocs > 0 {
+		if q.dialect == "postgres" {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('knowledge base ' || $1, 0))`, d.Base); err != nil {
+				return d, nil, fmt.Errorf("knowledge: lock base %q: %w", d.Base, err)
+			}
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM knowledge_documents WHERE base = $1`, d.Base).Scan(&n); err != nil {
+			return d, nil, fmt.Errorf("knowledge: count documents: %w", err)
+		}
+		if n >= q.maxDocs {
+			return d, nil, full(d.Base, n, q.maxDocs)
+		}
+	}
 	err = tx.QueryRowContext(ctx, `INSERT INTO knowledge_documents (base, name, format, pages, bytes, chunks, added_by, added_at,
 		state, progress_done, progress_total) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $6) RETURNING id`,
 		d.Base, d.Name, d.Format, d.Pages, d.Bytes, d.Chunks, d.AddedBy, d.AddedAt, string(StateImporting)).Scan(&d.ID)

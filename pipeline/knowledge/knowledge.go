@@ -117,6 +117,9 @@ func New(ctx context.Context, o Options) (*Knowledge, error) {
 	if o.Limits.Timeout <= 0 {
 		o.Limits.Timeout = 2 * time.Minute
 	}
+	if o.Limits.MaxFileBytes <= 0 {
+		o.Limits.MaxFileBytes = extract.DefaultMaxFileBytes
+	}
 	seen := map[string]bool{}
 	for _, b := range o.Bases {
 		if b.Name == "" || seen[b.Name] {
@@ -128,7 +131,7 @@ func New(ctx context.Context, o Options) (*Knowledge, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Knowledge{opts: o, docs: documents{w: o.W, r: o.R}, index: x, log: o.Log}
+	k := &Knowledge{opts: o, docs: documents{w: o.W, r: o.R, dialect: o.Dialect, maxDocs: o.Limits.MaxDocuments}, index: x, log: o.Log}
 	if o.Rerank.Model != "" {
 		k.reranker = NewReranker(o.Rerank, o.HTTPClient)
 	}
@@ -189,6 +192,25 @@ func refusal(name string, err error) *RefusedError {
 	return nil
 }
 
+// MaxFileBytes is the largest file a base takes (knowledge.max_file_bytes).
+func (k *Knowledge) MaxFileBytes() int64 { return k.opts.Limits.MaxFileBytes }
+
+// CheckSize refuses, before a byte of it is read, a file whose size is known beforehand (a file
+// on disk, a request's declared length) when it is over knowledge.max_file_bytes; nil when it
+// fits.
+func (k *Knowledge) CheckSize(name string, size int64) *RefusedError {
+	if size <= k.opts.Limits.MaxFileBytes {
+		return nil
+	}
+	return refusal(name, &extract.LimitError{Key: "max_file_bytes", Limit: k.opts.Limits.MaxFileBytes, Got: size})
+}
+
+// full is the refusal of a document into a base that holds n documents, the most it may.
+func full(base string, n, limit int) *RefusedError {
+	return &RefusedError{Key: "knowledge.max_documents", Limit: int64(limit), Got: int64(n + 1),
+		Reason: fmt.Sprintf("base %q holds %d documents, the most knowledge.max_documents (%d) allows", base, n, limit)}
+}
+
 // Progress hears an import's stages: "read" (the reader's own stages pass through with their
 // names) and "store", with how much of how much is done.
 type Progress func(stage string, done, total int)
@@ -207,9 +229,10 @@ func (k *Knowledge) Add(ctx context.Context, base, name string, r io.Reader, add
 	if err != nil {
 		return Document{}, err
 	}
+	// A first look, so a full base refuses before the file is read; insert counts again, under
+	// the base's lock, for the uploads that passed this one together.
 	if limit := k.opts.Limits.MaxDocuments; limit > 0 && n >= limit {
-		return Document{}, &RefusedError{Key: "knowledge.max_documents", Limit: int64(k.opts.Limits.MaxDocuments), Got: int64(n + 1),
-			Reason: fmt.Sprintf("base %q holds %d documents, knowledge.max_documents", base, n)}
+		return Document{}, full(base, n, limit)
 	}
 	counted := &countingReader{r: r}
 	rctx, cancel := context.WithTimeout(ctx, k.opts.Limits.Timeout)

@@ -45,6 +45,15 @@ type ImageOptions struct {
 	Model, Size, Quality string
 	// Timeout caps one generation, the image's download included; 0 means DefaultImageTimeout.
 	Timeout time.Duration
+	// Observer, when set, hears of each image call as it ends, as the model calls' observer
+	// does (the metrics count its price in relaybot_model_cost_total).
+	Observer ModelObserver
+}
+
+// ModelObserver hears of a model call as it ends; provider.Observer is one (the metrics, the
+// traces). It must not block.
+type ModelObserver interface {
+	ModelCallFinished(ctx context.Context, c chat.ModelCall)
 }
 
 var generateImageSpec = tools.Spec{
@@ -111,15 +120,19 @@ func (l *Loader) generateImage(ctx context.Context, inv tools.Invocation) (tools
 	defer cancel()
 	file, revised, err := g.generate(cctx, a.Prompt)
 	call.Duration = g.now().Sub(call.StartedAt)
+	call.TimeToFirstToken = call.Duration // not streamed: the answer comes whole
 	call.Status, call.Images = chat.StatusOK, 1
 	if err != nil {
 		err = g.imageError(ctx, cctx, err)
-		call.Status, call.Images, call.Err = chat.StatusError, 0, err
+		call.Status, call.Images, call.Err, call.TimeToFirstToken = chat.StatusError, 0, err, 0
 		if ctx.Err() != nil {
 			call.Status = chat.StatusCancelled
 		}
 	}
 	settle(call)
+	if g.opts.Observer != nil {
+		g.opts.Observer.ModelCallFinished(ctx, call)
+	}
 	if err != nil {
 		return tools.Result{}, err
 	}

@@ -18,12 +18,20 @@ import (
 
 const imageKey = "sk-image-secret-789"
 
-// meter records the calls generate_image reserves and settles; refuse makes Start refuse.
+// meter records the calls generate_image reserves and settles, and the ones it tells its
+// observer of; refuse makes Start refuse.
 type meter struct {
 	mu       sync.Mutex
 	started  []chat.ModelCall
 	settled  []chat.ModelCall
+	observed []chat.ModelCall
 	refuseBy error
+}
+
+func (m *meter) ModelCallFinished(_ context.Context, c chat.ModelCall) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.observed = append(m.observed, c)
 }
 
 func (m *meter) Start(_ context.Context, c chat.ModelCall, _ int) (func(chat.ModelCall), error) {
@@ -63,7 +71,7 @@ func TestGenerateImageReturnsTheImageAsAFileAndBillsOne(t *testing.T) {
 	} {
 		t.Run(c.model, func(t *testing.T) {
 			m := &meter{}
-			l := imageLoader(t, native.ImageOptions{BaseURL: fake.URL, APIKey: imageKey, Model: c.model, Size: c.size, Quality: c.quality})
+			l := imageLoader(t, native.ImageOptions{BaseURL: fake.URL, APIKey: imageKey, Model: c.model, Size: c.size, Quality: c.quality, Observer: m})
 			res, err := generate(l, m, "a red fox in snow")
 			if err != nil {
 				t.Fatal(err)
@@ -84,6 +92,9 @@ func TestGenerateImageReturnsTheImageAsAFileAndBillsOne(t *testing.T) {
 			}
 			if len(m.settled) != 1 || m.settled[0].Images != 1 || m.settled[0].Status != chat.StatusOK {
 				t.Errorf("settled %+v, want one image, ok", m.settled)
+			}
+			if len(m.observed) != 1 || m.observed[0].Images != 1 || m.observed[0].Model != c.model {
+				t.Errorf("the metrics heard of %+v, want one image of %s (its cost)", m.observed, c.model)
 			}
 		})
 	}
@@ -108,8 +119,8 @@ func TestGenerateImageRefusalsAreClearErrorsWithoutTheKeyAndCostNothing(t *testi
 			if c.setup != nil {
 				c.setup()
 			}
-			c.opts.BaseURL = fake.URL
 			m := &meter{}
+			c.opts.BaseURL, c.opts.Observer = fake.URL, m
 			_, err := generate(imageLoader(t, c.opts), m, "a fox")
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one containing %q", err, c.want)
@@ -119,6 +130,9 @@ func TestGenerateImageRefusalsAreClearErrorsWithoutTheKeyAndCostNothing(t *testi
 			}
 			if len(m.settled) != 1 || m.settled[0].Images != 0 || m.settled[0].Status != chat.StatusError {
 				t.Errorf("settled %+v, want no image, error", m.settled)
+			}
+			if len(m.observed) != 1 || m.observed[0].Images != 0 || m.observed[0].Status != chat.StatusError {
+				t.Errorf("the metrics heard of %+v, want one failed call without an image", m.observed)
 			}
 		})
 	}
