@@ -22,12 +22,12 @@ const importTimeout = 10 * time.Minute
 
 // knowledgeBase returns the base the path names, writing the API's 404 when there is none.
 func (s *Server) knowledgeBase(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if s.opts.Knowledge == nil {
+	if s.recall(r.Context()).Knowledge == nil {
 		writeJSONError(w, http.StatusNotFound, "no knowledge base is configured ([[knowledge.bases]])")
 		return "", false
 	}
 	name := r.PathValue("base")
-	if _, ok := s.opts.Knowledge.Base(name); !ok {
+	if _, ok := s.recall(r.Context()).Knowledge.Base(name); !ok {
 		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("no knowledge base %q", name))
 		return "", false
 	}
@@ -40,7 +40,7 @@ func (s *Server) apiKnowledgeDocuments(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	docs, err := s.opts.Knowledge.Documents(r.Context(), base)
+	docs, err := s.recall(r.Context()).Knowledge.Documents(r.Context(), base)
 	if err != nil {
 		s.log.Error("admin: list knowledge documents", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, "the documents could not be listed; see the bot's log")
@@ -49,7 +49,7 @@ func (s *Server) apiKnowledgeDocuments(w http.ResponseWriter, r *http.Request) {
 	if docs == nil {
 		docs = []knowledge.Document{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": docs, "keywords_only": s.opts.Knowledge.Keywords()})
+	writeJSON(w, http.StatusOK, map[string]any{"items": docs, "keywords_only": s.recall(r.Context()).Knowledge.Keywords()})
 }
 
 // apiKnowledgeUpload reads the multipart field "file" into a base (POST
@@ -151,7 +151,7 @@ func (s *Server) importPart(ctx context.Context, mr *multipart.Reader, base, by 
 		}
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), importTimeout)
 		defer cancel()
-		return s.opts.Knowledge.Add(ictx, base, name, p, by, nil)
+		return s.recall(ctx).Knowledge.Add(ictx, base, name, p, by, nil)
 	}
 }
 
@@ -163,7 +163,7 @@ func (s *Server) apiKnowledgeRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	d, err := s.opts.Knowledge.Remove(r.Context(), base, id)
+	d, err := s.recall(r.Context()).Knowledge.Remove(r.Context(), base, id)
 	switch {
 	case err == nil:
 		s.log.Info("admin: knowledge document removed", "base", base, "document", id, "name", d.Name)
@@ -187,7 +187,7 @@ func (s *Server) apiKnowledgeSearch(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "q must be set")
 		return
 	}
-	hits, err := s.opts.Knowledge.Search(r.Context(), []string{base}, q, 5, nil)
+	hits, err := s.recall(r.Context()).Knowledge.Search(r.Context(), []string{base}, q, 5, nil)
 	if err != nil {
 		s.log.Error("admin: knowledge search", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, "the search failed; see the bot's log")
@@ -196,7 +196,7 @@ func (s *Server) apiKnowledgeSearch(w http.ResponseWriter, r *http.Request) {
 	if hits == nil {
 		hits = []knowledge.Hit{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": hits, "keywords_only": s.opts.Knowledge.Keywords()})
+	writeJSON(w, http.StatusOK, map[string]any{"items": hits, "keywords_only": s.recall(r.Context()).Knowledge.Keywords()})
 }
 
 type knowledgeData struct {
@@ -220,14 +220,14 @@ type knowledgeBaseData struct {
 // knowledgePage lists every base with its documents, an upload form and a delete button per
 // document, and tries a search (GET /admin/knowledge?base=&q=).
 func (s *Server) knowledgePage(w http.ResponseWriter, r *http.Request) {
-	data := knowledgeData{pageData: s.page(r, "Knowledge"), Off: s.opts.Knowledge == nil,
+	data := knowledgeData{pageData: s.page(r, "Knowledge"), Off: s.recall(r.Context()).Knowledge == nil,
 		Base: r.URL.Query().Get("base"), Query: r.URL.Query().Get("q"), Error: r.URL.Query().Get("error"), Notice: r.URL.Query().Get("added")}
 	data.Nav = "knowledge"
 	if data.Off {
 		s.render(w, r, http.StatusOK, "knowledge", data)
 		return
 	}
-	k := s.opts.Knowledge
+	k := s.recall(r.Context()).Knowledge
 	ctx := r.Context()
 	data.Keywords = k.Keywords()
 	for _, b := range k.Bases() {
@@ -259,7 +259,7 @@ func (s *Server) knowledgePage(w http.ResponseWriter, r *http.Request) {
 // knowledgeUploadPage imports the page's upload form (POST /admin/knowledge/{base}/documents),
 // whose CSRF token comes before the file, and goes back to the page saying what became of it.
 func (s *Server) knowledgeUploadPage(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Knowledge == nil {
+	if s.recall(r.Context()).Knowledge == nil {
 		s.errorPage(w, r, http.StatusNotFound, "No knowledge base is configured.")
 		return
 	}
@@ -306,13 +306,13 @@ func (s *Server) knowledgeRemovePage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or wrong CSRF token: reload the page and try again", http.StatusForbidden)
 		return
 	}
-	if s.opts.Knowledge == nil {
+	if s.recall(r.Context()).Knowledge == nil {
 		s.errorPage(w, r, http.StatusNotFound, "No knowledge base is configured.")
 		return
 	}
 	base := r.PathValue("base")
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if _, err := s.opts.Knowledge.Remove(r.Context(), base, id); err != nil && !errors.Is(err, knowledge.ErrNotFound) {
+	if _, err := s.recall(r.Context()).Knowledge.Remove(r.Context(), base, id); err != nil && !errors.Is(err, knowledge.ErrNotFound) {
 		s.log.Error("admin: knowledge remove", "err", err)
 		s.errorPage(w, r, http.StatusInternalServerError, "The document could not be removed; see the bot's log.")
 		return

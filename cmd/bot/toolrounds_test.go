@@ -89,15 +89,15 @@ func TestTelegramTaskProgressAndStop(t *testing.T) {
 
 // On Telegram, with a server of 2026-07-28 that makes the call a task (the tasks extension,
 // io.modelcontextprotocol/tasks): a short task's result is the answer of the same round; a long
-// one shows each step the server reports in the status line while the bot polls, past the call
-// timeout, and /stop cancels it on the server (tasks/cancel), the audit row saying cancelled
-// with the last message.
+// one shows each step the server reports in the status line while the bot polls, and /stop
+// cancels it on the server (tasks/cancel), the audit row saying cancelled with the last message.
+// (That a task outlives the call timeout is tested on the bubble's clock in tools/mcp.)
 func TestTelegramExtensionTaskProgressAndStop(t *testing.T) {
 	e := newEnv(t)
 	kit := mcpkit.New("kit") // 2026-07-28, unlike the env's
 	srv := mcpkit.StartHTTP(t, kit)
 	e.llm.SetHandler(roundModel)
-	e.start(e.toml().set("mcp.servers", "url", srv.URL, "tool_call_timeout_sec", 1, "task_timeout_sec", 3600).parse(t))
+	e.start(e.toml().set("mcp.servers", "url", srv.URL, "task_timeout_sec", 3600).parse(t))
 	e.say(7, "quick research")
 	e.waitBotText(7, "the task's result in the answer", contains("tool said: researched"))
 	e.say(7, "research")
