@@ -251,7 +251,8 @@ type sendFunc func(context.Context, transport.JSONRPCRequest) (*transport.JSONRP
 // or error. task reports that the server made the call a task (the request itself is then not
 // to be cancelled: tasks/cancel stopped the task).
 func (x *extTasks) send(ctx context.Context, req transport.JSONRPCRequest, next sendFunc) (_ *transport.JSONRPCResponse, task bool, _ error) {
-	if req.Method != string(mcpgo.MethodToolsCall) || x == nil {
+	if req.Method != string(mcpgo.MethodToolsCall) || x == nil || x.sess == nil || !x.sess.modern() {
+		// A 2025-11-25 session's tasks are the bot's own asking (task.go).
 		resp, err := next(ctx, req)
 		return resp, false, err
 	}
@@ -277,11 +278,19 @@ func (x *extTasks) send(ctx context.Context, req transport.JSONRPCRequest, next 
 	if !call.state.CompareAndSwap(callWaiting, callTask) {
 		// The call timeout passed as the task was made.
 		x.cancel(ctx, t.ID, next)
-		return nil, true, errors.New("the call timeout passed before the server made the call a task")
+		return &transport.JSONRPCResponse{JSONRPC: mcpgo.JSONRPC_VERSION, ID: req.ID, Error: &mcpgo.JSONRPCErrorDetails{
+			Code: mcpgo.INTERNAL_ERROR, Message: "the call timeout passed before the server made the call a task"}}, true, nil
 	}
 	out, done, err := x.follow(ctx, call, t, next)
 	if err != nil && !done {
 		x.cancel(ctx, t.ID, next)
+	}
+	if err != nil && ctx.Err() != nil {
+		// Stopped or out of time: an error answer rather than a failed send, so mcp-go sends
+		// no notifications/cancelled for the tools/call, which the server answered long ago
+		// (the task is cancelled with tasks/cancel only). The caller reads why from ctx.
+		out, err = &transport.JSONRPCResponse{JSONRPC: mcpgo.JSONRPC_VERSION,
+			Error: &mcpgo.JSONRPCErrorDetails{Code: mcpgo.INTERNAL_ERROR, Message: err.Error()}}, nil
 	}
 	if err != nil {
 		return nil, true, err

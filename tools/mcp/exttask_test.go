@@ -89,6 +89,10 @@ func TestStoppingAnExtensionTaskCancelsIt(t *testing.T) {
 		wait.For(t, "the server's task to be cancelled", func() bool {
 			return exec(tt, context.Background(), "c2", "cancelled", map[string]any{}).Content == "1"
 		})
+		// A task is cancelled with tasks/cancel only, never notifications/cancelled.
+		if n := exec(tt, context.Background(), "c3", "cancel_notices", map[string]any{}).Content; n != "0" {
+			t.Fatalf("the server got %s notifications/cancelled for the task's call, want none", n)
+		}
 	})
 }
 
