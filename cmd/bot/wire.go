@@ -542,7 +542,9 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 	}
 	b.cleanup = append(b.cleanup, func() { ln.Close() }) // Serve closes it too; a failed start does not reach Serve
 	announceAdmin(b.log, cfg, ln.Addr())
-	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: func(ctx context.Context) error { return srv.Serve(ctx, ln) }})
+	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: func(ctx context.Context) error { return srv.Serve(ctx, ln) }},
+		// The overview's hours, rolled up where the overview is shown (decision 063).
+		lifecycle.Part{Name: "overview roll-up", Run: func(ctx context.Context) error { b.store.Usage.RunRollUp(ctx); return nil }})
 	return nil
 }
 
