@@ -230,3 +230,44 @@ func TestTheOverviewReadsTheRollUpAndItsLateRows(t *testing.T) {
 		}
 	})
 }
+
+// TestReplicasRollingUpAtOnceWriteTheHoursOnce: two replicas on one PostgreSQL database roll
+// the same hours at the same time, again and again; the roll-up ends as one pass would have
+// written it (no hour twice, none torn), and reads as the rows do.
+func TestReplicasRollingUpAtOnceWriteTheHoursOnce(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		if driver != DriverPostgres {
+			t.Skip("replicas share PostgreSQL")
+		}
+		ctx := context.Background()
+		opts := testOptions(t, driver)
+		a, b := openTest(t, opts), openTest(t, opts)
+		base := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+		seedOverview(t, a, overviewHours(base))
+		errs := make(chan error, 16)
+		for i := range 16 {
+			s := a
+			if i%2 == 1 {
+				s = b
+			}
+			go func() {
+				_, err := s.Usage.RollUp(ctx, base.Add(3*time.Hour+time.Duration(i)*time.Second))
+				errs <- err
+			}()
+		}
+		for range 16 {
+			if err := <-errs; err != nil {
+				t.Errorf("a pass failed: %v", err)
+			}
+		}
+		if n := count(t, a, "overview_hours", ""); n != 3 {
+			t.Errorf("the roll-up keeps %d hours, want 3", n)
+		}
+		prices := map[string]chat.Price{"mini": {In: 1, CachedIn: 0.1, Out: 4}}
+		ov, err := b.Usage.Overview(ctx, OverviewFilter{Since: base, Until: base.Add(3 * time.Hour), Step: time.Hour, Prices: prices})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOverviewHours(t, ov, base)
+	})
+}
