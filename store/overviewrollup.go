@@ -89,17 +89,18 @@ func (s *UsageQuery) RollUp(ctx context.Context, now time.Time) (bool, error) {
 
 // firstHour is the hour of the oldest row the overview sums, end when there is none.
 func (s *UsageQuery) firstHour(ctx context.Context, end time.Time) (time.Time, error) {
-	var first *float64
-	q := `SELECT MIN(t) FROM (SELECT MIN(` + s.seconds("started_at") + `) AS t FROM turns
-		UNION ALL SELECT MIN(` + s.seconds("started_at") + `) FROM llm_calls
-		UNION ALL SELECT MIN(` + s.seconds("started_at") + `) FROM tool_calls) AS firsts`
-	if err := s.r.WithContext(ctx).Raw(q).Row().Scan(&first); err != nil {
+	var oldest *float64
+	// Each table's oldest start read through its index, then converted.
+	first := s.seconds("MIN(started_at)")
+	q := `SELECT MIN(t) FROM (SELECT ` + first + ` AS t FROM turns
+		UNION ALL SELECT ` + first + ` FROM llm_calls UNION ALL SELECT ` + first + ` FROM tool_calls) AS firsts`
+	if err := s.r.WithContext(ctx).Raw(q).Row().Scan(&oldest); err != nil {
 		return time.Time{}, fmt.Errorf("find the first row: %w", err)
 	}
-	if first == nil {
+	if oldest == nil {
 		return end, nil
 	}
-	return time.Unix(int64(math.Floor(*first)), 0).UTC().Truncate(time.Hour), nil
+	return time.Unix(int64(math.Floor(*oldest)), 0).UTC().Truncate(time.Hour), nil
 }
 
 // writeHours replaces the roll-up's hours in [from, to) by hours (one per hour from from; an
