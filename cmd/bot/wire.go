@@ -309,7 +309,7 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 		if err := b.newOAuth(cfg); err != nil {
 			return ts, err
 		}
-		ts.mcp = b.startMCP(ctx, cfg.MCP.Servers)
+		ts.mcp = b.startMCP(ctx, cfg.MCP.Servers, nil, nil)
 		b.cleanup = append(b.cleanup, b.live.closeMCP)
 	}
 	if len(cfg.Tools.SkillDirs) > 0 {
@@ -336,9 +336,15 @@ func (b *bot) newNative(cfg *config.Config) (tools.Loader, error) {
 }
 
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
-// add their tools once up. The caller closes the loader.
-func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
+// add their tools once up. A reload's holds from's connection to the servers named in keep
+// (mcp.Loader.Next; from nil: none). The caller closes the loader.
+func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer, from *mcp.Loader, keep []string) *mcp.Loader {
+	var ml *mcp.Loader
+	if from != nil {
+		ml = from.Next(mcpServers(servers, b.oauth), keep)
+	} else {
+		ml = mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
+	}
 	ml.Start(context.WithoutCancel(ctx))
 	wait := 5 * time.Second
 	for _, s := range servers {

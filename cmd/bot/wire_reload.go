@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -289,13 +290,27 @@ func (b *bot) rebuild(ctx context.Context, cfg *config.Config, ch config.Changes
 	if ch.Touches("mcp.servers") {
 		p.mcp = nil
 		if len(cfg.MCP.Servers) > 0 {
-			p.mcp = b.startMCP(ctx, cfg.MCP.Servers)
+			p.mcp = b.startMCP(ctx, cfg.MCP.Servers, old.mcp, unchangedServers(b.live.cfg.Load().MCP.Servers, cfg.MCP.Servers))
 		}
 	}
 	return p, nil
 }
 
-// retire closes what old holds that next does not (the MCP servers' loader replaced).
+// unchangedServers are the names of the MCP servers next configures as running does: a reload
+// keeps their connections.
+func unchangedServers(running, next []config.MCPServer) []string {
+	var out []string
+	for _, n := range next {
+		i := slices.IndexFunc(running, func(r config.MCPServer) bool { return r.Name == n.Name })
+		if i >= 0 && reflect.DeepEqual(running[i], n) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// retire closes what old holds that next does not: the MCP servers' loader replaced, which
+// disconnects the servers the new one does not hold.
 func retire(old, next turnParts) {
 	if old.mcp != nil && old.mcp != next.mcp {
 		old.mcp.Close()

@@ -26,7 +26,6 @@ import (
 
 // serverConn keeps one server connected: run is its lifecycle, call runs tools on it.
 type serverConn struct {
-	l       *Loader
 	cfg     ServerConfig
 	opts    options
 	logger  *slog.Logger
@@ -53,12 +52,84 @@ type serverConn struct {
 	names         map[string]bool
 	sess          *session      // nil unless up
 	reconnectDone chan struct{} // non-nil while callers wait for a new session
+
+	// life is who holds the server and its run: Loaders share a server a reload kept
+	// (Loader.Next), and the last one to let go stops it.
+	life serverLife
+}
+
+// serverLife is the holders and the run of a server.
+type serverLife struct {
+	mu sync.Mutex
+	// holders are the Loaders holding the server, the newest last: its tool collisions are
+	// noted in the newest's list.
+	holders []*Loader
+	stopped bool               // the last holder let go: never started again
+	cancel  context.CancelFunc // ends run; nil before start
+	done    chan struct{}      // closed when run returned
+}
+
+// hold adds l to the server's holders, unless the server was stopped.
+func (s *serverConn) hold(l *Loader) bool {
+	s.life.mu.Lock()
+	defer s.life.mu.Unlock()
+	if s.life.stopped {
+		return false
+	}
+	s.life.holders = append(s.life.holders, l)
+	return true
+}
+
+// start runs the server in the background unless it runs already or was stopped.
+func (s *serverConn) start(ctx context.Context) {
+	s.life.mu.Lock()
+	defer s.life.mu.Unlock()
+	if s.life.cancel != nil || s.life.stopped {
+		return
+	}
+	ctx, s.life.cancel = context.WithCancel(ctx)
+	s.life.done = make(chan struct{})
+	go func() {
+		defer close(s.life.done)
+		s.run(ctx)
+	}()
+}
+
+// release lets l go; once no Loader holds the server it is stopped, and release waits for its
+// run to return.
+func (s *serverConn) release(l *Loader) {
+	s.life.mu.Lock()
+	s.life.holders = slices.DeleteFunc(s.life.holders, func(h *Loader) bool { return h == l })
+	if len(s.life.holders) > 0 || s.life.stopped {
+		s.life.mu.Unlock()
+		return
+	}
+	s.life.stopped = true
+	cancel, done := s.life.cancel, s.life.done
+	s.life.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// noteCollisions notes the tool collisions among the servers of the newest Loader holding s.
+func (s *serverConn) noteCollisions() {
+	s.life.mu.Lock()
+	var l *Loader
+	if n := len(s.life.holders); n > 0 {
+		l = s.life.holders[n-1]
+	}
+	s.life.mu.Unlock()
+	if l != nil {
+		l.noteCollisions()
+	}
 }
 
 func newServerConn(l *Loader, cfg ServerConfig, o options) *serverConn {
 	red := newRedactor(cfg.URL)
 	s := &serverConn{
-		l: l, cfg: cfg, opts: o,
+		cfg: cfg, opts: o, life: serverLife{holders: []*Loader{l}},
 		logger:    newRedactingLogger(l.logger, red).With("mcp_server", cfg.Name),
 		redact:    red,
 		refresh:   make(chan struct{}, 1),
@@ -320,7 +391,7 @@ func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
 	s.mu.Unlock()
-	s.l.noteCollisions()
+	s.noteCollisions()
 }
 
 func (s *serverConn) setDown(err error) {
@@ -352,7 +423,7 @@ func (s *serverConn) setSpecs(specs []tools.Spec) bool {
 	})
 	s.setSpecsLocked(specs)
 	s.mu.Unlock()
-	s.l.noteCollisions()
+	s.noteCollisions()
 	return changed
 }
 
