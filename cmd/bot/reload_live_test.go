@@ -188,7 +188,8 @@ func TestAReloadGivesAndTakesAKnowledgeBaseWithoutCuttingTheTurnThatSearchesIt(t
 // without [memory] or [tools.web_search]: a reload that adds both offers their tools at the next
 // turn and learns its fact; a reload that changes the embedding model re-embeds the facts in the
 // background; a reload that takes both away offers neither tool again, and the queue's size
-// changed with it is logged as needing a restart.
+// changed with it is logged as needing a restart. A reload's [telegram] allowed_users refuses a
+// user at once, and the next one lets them in again.
 func TestAReloadTurnsOnMemoryAndWebSearchAndANewEmbeddingModelReembedsTheFacts(t *testing.T) {
 	e, mm := newMemoryEnv(t, map[string]string{"my cat is called Tom": "Has a cat called Tom"})
 	fake := websearch.New(websearch.SearXNG, websearch.Options{})
@@ -219,8 +220,13 @@ func TestAReloadTurnsOnMemoryAndWebSearchAndANewEmbeddingModelReembedsTheFacts(t
 	reload(on.clone().set("embeddings", "model", "embed-b").String(), "embeddings.model")
 	e.waitLog(`memory: every fact has a vector" space=embed-b/24`)
 
-	reload(off.clone().set("chat", "queue_size", 7).String(), "memory.enabled", "tools.web_search.base_url")
+	reload(off.clone().set("chat", "queue_size", 7).set("telegram", "allowed_users", []string{"42"}).String(),
+		"memory.enabled", "tools.web_search.base_url", "telegram.allowed_users")
 	e.waitLog(`config reload: these keys need a restart; their running values stay" keys=[chat.queue_size]`)
+	e.say(43, "may I?")
+	e.waitLog(`telegram: user not allowed" user=43`)
+	reload(off.String(), "telegram.allowed_users")
+	e.ask(43, "and now?")
 	if reqs := answers("bye"); offered(reqs, "bye", memory.ToolSearch) || offered(reqs, "bye", "web_search") {
 		t.Fatal("a turn after [memory] and [tools.web_search] were taken away was offered their tools")
 	}

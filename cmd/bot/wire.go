@@ -401,11 +401,7 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		Questions:        roles.questions,
 		Token:            cfg.Discord.Token,
 		APIBase:          cfg.Discord.APIBase,
-		AllowedGuilds:    cfg.Discord.AllowedGuilds,
-		AllowedChannels:  cfg.Discord.AllowedChannels,
-		AllowedRoles:     cfg.Discord.AllowedRoles,
-		AccessUsers:      cfg.Access.UsersOn("discord"),
-		NoDMs:            !cfg.Discord.AllowDMs,
+		Access:           discordAccess(cfg),
 		TriggerPrefix:    cfg.Chat.TriggerPrefix,
 		RegisterCommands: cfg.Discord.RegisterCommands,
 		Commands:         pipeline.Commands(),
@@ -422,6 +418,7 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 	if err != nil {
 		return nil, err
 	}
+	b.live.onReload(func(cfg *config.Config) { dc.SetAccess(discordAccess(cfg)) })
 	b.engineBuilt(bot, dc.Engine(), dc)
 	b.taskPlatform(chat.Discord, dc)
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
@@ -455,10 +452,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		WebhookURL:      cfg.Telegram.WebhookURL,
 		WebhookSecret:   cfg.Telegram.WebhookSecret,
 		WebhookListener: hook,
-		AllowedChats:    cfg.Telegram.AllowedChats,
-		AllowedUsers:    cfg.Telegram.AllowedUsers,
-		AccessUsers:     cfg.Access.UsersOn("telegram"),
-		ChatAdmins:      namesChatAdmins(cfg),
+		Access:          telegramAccess(cfg),
 		TriggerPrefix:   cfg.Chat.TriggerPrefix,
 		Stream:          cfg.Telegram.Stream,
 		Drafts:          cfg.Telegram.Drafts.On(),
@@ -475,6 +469,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 	if err != nil {
 		return nil, err
 	}
+	b.live.onReload(func(cfg *config.Config) { tg.SetAccess(telegramAccess(cfg)) })
 	b.engineBuilt(bot, tg.Engine(), tg)
 	b.taskPlatform(chat.Telegram, tg)
 	if offsetFile == "" {
@@ -486,6 +481,21 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "polling", "api", endpointHost(cfg.Telegram.APIEndpoint), "offset_file", offsetFile)
 	}
 	return tg, nil
+}
+
+// discordAccess is where and for whom the Discord adapter answers: [discord]'s allow lists and
+// the [access] users they let send direct messages.
+func discordAccess(cfg *config.Config) discord.Access {
+	d := cfg.Discord
+	return discord.Access{AllowedGuilds: d.AllowedGuilds, AllowedChannels: d.AllowedChannels, AllowedRoles: d.AllowedRoles,
+		AccessUsers: cfg.Access.UsersOn("discord"), NoDMs: !d.AllowDMs}
+}
+
+// telegramAccess is whom the Telegram adapter answers: [telegram]'s allow lists, the [access]
+// users whose private chats pass them, and whether a policy or a quota names chat admins.
+func telegramAccess(cfg *config.Config) telegram.Access {
+	return telegram.Access{AllowedChats: cfg.Telegram.AllowedChats, AllowedUsers: cfg.Telegram.AllowedUsers,
+		AccessUsers: cfg.Access.UsersOn("telegram"), ChatAdmins: namesChatAdmins(cfg)}
 }
 
 // addAdmin builds the admin listener and, when configured, the web chat it serves (a

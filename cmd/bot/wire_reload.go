@@ -42,6 +42,8 @@ type liveParts struct {
 	// reindex runs memory's and the knowledge bases' background re-embedding: the latest handle's
 	// of each, the one it replaced cancelled.
 	reindex *lifecycle.Latest
+	// reloaded tell the parts built once of a reload's config (the platforms' allow lists).
+	reloaded []func(*config.Config)
 
 	mu       sync.Mutex
 	parts    turnParts
@@ -87,6 +89,9 @@ func (l *liveParts) start(cfg *config.Config, tl toolSet, rec tools.Recorder, m 
 	l.speechClient = modelHTTPClient(cfg.Chat.MaxTurnsInFlight)
 	l.reindex = lifecycle.NewLatest()
 }
+
+// onReload has fn told of each config a reload applies.
+func (l *liveParts) onReload(fn func(*config.Config)) { l.reloaded = append(l.reloaded, fn) }
 
 // turnParts are the parts the next turn uses.
 func (l *liveParts) turnParts() turnParts {
@@ -261,6 +266,9 @@ func (b *bot) apply(ctx context.Context, cfg *config.Config, ch config.Changes) 
 		return err
 	}
 	l.use(mgr, p)
+	for _, fn := range l.reloaded {
+		fn(cfg)
+	}
 	b.reindex(cfg, old, p)
 	l.metrics.KnowModels(metricsModels(cfg))
 	return nil
