@@ -62,6 +62,31 @@ type Asker interface {
 	Ask(ctx context.Context, q Question, decide func(Answer) (accept bool, text string)) (Answer, error)
 }
 
+// Decision is what a question makes of one press of its buttons (RedrawAsker).
+type Decision struct {
+	// Accept says the press settles the question; Text is then its new text (its buttons go
+	// away).
+	Accept bool
+	// Redraw, when Accept is false and Redraw is not nil, takes the press without settling the
+	// question: its buttons become Redraw, shown on the same message (never a new one), the
+	// question waits on, and the presser is told nothing.
+	Redraw []Choice
+	// Text is the settled question's text, or why the press was refused, shown to the presser
+	// alone; unused by a redraw.
+	Text string
+}
+
+// RedrawAsker is an optional capability of an Asker whose platform can change a question's
+// buttons in place (a Telegram inline keyboard, Discord message buttons): a press may redraw
+// the question instead of settling it, as a multi-select's toggles do.
+type RedrawAsker interface {
+	// AskRedraw is Ask whose decide may also redraw the question (Decision.Redraw): the
+	// question's message then shows the new buttons, edited in the answer to the press where
+	// the platform has one (Telegram's editMessageReplyMarkup, Discord's UPDATE_MESSAGE), and
+	// the question waits on. decide must not block.
+	AskRedraw(ctx context.Context, q Question, decide func(Answer) Decision) (Answer, error)
+}
+
 // ClosedText ends the text of a question nobody answered before it closed.
 const ClosedText = "\n\nClosed without an answer."
 
@@ -78,6 +103,14 @@ type QuestionMessenger interface {
 	EditQuestion(ctx context.Context, chat chat.Ref, messageID, text string)
 }
 
+// QuestionRedrawer is an optional capability of a QuestionMessenger whose questions can be
+// redrawn (RedrawAsker): it sets the buttons of question id's message, keeping its text, when a
+// redrawing press reached this replica from another one, which answered the press itself. A
+// failure is the redrawer's to log.
+type QuestionRedrawer interface {
+	RedrawQuestion(ctx context.Context, chat chat.Ref, id, messageID string, choices []Choice)
+}
+
 // closeTimeout bounds the edit that closes a question nobody answered; it runs after the
 // asker's context ended.
 const closeTimeout = 10 * time.Second
@@ -91,7 +124,23 @@ const closeTimeout = 10 * time.Second
 // another replica received and carried here (QuestionBook) is shown here: Ask edits the
 // message to the decision.
 func Ask(ctx context.Context, qs *Questions, m QuestionMessenger, chat chat.Ref, q Question, decide func(Answer) (bool, string)) (Answer, error) {
-	id, oq := qs.Open(chat, q, decide)
+	return AskRedraw(ctx, qs, m, chat, q, settleOnly(decide))
+}
+
+// settleOnly is a decide of Ask as a RedrawAsker's: a press settles the question or is refused.
+func settleOnly(decide func(Answer) (bool, string)) func(Answer) Decision {
+	return func(a Answer) Decision {
+		ok, text := decide(a)
+		return Decision{Accept: ok, Text: text}
+	}
+}
+
+// AskRedraw is Ask whose decide may also redraw the question (RedrawAsker): the adapter that
+// takes a redrawing press edits the message's buttons in the answer to it (Questions.Redraw),
+// and a redraw carried here from another replica is drawn with m, where m is a
+// QuestionRedrawer.
+func AskRedraw(ctx context.Context, qs *Questions, m QuestionMessenger, chat chat.Ref, q Question, decide func(Answer) Decision) (Answer, error) {
+	id, oq := qs.OpenRedraw(chat, q, decide)
 	book := qs.Book
 	if book != nil {
 		if err := book.Open(ctx, BookedQuestion{ID: id, Chat: chat, Text: q.Text}, qs.settle); err != nil {
@@ -109,17 +158,23 @@ func Ask(ctx context.Context, qs *Questions, m QuestionMessenger, chat chat.Ref,
 	if book != nil {
 		book.Posted(ctx, id, msgID)
 	}
-	ans, closed, err := qs.Wait(ctx, id, oq)
+	var redrawn func()
+	if r, ok := m.(QuestionRedrawer); ok {
+		redrawn = func() {
+			qs.Redraw(oq, func(choices []Choice) { r.RedrawQuestion(ctx, chat, id, qs.MessageOf(oq), choices) })
+		}
+	}
+	ans, closed, err := qs.wait(ctx, id, oq, redrawn)
 	closeBooked(ctx, book, id, !closed)
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
 	if !closed {
 		if text, elsewhere := qs.settledElsewhere(oq); elsewhere {
-			m.EditQuestion(ectx, chat, qs.MessageOf(oq), text)
+			qs.Show(oq, func() { m.EditQuestion(ectx, chat, qs.MessageOf(oq), text) })
 		}
 		return ans, err
 	}
-	m.EditQuestion(ectx, chat, qs.MessageOf(oq), oq.Text+ClosedText)
+	qs.Show(oq, func() { m.EditQuestion(ectx, chat, qs.MessageOf(oq), oq.Text+ClosedText) })
 	return Answer{}, err
 }
 
@@ -155,7 +210,9 @@ type Verdict struct {
 	// over. The presser is told "This question is closed."
 	Closed bool
 	// Accepted says the press settled the question; Text is then its new text (the replica
-	// that asked shows it), else the reason it was refused, for the presser alone.
+	// that asked shows it), else the reason it was refused, for the presser alone. A press
+	// that redrew the question (Decision.Redraw) is neither accepted nor given a text: the
+	// replica that asked redraws the message, and the presser is told nothing.
 	Accepted bool
 	Text     string
 }
@@ -217,10 +274,16 @@ type OpenQuestion struct {
 	MessageID string
 	Text      string
 	choices   []Choice
-	decide    func(Answer) (bool, string)
+	decide    func(Answer) Decision
 	stray     func(Answer)
 	done      chan Answer // buffered: the accepted answer
-	settled   bool
+	// redrawn (buffered) wakes the asker when a press carried from another replica redrew the
+	// question: the asker draws it (QuestionRedrawer).
+	redrawn chan struct{}
+	// drawing is held across each edit of the question's message (Redraw, Show), so the edits
+	// land in the order the presses were decided.
+	drawing sync.Mutex
+	settled bool
 	// elsewhere says the accepted press was carried here from another replica, which answered
 	// it: the asker shows settledText on the message.
 	elsewhere   bool
@@ -242,11 +305,16 @@ type Questions struct {
 // Open registers a question about to be posted in chat and returns its id (random, 16 hex
 // characters, for button data) and the question.
 func (qs *Questions) Open(chat chat.Ref, q Question, decide func(Answer) (bool, string)) (string, *OpenQuestion) {
+	return qs.OpenRedraw(chat, q, settleOnly(decide))
+}
+
+// OpenRedraw is Open for a question whose presses may redraw it (RedrawAsker).
+func (qs *Questions) OpenRedraw(chat chat.Ref, q Question, decide func(Answer) Decision) (string, *OpenQuestion) {
 	b := make([]byte, 8)
 	rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	id := hex.EncodeToString(b)
 	oq := &OpenQuestion{Chat: chat, Text: q.Text, choices: slices.Clone(q.Choices), decide: decide, stray: q.Stray,
-		done: make(chan Answer, 1)}
+		done: make(chan Answer, 1), redrawn: make(chan struct{}, 1)}
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	if qs.open == nil {
@@ -285,35 +353,78 @@ func (qs *Questions) MessageOf(oq *OpenQuestion) string {
 // messageID, when not empty, is the pressed message, recorded if the post's answer has not
 // come yet.
 func (qs *Questions) Press(id, choice, messageID string, ans Answer) (oq *OpenQuestion, accepted bool, text string) {
+	oq, d := qs.press(id, choice, messageID, ans, false)
+	return oq, d.Accept, d.Text
+}
+
+// Take is Press for a question that may be redrawn: the decision says whether the press
+// settled the question, redrew it (the adapter then shows Decision.Redraw on the pressed
+// message, through Redraw) or was refused.
+func (qs *Questions) Take(id, choice, messageID string, ans Answer) (*OpenQuestion, Decision) {
 	return qs.press(id, choice, messageID, ans, false)
 }
 
-func (qs *Questions) press(id, choice, messageID string, ans Answer, elsewhere bool) (oq *OpenQuestion, accepted bool, text string) {
+func (qs *Questions) press(id, choice, messageID string, ans Answer, elsewhere bool) (*OpenQuestion, Decision) {
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
-	oq = qs.open[id]
+	oq := qs.open[id]
 	if oq == nil || oq.settled || !slices.ContainsFunc(oq.choices, func(c Choice) bool { return c.ID == choice }) {
-		return nil, false, ""
+		return nil, Decision{}
 	}
 	ans.Choice = choice
 	if !PressedIn(oq.Chat, ans.Chat) {
 		if oq.stray != nil {
 			oq.stray(ans)
 		}
-		return oq, false, StrayPress
+		return oq, Decision{Text: StrayPress}
 	}
-	accepted, text = oq.decide(ans)
-	if !accepted {
-		return oq, false, text
-	}
-	oq.settled = true
-	oq.elsewhere, oq.settledText = elsewhere, text
-	delete(qs.open, id)
 	if oq.MessageID == "" {
 		oq.MessageID = messageID
 	}
+	d := oq.decide(ans)
+	switch {
+	case !d.Accept && d.Redraw != nil:
+		oq.choices = slices.Clone(d.Redraw)
+		if elsewhere {
+			select {
+			case oq.redrawn <- struct{}{}:
+			default: // the asker will draw the latest buttons anyway
+			}
+		}
+		return oq, Decision{Redraw: slices.Clone(d.Redraw)}
+	case !d.Accept:
+		return oq, Decision{Text: d.Text}
+	}
+	oq.settled = true
+	oq.elsewhere, oq.settledText = elsewhere, d.Text
+	delete(qs.open, id)
 	oq.done <- ans
-	return oq, true, text
+	return oq, Decision{Accept: true, Text: d.Text}
+}
+
+// Redraw runs draw with the question's buttons as they are now, unless the question is settled
+// (its settling edit takes the buttons away); it reports whether draw ran. One edit of a
+// question's message runs at a time (Redraw, Show), and each draws the latest buttons, so an
+// edit that lands late never shows older ones.
+func (qs *Questions) Redraw(oq *OpenQuestion, draw func(choices []Choice)) bool {
+	oq.drawing.Lock()
+	defer oq.drawing.Unlock()
+	qs.mu.Lock()
+	settled, choices := oq.settled, slices.Clone(oq.choices)
+	qs.mu.Unlock()
+	if settled {
+		return false
+	}
+	draw(choices)
+	return true
+}
+
+// Show runs edit, an edit of the question's message that settles or closes it, after any
+// redraw of it in flight (Redraw).
+func (qs *Questions) Show(oq *OpenQuestion, edit func()) {
+	oq.drawing.Lock()
+	defer oq.drawing.Unlock()
+	edit()
 }
 
 // PressedIn reports whether a press made in chat pressed (Answer.Chat) may answer a question
@@ -331,13 +442,14 @@ func (qs *Questions) Stray(id string, pressed chat.Ref) bool {
 	return oq != nil && !PressedIn(oq.Chat, pressed)
 }
 
-// settle takes a press another replica received (QuestionBook's settle).
+// settle takes a press another replica received (QuestionBook's settle); a redraw is drawn here
+// by the asker (AskRedraw).
 func (qs *Questions) settle(p Press) Verdict {
-	oq, accepted, text := qs.press(p.Question, p.Choice, p.MessageID, p.Answer, true)
+	oq, d := qs.press(p.Question, p.Choice, p.MessageID, p.Answer, true)
 	if oq == nil {
 		return Verdict{Closed: true}
 	}
-	return Verdict{Accepted: accepted, Text: text}
+	return Verdict{Accepted: d.Accept, Text: d.Text}
 }
 
 // settledElsewhere returns the decision's text when the accepted press was carried here from
@@ -371,10 +483,23 @@ func (qs *Questions) Elsewhere(ctx context.Context, p Press) (Verdict, error) {
 // then says the question was closed unanswered here and its message should say so (ClosedText)
 // and lose its buttons.
 func (qs *Questions) Wait(ctx context.Context, id string, oq *OpenQuestion) (ans Answer, closed bool, err error) {
-	select {
-	case ans := <-oq.done:
-		return ans, false, nil
-	case <-ctx.Done():
+	return qs.wait(ctx, id, oq, nil)
+}
+
+// wait is Wait that calls redrawn (when not nil) each time a press carried from another
+// replica redrew the question.
+func (qs *Questions) wait(ctx context.Context, id string, oq *OpenQuestion, redrawn func()) (ans Answer, closed bool, err error) {
+	for waiting := true; waiting; {
+		select {
+		case ans := <-oq.done:
+			return ans, false, nil
+		case <-oq.redrawn:
+			if redrawn != nil {
+				redrawn()
+			}
+		case <-ctx.Done():
+			waiting = false
+		}
 	}
 	qs.mu.Lock()
 	defer qs.mu.Unlock()

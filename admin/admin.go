@@ -348,6 +348,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/calls", s.requireLogin(http.HandlerFunc(s.callsPage)))
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
 	mux.Handle("GET /admin/turns/{id}", s.requireLogin(http.HandlerFunc(s.turnPage)))
+	mux.Handle("GET /admin/turns/{id}/files/{seq}", s.requireLogin(http.HandlerFunc(s.turnFilePage)))
 	mux.Handle("GET /admin/turns", s.requireLogin(http.HandlerFunc(s.turnsPage)))
 	mux.Handle("GET /admin/conversations", s.requireLogin(http.HandlerFunc(s.conversationsPage)))
 	mux.Handle("GET /admin/conversations/{id}", s.requireLogin(http.HandlerFunc(s.conversationPage)))

@@ -16,8 +16,8 @@ import (
 // change (its generation, a row every replica's writes bump, says when).
 const DefaultCodeCacheBytes = 64 << 20
 
-// writeTx is a write transaction of the index that remembers whose codes it changed, so their
-// generations move when it commits and every replica's cache reads them again.
+// writeTx is a write transaction of the index that remembers whose texts or codes it changed, so
+// their generations move when it commits and every replica's caches read them again.
 type writeTx struct {
 	*sql.Tx
 	x      *Index
@@ -33,7 +33,7 @@ func (x *Index) begin(ctx context.Context) (*writeTx, error) {
 	return &writeTx{Tx: tx, x: x, owners: map[string]bool{}}, nil
 }
 
-// commit moves the generations of the owners whose codes changed and commits.
+// commit moves the generations of the owners whose texts or codes changed and commits.
 func (t *writeTx) commit(ctx context.Context) error {
 	if t.all {
 		if _, err := t.ExecContext(ctx, `UPDATE retrieval_owners SET gen = gen + 1 WHERE collection = $1`, t.x.collection); err != nil {
@@ -63,7 +63,8 @@ type cacheKey struct {
 	space Space
 }
 
-// ownerCodes is one owner's codes in one space, as of generation gen.
+// ownerCodes is one owner's codes in one space, as of generation gen; or, under the zero space
+// and with no words, the owner's texts (ownerDocs).
 type ownerCodes struct {
 	gen    int64
 	used   uint64
@@ -114,10 +115,16 @@ func (c *codeCache) put(k cacheKey, e *ownerCodes) {
 	c.bytes += e.size
 }
 
-// generation is the owner's codes' generation (0 before any write since codes had one).
+// generation is the owner's generation (0 before any write since codes had one): every write
+// transaction that changes the owner's texts or codes moves it when it commits.
 func (x *Index) generation(ctx context.Context, owner string) (int64, error) {
+	return x.generationIn(ctx, x.r, owner)
+}
+
+// generationIn is generation read through r (a read transaction: the snapshot its other reads see).
+func (x *Index) generationIn(ctx context.Context, r querier, owner string) (int64, error) {
 	var gen int64
-	err := x.r.QueryRowContext(ctx, `SELECT gen FROM retrieval_owners WHERE collection = $1 AND owner = $2`,
+	err := r.QueryRowContext(ctx, `SELECT gen FROM retrieval_owners WHERE collection = $1 AND owner = $2`,
 		x.collection, owner).Scan(&gen)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
@@ -128,14 +135,10 @@ func (x *Index) generation(ctx context.Context, owner string) (int64, error) {
 	return gen, nil
 }
 
-// ownerCodes returns the owner's codes in space s, from memory when the generation read first
-// is the one they were read at. Codes read after the generation are at least as new as it: a
-// write in between only makes the next search read them again.
-func (x *Index) ownerCodes(ctx context.Context, owner string, s Space) (*ownerCodes, error) {
-	gen, err := x.generation(ctx, owner)
-	if err != nil {
-		return nil, err
-	}
+// ownerCodes returns the owner's codes in space s, from memory when gen (the owner's generation,
+// read first) is the one they were read at. Codes read after the generation are at least as new
+// as it: a write in between only makes the next search read them again.
+func (x *Index) ownerCodes(ctx context.Context, owner string, s Space, gen int64) (*ownerCodes, error) {
 	k := cacheKey{owner: owner, space: s}
 	if e := x.cache.get(k, gen); e != nil {
 		return e, nil
@@ -184,13 +187,7 @@ func (x *Index) ownerCodes(ctx context.Context, owner string, s Space) (*ownerCo
 // all), ties by doc id. Scores are whole numbers within ±dims: a count of each finds the lowest
 // score kept without sorting every doc.
 func (e *ownerCodes) best(c code, dims int, scopes []string) []scored {
-	var keep []bool
-	if scopes != nil {
-		keep = make([]bool, len(e.names))
-		for i, name := range e.names {
-			keep[i] = slices.Contains(scopes, name)
-		}
-	}
+	keep := e.keeps(scopes)
 	n := len(c.pos)
 	scores := make([]int32, len(e.docs))
 	counts := make([]int, 2*dims+1)
@@ -219,4 +216,97 @@ func (e *ownerCodes) best(c code, dims int, scopes []string) []scored {
 		}
 	}
 	return top(out, rescore, func(a, b scored) bool { return a.doc < b.doc })
+}
+
+// maxSizes bounds how many owners' text counts an index keeps; past it the counts are forgotten
+// all at once (a count costs one query to read again).
+const maxSizes = 4096
+
+// sizeCache keeps owners' text counts, each as of a generation.
+type sizeCache struct {
+	mu      sync.Mutex
+	entries map[string]ownerSize
+}
+
+type ownerSize struct {
+	gen  int64
+	size int
+}
+
+// ownerSize counts the owner's texts in the collection, from memory when gen (the owner's
+// generation, read first) is the one they were counted at: every write of the owner's texts
+// moves it, so a count kept is never older than its label.
+func (x *Index) ownerSize(ctx context.Context, owner string, gen int64) (int, error) {
+	c := x.sizes
+	c.mu.Lock()
+	e, ok := c.entries[owner]
+	c.mu.Unlock()
+	if ok && e.gen == gen {
+		return e.size, nil
+	}
+	var n int
+	if err := x.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM retrieval_docs WHERE collection = $1 AND owner = $2`,
+		x.collection, owner).Scan(&n); err != nil {
+		return 0, fmt.Errorf("retrieval: count the owner's texts: %w", err)
+	}
+	c.mu.Lock()
+	if len(c.entries) >= maxSizes {
+		clear(c.entries)
+	}
+	c.entries[owner] = ownerSize{gen: gen, size: n}
+	c.mu.Unlock()
+	return n, nil
+}
+
+// ownerDocs returns the owner's texts (row ids ascending, with their items and scopes) as of gen,
+// the generation r's snapshot holds: from memory when they were read at gen, else read through r
+// and kept. Every write of the owner's texts moves the generation, so texts kept at gen are the
+// snapshot's.
+func (x *Index) ownerDocs(ctx context.Context, r querier, owner string, gen int64) (*ownerCodes, error) {
+	k := cacheKey{owner: owner}
+	if e := x.cache.get(k, gen); e != nil {
+		return e, nil
+	}
+	rows, err := r.QueryContext(ctx, `SELECT id, item_id, scope FROM retrieval_docs WHERE collection = $1 AND owner = $2 ORDER BY id`,
+		x.collection, owner)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: the owner's texts: %w", err)
+	}
+	defer rows.Close()
+	e := &ownerCodes{gen: gen}
+	index := map[string]int32{}
+	var scope string
+	for rows.Next() {
+		var doc, item int64
+		if err := rows.Scan(&doc, &item, &scope); err != nil {
+			return nil, fmt.Errorf("retrieval: the owner's texts: %w", err)
+		}
+		i, ok := index[scope]
+		if !ok {
+			i = int32(len(e.names))
+			index[scope] = i
+			e.names = append(e.names, scope)
+		}
+		e.docs = append(e.docs, doc)
+		e.items = append(e.items, item)
+		e.scopes = append(e.scopes, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("retrieval: the owner's texts: %w", err)
+	}
+	e.size = 20*len(e.docs) + 64
+	x.cache.put(k, e)
+	return e, nil
+}
+
+// keeps is which of e's scopes scopes keeps (nil: all).
+func (e *ownerCodes) keeps(scopes []string) []bool {
+	if scopes == nil {
+		return nil
+	}
+	keep := make([]bool, len(e.names))
+	for i, name := range e.names {
+		keep[i] = slices.Contains(scopes, name)
+	}
+	return keep
 }

@@ -89,18 +89,6 @@ func top(all []scored, n int, less func(a, b scored) bool) []scored {
 	return all[:min(len(all), n)]
 }
 
-// docList is ids as a SQL list of integers: ids read from the database, never a user's text.
-func docList(ids []scored) string {
-	var b strings.Builder
-	for i, s := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatInt(s.doc, 10))
-	}
-	return b.String()
-}
-
 // backfillCodes gives every vector of the collection that has no code one (vectors stored before
 // codes existed), in batches. On pgvector the vectors are read in their text form.
 func (x *Index) backfillCodes(ctx context.Context) error {

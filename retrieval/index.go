@@ -44,6 +44,7 @@ type Index struct {
 	hnsw map[Space]bool // the spaces whose HNSW index exists
 
 	cache *codeCache
+	sizes *sizeCache
 }
 
 // Open returns the index of collection over the migrated database: w is where it writes (on
@@ -56,7 +57,8 @@ func Open(ctx context.Context, w, r *sql.DB, dialect, collection string) (*Index
 		return nil, errors.New("retrieval: a collection needs a name")
 	}
 	x := &Index{w: w, r: r, dialect: dialect, collection: collection, hnsw: map[Space]bool{},
-		cache: &codeCache{max: DefaultCodeCacheBytes, entries: map[cacheKey]*ownerCodes{}}}
+		cache: &codeCache{max: DefaultCodeCacheBytes, entries: map[cacheKey]*ownerCodes{}},
+		sizes: &sizeCache{entries: map[string]ownerSize{}}}
 	if dialect == Postgres {
 		err := r.QueryRowContext(ctx, `SELECT CASE WHEN t.typname = 'vector' THEN n.nspname ELSE '' END
 			FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -128,8 +130,19 @@ func (x *Index) PutMany(ctx context.Context, docs []Doc, vecs [][]float32, s Spa
 }
 
 func (x *Index) put(ctx context.Context, tx *writeTx, d Doc, vec []float32, s Space) error {
+	// The owner the item had (it may move) and the one it gets both change: their generations move.
+	var was string
+	err := tx.QueryRowContext(ctx, `SELECT owner FROM retrieval_docs WHERE collection = $1 AND item_id = $2`,
+		x.collection, d.Item).Scan(&was)
+	switch {
+	case err == nil:
+		tx.owners[was] = true
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	tx.owners[d.Owner] = true
 	var id int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO retrieval_docs (collection, item_id, owner, scope, body)
+	err = tx.QueryRowContext(ctx, `INSERT INTO retrieval_docs (collection, item_id, owner, scope, body)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (collection, item_id) DO UPDATE SET owner = excluded.owner, scope = excluded.scope, body = excluded.body
 		RETURNING id`, x.collection, d.Item, d.Owner, d.Scope, d.Text).Scan(&id)
@@ -245,13 +258,16 @@ func (x *Index) Delete(ctx context.Context, items ...int64) error {
 	defer tx.Rollback()
 	for _, item := range items {
 		var id int64
-		err := tx.QueryRowContext(ctx, `SELECT id FROM retrieval_docs WHERE collection = $1 AND item_id = $2`, x.collection, item).Scan(&id)
+		var owner string
+		err := tx.QueryRowContext(ctx, `SELECT id, owner FROM retrieval_docs WHERE collection = $1 AND item_id = $2`,
+			x.collection, item).Scan(&id, &owner)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("retrieval: delete: %w", err)
 		}
+		tx.owners[owner] = true
 		if err := x.deleteDoc(ctx, tx, id); err != nil {
 			return fmt.Errorf("retrieval: delete: %w", err)
 		}

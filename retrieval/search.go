@@ -3,10 +3,8 @@ package retrieval
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
+	"encoding/json"
 	"fmt"
-	"math"
-	"sort"
 	"strings"
 	"unicode"
 )
@@ -43,19 +41,14 @@ func (x *Index) Search(ctx context.Context, q Query) ([]int64, error) {
 	}
 	// The two legs read different rows and run at once: a recall waits for the slower of the
 	// two, not their sum.
-	var kw, vs []int64
+	var kw []int64
 	var kwErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if terms := Terms(q.Text); len(terms) > 0 {
-			kw, kwErr = x.keyword(ctx, q, terms)
-		}
+		kw, kwErr = x.KeywordList(ctx, q)
 	}()
-	var vsErr error
-	if len(q.Vector) > 0 && q.Space.Valid() && len(q.Vector) == q.Space.Dims {
-		vs, vsErr = x.vector(ctx, q)
-	}
+	vs, vsErr := x.VectorList(ctx, q)
 	<-done
 	if kwErr != nil {
 		return nil, kwErr
@@ -71,6 +64,37 @@ func (x *Index) Search(ctx context.Context, q Query) ([]int64, error) {
 		lists = append(lists, vs)
 	}
 	return Fuse(q.Limit, lists...), nil
+}
+
+// KeywordList is Search's keyword leg: up to 50 of the owner's items holding q.Text's words,
+// best first; nil when q.Text has no words. Search fuses it with VectorList; a caller that
+// computes the query's vector meanwhile runs the two itself and fuses them the same way.
+func (x *Index) KeywordList(ctx context.Context, q Query) ([]int64, error) {
+	terms := Terms(q.Text)
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	if x.dialect == SQLite {
+		return x.keywordSQLite(ctx, q, terms)
+	}
+	gen, err := x.generation(ctx, q.Owner)
+	if err != nil {
+		return nil, err
+	}
+	owned, err := x.ownerSize(ctx, q.Owner, gen)
+	if err != nil {
+		return nil, err
+	}
+	return x.keywordPostgres(ctx, q, terms, owned)
+}
+
+// VectorList is Search's vector leg: up to 50 of the owner's items nearest q.Vector in q.Space,
+// best first; nil when q has no vector of its space's length.
+func (x *Index) VectorList(ctx context.Context, q Query) ([]int64, error) {
+	if len(q.Vector) == 0 || !q.Space.Valid() || len(q.Vector) != q.Space.Dims {
+		return nil, nil
+	}
+	return x.vector(ctx, q)
 }
 
 // Terms are the words of text a keyword search looks for: runs of letters and digits, lower
@@ -113,80 +137,25 @@ func (x *Index) where(q Query, n int) (string, []any) {
 	return cond, args
 }
 
-// keyword ranks the owner's texts holding any of terms: BM25-like weights from FTS4's matchinfo
-// on SQLite, ts_rank on PostgreSQL.
-func (x *Index) keyword(ctx context.Context, q Query, terms []string) ([]int64, error) {
-	if x.dialect == Postgres {
-		cond, args := x.where(q, 2)
-		owned, err := x.ownerSize(ctx, q.Owner)
-		if err != nil {
-			return nil, err
-		}
-		// A person's few texts first (MATERIALIZED): the GIN index's postings of a common word
-		// span every owner's texts. An owner of many texts (a knowledge base) the other way: the
-		// postings of the query's words first, then the owner's filter, instead of ranking every
-		// one of its texts.
-		query := `WITH o AS MATERIALIZED (SELECT d.item_id, d.body_tsv FROM retrieval_docs d WHERE ` + cond + `)
-			SELECT o.item_id FROM o, to_tsquery('simple', $1) q
-			WHERE o.body_tsv @@ q ORDER BY ts_rank(o.body_tsv, q) DESC, o.item_id LIMIT ` + fmt.Sprint(candidates)
-		if owned >= manyTexts {
-			query = `SELECT d.item_id FROM retrieval_docs d, to_tsquery('simple', $1) q
-			WHERE d.body_tsv @@ q AND ` + cond + ` ORDER BY ts_rank(d.body_tsv, q) DESC, d.item_id LIMIT ` + fmt.Sprint(candidates)
-		}
-		rows, err := x.r.QueryContext(ctx, query, append([]any{strings.Join(terms, " | ")}, args...)...)
-		if err != nil {
-			return nil, fmt.Errorf("retrieval: keyword search: %w", err)
-		}
-		return scanIDs(rows)
-	}
-	// CROSS JOIN keeps SQLite's loops in this order: the full-text query once, then each hit's
-	// doc. The other order runs the whole query again for every doc of the owner.
-	key := x.ownerKey(q.Owner)
-	match := make([]string, len(terms))
-	for i, t := range terms {
-		match[i] = key + t
-	}
-	match, err := x.rareTerms(ctx, q, match)
-	if err != nil {
-		return nil, err
-	}
+// keywordPostgres ranks the owner's texts holding any of terms by ts_rank.
+func (x *Index) keywordPostgres(ctx context.Context, q Query, terms []string, owned int) ([]int64, error) {
 	cond, args := x.where(q, 2)
-	rows, err := x.r.QueryContext(ctx, `SELECT d.item_id, matchinfo(retrieval_docs_fts, 'pcnx')
-		FROM retrieval_docs_fts CROSS JOIN retrieval_docs d ON d.id = retrieval_docs_fts.docid
-		WHERE retrieval_docs_fts MATCH $1 AND `+cond,
-		append([]any{strings.Join(match, " OR ")}, args...)...)
+	// A person's few texts first (MATERIALIZED): the GIN index's postings of a common word
+	// span every owner's texts. An owner of many texts (a knowledge base) the other way: the
+	// postings of the query's words first, then the owner's filter, instead of ranking every
+	// one of its texts.
+	query := `WITH o AS MATERIALIZED (SELECT d.item_id, d.body_tsv FROM retrieval_docs d WHERE ` + cond + `)
+		SELECT o.item_id FROM o, to_tsquery('simple', $1) q
+		WHERE o.body_tsv @@ q ORDER BY ts_rank(o.body_tsv, q) DESC, o.item_id LIMIT ` + fmt.Sprint(candidates)
+	if owned >= manyTexts {
+		query = `SELECT d.item_id FROM retrieval_docs d, to_tsquery('simple', $1) q
+		WHERE d.body_tsv @@ q AND ` + cond + ` ORDER BY ts_rank(d.body_tsv, q) DESC, d.item_id LIMIT ` + fmt.Sprint(candidates)
+	}
+	rows, err := x.r.QueryContext(ctx, query, append([]any{strings.Join(terms, " | ")}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
 	}
-	defer rows.Close()
-	type scored struct {
-		id    int64
-		score float64
-	}
-	var all []scored
-	for rows.Next() {
-		var s scored
-		var info []byte
-		if err := rows.Scan(&s.id, &info); err != nil {
-			return nil, fmt.Errorf("retrieval: keyword search: %w", err)
-		}
-		s.score = matchScore(info)
-		all = append(all, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
-	}
-	sort.SliceStable(all, func(i, j int) bool {
-		if all[i].score != all[j].score {
-			return all[i].score > all[j].score
-		}
-		return all[i].id < all[j].id
-	})
-	out := make([]int64, 0, min(len(all), candidates))
-	for _, s := range all[:min(len(all), candidates)] {
-		out = append(out, s.id)
-	}
-	return out, nil
+	return scanIDs(rows)
 }
 
 // commonOwner is how many texts an owner has before a search of theirs leaves out words most of
@@ -197,29 +166,12 @@ const commonOwner = 200
 // index's postings rather than from the owner's texts.
 const manyTexts = 5000
 
-// ownerSize counts the owner's texts in the collection.
-func (x *Index) ownerSize(ctx context.Context, owner string) (int, error) {
-	var n int
-	if err := x.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM retrieval_docs WHERE collection = $1 AND owner = $2`,
-		x.collection, owner).Scan(&n); err != nil {
-		return 0, fmt.Errorf("retrieval: keyword search: %w", err)
-	}
-	return n, nil
-}
-
 // rareTerms leaves out of a heavy owner's keyword query the words more than half of the owner's
 // texts hold, when a rarer word remains: such a word weighs almost nothing in the ranking
 // (its inverse document frequency is near zero), but every text holding it would be read and
 // weighed.
-func (x *Index) rareTerms(ctx context.Context, q Query, match []string) ([]string, error) {
-	if len(match) < 2 {
-		return match, nil
-	}
-	owned, err := x.ownerSize(ctx, q.Owner)
-	if err != nil {
-		return nil, err
-	}
-	if owned < commonOwner {
+func rareTerms(ctx context.Context, r querier, owned int, match []string) ([]string, error) {
+	if len(match) < 2 || owned < commonOwner {
 		return match, nil
 	}
 	parts := make([]string, len(match))
@@ -228,7 +180,7 @@ func (x *Index) rareTerms(ctx context.Context, q Query, match []string) ([]strin
 		parts[i] = fmt.Sprintf(`SELECT term, documents FROM retrieval_docs_terms WHERE col = '*' AND term = $%d`, i+1)
 		args[i] = m
 	}
-	rows, err := x.r.QueryContext(ctx, strings.Join(parts, " UNION ALL "), args...)
+	rows, err := r.QueryContext(ctx, strings.Join(parts, " UNION ALL "), args...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: keyword search: %w", err)
 	}
@@ -259,28 +211,6 @@ func (x *Index) rareTerms(ctx context.Context, q Query, match []string) ([]strin
 	return rare, nil
 }
 
-// matchScore weighs a row from matchinfo 'pcnx' (phrases, columns, rows, then per phrase and
-// column: hits in this row, hits in all rows, rows with hits): the body column's hits of each
-// word times its inverse document frequency.
-func matchScore(info []byte) float64 {
-	u := func(i int) float64 {
-		if 4*i+4 > len(info) {
-			return 0
-		}
-		return float64(binary.NativeEndian.Uint32(info[4*i:]))
-	}
-	p, c, n := int(u(0)), int(u(1)), u(2)
-	score := 0.0
-	for ph := 0; ph < p; ph++ {
-		base := 3 + 3*(ph*c+1) // column 1: body
-		hits, docs := u(base), u(base+2)
-		if hits > 0 && docs > 0 {
-			score += hits / (hits + 1.2) * math.Log(1+(n-docs+0.5)/(docs+0.5))
-		}
-	}
-	return score
-}
-
 // vector ranks the owner's texts that have a vector in q's space by cosine similarity: the
 // owner's codes first, then the vectors of the best rescore of them compared exactly.
 func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
@@ -292,7 +222,11 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 		join := "JOIN retrieval_vectors v ON v.doc_id = d.id AND v.model = $1 AND v.dims = $2"
 		return x.approximate(ctx, q, v, join, cond, append([]any{q.Space.Model, q.Space.Dims}, args...))
 	}
-	e, err := x.ownerCodes(ctx, q.Owner, q.Space)
+	gen, err := x.generation(ctx, q.Owner)
+	if err != nil {
+		return nil, err
+	}
+	e, err := x.ownerCodes(ctx, q.Owner, q.Space, gen)
 	if err != nil {
 		return nil, err
 	}
@@ -306,19 +240,36 @@ func (x *Index) vector(ctx context.Context, q Query) ([]int64, error) {
 // rerank orders the texts best by their codes by the exact cosine similarity of their vectors,
 // ties by item id, and keeps the best candidates.
 func (x *Index) rerank(ctx context.Context, s Space, v []float32, best []scored) ([]int64, error) {
-	from := `FROM retrieval_vectors v JOIN retrieval_docs d ON d.id = v.doc_id
-		WHERE v.model = $1 AND v.dims = $2 AND v.doc_id IN (` + docList(best) + `)`
+	docs := make([]int64, len(best))
+	items := make(map[int64]int64, len(best))
+	for i, b := range best {
+		docs[i], items[b.doc] = b.doc, b.item
+	}
+	// The list of docs is one parameter, so the statement's text is the same every search (a
+	// connection keeps its prepared statements by their text).
+	var list any = docs
+	in := `= ANY($3)`
+	if x.dialect == SQLite {
+		ids, err := json.Marshal(docs)
+		if err != nil {
+			return nil, fmt.Errorf("retrieval: vector search: %w", err)
+		}
+		list, in = string(ids), `IN (SELECT value FROM json_each($3))`
+	}
 	if x.Pgvector() {
 		t := x.vecType(s.Dims)
-		rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`SELECT d.item_id %s
-			ORDER BY v.embedding::%s OPERATOR(%s.<=>) $3::%s, d.item_id LIMIT %d`,
-			from, t, quoteIdent(x.vecSchema), t, candidates), s.Model, s.Dims, pgvectorText(v))
+		rows, err := x.r.QueryContext(ctx, fmt.Sprintf(`SELECT d.item_id FROM retrieval_vectors v JOIN retrieval_docs d ON d.id = v.doc_id
+			WHERE v.model = $1 AND v.dims = $2 AND v.doc_id %s
+			ORDER BY v.embedding::%s OPERATOR(%s.<=>) $4::%s, d.item_id LIMIT %d`,
+			in, t, quoteIdent(x.vecSchema), t, candidates), s.Model, s.Dims, list, pgvectorText(v))
 		if err != nil {
 			return nil, fmt.Errorf("retrieval: vector search: %w", err)
 		}
 		return scanIDs(rows)
 	}
-	rows, err := x.r.QueryContext(ctx, `SELECT v.doc_id, d.item_id, v.embedding `+from, s.Model, s.Dims)
+	// The items are the codes': a doc's item never changes, and its vectors go with it.
+	rows, err := x.r.QueryContext(ctx, `SELECT v.doc_id, v.embedding FROM retrieval_vectors v
+		WHERE v.model = $1 AND v.dims = $2 AND v.doc_id `+in, s.Model, s.Dims, list)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: vector search: %w", err)
 	}
@@ -327,9 +278,10 @@ func (x *Index) rerank(ctx context.Context, s Space, v []float32, best []scored)
 	var blob sql.RawBytes
 	for rows.Next() {
 		var r scored
-		if err := rows.Scan(&r.doc, &r.item, &blob); err != nil {
+		if err := rows.Scan(&r.doc, &blob); err != nil {
 			return nil, fmt.Errorf("retrieval: vector search: %w", err)
 		}
+		r.item = items[r.doc]
 		r.score = dotEncoded(v, blob)
 		all = append(all, r)
 	}

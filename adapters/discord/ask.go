@@ -19,12 +19,35 @@ const approvePrefix = "relaybot:approve:"
 
 var (
 	_ adapters.Asker             = msgResponder{}
+	_ adapters.RedrawAsker       = msgResponder{}
 	_ adapters.QuestionMessenger = msgResponder{}
+	_ adapters.QuestionRedrawer  = msgResponder{}
 )
 
 // Ask posts q with buttons and waits for an accepted press or the end of ctx.
 func (r msgResponder) Ask(ctx context.Context, q adapters.Question, decide func(adapters.Answer) (bool, string)) (adapters.Answer, error) {
 	return adapters.Ask(ctx, &r.x.questions, r, r.chat, q, decide)
+}
+
+// AskRedraw is Ask whose presses may redraw the buttons in place (an UPDATE_MESSAGE answer).
+func (r msgResponder) AskRedraw(ctx context.Context, q adapters.Question, decide func(adapters.Answer) adapters.Decision) (adapters.Answer, error) {
+	return adapters.AskRedraw(ctx, &r.x.questions, r, r.chat, q, decide)
+}
+
+// RedrawQuestion sets the buttons of question id's message, keeping its text, through the
+// channel's budgets in the delivery engine (a press another replica received and answered).
+func (r msgResponder) RedrawQuestion(ctx context.Context, ref chat.Ref, id, messageID string, choices []adapters.Choice) {
+	ch := channelOf(ref)
+	rows := questionRows(id, choices)
+	me := &discordgo.MessageEdit{ID: messageID, Channel: ch, Components: &rows}
+	err := r.x.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
+		Run: func(ctx context.Context) error {
+			_, err := r.x.session.ChannelMessageEditComplex(me, reqOpts(ctx)...)
+			return classify("redraw question's buttons", err)
+		}})
+	if err != nil && !errors.Is(err, adapters.ErrNotModified) {
+		r.x.log.Warn("discord: question's buttons not redrawn", "err", err)
+	}
 }
 
 // PostQuestion posts q with a button per choice (the first green, the second red), answering
@@ -36,10 +59,28 @@ func (r msgResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string,
 // postQuestion posts q with a button per choice (the first green, the second red), answering
 // message replyTo, through the channel's budgets in the delivery engine.
 func (x *interactions) postQuestion(ctx context.Context, ref chat.Ref, replyTo, id string, q adapters.Question) (string, error) {
-	// An action row holds at most 5 buttons, a message at most 5 rows.
+	ch := channelOf(ref)
+	ms := &discordgo.MessageSend{Content: plainText(q.Text), AllowedMentions: noMentions(), Reference: reference(ch, replyTo),
+		Components: questionRows(id, q.Choices)}
+	var m *discordgo.Message
+	err := x.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,
+		Run: func(ctx context.Context) error {
+			var err error
+			m, err = x.session.ChannelMessageSendComplex(ch, ms, reqOpts(ctx)...)
+			return classify("post approval question in channel "+ch, err)
+		}})
+	if err != nil {
+		return "", err
+	}
+	return m.ID, nil
+}
+
+// questionRows are the action rows of question id's choices (the first green, the second
+// red); an action row holds at most 5 buttons, a message at most 5 rows.
+func questionRows(id string, choices []adapters.Choice) []discordgo.MessageComponent {
 	var rows []discordgo.MessageComponent
 	var buttons []discordgo.MessageComponent
-	for i, ch := range q.Choices {
+	for i, ch := range choices {
 		style := discordgo.SecondaryButton
 		switch i {
 		case 0:
@@ -52,24 +93,11 @@ func (x *interactions) postQuestion(ctx context.Context, ref chat.Ref, replyTo, 
 			b = discordgo.Button{Label: ch.Label, Style: discordgo.LinkButton, URL: ch.URL} // never pressed
 		}
 		buttons = append(buttons, b)
-		if len(buttons) == 5 || i == len(q.Choices)-1 {
+		if len(buttons) == 5 || i == len(choices)-1 {
 			rows, buttons = append(rows, discordgo.ActionsRow{Components: buttons}), nil
 		}
 	}
-	ch := channelOf(ref)
-	ms := &discordgo.MessageSend{Content: plainText(q.Text), AllowedMentions: noMentions(), Reference: reference(ch, replyTo),
-		Components: rows[:min(len(rows), 5)]}
-	var m *discordgo.Message
-	err := x.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,
-		Run: func(ctx context.Context) error {
-			var err error
-			m, err = x.session.ChannelMessageSendComplex(ch, ms, reqOpts(ctx)...)
-			return classify("post approval question in channel "+ch, err)
-		}})
-	if err != nil {
-		return "", err
-	}
-	return m.ID, nil
+	return rows[:min(len(rows), 5)]
 }
 
 // EditQuestion sets the question's text and takes its buttons off, through the channel's
@@ -111,22 +139,49 @@ func (x *interactions) onApprovePress(ctx context.Context, i *discordgo.Interact
 	if i.Message != nil {
 		msgID = i.Message.ID
 	}
-	oq, accepted, text := x.questions.Press(id, choice, msgID, ans)
+	oq, d := x.questions.Take(id, choice, msgID, ans)
 	switch {
 	case oq == nil && x.questions.Shared():
 		x.pressElsewhere(ctx, i, adapters.Press{Question: id, Choice: choice, MessageID: msgID, Answer: ans})
 	case oq == nil:
 		x.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
 			&discordgo.InteractionResponseData{Content: adapters.ClosedPress, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
-	case !accepted:
+	case d.Redraw != nil:
+		x.redrawOnPress(ctx, i, id, oq)
+	case !d.Accept:
 		x.respond(ctx, i, discordgo.InteractionResponseChannelMessageWithSource,
-			&discordgo.InteractionResponseData{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
+			&discordgo.InteractionResponseData{Content: d.Text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()})
 	default:
 		none := []discordgo.MessageComponent{}
-		if !x.respond(ctx, i, discordgo.InteractionResponseUpdateMessage,
-			&discordgo.InteractionResponseData{Content: plainText(text), Components: none, AllowedMentions: noMentions()}) {
-			x.log.Warn("discord: approval question not updated", "question", x.questions.MessageOf(oq))
+		x.questions.Show(oq, func() {
+			if !x.respond(ctx, i, discordgo.InteractionResponseUpdateMessage,
+				&discordgo.InteractionResponseData{Content: plainText(d.Text), Components: none, AllowedMentions: noMentions()}) {
+				x.log.Warn("discord: approval question not updated", "question", x.questions.MessageOf(oq))
+			}
+		})
+	}
+}
+
+// redrawOnPress answers press i of question id with its buttons as they are now, in place
+// (UPDATE_MESSAGE with the components alone, so the text stays); a question settled meanwhile
+// gets a bare acknowledgement, its settling answer having taken the buttons off.
+func (x *interactions) redrawOnPress(ctx context.Context, i *discordgo.Interaction, id string, oq *adapters.OpenQuestion) {
+	drawn := x.questions.Redraw(oq, func(choices []adapters.Choice) {
+		cctx, cancel := context.WithTimeout(ctx, ackTimeout)
+		defer cancel()
+		body := map[string]any{"type": discordgo.InteractionResponseUpdateMessage,
+			"data": map[string]any{"components": questionRows(id, choices)}}
+		err := x.answer(cctx, i, "redraw question's buttons", func(opts []discordgo.RequestOption) error {
+			_, err := x.session.RequestWithBucketID("POST", discordgo.EndpointInteractionResponse(i.ID, i.Token), body,
+				discordgo.EndpointInteractionResponse(i.ID, ""), opts...)
+			return err
+		})
+		if err != nil {
+			x.log.Warn("discord: question's buttons not redrawn", "interaction", i.ID, "err", err)
 		}
+	})
+	if !drawn {
+		x.respond(ctx, i, discordgo.InteractionResponseDeferredMessageUpdate, nil)
 	}
 }
 

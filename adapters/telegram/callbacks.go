@@ -75,7 +75,9 @@ type askResponder struct {
 
 var (
 	_ adapters.Asker             = askResponder{}
+	_ adapters.RedrawAsker       = askResponder{}
 	_ adapters.QuestionMessenger = askResponder{}
+	_ adapters.QuestionRedrawer  = askResponder{}
 )
 
 // Ask posts q with an inline keyboard and waits for an accepted press or the end of ctx.
@@ -83,26 +85,36 @@ func (r askResponder) Ask(ctx context.Context, q adapters.Question, decide func(
 	return adapters.Ask(ctx, &r.a.questions, r, r.chat, q, decide)
 }
 
-// PostQuestion posts q with an inline keyboard, two buttons a row, through the chat's budgets
-// in the delivery engine.
-func (r askResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string, q adapters.Question) (string, error) {
+// AskRedraw is Ask whose presses may redraw the keyboard in place (editMessageReplyMarkup).
+func (r askResponder) AskRedraw(ctx context.Context, q adapters.Question, decide func(adapters.Answer) adapters.Decision) (adapters.Answer, error) {
+	return adapters.AskRedraw(ctx, &r.a.questions, r, r.chat, q, decide)
+}
+
+// keyboard is the inline keyboard of question id's choices, two buttons a row.
+func keyboard(id string, choices []adapters.Choice) string {
 	var row []map[string]string
 	var rows [][]map[string]string
-	for i, ch := range q.Choices {
+	for i, ch := range choices {
 		b := map[string]string{"text": ch.Label, "callback_data": approvePrefix + id + ":" + ch.ID}
 		if ch.URL != "" {
 			b = map[string]string{"text": ch.Label, "url": ch.URL} // opened by the user, never pressed
 		}
 		row = append(row, b)
-		if len(row) == 2 || i == len(q.Choices)-1 {
+		if len(row) == 2 || i == len(choices)-1 {
 			rows, row = append(rows, row), nil
 		}
 	}
 	markup, _ := json.Marshal(map[string]any{"inline_keyboard": rows}) // strings only: always encodes
+	return string(markup)
+}
+
+// PostQuestion posts q with an inline keyboard, two buttons a row, through the chat's budgets
+// in the delivery engine.
+func (r askResponder) PostQuestion(ctx context.Context, ref chat.Ref, id string, q adapters.Question) (string, error) {
 	p := chatParams(ref)
 	p["text"] = q.Text // plain text: no parse_mode, so the arguments' markup stays as written
 	p["link_preview_options"] = `{"is_disabled":true}`
-	p["reply_markup"] = string(markup)
+	p["reply_markup"] = keyboard(id, q.Choices)
 	var msg adapters.MessageRef
 	err := r.a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventSend, Detached: true,
 		Run: func(ctx context.Context) error {
@@ -140,6 +152,25 @@ func (a *Adapter) editQuestion(ctx context.Context, ref chat.Ref, messageID, tex
 	}
 }
 
+// RedrawQuestion sets the keyboard of question id's message, keeping its text.
+func (r askResponder) RedrawQuestion(ctx context.Context, ref chat.Ref, id, messageID string, choices []adapters.Choice) {
+	r.a.redrawQuestion(ctx, ref, id, messageID, choices)
+}
+
+// redrawQuestion sets the keyboard of question id's message (editMessageReplyMarkup), keeping
+// its text, through the chat's budgets in the delivery engine; a failure is logged. A keyboard
+// already showing ("message is not modified") is no failure.
+func (a *Adapter) redrawQuestion(ctx context.Context, ref chat.Ref, id, messageID string, choices []adapters.Choice) {
+	p := tgbotapi.Params{"chat_id": ref.ChatID, "message_id": messageID, "reply_markup": keyboard(id, choices)}
+	err := a.engine.Do(ctx, delivery.Request{Chat: ref, Class: delivery.ClassMessage, Kind: delivery.EventEdit,
+		Run: func(ctx context.Context) error {
+			return a.api.callInto(ctx, "editMessageReplyMarkup", p, nil)
+		}})
+	if err != nil && !errors.Is(err, adapters.ErrNotModified) {
+		a.log.Warn("telegram: question's keyboard not redrawn", "err", err)
+	}
+}
+
 // onApprovePress takes a press of an approval button ("<id>:<choice>").
 func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest string) {
 	id, choice, _ := strings.Cut(rest, ":")
@@ -156,17 +187,22 @@ func (a *Adapter) onApprovePress(ctx context.Context, q *callbackQuery, rest str
 	if ans.UserName == "" {
 		ans.UserName = strings.TrimSpace(q.From.FirstName + " " + q.From.LastName)
 	}
-	oq, accepted, text := a.questions.Press(id, choice, msgID, ans)
+	oq, d := a.questions.Take(id, choice, msgID, ans)
 	switch {
 	case oq == nil && a.questions.Shared():
 		a.pressElsewhere(ctx, q, adapters.Press{Question: id, Choice: choice, MessageID: msgID, Answer: ans})
 	case oq == nil:
 		a.answerCallback(ctx, q, adapters.ClosedPress, false)
-	case !accepted:
-		a.answerCallback(ctx, q, text, true)
+	case d.Redraw != nil:
+		a.answerCallback(ctx, q, "", false)
+		a.questions.Redraw(oq, func(choices []adapters.Choice) {
+			a.redrawQuestion(ctx, oq.Chat, id, a.questions.MessageOf(oq), choices)
+		})
+	case !d.Accept:
+		a.answerCallback(ctx, q, d.Text, true)
 	default:
 		a.answerCallback(ctx, q, "", false)
-		a.editQuestion(ctx, oq.Chat, a.questions.MessageOf(oq), text)
+		a.questions.Show(oq, func() { a.editQuestion(ctx, oq.Chat, a.questions.MessageOf(oq), d.Text) })
 	}
 }
 
@@ -184,8 +220,8 @@ func pressedIn(m *message) (chat.Ref, string) {
 }
 
 // pressElsewhere carries press p of a question another replica's turn asked to that replica and
-// answers q with its verdict: nothing to show for an accepted press (the asker edits the
-// question), the reason in an alert for a refused one.
+// answers q with its verdict: nothing to show for an accepted or redrawing press (the asker
+// edits the question), the reason in an alert for a refused one.
 func (a *Adapter) pressElsewhere(ctx context.Context, q *callbackQuery, p adapters.Press) {
 	v, err := a.questions.Elsewhere(ctx, p)
 	switch {
@@ -194,9 +230,9 @@ func (a *Adapter) pressElsewhere(ctx context.Context, q *callbackQuery, p adapte
 		a.answerCallback(ctx, q, adapters.UnrelayedPress, true)
 	case v.Closed:
 		a.answerCallback(ctx, q, adapters.ClosedPress, false)
-	case !v.Accepted:
+	case !v.Accepted && v.Text != "":
 		a.answerCallback(ctx, q, v.Text, true)
-	default:
+	default: // settled, or redrawn: the replica that asked edits the question
 		a.answerCallback(ctx, q, "", false)
 	}
 }

@@ -98,3 +98,67 @@ func waitQuestion(t *testing.T, e *env, before int) tk.Message {
 	})
 	return q
 }
+
+// A toggling press of a question another replica's turn asked redraws the question's keyboard
+// in place: the replica that asked edits it (editMessageReplyMarkup), the press is answered
+// here without a word, and no message is posted for it.
+func TestARedrawingPressOnAnotherReplicaRedrawsTheKeyboardInPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		book := &adapterstest.Book{}
+		e := newEnv(t, tk.Options{InMemory: true}, func(o *Options) { o.Questions = book })
+		defer startRun(t, e.ad, newCollector())()
+		tr := &http.Transport{DialContext: e.srv.Dial}
+		defer tr.CloseIdleConnections()
+		asker, err := New(Options{Token: e.srv.Token(), APIEndpoint: e.srv.Endpoint(), Questions: book, RetryAfterUnit: unit,
+			HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer asker.Engine().Close()
+		e.srv.Send(tk.Inbound{Chat: group, From: ann, Text: "hello"}) // the chat exists on the server
+		wait.For(t, "the group to exist", func() bool { return len(e.srv.Calls()) > 0 })
+		out := askResponder{a: asker, chat: chat.Ref{Platform: chat.Telegram, ChatID: "-100200"}}
+		choices := func(tuna string) []adapters.Choice {
+			return []adapters.Choice{{ID: "v0", Label: tuna}, {ID: "done", Label: "Done"}}
+		}
+		marked := false
+		done := make(chan error, 1)
+		go func() {
+			_, err := out.AskRedraw(t.Context(), adapters.Question{Text: "Run echo? Pick", Choices: choices("Tuna")},
+				func(a adapters.Answer) adapters.Decision {
+					if a.Choice == "done" {
+						return adapters.Decision{Accept: true, Text: "Run echo? Picked"}
+					}
+					marked = !marked
+					return adapters.Decision{Redraw: choices(map[bool]string{true: "✓ Tuna", false: "Tuna"}[marked])}
+				})
+			done <- err
+		}()
+		q := e.question(t, group.ID)
+		id := e.srv.Press(group, ann, q.ID, q.Buttons[0].CallbackData)
+		wait.For(t, "the toggle answered without a word and the keyboard redrawn", func() bool {
+			a, answered := e.srv.Answer(id)
+			for _, m := range e.srv.BotMessages(group.ID) {
+				if m.ID == q.ID {
+					return answered && a.Text == "" && len(m.Buttons) == 2 && m.Buttons[0].Text == "✓ Tuna"
+				}
+			}
+			return false
+		})
+		if n := e.questions(group.ID); n != 1 {
+			t.Fatalf("%d question messages, want the one redrawn in place", n)
+		}
+		e.srv.Press(group, ann, q.ID, q.Buttons[1].CallbackData)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		wait.For(t, "the asker to show the decision without buttons", func() bool {
+			for _, m := range e.srv.BotMessages(group.ID) {
+				if m.ID == q.ID {
+					return m.Text == "Run echo? Picked" && len(m.Buttons) == 0
+				}
+			}
+			return false
+		})
+	})
+}

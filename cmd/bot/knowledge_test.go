@@ -19,11 +19,13 @@ import (
 )
 
 // knowledgeModel is the fake model of the knowledge tests: it calls search_knowledge with query
-// when a turn offers it (or always, with force), answers a tool result with an answer citing [1],
-// and keeps every request, so a test reads what each carried.
+// (and base, when set) when a turn offers it (or always, with force), answers a tool result of
+// passages with an answer citing [1] (and any other with "No passage: " and what it said), and
+// keeps every request, so a test reads what each carried.
 type knowledgeModel struct {
 	mu    sync.Mutex
 	query string
+	base  string
 	force bool
 	turns []llm.Request
 }
@@ -34,13 +36,27 @@ func (m *knowledgeModel) handle(req llm.Request) llm.Reply {
 	m.turns = append(m.turns, req)
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == "tool" {
-		return llm.Text("Sixteen weeks at full pay [1].")
+		if strings.HasPrefix(last.Content, "[1] ") {
+			return llm.Text("Sixteen weeks at full pay [1].")
+		}
+		return llm.Text("No passage: " + last.Content)
 	}
 	if m.query != "" && (m.force || slices.Contains(req.Tools, knowledge.ToolSearch)) {
-		args, _ := json.Marshal(map[string]string{"query": m.query})
+		a := map[string]string{"query": m.query}
+		if m.base != "" {
+			a["base"] = m.base
+		}
+		args, _ := json.Marshal(a)
 		return llm.ToolCalls(llm.Call{ID: "call_1", Name: knowledge.ToolSearch, Args: []string{string(args)}})
 	}
 	return llm.Text("ok")
+}
+
+// setBase makes the model's calls name base.
+func (m *knowledgeModel) setBase(base string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.base = base
 }
 
 func (m *knowledgeModel) requests() []llm.Request {

@@ -13,53 +13,72 @@ import (
 	"relaybot/internal/testkit/wait"
 )
 
-// On Telegram: a tool's multi-select is a keyboard of options that toggle (✓ marks the chosen,
-// the default ticked at first) and Done; Done with nothing chosen is refused with an alert
-// (the form wants one at least); the chosen options reach the server as a list.
-func TestTelegramMultiSelectTogglesThenDone(t *testing.T) {
+// On Telegram: a tool's multi-select is one message whose keyboard toggles in place (✓ marks
+// the chosen, the default ticked at first; each press answered and the keyboard edited with
+// editMessageReplyMarkup, never a new message) and Done; Done with nothing chosen is refused
+// with an alert (the form wants one at least); the chosen options reach the server as a list
+// and the message then says what was chosen, without its keyboard.
+func TestTelegramMultiSelectTogglesInPlaceThenDone(t *testing.T) {
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
 	e.start(e.config())
-	pressed := map[int]bool{} // keyboards pressed already: each toggle posts a new one
+	questions := func() []tgkit.Message {
+		var out []tgkit.Message
+		for _, m := range e.tg.BotMessages(7) {
+			if strings.Contains(m.Text, "Fish") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
 	keyboard := func(labels ...string) tgkit.Message {
 		var q tgkit.Message
-		wait.For(t, "a keyboard "+strings.Join(labels, ", "), func() bool {
-			for _, m := range e.tg.BotMessages(7) {
-				if !pressed[m.ID] && strings.Contains(m.Text, "Fish") && slices.Equal(keyLabels(t, m), labels) {
-					q = m
-					return true
-				}
+		wait.For(t, "the question's keyboard "+strings.Join(labels, ", "), func() bool {
+			qs := questions()
+			if len(qs) == 1 && slices.Equal(keyLabels(t, qs[0]), labels) {
+				q = qs[0]
+				return true
 			}
 			return false
 		})
 		return q
 	}
-	press := func(q tgkit.Message, choice string) string {
-		pressed[q.ID] = true
-		return e.tg.Press(private(7), user(7), q.ID, pressData(t, q, choice))
+	press := func(q tgkit.Message, choice string) {
+		id := e.tg.Press(private(7), user(7), q.ID, pressData(t, q, choice))
+		wait.For(t, "the press of "+choice+" answered", func() bool { _, ok := e.tg.Answer(id); return ok })
+		if a, _ := e.tg.Answer(id); a.ShowAlert {
+			t.Fatalf("the press of %s was answered with an alert %q", choice, a.Text)
+		}
 	}
 	e.say(7, "ask multi")
-	q := keyboard("✓ Tuna", "Salmon", "Trout", "Done", "Decline") // the default ticked
-	press(q, "v1")
-	q = keyboard("✓ Tuna", "✓ Salmon", "Trout", "Done", "Decline")
+	first := keyboard("✓ Tuna", "Salmon", "Trout", "Done", "Decline") // the default ticked
+	press(first, "v1")
+	q := keyboard("✓ Tuna", "✓ Salmon", "Trout", "Done", "Decline")
 	press(q, "v0")
 	q = keyboard("Tuna", "✓ Salmon", "Trout", "Done", "Decline")
 	press(q, "v1")
 	q = keyboard("Tuna", "Salmon", "Trout", "Done", "Decline")
-	delete(pressed, q.ID) // Done is refused: the same keyboard stays
-	id := press(q, "done")
+	id := e.tg.Press(private(7), user(7), q.ID, pressData(t, q, "done"))
 	wait.For(t, "Done with nothing chosen to be answered", func() bool { _, ok := e.tg.Answer(id); return ok })
-	if a, _ := e.tg.Answer(id); !strings.Contains(a.Text, "at least 1") {
+	if a, _ := e.tg.Answer(id); !strings.Contains(a.Text, "at least 1") || !a.ShowAlert {
 		t.Fatalf("Done with nothing chosen was answered %+v; want it refused saying one is needed", a)
 	}
 	press(q, "v2")
 	q = keyboard("Tuna", "Salmon", "✓ Trout", "Done", "Decline")
+	if q.ID != first.ID || q.Edits != 4 {
+		t.Fatalf("the keyboard is on message %d after %d edits; want message %d edited 4 times in place", q.ID, q.Edits, first.ID)
+	}
 	press(q, "done")
 	e.waitBotText(7, "the list at the server", contains(`tool said: accept {"fish":["f3"]}`))
+	qs := questions()
+	if len(qs) != 1 || !strings.Contains(qs[0].Text, "Chosen: Trout") || qs[0].ReplyMarkup != "" {
+		t.Fatalf("the question's messages are %+v; want one saying Trout was chosen, without a keyboard", qs)
+	}
 }
 
-// On Discord: the same multi-select with buttons that toggle and Done.
-func TestDiscordMultiSelectTogglesThenDone(t *testing.T) {
+// On Discord: the same multi-select, each toggle answered with an UPDATE_MESSAGE that redraws
+// the one message's buttons, and Done.
+func TestDiscordMultiSelectTogglesInPlaceThenDone(t *testing.T) {
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
 	dc := startDiscordBot(t, e, nil)
@@ -68,20 +87,28 @@ func TestDiscordMultiSelectTogglesThenDone(t *testing.T) {
 		Content: "<@100000000000000001> ask multi"}); err != nil {
 		t.Fatal(err)
 	}
+	questions := func() []dtk.Message {
+		var out []dtk.Message
+		for _, m := range dc.BotMessages(channel) {
+			if strings.Contains(m.Content, "Fish") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
 	buttons := func(labels ...string) dtk.Message {
 		var q dtk.Message
-		wait.For(t, "buttons "+strings.Join(labels, ", "), func() bool {
-			for _, m := range dc.BotMessages(channel) {
-				var got []string
-				for _, b := range m.Buttons {
-					got = append(got, b.Label)
-				}
-				if strings.Contains(m.Content, "Fish") && slices.Equal(got, labels) {
-					q = m
-					return true
-				}
+		wait.For(t, "the question's buttons "+strings.Join(labels, ", "), func() bool {
+			qs := questions()
+			if len(qs) != 1 {
+				return false
 			}
-			return false
+			var got []string
+			for _, b := range qs[0].Buttons {
+				got = append(got, b.Label)
+			}
+			q = qs[0]
+			return slices.Equal(got, labels)
 		})
 		return q
 	}
@@ -90,8 +117,15 @@ func TestDiscordMultiSelectTogglesThenDone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	q := buttons("✓ Tuna", "Salmon", "Trout", "Done", "Decline")
-	click(q, "v2")
+	first := buttons("✓ Tuna", "Salmon", "Trout", "Done", "Decline")
+	click(first, "v2")
+	q := buttons("✓ Tuna", "Salmon", "✓ Trout", "Done", "Decline")
+	click(q, "v0")
+	q = buttons("Tuna", "Salmon", "✓ Trout", "Done", "Decline")
+	if q.ID != first.ID || q.Edits != 2 {
+		t.Fatalf("the buttons are on message %s after %d edits; want message %s edited twice in place", q.ID, q.Edits, first.ID)
+	}
+	click(q, "v0")
 	q = buttons("✓ Tuna", "Salmon", "✓ Trout", "Done", "Decline")
 	click(q, "done")
 	wait.For(t, "the list at the server", func() bool {
@@ -102,6 +136,9 @@ func TestDiscordMultiSelectTogglesThenDone(t *testing.T) {
 		}
 		return false
 	})
+	if qs := questions(); len(qs) != 1 || !strings.Contains(qs[0].Content, `Chosen\: Tuna, Trout \(user600\)`) || len(qs[0].Buttons) != 0 {
+		t.Fatalf("the question's messages are %+v; want one saying Tuna and Trout were chosen, without buttons", qs)
+	}
 }
 
 // A form the bot cannot show (a nested object, which the spec forbids) is told to the user in

@@ -12,6 +12,7 @@ import (
 	"relaybot/audit"
 	dtk "relaybot/internal/testkit/discord"
 	"relaybot/internal/testkit/llm"
+	mcpkit "relaybot/internal/testkit/mcp"
 	tgkit "relaybot/internal/testkit/telegram"
 	"relaybot/internal/testkit/wait"
 )
@@ -34,6 +35,8 @@ func roundModel(r llm.Request) llm.Reply {
 		return llm.ToolCalls(llm.Call{ID: "p1", Name: "progress", Args: []string{`{"steps":4,"seconds":60}`}})
 	case text == "research":
 		return llm.ToolCalls(llm.Call{ID: "t1", Name: "research", Args: []string{`{"steps":3,"seconds":600}`}})
+	case text == "quick research":
+		return llm.ToolCalls(llm.Call{ID: "t0", Name: "research", Args: []string{`{"steps":2,"seconds":0}`}})
 	case strings.HasPrefix(text, "ask "):
 		return llm.ToolCalls(llm.Call{ID: "q_" + strings.TrimPrefix(text, "ask "), Name: "ask",
 			Args: []string{fmt.Sprintf(`{"form":%q}`, strings.TrimPrefix(text, "ask "))}})
@@ -79,6 +82,35 @@ func TestTelegramTaskProgressAndStop(t *testing.T) {
 	wait.For(t, "the audit row", func() bool {
 		rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "research"})
 		return err == nil && len(rows) == 1 && rows[0].Status == audit.StatusCancelled && rows[0].Progress == "step 3 of 3"
+	})
+}
+
+// On Telegram, with a server of 2026-07-28 that makes the call a task (the tasks extension,
+// io.modelcontextprotocol/tasks): a short task's result is the answer of the same round; a long
+// one shows each step the server reports in the status line while the bot polls, and /stop
+// cancels it on the server (tasks/cancel), the audit row saying cancelled with the last message.
+// (That a task outlives the call timeout is tested on the bubble's clock in tools/mcp.)
+func TestTelegramExtensionTaskProgressAndStop(t *testing.T) {
+	e := newEnv(t)
+	kit := mcpkit.New("kit") // 2026-07-28, unlike the env's
+	srv := mcpkit.StartHTTP(t, kit)
+	e.llm.SetHandler(roundModel)
+	e.start(e.toml().set("mcp.servers", "url", srv.URL, "task_timeout_sec", 3600).parse(t))
+	e.say(7, "quick research")
+	e.waitBotText(7, "the task's result in the answer", contains("tool said: researched"))
+	e.say(7, "research")
+	e.waitBotText(7, "the task's last step in the status line", contains("⏳ research — researching"))
+	e.say(7, "/stop")
+	wait.For(t, "the server's task to be cancelled", func() bool { return kit.Cancelled() == 1 })
+	wait.For(t, "the audit row", func() bool {
+		rows, _, err := e.openStore().ToolCalls.ToolCalls(context.Background(), audit.Filter{Tool: "research"})
+		if err != nil || len(rows) != 2 {
+			return false
+		}
+		got := map[audit.Status]string{rows[0].Status: rows[0].Progress, rows[1].Status: rows[1].Progress}
+		p, ok := got[audit.StatusCancelled]
+		_, done := got[audit.StatusOK]
+		return ok && p == "researching" && done
 	})
 }
 

@@ -26,6 +26,7 @@ var tableOwner = map[string]string{
 	"tool_consents":    "store",
 	"web_sessions":     "store",
 	"web_messages":     "store",
+	"turn_files":       "store", // a turn's files for the conversation page (migration 00049)
 	"admin_sessions":   "store",
 	"mcp_oauth_tokens": "store",
 	"mcp_oauth_states": "store",

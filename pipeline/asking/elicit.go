@@ -261,10 +261,11 @@ func (a *Approver) field(ctx context.Context, head string, q tools.Elicitation, 
 }
 
 // multi asks for a multi-select with a button per option that toggles it (✓ marks the chosen
-// ones, the default's options at first) and Done, Skip (optional fields) and Decline. Each
-// toggle settles that message, which then says what was chosen so far, and the buttons are
-// asked again with the new marks; Done with a choice the field's bounds refuse is refused and
-// told to the presser.
+// ones, the default's options at first) and Done, Skip (optional fields) and Decline; Done with
+// a choice the field's bounds refuse is refused and told to the presser. Where the platform
+// redraws buttons in place (adapters.RedrawAsker: Telegram, Discord) the toggles change the one
+// message's buttons; elsewhere each toggle settles that message, which then says what was
+// chosen so far, and the buttons are asked again with the new marks.
 func (a *Approver) multi(ctx context.Context, text string, q tools.Elicitation, f tools.Field) (v any, set, decline bool, by string, err error) {
 	chosen := map[int]bool{}
 	if d, ok := f.Default.([]string); ok {
@@ -272,57 +273,133 @@ func (a *Approver) multi(ctx context.Context, text string, q tools.Elicitation, 
 			chosen[i] = slices.Contains(d, e)
 		}
 	}
-	list := func() []string {
-		var out []string
-		for i, e := range f.Enum {
-			if chosen[i] {
-				out = append(out, e)
-			}
-		}
-		return out
-	}
-	for {
-		choices := make([]adapters.Choice, 0, len(f.Enum)+3)
-		for i := range f.Enum {
-			label := f.EnumLabel(i)
-			if chosen[i] {
-				label = "✓ " + label
-			}
-			choices = append(choices, adapters.Choice{ID: "v" + strconv.Itoa(i), Label: label})
-		}
-		choices = append(choices, adapters.Choice{ID: choiceDone, Label: "Done"})
-		if !f.Required {
-			choices = append(choices, adapters.Choice{ID: choiceSkip, Label: "Skip"})
-		}
-		choices = append(choices, adapters.Choice{ID: choiceDecline, Label: "Decline"})
-		ans, err := a.askMulti(ctx, text+"\n\nPress options to choose them, then Done.", q, choices, f, list())
+	text += "\n\nPress options to choose them, then Done."
+	if ra, ok := a.asker.(adapters.RedrawAsker); ok {
+		ans, err := a.askInPlace(ctx, ra, text, q, f, chosen)
 		if err != nil {
 			return nil, false, false, "", err
 		}
-		by = who(ans)
-		switch c := ans.Choice; c {
-		case choiceDecline:
-			return nil, false, true, by, nil
-		case choiceSkip:
-			return nil, false, false, by, nil
-		case choiceDone:
-			l := list()
-			if len(l) == 0 && !f.Required {
-				return nil, false, false, by, nil
-			}
-			if l == nil {
-				l = []string{}
-			}
-			return l, true, false, by, nil
-		default:
-			i, _ := strconv.Atoi(strings.TrimPrefix(c, "v"))
-			chosen[i] = !chosen[i]
+		return multiAnswer(ans, f, chosen)
+	}
+	for {
+		ans, err := a.askMulti(ctx, text, q, multiChoices(f, chosen), f, chosenOf(f, chosen))
+		if err != nil {
+			return nil, false, false, "", err
 		}
+		if c := ans.Choice; c == choiceDone || c == choiceSkip || c == choiceDecline {
+			return multiAnswer(ans, f, chosen)
+		}
+		i, _ := strconv.Atoi(strings.TrimPrefix(ans.Choice, "v"))
+		chosen[i] = !chosen[i]
 	}
 }
 
-// askMulti is ask for one round of a multi-select: Done is refused while the choice breaks
-// the field's bounds, and a toggle's message says what is chosen after it.
+// multiChoices are a multi-select's buttons: its options, ✓ on the chosen ones, then Done, Skip
+// (optional fields) and Decline.
+func multiChoices(f tools.Field, chosen map[int]bool) []adapters.Choice {
+	choices := make([]adapters.Choice, 0, len(f.Enum)+3)
+	for i := range f.Enum {
+		label := f.EnumLabel(i)
+		if chosen[i] {
+			label = "✓ " + label
+		}
+		choices = append(choices, adapters.Choice{ID: "v" + strconv.Itoa(i), Label: label})
+	}
+	choices = append(choices, adapters.Choice{ID: choiceDone, Label: "Done"})
+	if !f.Required {
+		choices = append(choices, adapters.Choice{ID: choiceSkip, Label: "Skip"})
+	}
+	return append(choices, adapters.Choice{ID: choiceDecline, Label: "Decline"})
+}
+
+// chosenOf are the chosen options' values, in the field's order.
+func chosenOf(f tools.Field, chosen map[int]bool) []string {
+	var out []string
+	for i, e := range f.Enum {
+		if chosen[i] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// multiAnswer is the value of a multi-select settled by ans (Done, Skip or Decline) with the
+// options chosen; Done with nothing chosen skips an optional field.
+func multiAnswer(ans adapters.Answer, f tools.Field, chosen map[int]bool) (v any, set, decline bool, by string, err error) {
+	by = who(ans)
+	switch ans.Choice {
+	case choiceDecline:
+		return nil, false, true, by, nil
+	case choiceSkip:
+		return nil, false, false, by, nil
+	}
+	l := chosenOf(f, chosen)
+	if len(l) == 0 && !f.Required {
+		return nil, false, false, by, nil
+	}
+	if l == nil {
+		l = []string{}
+	}
+	return l, true, false, by, nil
+}
+
+// doneRefusal is why Done with the options chosen cannot settle field f; empty when it can.
+func doneRefusal(f tools.Field, chosen []string) string {
+	if err := tools.CheckAnswer([]tools.Field{f}, map[string]any{f.Name: chosen}); err != nil && (len(chosen) > 0 || f.Required) {
+		return err.Error()
+	}
+	return ""
+}
+
+// chosenText ends a settled multi-select's text: what was chosen, or skipped or declined, and by
+// whom.
+func chosenText(text string, ans adapters.Answer, f tools.Field, chosen []string) string {
+	if c := ans.Choice; c == choiceSkip || c == choiceDecline {
+		return text + "\n\n" + map[string]string{choiceSkip: "Skipped", choiceDecline: "Declined"}[c] + " (" + who(ans) + ")"
+	}
+	labels := make([]string, 0, len(chosen))
+	for _, v := range chosen {
+		labels = append(labels, f.EnumLabel(slices.Index(f.Enum, v)))
+	}
+	shown := "nothing"
+	if len(labels) > 0 {
+		shown = strings.Join(labels, ", ")
+	}
+	return text + "\n\nChosen: " + shown + " (" + who(ans) + ")"
+}
+
+// askInPlace asks for a multi-select on one message: a press of an option toggles it and
+// redraws the message's buttons in place; Done (within the field's bounds), Skip or Decline
+// settle it. chosen is changed by each toggle (presses are decided one at a time) and holds the
+// final choice once the answer is returned.
+func (a *Approver) askInPlace(ctx context.Context, ra adapters.RedrawAsker, text string, el tools.Elicitation, f tools.Field, chosen map[int]bool) (adapters.Answer, error) {
+	answerers := el.Answerers
+	q := adapters.Question{Text: text, Choices: multiChoices(f, chosen), Stray: a.strays.stray(el.Tool, el.Server)}
+	return ra.AskRedraw(ctx, q, func(ans adapters.Answer) adapters.Decision {
+		if may, _ := a.mayAnswer(ans, answerers); !may {
+			return adapters.Decision{Text: "You may not answer this: " + approversText(answerers) + "."}
+		}
+		switch c := ans.Choice; c {
+		case choiceDone:
+			if why := doneRefusal(f, chosenOf(f, chosen)); why != "" {
+				return adapters.Decision{Text: why}
+			}
+			fallthrough
+		case choiceSkip, choiceDecline:
+			return adapters.Decision{Accept: true, Text: chosenText(text, ans, f, chosenOf(f, chosen))}
+		}
+		i, _ := strconv.Atoi(strings.TrimPrefix(ans.Choice, "v"))
+		if i < 0 || i >= len(f.Enum) {
+			return adapters.Decision{Text: "unknown option"}
+		}
+		chosen[i] = !chosen[i]
+		return adapters.Decision{Redraw: multiChoices(f, chosen)}
+	})
+}
+
+// askMulti is ask for one round of a multi-select on a platform that cannot redraw buttons:
+// Done is refused while the choice breaks the field's bounds, and a toggle's message says what
+// is chosen after it.
 func (a *Approver) askMulti(ctx context.Context, text string, el tools.Elicitation, choices []adapters.Choice, f tools.Field, chosen []string) (adapters.Answer, error) {
 	answerers := el.Answerers
 	q := adapters.Question{Text: text, Choices: choices, Stray: a.strays.stray(el.Tool, el.Server)}
@@ -333,11 +410,10 @@ func (a *Approver) askMulti(ctx context.Context, text string, el tools.Elicitati
 		now := slices.Clone(chosen)
 		switch c := ans.Choice; c {
 		case choiceDone:
-			if err := tools.CheckAnswer([]tools.Field{f}, map[string]any{f.Name: chosen}); err != nil && (len(chosen) > 0 || f.Required) {
-				return false, err.Error()
+			if why := doneRefusal(f, chosen); why != "" {
+				return false, why
 			}
 		case choiceSkip, choiceDecline:
-			return true, text + "\n\n" + map[string]string{choiceSkip: "Skipped", choiceDecline: "Declined"}[c] + " (" + who(ans) + ")"
 		default:
 			i, _ := strconv.Atoi(strings.TrimPrefix(c, "v"))
 			if i < 0 || i >= len(f.Enum) {
@@ -349,15 +425,7 @@ func (a *Approver) askMulti(ctx context.Context, text string, el tools.Elicitati
 				now = append(now, f.Enum[i])
 			}
 		}
-		labels := make([]string, 0, len(now))
-		for _, v := range now {
-			labels = append(labels, f.EnumLabel(slices.Index(f.Enum, v)))
-		}
-		shown := "nothing"
-		if len(labels) > 0 {
-			shown = strings.Join(labels, ", ")
-		}
-		return true, text + "\n\nChosen: " + shown + " (" + who(ans) + ")"
+		return true, chosenText(text, ans, f, now)
 	})
 }
 

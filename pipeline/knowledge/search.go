@@ -2,8 +2,10 @@ package knowledge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"relaybot/chat"
 	"relaybot/retrieval"
@@ -48,36 +50,18 @@ func (k *Knowledge) Search(ctx context.Context, bases []string, query string, li
 	if strings.TrimSpace(query) == "" || len(bases) == 0 {
 		return nil, nil
 	}
-	q := retrieval.Query{Text: query, Limit: limit, Approximate: true}
-	if k.reranker != nil {
-		q.Limit = max(limit, rerankPool)
-	}
-	if k.opts.Embedder.Enabled() {
-		emb, err := k.opts.Embedder.Embed(ctx, []string{query})
-		if meter != nil {
-			for _, c := range emb.Calls {
-				if done, merr := meter.Start(ctx, c, c.TokensIn); merr == nil {
-					done(c)
-				}
-			}
-		}
-		if err != nil {
-			k.log.Warn("knowledge: the query was not embedded; searching by keywords", "err", err)
-		} else {
-			q.Vector, q.Space = emb.Vectors[0], emb.Space
-		}
-	}
-	var lists [][]int64
 	for _, b := range bases {
 		if _, ok := k.Base(b); !ok {
 			return nil, fmt.Errorf("%w: %q", ErrNoBase, b)
 		}
-		q.Owner = b
-		ids, err := k.index.Search(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		lists = append(lists, ids)
+	}
+	q := retrieval.Query{Text: query, Limit: limit, Approximate: true}
+	if k.reranker != nil {
+		q.Limit = max(limit, rerankPool)
+	}
+	lists, err := k.lists(ctx, bases, q, meter)
+	if err != nil {
+		return nil, err
 	}
 	ids := lists[0]
 	if len(lists) > 1 {
@@ -91,6 +75,59 @@ func (k *Knowledge) Search(ctx context.Context, bases []string, query string, li
 		hits = k.rerank(ctx, query, hits)
 	}
 	return hits[:min(len(hits), limit)], nil
+}
+
+// lists is each base's keyword and vector lists fused, as retrieval's Search fuses them. The
+// keyword legs need no vector: they run while the query is embedded.
+func (k *Knowledge) lists(ctx context.Context, bases []string, q retrieval.Query, meter Meter) ([][]int64, error) {
+	keyword := make([][]int64, len(bases))
+	errs := make([]error, len(bases))
+	var wg sync.WaitGroup
+	for i, b := range bases {
+		qb := q
+		qb.Owner = b
+		wg.Go(func() { keyword[i], errs[i] = k.index.KeywordList(ctx, qb) })
+	}
+	q.Vector, q.Space = k.embedQuery(ctx, q.Text, meter)
+	vector := make([][]int64, len(bases))
+	var vecErr error
+	for i, b := range bases {
+		q.Owner = b
+		if vector[i], vecErr = k.index.VectorList(ctx, q); vecErr != nil {
+			break
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(append(errs, vecErr)...); err != nil {
+		return nil, err
+	}
+	lists := make([][]int64, len(bases))
+	for i := range bases {
+		lists[i] = retrieval.Fuse(q.Limit, keyword[i], vector[i])
+	}
+	return lists, nil
+}
+
+// embedQuery is query's vector and its space, the embedding call metered through meter (nil: not
+// metered); none when no embedder is configured or the call failed (the search is then by
+// keywords).
+func (k *Knowledge) embedQuery(ctx context.Context, query string, meter Meter) ([]float32, retrieval.Space) {
+	if !k.opts.Embedder.Enabled() {
+		return nil, retrieval.Space{}
+	}
+	emb, err := k.opts.Embedder.Embed(ctx, []string{query})
+	if meter != nil {
+		for _, c := range emb.Calls {
+			if done, merr := meter.Start(ctx, c, c.TokensIn); merr == nil {
+				done(c)
+			}
+		}
+	}
+	if err != nil {
+		k.log.Warn("knowledge: the query was not embedded; searching by keywords", "err", err)
+		return nil, retrieval.Space{}
+	}
+	return emb.Vectors[0], emb.Space
 }
 
 // rerank orders hits by the reranker; when it fails, the fused order stands.

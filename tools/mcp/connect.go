@@ -152,8 +152,12 @@ func (s *serverConn) dialRemote(ctx, cctx context.Context, kind string, legacy b
 // initialize when the server does not know it.
 func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface, onClose func(), legacy bool) (*session, []tools.Spec, error) {
 	sctx, scancel := context.WithCancel(ctx)
-	if sh, ok := t.(*transport.StreamableHTTP); ok {
-		t = cancellingHTTP{sh}
+	ext := &extTasks{logger: s.logger, redact: s.redact}
+	switch tt := t.(type) {
+	case *transport.StreamableHTTP:
+		t = cancellingHTTP{StreamableHTTP: tt, ext: ext}
+	case *transport.Stdio:
+		t = stdioTasks{Stdio: tt, ext: ext}
 	}
 	inflight := &calls{}
 	var opts []client.ClientOption
@@ -165,10 +169,12 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 		// servers that never ask see nothing else of it. A transport that cannot carry the
 		// server's requests (mcp-go's SSE) does not declare it, so a server does not wait for
 		// an answer that cannot come.
-		opts = append(opts, client.WithElicitationHandler(&elicitor{calls: inflight, server: s.cfg.Name}))
+		ext.ask = &elicitor{calls: inflight, server: s.cfg.Name}
+		opts = append(opts, client.WithElicitationHandler(ext.ask))
 	}
 	c := client.NewClient(t, opts...)
-	sess := &session{client: c, lost: make(chan struct{}), calls: inflight}
+	sess := &session{client: c, lost: make(chan struct{}), calls: inflight, ext: ext}
+	ext.sess = sess
 	var once sync.Once
 	sess.closeFn = func() {
 		once.Do(func() {

@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -12,5 +14,21 @@ func InProcess(name string, srv *server.MCPServer, callTimeout time.Duration) Se
 	return ServerConfig{
 		Name: name, Transport: "inprocess", ToolCallTimeout: callTimeout,
 		dial: func() transport.Interface { return transport.NewInProcessTransport(srv) },
+	}
+}
+
+// OverHTTP configures a streamable HTTP server at url reached with c (a test's network in
+// memory, for a synctest bubble), as dialRemote reaches one.
+func OverHTTP(name, url string, c *http.Client) ServerConfig {
+	return ServerConfig{
+		Name: name, Transport: TransportHTTP, URL: url,
+		dial: func() transport.Interface {
+			t, err := transport.NewStreamableHTTP(url, transport.WithHTTPBasicClient(c), transport.WithContinuousListening(),
+				transport.WithHTTPLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				panic(err) // a test's fixed URL
+			}
+			return t
+		},
 	}
 }

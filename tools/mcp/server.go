@@ -185,6 +185,9 @@ type session struct {
 	renewed atomic.Bool
 	// calls are the tool calls in flight, for their progress and questions.
 	calls *calls
+	// ext follows the calls a 2026-07-28 server makes tasks (exttask.go); nil on transports
+	// that carry no such session.
+	ext *extTasks
 	// version is the negotiated protocol version; caps what the server said it offers.
 	version string
 	caps    mcpgo.ServerCapabilities
@@ -561,8 +564,12 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 	if sess.asTask(name) {
 		return s.callTask(ctx, sess, name, args, req.Params.Meta.AdditionalFields, r)
 	}
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if t := s.cfg.ToolCallTimeout; t > 0 {
+	cctx, cancel := ctx, func() {}
+	switch t := s.cfg.ToolCallTimeout; {
+	case sess.ext.on():
+		// The server may make the call a task: then the task timeout applies instead.
+		cctx, cancel = s.extContext(ctx, r)
+	case t > 0:
 		cctx, cancel = context.WithTimeoutCause(ctx, t, fmt.Errorf("the call timeout of %s passed", t))
 	}
 	defer cancel()
@@ -585,6 +592,10 @@ func (s *serverConn) callErr(ctx, cctx context.Context, sess *session, name stri
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("MCP tool '%s' on server '%s' was cancelled: %w", name, s.cfg.Name, ctx.Err())
+	case errors.As(context.Cause(cctx), new(*limitPassed)):
+		var lp *limitPassed
+		errors.As(context.Cause(cctx), &lp)
+		return &timeoutError{tool: name, server: s.cfg.Name, after: lp.after}
 	case errors.Is(cctx.Err(), context.DeadlineExceeded) || pastDeadline(cctx):
 		// The SSE transport's own response timer, set to the deadline, can fire first.
 		return &timeoutError{tool: name, server: s.cfg.Name, after: limit}

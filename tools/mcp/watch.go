@@ -232,7 +232,11 @@ func sendCancelled(ctx context.Context, t transport.Interface, req transport.JSO
 
 // cancellingHTTP does the same over streamable HTTP: the spec does not let a server take a
 // closed response stream for a cancellation.
-type cancellingHTTP struct{ *transport.StreamableHTTP }
+// It also follows the tasks of a 2026-07-28 session (ext).
+type cancellingHTTP struct {
+	*transport.StreamableHTTP
+	ext *extTasks
+}
 
 // RequiresLegacyProtocol is false although the transport listens on the standalone GET stream:
 // mcp-go's transport opens that stream only once a session of the initialize handshake exists,
@@ -241,7 +245,20 @@ type cancellingHTTP struct{ *transport.StreamableHTTP }
 func (t cancellingHTTP) RequiresLegacyProtocol() bool { return false }
 
 func (t cancellingHTTP) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-	resp, err := t.StreamableHTTP.SendRequest(ctx, req)
-	sendCancelled(ctx, t.StreamableHTTP, req, err)
+	resp, task, err := t.ext.send(ctx, req, t.StreamableHTTP.SendRequest)
+	if !task {
+		sendCancelled(ctx, t.StreamableHTTP, req, err)
+	}
+	return resp, err
+}
+
+// stdioTasks follows the tasks of a 2026-07-28 session over stdio.
+type stdioTasks struct {
+	*transport.Stdio
+	ext *extTasks
+}
+
+func (t stdioTasks) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	resp, _, err := t.ext.send(ctx, req, t.Stdio.SendRequest)
 	return resp, err
 }

@@ -40,7 +40,8 @@ var PNG = []byte{
 //   - env(name): the server's environment variable name.
 //   - pid(): the process id of the server.
 //
-// and the tools that talk while they run (live.go), the task tool (tasks.go), two resources
+// and the tools that talk while they run (live.go), the task tool (tasks.go; on 2026-07-28 the
+// tasks extension's, exttasks.go), two resources
 // (resources.go) and two prompts (prompts.go).
 type Kit struct {
 	// Server is the mcp-go server; serve it with any transport.
@@ -59,6 +60,7 @@ type Kit struct {
 	reads     atomic.Int64
 	tasks     map[int]context.CancelFunc // running tasks' work, by a number of the kit's
 	nextTask  int
+	extTasks  map[string]*extTask // the tasks extension's tasks (exttasks.go), by id
 }
 
 // TraceTo makes the server record a span of every tool call whose request carries a W3C
@@ -79,7 +81,7 @@ func New(name string) *Kit {
 	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true),
 		server.WithLogging(), server.WithElicitation(), server.WithTaskCapabilities(true, true, true),
 		server.WithResourceCapabilities(false, true), server.WithPromptCapabilities(true),
-		server.WithHooks(hooks))
+		server.WithHooks(hooks), server.WithExtensions(map[string]any{extTasksID: map[string]any{}}))
 	k.Server.AddTools(
 		server.ServerTool{
 			Tool: mcp.NewTool("echo", mcp.WithDescription("Echoes its text."),

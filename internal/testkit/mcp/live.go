@@ -207,7 +207,8 @@ func (k *Kit) noteMessage(body []byte) {
 
 // Stdio returns r as the server's input and w as its output: the notifications/cancelled lines
 // that pass through are counted, and a Legacy server's refusals of server/discover are written
-// to w beside the server's own lines (a stdio server's stdin and stdout).
+// to w beside the server's own lines (a stdio server's stdin and stdout), and so are the
+// answers of the tasks extension (exttasks.go).
 func (k *Kit) Stdio(r io.Reader, w io.Writer) (io.Reader, io.Writer) {
 	out := &stdioOut{w: w}
 	return k.countCancels(r, out), out
@@ -223,7 +224,11 @@ func (k *Kit) countCancels(r io.Reader, out io.Writer) io.Reader {
 			if bytes.Contains(line, []byte(mcp.MethodNotificationCancelled)) {
 				k.noteMessage(line)
 			}
-			if refusal, refused := k.refuseDiscover(line); refused {
+			refusal, refused := k.refuseDiscover(line)
+			if !refused {
+				refusal, _, refused = k.answerExt(line, nil)
+			}
+			if refused {
 				if _, err := out.Write(append(refusal, '\n')); err != nil {
 					pw.CloseWithError(err)
 					return

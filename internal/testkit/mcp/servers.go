@@ -41,7 +41,7 @@ func StartHTTP(t testing.TB, k *Kit) *HTTPServer {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, ok := k.readMessage(w, r)
-			if !ok || k.answerDiscover(w, body) {
+			if !ok || k.answerDiscover(w, body) || k.serveExt(w, r, body) {
 				return
 			}
 			var msg struct {

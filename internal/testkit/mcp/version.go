@@ -61,12 +61,12 @@ func (o *stdioOut) Write(p []byte) (int, error) {
 }
 
 // Serve wraps h, a streamable HTTP handler of the Kit's server, so that a Legacy Kit refuses
-// server/discover there too (for tests that serve the Kit behind handlers of their own).
+// server/discover there too, and a Kit of 2026-07-28 speaks the tasks extension (for tests that serve the Kit behind handlers of their own).
 func (k *Kit) Serve(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, ok := k.readMessage(w, r)
-			if !ok || k.answerDiscover(w, body) {
+			if !ok || k.answerDiscover(w, body) || k.serveExt(w, r, body) {
 				return
 			}
 		}

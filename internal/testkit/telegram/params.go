@@ -9,7 +9,8 @@ import "slices"
 var documentedParams = map[string][]string{
 	"editMessageText": {"business_connection_id", "chat_id", "message_id", "inline_message_id", "text", "parse_mode",
 		"entities", "link_preview_options", "reply_markup", "rich_message", "disable_web_page_preview"},
-	"sendMessageDraft": {"chat_id", "message_thread_id", "draft_id", "text", "parse_mode", "entities", "can_stop", "keep_on_stop"},
+	"editMessageReplyMarkup": {"business_connection_id", "chat_id", "message_id", "inline_message_id", "reply_markup"},
+	"sendMessageDraft":       {"chat_id", "message_thread_id", "draft_id", "text", "parse_mode", "entities", "can_stop", "keep_on_stop"},
 }
 
 // undocumentedParam refuses a call of a strictly checked method that carries a parameter the

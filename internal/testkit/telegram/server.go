@@ -828,7 +828,7 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 // counted methods draw on the rate budgets.
 // Drafts are counted on a budget of their own per chat (Options.DraftBurst) and in the global
 // window.
-var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "sendPhoto": true, "sendDocument": true, "sendVoice": true, "sendMessageDraft": true,
+var counted = map[string]bool{"sendMessage": true, "editMessageText": true, "editMessageReplyMarkup": true, "sendPhoto": true, "sendDocument": true, "sendVoice": true, "sendMessageDraft": true,
 	"sendRichMessage": true, "sendRichMessageDraft": true}
 
 // dispatchLocked answers one Bot API call: the bot's own methods, then the chat's uncounted
@@ -1124,6 +1124,8 @@ func (s *Server) applyLocked(method string, c *chatState, p map[string]string, f
 		return s.sendTextLocked(c, thread, p)
 	case "editMessageText":
 		return s.editTextLocked(c, p)
+	case "editMessageReplyMarkup":
+		return s.editMarkupLocked(c, p)
 	case "sendPhoto", "sendDocument":
 		return s.sendFileLocked(method, c, thread, p, files)
 	case "sendVoice":
@@ -1185,6 +1187,29 @@ func (s *Server) editTextLocked(c *chatState, p map[string]string) (any, *apiErr
 		return nil, badRequest(notModified)
 	}
 	m.Text, m.Entities, m.Buttons, m.ReplyMarkup = text, ents, buttons, p["reply_markup"]
+	m.Edits++
+	return s.messageJSONLocked(m), nil
+}
+
+// editMarkupLocked answers editMessageReplyMarkup: only the bot's own messages, and a keyboard
+// the message already shows is refused as "message is not modified", as Telegram does. No
+// reply_markup takes the keyboard off.
+func (s *Server) editMarkupLocked(c *chatState, p map[string]string) (any, *apiError) {
+	m := s.findLocked(c.chat.ID, atoi(p["message_id"]))
+	if m == nil || m.Deleted {
+		return nil, badRequest("message to edit not found")
+	}
+	if !m.FromBot {
+		return nil, badRequest("message can't be edited")
+	}
+	buttons, aerr := parseKeyboard(p["reply_markup"])
+	if aerr != nil {
+		return nil, aerr
+	}
+	if slices.Equal(buttons, m.Buttons) {
+		return nil, badRequest(notModified)
+	}
+	m.Buttons, m.ReplyMarkup = buttons, p["reply_markup"]
 	m.Edits++
 	return s.messageJSONLocked(m), nil
 }

@@ -102,6 +102,17 @@ func TestServerSpeaksTheBotAPI(t *testing.T) {
 	if a := post(t, s2, tok, "editMessageText", url.Values{"chat_id": {"9"}, "message_id": {"77"}, "text": {"z"}}); !strings.Contains(a.Description, "message to edit not found") {
 		t.Fatalf("missing message: %+v", a)
 	}
+	// A keyboard edited in place; the same keyboard again is "not modified".
+	kb := `{"inline_keyboard":[[{"text":"✓ A","callback_data":"a"}]]}`
+	if a := post(t, s2, tok, "editMessageReplyMarkup", url.Values{"chat_id": {"9"}, "message_id": {"2"}, "reply_markup": {kb}}); !a.OK {
+		t.Fatalf("keyboard edit: %+v", a)
+	}
+	if a := post(t, s2, tok, "editMessageReplyMarkup", url.Values{"chat_id": {"9"}, "message_id": {"2"}, "reply_markup": {kb}}); !strings.Contains(a.Description, "message is not modified") {
+		t.Fatalf("the same keyboard again: %+v", a)
+	}
+	if a := post(t, s2, tok, "editMessageReplyMarkup", url.Values{"chat_id": {"9"}, "message_id": {"2"}, "text": {"x"}}); a.ErrorCode != 400 {
+		t.Fatalf("a keyboard edit with text accepted: %+v", a)
+	}
 	if a := post(t, s2, tok, "sendMessage", url.Values{"chat_id": {"9"}, "text": {strings.Repeat("🙂", 2049)}}); !strings.Contains(a.Description, "message is too long") {
 		t.Fatalf("4,098 units accepted: %+v", a)
 	}
@@ -114,7 +125,7 @@ func TestServerSpeaksTheBotAPI(t *testing.T) {
 	for _, c := range s2.Calls() {
 		codes = append(codes, c.Code)
 	}
-	if len(codes) != 5 || codes[0] != 200 || codes[1] != 400 {
+	if len(codes) != 8 || codes[0] != 200 || codes[1] != 400 || codes[4] != 200 {
 		t.Fatalf("calls: %v", codes)
 	}
 }
