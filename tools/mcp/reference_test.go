@@ -193,7 +193,8 @@ func ellipsis(s string) string {
 }
 
 // The reference server's resources are listed, and one attached to a chat is read into its
-// turns (its document's text, as the package ships it); its read_resource tool reads it too.
+// turns (its document's text, as the package ships it); its read_resource tool reads it too, and
+// a URI one of its resource templates expands to.
 func TestReferenceServerResources(t *testing.T) {
 	entry := everything(t)
 	doc, err := os.ReadFile(filepath.Join(filepath.Dir(entry), "docs", "features.md"))
@@ -216,6 +217,17 @@ func TestReferenceServerResources(t *testing.T) {
 			res, err := call(l, "read_resource", map[string]string{"uri": uri})
 			if err != nil || !strings.Contains(res.Text, firstLine) {
 				t.Fatalf("read_resource = %q, %v", ellipsis(res.Text), err)
+			}
+			// Its dynamic resources are templates: listed, and read through them.
+			const tmpl = "demo://resource/dynamic/text/{resourceId}"
+			if !slices.ContainsFunc(health(l, "everything").ResourceTemplates, func(r tools.ServerResourceTemplate) bool {
+				return r.URITemplate == tmpl && r.Unmatched == ""
+			}) {
+				t.Fatalf("%s not listed as a template the bot reads: %+v", tmpl, health(l, "everything").ResourceTemplates)
+			}
+			res, err = call(l, "read_resource", map[string]string{"uri": "demo://resource/dynamic/text/7"})
+			if err != nil || !strings.Contains(res.Text, "Resource 7: This is a plaintext resource") {
+				t.Fatalf("read_resource of a templated URI = %q, %v", ellipsis(res.Text), err)
 			}
 		})
 	}

@@ -76,3 +76,50 @@ func TestAttachedResourceIsContextOfItsChatsOnly(t *testing.T) {
 		t.Fatalf("the server was read %d times, want once", k.Reads())
 	}
 }
+
+// A server's resource templates are listed for the Servers page and named in read_resource's
+// description; the model reads a URI a template expands to, while a URI no template or listed
+// resource gives, or one past the length cap, is refused without asking the server.
+func TestResourceTemplatesListedAndRead(t *testing.T) {
+	for _, c := range []struct{ tr, version string }{{"http", "2026-07-28"}, {"http", "2025-11-25"}} {
+		t.Run(c.tr+"/"+c.version, func(t *testing.T) {
+			k := testmcp.New("kit")
+			cfg := serve(t, c.tr, k)
+			if c.version == "2025-11-25" {
+				cfg = serveLegacy(t, c.tr, k)
+			}
+			cfg.ReadResource = true
+			l := startLoader(t, cfg)
+			waitUp(t, l, "srv")
+			h := health(l, "srv")
+			want := tools.ServerResourceTemplate{URITemplate: "kit://notes/{topic}", Name: "Notes", Description: "Notes on a topic.", MIMEType: "text/plain"}
+			if len(h.ResourceTemplates) != 1 || h.ResourceTemplates[0] != want {
+				t.Fatalf("the Servers page would show templates %+v, want %+v", h.ResourceTemplates, want)
+			}
+			var desc string
+			for _, s := range l.Tools(context.Background()) {
+				if s.Name == "read_resource" {
+					desc = s.Description
+				}
+			}
+			if !strings.Contains(desc, "kit://notes/{topic} (Notes)") {
+				t.Fatalf("read_resource's description does not name the template: %q", desc)
+			}
+			res, err := call(l, "read_resource", map[string]string{"uri": "kit://notes/coffee%20machine"})
+			if err != nil || !strings.Contains(res.Text, "Notes on coffee%20machine.") {
+				t.Fatalf("read_resource of a templated URI = %q, %v", res.Text, err)
+			}
+			if k.Reads() != 1 {
+				t.Fatalf("the server was read %d times, want once", k.Reads())
+			}
+			for _, uri := range []string{"kit://notes/a/b", "kit://notes/", "kit://other/x", "kit://notes/" + strings.Repeat("a", 2100)} {
+				if _, err := call(l, "read_resource", map[string]string{"uri": uri}); err == nil {
+					t.Fatalf("read_resource read %.40q, which no template of the server gives", uri)
+				}
+			}
+			if k.Reads() != 1 {
+				t.Fatalf("refused URIs reached the server: %d reads, want 1", k.Reads())
+			}
+		})
+	}
+}

@@ -48,6 +48,7 @@ type serverConn struct {
 	transport     string
 	version       string // the protocol version of the current or last session
 	resources     []tools.ServerResource
+	templateList  []tools.ServerResourceTemplate
 	promptList    []tools.ServerPrompt
 	specs         []tools.Spec // while up: current; while down: as last listed
 	names         map[string]bool
@@ -128,12 +129,32 @@ type session struct {
 	resources    []tools.ServerResource
 	resourceTool bool
 	prompts      []tools.ServerPrompt
+	// moreResources says the server listed more resources than are kept; templates are its
+	// resource templates as listed (for the Servers page) and compiled (for read_resource).
+	moreResources bool
+	templateList  []tools.ServerResourceTemplate
+	templates     []uriTemplate
 }
 
-func (ss *session) setResources(listed []tools.ServerResource, tool bool) {
+// resourceCatalog is what a session's listing found of the server's resources.
+type resourceCatalog struct {
+	resources     []tools.ServerResource
+	moreResources bool
+	templateList  []tools.ServerResourceTemplate
+	templates     []uriTemplate
+}
+
+func (ss *session) setResources(c resourceCatalog, tool bool) {
 	ss.taskMu.Lock()
 	defer ss.taskMu.Unlock()
-	ss.resources, ss.resourceTool = listed, tool
+	ss.resources, ss.resourceTool = c.resources, tool
+	ss.moreResources, ss.templateList, ss.templates = c.moreResources, c.templateList, c.templates
+}
+
+func (ss *session) listedTemplates() []tools.ServerResourceTemplate {
+	ss.taskMu.Lock()
+	defer ss.taskMu.Unlock()
+	return ss.templateList
 }
 
 func (ss *session) setPrompts(listed []tools.ServerPrompt) {
@@ -318,6 +339,7 @@ func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.sess = sess
 	s.version = sess.version
 	s.resources, _ = sess.listed()
+	s.templateList = sess.listedTemplates()
 	s.promptList = sess.listedPrompts()
 	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
 	s.setSpecsLocked(specs)
@@ -341,9 +363,10 @@ func (s *serverConn) setDown(err error) {
 // setResources keeps the resources sess listed last.
 func (s *serverConn) setResources(sess *session) {
 	listed, _ := sess.listed()
+	templates := sess.listedTemplates()
 	prompts := sess.listedPrompts()
 	s.mu.Lock()
-	s.resources, s.promptList = listed, prompts
+	s.resources, s.templateList, s.promptList = listed, templates, prompts
 	s.mu.Unlock()
 }
 
@@ -436,7 +459,7 @@ func (s *serverConn) health() tools.ServerHealth {
 	return tools.ServerHealth{
 		Name: s.cfg.Name, Transport: s.transport, ProtocolVersion: s.version, State: s.state,
 		LastError: s.lastErr, Tools: len(s.specs), Since: s.since, Resources: s.resources,
-		Prompts: s.promptList,
+		ResourceTemplates: s.templateList, Prompts: s.promptList,
 	}
 }
 
@@ -488,6 +511,11 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 	}
 	if _, tool := sess.listed(); tool && name == readResourceTool {
 		uri, _ := args["uri"].(string)
+		if uri != "" {
+			if err := sess.readable(s.cfg.Name, uri); err != nil {
+				return nil, fmt.Errorf("%s: %w", readResourceTool, err)
+			}
+		}
 		return s.readResource(ctx, sess, uri)
 	}
 	if sess.asTask(name) {
