@@ -8,6 +8,7 @@ import (
 
 	"relaybot/chat"
 	testmcp "relaybot/internal/testkit/mcp"
+	"relaybot/internal/testkit/wait"
 	"relaybot/tools"
 )
 
@@ -122,4 +123,52 @@ func TestResourceTemplatesListedAndRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On a server that offers subscriptions, an attached resource is subscribed: its text is read
+// once and kept for the following turns, and read again for the turn after the server says it
+// changed (notifications/resources/updated). A server without them (2026-07-28 here) is read at
+// every turn.
+func TestSubscribedAttachedResourceReadAgainOnlyWhenChanged(t *testing.T) {
+	group := []chat.Ref{{Platform: chat.Telegram, ChatID: "-100"}}
+	t.Run("2025-11-25", func(t *testing.T) {
+		k := testmcp.New("kit")
+		cfg := serveLegacy(t, "http", k)
+		cfg.AttachResources, cfg.AttachChats = []string{"kit://handbook"}, []string{"telegram:-100"}
+		l, logs := startLogged(t, cfg)
+		if k.Subscribers("kit://handbook") != 1 {
+			t.Fatalf("%d subscriptions to the attached resource, want 1", k.Subscribers("kit://handbook"))
+		}
+		for turn := range 3 {
+			if got := l.AttachedContext(context.Background(), group); !strings.Contains(got, testmcp.Handbook) {
+				t.Fatalf("turn %d carries %q", turn, got)
+			}
+		}
+		if k.Reads() != 1 {
+			t.Fatalf("three turns read the subscribed resource %d times, want once", k.Reads())
+		}
+		k.SetHandbook("The office now opens at ten.")
+		wait.For(t, "the server's update of kit://handbook", func() bool {
+			return strings.Contains(logs.String(), `msg="MCP resource attached to chats changed; the next turn reads it again" mcp_server=srv uri=kit://handbook`)
+		})
+		if got := l.AttachedContext(context.Background(), group); !strings.Contains(got, "now opens at ten") {
+			t.Fatalf("the turn after the update carries %q", got)
+		}
+		l.AttachedContext(context.Background(), group)
+		if k.Reads() != 2 {
+			t.Fatalf("the resource was read %d times, want twice (once more after its update)", k.Reads())
+		}
+	})
+	t.Run("2026-07-28", func(t *testing.T) {
+		k := testmcp.New("kit")
+		cfg := serve(t, "http", k)
+		cfg.AttachResources, cfg.AttachChats = []string{"kit://handbook"}, []string{"telegram:-100"}
+		l := startLoader(t, cfg)
+		waitUp(t, l, "srv")
+		l.AttachedContext(context.Background(), group)
+		l.AttachedContext(context.Background(), group)
+		if k.Reads() != 2 || k.Subscribers("kit://handbook") != 0 {
+			t.Fatalf("%d reads and %d subscriptions, want one read a turn and none", k.Reads(), k.Subscribers("kit://handbook"))
+		}
+	})
 }

@@ -134,6 +134,8 @@ type session struct {
 	moreResources bool
 	templateList  []tools.ServerResourceTemplate
 	templates     []uriTemplate
+	// attached keeps the text of the attached resources the session subscribed to (subscribe.go).
+	attached attachedCache
 }
 
 // resourceCatalog is what a session's listing found of the server's resources.
