@@ -161,6 +161,9 @@ type Options struct {
 	// and they say so. KnowledgeUploadBytes caps an upload's body (zero: MaxBodyBytes).
 	Knowledge            *knowledge.Knowledge
 	KnowledgeUploadBytes int64
+	// Recall, when set, stands for Memory, Knowledge and KnowledgeUploadBytes: it is asked once
+	// per request for those the bot runs with, which a reload may turn on, off or change.
+	Recall func() Recall
 	// Instances lists the live replicas when several share the database; nil lists none.
 	Instances func(ctx context.Context) ([]coord.Instance, error)
 	// OAuth connects the MCP servers that log in with OAuth; nil when none does.
@@ -345,6 +348,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /admin/calls", s.requireLogin(http.HandlerFunc(s.callsPage)))
 	mux.Handle("GET /admin/calls/{id}", s.requireLogin(http.HandlerFunc(s.callPage)))
 	mux.Handle("GET /admin/turns/{id}", s.requireLogin(http.HandlerFunc(s.turnPage)))
+	mux.Handle("GET /admin/turns/{id}/files/{seq}", s.requireLogin(http.HandlerFunc(s.turnFilePage)))
 	mux.Handle("GET /admin/turns", s.requireLogin(http.HandlerFunc(s.turnsPage)))
 	mux.Handle("GET /admin/conversations", s.requireLogin(http.HandlerFunc(s.conversationsPage)))
 	mux.Handle("GET /admin/conversations/{id}", s.requireLogin(http.HandlerFunc(s.conversationPage)))

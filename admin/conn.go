@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -51,8 +52,13 @@ func (s *Server) limits(next http.Handler) http.Handler {
 		if r.Method == http.MethodPost && r.URL.Path == "/chat/send" && s.opts.ChatUploadBytes > limit {
 			limit = s.opts.ChatUploadBytes
 		}
-		if knowledgeUpload(r) && s.opts.KnowledgeUploadBytes > limit {
-			limit = s.opts.KnowledgeUploadBytes
+		recall := s.recall(r.Context())
+		if s.opts.Recall != nil {
+			// One request sees one of the bot's configurations, even across a reload.
+			r = r.WithContext(context.WithValue(r.Context(), recallKey{}, recall))
+		}
+		if knowledgeUpload(r) && recall.KnowledgeUploadBytes > limit {
+			limit = recall.KnowledgeUploadBytes
 		}
 		if knowledgeUpload(r) && r.ContentLength > limit && s.knowledgeTooLarge(w, r) {
 			return

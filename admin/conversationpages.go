@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -191,4 +192,41 @@ func (s *Server) apiConversation(w http.ResponseWriter, r *http.Request) {
 	older, newer := pageKeys(store.Page[store.TranscriptTurn]{Older: tr.Earlier, Newer: tr.Later})
 	writeJSON(w, http.StatusOK, map[string]any{"conversation": toConversationJSON(tr.Conversation), "turns": turns,
 		"earlier": older, "later": newer})
+}
+
+// turnFilePage answers GET /admin/turns/{id}/files/{seq}: the bytes of a file of a turn the
+// store keeps (a picture the bot sent). A picture of a type browsers only draw is shown in
+// place; any other kept file is a download, and neither may run anything (nosniff, a sandbox).
+func (s *Server) turnFilePage(w http.ResponseWriter, r *http.Request) {
+	id, err1 := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	seq, err2 := strconv.Atoi(r.PathValue("seq"))
+	if err1 != nil || err2 != nil || id <= 0 || seq < 0 {
+		s.errorPage(w, r, http.StatusNotFound, "No such file.")
+		return
+	}
+	f, err := s.opts.Store.Transcripts.TurnFile(r.Context(), id, seq)
+	if errors.Is(err, store.ErrNotFound) {
+		s.errorPage(w, r, http.StatusNotFound, "There is no such file (retention may have deleted its turn).")
+		return
+	}
+	if err != nil {
+		s.conversationsError(w, r, err)
+		return
+	}
+	if f.Data == nil {
+		s.errorPage(w, r, http.StatusNotFound, "The bot does not keep this file's bytes: only the pictures it sent are kept.")
+		return
+	}
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	h.Set("Cache-Control", "private, max-age=3600")
+	disposition := "attachment"
+	h.Set("Content-Type", "application/octet-stream")
+	if inlineImages[f.MIME] {
+		disposition = "inline"
+		h.Set("Content-Type", f.MIME)
+	}
+	h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": f.Name}))
+	_, _ = w.Write(f.Data)
 }

@@ -24,6 +24,7 @@ type Transcripts interface {
 	Conversations(ctx context.Context, f store.ConversationFilter, p store.Paging) (store.Page[store.ListedConversation], error)
 	SearchMessages(ctx context.Context, q string, f store.ConversationFilter, p store.Paging) (store.Page[store.MessageHit], error)
 	Transcript(ctx context.Context, id int64, p store.Paging) (store.Transcript, error)
+	TurnFile(ctx context.Context, turnID int64, seq int) (store.TurnFile, error)
 }
 
 // conversationParams are the query parameters of the conversations list, its search and API.

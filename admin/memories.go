@@ -45,7 +45,7 @@ func memoryUser(r *http.Request) (chat.User, error) {
 
 // apiMemories lists one person's remembered facts (GET /api/v1/memories?user=PLATFORM:ID).
 func (s *Server) apiMemories(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Memory == nil {
+	if s.recall(r.Context()).Memory == nil {
 		writeJSONError(w, http.StatusNotFound, "memory is off ([memory] enabled = false)")
 		return
 	}
@@ -54,7 +54,7 @@ func (s *Server) apiMemories(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	facts, err := s.opts.Memory.List(r.Context(), who)
+	facts, err := s.recall(r.Context()).Memory.List(r.Context(), who)
 	if err != nil {
 		s.log.Error("admin: list memories", "err", err)
 		writeJSONError(w, http.StatusInternalServerError, "the facts could not be listed; see the bot's log")
@@ -70,7 +70,7 @@ func (s *Server) apiMemories(w http.ResponseWriter, r *http.Request) {
 // apiForgetMemory deletes one fact (DELETE /api/v1/memories/{id}): 204, or 404 when there is
 // none. The row and its vectors are deleted, and the delete audited.
 func (s *Server) apiForgetMemory(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Memory == nil {
+	if s.recall(r.Context()).Memory == nil {
 		writeJSONError(w, http.StatusNotFound, "memory is off ([memory] enabled = false)")
 		return
 	}
@@ -90,7 +90,7 @@ func (s *Server) forgetMemory(r *http.Request, actor string) (memory.Fact, error
 	if err != nil {
 		return memory.Fact{}, memory.ErrNotFound
 	}
-	f, err := s.opts.Memory.ForgetByAdmin(r.Context(), id, "admin "+actor)
+	f, err := s.recall(r.Context()).Memory.ForgetByAdmin(r.Context(), id, "admin "+actor)
 	if err == nil {
 		s.log.Info("admin: fact forgotten", "fact", id, "user", f.Who.String())
 	}
@@ -109,7 +109,7 @@ type memoriesData struct {
 // memoriesPage shows one person's facts, each with its source message, when and who wrote it,
 // a delete button, and the person's latest memory audit entries (GET /admin/memories?user=).
 func (s *Server) memoriesPage(w http.ResponseWriter, r *http.Request) {
-	data := memoriesData{pageData: s.page(r, "Memory"), User: r.URL.Query().Get("user"), Off: s.opts.Memory == nil}
+	data := memoriesData{pageData: s.page(r, "Memory"), User: r.URL.Query().Get("user"), Off: s.recall(r.Context()).Memory == nil}
 	data.Nav = "memories"
 	if data.Off || data.User == "" {
 		s.render(w, r, http.StatusOK, "memories", data)
@@ -121,8 +121,8 @@ func (s *Server) memoriesPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "memories", data)
 		return
 	}
-	if data.Facts, err = s.opts.Memory.List(r.Context(), who); err == nil {
-		data.Audit, err = s.opts.Memory.Audit(r.Context(), who, 50)
+	if data.Facts, err = s.recall(r.Context()).Memory.List(r.Context(), who); err == nil {
+		data.Audit, err = s.recall(r.Context()).Memory.Audit(r.Context(), who, 50)
 	}
 	if err != nil {
 		s.log.Error("admin: list memories", "err", err)
@@ -144,7 +144,7 @@ func (s *Server) memoryForgetPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or wrong CSRF token: reload the page and try again", http.StatusForbidden)
 		return
 	}
-	if s.opts.Memory == nil {
+	if s.recall(r.Context()).Memory == nil {
 		s.errorPage(w, r, http.StatusNotFound, "Memory is off.")
 		return
 	}

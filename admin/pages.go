@@ -52,6 +52,7 @@ func parsePage(name string) (*template.Template, error) {
 		"statusOK":  func(s audit.Status) bool { return s == audit.StatusOK },
 		"isRunning": func(s audit.Status) bool { return s == audit.StatusRunning },
 		"bytes":     fmtBytes,
+		"size":      func(n int64) string { return fmtBytes(int(n)) },
 		"list":      func(v ...string) []string { return v },
 		"money":     func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
 		"callRow":   func(p callsData, c audit.Record) callRow { return callRow{Page: p, Call: c} },

@@ -29,8 +29,52 @@ type turnView struct {
 	Question  string       `json:"question"`
 	Images    int          `json:"images"`
 	Files     []attachment `json:"files"`
-	Steps     []stepView   `json:"steps"`
-	URL       string       `json:"url"` // the turn's timeline
+	// Sent are the files the member sent and BotFiles those the bot sent, as the turn's row
+	// names them (turns saved before it kept them have none: Files and Images name what the
+	// member's message says).
+	Sent     []fileView `json:"sent"`
+	Steps    []stepView `json:"steps"`
+	BotFiles []fileView `json:"bot_files"`
+	URL      string     `json:"url"` // the turn's timeline
+}
+
+// fileView is a file of a turn: its name (redacted as every text), kind, type and size, and
+// the link to its bytes where the store keeps them (a picture the bot sent); Thumb says the
+// page may show it as a picture.
+type fileView struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	MIME  string `json:"mime"`
+	Size  int64  `json:"size"`
+	URL   string `json:"url,omitempty"`
+	Thumb bool   `json:"-"`
+}
+
+// inlineImages are the picture types a browser shows without running anything; any other kept
+// file (an SVG among them) is only ever downloaded.
+var inlineImages = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// viewFiles splits a turn's files into the member's and the bot's.
+func viewFiles(turnID int64, files []store.TurnFile) (sent, bot []fileView) {
+	sent, bot = []fileView{}, []fileView{}
+	for _, f := range files {
+		v := fileView{Name: tools.RedactText(f.Name), Kind: f.Kind, MIME: f.MIME, Size: f.Size}
+		if f.Kept {
+			v.URL = turnFileURL(turnID, f.Seq)
+			v.Thumb = inlineImages[f.MIME]
+		}
+		if f.FromBot {
+			bot = append(bot, v)
+		} else {
+			sent = append(sent, v)
+		}
+	}
+	return sent, bot
+}
+
+// turnFileURL is the admin page's link to a kept file of a turn.
+func turnFileURL(turnID int64, seq int) string {
+	return "/admin/turns/" + strconv.FormatInt(turnID, 10) + "/files/" + strconv.Itoa(seq)
 }
 
 // stepView is one thing the bot showed in a turn: its folded reasoning, a tool line, a question
@@ -51,7 +95,8 @@ type stepView struct {
 	By     string `json:"by,omitempty"`
 }
 
-// Attachments names the files a member sent with a message (for a label).
+// Attachments counts the files a member sent with a message, as its message names them (for
+// a turn whose row names none).
 func (t turnView) Attachments() int { return len(t.Files) + t.Images }
 
 // viewTurn is how a turn reads on the conversation page.
@@ -59,6 +104,7 @@ func viewTurn(t store.TranscriptTurn) turnView {
 	v := turnView{ID: t.ID, StartedAt: t.StartedAt, UserID: t.UserID, UserName: t.UserName, Status: t.Status,
 		Outcome: string(store.OutcomeOf(t.Status)), Failure: t.Failure, Error: tools.RedactText(t.Error),
 		URL: "/admin/turns/" + strconv.FormatInt(t.ID, 10), Files: []attachment{}, Steps: []stepView{}}
+	v.Sent, v.BotFiles = viewFiles(t.ID, t.Files)
 	calls := map[string]audit.Record{}
 	shown := map[int64]bool{}
 	for _, c := range t.Calls {

@@ -32,7 +32,22 @@ var liveKeys = []string{
 	"chat.idle_reset_minutes", "chat.selectable_models",
 	"tools.allow", "tools.per_chat", "tools.policy", "tools.elicitation_timeout_sec", "tools.parallel",
 	"tools.max_parallel", "tools.parallel_tools", "tools.max_file_bytes", "tools.max_files_per_turn",
-	"tools.always_allow_days",
+	"tools.always_allow_days", "tools.native", "tools.fetch_allow_private", "tools.web_search.", "tools.images.",
+	"memory.", "embeddings.", "knowledge.",
+}
+
+// Touches reports whether one of the keys applied is one of keys or under one (a key ending in
+// "." is a section): which parts a reload must rebuild.
+func (c Changes) Touches(keys ...string) bool {
+	for _, a := range c.Applied {
+		a = strings.Split(a, "[")[0]
+		for _, k := range keys {
+			if a == k || strings.HasSuffix(k, ".") && strings.HasPrefix(a, k) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Live reports whether a change of key (as Reconcile and Settings name it: "chat.busy_text",

@@ -104,8 +104,9 @@ func (t *turn) speak(res *agent.Result, status chat.Status) {
 			break
 		}
 	}
-	if call, ok := t.parts.media.speakAnswer(t.ctx, t.r.out, t.media.spoken, answer, t.log); ok {
+	if call, voice, ok := t.parts.media.speakAnswer(t.ctx, t.r.out, t.media.spoken, answer, t.log); ok {
 		t.spoken = append(t.spoken, call)
+		t.voice = voice
 	}
 }
 
@@ -116,6 +117,8 @@ type readMedia struct {
 	in     adapters.Inbound
 	calls  []chat.ModelCall
 	spoken bool
+	// files name what the member sent (their images and attachments), for the turn's row.
+	files []store.TurnFile
 }
 
 // readAttachments is the step before the agent that turns a message's attachments into text:
@@ -124,10 +127,14 @@ type readMedia struct {
 // read is told to the user in one line naming the limit or the type, and noted in the message,
 // so nothing is dropped without a word. The returned Inbound has no attachments left.
 func (m *mediaReader) readAttachments(ctx context.Context, in adapters.Inbound, out adapters.Responder, log *slog.Logger) readMedia {
-	if len(in.Attachments) == 0 {
-		return readMedia{in: in}
+	var files []store.TurnFile
+	for i, img := range in.Images {
+		files = append(files, store.TurnFile{Kind: string(adapters.Picture), Name: fmt.Sprintf("image %d", i+1), MIME: img.MIME, Size: int64(len(img.Data))})
 	}
-	ar := &attachmentReader{m: m, o: m.o, out: out, log: log, r: readMedia{in: in}}
+	if len(in.Attachments) == 0 {
+		return readMedia{in: in, files: files}
+	}
+	ar := &attachmentReader{m: m, o: m.o, out: out, log: log, r: readMedia{in: in, files: files}}
 	if t := strings.TrimSpace(in.Text); t != "" {
 		ar.parts = append(ar.parts, t)
 	}
@@ -136,9 +143,12 @@ func (m *mediaReader) readAttachments(ctx context.Context, in adapters.Inbound, 
 		if name == "" {
 			name = string(a.Kind)
 		}
+		f := store.TurnFile{Kind: string(a.Kind), Name: name, MIME: a.MIME, Size: a.Size}
 		if data, ok := ar.fetch(ctx, a, name); ok {
+			f.Size = int64(len(data))
 			ar.read(ctx, a, name, data)
 		}
+		ar.r.files = append(ar.r.files, f)
 	}
 	parts := append(ar.parts, m.documentParts(ar.docs, ar.docNames)...)
 	for _, n := range ar.notes {
@@ -309,28 +319,29 @@ func (m *mediaReader) showTranscript(out adapters.Responder, platform chat.Platf
 }
 
 // speakAnswer sends the answer as a voice message after its text, when Reply says so; the call
-// joins the turn's model calls.
-func (m *mediaReader) speakAnswer(ctx context.Context, out adapters.Responder, spoken bool, answer string, log *slog.Logger) (chat.ModelCall, bool) {
+// joins the turn's model calls, and the voice message, once delivered, its files.
+func (m *mediaReader) speakAnswer(ctx context.Context, out adapters.Responder, spoken bool, answer string, log *slog.Logger) (chat.ModelCall, []chat.File, bool) {
 	o := m.o
 	if o.Speaker == nil || !o.Speaker.CanSpeak() || o.Reply == SpeakOff || o.Reply == "" || (o.Reply == SpeakWhenSpokenTo && !spoken) {
-		return chat.ModelCall{}, false
+		return chat.ModelCall{}, nil, false
 	}
 	text := speakable(answer, o.MaxReplyChars)
 	if text == "" {
-		return chat.ModelCall{}, false
+		return chat.ModelCall{}, nil, false
 	}
 	data, call, err := o.Speaker.Speak(ctx, text)
 	if err != nil {
 		log.Warn("pipeline: answer not spoken", "err", err)
-		return call, true
+		return call, nil, true
 	}
 	dctx, cancel := m.outbox.context()
 	defer cancel()
-	voice := chat.File{Name: "answer.ogg", MIME: chat.VoiceMIME, Data: data}
-	if err := out.NewReply(dctx).Finish(dctx, "", []chat.File{voice}); err != nil {
+	voice := []chat.File{{Name: "answer.ogg", MIME: chat.VoiceMIME, Data: data}}
+	if err := out.NewReply(dctx).Finish(dctx, "", voice); err != nil {
 		log.Warn("pipeline: spoken answer not delivered", "err", err)
+		return call, nil, true
 	}
-	return call, true
+	return call, voice, true
 }
 
 var (
@@ -416,4 +427,23 @@ func sizeText(n int64) string {
 func audioClock(d time.Duration) string {
 	s := int(d.Round(time.Second).Seconds())
 	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}
+
+// botFiles are the files the bot sent in a turn, named for its row: a picture, a voice message,
+// any other file; the store keeps the bytes of the pictures only (store.MaxKeptFileBytes).
+func botFiles(lists ...[]chat.File) []store.TurnFile {
+	var out []store.TurnFile
+	for _, files := range lists {
+		for _, f := range files {
+			kind := "file"
+			switch {
+			case f.IsVoice():
+				kind = "voice"
+			case f.IsImage():
+				kind = "image"
+			}
+			out = append(out, store.TurnFile{FromBot: true, Kind: kind, Name: f.Name, MIME: f.MIME, Size: int64(len(f.Data)), Data: f.Data})
+		}
+	}
+	return out
 }

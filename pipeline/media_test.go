@@ -1,12 +1,17 @@
 package pipeline
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"relaybot/adapters"
+	"relaybot/chat"
 	"relaybot/internal/testkit/llm"
+	"relaybot/store"
 )
 
 // Without a transcription endpoint, a voice note is answered with one line saying so and no
@@ -49,5 +54,35 @@ func TestSpeakableLeavesOutFoldsAndMarkup(t *testing.T) {
 		if got := speakable(tc.in, 60); got != tc.want {
 			t.Errorf("speakable(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestATurnsFilesAreSavedBothWays: the turn's row names what the member sent (a photo, a
+// document) and what the bot sent on its answer (a tool's file), in that order, with their
+// sizes, so the admin's conversation page can list them.
+func TestATurnsFilesAreSavedBothWays(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.llm.Push(llm.ToolCalls(llm.Call{ID: "c1", Name: "echo", Args: []string{`{"text":"hello file"}`}}), llm.Text("Sent you a file."))
+	in := privateMsg("52", "1", "read this")
+	in.Images = []adapters.Image{{MIME: "image/png", Data: []byte("not really a png")}}
+	in.Attachments = []adapters.Attachment{{Kind: adapters.Document, MIME: "text/plain", Name: "notes.txt",
+		Fetch: adapters.BytesAttachment([]byte("twelve bytes"))}}
+	<-h.handle(in, &recResponder{})
+	ctx := context.Background()
+	conv, err := h.store.Conversations.Conversation(ctx, chat.Key{Platform: chat.Telegram, ChatID: "52", UserID: "52"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := h.store.Transcripts.Transcript(ctx, conv.ID, store.Paging{})
+	if err != nil || len(tr.Turns) != 1 {
+		t.Fatalf("conversation %d reads %d turns, %v\n%s", conv.ID, len(tr.Turns), err, h.logs.String())
+	}
+	var got []string
+	for _, f := range tr.Turns[0].Files {
+		got = append(got, fmt.Sprintf("%v %s %s %s %d", f.FromBot, f.Kind, f.Name, f.MIME, f.Size))
+	}
+	want := []string{"false image image 1 image/png 16", "false document notes.txt text/plain 12", "true file echo.txt text/plain 10"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the turn's files are %q, want %q", got, want)
 	}
 }

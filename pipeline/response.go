@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -35,6 +36,17 @@ type response struct {
 	roundsDone chan struct{}
 	// feed shows the tools' progress (watch); nil when there is none.
 	feed *progressFeed
+}
+
+// sent are the files the answer carried on its final (nil before it was finished; r may be
+// nil: a turn that ended before its reply).
+func (r *response) sent() []chat.File {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.files)
 }
 
 // watch shows the progress of the turn's running calls on their status lines (streaming only):

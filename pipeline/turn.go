@@ -45,9 +45,10 @@ type turn struct {
 	req   agent.Request
 	resp  *response
 	// media is what the message's attachments gave (media.go); spoken the call that spoke the
-	// answer, if any.
+	// answer, if any, and voice the voice message it delivered.
 	media  readMedia
 	spoken []chat.ModelCall
+	voice  []chat.File
 	// remembered is the block of the speaker's facts the request carries (remember.go);
 	// recalled says it was looked up.
 	remembered string
@@ -396,6 +397,7 @@ func (t *turn) record(res *agent.Result, e ending, saved bool) {
 		// meter) and the spoken answer's call are saved with the turn.
 		LLMCalls: slices.Concat(t.media.calls, t.meter.Unsaved(), t.spoken),
 		Settle:   t.meter.TakeSettles(),
+		Files:    slices.Concat(t.media.files, botFiles(t.resp.sent(), t.voice)),
 	}
 	if strings.TrimSpace(partial) != "" {
 		// The shown text may start with the reasoning in a <think> block; history keeps it apart

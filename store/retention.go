@@ -41,7 +41,8 @@ func (s *RetentionQuery) RunRetention(ctx context.Context, keep time.Duration) {
 
 // Sweep deletes what started before cutoff, in small batches: finished turns (their messages and
 // LLM calls go with them), finished audit rows, inactive conversations left without turns, the
-// scheduled tasks' finished runs and ended tasks, and the messages the web chat showed. It
+// scheduled tasks' finished runs and ended tasks, and the messages the web chat showed; when
+// turns or conversations went, it merges the messages' search index (CompactSearch). It
 // returns how many rows it deleted (cascaded rows not counted).
 func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 	cutoff = dbTime(cutoff)
@@ -74,7 +75,7 @@ func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, erro
 		{"web chat messages", &webMessageRow{}, db.Model(&webMessageRow{}).Select("pos").
 			Where("pos < ?", cutoff.UnixMicro()).Order("pos").Limit(retentionBatch), "pos"},
 	}
-	total := 0
+	total, withMessages := 0, 0
 	for _, st := range steps {
 		for {
 			key := st.key
@@ -86,12 +87,20 @@ func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, erro
 				return total, fmt.Errorf("store: retention: delete %s before %s: %w", st.what, cutoff.Format(time.RFC3339), res.Error)
 			}
 			total += int(res.RowsAffected)
+			if st.what == "turns" || st.what == "conversations" {
+				withMessages += int(res.RowsAffected)
+			}
 			if res.RowsAffected < retentionBatch {
 				break
 			}
 			if err := ctx.Err(); err != nil {
 				return total, err
 			}
+		}
+	}
+	if withMessages > 0 {
+		if _, err := s.CompactSearch(ctx); err != nil {
+			return total, fmt.Errorf("store: retention: %w", err)
 		}
 	}
 	return total, nil

@@ -231,6 +231,9 @@ type TranscriptTurn struct {
 	Turn
 	Messages []TranscriptMessage
 	Calls    []audit.Record
+	// Files are what the member sent and the bot sent in the turn (without their bytes:
+	// TranscriptQuery.TurnFile reads them).
+	Files []TurnFile
 }
 
 // Transcript is one conversation and a page of its turns, oldest first.
@@ -307,6 +310,13 @@ func (s *TranscriptQuery) fillTurns(ctx context.Context, t *Transcript, turns []
 	for _, c := range calls {
 		tt := &t.Turns[at[c.TurnID]]
 		tt.Calls = append(tt.Calls, c.record())
+	}
+	files, err := s.filesOf(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for id, fs := range files {
+		t.Turns[at[id]].Files = fs
 	}
 	return nil
 }

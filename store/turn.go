@@ -87,6 +87,9 @@ type TurnEnd struct {
 	// Deliveries are the platform requests of the turn's reply, in order (at most
 	// MaxDeliveries are kept).
 	Deliveries []Delivery
+	// Files are the files the member sent with the turn's message and those the bot sent with
+	// its answer, in order (named and sized; the bytes kept only of a picture the bot sent).
+	Files []TurnFile
 }
 
 // MaxDeliveries is the most deliveries a turn row keeps (chat.MaxDeliveries).
@@ -403,6 +406,9 @@ func (s *TurnQuery) FinishTurn(ctx context.Context, e TurnEnd) error {
 			}
 		}
 		if err := addTurnMessages(tx, conv, e.TurnID, next, e.Messages, at); err != nil {
+			return err
+		}
+		if err := addTurnFiles(tx, e.TurnID, e.Files); err != nil {
 			return err
 		}
 		return addTurnCalls(tx, e, llm)

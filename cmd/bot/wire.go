@@ -28,8 +28,6 @@ import (
 	"relaybot/pipeline"
 	"relaybot/pipeline/access"
 	"relaybot/pipeline/history"
-	"relaybot/pipeline/knowledge"
-	"relaybot/pipeline/memory"
 	"relaybot/pipeline/quota"
 	"relaybot/provider"
 	"relaybot/speech"
@@ -57,10 +55,6 @@ type bot struct {
 	instance string
 	store    *store.Database
 	pipe     *pipeline.Pipeline
-	// memory is what the bot remembers of people; nil when [memory] is off.
-	memory *memory.Memory
-	// knowledge is the admins' documents the bot answers from; nil without [[knowledge.bases]].
-	knowledge *knowledge.Knowledge
 	// oauth runs the logins of the MCP servers with auth = "oauth"; nil when none has it.
 	oauth *oauth.Manager
 	// tracing observes turns, model and tool calls and deliveries (traces, turn timelines).
@@ -139,22 +133,25 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	mo := metricsModels(cfg)
 	mo.MCPUp, mo.Instance, mo.Platforms = b.live.mcpUp, b.instance, platformNames(cfg)
 	m := metrics.New(mo)
-	tl, err := b.loadTools(ctx, cfg, st.ToolCalls, b.tracing.Models(m))
+	tl, err := b.loadTools(ctx, cfg, st.ToolCalls)
 	if err != nil {
 		return b, err
 	}
 	rec := b.tracing.Recorder(m.Recorder(auditRecorder{calls: st.ToolCalls}))
-	if err := b.addRecall(ctx, cfg, b.tracing.Models(m), &tl); err != nil {
-		return b, err
-	}
 	b.live.start(cfg, tl, rec, m)
-	mgr, err := b.newManager(cfg, tl.mcp)
+	parts, err := b.firstParts(ctx, cfg, tl)
 	if err != nil {
 		return b, err
 	}
-	b.live.use(mgr, tl.mcp)
+	mgr, err := b.newManager(cfg, parts)
+	if err != nil {
+		return b, err
+	}
+	b.live.use(mgr, parts)
+	b.reindex(cfg, turnParts{}, parts)
+	b.background = append(b.background, b.live.reindex.Part("reindex"))
 	m.KnowTools(b.live.hasTool, b.live.toolNames)
-	runner, opts, err := b.turnOptions(cfg, tl.mcp)
+	runner, opts, err := b.turnOptions(cfg, parts)
 	if err != nil {
 		return b, err
 	}
@@ -190,30 +187,26 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bot, err
 	return b, nil
 }
 
-// addRecall builds memory and the knowledge bases (each nil when off) and puts their tools right
-// after the native ones in tl.
-func (b *bot) addRecall(ctx context.Context, cfg *config.Config, obs provider.Observer, tl *toolSet) error {
-	mem, err := b.newMemory(ctx, cfg, obs)
-	if err != nil {
-		return err
+// firstParts builds the parts a reload may build anew (turnParts): the native tools, memory and
+// the knowledge bases (each nil when off), with tl's MCP servers.
+func (b *bot) firstParts(ctx context.Context, cfg *config.Config, tl toolSet) (turnParts, error) {
+	p := turnParts{mcp: tl.mcp}
+	obs := b.tracing.Models(b.live.metrics)
+	var err error
+	if p.native, err = b.newNative(cfg); err != nil {
+		return p, err
 	}
-	b.memory = mem
-	if mem != nil {
-		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(mem.Tools()))
+	if p.memory, err = b.newMemory(ctx, cfg, obs); err != nil {
+		return p, err
 	}
-	if b.knowledge, err = b.newKnowledge(ctx, cfg, obs); err != nil {
-		return err
-	}
-	if b.knowledge != nil {
-		tl.loaders = slices.Insert(tl.loaders, 1, tools.Loader(b.knowledge.Tools()))
-	}
-	return nil
+	p.knowledge, err = b.newKnowledge(ctx, cfg, obs)
+	return p, err
 }
 
 // turnOptions builds from cfg the agent runner and the pipeline's options a turn runs with (the
-// metrics and the traces observe both): at the start and at each reload. ml is the MCP servers'
-// loader the turns use (nil: none), which reads the resources attached to chats.
-func (b *bot) turnOptions(cfg *config.Config, ml *mcp.Loader) (*agent.Runner, pipeline.Options, error) {
+// metrics and the traces observe both): at the start and at each reload, over p (the MCP
+// servers' loader reads the resources attached to chats).
+func (b *bot) turnOptions(cfg *config.Config, p turnParts) (*agent.Runner, pipeline.Options, error) {
 	m, l := b.live.metrics, &b.live
 	ropts := runnerOptions(cfg)
 	ropts.HTTPClient, ropts.Logger, ropts.Observer = l.modelClient, b.log, b.tracing.Models(m)
@@ -226,8 +219,8 @@ func (b *bot) turnOptions(cfg *config.Config, ml *mcp.Loader) (*agent.Runner, pi
 		return nil, pipeline.Options{}, err
 	}
 	opts.History.SystemPromptExtra = l.skillPrompt
-	opts.Memory = b.memory
-	opts.Knowledge = b.knowledge
+	opts.Memory, opts.Knowledge = p.memory, p.knowledge
+	ml := p.mcp
 	if ml != nil && slices.ContainsFunc(cfg.MCP.Servers, func(s config.MCPServer) bool { return len(s.AttachResources) > 0 }) {
 		opts.Resources = ml
 	}
@@ -293,8 +286,8 @@ func (b *bot) openStore(ctx context.Context, cfg *config.Config) (*store.Databas
 	return st, nil
 }
 
-// toolSet is what loadTools found: the loaders in dispatch order but MCP's, the MCP servers'
-// loader (nil when none is configured), and what the skills add to the system prompt (nil when
+// toolSet is what loadTools found: the plugins' and the skills' loaders in dispatch order, the
+// MCP servers' loader (nil when none is configured), and what the skills add to the system prompt (nil when
 // none).
 type toolSet struct {
 	loaders     []tools.Loader
@@ -302,17 +295,9 @@ type toolSet struct {
 	skillPrompt func() string
 }
 
-// loadTools builds the tool loaders: native, plugins, MCP, skills. obs hears of generate_image's
-// calls as of the models' (the metrics count their cost).
-func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Log, obs provider.Observer) (toolSet, error) {
+// loadTools builds the tool loaders built once: plugins, MCP, skills.
+func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Log) (toolSet, error) {
 	var ts toolSet
-	opts := nativeOptions(cfg)
-	opts.Tasks, opts.Images.Observer = b.taskTools(), obs
-	nat, err := native.NewLoader(opts)
-	if err != nil {
-		return ts, fmt.Errorf("tools.native: %w", err)
-	}
-	ts.loaders = append(ts.loaders, nat)
 	if len(cfg.Tools.Plugins) > 0 {
 		pl, err := plugin.NewLoader(cfg.Tools.Plugins, plugin.Deps{Logger: b.log, Audit: reader})
 		if err != nil {
@@ -338,10 +323,23 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 	return ts, nil
 }
 
+// newNative builds the native tools of cfg; the models' observer hears of generate_image's calls
+// (the metrics count their cost).
+func (b *bot) newNative(cfg *config.Config) (tools.Loader, error) {
+	opts := nativeOptions(cfg)
+	opts.Tasks, opts.Images.Observer = b.taskTools(), b.tracing.Models(b.live.metrics)
+	nat, err := native.NewLoader(opts)
+	if err != nil {
+		return nil, fmt.Errorf("tools.native: %w", err)
+	}
+	return nat, nil
+}
+
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up. The caller closes the loader.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
+	opts := append(b.mcpOptions(), mcp.WithToolMemory(b.store.MCPTools))
+	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, opts...)
 	ml.Start(context.WithoutCancel(ctx))
 	wait := 5 * time.Second
 	for _, s := range servers {
@@ -505,10 +503,7 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 		Logger:    b.log,
 		Proxies:   proxies,
 		Instances: adminInstances(b.replica),
-		Memory:    b.memory,
-		Knowledge: b.knowledge,
-		// An upload's body: the file and the form around it.
-		KnowledgeUploadBytes: cfg.Knowledge.MaxFileBytes + 64<<10,
+		Recall:    b.live.recall,
 		// In the database, so that a login holds on every replica and a logout on all of them.
 		Sessions:  b.store.AdminSessions,
 		Settings:  botSettings{b},

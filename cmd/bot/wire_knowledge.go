@@ -7,7 +7,6 @@ import (
 
 	"relaybot/chat"
 	"relaybot/config"
-	"relaybot/internal/lifecycle"
 	"relaybot/knowledge/extract"
 	"relaybot/pipeline/knowledge"
 	"relaybot/provider"
@@ -16,8 +15,7 @@ import (
 )
 
 // newKnowledge builds [knowledge]'s bases over the store (nil when none is configured), with
-// [embeddings] when set, and re-embeds in the background whatever chunk has no vector of the
-// embedding model's space (after a model change, or chunks stored while the endpoint was down).
+// [embeddings] when set (its background re-embedding is bot.reindex's).
 func (b *bot) newKnowledge(ctx context.Context, cfg *config.Config, obs provider.Observer) (*knowledge.Knowledge, error) {
 	if len(cfg.Knowledge.Bases) == 0 {
 		return nil, nil
@@ -36,10 +34,6 @@ func (b *bot) newKnowledge(ctx context.Context, cfg *config.Config, obs provider
 		return k, nil
 	}
 	b.log.Info("knowledge: on", "bases", len(ko.Bases), "embeddings", emb.Model(), "rerank", ko.Rerank.Label())
-	b.background = append(b.background, lifecycle.Part{Name: "knowledge reindex", Run: func(ctx context.Context) error {
-		reindexKnowledge(ctx, k, b.log)
-		return nil
-	}})
 	return k, nil
 }
 

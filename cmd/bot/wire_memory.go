@@ -6,15 +6,13 @@ import (
 	"log/slog"
 
 	"relaybot/config"
-	"relaybot/internal/lifecycle"
 	"relaybot/pipeline/memory"
 	"relaybot/provider"
 	"relaybot/retrieval"
 )
 
-// newMemory builds [memory] over the store (nil when it is off), with [embeddings] when set, and
-// re-embeds in the background whatever has no vector of the embedding model's space (after a
-// model change, or facts learned while the endpoint was down).
+// newMemory builds [memory] over the store (nil when it is off), with [embeddings] when set (its
+// background re-embedding is bot.reindex's).
 func (b *bot) newMemory(ctx context.Context, cfg *config.Config, obs provider.Observer) (*memory.Memory, error) {
 	if !cfg.Memory.Enabled {
 		return nil, nil
@@ -39,10 +37,6 @@ func (b *bot) newMemory(ctx context.Context, cfg *config.Config, obs provider.Ob
 		return mem, nil
 	}
 	b.log.Info("memory: on", "extraction_model", model.Label(), "embeddings", emb.Model())
-	b.background = append(b.background, lifecycle.Part{Name: "memory reindex", Run: func(ctx context.Context) error {
-		reindexMemory(ctx, mem, b.log)
-		return nil
-	}})
 	return mem, nil
 }
 

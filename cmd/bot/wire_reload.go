@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"relaybot/admin"
 	"relaybot/agent"
 	"relaybot/chat"
 	"relaybot/config"
@@ -16,45 +17,85 @@ import (
 	"relaybot/internal/lifecycle"
 	"relaybot/metrics"
 	"relaybot/pipeline"
+	"relaybot/pipeline/knowledge"
+	"relaybot/pipeline/memory"
 	"relaybot/tools"
 	"relaybot/tools/mcp"
 )
 
-// liveParts are what a reload rebuilds the turns' parts from (decision 054): the running config,
-// the tool loaders that stay (native, plugins, memory's, skills), the MCP servers' loader, which a
-// change of [[mcp.servers]] replaces, and every tool manager built, whose calls shutdown waits for.
+// liveParts are what a reload rebuilds the turns' parts from (decisions 054, 062): the running
+// config, the tool loaders built once (plugins, skills), the parts rebuilt when their sections
+// change (turnParts), and every tool manager built, whose calls shutdown waits for.
 type liveParts struct {
 	// reloading keeps reloads one at a time (SIGHUP and the Settings page's button).
 	reloading sync.Mutex
 	cfg       atomic.Pointer[config.Config]
 
-	loaders     []tools.Loader
+	// fixed are the plugins' and the skills' loaders, in dispatch order.
+	fixed       []tools.Loader
 	rec         tools.Recorder
 	metrics     *metrics.Metrics
 	skillPrompt func() string
 	// modelClient and speechClient are kept across reloads: their idle connections stay warm.
 	modelClient, speechClient *http.Client
+	// reindex runs memory's and the knowledge bases' background re-embedding: the latest handle's
+	// of each, the one it replaced cancelled.
+	reindex *lifecycle.Latest
 
 	mu       sync.Mutex
-	mcp      *mcp.Loader // nil: no MCP server
+	parts    turnParts
 	manager  *tools.Manager
 	managers []*tools.Manager
+}
+
+// turnParts are the parts the turns' tools and options are built over that a reload builds anew
+// when their sections change; a turn keeps the ones it began with.
+type turnParts struct {
+	// native are the built-in tools ([tools] native, fetch_allow_private, [tools.web_search],
+	// [tools.images]).
+	native tools.Loader
+	// memory is nil when [memory] is off; knowledge nil without [[knowledge.bases]]; mcp nil
+	// without [[mcp.servers]].
+	memory    *memory.Memory
+	knowledge *knowledge.Knowledge
+	mcp       *mcp.Loader
+}
+
+// loaders are the tool loaders over p in dispatch order: native, the knowledge bases', memory's,
+// fixed (plugins, skills), MCP.
+func (p turnParts) loaders(fixed []tools.Loader) []tools.Loader {
+	out := []tools.Loader{p.native}
+	if p.knowledge != nil {
+		out = append(out, p.knowledge.Tools())
+	}
+	if p.memory != nil {
+		out = append(out, p.memory.Tools())
+	}
+	out = append(out, fixed...)
+	if p.mcp != nil {
+		out = append(out, p.mcp)
+	}
+	return out
 }
 
 // start keeps what the first build made.
 func (l *liveParts) start(cfg *config.Config, tl toolSet, rec tools.Recorder, m *metrics.Metrics) {
 	l.cfg.Store(cfg)
-	l.loaders, l.mcp, l.skillPrompt, l.rec, l.metrics = tl.loaders, tl.mcp, tl.skillPrompt, rec, m
+	l.fixed, l.skillPrompt, l.rec, l.metrics = tl.loaders, tl.skillPrompt, rec, m
 	l.modelClient = modelHTTPClient(cfg.Chat.MaxTurnsInFlight)
 	l.speechClient = modelHTTPClient(cfg.Chat.MaxTurnsInFlight)
+	l.reindex = lifecycle.NewLatest()
+}
+
+// turnParts are the parts the next turn uses.
+func (l *liveParts) turnParts() turnParts {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.parts
 }
 
 // mcpLoader is the MCP servers' loader the next turn uses; nil when none is configured.
-func (l *liveParts) mcpLoader() *mcp.Loader {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mcp
-}
+func (l *liveParts) mcpLoader() *mcp.Loader { return l.turnParts().mcp }
 
 // closeMCP closes the MCP servers of the running config (at shutdown).
 func (l *liveParts) closeMCP() {
@@ -80,6 +121,15 @@ func (l *liveParts) mcpUp() map[string]bool {
 	return up
 }
 
+// recall is the memory and the knowledge bases of the running config as the admin's pages take
+// them.
+func (l *liveParts) recall() admin.Recall {
+	p := l.turnParts()
+	return admin.Recall{Memory: p.memory, Knowledge: p.knowledge,
+		// An upload's body: the file and the form around it.
+		KnowledgeUploadBytes: l.cfg.Load().Knowledge.MaxFileBytes + 64<<10}
+}
+
 // hasTool and toolNames answer for the tool manager of the running config (the metrics).
 func (l *liveParts) hasTool(name string) bool { return l.current().Has(name) }
 func (l *liveParts) toolNames() []string      { return l.current().Names() }
@@ -97,27 +147,23 @@ func (l *liveParts) allManagers() []*tools.Manager {
 	return slices.Clone(l.managers)
 }
 
-// use makes mgr and ml the tool manager and MCP loader of the next turns.
-func (l *liveParts) use(mgr *tools.Manager, ml *mcp.Loader) {
+// use makes mgr and p the tool manager and the parts of the next turns.
+func (l *liveParts) use(mgr *tools.Manager, p turnParts) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.manager, l.mcp = mgr, ml
+	l.manager, l.parts = mgr, p
 	l.managers = append(l.managers, mgr)
 }
 
-// newManager builds the tool manager of cfg over the loaders that stay and ml (nil: no MCP).
-func (b *bot) newManager(cfg *config.Config, ml *mcp.Loader) (*tools.Manager, error) {
+// newManager builds the tool manager of cfg over the loaders of p and the fixed ones.
+func (b *bot) newManager(cfg *config.Config, p turnParts) (*tools.Manager, error) {
 	policy, err := tools.NewPolicy(cfg.Tools.Policy)
 	if err != nil {
 		return nil, err
 	}
-	loaders := slices.Clone(b.live.loaders)
-	if ml != nil {
-		loaders = append(loaders, ml)
-	}
 	mopts := managerOptions(cfg)
 	mopts.Logger, mopts.Policy, mopts.Consents, mopts.Claim = b.log, policy, b.store.Consents, b.claimToolCall()
-	return tools.NewManager(loaders, b.live.rec, mopts)
+	return tools.NewManager(p.loaders(b.live.fixed), b.live.rec, mopts)
 }
 
 // errNoFile is a reload's error when the config was not read from a file.
@@ -192,38 +238,89 @@ func (b *bot) reloadOnAnnouncement(r *coord.Replica) lifecycle.Part {
 	}}
 }
 
-// apply builds the turns' parts of cfg and hands them to the pipeline: a change of
-// [[mcp.servers]] starts the new servers' loader, and the old one is closed once no turn uses it.
+// apply builds the turns' parts of cfg and hands them to the pipeline: the parts whose sections
+// changed are built anew (rebuild), and those they replace are closed once no turn uses them.
 func (b *bot) apply(ctx context.Context, cfg *config.Config, ch config.Changes) error {
 	l := &b.live
-	ml, retire := l.mcpLoader(), func() {}
-	if slices.Contains(ch.Applied, "mcp.servers") {
-		old := ml
-		ml = nil
-		if len(cfg.MCP.Servers) > 0 {
-			ml = b.startMCP(ctx, cfg.MCP.Servers)
-		}
-		if old != nil {
-			retire = old.Close
-		}
+	old := l.turnParts()
+	p, err := b.rebuild(ctx, cfg, ch, old)
+	if err != nil {
+		return err
 	}
-	mgr, err := b.newManager(cfg, ml)
+	mgr, err := b.newManager(cfg, p)
 	if err == nil {
 		var runner *agent.Runner
 		var opts pipeline.Options
-		if runner, opts, err = b.turnOptions(cfg, ml); err == nil {
-			err = b.pipe.Reconfigure(runner, mgr, opts, retire)
+		if runner, opts, err = b.turnOptions(cfg, p); err == nil {
+			err = b.pipe.Reconfigure(runner, mgr, opts, func() { retire(old, p) })
 		}
 	}
 	if err != nil {
-		if ml != nil && ml != l.mcpLoader() {
-			ml.Close()
-		}
+		retire(p, old)
 		return err
 	}
-	l.use(mgr, ml)
+	l.use(mgr, p)
+	b.reindex(cfg, old, p)
 	l.metrics.KnowModels(metricsModels(cfg))
 	return nil
+}
+
+// rebuild builds anew the parts of old whose sections ch changed; the others are old's.
+func (b *bot) rebuild(ctx context.Context, cfg *config.Config, ch config.Changes, old turnParts) (turnParts, error) {
+	p := old
+	obs := b.tracing.Models(b.live.metrics)
+	var err error
+	if ch.Touches("tools.native", "tools.fetch_allow_private", "tools.web_search.", "tools.images.") {
+		if p.native, err = b.newNative(cfg); err != nil {
+			return old, err
+		}
+	}
+	// memory.model names a [[models]] entry: a change of the models may change its endpoint.
+	if ch.Touches("memory.", "embeddings.", "models") {
+		if p.memory, err = b.newMemory(ctx, cfg, obs); err != nil {
+			return old, err
+		}
+	}
+	if ch.Touches("knowledge.", "embeddings.") {
+		if p.knowledge, err = b.newKnowledge(ctx, cfg, obs); err != nil {
+			return old, err
+		}
+	}
+	if ch.Touches("mcp.servers") {
+		p.mcp = nil
+		if len(cfg.MCP.Servers) > 0 {
+			p.mcp = b.startMCP(ctx, cfg.MCP.Servers)
+		}
+	}
+	return p, nil
+}
+
+// retire closes what old holds that next does not (the MCP servers' loader replaced).
+func retire(old, next turnParts) {
+	if old.mcp != nil && old.mcp != next.mcp {
+		old.mcp.Close()
+	}
+}
+
+// reindex starts the background re-embedding of the memory and the knowledge bases of p built
+// anew since old (at the start, every one), replacing the one the old handle ran; a part turned
+// off, or left without [embeddings], has none.
+func (b *bot) reindex(cfg *config.Config, old, p turnParts) {
+	embeds := len(cfg.Embeddings.Candidates()) > 0
+	if mem := p.memory; mem != old.memory {
+		var run func(context.Context)
+		if mem != nil && embeds {
+			run = func(ctx context.Context) { reindexMemory(ctx, mem, b.log) }
+		}
+		b.live.reindex.Start("memory", run)
+	}
+	if k := p.knowledge; k != old.knowledge {
+		var run func(context.Context)
+		if k != nil && embeds {
+			run = func(ctx context.Context) { reindexKnowledge(ctx, k, b.log) }
+		}
+		b.live.reindex.Start("knowledge", run)
+	}
 }
 
 // reloadOnSignal is the part that reloads the config at each value of hup (SIGHUP).

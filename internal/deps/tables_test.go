@@ -26,9 +26,11 @@ var tableOwner = map[string]string{
 	"tool_consents":    "store",
 	"web_sessions":     "store",
 	"web_messages":     "store",
+	"turn_files":       "store", // a turn's files for the conversation page (migration 00049)
 	"admin_sessions":   "store",
 	"mcp_oauth_tokens": "store",
 	"mcp_oauth_states": "store",
+	"mcp_server_tools": "store", // the tools each MCP server listed last (mcp.ToolMemory, migration 00052)
 	// Reminders and scheduled tasks (package tasks asks store.TaskQuery).
 	"tasks":          "store",
 	"task_runs":      "store",

@@ -40,18 +40,22 @@ type serverConn struct {
 	firstDone chan struct{} // closed after the first connection attempt
 	firstOnce sync.Once
 
-	mu            sync.Mutex
-	state         tools.ServerState
-	lastErr       string
-	needsLogin    bool // the last failure was for want of an OAuth login
-	since         time.Time
-	transport     string
-	version       string // the protocol version of the current or last session
-	resources     []tools.ServerResource
-	templateList  []tools.ServerResourceTemplate
-	promptList    []tools.ServerPrompt
-	specs         []tools.Spec // while up: current; while down: as last listed
-	names         map[string]bool
+	mu           sync.Mutex
+	state        tools.ServerState
+	lastErr      string
+	needsLogin   bool // the last failure was for want of an OAuth login
+	since        time.Time
+	transport    string
+	version      string // the protocol version of the current or last session
+	resources    []tools.ServerResource
+	templateList []tools.ServerResourceTemplate
+	promptList   []tools.ServerPrompt
+	specs        []tools.Spec // while up: current; while down: as last listed
+	names        map[string]bool
+	// remembered are the model's names of the tools the tool memory had for the server at the
+	// start (ToolMemory); rememberedNow the server's own names last written there from here.
+	remembered    map[string]bool
+	rememberedNow []string
 	sess          *session      // nil unless up
 	reconnectDone chan struct{} // non-nil while callers wait for a new session
 }
@@ -206,6 +210,7 @@ func (s *serverConn) run(ctx context.Context) {
 		s.setDown(s.invalid)
 		return
 	}
+	s.recall(ctx)
 	attempt := 0
 	for {
 		s.setConnecting()
@@ -232,6 +237,7 @@ func (s *serverConn) run(ctx context.Context) {
 		upAt := time.Now()
 		s.setUp(sess, specs)
 		s.markFirstDone()
+		s.remember(ctx, specs)
 		s.logger.Info("MCP server connected", "transport", s.transportName(), "tools", len(specs))
 
 		end, lostErr := s.serve(ctx, sess)
@@ -284,6 +290,7 @@ func (s *serverConn) serve(ctx context.Context, sess *session) (sessionEnd, erro
 				s.setResources(sess)
 				changed := s.setSpecs(specs)
 				s.logger.Info("MCP server's tool list read again", "tools", len(specs), "changed", changed)
+				s.remember(ctx, specs)
 			case ctx.Err() != nil:
 				return endClosed, nil
 			case sessionEnded(err):
@@ -441,18 +448,15 @@ func (s *serverConn) offers(name string) (up, known bool) {
 }
 
 // mayOffer reports whether name is a tool of this server while it is not up: one it offered
-// when last up, or, before it ever listed tools, a name with its tool_prefix.
+// when last up, or, before it listed tools here, one the tool memory remembers or a name with
+// its tool_prefix.
 func (s *serverConn) mayOffer(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == tools.ServerUp {
 		return false
 	}
-	if s.names[name] {
-		return true
-	}
-	p := s.cfg.prefix()
-	return s.names == nil && p != "" && strings.HasPrefix(name, p)
+	return s.names[name] || s.knownWhileDownLocked(name)
 }
 
 func (s *serverConn) health() tools.ServerHealth {
