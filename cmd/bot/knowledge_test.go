@@ -310,7 +310,7 @@ func utf16Len(s string) int {
 
 // An admin renames a base in config.toml: bot knowledge list shows its documents as the old
 // base's, not in config.toml, with the command that moves them; bot knowledge rename moves them,
-// and the bot answers from them under the new name.
+// and the bot answers from them under the new name; removed, they are found no more.
 func TestARenamedBasesDocumentsAreListedThenMovedByBotKnowledgeRename(t *testing.T) {
 	e, _, c := knowledgeEnv(t, "tool", nil, "parental leave weeks")
 	cfg := c.set("knowledge.bases", "name", "staff").parse(t)
@@ -349,6 +349,14 @@ func TestARenamedBasesDocumentsAreListedThenMovedByBotKnowledgeRename(t *testing
 	stop := e.start(cfg)
 	e.say(42, "how long is parental leave?")
 	e.waitBotText(42, "the answer from the renamed base", contains("Sixteen weeks at full pay [1]."))
+	// Removed by the CLI while the bot runs (another process, as an admin would), the document
+	// is no longer found in the chat.
+	out.Reset()
+	if err := runKnowledge(ctx, cfg, []string{"remove", "-base", "staff", "1"}, &out); err != nil {
+		t.Fatalf("bot knowledge remove: %v\n%s", err, out.String())
+	}
+	e.say(42, "and parental leave again?")
+	e.waitBotText(42, "the answer once the document is removed", contains("No passage: Nothing in the knowledge bases matches."))
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
