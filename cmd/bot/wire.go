@@ -338,7 +338,8 @@ func (b *bot) newNative(cfg *config.Config) (tools.Loader, error) {
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up. The caller closes the loader.
 func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
+	opts := append(b.mcpOptions(), mcp.WithToolMemory(b.store.MCPTools))
+	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, opts...)
 	ml.Start(context.WithoutCancel(ctx))
 	wait := 5 * time.Second
 	for _, s := range servers {
