@@ -21,23 +21,55 @@ import (
 const importTimeout = 10 * time.Minute
 
 // knowledgeBase returns the base the path names, writing the API's 404 when there is none.
-func (s *Server) knowledgeBase(w http.ResponseWriter, r *http.Request) (string, bool) {
+// With orphans, a base config.toml no longer names that still holds documents is one too (its
+// documents are listed and deleted like any base's).
+func (s *Server) knowledgeBase(w http.ResponseWriter, r *http.Request, orphans bool) (string, bool) {
 	if s.recall(r.Context()).Knowledge == nil {
 		writeJSONError(w, http.StatusNotFound, "no knowledge base is configured ([[knowledge.bases]])")
 		return "", false
 	}
 	name := r.PathValue("base")
-	if _, ok := s.recall(r.Context()).Knowledge.Base(name); !ok {
-		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("no knowledge base %q", name))
-		return "", false
+	if _, ok := s.recall(r.Context()).Knowledge.Base(name); ok {
+		return name, true
 	}
-	return name, true
+	if orphans {
+		if _, ok := s.orphan(r.Context(), name); ok {
+			return name, true
+		}
+	}
+	writeJSONError(w, http.StatusNotFound, fmt.Sprintf("no knowledge base %q", name))
+	return "", false
 }
 
-// apiKnowledgeDocuments lists a base's documents (GET /api/v1/knowledge/{base}/documents).
+// orphan returns the documents of name when it is a base config.toml no longer names.
+func (s *Server) orphan(ctx context.Context, name string) (knowledge.Orphan, bool) {
+	orphans, err := s.recall(ctx).Knowledge.Orphans(ctx)
+	if err != nil {
+		s.log.Warn("admin: list orphaned knowledge documents", "err", err)
+		return knowledge.Orphan{}, false
+	}
+	for _, o := range orphans {
+		if o.Base == name {
+			return o, true
+		}
+	}
+	return knowledge.Orphan{}, false
+}
+
+// apiKnowledgeDocuments lists a base's documents (GET /api/v1/knowledge/{base}/documents); a
+// base config.toml no longer names lists its documents too, with "orphan": true.
 func (s *Server) apiKnowledgeDocuments(w http.ResponseWriter, r *http.Request) {
-	base, ok := s.knowledgeBase(w, r)
+	base, ok := s.knowledgeBase(w, r, true)
 	if !ok {
+		return
+	}
+	if _, configured := s.recall(r.Context()).Knowledge.Base(base); !configured {
+		o, _ := s.orphan(r.Context(), base)
+		if o.Documents == nil {
+			o.Documents = []knowledge.Document{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"items": o.Documents, "keywords_only": s.recall(r.Context()).Knowledge.Keywords(), "orphan": true,
+			"fix": fmt.Sprintf("bot knowledge rename -from %s -to NEW_NAME moves them to the base's new name", base)})
 		return
 	}
 	docs, err := s.recall(r.Context()).Knowledge.Documents(r.Context(), base)
@@ -56,7 +88,7 @@ func (s *Server) apiKnowledgeDocuments(w http.ResponseWriter, r *http.Request) {
 // /api/v1/knowledge/{base}/documents): 201 with the document, or the refusal (writeRefusal),
 // with nothing stored.
 func (s *Server) apiKnowledgeUpload(w http.ResponseWriter, r *http.Request) {
-	base, ok := s.knowledgeBase(w, r)
+	base, ok := s.knowledgeBase(w, r, false)
 	if !ok {
 		return
 	}
@@ -99,10 +131,10 @@ func writeRefusal(w http.ResponseWriter, ref *knowledge.RefusedError) {
 // knowledge.max_file_bytes, before a byte of its body is read: the API's refusal, or the page
 // saying so. It reports false (nothing written) when the length is not over that limit.
 func (s *Server) knowledgeTooLarge(w http.ResponseWriter, r *http.Request) bool {
-	if s.opts.Knowledge == nil {
+	if s.recall(r.Context()).Knowledge == nil {
 		return false
 	}
-	ref := s.opts.Knowledge.CheckSize("the upload", r.ContentLength)
+	ref := s.recall(r.Context()).Knowledge.CheckSize("the upload", r.ContentLength)
 	if ref == nil {
 		return false
 	}
@@ -156,9 +188,9 @@ func (s *Server) importPart(ctx context.Context, mr *multipart.Reader, base, by 
 }
 
 // apiKnowledgeRemove deletes one of a base's documents (DELETE
-// /api/v1/knowledge/{base}/documents/{id}): 204, or 404.
+// /api/v1/knowledge/{base}/documents/{id}), a base config.toml no longer names too: 204, or 404.
 func (s *Server) apiKnowledgeRemove(w http.ResponseWriter, r *http.Request) {
-	base, ok := s.knowledgeBase(w, r)
+	base, ok := s.knowledgeBase(w, r, true)
 	if !ok {
 		return
 	}
@@ -178,7 +210,7 @@ func (s *Server) apiKnowledgeRemove(w http.ResponseWriter, r *http.Request) {
 
 // apiKnowledgeSearch is what the bot would find (GET /api/v1/knowledge/{base}/search?q=).
 func (s *Server) apiKnowledgeSearch(w http.ResponseWriter, r *http.Request) {
-	base, ok := s.knowledgeBase(w, r)
+	base, ok := s.knowledgeBase(w, r, false)
 	if !ok {
 		return
 	}
@@ -204,6 +236,8 @@ type knowledgeData struct {
 	Off      bool
 	Keywords bool
 	Bases    []knowledgeBaseData
+	// Orphans are the bases config.toml no longer names that hold documents.
+	Orphans []knowledgeOrphanData
 	// Vectors is the re-embedding's progress (chunks with a vector of Space, of Chunks).
 	Vectors, Chunks int
 	Space           string
@@ -215,6 +249,13 @@ type knowledgeData struct {
 type knowledgeBaseData struct {
 	knowledge.Base
 	Documents []knowledge.Document
+	// CSRF is the session's token, for the documents' delete forms.
+	CSRF string
+}
+
+type knowledgeOrphanData struct {
+	knowledge.Orphan
+	CSRF string
 }
 
 // knowledgePage lists every base with its documents, an upload form and a delete button per
@@ -237,7 +278,16 @@ func (s *Server) knowledgePage(w http.ResponseWriter, r *http.Request) {
 			s.errorPage(w, r, http.StatusInternalServerError, "The documents could not be listed; see the bot's log.")
 			return
 		}
-		data.Bases = append(data.Bases, knowledgeBaseData{Base: b, Documents: docs})
+		data.Bases = append(data.Bases, knowledgeBaseData{Base: b, Documents: docs, CSRF: data.CSRF})
+	}
+	orphans, err := k.Orphans(ctx)
+	if err != nil {
+		s.log.Error("admin: list orphaned knowledge documents", "err", err)
+		s.errorPage(w, r, http.StatusInternalServerError, "The documents could not be listed; see the bot's log.")
+		return
+	}
+	for _, o := range orphans {
+		data.Orphans = append(data.Orphans, knowledgeOrphanData{Orphan: o, CSRF: data.CSRF})
 	}
 	if !data.Keywords {
 		done, total, space, err := k.VectorProgress(ctx)

@@ -232,3 +232,55 @@ func TestAnUploadFarOverTheLimitIsRefusedNamingItWithoutReadingItsBody(t *testin
 		t.Fatalf("refused uploads stored %+v", docs)
 	}
 }
+
+// A base config.toml no longer names (renamed there) keeps its documents: the page lists them
+// under the old name with the command that moves them, the API lists them as orphaned and
+// deletes them, and a base's upload and search are not offered under the old name.
+func TestTheDocumentsOfABaseNoLongerConfiguredAreShownWithTheFix(t *testing.T) {
+	st := storetest.Open(t, storetest.SQLite)
+	w, r := st.Pools()
+	open := func(name string) *knowledge.Knowledge {
+		k, err := knowledge.New(context.Background(), knowledge.Options{Dialect: st.Driver(), W: w, R: r,
+			Limits: knowledge.Limits{MaxFileBytes: 2000, MaxPages: 10, MaxTextBytes: 1 << 20, MaxDocuments: 10},
+			Bases:  []knowledge.Base{{Name: name, Mode: knowledge.ModeTool}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	d, err := open("handbook").Add(context.Background(), "handbook", "leave.md", strings.NewReader("# Leave\n\nSixteen weeks."), "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := open("staff")
+	_, ts := newTestServer(t, st, testToken, func(o *Options) { o.Knowledge = k; o.KnowledgeUploadBytes = 1 << 20 })
+	c, _ := loggedIn(t, ts)
+	code, page := get(t, c, ts.URL+"/admin/knowledge")
+	if code != http.StatusOK || !strings.Contains(page, "handbook <span class=\"muted\">(not in config.toml)</span>") ||
+		!strings.Contains(page, "leave.md") || !strings.Contains(page, "bot knowledge rename -from handbook -to NEW_NAME") ||
+		!strings.Contains(page, "/admin/knowledge/handbook/documents/"+itoa(d.ID)+"/delete") {
+		t.Fatalf("knowledge page with handbook renamed staff: %d\n%s", code, page)
+	}
+	var list struct {
+		Items  []knowledge.Document `json:"items"`
+		Orphan bool                 `json:"orphan"`
+		Fix    string               `json:"fix"`
+	}
+	if code := getJSON(t, ts, "/api/v1/knowledge/handbook/documents", testToken, &list); code != http.StatusOK || !list.Orphan ||
+		len(list.Items) != 1 || !strings.Contains(list.Fix, "bot knowledge rename -from handbook") {
+		t.Fatalf("GET the old base's documents: %d %+v", code, list)
+	}
+	if code := getJSON(t, ts, "/api/v1/knowledge/handbook/search?q=weeks", testToken, &list); code != http.StatusNotFound {
+		t.Errorf("a search of the old base: %d, want 404 (it is never searched)", code)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, ts.URL+"/api/v1/knowledge/handbook/documents/"+itoa(d.ID), nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE the old base's document: %v %v, want 204", resp, err)
+	}
+	resp.Body.Close()
+	if _, page := get(t, c, ts.URL+"/admin/knowledge"); strings.Contains(page, "not in config.toml") {
+		t.Fatalf("the page still lists an orphaned base after its last document was deleted:\n%s", page)
+	}
+}

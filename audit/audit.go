@@ -18,11 +18,14 @@ type Status string
 
 // The statuses of the DESIGN audit contract.
 const (
-	StatusRunning     Status = "running"
-	StatusOK          Status = "ok"
-	StatusError       Status = "error"
-	StatusTimeout     Status = "timeout"
-	StatusNotFound    Status = "not_found"
+	StatusRunning  Status = "running"
+	StatusOK       Status = "ok"
+	StatusError    Status = "error"
+	StatusTimeout  Status = "timeout"
+	StatusNotFound Status = "not_found"
+	// StatusUnavailable: the tool is a known server's, and that server is down, restarting or
+	// waiting for an admin's login; the row names the server.
+	StatusUnavailable Status = "unavailable"
 	StatusBadArgs     Status = "bad_args"
 	StatusCancelled   Status = "cancelled"
 	StatusDenied      Status = "denied"
@@ -31,7 +34,7 @@ const (
 
 // Statuses lists every status, running and ok first, then the failures.
 var Statuses = []Status{StatusRunning, StatusOK, StatusError, StatusTimeout, StatusNotFound,
-	StatusBadArgs, StatusCancelled, StatusDenied, StatusInterrupted}
+	StatusUnavailable, StatusBadArgs, StatusCancelled, StatusDenied, StatusInterrupted}
 
 // Valid reports whether s is one of Statuses.
 func (s Status) Valid() bool { return slices.Contains(Statuses, s) }

@@ -30,6 +30,8 @@ type Database struct {
 	Consents *ConsentQuery
 	// OAuth keeps the MCP servers' sealed OAuth tokens and the logins under way.
 	OAuth *OAuthQuery
+	// MCPTools keeps the tool names each MCP server listed last (mcp.ToolMemory).
+	MCPTools *MCPToolQuery
 	// AdminSessions keeps the admin pages' login sessions.
 	AdminSessions *AdminSessionQuery
 	// WebChat keeps the web chat's sessions and reads the conversations it shows.
@@ -68,6 +70,9 @@ type ConsentQuery struct{ *conn }
 // OAuthQuery reads and writes the mcp_oauth_tokens and mcp_oauth_states tables.
 type OAuthQuery struct{ *conn }
 
+// MCPToolQuery reads and writes the mcp_server_tools table.
+type MCPToolQuery struct{ *conn }
+
 // AdminSessionQuery reads and writes the admin_sessions table.
 type AdminSessionQuery struct{ *conn }
 
@@ -100,6 +105,7 @@ func newDatabase(c *conn) *Database {
 		ToolCalls:     &ToolCallQuery{c},
 		Consents:      &ConsentQuery{c},
 		OAuth:         &OAuthQuery{c},
+		MCPTools:      &MCPToolQuery{c},
 		AdminSessions: &AdminSessionQuery{c},
 		WebChat:       &WebChatQuery{c},
 		Retention:     &RetentionQuery{c},

@@ -324,8 +324,12 @@ func (t *Turn) prepare(ctx context.Context, call Call) *prepared {
 		rec.ApprovalRequired = t.offered[call.Name] && t.decisions[call.Name].Action == policy.ActionAsk
 	}
 	var gone error // why a tool the turn does not list is unavailable, when a loader knows it
+	var unknownTo []string
 	if !known {
 		rec.Source, rec.Server, gone = t.m.unavailable(call.Name)
+		if gone == nil {
+			unknownTo = t.m.unknownServers()
+		}
 	}
 	t.m.start(ctx, rec)
 	// The call's own context (a tracing span) carries the call from here on.
@@ -334,11 +338,17 @@ func (t *Turn) prepare(ctx context.Context, call Call) *prepared {
 		p.ctx = cc.CallContext(ctx, rec)
 	}
 	p.run = newRunning(t, call, p.e.spec.Server)
-	if gone != nil {
-		out := Failed(audit.StatusError, gone)
+	switch {
+	case gone != nil:
+		out := Failed(audit.StatusUnavailable, gone)
 		p.out = &out
-	} else if out, refused := t.check(p.ctx, rec, call.Name, args, known, p.e); refused {
+	case !known:
+		out := Failed(audit.StatusNotFound, NotFoundError{Name: call.Name, Unavailable: unknownTo})
 		p.out = &out
+	default:
+		if out, refused := t.check(p.ctx, rec, call.Name, args, p.e); refused {
+			p.out = &out
+		}
 	}
 	return p
 }
@@ -417,12 +427,9 @@ func (t *Turn) record(call Call, start time.Time) (*audit.Record, string) {
 	}, args
 }
 
-// check decides whether the call reaches its tool, asking its approval if a rule says so; refused
-// is true with the outcome when it does not.
-func (t *Turn) check(ctx context.Context, rec *audit.Record, name, args string, known bool, e entry) (out Outcome, refused bool) {
-	if !known {
-		return Failed(audit.StatusNotFound, NotFoundError{Name: name}), true
-	}
+// check decides whether the call of a tool the turn knows reaches it, asking its approval if a
+// rule says so; refused is true with the outcome when it does not.
+func (t *Turn) check(ctx context.Context, rec *audit.Record, name, args string, e entry) (out Outcome, refused bool) {
 	if !t.offered[name] {
 		if d := t.decisions[name]; d.Action == policy.ActionDeny {
 			return Failed(audit.StatusDenied, fmt.Errorf("tool %s is denied by %s", name, d.Rule)), true
@@ -472,6 +479,9 @@ func (t *Turn) invoke(ctx context.Context, p *prepared) Outcome {
 			err = fmt.Errorf("%w (%w)", err, ErrTimeout)
 		}
 		return Failed(audit.StatusTimeout, err)
+	case errors.Is(err, ErrUnavailable):
+		// The tool's server went down or lost its login since the turn started.
+		return Failed(audit.StatusUnavailable, err)
 	case errors.Is(err, ErrNotFound):
 		// The loader lost the tool since the turn started (an MCP server went away).
 		return Failed(audit.StatusNotFound, NotFoundError{Name: name})
@@ -513,13 +523,34 @@ func (m *Manager) unavailable(name string) (audit.Source, string, error) {
 	return "", "", nil
 }
 
-// NotFoundError is the error of a call to a tool no loader has; its text is "Tool not found: NAME"
-// and it matches ErrNotFound with errors.Is.
-type NotFoundError struct {
-	Name string
+// unknownServers are the servers, of the loaders that can tell (UnknownToolTeller), that are
+// unavailable with tools the bot does not know.
+func (m *Manager) unknownServers() []string {
+	var out []string
+	for _, l := range m.loaders {
+		if ut, ok := l.(UnknownToolTeller); ok {
+			out = append(out, ut.UnknownServers()...)
+		}
+	}
+	return out
 }
 
-func (e NotFoundError) Error() string { return "Tool not found: " + e.Name }
+// NotFoundError is the error of a call to a tool no loader has; its text is "Tool not found: NAME"
+// and it matches ErrNotFound with errors.Is. Unavailable names the servers whose tools are not
+// known because they are unavailable (UnknownToolTeller): the text then says the tool may be
+// one of theirs.
+type NotFoundError struct {
+	Name        string
+	Unavailable []string
+}
+
+func (e NotFoundError) Error() string {
+	if len(e.Unavailable) == 0 {
+		return "Tool not found: " + e.Name
+	}
+	return "Tool not found: " + e.Name + "; it may be a tool of these MCP servers, which are unavailable and whose tools are not known yet: " +
+		strings.Join(e.Unavailable, ", ")
+}
 
 // Unwrap makes errors.Is(err, ErrNotFound) true.
 func (e NotFoundError) Unwrap() error { return ErrNotFound }

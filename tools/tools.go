@@ -60,6 +60,11 @@ type Loader interface {
 	Call(ctx context.Context, call Invocation) (Result, error)
 }
 
+// ErrUnavailable is matched (errors.Is) by the error of a call to a tool whose server is
+// down, restarting or waiting for an admin's login: the call is recorded as
+// audit.StatusUnavailable.
+var ErrUnavailable = errors.New("tool server unavailable")
+
 // UnavailableTeller is an optional capability of a Loader whose tools leave its list for a
 // while (an MCP server down, restarting or waiting for an admin's login): for a tool name of
 // its own that it does not list now, it names the server and says why the tool is unavailable,
@@ -67,6 +72,15 @@ type Loader interface {
 // It reports nil for a name it does not know. It must not block.
 type UnavailableTeller interface {
 	Unavailable(name string) (server string, why error)
+}
+
+// UnknownToolTeller is an optional capability of a Loader whose servers may be unavailable
+// before the bot ever learnt their tools (an MCP server never connected: before its first
+// login, with no tool_prefix): it names those servers, each with why in a few words ("kit
+// (needs an admin to log in)"), so that a call to a tool no loader knows is answered "not
+// found" with them named. It must not block.
+type UnknownToolTeller interface {
+	UnknownServers() []string
 }
 
 // Invocation is one call as a loader sees it.

@@ -30,7 +30,7 @@ func adminReplicas(t *testing.T, e *env) [2]string {
 // adminReplicaSet is adminReplicas that returns the replicas too.
 func adminReplicaSet(t *testing.T, e *env) ([2]string, [2]*replica) {
 	t.Helper()
-	dsn := storetest.PostgresDSN(t)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	var bases [2]string
 	var reps [2]*replica
 	for i := range bases {
@@ -72,6 +72,7 @@ func fetch(t *testing.T, c *http.Client, u string) (int, string) {
 // the cookie on the other: its pages (the replicas page lists both replicas) and its API answer;
 // a logout on the first ends the login on both.
 func TestAnAdminLoginHoldsOnEveryReplicaAndItsLogoutOnAll(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	bases := adminReplicas(t, e)
 	c := adminLogin(t, bases[0])
@@ -132,6 +133,7 @@ func TestAnAdminLoginHoldsOnEveryReplicaAndItsLogoutOnAll(t *testing.T) {
 // through the other, with the page's token from the first: the second streams the answer, and a
 // page load on the first then shows the exchange.
 func TestAWebChatUserIsRecognisedByEveryReplica(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	bases := adminReplicas(t, e)
 	c := adminLogin(t, bases[0])
@@ -196,6 +198,7 @@ func TestAWebChatUserIsRecognisedByEveryReplica(t *testing.T) {
 // long one: larger than a notification carries) without a reload; and the Stop button pressed
 // through the page's replica stops a turn the other one runs.
 func TestAWebChatPageSeesATurnAnotherReplicaRuns(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	bases, reps := adminReplicaSet(t, e)
 	c := adminLogin(t, bases[0])

@@ -231,6 +231,7 @@ func startWebBotWith(t *testing.T, model func(llm.Request) llm.Reply, timeoutSec
 // buttons, and runs the tool only once Approve (or Always allow) is pressed; the audit row says
 // who decided.
 func TestWebChatApprovals(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e, w := startWebBot(t, 300)
 	tests := []struct {
 		say, press  string
@@ -281,6 +282,7 @@ func TestWebChatApprovals(t *testing.T) {
 // Nobody answers: after tools.approval_timeout_sec the call is denied, the question closes and
 // the model hears why.
 func TestWebChatApprovalTimesOut(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e, w := startWebBot(t, 1)
 	w.say("late")
 	w.waitMsg("the reply", func(m webMsg) bool { return strings.Contains(m.Text, "tool said: err: denied by timeout") })
@@ -300,6 +302,7 @@ func TestWebChatApprovalTimesOut(t *testing.T) {
 // The bot stops while a question waits: the call is denied as cancelled, and neither the audit
 // row nor the turn is left running.
 func TestRestartWhileWaitingForApprovalClosesTheTurnAndTheRow(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	cfg := e.toml().set("chat", "shutdown_grace_sec", 1).set("admin", webChatAdmin...).parse(t)
 	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Action: "ask"}}
@@ -354,6 +357,7 @@ func pressData(t *testing.T, m tgkit.Message, choice string) string {
 // press is refused with an alert, a chat admin's approval runs the tool, a bot admin's denial
 // reaches the model, and "always allow" is not asked again in that chat.
 func TestTelegramApprovals(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Action: "ask"}}
@@ -444,6 +448,7 @@ func TestTelegramApprovals(t *testing.T) {
 // answer only they see, a bot admin's approval runs the tool, a denial reaches the model, and
 // "always allow" is not asked again in that channel.
 func TestDiscordApprovals(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	e.llm.SetHandler(toolModel)
 	dc := startDiscordBot(t, e, func(cfg *config.Config) {
@@ -543,6 +548,7 @@ func TestDiscordApprovals(t *testing.T) {
 // A policy naming chat_admins lets a Telegram group's administrators use a tool the others may
 // not: the adapter asks getChatMember about the sender.
 func TestTelegramChatAdminsRole(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Tools.Policy = []policy.Rule{

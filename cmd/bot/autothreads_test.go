@@ -92,6 +92,7 @@ func botSays(t *testing.T, dc *dtk.Server, ch, what string, ok func(string) bool
 // renamed once to the model's title; a second mention opens another thread with a history of
 // its own; the channel itself holds no answer.
 func TestDiscordAutoThreadsKeepEachConversationInItsThread(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	_, dc := discordThreadsEnv(t, "threads", "auto")
 
 	q1 := postIn(t, dc, autoCh, "why tides", true)
@@ -118,6 +119,7 @@ func TestDiscordAutoThreadsKeepEachConversationInItsThread(t *testing.T) {
 // With threads off, the bot answers in the channel as before and opens no thread; with threads
 // on, a thread Discord refuses still gets its answer, in the channel, and the log says why.
 func TestDiscordWithoutThreadsOrWhenRefusedAnswersInTheChannel(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	t.Run("off", func(t *testing.T) {
 		_, dc := discordThreadsEnv(t)
 		postIn(t, dc, autoCh, "why tides", true)
@@ -142,6 +144,7 @@ func TestDiscordWithoutThreadsOrWhenRefusedAnswersInTheChannel(t *testing.T) {
 // answered (renamed once to the model's title); a message in the topic continues its
 // conversation; /new opens another topic with a conversation of its own.
 func TestTelegramPrivateTopicsKeepEachConversationInItsTopic(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Telegram.PrivateTopics = true

@@ -90,7 +90,8 @@ func TestButtonsWorkOnAnyReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three bot serve processes")
 	}
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	tg := paidTelegram(t, e)
 	hold := make(chan struct{})
@@ -381,7 +382,8 @@ func TestDiscordButtonsAfterTheShardChangesHands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two bot serve processes")
 	}
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{Shards: discordShards, MaxConcurrency: discordShards, GlobalN: discordBudget})
 	t.Cleanup(dc.Close)

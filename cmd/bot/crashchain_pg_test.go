@@ -18,7 +18,8 @@ import (
 // model is asked twice, not three times). Before, each survivor counted handovers on its own and
 // a chain of survivors could each retry a message that kills its replica.
 func TestAMessageThatKilledTwoReplicasGetsANoticeFromTheThird(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)} // two children, the survivor
 	var target atomic.Int64

@@ -145,6 +145,7 @@ func TestFaultsAnswerEachMessageOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs bot serve processes against a PostgreSQL server it stops")
 	}
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	stopPG := func(t *testing.T, pg *pgServer, _ []*childReplica, _ int) { pg.stop(t) }
 	startPG := func(t *testing.T, pg *pgServer, _ []*childReplica, _ int) { pg.start(t) }
 	scenarios := []faultScenario{
@@ -163,7 +164,10 @@ func TestFaultsAnswerEachMessageOnce(t *testing.T) {
 			}},
 	}
 	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) { runFault(t, sc) })
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel() // each scenario has its own PostgreSQL server and fake world
+			runFault(t, sc)
+		})
 	}
 }
 

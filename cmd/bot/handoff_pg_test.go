@@ -21,7 +21,8 @@ import (
 // always had a session to send each message to, and the inbound ledger answers the messages
 // both sessions received once.
 func TestAShardChangingHandsToAJoiningReplicaLosesNoMessage(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{Shards: 2, MaxConcurrency: 2})
 	t.Cleanup(dc.Close)

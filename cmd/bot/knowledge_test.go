@@ -307,3 +307,60 @@ func utf16Len(s string) int {
 	}
 	return n
 }
+
+// An admin renames a base in config.toml: bot knowledge list shows its documents as the old
+// base's, not in config.toml, with the command that moves them; bot knowledge rename moves them,
+// and the bot answers from them under the new name; removed, they are found no more.
+func TestARenamedBasesDocumentsAreListedThenMovedByBotKnowledgeRename(t *testing.T) {
+	e, _, c := knowledgeEnv(t, "tool", nil, "parental leave weeks")
+	cfg := c.set("knowledge.bases", "name", "staff").parse(t)
+	ctx := context.Background()
+	var out bytes.Buffer
+	if err := runKnowledge(ctx, cfg, []string{"list"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "handbook (not in config.toml)  handbook.md") ||
+		!strings.Contains(out.String(), "bot knowledge rename -from handbook -to NEW_NAME") {
+		t.Fatalf("bot knowledge list after the base was renamed printed:\n%s\nwant handbook.md under handbook, not in config.toml, and the rename command", out.String())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rename", "-from", "handbook", "-to", "nope"}, `no base "nope" in config.toml`},
+		{[]string{"rename", "-from", "staff", "-to", "staff"}, `base "staff" is still in config.toml`},
+		{[]string{"rename", "-from", "gone", "-to", "staff"}, `no document is filed under base "gone"`},
+	} {
+		out.Reset()
+		if err := runKnowledge(ctx, cfg, tc.args, &out); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bot knowledge %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	out.Reset()
+	if err := runKnowledge(ctx, cfg, []string{"rename", "-from", "handbook", "-to", "staff"}, &out); err != nil ||
+		!strings.Contains(out.String(), "moved 1 documents (") {
+		t.Fatalf("bot knowledge rename: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := runKnowledge(ctx, cfg, []string{"list", "-json"}, &out); err != nil || strings.Contains(out.String(), "orphan") ||
+		!strings.Contains(out.String(), `"base":"staff","name":"handbook.md"`) {
+		t.Fatalf("bot knowledge list -json after the rename: %v\n%s", err, out.String())
+	}
+	stop := e.start(cfg)
+	e.say(42, "how long is parental leave?")
+	e.waitBotText(42, "the answer from the renamed base", contains("Sixteen weeks at full pay [1]."))
+	// Removed by the CLI while the bot runs (another process, as an admin would), the document
+	// is no longer found in the chat.
+	out.Reset()
+	if err := runKnowledge(ctx, cfg, []string{"remove", "-base", "staff", "1"}, &out); err != nil {
+		t.Fatalf("bot knowledge remove: %v\n%s", err, out.String())
+	}
+	e.say(42, "and parental leave again?")
+	e.waitBotText(42, "the answer once the document is removed", contains("No passage: Nothing in the knowledge bases matches."))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(e.logs.String(), "a base config.toml does not name holds documents") {
+		t.Fatalf("after the rename the bot still warned of orphaned documents:\n%s", e.logs.String())
+	}
+}

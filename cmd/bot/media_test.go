@@ -75,6 +75,7 @@ func answerEcho(r llm.Request) llm.Reply {
 // Voice notes, PDFs, logs, oversized and unreadable files on Telegram, end to end: what the
 // user sees, what the model is given, what the store keeps.
 func TestTelegramVoiceAndDocuments(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	sp := newSpeechWorld(t)
 	e.llm.SetHandler(answerEcho)
@@ -262,6 +263,7 @@ func TestTelegramVoiceAndDocuments(t *testing.T) {
 
 // The same on Discord: a voice message (IS_VOICE_MESSAGE) and files from the CDN.
 func TestDiscordVoiceAndDocuments(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	sp := newSpeechWorld(t)
 	e.llm.SetHandler(answerEcho)
@@ -380,6 +382,7 @@ type webUpload struct {
 
 // The same in the web chat: a recording from the microphone button and uploaded files.
 func TestWebChatVoiceAndDocuments(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	sp := newSpeechWorld(t)
 	e.llm.SetHandler(answerEcho)

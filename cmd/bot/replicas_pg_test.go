@@ -125,7 +125,8 @@ func webhookAt(addr, url string) []any {
 // answered exactly once, both replicas are listed while they run, and a clean stop removes each
 // from the list at once. Before the inbound ledger, each replica answered every update.
 func TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	var turn atomic.Int64
@@ -193,7 +194,8 @@ func TestTwoReplicasOnOnePostgresAnswerEveryWebhookUpdateOnce(t *testing.T) {
 // answered once; killed (SIGKILL), the other replica takes over polling and answers the next
 // message once. Before the poller lease both polled and cut each other off with 409s.
 func TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	cfgPath := telegramReplica(t, dsn, e, polling...).write(t)
 	childOut, kill := startChildServe(t, cfgPath)
@@ -237,7 +239,8 @@ func TestOnePollerAtATimeAndASurvivorTakesOverFromAKilledOne(t *testing.T) {
 // answered once. Before the inbound ledger and the shard leases both replicas received and
 // answered every message.
 func TestTwoReplicasOnOneDiscordTokenAnswerEachMessageOnce(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{})
 	t.Cleanup(dc.Close)
@@ -328,8 +331,9 @@ func webhookReplicas(t *testing.T, dsn string, e *env, n int) ([]*replica, *atom
 // it only with the first answer in its history, and the answers come in order. A /stop then
 // reaching the replica that ran nothing is answered "Nothing to stop." (no turn runs anywhere).
 func TestMessagesOfOneChatOnTwoReplicasRunOneAfterTheOther(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
-	dsn := storetest.PostgresDSN(t)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	reps, target := webhookReplicas(t, dsn, e, 2)
 	// A replica joining a live deployment takes messages only once the others count it: their
 	// shares of the bot-wide budget already make room for its own.
@@ -413,8 +417,9 @@ func TestMessagesOfOneChatOnTwoReplicasRunOneAfterTheOther(t *testing.T) {
 // first replica is streaming stops. Before, the second replica said "Nothing to stop." and the
 // answer ran on.
 func TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
-	reps, target := webhookReplicas(t, storetest.PostgresDSN(t), e, 2)
+	reps, target := webhookReplicas(t, storetest.PostgresDatabaseDSN(t), e, 2)
 	hold := make(chan struct{})
 	defer close(hold)
 	e.llm.SetHandler(func(llm.Request) llm.Reply {
@@ -440,7 +445,8 @@ func TestStopSentToAReplicaThatDoesNotRunTheTurnStopsIt(t *testing.T) {
 // the web chat) on one PostgreSQL database: /api/v1/instances on either lists both, marks the
 // one asked, and a replica that stops cleanly leaves the list at once.
 func TestTheAdminAPIOfAnyReplicaListsEveryReplica(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	// Each admin listener takes a port of its own choosing and says which in the log: a port
 	// picked free beforehand can be taken by another test's process before the replica binds it.
@@ -498,7 +504,8 @@ func TestTheAdminAPIOfAnyReplicaListsEveryReplica(t *testing.T) {
 // out the survivor marks its turn interrupted, so the log ends in a final status without waiting
 // for a restart of the killed one.
 func TestASurvivorEndsTheTurnsOfAKilledReplica(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	survivorCfg := replicaTOML(dsn, e).set("admin", "enabled", true, "web_chat", true, "listen", freeAddr(t)).parse(t)
 	startReplica(t, survivorCfg)
@@ -536,7 +543,8 @@ func TestASurvivorEndsTheTurnsOfAKilledReplica(t *testing.T) {
 // replica takes the unanswered update over from the shared ledger and answers it, once. Before,
 // the update was the dead replica's alone (Telegram had its 200) and the user got half an answer.
 func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	addrs := []string{freeAddr(t), freeAddr(t)} // the child, the survivor
 	var target atomic.Int64
@@ -591,7 +599,8 @@ func TestAMessageAKilledReplicaWasAnsweringIsAnsweredByASurvivor(t *testing.T) {
 // more, and answers new messages in shard 0's guilds once. Before, every replica connected the
 // whole gateway and a message whose replica died was never answered.
 func TestThreeReplicasShareTwoDiscordShardsAndASurvivorTakesOverAKilledOnes(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{Shards: 2, MaxConcurrency: 2})
 	t.Cleanup(dc.Close)

@@ -17,6 +17,7 @@ import (
 // no consent is stored for A, and the audit log shows who tried from where. A's own chat admin
 // then approves in A as before.
 func TestAnAdminOfAnotherGroupCannotAnswerAGroupsQuestion(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Tools.Policy = []policy.Rule{{Tool: "echo", Action: "ask"}}

@@ -84,7 +84,8 @@ func onceEach(t *testing.T, e *env, db *store.Database, base int64, n int) {
 // reminders fall due within a second: each arrives once, recorded delivered once, and Telegram
 // answers no request with 429.
 func TestThreeReplicasFireEachDueTaskOnce(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	db := storetest.OpenWith(t, store.Options{Driver: store.DriverPostgres, DSN: dsn})
 	const base, n = 7000, 60
@@ -118,7 +119,8 @@ func TestThreeReplicasFireEachDueTaskOnce(t *testing.T) {
 // sends nothing of what it had claimed (its engine's fence refuses work taken over). Every
 // reminder arrives exactly once.
 func TestRunsOfAKilledAndAPausedReplicaArriveOnceBySurvivor(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	db := storetest.OpenWith(t, store.Options{Driver: store.DriverPostgres, DSN: dsn})
 	var reps []*childReplica
@@ -199,7 +201,8 @@ func TestAThousandRemindersOnThreeReplicasQueueBehindTelegramsBudget(t *testing.
 	if testing.Short() {
 		t.Skip("a minute of Telegram's budget")
 	}
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	db := storetest.OpenWith(t, store.Options{Driver: store.DriverPostgres, DSN: dsn})
 	for range 3 {

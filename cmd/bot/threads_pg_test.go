@@ -23,7 +23,8 @@ func TestThreeReplicasNeverOpenTwoThreadsForOneMessage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three bot serve processes")
 	}
-	dsn := storetest.PostgresDSN(t)
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
+	dsn := storetest.PostgresDatabaseDSN(t)
 	e := newEnv(t)
 	dc := dtk.New(dtk.Config{Shards: discordShards, MaxConcurrency: discordShards, GlobalN: discordBudget})
 	t.Cleanup(dc.Close)

@@ -55,6 +55,7 @@ func roundModel(r llm.Request) llm.Reply {
 // On Telegram: the server's progress shows in the tool's status line while it runs, /stop
 // cancels the call at the server, and the audit row says cancelled with the last message.
 func TestTelegramProgressAndStopAtTheServer(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
 	e.start(e.config())
@@ -72,6 +73,7 @@ func TestTelegramProgressAndStopAtTheServer(t *testing.T) {
 // bot polls it, past the server's call timeout; /stop cancels the task on the server
 // (tasks/cancel), and the audit row says cancelled with the last message.
 func TestTelegramTaskProgressAndStop(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
 	e.start(e.toml().set("mcp.servers", "tool_call_timeout_sec", 1, "task_timeout_sec", 3600).parse(t))
@@ -118,6 +120,7 @@ func TestTelegramExtensionTaskProgressAndStop(t *testing.T) {
 // is refused with an alert), text and numbers with a reply prompt, a link as a url button the
 // bot never opens. The audit rows keep who answered.
 func TestTelegramToolQuestions(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
 	e.start(e.config())
@@ -177,6 +180,7 @@ func TestTelegramToolQuestions(t *testing.T) {
 // On Telegram: a question nobody answers within tools.elicitation_timeout_sec is answered
 // cancel to the server, its buttons go away, and the audit row says it timed out.
 func TestTelegramToolQuestionTimesOut(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
 	cfg := e.config()
@@ -194,6 +198,7 @@ func TestTelegramToolQuestionTimesOut(t *testing.T) {
 // On Discord: a tool's enum is asked with buttons; a bystander's press gets an answer only they
 // see; the asker's answers reach the server.
 func TestDiscordToolQuestion(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
 	dc := startDiscordBot(t, e, nil)
@@ -246,6 +251,7 @@ func TestDiscordToolQuestion(t *testing.T) {
 // in one submission), and a round of three read-only calls runs side by side (their audit rows
 // overlap, in the model's order) while a round with an unannotated call runs one call after another.
 func TestWebChatToolQuestionAndParallelRound(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e, w := startWebBot(t, 300)
 	e.llm.SetHandler(roundModel)
 	w.say("ask choice")
@@ -297,6 +303,7 @@ func TestWebChatToolQuestionAndParallelRound(t *testing.T) {
 // On Discord: the progress shows in the streaming reply's status line, and its Stop button
 // cancels the call at the server.
 func TestDiscordProgressAndStopButton(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	e := newEnv(t)
 	e.llm.SetHandler(roundModel)
 	dc := startDiscordBot(t, e, nil)

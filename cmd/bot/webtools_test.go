@@ -58,6 +58,7 @@ func searchTools(c *tomlConfig, fake *websearch.Server, provider, key string) *t
 // clean results, and its answer's citation becomes a link on Telegram and in the web chat while
 // a tg:// or javascript: link it writes stays text.
 func TestASearchIsCitedAndItsLinksRenderSafelyOnTelegramAndTheWebChat(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := websearch.New(websearch.SearXNG, websearch.Options{})
 	t.Cleanup(fake.Close)
 	fake.SetResults(hostileResults)
@@ -108,6 +109,7 @@ func TestASearchIsCitedAndItsLinksRenderSafelyOnTelegramAndTheWebChat(t *testing
 
 // TestACitationRendersAsALinkOnDiscordAndAnUnsafeOneStaysText.
 func TestACitationRendersAsALinkOnDiscordAndAnUnsafeOneStaysText(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := websearch.New(websearch.Brave, websearch.Options{Key: "brave-key-1"})
 	t.Cleanup(fake.Close)
 	fake.SetResults(hostileResults)
@@ -149,6 +151,7 @@ func TestACitationRendersAsALinkOnDiscordAndAnUnsafeOneStaysText(t *testing.T) {
 // TestASearchProvidersRefusalReachesTheModelAndTheAudit: each provider's refusal is one clear
 // sentence for the model and an error row in the audit, without the key anywhere.
 func TestASearchProvidersRefusalReachesTheModelAndTheAudit(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	const key = "live-search-key-42"
 	for _, c := range []struct {
 		name, provider, key string
@@ -210,6 +213,7 @@ func imageTools(c *tomlConfig, fake *imagekit.Server) *tomlConfig {
 // Discord the image arrives with the answer, /usage counts it at its price, and so does the
 // model cost in the metrics.
 func TestAGeneratedImageGoesWithTheFinalAnswerAndIsBilled(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := imagekit.New("img-key-7")
 	t.Cleanup(fake.Close)
 	dc := dtk.New(dtk.Config{})
@@ -300,6 +304,7 @@ func TestAGeneratedImageGoesWithTheFinalAnswerAndIsBilled(t *testing.T) {
 // TestGenerateImageInAGroupAsksForApprovalFirst: no policy rule names generate_image, so in a
 // group it asks; the chat admin's approval runs it and the image reaches the group.
 func TestGenerateImageInAGroupAsksForApprovalFirst(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := imagekit.New("img-key-7")
 	t.Cleanup(fake.Close)
 	e := newEnv(t)
@@ -338,6 +343,7 @@ func TestGenerateImageInAGroupAsksForApprovalFirst(t *testing.T) {
 // with the quota's line, and the person's next message is refused before the model or the
 // images endpoint is asked.
 func TestImagesUseUpTheCostQuota(t *testing.T) {
+	t.Parallel() // mostly waiting, on little CPU (main_test.go)
 	fake := imagekit.New("img-key-7")
 	t.Cleanup(fake.Close)
 	e := newEnv(t)

@@ -343,7 +343,8 @@ func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer, from *mc
 	if from != nil {
 		ml = from.Next(mcpServers(servers, b.oauth), keep)
 	} else {
-		ml = mcp.NewLoader(mcpServers(servers, b.oauth), b.log, b.mcpOptions()...)
+		opts := append(b.mcpOptions(), mcp.WithToolMemory(b.store.MCPTools))
+		ml = mcp.NewLoader(mcpServers(servers, b.oauth), b.log, opts...)
 	}
 	ml.Start(context.WithoutCancel(ctx))
 	wait := 5 * time.Second

@@ -30,6 +30,7 @@ var tableOwner = map[string]string{
 	"admin_sessions":   "store",
 	"mcp_oauth_tokens": "store",
 	"mcp_oauth_states": "store",
+	"mcp_server_tools": "store", // the tools each MCP server listed last (mcp.ToolMemory, migration 00052)
 	// Reminders and scheduled tasks (package tasks asks store.TaskQuery).
 	"tasks":          "store",
 	"task_runs":      "store",

@@ -142,6 +142,56 @@ func (q documents) progress(ctx context.Context, id int64, done, total int) erro
 	return nil
 }
 
+// bases returns the names of the bases that hold documents.
+func (q documents) bases(ctx context.Context) ([]string, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT DISTINCT base FROM knowledge_documents ORDER BY base`)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge: the bases of the documents: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var b string
+		if err := rows.Scan(&b); err != nil {
+			return nil, fmt.Errorf("knowledge: the bases of the documents: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// rename files every document of from (and its chunks' rows) under to, and returns how many
+// moved. Under to's lock (as insert takes it), to's documents and from's together may not pass
+// maxDocs: a *RefusedError naming knowledge.max_documents, nothing moved.
+func (q documents) rename(ctx context.Context, from, to string) (int, error) {
+	tx, err := q.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("knowledge: rename %q: %w", from, err)
+	}
+	defer tx.Rollback()
+	if q.dialect == "postgres" {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('knowledge base ' || $1, 0))`, to); err != nil {
+			return 0, fmt.Errorf("knowledge: lock base %q: %w", to, err)
+		}
+	}
+	var have, moving int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(CASE WHEN base = $1 THEN 1 END), COUNT(CASE WHEN base = $2 THEN 1 END)
+		FROM knowledge_documents WHERE base IN ($1, $2)`, to, from).Scan(&have, &moving); err != nil {
+		return 0, fmt.Errorf("knowledge: count documents: %w", err)
+	}
+	if q.maxDocs > 0 && moving > 0 && have+moving > q.maxDocs {
+		return 0, &RefusedError{Key: "knowledge.max_documents", Limit: int64(q.maxDocs), Got: int64(have + moving),
+			Reason: fmt.Sprintf("base %q holds %d documents and %q %d: together more than knowledge.max_documents (%d)", to, have, from, moving, q.maxDocs)}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE knowledge_chunks SET base = $1 WHERE base = $2`, to, from); err != nil {
+		return 0, fmt.Errorf("knowledge: rename %q: %w", from, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE knowledge_documents SET base = $1 WHERE base = $2`, to, from); err != nil {
+		return 0, fmt.Errorf("knowledge: rename %q: %w", from, err)
+	}
+	return moving, tx.Commit()
+}
+
 // list returns base's documents, oldest first.
 func (q documents) list(ctx context.Context, base string) ([]Document, error) {
 	rows, err := q.r.QueryContext(ctx, `SELECT `+docColumns+` FROM knowledge_documents WHERE base = $1 ORDER BY id`, base)

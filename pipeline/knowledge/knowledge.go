@@ -135,6 +135,7 @@ func New(ctx context.Context, o Options) (*Knowledge, error) {
 	if o.Rerank.Model != "" {
 		k.reranker = NewReranker(o.Rerank, o.HTTPClient)
 	}
+	k.warnOrphans(ctx)
 	return k, nil
 }
 

@@ -64,6 +64,14 @@ func PostgresDSN(t testing.TB) string {
 	return testdb.PostgresDSN(t)
 }
 
+// PostgresDatabaseDSN is PostgresDSN with a fresh database of the test's own in place of a
+// schema, for tests that run in parallel with replicas whose leases (session advisory locks)
+// belong to the database.
+func PostgresDatabaseDSN(t testing.TB) string {
+	t.Helper()
+	return testdb.PostgresDatabaseDSN(t)
+}
+
 // PgvectorEnv names a PostgreSQL server with pgvector available (.ci/pgvector starts one).
 const PgvectorEnv = testdb.PgvectorEnv
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	"relaybot/tools"
 	"relaybot/tools/mcp/oauth"
 )
 
@@ -27,7 +28,8 @@ func (e *needsLoginError) Error() string {
 	return "MCP server " + e.server + " needs an admin to log in again at /admin/servers"
 }
 
-func (e *needsLoginError) Unwrap() error { return oauth.ErrNeedsLogin }
+// Unwrap makes the error match oauth.ErrNeedsLogin and tools.ErrUnavailable.
+func (e *needsLoginError) Unwrap() []error { return []error{oauth.ErrNeedsLogin, tools.ErrUnavailable} }
 
 func needsLogin(err error) bool { return errors.Is(err, oauth.ErrNeedsLogin) }
 

@@ -7,7 +7,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -92,8 +91,16 @@ type ServerConfig struct {
 }
 
 // ErrUnavailable is wrapped by the error of a call to a server that is down or reconnecting;
-// such calls fail at once instead of waiting out a timeout.
-var ErrUnavailable = errors.New("MCP server unavailable")
+// such calls fail at once instead of waiting out a timeout. It matches tools.ErrUnavailable.
+var ErrUnavailable error = unavailableError{}
+
+type unavailableError struct{}
+
+func (unavailableError) Error() string { return "MCP server unavailable" }
+
+// Is makes errors.Is(err, tools.ErrUnavailable) true: the audit records such a call as
+// unavailable.
+func (unavailableError) Is(target error) bool { return target == tools.ErrUnavailable }
 
 // Option tunes a Loader.
 type Option func(*options)
@@ -102,6 +109,7 @@ type options struct {
 	backoffBase, backoffMax time.Duration
 	reconnectWait           time.Duration
 	tracer                  CallTracer
+	memory                  ToolMemory
 }
 
 // CallTracer traces the tools/call requests of a Loader. StartCall is called before each
@@ -327,8 +335,8 @@ func (l *Loader) route(name string) *serverConn {
 
 // Unavailable names the server of a tool it does not list now and says why
 // (tools.UnavailableTeller): a server down, reconnecting or waiting for a login that offered
-// the tool when it was last up, or, for a server never up yet (before its first login), one
-// whose tool_prefix the name carries. The reason wraps ErrUnavailable, or oauth.ErrNeedsLogin
+// the tool when it was last up, or, for a server not up since the start (before its first
+// login), one whose tools the tool memory remembers or whose tool_prefix the name carries. The reason wraps ErrUnavailable, or oauth.ErrNeedsLogin
 // ("needs an admin to log in again"). A name no server can be told by is nil.
 func (l *Loader) Unavailable(name string) (server string, why error) {
 	for _, s := range l.servers {

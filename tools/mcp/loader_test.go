@@ -366,11 +366,11 @@ func TestACallToAToolOfADownServerSaysItIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := m.ForTurn(tools.TurnInfo{}, nil).Execute(context.Background(), tools.Call{ToolCall: chat.ToolCall{ID: "c", Name: "echo", Arguments: `{"text":"x"}`}})
-	if out.Status != audit.StatusError || !strings.Contains(out.Content, "MCP server 'srv' is down") {
+	if out.Status != audit.StatusUnavailable || !strings.Contains(out.Content, "MCP server 'srv' is down") {
 		t.Errorf("a new turn's call while the server is down answered %q (%s), want that srv is down", out.Content, out.Status)
 	}
-	if r := rec.Records()[0]; r.Server != "srv" || r.Source != audit.SourceMCP || r.Status != audit.StatusError {
-		t.Errorf("audit row %+v; want the call of server srv, an error", r)
+	if r := rec.Records()[0]; r.Server != "srv" || r.Source != audit.SourceMCP || r.Status != audit.StatusUnavailable {
+		t.Errorf("audit row %+v; want the call of server srv, unavailable", r)
 	}
 }
 
@@ -623,5 +623,59 @@ func TestToolPrefixOffersBothServersTools(t *testing.T) {
 	}
 	if r := rec.Records()[0]; r.ToolName != "b__echo" || r.ServerTool != "echo" || r.Server != "b" {
 		t.Fatalf("audit row names %q (server %q, server's name %q), want b__echo, b, echo", r.ToolName, r.Server, r.ServerTool)
+	}
+}
+
+// memory is a ToolMemory in memory, standing for the store every replica shares.
+type memory struct {
+	mu    sync.Mutex
+	names map[string][]string
+}
+
+func (m *memory) RememberedTools(_ context.Context, server string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.names[server], nil
+}
+
+func (m *memory) RememberTools(_ context.Context, server string, names []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.names == nil {
+		m.names = map[string][]string{}
+	}
+	m.names[server] = names
+	return nil
+}
+
+// A server's tool names are remembered when it connects; a later loader (another replica, a
+// restart) whose server cannot connect tells a call to one of them why it is unavailable and
+// names the server, though it never listed them itself; before that, with nothing remembered,
+// the name is unknown and the server is named among those whose tools are not known.
+func TestAServersRememberedToolsAreToldUnavailableBeforeItConnects(t *testing.T) {
+	mem := &memory{}
+	l := startLoaderOpts(t, []mcp.Option{mcp.WithToolMemory(mem)},
+		mcp.ServerConfig{Name: "srv", Transport: "stdio", Command: stdioServer, ToolCallTimeout: time.Minute})
+	waitUp(t, l, "srv")
+	wait.For(t, "the tool names remembered", func() bool {
+		names, _ := mem.RememberedTools(context.Background(), "srv")
+		return slices.Contains(names, "echo")
+	})
+	down := mcp.ServerConfig{Name: "srv", Transport: "stdio", Command: "/nonexistent/mcp-server"}
+	fresh := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Hour, time.Hour)}, down)
+	wait.For(t, "the server without memory down", func() bool { return health(fresh, "srv").State == tools.ServerDown })
+	if server, why := fresh.Unavailable("echo"); why != nil || server != "" {
+		t.Errorf("with nothing remembered echo was told unavailable at %q (%v); want it unknown", server, why)
+	}
+	if got := fresh.UnknownServers(); !slices.Equal(got, []string{"srv (down)"}) {
+		t.Errorf("servers with unknown tools %q; want srv, down", got)
+	}
+	recalled := startLoaderOpts(t, []mcp.Option{mcp.WithBackoff(time.Hour, time.Hour), mcp.WithToolMemory(mem)}, down)
+	wait.For(t, "the server with memory down", func() bool { return health(recalled, "srv").State == tools.ServerDown })
+	if server, why := recalled.Unavailable("echo"); server != "srv" || !errors.Is(why, tools.ErrUnavailable) {
+		t.Errorf("a remembered tool was told unavailable at %q (%v); want srv, unavailable", server, why)
+	}
+	if got := recalled.UnknownServers(); len(got) != 0 {
+		t.Errorf("servers with unknown tools %q; want none (srv's are remembered)", got)
 	}
 }

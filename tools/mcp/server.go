@@ -39,17 +39,22 @@ type serverConn struct {
 	firstDone chan struct{} // closed after the first connection attempt
 	firstOnce sync.Once
 
-	mu            sync.Mutex
-	state         tools.ServerState
-	lastErr       string
-	needsLogin    bool // the last failure was for want of an OAuth login
-	since         time.Time
-	transport     string
-	version       string // the protocol version of the current or last session
-	resources     []tools.ServerResource
-	promptList    []tools.ServerPrompt
-	specs         []tools.Spec // while up: current; while down: as last listed
-	names         map[string]bool
+	mu           sync.Mutex
+	state        tools.ServerState
+	lastErr      string
+	needsLogin   bool // the last failure was for want of an OAuth login
+	since        time.Time
+	transport    string
+	version      string // the protocol version of the current or last session
+	resources    []tools.ServerResource
+	templateList []tools.ServerResourceTemplate
+	promptList   []tools.ServerPrompt
+	specs        []tools.Spec // while up: current; while down: as last listed
+	names        map[string]bool
+	// remembered are the model's names of the tools the tool memory had for the server at the
+	// start (ToolMemory); rememberedNow the server's own names last written there from here.
+	remembered    map[string]bool
+	rememberedNow []string
 	sess          *session      // nil unless up
 	reconnectDone chan struct{} // non-nil while callers wait for a new session
 
@@ -199,12 +204,34 @@ type session struct {
 	resources    []tools.ServerResource
 	resourceTool bool
 	prompts      []tools.ServerPrompt
+	// moreResources says the server listed more resources than are kept; templates are its
+	// resource templates as listed (for the Servers page) and compiled (for read_resource).
+	moreResources bool
+	templateList  []tools.ServerResourceTemplate
+	templates     []uriTemplate
+	// attached keeps the text of the attached resources the session subscribed to (subscribe.go).
+	attached attachedCache
 }
 
-func (ss *session) setResources(listed []tools.ServerResource, tool bool) {
+// resourceCatalog is what a session's listing found of the server's resources.
+type resourceCatalog struct {
+	resources     []tools.ServerResource
+	moreResources bool
+	templateList  []tools.ServerResourceTemplate
+	templates     []uriTemplate
+}
+
+func (ss *session) setResources(c resourceCatalog, tool bool) {
 	ss.taskMu.Lock()
 	defer ss.taskMu.Unlock()
-	ss.resources, ss.resourceTool = listed, tool
+	ss.resources, ss.resourceTool = c.resources, tool
+	ss.moreResources, ss.templateList, ss.templates = c.moreResources, c.templateList, c.templates
+}
+
+func (ss *session) listedTemplates() []tools.ServerResourceTemplate {
+	ss.taskMu.Lock()
+	defer ss.taskMu.Unlock()
+	return ss.templateList
 }
 
 func (ss *session) setPrompts(listed []tools.ServerPrompt) {
@@ -254,6 +281,7 @@ func (s *serverConn) run(ctx context.Context) {
 		s.setDown(s.invalid)
 		return
 	}
+	s.recall(ctx)
 	attempt := 0
 	for {
 		s.setConnecting()
@@ -280,6 +308,7 @@ func (s *serverConn) run(ctx context.Context) {
 		upAt := time.Now()
 		s.setUp(sess, specs)
 		s.markFirstDone()
+		s.remember(ctx, specs)
 		s.logger.Info("MCP server connected", "transport", s.transportName(), "tools", len(specs))
 
 		end, lostErr := s.serve(ctx, sess)
@@ -332,6 +361,7 @@ func (s *serverConn) serve(ctx context.Context, sess *session) (sessionEnd, erro
 				s.setResources(sess)
 				changed := s.setSpecs(specs)
 				s.logger.Info("MCP server's tool list read again", "tools", len(specs), "changed", changed)
+				s.remember(ctx, specs)
 			case ctx.Err() != nil:
 				return endClosed, nil
 			case sessionEnded(err):
@@ -389,6 +419,7 @@ func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.sess = sess
 	s.version = sess.version
 	s.resources, _ = sess.listed()
+	s.templateList = sess.listedTemplates()
 	s.promptList = sess.listedPrompts()
 	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
 	s.setSpecsLocked(specs)
@@ -412,9 +443,10 @@ func (s *serverConn) setDown(err error) {
 // setResources keeps the resources sess listed last.
 func (s *serverConn) setResources(sess *session) {
 	listed, _ := sess.listed()
+	templates := sess.listedTemplates()
 	prompts := sess.listedPrompts()
 	s.mu.Lock()
-	s.resources, s.promptList = listed, prompts
+	s.resources, s.templateList, s.promptList = listed, templates, prompts
 	s.mu.Unlock()
 }
 
@@ -487,18 +519,15 @@ func (s *serverConn) offers(name string) (up, known bool) {
 }
 
 // mayOffer reports whether name is a tool of this server while it is not up: one it offered
-// when last up, or, before it ever listed tools, a name with its tool_prefix.
+// when last up, or, before it listed tools here, one the tool memory remembers or a name with
+// its tool_prefix.
 func (s *serverConn) mayOffer(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == tools.ServerUp {
 		return false
 	}
-	if s.names[name] {
-		return true
-	}
-	p := s.cfg.prefix()
-	return s.names == nil && p != "" && strings.HasPrefix(name, p)
+	return s.names[name] || s.knownWhileDownLocked(name)
 }
 
 func (s *serverConn) health() tools.ServerHealth {
@@ -507,7 +536,7 @@ func (s *serverConn) health() tools.ServerHealth {
 	return tools.ServerHealth{
 		Name: s.cfg.Name, Transport: s.transport, ProtocolVersion: s.version, State: s.state,
 		LastError: s.lastErr, Tools: len(s.specs), Since: s.since, Resources: s.resources,
-		Prompts: s.promptList,
+		ResourceTemplates: s.templateList, Prompts: s.promptList,
 	}
 }
 
@@ -559,6 +588,11 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 	}
 	if _, tool := sess.listed(); tool && name == readResourceTool {
 		uri, _ := args["uri"].(string)
+		if uri != "" {
+			if err := sess.readable(s.cfg.Name, uri); err != nil {
+				return nil, fmt.Errorf("%s: %w", readResourceTool, err)
+			}
+		}
 		return s.readResource(ctx, sess, uri)
 	}
 	if sess.asTask(name) {

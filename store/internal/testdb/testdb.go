@@ -56,6 +56,36 @@ func PgvectorDSN(t testing.TB) string {
 	return schemaOn(t, PgvectorEnv)
 }
 
+// PostgresDatabaseDSN is PostgresDSN with a database of the test's own in place of a schema:
+// for tests that run beside each other while their replicas take session advisory locks (the
+// coord leases), which are the database's, not a schema's.
+func PostgresDatabaseDSN(t testing.TB) string {
+	t.Helper()
+	if os.Getenv(Env) == "" {
+		t.Skipf("PostgreSQL not tested: set %s to a database URL (e.g. postgres://postgres@127.0.0.1:5432/relaybot_test?sslmode=disable)", Env)
+	}
+	base := os.Getenv(Env)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("%s is not a URL: %v", Env, err)
+	}
+	name := "test_" + randomTail(t)
+	exec(t, base, "CREATE DATABASE "+name)
+	t.Cleanup(func() { exec(t, base, "DROP DATABASE "+name+" WITH (FORCE)") })
+	u.Path = "/" + name
+	return u.String()
+}
+
+// randomTail is 12 random hex digits, for the names of a test's schema or database.
+func randomTail(t testing.TB) string {
+	t.Helper()
+	tail := make([]byte, 6)
+	if _, err := rand.Read(tail); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(tail)
+}
+
 // schemaOn makes a fresh schema on the server the variable env names and returns its URL.
 func schemaOn(t testing.TB, env string) string {
 	t.Helper()
@@ -64,11 +94,7 @@ func schemaOn(t testing.TB, env string) string {
 	if err != nil {
 		t.Fatalf("%s is not a URL: %v", env, err)
 	}
-	tail := make([]byte, 6)
-	if _, err := rand.Read(tail); err != nil {
-		t.Fatal(err)
-	}
-	schema := "test_" + hex.EncodeToString(tail)
+	schema := "test_" + randomTail(t)
 	exec(t, base, "CREATE SCHEMA "+schema)
 	t.Cleanup(func() { exec(t, base, "DROP SCHEMA "+schema+" CASCADE") })
 	q := u.Query()

@@ -376,7 +376,7 @@ func TestARevokedLoginShowsNeedsLoginAndTheToolFailsWithAClearError(t *testing.T
 	turn := r.turn() // a turn that was offered the tool before the revocation
 	as.RevokeAll()
 	const want = "err: MCP server tracker needs an admin to log in again at /admin/servers"
-	if out := r.callIn(turn, "x"); out.Content != want || out.Status != audit.StatusError {
+	if out := r.callIn(turn, "x"); out.Content != want || out.Status != audit.StatusUnavailable {
 		t.Fatalf("with a revoked token the tool answered %q (%s), want %q", out.Content, out.Status, want)
 	}
 	if n := as.Count("refresh_refused"); n != 1 {
@@ -609,15 +609,15 @@ func TestACallToAToolOfAServerThatLostItsLoginSaysWhyAndNamesTheServer(t *testin
 	})
 	out := r.call("y") // a new turn: the tool is not in its list
 	const want = "err: MCP server tracker needs an admin to log in again at /admin/servers"
-	if out.Content != want || out.Status != audit.StatusError {
+	if out.Content != want || out.Status != audit.StatusUnavailable {
 		t.Fatalf("a call to the tool of a server without a login answered %q (%s), want %q", out.Content, out.Status, want)
 	}
 	r.audit.mu.Lock()
 	last := r.audit.recs[len(r.audit.recs)-1]
 	r.audit.mu.Unlock()
-	if last.ToolName != "echo" || last.Server != "tracker" || last.Source != audit.SourceMCP || last.Status != audit.StatusError ||
+	if last.ToolName != "echo" || last.Server != "tracker" || last.Source != audit.SourceMCP || last.Status != audit.StatusUnavailable ||
 		!strings.Contains(last.Error, "log in again") {
-		t.Fatalf("audit row %+v; want echo of server tracker, an error saying to log in again", last)
+		t.Fatalf("audit row %+v; want echo of server tracker, unavailable, saying to log in again", last)
 	}
 	_, page := r.get("/admin/servers")
 	if !strings.Contains(page, "the login was revoked or expired at the authorization server") || strings.Contains(page, "the token expired") {
@@ -639,7 +639,7 @@ func TestACallBeforeTheFirstLoginSaysAnAdminMustLogIn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out := r.turn().Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "c1", Name: "trk_echo", Arguments: `{"text":"x"}`}, Round: 1})
-	if !strings.Contains(out.Content, "MCP server tracker needs an admin to log in") || out.Status != audit.StatusError {
+	if !strings.Contains(out.Content, "MCP server tracker needs an admin to log in") || out.Status != audit.StatusUnavailable {
 		t.Fatalf("a call before the first login answered %q (%s); want that an admin must log in", out.Content, out.Status)
 	}
 	out = r.turn().Execute(ctx, tools.Call{ToolCall: chat.ToolCall{ID: "c2", Name: "other_echo", Arguments: `{}`}, Round: 1})

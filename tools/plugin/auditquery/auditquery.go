@@ -62,7 +62,7 @@ const schema = `{
     "view": {"type": "string", "enum": ["recent", "failures", "slowest_calls", "slowest_tools"],
       "description": "recent: latest calls; failures: latest failed calls; slowest_calls: longest calls; slowest_tools: per-tool call counts, failures and durations. Default recent."},
     "tool": {"type": "string", "description": "Only calls of this tool."},
-    "status": {"type": "string", "enum": ["running", "ok", "error", "timeout", "not_found", "bad_args", "cancelled", "denied", "interrupted"], "description": "Only calls with this status."},
+    "status": {"type": "string", "enum": ["running", "ok", "error", "timeout", "not_found", "unavailable", "bad_args", "cancelled", "denied", "interrupted"], "description": "Only calls with this status."},
     "chat_id": {"type": "string", "description": "Only calls made in this chat: PLATFORM:ID as the admin pages print it (telegram:-100123, web:ID; telegram:-100123#7 for one forum topic), or the bare chat id."},
     "since": {"type": "string", "description": "How far back to look, e.g. 30m, 24h, 7d, or since a time (RFC 3339 or 2006-01-02). At most a year. Default 24h."},
     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "At most this many rows. Default 10."}
