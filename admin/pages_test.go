@@ -138,7 +138,9 @@ func TestPages(t *testing.T) {
 			return []tools.ServerHealth{{Name: "wx", Transport: "stdio", State: "down", LastError: "exec: wx-server: not found"},
 				{Name: "docs", Transport: "http", ProtocolVersion: "2025-11-25", State: "up", Tools: 2,
 					Resources: []tools.ServerResource{{URI: "docs://guide", Name: "Guide", MIMEType: "text/markdown"}},
-					Prompts:   []tools.ServerPrompt{{Name: "brief", Arguments: []tools.PromptArgument{{Name: "topic", Required: true}, {Name: "days"}}}}}}
+					ResourceTemplates: []tools.ServerResourceTemplate{{URITemplate: "docs://page/{n}", Name: "Page"},
+						{URITemplate: "docs://q{?x,y}", Name: "Query", Unmatched: "not an expression the bot matches"}},
+					Prompts: []tools.ServerPrompt{{Name: "brief", Arguments: []tools.PromptArgument{{Name: "topic", Required: true}, {Name: "days"}}}}}}
 		}
 		o.WebChat = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "chat here") })
 	})
@@ -192,6 +194,10 @@ func TestPages(t *testing.T) {
 	}
 	if !strings.Contains(body, `<code>docs://guide</code> Guide`) || !strings.Contains(body, "1 resource</summary>") {
 		t.Errorf("the servers page does not list docs' resource")
+	}
+	if !strings.Contains(body, `<code>docs://page/{n}</code> Page</li>`) || !strings.Contains(body, "2 resource templates</summary>") ||
+		!strings.Contains(body, `title="not an expression the bot matches">not read</span>`) {
+		t.Errorf("servers page lacks the resource templates (one the bot does not read marked so)")
 	}
 	if !strings.Contains(body, `<code>/prompt brief topic=… [days=…]</code>`) {
 		t.Errorf("the servers page does not show docs' prompt as the command")

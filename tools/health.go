@@ -21,6 +21,8 @@ type ServerHealth struct {
 	Since time.Time `json:"since,omitzero"`
 	// Resources are the resources the server listed when it last connected.
 	Resources []ServerResource `json:"resources,omitempty"`
+	// ResourceTemplates are the resource templates the server listed when it last connected.
+	ResourceTemplates []ServerResourceTemplate `json:"resource_templates,omitempty"`
 	// Prompts are the prompts the admin enabled as /prompt commands, as the server listed them.
 	Prompts []ServerPrompt `json:"prompts,omitempty"`
 }
@@ -45,6 +47,18 @@ type ServerResource struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 	MIMEType    string `json:"mime_type,omitempty"`
+}
+
+// ServerResourceTemplate is one resource template an MCP server offers
+// (resources/templates/list): the URIs read_resource may read through it.
+type ServerResourceTemplate struct {
+	URITemplate string `json:"uri_template"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	MIMEType    string `json:"mime_type,omitempty"`
+	// Unmatched says why the bot reads no URI through the template (an expression it does
+	// not match, a template too long); "" when it does.
+	Unmatched string `json:"unmatched,omitempty"`
 }
 
 // ServerState is a tool server's connection state.

@@ -188,6 +188,9 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 	}
 	c.OnNotification(func(n mcpgo.JSONRPCNotification) {
 		inflight.notified(n)
+		if n.Method == mcpgo.MethodNotificationResourceUpdated {
+			s.resourceUpdated(sess, n)
+		}
 		// On 2026-07-28 the list is read again once the subscription stands, so a change made
 		// between the first listing and the subscription is not missed.
 		if n.Method == string(mcpgo.MethodNotificationToolsListChanged) ||
@@ -230,6 +233,7 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 	if err != nil {
 		return fail("list tools", err)
 	}
+	s.subscribeAttached(cctx, sess)
 	if sess.modern() && ires.Capabilities.Tools != nil && ires.Capabilities.Tools.ListChanged {
 		go s.listen(sctx, sess)
 	}

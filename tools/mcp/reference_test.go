@@ -193,7 +193,8 @@ func ellipsis(s string) string {
 }
 
 // The reference server's resources are listed, and one attached to a chat is read into its
-// turns (its document's text, as the package ships it); its read_resource tool reads it too.
+// turns (its document's text, as the package ships it) and subscribed to (its updates reach the
+// bot); its read_resource tool reads it too, and a URI one of its resource templates expands to.
 func TestReferenceServerResources(t *testing.T) {
 	entry := everything(t)
 	doc, err := os.ReadFile(filepath.Join(filepath.Dir(entry), "docs", "features.md"))
@@ -206,7 +207,7 @@ func TestReferenceServerResources(t *testing.T) {
 	for tr, cfg := range everythingServers(t) {
 		t.Run(tr, func(t *testing.T) {
 			cfg.ReadResource, cfg.AttachResources, cfg.AttachChats = true, []string{uri}, []string{"telegram:-100"}
-			l, _ := startLogged(t, cfg)
+			l, logs := startLogged(t, cfg)
 			if !slices.ContainsFunc(health(l, "everything").Resources, func(r tools.ServerResource) bool { return r.URI == uri }) {
 				t.Fatalf("%s not listed: %+v", uri, health(l, "everything").Resources)
 			}
@@ -216,6 +217,28 @@ func TestReferenceServerResources(t *testing.T) {
 			res, err := call(l, "read_resource", map[string]string{"uri": uri})
 			if err != nil || !strings.Contains(res.Text, firstLine) {
 				t.Fatalf("read_resource = %q, %v", ellipsis(res.Text), err)
+			}
+			// The attached resource is subscribed: the server's update (sent at once when its
+			// updates are switched on) reaches the bot for it.
+			if _, err := call(l, "toggle-subscriber-updates", map[string]any{}); err != nil {
+				t.Fatal(err)
+			}
+			wait.For(t, "the reference server's update of the attached resource", func() bool {
+				return strings.Contains(logs.String(), `msg="MCP resource attached to chats changed; the next turn reads it again" mcp_server=everything uri=`+uri)
+			})
+			if got := l.AttachedContext(context.Background(), []chat.Ref{group}); !strings.Contains(got, firstLine) {
+				t.Fatalf("the turn after the update carries %q", ellipsis(got))
+			}
+			// Its dynamic resources are templates: listed, and read through them.
+			const tmpl = "demo://resource/dynamic/text/{resourceId}"
+			if !slices.ContainsFunc(health(l, "everything").ResourceTemplates, func(r tools.ServerResourceTemplate) bool {
+				return r.URITemplate == tmpl && r.Unmatched == ""
+			}) {
+				t.Fatalf("%s not listed as a template the bot reads: %+v", tmpl, health(l, "everything").ResourceTemplates)
+			}
+			res, err = call(l, "read_resource", map[string]string{"uri": "demo://resource/dynamic/text/7"})
+			if err != nil || !strings.Contains(res.Text, "Resource 7: This is a plaintext resource") {
+				t.Fatalf("read_resource of a templated URI = %q, %v", ellipsis(res.Text), err)
 			}
 		})
 	}

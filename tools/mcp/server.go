@@ -26,7 +26,6 @@ import (
 
 // serverConn keeps one server connected: run is its lifecycle, call runs tools on it.
 type serverConn struct {
-	l       *Loader
 	cfg     ServerConfig
 	opts    options
 	logger  *slog.Logger
@@ -40,29 +39,102 @@ type serverConn struct {
 	firstDone chan struct{} // closed after the first connection attempt
 	firstOnce sync.Once
 
-	mu         sync.Mutex
-	state      tools.ServerState
-	lastErr    string
-	needsLogin bool // the last failure was for want of an OAuth login
-	since      time.Time
-	transport  string
-	version    string // the protocol version of the current or last session
-	resources  []tools.ServerResource
-	promptList []tools.ServerPrompt
-	specs      []tools.Spec // while up: current; while down: as last listed
-	names      map[string]bool
+	mu           sync.Mutex
+	state        tools.ServerState
+	lastErr      string
+	needsLogin   bool // the last failure was for want of an OAuth login
+	since        time.Time
+	transport    string
+	version      string // the protocol version of the current or last session
+	resources    []tools.ServerResource
+	templateList []tools.ServerResourceTemplate
+	promptList   []tools.ServerPrompt
+	specs        []tools.Spec // while up: current; while down: as last listed
+	names        map[string]bool
 	// remembered are the model's names of the tools the tool memory had for the server at the
 	// start (ToolMemory); rememberedNow the server's own names last written there from here.
 	remembered    map[string]bool
 	rememberedNow []string
 	sess          *session      // nil unless up
 	reconnectDone chan struct{} // non-nil while callers wait for a new session
+
+	// life is who holds the server and its run: Loaders share a server a reload kept
+	// (Loader.Next), and the last one to let go stops it.
+	life serverLife
+}
+
+// serverLife is the holders and the run of a server.
+type serverLife struct {
+	mu sync.Mutex
+	// holders are the Loaders holding the server, the newest last: its tool collisions are
+	// noted in the newest's list.
+	holders []*Loader
+	stopped bool               // the last holder let go: never started again
+	cancel  context.CancelFunc // ends run; nil before start
+	done    chan struct{}      // closed when run returned
+}
+
+// hold adds l to the server's holders, unless the server was stopped.
+func (s *serverConn) hold(l *Loader) bool {
+	s.life.mu.Lock()
+	defer s.life.mu.Unlock()
+	if s.life.stopped {
+		return false
+	}
+	s.life.holders = append(s.life.holders, l)
+	return true
+}
+
+// start runs the server in the background unless it runs already or was stopped.
+func (s *serverConn) start(ctx context.Context) {
+	s.life.mu.Lock()
+	defer s.life.mu.Unlock()
+	if s.life.cancel != nil || s.life.stopped {
+		return
+	}
+	ctx, s.life.cancel = context.WithCancel(ctx)
+	s.life.done = make(chan struct{})
+	go func() {
+		defer close(s.life.done)
+		s.run(ctx)
+	}()
+}
+
+// release lets l go; once no Loader holds the server it is stopped, and release waits for its
+// run to return.
+func (s *serverConn) release(l *Loader) {
+	s.life.mu.Lock()
+	s.life.holders = slices.DeleteFunc(s.life.holders, func(h *Loader) bool { return h == l })
+	if len(s.life.holders) > 0 || s.life.stopped {
+		s.life.mu.Unlock()
+		return
+	}
+	s.life.stopped = true
+	cancel, done := s.life.cancel, s.life.done
+	s.life.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// noteCollisions notes the tool collisions among the servers of the newest Loader holding s.
+func (s *serverConn) noteCollisions() {
+	s.life.mu.Lock()
+	var l *Loader
+	if n := len(s.life.holders); n > 0 {
+		l = s.life.holders[n-1]
+	}
+	s.life.mu.Unlock()
+	if l != nil {
+		l.noteCollisions()
+	}
 }
 
 func newServerConn(l *Loader, cfg ServerConfig, o options) *serverConn {
 	red := newRedactor(cfg.URL)
 	s := &serverConn{
-		l: l, cfg: cfg, opts: o,
+		cfg: cfg, opts: o, life: serverLife{holders: []*Loader{l}},
 		logger:    newRedactingLogger(l.logger, red).With("mcp_server", cfg.Name),
 		redact:    red,
 		refresh:   make(chan struct{}, 1),
@@ -132,12 +204,34 @@ type session struct {
 	resources    []tools.ServerResource
 	resourceTool bool
 	prompts      []tools.ServerPrompt
+	// moreResources says the server listed more resources than are kept; templates are its
+	// resource templates as listed (for the Servers page) and compiled (for read_resource).
+	moreResources bool
+	templateList  []tools.ServerResourceTemplate
+	templates     []uriTemplate
+	// attached keeps the text of the attached resources the session subscribed to (subscribe.go).
+	attached attachedCache
 }
 
-func (ss *session) setResources(listed []tools.ServerResource, tool bool) {
+// resourceCatalog is what a session's listing found of the server's resources.
+type resourceCatalog struct {
+	resources     []tools.ServerResource
+	moreResources bool
+	templateList  []tools.ServerResourceTemplate
+	templates     []uriTemplate
+}
+
+func (ss *session) setResources(c resourceCatalog, tool bool) {
 	ss.taskMu.Lock()
 	defer ss.taskMu.Unlock()
-	ss.resources, ss.resourceTool = listed, tool
+	ss.resources, ss.resourceTool = c.resources, tool
+	ss.moreResources, ss.templateList, ss.templates = c.moreResources, c.templateList, c.templates
+}
+
+func (ss *session) listedTemplates() []tools.ServerResourceTemplate {
+	ss.taskMu.Lock()
+	defer ss.taskMu.Unlock()
+	return ss.templateList
 }
 
 func (ss *session) setPrompts(listed []tools.ServerPrompt) {
@@ -325,12 +419,13 @@ func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.sess = sess
 	s.version = sess.version
 	s.resources, _ = sess.listed()
+	s.templateList = sess.listedTemplates()
 	s.promptList = sess.listedPrompts()
 	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
 	s.mu.Unlock()
-	s.l.noteCollisions()
+	s.noteCollisions()
 }
 
 func (s *serverConn) setDown(err error) {
@@ -348,9 +443,10 @@ func (s *serverConn) setDown(err error) {
 // setResources keeps the resources sess listed last.
 func (s *serverConn) setResources(sess *session) {
 	listed, _ := sess.listed()
+	templates := sess.listedTemplates()
 	prompts := sess.listedPrompts()
 	s.mu.Lock()
-	s.resources, s.promptList = listed, prompts
+	s.resources, s.templateList, s.promptList = listed, templates, prompts
 	s.mu.Unlock()
 }
 
@@ -362,7 +458,7 @@ func (s *serverConn) setSpecs(specs []tools.Spec) bool {
 	})
 	s.setSpecsLocked(specs)
 	s.mu.Unlock()
-	s.l.noteCollisions()
+	s.noteCollisions()
 	return changed
 }
 
@@ -440,7 +536,7 @@ func (s *serverConn) health() tools.ServerHealth {
 	return tools.ServerHealth{
 		Name: s.cfg.Name, Transport: s.transport, ProtocolVersion: s.version, State: s.state,
 		LastError: s.lastErr, Tools: len(s.specs), Since: s.since, Resources: s.resources,
-		Prompts: s.promptList,
+		ResourceTemplates: s.templateList, Prompts: s.promptList,
 	}
 }
 
@@ -492,6 +588,11 @@ func (s *serverConn) callOnce(ctx context.Context, sess *session, name string, a
 	}
 	if _, tool := sess.listed(); tool && name == readResourceTool {
 		uri, _ := args["uri"].(string)
+		if uri != "" {
+			if err := sess.readable(s.cfg.Name, uri); err != nil {
+				return nil, fmt.Errorf("%s: %w", readResourceTool, err)
+			}
+		}
 		return s.readResource(ctx, sess, uri)
 	}
 	if sess.asTask(name) {

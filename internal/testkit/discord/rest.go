@@ -880,6 +880,10 @@ func (s *Server) interactionCallback(req *request) (int, any) {
 			return http.StatusBadRequest, errorBody(codeInvalidFormBody, "callback data: "+err.Error())
 		}
 	}
+	if (cb.Type == callbackDeferredUpdate || cb.Type == callbackUpdate) && it.messageID == "" {
+		// Updating "the message the component is on" has no message without a component.
+		return http.StatusBadRequest, errorBody(codeInvalidFormBody, fmt.Sprintf("interaction callback type %d is only valid for component interactions", cb.Type))
+	}
 	switch cb.Type {
 	case callbackMessage, callbackDeferred:
 		m := &message{Message: Message{ID: s.newIDLocked(), ChannelID: it.channelID, GuildID: it.guildID,

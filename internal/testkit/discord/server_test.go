@@ -191,3 +191,41 @@ func TestEditAttachesFiles(t *testing.T) {
 		t.Errorf("recorded call files = %+v", c[0].Files)
 	}
 }
+
+// An interaction is answered once and within its deadline; UPDATE_MESSAGE edits the message the
+// pressed component is on, in place, and is refused for an interaction without one.
+func TestInteractionCallbacksAsDiscordTakesThem(t *testing.T) {
+	s := New(Config{})
+	defer s.Close()
+	s.AddChannel(Channel{ID: "1", Type: ChannelDM})
+	_, posted := do(t, s, "POST", "/channels/1/messages", "Bot "+s.Token(),
+		`{"content":"Pick","components":[{"type":1,"components":[{"type":2,"style":2,"label":"Tuna","custom_id":"v0"}]}]}`)
+	msgID, _ := posted["id"].(string)
+	s.mu.Lock()
+	press := s.newInteractionLocked("1", "")
+	press.messageID = msgID
+	command := s.newInteractionLocked("1", "")
+	late := s.newInteractionLocked("1", "")
+	late.messageID, late.created = msgID, time.Now().Add(-time.Hour)
+	s.mu.Unlock()
+	callback := func(it *interaction, body string) (int, map[string]any) {
+		resp, out := do(t, s, "POST", "/interactions/"+it.id+"/"+it.token+"/callback", "", body)
+		return resp.StatusCode, out
+	}
+	update := `{"type":7,"data":{"components":[{"type":1,"components":[{"type":2,"style":2,"label":"✓ Tuna","custom_id":"v0"}]}]}}`
+	if code, body := callback(press, update); code != http.StatusNoContent {
+		t.Fatalf("UPDATE_MESSAGE on a button press: HTTP %d %v", code, body)
+	}
+	if got := s.Messages("1"); len(got) != 1 || got[0].Content != "Pick" || len(got[0].Buttons) != 1 || got[0].Buttons[0].Label != "✓ Tuna" {
+		t.Fatalf("after the update the channel holds %+v; want the one message, its text kept, its button redrawn", got)
+	}
+	if code, body := callback(press, update); code != http.StatusBadRequest || body["code"] != float64(codeAlreadyAcked) {
+		t.Errorf("a second answer to the press: HTTP %d %v, want 400 already acknowledged", code, body)
+	}
+	if code, _ := callback(command, update); code != http.StatusBadRequest {
+		t.Errorf("UPDATE_MESSAGE on an interaction without a component: HTTP %d, want 400", code)
+	}
+	if code, body := callback(late, `{"type":6}`); code != http.StatusNotFound || body["code"] != float64(codeUnknownInteraction) {
+		t.Errorf("an answer past the 3 s deadline: HTTP %d %v, want 404 unknown interaction", code, body)
+	}
+}

@@ -61,6 +61,8 @@ type Kit struct {
 	tasks     map[int]context.CancelFunc // running tasks' work, by a number of the kit's
 	nextTask  int
 	extTasks  map[string]*extTask // the tasks extension's tasks (exttasks.go), by id
+	handbook  string              // kit://handbook's text when not Handbook (SetHandbook)
+	subs      map[string][]string // sessions subscribed to each resource, by URI
 }
 
 // TraceTo makes the server record a span of every tool call whose request carries a W3C
@@ -78,9 +80,10 @@ func New(name string) *Kit {
 	k := &Kit{calls: map[string]int{}, records: map[string]int{}, name: name}
 	hooks := &server.Hooks{}
 	hooks.AddBeforeCancelTask(k.cancelTasks)
+	hooks.AddAfterSubscribe(k.subscribed)
 	k.Server = server.NewMCPServer(name, "1.0.0", server.WithToolCapabilities(true),
 		server.WithLogging(), server.WithElicitation(), server.WithTaskCapabilities(true, true, true),
-		server.WithResourceCapabilities(false, true), server.WithPromptCapabilities(true),
+		server.WithResourceCapabilities(true, true), server.WithPromptCapabilities(true),
 		server.WithHooks(hooks), server.WithExtensions(map[string]any{extTasksID: map[string]any{}}))
 	k.Server.AddTools(
 		server.ServerTool{
