@@ -43,6 +43,7 @@ type serverConn struct {
 	state        tools.ServerState
 	lastErr      string
 	needsLogin   bool // the last failure was for want of an OAuth login
+	firstLogin   bool // ... and the login wanted is the first one (oauth.ErrNeverLoggedIn)
 	since        time.Time
 	transport    string
 	version      string // the protocol version of the current or last session
@@ -421,7 +422,7 @@ func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.resources, _ = sess.listed()
 	s.templateList = sess.listedTemplates()
 	s.promptList = sess.listedPrompts()
-	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
+	s.state, s.since, s.lastErr, s.needsLogin, s.firstLogin = tools.ServerUp, time.Now(), "", false, false
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
 	s.mu.Unlock()
@@ -437,6 +438,7 @@ func (s *serverConn) setDown(err error) {
 	}
 	s.lastErr = err.Error()
 	s.needsLogin = needsLogin(err)
+	s.firstLogin = neverLoggedIn(err)
 	s.wakeLocked()
 }
 
@@ -562,7 +564,7 @@ func (s *serverConn) call(ctx context.Context, name string, args map[string]any,
 		if needsLogin(err) {
 			// The transport dropped the session: the lifecycle reconnects, finds no login and
 			// keeps the server down until an admin logs in.
-			return tools.Result{}, &needsLoginError{server: s.cfg.Name}
+			return tools.Result{}, &needsLoginError{server: s.cfg.Name, first: neverLoggedIn(err)}
 		}
 		if attempt == 0 && ctx.Err() == nil && (sessionEnded(err) || sess.renewed.Load()) {
 			if rerr := s.renew(ctx, sess); rerr != nil {
@@ -747,7 +749,7 @@ func (s *serverConn) unavailable() error {
 	defer s.mu.Unlock()
 	switch {
 	case s.needsLogin:
-		return &needsLoginError{server: s.cfg.Name}
+		return &needsLoginError{server: s.cfg.Name, first: s.firstLogin}
 	case s.state == tools.ServerDown:
 		return fmt.Errorf("MCP server '%s' is down (%s): %w", s.cfg.Name, s.lastErr, ErrUnavailable)
 	case s.lastErr != "":
