@@ -146,6 +146,25 @@ func (s *serverConn) dialRemote(ctx, cctx context.Context, kind string, legacy b
 	return sess, specs, 0, nil
 }
 
+// notified takes a notification of sess's server: a call's progress or log line goes to the
+// call, an updated resource is read again, and a changed tool list (or, on 2026-07-28, a
+// subscription that now stands) has the list read again.
+func (s *serverConn) notified(sess *session, n mcpgo.JSONRPCNotification) {
+	sess.calls.notified(n)
+	if n.Method == mcpgo.MethodNotificationResourceUpdated {
+		s.resourceUpdated(sess, n)
+	}
+	// On 2026-07-28 the list is read again once the subscription stands, so a change made
+	// between the first listing and the subscription is not missed.
+	if n.Method == string(mcpgo.MethodNotificationToolsListChanged) ||
+		n.Method == string(mcpgo.MethodNotificationSubscriptionsAcknowledged) {
+		select {
+		case s.refresh <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // handshake starts the client on t, negotiates the protocol and lists the tools. onClose runs
 // after the client is closed. legacy pins the newest revision with the initialize handshake (the
 // legacy SSE transport); otherwise mcp-go asks server/discover for the newest it speaks (2026-07-28) and falls back to
@@ -186,21 +205,7 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 			sess.markLost(errors.New("session closed"))
 		})
 	}
-	c.OnNotification(func(n mcpgo.JSONRPCNotification) {
-		inflight.notified(n)
-		if n.Method == mcpgo.MethodNotificationResourceUpdated {
-			s.resourceUpdated(sess, n)
-		}
-		// On 2026-07-28 the list is read again once the subscription stands, so a change made
-		// between the first listing and the subscription is not missed.
-		if n.Method == string(mcpgo.MethodNotificationToolsListChanged) ||
-			n.Method == string(mcpgo.MethodNotificationSubscriptionsAcknowledged) {
-			select {
-			case s.refresh <- struct{}{}:
-			default:
-			}
-		}
-	})
+	c.OnNotification(func(n mcpgo.JSONRPCNotification) { s.notified(sess, n) })
 	c.OnConnectionLost(func(err error) { sess.markLost(fmt.Errorf("connection lost: %w", err)) })
 	fail := func(what string, err error) (*session, []tools.Spec, error) {
 		sess.close()
