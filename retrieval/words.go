@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// A heavy owner's keyword search on PostgreSQL (decision 068): ranking with ts_rank reads the row
+// A heavy owner's keyword search on PostgreSQL (decision 066): ranking with ts_rank reads the row
 // of every text holding a query word (thousands of heap pages in a 50,000-chunk base), which is
 // most of a search's time. An owner of at least manyTexts texts instead has its words' postings
 // (which texts hold each word, and how often) read once and kept in memory by its generation, as
@@ -44,11 +44,10 @@ func (x *Index) ownerWords(ctx context.Context, owner string, gen int64) (*owner
 		return w, nil
 	}
 	s := x.words
-	s.mu.Lock()
-	if g, ok := s.tooBig[owner]; ok && g == gen {
-		s.mu.Unlock()
+	if s.tooBigAt(owner, gen) {
 		return nil, nil
 	}
+	s.mu.Lock()
 	b := s.building[owner]
 	if b == nil {
 		b = &sync.Mutex{}
@@ -57,8 +56,12 @@ func (x *Index) ownerWords(ctx context.Context, owner string, gen int64) (*owner
 	s.mu.Unlock()
 	b.Lock()
 	defer b.Unlock()
-	if w := x.keptWords(owner, gen); w != nil { // read by the search this one waited for
+	// The search this one waited for may have read them, or found them too big.
+	if w := x.keptWords(owner, gen); w != nil {
 		return w, nil
+	}
+	if s.tooBigAt(owner, gen) {
+		return nil, nil
 	}
 	w, err := x.readWords(ctx, owner, gen)
 	if err != nil || w != nil {
@@ -71,6 +74,14 @@ func (x *Index) ownerWords(ctx context.Context, owner string, gen int64) (*owner
 	s.tooBig[owner] = gen
 	s.mu.Unlock()
 	return nil, nil
+}
+
+// tooBigAt reports whether the owner's postings were found too big for the cache at gen.
+func (s *wordsState) tooBigAt(owner string, gen int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.tooBig[owner]
+	return ok && g == gen
 }
 
 // keptWords is the owner's postings kept at gen, or nil.
