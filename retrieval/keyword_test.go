@@ -278,3 +278,40 @@ func TestAHeavyOwnersKeywordSearchOnPostgresWeighsItsPostings(t *testing.T) {
 		}
 	}
 }
+
+// TestAHeavyOwnerTooBigForTheCacheIsStillSearched: an owner of 5,000 texts whose postings do
+// not fit the index's cache is searched by ts_rank on PostgreSQL, as before 066: every text
+// found holds a word of the query, and the texts holding both come first.
+func TestAHeavyOwnerTooBigForTheCacheIsStillSearched(t *testing.T) {
+	ctx := context.Background()
+	db := storetest.Open(t, storetest.Postgres)
+	x := open(t, db, retrieval.Postgres, "knowledge")
+	x.SetCacheBytes(64 << 10)
+	vocab := strings.Fields("leave policy hotel train badge parking wifi drill pension bonus office visitor")
+	docs := make([]retrieval.Doc, 5000)
+	for i := range docs {
+		docs[i] = retrieval.Doc{Item: int64(i + 1), Owner: "big",
+			Text: fmt.Sprintf("%s %s %s", vocab[i%len(vocab)], vocab[(i/7)%len(vocab)], vocab[(i/13)%len(vocab)])}
+	}
+	if err := x.PutMany(ctx, docs, nil, retrieval.Space{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second search at the same generation does not try the cache again
+		got, err := x.KeywordList(ctx, retrieval.Query{Owner: "big", Text: "hotel wifi"})
+		if err != nil || len(got) != 50 {
+			t.Fatalf("found %d texts (%v), want 50", len(got), err)
+		}
+		both := true
+		for _, item := range got {
+			text := docs[item-1].Text
+			has := strings.Contains(text, "hotel") && strings.Contains(text, "wifi")
+			if !has && !strings.Contains(text, "hotel") && !strings.Contains(text, "wifi") {
+				t.Fatalf("found %q, which holds neither word", text)
+			}
+			if has && !both {
+				t.Fatalf("a text holding both words ranks after one holding one: %v", got)
+			}
+			both = both && has
+		}
+	}
+}
