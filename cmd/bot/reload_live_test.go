@@ -69,8 +69,15 @@ func (e *env) adminAPI(method, path string, into any) int {
 	if m == nil {
 		t.Fatalf("no admin address in the logs")
 	}
-	req, _ := http.NewRequest(method, "http://"+m[1]+path, nil)
-	req.Header.Set("Authorization", "Bearer "+reloadAdminToken)
+	return callAdmin(t, method, "http://"+m[1], path, reloadAdminToken, into)
+}
+
+// callAdmin calls the admin API at base with the bearer token and decodes the answer into into
+// (nil: not read); it returns the status.
+func callAdmin(t *testing.T, method, base, path, token string, into any) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
