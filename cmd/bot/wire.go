@@ -849,6 +849,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,
 			Local:           s.Local,
+			MaxMessageBytes: s.MaxMessageBytes,
 		}
 		if s.Auth == "oauth" {
 			out[i].Auth = logins.Source(s.Name)

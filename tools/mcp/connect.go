@@ -67,18 +67,27 @@ func (s *serverConn) connectStdio(ctx, cctx context.Context) (*session, []tools.
 	if err != nil {
 		return nil, nil, err
 	}
-	t := transport.NewIO(p.stdout, p.stdin, nil)
+	tooLarge := newCapTrip()
+	t := transport.NewIO(newCapReader(p.stdout, s.cfg.Name, s.cfg.MaxMessageBytes, lines, tooLarge), p.stdin, nil)
 	sess, specs, err := s.handshake(ctx, cctx, t, p.stop, false)
 	if err != nil {
+		if cerr := tooLarge.Err(); cerr != nil {
+			go p.stop()
+			return nil, nil, fmt.Errorf("%w (%w)", err, cerr)
+		}
 		if perr := p.exitErr(); perr != nil {
 			return nil, nil, fmt.Errorf("%w (%w)", err, perr)
 		}
 		return nil, nil, err
 	}
+	sess.tooLarge = tooLarge
 	go func() {
 		select {
 		case <-p.exited:
 			sess.markLost(p.exitErr())
+		case <-tooLarge.tripped:
+			// mcp-go stopped reading at the message: the server is restarted.
+			sess.markLost(tooLarge.Err())
 		case <-sess.lost:
 		}
 	}()
@@ -108,6 +117,8 @@ func (s *serverConn) dialRemote(ctx, cctx context.Context, kind string, legacy b
 	if u, err := url.Parse(s.cfg.URL); err == nil {
 		hc.Transport = outbound.PinOrigin(outbound.Origin(u), hc.Transport)
 	}
+	tooLarge := newCapTrip()
+	hc.Transport = capBodies{next: hc.Transport, server: s.cfg.Name, max: s.cfg.MaxMessageBytes, trip: tooLarge}
 	logger := s.logger.With("component", "mcp-go")
 	var (
 		t   transport.Interface
@@ -138,8 +149,12 @@ func (s *serverConn) dialRemote(ctx, cctx context.Context, kind string, legacy b
 	}
 	sess, specs, err := s.handshake(ctx, cctx, t, base.CloseIdleConnections, legacy)
 	if err != nil {
+		if cerr := tooLarge.Err(); cerr != nil {
+			err = fmt.Errorf("%w (%w)", err, cerr)
+		}
 		return nil, nil, rec.first(), fmt.Errorf("%s: %w", kind, err)
 	}
+	sess.tooLarge = tooLarge
 	if login != nil {
 		login.watch(sess)
 	}

@@ -81,6 +81,10 @@ type ServerConfig struct {
 	AttachChats     []string
 	// Prompts offers the server's prompts as /prompt commands.
 	Prompts bool
+	// MaxMessageBytes bounds one message the server sends (a stdio line, an SSE event, a JSON
+	// body): a longer one fails the read (a stdio server is restarted, an HTTP answer refused)
+	// instead of growing the bot's memory; 0 means DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// Local says the admin runs the remote server inside: its connections may reach loopback,
 	// private and link-local addresses (internal/outbound); without it they are refused.
 	// Redirects stay within the URL's origin either way.

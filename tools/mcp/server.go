@@ -186,6 +186,8 @@ type session struct {
 	lostOnce sync.Once
 	lostErr  error
 	closeFn  func()
+	// tooLarge records a message the server sent over max_message_bytes (nil in process).
+	tooLarge *capTrip
 	// renewed is set before a session the server ended is closed: calls still in flight on it
 	// are cancelled by the close and retried on the new session like the call that found out.
 	renewed atomic.Bool
@@ -635,6 +637,9 @@ func (s *serverConn) callErr(ctx, cctx context.Context, sess *session, name stri
 	case errors.Is(cctx.Err(), context.DeadlineExceeded) || pastDeadline(cctx):
 		// The SSE transport's own response timer, set to the deadline, can fire first.
 		return &timeoutError{tool: name, server: s.cfg.Name, after: limit}
+	case sess.tooLarge.Err() != nil:
+		// The connection broke at the message (stdio, SSE) or the answer was it (HTTP).
+		return fmt.Errorf("MCP tool '%s': %w", name, sess.tooLarge.Err())
 	case errors.Is(err, transport.ErrTransportClosed) || isClosed(sess):
 		return fmt.Errorf("MCP server '%s' went away during the call of '%s': %w: %w", s.cfg.Name, name, ErrUnavailable, s.redact.err(err))
 	}
