@@ -408,6 +408,9 @@ type MCPServer struct {
 	// private network or link-local, and its OAuth metadata may use plain http. Without it
 	// the bot refuses such addresses, as fetch_url does.
 	Local bool `toml:"local"`
+	// MaxMessageBytes bounds one message the server sends (a stdio line, an SSE event, a JSON
+	// body); absent: DefaultMCPMaxMessageBytes.
+	MaxMessageBytes int `toml:"max_message_bytes"`
 }
 
 // ToolName returns the name the model sees for the server's tool name.
@@ -466,6 +469,9 @@ const day = 24 * time.Hour
 
 // defaultModelTimeout bounds a model call whose entry sets no timeout_sec.
 const defaultModelTimeout = 2 * time.Minute
+
+// DefaultMCPMaxMessageBytes is used when max_message_bytes is absent.
+const DefaultMCPMaxMessageBytes = 16 << 20
 
 // DefaultMCPTaskTimeout is used when task_timeout_sec is absent.
 const DefaultMCPTaskTimeout = time.Hour
@@ -732,6 +738,9 @@ func (c *Config) fillEntryDefaults(md toml.MetaData) error {
 		}
 		if s.TaskTimeout == 0 {
 			s.TaskTimeout = DefaultMCPTaskTimeout
+		}
+		if s.MaxMessageBytes == 0 {
+			s.MaxMessageBytes = DefaultMCPMaxMessageBytes
 		}
 		if s.Auth == "" {
 			s.Auth = AuthNone

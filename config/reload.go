@@ -34,6 +34,8 @@ var liveKeys = []string{
 	"tools.max_parallel", "tools.parallel_tools", "tools.max_file_bytes", "tools.max_files_per_turn",
 	"tools.always_allow_days", "tools.native", "tools.fetch_allow_private", "tools.web_search.", "tools.images.",
 	"memory.", "embeddings.", "knowledge.",
+	"telegram.allowed_chats", "telegram.allowed_users",
+	"discord.allowed_guilds", "discord.allowed_channels", "discord.allowed_roles", "discord.allow_dms",
 }
 
 // Touches reports whether one of the keys applied is one of keys or under one (a key ending in

@@ -299,6 +299,7 @@ func (c *Config) validateMCP(p *problems) {
 		}
 		p.durationBetween(key+".connect_timeout_sec", s.ConnectTimeout, 1, 600)
 		p.durationBetween(key+".task_timeout_sec", s.TaskTimeout, 1, 7*24*3600)
+		p.between(key+".max_message_bytes", s.MaxMessageBytes, 64<<10, 1<<30)
 		validateMCPAttach(p, key, s)
 		validateMCPAuth(p, key, s)
 		if pre := s.ToolPrefix; pre != "" && !validToolPrefix.MatchString(strings.ReplaceAll(pre, "{server}", "x")) {

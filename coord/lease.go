@@ -212,9 +212,11 @@ func (h *holding) check() bool {
 	err := c.PingContext(cctx)
 	cancel()
 	if err != nil && h.retake > 0 {
+		// serve waits for the retake (it takes mu), so it marks the new connection and never
+		// the one discarded here; the retake is bounded by h.retake and by the hold.
+		h.mu.Lock()
 		discard(c)
 		next, ok := h.l.retake(h.held, h.epoch, h.every, h.retake)
-		h.mu.Lock()
 		h.conn = next
 		if ok && h.serving {
 			if err := h.l.serve(h.held, next); err != nil {

@@ -61,7 +61,11 @@ type codeCache struct {
 type cacheKey struct {
 	owner string
 	space Space
+	kind  uint8 // kindWords: the owner's keyword postings (ownerWords); else codes or texts
 }
+
+// kindWords marks a cache entry of an owner's keyword postings.
+const kindWords uint8 = 1
 
 // ownerCodes is one owner's codes in one space, as of generation gen; or, under the zero space
 // and with no words, the owner's texts (ownerDocs).
@@ -73,7 +77,9 @@ type ownerCodes struct {
 	scopes []int32  // index into names
 	names  []string // the scopes
 	words  []uint64 // per doc: the positive plane, then the negative plane
-	size   int
+	// terms are a kindWords entry's postings: each word's texts (positions into docs) and hits.
+	terms map[string]postingList
+	size  int
 }
 
 func (c *codeCache) get(k cacheKey, gen int64) *ownerCodes {

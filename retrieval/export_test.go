@@ -91,3 +91,6 @@ func matchScore(info []byte) float64 {
 	}
 	return score
 }
+
+// SetCacheBytes sets how many bytes of codes and postings x keeps in memory.
+func (x *Index) SetCacheBytes(n int) { x.cache.mu.Lock(); x.cache.max = n; x.cache.mu.Unlock() }

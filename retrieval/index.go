@@ -45,6 +45,7 @@ type Index struct {
 
 	cache *codeCache
 	sizes *sizeCache
+	words *wordsState
 }
 
 // Open returns the index of collection over the migrated database: w is where it writes (on
@@ -58,7 +59,7 @@ func Open(ctx context.Context, w, r *sql.DB, dialect, collection string) (*Index
 	}
 	x := &Index{w: w, r: r, dialect: dialect, collection: collection, hnsw: map[Space]bool{},
 		cache: &codeCache{max: DefaultCodeCacheBytes, entries: map[cacheKey]*ownerCodes{}},
-		sizes: &sizeCache{entries: map[string]ownerSize{}}}
+		sizes: &sizeCache{entries: map[string]ownerSize{}}, words: newWordsState()}
 	if dialect == Postgres {
 		err := r.QueryRowContext(ctx, `SELECT CASE WHEN t.typname = 'vector' THEN n.nspname ELSE '' END
 			FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace n ON n.oid = t.typnamespace

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -68,7 +69,7 @@ func (x *Index) keywordSQLite(ctx context.Context, q Query, terms []string) ([]i
 func indexedTexts(ctx context.Context, r querier) (float64, error) {
 	var stat []byte
 	err := r.QueryRowContext(ctx, `SELECT value FROM retrieval_docs_fts_stat WHERE id = 0`).Scan(&stat)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
 	if err != nil {

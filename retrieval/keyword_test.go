@@ -1,8 +1,10 @@
 package retrieval_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -139,5 +141,177 @@ func TestAKeywordSearchCountsTheOwnersTextsAnotherReplicaAdded(t *testing.T) {
 	}
 	if !slices.Equal(got, want) || slices.Equal(got, before) {
 		t.Errorf("after the other replica's text: %v, want the exact %v (not the earlier %v)", got, want, before)
+	}
+}
+
+// TestAHeavyOwnersKeywordSearchOnPostgresWeighsItsPostings: on PostgreSQL an owner of 5,000
+// texts or more is searched from its words' postings, kept in memory by its generation: the
+// items found, in order, are those a weighing of the texts themselves ranks first (each query
+// word's hits/(hits+1.2) times its inverse document frequency among the owner's texts; ties by
+// item), with and without scopes; another replica's add, replace and delete change the next
+// search here; a small owner beside it is searched as before, by ts_rank.
+func TestAHeavyOwnersKeywordSearchOnPostgresWeighsItsPostings(t *testing.T) {
+	ctx := context.Background()
+	db := storetest.Open(t, storetest.Postgres)
+	x := open(t, db, retrieval.Postgres, "knowledge")
+	replica := open(t, db, retrieval.Postgres, "knowledge")
+	vocab := strings.Fields("the leave policy annual parental receipts laptop badge train flight hotel canteen " +
+		"parking wifi drill pension bonus office visitor insurance salary review")
+	r := rand.New(rand.NewPCG(11, 68))
+	text := func(i int) string {
+		n := 3 + r.IntN(12)
+		words := make([]string, 0, n+1)
+		for range n {
+			words = append(words, vocab[int(float64(len(vocab))*r.Float64()*r.Float64())])
+		}
+		if i%5 == 0 {
+			words = append(words, fmt.Sprintf("unique%d", i%40))
+		}
+		return strings.Join(words, " ")
+	}
+	scopes := []string{"", "a", "b"}
+	texts := map[int64]retrieval.Doc{} // what the database holds of "big", by item
+	var docs []retrieval.Doc
+	for i := range 5200 {
+		d := retrieval.Doc{Item: int64(i + 1), Owner: "big", Scope: scopes[i%3], Text: text(i)}
+		docs, texts[d.Item] = append(docs, d), d
+	}
+	for i := range 50 {
+		docs = append(docs, retrieval.Doc{Item: int64(10000 + i), Owner: "small", Text: text(i)})
+	}
+	if err := x.PutMany(ctx, docs, nil, retrieval.Space{}); err != nil {
+		t.Fatal(err)
+	}
+	// want ranks the owner's texts of the scopes kept (nil: all) as the leg should.
+	want := func(sc []string, query string) []int64 {
+		df := map[string]float64{}
+		tf := map[int64]map[string]float64{}
+		for item, d := range texts {
+			tf[item] = map[string]float64{}
+			for _, w := range strings.Fields(d.Text) {
+				if tf[item][w] == 0 {
+					df[w]++
+				}
+				tf[item][w]++
+			}
+		}
+		total := float64(len(texts))
+		type scored struct {
+			item  int64
+			score float64
+		}
+		var all []scored
+		for item, d := range texts {
+			if sc != nil && !slices.Contains(sc, d.Scope) {
+				continue
+			}
+			s, found := 0.0, false
+			for _, w := range retrieval.Terms(query) {
+				if h := tf[item][w]; h > 0 {
+					s += h / (h + 1.2) * math.Log(1+(total-df[w]+0.5)/(df[w]+0.5))
+					found = true
+				}
+			}
+			if found {
+				all = append(all, scored{item, s})
+			}
+		}
+		slices.SortFunc(all, func(a, b scored) int {
+			if a.score != b.score {
+				return cmp.Compare(b.score, a.score)
+			}
+			return cmp.Compare(a.item, b.item)
+		})
+		out := []int64{}
+		for _, s := range all[:min(len(all), 50)] {
+			out = append(out, s.item)
+		}
+		return out
+	}
+	queries := []string{"leave", "the leave", "annual parental leave policy", "receipts for the hotel", "unique7",
+		"unique7 unique8 the", "nothing here", "THE LEAVE POLICY", "wifi wifi wifi", "zebra crossing", texts[42].Text}
+	check := func(stage string) {
+		t.Helper()
+		for _, sc := range [][]string{nil, {"a"}, {"a", "b"}, {""}} {
+			for _, query := range queries {
+				got, err := x.KeywordList(ctx, retrieval.Query{Owner: "big", Scopes: sc, Text: query})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w := want(sc, query); !slices.Equal(got, w) && !(len(got) == 0 && len(w) == 0) {
+					t.Errorf("%s: %q in %q found %v, want %v", stage, sc, query, got, w)
+				}
+			}
+		}
+		if got, err := x.KeywordList(ctx, retrieval.Query{Owner: "big", Scopes: []string{}, Text: "leave"}); err != nil || len(got) != 0 {
+			t.Errorf("%s: no scope kept found %v, %v", stage, got, err)
+		}
+	}
+	check("stored")
+
+	// Another replica's writes: a new text, one replaced, one deleted.
+	added := retrieval.Doc{Item: 6000, Owner: "big", Text: "zebra crossing at the office"}
+	replaced := retrieval.Doc{Item: 10, Owner: "big", Scope: "a", Text: "zebra zebra leave"}
+	for _, d := range []retrieval.Doc{added, replaced} {
+		if err := replica.Put(ctx, d, nil, retrieval.Space{}); err != nil {
+			t.Fatal(err)
+		}
+		texts[d.Item] = d
+	}
+	if err := replica.Delete(ctx, 43); err != nil {
+		t.Fatal(err)
+	}
+	delete(texts, 43)
+	check("after another replica's writes")
+	if got, err := x.KeywordList(ctx, retrieval.Query{Owner: "big", Text: "zebra"}); err != nil || !slices.Equal(got, []int64{10, 6000}) {
+		t.Fatalf("the other replica's texts: found %v (%v), want [10 6000]", got, err)
+	}
+
+	// The small owner's search is its own (ts_rank): its texts only.
+	got, err := x.KeywordList(ctx, retrieval.Query{Owner: "small", Text: "leave policy"})
+	if err != nil || len(got) == 0 {
+		t.Fatalf("the small owner's search: %v, %v", got, err)
+	}
+	for _, item := range got {
+		if item < 10000 {
+			t.Fatalf("the small owner's search found the heavy owner's item %d", item)
+		}
+	}
+}
+
+// TestAHeavyOwnerTooBigForTheCacheIsStillSearched: an owner of 5,000 texts whose postings do
+// not fit the index's cache is searched by ts_rank on PostgreSQL, as before 066: every text
+// found holds a word of the query, and the texts holding both come first.
+func TestAHeavyOwnerTooBigForTheCacheIsStillSearched(t *testing.T) {
+	ctx := context.Background()
+	db := storetest.Open(t, storetest.Postgres)
+	x := open(t, db, retrieval.Postgres, "knowledge")
+	x.SetCacheBytes(64 << 10)
+	vocab := strings.Fields("leave policy hotel train badge parking wifi drill pension bonus office visitor")
+	docs := make([]retrieval.Doc, 5000)
+	for i := range docs {
+		docs[i] = retrieval.Doc{Item: int64(i + 1), Owner: "big",
+			Text: fmt.Sprintf("%s %s %s", vocab[i%len(vocab)], vocab[(i/7)%len(vocab)], vocab[(i/13)%len(vocab)])}
+	}
+	if err := x.PutMany(ctx, docs, nil, retrieval.Space{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second search at the same generation does not try the cache again
+		got, err := x.KeywordList(ctx, retrieval.Query{Owner: "big", Text: "hotel wifi"})
+		if err != nil || len(got) != 50 {
+			t.Fatalf("found %d texts (%v), want 50", len(got), err)
+		}
+		both := true
+		for _, item := range got {
+			text := docs[item-1].Text
+			has := strings.Contains(text, "hotel") && strings.Contains(text, "wifi")
+			if !has && !strings.Contains(text, "hotel") && !strings.Contains(text, "wifi") {
+				t.Fatalf("found %q, which holds neither word", text)
+			}
+			if has && !both {
+				t.Fatalf("a text holding both words ranks after one holding one: %v", got)
+			}
+			both = both && has
+		}
 	}
 }

@@ -85,6 +85,19 @@ func (x *Index) KeywordList(ctx context.Context, q Query) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	if owned >= manyTexts {
+		// A heavy owner's postings from memory (decision 068), unless they outgrow the cache.
+		if q.Scopes != nil && len(q.Scopes) == 0 {
+			return nil, nil
+		}
+		w, err := x.ownerWords(ctx, q.Owner, gen)
+		if err != nil {
+			return nil, err
+		}
+		if w != nil {
+			return w.searchWords(terms, q.Scopes), nil
+		}
+	}
 	return x.keywordPostgres(ctx, q, terms, owned)
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"relaybot/audit"
@@ -73,7 +72,9 @@ type Overview struct {
 }
 
 // Overview sums turns, model calls, tool calls and the replies' timings per bucket, computed by
-// the database from the rows themselves, so every replica shows the same.
+// the database, so every replica shows the same: the whole hours the roll-up holds
+// (overview_hours, RollUp) read from it when the buckets are whole hours, the rest from the
+// rows themselves.
 func (s *UsageQuery) Overview(ctx context.Context, f OverviewFilter) (Overview, error) {
 	if f.Step <= 0 || !f.Since.Before(f.Until) {
 		return Overview{}, errors.New("store: overview: want Since before Until and a positive Step")
@@ -82,56 +83,44 @@ func (s *UsageQuery) Overview(ctx context.Context, f OverviewFilter) (Overview, 
 	if n > maxOverviewBuckets {
 		return Overview{}, fmt.Errorf("store: overview: %d buckets, at most %d", n, maxOverviewBuckets)
 	}
-	out := make([]OverviewBucket, n)
-	for i := range out {
-		out[i].Start = f.Since.Add(time.Duration(i) * f.Step).UTC()
-		out[i].End = out[i].Start.Add(f.Step)
-		if out[i].End.After(f.Until) {
-			out[i].End = f.Until.UTC()
+	acc := make([]sums, n)
+	raw := f
+	if f.Since.Equal(f.Since.Truncate(time.Hour)) && f.Step%time.Hour == 0 {
+		rolled, err := s.readRolled(ctx, f, acc)
+		if err != nil {
+			return Overview{}, fmt.Errorf("store: overview: %w", err)
 		}
+		raw.Since = rolled
 	}
-	total := OverviewBucket{Start: f.Since.UTC(), End: f.Until.UTC()}
-	for _, part := range []func(context.Context, OverviewFilter, []OverviewBucket) error{
-		s.overviewTurns, s.overviewModelCalls, s.overviewToolCalls} {
-		if err := part(ctx, f, out); err != nil {
+	if raw.Since.Before(raw.Until) {
+		if err := s.sumRows(ctx, raw, f, acc); err != nil {
 			return Overview{}, fmt.Errorf("store: overview: %w", err)
 		}
 	}
-	if err := s.overviewLatency(ctx, f, out, &total); err != nil {
-		return Overview{}, fmt.Errorf("store: overview: %w", err)
+	out := make([]OverviewBucket, n)
+	var all sums
+	for i := range out {
+		start := f.Since.Add(time.Duration(i) * f.Step).UTC()
+		end := start.Add(f.Step)
+		if end.After(f.Until) {
+			end = f.Until.UTC()
+		}
+		out[i] = acc[i].bucket(start, end, f.Prices)
+		all.add(&acc[i])
 	}
-	for _, b := range out {
-		total.add(b)
-	}
-	return Overview{Buckets: out, Total: total}, nil
+	return Overview{Buckets: out, Total: all.bucket(f.Since.UTC(), f.Until.UTC(), f.Prices)}, nil
 }
 
-// add counts b's turns, calls, tokens, cost, errors and waits into t (not its percentiles).
-func (t *OverviewBucket) add(b OverviewBucket) {
-	t.Turns += b.Turns
-	t.TurnErrors += b.TurnErrors
-	for k, v := range b.Failures {
-		if t.Failures == nil {
-			t.Failures = map[chat.Failure]int64{}
+// sumRows adds the rows that started in [f.Since, f.Until) to the buckets of view (whose
+// window may start earlier): one grouped query per table, and the turns' reply times.
+func (s *UsageQuery) sumRows(ctx context.Context, f, view OverviewFilter, out []sums) error {
+	for _, part := range []func(context.Context, OverviewFilter, OverviewFilter, []sums) error{
+		s.sumTurns, s.sumModelCalls, s.sumToolCalls, s.sumReplyTimes} {
+		if err := part(ctx, f, view, out); err != nil {
+			return err
 		}
-		t.Failures[k] += v
 	}
-	t.ModelCalls += b.ModelCalls
-	t.ModelErrors += b.ModelErrors
-	t.TokensIn += b.TokensIn
-	t.TokensOut += b.TokensOut
-	t.CachedIn += b.CachedIn
-	t.CacheWriteIn += b.CacheWriteIn
-	t.Cost += b.Cost
-	for k, v := range b.ToolCalls {
-		if t.ToolCalls == nil {
-			t.ToolCalls = map[audit.Status]int64{}
-		}
-		t.ToolCalls[k] += v
-	}
-	t.ToolErrors += b.ToolErrors
-	t.Waits429 += b.Waits429
-	t.Waited429MS += b.Waited429MS
+	return nil
 }
 
 // bucketOf is the SQL of the bucket index of a row by its column col: whole seconds since
@@ -153,113 +142,97 @@ func (s *conn) seconds(col string) string {
 	return "unixepoch(" + col + ", 'subsec')"
 }
 
-// at returns the bucket of index i, nil outside the window.
-func at(out []OverviewBucket, i int64) *OverviewBucket {
-	if i < 0 || i >= int64(len(out)) {
-		return nil
-	}
-	return &out[i]
-}
+// bucketed is a row of a grouped overview query: the first column its bucket's index.
+type bucketed interface{ index() int64 }
 
-func (s *UsageQuery) overviewTurns(ctx context.Context, f OverviewFilter, out []OverviewBucket) error {
-	var rows []struct {
-		B                  int64
-		Status             chat.Status
-		Failure            chat.Failure
-		N, Waits, WaitedMs int64
-	}
-	q := `SELECT ` + s.bucketOf("started_at", f) + ` AS b, status, failure, COUNT(*) AS n,
-		COALESCE(SUM(waits_429), 0) AS waits, COALESCE(SUM(waited_429_ms), 0) AS waited_ms
-		FROM turns WHERE started_at >= ? AND started_at < ? GROUP BY 1, status, failure`
-	if err := s.r.WithContext(ctx).Raw(q, dbTime(f.Since), dbTime(f.Until)).Scan(&rows).Error; err != nil {
-		return fmt.Errorf("turns: %w", err)
+// series runs one grouped query of the overview over the rows of table that started in
+// [f.Since, f.Until), its buckets those of view, and hands each row to add with its bucket's
+// sums; rows outside view's buckets are dropped. cols are the query's columns after the
+// bucket, group its GROUP BY after the bucket, args those of cols.
+func series[R bucketed](ctx context.Context, s *UsageQuery, table, cols, group string, args []any, f, view OverviewFilter,
+	out []sums, add func(*sums, R)) error {
+	q := `SELECT ` + s.bucketOf("started_at", view) + ` AS b, ` + cols + ` FROM ` + table +
+		` WHERE started_at >= ? AND started_at < ? GROUP BY 1` + group
+	var rows []R
+	if err := s.r.WithContext(ctx).Raw(q, append(args, dbTime(f.Since), dbTime(f.Until))...).Scan(&rows).Error; err != nil {
+		return fmt.Errorf("%s: %w", table, err)
 	}
 	for _, r := range rows {
-		b := at(out, r.B)
-		if b == nil {
-			continue
-		}
-		b.Turns += r.N
-		b.Waits429 += r.Waits
-		b.Waited429MS += r.WaitedMs
-		if r.Status == chat.StatusError {
-			b.TurnErrors += r.N
-			if b.Failures == nil {
-				b.Failures = map[chat.Failure]int64{}
-			}
-			b.Failures[r.Failure] += r.N
+		if i := r.index(); i >= 0 && i < int64(len(out)) {
+			add(&out[i], r)
 		}
 	}
 	return nil
 }
 
-func (s *UsageQuery) overviewModelCalls(ctx context.Context, f OverviewFilter, out []OverviewBucket) error {
-	var rows []struct {
-		B                                  int64
-		Model                              string
-		N, Errors                          int64
-		TokensIn, TokensOut, Cached, Wrote int64
-		AudioMs                            int64
-		Images                             int64
-	}
-	q := `SELECT ` + s.bucketOf("started_at", f) + ` AS b, model, COUNT(*) AS n,
-		SUM(CASE WHEN status = ? THEN 1 ELSE 0 END) AS errors,
+type turnSeries struct {
+	B                  int64
+	Status             chat.Status
+	Failure            chat.Failure
+	N, Waits, WaitedMs int64
+}
+
+func (r turnSeries) index() int64 { return r.B }
+
+func (s *UsageQuery) sumTurns(ctx context.Context, f, view OverviewFilter, out []sums) error {
+	return series(ctx, s, "turns", `status, failure, COUNT(*) AS n,
+		COALESCE(SUM(waits_429), 0) AS waits, COALESCE(SUM(waited_429_ms), 0) AS waited_ms`, ", status, failure", nil, f, view, out,
+		func(b *sums, r turnSeries) {
+			b.Turns += r.N
+			b.Waits += r.Waits
+			b.WaitedMS += r.WaitedMs
+			if r.Status == chat.StatusError {
+				tally(&b.Errors, r.Failure, r.N)
+			}
+		})
+}
+
+type modelSeries struct {
+	B                                                              int64
+	Model                                                          string
+	N, Errors, TokensIn, TokensOut, Cached, Wrote, AudioMs, Images int64
+}
+
+func (r modelSeries) index() int64 { return r.B }
+
+func (s *UsageQuery) sumModelCalls(ctx context.Context, f, view OverviewFilter, out []sums) error {
+	return series(ctx, s, "llm_calls", `model, COUNT(*) AS n, SUM(CASE WHEN status = ? THEN 1 ELSE 0 END) AS errors,
 		COALESCE(SUM(tokens_in), 0) AS tokens_in, COALESCE(SUM(tokens_out), 0) AS tokens_out,
 		COALESCE(SUM(cached_in), 0) AS cached, COALESCE(SUM(cache_write_in), 0) AS wrote,
-		COALESCE(SUM(audio_ms), 0) AS audio_ms, COALESCE(SUM(images), 0) AS images
-		FROM llm_calls WHERE started_at >= ? AND started_at < ? GROUP BY 1, model`
-	if err := s.r.WithContext(ctx).Raw(q, chat.StatusError, dbTime(f.Since), dbTime(f.Until)).Scan(&rows).Error; err != nil {
-		return fmt.Errorf("model calls: %w", err)
-	}
-	for _, r := range rows {
-		b := at(out, r.B)
-		if b == nil {
-			continue
-		}
-		b.ModelCalls += r.N
-		b.ModelErrors += r.Errors
-		b.TokensIn += r.TokensIn
-		b.TokensOut += r.TokensOut
-		b.CachedIn += r.Cached
-		b.CacheWriteIn += r.Wrote
-		p := f.Prices[r.Model]
-		b.Cost += p.Bill(r.TokensIn, r.Cached, r.Wrote, r.TokensOut) + p.AudioCost(r.AudioMs) + p.ImageCost(r.Images)
-	}
-	return nil
+		COALESCE(SUM(audio_ms), 0) AS audio_ms, COALESCE(SUM(images), 0) AS images`, ", model",
+		[]any{chat.StatusError}, f, view, out,
+		func(b *sums, r modelSeries) {
+			if b.Models == nil {
+				b.Models = map[string]*modelSums{}
+			}
+			m := b.Models[r.Model]
+			if m == nil {
+				m = &modelSums{}
+				b.Models[r.Model] = m
+			}
+			m.add(modelSums{N: r.N, Errors: r.Errors, TokensIn: r.TokensIn, TokensOut: r.TokensOut, Cached: r.Cached,
+				Wrote: r.Wrote, AudioMs: r.AudioMs, Images: r.Images})
+		})
 }
 
-func (s *UsageQuery) overviewToolCalls(ctx context.Context, f OverviewFilter, out []OverviewBucket) error {
-	var rows []struct {
-		B      int64
-		Status audit.Status
-		N      int64
-	}
-	q := `SELECT ` + s.bucketOf("started_at", f) + ` AS b, status, COUNT(*) AS n
-		FROM tool_calls WHERE started_at >= ? AND started_at < ? GROUP BY 1, status`
-	if err := s.r.WithContext(ctx).Raw(q, dbTime(f.Since), dbTime(f.Until)).Scan(&rows).Error; err != nil {
-		return fmt.Errorf("tool calls: %w", err)
-	}
-	for _, r := range rows {
-		b := at(out, r.B)
-		if b == nil {
-			continue
-		}
-		if b.ToolCalls == nil {
-			b.ToolCalls = map[audit.Status]int64{}
-		}
-		b.ToolCalls[r.Status] += r.N
-		if r.Status.Failed() {
-			b.ToolErrors += r.N
-		}
-	}
-	return nil
+type toolSeries struct {
+	B      int64
+	Status audit.Status
+	N      int64
 }
 
-// overviewLatency ranks the times to the first text and to the final message per bucket and
-// over the whole window, nearest rank. The database reads the turns' times (one number each,
-// parsed once); Go sorts them: SQLite's window functions cost several times the CPU for the
-// same ranks (docs/performance/2026-12-07-overview.md).
-func (s *UsageQuery) overviewLatency(ctx context.Context, f OverviewFilter, out []OverviewBucket, total *OverviewBucket) error {
+func (r toolSeries) index() int64 { return r.B }
+
+func (s *UsageQuery) sumToolCalls(ctx context.Context, f, view OverviewFilter, out []sums) error {
+	return series(ctx, s, "tool_calls", "status, COUNT(*) AS n", ", status", nil, f, view, out,
+		func(b *sums, r toolSeries) { tally(&b.Tools, r.Status, r.N) })
+}
+
+// sumReplyTimes adds the times to the first text and to the final message of each turn to its
+// bucket, to be ranked. The database reads the turns' times (one number each, parsed once); Go
+// ranks them: SQLite's window functions cost several times the CPU for the same ranks
+// (docs/performance/2026-12-07-overview.md).
+func (s *UsageQuery) sumReplyTimes(ctx context.Context, f, view OverviewFilter, out []sums) error {
 	q := `SELECT ` + s.seconds("started_at") + `, ` + s.seconds("first_text_at") + `, ` + s.seconds("final_at") + `
 		FROM turns WHERE started_at >= ? AND started_at < ? AND (first_text_at IS NOT NULL OR final_at IS NOT NULL)`
 	rows, err := s.r.WithContext(ctx).Raw(q, dbTime(f.Since), dbTime(f.Until)).Rows()
@@ -267,9 +240,7 @@ func (s *UsageQuery) overviewLatency(ctx context.Context, f OverviewFilter, out 
 		return fmt.Errorf("reply times: %w", err)
 	}
 	defer rows.Close()
-	since, step := float64(f.Since.UnixNano())/1e9, f.Step.Seconds()
-	first, final := make([][]int64, len(out)), make([][]int64, len(out))
-	var allFirst, allFinal []int64
+	since, step := float64(view.Since.UnixNano())/1e9, view.Step.Seconds()
 	for rows.Next() {
 		var st float64
 		var ft, fi sql.NullFloat64
@@ -281,31 +252,14 @@ func (s *UsageQuery) overviewLatency(ctx context.Context, f OverviewFilter, out 
 			continue
 		}
 		if ft.Valid {
-			ms := int64(math.Round((ft.Float64 - st) * 1000))
-			first[b], allFirst = append(first[b], ms), append(allFirst, ms)
+			tally(&out[b].First, int64(math.Round((ft.Float64-st)*1000)), 1)
 		}
 		if fi.Valid {
-			ms := int64(math.Round((fi.Float64 - st) * 1000))
-			final[b], allFinal = append(final[b], ms), append(allFinal, ms)
+			tally(&out[b].Final, int64(math.Round((fi.Float64-st)*1000)), 1)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("reply times: %w", err)
 	}
-	for i := range out {
-		out[i].FirstText, out[i].Final = percentiles(first[i]), percentiles(final[i])
-	}
-	total.FirstText, total.Final = percentiles(allFirst), percentiles(allFinal)
 	return nil
-}
-
-// percentiles are the nearest-rank p50 and p95 of ms (sorted in place).
-func percentiles(ms []int64) Percentiles {
-	n := len(ms)
-	if n == 0 {
-		return Percentiles{}
-	}
-	slices.Sort(ms)
-	rank := func(p int) int64 { return ms[(n*p+99)/100-1] }
-	return Percentiles{N: int64(n), P50: rank(50), P95: rank(95)}
 }

@@ -11,7 +11,8 @@ import (
 
 // BenchmarkOverviewMonth measures the admin overview over a busy month on SQLite: 100,000
 // turns (one every 26 s), each with a model call, a tool call and reply times, read as the page
-// reads them: thirty days by day with their total, and the last day by hour.
+// reads them (thirty days by day with their total, and the last day by hour), from the rows
+// and then from the hourly roll-up; and a roll-up pass.
 func BenchmarkOverviewMonth(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b, DriverSQLite)
@@ -47,22 +48,70 @@ SELECT id, 1, 'telegram', '42', 'fetch_url', CASE WHEN id % 20 = 0 THEN 'error' 
 	if err != nil || got.Total.Turns < 90_000 || got.Total.FirstText.N != got.Total.Turns {
 		b.Fatalf("the month's total = %+v, %v", got.Total, err)
 	}
-	for _, bm := range []struct {
+	views := []struct {
 		name string
 		f    OverviewFilter
-	}{{"month-by-day", month}, {"day-by-hour", day}} {
-		b.Run(bm.name, func(b *testing.B) {
-			before := cpuTime(b)
-			for b.Loop() {
-				if _, err := s.Usage.Overview(ctx, bm.f); err != nil {
-					b.Fatal(err)
-				}
-			}
-			// The process's CPU time (SQLite runs in it), which a loaded machine does not inflate
-			// as it does the wall clock.
-			b.ReportMetric(float64((cpuTime(b)-before).Milliseconds())/float64(b.N), "cpu-ms/op")
-		})
+	}{{"month-by-day", month}, {"day-by-hour", day}}
+	for _, bm := range views {
+		b.Run(bm.name+"/rows", func(b *testing.B) { benchOverview(b, s, bm.f) })
 	}
+	// The roll-up: a first one over the month (passes of at most rollMaxHours each), as the
+	// first start after the upgrade makes it; then the views again, the whole hours from it;
+	// and a pass as RunRollUp makes them from then on (the last hours rolled again), an hour
+	// after the last turn.
+	now := time.Unix(t0+n*every, 0).Add(time.Hour)
+	rollAll := func(b *testing.B) {
+		for {
+			done, err := s.Usage.RollUp(ctx, now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if done {
+				return
+			}
+		}
+	}
+	b.Run("first-roll-up", func(b *testing.B) {
+		before := cpuTime(b)
+		for b.Loop() {
+			if err := s.w.Exec(`UPDATE overview_rollup SET rolled_until = 0, rolled_at = 0`).Error; err != nil {
+				b.Fatal(err)
+			}
+			rollAll(b)
+		}
+		b.ReportMetric(float64((cpuTime(b)-before).Milliseconds())/float64(b.N), "cpu-ms/op")
+	})
+	rollAll(b)
+	rolled, err := s.Usage.Overview(ctx, month)
+	if err != nil || rolled.Total.Turns != got.Total.Turns || rolled.Total.TokensIn != got.Total.TokensIn || rolled.Total.Cost != got.Total.Cost {
+		b.Fatalf("the month from the roll-up = %+v, %v; from the rows %+v", rolled.Total, err, got.Total)
+	}
+	for _, bm := range views {
+		b.Run(bm.name+"/rolled", func(b *testing.B) { benchOverview(b, s, bm.f) })
+	}
+	b.Run("roll-up-pass", func(b *testing.B) {
+		before := cpuTime(b)
+		for b.Loop() {
+			if _, err := s.Usage.RollUp(ctx, now); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64((cpuTime(b)-before).Milliseconds())/float64(b.N), "cpu-ms/op")
+	})
+}
+
+// benchOverview measures one view of the overview.
+func benchOverview(b *testing.B, s *Database, f OverviewFilter) {
+	ctx := context.Background()
+	before := cpuTime(b)
+	for b.Loop() {
+		if _, err := s.Usage.Overview(ctx, f); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The process's CPU time (SQLite runs in it), which a loaded machine does not inflate as it
+	// does the wall clock.
+	b.ReportMetric(float64((cpuTime(b)-before).Milliseconds())/float64(b.N), "cpu-ms/op")
 }
 
 // cpuTime is the CPU time the process has used, user and system.

@@ -41,7 +41,8 @@ func (s *RetentionQuery) RunRetention(ctx context.Context, keep time.Duration) {
 
 // Sweep deletes what started before cutoff, in small batches: finished turns (their messages and
 // LLM calls go with them), finished audit rows, inactive conversations left without turns, the
-// scheduled tasks' finished runs and ended tasks, and the messages the web chat showed; when
+// scheduled tasks' finished runs and ended tasks, the messages the web chat showed, and the
+// overview roll-up's hours wholly before cutoff; when
 // turns or conversations went, it merges the messages' search index (CompactSearch). It
 // returns how many rows it deleted (cascaded rows not counted).
 func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
@@ -97,6 +98,11 @@ func (s *RetentionQuery) Sweep(ctx context.Context, cutoff time.Time) (int, erro
 				return total, err
 			}
 		}
+	}
+	// The overview's roll-up forgets the hours whose rows retention deleted, as the rows'
+	// overview did: an hour wholly before the cutoff.
+	if err := s.w.WithContext(ctx).Exec(`DELETE FROM overview_hours WHERE hour + 3600 <= ?`, cutoff.Unix()).Error; err != nil {
+		return total, fmt.Errorf("store: retention: delete the overview's hours before %s: %w", cutoff.Format(time.RFC3339), err)
 	}
 	if withMessages > 0 {
 		if _, err := s.CompactSearch(ctx); err != nil {

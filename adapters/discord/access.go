@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -18,6 +19,33 @@ const dmVerdictTTL = time.Minute
 // maxDMVerdicts bounds the remembered answers; expired ones are dropped when it is reached.
 const maxDMVerdicts = 4096
 
+// Access is where and for whom the bot answers: [discord]'s allow lists and the [access] users
+// they let send direct messages, which a reload may change (Adapter.SetAccess).
+type Access struct {
+	// AllowedGuilds, AllowedChannels and AllowedRoles restrict where and for whom the bot
+	// answers in guilds; empty means no restriction of that kind. A thread is allowed when it
+	// or its parent channel is listed. When any of them is set, a direct message (or a slash
+	// command in one) is answered only for a user in AccessUsers or a member of an allowed guild
+	// (AllowedGuilds, else the guilds of AllowedChannels, else every guild the bot is in) who
+	// holds an allowed role there when AllowedRoles is set; the membership is asked of Discord
+	// and remembered for a minute.
+	AllowedGuilds, AllowedChannels, AllowedRoles []string
+	// AccessUsers are user ids listed in the bot's [access] allow_users or admins: they may
+	// always send direct messages, whatever the guild rules.
+	AccessUsers []string
+	// NoDMs refuses every direct message and every slash command used in one.
+	NoDMs bool
+}
+
+// guildRules reports whether any of AllowedGuilds, AllowedChannels and AllowedRoles is set.
+func (o *Access) guildRules() bool {
+	return len(o.AllowedGuilds) > 0 || len(o.AllowedChannels) > 0 || len(o.AllowedRoles) > 0
+}
+
+// SetAccess makes acc where and for whom the bot answers from the next message on (a reload);
+// the direct messages' verdicts remembered under the old rules are forgotten.
+func (a *Adapter) SetAccess(acc Access) { a.interactions.access.set(acc) }
+
 type dmVerdict struct {
 	ok    bool
 	until time.Time
@@ -27,7 +55,7 @@ type dmVerdict struct {
 // messages and interactions, and to direct messages (NoDMs, AccessUsers, the members of the
 // allowed guilds), learning channels and members from the gateway's state or over REST.
 type access struct {
-	opts  Options
+	rules atomic.Pointer[Access]
 	log   *slog.Logger
 	rest  *rest
 	state *shardStates
@@ -39,14 +67,18 @@ type access struct {
 }
 
 func newAccess(opts Options, api *rest, state *shardStates) *access {
-	return &access{opts: opts, log: opts.Logger, rest: api, state: state,
+	x := &access{log: opts.Logger, rest: api, state: state,
 		parents: map[string]threadInfo{}, guildOf: map[string]string{}, dmUsers: map[string]dmVerdict{}}
+	x.set(opts.Access)
+	return x
 }
 
-// guildRules reports whether any of AllowedGuilds, AllowedChannels and AllowedRoles is set.
-func (x *access) guildRules() bool {
-	o := x.opts
-	return len(o.AllowedGuilds) > 0 || len(o.AllowedChannels) > 0 || len(o.AllowedRoles) > 0
+// set makes acc the rules, forgetting the verdicts of the old ones.
+func (x *access) set(acc Access) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.rules.Store(&acc)
+	clear(x.dmUsers)
 }
 
 // dmAllowed applies the guild rules to a direct message from userID: without them anyone may
@@ -54,10 +86,11 @@ func (x *access) guildRules() bool {
 // with an allowed role. Otherwise a user refused in the guild for lacking the role would be
 // answered by DM.
 func (x *access) dmAllowed(ctx context.Context, userID string) bool {
-	if x.opts.NoDMs {
+	o := x.rules.Load()
+	if o.NoDMs {
 		return false
 	}
-	if !x.guildRules() || slices.Contains(x.opts.AccessUsers, userID) {
+	if !o.guildRules() || slices.Contains(o.AccessUsers, userID) {
 		return true
 	}
 	now := time.Now()
@@ -67,7 +100,7 @@ func (x *access) dmAllowed(ctx context.Context, userID string) bool {
 	if ok && now.Before(v.until) {
 		return v.ok
 	}
-	allowed, err := x.memberPasses(ctx, userID)
+	allowed, err := x.memberPasses(ctx, o, userID)
 	if err != nil {
 		x.log.Warn("discord: cannot tell whether the sender of a direct message passes the guild rules; ignoring the message",
 			"user", userID, "err", err)
@@ -81,7 +114,8 @@ func (x *access) dmAllowed(ctx context.Context, userID string) bool {
 			}
 		}
 	}
-	if len(x.dmUsers) < maxDMVerdicts {
+	// A verdict of rules a reload replaced meanwhile is not kept.
+	if len(x.dmUsers) < maxDMVerdicts && x.rules.Load() == o {
 		x.dmUsers[userID] = dmVerdict{ok: allowed, until: now.Add(dmVerdictTTL)}
 	}
 	x.mu.Unlock()
@@ -90,8 +124,8 @@ func (x *access) dmAllowed(ctx context.Context, userID string) bool {
 
 // memberPasses reports whether userID is a member of an allowed guild holding an allowed role
 // there (any role when AllowedRoles is empty).
-func (x *access) memberPasses(ctx context.Context, userID string) (bool, error) {
-	guilds, err := x.dmGuilds(ctx)
+func (x *access) memberPasses(ctx context.Context, o *Access, userID string) (bool, error) {
+	guilds, err := x.dmGuilds(ctx, o)
 	if err != nil {
 		return false, err
 	}
@@ -103,7 +137,7 @@ func (x *access) memberPasses(ctx context.Context, userID string) (bool, error) 
 		if !member {
 			continue
 		}
-		if len(x.opts.AllowedRoles) == 0 || slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(x.opts.AllowedRoles, r) }) {
+		if len(o.AllowedRoles) == 0 || slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(o.AllowedRoles, r) }) {
 			return true, nil
 		}
 	}
@@ -112,13 +146,13 @@ func (x *access) memberPasses(ctx context.Context, userID string) (bool, error) 
 
 // dmGuilds returns the guilds whose members may send direct messages: AllowedGuilds, else the
 // guilds of AllowedChannels, else every guild the bot is in.
-func (x *access) dmGuilds(ctx context.Context) ([]string, error) {
-	if len(x.opts.AllowedGuilds) > 0 {
-		return x.opts.AllowedGuilds, nil
+func (x *access) dmGuilds(ctx context.Context, o *Access) ([]string, error) {
+	if len(o.AllowedGuilds) > 0 {
+		return o.AllowedGuilds, nil
 	}
-	if len(x.opts.AllowedChannels) > 0 {
+	if len(o.AllowedChannels) > 0 {
 		var guilds []string
-		for _, ch := range x.opts.AllowedChannels {
+		for _, ch := range o.AllowedChannels {
 			g, err := x.channelGuild(ctx, ch)
 			if err != nil {
 				return nil, err
@@ -160,7 +194,7 @@ func (x *access) memberRoles(ctx context.Context, guildID, userID string) ([]str
 // thread or forum post: the pipeline's chat rules for the parent apply to it too. A channel
 // whose parent cannot be learnt is not answered, so no thread escapes its parent's rules.
 func (x *access) allowed(ctx context.Context, guildID, channelID string, roles []string) (parent string, ok bool) {
-	o := x.opts
+	o := x.rules.Load()
 	if len(o.AllowedGuilds) > 0 && !slices.Contains(o.AllowedGuilds, guildID) {
 		return "", false
 	}

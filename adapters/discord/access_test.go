@@ -96,3 +96,55 @@ func TestDirectMessagesFollowTheGuildRules(t *testing.T) {
 		})
 	}
 }
+
+// TestSetAccessChangesWhoMayWriteWhileRunning: a reload's rules (SetAccess) apply from the next
+// message on, and a direct message's verdict remembered under the old rules is forgotten: a
+// member refused by DM for lacking the role is answered once the role is no longer required.
+func TestSetAccessChangesWhoMayWriteWhileRunning(t *testing.T) {
+	t.Parallel()
+	const (
+		role     = "610000000000000001"
+		withRole = "400000000000000011"
+		noRole   = "400000000000000012"
+		text     = "510000000000000031"
+		dm       = "520000000000000031"
+	)
+	synctest.Test(t, func(t *testing.T) {
+		hs := startInBubble(t, func(o *discord.Options) {
+			o.AllowedGuilds, o.AllowedRoles = []string{guildID}, []string{role}
+		}, nil)
+		hs.srv.AddChannel(dtk.Channel{ID: text, GuildID: guildID, Type: dtk.ChannelGuildText})
+		hs.srv.AddMember(guildID, withRole, []string{role})
+		hs.srv.AddMember(guildID, noRole, nil)
+		// answered posts a direct message of noRole and a guild message every rule answers, and
+		// reports whether the direct message was handed on: once the guild message was, when
+		// refusing it is expected (want false), else once it was.
+		answered := func(content string, want bool) bool {
+			t.Helper()
+			m, err := hs.srv.Post(dtk.UserMessage{ChannelID: dm, AuthorID: noRole, Content: content})
+			if err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait() // the direct message is decided (its verdict remembered) before what follows
+			sentinel, err := hs.srv.Post(dtk.UserMessage{ChannelID: text, GuildID: guildID, AuthorID: withRole,
+				RoleIDs: []string{role}, Content: "<@" + hs.srv.BotID() + "> sentinel", MentionBot: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, seen := false, false
+			for !seen || want && !got {
+				rc := hs.next()
+				got = got || rc.in.MessageID == m.ID
+				seen = seen || rc.in.MessageID == sentinel.ID
+			}
+			return got
+		}
+		if answered("before", false) {
+			t.Fatal("a member without the allowed role was answered by DM")
+		}
+		hs.a.SetAccess(discord.Access{AllowedGuilds: []string{guildID}})
+		if !answered("after", true) {
+			t.Fatal("after the role was no longer required, the member's DM was still refused")
+		}
+	})
+}

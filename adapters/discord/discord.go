@@ -49,19 +49,8 @@ type Options struct {
 	// address is asked of it (GET /gateway). Requests discordgo makes to discord.com are sent
 	// here by the session's HTTP transport; no package-level discordgo state is changed.
 	APIBase string
-	// AllowedGuilds, AllowedChannels and AllowedRoles restrict where and for whom the bot
-	// answers in guilds; empty means no restriction of that kind. A thread is allowed when it
-	// or its parent channel is listed. When any of them is set, a direct message (or a slash
-	// command in one) is answered only for a user in AccessUsers or a member of an allowed guild
-	// (AllowedGuilds, else the guilds of AllowedChannels, else every guild the bot is in) who
-	// holds an allowed role there when AllowedRoles is set; the membership is asked of Discord
-	// and remembered for a minute.
-	AllowedGuilds, AllowedChannels, AllowedRoles []string
-	// AccessUsers are user ids listed in the bot's [access] allow_users or admins: they may
-	// always send direct messages, whatever the guild rules.
-	AccessUsers []string
-	// NoDMs refuses every direct message and every slash command used in one.
-	NoDMs bool
+	// Access is where and for whom the bot answers at the start; SetAccess changes it.
+	Access
 	// TriggerPrefix, when set, addresses the bot in guild channels by starting a message with
 	// it (besides mentioning the bot or replying to it).
 	TriggerPrefix string

@@ -58,3 +58,30 @@ func TestAllowedChatsRuleForPrivateChats(t *testing.T) {
 		}
 	}
 }
+
+// TestSetAccessChangesWhoIsAnsweredWhileRunning: a reload's allow list (SetAccess) takes effect
+// from the next update on, letting in a user it lists and keeping out one it no longer lists.
+func TestSetAccessChangesWhoIsAnsweredWhileRunning(t *testing.T) {
+	e := newEnv(t, tk.Options{}, func(o *Options) { o.AllowedUsers = []string{"@Ann"} })
+	col := newCollector()
+	stop := startRun(t, e.ad, col)
+	defer stop()
+	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 8}, From: bob, Text: "bob before"})
+	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 7}, From: ann, Text: "ann before"})
+	col.next(t)
+	wait.For(t, "both updates taken", func() bool { return e.srv.PendingUpdates() == 0 })
+
+	e.ad.SetAccess(Access{AllowedUsers: []string{"8"}})
+	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 7}, From: ann, Text: "ann after"})
+	e.srv.Send(tk.Inbound{Chat: tk.Chat{ID: 8}, From: bob, Text: "bob after"})
+	col.next(t)
+	wait.For(t, "both updates taken", func() bool { return e.srv.PendingUpdates() == 0 })
+	stop() // returns once every update handed over has been decided
+	var got []string
+	for _, in := range col.got {
+		got = append(got, in.Text)
+	}
+	if !slices.Equal(got, []string{"ann before", "bob after"}) {
+		t.Fatalf("answered %q, want ann before the change and bob after it", got)
+	}
+}

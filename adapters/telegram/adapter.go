@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -42,10 +43,8 @@ const (
 // Options configure an Adapter.
 type Options struct {
 	Token string
-	// ChatAdmins asks Telegram (getChatMember, remembered a minute) whether the sender of a
-	// group message administers the chat (Inbound.ChatAdmin), for tool policies and quotas
-	// that name chat admins.
-	ChatAdmins bool
+	// Access is whom the adapter answers at the start; SetAccess changes it.
+	Access
 	// APIEndpoint is the Bot API URL format, "https://api.telegram.org/bot%s/%s" by default;
 	// the file download URL is derived from it ("/bot%s/%s" → "/file/bot%s/%s").
 	APIEndpoint string
@@ -58,13 +57,6 @@ type Options struct {
 	// WebhookListener, when set, is served instead of a listener on WebhookListen (tests serve
 	// the webhook in memory); Webhook.MaxConns still caps its connections.
 	WebhookListener net.Listener
-	// AllowedChats and AllowedUsers restrict who is answered (chat ids; user ids or usernames);
-	// empty means everyone. A private chat is a chat: it passes AllowedChats when its id (the
-	// user's id) is listed, or when the user is in AccessUsers.
-	AllowedChats, AllowedUsers []string
-	// AccessUsers are user ids listed in the bot's [access] allow_users or admins: their
-	// private chats with the bot pass AllowedChats.
-	AccessUsers []string
 	// TriggerPrefix addresses the bot in a group when a message starts with it (it is removed).
 	TriggerPrefix string
 	// Stream makes replies stream by edits (Responder.SupportsStreaming).
@@ -124,6 +116,37 @@ type Options struct {
 	PrivateTopics bool
 }
 
+// Access is whom the adapter answers and what it asks Telegram about them: [telegram]'s allow
+// lists and the [access] users they let through, which a reload may change (SetAccess).
+type Access struct {
+	// ChatAdmins asks Telegram (getChatMember, remembered a minute) whether the sender of a
+	// group message administers the chat (Inbound.ChatAdmin), for tool policies and quotas
+	// that name chat admins.
+	ChatAdmins bool
+	// AllowedChats and AllowedUsers restrict who is answered (chat ids; user ids or usernames);
+	// empty means everyone. A private chat is a chat: it passes AllowedChats when its id (the
+	// user's id) is listed, or when the user is in AccessUsers.
+	AllowedChats, AllowedUsers []string
+	// AccessUsers are user ids listed in the bot's [access] allow_users or admins: their
+	// private chats with the bot pass AllowedChats.
+	AccessUsers []string
+}
+
+// accessSets is an Access as the inbound path reads it.
+type accessSets struct {
+	chatAdmins                              bool
+	allowedChats, allowedUsers, accessUsers map[string]bool
+}
+
+func newAccessSets(a Access) *accessSets {
+	return &accessSets{chatAdmins: a.ChatAdmins, allowedChats: set(a.AllowedChats, false),
+		allowedUsers: set(a.AllowedUsers, true), accessUsers: set(a.AccessUsers, false)}
+}
+
+// SetAccess makes acc whom the adapter answers from the next update on (a reload); updates
+// being handled keep the rules they were let in by.
+func (a *Adapter) SetAccess(acc Access) { a.access.Store(newAccessSets(acc)) }
+
 // Adapter is one Telegram bot connection.
 type Adapter struct {
 	opts   Options
@@ -132,9 +155,7 @@ type Adapter struct {
 	log    *slog.Logger
 	self   tgbotapi.User
 
-	allowedChats map[string]bool
-	allowedUsers map[string]bool
-	accessUsers  map[string]bool
+	access atomic.Pointer[accessSets]
 
 	journal *journal // nil without OffsetFile
 
@@ -166,15 +187,13 @@ func New(opts Options) (*Adapter, error) {
 	a.bot = bot
 
 	ad := &Adapter{
-		opts:         opts,
-		api:          a,
-		log:          log,
-		self:         bot.Self,
-		allowedChats: set(opts.AllowedChats, false),
-		allowedUsers: set(opts.AllowedUsers, true),
-		accessUsers:  set(opts.AccessUsers, false),
-		admins:       adminCache{m: map[adminKey]adminVerdict{}},
+		opts:   opts,
+		api:    a,
+		log:    log,
+		self:   bot.Self,
+		admins: adminCache{m: map[adminKey]adminVerdict{}},
 	}
+	ad.SetAccess(opts.Access)
 	ad.questions.Book = opts.Questions
 	ad.topics.a = ad
 	ad.callbackRoutes = map[string]callbackRoute{approvePrefix: ad.onApprovePress}

@@ -43,7 +43,7 @@ func (a *Adapter) inbound(ctx context.Context, m *message) (adapters.Inbound, bo
 	if in.Command == "" && in.Text == "" && len(in.Images) == 0 && len(in.Attachments) == 0 {
 		return adapters.Inbound{}, false
 	}
-	if a.opts.ChatAdmins && in.Kind == adapters.Group {
+	if a.access.Load().chatAdmins && in.Kind == adapters.Group {
 		in.ChatAdmin = a.chatAdminCached(ctx, in.Chat, m.From.ID)
 	}
 	return in, true
@@ -123,11 +123,12 @@ func (a *Adapter) sender(tc tgChat, from *tgbotapi.User) (adapters.Inbound, bool
 	}
 	chatID := strconv.FormatInt(tc.ID, 10)
 	userID := strconv.FormatInt(from.ID, 10)
-	if a.allowedChats != nil && !a.allowedChats[chatID] && !(tc.Type == "private" && a.accessUsers[userID]) {
+	acc := a.access.Load()
+	if acc.allowedChats != nil && !acc.allowedChats[chatID] && !(tc.Type == "private" && acc.accessUsers[userID]) {
 		a.log.Debug("telegram: chat not allowed", "chat", chatID)
 		return adapters.Inbound{}, false
 	}
-	if a.allowedUsers != nil && !a.allowedUsers[userID] && !a.allowedUsers[strings.ToLower(from.UserName)] {
+	if acc.allowedUsers != nil && !acc.allowedUsers[userID] && !acc.allowedUsers[strings.ToLower(from.UserName)] {
 		a.log.Debug("telegram: user not allowed", "user", from.ID)
 		return adapters.Inbound{}, false
 	}

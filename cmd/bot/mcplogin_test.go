@@ -54,8 +54,8 @@ func TestBeforeTheFirstLoginACallNamesTheServerThatNeedsIt(t *testing.T) {
 
 	e.say(4500, "call echo")
 	said := e.waitBotText(4500, "the answer about echo", contains("tool said: "))
-	if !strings.Contains(said, "MCP server tracker needs an admin to log in") {
-		t.Errorf("a call to a remembered tool of tracker was answered %q; want that an admin must log in", said)
+	if !strings.Contains(said, "MCP server tracker needs an admin to log in at /admin/servers (no one has yet)") {
+		t.Errorf("a call to a remembered tool of tracker was answered %q; want that an admin must log in (a first login, not again)", said)
 	}
 	e.say(4500, "call lookup")
 	said = e.waitBotText(4500, "the answer about lookup", contains("lookup"))

@@ -366,6 +366,7 @@ func TestFactsAreExtractedBeforeCompactionSummarisesTheirRounds(t *testing.T) {
 	e.waitLog("facts extracted before compaction")
 	e.say(42, "/memory")
 	e.waitBotText(42, "/memory", contains("1. Has a cat called Tom"))
+	e.waitLog("history: older rounds summarised") // /memory may answer before the summary's request
 	mm.mu.Lock()
 	order := strings.Join(mm.order, " ")
 	mm.mu.Unlock()

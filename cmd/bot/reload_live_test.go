@@ -2,15 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
+	"relaybot/config"
 	"relaybot/internal/testkit/llm"
+	mcpkit "relaybot/internal/testkit/mcp"
 	"relaybot/internal/testkit/wait"
 	"relaybot/internal/testkit/websearch"
 	"relaybot/pipeline/knowledge"
@@ -18,17 +22,21 @@ import (
 )
 
 // startReloadable runs the bot of c as serve does with SIGHUP, and returns its reload: it writes
-// next as the bot's config file, sends SIGHUP, waits for the reload's log line and checks that it
+// next (config.toml's text) as the bot's config file, sends SIGHUP, waits for the reload's log line and checks that it
 // applied every key of want.
-func (e *env) startReloadable(c *tomlConfig) (reload func(next *tomlConfig, want ...string), file string) {
+func (e *env) startReloadable(first string) (reload func(next string, want ...string), file string) {
 	t := e.t
-	cfg := c.parse(t)
-	cfg.File = c.write(t)
+	file = filepath.Join(t.TempDir(), "config.toml")
+	writeFile(t, file, first)
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hup := make(chan os.Signal, 1)
 	e.startSignals(cfg, nil, hup)
-	return func(next *tomlConfig, want ...string) {
+	return func(next string, want ...string) {
 		t.Helper()
-		writeFile(t, cfg.File, next)
+		writeFile(t, file, next)
 		const line = `msg="config reloaded"`
 		n := strings.Count(e.logs.String(), line)
 		hup <- syscall.SIGHUP
@@ -41,13 +49,13 @@ func (e *env) startReloadable(c *tomlConfig) (reload func(next *tomlConfig, want
 				t.Fatalf("the reload (%s) did not apply %s", last, k)
 			}
 		}
-	}, cfg.File
+	}, file
 }
 
-// writeFile writes c as the config file path.
-func writeFile(t *testing.T, path string, c *tomlConfig) {
+// writeFile writes text as the config file path.
+func writeFile(t *testing.T, path, text string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(c.String()), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -61,8 +69,15 @@ func (e *env) adminAPI(method, path string, into any) int {
 	if m == nil {
 		t.Fatalf("no admin address in the logs")
 	}
-	req, _ := http.NewRequest(method, "http://"+m[1]+path, nil)
-	req.Header.Set("Authorization", "Bearer "+reloadAdminToken)
+	return callAdmin(t, method, "http://"+m[1], path, reloadAdminToken, into)
+}
+
+// callAdmin calls the admin API at base with the bearer token and decodes the answer into into
+// (nil: not read); it returns the status.
+func callAdmin(t *testing.T, method, base, path, token string, into any) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +137,7 @@ func TestAReloadGivesAndTakesAKnowledgeBaseWithoutCuttingTheTurnThatSearchesIt(t
 		}
 		return km.handle(req)
 	})
-	reload, file := e.startReloadable(c.without("knowledge.bases"))
+	reload, file := e.startReloadable(c.without("knowledge.bases").String())
 	e.waitLog("admin listening")
 	const docs = "/api/v1/knowledge/handbook/documents"
 	if code := e.adminAPI(http.MethodGet, docs, nil); code != http.StatusNotFound {
@@ -134,7 +149,7 @@ func TestAReloadGivesAndTakesAKnowledgeBaseWithoutCuttingTheTurnThatSearchesIt(t
 		t.Fatal("a chat was offered search_knowledge before any base was configured")
 	}
 
-	reload(c, "knowledge.bases")
+	reload(c.String(), "knowledge.bases")
 	var listed struct {
 		Items []struct{ Name string } `json:"items"`
 	}
@@ -148,7 +163,7 @@ func TestAReloadGivesAndTakesAKnowledgeBaseWithoutCuttingTheTurnThatSearchesIt(t
 	e.waitBotText(42, "the held turn's first words", contains("Looking it up."))
 	moved := c.clone().set("knowledge.bases", "chats", []string{"telegram:43"}, "mode", "auto").
 		set("storage", "dsn", e.db+".elsewhere").set("telegram", "token", "999:another")
-	writeFile(t, file, moved)
+	writeFile(t, file, moved.String())
 	var out struct {
 		Outcome          string
 		Applied, Restart []string
@@ -180,13 +195,14 @@ func TestAReloadGivesAndTakesAKnowledgeBaseWithoutCuttingTheTurnThatSearchesIt(t
 // without [memory] or [tools.web_search]: a reload that adds both offers their tools at the next
 // turn and learns its fact; a reload that changes the embedding model re-embeds the facts in the
 // background; a reload that takes both away offers neither tool again, and the queue's size
-// changed with it is logged as needing a restart.
+// changed with it is logged as needing a restart. A reload's [telegram] allowed_users refuses a
+// user at once, and the next one lets them in again.
 func TestAReloadTurnsOnMemoryAndWebSearchAndANewEmbeddingModelReembedsTheFacts(t *testing.T) {
 	e, mm := newMemoryEnv(t, map[string]string{"my cat is called Tom": "Has a cat called Tom"})
 	fake := websearch.New(websearch.SearXNG, websearch.Options{})
 	t.Cleanup(fake.Close)
 	off := e.toml()
-	reload, _ := e.startReloadable(off)
+	reload, _ := e.startReloadable(off.String())
 	answers := func(text string) []llm.Request {
 		t.Helper()
 		e.ask(42, text)
@@ -199,7 +215,7 @@ func TestAReloadTurnsOnMemoryAndWebSearchAndANewEmbeddingModelReembedsTheFacts(t
 	}
 
 	on := searchTools(memoryConfig(e), fake, "searxng", "")
-	reload(on, "memory.enabled", "embeddings.model", "tools.native", "tools.web_search.base_url")
+	reload(on.String(), "memory.enabled", "embeddings.model", "tools.native", "tools.web_search.base_url")
 	reqs := answers("my cat is called Tom")
 	if !offered(reqs, "my cat is called Tom", memory.ToolSearch) || !offered(reqs, "my cat is called Tom", "web_search") {
 		t.Fatalf("the turn after the reload was offered %q, without search_memory and web_search", reqs[len(reqs)-1].Tools)
@@ -208,12 +224,63 @@ func TestAReloadTurnsOnMemoryAndWebSearchAndANewEmbeddingModelReembedsTheFacts(t
 	e.waitLog("memory updated")
 
 	e.llm.SetEmbeddingDims("embed-b", 24)
-	reload(on.clone().set("embeddings", "model", "embed-b"), "embeddings.model")
+	reload(on.clone().set("embeddings", "model", "embed-b").String(), "embeddings.model")
 	e.waitLog(`memory: every fact has a vector" space=embed-b/24`)
 
-	reload(off.clone().set("chat", "queue_size", 7), "memory.enabled", "tools.web_search.base_url")
+	reload(off.clone().set("chat", "queue_size", 7).set("telegram", "allowed_users", []string{"42"}).String(),
+		"memory.enabled", "tools.web_search.base_url", "telegram.allowed_users")
 	e.waitLog(`config reload: these keys need a restart; their running values stay" keys=[chat.queue_size]`)
+	e.say(43, "may I?")
+	e.waitLog(`telegram: user not allowed" user=43`)
+	reload(off.String(), "telegram.allowed_users")
+	e.ask(43, "and now?")
 	if reqs := answers("bye"); offered(reqs, "bye", memory.ToolSearch) || offered(reqs, "bye", "web_search") {
 		t.Fatal("a turn after [memory] and [tools.web_search] were taken away was offered their tools")
+	}
+}
+
+// TestAnMCPChangeRestartsOnlyTheServerChanged runs two MCP servers and, while a turn that called
+// the first one's tool streams on, changes the second one's tool prefix: the turn's next call
+// reaches the first server on the session it began with, the second is connected anew and its
+// tools are offered under the new prefix, and once the turn has ended (its loader closed) the
+// first server still answers on its one session.
+func TestAnMCPChangeRestartsOnlyTheServerChanged(t *testing.T) {
+	e := newEnv(t)
+	kit2 := mcpkit.New("kit2")
+	kit2.Legacy()
+	srv2 := mcpkit.StartHTTP(t, kit2)
+	second := func(prefix string) string {
+		return fmt.Sprintf("[[mcp.servers]]\nname = \"two\"\ntransport = \"http\"\nurl = %q\nlocal = true\ntool_prefix = %q\n", srv2.URL, prefix)
+	}
+	c := e.toml().set("chat", "shutdown_grace_sec", 0).String()
+	reload, _ := e.startReloadable(c + second("a_"))
+	hold := make(chan struct{})
+	e.llm.Push(echoCall("call_1", "Echo.", nil), echoCall("call_2", "Once more.", hold), llm.Text("Both echoed."))
+	e.say(5, "echo twice")
+	e.waitBotText(5, "the answer between the calls", contains("Once more."))
+	if tools := e.llm.Requests()[0].Tools; !slices.Contains(tools, "echo") || !slices.Contains(tools, "a_echo") {
+		t.Fatalf("the first turn was offered %q, want both servers' echo", tools)
+	}
+
+	reload(c+second("b_"), "mcp.servers")
+	wait.For(t, "the changed server connected anew", func() bool { return srv2.SessionsStarted() == 2 })
+	close(hold)
+	e.waitBotText(5, "the answer after both calls", contains("Both echoed."))
+	if n := e.kit.Calls("echo"); n != 2 {
+		t.Fatalf("the unchanged server ran %d echo calls, want 2: the turn's second call did not reach it", n)
+	}
+
+	e.llm.Push(echoCall("call_3", "Third.", nil), llm.Text("Echoed again."))
+	e.say(6, "echo once")
+	e.waitBotText(6, "the answer after the old servers' loader closed", contains("Echoed again."))
+	if n := e.kit.Calls("echo"); n != 3 {
+		t.Fatalf("the unchanged server ran %d echo calls, want 3", n)
+	}
+	if n := e.mcp.SessionsStarted(); n != 1 {
+		t.Fatalf("the unchanged server saw %d sessions, want its first only: the reload restarted it", n)
+	}
+	reqs := e.llm.Requests()
+	if tools := reqs[len(reqs)-1].Tools; !slices.Contains(tools, "b_echo") || slices.Contains(tools, "a_echo") {
+		t.Fatalf("the turn after the reload was offered %q, want the changed server's tools under b_ only", tools)
 	}
 }

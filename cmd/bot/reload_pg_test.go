@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 	"os"
 	"strings"
@@ -40,19 +39,7 @@ func TestAReloadIsAnnouncedToEveryReplicaAndTheirDigestsShown(t *testing.T) {
 	})
 	api := func(method, base, path string, into any) int {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, nil)
-		req.Header.Set("Authorization", "Bearer "+replicaAdminToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if into != nil {
-			if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-				t.Fatalf("%s %s: %v", method, path, err)
-			}
-		}
-		return resp.StatusCode
+		return callAdmin(t, method, base, path, replicaAdminToken, into)
 	}
 	digests := func() map[string]bool {
 		var list struct {

@@ -60,6 +60,7 @@ func startReplica(t *testing.T, cfg *config.Config) *replica {
 	wait.For(t, "a replica to run", func() bool {
 		select {
 		case err := <-errc:
+			errc <- err // for stop, which the test's cleanup calls
 			t.Fatalf("replica did not start: %v\n%s", err, r.logs)
 		default:
 		}

@@ -309,7 +309,7 @@ func (b *bot) loadTools(ctx context.Context, cfg *config.Config, reader audit.Lo
 		if err := b.newOAuth(cfg); err != nil {
 			return ts, err
 		}
-		ts.mcp = b.startMCP(ctx, cfg.MCP.Servers)
+		ts.mcp = b.startMCP(ctx, cfg.MCP.Servers, nil, nil)
 		b.cleanup = append(b.cleanup, b.live.closeMCP)
 	}
 	if len(cfg.Tools.SkillDirs) > 0 {
@@ -336,10 +336,16 @@ func (b *bot) newNative(cfg *config.Config) (tools.Loader, error) {
 }
 
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
-// add their tools once up. The caller closes the loader.
-func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer) *mcp.Loader {
-	opts := append(b.mcpOptions(), mcp.WithToolMemory(b.store.MCPTools))
-	ml := mcp.NewLoader(mcpServers(servers, b.oauth), b.log, opts...)
+// add their tools once up. A reload's holds from's connection to the servers named in keep
+// (mcp.Loader.Next; from nil: none). The caller closes the loader.
+func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer, from *mcp.Loader, keep []string) *mcp.Loader {
+	var ml *mcp.Loader
+	if from != nil {
+		ml = from.Next(mcpServers(servers, b.oauth), keep)
+	} else {
+		opts := append(b.mcpOptions(), mcp.WithToolMemory(b.store.MCPTools))
+		ml = mcp.NewLoader(mcpServers(servers, b.oauth), b.log, opts...)
+	}
 	ml.Start(context.WithoutCancel(ctx))
 	wait := 5 * time.Second
 	for _, s := range servers {
@@ -396,11 +402,7 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 		Questions:        roles.questions,
 		Token:            cfg.Discord.Token,
 		APIBase:          cfg.Discord.APIBase,
-		AllowedGuilds:    cfg.Discord.AllowedGuilds,
-		AllowedChannels:  cfg.Discord.AllowedChannels,
-		AllowedRoles:     cfg.Discord.AllowedRoles,
-		AccessUsers:      cfg.Access.UsersOn("discord"),
-		NoDMs:            !cfg.Discord.AllowDMs,
+		Access:           discordAccess(cfg),
 		TriggerPrefix:    cfg.Chat.TriggerPrefix,
 		RegisterCommands: cfg.Discord.RegisterCommands,
 		Commands:         pipeline.Commands(),
@@ -417,6 +419,7 @@ func (b *bot) newDiscord(cfg *config.Config, deliver delivery.Options) (*discord
 	if err != nil {
 		return nil, err
 	}
+	b.live.onReload(func(cfg *config.Config) { dc.SetAccess(discordAccess(cfg)) })
 	b.engineBuilt(bot, dc.Engine(), dc)
 	b.taskPlatform(chat.Discord, dc)
 	log.Info("discord adapter", "api", cfg.Discord.APIBase)
@@ -450,10 +453,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		WebhookURL:      cfg.Telegram.WebhookURL,
 		WebhookSecret:   cfg.Telegram.WebhookSecret,
 		WebhookListener: hook,
-		AllowedChats:    cfg.Telegram.AllowedChats,
-		AllowedUsers:    cfg.Telegram.AllowedUsers,
-		AccessUsers:     cfg.Access.UsersOn("telegram"),
-		ChatAdmins:      namesChatAdmins(cfg),
+		Access:          telegramAccess(cfg),
 		TriggerPrefix:   cfg.Chat.TriggerPrefix,
 		Stream:          cfg.Telegram.Stream,
 		Drafts:          cfg.Telegram.Drafts.On(),
@@ -470,6 +470,7 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 	if err != nil {
 		return nil, err
 	}
+	b.live.onReload(func(cfg *config.Config) { tg.SetAccess(telegramAccess(cfg)) })
 	b.engineBuilt(bot, tg.Engine(), tg)
 	b.taskPlatform(chat.Telegram, tg)
 	if offsetFile == "" {
@@ -481,6 +482,21 @@ func (b *bot) newTelegram(cfg *config.Config, deliver delivery.Options) (*telegr
 		log.Info("telegram adapter", "bot", tg.BotUsername(), "mode", "polling", "api", endpointHost(cfg.Telegram.APIEndpoint), "offset_file", offsetFile)
 	}
 	return tg, nil
+}
+
+// discordAccess is where and for whom the Discord adapter answers: [discord]'s allow lists and
+// the [access] users they let send direct messages.
+func discordAccess(cfg *config.Config) discord.Access {
+	d := cfg.Discord
+	return discord.Access{AllowedGuilds: d.AllowedGuilds, AllowedChannels: d.AllowedChannels, AllowedRoles: d.AllowedRoles,
+		AccessUsers: cfg.Access.UsersOn("discord"), NoDMs: !d.AllowDMs}
+}
+
+// telegramAccess is whom the Telegram adapter answers: [telegram]'s allow lists, the [access]
+// users whose private chats pass them, and whether a policy or a quota names chat admins.
+func telegramAccess(cfg *config.Config) telegram.Access {
+	return telegram.Access{AllowedChats: cfg.Telegram.AllowedChats, AllowedUsers: cfg.Telegram.AllowedUsers,
+		AccessUsers: cfg.Access.UsersOn("telegram"), ChatAdmins: namesChatAdmins(cfg)}
 }
 
 // addAdmin builds the admin listener and, when configured, the web chat it serves (a
@@ -537,7 +553,9 @@ func (b *bot) addAdmin(cfg *config.Config, health func() []tools.ServerHealth, m
 	}
 	b.cleanup = append(b.cleanup, func() { ln.Close() }) // Serve closes it too; a failed start does not reach Serve
 	announceAdmin(b.log, cfg, ln.Addr())
-	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: func(ctx context.Context) error { return srv.Serve(ctx, ln) }})
+	b.background = append(b.background, lifecycle.Part{Name: "admin", Run: func(ctx context.Context) error { return srv.Serve(ctx, ln) }},
+		// The overview's hours, rolled up where the overview is shown (decision 063).
+		lifecycle.Part{Name: "overview roll-up", Run: func(ctx context.Context) error { b.store.Usage.RunRollUp(ctx); return nil }})
 	return nil
 }
 
@@ -831,6 +849,7 @@ func mcpServers(ss []config.MCPServer, logins *oauth.Manager) []mcp.ServerConfig
 			ToolPrefix:      s.ToolPrefix,
 			Parallel:        s.Parallel,
 			Local:           s.Local,
+			MaxMessageBytes: s.MaxMessageBytes,
 		}
 		if s.Auth == "oauth" {
 			out[i].Auth = logins.Source(s.Name)

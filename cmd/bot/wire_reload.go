@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,8 @@ type liveParts struct {
 	// reindex runs memory's and the knowledge bases' background re-embedding: the latest handle's
 	// of each, the one it replaced cancelled.
 	reindex *lifecycle.Latest
+	// reloaded tell the parts built once of a reload's config (the platforms' allow lists).
+	reloaded []func(*config.Config)
 
 	mu       sync.Mutex
 	parts    turnParts
@@ -86,6 +89,9 @@ func (l *liveParts) start(cfg *config.Config, tl toolSet, rec tools.Recorder, m 
 	l.speechClient = modelHTTPClient(cfg.Chat.MaxTurnsInFlight)
 	l.reindex = lifecycle.NewLatest()
 }
+
+// onReload has fn told of each config a reload applies.
+func (l *liveParts) onReload(fn func(*config.Config)) { l.reloaded = append(l.reloaded, fn) }
 
 // turnParts are the parts the next turn uses.
 func (l *liveParts) turnParts() turnParts {
@@ -260,6 +266,9 @@ func (b *bot) apply(ctx context.Context, cfg *config.Config, ch config.Changes) 
 		return err
 	}
 	l.use(mgr, p)
+	for _, fn := range l.reloaded {
+		fn(cfg)
+	}
 	b.reindex(cfg, old, p)
 	l.metrics.KnowModels(metricsModels(cfg))
 	return nil
@@ -289,13 +298,27 @@ func (b *bot) rebuild(ctx context.Context, cfg *config.Config, ch config.Changes
 	if ch.Touches("mcp.servers") {
 		p.mcp = nil
 		if len(cfg.MCP.Servers) > 0 {
-			p.mcp = b.startMCP(ctx, cfg.MCP.Servers)
+			p.mcp = b.startMCP(ctx, cfg.MCP.Servers, old.mcp, unchangedServers(b.live.cfg.Load().MCP.Servers, cfg.MCP.Servers))
 		}
 	}
 	return p, nil
 }
 
-// retire closes what old holds that next does not (the MCP servers' loader replaced).
+// unchangedServers are the names of the MCP servers next configures as running does: a reload
+// keeps their connections.
+func unchangedServers(running, next []config.MCPServer) []string {
+	var out []string
+	for _, n := range next {
+		i := slices.IndexFunc(running, func(r config.MCPServer) bool { return r.Name == n.Name })
+		if i >= 0 && reflect.DeepEqual(running[i], n) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// retire closes what old holds that next does not: the MCP servers' loader replaced, which
+// disconnects the servers the new one does not hold.
 func retire(old, next turnParts) {
 	if old.mcp != nil && old.mcp != next.mcp {
 		old.mcp.Close()

@@ -27,6 +27,8 @@ var tableOwner = map[string]string{
 	"web_sessions":        "store",
 	"web_messages":        "store",
 	"turn_files":          "store", // a turn's files for the conversation page (migration 00049)
+	"overview_hours":      "store", // the admin overview's hourly roll-up (migration 00050)
+	"overview_rollup":     "store",
 	"admin_sessions":      "store",
 	"mcp_oauth_tokens":    "store",
 	"mcp_oauth_states":    "store",

@@ -150,12 +150,17 @@ func (k *Knowledge) rerank(ctx context.Context, query string, hits []Hit) []Hit 
 
 // hits reads the chunks ids (in that order) with their texts and places.
 func (k *Knowledge) hits(ctx context.Context, ids []int64) ([]Hit, error) {
-	places, err := k.docs.places(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
+	// The places and the texts are different tables' rows: read at once.
+	var places map[int64]place
+	var placesErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		places, placesErr = k.docs.places(ctx, ids)
+	}()
 	texts, err := k.index.Texts(ctx, ids)
-	if err != nil {
+	<-done
+	if err := errors.Join(placesErr, err); err != nil {
 		return nil, err
 	}
 	out := make([]Hit, 0, len(ids))

@@ -21,10 +21,16 @@ type Authorizer interface {
 }
 
 // needsLoginError is what a call to a server without a usable login fails with: it says what
-// to do, and nothing secret.
-type needsLoginError struct{ server string }
+// to do, and nothing secret. first: no admin has logged in to it yet (not "again").
+type needsLoginError struct {
+	server string
+	first  bool
+}
 
 func (e *needsLoginError) Error() string {
+	if e.first {
+		return "MCP server " + e.server + " needs an admin to log in at /admin/servers (no one has yet)"
+	}
 	return "MCP server " + e.server + " needs an admin to log in again at /admin/servers"
 }
 
@@ -32,6 +38,9 @@ func (e *needsLoginError) Error() string {
 func (e *needsLoginError) Unwrap() []error { return []error{oauth.ErrNeedsLogin, tools.ErrUnavailable} }
 
 func needsLogin(err error) bool { return errors.Is(err, oauth.ErrNeedsLogin) }
+
+// neverLoggedIn reports whether err is for want of a first login (no admin has logged in yet).
+func neverLoggedIn(err error) bool { return errors.Is(err, oauth.ErrNeverLoggedIn) }
 
 // authWake returns the channel that ends a backoff early when an admin logs in; nil (never
 // ready) for a server without an Authorizer.

@@ -67,18 +67,27 @@ func (s *serverConn) connectStdio(ctx, cctx context.Context) (*session, []tools.
 	if err != nil {
 		return nil, nil, err
 	}
-	t := transport.NewIO(p.stdout, p.stdin, nil)
+	tooLarge := newCapTrip()
+	t := transport.NewIO(newCapReader(p.stdout, s.cfg.Name, s.cfg.MaxMessageBytes, lines, tooLarge), p.stdin, nil)
 	sess, specs, err := s.handshake(ctx, cctx, t, p.stop, false)
 	if err != nil {
+		if cerr := tooLarge.Err(); cerr != nil {
+			go p.stop()
+			return nil, nil, fmt.Errorf("%w (%w)", err, cerr)
+		}
 		if perr := p.exitErr(); perr != nil {
 			return nil, nil, fmt.Errorf("%w (%w)", err, perr)
 		}
 		return nil, nil, err
 	}
+	sess.tooLarge = tooLarge
 	go func() {
 		select {
 		case <-p.exited:
 			sess.markLost(p.exitErr())
+		case <-tooLarge.tripped:
+			// mcp-go stopped reading at the message: the server is restarted.
+			sess.markLost(tooLarge.Err())
 		case <-sess.lost:
 		}
 	}()
@@ -108,6 +117,8 @@ func (s *serverConn) dialRemote(ctx, cctx context.Context, kind string, legacy b
 	if u, err := url.Parse(s.cfg.URL); err == nil {
 		hc.Transport = outbound.PinOrigin(outbound.Origin(u), hc.Transport)
 	}
+	tooLarge := newCapTrip()
+	hc.Transport = capBodies{next: hc.Transport, server: s.cfg.Name, max: s.cfg.MaxMessageBytes, trip: tooLarge}
 	logger := s.logger.With("component", "mcp-go")
 	var (
 		t   transport.Interface
@@ -138,12 +149,35 @@ func (s *serverConn) dialRemote(ctx, cctx context.Context, kind string, legacy b
 	}
 	sess, specs, err := s.handshake(ctx, cctx, t, base.CloseIdleConnections, legacy)
 	if err != nil {
+		if cerr := tooLarge.Err(); cerr != nil {
+			err = fmt.Errorf("%w (%w)", err, cerr)
+		}
 		return nil, nil, rec.first(), fmt.Errorf("%s: %w", kind, err)
 	}
+	sess.tooLarge = tooLarge
 	if login != nil {
 		login.watch(sess)
 	}
 	return sess, specs, 0, nil
+}
+
+// notified takes a notification of sess's server: a call's progress or log line goes to the
+// call, an updated resource is read again, and a changed tool list (or, on 2026-07-28, a
+// subscription that now stands) has the list read again.
+func (s *serverConn) notified(sess *session, n mcpgo.JSONRPCNotification) {
+	sess.calls.notified(n)
+	if n.Method == mcpgo.MethodNotificationResourceUpdated {
+		s.resourceUpdated(sess, n)
+	}
+	// On 2026-07-28 the list is read again once the subscription stands, so a change made
+	// between the first listing and the subscription is not missed.
+	if n.Method == string(mcpgo.MethodNotificationToolsListChanged) ||
+		n.Method == string(mcpgo.MethodNotificationSubscriptionsAcknowledged) {
+		select {
+		case s.refresh <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // handshake starts the client on t, negotiates the protocol and lists the tools. onClose runs
@@ -186,21 +220,7 @@ func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface,
 			sess.markLost(errors.New("session closed"))
 		})
 	}
-	c.OnNotification(func(n mcpgo.JSONRPCNotification) {
-		inflight.notified(n)
-		if n.Method == mcpgo.MethodNotificationResourceUpdated {
-			s.resourceUpdated(sess, n)
-		}
-		// On 2026-07-28 the list is read again once the subscription stands, so a change made
-		// between the first listing and the subscription is not missed.
-		if n.Method == string(mcpgo.MethodNotificationToolsListChanged) ||
-			n.Method == string(mcpgo.MethodNotificationSubscriptionsAcknowledged) {
-			select {
-			case s.refresh <- struct{}{}:
-			default:
-			}
-		}
-	})
+	c.OnNotification(func(n mcpgo.JSONRPCNotification) { s.notified(sess, n) })
 	c.OnConnectionLost(func(err error) { sess.markLost(fmt.Errorf("connection lost: %w", err)) })
 	fail := func(what string, err error) (*session, []tools.Spec, error) {
 		sess.close()

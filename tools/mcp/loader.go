@@ -81,6 +81,10 @@ type ServerConfig struct {
 	AttachChats     []string
 	// Prompts offers the server's prompts as /prompt commands.
 	Prompts bool
+	// MaxMessageBytes bounds one message the server sends (a stdio line, an SSE event, a JSON
+	// body): a longer one fails the read (a stdio server is restarted, an HTTP answer refused)
+	// instead of growing the bot's memory; 0 means DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// Local says the admin runs the remote server inside: its connections may reach loopback,
 	// private and link-local addresses (internal/outbound); without it they are refused.
 	// Redirects stay within the URL's origin either way.
@@ -154,11 +158,11 @@ func WithReconnectWait(d time.Duration) Option {
 type Loader struct {
 	servers []*serverConn
 	logger  *slog.Logger
+	opts    options
 
 	mu      sync.Mutex
 	started bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	closed  bool
 	warned  map[string]bool // tool name collisions already logged
 }
 
@@ -174,9 +178,20 @@ func NewLoader(servers []ServerConfig, logger *slog.Logger, opts ...Option) *Loa
 	for _, opt := range opts {
 		opt(&o)
 	}
-	l := &Loader{logger: logger, warned: map[string]bool{}}
+	return newLoader(servers, logger, o, nil)
+}
+
+// newLoader returns a Loader for servers, holding kept's server of a name instead of a new one
+// (Next).
+func newLoader(servers []ServerConfig, logger *slog.Logger, o options, kept map[string]*serverConn) *Loader {
+	l := &Loader{logger: logger, opts: o, warned: map[string]bool{}}
 	names := map[string]bool{}
 	for _, cfg := range servers {
+		if s := kept[cfg.Name]; s != nil && !names[cfg.Name] && s.hold(l) {
+			names[cfg.Name] = true
+			l.servers = append(l.servers, s)
+			continue
+		}
 		if cfg.ToolCallTimeout < 0 {
 			logger.Warn("MCP server's tool call timeout is negative; using the default",
 				"mcp_server", cfg.Name, "timeout", cfg.ToolCallTimeout, "default", DefaultToolCallTimeout)
@@ -192,9 +207,25 @@ func NewLoader(servers []ServerConfig, logger *slog.Logger, opts ...Option) *Loa
 	return l
 }
 
+// Next returns a Loader for servers (a reload's) that holds l's connection to each server named
+// in keep, whose configuration the caller found unchanged: its session, its tools and its calls
+// in flight go on, shared by both Loaders until each is closed. The other servers are new and
+// connect when the new Loader starts; closing l then disconnects only the servers the new
+// Loader does not hold. A kept name l has no server of, or whose server l's Close already
+// stopped, is connected anew.
+func (l *Loader) Next(servers []ServerConfig, keep []string) *Loader {
+	kept := map[string]*serverConn{}
+	for _, name := range keep {
+		if s := l.server(name); s != nil {
+			kept[name] = s
+		}
+	}
+	return newLoader(servers, l.logger, l.opts, kept)
+}
+
 // Start connects every server in the background and keeps them connected until ctx ends or
 // Close is called. It never fails: a server that cannot connect is logged, marked down and
-// retried. Calling Start again does nothing.
+// retried. Calling Start again does nothing; a server held from another Loader (Next) runs on.
 func (l *Loader) Start(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -202,13 +233,8 @@ func (l *Loader) Start(ctx context.Context) {
 		return
 	}
 	l.started = true
-	ctx, l.cancel = context.WithCancel(ctx)
 	for _, s := range l.servers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			s.run(ctx)
-		}()
+		s.start(ctx)
 	}
 }
 
@@ -225,17 +251,19 @@ func (l *Loader) WaitStarted(ctx context.Context) error {
 	return nil
 }
 
-// Close disconnects every server, stops stdio server processes and waits for the Loader's
-// goroutines to end.
+// Close disconnects every server no other Loader holds (Next), stops their stdio server
+// processes and waits for their goroutines to end. Calling it again does nothing.
 func (l *Loader) Close() {
 	l.mu.Lock()
-	cancel := l.cancel
-	l.started = true // a Start after Close does nothing
+	closed := l.closed
+	l.started, l.closed = true, true // a Start after Close does nothing
 	l.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if closed {
+		return
 	}
-	l.wg.Wait()
+	for _, s := range l.servers {
+		s.release(l)
+	}
 }
 
 // Source reports audit.SourceMCP.

@@ -1,13 +1,9 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +12,7 @@ import (
 
 	"relaybot/audit"
 	"relaybot/chat"
+	"relaybot/internal/testkit/everything"
 	"relaybot/internal/testkit/logbuf"
 	"relaybot/internal/testkit/wait"
 	"relaybot/tools"
@@ -27,71 +24,14 @@ import (
 // .ci/mcp-everything/package.json), run with node over stdio and streamable HTTP. .ci/run
 // installs it and sets BOT_TEST_MCP_EVERYTHING to its dist/index.js.
 
-// everything returns the reference server's entry point, or skips the test saying why.
-func everything(t *testing.T) string {
-	t.Helper()
-	entry := os.Getenv("BOT_TEST_MCP_EVERYTHING")
-	if entry == "" {
-		t.Skip("BOT_TEST_MCP_EVERYTHING is not set: the MCP reference server is not installed " +
-			"(npm ci in .ci/mcp-everything, then point it at node_modules/@modelcontextprotocol/server-everything/dist/index.js)")
-	}
-	if _, err := os.Stat(entry); err != nil {
-		t.Fatalf("BOT_TEST_MCP_EVERYTHING: %v", err)
-	}
-	if _, err := osexec.LookPath("node"); err != nil {
-		t.Fatalf("BOT_TEST_MCP_EVERYTHING is set but node is not on PATH: %v", err)
-	}
-	return entry
-}
-
 // everythingServers configures the reference server over stdio and over streamable HTTP (a
 // process on a free loopback port, stopped when the test ends).
 func everythingServers(t *testing.T) map[string]mcp.ServerConfig {
-	entry := everything(t)
+	entry := everything.Entry(t)
 	return map[string]mcp.ServerConfig{
 		"stdio": {Name: "everything", Transport: "stdio", Command: "node", Args: []string{entry, "stdio"}},
-		"http":  {Name: "everything", Transport: "http", Local: true, URL: startEverythingHTTP(t, entry)},
+		"http":  {Name: "everything", Transport: "http", Local: true, URL: everything.StartHTTP(t, entry)},
 	}
-}
-
-func startEverythingHTTP(t *testing.T, entry string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := osexec.Command("node", entry, "streamableHttp")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	listening := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		once := false
-		for sc.Scan() {
-			if !once && strings.Contains(sc.Text(), fmt.Sprintf("listening on port %d", port)) {
-				once = true
-				close(listening)
-			}
-		}
-	}()
-	select {
-	case <-listening:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the reference server did not listen on port %d within 60 s", port)
-	}
-	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 }
 
 // startLogged starts a loader over cfg whose log the test reads.
@@ -196,7 +136,7 @@ func ellipsis(s string) string {
 // turns (its document's text, as the package ships it) and subscribed to (its updates reach the
 // bot); its read_resource tool reads it too, and a URI one of its resource templates expands to.
 func TestReferenceServerResources(t *testing.T) {
-	entry := everything(t)
+	entry := everything.Entry(t)
 	doc, err := os.ReadFile(filepath.Join(filepath.Dir(entry), "docs", "features.md"))
 	if err != nil {
 		t.Fatal(err)

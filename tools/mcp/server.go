@@ -26,7 +26,6 @@ import (
 
 // serverConn keeps one server connected: run is its lifecycle, call runs tools on it.
 type serverConn struct {
-	l       *Loader
 	cfg     ServerConfig
 	opts    options
 	logger  *slog.Logger
@@ -44,6 +43,7 @@ type serverConn struct {
 	state        tools.ServerState
 	lastErr      string
 	needsLogin   bool // the last failure was for want of an OAuth login
+	firstLogin   bool // ... and the login wanted is the first one (oauth.ErrNeverLoggedIn)
 	since        time.Time
 	transport    string
 	version      string // the protocol version of the current or last session
@@ -58,12 +58,84 @@ type serverConn struct {
 	rememberedNow []string
 	sess          *session      // nil unless up
 	reconnectDone chan struct{} // non-nil while callers wait for a new session
+
+	// life is who holds the server and its run: Loaders share a server a reload kept
+	// (Loader.Next), and the last one to let go stops it.
+	life serverLife
+}
+
+// serverLife is the holders and the run of a server.
+type serverLife struct {
+	mu sync.Mutex
+	// holders are the Loaders holding the server, the newest last: its tool collisions are
+	// noted in the newest's list.
+	holders []*Loader
+	stopped bool               // the last holder let go: never started again
+	cancel  context.CancelFunc // ends run; nil before start
+	done    chan struct{}      // closed when run returned
+}
+
+// hold adds l to the server's holders, unless the server was stopped.
+func (s *serverConn) hold(l *Loader) bool {
+	s.life.mu.Lock()
+	defer s.life.mu.Unlock()
+	if s.life.stopped {
+		return false
+	}
+	s.life.holders = append(s.life.holders, l)
+	return true
+}
+
+// start runs the server in the background unless it runs already or was stopped.
+func (s *serverConn) start(ctx context.Context) {
+	s.life.mu.Lock()
+	defer s.life.mu.Unlock()
+	if s.life.cancel != nil || s.life.stopped {
+		return
+	}
+	ctx, s.life.cancel = context.WithCancel(ctx)
+	s.life.done = make(chan struct{})
+	go func() {
+		defer close(s.life.done)
+		s.run(ctx)
+	}()
+}
+
+// release lets l go; once no Loader holds the server it is stopped, and release waits for its
+// run to return.
+func (s *serverConn) release(l *Loader) {
+	s.life.mu.Lock()
+	s.life.holders = slices.DeleteFunc(s.life.holders, func(h *Loader) bool { return h == l })
+	if len(s.life.holders) > 0 || s.life.stopped {
+		s.life.mu.Unlock()
+		return
+	}
+	s.life.stopped = true
+	cancel, done := s.life.cancel, s.life.done
+	s.life.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// noteCollisions notes the tool collisions among the servers of the newest Loader holding s.
+func (s *serverConn) noteCollisions() {
+	s.life.mu.Lock()
+	var l *Loader
+	if n := len(s.life.holders); n > 0 {
+		l = s.life.holders[n-1]
+	}
+	s.life.mu.Unlock()
+	if l != nil {
+		l.noteCollisions()
+	}
 }
 
 func newServerConn(l *Loader, cfg ServerConfig, o options) *serverConn {
 	red := newRedactor(cfg.URL)
 	s := &serverConn{
-		l: l, cfg: cfg, opts: o,
+		cfg: cfg, opts: o, life: serverLife{holders: []*Loader{l}},
 		logger:    newRedactingLogger(l.logger, red).With("mcp_server", cfg.Name),
 		redact:    red,
 		refresh:   make(chan struct{}, 1),
@@ -114,6 +186,8 @@ type session struct {
 	lostOnce sync.Once
 	lostErr  error
 	closeFn  func()
+	// tooLarge records a message the server sent over max_message_bytes (nil in process).
+	tooLarge *capTrip
 	// renewed is set before a session the server ended is closed: calls still in flight on it
 	// are cancelled by the close and retried on the new session like the call that found out.
 	renewed atomic.Bool
@@ -350,11 +424,11 @@ func (s *serverConn) setUp(sess *session, specs []tools.Spec) {
 	s.resources, _ = sess.listed()
 	s.templateList = sess.listedTemplates()
 	s.promptList = sess.listedPrompts()
-	s.state, s.since, s.lastErr, s.needsLogin = tools.ServerUp, time.Now(), "", false
+	s.state, s.since, s.lastErr, s.needsLogin, s.firstLogin = tools.ServerUp, time.Now(), "", false, false
 	s.setSpecsLocked(specs)
 	s.wakeLocked()
 	s.mu.Unlock()
-	s.l.noteCollisions()
+	s.noteCollisions()
 }
 
 func (s *serverConn) setDown(err error) {
@@ -366,6 +440,7 @@ func (s *serverConn) setDown(err error) {
 	}
 	s.lastErr = err.Error()
 	s.needsLogin = needsLogin(err)
+	s.firstLogin = neverLoggedIn(err)
 	s.wakeLocked()
 }
 
@@ -387,7 +462,7 @@ func (s *serverConn) setSpecs(specs []tools.Spec) bool {
 	})
 	s.setSpecsLocked(specs)
 	s.mu.Unlock()
-	s.l.noteCollisions()
+	s.noteCollisions()
 	return changed
 }
 
@@ -491,7 +566,7 @@ func (s *serverConn) call(ctx context.Context, name string, args map[string]any,
 		if needsLogin(err) {
 			// The transport dropped the session: the lifecycle reconnects, finds no login and
 			// keeps the server down until an admin logs in.
-			return tools.Result{}, &needsLoginError{server: s.cfg.Name}
+			return tools.Result{}, &needsLoginError{server: s.cfg.Name, first: neverLoggedIn(err)}
 		}
 		if attempt == 0 && ctx.Err() == nil && (sessionEnded(err) || sess.renewed.Load()) {
 			if rerr := s.renew(ctx, sess); rerr != nil {
@@ -562,6 +637,9 @@ func (s *serverConn) callErr(ctx, cctx context.Context, sess *session, name stri
 	case errors.Is(cctx.Err(), context.DeadlineExceeded) || pastDeadline(cctx):
 		// The SSE transport's own response timer, set to the deadline, can fire first.
 		return &timeoutError{tool: name, server: s.cfg.Name, after: limit}
+	case sess.tooLarge.Err() != nil:
+		// The connection broke at the message (stdio, SSE) or the answer was it (HTTP).
+		return fmt.Errorf("MCP tool '%s': %w", name, sess.tooLarge.Err())
 	case errors.Is(err, transport.ErrTransportClosed) || isClosed(sess):
 		return fmt.Errorf("MCP server '%s' went away during the call of '%s': %w: %w", s.cfg.Name, name, ErrUnavailable, s.redact.err(err))
 	}
@@ -676,7 +754,7 @@ func (s *serverConn) unavailable() error {
 	defer s.mu.Unlock()
 	switch {
 	case s.needsLogin:
-		return &needsLoginError{server: s.cfg.Name}
+		return &needsLoginError{server: s.cfg.Name, first: s.firstLogin}
 	case s.state == tools.ServerDown:
 		return fmt.Errorf("MCP server '%s' is down (%s): %w", s.cfg.Name, s.lastErr, ErrUnavailable)
 	case s.lastErr != "":

@@ -33,6 +33,10 @@ import (
 // no longer be refreshed: an admin has to connect it again on the admin page.
 var ErrNeedsLogin = errors.New("the MCP server needs an admin to log in")
 
+// ErrNeverLoggedIn is wrapped, beside ErrNeedsLogin, by the errors of requests to a server no
+// admin has logged in to yet: its first login is missing, not lost.
+var ErrNeverLoggedIn = errors.New("no admin has logged in to it yet")
+
 // Store keeps the sealed login records and the logins under way; *store.OAuthQuery implements it.
 // Records are opaque text to the store.
 type Store interface {

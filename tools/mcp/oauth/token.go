@@ -70,7 +70,7 @@ func (s *Source) Authorization(ctx context.Context) (string, error) {
 		case err != nil:
 			return "", err
 		case ver == 0:
-			return "", s.needsLogin("it was never connected")
+			return "", fmt.Errorf("%w (%s): %w", ErrNeedsLogin, s.srv.Name, ErrNeverLoggedIn)
 		case rec.NeedsLogin != "":
 			return "", s.needsLogin(rec.NeedsLogin)
 		}

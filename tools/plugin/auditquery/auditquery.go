@@ -102,6 +102,29 @@ type args struct {
 	Limit  int    `json:"limit"`
 }
 
+// bounds reads a's window and limit: where the window starts and how long it is (the last
+// defaultSince unless asked, at most a year), and how many rows to show (at most maxLimit).
+func (a args) bounds(now time.Time) (from time.Time, since time.Duration, limit int, err error) {
+	since, from = defaultSince, now.Add(-defaultSince)
+	if a.Since != "" {
+		if from, err = audit.ParseSince(a.Since, now); err != nil {
+			return time.Time{}, 0, 0, fmt.Errorf("audit_query: since: %w", err)
+		}
+		if since = now.Sub(from); since <= 0 || since > maxSince {
+			return time.Time{}, 0, 0, fmt.Errorf("audit_query: since: %q must be in the last year", a.Since)
+		}
+	}
+	switch limit = a.Limit; {
+	case limit == 0:
+		limit = defaultLimit
+	case limit < 0:
+		return time.Time{}, 0, 0, fmt.Errorf("audit_query: limit must be positive, got %d", limit)
+	case limit > maxLimit:
+		limit = maxLimit
+	}
+	return from, since, limit, nil
+}
+
 func (q *querier) run(ctx context.Context, inv tools.Invocation) (tools.Result, error) {
 	// The Manager offers this tool only to admins; refuse here too, in case it is ever called
 	// another way.
@@ -120,25 +143,9 @@ func (q *querier) run(ctx context.Context, inv tools.Invocation) (tools.Result, 
 	if !slices.Contains(views, a.View) {
 		return tools.Result{}, fmt.Errorf("audit_query: unknown view %q (one of %s)", a.View, strings.Join(views, ", "))
 	}
-	now := q.now()
-	since, from := defaultSince, now.Add(-defaultSince)
-	if a.Since != "" {
-		var err error
-		if from, err = audit.ParseSince(a.Since, now); err != nil {
-			return tools.Result{}, fmt.Errorf("audit_query: since: %w", err)
-		}
-		if since = now.Sub(from); since <= 0 || since > maxSince {
-			return tools.Result{}, fmt.Errorf("audit_query: since: %q must be in the last year", a.Since)
-		}
-	}
-	limit := a.Limit
-	switch {
-	case limit == 0:
-		limit = defaultLimit
-	case limit < 0:
-		return tools.Result{}, fmt.Errorf("audit_query: limit must be positive, got %d", limit)
-	case limit > maxLimit:
-		limit = maxLimit
+	from, since, limit, err := a.bounds(q.now())
+	if err != nil {
+		return tools.Result{}, err
 	}
 	ref, err := chat.FilterRef("", a.ChatID)
 	if err != nil {
