@@ -1,5 +1,5 @@
 -- +goose Up
--- The MCP tasks of tool calls in flight (decision 067): a row is written when a server makes a
+-- The MCP tasks of tool calls in flight (decision 068): a row is written when a server makes a
 -- call a task and deleted when the bot is done with it (its result taken, or tasks/cancel sent).
 -- A row left behind is a task whose process stopped without ending it; the next process to
 -- connect the server (on replicas: once the owner's row is gone from instances) takes the row

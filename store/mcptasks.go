@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The MCP tasks of tool calls in flight (migration 00053, decision 067). A row is this process's
+// The MCP tasks of tool calls in flight (migration 00053, decision 068). A row is this process's
 // task until the call is done with it; a row whose process is gone is left over, for the next
 // process that connects the server to cancel. A process is gone when it is not this one on
 // SQLite (one process at a time holds the file), and on PostgreSQL when its row in instances is

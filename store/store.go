@@ -80,7 +80,7 @@ type conn struct {
 	// process names this process in the rows that outlive it only if it dies (MCP tasks in
 	// flight): the instance, or for a single process an id of its own.
 	process string
-	log      *slog.Logger
+	log     *slog.Logger
 	// w is the writer: on SQLite a single connection; on PostgreSQL the same pool as r.
 	w, r       *gorm.DB
 	wsql, rsql *sql.DB
