@@ -32,6 +32,9 @@ type Database struct {
 	OAuth *OAuthQuery
 	// MCPTools keeps the tool names each MCP server listed last (mcp.ToolMemory).
 	MCPTools *MCPToolQuery
+	// MCPTasks keeps the MCP tasks of calls in flight, for the next process to cancel the ones a
+	// stopped one left (mcp.TaskBook).
+	MCPTasks *MCPTaskQuery
 	// AdminSessions keeps the admin pages' login sessions.
 	AdminSessions *AdminSessionQuery
 	// WebChat keeps the web chat's sessions and reads the conversations it shows.
@@ -73,6 +76,9 @@ type OAuthQuery struct{ *conn }
 // MCPToolQuery reads and writes the mcp_server_tools table.
 type MCPToolQuery struct{ *conn }
 
+// MCPTaskQuery reads and writes the mcp_tasks_in_flight table.
+type MCPTaskQuery struct{ *conn }
+
 // AdminSessionQuery reads and writes the admin_sessions table.
 type AdminSessionQuery struct{ *conn }
 
@@ -106,6 +112,7 @@ func newDatabase(c *conn) *Database {
 		Consents:      &ConsentQuery{c},
 		OAuth:         &OAuthQuery{c},
 		MCPTools:      &MCPToolQuery{c},
+		MCPTasks:      &MCPTaskQuery{c},
 		AdminSessions: &AdminSessionQuery{c},
 		WebChat:       &WebChatQuery{c},
 		Retention:     &RetentionQuery{c},

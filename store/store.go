@@ -16,7 +16,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -75,7 +77,10 @@ var ErrNotFound = errors.New("store: not found")
 type conn struct {
 	driver   string
 	instance string
-	log      *slog.Logger
+	// process names this process in the rows that outlive it only if it dies (MCP tasks in
+	// flight): the instance, or for a single process an id of its own.
+	process string
+	log     *slog.Logger
 	// w is the writer: on SQLite a single connection; on PostgreSQL the same pool as r.
 	w, r       *gorm.DB
 	wsql, rsql *sql.DB
@@ -111,7 +116,12 @@ func Open(ctx context.Context, opts Options) (*Database, error) {
 	if strings.TrimSpace(opts.DSN) == "" {
 		return nil, fmt.Errorf("store: open %s: empty dsn", opts.Driver)
 	}
-	s := &conn{driver: opts.Driver, log: opts.Logger, instance: opts.Instance}
+	s := &conn{driver: opts.Driver, log: opts.Logger, instance: opts.Instance, process: opts.Instance}
+	if s.process == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand never fails on the platforms Go supports
+		s.process = "process-" + hex.EncodeToString(b[:])
+	}
 	var err error
 	switch opts.Driver {
 	case DriverSQLite:

@@ -145,6 +145,11 @@ func TestReferenceServerThroughTelegram(t *testing.T) {
 			if strings.Contains(e.logs.String(), "could not be cancelled") {
 				t.Errorf("the stopped task was not cancelled on the server: %s", e.logs.String())
 			}
+			// Both tasks are done with: neither is left booked for a next process to cancel (this
+			// store handle is another process, so it would take them).
+			if left, err := st.MCPTasks.TakeLeftTasks(context.Background(), "everything"); err != nil || len(left) != 0 {
+				t.Errorf("tasks left booked after their result and their cancellation: %+v, %v", left, err)
+			}
 
 			e.say(7, "what do you know?")
 			e.waitBotText(7, "the answer from the attached document", contains("I have read the features document."))

@@ -335,6 +335,19 @@ func (b *bot) newNative(cfg *config.Config) (tools.Loader, error) {
 	return nat, nil
 }
 
+// mcpTaskBook is the store's MCP tasks in flight as the loader's task book.
+type mcpTaskBook struct{ *store.MCPTaskQuery }
+
+// TakeLeftTasks returns the ids of the tasks of server that stopped processes left.
+func (b mcpTaskBook) TakeLeftTasks(ctx context.Context, server string) ([]string, error) {
+	left, err := b.MCPTaskQuery.TakeLeftTasks(ctx, server)
+	ids := make([]string, len(left))
+	for i, t := range left {
+		ids[i] = t.TaskID
+	}
+	return ids, err
+}
+
 // startMCP starts the MCP servers and waits a while for them to connect; those still connecting
 // add their tools once up. A reload's holds from's connection to the servers named in keep
 // (mcp.Loader.Next; from nil: none). The caller closes the loader.
@@ -343,7 +356,7 @@ func (b *bot) startMCP(ctx context.Context, servers []config.MCPServer, from *mc
 	if from != nil {
 		ml = from.Next(mcpServers(servers, b.oauth), keep)
 	} else {
-		opts := append(b.mcpOptions(), mcp.WithToolMemory(b.store.MCPTools))
+		opts := append(b.mcpOptions(), mcp.WithToolMemory(b.store.MCPTools), mcp.WithTaskBook(mcpTaskBook{b.store.MCPTasks}))
 		ml = mcp.NewLoader(mcpServers(servers, b.oauth), b.log, opts...)
 	}
 	ml.Start(context.WithoutCancel(ctx))

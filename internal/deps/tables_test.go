@@ -15,24 +15,25 @@ import (
 // numbered list (package migrations), and only its owner writes to it. Others may read it.
 var tableOwner = map[string]string{
 	// The conversations and their audit log.
-	"conversations":    "store",
-	"turns":            "store",
-	"messages":         "store",
-	"messages_fts":     "store", // SQLite's keyword index of messages, kept by triggers (migration 00037)
-	"tool_calls":       "store",
-	"llm_calls":        "store",
-	"llm_calls_new":    "store", // a SQLite table rebuild's (migration 00018)
-	"llm_calls_old":    "store",
-	"tool_consents":    "store",
-	"web_sessions":     "store",
-	"web_messages":     "store",
-	"turn_files":       "store", // a turn's files for the conversation page (migration 00049)
-	"overview_hours":   "store", // the admin overview's hourly roll-up (migration 00050)
-	"overview_rollup":  "store",
-	"admin_sessions":   "store",
-	"mcp_oauth_tokens": "store",
-	"mcp_oauth_states": "store",
-	"mcp_server_tools": "store", // the tools each MCP server listed last (mcp.ToolMemory, migration 00052)
+	"conversations":       "store",
+	"turns":               "store",
+	"messages":            "store",
+	"messages_fts":        "store", // SQLite's keyword index of messages, kept by triggers (migration 00037)
+	"tool_calls":          "store",
+	"llm_calls":           "store",
+	"llm_calls_new":       "store", // a SQLite table rebuild's (migration 00018)
+	"llm_calls_old":       "store",
+	"tool_consents":       "store",
+	"web_sessions":        "store",
+	"web_messages":        "store",
+	"turn_files":          "store", // a turn's files for the conversation page (migration 00049)
+	"overview_hours":      "store", // the admin overview's hourly roll-up (migration 00050)
+	"overview_rollup":     "store",
+	"admin_sessions":      "store",
+	"mcp_oauth_tokens":    "store",
+	"mcp_oauth_states":    "store",
+	"mcp_server_tools":    "store", // the tools each MCP server listed last (mcp.ToolMemory, migration 00052)
+	"mcp_tasks_in_flight": "store", // MCP tasks of calls in flight, cancelled after a crash (mcp.TaskBook, migration 00053)
 	// Reminders and scheduled tasks (package tasks asks store.TaskQuery).
 	"tasks":          "store",
 	"task_runs":      "store",

@@ -186,7 +186,7 @@ func (s *serverConn) notified(sess *session, n mcpgo.JSONRPCNotification) {
 // initialize when the server does not know it.
 func (s *serverConn) handshake(ctx, cctx context.Context, t transport.Interface, onClose func(), legacy bool) (*session, []tools.Spec, error) {
 	sctx, scancel := context.WithCancel(ctx)
-	ext := &extTasks{logger: s.logger, redact: s.redact}
+	ext := &extTasks{logger: s.logger, redact: s.redact, began: s.beginTask, ended: s.endTask}
 	switch tt := t.(type) {
 	case *transport.StreamableHTTP:
 		t = cancellingHTTP{StreamableHTTP: tt, ext: ext}

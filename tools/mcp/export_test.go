@@ -32,3 +32,8 @@ func OverHTTP(name, url string, c *http.Client) ServerConfig {
 		},
 	}
 }
+
+// WithTaskSweep looks for the tasks stopped processes left every d instead of every 5 minutes.
+func WithTaskSweep(d time.Duration) Option {
+	return func(o *options) { o.taskSweep = d }
+}

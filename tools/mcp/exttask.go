@@ -232,6 +232,10 @@ type extTasks struct {
 	ask    *elicitor // nil when the transport cannot carry questions
 	logger *slog.Logger
 	redact *redactor
+	// began and ended keep the task book (taskbook.go): a task the server made, and one the
+	// bot is done with.
+	began func(ctx context.Context, sess *session, id string)
+	ended func(ctx context.Context, id string)
 }
 
 // on reports whether the session speaks the extension: a 2026-07-28 session whose server
@@ -275,15 +279,21 @@ func (x *extTasks) send(ctx context.Context, req transport.JSONRPCRequest, next 
 	if call == nil {
 		call = &extCall{}
 	}
+	if x.began != nil {
+		x.began(ctx, x.sess, t.ID)
+	}
 	if !call.state.CompareAndSwap(callWaiting, callTask) {
 		// The call timeout passed as the task was made.
-		x.cancel(ctx, t.ID, next)
+		x.stop(ctx, t.ID, next)
 		return &transport.JSONRPCResponse{JSONRPC: mcpgo.JSONRPC_VERSION, ID: req.ID, Error: &mcpgo.JSONRPCErrorDetails{
 			Code: mcpgo.INTERNAL_ERROR, Message: "the call timeout passed before the server made the call a task"}}, true, nil
 	}
 	out, done, err := x.follow(ctx, call, t, next)
-	if err != nil && !done {
-		x.cancel(ctx, t.ID, next)
+	switch {
+	case err != nil && !done:
+		x.stop(ctx, t.ID, next)
+	case x.ended != nil:
+		x.ended(ctx, t.ID)
 	}
 	if err != nil && ctx.Err() != nil {
 		// Stopped or out of time: an error answer rather than a failed send, so mcp-go sends
@@ -436,12 +446,17 @@ func (x *extTasks) answer(ctx context.Context, t extTask, answered map[string]bo
 	return nil
 }
 
-// cancel tells the server to stop a task the bot no longer waits for.
-func (x *extTasks) cancel(ctx context.Context, id string, next sendFunc) {
-	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), taskCancelWait)
-	defer stop()
+// stop tells the server to cancel a task the bot no longer waits for; once the server took
+// it, the task leaves the task book (else the next process cancels it).
+func (x *extTasks) stop(ctx context.Context, id string, next sendFunc) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskCancelWait)
+	defer cancel()
 	if _, err := x.request(cctx, next, string(mcpgo.MethodTasksCancel), id, nil); err != nil {
 		x.logger.Warn("MCP server's task could not be cancelled", "task", id, "err", x.redact.err(err))
+		return
+	}
+	if x.ended != nil {
+		x.ended(ctx, id)
 	}
 }
 

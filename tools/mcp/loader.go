@@ -114,6 +114,8 @@ type options struct {
 	reconnectWait           time.Duration
 	tracer                  CallTracer
 	memory                  ToolMemory
+	tasks                   TaskBook
+	taskSweep               time.Duration
 }
 
 // CallTracer traces the tools/call requests of a Loader. StartCall is called before each
@@ -174,7 +176,7 @@ func NewLoader(servers []ServerConfig, logger *slog.Logger, opts ...Option) *Loa
 	if logger == nil {
 		logger = slog.Default()
 	}
-	o := options{backoffBase: DefaultBackoffBase, backoffMax: DefaultBackoffMax, reconnectWait: DefaultReconnectWait}
+	o := options{backoffBase: DefaultBackoffBase, backoffMax: DefaultBackoffMax, reconnectWait: DefaultReconnectWait, taskSweep: leftTaskSweep}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -346,9 +346,19 @@ func (s *serverConn) run(ctx context.Context) {
 }
 
 // serve waits while the session is up, refreshing the tool list when the server says it changed.
+// It cancels the tasks stopped processes left on the server at once and every taskSweep.
 func (s *serverConn) serve(ctx context.Context, sess *session) (sessionEnd, error) {
+	s.cancelLeft(ctx, sess)
+	var sweep <-chan time.Time
+	if s.booked() {
+		t := time.NewTicker(s.opts.taskSweep)
+		defer t.Stop()
+		sweep = t.C
+	}
 	for {
 		select {
+		case <-sweep:
+			s.cancelLeft(ctx, sess)
 		case <-ctx.Done():
 			return endClosed, nil
 		case <-sess.lost:

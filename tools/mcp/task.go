@@ -96,20 +96,28 @@ func (s *serverConn) callTask(ctx context.Context, sess *session, name string, a
 		// The server ran the call at once instead.
 		return mcpgo.ParseCallToolResult(&raw)
 	}
-	res, err := s.followTask(tctx, sess, *created.Task, r)
-	if err == nil {
-		return res, nil
+	id := created.Task.TaskId
+	s.beginTask(ctx, sess, id)
+	res, ended, err := s.followTask(tctx, sess, *created.Task, r)
+	if !ended {
+		// The bot stops waiting (stopped, out of time, the server unreachable): the task is
+		// cancelled, or, when that fails, left booked for the next process to cancel.
+		ended = s.cancelTask(ctx, sess, id)
 	}
-	if tctx.Err() != nil {
-		s.cancelTask(ctx, sess, created.Task.TaskId)
+	if ended {
+		s.endTask(ctx, id)
 	}
-	return nil, s.callErr(ctx, tctx, sess, name, err, limit)
+	if err != nil {
+		return nil, s.callErr(ctx, tctx, sess, name, err, limit)
+	}
+	return res, nil
 }
 
 // followTask polls the task until it ends, reporting each new status message, then takes its
 // result. A task that needs input is asked for its result at once: the server sends its
-// questions on that request's stream.
-func (s *serverConn) followTask(ctx context.Context, sess *session, task mcpgo.Task, r tools.Running) (*mcpgo.CallToolResult, error) {
+// questions on that request's stream. ended reports that the task is over on the server (its
+// result taken, or it ended on its own); without it the bot stopped waiting.
+func (s *serverConn) followTask(ctx context.Context, sess *session, task mcpgo.Task, r tools.Running) (_ *mcpgo.CallToolResult, ended bool, _ error) {
 	said := ""
 	for {
 		if msg := task.StatusMessage; msg != "" && msg != said && r != nil {
@@ -120,11 +128,12 @@ func (s *serverConn) followTask(ctx context.Context, sess *session, task mcpgo.T
 		case mcpgo.TaskStatusCompleted, mcpgo.TaskStatusFailed, mcpgo.TaskStatusInputRequired:
 			raw, err := s.send(ctx, sess, string(mcpgo.MethodTasksResult), map[string]any{"taskId": task.TaskId})
 			if err != nil {
-				return nil, err
+				return nil, task.Status != mcpgo.TaskStatusInputRequired && ctx.Err() == nil, err
 			}
-			return mcpgo.ParseCallToolResult(&raw)
+			res, err := mcpgo.ParseCallToolResult(&raw)
+			return res, true, err
 		case mcpgo.TaskStatusCancelled:
-			return nil, fmt.Errorf("the server cancelled the task (%s)", task.StatusMessage)
+			return nil, true, fmt.Errorf("the server cancelled the task (%s)", task.StatusMessage)
 		}
 		poll := DefaultTaskPoll
 		if task.PollInterval != nil && *task.PollInterval > 0 {
@@ -134,24 +143,27 @@ func (s *serverConn) followTask(ctx context.Context, sess *session, task mcpgo.T
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, context.Cause(ctx)
+			return nil, false, context.Cause(ctx)
 		case <-t.C:
 		}
 		got, err := sess.client.GetTask(ctx, mcpgo.GetTaskRequest{Params: mcpgo.GetTaskParams{TaskId: task.TaskId}})
 		if err != nil {
-			return nil, fmt.Errorf("tasks/get: %w", err)
+			return nil, false, fmt.Errorf("tasks/get: %w", err)
 		}
 		task = got.Task
 	}
 }
 
-// cancelTask tells the server to stop a task the bot no longer waits for.
-func (s *serverConn) cancelTask(ctx context.Context, sess *session, id string) {
+// cancelTask tells the server to stop a task the bot no longer waits for, and reports whether
+// the server took it.
+func (s *serverConn) cancelTask(ctx context.Context, sess *session, id string) bool {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskCancelWait)
 	defer cancel()
 	if _, err := sess.client.CancelTask(cctx, mcpgo.CancelTaskRequest{Params: mcpgo.CancelTaskParams{TaskId: id}}); err != nil {
 		s.logger.Warn("MCP server's task could not be cancelled", "task", id, "err", s.redact.err(err))
+		return false
 	}
+	return true
 }
 
 // send sends one request on the session's transport and returns its result.
