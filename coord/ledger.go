@@ -73,6 +73,20 @@ func (l *Ledger) ClaimPayload(ctx context.Context, platform, key string, payload
 	if err != nil {
 		return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, err)
 	}
+	if n == 0 && l.epoch() != 0 {
+		// Nothing inserted: another replica took the message, or this replica's registration
+		// changed under the fence (a survivor took its work over). The latter must not pass for
+		// a repeat, or the message would be dropped unanswered: the platform is asked to send
+		// it again, and another replica (or this one, registered again) takes it.
+		var taken bool
+		if err := l.db.QueryRowContext(bctx, `SELECT EXISTS (SELECT 1 FROM inbound_ledger WHERE platform = $1 AND inbound_key = $2)`,
+			platform, key).Scan(&taken); err != nil {
+			return false, fmt.Errorf("coord: take %s message %s: whether another replica took it: %w", platform, key, err)
+		}
+		if !taken {
+			return false, fmt.Errorf("coord: take %s message %s: %w", platform, key, ErrTakenOver)
+		}
+	}
 	return n == 1, nil
 }
 

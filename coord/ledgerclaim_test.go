@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -33,5 +34,34 @@ func TestAClaimWhoseRequestEndedStillLandsAndSaysSo(t *testing.T) {
 	var done bool
 	if err := db.QueryRow(`SELECT done FROM inbound_ledger WHERE platform = 'telegram' AND inbound_key = '1000:9'`).Scan(&done); err != nil || !done {
 		t.Fatalf("done %v, err %v; want the message done", done, err)
+	}
+}
+
+// A claim made while a survivor takes this replica's work over (the fence still open, its
+// registration already gone) inserts nothing and must not pass for a repeat: the message would
+// be answered by nobody. It fails, so the platform sends it again, and the next replica takes it.
+func TestAClaimOfAReplicaTakenOverIsNotARepeat(t *testing.T) {
+	st, _ := pgStore(t, "")
+	db := pool(t, st)
+	m, err := Join(context.Background(), db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Leave(context.Background())
+	l := NewLedger(db, m.ID()).fenced(m)
+	if _, err := db.Exec(`DELETE FROM instances WHERE id = $1`, m.ID()); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := l.ClaimPayload(context.Background(), "telegram", "1000:10", []byte("{}"))
+	if ok || !errors.Is(err, ErrTakenOver) {
+		t.Fatalf("claim of a replica taken over: taken %v, err %v; want ErrTakenOver", ok, err)
+	}
+	other, err := Join(context.Background(), db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Leave(context.Background())
+	if ok, err := NewLedger(db, other.ID()).fenced(other).ClaimPayload(context.Background(), "telegram", "1000:10", []byte("{}")); err != nil || !ok {
+		t.Fatalf("the message sent again to another replica: taken %v, err %v; want taken", ok, err)
 	}
 }
