@@ -234,11 +234,20 @@ func (h *holding) check() bool {
 		h.lost("its session failed a check: " + err.Error())
 		return false
 	}
-	if h.keep != nil && !h.keep(h.held) {
+	if h.keep != nil && !h.keepNow() {
 		h.end(&adapters.GivenUp{HandedOver: func(ctx context.Context) error { return h.l.handedOver(ctx, h.epoch, HandOffLimit) }})
 		return false
 	}
 	return true
+}
+
+// keepNow asks keep within one check period: an answer that needs a connection of a pool with
+// none free (keep counts the replicas) must not stall the watch, which would then miss the
+// session's loss; keep reads an unanswered question as "keep".
+func (h *holding) keepNow() bool {
+	kctx, cancel := context.WithTimeout(h.held, h.every)
+	defer cancel()
+	return h.keep(kctx)
 }
 
 // release ends the hold and gives the lock back.
