@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -119,6 +120,9 @@ func (s *serverConn) dialRemote(ctx, cctx context.Context, kind string, legacy b
 	}
 	tooLarge := newCapTrip()
 	hc.Transport = capBodies{next: hc.Transport, server: s.cfg.Name, max: s.cfg.MaxMessageBytes, trip: tooLarge}
+	if kind == TransportHTTP {
+		hc.Transport = streamOpened{next: hc.Transport, opened: s.relist}
+	}
 	logger := s.logger.With("component", "mcp-go")
 	var (
 		t   transport.Interface
@@ -173,10 +177,7 @@ func (s *serverConn) notified(sess *session, n mcpgo.JSONRPCNotification) {
 	// between the first listing and the subscription is not missed.
 	if n.Method == string(mcpgo.MethodNotificationToolsListChanged) ||
 		n.Method == string(mcpgo.MethodNotificationSubscriptionsAcknowledged) {
-		select {
-		case s.refresh <- struct{}{}:
-		default:
-		}
+		s.relist()
 	}
 }
 
@@ -345,6 +346,33 @@ func schema(t mcpgo.Tool) (json.RawMessage, error) {
 		in.Properties = map[string]any{}
 	}
 	return json.Marshal(in)
+}
+
+// streamOpened calls opened each time a GET is answered with an event stream: the standalone
+// stream on which a streamable HTTP server sends what is not an answer. A notification the
+// server sent before the stream was open (the reference server's tools/list_changed right after
+// the handshake) went nowhere, so the tool list is read again once the stream stands.
+type streamOpened struct {
+	next   http.RoundTripper
+	opened func()
+}
+
+func (t streamOpened) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+			t.opened()
+		}
+	}
+	return resp, err
+}
+
+// relist asks the session's watch to read the tool list again, as tools/list_changed does.
+func (s *serverConn) relist() {
+	select {
+	case s.refresh <- struct{}{}:
+	default:
+	}
 }
 
 // statusRecorder remembers the status of the first POST, the handshake's initialize.

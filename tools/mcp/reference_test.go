@@ -48,7 +48,10 @@ func startLogged(t *testing.T, cfg mcp.ServerConfig) (*mcp.Loader, *logbuf.Buffe
 
 // The reference server speaks 2025-11-25: the bot offers 2026-07-28 (server/discover), falls back
 // to the initialize handshake, shows the version it got, and sees the server's tool list change
-// (it adds the tools for the client's capabilities right after the handshake).
+// (it adds the tools for the client's capabilities right after the handshake). Over streamable
+// HTTP its tools/list_changed may go out before the bot's GET stream stands, and so nowhere: the
+// list is read again once the stream opens (streamOpened); on a loaded machine this test failed
+// about one run in three before that.
 func TestReferenceServerNegotiatesAndListsChanges(t *testing.T) {
 	for tr, cfg := range everythingServers(t) {
 		t.Run(tr, func(t *testing.T) {
@@ -56,6 +59,11 @@ func TestReferenceServerNegotiatesAndListsChanges(t *testing.T) {
 			if got := health(l, "everything").ProtocolVersion; got != "2025-11-25" {
 				t.Fatalf("negotiated %q with the reference server, want 2025-11-25", got)
 			}
+			defer func() {
+				if t.Failed() {
+					t.Log(logs.String())
+				}
+			}()
 			wait.For(t, "the tool list change", func() bool {
 				return strings.Contains(logs.String(), "MCP server's tool list read again")
 			})
