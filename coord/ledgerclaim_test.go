@@ -2,9 +2,24 @@ package coord
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 )
+
+// joined is a replica joined on a fresh database, and the database's pool; it leaves at the
+// test's end.
+func joined(t *testing.T) (*sql.DB, *Member) {
+	t.Helper()
+	st, _ := pgStore(t, "")
+	db := pool(t, st)
+	m, err := Join(context.Background(), db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Leave(context.Background()) })
+	return db, m
+}
 
 // TestAClaimWhoseRequestEndedStillLandsAndSaysSo: a webhook request the platform gave up on (its
 // context ends as the replica, woken from a pause, takes the message) still takes the message
@@ -12,13 +27,7 @@ import (
 // it again) is then refused. A claim must never land unreported: the message would stay taken
 // and unanswered. The ledger's done, likewise, is recorded with an ended context.
 func TestAClaimWhoseRequestEndedStillLandsAndSaysSo(t *testing.T) {
-	st, _ := pgStore(t, "")
-	db := pool(t, st)
-	m, err := Join(context.Background(), db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Leave(context.Background())
+	db, m := joined(t)
 	l := NewLedger(db, m.ID()).fenced(m)
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -41,13 +50,7 @@ func TestAClaimWhoseRequestEndedStillLandsAndSaysSo(t *testing.T) {
 // registration already gone) inserts nothing and must not pass for a repeat: the message would
 // be answered by nobody. It fails, so the platform sends it again, and the next replica takes it.
 func TestAClaimOfAReplicaTakenOverIsNotARepeat(t *testing.T) {
-	st, _ := pgStore(t, "")
-	db := pool(t, st)
-	m, err := Join(context.Background(), db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Leave(context.Background())
+	db, m := joined(t)
 	l := NewLedger(db, m.ID()).fenced(m)
 	if _, err := db.Exec(`DELETE FROM instances WHERE id = $1`, m.ID()); err != nil {
 		t.Fatal(err)
@@ -60,7 +63,7 @@ func TestAClaimOfAReplicaTakenOverIsNotARepeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Leave(context.Background())
+	t.Cleanup(func() { other.Leave(context.Background()) })
 	if ok, err := NewLedger(db, other.ID()).fenced(other).ClaimPayload(context.Background(), "telegram", "1000:10", []byte("{}")); err != nil || !ok {
 		t.Fatalf("the message sent again to another replica: taken %v, err %v; want taken", ok, err)
 	}
