@@ -147,7 +147,7 @@ func TestATaskAStoppedProcessLeftIsCancelledByTheNext(t *testing.T) {
 					}
 					if connected {
 						startB()
-						time.Sleep(2 * time.Minute) // sweeps while a lives take nothing
+						time.Sleep(2 * time.Minute) // on the bubble's clock: sweeps while a lives take nothing
 						if len(b.owners()) != 1 || k.Cancelled() != 0 {
 							t.Fatalf("a live process's task was taken: book %v, cancelled %d", b.owners(), k.Cancelled())
 						}
@@ -165,7 +165,7 @@ func TestATaskAStoppedProcessLeftIsCancelledByTheNext(t *testing.T) {
 					}
 					b.leave("a")
 					if connected {
-						time.Sleep(time.Minute) // b's next sweep
+						time.Sleep(time.Minute) // on the bubble's clock: b's next sweep
 					} else {
 						startB()
 					}
